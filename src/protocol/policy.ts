@@ -1,0 +1,402 @@
+/**
+ * DRS 4.0 policy: schema, attenuation (child against parent), evaluation of
+ * invocation args, and the effective limits of a chain. DESIGN.md section 3.
+ *
+ * Everything fails closed:
+ * - unknown policy keys are refused, since an ignored constraint widens authority;
+ * - absent `pii_access` / `write_access` mean false; absent `allowed_*` lists and
+ *   a list that is exactly ["*"] mean unrestricted; absent ceilings mean unlimited;
+ * - an argument a policy constrains must be present and of the right type.
+ *
+ * Pure: no I/O, no clock. Violations come back without dr_index / dr_hash;
+ * the chain verifier adds those.
+ */
+
+import { z } from 'zod';
+import { BatonError, type Violation } from './errors.js';
+import { MAX_USD, microsToUsd, usdToMicros, type Micros } from './money.js';
+import { isValidResourcePattern, normalizeResourcePattern, normalizeResourceUri, patternCovers, resourceCovered } from './resource.js';
+
+export const MAX_LIST_ITEMS = 256;
+export const MAX_NAME_LENGTH = 256;
+export const MAX_POLICY_DEPTH = 16;
+export const WILDCARD = '*';
+
+const NO_CONTROL_CHARS = /^[^\u0000-\u001f\u007f-\u009f]*$/u;
+
+const name = z
+  .string()
+  .min(1)
+  .max(MAX_NAME_LENGTH)
+  .regex(NO_CONTROL_CHARS, { message: 'Names cannot contain control characters.' })
+  // "web_*" is not a glob here; refuse it rather than let it read like one.
+  .refine((s) => s === WILDCARD || !s.includes(WILDCARD), { message: 'Only the whole entry "*" may contain *; globs are not supported.' });
+
+/** "*" means unrestricted only on its own; mixed with names it is ambiguous, so refused. */
+function list(item: z.ZodType<string>) {
+  return z
+    .array(item)
+    .max(MAX_LIST_ITEMS)
+    .refine((xs) => !xs.includes(WILDCARD) || xs.length === 1, { message: 'A list containing "*" must contain nothing else.' });
+}
+
+const money = z.number().nonnegative().max(MAX_USD);
+
+const resourcePattern = z
+  .string()
+  .refine(isValidResourcePattern, { message: 'Not a valid resource pattern: use *, an exact URI, or a prefix ending in /*, in RFC 3986 form without dot segments or encoded slashes or dots.' });
+
+export const PolicySchema = z.strictObject({
+  allowed_tools: list(name).optional(),
+  max_cost_usd: money.optional(),
+  pii_access: z.boolean().optional(),
+  write_access: z.boolean().optional(),
+  max_calls: z.int().nonnegative().optional(), // z.int() is bounded to safe integers
+  allowed_resources: list(resourcePattern).optional(),
+  allowed_data_classes: list(name).optional(),
+  max_spend_usd: money.optional(),
+  max_depth: z.int().min(0).max(MAX_POLICY_DEPTH).optional(),
+});
+
+export type Policy = z.infer<typeof PolicySchema>;
+
+export interface PolicyIssue {
+  readonly path: string;
+  readonly code: string;
+  readonly message: string;
+}
+
+/** Validates a policy; throws INVALID_FIELD listing every issue under details.issues. */
+export function parsePolicy(raw: unknown, field = 'policy'): Policy {
+  const result = PolicySchema.safeParse(raw);
+  if (result.success) return result.data;
+  const issues: PolicyIssue[] = result.error.issues.map((issue) => ({
+    path: [field, ...issue.path.map(String)].join('.'),
+    code: issue.code,
+    message: issue.message, // names unknown keys too
+  }));
+  const first = issues[0];
+  throw new BatonError('INVALID_FIELD', {
+    message: `The ${field} is not a valid DRS 4.0 policy${first ? `: ${first.path}: ${first.message}` : ''}.`,
+    suggestion: 'Use only the fields allowed_tools, max_cost_usd, pii_access, write_access, max_calls, allowed_resources, allowed_data_classes, max_spend_usd and max_depth, within the limits in DESIGN.md section 3.',
+    details: { field, issues },
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Shared helpers
+
+type ListField = 'allowed_tools' | 'allowed_resources' | 'allowed_data_classes';
+type MoneyField = 'max_cost_usd' | 'max_spend_usd';
+type FlagField = 'pii_access' | 'write_access';
+
+/** The entries a list restricts to, or undefined when it does not restrict. */
+export function restriction(list: readonly string[] | undefined): readonly string[] | undefined {
+  if (list === undefined || list.includes(WILDCARD)) return undefined;
+  return list;
+}
+
+/** Short JSON rendering of a value for messages (arguments can be large). */
+function show(value: unknown): string {
+  if (value === undefined) return 'nothing';
+  if (typeof value === 'string') return JSON.stringify(value.length > 120 ? `${value.slice(0, 120)}…` : value);
+  let text: string;
+  try {
+    text = typeof value === 'number' ? String(value) : (JSON.stringify(value) ?? String(value));
+  } catch {
+    text = String(value);
+  }
+  return text.length > 120 ? `${text.slice(0, 120)}…` : text;
+}
+
+/** A value safe and small enough to echo back in a violation. */
+function echo(value: unknown): unknown {
+  if (value === undefined) return null;
+  if (typeof value === 'number' && !Number.isFinite(value)) return String(value);
+  if (value === null || typeof value === 'boolean' || typeof value === 'number') return value;
+  if (typeof value === 'string') return value.length > 256 ? `${value.slice(0, 256)}…` : value;
+  return show(value);
+}
+
+function typeName(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'object') return 'an object';
+  if (typeof value === 'number' && Number.isNaN(value)) return 'NaN';
+  return `a ${typeof value}`;
+}
+
+/** A ceiling in micros, rounded down; undefined if the number is not a valid amount. */
+function ceilingMicros(usd: number): Micros | undefined {
+  try {
+    return usdToMicros(usd, 'floor');
+  } catch {
+    return undefined;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Attenuation: the child must not grant anything the parent does not.
+
+function escalation(field: string, required: unknown, actual: unknown, message: string): Violation {
+  return { code: 'POLICY_ESCALATION', field: `policy.${field}`, required, actual, message };
+}
+
+function checkList(
+  field: ListField,
+  parent: Policy,
+  child: Policy,
+  covers: (parentEntry: string, childEntry: string) => boolean,
+): Violation[] {
+  const allowed = restriction(parent[field]);
+  if (allowed === undefined) return [];
+  const granted = child[field];
+  if (granted === undefined) {
+    return [escalation(field, allowed, null, `The parent restricts ${field} to ${show(allowed)}, so the child must list ${field} too; leaving it out would allow everything.`)];
+  }
+  if (granted.includes(WILDCARD)) {
+    return [escalation(field, allowed, granted, `The child sets ${field} to "*" (everything), but the parent restricts it to ${show(allowed)}.`)];
+  }
+  const extra = granted.filter((entry) => !allowed.some((a) => covers(a, entry)));
+  if (extra.length === 0) return [];
+  return [escalation(field, allowed, extra, `The child's ${field} grants ${show(extra)}, which the parent's ${field} ${show(allowed)} does not cover.`)];
+}
+
+function checkMoneyCeiling(field: MoneyField, parent: Policy, child: Policy): Violation[] {
+  const cap = parent[field];
+  if (cap === undefined) return [];
+  const set = child[field];
+  if (set === undefined) {
+    return [escalation(field, cap, null, `The parent sets ${field} to ${cap} USD, so the child must set ${field} to at most ${cap}; leaving it out would mean unlimited.`)];
+  }
+  const capMicros = ceilingMicros(cap);
+  const setMicros = ceilingMicros(set);
+  if (capMicros !== undefined && setMicros !== undefined && setMicros <= capMicros) return [];
+  return [escalation(field, cap, set, `The child sets ${field} to ${show(set)} USD, above the parent's ${cap} USD.`)];
+}
+
+function checkCountCeiling(field: 'max_calls', parent: Policy, child: Policy): Violation[] {
+  const cap = parent[field];
+  if (cap === undefined) return [];
+  const set = child[field];
+  if (set === undefined) {
+    return [escalation(field, cap, null, `The parent sets ${field} to ${cap}, so the child must set ${field} to at most ${cap}; leaving it out would mean unlimited.`)];
+  }
+  if (set <= cap) return [];
+  return [escalation(field, cap, set, `The child sets ${field} to ${set}, above the parent's ${cap}.`)];
+}
+
+/** max_depth counts further hops, so it must drop by at least one at each hop. */
+function checkDepth(parent: Policy, child: Policy): Violation[] {
+  const cap = parent.max_depth;
+  if (cap === undefined) return [];
+  const set = child.max_depth;
+  if (cap === 0) {
+    return [escalation('max_depth', 'no further delegation', set ?? null, 'The parent sets max_depth to 0, which allows no further delegation.')];
+  }
+  const limit = cap - 1;
+  if (set === undefined) {
+    return [escalation('max_depth', limit, null, `The parent sets max_depth to ${cap}, so the child must set max_depth to at most ${limit}; leaving it out would mean unlimited.`)];
+  }
+  if (set <= limit) return [];
+  return [escalation('max_depth', limit, set, `The child sets max_depth to ${set}, but max_depth must drop by at least one per hop: at most ${limit} under the parent's ${cap}.`)];
+}
+
+function checkFlag(field: FlagField, parent: Policy, child: Policy): Violation[] {
+  if (parent[field] === true || child[field] !== true) return [];
+  return [escalation(field, false, true, `The child grants ${field}, which the parent does not grant (absent means false).`)];
+}
+
+/** Every way the child policy grants more than the parent; [] when it only narrows. */
+export function checkAttenuation(parent: Policy, child: Policy): Violation[] {
+  const exact = (a: string, b: string): boolean => a === b;
+  return [
+    ...checkList('allowed_tools', parent, child, exact),
+    ...checkMoneyCeiling('max_cost_usd', parent, child),
+    ...checkFlag('pii_access', parent, child),
+    ...checkFlag('write_access', parent, child),
+    ...checkCountCeiling('max_calls', parent, child),
+    ...checkList('allowed_resources', parent, child, patternCovers),
+    ...checkList('allowed_data_classes', parent, child, exact),
+    ...checkMoneyCeiling('max_spend_usd', parent, child),
+    ...checkDepth(parent, child),
+  ];
+}
+
+// ---------------------------------------------------------------------------
+// Evaluation: do the invocation args fit this one policy?
+
+function violation(arg: string, required: unknown, actual: unknown, message: string): Violation {
+  return { code: 'POLICY_VIOLATION', field: `args.${arg}`, required, actual: echo(actual), message };
+}
+
+/** Own properties only: an inherited `tool` must never count as declared. */
+function argOf(args: Record<string, unknown>, key: string): unknown {
+  return typeof args === 'object' && args !== null && Object.hasOwn(args, key) ? args[key] : undefined;
+}
+
+function evalTool(policy: Policy, args: Record<string, unknown>): Violation[] {
+  const allowed = restriction(policy.allowed_tools);
+  if (allowed === undefined) return [];
+  const tool = argOf(args, 'tool');
+  if (tool === undefined) {
+    return [violation('tool', allowed, tool, `The invocation does not name its tool in args.tool, but this delegation only allows allowed_tools ${show(allowed)}.`)];
+  }
+  if (typeof tool !== 'string') {
+    return [violation('tool', allowed, tool, `args.tool must be a string naming the tool, but it is ${typeName(tool)}.`)];
+  }
+  if (allowed.includes(tool)) return [];
+  return [violation('tool', allowed, tool, `Tool ${show(tool)} is not in allowed_tools ${show(allowed)} of this delegation.`)];
+}
+
+function evalCost(policy: Policy, args: Record<string, unknown>): Violation[] {
+  const cap = policy.max_cost_usd;
+  if (cap === undefined) return [];
+  const required = `at most ${cap}`;
+  const estimate = argOf(args, 'estimated_cost_usd');
+  if (estimate === undefined) {
+    return [violation('estimated_cost_usd', required, estimate, `The invocation does not declare args.estimated_cost_usd, but this delegation caps each call at max_cost_usd ${cap}; declare the estimated cost in US dollars.`)];
+  }
+  if (typeof estimate !== 'number' || !Number.isFinite(estimate) || estimate < 0 || estimate > MAX_USD) {
+    return [violation('estimated_cost_usd', required, estimate, `args.estimated_cost_usd must be a finite, non-negative number of US dollars no larger than ${MAX_USD}, but it is ${typeName(estimate) === 'a number' ? show(estimate) : typeName(estimate)}.`)];
+  }
+  const capMicros = ceilingMicros(cap);
+  if (capMicros !== undefined && usdToMicros(estimate, 'ceil') <= capMicros) return [];
+  return [violation('estimated_cost_usd', required, estimate, `The estimated cost of ${show(estimate)} USD is above max_cost_usd ${cap} of this delegation.`)];
+}
+
+function evalFlag(field: FlagField, policy: Policy, args: Record<string, unknown>): Violation[] {
+  const granted = policy[field] === true;
+  const value = argOf(args, field);
+  const what = field === 'pii_access' ? 'PII access' : 'write access';
+  if (value === undefined) {
+    if (granted) return [];
+    return [violation(field, false, value, `The invocation does not declare args.${field}, and this delegation does not grant ${what}; set args.${field} to false.`)];
+  }
+  if (typeof value !== 'boolean') {
+    return [violation(field, granted ? 'a boolean' : false, value, `args.${field} must be a boolean, but it is ${typeName(value)}.`)];
+  }
+  if (granted || value === false) return [];
+  return [violation(field, false, value, `The invocation asks for ${what} (args.${field} is true), which this delegation does not grant.`)];
+}
+
+function evalResource(policy: Policy, args: Record<string, unknown>): Violation[] {
+  const allowed = restriction(policy.allowed_resources);
+  if (allowed === undefined) return [];
+  const uri = argOf(args, 'resource_uri');
+  if (uri === undefined) {
+    return [violation('resource_uri', allowed, uri, `The invocation does not declare args.resource_uri, but this delegation only allows allowed_resources ${show(allowed)}.`)];
+  }
+  if (typeof uri !== 'string') {
+    return [violation('resource_uri', allowed, uri, `args.resource_uri must be a string URI, but it is ${typeName(uri)}.`)];
+  }
+  try {
+    normalizeResourceUri(uri);
+  } catch (e) {
+    const reason = e instanceof BatonError ? e.message : 'The resource URI is not valid.';
+    return [violation('resource_uri', allowed, uri, reason)];
+  }
+  if (allowed.some((pattern) => resourceCovered(pattern, uri))) return [];
+  return [violation('resource_uri', allowed, uri, `Resource ${show(uri)} is not covered by allowed_resources ${show(allowed)} of this delegation.`)];
+}
+
+function evalDataClass(policy: Policy, args: Record<string, unknown>): Violation[] {
+  const allowed = restriction(policy.allowed_data_classes);
+  if (allowed === undefined) return [];
+  const dataClass = argOf(args, 'data_class');
+  if (dataClass === undefined) {
+    return [violation('data_class', allowed, dataClass, `The invocation does not declare args.data_class, but this delegation only allows allowed_data_classes ${show(allowed)}.`)];
+  }
+  if (typeof dataClass !== 'string') {
+    return [violation('data_class', allowed, dataClass, `args.data_class must be a string, but it is ${typeName(dataClass)}.`)];
+  }
+  if (allowed.includes(dataClass)) return [];
+  return [violation('data_class', allowed, dataClass, `Data class ${show(dataClass)} is not in allowed_data_classes ${show(allowed)} of this delegation.`)];
+}
+
+/** Every way the args fall outside one policy; [] when the policy permits them. */
+export function evaluateArgs(policy: Policy, args: Record<string, unknown>): Violation[] {
+  return [
+    ...evalTool(policy, args),
+    ...evalCost(policy, args),
+    ...evalFlag('pii_access', policy, args),
+    ...evalFlag('write_access', policy, args),
+    ...evalResource(policy, args),
+    ...evalDataClass(policy, args),
+  ];
+}
+
+// ---------------------------------------------------------------------------
+// Effective limits of a chain, root first.
+
+export interface EffectiveLimits {
+  allowed_tools?: string[];
+  max_cost_usd?: number;
+  pii_access: boolean;
+  write_access: boolean;
+  max_calls?: number;
+  max_spend_usd?: number;
+  max_depth?: number;
+  allowed_resources?: string[];
+  allowed_data_classes?: string[];
+}
+
+/** Intersection of the restricting name lists, in the order of the first; undefined if none restricts. */
+function intersectNames(lists: readonly (readonly string[] | undefined)[]): string[] | undefined {
+  const restricting = lists.map(restriction).filter((l): l is readonly string[] => l !== undefined);
+  const [first, ...others] = restricting;
+  if (first === undefined) return undefined;
+  return [...new Set(first)].filter((n) => others.every((o) => o.includes(n)));
+}
+
+/**
+ * Intersection of pattern lists. Two patterns that share a URI are nested, so
+ * the intersection is exactly the candidates (from any list) that every list
+ * covers; kept in normal form, without duplicates or entries another covers.
+ */
+function intersectPatterns(lists: readonly (readonly string[] | undefined)[]): string[] | undefined {
+  const restricting = lists.map(restriction).filter((l): l is readonly string[] => l !== undefined);
+  if (restricting.length === 0) return undefined;
+  const candidates = [...new Set(restricting.flat().map(normalizeResourcePattern))];
+  const shared = candidates.filter((c) => restricting.every((l) => l.some((p) => patternCovers(p, c))));
+  return shared.filter((c) => !shared.some((other) => other !== c && patternCovers(other, c)));
+}
+
+function minMoney(values: readonly (number | undefined)[]): number | undefined {
+  const micros = values.filter((v): v is number => v !== undefined).map((v) => usdToMicros(v, 'floor'));
+  return micros.length === 0 ? undefined : microsToUsd(Math.min(...micros) as Micros);
+}
+
+function minCount(values: readonly (number | undefined)[]): number | undefined {
+  const set = values.filter((v): v is number => v !== undefined);
+  return set.length === 0 ? undefined : Math.min(...set);
+}
+
+/**
+ * The tightest value of each limit across a chain (root first), for the verify
+ * response. Money ceilings are reported as enforced (rounded down to micros).
+ * max_depth is the number of hops still allowed below the leaf: a DR at index i
+ * of n allows max_depth_i − (n − 1 − i) more, never below 0.
+ */
+export function effectiveLimits(policies: readonly Policy[]): EffectiveLimits {
+  const limits: EffectiveLimits = {
+    pii_access: policies.length > 0 && policies.every((p) => p.pii_access === true),
+    write_access: policies.length > 0 && policies.every((p) => p.write_access === true),
+  };
+  const n = policies.length;
+  const tools = intersectNames(policies.map((p) => p.allowed_tools));
+  const resources = intersectPatterns(policies.map((p) => p.allowed_resources));
+  const dataClasses = intersectNames(policies.map((p) => p.allowed_data_classes));
+  const maxCost = minMoney(policies.map((p) => p.max_cost_usd));
+  const maxSpend = minMoney(policies.map((p) => p.max_spend_usd));
+  const maxCalls = minCount(policies.map((p) => p.max_calls));
+  const maxDepth = minCount(policies.map((p, i) => (p.max_depth === undefined ? undefined : Math.max(0, p.max_depth - (n - 1 - i)))));
+  if (tools !== undefined) limits.allowed_tools = tools;
+  if (maxCost !== undefined) limits.max_cost_usd = maxCost;
+  if (maxCalls !== undefined) limits.max_calls = maxCalls;
+  if (maxSpend !== undefined) limits.max_spend_usd = maxSpend;
+  if (maxDepth !== undefined) limits.max_depth = maxDepth;
+  if (resources !== undefined) limits.allowed_resources = resources;
+  if (dataClasses !== undefined) limits.allowed_data_classes = dataClasses;
+  return limits;
+}
