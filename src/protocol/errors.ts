@@ -246,14 +246,21 @@ export class BatonError extends Error {
 
   constructor(
     code: ErrorCode,
-    opts: { message?: string; suggestion?: string; details?: Record<string, unknown>; violations?: readonly Violation[] } = {},
+    opts: {
+      message?: string | undefined;
+      suggestion?: string | undefined;
+      details?: Record<string, unknown> | undefined;
+      violations?: readonly Violation[] | undefined;
+      /** Overrides the table status where context changes it (a policy escalation at issuance is 422, at verify 403). */
+      status?: number | undefined;
+    } = {},
   ) {
     const spec: CodeSpec = ERROR_TABLE[code];
     super(opts.message ?? spec.message);
     this.name = 'BatonError';
     this.code = code;
     this.block = spec.block;
-    this.status = spec.status;
+    this.status = opts.status ?? spec.status;
     this.suggestion = opts.suggestion ?? spec.suggestion;
     this.details = opts.details;
     this.violations = opts.violations ?? [];

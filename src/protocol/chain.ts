@@ -1,0 +1,585 @@
+/**
+ * Chain verification: blocks A-F of DESIGN section 4, pure.
+ *
+ * One function, verifyChain, decides whether an invocation is authorised by
+ * its delegation chain at time `now`. It is conjunctive (every DR must
+ * permit the call) and fail-closed (anything it cannot establish is a deny).
+ * A deny lists every unmet condition it could evaluate, ordered by block, so
+ * a caller fixes everything in one round trip. Block G (replay, counters,
+ * budgets) needs the database and lives in the store.
+ */
+import { blockOf, BatonError, ERROR_TABLE, type Block, type ErrorCode, type Violation } from './errors.js';
+import { isRecordHash, type RecordHash } from './hash.js';
+import { canonicalJson } from './jcs.js';
+import { decodeJws, signatureValid, type DecodedJws } from './jws.js';
+import { checkAttenuation, effectiveLimits, evaluateArgs, type EffectiveLimits, type Policy } from './policy.js';
+import {
+  BundleSchema,
+  DelegationPayloadSchema,
+  InvocationPayloadSchema,
+  MAX_CHAIN_DEPTH,
+  parseWith,
+  type DelegationPayload,
+  type InvocationPayload,
+} from './records.js';
+
+export interface VerifiedDelegation {
+  readonly hash: RecordHash;
+  readonly jws: string;
+  readonly payload: DelegationPayload;
+}
+
+export interface VerifiedInvocation {
+  readonly hash: RecordHash;
+  readonly jws: string;
+  readonly payload: InvocationPayload;
+}
+
+/**
+ * Decoded DRs whose signature verified. A DR is immutable and its hash names
+ * its exact bytes, so a verdict once reached never changes; trust, time and
+ * revocation are still checked on every call.
+ */
+export class DelegationCache {
+  private readonly entries = new Map<RecordHash, VerifiedDelegation>();
+  constructor(private readonly capacity = 10_000) {}
+  get(hash: RecordHash): VerifiedDelegation | undefined {
+    return this.entries.get(hash);
+  }
+  set(dr: VerifiedDelegation): void {
+    if (this.entries.size >= this.capacity) {
+      const oldest = this.entries.keys().next();
+      if (!oldest.done) this.entries.delete(oldest.value);
+    }
+    this.entries.set(dr.hash, dr);
+  }
+  get size(): number {
+    return this.entries.size;
+  }
+}
+
+export interface ChainOptions {
+  /** Unix seconds. Passed in: the protocol never reads a clock. */
+  readonly now: number;
+  /** Root DIDs the verifier trusts. */
+  readonly trustedRoots: ReadonlySet<string> | readonly string[] | ((did: string) => boolean);
+  readonly isRevoked?: (hash: RecordHash) => boolean;
+  /** At most MAX_CHAIN_DEPTH (16); lower values tighten it. */
+  readonly maxDepth?: number;
+  /** How old an invocation may be (default 300 s). */
+  readonly invocationMaxAgeSeconds?: number;
+  /** How far in the future an invocation iat may lie (default 60 s). */
+  readonly clockSkewSeconds?: number;
+  /** Looks up DRs by hash when a bundle carries its chain by reference (empty receipts). */
+  readonly resolveReceipt?: (hash: RecordHash) => string | undefined;
+  readonly cache?: DelegationCache;
+  /** The request body the tool server received, compared with args under JCS. */
+  readonly body?: unknown;
+  readonly requireBinding?: boolean;
+}
+
+export type Binding = 'match' | 'mismatch' | 'absent';
+
+export interface ChainContext {
+  readonly root_principal: string;
+  readonly root_type: DelegationPayload['drs_root_type'];
+  readonly subject: string;
+  readonly chain_depth: number;
+  readonly leaf_policy: Policy;
+  readonly effective_limits: EffectiveLimits;
+  readonly invoker: string;
+  readonly tool_server: string;
+  readonly cmd: string;
+  readonly tool: string | null;
+  readonly dr_chain: readonly RecordHash[];
+  readonly invocation_jti: string;
+  readonly invocation_hash: RecordHash;
+  readonly binding: Binding;
+}
+
+export interface DecisionError {
+  readonly code: ErrorCode;
+  readonly block: Block | null;
+  readonly message: string;
+  readonly suggestion: string;
+}
+
+export type ChainDecision =
+  | {
+      readonly valid: true;
+      readonly context: ChainContext;
+      readonly delegations: readonly VerifiedDelegation[];
+      readonly invocation: VerifiedInvocation;
+    }
+  | {
+      readonly valid: false;
+      readonly error: DecisionError;
+      readonly violations: readonly Violation[];
+      /** Whatever could be decoded, for the audit trail of denials. */
+      readonly invocation?: VerifiedInvocation;
+      readonly dr_chain?: readonly RecordHash[];
+    };
+
+const DEFAULT_MAX_AGE_SECONDS = 300;
+const DEFAULT_SKEW_SECONDS = 60;
+const BLOCK_ORDER = 'ABCDEFG';
+
+export function verifyChain(bundleInput: unknown, opts: ChainOptions): ChainDecision {
+  // Block A: shape, size, completeness. Nothing later can be judged without it.
+  let invocation: VerifiedInvocation;
+  let receipts: readonly string[];
+  try {
+    const bundle = parseWith(BundleSchema, bundleInput, 'bundle');
+    invocation = decodeInvocation(bundle.invocation);
+    receipts = bundle.receipts;
+  } catch (e) {
+    return deny([violationFromError(e, 'bundle')]);
+  }
+  const dr_chain = invocation.payload.dr_chain;
+  const partial = { invocation, dr_chain };
+
+  const maxDepth = Math.min(opts.maxDepth ?? MAX_CHAIN_DEPTH, MAX_CHAIN_DEPTH);
+  const depth = Math.max(dr_chain.length, receipts.length);
+  if (depth > maxDepth) {
+    return deny(
+      [{ code: 'CHAIN_TOO_DEEP', field: 'dr_chain', required: `at most ${maxDepth}`, actual: depth,
+         message: `The chain has ${depth} delegation records; this verifier accepts at most ${maxDepth}.` }],
+      partial,
+    );
+  }
+
+  const gathered = gatherReceipts(receipts, dr_chain, opts.resolveReceipt);
+  if ('violations' in gathered) return deny(gathered.violations, partial);
+
+  const decoded = decodeDelegations(gathered.jwsList, opts.cache);
+  if ('violations' in decoded) return deny(decoded.violations, partial);
+  const { delegations, fresh } = decoded;
+
+  const violations: Violation[] = [
+    ...delegationViolations(delegations, fresh, opts),
+    ...checkInvocationLinkage(delegations, invocation),
+    ...invocationSignatureViolations(invocation),
+    ...checkArgs(delegations, invocation),
+    ...checkInvocationTime(invocation, opts),
+  ];
+  const binding = compareBinding(invocation.payload.args, opts.body);
+  if (opts.requireBinding && binding !== 'match') {
+    violations.push({
+      code: 'BINDING_MISMATCH', field: 'body', required: 'JCS-equal to invocation args', actual: binding,
+      message: binding === 'absent'
+        ? 'Binding was required but no request body was supplied to compare with the signed args.'
+        : 'The request body differs from the signed invocation args under JCS.',
+    });
+  }
+  if (violations.length > 0) return deny(violations, partial);
+
+  // Only signature-checked records reach the cache.
+  for (const dr of delegations) if (fresh.has(dr.hash)) opts.cache?.set(dr);
+
+  const root = delegations[0]!.payload;
+  const leaf = delegations[delegations.length - 1]!.payload;
+  const tool = invocation.payload.args['tool'];
+  return {
+    valid: true,
+    delegations,
+    invocation,
+    context: {
+      root_principal: root.iss,
+      root_type: root.drs_root_type,
+      subject: root.sub,
+      chain_depth: delegations.length,
+      leaf_policy: leaf.policy,
+      effective_limits: effectiveLimits(delegations.map((d) => d.payload.policy)),
+      invoker: invocation.payload.iss,
+      tool_server: invocation.payload.tool_server,
+      cmd: invocation.payload.cmd,
+      tool: typeof tool === 'string' ? tool : null,
+      dr_chain,
+      invocation_jti: invocation.payload.jti,
+      invocation_hash: invocation.hash,
+      binding,
+    },
+  };
+}
+
+// ---------------------------------------------------------------- delegations alone
+
+export interface DelegationChainOptions {
+  readonly now: number;
+  readonly trustedRoots: ChainOptions['trustedRoots'];
+  readonly isRevoked?: ChainOptions['isRevoked'];
+  readonly maxDepth?: number;
+  readonly cache?: DelegationCache;
+  /** Issuance may store a DR before its nbf; verification may not use one. */
+  readonly allowNotYetValid?: boolean;
+}
+
+export type DelegationsDecision =
+  | { readonly valid: true; readonly delegations: readonly VerifiedDelegation[] }
+  | { readonly valid: false; readonly error: DecisionError; readonly violations: readonly Violation[] };
+
+/**
+ * Verifies a root-to-leaf list of DRs without an invocation: what issuance
+ * checks before storing a chain. Same blocks, same codes as verifyChain.
+ */
+export function verifyDelegations(jwsList: readonly string[], opts: DelegationChainOptions): DelegationsDecision {
+  const maxDepth = Math.min(opts.maxDepth ?? MAX_CHAIN_DEPTH, MAX_CHAIN_DEPTH);
+  if (jwsList.length === 0) {
+    return deny([{ code: 'BUNDLE_INCOMPLETE', field: 'receipts', required: 'at least 1', actual: 0 }]);
+  }
+  if (jwsList.length > maxDepth) {
+    return deny([{ code: 'CHAIN_TOO_DEEP', field: 'receipts', required: `at most ${maxDepth}`, actual: jwsList.length,
+      message: `The chain would be ${jwsList.length} delegation records deep; at most ${maxDepth} are allowed.` }]);
+  }
+  const decoded = decodeDelegations(jwsList, opts.cache);
+  if ('violations' in decoded) return deny(decoded.violations);
+  const violations = delegationViolations(decoded.delegations, decoded.fresh, opts);
+  if (violations.length > 0) return deny(violations);
+  for (const dr of decoded.delegations) if (decoded.fresh.has(dr.hash)) opts.cache?.set(dr);
+  return { valid: true, delegations: decoded.delegations };
+}
+
+function decodeDelegations(
+  jwsList: readonly string[],
+  cache: DelegationCache | undefined,
+): { delegations: VerifiedDelegation[]; fresh: Set<RecordHash> } | { violations: Violation[] } {
+  const violations: Violation[] = [];
+  const delegations: VerifiedDelegation[] = [];
+  const fresh = new Set<RecordHash>();
+  jwsList.forEach((jws, index) => {
+    try {
+      const dr = decodeDelegation(jws, index, cache);
+      if (!cache?.get(dr.hash)) fresh.add(dr.hash);
+      delegations.push(dr);
+    } catch (e) {
+      violations.push(violationFromError(e, `receipts[${index}]`, index));
+    }
+  });
+  return violations.length > 0 ? { violations } : { delegations, fresh };
+}
+
+/** Blocks B-F for the DRs themselves: linkage, signatures, trust, attenuation, time, status. */
+function delegationViolations(
+  drs: readonly VerifiedDelegation[],
+  fresh: ReadonlySet<RecordHash>,
+  opts: DelegationChainOptions,
+): Violation[] {
+  return [
+    ...checkDelegationLinkage(drs),
+    ...checkDelegationSignatures(drs, fresh),
+    ...checkTrust(drs, opts.trustedRoots),
+    ...checkAttenuationAlongChain(drs),
+    ...checkDelegationTimes(drs, opts.now, opts.allowNotYetValid ?? false),
+    ...checkStatus(drs, opts.isRevoked),
+  ];
+}
+
+// ---------------------------------------------------------------- decoding
+
+export function decodeInvocation(jws: string): VerifiedInvocation {
+  const decoded = decodeJws(jws, 'invocation');
+  const payload = parseWith(InvocationPayloadSchema, decoded.payload, 'invocation payload');
+  return withDecoded({ hash: decoded.hash, jws, payload }, decoded);
+}
+
+/** Decodes one DR, reusing a cached verified copy when the exact bytes were seen before. */
+export function decodeDelegation(jws: string, index: number, cache?: DelegationCache): VerifiedDelegation {
+  const what = index === 0 ? 'root delegation record (receipts[0])' : `delegation record receipts[${index}]`;
+  const decoded = decodeJws(jws, what);
+  const cached = cache?.get(decoded.hash);
+  if (cached) return cached;
+  const payload = parseWith(DelegationPayloadSchema, decoded.payload, `payload of the ${what}`);
+  return withDecoded({ hash: decoded.hash, jws, payload }, decoded);
+}
+
+/**
+ * The decoded bytes behind each record, kept beside it rather than in it so
+ * signature material never leaks into JSON responses.
+ */
+const decodedByRecord = new WeakMap<object, DecodedJws>();
+
+function withDecoded<T extends object>(record: T, decoded: DecodedJws): T {
+  decodedByRecord.set(record, decoded);
+  return record;
+}
+
+function decodedOf(record: VerifiedDelegation | VerifiedInvocation): DecodedJws {
+  return decodedByRecord.get(record) ?? decodeJws(record.jws, 'record');
+}
+
+function gatherReceipts(
+  receipts: readonly string[],
+  dr_chain: readonly RecordHash[],
+  resolve: ChainOptions['resolveReceipt'],
+): { jwsList: readonly string[] } | { violations: Violation[] } {
+  if (receipts.length > 0) {
+    if (receipts.length < dr_chain.length) {
+      return { violations: [{ code: 'BUNDLE_INCOMPLETE', field: 'receipts', required: dr_chain.length, actual: receipts.length,
+        message: `The invocation names ${dr_chain.length} delegation records but the bundle carries ${receipts.length}.` }] };
+    }
+    return { jwsList: receipts };
+  }
+  const jwsList: string[] = [];
+  const missing: Violation[] = [];
+  dr_chain.forEach((hash, index) => {
+    const jws = resolve?.(hash);
+    if (jws === undefined) {
+      missing.push({ code: 'BUNDLE_INCOMPLETE', dr_index: index, dr_hash: hash, field: `dr_chain[${index}]`,
+        message: `Delegation record ${hash} is neither in the bundle nor known to this verifier.` });
+    } else {
+      jwsList.push(jws);
+    }
+  });
+  return missing.length > 0 ? { violations: missing } : { jwsList };
+}
+
+// ---------------------------------------------------------------- block B
+
+/** A command may only be narrowed by appending path segments. */
+export function commandCovers(parent: string, child: string): boolean {
+  return child === parent || child.startsWith(parent.endsWith('/') ? parent : `${parent}/`);
+}
+
+function checkDelegationLinkage(drs: readonly VerifiedDelegation[]): Violation[] {
+  const out: Violation[] = [];
+  const rootSub = drs[0]!.payload.sub;
+  drs.forEach((dr, i) => {
+    const at = { dr_index: i, dr_hash: dr.hash };
+    const p = dr.payload;
+    if (p.sub !== rootSub) {
+      out.push({ ...at, code: 'SUBJECT_MISMATCH', field: 'sub', required: rootSub, actual: p.sub });
+    }
+    const parent = drs[i - 1];
+    if (!parent) {
+      if (p.prev_dr_hash != null) {
+        out.push({ ...at, code: 'CHAIN_HASH_MISMATCH', field: 'prev_dr_hash', required: null, actual: p.prev_dr_hash,
+          message: 'The first record of the chain must be a root (no prev_dr_hash); the chain is missing its ancestors.' });
+      }
+      return;
+    }
+    if (p.prev_dr_hash !== parent.hash) {
+      out.push({ ...at, code: 'CHAIN_HASH_MISMATCH', field: 'prev_dr_hash', required: parent.hash, actual: p.prev_dr_hash ?? null });
+    }
+    if (p.iss !== parent.payload.aud) {
+      out.push({ ...at, code: 'ISSUER_AUDIENCE_GAP', field: 'iss', required: parent.payload.aud, actual: p.iss,
+        message: `receipts[${i}] is issued by ${p.iss}, but its parent delegated to ${parent.payload.aud}.` });
+    }
+    if (!commandCovers(parent.payload.cmd, p.cmd)) {
+      out.push({ ...at, code: 'COMMAND_MISMATCH', field: 'cmd', required: `${parent.payload.cmd} or a sub-path`, actual: p.cmd });
+    }
+  });
+  return out;
+}
+
+function checkInvocationLinkage(drs: readonly VerifiedDelegation[], inv: VerifiedInvocation): Violation[] {
+  const out: Violation[] = [];
+  const chain = inv.payload.dr_chain;
+  if (drs.length !== chain.length) {
+    out.push({ code: 'DR_CHAIN_MISMATCH', field: 'dr_chain', required: drs.length, actual: chain.length,
+      message: `The bundle carries ${drs.length} delegation records but the invocation dr_chain lists ${chain.length}.` });
+  }
+  drs.forEach((dr, i) => {
+    if (chain[i] !== undefined && chain[i] !== dr.hash) {
+      out.push({ dr_index: i, dr_hash: dr.hash, code: 'DR_CHAIN_MISMATCH', field: `dr_chain[${i}]`, required: dr.hash, actual: chain[i],
+        message: `dr_chain[${i}] does not name the hash of receipts[${i}].` });
+    }
+  });
+  const root = drs[0]!.payload;
+  const leaf = drs[drs.length - 1]!.payload;
+  const ip = inv.payload;
+  if (ip.iss !== leaf.aud) {
+    out.push({ code: 'ISSUER_AUDIENCE_GAP', field: 'invocation.iss', required: leaf.aud, actual: ip.iss,
+      message: `The invocation is signed by ${ip.iss}, but the leaf delegation was granted to ${leaf.aud}.` });
+  }
+  if (ip.sub !== root.sub) {
+    out.push({ code: 'SUBJECT_MISMATCH', field: 'invocation.sub', required: root.sub, actual: ip.sub });
+  }
+  if (!commandCovers(leaf.cmd, ip.cmd)) {
+    out.push({ code: 'COMMAND_MISMATCH', field: 'invocation.cmd', required: `${leaf.cmd} or a sub-path`, actual: ip.cmd });
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- block C
+
+function checkDelegationSignatures(drs: readonly VerifiedDelegation[], fresh: ReadonlySet<RecordHash>): Violation[] {
+  const out: Violation[] = [];
+  drs.forEach((dr, i) => {
+    if (!fresh.has(dr.hash)) return; // cached: verified before, and the hash pins the exact bytes
+    const problem = signatureProblem(dr, dr.payload.iss);
+    if (problem) out.push({ ...problem, dr_index: i, dr_hash: dr.hash, field: 'signature' });
+  });
+  return out;
+}
+
+function invocationSignatureViolations(inv: VerifiedInvocation): Violation[] {
+  const problem = signatureProblem(inv, inv.payload.iss);
+  return problem ? [{ ...problem, field: 'invocation.signature' }] : [];
+}
+
+function checkTrust(drs: readonly VerifiedDelegation[], roots: ChainOptions['trustedRoots']): Violation[] {
+  const rootIssuer = drs[0]!.payload.iss;
+  if (isTrusted(rootIssuer, roots)) return [];
+  return [{ code: 'UNTRUSTED_ROOT', dr_index: 0, dr_hash: drs[0]!.hash, field: 'iss', actual: rootIssuer,
+    message: `The root delegation is issued by ${rootIssuer}, which is not a trusted root here.` }];
+}
+
+function signatureProblem(record: VerifiedDelegation | VerifiedInvocation, issuer: string): Omit<Violation, 'field'> | null {
+  try {
+    if (signatureValid(decodedOf(record), issuer)) return null;
+    return { code: 'SIGNATURE_INVALID', actual: issuer, message: `The signature does not verify under the issuer key ${issuer}.` };
+  } catch (e) {
+    const v = violationFromError(e, 'iss');
+    return { code: v.code, actual: issuer, ...(v.message ? { message: v.message } : {}) };
+  }
+}
+
+function isTrusted(did: string, roots: ChainOptions['trustedRoots']): boolean {
+  if (typeof roots === 'function') return roots(did);
+  if (roots instanceof Set) return roots.has(did);
+  return (roots as readonly string[]).includes(did);
+}
+
+// ---------------------------------------------------------------- block D
+
+function checkAttenuationAlongChain(drs: readonly VerifiedDelegation[]): Violation[] {
+  const out: Violation[] = [];
+  drs.forEach((dr, i) => {
+    const parent = drs[i - 1];
+    if (!parent) return;
+    const at = { dr_index: i, dr_hash: dr.hash };
+    for (const v of checkAttenuation(parent.payload.policy, dr.payload.policy)) out.push({ ...v, ...at });
+    for (const v of checkTimeNesting(parent.payload, dr.payload)) out.push({ ...v, ...at });
+  });
+  return out;
+}
+
+function checkArgs(drs: readonly VerifiedDelegation[], inv: VerifiedInvocation): Violation[] {
+  const out: Violation[] = [];
+  drs.forEach((dr, i) => {
+    for (const v of evaluateArgs(dr.payload.policy, inv.payload.args)) out.push({ ...v, dr_index: i, dr_hash: dr.hash });
+  });
+  return out;
+}
+
+/** A child may not outlive its parent nor start before it. */
+export function checkTimeNesting(
+  parent: Pick<DelegationPayload, 'nbf' | 'exp'>,
+  child: Pick<DelegationPayload, 'nbf' | 'exp'>,
+): Violation[] {
+  const out: Violation[] = [];
+  if (child.nbf < parent.nbf) {
+    out.push({ code: 'POLICY_ESCALATION', field: 'nbf', required: `>= ${parent.nbf}`, actual: child.nbf,
+      message: `The delegation starts (nbf ${child.nbf}) before its parent does (nbf ${parent.nbf}).` });
+  }
+  if (parent.exp !== null && (child.exp === null || child.exp > parent.exp)) {
+    out.push({ code: 'POLICY_ESCALATION', field: 'exp', required: `<= ${parent.exp}`, actual: child.exp,
+      message: `The delegation expires (${child.exp ?? 'never'}) after its parent does (${parent.exp}).` });
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- block E
+
+export type TemporalVerdict = 'valid' | 'RECEIPT_NOT_YET_VALID' | 'RECEIPT_EXPIRED';
+
+/** nbf and exp are both inclusive bounds (DRS temporal vectors). */
+export function temporalStatus(nbf: number, exp: number | null, now: number): TemporalVerdict {
+  if (now < nbf) return 'RECEIPT_NOT_YET_VALID';
+  if (exp !== null && now > exp) return 'RECEIPT_EXPIRED';
+  return 'valid';
+}
+
+function checkDelegationTimes(drs: readonly VerifiedDelegation[], now: number, allowNotYetValid: boolean): Violation[] {
+  const out: Violation[] = [];
+  drs.forEach((dr, i) => {
+    const verdict = temporalStatus(dr.payload.nbf, dr.payload.exp, now);
+    if (verdict === 'RECEIPT_NOT_YET_VALID' && !allowNotYetValid) {
+      out.push({ code: verdict, dr_index: i, dr_hash: dr.hash, field: 'nbf', required: `<= ${now}`, actual: dr.payload.nbf });
+    } else if (verdict === 'RECEIPT_EXPIRED') {
+      out.push({ code: verdict, dr_index: i, dr_hash: dr.hash, field: 'exp', required: `>= ${now}`, actual: dr.payload.exp });
+    }
+  });
+  return out;
+}
+
+function checkInvocationTime(inv: VerifiedInvocation, opts: ChainOptions): Violation[] {
+  const maxAge = opts.invocationMaxAgeSeconds ?? DEFAULT_MAX_AGE_SECONDS;
+  const skew = opts.clockSkewSeconds ?? DEFAULT_SKEW_SECONDS;
+  const iat = inv.payload.iat;
+  if (opts.now - iat > maxAge) {
+    return [{ code: 'INVOCATION_STALE', field: 'invocation.iat', required: `>= ${opts.now - maxAge}`, actual: iat,
+      message: `The invocation was signed ${opts.now - iat} s ago; invocations are accepted for ${maxAge} s.` }];
+  }
+  if (iat - opts.now > skew) {
+    return [{ code: 'INVOCATION_STALE', field: 'invocation.iat', required: `<= ${opts.now + skew}`, actual: iat,
+      message: `The invocation claims to be signed ${iat - opts.now} s in the future; the allowed clock skew is ${skew} s.` }];
+  }
+  return [];
+}
+
+// ---------------------------------------------------------------- block F
+
+function checkStatus(drs: readonly VerifiedDelegation[], isRevoked: ChainOptions['isRevoked']): Violation[] {
+  if (!isRevoked) return [];
+  const out: Violation[] = [];
+  drs.forEach((dr, i) => {
+    if (isRevoked(dr.hash)) {
+      out.push({ code: 'RECEIPT_REVOKED', dr_index: i, dr_hash: dr.hash, field: 'status', required: 'active', actual: 'revoked' });
+    }
+  });
+  return out;
+}
+
+// ---------------------------------------------------------------- binding
+
+/** DRS binding: the body a tool server received must equal the signed args under JCS. */
+export function compareBinding(args: Record<string, unknown>, body: unknown): Binding {
+  if (body === undefined) return 'absent';
+  try {
+    return canonicalJson(body) === canonicalJson(args) ? 'match' : 'mismatch';
+  } catch {
+    return 'mismatch';
+  }
+}
+
+// ---------------------------------------------------------------- decisions
+
+export function violationFromError(e: unknown, field: string, dr_index?: number): Violation {
+  if (e instanceof BatonError) {
+    return {
+      code: e.code,
+      field,
+      ...(dr_index === undefined ? {} : { dr_index }),
+      message: e.message,
+      ...(e.details ? { actual: e.details } : {}),
+    };
+  }
+  throw e; // a bug, not a verdict: never turn an unexpected failure into an allow or a silent deny
+}
+
+function blockRank(v: Violation): number {
+  return BLOCK_ORDER.indexOf(blockOf(v.code) ?? 'A');
+}
+
+export function deny(
+  violations: readonly Violation[],
+  partial: { invocation?: VerifiedInvocation; dr_chain?: readonly RecordHash[] } = {},
+): ChainDecision {
+  const sorted = [...violations].sort((a, b) => blockRank(a) - blockRank(b) || (a.dr_index ?? 99) - (b.dr_index ?? 99));
+  const first = sorted[0]!;
+  const spec = ERROR_TABLE[first.code];
+  return {
+    valid: false,
+    error: {
+      code: first.code,
+      block: blockOf(first.code) ?? null,
+      message: first.message ?? spec.message,
+      suggestion: spec.suggestion,
+    },
+    violations: sorted,
+    ...partial,
+  };
+}
+
+export { isRecordHash };

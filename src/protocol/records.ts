@@ -1,0 +1,131 @@
+/**
+ * DRS 4.0 record payloads and bundles: the zod schemas that say what a
+ * well-formed record is (DESIGN section 2).
+ *
+ * Schemas are strict objects: an unknown field is refused, never ignored,
+ * because a constraint Baton does not understand must not silently widen what
+ * a record grants. Limits keep every record small enough to verify cheaply.
+ */
+import { z } from 'zod';
+import { BatonError } from './errors.js';
+import { isRecordHash, type RecordHash } from './hash.js';
+import { PolicySchema } from './policy.js';
+
+export const DRS_VERSION = '4.0';
+/** DESIGN: more than 16 DRs in a chain is refused (configurable lower). */
+export const MAX_CHAIN_DEPTH = 16;
+export const MAX_JWS_LENGTH = 64 * 1024;
+/**
+ * Schemas accept lists up to this bound so that an over-deep chain is
+ * reported as CHAIN_TOO_DEEP by the verifier rather than as a shape error;
+ * the bound itself only stops absurd inputs early.
+ */
+const MAX_LISTED_RECORDS = 64;
+
+const safeInt = z.number().int().min(Number.MIN_SAFE_INTEGER).max(Number.MAX_SAFE_INTEGER);
+const unixSeconds = safeInt.min(0);
+
+/** Shape only; the key itself is checked (canonical, not small order) in block C. */
+export const DidKeySchema = z
+  .string()
+  .max(128)
+  .regex(/^did:key:z[1-9A-HJ-NP-Za-km-z]+$/, 'must be a did:key identifier (did:key:z...)');
+
+export const RecordHashSchema = z.custom<RecordHash>(isRecordHash, 'must be sha256: followed by 64 lowercase hex digits');
+
+/** An absolute command path: `/seg/seg`, no empty or dot segments. */
+export const CommandSchema = z
+  .string()
+  .min(1)
+  .max(256)
+  .regex(/^(\/[A-Za-z0-9_~:@!$&'()*+,;=-][A-Za-z0-9._~:@!$&'()*+,;=-]*)+$/, 'must be an absolute path such as /mcp/tools/call');
+
+const jtiWithPrefix = (prefix: string) =>
+  z
+    .string()
+    .max(160)
+    .refine((s) => s.startsWith(prefix) && s.length > prefix.length, `must start with "${prefix}"`)
+    .refine((s) => /^[\x21-\x7e]+$/.test(s), 'must be printable ASCII without spaces');
+
+const JsonObjectSchema = z.record(z.string(), z.unknown());
+
+export const RootTypeSchema = z.enum(['human', 'organisation', 'automated-system']);
+
+export const ConsentSchema = z.looseObject({
+  method: z.string().min(1).max(256),
+  timestamp: z.string().min(1).max(64),
+});
+
+export const DelegationPayloadSchema = z
+  .strictObject({
+    iss: DidKeySchema,
+    sub: DidKeySchema,
+    aud: DidKeySchema,
+    drs_v: z.literal(DRS_VERSION),
+    drs_type: z.literal('delegation-receipt'),
+    cmd: CommandSchema,
+    policy: PolicySchema,
+    nbf: unixSeconds,
+    exp: unixSeconds.nullable(),
+    iat: unixSeconds,
+    jti: jtiWithPrefix('dr:'),
+    prev_dr_hash: RecordHashSchema.nullable().optional(),
+    drs_root_type: RootTypeSchema.optional(),
+    drs_consent: ConsentSchema.optional(),
+    drs_regulatory: JsonObjectSchema.optional(),
+    drs_status_list_index: safeInt.min(0).optional(),
+  })
+  .superRefine((p, ctx) => {
+    const isRoot = p.prev_dr_hash == null;
+    if (p.exp !== null && p.exp < p.nbf) {
+      ctx.addIssue({ code: 'custom', path: ['exp'], message: 'exp must not be before nbf' });
+    }
+    if (isRoot && p.drs_root_type === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['drs_root_type'], message: 'a root delegation must state drs_root_type' });
+    }
+    if (!isRoot && (p.drs_root_type !== undefined || p.drs_consent !== undefined)) {
+      ctx.addIssue({ code: 'custom', path: ['drs_root_type'], message: 'only a root delegation may carry drs_root_type or drs_consent' });
+    }
+    if (p.drs_root_type === 'human' && p.drs_consent === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['drs_consent'], message: 'a root delegation from a human must carry drs_consent' });
+    }
+  });
+
+export type DelegationPayload = z.infer<typeof DelegationPayloadSchema>;
+
+export const InvocationPayloadSchema = z.strictObject({
+  iss: DidKeySchema,
+  sub: DidKeySchema,
+  drs_v: z.literal(DRS_VERSION),
+  drs_type: z.literal('invocation-receipt'),
+  cmd: CommandSchema,
+  args: JsonObjectSchema,
+  dr_chain: z.array(RecordHashSchema).min(1).max(MAX_LISTED_RECORDS),
+  tool_server: z.string().min(1).max(512),
+  iat: unixSeconds,
+  jti: jtiWithPrefix('inv:'),
+});
+
+export type InvocationPayload = z.infer<typeof InvocationPayloadSchema>;
+
+const JwsStringSchema = z.string().min(1).max(MAX_JWS_LENGTH);
+
+export const BundleSchema = z.strictObject({
+  bundle_version: z.literal(DRS_VERSION),
+  invocation: JwsStringSchema,
+  receipts: z.array(JwsStringSchema).max(MAX_LISTED_RECORDS),
+});
+
+export type Bundle = z.infer<typeof BundleSchema>;
+
+/** Turns zod issues into the one error type, naming every offending field. */
+export function parseWith<T>(schema: z.ZodType<T>, value: unknown, what: string): T {
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  const issues = result.error.issues.map((i) => ({ field: i.path.join('.') || '(root)', problem: i.message }));
+  const first = issues[0];
+  throw new BatonError('INVALID_FIELD', {
+    message: `The ${what} is not valid: ${first ? `${first.field} ${first.problem}` : 'unknown problem'}.`,
+    details: { what, issues },
+  });
+}
