@@ -1,0 +1,138 @@
+/**
+ * `baton verify <bundle.json> --trust <did> ...`: offline verification of a
+ * bundle with the same pure pipeline the service runs.
+ *
+ * Exit codes: 0 allowed, 1 denied, 2 unusable input (unreadable file, not
+ * JSON, bad flags).
+ */
+import { readFile } from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+import { verifyChain, type ChainDecision } from '../protocol/chain.js';
+import { decodeBase64url } from '../protocol/base64url.js';
+import { utf8Decode } from '../protocol/jcs.js';
+import { ERROR_TABLE } from '../protocol/errors.js';
+import { UsageError, type CliIo } from './io.js';
+
+export const VERIFY_HELP = `Usage: baton verify <bundle.json> --trust <did> [--trust <did> ...] [options]
+
+Verifies a DRS 4.0 bundle (invocation + delegation chain) offline, with the
+same rules the Baton service applies: JCS, Ed25519, linkage, attenuation,
+policy on the invocation args, and time.
+
+The file may hold a bundle {bundle_version, invocation, receipts}, an object
+with such a bundle under "bundle" (DRS fixture files), or the base64url form
+DRS sends in the X-DRS-Bundle header.
+
+Options:
+  --trust <did>        a trusted root did:key (repeatable; at least one)
+  --at <unix-seconds>  verify as of this time instead of now
+  --max-age <seconds>  how old the invocation may be (default 300)
+  --max-depth <n>      longest chain accepted (default 16)
+  --json               print the decision as JSON
+  -h, --help           show this help
+
+Exit codes: 0 allowed, 1 denied, 2 unusable input.`;
+
+export async function runVerify(argv: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      trust: { type: 'string', multiple: true },
+      at: { type: 'string' },
+      'max-age': { type: 'string' },
+      'max-depth': { type: 'string' },
+      json: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+  if (values.help) {
+    io.out(VERIFY_HELP);
+    return 0;
+  }
+  const file = positionals[0];
+  if (!file || positionals.length > 1) throw new UsageError('give exactly one bundle file', VERIFY_HELP);
+  const trust = values.trust ?? [];
+  if (trust.length === 0) throw new UsageError('give at least one --trust <did:key:...> (the root you trust)', VERIFY_HELP);
+
+  const bundle = parseBundleFile(await readInput(file), file);
+  const decision = verifyChain(bundle, {
+    now: values.at !== undefined ? integerFlag('--at', values.at) : Math.floor(Date.now() / 1000),
+    trustedRoots: trust,
+    ...(values['max-age'] !== undefined ? { invocationMaxAgeSeconds: integerFlag('--max-age', values['max-age']) } : {}),
+    ...(values['max-depth'] !== undefined ? { maxDepth: integerFlag('--max-depth', values['max-depth']) } : {}),
+  });
+  io.out(values.json ? JSON.stringify(decisionJson(decision), null, 2) : explainDecision(decision));
+  return decision.valid ? 0 : 1;
+}
+
+async function readInput(file: string): Promise<string> {
+  try {
+    return file === '-' ? await readStdin() : await readFile(file, 'utf8');
+  } catch (e) {
+    throw new UsageError(`cannot read ${file}: ${(e as Error).message}`);
+  }
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+function integerFlag(name: string, raw: string): number {
+  const n = Number(raw);
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(n)) throw new UsageError(`${name} takes a whole number, got "${raw}"`);
+  return n;
+}
+
+/** Accepts a bundle, a DRS fixture wrapping one, or the X-DRS-Bundle base64url form. */
+export function parseBundleFile(text: string, name: string): unknown {
+  const trimmed = text.trim();
+  let value: unknown;
+  try {
+    value = trimmed.startsWith('{') ? JSON.parse(trimmed) : JSON.parse(utf8Decode(decodeBase64url(trimmed, 'bundle')));
+  } catch {
+    throw new UsageError(`${name} is neither bundle JSON nor a base64url-encoded bundle`);
+  }
+  if (value && typeof value === 'object' && 'bundle' in value && !('invocation' in value)) {
+    return (value as { bundle: unknown }).bundle;
+  }
+  return value;
+}
+
+/** The wire shape of a decision, as `/verify` and `--json` print it. */
+export function decisionJson(decision: ChainDecision): Record<string, unknown> {
+  if (decision.valid) return { valid: true, context: decision.context };
+  return { valid: false, error: decision.error, violations: decision.violations };
+}
+
+const show = (v: unknown): string => (v === undefined ? '(absent)' : typeof v === 'string' ? v : JSON.stringify(v));
+
+/** A person-readable explanation: verdict, every unmet condition, and what to do. */
+export function explainDecision(decision: ChainDecision): string {
+  if (decision.valid) {
+    const c = decision.context;
+    return [
+      `ALLOWED: ${c.tool ? `tool "${c.tool}"` : c.cmd} on ${c.tool_server}`,
+      `  invoked by   ${c.invoker}`,
+      `  on behalf of ${c.root_principal} (${c.root_type ?? 'root'})`,
+      `  chain        ${c.chain_depth} delegation record(s), leaf policy ${JSON.stringify(c.leaf_policy)}`,
+    ].join('\n');
+  }
+  const { error, violations } = decision;
+  const lines = [
+    `DENIED: ${error.code}${error.block ? ` (block ${error.block})` : ''}`,
+    `  ${error.message}`,
+    '',
+    `Unmet conditions (${violations.length}):`,
+  ];
+  violations.forEach((v, i) => {
+    const where = v.dr_index === undefined ? 'invocation' : `receipts[${v.dr_index}]`;
+    lines.push(`  ${i + 1}. ${v.code} at ${where}, ${v.field}: required ${show(v.required)}, got ${show(v.actual)}`);
+    if (v.message) lines.push(`     ${v.message}`);
+  });
+  const suggestions = [...new Set(violations.map((v) => ERROR_TABLE[v.code].suggestion))];
+  lines.push('', 'What to do:', ...suggestions.map((s) => `  - ${s}`));
+  return lines.join('\n');
+}

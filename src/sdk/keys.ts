@@ -1,0 +1,42 @@
+/** Ed25519 key pairs named by did:key: an agent's identity is its key. */
+import { didKeyFromPublicKey } from '../protocol/did-key.js';
+import { generateSeed, publicKeyFromSeed } from '../protocol/ed25519.js';
+
+export interface KeyPair {
+  readonly did: string;
+  readonly publicKey: Uint8Array;
+  /** 32-byte Ed25519 seed: the secret. */
+  readonly seed: Uint8Array;
+}
+
+export function keyPairFromSeed(seed: Uint8Array): KeyPair {
+  if (seed.length !== 32) throw new TypeError(`An Ed25519 seed is 32 bytes, got ${seed.length}.`);
+  const publicKey = publicKeyFromSeed(seed);
+  return { did: didKeyFromPublicKey(publicKey), publicKey, seed: Uint8Array.from(seed) };
+}
+
+export function generateKeyPair(): KeyPair {
+  return keyPairFromSeed(generateSeed());
+}
+
+/** The portable form of a key pair (a JSON key file). */
+export interface KeyFile {
+  readonly did: string;
+  readonly seed_hex: string;
+}
+
+export function keyPairToFile(key: KeyPair): KeyFile {
+  return { did: key.did, seed_hex: Buffer.from(key.seed).toString('hex') };
+}
+
+export function keyPairFromFile(file: unknown): KeyPair {
+  const f = file as Partial<KeyFile> | null;
+  if (!f || typeof f.seed_hex !== 'string' || !/^[0-9a-fA-F]{64}$/.test(f.seed_hex)) {
+    throw new TypeError('A key file is JSON {"did": "...", "seed_hex": "<64 hex digits>"}.');
+  }
+  const key = keyPairFromSeed(Uint8Array.from(Buffer.from(f.seed_hex, 'hex')));
+  if (f.did !== undefined && f.did !== key.did) {
+    throw new TypeError(`The key file names ${f.did} but its seed belongs to ${key.did}.`);
+  }
+  return key;
+}
