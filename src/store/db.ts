@@ -1,0 +1,94 @@
+// Database selection: postgres.js against a real server when a URL is given,
+// otherwise embedded PGlite in a data folder. Both are drizzle PgDatabases over
+// one schema, so one body of query code runs on either.
+import { mkdirSync } from 'node:fs';
+import { PGlite } from '@electric-sql/pglite';
+import { sql } from 'drizzle-orm';
+import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
+import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
+import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
+import postgres from 'postgres';
+import { migratePgliteDb, migratePostgresUrl } from './migrate.js';
+import * as schema from './schema/index.js';
+
+export type Schema = typeof schema;
+
+/**
+ * What both drivers have in common. A transaction (`db.transaction(tx => …)`)
+ * is also a Db, so helpers can take either. Raw `db.execute()` results differ
+ * by driver; read them with `rows()` from ./rows.js.
+ */
+export type Db = PgDatabase<PgQueryResultHKT, Schema>;
+
+/** The transaction handle passed to db.transaction's callback. */
+export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
+
+export interface Store {
+  db: Db;
+  kind: 'postgres' | 'pglite';
+  /** Throws when the database cannot answer (for /readyz). */
+  ping(): Promise<void>;
+  /** Idempotent: a second call (e.g. shutdown racing a test's cleanup) is a no-op. */
+  close(): Promise<void>;
+}
+
+export interface OpenStoreOptions {
+  /** postgres://… ⇒ postgres.js. */
+  databaseUrl?: string;
+  /** PGlite data folder (created if missing) when no URL; 'memory://' keeps nothing. */
+  dataDir?: string;
+  /** postgres.js pool size (default 10). */
+  max?: number;
+  /** Override for tests; default: migrations/ at the package root. */
+  migrationsFolder?: string;
+}
+
+/** Opens the store and applies pending migrations before returning it. */
+export async function openStore(opts: OpenStoreOptions): Promise<Store> {
+  if (opts.databaseUrl) return openPostgres(opts.databaseUrl, opts.max ?? 10, opts.migrationsFolder);
+  if (opts.dataDir) return openPglite(opts.dataDir, opts.migrationsFolder);
+  throw new Error('openStore: give databaseUrl (PostgreSQL) or dataDir (embedded PGlite)');
+}
+
+async function openPostgres(databaseUrl: string, max: number, migrationsFolder?: string): Promise<Store> {
+  await migratePostgresUrl(databaseUrl, migrationsFolder);
+  const client = postgres(databaseUrl, {
+    max,
+    connect_timeout: 5,
+    onnotice: () => {},
+  });
+  const db = drizzlePostgres({ client, schema });
+  return {
+    db,
+    kind: 'postgres',
+    ping: async () => {
+      await db.execute(sql`select 1`);
+    },
+    close: once(() => client.end({ timeout: 5 })),
+  };
+}
+
+async function openPglite(dataDir: string, migrationsFolder?: string): Promise<Store> {
+  if (!dataDir.includes('://')) mkdirSync(dataDir, { recursive: true });
+  const client = await PGlite.create(dataDir);
+  try {
+    const db = drizzlePglite({ client, schema });
+    await migratePgliteDb(db, migrationsFolder);
+    return {
+      db,
+      kind: 'pglite',
+      ping: async () => {
+        await db.execute(sql`select 1`);
+      },
+      close: once(() => client.close()),
+    };
+  } catch (err) {
+    await client.close();
+    throw err;
+  }
+}
+
+function once(fn: () => Promise<void>): () => Promise<void> {
+  let done: Promise<void> | undefined;
+  return () => (done ??= fn());
+}

@@ -1,0 +1,68 @@
+// Drizzle wraps driver errors in DrizzleQueryError; the SQLSTATE and the
+// constraint name live on the cause, under different names per driver
+// (postgres.js: constraint_name, PGlite: constraint). This reads either.
+
+export interface PgErrorInfo {
+  code: string; // SQLSTATE, e.g. '23505'
+  constraint?: string;
+  message: string;
+}
+
+export const PG_UNIQUE_VIOLATION = '23505';
+export const PG_CHECK_VIOLATION = '23514';
+export const PG_FOREIGN_KEY_VIOLATION = '23503';
+export const PG_RAISE_EXCEPTION = 'P0001';
+
+export function pgError(err: unknown): PgErrorInfo | undefined {
+  for (let e: unknown = err, depth = 0; e && typeof e === 'object' && depth < 5; depth++) {
+    const o = e as { code?: unknown; constraint_name?: unknown; constraint?: unknown; message?: unknown; cause?: unknown };
+    if (typeof o.code === 'string' && /^[0-9A-Z]{5}$/.test(o.code)) {
+      const constraint = o.constraint_name ?? o.constraint;
+      return {
+        code: o.code,
+        ...(typeof constraint === 'string' ? { constraint } : {}),
+        message: String(o.message ?? ''),
+      };
+    }
+    e = o.cause;
+  }
+  return undefined;
+}
+
+export function isUniqueViolation(err: unknown, constraint?: string): boolean {
+  const p = pgError(err);
+  return p?.code === PG_UNIQUE_VIOLATION && (constraint === undefined || p.constraint === constraint);
+}
+
+export function isCheckViolation(err: unknown, constraint?: string): boolean {
+  const p = pgError(err);
+  return p?.code === PG_CHECK_VIOLATION && (constraint === undefined || p.constraint === constraint);
+}
+
+// Connection-level failures (postgres.js puts these on err.code; Node's net errors too).
+const UNAVAILABLE_CODES = new Set([
+  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'EAI_AGAIN',
+  'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED',
+]);
+
+/**
+ * True when an error means the database could not answer now (down, restarting,
+ * out of connections, timed out, contention the caller may retry), so the
+ * service answers 503, never an allow; false for errors in the query itself.
+ * SQLSTATE classes: 08 connection, 53 insufficient resources, 57P01-03 shutdown,
+ * 57014 statement timeout, 55P03 lock timeout, 40001/40P01 retryable contention.
+ */
+export function isStorageUnavailable(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; e && typeof e === 'object' && depth < 5; depth++) {
+    const o = e as { code?: unknown; message?: unknown; cause?: unknown };
+    if (typeof o.code === 'string') {
+      const c = o.code;
+      if (UNAVAILABLE_CODES.has(c)) return true;
+      if (c.startsWith('08') || c.startsWith('53') || c.startsWith('57P')) return true;
+      if (c === '57014' || c === '55P03' || c === '40001' || c === '40P01') return true;
+    }
+    if (typeof o.message === 'string' && /PGlite is closed/i.test(o.message)) return true;
+    e = o.cause;
+  }
+  return false;
+}

@@ -1,0 +1,76 @@
+// Applies the committed SQL in migrations/ (drizzle-kit's format) at start.
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { sql } from 'drizzle-orm';
+import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
+import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
+import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator';
+import type { PgliteDatabase } from 'drizzle-orm/pglite';
+import postgres from 'postgres';
+
+/**
+ * Arbitrary but fixed key for pg_advisory_lock, so that nodes starting at the
+ * same time on one Postgres migrate one after another instead of racing on
+ * CREATE TABLE. ("baton" in ASCII, padded.)
+ */
+export const MIGRATION_LOCK_KEY = 0x626174_6f6e_01;
+
+/**
+ * The migrations folder, found from this file's location rather than the CWD:
+ * walk up to the first directory holding migrations/meta/_journal.json. This
+ * works from src/store (tsx, vitest) and from a compiled dist/ tree alike.
+ */
+export function findMigrationsFolder(from: string = dirname(fileURLToPath(import.meta.url))): string {
+  for (let dir = from; ; dir = dirname(dir)) {
+    const candidate = join(dir, 'migrations');
+    if (existsSync(join(candidate, 'meta', '_journal.json'))) return candidate;
+    if (dirname(dir) === dir) {
+      throw new Error(
+        `Baton: no migrations/meta/_journal.json above ${from}; ship the migrations/ folder next to package.json`,
+      );
+    }
+  }
+}
+
+/**
+ * Migrates a real Postgres over its own single connection: the advisory lock is
+ * per session, and drizzle's migrator reads the applied list outside its
+ * transaction, so both must happen on the connection that holds the lock.
+ */
+export async function migratePostgresUrl(databaseUrl: string, migrationsFolder = findMigrationsFolder()): Promise<void> {
+  const client = postgres(databaseUrl, {
+    max: 1,
+    connect_timeout: 5,
+    onnotice: () => {}, // "schema drizzle already exists, skipping" and the like
+    // Fail the start rather than hang forever behind a stuck peer or a long lock.
+    connection: { lock_timeout: 120_000 }, // ms
+  });
+  try {
+    const db = drizzlePostgres({ client });
+    await db.execute(sql`select pg_advisory_lock(${MIGRATION_LOCK_KEY})`);
+    try {
+      await migratePostgres(db, { migrationsFolder });
+    } finally {
+      await db.execute(sql`select pg_advisory_unlock(${MIGRATION_LOCK_KEY})`);
+    }
+  } catch (err) {
+    const reason = err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);
+    throw new Error(`Baton: cannot open and migrate PostgreSQL at ${redactUrl(databaseUrl)}: ${reason}`, { cause: err });
+  } finally {
+    await client.end({ timeout: 5 });
+  }
+}
+
+/** The URL without its password, for messages and logs. */
+export function redactUrl(url: string): string {
+  return url.replace(/\/\/([^:@/]+):[^@/]*@/, '//$1:***@');
+}
+
+/** PGlite is one connection in one process: nothing to race with, no lock needed. */
+export async function migratePgliteDb(
+  db: PgliteDatabase<Record<string, unknown>>,
+  migrationsFolder = findMigrationsFolder(),
+): Promise<void> {
+  await migratePglite(db, { migrationsFolder });
+}

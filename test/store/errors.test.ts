@@ -1,0 +1,59 @@
+import { PGlite } from '@electric-sql/pglite';
+import { sql } from 'drizzle-orm';
+import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
+import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
+import postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Store } from '../../src/store/db.js';
+import { isStorageUnavailable, isUniqueViolation, pgError } from '../../src/store/errors.js';
+import { tenants } from '../../src/store/schema/index.js';
+import { freePort } from '../setup/pg-cluster.js';
+import { freshDatabase } from '../setup/db.js';
+
+async function failure(p: Promise<unknown>): Promise<unknown> {
+  try {
+    await p;
+  } catch (err) {
+    return err;
+  }
+  throw new Error('expected a failure');
+}
+
+describe('storage errors', () => {
+  let store: Store;
+  let drop: () => Promise<void>;
+  beforeAll(async () => ({ store, drop } = await freshDatabase({ max: 2 })));
+  afterAll(() => drop());
+
+  it('treat a refused connection as unavailable', async () => {
+    const client = postgres(`postgres://postgres@127.0.0.1:${await freePort()}/x`, { max: 1, connect_timeout: 2 });
+    const err = await failure(drizzlePostgres({ client }).execute(sql`select 1`));
+    await client.end();
+    expect(isStorageUnavailable(err)).toBe(true);
+  });
+
+  it('treat a statement timeout as unavailable', async () => {
+    const err = await failure(
+      store.db.transaction(async (tx) => {
+        await tx.execute(sql`set local statement_timeout = 10`);
+        await tx.execute(sql`select pg_sleep(1)`);
+      }),
+    );
+    expect(pgError(err)?.code).toBe('57014');
+    expect(isStorageUnavailable(err)).toBe(true);
+  });
+
+  it('treat a closed PGlite as unavailable', async () => {
+    const client = await PGlite.create();
+    await client.close();
+    const err = await failure(drizzlePglite({ client }).execute(sql`select 1`));
+    expect(isStorageUnavailable(err)).toBe(true);
+  });
+
+  it('do not treat a constraint violation as unavailable', async () => {
+    await store.db.insert(tenants).values({ id: 'ten_dup', name: 'a' });
+    const err = await failure(store.db.insert(tenants).values({ id: 'ten_dup', name: 'b' }));
+    expect(isStorageUnavailable(err)).toBe(false);
+    expect(isUniqueViolation(err, 'tenants_pkey')).toBe(true);
+  });
+});
