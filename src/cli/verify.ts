@@ -7,7 +7,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { verifyChain, type ChainDecision } from '../protocol/chain.js';
+import { verifyChain, verifyDelegations, type ChainDecision, type DelegationsDecision } from '../protocol/chain.js';
 import { decodeBase64url } from '../protocol/base64url.js';
 import { utf8Decode } from '../protocol/jcs.js';
 import { ERROR_TABLE } from '../protocol/errors.js';
@@ -20,8 +20,10 @@ same rules the Baton service applies: JCS, Ed25519, linkage, attenuation,
 policy on the invocation args, and time.
 
 The file may hold a bundle {bundle_version, invocation, receipts}, an object
-with such a bundle under "bundle" (DRS fixture files), or the base64url form
-DRS sends in the X-DRS-Bundle header.
+with such a bundle under "bundle" (DRS fixture files), the base64url form
+DRS sends in the X-DRS-Bundle header, or a chain without an invocation
+({receipts: [...]}, as GET /v1/delegations/{hash}/chain returns), in which
+case the delegation records alone are verified.
 
 Options:
   --trust <did>        a trusted root did:key (repeatable; at least one)
@@ -55,15 +57,43 @@ export async function runVerify(argv: string[], io: CliIo): Promise<number> {
   const trust = values.trust ?? [];
   if (trust.length === 0) throw new UsageError('give at least one --trust <did:key:...> (the root you trust)', VERIFY_HELP);
 
-  const bundle = parseBundleFile(await readInput(file), file);
-  const decision = verifyChain(bundle, {
-    now: values.at !== undefined ? integerFlag('--at', values.at) : Math.floor(Date.now() / 1000),
+  const input = parseBundleFile(await readInput(file), file);
+  const now = values.at !== undefined ? integerFlag('--at', values.at) : Math.floor(Date.now() / 1000);
+  const maxDepth = values['max-depth'] !== undefined ? { maxDepth: integerFlag('--max-depth', values['max-depth']) } : {};
+  if (isChainOnly(input)) {
+    // A chain fetched from GET /v1/delegations/{hash}/chain: no invocation to judge.
+    const decision = verifyDelegations(input.receipts, { now, trustedRoots: trust, ...maxDepth });
+    io.out(values.json ? JSON.stringify(decision.valid ? { valid: true, chain_depth: decision.delegations.length } : { valid: false, error: decision.error, violations: decision.violations }, null, 2) : explainChain(decision));
+    return decision.valid ? 0 : 1;
+  }
+  const decision = verifyChain(input, {
+    now,
     trustedRoots: trust,
     ...(values['max-age'] !== undefined ? { invocationMaxAgeSeconds: integerFlag('--max-age', values['max-age']) } : {}),
-    ...(values['max-depth'] !== undefined ? { maxDepth: integerFlag('--max-depth', values['max-depth']) } : {}),
+    ...maxDepth,
   });
   io.out(values.json ? JSON.stringify(decisionJson(decision), null, 2) : explainDecision(decision));
   return decision.valid ? 0 : 1;
+}
+
+function isChainOnly(value: unknown): value is { receipts: string[] } {
+  if (!value || typeof value !== 'object' || 'invocation' in value) return false;
+  const receipts = (value as { receipts?: unknown }).receipts;
+  return Array.isArray(receipts) && receipts.every((r) => typeof r === 'string');
+}
+
+function explainChain(decision: DelegationsDecision): string {
+  if (decision.valid) {
+    const root = decision.delegations[0]!.payload;
+    const leaf = decision.delegations[decision.delegations.length - 1]!.payload;
+    return [
+      `VALID CHAIN: ${decision.delegations.length} delegation record(s)`,
+      `  root         ${root.iss} (${root.drs_root_type ?? 'root'})`,
+      `  held by      ${leaf.aud}`,
+      `  leaf policy  ${JSON.stringify(leaf.policy)}`,
+    ].join('\n');
+  }
+  return explainDecision({ valid: false, error: decision.error, violations: decision.violations });
 }
 
 async function readInput(file: string): Promise<string> {

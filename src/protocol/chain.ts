@@ -562,10 +562,12 @@ function blockRank(v: Violation): number {
   return BLOCK_ORDER.indexOf(blockOf(v.code) ?? 'A');
 }
 
+export type ChainDenial = Extract<ChainDecision, { valid: false }>;
+
 export function deny(
   violations: readonly Violation[],
   partial: { invocation?: VerifiedInvocation; dr_chain?: readonly RecordHash[] } = {},
-): ChainDecision {
+): ChainDenial {
   const sorted = [...violations].sort((a, b) => blockRank(a) - blockRank(b) || (a.dr_index ?? 99) - (b.dr_index ?? 99));
   const first = sorted[0]!;
   const spec = ERROR_TABLE[first.code];

@@ -119,12 +119,12 @@ export const BundleSchema = z.strictObject({
 export type Bundle = z.infer<typeof BundleSchema>;
 
 /** Turns zod issues into the one error type, naming every offending field. */
-export function parseWith<T>(schema: z.ZodType<T>, value: unknown, what: string): T {
+export function parseWith<T>(schema: z.ZodType<T>, value: unknown, what: string, code: 'INVALID_FIELD' | 'INVALID_REQUEST' = 'INVALID_FIELD'): T {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
   const issues = result.error.issues.map((i) => ({ field: i.path.join('.') || '(root)', problem: i.message }));
   const first = issues[0];
-  throw new BatonError('INVALID_FIELD', {
+  throw new BatonError(code, {
     message: `The ${what} is not valid: ${first ? `${first.field} ${first.problem}` : 'unknown problem'}.`,
     details: { what, issues },
   });

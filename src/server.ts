@@ -1,0 +1,117 @@
+/**
+ * Starts Baton: configuration, master key, store (PostgreSQL or embedded
+ * PGlite), migrations, signing key, bootstrap admin key, HTTP listener.
+ */
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { serve, type ServerType } from '@hono/node-server';
+import { ConfigError, decodeMasterKey, loadConfig, type Config } from './config.js';
+import { createApp } from './service/app.js';
+import { ensureAdminKey } from './service/auth.js';
+import { createServiceDeps } from './service/deps.js';
+import { createLogger, type Logger } from './service/log.js';
+import { openStore, type Store } from './store/db.js';
+
+export interface RunningServer {
+  readonly url: string;
+  readonly port: number;
+  readonly store: Store;
+  close(): Promise<void>;
+}
+
+/**
+ * The master key encrypts signing keys at rest. Without BATON_MASTER_KEY a
+ * dev run keeps a generated one in the data folder, and says so loudly:
+ * whoever can read that folder can read the keys.
+ */
+export function resolveMasterKey(config: Config, log: Logger): Uint8Array {
+  if (config.masterKey) return config.masterKey;
+  const file = join(config.dataDir, 'master.key');
+  if (existsSync(file)) {
+    const key = decodeMasterKey(readFileSync(file, 'utf8'));
+    if (!key) throw new Error(`${file} does not hold a 32-byte key; restore it or set BATON_MASTER_KEY.`);
+    log.warn('using the development master key from the data folder; set BATON_MASTER_KEY in production', { file });
+    return key;
+  }
+  mkdirSync(config.dataDir, { recursive: true });
+  const key = randomBytes(32);
+  writeFileSync(file, `${key.toString('hex')}\n`, { mode: 0o600 });
+  chmodSync(file, 0o600);
+  log.warn('generated a development master key; set BATON_MASTER_KEY (64 hex digits) in production', { file });
+  return Uint8Array.from(key);
+}
+
+export async function startServer(config: Config, log: Logger, announce: (text: string) => void = (t) => process.stderr.write(t)): Promise<RunningServer> {
+  const masterKey = resolveMasterKey(config, log);
+  const store = await openStore(
+    config.databaseUrl ? { databaseUrl: config.databaseUrl, max: config.dbPoolSize } : { dataDir: config.dataDir },
+  );
+  log.info('store ready', { database: store.kind, ...(store.kind === 'pglite' ? { data_dir: config.dataDir } : {}) });
+  try {
+    const deps = await createServiceDeps({ store, config, log, masterKey });
+    const generatedAdminKey = await ensureAdminKey(deps);
+    if (generatedAdminKey) {
+      announce(
+        `\n  Baton generated an admin API key. It is shown only this once; store it now:\n\n    ${generatedAdminKey}\n\n` +
+          `  Use it as "Authorization: Bearer <key>" on /v1/admin routes, or set BATON_ADMIN_KEY to choose your own.\n\n`,
+      );
+    }
+    const app = createApp(deps);
+    const server: ServerType = await new Promise((resolve) => {
+      const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s));
+    });
+    const address = server.address();
+    const port = typeof address === 'object' && address ? address.port : config.port;
+    const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+    log.info('listening', { url, service_kid: deps.signer.kid });
+    return {
+      url,
+      port,
+      store,
+      close: async () => {
+        // Stop accepting, let in-flight requests finish, then release the database.
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+        await store.close();
+      },
+    };
+  } catch (e) {
+    await store.close();
+    throw e;
+  }
+}
+
+/** Runs the service until SIGINT/SIGTERM, then shuts down gracefully (npm start, baton serve). */
+export async function runService(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      process.stderr.write(`${e.message}\n`);
+      process.exit(1);
+    }
+    throw e;
+  }
+  const log = createLogger(config.logLevel);
+  const server = await startServer(config, log);
+  process.stderr.write(`Baton is listening on ${server.url} (database: ${server.store.kind}). Press Ctrl+C to stop.\n`);
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info('shutting down', { signal });
+    const force = setTimeout(() => process.exit(1), 10_000);
+    force.unref();
+    server.close().then(
+      () => process.exit(0),
+      (e) => {
+        log.error('shutdown failed', { error: String(e) });
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+}
+

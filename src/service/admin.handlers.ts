@@ -1,0 +1,238 @@
+/**
+ * The admin API's decisions: request schemas (zod, strict) and one function
+ * per route that takes parsed input and returns the response body. Refusals
+ * are thrown as BatonError and mapped to HTTP in http.ts.
+ */
+import { z } from 'zod';
+import { publicKeyFromDidKey } from '../protocol/did-key.js';
+import { BatonError, isBatonError } from '../protocol/errors.js';
+import { createTenantApiKey, listTenantApiKeys, revokeApiKey, type ApiKeyInfo } from '../store/api-keys.js';
+import { PG_FOREIGN_KEY_VIOLATION, pgError } from '../store/errors.js';
+import type { Tenant, TrustedRoot } from '../store/schema/index.js';
+import { addTrustedRoot, createTenant, findTenant, listTenants, listTrustedRoots, removeTrustedRoot } from '../store/tenants.js';
+import { evictApiKey } from './auth.js';
+import type { ServiceDeps } from './types.js';
+
+// ---------------------------------------------------------------- schemas
+
+/** Scopes an operator may give a tenant key ('admin' belongs to no tenant). */
+export const TENANT_KEY_SCOPES = ['issue', 'verify', 'report', 'audit'] as const;
+
+const displayName = (what: string) =>
+  z
+    .string({ error: `${what} must be a string.` })
+    .trim()
+    .min(1, `${what} must not be empty or only whitespace.`)
+    .max(200, `${what} must be at most 200 characters.`);
+
+export const CreateTenantBody = z.strictObject({ name: displayName('name') });
+
+export const AddRootBody = z.strictObject({
+  // Only the type here: the DID itself is judged by publicKeyFromDidKey, whose
+  // INVALID_DID / WEAK_KEY codes the caller gets.
+  did: z.string({ error: 'did must be a did:key string.' }),
+  label: displayName('label').nullable().optional(),
+});
+
+export const CreateApiKeyBody = z
+  .strictObject({
+    scopes: z
+      .array(z.enum(TENANT_KEY_SCOPES, { error: `Each scope must be one of ${TENANT_KEY_SCOPES.join(', ')}.` }), {
+        error: 'scopes must be an array of scope names.',
+      })
+      .min(1, 'scopes must name at least one scope.')
+      .refine((s) => new Set(s).size === s.length, 'scopes must not repeat a scope.'),
+    name: displayName('name').nullable().optional(),
+    tool_server: z
+      .string({ error: 'tool_server must be a string.' })
+      .min(1, 'tool_server must not be empty.')
+      .max(512, 'tool_server must be at most 512 characters.')
+      // It is compared exactly with the invocation's tool_server: stray spaces would never match.
+      .refine((s) => s.trim() === s, 'tool_server must not start or end with whitespace.')
+      .nullable()
+      .optional(),
+  })
+  .superRefine((body, ctx) => {
+    if (body.tool_server != null && !body.scopes.includes('verify')) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['tool_server'],
+        message: 'tool_server binds a verify key to one tool server; it is only allowed when scopes include "verify".',
+      });
+    }
+  });
+
+export interface FieldProblem {
+  /** Dotted path into the body ("scopes.0"), or "(body)" for the body as a whole. */
+  readonly field: string;
+  readonly message: string;
+}
+
+const MAX_REPORTED_ISSUES = 50;
+
+/** Parses with `schema` or throws 400 INVALID_REQUEST listing every field problem in details.issues. */
+export function parseBody<S extends z.ZodType>(schema: S, raw: unknown): z.output<S> {
+  const result = schema.safeParse(raw);
+  if (result.success) return result.data;
+  const issues: FieldProblem[] = [];
+  for (const issue of result.error.issues) {
+    const base = issue.path.map(String).join('.');
+    if (issue.code === 'unrecognized_keys') {
+      for (const key of issue.keys) issues.push({ field: base ? `${base}.${key}` : key, message: 'Unknown field: this route does not accept it.' });
+    } else {
+      issues.push({ field: base || '(body)', message: base ? issue.message : 'The body must be a JSON object.' });
+    }
+  }
+  const first = issues[0] ?? { field: '(body)', message: 'The body is not valid.' };
+  const more = issues.length > 1 ? ` (${issues.length - 1} more problem${issues.length > 2 ? 's' : ''} in details.issues)` : '';
+  throw new BatonError('INVALID_REQUEST', {
+    message: `The request body is not valid: ${first.field}: ${first.message}${more}`,
+    details: { issues: issues.slice(0, MAX_REPORTED_ISSUES) },
+  });
+}
+
+// ---------------------------------------------------------------- responses
+
+export interface TenantJson { id: string; name: string; created_at: string }
+export interface RootJson { tenant_id: string; did: string; label: string | null; created_at: string }
+export interface ApiKeyJson {
+  id: string;
+  tenant_id: string | null;
+  scopes: string[];
+  name: string | null;
+  tool_server: string | null;
+  created_at: string;
+  revoked_at: string | null;
+}
+
+const tenantJson = (t: Tenant): TenantJson => ({ id: t.id, name: t.name, created_at: t.createdAt.toISOString() });
+
+const rootJson = (r: TrustedRoot): RootJson => ({
+  tenant_id: r.tenantId,
+  did: r.did,
+  label: r.label,
+  created_at: r.createdAt.toISOString(),
+});
+
+const apiKeyJson = (k: ApiKeyInfo): ApiKeyJson => ({
+  id: k.id,
+  tenant_id: k.tenantId,
+  scopes: [...k.scopes],
+  name: k.name,
+  tool_server: k.toolServer,
+  created_at: k.createdAt.toISOString(),
+  revoked_at: k.revokedAt ? k.revokedAt.toISOString() : null,
+});
+
+// ---------------------------------------------------------------- decisions
+
+function noTenant(): BatonError {
+  return new BatonError('NOT_FOUND', { message: 'No tenant has this id.' });
+}
+
+async function requireTenant(deps: ServiceDeps, tenantId: string): Promise<Tenant> {
+  const tenant = await findTenant(deps.store.db, tenantId);
+  if (!tenant) throw noTenant();
+  return tenant;
+}
+
+export async function createTenantHandler(deps: ServiceDeps, body: z.output<typeof CreateTenantBody>): Promise<TenantJson> {
+  const tenant = await createTenant(deps.store.db, body.name);
+  deps.log.info('tenant created', { tenant_id: tenant.id });
+  return tenantJson(tenant);
+}
+
+export async function listTenantsHandler(deps: ServiceDeps): Promise<{ tenants: TenantJson[] }> {
+  return { tenants: (await listTenants(deps.store.db)).map(tenantJson) };
+}
+
+/** 201 with the new row, or 200 with the stored row when the tenant already trusts this DID. */
+export async function addRootHandler(
+  deps: ServiceDeps,
+  tenantId: string,
+  body: z.output<typeof AddRootBody>,
+): Promise<{ created: boolean; root: RootJson }> {
+  try {
+    publicKeyFromDidKey(body.did);
+  } catch (e) {
+    // INVALID_DID and WEAK_KEY are 400 here: a malformed request, not a refused chain.
+    if (isBatonError(e)) throw new BatonError(e.code, { status: 400, message: e.message, details: { field: 'did', ...(e.details ?? {}) } });
+    throw e;
+  }
+  const result = await addTrustedRoot(deps.store.db, tenantId, body.did, body.label ?? null);
+  switch (result.kind) {
+    case 'no-tenant':
+      throw noTenant();
+    case 'other-tenant':
+      throw new BatonError('CONFLICT', {
+        message: 'Another tenant already trusts this root DID; a root DID can belong to one tenant only, because a delegation belongs to its root\'s tenant.',
+        suggestion: 'Give this tenant its own root key, or remove the DID from the other tenant first.',
+        details: { did: body.did },
+      });
+    case 'existing':
+      return { created: false, root: rootJson(result.root) };
+    case 'created':
+      deps.log.info('trusted root added', { tenant_id: tenantId, did: body.did });
+      return { created: true, root: rootJson(result.root) };
+  }
+}
+
+export async function listRootsHandler(deps: ServiceDeps, tenantId: string): Promise<{ roots: RootJson[] }> {
+  await requireTenant(deps, tenantId);
+  return { roots: (await listTrustedRoots(deps.store.db, tenantId)).map(rootJson) };
+}
+
+export async function removeRootHandler(deps: ServiceDeps, tenantId: string, did: string): Promise<void> {
+  if (!(await removeTrustedRoot(deps.store.db, tenantId, did))) {
+    throw new BatonError('NOT_FOUND', { message: 'This tenant does not trust this root DID (or the tenant does not exist).' });
+  }
+  deps.log.info('trusted root removed', { tenant_id: tenantId, did });
+}
+
+/** The plaintext key is in this response only; Baton keeps its SHA-256. */
+export async function createApiKeyHandler(
+  deps: ServiceDeps,
+  tenantId: string,
+  body: z.output<typeof CreateApiKeyBody>,
+): Promise<Omit<ApiKeyJson, 'revoked_at'> & { key: string }> {
+  await requireTenant(deps, tenantId);
+  let created: Awaited<ReturnType<typeof createTenantApiKey>>;
+  try {
+    created = await createTenantApiKey(deps.store.db, {
+      tenantId,
+      scopes: body.scopes,
+      name: body.name ?? null,
+      toolServer: body.tool_server ?? null,
+    });
+  } catch (e) {
+    if (pgError(e)?.code === PG_FOREIGN_KEY_VIOLATION) throw noTenant();
+    throw e;
+  }
+  const info = apiKeyJson(created.info);
+  deps.log.info('api key created', { tenant_id: tenantId, key_id: info.id, scopes: info.scopes });
+  return {
+    id: info.id,
+    key: created.key,
+    tenant_id: info.tenant_id,
+    scopes: info.scopes,
+    name: info.name,
+    tool_server: info.tool_server,
+    created_at: info.created_at,
+  };
+}
+
+export async function listApiKeysHandler(deps: ServiceDeps, tenantId: string): Promise<{ api_keys: ApiKeyJson[] }> {
+  await requireTenant(deps, tenantId);
+  return { api_keys: (await listTenantApiKeys(deps.store.db, tenantId)).map(apiKeyJson) };
+}
+
+/**
+ * Revokes (idempotently) and evicts the key from this node's auth cache.
+ * Other nodes may accept it until their cache entry expires (at most 10 s).
+ */
+export async function revokeApiKeyHandler(deps: ServiceDeps, keyId: string): Promise<void> {
+  const row = await revokeApiKey(deps.store.db, keyId);
+  if (!row) throw new BatonError('NOT_FOUND', { message: 'No API key has this id.' });
+  evictApiKey(deps, row.id);
+  deps.log.info('api key revoked', { key_id: row.id, tenant_id: row.tenantId });
+}

@@ -1,0 +1,76 @@
+/**
+ * Admin API: tenants, their trusted root DIDs, their API keys. Every route
+ * needs the admin key. Routes stay thin: read the body strictly, parse with
+ * zod, call one handler, send its result.
+ *
+ * A tenant key on a route naming ANOTHER tenant gets 404 (that tenant's data
+ * does not exist for it, DESIGN section 6); on every other admin route 403.
+ */
+import { Hono, type MiddlewareHandler } from 'hono';
+import { BatonError } from '../protocol/errors.js';
+import {
+  AddRootBody,
+  CreateApiKeyBody,
+  CreateTenantBody,
+  addRootHandler,
+  createApiKeyHandler,
+  createTenantHandler,
+  listApiKeysHandler,
+  listRootsHandler,
+  listTenantsHandler,
+  parseBody,
+  removeRootHandler,
+  revokeApiKeyHandler,
+} from './admin.handlers.js';
+import { assertScope, authenticateRequest } from './auth.js';
+import { readJsonBody } from './body.js';
+import type { AppEnv, ServiceDeps } from './types.js';
+
+export function adminRoutes(deps: ServiceDeps): Hono<AppEnv> {
+  const r = new Hono<AppEnv>();
+
+  const admin: MiddlewareHandler<AppEnv> = async (c, next) => {
+    const auth = await authenticateRequest(deps, c);
+    const tenant = c.req.param('tenant');
+    if (auth.tenantId !== null && tenant !== undefined && tenant !== auth.tenantId) throw new BatonError('NOT_FOUND');
+    assertScope(auth, ['admin']);
+    await next();
+    // Responses may carry a freshly minted secret: never cache them anywhere.
+    c.header('Cache-Control', 'no-store');
+  };
+  const body = (c: Parameters<MiddlewareHandler<AppEnv>>[0]) => readJsonBody(c, deps.config.maxBodyBytes);
+
+  r.post('/v1/admin/tenants', admin, async (c) => {
+    const input = parseBody(CreateTenantBody, await body(c));
+    return c.json(await createTenantHandler(deps, input), 201);
+  });
+
+  r.get('/v1/admin/tenants', admin, async (c) => c.json(await listTenantsHandler(deps), 200));
+
+  r.post('/v1/admin/tenants/:tenant/roots', admin, async (c) => {
+    const input = parseBody(AddRootBody, await body(c));
+    const { created, root } = await addRootHandler(deps, c.req.param('tenant'), input);
+    return c.json(root, created ? 201 : 200);
+  });
+
+  r.get('/v1/admin/tenants/:tenant/roots', admin, async (c) => c.json(await listRootsHandler(deps, c.req.param('tenant')), 200));
+
+  r.delete('/v1/admin/tenants/:tenant/roots/:did', admin, async (c) => {
+    await removeRootHandler(deps, c.req.param('tenant'), c.req.param('did'));
+    return c.body(null, 204);
+  });
+
+  r.post('/v1/admin/tenants/:tenant/api-keys', admin, async (c) => {
+    const input = parseBody(CreateApiKeyBody, await body(c));
+    return c.json(await createApiKeyHandler(deps, c.req.param('tenant'), input), 201);
+  });
+
+  r.get('/v1/admin/tenants/:tenant/api-keys', admin, async (c) => c.json(await listApiKeysHandler(deps, c.req.param('tenant')), 200));
+
+  r.delete('/v1/admin/api-keys/:id', admin, async (c) => {
+    await revokeApiKeyHandler(deps, c.req.param('id'));
+    return c.body(null, 204);
+  });
+
+  return r;
+}

@@ -1,0 +1,57 @@
+/**
+ * The Hono application: middleware, one router per resource, and the one
+ * error mapper. Handlers stay thin; decisions live in their own functions.
+ */
+import { Hono } from 'hono';
+import { requestId } from 'hono/request-id';
+import { BatonError } from '../protocol/errors.js';
+import { errorEnvelope, handleError } from './http.js';
+import { adminRoutes } from './admin.routes.js';
+import { delegationRoutes } from './delegations.routes.js';
+import { healthRoutes } from './health.routes.js';
+import { keyRoutes } from './keys.routes.js';
+import { receiptRoutes } from './receipts.routes.js';
+import { verifyRoutes } from './verify.routes.js';
+import { invocationRoutes } from './invocations.routes.js';
+import { revokeRoutes } from './revoke.routes.js';
+import { docsRoutes } from './docs.routes.js';
+import { metrics } from './metrics.js';
+import type { AppEnv, ServiceDeps } from './types.js';
+
+export function createApp(deps: ServiceDeps): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+
+  app.use('*', requestId({ headerName: 'X-Request-Id', limitLength: 64 }));
+  app.use('*', async (c, next) => {
+    const started = performance.now();
+    await next();
+    const ms = performance.now() - started;
+    metrics.observeRequest(c.req.method, c.req.routePath, c.res.status, ms);
+    deps.log.info('request', {
+      request_id: c.get('requestId'),
+      method: c.req.method,
+      path: c.req.path,
+      status: c.res.status,
+      ms: Math.round(ms * 10) / 10,
+    });
+  });
+
+  app.route('/', healthRoutes(deps));
+  app.route('/', docsRoutes(deps));
+  app.route('/', keyRoutes(deps));
+  app.route('/', adminRoutes(deps));
+  app.route('/', delegationRoutes(deps));
+  app.route('/', verifyRoutes(deps));
+  app.route('/', invocationRoutes(deps));
+  app.route('/', revokeRoutes(deps));
+  app.route('/', receiptRoutes(deps));
+
+  app.notFound((c) =>
+    c.json(
+      errorEnvelope(new BatonError('NOT_FOUND', { message: `No route matches ${c.req.method} ${c.req.path}.`, suggestion: 'See openapi.yaml or GET /docs for the routes Baton serves.' }), c.get('requestId')),
+      404,
+    ),
+  );
+  app.onError((err, c) => handleError(err, c, deps.log));
+  return app;
+}

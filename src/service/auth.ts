@@ -1,0 +1,226 @@
+/**
+ * API-key authentication: `Authorization: Bearer <key>`.
+ *
+ * - Tenant keys ('bt_' + base64url(32 bytes)) and generated admin keys
+ *   ('bt_admin_' + …) are stored only as lowercase hex SHA-256. A presented key
+ *   is hashed, looked up by hash (one indexed query) and the stored hash is
+ *   compared with crypto.timingSafeEqual.
+ * - The environment admin key (BATON_ADMIN_KEY) is compared in constant time
+ *   through SHA-256 digests (equal lengths whatever was presented). When it is
+ *   set it is the only admin key: stored (generated) admin keys are refused, so
+ *   setting it also retires a generated key that may have leaked.
+ * - Every refusal of a key is the same 401 UNAUTHORIZED with the same message
+ *   (missing, garbled, unknown, revoked): no oracle. A valid key without the
+ *   route's scope is 403 FORBIDDEN with details.required_scopes.
+ *
+ * Caching: successful lookups are kept in memory for at most KEY_CACHE_TTL_MS
+ * (10 s, bounded to KEY_CACHE_MAX entries, per app instance) so the verify hot
+ * path costs one query for the key at most every 10 s. Revoking a key evicts it
+ * from this node's cache at once; OTHER NODES sharing the database may still
+ * accept a revoked key for up to the TTL (10 s). Refusals are never cached, so
+ * garbage keys cannot evict good entries, and a new key works immediately.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { Context, MiddlewareHandler } from 'hono';
+import { BatonError } from '../protocol/errors.js';
+import {
+  MINTED_KEY_PATTERN,
+  createBootstrapAdminKey,
+  findApiKeyByHash,
+  type ApiKeyForAuth,
+} from '../store/api-keys.js';
+import { SCOPES, type AppEnv, type AuthContext, type Scope, type ServiceDeps } from './types.js';
+
+export const KEY_CACHE_TTL_MS = 10_000;
+export const KEY_CACHE_MAX = 10_000;
+/** A bearer token longer than this is refused before it is hashed or looked up. */
+const MAX_TOKEN_LENGTH = 512;
+/** The key id reported for the environment admin key (it has no api_keys row). */
+export const ENV_ADMIN_KEY_ID = 'admin:env';
+
+/** Bounded map of secret hash -> AuthContext with a TTL, on a monotonic clock. */
+export class ApiKeyCache {
+  readonly #entries = new Map<string, { auth: AuthContext; expiresAt: number }>();
+
+  constructor(
+    private readonly ttlMs: number = KEY_CACHE_TTL_MS,
+    private readonly max: number = KEY_CACHE_MAX,
+    private readonly clock: () => number = () => performance.now(),
+  ) {}
+
+  get(secretHash: string): AuthContext | undefined {
+    const entry = this.#entries.get(secretHash);
+    if (!entry) return undefined;
+    if (this.clock() >= entry.expiresAt) {
+      this.#entries.delete(secretHash);
+      return undefined;
+    }
+    return entry.auth;
+  }
+
+  set(secretHash: string, auth: AuthContext): void {
+    this.#entries.delete(secretHash);
+    while (this.#entries.size >= this.max) {
+      const oldest = this.#entries.keys().next();
+      if (oldest.done === true) break;
+      this.#entries.delete(oldest.value);
+    }
+    this.#entries.set(secretHash, { auth, expiresAt: this.clock() + this.ttlMs });
+  }
+
+  /** Drops every entry for this key id (revocation). */
+  evictKeyId(keyId: string): void {
+    for (const [hash, entry] of this.#entries) {
+      if (entry.auth.keyId === keyId) this.#entries.delete(hash);
+    }
+  }
+
+  get size(): number {
+    return this.#entries.size;
+  }
+}
+
+interface AuthState {
+  readonly cache: ApiKeyCache;
+  /** SHA-256 of BATON_ADMIN_KEY, or null when it is not set. */
+  readonly envAdminDigest: Buffer | null;
+}
+
+/** Per app instance (one ServiceDeps), so tests with separate apps never share a cache. */
+const states = new WeakMap<ServiceDeps, AuthState>();
+
+function stateOf(deps: ServiceDeps): AuthState {
+  let state = states.get(deps);
+  if (!state) {
+    const adminKey = deps.config.adminKey;
+    state = { cache: new ApiKeyCache(), envAdminDigest: adminKey ? sha256(adminKey) : null };
+    states.set(deps, state);
+  }
+  return state;
+}
+
+/** The auth cache of this app instance (exposed for tests and operations). */
+export function apiKeyCacheOf(deps: ServiceDeps): ApiKeyCache {
+  return stateOf(deps).cache;
+}
+
+/** Evicts a key from this node's cache; call after revoking it. */
+export function evictApiKey(deps: ServiceDeps, keyId: string): void {
+  stateOf(deps).cache.evictKeyId(keyId);
+}
+
+function sha256(text: string): Buffer {
+  return createHash('sha256').update(text, 'utf8').digest();
+}
+
+function unauthorized(): BatonError {
+  // One message for every refusal: the caller learns nothing about why.
+  return new BatonError('UNAUTHORIZED');
+}
+
+/** The token of `Authorization: Bearer <token>` (scheme case-insensitive), or null. */
+export function bearerToken(header: string | undefined): string | null {
+  if (header === undefined) return null;
+  const match = /^Bearer +([\x21-\x7e]+) *$/i.exec(header);
+  const token = match?.[1];
+  if (token === undefined || token.length > MAX_TOKEN_LENGTH) return null;
+  return token;
+}
+
+function isScope(s: string): s is Scope {
+  return (SCOPES as readonly string[]).includes(s);
+}
+
+function contextOf(row: ApiKeyForAuth): AuthContext {
+  return {
+    keyId: row.id,
+    tenantId: row.tenantId,
+    scopes: Object.freeze(row.scopes.filter(isScope)),
+    toolServer: row.toolServer,
+  };
+}
+
+/**
+ * Establishes who is calling from the Authorization header, or throws 401.
+ * Never logs the key; refusals log only a reason at debug level.
+ */
+export async function authenticate(deps: ServiceDeps, authorization: string | undefined, requestId?: string): Promise<AuthContext> {
+  const state = stateOf(deps);
+  const refuse = (reason: string, keyId?: string): BatonError => {
+    deps.log.debug('api key refused', { request_id: requestId, reason, ...(keyId ? { key_id: keyId } : {}) });
+    return unauthorized();
+  };
+  const token = bearerToken(authorization);
+  if (token === null) throw refuse(authorization === undefined ? 'missing' : 'malformed header');
+  const digest = sha256(token);
+
+  // The environment admin key: digests are always 32 bytes, so the comparison
+  // takes the same time whatever length or content was presented.
+  if (state.envAdminDigest !== null && timingSafeEqual(digest, state.envAdminDigest)) {
+    return { keyId: ENV_ADMIN_KEY_ID, tenantId: null, scopes: ['admin'], toolServer: null };
+  }
+  if (!MINTED_KEY_PATTERN.test(token)) throw refuse('not a Baton key');
+
+  const hashHex = digest.toString('hex');
+  const cached = state.cache.get(hashHex);
+  if (cached) return cached;
+
+  const row = await findApiKeyByHash(deps.store.db, hashHex);
+  if (!row) throw refuse('unknown');
+  const stored = Buffer.from(row.secretHash, 'hex');
+  // Lengths are public (always 32 bytes for a well-formed row); a malformed row never matches.
+  if (stored.length !== digest.length || !timingSafeEqual(stored, digest)) throw refuse('hash mismatch', row.id);
+  if (row.revokedAt !== null) throw refuse('revoked', row.id);
+  if (row.tenantId === null && state.envAdminDigest !== null) throw refuse('stored admin key while BATON_ADMIN_KEY is set', row.id);
+
+  const auth = contextOf(row);
+  state.cache.set(hashHex, auth);
+  return auth;
+}
+
+/**
+ * Throws 403 unless `auth` may use a route accepting `scopes`. A tenant key
+ * needs one of them; an admin key passes only routes that list 'admin'.
+ */
+export function assertScope(auth: AuthContext, scopes: readonly Scope[]): void {
+  const allowed = auth.tenantId === null ? scopes.includes('admin') && auth.scopes.includes('admin') : scopes.some((s) => s !== 'admin' && auth.scopes.includes(s));
+  if (!allowed) {
+    throw new BatonError('FORBIDDEN', {
+      message: `This route needs an API key with one of the scopes: ${scopes.join(', ')}.`,
+      details: { required_scopes: [...scopes] },
+    });
+  }
+}
+
+/** Authenticates the caller (401) and requires one of `scopes` (403); sets c.get('auth'). */
+export function requireScope(deps: ServiceDeps, ...scopes: Scope[]): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const auth = await authenticateRequest(deps, c);
+    assertScope(auth, scopes);
+    await next();
+  };
+}
+
+/** authenticate() for a Hono request; sets c.get('auth') on success. */
+export async function authenticateRequest(deps: ServiceDeps, c: Context<AppEnv>): Promise<AuthContext> {
+  const auth = await authenticate(deps, c.req.header('authorization'), c.get('requestId'));
+  c.set('auth', auth);
+  return auth;
+}
+
+/** The tenant a tenant-scoped route acts for; admin keys have none. */
+export function tenantOf(auth: { tenantId: string | null }): string {
+  if (!auth.tenantId) throw new BatonError('FORBIDDEN', { message: 'This route needs a tenant API key, not an admin key.' });
+  return auth.tenantId;
+}
+
+/**
+ * First start: when BATON_ADMIN_KEY is not set and no unrevoked admin key is
+ * stored, mints one ('bt_admin_' + base64url(32 bytes)), stores its hash and
+ * returns the plaintext, exactly once; the caller prints it. Returns null when
+ * the environment key is in use or an admin key already exists.
+ */
+export async function ensureAdminKey(deps: ServiceDeps): Promise<string | null> {
+  if (deps.config.adminKey) return null;
+  return createBootstrapAdminKey(deps.store.db);
+}

@@ -1,0 +1,319 @@
+/**
+ * Issuance and reading of delegation records.
+ *
+ * Submission runs the same pipeline as verification (verifyDelegations) over
+ * the stored ancestors plus the submitted records, so a DR is stored only if
+ * the chain it extends would verify: trusted root, linked hand-offs, valid
+ * signatures, attenuation and time nesting, live and unrevoked parents.
+ */
+import { decodeDelegation, verifyDelegations, type DelegationsDecision, type VerifiedDelegation } from '../protocol/chain.js';
+import { BatonError, type ErrorCode, type Violation } from '../protocol/errors.js';
+import { microsToUsd, type Micros } from '../protocol/money.js';
+import type { Db } from '../store/db.js';
+import {
+  acceptanceReceipt,
+  delegationsByHash,
+  findDelegation,
+  insertDelegation,
+  revokedInChain,
+  spendRollup,
+  storedChainTo,
+  subtreeOf,
+  tenantsHoldingDelegation,
+  tenantsTrustingRoot,
+  trustedRootsOf,
+} from '../store/delegations.js';
+import type { Delegation } from '../store/schema/index.js';
+import { recordReceipt } from './receipts.js';
+import type { ServiceDeps } from './types.js';
+
+/** Shape problems are malformed requests (400); everything else is a refusal (422). */
+const SHAPE_CODES: ReadonlySet<ErrorCode> = new Set(['MALFORMED_JWS', 'NON_CANONICAL_JSON', 'NUMBER_OUT_OF_RANGE', 'INVALID_FIELD', 'UNSUPPORTED_ALG']);
+
+function refusal(code: ErrorCode, message: string, violations: readonly Violation[], details: Record<string, unknown> = {}): BatonError {
+  return new BatonError(code, { message, violations, details, status: SHAPE_CODES.has(code) ? 400 : 422 });
+}
+
+function refusalFrom(decision: Extract<DelegationsDecision, { valid: false }>, storedAncestors: number): BatonError {
+  return refusal(decision.error.code, decision.error.message, decision.violations, {
+    // Violation dr_index counts from the root; the submitted records start here.
+    submitted_from_index: storedAncestors,
+  });
+}
+
+export interface ServiceReceiptView {
+  readonly id: number;
+  readonly kid: string;
+  readonly jws: string;
+}
+
+export type DelegationStatus = 'active' | 'revoked' | 'expired' | 'not_yet_valid';
+
+export interface DelegationView {
+  readonly hash: string;
+  readonly jti: string;
+  readonly iss: string;
+  readonly sub: string;
+  readonly aud: string;
+  readonly cmd: string;
+  readonly policy: Record<string, unknown>;
+  readonly nbf: number;
+  readonly exp: number | null;
+  readonly iat: number;
+  readonly depth: number;
+  readonly parent_hash: string | null;
+  readonly root_hash: string;
+  readonly status: DelegationStatus;
+  readonly revoked_at: string | null;
+  readonly revoked_by: string | null;
+  readonly created_at: string;
+}
+
+export function delegationStatus(row: Delegation, now: number, revokedBy: string | null): DelegationStatus {
+  if (revokedBy) return 'revoked';
+  if (row.exp !== null && now > row.exp) return 'expired';
+  if (now < row.nbf) return 'not_yet_valid';
+  return 'active';
+}
+
+export function delegationView(row: Delegation, now: number, revokedBy: string | null): DelegationView {
+  return {
+    hash: row.hash,
+    jti: row.jti,
+    iss: row.iss,
+    sub: row.sub,
+    aud: row.aud,
+    cmd: row.cmd,
+    policy: row.policy,
+    nbf: row.nbf,
+    exp: row.exp,
+    iat: row.iat,
+    depth: row.depth,
+    parent_hash: row.parentHash,
+    root_hash: row.rootHash,
+    status: delegationStatus(row, now, revokedBy),
+    revoked_at: row.revokedAt?.toISOString() ?? null,
+    revoked_by: revokedBy,
+    created_at: row.createdAt.toISOString(),
+  };
+}
+
+// ---------------------------------------------------------------- submit
+
+export interface SubmitResult {
+  /** True when at least one record was newly stored (201), false when all were known (200). */
+  readonly created: boolean;
+  readonly tenant_id: string;
+  readonly delegations: readonly (DelegationView & { readonly jws: string; readonly receipt: ServiceReceiptView | null })[];
+}
+
+/**
+ * Stores a root-to-leaf list of signed DRs. The first record is either a
+ * root trusted by the tenant, or a sub-DR whose parent is already stored.
+ */
+export async function submitDelegations(deps: ServiceDeps, callerTenant: string | null, jwsList: readonly string[]): Promise<SubmitResult> {
+  const db = deps.store.db;
+  const now = deps.now();
+  let first: VerifiedDelegation;
+  try {
+    first = decodeDelegation(jwsList[0]!, 0, deps.drCache);
+  } catch (e) {
+    if (e instanceof BatonError) throw refusal(e.code, e.message, [{ code: e.code, dr_index: 0, field: 'receipts[0]', message: e.message }]);
+    throw e;
+  }
+  const tenantId = await resolveTenant(db, callerTenant, first);
+  const parentHash = first.payload.prev_dr_hash ?? null;
+  const ancestors = parentHash ? await storedChainTo(db, tenantId, parentHash) : [];
+  const fullChain = [...ancestors.map((a) => a.jws), ...jwsList];
+
+  const stored = await delegationsByHash(db, tenantId, [...ancestors.map((a) => a.hash)]);
+  const roots = await trustedRootsOf(db, tenantId);
+  const decision = verifyDelegations(fullChain, {
+    now,
+    trustedRoots: roots,
+    maxDepth: deps.config.maxChainDepth,
+    cache: deps.drCache,
+    allowNotYetValid: true,
+    isRevoked: (h) => stored.get(h)?.revokedAt != null,
+  });
+  if (!decision.valid) throw refusalFrom(decision, ancestors.length);
+
+  // Records already stored in the submitted list may be revoked too.
+  const submitted = decision.delegations.slice(ancestors.length);
+  const known = await delegationsByHash(db, tenantId, submitted.map((d) => d.hash));
+  const revokedSubmitted = submitted.findIndex((d) => known.get(d.hash)?.revokedAt != null);
+  if (revokedSubmitted >= 0) {
+    const d = submitted[revokedSubmitted]!;
+    const index = ancestors.length + revokedSubmitted;
+    throw refusal('RECEIPT_REVOKED', `Delegation record ${d.hash} has been revoked; nothing can extend it.`, [
+      { code: 'RECEIPT_REVOKED', dr_index: index, dr_hash: d.hash, field: 'status', required: 'active', actual: 'revoked' },
+    ]);
+  }
+
+  return db.transaction(async (tx) => {
+    let parent: Delegation | null = ancestors[ancestors.length - 1] ?? null;
+    let created = false;
+    const out: SubmitResult['delegations'][number][] = [];
+    for (const dr of submitted) {
+      const inserted = await insertDelegation(tx, tenantId, dr, parent);
+      const row = await findDelegation(tx, tenantId, dr.hash);
+      if (!row) {
+        throw new BatonError('CONFLICT', {
+          message: `A different delegation record already uses jti ${JSON.stringify(dr.payload.jti)} in this tenant.`,
+          suggestion: 'Give every delegation record a fresh jti ("dr:" + a random id).',
+          details: { jti: dr.payload.jti, hash: dr.hash },
+        });
+      }
+      let receipt: ServiceReceiptView | null;
+      if (inserted) {
+        created = true;
+        receipt = await recordReceipt(tx, deps.signer, {
+          tenantId,
+          kind: 'delegation.accepted',
+          subject: dr.hash,
+          now,
+          data: { jti: dr.payload.jti, iss: dr.payload.iss, aud: dr.payload.aud, depth: row.depth, parent_hash: row.parentHash, root_hash: row.rootHash },
+        });
+      } else {
+        receipt = (await acceptanceReceipt(tx, tenantId, dr.hash)) ?? null;
+      }
+      out.push({ ...delegationView(row, now, null), jws: row.jws, receipt });
+      parent = row;
+    }
+    return { created, tenant_id: tenantId, delegations: out };
+  });
+}
+
+/**
+ * A DR belongs to its root's tenant. Without an API key the tenant follows
+ * from the chain itself (who trusts the root, or who holds the parent); an
+ * API key picks among several.
+ */
+async function resolveTenant(db: Db, callerTenant: string | null, first: VerifiedDelegation): Promise<string> {
+  const parentHash = first.payload.prev_dr_hash ?? null;
+  const candidates = parentHash
+    ? await tenantsHoldingDelegation(db, parentHash)
+    : await tenantsTrustingRoot(db, first.payload.iss);
+  const notFound = parentHash
+    ? refusal('BUNDLE_INCOMPLETE', `The parent delegation ${parentHash} is not stored${callerTenant ? ' for this tenant' : ''}; submit the chain from its root.`, [
+        { code: 'BUNDLE_INCOMPLETE', dr_index: 0, dr_hash: first.hash, field: 'prev_dr_hash', actual: parentHash },
+      ])
+    : refusal('UNTRUSTED_ROOT', `The root delegation is issued by ${first.payload.iss}, which no${callerTenant ? ' such' : ''} tenant trusts.`, [
+        { code: 'UNTRUSTED_ROOT', dr_index: 0, dr_hash: first.hash, field: 'iss', actual: first.payload.iss },
+      ]);
+  if (callerTenant) {
+    if (candidates.includes(callerTenant)) return callerTenant;
+    throw notFound;
+  }
+  if (candidates.length === 1) return candidates[0]!;
+  if (candidates.length === 0) throw notFound;
+  throw new BatonError('UNPROCESSABLE', {
+    message: 'More than one tenant could own this delegation record.',
+    suggestion: 'Submit it with an API key (issue scope) of the tenant it belongs to.',
+  });
+}
+
+// ---------------------------------------------------------------- read
+
+function notFound(hash: string): BatonError {
+  return new BatonError('NOT_FOUND', { message: `No delegation record ${hash} is stored for this tenant.` });
+}
+
+export interface UsageView {
+  readonly calls_used: number;
+  readonly max_calls: number | null;
+  readonly declared_usd: number;
+  readonly metered_usd: number;
+  readonly metered_invocations: number;
+  readonly unmetered_invocations: number;
+  /** metered / declared over the invocations that were metered; null before any. */
+  readonly calibration: number | null;
+  /** Set when metered spend persistently runs above what agents declared. */
+  readonly calibration_flag: 'metered_above_declared' | null;
+  readonly max_spend_usd: number | null;
+  readonly spend_reserved_usd: number | null;
+}
+
+/** At least this many metered invocations, over this ratio, is "persistently above". */
+const CALIBRATION_MIN_SAMPLES = 3;
+const CALIBRATION_FLAG_RATIO = 1.1;
+
+export async function usageOf(db: Db, tenantId: string, row: Delegation): Promise<UsageView> {
+  const r = await spendRollup(db, tenantId, row.hash);
+  const calibration = r.declared_of_metered_micros > 0 ? r.metered_micros / r.declared_of_metered_micros : null;
+  const flagged =
+    r.metered_invocations >= CALIBRATION_MIN_SAMPLES &&
+    (calibration === null ? r.metered_micros > 0 : calibration > CALIBRATION_FLAG_RATIO);
+  return {
+    calls_used: row.maxCalls === null ? r.calls : row.callsUsed,
+    max_calls: row.maxCalls,
+    declared_usd: microsToUsd(r.declared_micros as Micros),
+    metered_usd: microsToUsd(r.metered_micros as Micros),
+    metered_invocations: r.metered_invocations,
+    unmetered_invocations: r.unmetered_invocations,
+    calibration: calibration === null ? null : Math.round(calibration * 1e4) / 1e4,
+    calibration_flag: flagged ? 'metered_above_declared' : null,
+    max_spend_usd: row.maxSpendMicros === null ? null : microsToUsd(row.maxSpendMicros as Micros),
+    spend_reserved_usd: row.maxSpendMicros === null ? null : microsToUsd(row.spendReservedMicros as Micros),
+  };
+}
+
+export async function describeDelegation(deps: ServiceDeps, tenantId: string, hash: string) {
+  const db = deps.store.db;
+  const row = await findDelegation(db, tenantId, hash);
+  if (!row) throw notFound(hash);
+  const revokedBy = await revokedInChain(db, tenantId, row);
+  return {
+    ...delegationView(row, deps.now(), revokedBy),
+    jws: row.jws,
+    revoked_reason: row.revokedReason,
+    usage: await usageOf(db, tenantId, row),
+  };
+}
+
+/** Root-to-leaf JWS list with service receipts: what `baton verify` re-checks offline. */
+export async function chainOfDelegation(deps: ServiceDeps, tenantId: string, hash: string) {
+  const db = deps.store.db;
+  const chain = await storedChainTo(db, tenantId, hash);
+  if (chain.length === 0) throw notFound(hash);
+  const now = deps.now();
+  const revoked = chain.find((r) => r.revokedAt !== null)?.hash ?? null;
+  const records = [];
+  let revokedBy: string | null = null;
+  for (const row of chain) {
+    if (row.hash === revoked) revokedBy = revoked;
+    records.push({ ...delegationView(row, now, revokedBy), jws: row.jws, receipt: (await acceptanceReceipt(db, tenantId, row.hash)) ?? null });
+  }
+  return { hash, root_principal: chain[0]!.iss, receipts: chain.map((r) => r.jws), records };
+}
+
+const TREE_LIMIT = 1000;
+
+export interface TreeNode extends DelegationView {
+  readonly calls_used: number;
+  readonly max_calls: number | null;
+  readonly children: TreeNode[];
+}
+
+/** The DR and its descendants as a nested tree (at most TREE_LIMIT records). */
+export async function treeOfDelegation(deps: ServiceDeps, tenantId: string, hash: string) {
+  const db = deps.store.db;
+  const top = await findDelegation(db, tenantId, hash);
+  if (!top) throw notFound(hash);
+  const rowsInTree = await subtreeOf(db, tenantId, hash, TREE_LIMIT + 1);
+  const truncated = rowsInTree.length > TREE_LIMIT;
+  const now = deps.now();
+  const aboveRevoked = await revokedInChain(db, tenantId, top);
+  const nodes = new Map<string, TreeNode>();
+  let root: TreeNode | undefined;
+  for (const row of rowsInTree.slice(0, TREE_LIMIT)) {
+    const parent = row.parentHash ? nodes.get(row.parentHash) : undefined;
+    // Revocation cascades: the highest revoked record above or at a node names it.
+    const revokedBy = row.hash === hash ? aboveRevoked : (parent?.revoked_by ?? (row.revokedAt ? row.hash : null));
+    const node: TreeNode = { ...delegationView(row, now, revokedBy), calls_used: row.callsUsed, max_calls: row.maxCalls, children: [] };
+    nodes.set(row.hash, node);
+    if (row.hash === hash) root = node;
+    else parent?.children.push(node);
+  }
+  return { tree: root!, count: Math.min(rowsInTree.length, TREE_LIMIT), truncated };
+}

@@ -1,0 +1,55 @@
+/** /v1/delegations: submit signed DRs, custodial issuance, and reads. */
+import { Hono, type MiddlewareHandler } from 'hono';
+import { z } from 'zod';
+import { requireScope, tenantOf } from './auth.js';
+import { readJsonBody } from './body.js';
+import { chainOfDelegation, describeDelegation, submitDelegations, treeOfDelegation } from './delegations.handlers.js';
+import { issueCustodialRoot, IssueRequestSchema } from './issue.handlers.js';
+import { parseRequest } from './validate.js';
+import type { AppEnv, ServiceDeps } from './types.js';
+import { MAX_CHAIN_DEPTH, RecordHashSchema } from '../protocol/records.js';
+
+const Jws = z.string().min(1).max(64 * 1024);
+const SubmitSchema = z.union([
+  z.strictObject({ receipts: z.array(Jws).min(1).max(MAX_CHAIN_DEPTH) }),
+  z.strictObject({ receipt: Jws }),
+]);
+
+const READ_SCOPES = ['issue', 'verify', 'report', 'audit'] as const;
+
+export function delegationRoutes(deps: ServiceDeps): Hono<AppEnv> {
+  const r = new Hono<AppEnv>();
+  const readers = requireScope(deps, ...READ_SCOPES);
+  const hashParam = (raw: string) => parseRequest(RecordHashSchema, raw, 'path parameter hash');
+
+  // Agents prove themselves by signature, so a key is optional here; with one, it picks the tenant.
+  const optionalIssuer: MiddlewareHandler<AppEnv> = async (c, next) => {
+    if (c.req.header('authorization') === undefined) return next();
+    return requireScope(deps, 'issue')(c, next);
+  };
+
+  r.post('/v1/delegations', optionalIssuer, async (c) => {
+    const body = parseRequest(SubmitSchema, await readJsonBody(c, deps.config.maxBodyBytes), 'request body');
+    const list = 'receipts' in body ? body.receipts : [body.receipt];
+    const auth = c.get('auth');
+    const result = await submitDelegations(deps, auth ? tenantOf(auth) : null, list);
+    return c.json(result, result.created ? 201 : 200);
+  });
+
+  r.post('/v1/delegations/issue', requireScope(deps, 'issue'), async (c) => {
+    const body = parseRequest(IssueRequestSchema, await readJsonBody(c, deps.config.maxBodyBytes), 'request body');
+    const result = await issueCustodialRoot(deps, tenantOf(c.get('auth')), body);
+    return c.json(result, 201);
+  });
+
+  r.get('/v1/delegations/:hash', readers, async (c) =>
+    c.json(await describeDelegation(deps, tenantOf(c.get('auth')), hashParam(c.req.param('hash')))),
+  );
+  r.get('/v1/delegations/:hash/chain', readers, async (c) =>
+    c.json(await chainOfDelegation(deps, tenantOf(c.get('auth')), hashParam(c.req.param('hash')))),
+  );
+  r.get('/v1/delegations/:hash/tree', readers, async (c) =>
+    c.json(await treeOfDelegation(deps, tenantOf(c.get('auth')), hashParam(c.req.param('hash')))),
+  );
+  return r;
+}

@@ -1,0 +1,101 @@
+/**
+ * Signed receipts of what the service did (DESIGN section 5). A receipt is
+ * written in the caller's transaction, so an action that rolls back leaves
+ * no receipt, and a committed action always has one.
+ */
+import { randomBytes } from 'node:crypto';
+import { BatonError, isBatonError } from '../protocol/errors.js';
+import type { Db } from '../store/db.js';
+import { insertReceipt } from '../store/receipts.js';
+import type { ReceiptKind } from '../store/schema/index.js';
+import type { ServiceSigner } from './signer.js';
+
+export type { ReceiptKind } from '../store/schema/index.js';
+
+/** The signed claims of a receipt (the JWS payload). */
+export interface ReceiptPayload {
+  /** did:key of the service key that signed it. */
+  readonly iss: string;
+  readonly kid: string;
+  readonly baton_receipt: ReceiptKind;
+  readonly tenant: string;
+  /** What it is about: a DR hash, an invocation jti, … */
+  readonly subject: string;
+  /** Unix seconds, from the service clock. */
+  readonly iat: number;
+  /** 'rcpt:' + 128 random bits, hex. */
+  readonly jti: string;
+  readonly data: Record<string, unknown>;
+}
+
+export interface ReceiptInput {
+  readonly tenantId: string;
+  readonly kind: ReceiptKind;
+  readonly subject: string;
+  /**
+   * JSON values only. Object properties whose value is undefined are dropped
+   * (as JSON.stringify would), so optional fields can be passed as they are;
+   * anything else that is not JSON (NaN, Dates, undefined array items, …)
+   * is refused.
+   */
+  readonly data: Record<string, unknown>;
+  readonly now: number;
+}
+
+export interface RecordedReceipt {
+  readonly id: number;
+  readonly kid: string;
+  readonly jws: string;
+}
+
+const MAX_DATA_DEPTH = 64;
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return false;
+  const proto: unknown = Object.getPrototypeOf(v);
+  return proto === Object.prototype || proto === null;
+}
+
+/** A copy without undefined-valued object properties; everything else is left for canonicalJson to judge. */
+function withoutUndefined(value: unknown, depth: number): unknown {
+  if (depth > MAX_DATA_DEPTH) return value;
+  if (Array.isArray(value)) return value.map((v) => withoutUndefined(v, depth + 1));
+  if (!isPlainObject(value)) return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) {
+    if (v !== undefined) out[k] = withoutUndefined(v, depth + 1);
+  }
+  return out;
+}
+
+/**
+ * Signs and stores a receipt. Pass the transaction handle of the action the
+ * receipt attests to (a transaction is also a Db).
+ */
+export async function recordReceipt(db: Db, signer: ServiceSigner, r: ReceiptInput): Promise<RecordedReceipt> {
+  if (!Number.isSafeInteger(r.now) || r.now < 0) {
+    throw new BatonError('INTERNAL', { message: 'A receipt needs a time in whole unix seconds.' });
+  }
+  if (r.subject.length === 0) throw new BatonError('INTERNAL', { message: 'A receipt needs a non-empty subject.' });
+  const payload: ReceiptPayload = {
+    iss: signer.did,
+    kid: signer.kid,
+    baton_receipt: r.kind,
+    tenant: r.tenantId,
+    subject: r.subject,
+    iat: r.now,
+    jti: `rcpt:${randomBytes(16).toString('hex')}`,
+    data: withoutUndefined(r.data, 0) as Record<string, unknown>,
+  };
+  let jws: string;
+  try {
+    jws = signer.sign({ ...payload });
+  } catch (err) {
+    // A caller bug, not the client's: never surface it as a 400 about their request.
+    throw new BatonError('INTERNAL', {
+      message: `Receipt data for ${r.kind} is not canonical JSON: ${isBatonError(err) ? err.message : String(err)}`,
+    });
+  }
+  const id = await insertReceipt(db, { tenantId: r.tenantId, kind: r.kind, subject: r.subject, jws, kid: signer.kid });
+  return { id, kid: signer.kid, jws };
+}

@@ -1,0 +1,188 @@
+/**
+ * Queries over stored delegation records. Every query is scoped by tenant:
+ * a DR belongs to its root's tenant and is never visible to another.
+ */
+import { and, asc, eq, inArray, sql } from 'drizzle-orm';
+import type { VerifiedDelegation } from '../protocol/chain.js';
+import { usdToMicros } from '../protocol/money.js';
+import type { Db } from './db.js';
+import { rows } from './rows.js';
+import { delegations, receipts, trustedRoots, type Delegation } from './schema/index.js';
+
+export async function findDelegation(db: Db, tenantId: string, hash: string): Promise<Delegation | undefined> {
+  const [row] = await db
+    .select()
+    .from(delegations)
+    .where(and(eq(delegations.tenantId, tenantId), eq(delegations.hash, hash)))
+    .limit(1);
+  return row;
+}
+
+/** Tenants holding a DR with this hash (a parent may be stored for more than one tenant). */
+export async function tenantsHoldingDelegation(db: Db, hash: string): Promise<string[]> {
+  const found = await db.select({ tenantId: delegations.tenantId }).from(delegations).where(eq(delegations.hash, hash));
+  return found.map((r) => r.tenantId);
+}
+
+export async function tenantsTrustingRoot(db: Db, did: string): Promise<string[]> {
+  const found = await db.select({ tenantId: trustedRoots.tenantId }).from(trustedRoots).where(eq(trustedRoots.did, did));
+  return found.map((r) => r.tenantId);
+}
+
+export async function trustedRootsOf(db: Db, tenantId: string): Promise<Set<string>> {
+  const found = await db.select({ did: trustedRoots.did }).from(trustedRoots).where(eq(trustedRoots.tenantId, tenantId));
+  return new Set(found.map((r) => r.did));
+}
+
+/** The stored chain root→`hash` (inclusive), ordered by depth; empty if `hash` is unknown. */
+export async function storedChainTo(db: Db, tenantId: string, hash: string): Promise<Delegation[]> {
+  const leaf = await findDelegation(db, tenantId, hash);
+  if (!leaf) return [];
+  if (leaf.ancestors.length === 0) return [leaf];
+  const ancestors = await db
+    .select()
+    .from(delegations)
+    .where(and(eq(delegations.tenantId, tenantId), inArray(delegations.hash, leaf.ancestors)))
+    .orderBy(asc(delegations.depth));
+  return [...ancestors, leaf];
+}
+
+/** Stored rows for a list of hashes, keyed by hash. */
+export async function delegationsByHash(db: Db, tenantId: string, hashes: readonly string[]): Promise<Map<string, Delegation>> {
+  if (hashes.length === 0) return new Map();
+  const found = await db
+    .select()
+    .from(delegations)
+    .where(and(eq(delegations.tenantId, tenantId), inArray(delegations.hash, [...hashes])));
+  return new Map(found.map((r) => [r.hash, r]));
+}
+
+/**
+ * Inserts a verified DR under its (already stored) parent. Returns false when
+ * a row with the same (tenant, hash) or (tenant, jti) already exists; the
+ * caller tells the two apart.
+ */
+export async function insertDelegation(
+  db: Db,
+  tenantId: string,
+  dr: VerifiedDelegation,
+  parent: Pick<Delegation, 'hash' | 'rootHash' | 'ancestors' | 'depth'> | null,
+): Promise<boolean> {
+  const p = dr.payload;
+  const inserted = await db
+    .insert(delegations)
+    .values({
+      tenantId,
+      hash: dr.hash,
+      jws: dr.jws,
+      jti: p.jti,
+      iss: p.iss,
+      sub: p.sub,
+      aud: p.aud,
+      cmd: p.cmd,
+      policy: p.policy as Record<string, unknown>,
+      nbf: p.nbf,
+      exp: p.exp,
+      iat: p.iat,
+      parentHash: parent?.hash ?? null,
+      rootHash: parent?.rootHash ?? dr.hash,
+      depth: parent ? parent.depth + 1 : 0,
+      ancestors: parent ? [...parent.ancestors, parent.hash] : [],
+      maxCalls: p.policy.max_calls ?? null,
+      maxSpendMicros: p.policy.max_spend_usd === undefined ? null : usdToMicros(p.policy.max_spend_usd, 'floor'),
+    })
+    .onConflictDoNothing()
+    .returning({ hash: delegations.hash });
+  return inserted.length === 1;
+}
+
+export async function findByJti(db: Db, tenantId: string, jti: string): Promise<Delegation | undefined> {
+  const [row] = await db
+    .select()
+    .from(delegations)
+    .where(and(eq(delegations.tenantId, tenantId), eq(delegations.jti, jti)))
+    .limit(1);
+  return row;
+}
+
+/** The DR and all its descendants, shallowest first (bounded). */
+export async function subtreeOf(db: Db, tenantId: string, hash: string, limit: number): Promise<Delegation[]> {
+  return db
+    .select()
+    .from(delegations)
+    .where(
+      and(
+        eq(delegations.tenantId, tenantId),
+        sql`(${delegations.hash} = ${hash} or ${delegations.ancestors} @> array[${hash}]::text[])`,
+      ),
+    )
+    .orderBy(asc(delegations.depth), asc(delegations.createdAt))
+    .limit(limit);
+}
+
+export interface SpendRollup {
+  calls: number;
+  declared_micros: number;
+  metered_micros: number;
+  metered_invocations: number;
+  unmetered_invocations: number;
+  /** Estimates of the invocations that have a metered cost: the denominator of calibration. */
+  declared_of_metered_micros: number;
+}
+
+/** Calls and spend over every invocation made through `hash` (its whole subtree). */
+export async function spendRollup(db: Db, tenantId: string, hash: string): Promise<SpendRollup> {
+  const [r] = await rows<Record<string, string | number | null>>(
+    db,
+    sql`select
+          count(*)::int as calls,
+          coalesce(sum(i.estimated_micros), 0)::text as declared,
+          coalesce(sum(a.cost_micros), 0)::text as metered,
+          count(a.cost_micros)::int as metered_count,
+          (count(*) - count(a.jti))::int as unmetered,
+          coalesce(sum(i.estimated_micros) filter (where a.cost_micros is not null), 0)::text as declared_of_metered
+        from invocations i
+        left join actuals a on a.tenant_id = i.tenant_id and a.jti = i.jti
+        where i.tenant_id = ${tenantId} and i.dr_chain @> array[${hash}]::text[]`,
+  );
+  return {
+    calls: Number(r?.['calls'] ?? 0),
+    declared_micros: Number(r?.['declared'] ?? 0),
+    metered_micros: Number(r?.['metered'] ?? 0),
+    metered_invocations: Number(r?.['metered_count'] ?? 0),
+    unmetered_invocations: Number(r?.['unmetered'] ?? 0),
+    declared_of_metered_micros: Number(r?.['declared_of_metered'] ?? 0),
+  };
+}
+
+/** The service receipt issued when the DR was accepted (for idempotent resubmission). */
+export async function acceptanceReceipt(
+  db: Db,
+  tenantId: string,
+  hash: string,
+): Promise<{ id: number; kid: string; jws: string } | undefined> {
+  const [row] = await db
+    .select({ id: receipts.id, kid: receipts.kid, jws: receipts.jws })
+    .from(receipts)
+    .where(and(eq(receipts.tenantId, tenantId), eq(receipts.subject, hash), eq(receipts.kind, 'delegation.accepted')))
+    .orderBy(asc(receipts.id))
+    .limit(1);
+  return row;
+}
+
+/** Whether the DR or any of its ancestors is revoked, and which one. */
+export async function revokedInChain(db: Db, tenantId: string, row: Pick<Delegation, 'hash' | 'ancestors'>): Promise<string | null> {
+  const [found] = await db
+    .select({ hash: delegations.hash })
+    .from(delegations)
+    .where(
+      and(
+        eq(delegations.tenantId, tenantId),
+        inArray(delegations.hash, [...row.ancestors, row.hash]),
+        sql`${delegations.revokedAt} is not null`,
+      ),
+    )
+    .orderBy(asc(delegations.depth))
+    .limit(1);
+  return found?.hash ?? null;
+}

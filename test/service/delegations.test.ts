@@ -1,0 +1,228 @@
+/** /v1/delegations on real PostgreSQL: submit, idempotency, refusals, custodial issue, reads. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { count, eq } from 'drizzle-orm';
+import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
+import { createRootDelegation, createSubDelegation, type SignedDelegation } from '../../src/sdk/records.js';
+import { delegations, receipts } from '../../src/store/schema/index.js';
+import { verifyServiceReceipt } from '../../src/service/signer.js';
+import { main as cli } from '../../src/cli/main.js';
+import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+import { createSubDelegationUnchecked, T0 } from '../support/chain.js';
+
+let svc: TestService;
+let tenant: TestTenant;
+let agentA: KeyPair;
+let agentB: KeyPair;
+let root: SignedDelegation;
+
+const policy = { allowed_tools: ['web_search', 'file_read'], max_cost_usd: 10, max_calls: 100 };
+
+beforeAll(async () => {
+  svc = await startTestService();
+  tenant = await setupTenant(svc);
+  agentA = generateKeyPair();
+  agentB = generateKeyPair();
+  root = createRootDelegation({ issuer: tenant.root, audience: agentA.did, policy, iat: T0, nbf: T0 - 10, exp: T0 + 3600 });
+});
+afterAll(async () => svc?.close());
+
+async function rowCount(): Promise<number> {
+  const [r] = await svc.store.db.select({ n: count() }).from(delegations);
+  return r!.n;
+}
+
+describe('POST /v1/delegations', () => {
+  it('stores a trusted root without an API key (201) and signs a receipt', async () => {
+    const r = await svc.call('POST', '/v1/delegations', { json: { receipt: root.jws } });
+    expect(r.status).toBe(201);
+    expect(r.body.tenant_id).toBe(tenant.id);
+    const stored = r.body.delegations[0];
+    expect(stored).toMatchObject({ hash: root.hash, depth: 0, parent_hash: null, status: 'active' });
+    const keys = (await svc.call('GET', '/v1/keys')).body.keys.map((k: { kid: string; public_key: string }) => ({
+      kid: k.kid,
+      publicKey: Uint8Array.from(Buffer.from(k.public_key, 'base64url')),
+    }));
+    const check = verifyServiceReceipt(stored.receipt.jws, keys);
+    expect(check.valid).toBe(true);
+  });
+
+  it('is idempotent: the same JWS again is 200 with the same receipt', async () => {
+    const first = await svc.call('POST', '/v1/delegations', { json: { receipts: [root.jws] } });
+    const again = await svc.call('POST', '/v1/delegations', { json: { receipts: [root.jws] } });
+    expect(again.status).toBe(200);
+    expect(again.body.delegations[0].receipt.id).toBe(first.body.delegations[0].receipt.id);
+  });
+
+  it('stores a sub-delegation extending a stored parent, signed by the parent aud', async () => {
+    const sub = createSubDelegation({ parent: root, issuer: agentA, audience: agentB.did, policy: { ...policy, allowed_tools: ['web_search'], max_calls: 10 }, iat: T0 });
+    const r = await svc.call('POST', '/v1/delegations', { json: { receipt: sub.jws } });
+    expect(r.status).toBe(201);
+    expect(r.body.delegations[0]).toMatchObject({ depth: 1, parent_hash: root.hash, root_hash: root.hash });
+  });
+
+  it('refuses escalation with 422 and every violation, storing nothing', async () => {
+    const before = await rowCount();
+    const bad = createSubDelegationUnchecked(root, { issuer: agentA, audience: agentB.did, policy: { allowed_tools: ['web_search', 'delete_db'], max_cost_usd: 50, max_calls: 1000 } });
+    const r = await svc.call('POST', '/v1/delegations', { json: { receipt: bad.jws } });
+    expect(r.status).toBe(422);
+    expect(r.body.error.code).toBe('POLICY_ESCALATION');
+    expect(r.body.error.suggestion).toBeTruthy();
+    const fields = r.body.error.details.violations.map((v: { field: string }) => v.field);
+    expect(fields).toEqual(expect.arrayContaining(['policy.allowed_tools', 'policy.max_cost_usd', 'policy.max_calls']));
+    expect(r.body.request_id).toBeTruthy();
+    expect(await rowCount()).toBe(before);
+  });
+
+  it('refuses a sub-DR not signed by the parent aud (422 ISSUER_AUDIENCE_GAP)', async () => {
+    const mallory = generateKeyPair();
+    const bad = createSubDelegationUnchecked(root, { issuer: mallory, audience: mallory.did, policy: { ...policy, max_calls: 1 } });
+    const r = await svc.call('POST', '/v1/delegations', { json: { receipt: bad.jws } });
+    expect(r.status).toBe(422);
+    expect(r.body.error.code).toBe('ISSUER_AUDIENCE_GAP');
+  });
+
+  it('refuses an untrusted root (422) and an unknown parent (422)', async () => {
+    const stranger = generateKeyPair();
+    const untrusted = createRootDelegation({ issuer: stranger, audience: agentA.did, policy, iat: T0 });
+    const r = await svc.call('POST', '/v1/delegations', { json: { receipt: untrusted.jws } });
+    expect(r.status).toBe(422);
+    expect(r.body.error.code).toBe('UNTRUSTED_ROOT');
+    const orphanParent = createRootDelegation({ issuer: tenant.root, audience: agentA.did, policy, iat: T0, jti: 'dr:never-stored' });
+    const orphan = createSubDelegation({ parent: orphanParent, issuer: agentA, audience: agentB.did, policy: { ...policy, max_calls: 1 }, iat: T0 });
+    const o = await svc.call('POST', '/v1/delegations', { json: { receipt: orphan.jws } });
+    expect(o.status).toBe(422);
+    expect(o.body.error.code).toBe('BUNDLE_INCOMPLETE');
+  });
+
+  it('refuses malformed input with 400 and a stable code', async () => {
+    const cases: [unknown, string][] = [
+      [{ receipt: 'not.a.jws' }, 'MALFORMED_JWS'],
+      [{ receipt: 'abc' }, 'MALFORMED_JWS'],
+      [{ receipts: [] }, 'INVALID_REQUEST'],
+      [{ nope: 1 }, 'INVALID_REQUEST'],
+      [[1, 2], 'INVALID_REQUEST'],
+    ];
+    for (const [json, code] of cases) {
+      const r = await svc.call('POST', '/v1/delegations', { json });
+      expect(r.status, JSON.stringify(json)).toBe(400);
+      expect(r.body.error.code).toBe(code);
+    }
+    const dup = await svc.call('POST', '/v1/delegations', { body: `{"receipt":"${root.jws}","receipt":"x"}`, headers: { 'content-type': 'application/json' } });
+    expect(dup.status).toBe(400);
+    expect(dup.body.error.code).toBe('INVALID_REQUEST');
+  });
+
+  it('a different DR reusing a jti is 409', async () => {
+    const again = createRootDelegation({ issuer: tenant.root, audience: agentB.did, policy, iat: T0, jti: root.payload.jti });
+    const r = await svc.call('POST', '/v1/delegations', { json: { receipt: again.jws } });
+    expect(r.status).toBe(409);
+    expect(r.body.error.code).toBe('CONFLICT');
+  });
+
+  it('an over-size body is 413 in the envelope', async () => {
+    const r = await svc.call('POST', '/v1/delegations', { body: JSON.stringify({ receipt: 'x'.repeat(300 * 1024) }), headers: { 'content-type': 'application/json' } });
+    expect(r.status).toBe(413);
+    expect(r.body.error.code).toBe('PAYLOAD_TOO_LARGE');
+  });
+
+  it('with an API key of another tenant, the root is not trusted there (422)', async () => {
+    const other = await setupTenant(svc, 'other');
+    const fresh = createRootDelegation({ issuer: tenant.root, audience: agentA.did, policy, iat: T0 });
+    const r = await svc.call('POST', '/v1/delegations', { key: other.keys.issue, json: { receipt: fresh.jws } });
+    expect(r.status).toBe(422);
+    expect(r.body.error.code).toBe('UNTRUSTED_ROOT');
+  });
+});
+
+describe('POST /v1/delegations/issue (custodial root)', () => {
+  it('signs a root with the tenant custodial key, trusted automatically', async () => {
+    const r = await svc.call('POST', '/v1/delegations/issue', { key: tenant.keys.issue, json: { audience: agentA.did, policy: { allowed_tools: ['web_search'], max_calls: 5 } } });
+    expect(r.status).toBe(201);
+    expect(r.body.delegation.iss).toBe(r.body.custodial_did);
+    expect(r.body.delegation.status).toBe('active');
+    const again = await svc.call('POST', '/v1/delegations/issue', { key: tenant.keys.issue, json: { audience: agentB.did, policy: {} } });
+    expect(again.body.custodial_did).toBe(r.body.custodial_did);
+  });
+
+  it('needs an issue key and a valid body', async () => {
+    expect((await svc.call('POST', '/v1/delegations/issue', { json: { audience: agentA.did, policy: {} } })).status).toBe(401);
+    expect((await svc.call('POST', '/v1/delegations/issue', { key: tenant.keys.audit, json: { audience: agentA.did, policy: {} } })).status).toBe(403);
+    const bad = await svc.call('POST', '/v1/delegations/issue', { key: tenant.keys.issue, json: { audience: 'bob', policy: { surprise: 1 } } });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.code).toBe('INVALID_REQUEST');
+  });
+});
+
+describe('reading delegations', () => {
+  let leaf: SignedDelegation;
+  beforeAll(async () => {
+    const mid = createSubDelegation({ parent: root, issuer: agentA, audience: agentB.did, policy: { ...policy, max_calls: 20 }, iat: T0 });
+    const agentC = generateKeyPair();
+    leaf = createSubDelegation({ parent: mid, issuer: agentB, audience: agentC.did, policy: { ...policy, allowed_tools: ['web_search'], max_calls: 5 }, iat: T0 });
+    const r = await svc.call('POST', '/v1/delegations', { json: { receipts: [root.jws, mid.jws, leaf.jws] } });
+    expect(r.status).toBe(201);
+  });
+
+  it('GET /v1/delegations/{hash} returns record, status, depth, parent and usage', async () => {
+    const r = await svc.call('GET', `/v1/delegations/${leaf.hash}`, { key: tenant.keys.audit });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ hash: leaf.hash, depth: 2, status: 'active', jws: leaf.jws });
+    expect(r.body.usage).toMatchObject({ calls_used: 0, max_calls: 5, declared_usd: 0, metered_usd: 0, unmetered_invocations: 0, calibration: null });
+  });
+
+  it('GET …/chain is root-to-leaf and re-verifies offline with baton verify', async () => {
+    const r = await svc.call('GET', `/v1/delegations/${leaf.hash}/chain`, { key: tenant.keys.audit });
+    expect(r.status).toBe(200);
+    expect(r.body.receipts).toHaveLength(3);
+    expect(r.body.records.map((x: { depth: number }) => x.depth)).toEqual([0, 1, 2]);
+    const { writeFileSync, mkdtempSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const { tmpdir } = await import('node:os');
+    const file = join(mkdtempSync(join(tmpdir(), 'chain-')), 'chain.json');
+    writeFileSync(file, JSON.stringify(r.body));
+    let out = '';
+    const code = await cli(['verify', file, '--trust', tenant.root.did, '--at', String(T0 + 10), '--json'], { out: (t) => (out += t), err: () => {} });
+    expect(code).toBe(0);
+    expect(JSON.parse(out)).toMatchObject({ valid: true, chain_depth: 3 });
+  });
+
+  it('GET …/tree lists descendants', async () => {
+    const r = await svc.call('GET', `/v1/delegations/${root.hash}/tree`, { key: tenant.keys.audit });
+    expect(r.status).toBe(200);
+    expect(r.body.tree.hash).toBe(root.hash);
+    expect(r.body.count).toBeGreaterThanOrEqual(3);
+    const flat: string[] = [];
+    const walk = (n: { hash: string; children: unknown[] }) => {
+      flat.push(n.hash);
+      n.children.forEach((c) => walk(c as never));
+    };
+    walk(r.body.tree);
+    expect(flat).toContain(leaf.hash);
+  });
+
+  it('another tenant sees 404, never the record; no key is 401; bad hash is 400', async () => {
+    const other = await setupTenant(svc, 'nosy');
+    for (const suffix of ['', '/chain', '/tree']) {
+      const r = await svc.call('GET', `/v1/delegations/${leaf.hash}${suffix}`, { key: other.keys.audit });
+      expect(r.status).toBe(404);
+      expect(JSON.stringify(r.body)).not.toContain(leaf.jws);
+    }
+    expect((await svc.call('GET', `/v1/delegations/${leaf.hash}`)).status).toBe(401);
+    expect((await svc.call('GET', '/v1/delegations/not-a-hash', { key: tenant.keys.audit })).status).toBe(400);
+  });
+
+  it('every accepted DR has exactly one acceptance receipt', async () => {
+    const [r] = await svc.store.db.select({ n: count() }).from(receipts).where(eq(receipts.kind, 'delegation.accepted'));
+    expect(r!.n).toBe(await rowCount());
+  });
+});
+
+describe('unknown routes', () => {
+  it('404 in the standard envelope', async () => {
+    const r = await svc.call('GET', '/v1/nope');
+    expect(r.status).toBe(404);
+    expect(r.body.error.code).toBe('NOT_FOUND');
+    expect(r.body.request_id).toBeTruthy();
+  });
+});
+

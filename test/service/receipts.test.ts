@@ -1,0 +1,264 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { eq } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { decodeBase64url } from '../../src/protocol/base64url.js';
+import { BatonError } from '../../src/protocol/errors.js';
+import { recordReceipt } from '../../src/service/receipts.js';
+import { verifyServiceReceipt } from '../../src/service/signer.js';
+import type { Db } from '../../src/store/db.js';
+import { newId } from '../../src/store/ids.js';
+import { apiKeys, receipts, type ApiKeyScope } from '../../src/store/schema/index.js';
+import { seedTenant } from '../setup/fixtures.js';
+import { startTestService, type TestService } from '../support/service.js';
+
+/** A tenant API key row written directly (secret: 'bt_' + base64url(32 bytes), stored as sha256 hex). */
+async function seedApiKey(db: Db, tenantId: string, scopes: ApiKeyScope[]): Promise<string> {
+  const secret = `bt_${randomBytes(32).toString('base64url')}`;
+  const secretHash = createHash('sha256').update(secret, 'utf8').digest('hex');
+  await db.insert(apiKeys).values({ id: newId('key'), tenantId, secretHash, scopes });
+  return secret;
+}
+
+let svc: TestService;
+beforeAll(async () => {
+  svc = await startTestService();
+});
+afterAll(() => svc.close());
+
+async function published() {
+  const res = await svc.call('GET', '/v1/keys');
+  return res.body.keys.map((k: { kid: string; public_key: string }) => ({ kid: k.kid, publicKey: decodeBase64url(k.public_key, 'pk') }));
+}
+
+describe('recordReceipt', () => {
+  it('signs and stores a receipt the published keys verify', async () => {
+    const db = svc.store.db;
+    const tenantId = await seedTenant(db);
+    const signer = svc.deps.signer;
+    const r = await recordReceipt(db, signer, {
+      tenantId,
+      kind: 'invocation.allowed',
+      subject: 'inv:1',
+      data: { dr_hash: 'sha256:ab', calls: [1, 2] },
+      now: svc.clock.now,
+    });
+    expect(r.kid).toBe(signer.kid);
+    const [row] = await db.select().from(receipts).where(eq(receipts.id, r.id));
+    expect(row).toMatchObject({ tenantId, kind: 'invocation.allowed', subject: 'inv:1', jws: r.jws, kid: signer.kid });
+    const v = verifyServiceReceipt(r.jws, await published());
+    expect(v.valid).toBe(true);
+    expect(v.payload).toEqual({
+      iss: signer.did,
+      kid: signer.kid,
+      baton_receipt: 'invocation.allowed',
+      tenant: tenantId,
+      subject: 'inv:1',
+      iat: svc.clock.now,
+      jti: expect.stringMatching(/^rcpt:[0-9a-f]{32}$/),
+      data: { dr_hash: 'sha256:ab', calls: [1, 2] },
+    });
+  });
+
+  it('gives every receipt its own jti', async () => {
+    const tenantId = await seedTenant(svc.store.db);
+    const input = { tenantId, kind: 'actual.recorded' as const, subject: 'inv:2', data: {}, now: svc.clock.now };
+    const a = await recordReceipt(svc.store.db, svc.deps.signer, input);
+    const b = await recordReceipt(svc.store.db, svc.deps.signer, input);
+    const jti = (jws: string) => verifyServiceReceipt(jws, [{ kid: svc.deps.signer.kid, publicKey: svc.deps.signer.publicKey }]).payload?.['jti'];
+    expect(jti(a.jws)).not.toBe(jti(b.jws));
+    expect(b.id).toBeGreaterThan(a.id);
+  });
+
+  it('leaves nothing when the surrounding transaction rolls back, and one receipt when it commits', async () => {
+    const db = svc.store.db;
+    const tenantId = await seedTenant(db);
+    const input = { tenantId, kind: 'delegation.accepted' as const, subject: 'sha256:cd', data: {}, now: svc.clock.now };
+    await expect(
+      db.transaction(async (tx) => {
+        const r = await recordReceipt(tx, svc.deps.signer, input);
+        expect(r.id).toBeGreaterThan(0);
+        throw new Error('the action failed');
+      }),
+    ).rejects.toThrow('the action failed');
+    await expect(
+      db.transaction(async (tx) => {
+        await recordReceipt(tx, svc.deps.signer, input);
+        tx.rollback();
+      }),
+    ).rejects.toThrow();
+    expect(await db.select().from(receipts).where(eq(receipts.tenantId, tenantId))).toHaveLength(0);
+
+    await db.transaction(async (tx) => {
+      await recordReceipt(tx, svc.deps.signer, input);
+    });
+    expect(await db.select().from(receipts).where(eq(receipts.tenantId, tenantId))).toHaveLength(1);
+  });
+
+  it('drops undefined-valued properties from data (as JSON does), at any depth', async () => {
+    const tenantId = await seedTenant(svc.store.db);
+    const r = await recordReceipt(svc.store.db, svc.deps.signer, {
+      tenantId,
+      kind: 'invocation.denied',
+      subject: 'inv:u',
+      data: { code: 'X', block: undefined, nested: { a: 1, b: undefined }, list: [{ c: undefined }] },
+      now: svc.clock.now,
+    });
+    const v = verifyServiceReceipt(r.jws, [{ kid: svc.deps.signer.kid, publicKey: svc.deps.signer.publicKey }]);
+    expect(v.payload?.['data']).toEqual({ code: 'X', nested: { a: 1 }, list: [{}] });
+  });
+
+  it('refuses data that is not canonical JSON as an internal error, storing nothing', async () => {
+    const db = svc.store.db;
+    const tenantId = await seedTenant(db);
+    for (const data of [{ a: Number.NaN }, { a: new Date() }, { a: [undefined] }, { a: 2n }]) {
+      const err = await recordReceipt(db, svc.deps.signer, { tenantId, kind: 'invocation.denied', subject: 'inv:x', data, now: svc.clock.now }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(BatonError);
+      expect((err as BatonError).code).toBe('INTERNAL');
+    }
+    const err = await recordReceipt(db, svc.deps.signer, { tenantId, kind: 'invocation.denied', subject: 'inv:x', data: {}, now: 1.5 }).catch((e: unknown) => e);
+    expect((err as BatonError).code).toBe('INTERNAL');
+    expect(await db.select().from(receipts).where(eq(receipts.tenantId, tenantId))).toHaveLength(0);
+  });
+});
+
+describe('GET /v1/receipts', () => {
+  let tenantA: string;
+  let tenantB: string;
+  let auditA: string;
+  let auditB: string;
+  let verifyA: string;
+  let idsA: number[];
+
+  beforeAll(async () => {
+    const db = svc.store.db;
+    tenantA = await seedTenant(db, 'a');
+    tenantB = await seedTenant(db, 'b');
+    auditA = await seedApiKey(db, tenantA, ['audit']);
+    auditB = await seedApiKey(db, tenantB, ['audit', 'verify']);
+    verifyA = await seedApiKey(db, tenantA, ['verify', 'issue', 'report']);
+    idsA = [];
+    for (let i = 0; i < 7; i++) {
+      const a = await recordReceipt(db, svc.deps.signer, { tenantId: tenantA, kind: 'invocation.allowed', subject: `inv:a${i}`, data: { i }, now: svc.clock.now });
+      idsA.push(a.id);
+      // Interleave the other tenant's rows so ids are not contiguous.
+      await recordReceipt(db, svc.deps.signer, { tenantId: tenantB, kind: 'invocation.denied', subject: `inv:b${i}`, data: { i }, now: svc.clock.now });
+    }
+  });
+
+  it('pages through the tenant\'s receipts with after, limit and next_after', async () => {
+    const p1 = await svc.call('GET', '/v1/receipts?limit=3', { key: auditA });
+    expect(p1.status).toBe(200);
+    expect(p1.body.receipts.map((r: { id: number }) => r.id)).toEqual(idsA.slice(0, 3));
+    expect(p1.body.next_after).toBe(idsA[2]);
+    expect(p1.body.receipts[0]).toEqual({
+      id: idsA[0],
+      kind: 'invocation.allowed',
+      subject: 'inv:a0',
+      kid: svc.deps.signer.kid,
+      jws: expect.any(String),
+      created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT.*Z$/),
+    });
+    const p2 = await svc.call('GET', `/v1/receipts?after=${p1.body.next_after}&limit=3`, { key: auditA });
+    expect(p2.body.receipts.map((r: { id: number }) => r.id)).toEqual(idsA.slice(3, 6));
+    expect(p2.body.next_after).toBe(idsA[5]);
+    const p3 = await svc.call('GET', `/v1/receipts?after=${p2.body.next_after}&limit=3`, { key: auditA });
+    expect(p3.body.receipts.map((r: { id: number }) => r.id)).toEqual(idsA.slice(6));
+    expect(p3.body.next_after).toBeNull();
+    const exact = await svc.call('GET', `/v1/receipts?after=${idsA[3]}&limit=3`, { key: auditA });
+    expect(exact.body.receipts).toHaveLength(3);
+    expect(exact.body.next_after).toBeNull();
+    const past = await svc.call('GET', `/v1/receipts?after=${idsA[6]}`, { key: auditA });
+    expect(past.body).toEqual({ receipts: [], next_after: null });
+
+    // Every receipt served verifies against the published keys.
+    const keys = await published();
+    for (const r of [...p1.body.receipts, ...p2.body.receipts, ...p3.body.receipts]) {
+      expect(verifyServiceReceipt(r.jws, keys)).toMatchObject({ valid: true, payload: { tenant: tenantA, subject: r.subject, baton_receipt: r.kind } });
+    }
+  });
+
+  it('defaults to after=0 and limit=100, and accepts limit=500', async () => {
+    const all = await svc.call('GET', '/v1/receipts', { key: auditA });
+    expect(all.status).toBe(200);
+    expect(all.body.receipts.map((r: { id: number }) => r.id)).toEqual(idsA);
+    expect(all.body.next_after).toBeNull();
+    const big = await svc.call('GET', '/v1/receipts?after=0&limit=500', { key: auditA });
+    expect(big.body.receipts).toHaveLength(7);
+
+    const db = svc.store.db;
+    const tenantC = await seedTenant(db, 'c');
+    const auditC = await seedApiKey(db, tenantC, ['audit']);
+    for (let i = 0; i < 101; i++) {
+      await recordReceipt(db, svc.deps.signer, { tenantId: tenantC, kind: 'actual.recorded', subject: `inv:c${i}`, data: {}, now: svc.clock.now });
+    }
+    const first = await svc.call('GET', '/v1/receipts', { key: auditC });
+    expect(first.body.receipts).toHaveLength(100);
+    expect(first.body.next_after).toBe(first.body.receipts[99].id);
+    const rest = await svc.call('GET', `/v1/receipts?after=${first.body.next_after}`, { key: auditC });
+    expect(rest.body.receipts).toHaveLength(1);
+    expect(rest.body.next_after).toBeNull();
+  });
+
+  it('never shows one tenant another tenant\'s receipts', async () => {
+    const b = await svc.call('GET', '/v1/receipts?limit=500', { key: auditB });
+    expect(b.status).toBe(200);
+    expect(b.body.receipts).toHaveLength(7);
+    for (const r of b.body.receipts) {
+      expect(r.subject).toMatch(/^inv:b/);
+      expect(idsA).not.toContain(r.id);
+    }
+    // Paging from one of A's ids does not reveal A's rows either.
+    const fromA = await svc.call('GET', `/v1/receipts?after=${idsA[0]}`, { key: auditB });
+    for (const r of fromA.body.receipts) expect(r.subject).toMatch(/^inv:b/);
+  });
+
+  it('refuses invalid queries with 400 INVALID_REQUEST', async () => {
+    const bad = [
+      'limit=0',
+      'limit=501',
+      'limit=-1',
+      'limit=abc',
+      'limit=1.5',
+      'limit=',
+      'limit=010',
+      'after=-1',
+      'after=01',
+      'after=1e3',
+      'after=x',
+      'after=99999999999999999999',
+      'after= 1',
+      'limit=2&limit=3',
+      'after=1&after=1',
+      'afer=3',
+      'cursor=1',
+    ];
+    for (const q of bad) {
+      const res = await svc.call('GET', `/v1/receipts?${q}`, { key: auditA });
+      expect(res.status, q).toBe(400);
+      expect(res.body.error.code, q).toBe('INVALID_REQUEST');
+      expect(res.body.request_id).toEqual(expect.any(String));
+    }
+  });
+
+  it('needs a key: 401 without one or with a bad one', async () => {
+    for (const key of [undefined, 'nope', `bt_${randomBytes(32).toString('base64url')}`]) {
+      const res = await svc.call('GET', '/v1/receipts', key === undefined ? {} : { key });
+      expect(res.status).toBe(401);
+      expect(res.body.error.code).toBe('UNAUTHORIZED');
+    }
+  });
+
+  it('needs the audit scope: 403 for other tenant keys and for the admin key', async () => {
+    const res = await svc.call('GET', '/v1/receipts', { key: verifyA });
+    expect(res.status).toBe(403);
+    expect(res.body.error.code).toBe('FORBIDDEN');
+    const admin = await svc.call('GET', '/v1/receipts', { key: svc.adminKey });
+    expect(admin.status).toBe(403);
+    expect(admin.body.error.code).toBe('FORBIDDEN');
+  });
+
+  it('checks the key before the query: 401 beats 400', async () => {
+    const res = await svc.call('GET', '/v1/receipts?limit=0');
+    expect(res.status).toBe(401);
+  });
+});

@@ -1,0 +1,113 @@
+/**
+ * Counting under real concurrency: N verifies of distinct invocations, sent
+ * at once over real HTTP sockets to a real server on a real PostgreSQL pool,
+ * through sibling leaves of one root with max_calls = k. Exactly k may be
+ * allowed, and the stored counters must equal the stored invocations.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { serve, type ServerType } from '@hono/node-server';
+import { and, count, eq, sql } from 'drizzle-orm';
+import { generateKeyPair } from '../../src/sdk/keys.js';
+import { createInvocation, createRootDelegation, createSubDelegation, makeBundle } from '../../src/sdk/records.js';
+import { delegations, invocations } from '../../src/store/schema/index.js';
+import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+import { T0 } from '../support/chain.js';
+
+let svc: TestService;
+let tenant: TestTenant;
+let server: ServerType;
+let baseUrl: string;
+
+beforeAll(async () => {
+  svc = await startTestService({ pool: 12 });
+  tenant = await setupTenant(svc);
+  server = await new Promise<ServerType>((resolve) => {
+    const s = serve({ fetch: svc.app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s));
+  });
+  const address = server.address();
+  baseUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+});
+afterAll(async () => {
+  await new Promise<void>((resolve) => server?.close(() => resolve()));
+  await svc?.close();
+});
+
+const ARGS = { tool: 'web_search', pii_access: false, write_access: false };
+
+async function post(body: unknown): Promise<number> {
+  const res = await fetch(`${baseUrl}/v1/verify`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${tenant.keys.verify}` },
+    body: JSON.stringify(body),
+  });
+  await res.arrayBuffer();
+  return res.status;
+}
+
+describe('concurrent verifies against a shared root ceiling', () => {
+  for (const [n, k, leaves] of [
+    [40, 7, 4],
+    [60, 25, 6],
+    [30, 1, 3],
+    [24, 30, 3], // ceiling above demand: everything is allowed
+  ] as const) {
+    it(`N=${n} concurrent verifies, root max_calls=${k}, ${leaves} sibling leaves: exactly min(N,k) allowed`, async () => {
+      const operator = tenant.root;
+      const agent = generateKeyPair();
+      const root = createRootDelegation({ issuer: operator, audience: agent.did, policy: { max_calls: k }, iat: T0, nbf: T0 - 10 });
+      const siblings = Array.from({ length: leaves }, () => {
+        const holder = generateKeyPair();
+        // Each sibling alone may use up to k: only the shared root can stop them jointly.
+        const dr = createSubDelegation({ parent: root, issuer: agent, audience: holder.did, policy: { max_calls: k }, iat: T0 });
+        return { holder, dr };
+      });
+      const stored = await fetch(`${baseUrl}/v1/delegations`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ receipts: [root.jws] }),
+      });
+      expect(stored.status).toBe(201);
+      for (const s of siblings) {
+        const r = await fetch(`${baseUrl}/v1/delegations`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ receipt: s.dr.jws }) });
+        expect(r.status).toBe(201);
+      }
+      // Pre-sign everything so the client is not the bottleneck.
+      const bundles = Array.from({ length: n }, (_, i) => {
+        const s = siblings[i % leaves]!;
+        const inv = createInvocation({ chain: [root, s.dr], invoker: s.holder, args: ARGS, toolServer: 'mcp://t', iat: T0 });
+        return makeBundle(inv, [root, s.dr], 'reference');
+      });
+      const statuses = await Promise.all(bundles.map(post));
+      const allowed = statuses.filter((s) => s === 200).length;
+      expect(statuses.every((s) => s === 200 || s === 403)).toBe(true);
+      expect(allowed).toBe(Math.min(n, k));
+
+      const db = svc.store.db;
+      const [rootRow] = await db.select().from(delegations).where(and(eq(delegations.tenantId, tenant.id), eq(delegations.hash, root.hash)));
+      const [stored_] = await db
+        .select({ n: count() })
+        .from(invocations)
+        .where(and(eq(invocations.tenantId, tenant.id), sql`${invocations.drChain} @> array[${root.hash}]::text[]`));
+      expect(rootRow!.callsUsed).toBe(allowed);
+      expect(stored_!.n).toBe(allowed);
+      for (const s of siblings) {
+        const [leafRow] = await db.select().from(delegations).where(and(eq(delegations.tenantId, tenant.id), eq(delegations.hash, s.dr.hash)));
+        const [perLeaf] = await db.select({ n: count() }).from(invocations).where(and(eq(invocations.tenantId, tenant.id), eq(invocations.leafHash, s.dr.hash)));
+        expect(leafRow!.callsUsed).toBe(perLeaf!.n);
+      }
+    });
+  }
+
+  it('the same invocation sent concurrently is allowed exactly once', async () => {
+    const agent = generateKeyPair();
+    const root = createRootDelegation({ issuer: tenant.root, audience: agent.did, policy: { max_calls: 100 }, iat: T0, nbf: T0 - 10 });
+    const inv = createInvocation({ chain: [root], invoker: agent, args: ARGS, toolServer: 'mcp://t', iat: T0 });
+    const bundle = makeBundle(inv, [root]);
+    await post({ ...bundle, dry_run: true }); // not stored by a dry run
+    const first = await fetch(`${baseUrl}/v1/delegations`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ receipt: root.jws }) });
+    expect(first.status).toBe(201);
+    const statuses = await Promise.all(Array.from({ length: 20 }, () => post(bundle)));
+    expect(statuses.filter((s) => s === 200)).toHaveLength(1);
+    expect(statuses.filter((s) => s === 403)).toHaveLength(19);
+  });
+});

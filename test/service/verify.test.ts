@@ -1,0 +1,206 @@
+/** POST /v1/verify and /verify on real PostgreSQL: allow, deny, replay, dry run, binding, DRS transport. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { count, eq } from 'drizzle-orm';
+import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
+import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
+import { encodeBase64url } from '../../src/protocol/base64url.js';
+import { utf8Encode } from '../../src/protocol/jcs.js';
+import { delegations, denials, invocations } from '../../src/store/schema/index.js';
+import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+import { T0 } from '../support/chain.js';
+
+let svc: TestService;
+let tenant: TestTenant;
+let a: KeyPair;
+let b: KeyPair;
+let root: SignedDelegation;
+let leaf: SignedDelegation;
+
+const ARGS = { tool: 'web_search', estimated_cost_usd: 0.25, pii_access: false, write_access: false };
+
+beforeAll(async () => {
+  svc = await startTestService();
+  tenant = await setupTenant(svc);
+  a = generateKeyPair();
+  b = generateKeyPair();
+  root = createRootDelegation({ issuer: tenant.root, audience: a.did, policy: { allowed_tools: ['web_search', 'file_read'], max_cost_usd: 1, max_calls: 10 }, iat: T0, nbf: T0 - 10 });
+  leaf = createSubDelegation({ parent: root, issuer: a, audience: b.did, policy: { allowed_tools: ['web_search'], max_cost_usd: 0.5, max_calls: 5 }, iat: T0 });
+});
+afterAll(async () => svc?.close());
+
+function invoke(args: Record<string, unknown> = ARGS, o: { jti?: string; iat?: number; toolServer?: string } = {}) {
+  return createInvocation({ chain: [root, leaf], invoker: b, args, toolServer: o.toolServer ?? 'mcp://tools.example.com', iat: o.iat ?? T0, ...(o.jti ? { jti: o.jti } : {}) });
+}
+
+async function tableCount(table: typeof invocations | typeof denials | typeof delegations): Promise<number> {
+  const [r] = await svc.store.db.select({ n: count() }).from(table);
+  return r!.n;
+}
+
+describe('verify: allow', () => {
+  it('allows, counts against every max_calls in the chain, stores unknown receipts, signs a receipt', async () => {
+    const inv = invoke();
+    const r = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(inv, [root, leaf]) });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ valid: true, invocation_id: inv.payload.jti, dry_run: false });
+    expect(r.body.context).toMatchObject({ chain_depth: 2, tool: 'web_search', root_principal: tenant.root.did });
+    expect(r.body.counters).toEqual([
+      { dr: root.hash, calls_used: 1, max_calls: 10 },
+      { dr: leaf.hash, calls_used: 1, max_calls: 5 },
+    ]);
+    expect(r.body.receipt.jws.split('.')).toHaveLength(3);
+    expect(await tableCount(delegations)).toBe(2); // DRS clients never pre-register
+  });
+
+  it('accepts a chain by reference (empty receipts) once stored', async () => {
+    const inv = invoke();
+    const r = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(inv, [root, leaf], 'reference') });
+    expect(r.status).toBe(200);
+    expect(r.body.counters[1].calls_used).toBe(2);
+  });
+
+  it('the DRS-compatible /verify takes the bundle in X-DRS-Bundle', async () => {
+    const inv = invoke();
+    const header = encodeBase64url(utf8Encode(JSON.stringify(makeBundle(inv, [root, leaf]))));
+    const r = await svc.call('POST', '/verify', { key: tenant.keys.verify, json: { body: ARGS }, headers: { 'x-drs-bundle': header } });
+    expect(r.status).toBe(200);
+    expect(r.body.valid).toBe(true);
+    expect(r.body.binding).toBe('match');
+  });
+});
+
+describe('verify: deny', () => {
+  it('403 with code, block, message, suggestion and every violation; records the denial, consumes no jti', async () => {
+    const before = await tableCount(denials);
+    const inv = invoke({ tool: 'delete_db', estimated_cost_usd: 2, pii_access: false, write_access: false });
+    const r = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(inv, [root, leaf]) });
+    expect(r.status).toBe(403);
+    expect(r.body.valid).toBe(false);
+    expect(r.body.error).toMatchObject({ code: 'POLICY_VIOLATION', block: 'D' });
+    expect(r.body.error.suggestion).toBeTruthy();
+    const where = r.body.violations.map((v: { dr_index: number; field: string }) => `${v.dr_index}:${v.field}`).sort();
+    expect(where).toEqual(['0:args.estimated_cost_usd', '0:args.tool', '1:args.estimated_cost_usd', '1:args.tool']);
+    expect(await tableCount(denials)).toBe(before + 1);
+    const [row] = await svc.store.db.select().from(invocations).where(eq(invocations.jti, inv.payload.jti));
+    expect(row).toBeUndefined();
+  });
+
+  it('replay of an allowed invocation is denied REPLAY_DETECTED and counts nothing', async () => {
+    const inv = invoke();
+    const bundle = makeBundle(inv, [root, leaf], 'reference');
+    const first = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: bundle });
+    expect(first.status).toBe(200);
+    const used = first.body.counters[1].calls_used;
+    const replay = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: bundle });
+    expect(replay.status).toBe(403);
+    expect(replay.body.error).toMatchObject({ code: 'REPLAY_DETECTED', block: 'G' });
+    const [leafRow] = await svc.store.db.select().from(delegations).where(eq(delegations.hash, leaf.hash));
+    expect(leafRow!.callsUsed).toBe(used);
+  });
+
+  it('a denied invocation can be retried under the same jti once fixed? no: a denial never consumes it', async () => {
+    const jti = 'inv:denied-then-fine';
+    const denied = invoke({ ...ARGS, tool: 'file_read' }, { jti });
+    expect((await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(denied, [root, leaf]) })).status).toBe(403);
+    const fine = invoke(ARGS, { jti });
+    expect((await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(fine, [root, leaf]) })).status).toBe(200);
+  });
+
+  it('a stale invocation is denied INVOCATION_STALE', async () => {
+    const inv = invoke(ARGS, { iat: T0 - 3600 });
+    const r = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(inv, [root, leaf]) });
+    expect(r.body.error.code).toBe('INVOCATION_STALE');
+  });
+
+  it('an unknown chain by reference is BUNDLE_INCOMPLETE', async () => {
+    const other = createRootDelegation({ issuer: tenant.root, audience: b.did, policy: {}, iat: T0 });
+    const inv = createInvocation({ chain: [other], invoker: b, args: ARGS, toolServer: 't', iat: T0 });
+    const r = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(inv, [other], 'reference') });
+    expect(r.status).toBe(403);
+    expect(r.body.error.code).toBe('BUNDLE_INCOMPLETE');
+  });
+});
+
+describe('verify: dry run and binding', () => {
+  it('dry_run runs every check, reports counters, consumes nothing', async () => {
+    leaf = createSubDelegation({ parent: root, issuer: a, audience: b.did, policy: { allowed_tools: ['web_search'], max_cost_usd: 0.5, max_calls: 5 }, iat: T0, jti: 'dr:dry-run-leaf' });
+    const inv = invoke();
+    const before = await svc.store.db.select().from(delegations).where(eq(delegations.hash, leaf.hash));
+    const invBefore = await tableCount(invocations);
+    const r = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: { ...makeBundle(inv, [root, leaf]), dry_run: true } });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ valid: true, dry_run: true, receipt: null });
+    expect(r.body.counters[1].calls_used).toBe(before[0]?.callsUsed ?? 0);
+    const after = await svc.store.db.select().from(delegations).where(eq(delegations.hash, leaf.hash));
+    expect(after[0]?.callsUsed).toBe(before[0]?.callsUsed);
+    expect(await tableCount(invocations)).toBe(invBefore);
+    // the same jti is still fresh
+    expect((await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(inv, [root, leaf]) })).status).toBe(200);
+  });
+
+  it('body is compared with args under JCS; require_binding makes a mismatch a deny', async () => {
+    const inv = invoke();
+    const reordered = { write_access: false, pii_access: false, estimated_cost_usd: 0.25, tool: 'web_search' };
+    const m = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: { ...makeBundle(inv, [root, leaf]), body: reordered, dry_run: true } });
+    expect(m.body.binding).toBe('match');
+    const mm = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: { ...makeBundle(inv, [root, leaf]), body: { ...ARGS, tool: 'file_read' }, require_binding: true } });
+    expect(mm.status).toBe(403);
+    expect(mm.body.error.code).toBe('BINDING_MISMATCH');
+  });
+
+  it('a dry run reports a call that would be refused: exhausted counter, used jti', async () => {
+    const used = invoke();
+    expect((await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(used, [root, leaf]) })).status).toBe(200);
+    const replay = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: { ...makeBundle(used, [root, leaf]), dry_run: true } });
+    expect(replay.body.error.code).toBe('REPLAY_DETECTED');
+  });
+
+  it('NEAR_LIMIT once a counter passes 80%, then CALLS_EXHAUSTED naming the DR', async () => {
+    root = createRootDelegation({ issuer: tenant.root, audience: a.did, policy: { allowed_tools: ['web_search', 'file_read'], max_cost_usd: 1, max_calls: 10 }, iat: T0, nbf: T0 - 10, jti: 'dr:near-limit-root' });
+    leaf = createSubDelegation({ parent: root, issuer: a, audience: b.did, policy: { allowed_tools: ['web_search'], max_cost_usd: 0.5, max_calls: 5 }, iat: T0, jti: 'dr:near-limit-leaf' });
+    await svc.call('POST', '/v1/delegations', { json: { receipts: [root.jws, leaf.jws] } });
+    let last;
+    const warned: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      last = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(invoke(), [root, leaf], 'reference') });
+      expect(last.status).toBe(200);
+      if (last.body.warnings.some((w: { code: string; dr: string }) => w.code === 'NEAR_LIMIT' && w.dr === leaf.hash)) warned.push(i + 1);
+    }
+    expect(warned).toEqual([5]); // 5/5 > 80%; 4/5 is exactly 80%
+    const exhausted = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(invoke(), [root, leaf], 'reference') });
+    expect(exhausted.status).toBe(403);
+    expect(exhausted.body.error.code).toBe('CALLS_EXHAUSTED');
+    expect(exhausted.body.violations[0]).toMatchObject({ dr_hash: leaf.hash, field: 'policy.max_calls' });
+  });
+});
+
+describe('verify: auth', () => {
+  it('needs a verify key; another scope is 403; another tenant cannot use this chain', async () => {
+    const bundle = makeBundle(invoke(), [root, leaf]);
+    expect((await svc.call('POST', '/v1/verify', { json: bundle })).status).toBe(401);
+    expect((await svc.call('POST', '/v1/verify', { key: tenant.keys.audit, json: bundle })).status).toBe(403);
+    const other = await setupTenant(svc, 'other');
+    const r = await svc.call('POST', '/v1/verify', { key: other.keys.verify, json: bundle });
+    expect(r.status).toBe(403);
+    expect(r.body.error.code).toBe('UNTRUSTED_ROOT');
+  });
+
+  it('a key bound to a tool server only verifies invocations naming it', async () => {
+    root = createRootDelegation({ issuer: tenant.root, audience: a.did, policy: { allowed_tools: ['web_search', 'file_read'], max_cost_usd: 1, max_calls: 10 }, iat: T0, nbf: T0 - 10, jti: 'dr:bound-root' });
+    const k = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, { key: svc.adminKey, json: { scopes: ['verify'], tool_server: 'mcp://only-this' } });
+    const fresh = createSubDelegation({ parent: root, issuer: a, audience: b.did, policy: { allowed_tools: ['web_search'], max_cost_usd: 0.5, max_calls: 5 }, iat: T0, jti: 'dr:bound-test' });
+    const other = createInvocation({ chain: [root, fresh], invoker: b, args: ARGS, toolServer: 'mcp://elsewhere', iat: T0 });
+    const denied = await svc.call('POST', '/v1/verify', { key: k.body.key, json: makeBundle(other, [root, fresh]) });
+    expect(denied.body.error.code).toBe('TOOL_SERVER_MISMATCH');
+    const mine = createInvocation({ chain: [root, fresh], invoker: b, args: ARGS, toolServer: 'mcp://only-this', iat: T0 });
+    expect((await svc.call('POST', '/v1/verify', { key: k.body.key, json: makeBundle(mine, [root, fresh]) })).status).toBe(200);
+  });
+
+  it('malformed bodies are 400 in the envelope and store nothing', async () => {
+    const before = await tableCount(denials);
+    const r = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, body: '{"invocation":', headers: { 'content-type': 'application/json' } });
+    expect(r.status).toBe(400);
+    expect(r.body.error.code).toBe('INVALID_REQUEST');
+    expect(await tableCount(denials)).toBe(before);
+  });
+});

@@ -1,0 +1,95 @@
+/**
+ * A Baton app on its own fresh real-PostgreSQL database, driven in-process
+ * with app.request (real HTTP sockets are used where concurrency matters).
+ */
+import { randomBytes } from 'node:crypto';
+import { loadConfig } from '../../src/config.js';
+import { createApp } from '../../src/service/app.js';
+import { createServiceDeps } from '../../src/service/deps.js';
+import { silentLogger } from '../../src/service/log.js';
+import type { ServiceDeps } from '../../src/service/types.js';
+import type { Store } from '../../src/store/db.js';
+import { freshDatabase } from '../setup/db.js';
+import { T0 } from './chain.js';
+import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
+
+export interface CallResult {
+  status: number;
+  body: any; // eslint-disable-line @typescript-eslint/no-explicit-any -- tests inspect arbitrary JSON
+  headers: Headers;
+}
+
+export interface TestService {
+  app: ReturnType<typeof createApp>;
+  deps: ServiceDeps;
+  store: Store;
+  url: string;
+  adminKey: string;
+  /** The service clock (unix seconds); tests move it. */
+  clock: { now: number };
+  call(method: string, path: string, opts?: { key?: string; json?: unknown; body?: string; headers?: Record<string, string> }): Promise<CallResult>;
+  close(): Promise<void>;
+}
+
+export async function startTestService(opts: { env?: Record<string, string>; pool?: number } = {}): Promise<TestService> {
+  const db = await freshDatabase({ max: opts.pool ?? 5 });
+  const adminKey = `test-admin-${randomBytes(16).toString('hex')}`;
+  const masterKey = randomBytes(32);
+  const config = loadConfig({ BATON_ADMIN_KEY: adminKey, BATON_MASTER_KEY: masterKey.toString('hex'), ...opts.env });
+  const clock = { now: T0 };
+  const deps = await createServiceDeps({ store: db.store, config, log: silentLogger, masterKey, now: () => clock.now });
+  const app = createApp(deps);
+  return {
+    app,
+    deps,
+    store: db.store,
+    url: db.url,
+    adminKey,
+    clock,
+    async call(method, path, o = {}) {
+      const headers: Record<string, string> = { ...(o.headers ?? {}) };
+      if (o.key) headers['authorization'] = `Bearer ${o.key}`;
+      let body: string | undefined = o.body;
+      if (o.json !== undefined) {
+        body = JSON.stringify(o.json);
+        headers['content-type'] ??= 'application/json';
+      }
+      const res = await app.request(path, { method, headers, ...(body !== undefined ? { body } : {}) });
+      const text = await res.text();
+      let parsed: unknown = text;
+      try {
+        parsed = text ? JSON.parse(text) : undefined;
+      } catch {
+        /* not JSON: keep text */
+      }
+      return { status: res.status, body: parsed, headers: res.headers };
+    },
+    close: () => db.drop(),
+  };
+}
+
+
+export interface TestTenant {
+  id: string;
+  /** A trusted root key of the tenant. */
+  root: KeyPair;
+  keys: { issue: string; verify: string; report: string; audit: string };
+}
+
+/** A tenant with one trusted root and one API key per scope, made through the admin API. */
+export async function setupTenant(svc: TestService, name = 'acme'): Promise<TestTenant> {
+  const admin = { key: svc.adminKey };
+  const t = await svc.call('POST', '/v1/admin/tenants', { ...admin, json: { name } });
+  if (t.status !== 201) throw new Error(`tenant: ${t.status} ${JSON.stringify(t.body)}`);
+  const id = t.body.id as string;
+  const root = generateKeyPair();
+  const r = await svc.call('POST', `/v1/admin/tenants/${id}/roots`, { ...admin, json: { did: root.did, label: 'test root' } });
+  if (r.status !== 201) throw new Error(`root: ${r.status} ${JSON.stringify(r.body)}`);
+  const keys: Record<string, string> = {};
+  for (const scope of ['issue', 'verify', 'report', 'audit']) {
+    const k = await svc.call('POST', `/v1/admin/tenants/${id}/api-keys`, { ...admin, json: { scopes: [scope], name: scope } });
+    if (k.status !== 201) throw new Error(`key: ${k.status} ${JSON.stringify(k.body)}`);
+    keys[scope] = k.body.key as string;
+  }
+  return { id, root, keys: keys as TestTenant['keys'] };
+}
