@@ -68,11 +68,17 @@ function withoutUndefined(value: unknown, depth: number): unknown {
   return out;
 }
 
-/**
- * Signs and stores a receipt. Pass the transaction handle of the action the
- * receipt attests to (a transaction is also a Db).
- */
-export async function recordReceipt(db: Db, signer: ServiceSigner, r: ReceiptInput): Promise<RecordedReceipt> {
+/** A signed receipt ready to insert (see insertReceipt), e.g. inside a transaction that also decides. */
+export interface SignedReceipt {
+  readonly tenantId: string;
+  readonly kind: ReceiptKind;
+  readonly subject: string;
+  readonly jws: string;
+  readonly kid: string;
+}
+
+/** Signs a receipt without storing it. */
+export function signReceipt(signer: ServiceSigner, r: ReceiptInput): SignedReceipt {
   if (!Number.isSafeInteger(r.now) || r.now < 0) {
     throw new BatonError('INTERNAL', { message: 'A receipt needs a time in whole unix seconds.' });
   }
@@ -96,6 +102,15 @@ export async function recordReceipt(db: Db, signer: ServiceSigner, r: ReceiptInp
       message: `Receipt data for ${r.kind} is not canonical JSON: ${isBatonError(err) ? err.message : String(err)}`,
     });
   }
-  const id = await insertReceipt(db, { tenantId: r.tenantId, kind: r.kind, subject: r.subject, jws, kid: signer.kid });
-  return { id, kid: signer.kid, jws };
+  return { tenantId: r.tenantId, kind: r.kind, subject: r.subject, jws, kid: signer.kid };
+}
+
+/**
+ * Signs and stores a receipt. Pass the transaction handle of the action the
+ * receipt attests to (a transaction is also a Db).
+ */
+export async function recordReceipt(db: Db, signer: ServiceSigner, r: ReceiptInput): Promise<RecordedReceipt> {
+  const signed = signReceipt(signer, r);
+  const id = await insertReceipt(db, signed);
+  return { id, kid: signed.kid, jws: signed.jws };
 }

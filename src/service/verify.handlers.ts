@@ -21,7 +21,7 @@ import { parseStrictJson } from './body.js';
 import { metrics } from './metrics.js';
 import { parseRequest } from './validate.js';
 import { submitDelegations } from './delegations.handlers.js';
-import { recordReceipt } from './receipts.js';
+import { recordReceipt, signReceipt } from './receipts.js';
 
 export const VerifyRequestSchema = z.looseObject({
   bundle_version: z.unknown().optional(),
@@ -125,22 +125,24 @@ export async function verifyInvocation(deps: ServiceDeps, auth: AuthContext, ten
     estimatedMicros: estimatedMicros(inv.args),
     callerKeyId: auth.keyId,
   };
-  const outcome = dryRun
-    ? await predictCount(db, toCount, unstoredState(decision.delegations, stored))
-    : await countCallsAtomically(db, toCount);
+  const receipt = dryRun
+    ? undefined
+    : signReceipt(deps.signer, {
+        tenantId,
+        kind: 'invocation.allowed',
+        subject: inv.jti,
+        now,
+        data: { invocation_hash: decision.invocation.hash, dr_chain: inv.dr_chain, tool: decision.context.tool, tool_server: inv.tool_server, caller_key_id: auth.keyId, estimated_micros: toCount.estimatedMicros },
+      });
+  const outcome = receipt
+    ? await countCallsAtomically(db, toCount, receipt)
+    : await predictCount(db, toCount, unstoredState(decision.delegations, stored));
   if (!outcome.ok) {
     return refuse(deps, auth, tenantId, deny([runtimeViolation(outcome, decision)], { invocation: decision.invocation, dr_chain: inv.dr_chain }), dryRun);
   }
-  if (dryRun) return allow(decision, outcome.state, null, true, toCount.estimatedMicros);
-  const receipt = await recordReceipt(db, deps.signer, {
-    tenantId,
-    kind: 'invocation.allowed',
-    subject: inv.jti,
-    now,
-    data: { invocation_hash: decision.invocation.hash, dr_chain: inv.dr_chain, tool: decision.context.tool, tool_server: inv.tool_server, caller_key_id: auth.keyId, estimated_micros: toCount.estimatedMicros },
-  });
+  if (!receipt || outcome.receiptId === undefined) return allow(decision, outcome.state, null, true, toCount.estimatedMicros);
   metrics.observeDecision('allow', 'ALLOWED');
-  return allow(decision, outcome.state, receipt, false, toCount.estimatedMicros);
+  return allow(decision, outcome.state, { id: outcome.receiptId, kid: receipt.kid, jws: receipt.jws }, false, toCount.estimatedMicros);
 }
 
 /** Counters as they would start for verified DRs the store does not hold yet. */

@@ -14,7 +14,8 @@ import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { RecordHash } from '../protocol/hash.js';
 import type { Db } from './db.js';
 import { rows } from './rows.js';
-import { delegations, invocations } from './schema/index.js';
+import { insertReceipt } from './receipts.js';
+import { delegations, invocations, type ReceiptKind } from './schema/index.js';
 
 export interface ChainRuntimeState {
   readonly hash: string;
@@ -38,7 +39,7 @@ export interface InvocationToCount {
 }
 
 export type CountOutcome =
-  | { readonly ok: true; readonly state: readonly ChainRuntimeState[] }
+  | { readonly ok: true; readonly state: readonly ChainRuntimeState[]; readonly receiptId?: number }
   | { readonly ok: false; readonly reason: 'REPLAY_DETECTED' }
   | { readonly ok: false; readonly reason: 'RECEIPT_REVOKED'; readonly hash: string }
   | { readonly ok: false; readonly reason: 'CALLS_EXHAUSTED' | 'BUDGET_EXHAUSTED'; readonly state: ChainRuntimeState }
@@ -87,7 +88,12 @@ export function isMetered(s: Pick<ChainRuntimeState, 'maxCalls' | 'maxSpendMicro
  * The allow path of /verify, all or nothing. Returns the chain state after
  * counting, or why it was denied (in which case nothing was written).
  */
-export async function countCallsAtomically(db: Db, inv: InvocationToCount): Promise<CountOutcome> {
+export async function countCallsAtomically(
+  db: Db,
+  inv: InvocationToCount,
+  /** Signed before the transaction, stored inside it: an allow is never committed without its receipt. */
+  receipt?: { tenantId: string; kind: ReceiptKind; subject: string; jws: string; kid: string },
+): Promise<CountOutcome> {
   try {
     return await db.transaction(async (tx) => {
       // Revocation is read inside the transaction, from the database every
@@ -115,8 +121,9 @@ export async function countCallsAtomically(db: Db, inv: InvocationToCount): Prom
         .returning({ jti: invocations.jti });
       if (inserted.length === 0) throw new Rollback({ ok: false, reason: 'REPLAY_DETECTED' });
 
+      const receiptId = receipt ? await insertReceipt(tx, receipt) : undefined;
       const metered = before.filter(isMetered).map((s) => s.hash);
-      if (metered.length === 0) return { ok: true, state: before };
+      if (metered.length === 0) return { ok: true, state: before, ...(receiptId !== undefined ? { receiptId } : {}) };
 
       // Lock the metered rows root-to-leaf, then increment only where every
       // ceiling still holds. A skipped row means that DR is exhausted.
@@ -153,6 +160,7 @@ export async function countCallsAtomically(db: Db, inv: InvocationToCount): Prom
       const after = new Map(updated.map((u) => [u.hash, u]));
       return {
         ok: true,
+        ...(receiptId !== undefined ? { receiptId } : {}),
         state: before.map((s) => {
           const u = after.get(s.hash);
           return u ? { ...s, callsUsed: Number(u.calls_used), spendReservedMicros: Number(u.spend_reserved_micros) } : s;
