@@ -1,7 +1,77 @@
-/** STUB: invocation routes (actuals, reads) are being implemented. */
-import { Hono } from 'hono';
+/**
+ * /v1/invocations: metered actuals (a `report` key) and audit reads; and
+ * GET /v1/delegations/{hash}/invocations (a DR's subtree, newest first).
+ */
+import { Hono, type Context } from 'hono';
+import { z } from 'zod';
+import { BatonError } from '../protocol/errors.js';
+import { RecordHashSchema } from '../protocol/records.js';
+import { requireScope, tenantOf } from './auth.js';
+import { readJsonBody } from './body.js';
+import {
+  ActualRequestSchema,
+  describeInvocation,
+  INVOCATIONS_DEFAULT_LIMIT,
+  INVOCATIONS_MAX_LIMIT,
+  invocationsOfDelegation,
+  JtiParamSchema,
+  recordActual,
+} from './invocations.handlers.js';
+import { parseRequest } from './validate.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
-export function invocationRoutes(_deps: ServiceDeps): Hono<AppEnv> {
-  return new Hono<AppEnv>();
+const READ_SCOPES = ['audit', 'report', 'verify', 'issue'] as const;
+
+const ListQuery = z.strictObject({
+  cursor: z.string().min(1).max(512).optional(),
+  limit: z
+    .string()
+    .regex(/^[1-9][0-9]{0,2}$/, `must be a whole number from 1 to ${INVOCATIONS_MAX_LIMIT}`)
+    .transform(Number)
+    .pipe(z.number().max(INVOCATIONS_MAX_LIMIT, `must be at most ${INVOCATIONS_MAX_LIMIT}`))
+    .optional()
+    .default(INVOCATIONS_DEFAULT_LIMIT),
+});
+
+/** Each query parameter at most once: a repeated one is ambiguous, so it is refused. */
+function singleValuedQuery(c: Context<AppEnv>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, values] of Object.entries(c.req.queries())) {
+    if (values.length !== 1) {
+      throw new BatonError('INVALID_REQUEST', {
+        message: `The query parameter "${name}" is given ${values.length} times; give it once.`,
+        details: { parameter: name },
+      });
+    }
+    out[name] = values[0] as string;
+  }
+  return out;
+}
+
+export function invocationRoutes(deps: ServiceDeps): Hono<AppEnv> {
+  const r = new Hono<AppEnv>();
+  const readers = requireScope(deps, ...READ_SCOPES);
+  const jtiParam = (raw: string) => parseRequest(JtiParamSchema, raw, 'path parameter jti');
+
+  r.post('/v1/invocations/:jti/actuals', requireScope(deps, 'report'), async (c) => {
+    const auth = c.get('auth');
+    const tenantId = tenantOf(auth);
+    const jti = jtiParam(c.req.param('jti'));
+    const body = parseRequest(ActualRequestSchema, await readJsonBody(c, deps.config.maxBodyBytes), 'request body');
+    const result = await recordActual(deps, auth, tenantId, jti, body);
+    return c.json(result.body, result.status);
+  });
+
+  r.get('/v1/invocations/:jti', readers, async (c) =>
+    c.json(await describeInvocation(deps, tenantOf(c.get('auth')), jtiParam(c.req.param('jti')))),
+  );
+
+  r.get('/v1/delegations/:hash/invocations', readers, async (c) => {
+    const tenantId = tenantOf(c.get('auth'));
+    const hash = parseRequest(RecordHashSchema, c.req.param('hash'), 'path parameter hash');
+    const q = parseRequest(ListQuery, singleValuedQuery(c), 'query');
+    return c.json(await invocationsOfDelegation(deps, tenantId, hash, q));
+  });
+
+  return r;
 }

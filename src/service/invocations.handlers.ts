@@ -1,0 +1,315 @@
+/**
+ * Metered actuals and the audit reads of invocations.
+ *
+ * - recordActual: POST /v1/invocations/{jti}/actuals. One actual per
+ *   invocation, with provenance; the same normalized body again is
+ *   idempotent, a different one 409. The actual, the budget adjustment on
+ *   every budgeted DR of the chain and the 'actual.recorded' receipt are one
+ *   transaction.
+ * - describeInvocation: GET /v1/invocations/{jti} (allowed, or denied only).
+ * - invocationsOfDelegation: GET /v1/delegations/{hash}/invocations, the
+ *   DR's whole subtree, newest first, keyset-paged.
+ */
+import { z } from 'zod';
+import { decodeBase64url, encodeBase64url } from '../protocol/base64url.js';
+import { BatonError } from '../protocol/errors.js';
+import { sha256Hex } from '../protocol/hash.js';
+import { canonicalJson, utf8Decode, utf8Encode } from '../protocol/jcs.js';
+import { microsToUsd, usdToMicros, type Micros } from '../protocol/money.js';
+import { adjustReservedSpend, findActual, insertActual } from '../store/actuals.js';
+import { findDelegation } from '../store/delegations.js';
+import {
+  actualsOf,
+  denialsOf,
+  findInvocation,
+  firstReceipts,
+  invocationsThrough,
+  type InvocationKey,
+  type ReceiptRef,
+} from '../store/invocations.js';
+import { ACTUAL_SOURCES, type Actual, type ActualSource, type Denial, type Invocation } from '../store/schema/index.js';
+import { recordReceipt } from './receipts.js';
+import type { AuthContext, ServiceDeps } from './types.js';
+
+// ---------------------------------------------------------------- input
+
+export const MAX_UNAVAILABLE_REASON = 500;
+const SOURCES_TEXT = ACTUAL_SOURCES.join(', ');
+
+const tokenCount = z
+  .number({ error: 'must be a whole number of tokens' })
+  .int('must be a whole number of tokens')
+  .min(0, 'must not be negative')
+  .max(Number.MAX_SAFE_INTEGER, 'must be a safe integer');
+
+export const ActualRequestSchema = z
+  .strictObject({
+    // z.number() refuses NaN and the infinities; range and rounding are usdToMicros's.
+    cost_usd: z.number({ error: 'must be a number of US dollars' }).min(0, 'must not be negative').nullable().optional(),
+    tokens_in: tokenCount.nullable().optional(),
+    tokens_out: tokenCount.nullable().optional(),
+    source: z.enum(ACTUAL_SOURCES, {
+      error: (iss) =>
+        iss.input === undefined
+          ? `is required: an actual without provenance is refused; say where the cost came from (one of ${SOURCES_TEXT})`
+          : `must be one of ${SOURCES_TEXT}`,
+    }),
+    unavailable_reason: z.string().max(MAX_UNAVAILABLE_REASON, `must be at most ${MAX_UNAVAILABLE_REASON} characters`).nullable().optional(),
+  })
+  .superRefine((b, ctx) => {
+    const hasCost = b.cost_usd !== undefined && b.cost_usd !== null;
+    const reason = b.unavailable_reason?.trim() ?? '';
+    if (b.source === 'unavailable') {
+      if (hasCost) ctx.addIssue({ code: 'custom', path: ['cost_usd'], message: 'must be absent when source is unavailable (there is no metered cost)' });
+      if (reason === '') ctx.addIssue({ code: 'custom', path: ['unavailable_reason'], message: 'is required and must not be blank when source is unavailable' });
+    } else {
+      if (!hasCost) ctx.addIssue({ code: 'custom', path: ['cost_usd'], message: `is required when source is ${b.source}` });
+      if (b.unavailable_reason !== undefined && b.unavailable_reason !== null) {
+        ctx.addIssue({ code: 'custom', path: ['unavailable_reason'], message: 'is only allowed when source is unavailable' });
+      }
+    }
+  });
+
+export type ActualRequest = z.infer<typeof ActualRequestSchema>;
+
+/** A jti in a path: printable ASCII, as the record schemas allow. */
+export const JtiParamSchema = z.string().min(1).max(160).regex(/^[\x21-\x7e]+$/, 'must be printable ASCII without spaces');
+
+// ---------------------------------------------------------------- views
+
+export interface ActualView {
+  readonly jti: string;
+  readonly cost_usd: number | null;
+  readonly tokens_in: number | null;
+  readonly tokens_out: number | null;
+  readonly source: ActualSource;
+  readonly unavailable_reason: string | null;
+  readonly declared_usd: number;
+  readonly recorded_at: string;
+  readonly receipt: ReceiptRef | null;
+}
+
+function actualView(a: Actual, inv: Invocation, receipt: ReceiptRef | null): ActualView {
+  return {
+    jti: a.jti,
+    cost_usd: a.costMicros === null ? null : microsToUsd(a.costMicros as Micros),
+    tokens_in: a.tokensIn,
+    tokens_out: a.tokensOut,
+    source: a.source,
+    unavailable_reason: a.unavailableReason,
+    declared_usd: microsToUsd(inv.estimatedMicros as Micros),
+    recorded_at: a.createdAt.toISOString(),
+    receipt,
+  };
+}
+
+export interface InvocationListItem {
+  readonly jti: string;
+  readonly decision: 'allowed';
+  readonly hash: string;
+  readonly dr_chain: readonly string[];
+  readonly leaf: string;
+  readonly tool: string | null;
+  readonly declared_usd: number;
+  readonly caller_key_id: string;
+  readonly created_at: string;
+  readonly receipt: ReceiptRef | null;
+  readonly actual: Omit<ActualView, 'jti' | 'declared_usd'> | null;
+}
+
+function invocationItem(inv: Invocation, receipt: ReceiptRef | null, actual: Actual | undefined, actualReceipt: ReceiptRef | null): InvocationListItem {
+  let a: InvocationListItem['actual'] = null;
+  if (actual) {
+    const { jti: _j, declared_usd: _d, ...rest } = actualView(actual, inv, actualReceipt);
+    a = rest;
+  }
+  return {
+    jti: inv.jti,
+    decision: 'allowed',
+    hash: inv.hash,
+    dr_chain: inv.drChain,
+    leaf: inv.leafHash,
+    tool: inv.tool,
+    declared_usd: microsToUsd(inv.estimatedMicros as Micros),
+    caller_key_id: inv.callerKeyId,
+    created_at: inv.createdAt.toISOString(),
+    receipt,
+    actual: a,
+  };
+}
+
+function denialView(d: Denial) {
+  return {
+    code: d.code,
+    block: d.block,
+    dr_chain: d.drChain,
+    invocation_hash: d.invocationHash,
+    caller_key_id: d.callerKeyId,
+    created_at: d.createdAt.toISOString(),
+    violations: d.violations,
+  };
+}
+
+// ---------------------------------------------------------------- actuals
+
+function invocationNotFound(jti: string): BatonError {
+  return new BatonError('NOT_FOUND', {
+    message: `No allowed invocation ${jti} is stored for this tenant.`,
+    suggestion: 'Report actuals only for invocations that /v1/verify allowed, with a key of the same tenant.',
+  });
+}
+
+/** The tool_server an invocation JWS names (its payload was verified when it was stored). */
+function toolServerOf(jws: string): string | null {
+  try {
+    const payload = JSON.parse(utf8Decode(decodeBase64url(jws.split('.')[1] ?? '', 'invocation payload'))) as { tool_server?: unknown };
+    return typeof payload.tool_server === 'string' ? payload.tool_server : null;
+  } catch {
+    return null;
+  }
+}
+
+export async function recordActual(
+  deps: ServiceDeps,
+  auth: AuthContext,
+  tenantId: string,
+  jti: string,
+  body: ActualRequest,
+): Promise<{ status: 200 | 201; body: ActualView }> {
+  const source = body.source;
+  const costMicros = source === 'unavailable' ? null : usdToMicros(body.cost_usd!, 'ceil');
+  const normalized = {
+    source,
+    cost_micros: costMicros,
+    tokens_in: body.tokens_in ?? null,
+    tokens_out: body.tokens_out ?? null,
+    unavailable_reason: source === 'unavailable' ? body.unavailable_reason!.trim() : null,
+  };
+  const bodyHash = `sha256:${sha256Hex(canonicalJson(normalized))}`;
+  const now = deps.now();
+
+  return deps.store.db.transaction(async (tx) => {
+    const inv = await findInvocation(tx, tenantId, jti);
+    if (!inv) throw invocationNotFound(jti);
+    if (auth.toolServer !== null && toolServerOf(inv.jws) !== auth.toolServer) {
+      throw new BatonError('FORBIDDEN', {
+        message: `This API key is bound to tool server ${auth.toolServer}; invocation ${jti} names another.`,
+        suggestion: 'Report the actual with the key of the tool server that ran the invocation.',
+      });
+    }
+    const inserted = await insertActual(tx, {
+      tenantId,
+      jti,
+      costMicros,
+      tokensIn: normalized.tokens_in,
+      tokensOut: normalized.tokens_out,
+      source,
+      unavailableReason: normalized.unavailable_reason,
+      bodyHash,
+    });
+    if (!inserted) {
+      const existing = await findActual(tx, tenantId, jti);
+      if (!existing) throw new BatonError('INTERNAL', { message: `The actual of ${jti} conflicted but cannot be read.` });
+      const receipt = (await firstReceipts(tx, tenantId, 'actual.recorded', [jti])).get(jti) ?? null;
+      const stored = actualView(existing, inv, receipt);
+      if (existing.bodyHash !== bodyHash) {
+        throw new BatonError('CONFLICT', {
+          message: `Invocation ${jti} already has a different actual recorded; there is one actual per invocation.`,
+          suggestion: 'Resend exactly the original actual to get its stored result; a recorded actual cannot be changed.',
+          details: { stored: { ...stored, receipt: undefined } },
+        });
+      }
+      return { status: 200 as const, body: stored };
+    }
+    // A metered cost replaces the estimate held in reserve; 'unavailable' keeps the estimate reserved.
+    const delta = costMicros === null ? 0 : costMicros - inv.estimatedMicros;
+    await adjustReservedSpend(tx, tenantId, inv.drChain, delta);
+    const receipt = await recordReceipt(tx, deps.signer, {
+      tenantId,
+      kind: 'actual.recorded',
+      subject: jti,
+      now,
+      data: {
+        jti,
+        invocation_hash: inv.hash,
+        dr_chain: inv.drChain,
+        ...normalized,
+        estimated_micros: inv.estimatedMicros,
+        body_hash: bodyHash,
+        caller_key_id: auth.keyId,
+      },
+    });
+    const row = await findActual(tx, tenantId, jti);
+    return { status: 201 as const, body: actualView(row!, inv, receipt) };
+  });
+}
+
+// ---------------------------------------------------------------- reads
+
+const MAX_DENIALS_SHOWN = 100;
+
+export async function describeInvocation(deps: ServiceDeps, tenantId: string, jti: string) {
+  const db = deps.store.db;
+  const [inv, denied] = await Promise.all([findInvocation(db, tenantId, jti), denialsOf(db, tenantId, jti, MAX_DENIALS_SHOWN)]);
+  if (!inv) {
+    if (denied.length === 0) {
+      throw new BatonError('NOT_FOUND', { message: `No invocation ${jti} is recorded for this tenant, allowed or denied.` });
+    }
+    return { jti, decision: 'denied' as const, denials: denied.map(denialView) };
+  }
+  const [allowed, actualReceipts, actuals] = await Promise.all([
+    firstReceipts(db, tenantId, 'invocation.allowed', [jti]),
+    firstReceipts(db, tenantId, 'actual.recorded', [jti]),
+    actualsOf(db, tenantId, [jti]),
+  ]);
+  const item = invocationItem(inv, allowed.get(jti) ?? null, actuals.get(jti), actualReceipts.get(jti) ?? null);
+  // Later denials of an allowed jti are replay attempts: shown for the audit trail.
+  return { ...item, jws: inv.jws, denials: denied.map(denialView) };
+}
+
+export const INVOCATIONS_DEFAULT_LIMIT = 50;
+export const INVOCATIONS_MAX_LIMIT = 200;
+const CURSOR_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
+
+export function encodeCursor(key: InvocationKey): string {
+  return encodeBase64url(utf8Encode(JSON.stringify([key.createdAt, key.jti])));
+}
+
+export function decodeCursor(cursor: string): InvocationKey {
+  try {
+    const value: unknown = JSON.parse(utf8Decode(decodeBase64url(cursor, 'cursor')));
+    if (Array.isArray(value) && value.length === 2) {
+      const [createdAt, jti] = value as unknown[];
+      if (typeof createdAt === 'string' && CURSOR_TIME.test(createdAt) && JtiParamSchema.safeParse(jti).success) {
+        return { createdAt, jti: jti as string };
+      }
+    }
+  } catch {
+    /* fall through */
+  }
+  throw new BatonError('INVALID_REQUEST', {
+    message: 'The cursor is not one this service issued.',
+    suggestion: 'Pass next_cursor from the previous page unchanged, or omit cursor for the newest invocations.',
+    details: { parameter: 'cursor' },
+  });
+}
+
+export async function invocationsOfDelegation(deps: ServiceDeps, tenantId: string, hash: string, q: { cursor?: string | undefined; limit: number }) {
+  const db = deps.store.db;
+  const after = q.cursor === undefined ? null : decodeCursor(q.cursor);
+  if (!(await findDelegation(db, tenantId, hash))) {
+    throw new BatonError('NOT_FOUND', { message: `No delegation record ${hash} is stored for this tenant.` });
+  }
+  const found = await invocationsThrough(db, tenantId, hash, after, q.limit);
+  const page = found.slice(0, q.limit);
+  const jtis = page.map((i) => i.jti);
+  const [allowed, actualReceipts, actuals] = await Promise.all([
+    firstReceipts(db, tenantId, 'invocation.allowed', jtis),
+    firstReceipts(db, tenantId, 'actual.recorded', jtis),
+    actualsOf(db, tenantId, jtis),
+  ]);
+  return {
+    invocations: page.map((i) => invocationItem(i, allowed.get(i.jti) ?? null, actuals.get(i.jti), actualReceipts.get(i.jti) ?? null)),
+    next_cursor: found.length > q.limit ? encodeCursor(page[page.length - 1]!.key) : null,
+  };
+}

@@ -1,0 +1,202 @@
+/**
+ * POST /v1/delegations/{hash}/revoke.
+ *
+ * Two ways in:
+ * - an API key: `issue` of the DR's tenant, or an admin key (every tenant
+ *   holding the hash), with {confirm: true, reason};
+ * - no key: {revocation: <JWS>} signed by the DR's issuer, the root issuer,
+ *   or the holder of any ancestor (src/protocol/revocation.ts). The signer
+ *   revokes the record itself, so it is revoked in every tenant holding it:
+ *   leaving it live in one tenant would let that tenant keep allowing it.
+ *
+ * The mark and a 'delegation.revoked' receipt are written in one
+ * transaction. Descendants need no write: verification checks every DR of a
+ * chain and the counting transaction re-reads revocation from the shared
+ * database. Revoking again is idempotent: the original revoked_at, reason,
+ * revoker and receipt come back unchanged.
+ */
+import { z } from 'zod';
+import { decodeBase64url } from '../protocol/base64url.js';
+import { BatonError } from '../protocol/errors.js';
+import { utf8Decode } from '../protocol/jcs.js';
+import { MAX_JWS_LENGTH } from '../protocol/records.js';
+import { mayRevoke, readRevocation, RevocationReasonSchema, type VerifiedRevocation } from '../protocol/revocation.js';
+import { findDelegation, storedChainTo, tenantsHoldingDelegation } from '../store/delegations.js';
+import { countDescendants, markRevoked, revocationReceipt } from '../store/revocations.js';
+import { recordReceipt } from './receipts.js';
+import type { AuthContext, ServiceDeps } from './types.js';
+
+export const RevokeWithKeySchema = z.strictObject({
+  confirm: z.literal(true, {
+    error: (iss) => (iss.input === undefined ? 'is required: send confirm: true to revoke' : 'must be true to revoke'),
+  }),
+  reason: RevocationReasonSchema,
+});
+
+export const RevokeWithSignatureSchema = z.strictObject({
+  revocation: z
+    .string({ error: (iss) => (iss.input === undefined ? 'is required: a signed revocation record (compact JWS)' : 'must be a compact JWS string') })
+    .min(1)
+    .max(MAX_JWS_LENGTH),
+});
+
+export type RevokeWithKey = z.infer<typeof RevokeWithKeySchema>;
+
+export interface RevokedBy {
+  readonly kind: 'api_key' | 'admin' | 'did';
+  readonly id: string;
+}
+
+export interface ReceiptView {
+  readonly id: number;
+  readonly kid: string;
+  readonly jws: string;
+}
+
+interface TenantRevocation {
+  readonly tenant_id: string;
+  readonly revoked_at: string;
+  readonly reason: string | null;
+  readonly revoked_by: RevokedBy;
+  readonly descendants: number;
+  readonly receipt: ReceiptView | null;
+  readonly already_revoked: boolean;
+}
+
+export interface RevokeResult {
+  readonly hash: string;
+  readonly status: 'revoked';
+  readonly revoked_at: string;
+  readonly reason: string | null;
+  readonly revoked_by: RevokedBy;
+  /** DRs in the revoked DR's subtree, itself excluded: all denied from now on. */
+  readonly descendants: number;
+  readonly receipt: ReceiptView | null;
+  /** True when the DR was already revoked and nothing changed. */
+  readonly already_revoked: boolean;
+  /** Key paths only: the tenant acted on (the first, for an admin key). */
+  readonly tenant_id?: string;
+  /** Admin key only: every tenant holding the hash. */
+  readonly tenants?: readonly Omit<TenantRevocation, 'revoked_by'>[];
+}
+
+function notFound(hash: string, scope: string): BatonError {
+  return new BatonError('NOT_FOUND', { message: `No delegation record ${hash} is stored${scope}.` });
+}
+
+/** Revocation with an `issue` key (its tenant) or an admin key (every tenant holding the hash). */
+export async function revokeWithKey(deps: ServiceDeps, auth: AuthContext, hash: string, body: RevokeWithKey): Promise<RevokeResult> {
+  const db = deps.store.db;
+  const reason = body.reason.trim();
+  if (auth.tenantId !== null) {
+    if (!(await findDelegation(db, auth.tenantId, hash))) throw notFound(hash, ' for this tenant');
+    const [r] = await applyRevocation(deps, [auth.tenantId], hash, reason, { kind: 'api_key', id: auth.keyId }, {});
+    return { ...summary(hash, r!), tenant_id: r!.tenant_id };
+  }
+  const tenants = [...new Set(await tenantsHoldingDelegation(db, hash))].sort();
+  if (tenants.length === 0) throw notFound(hash, ' in any tenant');
+  const results = await applyRevocation(deps, tenants, hash, reason, { kind: 'admin', id: auth.keyId }, {});
+  return {
+    ...summary(hash, results[0]!),
+    tenant_id: results[0]!.tenant_id,
+    tenants: results.map(({ revoked_by: _unused, ...rest }) => rest),
+  };
+}
+
+/** Revocation by a signed revocation record, without an API key. */
+export async function revokeWithSignature(deps: ServiceDeps, hash: string, jws: string): Promise<RevokeResult> {
+  const db = deps.store.db;
+  const rev: VerifiedRevocation = readRevocation(jws, { target: hash, now: deps.now(), clockSkewSeconds: deps.config.clockSkewSeconds });
+  const iss = rev.payload.iss;
+  const tenants = [...new Set(await tenantsHoldingDelegation(db, hash))].sort();
+  if (tenants.length === 0) throw notFound(hash, '');
+  let as: string | undefined;
+  for (const tenantId of tenants) {
+    // A DR's ancestry is hash-linked, so every tenant holds the same chain; each is checked anyway.
+    const chain = await storedChainTo(db, tenantId, hash);
+    const authority = mayRevoke(iss, chain);
+    if (!authority.may) {
+      throw new BatonError('FORBIDDEN', {
+        message: `The revocation record is signed by ${iss}, who may not revoke ${hash}. ${authority.reason}`,
+        suggestion: 'Have the issuer of this delegation, the root issuer, or the holder of one of its ancestors sign the revocation record.',
+        details: { iss, target: hash, may_revoke: [...new Set([chain[0]!.iss, ...chain.slice(0, -1).map((d) => d.aud)])] },
+      });
+    }
+    as ??= authority.as;
+  }
+  const results = await applyRevocation(deps, tenants, hash, rev.payload.reason?.trim() ?? null, { kind: 'did', id: iss }, {
+    revocation: { hash: rev.hash, jti: rev.payload.jti, iat: rev.payload.iat, signer_role: as! },
+  });
+  // Tenant ids are not shown to an unauthenticated caller.
+  return summary(hash, results[0]!);
+}
+
+function summary(hash: string, r: TenantRevocation): RevokeResult {
+  return {
+    hash,
+    status: 'revoked',
+    revoked_at: r.revoked_at,
+    reason: r.reason,
+    revoked_by: r.revoked_by,
+    descendants: r.descendants,
+    receipt: r.receipt,
+    already_revoked: r.already_revoked,
+  };
+}
+
+/** Marks the DR revoked in each tenant and signs a receipt for each new mark, all in one transaction. */
+async function applyRevocation(
+  deps: ServiceDeps,
+  tenants: readonly string[],
+  hash: string,
+  reason: string | null,
+  revokedBy: RevokedBy,
+  extra: Record<string, unknown>,
+): Promise<TenantRevocation[]> {
+  const now = deps.now();
+  const at = new Date(now * 1000);
+  return deps.store.db.transaction(async (tx) => {
+    const out: TenantRevocation[] = [];
+    for (const tenantId of tenants) {
+      const mark = await markRevoked(tx, tenantId, hash, at, reason);
+      if (!mark) throw notFound(hash, ' for this tenant');
+      const descendants = await countDescendants(tx, tenantId, hash);
+      if (mark.newly) {
+        const revokedAt = mark.revokedAt.toISOString();
+        const receipt = await recordReceipt(tx, deps.signer, {
+          tenantId,
+          kind: 'delegation.revoked',
+          subject: hash,
+          now,
+          data: { hash, reason: mark.reason, revoked_at: revokedAt, revoked_by: { ...revokedBy }, descendants, ...extra },
+        });
+        out.push({ tenant_id: tenantId, revoked_at: revokedAt, reason: mark.reason, revoked_by: revokedBy, descendants, receipt, already_revoked: false });
+      } else {
+        const receipt = (await revocationReceipt(tx, tenantId, hash)) ?? null;
+        out.push({
+          tenant_id: tenantId,
+          revoked_at: mark.revokedAt.toISOString(),
+          reason: mark.reason,
+          // Who revoked first is kept in the original receipt; the row has no column for it.
+          revoked_by: (receipt && revokerInReceipt(receipt.jws)) ?? revokedBy,
+          descendants,
+          receipt,
+          already_revoked: true,
+        });
+      }
+    }
+    return out;
+  });
+}
+
+/** data.revoked_by of a 'delegation.revoked' receipt the service signed itself. */
+function revokerInReceipt(jws: string): RevokedBy | null {
+  try {
+    const payload = JSON.parse(utf8Decode(decodeBase64url(jws.split('.')[1] ?? '', 'receipt payload'))) as { data?: { revoked_by?: unknown } };
+    const by = payload.data?.revoked_by as { kind?: unknown; id?: unknown } | undefined;
+    if ((by?.kind === 'api_key' || by?.kind === 'admin' || by?.kind === 'did') && typeof by.id === 'string') return { kind: by.kind, id: by.id };
+  } catch {
+    /* not readable: fall back */
+  }
+  return null;
+}

@@ -1,0 +1,37 @@
+/**
+ * POST /v1/delegations/{hash}/revoke: with an `issue` or admin API key and
+ * {confirm: true, reason}, or without a key and {revocation: <signed JWS>}.
+ */
+import { Hono } from 'hono';
+import { BatonError } from '../protocol/errors.js';
+import { RecordHashSchema } from '../protocol/records.js';
+import { assertScope, authenticateRequest } from './auth.js';
+import { readJsonBody } from './body.js';
+import { revokeWithKey, revokeWithSignature, RevokeWithKeySchema, RevokeWithSignatureSchema } from './revoke.handlers.js';
+import { parseRequest } from './validate.js';
+import type { AppEnv, ServiceDeps } from './types.js';
+
+export function revokeRoutes(deps: ServiceDeps): Hono<AppEnv> {
+  const r = new Hono<AppEnv>();
+
+  r.post('/v1/delegations/:hash/revoke', async (c) => {
+    const hash = parseRequest(RecordHashSchema, c.req.param('hash'), 'path parameter hash');
+    if (c.req.header('authorization') === undefined) {
+      const raw = await readJsonBody(c, deps.config.maxBodyBytes);
+      if (raw !== null && typeof raw === 'object' && !Array.isArray(raw) && !('revocation' in raw) && ('confirm' in raw || 'reason' in raw)) {
+        throw new BatonError('UNAUTHORIZED', {
+          message: 'Revoking with {confirm, reason} needs an API key (issue scope of the tenant, or admin).',
+          suggestion: 'Send Authorization: Bearer <key>, or, without a key, {"revocation": "<JWS>"} signed by the issuer or an ancestor holder.',
+        });
+      }
+      const body = parseRequest(RevokeWithSignatureSchema, raw, 'request body');
+      return c.json(await revokeWithSignature(deps, hash, body.revocation), 200);
+    }
+    const auth = await authenticateRequest(deps, c);
+    assertScope(auth, ['issue', 'admin']);
+    const body = parseRequest(RevokeWithKeySchema, await readJsonBody(c, deps.config.maxBodyBytes), 'request body');
+    return c.json(await revokeWithKey(deps, auth, hash, body), 200);
+  });
+
+  return r;
+}

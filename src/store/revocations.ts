@@ -1,0 +1,61 @@
+/**
+ * Revocation of stored delegation records.
+ *
+ * Revocation marks one row; descendants are denied because verification
+ * checks every DR of a chain (and the counting transaction re-reads that
+ * status from the shared database), so nothing else needs writing. The
+ * mark is set once: a second revocation never moves revoked_at or the reason.
+ */
+import { and, asc, eq, sql } from 'drizzle-orm';
+import type { Db } from './db.js';
+import { rows } from './rows.js';
+import { delegations, receipts } from './schema/index.js';
+
+export interface RevocationMark {
+  readonly revokedAt: Date;
+  readonly reason: string | null;
+  /** True when this call set the mark; false when it was already set. */
+  readonly newly: boolean;
+}
+
+/**
+ * Sets revoked_at/revoked_reason on the DR unless already set. Returns the
+ * mark as stored (the original one when it was already revoked), or
+ * undefined when the tenant holds no such DR. Takes the row lock, so a
+ * concurrent revocation waits and then sees the first one's mark.
+ */
+export async function markRevoked(db: Db, tenantId: string, hash: string, at: Date, reason: string | null): Promise<RevocationMark | undefined> {
+  const [set] = await db
+    .update(delegations)
+    .set({ revokedAt: at, revokedReason: reason })
+    .where(and(eq(delegations.tenantId, tenantId), eq(delegations.hash, hash), sql`${delegations.revokedAt} is null`))
+    .returning({ revokedAt: delegations.revokedAt, reason: delegations.revokedReason });
+  if (set?.revokedAt) return { revokedAt: set.revokedAt, reason: set.reason, newly: true };
+  const [existing] = await db
+    .select({ revokedAt: delegations.revokedAt, reason: delegations.revokedReason })
+    .from(delegations)
+    .where(and(eq(delegations.tenantId, tenantId), eq(delegations.hash, hash)))
+    .limit(1);
+  if (!existing?.revokedAt) return undefined;
+  return { revokedAt: existing.revokedAt, reason: existing.reason, newly: false };
+}
+
+/** Number of DRs below `hash` (its subtree without itself). */
+export async function countDescendants(db: Db, tenantId: string, hash: string): Promise<number> {
+  const [r] = await rows<{ n: number | string }>(
+    db,
+    sql`select count(*)::int as n from delegations where tenant_id = ${tenantId} and ancestors @> array[${hash}]::text[]`,
+  );
+  return Number(r?.n ?? 0);
+}
+
+/** The first 'delegation.revoked' receipt of a DR in a tenant (the one the original revocation wrote). */
+export async function revocationReceipt(db: Db, tenantId: string, hash: string): Promise<{ id: number; kid: string; jws: string } | undefined> {
+  const [row] = await db
+    .select({ id: receipts.id, kid: receipts.kid, jws: receipts.jws })
+    .from(receipts)
+    .where(and(eq(receipts.tenantId, tenantId), eq(receipts.subject, hash), eq(receipts.kind, 'delegation.revoked')))
+    .orderBy(asc(receipts.id))
+    .limit(1);
+  return row;
+}
