@@ -226,6 +226,7 @@ export interface UsageView {
   readonly metered_usd: number;
   readonly metered_invocations: number;
   readonly unmetered_invocations: number;
+  readonly unavailable_invocations: number;
   /** metered / declared over the invocations that were metered; null before any. */
   readonly calibration: number | null;
   /** Set when metered spend persistently runs above what agents declared. */
@@ -234,16 +235,20 @@ export interface UsageView {
   readonly spend_reserved_usd: number | null;
 }
 
-/** At least this many metered invocations, over this ratio, is "persistently above". */
+/**
+ * "Persistently above": at least this many metered invocations, and at
+ * least this share of them over their estimate by more than 10%, so one
+ * large overrun alone does not flag a DR.
+ */
 const CALIBRATION_MIN_SAMPLES = 3;
-const CALIBRATION_FLAG_RATIO = 1.1;
+const CALIBRATION_FLAG_SHARE = 0.75;
 
 export async function usageOf(db: Db, tenantId: string, row: Delegation): Promise<UsageView> {
   const r = await spendRollup(db, tenantId, row.hash);
   const calibration = r.declared_of_metered_micros > 0 ? r.metered_micros / r.declared_of_metered_micros : null;
   const flagged =
     r.metered_invocations >= CALIBRATION_MIN_SAMPLES &&
-    (calibration === null ? r.metered_micros > 0 : calibration > CALIBRATION_FLAG_RATIO);
+    r.over_estimate_invocations >= CALIBRATION_FLAG_SHARE * r.metered_invocations;
   return {
     calls_used: row.maxCalls === null ? r.calls : row.callsUsed,
     max_calls: row.maxCalls,
@@ -251,6 +256,7 @@ export async function usageOf(db: Db, tenantId: string, row: Delegation): Promis
     metered_usd: microsToUsd(r.metered_micros as Micros),
     metered_invocations: r.metered_invocations,
     unmetered_invocations: r.unmetered_invocations,
+    unavailable_invocations: r.unavailable_invocations,
     calibration: calibration === null ? null : Math.round(calibration * 1e4) / 1e4,
     calibration_flag: flagged ? 'metered_above_declared' : null,
     max_spend_usd: row.maxSpendMicros === null ? null : microsToUsd(row.maxSpendMicros as Micros),

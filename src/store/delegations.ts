@@ -125,7 +125,12 @@ export interface SpendRollup {
   declared_micros: number;
   metered_micros: number;
   metered_invocations: number;
+  /** Invocations without a metered cost (no actual yet, or source 'unavailable'). */
   unmetered_invocations: number;
+  /** Of those, the ones whose tool server reported the cost as unavailable. */
+  unavailable_invocations: number;
+  /** Metered invocations whose cost exceeded their estimate by more than 10%. */
+  over_estimate_invocations: number;
   /** Estimates of the invocations that have a metered cost: the denominator of calibration. */
   declared_of_metered_micros: number;
 }
@@ -139,7 +144,9 @@ export async function spendRollup(db: Db, tenantId: string, hash: string): Promi
           coalesce(sum(i.estimated_micros), 0)::text as declared,
           coalesce(sum(a.cost_micros), 0)::text as metered,
           count(a.cost_micros)::int as metered_count,
-          (count(*) - count(a.jti))::int as unmetered,
+          (count(*) - count(a.cost_micros))::int as unmetered,
+          count(*) filter (where a.jti is not null and a.cost_micros is null)::int as unavailable,
+          count(*) filter (where a.cost_micros * 10 > i.estimated_micros * 11)::int as over_estimate,
           coalesce(sum(i.estimated_micros) filter (where a.cost_micros is not null), 0)::text as declared_of_metered
         from invocations i
         left join actuals a on a.tenant_id = i.tenant_id and a.jti = i.jti
@@ -151,6 +158,8 @@ export async function spendRollup(db: Db, tenantId: string, hash: string): Promi
     metered_micros: Number(r?.['metered'] ?? 0),
     metered_invocations: Number(r?.['metered_count'] ?? 0),
     unmetered_invocations: Number(r?.['unmetered'] ?? 0),
+    unavailable_invocations: Number(r?.['unavailable'] ?? 0),
+    over_estimate_invocations: Number(r?.['over_estimate'] ?? 0),
     declared_of_metered_micros: Number(r?.['declared_of_metered'] ?? 0),
   };
 }

@@ -317,6 +317,26 @@ describe('usage rollups', () => {
     }
     expect(await usage(under.drs[0]!)).toMatchObject({ metered_invocations: 4, calibration: 0.5, calibration_flag: null });
   });
+
+  it('one large overrun among accurate estimates is not "persistent": overall ratio high, no flag', async () => {
+    const spiky = await chainWith([base]);
+    const costs = [0.1, 0.1, 0.1, 2];
+    for (const cost of costs) {
+      const jti = await allowed(spiky, 0.1);
+      expect((await report(jti, { source: 'api-usage', cost_usd: cost })).status).toBe(201);
+    }
+    const u = await usage(spiky.drs[0]!);
+    expect(u.calibration).toBeGreaterThan(5);
+    expect(u.calibration_flag).toBeNull();
+  });
+
+  it("an 'unavailable' actual leaves the invocation unmetered and is counted as unavailable", async () => {
+    const c = await chainWith([base]);
+    const a = await allowed(c, 0.3);
+    await allowed(c, 0.3);
+    expect((await report(a, { source: 'unavailable', unavailable_reason: 'provider returned no usage' })).status).toBe(201);
+    expect(await usage(c.drs[0]!)).toMatchObject({ calls_used: 2, metered_invocations: 0, unmetered_invocations: 2, unavailable_invocations: 1 });
+  });
 });
 
 describe('max_spend_usd through /v1/verify', () => {
