@@ -2,9 +2,8 @@
  * /v1/invocations: metered actuals (a `report` key) and audit reads; and
  * GET /v1/delegations/{hash}/invocations (a DR's subtree, newest first).
  */
-import { Hono, type Context } from 'hono';
+import { Hono } from 'hono';
 import { z } from 'zod';
-import { BatonError } from '../protocol/errors.js';
 import { RecordHashSchema } from '../protocol/records.js';
 import { requireScope, tenantOf } from './auth.js';
 import { readJsonBody } from './body.js';
@@ -17,7 +16,7 @@ import {
   JtiParamSchema,
   recordActual,
 } from './invocations.handlers.js';
-import { parseRequest } from './validate.js';
+import { parseQuery, parseRequest } from './validate.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
 const READ_SCOPES = ['audit', 'report', 'verify', 'issue'] as const;
@@ -32,21 +31,6 @@ const ListQuery = z.strictObject({
     .optional()
     .default(INVOCATIONS_DEFAULT_LIMIT),
 });
-
-/** Each query parameter at most once: a repeated one is ambiguous, so it is refused. */
-function singleValuedQuery(c: Context<AppEnv>): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [name, values] of Object.entries(c.req.queries())) {
-    if (values.length !== 1) {
-      throw new BatonError('INVALID_REQUEST', {
-        message: `The query parameter "${name}" is given ${values.length} times; give it once.`,
-        details: { parameter: name },
-      });
-    }
-    out[name] = values[0] as string;
-  }
-  return out;
-}
 
 export function invocationRoutes(deps: ServiceDeps): Hono<AppEnv> {
   const r = new Hono<AppEnv>();
@@ -69,7 +53,7 @@ export function invocationRoutes(deps: ServiceDeps): Hono<AppEnv> {
   r.get('/v1/delegations/:hash/invocations', readers, async (c) => {
     const tenantId = tenantOf(c.get('auth'));
     const hash = parseRequest(RecordHashSchema, c.req.param('hash'), 'path parameter hash');
-    const q = parseRequest(ListQuery, singleValuedQuery(c), 'query');
+    const q = parseQuery(c, ListQuery);
     return c.json(await invocationsOfDelegation(deps, tenantId, hash, q));
   });
 

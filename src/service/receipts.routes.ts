@@ -3,12 +3,12 @@
  * receipts, oldest first, by id. Needs an `audit` key; the tenant comes from
  * the key, never from the request.
  */
-import { Hono, type Context } from 'hono';
+import { Hono } from 'hono';
 import { z } from 'zod';
-import { BatonError } from '../protocol/errors.js';
 import { listReceipts, type ReceiptRow } from '../store/receipts.js';
 import { requireScope, tenantOf } from './auth.js';
 import type { AppEnv, ServiceDeps } from './types.js';
+import { parseQuery } from './validate.js';
 
 export const RECEIPTS_DEFAULT_LIMIT = 100;
 export const RECEIPTS_MAX_LIMIT = 500;
@@ -21,33 +21,6 @@ const ReceiptsQuery = z.strictObject({
   limit: decimal.pipe(z.number().min(1).max(RECEIPTS_MAX_LIMIT)).optional().default(RECEIPTS_DEFAULT_LIMIT),
 });
 
-/** Each query parameter at most once: a repeated one is ambiguous, so it is refused. */
-function singleValuedQuery(c: Context<AppEnv>): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [name, values] of Object.entries(c.req.queries())) {
-    if (values.length !== 1) {
-      throw new BatonError('INVALID_REQUEST', {
-        message: `The query parameter "${name}" is given ${values.length} times; give it once.`,
-        details: { parameter: name },
-      });
-    }
-    out[name] = values[0] as string;
-  }
-  return out;
-}
-
-function parseQuery(c: Context<AppEnv>): z.infer<typeof ReceiptsQuery> {
-  const parsed = ReceiptsQuery.safeParse(singleValuedQuery(c));
-  if (!parsed.success) {
-    throw new BatonError('INVALID_REQUEST', {
-      message: `Invalid query: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'query'} ${i.message}`).join('; ')}.`,
-      suggestion: `Use after=<receipt id> (default 0) and limit=1..${RECEIPTS_MAX_LIMIT} (default ${RECEIPTS_DEFAULT_LIMIT}), nothing else.`,
-      details: { issues: parsed.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message })) },
-    });
-  }
-  return parsed.data;
-}
-
 function receiptView(r: ReceiptRow) {
   return { id: r.id, kind: r.kind, subject: r.subject, kid: r.kid, jws: r.jws, created_at: r.createdAt.toISOString() };
 }
@@ -57,7 +30,7 @@ export function receiptRoutes(deps: ServiceDeps): Hono<AppEnv> {
 
   app.get('/v1/receipts', requireScope(deps, 'audit'), async (c) => {
     const tenantId = tenantOf(c.get('auth'));
-    const q = parseQuery(c);
+    const q = parseQuery(c, ReceiptsQuery);
     const page = await listReceipts(deps.store.db, { tenantId, after: q.after, limit: q.limit });
     return c.json({ receipts: page.rows.map(receiptView), next_after: page.nextAfter }, 200);
   });

@@ -1,7 +1,29 @@
 /** zod at the HTTP edge: every problem listed under one stable code. */
+import type { Context } from 'hono';
 import type { z } from 'zod';
+import { BatonError } from '../protocol/errors.js';
 import { parseWith } from '../protocol/records.js';
 
 export function parseRequest<T>(schema: z.ZodType<T>, value: unknown, what: string): T {
   return parseWith(schema, value, what, 'INVALID_REQUEST');
+}
+
+/** Each query parameter at most once: a repeated one is ambiguous, so it is refused. */
+function singleValuedQuery(c: Context): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, values] of Object.entries(c.req.queries())) {
+    if (values.length !== 1) {
+      throw new BatonError('INVALID_REQUEST', {
+        message: `The query parameter "${name}" is given ${values.length} times; give it once.`,
+        details: { parameter: name },
+      });
+    }
+    out[name] = values[0] as string;
+  }
+  return out;
+}
+
+/** Parses the query string with a strict schema (unknown and repeated parameters are refused). */
+export function parseQuery<T>(c: Context, schema: z.ZodType<T>): T {
+  return parseRequest(schema, singleValuedQuery(c), 'query');
 }
