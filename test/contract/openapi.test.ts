@@ -1,0 +1,555 @@
+/**
+ * openapi.yaml is the contract; these tests hold the code to it.
+ *
+ * (a) Routes: every route registered in the Hono app is documented with the
+ *     same method and path, and every documented operation is served.
+ * (b) Responses: a realistic scenario drives the real app on real PostgreSQL
+ *     through every operation's success and failure statuses; every response
+ *     must have a documented status and content type, and a body that
+ *     validates against the documented JSON Schema (2020-12, ajv strict).
+ *     Every documented (operation, status) pair must be observed, except
+ *     500, which no correct request produces. Accepted request bodies must
+ *     validate against the documented request schemas.
+ * (c) Auth: every operation needing a key answers 401 without one, and the
+ *     scopes it accepts are exactly its documented x-baton-scopes.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ERROR_TABLE } from '../../src/protocol/errors.js';
+import { signJws } from '../../src/protocol/jws.js';
+import { encodeBase64url } from '../../src/protocol/base64url.js';
+import { utf8Encode } from '../../src/protocol/jcs.js';
+import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
+import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
+import type { Policy } from '../../src/protocol/policy.js';
+import { createApp } from '../../src/service/app.js';
+import { freshDatabase } from '../setup/db.js';
+import { setupTenant, startTestService, type CallResult, type TestService, type TestTenant } from '../support/service.js';
+import { createSubDelegationUnchecked, SAFE_ARGS, T0 } from '../support/chain.js';
+import { Contract, deref, honoPathToOpenApi, loadSpec, pointer, type Json } from './spec.js';
+
+type App = ReturnType<typeof createApp>;
+
+interface CallOptions {
+  key?: string;
+  json?: unknown;
+  body?: string;
+  headers?: Record<string, string>;
+  /** Another app instance (the one whose database is down). */
+  app?: App;
+}
+
+let svc: TestService;
+let contract: Contract;
+let tenant: TestTenant;
+let other: TestTenant;
+let downApp: App;
+let dropDown: () => Promise<void>;
+const problems: string[] = [];
+
+const TOOL_SERVER = 'mcp://tools.example.com';
+const OVERSIZE = JSON.stringify({ receipt: 'x'.repeat(300 * 1024) });
+const UNKNOWN_HASH = `sha256:${'0'.repeat(64)}`;
+
+async function send(app: App, method: string, path: string, o: CallOptions): Promise<CallResult & { contentType: string | null }> {
+  const headers: Record<string, string> = { ...(o.headers ?? {}) };
+  if (o.key) headers['authorization'] = `Bearer ${o.key}`;
+  let body = o.body;
+  if (o.json !== undefined) {
+    body = JSON.stringify(o.json);
+    headers['content-type'] ??= 'application/json';
+  }
+  if (body !== undefined) headers['content-type'] ??= 'application/json';
+  const res = await app.request(path, { method, headers, ...(body !== undefined ? { body } : {}) });
+  const text = await res.text();
+  const contentType = res.headers.get('content-type');
+  let parsed: unknown = text === '' ? undefined : text;
+  if (contentType?.startsWith('application/json')) parsed = JSON.parse(text);
+  return { status: res.status, body: parsed, headers: res.headers, contentType };
+}
+
+/** One request, checked against the spec; `expected` (when given) is the status it must get. */
+async function api(method: string, path: string, o: CallOptions = {}, expected?: number): Promise<CallResult> {
+  const res = await send(o.app ?? svc.app, method, path, o);
+  const op = contract.operationFor(method, path);
+  if (expected !== undefined) {
+    expect(res.status, `${method} ${path}: ${JSON.stringify(res.body)?.slice(0, 600)}`).toBe(expected);
+  }
+  const found = contract.check(op, res.status, res.contentType, res.body);
+  if (res.status < 300 && o.json !== undefined) found.push(...contract.checkRequest(op, o.headers?.['content-type'], o.json));
+  problems.push(...found);
+  expect(found, found.join('\n')).toEqual([]);
+  return res;
+}
+
+beforeAll(async () => {
+  contract = new Contract(loadSpec());
+  svc = await startTestService();
+  tenant = await setupTenant(svc, 'acme');
+  other = await setupTenant(svc, 'other');
+  // A node whose database is gone: everything that needs it must refuse with 503.
+  const down = await freshDatabase();
+  await down.store.close();
+  downApp = createApp({ ...svc.deps, store: down.store });
+  dropDown = down.drop;
+});
+
+afterAll(async () => {
+  await dropDown?.();
+  await svc?.close();
+});
+
+// ---------------------------------------------------------------- the spec itself
+
+describe('openapi.yaml is a well-formed contract', () => {
+  it('every component schema compiles in ajv strict mode (JSON Schema 2020-12)', () => {
+    expect(contract.spec.openapi).toMatch(/^3\.1\./);
+    contract.compileAllComponents();
+  });
+
+  it('every reference resolves; operationIds are unique; tags are declared', () => {
+    const refs: string[] = [];
+    const walk = (v: Json) => {
+      if (Array.isArray(v)) v.forEach(walk);
+      else if (v && typeof v === 'object') for (const [k, x] of Object.entries(v)) k === '$ref' && typeof x === 'string' ? refs.push(x) : walk(x);
+    };
+    walk(contract.spec);
+    for (const ref of refs) expect(() => pointer(contract.spec, ref), ref).not.toThrow();
+    const ids = contract.operations.map((o) => o.id);
+    expect(ids.every((id) => typeof id === 'string')).toBe(true);
+    expect(new Set(ids).size).toBe(ids.length);
+    const tags = new Set(contract.spec.tags.map((t: { name: string }) => t.name));
+    for (const o of contract.operations) {
+      expect(o.op.tags?.length, o.id).toBeGreaterThan(0);
+      for (const t of o.op.tags) expect(tags.has(t), `${o.id}: tag ${t}`).toBe(true);
+    }
+  });
+
+  it('the ErrorCode enum is exactly the codes of ERROR_TABLE', () => {
+    expect(contract.spec.components.schemas.ErrorCode.enum).toEqual(Object.keys(ERROR_TABLE));
+  });
+
+  it('path parameters match the path templates; every operation states its scopes and its 500', () => {
+    for (const o of contract.operations) {
+      const inPath = [...o.path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]);
+      const declared = (o.op.parameters ?? []).map((p: Json) => deref(contract.spec, p)).filter((p: Json) => p.in === 'path');
+      expect(declared.map((p: Json) => p.name).sort(), o.id).toEqual([...inPath].sort());
+      for (const p of declared) expect(p.required, `${o.id} ${p.name}`).toBe(true);
+      expect(Array.isArray(o.op['x-baton-scopes']), `${o.id}: x-baton-scopes`).toBe(true);
+      expect(Array.isArray(o.op.security), `${o.id}: security`).toBe(true);
+      expect(o.op.responses['500'], `${o.id}: 500`).toBeDefined();
+      const needsKey = o.op.security.length > 0 && !o.op.security.some((s: Json) => Object.keys(s).length === 0);
+      if (needsKey) expect(o.op.responses['401'], `${o.id}: 401`).toBeDefined();
+      if (o.op.requestBody) expect(o.op.responses['413'], `${o.id}: 413`).toBeDefined();
+    }
+  });
+});
+
+// ---------------------------------------------------------------- (a) routes
+
+describe('(a) the routes the app serves are exactly the documented operations', () => {
+  it('app.routes and openapi.yaml agree on every method and path', () => {
+    const served = new Set<string>();
+    for (const r of svc.app.routes) {
+      if (r.method === 'ALL') {
+        // Only the global middleware (request id, access log) may match every method.
+        expect(r.path, 'an app.all()/app.use() route other than the global middleware').toBe('/*');
+        continue;
+      }
+      served.add(`${r.method.toLowerCase()} ${honoPathToOpenApi(r.path)}`);
+    }
+    const documented = new Set(contract.operations.map((o) => `${o.method} ${o.path}`));
+    const undocumented = [...served].filter((r) => !documented.has(r)).sort();
+    const unserved = [...documented].filter((r) => !served.has(r)).sort();
+    expect(undocumented, 'served but not in openapi.yaml').toEqual([]);
+    expect(unserved, 'in openapi.yaml but not served').toEqual([]);
+    expect(documented.size).toBeGreaterThan(20);
+  });
+});
+
+// ---------------------------------------------------------------- (b) responses
+
+describe('(b) operations: docs, keys and health', () => {
+  it('serves the spec and its page, the keys, health, readiness and metrics', async () => {
+    await api('GET', '/healthz', {}, 200);
+    await api('GET', '/readyz', {}, 200);
+    await api('GET', '/readyz', { app: downApp }, 503);
+    const metrics = await api('GET', '/metrics', {}, 200);
+    expect(String(metrics.body)).toContain('baton_http_requests_total');
+    await api('GET', '/docs', {}, 200);
+    await api('GET', '/openapi.yaml', {}, 200);
+    const json = await api('GET', '/openapi.json', {}, 200);
+    expect(json.body).toEqual(contract.spec);
+    await api('GET', '/v1/keys', {}, 200);
+    await api('GET', '/.well-known/jwks.json', {}, 200);
+    await api('GET', '/v1/keys', { app: downApp }, 503);
+    await api('GET', '/.well-known/jwks.json', { app: downApp }, 503);
+  });
+});
+
+describe('(b) admin', () => {
+  it('tenants', async () => {
+    const admin = { key: svc.adminKey };
+    await api('POST', '/v1/admin/tenants', { ...admin, json: { name: 'contract' } }, 201);
+    await api('POST', '/v1/admin/tenants', { ...admin, json: { name: '   ' } }, 400);
+    await api('POST', '/v1/admin/tenants', { json: { name: 'x' } }, 401);
+    await api('POST', '/v1/admin/tenants', { key: tenant.keys.audit, json: { name: 'x' } }, 403);
+    await api('POST', '/v1/admin/tenants', { ...admin, body: OVERSIZE }, 413);
+    await api('POST', '/v1/admin/tenants', { ...admin, json: { name: 'x' }, app: downApp }, 503);
+    await api('GET', '/v1/admin/tenants', admin, 200);
+    await api('GET', '/v1/admin/tenants', {}, 401);
+    await api('GET', '/v1/admin/tenants', { key: tenant.keys.issue }, 403);
+    await api('GET', '/v1/admin/tenants', { ...admin, app: downApp }, 503);
+  });
+
+  it('trusted roots', async () => {
+    const admin = { key: svc.adminKey };
+    const roots = `/v1/admin/tenants/${tenant.id}/roots`;
+    const extra = generateKeyPair();
+    await api('POST', roots, { ...admin, json: { did: extra.did, label: 'extra' } }, 201);
+    await api('POST', roots, { ...admin, json: { did: extra.did, label: 'extra' } }, 200);
+    await api('POST', roots, { ...admin, json: { did: 'did:key:z6MkNotAKey' } }, 400);
+    await api('POST', roots, { ...admin, json: { did: extra.did, surprise: true } }, 400);
+    await api('POST', '/v1/admin/tenants/ten_nobody/roots', { ...admin, json: { did: generateKeyPair().did } }, 404);
+    await api('POST', `/v1/admin/tenants/${other.id}/roots`, { ...admin, json: { did: tenant.root.did } }, 409);
+    await api('POST', roots, { json: { did: extra.did } }, 401);
+    await api('POST', roots, { key: tenant.keys.issue, json: { did: extra.did } }, 403);
+    await api('POST', `/v1/admin/tenants/${other.id}/roots`, { key: tenant.keys.issue, json: { did: extra.did } }, 404);
+    await api('POST', roots, { ...admin, body: OVERSIZE }, 413);
+    await api('POST', roots, { ...admin, json: { did: generateKeyPair().did }, app: downApp }, 503);
+
+    await api('GET', roots, admin, 200);
+    await api('GET', '/v1/admin/tenants/ten_nobody/roots', admin, 404);
+    await api('GET', roots, {}, 401);
+    await api('GET', roots, { key: tenant.keys.audit }, 403);
+    await api('GET', roots, { ...admin, app: downApp }, 503);
+
+    await api('DELETE', `${roots}/${extra.did}`, admin, 204);
+    await api('DELETE', `${roots}/${extra.did}`, admin, 404);
+    await api('DELETE', `${roots}/${extra.did}`, {}, 401);
+    await api('DELETE', `${roots}/${extra.did}`, { key: tenant.keys.audit }, 403);
+    await api('DELETE', `${roots}/${extra.did}`, { ...admin, app: downApp }, 503);
+  });
+
+  it('API keys', async () => {
+    const admin = { key: svc.adminKey };
+    const keys = `/v1/admin/tenants/${tenant.id}/api-keys`;
+    const created = await api('POST', keys, { ...admin, json: { scopes: ['verify'], name: 'bound', tool_server: 'mcp://contract' } }, 201);
+    await api('POST', keys, { ...admin, json: { scopes: [] } }, 400);
+    await api('POST', keys, { ...admin, json: { scopes: ['report'], tool_server: 'mcp://x' } }, 400);
+    await api('POST', '/v1/admin/tenants/ten_nobody/api-keys', { ...admin, json: { scopes: ['audit'] } }, 404);
+    await api('POST', keys, { json: { scopes: ['audit'] } }, 401);
+    await api('POST', keys, { key: tenant.keys.audit, json: { scopes: ['audit'] } }, 403);
+    await api('POST', keys, { ...admin, body: OVERSIZE }, 413);
+    await api('POST', keys, { ...admin, json: { scopes: ['audit'] }, app: downApp }, 503);
+
+    await api('GET', keys, admin, 200);
+    await api('GET', '/v1/admin/tenants/ten_nobody/api-keys', admin, 404);
+    await api('GET', keys, {}, 401);
+    await api('GET', keys, { key: tenant.keys.verify }, 403);
+    await api('GET', keys, { ...admin, app: downApp }, 503);
+
+    const id = (created.body as { id: string }).id;
+    await api('DELETE', `/v1/admin/api-keys/${id}`, admin, 204);
+    await api('DELETE', '/v1/admin/api-keys/key_nothing', admin, 404);
+    await api('DELETE', `/v1/admin/api-keys/${id}`, {}, 401);
+    await api('DELETE', `/v1/admin/api-keys/${id}`, { key: tenant.keys.audit }, 403);
+    await api('DELETE', `/v1/admin/api-keys/${id}`, { ...admin, app: downApp }, 503);
+    // The revoked key lists with revoked_at set.
+    const listed = await api('GET', keys, admin, 200);
+    expect((listed.body as { api_keys: { id: string; revoked_at: string | null }[] }).api_keys.find((k) => k.id === id)?.revoked_at).not.toBeNull();
+  });
+});
+
+// A chain R -> A (root) -> B (mid) -> C (leaf), a tight sibling leaf D under
+// mid, and further branches for revocation.
+const A = generateKeyPair(), B = generateKeyPair(), C = generateKeyPair(), D = generateKeyPair();
+const rootPolicy: Policy = { allowed_tools: ['web_search', 'file_read'], max_cost_usd: 5, max_calls: 100, max_spend_usd: 50, max_depth: 4 };
+const midPolicy: Policy = { allowed_tools: ['web_search', 'file_read'], max_cost_usd: 2, max_calls: 50, max_spend_usd: 20, max_depth: 3 };
+const leafPolicy: Policy = { allowed_tools: ['web_search'], max_cost_usd: 1, max_calls: 20, max_spend_usd: 10, max_depth: 0 };
+const tightPolicy: Policy = { allowed_tools: ['web_search'], max_cost_usd: 1, max_calls: 2, max_spend_usd: 1, max_depth: 0 };
+let root: SignedDelegation, mid: SignedDelegation, leaf: SignedDelegation, tight: SignedDelegation;
+let seq = 0;
+
+function invocation(chain: SignedDelegation[], invoker: KeyPair, args: Record<string, unknown> = SAFE_ARGS, jti = `inv:contract-${++seq}`) {
+  return createInvocation({ chain, invoker, args, toolServer: TOOL_SERVER, iat: T0, jti });
+}
+
+describe('(b) delegations', () => {
+  beforeAll(() => {
+    root = createRootDelegation({ issuer: tenant.root, audience: A.did, policy: rootPolicy, iat: T0, nbf: T0 - 100, exp: T0 + 7200 });
+    mid = createSubDelegation({ parent: root, issuer: A, audience: B.did, policy: midPolicy, iat: T0 });
+    leaf = createSubDelegation({ parent: mid, issuer: B, audience: C.did, policy: leafPolicy, iat: T0 });
+    tight = createSubDelegation({ parent: mid, issuer: B, audience: D.did, policy: tightPolicy, iat: T0 });
+  });
+
+  it('POST /v1/delegations', async () => {
+    await api('POST', '/v1/delegations', { json: { receipts: [root.jws, mid.jws] } }, 201);
+    await api('POST', '/v1/delegations', { json: { receipts: [root.jws, mid.jws] } }, 200);
+    await api('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipt: leaf.jws } }, 201);
+    await api('POST', '/v1/delegations', { json: { receipt: tight.jws } }, 201);
+    await api('POST', '/v1/delegations', { json: { receipt: 'not.a.jws' } }, 400);
+    await api('POST', '/v1/delegations', { json: { receipts: [] } }, 400);
+    await api('POST', '/v1/delegations', { key: `bt_${'x'.repeat(43)}`, json: { receipt: root.jws } }, 401);
+    await api('POST', '/v1/delegations', { key: tenant.keys.audit, json: { receipt: root.jws } }, 403);
+    const sameJti = createRootDelegation({ issuer: tenant.root, audience: B.did, policy: rootPolicy, iat: T0, jti: root.payload.jti });
+    await api('POST', '/v1/delegations', { json: { receipt: sameJti.jws } }, 409);
+    const escalating = createSubDelegationUnchecked(root, { issuer: A, audience: B.did, policy: { allowed_tools: ['web_search', 'delete_db'], max_cost_usd: 50 } });
+    const refused = await api('POST', '/v1/delegations', { json: { receipt: escalating.jws } }, 422);
+    expect(refused.body.error.details.violations.length).toBeGreaterThan(1);
+    await api('POST', '/v1/delegations', { body: OVERSIZE }, 413);
+    await api('POST', '/v1/delegations', { json: { receipt: root.jws }, app: downApp }, 503);
+  });
+
+  it('POST /v1/delegations/issue', async () => {
+    const path = '/v1/delegations/issue';
+    const key = tenant.keys.issue;
+    await api('POST', path, { key, json: { audience: A.did, policy: { allowed_tools: ['web_search'], max_calls: 3 } } }, 201);
+    await api('POST', path, { key, json: { audience: A.did, policy: {}, exp: null, root_type: 'human', consent: { method: 'click', timestamp: '2027-01-15T08:00:00Z' } } }, 201);
+    await api('POST', path, { key, json: { audience: 'bob', policy: { surprise: 1 } } }, 400);
+    await api('POST', path, { json: { audience: A.did, policy: {} } }, 401);
+    await api('POST', path, { key: tenant.keys.audit, json: { audience: A.did, policy: {} } }, 403);
+    await api('POST', path, { key, json: { audience: A.did, policy: {}, jti: root.payload.jti } }, 409);
+    await api('POST', path, { key, json: { audience: A.did, policy: {}, nbf: T0 - 7200, exp: T0 - 3600 } }, 422);
+    await api('POST', path, { key, body: OVERSIZE }, 413);
+    await api('POST', path, { key, json: { audience: A.did, policy: {} }, app: downApp }, 503);
+  });
+
+  it('GET /v1/delegations/{hash}, /chain and /tree', async () => {
+    for (const suffix of ['', '/chain', '/tree']) {
+      await api('GET', `/v1/delegations/${leaf.hash}${suffix}`, { key: tenant.keys.audit }, 200);
+      await api('GET', `/v1/delegations/${root.hash}${suffix}`, { key: tenant.keys.verify }, 200);
+      await api('GET', `/v1/delegations/sha256:zz${suffix}`, { key: tenant.keys.audit }, 400);
+      await api('GET', `/v1/delegations/${leaf.hash}${suffix}`, {}, 401);
+      await api('GET', `/v1/delegations/${leaf.hash}${suffix}`, { key: svc.adminKey }, 403);
+      await api('GET', `/v1/delegations/${leaf.hash}${suffix}`, { key: other.keys.audit }, 404);
+      await api('GET', `/v1/delegations/${leaf.hash}${suffix}`, { key: tenant.keys.audit, app: downApp }, 503);
+    }
+  });
+});
+
+let allowedJti: string;
+let unavailableJti: string;
+let deniedJti: string;
+
+describe('(b) verify', () => {
+  it('POST /v1/verify: allow (by value, by reference, dry run), deny, and refusals', async () => {
+    const key = tenant.keys.verify;
+    const first = invocation([root, mid, leaf], C);
+    await api('POST', '/v1/verify', { key, json: makeBundle(first, [root, mid, leaf]) }, 200);
+    allowedJti = first.payload.jti;
+    const second = invocation([root, mid, leaf], C);
+    await api('POST', '/v1/verify', { key, json: makeBundle(second, [root, mid, leaf], 'reference') }, 200);
+    unavailableJti = second.payload.jti;
+    await api('POST', '/v1/verify', { key, json: { ...makeBundle(invocation([root, mid, leaf], C), [root, mid, leaf], 'reference'), dry_run: true, body: SAFE_ARGS } }, 200);
+    // Through the tight leaf: NEAR_LIMIT warnings, then exhaustion.
+    for (let i = 0; i < 2; i++) await api('POST', '/v1/verify', { key, json: makeBundle(invocation([root, mid, tight], D), [root, mid, tight], 'reference') }, 200);
+    const exhausted = await api('POST', '/v1/verify', { key, json: makeBundle(invocation([root, mid, tight], D), [root, mid, tight], 'reference') }, 403);
+    expect(exhausted.body.error.block).toBe('G');
+    // A deny with every violation, recorded for auditors.
+    const bad = invocation([root, mid, leaf], C, { tool: 'delete_db', estimated_cost_usd: 9, pii_access: false, write_access: false });
+    deniedJti = bad.payload.jti;
+    const denied = await api('POST', '/v1/verify', { key, json: makeBundle(bad, [root, mid, leaf], 'reference') }, 403);
+    expect(denied.body.valid).toBe(false);
+    // Replay of an allowed invocation.
+    await api('POST', '/v1/verify', { key, json: makeBundle(first, [root, mid, leaf], 'reference') }, 403);
+    // A malformed bundle is a block-A deny, not a 400.
+    await api('POST', '/v1/verify', { key, json: { bundle_version: '4.0', invocation: 'garbage', receipts: [] } }, 403);
+    await api('POST', '/v1/verify', { key: tenant.keys.audit, json: makeBundle(first, [root, mid, leaf]) }, 403);
+    await api('POST', '/v1/verify', { key, body: '{"invocation":' }, 400);
+    await api('POST', '/v1/verify', { key, json: { dry_run: 'yes' } }, 400);
+    await api('POST', '/v1/verify', { json: makeBundle(first, [root, mid, leaf]) }, 401);
+    // An embedded, unstored root reusing a stored root's jti cannot be stored.
+    const clash = createRootDelegation({ issuer: tenant.root, audience: A.did, policy: rootPolicy, iat: T0 + 1, nbf: T0 - 100, exp: T0 + 7200, jti: root.payload.jti });
+    await api('POST', '/v1/verify', { key, json: makeBundle(invocation([clash], A), [clash]) }, 409);
+    await api('POST', '/v1/verify', { key, body: OVERSIZE }, 413);
+    await api('POST', '/v1/verify', { key, json: makeBundle(first, [root, mid, leaf]), app: downApp }, 503);
+  });
+
+  it('POST /verify: the DRS transport (X-DRS-Bundle) and the same refusals', async () => {
+    const key = tenant.keys.verify;
+    const inv = invocation([root, mid, leaf], C);
+    const header = encodeBase64url(utf8Encode(JSON.stringify(makeBundle(inv, [root, mid, leaf]))));
+    const ok = await api('POST', '/verify', { key, json: { body: SAFE_ARGS }, headers: { 'x-drs-bundle': header } }, 200);
+    expect(ok.body.binding).toBe('match');
+    await api('POST', '/verify', { key, json: { body: SAFE_ARGS }, headers: { 'x-drs-bundle': header } }, 403);
+    await api('POST', '/verify', { key, json: {}, headers: { 'x-drs-bundle': '%%%' } }, 400);
+    await api('POST', '/verify', { json: {}, headers: { 'x-drs-bundle': header } }, 401);
+    const clash = createRootDelegation({ issuer: tenant.root, audience: A.did, policy: rootPolicy, iat: T0 + 2, nbf: T0 - 100, exp: T0 + 7200, jti: mid.payload.jti });
+    await api('POST', '/verify', { key, json: makeBundle(invocation([clash], A), [clash]) }, 409);
+    await api('POST', '/verify', { key, body: OVERSIZE }, 413);
+    await api('POST', '/verify', { key, json: {}, headers: { 'x-drs-bundle': header }, app: downApp }, 503);
+  });
+});
+
+describe('(b) invocations and actuals', () => {
+  it('POST /v1/invocations/{jti}/actuals', async () => {
+    const key = tenant.keys.report;
+    const path = `/v1/invocations/${allowedJti}/actuals`;
+    const actual = { source: 'api-usage', cost_usd: 0.4, tokens_in: 120, tokens_out: 80 };
+    await api('POST', path, { key, json: actual }, 201);
+    await api('POST', path, { key, json: actual }, 200);
+    const conflict = await api('POST', path, { key, json: { ...actual, cost_usd: 0.41 } }, 409);
+    expect(conflict.body.error.details.stored).toBeDefined();
+    await api('POST', `/v1/invocations/${unavailableJti}/actuals`, { key, json: { source: 'unavailable', unavailable_reason: 'meter offline' } }, 201);
+    await api('POST', path, { key, json: { cost_usd: 0.4 } }, 400);
+    await api('POST', path, { json: actual }, 401);
+    await api('POST', path, { key: tenant.keys.audit, json: actual }, 403);
+    await api('POST', '/v1/invocations/inv:never-verified/actuals', { key, json: actual }, 404);
+    await api('POST', path, { key, body: OVERSIZE }, 413);
+    await api('POST', path, { key, json: actual, app: downApp }, 503);
+  });
+
+  it('GET /v1/invocations/{jti}', async () => {
+    const key = tenant.keys.audit;
+    const allowed = await api('GET', `/v1/invocations/${allowedJti}`, { key }, 200);
+    expect(allowed.body).toMatchObject({ decision: 'allowed', denials: [{ code: 'REPLAY_DETECTED' }] });
+    expect(allowed.body.actual).not.toBeNull();
+    const denied = await api('GET', `/v1/invocations/${deniedJti}`, { key }, 200);
+    expect(denied.body.decision).toBe('denied');
+    await api('GET', `/v1/invocations/${'x'.repeat(161)}`, { key }, 400);
+    await api('GET', `/v1/invocations/${allowedJti}`, {}, 401);
+    await api('GET', `/v1/invocations/${allowedJti}`, { key: svc.adminKey }, 403);
+    await api('GET', `/v1/invocations/${allowedJti}`, { key: other.keys.audit }, 404);
+    await api('GET', `/v1/invocations/${allowedJti}`, { key, app: downApp }, 503);
+  });
+
+  it('GET /v1/delegations/{hash}/invocations', async () => {
+    const key = tenant.keys.audit;
+    const base = `/v1/delegations/${root.hash}/invocations`;
+    const page = await api('GET', `${base}?limit=2`, { key }, 200);
+    expect(page.body.next_cursor).toEqual(expect.any(String));
+    await api('GET', `${base}?limit=2&cursor=${encodeURIComponent(page.body.next_cursor)}`, { key }, 200);
+    await api('GET', `${base}?limit=0`, { key }, 400);
+    await api('GET', `${base}?page=2`, { key }, 400);
+    await api('GET', base, {}, 401);
+    await api('GET', base, { key: svc.adminKey }, 403);
+    await api('GET', `/v1/delegations/${UNKNOWN_HASH}/invocations`, { key }, 404);
+    await api('GET', base, { key, app: downApp }, 503);
+  });
+
+  it('usage on GET /v1/delegations/{hash} reflects the actuals', async () => {
+    const r = await api('GET', `/v1/delegations/${leaf.hash}`, { key: tenant.keys.audit }, 200);
+    expect(r.body.usage.metered_usd).toBe(0.4);
+  });
+});
+
+describe('(b) receipts', () => {
+  it('GET /v1/receipts', async () => {
+    const key = tenant.keys.audit;
+    const page = await api('GET', '/v1/receipts?limit=3', { key }, 200);
+    expect(page.body.next_after).toEqual(expect.any(Number));
+    await api('GET', `/v1/receipts?after=${page.body.next_after}&limit=500`, { key }, 200);
+    await api('GET', '/v1/receipts?limit=0', { key }, 400);
+    await api('GET', '/v1/receipts', {}, 401);
+    await api('GET', '/v1/receipts', { key: tenant.keys.verify }, 403);
+    await api('GET', '/v1/receipts', { key, app: downApp }, 503);
+  });
+});
+
+describe('(b) revocation', () => {
+  it('POST /v1/delegations/{hash}/revoke: with a key, with a signature, as admin, and refusals', async () => {
+    const key = tenant.keys.issue;
+    const E = generateKeyPair(), F = generateKeyPair(), G = generateKeyPair();
+    const byAdmin = createSubDelegation({ parent: mid, issuer: B, audience: E.did, policy: leafPolicy, iat: T0 });
+    const bySignature = createSubDelegation({ parent: mid, issuer: B, audience: F.did, policy: leafPolicy, iat: T0 });
+    const unrevoked = createSubDelegation({ parent: mid, issuer: B, audience: G.did, policy: leafPolicy, iat: T0 });
+    await api('POST', '/v1/delegations', { json: { receipts: [byAdmin.jws] } }, 201);
+    await api('POST', '/v1/delegations', { json: { receipts: [bySignature.jws] } }, 201);
+    await api('POST', '/v1/delegations', { json: { receipts: [unrevoked.jws] } }, 201);
+
+    const revoke = (hash: string) => `/v1/delegations/${hash}/revoke`;
+    const confirm = { confirm: true, reason: 'contract test' };
+    await api('POST', revoke(tight.hash), { key, json: confirm }, 200);
+    const again = await api('POST', revoke(tight.hash), { key, json: confirm }, 200);
+    expect(again.body.already_revoked).toBe(true);
+    const asAdmin = await api('POST', revoke(byAdmin.hash), { key: svc.adminKey, json: confirm }, 200);
+    expect(asAdmin.body.tenants).toHaveLength(1);
+    const revocation = (signer: KeyPair, target: string) =>
+      signJws({ iss: signer.did, drs_v: '4.0', drs_type: 'revocation', target, iat: T0, jti: `rev:contract-${++seq}`, reason: 'signed' }, signer.seed);
+    await api('POST', revoke(bySignature.hash), { json: { revocation: revocation(B, bySignature.hash) } }, 200);
+
+    await api('POST', revoke(unrevoked.hash), { key, json: { confirm: false, reason: 'x' } }, 400);
+    await api('POST', revoke(unrevoked.hash), { json: { revocation: 'not.a.jws' } }, 400);
+    await api('POST', revoke(unrevoked.hash), { json: { revocation: revocation(B, leaf.hash) } }, 400);
+    await api('POST', revoke('sha256:zz'), { key, json: confirm }, 400);
+    await api('POST', revoke(unrevoked.hash), { json: confirm }, 401);
+    await api('POST', revoke(unrevoked.hash), { key: `bt_${'y'.repeat(43)}`, json: confirm }, 401);
+    await api('POST', revoke(unrevoked.hash), { key: tenant.keys.audit, json: confirm }, 403);
+    // The holder of a grant cannot revoke the grant it received.
+    await api('POST', revoke(unrevoked.hash), { json: { revocation: revocation(G, unrevoked.hash) } }, 403);
+    await api('POST', revoke(UNKNOWN_HASH), { key, json: confirm }, 404);
+    await api('POST', revoke(UNKNOWN_HASH), { json: { revocation: revocation(A, UNKNOWN_HASH) } }, 404);
+    await api('POST', revoke(unrevoked.hash), { key, body: OVERSIZE }, 413);
+    await api('POST', revoke(unrevoked.hash), { key, json: confirm, app: downApp }, 503);
+
+    // The effect, through the documented reads.
+    const denied = await api('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(invocation([root, mid, tight], D), [root, mid, tight], 'reference') }, 403);
+    expect(denied.body.error.code).toBe('RECEIPT_REVOKED');
+    const view = await api('GET', `/v1/delegations/${tight.hash}`, { key: tenant.keys.audit }, 200);
+    expect(view.body).toMatchObject({ status: 'revoked', revoked_by: tight.hash, revoked_reason: 'contract test' });
+    await api('GET', `/v1/delegations/${root.hash}/tree`, { key: tenant.keys.audit }, 200);
+    await api('GET', `/v1/delegations/${tight.hash}/chain`, { key: tenant.keys.audit }, 200);
+  });
+});
+
+// ---------------------------------------------------------------- (c) auth
+
+function concretePath(template: string): string {
+  const values: Record<string, string> = { hash: UNKNOWN_HASH, jti: 'inv:contract-none', tenant: '', did: 'did:key:z6MkContractNone', id: 'key_contract_none' };
+  return template.replace(/\{([^}]+)\}/g, (_m, name: string) => {
+    if (name === 'tenant') return tenant.id;
+    const v = values[name];
+    if (v === undefined) throw new Error(`no test value for path parameter ${name}`);
+    return encodeURIComponent(v).replace(/%3A/g, ':');
+  });
+}
+
+describe('(c) authentication and scopes match the spec', () => {
+  it('every operation that requires a key answers 401 without one', async () => {
+    for (const o of contract.operations) {
+      const required = o.op.security.length > 0 && !o.op.security.some((s: Json) => Object.keys(s).length === 0);
+      if (!required) continue;
+      const res = await api(o.method.toUpperCase(), concretePath(o.path), o.op.requestBody ? { json: {} } : {});
+      expect(res.status, `${o.id} without a key`).toBe(401);
+      expect(res.body.error.code).toBe('UNAUTHORIZED');
+    }
+  });
+
+  it('each operation accepts exactly the scopes in its x-baton-scopes', async () => {
+    const keys: [string, string][] = [
+      ['issue', tenant.keys.issue],
+      ['verify', tenant.keys.verify],
+      ['report', tenant.keys.report],
+      ['audit', tenant.keys.audit],
+      ['admin', svc.adminKey],
+    ];
+    for (const o of contract.operations) {
+      const scopes: string[] = o.op['x-baton-scopes'];
+      if (scopes.length === 0) continue;
+      for (const [scope, key] of keys) {
+        const res = await api(o.method.toUpperCase(), concretePath(o.path), { key, ...(o.op.requestBody ? { json: {} } : {}) });
+        const forbidden = res.status === 403 && res.body?.error?.code === 'FORBIDDEN';
+        expect(forbidden, `${o.id} with a${scope === 'admin' ? 'n' : ''} ${scope} key: ${res.status} ${JSON.stringify(res.body).slice(0, 300)}`).toBe(!scopes.includes(scope));
+        const required = res.body?.error?.details?.required_scopes as string[] | undefined;
+        if (forbidden && required) expect([...required].sort(), `${o.id}: required_scopes`).toEqual([...scopes].sort());
+      }
+    }
+  });
+});
+
+// ---------------------------------------------------------------- coverage
+
+describe('coverage', () => {
+  it('every documented (operation, status) was observed and validated, except 500', () => {
+    expect(problems).toEqual([]);
+    const missing: string[] = [];
+    for (const o of contract.operations) {
+      for (const status of contract.documentedStatuses(o)) {
+        if (status === '500') continue;
+        if (!contract.observed.has(`${o.id} ${status}`)) missing.push(`${o.method.toUpperCase()} ${o.path} ${status}`);
+      }
+    }
+    expect(missing, 'documented but never observed').toEqual([]);
+  });
+});
+
