@@ -118,14 +118,30 @@ export const BundleSchema = z.strictObject({
 
 export type Bundle = z.infer<typeof BundleSchema>;
 
-/** Turns zod issues into the one error type, naming every offending field. */
+/** At most this many field problems are listed in details.issues. */
+const MAX_REPORTED_ISSUES = 50;
+
+/**
+ * Turns zod issues into the one error type, naming every offending field
+ * (each unknown key on its own) so a caller can fix everything at once.
+ */
 export function parseWith<T>(schema: z.ZodType<T>, value: unknown, what: string, code: 'INVALID_FIELD' | 'INVALID_REQUEST' = 'INVALID_FIELD'): T {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
-  const issues = result.error.issues.map((i) => ({ field: i.path.join('.') || '(root)', problem: i.message }));
-  const first = issues[0];
+  const whole = code === 'INVALID_FIELD' ? '(root)' : what === 'query' ? '(query)' : '(body)';
+  const issues: { field: string; message: string }[] = [];
+  for (const issue of result.error.issues) {
+    const base = issue.path.map(String).join('.');
+    if (issue.code === 'unrecognized_keys') {
+      for (const key of issue.keys) issues.push({ field: base ? `${base}.${key}` : key, message: 'is not a field Baton accepts here' });
+    } else {
+      issues.push({ field: base || whole, message: issue.message });
+    }
+  }
+  const first = issues[0] ?? { field: whole, message: 'is not valid' };
+  const more = issues.length > 1 ? ` (${issues.length - 1} more in details.issues)` : '';
   throw new BatonError(code, {
-    message: `The ${what} is not valid: ${first ? `${first.field} ${first.problem}` : 'unknown problem'}.`,
-    details: { what, issues },
+    message: `The ${what} is not valid: ${first.field} ${first.message}${more}.`,
+    details: { what, issues: issues.slice(0, MAX_REPORTED_ISSUES) },
   });
 }

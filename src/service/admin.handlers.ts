@@ -4,6 +4,7 @@
  * are thrown as BatonError and mapped to HTTP in http.ts.
  */
 import { z } from 'zod';
+import { parseRequest } from './validate.js';
 import { publicKeyFromDidKey } from '../protocol/did-key.js';
 import { BatonError, isBatonError } from '../protocol/errors.js';
 import { createTenantApiKey, listTenantApiKeys, revokeApiKey, type ApiKeyInfo } from '../store/api-keys.js';
@@ -62,33 +63,9 @@ export const CreateApiKeyBody = z
     }
   });
 
-export interface FieldProblem {
-  /** Dotted path into the body ("scopes.0"), or "(body)" for the body as a whole. */
-  readonly field: string;
-  readonly message: string;
-}
-
-const MAX_REPORTED_ISSUES = 50;
-
-/** Parses with `schema` or throws 400 INVALID_REQUEST listing every field problem in details.issues. */
+/** Parses a request body with `schema`: 400 INVALID_REQUEST listing every field problem. */
 export function parseBody<S extends z.ZodType>(schema: S, raw: unknown): z.output<S> {
-  const result = schema.safeParse(raw);
-  if (result.success) return result.data;
-  const issues: FieldProblem[] = [];
-  for (const issue of result.error.issues) {
-    const base = issue.path.map(String).join('.');
-    if (issue.code === 'unrecognized_keys') {
-      for (const key of issue.keys) issues.push({ field: base ? `${base}.${key}` : key, message: 'Unknown field: this route does not accept it.' });
-    } else {
-      issues.push({ field: base || '(body)', message: base ? issue.message : 'The body must be a JSON object.' });
-    }
-  }
-  const first = issues[0] ?? { field: '(body)', message: 'The body is not valid.' };
-  const more = issues.length > 1 ? ` (${issues.length - 1} more problem${issues.length > 2 ? 's' : ''} in details.issues)` : '';
-  throw new BatonError('INVALID_REQUEST', {
-    message: `The request body is not valid: ${first.field}: ${first.message}${more}`,
-    details: { issues: issues.slice(0, MAX_REPORTED_ISSUES) },
-  });
+  return parseRequest(schema, raw, 'request body') as z.output<S>;
 }
 
 // ---------------------------------------------------------------- responses

@@ -24,6 +24,13 @@ export async function readJsonBody(c: Context, maxBytes: number): Promise<unknow
   return parseStrictJson(text);
 }
 
+/** Whether the request carries any body bytes (without consuming them for readJsonBody). */
+export async function hasBody(c: Context): Promise<boolean> {
+  const length = c.req.header('content-length');
+  if (length !== undefined) return Number(length) > 0;
+  return (await c.req.raw.clone().arrayBuffer()).byteLength > 0;
+}
+
 export function parseStrictJson(text: string): unknown {
   checkStructure(text);
   try {

@@ -140,7 +140,8 @@ export async function verifyInvocation(deps: ServiceDeps, auth: AuthContext, ten
   if (!outcome.ok) {
     return refuse(deps, auth, tenantId, deny([runtimeViolation(outcome, decision)], { invocation: decision.invocation, dr_chain: inv.dr_chain }), dryRun);
   }
-  if (!receipt || outcome.receiptId === undefined) return allow(decision, outcome.state, null, true, toCount.estimatedMicros);
+  if (!receipt) return allow(decision, outcome.state, null, true, toCount.estimatedMicros);
+  if (outcome.receiptId === undefined) throw new BatonError('INTERNAL', { message: 'A counted invocation came back without its receipt.' });
   metrics.observeDecision('allow', 'ALLOWED');
   return allow(decision, outcome.state, { id: outcome.receiptId, kid: receipt.kid, jws: receipt.jws }, false, toCount.estimatedMicros);
 }

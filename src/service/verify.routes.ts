@@ -1,7 +1,7 @@
 /** POST /v1/verify and the DRS-compatible POST /verify (a `verify` key). */
 import { Hono } from 'hono';
 import { requireScope, tenantOf } from './auth.js';
-import { readJsonBody } from './body.js';
+import { hasBody, readJsonBody } from './body.js';
 import { bundleFrom, verifyInvocation, VerifyRequestSchema } from './verify.handlers.js';
 import { parseRequest } from './validate.js';
 import type { AppEnv, ServiceDeps } from './types.js';
@@ -11,8 +11,11 @@ export function verifyRoutes(deps: ServiceDeps): Hono<AppEnv> {
   for (const path of ['/v1/verify', '/verify']) {
     r.post(path, requireScope(deps, 'verify'), async (c) => {
       const auth = c.get('auth');
-      const req = parseRequest(VerifyRequestSchema, await readJsonBody(c, deps.config.maxBodyBytes), 'request body');
-      const result = await verifyInvocation(deps, auth, tenantOf(auth), req, bundleFrom(req, c.req.header('x-drs-bundle')));
+      // DRS clients may send the bundle only in X-DRS-Bundle, with no body at all.
+      const drsHeader = c.req.header('x-drs-bundle');
+      const raw = drsHeader !== undefined && !(await hasBody(c)) ? {} : await readJsonBody(c, deps.config.maxBodyBytes);
+      const req = parseRequest(VerifyRequestSchema, raw, 'request body');
+      const result = await verifyInvocation(deps, auth, tenantOf(auth), req, bundleFrom(req, drsHeader));
       return c.json(result.body, result.status);
     });
   }

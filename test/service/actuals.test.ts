@@ -129,7 +129,7 @@ describe('provenance and input rules', () => {
       [{ source: 'api-usage', cost_usd: 0.3, tokens_out: 1.5 }, 'tokens_out'],
       [{ source: 'api-usage', cost_usd: 0.3, tokens_in: 2 ** 53 }, 'tokens_in'],
       [{ source: 'api-usage', cost_usd: 0.3, extra: 1 }, 'extra'],
-      [[], '(root)'],
+      [[], '(body)'],
     ];
     for (const [json, field] of bodies) {
       const r = await report(jti, json);
