@@ -1,11 +1,30 @@
 /** `baton` command: dispatches to one module per subcommand. */
-import { runVerify } from './verify.js';
+import { BatonError } from '../protocol/errors.js';
+import { BatonApiError } from '../sdk/client.js';
+import { runChain } from './chain.js';
+import { DEFAULT_SERVER, errorJson, exitCodeFor, explainRefusal } from './common.js';
+import { runDelegate } from './delegate.js';
+import { runInvoke } from './invoke.js';
 import { EXIT_USAGE, processIo, UsageError, type CliIo } from './io.js';
+import { runKeygen } from './keygen.js';
+import { runReport } from './report.js';
+import { runRevoke } from './revoke.js';
+import { runServe } from './serve.js';
+import { runSubmit } from './submit.js';
+import { runVerify } from './verify.js';
 
 type Command = (argv: string[], io: CliIo) => Promise<number>;
 
 const COMMANDS: Record<string, { run: Command; summary: string }> = {
+  keygen: { run: runKeygen, summary: 'make a key pair (did:key) and write it to a 0600 key file' },
+  delegate: { run: runDelegate, summary: 'sign a root or sub-delegation (narrowing checked before signing)' },
+  submit: { run: runSubmit, summary: 'store signed delegation records in the service' },
+  invoke: { run: runInvoke, summary: 'sign an invocation under a chain into a DRS bundle' },
   verify: { run: runVerify, summary: 'verify a DRS bundle offline (exit 0 allowed, 1 denied, 2 unusable input)' },
+  report: { run: runReport, summary: 'record the metered cost of an allowed invocation' },
+  revoke: { run: runRevoke, summary: 'revoke a delegation and everything under it' },
+  chain: { run: runChain, summary: 'print a delegation as a tree: policies, status, calls, spend' },
+  serve: { run: runServe, summary: 'run the Baton service' },
 };
 
 export const MAIN_HELP = () => `Usage: baton <command> [options]
@@ -16,6 +35,25 @@ Commands:
 ${Object.entries(COMMANDS)
   .map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`)
   .join('\n')}
+
+A first chain:
+  baton keygen --out operator.json        # the root key; the admin trusts its DID for the tenant
+                                          # (POST /v1/admin/tenants/{id}/roots, or BatonClient.admin.addRoot)
+  baton keygen --out agent.json           # prints the agent's DID
+  baton delegate --key operator.json --to <agent-did> --tools search --max-calls 10 --out a.chain.json --submit
+  baton invoke --key agent.json --chain a.chain.json --tool search --tool-server mcp://search --out bundle.json
+  baton chain <hash> --api-key <audit key>
+
+Online commands take --server <url> (default $BATON_URL, else ${DEFAULT_SERVER}),
+--api-key <key> (default $BATON_API_KEY) and --timeout <ms>. Every command
+but serve takes --json for output meant for scripts (refusals too: the
+service's error envelope, on stdout); progress goes to stderr.
+
+Exit codes:
+  0  done (allowed, stored, revoked, ...)
+  1  refused or denied (by the service, or by the same checks run locally)
+  2  bad flags or unusable input (unreadable file, malformed record, 400)
+  3  the server could not be reached, timed out, or failed (5xx)
 
 Run "baton <command> --help" for a command's options.`;
 
@@ -37,6 +75,12 @@ export async function main(argv: string[], io: CliIo = processIo): Promise<numbe
       io.err(`baton ${name}: ${(e as Error).message}`);
       if (e instanceof UsageError && e.help) io.err(`\n${e.help}`);
       return EXIT_USAGE;
+    }
+    if (e instanceof BatonApiError || e instanceof BatonError) {
+      // --json callers get the service's error envelope on stdout, like every other answer.
+      if (rest.includes('--json')) io.out(JSON.stringify(errorJson(e), null, 2));
+      else io.err(explainRefusal(e, `baton ${name}`));
+      return exitCodeFor(e);
     }
     throw e;
   }

@@ -1,0 +1,77 @@
+/**
+ * `baton revoke <hash>`: revoke a delegation and, with it, every delegation
+ * under it, with an API key (--reason) or a signed revocation record (--key).
+ */
+import { parseArgs } from 'node:util';
+import type { RevokeResult } from '../sdk/client.js';
+import { clientFrom, COMMON_OPTIONS, EXIT_HELP, printJson, readKeyFile, requireHash, SERVER_HELP, SERVER_OPTIONS, shortHash } from './common.js';
+import { UsageError, type CliIo } from './io.js';
+
+export const REVOKE_HELP = `Usage: baton revoke <hash> --reason <text> [--api-key <key>]
+       baton revoke <hash> --key <keyfile> [--reason <text>]
+
+Revokes a stored delegation record (DR). Revocation cascades: the DR and
+every DR under it are denied RECEIPT_REVOKED from this moment, on every
+Baton node. It cannot be undone; revoking again changes nothing.
+
+Two ways to prove you may:
+  with an API key (issue scope of the DR's tenant, or the admin key):
+    --reason is required; it is stored and signed into the service receipt.
+  with your key file, without an API key (--key):
+    signs a revocation record {iss, target, iat, jti, reason?}; accepted from
+    the DR's issuer, the root issuer, or the holder of any DR above it (the
+    DR's own holder cannot revoke what it was given).
+
+Options:
+  --reason <text>      why (at most 500 characters)
+  --key <keyfile>      sign a revocation record instead of using an API key
+  --json               print the service's answer
+  -h, --help           show this help
+
+${SERVER_HELP}
+
+${EXIT_HELP}
+Refused (exit 1): unknown DR (404), key without the scope, signer without authority.`;
+
+export async function runRevoke(argv: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: { reason: { type: 'string' }, key: { type: 'string' }, ...SERVER_OPTIONS, ...COMMON_OPTIONS },
+  });
+  if (values.help) {
+    io.out(REVOKE_HELP);
+    return 0;
+  }
+  if (positionals.length > 1) throw new UsageError('give exactly one delegation hash', REVOKE_HELP);
+  const hash = requireHash(positionals[0], 'hash of the delegation to revoke', REVOKE_HELP);
+  const reason = values.reason;
+  if (reason !== undefined && reason.trim() === '') throw new UsageError('--reason must not be blank', REVOKE_HELP);
+  const client = clientFrom(values, io);
+
+  let result: RevokeResult;
+  if (values.key !== undefined) {
+    const signer = await readKeyFile(values.key);
+    io.err(`signing a revocation of ${shortHash(hash)} as ${signer.did} ...`);
+    result = await client.revokeSigned({ signer, target: hash, ...(reason !== undefined ? { reason } : {}) });
+  } else {
+    if (reason === undefined) throw new UsageError('give --reason <text> (required with an API key), or --key <keyfile> to sign a revocation', REVOKE_HELP);
+    result = await client.revoke(hash, reason);
+  }
+  if (values.json) {
+    printJson(io, result);
+    return 0;
+  }
+  const who = result.revoked_by.kind === 'did' ? result.revoked_by.id : `${result.revoked_by.kind} ${result.revoked_by.id}`;
+  io.out(
+    [
+      `${result.already_revoked ? 'ALREADY REVOKED' : 'REVOKED'}: ${result.hash}`,
+      `  at           ${result.revoked_at}`,
+      `  by           ${who}`,
+      `  reason       ${result.reason ?? '(none given)'}`,
+      `  descendants  ${result.descendants} more delegation record(s) under it are denied too`,
+      ...(result.receipt ? [`  receipt      #${result.receipt.id} (signed by ${result.receipt.kid})`] : []),
+    ].join('\n'),
+  );
+  return 0;
+}

@@ -1,0 +1,894 @@
+/**
+ * BatonClient: a typed HTTP client for every Baton route.
+ *
+ *   const baton = new BatonClient({ baseUrl: 'http://127.0.0.1:8080', apiKey });
+ *   const decision = await baton.verify(bundle, { body: toolArgs, requireBinding: true });
+ *   if (!decision.valid) refuse(decision.error.code, decision.error.suggestion);
+ *
+ * Conventions:
+ * - Request bodies are the wire JSON of openapi.yaml (snake_case); options that
+ *   change how a call is made are camelCase (dryRun, timeoutMs, ...).
+ * - Every response is the server's JSON, typed here. The only addition is
+ *   `request_id` on verify results (taken from the X-Request-Id header).
+ * - A refusal is a thrown BatonApiError carrying the server's stable `code`,
+ *   `suggestion`, `details` and `requestId`. Exception: a verify DENY is an
+ *   answer, not a failure, so verify() returns it ({valid: false, ...}).
+ * - No network error or timeout is ever mistaken for an allow: both throw
+ *   (code NETWORK_ERROR / TIMEOUT), and the caller must refuse the tool call.
+ * - Every call is bounded by timeoutMs (default 10 s), response body included.
+ * - Nothing is retried: a verify consumes a call, so retrying is the caller's
+ *   decision (a retried verify of the same invocation is REPLAY_DETECTED).
+ */
+import { decodeBase64url } from '../protocol/base64url.js';
+import type { Binding, ChainContext, DecisionError } from '../protocol/chain.js';
+import type { ErrorCode, Violation } from '../protocol/errors.js';
+import { utf8Decode } from '../protocol/jcs.js';
+import type { Policy } from '../protocol/policy.js';
+import type { Bundle } from '../protocol/records.js';
+import type { ServiceReceiptVerification, ServiceVerificationKey } from '../service/signer.js';
+import type { KeyPair } from './keys.js';
+import type { SignedDelegation } from './records.js';
+import { createRevocation } from './revocation.js';
+
+export const DEFAULT_TIMEOUT_MS = 10_000;
+const SDK_USER_AGENT = 'baton-sdk/0.1.0';
+
+// ---------------------------------------------------------------- errors
+
+/** Codes the client itself produces when there is no usable HTTP answer. */
+export type ClientErrorCode = 'NETWORK_ERROR' | 'TIMEOUT' | 'ABORTED' | 'UNEXPECTED_RESPONSE';
+
+/**
+ * A refused or failed call. `code` is the server's stable code (ERROR_TABLE in
+ * src/protocol/errors.ts) when the server answered, otherwise a ClientErrorCode.
+ * `status` is the HTTP status, or 0 when no response arrived.
+ */
+export class BatonApiError extends Error {
+  readonly status: number;
+  readonly code: ErrorCode | ClientErrorCode | (string & {});
+  readonly suggestion: string | undefined;
+  readonly details: Record<string, unknown> | undefined;
+  /** The service's request id (envelope or X-Request-Id): quote it to the operator. */
+  readonly requestId: string | undefined;
+  readonly method: string;
+  readonly url: string;
+
+  constructor(init: {
+    status: number;
+    code: BatonApiError['code'];
+    message: string;
+    suggestion?: string | undefined;
+    details?: Record<string, unknown> | undefined;
+    requestId?: string | undefined;
+    method: string;
+    url: string;
+    cause?: unknown;
+  }) {
+    super(init.message, init.cause === undefined ? undefined : { cause: init.cause });
+    this.name = 'BatonApiError';
+    this.status = init.status;
+    this.code = init.code;
+    this.suggestion = init.suggestion;
+    this.details = init.details;
+    this.requestId = init.requestId;
+    this.method = init.method;
+    this.url = init.url;
+  }
+
+  /** Every unmet condition the server listed (issuance refusals carry them in details.violations). */
+  get violations(): readonly Violation[] {
+    const v = this.details?.['violations'];
+    return Array.isArray(v) ? (v as Violation[]) : [];
+  }
+
+  /** The verification block (A-G) of the code, when the server named one. */
+  get block(): string | undefined {
+    const b = this.details?.['block'];
+    return typeof b === 'string' ? b : undefined;
+  }
+
+  /** Whether trying again later can help: no answer, 429, or 503 (nothing was counted). */
+  get retryable(): boolean {
+    return this.code === 'NETWORK_ERROR' || this.code === 'TIMEOUT' || this.status === 429 || this.status === 503;
+  }
+}
+
+export function isBatonApiError(e: unknown): e is BatonApiError {
+  return e instanceof BatonApiError;
+}
+
+// ---------------------------------------------------------------- wire types
+
+export interface ServiceReceiptRef {
+  readonly id: number;
+  readonly kid: string;
+  readonly jws: string;
+}
+
+export type DelegationStatus = 'active' | 'revoked' | 'expired' | 'not_yet_valid';
+
+export interface DelegationView {
+  readonly hash: string;
+  readonly jti: string;
+  readonly iss: string;
+  readonly sub: string;
+  readonly aud: string;
+  readonly cmd: string;
+  readonly policy: Policy;
+  readonly nbf: number;
+  readonly exp: number | null;
+  readonly iat: number;
+  readonly depth: number;
+  readonly parent_hash: string | null;
+  readonly root_hash: string;
+  readonly status: DelegationStatus;
+  readonly revoked_at: string | null;
+  /** The revoked record (this one or an ancestor) that makes this one revoked. */
+  readonly revoked_by: string | null;
+  readonly created_at: string;
+}
+
+export interface SubmitResult {
+  /** True when at least one record was newly stored (HTTP 201). */
+  readonly created: boolean;
+  readonly tenant_id: string;
+  readonly delegations: readonly (DelegationView & { readonly jws: string; readonly receipt: ServiceReceiptRef | null })[];
+}
+
+export interface IssueRequest {
+  readonly audience: string;
+  readonly policy: Policy;
+  readonly cmd?: string;
+  readonly subject?: string;
+  readonly nbf?: number;
+  readonly exp?: number | null;
+  readonly root_type?: 'human' | 'organisation' | 'automated-system';
+  readonly consent?: { method: string; timestamp: string; [k: string]: unknown };
+  readonly jti?: string;
+}
+
+export interface IssueResult {
+  readonly tenant_id: string;
+  /** The custodial root key the service signed with (a trusted root of the tenant). */
+  readonly custodial_did: string;
+  readonly delegation: SubmitResult['delegations'][number];
+}
+
+export interface Usage {
+  readonly calls_used: number;
+  readonly max_calls: number | null;
+  /** Estimates agents declared (estimated_cost_usd), over the DR's subtree. */
+  readonly declared_usd: number;
+  /** Costs tool servers reported after execution, over the DR's subtree. */
+  readonly metered_usd: number;
+  readonly metered_invocations: number;
+  /** Allowed invocations without a metered cost (no actual yet, or reported unavailable). */
+  readonly unmetered_invocations: number;
+  /** Of those, the ones whose tool server reported the cost as unavailable. */
+  readonly unavailable_invocations: number;
+  /** metered / declared over metered invocations; null before any. */
+  readonly calibration: number | null;
+  readonly calibration_flag: 'metered_above_declared' | null;
+  readonly max_spend_usd: number | null;
+  readonly spend_reserved_usd: number | null;
+}
+
+export interface DelegationDetail extends DelegationView {
+  readonly jws: string;
+  readonly revoked_reason: string | null;
+  readonly usage: Usage;
+}
+
+export interface ChainResult {
+  readonly hash: string;
+  readonly root_principal: string;
+  /** Root-to-leaf JWS list: `baton verify` re-checks it offline. */
+  readonly receipts: readonly string[];
+  readonly records: readonly (DelegationView & { readonly jws: string; readonly receipt: ServiceReceiptRef | null })[];
+}
+
+export interface TreeNode extends DelegationView {
+  readonly calls_used: number;
+  readonly max_calls: number | null;
+  readonly children: TreeNode[];
+}
+
+export interface TreeResult {
+  readonly tree: TreeNode;
+  readonly count: number;
+  readonly truncated: boolean;
+}
+
+export interface VerifyOptions extends RequestOptions {
+  /** Run every check and report counters, consuming nothing. */
+  readonly dryRun?: boolean;
+  /** The request body the tool received, compared with the signed args under JCS. */
+  readonly body?: unknown;
+  /** Deny BINDING_MISMATCH unless `body` equals the signed args. */
+  readonly requireBinding?: boolean;
+}
+
+export interface Counter {
+  readonly dr: string;
+  readonly calls_used: number;
+  readonly max_calls: number;
+}
+
+export interface LimitWarning {
+  readonly code: 'NEAR_LIMIT';
+  readonly dr: string;
+  readonly field: 'max_calls' | 'max_spend_usd';
+  readonly used: number;
+  readonly limit: number;
+  readonly message: string;
+}
+
+export interface VerifyAllowed {
+  readonly valid: true;
+  readonly dry_run: boolean;
+  readonly context: ChainContext;
+  /** The invocation jti: report actuals under it. */
+  readonly invocation_id: string;
+  readonly binding: Binding;
+  readonly counters: readonly Counter[];
+  readonly warnings: readonly LimitWarning[];
+  /** The service's signed 'invocation.allowed' receipt; null on a dry run. */
+  readonly receipt: ServiceReceiptRef | null;
+  /** From the X-Request-Id response header. */
+  readonly request_id: string | null;
+}
+
+export interface VerifyDenied {
+  readonly valid: false;
+  readonly error: DecisionError;
+  /** Every unmet condition that could be evaluated. */
+  readonly violations: readonly Violation[];
+  readonly request_id: string | null;
+}
+
+export type VerifyResult = VerifyAllowed | VerifyDenied;
+
+export type ActualSource = 'harness-reported' | 'api-usage' | 'manual-meter' | 'unavailable';
+
+export interface ActualReport {
+  /** Required unless source is 'unavailable' (then it must be absent). */
+  readonly cost_usd?: number | null;
+  readonly tokens_in?: number | null;
+  readonly tokens_out?: number | null;
+  /** Where the number came from: an actual without provenance is refused. */
+  readonly source: ActualSource;
+  /** Required (non-blank) when source is 'unavailable'. */
+  readonly unavailable_reason?: string | null;
+}
+
+export interface ActualView {
+  readonly jti: string;
+  readonly cost_usd: number | null;
+  readonly tokens_in: number | null;
+  readonly tokens_out: number | null;
+  readonly source: ActualSource;
+  readonly unavailable_reason: string | null;
+  readonly declared_usd: number;
+  readonly recorded_at: string;
+  readonly receipt: ServiceReceiptRef | null;
+}
+
+export interface InvocationListItem {
+  readonly jti: string;
+  readonly decision: 'allowed';
+  readonly hash: string;
+  readonly dr_chain: readonly string[];
+  readonly leaf: string;
+  readonly tool: string | null;
+  readonly declared_usd: number;
+  readonly caller_key_id: string;
+  readonly created_at: string;
+  readonly receipt: ServiceReceiptRef | null;
+  readonly actual: Omit<ActualView, 'jti' | 'declared_usd'> | null;
+}
+
+export interface DenialView {
+  readonly code: string;
+  readonly block: string | null;
+  readonly dr_chain: readonly string[];
+  readonly invocation_hash: string | null;
+  readonly caller_key_id: string;
+  readonly created_at: string;
+  readonly violations: readonly unknown[];
+}
+
+export type InvocationDetail =
+  | (InvocationListItem & { readonly jws: string; readonly denials: readonly DenialView[] })
+  | { readonly jti: string; readonly decision: 'denied'; readonly denials: readonly DenialView[] };
+
+export interface InvocationPage {
+  readonly invocations: readonly InvocationListItem[];
+  /** Pass as `cursor` for the next (older) page; null on the last page. */
+  readonly next_cursor: string | null;
+}
+
+export interface RevokedBy {
+  readonly kind: 'api_key' | 'admin' | 'did';
+  readonly id: string;
+}
+
+export interface RevokeResult {
+  readonly hash: string;
+  readonly status: 'revoked';
+  readonly revoked_at: string;
+  readonly reason: string | null;
+  readonly revoked_by: RevokedBy;
+  /** DRs under the revoked one: all denied from now on. */
+  readonly descendants: number;
+  readonly receipt: ServiceReceiptRef | null;
+  /** True when it was revoked before and nothing changed. */
+  readonly already_revoked: boolean;
+  readonly tenant_id?: string;
+  readonly tenants?: readonly {
+    readonly tenant_id: string;
+    readonly revoked_at: string;
+    readonly reason: string | null;
+    readonly descendants: number;
+    readonly receipt: ServiceReceiptRef | null;
+    readonly already_revoked: boolean;
+  }[];
+}
+
+export type ReceiptKind = 'delegation.accepted' | 'invocation.allowed' | 'invocation.denied' | 'actual.recorded' | 'delegation.revoked';
+
+export interface ReceiptItem {
+  readonly id: number;
+  readonly kind: ReceiptKind;
+  readonly subject: string;
+  readonly kid: string;
+  readonly jws: string;
+  readonly created_at: string;
+}
+
+export interface ReceiptPage {
+  readonly receipts: readonly ReceiptItem[];
+  /** Pass as `after` for the next page; null on the last page. */
+  readonly next_after: number | null;
+}
+
+export interface ServiceKeyView {
+  readonly kid: string;
+  readonly did: string;
+  readonly alg: 'EdDSA';
+  /** base64url of the raw 32-byte Ed25519 public key. */
+  readonly public_key: string;
+  readonly status: 'current' | 'retired';
+  readonly created_at: string;
+  readonly retired_at: string | null;
+}
+
+export interface Jwk {
+  readonly kty: 'OKP';
+  readonly crv: 'Ed25519';
+  readonly x: string;
+  readonly kid: string;
+  readonly use: 'sig';
+  readonly alg: 'EdDSA';
+}
+
+export interface TenantView {
+  readonly id: string;
+  readonly name: string;
+  readonly created_at: string;
+}
+
+export interface RootView {
+  readonly tenant_id: string;
+  readonly did: string;
+  readonly label: string | null;
+  readonly created_at: string;
+}
+
+export type TenantScope = 'issue' | 'verify' | 'report' | 'audit';
+
+export interface ApiKeyView {
+  readonly id: string;
+  readonly tenant_id: string | null;
+  readonly scopes: readonly string[];
+  readonly name: string | null;
+  readonly tool_server: string | null;
+  readonly created_at: string;
+  readonly revoked_at: string | null;
+}
+
+export interface CreatedApiKey extends Omit<ApiKeyView, 'revoked_at'> {
+  /** The secret, shown once: store it now. */
+  readonly key: string;
+}
+
+// ---------------------------------------------------------------- options
+
+export interface BatonClientOptions {
+  /** e.g. http://127.0.0.1:8080 (a path prefix is kept: https://host/baton). */
+  readonly baseUrl: string;
+  /** Sent as Authorization: Bearer <key> on routes that take one. */
+  readonly apiKey?: string | undefined;
+  /** Per-call bound, response body included. Default 10 000 ms. */
+  readonly timeoutMs?: number;
+  /** A fetch implementation (tests, proxies, instrumentation). Default: global fetch. */
+  readonly fetch?: typeof fetch;
+  /** Extra headers on every request. */
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+export interface RequestOptions {
+  /** Cancels the call (the error code is ABORTED). */
+  readonly signal?: AbortSignal;
+  readonly timeoutMs?: number;
+  /** Overrides the client's key for this call; null sends no key. */
+  readonly apiKey?: string | null;
+}
+
+type AuthMode = 'key' | 'none';
+
+interface CallSpec {
+  readonly method: 'GET' | 'POST' | 'DELETE';
+  readonly path: string;
+  readonly query?: Record<string, string | number | undefined>;
+  readonly body?: unknown;
+  readonly auth: AuthMode;
+  /** Non-2xx statuses whose JSON body is an answer, not an error (verify's 403 deny, readyz's 503). */
+  readonly answerStatuses?: (status: number, body: unknown) => boolean;
+}
+
+interface Answer<T> {
+  readonly status: number;
+  readonly body: T;
+  readonly requestId: string | null;
+}
+
+const enc = encodeURIComponent;
+
+// ---------------------------------------------------------------- the client
+
+export class BatonClient {
+  readonly baseUrl: string;
+  readonly timeoutMs: number;
+  /** Tenants, trusted roots and API keys: needs the admin key. */
+  readonly admin: BatonAdmin;
+  readonly #apiKey: string | undefined;
+  readonly #fetch: typeof fetch;
+  readonly #headers: Readonly<Record<string, string>>;
+  #keys: ServiceVerificationKey[] | undefined;
+
+  constructor(options: BatonClientOptions) {
+    const unusable = () =>
+      new TypeError(`baseUrl must be an absolute http(s) URL such as http://127.0.0.1:8080, got ${JSON.stringify(options.baseUrl)}.`);
+    let url: URL;
+    try {
+      url = new URL(options.baseUrl);
+    } catch {
+      throw unusable();
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw unusable();
+    if (url.search || url.hash) throw new TypeError('baseUrl must not carry a query or fragment.');
+    this.baseUrl = url.toString().replace(/\/+$/, '');
+    const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) throw new TypeError(`timeoutMs must be a positive number of milliseconds, got ${timeoutMs}.`);
+    this.timeoutMs = timeoutMs;
+    this.#apiKey = options.apiKey || undefined;
+    const f = options.fetch ?? globalThis.fetch;
+    if (typeof f !== 'function') throw new TypeError('No fetch implementation: run on Node 20+ or pass options.fetch.');
+    this.#fetch = f;
+    this.#headers = { ...(options.headers ?? {}) };
+    this.admin = new BatonAdmin((spec, opts) => this.#call(spec, opts));
+  }
+
+  // ------------------------------------------------------------ issuance
+
+  /**
+   * POST /v1/delegations: stores signed DRs, one or a root-to-leaf list (the
+   * first is a trusted root, or extends a stored parent). Idempotent. Agents
+   * need no key here (the signature is the proof); with a key (issue scope)
+   * the record is stored for that key's tenant. Pass {apiKey: null} to submit
+   * without the client's key.
+   */
+  async submit(records: string | SignedDelegation | readonly (string | SignedDelegation)[], opts: RequestOptions = {}): Promise<SubmitResult> {
+    const jws = (r: string | SignedDelegation) => (typeof r === 'string' ? r : r.jws);
+    const body = typeof records === 'string' || !Array.isArray(records)
+      ? { receipt: jws(records as string | SignedDelegation) }
+      : { receipts: (records as readonly (string | SignedDelegation)[]).map(jws) };
+    return (await this.#call<SubmitResult>({ method: 'POST', path: '/v1/delegations', body, auth: 'key' }, opts)).body;
+  }
+
+  /** POST /v1/delegations/issue: the service signs a root DR with the tenant's custodial root key (issue scope). */
+  async issue(request: IssueRequest, opts: RequestOptions = {}): Promise<IssueResult> {
+    return (await this.#call<IssueResult>({ method: 'POST', path: '/v1/delegations/issue', body: request, auth: 'key' }, opts)).body;
+  }
+
+  // ------------------------------------------------------------ the hot path
+
+  /**
+   * POST /v1/verify (verify scope). Resolves to the decision: {valid: true,
+   * ...} or {valid: false, error, violations}. A deny is returned, never
+   * thrown; anything that is not a decision (bad key, storage down, timeout)
+   * throws BatonApiError, and the caller must then refuse the call too.
+   */
+  async verify(bundle: Bundle, opts: VerifyOptions = {}): Promise<VerifyResult> {
+    const body = {
+      bundle_version: bundle.bundle_version,
+      invocation: bundle.invocation,
+      receipts: bundle.receipts,
+      ...(opts.dryRun ? { dry_run: true } : {}),
+      ...(opts.body !== undefined ? { body: opts.body } : {}),
+      ...(opts.requireBinding ? { require_binding: true } : {}),
+    };
+    const answer = await this.#call<Omit<VerifyAllowed, 'request_id'> | Omit<VerifyDenied, 'request_id'>>(
+      { method: 'POST', path: '/v1/verify', body, auth: 'key', answerStatuses: (status, b) => status === 403 && isDenyBody(b) },
+      opts,
+    );
+    if (answer.body.valid !== true && answer.body.valid !== false) {
+      throw new BatonApiError({
+        status: answer.status, code: 'UNEXPECTED_RESPONSE', method: 'POST', url: this.#url('/v1/verify'),
+        message: 'The verify answer carries no boolean "valid"; refuse the call.', requestId: answer.requestId ?? undefined,
+      });
+    }
+    return { ...answer.body, request_id: answer.requestId } as VerifyResult;
+  }
+
+  // ------------------------------------------------------------ revocation
+
+  /** POST /v1/delegations/{hash}/revoke with the client's key (issue scope, or admin): {confirm: true, reason}. */
+  async revoke(hash: string, reason: string, opts: RequestOptions = {}): Promise<RevokeResult> {
+    return (await this.#call<RevokeResult>({ method: 'POST', path: `/v1/delegations/${enc(hash)}/revoke`, body: { confirm: true, reason }, auth: 'key' }, opts)).body;
+  }
+
+  /**
+   * Revokes by a signed revocation record, without an API key: signs one with
+   * `signer` (the DR's issuer, the root issuer, or an ancestor's holder), or
+   * posts `revocation` if already signed. Its target names the DR.
+   */
+  async revokeSigned(
+    input: { readonly revocation: string } | { readonly signer: KeyPair; readonly target: string; readonly reason?: string },
+    opts: Omit<RequestOptions, 'apiKey'> = {},
+  ): Promise<RevokeResult> {
+    let jws: string;
+    let target: string;
+    if ('revocation' in input) {
+      jws = input.revocation;
+      target = revocationTarget(jws);
+    } else {
+      const signed = createRevocation({ signer: input.signer, target: input.target, ...(input.reason !== undefined ? { reason: input.reason } : {}) });
+      jws = signed.jws;
+      target = signed.payload.target;
+    }
+    // No Authorization header: with one, the service takes the API-key path.
+    return (await this.#call<RevokeResult>({ method: 'POST', path: `/v1/delegations/${enc(target)}/revoke`, body: { revocation: jws }, auth: 'none' }, opts)).body;
+  }
+
+  // ------------------------------------------------------------ metered spend
+
+  /** POST /v1/invocations/{jti}/actuals (report scope): the metered cost of an allowed invocation, with provenance. */
+  async reportActual(jti: string, actual: ActualReport, opts: RequestOptions = {}): Promise<ActualView> {
+    return (await this.#call<ActualView>({ method: 'POST', path: `/v1/invocations/${enc(jti)}/actuals`, body: actual, auth: 'key' }, opts)).body;
+  }
+
+  // ------------------------------------------------------------ reads
+
+  /** GET /v1/delegations/{hash}: the record, its status and its subtree's usage. */
+  async getDelegation(hash: string, opts: RequestOptions = {}): Promise<DelegationDetail> {
+    return (await this.#call<DelegationDetail>({ method: 'GET', path: `/v1/delegations/${enc(hash)}`, auth: 'key' }, opts)).body;
+  }
+
+  /** GET /v1/delegations/{hash}/chain: root-to-leaf records with the service's acceptance receipts. */
+  async getChain(hash: string, opts: RequestOptions = {}): Promise<ChainResult> {
+    return (await this.#call<ChainResult>({ method: 'GET', path: `/v1/delegations/${enc(hash)}/chain`, auth: 'key' }, opts)).body;
+  }
+
+  /** GET /v1/delegations/{hash}/tree: the record and its descendants, nested. */
+  async getTree(hash: string, opts: RequestOptions = {}): Promise<TreeResult> {
+    return (await this.#call<TreeResult>({ method: 'GET', path: `/v1/delegations/${enc(hash)}/tree`, auth: 'key' }, opts)).body;
+  }
+
+  /** GET /v1/delegations/{hash}/invocations: one page of the subtree's allowed invocations, newest first. */
+  async listInvocations(hash: string, page: { cursor?: string; limit?: number } = {}, opts: RequestOptions = {}): Promise<InvocationPage> {
+    return (await this.#call<InvocationPage>(
+      { method: 'GET', path: `/v1/delegations/${enc(hash)}/invocations`, query: { cursor: page.cursor, limit: page.limit }, auth: 'key' },
+      opts,
+    )).body;
+  }
+
+  /** Every page of listInvocations, fetched as you iterate. */
+  async *invocationPages(hash: string, page: { cursor?: string; limit?: number } = {}, opts: RequestOptions = {}): AsyncGenerator<InvocationPage> {
+    let cursor = page.cursor;
+    for (;;) {
+      const p = await this.listInvocations(hash, { ...(cursor !== undefined ? { cursor } : {}), ...(page.limit !== undefined ? { limit: page.limit } : {}) }, opts);
+      yield p;
+      if (p.next_cursor === null) return;
+      cursor = p.next_cursor;
+    }
+  }
+
+  /** Every invocation under `hash`, newest first, paged lazily. */
+  async *iterateInvocations(hash: string, page: { limit?: number } = {}, opts: RequestOptions = {}): AsyncGenerator<InvocationListItem> {
+    for await (const p of this.invocationPages(hash, page, opts)) yield* p.invocations;
+  }
+
+  /** GET /v1/invocations/{jti}: the invocation, its decision, service receipt and actual (or its denials). */
+  async getInvocation(jti: string, opts: RequestOptions = {}): Promise<InvocationDetail> {
+    return (await this.#call<InvocationDetail>({ method: 'GET', path: `/v1/invocations/${enc(jti)}`, auth: 'key' }, opts)).body;
+  }
+
+  /** GET /v1/receipts (audit scope): one page of the tenant's service receipts, oldest first. */
+  async listReceipts(page: { after?: number; limit?: number } = {}, opts: RequestOptions = {}): Promise<ReceiptPage> {
+    return (await this.#call<ReceiptPage>({ method: 'GET', path: '/v1/receipts', query: { after: page.after, limit: page.limit }, auth: 'key' }, opts)).body;
+  }
+
+  /** Every page of listReceipts from `after`, fetched as you iterate. */
+  async *receiptPages(page: { after?: number; limit?: number } = {}, opts: RequestOptions = {}): AsyncGenerator<ReceiptPage> {
+    let after = page.after;
+    for (;;) {
+      const p = await this.listReceipts({ ...(after !== undefined ? { after } : {}), ...(page.limit !== undefined ? { limit: page.limit } : {}) }, opts);
+      yield p;
+      if (p.next_after === null) return;
+      after = p.next_after;
+    }
+  }
+
+  /** Every receipt from `after` on, oldest first, paged lazily. */
+  async *iterateReceipts(page: { after?: number; limit?: number } = {}, opts: RequestOptions = {}): AsyncGenerator<ReceiptItem> {
+    for await (const p of this.receiptPages(page, opts)) yield* p.receipts;
+  }
+
+  // ------------------------------------------------------------ service keys
+
+  /** GET /v1/keys: the service's receipt-signing keys, current and retired (public). */
+  async keys(opts: Omit<RequestOptions, 'apiKey'> = {}): Promise<{ keys: ServiceKeyView[] }> {
+    return (await this.#call<{ keys: ServiceKeyView[] }>({ method: 'GET', path: '/v1/keys', auth: 'none' }, opts)).body;
+  }
+
+  /** GET /.well-known/jwks.json: the same keys as a JWK set (public). */
+  async jwks(opts: Omit<RequestOptions, 'apiKey'> = {}): Promise<{ keys: Jwk[] }> {
+    return (await this.#call<{ keys: Jwk[] }>({ method: 'GET', path: '/.well-known/jwks.json', auth: 'none' }, opts)).body;
+  }
+
+  /**
+   * Checks a service receipt (from any response's `receipt.jws`) offline
+   * against the published keys, fetched once and again when an unknown kid
+   * appears (a rotation). Never throws on a bad receipt: see `valid`/`reason`.
+   */
+  async verifyReceipt(jws: string, opts: Omit<RequestOptions, 'apiKey'> = {}): Promise<ServiceReceiptVerification> {
+    // Loaded on first use: signer.ts sits in the service layer and imports the store schema.
+    const { verifyServiceReceipt } = await import('../service/signer.js');
+    const fetchKeys = async () => {
+      const { keys } = await this.keys(opts);
+      this.#keys = keys.map((k) => ({ kid: k.kid, publicKey: decodeBase64url(k.public_key, 'service public key') }));
+      return this.#keys;
+    };
+    const first = verifyServiceReceipt(jws, this.#keys ?? (await fetchKeys()));
+    if (first.valid || first.kid === null || this.#keys?.some((k) => k.kid === first.kid)) return first;
+    return verifyServiceReceipt(jws, await fetchKeys());
+  }
+
+  // ------------------------------------------------------------ operations
+
+  /** GET /healthz: the process answers. */
+  async health(opts: Omit<RequestOptions, 'apiKey'> = {}): Promise<{ status: 'ok' }> {
+    return (await this.#call<{ status: 'ok' }>({ method: 'GET', path: '/healthz', auth: 'none' }, opts)).body;
+  }
+
+  /** GET /readyz: whether the database answers (an unready service is an answer, not an error). */
+  async ready(opts: Omit<RequestOptions, 'apiKey'> = {}): Promise<{ status: 'ready' | 'unready'; database: string }> {
+    return (await this.#call<{ status: 'ready' | 'unready'; database: string }>(
+      { method: 'GET', path: '/readyz', auth: 'none', answerStatuses: (s, b) => s === 503 && (b as { status?: unknown } | null)?.status === 'unready' },
+      opts,
+    )).body;
+  }
+
+  // ------------------------------------------------------------ transport
+
+  #url(path: string, query?: CallSpec['query']): string {
+    const params = new URLSearchParams();
+    for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) params.set(k, String(v));
+    const qs = params.toString();
+    return `${this.baseUrl}${path}${qs ? `?${qs}` : ''}`;
+  }
+
+  async #call<T>(spec: CallSpec, opts: RequestOptions): Promise<Answer<T>> {
+    const url = this.#url(spec.path, spec.query);
+    const key = spec.auth === 'none' ? undefined : opts.apiKey === null ? undefined : (opts.apiKey ?? this.#apiKey);
+    const headers: Record<string, string> = { accept: 'application/json', 'user-agent': SDK_USER_AGENT, ...this.#headers };
+    if (key) headers['authorization'] = `Bearer ${key}`;
+    if (spec.body !== undefined) headers['content-type'] = 'application/json';
+
+    const timeoutMs = opts.timeoutMs ?? this.timeoutMs;
+    const controller = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      controller.abort();
+    }, timeoutMs);
+    const onAbort = () => controller.abort();
+    if (opts.signal?.aborted) controller.abort();
+    else opts.signal?.addEventListener('abort', onAbort, { once: true });
+
+    const where = `${spec.method} ${spec.path}`;
+    let res: Response;
+    let text: string;
+    try {
+      res = await this.#fetch(url, {
+        method: spec.method,
+        headers,
+        signal: controller.signal,
+        ...(spec.body !== undefined ? { body: JSON.stringify(spec.body) } : {}),
+      });
+      // The body is read under the same deadline: a server may stall after the headers.
+      text = await res.text();
+    } catch (cause) {
+      if (timedOut) {
+        throw new BatonApiError({
+          status: 0, code: 'TIMEOUT', method: spec.method, url, cause,
+          message: `Baton at ${this.baseUrl} did not answer ${where} within ${timeoutMs} ms.`,
+          suggestion: `Check that the service is healthy (GET ${this.baseUrl}/readyz) and its database reachable, or raise timeoutMs. Treat the call as not allowed.`,
+        });
+      }
+      if (opts.signal?.aborted) {
+        throw new BatonApiError({ status: 0, code: 'ABORTED', method: spec.method, url, cause, message: `${where} was cancelled by the caller.` });
+      }
+      throw new BatonApiError({
+        status: 0, code: 'NETWORK_ERROR', method: spec.method, url, cause,
+        message: `Could not reach Baton at ${this.baseUrl} for ${where}: ${describeNetworkError(cause)}.`,
+        suggestion: `Check that the service is running (baton serve) and that the base URL (--server, BATON_URL or baseUrl) points at it, and that nothing blocks the connection.`,
+      });
+    } finally {
+      clearTimeout(timer);
+      opts.signal?.removeEventListener('abort', onAbort);
+    }
+
+    const headerId = res.headers.get('x-request-id') ?? undefined;
+    let parsed: unknown;
+    let parsedOk = true;
+    if (text.length === 0) parsed = undefined;
+    else {
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        parsedOk = false;
+      }
+    }
+
+    if (res.ok || spec.answerStatuses?.(res.status, parsed)) {
+      if (!parsedOk || (parsed === undefined && res.status !== 204)) {
+        throw new BatonApiError({
+          status: res.status, code: 'UNEXPECTED_RESPONSE', method: spec.method, url, requestId: headerId,
+          message: `Baton answered ${where} with HTTP ${res.status} but not with JSON: ${snippet(text)}`,
+          suggestion: 'Check that the base URL points at Baton itself, not a proxy or another service.',
+        });
+      }
+      return { status: res.status, body: parsed as T, requestId: headerId ?? null };
+    }
+    throw errorFromResponse(res.status, parsed, parsedOk ? undefined : text, { method: spec.method, url, where, headerId, sentKey: key !== undefined });
+  }
+}
+
+/** Admin routes (the admin key): tenants, their trusted roots, their API keys. */
+export class BatonAdmin {
+  constructor(private readonly call: <T>(spec: CallSpec, opts: RequestOptions) => Promise<Answer<T>>) {}
+
+  async createTenant(name: string, opts: RequestOptions = {}): Promise<TenantView> {
+    return (await this.call<TenantView>({ method: 'POST', path: '/v1/admin/tenants', body: { name }, auth: 'key' }, opts)).body;
+  }
+
+  async listTenants(opts: RequestOptions = {}): Promise<{ tenants: TenantView[] }> {
+    return (await this.call<{ tenants: TenantView[] }>({ method: 'GET', path: '/v1/admin/tenants', auth: 'key' }, opts)).body;
+  }
+
+  /** Trusts a root did:key for the tenant (idempotent: the stored row when already trusted). */
+  async addRoot(tenantId: string, did: string, label?: string | null, opts: RequestOptions = {}): Promise<RootView> {
+    const body = { did, ...(label !== undefined ? { label } : {}) };
+    return (await this.call<RootView>({ method: 'POST', path: `/v1/admin/tenants/${enc(tenantId)}/roots`, body, auth: 'key' }, opts)).body;
+  }
+
+  async listRoots(tenantId: string, opts: RequestOptions = {}): Promise<{ roots: RootView[] }> {
+    return (await this.call<{ roots: RootView[] }>({ method: 'GET', path: `/v1/admin/tenants/${enc(tenantId)}/roots`, auth: 'key' }, opts)).body;
+  }
+
+  async removeRoot(tenantId: string, did: string, opts: RequestOptions = {}): Promise<void> {
+    await this.call<void>({ method: 'DELETE', path: `/v1/admin/tenants/${enc(tenantId)}/roots/${enc(did)}`, auth: 'key' }, opts);
+  }
+
+  /** A tenant API key; the secret is in this response only. `tool_server` binds a verify key to one tool server. */
+  async createApiKey(
+    tenantId: string,
+    input: { scopes: readonly TenantScope[]; name?: string | null; tool_server?: string | null },
+    opts: RequestOptions = {},
+  ): Promise<CreatedApiKey> {
+    return (await this.call<CreatedApiKey>({ method: 'POST', path: `/v1/admin/tenants/${enc(tenantId)}/api-keys`, body: input, auth: 'key' }, opts)).body;
+  }
+
+  async listApiKeys(tenantId: string, opts: RequestOptions = {}): Promise<{ api_keys: ApiKeyView[] }> {
+    return (await this.call<{ api_keys: ApiKeyView[] }>({ method: 'GET', path: `/v1/admin/tenants/${enc(tenantId)}/api-keys`, auth: 'key' }, opts)).body;
+  }
+
+  async revokeApiKey(keyId: string, opts: RequestOptions = {}): Promise<void> {
+    await this.call<void>({ method: 'DELETE', path: `/v1/admin/api-keys/${enc(keyId)}`, auth: 'key' }, opts);
+  }
+}
+
+// ---------------------------------------------------------------- helpers
+
+function isDenyBody(body: unknown): boolean {
+  if (!body || typeof body !== 'object') return false;
+  const b = body as { valid?: unknown; error?: { code?: unknown } };
+  return b.valid === false && typeof b.error?.code === 'string';
+}
+
+function revocationTarget(jws: string): string {
+  try {
+    const payload = JSON.parse(utf8Decode(decodeBase64url(jws.split('.')[1] ?? '', 'revocation payload'))) as { target?: unknown };
+    if (typeof payload.target === 'string') return payload.target;
+  } catch {
+    /* fall through */
+  }
+  throw new TypeError('The revocation record is not a compact JWS whose payload names a target hash.');
+}
+
+function snippet(text: string): string {
+  const t = text.replace(/\s+/g, ' ').trim();
+  return t.length > 120 ? `${t.slice(0, 120)}...` : t || '(empty body)';
+}
+
+function describeNetworkError(cause: unknown): string {
+  const seen = new Set<unknown>();
+  let e: unknown = cause;
+  // undici wraps the socket error: TypeError('fetch failed', {cause: {code: 'ECONNREFUSED'}}).
+  while (e && typeof e === 'object' && !seen.has(e)) {
+    seen.add(e);
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && !code.startsWith('UND_ERR_') && code !== 'ERR_INVALID_URL') {
+      const hint: Record<string, string> = {
+        ECONNREFUSED: 'connection refused (nothing listens there)',
+        ENOTFOUND: 'host name not found',
+        EAI_AGAIN: 'host name lookup failed',
+        ECONNRESET: 'connection reset',
+        EHOSTUNREACH: 'host unreachable',
+        ETIMEDOUT: 'connection timed out',
+      };
+      return `${code}, ${hint[code] ?? 'network error'}`;
+    }
+    const errors = (e as { errors?: unknown }).errors;
+    if (Array.isArray(errors) && errors[0]) {
+      e = errors[0];
+      continue;
+    }
+    e = (e as { cause?: unknown }).cause;
+  }
+  return cause instanceof Error ? cause.message : String(cause);
+}
+
+function errorFromResponse(
+  status: number,
+  body: unknown,
+  rawText: string | undefined,
+  ctx: { method: string; url: string; where: string; headerId: string | undefined; sentKey: boolean },
+): BatonApiError {
+  const envelope = body as { error?: { code?: unknown; message?: unknown; suggestion?: unknown; details?: unknown }; request_id?: unknown } | undefined;
+  const err = envelope?.error;
+  if (!err || typeof err.code !== 'string') {
+    return new BatonApiError({
+      status, code: 'UNEXPECTED_RESPONSE', method: ctx.method, url: ctx.url, requestId: ctx.headerId,
+      message: `Baton answered ${ctx.where} with HTTP ${status} and no error envelope: ${snippet(rawText ?? JSON.stringify(body) ?? '')}`,
+      suggestion: status >= 500 ? 'Check the service logs and health (GET /readyz).' : 'Check that the base URL points at Baton itself, not a proxy or another service.',
+    });
+  }
+  const requestId = typeof envelope.request_id === 'string' ? envelope.request_id : ctx.headerId;
+  let suggestion = typeof err.suggestion === 'string' ? err.suggestion : undefined;
+  if (status === 401 && !ctx.sentKey) {
+    suggestion = 'This client sent no API key: pass apiKey to new BatonClient({...}) (CLI: --api-key or BATON_API_KEY).';
+  }
+  return new BatonApiError({
+    status,
+    code: err.code,
+    message: typeof err.message === 'string' ? err.message : `HTTP ${status} ${err.code}`,
+    suggestion,
+    details: err.details && typeof err.details === 'object' ? (err.details as Record<string, unknown>) : undefined,
+    requestId,
+    method: ctx.method,
+    url: ctx.url,
+  });
+}

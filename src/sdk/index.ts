@@ -1,0 +1,115 @@
+/**
+ * The Baton SDK: everything an agent, a tool server or an auditor needs.
+ *
+ * - keys:        did:key Ed25519 key pairs and their JSON key files
+ * - records:     root and sub-delegations (attenuation checked before signing),
+ *                invocations, bundles by value or by reference
+ * - revocation:  signed revocation records
+ * - client:      BatonClient, a typed HTTP client for every route
+ * - offline:     verifyChain / verifyDelegations (the service's own pipeline,
+ *                blocks A-F) and verifyServiceReceipt for the service's receipts
+ *
+ * Ed25519 runs on Node's native crypto, or on @noble/ed25519 where native is
+ * missing, with one verification rule on both (src/protocol/ed25519.ts).
+ *
+ * Imported as `baton` (package.json "exports" points here; the package runs
+ * its TypeScript through tsx, so import it from TypeScript or with tsx).
+ */
+
+// Keys
+export { generateKeyPair, keyPairFromFile, keyPairFromSeed, keyPairToFile } from './keys.js';
+export type { KeyFile, KeyPair } from './keys.js';
+
+// Records
+export {
+  createInvocation,
+  createRootDelegation,
+  createSubDelegation,
+  makeBundle,
+  readDelegation,
+  subDelegationViolations,
+} from './records.js';
+export type {
+  InvocationInput,
+  RootDelegationInput,
+  SignedDelegation,
+  SignedInvocation,
+  SubDelegationInput,
+} from './records.js';
+
+// Revocation
+export { createRevocation } from './revocation.js';
+export type { RevocationInput, SignedRevocation } from './revocation.js';
+export type { RevocationPayload } from '../protocol/revocation.js';
+
+// HTTP client
+export { BatonAdmin, BatonApiError, BatonClient, DEFAULT_TIMEOUT_MS, isBatonApiError } from './client.js';
+export type {
+  ActualReport,
+  ActualSource,
+  ActualView,
+  ApiKeyView,
+  BatonClientOptions,
+  ChainResult,
+  ClientErrorCode,
+  Counter,
+  CreatedApiKey,
+  DelegationDetail,
+  DelegationStatus,
+  DelegationView,
+  DenialView,
+  InvocationDetail,
+  InvocationListItem,
+  InvocationPage,
+  IssueRequest,
+  IssueResult,
+  Jwk,
+  LimitWarning,
+  ReceiptItem,
+  ReceiptKind,
+  ReceiptPage,
+  RequestOptions,
+  RevokedBy,
+  RevokeResult,
+  RootView,
+  ServiceKeyView,
+  ServiceReceiptRef,
+  SubmitResult,
+  TenantScope,
+  TenantView,
+  TreeNode,
+  TreeResult,
+  Usage,
+  VerifyAllowed,
+  VerifyDenied,
+  VerifyOptions,
+  VerifyResult,
+} from './client.js';
+
+// Offline verification: the same pure pipeline the service runs.
+export { DelegationCache, verifyChain, verifyDelegations } from '../protocol/chain.js';
+export type {
+  Binding,
+  ChainContext,
+  ChainDecision,
+  ChainOptions,
+  DecisionError,
+  DelegationChainOptions,
+  DelegationsDecision,
+  VerifiedDelegation,
+  VerifiedInvocation,
+} from '../protocol/chain.js';
+// Pure in behaviour (no I/O, never throws); its module sits in the service
+// layer and loads the store schema (drizzle-orm) with it.
+export { verifyServiceReceipt } from '../service/signer.js';
+export type { ServiceReceiptVerification, ServiceVerificationKey } from '../service/signer.js';
+
+// Errors, policy and record types
+export { BatonError, ERROR_TABLE, isBatonError } from '../protocol/errors.js';
+export type { Block, ErrorCode, Violation } from '../protocol/errors.js';
+export { checkAttenuation, parsePolicy } from '../protocol/policy.js';
+export type { Policy } from '../protocol/policy.js';
+export { recordHash } from '../protocol/hash.js';
+export type { RecordHash } from '../protocol/hash.js';
+export type { Bundle, DelegationPayload, InvocationPayload } from '../protocol/records.js';
+export { defaultEd25519Backend } from '../protocol/ed25519.js';

@@ -1,0 +1,91 @@
+/** `baton chain <hash>`: the tree with policies, status, calls and declared vs metered spend. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BatonClient } from '../../src/sdk/client.js';
+import { generateKeyPair } from '../../src/sdk/keys.js';
+import { createSubDelegation } from '../../src/sdk/records.js';
+import { startLiveService, type LiveService } from '../sdk/live-service.js';
+import { storedChain } from '../sdk/chains.js';
+import { run } from './helpers.js';
+
+let live: LiveService;
+let A: string[];
+beforeAll(async () => {
+  live = await startLiveService();
+  A = ['--server', live.baseUrl, '--api-key', live.tenant.keys.audit];
+});
+afterAll(async () => {
+  await live?.close();
+});
+
+const short = (hash: string) => `${hash.slice(0, 15)}…${hash.slice(-4)}`;
+
+async function withSibling() {
+  const c = await storedChain(live);
+  const sibling = createSubDelegation({ parent: c.root, issuer: c.a, audience: generateKeyPair().did, policy: { allowed_tools: ['fetch'], max_calls: 2, max_cost_usd: 0.2 } });
+  await new BatonClient({ baseUrl: live.baseUrl }).submit(sibling);
+  const jtis = [await c.call(), await c.call()];
+  await new BatonClient({ baseUrl: live.baseUrl, apiKey: live.tenant.keys.report }).reportActual(jtis[0]!, { cost_usd: 0.3, source: 'api-usage' });
+  return { ...c, sibling };
+}
+
+describe('baton chain', () => {
+  it('prints root -> the record as a tree: policy, status, calls used/max, declared vs metered spend', async () => {
+    const c = await withSibling();
+    const r = await run(['chain', c.sub.hash, ...A]);
+    expect(r.code, r.err).toBe(0);
+    const lines = r.out.split('\n');
+    expect(lines[0]).toBe(`Delegation ${short(c.sub.hash)}: 2 record(s) from the root, 0 below it`);
+    const rootLine = lines.findIndex((l) => l.startsWith(`${short(c.root.hash)}  [active`));
+    const subLine = lines.findIndex((l) => l.startsWith(`└─ ${short(c.sub.hash)}  [active`));
+    expect(rootLine).toBeGreaterThan(0);
+    expect(subLine).toBeGreaterThan(rootLine);
+    expect(lines[subLine]).toMatch(/◀ this record$/);
+    expect(r.out).toContain('│  policy  tools [search, fetch] · max_cost $1.00/call · max_calls 10 · pii no · write no');
+    expect(r.out).toContain('│  calls   2/10 used');
+    expect(r.out).toContain('│  spend   declared $1.00, metered $0.30 (1 metered, 1 unmetered, calibration 0.6)');
+    expect(r.out).toContain('      policy  tools [search] · max_cost $1.00/call · max_calls 5 · pii no · write no');
+    expect(r.out).toContain('      calls   2/5 used');
+    expect(r.out).not.toContain(short(c.sibling.hash)); // only the path, without --whole-tree
+    expect(r.err).toMatch(/fetching the chain of .*\nfetched the tree .*\nfetching the usage of 2 record\(s\)/);
+  });
+
+  it('--whole-tree shows siblings; revocation shows on the revoked record and below it', async () => {
+    const c = await withSibling();
+    await new BatonClient({ baseUrl: live.baseUrl, apiKey: live.tenant.keys.issue }).revoke(c.sub.hash, 'rotated');
+    const r = await run(['chain', c.sub.hash, '--whole-tree', ...A]);
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toMatch(new RegExp(`├─ ${short(c.sub.hash)}  \\[REVOKED\\].*◀ this record`));
+    expect(r.out).toMatch(new RegExp(`└─ ${short(c.sibling.hash)}  \\[active`));
+    expect(r.out).toMatch(/revoked \S+: rotated/);
+    expect(r.out).toContain('calls   0/2 used');
+  });
+
+  it('--full prints whole identifiers; --json has the chain and the tree with usage everywhere', async () => {
+    const c = await withSibling();
+    const full = await run(['chain', c.sub.hash, '--full', ...A]);
+    expect(full.out).toContain(c.sub.hash);
+    expect(full.out).toContain(c.b.did);
+    const r = await run(['chain', c.root.hash, '--json', ...A]);
+    expect(r.code).toBe(0);
+    const j = JSON.parse(r.out);
+    expect(Object.keys(j).sort()).toEqual(['chain', 'hash', 'receipts', 'root_principal', 'tree', 'tree_count', 'truncated']);
+    expect(j.receipts).toEqual([c.root.jws]);
+    expect(j.chain[0].usage).toMatchObject({ calls_used: 2, max_calls: 10, declared_usd: 1, metered_usd: 0.3 });
+    expect(j.tree.children.map((n: { hash: string }) => n.hash).sort()).toEqual([c.sub.hash, c.sibling.hash].sort());
+    expect(j.tree.children.every((n: { usage: unknown }) => n.usage !== null)).toBe(true);
+    expect(j.tree_count).toBe(3);
+  });
+
+  it('refusals exit 1 (unknown record, no key); a bad hash exits 2', async () => {
+    const unknown = await run(['chain', `sha256:${'f'.repeat(64)}`, ...A]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.err).toMatch(/NOT_FOUND \[HTTP 404\]/);
+    const c = await storedChain(live);
+    const noKey = await run(['chain', c.sub.hash, '--server', live.baseUrl]);
+    expect(noKey.code).toBe(1);
+    expect(noKey.err).toMatch(/UNAUTHORIZED/);
+    expect(noKey.err).toMatch(/--api-key or BATON_API_KEY/);
+    expect((await run(['chain', 'sha256:xyz', ...A])).code).toBe(2);
+    expect((await run(['chain', ...A])).code).toBe(2);
+  });
+});

@@ -1,0 +1,184 @@
+/**
+ * `baton delegate`: root and sub-delegations from flags or a policy file,
+ * escalations refused before signing (exit 1, server-style explanation),
+ * --submit, --parent by hash, usage errors.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { decodeJws } from '../../src/protocol/jws.js';
+import { generateKeyPair, keyPairToFile, type KeyPair } from '../../src/sdk/keys.js';
+import { BatonClient } from '../../src/sdk/client.js';
+import { closedPortUrl, startLiveService, type LiveService } from '../sdk/live-service.js';
+import { run, tempDir } from './helpers.js';
+
+let live: LiveService;
+let dir: string;
+let S: string[];
+beforeAll(async () => {
+  live = await startLiveService();
+  dir = tempDir();
+  S = ['--server', live.baseUrl];
+});
+afterAll(async () => {
+  await live?.close();
+});
+
+function keyFile(key: KeyPair, name: string): string {
+  const file = join(dir, name);
+  writeFileSync(file, JSON.stringify(keyPairToFile(key)), { mode: 0o600 });
+  return file;
+}
+
+const payloadOf = (jws: string) => decodeJws(jws, 'test').payload as Record<string, unknown>;
+
+/** A submitted root operator -> A, written as a chain file; returns A's key file too. */
+async function rootChain(policyFlags: string[] = ['--tools', 'search,fetch', '--max-calls', '10', '--max-cost', '1']) {
+  const a = generateKeyPair();
+  const out = join(dir, `root-${a.did.slice(-6)}.json`);
+  const r = await run(['delegate', '--key', keyFile(live.tenant.root, 'operator.json'), '--to', a.did, ...policyFlags, '--out', out, '--submit', ...S]);
+  expect(r.code, r.err).toBe(0);
+  return { a, aFile: keyFile(a, `a-${a.did.slice(-6)}.json`), chainFile: out, hash: r.out.split('\n')[0]!.trim() };
+}
+
+describe('baton delegate: root', () => {
+  it('from flags: prints the JWS, signed by --key, with the policy and a 1 hour default lifetime', async () => {
+    const op = generateKeyPair();
+    const to = generateKeyPair().did;
+    const r = await run(['delegate', '--key', keyFile(op, 'op.json'), '--to', to, '--tools', 'search, fetch', '--max-calls', '5', '--max-cost', '0.25', '--max-spend', '10', '--max-depth', '2', '--resources', 'mcp://docs/*', '--data-classes', 'public', '--pii']);
+    expect(r.code, r.err).toBe(0);
+    const p = payloadOf(r.out.trim());
+    expect(p).toMatchObject({ iss: op.did, sub: op.did, aud: to, drs_type: 'delegation-receipt', drs_root_type: 'organisation', cmd: '/mcp/tools/call' });
+    expect(p['policy']).toEqual({ allowed_tools: ['search', 'fetch'], max_calls: 5, max_cost_usd: 0.25, max_spend_usd: 10, max_depth: 2, allowed_resources: ['mcp://docs/*'], allowed_data_classes: ['public'], pii_access: true });
+    expect((p['exp'] as number) - (p['iat'] as number)).toBe(3600);
+    expect(r.err).toMatch(/signed root delegation/);
+  });
+
+  it('--policy file and inline JSON, flags overriding; --ttl and --exp never; --json shape', async () => {
+    const op = keyFile(generateKeyPair(), 'op2.json');
+    const to = generateKeyPair().did;
+    const policyFile = join(dir, 'policy.json');
+    writeFileSync(policyFile, JSON.stringify({ allowed_tools: ['a', 'b'], max_calls: 9 }));
+    const r = await run(['delegate', '--key', op, '--to', to, '--policy', policyFile, '--max-calls', '3', '--ttl', '2h', '--json']);
+    expect(r.code, r.err).toBe(0);
+    const j = JSON.parse(r.out);
+    expect(Object.keys(j).sort()).toEqual(['chain', 'hash', 'jws', 'payload']);
+    expect(j.payload.policy).toEqual({ allowed_tools: ['a', 'b'], max_calls: 3 });
+    expect(j.payload.exp - j.payload.iat).toBe(7200);
+    expect(j.chain).toEqual([j.jws]);
+    expect(j.hash).toMatch(/^sha256:[0-9a-f]{64}$/);
+
+    const inline = await run(['delegate', '--key', op, '--to', to, '--policy', '{}', '--exp', 'never', '--json']);
+    expect(JSON.parse(inline.out).payload).toMatchObject({ policy: {}, exp: null });
+  });
+
+  it('--submit stores it; a root the tenant does not trust is refused by the service (exit 1)', async () => {
+    const { hash } = await rootChain();
+    const audit = new BatonClient({ baseUrl: live.baseUrl, apiKey: live.tenant.keys.audit });
+    expect((await audit.getDelegation(hash)).status).toBe('active');
+
+    const stranger = keyFile(generateKeyPair(), 'stranger.json');
+    const r = await run(['delegate', '--key', stranger, '--to', generateKeyPair().did, '--tools', 'x', '--submit', ...S]);
+    expect(r.code).toBe(1);
+    expect(r.err).toMatch(/REFUSED: baton delegate: UNTRUSTED_ROOT \(block C\) \[HTTP 422\]/);
+    expect(r.err).toMatch(/Request id: /);
+  });
+
+  it('--submit with the server down: exit 3, and --out still not written', async () => {
+    const out = join(dir, 'never.json');
+    const r = await run(['delegate', '--key', keyFile(generateKeyPair(), 'o3.json'), '--to', generateKeyPair().did, '--tools', 'x', '--submit', '--out', out, '--server', await closedPortUrl()]);
+    expect(r.code).toBe(3);
+    expect(() => readFileSync(out)).toThrow();
+  });
+});
+
+describe('baton delegate: sub-delegation', () => {
+  it('narrows a parent from a chain file: --out writes the chain root first; --submit stores it', async () => {
+    const { aFile, chainFile } = await rootChain();
+    const b = generateKeyPair();
+    const out = join(dir, 'b.chain.json');
+    const r = await run(['delegate', '--key', aFile, '--to', b.did, '--parent', chainFile, '--tools', 'search', '--max-calls', '3', '--max-cost', '0.5', '--out', out, '--submit', ...S]);
+    expect(r.code, r.err).toBe(0);
+    const receipts = JSON.parse(readFileSync(out, 'utf8')).receipts as string[];
+    expect(receipts).toHaveLength(2);
+    expect(receipts[0]).toBe(JSON.parse(readFileSync(chainFile, 'utf8')).receipts[0]);
+    const child = payloadOf(receipts[1]!);
+    const parent = payloadOf(receipts[0]!);
+    expect(child).toMatchObject({ aud: b.did, sub: parent['sub'], exp: parent['exp'], nbf: parent['nbf'] });
+    expect(r.err).toMatch(/signed sub-delegation \(depth 1\)/);
+    expect(r.err).toMatch(/stored: .* depth 1, active/);
+  });
+
+  it('refuses an escalation before signing: exit 1, every violation, what to do, nothing stored', async () => {
+    const { aFile, chainFile, hash } = await rootChain();
+    const r = await run(['delegate', '--key', aFile, '--to', generateKeyPair().did, '--parent', chainFile, '--tools', 'search,shell', '--max-calls', '20', '--submit', ...S]);
+    expect(r.code).toBe(1);
+    expect(r.out).toBe('');
+    expect(r.err).toMatch(/^REFUSED: baton delegate: POLICY_ESCALATION \(block D\)/);
+    expect(r.err).toMatch(/Unmet conditions \(3\)/);
+    expect(r.err).toMatch(/policy\.allowed_tools: required \["search","fetch"\], got \["shell"\]/);
+    expect(r.err).toMatch(/policy\.max_cost_usd/);
+    expect(r.err).toMatch(/policy\.max_calls: required 10, got 20/);
+    expect(r.err).toMatch(/What to do:\n {2}- Narrow the child policy/);
+    expect(r.err).toMatch(/nothing was signed or sent/);
+    expect(r.err).not.toMatch(/submitting/);
+    const tree = await new BatonClient({ baseUrl: live.baseUrl, apiKey: live.tenant.keys.audit }).getTree(hash);
+    expect(tree.count).toBe(1);
+
+    const j = await run(['delegate', '--key', aFile, '--to', generateKeyPair().did, '--parent', chainFile, '--tools', 'search', '--max-calls', '3', '--max-cost', '1', '--pii', '--json']);
+    expect(j.code).toBe(1);
+    expect(JSON.parse(j.out)).toMatchObject({ error: { code: 'POLICY_ESCALATION', details: { block: 'D', violations: [{ field: 'policy.pii_access' }] } } });
+  });
+
+  it('refuses a hand-off not signed by the parent holder, and a child outliving its parent', async () => {
+    const { chainFile } = await rootChain();
+    const wrong = await run(['delegate', '--key', keyFile(generateKeyPair(), 'w.json'), '--to', generateKeyPair().did, '--parent', chainFile, '--tools', 'search', '--max-calls', '1', '--max-cost', '1']);
+    expect(wrong.code).toBe(1);
+    expect(wrong.err).toMatch(/ISSUER_AUDIENCE_GAP/);
+    expect(wrong.err).toMatch(/Only the holder of the parent delegation/);
+
+    const { aFile, chainFile: c2 } = await rootChain();
+    const late = await run(['delegate', '--key', aFile, '--to', generateKeyPair().did, '--parent', c2, '--tools', 'search', '--max-calls', '1', '--max-cost', '1', '--ttl', '7d']);
+    expect(late.code).toBe(1);
+    expect(late.err).toMatch(/exp/);
+  });
+
+  it('--parent <hash> fetches the stored chain (with --server and a read key)', async () => {
+    const { aFile, hash } = await rootChain();
+    const r = await run(['delegate', '--key', aFile, '--to', generateKeyPair().did, '--parent', hash, '--tools', 'fetch', '--max-calls', '2', '--max-cost', '0.1', '--json', ...S, '--api-key', live.tenant.keys.audit]);
+    expect(r.code, r.err).toBe(0);
+    const j = JSON.parse(r.out);
+    expect(j.chain).toHaveLength(2);
+    expect(j.payload.prev_dr_hash).toBe(hash);
+    expect(r.err).toMatch(/fetching the chain of/);
+    const noKey = await run(['delegate', '--key', aFile, '--to', generateKeyPair().did, '--parent', hash, '--tools', 'fetch', ...S]);
+    expect(noKey.code).toBe(1);
+    expect(noKey.err).toMatch(/UNAUTHORIZED \[HTTP 401\]/);
+  });
+});
+
+describe('baton delegate: unusable input (exit 2)', () => {
+  it('missing flags, no policy, both --ttl and --exp, unknown policy fields, bad numbers, bad key file', async () => {
+    const key = keyFile(generateKeyPair(), 'k.json');
+    const to = generateKeyPair().did;
+    const cases: [string[], RegExp][] = [
+      [['delegate', '--to', to, '--tools', 'x'], /--key/],
+      [['delegate', '--key', key, '--tools', 'x'], /--to/],
+      [['delegate', '--key', key, '--to', to], /give a policy/],
+      [['delegate', '--key', key, '--to', to, '--tools', 'x', '--ttl', '1h', '--exp', '5'], /--ttl or --exp/],
+      [['delegate', '--key', key, '--to', to, '--policy', '{"allowed_tools":["x"],"max_money":3}'], /INVALID_FIELD/],
+      [['delegate', '--key', key, '--to', to, '--max-calls', 'lots'], /--max-calls takes a whole number/],
+      [['delegate', '--key', key, '--to', to, '--max-cost=-1'], /--max-cost takes an amount/],
+      [['delegate', '--key', key, '--to', to, '--tools', 'x', '--ttl', 'soon'], /--ttl takes a duration/],
+      [['delegate', '--key', join(dir, 'missing.json'), '--to', to, '--tools', 'x'], /cannot read key file/],
+      [['delegate', '--key', key, '--to', 'did:web:example.com', '--tools', 'x'], /INVALID_FIELD|INVALID_DID/],
+      [['delegate', '--key', key, '--to', to, '--tools', 'x', '--parent', key], /must hold signed records/],
+      [['delegate', '--key', key, '--to', to, '--tools', 'x', '--parent', join(dir, 'p.json'), '--subject', to], /root delegation only/],
+    ];
+    for (const [argv, message] of cases) {
+      const r = await run(argv);
+      expect(r.code, argv.join(' ')).toBe(2);
+      expect(r.err, argv.join(' ')).toMatch(message);
+    }
+  });
+});

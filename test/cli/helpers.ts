@@ -1,0 +1,39 @@
+/** Running `baton` in tests: in-process through main(argv, io), or through the real bin. */
+import { execFile } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { main } from '../../src/cli/main.js';
+
+export interface RunResult {
+  code: number;
+  out: string;
+  err: string;
+}
+
+/** In-process; the environment is only what `env` gives (no BATON_URL leaking in from the shell). */
+export async function run(argv: string[], env: Record<string, string | undefined> = {}): Promise<RunResult> {
+  let out = '';
+  let err = '';
+  const code = await main(argv, { out: (t) => (out += `${t}\n`), err: (t) => (err += `${t}\n`), env });
+  return { code, out, err };
+}
+
+export const BIN = fileURLToPath(new URL('../../bin/baton.mjs', import.meta.url));
+
+/** Through bin/baton.mjs in a child process, as `npx baton` runs it. */
+export function runBin(argv: string[], env: Record<string, string> = {}, timeoutMs = 30_000): Promise<RunResult> {
+  return new Promise((resolve) => {
+    const cleanEnv: Record<string, string> = {};
+    for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('BATON_')) cleanEnv[k] = v;
+    execFile(process.execPath, [BIN, ...argv], { env: { ...cleanEnv, ...env }, timeout: timeoutMs }, (error, stdout, stderr) => {
+      const code = error ? (typeof error.code === 'number' ? error.code : -1) : 0;
+      resolve({ code, out: stdout, err: stderr });
+    });
+  });
+}
+
+export function tempDir(): string {
+  return mkdtempSync(join(tmpdir(), 'baton-cli-'));
+}

@@ -1,0 +1,86 @@
+/** The `baton` dispatcher: help, unknown commands, exit codes, and the error paths every online command shares. */
+import { describe, expect, it } from 'vitest';
+import { closedPortUrl, startSilentServer } from '../sdk/live-service.js';
+import { run, runBin } from './helpers.js';
+
+const COMMANDS = ['keygen', 'delegate', 'submit', 'invoke', 'verify', 'report', 'revoke', 'chain', 'serve'];
+const HASH = `sha256:${'ab'.repeat(32)}`;
+
+describe('baton (top level)', () => {
+  it('--help lists every command and documents the exit codes', async () => {
+    const r = await run(['--help']);
+    expect(r.code).toBe(0);
+    for (const c of COMMANDS) expect(r.out).toMatch(new RegExp(`^  ${c} `, 'm'));
+    expect(r.out).toMatch(/Exit codes:\n {2}0 .*\n {2}1 .*refused or denied.*\n {2}2 .*unusable input.*\n {2}3 .*could not be reached/);
+    expect(r.out).toContain('BATON_URL');
+    expect(r.out).toContain('BATON_API_KEY');
+  });
+
+  it('no command prints the help and exits 2; an unknown command exits 2', async () => {
+    expect((await run([])).code).toBe(2);
+    const r = await run(['frobnicate']);
+    expect(r.code).toBe(2);
+    expect(r.err).toContain('unknown command "frobnicate"');
+  });
+
+  it('every command has a --help with a usage line and its exit codes', async () => {
+    for (const c of COMMANDS) {
+      const r = await run([c, '--help']);
+      expect(r.code, c).toBe(0);
+      expect(r.out, c).toMatch(new RegExp(`^Usage: baton ${c}`));
+      expect(r.out, c).toMatch(/Exit codes/);
+    }
+  });
+
+  it('an unknown flag is a usage error (exit 2)', async () => {
+    const r = await run(['submit', '--bogus', 'x']);
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/baton submit: .*--bogus/);
+  });
+});
+
+describe('server unreachable: exit 3 with what to check', () => {
+  it('nothing listening: readable on stderr, or the error envelope on stdout with --json', async () => {
+    const url = await closedPortUrl();
+    const r = await run(['chain', HASH, '--server', url]);
+    expect(r.code).toBe(3);
+    expect(r.err).toMatch(/FAILED: baton chain: NETWORK_ERROR/);
+    expect(r.err).toContain(url);
+    expect(r.err).toMatch(/baton serve/);
+
+    const j = await run(['revoke', HASH, '--reason', 'x', '--server', url, '--json']);
+    expect(j.code).toBe(3);
+    expect(JSON.parse(j.out)).toMatchObject({ error: { code: 'NETWORK_ERROR', message: expect.stringContaining(url), suggestion: expect.any(String) } });
+  });
+
+  it('a server that never answers: TIMEOUT after --timeout, exit 3', async () => {
+    const silent = await startSilentServer();
+    try {
+      const r = await run(['report', '--jti', 'inv:1', '--source', 'manual-meter', '--cost', '1', '--server', silent.url, '--timeout', '200']);
+      expect(r.code).toBe(3);
+      expect(r.err).toMatch(/TIMEOUT/);
+      expect(r.err).toMatch(/within 200 ms/);
+    } finally {
+      await silent.close();
+    }
+  });
+
+  it('BATON_URL and BATON_API_KEY are the defaults for --server and --api-key', async () => {
+    const url = await closedPortUrl();
+    const r = await run(['chain', HASH], { BATON_URL: url, BATON_API_KEY: 'bt_whatever' });
+    expect(r.code).toBe(3);
+    expect(r.err).toContain(url);
+    const bad = await run(['chain', HASH, '--server', 'not a url']);
+    expect(bad.code).toBe(2);
+    expect(bad.err).toMatch(/--server: baseUrl must be an absolute http\(s\) URL/);
+  });
+
+  it('through the real bin: the same exit codes', async () => {
+    const url = await closedPortUrl();
+    expect((await runBin(['--help'])).code).toBe(0);
+    expect((await runBin(['nope'])).code).toBe(2);
+    const r = await runBin(['chain', HASH], { BATON_URL: url });
+    expect(r.code).toBe(3);
+    expect(r.err).toContain('NETWORK_ERROR');
+  }, 90_000); // each bin run starts tsx
+});

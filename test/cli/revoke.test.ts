@@ -1,0 +1,74 @@
+/** `baton revoke`: by API key (--reason) and by signed revocation (--key); cascade, idempotency, refusals. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BatonClient } from '../../src/sdk/client.js';
+import { startLiveService, type LiveService } from '../sdk/live-service.js';
+import { storedChain, writeKeyFile } from '../sdk/chains.js';
+import { run, tempDir } from './helpers.js';
+
+let live: LiveService;
+let dir: string;
+let S: string[];
+beforeAll(async () => {
+  live = await startLiveService();
+  dir = tempDir();
+  S = ['--server', live.baseUrl];
+});
+afterAll(async () => {
+  await live?.close();
+});
+
+const audit = () => new BatonClient({ baseUrl: live.baseUrl, apiKey: live.tenant.keys.audit });
+
+describe('baton revoke', () => {
+  it('with an API key and --reason: revokes, cascades, and is idempotent', async () => {
+    const c = await storedChain(live);
+    const r = await run(['revoke', c.root.hash, '--reason', 'agent A compromised', ...S, '--api-key', live.tenant.keys.issue]);
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toMatch(/^REVOKED: sha256:/);
+    expect(r.out).toMatch(/reason {7}agent A compromised/);
+    expect(r.out).toMatch(/descendants {2}1 more delegation record/);
+    expect(r.out).toMatch(/receipt {6}#\d+/);
+    expect((await audit().getDelegation(c.sub.hash)).status).toBe('revoked');
+
+    const again = await run(['revoke', c.root.hash, '--reason', 'again', ...S, '--api-key', live.tenant.keys.issue, '--json']);
+    expect(again.code).toBe(0);
+    expect(JSON.parse(again.out)).toMatchObject({ hash: c.root.hash, already_revoked: true, reason: 'agent A compromised', descendants: 1 });
+  });
+
+  it('with --key: signs a revocation record; the DR holder itself is refused (exit 1)', async () => {
+    const c = await storedChain(live);
+    const holder = await run(['revoke', c.sub.hash, '--key', writeKeyFile(dir, c.b), ...S]);
+    expect(holder.code).toBe(1);
+    expect(holder.err).toMatch(/FORBIDDEN \[HTTP 403\]/);
+    expect(holder.err).toMatch(/cannot revoke the grant it received/);
+
+    // BATON_API_KEY in the environment is not sent on this path.
+    const r = await run(['revoke', c.sub.hash, '--key', writeKeyFile(dir, c.a), '--reason', 'no longer needed', ...S], { BATON_API_KEY: live.tenant.keys.audit });
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toContain(`by           ${c.a.did}`);
+    expect(r.err).toMatch(/signing a revocation/);
+    expect((await audit().getDelegation(c.sub.hash)).revoked_reason).toBe('no longer needed');
+  });
+
+  it('refusals exit 1: unknown DR (404), a key without issue scope (403), no key at all (401)', async () => {
+    const c = await storedChain(live);
+    const unknown = await run(['revoke', `sha256:${'1'.repeat(64)}`, '--reason', 'x', ...S, '--api-key', live.tenant.keys.issue]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.err).toMatch(/NOT_FOUND \[HTTP 404\]/);
+    const scope = await run(['revoke', c.sub.hash, '--reason', 'x', ...S, '--api-key', live.tenant.keys.audit, '--json']);
+    expect(scope.code).toBe(1);
+    expect(JSON.parse(scope.out)).toMatchObject({ error: { code: 'FORBIDDEN' }, status: 403 });
+    const none = await run(['revoke', c.sub.hash, '--reason', 'x', ...S]);
+    expect(none.code).toBe(1);
+    expect(none.err).toMatch(/UNAUTHORIZED/);
+  });
+
+  it('unusable input exits 2: no hash, a bad hash, no --reason and no --key, a blank reason', async () => {
+    const c = await storedChain(live);
+    for (const argv of [['revoke'], ['revoke', 'dr:abc', '--reason', 'x'], ['revoke', c.sub.hash], ['revoke', c.sub.hash, '--reason', '  ']]) {
+      const r = await run([...argv, ...S]);
+      expect(r.code, argv.join(' ')).toBe(2);
+    }
+    expect((await run(['revoke', c.sub.hash, ...S])).err).toMatch(/--reason .*or --key/);
+  });
+});

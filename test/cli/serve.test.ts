@@ -1,0 +1,53 @@
+/** `baton serve` through the real bin: starts on a real PostgreSQL, answers, stops cleanly on SIGTERM. */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { BatonClient } from '../../src/sdk/client.js';
+import { createDatabase } from '../setup/db.js';
+import { BIN, runBin } from './helpers.js';
+
+describe('baton serve', () => {
+  it('runs the service until SIGTERM, then exits 0', async () => {
+    const db = await createDatabase();
+    const adminKey = `serve-admin-${randomBytes(16).toString('hex')}`;
+    const env: Record<string, string> = {};
+    for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('BATON_') && k !== 'DATABASE_URL' && k !== 'PORT') env[k] = v;
+    const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--host', '127.0.0.1', '--database-url', db.url], {
+      env: { ...env, BATON_ADMIN_KEY: adminKey, BATON_MASTER_KEY: randomBytes(32).toString('hex'), BATON_LOG_LEVEL: 'error' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    try {
+      let stderr = '';
+      const url = await new Promise<string>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no "listening" line within 30 s:\n${stderr}`)), 30_000);
+        child.stderr.on('data', (chunk: Buffer) => {
+          stderr += chunk.toString();
+          const m = /Baton is listening on (http:\/\/\S+)/.exec(stderr);
+          if (m) {
+            clearTimeout(timer);
+            resolve(m[1]!);
+          }
+        });
+        child.on('exit', (code) => reject(new Error(`exited ${code} before listening:\n${stderr}`)));
+      });
+      const client = new BatonClient({ baseUrl: url, apiKey: adminKey });
+      expect(await client.ready()).toEqual({ status: 'ready', database: 'postgres' });
+      expect(await client.admin.createTenant('served')).toMatchObject({ name: 'served' });
+      const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+      await db.drop();
+    }
+  }, 90_000);
+
+  it('invalid configuration is a usage error (exit 2) naming the setting', async () => {
+    const r = await runBin(['serve', '--port', '99999']);
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/PORT must be a whole number from 0 to 65535/);
+    const url = await runBin(['serve', '--database-url', 'mysql://x']);
+    expect(url.code).toBe(2);
+    expect(url.err).toMatch(/DATABASE_URL must start with postgres/);
+  }, 90_000);
+});

@@ -1,0 +1,84 @@
+/** `baton submit`: chain and JWS files, idempotency, refusals, --json, unusable input. */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateKeyPair } from '../../src/sdk/keys.js';
+import { createRootDelegation, createSubDelegation } from '../../src/sdk/records.js';
+import { startLiveService, type LiveService } from '../sdk/live-service.js';
+import { run, tempDir } from './helpers.js';
+
+let live: LiveService;
+let dir: string;
+let S: string[];
+beforeAll(async () => {
+  live = await startLiveService();
+  dir = tempDir();
+  S = ['--server', live.baseUrl];
+});
+afterAll(async () => {
+  await live?.close();
+});
+
+function records() {
+  const a = generateKeyPair();
+  const root = createRootDelegation({ issuer: live.tenant.root, audience: a.did, policy: { allowed_tools: ['search'] } });
+  const sub = createSubDelegation({ parent: root, issuer: a, audience: generateKeyPair().did, policy: { allowed_tools: ['search'] } });
+  return { root, sub };
+}
+
+describe('baton submit', () => {
+  it('stores a chain file, then says it was already stored', async () => {
+    const { root, sub } = records();
+    const file = join(dir, 'chain.json');
+    writeFileSync(file, JSON.stringify({ receipts: [root.jws, sub.jws] }));
+    const r = await run(['submit', file, ...S]);
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toMatch(/^STORED: 2 delegation record\(s\) for tenant ten_/);
+    expect(r.out).toContain(`${root.hash}  depth 0  active`);
+    expect(r.out).toContain(`${sub.hash}  depth 1  active`);
+    expect(r.out).toContain(`baton chain ${sub.hash}`);
+    expect(r.err).toMatch(/submitting 2 record\(s\)/);
+    const again = await run(['submit', file, ...S]);
+    expect(again.code).toBe(0);
+    expect(again.out).toMatch(/^ALREADY STORED/);
+  });
+
+  it('reads JWS files in order (root first) and prints the service answer with --json', async () => {
+    const { root, sub } = records();
+    writeFileSync(join(dir, 'r.jws'), root.jws);
+    writeFileSync(join(dir, 's.jws'), `${sub.jws}\n`);
+    const r = await run(['submit', join(dir, 'r.jws'), join(dir, 's.jws'), '--json', ...S, '--api-key', live.tenant.keys.issue]);
+    expect(r.code, r.err).toBe(0);
+    const j = JSON.parse(r.out);
+    expect(j).toMatchObject({ created: true, tenant_id: live.tenant.id });
+    expect(j.delegations.map((d: { hash: string }) => d.hash)).toEqual([root.hash, sub.hash]);
+  });
+
+  it('refusals exit 1: an untrusted root, a sub-DR whose parent is not stored', async () => {
+    const stranger = createRootDelegation({ issuer: generateKeyPair(), audience: generateKeyPair().did, policy: {} });
+    writeFileSync(join(dir, 'u.jws'), stranger.jws);
+    const r = await run(['submit', join(dir, 'u.jws'), ...S]);
+    expect(r.code).toBe(1);
+    expect(r.err).toMatch(/REFUSED: baton submit: UNTRUSTED_ROOT/);
+    expect(r.err).toMatch(/register the root DID/);
+
+    const { sub } = records();
+    writeFileSync(join(dir, 'orphan.jws'), sub.jws);
+    const o = await run(['submit', join(dir, 'orphan.jws'), ...S, '--json']);
+    expect(o.code).toBe(1);
+    expect(JSON.parse(o.out)).toMatchObject({ error: { code: 'BUNDLE_INCOMPLETE' }, status: 422, request_id: expect.any(String) });
+  });
+
+  it('unusable input exits 2: no file, a missing file, not records, a malformed JWS (400 from the service)', async () => {
+    expect((await run(['submit', ...S])).code).toBe(2);
+    expect((await run(['submit', join(dir, 'nope.json'), ...S])).code).toBe(2);
+    writeFileSync(join(dir, 'x.json'), '{"hello": 1}');
+    const notRecords = await run(['submit', join(dir, 'x.json'), ...S]);
+    expect(notRecords.code).toBe(2);
+    expect(notRecords.err).toMatch(/must hold signed records/);
+    writeFileSync(join(dir, 'bad.jws'), 'eyJhIjoxfQ.eyJiIjoyfQ.c2ln');
+    const bad = await run(['submit', join(dir, 'bad.jws'), ...S]);
+    expect(bad.code).toBe(2);
+    expect(bad.err).toMatch(/\[HTTP 400\]/);
+  });
+});

@@ -1,0 +1,403 @@
+/**
+ * BatonClient against the real service over a real socket (real PostgreSQL):
+ * every method, the mapping of errors (code, suggestion, details, request
+ * id), deny returned rather than thrown, network errors and timeouts.
+ */
+import { createServer as createHttpServer } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
+import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
+import { createRevocation } from '../../src/sdk/revocation.js';
+import { BatonApiError, BatonClient, isBatonApiError, type VerifyResult } from '../../src/sdk/client.js';
+import { closedPortUrl, nowSeconds, startLiveService, startSilentServer, type LiveService } from './live-service.js';
+
+let live: LiveService;
+let clients: { admin: BatonClient; issue: BatonClient; verify: BatonClient; report: BatonClient; audit: BatonClient; anonymous: BatonClient };
+
+beforeAll(async () => {
+  live = await startLiveService();
+  const make = (apiKey?: string) => new BatonClient({ baseUrl: live.baseUrl, ...(apiKey ? { apiKey } : {}) });
+  const k = live.tenant.keys;
+  clients = { admin: make(live.svc.adminKey), issue: make(k.issue), verify: make(k.verify), report: make(k.report), audit: make(k.audit), anonymous: make() };
+});
+afterAll(async () => {
+  await live?.close();
+});
+
+const ARGS = { tool: 'search', estimated_cost_usd: 0.5, pii_access: false, write_access: false };
+
+/** operator (trusted root) -> agent A -> agent B, submitted; B can invoke. */
+async function storedChain(rootPolicy = { allowed_tools: ['search', 'fetch'], max_calls: 10, max_cost_usd: 1 }, subPolicy = { allowed_tools: ['search'], max_calls: 5, max_cost_usd: 1 }) {
+  const a = generateKeyPair();
+  const b = generateKeyPair();
+  const root = createRootDelegation({ issuer: live.tenant.root, audience: a.did, policy: rootPolicy });
+  const sub = createSubDelegation({ parent: root, issuer: a, audience: b.did, policy: subPolicy });
+  await clients.anonymous.submit([root, sub]);
+  return { a, b, root, sub, chain: [root, sub] as SignedDelegation[] };
+}
+
+function bundleFor(invoker: KeyPair, chain: SignedDelegation[], args: Record<string, unknown> = ARGS, mode: 'value' | 'reference' = 'reference') {
+  const inv = createInvocation({ chain, invoker, args, toolServer: 'mcp://search' });
+  return { inv, bundle: makeBundle(inv, chain, mode) };
+}
+
+async function rejection(p: Promise<unknown>): Promise<BatonApiError> {
+  try {
+    await p;
+  } catch (e) {
+    expect(isBatonApiError(e)).toBe(true);
+    return e as BatonApiError;
+  }
+  throw new Error('expected the call to throw');
+}
+
+describe('admin', () => {
+  it('creates tenants, trusts and removes roots, creates, lists and revokes API keys', async () => {
+    const { admin } = clients.admin;
+    const tenant = await admin.createTenant('globex');
+    expect(tenant).toMatchObject({ id: expect.any(String), name: 'globex' });
+    expect((await admin.listTenants()).tenants.map((t) => t.id)).toContain(tenant.id);
+
+    const rootKey = generateKeyPair();
+    const root = await admin.addRoot(tenant.id, rootKey.did, 'ops root');
+    expect(root).toMatchObject({ tenant_id: tenant.id, did: rootKey.did, label: 'ops root' });
+    expect(await admin.addRoot(tenant.id, rootKey.did)).toMatchObject({ did: rootKey.did }); // idempotent
+    expect((await admin.listRoots(tenant.id)).roots.map((r) => r.did)).toEqual([rootKey.did]);
+
+    const key = await admin.createApiKey(tenant.id, { scopes: ['verify'], name: 'tool server', tool_server: 'mcp://search' });
+    expect(key).toMatchObject({ id: expect.any(String), key: expect.stringMatching(/^bt_/), scopes: ['verify'], tool_server: 'mcp://search' });
+    expect((await admin.listApiKeys(tenant.id)).api_keys.map((k) => k.id)).toContain(key.id);
+
+    // The new key works, then stops working once revoked.
+    const tool = new BatonClient({ baseUrl: live.baseUrl, apiKey: key.key });
+    const { bundle } = bundleFor(generateKeyPair(), [createRootDelegation({ issuer: rootKey, audience: generateKeyPair().did, policy: {} })], ARGS, 'value');
+    expect((await tool.verify(bundle, { dryRun: true })).valid).toBe(false); // an answer: the invoker is not the holder
+    await admin.revokeApiKey(key.id);
+    const revoked = await rejection(tool.verify(bundle));
+    expect(revoked).toMatchObject({ status: 401, code: 'UNAUTHORIZED' });
+
+    await admin.removeRoot(tenant.id, rootKey.did);
+    expect((await admin.listRoots(tenant.id)).roots).toEqual([]);
+    const gone = await rejection(admin.removeRoot(tenant.id, rootKey.did));
+    expect(gone).toMatchObject({ status: 404, code: 'NOT_FOUND' });
+  });
+
+  it('a tenant key on an admin route is FORBIDDEN with the scope it lacks', async () => {
+    const e = await rejection(clients.issue.admin.createTenant('nope'));
+    expect(e).toMatchObject({ status: 403, code: 'FORBIDDEN' });
+    expect(e.details).toMatchObject({ required_scopes: ['admin'] });
+  });
+});
+
+describe('issuance', () => {
+  it('submits one record or a chain; resubmitting is idempotent', async () => {
+    const a = generateKeyPair();
+    const root = createRootDelegation({ issuer: live.tenant.root, audience: a.did, policy: { allowed_tools: ['search'] } });
+    const first = await clients.anonymous.submit(root);
+    expect(first).toMatchObject({ created: true, tenant_id: live.tenant.id });
+    expect(first.delegations[0]).toMatchObject({ hash: root.hash, depth: 0, status: 'active', receipt: { id: expect.any(Number) } });
+    const again = await clients.anonymous.submit(root.jws);
+    expect(again.created).toBe(false);
+    expect(again.delegations[0]!.receipt).toEqual(first.delegations[0]!.receipt);
+
+    const b = generateKeyPair();
+    const sub = createSubDelegation({ parent: root, issuer: a, audience: b.did, policy: { allowed_tools: ['search'] } });
+    const chain = await clients.issue.submit([root, sub]);
+    expect(chain.delegations.map((d) => d.depth)).toEqual([0, 1]);
+  });
+
+  it('an escalation submitted anyway is a 422 with the protocol code, every violation and a request id', async () => {
+    const a = generateKeyPair();
+    const root = createRootDelegation({ issuer: live.tenant.root, audience: a.did, policy: { allowed_tools: ['search'], max_calls: 2 } });
+    await clients.anonymous.submit(root);
+    // Signed below the SDK's check, as a misbehaving client would.
+    const { signJws } = await import('../../src/protocol/jws.js');
+    const bad = signJws({ ...createSubDelegation({ parent: root, issuer: a, audience: generateKeyPair().did, policy: { allowed_tools: ['search'], max_calls: 1 } }).payload, policy: { allowed_tools: ['search', 'shell'], max_calls: 9 } }, a.seed);
+    const e = await rejection(clients.anonymous.submit(bad));
+    expect(e).toMatchObject({ status: 422, code: 'POLICY_ESCALATION', block: 'D' });
+    expect(e.suggestion).toMatch(/Narrow the child policy/);
+    expect(e.violations.map((v) => v.field).sort()).toEqual(['policy.allowed_tools', 'policy.max_calls']);
+    expect(e.requestId).toMatch(/\S+/);
+    expect(e.message).toBeTruthy();
+  });
+
+  it('issues a custodial root (issue scope)', async () => {
+    const agent = generateKeyPair();
+    const issued = await clients.issue.issue({ audience: agent.did, policy: { allowed_tools: ['search'], max_calls: 3 } });
+    expect(issued.tenant_id).toBe(live.tenant.id);
+    expect(issued.custodial_did).toMatch(/^did:key:z6Mk/);
+    expect(issued.delegation).toMatchObject({ iss: issued.custodial_did, aud: agent.did, depth: 0, status: 'active' });
+  });
+});
+
+describe('verify', () => {
+  it('allows, with counters, warnings and a signed receipt that verifies offline', async () => {
+    const { b, chain, root, sub } = await storedChain();
+    const { inv, bundle } = bundleFor(b, chain);
+    const result = await clients.verify.verify(bundle, { body: ARGS, requireBinding: true });
+    expect(result.valid).toBe(true);
+    if (!result.valid) throw new Error('unreachable');
+    expect(result).toMatchObject({ dry_run: false, invocation_id: inv.payload.jti, binding: 'match', context: { tool: 'search', chain_depth: 2 } });
+    expect(result.counters).toEqual([
+      { dr: root.hash, calls_used: 1, max_calls: 10 },
+      { dr: sub.hash, calls_used: 1, max_calls: 5 },
+    ]);
+    expect(result.request_id).toMatch(/\S+/);
+    const checked = await clients.anonymous.verifyReceipt(result.receipt!.jws);
+    expect(checked).toMatchObject({ valid: true, payload: expect.objectContaining({ baton_receipt: 'invocation.allowed', subject: inv.payload.jti }) });
+    const tampered = result.receipt!.jws.slice(0, -4) + (result.receipt!.jws.endsWith('AAAA') ? 'BBBB' : 'AAAA');
+    expect((await clients.anonymous.verifyReceipt(tampered)).valid).toBe(false);
+  });
+
+  it('returns a deny (403) instead of throwing, with the error and every violation', async () => {
+    const { b, chain } = await storedChain();
+    const { bundle } = bundleFor(b, chain, { tool: 'shell', pii_access: true, write_access: false });
+    let result: VerifyResult | undefined;
+    await expect((async () => (result = await clients.verify.verify(bundle)))()).resolves.toBeDefined();
+    expect(result!.valid).toBe(false);
+    if (result!.valid) throw new Error('unreachable');
+    expect(result!.error).toMatchObject({ code: 'POLICY_VIOLATION', block: 'D', suggestion: expect.any(String) });
+    expect(result!.violations.length).toBeGreaterThanOrEqual(3); // tool x2 DRs, pii, estimated cost
+    expect(result!.request_id).toMatch(/\S+/);
+  });
+
+  it('dry runs consume nothing; a binding mismatch with requireBinding is a deny', async () => {
+    const { b, chain, sub } = await storedChain();
+    const { bundle } = bundleFor(b, chain);
+    const dry = await clients.verify.verify(bundle, { dryRun: true });
+    expect(dry).toMatchObject({ valid: true, dry_run: true, receipt: null });
+    expect((await clients.audit.getDelegation(sub.hash)).usage.calls_used).toBe(0);
+    const mismatch = await clients.verify.verify(bundle, { body: { ...ARGS, tool: 'fetch' }, requireBinding: true });
+    expect(mismatch).toMatchObject({ valid: false, error: { code: 'BINDING_MISMATCH' } });
+    // Nothing consumed: the real call still goes through, once.
+    expect((await clients.verify.verify(bundle)).valid).toBe(true);
+    expect(await clients.verify.verify(bundle)).toMatchObject({ valid: false, error: { code: 'REPLAY_DETECTED', block: 'G' } });
+  });
+
+  it('a key without verify scope throws FORBIDDEN (not a decision); no key says how to send one', async () => {
+    const { b, chain } = await storedChain();
+    const { bundle } = bundleFor(b, chain);
+    const forbidden = await rejection(clients.audit.verify(bundle));
+    expect(forbidden).toMatchObject({ status: 403, code: 'FORBIDDEN' });
+    const anonymous = await rejection(clients.anonymous.verify(bundle));
+    expect(anonymous).toMatchObject({ status: 401, code: 'UNAUTHORIZED' });
+    expect(anonymous.suggestion).toMatch(/no API key.*apiKey/);
+  });
+});
+
+describe('actuals and reads', () => {
+  it('reports actuals (idempotent, 409 on a different one) and reads them back everywhere', async () => {
+    const { b, chain, root, sub } = await storedChain();
+    const jtis: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const { inv, bundle } = bundleFor(b, chain);
+      expect((await clients.verify.verify(bundle)).valid).toBe(true);
+      jtis.push(inv.payload.jti);
+    }
+    const actual = await clients.report.reportActual(jtis[0]!, { cost_usd: 0.4, tokens_in: 100, tokens_out: 20, source: 'api-usage' });
+    expect(actual).toMatchObject({ jti: jtis[0], cost_usd: 0.4, declared_usd: 0.5, source: 'api-usage', receipt: { id: expect.any(Number) } });
+    expect(await clients.report.reportActual(jtis[0]!, { cost_usd: 0.4, tokens_in: 100, tokens_out: 20, source: 'api-usage' })).toEqual(actual);
+    const conflict = await rejection(clients.report.reportActual(jtis[0]!, { cost_usd: 0.9, source: 'api-usage' }));
+    expect(conflict).toMatchObject({ status: 409, code: 'CONFLICT' });
+    const noProvenance = await rejection(clients.report.reportActual(jtis[1]!, { cost_usd: 0.1 } as never));
+    expect(noProvenance).toMatchObject({ status: 400, code: 'INVALID_REQUEST' });
+    await clients.report.reportActual(jtis[1]!, { source: 'unavailable', unavailable_reason: 'no meter' });
+
+    const detail = await clients.audit.getDelegation(root.hash);
+    expect(detail).toMatchObject({ hash: root.hash, depth: 0, status: 'active', jws: root.jws });
+    expect(detail.usage).toMatchObject({ calls_used: 3, max_calls: 10, declared_usd: 1.5, metered_usd: 0.4, metered_invocations: 1 });
+
+    const chainResult = await clients.audit.getChain(sub.hash);
+    expect(chainResult.receipts).toEqual([root.jws, sub.jws]);
+    expect(chainResult.records.map((r) => r.depth)).toEqual([0, 1]);
+    const tree = await clients.audit.getTree(root.hash);
+    expect(tree).toMatchObject({ count: 2, truncated: false, tree: { hash: root.hash, children: [{ hash: sub.hash, calls_used: 3 }] } });
+
+    const inv = await clients.audit.getInvocation(jtis[0]!);
+    expect(inv).toMatchObject({ jti: jtis[0], decision: 'allowed', actual: { cost_usd: 0.4 } });
+
+    const page = await clients.audit.listInvocations(root.hash, { limit: 2 });
+    expect(page.invocations).toHaveLength(2);
+    expect(page.next_cursor).toEqual(expect.any(String));
+    const all: string[] = [];
+    for await (const i of clients.audit.iterateInvocations(root.hash, { limit: 1 })) all.push(i.jti);
+    expect(all.sort()).toEqual([...jtis].sort());
+    let pages = 0;
+    for await (const p of clients.audit.invocationPages(sub.hash, { limit: 2 })) pages += p.invocations.length > 0 ? 1 : 0;
+    expect(pages).toBe(2);
+  });
+
+  it('pages through receipts, one page or lazily across pages', async () => {
+    await storedChain();
+    const first = await clients.audit.listReceipts({ limit: 2 });
+    expect(first.receipts).toHaveLength(2);
+    expect(first.next_after).toBe(first.receipts[1]!.id);
+    const everything = await clients.audit.listReceipts({ limit: 500 });
+    const iterated: number[] = [];
+    for await (const r of clients.audit.iterateReceipts({ limit: 3 })) iterated.push(r.id);
+    expect(iterated).toEqual(everything.receipts.map((r) => r.id));
+    expect(new Set(everything.receipts.map((r) => r.kind))).toContain('delegation.accepted');
+    const later = await clients.audit.listReceipts({ after: first.next_after!, limit: 1 });
+    expect(later.receipts[0]!.id).toBeGreaterThan(first.next_after!);
+  });
+
+  it('publishes the service keys as a list and a JWKS; health and readiness', async () => {
+    const { keys } = await clients.anonymous.keys();
+    expect(keys[0]).toMatchObject({ kid: expect.stringMatching(/^svc_/), alg: 'EdDSA', status: 'current' });
+    const jwks = await clients.anonymous.jwks();
+    expect(jwks.keys[0]).toMatchObject({ kty: 'OKP', crv: 'Ed25519', kid: keys[0]!.kid, x: keys[0]!.public_key });
+    expect(await clients.anonymous.health()).toEqual({ status: 'ok' });
+    expect(await clients.anonymous.ready()).toMatchObject({ status: 'ready' });
+  });
+
+  it('an unknown record is NOT_FOUND with the request id of the X-Request-Id header', async () => {
+    let seen: string | null = null;
+    const spy = new BatonClient({
+      baseUrl: live.baseUrl,
+      apiKey: live.tenant.keys.audit,
+      fetch: async (input, init) => {
+        const res = await fetch(input, init);
+        seen = res.headers.get('x-request-id');
+        return res;
+      },
+    });
+    const e = await rejection(spy.getDelegation(`sha256:${'0'.repeat(64)}`));
+    expect(e).toMatchObject({ status: 404, code: 'NOT_FOUND', method: 'GET' });
+    expect(e.requestId).toBe(seen);
+    expect(e.url).toContain('/v1/delegations/sha256');
+    expect(e.retryable).toBe(false);
+  });
+});
+
+describe('revocation', () => {
+  it('by API key, cascading to descendants; idempotent', async () => {
+    const { b, chain, root } = await storedChain();
+    const r = await clients.issue.revoke(root.hash, 'compromised agent');
+    expect(r).toMatchObject({ hash: root.hash, status: 'revoked', reason: 'compromised agent', descendants: 1, already_revoked: false, revoked_by: { kind: 'api_key' } });
+    expect((await clients.issue.revoke(root.hash, 'again')).already_revoked).toBe(true);
+    const { bundle } = bundleFor(b, chain);
+    expect(await clients.verify.verify(bundle)).toMatchObject({ valid: false, error: { code: 'RECEIPT_REVOKED' } });
+  });
+
+  it('by signed revocation record: signed here, or already signed; a holder cannot revoke its own grant', async () => {
+    const { a, b, sub, root } = await storedChain();
+    const refused = await rejection(clients.anonymous.revokeSigned({ signer: b, target: sub.hash }));
+    expect(refused).toMatchObject({ status: 403, code: 'FORBIDDEN' });
+    expect(refused.message).toMatch(/cannot revoke the grant it received/);
+
+    // The client's own key is never sent on this path (it would switch the service to the key path).
+    const r = await clients.issue.revokeSigned({ signer: a, target: sub.hash, reason: 'A withdraws' });
+    expect(r).toMatchObject({ hash: sub.hash, reason: 'A withdraws', revoked_by: { kind: 'did', id: a.did } });
+
+    const presigned = createRevocation({ signer: live.tenant.root, target: root, reason: 'operator' });
+    expect(presigned.payload).toMatchObject({ drs_type: 'revocation', target: root.hash, jti: expect.stringMatching(/^rev:/) });
+    const r2 = await clients.anonymous.revokeSigned({ revocation: presigned.jws });
+    expect(r2).toMatchObject({ hash: root.hash, descendants: 1, revoked_by: { kind: 'did', id: live.tenant.root.did } });
+  });
+
+  it('createRevocation refuses a target that is not a record hash and a blank reason', () => {
+    expect(() => createRevocation({ signer: generateKeyPair(), target: 'dr:123' })).toThrow(/record hash/);
+    expect(() => createRevocation({ signer: generateKeyPair(), target: `sha256:${'a'.repeat(64)}`, reason: '   ' })).toThrow(/reason/);
+  });
+});
+
+describe('transport failures', () => {
+  it('nothing listening: NETWORK_ERROR naming the URL and what to check', async () => {
+    const url = await closedPortUrl();
+    const e = await rejection(new BatonClient({ baseUrl: url }).health());
+    expect(e).toMatchObject({ status: 0, code: 'NETWORK_ERROR', retryable: true });
+    expect(e.message).toContain(url);
+    expect(e.message).toMatch(/ECONNREFUSED/);
+    expect(e.suggestion).toMatch(/baton serve/);
+  });
+
+  it('a server that never answers: TIMEOUT after timeoutMs, not a hang', async () => {
+    const silent = await startSilentServer();
+    try {
+      const started = Date.now();
+      const e = await rejection(new BatonClient({ baseUrl: silent.url, apiKey: 'bt_x', timeoutMs: 300 }).verify({ bundle_version: '4.0', invocation: 'a.b.c', receipts: [] }));
+      const took = Date.now() - started;
+      expect(e).toMatchObject({ status: 0, code: 'TIMEOUT', method: 'POST' });
+      expect(e.message).toMatch(/did not answer POST \/v1\/verify within 300 ms/);
+      expect(e.suggestion).toMatch(/not allowed/);
+      expect(took).toBeGreaterThanOrEqual(250);
+      expect(took).toBeLessThan(5000);
+    } finally {
+      await silent.close();
+    }
+  });
+
+  it('a stalled body counts against the timeout too; a caller abort is ABORTED', async () => {
+    const stall = createHttpServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"status":'); // and never the rest
+    });
+    await new Promise<void>((resolve) => stall.listen(0, '127.0.0.1', resolve));
+    const port = (stall.address() as { port: number }).port;
+    try {
+      const client = new BatonClient({ baseUrl: `http://127.0.0.1:${port}`, timeoutMs: 300 });
+      expect(await rejection(client.health())).toMatchObject({ code: 'TIMEOUT' });
+      const controller = new AbortController();
+      const pending = client.health({ signal: controller.signal, timeoutMs: 5000 });
+      setTimeout(() => controller.abort(), 50);
+      expect(await rejection(pending)).toMatchObject({ code: 'ABORTED', status: 0 });
+    } finally {
+      stall.closeAllConnections();
+      await new Promise<void>((resolve) => stall.close(() => resolve()));
+    }
+  });
+
+  it('a non-Baton answer is UNEXPECTED_RESPONSE, with the status', async () => {
+    const proxy = createHttpServer((_req, res) => {
+      res.writeHead(502, { 'content-type': 'text/html' });
+      res.end('<html>Bad Gateway</html>');
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    const port = (proxy.address() as { port: number }).port;
+    try {
+      const e = await rejection(new BatonClient({ baseUrl: `http://127.0.0.1:${port}` }).keys());
+      expect(e).toMatchObject({ status: 502, code: 'UNEXPECTED_RESPONSE' });
+      expect(e.message).toMatch(/Bad Gateway/);
+    } finally {
+      await new Promise<void>((resolve) => proxy.close(() => resolve()));
+    }
+  });
+
+  it('an injected fetch sees every request: key, user agent, JSON body, path prefix kept', async () => {
+    const seen: { url: string; auth: string | null; ua: string | null; type: string | null }[] = [];
+    const client = new BatonClient({
+      baseUrl: 'http://baton.invalid/prefix/',
+      apiKey: 'bt_secret',
+      fetch: async (input, init) => {
+        const h = new Headers(init?.headers);
+        seen.push({ url: String(input), auth: h.get('authorization'), ua: h.get('user-agent'), type: h.get('content-type') });
+        return new Response(JSON.stringify({ receipts: [], next_after: null }), { status: 200, headers: { 'content-type': 'application/json' } });
+      },
+    });
+    await client.listReceipts({ after: 5, limit: 2 });
+    await client.keys();
+    expect(seen[0]).toEqual({ url: 'http://baton.invalid/prefix/v1/receipts?after=5&limit=2', auth: 'Bearer bt_secret', ua: expect.stringMatching(/^baton-sdk\//), type: null });
+    expect(seen[1]!.auth).toBeNull(); // public routes get no key
+  });
+
+  it('refuses an unusable baseUrl or timeout at construction', () => {
+    expect(() => new BatonClient({ baseUrl: 'localhost:8080' })).toThrow(/absolute http\(s\) URL/);
+    expect(() => new BatonClient({ baseUrl: 'ftp://x' })).toThrow(/absolute http\(s\) URL/);
+    expect(() => new BatonClient({ baseUrl: 'http://x', timeoutMs: 0 })).toThrow(/timeoutMs/);
+  });
+});
+
+describe('the package entry point', () => {
+  it('exports the SDK: keys, records, client, revocation, offline verification', async () => {
+    const sdk = await import('../../src/sdk/index.js');
+    for (const name of ['generateKeyPair', 'createRootDelegation', 'createSubDelegation', 'createInvocation', 'makeBundle', 'createRevocation',
+      'BatonClient', 'BatonApiError', 'verifyChain', 'verifyDelegations', 'verifyServiceReceipt', 'BatonError', 'ERROR_TABLE']) {
+      expect(typeof (sdk as Record<string, unknown>)[name], name).not.toBe('undefined');
+    }
+    // Offline verification of what the client stored agrees with the service.
+    const { b, chain } = await storedChain();
+    const { bundle } = bundleFor(b, chain, ARGS, 'value');
+    const decision = sdk.verifyChain(bundle, { now: nowSeconds(), trustedRoots: [live.tenant.root.did] });
+    expect(decision.valid).toBe(true);
+  });
+});
