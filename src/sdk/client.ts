@@ -25,7 +25,7 @@ import type { ErrorCode, Violation } from '../protocol/errors.js';
 import { utf8Decode } from '../protocol/jcs.js';
 import type { Policy } from '../protocol/policy.js';
 import type { Bundle } from '../protocol/records.js';
-import type { ServiceReceiptVerification, ServiceVerificationKey } from '../service/signer.js';
+import { verifyServiceReceipt, type ServiceReceiptVerification, type ServiceVerificationKey } from '../protocol/service-receipt.js';
 import type { KeyPair } from './keys.js';
 import type { SignedDelegation } from './records.js';
 import { createRevocation } from './revocation.js';
@@ -653,8 +653,6 @@ export class BatonClient {
    * appears (a rotation). Never throws on a bad receipt: see `valid`/`reason`.
    */
   async verifyReceipt(jws: string, opts: Omit<RequestOptions, 'apiKey'> = {}): Promise<ServiceReceiptVerification> {
-    // Loaded on first use: signer.ts sits in the service layer and imports the store schema.
-    const { verifyServiceReceipt } = await import('../service/signer.js');
     const fetchKeys = async () => {
       const { keys } = await this.keys(opts);
       this.#keys = keys.map((k) => ({ kid: k.kid, publicKey: decodeBase64url(k.public_key, 'service public key') }));

@@ -101,8 +101,8 @@ export type {
 } from '../protocol/chain.js';
 // Pure in behaviour (no I/O, never throws); its module sits in the service
 // layer and loads the store schema (drizzle-orm) with it.
-export { verifyServiceReceipt } from '../service/signer.js';
-export type { ServiceReceiptVerification, ServiceVerificationKey } from '../service/signer.js';
+export { verifyServiceReceipt } from '../protocol/service-receipt.js';
+export type { ServiceReceiptVerification, ServiceVerificationKey } from '../protocol/service-receipt.js';
 
 // Errors, policy and record types
 export { BatonError, ERROR_TABLE, isBatonError } from '../protocol/errors.js';

@@ -16,10 +16,10 @@
  */
 import { decodeBase64url, encodeBase64url } from '../protocol/base64url.js';
 import { didKeyFromPublicKey } from '../protocol/did-key.js';
-import { generateSeed, publicKeyFromSeed, signEd25519, verifyEd25519 } from '../protocol/ed25519.js';
+import { generateSeed, publicKeyFromSeed, signEd25519 } from '../protocol/ed25519.js';
 import { BatonError } from '../protocol/errors.js';
 import { sha256Hex } from '../protocol/hash.js';
-import { canonicalJson, parseCanonicalJson, utf8Encode, type JsonValue } from '../protocol/jcs.js';
+import { canonicalJson, utf8Encode } from '../protocol/jcs.js';
 import type { Db } from '../store/db.js';
 import { isUniqueViolation } from '../store/errors.js';
 import type { ServiceKey } from '../store/schema/index.js';
@@ -29,6 +29,7 @@ import {
   listServiceKeys,
   retireActiveServiceKey,
 } from '../store/service-keys.js';
+import { receiptHeaderFor, type ServiceVerificationKey } from '../protocol/service-receipt.js';
 import type { Logger } from './log.js';
 import { openSecret, sealSecret } from './secrets.js';
 
@@ -41,12 +42,6 @@ export interface ServiceSigner {
   readonly publicKey: Uint8Array;
   /** Compact JWS, header {"alg":"EdDSA","kid":kid,"typ":"JWT"} (JCS), payload JCS. */
   sign(payload: Record<string, unknown>): string;
-}
-
-/** A published verification key, as an auditor holds it. */
-export interface ServiceVerificationKey {
-  readonly kid: string;
-  readonly publicKey: Uint8Array;
 }
 
 export interface PublishedServiceKey extends ServiceVerificationKey {
@@ -62,23 +57,18 @@ const ACTIVE_KEY_INDEX = 'service_keys_one_active_uq';
 const KEY_CONTEXT = (kid: string) => `service-key:${kid}`;
 /** Attempts to settle on one active key when other nodes create or rotate concurrently. */
 const MAX_LOAD_ATTEMPTS = 5;
-/** Receipts are small; anything larger is refused before parsing. */
-const MAX_RECEIPT_LENGTH = 1024 * 1024;
 
 /** 'svc_' + first 16 hex digits of SHA-256 over the raw public key. */
 export function serviceKid(publicKey: Uint8Array): string {
   return `svc_${sha256Hex(publicKey).slice(0, 16)}`;
 }
 
-function encodedHeaderFor(kid: string): string {
-  return encodeBase64url(utf8Encode(canonicalJson({ alg: 'EdDSA', kid, typ: 'JWT' })));
-}
 
 function signerFromSeed(kid: string, seed: Uint8Array): ServiceSigner {
   const secret = Uint8Array.from(seed);
   const publicKey = publicKeyFromSeed(secret);
   const did = didKeyFromPublicKey(publicKey);
-  const encodedHeader = encodedHeaderFor(kid);
+  const encodedHeader = receiptHeaderFor(kid);
   return Object.freeze({
     kid,
     did,
@@ -212,74 +202,5 @@ export async function publishedServiceKeys(db: Db): Promise<PublishedServiceKey[
   });
 }
 
-// ---------------------------------------------------------------------------
-// Offline verification.
-
-export interface ServiceReceiptVerification {
-  readonly valid: boolean;
-  /** The parsed payload when valid; null otherwise (never act on an unverified payload). */
-  readonly payload: Record<string, JsonValue> | null;
-  /** The kid the header names, when the header could be read. */
-  readonly kid: string | null;
-  /** Why it is not valid. */
-  readonly reason?: string;
-}
-
-function isObject(v: JsonValue): v is { [k: string]: JsonValue } {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
-}
-
-function refuse(reason: string, kid: string | null = null): ServiceReceiptVerification {
-  return { valid: false, payload: null, kid, reason };
-}
-
-/**
- * Checks a receipt JWS against published service keys. Never throws on bad
- * input. Valid means: the header is exactly JCS({"alg":"EdDSA","kid",
- * "typ":"JWT"}), the payload is a JCS object, the kid is one of `keys`, the
- * Ed25519 signature verifies under it (the project's one verification
- * rule), and the payload's kid and iss, when present, name that same key.
- */
-export function verifyServiceReceipt(jws: string, keys: readonly ServiceVerificationKey[]): ServiceReceiptVerification {
-  if (typeof jws !== 'string' || jws.length === 0 || jws.length > MAX_RECEIPT_LENGTH) return refuse('not a compact JWS string of acceptable length');
-  const parts = jws.split('.');
-  if (parts.length !== 3) return refuse('a compact JWS has exactly 3 dot-separated parts');
-  const [encodedHeader, encodedPayload, encodedSignature] = parts as [string, string, string];
-
-  let header: JsonValue;
-  try {
-    header = parseCanonicalJson(decodeBase64url(encodedHeader, 'receipt header'), 'receipt header');
-  } catch {
-    return refuse('the header is not canonical base64url JCS');
-  }
-  if (!isObject(header) || typeof header['kid'] !== 'string' || header['kid'].length === 0) return refuse('the header names no kid');
-  const kid = header['kid'];
-  if (encodedHeader !== encodedHeaderFor(kid)) return refuse('the header is not exactly {"alg":"EdDSA","kid":…,"typ":"JWT"}', kid);
-
-  let payload: JsonValue;
-  let signature: Uint8Array;
-  try {
-    payload = parseCanonicalJson(decodeBase64url(encodedPayload, 'receipt payload'), 'receipt payload');
-    signature = decodeBase64url(encodedSignature, 'receipt signature');
-  } catch {
-    return refuse('the payload or signature is not canonical base64url (JCS)', kid);
-  }
-  if (!isObject(payload)) return refuse('the payload is not a JSON object', kid);
-
-  const key = keys.find((k) => k.kid === kid);
-  if (!key) return refuse(`no published key has kid ${kid}`, kid);
-  if (!verifyEd25519(key.publicKey, utf8Encode(`${encodedHeader}.${encodedPayload}`), signature)) {
-    return refuse('the signature does not verify under the published key', kid);
-  }
-  if ('kid' in payload && payload['kid'] !== kid) return refuse('the payload kid differs from the header kid', kid);
-  if ('iss' in payload) {
-    let did: string;
-    try {
-      did = didKeyFromPublicKey(key.publicKey);
-    } catch {
-      return refuse('the published key is not an acceptable Ed25519 key', kid);
-    }
-    if (payload['iss'] !== did) return refuse('the payload iss is not the did:key of the signing key', kid);
-  }
-  return { valid: true, payload, kid };
-}
+// Offline verification is pure and lives in the protocol, so the SDK can use it without the store.
+export { verifyServiceReceipt, type ServiceReceiptVerification, type ServiceVerificationKey } from '../protocol/service-receipt.js';
