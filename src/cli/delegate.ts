@@ -188,7 +188,9 @@ export async function runDelegate(argv: string[], io: CliIo): Promise<number> {
   if (values.json) {
     printJson(io, { hash: signed.hash, jws: signed.jws, payload: signed.payload, chain, ...(values.out ? { file: values.out } : {}), ...(submitted ? { submitted } : {}) });
   } else if (values.out !== undefined) {
-    io.out(`${signed.hash}\nwrote the chain (${chain.length} record(s), root first) to ${values.out}`);
+    // stdout carries only the hash, so scripts can capture it; the note goes to stderr.
+    io.out(signed.hash);
+    io.err(`wrote the chain (${chain.length} record(s), root first) to ${values.out}`);
   } else {
     io.out(signed.jws);
   }

@@ -144,7 +144,10 @@ export async function runInvoke(argv: string[], io: CliIo): Promise<number> {
     }
   }
   if (values.json) printJson(io, { jti: invocation.payload.jti, hash: invocation.hash, bundle, ...(values.out ? { file: values.out } : {}) });
-  else if (values.out !== undefined) io.out(`${invocation.payload.jti}\nwrote the bundle to ${values.out}`);
+  else if (values.out !== undefined) {
+    io.out(invocation.payload.jti);
+    io.err(`wrote the bundle to ${values.out}`);
+  }
   else io.out(text);
   return 0;
 }
