@@ -110,7 +110,10 @@ describe('openapi.yaml is a well-formed contract', () => {
     const refs: string[] = [];
     const walk = (v: Json) => {
       if (Array.isArray(v)) v.forEach(walk);
-      else if (v && typeof v === 'object') for (const [k, x] of Object.entries(v)) k === '$ref' && typeof x === 'string' ? refs.push(x) : walk(x);
+      else if (v && typeof v === 'object') for (const [k, x] of Object.entries(v)) {
+        if (k === '$ref' && typeof x === 'string') refs.push(x);
+        else walk(x);
+      }
     };
     walk(contract.spec);
     for (const ref of refs) expect(() => pointer(contract.spec, ref), ref).not.toThrow();

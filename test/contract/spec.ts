@@ -103,7 +103,7 @@ export class Contract {
   /** Compiles every component schema on its own (strict mode reports mistakes). */
   compileAllComponents(): void {
     for (const name of Object.keys(this.spec.components?.schemas ?? {})) {
-      this.ajv.getSchema(`${SCHEMA_ROOT}#/$defs/${name}`) ?? this.compile({ $ref: `#/components/schemas/${name}` });
+      if (!this.ajv.getSchema(`${SCHEMA_ROOT}#/$defs/${name}`)) this.compile({ $ref: `#/components/schemas/${name}` });
     }
   }
 

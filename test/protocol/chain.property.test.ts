@@ -74,7 +74,7 @@ describe('verifyChain properties', () => {
     );
     fc.assert(
       fc.property(mutation, (m) => {
-        let receipts = [...bundle.receipts];
+        const receipts = [...bundle.receipts];
         let inv = bundle.invocation;
         switch (m.kind) {
           case 'swap':

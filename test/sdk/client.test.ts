@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
 import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
 import { createRevocation } from '../../src/sdk/revocation.js';
-import { BatonApiError, BatonClient, isBatonApiError, type VerifyResult } from '../../src/sdk/client.js';
+import { type BatonApiError, BatonClient, isBatonApiError, type VerifyResult } from '../../src/sdk/client.js';
 import { closedPortUrl, nowSeconds, startLiveService, startSilentServer, type LiveService } from './live-service.js';
 
 let live: LiveService;

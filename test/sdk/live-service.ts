@@ -3,6 +3,7 @@
  * HTTP socket on 127.0.0.1 (port 0), on the real clock: what the SDK client
  * and the CLI talk to in their tests.
  */
+import type { Socket } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
 import { createServer, type Server } from 'node:net';
 import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
@@ -39,7 +40,7 @@ export async function startLiveService(): Promise<LiveService> {
 
 /** A TCP server that accepts connections and never answers: for timeouts. */
 export async function startSilentServer(): Promise<{ url: string; close(): Promise<void> }> {
-  const sockets = new Set<import('node:net').Socket>();
+  const sockets = new Set<Socket>();
   const server: Server = createServer((socket) => {
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));

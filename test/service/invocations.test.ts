@@ -159,9 +159,17 @@ describe('GET /v1/delegations/{hash}/invocations', () => {
     expect((await verify([r0, la], b, { tool: 'delete_db' })).res.status).toBe(403);
   });
 
-  async function pageAll(hash: string, limit: number, key = tenant.keys.audit): Promise<{ jtis: string[]; pages: number; items: any[] }> {
+  interface InvocationItem {
+    jti: string;
+    created_at: string;
+    jws?: string;
+    receipt: { jws: string };
+    [k: string]: unknown;
+  }
+
+  async function pageAll(hash: string, limit: number, key = tenant.keys.audit): Promise<{ jtis: string[]; pages: number; items: InvocationItem[] }> {
     const jtis: string[] = [];
-    const items: any[] = [];
+    const items: InvocationItem[] = [];
     let cursor: string | null = null;
     let pages = 0;
     do {
@@ -183,8 +191,8 @@ describe('GET /v1/delegations/{hash}/invocations', () => {
     expect(all.pages).toBe(3);
     expect(all.jtis).toEqual(made.map((m) => m.jti).reverse());
     expect(all.items[0]).toMatchObject({ decision: 'allowed', declared_usd: 0.25, actual: null });
-    expect(all.items[0].jws).toBeUndefined();
-    expect(all.items[0].receipt.jws).toBeTruthy();
+    expect(all.items[0]?.jws).toBeUndefined();
+    expect(all.items[0]?.receipt.jws).toBeTruthy();
     const times = all.items.map((i) => Date.parse(i.created_at));
     expect([...times].sort((x, y) => y - x)).toEqual(times);
 
@@ -217,7 +225,7 @@ describe('GET /v1/delegations/{hash}/invocations', () => {
     const jti = made.find((m) => m.leaf === fresh.leafB.hash)!.jti;
     expect((await svc.call('POST', `/v1/invocations/${jti}/actuals`, { key: tenant.keys.report, json: { source: 'manual-meter', cost_usd: 1.5 } })).status).toBe(201);
     const list = await pageAll(fresh.leafB.hash, 10);
-    expect(list.items.find((i) => i.jti === jti).actual).toMatchObject({ cost_usd: 1.5, source: 'manual-meter' });
+    expect(list.items.find((i) => i.jti === jti)?.actual).toMatchObject({ cost_usd: 1.5, source: 'manual-meter' });
   });
 
   it('refuses bad queries with 400; unknown or foreign hashes are 404', async () => {

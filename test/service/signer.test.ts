@@ -38,10 +38,6 @@ async function fresh(max = 10): Promise<{ store: Store; url: string }> {
 
 const newMasterKey = () => new Uint8Array(randomBytes(32));
 
-function b64json(part: string): unknown {
-  return JSON.parse(Buffer.from(decodeBase64url(part, 'part')).toString('utf8'));
-}
-
 async function rejection(p: Promise<unknown>): Promise<BatonError> {
   try {
     await p;
