@@ -39,7 +39,10 @@ RUN node --import tsx --input-type=module -e "const m = await import('./src/serv
 FROM ${NODE_IMAGE} AS prod-deps
 WORKDIR /app
 COPY package.json package-lock.json ./
+COPY scripts ./scripts
+# Dependencies' install scripts stay off; Baton's own driver fix is applied explicitly.
 RUN npm ci --omit=dev --no-audit --no-fund --ignore-scripts \
+ && node scripts/patch-postgres.mjs \
  && npm cache clean --force
 
 # ---------------------------------------------------------------- runtime

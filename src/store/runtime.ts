@@ -123,6 +123,25 @@ export async function countCallsAtomically(
 
       const receiptId = receipt ? await insertReceipt(tx, receipt) : undefined;
       const metered = before.filter(isMetered).map((s) => s.hash);
+      const unmetered = before.filter((s) => !isMetered(s)).map((s) => s.hash);
+
+      // Revocation must be decided against committed state that cannot
+      // change before we commit: share-lock the unmetered rows (a revoke's
+      // UPDATE waits for us, and we wait for a revoke in flight); metered
+      // rows are locked below and re-checked by the same UPDATE. Shared
+      // locks never conflict between verifies, and metered-ness is fixed per
+      // row, so verifies cannot deadlock on each other here.
+      if (unmetered.length > 0) {
+        const locked = await rows<{ hash: string; revoked: boolean }>(
+          tx,
+          sql`select hash, revoked_at is not null as revoked from delegations
+              where tenant_id = ${inv.tenantId} and hash = any(${sqlTextArray(unmetered)})
+              order by depth
+              for share`,
+        );
+        const revokedNow = locked.find((r) => r.revoked);
+        if (revokedNow) throw new Rollback({ ok: false, reason: 'RECEIPT_REVOKED', hash: revokedNow.hash });
+      }
       if (metered.length === 0) return { ok: true, state: before, ...(receiptId !== undefined ? { receiptId } : {}) };
 
       // Lock the metered rows root-to-leaf, then increment only where every
@@ -145,6 +164,7 @@ export async function countCallsAtomically(
               from locked
              where d.tenant_id = ${inv.tenantId}
                and d.hash = locked.hash
+               and d.revoked_at is null
                and (d.max_calls is null or d.calls_used < d.max_calls)
                and (d.max_spend_micros is null or d.spend_reserved_micros + ${inv.estimatedMicros}::bigint <= d.max_spend_micros)
             returning d.hash, d.calls_used::text as calls_used, d.spend_reserved_micros::text as spend_reserved_micros`,
@@ -154,6 +174,7 @@ export async function countCallsAtomically(
         const ok = new Set(updated.map((u) => u.hash));
         const current = await readChainState(tx, inv.tenantId, metered);
         const blocked = current.find((s) => !ok.has(s.hash))!;
+        if (blocked.revoked) throw new Rollback({ ok: false, reason: 'RECEIPT_REVOKED', hash: blocked.hash });
         const callsOut = blocked.maxCalls !== null && blocked.callsUsed >= blocked.maxCalls;
         throw new Rollback({ ok: false, reason: callsOut ? 'CALLS_EXHAUSTED' : 'BUDGET_EXHAUSTED', state: blocked });
       }
