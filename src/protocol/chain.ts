@@ -12,6 +12,7 @@ import { blockOf, BatonError, ERROR_TABLE, type Block, type ErrorCode, type Viol
 import { isRecordHash, type RecordHash } from './hash.js';
 import { canonicalJson } from './jcs.js';
 import { decodeJws, signatureValid, type DecodedJws } from './jws.js';
+import { publicKeyFromDidKey } from './did-key.js';
 import { checkAttenuation, effectiveLimits, evaluateArgs, type EffectiveLimits, type Policy } from './policy.js';
 import {
   BundleSchema,
@@ -408,8 +409,25 @@ function checkDelegationSignatures(drs: readonly VerifiedDelegation[], fresh: Re
     if (!fresh.has(dr.hash)) return; // cached: verified before, and the hash pins the exact bytes
     const problem = signatureProblem(dr, dr.payload.iss);
     if (problem) out.push({ ...problem, dr_index: i, dr_hash: dr.hash, field: 'signature' });
+    // Delegating to (or on behalf of) a weak or non-canonical key is refused
+    // too: authority handed to a small-order key is authority anyone can use.
+    for (const field of ['aud', 'sub'] as const) {
+      const keyProblem = didKeyProblem(dr.payload[field]);
+      if (keyProblem) out.push({ ...keyProblem, dr_index: i, dr_hash: dr.hash, field, actual: dr.payload[field] });
+    }
   });
   return out;
+}
+
+/** Why a did:key is not an acceptable Ed25519 key (WEAK_KEY / INVALID_DID), or null. */
+function didKeyProblem(did: string): Pick<Violation, 'code' | 'message'> | null {
+  try {
+    publicKeyFromDidKey(did);
+    return null;
+  } catch (e) {
+    const v = violationFromError(e, 'did');
+    return { code: v.code, ...(v.message ? { message: v.message } : {}) };
+  }
 }
 
 function invocationSignatureViolations(inv: VerifiedInvocation): Violation[] {

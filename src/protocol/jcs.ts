@@ -53,7 +53,7 @@ const strictDecoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
  */
 type Mode = 'issue' | 'rfc' | 'verify';
 
-type FaultKind = 'type' | 'non-finite' | 'unsafe-integer' | 'lone-surrogate' | 'too-deep';
+type FaultKind = 'type' | 'non-finite' | 'unsafe-integer' | 'lone-surrogate' | 'nul' | 'too-deep';
 
 /**
  * Internal fault carrying the JSON Pointer path, built while unwinding so the
@@ -97,9 +97,12 @@ export function canonicalNumber(n: number): string {
  */
 const NEEDS_CARE = /["\\\u0000-\u001f\ud800-\udfff]/;
 
-function writeString(s: string): string {
+function writeString(s: string, mode: Mode): string {
   if (!NEEDS_CARE.test(s)) return '"' + s + '"';
   if (!isWellFormedString(s)) throw new WriteFault('lone-surrogate', 'string contains an unpaired UTF-16 surrogate');
+  // U+0000 is valid JSON but no PostgreSQL text or jsonb can hold it, so a
+  // record carrying one could be verified yet never stored or audited.
+  if (mode !== 'rfc' && s.includes('\u0000')) throw new WriteFault('nul', 'string contains U+0000, which Baton does not accept');
   // JSON.stringify's string quoting is the escaping RFC 8785 section 3.2.2.2
   // prescribes (short escapes for \b \t \n \f \r \" \\, \u00xx lowercase for
   // other controls, everything else literal); with well-formed input it is exact.
@@ -117,7 +120,7 @@ function writeNumber(n: number, mode: Mode): string {
 function writeValue(v: unknown, depth: number, maxDepth: number, mode: Mode): string {
   switch (typeof v) {
     case 'string':
-      return writeString(v);
+      return writeString(v, mode);
     case 'number':
       return writeNumber(v, mode);
     case 'boolean':
@@ -181,7 +184,7 @@ function writeObject(o: object, depth: number, maxDepth: number, mode: Mode): st
     for (let i = 0; i < keys.length; i++) {
       k = keys[i] as string; // i < keys.length
       if (i > 0) out += ',';
-      out += writeString(k);
+      out += writeString(k, mode);
       out += ':';
       out += writeValue(rec[k], depth, maxDepth, mode);
     }
@@ -203,7 +206,7 @@ function pointer(reversed: readonly string[]): string {
   let p = '';
   for (let i = reversed.length - 1; i >= 0; i--) {
     p += '/' + (reversed[i] as string).replace(/~/g, '~0').replace(/\//g, '~1');
-    if (p.length > MAX_POINTER_CHARS) return p.slice(0, MAX_POINTER_CHARS) + '…';
+    if (p.length > MAX_POINTER_CHARS) return clipText(p, MAX_POINTER_CHARS);
   }
   return p;
 }
@@ -219,6 +222,7 @@ function faultCode(kind: FaultKind, mode: Mode): ErrorCode {
       // In received text it is a document no UTF-8 signer could have meant;
       // in a caller's value it is a bad field.
       return mode === 'verify' ? 'NON_CANONICAL_JSON' : 'INVALID_FIELD';
+    case 'nul':
     case 'type':
     case 'too-deep':
       return 'INVALID_FIELD';
@@ -370,9 +374,26 @@ function firstDifference(a: string, b: string): number {
 }
 
 function snippet(s: string, at: number): string {
-  const start = Math.max(0, at - 8);
-  const end = Math.min(s.length, at + 16);
+  let start = Math.max(0, at - 8);
+  let end = Math.min(s.length, at + 16);
+  // Never split a surrogate pair: the snippet is echoed and stored.
+  if (start > 0 && isLowSurrogate(s.charCodeAt(start))) start--;
+  if (end < s.length && isLowSurrogate(s.charCodeAt(end))) end++;
   return (start > 0 ? '…' : '') + s.slice(start, end) + (end < s.length ? '…' : '');
+}
+
+function isLowSurrogate(unit: number): boolean {
+  return (unit & 0xfc00) === 0xdc00;
+}
+
+/**
+ * `s` cut to at most `max` UTF-16 units plus '…', never between the halves
+ * of a surrogate pair, so an echoed excerpt stays well-formed (storable).
+ */
+export function clipText(s: string, max: number): string {
+  if (s.length <= max) return s;
+  const end = isLowSurrogate(s.charCodeAt(max)) ? max - 1 : max;
+  return `${s.slice(0, end)}…`;
 }
 
 /**

@@ -14,6 +14,7 @@
 
 import { z } from 'zod';
 import { BatonError, type Violation } from './errors.js';
+import { clipText } from './jcs.js';
 import { MAX_USD, microsToUsd, usdToMicros, type Micros } from './money.js';
 import { isValidResourcePattern, normalizeResourcePattern, normalizeResourceUri, patternCovers, resourceCovered } from './resource.js';
 
@@ -22,7 +23,8 @@ export const MAX_NAME_LENGTH = 256;
 export const MAX_POLICY_DEPTH = 16;
 export const WILDCARD = '*';
 
-const NO_CONTROL_CHARS = /^[^\u0000-\u001f\u007f-\u009f]*$/u;
+/** No control characters, and no bidi or zero-width format characters that make a name display as another. */
+const NO_CONTROL_CHARS = /^[^\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]*$/u;
 
 const name = z
   .string()
@@ -99,14 +101,14 @@ export function restriction(list: readonly string[] | undefined): readonly strin
 /** Short JSON rendering of a value for messages (arguments can be large). */
 function show(value: unknown): string {
   if (value === undefined) return 'nothing';
-  if (typeof value === 'string') return JSON.stringify(value.length > 120 ? `${value.slice(0, 120)}…` : value);
+  if (typeof value === 'string') return JSON.stringify(clipText(value, 120));
   let text: string;
   try {
     text = typeof value === 'number' ? String(value) : (JSON.stringify(value) ?? String(value));
   } catch {
     text = String(value);
   }
-  return text.length > 120 ? `${text.slice(0, 120)}…` : text;
+  return clipText(text, 120);
 }
 
 /** A value safe and small enough to echo back in a violation. */
@@ -114,7 +116,7 @@ function echo(value: unknown): unknown {
   if (value === undefined) return null;
   if (typeof value === 'number' && !Number.isFinite(value)) return String(value);
   if (value === null || typeof value === 'boolean' || typeof value === 'number') return value;
-  if (typeof value === 'string') return value.length > 256 ? `${value.slice(0, 256)}…` : value;
+  if (typeof value === 'string') return clipText(value, 256);
   return show(value);
 }
 

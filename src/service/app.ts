@@ -2,7 +2,8 @@
  * The Hono application: middleware, one router per resource, and the one
  * error mapper. Handlers stay thin; decisions live in their own functions.
  */
-import { Hono } from 'hono';
+import { Hono, type MiddlewareHandler } from 'hono';
+import { isWellFormedString } from '../protocol/jcs.js';
 import { requestId } from 'hono/request-id';
 import { BatonError } from '../protocol/errors.js';
 import { errorEnvelope, handleError } from './http.js';
@@ -18,10 +19,33 @@ import { docsRoutes } from './docs.routes.js';
 import { metrics } from './metrics.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
+/**
+ * Path parameters and query values become database text; PostgreSQL cannot
+ * store U+0000 and no identifier Baton issues contains a control character,
+ * so such URLs are refused up front rather than failing deep in a query.
+ */
+const refuseControlCharactersInUrl: MiddlewareHandler<AppEnv> = async (c, next) => {
+  const url = c.req.url;
+  let decoded: string;
+  try {
+    decoded = decodeURIComponent(url);
+  } catch {
+    throw new BatonError('INVALID_REQUEST', { message: 'The URL is not validly percent-encoded.' });
+  }
+  if (/[\u0000-\u001f\u007f]/.test(decoded) || !isWellFormedString(decoded)) {
+    throw new BatonError('INVALID_REQUEST', {
+      message: 'The URL contains a control character or an invalid character encoding.',
+      suggestion: 'Identifiers in paths and queries are printable; check the hash, id or DID you sent.',
+    });
+  }
+  await next();
+};
+
 export function createApp(deps: ServiceDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
 
   app.use('*', requestId({ headerName: 'X-Request-Id', limitLength: 64 }));
+  app.use('*', refuseControlCharactersInUrl);
   app.use('*', async (c, next) => {
     const started = performance.now();
     await next();

@@ -1,34 +1,96 @@
 /**
- * Request bodies are read strictly: valid UTF-8, one JSON value, no
- * duplicate object keys (parsers disagree on which duplicate wins, so an
- * ambiguous body is refused rather than guessed at), bounded nesting.
+ * Request bodies are read strictly: a JSON content type, at most maxBytes
+ * (counted while streaming, so a body without Content-Length cannot make the
+ * service buffer more), valid UTF-8 without a byte-order mark, one JSON
+ * value, no duplicate object keys (parsers disagree on which duplicate wins,
+ * so an ambiguous body is refused rather than guessed at), bounded nesting,
+ * and only strings PostgreSQL can store (no U+0000, no lone surrogates).
  */
 import type { Context } from 'hono';
 import { BatonError } from '../protocol/errors.js';
+import { isWellFormedString } from '../protocol/jcs.js';
 
 const MAX_NESTING = 64;
-const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
+const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+const JSON_CONTENT_TYPE = /^application\/(?:[\w.+-]*\+)?json\s*(?:;.*)?$/i;
+
+/** Bytes already read per request, so hasBody and readJsonBody read the stream once. */
+const bodies = new WeakMap<Request, Uint8Array>();
 
 export async function readJsonBody(c: Context, maxBytes: number): Promise<unknown> {
-  const declared = Number(c.req.header('content-length') ?? '0');
-  if (declared > maxBytes) throw tooLarge(maxBytes);
-  const buffer = new Uint8Array(await c.req.arrayBuffer());
-  if (buffer.length > maxBytes) throw tooLarge(maxBytes);
+  const type = c.req.header('content-type');
+  if (type !== undefined && !JSON_CONTENT_TYPE.test(type)) {
+    throw invalid(`The request body is declared as ${JSON.stringify(type.slice(0, 100))}; this route takes application/json.`);
+  }
+  const buffer = await readBodyBytes(c, maxBytes);
   if (buffer.length === 0) throw invalid('The request body is empty; this route takes a JSON object.');
+  if (buffer[0] === 0xef && buffer[1] === 0xbb && buffer[2] === 0xbf) {
+    throw invalid('The request body starts with a UTF-8 byte-order mark; send plain UTF-8 JSON.');
+  }
   let text: string;
   try {
     text = decoder.decode(buffer);
   } catch {
     throw invalid('The request body is not valid UTF-8.');
   }
-  return parseStrictJson(text);
+  const value = parseStrictJson(text);
+  assertStorableStrings(value);
+  return value;
 }
 
-/** Whether the request carries any body bytes (without consuming them for readJsonBody). */
-export async function hasBody(c: Context): Promise<boolean> {
-  const length = c.req.header('content-length');
-  if (length !== undefined) return Number(length) > 0;
-  return (await c.req.raw.clone().arrayBuffer()).byteLength > 0;
+/** Whether the request carries any body bytes (reading at most maxBytes). */
+export async function hasBody(c: Context, maxBytes: number): Promise<boolean> {
+  return (await readBodyBytes(c, maxBytes)).length > 0;
+}
+
+/** Reads the body, refusing (413) as soon as it passes maxBytes, whatever Content-Length said. */
+async function readBodyBytes(c: Context, maxBytes: number): Promise<Uint8Array> {
+  const request = c.req.raw;
+  const cached = bodies.get(request);
+  if (cached) return cached;
+  const declared = Number(c.req.header('content-length') ?? '0');
+  if (declared > maxBytes) throw tooLarge(maxBytes);
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  if (request.body) {
+    const reader = request.body.getReader();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      total += value.byteLength;
+      if (total > maxBytes) {
+        await reader.cancel().catch(() => {});
+        throw tooLarge(maxBytes);
+      }
+      chunks.push(value);
+    }
+  }
+  const bytes = new Uint8Array(total);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  bodies.set(request, bytes);
+  return bytes;
+}
+
+/** Refuses strings (and keys) PostgreSQL cannot store: U+0000 and unpaired surrogates. */
+function assertStorableStrings(value: unknown, depth = 0): void {
+  if (depth > MAX_NESTING) return;
+  if (typeof value === 'string') {
+    if (value.includes('\u0000')) throw invalid('The request body contains the character U+0000, which Baton does not accept.');
+    if (!isWellFormedString(value)) throw invalid('The request body contains an unpaired UTF-16 surrogate (\\uD800-\\uDFFF escape).');
+    return;
+  }
+  if (Array.isArray(value)) {
+    for (const v of value) assertStorableStrings(v, depth + 1);
+  } else if (value !== null && typeof value === 'object') {
+    for (const [k, v] of Object.entries(value)) {
+      assertStorableStrings(k, depth + 1);
+      assertStorableStrings(v, depth + 1);
+    }
+  }
 }
 
 export function parseStrictJson(text: string): unknown {

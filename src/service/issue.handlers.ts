@@ -4,6 +4,8 @@
  * through the same path as any submitted DR.
  */
 import { z } from 'zod';
+import { publicKeyFromDidKey } from '../protocol/did-key.js';
+import { BatonError } from '../protocol/errors.js';
 import { PolicySchema } from '../protocol/policy.js';
 import { CommandSchema, ConsentSchema, DidKeySchema, RootTypeSchema } from '../protocol/records.js';
 import { createRootDelegation } from '../sdk/records.js';
@@ -29,6 +31,15 @@ export const IssueRequestSchema = z.strictObject({
 export type IssueRequest = z.infer<typeof IssueRequestSchema>;
 
 export async function issueCustodialRoot(deps: ServiceDeps, tenantId: string, req: IssueRequest) {
+  for (const [field, did] of [['audience', req.audience], ['subject', req.subject]] as const) {
+    if (did === undefined) continue;
+    try {
+      publicKeyFromDidKey(did);
+    } catch (e) {
+      if (e instanceof BatonError) throw new BatonError(e.code, { message: `${field}: ${e.message}`, status: 400, details: { field } });
+      throw e;
+    }
+  }
   const issuer = await custodialRootKey(deps.store.db, tenantId, deps.masterKey);
   const now = deps.now();
   const signed = createRootDelegation({

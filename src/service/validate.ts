@@ -18,7 +18,9 @@ function singleValuedQuery(c: Context): Record<string, string> {
         details: { parameter: name },
       });
     }
-    out[name] = values[0] as string;
+    // defineProperty, not assignment: a parameter named __proto__ must become
+    // an own (and so refused, unknown) key rather than set the prototype.
+    Object.defineProperty(out, name, { value: values[0] as string, enumerable: true, writable: true, configurable: true });
   }
   return out;
 }

@@ -262,7 +262,7 @@ async function refuse(deps: ServiceDeps, auth: AuthContext, tenantId: string, de
         block: blockOf(decision.error.code as ErrorCode) ?? null,
         drChain: [...(decision.dr_chain ?? [])],
         callerKeyId: auth.keyId,
-        violations: decision.violations as unknown as Record<string, unknown>[],
+        violations: storableJson(decision.violations) as Record<string, unknown>[],
       });
       await recordReceipt(tx, deps.signer, {
         tenantId,
@@ -274,6 +274,20 @@ async function refuse(deps: ServiceDeps, auth: AuthContext, tenantId: string, de
     });
   }
   return { status: 403, body: { valid: false, error: decision.error, violations: decision.violations } };
+}
+
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+/**
+ * Violations echo what the caller sent; jsonb cannot hold U+0000 or unpaired
+ * surrogates, and a denial must be recorded whatever it echoes, so replace
+ * those (defence in depth: the strict JSON readers refuse them earlier).
+ */
+function storableJson(value: unknown, depth = 0): unknown {
+  if (typeof value === 'string') return value.replace(LONE_SURROGATE, '\ufffd').replaceAll('\u0000', '\ufffd');
+  if (depth > 32 || value === null || typeof value !== 'object') return value;
+  if (Array.isArray(value)) return value.map((v) => storableJson(v, depth + 1));
+  return Object.fromEntries(Object.entries(value).map(([k, v]) => [storableJson(k, depth + 1) as string, storableJson(v, depth + 1)]));
 }
 
 export { parseRequest };

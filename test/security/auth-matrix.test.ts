@@ -1,0 +1,410 @@
+/**
+ * Every route × every kind of wrong caller, on real PostgreSQL.
+ *
+ * Callers: no key, malformed keys, a key of the route's tenant without the
+ * route's scope, a key of ANOTHER tenant with the right scope, the admin key
+ * on a tenant route, a revoked key. Each must be refused with the right status
+ * (401 no/bad/revoked key, 403 wrong scope or admin on a tenant route, 404 for
+ * another tenant's object), in the one envelope, storing nothing, and never
+ * showing tenant A's data (hashes, JWS, jtis, ids, receipts) to anyone but A.
+ * Another tenant's object must be indistinguishable from one that does not
+ * exist: same status, same code, same message up to the identifier.
+ *
+ * The route list comes from the Hono app itself (createApp(deps).routes): a
+ * new route without an entry in MATRIX fails here until someone decides who
+ * may call it.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApp } from '../../src/service/app.js';
+import type { ServiceDeps } from '../../src/service/types.js';
+import {
+  ABSENT_HASH,
+  ABSENT_JTI,
+  ACTUAL_BASE,
+  CHAIN_A,
+  ISSUE_BASE,
+  KEYS,
+  bundle,
+  drA0,
+  drA1,
+  drLive,
+  fixedKey,
+  invConsumed,
+  invocation,
+  invocationPayload,
+  recordHash,
+  signPayload,
+  subDr,
+} from './support/fixtures.js';
+import {
+  appRoutes,
+  buildWorld,
+  describeReq,
+  describeRes,
+  envelopeProblems,
+  leaked,
+  send,
+  snapshot,
+  storageChanges,
+  type Req,
+  type Res,
+  type TenantScope,
+  type World,
+} from './support/harness.js';
+import { deepEqual } from './support/json.js';
+
+// ---------------------------------------------------------------- the matrix
+
+type Access =
+  | { readonly kind: 'public' }
+  /** Tenant keys with one of `scopes`; `admin` also lets the admin key in; `noKey` says what a keyless call is. */
+  | { readonly kind: 'tenant'; readonly scopes: readonly TenantScope[]; readonly admin?: boolean; readonly noKey?: 'signature-path' }
+  /** The admin key only; `tenantParam` when the path names a tenant. */
+  | { readonly kind: 'admin'; readonly tenantParam?: boolean };
+
+interface Call {
+  readonly method: string;
+  readonly path: string;
+  readonly body?: unknown;
+}
+
+interface Entry {
+  readonly access: Access;
+  /** A call for tenant A that the right key would have succeed (so refusals are about the caller only). */
+  readonly call: (w: Ctx) => Call;
+  /** For a call naming one tenant-owned object: the same call naming one that does not exist. */
+  readonly absent?: (w: Ctx) => Call;
+  /** The identifiers to mask when comparing the two. */
+  readonly ids?: (w: Ctx) => readonly [string, string][];
+  /** Another tenant's key reads only its own data here (a list), rather than being refused. */
+  readonly otherTenantReadsOwn?: boolean;
+  /** What another tenant's key gets for A's object when that is not a plain 404 (the same as for a missing object). */
+  readonly otherTenantStatus?: readonly number[];
+}
+
+interface Ctx extends World {
+  readonly spareRootDid: string;
+  readonly spareKeyId: string;
+}
+
+const matrixDr = subDr(drA0, KEYS.a1, KEYS.a3.did, 'dr:sec-matrix-fresh');
+const orphanDr = subDr({ ...drA0, hash: ABSENT_HASH }, KEYS.a1, KEYS.a3.did, 'dr:sec-matrix-orphan');
+const matrixInv = invocation(CHAIN_A, KEYS.a2, 'inv:sec-matrix');
+const absentChainInv = signPayload({ ...invocationPayload(CHAIN_A, KEYS.a2, 'inv:sec-matrix-absent'), dr_chain: [ABSENT_HASH, recordHash('absent-leaf')] }, KEYS.a2);
+
+const get = (path: string): Call => ({ method: 'GET', path });
+const post = (path: string, body: unknown): Call => ({ method: 'POST', path, body });
+const del = (path: string): Call => ({ method: 'DELETE', path });
+const ABSENT_TENANT = 'ten_00000000000000000000000000000000';
+const READERS: readonly TenantScope[] = ['issue', 'verify', 'report', 'audit'];
+const PUBLIC: Entry = { access: { kind: 'public' }, call: () => get('/') };
+
+const publicAt = (path: string): Entry => ({ ...PUBLIC, call: () => get(path) });
+
+const hashRead = (suffix: string): Entry => ({
+  access: { kind: 'tenant', scopes: READERS },
+  call: () => get(`/v1/delegations/${drA1.hash}${suffix}`),
+  absent: () => get(`/v1/delegations/${ABSENT_HASH}${suffix}`),
+  ids: () => [[drA1.hash, ABSENT_HASH]],
+});
+
+const MATRIX: Readonly<Record<string, Entry>> = {
+  'GET /healthz': publicAt('/healthz'),
+  'GET /readyz': publicAt('/readyz'),
+  'GET /metrics': publicAt('/metrics'),
+  'GET /v1/keys': publicAt('/v1/keys'),
+  'GET /.well-known/jwks.json': publicAt('/.well-known/jwks.json'),
+  'GET /openapi.yaml': publicAt('/openapi.yaml'),
+  'GET /openapi.json': publicAt('/openapi.json'),
+  'GET /docs': publicAt('/docs'),
+
+  'POST /v1/admin/tenants': { access: { kind: 'admin' }, call: () => post('/v1/admin/tenants', { name: 'matrix' }) },
+  'GET /v1/admin/tenants': { access: { kind: 'admin' }, call: () => get('/v1/admin/tenants') },
+  'POST /v1/admin/tenants/:tenant/roots': {
+    access: { kind: 'admin', tenantParam: true },
+    call: (w) => post(`/v1/admin/tenants/${w.A.id}/roots`, { did: KEYS.newRoot.did }),
+    absent: () => post(`/v1/admin/tenants/${ABSENT_TENANT}/roots`, { did: KEYS.newRoot.did }),
+    ids: (w) => [[w.A.id, ABSENT_TENANT]],
+  },
+  'GET /v1/admin/tenants/:tenant/roots': {
+    access: { kind: 'admin', tenantParam: true },
+    call: (w) => get(`/v1/admin/tenants/${w.A.id}/roots`),
+    absent: () => get(`/v1/admin/tenants/${ABSENT_TENANT}/roots`),
+    ids: (w) => [[w.A.id, ABSENT_TENANT]],
+  },
+  'DELETE /v1/admin/tenants/:tenant/roots/:did': {
+    access: { kind: 'admin', tenantParam: true },
+    call: (w) => del(`/v1/admin/tenants/${w.A.id}/roots/${w.spareRootDid}`),
+    absent: (w) => del(`/v1/admin/tenants/${ABSENT_TENANT}/roots/${w.spareRootDid}`),
+    ids: (w) => [[w.A.id, ABSENT_TENANT]],
+  },
+  'POST /v1/admin/tenants/:tenant/api-keys': {
+    access: { kind: 'admin', tenantParam: true },
+    call: (w) => post(`/v1/admin/tenants/${w.A.id}/api-keys`, { scopes: ['audit'], name: 'matrix' }),
+    absent: () => post(`/v1/admin/tenants/${ABSENT_TENANT}/api-keys`, { scopes: ['audit'], name: 'matrix' }),
+    ids: (w) => [[w.A.id, ABSENT_TENANT]],
+  },
+  'GET /v1/admin/tenants/:tenant/api-keys': {
+    access: { kind: 'admin', tenantParam: true },
+    call: (w) => get(`/v1/admin/tenants/${w.A.id}/api-keys`),
+    absent: () => get(`/v1/admin/tenants/${ABSENT_TENANT}/api-keys`),
+    ids: (w) => [[w.A.id, ABSENT_TENANT]],
+  },
+  'DELETE /v1/admin/api-keys/:id': { access: { kind: 'admin' }, call: (w) => del(`/v1/admin/api-keys/${w.spareKeyId}`) },
+
+  'POST /v1/delegations': {
+    access: { kind: 'tenant', scopes: ['issue'], noKey: 'signature-path' },
+    call: () => post('/v1/delegations', { receipt: matrixDr.jws }),
+    // Another tenant's key extending A's chain must fare exactly as extending a chain nobody holds.
+    absent: () => post('/v1/delegations', { receipt: orphanDr.jws }),
+    // A submission, not a read: its parent is unknown to the caller's tenant, exactly as if it did not exist.
+    otherTenantStatus: [422],
+    ids: () => [[drA0.hash, ABSENT_HASH], [matrixDr.hash, orphanDr.hash]],
+  },
+  'POST /v1/delegations/issue': { access: { kind: 'tenant', scopes: ['issue'] }, call: () => post('/v1/delegations/issue', { ...ISSUE_BASE, jti: 'dr:sec-matrix-issue' }) },
+  'GET /v1/delegations/:hash': hashRead(''),
+  'GET /v1/delegations/:hash/chain': hashRead('/chain'),
+  'GET /v1/delegations/:hash/tree': hashRead('/tree'),
+  'GET /v1/delegations/:hash/invocations': hashRead('/invocations'),
+  'POST /v1/delegations/:hash/revoke': {
+    access: { kind: 'tenant', scopes: ['issue'], admin: true },
+    call: () => post(`/v1/delegations/${drLive.hash}/revoke`, { confirm: true, reason: 'matrix' }),
+    absent: () => post(`/v1/delegations/${ABSENT_HASH}/revoke`, { confirm: true, reason: 'matrix' }),
+    ids: () => [[drLive.hash, ABSENT_HASH]],
+  },
+  'POST /v1/verify': {
+    // A verify deny (403 BUNDLE_INCOMPLETE): A's stored chain is unknown to B, exactly like a chain nobody stored.
+    otherTenantStatus: [403],
+    access: { kind: 'tenant', scopes: ['verify'] },
+    call: () => post('/v1/verify', bundle(matrixInv, 'reference')),
+    absent: () => post('/v1/verify', { bundle_version: '4.0', invocation: absentChainInv, receipts: [] }),
+    ids: () => [[drA0.hash, ABSENT_HASH], [drA1.hash, recordHash('absent-leaf')], [matrixInv.hash, recordHash(absentChainInv)], ['inv:sec-matrix', 'inv:sec-matrix-absent']],
+  },
+  'POST /verify': {
+    // A verify deny (403 BUNDLE_INCOMPLETE): A's stored chain is unknown to B, exactly like a chain nobody stored.
+    otherTenantStatus: [403],
+    access: { kind: 'tenant', scopes: ['verify'] },
+    call: () => post('/verify', bundle(matrixInv, 'reference')),
+    absent: () => post('/verify', { bundle_version: '4.0', invocation: absentChainInv, receipts: [] }),
+    ids: () => [[drA0.hash, ABSENT_HASH], [drA1.hash, recordHash('absent-leaf')], [matrixInv.hash, recordHash(absentChainInv)], ['inv:sec-matrix', 'inv:sec-matrix-absent']],
+  },
+  'POST /v1/invocations/:jti/actuals': {
+    access: { kind: 'tenant', scopes: ['report'] },
+    call: () => post('/v1/invocations/inv:sec-unmetered/actuals', ACTUAL_BASE),
+    absent: () => post(`/v1/invocations/${ABSENT_JTI}/actuals`, ACTUAL_BASE),
+    ids: () => [['inv:sec-unmetered', ABSENT_JTI]],
+  },
+  'GET /v1/invocations/:jti': {
+    access: { kind: 'tenant', scopes: READERS },
+    call: () => get(`/v1/invocations/${String(invConsumed.payload['jti'])}`),
+    absent: () => get(`/v1/invocations/${ABSENT_JTI}`),
+    ids: () => [[String(invConsumed.payload['jti']), ABSENT_JTI]],
+  },
+  'GET /v1/receipts': { access: { kind: 'tenant', scopes: ['audit'] }, call: () => get('/v1/receipts?limit=500'), otherTenantReadsOwn: true },
+};
+
+// ---------------------------------------------------------------- callers
+
+type Variant = 'no key' | 'malformed key' | 'wrong-scope key' | "another tenant's key" | 'admin key on a tenant route' | 'revoked key';
+const VARIANTS: readonly Variant[] = ['no key', 'malformed key', 'wrong-scope key', "another tenant's key", 'admin key on a tenant route', 'revoked key'];
+
+function malformedHeaders(w: Ctx): string[] {
+  const k = w.A.keys.all;
+  return [
+    '',
+    'Bearer',
+    'Bearer ',
+    `Basic ${Buffer.from(`user:${k}`).toString('base64')}`,
+    `Token ${k}`,
+    k,
+    `Bearer ${k} extra`,
+    `Bearer ${k}x`,
+    `Bearer ${k.slice(0, -1)}`,
+    `Bearer ${k.slice(0, -1)}${k.endsWith('A') ? 'B' : 'A'}`,
+    `Bearer bt_${'A'.repeat(43)}`,
+    `Bearer ${k.replace('bt_', 'bt_admin_')}`,
+    `Bearer ${w.svc.adminKey}x`,
+    `Bearer ${'x'.repeat(600)}`,
+    `Bearer ${k}, Bearer ${k}`,
+  ];
+}
+
+/** A tenant-A key holding none of `scopes` (null when every tenant scope is accepted). */
+function wrongScopeKey(w: Ctx, scopes: readonly TenantScope[]): string | null {
+  const other = (['issue', 'verify', 'report', 'audit'] as const).find((s) => !scopes.includes(s));
+  return other ? w.A.keys[other] : null;
+}
+
+interface Plan {
+  /** Authorization header values to try (undefined: none). */
+  readonly headers: readonly (string | undefined)[];
+  readonly expect: readonly number[];
+  /** Another tenant addressing A's object: compare with the absent object. */
+  readonly compareAbsent?: boolean;
+  readonly why?: string;
+}
+
+/** Why a caller does not apply to a route, or null when it does (decided without a world). */
+function naReason(e: Entry, v: Variant): string | null {
+  const a = e.access;
+  if (a.kind === 'public') return null;
+  if (v === 'no key' && a.kind === 'tenant' && a.noKey === 'signature-path') {
+    return 'without a key this route takes self-authenticating signed records (DESIGN 1: agents prove themselves by signature)';
+  }
+  if (v === 'wrong-scope key' && a.kind === 'tenant' && a.scopes.length === 4) return 'every tenant scope may call this route';
+  if (v === "another tenant's key" && a.kind === 'tenant' && !e.otherTenantReadsOwn && !e.absent) {
+    return 'the route names no tenant-owned object: another tenant acts on its own data';
+  }
+  if (v === 'admin key on a tenant route' && a.kind === 'admin') return 'an admin route';
+  if (v === 'admin key on a tenant route' && a.kind === 'tenant' && a.admin) return 'the admin key may revoke any DR (DESIGN 5)';
+  return null;
+}
+
+/** What each caller must get on a route where it applies. */
+function plan(e: Entry, v: Variant, w: Ctx): Plan {
+  const a = e.access;
+  const bearer = (k: string) => `Bearer ${k}`;
+  if (a.kind === 'public') {
+    // Public routes ignore credentials entirely, good or bad, and show no tenant data.
+    const header = { 'no key': undefined, 'malformed key': 'Bearer ', 'wrong-scope key': bearer(w.A.keys.audit), "another tenant's key": bearer(w.B.keys.all), 'admin key on a tenant route': bearer(w.svc.adminKey), 'revoked key': bearer(w.A.revokedKey) }[v];
+    return { headers: [header], expect: [200] };
+  }
+  switch (v) {
+    case 'no key':
+      return { headers: [undefined], expect: [401] };
+    case 'malformed key':
+      return { headers: malformedHeaders(w), expect: [401] };
+    case 'revoked key':
+      return { headers: [bearer(w.A.revokedKey)], expect: [401] };
+    case 'wrong-scope key': {
+      if (a.kind === 'admin') return { headers: [bearer(w.A.keys.all)], expect: [403] };
+      return { headers: [bearer(wrongScopeKey(w, a.scopes)!)], expect: [403] };
+    }
+    case "another tenant's key": {
+      if (a.kind === 'admin') {
+        // B's key on a route naming tenant A: A does not exist for B.
+        return a.tenantParam ? { headers: [bearer(w.B.keys.all)], expect: [404], compareAbsent: true } : { headers: [bearer(w.B.keys.all)], expect: [403] };
+      }
+      const k = bearer(w.B.keys[a.scopes[0]!]);
+      if (e.otherTenantReadsOwn) return { headers: [k], expect: [200], why: 'lists only its own tenant' };
+      return { headers: [k], expect: e.otherTenantStatus ?? [404], compareAbsent: true };
+    }
+    case 'admin key on a tenant route':
+      return { headers: [bearer(w.svc.adminKey)], expect: [403] };
+  }
+}
+
+// ---------------------------------------------------------------- running
+
+let ctx: Ctx;
+
+beforeAll(async () => {
+  const world = await buildWorld();
+  const admin = { key: world.svc.adminKey };
+  // A root and a key that exist only to be the targets of the DELETE routes.
+  const spareRoot = fixedKey('matrix-spare-root');
+  const r = await world.svc.call('POST', `/v1/admin/tenants/${world.A.id}/roots`, { ...admin, json: { did: spareRoot.did } });
+  const k = await world.svc.call('POST', `/v1/admin/tenants/${world.A.id}/api-keys`, { ...admin, json: { scopes: ['audit'], name: 'matrix spare' } });
+  if (r.status !== 201 || k.status !== 201) throw new Error(`matrix setup: ${r.status} ${k.status}`);
+  ctx = { ...world, spareRootDid: spareRoot.did, spareKeyId: k.body.id, secretsA: [...world.secretsA, k.body.id] };
+}, 120_000);
+
+afterAll(async () => ctx?.svc.close());
+
+function request(c: Call, header: string | undefined): Req {
+  const headers: Record<string, string> = {};
+  if (header !== undefined) headers['authorization'] = header;
+  if (c.body !== undefined) headers['content-type'] = 'application/json';
+  return { method: c.method, path: c.path, headers, ...(c.body !== undefined ? { body: JSON.stringify(c.body) } : {}) };
+}
+
+/** A refusal without its request id and with identifiers masked, for "indistinguishable from absent". */
+function masked(res: Res, ids: readonly [string, string][]): unknown {
+  const { request_id: _rid, ...body } = (res.json ?? {}) as Record<string, unknown>;
+  let text = JSON.stringify(body);
+  for (const [a, b] of ids) text = text.replaceAll(a, '<id>').replaceAll(b, '<id>');
+  return { status: res.status, body: JSON.parse(text) as unknown };
+}
+
+const isVerify = (route: string) => route === 'POST /v1/verify' || route === 'POST /verify';
+
+async function runVariant(route: string, e: Entry, v: Variant): Promise<void> {
+  const p = plan(e, v, ctx);
+  const c = e.call(ctx);
+  const problems: string[] = [];
+  const refusals: unknown[] = [];
+  let last = '';
+  for (const header of p.headers) {
+    const req = request(c, header);
+    const before = await snapshot(ctx.svc);
+    const res = await send(ctx.svc, req);
+    const after = await snapshot(ctx.svc);
+    last = `${describeReq(req)}\n${describeRes(res)}`;
+    const where = `[${header === undefined ? 'no Authorization' : header.slice(0, 40)}]`;
+    if (!p.expect.includes(res.status)) problems.push(`${where} status ${res.status}, expected ${p.expect.join(' or ')}\n${last}`);
+    if (res.status >= 400) {
+      problems.push(...envelopeProblems(req, res, { verifyRoute: isVerify(route) }).map((x) => `${where} envelope: ${x}`));
+      refusals.push((res.json as { error?: unknown } | undefined)?.error);
+    }
+    // Only tenant A (and the admin) may see A's data; public routes show no tenant's data.
+    const secrets = e.access.kind === 'public' ? [...ctx.secretsA, ...ctx.secretsB] : ctx.secretsA;
+    const shown = leaked(res.text, secrets, req);
+    if (shown.length > 0) problems.push(`${where} response shows tenant data it must not: ${shown.map((s) => s.slice(0, 40)).join(', ')}\n${last}`);
+    problems.push(...storageChanges(before, after, { allowDenials: isVerify(route) }).map((x) => `${where} stored: ${x}`));
+    if (p.compareAbsent && e.absent) {
+      const absentReq = request(e.absent(ctx), header);
+      const absentRes = await send(ctx.svc, absentReq);
+      const ids = e.ids?.(ctx) ?? [];
+      if (!deepEqual(masked(res, ids), masked(absentRes, ids))) {
+        problems.push(`${where} another tenant's object is distinguishable from a missing one:\n  theirs: ${JSON.stringify(masked(res, ids))}\n  absent: ${JSON.stringify(masked(absentRes, ids))}`);
+      }
+    }
+  }
+  // No oracle: every unusable key gets the very same 401.
+  if (v === 'malformed key' && e.access.kind !== 'public') {
+    for (const r of refusals) if (!deepEqual(r, refusals[0])) problems.push(`401 bodies differ between malformed keys: ${JSON.stringify(r)} vs ${JSON.stringify(refusals[0])}`);
+  }
+  if (problems.length > 0) throw new Error(`${route} × ${v}\n${problems.join('\n')}`);
+}
+
+// Collected from the app itself, before any world exists: route registration touches no dependency.
+const ROUTES = [...new Set(createApp({} as ServiceDeps).routes.filter((r) => !(r.method === 'ALL' && (r.path === '/*' || r.path === '*'))).map((r) => `${r.method} ${r.path}`))];
+
+describe('auth matrix', () => {
+  it('has an entry for every route of the app, and none for routes that do not exist', () => {
+    expect(ROUTES.filter((r) => !(r in MATRIX)), 'routes without an auth-matrix entry').toEqual([]);
+    expect(Object.keys(MATRIX).filter((r) => !ROUTES.includes(r)), 'matrix entries for missing routes').toEqual([]);
+    expect(appRoutes(ctx).sort()).toEqual([...ROUTES].sort());
+  });
+
+  for (const route of ROUTES) {
+    const e = MATRIX[route];
+    describe(route, () => {
+      if (!e) {
+        it('has an auth-matrix entry', () => {
+          throw new Error(`${route} has no entry in MATRIX: decide who may call it`);
+        });
+        return;
+      }
+      for (const v of VARIANTS) {
+        // Which combinations apply is decided without a world: keys only fill in the headers.
+        const na = naReason(e, v);
+        if (na) it.skip(`${v}: n/a, ${na}`, () => {});
+        else it(v, () => runVariant(route, e, v));
+      }
+    });
+  }
+});
+
+describe('owner positive controls (the 404s above are not vacuous)', () => {
+  for (const [route, e] of Object.entries(MATRIX)) {
+    if (e.access.kind !== 'tenant' || !route.startsWith('GET ')) continue;
+    it(route, async () => {
+      const c = e.call(ctx);
+      const res = await send(ctx.svc, request(c, `Bearer ${ctx.A.keys.all}`));
+      expect(res.status, describeRes(res)).toBe(200);
+      const id = e.ids?.(ctx)[0]?.[0];
+      if (id) expect(res.text).toContain(id);
+    });
+  }
+});
