@@ -25,7 +25,26 @@ const COMMANDS: Record<string, { run: Command; summary: string }> = {
   revoke: { run: runRevoke, summary: 'revoke a delegation and everything under it' },
   chain: { run: runChain, summary: 'print a delegation as a tree: policies, status, calls, spend' },
   serve: { run: runServe, summary: 'run the Baton service' },
+  demo: { run: runDemoCommand, summary: 'run the whole story on an embedded Baton: delegate, call MCP tools, deny, audit' },
 };
+
+/**
+ * `baton demo` runs examples/demo.ts (also `npm run demo`). Loaded on demand
+ * by a computed path, so the service image, which ships src/ without
+ * examples/, still type-checks and runs every other command.
+ */
+async function runDemoCommand(argv: string[], io: CliIo): Promise<number> {
+  const demoModule = new URL('../../examples/demo.js', import.meta.url).href;
+  let demo: { runDemo: (argv: string[], io: CliIo) => Promise<number> };
+  try {
+    demo = (await import(demoModule)) as typeof demo;
+  } catch (e) {
+    if ((e as { code?: string }).code !== 'ERR_MODULE_NOT_FOUND' || !String((e as Error).message).includes('examples')) throw e;
+    io.err('baton demo: the demo lives in examples/ of a source checkout, which this installation lacks. Run it from the repository: npm ci && npm run demo');
+    return EXIT_USAGE;
+  }
+  return demo.runDemo(argv, io);
+}
 
 export const MAIN_HELP = () => `Usage: baton <command> [options]
 

@@ -86,6 +86,9 @@ export type {
   VerifyResult,
 } from './client.js';
 
+// MCP tool servers and agents: withBaton, batonCall, invokeTool, callToolWithBundle, refusalOf (src/mcp/middleware.ts)
+export * from '../mcp/middleware.js';
+
 // Offline verification: the same pure pipeline the service runs.
 export { DelegationCache, verifyChain, verifyDelegations } from '../protocol/chain.js';
 export type {

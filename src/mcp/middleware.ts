@@ -1,0 +1,662 @@
+/**
+ * Baton for MCP tool servers: every `tools/call` is verified by Baton before
+ * the tool runs, and the metered cost is reported after it ran.
+ *
+ *   const server = new McpServer({ name: 'search', version: '1.0.0' });
+ *   server.registerTool('web_search', { inputSchema: { query: z.string() } }, async ({ query }) => ({
+ *     content: [{ type: 'text', text: await search(query) }],
+ *     _meta: { cost_usd: 0.002, source: 'api-usage' },   // reported to Baton after the call
+ *   }));
+ *   withBaton(server, { baton: { baseUrl, verifyKey, reportKey }, toolServer: 'mcp://search' });
+ *
+ * What a wrapped server does with each tools/call, in order:
+ *  1. reads the DRS bundle from `params._meta`: "xyz.okeyamy.drs/bundle" (newer
+ *     DRS: base64url JSON or an object), "X-DRS-Bundle" (DRS: base64url JSON),
+ *     or "bundle" (an object). None: refused, saying how to attach one.
+ *  2. checks locally, consuming nothing, that the signed arguments name the
+ *     tool called (`arguments.tool === params.name`) and that the invocation
+ *     names this tool server (`tool_server`).
+ *  3. POST /v1/verify with the call's arguments as `body` and require_binding,
+ *     so arguments changed after signing are refused (BINDING_MISMATCH).
+ *     A deny is refused with Baton's code, message, suggestion and every
+ *     violation; Baton unreachable, timing out or answering 5xx is refused
+ *     too (fail closed: the tool never runs without an allow).
+ *  4. runs the tool. The handler reports what the call cost, either by
+ *     returning `_meta: { cost_usd, tokens_in?, tokens_out?, source? }` or by
+ *     calling `batonCall(extra).reportCost({...})`; the middleware posts it
+ *     to /v1/invocations/{jti}/actuals (source defaults to 'harness-reported').
+ *     A failed report is logged (onEvent 'report-failed'), never turned into
+ *     a failed tool result: the tool has already run.
+ *
+ * Refusals are tool results with `isError: true` (default), not JSON-RPC
+ * errors: the MCP specification reserves protocol errors for malformed
+ * requests and unknown tools, and hosts hand tool-result errors to the model,
+ * which can then act on the explanation (ask for a wider delegation, stop
+ * retrying) instead of seeing a generic failure. The same refusal is in
+ * `_meta["baton/refusal"]` for programs (see refusalOf). `refuseAs:
+ * 'protocol-error'` throws an McpError (code BATON_REFUSAL_ERROR_CODE, data =
+ * the refusal) instead, for clients that only branch on exceptions.
+ *
+ * The convention that ties an MCP call to its DRS invocation: the invocation's
+ * signed `args` are exactly the call's `arguments`, and they name the tool in
+ * `args.tool` (Baton checks it against allowed_tools). So the arguments carry
+ * the policy fields too (tool, estimated_cost_usd, pii_access, write_access,
+ * ...); a tool whose zod input schema does not declare them receives them
+ * stripped. invokeTool / callToolWithBundle build such calls for agents.
+ */
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import type { RequestOptions as McpRequestOptions } from '@modelcontextprotocol/sdk/shared/protocol.js';
+import { getLiteralValue, getObjectShape, type AnyObjectSchema } from '@modelcontextprotocol/sdk/server/zod-compat.js';
+import { CallToolRequestSchema, ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { decodeBase64url, encodeBase64url } from '../protocol/base64url.js';
+import type { ChainContext } from '../protocol/chain.js';
+import type { Violation } from '../protocol/errors.js';
+import { canonicalJson, utf8Decode, utf8Encode } from '../protocol/jcs.js';
+import type { Bundle } from '../protocol/records.js';
+import {
+  BatonApiError,
+  BatonClient,
+  type ActualReport,
+  type ActualSource,
+  type ActualView,
+  type Counter,
+  type LimitWarning,
+  type VerifyResult,
+} from '../sdk/client.js';
+import type { KeyPair } from '../sdk/keys.js';
+import { createInvocation, makeBundle, type SignedDelegation } from '../sdk/records.js';
+
+// ---------------------------------------------------------------- wire names
+
+/** Where DRS puts a bundle in an MCP request: base64url(JSON bundle). */
+export const DRS_BUNDLE_META_KEY = 'X-DRS-Bundle';
+/** Where newer DRS releases put it: base64url(JSON bundle) or the bundle object. */
+export const DRS_BUNDLE_META_KEY_NEXT = 'xyz.okeyamy.drs/bundle';
+/** A plain bundle object (Baton's own, for clients that do not speak DRS). */
+export const PLAIN_BUNDLE_META_KEY = 'bundle';
+/** The refusal, for programs, in a refused result's `_meta`. */
+export const REFUSAL_META_KEY = 'baton/refusal';
+/** What Baton allowed, in an allowed result's `_meta`. */
+export const VERIFIED_META_KEY = 'baton/verified';
+/** JSON-RPC error code of a refusal with refuseAs: 'protocol-error' (implementation-defined server range). */
+export const BATON_REFUSAL_ERROR_CODE = -32003;
+
+const ACTUAL_SOURCES: readonly ActualSource[] = ['harness-reported', 'api-usage', 'manual-meter', 'unavailable'];
+
+// ---------------------------------------------------------------- options and types
+
+/** How the middleware reaches Baton without a ready-made client. */
+export interface BatonConnection {
+  readonly baseUrl: string;
+  /** API key with the verify scope (optionally bound to this tool server). */
+  readonly verifyKey: string;
+  /** API key with the report scope; defaults to verifyKey (a key may hold both scopes). */
+  readonly reportKey?: string;
+  /** Per-request timeout towards Baton (default 10 s). */
+  readonly timeoutMs?: number;
+}
+
+export interface BatonMcpOptions {
+  /** A BatonClient whose key has the verify scope, or how to make one. */
+  readonly baton: BatonClient | BatonConnection;
+  /** This tool server's identity: invocations must name it as tool_server. */
+  readonly toolServer: string;
+  /** Report-scope key when `baton` is a client whose own key lacks that scope. */
+  readonly reportKey?: string;
+  /** The provenance of a reported cost when the tool does not say (default 'harness-reported'). */
+  readonly defaultCostSource?: ActualSource;
+  /** Refuse as a tool result with isError (default) or as a JSON-RPC error. */
+  readonly refuseAs?: 'tool-result' | 'protocol-error';
+  /** Report costs without holding the tool result back (default false: the result waits for the report). */
+  readonly reportInBackground?: boolean;
+  /**
+   * What happened to each call. Default: report failures are written to
+   * stderr, everything else is quiet. A custom handler replaces the default.
+   */
+  readonly onEvent?: (event: BatonMcpEvent) => void;
+}
+
+/** Why a call was not run. `code` is Baton's stable code, a client code, or one of the middleware's own. */
+export interface BatonRefusal {
+  readonly tool: string;
+  readonly code: string;
+  readonly block: string | null;
+  readonly message: string;
+  readonly suggestion: string;
+  readonly violations: readonly Violation[];
+  /** Baton's request id, when Baton answered. */
+  readonly request_id: string | null;
+  /** Whether the same call may succeed later (Baton unreachable, 429, 5xx). */
+  readonly retryable: boolean;
+}
+
+/** The cost of one call, as the tool knows it. */
+export interface CostReport {
+  readonly cost_usd?: number | null;
+  readonly tokens_in?: number | null;
+  readonly tokens_out?: number | null;
+  /** Default: the middleware's defaultCostSource ('harness-reported'). */
+  readonly source?: ActualSource;
+  /** Required with source 'unavailable'. */
+  readonly unavailable_reason?: string | null;
+}
+
+/** What a tool handler can learn about its allowed call: batonCall(extra). */
+export interface BatonCall {
+  readonly tool: string;
+  /** The invocation jti: the metered cost is reported under it. */
+  readonly invocationId: string;
+  readonly context: ChainContext;
+  readonly counters: readonly Counter[];
+  readonly warnings: readonly LimitWarning[];
+  readonly requestId: string | null;
+  /** Records the call's cost; it is reported once the handler returns (the last value wins over result _meta). */
+  reportCost(cost: CostReport): void;
+}
+
+export type BatonMcpEvent =
+  | { readonly type: 'allowed'; readonly tool: string; readonly invocationId: string; readonly counters: readonly Counter[]; readonly warnings: readonly LimitWarning[]; readonly requestId: string | null }
+  | { readonly type: 'refused'; readonly tool: string; readonly refusal: BatonRefusal }
+  | { readonly type: 'reported'; readonly tool: string; readonly invocationId: string; readonly actual: ActualReport; readonly recorded: ActualView }
+  | { readonly type: 'report-failed'; readonly tool: string; readonly invocationId: string; readonly actual: ActualReport | null; readonly error: unknown };
+
+// ---------------------------------------------------------------- tool-side: withBaton
+
+const GATED = Symbol.for('baton.mcp.gated');
+const CALL = Symbol.for('baton.mcp.call');
+
+// The SDK's handlers are generic over request/result types; the gate only needs their shape.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type AnyHandler = (request: any, extra: any) => unknown;
+type SetRequestHandler = (schema: AnyObjectSchema, handler: AnyHandler) => void;
+
+/**
+ * Puts Baton in front of every tool of `server` (an McpServer, or a low-level
+ * Server with its own tools/call handler), whether the tools were registered
+ * before or after this call. Returns the same server. Wrapping twice throws:
+ * a second gate would verify the same invocation twice (REPLAY_DETECTED).
+ */
+export function withBaton<S extends McpServer | Server>(server: S, options: BatonMcpOptions): S {
+  const low = lowLevelServer(server);
+  const tagged = low as unknown as Record<symbol, unknown>;
+  if (tagged[GATED]) throw new Error('withBaton: this MCP server is already wrapped; wrap it once.');
+  if (typeof options.toolServer !== 'string' || options.toolServer.length === 0) {
+    throw new TypeError("withBaton: give toolServer, the tool_server invocations must name (e.g. 'mcp://search').");
+  }
+  const gate = makeGate(options);
+
+  // Handlers installed from now on (McpServer installs its own at the first registerTool).
+  const original = low.setRequestHandler.bind(low) as unknown as SetRequestHandler;
+  const patched: SetRequestHandler = (schema, handler) => original(schema, isToolsCall(schema) ? gate(handler) : handler);
+  (low as unknown as { setRequestHandler: SetRequestHandler }).setRequestHandler = patched;
+
+  // A handler installed already (tools registered before withBaton, or
+  // capabilities.tools given to the McpServer constructor).
+  let installed = false;
+  try {
+    low.assertCanSetRequestHandler('tools/call');
+  } catch {
+    installed = true;
+  }
+  if (installed) {
+    // The SDK offers no public way to read an installed handler; it keeps
+    // them in Protocol#_requestHandlers. If that ever moves, fail at startup,
+    // never run tools unverified.
+    const handlers = (low as unknown as { _requestHandlers?: unknown })._requestHandlers;
+    const existing = handlers instanceof Map ? (handlers.get('tools/call') as AnyHandler | undefined) : undefined;
+    if (!existing) {
+      throw new Error('withBaton: a tools/call handler is installed but this @modelcontextprotocol/sdk version hides it; call withBaton(server, ...) before registering tools.');
+    }
+    (handlers as Map<string, AnyHandler>).set('tools/call', gate(existing));
+  }
+  tagged[GATED] = true;
+  return server;
+}
+
+/** The Baton context of an allowed call, from a tool handler's `extra`; undefined outside withBaton. */
+export function batonCall(extra: unknown): BatonCall | undefined {
+  if (!extra || typeof extra !== 'object') return undefined;
+  return (extra as Record<symbol, BatonCall | undefined>)[CALL];
+}
+
+function lowLevelServer(server: McpServer | Server): Server {
+  const inner = (server as { server?: unknown }).server;
+  if (inner && typeof (inner as Server).setRequestHandler === 'function') return inner as Server;
+  if (typeof (server as Server).setRequestHandler === 'function') return server as Server;
+  throw new TypeError('withBaton: expected an McpServer or a Server from @modelcontextprotocol/sdk.');
+}
+
+function isToolsCall(schema: AnyObjectSchema): boolean {
+  if (schema === (CallToolRequestSchema as unknown)) return true;
+  try {
+    const method = getObjectShape(schema)?.['method'];
+    return method !== undefined && getLiteralValue(method) === 'tools/call';
+  } catch {
+    return false;
+  }
+}
+
+function clientOf(options: BatonMcpOptions): { client: BatonClient; reportKey: string | undefined } {
+  if (options.baton instanceof BatonClient || typeof (options.baton as { verify?: unknown }).verify === 'function') {
+    return { client: options.baton as BatonClient, reportKey: options.reportKey };
+  }
+  const c = options.baton as BatonConnection;
+  if (!c || typeof c.verifyKey !== 'string' || c.verifyKey.length === 0) {
+    throw new TypeError('withBaton: give baton as a BatonClient, or as { baseUrl, verifyKey, reportKey? }.');
+  }
+  const client = new BatonClient({ baseUrl: c.baseUrl, apiKey: c.verifyKey, ...(c.timeoutMs !== undefined ? { timeoutMs: c.timeoutMs } : {}) });
+  return { client, reportKey: options.reportKey ?? c.reportKey };
+}
+
+function defaultOnEvent(event: BatonMcpEvent): void {
+  if (event.type !== 'report-failed') return;
+  const why = event.error instanceof Error ? event.error.message : String(event.error);
+  process.stderr.write(`baton-mcp: could not report the cost of ${event.tool} (${event.invocationId}): ${why}\n`);
+}
+
+function makeGate(options: BatonMcpOptions): (next: AnyHandler) => AnyHandler {
+  const { client, reportKey } = clientOf(options);
+  const emit = (event: BatonMcpEvent) => {
+    try {
+      (options.onEvent ?? defaultOnEvent)(event);
+    } catch {
+      /* an observer never changes the outcome of a call */
+    }
+  };
+  const refuseAs = options.refuseAs ?? 'tool-result';
+  const defaultSource = options.defaultCostSource ?? 'harness-reported';
+
+  const refuse = (refusal: BatonRefusal): CallToolResult => {
+    emit({ type: 'refused', tool: refusal.tool, refusal });
+    if (refuseAs === 'protocol-error') {
+      throw new McpError(BATON_REFUSAL_ERROR_CODE, `Baton refused ${refusal.tool}: ${refusal.code}: ${refusal.message}`, refusal);
+    }
+    return { content: [{ type: 'text', text: explainRefusal(refusal) }], isError: true, _meta: { [REFUSAL_META_KEY]: refusal } };
+  };
+
+  const report = async (tool: string, invocationId: string, cost: CostReport): Promise<boolean> => {
+    let actual: ActualReport | null = null;
+    try {
+      actual = toActual(cost, defaultSource);
+      const recorded = await client.reportActual(invocationId, actual, reportKey !== undefined ? { apiKey: reportKey } : {});
+      emit({ type: 'reported', tool, invocationId, actual, recorded });
+      return true;
+    } catch (error) {
+      emit({ type: 'report-failed', tool, invocationId, actual, error });
+      return false;
+    }
+  };
+
+  return (next) => async (request, extra) => {
+    const params: unknown = request?.params;
+    if (!isRecord(params) || typeof params['name'] !== 'string') {
+      throw new McpError(ErrorCode.InvalidParams, 'Invalid tools/call request: params.name must be the tool name.');
+    }
+    const tool = params['name'];
+    const rawArgs = params['arguments'] ?? {};
+    if (!isRecord(rawArgs)) throw new McpError(ErrorCode.InvalidParams, 'Invalid tools/call request: params.arguments must be an object.');
+    const args: Record<string, unknown> = rawArgs;
+    const meta = isRecord(params['_meta']) ? params['_meta'] : isRecord(extra?._meta) ? (extra._meta as Record<string, unknown>) : undefined;
+
+    // 1. the bundle
+    const found = bundleFromMeta(meta);
+    if (!found.ok) return refuse(local(tool, found.code, found.message, found.suggestion));
+    const bundle = found.bundle;
+
+    // 2. local checks that consume nothing
+    if (args['tool'] !== tool) {
+      return refuse(local(tool, 'TOOL_MISMATCH',
+        args['tool'] === undefined
+          ? `The arguments of this call to "${tool}" do not name the tool: the signed invocation args must carry "tool": "${tool}".`
+          : `The signed arguments name the tool ${JSON.stringify(args['tool'])}, but this request calls "${tool}".`,
+        `Sign the invocation with args.tool = "${tool}" and send those args, unchanged, as the call's arguments (invokeTool does both).`));
+    }
+    const named = invocationToolServer(bundle.invocation);
+    if (named !== undefined && named !== options.toolServer) {
+      return refuse(local(tool, 'TOOL_SERVER_MISMATCH',
+        `The invocation was signed for tool server ${JSON.stringify(named)}, not this one (${options.toolServer}).`,
+        `Sign the invocation with toolServer "${options.toolServer}".`,
+        [{ code: 'TOOL_SERVER_MISMATCH', field: 'invocation.tool_server', required: options.toolServer, actual: named }]));
+    }
+
+    // 3. Baton decides
+    let decision: VerifyResult;
+    try {
+      decision = await client.verify(bundle, { body: args, requireBinding: true, ...(extra?.signal instanceof AbortSignal ? { signal: extra.signal } : {}) });
+    } catch (e) {
+      return refuse(unavailable(tool, e));
+    }
+    if (!decision.valid) {
+      return refuse({
+        tool,
+        code: decision.error.code,
+        block: decision.error.block,
+        message: decision.error.message,
+        suggestion: decision.error.suggestion,
+        violations: decision.violations,
+        request_id: decision.request_id,
+        retryable: false,
+      });
+    }
+    const invocationId = decision.invocation_id;
+    emit({ type: 'allowed', tool, invocationId, counters: decision.counters, warnings: decision.warnings, requestId: decision.request_id });
+
+    // 4. run the tool, then report what it cost
+    let costFromCallback: CostReport | undefined;
+    const call: BatonCall = {
+      tool,
+      invocationId,
+      context: decision.context,
+      counters: decision.counters,
+      warnings: decision.warnings,
+      requestId: decision.request_id,
+      reportCost: (cost) => {
+        costFromCallback = cost;
+      },
+    };
+    let result: unknown;
+    let failure: { error: unknown } | undefined;
+    try {
+      result = await next(request, { ...(isRecord(extra) ? extra : {}), [CALL]: call });
+    } catch (error) {
+      failure = { error };
+    }
+
+    let costReported: boolean | null = null;
+    let cost: CostReport | undefined;
+    try {
+      cost = costFromCallback ?? costFromResult(result);
+    } catch (error) {
+      costReported = false;
+      emit({ type: 'report-failed', tool, invocationId, actual: null, error });
+    }
+    if (cost) {
+      const pending = report(tool, invocationId, cost);
+      if (options.reportInBackground) void pending;
+      else costReported = await pending;
+    }
+    if (failure) throw failure.error;
+    return decorate(result, {
+      invocation_id: invocationId,
+      request_id: decision.request_id,
+      warnings: decision.warnings,
+      ...(costReported !== null ? { cost_reported: costReported } : {}),
+    });
+  };
+}
+
+function local(tool: string, code: string, message: string, suggestion: string, violations: readonly Violation[] = []): BatonRefusal {
+  return { tool, code, block: null, message, suggestion, violations, request_id: null, retryable: false };
+}
+
+function unavailable(tool: string, e: unknown): BatonRefusal {
+  if (e instanceof BatonApiError) {
+    const down = e.status === 0 || e.status >= 500 || e.code === 'UNEXPECTED_RESPONSE';
+    return {
+      tool,
+      code: e.code,
+      block: e.block ?? null,
+      message: down
+        ? `Baton could not decide, so the tool did not run: ${e.message}`
+        : `Baton refused the verification request: ${e.message}`,
+      suggestion: e.suggestion
+        ?? (down ? 'Retry shortly; nothing was counted. If it persists, check that Baton is running and reachable from the tool server.' : 'Check the tool server\'s Baton configuration (base URL and a verify-scope API key).'),
+      violations: e.violations,
+      request_id: e.requestId ?? null,
+      retryable: e.retryable,
+    };
+  }
+  return {
+    tool,
+    code: 'BATON_UNAVAILABLE',
+    block: null,
+    message: `Baton could not decide, so the tool did not run: ${e instanceof Error ? e.message : String(e)}`,
+    suggestion: 'Retry shortly. If it persists, check the tool server\'s Baton configuration.',
+    violations: [],
+    request_id: null,
+    retryable: true,
+  };
+}
+
+function decorate(result: unknown, verified: Record<string, unknown>): unknown {
+  if (!isRecord(result) || !Array.isArray(result['content'])) return result; // e.g. a task result: untouched
+  const meta = isRecord(result['_meta']) ? result['_meta'] : {};
+  return { ...result, _meta: { ...meta, [VERIFIED_META_KEY]: verified } };
+}
+
+/** A cost the tool returned in its result's `_meta` (cost_usd, tokens_in, tokens_out, source, unavailable_reason). */
+function costFromResult(result: unknown): CostReport | undefined {
+  if (!isRecord(result) || !isRecord(result['_meta'])) return undefined;
+  const m = result['_meta'];
+  if (!('cost_usd' in m) && m['source'] !== 'unavailable') return undefined;
+  const num = (k: string): number | null | undefined => {
+    const v = m[k];
+    if (v === undefined || v === null || typeof v === 'number') return v;
+    throw new TypeError(`The tool result's _meta.${k} must be a number, got ${JSON.stringify(v)}.`);
+  };
+  const source = m['source'];
+  if (source !== undefined && !ACTUAL_SOURCES.includes(source as ActualSource)) {
+    throw new TypeError(`The tool result's _meta.source must be one of ${ACTUAL_SOURCES.join(', ')}, got ${JSON.stringify(source)}.`);
+  }
+  const reason = m['unavailable_reason'];
+  return {
+    cost_usd: num('cost_usd'),
+    tokens_in: num('tokens_in'),
+    tokens_out: num('tokens_out'),
+    ...(source !== undefined ? { source: source as ActualSource } : {}),
+    ...(typeof reason === 'string' ? { unavailable_reason: reason } : {}),
+  };
+}
+
+function toActual(cost: CostReport, defaultSource: ActualSource): ActualReport {
+  const source = cost.source ?? defaultSource;
+  return {
+    source,
+    ...(cost.cost_usd !== undefined && cost.cost_usd !== null ? { cost_usd: cost.cost_usd } : {}),
+    ...(cost.tokens_in !== undefined && cost.tokens_in !== null ? { tokens_in: cost.tokens_in } : {}),
+    ...(cost.tokens_out !== undefined && cost.tokens_out !== null ? { tokens_out: cost.tokens_out } : {}),
+    ...(cost.unavailable_reason !== undefined && cost.unavailable_reason !== null ? { unavailable_reason: cost.unavailable_reason } : {}),
+  };
+}
+
+// ---------------------------------------------------------------- bundles in _meta
+
+export type BundleLookup =
+  | { readonly ok: true; readonly bundle: Bundle; readonly key: string }
+  | { readonly ok: false; readonly code: 'BUNDLE_MISSING' | 'BUNDLE_MALFORMED'; readonly message: string; readonly suggestion: string };
+
+const HOW_TO_ATTACH =
+  `Attach the DRS bundle to the request: params._meta["${DRS_BUNDLE_META_KEY}"] = base64url(JSON bundle), ` +
+  `or params._meta["${DRS_BUNDLE_META_KEY_NEXT}"] (same, or the bundle object). ` +
+  'From TypeScript: callToolWithBundle(client, name, args, bundle), or invokeTool(client, {...}) which signs and attaches.';
+
+/** Reads the bundle of a tools/call from its `_meta` (every key DRS and Baton use). */
+export function bundleFromMeta(meta: Record<string, unknown> | undefined): BundleLookup {
+  const keys = [DRS_BUNDLE_META_KEY_NEXT, DRS_BUNDLE_META_KEY, PLAIN_BUNDLE_META_KEY].filter((k) => meta?.[k] !== undefined && meta[k] !== null);
+  if (!meta || keys.length === 0) {
+    return { ok: false, code: 'BUNDLE_MISSING', message: 'This tool call carries no DRS bundle, so Baton cannot verify it and the tool does not run.', suggestion: HOW_TO_ATTACH };
+  }
+  const bundles: { key: string; bundle: Bundle }[] = [];
+  for (const key of keys) {
+    const parsed = parseBundleValue(meta[key], key);
+    if (typeof parsed === 'string') return { ok: false, code: 'BUNDLE_MALFORMED', message: parsed, suggestion: HOW_TO_ATTACH };
+    bundles.push({ key, bundle: parsed });
+  }
+  const first = bundles[0]!;
+  if (bundles.length > 1 && bundles.some((b) => sameJson(b.bundle, first.bundle) === false)) {
+    return {
+      ok: false, code: 'BUNDLE_MALFORMED',
+      message: `The request carries different bundles under ${keys.map((k) => `_meta["${k}"]`).join(' and ')}; the tool server cannot tell which one applies.`,
+      suggestion: 'Attach one bundle, under one key.',
+    };
+  }
+  return { ok: true, bundle: first.bundle, key: first.key };
+}
+
+function sameJson(a: unknown, b: unknown): boolean {
+  try {
+    return canonicalJson(a) === canonicalJson(b);
+  } catch {
+    return false;
+  }
+}
+
+function parseBundleValue(value: unknown, key: string): Bundle | string {
+  let obj: unknown = value;
+  if (typeof value === 'string') {
+    try {
+      obj = JSON.parse(utf8Decode(decodeBase64url(value.trim().replace(/=+$/, ''), `_meta["${key}"]`)));
+    } catch {
+      return `_meta["${key}"] is not base64url-encoded bundle JSON.`;
+    }
+  }
+  if (!isRecord(obj)) return `_meta["${key}"] is not a bundle: expected {bundle_version, invocation, receipts}.`;
+  if (typeof obj['invocation'] !== 'string' || obj['invocation'].length === 0) {
+    return `The bundle in _meta["${key}"] has no invocation (a compact JWS string).`;
+  }
+  const receipts = obj['receipts'] ?? [];
+  if (!Array.isArray(receipts) || !receipts.every((r) => typeof r === 'string')) {
+    return `The bundle in _meta["${key}"] has receipts that are not a list of compact JWS strings.`;
+  }
+  // Everything else (version, the records themselves) is Baton's to judge.
+  return { ...obj, bundle_version: obj['bundle_version'] ?? '4.0', invocation: obj['invocation'], receipts } as Bundle;
+}
+
+/** The tool_server an invocation names, read without checking anything (Baton does); undefined if unreadable. */
+function invocationToolServer(jws: string): string | undefined {
+  const payload = invocationPayload(jws);
+  return typeof payload?.['tool_server'] === 'string' ? payload['tool_server'] : undefined;
+}
+
+function invocationPayload(jws: string): Record<string, unknown> | undefined {
+  try {
+    const part = jws.split('.')[1];
+    if (part === undefined) return undefined;
+    const payload: unknown = JSON.parse(utf8Decode(decodeBase64url(part, 'invocation payload')));
+    return isRecord(payload) ? payload : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+// ---------------------------------------------------------------- refusals, readable and for programs
+
+/** A person- and model-readable refusal: what, every unmet condition, what to do. */
+export function explainRefusal(r: BatonRefusal): string {
+  const lines = [`Baton refused this call to "${r.tool}": ${r.code}${r.block ? ` (block ${r.block})` : ''}. The tool did not run.`, r.message];
+  if (r.violations.length > 0) {
+    lines.push('', `Unmet conditions (${r.violations.length}):`);
+    r.violations.forEach((v, i) => {
+      const at = v.dr_index === undefined ? '' : ` in delegation #${v.dr_index}${v.dr_index === 0 ? ' (root)' : ''}`;
+      const req = v.required === undefined && v.actual === undefined ? '' : `: required ${show(v.required)}, got ${show(v.actual)}`;
+      lines.push(`  ${i + 1}. ${v.code}${at}, ${v.field}${req}${v.message && v.message !== r.message ? `. ${v.message}` : ''}`);
+    });
+  }
+  lines.push('', `What to do: ${r.suggestion}`);
+  if (r.retryable) lines.push('This refusal is temporary: the same call may succeed later.');
+  if (r.request_id) lines.push(`Baton request id: ${r.request_id}`);
+  return lines.join('\n');
+}
+
+const show = (v: unknown): string => (v === undefined ? '(absent)' : typeof v === 'string' ? v : JSON.stringify(v));
+
+/** The refusal in a tool result (or a protocol-error's data), or null when the call ran. */
+export function refusalOf(resultOrError: unknown): BatonRefusal | null {
+  if (resultOrError instanceof McpError) {
+    return resultOrError.code === BATON_REFUSAL_ERROR_CODE && isRecord(resultOrError.data) ? (resultOrError.data as unknown as BatonRefusal) : null;
+  }
+  if (!isRecord(resultOrError) || !isRecord(resultOrError['_meta'])) return null;
+  const r = resultOrError['_meta'][REFUSAL_META_KEY];
+  return isRecord(r) && typeof r['code'] === 'string' ? (r as unknown as BatonRefusal) : null;
+}
+
+// ---------------------------------------------------------------- agent-side
+
+export interface AttachOptions {
+  /** Which _meta key carries the bundle (default "X-DRS-Bundle", which every DRS release reads). */
+  readonly key?: typeof DRS_BUNDLE_META_KEY | typeof DRS_BUNDLE_META_KEY_NEXT;
+}
+
+export interface ToolCallParams {
+  name: string;
+  arguments?: Record<string, unknown>;
+  _meta?: Record<string, unknown>;
+  [k: string]: unknown;
+}
+
+/** base64url(JSON bundle): the DRS wire form of a bundle. */
+export function encodeBundle(bundle: Bundle): string {
+  return encodeBase64url(utf8Encode(JSON.stringify(bundle)));
+}
+
+/** Returns tools/call params with the bundle in `_meta` (other _meta entries kept). Pure: checks nothing. */
+export function attachBundle(params: ToolCallParams, bundle: Bundle, options: AttachOptions = {}): ToolCallParams {
+  return { ...params, _meta: { ...(params._meta ?? {}), [options.key ?? DRS_BUNDLE_META_KEY]: encodeBundle(bundle) } };
+}
+
+export type ToolCallResult = Awaited<ReturnType<Client['callTool']>>;
+
+/**
+ * Calls `name` with `args` and the bundle attached. Checks first, locally,
+ * what the tool server would refuse: the signed args must equal `args` and
+ * name the tool (throws a TypeError saying what differs).
+ */
+export async function callToolWithBundle(
+  client: Client,
+  name: string,
+  args: Record<string, unknown>,
+  bundle: Bundle,
+  options: AttachOptions & { readonly requestOptions?: McpRequestOptions } = {},
+): Promise<ToolCallResult> {
+  if (args['tool'] !== name) {
+    throw new TypeError(`callToolWithBundle: args.tool must name the tool called ("${name}"), got ${show(args['tool'])}; the signed args are the call's arguments.`);
+  }
+  const signed = invocationPayload(bundle.invocation)?.['args'];
+  if (signed !== undefined && canonicalJson(signed) !== canonicalJson(args)) {
+    throw new TypeError('callToolWithBundle: args differ from the args the invocation signed; the tool server would refuse BINDING_MISMATCH. Sign a new invocation for these args.');
+  }
+  return client.callTool(attachBundle({ name, arguments: args }, bundle, options), undefined, options.requestOptions);
+}
+
+export interface InvokeToolInput {
+  /** The delegation chain, root first, ending with the invoker's DR. */
+  readonly chain: readonly (SignedDelegation | string)[];
+  /** The holder of the leaf DR (its aud). */
+  readonly invoker: KeyPair;
+  /** The tool server's identity (what it passes to withBaton as toolServer). */
+  readonly toolServer: string;
+  readonly name: string;
+  /** The tool's arguments plus the policy fields (estimated_cost_usd, pii_access, write_access, ...); `tool` is added. */
+  readonly arguments: Record<string, unknown>;
+  /** Embed the chain ('value', default) or send only hashes ('reference': the chain must be stored in Baton). */
+  readonly mode?: 'value' | 'reference';
+  readonly cmd?: string;
+  readonly metaKey?: AttachOptions['key'];
+  readonly requestOptions?: McpRequestOptions;
+}
+
+/** Signs a fresh invocation for one tool call and makes it with the bundle attached: one call per tool use. */
+export async function invokeTool(client: Client, input: InvokeToolInput): Promise<ToolCallResult> {
+  if (input.arguments['tool'] !== undefined && input.arguments['tool'] !== input.name) {
+    throw new TypeError(`invokeTool: arguments.tool is ${show(input.arguments['tool'])} but the tool called is "${input.name}".`);
+  }
+  const args = { tool: input.name, ...input.arguments };
+  const invocation = createInvocation({
+    chain: input.chain,
+    invoker: input.invoker,
+    args,
+    toolServer: input.toolServer,
+    ...(input.cmd !== undefined ? { cmd: input.cmd } : {}),
+  });
+  const bundle = makeBundle(invocation, input.chain, input.mode ?? 'value');
+  return callToolWithBundle(client, input.name, args, bundle, {
+    ...(input.metaKey !== undefined ? { key: input.metaKey } : {}),
+    ...(input.requestOptions !== undefined ? { requestOptions: input.requestOptions } : {}),
+  });
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}

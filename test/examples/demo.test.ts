@@ -1,0 +1,84 @@
+/**
+ * The quickstart (`npm run demo`, `baton demo`) run end to end, as a user
+ * runs it: embedded PGlite in a temp folder, a real HTTP listener, the MCP
+ * example server and agents. Asserts on the story it prints.
+ */
+import { readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { describe, expect, it } from 'vitest';
+import { main } from '../../src/cli/main.js';
+
+const demoDirs = () => new Set(readdirSync(tmpdir()).filter((d) => d.startsWith('baton-demo-')));
+
+async function baton(argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const code = await main(argv, { out: (t) => (out += `${t}\n`), err: (t) => (err += `${t}\n`), env: {} });
+  return { code, out, err };
+}
+
+describe('baton demo', () => {
+  it('tells the whole story and exits 0, leaving nothing behind', async () => {
+    const before = demoDirs();
+    const started = performance.now();
+    const r = await baton(['demo']);
+    const seconds = (performance.now() - started) / 1000;
+    expect(r.code, r.out + r.err).toBe(0);
+    const out = r.out;
+
+    // The steps, in order.
+    const steps = [
+      '1. The operator sets up a tenant',
+      '2. The operator roots agent A',
+      '3. Agent A sub-delegates to sub-agent B with a narrower policy',
+      '4. B calls web_search through the MCP tool server',
+      '5. B tries file_write, a tool outside its policy',
+      '6. B keeps searching until its max_calls (3) runs out',
+      '7. The auditor prints the chain',
+    ];
+    const at = steps.map((s) => out.indexOf(s));
+    expect(at.every((i) => i >= 0), out).toBe(true);
+    expect([...at].sort((a, b) => a - b)).toEqual(at);
+    const section = (n: number) => out.slice(at[n - 1], n < steps.length ? at[n] : undefined);
+
+    // A narrower policy for B.
+    expect(section(3)).toMatch(/sub DR +sha256:\S+ +tools \[web_search\] · max_cost \$0\.01\/call · max_calls 3 · max_spend \$0\.02/);
+
+    // Allowed, with the metered cost reported by the tool server.
+    expect(section(4)).toMatch(/\[tool server\] Baton ALLOWED web_search \(inv:[0-9a-f-]+\); calls used: A 1\/10, B 1\/3/);
+    expect(section(4)).toMatch(/\[tool server\] reported the metered cost of inv:\S+: \$0\.002 \(source api-usage; declared \$0\.003\)/);
+    expect(section(4)).toContain('1. delegation receipts for AI agents: an overview');
+
+    // Denied, with Baton's explanation.
+    expect(section(5)).toContain('[tool server] Baton DENIED file_write: POLICY_VIOLATION -> the tool does not run');
+    expect(section(5)).toContain('Baton refused this call to "file_write": POLICY_VIOLATION (block D)');
+    expect(section(5)).toContain('args.tool: required ["web_search"], got file_write');
+    expect(section(5)).toContain('args.write_access: required false, got true');
+    expect(section(5)).toMatch(/What to do: .+/);
+
+    // max_calls runs out.
+    expect(section(6)).toMatch(/B 3\/3; NEAR_LIMIT on B max_calls/);
+    expect(section(6)).toContain('Baton DENIED web_search: CALLS_EXHAUSTED');
+    expect(section(6)).toContain('Baton refused this call to "web_search": CALLS_EXHAUSTED (block G)');
+    expect(section(6).match(/Baton ALLOWED/g)).toHaveLength(2);
+
+    // The auditor's tree (the chain printer): declared vs metered spend.
+    const audit = section(7);
+    expect(audit).toMatch(/└─ sha256:\S+ +\[active/);
+    expect(audit).toContain('calls   3/3 used');
+    expect(audit).toContain('spend   declared $0.009, metered $0.006 (3 metered, 0 unmetered, calibration 0.6667)');
+    expect(audit).toContain("Spend under A's root DR: declared $0.009, metered $0.006 over 3 allowed call(s)");
+
+    expect(out).toMatch(/Done in \d+\.\d s\. Baton stopped; its temporary folder is deleted\./);
+    expect([...demoDirs()].filter((d) => !before.has(d))).toEqual([]);
+    expect(seconds).toBeLessThan(60);
+  }, 120_000);
+
+  it('--help explains the story and the exit codes', async () => {
+    const r = await baton(['demo', '--help']);
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(/^Usage: baton demo/);
+    expect(r.out).toContain('Exit codes');
+    expect((await baton(['--help'])).out).toMatch(/^ {2}demo +run the whole story/m);
+  });
+});

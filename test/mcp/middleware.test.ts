@@ -1,0 +1,384 @@
+/**
+ * withBaton in front of real MCP servers (McpServer and the low-level
+ * Server), talking to a real MCP client in-process, verifying against the
+ * real Baton service over a real socket on real PostgreSQL.
+ */
+import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { CallToolRequestSchema, ListToolsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { z } from 'zod';
+import {
+  attachBundle,
+  BATON_REFUSAL_ERROR_CODE,
+  batonCall,
+  bundleFromMeta,
+  callToolWithBundle,
+  DRS_BUNDLE_META_KEY,
+  DRS_BUNDLE_META_KEY_NEXT,
+  encodeBundle,
+  invokeTool,
+  refusalOf,
+  VERIFIED_META_KEY,
+  withBaton,
+  type BatonMcpEvent,
+  type BatonMcpOptions,
+  type ToolCallResult,
+} from '../../src/mcp/middleware.js';
+import type { Policy } from '../../src/protocol/policy.js';
+import { BatonClient } from '../../src/sdk/client.js';
+import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
+import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
+import { closedPortUrl, startLiveService, type LiveService } from '../sdk/live-service.js';
+
+const TOOL_SERVER = 'mcp://test-tools';
+const DECLARED = { estimated_cost_usd: 0.003, pii_access: false, write_access: false };
+
+let live: LiveService;
+let audit: BatonClient;
+const cleanups: (() => Promise<unknown>)[] = [];
+
+beforeAll(async () => {
+  live = await startLiveService();
+  audit = new BatonClient({ baseUrl: live.baseUrl, apiKey: live.tenant.keys.audit });
+});
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()!().catch(() => undefined);
+});
+afterAll(async () => {
+  await live?.close();
+});
+
+interface Chain {
+  readonly b: KeyPair;
+  readonly root: SignedDelegation;
+  readonly sub: SignedDelegation;
+  readonly chain: readonly SignedDelegation[];
+}
+
+/** operator (trusted root) -> A -> B, stored in Baton. */
+async function storedChain(
+  subPolicy: Policy = { allowed_tools: ['web_search'], max_calls: 5, max_cost_usd: 0.01, write_access: false, pii_access: false },
+): Promise<Chain> {
+  const a = generateKeyPair();
+  const b = generateKeyPair();
+  const root = createRootDelegation({
+    issuer: live.tenant.root,
+    audience: a.did,
+    policy: { allowed_tools: ['web_search', 'file_write'], max_calls: 10, max_cost_usd: 0.05, write_access: true, pii_access: false },
+  });
+  const sub = createSubDelegation({ parent: root, issuer: a, audience: b.did, policy: subPolicy });
+  await new BatonClient({ baseUrl: live.baseUrl }).submit([root, sub]);
+  return { b, root, sub, chain: [root, sub] };
+}
+
+function batonOptions(overrides: Partial<BatonMcpOptions> = {}): BatonMcpOptions {
+  return {
+    baton: { baseUrl: live.baseUrl, verifyKey: live.tenant.keys.verify, reportKey: live.tenant.keys.report, timeoutMs: 5000 },
+    toolServer: TOOL_SERVER,
+    onEvent: () => undefined,
+    ...overrides,
+  };
+}
+
+/** An McpServer with spied web_search and file_write handlers, wrapped (after registration unless `wrapFirst`). */
+function toolServer(options: BatonMcpOptions, setup: { wrapFirst?: boolean; searchResult?: (extra: unknown) => ToolCallResult } = {}) {
+  const server = new McpServer({ name: 'test-tools', version: '1.0.0' });
+  if (setup.wrapFirst) withBaton(server, options);
+  const search = vi.fn(async ({ query }: { query: string }, extra: unknown) =>
+    (setup.searchResult?.(extra) ?? { content: [{ type: 'text', text: `results for ${query}` }], _meta: { cost_usd: 0.002, source: 'api-usage' } }) as never,
+  );
+  const write = vi.fn(async () => ({ content: [{ type: 'text' as const, text: 'written' }] }));
+  server.registerTool('web_search', { inputSchema: { query: z.string() } }, search);
+  server.registerTool('file_write', { inputSchema: { path: z.string(), content: z.string() } }, write);
+  if (!setup.wrapFirst) withBaton(server, options);
+  return { server, search, write };
+}
+
+async function connect(server: McpServer | Server): Promise<Client> {
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  await server.connect(serverSide);
+  const client = new Client({ name: 'test-agent', version: '1.0.0' });
+  await client.connect(clientSide);
+  cleanups.push(() => client.close(), () => server.close());
+  return client;
+}
+
+function signed(c: Chain, args: Record<string, unknown>, opts: { toolServer?: string; mode?: 'value' | 'reference' } = {}) {
+  const inv = createInvocation({ chain: c.chain, invoker: c.b, args, toolServer: opts.toolServer ?? TOOL_SERVER });
+  return { inv, bundle: makeBundle(inv, c.chain, opts.mode ?? 'reference') };
+}
+
+const text = (r: ToolCallResult): string => ((r as { content: { text?: string }[] }).content ?? []).map((c) => c.text ?? '').join('\n');
+
+describe('allowed calls', () => {
+  it('runs the tool with its own arguments and reports the metered cost from the result _meta', async () => {
+    const c = await storedChain();
+    const events: BatonMcpEvent[] = [];
+    const { server, search } = toolServer(batonOptions({ onEvent: (e) => events.push(e) }));
+    const client = await connect(server);
+
+    const result = await invokeTool(client, { chain: c.chain, invoker: c.b, toolServer: TOOL_SERVER, name: 'web_search', arguments: { query: 'baton', ...DECLARED }, mode: 'reference' });
+
+    expect(result.isError).toBeFalsy();
+    expect(text(result)).toBe('results for baton');
+    expect(search).toHaveBeenCalledTimes(1);
+    // The zod schema strips the policy fields: the handler sees its own arguments.
+    expect(search.mock.calls[0]![0]).toEqual({ query: 'baton' });
+    const verified = (result._meta as Record<string, { invocation_id: string; cost_reported: boolean }>)[VERIFIED_META_KEY]!;
+    expect(verified).toMatchObject({ invocation_id: expect.stringMatching(/^inv:/), cost_reported: true });
+    expect(events.map((e) => e.type)).toEqual(['allowed', 'reported']);
+
+    const usage = (await audit.getDelegation(c.sub.hash)).usage;
+    expect(usage).toMatchObject({ calls_used: 1, declared_usd: 0.003, metered_usd: 0.002, metered_invocations: 1, unmetered_invocations: 0 });
+    const inv = await audit.getInvocation(verified.invocation_id);
+    expect(inv).toMatchObject({ decision: 'allowed', tool: 'web_search', actual: { cost_usd: 0.002, source: 'api-usage' } });
+  });
+
+  it('reports what the handler passes to batonCall(extra).reportCost, as harness-reported by default', async () => {
+    const c = await storedChain();
+    let seen: ReturnType<typeof batonCall>;
+    const { server } = toolServer(batonOptions(), {
+      wrapFirst: true, // tools registered after withBaton are gated too
+      searchResult: (extra) => {
+        seen = batonCall(extra);
+        seen?.reportCost({ cost_usd: 0.0015, tokens_in: 120, tokens_out: 30 });
+        return { content: [{ type: 'text', text: 'ok' }] };
+      },
+    });
+    const client = await connect(server);
+    const { bundle } = signed(c, { tool: 'web_search', query: 'q', ...DECLARED });
+    const result = await callToolWithBundle(client, 'web_search', { tool: 'web_search', query: 'q', ...DECLARED }, bundle);
+    expect(result.isError).toBeFalsy();
+    expect(seen).toMatchObject({ tool: 'web_search', invocationId: expect.stringMatching(/^inv:/), context: { tool: 'web_search', tool_server: TOOL_SERVER } });
+    const inv = await audit.getInvocation(seen!.invocationId);
+    expect(inv).toMatchObject({ actual: { cost_usd: 0.0015, tokens_in: 120, tokens_out: 30, source: 'harness-reported' } });
+  });
+
+  it('reads the bundle under every key DRS and Baton use: X-DRS-Bundle, xyz.okeyamy.drs/bundle (string or object), bundle', async () => {
+    const c = await storedChain();
+    const { server, search } = toolServer(batonOptions());
+    const client = await connect(server);
+    const args = () => ({ tool: 'web_search', query: 'k', ...DECLARED });
+    const metas = [
+      (b: ReturnType<typeof signed>['bundle']) => ({ [DRS_BUNDLE_META_KEY]: encodeBundle(b) }),
+      (b: ReturnType<typeof signed>['bundle']) => ({ [DRS_BUNDLE_META_KEY_NEXT]: encodeBundle(b) }),
+      (b: ReturnType<typeof signed>['bundle']) => ({ [DRS_BUNDLE_META_KEY_NEXT]: b }),
+      (b: ReturnType<typeof signed>['bundle']) => ({ bundle: b }),
+    ];
+    for (const meta of metas) {
+      const a = args();
+      const { bundle } = signed(c, a, { mode: 'value' });
+      const result = await client.callTool({ name: 'web_search', arguments: a, _meta: meta(bundle) });
+      expect(result.isError, JSON.stringify(result)).toBeFalsy();
+    }
+    expect(search).toHaveBeenCalledTimes(4);
+  });
+
+  it('a failed cost report is logged, never a failed tool result', async () => {
+    const c = await storedChain();
+    const events: BatonMcpEvent[] = [];
+    // The audit key has no report scope: the report is refused (403).
+    const { server, search } = toolServer(batonOptions({ baton: { baseUrl: live.baseUrl, verifyKey: live.tenant.keys.verify, reportKey: live.tenant.keys.audit }, onEvent: (e) => events.push(e) }));
+    const client = await connect(server);
+    const result = await invokeTool(client, { chain: c.chain, invoker: c.b, toolServer: TOOL_SERVER, name: 'web_search', arguments: { query: 'x', ...DECLARED } });
+    expect(result.isError).toBeFalsy();
+    expect(search).toHaveBeenCalledTimes(1);
+    expect((result._meta as Record<string, unknown>)[VERIFIED_META_KEY]).toMatchObject({ cost_reported: false });
+    const failed = events.find((e) => e.type === 'report-failed');
+    expect(failed).toMatchObject({ type: 'report-failed', tool: 'web_search', actual: { cost_usd: 0.002, source: 'api-usage' }, error: { code: 'FORBIDDEN' } });
+    expect((await audit.getDelegation(c.sub.hash)).usage).toMatchObject({ calls_used: 1, metered_usd: 0, unmetered_invocations: 1 });
+  });
+});
+
+describe('refused calls never run the tool', () => {
+  it('deny: the result says Baton\'s code, message, suggestion and every violation; nothing runs', async () => {
+    const c = await storedChain();
+    const events: BatonMcpEvent[] = [];
+    const { server, write } = toolServer(batonOptions({ onEvent: (e) => events.push(e) }));
+    const client = await connect(server);
+    const result = await invokeTool(client, {
+      chain: c.chain, invoker: c.b, toolServer: TOOL_SERVER, name: 'file_write',
+      arguments: { path: '/etc/motd', content: 'hi', estimated_cost_usd: 0.001, pii_access: false, write_access: true },
+    });
+    expect(write).not.toHaveBeenCalled();
+    expect(result.isError).toBe(true);
+    const refusal = refusalOf(result)!;
+    expect(refusal).toMatchObject({ tool: 'file_write', code: 'POLICY_VIOLATION', block: 'D', retryable: false, request_id: expect.any(String) });
+    expect(refusal.violations.map((v) => v.field).sort()).toEqual(['args.tool', 'args.write_access']);
+    const t = text(result);
+    expect(t).toContain('Baton refused this call to "file_write": POLICY_VIOLATION (block D)');
+    expect(t).toContain('args.tool: required ["web_search"], got file_write');
+    expect(t).toContain('args.write_access: required false, got true');
+    expect(t).toContain(`What to do: ${refusal.suggestion}`);
+    expect(events.map((e) => e.type)).toEqual(['refused']);
+    expect((await audit.getDelegation(c.sub.hash)).usage.calls_used).toBe(0);
+  });
+
+  it('missing bundle: refused (fail closed) with how to attach one; Baton is not even asked', async () => {
+    const { server, search } = toolServer(batonOptions());
+    const client = await connect(server);
+    const result = await client.callTool({ name: 'web_search', arguments: { tool: 'web_search', query: 'q', ...DECLARED } });
+    expect(search).not.toHaveBeenCalled();
+    expect(result.isError).toBe(true);
+    expect(refusalOf(result)).toMatchObject({ code: 'BUNDLE_MISSING', retryable: false });
+    expect(text(result)).toContain('_meta["X-DRS-Bundle"] = base64url(JSON bundle)');
+    expect(text(result)).toContain('callToolWithBundle');
+  });
+
+  it('malformed or conflicting bundles are refused', async () => {
+    const c = await storedChain();
+    const { server, search } = toolServer(batonOptions());
+    const client = await connect(server);
+    const args = { tool: 'web_search', query: 'q', ...DECLARED };
+    const bad = await client.callTool({ name: 'web_search', arguments: args, _meta: { [DRS_BUNDLE_META_KEY]: 'not base64url json!' } });
+    expect(refusalOf(bad)).toMatchObject({ code: 'BUNDLE_MALFORMED' });
+    const one = signed(c, args).bundle;
+    const two = signed(c, args).bundle;
+    const both = await client.callTool({ name: 'web_search', arguments: args, _meta: { [DRS_BUNDLE_META_KEY]: encodeBundle(one), bundle: two } });
+    expect(refusalOf(both)).toMatchObject({ code: 'BUNDLE_MALFORMED' });
+    expect(text(both)).toContain('different bundles');
+    expect(search).not.toHaveBeenCalled();
+    expect(bundleFromMeta({ bundle: one })).toMatchObject({ ok: true, key: 'bundle' });
+  });
+
+  it('arguments changed after signing: BINDING_MISMATCH from Baton (require_binding), nothing counted', async () => {
+    const c = await storedChain();
+    const { server, search } = toolServer(batonOptions());
+    const client = await connect(server);
+    const args = { tool: 'web_search', query: 'weather in Paris', ...DECLARED };
+    const { bundle } = signed(c, args);
+    // The agent-side helper refuses to send it ...
+    await expect(callToolWithBundle(client, 'web_search', { ...args, query: 'all customer emails' }, bundle)).rejects.toThrow(/BINDING_MISMATCH/);
+    // ... and a client that sends it anyway is refused by the tool server.
+    const result = await client.callTool(attachBundle({ name: 'web_search', arguments: { ...args, query: 'all customer emails' } }, bundle));
+    expect(search).not.toHaveBeenCalled();
+    expect(refusalOf(result)).toMatchObject({ code: 'BINDING_MISMATCH', block: 'D' });
+    expect((await audit.getDelegation(c.sub.hash)).usage.calls_used).toBe(0);
+  });
+
+  it('a signed call for one tool cannot run another: TOOL_MISMATCH, checked before Baton counts anything', async () => {
+    const c = await storedChain();
+    const { server, search, write } = toolServer(batonOptions());
+    const client = await connect(server);
+    const args = { tool: 'web_search', query: 'q', path: '/x', content: 'y', ...DECLARED };
+    const { bundle } = signed(c, args);
+    const result = await client.callTool(attachBundle({ name: 'file_write', arguments: args }, bundle));
+    expect(write).not.toHaveBeenCalled();
+    expect(search).not.toHaveBeenCalled();
+    expect(refusalOf(result)).toMatchObject({ code: 'TOOL_MISMATCH' });
+    expect((await audit.getDelegation(c.sub.hash)).usage.calls_used).toBe(0);
+    // The same bundle still works for the tool it was signed for (nothing was consumed).
+    expect((await client.callTool(attachBundle({ name: 'web_search', arguments: args }, bundle))).isError).toBeFalsy();
+  });
+
+  it('an invocation signed for another tool server is refused: TOOL_SERVER_MISMATCH', async () => {
+    const c = await storedChain();
+    const { server, search } = toolServer(batonOptions());
+    const client = await connect(server);
+    const args = { tool: 'web_search', query: 'q', ...DECLARED };
+    const { bundle } = signed(c, args, { toolServer: 'mcp://elsewhere' });
+    const result = await client.callTool(attachBundle({ name: 'web_search', arguments: args }, bundle));
+    expect(search).not.toHaveBeenCalled();
+    expect(refusalOf(result)).toMatchObject({ code: 'TOOL_SERVER_MISMATCH', violations: [{ required: TOOL_SERVER, actual: 'mcp://elsewhere' }] });
+  });
+
+  it('max_calls used up: CALLS_EXHAUSTED', async () => {
+    const c = await storedChain({ allowed_tools: ['web_search'], max_calls: 1, max_cost_usd: 0.01 });
+    const { server, search } = toolServer(batonOptions());
+    const client = await connect(server);
+    const call = () => invokeTool(client, { chain: c.chain, invoker: c.b, toolServer: TOOL_SERVER, name: 'web_search', arguments: { query: 'q', ...DECLARED } });
+    expect((await call()).isError).toBeFalsy();
+    const second = await call();
+    expect(refusalOf(second)).toMatchObject({ code: 'CALLS_EXHAUSTED', block: 'G' });
+    expect(search).toHaveBeenCalledTimes(1);
+  });
+
+  it('Baton unreachable: refused as retryable, the tool does not run', async () => {
+    const c = await storedChain();
+    const { server, search } = toolServer(batonOptions({ baton: { baseUrl: await closedPortUrl(), verifyKey: live.tenant.keys.verify } }));
+    const client = await connect(server);
+    const result = await invokeTool(client, { chain: c.chain, invoker: c.b, toolServer: TOOL_SERVER, name: 'web_search', arguments: { query: 'q', ...DECLARED } });
+    expect(search).not.toHaveBeenCalled();
+    expect(result.isError).toBe(true);
+    expect(refusalOf(result)).toMatchObject({ code: 'NETWORK_ERROR', retryable: true });
+    expect(text(result)).toContain('Baton could not decide, so the tool did not run');
+    expect(text(result)).toContain('temporary');
+  });
+
+  it('Baton answering 503 (storage down): refused, the tool does not run', async () => {
+    const c = await storedChain();
+    const down: HttpServer = createHttpServer((_req, res) => {
+      res.writeHead(503, { 'content-type': 'application/json', 'x-request-id': 'req-503' });
+      res.end(JSON.stringify({ error: { code: 'STORAGE_UNAVAILABLE', message: 'The database is unavailable.', suggestion: 'Retry shortly.' }, request_id: 'req-503' }));
+    });
+    await new Promise<void>((resolve) => down.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise<void>((resolve) => down.close(() => resolve())));
+    const address = down.address();
+    const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+    const { server, search } = toolServer(batonOptions({ baton: { baseUrl: url, verifyKey: 'whatever-key' } }));
+    const client = await connect(server);
+    const result = await invokeTool(client, { chain: c.chain, invoker: c.b, toolServer: TOOL_SERVER, name: 'web_search', arguments: { query: 'q', ...DECLARED } });
+    expect(search).not.toHaveBeenCalled();
+    expect(refusalOf(result)).toMatchObject({ code: 'STORAGE_UNAVAILABLE', retryable: true, request_id: 'req-503' });
+  });
+
+  it("refuseAs 'protocol-error': a JSON-RPC error carrying the refusal", async () => {
+    const c = await storedChain();
+    const { server, write } = toolServer(batonOptions({ refuseAs: 'protocol-error' }));
+    const client = await connect(server);
+    const error = await invokeTool(client, {
+      chain: c.chain, invoker: c.b, toolServer: TOOL_SERVER, name: 'file_write',
+      arguments: { path: '/x', content: 'y', estimated_cost_usd: 0.001, pii_access: false, write_access: true },
+    }).then(() => undefined, (e: unknown) => e);
+    expect(error).toBeInstanceOf(McpError);
+    expect((error as McpError).code).toBe(BATON_REFUSAL_ERROR_CODE);
+    expect(refusalOf(error)).toMatchObject({ code: 'POLICY_VIOLATION', tool: 'file_write' });
+    expect(write).not.toHaveBeenCalled();
+  });
+});
+
+describe('wrapping', () => {
+  it('a low-level Server with its own tools/call handler is gated too', async () => {
+    const c = await storedChain();
+    const server = new Server({ name: 'low', version: '1.0.0' }, { capabilities: { tools: {} } });
+    withBaton(server, batonOptions());
+    const handler = vi.fn(async (request: { params: { name: string } }, extra: unknown) => {
+      batonCall(extra)?.reportCost({ cost_usd: 0.004 });
+      return { content: [{ type: 'text' as const, text: `ran ${request.params.name}` }] };
+    });
+    server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [{ name: 'web_search', inputSchema: { type: 'object' as const } }] }));
+    server.setRequestHandler(CallToolRequestSchema, handler);
+    const client = await connect(server);
+
+    const refused = await client.callTool({ name: 'web_search', arguments: { tool: 'web_search', query: 'q' } });
+    expect(refusalOf(refused)).toMatchObject({ code: 'BUNDLE_MISSING' });
+    expect(handler).not.toHaveBeenCalled();
+
+    const ok = await invokeTool(client, { chain: c.chain, invoker: c.b, toolServer: TOOL_SERVER, name: 'web_search', arguments: { query: 'q', ...DECLARED } });
+    expect(text(ok)).toBe('ran web_search');
+    expect(handler).toHaveBeenCalledTimes(1);
+    expect((await audit.getDelegation(c.sub.hash)).usage.metered_usd).toBe(0.004);
+  });
+
+  it('an McpServer whose tools/call handler was installed by its constructor is gated', async () => {
+    const server = new McpServer({ name: 'early', version: '1.0.0' }, { capabilities: { tools: {} } });
+    const run = vi.fn(async () => ({ content: [{ type: 'text' as const, text: 'ran' }] }));
+    server.registerTool('web_search', { inputSchema: { query: z.string() } }, run);
+    withBaton(server, batonOptions());
+    const client = await connect(server);
+    const result = await client.callTool({ name: 'web_search', arguments: { tool: 'web_search', query: 'q' } });
+    expect(refusalOf(result)).toMatchObject({ code: 'BUNDLE_MISSING' });
+    expect(run).not.toHaveBeenCalled();
+  });
+
+  it('wrapping twice throws (a second gate would verify each invocation twice)', () => {
+    const server = new McpServer({ name: 'twice', version: '1.0.0' });
+    withBaton(server, batonOptions());
+    expect(() => withBaton(server, batonOptions())).toThrow(/already wrapped/);
+    expect(() => withBaton(new McpServer({ name: 'x', version: '1' }), { ...batonOptions(), toolServer: '' })).toThrow(/toolServer/);
+  });
+});
