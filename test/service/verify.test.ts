@@ -67,6 +67,15 @@ describe('verify: allow', () => {
     expect(r.body.valid).toBe(true);
     expect(r.body.binding).toBe('match');
   });
+
+  it('/verify accepts X-DRS-Bundle with no body at all, as DRS clients send it', async () => {
+    const own = createSubDelegation({ parent: root, issuer: a, audience: b.did, policy: { allowed_tools: ['web_search'], max_cost_usd: 0.5, max_calls: 5 }, iat: T0, jti: 'dr:drs-header-only' });
+    const inv = createInvocation({ chain: [root, own], invoker: b, args: ARGS, toolServer: 'mcp://tools.example.com', iat: T0 });
+    const header = encodeBase64url(utf8Encode(JSON.stringify(makeBundle(inv, [root, own]))));
+    const r = await svc.call('POST', '/verify', { key: tenant.keys.verify, headers: { 'x-drs-bundle': header } });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ valid: true, binding: 'absent' });
+  });
 });
 
 describe('verify: deny', () => {
