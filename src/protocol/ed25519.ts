@@ -313,11 +313,23 @@ function privateKeyObject(nc: typeof NodeCrypto, seed: Uint8Array): NodeCrypto.K
 
 /** RFC 8032 Ed25519 signature (deterministic, 64 bytes). Both backends give identical bytes. */
 export function signEd25519(seed: Uint8Array, message: Uint8Array): Uint8Array {
+  return ed25519Signer(seed)(message);
+}
+
+/**
+ * A signing function bound to one seed, for keys that sign repeatedly (the
+ * service's receipt key): importing the private key costs ~14x the
+ * signature itself, so it is done once here rather than per call.
+ */
+export function ed25519Signer(seed: Uint8Array): (message: Uint8Array) => Uint8Array {
   assertSeed(seed);
   if (nodeCrypto !== undefined) {
-    return new Uint8Array(nodeCrypto.sign(null, message, privateKeyObject(nodeCrypto, seed)));
+    const crypto = nodeCrypto;
+    const key = privateKeyObject(crypto, seed);
+    return (message) => new Uint8Array(crypto.sign(null, message, key));
   }
-  return ed.sign(message, seed);
+  const secret = Uint8Array.from(seed);
+  return (message) => ed.sign(message, secret);
 }
 
 /** The 32-byte public key of a 32-byte seed. */

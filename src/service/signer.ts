@@ -16,19 +16,14 @@
  */
 import { decodeBase64url, encodeBase64url } from '../protocol/base64url.js';
 import { didKeyFromPublicKey } from '../protocol/did-key.js';
-import { generateSeed, publicKeyFromSeed, signEd25519 } from '../protocol/ed25519.js';
+import { ed25519Signer, generateSeed, publicKeyFromSeed } from '../protocol/ed25519.js';
 import { BatonError } from '../protocol/errors.js';
 import { sha256Hex } from '../protocol/hash.js';
 import { canonicalJson, utf8Encode } from '../protocol/jcs.js';
 import type { Db } from '../store/db.js';
 import { isUniqueViolation } from '../store/errors.js';
 import type { ServiceKey } from '../store/schema/index.js';
-import {
-  activeServiceKey,
-  insertServiceKey,
-  listServiceKeys,
-  retireActiveServiceKey,
-} from '../store/service-keys.js';
+import { activeServiceKey, insertServiceKey, listServiceKeys, retireActiveServiceKey } from '../store/service-keys.js';
 import { receiptHeaderFor, type ServiceVerificationKey } from '../protocol/service-receipt.js';
 import type { Logger } from './log.js';
 import { openSecret, sealSecret } from './secrets.js';
@@ -63,12 +58,12 @@ export function serviceKid(publicKey: Uint8Array): string {
   return `svc_${sha256Hex(publicKey).slice(0, 16)}`;
 }
 
-
 function signerFromSeed(kid: string, seed: Uint8Array): ServiceSigner {
   const secret = Uint8Array.from(seed);
   const publicKey = publicKeyFromSeed(secret);
   const did = didKeyFromPublicKey(publicKey);
   const encodedHeader = receiptHeaderFor(kid);
+  const signBytes = ed25519Signer(secret);
   return Object.freeze({
     kid,
     did,
@@ -77,7 +72,7 @@ function signerFromSeed(kid: string, seed: Uint8Array): ServiceSigner {
     },
     sign(payload: Record<string, unknown>): string {
       const signingInput = `${encodedHeader}.${encodeBase64url(utf8Encode(canonicalJson(payload)))}`;
-      return `${signingInput}.${encodeBase64url(signEd25519(secret, utf8Encode(signingInput)))}`;
+      return `${signingInput}.${encodeBase64url(signBytes(utf8Encode(signingInput)))}`;
     },
   });
 }
@@ -96,7 +91,8 @@ function signerFromRow(row: ServiceKey, masterKey: Uint8Array): ServiceSigner {
   try {
     if (seed.length !== 32) throw brokenKeyRow(row.kid, 'the sealed seed is not 32 bytes');
     const publicKey = publicKeyFromSeed(seed);
-    if (encodeBase64url(publicKey) !== row.publicKey) throw brokenKeyRow(row.kid, 'the sealed seed does not match the published public key');
+    if (encodeBase64url(publicKey) !== row.publicKey)
+      throw brokenKeyRow(row.kid, 'the sealed seed does not match the published public key');
     if (serviceKid(publicKey) !== row.kid) throw brokenKeyRow(row.kid, 'the kid is not derived from the public key');
     return signerFromSeed(row.kid, seed);
   } finally {

@@ -8,14 +8,21 @@
  * storage failure surfaces as 503 from the error mapper: never an allow.
  */
 import { z } from 'zod';
-import { deny, verifyChain, type ChainContext, type ChainDecision, type DecisionError, type VerifiedDelegation } from '../protocol/chain.js';
+import {
+  deny,
+  verifyChain,
+  type ChainContext,
+  type ChainDecision,
+  type DecisionError,
+  type VerifiedDelegation,
+} from '../protocol/chain.js';
 import { decodeBase64url } from '../protocol/base64url.js';
 import { BatonError, blockOf, type ErrorCode, type Violation } from '../protocol/errors.js';
 import { utf8Decode } from '../protocol/jcs.js';
 import { microsToUsd, usdToMicros, type Micros } from '../protocol/money.js';
 import { delegationsByHash, trustedRootsOf } from '../store/delegations.js';
 import { countCallsAtomically, predictCount, type ChainRuntimeState, type CountOutcome } from '../store/runtime.js';
-import { denials } from '../store/schema/index.js';
+import { denials, type Delegation } from '../store/schema/index.js';
 import type { AuthContext, ServiceDeps } from './types.js';
 import { parseStrictJson } from './body.js';
 import { metrics } from './metrics.js';
@@ -83,7 +90,13 @@ export function bundleFrom(req: VerifyRequest, drsHeader: string | undefined): u
   }
 }
 
-export async function verifyInvocation(deps: ServiceDeps, auth: AuthContext, tenantId: string, req: VerifyRequest, bundle: unknown): Promise<VerifyResponse> {
+export async function verifyInvocation(
+  deps: ServiceDeps,
+  auth: AuthContext,
+  tenantId: string,
+  req: VerifyRequest,
+  bundle: unknown,
+): Promise<VerifyResponse> {
   const db = deps.store.db;
   const now = deps.now();
   const dryRun = req.dry_run === true;
@@ -106,13 +119,33 @@ export async function verifyInvocation(deps: ServiceDeps, auth: AuthContext, ten
 
   const inv = decision.invocation.payload;
   if (auth.toolServer !== null && inv.tool_server !== auth.toolServer) {
-    return refuse(deps, auth, tenantId, deny([{ code: 'TOOL_SERVER_MISMATCH', field: 'invocation.tool_server', required: auth.toolServer, actual: inv.tool_server,
-      message: `This API key verifies only for tool server ${auth.toolServer}; the invocation names ${inv.tool_server}.` }], { invocation: decision.invocation, dr_chain: inv.dr_chain }), dryRun);
+    return refuse(
+      deps,
+      auth,
+      tenantId,
+      deny(
+        [
+          {
+            code: 'TOOL_SERVER_MISMATCH',
+            field: 'invocation.tool_server',
+            required: auth.toolServer,
+            actual: inv.tool_server,
+            message: `This API key verifies only for tool server ${auth.toolServer}; the invocation names ${inv.tool_server}.`,
+          },
+        ],
+        { invocation: decision.invocation, dr_chain: inv.dr_chain },
+      ),
+      dryRun,
+    );
   }
 
   // DRS clients never pre-register: a verified chain with unknown DRs is stored now.
   if (!dryRun && decision.delegations.some((d) => !stored.has(d.hash))) {
-    await submitDelegations(deps, tenantId, decision.delegations.map((d) => d.jws));
+    await submitDelegations(
+      deps,
+      tenantId,
+      decision.delegations.map((d) => d.jws),
+    );
   }
 
   const toCount = {
@@ -132,13 +165,26 @@ export async function verifyInvocation(deps: ServiceDeps, auth: AuthContext, ten
         kind: 'invocation.allowed',
         subject: inv.jti,
         now,
-        data: { invocation_hash: decision.invocation.hash, dr_chain: inv.dr_chain, tool: decision.context.tool, tool_server: inv.tool_server, caller_key_id: auth.keyId, estimated_micros: toCount.estimatedMicros },
+        data: {
+          invocation_hash: decision.invocation.hash,
+          dr_chain: inv.dr_chain,
+          tool: decision.context.tool,
+          tool_server: inv.tool_server,
+          caller_key_id: auth.keyId,
+          estimated_micros: toCount.estimatedMicros,
+        },
       });
   const outcome = receipt
-    ? await countCallsAtomically(db, toCount, receipt)
+    ? await countCallsAtomically(db, toCount, receipt, storedState(inv.dr_chain, stored))
     : await predictCount(db, toCount, unstoredState(decision.delegations, stored));
   if (!outcome.ok) {
-    return refuse(deps, auth, tenantId, deny([runtimeViolation(outcome, decision)], { invocation: decision.invocation, dr_chain: inv.dr_chain }), dryRun);
+    return refuse(
+      deps,
+      auth,
+      tenantId,
+      deny([runtimeViolation(outcome, decision)], { invocation: decision.invocation, dr_chain: inv.dr_chain }),
+      dryRun,
+    );
   }
   if (!receipt) return allow(decision, outcome.state, null, true, toCount.estimatedMicros);
   if (outcome.receiptId === undefined) throw new BatonError('INTERNAL', { message: 'A counted invocation came back without its receipt.' });
@@ -146,20 +192,41 @@ export async function verifyInvocation(deps: ServiceDeps, auth: AuthContext, ten
   return allow(decision, outcome.state, { id: outcome.receiptId, kid: receipt.kid, jws: receipt.jws }, false, toCount.estimatedMicros);
 }
 
+/** The chain's runtime rows from the pre-read, or undefined when some were not stored then. */
+function storedState(chain: readonly string[], stored: ReadonlyMap<string, Delegation>): ChainRuntimeState[] | undefined {
+  const out: ChainRuntimeState[] = [];
+  for (const hash of chain) {
+    const row = stored.get(hash);
+    if (!row) return undefined;
+    out.push({
+      hash,
+      depth: row.depth,
+      revoked: row.revokedAt !== null,
+      callsUsed: row.callsUsed,
+      maxCalls: row.maxCalls,
+      spendReservedMicros: row.spendReservedMicros,
+      maxSpendMicros: row.maxSpendMicros,
+    });
+  }
+  return out;
+}
+
 /** Counters as they would start for verified DRs the store does not hold yet. */
 function unstoredState(drs: readonly VerifiedDelegation[], stored: ReadonlyMap<string, unknown>): ChainRuntimeState[] {
   return drs.flatMap((d, depth) =>
     stored.has(d.hash)
       ? []
-      : [{
-          hash: d.hash,
-          depth,
-          revoked: false,
-          callsUsed: 0,
-          maxCalls: d.payload.policy.max_calls ?? null,
-          spendReservedMicros: 0,
-          maxSpendMicros: d.payload.policy.max_spend_usd === undefined ? null : usdToMicros(d.payload.policy.max_spend_usd, 'floor'),
-        }],
+      : [
+          {
+            hash: d.hash,
+            depth,
+            revoked: false,
+            callsUsed: 0,
+            maxCalls: d.payload.policy.max_calls ?? null,
+            spendReservedMicros: 0,
+            maxSpendMicros: d.payload.policy.max_spend_usd === undefined ? null : usdToMicros(d.payload.policy.max_spend_usd, 'floor'),
+          },
+        ],
   );
 }
 
@@ -190,20 +257,42 @@ function runtimeViolation(outcome: Exclude<CountOutcome, { ok: true }>, decision
   const indexOf = (hash: string) => decision.delegations.findIndex((d) => d.hash === hash);
   switch (outcome.reason) {
     case 'REPLAY_DETECTED':
-      return { code: 'REPLAY_DETECTED', field: 'invocation.jti', actual: decision.invocation.payload.jti,
-        message: `Invocation ${decision.invocation.payload.jti} has already been used.` };
+      return {
+        code: 'REPLAY_DETECTED',
+        field: 'invocation.jti',
+        actual: decision.invocation.payload.jti,
+        message: `Invocation ${decision.invocation.payload.jti} has already been used.`,
+      };
     case 'RECEIPT_REVOKED':
     case 'BUNDLE_INCOMPLETE':
-      return { code: outcome.reason, dr_index: indexOf(outcome.hash), dr_hash: outcome.hash, field: 'status', actual: outcome.reason === 'RECEIPT_REVOKED' ? 'revoked' : 'missing' };
+      return {
+        code: outcome.reason,
+        dr_index: indexOf(outcome.hash),
+        dr_hash: outcome.hash,
+        field: 'status',
+        actual: outcome.reason === 'RECEIPT_REVOKED' ? 'revoked' : 'missing',
+      };
     case 'CALLS_EXHAUSTED':
-      return { code: 'CALLS_EXHAUSTED', dr_index: indexOf(outcome.state.hash), dr_hash: outcome.state.hash, field: 'policy.max_calls',
-        required: `< ${outcome.state.maxCalls}`, actual: outcome.state.callsUsed,
-        message: `Delegation record ${outcome.state.hash} has used all ${outcome.state.maxCalls} of its max_calls.` };
+      return {
+        code: 'CALLS_EXHAUSTED',
+        dr_index: indexOf(outcome.state.hash),
+        dr_hash: outcome.state.hash,
+        field: 'policy.max_calls',
+        required: `< ${outcome.state.maxCalls}`,
+        actual: outcome.state.callsUsed,
+        message: `Delegation record ${outcome.state.hash} has used all ${outcome.state.maxCalls} of its max_calls.`,
+      };
     case 'BUDGET_EXHAUSTED': {
       const s = outcome.state;
-      return { code: 'BUDGET_EXHAUSTED', dr_index: indexOf(s.hash), dr_hash: s.hash, field: 'policy.max_spend_usd',
-        required: microsToUsd((s.maxSpendMicros ?? 0) as Micros), actual: microsToUsd(s.spendReservedMicros as Micros),
-        message: `Metered spend plus pending estimates under ${s.hash} would pass its max_spend_usd of ${microsToUsd((s.maxSpendMicros ?? 0) as Micros)}.` };
+      return {
+        code: 'BUDGET_EXHAUSTED',
+        dr_index: indexOf(s.hash),
+        dr_hash: s.hash,
+        field: 'policy.max_spend_usd',
+        required: microsToUsd((s.maxSpendMicros ?? 0) as Micros),
+        actual: microsToUsd(s.spendReservedMicros as Micros),
+        message: `Metered spend plus pending estimates under ${s.hash} would pass its max_spend_usd of ${microsToUsd((s.maxSpendMicros ?? 0) as Micros)}.`,
+      };
     }
   }
 }
@@ -223,13 +312,25 @@ function allow(
     // A dry run reports what the call would use, without using it.
     const calls = dryRun ? s.callsUsed + 1 : s.callsUsed;
     if (s.maxCalls !== null && s.maxCalls > 0 && calls / s.maxCalls > NEAR_LIMIT) {
-      warnings.push({ code: 'NEAR_LIMIT', dr: s.hash, field: 'max_calls', used: calls, limit: s.maxCalls,
-        message: `${calls} of ${s.maxCalls} calls used under ${s.hash}.` });
+      warnings.push({
+        code: 'NEAR_LIMIT',
+        dr: s.hash,
+        field: 'max_calls',
+        used: calls,
+        limit: s.maxCalls,
+        message: `${calls} of ${s.maxCalls} calls used under ${s.hash}.`,
+      });
     }
     const spend = dryRun ? s.spendReservedMicros + estimate : s.spendReservedMicros;
     if (s.maxSpendMicros !== null && s.maxSpendMicros > 0 && spend / s.maxSpendMicros > NEAR_LIMIT) {
-      warnings.push({ code: 'NEAR_LIMIT', dr: s.hash, field: 'max_spend_usd', used: microsToUsd(spend as Micros), limit: microsToUsd(s.maxSpendMicros as Micros),
-        message: `Spend of ${microsToUsd(spend as Micros)} USD (metered plus pending estimates) is past 80% of the ${microsToUsd(s.maxSpendMicros as Micros)} USD budget under ${s.hash}.` });
+      warnings.push({
+        code: 'NEAR_LIMIT',
+        dr: s.hash,
+        field: 'max_spend_usd',
+        used: microsToUsd(spend as Micros),
+        limit: microsToUsd(s.maxSpendMicros as Micros),
+        message: `Spend of ${microsToUsd(spend as Micros)} USD (metered plus pending estimates) is past 80% of the ${microsToUsd(s.maxSpendMicros as Micros)} USD budget under ${s.hash}.`,
+      });
     }
   }
   return {
@@ -248,7 +349,13 @@ function allow(
 }
 
 /** A deny: recorded for auditors (never consuming the jti), unless it was a dry run. */
-async function refuse(deps: ServiceDeps, auth: AuthContext, tenantId: string, decision: Extract<ChainDecision, { valid: false }>, dryRun: boolean): Promise<VerifyResponse> {
+async function refuse(
+  deps: ServiceDeps,
+  auth: AuthContext,
+  tenantId: string,
+  decision: Extract<ChainDecision, { valid: false }>,
+  dryRun: boolean,
+): Promise<VerifyResponse> {
   metrics.observeDecision('deny', decision.error.code);
   if (!dryRun) {
     const db = deps.store.db;

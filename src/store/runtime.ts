@@ -93,12 +93,19 @@ export async function countCallsAtomically(
   inv: InvocationToCount,
   /** Signed before the transaction, stored inside it: an allow is never committed without its receipt. */
   receipt?: { tenantId: string; kind: ReceiptKind; subject: string; jws: string; kid: string },
+  /**
+   * The chain's rows as read just before (saves a statement on the hot path).
+   * Only their immutable limits are trusted: revocation is re-checked under
+   * the row locks below and counters come from the UPDATE itself.
+   */
+  known?: readonly ChainRuntimeState[],
 ): Promise<CountOutcome> {
   try {
     return await db.transaction(async (tx) => {
-      // Revocation is read inside the transaction, from the database every
-      // node shares: a revocation committed before this point denies here.
-      const before = await readChainState(tx, inv.tenantId, inv.drChain);
+      const before =
+        known && inv.drChain.every((h) => known.some((s) => s.hash === h))
+          ? [...known].sort((a, b) => a.depth - b.depth)
+          : await readChainState(tx, inv.tenantId, inv.drChain);
       const missing = inv.drChain.find((h) => !before.some((s) => s.hash === h));
       if (missing) throw new Rollback({ ok: false, reason: 'BUNDLE_INCOMPLETE', hash: missing });
       const revoked = before.find((s) => s.revoked);
@@ -226,5 +233,8 @@ export async function predictCount(
 
 /** A text[] parameter that both drivers bind the same way. */
 function sqlTextArray(values: readonly string[]) {
-  return sql`array[${sql.join(values.map((v) => sql`${v}`), sql`, `)}]::text[]`;
+  return sql`array[${sql.join(
+    values.map((v) => sql`${v}`),
+    sql`, `,
+  )}]::text[]`;
 }
