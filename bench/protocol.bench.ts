@@ -41,7 +41,13 @@ function buildBundle() {
   const policy = { allowed_tools: ['web_search', 'file_read'], max_cost_usd: 10, max_calls: 1000 };
   const root = createRootDelegation({ issuer: operator!, audience: a!.did, policy, iat });
   const hop2 = createSubDelegation({ parent: root, issuer: a!, audience: b!.did, policy: { ...policy, max_cost_usd: 5 }, iat });
-  const hop3 = createSubDelegation({ parent: hop2, issuer: b!, audience: c!.did, policy: { ...policy, allowed_tools: ['web_search'], max_cost_usd: 1 }, iat });
+  const hop3 = createSubDelegation({
+    parent: hop2,
+    issuer: b!,
+    audience: c!.did,
+    policy: { ...policy, allowed_tools: ['web_search'], max_cost_usd: 1 },
+    iat,
+  });
   const chain = [root, hop2, hop3];
   const invocation = createInvocation({
     chain,
@@ -62,7 +68,10 @@ function main(): void {
   const key = generateKeyPair();
   const message = new Uint8Array(200).fill(7);
   const signature = signEd25519(key.seed, message);
-  const keyObject = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(key.publicKey).toString('base64url') }, format: 'jwk' });
+  const keyObject = createPublicKey({
+    key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(key.publicKey).toString('base64url') },
+    format: 'jwk',
+  });
   const raw = measure('raw node:crypto Ed25519 verify', () => {
     if (!nodeVerify(null, message, keyObject, signature)) throw new Error('raw verify failed');
   });
@@ -87,8 +96,12 @@ function main(): void {
   console.log('\nratios against raw native verify measured above:');
   console.log(`  rule overhead (native path)      ${(raw.ops / ruled.ops).toFixed(2)}x the cost of a raw verify`);
   console.log(`  noble path                       ${(raw.ops / noble.ops).toFixed(1)}x slower than native`);
-  console.log(`  cold chain (ideal = 4 verifies)  ${(raw.usPerOp * 4 / cold.usPerOp).toFixed(2)} of the ideal rate (${(cold.usPerOp / raw.usPerOp).toFixed(1)} raw verifies per op)`);
-  console.log(`  warm chain (ideal = 1 verify)    ${(raw.usPerOp / warm.usPerOp).toFixed(2)} of the ideal rate (${(warm.usPerOp / raw.usPerOp).toFixed(1)} raw verifies per op)`);
+  console.log(
+    `  cold chain (ideal = 4 verifies)  ${((raw.usPerOp * 4) / cold.usPerOp).toFixed(2)} of the ideal rate (${(cold.usPerOp / raw.usPerOp).toFixed(1)} raw verifies per op)`,
+  );
+  console.log(
+    `  warm chain (ideal = 1 verify)    ${(raw.usPerOp / warm.usPerOp).toFixed(2)} of the ideal rate (${(warm.usPerOp / raw.usPerOp).toFixed(1)} raw verifies per op)`,
+  );
 }
 
 main();

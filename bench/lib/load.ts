@@ -1,0 +1,213 @@
+/**
+ * The load generator: a fixed number of in-flight POSTs over keep-alive
+ * connections, each worker sending its own pre-serialised bodies back to
+ * back (closed loop), latency per request recorded in a typed array.
+ *
+ * The default client is node:http with a keep-alive Agent (one socket per
+ * worker): on Node 20 it costs the generator a fraction of what the
+ * built-in fetch (undici under WHATWG streams) does per request, which
+ * matters when generator, service and PostgreSQL share 2 cores.
+ * BENCH_CLIENT=fetch switches to the built-in fetch (also keep-alive).
+ */
+import { Agent, request } from 'node:http';
+
+export type ClientKind = 'http' | 'fetch';
+
+export interface LoadOptions {
+  readonly url: string; // http://127.0.0.1:port
+  readonly path: string;
+  readonly headers: Record<string, string>;
+  /** One array of bodies per worker; its length is the number of in-flight requests. */
+  readonly bodies: readonly (readonly Buffer[])[];
+  readonly seconds: number;
+  readonly client: ClientKind;
+  /** Status that counts as success (default 200). */
+  readonly okStatus?: number;
+  /** Per worker, the index of its next unused body; read at the start, advanced at the end (interleaved rounds). */
+  readonly cursors?: number[];
+}
+
+export interface LoadResult {
+  readonly requests: number;
+  readonly ok: number;
+  readonly statuses: Record<number, number>;
+  readonly firstError: string | undefined;
+  readonly seconds: number;
+  /** Sorted latencies of successful requests, milliseconds. */
+  readonly latencies: Float64Array;
+  /** CPU the generator process itself used during the run (user+system), microseconds. */
+  readonly clientCpuUs: number;
+  /** True if a worker ran out of pre-signed bodies before the deadline (the run stopped there). */
+  readonly exhausted: boolean;
+}
+
+interface Reply {
+  status: number;
+  body: Buffer | undefined;
+}
+
+function httpSender(url: string, path: string, headers: Record<string, string>, sockets: number) {
+  const u = new URL(url);
+  const agent = new Agent({ keepAlive: true, maxSockets: sockets, maxFreeSockets: sockets });
+  const send = (body: Buffer, keepBody: boolean) =>
+    new Promise<Reply>((resolve, reject) => {
+      const req = request(
+        {
+          agent,
+          host: u.hostname,
+          port: Number(u.port),
+          path,
+          method: 'POST',
+          headers: { ...headers, 'content-length': String(body.length) },
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => {
+            if (keepBody) chunks.push(c);
+          });
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: keepBody ? Buffer.concat(chunks) : undefined }));
+          res.on('error', reject);
+        },
+      );
+      req.on('error', reject);
+      req.end(body);
+    });
+  return { send, close: () => agent.destroy() };
+}
+
+function fetchSender(url: string, path: string, headers: Record<string, string>) {
+  const target = `${url}${path}`;
+  const send = async (body: Buffer, keepBody: boolean): Promise<Reply> => {
+    const res = await fetch(target, { method: 'POST', headers, body });
+    const buf = Buffer.from(await res.arrayBuffer());
+    return { status: res.status, body: keepBody ? buf : undefined };
+  };
+  return { send, close: () => {} };
+}
+
+/** p in [0, 1] over a sorted array (nearest rank). */
+export function percentile(sorted: Float64Array, p: number): number {
+  if (sorted.length === 0) return NaN;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1));
+  return sorted[i]!;
+}
+
+export async function runLoad(o: LoadOptions): Promise<LoadResult> {
+  const okStatus = o.okStatus ?? 200;
+  const total = o.bodies.reduce((n, b) => n + b.length, 0);
+  const lat = new Float64Array(total);
+  let done = 0;
+  let ok = 0;
+  const statuses: Record<number, number> = {};
+  let firstError: string | undefined;
+  let exhausted = false;
+  let stop = false;
+  const sender = o.client === 'fetch' ? fetchSender(o.url, o.path, o.headers) : httpSender(o.url, o.path, o.headers, o.bodies.length);
+
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  const deadline = t0 + o.seconds * 1000;
+  let tEnd = 0;
+  const timer = setTimeout(() => {
+    stop = true;
+  }, o.seconds * 1000);
+
+  const worker = async (mine: readonly Buffer[], w: number) => {
+    for (let i = o.cursors?.[w] ?? 0; !stop; i++) {
+      if (o.cursors) o.cursors[w] = i + 1;
+      const body = mine[i];
+      if (body === undefined) {
+        exhausted = true;
+        stop = true;
+        break;
+      }
+      const start = performance.now();
+      let reply: Reply;
+      try {
+        reply = await sender.send(body, firstError === undefined);
+      } catch (e) {
+        // The server is gone (or broke the connection): end the run here rather
+        // than burn the pre-signed pool in a tight loop of refused connections.
+        statuses[0] = (statuses[0] ?? 0) + 1;
+        firstError ??= `transport error: ${e instanceof Error ? e.message : String(e)}`;
+        done++;
+        stop = true;
+        break;
+      }
+      const end = performance.now();
+      // A request that completes after the deadline still counted its work, but
+      // the throughput window is the deadline (or the moment a worker ran dry).
+      done++;
+      statuses[reply.status] = (statuses[reply.status] ?? 0) + 1;
+      if (reply.status === okStatus) {
+        lat[ok++] = end - start;
+      } else if (firstError === undefined) {
+        firstError = `HTTP ${reply.status}: ${reply.body?.toString('utf8').slice(0, 400) ?? ''}`;
+      }
+      if (end >= deadline) break;
+    }
+    tEnd = Math.max(tEnd, performance.now());
+  };
+  await Promise.all(o.bodies.map((b, w) => worker(b, w)));
+  clearTimeout(timer);
+  const cpu = process.cpuUsage(cpu0);
+  sender.close();
+  const seconds = (tEnd - t0) / 1000; // the last in-flight request after the deadline included
+  const latencies = lat.slice(0, ok).sort();
+  return { requests: done, ok, statuses, firstError, seconds, latencies, clientCpuUs: cpu.user + cpu.system, exhausted };
+}
+
+/** The same closed loop over an async operation instead of HTTP (the SQL ceiling): `workers` loops, no body list. */
+export async function runClosedLoop(
+  workers: number,
+  seconds: number,
+  op: (worker: number) => Promise<boolean>,
+): Promise<{
+  requests: number;
+  ok: number;
+  failed: number;
+  firstError: string | undefined;
+  seconds: number;
+  latencies: Float64Array;
+  clientCpuUs: number;
+}> {
+  const lat: number[] = [];
+  let done = 0;
+  let failed = 0;
+  let firstError: string | undefined;
+  let stop = false;
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  let tEnd = 0;
+  const timer = setTimeout(() => {
+    stop = true;
+  }, seconds * 1000);
+  const worker = async (w: number) => {
+    while (!stop) {
+      const start = performance.now();
+      try {
+        const good = await op(w);
+        done++;
+        if (good) lat.push(performance.now() - start);
+        else failed++;
+      } catch (e) {
+        done++;
+        failed++;
+        firstError ??= e instanceof Error ? e.message : String(e);
+      }
+    }
+    tEnd = Math.max(tEnd, performance.now());
+  };
+  await Promise.all(Array.from({ length: workers }, (_, w) => worker(w)));
+  clearTimeout(timer);
+  const cpu = process.cpuUsage(cpu0);
+  return {
+    requests: done,
+    ok: lat.length,
+    failed,
+    firstError,
+    seconds: (tEnd - t0) / 1000,
+    latencies: Float64Array.from(lat).sort(),
+    clientCpuUs: cpu.user + cpu.system,
+  };
+}
