@@ -80,13 +80,23 @@ export class DelegatedAgent {
   ) {}
 
   /** One tool call: a fresh signed invocation, the bundle in _meta, the chain by reference (stored in Baton). */
-  call(client: Client, tool: string, args: Record<string, unknown>, declare: { estimated_cost_usd: number; write_access?: boolean }): Promise<ToolCallResult> {
+  call(
+    client: Client,
+    tool: string,
+    args: Record<string, unknown>,
+    declare: { estimated_cost_usd: number; write_access?: boolean },
+  ): Promise<ToolCallResult> {
     return invokeTool(client, {
       chain: this.chain,
       invoker: this.key,
       toolServer: this.toolServer,
       name: tool,
-      arguments: { ...args, estimated_cost_usd: declare.estimated_cost_usd, pii_access: false, write_access: declare.write_access ?? false },
+      arguments: {
+        ...args,
+        estimated_cost_usd: declare.estimated_cost_usd,
+        pii_access: false,
+        write_access: declare.write_access ?? false,
+      },
       mode: 'reference',
     });
   }
@@ -104,9 +114,7 @@ export class DelegatedAgent {
 export function textOf(result: ToolCallResult): string {
   const content = (result as { content?: unknown }).content;
   if (!Array.isArray(content)) return '';
-  return content
-    .map((c: { type?: string; text?: string }) => (c.type === 'text' ? (c.text ?? '') : `[${c.type ?? 'content'}]`))
-    .join('\n');
+  return content.map((c: { type?: string; text?: string }) => (c.type === 'text' ? (c.text ?? '') : `[${c.type ?? 'content'}]`)).join('\n');
 }
 
 const nowSeconds = (): number => Math.floor(Date.now() / 1000);

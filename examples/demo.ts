@@ -102,7 +102,11 @@ export async function runDemo(argv: string[] = [], io: CliIo = processIo): Promi
     const tenant = await admin.admin.createTenant('acme');
     const operator = generateKeyPair();
     await admin.admin.addRoot(tenant.id, operator.did, 'acme operator');
-    const toolKey = await admin.admin.createApiKey(tenant.id, { scopes: ['verify', 'report'], name: 'demo tool server', tool_server: TOOL_SERVER });
+    const toolKey = await admin.admin.createApiKey(tenant.id, {
+      scopes: ['verify', 'report'],
+      name: 'demo tool server',
+      tool_server: TOOL_SERVER,
+    });
     const auditKey = await admin.admin.createApiKey(tenant.id, { scopes: ['audit'], name: 'auditor' });
     out(`   tenant "${tenant.name}" (${tenant.id})`);
     out(`   trusted root key  ${operator.did}`);
@@ -126,7 +130,10 @@ export async function runDemo(argv: string[] = [], io: CliIo = processIo): Promi
     out(`   A submits both records to Baton (no API key: the signatures are the proof): ${submitted.delegations.length} stored`);
 
     // ---------------------------------------------------------- tool server + B's MCP client
-    const labels = new Map<string, string>([[root.hash, 'A'], [sub.hash, 'B']]);
+    const labels = new Map<string, string>([
+      [root.hash, 'A'],
+      [sub.hash, 'B'],
+    ]);
     const onEvent = (e: BatonMcpEvent) => out(`   [tool server] ${describeEvent(e, labels)}`);
     const { server } = createToolServer({ baton: { baseUrl: baton.url, verifyKey: toolKey.key }, onEvent });
     const mcp = await connectInProcess(server, 'agent-b');
@@ -137,7 +144,9 @@ export async function runDemo(argv: string[] = [], io: CliIo = processIo): Promi
 
     // ---------------------------------------------------------- 4. allowed
     step(4, 'B calls web_search through the MCP tool server');
-    out(`   B signs an invocation {tool: "web_search", query, estimated_cost_usd: ${SEARCH_ESTIMATE_USD}, pii_access: false, write_access: false}`);
+    out(
+      `   B signs an invocation {tool: "web_search", query, estimated_cost_usd: ${SEARCH_ESTIMATE_USD}, pii_access: false, write_access: false}`,
+    );
     out('     and sends it with the call in _meta["X-DRS-Bundle"]');
     const first = await b.search(mcp.client, 'delegation receipts for AI agents');
     expect(!first.isError && refusalOf(first) === null, 'the first web_search was not allowed');
@@ -148,7 +157,10 @@ export async function runDemo(argv: string[] = [], io: CliIo = processIo): Promi
     step(5, 'B tries file_write, a tool outside its policy');
     const write = await b.writeFile(mcp.client, '/notes/findings.md', '# Findings\n');
     const writeRefusal = refusalOf(write);
-    expect(write.isError === true && writeRefusal?.code === 'POLICY_VIOLATION', `file_write was not denied with POLICY_VIOLATION (got ${writeRefusal?.code ?? 'an allow'})`);
+    expect(
+      write.isError === true && writeRefusal?.code === 'POLICY_VIOLATION',
+      `file_write was not denied with POLICY_VIOLATION (got ${writeRefusal?.code ?? 'an allow'})`,
+    );
     out(`   B <- DENIED, with Baton's explanation:`);
     out(indent(textOf(write), 8));
 
@@ -167,21 +179,35 @@ export async function runDemo(argv: string[] = [], io: CliIo = processIo): Promi
       }
       out(`   B <- result: ${textOf(r).split('\n').length} results`);
     }
-    expect(exhausted?.code === 'CALLS_EXHAUSTED', `the search after max_calls was not denied with CALLS_EXHAUSTED (got ${exhausted?.code ?? 'an allow'})`);
+    expect(
+      exhausted?.code === 'CALLS_EXHAUSTED',
+      `the search after max_calls was not denied with CALLS_EXHAUSTED (got ${exhausted?.code ?? 'an allow'})`,
+    );
 
     // ---------------------------------------------------------- 7. auditor
     step(7, 'The auditor prints the chain: policies, calls, declared vs metered spend');
     const auditor = new BatonClient({ baseUrl: baton.url, apiKey: auditKey.key });
     const printed: string[] = [];
-    const code = await runChain([root.hash, '--server', baton.url, '--api-key', auditKey.key], { out: (t) => printed.push(t), err: () => undefined, env: {} });
+    const code = await runChain([root.hash, '--server', baton.url, '--api-key', auditKey.key], {
+      out: (t) => printed.push(t),
+      err: () => undefined,
+      env: {},
+    });
     expect(code === 0, `baton chain exited ${code}`);
     out(indent(printed.join('\n'), 3));
     const usageA = (await auditor.getDelegation(root.hash)).usage;
     const usageB = (await auditor.getDelegation(sub.hash)).usage;
-    expect(usageB.metered_invocations === POLICY_B.max_calls, `B's subtree has ${usageB.metered_invocations} metered invocations, expected ${POLICY_B.max_calls}`);
+    expect(
+      usageB.metered_invocations === POLICY_B.max_calls,
+      `B's subtree has ${usageB.metered_invocations} metered invocations, expected ${POLICY_B.max_calls}`,
+    );
     out('');
-    out(`   Spend under A's root DR: declared ${formatUsd(usageA.declared_usd)}, metered ${formatUsd(usageA.metered_usd)} over ${usageA.calls_used} allowed call(s)`);
-    out(`   (B declared ${formatUsd(SEARCH_ESTIMATE_USD)} per search; the search API metered ${formatUsd(usageB.metered_usd / Math.max(1, usageB.metered_invocations))}: calibration ${usageB.calibration ?? 'n/a'})`);
+    out(
+      `   Spend under A's root DR: declared ${formatUsd(usageA.declared_usd)}, metered ${formatUsd(usageA.metered_usd)} over ${usageA.calls_used} allowed call(s)`,
+    );
+    out(
+      `   (B declared ${formatUsd(SEARCH_ESTIMATE_USD)} per search; the search API metered ${formatUsd(usageB.metered_usd / Math.max(1, usageB.metered_invocations))}: calibration ${usageB.calibration ?? 'n/a'})`,
+    );
   } catch (e) {
     problems.push(`the demo failed: ${e instanceof Error ? e.message : String(e)}`);
   } finally {
@@ -205,7 +231,10 @@ function describeEvent(e: BatonMcpEvent, labels: Map<string, string>): string {
   switch (e.type) {
     case 'allowed': {
       const counters = e.counters.map((c) => `${labels.get(c.dr) ?? shortHash(c.dr)} ${c.calls_used}/${c.max_calls}`).join(', ');
-      const warn = e.warnings.length > 0 ? `; ${e.warnings.map((w) => `NEAR_LIMIT on ${labels.get(w.dr) ?? shortHash(w.dr)} ${w.field} (${w.used}/${w.limit})`).join(', ')}` : '';
+      const warn =
+        e.warnings.length > 0
+          ? `; ${e.warnings.map((w) => `NEAR_LIMIT on ${labels.get(w.dr) ?? shortHash(w.dr)} ${w.field} (${w.used}/${w.limit})`).join(', ')}`
+          : '';
       return `Baton ALLOWED ${e.tool} (${e.invocationId}); calls used: ${counters}${warn} -> running the tool`;
     }
     case 'refused':
@@ -219,7 +248,10 @@ function describeEvent(e: BatonMcpEvent, labels: Map<string, string>): string {
 
 function indent(text: string, n: number): string {
   const pad = ' '.repeat(n);
-  return text.split('\n').map((l) => (l.length > 0 ? pad + l : l)).join('\n');
+  return text
+    .split('\n')
+    .map((l) => (l.length > 0 ? pad + l : l))
+    .join('\n');
 }
 
 function seconds(since: number): string {

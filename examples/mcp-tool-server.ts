@@ -54,7 +54,14 @@ export function createToolServer(options: ToolServerOptions): DemoToolServer {
     'web_search',
     { description: 'Search the web (made-up results).', inputSchema: { query: z.string().min(1), ...declared } },
     async ({ query }) => ({
-      content: [{ type: 'text', text: fakeResults(query).map((r, i) => `${i + 1}. ${r.title} <${r.url}>`).join('\n') }],
+      content: [
+        {
+          type: 'text',
+          text: fakeResults(query)
+            .map((r, i) => `${i + 1}. ${r.title} <${r.url}>`)
+            .join('\n'),
+        },
+      ],
       // The metered cost of this call, reported to Baton by the middleware.
       _meta: { cost_usd: SEARCH_COST_USD, source: 'api-usage' },
     }),
@@ -80,7 +87,11 @@ export function createToolServer(options: ToolServerOptions): DemoToolServer {
 }
 
 function fakeResults(query: string): { title: string; url: string }[] {
-  const slug = query.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '') || 'query';
+  const slug =
+    query
+      .toLowerCase()
+      .replace(/[^a-z0-9]+/g, '-')
+      .replace(/^-|-$/g, '') || 'query';
   return [
     { title: `${query}: an overview`, url: `https://example.org/${slug}` },
     { title: `${query}, explained`, url: `https://example.com/wiki/${slug}` },

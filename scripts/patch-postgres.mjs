@@ -15,8 +15,7 @@ import { fileURLToPath } from 'node:url';
 
 const MARK = '/* baton: closed-socket guard */';
 const ORIGINAL = 'function nextWrite(fn) {\n    const x = socket.write(chunk, fn)';
-const PATCHED =
-  `function nextWrite(fn) {\n    ${MARK} if (socket === null) { chunk = nextWriteTimer = null; error(Errors.connection('CONNECTION_CLOSED', options)); return false }\n    const x = socket.write(chunk, fn)`;
+const PATCHED = `function nextWrite(fn) {\n    ${MARK} if (socket === null) { chunk = nextWriteTimer = null; error(Errors.connection('CONNECTION_CLOSED', options)); return false }\n    const x = socket.write(chunk, fn)`;
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', 'node_modules', 'postgres');
 let problems = 0;
@@ -34,5 +33,7 @@ for (const rel of ['src/connection.js', 'cjs/src/connection.js']) {
   console.log(`[baton] patched ${rel} (closed-socket guard)`);
 }
 if (problems > 0) {
-  console.warn('[baton] The postgres.js closed-socket guard is missing: a database outage under load may crash the service. See scripts/patch-postgres.mjs.');
+  console.warn(
+    '[baton] The postgres.js closed-socket guard is missing: a database outage under load may crash the service. See scripts/patch-postgres.mjs.',
+  );
 }

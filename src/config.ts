@@ -24,7 +24,10 @@ const EnvSchema = z.object({
   DATABASE_URL: z
     .string()
     .optional()
-    .refine((v) => v === undefined || v === '' || /^postgres(ql)?:\/\//.test(v), 'DATABASE_URL must start with postgres:// or postgresql://'),
+    .refine(
+      (v) => v === undefined || v === '' || /^postgres(ql)?:\/\//.test(v),
+      'DATABASE_URL must start with postgres:// or postgresql://',
+    ),
   BATON_ADMIN_KEY: z.string().min(24, 'BATON_ADMIN_KEY must be at least 24 characters').optional(),
   BATON_DATA_DIR: z.string().min(1).default('./.baton/data'),
   BATON_MASTER_KEY: z
@@ -70,7 +73,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const parsed = EnvSchema.safeParse(env);
   if (!parsed.success) {
     const lines = parsed.error.issues.map((i) => `  - ${i.path.join('.') || 'environment'}: ${i.message}`);
-    throw new ConfigError(`Baton cannot start: invalid configuration.\n${lines.join('\n')}\nFix the variables above (see README, "Configuration") and start again.`);
+    throw new ConfigError(
+      `Baton cannot start: invalid configuration.\n${lines.join('\n')}\nFix the variables above (see README, "Configuration") and start again.`,
+    );
   }
   const e = parsed.data;
   return {

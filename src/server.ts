@@ -42,7 +42,11 @@ export function resolveMasterKey(config: Config, log: Logger): Uint8Array {
   return Uint8Array.from(key);
 }
 
-export async function startServer(config: Config, log: Logger, announce: (text: string) => void = (t) => process.stderr.write(t)): Promise<RunningServer> {
+export async function startServer(
+  config: Config,
+  log: Logger,
+  announce: (text: string) => void = (t) => process.stderr.write(t),
+): Promise<RunningServer> {
   const masterKey = resolveMasterKey(config, log);
   const store = await openStore(
     config.databaseUrl ? { databaseUrl: config.databaseUrl, max: config.dbPoolSize } : { dataDir: config.dataDir },
@@ -114,4 +118,3 @@ export async function runService(): Promise<void> {
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
 }
-

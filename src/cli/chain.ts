@@ -5,7 +5,19 @@
  */
 import { parseArgs } from 'node:util';
 import type { BatonClient, ChainResult, DelegationDetail, DelegationView, TreeNode, Usage } from '../sdk/client.js';
-import { clientFrom, COMMON_OPTIONS, EXIT_HELP, formatPolicy, formatUsd, printJson, requireHash, SERVER_HELP, SERVER_OPTIONS, shortDid, shortHash } from './common.js';
+import {
+  clientFrom,
+  COMMON_OPTIONS,
+  EXIT_HELP,
+  formatPolicy,
+  formatUsd,
+  printJson,
+  requireHash,
+  SERVER_HELP,
+  SERVER_OPTIONS,
+  shortDid,
+  shortHash,
+} from './common.js';
 import { UsageError, type CliIo } from './io.js';
 
 export const CHAIN_HELP = `Usage: baton chain <hash> [--whole-tree] [--full] [--json] [options]
@@ -42,7 +54,12 @@ export async function runChain(argv: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { 'whole-tree': { type: 'boolean', default: false }, full: { type: 'boolean', default: false }, ...SERVER_OPTIONS, ...COMMON_OPTIONS },
+    options: {
+      'whole-tree': { type: 'boolean', default: false },
+      full: { type: 'boolean', default: false },
+      ...SERVER_OPTIONS,
+      ...COMMON_OPTIONS,
+    },
   });
   if (values.help) {
     io.out(CHAIN_HELP);
@@ -68,7 +85,11 @@ export async function runChain(argv: string[], io: CliIo): Promise<number> {
       hash,
       root_principal: chain.root_principal,
       receipts: chain.receipts,
-      chain: chain.records.map((r) => ({ ...r, usage: details.get(r.hash)?.usage ?? null, revoked_reason: details.get(r.hash)?.revoked_reason ?? null })),
+      chain: chain.records.map((r) => ({
+        ...r,
+        usage: details.get(r.hash)?.usage ?? null,
+        revoked_reason: details.get(r.hash)?.revoked_reason ?? null,
+      })),
       tree: withUsage(tree.tree, details),
       tree_count: tree.count,
       truncated: tree.truncated,
@@ -84,7 +105,7 @@ export async function runChain(argv: string[], io: CliIo): Promise<number> {
     '',
   ];
   render(display, '', true, true, lines, { target: hash, onPath, details, full });
-  lines.push('', 'calls: used of max_calls, counted over the subtree; spend: the subtree\'s declared estimates vs metered actuals.');
+  lines.push('', "calls: used of max_calls, counted over the subtree; spend: the subtree's declared estimates vs metered actuals.");
   io.out(lines.join('\n'));
   return 0;
 }
@@ -132,7 +153,9 @@ function render(node: Node, prefix: string, isLast: boolean, isTop: boolean, out
   const v = node.view;
   const connector = isTop ? '' : isLast ? '└─ ' : '├─ ';
   const marker = v.hash === ctx.target ? '   ◀ this record' : '';
-  out.push(`${prefix}${connector}${shortHash(v.hash, ctx.full)}  ${statusText(v, ctx)}  ${shortDid(v.iss, ctx.full)} -> ${shortDid(v.aud, ctx.full)}${marker}`);
+  out.push(
+    `${prefix}${connector}${shortHash(v.hash, ctx.full)}  ${statusText(v, ctx)}  ${shortDid(v.iss, ctx.full)} -> ${shortDid(v.aud, ctx.full)}${marker}`,
+  );
   const childPrefix = prefix + (isTop ? '' : isLast ? '   ' : '│  ');
   const bar = node.children.length > 0 ? '│  ' : '   ';
   for (const line of detailLines(v, ctx.details.get(v.hash))) out.push(`${childPrefix}${bar}${line}`);
@@ -160,7 +183,11 @@ function usageLines(u: Usage): string[] {
   const metered = `${u.metered_invocations} metered, ${u.unmetered_invocations} unmetered${u.unavailable_invocations ? ` (${u.unavailable_invocations} reported unavailable)` : ''}`;
   const calibration = u.calibration === null ? '' : `, calibration ${u.calibration}`;
   const flag = u.calibration_flag === 'metered_above_declared' ? '  ⚠ metered runs above declared' : '';
-  const lines = [calls, `spend   declared ${formatUsd(u.declared_usd)}, metered ${formatUsd(u.metered_usd)} (${metered}${calibration})${flag}`];
-  if (u.max_spend_usd !== null) lines.push(`budget  ${formatUsd(u.spend_reserved_usd ?? 0)} of ${formatUsd(u.max_spend_usd)} max_spend used or reserved`);
+  const lines = [
+    calls,
+    `spend   declared ${formatUsd(u.declared_usd)}, metered ${formatUsd(u.metered_usd)} (${metered}${calibration})${flag}`,
+  ];
+  if (u.max_spend_usd !== null)
+    lines.push(`budget  ${formatUsd(u.spend_reserved_usd ?? 0)} of ${formatUsd(u.max_spend_usd)} max_spend used or reserved`);
   return lines;
 }

@@ -30,11 +30,15 @@ export const SERVER_HELP = `Server options:
   --api-key <key>      API key sent as a Bearer token (default: $BATON_API_KEY)
   --timeout <ms>       per-request timeout in milliseconds (default 10000)`;
 
-export const EXIT_HELP = 'Exit codes: 0 ok, 1 refused or denied, 2 bad flags or unusable input, 3 server unreachable, timed out or failing.';
+export const EXIT_HELP =
+  'Exit codes: 0 ok, 1 refused or denied, 2 bad flags or unusable input, 3 server unreachable, timed out or failing.';
 
 const envOf = (io: CliIo) => io.env ?? process.env;
 
-export function clientFrom(values: { server?: string | undefined; 'api-key'?: string | undefined; timeout?: string | undefined }, io: CliIo): BatonClient {
+export function clientFrom(
+  values: { server?: string | undefined; 'api-key'?: string | undefined; timeout?: string | undefined },
+  io: CliIo,
+): BatonClient {
   const env = envOf(io);
   const baseUrl = values.server ?? (env['BATON_URL'] || DEFAULT_SERVER);
   const apiKey = values['api-key'] ?? (env['BATON_API_KEY'] || undefined);
@@ -57,7 +61,9 @@ export async function readText(path: string, what: string): Promise<string> {
     }
     return await readFile(path, 'utf8');
   } catch (e) {
-    throw new UsageError(`cannot read ${what} ${path}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (e as Error).message}`);
+    throw new UsageError(
+      `cannot read ${what} ${path}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (e as Error).message}`,
+    );
   }
 }
 
@@ -111,7 +117,8 @@ export function parseRecordList(text: string, name: string): string[] {
   const list = Array.isArray(value)
     ? value
     : value && typeof value === 'object'
-      ? ((value as { receipts?: unknown }).receipts ?? ((value as { jws?: unknown }).jws !== undefined ? [(value as { jws: unknown }).jws] : undefined))
+      ? ((value as { receipts?: unknown }).receipts ??
+        ((value as { jws?: unknown }).jws !== undefined ? [(value as { jws: unknown }).jws] : undefined))
       : undefined;
   if (!Array.isArray(list) || list.length === 0 || !list.every((r) => typeof r === 'string' && r.length > 0)) {
     throw new UsageError(`${name} must hold signed records: a JWS, a JSON array of JWS, or {"receipts": [...]} root first`);
@@ -131,18 +138,23 @@ export function requireHash(raw: string | undefined, what: string, help: string)
 
 export function integerFlag(name: string, raw: string, min = 0): number {
   const n = Number(raw);
-  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(n) || n < min) throw new UsageError(`${name} takes a whole number${min > 0 ? ` of at least ${min}` : ''}, got "${raw}"`);
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(n) || n < min)
+    throw new UsageError(`${name} takes a whole number${min > 0 ? ` of at least ${min}` : ''}, got "${raw}"`);
   return n;
 }
 
 export function moneyFlag(name: string, raw: string): number {
   const n = Number(raw.replace(/^\$/, ''));
-  if (!/^\$?\d+(\.\d+)?$/.test(raw) || !Number.isFinite(n)) throw new UsageError(`${name} takes an amount in US dollars such as 0.25, got "${raw}"`);
+  if (!/^\$?\d+(\.\d+)?$/.test(raw) || !Number.isFinite(n))
+    throw new UsageError(`${name} takes an amount in US dollars such as 0.25, got "${raw}"`);
   return n;
 }
 
 export function listFlag(raw: string): string[] {
-  return raw.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+  return raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
 }
 
 const UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86400 };
@@ -198,7 +210,14 @@ export function printJson(io: CliIo, value: unknown): void {
 
 /** Client-side codes that mean the input itself is unusable (exit 2), not a refusal. */
 const INPUT_CODES: ReadonlySet<string> = new Set([
-  'MALFORMED_JWS', 'NON_CANONICAL_JSON', 'NUMBER_OUT_OF_RANGE', 'INVALID_FIELD', 'UNSUPPORTED_ALG', 'INVALID_DID', 'WEAK_KEY', 'INVALID_REQUEST',
+  'MALFORMED_JWS',
+  'NON_CANONICAL_JSON',
+  'NUMBER_OUT_OF_RANGE',
+  'INVALID_FIELD',
+  'UNSUPPORTED_ALG',
+  'INVALID_DID',
+  'WEAK_KEY',
+  'INVALID_REQUEST',
 ]);
 
 export function exitCodeFor(e: BatonApiError | BatonError): number {
@@ -223,7 +242,16 @@ interface Refusal {
 
 function refusalOf(e: BatonApiError | BatonError): Refusal {
   if (e instanceof BatonApiError) {
-    return { code: e.code, block: e.block, message: e.message, suggestion: e.suggestion, details: e.details, violations: e.violations, status: e.status || undefined, requestId: e.requestId };
+    return {
+      code: e.code,
+      block: e.block,
+      message: e.message,
+      suggestion: e.suggestion,
+      details: e.details,
+      violations: e.violations,
+      status: e.status || undefined,
+      requestId: e.requestId,
+    };
   }
   return { code: e.code, block: e.block, message: e.message, suggestion: e.suggestion, details: e.details, violations: e.violations };
 }
@@ -253,7 +281,10 @@ export function explainRefusal(e: BatonApiError | BatonError, action: string): s
   const r = refusalOf(e);
   const exit = exitCodeFor(e);
   const head = exit === EXIT_UNREACHABLE ? 'FAILED' : exit === EXIT_USAGE ? 'UNUSABLE INPUT' : 'REFUSED';
-  const lines = [`${head}: ${action}: ${r.code}${r.block ? ` (block ${r.block})` : ''}${r.status ? ` [HTTP ${r.status}]` : ''}`, `  ${r.message}`];
+  const lines = [
+    `${head}: ${action}: ${r.code}${r.block ? ` (block ${r.block})` : ''}${r.status ? ` [HTTP ${r.status}]` : ''}`,
+    `  ${r.message}`,
+  ];
   if (r.violations.length > 0) {
     lines.push('', `Unmet conditions (${r.violations.length}):`);
     r.violations.forEach((v, i) => {

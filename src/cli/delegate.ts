@@ -121,7 +121,8 @@ export async function runDelegate(argv: string[], io: CliIo): Promise<number> {
   if (values.ttl !== undefined && values.exp !== undefined) throw new UsageError('give --ttl or --exp, not both', DELEGATE_HELP);
   const isSub = values.parent !== undefined;
   for (const rootOnly of ['subject', 'root-type', 'consent'] as const) {
-    if (isSub && values[rootOnly] !== undefined) throw new UsageError(`--${rootOnly} applies to a root delegation only; a sub-delegation inherits it`, DELEGATE_HELP);
+    if (isSub && values[rootOnly] !== undefined)
+      throw new UsageError(`--${rootOnly} applies to a root delegation only; a sub-delegation inherits it`, DELEGATE_HELP);
   }
 
   const issuer = await readKeyFile(values.key);
@@ -174,7 +175,9 @@ export async function runDelegate(argv: string[], io: CliIo): Promise<number> {
     io.err(`submitting ${chain.length} record(s) to ${client.baseUrl} ...`);
     const result = await client.submit(chain);
     const mine = result.delegations[result.delegations.length - 1]!;
-    io.err(`${result.created ? 'stored' : 'already stored'}: ${shortHash(mine.hash)} depth ${mine.depth}, ${mine.status}, tenant ${result.tenant_id}`);
+    io.err(
+      `${result.created ? 'stored' : 'already stored'}: ${shortHash(mine.hash)} depth ${mine.depth}, ${mine.status}, tenant ${result.tenant_id}`,
+    );
     submitted = result;
   }
 
@@ -186,7 +189,14 @@ export async function runDelegate(argv: string[], io: CliIo): Promise<number> {
     }
   }
   if (values.json) {
-    printJson(io, { hash: signed.hash, jws: signed.jws, payload: signed.payload, chain, ...(values.out ? { file: values.out } : {}), ...(submitted ? { submitted } : {}) });
+    printJson(io, {
+      hash: signed.hash,
+      jws: signed.jws,
+      payload: signed.payload,
+      chain,
+      ...(values.out ? { file: values.out } : {}),
+      ...(submitted ? { submitted } : {}),
+    });
   } else if (values.out !== undefined) {
     // stdout carries only the hash, so scripts can capture it; the note goes to stderr.
     io.out(signed.hash);
@@ -216,7 +226,10 @@ async function policyFrom(values: Values): Promise<Policy> {
   if (values['pii'] !== undefined) flags['pii_access'] = values['pii'];
   if (values['write'] !== undefined) flags['write_access'] = values['write'];
   if (base === undefined && Object.keys(flags).length === 0) {
-    throw new UsageError("give a policy: --policy <file|json> and/or flags such as --tools and --max-calls (--policy '{}' grants without limits)", DELEGATE_HELP);
+    throw new UsageError(
+      "give a policy: --policy <file|json> and/or flags such as --tools and --max-calls (--policy '{}' grants without limits)",
+      DELEGATE_HELP,
+    );
   }
   // parsePolicy refuses unknown fields and out-of-range values (INVALID_FIELD, exit 2).
   return parsePolicy({ ...(base as object | undefined), ...flags });

@@ -89,13 +89,16 @@ export async function runInvoke(argv: string[], io: CliIo): Promise<number> {
   if (!values.key) throw new UsageError('give --key <keyfile> (the holder of the leaf delegation signs the call)', INVOKE_HELP);
   const chainArgs = values.chain ?? [];
   if (chainArgs.length === 0) throw new UsageError('give --chain <file|hash>: the delegation chain you act under, root first', INVOKE_HELP);
-  if (!values['tool-server']) throw new UsageError('give --tool-server <uri> (the tool server that will verify and run the call)', INVOKE_HELP);
+  if (!values['tool-server'])
+    throw new UsageError('give --tool-server <uri> (the tool server that will verify and run the call)', INVOKE_HELP);
 
   const extra = values.args !== undefined ? await readJsonArg(values.args, '--args') : {};
-  if (!extra || typeof extra !== 'object' || Array.isArray(extra)) throw new UsageError('--args must be a JSON object such as {"query": "weather"}');
+  if (!extra || typeof extra !== 'object' || Array.isArray(extra))
+    throw new UsageError('--args must be a JSON object such as {"query": "weather"}');
   const args: Record<string, unknown> = { pii_access: false, write_access: false, ...(extra as Record<string, unknown>) };
   if (values.tool !== undefined) {
-    if (args['tool'] !== undefined && args['tool'] !== values.tool) throw new UsageError(`--tool "${values.tool}" differs from "tool" in --args`);
+    if (args['tool'] !== undefined && args['tool'] !== values.tool)
+      throw new UsageError(`--tool "${values.tool}" differs from "tool" in --args`);
     args['tool'] = values.tool;
   }
   if (args['tool'] === undefined) throw new UsageError('give --tool <name> (or "tool" in --args)', INVOKE_HELP);
@@ -133,7 +136,9 @@ export async function runInvoke(argv: string[], io: CliIo): Promise<number> {
     ...(values.jti !== undefined ? { jti: values.jti } : {}),
   });
   const bundle = makeBundle(invocation, chain, values['by-reference'] ? 'reference' : 'value');
-  io.err(`signed invocation ${invocation.payload.jti} (${shortHash(invocation.hash)}): tool "${String(args['tool'])}" on ${invocation.payload.tool_server}, chain of ${chain.length}${values['by-reference'] ? ' by reference' : ''}`);
+  io.err(
+    `signed invocation ${invocation.payload.jti} (${shortHash(invocation.hash)}): tool "${String(args['tool'])}" on ${invocation.payload.tool_server}, chain of ${chain.length}${values['by-reference'] ? ' by reference' : ''}`,
+  );
 
   const text = JSON.stringify(bundle, null, 2);
   if (values.out !== undefined) {
@@ -143,11 +148,11 @@ export async function runInvoke(argv: string[], io: CliIo): Promise<number> {
       throw new UsageError(`cannot write ${values.out}: ${(e as Error).message}`);
     }
   }
-  if (values.json) printJson(io, { jti: invocation.payload.jti, hash: invocation.hash, bundle, ...(values.out ? { file: values.out } : {}) });
+  if (values.json)
+    printJson(io, { jti: invocation.payload.jti, hash: invocation.hash, bundle, ...(values.out ? { file: values.out } : {}) });
   else if (values.out !== undefined) {
     io.out(invocation.payload.jti);
     io.err(`wrote the bundle to ${values.out}`);
-  }
-  else io.out(text);
+  } else io.out(text);
   return 0;
 }

@@ -77,7 +77,9 @@ async function writeSecretFile(path: string, content: string, force: boolean): P
     if (created) await unlink(target).catch(() => undefined);
     const code = (e as NodeJS.ErrnoException).code;
     throw new UsageError(
-      code === 'EEXIST' ? `${path} already exists; refusing to overwrite a key (use --force to replace it)` : `cannot write ${path}: ${(e as Error).message}`,
+      code === 'EEXIST'
+        ? `${path} already exists; refusing to overwrite a key (use --force to replace it)`
+        : `cannot write ${path}: ${(e as Error).message}`,
     );
   }
 }

@@ -40,7 +40,9 @@ async function runDemoCommand(argv: string[], io: CliIo): Promise<number> {
     demo = (await import(demoModule)) as typeof demo;
   } catch (e) {
     if ((e as { code?: string }).code !== 'ERR_MODULE_NOT_FOUND' || !String((e as Error).message).includes('examples')) throw e;
-    io.err('baton demo: the demo lives in examples/ of a source checkout, which this installation lacks. Run it from the repository: npm ci && npm run demo');
+    io.err(
+      'baton demo: the demo lives in examples/ of a source checkout, which this installation lacks. Run it from the repository: npm ci && npm run demo',
+    );
     return EXIT_USAGE;
   }
   return demo.runDemo(argv, io);

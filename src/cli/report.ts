@@ -1,7 +1,17 @@
 /** `baton report`: the metered cost of an allowed invocation, with where it came from. */
 import { parseArgs } from 'node:util';
 import type { ActualSource } from '../sdk/client.js';
-import { clientFrom, COMMON_OPTIONS, EXIT_HELP, formatUsd, integerFlag, moneyFlag, printJson, SERVER_HELP, SERVER_OPTIONS } from './common.js';
+import {
+  clientFrom,
+  COMMON_OPTIONS,
+  EXIT_HELP,
+  formatUsd,
+  integerFlag,
+  moneyFlag,
+  printJson,
+  SERVER_HELP,
+  SERVER_OPTIONS,
+} from './common.js';
 import { UsageError, type CliIo } from './io.js';
 
 const SOURCES: readonly ActualSource[] = ['harness-reported', 'api-usage', 'manual-meter', 'unavailable'];
@@ -56,7 +66,8 @@ export async function runReport(argv: string[], io: CliIo): Promise<number> {
   if (!SOURCES.includes(source)) throw new UsageError(`--source is one of ${SOURCES.join(', ')}, got "${source}"`, REPORT_HELP);
   const reason = values['unavailable-reason'];
   if (source === 'unavailable') {
-    if (values.cost !== undefined) throw new UsageError('--cost cannot be given with --source unavailable (there is no metered cost)', REPORT_HELP);
+    if (values.cost !== undefined)
+      throw new UsageError('--cost cannot be given with --source unavailable (there is no metered cost)', REPORT_HELP);
     if (!reason?.trim()) throw new UsageError('--source unavailable needs --unavailable-reason <text>', REPORT_HELP);
   } else {
     if (values.cost === undefined) throw new UsageError(`--source ${source} needs --cost <usd>`, REPORT_HELP);
@@ -75,7 +86,10 @@ export async function runReport(argv: string[], io: CliIo): Promise<number> {
     printJson(io, actual);
     return 0;
   }
-  const tokens = actual.tokens_in !== null || actual.tokens_out !== null ? `  tokens      ${actual.tokens_in ?? '?'} in, ${actual.tokens_out ?? '?'} out` : null;
+  const tokens =
+    actual.tokens_in !== null || actual.tokens_out !== null
+      ? `  tokens      ${actual.tokens_in ?? '?'} in, ${actual.tokens_out ?? '?'} out`
+      : null;
   io.out(
     [
       `RECORDED: actual of ${actual.jti}`,

@@ -4,7 +4,17 @@
  */
 import { parseArgs } from 'node:util';
 import type { RevokeResult } from '../sdk/client.js';
-import { clientFrom, COMMON_OPTIONS, EXIT_HELP, printJson, readKeyFile, requireHash, SERVER_HELP, SERVER_OPTIONS, shortHash } from './common.js';
+import {
+  clientFrom,
+  COMMON_OPTIONS,
+  EXIT_HELP,
+  printJson,
+  readKeyFile,
+  requireHash,
+  SERVER_HELP,
+  SERVER_OPTIONS,
+  shortHash,
+} from './common.js';
 import { UsageError, type CliIo } from './io.js';
 
 export const REVOKE_HELP = `Usage: baton revoke <hash> --reason <text> [--api-key <key>]
@@ -55,7 +65,8 @@ export async function runRevoke(argv: string[], io: CliIo): Promise<number> {
     io.err(`signing a revocation of ${shortHash(hash)} as ${signer.did} ...`);
     result = await client.revokeSigned({ signer, target: hash, ...(reason !== undefined ? { reason } : {}) });
   } else {
-    if (reason === undefined) throw new UsageError('give --reason <text> (required with an API key), or --key <keyfile> to sign a revocation', REVOKE_HELP);
+    if (reason === undefined)
+      throw new UsageError('give --reason <text> (required with an API key), or --key <keyfile> to sign a revocation', REVOKE_HELP);
     result = await client.revoke(hash, reason);
   }
   if (values.json) {

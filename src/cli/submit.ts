@@ -1,6 +1,16 @@
 /** `baton submit <file>...`: POST signed delegation records to the service. */
 import { parseArgs } from 'node:util';
-import { clientFrom, COMMON_OPTIONS, EXIT_HELP, printJson, readRecordFile, SERVER_HELP, SERVER_OPTIONS, shortDid, shortHash } from './common.js';
+import {
+  clientFrom,
+  COMMON_OPTIONS,
+  EXIT_HELP,
+  printJson,
+  readRecordFile,
+  SERVER_HELP,
+  SERVER_OPTIONS,
+  shortDid,
+  shortHash,
+} from './common.js';
 import { UsageError, type CliIo } from './io.js';
 
 export const SUBMIT_HELP = `Usage: baton submit <file> [<file> ...] [options]
@@ -42,9 +52,13 @@ export async function runSubmit(argv: string[], io: CliIo): Promise<number> {
     printJson(io, result);
     return 0;
   }
-  io.out(`${result.created ? 'STORED' : 'ALREADY STORED'}: ${result.delegations.length} delegation record(s) for tenant ${result.tenant_id}`);
+  io.out(
+    `${result.created ? 'STORED' : 'ALREADY STORED'}: ${result.delegations.length} delegation record(s) for tenant ${result.tenant_id}`,
+  );
   for (const d of result.delegations) {
-    io.out(`  ${d.hash}  depth ${d.depth}  ${d.status.padEnd(7)}  ${shortDid(d.iss)} -> ${shortDid(d.aud)}${d.receipt ? `  receipt #${d.receipt.id}` : ''}`);
+    io.out(
+      `  ${d.hash}  depth ${d.depth}  ${d.status.padEnd(7)}  ${shortDid(d.iss)} -> ${shortDid(d.aud)}${d.receipt ? `  receipt #${d.receipt.id}` : ''}`,
+    );
   }
   const leaf = result.delegations[result.delegations.length - 1]!;
   io.out(`\nLeaf: ${leaf.hash}\nRead it back with: baton chain ${shortHash(leaf.hash, true)}`);

@@ -63,7 +63,17 @@ export async function runVerify(argv: string[], io: CliIo): Promise<number> {
   if (isChainOnly(input)) {
     // A chain fetched from GET /v1/delegations/{hash}/chain: no invocation to judge.
     const decision = verifyDelegations(input.receipts, { now, trustedRoots: trust, ...maxDepth });
-    io.out(values.json ? JSON.stringify(decision.valid ? { valid: true, chain_depth: decision.delegations.length } : { valid: false, error: decision.error, violations: decision.violations }, null, 2) : explainChain(decision));
+    io.out(
+      values.json
+        ? JSON.stringify(
+            decision.valid
+              ? { valid: true, chain_depth: decision.delegations.length }
+              : { valid: false, error: decision.error, violations: decision.violations },
+            null,
+            2,
+          )
+        : explainChain(decision),
+    );
     return decision.valid ? 0 : 1;
   }
   const decision = verifyChain(input, {

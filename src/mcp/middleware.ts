@@ -157,10 +157,29 @@ export interface BatonCall {
 }
 
 export type BatonMcpEvent =
-  | { readonly type: 'allowed'; readonly tool: string; readonly invocationId: string; readonly counters: readonly Counter[]; readonly warnings: readonly LimitWarning[]; readonly requestId: string | null }
+  | {
+      readonly type: 'allowed';
+      readonly tool: string;
+      readonly invocationId: string;
+      readonly counters: readonly Counter[];
+      readonly warnings: readonly LimitWarning[];
+      readonly requestId: string | null;
+    }
   | { readonly type: 'refused'; readonly tool: string; readonly refusal: BatonRefusal }
-  | { readonly type: 'reported'; readonly tool: string; readonly invocationId: string; readonly actual: ActualReport; readonly recorded: ActualView }
-  | { readonly type: 'report-failed'; readonly tool: string; readonly invocationId: string; readonly actual: ActualReport | null; readonly error: unknown };
+  | {
+      readonly type: 'reported';
+      readonly tool: string;
+      readonly invocationId: string;
+      readonly actual: ActualReport;
+      readonly recorded: ActualView;
+    }
+  | {
+      readonly type: 'report-failed';
+      readonly tool: string;
+      readonly invocationId: string;
+      readonly actual: ActualReport | null;
+      readonly error: unknown;
+    };
 
 // ---------------------------------------------------------------- tool-side: withBaton
 
@@ -207,7 +226,9 @@ export function withBaton<S extends McpServer | Server>(server: S, options: Bato
     const handlers = (low as unknown as { _requestHandlers?: unknown })._requestHandlers;
     const existing = handlers instanceof Map ? (handlers.get('tools/call') as AnyHandler | undefined) : undefined;
     if (!existing) {
-      throw new Error('withBaton: a tools/call handler is installed but this @modelcontextprotocol/sdk version hides it; call withBaton(server, ...) before registering tools.');
+      throw new Error(
+        'withBaton: a tools/call handler is installed but this @modelcontextprotocol/sdk version hides it; call withBaton(server, ...) before registering tools.',
+      );
     }
     (handlers as Map<string, AnyHandler>).set('tools/call', gate(existing));
   }
@@ -246,7 +267,11 @@ function clientOf(options: BatonMcpOptions): { client: BatonClient; reportKey: s
   if (!c || typeof c.verifyKey !== 'string' || c.verifyKey.length === 0) {
     throw new TypeError('withBaton: give baton as a BatonClient, or as { baseUrl, verifyKey, reportKey? }.');
   }
-  const client = new BatonClient({ baseUrl: c.baseUrl, apiKey: c.verifyKey, ...(c.timeoutMs !== undefined ? { timeoutMs: c.timeoutMs } : {}) });
+  const client = new BatonClient({
+    baseUrl: c.baseUrl,
+    apiKey: c.verifyKey,
+    ...(c.timeoutMs !== undefined ? { timeoutMs: c.timeoutMs } : {}),
+  });
   return { client, reportKey: options.reportKey ?? c.reportKey };
 }
 
@@ -298,7 +323,11 @@ function makeGate(options: BatonMcpOptions): (next: AnyHandler) => AnyHandler {
     const rawArgs = params['arguments'] ?? {};
     if (!isRecord(rawArgs)) throw new McpError(ErrorCode.InvalidParams, 'Invalid tools/call request: params.arguments must be an object.');
     const args: Record<string, unknown> = rawArgs;
-    const meta = isRecord(params['_meta']) ? params['_meta'] : isRecord(extra?._meta) ? (extra._meta as Record<string, unknown>) : undefined;
+    const meta = isRecord(params['_meta'])
+      ? params['_meta']
+      : isRecord(extra?._meta)
+        ? (extra._meta as Record<string, unknown>)
+        : undefined;
 
     // 1. the bundle
     const found = bundleFromMeta(meta);
@@ -307,24 +336,38 @@ function makeGate(options: BatonMcpOptions): (next: AnyHandler) => AnyHandler {
 
     // 2. local checks that consume nothing
     if (args['tool'] !== tool) {
-      return refuse(local(tool, 'TOOL_MISMATCH',
-        args['tool'] === undefined
-          ? `The arguments of this call to "${tool}" do not name the tool: the signed invocation args must carry "tool": "${tool}".`
-          : `The signed arguments name the tool ${JSON.stringify(args['tool'])}, but this request calls "${tool}".`,
-        `Sign the invocation with args.tool = "${tool}" and send those args, unchanged, as the call's arguments (invokeTool does both).`));
+      return refuse(
+        local(
+          tool,
+          'TOOL_MISMATCH',
+          args['tool'] === undefined
+            ? `The arguments of this call to "${tool}" do not name the tool: the signed invocation args must carry "tool": "${tool}".`
+            : `The signed arguments name the tool ${JSON.stringify(args['tool'])}, but this request calls "${tool}".`,
+          `Sign the invocation with args.tool = "${tool}" and send those args, unchanged, as the call's arguments (invokeTool does both).`,
+        ),
+      );
     }
     const named = invocationToolServer(bundle.invocation);
     if (named !== undefined && named !== options.toolServer) {
-      return refuse(local(tool, 'TOOL_SERVER_MISMATCH',
-        `The invocation was signed for tool server ${JSON.stringify(named)}, not this one (${options.toolServer}).`,
-        `Sign the invocation with toolServer "${options.toolServer}".`,
-        [{ code: 'TOOL_SERVER_MISMATCH', field: 'invocation.tool_server', required: options.toolServer, actual: named }]));
+      return refuse(
+        local(
+          tool,
+          'TOOL_SERVER_MISMATCH',
+          `The invocation was signed for tool server ${JSON.stringify(named)}, not this one (${options.toolServer}).`,
+          `Sign the invocation with toolServer "${options.toolServer}".`,
+          [{ code: 'TOOL_SERVER_MISMATCH', field: 'invocation.tool_server', required: options.toolServer, actual: named }],
+        ),
+      );
     }
 
     // 3. Baton decides
     let decision: VerifyResult;
     try {
-      decision = await client.verify(bundle, { body: args, requireBinding: true, ...(extra?.signal instanceof AbortSignal ? { signal: extra.signal } : {}) });
+      decision = await client.verify(bundle, {
+        body: args,
+        requireBinding: true,
+        ...(extra?.signal instanceof AbortSignal ? { signal: extra.signal } : {}),
+      });
     } catch (e) {
       return refuse(unavailable(tool, e));
     }
@@ -401,8 +444,11 @@ function unavailable(tool: string, e: unknown): BatonRefusal {
       message: down
         ? `Baton could not decide, so the tool did not run: ${e.message}`
         : `Baton refused the verification request: ${e.message}`,
-      suggestion: e.suggestion
-        ?? (down ? 'Retry shortly; nothing was counted. If it persists, check that Baton is running and reachable from the tool server.' : 'Check the tool server\'s Baton configuration (base URL and a verify-scope API key).'),
+      suggestion:
+        e.suggestion ??
+        (down
+          ? 'Retry shortly; nothing was counted. If it persists, check that Baton is running and reachable from the tool server.'
+          : "Check the tool server's Baton configuration (base URL and a verify-scope API key)."),
       violations: e.violations,
       request_id: e.requestId ?? null,
       retryable: e.retryable,
@@ -413,7 +459,7 @@ function unavailable(tool: string, e: unknown): BatonRefusal {
     code: 'BATON_UNAVAILABLE',
     block: null,
     message: `Baton could not decide, so the tool did not run: ${e instanceof Error ? e.message : String(e)}`,
-    suggestion: 'Retry shortly. If it persists, check the tool server\'s Baton configuration.',
+    suggestion: "Retry shortly. If it persists, check the tool server's Baton configuration.",
     violations: [],
     request_id: null,
     retryable: true,
@@ -474,9 +520,16 @@ const HOW_TO_ATTACH =
 
 /** Reads the bundle of a tools/call from its `_meta` (every key DRS and Baton use). */
 export function bundleFromMeta(meta: Record<string, unknown> | undefined): BundleLookup {
-  const keys = [DRS_BUNDLE_META_KEY_NEXT, DRS_BUNDLE_META_KEY, PLAIN_BUNDLE_META_KEY].filter((k) => meta?.[k] !== undefined && meta[k] !== null);
+  const keys = [DRS_BUNDLE_META_KEY_NEXT, DRS_BUNDLE_META_KEY, PLAIN_BUNDLE_META_KEY].filter(
+    (k) => meta?.[k] !== undefined && meta[k] !== null,
+  );
   if (!meta || keys.length === 0) {
-    return { ok: false, code: 'BUNDLE_MISSING', message: 'This tool call carries no DRS bundle, so Baton cannot verify it and the tool does not run.', suggestion: HOW_TO_ATTACH };
+    return {
+      ok: false,
+      code: 'BUNDLE_MISSING',
+      message: 'This tool call carries no DRS bundle, so Baton cannot verify it and the tool does not run.',
+      suggestion: HOW_TO_ATTACH,
+    };
   }
   const bundles: { key: string; bundle: Bundle }[] = [];
   for (const key of keys) {
@@ -487,7 +540,8 @@ export function bundleFromMeta(meta: Record<string, unknown> | undefined): Bundl
   const first = bundles[0]!;
   if (bundles.length > 1 && bundles.some((b) => sameJson(b.bundle, first.bundle) === false)) {
     return {
-      ok: false, code: 'BUNDLE_MALFORMED',
+      ok: false,
+      code: 'BUNDLE_MALFORMED',
       message: `The request carries different bundles under ${keys.map((k) => `_meta["${k}"]`).join(' and ')}; the tool server cannot tell which one applies.`,
       suggestion: 'Attach one bundle, under one key.',
     };
@@ -545,7 +599,10 @@ function invocationPayload(jws: string): Record<string, unknown> | undefined {
 
 /** A person- and model-readable refusal: what, every unmet condition, what to do. */
 export function explainRefusal(r: BatonRefusal): string {
-  const lines = [`Baton refused this call to "${r.tool}": ${r.code}${r.block ? ` (block ${r.block})` : ''}. The tool did not run.`, r.message];
+  const lines = [
+    `Baton refused this call to "${r.tool}": ${r.code}${r.block ? ` (block ${r.block})` : ''}. The tool did not run.`,
+    r.message,
+  ];
   if (r.violations.length > 0) {
     lines.push('', `Unmet conditions (${r.violations.length}):`);
     r.violations.forEach((v, i) => {
@@ -565,7 +622,9 @@ const show = (v: unknown): string => (v === undefined ? '(absent)' : typeof v ==
 /** The refusal in a tool result (or a protocol-error's data), or null when the call ran. */
 export function refusalOf(resultOrError: unknown): BatonRefusal | null {
   if (resultOrError instanceof McpError) {
-    return resultOrError.code === BATON_REFUSAL_ERROR_CODE && isRecord(resultOrError.data) ? (resultOrError.data as unknown as BatonRefusal) : null;
+    return resultOrError.code === BATON_REFUSAL_ERROR_CODE && isRecord(resultOrError.data)
+      ? (resultOrError.data as unknown as BatonRefusal)
+      : null;
   }
   if (!isRecord(resultOrError) || !isRecord(resultOrError['_meta'])) return null;
   const r = resultOrError['_meta'][REFUSAL_META_KEY];
@@ -611,11 +670,15 @@ export async function callToolWithBundle(
   options: AttachOptions & { readonly requestOptions?: McpRequestOptions } = {},
 ): Promise<ToolCallResult> {
   if (args['tool'] !== name) {
-    throw new TypeError(`callToolWithBundle: args.tool must name the tool called ("${name}"), got ${show(args['tool'])}; the signed args are the call's arguments.`);
+    throw new TypeError(
+      `callToolWithBundle: args.tool must name the tool called ("${name}"), got ${show(args['tool'])}; the signed args are the call's arguments.`,
+    );
   }
   const signed = invocationPayload(bundle.invocation)?.['args'];
   if (signed !== undefined && canonicalJson(signed) !== canonicalJson(args)) {
-    throw new TypeError('callToolWithBundle: args differ from the args the invocation signed; the tool server would refuse BINDING_MISMATCH. Sign a new invocation for these args.');
+    throw new TypeError(
+      'callToolWithBundle: args differ from the args the invocation signed; the tool server would refuse BINDING_MISMATCH. Sign a new invocation for these args.',
+    );
   }
   return client.callTool(attachBundle({ name, arguments: args }, bundle, options), undefined, options.requestOptions);
 }

@@ -143,8 +143,15 @@ export function verifyChain(bundleInput: unknown, opts: ChainOptions): ChainDeci
   const depth = Math.max(dr_chain.length, receipts.length);
   if (depth > maxDepth) {
     return deny(
-      [{ code: 'CHAIN_TOO_DEEP', field: 'dr_chain', required: `at most ${maxDepth}`, actual: depth,
-         message: `The chain has ${depth} delegation records; this verifier accepts at most ${maxDepth}.` }],
+      [
+        {
+          code: 'CHAIN_TOO_DEEP',
+          field: 'dr_chain',
+          required: `at most ${maxDepth}`,
+          actual: depth,
+          message: `The chain has ${depth} delegation records; this verifier accepts at most ${maxDepth}.`,
+        },
+      ],
       partial,
     );
   }
@@ -166,10 +173,14 @@ export function verifyChain(bundleInput: unknown, opts: ChainOptions): ChainDeci
   const binding = compareBinding(invocation.payload.args, opts.body);
   if (opts.requireBinding && binding !== 'match') {
     violations.push({
-      code: 'BINDING_MISMATCH', field: 'body', required: 'JCS-equal to invocation args', actual: binding,
-      message: binding === 'absent'
-        ? 'Binding was required but no request body was supplied to compare with the signed args.'
-        : 'The request body differs from the signed invocation args under JCS.',
+      code: 'BINDING_MISMATCH',
+      field: 'body',
+      required: 'JCS-equal to invocation args',
+      actual: binding,
+      message:
+        binding === 'absent'
+          ? 'Binding was required but no request body was supplied to compare with the signed args.'
+          : 'The request body differs from the signed invocation args under JCS.',
     });
   }
   if (violations.length > 0) return deny(violations, partial);
@@ -229,8 +240,15 @@ export function verifyDelegations(jwsList: readonly string[], opts: DelegationCh
     return deny([{ code: 'BUNDLE_INCOMPLETE', field: 'receipts', required: 'at least 1', actual: 0 }]);
   }
   if (jwsList.length > maxDepth) {
-    return deny([{ code: 'CHAIN_TOO_DEEP', field: 'receipts', required: `at most ${maxDepth}`, actual: jwsList.length,
-      message: `The chain would be ${jwsList.length} delegation records deep; at most ${maxDepth} are allowed.` }]);
+    return deny([
+      {
+        code: 'CHAIN_TOO_DEEP',
+        field: 'receipts',
+        required: `at most ${maxDepth}`,
+        actual: jwsList.length,
+        message: `The chain would be ${jwsList.length} delegation records deep; at most ${maxDepth} are allowed.`,
+      },
+    ]);
   }
   const decoded = decodeDelegations(jwsList, opts.cache);
   if ('violations' in decoded) return deny(decoded.violations);
@@ -315,8 +333,17 @@ function gatherReceipts(
 ): { jwsList: readonly string[] } | { violations: Violation[] } {
   if (receipts.length > 0) {
     if (receipts.length < dr_chain.length) {
-      return { violations: [{ code: 'BUNDLE_INCOMPLETE', field: 'receipts', required: dr_chain.length, actual: receipts.length,
-        message: `The invocation names ${dr_chain.length} delegation records but the bundle carries ${receipts.length}.` }] };
+      return {
+        violations: [
+          {
+            code: 'BUNDLE_INCOMPLETE',
+            field: 'receipts',
+            required: dr_chain.length,
+            actual: receipts.length,
+            message: `The invocation names ${dr_chain.length} delegation records but the bundle carries ${receipts.length}.`,
+          },
+        ],
+      };
     }
     return { jwsList: receipts };
   }
@@ -325,8 +352,13 @@ function gatherReceipts(
   dr_chain.forEach((hash, index) => {
     const jws = resolve?.(hash);
     if (jws === undefined) {
-      missing.push({ code: 'BUNDLE_INCOMPLETE', dr_index: index, dr_hash: hash, field: `dr_chain[${index}]`,
-        message: `Delegation record ${hash} is neither in the bundle nor known to this verifier.` });
+      missing.push({
+        code: 'BUNDLE_INCOMPLETE',
+        dr_index: index,
+        dr_hash: hash,
+        field: `dr_chain[${index}]`,
+        message: `Delegation record ${hash} is neither in the bundle nor known to this verifier.`,
+      });
     } else {
       jwsList.push(jws);
     }
@@ -353,8 +385,14 @@ function checkDelegationLinkage(drs: readonly VerifiedDelegation[]): Violation[]
     const parent = drs[i - 1];
     if (!parent) {
       if (p.prev_dr_hash != null) {
-        out.push({ ...at, code: 'CHAIN_HASH_MISMATCH', field: 'prev_dr_hash', required: null, actual: p.prev_dr_hash,
-          message: 'The first record of the chain must be a root (no prev_dr_hash); the chain is missing its ancestors.' });
+        out.push({
+          ...at,
+          code: 'CHAIN_HASH_MISMATCH',
+          field: 'prev_dr_hash',
+          required: null,
+          actual: p.prev_dr_hash,
+          message: 'The first record of the chain must be a root (no prev_dr_hash); the chain is missing its ancestors.',
+        });
       }
       return;
     }
@@ -362,8 +400,14 @@ function checkDelegationLinkage(drs: readonly VerifiedDelegation[]): Violation[]
       out.push({ ...at, code: 'CHAIN_HASH_MISMATCH', field: 'prev_dr_hash', required: parent.hash, actual: p.prev_dr_hash ?? null });
     }
     if (p.iss !== parent.payload.aud) {
-      out.push({ ...at, code: 'ISSUER_AUDIENCE_GAP', field: 'iss', required: parent.payload.aud, actual: p.iss,
-        message: `receipts[${i}] is issued by ${p.iss}, but its parent delegated to ${parent.payload.aud}.` });
+      out.push({
+        ...at,
+        code: 'ISSUER_AUDIENCE_GAP',
+        field: 'iss',
+        required: parent.payload.aud,
+        actual: p.iss,
+        message: `receipts[${i}] is issued by ${p.iss}, but its parent delegated to ${parent.payload.aud}.`,
+      });
     }
     if (!commandCovers(parent.payload.cmd, p.cmd)) {
       out.push({ ...at, code: 'COMMAND_MISMATCH', field: 'cmd', required: `${parent.payload.cmd} or a sub-path`, actual: p.cmd });
@@ -376,21 +420,38 @@ function checkInvocationLinkage(drs: readonly VerifiedDelegation[], inv: Verifie
   const out: Violation[] = [];
   const chain = inv.payload.dr_chain;
   if (drs.length !== chain.length) {
-    out.push({ code: 'DR_CHAIN_MISMATCH', field: 'dr_chain', required: drs.length, actual: chain.length,
-      message: `The bundle carries ${drs.length} delegation records but the invocation dr_chain lists ${chain.length}.` });
+    out.push({
+      code: 'DR_CHAIN_MISMATCH',
+      field: 'dr_chain',
+      required: drs.length,
+      actual: chain.length,
+      message: `The bundle carries ${drs.length} delegation records but the invocation dr_chain lists ${chain.length}.`,
+    });
   }
   drs.forEach((dr, i) => {
     if (chain[i] !== undefined && chain[i] !== dr.hash) {
-      out.push({ dr_index: i, dr_hash: dr.hash, code: 'DR_CHAIN_MISMATCH', field: `dr_chain[${i}]`, required: dr.hash, actual: chain[i],
-        message: `dr_chain[${i}] does not name the hash of receipts[${i}].` });
+      out.push({
+        dr_index: i,
+        dr_hash: dr.hash,
+        code: 'DR_CHAIN_MISMATCH',
+        field: `dr_chain[${i}]`,
+        required: dr.hash,
+        actual: chain[i],
+        message: `dr_chain[${i}] does not name the hash of receipts[${i}].`,
+      });
     }
   });
   const root = drs[0]!.payload;
   const leaf = drs[drs.length - 1]!.payload;
   const ip = inv.payload;
   if (ip.iss !== leaf.aud) {
-    out.push({ code: 'ISSUER_AUDIENCE_GAP', field: 'invocation.iss', required: leaf.aud, actual: ip.iss,
-      message: `The invocation is signed by ${ip.iss}, but the leaf delegation was granted to ${leaf.aud}.` });
+    out.push({
+      code: 'ISSUER_AUDIENCE_GAP',
+      field: 'invocation.iss',
+      required: leaf.aud,
+      actual: ip.iss,
+      message: `The invocation is signed by ${ip.iss}, but the leaf delegation was granted to ${leaf.aud}.`,
+    });
   }
   if (ip.sub !== root.sub) {
     out.push({ code: 'SUBJECT_MISMATCH', field: 'invocation.sub', required: root.sub, actual: ip.sub });
@@ -438,8 +499,16 @@ function invocationSignatureViolations(inv: VerifiedInvocation): Violation[] {
 function checkTrust(drs: readonly VerifiedDelegation[], roots: ChainOptions['trustedRoots']): Violation[] {
   const rootIssuer = drs[0]!.payload.iss;
   if (isTrusted(rootIssuer, roots)) return [];
-  return [{ code: 'UNTRUSTED_ROOT', dr_index: 0, dr_hash: drs[0]!.hash, field: 'iss', actual: rootIssuer,
-    message: `The root delegation is issued by ${rootIssuer}, which is not a trusted root here.` }];
+  return [
+    {
+      code: 'UNTRUSTED_ROOT',
+      dr_index: 0,
+      dr_hash: drs[0]!.hash,
+      field: 'iss',
+      actual: rootIssuer,
+      message: `The root delegation is issued by ${rootIssuer}, which is not a trusted root here.`,
+    },
+  ];
 }
 
 function signatureProblem(record: VerifiedDelegation | VerifiedInvocation, issuer: string): Omit<Violation, 'field'> | null {
@@ -487,12 +556,22 @@ export function checkTimeNesting(
 ): Violation[] {
   const out: Violation[] = [];
   if (child.nbf < parent.nbf) {
-    out.push({ code: 'POLICY_ESCALATION', field: 'nbf', required: `>= ${parent.nbf}`, actual: child.nbf,
-      message: `The delegation starts (nbf ${child.nbf}) before its parent does (nbf ${parent.nbf}).` });
+    out.push({
+      code: 'POLICY_ESCALATION',
+      field: 'nbf',
+      required: `>= ${parent.nbf}`,
+      actual: child.nbf,
+      message: `The delegation starts (nbf ${child.nbf}) before its parent does (nbf ${parent.nbf}).`,
+    });
   }
   if (parent.exp !== null && (child.exp === null || child.exp > parent.exp)) {
-    out.push({ code: 'POLICY_ESCALATION', field: 'exp', required: `<= ${parent.exp}`, actual: child.exp,
-      message: `The delegation expires (${child.exp ?? 'never'}) after its parent does (${parent.exp}).` });
+    out.push({
+      code: 'POLICY_ESCALATION',
+      field: 'exp',
+      required: `<= ${parent.exp}`,
+      actual: child.exp,
+      message: `The delegation expires (${child.exp ?? 'never'}) after its parent does (${parent.exp}).`,
+    });
   }
   return out;
 }
@@ -526,12 +605,26 @@ function checkInvocationTime(inv: VerifiedInvocation, opts: ChainOptions): Viola
   const skew = opts.clockSkewSeconds ?? DEFAULT_SKEW_SECONDS;
   const iat = inv.payload.iat;
   if (opts.now - iat > maxAge) {
-    return [{ code: 'INVOCATION_STALE', field: 'invocation.iat', required: `>= ${opts.now - maxAge}`, actual: iat,
-      message: `The invocation was signed ${opts.now - iat} s ago; invocations are accepted for ${maxAge} s.` }];
+    return [
+      {
+        code: 'INVOCATION_STALE',
+        field: 'invocation.iat',
+        required: `>= ${opts.now - maxAge}`,
+        actual: iat,
+        message: `The invocation was signed ${opts.now - iat} s ago; invocations are accepted for ${maxAge} s.`,
+      },
+    ];
   }
   if (iat - opts.now > skew) {
-    return [{ code: 'INVOCATION_STALE', field: 'invocation.iat', required: `<= ${opts.now + skew}`, actual: iat,
-      message: `The invocation claims to be signed ${iat - opts.now} s in the future; the allowed clock skew is ${skew} s.` }];
+    return [
+      {
+        code: 'INVOCATION_STALE',
+        field: 'invocation.iat',
+        required: `<= ${opts.now + skew}`,
+        actual: iat,
+        message: `The invocation claims to be signed ${iat - opts.now} s in the future; the allowed clock skew is ${skew} s.`,
+      },
+    ];
   }
   return [];
 }

@@ -24,143 +24,175 @@ interface CodeSpec {
 export const ERROR_TABLE = {
   // Block A: shape, size, completeness
   BUNDLE_INCOMPLETE: {
-    block: 'A', status: 403,
+    block: 'A',
+    status: 403,
     message: 'The bundle does not contain every delegation record its invocation names.',
-    suggestion: 'Include every receipt listed in the invocation dr_chain, root first, or submit them to Baton beforehand so they can be referenced by hash.',
+    suggestion:
+      'Include every receipt listed in the invocation dr_chain, root first, or submit them to Baton beforehand so they can be referenced by hash.',
   },
   MALFORMED_JWS: {
-    block: 'A', status: 400,
+    block: 'A',
+    status: 400,
     message: 'A record is not a well-formed compact JWS with the DRS 4.0 EdDSA header.',
-    suggestion: 'Encode each record as base64url(JCS(header)).base64url(JCS(payload)).base64url(signature) with header {"alg":"EdDSA","typ":"JWT"} and no padding.',
+    suggestion:
+      'Encode each record as base64url(JCS(header)).base64url(JCS(payload)).base64url(signature) with header {"alg":"EdDSA","typ":"JWT"} and no padding.',
   },
   UNSUPPORTED_ALG: {
-    block: 'A', status: 400,
+    block: 'A',
+    status: 400,
     message: 'A record header names an algorithm other than EdDSA.',
     suggestion: 'Sign every record with Ed25519 and use the header {"alg":"EdDSA","typ":"JWT"} exactly.',
   },
   NON_CANONICAL_JSON: {
-    block: 'A', status: 400,
+    block: 'A',
+    status: 400,
     message: 'A header or payload is not byte-exact RFC 8785 (JCS) canonical JSON.',
     suggestion: 'Serialize with a JCS implementation: sorted keys, no whitespace, no duplicate keys, ES6 number formatting.',
   },
   NUMBER_OUT_OF_RANGE: {
-    block: 'A', status: 400,
-    message: 'A number is outside the range Baton accepts (integers must lie within plus or minus 2^53-1, amounts must be finite and non-negative).',
+    block: 'A',
+    status: 400,
+    message:
+      'A number is outside the range Baton accepts (integers must lie within plus or minus 2^53-1, amounts must be finite and non-negative).',
     suggestion: 'Send integers as exact safe integers and money as a non-negative decimal number of US dollars.',
   },
   INVALID_FIELD: {
-    block: 'A', status: 400,
+    block: 'A',
+    status: 400,
     message: 'A record field is missing, of the wrong type, or outside its documented limits.',
     suggestion: 'Check the field named in details against the DRS 4.0 record schema in DESIGN.md section 2.',
   },
   CHAIN_TOO_DEEP: {
-    block: 'A', status: 403,
+    block: 'A',
+    status: 403,
     message: 'The delegation chain is longer than the configured maximum depth.',
     suggestion: 'Delegate from a record closer to the root, or ask the operator to raise the maximum depth (at most 16).',
   },
   // Block B: linkage
   CHAIN_HASH_MISMATCH: {
-    block: 'B', status: 403,
+    block: 'B',
+    status: 403,
     message: 'A delegation record does not point at the hash of the record before it.',
     suggestion: 'Set prev_dr_hash of each sub-delegation to sha256: plus the hex SHA-256 of the exact parent JWS string.',
   },
   ISSUER_AUDIENCE_GAP: {
-    block: 'B', status: 403,
+    block: 'B',
+    status: 403,
     message: 'A hand-off was not signed by the party the previous record delegated to.',
     suggestion: 'Each record must be issued (iss) by the aud of its parent, and the invocation by the aud of the leaf.',
   },
   SUBJECT_MISMATCH: {
-    block: 'B', status: 403,
+    block: 'B',
+    status: 403,
     message: 'The subject (sub) changes along the chain.',
     suggestion: 'Keep sub identical at every hop and in the invocation: it names the root principal on whose behalf the chain acts.',
   },
   DR_CHAIN_MISMATCH: {
-    block: 'B', status: 403,
+    block: 'B',
+    status: 403,
     message: 'The invocation dr_chain does not list the hashes of the supplied receipts in root-to-leaf order.',
     suggestion: 'Build dr_chain from the exact receipts in the bundle, root first.',
   },
   COMMAND_MISMATCH: {
-    block: 'B', status: 403,
+    block: 'B',
+    status: 403,
     message: 'A command (cmd) is not equal to, or a sub-path of, the command of the record before it.',
     suggestion: 'Narrow cmd only by appending path segments, e.g. /mcp/tools/call/search under /mcp/tools/call.',
   },
   // Block C: signatures and trust
   SIGNATURE_INVALID: {
-    block: 'C', status: 403,
+    block: 'C',
+    status: 403,
     message: 'A signature does not verify under the issuer key named in the record.',
     suggestion: 'Re-sign the record with the private key of its iss over the exact header.payload bytes.',
   },
   WEAK_KEY: {
-    block: 'C', status: 403,
+    block: 'C',
+    status: 403,
     message: 'A did:key is not canonical or names an Ed25519 key of small order, which would allow forgery.',
     suggestion: 'Generate a fresh Ed25519 key pair and encode its public key as did:key with multicodec 0xed01 and base58btc.',
   },
   INVALID_DID: {
-    block: 'C', status: 400,
+    block: 'C',
+    status: 400,
     message: 'A principal is not a did:key identifier for an Ed25519 public key.',
     suggestion: 'Use did:key:z6Mk... identifiers (multicodec 0xed01, base58btc) for every iss, sub and aud.',
   },
   UNTRUSTED_ROOT: {
-    block: 'C', status: 403,
+    block: 'C',
+    status: 403,
     message: 'The root delegation record is not signed by a root key this tenant trusts.',
     suggestion: 'Ask the operator to register the root DID as a trusted root of the tenant, or issue the root through Baton.',
   },
   TOOL_SERVER_MISMATCH: {
-    block: 'C', status: 403,
+    block: 'C',
+    status: 403,
     message: 'The invocation names a different tool server than the one this API key is bound to.',
     suggestion: 'Call verify with the key issued to the tool server the invocation names.',
   },
   // Block D: attenuation and policy
   POLICY_ESCALATION: {
-    block: 'D', status: 403,
+    block: 'D',
+    status: 403,
     message: 'A delegation grants more than its parent allows.',
-    suggestion: 'Narrow the child policy so every list is a subset of the parent, every ceiling is at most the parent, and pii/write access stays off where the parent has it off.',
+    suggestion:
+      'Narrow the child policy so every list is a subset of the parent, every ceiling is at most the parent, and pii/write access stays off where the parent has it off.',
   },
   POLICY_VIOLATION: {
-    block: 'D', status: 403,
+    block: 'D',
+    status: 403,
     message: 'The invocation arguments are not permitted by every delegation record in the chain.',
-    suggestion: 'Declare every constrained argument (tool, estimated_cost_usd, pii_access, write_access, resource_uri, data_class) within the limits listed in violations.',
+    suggestion:
+      'Declare every constrained argument (tool, estimated_cost_usd, pii_access, write_access, resource_uri, data_class) within the limits listed in violations.',
   },
   BINDING_MISMATCH: {
-    block: 'D', status: 403,
+    block: 'D',
+    status: 403,
     message: 'The request body the tool server received differs from the arguments the agent signed.',
     suggestion: 'Send the tool exactly the signed args, or sign a new invocation for the body you mean to send.',
   },
   // Block E: time
   RECEIPT_EXPIRED: {
-    block: 'E', status: 403,
+    block: 'E',
+    status: 403,
     message: 'A delegation record in the chain has expired.',
     suggestion: 'Ask the delegator for a fresh delegation record.',
   },
   RECEIPT_NOT_YET_VALID: {
-    block: 'E', status: 403,
+    block: 'E',
+    status: 403,
     message: 'A delegation record in the chain is not valid yet (its nbf is in the future).',
     suggestion: 'Wait until the record nbf, or check the clock of the machine that signed it.',
   },
   INVOCATION_STALE: {
-    block: 'E', status: 403,
+    block: 'E',
+    status: 403,
     message: 'The invocation was signed too long ago, or claims a time too far in the future.',
     suggestion: 'Sign a fresh invocation immediately before calling the tool, with iat set from an accurate clock.',
   },
   // Block F: status
   RECEIPT_REVOKED: {
-    block: 'F', status: 403,
+    block: 'F',
+    status: 403,
     message: 'A delegation record in the chain has been revoked.',
     suggestion: 'Ask the delegator for a new delegation; revoked records and all their descendants stay denied.',
   },
   // Block G: runtime state
   REPLAY_DETECTED: {
-    block: 'G', status: 403,
+    block: 'G',
+    status: 403,
     message: 'This invocation (its jti) has already been used.',
     suggestion: 'Sign a new invocation with a fresh jti for every tool call.',
   },
   CALLS_EXHAUSTED: {
-    block: 'G', status: 403,
+    block: 'G',
+    status: 403,
     message: 'A delegation record in the chain has used all of its max_calls.',
     suggestion: 'Ask the holder of that record for a new delegation with a fresh call allowance.',
   },
   BUDGET_EXHAUSTED: {
-    block: 'G', status: 403,
+    block: 'G',
+    status: 403,
     message: 'Metered spend plus pending estimates would pass a max_spend_usd budget in the chain.',
     suggestion: 'Report actual costs for finished invocations, lower the estimate, or ask for a larger budget.',
   },

@@ -61,7 +61,10 @@ type FaultKind = 'type' | 'non-finite' | 'unsafe-integer' | 'lone-surrogate' | '
  */
 class WriteFault {
   readonly path: string[] = [];
-  constructor(readonly kind: FaultKind, readonly detail: string) {}
+  constructor(
+    readonly kind: FaultKind,
+    readonly detail: string,
+  ) {}
 }
 
 type StringWithWellFormed = string & { isWellFormed(): boolean };

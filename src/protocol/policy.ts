@@ -44,9 +44,10 @@ function list(item: z.ZodType<string>) {
 
 const money = z.number().nonnegative().max(MAX_USD);
 
-const resourcePattern = z
-  .string()
-  .refine(isValidResourcePattern, { message: 'Not a valid resource pattern: use *, an exact URI, or a prefix ending in /*, in RFC 3986 form without dot segments or encoded slashes or dots.' });
+const resourcePattern = z.string().refine(isValidResourcePattern, {
+  message:
+    'Not a valid resource pattern: use *, an exact URI, or a prefix ending in /*, in RFC 3986 form without dot segments or encoded slashes or dots.',
+});
 
 export const PolicySchema = z.strictObject({
   allowed_tools: list(name).optional(),
@@ -80,7 +81,8 @@ export function parsePolicy(raw: unknown, field = 'policy'): Policy {
   const first = issues[0];
   throw new BatonError('INVALID_FIELD', {
     message: `The ${field} is not a valid DRS 4.0 policy${first ? `: ${first.path}: ${first.message}` : ''}.`,
-    suggestion: 'Use only the fields allowed_tools, max_cost_usd, pii_access, write_access, max_calls, allowed_resources, allowed_data_classes, max_spend_usd and max_depth, within the limits in DESIGN.md section 3.',
+    suggestion:
+      'Use only the fields allowed_tools, max_cost_usd, pii_access, write_access, max_calls, allowed_resources, allowed_data_classes, max_spend_usd and max_depth, within the limits in DESIGN.md section 3.',
     details: { field, issues },
   });
 }
@@ -154,14 +156,30 @@ function checkList(
   if (allowed === undefined) return [];
   const granted = child[field];
   if (granted === undefined) {
-    return [escalation(field, allowed, null, `The parent restricts ${field} to ${show(allowed)}, so the child must list ${field} too; leaving it out would allow everything.`)];
+    return [
+      escalation(
+        field,
+        allowed,
+        null,
+        `The parent restricts ${field} to ${show(allowed)}, so the child must list ${field} too; leaving it out would allow everything.`,
+      ),
+    ];
   }
   if (granted.includes(WILDCARD)) {
-    return [escalation(field, allowed, granted, `The child sets ${field} to "*" (everything), but the parent restricts it to ${show(allowed)}.`)];
+    return [
+      escalation(field, allowed, granted, `The child sets ${field} to "*" (everything), but the parent restricts it to ${show(allowed)}.`),
+    ];
   }
   const extra = granted.filter((entry) => !allowed.some((a) => covers(a, entry)));
   if (extra.length === 0) return [];
-  return [escalation(field, allowed, extra, `The child's ${field} grants ${show(extra)}, which the parent's ${field} ${show(allowed)} does not cover.`)];
+  return [
+    escalation(
+      field,
+      allowed,
+      extra,
+      `The child's ${field} grants ${show(extra)}, which the parent's ${field} ${show(allowed)} does not cover.`,
+    ),
+  ];
 }
 
 function checkMoneyCeiling(field: MoneyField, parent: Policy, child: Policy): Violation[] {
@@ -169,7 +187,14 @@ function checkMoneyCeiling(field: MoneyField, parent: Policy, child: Policy): Vi
   if (cap === undefined) return [];
   const set = child[field];
   if (set === undefined) {
-    return [escalation(field, cap, null, `The parent sets ${field} to ${cap} USD, so the child must set ${field} to at most ${cap}; leaving it out would mean unlimited.`)];
+    return [
+      escalation(
+        field,
+        cap,
+        null,
+        `The parent sets ${field} to ${cap} USD, so the child must set ${field} to at most ${cap}; leaving it out would mean unlimited.`,
+      ),
+    ];
   }
   const capMicros = ceilingMicros(cap);
   const setMicros = ceilingMicros(set);
@@ -182,7 +207,14 @@ function checkCountCeiling(field: 'max_calls', parent: Policy, child: Policy): V
   if (cap === undefined) return [];
   const set = child[field];
   if (set === undefined) {
-    return [escalation(field, cap, null, `The parent sets ${field} to ${cap}, so the child must set ${field} to at most ${cap}; leaving it out would mean unlimited.`)];
+    return [
+      escalation(
+        field,
+        cap,
+        null,
+        `The parent sets ${field} to ${cap}, so the child must set ${field} to at most ${cap}; leaving it out would mean unlimited.`,
+      ),
+    ];
   }
   if (set <= cap) return [];
   return [escalation(field, cap, set, `The child sets ${field} to ${set}, above the parent's ${cap}.`)];
@@ -194,14 +226,30 @@ function checkDepth(parent: Policy, child: Policy): Violation[] {
   if (cap === undefined) return [];
   const set = child.max_depth;
   if (cap === 0) {
-    return [escalation('max_depth', 'no further delegation', set ?? null, 'The parent sets max_depth to 0, which allows no further delegation.')];
+    return [
+      escalation('max_depth', 'no further delegation', set ?? null, 'The parent sets max_depth to 0, which allows no further delegation.'),
+    ];
   }
   const limit = cap - 1;
   if (set === undefined) {
-    return [escalation('max_depth', limit, null, `The parent sets max_depth to ${cap}, so the child must set max_depth to at most ${limit}; leaving it out would mean unlimited.`)];
+    return [
+      escalation(
+        'max_depth',
+        limit,
+        null,
+        `The parent sets max_depth to ${cap}, so the child must set max_depth to at most ${limit}; leaving it out would mean unlimited.`,
+      ),
+    ];
   }
   if (set <= limit) return [];
-  return [escalation('max_depth', limit, set, `The child sets max_depth to ${set}, but max_depth must drop by at least one per hop: at most ${limit} under the parent's ${cap}.`)];
+  return [
+    escalation(
+      'max_depth',
+      limit,
+      set,
+      `The child sets max_depth to ${set}, but max_depth must drop by at least one per hop: at most ${limit} under the parent's ${cap}.`,
+    ),
+  ];
 }
 
 function checkFlag(field: FlagField, parent: Policy, child: Policy): Violation[] {
@@ -242,7 +290,14 @@ function evalTool(policy: Policy, args: Record<string, unknown>): Violation[] {
   if (allowed === undefined) return [];
   const tool = argOf(args, 'tool');
   if (tool === undefined) {
-    return [violation('tool', allowed, tool, `The invocation does not name its tool in args.tool, but this delegation only allows allowed_tools ${show(allowed)}.`)];
+    return [
+      violation(
+        'tool',
+        allowed,
+        tool,
+        `The invocation does not name its tool in args.tool, but this delegation only allows allowed_tools ${show(allowed)}.`,
+      ),
+    ];
   }
   if (typeof tool !== 'string') {
     return [violation('tool', allowed, tool, `args.tool must be a string naming the tool, but it is ${typeName(tool)}.`)];
@@ -257,14 +312,35 @@ function evalCost(policy: Policy, args: Record<string, unknown>): Violation[] {
   const required = `at most ${cap}`;
   const estimate = argOf(args, 'estimated_cost_usd');
   if (estimate === undefined) {
-    return [violation('estimated_cost_usd', required, estimate, `The invocation does not declare args.estimated_cost_usd, but this delegation caps each call at max_cost_usd ${cap}; declare the estimated cost in US dollars.`)];
+    return [
+      violation(
+        'estimated_cost_usd',
+        required,
+        estimate,
+        `The invocation does not declare args.estimated_cost_usd, but this delegation caps each call at max_cost_usd ${cap}; declare the estimated cost in US dollars.`,
+      ),
+    ];
   }
   if (typeof estimate !== 'number' || !Number.isFinite(estimate) || estimate < 0 || estimate > MAX_USD) {
-    return [violation('estimated_cost_usd', required, estimate, `args.estimated_cost_usd must be a finite, non-negative number of US dollars no larger than ${MAX_USD}, but it is ${typeName(estimate) === 'a number' ? show(estimate) : typeName(estimate)}.`)];
+    return [
+      violation(
+        'estimated_cost_usd',
+        required,
+        estimate,
+        `args.estimated_cost_usd must be a finite, non-negative number of US dollars no larger than ${MAX_USD}, but it is ${typeName(estimate) === 'a number' ? show(estimate) : typeName(estimate)}.`,
+      ),
+    ];
   }
   const capMicros = ceilingMicros(cap);
   if (capMicros !== undefined && usdToMicros(estimate, 'ceil') <= capMicros) return [];
-  return [violation('estimated_cost_usd', required, estimate, `The estimated cost of ${show(estimate)} USD is above max_cost_usd ${cap} of this delegation.`)];
+  return [
+    violation(
+      'estimated_cost_usd',
+      required,
+      estimate,
+      `The estimated cost of ${show(estimate)} USD is above max_cost_usd ${cap} of this delegation.`,
+    ),
+  ];
 }
 
 function evalFlag(field: FlagField, policy: Policy, args: Record<string, unknown>): Violation[] {
@@ -273,7 +349,14 @@ function evalFlag(field: FlagField, policy: Policy, args: Record<string, unknown
   const what = field === 'pii_access' ? 'PII access' : 'write access';
   if (value === undefined) {
     if (granted) return [];
-    return [violation(field, false, value, `The invocation does not declare args.${field}, and this delegation does not grant ${what}; set args.${field} to false.`)];
+    return [
+      violation(
+        field,
+        false,
+        value,
+        `The invocation does not declare args.${field}, and this delegation does not grant ${what}; set args.${field} to false.`,
+      ),
+    ];
   }
   if (typeof value !== 'boolean') {
     return [violation(field, granted ? 'a boolean' : false, value, `args.${field} must be a boolean, but it is ${typeName(value)}.`)];
@@ -287,7 +370,14 @@ function evalResource(policy: Policy, args: Record<string, unknown>): Violation[
   if (allowed === undefined) return [];
   const uri = argOf(args, 'resource_uri');
   if (uri === undefined) {
-    return [violation('resource_uri', allowed, uri, `The invocation does not declare args.resource_uri, but this delegation only allows allowed_resources ${show(allowed)}.`)];
+    return [
+      violation(
+        'resource_uri',
+        allowed,
+        uri,
+        `The invocation does not declare args.resource_uri, but this delegation only allows allowed_resources ${show(allowed)}.`,
+      ),
+    ];
   }
   if (typeof uri !== 'string') {
     return [violation('resource_uri', allowed, uri, `args.resource_uri must be a string URI, but it is ${typeName(uri)}.`)];
@@ -299,7 +389,14 @@ function evalResource(policy: Policy, args: Record<string, unknown>): Violation[
     return [violation('resource_uri', allowed, uri, reason)];
   }
   if (allowed.some((pattern) => resourceCovered(pattern, uri))) return [];
-  return [violation('resource_uri', allowed, uri, `Resource ${show(uri)} is not covered by allowed_resources ${show(allowed)} of this delegation.`)];
+  return [
+    violation(
+      'resource_uri',
+      allowed,
+      uri,
+      `Resource ${show(uri)} is not covered by allowed_resources ${show(allowed)} of this delegation.`,
+    ),
+  ];
 }
 
 function evalDataClass(policy: Policy, args: Record<string, unknown>): Violation[] {
@@ -307,13 +404,27 @@ function evalDataClass(policy: Policy, args: Record<string, unknown>): Violation
   if (allowed === undefined) return [];
   const dataClass = argOf(args, 'data_class');
   if (dataClass === undefined) {
-    return [violation('data_class', allowed, dataClass, `The invocation does not declare args.data_class, but this delegation only allows allowed_data_classes ${show(allowed)}.`)];
+    return [
+      violation(
+        'data_class',
+        allowed,
+        dataClass,
+        `The invocation does not declare args.data_class, but this delegation only allows allowed_data_classes ${show(allowed)}.`,
+      ),
+    ];
   }
   if (typeof dataClass !== 'string') {
     return [violation('data_class', allowed, dataClass, `args.data_class must be a string, but it is ${typeName(dataClass)}.`)];
   }
   if (allowed.includes(dataClass)) return [];
-  return [violation('data_class', allowed, dataClass, `Data class ${show(dataClass)} is not in allowed_data_classes ${show(allowed)} of this delegation.`)];
+  return [
+    violation(
+      'data_class',
+      allowed,
+      dataClass,
+      `Data class ${show(dataClass)} is not in allowed_data_classes ${show(allowed)} of this delegation.`,
+    ),
+  ];
 }
 
 /** Every way the args fall outside one policy; [] when the policy permits them. */

@@ -125,7 +125,12 @@ const MAX_REPORTED_ISSUES = 50;
  * Turns zod issues into the one error type, naming every offending field
  * (each unknown key on its own) so a caller can fix everything at once.
  */
-export function parseWith<T>(schema: z.ZodType<T>, value: unknown, what: string, code: 'INVALID_FIELD' | 'INVALID_REQUEST' = 'INVALID_FIELD'): T {
+export function parseWith<T>(
+  schema: z.ZodType<T>,
+  value: unknown,
+  what: string,
+  code: 'INVALID_FIELD' | 'INVALID_REQUEST' = 'INVALID_FIELD',
+): T {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
   const whole = code === 'INVALID_FIELD' ? '(root)' : what === 'query' ? '(query)' : '(body)';

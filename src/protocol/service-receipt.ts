@@ -52,7 +52,8 @@ function refuse(reason: string, kid: string | null = null): ServiceReceiptVerifi
  * rule), and the payload's kid and iss, when present, name that same key.
  */
 export function verifyServiceReceipt(jws: string, keys: readonly ServiceVerificationKey[]): ServiceReceiptVerification {
-  if (typeof jws !== 'string' || jws.length === 0 || jws.length > MAX_RECEIPT_LENGTH) return refuse('not a compact JWS string of acceptable length');
+  if (typeof jws !== 'string' || jws.length === 0 || jws.length > MAX_RECEIPT_LENGTH)
+    return refuse('not a compact JWS string of acceptable length');
   const parts = jws.split('.');
   if (parts.length !== 3) return refuse('a compact JWS has exactly 3 dot-separated parts');
   const [encodedHeader, encodedPayload, encodedSignature] = parts as [string, string, string];

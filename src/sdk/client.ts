@@ -469,7 +469,8 @@ export class BatonClient {
     if (url.search || url.hash) throw new TypeError('baseUrl must not carry a query or fragment.');
     this.baseUrl = url.toString().replace(/\/+$/, '');
     const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-    if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) throw new TypeError(`timeoutMs must be a positive number of milliseconds, got ${timeoutMs}.`);
+    if (!Number.isFinite(timeoutMs) || timeoutMs <= 0)
+      throw new TypeError(`timeoutMs must be a positive number of milliseconds, got ${timeoutMs}.`);
     this.timeoutMs = timeoutMs;
     this.#apiKey = options.apiKey || undefined;
     const f = options.fetch ?? globalThis.fetch;
@@ -488,11 +489,15 @@ export class BatonClient {
    * the record is stored for that key's tenant. Pass {apiKey: null} to submit
    * without the client's key.
    */
-  async submit(records: string | SignedDelegation | readonly (string | SignedDelegation)[], opts: RequestOptions = {}): Promise<SubmitResult> {
+  async submit(
+    records: string | SignedDelegation | readonly (string | SignedDelegation)[],
+    opts: RequestOptions = {},
+  ): Promise<SubmitResult> {
     const jws = (r: string | SignedDelegation) => (typeof r === 'string' ? r : r.jws);
-    const body = typeof records === 'string' || !Array.isArray(records)
-      ? { receipt: jws(records as string | SignedDelegation) }
-      : { receipts: (records as readonly (string | SignedDelegation)[]).map(jws) };
+    const body =
+      typeof records === 'string' || !Array.isArray(records)
+        ? { receipt: jws(records as string | SignedDelegation) }
+        : { receipts: (records as readonly (string | SignedDelegation)[]).map(jws) };
     return (await this.#call<SubmitResult>({ method: 'POST', path: '/v1/delegations', body, auth: 'key' }, opts)).body;
   }
 
@@ -524,8 +529,12 @@ export class BatonClient {
     );
     if (answer.body.valid !== true && answer.body.valid !== false) {
       throw new BatonApiError({
-        status: answer.status, code: 'UNEXPECTED_RESPONSE', method: 'POST', url: this.#url('/v1/verify'),
-        message: 'The verify answer carries no boolean "valid"; refuse the call.', requestId: answer.requestId ?? undefined,
+        status: answer.status,
+        code: 'UNEXPECTED_RESPONSE',
+        method: 'POST',
+        url: this.#url('/v1/verify'),
+        message: 'The verify answer carries no boolean "valid"; refuse the call.',
+        requestId: answer.requestId ?? undefined,
       });
     }
     return { ...answer.body, request_id: answer.requestId } as VerifyResult;
@@ -535,7 +544,12 @@ export class BatonClient {
 
   /** POST /v1/delegations/{hash}/revoke with the client's key (issue scope, or admin): {confirm: true, reason}. */
   async revoke(hash: string, reason: string, opts: RequestOptions = {}): Promise<RevokeResult> {
-    return (await this.#call<RevokeResult>({ method: 'POST', path: `/v1/delegations/${enc(hash)}/revoke`, body: { confirm: true, reason }, auth: 'key' }, opts)).body;
+    return (
+      await this.#call<RevokeResult>(
+        { method: 'POST', path: `/v1/delegations/${enc(hash)}/revoke`, body: { confirm: true, reason }, auth: 'key' },
+        opts,
+      )
+    ).body;
   }
 
   /**
@@ -553,19 +567,29 @@ export class BatonClient {
       jws = input.revocation;
       target = revocationTarget(jws);
     } else {
-      const signed = createRevocation({ signer: input.signer, target: input.target, ...(input.reason !== undefined ? { reason: input.reason } : {}) });
+      const signed = createRevocation({
+        signer: input.signer,
+        target: input.target,
+        ...(input.reason !== undefined ? { reason: input.reason } : {}),
+      });
       jws = signed.jws;
       target = signed.payload.target;
     }
     // No Authorization header: with one, the service takes the API-key path.
-    return (await this.#call<RevokeResult>({ method: 'POST', path: `/v1/delegations/${enc(target)}/revoke`, body: { revocation: jws }, auth: 'none' }, opts)).body;
+    return (
+      await this.#call<RevokeResult>(
+        { method: 'POST', path: `/v1/delegations/${enc(target)}/revoke`, body: { revocation: jws }, auth: 'none' },
+        opts,
+      )
+    ).body;
   }
 
   // ------------------------------------------------------------ metered spend
 
   /** POST /v1/invocations/{jti}/actuals (report scope): the metered cost of an allowed invocation, with provenance. */
   async reportActual(jti: string, actual: ActualReport, opts: RequestOptions = {}): Promise<ActualView> {
-    return (await this.#call<ActualView>({ method: 'POST', path: `/v1/invocations/${enc(jti)}/actuals`, body: actual, auth: 'key' }, opts)).body;
+    return (await this.#call<ActualView>({ method: 'POST', path: `/v1/invocations/${enc(jti)}/actuals`, body: actual, auth: 'key' }, opts))
+      .body;
   }
 
   // ------------------------------------------------------------ reads
@@ -587,17 +611,27 @@ export class BatonClient {
 
   /** GET /v1/delegations/{hash}/invocations: one page of the subtree's allowed invocations, newest first. */
   async listInvocations(hash: string, page: { cursor?: string; limit?: number } = {}, opts: RequestOptions = {}): Promise<InvocationPage> {
-    return (await this.#call<InvocationPage>(
-      { method: 'GET', path: `/v1/delegations/${enc(hash)}/invocations`, query: { cursor: page.cursor, limit: page.limit }, auth: 'key' },
-      opts,
-    )).body;
+    return (
+      await this.#call<InvocationPage>(
+        { method: 'GET', path: `/v1/delegations/${enc(hash)}/invocations`, query: { cursor: page.cursor, limit: page.limit }, auth: 'key' },
+        opts,
+      )
+    ).body;
   }
 
   /** Every page of listInvocations, fetched as you iterate. */
-  async *invocationPages(hash: string, page: { cursor?: string; limit?: number } = {}, opts: RequestOptions = {}): AsyncGenerator<InvocationPage> {
+  async *invocationPages(
+    hash: string,
+    page: { cursor?: string; limit?: number } = {},
+    opts: RequestOptions = {},
+  ): AsyncGenerator<InvocationPage> {
     let cursor = page.cursor;
     for (;;) {
-      const p = await this.listInvocations(hash, { ...(cursor !== undefined ? { cursor } : {}), ...(page.limit !== undefined ? { limit: page.limit } : {}) }, opts);
+      const p = await this.listInvocations(
+        hash,
+        { ...(cursor !== undefined ? { cursor } : {}), ...(page.limit !== undefined ? { limit: page.limit } : {}) },
+        opts,
+      );
       yield p;
       if (p.next_cursor === null) return;
       cursor = p.next_cursor;
@@ -616,14 +650,22 @@ export class BatonClient {
 
   /** GET /v1/receipts (audit scope): one page of the tenant's service receipts, oldest first. */
   async listReceipts(page: { after?: number; limit?: number } = {}, opts: RequestOptions = {}): Promise<ReceiptPage> {
-    return (await this.#call<ReceiptPage>({ method: 'GET', path: '/v1/receipts', query: { after: page.after, limit: page.limit }, auth: 'key' }, opts)).body;
+    return (
+      await this.#call<ReceiptPage>(
+        { method: 'GET', path: '/v1/receipts', query: { after: page.after, limit: page.limit }, auth: 'key' },
+        opts,
+      )
+    ).body;
   }
 
   /** Every page of listReceipts from `after`, fetched as you iterate. */
   async *receiptPages(page: { after?: number; limit?: number } = {}, opts: RequestOptions = {}): AsyncGenerator<ReceiptPage> {
     let after = page.after;
     for (;;) {
-      const p = await this.listReceipts({ ...(after !== undefined ? { after } : {}), ...(page.limit !== undefined ? { limit: page.limit } : {}) }, opts);
+      const p = await this.listReceipts(
+        { ...(after !== undefined ? { after } : {}), ...(page.limit !== undefined ? { limit: page.limit } : {}) },
+        opts,
+      );
       yield p;
       if (p.next_after === null) return;
       after = p.next_after;
@@ -672,10 +714,17 @@ export class BatonClient {
 
   /** GET /readyz: whether the database answers (an unready service is an answer, not an error). */
   async ready(opts: Omit<RequestOptions, 'apiKey'> = {}): Promise<{ status: 'ready' | 'unready'; database: string }> {
-    return (await this.#call<{ status: 'ready' | 'unready'; database: string }>(
-      { method: 'GET', path: '/readyz', auth: 'none', answerStatuses: (s, b) => s === 503 && (b as { status?: unknown } | null)?.status === 'unready' },
-      opts,
-    )).body;
+    return (
+      await this.#call<{ status: 'ready' | 'unready'; database: string }>(
+        {
+          method: 'GET',
+          path: '/readyz',
+          auth: 'none',
+          answerStatuses: (s, b) => s === 503 && (b as { status?: unknown } | null)?.status === 'unready',
+        },
+        opts,
+      )
+    ).body;
   }
 
   // ------------------------------------------------------------ transport
@@ -720,16 +769,31 @@ export class BatonClient {
     } catch (cause) {
       if (timedOut) {
         throw new BatonApiError({
-          status: 0, code: 'TIMEOUT', method: spec.method, url, cause,
+          status: 0,
+          code: 'TIMEOUT',
+          method: spec.method,
+          url,
+          cause,
           message: `Baton at ${this.baseUrl} did not answer ${where} within ${timeoutMs} ms.`,
           suggestion: `Check that the service is healthy (GET ${this.baseUrl}/readyz) and its database reachable, or raise timeoutMs. Treat the call as not allowed.`,
         });
       }
       if (opts.signal?.aborted) {
-        throw new BatonApiError({ status: 0, code: 'ABORTED', method: spec.method, url, cause, message: `${where} was cancelled by the caller.` });
+        throw new BatonApiError({
+          status: 0,
+          code: 'ABORTED',
+          method: spec.method,
+          url,
+          cause,
+          message: `${where} was cancelled by the caller.`,
+        });
       }
       throw new BatonApiError({
-        status: 0, code: 'NETWORK_ERROR', method: spec.method, url, cause,
+        status: 0,
+        code: 'NETWORK_ERROR',
+        method: spec.method,
+        url,
+        cause,
         message: `Could not reach Baton at ${this.baseUrl} for ${where}: ${describeNetworkError(cause)}.`,
         suggestion: `Check that the service is running (baton serve) and that the base URL (--server, BATON_URL or baseUrl) points at it, and that nothing blocks the connection.`,
       });
@@ -753,14 +817,24 @@ export class BatonClient {
     if (res.ok || spec.answerStatuses?.(res.status, parsed)) {
       if (!parsedOk || (parsed === undefined && res.status !== 204)) {
         throw new BatonApiError({
-          status: res.status, code: 'UNEXPECTED_RESPONSE', method: spec.method, url, requestId: headerId,
+          status: res.status,
+          code: 'UNEXPECTED_RESPONSE',
+          method: spec.method,
+          url,
+          requestId: headerId,
           message: `Baton answered ${where} with HTTP ${res.status} but not with JSON: ${snippet(text)}`,
           suggestion: 'Check that the base URL points at Baton itself, not a proxy or another service.',
         });
       }
       return { status: res.status, body: parsed as T, requestId: headerId ?? null };
     }
-    throw errorFromResponse(res.status, parsed, parsedOk ? undefined : text, { method: spec.method, url, where, headerId, sentKey: key !== undefined });
+    throw errorFromResponse(res.status, parsed, parsedOk ? undefined : text, {
+      method: spec.method,
+      url,
+      where,
+      headerId,
+      sentKey: key !== undefined,
+    });
   }
 }
 
@@ -783,7 +857,8 @@ export class BatonAdmin {
   }
 
   async listRoots(tenantId: string, opts: RequestOptions = {}): Promise<{ roots: RootView[] }> {
-    return (await this.call<{ roots: RootView[] }>({ method: 'GET', path: `/v1/admin/tenants/${enc(tenantId)}/roots`, auth: 'key' }, opts)).body;
+    return (await this.call<{ roots: RootView[] }>({ method: 'GET', path: `/v1/admin/tenants/${enc(tenantId)}/roots`, auth: 'key' }, opts))
+      .body;
   }
 
   async removeRoot(tenantId: string, did: string, opts: RequestOptions = {}): Promise<void> {
@@ -796,11 +871,18 @@ export class BatonAdmin {
     input: { scopes: readonly TenantScope[]; name?: string | null; tool_server?: string | null },
     opts: RequestOptions = {},
   ): Promise<CreatedApiKey> {
-    return (await this.call<CreatedApiKey>({ method: 'POST', path: `/v1/admin/tenants/${enc(tenantId)}/api-keys`, body: input, auth: 'key' }, opts)).body;
+    return (
+      await this.call<CreatedApiKey>(
+        { method: 'POST', path: `/v1/admin/tenants/${enc(tenantId)}/api-keys`, body: input, auth: 'key' },
+        opts,
+      )
+    ).body;
   }
 
   async listApiKeys(tenantId: string, opts: RequestOptions = {}): Promise<{ api_keys: ApiKeyView[] }> {
-    return (await this.call<{ api_keys: ApiKeyView[] }>({ method: 'GET', path: `/v1/admin/tenants/${enc(tenantId)}/api-keys`, auth: 'key' }, opts)).body;
+    return (
+      await this.call<{ api_keys: ApiKeyView[] }>({ method: 'GET', path: `/v1/admin/tenants/${enc(tenantId)}/api-keys`, auth: 'key' }, opts)
+    ).body;
   }
 
   async revokeApiKey(keyId: string, opts: RequestOptions = {}): Promise<void> {
@@ -865,13 +947,21 @@ function errorFromResponse(
   rawText: string | undefined,
   ctx: { method: string; url: string; where: string; headerId: string | undefined; sentKey: boolean },
 ): BatonApiError {
-  const envelope = body as { error?: { code?: unknown; message?: unknown; suggestion?: unknown; details?: unknown }; request_id?: unknown } | undefined;
+  const envelope = body as
+    { error?: { code?: unknown; message?: unknown; suggestion?: unknown; details?: unknown }; request_id?: unknown } | undefined;
   const err = envelope?.error;
   if (!err || typeof err.code !== 'string') {
     return new BatonApiError({
-      status, code: 'UNEXPECTED_RESPONSE', method: ctx.method, url: ctx.url, requestId: ctx.headerId,
+      status,
+      code: 'UNEXPECTED_RESPONSE',
+      method: ctx.method,
+      url: ctx.url,
+      requestId: ctx.headerId,
       message: `Baton answered ${ctx.where} with HTTP ${status} and no error envelope: ${snippet(rawText ?? JSON.stringify(body) ?? '')}`,
-      suggestion: status >= 500 ? 'Check the service logs and health (GET /readyz).' : 'Check that the base URL points at Baton itself, not a proxy or another service.',
+      suggestion:
+        status >= 500
+          ? 'Check the service logs and health (GET /readyz).'
+          : 'Check that the base URL points at Baton itself, not a proxy or another service.',
     });
   }
   const requestId = typeof envelope.request_id === 'string' ? envelope.request_id : ctx.headerId;

@@ -29,13 +29,7 @@ export {
   readDelegation,
   subDelegationViolations,
 } from './records.js';
-export type {
-  InvocationInput,
-  RootDelegationInput,
-  SignedDelegation,
-  SignedInvocation,
-  SubDelegationInput,
-} from './records.js';
+export type { InvocationInput, RootDelegationInput, SignedDelegation, SignedInvocation, SubDelegationInput } from './records.js';
 
 // Revocation
 export { createRevocation } from './revocation.js';

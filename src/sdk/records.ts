@@ -98,8 +98,13 @@ export function createSubDelegation(input: SubDelegationInput): SignedDelegation
   };
   const violations = subDelegationViolations(parent.payload, payload as DelegationPayload);
   if (input.issuer.did !== parent.payload.aud) {
-    violations.push({ code: 'ISSUER_AUDIENCE_GAP', field: 'iss', required: parent.payload.aud, actual: input.issuer.did,
-      message: `Only the holder of the parent delegation (${parent.payload.aud}) can sub-delegate it.` });
+    violations.push({
+      code: 'ISSUER_AUDIENCE_GAP',
+      field: 'iss',
+      required: parent.payload.aud,
+      actual: input.issuer.did,
+      message: `Only the holder of the parent delegation (${parent.payload.aud}) can sub-delegate it.`,
+    });
   }
   if (violations.length > 0) {
     const first = violations[0]!;
@@ -151,7 +156,9 @@ export function createInvocation(input: InvocationInput): SignedInvocation {
   const leaf = chain[chain.length - 1];
   if (!leaf) throw new TypeError('An invocation needs the delegation chain it acts under, root first.');
   if (chain.length > MAX_CHAIN_DEPTH) {
-    throw new BatonError('CHAIN_TOO_DEEP', { message: `The chain has ${chain.length} delegation records; DRS chains hold at most ${MAX_CHAIN_DEPTH}.` });
+    throw new BatonError('CHAIN_TOO_DEEP', {
+      message: `The chain has ${chain.length} delegation records; DRS chains hold at most ${MAX_CHAIN_DEPTH}.`,
+    });
   }
   const payload = {
     iss: input.invoker.did,

@@ -35,7 +35,9 @@ export interface SignedRevocation {
 export function createRevocation(input: RevocationInput): SignedRevocation {
   const target = typeof input.target === 'string' ? input.target : input.target.hash;
   if (!isRecordHash(target)) {
-    throw new TypeError(`A revocation targets a delegation record hash ("sha256:" + 64 lowercase hex digits), got ${JSON.stringify(target)}.`);
+    throw new TypeError(
+      `A revocation targets a delegation record hash ("sha256:" + 64 lowercase hex digits), got ${JSON.stringify(target)}.`,
+    );
   }
   const payload: Record<string, unknown> = {
     iss: input.signer.did,

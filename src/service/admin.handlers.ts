@@ -70,8 +70,17 @@ export function parseBody<S extends z.ZodType>(schema: S, raw: unknown): z.outpu
 
 // ---------------------------------------------------------------- responses
 
-export interface TenantJson { id: string; name: string; created_at: string }
-export interface RootJson { tenant_id: string; did: string; label: string | null; created_at: string }
+export interface TenantJson {
+  id: string;
+  name: string;
+  created_at: string;
+}
+export interface RootJson {
+  tenant_id: string;
+  did: string;
+  label: string | null;
+  created_at: string;
+}
 export interface ApiKeyJson {
   id: string;
   tenant_id: string | null;
@@ -142,7 +151,8 @@ export async function addRootHandler(
       throw noTenant();
     case 'other-tenant':
       throw new BatonError('CONFLICT', {
-        message: 'Another tenant already trusts this root DID; a root DID can belong to one tenant only, because a delegation belongs to its root\'s tenant.',
+        message:
+          "Another tenant already trusts this root DID; a root DID can belong to one tenant only, because a delegation belongs to its root's tenant.",
         suggestion: 'Give this tenant its own root key, or remove the DID from the other tenant first.',
         details: { did: body.did },
       });

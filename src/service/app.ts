@@ -72,7 +72,13 @@ export function createApp(deps: ServiceDeps): Hono<AppEnv> {
 
   app.notFound((c) =>
     c.json(
-      errorEnvelope(new BatonError('NOT_FOUND', { message: `No route matches ${c.req.method} ${c.req.path}.`, suggestion: 'See openapi.yaml or GET /docs for the routes Baton serves.' }), c.get('requestId')),
+      errorEnvelope(
+        new BatonError('NOT_FOUND', {
+          message: `No route matches ${c.req.method} ${c.req.path}.`,
+          suggestion: 'See openapi.yaml or GET /docs for the routes Baton serves.',
+        }),
+        c.get('requestId'),
+      ),
       404,
     ),
   );

@@ -23,12 +23,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Context, MiddlewareHandler } from 'hono';
 import { BatonError } from '../protocol/errors.js';
-import {
-  MINTED_KEY_PATTERN,
-  createBootstrapAdminKey,
-  findApiKeyByHash,
-  type ApiKeyForAuth,
-} from '../store/api-keys.js';
+import { MINTED_KEY_PATTERN, createBootstrapAdminKey, findApiKeyByHash, type ApiKeyForAuth } from '../store/api-keys.js';
 import { SCOPES, type AppEnv, type AuthContext, type Scope, type ServiceDeps } from './types.js';
 
 export const KEY_CACHE_TTL_MS = 10_000;
@@ -183,7 +178,10 @@ export async function authenticate(deps: ServiceDeps, authorization: string | un
  * needs one of them; an admin key passes only routes that list 'admin'.
  */
 export function assertScope(auth: AuthContext, scopes: readonly Scope[]): void {
-  const allowed = auth.tenantId === null ? scopes.includes('admin') && auth.scopes.includes('admin') : scopes.some((s) => s !== 'admin' && auth.scopes.includes(s));
+  const allowed =
+    auth.tenantId === null
+      ? scopes.includes('admin') && auth.scopes.includes('admin')
+      : scopes.some((s) => s !== 'admin' && auth.scopes.includes(s));
   if (!allowed) {
     throw new BatonError('FORBIDDEN', {
       message: `This route needs an API key with one of the scopes: ${scopes.join(', ')}.`,

@@ -28,7 +28,13 @@ import { recordReceipt } from './receipts.js';
 import type { ServiceDeps } from './types.js';
 
 /** Shape problems are malformed requests (400); everything else is a refusal (422). */
-const SHAPE_CODES: ReadonlySet<ErrorCode> = new Set(['MALFORMED_JWS', 'NON_CANONICAL_JSON', 'NUMBER_OUT_OF_RANGE', 'INVALID_FIELD', 'UNSUPPORTED_ALG']);
+const SHAPE_CODES: ReadonlySet<ErrorCode> = new Set([
+  'MALFORMED_JWS',
+  'NON_CANONICAL_JSON',
+  'NUMBER_OUT_OF_RANGE',
+  'INVALID_FIELD',
+  'UNSUPPORTED_ALG',
+]);
 
 function refusal(code: ErrorCode, message: string, violations: readonly Violation[], details: Record<string, unknown> = {}): BatonError {
   return new BatonError(code, { message, violations, details, status: SHAPE_CODES.has(code) ? 400 : 422 });
@@ -118,7 +124,8 @@ export async function submitDelegations(deps: ServiceDeps, callerTenant: string 
   try {
     first = decodeDelegation(jwsList[0]!, 0, deps.drCache);
   } catch (e) {
-    if (e instanceof BatonError) throw refusal(e.code, e.message, [{ code: e.code, dr_index: 0, field: 'receipts[0]', message: e.message }]);
+    if (e instanceof BatonError)
+      throw refusal(e.code, e.message, [{ code: e.code, dr_index: 0, field: 'receipts[0]', message: e.message }]);
     throw e;
   }
   const tenantId = await resolveTenant(db, callerTenant, first);
@@ -140,7 +147,11 @@ export async function submitDelegations(deps: ServiceDeps, callerTenant: string 
 
   // Records already stored in the submitted list may be revoked too.
   const submitted = decision.delegations.slice(ancestors.length);
-  const known = await delegationsByHash(db, tenantId, submitted.map((d) => d.hash));
+  const known = await delegationsByHash(
+    db,
+    tenantId,
+    submitted.map((d) => d.hash),
+  );
   const revokedSubmitted = submitted.findIndex((d) => known.get(d.hash)?.revokedAt != null);
   if (revokedSubmitted >= 0) {
     const d = submitted[revokedSubmitted]!;
@@ -172,7 +183,14 @@ export async function submitDelegations(deps: ServiceDeps, callerTenant: string 
           kind: 'delegation.accepted',
           subject: dr.hash,
           now,
-          data: { jti: dr.payload.jti, iss: dr.payload.iss, aud: dr.payload.aud, depth: row.depth, parent_hash: row.parentHash, root_hash: row.rootHash },
+          data: {
+            jti: dr.payload.jti,
+            iss: dr.payload.iss,
+            aud: dr.payload.aud,
+            depth: row.depth,
+            parent_hash: row.parentHash,
+            root_hash: row.rootHash,
+          },
         });
       } else {
         receipt = (await acceptanceReceipt(tx, tenantId, dr.hash)) ?? null;
@@ -191,16 +209,18 @@ export async function submitDelegations(deps: ServiceDeps, callerTenant: string 
  */
 async function resolveTenant(db: Db, callerTenant: string | null, first: VerifiedDelegation): Promise<string> {
   const parentHash = first.payload.prev_dr_hash ?? null;
-  const candidates = parentHash
-    ? await tenantsHoldingDelegation(db, parentHash)
-    : await tenantsTrustingRoot(db, first.payload.iss);
+  const candidates = parentHash ? await tenantsHoldingDelegation(db, parentHash) : await tenantsTrustingRoot(db, first.payload.iss);
   const notFound = parentHash
-    ? refusal('BUNDLE_INCOMPLETE', `The parent delegation ${parentHash} is not stored${callerTenant ? ' for this tenant' : ''}; submit the chain from its root.`, [
-        { code: 'BUNDLE_INCOMPLETE', dr_index: 0, dr_hash: first.hash, field: 'prev_dr_hash', actual: parentHash },
-      ])
-    : refusal('UNTRUSTED_ROOT', `The root delegation is issued by ${first.payload.iss}, which no${callerTenant ? ' such' : ''} tenant trusts.`, [
-        { code: 'UNTRUSTED_ROOT', dr_index: 0, dr_hash: first.hash, field: 'iss', actual: first.payload.iss },
-      ]);
+    ? refusal(
+        'BUNDLE_INCOMPLETE',
+        `The parent delegation ${parentHash} is not stored${callerTenant ? ' for this tenant' : ''}; submit the chain from its root.`,
+        [{ code: 'BUNDLE_INCOMPLETE', dr_index: 0, dr_hash: first.hash, field: 'prev_dr_hash', actual: parentHash }],
+      )
+    : refusal(
+        'UNTRUSTED_ROOT',
+        `The root delegation is issued by ${first.payload.iss}, which no${callerTenant ? ' such' : ''} tenant trusts.`,
+        [{ code: 'UNTRUSTED_ROOT', dr_index: 0, dr_hash: first.hash, field: 'iss', actual: first.payload.iss }],
+      );
   if (callerTenant) {
     if (candidates.includes(callerTenant)) return callerTenant;
     throw notFound;
@@ -247,8 +267,7 @@ export async function usageOf(db: Db, tenantId: string, row: Delegation): Promis
   const r = await spendRollup(db, tenantId, row.hash);
   const calibration = r.declared_of_metered_micros > 0 ? r.metered_micros / r.declared_of_metered_micros : null;
   const flagged =
-    r.metered_invocations >= CALIBRATION_MIN_SAMPLES &&
-    r.over_estimate_invocations >= CALIBRATION_FLAG_SHARE * r.metered_invocations;
+    r.metered_invocations >= CALIBRATION_MIN_SAMPLES && r.over_estimate_invocations >= CALIBRATION_FLAG_SHARE * r.metered_invocations;
   return {
     calls_used: row.maxCalls === null ? r.calls : row.callsUsed,
     max_calls: row.maxCalls,
@@ -288,7 +307,11 @@ export async function chainOfDelegation(deps: ServiceDeps, tenantId: string, has
   let revokedBy: string | null = null;
   for (const row of chain) {
     if (row.hash === revoked) revokedBy = revoked;
-    records.push({ ...delegationView(row, now, revokedBy), jws: row.jws, receipt: (await acceptanceReceipt(db, tenantId, row.hash)) ?? null });
+    records.push({
+      ...delegationView(row, now, revokedBy),
+      jws: row.jws,
+      receipt: (await acceptanceReceipt(db, tenantId, row.hash)) ?? null,
+    });
   }
   return { hash, root_principal: chain[0]!.iss, receipts: chain.map((r) => r.jws), records };
 }

@@ -9,11 +9,11 @@ import { parseRequest } from './validate.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 import { MAX_CHAIN_DEPTH, RecordHashSchema } from '../protocol/records.js';
 
-const Jws = z.string().min(1).max(64 * 1024);
-const SubmitSchema = z.union([
-  z.strictObject({ receipts: z.array(Jws).min(1).max(MAX_CHAIN_DEPTH) }),
-  z.strictObject({ receipt: Jws }),
-]);
+const Jws = z
+  .string()
+  .min(1)
+  .max(64 * 1024);
+const SubmitSchema = z.union([z.strictObject({ receipts: z.array(Jws).min(1).max(MAX_CHAIN_DEPTH) }), z.strictObject({ receipt: Jws })]);
 
 const READ_SCOPES = ['issue', 'verify', 'report', 'audit'] as const;
 

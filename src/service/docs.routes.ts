@@ -39,9 +39,7 @@ export function docsRoutes(deps: ServiceDeps): Hono<AppEnv> {
     }
   };
 
-  r.get('/openapi.yaml', (c) =>
-    c.body(docs().yaml, 200, { 'Content-Type': 'text/yaml; charset=utf-8', 'Cache-Control': CACHE_CONTROL }),
-  );
+  r.get('/openapi.yaml', (c) => c.body(docs().yaml, 200, { 'Content-Type': 'text/yaml; charset=utf-8', 'Cache-Control': CACHE_CONTROL }));
   r.get('/openapi.json', (c) =>
     c.body(docs().json, 200, { 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': CACHE_CONTROL }),
   );
@@ -72,7 +70,7 @@ function defaultDocs(): ApiDocs {
 
 /** openapi.yaml at the package root: the first directory above this module holding it and package.json. */
 export function findSpecFile(from: string = dirname(fileURLToPath(import.meta.url))): string {
-  for (let dir = from; ; ) {
+  for (let dir = from; ;) {
     const candidate = join(dir, 'openapi.yaml');
     if (existsSync(candidate) && existsSync(join(dir, 'package.json'))) return candidate;
     const up = dirname(dir);
@@ -133,7 +131,8 @@ class YamlSubsetParser {
   document(): unknown {
     const first = this.peek();
     if (first === undefined) return null;
-    if (first.line.text.startsWith('---') || first.line.text.startsWith('%')) throw this.fail('directives and document markers are not supported', first.n);
+    if (first.line.text.startsWith('---') || first.line.text.startsWith('%'))
+      throw this.fail('directives and document markers are not supported', first.n);
     const value = this.node(first.line.indent);
     const rest = this.peek();
     if (rest !== undefined) throw this.fail('unexpected content (check its indentation)', rest.n);
@@ -249,7 +248,8 @@ class YamlSubsetParser {
           breaks++;
           continue;
         }
-        if (line.startsWith(' ') || line.startsWith('\t')) throw this.fail('more-indented lines in a folded (>) block scalar are not supported; use |', n);
+        if (line.startsWith(' ') || line.startsWith('\t'))
+          throw this.fail('more-indented lines in a folded (>) block scalar are not supported; use |', n);
         text += started ? (breaks === 0 ? ' ' : '\n'.repeat(breaks)) : '\n'.repeat(breaks);
         text += line;
         breaks = 0;
@@ -338,7 +338,8 @@ function resolvePlain(s: string): unknown {
   if (/^(?:false|False|FALSE)$/.test(s)) return false;
   if (/^[-+]?[0-9]+$/.test(s)) return Number(s);
   if (/^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$/.test(s)) return Number(s);
-  if (/^0[ox]/.test(s) || /^[-+]?\.(?:inf|Inf|INF|nan|NaN|NAN)$/.test(s)) throw new YamlSubsetError(`unsupported number form ${s}; quote it if it is text`);
+  if (/^0[ox]/.test(s) || /^[-+]?\.(?:inf|Inf|INF|nan|NaN|NAN)$/.test(s))
+    throw new YamlSubsetError(`unsupported number form ${s}; quote it if it is text`);
   return s;
 }
 
@@ -352,7 +353,8 @@ class FlowReader {
 
   end(): void {
     this.skip();
-    if (this.pos < this.text.length && this.text[this.pos] !== '#') throw new YamlSubsetError(`unexpected ${JSON.stringify(this.text.slice(this.pos))}`);
+    if (this.pos < this.text.length && this.text[this.pos] !== '#')
+      throw new YamlSubsetError(`unexpected ${JSON.stringify(this.text.slice(this.pos))}`);
     if (this.text[this.pos] === '#' && this.text[this.pos - 1] !== ' ') throw new YamlSubsetError('a comment needs a space before #');
   }
 
@@ -372,7 +374,11 @@ class FlowReader {
   private plain(inFlow: boolean): string {
     const start = this.pos;
     const c = this.text[start];
-    if (c === undefined || PLAIN_START_FORBIDDEN.has(c) || (c === '-' && (this.text[start + 1] === ' ' || this.text[start + 1] === undefined))) {
+    if (
+      c === undefined ||
+      PLAIN_START_FORBIDDEN.has(c) ||
+      (c === '-' && (this.text[start + 1] === ' ' || this.text[start + 1] === undefined))
+    ) {
       throw new YamlSubsetError(`unsupported value ${JSON.stringify(this.text.slice(start))}`);
     }
     let i = start;
@@ -593,9 +599,11 @@ function schemaBody(s: Schema, depth: number): string {
   for (const k of ['oneOf', 'anyOf'] as const) {
     const alts = s[k];
     if (Array.isArray(alts) && alts.some((a) => expandable(a) !== undefined)) {
-      parts.push(`<div class="alts">${k === 'oneOf' ? 'Exactly one of:' : 'Any of:'}<ol>${alts
-        .map((a) => `<li>${typeLabel(a)}${expandable(a) && depth < 4 ? schemaBody(a as Schema, depth + 1) : ''}</li>`)
-        .join('')}</ol></div>`);
+      parts.push(
+        `<div class="alts">${k === 'oneOf' ? 'Exactly one of:' : 'Any of:'}<ol>${alts
+          .map((a) => `<li>${typeLabel(a)}${expandable(a) && depth < 4 ? schemaBody(a as Schema, depth + 1) : ''}</li>`)
+          .join('')}</ol></div>`,
+      );
     }
   }
   if (Array.isArray(s['allOf'])) {
@@ -612,10 +620,14 @@ function schemaBody(s: Schema, depth: number): string {
         nested && depth < 4 ? schemaBody(nested, depth + 1) : ''
       }</td></tr>`;
     });
-    parts.push(`<table class="props"><thead><tr><th>Property</th><th>Type</th><th>Description</th></tr></thead><tbody>${rows.join('')}</tbody></table>`);
+    parts.push(
+      `<table class="props"><thead><tr><th>Property</th><th>Type</th><th>Description</th></tr></thead><tbody>${rows.join('')}</tbody></table>`,
+    );
   }
-  if (s['additionalProperties'] === false || s['unevaluatedProperties'] === false) parts.push('<div class="note">No other properties.</div>');
-  else if (s['additionalProperties'] === true && isObject(s['properties'])) parts.push('<div class="note">Other properties are allowed.</div>');
+  if (s['additionalProperties'] === false || s['unevaluatedProperties'] === false)
+    parts.push('<div class="note">No other properties.</div>');
+  else if (s['additionalProperties'] === true && isObject(s['properties']))
+    parts.push('<div class="note">Other properties are allowed.</div>');
   return parts.join('');
 }
 
@@ -706,7 +718,10 @@ export function renderDocsPage(spec: OpenApiDocument): string {
     .map((t) => {
       const mine = ops.filter((o) => o.tag === t.name);
       return `<li><a href="#${anchor('tag', t.name)}">${esc(t.name)}</a><ul>${mine
-        .map((o) => `<li><a href="#${anchor('op', o.op.operationId ?? `${o.method}-${o.path}`)}"><code>${esc(o.method.toUpperCase())} ${esc(o.path)}</code></a></li>`)
+        .map(
+          (o) =>
+            `<li><a href="#${anchor('op', o.op.operationId ?? `${o.method}-${o.path}`)}"><code>${esc(o.method.toUpperCase())} ${esc(o.path)}</code></a></li>`,
+        )
         .join('')}</ul></li>`;
     })
     .join('');

@@ -54,14 +54,28 @@ export const ActualRequestSchema = z
           ? `is required: an actual without provenance is refused; say where the cost came from (one of ${SOURCES_TEXT})`
           : `must be one of ${SOURCES_TEXT}`,
     }),
-    unavailable_reason: z.string().max(MAX_UNAVAILABLE_REASON, `must be at most ${MAX_UNAVAILABLE_REASON} characters`).nullable().optional(),
+    unavailable_reason: z
+      .string()
+      .max(MAX_UNAVAILABLE_REASON, `must be at most ${MAX_UNAVAILABLE_REASON} characters`)
+      .nullable()
+      .optional(),
   })
   .superRefine((b, ctx) => {
     const hasCost = b.cost_usd !== undefined && b.cost_usd !== null;
     const reason = b.unavailable_reason?.trim() ?? '';
     if (b.source === 'unavailable') {
-      if (hasCost) ctx.addIssue({ code: 'custom', path: ['cost_usd'], message: 'must be absent when source is unavailable (there is no metered cost)' });
-      if (reason === '') ctx.addIssue({ code: 'custom', path: ['unavailable_reason'], message: 'is required and must not be blank when source is unavailable' });
+      if (hasCost)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['cost_usd'],
+          message: 'must be absent when source is unavailable (there is no metered cost)',
+        });
+      if (reason === '')
+        ctx.addIssue({
+          code: 'custom',
+          path: ['unavailable_reason'],
+          message: 'is required and must not be blank when source is unavailable',
+        });
     } else {
       if (!hasCost) ctx.addIssue({ code: 'custom', path: ['cost_usd'], message: `is required when source is ${b.source}` });
       if (b.unavailable_reason !== undefined && b.unavailable_reason !== null) {
@@ -73,7 +87,11 @@ export const ActualRequestSchema = z
 export type ActualRequest = z.infer<typeof ActualRequestSchema>;
 
 /** A jti in a path: printable ASCII, as the record schemas allow. */
-export const JtiParamSchema = z.string().min(1).max(160).regex(/^[\x21-\x7e]+$/, 'must be printable ASCII without spaces');
+export const JtiParamSchema = z
+  .string()
+  .min(1)
+  .max(160)
+  .regex(/^[\x21-\x7e]+$/, 'must be printable ASCII without spaces');
 
 // ---------------------------------------------------------------- views
 
@@ -117,7 +135,12 @@ export interface InvocationListItem {
   readonly actual: Omit<ActualView, 'jti' | 'declared_usd'> | null;
 }
 
-function invocationItem(inv: Invocation, receipt: ReceiptRef | null, actual: Actual | undefined, actualReceipt: ReceiptRef | null): InvocationListItem {
+function invocationItem(
+  inv: Invocation,
+  receipt: ReceiptRef | null,
+  actual: Actual | undefined,
+  actualReceipt: ReceiptRef | null,
+): InvocationListItem {
   let a: InvocationListItem['actual'] = null;
   if (actual) {
     const { jti: _j, declared_usd: _d, ...rest } = actualView(actual, inv, actualReceipt);
@@ -294,7 +317,12 @@ export function decodeCursor(cursor: string): InvocationKey {
   });
 }
 
-export async function invocationsOfDelegation(deps: ServiceDeps, tenantId: string, hash: string, q: { cursor?: string | undefined; limit: number }) {
+export async function invocationsOfDelegation(
+  deps: ServiceDeps,
+  tenantId: string,
+  hash: string,
+  q: { cursor?: string | undefined; limit: number },
+) {
   const db = deps.store.db;
   const after = q.cursor === undefined ? null : decodeCursor(q.cursor);
   if (!(await findDelegation(db, tenantId, hash))) {

@@ -31,7 +31,10 @@ export const IssueRequestSchema = z.strictObject({
 export type IssueRequest = z.infer<typeof IssueRequestSchema>;
 
 export async function issueCustodialRoot(deps: ServiceDeps, tenantId: string, req: IssueRequest) {
-  for (const [field, did] of [['audience', req.audience], ['subject', req.subject]] as const) {
+  for (const [field, did] of [
+    ['audience', req.audience],
+    ['subject', req.subject],
+  ] as const) {
     if (did === undefined) continue;
     try {
       publicKeyFromDidKey(did);

@@ -14,7 +14,10 @@ export const RECEIPTS_DEFAULT_LIMIT = 100;
 export const RECEIPTS_MAX_LIMIT = 500;
 
 /** Decimal without sign or leading zeros, at most 15 digits (so always a safe integer). */
-const decimal = z.string().regex(/^(0|[1-9][0-9]{0,14})$/, 'must be a non-negative whole number').transform(Number);
+const decimal = z
+  .string()
+  .regex(/^(0|[1-9][0-9]{0,14})$/, 'must be a non-negative whole number')
+  .transform(Number);
 
 const ReceiptsQuery = z.strictObject({
   after: decimal.optional().default(0),

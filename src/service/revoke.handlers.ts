@@ -35,7 +35,9 @@ export const RevokeWithKeySchema = z.strictObject({
 
 export const RevokeWithSignatureSchema = z.strictObject({
   revocation: z
-    .string({ error: (iss) => (iss.input === undefined ? 'is required: a signed revocation record (compact JWS)' : 'must be a compact JWS string') })
+    .string({
+      error: (iss) => (iss.input === undefined ? 'is required: a signed revocation record (compact JWS)' : 'must be a compact JWS string'),
+    })
     .min(1)
     .max(MAX_JWS_LENGTH),
 });
@@ -118,15 +120,23 @@ export async function revokeWithSignature(deps: ServiceDeps, hash: string, jws: 
     if (!authority.may) {
       throw new BatonError('FORBIDDEN', {
         message: `The revocation record is signed by ${iss}, who may not revoke ${hash}. ${authority.reason}`,
-        suggestion: 'Have the issuer of this delegation, the root issuer, or the holder of one of its ancestors sign the revocation record.',
+        suggestion:
+          'Have the issuer of this delegation, the root issuer, or the holder of one of its ancestors sign the revocation record.',
         details: { iss, target: hash, may_revoke: [...new Set([chain[0]!.iss, ...chain.slice(0, -1).map((d) => d.aud)])] },
       });
     }
     as ??= authority.as;
   }
-  const results = await applyRevocation(deps, tenants, hash, rev.payload.reason?.trim() ?? null, { kind: 'did', id: iss }, {
-    revocation: { hash: rev.hash, jti: rev.payload.jti, iat: rev.payload.iat, signer_role: as! },
-  });
+  const results = await applyRevocation(
+    deps,
+    tenants,
+    hash,
+    rev.payload.reason?.trim() ?? null,
+    { kind: 'did', id: iss },
+    {
+      revocation: { hash: rev.hash, jti: rev.payload.jti, iat: rev.payload.iat, signer_role: as! },
+    },
+  );
   // Tenant ids are not shown to an unauthenticated caller.
   return summary(hash, results[0]!);
 }
@@ -170,7 +180,15 @@ async function applyRevocation(
           now,
           data: { hash, reason: mark.reason, revoked_at: revokedAt, revoked_by: { ...revokedBy }, descendants, ...extra },
         });
-        out.push({ tenant_id: tenantId, revoked_at: revokedAt, reason: mark.reason, revoked_by: revokedBy, descendants, receipt, already_revoked: false });
+        out.push({
+          tenant_id: tenantId,
+          revoked_at: revokedAt,
+          reason: mark.reason,
+          revoked_by: revokedBy,
+          descendants,
+          receipt,
+          already_revoked: false,
+        });
       } else {
         const receipt = (await revocationReceipt(tx, tenantId, hash)) ?? null;
         out.push({
@@ -192,9 +210,12 @@ async function applyRevocation(
 /** data.revoked_by of a 'delegation.revoked' receipt the service signed itself. */
 function revokerInReceipt(jws: string): RevokedBy | null {
   try {
-    const payload = JSON.parse(utf8Decode(decodeBase64url(jws.split('.')[1] ?? '', 'receipt payload'))) as { data?: { revoked_by?: unknown } };
+    const payload = JSON.parse(utf8Decode(decodeBase64url(jws.split('.')[1] ?? '', 'receipt payload'))) as {
+      data?: { revoked_by?: unknown };
+    };
     const by = payload.data?.revoked_by as { kind?: unknown; id?: unknown } | undefined;
-    if ((by?.kind === 'api_key' || by?.kind === 'admin' || by?.kind === 'did') && typeof by.id === 'string') return { kind: by.kind, id: by.id };
+    if ((by?.kind === 'api_key' || by?.kind === 'admin' || by?.kind === 'did') && typeof by.id === 'string')
+      return { kind: by.kind, id: by.id };
   } catch {
     /* not readable: fall back */
   }

@@ -18,10 +18,17 @@ export function revokeRoutes(deps: ServiceDeps): Hono<AppEnv> {
     const hash = parseRequest(RecordHashSchema, c.req.param('hash'), 'path parameter hash');
     if (c.req.header('authorization') === undefined) {
       const raw = await readJsonBody(c, deps.config.maxBodyBytes);
-      if (raw !== null && typeof raw === 'object' && !Array.isArray(raw) && !('revocation' in raw) && ('confirm' in raw || 'reason' in raw)) {
+      if (
+        raw !== null &&
+        typeof raw === 'object' &&
+        !Array.isArray(raw) &&
+        !('revocation' in raw) &&
+        ('confirm' in raw || 'reason' in raw)
+      ) {
         throw new BatonError('UNAUTHORIZED', {
           message: 'Revoking with {confirm, reason} needs an API key (issue scope of the tenant, or admin).',
-          suggestion: 'Send Authorization: Bearer <key>, or, without a key, {"revocation": "<JWS>"} signed by the issuer or an ancestor holder.',
+          suggestion:
+            'Send Authorization: Bearer <key>, or, without a key, {"revocation": "<JWS>"} signed by the issuer or an ancestor holder.',
         });
       }
       const body = parseRequest(RevokeWithSignatureSchema, raw, 'request body');

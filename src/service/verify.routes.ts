@@ -13,7 +13,8 @@ export function verifyRoutes(deps: ServiceDeps): Hono<AppEnv> {
       const auth = c.get('auth');
       // DRS clients may send the bundle only in X-DRS-Bundle, with no body at all.
       const drsHeader = c.req.header('x-drs-bundle');
-      const raw = drsHeader !== undefined && !(await hasBody(c, deps.config.maxBodyBytes)) ? {} : await readJsonBody(c, deps.config.maxBodyBytes);
+      const raw =
+        drsHeader !== undefined && !(await hasBody(c, deps.config.maxBodyBytes)) ? {} : await readJsonBody(c, deps.config.maxBodyBytes);
       const req = parseRequest(VerifyRequestSchema, raw, 'request body');
       const result = await verifyInvocation(deps, auth, tenantOf(auth), req, bundleFrom(req, drsHeader));
       return c.json(result.body, result.status);

@@ -51,7 +51,10 @@ export async function adjustReservedSpend(db: Db, tenantId: string, chain: reado
     sql`with locked as (
           select hash from delegations
            where tenant_id = ${tenantId}
-             and hash = any(array[${sql.join(chain.map((h) => sql`${h}`), sql`, `)}]::text[])
+             and hash = any(array[${sql.join(
+               chain.map((h) => sql`${h}`),
+               sql`, `,
+             )}]::text[])
              and max_spend_micros is not null
            order by depth
            for update

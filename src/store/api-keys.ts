@@ -78,11 +78,7 @@ export async function createTenantApiKey(
 
 /** Every key of the tenant, revoked ones included (with revoked_at), oldest first. */
 export function listTenantApiKeys(db: Db, tenantId: string): Promise<ApiKeyInfo[]> {
-  return db
-    .select(infoColumns)
-    .from(apiKeys)
-    .where(eq(apiKeys.tenantId, tenantId))
-    .orderBy(asc(apiKeys.createdAt), asc(apiKeys.id));
+  return db.select(infoColumns).from(apiKeys).where(eq(apiKeys.tenantId, tenantId)).orderBy(asc(apiKeys.createdAt), asc(apiKeys.id));
 }
 
 /**

@@ -111,10 +111,7 @@ export async function subtreeOf(db: Db, tenantId: string, hash: string, limit: n
     .select()
     .from(delegations)
     .where(
-      and(
-        eq(delegations.tenantId, tenantId),
-        sql`(${delegations.hash} = ${hash} or ${delegations.ancestors} @> array[${hash}]::text[])`,
-      ),
+      and(eq(delegations.tenantId, tenantId), sql`(${delegations.hash} = ${hash} or ${delegations.ancestors} @> array[${hash}]::text[])`),
     )
     .orderBy(asc(delegations.depth), asc(delegations.createdAt))
     .limit(limit);

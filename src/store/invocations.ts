@@ -41,7 +41,12 @@ export interface ReceiptRef {
 }
 
 /** The first receipt of `kind` for each subject, keyed by subject. */
-export async function firstReceipts(db: Db, tenantId: string, kind: ReceiptKind, subjects: readonly string[]): Promise<Map<string, ReceiptRef>> {
+export async function firstReceipts(
+  db: Db,
+  tenantId: string,
+  kind: ReceiptKind,
+  subjects: readonly string[],
+): Promise<Map<string, ReceiptRef>> {
   if (subjects.length === 0) return new Map();
   const found = await db
     .select({ subject: receipts.subject, id: receipts.id, kid: receipts.kid, jws: receipts.jws })
@@ -72,7 +77,13 @@ export type InvocationWithKey = Invocation & { readonly key: InvocationKey };
  * dr_chain contains it), newest first, strictly after `after` in that order.
  * Returns limit + 1 rows at most so the caller can tell whether more follow.
  */
-export async function invocationsThrough(db: Db, tenantId: string, hash: string, after: InvocationKey | null, limit: number): Promise<InvocationWithKey[]> {
+export async function invocationsThrough(
+  db: Db,
+  tenantId: string,
+  hash: string,
+  after: InvocationKey | null,
+  limit: number,
+): Promise<InvocationWithKey[]> {
   const conditions = [eq(invocations.tenantId, tenantId), sql`${invocations.drChain} @> array[${hash}]::text[]`];
   if (after) conditions.push(sql`(${invocations.createdAt}, ${invocations.jti}) < (${after.createdAt}::timestamptz, ${after.jti})`);
   const found = await db

@@ -26,9 +26,7 @@ export function findMigrationsFolder(from: string = dirname(fileURLToPath(import
     const candidate = join(dir, 'migrations');
     if (existsSync(join(candidate, 'meta', '_journal.json'))) return candidate;
     if (dirname(dir) === dir) {
-      throw new Error(
-        `Baton: no migrations/meta/_journal.json above ${from}; ship the migrations/ folder next to package.json`,
-      );
+      throw new Error(`Baton: no migrations/meta/_journal.json above ${from}; ship the migrations/ folder next to package.json`);
     }
   }
 }

@@ -24,7 +24,13 @@ export interface RevocationMark {
  * undefined when the tenant holds no such DR. Takes the row lock, so a
  * concurrent revocation waits and then sees the first one's mark.
  */
-export async function markRevoked(db: Db, tenantId: string, hash: string, at: Date, reason: string | null): Promise<RevocationMark | undefined> {
+export async function markRevoked(
+  db: Db,
+  tenantId: string,
+  hash: string,
+  at: Date,
+  reason: string | null,
+): Promise<RevocationMark | undefined> {
   const [set] = await db
     .update(delegations)
     .set({ revokedAt: at, revokedReason: reason })
@@ -50,7 +56,11 @@ export async function countDescendants(db: Db, tenantId: string, hash: string): 
 }
 
 /** The first 'delegation.revoked' receipt of a DR in a tenant (the one the original revocation wrote). */
-export async function revocationReceipt(db: Db, tenantId: string, hash: string): Promise<{ id: number; kid: string; jws: string } | undefined> {
+export async function revocationReceipt(
+  db: Db,
+  tenantId: string,
+  hash: string,
+): Promise<{ id: number; kid: string; jws: string } | undefined> {
   const [row] = await db
     .select({ id: receipts.id, kid: receipts.kid, jws: receipts.jws })
     .from(receipts)

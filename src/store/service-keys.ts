@@ -36,9 +36,7 @@ export async function retireActiveServiceKey(db: Db, at: Date): Promise<string |
 }
 
 /** Every signing key, current first, then retired ones newest first. Public columns only. */
-export async function listServiceKeys(
-  db: Db,
-): Promise<Pick<ServiceKey, 'kid' | 'publicKey' | 'createdAt' | 'retiredAt'>[]> {
+export async function listServiceKeys(db: Db): Promise<Pick<ServiceKey, 'kid' | 'publicKey' | 'createdAt' | 'retiredAt'>[]> {
   return db
     .select({
       kid: serviceKeys.kid,
@@ -63,11 +61,7 @@ export async function insertCustodialKeyIfAbsent(
   db: Db,
   row: { tenantId: string; did: string; encryptedSeed: string },
 ): Promise<CustodialKey | undefined> {
-  const [inserted] = await db
-    .insert(custodialKeys)
-    .values(row)
-    .onConflictDoNothing({ target: custodialKeys.tenantId })
-    .returning();
+  const [inserted] = await db.insert(custodialKeys).values(row).onConflictDoNothing({ target: custodialKeys.tenantId }).returning();
   return inserted;
 }
 

@@ -6,7 +6,10 @@ import { newId } from './ids.js';
 import { tenants, trustedRoots, type Tenant, type TrustedRoot } from './schema/index.js';
 
 export async function createTenant(db: Db, name: string): Promise<Tenant> {
-  const [row] = await db.insert(tenants).values({ id: newId('ten'), name }).returning();
+  const [row] = await db
+    .insert(tenants)
+    .values({ id: newId('ten'), name })
+    .returning();
   if (!row) throw new Error('createTenant: INSERT … RETURNING gave no row');
   return row;
 }

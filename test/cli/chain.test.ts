@@ -21,10 +21,18 @@ const short = (hash: string) => `${hash.slice(0, 15)}…${hash.slice(-4)}`;
 
 async function withSibling() {
   const c = await storedChain(live);
-  const sibling = createSubDelegation({ parent: c.root, issuer: c.a, audience: generateKeyPair().did, policy: { allowed_tools: ['fetch'], max_calls: 2, max_cost_usd: 0.2 } });
+  const sibling = createSubDelegation({
+    parent: c.root,
+    issuer: c.a,
+    audience: generateKeyPair().did,
+    policy: { allowed_tools: ['fetch'], max_calls: 2, max_cost_usd: 0.2 },
+  });
   await new BatonClient({ baseUrl: live.baseUrl }).submit(sibling);
   const jtis = [await c.call(), await c.call()];
-  await new BatonClient({ baseUrl: live.baseUrl, apiKey: live.tenant.keys.report }).reportActual(jtis[0]!, { cost_usd: 0.3, source: 'api-usage' });
+  await new BatonClient({ baseUrl: live.baseUrl, apiKey: live.tenant.keys.report }).reportActual(jtis[0]!, {
+    cost_usd: 0.3,
+    source: 'api-usage',
+  });
   return { ...c, sibling };
 }
 

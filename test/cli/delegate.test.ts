@@ -36,7 +36,18 @@ const payloadOf = (jws: string) => decodeJws(jws, 'test').payload as Record<stri
 async function rootChain(policyFlags: string[] = ['--tools', 'search,fetch', '--max-calls', '10', '--max-cost', '1']) {
   const a = generateKeyPair();
   const out = join(dir, `root-${a.did.slice(-6)}.json`);
-  const r = await run(['delegate', '--key', keyFile(live.tenant.root, 'operator.json'), '--to', a.did, ...policyFlags, '--out', out, '--submit', ...S]);
+  const r = await run([
+    'delegate',
+    '--key',
+    keyFile(live.tenant.root, 'operator.json'),
+    '--to',
+    a.did,
+    ...policyFlags,
+    '--out',
+    out,
+    '--submit',
+    ...S,
+  ]);
   expect(r.code, r.err).toBe(0);
   return { a, aFile: keyFile(a, `a-${a.did.slice(-6)}.json`), chainFile: out, hash: r.out.split('\n')[0]!.trim() };
 }
@@ -45,11 +56,48 @@ describe('baton delegate: root', () => {
   it('from flags: prints the JWS, signed by --key, with the policy and a 1 hour default lifetime', async () => {
     const op = generateKeyPair();
     const to = generateKeyPair().did;
-    const r = await run(['delegate', '--key', keyFile(op, 'op.json'), '--to', to, '--tools', 'search, fetch', '--max-calls', '5', '--max-cost', '0.25', '--max-spend', '10', '--max-depth', '2', '--resources', 'mcp://docs/*', '--data-classes', 'public', '--pii']);
+    const r = await run([
+      'delegate',
+      '--key',
+      keyFile(op, 'op.json'),
+      '--to',
+      to,
+      '--tools',
+      'search, fetch',
+      '--max-calls',
+      '5',
+      '--max-cost',
+      '0.25',
+      '--max-spend',
+      '10',
+      '--max-depth',
+      '2',
+      '--resources',
+      'mcp://docs/*',
+      '--data-classes',
+      'public',
+      '--pii',
+    ]);
     expect(r.code, r.err).toBe(0);
     const p = payloadOf(r.out.trim());
-    expect(p).toMatchObject({ iss: op.did, sub: op.did, aud: to, drs_type: 'delegation-receipt', drs_root_type: 'organisation', cmd: '/mcp/tools/call' });
-    expect(p['policy']).toEqual({ allowed_tools: ['search', 'fetch'], max_calls: 5, max_cost_usd: 0.25, max_spend_usd: 10, max_depth: 2, allowed_resources: ['mcp://docs/*'], allowed_data_classes: ['public'], pii_access: true });
+    expect(p).toMatchObject({
+      iss: op.did,
+      sub: op.did,
+      aud: to,
+      drs_type: 'delegation-receipt',
+      drs_root_type: 'organisation',
+      cmd: '/mcp/tools/call',
+    });
+    expect(p['policy']).toEqual({
+      allowed_tools: ['search', 'fetch'],
+      max_calls: 5,
+      max_cost_usd: 0.25,
+      max_spend_usd: 10,
+      max_depth: 2,
+      allowed_resources: ['mcp://docs/*'],
+      allowed_data_classes: ['public'],
+      pii_access: true,
+    });
     expect((p['exp'] as number) - (p['iat'] as number)).toBe(3600);
     expect(r.err).toMatch(/signed root delegation/);
   });
@@ -86,7 +134,20 @@ describe('baton delegate: root', () => {
 
   it('--submit with the server down: exit 3, and --out still not written', async () => {
     const out = join(dir, 'never.json');
-    const r = await run(['delegate', '--key', keyFile(generateKeyPair(), 'o3.json'), '--to', generateKeyPair().did, '--tools', 'x', '--submit', '--out', out, '--server', await closedPortUrl()]);
+    const r = await run([
+      'delegate',
+      '--key',
+      keyFile(generateKeyPair(), 'o3.json'),
+      '--to',
+      generateKeyPair().did,
+      '--tools',
+      'x',
+      '--submit',
+      '--out',
+      out,
+      '--server',
+      await closedPortUrl(),
+    ]);
     expect(r.code).toBe(3);
     expect(() => readFileSync(out)).toThrow();
   });
@@ -97,7 +158,25 @@ describe('baton delegate: sub-delegation', () => {
     const { aFile, chainFile } = await rootChain();
     const b = generateKeyPair();
     const out = join(dir, 'b.chain.json');
-    const r = await run(['delegate', '--key', aFile, '--to', b.did, '--parent', chainFile, '--tools', 'search', '--max-calls', '3', '--max-cost', '0.5', '--out', out, '--submit', ...S]);
+    const r = await run([
+      'delegate',
+      '--key',
+      aFile,
+      '--to',
+      b.did,
+      '--parent',
+      chainFile,
+      '--tools',
+      'search',
+      '--max-calls',
+      '3',
+      '--max-cost',
+      '0.5',
+      '--out',
+      out,
+      '--submit',
+      ...S,
+    ]);
     expect(r.code, r.err).toBe(0);
     const receipts = JSON.parse(readFileSync(out, 'utf8')).receipts as string[];
     expect(receipts).toHaveLength(2);
@@ -111,7 +190,21 @@ describe('baton delegate: sub-delegation', () => {
 
   it('refuses an escalation before signing: exit 1, every violation, what to do, nothing stored', async () => {
     const { aFile, chainFile, hash } = await rootChain();
-    const r = await run(['delegate', '--key', aFile, '--to', generateKeyPair().did, '--parent', chainFile, '--tools', 'search,shell', '--max-calls', '20', '--submit', ...S]);
+    const r = await run([
+      'delegate',
+      '--key',
+      aFile,
+      '--to',
+      generateKeyPair().did,
+      '--parent',
+      chainFile,
+      '--tools',
+      'search,shell',
+      '--max-calls',
+      '20',
+      '--submit',
+      ...S,
+    ]);
     expect(r.code).toBe(1);
     expect(r.out).toBe('');
     expect(r.err).toMatch(/^REFUSED: baton delegate: POLICY_ESCALATION \(block D\)/);
@@ -125,27 +218,93 @@ describe('baton delegate: sub-delegation', () => {
     const tree = await new BatonClient({ baseUrl: live.baseUrl, apiKey: live.tenant.keys.audit }).getTree(hash);
     expect(tree.count).toBe(1);
 
-    const j = await run(['delegate', '--key', aFile, '--to', generateKeyPair().did, '--parent', chainFile, '--tools', 'search', '--max-calls', '3', '--max-cost', '1', '--pii', '--json']);
+    const j = await run([
+      'delegate',
+      '--key',
+      aFile,
+      '--to',
+      generateKeyPair().did,
+      '--parent',
+      chainFile,
+      '--tools',
+      'search',
+      '--max-calls',
+      '3',
+      '--max-cost',
+      '1',
+      '--pii',
+      '--json',
+    ]);
     expect(j.code).toBe(1);
-    expect(JSON.parse(j.out)).toMatchObject({ error: { code: 'POLICY_ESCALATION', details: { block: 'D', violations: [{ field: 'policy.pii_access' }] } } });
+    expect(JSON.parse(j.out)).toMatchObject({
+      error: { code: 'POLICY_ESCALATION', details: { block: 'D', violations: [{ field: 'policy.pii_access' }] } },
+    });
   });
 
   it('refuses a hand-off not signed by the parent holder, and a child outliving its parent', async () => {
     const { chainFile } = await rootChain();
-    const wrong = await run(['delegate', '--key', keyFile(generateKeyPair(), 'w.json'), '--to', generateKeyPair().did, '--parent', chainFile, '--tools', 'search', '--max-calls', '1', '--max-cost', '1']);
+    const wrong = await run([
+      'delegate',
+      '--key',
+      keyFile(generateKeyPair(), 'w.json'),
+      '--to',
+      generateKeyPair().did,
+      '--parent',
+      chainFile,
+      '--tools',
+      'search',
+      '--max-calls',
+      '1',
+      '--max-cost',
+      '1',
+    ]);
     expect(wrong.code).toBe(1);
     expect(wrong.err).toMatch(/ISSUER_AUDIENCE_GAP/);
     expect(wrong.err).toMatch(/Only the holder of the parent delegation/);
 
     const { aFile, chainFile: c2 } = await rootChain();
-    const late = await run(['delegate', '--key', aFile, '--to', generateKeyPair().did, '--parent', c2, '--tools', 'search', '--max-calls', '1', '--max-cost', '1', '--ttl', '7d']);
+    const late = await run([
+      'delegate',
+      '--key',
+      aFile,
+      '--to',
+      generateKeyPair().did,
+      '--parent',
+      c2,
+      '--tools',
+      'search',
+      '--max-calls',
+      '1',
+      '--max-cost',
+      '1',
+      '--ttl',
+      '7d',
+    ]);
     expect(late.code).toBe(1);
     expect(late.err).toMatch(/exp/);
   });
 
   it('--parent <hash> fetches the stored chain (with --server and a read key)', async () => {
     const { aFile, hash } = await rootChain();
-    const r = await run(['delegate', '--key', aFile, '--to', generateKeyPair().did, '--parent', hash, '--tools', 'fetch', '--max-calls', '2', '--max-cost', '0.1', '--json', ...S, '--api-key', live.tenant.keys.audit]);
+    const r = await run([
+      'delegate',
+      '--key',
+      aFile,
+      '--to',
+      generateKeyPair().did,
+      '--parent',
+      hash,
+      '--tools',
+      'fetch',
+      '--max-calls',
+      '2',
+      '--max-cost',
+      '0.1',
+      '--json',
+      ...S,
+      '--api-key',
+      live.tenant.keys.audit,
+    ]);
     expect(r.code, r.err).toBe(0);
     const j = JSON.parse(r.out);
     expect(j.chain).toHaveLength(2);

@@ -37,29 +37,125 @@ describe('the CLI end to end', () => {
     const b = ok(await run(['keygen', '--out', f('b.json')]), 'keygen b').out.trim();
 
     // The operator roots agent A (signed locally, not yet stored), then submits it.
-    ok(await run(['delegate', '--key', operator, '--to', a, '--tools', 'search,fetch', '--max-calls', '10', '--max-cost', '1', '--out', f('a.chain.json')]), 'delegate root');
+    ok(
+      await run([
+        'delegate',
+        '--key',
+        operator,
+        '--to',
+        a,
+        '--tools',
+        'search,fetch',
+        '--max-calls',
+        '10',
+        '--max-cost',
+        '1',
+        '--out',
+        f('a.chain.json'),
+      ]),
+      'delegate root',
+    );
     const stored = ok(await run(['submit', f('a.chain.json'), ...S]), 'submit');
     expect(stored.out).toMatch(/^STORED: 1 delegation record/);
 
     // A tries to hand B more than it has: refused before anything is signed.
-    const escalation = await run(['delegate', '--key', f('a.json'), '--to', b, '--parent', f('a.chain.json'), '--tools', 'search,shell', '--max-calls', '3', '--max-cost', '0.5']);
+    const escalation = await run([
+      'delegate',
+      '--key',
+      f('a.json'),
+      '--to',
+      b,
+      '--parent',
+      f('a.chain.json'),
+      '--tools',
+      'search,shell',
+      '--max-calls',
+      '3',
+      '--max-cost',
+      '0.5',
+    ]);
     expect(escalation.code).toBe(1);
     expect(escalation.err).toMatch(/POLICY_ESCALATION.*\n.*"shell"/);
 
     // A narrows: search only, 3 calls, 50 cents a call.
-    const sub = ok(await run(['delegate', '--key', f('a.json'), '--to', b, '--parent', f('a.chain.json'), '--tools', 'search', '--max-calls', '3', '--max-cost', '0.5', '--out', f('b.chain.json'), '--submit', ...S]), 'delegate sub');
+    const sub = ok(
+      await run([
+        'delegate',
+        '--key',
+        f('a.json'),
+        '--to',
+        b,
+        '--parent',
+        f('a.chain.json'),
+        '--tools',
+        'search',
+        '--max-calls',
+        '3',
+        '--max-cost',
+        '0.5',
+        '--out',
+        f('b.chain.json'),
+        '--submit',
+        ...S,
+      ]),
+      'delegate sub',
+    );
     const leaf = sub.out.split('\n')[0]!;
     expect(JSON.parse(readFileSync(f('b.chain.json'), 'utf8')).receipts).toHaveLength(2);
 
     // B signs a call; the tool server verifies it.
-    ok(await run(['invoke', '--key', f('b.json'), '--chain', f('b.chain.json'), '--tool', 'search', '--args', '{"query":"q"}', '--cost', '0.25', '--tool-server', 'mcp://search', '--out', f('call.json')]), 'invoke');
+    ok(
+      await run([
+        'invoke',
+        '--key',
+        f('b.json'),
+        '--chain',
+        f('b.chain.json'),
+        '--tool',
+        'search',
+        '--args',
+        '{"query":"q"}',
+        '--cost',
+        '0.25',
+        '--tool-server',
+        'mcp://search',
+        '--out',
+        f('call.json'),
+      ]),
+      'invoke',
+    );
     const tool = new BatonClient({ baseUrl: live.baseUrl, apiKey: live.tenant.keys.verify });
-    const allowed: VerifyResult = await tool.verify(JSON.parse(readFileSync(f('call.json'), 'utf8')), { body: { query: 'q', tool: 'search', estimated_cost_usd: 0.25, pii_access: false, write_access: false }, requireBinding: true });
-    expect(allowed).toMatchObject({ valid: true, binding: 'match', counters: [{ calls_used: 1, max_calls: 10 }, { dr: leaf, calls_used: 1, max_calls: 3 }] });
+    const allowed: VerifyResult = await tool.verify(JSON.parse(readFileSync(f('call.json'), 'utf8')), {
+      body: { query: 'q', tool: 'search', estimated_cost_usd: 0.25, pii_access: false, write_access: false },
+      requireBinding: true,
+    });
+    expect(allowed).toMatchObject({
+      valid: true,
+      binding: 'match',
+      counters: [
+        { calls_used: 1, max_calls: 10 },
+        { dr: leaf, calls_used: 1, max_calls: 3 },
+      ],
+    });
     const jti = (allowed as Extract<VerifyResult, { valid: true }>).invocation_id;
 
     // A tool outside B's policy: signed, then denied with the explanation.
-    const outside = ok(await run(['invoke', '--key', f('b.json'), '--chain', f('b.chain.json'), '--tool', 'fetch', '--cost', '0.1', '--tool-server', 'mcp://search']), 'invoke outside');
+    const outside = ok(
+      await run([
+        'invoke',
+        '--key',
+        f('b.json'),
+        '--chain',
+        f('b.chain.json'),
+        '--tool',
+        'fetch',
+        '--cost',
+        '0.1',
+        '--tool-server',
+        'mcp://search',
+      ]),
+      'invoke outside',
+    );
     const denied = await tool.verify(JSON.parse(outside.out));
     expect(denied).toMatchObject({ valid: false, error: { code: 'POLICY_VIOLATION', block: 'D' } });
 
@@ -86,14 +182,57 @@ describe('the CLI end to end', () => {
     await new BatonClient({ baseUrl: live.baseUrl, apiKey: live.svc.adminKey }).admin.addRoot(live.tenant.id, opDid, 'cli operator');
     const agent = JSON.parse(ok(await runBin(['keygen', '--out', f('agent.json'), '--json']), 'bin keygen agent').out).did as string;
 
-    const root = JSON.parse(ok(await runBin(['delegate', '--key', f('op.json'), '--to', agent, '--policy', '{"allowed_tools":["search"],"max_calls":2}', '--out', f('chain.json'), '--submit', '--json'], env), 'bin delegate').out);
+    const root = JSON.parse(
+      ok(
+        await runBin(
+          [
+            'delegate',
+            '--key',
+            f('op.json'),
+            '--to',
+            agent,
+            '--policy',
+            '{"allowed_tools":["search"],"max_calls":2}',
+            '--out',
+            f('chain.json'),
+            '--submit',
+            '--json',
+          ],
+          env,
+        ),
+        'bin delegate',
+      ).out,
+    );
     expect(root.submitted).toMatchObject({ created: true, tenant_id: live.tenant.id });
 
-    const inv = JSON.parse(ok(await runBin(['invoke', '--key', f('agent.json'), '--chain', f('chain.json'), '--tool', 'search', '--tool-server', 'mcp://search', '--by-reference', '--json'], env), 'bin invoke').out);
+    const inv = JSON.parse(
+      ok(
+        await runBin(
+          [
+            'invoke',
+            '--key',
+            f('agent.json'),
+            '--chain',
+            f('chain.json'),
+            '--tool',
+            'search',
+            '--tool-server',
+            'mcp://search',
+            '--by-reference',
+            '--json',
+          ],
+          env,
+        ),
+        'bin invoke',
+      ).out,
+    );
     const tool = new BatonClient({ baseUrl: live.baseUrl, apiKey: live.tenant.keys.verify });
     expect(await tool.verify(inv.bundle)).toMatchObject({ valid: true, invocation_id: inv.jti });
 
-    const report = await runBin(['report', '--jti', inv.jti, '--source', 'unavailable', '--unavailable-reason', 'flat fee', '--json'], { ...env, BATON_API_KEY: live.tenant.keys.report });
+    const report = await runBin(['report', '--jti', inv.jti, '--source', 'unavailable', '--unavailable-reason', 'flat fee', '--json'], {
+      ...env,
+      BATON_API_KEY: live.tenant.keys.report,
+    });
     expect(JSON.parse(ok(report, 'bin report').out)).toMatchObject({ jti: inv.jti, source: 'unavailable' });
 
     const chain = ok(await runBin(['chain', root.hash], { ...env, BATON_API_KEY: live.tenant.keys.audit }), 'bin chain');

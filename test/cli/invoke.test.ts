@@ -29,8 +29,17 @@ function keyFile(key: KeyPair, name = `k-${key.did.slice(-8)}.json`): string {
 async function chain() {
   const a = generateKeyPair();
   const b = generateKeyPair();
-  const root = createRootDelegation({ issuer: live.tenant.root, audience: a.did, policy: { allowed_tools: ['search'], max_cost_usd: 1, max_calls: 5 } });
-  const sub = createSubDelegation({ parent: root, issuer: a, audience: b.did, policy: { allowed_tools: ['search'], max_cost_usd: 0.5, max_calls: 2 } });
+  const root = createRootDelegation({
+    issuer: live.tenant.root,
+    audience: a.did,
+    policy: { allowed_tools: ['search'], max_cost_usd: 1, max_calls: 5 },
+  });
+  const sub = createSubDelegation({
+    parent: root,
+    issuer: a,
+    audience: b.did,
+    policy: { allowed_tools: ['search'], max_cost_usd: 0.5, max_calls: 2 },
+  });
   await new BatonClient({ baseUrl: live.baseUrl }).submit([root, sub]);
   const chainFile = join(dir, `chain-${b.did.slice(-8)}.json`);
   writeFileSync(chainFile, JSON.stringify({ receipts: [root.jws, sub.jws] }));
@@ -46,13 +55,30 @@ const verifier = () => new BatonClient({ baseUrl: live.baseUrl, apiKey: live.ten
 describe('baton invoke', () => {
   it('prints a bundle by value that the service allows; pii/write declared false by default', async () => {
     const c = await chain();
-    const r = await run(['invoke', '--key', c.bFile, '--chain', c.chainFile, '--tool', 'search', '--args', '{"query":"weather"}', '--cost', '0.2', '--tool-server', 'mcp://search']);
+    const r = await run([
+      'invoke',
+      '--key',
+      c.bFile,
+      '--chain',
+      c.chainFile,
+      '--tool',
+      'search',
+      '--args',
+      '{"query":"weather"}',
+      '--cost',
+      '0.2',
+      '--tool-server',
+      'mcp://search',
+    ]);
     expect(r.code, r.err).toBe(0);
     const bundle = JSON.parse(r.out);
     expect(bundle).toMatchObject({ bundle_version: '4.0', receipts: [c.root.jws, c.sub.jws] });
     const inv = decodeJws(bundle.invocation, 't').payload as Record<string, unknown>;
     expect(inv).toMatchObject({
-      iss: c.b.did, drs_type: 'invocation-receipt', tool_server: 'mcp://search', dr_chain: [c.root.hash, c.sub.hash],
+      iss: c.b.did,
+      drs_type: 'invocation-receipt',
+      tool_server: 'mcp://search',
+      dr_chain: [c.root.hash, c.sub.hash],
       args: { tool: 'search', query: 'weather', estimated_cost_usd: 0.2, pii_access: false, write_access: false },
     });
     expect(r.err).toMatch(/signed invocation inv:/);
@@ -62,7 +88,25 @@ describe('baton invoke', () => {
   it('--by-reference leaves receipts empty; JWS files given root first with repeated --chain; --out and --json', async () => {
     const c = await chain();
     const out = join(dir, 'bundle.json');
-    const r = await run(['invoke', '--key', c.bFile, '--chain', c.rootFile, '--chain', c.subFile, '--tool', 'search', '--cost', '0.1', '--tool-server', 'mcp://search', '--by-reference', '--out', out, '--json']);
+    const r = await run([
+      'invoke',
+      '--key',
+      c.bFile,
+      '--chain',
+      c.rootFile,
+      '--chain',
+      c.subFile,
+      '--tool',
+      'search',
+      '--cost',
+      '0.1',
+      '--tool-server',
+      'mcp://search',
+      '--by-reference',
+      '--out',
+      out,
+      '--json',
+    ]);
     expect(r.code, r.err).toBe(0);
     const j = JSON.parse(r.out);
     expect(Object.keys(j).sort()).toEqual(['bundle', 'file', 'hash', 'jti']);
@@ -73,7 +117,25 @@ describe('baton invoke', () => {
 
   it('--chain <hash> fetches the chain from the service; the offline `baton verify` agrees', async () => {
     const c = await chain();
-    const r = await run(['invoke', '--key', c.bFile, '--chain', c.sub.hash, '--tool', 'search', '--cost', '0.1', '--tool-server', 'mcp://search', '--server', live.baseUrl, '--api-key', live.tenant.keys.audit, '--out', join(dir, 'b2.json')]);
+    const r = await run([
+      'invoke',
+      '--key',
+      c.bFile,
+      '--chain',
+      c.sub.hash,
+      '--tool',
+      'search',
+      '--cost',
+      '0.1',
+      '--tool-server',
+      'mcp://search',
+      '--server',
+      live.baseUrl,
+      '--api-key',
+      live.tenant.keys.audit,
+      '--out',
+      join(dir, 'b2.json'),
+    ]);
     expect(r.code, r.err).toBe(0);
     expect(r.out).toMatch(/^inv:/);
     const offline = await run(['verify', join(dir, 'b2.json'), '--trust', live.tenant.root.did]);
@@ -83,7 +145,20 @@ describe('baton invoke', () => {
 
   it('a call outside the policy is signed (the verifier decides) and denied with the explanation', async () => {
     const c = await chain();
-    const r = await run(['invoke', '--key', c.bFile, '--chain', c.chainFile, '--tool', 'shell', '--cost', '0.1', '--write', '--tool-server', 'mcp://search']);
+    const r = await run([
+      'invoke',
+      '--key',
+      c.bFile,
+      '--chain',
+      c.chainFile,
+      '--tool',
+      'shell',
+      '--cost',
+      '0.1',
+      '--write',
+      '--tool-server',
+      'mcp://search',
+    ]);
     expect(r.code).toBe(0);
     const decision = await verifier().verify(JSON.parse(r.out));
     expect(decision).toMatchObject({ valid: false, error: { code: 'POLICY_VIOLATION' } });

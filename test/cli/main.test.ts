@@ -50,13 +50,27 @@ describe('server unreachable: exit 3 with what to check', () => {
 
     const j = await run(['revoke', HASH, '--reason', 'x', '--server', url, '--json']);
     expect(j.code).toBe(3);
-    expect(JSON.parse(j.out)).toMatchObject({ error: { code: 'NETWORK_ERROR', message: expect.stringContaining(url), suggestion: expect.any(String) } });
+    expect(JSON.parse(j.out)).toMatchObject({
+      error: { code: 'NETWORK_ERROR', message: expect.stringContaining(url), suggestion: expect.any(String) },
+    });
   });
 
   it('a server that never answers: TIMEOUT after --timeout, exit 3', async () => {
     const silent = await startSilentServer();
     try {
-      const r = await run(['report', '--jti', 'inv:1', '--source', 'manual-meter', '--cost', '1', '--server', silent.url, '--timeout', '200']);
+      const r = await run([
+        'report',
+        '--jti',
+        'inv:1',
+        '--source',
+        'manual-meter',
+        '--cost',
+        '1',
+        '--server',
+        silent.url,
+        '--timeout',
+        '200',
+      ]);
       expect(r.code).toBe(3);
       expect(r.err).toMatch(/TIMEOUT/);
       expect(r.err).toMatch(/within 200 ms/);

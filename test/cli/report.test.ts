@@ -36,7 +36,13 @@ describe('baton report', () => {
     const jti = await c.call();
     const r = await run(['report', '--jti', jti, '--cost', '0.1', '--source', 'harness-reported', '--json', ...R]);
     expect(r.code).toBe(0);
-    expect(JSON.parse(r.out)).toMatchObject({ jti, cost_usd: 0.1, source: 'harness-reported', declared_usd: 0.5, receipt: { id: expect.any(Number) } });
+    expect(JSON.parse(r.out)).toMatchObject({
+      jti,
+      cost_usd: 0.1,
+      source: 'harness-reported',
+      declared_usd: 0.5,
+      receipt: { id: expect.any(Number) },
+    });
     const conflict = await run(['report', '--jti', jti, '--cost', '0.2', '--source', 'harness-reported', ...R]);
     expect(conflict.code).toBe(1);
     expect(conflict.err).toMatch(/CONFLICT \[HTTP 409\]/);
@@ -55,7 +61,19 @@ describe('baton report', () => {
     const unknown = await run(['report', '--jti', 'inv:unknown', '--cost', '1', '--source', 'manual-meter', ...R]);
     expect(unknown.code).toBe(1);
     expect(unknown.err).toMatch(/NOT_FOUND/);
-    const scope = await run(['report', '--jti', 'inv:unknown', '--cost', '1', '--source', 'manual-meter', '--server', live.baseUrl, '--api-key', live.tenant.keys.audit]);
+    const scope = await run([
+      'report',
+      '--jti',
+      'inv:unknown',
+      '--cost',
+      '1',
+      '--source',
+      'manual-meter',
+      '--server',
+      live.baseUrl,
+      '--api-key',
+      live.tenant.keys.audit,
+    ]);
     expect(scope.code).toBe(1);
     expect(scope.err).toMatch(/FORBIDDEN/);
   });

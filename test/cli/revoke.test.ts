@@ -32,7 +32,12 @@ describe('baton revoke', () => {
 
     const again = await run(['revoke', c.root.hash, '--reason', 'again', ...S, '--api-key', live.tenant.keys.issue, '--json']);
     expect(again.code).toBe(0);
-    expect(JSON.parse(again.out)).toMatchObject({ hash: c.root.hash, already_revoked: true, reason: 'agent A compromised', descendants: 1 });
+    expect(JSON.parse(again.out)).toMatchObject({
+      hash: c.root.hash,
+      already_revoked: true,
+      reason: 'agent A compromised',
+      descendants: 1,
+    });
   });
 
   it('with --key: signs a revocation record; the DR holder itself is refused (exit 1)', async () => {
@@ -43,7 +48,9 @@ describe('baton revoke', () => {
     expect(holder.err).toMatch(/cannot revoke the grant it received/);
 
     // BATON_API_KEY in the environment is not sent on this path.
-    const r = await run(['revoke', c.sub.hash, '--key', writeKeyFile(dir, c.a), '--reason', 'no longer needed', ...S], { BATON_API_KEY: live.tenant.keys.audit });
+    const r = await run(['revoke', c.sub.hash, '--key', writeKeyFile(dir, c.a), '--reason', 'no longer needed', ...S], {
+      BATON_API_KEY: live.tenant.keys.audit,
+    });
     expect(r.code, r.err).toBe(0);
     expect(r.out).toContain(`by           ${c.a.did}`);
     expect(r.err).toMatch(/signing a revocation/);
@@ -65,7 +72,12 @@ describe('baton revoke', () => {
 
   it('unusable input exits 2: no hash, a bad hash, no --reason and no --key, a blank reason', async () => {
     const c = await storedChain(live);
-    for (const argv of [['revoke'], ['revoke', 'dr:abc', '--reason', 'x'], ['revoke', c.sub.hash], ['revoke', c.sub.hash, '--reason', '  ']]) {
+    for (const argv of [
+      ['revoke'],
+      ['revoke', 'dr:abc', '--reason', 'x'],
+      ['revoke', c.sub.hash],
+      ['revoke', c.sub.hash, '--reason', '  '],
+    ]) {
       const r = await run([...argv, ...S]);
       expect(r.code, argv.join(' ')).toBe(2);
     }

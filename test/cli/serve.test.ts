@@ -11,7 +11,8 @@ describe('baton serve', () => {
     const db = await createDatabase();
     const adminKey = `serve-admin-${randomBytes(16).toString('hex')}`;
     const env: Record<string, string> = {};
-    for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('BATON_') && k !== 'DATABASE_URL' && k !== 'PORT') env[k] = v;
+    for (const [k, v] of Object.entries(process.env))
+      if (v !== undefined && !k.startsWith('BATON_') && k !== 'DATABASE_URL' && k !== 'PORT') env[k] = v;
     const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--host', '127.0.0.1', '--database-url', db.url], {
       env: { ...env, BATON_ADMIN_KEY: adminKey, BATON_MASTER_KEY: randomBytes(32).toString('hex'), BATON_LOG_LEVEL: 'error' },
       stdio: ['ignore', 'pipe', 'pipe'],

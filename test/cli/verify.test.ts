@@ -71,7 +71,16 @@ describe('baton verify', () => {
 
   it('works through the installed bin (npx baton) with the same exit codes', async () => {
     const bin = new URL('../../bin/baton.mjs', import.meta.url).pathname;
-    const result = await promisify(execFile)(process.execPath, [bin, 'verify', fixtureFile, '--trust', ALICE, '--at', '1700000010', '--json']).catch((e) => e);
+    const result = await promisify(execFile)(process.execPath, [
+      bin,
+      'verify',
+      fixtureFile,
+      '--trust',
+      ALICE,
+      '--at',
+      '1700000010',
+      '--json',
+    ]).catch((e) => e);
     expect(result.code).toBe(1);
     expect(JSON.parse(result.stdout).error.code).toBe('POLICY_VIOLATION');
   });

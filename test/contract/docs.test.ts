@@ -25,7 +25,7 @@ describe('parseYamlSubset', () => {
       'list:\n- a\n- b: 1\n  c: [x, "y", 3, null]\n-\n  - nested\n- - inline nested\n',
       'k:\n  - {a: 1, b: [2, {c: d}]}\n  - []\n  - {}\n  - {\'q\': "r, s"}\n',
       'lit: |\n  line1\n\n    indented\n  line3\n\nfold: >-\n  a\n  b\n\n  c\nstrip: |-\n  x\nclip: >\n  y\n  z\n\n\nend: 1\n',
-      '"quoted key": v\n\'single\': w # comment\nurl: mcp://x/y\npath/{id}: 2\n$ref: \'#/a/b\'\n',
+      "\"quoted key\": v\n'single': w # comment\nurl: mcp://x/y\npath/{id}: 2\n$ref: '#/a/b'\n",
       '# leading comment\nroot:\n  child:\n    leaf: 1 # trailing\n\n  # inner comment\n  other: 2\nempty:\nafter: 3\n',
       'seq:\n- a\n- b\nnext: c\n',
       '\'200\':\n  description: ok\n"404": x\n',
@@ -51,7 +51,7 @@ describe('parseYamlSubset', () => {
       'a: [1, 2\n',
       'a: {b}\n',
       'a: "\\x41"\n',
-      'a: \'open\n',
+      "a: 'open\n",
     ];
     for (const text of refused) {
       expect(() => parseYamlSubset(text), JSON.stringify(text)).toThrow(YamlSubsetError);

@@ -110,10 +110,11 @@ describe('openapi.yaml is a well-formed contract', () => {
     const refs: string[] = [];
     const walk = (v: Json) => {
       if (Array.isArray(v)) v.forEach(walk);
-      else if (v && typeof v === 'object') for (const [k, x] of Object.entries(v)) {
-        if (k === '$ref' && typeof x === 'string') refs.push(x);
-        else walk(x);
-      }
+      else if (v && typeof v === 'object')
+        for (const [k, x] of Object.entries(v)) {
+          if (k === '$ref' && typeof x === 'string') refs.push(x);
+          else walk(x);
+        }
     };
     walk(contract.spec);
     for (const ref of refs) expect(() => pointer(contract.spec, ref), ref).not.toThrow();
@@ -259,13 +260,18 @@ describe('(b) admin', () => {
     await api('DELETE', `/v1/admin/api-keys/${id}`, { ...admin, app: downApp }, 503);
     // The revoked key lists with revoked_at set.
     const listed = await api('GET', keys, admin, 200);
-    expect((listed.body as { api_keys: { id: string; revoked_at: string | null }[] }).api_keys.find((k) => k.id === id)?.revoked_at).not.toBeNull();
+    expect(
+      (listed.body as { api_keys: { id: string; revoked_at: string | null }[] }).api_keys.find((k) => k.id === id)?.revoked_at,
+    ).not.toBeNull();
   });
 });
 
 // A chain R -> A (root) -> B (mid) -> C (leaf), a tight sibling leaf D under
 // mid, and further branches for revocation.
-const A = generateKeyPair(), B = generateKeyPair(), C = generateKeyPair(), D = generateKeyPair();
+const A = generateKeyPair(),
+  B = generateKeyPair(),
+  C = generateKeyPair(),
+  D = generateKeyPair();
 const rootPolicy: Policy = { allowed_tools: ['web_search', 'file_read'], max_cost_usd: 5, max_calls: 100, max_spend_usd: 50, max_depth: 4 };
 const midPolicy: Policy = { allowed_tools: ['web_search', 'file_read'], max_cost_usd: 2, max_calls: 50, max_spend_usd: 20, max_depth: 3 };
 const leafPolicy: Policy = { allowed_tools: ['web_search'], max_cost_usd: 1, max_calls: 20, max_spend_usd: 10, max_depth: 0 };
@@ -296,7 +302,11 @@ describe('(b) delegations', () => {
     await api('POST', '/v1/delegations', { key: tenant.keys.audit, json: { receipt: root.jws } }, 403);
     const sameJti = createRootDelegation({ issuer: tenant.root, audience: B.did, policy: rootPolicy, iat: T0, jti: root.payload.jti });
     await api('POST', '/v1/delegations', { json: { receipt: sameJti.jws } }, 409);
-    const escalating = createSubDelegationUnchecked(root, { issuer: A, audience: B.did, policy: { allowed_tools: ['web_search', 'delete_db'], max_cost_usd: 50 } });
+    const escalating = createSubDelegationUnchecked(root, {
+      issuer: A,
+      audience: B.did,
+      policy: { allowed_tools: ['web_search', 'delete_db'], max_cost_usd: 50 },
+    });
     const refused = await api('POST', '/v1/delegations', { json: { receipt: escalating.jws } }, 422);
     expect(refused.body.error.details.violations.length).toBeGreaterThan(1);
     await api('POST', '/v1/delegations', { body: OVERSIZE }, 413);
@@ -307,7 +317,21 @@ describe('(b) delegations', () => {
     const path = '/v1/delegations/issue';
     const key = tenant.keys.issue;
     await api('POST', path, { key, json: { audience: A.did, policy: { allowed_tools: ['web_search'], max_calls: 3 } } }, 201);
-    await api('POST', path, { key, json: { audience: A.did, policy: {}, exp: null, root_type: 'human', consent: { method: 'click', timestamp: '2027-01-15T08:00:00Z' } } }, 201);
+    await api(
+      'POST',
+      path,
+      {
+        key,
+        json: {
+          audience: A.did,
+          policy: {},
+          exp: null,
+          root_type: 'human',
+          consent: { method: 'click', timestamp: '2027-01-15T08:00:00Z' },
+        },
+      },
+      201,
+    );
     await api('POST', path, { key, json: { audience: 'bob', policy: { surprise: 1 } } }, 400);
     await api('POST', path, { json: { audience: A.did, policy: {} } }, 401);
     await api('POST', path, { key: tenant.keys.audit, json: { audience: A.did, policy: {} } }, 403);
@@ -343,10 +367,21 @@ describe('(b) verify', () => {
     const second = invocation([root, mid, leaf], C);
     await api('POST', '/v1/verify', { key, json: makeBundle(second, [root, mid, leaf], 'reference') }, 200);
     unavailableJti = second.payload.jti;
-    await api('POST', '/v1/verify', { key, json: { ...makeBundle(invocation([root, mid, leaf], C), [root, mid, leaf], 'reference'), dry_run: true, body: SAFE_ARGS } }, 200);
+    await api(
+      'POST',
+      '/v1/verify',
+      { key, json: { ...makeBundle(invocation([root, mid, leaf], C), [root, mid, leaf], 'reference'), dry_run: true, body: SAFE_ARGS } },
+      200,
+    );
     // Through the tight leaf: NEAR_LIMIT warnings, then exhaustion.
-    for (let i = 0; i < 2; i++) await api('POST', '/v1/verify', { key, json: makeBundle(invocation([root, mid, tight], D), [root, mid, tight], 'reference') }, 200);
-    const exhausted = await api('POST', '/v1/verify', { key, json: makeBundle(invocation([root, mid, tight], D), [root, mid, tight], 'reference') }, 403);
+    for (let i = 0; i < 2; i++)
+      await api('POST', '/v1/verify', { key, json: makeBundle(invocation([root, mid, tight], D), [root, mid, tight], 'reference') }, 200);
+    const exhausted = await api(
+      'POST',
+      '/v1/verify',
+      { key, json: makeBundle(invocation([root, mid, tight], D), [root, mid, tight], 'reference') },
+      403,
+    );
     expect(exhausted.body.error.block).toBe('G');
     // A deny with every violation, recorded for auditors.
     const bad = invocation([root, mid, leaf], C, { tool: 'delete_db', estimated_cost_usd: 9, pii_access: false, write_access: false });
@@ -362,7 +397,15 @@ describe('(b) verify', () => {
     await api('POST', '/v1/verify', { key, json: { dry_run: 'yes' } }, 400);
     await api('POST', '/v1/verify', { json: makeBundle(first, [root, mid, leaf]) }, 401);
     // An embedded, unstored root reusing a stored root's jti cannot be stored.
-    const clash = createRootDelegation({ issuer: tenant.root, audience: A.did, policy: rootPolicy, iat: T0 + 1, nbf: T0 - 100, exp: T0 + 7200, jti: root.payload.jti });
+    const clash = createRootDelegation({
+      issuer: tenant.root,
+      audience: A.did,
+      policy: rootPolicy,
+      iat: T0 + 1,
+      nbf: T0 - 100,
+      exp: T0 + 7200,
+      jti: root.payload.jti,
+    });
     await api('POST', '/v1/verify', { key, json: makeBundle(invocation([clash], A), [clash]) }, 409);
     await api('POST', '/v1/verify', { key, body: OVERSIZE }, 413);
     await api('POST', '/v1/verify', { key, json: makeBundle(first, [root, mid, leaf]), app: downApp }, 503);
@@ -377,7 +420,15 @@ describe('(b) verify', () => {
     await api('POST', '/verify', { key, json: { body: SAFE_ARGS }, headers: { 'x-drs-bundle': header } }, 403);
     await api('POST', '/verify', { key, json: {}, headers: { 'x-drs-bundle': '%%%' } }, 400);
     await api('POST', '/verify', { json: {}, headers: { 'x-drs-bundle': header } }, 401);
-    const clash = createRootDelegation({ issuer: tenant.root, audience: A.did, policy: rootPolicy, iat: T0 + 2, nbf: T0 - 100, exp: T0 + 7200, jti: mid.payload.jti });
+    const clash = createRootDelegation({
+      issuer: tenant.root,
+      audience: A.did,
+      policy: rootPolicy,
+      iat: T0 + 2,
+      nbf: T0 - 100,
+      exp: T0 + 7200,
+      jti: mid.payload.jti,
+    });
     await api('POST', '/verify', { key, json: makeBundle(invocation([clash], A), [clash]) }, 409);
     await api('POST', '/verify', { key, body: OVERSIZE }, 413);
     await api('POST', '/verify', { key, json: {}, headers: { 'x-drs-bundle': header }, app: downApp }, 503);
@@ -393,7 +444,12 @@ describe('(b) invocations and actuals', () => {
     await api('POST', path, { key, json: actual }, 200);
     const conflict = await api('POST', path, { key, json: { ...actual, cost_usd: 0.41 } }, 409);
     expect(conflict.body.error.details.stored).toBeDefined();
-    await api('POST', `/v1/invocations/${unavailableJti}/actuals`, { key, json: { source: 'unavailable', unavailable_reason: 'meter offline' } }, 201);
+    await api(
+      'POST',
+      `/v1/invocations/${unavailableJti}/actuals`,
+      { key, json: { source: 'unavailable', unavailable_reason: 'meter offline' } },
+      201,
+    );
     await api('POST', path, { key, json: { cost_usd: 0.4 } }, 400);
     await api('POST', path, { json: actual }, 401);
     await api('POST', path, { key: tenant.keys.audit, json: actual }, 403);
@@ -452,7 +508,9 @@ describe('(b) receipts', () => {
 describe('(b) revocation', () => {
   it('POST /v1/delegations/{hash}/revoke: with a key, with a signature, as admin, and refusals', async () => {
     const key = tenant.keys.issue;
-    const E = generateKeyPair(), F = generateKeyPair(), G = generateKeyPair();
+    const E = generateKeyPair(),
+      F = generateKeyPair(),
+      G = generateKeyPair();
     const byAdmin = createSubDelegation({ parent: mid, issuer: B, audience: E.did, policy: leafPolicy, iat: T0 });
     const bySignature = createSubDelegation({ parent: mid, issuer: B, audience: F.did, policy: leafPolicy, iat: T0 });
     const unrevoked = createSubDelegation({ parent: mid, issuer: B, audience: G.did, policy: leafPolicy, iat: T0 });
@@ -468,7 +526,10 @@ describe('(b) revocation', () => {
     const asAdmin = await api('POST', revoke(byAdmin.hash), { key: svc.adminKey, json: confirm }, 200);
     expect(asAdmin.body.tenants).toHaveLength(1);
     const revocation = (signer: KeyPair, target: string) =>
-      signJws({ iss: signer.did, drs_v: '4.0', drs_type: 'revocation', target, iat: T0, jti: `rev:contract-${++seq}`, reason: 'signed' }, signer.seed);
+      signJws(
+        { iss: signer.did, drs_v: '4.0', drs_type: 'revocation', target, iat: T0, jti: `rev:contract-${++seq}`, reason: 'signed' },
+        signer.seed,
+      );
     await api('POST', revoke(bySignature.hash), { json: { revocation: revocation(B, bySignature.hash) } }, 200);
 
     await api('POST', revoke(unrevoked.hash), { key, json: { confirm: false, reason: 'x' } }, 400);
@@ -486,7 +547,12 @@ describe('(b) revocation', () => {
     await api('POST', revoke(unrevoked.hash), { key, json: confirm, app: downApp }, 503);
 
     // The effect, through the documented reads.
-    const denied = await api('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(invocation([root, mid, tight], D), [root, mid, tight], 'reference') }, 403);
+    const denied = await api(
+      'POST',
+      '/v1/verify',
+      { key: tenant.keys.verify, json: makeBundle(invocation([root, mid, tight], D), [root, mid, tight], 'reference') },
+      403,
+    );
     expect(denied.body.error.code).toBe('RECEIPT_REVOKED');
     const view = await api('GET', `/v1/delegations/${tight.hash}`, { key: tenant.keys.audit }, 200);
     expect(view.body).toMatchObject({ status: 'revoked', revoked_by: tight.hash, revoked_reason: 'contract test' });
@@ -498,7 +564,13 @@ describe('(b) revocation', () => {
 // ---------------------------------------------------------------- (c) auth
 
 function concretePath(template: string): string {
-  const values: Record<string, string> = { hash: UNKNOWN_HASH, jti: 'inv:contract-none', tenant: '', did: 'did:key:z6MkContractNone', id: 'key_contract_none' };
+  const values: Record<string, string> = {
+    hash: UNKNOWN_HASH,
+    jti: 'inv:contract-none',
+    tenant: '',
+    did: 'did:key:z6MkContractNone',
+    id: 'key_contract_none',
+  };
   return template.replace(/\{([^}]+)\}/g, (_m, name: string) => {
     if (name === 'tenant') return tenant.id;
     const v = values[name];
@@ -532,7 +604,10 @@ describe('(c) authentication and scopes match the spec', () => {
       for (const [scope, key] of keys) {
         const res = await api(o.method.toUpperCase(), concretePath(o.path), { key, ...(o.op.requestBody ? { json: {} } : {}) });
         const forbidden = res.status === 403 && res.body?.error?.code === 'FORBIDDEN';
-        expect(forbidden, `${o.id} with a${scope === 'admin' ? 'n' : ''} ${scope} key: ${res.status} ${JSON.stringify(res.body).slice(0, 300)}`).toBe(!scopes.includes(scope));
+        expect(
+          forbidden,
+          `${o.id} with a${scope === 'admin' ? 'n' : ''} ${scope} key: ${res.status} ${JSON.stringify(res.body).slice(0, 300)}`,
+        ).toBe(!scopes.includes(scope));
         const required = res.body?.error?.details?.required_scopes as string[] | undefined;
         if (forbidden && required) expect([...required].sort(), `${o.id}: required_scopes`).toEqual([...scopes].sort());
       }
@@ -555,4 +630,3 @@ describe('coverage', () => {
     expect(missing, 'documented but never observed').toEqual([]);
   });
 });
-

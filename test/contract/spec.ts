@@ -111,9 +111,7 @@ export class Contract {
   operationFor(method: string, rawPath: string): OperationRef {
     const path = rawPath.split('?')[0]!;
     const m = method.toLowerCase();
-    const candidates = this.matchers
-      .filter((t) => t.regex.test(path) && this.spec.paths[t.path][m])
-      .sort((a, b) => a.params - b.params);
+    const candidates = this.matchers.filter((t) => t.regex.test(path) && this.spec.paths[t.path][m]).sort((a, b) => a.params - b.params);
     const best = candidates[0];
     if (!best) throw new Error(`openapi.yaml documents no operation for ${method} ${path}`);
     return this.operations.find((o) => o.path === best.path && o.method === m)!;
@@ -149,7 +147,9 @@ export class Contract {
       this.validators.set(cacheKey, validate);
     }
     if (validate(body)) return [];
-    return [`${key}: body does not match the schema: ${this.ajv.errorsText(validate.errors, { separator: '; ' })}\n  body: ${JSON.stringify(body).slice(0, 1500)}`];
+    return [
+      `${key}: body does not match the schema: ${this.ajv.errorsText(validate.errors, { separator: '; ' })}\n  body: ${JSON.stringify(body).slice(0, 1500)}`,
+    ];
   }
 
   /** Checks a request body the app accepted against the documented request schema. */
@@ -165,7 +165,9 @@ export class Contract {
       validate = this.compile(schema);
       this.validators.set(cacheKey, validate);
     }
-    return validate(body) ? [] : [`${op.id}: an accepted request body does not match the documented schema: ${this.ajv.errorsText(validate.errors)}`];
+    return validate(body)
+      ? []
+      : [`${op.id}: an accepted request body does not match the documented schema: ${this.ajv.errorsText(validate.errors)}`];
   }
 }
 

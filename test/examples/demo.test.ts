@@ -37,7 +37,10 @@ describe('baton demo', () => {
       '7. The auditor prints the chain',
     ];
     const at = steps.map((s) => out.indexOf(s));
-    expect(at.every((i) => i >= 0), out).toBe(true);
+    expect(
+      at.every((i) => i >= 0),
+      out,
+    ).toBe(true);
     expect([...at].sort((a, b) => a - b)).toEqual(at);
     const section = (n: number) => out.slice(at[n - 1], n < steps.length ? at[n] : undefined);
 

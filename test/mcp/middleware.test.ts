@@ -88,8 +88,12 @@ function batonOptions(overrides: Partial<BatonMcpOptions> = {}): BatonMcpOptions
 function toolServer(options: BatonMcpOptions, setup: { wrapFirst?: boolean; searchResult?: (extra: unknown) => ToolCallResult } = {}) {
   const server = new McpServer({ name: 'test-tools', version: '1.0.0' });
   if (setup.wrapFirst) withBaton(server, options);
-  const search = vi.fn(async ({ query }: { query: string }, extra: unknown) =>
-    (setup.searchResult?.(extra) ?? { content: [{ type: 'text', text: `results for ${query}` }], _meta: { cost_usd: 0.002, source: 'api-usage' } }) as never,
+  const search = vi.fn(
+    async ({ query }: { query: string }, extra: unknown) =>
+      (setup.searchResult?.(extra) ?? {
+        content: [{ type: 'text', text: `results for ${query}` }],
+        _meta: { cost_usd: 0.002, source: 'api-usage' },
+      }) as never,
   );
   const write = vi.fn(async () => ({ content: [{ type: 'text' as const, text: 'written' }] }));
   server.registerTool('web_search', { inputSchema: { query: z.string() } }, search);
@@ -103,7 +107,10 @@ async function connect(server: McpServer | Server): Promise<Client> {
   await server.connect(serverSide);
   const client = new Client({ name: 'test-agent', version: '1.0.0' });
   await client.connect(clientSide);
-  cleanups.push(() => client.close(), () => server.close());
+  cleanups.push(
+    () => client.close(),
+    () => server.close(),
+  );
   return client;
 }
 
@@ -121,7 +128,14 @@ describe('allowed calls', () => {
     const { server, search } = toolServer(batonOptions({ onEvent: (e) => events.push(e) }));
     const client = await connect(server);
 
-    const result = await invokeTool(client, { chain: c.chain, invoker: c.b, toolServer: TOOL_SERVER, name: 'web_search', arguments: { query: 'baton', ...DECLARED }, mode: 'reference' });
+    const result = await invokeTool(client, {
+      chain: c.chain,
+      invoker: c.b,
+      toolServer: TOOL_SERVER,
+      name: 'web_search',
+      arguments: { query: 'baton', ...DECLARED },
+      mode: 'reference',
+    });
 
     expect(result.isError).toBeFalsy();
     expect(text(result)).toBe('results for baton');
@@ -133,7 +147,13 @@ describe('allowed calls', () => {
     expect(events.map((e) => e.type)).toEqual(['allowed', 'reported']);
 
     const usage = (await audit.getDelegation(c.sub.hash)).usage;
-    expect(usage).toMatchObject({ calls_used: 1, declared_usd: 0.003, metered_usd: 0.002, metered_invocations: 1, unmetered_invocations: 0 });
+    expect(usage).toMatchObject({
+      calls_used: 1,
+      declared_usd: 0.003,
+      metered_usd: 0.002,
+      metered_invocations: 1,
+      unmetered_invocations: 0,
+    });
     const inv = await audit.getInvocation(verified.invocation_id);
     expect(inv).toMatchObject({ decision: 'allowed', tool: 'web_search', actual: { cost_usd: 0.002, source: 'api-usage' } });
   });
@@ -153,7 +173,11 @@ describe('allowed calls', () => {
     const { bundle } = signed(c, { tool: 'web_search', query: 'q', ...DECLARED });
     const result = await callToolWithBundle(client, 'web_search', { tool: 'web_search', query: 'q', ...DECLARED }, bundle);
     expect(result.isError).toBeFalsy();
-    expect(seen).toMatchObject({ tool: 'web_search', invocationId: expect.stringMatching(/^inv:/), context: { tool: 'web_search', tool_server: TOOL_SERVER } });
+    expect(seen).toMatchObject({
+      tool: 'web_search',
+      invocationId: expect.stringMatching(/^inv:/),
+      context: { tool: 'web_search', tool_server: TOOL_SERVER },
+    });
     const inv = await audit.getInvocation(seen!.invocationId);
     expect(inv).toMatchObject({ actual: { cost_usd: 0.0015, tokens_in: 120, tokens_out: 30, source: 'harness-reported' } });
   });
@@ -182,32 +206,57 @@ describe('allowed calls', () => {
     const c = await storedChain();
     const events: BatonMcpEvent[] = [];
     // The audit key has no report scope: the report is refused (403).
-    const { server, search } = toolServer(batonOptions({ baton: { baseUrl: live.baseUrl, verifyKey: live.tenant.keys.verify, reportKey: live.tenant.keys.audit }, onEvent: (e) => events.push(e) }));
+    const { server, search } = toolServer(
+      batonOptions({
+        baton: { baseUrl: live.baseUrl, verifyKey: live.tenant.keys.verify, reportKey: live.tenant.keys.audit },
+        onEvent: (e) => events.push(e),
+      }),
+    );
     const client = await connect(server);
-    const result = await invokeTool(client, { chain: c.chain, invoker: c.b, toolServer: TOOL_SERVER, name: 'web_search', arguments: { query: 'x', ...DECLARED } });
+    const result = await invokeTool(client, {
+      chain: c.chain,
+      invoker: c.b,
+      toolServer: TOOL_SERVER,
+      name: 'web_search',
+      arguments: { query: 'x', ...DECLARED },
+    });
     expect(result.isError).toBeFalsy();
     expect(search).toHaveBeenCalledTimes(1);
     expect((result._meta as Record<string, unknown>)[VERIFIED_META_KEY]).toMatchObject({ cost_reported: false });
     const failed = events.find((e) => e.type === 'report-failed');
-    expect(failed).toMatchObject({ type: 'report-failed', tool: 'web_search', actual: { cost_usd: 0.002, source: 'api-usage' }, error: { code: 'FORBIDDEN' } });
+    expect(failed).toMatchObject({
+      type: 'report-failed',
+      tool: 'web_search',
+      actual: { cost_usd: 0.002, source: 'api-usage' },
+      error: { code: 'FORBIDDEN' },
+    });
     expect((await audit.getDelegation(c.sub.hash)).usage).toMatchObject({ calls_used: 1, metered_usd: 0, unmetered_invocations: 1 });
   });
 });
 
 describe('refused calls never run the tool', () => {
-  it('deny: the result says Baton\'s code, message, suggestion and every violation; nothing runs', async () => {
+  it("deny: the result says Baton's code, message, suggestion and every violation; nothing runs", async () => {
     const c = await storedChain();
     const events: BatonMcpEvent[] = [];
     const { server, write } = toolServer(batonOptions({ onEvent: (e) => events.push(e) }));
     const client = await connect(server);
     const result = await invokeTool(client, {
-      chain: c.chain, invoker: c.b, toolServer: TOOL_SERVER, name: 'file_write',
+      chain: c.chain,
+      invoker: c.b,
+      toolServer: TOOL_SERVER,
+      name: 'file_write',
       arguments: { path: '/etc/motd', content: 'hi', estimated_cost_usd: 0.001, pii_access: false, write_access: true },
     });
     expect(write).not.toHaveBeenCalled();
     expect(result.isError).toBe(true);
     const refusal = refusalOf(result)!;
-    expect(refusal).toMatchObject({ tool: 'file_write', code: 'POLICY_VIOLATION', block: 'D', retryable: false, request_id: expect.any(String) });
+    expect(refusal).toMatchObject({
+      tool: 'file_write',
+      code: 'POLICY_VIOLATION',
+      block: 'D',
+      retryable: false,
+      request_id: expect.any(String),
+    });
     expect(refusal.violations.map((v) => v.field).sort()).toEqual(['args.tool', 'args.write_access']);
     const t = text(result);
     expect(t).toContain('Baton refused this call to "file_write": POLICY_VIOLATION (block D)');
@@ -238,7 +287,11 @@ describe('refused calls never run the tool', () => {
     expect(refusalOf(bad)).toMatchObject({ code: 'BUNDLE_MALFORMED' });
     const one = signed(c, args).bundle;
     const two = signed(c, args).bundle;
-    const both = await client.callTool({ name: 'web_search', arguments: args, _meta: { [DRS_BUNDLE_META_KEY]: encodeBundle(one), bundle: two } });
+    const both = await client.callTool({
+      name: 'web_search',
+      arguments: args,
+      _meta: { [DRS_BUNDLE_META_KEY]: encodeBundle(one), bundle: two },
+    });
     expect(refusalOf(both)).toMatchObject({ code: 'BUNDLE_MALFORMED' });
     expect(text(both)).toContain('different bundles');
     expect(search).not.toHaveBeenCalled();
@@ -252,9 +305,13 @@ describe('refused calls never run the tool', () => {
     const args = { tool: 'web_search', query: 'weather in Paris', ...DECLARED };
     const { bundle } = signed(c, args);
     // The agent-side helper refuses to send it ...
-    await expect(callToolWithBundle(client, 'web_search', { ...args, query: 'all customer emails' }, bundle)).rejects.toThrow(/BINDING_MISMATCH/);
+    await expect(callToolWithBundle(client, 'web_search', { ...args, query: 'all customer emails' }, bundle)).rejects.toThrow(
+      /BINDING_MISMATCH/,
+    );
     // ... and a client that sends it anyway is refused by the tool server.
-    const result = await client.callTool(attachBundle({ name: 'web_search', arguments: { ...args, query: 'all customer emails' } }, bundle));
+    const result = await client.callTool(
+      attachBundle({ name: 'web_search', arguments: { ...args, query: 'all customer emails' } }, bundle),
+    );
     expect(search).not.toHaveBeenCalled();
     expect(refusalOf(result)).toMatchObject({ code: 'BINDING_MISMATCH', block: 'D' });
     expect((await audit.getDelegation(c.sub.hash)).usage.calls_used).toBe(0);
@@ -283,14 +340,24 @@ describe('refused calls never run the tool', () => {
     const { bundle } = signed(c, args, { toolServer: 'mcp://elsewhere' });
     const result = await client.callTool(attachBundle({ name: 'web_search', arguments: args }, bundle));
     expect(search).not.toHaveBeenCalled();
-    expect(refusalOf(result)).toMatchObject({ code: 'TOOL_SERVER_MISMATCH', violations: [{ required: TOOL_SERVER, actual: 'mcp://elsewhere' }] });
+    expect(refusalOf(result)).toMatchObject({
+      code: 'TOOL_SERVER_MISMATCH',
+      violations: [{ required: TOOL_SERVER, actual: 'mcp://elsewhere' }],
+    });
   });
 
   it('max_calls used up: CALLS_EXHAUSTED', async () => {
     const c = await storedChain({ allowed_tools: ['web_search'], max_calls: 1, max_cost_usd: 0.01 });
     const { server, search } = toolServer(batonOptions());
     const client = await connect(server);
-    const call = () => invokeTool(client, { chain: c.chain, invoker: c.b, toolServer: TOOL_SERVER, name: 'web_search', arguments: { query: 'q', ...DECLARED } });
+    const call = () =>
+      invokeTool(client, {
+        chain: c.chain,
+        invoker: c.b,
+        toolServer: TOOL_SERVER,
+        name: 'web_search',
+        arguments: { query: 'q', ...DECLARED },
+      });
     expect((await call()).isError).toBeFalsy();
     const second = await call();
     expect(refusalOf(second)).toMatchObject({ code: 'CALLS_EXHAUSTED', block: 'G' });
@@ -301,7 +368,13 @@ describe('refused calls never run the tool', () => {
     const c = await storedChain();
     const { server, search } = toolServer(batonOptions({ baton: { baseUrl: await closedPortUrl(), verifyKey: live.tenant.keys.verify } }));
     const client = await connect(server);
-    const result = await invokeTool(client, { chain: c.chain, invoker: c.b, toolServer: TOOL_SERVER, name: 'web_search', arguments: { query: 'q', ...DECLARED } });
+    const result = await invokeTool(client, {
+      chain: c.chain,
+      invoker: c.b,
+      toolServer: TOOL_SERVER,
+      name: 'web_search',
+      arguments: { query: 'q', ...DECLARED },
+    });
     expect(search).not.toHaveBeenCalled();
     expect(result.isError).toBe(true);
     expect(refusalOf(result)).toMatchObject({ code: 'NETWORK_ERROR', retryable: true });
@@ -313,7 +386,12 @@ describe('refused calls never run the tool', () => {
     const c = await storedChain();
     const down: HttpServer = createHttpServer((_req, res) => {
       res.writeHead(503, { 'content-type': 'application/json', 'x-request-id': 'req-503' });
-      res.end(JSON.stringify({ error: { code: 'STORAGE_UNAVAILABLE', message: 'The database is unavailable.', suggestion: 'Retry shortly.' }, request_id: 'req-503' }));
+      res.end(
+        JSON.stringify({
+          error: { code: 'STORAGE_UNAVAILABLE', message: 'The database is unavailable.', suggestion: 'Retry shortly.' },
+          request_id: 'req-503',
+        }),
+      );
     });
     await new Promise<void>((resolve) => down.listen(0, '127.0.0.1', resolve));
     cleanups.push(() => new Promise<void>((resolve) => down.close(() => resolve())));
@@ -321,7 +399,13 @@ describe('refused calls never run the tool', () => {
     const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
     const { server, search } = toolServer(batonOptions({ baton: { baseUrl: url, verifyKey: 'whatever-key' } }));
     const client = await connect(server);
-    const result = await invokeTool(client, { chain: c.chain, invoker: c.b, toolServer: TOOL_SERVER, name: 'web_search', arguments: { query: 'q', ...DECLARED } });
+    const result = await invokeTool(client, {
+      chain: c.chain,
+      invoker: c.b,
+      toolServer: TOOL_SERVER,
+      name: 'web_search',
+      arguments: { query: 'q', ...DECLARED },
+    });
     expect(search).not.toHaveBeenCalled();
     expect(refusalOf(result)).toMatchObject({ code: 'STORAGE_UNAVAILABLE', retryable: true, request_id: 'req-503' });
   });
@@ -331,9 +415,15 @@ describe('refused calls never run the tool', () => {
     const { server, write } = toolServer(batonOptions({ refuseAs: 'protocol-error' }));
     const client = await connect(server);
     const error = await invokeTool(client, {
-      chain: c.chain, invoker: c.b, toolServer: TOOL_SERVER, name: 'file_write',
+      chain: c.chain,
+      invoker: c.b,
+      toolServer: TOOL_SERVER,
+      name: 'file_write',
       arguments: { path: '/x', content: 'y', estimated_cost_usd: 0.001, pii_access: false, write_access: true },
-    }).then(() => undefined, (e: unknown) => e);
+    }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(error).toBeInstanceOf(McpError);
     expect((error as McpError).code).toBe(BATON_REFUSAL_ERROR_CODE);
     expect(refusalOf(error)).toMatchObject({ code: 'POLICY_VIOLATION', tool: 'file_write' });
@@ -350,7 +440,9 @@ describe('wrapping', () => {
       batonCall(extra)?.reportCost({ cost_usd: 0.004 });
       return { content: [{ type: 'text' as const, text: `ran ${request.params.name}` }] };
     });
-    server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [{ name: 'web_search', inputSchema: { type: 'object' as const } }] }));
+    server.setRequestHandler(ListToolsRequestSchema, async () => ({
+      tools: [{ name: 'web_search', inputSchema: { type: 'object' as const } }],
+    }));
     server.setRequestHandler(CallToolRequestSchema, handler);
     const client = await connect(server);
 
@@ -358,7 +450,13 @@ describe('wrapping', () => {
     expect(refusalOf(refused)).toMatchObject({ code: 'BUNDLE_MISSING' });
     expect(handler).not.toHaveBeenCalled();
 
-    const ok = await invokeTool(client, { chain: c.chain, invoker: c.b, toolServer: TOOL_SERVER, name: 'web_search', arguments: { query: 'q', ...DECLARED } });
+    const ok = await invokeTool(client, {
+      chain: c.chain,
+      invoker: c.b,
+      toolServer: TOOL_SERVER,
+      name: 'web_search',
+      arguments: { query: 'q', ...DECLARED },
+    });
     expect(text(ok)).toBe('ran web_search');
     expect(handler).toHaveBeenCalledTimes(1);
     expect((await audit.getDelegation(c.sub.hash)).usage.metered_usd).toBe(0.004);

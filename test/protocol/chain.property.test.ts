@@ -105,7 +105,10 @@ describe('verifyChain properties', () => {
       }),
       { numRuns: 200 },
     );
-    receiptsUnchanged(bundle.receipts, chain.drs.map((d) => d.jws));
+    receiptsUnchanged(
+      bundle.receipts,
+      chain.drs.map((d) => d.jws),
+    );
   });
 
   it('the same bundle by value and by reference gets the same verdict', () => {

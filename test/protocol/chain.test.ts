@@ -131,8 +131,11 @@ describe('verifyChain: block A (shape)', () => {
 describe('verifyChain: block B (linkage)', () => {
   it('CHAIN_HASH_MISMATCH when a sub-DR points elsewhere', () => {
     const chain = buildChain([policy]);
-    const bad = createSubDelegationUnchecked(chain.drs[0]!, { issuer: chain.keys[1]!, audience: chain.keys[1]!.did, policy: narrower },
-      { prev_dr_hash: `sha256:${'0'.repeat(64)}` });
+    const bad = createSubDelegationUnchecked(
+      chain.drs[0]!,
+      { issuer: chain.keys[1]!, audience: chain.keys[1]!.did, policy: narrower },
+      { prev_dr_hash: `sha256:${'0'.repeat(64)}` },
+    );
     const inv = createInvocation({ chain: [chain.drs[0]!, bad], invoker: chain.keys[1]!, args: SAFE_ARGS, toolServer: 't', iat: T0 });
     expectDenied(verify(makeBundle(inv, [chain.drs[0]!, bad]), chain.keys[0]!.did), 'CHAIN_HASH_MISMATCH', 'B');
   });
@@ -147,8 +150,11 @@ describe('verifyChain: block B (linkage)', () => {
   });
   it('SUBJECT_MISMATCH when sub changes along the chain', () => {
     const chain = buildChain([policy]);
-    const sub = createSubDelegationUnchecked(chain.drs[0]!, { issuer: chain.keys[1]!, audience: chain.keys[1]!.did, policy: narrower },
-      { sub: generateKeyPair().did });
+    const sub = createSubDelegationUnchecked(
+      chain.drs[0]!,
+      { issuer: chain.keys[1]!, audience: chain.keys[1]!.did, policy: narrower },
+      { sub: generateKeyPair().did },
+    );
     const inv = createInvocation({ chain: [chain.drs[0]!, sub], invoker: chain.keys[1]!, args: SAFE_ARGS, toolServer: 't', iat: T0 });
     expectDenied(verify(makeBundle(inv, [chain.drs[0]!, sub]), chain.keys[0]!.did), 'SUBJECT_MISMATCH', 'B');
   });
@@ -161,8 +167,11 @@ describe('verifyChain: block B (linkage)', () => {
   });
   it('COMMAND_MISMATCH when a child widens cmd', () => {
     const chain = buildChain([policy]);
-    const sub = createSubDelegationUnchecked(chain.drs[0]!, { issuer: chain.keys[1]!, audience: chain.keys[1]!.did, policy: narrower },
-      { cmd: '/admin' });
+    const sub = createSubDelegationUnchecked(
+      chain.drs[0]!,
+      { issuer: chain.keys[1]!, audience: chain.keys[1]!.did, policy: narrower },
+      { cmd: '/admin' },
+    );
     const inv = createInvocation({ chain: [chain.drs[0]!, sub], invoker: chain.keys[1]!, args: SAFE_ARGS, toolServer: 't', iat: T0 });
     expectDenied(verify(makeBundle(inv, [chain.drs[0]!, sub]), chain.keys[0]!.did), 'COMMAND_MISMATCH', 'B');
   });
@@ -172,7 +181,11 @@ describe('verifyChain: block C (signatures, trust)', () => {
   it('SIGNATURE_INVALID for a tampered payload', () => {
     const chain = buildChain([policy]);
     const { bundle, invocation } = chain.invoke();
-    const tamperedPayload = encodeBase64url(utf8Encode(JSON.stringify({ ...invocation.payload, args: { ...SAFE_ARGS, tool: 'file_read' } }, Object.keys(invocation.payload).sort())));
+    const tamperedPayload = encodeBase64url(
+      utf8Encode(
+        JSON.stringify({ ...invocation.payload, args: { ...SAFE_ARGS, tool: 'file_read' } }, Object.keys(invocation.payload).sort()),
+      ),
+    );
     const [h, , s] = bundle.invocation.split('.');
     const d = verify({ ...bundle, invocation: `${h}.${tamperedPayload}.${s}` }, chain.keys[0]!.did);
     expect(codes(d)).toContain('SIGNATURE_INVALID');
@@ -190,8 +203,16 @@ describe('verifyChain: block C (signatures, trust)', () => {
     const toWeak = createSubDelegationUnchecked(chain.drs[0]!, { issuer: chain.keys[1]!, audience: weakDid, policy: narrower });
     const drs = [chain.drs[0]!, toWeak];
     const payload = {
-      iss: weakDid, sub: chain.drs[0]!.payload.sub, drs_v: '4.0', drs_type: 'invocation-receipt', cmd: '/mcp/tools/call',
-      args: SAFE_ARGS, dr_chain: drs.map((d) => d.hash), tool_server: 't', iat: T0, jti: 'inv:forged',
+      iss: weakDid,
+      sub: chain.drs[0]!.payload.sub,
+      drs_v: '4.0',
+      drs_type: 'invocation-receipt',
+      cmd: '/mcp/tools/call',
+      args: SAFE_ARGS,
+      dr_chain: drs.map((d) => d.hash),
+      tool_server: 't',
+      iat: T0,
+      jti: 'inv:forged',
     };
     const signingInput = `${encodeBase64url(utf8Encode('{"alg":"EdDSA","typ":"JWT"}'))}.${encodeBase64url(utf8Encode(JSON.stringify(payload, Object.keys(payload).sort())))}`;
     const forgedSig = new Uint8Array(64);
@@ -213,14 +234,22 @@ describe('verifyChain: block D (attenuation, policy)', () => {
   });
   it('POLICY_ESCALATION when a child outlives its parent', () => {
     const chain = buildChain([policy]);
-    const longer = createSubDelegationUnchecked(chain.drs[0]!, { issuer: chain.keys[1]!, audience: chain.keys[1]!.did, policy: narrower, exp: null });
+    const longer = createSubDelegationUnchecked(chain.drs[0]!, {
+      issuer: chain.keys[1]!,
+      audience: chain.keys[1]!.did,
+      policy: narrower,
+      exp: null,
+    });
     const inv = createInvocation({ chain: [chain.drs[0]!, longer], invoker: chain.keys[1]!, args: SAFE_ARGS, toolServer: 't', iat: T0 });
     const d = verify(makeBundle(inv, [chain.drs[0]!, longer]), chain.keys[0]!.did);
     expectDenied(d, 'POLICY_ESCALATION', 'D');
   });
   it('POLICY_VIOLATION lists every unmet condition across every DR', () => {
     const chain = buildChain([policy, narrower]);
-    const d = verify(chain.invoke({ tool: 'file_read', estimated_cost_usd: 7, pii_access: false, write_access: false }).bundle, chain.keys[0]!.did);
+    const d = verify(
+      chain.invoke({ tool: 'file_read', estimated_cost_usd: 7, pii_access: false, write_access: false }).bundle,
+      chain.keys[0]!.did,
+    );
     expectDenied(d, 'POLICY_VIOLATION', 'D');
     if (d.valid) return;
     const where = d.violations.map((v) => `${v.dr_index}:${v.field}`).sort();

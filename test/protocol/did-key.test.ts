@@ -27,9 +27,21 @@ const ed25519Multicodec = (pub: Uint8Array): Uint8Array => new Uint8Array([0xed,
 
 // DRS 4.0 conformance principals (OkeyAmy/DRS fixtures); the keys are RFC 8032 TEST 1-3.
 const CONFORMANCE = [
-  { name: 'alice', pub: 'd75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a', did: 'did:key:z6MktwupdmLXVVqTzCw4i46r4uGyosGXRnR3XjN4Zq7oMMsw' },
-  { name: 'bob', pub: '3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c', did: 'did:key:z6MkiaMbhXHNA4eJVCCj8dbzKzTgYDKf6crKgHVHid1F1WCT' },
-  { name: 'charlie', pub: 'fc51cd8e6218a1a38da47ed00230f0580816ed13ba3303ac5deb911548908025', did: 'did:key:z6MkwSD8dBdqcXQzKJZQFPy2hh2izzxskndKCjdmC2dBpfME' },
+  {
+    name: 'alice',
+    pub: 'd75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a',
+    did: 'did:key:z6MktwupdmLXVVqTzCw4i46r4uGyosGXRnR3XjN4Zq7oMMsw',
+  },
+  {
+    name: 'bob',
+    pub: '3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c',
+    did: 'did:key:z6MkiaMbhXHNA4eJVCCj8dbzKzTgYDKf6crKgHVHid1F1WCT',
+  },
+  {
+    name: 'charlie',
+    pub: 'fc51cd8e6218a1a38da47ed00230f0580816ed13ba3303ac5deb911548908025',
+    did: 'did:key:z6MkwSD8dBdqcXQzKJZQFPy2hh2izzxskndKCjdmC2dBpfME',
+  },
 ] as const;
 const ALICE = CONFORMANCE[0];
 
@@ -43,9 +55,11 @@ describe('base58btc', () => {
   });
 
   it('round-trips any bytes', () => {
-    fc.assert(fc.property(fc.uint8Array({ maxLength: 80 }), (bytes) => {
-      expect(toHex(decodeBase58btc(encodeBase58btc(bytes)))).toBe(toHex(bytes));
-    }));
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 80 }), (bytes) => {
+        expect(toHex(decodeBase58btc(encodeBase58btc(bytes)))).toBe(toHex(bytes));
+      }),
+    );
   });
 
   it('throws on characters outside the alphabet', () => {
@@ -63,12 +77,15 @@ describe('did:key round trip', () => {
   });
 
   it('any generated key: 56 characters, z6Mk prefix, round-trips', () => {
-    fc.assert(fc.property(fc.uint8Array({ minLength: 32, maxLength: 32 }), (seed) => {
-      const pub = publicKeyFromSeed(seed);
-      const did = didKeyFromPublicKey(pub);
-      expect(did).toMatch(/^did:key:z6Mk[1-9A-HJ-NP-Za-km-z]{44}$/);
-      expect(toHex(publicKeyFromDidKey(did))).toBe(toHex(pub));
-    }), { numRuns: 50 });
+    fc.assert(
+      fc.property(fc.uint8Array({ minLength: 32, maxLength: 32 }), (seed) => {
+        const pub = publicKeyFromSeed(seed);
+        const did = didKeyFromPublicKey(pub);
+        expect(did).toMatch(/^did:key:z6Mk[1-9A-HJ-NP-Za-km-z]{44}$/);
+        expect(toHex(publicKeyFromDidKey(did))).toBe(toHex(pub));
+      }),
+      { numRuns: 50 },
+    );
   });
 
   it('a caller mutating the returned key cannot poison the memo', () => {
@@ -125,7 +142,11 @@ describe('publicKeyFromDidKey refuses', () => {
   });
 
   it('the wrong key length (INVALID_DID)', () => {
-    for (const bytes of [ed25519Multicodec(pub.subarray(0, 31)), ed25519Multicodec(new Uint8Array([...pub, 0])), new Uint8Array([0xed, 0x01])]) {
+    for (const bytes of [
+      ed25519Multicodec(pub.subarray(0, 31)),
+      ed25519Multicodec(new Uint8Array([...pub, 0])),
+      new Uint8Array([0xed, 0x01]),
+    ]) {
       expect(refusal(() => publicKeyFromDidKey(rawDid(bytes)))).toEqual({ code: 'INVALID_DID', reason: 'length' });
     }
     const huge = 'did:key:z' + '2'.repeat(10_000);

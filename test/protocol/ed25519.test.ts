@@ -47,7 +47,12 @@ const inv = (a: bigint): bigint => powMod(a, P - 2n);
 const D = mod(-121665n * inv(121666n));
 const SQRT_M1 = powMod(2n, (P - 1n) / 4n);
 
-interface RefPoint { X: bigint; Y: bigint; Z: bigint; T: bigint }
+interface RefPoint {
+  X: bigint;
+  Y: bigint;
+  Z: bigint;
+  T: bigint;
+}
 const IDENTITY: RefPoint = { X: 0n, Y: 1n, Z: 1n, T: 0n };
 
 /** Unified twisted-Edwards addition for a = -1 (complete since d is a non-square). */
@@ -56,7 +61,10 @@ function add(p: RefPoint, q: RefPoint): RefPoint {
   const b = mod((p.Y + p.X) * (q.Y + q.X));
   const c = mod(2n * D * p.T * q.T);
   const d = mod(2n * p.Z * q.Z);
-  const e = b - a, f = d - c, g = d + c, h = b + a;
+  const e = b - a,
+    f = d - c,
+    g = d + c,
+    h = b + a;
   return { X: mod(e * f), Y: mod(g * h), Z: mod(f * g), T: mod(e * h) };
 }
 const negate = (p: RefPoint): RefPoint => ({ X: mod(-p.X), Y: p.Y, Z: p.Z, T: mod(-p.T) });
@@ -74,7 +82,8 @@ const isSmallOrder = (p: RefPoint): boolean => isIdentity(mul(p, 8n));
 const leToBig = (b: Uint8Array): bigint => BigInt('0x' + (toHex(b.slice().reverse()) || '0'));
 function encode(p: RefPoint): Uint8Array {
   const zi = inv(p.Z);
-  const x = mod(p.X * zi), y = mod(p.Y * zi);
+  const x = mod(p.X * zi),
+    y = mod(p.Y * zi);
   const out = hex(y.toString(16).padStart(64, '0')).reverse();
   out[31] = out[31]! | (Number(x & 1n) << 7);
   return out;
@@ -85,7 +94,8 @@ function decode(bytes: Uint8Array, strict: boolean): RefPoint | undefined {
   const yRaw = leToBig(bytes) & ((1n << 255n) - 1n);
   if (strict && yRaw >= P) return undefined;
   const y = mod(yRaw);
-  const u = mod(y * y - 1n), v = mod(D * y * y + 1n);
+  const u = mod(y * y - 1n),
+    v = mod(D * y * y + 1n);
   const x2 = mod(u * inv(v));
   let x = powMod(x2, (P + 3n) / 8n);
   if (mod(x * x - x2) !== 0n) x = mod(x * SQRT_M1);
@@ -112,23 +122,51 @@ function referenceVerify(pub: Uint8Array, msg: Uint8Array, sig: Uint8Array): boo
 // ---------------------------------------------------------------------------
 // Vector loading.
 
-interface Case { id: string; pub: Uint8Array; msg: Uint8Array; sig: Uint8Array }
+interface Case {
+  id: string;
+  pub: Uint8Array;
+  msg: Uint8Array;
+  sig: Uint8Array;
+}
 
-interface WycheproofFile { testGroups: { publicKey: { pk: string }; tests: { tcId: number; msg: string; sig: string; result: 'valid' | 'invalid' | 'acceptable' }[] }[] }
+interface WycheproofFile {
+  testGroups: {
+    publicKey: { pk: string };
+    tests: { tcId: number; msg: string; sig: string; result: 'valid' | 'invalid' | 'acceptable' }[];
+  }[];
+}
 const wycheproof = readVectors('wycheproof/ed25519_test.json') as WycheproofFile;
 const wycheproofCases = wycheproof.testGroups.flatMap((g) =>
   g.tests.map((t) => ({ id: `tcId ${t.tcId}`, pub: hex(g.publicKey.pk), msg: hex(t.msg), sig: hex(t.sig), result: t.result })),
 );
 
-const speccheckCases: Case[] = (readVectors('ed25519-speccheck/cases.json') as { message: string; pub_key: string; signature: string }[]).map(
-  (c, i) => ({ id: `case ${i}`, pub: hex(c.pub_key), msg: hex(c.message), sig: hex(c.signature) }),
-);
+const speccheckCases: Case[] = (
+  readVectors('ed25519-speccheck/cases.json') as { message: string; pub_key: string; signature: string }[]
+).map((c, i) => ({ id: `case ${i}`, pub: hex(c.pub_key), msg: hex(c.message), sig: hex(c.signature) }));
 
-interface CctvVector { number: number; key: string; sig: string; msg: string; flags: string[] | null }
+interface CctvVector {
+  number: number;
+  key: string;
+  sig: string;
+  msg: string;
+  flags: string[] | null;
+}
 const cctvVectors = readVectors('cctv-ed25519/ed25519vectors.json') as CctvVector[];
-const cctvCases = cctvVectors.map((v) => ({ id: `number ${v.number}`, pub: hex(v.key), msg: utf8(v.msg), sig: hex(v.sig), flags: v.flags ?? [] }));
+const cctvCases = cctvVectors.map((v) => ({
+  id: `number ${v.number}`,
+  pub: hex(v.key),
+  msg: utf8(v.msg),
+  sig: hex(v.sig),
+  flags: v.flags ?? [],
+}));
 
-interface Rfc8032Vector { name: string; secretKey: string; publicKey: string; message: string; signature: string }
+interface Rfc8032Vector {
+  name: string;
+  secretKey: string;
+  publicKey: string;
+  message: string;
+  signature: string;
+}
 const rfc8032 = (readVectors('rfc8032/rfc8032_ed25519_7_1.json') as { vectors: Rfc8032Vector[] }).vectors;
 const rfcCases = rfc8032.map((v) => ({ id: v.name, pub: hex(v.publicKey), msg: hex(v.message), sig: hex(v.signature) }));
 
@@ -286,7 +324,8 @@ describe('small-order encodings (rule 3 blocklist)', () => {
       const canonical = encode(t);
       found.add(toHex(canonical));
       const zi = inv(t.Z);
-      const x = mod(t.X * zi), y = mod(t.Y * zi);
+      const x = mod(t.X * zi),
+        y = mod(t.Y * zi);
       const withSign = (yy: bigint, sign: number): string => {
         const b = hex(yy.toString(16).padStart(64, '0')).reverse();
         b[31] = b[31]! | (sign << 7);

@@ -383,7 +383,12 @@ describe('canonicalJson (writer) strictness', () => {
     ['Date (has toJSON)', new Date(0)],
     ['Map (canonicalize writes {})', new Map([['a', 1]])],
     ['Uint8Array', new Uint8Array(2)],
-    ['class instance', new (class Point { x = 1; })()],
+    [
+      'class instance',
+      new (class Point {
+        x = 1;
+      })(),
+    ],
     ['object with toJSON function', { toJSON: () => 'x' }],
     ['boxed number', Object(1)],
   ];
@@ -516,7 +521,9 @@ describe('properties (fast-check)', () => {
   });
 
   it('an injected duplicate key is always rejected', () => {
-    const objects = json.filter((v): v is { [k: string]: JsonValue } => v !== null && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length > 0);
+    const objects = json.filter(
+      (v): v is { [k: string]: JsonValue } => v !== null && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length > 0,
+    );
     fc.assert(
       fc.property(objects, json, fc.nat(), (obj, extra, pick) => {
         const keys = Object.keys(obj);

@@ -74,12 +74,12 @@ const policyArb: fc.Arbitrary<Policy> = fc
   .map((p) => parsePolicy(compact(p)));
 
 /** Keep the parent's value, narrow it, or pick one at random (which may widen). */
-function derive<T>(current: T | undefined, narrower: fc.Arbitrary<T | undefined>, random: fc.Arbitrary<T | undefined>): fc.Arbitrary<T | undefined> {
-  return fc.oneof(
-    { arbitrary: fc.constant(current), weight: 5 },
-    { arbitrary: narrower, weight: 9 },
-    { arbitrary: random, weight: 1 },
-  );
+function derive<T>(
+  current: T | undefined,
+  narrower: fc.Arbitrary<T | undefined>,
+  random: fc.Arbitrary<T | undefined>,
+): fc.Arbitrary<T | undefined> {
+  return fc.oneof({ arbitrary: fc.constant(current), weight: 5 }, { arbitrary: narrower, weight: 9 }, { arbitrary: random, weight: 1 });
 }
 
 function narrowList<T extends string>(current: string[] | undefined, vocab: readonly T[]): fc.Arbitrary<string[] | undefined> {
@@ -129,13 +129,22 @@ const chainArb: fc.Arbitrary<Policy[]> = fc.integer({ min: 1, max: 4 }).chain((l
 // Args lean towards plausible values so that restricted policies often allow them.
 const argsArb: fc.Arbitrary<Args> = fc
   .record({
-    tool: fc.oneof({ arbitrary: fc.constantFrom(...TOOLS), weight: 8 }, { arbitrary: fc.constantFrom(undefined, 42, 'WEB_SEARCH'), weight: 1 }),
+    tool: fc.oneof(
+      { arbitrary: fc.constantFrom(...TOOLS), weight: 8 },
+      { arbitrary: fc.constantFrom(undefined, 42, 'WEB_SEARCH'), weight: 1 },
+    ),
     estimated_cost_usd: fc.oneof(
       { arbitrary: fc.constantFrom(...AMOUNTS), weight: 8 },
       { arbitrary: fc.constantFrom(undefined, -1, Number.NaN, Number.POSITIVE_INFINITY, '0.1', null, 2e9), weight: 1 },
     ),
-    pii_access: fc.oneof({ arbitrary: fc.constant(false), weight: 6 }, { arbitrary: fc.constantFrom(true, undefined, 'false', 0), weight: 1 }),
-    write_access: fc.oneof({ arbitrary: fc.constant(false), weight: 6 }, { arbitrary: fc.constantFrom(true, undefined, 'false', 0), weight: 1 }),
+    pii_access: fc.oneof(
+      { arbitrary: fc.constant(false), weight: 6 },
+      { arbitrary: fc.constantFrom(true, undefined, 'false', 0), weight: 1 },
+    ),
+    write_access: fc.oneof(
+      { arbitrary: fc.constant(false), weight: 6 },
+      { arbitrary: fc.constantFrom(true, undefined, 'false', 0), weight: 1 },
+    ),
     resource_uri: fc.oneof({ arbitrary: fc.constantFrom(...URIS), weight: 8 }, { arbitrary: fc.constantFrom(undefined, 7, ''), weight: 1 }),
     data_class: fc.oneof({ arbitrary: fc.constantFrom(...CLASSES), weight: 8 }, { arbitrary: fc.constantFrom(undefined, 1), weight: 1 }),
   })
@@ -143,7 +152,8 @@ const argsArb: fc.Arbitrary<Args> = fc
 
 /** Args aimed at what a policy allows (so that allowed cases are common), or any args. */
 function argsFor(policy: Policy): fc.Arbitrary<Args> {
-  const pick = <T>(candidates: readonly T[], fallback: readonly T[]): fc.Arbitrary<T> => fc.constantFrom(...(candidates.length > 0 ? candidates : fallback));
+  const pick = <T>(candidates: readonly T[], fallback: readonly T[]): fc.Arbitrary<T> =>
+    fc.constantFrom(...(candidates.length > 0 ? candidates : fallback));
   const tools = restriction(policy.allowed_tools) ?? TOOLS;
   const classes = restriction(policy.allowed_data_classes) ?? CLASSES;
   const patterns = restriction(policy.allowed_resources);
@@ -209,7 +219,11 @@ describe('attenuation soundness', () => {
           const key = v.field.replace(/^policy\./, '') as keyof Policy;
           // Only a parent restriction can be escalated: a restricted list, a set ceiling, or a flag not granted.
           const p = parent[key];
-          const restricts = Array.isArray(p) ? restriction(p) !== undefined : key === 'pii_access' || key === 'write_access' ? p !== true : p !== undefined;
+          const restricts = Array.isArray(p)
+            ? restriction(p) !== undefined
+            : key === 'pii_access' || key === 'write_access'
+              ? p !== true
+              : p !== undefined;
           expect(restricts).toBe(true);
           expect(v.code).toBe('POLICY_ESCALATION');
           expect(typeof v.message).toBe('string');
@@ -261,16 +275,19 @@ describe('chains', () => {
     let allowedChains = 0;
     let deniedByOneMemberOnly = 0;
     fc.assert(
-      fc.property(chainArb.chain((chain) => fc.tuple(fc.constant(chain), argsFor(chain[chain.length - 1] ?? {}))), ([chain, args]) => {
-        const perMember = chain.map((p) => allows(p, args));
-        const chainAllows = perMember.every(Boolean);
-        const allViolations = chain.flatMap((p) => evaluateArgs(p, args));
-        expect(allViolations.length === 0).toBe(chainAllows);
-        // The effective limits are never more permissive than any member, nor less than all of them.
-        expect(allows(effectivePolicy(chain), args)).toBe(chainAllows);
-        if (chainAllows) allowedChains++;
-        if (perMember.filter((x) => !x).length === 1 && chain.length > 1) deniedByOneMemberOnly++;
-      }),
+      fc.property(
+        chainArb.chain((chain) => fc.tuple(fc.constant(chain), argsFor(chain[chain.length - 1] ?? {}))),
+        ([chain, args]) => {
+          const perMember = chain.map((p) => allows(p, args));
+          const chainAllows = perMember.every(Boolean);
+          const allViolations = chain.flatMap((p) => evaluateArgs(p, args));
+          expect(allViolations.length === 0).toBe(chainAllows);
+          // The effective limits are never more permissive than any member, nor less than all of them.
+          expect(allows(effectivePolicy(chain), args)).toBe(chainAllows);
+          if (chainAllows) allowedChains++;
+          if (perMember.filter((x) => !x).length === 1 && chain.length > 1) deniedByOneMemberOnly++;
+        },
+      ),
       { numRuns: RUNS },
     );
     expect(allowedChains).toBeGreaterThan(RUNS * 0.1);
@@ -281,15 +298,18 @@ describe('chains', () => {
     let valid = 0;
     let leafAllows = 0;
     fc.assert(
-      fc.property(chainArb.chain((chain) => fc.tuple(fc.constant(chain), argsFor(chain[chain.length - 1] ?? {}))), ([chain, args]) => {
-        const hopsOk = chain.every((p, i) => i === 0 || accepts(chain[i - 1] ?? {}, p));
-        if (!hopsOk || chain.length < 2) return;
-        valid++;
-        const leaf = chain[chain.length - 1] ?? {};
-        if (!allows(leaf, args)) return;
-        leafAllows++;
-        for (const p of chain) expect(evaluateArgs(p, args)).toEqual([]);
-      }),
+      fc.property(
+        chainArb.chain((chain) => fc.tuple(fc.constant(chain), argsFor(chain[chain.length - 1] ?? {}))),
+        ([chain, args]) => {
+          const hopsOk = chain.every((p, i) => i === 0 || accepts(chain[i - 1] ?? {}, p));
+          if (!hopsOk || chain.length < 2) return;
+          valid++;
+          const leaf = chain[chain.length - 1] ?? {};
+          if (!allows(leaf, args)) return;
+          leafAllows++;
+          for (const p of chain) expect(evaluateArgs(p, args)).toEqual([]);
+        },
+      ),
       { numRuns: RUNS },
     );
     expect(valid).toBeGreaterThan(RUNS * 0.08);

@@ -1,14 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { BatonError, type Violation } from '../../src/protocol/errors.js';
-import {
-  PolicySchema,
-  checkAttenuation,
-  effectiveLimits,
-  evaluateArgs,
-  parsePolicy,
-  type Policy,
-} from '../../src/protocol/policy.js';
+import { PolicySchema, checkAttenuation, effectiveLimits, evaluateArgs, parsePolicy, type Policy } from '../../src/protocol/policy.js';
 
 interface AttenuationVector {
   id: string;
@@ -187,14 +180,25 @@ describe('checkAttenuation', () => {
   it('reports the uncovered entries of a list', () => {
     const [v, ...rest] = att({ allowed_tools: ['web_search'] }, { allowed_tools: ['web_search', 'delete_db', 'drop'] });
     expect(rest).toEqual([]);
-    expect(v).toMatchObject({ code: 'POLICY_ESCALATION', field: 'policy.allowed_tools', required: ['web_search'], actual: ['delete_db', 'drop'] });
-    expect(v?.message).toBe('The child\'s allowed_tools grants ["delete_db","drop"], which the parent\'s allowed_tools ["web_search"] does not cover.');
+    expect(v).toMatchObject({
+      code: 'POLICY_ESCALATION',
+      field: 'policy.allowed_tools',
+      required: ['web_search'],
+      actual: ['delete_db', 'drop'],
+    });
+    expect(v?.message).toBe(
+      'The child\'s allowed_tools grants ["delete_db","drop"], which the parent\'s allowed_tools ["web_search"] does not cover.',
+    );
   });
 
   it('checks resources by pattern coverage', () => {
     expect(att({ allowed_resources: ['mcp://tools/a/*'] }, { allowed_resources: ['mcp://tools/a/x', 'mcp://tools/a/y/*'] })).toEqual([]);
-    expect(fields(att({ allowed_resources: ['mcp://tools/a/*'] }, { allowed_resources: ['mcp://tools/a'] }))).toEqual(['policy.allowed_resources']);
-    expect(fields(att({ allowed_resources: ['mcp://tools/a/*'] }, { allowed_resources: ['mcp://tools/ab/*'] }))).toEqual(['policy.allowed_resources']);
+    expect(fields(att({ allowed_resources: ['mcp://tools/a/*'] }, { allowed_resources: ['mcp://tools/a'] }))).toEqual([
+      'policy.allowed_resources',
+    ]);
+    expect(fields(att({ allowed_resources: ['mcp://tools/a/*'] }, { allowed_resources: ['mcp://tools/ab/*'] }))).toEqual([
+      'policy.allowed_resources',
+    ]);
     expect(fields(att({ allowed_resources: ['mcp://tools/a'] }, { allowed_resources: ['*'] }))).toEqual(['policy.allowed_resources']);
     expect(fields(att({ allowed_resources: ['mcp://tools/a'] }, {}))).toEqual(['policy.allowed_resources']);
   });
@@ -229,11 +233,39 @@ describe('checkAttenuation', () => {
   });
 
   it('returns every violation at once', () => {
-    const parent = { allowed_tools: ['a'], max_cost_usd: 1, max_calls: 5, allowed_resources: ['mcp://t/a/*'], allowed_data_classes: ['public'], max_spend_usd: 1, max_depth: 1 };
-    const child = { allowed_tools: ['b'], max_cost_usd: 2, pii_access: true, write_access: true, max_calls: 6, allowed_resources: ['mcp://t/b'], allowed_data_classes: ['secret'], max_spend_usd: 2, max_depth: 1 };
+    const parent = {
+      allowed_tools: ['a'],
+      max_cost_usd: 1,
+      max_calls: 5,
+      allowed_resources: ['mcp://t/a/*'],
+      allowed_data_classes: ['public'],
+      max_spend_usd: 1,
+      max_depth: 1,
+    };
+    const child = {
+      allowed_tools: ['b'],
+      max_cost_usd: 2,
+      pii_access: true,
+      write_access: true,
+      max_calls: 6,
+      allowed_resources: ['mcp://t/b'],
+      allowed_data_classes: ['secret'],
+      max_spend_usd: 2,
+      max_depth: 1,
+    };
     const violations = att(parent, child);
     expect(fields(violations).sort()).toEqual(
-      ['allowed_data_classes', 'allowed_resources', 'allowed_tools', 'max_calls', 'max_cost_usd', 'max_depth', 'max_spend_usd', 'pii_access', 'write_access'].map((f) => `policy.${f}`),
+      [
+        'allowed_data_classes',
+        'allowed_resources',
+        'allowed_tools',
+        'max_calls',
+        'max_cost_usd',
+        'max_depth',
+        'max_spend_usd',
+        'pii_access',
+        'write_access',
+      ].map((f) => `policy.${f}`),
     );
     for (const v of violations) {
       expect(v.code).toBe('POLICY_ESCALATION');
@@ -311,7 +343,15 @@ describe('evaluateArgs', () => {
     const p = parsePolicy({ allowed_resources: ['mcp://tools/a/*'] });
     expect(evaluateArgs(p, { ...ok, resource_uri: 'mcp://tools/a/x' })).toEqual([]);
     expect(evaluateArgs(p, { ...ok, resource_uri: 'MCP://TOOLS/a/x/y' })).toEqual([]);
-    for (const bad of [undefined, 7, 'mcp://tools/a', 'mcp://tools/ab', 'mcp://tools/a/../admin', 'mcp://tools/a/%2e%2e/admin', 'not a uri']) {
+    for (const bad of [
+      undefined,
+      7,
+      'mcp://tools/a',
+      'mcp://tools/ab',
+      'mcp://tools/a/../admin',
+      'mcp://tools/a/%2e%2e/admin',
+      'not a uri',
+    ]) {
       const violations = evaluateArgs(p, { ...ok, resource_uri: bad });
       expect(fields(violations)).toEqual(['args.resource_uri']);
       expect(violations[0]?.message).toMatch(/\.$/);
@@ -330,7 +370,14 @@ describe('evaluateArgs', () => {
 
   it('returns every violation at once', () => {
     const p = parsePolicy({ allowed_tools: ['a'], max_cost_usd: 1, allowed_resources: ['mcp://t/*'], allowed_data_classes: ['public'] });
-    expect(fields(evaluateArgs(p, {}))).toEqual(['args.tool', 'args.estimated_cost_usd', 'args.pii_access', 'args.write_access', 'args.resource_uri', 'args.data_class']);
+    expect(fields(evaluateArgs(p, {}))).toEqual([
+      'args.tool',
+      'args.estimated_cost_usd',
+      'args.pii_access',
+      'args.write_access',
+      'args.resource_uri',
+      'args.data_class',
+    ]);
   });
 
   it('clips huge values it echoes', () => {
@@ -350,9 +397,35 @@ describe('effectiveLimits', () => {
 
   it('takes the tightest of each', () => {
     const chain = [
-      { allowed_tools: ['a', 'b', 'c'], max_cost_usd: 10, pii_access: true, write_access: true, max_calls: 100, max_spend_usd: 50, max_depth: 5, allowed_data_classes: ['*'] },
-      { allowed_tools: ['*'], max_cost_usd: 5.0000009, pii_access: true, write_access: false, max_calls: 10, max_depth: 4, allowed_resources: ['mcp://t/*'] },
-      { allowed_tools: ['c', 'b'], max_cost_usd: 7, pii_access: true, max_calls: 20, max_spend_usd: 60, max_depth: 1, allowed_resources: ['mcp://t/a/*', 'mcp://u/x'], allowed_data_classes: ['public'] },
+      {
+        allowed_tools: ['a', 'b', 'c'],
+        max_cost_usd: 10,
+        pii_access: true,
+        write_access: true,
+        max_calls: 100,
+        max_spend_usd: 50,
+        max_depth: 5,
+        allowed_data_classes: ['*'],
+      },
+      {
+        allowed_tools: ['*'],
+        max_cost_usd: 5.0000009,
+        pii_access: true,
+        write_access: false,
+        max_calls: 10,
+        max_depth: 4,
+        allowed_resources: ['mcp://t/*'],
+      },
+      {
+        allowed_tools: ['c', 'b'],
+        max_cost_usd: 7,
+        pii_access: true,
+        max_calls: 20,
+        max_spend_usd: 60,
+        max_depth: 1,
+        allowed_resources: ['mcp://t/a/*', 'mcp://u/x'],
+        allowed_data_classes: ['public'],
+      },
     ].map((p) => parsePolicy(p));
     expect(effectiveLimits(chain)).toEqual({
       allowed_tools: ['b', 'c'],

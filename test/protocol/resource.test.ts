@@ -109,7 +109,9 @@ describe('normalizeResourceUri', () => {
       expect.unreachable();
     } catch (e) {
       expect(e).toBeInstanceOf(BatonError);
-      expect((e as BatonError).message).toMatch(/^The resource URI "mcp:\/\/tools\/a\/\.\.\/admin" is refused because it contains a dot segment/);
+      expect((e as BatonError).message).toMatch(
+        /^The resource URI "mcp:\/\/tools\/a\/\.\.\/admin" is refused because it contains a dot segment/,
+      );
     }
   });
 });
@@ -250,8 +252,28 @@ describe('patternCovers', () => {
   });
 
   it('property: patternCovers is set inclusion over a small universe', () => {
-    const patterns = ['*', 'mcp://tools/*', 'mcp://tools/a/*', 'mcp://tools/a/x/*', 'mcp://tools/a', 'mcp://tools/a/x', 'mcp://tools/b/*', 'mcp://tools/ab', 'mcp://other/*'];
-    const uris = ['mcp://tools/a', 'mcp://tools/a/', 'mcp://tools/a/x', 'mcp://tools/a/x/y', 'mcp://tools/a/y', 'mcp://tools/ab', 'mcp://tools/b/z', 'mcp://other/a', 'mcp://tools'];
+    const patterns = [
+      '*',
+      'mcp://tools/*',
+      'mcp://tools/a/*',
+      'mcp://tools/a/x/*',
+      'mcp://tools/a',
+      'mcp://tools/a/x',
+      'mcp://tools/b/*',
+      'mcp://tools/ab',
+      'mcp://other/*',
+    ];
+    const uris = [
+      'mcp://tools/a',
+      'mcp://tools/a/',
+      'mcp://tools/a/x',
+      'mcp://tools/a/x/y',
+      'mcp://tools/a/y',
+      'mcp://tools/ab',
+      'mcp://tools/b/z',
+      'mcp://other/a',
+      'mcp://tools',
+    ];
     fc.assert(
       fc.property(fc.constantFrom(...patterns), fc.constantFrom(...patterns), fc.constantFrom(...uris), (parent, child, uri) => {
         if (patternCovers(parent, child) && resourceCovered(child, uri)) {

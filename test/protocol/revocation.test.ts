@@ -10,7 +10,10 @@ const NOW = 1_800_000_000;
 const TARGET = `sha256:${'ab'.repeat(32)}`;
 
 function revocation(signer: KeyPair, overrides: Record<string, unknown> = {}, seed = signer.seed): string {
-  return signJws({ iss: signer.did, drs_v: '4.0', drs_type: 'revocation', target: TARGET, iat: NOW, jti: 'rev:1', reason: 'compromised', ...overrides }, seed);
+  return signJws(
+    { iss: signer.did, drs_v: '4.0', drs_type: 'revocation', target: TARGET, iat: NOW, jti: 'rev:1', reason: 'compromised', ...overrides },
+    seed,
+  );
 }
 
 function codeOf(f: () => unknown): { code: string; status: number } | undefined {
@@ -32,7 +35,15 @@ describe('readRevocation', () => {
     const r = readRevocation(revocation(key), opts);
     expect(r.payload).toMatchObject({ iss: key.did, target: TARGET, jti: 'rev:1', reason: 'compromised' });
     expect(r.hash).toMatch(/^sha256:[0-9a-f]{64}$/);
-    const { reason: _r, ...noReason } = { iss: key.did, drs_v: '4.0', drs_type: 'revocation', target: TARGET, iat: NOW, jti: 'rev:2', reason: '' };
+    const { reason: _r, ...noReason } = {
+      iss: key.did,
+      drs_v: '4.0',
+      drs_type: 'revocation',
+      target: TARGET,
+      iat: NOW,
+      jti: 'rev:2',
+      reason: '',
+    };
     expect(readRevocation(signJws(noReason, key.seed), opts).payload.reason).toBeUndefined();
   });
 
@@ -43,7 +54,11 @@ describe('readRevocation', () => {
 
   it('refuses a tampered payload (403 SIGNATURE_INVALID)', () => {
     const [h, , s] = revocation(key).split('.');
-    const forged = encodeBase64url(new TextEncoder().encode(JSON.stringify({ drs_type: 'revocation', drs_v: '4.0', iat: NOW, iss: key.did, jti: 'rev:9', target: TARGET })));
+    const forged = encodeBase64url(
+      new TextEncoder().encode(
+        JSON.stringify({ drs_type: 'revocation', drs_v: '4.0', iat: NOW, iss: key.did, jti: 'rev:9', target: TARGET }),
+      ),
+    );
     expect(codeOf(() => readRevocation(`${h}.${forged}.${s}`, opts))?.code).toBe('SIGNATURE_INVALID');
   });
 

@@ -109,7 +109,9 @@ describe('kill -9 of a service process under load', () => {
       lost_answers: replies.filter((r) => r.status === 0).length,
       in_flight_on_B_at_kill: replies.filter((r, i) => targets[i] === 'B' && r.sentAt < killedAt && r.doneAt >= killedAt).length,
     });
-    expect(replies.filter((r) => r.status !== 200 && r.status !== 403 && r.status !== 0).map((r) => `${r.status} ${JSON.stringify(r.body)}`)).toEqual([]);
+    expect(
+      replies.filter((r) => r.status !== 200 && r.status !== 403 && r.status !== 0).map((r) => `${r.status} ${JSON.stringify(r.body)}`),
+    ).toEqual([]);
 
     // Answers lost with the process are sent again (to the restarted node): a
     // committed one must come back REPLAY_DETECTED, an uncommitted one is decided now.
@@ -119,7 +121,9 @@ describe('kill -9 of a service process under load', () => {
     lost.forEach(({ i }, j) => (finalReplies[i] = resent[j]!));
     const replayed = lost.filter((_, j) => codeOf(resent[j]!) === 'REPLAY_DETECTED').map(({ s }) => s.jti);
     report('crash resend of lost answers', resent, 0, { replay_detected: replayed.length });
-    expect(resent.filter((r) => r.status !== 200 && r.status !== 403).map((r) => `${r.status} ${r.error ?? JSON.stringify(r.body)}`)).toEqual([]);
+    expect(
+      resent.filter((r) => r.status !== 200 && r.status !== 403).map((r) => `${r.status} ${r.error ?? JSON.stringify(r.body)}`),
+    ).toEqual([]);
 
     const audit = await auditDatabase(dbUrl, tenant.id);
     const mine = new Set<string>([root.dr.hash, ...leaves.map((l) => l.dr.hash)]);
@@ -134,7 +138,10 @@ describe('kill -9 of a service process under load', () => {
     expect(rows.filter((r) => r.callsUsed !== r.stored)).toEqual([]);
     expect(rows.find((r) => r.hash === root.dr.hash)).toMatchObject({ callsUsed: ROOT_MAX, stored: ROOT_MAX });
     // What the client saw, against what is stored.
-    const view = checkClientView(audit, signed.map((s, i) => ({ jti: s.jti, reply: finalReplies[i]! })));
+    const view = checkClientView(
+      audit,
+      signed.map((s, i) => ({ jti: s.jti, reply: finalReplies[i]! })),
+    );
     expect(view).toEqual({ allowedNotStored: [], allowedWithoutReceipt: [], deniedButStored: [] });
     // Replays are exactly the committed invocations whose answer was lost.
     for (const jti of replayed) expect(audit.storedJtis.has(jti)).toBe(true);
@@ -160,7 +167,11 @@ describe('kill -9 of a service process under load', () => {
       const root = grantRoot(tenant, { max_calls: 100 });
       return { root, leaf: grantSub(root, { max_calls: 100 }) };
     });
-    await registerDelegations(nodeA!.url, tenant, chains.flatMap((c) => [c.root.dr, c.leaf.dr]));
+    await registerDelegations(
+      nodeA!.url,
+      tenant,
+      chains.flatMap((c) => [c.root.dr, c.leaf.dr]),
+    );
     const signed = chains.flatMap((c, i) => preSign([c.leaf], 1, `window${i}`));
     const jtis = signed.map((s) => s.jti);
     const watcher = postgres(dbUrl, { max: 1, connect_timeout: 5, onnotice: () => {} });
@@ -182,7 +193,9 @@ describe('kill -9 of a service process under load', () => {
           await sleep(20);
         }
         expect(waiting, 'verifies blocked on the receipts lock').toBeGreaterThanOrEqual(K);
-        const [c] = await watcher<{ n: number }[]>`select count(*)::int as n from invocations where tenant_id = ${tenant.id} and jti = any(${jtis})`;
+        const [c] = await watcher<
+          { n: number }[]
+        >`select count(*)::int as n from invocations where tenant_id = ${tenant.id} and jti = any(${jtis})`;
         committedBeforeKill = c!.n;
         const exit = await nodeB!.kill9();
         expect(exit?.signal).toBe('SIGKILL');
@@ -208,7 +221,9 @@ describe('kill -9 of a service process under load', () => {
       resent: resent.map((r) => (r.status === 200 ? 200 : codeOf(r))).join(','),
     });
     if (withoutReceipt.length > 0) {
-      console.log(`[reliability] BUG: counted invocations without an 'invocation.allowed' receipt after kill -9: ${withoutReceipt.join(', ')}`);
+      console.log(
+        `[reliability] BUG: counted invocations without an 'invocation.allowed' receipt after kill -9: ${withoutReceipt.join(', ')}`,
+      );
     }
     expect(replies.filter((r) => r.status === 200)).toEqual([]); // nobody was told "allowed"
     const mine = new Set<string>(chains.flatMap((c) => [c.root.dr.hash, c.leaf.dr.hash]));

@@ -58,7 +58,9 @@ beforeAll(async () => {
   root = grantRoot(tenant, { max_calls: 100_000 });
   leaves = Array.from({ length: 4 }, () => grantSub(root, { max_calls: 100_000 }));
   await registerDelegations(node.url, tenant, [root.dr, ...leaves.map((l) => l.dr)]);
-  console.log(`[reliability] db-faults: own PostgreSQL on 127.0.0.1:${cluster.port} and one service process ready in ${Math.round(performance.now() - t0)} ms`);
+  console.log(
+    `[reliability] db-faults: own PostgreSQL on 127.0.0.1:${cluster.port} and one service process ready in ${Math.round(performance.now() - t0)} ms`,
+  );
 }, 60_000);
 
 afterAll(async () => {
@@ -124,7 +126,9 @@ describe('PostgreSQL stops mid-load and comes back', () => {
     // The process must live through the outage; if it died, say so with its last words.
     const assertAlive = (when: string) => {
       if (!node!.alive()) {
-        throw new Error(`the service process died (${when}, ${JSON.stringify(node!.exit())}); it must survive a database outage. Its last output:\n${node!.output(12)}`);
+        throw new Error(
+          `the service process died (${when}, ${JSON.stringify(node!.exit())}); it must survive a database outage. Its last output:\n${node!.output(12)}`,
+        );
       }
     };
     const waitFor = async (what: string, cond: () => boolean, ms: number) => {
@@ -155,7 +159,11 @@ describe('PostgreSQL stops mid-load and comes back', () => {
       phase.startIssued = performance.now();
       startMs = await cluster!.start();
       phase.startReturned = performance.now();
-      await waitFor('/readyz 200 after the restart', () => readyProbes.some((p) => p.sentAt > phase.startReturned && p.status === 200), 15_000);
+      await waitFor(
+        '/readyz 200 after the restart',
+        () => readyProbes.some((p) => p.sentAt > phase.startReturned && p.status === 200),
+        15_000,
+      );
       await waitFor('150 allowed after the restart', () => allowedSince(phase.startReturned) >= 150, 20_000);
     } finally {
       stopLoad = true;
@@ -168,12 +176,17 @@ describe('PostgreSQL stops mid-load and comes back', () => {
     const inOutage = (r: Reply) => r.sentAt >= phase.stopReturned && r.doneAt <= phase.startIssued;
     const acrossStop = (r: Reply) => r.sentAt < phase.stopReturned && r.doneAt > phase.stopIssued;
     // Verifies sent early enough in the outage that their answer was due before the restart.
-    const dueInOutage = verifyProbes.filter((x) => x.reply.sentAt >= phase.stopReturned && x.reply.sentAt + VERIFY_BOUND_MS <= phase.startIssued);
+    const dueInOutage = verifyProbes.filter(
+      (x) => x.reply.sentAt >= phase.stopReturned && x.reply.sentAt + VERIFY_BOUND_MS <= phase.startIssued,
+    );
     const readyDue = readyProbes.filter((p) => p.sentAt >= phase.stopReturned && p.sentAt + READY_BOUND_MS <= phase.startIssued);
     const firstUnready = readyProbes.find((p) => p.sentAt >= phase.stopIssued && p.status === 503);
     const readyAgain = readyProbes.find((p) => p.sentAt > phase.startReturned && p.status === 200);
-    const fmt = (r: Reply) => `${Math.round(r.sentAt - phase.stopReturned)}ms:${r.status === 0 ? r.error : r.status}${codeOf(r) ? `/${codeOf(r)}` : ''}+${Math.round(r.ms)}ms`;
-    console.log(`[reliability] db-faults: pg_ctl stop -m immediate took ${Math.round(stopMs)} ms, outage ${OUTAGE_MS} ms, pg_ctl start ${Math.round(startMs)} ms`);
+    const fmt = (r: Reply) =>
+      `${Math.round(r.sentAt - phase.stopReturned)}ms:${r.status === 0 ? r.error : r.status}${codeOf(r) ? `/${codeOf(r)}` : ''}+${Math.round(r.ms)}ms`;
+    console.log(
+      `[reliability] db-faults: pg_ctl stop -m immediate took ${Math.round(stopMs)} ms, outage ${OUTAGE_MS} ms, pg_ctl start ${Math.round(startMs)} ms`,
+    );
     report('db-faults load workers, whole run', replies, ms, {
       before: replies.filter((r) => r.doneAt < phase.stopIssued).length,
       across_stop: replies.filter(acrossStop).length,
@@ -181,10 +194,19 @@ describe('PostgreSQL stops mid-load and comes back', () => {
       after_start: replies.filter((r) => r.sentAt > phase.startReturned).length,
     });
     report('db-faults in flight across the stop', replies.filter(acrossStop), 0);
-    report(`db-faults verify probes sent in the outage (answer due within ${VERIFY_BOUND_MS} ms)`, dueInOutage.map((x) => x.reply), OUTAGE_MS, {
-      sent_at_ms_status_latency: dueInOutage.map((x) => fmt(x.reply)).join(' '),
-    });
-    report('db-faults after PostgreSQL is back', [...sent, ...verifyProbes].map((x) => x.reply).filter((r) => r.sentAt > phase.startReturned), 0);
+    report(
+      `db-faults verify probes sent in the outage (answer due within ${VERIFY_BOUND_MS} ms)`,
+      dueInOutage.map((x) => x.reply),
+      OUTAGE_MS,
+      {
+        sent_at_ms_status_latency: dueInOutage.map((x) => fmt(x.reply)).join(' '),
+      },
+    );
+    report(
+      'db-faults after PostgreSQL is back',
+      [...sent, ...verifyProbes].map((x) => x.reply).filter((r) => r.sentAt > phase.startReturned),
+      0,
+    );
     console.log(
       `[reliability] db-faults readyz: probes_in_outage=${readyDue.length} statuses=${[...new Set(readyDue.map((p) => p.status))].join('/')} ` +
         `max_ms=${Math.round(Math.max(0, ...readyDue.map((p) => p.ms)))} first_503_after_stop_ms=${firstUnready ? Math.round(firstUnready.doneAt - phase.stopIssued) : 'none'} ` +
@@ -193,12 +215,23 @@ describe('PostgreSQL stops mid-load and comes back', () => {
 
     // While it is down: every verify answers 503 STORAGE_UNAVAILABLE in the standard envelope, promptly.
     expect(dueInOutage.length).toBeGreaterThanOrEqual(8);
-    expect(dueInOutage.filter((x) => !(x.reply.status === 503 && x.reply.ms <= VERIFY_BOUND_MS)).map((x) => fmt(x.reply)), `verifies sent during the outage not answered 503 within ${VERIFY_BOUND_MS} ms`).toEqual([]);
+    expect(
+      dueInOutage.filter((x) => !(x.reply.status === 503 && x.reply.ms <= VERIFY_BOUND_MS)).map((x) => fmt(x.reply)),
+      `verifies sent during the outage not answered 503 within ${VERIFY_BOUND_MS} ms`,
+    ).toEqual([]);
     for (const r of [...sent, ...verifyProbes].map((x) => x.reply).filter((x) => x.status === 503)) {
-      expect(r.body).toMatchObject({ error: { code: 'STORAGE_UNAVAILABLE', message: expect.any(String), suggestion: expect.any(String) }, request_id: expect.any(String) });
+      expect(r.body).toMatchObject({
+        error: { code: 'STORAGE_UNAVAILABLE', message: expect.any(String), suggestion: expect.any(String) },
+        request_id: expect.any(String),
+      });
     }
     // Never an allow while it is down.
-    expect([...sent, ...verifyProbes].map((x) => x.reply).filter((r) => r.status === 200 && r.doneAt > phase.stopReturned && r.doneAt < phase.startIssued).map(fmt)).toEqual([]);
+    expect(
+      [...sent, ...verifyProbes]
+        .map((x) => x.reply)
+        .filter((r) => r.status === 200 && r.doneAt > phase.stopReturned && r.doneAt < phase.startIssued)
+        .map(fmt),
+    ).toEqual([]);
 
     // /readyz: unready within ~3 s of the stop, every probe in the outage 503 and prompt; ready again after.
     expect(firstUnready, 'a 503 from /readyz after the stop').toBeDefined();
@@ -211,7 +244,13 @@ describe('PostgreSQL stops mid-load and comes back', () => {
     expect(node!.alive()).toBe(true);
     expect(node!.pid).toBe(pid);
     expect(allowedSince(phase.startReturned)).toBeGreaterThanOrEqual(150);
-    expect([...sent, ...verifyProbes].map((x) => x.reply).filter((r) => r.status !== 200 && r.status !== 503).map(fmt), 'answers other than 200/503 (0 = none within 10 s)').toEqual([]);
+    expect(
+      [...sent, ...verifyProbes]
+        .map((x) => x.reply)
+        .filter((r) => r.status !== 200 && r.status !== 503)
+        .map(fmt),
+      'answers other than 200/503 (0 = none within 10 s)',
+    ).toEqual([]);
 
     // A 503 leaves the client not knowing; sending it again settles it exactly once.
     const all = [...sent, ...verifyProbes];

@@ -49,7 +49,9 @@ beforeAll(async () => {
   const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
   if (failed) throw failed.reason;
   tenant = await setupTenant(nodes[0]!.url, cfg.adminKey, 'reliability-nodes');
-  console.log(`[reliability] nodes: 3 service processes ready (ports ${nodes.map((n) => n.port).join(', ')}) in ${Math.round(performance.now() - started)} ms`);
+  console.log(
+    `[reliability] nodes: 3 service processes ready (ports ${nodes.map((n) => n.port).join(', ')}) in ${Math.round(performance.now() - started)} ms`,
+  );
 }, 60_000);
 
 afterAll(async () => {
@@ -86,7 +88,9 @@ describe('shared ceilings across three nodes', () => {
       const perNode = nodes.map((_, j) => replies.filter((r, i) => i % nodes.length === j && r.status === 200).length);
       const t = report(`nodes N=${n} k=${k} leaves=${leaves}`, replies, ms, { allowed_per_node: perNode });
 
-      expect(replies.filter((r) => r.status !== 200 && r.status !== 403).map((r) => `${r.status} ${r.error ?? JSON.stringify(r.body)}`)).toEqual([]);
+      expect(
+        replies.filter((r) => r.status !== 200 && r.status !== 403).map((r) => `${r.status} ${r.error ?? JSON.stringify(r.body)}`),
+      ).toEqual([]);
       expect(t.allowed).toBe(Math.min(n, k));
       expect(Object.keys(t.deniedBy).filter((c) => c !== 'CALLS_EXHAUSTED')).toEqual([]);
 
@@ -97,7 +101,10 @@ describe('shared ceilings across three nodes', () => {
       expect(rows.filter((r) => r.callsUsed !== r.stored)).toEqual([]);
       expect(rows.find((r) => r.hash === root.dr.hash)!.callsUsed).toBe(Math.min(n, k));
       expect(rows.find((r) => r.hash === mid.dr.hash)!.callsUsed).toBe(Math.min(n, k));
-      const view = checkClientView(audit, signed.map((s, i) => ({ jti: s.jti, reply: replies[i]! })));
+      const view = checkClientView(
+        audit,
+        signed.map((s, i) => ({ jti: s.jti, reply: replies[i]! })),
+      );
       expect(view).toEqual({ allowedNotStored: [], allowedWithoutReceipt: [], deniedButStored: [] });
     }, 30_000);
   }
@@ -175,13 +182,20 @@ describe('revocation across nodes', () => {
     expect(rev.status, JSON.stringify(rev.body)).toBe(200);
     // No pause: straight to the other nodes.
     const byNode = await Promise.all(
-      [1, 2, 0].map((j) => Promise.all(after.filter((_, i) => i % 3 === j).map((s) => verify(nodes[j]!.url, tenant, s.bundle).then((r) => ({ s, r }))))),
+      [1, 2, 0].map((j) =>
+        Promise.all(after.filter((_, i) => i % 3 === j).map((s) => verify(nodes[j]!.url, tenant, s.bundle).then((r) => ({ s, r })))),
+      ),
     );
     const results = byNode.flat();
     const gapMs = Math.round(Math.min(...results.map(({ r }) => r.sentAt)) - rev.doneAt);
-    report('nodes revocation (mid1 revoked on node1, checked on nodes 2,3,1)', results.map((x) => x.r), Math.max(...results.map((x) => x.r.doneAt)) - rev.doneAt, {
-      first_check_after_ms: gapMs,
-    });
+    report(
+      'nodes revocation (mid1 revoked on node1, checked on nodes 2,3,1)',
+      results.map((x) => x.r),
+      Math.max(...results.map((x) => x.r.doneAt)) - rev.doneAt,
+      {
+        first_check_after_ms: gapMs,
+      },
+    );
     for (const { s, r } of results) {
       if (s.leaf === 2) expect(r.status, `sibling leafC ${JSON.stringify(r.body)}`).toBe(200);
       else {
@@ -220,7 +234,9 @@ describe('revocation across nodes', () => {
       revokedAt = revokeReply.doneAt;
       // What is committed now is everything the revocation may have let through.
       storedAtRevoke = await withSql(dbUrl, async (sql) => {
-        const [row] = await sql<{ n: number }[]>`select count(*)::int as n from invocations where tenant_id = ${tenant.id} and leaf_hash = ${leaf.dr.hash}`;
+        const [row] = await sql<
+          { n: number }[]
+        >`select count(*)::int as n from invocations where tenant_id = ${tenant.id} and leaf_hash = ${leaf.dr.hash}`;
         return row!.n;
       });
     })();
@@ -239,11 +255,18 @@ describe('revocation across nodes', () => {
       sent_after_revoke: sentAfter.length,
       allowed_answered_after_revoke: allowedAnsweredAfter.length,
     });
-    expect(replies.filter((r) => r.status !== 200 && r.status !== 403).map((r) => `${r.status} ${r.error ?? JSON.stringify(r.body)}`).slice(0, 5)).toEqual([]);
+    expect(
+      replies
+        .filter((r) => r.status !== 200 && r.status !== 403)
+        .map((r) => `${r.status} ${r.error ?? JSON.stringify(r.body)}`)
+        .slice(0, 5),
+    ).toEqual([]);
     expect(nodes.filter((n) => !n.alive()).map((n) => `${n.name} died (${JSON.stringify(n.exit())}):\n${n.output(12)}`)).toEqual([]);
     // Every request sent after the revocation returned is denied, on every node.
     expect(sentAfter.length).toBeGreaterThan(0);
-    expect(sentAfter.filter((r) => !(r.status === 403 && codeOf(r) === 'RECEIPT_REVOKED')).map((r) => `${r.status} ${codeOf(r)}`)).toEqual([]);
+    expect(sentAfter.filter((r) => !(r.status === 403 && codeOf(r) === 'RECEIPT_REVOKED')).map((r) => `${r.status} ${codeOf(r)}`)).toEqual(
+      [],
+    );
     // Counting stays exact.
     expect(audit.counters.find((r) => r.hash === root.dr.hash)).toMatchObject({ callsUsed: storedFinal, stored: storedFinal });
     expect(t.allowed).toBe(storedFinal);

@@ -177,7 +177,11 @@ export async function waitReady(node: ServiceNode, timeoutMs = 30_000): Promise<
  * port, picks a free one (and retries if another process took it meanwhile);
  * with a port (a restart), uses exactly that one.
  */
-export async function startNode(name: string, cfg: NodeConfig, opts: { port?: number; readyTimeoutMs?: number } = {}): Promise<ServiceNode> {
+export async function startNode(
+  name: string,
+  cfg: NodeConfig,
+  opts: { port?: number; readyTimeoutMs?: number } = {},
+): Promise<ServiceNode> {
   let lastError: unknown;
   for (let attempt = 0; attempt < 3; attempt++) {
     const port = opts.port ?? (await freePort());
@@ -284,11 +288,17 @@ export async function setupTenant(baseUrl: string, adminKey: string, name: strin
   expectStatus('create tenant', t, 201);
   const id = t.body.id as string;
   const root = generateKeyPair();
-  const r = await request(baseUrl, 'POST', `/v1/admin/tenants/${id}/roots`, { key: adminKey, json: { did: root.did, label: 'reliability root' } });
+  const r = await request(baseUrl, 'POST', `/v1/admin/tenants/${id}/roots`, {
+    key: adminKey,
+    json: { did: root.did, label: 'reliability root' },
+  });
   expectStatus('trust root', r, 201);
   const keys: Record<string, string> = {};
   for (const scope of ['issue', 'verify']) {
-    const k = await request(baseUrl, 'POST', `/v1/admin/tenants/${id}/api-keys`, { key: adminKey, json: { scopes: [scope], name: `reliability-${scope}` } });
+    const k = await request(baseUrl, 'POST', `/v1/admin/tenants/${id}/api-keys`, {
+      key: adminKey,
+      json: { scopes: [scope], name: `reliability-${scope}` },
+    });
     expectStatus(`create ${scope} key`, k, 201);
     keys[scope] = k.body.key as string;
   }
@@ -377,7 +387,18 @@ export interface Tally {
 }
 
 export function tally(replies: readonly Reply[]): Tally {
-  const t: Tally = { requests: replies.length, allowed: 0, denied: 0, unavailable: 0, noResponse: 0, other: 0, deniedBy: {}, p50ms: 0, p99ms: 0, maxMs: 0 };
+  const t: Tally = {
+    requests: replies.length,
+    allowed: 0,
+    denied: 0,
+    unavailable: 0,
+    noResponse: 0,
+    other: 0,
+    deniedBy: {},
+    p50ms: 0,
+    p99ms: 0,
+    maxMs: 0,
+  };
   for (const r of replies) {
     if (r.status === 200) t.allowed++;
     else if (r.status === 403) {
@@ -398,10 +419,14 @@ export function tally(replies: readonly Reply[]): Tally {
 /** One line per scenario in the CI log. */
 export function report(label: string, replies: readonly Reply[], durationMs: number, extra: Record<string, unknown> = {}): Tally {
   const t = tally(replies);
-  const denied = Object.entries(t.deniedBy).map(([c, n]) => `${c}=${n}`).join(',');
+  const denied = Object.entries(t.deniedBy)
+    .map(([c, n]) => `${c}=${n}`)
+    .join(',');
   const errors = [...new Set(replies.filter((r) => r.status === 0).map((r) => r.error ?? '?'))].slice(0, 3);
   if (errors.length > 0) extra = { ...extra, no_response_errors: errors.join(' | ') };
-  const more = Object.entries(extra).map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`).join(' ');
+  const more = Object.entries(extra)
+    .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
+    .join(' ');
   console.log(
     `[reliability] ${label}: requests=${t.requests} allowed=${t.allowed} denied=${t.denied}${denied ? `(${denied})` : ''} ` +
       `503=${t.unavailable} no_response=${t.noResponse} other=${t.other} duration=${Math.round(durationMs)}ms ` +
@@ -450,7 +475,13 @@ export async function auditDatabase(databaseUrl: string, tenantId: string): Prom
     const invs = await sql<{ jti: string }[]>`select jti from invocations where tenant_id = ${tenantId}`;
     const rcpts = await sql<{ id: number; subject: string; jws: string }[]>`
       select id::int as id, subject, jws from receipts where tenant_id = ${tenantId} and kind = 'invocation.allowed'`;
-    const rows: CounterRow[] = counters.map((c) => ({ hash: c.hash, depth: c.depth, callsUsed: c.calls_used, maxCalls: c.max_calls, stored: c.stored }));
+    const rows: CounterRow[] = counters.map((c) => ({
+      hash: c.hash,
+      depth: c.depth,
+      callsUsed: c.calls_used,
+      maxCalls: c.max_calls,
+      stored: c.stored,
+    }));
     const storedJtis = new Set(invs.map((r) => r.jti));
     const allowReceipts = new Map<string, { id: number; jws: string }[]>();
     for (const r of rcpts) {
@@ -557,7 +588,16 @@ export async function startOwnCluster(): Promise<OwnCluster> {
     return performance.now() - started;
   };
   let port = 0;
-  const opts = () => [`-p ${port}`, '-h 127.0.0.1', `-k ${dir}`, '-c fsync=off', '-c full_page_writes=off', '-c synchronous_commit=on', '-c max_connections=100'].join(' ');
+  const opts = () =>
+    [
+      `-p ${port}`,
+      '-h 127.0.0.1',
+      `-k ${dir}`,
+      '-c fsync=off',
+      '-c full_page_writes=off',
+      '-c synchronous_commit=on',
+      '-c max_connections=100',
+    ].join(' ');
   const start = () => ctl(['start', '-D', data, '-l', log, '-w', '-t', '30', '-o', opts()], 40_000);
   const stop = (mode: 'immediate' | 'fast') => ctl(['stop', '-D', data, '-m', mode, '-w', '-t', '30'], 40_000);
   const destroy = async () => {
@@ -569,7 +609,16 @@ export async function startOwnCluster(): Promise<OwnCluster> {
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    const [initCmd, initArgs] = pgCommand(join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '--auth=trust', '--encoding=UTF8', '--no-locale', '--no-sync']);
+    const [initCmd, initArgs] = pgCommand(join(bin, 'initdb'), [
+      '-D',
+      data,
+      '-U',
+      'postgres',
+      '--auth=trust',
+      '--encoding=UTF8',
+      '--no-locale',
+      '--no-sync',
+    ]);
     await run(initCmd, initArgs, { timeout: 60_000 });
     let lastError: unknown;
     for (let attempt = 0; attempt < 3 && port === 0; attempt++) {

@@ -31,7 +31,10 @@ export async function storedChain(
   await new BatonClient({ baseUrl: live.baseUrl }).submit([root, sub]);
   const verifier = new BatonClient({ baseUrl: live.baseUrl, apiKey: live.tenant.keys.verify });
   return {
-    a, b, root, sub,
+    a,
+    b,
+    root,
+    sub,
     async call(args = ARGS) {
       const inv = createInvocation({ chain: [root, sub], invoker: b, args, toolServer: 'mcp://search' });
       const result = await verifier.verify(makeBundle(inv, [root, sub], 'reference'));

@@ -12,13 +12,27 @@ import { type BatonApiError, BatonClient, isBatonApiError, type VerifyResult } f
 import { closedPortUrl, nowSeconds, startLiveService, startSilentServer, type LiveService } from './live-service.js';
 
 let live: LiveService;
-let clients: { admin: BatonClient; issue: BatonClient; verify: BatonClient; report: BatonClient; audit: BatonClient; anonymous: BatonClient };
+let clients: {
+  admin: BatonClient;
+  issue: BatonClient;
+  verify: BatonClient;
+  report: BatonClient;
+  audit: BatonClient;
+  anonymous: BatonClient;
+};
 
 beforeAll(async () => {
   live = await startLiveService();
   const make = (apiKey?: string) => new BatonClient({ baseUrl: live.baseUrl, ...(apiKey ? { apiKey } : {}) });
   const k = live.tenant.keys;
-  clients = { admin: make(live.svc.adminKey), issue: make(k.issue), verify: make(k.verify), report: make(k.report), audit: make(k.audit), anonymous: make() };
+  clients = {
+    admin: make(live.svc.adminKey),
+    issue: make(k.issue),
+    verify: make(k.verify),
+    report: make(k.report),
+    audit: make(k.audit),
+    anonymous: make(),
+  };
 });
 afterAll(async () => {
   await live?.close();
@@ -27,7 +41,10 @@ afterAll(async () => {
 const ARGS = { tool: 'search', estimated_cost_usd: 0.5, pii_access: false, write_access: false };
 
 /** operator (trusted root) -> agent A -> agent B, submitted; B can invoke. */
-async function storedChain(rootPolicy = { allowed_tools: ['search', 'fetch'], max_calls: 10, max_cost_usd: 1 }, subPolicy = { allowed_tools: ['search'], max_calls: 5, max_cost_usd: 1 }) {
+async function storedChain(
+  rootPolicy = { allowed_tools: ['search', 'fetch'], max_calls: 10, max_cost_usd: 1 },
+  subPolicy = { allowed_tools: ['search'], max_calls: 5, max_cost_usd: 1 },
+) {
   const a = generateKeyPair();
   const b = generateKeyPair();
   const root = createRootDelegation({ issuer: live.tenant.root, audience: a.did, policy: rootPolicy });
@@ -36,7 +53,12 @@ async function storedChain(rootPolicy = { allowed_tools: ['search', 'fetch'], ma
   return { a, b, root, sub, chain: [root, sub] as SignedDelegation[] };
 }
 
-function bundleFor(invoker: KeyPair, chain: SignedDelegation[], args: Record<string, unknown> = ARGS, mode: 'value' | 'reference' = 'reference') {
+function bundleFor(
+  invoker: KeyPair,
+  chain: SignedDelegation[],
+  args: Record<string, unknown> = ARGS,
+  mode: 'value' | 'reference' = 'reference',
+) {
   const inv = createInvocation({ chain, invoker, args, toolServer: 'mcp://search' });
   return { inv, bundle: makeBundle(inv, chain, mode) };
 }
@@ -65,12 +87,22 @@ describe('admin', () => {
     expect((await admin.listRoots(tenant.id)).roots.map((r) => r.did)).toEqual([rootKey.did]);
 
     const key = await admin.createApiKey(tenant.id, { scopes: ['verify'], name: 'tool server', tool_server: 'mcp://search' });
-    expect(key).toMatchObject({ id: expect.any(String), key: expect.stringMatching(/^bt_/), scopes: ['verify'], tool_server: 'mcp://search' });
+    expect(key).toMatchObject({
+      id: expect.any(String),
+      key: expect.stringMatching(/^bt_/),
+      scopes: ['verify'],
+      tool_server: 'mcp://search',
+    });
     expect((await admin.listApiKeys(tenant.id)).api_keys.map((k) => k.id)).toContain(key.id);
 
     // The new key works, then stops working once revoked.
     const tool = new BatonClient({ baseUrl: live.baseUrl, apiKey: key.key });
-    const { bundle } = bundleFor(generateKeyPair(), [createRootDelegation({ issuer: rootKey, audience: generateKeyPair().did, policy: {} })], ARGS, 'value');
+    const { bundle } = bundleFor(
+      generateKeyPair(),
+      [createRootDelegation({ issuer: rootKey, audience: generateKeyPair().did, policy: {} })],
+      ARGS,
+      'value',
+    );
     expect((await tool.verify(bundle, { dryRun: true })).valid).toBe(false); // an answer: the invoker is not the holder
     await admin.revokeApiKey(key.id);
     const revoked = await rejection(tool.verify(bundle));
@@ -112,7 +144,18 @@ describe('issuance', () => {
     await clients.anonymous.submit(root);
     // Signed below the SDK's check, as a misbehaving client would.
     const { signJws } = await import('../../src/protocol/jws.js');
-    const bad = signJws({ ...createSubDelegation({ parent: root, issuer: a, audience: generateKeyPair().did, policy: { allowed_tools: ['search'], max_calls: 1 } }).payload, policy: { allowed_tools: ['search', 'shell'], max_calls: 9 } }, a.seed);
+    const bad = signJws(
+      {
+        ...createSubDelegation({
+          parent: root,
+          issuer: a,
+          audience: generateKeyPair().did,
+          policy: { allowed_tools: ['search'], max_calls: 1 },
+        }).payload,
+        policy: { allowed_tools: ['search', 'shell'], max_calls: 9 },
+      },
+      a.seed,
+    );
     const e = await rejection(clients.anonymous.submit(bad));
     expect(e).toMatchObject({ status: 422, code: 'POLICY_ESCALATION', block: 'D' });
     expect(e.suggestion).toMatch(/Narrow the child policy/);
@@ -137,14 +180,22 @@ describe('verify', () => {
     const result = await clients.verify.verify(bundle, { body: ARGS, requireBinding: true });
     expect(result.valid).toBe(true);
     if (!result.valid) throw new Error('unreachable');
-    expect(result).toMatchObject({ dry_run: false, invocation_id: inv.payload.jti, binding: 'match', context: { tool: 'search', chain_depth: 2 } });
+    expect(result).toMatchObject({
+      dry_run: false,
+      invocation_id: inv.payload.jti,
+      binding: 'match',
+      context: { tool: 'search', chain_depth: 2 },
+    });
     expect(result.counters).toEqual([
       { dr: root.hash, calls_used: 1, max_calls: 10 },
       { dr: sub.hash, calls_used: 1, max_calls: 5 },
     ]);
     expect(result.request_id).toMatch(/\S+/);
     const checked = await clients.anonymous.verifyReceipt(result.receipt!.jws);
-    expect(checked).toMatchObject({ valid: true, payload: expect.objectContaining({ baton_receipt: 'invocation.allowed', subject: inv.payload.jti }) });
+    expect(checked).toMatchObject({
+      valid: true,
+      payload: expect.objectContaining({ baton_receipt: 'invocation.allowed', subject: inv.payload.jti }),
+    });
     const tampered = result.receipt!.jws.slice(0, -4) + (result.receipt!.jws.endsWith('AAAA') ? 'BBBB' : 'AAAA');
     expect((await clients.anonymous.verifyReceipt(tampered)).valid).toBe(false);
   });
@@ -195,8 +246,16 @@ describe('actuals and reads', () => {
       jtis.push(inv.payload.jti);
     }
     const actual = await clients.report.reportActual(jtis[0]!, { cost_usd: 0.4, tokens_in: 100, tokens_out: 20, source: 'api-usage' });
-    expect(actual).toMatchObject({ jti: jtis[0], cost_usd: 0.4, declared_usd: 0.5, source: 'api-usage', receipt: { id: expect.any(Number) } });
-    expect(await clients.report.reportActual(jtis[0]!, { cost_usd: 0.4, tokens_in: 100, tokens_out: 20, source: 'api-usage' })).toEqual(actual);
+    expect(actual).toMatchObject({
+      jti: jtis[0],
+      cost_usd: 0.4,
+      declared_usd: 0.5,
+      source: 'api-usage',
+      receipt: { id: expect.any(Number) },
+    });
+    expect(await clients.report.reportActual(jtis[0]!, { cost_usd: 0.4, tokens_in: 100, tokens_out: 20, source: 'api-usage' })).toEqual(
+      actual,
+    );
     const conflict = await rejection(clients.report.reportActual(jtis[0]!, { cost_usd: 0.9, source: 'api-usage' }));
     expect(conflict).toMatchObject({ status: 409, code: 'CONFLICT' });
     const noProvenance = await rejection(clients.report.reportActual(jtis[1]!, { cost_usd: 0.1 } as never));
@@ -273,7 +332,14 @@ describe('revocation', () => {
   it('by API key, cascading to descendants; idempotent', async () => {
     const { b, chain, root } = await storedChain();
     const r = await clients.issue.revoke(root.hash, 'compromised agent');
-    expect(r).toMatchObject({ hash: root.hash, status: 'revoked', reason: 'compromised agent', descendants: 1, already_revoked: false, revoked_by: { kind: 'api_key' } });
+    expect(r).toMatchObject({
+      hash: root.hash,
+      status: 'revoked',
+      reason: 'compromised agent',
+      descendants: 1,
+      already_revoked: false,
+      revoked_by: { kind: 'api_key' },
+    });
     expect((await clients.issue.revoke(root.hash, 'again')).already_revoked).toBe(true);
     const { bundle } = bundleFor(b, chain);
     expect(await clients.verify.verify(bundle)).toMatchObject({ valid: false, error: { code: 'RECEIPT_REVOKED' } });
@@ -315,7 +381,13 @@ describe('transport failures', () => {
     const silent = await startSilentServer();
     try {
       const started = Date.now();
-      const e = await rejection(new BatonClient({ baseUrl: silent.url, apiKey: 'bt_x', timeoutMs: 300 }).verify({ bundle_version: '4.0', invocation: 'a.b.c', receipts: [] }));
+      const e = await rejection(
+        new BatonClient({ baseUrl: silent.url, apiKey: 'bt_x', timeoutMs: 300 }).verify({
+          bundle_version: '4.0',
+          invocation: 'a.b.c',
+          receipts: [],
+        }),
+      );
       const took = Date.now() - started;
       expect(e).toMatchObject({ status: 0, code: 'TIMEOUT', method: 'POST' });
       expect(e.message).toMatch(/did not answer POST \/v1\/verify within 300 ms/);
@@ -371,12 +443,20 @@ describe('transport failures', () => {
       fetch: async (input, init) => {
         const h = new Headers(init?.headers);
         seen.push({ url: String(input), auth: h.get('authorization'), ua: h.get('user-agent'), type: h.get('content-type') });
-        return new Response(JSON.stringify({ receipts: [], next_after: null }), { status: 200, headers: { 'content-type': 'application/json' } });
+        return new Response(JSON.stringify({ receipts: [], next_after: null }), {
+          status: 200,
+          headers: { 'content-type': 'application/json' },
+        });
       },
     });
     await client.listReceipts({ after: 5, limit: 2 });
     await client.keys();
-    expect(seen[0]).toEqual({ url: 'http://baton.invalid/prefix/v1/receipts?after=5&limit=2', auth: 'Bearer bt_secret', ua: expect.stringMatching(/^baton-sdk\//), type: null });
+    expect(seen[0]).toEqual({
+      url: 'http://baton.invalid/prefix/v1/receipts?after=5&limit=2',
+      auth: 'Bearer bt_secret',
+      ua: expect.stringMatching(/^baton-sdk\//),
+      type: null,
+    });
     expect(seen[1]!.auth).toBeNull(); // public routes get no key
   });
 
@@ -390,8 +470,21 @@ describe('transport failures', () => {
 describe('the package entry point', () => {
   it('exports the SDK: keys, records, client, revocation, offline verification', async () => {
     const sdk = await import('../../src/sdk/index.js');
-    for (const name of ['generateKeyPair', 'createRootDelegation', 'createSubDelegation', 'createInvocation', 'makeBundle', 'createRevocation',
-      'BatonClient', 'BatonApiError', 'verifyChain', 'verifyDelegations', 'verifyServiceReceipt', 'BatonError', 'ERROR_TABLE']) {
+    for (const name of [
+      'generateKeyPair',
+      'createRootDelegation',
+      'createSubDelegation',
+      'createInvocation',
+      'makeBundle',
+      'createRevocation',
+      'BatonClient',
+      'BatonApiError',
+      'verifyChain',
+      'verifyDelegations',
+      'verifyServiceReceipt',
+      'BatonError',
+      'ERROR_TABLE',
+    ]) {
       expect(typeof (sdk as Record<string, unknown>)[name], name).not.toBe('undefined');
     }
     // Offline verification of what the client stored agrees with the service.

@@ -18,9 +18,19 @@ describe('SDK example', () => {
 
     // ---- the example ----
     const { BatonClient, generateKeyPair, createRootDelegation, createSubDelegation, createInvocation, makeBundle } = await import('baton');
-    const agentA = generateKeyPair(), agentB = generateKeyPair();
-    const root = createRootDelegation({ issuer: operator, audience: agentA.did, policy: { allowed_tools: ['search', 'fetch'], max_calls: 100, max_cost_usd: 1 } });
-    const sub = createSubDelegation({ parent: root, issuer: agentA, audience: agentB.did, policy: { allowed_tools: ['search'], max_calls: 10, max_cost_usd: 0.1 } }); // throws POLICY_ESCALATION if wider
+    const agentA = generateKeyPair(),
+      agentB = generateKeyPair();
+    const root = createRootDelegation({
+      issuer: operator,
+      audience: agentA.did,
+      policy: { allowed_tools: ['search', 'fetch'], max_calls: 100, max_cost_usd: 1 },
+    });
+    const sub = createSubDelegation({
+      parent: root,
+      issuer: agentA,
+      audience: agentB.did,
+      policy: { allowed_tools: ['search'], max_calls: 10, max_cost_usd: 0.1 },
+    }); // throws POLICY_ESCALATION if wider
     await new BatonClient({ baseUrl: BATON_URL }).submit([root, sub]); // signatures are the proof: no key needed
     const args = { tool: 'search', query: 'weather', estimated_cost_usd: 0.02, pii_access: false, write_access: false };
     const call = createInvocation({ chain: [root, sub], invoker: agentB, args, toolServer: 'mcp://search' });

@@ -17,18 +17,25 @@ const rootDr = sdk.createRootDelegation({ issuer: root, audience: a.did, policy:
 const sub = sdk.createSubDelegation({ parent: rootDr, issuer: a, audience: b.did, policy: { allowed_tools: ['search'], max_calls: 1 } });
 const client = new sdk.BatonClient({ baseUrl, apiKey: verifyKey });
 await client.submit([rootDr, sub], { apiKey: null });
-const inv = sdk.createInvocation({ chain: [rootDr, sub], invoker: b, args: { tool: 'search', pii_access: false, write_access: false }, toolServer: 'mcp://search' });
+const inv = sdk.createInvocation({
+  chain: [rootDr, sub],
+  invoker: b,
+  args: { tool: 'search', pii_access: false, write_access: false },
+  toolServer: 'mcp://search',
+});
 const bundle = sdk.makeBundle(inv, [rootDr, sub]);
 const offline = sdk.verifyChain(bundle, { now: Math.floor(Date.now() / 1000), trustedRoots: [root.did] });
 const online = await client.verify(bundle);
 const fixed = sdk.createRootDelegation({ issuer: root, audience: a.did, policy: {}, iat: 1_800_000_000, jti: 'dr:fixed' });
 
-process.stdout.write(`${JSON.stringify({
-  backend: sdk.defaultEd25519Backend,
-  offline: offline.valid,
-  online: online.valid,
-  receipt: online.valid ? online.receipt?.jws : null,
-  receiptValid: online.valid && online.receipt ? (await client.verifyReceipt(online.receipt.jws)).valid : null,
-  fixedJws: fixed.jws,
-  aDid: a.did,
-})}\n`);
+process.stdout.write(
+  `${JSON.stringify({
+    backend: sdk.defaultEd25519Backend,
+    offline: offline.valid,
+    online: online.valid,
+    receipt: online.valid ? online.receipt?.jws : null,
+    receiptValid: online.valid && online.receipt ? (await client.verifyReceipt(online.receipt.jws)).valid : null,
+    fixedJws: fixed.jws,
+    aDid: a.did,
+  })}\n`,
+);

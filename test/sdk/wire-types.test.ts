@@ -17,14 +17,21 @@ import type {
   treeOfDelegation,
   UsageView,
 } from '../../src/service/delegations.handlers.js';
-import type { ActualView, describeInvocation, InvocationListItem, invocationsOfDelegation } from '../../src/service/invocations.handlers.js';
+import type {
+  ActualView,
+  describeInvocation,
+  InvocationListItem,
+  invocationsOfDelegation,
+} from '../../src/service/invocations.handlers.js';
 import type { issueCustodialRoot } from '../../src/service/issue.handlers.js';
 import type { RevokeResult } from '../../src/service/revoke.handlers.js';
 import type { Counter, VerifyResponse, Warning } from '../../src/service/verify.handlers.js';
 
 type Result<F extends (...args: never[]) => unknown> = Awaited<ReturnType<F>>;
 /** The same keys, both ways. */
-type SameKeys<A, B> = [Exclude<keyof A, keyof B>, Exclude<keyof B, keyof A>] extends [never, never] ? true : { onlyIn: [Exclude<keyof A, keyof B>, Exclude<keyof B, keyof A>] };
+type SameKeys<A, B> = [Exclude<keyof A, keyof B>, Exclude<keyof B, keyof A>] extends [never, never]
+  ? true
+  : { onlyIn: [Exclude<keyof A, keyof B>, Exclude<keyof B, keyof A>] };
 /** Server value assignable to the client type (server -> client is what the wire carries). */
 type Fits<Server, ClientT> = Server extends ClientT ? true : false;
 type NoPolicy<T> = Omit<T, 'policy' | 'children'>;

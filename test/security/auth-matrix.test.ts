@@ -90,7 +90,10 @@ interface Ctx extends World {
 const matrixDr = subDr(drA0, KEYS.a1, KEYS.a3.did, 'dr:sec-matrix-fresh');
 const orphanDr = subDr({ ...drA0, hash: ABSENT_HASH }, KEYS.a1, KEYS.a3.did, 'dr:sec-matrix-orphan');
 const matrixInv = invocation(CHAIN_A, KEYS.a2, 'inv:sec-matrix');
-const absentChainInv = signPayload({ ...invocationPayload(CHAIN_A, KEYS.a2, 'inv:sec-matrix-absent'), dr_chain: [ABSENT_HASH, recordHash('absent-leaf')] }, KEYS.a2);
+const absentChainInv = signPayload(
+  { ...invocationPayload(CHAIN_A, KEYS.a2, 'inv:sec-matrix-absent'), dr_chain: [ABSENT_HASH, recordHash('absent-leaf')] },
+  KEYS.a2,
+);
 
 const get = (path: string): Call => ({ method: 'GET', path });
 const post = (path: string, body: unknown): Call => ({ method: 'POST', path, body });
@@ -159,9 +162,15 @@ const MATRIX: Readonly<Record<string, Entry>> = {
     absent: () => post('/v1/delegations', { receipt: orphanDr.jws }),
     // A submission, not a read: its parent is unknown to the caller's tenant, exactly as if it did not exist.
     otherTenantStatus: [422],
-    ids: () => [[drA0.hash, ABSENT_HASH], [matrixDr.hash, orphanDr.hash]],
+    ids: () => [
+      [drA0.hash, ABSENT_HASH],
+      [matrixDr.hash, orphanDr.hash],
+    ],
   },
-  'POST /v1/delegations/issue': { access: { kind: 'tenant', scopes: ['issue'] }, call: () => post('/v1/delegations/issue', { ...ISSUE_BASE, jti: 'dr:sec-matrix-issue' }) },
+  'POST /v1/delegations/issue': {
+    access: { kind: 'tenant', scopes: ['issue'] },
+    call: () => post('/v1/delegations/issue', { ...ISSUE_BASE, jti: 'dr:sec-matrix-issue' }),
+  },
   'GET /v1/delegations/:hash': hashRead(''),
   'GET /v1/delegations/:hash/chain': hashRead('/chain'),
   'GET /v1/delegations/:hash/tree': hashRead('/tree'),
@@ -178,7 +187,12 @@ const MATRIX: Readonly<Record<string, Entry>> = {
     access: { kind: 'tenant', scopes: ['verify'] },
     call: () => post('/v1/verify', bundle(matrixInv, 'reference')),
     absent: () => post('/v1/verify', { bundle_version: '4.0', invocation: absentChainInv, receipts: [] }),
-    ids: () => [[drA0.hash, ABSENT_HASH], [drA1.hash, recordHash('absent-leaf')], [matrixInv.hash, recordHash(absentChainInv)], ['inv:sec-matrix', 'inv:sec-matrix-absent']],
+    ids: () => [
+      [drA0.hash, ABSENT_HASH],
+      [drA1.hash, recordHash('absent-leaf')],
+      [matrixInv.hash, recordHash(absentChainInv)],
+      ['inv:sec-matrix', 'inv:sec-matrix-absent'],
+    ],
   },
   'POST /verify': {
     // A verify deny (403 BUNDLE_INCOMPLETE): A's stored chain is unknown to B, exactly like a chain nobody stored.
@@ -186,7 +200,12 @@ const MATRIX: Readonly<Record<string, Entry>> = {
     access: { kind: 'tenant', scopes: ['verify'] },
     call: () => post('/verify', bundle(matrixInv, 'reference')),
     absent: () => post('/verify', { bundle_version: '4.0', invocation: absentChainInv, receipts: [] }),
-    ids: () => [[drA0.hash, ABSENT_HASH], [drA1.hash, recordHash('absent-leaf')], [matrixInv.hash, recordHash(absentChainInv)], ['inv:sec-matrix', 'inv:sec-matrix-absent']],
+    ids: () => [
+      [drA0.hash, ABSENT_HASH],
+      [drA1.hash, recordHash('absent-leaf')],
+      [matrixInv.hash, recordHash(absentChainInv)],
+      ['inv:sec-matrix', 'inv:sec-matrix-absent'],
+    ],
   },
   'POST /v1/invocations/:jti/actuals': {
     access: { kind: 'tenant', scopes: ['report'] },
@@ -200,13 +219,24 @@ const MATRIX: Readonly<Record<string, Entry>> = {
     absent: () => get(`/v1/invocations/${ABSENT_JTI}`),
     ids: () => [[String(invConsumed.payload['jti']), ABSENT_JTI]],
   },
-  'GET /v1/receipts': { access: { kind: 'tenant', scopes: ['audit'] }, call: () => get('/v1/receipts?limit=500'), otherTenantReadsOwn: true },
+  'GET /v1/receipts': {
+    access: { kind: 'tenant', scopes: ['audit'] },
+    call: () => get('/v1/receipts?limit=500'),
+    otherTenantReadsOwn: true,
+  },
 };
 
 // ---------------------------------------------------------------- callers
 
 type Variant = 'no key' | 'malformed key' | 'wrong-scope key' | "another tenant's key" | 'admin key on a tenant route' | 'revoked key';
-const VARIANTS: readonly Variant[] = ['no key', 'malformed key', 'wrong-scope key', "another tenant's key", 'admin key on a tenant route', 'revoked key'];
+const VARIANTS: readonly Variant[] = [
+  'no key',
+  'malformed key',
+  'wrong-scope key',
+  "another tenant's key",
+  'admin key on a tenant route',
+  'revoked key',
+];
 
 function malformedHeaders(w: Ctx): string[] {
   const k = w.A.keys.all;
@@ -266,7 +296,14 @@ function plan(e: Entry, v: Variant, w: Ctx): Plan {
   const bearer = (k: string) => `Bearer ${k}`;
   if (a.kind === 'public') {
     // Public routes ignore credentials entirely, good or bad, and show no tenant data.
-    const header = { 'no key': undefined, 'malformed key': 'Bearer ', 'wrong-scope key': bearer(w.A.keys.audit), "another tenant's key": bearer(w.B.keys.all), 'admin key on a tenant route': bearer(w.svc.adminKey), 'revoked key': bearer(w.A.revokedKey) }[v];
+    const header = {
+      'no key': undefined,
+      'malformed key': 'Bearer ',
+      'wrong-scope key': bearer(w.A.keys.audit),
+      "another tenant's key": bearer(w.B.keys.all),
+      'admin key on a tenant route': bearer(w.svc.adminKey),
+      'revoked key': bearer(w.A.revokedKey),
+    }[v];
     return { headers: [header], expect: [200] };
   }
   switch (v) {
@@ -283,7 +320,9 @@ function plan(e: Entry, v: Variant, w: Ctx): Plan {
     case "another tenant's key": {
       if (a.kind === 'admin') {
         // B's key on a route naming tenant A: A does not exist for B.
-        return a.tenantParam ? { headers: [bearer(w.B.keys.all)], expect: [404], compareAbsent: true } : { headers: [bearer(w.B.keys.all)], expect: [403] };
+        return a.tenantParam
+          ? { headers: [bearer(w.B.keys.all)], expect: [404], compareAbsent: true }
+          : { headers: [bearer(w.B.keys.all)], expect: [403] };
       }
       const k = bearer(w.B.keys[a.scopes[0]!]);
       if (e.otherTenantReadsOwn) return { headers: [k], expect: [200], why: 'lists only its own tenant' };
@@ -304,7 +343,10 @@ beforeAll(async () => {
   // A root and a key that exist only to be the targets of the DELETE routes.
   const spareRoot = fixedKey('matrix-spare-root');
   const r = await world.svc.call('POST', `/v1/admin/tenants/${world.A.id}/roots`, { ...admin, json: { did: spareRoot.did } });
-  const k = await world.svc.call('POST', `/v1/admin/tenants/${world.A.id}/api-keys`, { ...admin, json: { scopes: ['audit'], name: 'matrix spare' } });
+  const k = await world.svc.call('POST', `/v1/admin/tenants/${world.A.id}/api-keys`, {
+    ...admin,
+    json: { scopes: ['audit'], name: 'matrix spare' },
+  });
   if (r.status !== 201 || k.status !== 201) throw new Error(`matrix setup: ${r.status} ${k.status}`);
   ctx = { ...world, spareRootDid: spareRoot.did, spareKeyId: k.body.id, secretsA: [...world.secretsA, k.body.id] };
 }, 120_000);
@@ -349,31 +391,48 @@ async function runVariant(route: string, e: Entry, v: Variant): Promise<void> {
     // Only tenant A (and the admin) may see A's data; public routes show no tenant's data.
     const secrets = e.access.kind === 'public' ? [...ctx.secretsA, ...ctx.secretsB] : ctx.secretsA;
     const shown = leaked(res.text, secrets, req);
-    if (shown.length > 0) problems.push(`${where} response shows tenant data it must not: ${shown.map((s) => s.slice(0, 40)).join(', ')}\n${last}`);
+    if (shown.length > 0)
+      problems.push(`${where} response shows tenant data it must not: ${shown.map((s) => s.slice(0, 40)).join(', ')}\n${last}`);
     problems.push(...storageChanges(before, after, { allowDenials: isVerify(route) }).map((x) => `${where} stored: ${x}`));
     if (p.compareAbsent && e.absent) {
       const absentReq = request(e.absent(ctx), header);
       const absentRes = await send(ctx.svc, absentReq);
       const ids = e.ids?.(ctx) ?? [];
       if (!deepEqual(masked(res, ids), masked(absentRes, ids))) {
-        problems.push(`${where} another tenant's object is distinguishable from a missing one:\n  theirs: ${JSON.stringify(masked(res, ids))}\n  absent: ${JSON.stringify(masked(absentRes, ids))}`);
+        problems.push(
+          `${where} another tenant's object is distinguishable from a missing one:\n  theirs: ${JSON.stringify(masked(res, ids))}\n  absent: ${JSON.stringify(masked(absentRes, ids))}`,
+        );
       }
     }
   }
   // No oracle: every unusable key gets the very same 401.
   if (v === 'malformed key' && e.access.kind !== 'public') {
-    for (const r of refusals) if (!deepEqual(r, refusals[0])) problems.push(`401 bodies differ between malformed keys: ${JSON.stringify(r)} vs ${JSON.stringify(refusals[0])}`);
+    for (const r of refusals)
+      if (!deepEqual(r, refusals[0]))
+        problems.push(`401 bodies differ between malformed keys: ${JSON.stringify(r)} vs ${JSON.stringify(refusals[0])}`);
   }
   if (problems.length > 0) throw new Error(`${route} × ${v}\n${problems.join('\n')}`);
 }
 
 // Collected from the app itself, before any world exists: route registration touches no dependency.
-const ROUTES = [...new Set(createApp({} as ServiceDeps).routes.filter((r) => !(r.method === 'ALL' && (r.path === '/*' || r.path === '*'))).map((r) => `${r.method} ${r.path}`))];
+const ROUTES = [
+  ...new Set(
+    createApp({} as ServiceDeps)
+      .routes.filter((r) => !(r.method === 'ALL' && (r.path === '/*' || r.path === '*')))
+      .map((r) => `${r.method} ${r.path}`),
+  ),
+];
 
 describe('auth matrix', () => {
   it('has an entry for every route of the app, and none for routes that do not exist', () => {
-    expect(ROUTES.filter((r) => !(r in MATRIX)), 'routes without an auth-matrix entry').toEqual([]);
-    expect(Object.keys(MATRIX).filter((r) => !ROUTES.includes(r)), 'matrix entries for missing routes').toEqual([]);
+    expect(
+      ROUTES.filter((r) => !(r in MATRIX)),
+      'routes without an auth-matrix entry',
+    ).toEqual([]);
+    expect(
+      Object.keys(MATRIX).filter((r) => !ROUTES.includes(r)),
+      'matrix entries for missing routes',
+    ).toEqual([]);
     expect(appRoutes(ctx).sort()).toEqual([...ROUTES].sort());
   });
 

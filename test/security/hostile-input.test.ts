@@ -68,7 +68,8 @@ async function judge(req: Req, opts: { verifyRoute: boolean; allow2xx?: (res: Re
   try {
     res = await send(world.svc, req);
   } catch (e) {
-    if (e instanceof Hang) return { res: { status: 0, headers: new Headers(), text: '', json: undefined, ms: Infinity }, problems: [e.message] };
+    if (e instanceof Hang)
+      return { res: { status: 0, headers: new Headers(), text: '', json: undefined, ms: Infinity }, problems: [e.message] };
     throw e;
   }
   const after = await snapshot(world.svc);
@@ -99,7 +100,10 @@ describe('hostile corpus', () => {
     const built = buildCorpus();
     expect([...built.keys()].sort()).toEqual([...corpus.keys()].sort());
     for (const [name, f] of built) {
-      expect(readFileSync(join(CORPUS_DIR, name), 'utf8') === corpusText(f), `${name} differs from build.ts output: run npx tsx test/security/corpus/build.ts`).toBe(true);
+      expect(
+        readFileSync(join(CORPUS_DIR, name), 'utf8') === corpusText(f),
+        `${name} differs from build.ts output: run npx tsx test/security/corpus/build.ts`,
+      ).toBe(true);
     }
   });
 
@@ -119,7 +123,10 @@ describe('hostile corpus', () => {
         for (const code of c.expect_code ?? []) expect(code in ERROR_TABLE, `${c.name}: ${code}`).toBe(true);
       }
     }
-    expect([...routes].filter((r) => !aimed.has(r)), 'routes without corpus cases').toEqual([]);
+    expect(
+      [...routes].filter((r) => !aimed.has(r)),
+      'routes without corpus cases',
+    ).toEqual([]);
   });
 
   for (const [file, f] of corpus) {
@@ -135,9 +142,11 @@ async function runCase(c: CorpusCase): Promise<void> {
   const j = await judge(req, { verifyRoute });
   const { res, problems } = j;
   if (res.status !== 0) {
-    if (c.expect_status && !c.expect_status.includes(res.status)) problems.push(`status ${res.status}, expected one of ${c.expect_status.join(', ')}`);
+    if (c.expect_status && !c.expect_status.includes(res.status))
+      problems.push(`status ${res.status}, expected one of ${c.expect_status.join(', ')}`);
     const code = (res.json as { error?: { code?: string } } | undefined)?.error?.code;
-    if (c.expect_code && res.status >= 400 && !c.expect_code.includes(String(code))) problems.push(`code ${String(code)}, expected one of ${c.expect_code.join(', ')}`);
+    if (c.expect_code && res.status >= 400 && !c.expect_code.includes(String(code)))
+      problems.push(`code ${String(code)}, expected one of ${c.expect_code.join(', ')}`);
     if (c.expect_max_bytes_read !== undefined && (res.bytesPulled ?? 0) > c.expect_max_bytes_read) {
       problems.push(`read ${res.bytesPulled} bytes of a streamed body before answering; at most ${c.expect_max_bytes_read} allowed`);
     }
@@ -177,7 +186,8 @@ async function fuzz(target: FuzzTarget): Promise<void> {
       if (j.res.status >= 400 && j.res.status < 500) stats.refused++;
       else if (verdictKind === 'equivalent') stats.equivalent++;
       else if (verdictKind === 'variant') stats.variant++;
-      if (j.problems.length > 0) throw new Error(`${target.name} (seed ${target.seed})\nmutation: ${JSON.stringify(m).slice(0, 500)}\n${report(req, j)}`);
+      if (j.problems.length > 0)
+        throw new Error(`${target.name} (seed ${target.seed})\nmutation: ${JSON.stringify(m).slice(0, 500)}\n${report(req, j)}`);
     }),
     { seed: target.seed, numRuns: target.runs, endOnFailure: true },
   );

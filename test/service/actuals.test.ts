@@ -57,7 +57,11 @@ async function branch(chain: Chain, at: number, policy: Policy): Promise<Chain> 
 
 let seq = 0;
 /** Verifies an invocation through the first `depth` DRs of the chain. */
-async function verify(chain: Chain, estimate: number, opts: { depth?: number; tool?: string; key?: string } = {}): Promise<{ jti: string; res: CallResult }> {
+async function verify(
+  chain: Chain,
+  estimate: number,
+  opts: { depth?: number; tool?: string; key?: string } = {},
+): Promise<{ jti: string; res: CallResult }> {
   const depth = opts.depth ?? chain.drs.length;
   const drs = chain.drs.slice(0, depth);
   const jti = `inv:actuals-${++seq}`;
@@ -140,7 +144,11 @@ describe('provenance and input rules', () => {
     const huge = await report(jti, { source: 'api-usage', cost_usd: 1e10 });
     expect(huge.status).toBe(400);
     expect(huge.body.error.code).toBe('NUMBER_OUT_OF_RANGE');
-    const notJson = await svc.call('POST', `/v1/invocations/${jti}/actuals`, { key: tenant.keys.report, body: '{"source":"api-usage","cost_usd":1e400}', headers: { 'content-type': 'application/json' } });
+    const notJson = await svc.call('POST', `/v1/invocations/${jti}/actuals`, {
+      key: tenant.keys.report,
+      body: '{"source":"api-usage","cost_usd":1e400}',
+      headers: { 'content-type': 'application/json' },
+    });
     expect(notJson.status).toBe(400);
     expect(await stored()).toEqual(before);
   });
@@ -172,18 +180,36 @@ describe('provenance and input rules', () => {
 
 describe('recording an actual', () => {
   it('201 with the record, cost rounded up to the micro-dollar, and a signed receipt; reserved spend swaps estimate for cost', async () => {
-    const chain = await chainWith([{ ...base, max_spend_usd: 100 }, { ...base, max_spend_usd: 50 }]);
+    const chain = await chainWith([
+      { ...base, max_spend_usd: 100 },
+      { ...base, max_spend_usd: 50 },
+    ]);
     const jti = await allowed(chain, 0.5);
     expect((await usage(chain.drs[0]!)).spend_reserved_usd).toBe(0.5);
 
     const r = await report(jti, { cost_usd: 0.1234561, tokens_in: 1200, tokens_out: 340, source: 'api-usage' });
     expect(r.status).toBe(201);
-    expect(r.body).toMatchObject({ jti, cost_usd: 0.123457, tokens_in: 1200, tokens_out: 340, source: 'api-usage', unavailable_reason: null, declared_usd: 0.5 });
-    const keys = (await svc.call('GET', '/v1/keys')).body.keys.map((k: { kid: string; public_key: string }) => ({ kid: k.kid, publicKey: Uint8Array.from(Buffer.from(k.public_key, 'base64url')) }));
+    expect(r.body).toMatchObject({
+      jti,
+      cost_usd: 0.123457,
+      tokens_in: 1200,
+      tokens_out: 340,
+      source: 'api-usage',
+      unavailable_reason: null,
+      declared_usd: 0.5,
+    });
+    const keys = (await svc.call('GET', '/v1/keys')).body.keys.map((k: { kid: string; public_key: string }) => ({
+      kid: k.kid,
+      publicKey: Uint8Array.from(Buffer.from(k.public_key, 'base64url')),
+    }));
     const check = verifyServiceReceipt(r.body.receipt.jws, keys);
     expect(check.valid).toBe(true);
     expect(check.payload).toMatchObject({ baton_receipt: 'actual.recorded', subject: jti, tenant: tenant.id });
-    expect((check.payload as { data: Record<string, unknown> }).data).toMatchObject({ source: 'api-usage', cost_micros: 123457, estimated_micros: 500000 });
+    expect((check.payload as { data: Record<string, unknown> }).data).toMatchObject({
+      source: 'api-usage',
+      cost_micros: 123457,
+      estimated_micros: 500000,
+    });
 
     // Both budgeted DRs of the chain now reserve the metered cost instead of the estimate.
     for (const dr of chain.drs) expect((await usage(dr)).spend_reserved_usd).toBe(0.123457);
@@ -237,9 +263,23 @@ describe('recording an actual', () => {
     const jti = await allowed(chain, 0.4);
     const r = await report(jti, { source: 'unavailable', unavailable_reason: '  provider returned no usage  ', tokens_in: 5 });
     expect(r.status).toBe(201);
-    expect(r.body).toMatchObject({ cost_usd: null, source: 'unavailable', unavailable_reason: 'provider returned no usage', tokens_in: 5, tokens_out: null, declared_usd: 0.4 });
+    expect(r.body).toMatchObject({
+      cost_usd: null,
+      source: 'unavailable',
+      unavailable_reason: 'provider returned no usage',
+      tokens_in: 5,
+      tokens_out: null,
+      declared_usd: 0.4,
+    });
     const u = await usage(chain.drs[0]!);
-    expect(u).toMatchObject({ calls_used: 1, declared_usd: 0.4, metered_usd: 0, metered_invocations: 0, calibration: null, spend_reserved_usd: 0.4 });
+    expect(u).toMatchObject({
+      calls_used: 1,
+      declared_usd: 0.4,
+      metered_usd: 0,
+      metered_invocations: 0,
+      calibration: null,
+      spend_reserved_usd: 0.4,
+    });
   });
 
   it('an actual past the budget is still recorded (a metered cost is a fact), and the budget then denies', async () => {
@@ -297,7 +337,13 @@ describe('usage rollups', () => {
       expect(await usage(dr), dr === root ? 'root' : dr === mid ? 'mid' : dr === leafA ? 'leafA' : 'leafB').toMatchObject(expected);
     }
     // Spot-check the arithmetic by hand for the root: 8 calls.
-    expect(await usage(root)).toMatchObject({ calls_used: 8, declared_usd: 3.05, metered_usd: 1.909999, metered_invocations: 6, unmetered_invocations: 2 });
+    expect(await usage(root)).toMatchObject({
+      calls_used: 8,
+      declared_usd: 3.05,
+      metered_usd: 1.909999,
+      metered_invocations: 6,
+      unmetered_invocations: 2,
+    });
   });
 
   it('flags a DR whose metered spend runs above its estimates on at least 3 metered invocations', async () => {
@@ -335,7 +381,12 @@ describe('usage rollups', () => {
     const a = await allowed(c, 0.3);
     await allowed(c, 0.3);
     expect((await report(a, { source: 'unavailable', unavailable_reason: 'provider returned no usage' })).status).toBe(201);
-    expect(await usage(c.drs[0]!)).toMatchObject({ calls_used: 2, metered_invocations: 0, unmetered_invocations: 2, unavailable_invocations: 1 });
+    expect(await usage(c.drs[0]!)).toMatchObject({
+      calls_used: 2,
+      metered_invocations: 0,
+      unmetered_invocations: 2,
+      unavailable_invocations: 1,
+    });
   });
 });
 
@@ -347,7 +398,11 @@ describe('max_spend_usd through /v1/verify', () => {
     const third = await verify(chain, 0.4);
     expect(third.res.status).toBe(403);
     expect(third.res.body.error.code).toBe('BUDGET_EXHAUSTED');
-    expect(third.res.body.violations[0]).toMatchObject({ code: 'BUDGET_EXHAUSTED', dr_hash: chain.drs[0]!.hash, field: 'policy.max_spend_usd' });
+    expect(third.res.body.violations[0]).toMatchObject({
+      code: 'BUDGET_EXHAUSTED',
+      dr_hash: chain.drs[0]!.hash,
+      field: 'policy.max_spend_usd',
+    });
     expect((await usage(chain.drs[0]!)).spend_reserved_usd).toBe(0.8);
 
     expect((await report(first, { source: 'api-usage', cost_usd: 0.1 })).status).toBe(201);

@@ -92,7 +92,7 @@ describe('admin API: authentication on every route', () => {
     });
   });
 
-  it('refuses a wrong key with 401, including one of the admin key\'s exact length (the constant-time compare)', async () => {
+  it("refuses a wrong key with 401, including one of the admin key's exact length (the constant-time compare)", async () => {
     const sameLength = `${admin.slice(0, -1)}${admin.endsWith('0') ? '1' : '0'}`;
     expect(sameLength).toHaveLength(admin.length);
     const wrongs = [sameLength, 'nope', `${admin}x`, admin.slice(0, -1), `bt_${'A'.repeat(43)}`];
@@ -278,7 +278,7 @@ describe('trusted roots', () => {
     });
   });
 
-  it('refuses a DID another tenant already trusts with 409 CONFLICT (a DR belongs to its root\'s tenant)', async () => {
+  it("refuses a DID another tenant already trusts with 409 CONFLICT (a DR belongs to its root's tenant)", async () => {
     const other = await newTenant('roots-other');
     const did = generateKeyPair().did;
     expect((await svc.call('POST', `/v1/admin/tenants/${tenant}/roots`, { key: admin, json: { did } })).status).toBe(201);
@@ -318,7 +318,7 @@ describe('trusted roots', () => {
     expect(del.status).toBe(204);
   });
 
-  it('does not remove another tenant\'s root through this tenant\'s path (404)', async () => {
+  it("does not remove another tenant's root through this tenant's path (404)", async () => {
     const other = await newTenant('roots-del-other');
     const did = generateKeyPair().did;
     await svc.call('POST', `/v1/admin/tenants/${other}/roots`, { key: admin, json: { did } });
@@ -391,7 +391,10 @@ describe('API keys', () => {
   });
 
   it('accepts a tool_server of exactly 512 characters on a verify key', async () => {
-    const res = await svc.call('POST', `/v1/admin/tenants/${tenant}/api-keys`, { key: admin, json: { scopes: ['verify'], tool_server: 't'.repeat(512) } });
+    const res = await svc.call('POST', `/v1/admin/tenants/${tenant}/api-keys`, {
+      key: admin,
+      json: { scopes: ['verify'], tool_server: 't'.repeat(512) },
+    });
     expect(res.status).toBe(201);
   });
 
@@ -408,12 +411,16 @@ describe('API keys', () => {
 
   it('answers 404 for an unknown tenant, nothing stored', async () => {
     await storesNothing(async () => {
-      expectError(await svc.call('POST', '/v1/admin/tenants/ten_nobody/api-keys', { key: admin, json: { scopes: ['verify'] } }), 404, 'NOT_FOUND');
+      expectError(
+        await svc.call('POST', '/v1/admin/tenants/ten_nobody/api-keys', { key: admin, json: { scopes: ['verify'] } }),
+        404,
+        'NOT_FOUND',
+      );
       expectError(await svc.call('GET', '/v1/admin/tenants/ten_nobody/api-keys', { key: admin }), 404, 'NOT_FOUND');
     });
   });
 
-  it('lists a tenant\'s keys without secrets or hashes, revoked ones with revoked_at', async () => {
+  it("lists a tenant's keys without secrets or hashes, revoked ones with revoked_at", async () => {
     const own = await newTenant('keys-list');
     const other = await newTenant('keys-list-other');
     const a = await newKey(own, { scopes: ['issue'], name: 'issuer' });
@@ -425,8 +432,24 @@ describe('API keys', () => {
     expect(res.status).toBe(200);
     expect(res.body).toEqual({
       api_keys: [
-        { id: a.id, tenant_id: own, scopes: ['issue'], name: 'issuer', tool_server: null, created_at: expect.any(String), revoked_at: null },
-        { id: b.id, tenant_id: own, scopes: ['verify'], name: null, tool_server: 'mcp://t', created_at: expect.any(String), revoked_at: expect.any(String) },
+        {
+          id: a.id,
+          tenant_id: own,
+          scopes: ['issue'],
+          name: 'issuer',
+          tool_server: null,
+          created_at: expect.any(String),
+          revoked_at: null,
+        },
+        {
+          id: b.id,
+          tenant_id: own,
+          scopes: ['verify'],
+          name: null,
+          tool_server: 'mcp://t',
+          created_at: expect.any(String),
+          revoked_at: expect.any(String),
+        },
       ],
     });
     const text = JSON.stringify(res.body);
@@ -452,7 +475,7 @@ describe('API keys', () => {
 });
 
 describe('tenant isolation on the admin API', () => {
-  it('a key of tenant A never sees tenant B\'s roots or keys: 404, the same as a tenant that does not exist', async () => {
+  it("a key of tenant A never sees tenant B's roots or keys: 404, the same as a tenant that does not exist", async () => {
     const a = await newTenant('iso-a');
     const b = await newTenant('iso-b');
     const keyA = (await newKey(a, { scopes: ['issue', 'verify', 'report', 'audit'] })).key;

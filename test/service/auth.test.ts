@@ -32,7 +32,9 @@ function probeApp(deps: ServiceDeps): Hono<AppEnv> {
   app.get('/probe/verify', requireScope(deps, 'verify'), (c) => echo(c));
   app.get('/probe/audit', requireScope(deps, 'audit'), (c) => echo(c));
   app.get('/probe/audit-or-admin', requireScope(deps, 'audit', 'admin'), (c) => echo(c));
-  app.get('/probe/tenant', requireScope(deps, 'issue', 'verify', 'report', 'audit', 'admin'), (c) => c.json({ tenant: tenantOf(c.get('auth')) }));
+  app.get('/probe/tenant', requireScope(deps, 'issue', 'verify', 'report', 'audit', 'admin'), (c) =>
+    c.json({ tenant: tenantOf(c.get('auth')) }),
+  );
   app.onError((err, c) => handleError(err, c, deps.log));
   return app;
 }

@@ -86,7 +86,7 @@ describe('custodialRootKey', () => {
     }
   });
 
-  it('reads the winner\'s key when another request creates it between its read and its insert', async () => {
+  it("reads the winner's key when another request creates it between its read and its insert", async () => {
     const tenant = await seedTenant(store.db, 'lost-race');
     let winner: Awaited<ReturnType<typeof custodialRootKey>> | undefined;
     // A Db on which another request creates the key just before this one's transaction: a deterministic lost race.
@@ -106,7 +106,7 @@ describe('custodialRootKey', () => {
     expect(await store.db.select().from(trustedRoots).where(eq(trustedRoots.tenantId, tenant))).toHaveLength(1);
   });
 
-  it('works inside a caller\'s transaction, and rolls back with it', async () => {
+  it("works inside a caller's transaction, and rolls back with it", async () => {
     const tenant = await seedTenant(store.db, 'tx');
     await expect(
       store.db.transaction(async (tx) => {
@@ -130,7 +130,7 @@ describe('custodialRootKey', () => {
     expect(rows.map((r) => r.did)).toEqual([key.did]);
   });
 
-  it('refuses a sealed seed copied to another tenant\'s row', async () => {
+  it("refuses a sealed seed copied to another tenant's row", async () => {
     const victim = await seedTenant(store.db, 'victim');
     const thief = await seedTenant(store.db, 'thief');
     await custodialRootKey(store.db, victim, masterKey);

@@ -54,7 +54,13 @@ describe('POST /v1/delegations', () => {
   });
 
   it('stores a sub-delegation extending a stored parent, signed by the parent aud', async () => {
-    const sub = createSubDelegation({ parent: root, issuer: agentA, audience: agentB.did, policy: { ...policy, allowed_tools: ['web_search'], max_calls: 10 }, iat: T0 });
+    const sub = createSubDelegation({
+      parent: root,
+      issuer: agentA,
+      audience: agentB.did,
+      policy: { ...policy, allowed_tools: ['web_search'], max_calls: 10 },
+      iat: T0,
+    });
     const r = await svc.call('POST', '/v1/delegations', { json: { receipt: sub.jws } });
     expect(r.status).toBe(201);
     expect(r.body.delegations[0]).toMatchObject({ depth: 1, parent_hash: root.hash, root_hash: root.hash });
@@ -62,7 +68,11 @@ describe('POST /v1/delegations', () => {
 
   it('refuses escalation with 422 and every violation, storing nothing', async () => {
     const before = await rowCount();
-    const bad = createSubDelegationUnchecked(root, { issuer: agentA, audience: agentB.did, policy: { allowed_tools: ['web_search', 'delete_db'], max_cost_usd: 50, max_calls: 1000 } });
+    const bad = createSubDelegationUnchecked(root, {
+      issuer: agentA,
+      audience: agentB.did,
+      policy: { allowed_tools: ['web_search', 'delete_db'], max_cost_usd: 50, max_calls: 1000 },
+    });
     const r = await svc.call('POST', '/v1/delegations', { json: { receipt: bad.jws } });
     expect(r.status).toBe(422);
     expect(r.body.error.code).toBe('POLICY_ESCALATION');
@@ -88,7 +98,13 @@ describe('POST /v1/delegations', () => {
     expect(r.status).toBe(422);
     expect(r.body.error.code).toBe('UNTRUSTED_ROOT');
     const orphanParent = createRootDelegation({ issuer: tenant.root, audience: agentA.did, policy, iat: T0, jti: 'dr:never-stored' });
-    const orphan = createSubDelegation({ parent: orphanParent, issuer: agentA, audience: agentB.did, policy: { ...policy, max_calls: 1 }, iat: T0 });
+    const orphan = createSubDelegation({
+      parent: orphanParent,
+      issuer: agentA,
+      audience: agentB.did,
+      policy: { ...policy, max_calls: 1 },
+      iat: T0,
+    });
     const o = await svc.call('POST', '/v1/delegations', { json: { receipt: orphan.jws } });
     expect(o.status).toBe(422);
     expect(o.body.error.code).toBe('BUNDLE_INCOMPLETE');
@@ -107,7 +123,10 @@ describe('POST /v1/delegations', () => {
       expect(r.status, JSON.stringify(json)).toBe(400);
       expect(r.body.error.code).toBe(code);
     }
-    const dup = await svc.call('POST', '/v1/delegations', { body: `{"receipt":"${root.jws}","receipt":"x"}`, headers: { 'content-type': 'application/json' } });
+    const dup = await svc.call('POST', '/v1/delegations', {
+      body: `{"receipt":"${root.jws}","receipt":"x"}`,
+      headers: { 'content-type': 'application/json' },
+    });
     expect(dup.status).toBe(400);
     expect(dup.body.error.code).toBe('INVALID_REQUEST');
   });
@@ -120,7 +139,10 @@ describe('POST /v1/delegations', () => {
   });
 
   it('an over-size body is 413 in the envelope', async () => {
-    const r = await svc.call('POST', '/v1/delegations', { body: JSON.stringify({ receipt: 'x'.repeat(300 * 1024) }), headers: { 'content-type': 'application/json' } });
+    const r = await svc.call('POST', '/v1/delegations', {
+      body: JSON.stringify({ receipt: 'x'.repeat(300 * 1024) }),
+      headers: { 'content-type': 'application/json' },
+    });
     expect(r.status).toBe(413);
     expect(r.body.error.code).toBe('PAYLOAD_TOO_LARGE');
   });
@@ -136,7 +158,10 @@ describe('POST /v1/delegations', () => {
 
 describe('POST /v1/delegations/issue (custodial root)', () => {
   it('signs a root with the tenant custodial key, trusted automatically', async () => {
-    const r = await svc.call('POST', '/v1/delegations/issue', { key: tenant.keys.issue, json: { audience: agentA.did, policy: { allowed_tools: ['web_search'], max_calls: 5 } } });
+    const r = await svc.call('POST', '/v1/delegations/issue', {
+      key: tenant.keys.issue,
+      json: { audience: agentA.did, policy: { allowed_tools: ['web_search'], max_calls: 5 } },
+    });
     expect(r.status).toBe(201);
     expect(r.body.delegation.iss).toBe(r.body.custodial_did);
     expect(r.body.delegation.status).toBe('active');
@@ -146,8 +171,13 @@ describe('POST /v1/delegations/issue (custodial root)', () => {
 
   it('needs an issue key and a valid body', async () => {
     expect((await svc.call('POST', '/v1/delegations/issue', { json: { audience: agentA.did, policy: {} } })).status).toBe(401);
-    expect((await svc.call('POST', '/v1/delegations/issue', { key: tenant.keys.audit, json: { audience: agentA.did, policy: {} } })).status).toBe(403);
-    const bad = await svc.call('POST', '/v1/delegations/issue', { key: tenant.keys.issue, json: { audience: 'bob', policy: { surprise: 1 } } });
+    expect(
+      (await svc.call('POST', '/v1/delegations/issue', { key: tenant.keys.audit, json: { audience: agentA.did, policy: {} } })).status,
+    ).toBe(403);
+    const bad = await svc.call('POST', '/v1/delegations/issue', {
+      key: tenant.keys.issue,
+      json: { audience: 'bob', policy: { surprise: 1 } },
+    });
     expect(bad.status).toBe(400);
     expect(bad.body.error.code).toBe('INVALID_REQUEST');
   });
@@ -158,7 +188,13 @@ describe('reading delegations', () => {
   beforeAll(async () => {
     const mid = createSubDelegation({ parent: root, issuer: agentA, audience: agentB.did, policy: { ...policy, max_calls: 20 }, iat: T0 });
     const agentC = generateKeyPair();
-    leaf = createSubDelegation({ parent: mid, issuer: agentB, audience: agentC.did, policy: { ...policy, allowed_tools: ['web_search'], max_calls: 5 }, iat: T0 });
+    leaf = createSubDelegation({
+      parent: mid,
+      issuer: agentB,
+      audience: agentC.did,
+      policy: { ...policy, allowed_tools: ['web_search'], max_calls: 5 },
+      iat: T0,
+    });
     const r = await svc.call('POST', '/v1/delegations', { json: { receipts: [root.jws, mid.jws, leaf.jws] } });
     expect(r.status).toBe(201);
   });
@@ -167,7 +203,14 @@ describe('reading delegations', () => {
     const r = await svc.call('GET', `/v1/delegations/${leaf.hash}`, { key: tenant.keys.audit });
     expect(r.status).toBe(200);
     expect(r.body).toMatchObject({ hash: leaf.hash, depth: 2, status: 'active', jws: leaf.jws });
-    expect(r.body.usage).toMatchObject({ calls_used: 0, max_calls: 5, declared_usd: 0, metered_usd: 0, unmetered_invocations: 0, calibration: null });
+    expect(r.body.usage).toMatchObject({
+      calls_used: 0,
+      max_calls: 5,
+      declared_usd: 0,
+      metered_usd: 0,
+      unmetered_invocations: 0,
+      calibration: null,
+    });
   });
 
   it('GET …/chain is root-to-leaf and re-verifies offline with baton verify', async () => {
@@ -181,7 +224,10 @@ describe('reading delegations', () => {
     const file = join(mkdtempSync(join(tmpdir(), 'chain-')), 'chain.json');
     writeFileSync(file, JSON.stringify(r.body));
     let out = '';
-    const code = await cli(['verify', file, '--trust', tenant.root.did, '--at', String(T0 + 10), '--json'], { out: (t) => (out += t), err: () => {} });
+    const code = await cli(['verify', file, '--trust', tenant.root.did, '--at', String(T0 + 10), '--json'], {
+      out: (t) => (out += t),
+      err: () => {},
+    });
     expect(code).toBe(0);
     expect(JSON.parse(out)).toMatchObject({ valid: true, chain_depth: 3 });
   });
@@ -225,4 +271,3 @@ describe('unknown routes', () => {
     expect(r.body.request_id).toBeTruthy();
   });
 });
-

@@ -20,7 +20,9 @@ const TOOL_SERVER = 'mcp://tools.example.com';
 const policy = { allowed_tools: ['web_search'], max_cost_usd: 10 };
 
 // R -> A (root); A -> B (leafA); A -> C (leafB)
-const A = generateKeyPair(), B = generateKeyPair(), C = generateKeyPair();
+const A = generateKeyPair(),
+  B = generateKeyPair(),
+  C = generateKeyPair();
 let root: SignedDelegation, leafA: SignedDelegation, leafB: SignedDelegation;
 
 beforeAll(async () => {
@@ -52,7 +54,10 @@ async function verify(chain: SignedDelegation[], invoker: KeyPair, args: Record<
 }
 
 async function serviceKeys() {
-  return (await svc.call('GET', '/v1/keys')).body.keys.map((k: { kid: string; public_key: string }) => ({ kid: k.kid, publicKey: Uint8Array.from(Buffer.from(k.public_key, 'base64url')) }));
+  return (await svc.call('GET', '/v1/keys')).body.keys.map((k: { kid: string; public_key: string }) => ({
+    kid: k.kid,
+    publicKey: Uint8Array.from(Buffer.from(k.public_key, 'base64url')),
+  }));
 }
 
 describe('GET /v1/invocations/{jti}', () => {
@@ -79,10 +84,19 @@ describe('GET /v1/invocations/{jti}', () => {
     expect(check.valid).toBe(true);
     expect(check.payload).toMatchObject({ baton_receipt: 'invocation.allowed', subject: jti });
 
-    const a = await svc.call('POST', `/v1/invocations/${jti}/actuals`, { key: tenant.keys.report, json: { source: 'api-usage', cost_usd: 0.3, tokens_out: 12 } });
+    const a = await svc.call('POST', `/v1/invocations/${jti}/actuals`, {
+      key: tenant.keys.report,
+      json: { source: 'api-usage', cost_usd: 0.3, tokens_out: 12 },
+    });
     expect(a.status).toBe(201);
     const after = await svc.call('GET', `/v1/invocations/${jti}`, { key: tenant.keys.audit });
-    expect(after.body.actual).toMatchObject({ cost_usd: 0.3, tokens_in: null, tokens_out: 12, source: 'api-usage', unavailable_reason: null });
+    expect(after.body.actual).toMatchObject({
+      cost_usd: 0.3,
+      tokens_in: null,
+      tokens_out: 12,
+      source: 'api-usage',
+      unavailable_reason: null,
+    });
     expect(after.body.actual.receipt.id).toBe(a.body.receipt.id);
   });
 
@@ -141,7 +155,8 @@ describe('GET /v1/delegations/{hash}/invocations', () => {
     const r0 = createRootDelegation({ issuer: tenant.root, audience: a.did, policy, iat: T0, nbf: T0 - 100, exp: T0 + 3600 });
     const la = createSubDelegation({ parent: r0, issuer: a, audience: b.did, policy, iat: T0 });
     const lb = createSubDelegation({ parent: r0, issuer: a, audience: c.did, policy, iat: T0 });
-    for (const list of [[r0, la], [lb]]) expect((await svc.call('POST', '/v1/delegations', { json: { receipts: list.map((d) => d.jws) } })).status).toBe(201);
+    for (const list of [[r0, la], [lb]])
+      expect((await svc.call('POST', '/v1/delegations', { json: { receipts: list.map((d) => d.jws) } })).status).toBe(201);
     fresh = { root: r0, leafA: la, leafB: lb, A: a, B: b, C: c };
     const paths: [SignedDelegation[], KeyPair][] = [
       ...Array.from({ length: 7 }, (): [SignedDelegation[], KeyPair] => [[r0, la], b]),
@@ -167,7 +182,11 @@ describe('GET /v1/delegations/{hash}/invocations', () => {
     [k: string]: unknown;
   }
 
-  async function pageAll(hash: string, limit: number, key = tenant.keys.audit): Promise<{ jtis: string[]; pages: number; items: InvocationItem[] }> {
+  async function pageAll(
+    hash: string,
+    limit: number,
+    key = tenant.keys.audit,
+  ): Promise<{ jtis: string[]; pages: number; items: InvocationItem[] }> {
     const jtis: string[] = [];
     const items: InvocationItem[] = [];
     let cursor: string | null = null;
@@ -198,7 +217,12 @@ describe('GET /v1/delegations/{hash}/invocations', () => {
 
     const underA = await pageAll(fresh.leafA.hash, 50);
     expect(underA.pages).toBe(1);
-    expect(underA.jtis).toEqual(made.filter((m) => m.leaf === fresh.leafA.hash).map((m) => m.jti).reverse());
+    expect(underA.jtis).toEqual(
+      made
+        .filter((m) => m.leaf === fresh.leafA.hash)
+        .map((m) => m.jti)
+        .reverse(),
+    );
     expect(underA.jtis).toHaveLength(7);
     expect((await pageAll(fresh.leafB.hash, 1)).jtis).toHaveLength(3);
   });
@@ -223,14 +247,32 @@ describe('GET /v1/delegations/{hash}/invocations', () => {
 
   it('shows actuals on listed invocations', async () => {
     const jti = made.find((m) => m.leaf === fresh.leafB.hash)!.jti;
-    expect((await svc.call('POST', `/v1/invocations/${jti}/actuals`, { key: tenant.keys.report, json: { source: 'manual-meter', cost_usd: 1.5 } })).status).toBe(201);
+    expect(
+      (
+        await svc.call('POST', `/v1/invocations/${jti}/actuals`, {
+          key: tenant.keys.report,
+          json: { source: 'manual-meter', cost_usd: 1.5 },
+        })
+      ).status,
+    ).toBe(201);
     const list = await pageAll(fresh.leafB.hash, 10);
     expect(list.items.find((i) => i.jti === jti)?.actual).toMatchObject({ cost_usd: 1.5, source: 'manual-meter' });
   });
 
   it('refuses bad queries with 400; unknown or foreign hashes are 404', async () => {
     const path = `/v1/delegations/${fresh.root.hash}/invocations`;
-    for (const q of ['?limit=0', '?limit=201', '?limit=abc', '?limit=-1', '?limit=1.5', '?cursor=!!!', '?cursor=bm9wZQ', '?cursor=WyJ4IiwieSJd', '?limit=5&limit=6', '?page=2']) {
+    for (const q of [
+      '?limit=0',
+      '?limit=201',
+      '?limit=abc',
+      '?limit=-1',
+      '?limit=1.5',
+      '?cursor=!!!',
+      '?cursor=bm9wZQ',
+      '?cursor=WyJ4IiwieSJd',
+      '?limit=5&limit=6',
+      '?page=2',
+    ]) {
       const r = await svc.call('GET', `${path}${q}`, { key: tenant.keys.audit });
       expect(r.status, q).toBe(400);
       expect(r.body.error.code).toBe('INVALID_REQUEST');

@@ -64,7 +64,8 @@ describe('recordReceipt', () => {
     const input = { tenantId, kind: 'actual.recorded' as const, subject: 'inv:2', data: {}, now: svc.clock.now };
     const a = await recordReceipt(svc.store.db, svc.deps.signer, input);
     const b = await recordReceipt(svc.store.db, svc.deps.signer, input);
-    const jti = (jws: string) => verifyServiceReceipt(jws, [{ kid: svc.deps.signer.kid, publicKey: svc.deps.signer.publicKey }]).payload?.['jti'];
+    const jti = (jws: string) =>
+      verifyServiceReceipt(jws, [{ kid: svc.deps.signer.kid, publicKey: svc.deps.signer.publicKey }]).payload?.['jti'];
     expect(jti(a.jws)).not.toBe(jti(b.jws));
     expect(b.id).toBeGreaterThan(a.id);
   });
@@ -111,11 +112,23 @@ describe('recordReceipt', () => {
     const db = svc.store.db;
     const tenantId = await seedTenant(db);
     for (const data of [{ a: Number.NaN }, { a: new Date() }, { a: [undefined] }, { a: 2n }]) {
-      const err = await recordReceipt(db, svc.deps.signer, { tenantId, kind: 'invocation.denied', subject: 'inv:x', data, now: svc.clock.now }).catch((e: unknown) => e);
+      const err = await recordReceipt(db, svc.deps.signer, {
+        tenantId,
+        kind: 'invocation.denied',
+        subject: 'inv:x',
+        data,
+        now: svc.clock.now,
+      }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(BatonError);
       expect((err as BatonError).code).toBe('INTERNAL');
     }
-    const err = await recordReceipt(db, svc.deps.signer, { tenantId, kind: 'invocation.denied', subject: 'inv:x', data: {}, now: 1.5 }).catch((e: unknown) => e);
+    const err = await recordReceipt(db, svc.deps.signer, {
+      tenantId,
+      kind: 'invocation.denied',
+      subject: 'inv:x',
+      data: {},
+      now: 1.5,
+    }).catch((e: unknown) => e);
     expect((err as BatonError).code).toBe('INTERNAL');
     expect(await db.select().from(receipts).where(eq(receipts.tenantId, tenantId))).toHaveLength(0);
   });
@@ -138,14 +151,26 @@ describe('GET /v1/receipts', () => {
     verifyA = await seedApiKey(db, tenantA, ['verify', 'issue', 'report']);
     idsA = [];
     for (let i = 0; i < 7; i++) {
-      const a = await recordReceipt(db, svc.deps.signer, { tenantId: tenantA, kind: 'invocation.allowed', subject: `inv:a${i}`, data: { i }, now: svc.clock.now });
+      const a = await recordReceipt(db, svc.deps.signer, {
+        tenantId: tenantA,
+        kind: 'invocation.allowed',
+        subject: `inv:a${i}`,
+        data: { i },
+        now: svc.clock.now,
+      });
       idsA.push(a.id);
       // Interleave the other tenant's rows so ids are not contiguous.
-      await recordReceipt(db, svc.deps.signer, { tenantId: tenantB, kind: 'invocation.denied', subject: `inv:b${i}`, data: { i }, now: svc.clock.now });
+      await recordReceipt(db, svc.deps.signer, {
+        tenantId: tenantB,
+        kind: 'invocation.denied',
+        subject: `inv:b${i}`,
+        data: { i },
+        now: svc.clock.now,
+      });
     }
   });
 
-  it('pages through the tenant\'s receipts with after, limit and next_after', async () => {
+  it("pages through the tenant's receipts with after, limit and next_after", async () => {
     const p1 = await svc.call('GET', '/v1/receipts?limit=3', { key: auditA });
     expect(p1.status).toBe(200);
     expect(p1.body.receipts.map((r: { id: number }) => r.id)).toEqual(idsA.slice(0, 3));
@@ -173,7 +198,10 @@ describe('GET /v1/receipts', () => {
     // Every receipt served verifies against the published keys.
     const keys = await published();
     for (const r of [...p1.body.receipts, ...p2.body.receipts, ...p3.body.receipts]) {
-      expect(verifyServiceReceipt(r.jws, keys)).toMatchObject({ valid: true, payload: { tenant: tenantA, subject: r.subject, baton_receipt: r.kind } });
+      expect(verifyServiceReceipt(r.jws, keys)).toMatchObject({
+        valid: true,
+        payload: { tenant: tenantA, subject: r.subject, baton_receipt: r.kind },
+      });
     }
   });
 
@@ -189,7 +217,13 @@ describe('GET /v1/receipts', () => {
     const tenantC = await seedTenant(db, 'c');
     const auditC = await seedApiKey(db, tenantC, ['audit']);
     for (let i = 0; i < 101; i++) {
-      await recordReceipt(db, svc.deps.signer, { tenantId: tenantC, kind: 'actual.recorded', subject: `inv:c${i}`, data: {}, now: svc.clock.now });
+      await recordReceipt(db, svc.deps.signer, {
+        tenantId: tenantC,
+        kind: 'actual.recorded',
+        subject: `inv:c${i}`,
+        data: {},
+        now: svc.clock.now,
+      });
     }
     const first = await svc.call('GET', '/v1/receipts', { key: auditC });
     expect(first.body.receipts).toHaveLength(100);
@@ -199,7 +233,7 @@ describe('GET /v1/receipts', () => {
     expect(rest.body.next_after).toBeNull();
   });
 
-  it('never shows one tenant another tenant\'s receipts', async () => {
+  it("never shows one tenant another tenant's receipts", async () => {
     const b = await svc.call('GET', '/v1/receipts?limit=500', { key: auditB });
     expect(b.status).toBe(200);
     expect(b.body.receipts).toHaveLength(7);

@@ -38,7 +38,10 @@ async function submit(chain: readonly SignedDelegation[], key?: string): Promise
 let seq = 0;
 async function verifyThrough(chain: readonly SignedDelegation[], invoker: KeyPair, opts: { key?: string; byReference?: boolean } = {}) {
   const invocation = createInvocation({ chain, invoker, args: SAFE_ARGS, toolServer: TOOL_SERVER, iat: T0, jti: `inv:revoke-${++seq}` });
-  return svc.call('POST', '/v1/verify', { key: opts.key ?? tenant.keys.verify, json: makeBundle(invocation, chain, opts.byReference ? 'reference' : 'value') });
+  return svc.call('POST', '/v1/verify', {
+    key: opts.key ?? tenant.keys.verify,
+    json: makeBundle(invocation, chain, opts.byReference ? 'reference' : 'value'),
+  });
 }
 
 function signedRevocation(signer: KeyPair, target: string, extra: Record<string, unknown> = {}, seed = signer.seed): string {
@@ -58,7 +61,15 @@ async function revocationReceipts(hash?: string): Promise<number> {
 }
 
 /** A fresh tree: R -> A (root); A -> B (mid); B -> C (leaf). */
-async function freshChain(): Promise<{ R: KeyPair; A: KeyPair; B: KeyPair; C: KeyPair; root: SignedDelegation; mid: SignedDelegation; leaf: SignedDelegation }> {
+async function freshChain(): Promise<{
+  R: KeyPair;
+  A: KeyPair;
+  B: KeyPair;
+  C: KeyPair;
+  root: SignedDelegation;
+  mid: SignedDelegation;
+  leaf: SignedDelegation;
+}> {
   const [A, B, C] = [generateKeyPair(), generateKeyPair(), generateKeyPair()];
   const r = root(tenant.root, A);
   const m = sub(r, A, B);
@@ -70,8 +81,18 @@ async function freshChain(): Promise<{ R: KeyPair; A: KeyPair; B: KeyPair; C: Ke
 describe('revoking a middle DR', () => {
   // R -> A (root); A -> B (mid1) and A -> D (mid2, its sibling);
   // B -> C and B -> E (under mid1); D -> F (under mid2).
-  const A = generateKeyPair(), B = generateKeyPair(), C = generateKeyPair(), D = generateKeyPair(), E = generateKeyPair(), F = generateKeyPair();
-  let r0: SignedDelegation, mid1: SignedDelegation, mid2: SignedDelegation, leaf1: SignedDelegation, leaf2: SignedDelegation, leaf3: SignedDelegation;
+  const A = generateKeyPair(),
+    B = generateKeyPair(),
+    C = generateKeyPair(),
+    D = generateKeyPair(),
+    E = generateKeyPair(),
+    F = generateKeyPair();
+  let r0: SignedDelegation,
+    mid1: SignedDelegation,
+    mid2: SignedDelegation,
+    leaf1: SignedDelegation,
+    leaf2: SignedDelegation,
+    leaf3: SignedDelegation;
   let paths: { name: string; chain: SignedDelegation[]; invoker: KeyPair; underMid1: boolean }[];
 
   beforeAll(async () => {
@@ -100,9 +121,19 @@ describe('revoking a middle DR', () => {
 
   it('an issue key revokes mid1: 200 with the mark, the revoker, the descendant count and a signed receipt', async () => {
     const receiptsBefore = await revocationReceipts();
-    const r = await svc.call('POST', `/v1/delegations/${mid1.hash}/revoke`, { key: tenant.keys.issue, json: { confirm: true, reason: '  agent B compromised  ' } });
+    const r = await svc.call('POST', `/v1/delegations/${mid1.hash}/revoke`, {
+      key: tenant.keys.issue,
+      json: { confirm: true, reason: '  agent B compromised  ' },
+    });
     expect(r.status).toBe(200);
-    expect(r.body).toMatchObject({ hash: mid1.hash, status: 'revoked', reason: 'agent B compromised', descendants: 2, already_revoked: false, tenant_id: tenant.id });
+    expect(r.body).toMatchObject({
+      hash: mid1.hash,
+      status: 'revoked',
+      reason: 'agent B compromised',
+      descendants: 2,
+      already_revoked: false,
+      tenant_id: tenant.id,
+    });
     expect(r.body.revoked_at).toBe(new Date(T0 * 1000).toISOString());
     expect(r.body.revoked_by.kind).toBe('api_key');
     expect(r.body.revoked_by.id).toMatch(/^key_/);
@@ -115,7 +146,11 @@ describe('revoking a middle DR', () => {
     const check = verifyServiceReceipt(r.body.receipt.jws, keys);
     expect(check.valid).toBe(true);
     expect(check.payload).toMatchObject({ baton_receipt: 'delegation.revoked', subject: mid1.hash, tenant: tenant.id });
-    expect((check.payload as { data: Record<string, unknown> }).data).toMatchObject({ descendants: 2, reason: 'agent B compromised', revoked_by: r.body.revoked_by });
+    expect((check.payload as { data: Record<string, unknown> }).data).toMatchObject({
+      descendants: 2,
+      reason: 'agent B compromised',
+      revoked_by: r.body.revoked_by,
+    });
   });
 
   it('every descendant is denied RECEIPT_REVOKED from then on, by value and by reference; no sibling is', async () => {
@@ -149,7 +184,9 @@ describe('revoking a middle DR', () => {
       const g = await svc.call('GET', `/v1/delegations/${d.hash}`, { key: tenant.keys.audit });
       expect(g.body).toMatchObject({ status: 'active', revoked_by: null });
     }
-    expect((await svc.call('GET', `/v1/delegations/${mid1.hash}`, { key: tenant.keys.audit })).body.revoked_reason).toBe('agent B compromised');
+    expect((await svc.call('GET', `/v1/delegations/${mid1.hash}`, { key: tenant.keys.audit })).body.revoked_reason).toBe(
+      'agent B compromised',
+    );
   });
 
   it('nothing can extend a revoked DR', async () => {
@@ -161,7 +198,10 @@ describe('revoking a middle DR', () => {
   });
 
   it('revoking again is idempotent: 200 with the original time, reason, revoker and receipt', async () => {
-    const first = await svc.call('POST', `/v1/delegations/${mid1.hash}/revoke`, { key: tenant.keys.issue, json: { confirm: true, reason: 'again' } });
+    const first = await svc.call('POST', `/v1/delegations/${mid1.hash}/revoke`, {
+      key: tenant.keys.issue,
+      json: { confirm: true, reason: 'again' },
+    });
     const receiptsBefore = await revocationReceipts(mid1.hash);
     svc.clock.now += 120;
     try {
@@ -255,9 +295,18 @@ describe('revoking with an API key: refusals store nothing', () => {
 
   it('the admin key revokes a DR of any tenant', async () => {
     const { root: r0, A, mid, leaf, B, C } = await freshChain();
-    const r = await svc.call('POST', `/v1/delegations/${mid.hash}/revoke`, { key: svc.adminKey, json: { confirm: true, reason: 'operator decision' } });
+    const r = await svc.call('POST', `/v1/delegations/${mid.hash}/revoke`, {
+      key: svc.adminKey,
+      json: { confirm: true, reason: 'operator decision' },
+    });
     expect(r.status).toBe(200);
-    expect(r.body).toMatchObject({ status: 'revoked', reason: 'operator decision', descendants: 1, tenant_id: tenant.id, revoked_by: { kind: 'admin', id: 'admin:env' } });
+    expect(r.body).toMatchObject({
+      status: 'revoked',
+      reason: 'operator decision',
+      descendants: 1,
+      tenant_id: tenant.id,
+      revoked_by: { kind: 'admin', id: 'admin:env' },
+    });
     expect(r.body.tenants).toHaveLength(1);
     expect((await verifyThrough([r0, mid, leaf], C)).body.error.code).toBe('RECEIPT_REVOKED');
     expect((await verifyThrough([r0, mid], B)).body.error.code).toBe('RECEIPT_REVOKED');
@@ -268,9 +317,18 @@ describe('revoking with an API key: refusals store nothing', () => {
 describe('revoking with a signed revocation record (no API key)', () => {
   it('the root issuer may revoke any DR of its tree', async () => {
     const { R, root: r, mid, leaf, C } = await freshChain();
-    const res = await svc.call('POST', `/v1/delegations/${leaf.hash}/revoke`, { json: { revocation: signedRevocation(R, leaf.hash, { reason: 'root says so' }) } });
+    const res = await svc.call('POST', `/v1/delegations/${leaf.hash}/revoke`, {
+      json: { revocation: signedRevocation(R, leaf.hash, { reason: 'root says so' }) },
+    });
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ hash: leaf.hash, status: 'revoked', reason: 'root says so', revoked_by: { kind: 'did', id: R.did }, descendants: 0, already_revoked: false });
+    expect(res.body).toMatchObject({
+      hash: leaf.hash,
+      status: 'revoked',
+      reason: 'root says so',
+      revoked_by: { kind: 'did', id: R.did },
+      descendants: 0,
+      already_revoked: false,
+    });
     expect(res.body.tenant_id).toBeUndefined();
     expect((await verifyThrough([r, mid, leaf], C)).body.error.code).toBe('RECEIPT_REVOKED');
   });
@@ -286,7 +344,9 @@ describe('revoking with a signed revocation record (no API key)', () => {
 
   it("the DR's issuer may revoke it (B issued the leaf; A issued mid)", async () => {
     const { A, B, mid, leaf } = await freshChain();
-    expect((await svc.call('POST', `/v1/delegations/${leaf.hash}/revoke`, { json: { revocation: signedRevocation(B, leaf.hash) } })).status).toBe(200);
+    expect(
+      (await svc.call('POST', `/v1/delegations/${leaf.hash}/revoke`, { json: { revocation: signedRevocation(B, leaf.hash) } })).status,
+    ).toBe(200);
     const m = await svc.call('POST', `/v1/delegations/${mid.hash}/revoke`, { json: { revocation: signedRevocation(A, mid.hash) } });
     expect(m.status).toBe(200);
     expect(m.body.descendants).toBe(1);
@@ -304,7 +364,9 @@ describe('revoking with a signed revocation record (no API key)', () => {
       [stranger, mid],
     ];
     for (const [signer, target] of cases) {
-      const r = await svc.call('POST', `/v1/delegations/${target.hash}/revoke`, { json: { revocation: signedRevocation(signer, target.hash) } });
+      const r = await svc.call('POST', `/v1/delegations/${target.hash}/revoke`, {
+        json: { revocation: signedRevocation(signer, target.hash) },
+      });
       expect(r.status).toBe(403);
       expect(r.body.error.code).toBe('FORBIDDEN');
       expect(r.body.error.message).toContain('may not revoke');
@@ -337,7 +399,9 @@ describe('revoking with a signed revocation record (no API key)', () => {
       expect(r.status, JSON.stringify(json).slice(0, 80)).toBe(400);
       expect(r.body.error.code).toBe(code);
     }
-    const future = await svc.call('POST', `/v1/delegations/${leaf.hash}/revoke`, { json: { revocation: signedRevocation(R, leaf.hash, { iat: T0 + 3600 }) } });
+    const future = await svc.call('POST', `/v1/delegations/${leaf.hash}/revoke`, {
+      json: { revocation: signedRevocation(R, leaf.hash, { iat: T0 + 3600 }) },
+    });
     expect(future.body.error.message).toContain('iat');
     expect([await revokedRows(), await revocationReceipts()]).toEqual(before);
   });
@@ -353,7 +417,10 @@ describe('revoking with a signed revocation record (no API key)', () => {
     // in the database: if a hash is ever held twice, a signed revocation must not
     // leave it live in either tenant.
     const other = await setupTenant(svc, 'shares-the-root');
-    const trust = await svc.call('POST', `/v1/admin/tenants/${other.id}/roots`, { key: svc.adminKey, json: { did: tenant.root.did, label: 'shared' } });
+    const trust = await svc.call('POST', `/v1/admin/tenants/${other.id}/roots`, {
+      key: svc.adminKey,
+      json: { did: tenant.root.did, label: 'shared' },
+    });
     expect(trust.status).toBe(409);
     await svc.store.db.insert(trustedRoots).values({ tenantId: other.id, did: tenant.root.did, label: 'shared (test)' });
     const A = generateKeyPair();
@@ -362,7 +429,9 @@ describe('revoking with a signed revocation record (no API key)', () => {
     await submit([shared], other.keys.issue);
     expect((await verifyThrough([shared], A, { key: other.keys.verify })).status).toBe(200);
 
-    const r = await svc.call('POST', `/v1/delegations/${shared.hash}/revoke`, { json: { revocation: signedRevocation(tenant.root, shared.hash, { reason: 'key rotation' }) } });
+    const r = await svc.call('POST', `/v1/delegations/${shared.hash}/revoke`, {
+      json: { revocation: signedRevocation(tenant.root, shared.hash, { reason: 'key rotation' }) },
+    });
     expect(r.status).toBe(200);
     expect(await revocationReceipts(shared.hash)).toBe(2);
     for (const key of [tenant.keys.verify, other.keys.verify]) {

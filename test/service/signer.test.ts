@@ -108,16 +108,14 @@ describe('loadServiceSigner', () => {
       const log = createLogger('info', (l) => {
         if (l.includes('service signing key created')) created++;
       });
-      const signers = await Promise.all(
-        Array.from({ length: 8 }, (_, i) => loadServiceSigner((i % 2 ? other : store).db, masterKey, log)),
-      );
+      const signers = await Promise.all(Array.from({ length: 8 }, (_, i) => loadServiceSigner((i % 2 ? other : store).db, masterKey, log)));
       expect(new Set(signers.map((s) => s.kid)).size).toBe(1);
       expect(await store.db.select().from(serviceKeys)).toHaveLength(1);
       expect(created).toBe(1);
     }
   });
 
-  it('reads the winner\'s key when another node inserts between its read and its insert', async () => {
+  it("reads the winner's key when another node inserts between its read and its insert", async () => {
     const { store } = await fresh();
     const masterKey = newMasterKey();
     let winner: ServiceSigner | undefined;
@@ -166,7 +164,10 @@ describe('loadServiceSigner', () => {
     const masterKey = newMasterKey();
     const signer = await loadServiceSigner(store.db, masterKey, silentLogger);
     const other = publicKeyFromSeed(new Uint8Array(randomBytes(32)));
-    await store.db.update(serviceKeys).set({ publicKey: encodeBase64url(other) }).where(eq(serviceKeys.kid, signer.kid));
+    await store.db
+      .update(serviceKeys)
+      .set({ publicKey: encodeBase64url(other) })
+      .where(eq(serviceKeys.kid, signer.kid));
     const e = await rejection(loadServiceSigner(store.db, masterKey, silentLogger));
     expect(e.code).toBe('INTERNAL');
     expect(e.message).toMatch(/does not match the published public key/);
@@ -186,7 +187,11 @@ describe('ServiceSigner.sign and verifyServiceReceipt', () => {
     expect(Buffer.from(decodeBase64url(h, 'h')).toString('utf8')).toBe(`{"alg":"EdDSA","kid":"${signer.kid}","typ":"JWT"}`);
     expect(Buffer.from(decodeBase64url(p, 'p')).toString('utf8')).toBe(canonicalJson({ a: 'x', iss: signer.did, kid: signer.kid, z: 1 }));
     expect(decodeBase64url(s, 's')).toHaveLength(64);
-    expect(verifyServiceReceipt(jws, keys)).toEqual({ valid: true, kid: signer.kid, payload: { a: 'x', iss: signer.did, kid: signer.kid, z: 1 } });
+    expect(verifyServiceReceipt(jws, keys)).toEqual({
+      valid: true,
+      kid: signer.kid,
+      payload: { a: 'x', iss: signer.did, kid: signer.kid, z: 1 },
+    });
     // publicKey is a copy
     signer.publicKey.fill(0);
     expect(verifyServiceReceipt(jws, [{ kid: signer.kid, publicKey: signer.publicKey }]).valid).toBe(true);
@@ -215,7 +220,11 @@ describe('ServiceSigner.sign and verifyServiceReceipt', () => {
       expect(r.payload).toBeNull();
       expect(r.reason).toMatch(why);
     }
-    expect(verifyServiceReceipt(jws, [{ kid: 'svc_other', publicKey: signer.publicKey }])).toMatchObject({ valid: false, kid: signer.kid, reason: /no published key/ });
+    expect(verifyServiceReceipt(jws, [{ kid: 'svc_other', publicKey: signer.publicKey }])).toMatchObject({
+      valid: false,
+      kid: signer.kid,
+      reason: /no published key/,
+    });
     expect(verifyServiceReceipt(jws, [{ kid: signer.kid, publicKey: otherKey }])).toMatchObject({ valid: false, reason: /signature/ });
     expect(verifyServiceReceipt(jws, [])).toMatchObject({ valid: false });
     expect(verifyServiceReceipt(42 as unknown as string, keys)).toMatchObject({ valid: false });
@@ -272,12 +281,24 @@ describe('rotation and the published keys', () => {
   it('keeps the old key published as retired, and its receipts still verify', async () => {
     const db = svc.store.db;
     const tenantId = await seedTenant(db);
-    const before = await recordReceipt(db, svc.deps.signer, { tenantId, kind: 'delegation.accepted', subject: 'sha256:aa', data: { n: 1 }, now: svc.clock.now });
+    const before = await recordReceipt(db, svc.deps.signer, {
+      tenantId,
+      kind: 'delegation.accepted',
+      subject: 'sha256:aa',
+      data: { n: 1 },
+      now: svc.clock.now,
+    });
 
     svc.clock.now += 3600;
     const next = await rotateServiceKey(db, svc.deps.config.masterKey!, svc.clock.now);
     expect(next.kid).not.toBe(svc.deps.signer.kid);
-    const after = await recordReceipt(db, next, { tenantId, kind: 'delegation.revoked', subject: 'sha256:aa', data: {}, now: svc.clock.now });
+    const after = await recordReceipt(db, next, {
+      tenantId,
+      kind: 'delegation.revoked',
+      subject: 'sha256:aa',
+      data: {},
+      now: svc.clock.now,
+    });
 
     const keys = await svc.call('GET', '/v1/keys');
     expect(keys.body.keys.map((k: { kid: string; status: string }) => [k.kid, k.status])).toEqual([
@@ -291,10 +312,17 @@ describe('rotation and the published keys', () => {
     // An auditor re-verifies offline from the published JWKS alone.
     const published = jwks.body.keys.map((k: { kid: string; x: string }) => ({ kid: k.kid, publicKey: decodeBase64url(k.x, 'x') }));
     const old = verifyServiceReceipt(before.jws, published);
-    expect(old).toMatchObject({ valid: true, kid: svc.deps.signer.kid, payload: { baton_receipt: 'delegation.accepted', iss: svc.deps.signer.did } });
+    expect(old).toMatchObject({
+      valid: true,
+      kid: svc.deps.signer.kid,
+      payload: { baton_receipt: 'delegation.accepted', iss: svc.deps.signer.did },
+    });
     expect(verifyServiceReceipt(after.jws, published)).toMatchObject({ valid: true, kid: next.kid, payload: { iss: next.did } });
     // …and the same from /v1/keys.
-    const fromKeys = keys.body.keys.map((k: { kid: string; public_key: string }) => ({ kid: k.kid, publicKey: decodeBase64url(k.public_key, 'pk') }));
+    const fromKeys = keys.body.keys.map((k: { kid: string; public_key: string }) => ({
+      kid: k.kid,
+      publicKey: decodeBase64url(k.public_key, 'pk'),
+    }));
     expect(verifyServiceReceipt(before.jws, fromKeys).valid).toBe(true);
 
     // A restart loads the new key.

@@ -68,7 +68,11 @@ describe('concurrent verifies against a shared root ceiling', () => {
       });
       expect(stored.status).toBe(201);
       for (const s of siblings) {
-        const r = await fetch(`${baseUrl}/v1/delegations`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ receipt: s.dr.jws }) });
+        const r = await fetch(`${baseUrl}/v1/delegations`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ receipt: s.dr.jws }),
+        });
         expect(r.status).toBe(201);
       }
       // Pre-sign everything so the client is not the bottleneck.
@@ -83,7 +87,10 @@ describe('concurrent verifies against a shared root ceiling', () => {
       expect(allowed).toBe(Math.min(n, k));
 
       const db = svc.store.db;
-      const [rootRow] = await db.select().from(delegations).where(and(eq(delegations.tenantId, tenant.id), eq(delegations.hash, root.hash)));
+      const [rootRow] = await db
+        .select()
+        .from(delegations)
+        .where(and(eq(delegations.tenantId, tenant.id), eq(delegations.hash, root.hash)));
       const [stored_] = await db
         .select({ n: count() })
         .from(invocations)
@@ -91,8 +98,14 @@ describe('concurrent verifies against a shared root ceiling', () => {
       expect(rootRow!.callsUsed).toBe(allowed);
       expect(stored_!.n).toBe(allowed);
       for (const s of siblings) {
-        const [leafRow] = await db.select().from(delegations).where(and(eq(delegations.tenantId, tenant.id), eq(delegations.hash, s.dr.hash)));
-        const [perLeaf] = await db.select({ n: count() }).from(invocations).where(and(eq(invocations.tenantId, tenant.id), eq(invocations.leafHash, s.dr.hash)));
+        const [leafRow] = await db
+          .select()
+          .from(delegations)
+          .where(and(eq(delegations.tenantId, tenant.id), eq(delegations.hash, s.dr.hash)));
+        const [perLeaf] = await db
+          .select({ n: count() })
+          .from(invocations)
+          .where(and(eq(invocations.tenantId, tenant.id), eq(invocations.leafHash, s.dr.hash)));
         expect(leafRow!.callsUsed).toBe(perLeaf!.n);
       }
     });
@@ -104,7 +117,11 @@ describe('concurrent verifies against a shared root ceiling', () => {
     const inv = createInvocation({ chain: [root], invoker: agent, args: ARGS, toolServer: 'mcp://t', iat: T0 });
     const bundle = makeBundle(inv, [root]);
     await post({ ...bundle, dry_run: true }); // not stored by a dry run
-    const first = await fetch(`${baseUrl}/v1/delegations`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ receipt: root.jws }) });
+    const first = await fetch(`${baseUrl}/v1/delegations`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ receipt: root.jws }),
+    });
     expect(first.status).toBe(201);
     const statuses = await Promise.all(Array.from({ length: 20 }, () => post(bundle)));
     expect(statuses.filter((s) => s === 200)).toHaveLength(1);

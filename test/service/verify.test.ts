@@ -23,13 +23,32 @@ beforeAll(async () => {
   tenant = await setupTenant(svc);
   a = generateKeyPair();
   b = generateKeyPair();
-  root = createRootDelegation({ issuer: tenant.root, audience: a.did, policy: { allowed_tools: ['web_search', 'file_read'], max_cost_usd: 1, max_calls: 10 }, iat: T0, nbf: T0 - 10 });
-  leaf = createSubDelegation({ parent: root, issuer: a, audience: b.did, policy: { allowed_tools: ['web_search'], max_cost_usd: 0.5, max_calls: 5 }, iat: T0 });
+  root = createRootDelegation({
+    issuer: tenant.root,
+    audience: a.did,
+    policy: { allowed_tools: ['web_search', 'file_read'], max_cost_usd: 1, max_calls: 10 },
+    iat: T0,
+    nbf: T0 - 10,
+  });
+  leaf = createSubDelegation({
+    parent: root,
+    issuer: a,
+    audience: b.did,
+    policy: { allowed_tools: ['web_search'], max_cost_usd: 0.5, max_calls: 5 },
+    iat: T0,
+  });
 });
 afterAll(async () => svc?.close());
 
 function invoke(args: Record<string, unknown> = ARGS, o: { jti?: string; iat?: number; toolServer?: string } = {}) {
-  return createInvocation({ chain: [root, leaf], invoker: b, args, toolServer: o.toolServer ?? 'mcp://tools.example.com', iat: o.iat ?? T0, ...(o.jti ? { jti: o.jti } : {}) });
+  return createInvocation({
+    chain: [root, leaf],
+    invoker: b,
+    args,
+    toolServer: o.toolServer ?? 'mcp://tools.example.com',
+    iat: o.iat ?? T0,
+    ...(o.jti ? { jti: o.jti } : {}),
+  });
 }
 
 async function tableCount(table: typeof invocations | typeof denials | typeof delegations): Promise<number> {
@@ -69,7 +88,14 @@ describe('verify: allow', () => {
   });
 
   it('/verify accepts X-DRS-Bundle with no body at all, as DRS clients send it', async () => {
-    const own = createSubDelegation({ parent: root, issuer: a, audience: b.did, policy: { allowed_tools: ['web_search'], max_cost_usd: 0.5, max_calls: 5 }, iat: T0, jti: 'dr:drs-header-only' });
+    const own = createSubDelegation({
+      parent: root,
+      issuer: a,
+      audience: b.did,
+      policy: { allowed_tools: ['web_search'], max_cost_usd: 0.5, max_calls: 5 },
+      iat: T0,
+      jti: 'dr:drs-header-only',
+    });
     const inv = createInvocation({ chain: [root, own], invoker: b, args: ARGS, toolServer: 'mcp://tools.example.com', iat: T0 });
     const header = encodeBase64url(utf8Encode(JSON.stringify(makeBundle(inv, [root, own]))));
     const r = await svc.call('POST', '/verify', { key: tenant.keys.verify, headers: { 'x-drs-bundle': header } });
@@ -132,7 +158,14 @@ describe('verify: deny', () => {
 
 describe('verify: dry run and binding', () => {
   it('dry_run runs every check, reports counters, consumes nothing', async () => {
-    leaf = createSubDelegation({ parent: root, issuer: a, audience: b.did, policy: { allowed_tools: ['web_search'], max_cost_usd: 0.5, max_calls: 5 }, iat: T0, jti: 'dr:dry-run-leaf' });
+    leaf = createSubDelegation({
+      parent: root,
+      issuer: a,
+      audience: b.did,
+      policy: { allowed_tools: ['web_search'], max_cost_usd: 0.5, max_calls: 5 },
+      iat: T0,
+      jti: 'dr:dry-run-leaf',
+    });
     const inv = invoke();
     const before = await svc.store.db.select().from(delegations).where(eq(delegations.hash, leaf.hash));
     const invBefore = await tableCount(invocations);
@@ -150,9 +183,15 @@ describe('verify: dry run and binding', () => {
   it('body is compared with args under JCS; require_binding makes a mismatch a deny', async () => {
     const inv = invoke();
     const reordered = { write_access: false, pii_access: false, estimated_cost_usd: 0.25, tool: 'web_search' };
-    const m = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: { ...makeBundle(inv, [root, leaf]), body: reordered, dry_run: true } });
+    const m = await svc.call('POST', '/v1/verify', {
+      key: tenant.keys.verify,
+      json: { ...makeBundle(inv, [root, leaf]), body: reordered, dry_run: true },
+    });
     expect(m.body.binding).toBe('match');
-    const mm = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: { ...makeBundle(inv, [root, leaf]), body: { ...ARGS, tool: 'file_read' }, require_binding: true } });
+    const mm = await svc.call('POST', '/v1/verify', {
+      key: tenant.keys.verify,
+      json: { ...makeBundle(inv, [root, leaf]), body: { ...ARGS, tool: 'file_read' }, require_binding: true },
+    });
     expect(mm.status).toBe(403);
     expect(mm.body.error.code).toBe('BINDING_MISMATCH');
   });
@@ -160,13 +199,30 @@ describe('verify: dry run and binding', () => {
   it('a dry run reports a call that would be refused: exhausted counter, used jti', async () => {
     const used = invoke();
     expect((await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(used, [root, leaf]) })).status).toBe(200);
-    const replay = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: { ...makeBundle(used, [root, leaf]), dry_run: true } });
+    const replay = await svc.call('POST', '/v1/verify', {
+      key: tenant.keys.verify,
+      json: { ...makeBundle(used, [root, leaf]), dry_run: true },
+    });
     expect(replay.body.error.code).toBe('REPLAY_DETECTED');
   });
 
   it('NEAR_LIMIT once a counter passes 80%, then CALLS_EXHAUSTED naming the DR', async () => {
-    root = createRootDelegation({ issuer: tenant.root, audience: a.did, policy: { allowed_tools: ['web_search', 'file_read'], max_cost_usd: 1, max_calls: 10 }, iat: T0, nbf: T0 - 10, jti: 'dr:near-limit-root' });
-    leaf = createSubDelegation({ parent: root, issuer: a, audience: b.did, policy: { allowed_tools: ['web_search'], max_cost_usd: 0.5, max_calls: 5 }, iat: T0, jti: 'dr:near-limit-leaf' });
+    root = createRootDelegation({
+      issuer: tenant.root,
+      audience: a.did,
+      policy: { allowed_tools: ['web_search', 'file_read'], max_cost_usd: 1, max_calls: 10 },
+      iat: T0,
+      nbf: T0 - 10,
+      jti: 'dr:near-limit-root',
+    });
+    leaf = createSubDelegation({
+      parent: root,
+      issuer: a,
+      audience: b.did,
+      policy: { allowed_tools: ['web_search'], max_cost_usd: 0.5, max_calls: 5 },
+      iat: T0,
+      jti: 'dr:near-limit-leaf',
+    });
     await svc.call('POST', '/v1/delegations', { json: { receipts: [root.jws, leaf.jws] } });
     let last;
     const warned: number[] = [];
@@ -176,7 +232,10 @@ describe('verify: dry run and binding', () => {
       if (last.body.warnings.some((w: { code: string; dr: string }) => w.code === 'NEAR_LIMIT' && w.dr === leaf.hash)) warned.push(i + 1);
     }
     expect(warned).toEqual([5]); // 5/5 > 80%; 4/5 is exactly 80%
-    const exhausted = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(invoke(), [root, leaf], 'reference') });
+    const exhausted = await svc.call('POST', '/v1/verify', {
+      key: tenant.keys.verify,
+      json: makeBundle(invoke(), [root, leaf], 'reference'),
+    });
     expect(exhausted.status).toBe(403);
     expect(exhausted.body.error.code).toBe('CALLS_EXHAUSTED');
     expect(exhausted.body.violations[0]).toMatchObject({ dr_hash: leaf.hash, field: 'policy.max_calls' });
@@ -195,9 +254,26 @@ describe('verify: auth', () => {
   });
 
   it('a key bound to a tool server only verifies invocations naming it', async () => {
-    root = createRootDelegation({ issuer: tenant.root, audience: a.did, policy: { allowed_tools: ['web_search', 'file_read'], max_cost_usd: 1, max_calls: 10 }, iat: T0, nbf: T0 - 10, jti: 'dr:bound-root' });
-    const k = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, { key: svc.adminKey, json: { scopes: ['verify'], tool_server: 'mcp://only-this' } });
-    const fresh = createSubDelegation({ parent: root, issuer: a, audience: b.did, policy: { allowed_tools: ['web_search'], max_cost_usd: 0.5, max_calls: 5 }, iat: T0, jti: 'dr:bound-test' });
+    root = createRootDelegation({
+      issuer: tenant.root,
+      audience: a.did,
+      policy: { allowed_tools: ['web_search', 'file_read'], max_cost_usd: 1, max_calls: 10 },
+      iat: T0,
+      nbf: T0 - 10,
+      jti: 'dr:bound-root',
+    });
+    const k = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, {
+      key: svc.adminKey,
+      json: { scopes: ['verify'], tool_server: 'mcp://only-this' },
+    });
+    const fresh = createSubDelegation({
+      parent: root,
+      issuer: a,
+      audience: b.did,
+      policy: { allowed_tools: ['web_search'], max_cost_usd: 0.5, max_calls: 5 },
+      iat: T0,
+      jti: 'dr:bound-test',
+    });
     const other = createInvocation({ chain: [root, fresh], invoker: b, args: ARGS, toolServer: 'mcp://elsewhere', iat: T0 });
     const denied = await svc.call('POST', '/v1/verify', { key: k.body.key, json: makeBundle(other, [root, fresh]) });
     expect(denied.body.error.code).toBe('TOOL_SERVER_MISMATCH');
@@ -207,7 +283,11 @@ describe('verify: auth', () => {
 
   it('malformed bodies are 400 in the envelope and store nothing', async () => {
     const before = await tableCount(denials);
-    const r = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, body: '{"invocation":', headers: { 'content-type': 'application/json' } });
+    const r = await svc.call('POST', '/v1/verify', {
+      key: tenant.keys.verify,
+      body: '{"invocation":',
+      headers: { 'content-type': 'application/json' },
+    });
     expect(r.status).toBe(400);
     expect(r.body.error.code).toBe('INVALID_REQUEST');
     expect(await tableCount(denials)).toBe(before);

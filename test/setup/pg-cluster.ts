@@ -94,7 +94,14 @@ export async function startPgCluster(binDir: string): Promise<PgCluster> {
 
   try {
     const [initCmd, initArgs] = pgCommand(join(binDir, 'initdb'), [
-      '-D', data, '-U', 'postgres', '--auth=trust', '--encoding=UTF8', '--no-locale', '--no-sync',
+      '-D',
+      data,
+      '-U',
+      'postgres',
+      '--auth=trust',
+      '--encoding=UTF8',
+      '--no-locale',
+      '--no-sync',
     ]);
     await run(initCmd, initArgs);
 
@@ -102,8 +109,13 @@ export async function startPgCluster(binDir: string): Promise<PgCluster> {
     // Parallel test files each hold a small pool, hence the connection headroom.
     const serverOpts = (port: number) =>
       [
-        `-p ${port}`, `-h 127.0.0.1`, `-k ${dir}`,
-        '-c fsync=off', '-c synchronous_commit=off', '-c full_page_writes=off', '-c max_connections=300',
+        `-p ${port}`,
+        `-h 127.0.0.1`,
+        `-k ${dir}`,
+        '-c fsync=off',
+        '-c synchronous_commit=off',
+        '-c full_page_writes=off',
+        '-c max_connections=300',
       ].join(' ');
     let lastError: unknown;
     for (let attempt = 0; attempt < 3; attempt++) {

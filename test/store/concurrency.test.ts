@@ -17,15 +17,10 @@ describe('concurrency on real PostgreSQL', () => {
     for (let round = 0; round < 3; round++) {
       const database = await createDatabase();
       cleanup.push(database.drop);
-      const stores = await Promise.all(
-        Array.from({ length: 4 }, () => openStore({ databaseUrl: database.url, max: 2 })),
-      );
+      const stores = await Promise.all(Array.from({ length: 4 }, () => openStore({ databaseUrl: database.url, max: 2 })));
       cleanup.push(...stores.map((s) => s.close));
       for (const s of stores) await s.ping();
-      const [applied] = await rows<{ n: number }>(
-        stores[0]!.db,
-        sql`select count(*)::int as n from drizzle.__drizzle_migrations`,
-      );
+      const [applied] = await rows<{ n: number }>(stores[0]!.db, sql`select count(*)::int as n from drizzle.__drizzle_migrations`);
       expect(applied?.n).toBe(2);
     }
   });
@@ -35,9 +30,7 @@ describe('concurrency on real PostgreSQL', () => {
     cleanup.push(drop);
     const tenantId = await seedTenant(store.db);
     const dr = await seedDelegation(store.db, tenantId, undefined, { maxCalls: 7 });
-    const attempts = await Promise.all(
-      Array.from({ length: 40 }, () => increment(store, dr.hash)),
-    );
+    const attempts = await Promise.all(Array.from({ length: 40 }, () => increment(store, dr.hash)));
     expect(attempts.filter(Boolean)).toHaveLength(7);
     const [row] = await store.db.select({ used: delegations.callsUsed }).from(delegations);
     expect(row?.used).toBe(7);

@@ -74,12 +74,20 @@ describe.each(drivers)('schema constraints ($name)', ({ open }) => {
 
   it('makes a replayed invocation jti a unique violation, and actuals follow their provenance rules', async () => {
     const inv = {
-      tenantId, jti: 'inv:1', hash: fakeHash('inv1'), jws: 'a.b.c', leafHash: root.hash,
-      drChain: [root.hash], tool: 'search', estimatedMicros: 250_000, callerKeyId: 'key_x',
+      tenantId,
+      jti: 'inv:1',
+      hash: fakeHash('inv1'),
+      jws: 'a.b.c',
+      leafHash: root.hash,
+      drChain: [root.hash],
+      tool: 'search',
+      estimatedMicros: 250_000,
+      callerKeyId: 'key_x',
     };
     await store.db.insert(invocations).values(inv);
     expect(await dbFailure(store.db.insert(invocations).values(inv))).toMatchObject({
-      code: '23505', constraint: 'invocations_tenant_id_jti_pk',
+      code: '23505',
+      constraint: 'invocations_tenant_id_jti_pk',
     });
 
     const base = { tenantId, jti: 'inv:1', bodyHash: 'h' };
@@ -126,8 +134,13 @@ describe.each(drivers)('schema constraints ($name)', ({ open }) => {
       store.db
         .transaction(async (tx) => {
           await tx.insert(invocations).values({
-            tenantId, jti, hash: fakeHash(jti), jws: 'a.b.c', leafHash: leaf.hash,
-            drChain: [parent.hash, leaf.hash], callerKeyId: 'key_x',
+            tenantId,
+            jti,
+            hash: fakeHash(jti),
+            jws: 'a.b.c',
+            leafHash: leaf.hash,
+            drChain: [parent.hash, leaf.hash],
+            callerKeyId: 'key_x',
           });
           for (const dr of [parent, leaf]) {
             if ((await takeCall(tx, dr)).length === 0) tx.rollback();

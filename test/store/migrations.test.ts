@@ -9,8 +9,16 @@ import { tenants } from '../../src/store/schema/index.js';
 import { createDatabase, freshPglite } from '../setup/db.js';
 
 const TABLES = [
-  'actuals', 'api_keys', 'custodial_keys', 'delegations', 'denials',
-  'invocations', 'receipts', 'service_keys', 'tenants', 'trusted_roots',
+  'actuals',
+  'api_keys',
+  'custodial_keys',
+  'delegations',
+  'denials',
+  'invocations',
+  'receipts',
+  'service_keys',
+  'tenants',
+  'trusted_roots',
 ];
 const journal = JSON.parse(readFileSync(join(findMigrationsFolder(), 'meta', '_journal.json'), 'utf8')) as {
   entries: { tag: string }[];

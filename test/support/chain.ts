@@ -21,7 +21,10 @@ export interface TestChain {
   readonly keys: readonly KeyPair[]; // keys[0] root issuer, keys[i+1] = aud of DR i
   readonly drs: readonly SignedDelegation[];
   readonly invoker: KeyPair;
-  invoke(args?: Record<string, unknown>, opts?: { iat?: number; jti?: string; toolServer?: string }): {
+  invoke(
+    args?: Record<string, unknown>,
+    opts?: { iat?: number; jti?: string; toolServer?: string },
+  ): {
     invocation: SignedInvocation;
     bundle: Bundle;
   };
@@ -36,7 +39,14 @@ export function buildChain(
   const iat = opts.iat ?? T0;
   const drs: SignedDelegation[] = [];
   policies.forEach((policy, i) => {
-    const common = { issuer: keys[i]!, audience: keys[i + 1]!.did, policy, iat, nbf: opts.nbf ?? T0 - 100, exp: opts.exp === undefined ? T0 + 3600 : opts.exp };
+    const common = {
+      issuer: keys[i]!,
+      audience: keys[i + 1]!.did,
+      policy,
+      iat,
+      nbf: opts.nbf ?? T0 - 100,
+      exp: opts.exp === undefined ? T0 + 3600 : opts.exp,
+    };
     drs.push(i === 0 ? createRootDelegation(common) : createUnchecked(drs[i - 1]!, common));
   });
   const invoker = keys[policies.length]!;
@@ -66,7 +76,6 @@ function createUnchecked(parent: SignedDelegation, common: Parameters<typeof cre
     return createSubDelegationUnchecked(parent, common);
   }
 }
-
 
 export function createSubDelegationUnchecked(
   parent: SignedDelegation,

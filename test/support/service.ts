@@ -27,7 +27,11 @@ export interface TestService {
   adminKey: string;
   /** The service clock (unix seconds); tests move it. */
   clock: { now: number };
-  call(method: string, path: string, opts?: { key?: string; json?: unknown; body?: string; headers?: Record<string, string> }): Promise<CallResult>;
+  call(
+    method: string,
+    path: string,
+    opts?: { key?: string; json?: unknown; body?: string; headers?: Record<string, string> },
+  ): Promise<CallResult>;
   close(): Promise<void>;
 }
 
@@ -67,7 +71,6 @@ export async function startTestService(opts: { env?: Record<string, string>; poo
     close: () => db.drop(),
   };
 }
-
 
 export interface TestTenant {
   id: string;

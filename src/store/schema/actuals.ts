@@ -29,10 +29,7 @@ export const actuals = pgTable(
       columns: [t.tenantId, t.jti],
       foreignColumns: [invocations.tenantId, invocations.jti],
     }),
-    check(
-      'actuals_source_known',
-      sql`${t.source} in ('harness-reported','api-usage','manual-meter','unavailable')`,
-    ),
+    check('actuals_source_known', sql`${t.source} in ('harness-reported','api-usage','manual-meter','unavailable')`),
     check('actuals_cost_iff_available', sql`(${t.source} = 'unavailable') = (${t.costMicros} is null)`),
     check(
       'actuals_unavailable_has_reason',

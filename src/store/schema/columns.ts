@@ -16,7 +16,6 @@ export const micros = (name: string) => bigint(name, { mode: 'number' });
 export const unixSeconds = (name: string) => bigint(name, { mode: 'number' });
 
 /** Server-side time; defaults to now(). */
-export const createdAt = () =>
-  timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow();
+export const createdAt = () => timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow();
 
 export const serverTime = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });

@@ -1,17 +1,6 @@
 // Stored delegation records (DRs) and their runtime counters.
 import { sql } from 'drizzle-orm';
-import {
-  bigint,
-  check,
-  foreignKey,
-  index,
-  integer,
-  jsonb,
-  pgTable,
-  primaryKey,
-  text,
-  unique,
-} from 'drizzle-orm/pg-core';
+import { bigint, check, foreignKey, index, integer, jsonb, pgTable, primaryKey, text, unique } from 'drizzle-orm/pg-core';
 import { createdAt, micros, serverTime, tenantId, unixSeconds } from './columns.js';
 
 export const delegations = pgTable(
@@ -33,7 +22,10 @@ export const delegations = pgTable(
     rootHash: text('root_hash').notNull(),
     depth: integer('depth').notNull(), // 0 = root
     /** Hashes root→parent (empty at the root): subtree queries and cascading revocation. */
-    ancestors: text('ancestors').array().notNull().default(sql`'{}'::text[]`),
+    ancestors: text('ancestors')
+      .array()
+      .notNull()
+      .default(sql`'{}'::text[]`),
     maxCalls: bigint('max_calls', { mode: 'number' }),
     callsUsed: bigint('calls_used', { mode: 'number' }).notNull().default(0),
     maxSpendMicros: micros('max_spend_micros'),
@@ -58,10 +50,7 @@ export const delegations = pgTable(
     check('delegations_calls_within_max', sql`${t.maxCalls} is null or ${t.callsUsed} <= ${t.maxCalls}`),
     check('delegations_calls_nonneg', sql`${t.callsUsed} >= 0 and (${t.maxCalls} is null or ${t.maxCalls} >= 0)`),
     // No check against max_spend: a metered actual is a fact and must be recordable even past the budget.
-    check(
-      'delegations_spend_nonneg',
-      sql`${t.spendReservedMicros} >= 0 and (${t.maxSpendMicros} is null or ${t.maxSpendMicros} >= 0)`,
-    ),
+    check('delegations_spend_nonneg', sql`${t.spendReservedMicros} >= 0 and (${t.maxSpendMicros} is null or ${t.maxSpendMicros} >= 0)`),
     check(
       'delegations_shape',
       sql`${t.depth} >= 0 and (${t.depth} = 0) = (${t.parentHash} is null) and cardinality(${t.ancestors}) = ${t.depth}`,

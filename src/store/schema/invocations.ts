@@ -1,16 +1,7 @@
 // Verified invocations (allowed only; each consumed its jti) and recorded
 // denials (which never consume a jti).
 import { sql } from 'drizzle-orm';
-import {
-  bigserial,
-  check,
-  foreignKey,
-  index,
-  jsonb,
-  pgTable,
-  primaryKey,
-  text,
-} from 'drizzle-orm/pg-core';
+import { bigserial, check, foreignKey, index, jsonb, pgTable, primaryKey, text } from 'drizzle-orm/pg-core';
 import { createdAt, micros, tenantId } from './columns.js';
 import { delegations } from './delegations.js';
 
@@ -52,15 +43,18 @@ export const denials = pgTable(
     invocationHash: text('invocation_hash'),
     code: text('code').notNull(),
     block: text('block'),
-    drChain: text('dr_chain').array().notNull().default(sql`'{}'::text[]`),
+    drChain: text('dr_chain')
+      .array()
+      .notNull()
+      .default(sql`'{}'::text[]`),
     callerKeyId: text('caller_key_id').notNull(),
-    violations: jsonb('violations').notNull().default(sql`'[]'::jsonb`).$type<Violation[]>(),
+    violations: jsonb('violations')
+      .notNull()
+      .default(sql`'[]'::jsonb`)
+      .$type<Violation[]>(),
     createdAt: createdAt(),
   },
-  (t) => [
-    index('denials_tenant_jti_idx').on(t.tenantId, t.jti),
-    index('denials_dr_chain_gin').using('gin', t.drChain),
-  ],
+  (t) => [index('denials_tenant_jti_idx').on(t.tenantId, t.jti), index('denials_dr_chain_gin').using('gin', t.drChain)],
 );
 
 export type Invocation = typeof invocations.$inferSelect;

@@ -136,7 +136,13 @@ const BODY_ROUTES: readonly BodyRoute[] = [
     route: 'POST /v1/delegations/issue',
     path: '/v1/delegations/issue',
     auth: 'A.issue',
-    base: { audience: KEYS.a3.did, policy: { allowed_tools: ['web_search'], max_calls: 2 }, jti: 'dr:sec-corpus-issue', nbf: T0, exp: T0 + 60 },
+    base: {
+      audience: KEYS.a3.did,
+      policy: { allowed_tools: ['web_search'], max_calls: 2 },
+      jti: 'dr:sec-corpus-issue',
+      nbf: T0,
+      exp: T0 + 60,
+    },
     idempotent: { path: '/v1/delegations/issue', body: ISSUE_BASE },
     fields: [
       { path: ['audience'], accepts: ['string'], text: 'ident' },
@@ -155,7 +161,12 @@ const BODY_ROUTES: readonly BodyRoute[] = [
     path: '/v1/verify',
     auth: 'A.verify',
     verify: true,
-    base: { ...bundle(invFresh('verify-base'), CHAIN_A), dry_run: false, require_binding: false, body: { ...invConsumed.payload['args'] as object } },
+    base: {
+      ...bundle(invFresh('verify-base'), CHAIN_A),
+      dry_run: false,
+      require_binding: false,
+      body: { ...(invConsumed.payload['args'] as object) },
+    },
     idempotent: { path: '/v1/verify', body: { ...bundle(invFresh('verify-ct'), CHAIN_A), dry_run: true } },
     fields: [
       { path: ['bundle_version'], accepts: ['string'], text: 'ident' },
@@ -303,18 +314,37 @@ const firstKey = (body: Record<string, unknown>) => Object.keys(body)[0]!;
 // ---------------------------------------------------------------- 1. JSON syntax and encoding
 
 {
-  const list = file('json-syntax.json', 'Bodies that are not one valid UTF-8 JSON text: empty, truncated, wrong top-level value, trailing data, raw control bytes, invalid UTF-8, BOM, UTF-16.');
+  const list = file(
+    'json-syntax.json',
+    'Bodies that are not one valid UTF-8 JSON text: empty, truncated, wrong top-level value, trailing data, raw control bytes, invalid UTF-8, BOM, UTF-16.',
+  );
   for (const r of BODY_ROUTES) {
     const text = json(r.base);
     const common = { route: r.route, method: 'POST', path: r.path, auth: r.auth, expect_status: [400], expect_code: ['INVALID_REQUEST'] };
     const p = r.slug;
     push(list, p, { ...common, name: 'empty-body', body_text: '' });
     push(list, p, { ...common, name: 'whitespace-only', body_text: ' \n\t\r ' });
-    for (const [what, n] of [['1-byte', 1], ['half', Math.floor(text.length / 2)], ['last-byte-missing', text.length - 1]] as const) {
+    for (const [what, n] of [
+      ['1-byte', 1],
+      ['half', Math.floor(text.length / 2)],
+      ['last-byte-missing', text.length - 1],
+    ] as const) {
       push(list, p, { ...common, name: `truncated-${what}`, body_text: text.slice(0, n) });
     }
-    for (const [what, v] of [['null', 'null'], ['array', '[]'], ['string', '"x"'], ['number', '1'], ['true', 'true'], ['array-of-body', `[${text}]`]] as const) {
-      push(list, p, { ...common, name: `top-level-${what}`, body_text: v, ...(r.verify ? { expect_status: [400, 403], expect_code: undefined } : {}) });
+    for (const [what, v] of [
+      ['null', 'null'],
+      ['array', '[]'],
+      ['string', '"x"'],
+      ['number', '1'],
+      ['true', 'true'],
+      ['array-of-body', `[${text}]`],
+    ] as const) {
+      push(list, p, {
+        ...common,
+        name: `top-level-${what}`,
+        body_text: v,
+        ...(r.verify ? { expect_status: [400, 403], expect_code: undefined } : {}),
+      });
     }
     push(list, p, { ...common, name: 'trailing-garbage', body_text: `${text}x` });
     push(list, p, { ...common, name: 'two-json-values', body_text: `${text}${text}` });
@@ -335,8 +365,17 @@ const firstKey = (body: Record<string, unknown>) => Object.keys(body)[0]!;
     ] as const) {
       push(list, p, { ...common, name: `invalid-utf8-${what}`, body_base64: b64(inFirstString(text, Uint8Array.from(bytes))) });
     }
-    push(list, p, { ...common, name: 'utf8-bom', body_base64: b64(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(text)])), note: 'RFC 8259 8.1: a BOM is not part of JSON; body.ts claims strict reading.' });
-    push(list, p, { ...common, name: 'utf16le-with-bom', body_base64: b64(Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(text, 'utf16le')])) });
+    push(list, p, {
+      ...common,
+      name: 'utf8-bom',
+      body_base64: b64(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(text)])),
+      note: 'RFC 8259 8.1: a BOM is not part of JSON; body.ts claims strict reading.',
+    });
+    push(list, p, {
+      ...common,
+      name: 'utf16le-with-bom',
+      body_base64: b64(Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(text, 'utf16le')])),
+    });
   }
 }
 
@@ -347,11 +386,16 @@ function nestParts(prefix: string, open: string, close: string, depth: number, i
 }
 
 {
-  const list = file('json-structure.json', 'Well-formed-looking bodies with deep nesting, duplicate member names at every level, prototype-pollution members and unknown members.');
+  const list = file(
+    'json-structure.json',
+    'Well-formed-looking bodies with deep nesting, duplicate member names at every level, prototype-pollution members and unknown members.',
+  );
   for (const r of BODY_ROUTES) {
     const tree = fromValue(r.base);
     // Verify reads bodies loosely (DRS clients add members), so members it ignores are tried on a spent invocation.
-    const ignorable = r.verify ? fromValue({ ...r.base, invocation: invConsumed.jws, receipts: r.path === '/verify' ? [] : CHAIN_A.map((d) => d.jws) }) : tree;
+    const ignorable = r.verify
+      ? fromValue({ ...r.base, invocation: invConsumed.jws, receipts: r.path === '/verify' ? [] : CHAIN_A.map((d) => d.jws) })
+      : tree;
     const k = firstKey(r.base);
     const common = { route: r.route, method: 'POST', path: r.path, auth: r.auth };
     const p = r.slug;
@@ -367,16 +411,36 @@ function nestParts(prefix: string, open: string, close: string, depth: number, i
       const first = obj.entries[0]!;
       const where = op.length === 0 ? 'top' : `at-${op.join('.')}`;
       push(list, p, { ...bad, name: `duplicate-key-same-value-${where}`, body_text: serialize(addMember(tree, op, first)) });
-      push(list, p, { ...bad, name: `duplicate-key-other-value-${where}`, body_text: serialize(addMember(tree, op, { key: first.key, value: { t: 'lit', v: null } })) });
+      push(list, p, {
+        ...bad,
+        name: `duplicate-key-other-value-${where}`,
+        body_text: serialize(addMember(tree, op, { key: first.key, value: { t: 'lit', v: null } })),
+      });
       push(list, p, {
         ...bad,
         name: `duplicate-key-escaped-spelling-${where}`,
-        body_text: serialize(addMember(tree, op, { ...first, rawKey: `"\\u00${first.key.charCodeAt(0).toString(16).padStart(2, '0')}${first.key.slice(1)}"` })),
+        body_text: serialize(
+          addMember(tree, op, { ...first, rawKey: `"\\u00${first.key.charCodeAt(0).toString(16).padStart(2, '0')}${first.key.slice(1)}"` }),
+        ),
       });
-      push(list, p, { ...common, name: `proto-member-${where}`, body_text: serialize(addMember(r.verify ? ignorable : tree, op, { key: '__proto__', value: fromValue({ polluted: 'yes', admin: true }) }, true)) });
+      push(list, p, {
+        ...common,
+        name: `proto-member-${where}`,
+        body_text: serialize(
+          addMember(r.verify ? ignorable : tree, op, { key: '__proto__', value: fromValue({ polluted: 'yes', admin: true }) }, true),
+        ),
+      });
     }
-    push(list, p, { ...common, name: 'constructor-prototype-member', body_text: serialize(addMember(ignorable, [], { key: 'constructor', value: fromValue({ prototype: { polluted: 'yes' } }) })) });
-    push(list, p, { ...common, name: 'unknown-member', body_text: serialize(addMember(ignorable, [], { key: 'x_unknown', value: fromValue(1) })) });
+    push(list, p, {
+      ...common,
+      name: 'constructor-prototype-member',
+      body_text: serialize(addMember(ignorable, [], { key: 'constructor', value: fromValue({ prototype: { polluted: 'yes' } }) })),
+    });
+    push(list, p, {
+      ...common,
+      name: 'unknown-member',
+      body_text: serialize(addMember(ignorable, [], { key: 'x_unknown', value: fromValue(1) })),
+    });
   }
 }
 
@@ -398,7 +462,10 @@ function typeAccepted(accepts: FieldSpec['accepts'], type: FieldSpec['accepts'][
 }
 
 {
-  const list = file('field-values.json', 'Every field of every body route with a value of every wrong type, huge and out-of-range numbers, 200 KB strings, NUL and control characters.');
+  const list = file(
+    'field-values.json',
+    'Every field of every body route with a value of every wrong type, huge and out-of-range numbers, 200 KB strings, NUL and control characters.',
+  );
   for (const r of BODY_ROUTES) {
     const common = { route: r.route, method: 'POST', path: r.path, auth: r.auth };
     for (const f of r.fields) {
@@ -410,11 +477,20 @@ function typeAccepted(accepts: FieldSpec['accepts'], type: FieldSpec['accepts'][
       if (f.accepts.includes('integer') || f.accepts.includes('boolean')) {
         push(list, p, { ...common, name: 'type-numeric-string', body_text: replaced(r.base, f.path, { t: 'str', v: '1' }) });
       }
-      for (const b of f.bad ?? []) push(list, p, { ...common, name: `value-${b.what}`, body_text: replaced(r.base, f.path, { t: 'raw', text: b.raw }) });
+      for (const b of f.bad ?? [])
+        push(list, p, { ...common, name: `value-${b.what}`, body_text: replaced(r.base, f.path, { t: 'raw', text: b.raw }) });
       if (f.text) {
         const at = (v: string) => replaced(r.base, f.path, { t: 'str', v });
-        push(list, p, { ...common, name: 'string-200k-ascii', body_parts: splitAround(replaced(r.base, f.path, { t: 'str', v: '\u0001MARK\u0001' }), 'A', 200_000) });
-        push(list, p, { ...common, name: 'string-100k-two-byte', body_parts: splitAround(replaced(r.base, f.path, { t: 'str', v: '\u0001MARK\u0001' }), 'é', 100_000) });
+        push(list, p, {
+          ...common,
+          name: 'string-200k-ascii',
+          body_parts: splitAround(replaced(r.base, f.path, { t: 'str', v: '\u0001MARK\u0001' }), 'A', 200_000),
+        });
+        push(list, p, {
+          ...common,
+          name: 'string-100k-two-byte',
+          body_parts: splitAround(replaced(r.base, f.path, { t: 'str', v: '\u0001MARK\u0001' }), 'é', 100_000),
+        });
         const refused = r.verify ? [400, 403] : [400];
         push(list, p, { ...common, name: 'string-with-nul', body_text: at(`${stringAt(r.base, f.path)}\u0000x`), expect_status: refused });
         push(list, p, { ...common, name: 'string-only-nul', body_text: at('\u0000'), expect_status: refused });
@@ -447,12 +523,23 @@ function splitAround(text: string, unit: string, count: number): Part[] {
 // ---------------------------------------------------------------- 4. size
 
 {
-  const list = file('size.json', 'Bodies over the 256 KiB limit: in memory, one byte over, streamed without Content-Length (the service must stop reading), and a lying Content-Length over a socket.');
+  const list = file(
+    'size.json',
+    'Bodies over the 256 KiB limit: in memory, one byte over, streamed without Content-Length (the service must stop reading), and a lying Content-Length over a socket.',
+  );
   for (const r of BODY_ROUTES) {
     const common = { route: r.route, method: 'POST', path: r.path, auth: r.auth, expect_status: [413], expect_code: ['PAYLOAD_TOO_LARGE'] };
     const k = firstKey(r.base);
-    push(list, r.slug, { ...common, name: 'oversized-300k', body_parts: [{ text: `{${json(k)}:"` }, { repeat: 'A', count: 300_000 }, { text: '"}' }] });
-    push(list, r.slug, { ...common, name: 'limit-plus-one-byte', body_parts: [{ text: `{${json(k)}:"` }, { repeat: 'A', count: MAX_BODY + 1 - `{${json(k)}:""}`.length }, { text: '"}' }] });
+    push(list, r.slug, {
+      ...common,
+      name: 'oversized-300k',
+      body_parts: [{ text: `{${json(k)}:"` }, { repeat: 'A', count: 300_000 }, { text: '"}' }],
+    });
+    push(list, r.slug, {
+      ...common,
+      name: 'limit-plus-one-byte',
+      body_parts: [{ text: `{${json(k)}:"` }, { repeat: 'A', count: MAX_BODY + 1 - `{${json(k)}:""}`.length }, { text: '"}' }],
+    });
     push(list, r.slug, {
       ...common,
       name: 'streamed-8MiB-without-length',
@@ -464,7 +551,12 @@ function splitAround(text: string, unit: string, count: number): Part[] {
   }
   for (const r of BODY_ROUTES.filter((x) => ['verify-v1', 'admin-tenants', 'delegations-submit'].includes(x.slug))) {
     push(list, r.slug, {
-      route: r.route, method: 'POST', path: r.path, auth: r.auth, expect_status: [413], expect_code: ['PAYLOAD_TOO_LARGE'],
+      route: r.route,
+      method: 'POST',
+      path: r.path,
+      auth: r.auth,
+      expect_status: [413],
+      expect_code: ['PAYLOAD_TOO_LARGE'],
       name: 'declared-1GB-no-body-socket',
       raw_http: { lines: ['Content-Type: application/json', 'Content-Length: 1000000000'] },
       note: 'The declared length alone must get a prompt 413; the body never comes.',
@@ -475,12 +567,16 @@ function splitAround(text: string, unit: string, count: number): Part[] {
 // ---------------------------------------------------------------- 5. content types
 
 {
-  const list = file('content-type.json', 'Valid, idempotent request bodies sent under a media type other than application/json: a JSON API must not read them as JSON.');
+  const list = file(
+    'content-type.json',
+    'Valid, idempotent request bodies sent under a media type other than application/json: a JSON API must not read them as JSON.',
+  );
   for (const r of BODY_ROUTES) {
     const common = { route: r.route, method: 'POST', path: r.idempotent.path, auth: r.auth, body_text: json(r.idempotent.body) };
-    const types = r.slug === 'verify-v1' || r.slug === 'delegations-submit' || r.slug === 'admin-tenants'
-      ? ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/xml']
-      : ['text/plain'];
+    const types =
+      r.slug === 'verify-v1' || r.slug === 'delegations-submit' || r.slug === 'admin-tenants'
+        ? ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/xml']
+        : ['text/plain'];
     for (const t of types) push(list, r.slug, { ...common, name: `content-type-${t.split(/[;/]/)[1]}`, headers: { 'content-type': t } });
     push(list, r.slug, {
       ...common,
@@ -516,8 +612,17 @@ const drContextVerify: JwsContext = {
   key: KEYS.a1,
   deepField: 'drs_regulatory',
   request: (x, n) => {
-    const inv = signPayload({ ...invocationPayload([drA0, drFresh], KEYS.a3, `inv:sec-corpus-dr-${n}`), dr_chain: [drA0.hash, recordHash(x)] }, KEYS.a3);
-    return { route: 'POST /v1/verify', path: '/v1/verify', auth: 'A.verify', body: { bundle_version: '4.0', invocation: inv, receipts: [drA0.jws, x] }, expect_status: [403] };
+    const inv = signPayload(
+      { ...invocationPayload([drA0, drFresh], KEYS.a3, `inv:sec-corpus-dr-${n}`), dr_chain: [drA0.hash, recordHash(x)] },
+      KEYS.a3,
+    );
+    return {
+      route: 'POST /v1/verify',
+      path: '/v1/verify',
+      auth: 'A.verify',
+      body: { bundle_version: '4.0', invocation: inv, receipts: [drA0.jws, x] },
+      expect_status: [403],
+    };
   },
 };
 const invContext: JwsContext = {
@@ -525,14 +630,25 @@ const invContext: JwsContext = {
   base: invFresh('jws'),
   key: KEYS.a2,
   deepField: 'args',
-  request: (x) => ({ route: 'POST /v1/verify', path: '/v1/verify', auth: 'A.verify', body: { bundle_version: '4.0', invocation: x, receipts: CHAIN_A.map((d) => d.jws) }, expect_status: [403] }),
+  request: (x) => ({
+    route: 'POST /v1/verify',
+    path: '/v1/verify',
+    auth: 'A.verify',
+    body: { bundle_version: '4.0', invocation: x, receipts: CHAIN_A.map((d) => d.jws) },
+    expect_status: [403],
+  }),
 };
 const revContext: JwsContext = {
   slug: 'revocation',
   base: revLive,
   key: KEYS.rootA,
   deepField: 'reason',
-  request: (x) => ({ route: 'POST /v1/delegations/:hash/revoke', path: `/v1/delegations/${drLive.hash}/revoke`, auth: 'none', body: { revocation: x } }),
+  request: (x) => ({
+    route: 'POST /v1/delegations/:hash/revoke',
+    path: `/v1/delegations/${drLive.hash}/revoke`,
+    auth: 'none',
+    body: { revocation: x },
+  }),
 };
 const JWS_CONTEXTS = [drContextSubmit, drContextVerify, invContext, revContext];
 
@@ -545,7 +661,10 @@ function contextBase(ctx: JwsContext, n: number): { rec: Rec; payload: Record<st
 }
 
 {
-  const list = file('jws-encoding.json', 'Compact JWS with 1, 2 or 4 parts, padding, the standard base64 alphabet, whitespace, non-zero trailing bits, tampered signatures, S >= L, wrong lengths, alg none / HS256 / wrong typ / extra header members, in every place a JWS is accepted.');
+  const list = file(
+    'jws-encoding.json',
+    'Compact JWS with 1, 2 or 4 parts, padding, the standard base64 alphabet, whitespace, non-zero trailing bits, tampered signatures, S >= L, wrong lengths, alg none / HS256 / wrong typ / extra header members, in every place a JWS is accepted.',
+  );
   let n = 0;
   for (const ctx of JWS_CONTEXTS) {
     for (const [attack, f] of Object.entries(ENCODING_ATTACKS)) {
@@ -553,7 +672,15 @@ function contextBase(ctx: JwsContext, n: number): { rec: Rec; payload: Record<st
       const hostile = f(rec.jws, ctx.key);
       if (hostile === null) continue;
       const r = ctx.request(hostile, n);
-      push(list, ctx.slug, { name: attack, route: r.route, method: 'POST', path: r.path, auth: r.auth, body_text: json(r.body), ...(r.expect_status ? { expect_status: r.expect_status } : {}) });
+      push(list, ctx.slug, {
+        name: attack,
+        route: r.route,
+        method: 'POST',
+        path: r.path,
+        auth: r.auth,
+        body_text: json(r.body),
+        ...(r.expect_status ? { expect_status: r.expect_status } : {}),
+      });
     }
   }
 }
@@ -581,14 +708,25 @@ const NON_CANONICAL_DIDS: Record<string, string> = {
 };
 
 {
-  const list = file('signed-payloads.json', 'Records with a valid Ed25519 signature over payload bytes that are not canonical JCS or break the record schema, small-order and non-canonical did:key, record-type confusion, 64 KiB+ records and 17-deep chains.');
+  const list = file(
+    'signed-payloads.json',
+    'Records with a valid Ed25519 signature over payload bytes that are not canonical JCS or break the record schema, small-order and non-canonical did:key, record-type confusion, 64 KiB+ records and 17-deep chains.',
+  );
   let n = 100;
   for (const ctx of JWS_CONTEXTS) {
     for (const attack of Object.keys(signedPayloadAttacks(ctx.base.payload, ctx.key, ctx.deepField))) {
       // Each invocation case gets its own fresh jti, so no case can replay another.
       const hostile = signedPayloadAttacks(contextBase(ctx, ++n).payload, ctx.key, ctx.deepField)[attack]!;
       const r = ctx.request(hostile, n);
-      push(list, ctx.slug, { name: attack, route: r.route, method: 'POST', path: r.path, auth: r.auth, body_text: json(r.body), ...(r.expect_status ? { expect_status: r.expect_status } : {}) });
+      push(list, ctx.slug, {
+        name: attack,
+        route: r.route,
+        method: 'POST',
+        path: r.path,
+        auth: r.auth,
+        body_text: json(r.body),
+        ...(r.expect_status ? { expect_status: r.expect_status } : {}),
+      });
     }
   }
 
@@ -618,40 +756,154 @@ const NON_CANONICAL_DIDS: Record<string, string> = {
     const x = signPayload(subPayload(drA0, KEYS.a1, KEYS.a3.did, `dr:sec-corpus-schema-${++n}`, extra), KEYS.a1);
     for (const ctx of [drContextSubmit, drContextVerify]) {
       const r = ctx.request(x, ++n);
-      push(list, `${ctx.slug}-schema`, { name: what, route: r.route, method: 'POST', path: r.path, auth: r.auth, body_text: json(r.body), ...(r.expect_status ? { expect_status: r.expect_status } : {}) });
+      push(list, `${ctx.slug}-schema`, {
+        name: what,
+        route: r.route,
+        method: 'POST',
+        path: r.path,
+        auth: r.auth,
+        body_text: json(r.body),
+        ...(r.expect_status ? { expect_status: r.expect_status } : {}),
+      });
     }
   }
   const stranger = signPayload(subPayload(drA0, KEYS.stranger, KEYS.a3.did, `dr:sec-corpus-stranger`), KEYS.stranger);
   for (const ctx of [drContextSubmit, drContextVerify]) {
     const r = ctx.request(stranger, ++n);
-    push(list, `${ctx.slug}-schema`, { name: 'issued-by-non-holder', route: r.route, method: 'POST', path: r.path, auth: r.auth, body_text: json(r.body), ...(r.expect_status ? { expect_status: r.expect_status } : {}) });
+    push(list, `${ctx.slug}-schema`, {
+      name: 'issued-by-non-holder',
+      route: r.route,
+      method: 'POST',
+      path: r.path,
+      auth: r.auth,
+      body_text: json(r.body),
+      ...(r.expect_status ? { expect_status: r.expect_status } : {}),
+    });
   }
 
   // Small-order and non-canonical keys. A DR granting authority to such a key, and a child "signed" by it with R = identity, S = 0.
   for (const [what, did] of Object.entries(WEAK_DIDS)) {
     const weakAud = subDr(drA0, KEYS.a1, did, `dr:sec-corpus-weak-aud-${what}`);
-    const forged = rawJws({ payload: jcs(subPayload(weakAud, { did } as Key, KEYS.a3.did, `dr:sec-corpus-forged-${what}`, { iss: did })), signature: IDENTITY_SIGNATURE });
-    const forgedInv = rawJws({ payload: jcs({ ...invocationPayload([drA0, weakAud], { did } as Key, `inv:sec-corpus-weak-${what}`) }), signature: IDENTITY_SIGNATURE });
-    const common = { method: 'POST' };
-    push(list, 'weak-key', { ...common, name: `${what}-as-aud`, route: 'POST /v1/delegations', path: '/v1/delegations', auth: 'none', body_text: json({ receipt: weakAud.jws }), note: 'DESIGN 2: a did:key of small order is refused, wherever it appears.' });
-    push(list, 'weak-key', { ...common, name: `${what}-forged-child`, route: 'POST /v1/delegations', path: '/v1/delegations', auth: 'none', body_text: json({ receipts: [drA0.jws, weakAud.jws, forged] }) });
-    const forgedRec: Rec = { jws: forged, hash: recordHash(forged), payload: subPayload(weakAud, { did } as Key, KEYS.a3.did, `dr:sec-corpus-forged-${what}`, { iss: did }) };
-    push(list, 'weak-key', {
-      ...common, name: `${what}-forged-child-verify`, route: 'POST /v1/verify', path: '/v1/verify', auth: 'A.verify', expect_status: [403],
-      body_text: json({ bundle_version: '4.0', invocation: signPayload(invocationPayload([drA0, weakAud, forgedRec], KEYS.a3, `inv:sec-corpus-forged-${what}`), KEYS.a3), receipts: [drA0.jws, weakAud.jws, forged] }),
+    const forged = rawJws({
+      payload: jcs(subPayload(weakAud, { did } as Key, KEYS.a3.did, `dr:sec-corpus-forged-${what}`, { iss: did })),
+      signature: IDENTITY_SIGNATURE,
     });
-    push(list, 'weak-key', { ...common, name: `${what}-forged-invocation`, route: 'POST /v1/verify', path: '/v1/verify', auth: 'A.verify', expect_status: [403], body_text: json({ bundle_version: '4.0', invocation: forgedInv, receipts: [drA0.jws, weakAud.jws] }) });
-    push(list, 'weak-key', { ...common, name: `${what}-forged-revocation`, route: 'POST /v1/delegations/:hash/revoke', path: `/v1/delegations/${drLive.hash}/revoke`, auth: 'none', body_text: json({ revocation: rawJws({ payload: jcs(revocationPayload({ did } as Key, drLive.hash, `rev:sec-corpus-weak-${what}`)), signature: IDENTITY_SIGNATURE }) }) });
-    push(list, 'weak-key', { ...common, name: `${what}-as-issue-audience`, route: 'POST /v1/delegations/issue', path: '/v1/delegations/issue', auth: 'A.issue', body_text: json({ ...ISSUE_BASE, audience: did, jti: `dr:sec-corpus-issue-weak-${what}` }) });
-    push(list, 'weak-key', { ...common, name: `${what}-as-trusted-root`, route: 'POST /v1/admin/tenants/:tenant/roots', path: '/v1/admin/tenants/{{tenantA}}/roots', auth: 'admin', body_text: json({ did }), expect_status: [400] });
+    const forgedInv = rawJws({
+      payload: jcs({ ...invocationPayload([drA0, weakAud], { did } as Key, `inv:sec-corpus-weak-${what}`) }),
+      signature: IDENTITY_SIGNATURE,
+    });
+    const common = { method: 'POST' };
+    push(list, 'weak-key', {
+      ...common,
+      name: `${what}-as-aud`,
+      route: 'POST /v1/delegations',
+      path: '/v1/delegations',
+      auth: 'none',
+      body_text: json({ receipt: weakAud.jws }),
+      note: 'DESIGN 2: a did:key of small order is refused, wherever it appears.',
+    });
+    push(list, 'weak-key', {
+      ...common,
+      name: `${what}-forged-child`,
+      route: 'POST /v1/delegations',
+      path: '/v1/delegations',
+      auth: 'none',
+      body_text: json({ receipts: [drA0.jws, weakAud.jws, forged] }),
+    });
+    const forgedRec: Rec = {
+      jws: forged,
+      hash: recordHash(forged),
+      payload: subPayload(weakAud, { did } as Key, KEYS.a3.did, `dr:sec-corpus-forged-${what}`, { iss: did }),
+    };
+    push(list, 'weak-key', {
+      ...common,
+      name: `${what}-forged-child-verify`,
+      route: 'POST /v1/verify',
+      path: '/v1/verify',
+      auth: 'A.verify',
+      expect_status: [403],
+      body_text: json({
+        bundle_version: '4.0',
+        invocation: signPayload(invocationPayload([drA0, weakAud, forgedRec], KEYS.a3, `inv:sec-corpus-forged-${what}`), KEYS.a3),
+        receipts: [drA0.jws, weakAud.jws, forged],
+      }),
+    });
+    push(list, 'weak-key', {
+      ...common,
+      name: `${what}-forged-invocation`,
+      route: 'POST /v1/verify',
+      path: '/v1/verify',
+      auth: 'A.verify',
+      expect_status: [403],
+      body_text: json({ bundle_version: '4.0', invocation: forgedInv, receipts: [drA0.jws, weakAud.jws] }),
+    });
+    push(list, 'weak-key', {
+      ...common,
+      name: `${what}-forged-revocation`,
+      route: 'POST /v1/delegations/:hash/revoke',
+      path: `/v1/delegations/${drLive.hash}/revoke`,
+      auth: 'none',
+      body_text: json({
+        revocation: rawJws({
+          payload: jcs(revocationPayload({ did } as Key, drLive.hash, `rev:sec-corpus-weak-${what}`)),
+          signature: IDENTITY_SIGNATURE,
+        }),
+      }),
+    });
+    push(list, 'weak-key', {
+      ...common,
+      name: `${what}-as-issue-audience`,
+      route: 'POST /v1/delegations/issue',
+      path: '/v1/delegations/issue',
+      auth: 'A.issue',
+      body_text: json({ ...ISSUE_BASE, audience: did, jti: `dr:sec-corpus-issue-weak-${what}` }),
+    });
+    push(list, 'weak-key', {
+      ...common,
+      name: `${what}-as-trusted-root`,
+      route: 'POST /v1/admin/tenants/:tenant/roots',
+      path: '/v1/admin/tenants/{{tenantA}}/roots',
+      auth: 'admin',
+      body_text: json({ did }),
+      expect_status: [400],
+    });
   }
   const weakSubRoot = rootDr(KEYS.rootA, KEYS.a3.did, 'dr:sec-corpus-weak-sub', { sub: WEAK_DIDS['identity'] });
-  push(list, 'weak-key', { name: 'identity-as-sub', route: 'POST /v1/delegations', method: 'POST', path: '/v1/delegations', auth: 'none', body_text: json({ receipt: weakSubRoot.jws }) });
+  push(list, 'weak-key', {
+    name: 'identity-as-sub',
+    route: 'POST /v1/delegations',
+    method: 'POST',
+    path: '/v1/delegations',
+    auth: 'none',
+    body_text: json({ receipt: weakSubRoot.jws }),
+  });
   for (const [what, did] of Object.entries(NON_CANONICAL_DIDS)) {
     const dr = subDr(drA0, KEYS.a1, did, `dr:sec-corpus-noncanon-${what}`);
-    push(list, 'non-canonical-did', { name: `${what}-as-aud`, route: 'POST /v1/delegations', method: 'POST', path: '/v1/delegations', auth: 'none', body_text: json({ receipt: dr.jws }) });
-    push(list, 'non-canonical-did', { name: `${what}-as-trusted-root`, route: 'POST /v1/admin/tenants/:tenant/roots', method: 'POST', path: '/v1/admin/tenants/{{tenantA}}/roots', auth: 'admin', body_text: json({ did }), expect_status: [400] });
-    push(list, 'non-canonical-did', { name: `${what}-as-issue-audience`, route: 'POST /v1/delegations/issue', method: 'POST', path: '/v1/delegations/issue', auth: 'A.issue', body_text: json({ ...ISSUE_BASE, audience: did, jti: `dr:sec-corpus-issue-nc-${what}` }) });
+    push(list, 'non-canonical-did', {
+      name: `${what}-as-aud`,
+      route: 'POST /v1/delegations',
+      method: 'POST',
+      path: '/v1/delegations',
+      auth: 'none',
+      body_text: json({ receipt: dr.jws }),
+    });
+    push(list, 'non-canonical-did', {
+      name: `${what}-as-trusted-root`,
+      route: 'POST /v1/admin/tenants/:tenant/roots',
+      method: 'POST',
+      path: '/v1/admin/tenants/{{tenantA}}/roots',
+      auth: 'admin',
+      body_text: json({ did }),
+      expect_status: [400],
+    });
+    push(list, 'non-canonical-did', {
+      name: `${what}-as-issue-audience`,
+      route: 'POST /v1/delegations/issue',
+      method: 'POST',
+      path: '/v1/delegations/issue',
+      auth: 'A.issue',
+      body_text: json({ ...ISSUE_BASE, audience: did, jti: `dr:sec-corpus-issue-nc-${what}` }),
+    });
   }
 
   // Record-type confusion.
@@ -659,10 +911,38 @@ const NON_CANONICAL_DIDS: Record<string, string> = {
   const confusion: [string, string, string, string, AuthRef, unknown][] = [
     ['revocation-as-dr', 'POST /v1/delegations', '/v1/delegations', 'none', 'none', { receipt: revLive.jws }],
     ['invocation-as-dr', 'POST /v1/delegations', '/v1/delegations', 'none', 'none', { receipt: invX.jws }],
-    ['dr-as-invocation', 'POST /v1/verify', '/v1/verify', 'A.verify', 'A.verify', { bundle_version: '4.0', invocation: drFresh.jws, receipts: [drA0.jws] }],
-    ['invocation-as-receipt', 'POST /v1/verify', '/v1/verify', 'A.verify', 'A.verify', { bundle_version: '4.0', invocation: invX.jws, receipts: [drA0.jws, invX.jws] }],
-    ['dr-as-revocation', 'POST /v1/delegations/:hash/revoke', `/v1/delegations/${drLive.hash}/revoke`, 'none', 'none', { revocation: drLive.jws }],
-    ['invocation-as-revocation', 'POST /v1/delegations/:hash/revoke', `/v1/delegations/${drLive.hash}/revoke`, 'none', 'none', { revocation: invX.jws }],
+    [
+      'dr-as-invocation',
+      'POST /v1/verify',
+      '/v1/verify',
+      'A.verify',
+      'A.verify',
+      { bundle_version: '4.0', invocation: drFresh.jws, receipts: [drA0.jws] },
+    ],
+    [
+      'invocation-as-receipt',
+      'POST /v1/verify',
+      '/v1/verify',
+      'A.verify',
+      'A.verify',
+      { bundle_version: '4.0', invocation: invX.jws, receipts: [drA0.jws, invX.jws] },
+    ],
+    [
+      'dr-as-revocation',
+      'POST /v1/delegations/:hash/revoke',
+      `/v1/delegations/${drLive.hash}/revoke`,
+      'none',
+      'none',
+      { revocation: drLive.jws },
+    ],
+    [
+      'invocation-as-revocation',
+      'POST /v1/delegations/:hash/revoke',
+      `/v1/delegations/${drLive.hash}/revoke`,
+      'none',
+      'none',
+      { revocation: invX.jws },
+    ],
   ];
   for (const [what, route, path, , auth, body] of confusion) {
     push(list, 'record-confusion', { name: what, route, method: 'POST', path, auth, body_text: json(body) });
@@ -671,20 +951,73 @@ const NON_CANONICAL_DIDS: Record<string, string> = {
   // 17-deep chains (one more than DRS allows).
   const deepKeys = Array.from({ length: 18 }, (_, i) => fixedKey(`deep-${i}`));
   const deep: Rec[] = [rootDr(KEYS.rootA, deepKeys[1]!.did, 'dr:sec-deep-0')];
-  for (let i = 1; i < 17; i++) deep.push(subDr(deep[i - 1]!, deepKeys[i]!, deepKeys[i + 1]!.did, `dr:sec-deep-${i}`, { policy: { allowed_tools: ['web_search'], max_cost_usd: 10, max_calls: 500 - i } }));
+  for (let i = 1; i < 17; i++)
+    deep.push(
+      subDr(deep[i - 1]!, deepKeys[i]!, deepKeys[i + 1]!.did, `dr:sec-deep-${i}`, {
+        policy: { allowed_tools: ['web_search'], max_cost_usd: 10, max_calls: 500 - i },
+      }),
+    );
   const deepInv = invocation(deep, deepKeys[17]!, 'inv:sec-corpus-deep');
-  push(list, 'chain-depth', { name: 'submit-17-deep', route: 'POST /v1/delegations', method: 'POST', path: '/v1/delegations', auth: 'none', body_text: json({ receipts: deep.map((d) => d.jws) }) });
-  push(list, 'chain-depth', { name: 'verify-17-deep-by-value', route: 'POST /v1/verify', method: 'POST', path: '/v1/verify', auth: 'A.verify', expect_status: [403], body_text: json(bundle(deepInv, deep)) });
-  push(list, 'chain-depth', { name: 'verify-17-deep-by-reference', route: 'POST /verify', method: 'POST', path: '/verify', auth: 'A.verify', expect_status: [403], body_text: json(bundle(deepInv, 'reference')) });
-  const longChain = signPayload({ ...invocationPayload(CHAIN_A, KEYS.a2, 'inv:sec-corpus-long-chain'), dr_chain: Array.from({ length: 65 }, (_, i) => `sha256:${i.toString(16).padStart(64, '0')}`) }, KEYS.a2);
-  push(list, 'chain-depth', { name: 'verify-dr_chain-65-hashes', route: 'POST /v1/verify', method: 'POST', path: '/v1/verify', auth: 'A.verify', expect_status: [403], body_text: json({ bundle_version: '4.0', invocation: longChain, receipts: [] }) });
-  push(list, 'chain-depth', { name: 'verify-65-receipts', route: 'POST /v1/verify', method: 'POST', path: '/v1/verify', auth: 'A.verify', expect_status: [403], body_text: json({ bundle_version: '4.0', invocation: invFresh('65').jws, receipts: Array.from({ length: 65 }, () => drA0.jws) }) });
+  push(list, 'chain-depth', {
+    name: 'submit-17-deep',
+    route: 'POST /v1/delegations',
+    method: 'POST',
+    path: '/v1/delegations',
+    auth: 'none',
+    body_text: json({ receipts: deep.map((d) => d.jws) }),
+  });
+  push(list, 'chain-depth', {
+    name: 'verify-17-deep-by-value',
+    route: 'POST /v1/verify',
+    method: 'POST',
+    path: '/v1/verify',
+    auth: 'A.verify',
+    expect_status: [403],
+    body_text: json(bundle(deepInv, deep)),
+  });
+  push(list, 'chain-depth', {
+    name: 'verify-17-deep-by-reference',
+    route: 'POST /verify',
+    method: 'POST',
+    path: '/verify',
+    auth: 'A.verify',
+    expect_status: [403],
+    body_text: json(bundle(deepInv, 'reference')),
+  });
+  const longChain = signPayload(
+    {
+      ...invocationPayload(CHAIN_A, KEYS.a2, 'inv:sec-corpus-long-chain'),
+      dr_chain: Array.from({ length: 65 }, (_, i) => `sha256:${i.toString(16).padStart(64, '0')}`),
+    },
+    KEYS.a2,
+  );
+  push(list, 'chain-depth', {
+    name: 'verify-dr_chain-65-hashes',
+    route: 'POST /v1/verify',
+    method: 'POST',
+    path: '/v1/verify',
+    auth: 'A.verify',
+    expect_status: [403],
+    body_text: json({ bundle_version: '4.0', invocation: longChain, receipts: [] }),
+  });
+  push(list, 'chain-depth', {
+    name: 'verify-65-receipts',
+    route: 'POST /v1/verify',
+    method: 'POST',
+    path: '/v1/verify',
+    auth: 'A.verify',
+    expect_status: [403],
+    body_text: json({ bundle_version: '4.0', invocation: invFresh('65').jws, receipts: Array.from({ length: 65 }, () => drA0.jws) }),
+  });
 }
 
 // ---------------------------------------------------------------- 8. route semantics
 
 {
-  const list = file('route-semantics.json', 'Well-formed JSON that each route must refuse: verify bundles, X-DRS-Bundle headers, revocation and actual rules, admin privilege and identity fields.');
+  const list = file(
+    'route-semantics.json',
+    'Well-formed JSON that each route must refuse: verify bundles, X-DRS-Bundle headers, revocation and actual rules, admin privilege and identity fields.',
+  );
   const v = (name: string, body: unknown, extra: Partial<CaseInput> = {}, path = '/v1/verify') =>
     push(list, 'verify', { name, route: `POST ${path}`, method: 'POST', path, auth: 'A.verify', body_text: json(body), ...extra });
   const inv = (n: string) => invFresh(`sem-${n}`);
@@ -698,69 +1031,166 @@ const NON_CANONICAL_DIDS: Record<string, string> = {
   v('receipts-of-other-tenant', { ...bundle(inv('other'), CHAIN_A), receipts: [drB0.jws] }, { expect_status: [403] });
   v('replayed-invocation', bundle(invConsumed, CHAIN_A), { expect_status: [403] });
   v('replayed-invocation-dry-run', { ...bundle(invConsumed, CHAIN_A), dry_run: true }, { expect_status: [403] });
-  v('binding-required-mismatch', { ...bundle(inv('bind'), CHAIN_A), require_binding: true, body: { tool: 'web_search', estimated_cost_usd: 99 } }, { expect_status: [403] });
+  v(
+    'binding-required-mismatch',
+    { ...bundle(inv('bind'), CHAIN_A), require_binding: true, body: { tool: 'web_search', estimated_cost_usd: 99 } },
+    { expect_status: [403] },
+  );
   v('binding-required-absent', { ...bundle(inv('bind2'), CHAIN_A), require_binding: true }, { expect_status: [403] });
   v('dry_run-string', { ...bundle(inv('dr-s'), CHAIN_A), dry_run: 'true' }, { expect_status: [400] });
   v('require_binding-number', { ...bundle(inv('rb-n'), CHAIN_A), require_binding: 1 }, { expect_status: [400] });
-  v('binding-body-1e400', {}, {
-    expect_status: [403],
-    body_text: `${json(bundle(inv('b1e'), CHAIN_A)).slice(0, -1)},"require_binding":true,"body":{"estimated_cost_usd":1e400,"pii_access":false,"tool":"web_search","write_access":false}}`,
-  });
+  v(
+    'binding-body-1e400',
+    {},
+    {
+      expect_status: [403],
+      body_text: `${json(bundle(inv('b1e'), CHAIN_A)).slice(0, -1)},"require_binding":true,"body":{"estimated_cost_usd":1e400,"pii_access":false,"tool":"web_search","write_access":false}}`,
+    },
+  );
   v('revoked-chain', bundle(invocation([drRevoked], KEYS.x1, 'inv:sec-corpus-revoked'), [drRevoked]), { expect_status: [403] });
-  v('stale-invocation', bundle(invocation(CHAIN_A, KEYS.a2, 'inv:sec-corpus-stale', { iat: T0 - 100_000 }), CHAIN_A), { expect_status: [403] });
-  v('future-invocation', bundle(invocation(CHAIN_A, KEYS.a2, 'inv:sec-corpus-future', { iat: T0 + 100_000 }), CHAIN_A), { expect_status: [403] });
-  v('policy-violation-tool', bundle(invocation(CHAIN_A, KEYS.a2, 'inv:sec-corpus-tool', { args: { tool: 'shell_exec', estimated_cost_usd: 0.5, pii_access: false, write_access: false } }), CHAIN_A), { expect_status: [403] });
-  v('policy-violation-cost-missing', bundle(invocation(CHAIN_A, KEYS.a2, 'inv:sec-corpus-nocost', { args: { tool: 'web_search', pii_access: false, write_access: false } }), CHAIN_A), { expect_status: [403] });
-  v('args-proto-tool', bundle(invocation(CHAIN_A, KEYS.a2, 'inv:sec-corpus-proto-args', { args: JSON.parse('{"__proto__":{"tool":"web_search","estimated_cost_usd":0.5,"pii_access":false,"write_access":false}}') as object }), CHAIN_A), { expect_status: [403], note: 'Signed args whose only members hide under __proto__ must not read as present.' });
-  v('dr-chain-by-reference-unknown', { bundle_version: '4.0', invocation: signPayload({ ...invocationPayload(CHAIN_A, KEYS.a2, 'inv:sec-corpus-unknown-ref'), dr_chain: [ABSENT_HASH] }, KEYS.a2), receipts: [] }, { expect_status: [403] });
-  v('dr-chain-other-tenant-by-reference', { bundle_version: '4.0', invocation: invocation([drB0], KEYS.b1, 'inv:sec-corpus-b-ref').jws, receipts: [] }, { expect_status: [403] }, '/verify');
+  v('stale-invocation', bundle(invocation(CHAIN_A, KEYS.a2, 'inv:sec-corpus-stale', { iat: T0 - 100_000 }), CHAIN_A), {
+    expect_status: [403],
+  });
+  v('future-invocation', bundle(invocation(CHAIN_A, KEYS.a2, 'inv:sec-corpus-future', { iat: T0 + 100_000 }), CHAIN_A), {
+    expect_status: [403],
+  });
+  v(
+    'policy-violation-tool',
+    bundle(
+      invocation(CHAIN_A, KEYS.a2, 'inv:sec-corpus-tool', {
+        args: { tool: 'shell_exec', estimated_cost_usd: 0.5, pii_access: false, write_access: false },
+      }),
+      CHAIN_A,
+    ),
+    { expect_status: [403] },
+  );
+  v(
+    'policy-violation-cost-missing',
+    bundle(
+      invocation(CHAIN_A, KEYS.a2, 'inv:sec-corpus-nocost', { args: { tool: 'web_search', pii_access: false, write_access: false } }),
+      CHAIN_A,
+    ),
+    { expect_status: [403] },
+  );
+  v(
+    'args-proto-tool',
+    bundle(
+      invocation(CHAIN_A, KEYS.a2, 'inv:sec-corpus-proto-args', {
+        args: JSON.parse('{"__proto__":{"tool":"web_search","estimated_cost_usd":0.5,"pii_access":false,"write_access":false}}') as object,
+      }),
+      CHAIN_A,
+    ),
+    { expect_status: [403], note: 'Signed args whose only members hide under __proto__ must not read as present.' },
+  );
+  v(
+    'dr-chain-by-reference-unknown',
+    {
+      bundle_version: '4.0',
+      invocation: signPayload({ ...invocationPayload(CHAIN_A, KEYS.a2, 'inv:sec-corpus-unknown-ref'), dr_chain: [ABSENT_HASH] }, KEYS.a2),
+      receipts: [],
+    },
+    { expect_status: [403] },
+  );
+  v(
+    'dr-chain-other-tenant-by-reference',
+    { bundle_version: '4.0', invocation: invocation([drB0], KEYS.b1, 'inv:sec-corpus-b-ref').jws, receipts: [] },
+    { expect_status: [403] },
+    '/verify',
+  );
 
   // Denials are stored for auditors: what they echo from the request must be storable (no NUL, no lone surrogate).
-  const echoInv = (n: string, args: Record<string, unknown>) => invocation(CHAIN_A, KEYS.a2, `inv:sec-corpus-echo-${n}`, { args: { ...ARGS_BASE, ...args } });
+  const echoInv = (n: string, args: Record<string, unknown>) =>
+    invocation(CHAIN_A, KEYS.a2, `inv:sec-corpus-echo-${n}`, { args: { ...ARGS_BASE, ...args } });
   v('denial-echoes-nul-in-tool', bundle(echoInv('nul', { tool: 'web_search\u0000' }), CHAIN_A), { expect_status: [403] });
-  v('denial-echoes-tool-cut-inside-surrogate-pair', bundle(echoInv('cut', { tool: `${'x'.repeat(255)}\u{1F600}` }), CHAIN_A), { expect_status: [403] });
+  v('denial-echoes-tool-cut-inside-surrogate-pair', bundle(echoInv('cut', { tool: `${'x'.repeat(255)}\u{1F600}` }), CHAIN_A), {
+    expect_status: [403],
+  });
   v('denial-echoes-lone-surrogate-in-tool', bundle(echoInv('lone', { tool: 'web_search\ud800' }), CHAIN_A), { expect_status: [403] });
   {
     // Non-canonical payload (an args member out of order) whose diagnostic snippet ends inside a surrogate pair.
     const payload = invocationPayload(CHAIN_A, KEYS.a2, 'inv:sec-corpus-snippet');
     const canon = jcs(payload);
     const text = canon.replace('"write_access":false}', `"write_access":false,"revocation":"${'\u{86BD6}'.repeat(12)}"}`);
-    v('denial-snippet-cut-inside-surrogate-pair', bundle({ jws: rawJws({ payload: text, key: KEYS.a2 }), hash: '', payload }, CHAIN_A), { expect_status: [403] });
+    v('denial-snippet-cut-inside-surrogate-pair', bundle({ jws: rawJws({ payload: text, key: KEYS.a2 }), hash: '', payload }, CHAIN_A), {
+      expect_status: [403],
+    });
   }
 
   // X-DRS-Bundle (body without an invocation: the header carries the bundle).
   const h = (name: string, header: string | Part[], extra: Partial<CaseInput> = {}) =>
     push(list, 'x-drs-bundle', {
-      name, route: 'POST /verify', method: 'POST', path: '/verify', auth: 'A.verify', body_text: '{}',
+      name,
+      route: 'POST /verify',
+      method: 'POST',
+      path: '/verify',
+      auth: 'A.verify',
+      body_text: '{}',
       ...(typeof header === 'string' ? { headers: { 'x-drs-bundle': header } } : { header_parts: { 'x-drs-bundle': header } }),
       ...extra,
     });
   const hb = (n: string) => b64u(json(bundle(invFresh(`hdr-${n}`), CHAIN_A)));
   // Base64 of ASCII JSON rarely needs '-' or '_', so put the standard alphabet's '+' and '/' in directly.
-  h('standard-alphabet-plus', (() => { const e = b64u(json(bundle(invFresh('hdr-plus'), CHAIN_A))); return `${e.slice(0, 40)}+${e.slice(41)}`; })(), { expect_status: [400] });
-  h('standard-alphabet-slash', (() => { const e = b64u(json(bundle(invFresh('hdr-slash'), CHAIN_A))); return `${e.slice(0, 40)}/${e.slice(41)}`; })(), { expect_status: [400] });
+  h(
+    'standard-alphabet-plus',
+    (() => {
+      const e = b64u(json(bundle(invFresh('hdr-plus'), CHAIN_A)));
+      return `${e.slice(0, 40)}+${e.slice(41)}`;
+    })(),
+    { expect_status: [400] },
+  );
+  h(
+    'standard-alphabet-slash',
+    (() => {
+      const e = b64u(json(bundle(invFresh('hdr-slash'), CHAIN_A)));
+      return `${e.slice(0, 40)}/${e.slice(41)}`;
+    })(),
+    { expect_status: [400] },
+  );
   h('padded', `${hb('pad')}${'='.repeat((4 - (hb('pad').length % 4)) % 4 || 2)}`, { expect_status: [400] });
   h('space-inside', `${hb('sp').slice(0, 20)} ${hb('sp').slice(20)}`, { expect_status: [400] });
-  h('nonzero-trailing-bits', (() => {
-    const body = json(bundle(invFresh('hdr-tb'), CHAIN_A));
-    const text = [body, `${body} `, `${body}  `].find((t) => dirtyTrailingBits(b64u(t)) !== null)!;
-    return dirtyTrailingBits(b64u(text))!;
-  })(), { expect_status: [400] });
+  h(
+    'nonzero-trailing-bits',
+    (() => {
+      const body = json(bundle(invFresh('hdr-tb'), CHAIN_A));
+      const text = [body, `${body} `, `${body}  `].find((t) => dirtyTrailingBits(b64u(t)) !== null)!;
+      return dirtyTrailingBits(b64u(text))!;
+    })(),
+    { expect_status: [400] },
+  );
   h('not-base64', '!!!!not base64!!!!', { expect_status: [400] });
   h('empty', ' ', { expect_status: [400, 403] });
   h('invalid-utf8-json', b64u(Buffer.from([0x7b, 0x22, 0xff, 0x22, 0x3a, 0x31, 0x7d])), { expect_status: [400] });
-  h('duplicate-keys-json', b64u(`{"bundle_version":"4.0","invocation":${json(invFresh('hdr-dup').jws)},"invocation":${json(invConsumed.jws)},"receipts":[]}`), { expect_status: [400] });
-  h('bom-json', b64u(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(json(bundle(invFresh('hdr-bom'), CHAIN_A)))])), { expect_status: [400] });
+  h(
+    'duplicate-keys-json',
+    b64u(`{"bundle_version":"4.0","invocation":${json(invFresh('hdr-dup').jws)},"invocation":${json(invConsumed.jws)},"receipts":[]}`),
+    { expect_status: [400] },
+  );
+  h('bom-json', b64u(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(json(bundle(invFresh('hdr-bom'), CHAIN_A)))])), {
+    expect_status: [400],
+  });
   h('null-json', b64u('null'), { expect_status: [400, 403] });
   h('json-not-encoded', json(bundle(invFresh('hdr-raw'), CHAIN_A)), { expect_status: [400] });
   h('deep-json-base64url', b64u('['.repeat(5000) + ']'.repeat(5000)), { expect_status: [400] });
   h('200k-header', [{ repeat: 'A', count: 200_000 }], { expect_status: [400, 413, 431] });
   h('replayed-bundle', b64u(json(bundle(invConsumed, CHAIN_A))), { expect_status: [403] });
-  h('tampered-invocation', b64u(json(bundle({ ...invConsumed, jws: ENCODING_ATTACKS['signature-S-plus-L']!(invFresh('hdr-sl').jws)! }, CHAIN_A))), { expect_status: [403] });
+  h(
+    'tampered-invocation',
+    b64u(json(bundle({ ...invConsumed, jws: ENCODING_ATTACKS['signature-S-plus-L']!(invFresh('hdr-sl').jws)! }, CHAIN_A))),
+    { expect_status: [403] },
+  );
 
   // Revocation with a key.
   const rk = (name: string, body: unknown, extra: Partial<CaseInput> = {}) =>
-    push(list, 'revoke-key', { name, route: 'POST /v1/delegations/:hash/revoke', method: 'POST', path: `/v1/delegations/${drLive.hash}/revoke`, auth: 'A.issue', body_text: json(body), expect_status: [400], ...extra });
+    push(list, 'revoke-key', {
+      name,
+      route: 'POST /v1/delegations/:hash/revoke',
+      method: 'POST',
+      path: `/v1/delegations/${drLive.hash}/revoke`,
+      auth: 'A.issue',
+      body_text: json(body),
+      expect_status: [400],
+      ...extra,
+    });
   rk('confirm-string', { confirm: 'true', reason: 'x' });
   rk('confirm-1', { confirm: 1, reason: 'x' });
   rk('confirm-false', { confirm: false, reason: 'x' });
@@ -776,24 +1206,61 @@ const NON_CANONICAL_DIDS: Record<string, string> = {
 
   // Revocation by signature.
   const rs = (name: string, body: unknown, extra: Partial<CaseInput> = {}) =>
-    push(list, 'revoke-signed', { name, route: 'POST /v1/delegations/:hash/revoke', method: 'POST', path: `/v1/delegations/${drLive.hash}/revoke`, auth: 'none', body_text: json(body), ...extra });
+    push(list, 'revoke-signed', {
+      name,
+      route: 'POST /v1/delegations/:hash/revoke',
+      method: 'POST',
+      path: `/v1/delegations/${drLive.hash}/revoke`,
+      auth: 'none',
+      body_text: json(body),
+      ...extra,
+    });
   rs('confirm-without-key', { confirm: true, reason: 'x' }, { expect_status: [401] });
   rs('signed-by-holder', { revocation: revocation(KEYS.x2, drLive.hash, 'rev:sec-corpus-holder').jws }, { expect_status: [403] });
   rs('signed-by-stranger', { revocation: revocation(KEYS.stranger, drLive.hash, 'rev:sec-corpus-stranger').jws }, { expect_status: [403] });
-  rs('signed-by-other-tenant-root', { revocation: revocation(KEYS.rootB, drLive.hash, 'rev:sec-corpus-rootb').jws }, { expect_status: [403] });
+  rs(
+    'signed-by-other-tenant-root',
+    { revocation: revocation(KEYS.rootB, drLive.hash, 'rev:sec-corpus-rootb').jws },
+    { expect_status: [403] },
+  );
   rs('targets-other-dr', { revocation: revocation(KEYS.rootA, drA0.hash, 'rev:sec-corpus-other').jws }, { expect_status: [400] });
-  rs('iat-far-future', { revocation: revocation(KEYS.rootA, drLive.hash, 'rev:sec-corpus-future', { iat: T0 + 100_000 }).jws }, { expect_status: [400] });
+  rs(
+    'iat-far-future',
+    { revocation: revocation(KEYS.rootA, drLive.hash, 'rev:sec-corpus-future', { iat: T0 + 100_000 }).jws },
+    { expect_status: [400] },
+  );
   rs('jti-without-prefix', { revocation: revocation(KEYS.rootA, drLive.hash, 'x-1').jws }, { expect_status: [400] });
-  rs('drs_type-delegation', { revocation: revocation(KEYS.rootA, drLive.hash, 'rev:sec-corpus-type', { drs_type: 'delegation-receipt' }).jws }, { expect_status: [400] });
-  rs('reason-blank', { revocation: revocation(KEYS.rootA, drLive.hash, 'rev:sec-corpus-blank', { reason: '   ' }).jws }, { expect_status: [400] });
+  rs(
+    'drs_type-delegation',
+    { revocation: revocation(KEYS.rootA, drLive.hash, 'rev:sec-corpus-type', { drs_type: 'delegation-receipt' }).jws },
+    { expect_status: [400] },
+  );
+  rs(
+    'reason-blank',
+    { revocation: revocation(KEYS.rootA, drLive.hash, 'rev:sec-corpus-blank', { reason: '   ' }).jws },
+    { expect_status: [400] },
+  );
   rs('reason-with-nul', { revocation: revocation(KEYS.rootA, drLive.hash, 'rev:sec-corpus-nul', { reason: 'x\u0000' }).jws });
   rs('extra-member', { revocation: revLive.jws, reason: 'x' }, { expect_status: [400, 401] });
   rs('revocation-not-string', { revocation: { jws: revLive.jws } }, { expect_status: [400] });
-  rs('absent-target', { revocation: revocation(KEYS.rootA, ABSENT_HASH, 'rev:sec-corpus-absent').jws }, { path: `/v1/delegations/${ABSENT_HASH}/revoke`, expect_status: [404] });
+  rs(
+    'absent-target',
+    { revocation: revocation(KEYS.rootA, ABSENT_HASH, 'rev:sec-corpus-absent').jws },
+    { path: `/v1/delegations/${ABSENT_HASH}/revoke`, expect_status: [404] },
+  );
 
   // Actuals.
   const ac = (name: string, body: unknown, extra: Partial<CaseInput> = {}) =>
-    push(list, 'actuals', { name, route: 'POST /v1/invocations/:jti/actuals', method: 'POST', path: '/v1/invocations/inv:sec-unmetered/actuals', auth: 'A.report', body_text: typeof body === 'string' ? body : json(body), expect_status: [400], ...extra });
+    push(list, 'actuals', {
+      name,
+      route: 'POST /v1/invocations/:jti/actuals',
+      method: 'POST',
+      path: '/v1/invocations/inv:sec-unmetered/actuals',
+      auth: 'A.report',
+      body_text: typeof body === 'string' ? body : json(body),
+      expect_status: [400],
+      ...extra,
+    });
   ac('source-missing', { cost_usd: 0.1 });
   ac('source-unknown', { cost_usd: 0.1, source: 'Harness-Reported' });
   ac('unavailable-with-cost', { cost_usd: 0.1, source: 'unavailable', unavailable_reason: 'x' });
@@ -810,7 +1277,11 @@ const NON_CANONICAL_DIDS: Record<string, string> = {
   ac('extra-member-tenant', { cost_usd: 0.1, source: 'api-usage', tenant_id: '{{tenantB}}' });
   ac('absent-invocation', { ...ACTUAL_BASE }, { path: `/v1/invocations/${ABSENT_JTI}/actuals`, expect_status: [404] });
   ac('other-tenants-invocation', { ...ACTUAL_BASE }, { path: '/v1/invocations/inv:sec-b/actuals', expect_status: [404] });
-  ac('different-actual-for-metered', { ...ACTUAL_BASE, cost_usd: 0.3 }, { path: `/v1/invocations/${String(invMetered.payload['jti'])}/actuals`, expect_status: [409] });
+  ac(
+    'different-actual-for-metered',
+    { ...ACTUAL_BASE, cost_usd: 0.3 },
+    { path: `/v1/invocations/${String(invMetered.payload['jti'])}/actuals`, expect_status: [409] },
+  );
 
   // Admin.
   const ad = (name: string, route: string, path: string, body: unknown, extra: Partial<CaseInput> = {}) =>
@@ -822,7 +1293,13 @@ const NON_CANONICAL_DIDS: Record<string, string> = {
   const R = 'POST /v1/admin/tenants/:tenant/roots';
   ad('root-of-other-tenant', R, '/v1/admin/tenants/{{tenantA}}/roots', { did: KEYS.rootB.did }, { expect_status: [409] });
   ad('root-label-201', R, '/v1/admin/tenants/{{tenantA}}/roots', { did: KEYS.newRoot.did, label: 'l'.repeat(201) });
-  ad('root-unknown-tenant', R, '/v1/admin/tenants/ten_00000000000000000000000000000000/roots', { did: KEYS.newRoot.did }, { expect_status: [404] });
+  ad(
+    'root-unknown-tenant',
+    R,
+    '/v1/admin/tenants/ten_00000000000000000000000000000000/roots',
+    { did: KEYS.newRoot.did },
+    { expect_status: [404] },
+  );
   ad('root-tenant-with-nul', R, '/v1/admin/tenants/{{tenantA}}%00/roots', { did: KEYS.newRoot.did }, { expect_status: [400, 404] });
   const K = 'POST /v1/admin/tenants/:tenant/api-keys';
   const kp = '/v1/admin/tenants/{{tenantA}}/api-keys';
@@ -837,7 +1314,13 @@ const NON_CANONICAL_DIDS: Record<string, string> = {
   ad('key-tool-server-513', K, kp, { scopes: ['verify'], tool_server: `mcp://${'t'.repeat(507)}` });
   ad('key-choose-secret', K, kp, { scopes: ['verify'], key: `bt_${'A'.repeat(43)}` });
   ad('key-choose-tenant', K, kp, { scopes: ['verify'], tenant_id: '{{tenantB}}' });
-  ad('key-unknown-tenant', K, '/v1/admin/tenants/ten_00000000000000000000000000000000/api-keys', { scopes: ['verify'] }, { expect_status: [404] });
+  ad(
+    'key-unknown-tenant',
+    K,
+    '/v1/admin/tenants/ten_00000000000000000000000000000000/api-keys',
+    { scopes: ['verify'] },
+    { expect_status: [404] },
+  );
 }
 
 // ---------------------------------------------------------------- 9. paths and queries
@@ -850,7 +1333,10 @@ interface GetRoute {
 }
 
 {
-  const list = file('paths-and-queries.json', 'GET and DELETE routes with hostile path parameters (wrong hash formats, NUL, traversal, invalid UTF-8, 100 KB) and hostile query strings (ranges, repeats, unknown names, forged cursors).');
+  const list = file(
+    'paths-and-queries.json',
+    'GET and DELETE routes with hostile path parameters (wrong hash formats, NUL, traversal, invalid UTF-8, 100 KB) and hostile query strings (ranges, repeats, unknown names, forged cursors).',
+  );
   const H = drA0.hash;
   const hashRoutes: GetRoute[] = [
     { route: 'GET /v1/delegations/:hash', method: 'GET', template: (x) => `/v1/delegations/${x}`, auth: 'A.all' },
@@ -883,13 +1369,21 @@ interface GetRoute {
     for (const [what, x] of Object.entries(badHashes)) {
       const absent = what === 'absent-well-formed' || what === 'other-tenants-hash';
       push(list, r.route.replace(/^\w+ /, ''), {
-        name: `hash-${what}`, route: r.route, method: r.method, path: r.template(encodeURI(x).replace(/%25/g, '%')), auth: r.auth,
+        name: `hash-${what}`,
+        route: r.route,
+        method: r.method,
+        path: r.template(encodeURI(x).replace(/%25/g, '%')),
+        auth: r.auth,
         ...(r.method === 'POST' ? { body_text: json({ confirm: true, reason: 'paths' }) } : {}),
         ...(absent ? { expect_status: [404] } : {}),
       });
     }
     push(list, r.route.replace(/^\w+ /, ''), {
-      name: 'hash-100k', route: r.route, method: r.method, path: r.template('sha256:{{repeat:a:100000}}'), auth: r.auth,
+      name: 'hash-100k',
+      route: r.route,
+      method: r.method,
+      path: r.template('sha256:{{repeat:a:100000}}'),
+      auth: r.auth,
       ...(r.method === 'POST' ? { body_text: json({ confirm: true, reason: 'paths' }) } : {}),
     });
   }
@@ -897,55 +1391,177 @@ interface GetRoute {
   const invQ = (q: string) => `/v1/delegations/${H}/invocations?${q}`;
   const forged = (v: unknown) => b64u(json(v));
   for (const [what, q] of Object.entries({
-    'limit-0': 'limit=0', 'limit-201': 'limit=201', 'limit-negative': 'limit=-1', 'limit-exponent': 'limit=1e2', 'limit-leading-zero': 'limit=01',
-    'limit-text': 'limit=abc', 'limit-repeated': 'limit=1&limit=2', 'limit-2^53+1': 'limit=9007199254740993', 'limit-empty': 'limit=',
-    'cursor-not-base64': 'cursor=!!!', 'cursor-513': `cursor=${'A'.repeat(513)}`, 'cursor-empty': 'cursor=',
-    'cursor-bad-time': `cursor=${forged(['yesterday', 'inv:x'])}`, 'cursor-jti-with-space': `cursor=${forged(['2026-01-01T00:00:00.000000Z', 'inv: x'])}`,
-    'cursor-object': `cursor=${forged({ createdAt: '2026-01-01T00:00:00.000000Z', jti: 'inv:x' })}`, 'cursor-padded': `cursor=${forged(['2026-01-01T00:00:00.000000Z', 'inv:x'])}==`,
-    'cursor-repeated': `cursor=${forged(['2026-01-01T00:00:00.000000Z', 'inv:x'])}&cursor=x`, 'unknown-parameter': 'tenant={{tenantB}}',
-    'proto-parameter': '__proto__=x', 'nul-parameter': 'limit=1%00',
+    'limit-0': 'limit=0',
+    'limit-201': 'limit=201',
+    'limit-negative': 'limit=-1',
+    'limit-exponent': 'limit=1e2',
+    'limit-leading-zero': 'limit=01',
+    'limit-text': 'limit=abc',
+    'limit-repeated': 'limit=1&limit=2',
+    'limit-2^53+1': 'limit=9007199254740993',
+    'limit-empty': 'limit=',
+    'cursor-not-base64': 'cursor=!!!',
+    'cursor-513': `cursor=${'A'.repeat(513)}`,
+    'cursor-empty': 'cursor=',
+    'cursor-bad-time': `cursor=${forged(['yesterday', 'inv:x'])}`,
+    'cursor-jti-with-space': `cursor=${forged(['2026-01-01T00:00:00.000000Z', 'inv: x'])}`,
+    'cursor-object': `cursor=${forged({ createdAt: '2026-01-01T00:00:00.000000Z', jti: 'inv:x' })}`,
+    'cursor-padded': `cursor=${forged(['2026-01-01T00:00:00.000000Z', 'inv:x'])}==`,
+    'cursor-repeated': `cursor=${forged(['2026-01-01T00:00:00.000000Z', 'inv:x'])}&cursor=x`,
+    'unknown-parameter': 'tenant={{tenantB}}',
+    'proto-parameter': '__proto__=x',
+    'nul-parameter': 'limit=1%00',
   })) {
-    push(list, 'delegation-invocations-query', { name: what, route: 'GET /v1/delegations/:hash/invocations', method: 'GET', path: invQ(q), auth: 'A.audit', expect_status: [400] });
+    push(list, 'delegation-invocations-query', {
+      name: what,
+      route: 'GET /v1/delegations/:hash/invocations',
+      method: 'GET',
+      path: invQ(q),
+      auth: 'A.audit',
+      expect_status: [400],
+    });
   }
   for (const [what, q] of Object.entries({
-    'after-negative': 'after=-1', 'after-leading-zero': 'after=01', 'after-exponent': 'after=1e3', 'after-16-digits': 'after=9999999999999999',
-    'after-hex': 'after=0x10', 'after-text': 'after=abc', 'after-repeated': 'after=1&after=2', 'after-empty': 'after=', 'after-plus': 'after=%2B1',
-    'limit-0': 'limit=0', 'limit-501': 'limit=501', 'limit-fraction': 'limit=1.5', 'unknown-parameter': 'tenant_id={{tenantB}}',
-    'proto-parameter': '__proto__=1', 'constructor-parameter': 'constructor=1', 'nul-in-value': 'after=1%00',
+    'after-negative': 'after=-1',
+    'after-leading-zero': 'after=01',
+    'after-exponent': 'after=1e3',
+    'after-16-digits': 'after=9999999999999999',
+    'after-hex': 'after=0x10',
+    'after-text': 'after=abc',
+    'after-repeated': 'after=1&after=2',
+    'after-empty': 'after=',
+    'after-plus': 'after=%2B1',
+    'limit-0': 'limit=0',
+    'limit-501': 'limit=501',
+    'limit-fraction': 'limit=1.5',
+    'unknown-parameter': 'tenant_id={{tenantB}}',
+    'proto-parameter': '__proto__=1',
+    'constructor-parameter': 'constructor=1',
+    'nul-in-value': 'after=1%00',
   })) {
-    push(list, 'receipts-query', { name: what, route: 'GET /v1/receipts', method: 'GET', path: `/v1/receipts?${q}`, auth: 'A.audit', expect_status: [400] });
+    push(list, 'receipts-query', {
+      name: what,
+      route: 'GET /v1/receipts',
+      method: 'GET',
+      path: `/v1/receipts?${q}`,
+      auth: 'A.audit',
+      expect_status: [400],
+    });
   }
 
   const jtis: Record<string, string> = {
-    nul: 'inv:x%00', space: 'inv:%20x', '161-chars': `inv:${'a'.repeat(157)}`, 'rtl-override': 'inv:%E2%80%AEx', 'invalid-utf8': 'inv:%FF',
-    'control-char': 'inv:%1B%5B2J', 'traversal': '..%2Factuals', absent: ABSENT_JTI, 'other-tenants': 'inv:sec-b', '100k': 'inv:{{repeat:a:100000}}',
+    nul: 'inv:x%00',
+    space: 'inv:%20x',
+    '161-chars': `inv:${'a'.repeat(157)}`,
+    'rtl-override': 'inv:%E2%80%AEx',
+    'invalid-utf8': 'inv:%FF',
+    'control-char': 'inv:%1B%5B2J',
+    traversal: '..%2Factuals',
+    absent: ABSENT_JTI,
+    'other-tenants': 'inv:sec-b',
+    '100k': 'inv:{{repeat:a:100000}}',
   };
   for (const [what, j] of Object.entries(jtis)) {
     const notFound = what === 'absent' || what === 'other-tenants';
-    push(list, 'invocation-jti', { name: `get-${what}`, route: 'GET /v1/invocations/:jti', method: 'GET', path: `/v1/invocations/${j}`, auth: 'A.audit', ...(notFound ? { expect_status: [404] } : {}) });
-    push(list, 'invocation-jti', { name: `actuals-${what}`, route: 'POST /v1/invocations/:jti/actuals', method: 'POST', path: `/v1/invocations/${j}/actuals`, auth: 'A.report', body_text: json(ACTUAL_BASE), ...(notFound ? { expect_status: [404] } : {}) });
+    push(list, 'invocation-jti', {
+      name: `get-${what}`,
+      route: 'GET /v1/invocations/:jti',
+      method: 'GET',
+      path: `/v1/invocations/${j}`,
+      auth: 'A.audit',
+      ...(notFound ? { expect_status: [404] } : {}),
+    });
+    push(list, 'invocation-jti', {
+      name: `actuals-${what}`,
+      route: 'POST /v1/invocations/:jti/actuals',
+      method: 'POST',
+      path: `/v1/invocations/${j}/actuals`,
+      auth: 'A.report',
+      body_text: json(ACTUAL_BASE),
+      ...(notFound ? { expect_status: [404] } : {}),
+    });
   }
 
   const tenants: Record<string, string> = {
-    nul: '%00', 'nul-appended': '{{tenantA}}%00', 'invalid-utf8': '%C0%AF', '10k': 'ten_{{repeat:a:10000}}', traversal: '..%2F..', 'sql-quote': "ten_x'--",
-    absent: 'ten_00000000000000000000000000000000', 'lone-percent': 'ten_%',
+    nul: '%00',
+    'nul-appended': '{{tenantA}}%00',
+    'invalid-utf8': '%C0%AF',
+    '10k': 'ten_{{repeat:a:10000}}',
+    traversal: '..%2F..',
+    'sql-quote': "ten_x'--",
+    absent: 'ten_00000000000000000000000000000000',
+    'lone-percent': 'ten_%',
   };
   for (const [what, t] of Object.entries(tenants)) {
-    for (const [route, sub] of [['GET /v1/admin/tenants/:tenant/roots', 'roots'], ['GET /v1/admin/tenants/:tenant/api-keys', 'api-keys']] as const) {
-      push(list, 'admin-tenant-param', { name: `${sub}-${what}`, route, method: 'GET', path: `/v1/admin/tenants/${t}/${sub}`, auth: 'admin' });
+    for (const [route, sub] of [
+      ['GET /v1/admin/tenants/:tenant/roots', 'roots'],
+      ['GET /v1/admin/tenants/:tenant/api-keys', 'api-keys'],
+    ] as const) {
+      push(list, 'admin-tenant-param', {
+        name: `${sub}-${what}`,
+        route,
+        method: 'GET',
+        path: `/v1/admin/tenants/${t}/${sub}`,
+        auth: 'admin',
+      });
     }
-    push(list, 'admin-tenant-param', { name: `add-root-${what}`, route: 'POST /v1/admin/tenants/:tenant/roots', method: 'POST', path: `/v1/admin/tenants/${t}/roots`, auth: 'admin', body_text: json({ did: KEYS.newRoot.did }) });
-    push(list, 'admin-tenant-param', { name: `add-key-${what}`, route: 'POST /v1/admin/tenants/:tenant/api-keys', method: 'POST', path: `/v1/admin/tenants/${t}/api-keys`, auth: 'admin', body_text: json({ scopes: ['audit'] }) });
-    push(list, 'admin-tenant-param', { name: `delete-root-${what}`, route: 'DELETE /v1/admin/tenants/:tenant/roots/:did', method: 'DELETE', path: `/v1/admin/tenants/${t}/roots/${KEYS.rootA.did}`, auth: 'admin' });
+    push(list, 'admin-tenant-param', {
+      name: `add-root-${what}`,
+      route: 'POST /v1/admin/tenants/:tenant/roots',
+      method: 'POST',
+      path: `/v1/admin/tenants/${t}/roots`,
+      auth: 'admin',
+      body_text: json({ did: KEYS.newRoot.did }),
+    });
+    push(list, 'admin-tenant-param', {
+      name: `add-key-${what}`,
+      route: 'POST /v1/admin/tenants/:tenant/api-keys',
+      method: 'POST',
+      path: `/v1/admin/tenants/${t}/api-keys`,
+      auth: 'admin',
+      body_text: json({ scopes: ['audit'] }),
+    });
+    push(list, 'admin-tenant-param', {
+      name: `delete-root-${what}`,
+      route: 'DELETE /v1/admin/tenants/:tenant/roots/:did',
+      method: 'DELETE',
+      path: `/v1/admin/tenants/${t}/roots/${KEYS.rootA.did}`,
+      auth: 'admin',
+    });
   }
   for (const [what, d] of Object.entries({
-    nul: `${KEYS.rootA.did}%00`, 'only-nul': '%00', 'not-trusted': KEYS.stranger.did, removed: KEYS.rootOld.did, 'other-tenants-root': KEYS.rootB.did,
-    '10k': 'did:key:z{{repeat:a:10000}}', 'invalid-utf8': '%FF', traversal: '..%2F..%2Fapi-keys',
+    nul: `${KEYS.rootA.did}%00`,
+    'only-nul': '%00',
+    'not-trusted': KEYS.stranger.did,
+    removed: KEYS.rootOld.did,
+    'other-tenants-root': KEYS.rootB.did,
+    '10k': 'did:key:z{{repeat:a:10000}}',
+    'invalid-utf8': '%FF',
+    traversal: '..%2F..%2Fapi-keys',
   })) {
-    push(list, 'admin-did-param', { name: `delete-root-${what}`, route: 'DELETE /v1/admin/tenants/:tenant/roots/:did', method: 'DELETE', path: `/v1/admin/tenants/{{tenantA}}/roots/${d}`, auth: 'admin' });
+    push(list, 'admin-did-param', {
+      name: `delete-root-${what}`,
+      route: 'DELETE /v1/admin/tenants/:tenant/roots/:did',
+      method: 'DELETE',
+      path: `/v1/admin/tenants/{{tenantA}}/roots/${d}`,
+      auth: 'admin',
+    });
   }
-  for (const [what, id] of Object.entries({ nul: '%00', 'nul-appended': '{{revokedKeyId}}%00', '10k': 'key_{{repeat:a:10000}}', 'invalid-utf8': '%C0%AF', absent: 'key_00000000000000000000000000000000', "sql-quote": "key_'--" })) {
-    push(list, 'admin-key-param', { name: `delete-key-${what}`, route: 'DELETE /v1/admin/api-keys/:id', method: 'DELETE', path: `/v1/admin/api-keys/${id}`, auth: 'admin' });
+  for (const [what, id] of Object.entries({
+    nul: '%00',
+    'nul-appended': '{{revokedKeyId}}%00',
+    '10k': 'key_{{repeat:a:10000}}',
+    'invalid-utf8': '%C0%AF',
+    absent: 'key_00000000000000000000000000000000',
+    'sql-quote': "key_'--",
+  })) {
+    push(list, 'admin-key-param', {
+      name: `delete-key-${what}`,
+      route: 'DELETE /v1/admin/api-keys/:id',
+      method: 'DELETE',
+      path: `/v1/admin/api-keys/${id}`,
+      auth: 'admin',
+    });
   }
 }
 
@@ -984,7 +1600,10 @@ export const ROUTE_SAMPLES: readonly { readonly route: string; readonly path: st
 ];
 
 {
-  const list = file('methods-and-transport.json', 'Unrouted methods on every route path (404 in the envelope), HEAD on POST routes, GET with a body over a real socket.');
+  const list = file(
+    'methods-and-transport.json',
+    'Unrouted methods on every route path (404 in the envelope), HEAD on POST routes, GET with a body over a real socket.',
+  );
   const byPath = new Map<string, { methods: Set<string>; routes: string[]; auth: AuthRef }>();
   for (const s of ROUTE_SAMPLES) {
     const [method] = s.route.split(' ') as [string];
@@ -1000,29 +1619,66 @@ export const ROUTE_SAMPLES: readonly { readonly route: string; readonly path: st
       // GET /v1/delegations/issue is GET /v1/delegations/:hash with an invalid hash: 400, also a refusal.
       const withBody = m === 'POST' || m === 'PUT' || m === 'PATCH';
       push(list, 'wrong-method', {
-        name: `${m} ${path}`, route: e.routes[k++ % e.routes.length]!, method: m, path, auth: e.auth,
+        name: `${m} ${path}`,
+        route: e.routes[k++ % e.routes.length]!,
+        method: m,
+        path,
+        auth: e.auth,
         ...(withBody ? { body_text: '{}' } : {}),
         ...(path === '/v1/delegations/issue' || path === '/v1/delegations' ? {} : { expect_status: [404, 405] }),
       });
     }
     if (!e.methods.has('GET')) {
-      push(list, 'wrong-method', { name: `HEAD ${path}`, route: e.routes[0]!, method: 'HEAD', path, auth: e.auth, ...(path === '/v1/delegations/issue' ? {} : { expect_status: [404, 405] }) });
+      push(list, 'wrong-method', {
+        name: `HEAD ${path}`,
+        route: e.routes[0]!,
+        method: 'HEAD',
+        path,
+        auth: e.auth,
+        ...(path === '/v1/delegations/issue' ? {} : { expect_status: [404, 405] }),
+      });
     }
   }
   push(list, 'get-with-body', {
-    name: 'GET /v1/verify with a verify body', route: 'POST /v1/verify', method: 'GET', path: '/v1/verify', auth: 'A.verify', expect_status: [404, 405],
-    raw_http: { lines: ['Content-Type: application/json', `Content-Length: ${Buffer.byteLength(json(bundle(invFresh('get-body'), CHAIN_A)))}`], body_text: json(bundle(invFresh('get-body'), CHAIN_A)) },
+    name: 'GET /v1/verify with a verify body',
+    route: 'POST /v1/verify',
+    method: 'GET',
+    path: '/v1/verify',
+    auth: 'A.verify',
+    expect_status: [404, 405],
+    raw_http: {
+      lines: ['Content-Type: application/json', `Content-Length: ${Buffer.byteLength(json(bundle(invFresh('get-body'), CHAIN_A)))}`],
+      body_text: json(bundle(invFresh('get-body'), CHAIN_A)),
+    },
   });
   push(list, 'get-with-body', {
-    name: 'GET /v1/delegations/:hash without a key, key in the body', route: 'GET /v1/delegations/:hash', method: 'GET', path: `/v1/delegations/${drA0.hash}`, auth: 'none', expect_status: [401],
-    raw_http: { lines: ['Content-Type: application/json', 'Content-Length: {{bodyLength}}'], body_text: '{"authorization":"Bearer {{key:A.all}}"}' },
+    name: 'GET /v1/delegations/:hash without a key, key in the body',
+    route: 'GET /v1/delegations/:hash',
+    method: 'GET',
+    path: `/v1/delegations/${drA0.hash}`,
+    auth: 'none',
+    expect_status: [401],
+    raw_http: {
+      lines: ['Content-Type: application/json', 'Content-Length: {{bodyLength}}'],
+      body_text: '{"authorization":"Bearer {{key:A.all}}"}',
+    },
   });
   push(list, 'get-with-body', {
-    name: 'GET /v1/receipts without a key, chunked body', route: 'GET /v1/receipts', method: 'GET', path: '/v1/receipts', auth: 'none', expect_status: [401],
+    name: 'GET /v1/receipts without a key, chunked body',
+    route: 'GET /v1/receipts',
+    method: 'GET',
+    path: '/v1/receipts',
+    auth: 'none',
+    expect_status: [401],
     raw_http: { lines: ['Transfer-Encoding: chunked'], body_text: '5\r\nhello\r\n0\r\n\r\n' },
   });
   push(list, 'get-with-body', {
-    name: 'DELETE /v1/admin/api-keys/:id with a tenant key, admin key in the body', route: 'DELETE /v1/admin/api-keys/:id', method: 'DELETE', path: '/v1/admin/api-keys/{{revokedKeyId}}', auth: 'A.all', expect_status: [403],
+    name: 'DELETE /v1/admin/api-keys/:id with a tenant key, admin key in the body',
+    route: 'DELETE /v1/admin/api-keys/:id',
+    method: 'DELETE',
+    path: '/v1/admin/api-keys/{{revokedKeyId}}',
+    auth: 'A.all',
+    expect_status: [403],
     raw_http: { lines: ['Content-Type: application/json', 'Content-Length: 2'], body_text: '{}' },
   });
 }
@@ -1030,15 +1686,33 @@ export const ROUTE_SAMPLES: readonly { readonly route: string; readonly path: st
 // ---------------------------------------------------------------- 11. headers
 
 {
-  const list = file('headers.json', 'Hostile request headers: request ids that must not be echoed, oversized and doubled Authorization headers.');
-  const bad = { route: 'POST /v1/admin/tenants', method: 'POST', path: '/v1/admin/tenants', auth: 'admin' as AuthRef, body_text: '{', expect_status: [400] };
+  const list = file(
+    'headers.json',
+    'Hostile request headers: request ids that must not be echoed, oversized and doubled Authorization headers.',
+  );
+  const bad = {
+    route: 'POST /v1/admin/tenants',
+    method: 'POST',
+    path: '/v1/admin/tenants',
+    auth: 'admin' as AuthRef,
+    body_text: '{',
+    expect_status: [400],
+  };
   push(list, 'request-id', { ...bad, name: 'request-id-65-chars', headers: { 'x-request-id': 'a'.repeat(65) } });
   push(list, 'request-id', { ...bad, name: 'request-id-markup', headers: { 'x-request-id': '<script>alert(1)</script>' } });
   push(list, 'request-id', { ...bad, name: 'request-id-json-breaking', headers: { 'x-request-id': '","admin":true,"x":"' } });
   push(list, 'request-id', { ...bad, name: 'request-id-latin1', headers: { 'x-request-id': 'caf\u00e9' } });
   push(list, 'request-id', { ...bad, name: 'request-id-10k', headers: { 'x-request-id': 'a'.repeat(10_000) } });
   const auth = (name: string, value: string | Part[], route = 'GET /v1/receipts', path = '/v1/receipts', method = 'GET') =>
-    push(list, 'authorization', { name, route, method, path, auth: 'none', expect_status: [401], ...(typeof value === 'string' ? { headers: { authorization: value } } : { header_parts: { authorization: value } }) });
+    push(list, 'authorization', {
+      name,
+      route,
+      method,
+      path,
+      auth: 'none',
+      expect_status: [401],
+      ...(typeof value === 'string' ? { headers: { authorization: value } } : { header_parts: { authorization: value } }),
+    });
   auth('bearer-100k', [{ text: 'Bearer bt_' }, { repeat: 'A', count: 100_000 }]);
   auth('two-bearer-tokens', 'Bearer {{key:A.audit}}, Bearer {{key:A.audit}}');
   auth('bearer-with-tab', 'Bearer\t{{key:A.audit}}');

@@ -16,7 +16,12 @@ import type { Req, World } from './harness.js';
 
 export const CORPUS_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', 'corpus');
 
-export type AuthRef = 'none' | 'admin' | `A.${'issue' | 'verify' | 'report' | 'audit' | 'all'}` | `B.${'issue' | 'verify' | 'report' | 'audit' | 'all'}` | 'A.revoked';
+export type AuthRef =
+  | 'none'
+  | 'admin'
+  | `A.${'issue' | 'verify' | 'report' | 'audit' | 'all'}`
+  | `B.${'issue' | 'verify' | 'report' | 'audit' | 'all'}`
+  | 'A.revoked';
 
 /** Text, base64 bytes, or `unit` repeated `count` times. */
 export type Part = { text: string } | { base64: string } | { repeat: string; count: number };
@@ -57,7 +62,9 @@ export interface CorpusFile {
 
 export function loadCorpus(dir = CORPUS_DIR): Map<string, CorpusFile> {
   const out = new Map<string, CorpusFile>();
-  for (const f of readdirSync(dir).filter((n) => n.endsWith('.json')).sort()) {
+  for (const f of readdirSync(dir)
+    .filter((n) => n.endsWith('.json'))
+    .sort()) {
     out.set(f, JSON.parse(readFileSync(join(dir, f), 'utf8')) as CorpusFile);
   }
   return out;
@@ -96,7 +103,13 @@ export function caseRequest(c: CorpusCase, world: World): Req {
     const key = keyFor(world, c.auth ?? 'none');
     const body = c.raw_http.body_text === undefined ? '' : fill(c.raw_http.body_text, world);
     const lines = c.raw_http.lines.map((l) => fill(l, world).replace('{{bodyLength}}', String(Buffer.byteLength(body))));
-    const head = [`${c.method} ${path} HTTP/1.1`, 'Host: localhost', 'Connection: close', ...(key ? [`Authorization: Bearer ${key}`] : []), ...lines];
+    const head = [
+      `${c.method} ${path} HTTP/1.1`,
+      'Host: localhost',
+      'Connection: close',
+      ...(key ? [`Authorization: Bearer ${key}`] : []),
+      ...lines,
+    ];
     return { method: c.method, path, rawHttp: Buffer.from(`${head.join('\r\n')}\r\n\r\n${body}`, 'utf8') };
   }
   const headers: Record<string, string> = {};
@@ -118,6 +131,8 @@ export function caseRequest(c: CorpusCase, world: World): Req {
     path,
     headers,
     ...(body !== undefined ? { body } : {}),
-    ...(c.body_stream ? { stream: { chunkBytes: c.body_stream.chunk_bytes, totalBytes: c.body_stream.total_bytes, fill: c.body_stream.fill_byte } } : {}),
+    ...(c.body_stream
+      ? { stream: { chunkBytes: c.body_stream.chunk_bytes, totalBytes: c.body_stream.total_bytes, fill: c.body_stream.fill_byte } }
+      : {}),
   };
 }

@@ -174,15 +174,43 @@ export const POLICY_SUB = { allowed_tools: ['web_search'], max_cost_usd: 10, max
 
 export function rootPayload(issuer: Key, audience: string, jti: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
   return {
-    iss: issuer.did, sub: issuer.did, aud: audience, drs_v: '4.0', drs_type: 'delegation-receipt', cmd: CMD,
-    policy: POLICY_ROOT, nbf: T0 - 100, exp: T0 + 3600, iat: T0, jti, drs_root_type: 'organisation', ...extra,
+    iss: issuer.did,
+    sub: issuer.did,
+    aud: audience,
+    drs_v: '4.0',
+    drs_type: 'delegation-receipt',
+    cmd: CMD,
+    policy: POLICY_ROOT,
+    nbf: T0 - 100,
+    exp: T0 + 3600,
+    iat: T0,
+    jti,
+    drs_root_type: 'organisation',
+    ...extra,
   };
 }
 
-export function subPayload(parent: Rec, issuer: Key, audience: string, jti: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+export function subPayload(
+  parent: Rec,
+  issuer: Key,
+  audience: string,
+  jti: string,
+  extra: Record<string, unknown> = {},
+): Record<string, unknown> {
   return {
-    iss: issuer.did, sub: parent.payload['sub'], aud: audience, drs_v: '4.0', drs_type: 'delegation-receipt', cmd: parent.payload['cmd'],
-    policy: POLICY_SUB, nbf: parent.payload['nbf'], exp: parent.payload['exp'], iat: T0, jti, prev_dr_hash: parent.hash, ...extra,
+    iss: issuer.did,
+    sub: parent.payload['sub'],
+    aud: audience,
+    drs_v: '4.0',
+    drs_type: 'delegation-receipt',
+    cmd: parent.payload['cmd'],
+    policy: POLICY_SUB,
+    nbf: parent.payload['nbf'],
+    exp: parent.payload['exp'],
+    iat: T0,
+    jti,
+    prev_dr_hash: parent.hash,
+    ...extra,
   };
 }
 
@@ -192,19 +220,37 @@ export const rootDr = (issuer: Key, audience: string, jti: string, extra: Record
 export const subDr = (parent: Rec, issuer: Key, audience: string, jti: string, extra: Record<string, unknown> = {}): Rec =>
   rec(subPayload(parent, issuer, audience, jti, extra), issuer);
 
-export function invocationPayload(chain: readonly Rec[], invoker: Key, jti: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+export function invocationPayload(
+  chain: readonly Rec[],
+  invoker: Key,
+  jti: string,
+  extra: Record<string, unknown> = {},
+): Record<string, unknown> {
   const leaf = chain[chain.length - 1]!;
   return {
-    iss: invoker.did, sub: chain[0]!.payload['sub'], drs_v: '4.0', drs_type: 'invocation-receipt', cmd: leaf.payload['cmd'],
-    args: ARGS, dr_chain: chain.map((d) => d.hash), tool_server: TOOL_SERVER, iat: T0, jti, ...extra,
+    iss: invoker.did,
+    sub: chain[0]!.payload['sub'],
+    drs_v: '4.0',
+    drs_type: 'invocation-receipt',
+    cmd: leaf.payload['cmd'],
+    args: ARGS,
+    dr_chain: chain.map((d) => d.hash),
+    tool_server: TOOL_SERVER,
+    iat: T0,
+    jti,
+    ...extra,
   };
 }
 
 export const invocation = (chain: readonly Rec[], invoker: Key, jti: string, extra: Record<string, unknown> = {}): Rec =>
   rec(invocationPayload(chain, invoker, jti, extra), invoker);
 
-export const revocationPayload = (signer: Key, target: string, jti: string, extra: Record<string, unknown> = {}): Record<string, unknown> =>
-  ({ iss: signer.did, drs_v: '4.0', drs_type: 'revocation', target, iat: T0, jti, ...extra });
+export const revocationPayload = (
+  signer: Key,
+  target: string,
+  jti: string,
+  extra: Record<string, unknown> = {},
+): Record<string, unknown> => ({ iss: signer.did, drs_v: '4.0', drs_type: 'revocation', target, iat: T0, jti, ...extra });
 
 export const revocation = (signer: Key, target: string, jti: string, extra: Record<string, unknown> = {}): Rec =>
   rec(revocationPayload(signer, target, jti, extra), signer);
@@ -236,7 +282,13 @@ export const ACTUAL_BASE = { cost_usd: 0.25, tokens_in: 100, tokens_out: 50, sou
 export const drRevoked = rootDr(KEYS.rootA, KEYS.x1.did, 'dr:sec-revoked');
 export const revRevoked = revocation(KEYS.rootA, drRevoked.hash, 'rev:sec-revoked');
 export const drLive = rootDr(KEYS.rootA, KEYS.x2.did, 'dr:sec-live');
-export const ISSUE_BASE = { audience: KEYS.a3.did, policy: { allowed_tools: ['web_search'], max_calls: 3 }, jti: 'dr:sec-issued', nbf: T0 - 10, exp: T0 + 600 };
+export const ISSUE_BASE = {
+  audience: KEYS.a3.did,
+  policy: { allowed_tools: ['web_search'], max_calls: 3 },
+  jti: 'dr:sec-issued',
+  nbf: T0 - 10,
+  exp: T0 + 600,
+};
 export const drB0 = rootDr(KEYS.rootB, KEYS.b1.did, 'dr:sec-b0');
 export const invB = invocation([drB0], KEYS.b1, 'inv:sec-b');
 

@@ -62,7 +62,9 @@ import {
 } from './json.js';
 import { ENCODING_ATTACKS, splitJws } from './jws-attacks.js';
 
-export type Verdict = { readonly ok: false; readonly kind?: undefined } | { readonly ok: true; readonly kind: 'equivalent' | 'variant'; readonly mayStore?: boolean };
+export type Verdict =
+  | { readonly ok: false; readonly kind?: undefined }
+  | { readonly ok: true; readonly kind: 'equivalent' | 'variant'; readonly mayStore?: boolean };
 const NO: Verdict = { ok: false };
 const EQUIVALENT: Verdict = { ok: true, kind: 'equivalent' };
 const VARIANT: Verdict = { ok: true, kind: 'variant', mayStore: true };
@@ -87,9 +89,13 @@ export type TreeOp =
   | { readonly op: 'add'; readonly at: number; readonly key: string; readonly value: Hostile }
   | { readonly op: 'wrap'; readonly at: number; readonly depth: number };
 
-export type JwsOp = { readonly op: 'attack'; readonly name: string } | { readonly op: 'char'; readonly at: number; readonly char: string }
-  | { readonly op: 'payload-swap'; readonly tree: TreeOp } | { readonly op: 'payload-bytes'; readonly bytes: readonly ByteOp[] }
-  | { readonly op: 'resign-stranger' } | { readonly op: 'replace'; readonly with: number };
+export type JwsOp =
+  | { readonly op: 'attack'; readonly name: string }
+  | { readonly op: 'char'; readonly at: number; readonly char: string }
+  | { readonly op: 'payload-swap'; readonly tree: TreeOp }
+  | { readonly op: 'payload-bytes'; readonly bytes: readonly ByteOp[] }
+  | { readonly op: 'resign-stranger' }
+  | { readonly op: 'replace'; readonly with: number };
 
 export type QueryOp =
   | { readonly op: 'add'; readonly name: string; readonly value: string }
@@ -109,14 +115,24 @@ export type Mutation =
   | { readonly kind: 'tree'; readonly tree: readonly TreeOp[]; readonly bytes: readonly ByteOp[] }
   | { readonly kind: 'jws'; readonly at: number; readonly jws: JwsOp; readonly tree: readonly TreeOp[] }
   /** X-DRS-Bundle: mutate the bundle JSON (as body mutations do) or the encoded header text. */
-  | { readonly kind: 'header'; readonly inner: Exclude<Mutation, { kind: 'header' | 'path' }> | { readonly kind: 'encoded'; readonly bytes: readonly ByteOp[] } }
+  | {
+      readonly kind: 'header';
+      readonly inner: Exclude<Mutation, { kind: 'header' | 'path' }> | { readonly kind: 'encoded'; readonly bytes: readonly ByteOp[] };
+    }
   | { readonly kind: 'path'; readonly param: number; readonly op: ParamOp; readonly query: readonly QueryOp[] };
 
 const at = fc.nat({ max: 1 << 20 });
 
 const byteOp: fc.Arbitrary<ByteOp> = fc.oneof(
   fc.record({ op: fc.constant('flip' as const), at, bit: fc.integer({ min: 0, max: 7 }) }),
-  fc.record({ op: fc.constant('set' as const), at, byte: fc.oneof(fc.integer({ min: 0, max: 255 }), fc.constantFrom(0x00, 0x22, 0x5c, 0x7b, 0x7d, 0x5b, 0x5d, 0x2c, 0x3a, 0x80, 0xc0, 0xed, 0xff)) }),
+  fc.record({
+    op: fc.constant('set' as const),
+    at,
+    byte: fc.oneof(
+      fc.integer({ min: 0, max: 255 }),
+      fc.constantFrom(0x00, 0x22, 0x5c, 0x7b, 0x7d, 0x5b, 0x5d, 0x2c, 0x3a, 0x80, 0xc0, 0xed, 0xff),
+    ),
+  }),
   fc.record({ op: fc.constant('insert' as const), at, bytes: fc.array(fc.integer({ min: 0, max: 255 }), { minLength: 1, maxLength: 8 }) }),
   fc.record({ op: fc.constant('delete' as const), at, len: fc.integer({ min: 1, max: 16 }) }),
   fc.record({ op: fc.constant('truncate' as const), at }),
@@ -127,12 +143,52 @@ const weakDid = didKeyOf(WEAK_POINTS.identity);
 const KNOWN_JWS = [drA0, drA1, drB0, drRevoked, drLive, invConsumed, invMetered, invB, revRevoked].map((r) => r.jws);
 
 const hostileValue: fc.Arbitrary<Hostile> = fc.oneof(
-  { weight: 4, arbitrary: fc.constantFrom(
-    'null', 'true', 'false', '0', '-1', '-0', '1.0', '0.1e1', '1e400', '-1e400', '9007199254740993', '-9007199254740993', '1e-400', '123456789012345678901234567890',
-    '""', '" "', '"\\u0000"', '"a\\u0000b"', '"\\u001b[2J"', '"\\ud800"', '"\\u202e"', '"__proto__"', '"constructor"', '"*"', '"web_*"', '"../../admin"',
-    '[]', '{}', '[null]', '[[]]', '{"__proto__":{"polluted":"yes"}}', '{"constructor":{"prototype":{"polluted":"yes"}}}', '["*"]', '["admin"]',
-    JSON.stringify(weakDid), JSON.stringify(KEYS.stranger.did), JSON.stringify(`sha256:${'0'.repeat(64)}`), '"inv:x"', '"dr:x"', '"4.0"', '4.0',
-  ) },
+  {
+    weight: 4,
+    arbitrary: fc.constantFrom(
+      'null',
+      'true',
+      'false',
+      '0',
+      '-1',
+      '-0',
+      '1.0',
+      '0.1e1',
+      '1e400',
+      '-1e400',
+      '9007199254740993',
+      '-9007199254740993',
+      '1e-400',
+      '123456789012345678901234567890',
+      '""',
+      '" "',
+      '"\\u0000"',
+      '"a\\u0000b"',
+      '"\\u001b[2J"',
+      '"\\ud800"',
+      '"\\u202e"',
+      '"__proto__"',
+      '"constructor"',
+      '"*"',
+      '"web_*"',
+      '"../../admin"',
+      '[]',
+      '{}',
+      '[null]',
+      '[[]]',
+      '{"__proto__":{"polluted":"yes"}}',
+      '{"constructor":{"prototype":{"polluted":"yes"}}}',
+      '["*"]',
+      '["admin"]',
+      JSON.stringify(weakDid),
+      JSON.stringify(KEYS.stranger.did),
+      JSON.stringify(`sha256:${'0'.repeat(64)}`),
+      '"inv:x"',
+      '"dr:x"',
+      '"4.0"',
+      '4.0',
+    ),
+  },
   { weight: 1, arbitrary: fc.integer({ min: 1, max: 80_000 }).map((n) => JSON.stringify('A'.repeat(n))) },
   { weight: 1, arbitrary: fc.integer({ min: 1, max: 120 }).map((d) => `${'['.repeat(d)}0${']'.repeat(d)}`) },
   { weight: 1, arbitrary: fc.constantFrom(...KNOWN_JWS).map((j) => JSON.stringify(j)) },
@@ -141,7 +197,29 @@ const hostileValue: fc.Arbitrary<Hostile> = fc.oneof(
 );
 
 const memberKey = fc.oneof(
-  fc.constantFrom('__proto__', 'constructor', 'prototype', 'x', '', 'receipts', 'receipt', 'invocation', 'bundle_version', 'dry_run', 'body', 'confirm', 'reason', 'revocation', 'source', 'cost_usd', 'name', 'did', 'scopes', 'tenant_id', 'admin'),
+  fc.constantFrom(
+    '__proto__',
+    'constructor',
+    'prototype',
+    'x',
+    '',
+    'receipts',
+    'receipt',
+    'invocation',
+    'bundle_version',
+    'dry_run',
+    'body',
+    'confirm',
+    'reason',
+    'revocation',
+    'source',
+    'cost_usd',
+    'name',
+    'did',
+    'scopes',
+    'tenant_id',
+    'admin',
+  ),
   fc.string({ unit: 'binary', maxLength: 12 }),
 );
 
@@ -155,7 +233,17 @@ const treeOp: fc.Arbitrary<TreeOp> = fc.oneof(
 
 const jwsOp: fc.Arbitrary<JwsOp> = fc.oneof(
   { weight: 4, arbitrary: fc.constantFrom(...Object.keys(ENCODING_ATTACKS)).map((name) => ({ op: 'attack' as const, name })) },
-  { weight: 2, arbitrary: fc.record({ op: fc.constant('char' as const), at, char: fc.oneof(fc.constantFrom('A', '-', '_', '+', '/', '=', '.', ' ', '\n', '%', '\u00e9'), fc.string({ unit: 'binary-ascii', minLength: 1, maxLength: 1 })) }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      op: fc.constant('char' as const),
+      at,
+      char: fc.oneof(
+        fc.constantFrom('A', '-', '_', '+', '/', '=', '.', ' ', '\n', '%', '\u00e9'),
+        fc.string({ unit: 'binary-ascii', minLength: 1, maxLength: 1 }),
+      ),
+    }),
+  },
   { weight: 2, arbitrary: treeOp.map((tree) => ({ op: 'payload-swap' as const, tree })) },
   fc.array(byteOp, { minLength: 1, maxLength: 3 }).map((bytes) => ({ op: 'payload-bytes' as const, bytes })),
   fc.constant({ op: 'resign-stranger' as const }),
@@ -164,18 +252,89 @@ const jwsOp: fc.Arbitrary<JwsOp> = fc.oneof(
 
 const bodyMutation: fc.Arbitrary<Exclude<Mutation, { kind: 'header' | 'path' }>> = fc.oneof(
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('bytes' as const), bytes: fc.array(byteOp, { minLength: 1, maxLength: 4 }) }) },
-  { weight: 4, arbitrary: fc.record({ kind: fc.constant('tree' as const), tree: fc.array(treeOp, { minLength: 1, maxLength: 3 }), bytes: fc.array(byteOp, { maxLength: 1 }) }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      kind: fc.constant('tree' as const),
+      tree: fc.array(treeOp, { minLength: 1, maxLength: 3 }),
+      bytes: fc.array(byteOp, { maxLength: 1 }),
+    }),
+  },
   { weight: 4, arbitrary: fc.record({ kind: fc.constant('jws' as const), at, jws: jwsOp, tree: fc.array(treeOp, { maxLength: 1 }) }) },
 );
 
 const pathText = fc.constantFrom(
-  '', '%00', 'x%00', '%', '%zz', '%C0%AF', '%FF', '%E2%80%AE', '..', '..%2F..%2Fv1%2Fadmin', '.', '%2e%2e', '*', "'--", '%27%20OR%201%3D1', 'sha256:', `sha256:${'0'.repeat(64)}`,
-  `sha256:${'A'.repeat(64)}`, 'inv:', 'ten_', 'key_', '__proto__', 'constructor', KEYS.stranger.did, weakDid, drB0.hash, 'inv:sec-b', 'a'.repeat(5000),
+  '',
+  '%00',
+  'x%00',
+  '%',
+  '%zz',
+  '%C0%AF',
+  '%FF',
+  '%E2%80%AE',
+  '..',
+  '..%2F..%2Fv1%2Fadmin',
+  '.',
+  '%2e%2e',
+  '*',
+  "'--",
+  '%27%20OR%201%3D1',
+  'sha256:',
+  `sha256:${'0'.repeat(64)}`,
+  `sha256:${'A'.repeat(64)}`,
+  'inv:',
+  'ten_',
+  'key_',
+  '__proto__',
+  'constructor',
+  KEYS.stranger.did,
+  weakDid,
+  drB0.hash,
+  'inv:sec-b',
+  'a'.repeat(5000),
 );
 
-const queryName = fc.constantFrom('limit', 'after', 'cursor', 'x', '__proto__', 'constructor', 'tenant', 'tenant_id', 'limit%00', 'li%6Dit', 'LIMIT', '');
+const queryName = fc.constantFrom(
+  'limit',
+  'after',
+  'cursor',
+  'x',
+  '__proto__',
+  'constructor',
+  'tenant',
+  'tenant_id',
+  'limit%00',
+  'li%6Dit',
+  'LIMIT',
+  '',
+);
 const queryValue = fc.oneof(
-  fc.constantFrom('', '0', '1', '01', '-1', '1e3', '1.5', '200', '201', '500', '501', '9999999999999999', '9007199254740993', '%00', '%zz', 'abc', '+1', '%2B1', '0x10', ' 1', '1%20', '%E2%80%AE', 'A'.repeat(600), '__proto__'),
+  fc.constantFrom(
+    '',
+    '0',
+    '1',
+    '01',
+    '-1',
+    '1e3',
+    '1.5',
+    '200',
+    '201',
+    '500',
+    '501',
+    '9999999999999999',
+    '9007199254740993',
+    '%00',
+    '%zz',
+    'abc',
+    '+1',
+    '%2B1',
+    '0x10',
+    ' 1',
+    '1%20',
+    '%E2%80%AE',
+    'A'.repeat(600),
+    '__proto__',
+  ),
   fc.integer({ min: -5, max: 1000 }).map(String),
   fc.string({ unit: 'binary-ascii', maxLength: 12 }).map(encodeURIComponent),
 );
@@ -190,7 +349,10 @@ const paramOp: fc.Arbitrary<ParamOp> = fc.oneof(
   { weight: 4, arbitrary: fc.array(byteOp, { minLength: 1, maxLength: 3 }).map((bytes) => ({ op: 'bytes' as const, bytes })) },
   { weight: 2, arbitrary: pathText.map((text) => ({ op: 'replace' as const, text })) },
   { weight: 1, arbitrary: at.map((a) => ({ op: 'percent-encode' as const, at: a })) },
-  { weight: 1, arbitrary: fc.constantFrom('%00', '/', '/x', '%2F', '.', '..', '%20', ';x', '~').map((text) => ({ op: 'suffix' as const, text })) },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom('%00', '/', '/x', '%2F', '.', '..', '%20', ';x', '~').map((text) => ({ op: 'suffix' as const, text })),
+  },
 );
 
 export function mutationArb(t: FuzzTarget): fc.Arbitrary<Mutation> {
@@ -198,13 +360,19 @@ export function mutationArb(t: FuzzTarget): fc.Arbitrary<Mutation> {
   if (t.mode === 'path') {
     // A route without path parameters (receipts) is fuzzed through its query alone.
     const query = fc.array(queryOp, t.queryOnly ? { minLength: 1, maxLength: 4 } : { maxLength: 2 });
-    return fc.record({ kind: fc.constant('path' as const), param: fc.nat({ max: 7 }), op: paramOp, query })
+    return fc
+      .record({ kind: fc.constant('path' as const), param: fc.nat({ max: 7 }), op: paramOp, query })
       .filter((m) => m.op.op !== 'keep' || m.query.length > 0);
   }
   if (t.mode === 'header') {
     return fc.oneof(
       { weight: 3, arbitrary: body.map((inner) => ({ kind: 'header' as const, inner })) },
-      { weight: 1, arbitrary: fc.array(byteOp, { minLength: 1, maxLength: 3 }).map((bytes) => ({ kind: 'header' as const, inner: { kind: 'encoded' as const, bytes } })) },
+      {
+        weight: 1,
+        arbitrary: fc
+          .array(byteOp, { minLength: 1, maxLength: 3 })
+          .map((bytes) => ({ kind: 'header' as const, inner: { kind: 'encoded' as const, bytes } })),
+      },
     );
   }
   return body;
@@ -396,8 +564,16 @@ export interface FuzzTarget {
   judge2xx(req: Req, res: Res, w: World, baseRes: Res): Verdict;
 }
 
-const jsonHeaders = (key?: string): Record<string, string> => ({ 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) });
-const bodyReq = (path: string, body: unknown, key?: string): Req => ({ method: 'POST', path, headers: jsonHeaders(key), body: Buffer.from(JSON.stringify(body)) });
+const jsonHeaders = (key?: string): Record<string, string> => ({
+  'content-type': 'application/json',
+  ...(key ? { authorization: `Bearer ${key}` } : {}),
+});
+const bodyReq = (path: string, body: unknown, key?: string): Req => ({
+  method: 'POST',
+  path,
+  headers: jsonHeaders(key),
+  body: Buffer.from(JSON.stringify(body)),
+});
 
 /** The body as the reference reader sees it, or undefined when it is not acceptable JSON. */
 function plainBody(req: Req): Record<string, unknown> | undefined {
@@ -416,15 +592,22 @@ const STORED_DRS = new Set([drA0.jws, drA1.jws, drLive.jws, drB0.jws]);
 function submitJudge(req: Req, res: Res): Verdict {
   const b = plainBody(req);
   if (!b) return NO;
-  const list = Object.keys(b).length === 1 && Array.isArray(b['receipts']) ? (b['receipts'] as unknown[]) : Object.keys(b).length === 1 && 'receipt' in b ? [b['receipt']] : null;
+  const list =
+    Object.keys(b).length === 1 && Array.isArray(b['receipts'])
+      ? (b['receipts'] as unknown[])
+      : Object.keys(b).length === 1 && 'receipt' in b
+        ? [b['receipt']]
+        : null;
   if (!list || list.length === 0 || !list.every((j) => typeof j === 'string' && STORED_DRS.has(j))) return NO;
   return resJson(res)['created'] === false ? EQUIVALENT : NO;
 }
 
-const schemaVariant = (schema: { safeParse(v: unknown): { success: boolean } }) => (req: Req): Verdict => {
-  const b = plainBody(req);
-  return b !== undefined && schema.safeParse(b).success ? VARIANT : NO;
-};
+const schemaVariant =
+  (schema: { safeParse(v: unknown): { success: boolean } }) =>
+  (req: Req): Verdict => {
+    const b = plainBody(req);
+    return b !== undefined && schema.safeParse(b).success ? VARIANT : NO;
+  };
 
 /** Ceil to whole micro-dollars from the shortest decimal form, as exact integers. */
 export function ceilMicros(n: number): bigint | null {
@@ -441,8 +624,13 @@ export function ceilMicros(n: number): bigint | null {
 function actualJudge(req: Req, res: Res): Verdict {
   const b = plainBody(req);
   if (!b || res.status !== 200 || !keysAre(b, ['cost_usd', 'tokens_in', 'tokens_out', 'source', 'unavailable_reason'])) return NO;
-  const same = b['source'] === ACTUAL_BASE.source && typeof b['cost_usd'] === 'number' && ceilMicros(b['cost_usd']) === ceilMicros(ACTUAL_BASE.cost_usd)
-    && b['tokens_in'] === ACTUAL_BASE.tokens_in && b['tokens_out'] === ACTUAL_BASE.tokens_out && (b['unavailable_reason'] === undefined || b['unavailable_reason'] === null);
+  const same =
+    b['source'] === ACTUAL_BASE.source &&
+    typeof b['cost_usd'] === 'number' &&
+    ceilMicros(b['cost_usd']) === ceilMicros(ACTUAL_BASE.cost_usd) &&
+    b['tokens_in'] === ACTUAL_BASE.tokens_in &&
+    b['tokens_out'] === ACTUAL_BASE.tokens_out &&
+    (b['unavailable_reason'] === undefined || b['unavailable_reason'] === null);
   return same ? EQUIVALENT : NO;
 }
 
@@ -456,7 +644,9 @@ function revokeKeyJudge(req: Req, res: Res): Verdict {
 
 function revokeSignedJudge(req: Req, res: Res): Verdict {
   const b = plainBody(req);
-  return b && keysAre(b, ['revocation']) && b['revocation'] === revRevoked.jws && resJson(res)['already_revoked'] === true ? EQUIVALENT : NO;
+  return b && keysAre(b, ['revocation']) && b['revocation'] === revRevoked.jws && resJson(res)['already_revoked'] === true
+    ? EQUIVALENT
+    : NO;
 }
 
 function rootJudge(req: Req): Verdict {
@@ -503,8 +693,14 @@ function cursorValid(c: string): boolean {
   if (c.length < 1 || c.length > 512 || !/^[A-Za-z0-9_-]*$/.test(c) || c.length % 4 === 1 || b64u(unb64u(c)) !== c) return false;
   try {
     const v = JSON.parse(unb64u(c).toString('utf8')) as unknown;
-    return Array.isArray(v) && v.length === 2 && typeof v[0] === 'string' && /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/.test(v[0])
-      && typeof v[1] === 'string' && /^[\x21-\x7e]{1,160}$/.test(v[1]);
+    return (
+      Array.isArray(v) &&
+      v.length === 2 &&
+      typeof v[0] === 'string' &&
+      /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/.test(v[0]) &&
+      typeof v[1] === 'string' &&
+      /^[\x21-\x7e]{1,160}$/.test(v[1])
+    );
   } catch {
     return false;
   }
@@ -536,11 +732,20 @@ function pathJudge(grammar?: string) {
 let seed = 0x5ec_2026;
 const nextSeed = () => (seed += 7919);
 
-function bodyTarget(name: string, o: Omit<FuzzTarget, 'name' | 'seed' | 'runs' | 'mode'> & { runs?: number; mode?: 'body' | 'header' }): FuzzTarget {
+function bodyTarget(
+  name: string,
+  o: Omit<FuzzTarget, 'name' | 'seed' | 'runs' | 'mode'> & { runs?: number; mode?: 'body' | 'header' },
+): FuzzTarget {
   return { name, seed: nextSeed(), runs: o.runs ?? BODY_RUNS, mode: o.mode ?? 'body', ...o };
 }
 
-function pathTarget(name: string, shape: PathShape, baseStatus: number[], judge: FuzzTarget['judge2xx'], o: { queryOnly?: boolean } = {}): FuzzTarget {
+function pathTarget(
+  name: string,
+  shape: PathShape,
+  baseStatus: number[],
+  judge: FuzzTarget['judge2xx'],
+  o: { queryOnly?: boolean } = {},
+): FuzzTarget {
   const target: FuzzTarget = {
     name,
     seed: nextSeed(),
@@ -551,7 +756,8 @@ function pathTarget(name: string, shape: PathShape, baseStatus: number[], judge:
     shape,
     ...o,
     base: (w) => pathRequest(shape, w, shape.params(w), shape.query ?? []),
-    judge2xx: (req, res, w, baseRes) => (judge as (a: Req, b: Res, c: World, d: Res, e: FuzzTarget) => Verdict)(req, res, w, baseRes, target),
+    judge2xx: (req, res, w, baseRes) =>
+      (judge as (a: Req, b: Res, c: World, d: Res, e: FuzzTarget) => Verdict)(req, res, w, baseRes, target),
   };
   return target;
 }
@@ -573,18 +779,21 @@ export const PATH_RUNS = 150;
 export const FUZZ_TARGETS: readonly FuzzTarget[] = [
   bodyTarget('POST /v1/delegations (no key)', {
     jws: true,
-    verifyRoute: false, baseStatus: [200],
+    verifyRoute: false,
+    baseStatus: [200],
     base: () => bodyReq('/v1/delegations', { receipts: CHAIN_A.map((d) => d.jws) }),
     judge2xx: submitJudge,
   }),
   bodyTarget('POST /v1/delegations (issue key)', {
     jws: true,
-    verifyRoute: false, baseStatus: [200],
+    verifyRoute: false,
+    baseStatus: [200],
     base: (w) => bodyReq('/v1/delegations', { receipts: CHAIN_A.map((d) => d.jws) }, w.A.keys.issue),
     judge2xx: submitJudge,
   }),
   bodyTarget('POST /v1/delegations/issue', {
-    verifyRoute: false, baseStatus: [201],
+    verifyRoute: false,
+    baseStatus: [201],
     base: (w) => bodyReq('/v1/delegations/issue', ISSUE_BASE, w.A.keys.issue),
     judge2xx: (req, res) => {
       const b = plainBody(req);
@@ -594,65 +803,181 @@ export const FUZZ_TARGETS: readonly FuzzTarget[] = [
   }),
   bodyTarget('POST /v1/verify (bundle by value, binding, consumed jti)', {
     jws: true,
-    verifyRoute: true, baseStatus: [403],
-    base: (w) => bodyReq('/v1/verify', { ...bundle(invConsumed, CHAIN_A), dry_run: false, require_binding: true, body: invConsumed.payload['args'] }, w.A.keys.verify),
+    verifyRoute: true,
+    baseStatus: [403],
+    base: (w) =>
+      bodyReq(
+        '/v1/verify',
+        { ...bundle(invConsumed, CHAIN_A), dry_run: false, require_binding: true, body: invConsumed.payload['args'] },
+        w.A.keys.verify,
+      ),
     judge2xx: () => NO,
   }),
   bodyTarget('POST /verify (bundle by reference, consumed jti)', {
     jws: true,
-    verifyRoute: true, baseStatus: [403],
+    verifyRoute: true,
+    baseStatus: [403],
     base: (w) => bodyReq('/verify', bundle(invMetered, 'reference'), w.A.keys.verify),
     judge2xx: () => NO,
   }),
   bodyTarget('POST /verify (X-DRS-Bundle header, consumed jti)', {
     jws: true,
-    verifyRoute: true, baseStatus: [403], mode: 'header',
-    base: (w) => ({ ...bodyReq('/verify', {}, w.A.keys.verify), headers: { ...jsonHeaders(w.A.keys.verify), 'x-drs-bundle': b64u(JSON.stringify(bundle(invConsumed, CHAIN_A))) } }),
+    verifyRoute: true,
+    baseStatus: [403],
+    mode: 'header',
+    base: (w) => ({
+      ...bodyReq('/verify', {}, w.A.keys.verify),
+      headers: { ...jsonHeaders(w.A.keys.verify), 'x-drs-bundle': b64u(JSON.stringify(bundle(invConsumed, CHAIN_A))) },
+    }),
     judge2xx: () => NO,
   }),
   bodyTarget('POST /v1/delegations/:hash/revoke (issue key, revoked DR)', {
-    verifyRoute: false, baseStatus: [200],
+    verifyRoute: false,
+    baseStatus: [200],
     base: (w) => bodyReq(`/v1/delegations/${drRevoked.hash}/revoke`, { confirm: true, reason: 'fuzz' }, w.A.keys.issue),
     judge2xx: revokeKeyJudge,
   }),
   bodyTarget('POST /v1/delegations/:hash/revoke (signed, revoked DR)', {
     jws: true,
-    verifyRoute: false, baseStatus: [200],
+    verifyRoute: false,
+    baseStatus: [200],
     base: () => bodyReq(`/v1/delegations/${drRevoked.hash}/revoke`, { revocation: revRevoked.jws }),
     judge2xx: revokeSignedJudge,
   }),
   bodyTarget('POST /v1/invocations/:jti/actuals (recorded actual)', {
-    verifyRoute: false, baseStatus: [200],
+    verifyRoute: false,
+    baseStatus: [200],
     base: (w) => bodyReq(`/v1/invocations/${String(invMetered.payload['jti'])}/actuals`, ACTUAL_BASE, w.A.keys.report),
     judge2xx: actualJudge,
   }),
   bodyTarget('POST /v1/admin/tenants', {
-    verifyRoute: false, baseStatus: [201],
+    verifyRoute: false,
+    baseStatus: [201],
     base: (w) => bodyReq('/v1/admin/tenants', { name: 'fuzz tenant' }, w.svc.adminKey),
     judge2xx: schemaVariant(CreateTenantBody),
   }),
   bodyTarget('POST /v1/admin/tenants/:tenant/roots (existing root)', {
-    verifyRoute: false, baseStatus: [200],
+    verifyRoute: false,
+    baseStatus: [200],
     base: (w) => bodyReq(`/v1/admin/tenants/${w.A.id}/roots`, { did: KEYS.rootA.did, label: 'fuzz' }, w.svc.adminKey),
     judge2xx: rootJudge,
   }),
   bodyTarget('POST /v1/admin/tenants/:tenant/api-keys', {
-    verifyRoute: false, baseStatus: [201],
-    base: (w) => bodyReq(`/v1/admin/tenants/${w.A.id}/api-keys`, { scopes: ['verify', 'audit'], name: 'fuzz', tool_server: 'mcp://fuzz.example.com' }, w.svc.adminKey),
+    verifyRoute: false,
+    baseStatus: [201],
+    base: (w) =>
+      bodyReq(
+        `/v1/admin/tenants/${w.A.id}/api-keys`,
+        { scopes: ['verify', 'audit'], name: 'fuzz', tool_server: 'mcp://fuzz.example.com' },
+        w.svc.adminKey,
+      ),
     judge2xx: schemaVariant(CreateApiKeyBody),
   }),
-  pathTarget('GET /v1/delegations/:hash', { method: 'GET', template: '/v1/delegations/{0}', params: () => [drA1.hash], key: (w) => w.A.keys.audit }, [200], pathJudge()),
-  pathTarget('GET /v1/delegations/:hash/chain', { method: 'GET', template: '/v1/delegations/{0}/chain', params: () => [drA1.hash], key: (w) => w.A.keys.verify }, [200], pathJudge()),
-  pathTarget('GET /v1/delegations/:hash/tree', { method: 'GET', template: '/v1/delegations/{0}/tree', params: () => [drA0.hash], key: (w) => w.A.keys.issue }, [200], pathJudge()),
-  pathTarget('GET /v1/delegations/:hash/invocations', { method: 'GET', template: '/v1/delegations/{0}/invocations', params: () => [drA0.hash], query: [['limit', '2']], key: (w) => w.A.keys.audit }, [200], pathJudge('invocations')),
-  pathTarget('GET /v1/invocations/:jti', { method: 'GET', template: '/v1/invocations/{0}', params: () => [String(invMetered.payload['jti'])], key: (w) => w.A.keys.report }, [200], pathJudge()),
-  pathTarget('GET /v1/receipts', { method: 'GET', template: '/v1/receipts', params: () => [], query: [['after', '0'], ['limit', '5']], key: (w) => w.A.keys.audit }, [200], pathJudge('receipts'), { queryOnly: true }),
-  pathTarget('GET /v1/admin/tenants/:tenant/roots', { method: 'GET', template: '/v1/admin/tenants/{0}/roots', params: (w) => [w.A.id], key: (w) => w.svc.adminKey }, [200], pathJudge()),
-  pathTarget('GET /v1/admin/tenants/:tenant/api-keys', { method: 'GET', template: '/v1/admin/tenants/{0}/api-keys', params: (w) => [w.A.id], key: (w) => w.svc.adminKey }, [200], pathJudge()),
-  pathTarget('DELETE /v1/admin/tenants/:tenant/roots/:did (removed root)', { method: 'DELETE', template: '/v1/admin/tenants/{0}/roots/{1}', params: (w) => [w.A.id, KEYS.rootOld.did], key: (w) => w.svc.adminKey }, [404], () => NO),
-  pathTarget('DELETE /v1/admin/api-keys/:id (revoked key)', { method: 'DELETE', template: '/v1/admin/api-keys/{0}', params: (w) => [w.A.revokedKeyId], key: (w) => w.svc.adminKey }, [204], pathJudge()),
-  pathTarget('POST /v1/delegations/:hash/revoke (path)', { method: 'POST', template: '/v1/delegations/{0}/revoke', params: () => [drRevoked.hash], body: { confirm: true, reason: 'fuzz' }, key: (w) => w.A.keys.issue }, [200], pathJudge()),
-  pathTarget('POST /v1/invocations/:jti/actuals (path)', { method: 'POST', template: '/v1/invocations/{0}/actuals', params: () => [String(invMetered.payload['jti'])], body: ACTUAL_BASE, key: (w) => w.A.keys.report }, [200], pathJudge()),
+  pathTarget(
+    'GET /v1/delegations/:hash',
+    { method: 'GET', template: '/v1/delegations/{0}', params: () => [drA1.hash], key: (w) => w.A.keys.audit },
+    [200],
+    pathJudge(),
+  ),
+  pathTarget(
+    'GET /v1/delegations/:hash/chain',
+    { method: 'GET', template: '/v1/delegations/{0}/chain', params: () => [drA1.hash], key: (w) => w.A.keys.verify },
+    [200],
+    pathJudge(),
+  ),
+  pathTarget(
+    'GET /v1/delegations/:hash/tree',
+    { method: 'GET', template: '/v1/delegations/{0}/tree', params: () => [drA0.hash], key: (w) => w.A.keys.issue },
+    [200],
+    pathJudge(),
+  ),
+  pathTarget(
+    'GET /v1/delegations/:hash/invocations',
+    {
+      method: 'GET',
+      template: '/v1/delegations/{0}/invocations',
+      params: () => [drA0.hash],
+      query: [['limit', '2']],
+      key: (w) => w.A.keys.audit,
+    },
+    [200],
+    pathJudge('invocations'),
+  ),
+  pathTarget(
+    'GET /v1/invocations/:jti',
+    { method: 'GET', template: '/v1/invocations/{0}', params: () => [String(invMetered.payload['jti'])], key: (w) => w.A.keys.report },
+    [200],
+    pathJudge(),
+  ),
+  pathTarget(
+    'GET /v1/receipts',
+    {
+      method: 'GET',
+      template: '/v1/receipts',
+      params: () => [],
+      query: [
+        ['after', '0'],
+        ['limit', '5'],
+      ],
+      key: (w) => w.A.keys.audit,
+    },
+    [200],
+    pathJudge('receipts'),
+    { queryOnly: true },
+  ),
+  pathTarget(
+    'GET /v1/admin/tenants/:tenant/roots',
+    { method: 'GET', template: '/v1/admin/tenants/{0}/roots', params: (w) => [w.A.id], key: (w) => w.svc.adminKey },
+    [200],
+    pathJudge(),
+  ),
+  pathTarget(
+    'GET /v1/admin/tenants/:tenant/api-keys',
+    { method: 'GET', template: '/v1/admin/tenants/{0}/api-keys', params: (w) => [w.A.id], key: (w) => w.svc.adminKey },
+    [200],
+    pathJudge(),
+  ),
+  pathTarget(
+    'DELETE /v1/admin/tenants/:tenant/roots/:did (removed root)',
+    {
+      method: 'DELETE',
+      template: '/v1/admin/tenants/{0}/roots/{1}',
+      params: (w) => [w.A.id, KEYS.rootOld.did],
+      key: (w) => w.svc.adminKey,
+    },
+    [404],
+    () => NO,
+  ),
+  pathTarget(
+    'DELETE /v1/admin/api-keys/:id (revoked key)',
+    { method: 'DELETE', template: '/v1/admin/api-keys/{0}', params: (w) => [w.A.revokedKeyId], key: (w) => w.svc.adminKey },
+    [204],
+    pathJudge(),
+  ),
+  pathTarget(
+    'POST /v1/delegations/:hash/revoke (path)',
+    {
+      method: 'POST',
+      template: '/v1/delegations/{0}/revoke',
+      params: () => [drRevoked.hash],
+      body: { confirm: true, reason: 'fuzz' },
+      key: (w) => w.A.keys.issue,
+    },
+    [200],
+    pathJudge(),
+  ),
+  pathTarget(
+    'POST /v1/invocations/:jti/actuals (path)',
+    {
+      method: 'POST',
+      template: '/v1/invocations/{0}/actuals',
+      params: () => [String(invMetered.payload['jti'])],
+      body: ACTUAL_BASE,
+      key: (w) => w.A.keys.report,
+    },
+    [200],
+    pathJudge(),
+  ),
 ];
 
 /** The mutated request, or null when the plan does not apply to this base. */
@@ -689,4 +1014,3 @@ function pathMutation(shape: PathShape, base: Req, m: Extract<Mutation, { kind: 
   const qs = q.map(([n, v]) => `${n}=${v}`).join('&');
   return { ...base, path: `${segs.join('/')}${qs ? `?${qs}` : ''}` };
 }
-

@@ -66,7 +66,14 @@ export interface World {
   readonly issuedJws: string;
 }
 
-async function must(svc: TestService, what: string, status: number[], method: string, path: string, opts: Parameters<TestService['call']>[2]) {
+async function must(
+  svc: TestService,
+  what: string,
+  status: number[],
+  method: string,
+  path: string,
+  opts: Parameters<TestService['call']>[2],
+) {
   const r = await svc.call(method, path, opts);
   if (!status.includes(r.status)) throw new Error(`world setup: ${what}: ${r.status} ${JSON.stringify(r.body)}`);
   return r.body;
@@ -80,7 +87,10 @@ async function makeTenant(svc: TestService, name: string, root: string): Promise
   const keyIds: Record<string, string> = {};
   for (const scope of [...TENANT_SCOPES, 'all'] as const) {
     const scopes = scope === 'all' ? [...TENANT_SCOPES] : [scope];
-    const k = await must(svc, 'api key', [201], 'POST', `/v1/admin/tenants/${t.id}/api-keys`, { ...admin, json: { scopes, name: `${name}-${scope}` } });
+    const k = await must(svc, 'api key', [201], 'POST', `/v1/admin/tenants/${t.id}/api-keys`, {
+      ...admin,
+      json: { scopes, name: `${name}-${scope}` },
+    });
     keys[scope] = k.key;
     keyIds[scope] = k.id;
   }
@@ -98,7 +108,10 @@ export async function buildWorld(): Promise<World> {
   await must(svc, 'old root', [201], 'POST', `/v1/admin/tenants/${A.id}/roots`, { ...admin, json: { did: KEYS.rootOld.did } });
   await must(svc, 'remove old root', [204], 'DELETE', `/v1/admin/tenants/${A.id}/roots/${KEYS.rootOld.did}`, admin);
 
-  const revoked = await must(svc, 'revoked key', [201], 'POST', `/v1/admin/tenants/${A.id}/api-keys`, { ...admin, json: { scopes: [...TENANT_SCOPES], name: 'revoked' } });
+  const revoked = await must(svc, 'revoked key', [201], 'POST', `/v1/admin/tenants/${A.id}/api-keys`, {
+    ...admin,
+    json: { scopes: [...TENANT_SCOPES], name: 'revoked' },
+  });
   await must(svc, 'revoke key', [204], 'DELETE', `/v1/admin/api-keys/${revoked.id}`, admin);
 
   await must(svc, 'chain A', [201], 'POST', '/v1/delegations', { json: { receipts: CHAIN_A.map((d) => d.jws) } });
@@ -108,7 +121,10 @@ export async function buildWorld(): Promise<World> {
   for (const inv of [invConsumed, invMetered, invUnmetered]) {
     await must(svc, `verify ${inv.payload['jti']}`, [200], 'POST', '/v1/verify', { key: A.keys.verify, json: bundle(inv, CHAIN_A) });
   }
-  await must(svc, 'actual', [201], 'POST', `/v1/invocations/${invMetered.payload['jti']}/actuals`, { key: A.keys.report, json: ACTUAL_BASE });
+  await must(svc, 'actual', [201], 'POST', `/v1/invocations/${invMetered.payload['jti']}/actuals`, {
+    key: A.keys.report,
+    json: ACTUAL_BASE,
+  });
   const issued = await must(svc, 'issue', [201], 'POST', '/v1/delegations/issue', { key: A.keys.issue, json: ISSUE_BASE });
 
   await must(svc, 'chain B', [201], 'POST', '/v1/delegations', { json: { receipt: drB0.jws } });
@@ -120,12 +136,28 @@ export async function buildWorld(): Promise<World> {
   };
   const custodial = issued.custodial_did as string;
   const secretsA = [
-    A.id, ...Object.values(A.keyIds), revoked.id, custodial, issued.delegation.hash, issued.delegation.jws, ISSUE_BASE.jti,
+    A.id,
+    ...Object.values(A.keyIds),
+    revoked.id,
+    custodial,
+    issued.delegation.hash,
+    issued.delegation.jws,
+    ISSUE_BASE.jti,
     ...[drA0, drA1, drRevoked, drLive].flatMap((d) => [d.hash, d.jws, d.payload['jti'] as string]),
     ...[invConsumed, invMetered, invUnmetered].flatMap((i) => [i.hash, i.jws, i.payload['jti'] as string]),
     ...(await receiptsOf(A.keys.audit)),
   ];
-  const secretsB = [B.id, ...Object.values(B.keyIds), drB0.hash, drB0.jws, 'dr:sec-b0', invB.hash, invB.jws, 'inv:sec-b', ...(await receiptsOf(B.keys.audit))];
+  const secretsB = [
+    B.id,
+    ...Object.values(B.keyIds),
+    drB0.hash,
+    drB0.jws,
+    'dr:sec-b0',
+    invB.hash,
+    invB.jws,
+    'inv:sec-b',
+    ...(await receiptsOf(B.keys.audit)),
+  ];
   return {
     svc,
     A: { ...A, revokedKey: revoked.key, revokedKeyId: revoked.id },
@@ -140,7 +172,9 @@ export async function buildWorld(): Promise<World> {
 /** The registered routes, "METHOD /pattern", from a fresh app on the world's deps, without middleware. */
 export function appRoutes(w: World): string[] {
   const app = createApp(w.svc.deps);
-  return [...new Set(app.routes.filter((r) => !(r.method === 'ALL' && (r.path === '/*' || r.path === '*'))).map((r) => `${r.method} ${r.path}`))];
+  return [
+    ...new Set(app.routes.filter((r) => !(r.method === 'ALL' && (r.path === '/*' || r.path === '*'))).map((r) => `${r.method} ${r.path}`)),
+  ];
 }
 
 // ---------------------------------------------------------------- requests
@@ -256,7 +290,11 @@ export async function send(svc: TestService, req: Req, timeoutMs = REQUEST_TIMEO
   } else if (req.body !== undefined) {
     body = typeof req.body === 'string' ? req.body : Buffer.from(req.body);
   }
-  const init: RequestInit & { duplex?: 'half' } = { method: req.method, headers: { ...(req.headers ?? {}) }, ...(body !== undefined ? { body } : {}) };
+  const init: RequestInit & { duplex?: 'half' } = {
+    method: req.method,
+    headers: { ...(req.headers ?? {}) },
+    ...(body !== undefined ? { body } : {}),
+  };
   if (req.stream) init.duplex = 'half';
   const exchange = (async () => {
     const res = await svc.app.request(req.path, init);
@@ -304,10 +342,17 @@ export async function snapshot(svc: TestService): Promise<Snapshot> {
   // An order-independent digest: the sum of a 64-bit hash of every row's text (no sort, no string building).
   const digest = (table: string, where = 'true', name = table) =>
     `select '${name}' as t, count(*)::text || ':' || coalesce(sum(hashtextextended(x::text, 0)::numeric), 0)::text as d from ${table} x where ${where}`;
-  const counted = (name: string, table: string, where: string) => `select '${name}' as t, count(*)::text as d from ${table} x where ${where}`;
+  const counted = (name: string, table: string, where: string) =>
+    `select '${name}' as t, count(*)::text as d from ${table} x where ${where}`;
   const query = [
-    digest('tenants'), digest('api_keys'), digest('custodial_keys'), digest('service_keys'), digest('trusted_roots'),
-    digest('delegations'), digest('invocations'), digest('actuals'),
+    digest('tenants'),
+    digest('api_keys'),
+    digest('custodial_keys'),
+    digest('service_keys'),
+    digest('trusted_roots'),
+    digest('delegations'),
+    digest('invocations'),
+    digest('actuals'),
     digest('receipts', "kind <> 'invocation.denied'", 'receipts'),
     counted('receipts:invocation.denied', 'receipts', "kind = 'invocation.denied'"),
     counted('denials', 'denials', 'true'),
@@ -330,7 +375,15 @@ export function storageChanges(before: Snapshot, after: Snapshot, opts: { allowD
 const CODES = new Set(Object.keys(ERROR_TABLE));
 const REQUEST_ID = /^[\w=-]{1,64}$/;
 /** Text that must never reach a client: stack frames, driver and SQL errors. */
-const INTERNALS = [/\bat [^\s]+ \(?[^\s]*\.(?:ts|js|mjs|cjs):\d+/, /node_modules/, /PostgresError/i, /syntax error at or near/i, /violates (?:unique|check|foreign key) constraint/i, /invalid byte sequence/i, /ECONNREFUSED/];
+const INTERNALS = [
+  /\bat [^\s]+ \(?[^\s]*\.(?:ts|js|mjs|cjs):\d+/,
+  /node_modules/,
+  /PostgresError/i,
+  /syntax error at or near/i,
+  /violates (?:unique|check|foreign key) constraint/i,
+  /invalid byte sequence/i,
+  /ECONNREFUSED/,
+];
 
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const nonEmpty = (v: unknown) => typeof v === 'string' && v.trim().length > 0;
@@ -351,11 +404,15 @@ export function envelopeProblems(req: Req, res: Res, opts: { verifyRoute: boolea
     if (!isObj(e)) return [...p, 'deny error is not an object'];
     if (Object.keys(e).sort().join(',') !== 'block,code,message,suggestion') p.push(`deny error has keys ${Object.keys(e).join(',')}`);
     if (!CODES.has(String(e['code']))) p.push(`deny code ${String(e['code'])} is not in ERROR_TABLE`);
-    if (!(e['block'] === null || (typeof e['block'] === 'string' && /^[A-G]$/.test(e['block'])))) p.push(`deny block ${String(e['block'])}`);
+    if (!(e['block'] === null || (typeof e['block'] === 'string' && /^[A-G]$/.test(e['block']))))
+      p.push(`deny block ${String(e['block'])}`);
     if (!nonEmpty(e['message']) || !nonEmpty(e['suggestion'])) p.push('deny message/suggestion empty');
     const v = b['violations'];
     if (!Array.isArray(v) || v.length === 0) p.push('deny without violations');
-    else for (const x of v) if (!isObj(x) || !CODES.has(String(x['code'])) || typeof x['field'] !== 'string') p.push(`bad violation ${JSON.stringify(x).slice(0, 200)}`);
+    else
+      for (const x of v)
+        if (!isObj(x) || !CODES.has(String(x['code'])) || typeof x['field'] !== 'string')
+          p.push(`bad violation ${JSON.stringify(x).slice(0, 200)}`);
     return p;
   }
   const keys = Object.keys(b).sort().join(',');
@@ -371,7 +428,8 @@ export function envelopeProblems(req: Req, res: Res, opts: { verifyRoute: boolea
   if (e['details'] !== undefined && !isObj(e['details'])) p.push('details is not an object');
   const rid = b['request_id'];
   if (typeof rid !== 'string' || !REQUEST_ID.test(rid)) p.push(`request_id ${JSON.stringify(rid)?.slice(0, 80)} is not a safe id`);
-  else if (res.headers.get('x-request-id') !== null && res.headers.get('x-request-id') !== rid) p.push('request_id differs from X-Request-Id');
+  else if (res.headers.get('x-request-id') !== null && res.headers.get('x-request-id') !== rid)
+    p.push('request_id differs from X-Request-Id');
   return p;
 }
 
@@ -394,7 +452,11 @@ export function prototypeProblems(): string[] {
  * back tells the caller nothing new.
  */
 export function leaked(text: string, secrets: readonly string[], req: Req): string[] {
-  const raw = [req.path, JSON.stringify(req.headers ?? {}), typeof req.body === 'string' ? req.body : req.body ? Buffer.from(req.body).toString('utf8') : ''].join('\n');
+  const raw = [
+    req.path,
+    JSON.stringify(req.headers ?? {}),
+    typeof req.body === 'string' ? req.body : req.body ? Buffer.from(req.body).toString('utf8') : '',
+  ].join('\n');
   const parts = [raw];
   for (const jws of raw.match(/[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*/g) ?? []) {
     parts.push(recordHash(jws));

@@ -56,7 +56,10 @@ export function parseStrict(input: Uint8Array | string, maxDepth = MAX_DEPTH): P
 
 class Reader {
   i = 0;
-  constructor(private readonly s: string, private readonly maxDepth: number) {}
+  constructor(
+    private readonly s: string,
+    private readonly maxDepth: number,
+  ) {}
 
   fail(what: string): never {
     throw new Error(`${what} at ${this.i}`);
@@ -78,7 +81,11 @@ class Reader {
     }
     if (c === '"') return { t: 'str', v: this.string() };
     if (c === '-' || (c !== undefined && c >= '0' && c <= '9')) return this.number();
-    for (const [word, v] of [['true', true], ['false', false], ['null', null]] as const) {
+    for (const [word, v] of [
+      ['true', true],
+      ['false', false],
+      ['null', null],
+    ] as const) {
       if (this.s.startsWith(word, this.i)) {
         this.i += word.length;
         return { t: 'lit', v };
@@ -178,7 +185,8 @@ export function toPlain(node: JNode): unknown {
     case 'obj': {
       const o: Record<string, unknown> = {};
       // defineProperty: a member named "__proto__" stays a plain member here.
-      for (const e of node.entries) Object.defineProperty(o, e.key, { value: toPlain(e.value), enumerable: true, writable: true, configurable: true });
+      for (const e of node.entries)
+        Object.defineProperty(o, e.key, { value: toPlain(e.value), enumerable: true, writable: true, configurable: true });
       return o;
     }
     case 'arr':
@@ -199,7 +207,8 @@ export function fromValue(v: unknown): JNode {
   if (typeof v === 'number') return { t: 'num', raw: JSON.stringify(v) };
   if (typeof v === 'string') return { t: 'str', v };
   if (Array.isArray(v)) return { t: 'arr', items: v.map(fromValue) };
-  if (typeof v === 'object') return { t: 'obj', entries: Object.entries(v as Record<string, unknown>).map(([key, value]) => ({ key, value: fromValue(value) })) };
+  if (typeof v === 'object')
+    return { t: 'obj', entries: Object.entries(v as Record<string, unknown>).map(([key, value]) => ({ key, value: fromValue(value) })) };
   throw new TypeError(`not JSON: ${typeof v}`);
 }
 
@@ -317,5 +326,7 @@ export function deepEqual(a: unknown, b: unknown): boolean {
   const ka = Object.keys(a);
   const kb = Object.keys(b);
   if (ka.length !== kb.length) return false;
-  return ka.every((k) => Object.prototype.hasOwnProperty.call(b, k) && deepEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
+  return ka.every(
+    (k) => Object.prototype.hasOwnProperty.call(b, k) && deepEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]),
+  );
 }

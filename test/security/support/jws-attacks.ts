@@ -11,17 +11,7 @@
  * duplicate members, BOM, invalid UTF-8, deep nesting): a strict verifier must
  * refuse them although the signature checks.
  */
-import {
-  GROUP_ORDER,
-  b64u,
-  bigintToLe,
-  jcs,
-  leToBigint,
-  rawJws,
-  signBytes,
-  unb64u,
-  type Key,
-} from './fixtures.js';
+import { GROUP_ORDER, b64u, bigintToLe, jcs, leToBigint, rawJws, signBytes, unb64u, type Key } from './fixtures.js';
 
 export const splitJws = (jws: string): [string, string, string] => {
   const [h = '', p = '', s = ''] = jws.split('.');
@@ -151,7 +141,11 @@ export function signedPayloadAttacks(payload: Record<string, unknown>, key: Key,
   const jti = String(payload['jti']);
   const sign = (text: string | Uint8Array) => rawJws({ payload: text, key });
   const utf8 = (s: string) => Buffer.from(s, 'utf8');
-  const reversed = `{${Object.keys(payload).sort().reverse().map((k) => `${JSON.stringify(k)}:${jcs(payload[k])}`).join(',')}}`;
+  const reversed = `{${Object.keys(payload)
+    .sort()
+    .reverse()
+    .map((k) => `${JSON.stringify(k)}:${jcs(payload[k])}`)
+    .join(',')}}`;
   const deep = { ...payload, [deepField]: { n: nested(40) } };
   return {
     'payload-whitespace': sign(JSON.stringify(JSON.parse(canon), null, 1)),
@@ -167,8 +161,12 @@ export function signedPayloadAttacks(payload: Record<string, unknown>, key: Key,
     'payload-duplicate-member': sign(substitute(canon, `"jti":"${jti}"`, `"jti":"${jti}","jti":"${jti}"`)),
     'payload-duplicate-member-conflicting': sign(substitute(canon, `"jti":"${jti}"`, `"jti":"${jti}x","jti":"${jti}"`)),
     'payload-bom': sign(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), utf8(canon)])),
-    'payload-invalid-utf8': sign(Buffer.concat([utf8(canon.slice(0, canon.indexOf(jti))), Buffer.from([0xc3, 0x28]), utf8(canon.slice(canon.indexOf(jti)))])),
-    'payload-overlong-utf8': sign(Buffer.concat([utf8(canon.slice(0, canon.indexOf(jti))), Buffer.from([0xc0, 0xaf]), utf8(canon.slice(canon.indexOf(jti)))])),
+    'payload-invalid-utf8': sign(
+      Buffer.concat([utf8(canon.slice(0, canon.indexOf(jti))), Buffer.from([0xc3, 0x28]), utf8(canon.slice(canon.indexOf(jti)))]),
+    ),
+    'payload-overlong-utf8': sign(
+      Buffer.concat([utf8(canon.slice(0, canon.indexOf(jti))), Buffer.from([0xc0, 0xaf]), utf8(canon.slice(canon.indexOf(jti)))]),
+    ),
     'payload-nul-in-jti': sign(jcs({ ...payload, jti: `${jti}\u0000` })),
     'payload-lone-surrogate': sign(jcs({ ...payload, jti: `${jti}\ud800` })),
     'payload-deep-nesting': sign(jcs(deep)),
