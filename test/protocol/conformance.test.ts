@@ -92,3 +92,49 @@ describe('DRS conformance: temporal', () => {
     });
   }
 });
+
+describe('DRS conformance: revocation status-list lookup', () => {
+  // The vectors say which status-list indices a store marks revoked; a DR
+  // carrying that index must be denied RECEIPT_REVOKED, the others allowed.
+  const vectors = load('revocation/vectors.json').vectors as { id: string; status_list_index: number; is_revoked: boolean }[];
+  const revokedIndices = new Set(vectors.filter((v) => v.is_revoked).map((v) => v.status_list_index));
+  const { alice, bob } = CONFORMANCE_KEYS;
+  for (const v of vectors) {
+    it(v.id, () => {
+      const root = signJws(
+        {
+          iss: alice.did,
+          sub: alice.did,
+          aud: bob.did,
+          drs_v: '4.0',
+          drs_type: 'delegation-receipt',
+          cmd: '/mcp/tools/call',
+          policy: { allowed_tools: ['web_search'] },
+          nbf: 1_700_000_000,
+          exp: 1_800_000_000,
+          iat: 1_700_000_001,
+          jti: `dr:${v.id}`,
+          drs_root_type: 'organisation',
+          drs_status_list_index: v.status_list_index,
+        },
+        alice.seed,
+      );
+      const chain = [readDelegation(root)];
+      const invocation = createInvocation({
+        chain,
+        invoker: bob,
+        args: { tool: 'web_search', pii_access: false, write_access: false },
+        toolServer: 't',
+        iat: 1_700_000_003,
+      });
+      const indexOf = new Map(chain.map((d) => [d.hash as string, d.payload.drs_status_list_index]));
+      const decision = verifyChain(makeBundle(invocation, chain), {
+        now: 1_700_000_010,
+        trustedRoots: [alice.did],
+        isRevoked: (hash) => revokedIndices.has(indexOf.get(hash) ?? -1),
+      });
+      expect(decision.valid).toBe(!v.is_revoked);
+      if (!decision.valid) expect(decision.error.code).toBe('RECEIPT_REVOKED');
+    });
+  }
+});
