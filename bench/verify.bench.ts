@@ -740,7 +740,7 @@ async function report(r: ReportInput): Promise<void> {
     `       => verify+sign ceiling ${f0(cryptoCeiling)} per second per core (a verify makes 1 verify + 1 sign: DR signatures are cached by hash)`,
   );
   out(
-    `       Baton's own calls: verifyEd25519 ${f1(crypto.batonVerifyUs)} us, signEd25519(seed) ${f1(crypto.batonSignUs)} us (${f1(crypto.batonSignUs / crypto.rawSignUs)}x raw sign: the key is imported from the seed on every call)`,
+    `       Baton's own calls: verifyEd25519 ${f1(crypto.batonVerifyUs)} us, receipt signer ${f1(crypto.batonSignUs)} us (${f1(crypto.batonSignUs / crypto.rawSignUs)}x raw sign: the key is imported once)`,
   );
   out(
     `  (iii) bare Hono route (@hono/node-server, parse the same body, answer a ${r.bareBytes}-byte reply, the size of a real allow): ${f0(bareP.rps)} req/s, p50 ${f2(percentile(bareP.load.latencies, 0.5))} ms, p99 ${f2(percentile(bareP.load.latencies, 0.99))} ms`,
@@ -969,11 +969,10 @@ function bottleneck(s: Scenario, r: ReportInput): { name: string; evidence: stri
   const svcUs = perReqUs(svc, h.cpu.seconds, h.load.requests);
   const pgUs = perReqUs(pgc, h.cpu.seconds, h.load.requests);
   const cryptoUs = r.crypto.batonVerifyUs + r.crypto.batonSignUs;
-  const keyImportUs = Math.max(0, r.crypto.batonSignUs - r.crypto.rawSignUs);
   // The SQL-ceiling driver is the same drizzle + postgres.js stack the service uses:
   // its CPU per transaction is what the service pays on its side of the database.
   const q = s.sqlFull ?? s.sql;
-  const driverUs = perReqUs(q.cpu.cores['generator']!, q.cpu.seconds, q.rps * q.cpu.seconds) * (s.sqlFull ? 1 : 8 / 6);
+  const driverUs = perReqUs(q.cpu.cores['generator']!, q.cpu.seconds, q.rps * q.cpu.seconds) * (s.sqlFull ? 1 : 7 / 5);
   const alone = Math.min(1e6 / svcUs, (CORES * 1e6) / (svcUs + pgUs));
   const vSql = h.rps / s.sql.rps;
   const evidence =
@@ -982,9 +981,8 @@ function bottleneck(s: Scenario, r: ReportInput): { name: string; evidence: stri
     `CPU per verify: service ${f0(svcUs)} us (Ed25519 ${f0(cryptoUs)} us of it, DB client ~${f0(driverUs)} us), PostgreSQL ${f0(pgUs)} us; ` +
     `lock waiters ${f1(h.locks.avgWaiting)} (SQL ceiling ${f1(s.sql.locks.avgWaiting)}); with the ${CORES} cores to itself this mix would top out near ${f0(alone)} req/s`;
   const common =
-    `(1) cache the receipt signer's private KeyObject: signEd25519(seed) re-imports the key on every call, ${f0(keyImportUs)} us of ${f0(svcUs)} us per verify; ` +
-    `(2) fewer statements per verify (8 today: 2 pre-reads, BEGIN, chain read, invocation insert, receipt insert, counter update, COMMIT) - one CTE/function round trip saves most of the ~${f0(driverUs)} us client side and much of PostgreSQL's ${f0(pgUs)} us; ` +
-    `(3) then more service processes: the nodes are stateless`;
+    `(1) fewer statements per verify (7 today: 2 pre-reads, BEGIN, invocation insert, receipt insert, counter update, COMMIT; +1 share lock for uncounted DRs) - one CTE/function round trip saves most of the ~${f0(driverUs)} us client side and much of PostgreSQL's ${f0(pgUs)} us; ` +
+    `(2) then more service processes: the nodes are stateless`;
   const a = r.scenarios.find((x) => x.key === 'a');
   const waiters = h.locks.avgWaiting;
   const slowerThanA = a ? h.rps < 0.9 * a.http.rps : false;
@@ -1017,7 +1015,7 @@ function bottleneck(s: Scenario, r: ReportInput): { name: string; evidence: stri
     return { name: 'the PostgreSQL transaction path (verify reaches >= 80% of the bare transaction rate)', evidence, lift: common };
   }
   return {
-    name: 'latency: no resource saturated; each verify waits on 8 sequential database round trips',
+    name: 'latency: no resource saturated; each verify waits on 7 sequential database round trips',
     evidence,
     lift: `raise in-flight requests (and the pool) until a core saturates; ${common}`,
   };

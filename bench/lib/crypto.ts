@@ -2,11 +2,11 @@
  * Ceiling (ii): raw native Ed25519 (node:crypto with KeyObjects made once),
  * beside the two calls the verify hot path makes per allowed request: one
  * invocation-signature verify (Baton's strict rule, native backend; the DR
- * signatures are cached by hash) and one receipt signature (signEd25519
- * from the 32-byte seed, as the service signer calls it).
+ * signatures are cached by hash) and one receipt signature (ed25519Signer,
+ * the key imported once, as the service signer holds it).
  */
 import { createPrivateKey, createPublicKey, sign as nodeSign, verify as nodeVerify } from 'node:crypto';
-import { signEd25519, verifyEd25519 } from '../../src/protocol/ed25519.js';
+import { ed25519Signer, verifyEd25519 } from '../../src/protocol/ed25519.js';
 import { generateKeyPair } from '../../src/sdk/keys.js';
 
 /**
@@ -63,8 +63,9 @@ export function measureCrypto(seconds: number): CryptoCeiling {
   const batonVerifyUs = measure(seconds, () => {
     if (!verifyEd25519(key.publicKey, message, sig, 'native')) throw new Error('verify failed');
   });
+  const signReceipt = ed25519Signer(key.seed);
   const batonSignUs = measure(seconds, () => {
-    signEd25519(key.seed, message);
+    signReceipt(message);
   });
   return { rawVerifyUs, rawSignUs, batonVerifyUs, batonSignUs };
 }
