@@ -11,7 +11,6 @@ import { BatonError, type ErrorCode, type Violation } from '../protocol/errors.j
 import { microsToUsd, type Micros } from '../protocol/money.js';
 import type { Db } from '../store/db.js';
 import {
-  acceptanceReceipt,
   delegationsByHash,
   findDelegation,
   insertDelegation,
@@ -23,6 +22,7 @@ import {
   tenantsTrustingRoot,
   trustedRootsOf,
 } from '../store/delegations.js';
+import { firstReceipt } from '../store/receipts.js';
 import type { Delegation } from '../store/schema/index.js';
 import { recordReceipt } from './receipts.js';
 import type { ServiceDeps } from './types.js';
@@ -193,7 +193,7 @@ export async function submitDelegations(deps: ServiceDeps, callerTenant: string 
           },
         });
       } else {
-        receipt = (await acceptanceReceipt(tx, tenantId, dr.hash)) ?? null;
+        receipt = (await firstReceipt(tx, tenantId, dr.hash, 'delegation.accepted')) ?? null;
       }
       out.push({ ...delegationView(row, now, null), jws: row.jws, receipt });
       parent = row;
@@ -310,7 +310,7 @@ export async function chainOfDelegation(deps: ServiceDeps, tenantId: string, has
     records.push({
       ...delegationView(row, now, revokedBy),
       jws: row.jws,
-      receipt: (await acceptanceReceipt(db, tenantId, row.hash)) ?? null,
+      receipt: (await firstReceipt(db, tenantId, row.hash, 'delegation.accepted')) ?? null,
     });
   }
   return { hash, root_principal: chain[0]!.iss, receipts: chain.map((r) => r.jws), records };

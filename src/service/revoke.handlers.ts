@@ -22,7 +22,8 @@ import { utf8Decode } from '../protocol/jcs.js';
 import { MAX_JWS_LENGTH } from '../protocol/records.js';
 import { mayRevoke, readRevocation, RevocationReasonSchema, type VerifiedRevocation } from '../protocol/revocation.js';
 import { findDelegation, storedChainTo, tenantsHoldingDelegation } from '../store/delegations.js';
-import { countDescendants, markRevoked, revocationReceipt } from '../store/revocations.js';
+import { firstReceipt } from '../store/receipts.js';
+import { countDescendants, markRevoked } from '../store/revocations.js';
 import { recordReceipt } from './receipts.js';
 import type { AuthContext, ServiceDeps } from './types.js';
 
@@ -190,7 +191,7 @@ async function applyRevocation(
           already_revoked: false,
         });
       } else {
-        const receipt = (await revocationReceipt(tx, tenantId, hash)) ?? null;
+        const receipt = (await firstReceipt(tx, tenantId, hash, 'delegation.revoked')) ?? null;
         out.push({
           tenant_id: tenantId,
           revoked_at: mark.revokedAt.toISOString(),

@@ -7,7 +7,7 @@ import type { VerifiedDelegation } from '../protocol/chain.js';
 import { usdToMicros } from '../protocol/money.js';
 import type { Db } from './db.js';
 import { rows } from './rows.js';
-import { delegations, receipts, trustedRoots, type Delegation } from './schema/index.js';
+import { delegations, trustedRoots, type Delegation } from './schema/index.js';
 
 export async function findDelegation(db: Db, tenantId: string, hash: string): Promise<Delegation | undefined> {
   const [row] = await db
@@ -159,21 +159,6 @@ export async function spendRollup(db: Db, tenantId: string, hash: string): Promi
     over_estimate_invocations: Number(r?.['over_estimate'] ?? 0),
     declared_of_metered_micros: Number(r?.['declared_of_metered'] ?? 0),
   };
-}
-
-/** The service receipt issued when the DR was accepted (for idempotent resubmission). */
-export async function acceptanceReceipt(
-  db: Db,
-  tenantId: string,
-  hash: string,
-): Promise<{ id: number; kid: string; jws: string } | undefined> {
-  const [row] = await db
-    .select({ id: receipts.id, kid: receipts.kid, jws: receipts.jws })
-    .from(receipts)
-    .where(and(eq(receipts.tenantId, tenantId), eq(receipts.subject, hash), eq(receipts.kind, 'delegation.accepted')))
-    .orderBy(asc(receipts.id))
-    .limit(1);
-  return row;
 }
 
 /** Whether the DR or any of its ancestors is revoked, and which one. */

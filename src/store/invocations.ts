@@ -4,7 +4,7 @@
  */
 import { and, asc, desc, eq, inArray, sql } from 'drizzle-orm';
 import type { Db } from './db.js';
-import { actuals, denials, invocations, receipts, type Actual, type Denial, type Invocation, type ReceiptKind } from './schema/index.js';
+import { actuals, denials, invocations, type Actual, type Denial, type Invocation } from './schema/index.js';
 
 export async function findInvocation(db: Db, tenantId: string, jti: string): Promise<Invocation | undefined> {
   const [row] = await db
@@ -34,29 +34,7 @@ export async function actualsOf(db: Db, tenantId: string, jtis: readonly string[
   return new Map(found.map((a) => [a.jti, a]));
 }
 
-export interface ReceiptRef {
-  readonly id: number;
-  readonly kid: string;
-  readonly jws: string;
-}
-
-/** The first receipt of `kind` for each subject, keyed by subject. */
-export async function firstReceipts(
-  db: Db,
-  tenantId: string,
-  kind: ReceiptKind,
-  subjects: readonly string[],
-): Promise<Map<string, ReceiptRef>> {
-  if (subjects.length === 0) return new Map();
-  const found = await db
-    .select({ subject: receipts.subject, id: receipts.id, kid: receipts.kid, jws: receipts.jws })
-    .from(receipts)
-    .where(and(eq(receipts.tenantId, tenantId), eq(receipts.kind, kind), inArray(receipts.subject, [...subjects])))
-    .orderBy(asc(receipts.id));
-  const out = new Map<string, ReceiptRef>();
-  for (const r of found) if (!out.has(r.subject)) out.set(r.subject, { id: r.id, kid: r.kid, jws: r.jws });
-  return out;
-}
+export { firstReceipts, type ReceiptRef } from './receipts.js';
 
 /**
  * Keyset position: created_at with its full microsecond precision (as UTC

@@ -1,7 +1,7 @@
 // Queries for receipts. The table is append-only (a trigger refuses UPDATE,
 // DELETE and TRUNCATE), so there is deliberately nothing here but inserts
 // and reads.
-import { and, asc, eq, gt } from 'drizzle-orm';
+import { and, asc, eq, gt, inArray } from 'drizzle-orm';
 import type { Db } from './db.js';
 import { receipts, type Receipt, type ReceiptKind } from './schema/index.js';
 
@@ -51,4 +51,33 @@ export async function receiptsForSubject(db: Db, tenantId: string, subject: stri
     .from(receipts)
     .where(and(eq(receipts.tenantId, tenantId), eq(receipts.subject, subject)))
     .orderBy(asc(receipts.id));
+}
+
+export interface ReceiptRef {
+  readonly id: number;
+  readonly kid: string;
+  readonly jws: string;
+}
+
+/** The first receipt of `kind` for each subject, keyed by subject. */
+export async function firstReceipts(
+  db: Db,
+  tenantId: string,
+  kind: ReceiptKind,
+  subjects: readonly string[],
+): Promise<Map<string, ReceiptRef>> {
+  if (subjects.length === 0) return new Map();
+  const found = await db
+    .select({ subject: receipts.subject, id: receipts.id, kid: receipts.kid, jws: receipts.jws })
+    .from(receipts)
+    .where(and(eq(receipts.tenantId, tenantId), eq(receipts.kind, kind), inArray(receipts.subject, [...subjects])))
+    .orderBy(asc(receipts.id));
+  const out = new Map<string, ReceiptRef>();
+  for (const r of found) if (!out.has(r.subject)) out.set(r.subject, { id: r.id, kid: r.kid, jws: r.jws });
+  return out;
+}
+
+/** The first receipt of one kind about a subject (e.g. the acceptance of a DR): what an idempotent repeat returns. */
+export async function firstReceipt(db: Db, tenantId: string, subject: string, kind: ReceiptKind): Promise<ReceiptRef | undefined> {
+  return (await firstReceipts(db, tenantId, kind, [subject])).get(subject);
 }

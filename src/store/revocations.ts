@@ -6,10 +6,10 @@
  * status from the shared database), so nothing else needs writing. The
  * mark is set once: a second revocation never moves revoked_at or the reason.
  */
-import { and, asc, eq, sql } from 'drizzle-orm';
+import { and, eq, sql } from 'drizzle-orm';
 import type { Db } from './db.js';
 import { rows } from './rows.js';
-import { delegations, receipts } from './schema/index.js';
+import { delegations } from './schema/index.js';
 
 export interface RevocationMark {
   readonly revokedAt: Date;
@@ -53,19 +53,4 @@ export async function countDescendants(db: Db, tenantId: string, hash: string): 
     sql`select count(*)::int as n from delegations where tenant_id = ${tenantId} and ancestors @> array[${hash}]::text[]`,
   );
   return Number(r?.n ?? 0);
-}
-
-/** The first 'delegation.revoked' receipt of a DR in a tenant (the one the original revocation wrote). */
-export async function revocationReceipt(
-  db: Db,
-  tenantId: string,
-  hash: string,
-): Promise<{ id: number; kid: string; jws: string } | undefined> {
-  const [row] = await db
-    .select({ id: receipts.id, kid: receipts.kid, jws: receipts.jws })
-    .from(receipts)
-    .where(and(eq(receipts.tenantId, tenantId), eq(receipts.subject, hash), eq(receipts.kind, 'delegation.revoked')))
-    .orderBy(asc(receipts.id))
-    .limit(1);
-  return row;
 }
