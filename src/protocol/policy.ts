@@ -285,27 +285,6 @@ function argOf(args: Record<string, unknown>, key: string): unknown {
   return typeof args === 'object' && args !== null && Object.hasOwn(args, key) ? args[key] : undefined;
 }
 
-function evalTool(policy: Policy, args: Record<string, unknown>): Violation[] {
-  const allowed = restriction(policy.allowed_tools);
-  if (allowed === undefined) return [];
-  const tool = argOf(args, 'tool');
-  if (tool === undefined) {
-    return [
-      violation(
-        'tool',
-        allowed,
-        tool,
-        `The invocation does not name its tool in args.tool, but this delegation only allows allowed_tools ${show(allowed)}.`,
-      ),
-    ];
-  }
-  if (typeof tool !== 'string') {
-    return [violation('tool', allowed, tool, `args.tool must be a string naming the tool, but it is ${typeName(tool)}.`)];
-  }
-  if (allowed.includes(tool)) return [];
-  return [violation('tool', allowed, tool, `Tool ${show(tool)} is not in allowed_tools ${show(allowed)} of this delegation.`)];
-}
-
 function evalCost(policy: Policy, args: Record<string, unknown>): Violation[] {
   const cap = policy.max_cost_usd;
   if (cap === undefined) return [];
@@ -365,77 +344,85 @@ function evalFlag(field: FlagField, policy: Policy, args: Record<string, unknown
   return [violation(field, false, value, `The invocation asks for ${what} (args.${field} is true), which this delegation does not grant.`)];
 }
 
-function evalResource(policy: Policy, args: Record<string, unknown>): Violation[] {
-  const allowed = restriction(policy.allowed_resources);
-  if (allowed === undefined) return [];
-  const uri = argOf(args, 'resource_uri');
-  if (uri === undefined) {
-    return [
-      violation(
-        'resource_uri',
-        allowed,
-        uri,
-        `The invocation does not declare args.resource_uri, but this delegation only allows allowed_resources ${show(allowed)}.`,
-      ),
-    ];
-  }
-  if (typeof uri !== 'string') {
-    return [violation('resource_uri', allowed, uri, `args.resource_uri must be a string URI, but it is ${typeName(uri)}.`)];
-  }
-  try {
-    normalizeResourceUri(uri);
-  } catch (e) {
-    const reason = e instanceof BatonError ? e.message : 'The resource URI is not valid.';
-    return [violation('resource_uri', allowed, uri, reason)];
-  }
-  if (allowed.some((pattern) => resourceCovered(pattern, uri))) return [];
-  return [
-    violation(
-      'resource_uri',
-      allowed,
-      uri,
-      `Resource ${show(uri)} is not covered by allowed_resources ${show(allowed)} of this delegation.`,
-    ),
-  ];
+/** How one restricted argument is checked against its allow-list. */
+interface AllowListCheck {
+  readonly arg: 'tool' | 'resource_uri' | 'data_class';
+  readonly list: 'allowed_tools' | 'allowed_resources' | 'allowed_data_classes';
+  /** Completes "The invocation …" when the argument is absent. */
+  readonly missing: string;
+  /** Completes "args.X must be …" when it is not a string. */
+  readonly kind: string;
+  /** "Tool", "Resource", …: the start of the not-allowed message. */
+  readonly noun: string;
+  readonly verb: 'is not in' | 'is not covered by';
+  /** Why the value cannot be matched at all, or undefined. */
+  readonly unusable?: (value: string) => string | undefined;
+  readonly allows: (allowed: readonly string[], value: string) => boolean;
 }
 
-function evalDataClass(policy: Policy, args: Record<string, unknown>): Violation[] {
-  const allowed = restriction(policy.allowed_data_classes);
+const TOOL_CHECK: AllowListCheck = {
+  arg: 'tool',
+  list: 'allowed_tools',
+  missing: 'does not name its tool in args.tool',
+  kind: 'a string naming the tool',
+  noun: 'Tool',
+  verb: 'is not in',
+  allows: (allowed, v) => allowed.includes(v),
+};
+
+const RESOURCE_CHECK: AllowListCheck = {
+  arg: 'resource_uri',
+  list: 'allowed_resources',
+  missing: 'does not declare args.resource_uri',
+  kind: 'a string URI',
+  noun: 'Resource',
+  verb: 'is not covered by',
+  unusable: (uri) => {
+    try {
+      normalizeResourceUri(uri);
+      return undefined;
+    } catch (e) {
+      return e instanceof BatonError ? e.message : 'The resource URI is not valid.';
+    }
+  },
+  allows: (allowed, uri) => allowed.some((pattern) => resourceCovered(pattern, uri)),
+};
+
+const DATA_CLASS_CHECK: AllowListCheck = {
+  arg: 'data_class',
+  list: 'allowed_data_classes',
+  missing: 'does not declare args.data_class',
+  kind: 'a string',
+  noun: 'Data class',
+  verb: 'is not in',
+  allows: (allowed, v) => allowed.includes(v),
+};
+
+/** A restricted allow-list fails closed: the argument must be present, a string, and allowed. */
+function evalAllowList(check: AllowListCheck, policy: Policy, args: Record<string, unknown>): Violation[] {
+  const allowed = restriction(policy[check.list]);
   if (allowed === undefined) return [];
-  const dataClass = argOf(args, 'data_class');
-  if (dataClass === undefined) {
-    return [
-      violation(
-        'data_class',
-        allowed,
-        dataClass,
-        `The invocation does not declare args.data_class, but this delegation only allows allowed_data_classes ${show(allowed)}.`,
-      ),
-    ];
+  const value = argOf(args, check.arg);
+  const fail = (message: string) => [violation(check.arg, allowed, value, message)];
+  if (value === undefined) {
+    return fail(`The invocation ${check.missing}, but this delegation only allows ${check.list} ${show(allowed)}.`);
   }
-  if (typeof dataClass !== 'string') {
-    return [violation('data_class', allowed, dataClass, `args.data_class must be a string, but it is ${typeName(dataClass)}.`)];
-  }
-  if (allowed.includes(dataClass)) return [];
-  return [
-    violation(
-      'data_class',
-      allowed,
-      dataClass,
-      `Data class ${show(dataClass)} is not in allowed_data_classes ${show(allowed)} of this delegation.`,
-    ),
-  ];
+  if (typeof value !== 'string') return fail(`args.${check.arg} must be ${check.kind}, but it is ${typeName(value)}.`);
+  const reason = check.unusable?.(value);
+  if (reason !== undefined) return fail(reason);
+  if (check.allows(allowed, value)) return [];
+  return fail(`${check.noun} ${show(value)} ${check.verb} ${check.list} ${show(allowed)} of this delegation.`);
 }
 
 /** Every way the args fall outside one policy; [] when the policy permits them. */
 export function evaluateArgs(policy: Policy, args: Record<string, unknown>): Violation[] {
   return [
-    ...evalTool(policy, args),
+    ...evalAllowList(TOOL_CHECK, policy, args),
     ...evalCost(policy, args),
     ...evalFlag('pii_access', policy, args),
     ...evalFlag('write_access', policy, args),
-    ...evalResource(policy, args),
-    ...evalDataClass(policy, args),
+    ...evalAllowList(RESOURCE_CHECK, policy, args),
+    ...evalAllowList(DATA_CLASS_CHECK, policy, args),
   ];
 }
 
