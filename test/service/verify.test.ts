@@ -23,22 +23,21 @@ beforeAll(async () => {
   tenant = await setupTenant(svc);
   a = generateKeyPair();
   b = generateKeyPair();
-  root = createRootDelegation({
-    issuer: tenant.root,
-    audience: a.did,
-    policy: { allowed_tools: ['web_search', 'file_read'], max_cost_usd: 1, max_calls: 10 },
-    iat: T0,
-    nbf: T0 - 10,
-  });
-  leaf = createSubDelegation({
-    parent: root,
-    issuer: a,
-    audience: b.did,
-    policy: { allowed_tools: ['web_search'], max_cost_usd: 0.5, max_calls: 5 },
-    iat: T0,
-  });
+  root = makeRoot();
+  leaf = makeLeaf();
 });
 afterAll(async () => svc?.close());
+
+/** The chain every test uses: a root over web_search/file_read (10 calls), a leaf narrowed to web_search (5 calls). */
+function makeRoot(jti?: string): SignedDelegation {
+  const policy = { allowed_tools: ['web_search', 'file_read'], max_cost_usd: 1, max_calls: 10 };
+  return createRootDelegation({ issuer: tenant.root, audience: a.did, policy, iat: T0, nbf: T0 - 10, ...(jti ? { jti } : {}) });
+}
+
+function makeLeaf(jti?: string): SignedDelegation {
+  const policy = { allowed_tools: ['web_search'], max_cost_usd: 0.5, max_calls: 5 };
+  return createSubDelegation({ parent: root, issuer: a, audience: b.did, policy, iat: T0, ...(jti ? { jti } : {}) });
+}
 
 function invoke(args: Record<string, unknown> = ARGS, o: { jti?: string; iat?: number; toolServer?: string } = {}) {
   return createInvocation({
@@ -88,14 +87,7 @@ describe('verify: allow', () => {
   });
 
   it('/verify accepts X-DRS-Bundle with no body at all, as DRS clients send it', async () => {
-    const own = createSubDelegation({
-      parent: root,
-      issuer: a,
-      audience: b.did,
-      policy: { allowed_tools: ['web_search'], max_cost_usd: 0.5, max_calls: 5 },
-      iat: T0,
-      jti: 'dr:drs-header-only',
-    });
+    const own = makeLeaf('dr:drs-header-only');
     const inv = createInvocation({ chain: [root, own], invoker: b, args: ARGS, toolServer: 'mcp://tools.example.com', iat: T0 });
     const header = encodeBase64url(utf8Encode(JSON.stringify(makeBundle(inv, [root, own]))));
     const r = await svc.call('POST', '/verify', { key: tenant.keys.verify, headers: { 'x-drs-bundle': header } });
@@ -158,14 +150,7 @@ describe('verify: deny', () => {
 
 describe('verify: dry run and binding', () => {
   it('dry_run runs every check, reports counters, consumes nothing', async () => {
-    leaf = createSubDelegation({
-      parent: root,
-      issuer: a,
-      audience: b.did,
-      policy: { allowed_tools: ['web_search'], max_cost_usd: 0.5, max_calls: 5 },
-      iat: T0,
-      jti: 'dr:dry-run-leaf',
-    });
+    leaf = makeLeaf('dr:dry-run-leaf');
     const inv = invoke();
     const before = await svc.store.db.select().from(delegations).where(eq(delegations.hash, leaf.hash));
     const invBefore = await tableCount(invocations);
@@ -207,22 +192,8 @@ describe('verify: dry run and binding', () => {
   });
 
   it('NEAR_LIMIT once a counter passes 80%, then CALLS_EXHAUSTED naming the DR', async () => {
-    root = createRootDelegation({
-      issuer: tenant.root,
-      audience: a.did,
-      policy: { allowed_tools: ['web_search', 'file_read'], max_cost_usd: 1, max_calls: 10 },
-      iat: T0,
-      nbf: T0 - 10,
-      jti: 'dr:near-limit-root',
-    });
-    leaf = createSubDelegation({
-      parent: root,
-      issuer: a,
-      audience: b.did,
-      policy: { allowed_tools: ['web_search'], max_cost_usd: 0.5, max_calls: 5 },
-      iat: T0,
-      jti: 'dr:near-limit-leaf',
-    });
+    root = makeRoot('dr:near-limit-root');
+    leaf = makeLeaf('dr:near-limit-leaf');
     await svc.call('POST', '/v1/delegations', { json: { receipts: [root.jws, leaf.jws] } });
     let last;
     const warned: number[] = [];
@@ -254,26 +225,12 @@ describe('verify: auth', () => {
   });
 
   it('a key bound to a tool server only verifies invocations naming it', async () => {
-    root = createRootDelegation({
-      issuer: tenant.root,
-      audience: a.did,
-      policy: { allowed_tools: ['web_search', 'file_read'], max_cost_usd: 1, max_calls: 10 },
-      iat: T0,
-      nbf: T0 - 10,
-      jti: 'dr:bound-root',
-    });
+    root = makeRoot('dr:bound-root');
     const k = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, {
       key: svc.adminKey,
       json: { scopes: ['verify'], tool_server: 'mcp://only-this' },
     });
-    const fresh = createSubDelegation({
-      parent: root,
-      issuer: a,
-      audience: b.did,
-      policy: { allowed_tools: ['web_search'], max_cost_usd: 0.5, max_calls: 5 },
-      iat: T0,
-      jti: 'dr:bound-test',
-    });
+    const fresh = makeLeaf('dr:bound-test');
     const other = createInvocation({ chain: [root, fresh], invoker: b, args: ARGS, toolServer: 'mcp://elsewhere', iat: T0 });
     const denied = await svc.call('POST', '/v1/verify', { key: k.body.key, json: makeBundle(other, [root, fresh]) });
     expect(denied.body.error.code).toBe('TOOL_SERVER_MISMATCH');
