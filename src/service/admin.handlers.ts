@@ -19,37 +19,34 @@ import type { ServiceDeps } from './types.js';
 /** Scopes an operator may give a tenant key ('admin' belongs to no tenant). */
 export const TENANT_KEY_SCOPES = ['issue', 'verify', 'report', 'audit'] as const;
 
-const displayName = (what: string) =>
-  z
-    .string({ error: `${what} must be a string.` })
-    .trim()
-    .min(1, `${what} must not be empty or only whitespace.`)
-    .max(200, `${what} must be at most 200 characters.`);
+// Messages are predicates: the field name is put in front of them by parseRequest.
+const displayName = () =>
+  z.string({ error: 'must be a string' }).trim().min(1, 'must not be empty or only whitespace').max(200, 'must be at most 200 characters');
 
-export const CreateTenantBody = z.strictObject({ name: displayName('name') });
+export const CreateTenantBody = z.strictObject({ name: displayName() });
 
 export const AddRootBody = z.strictObject({
   // Only the type here: the DID itself is judged by publicKeyFromDidKey, whose
   // INVALID_DID / WEAK_KEY codes the caller gets.
-  did: z.string({ error: 'did must be a did:key string.' }),
-  label: displayName('label').nullable().optional(),
+  did: z.string({ error: 'must be a did:key string' }),
+  label: displayName().nullable().optional(),
 });
 
 export const CreateApiKeyBody = z
   .strictObject({
     scopes: z
-      .array(z.enum(TENANT_KEY_SCOPES, { error: `Each scope must be one of ${TENANT_KEY_SCOPES.join(', ')}.` }), {
-        error: 'scopes must be an array of scope names.',
+      .array(z.enum(TENANT_KEY_SCOPES, { error: `must be one of ${TENANT_KEY_SCOPES.join(', ')}` }), {
+        error: 'must be an array of scope names',
       })
-      .min(1, 'scopes must name at least one scope.')
-      .refine((s) => new Set(s).size === s.length, 'scopes must not repeat a scope.'),
-    name: displayName('name').nullable().optional(),
+      .min(1, 'must name at least one scope')
+      .refine((s) => new Set(s).size === s.length, 'must not repeat a scope'),
+    name: displayName().nullable().optional(),
     tool_server: z
-      .string({ error: 'tool_server must be a string.' })
-      .min(1, 'tool_server must not be empty.')
-      .max(512, 'tool_server must be at most 512 characters.')
+      .string({ error: 'must be a string' })
+      .min(1, 'must not be empty')
+      .max(512, 'must be at most 512 characters')
       // It is compared exactly with the invocation's tool_server: stray spaces would never match.
-      .refine((s) => s.trim() === s, 'tool_server must not start or end with whitespace.')
+      .refine((s) => s.trim() === s, 'must not start or end with whitespace')
       .nullable()
       .optional(),
   })
@@ -58,7 +55,7 @@ export const CreateApiKeyBody = z
       ctx.addIssue({
         code: 'custom',
         path: ['tool_server'],
-        message: 'tool_server binds a verify key to one tool server; it is only allowed when scopes include "verify".',
+        message: 'is only allowed when scopes include "verify" (it binds a verify key to one tool server)',
       });
     }
   });

@@ -157,6 +157,8 @@ describe('POST /v1/admin/tenants', () => {
       const res = await svc.call('POST', '/v1/admin/tenants', { key: admin, json });
       expectError(res, 400, 'INVALID_REQUEST');
       expect(fieldsOf(res)).toEqual(fields);
+      // The message reads "<field> <predicate>": never the field name twice ("name name must be…").
+      expect(res.body.error.message).not.toMatch(/\b(\w+) \1\b/);
       for (const issue of res.body.error.details.issues) expect(issue.message).toEqual(expect.any(String));
     });
   });
@@ -254,6 +256,8 @@ describe('trusted roots', () => {
       const res = await svc.call('POST', `/v1/admin/tenants/${tenant}/roots`, { key: admin, json });
       expectError(res, 400, 'INVALID_REQUEST');
       expect(fieldsOf(res)).toEqual(fields);
+      // The message reads "<field> <predicate>": never the field name twice ("name name must be…").
+      expect(res.body.error.message).not.toMatch(/\b(\w+) \1\b/);
     });
   });
 
@@ -387,6 +391,8 @@ describe('API keys', () => {
       const res = await svc.call('POST', `/v1/admin/tenants/${tenant}/api-keys`, { key: admin, json });
       expectError(res, 400, 'INVALID_REQUEST');
       expect(fieldsOf(res)).toEqual(fields);
+      // The message reads "<field> <predicate>": never the field name twice ("name name must be…").
+      expect(res.body.error.message).not.toMatch(/\b(\w+) \1\b/);
     });
   });
 
