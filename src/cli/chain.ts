@@ -3,7 +3,7 @@
  * tree below it and every record's usage, and prints one indented tree with
  * policies, status, calls used of max, and declared against metered spend.
  */
-import { parseArgs } from 'node:util';
+import { parseCliArgs } from './args.js';
 import type { BatonClient, ChainResult, DelegationDetail, DelegationView, TreeNode, Usage } from '../sdk/client.js';
 import {
   clientFrom,
@@ -51,7 +51,7 @@ interface Node {
 }
 
 export async function runChain(argv: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseCliArgs('chain', {
     args: argv,
     allowPositionals: true,
     options: {

@@ -5,7 +5,7 @@
  * (exit 1) without a round trip.
  */
 import { writeFile } from 'node:fs/promises';
-import { parseArgs } from 'node:util';
+import { parseCliArgs } from './args.js';
 import { isRecordHash } from '../protocol/hash.js';
 import { parsePolicy, type Policy } from '../protocol/policy.js';
 import { createRootDelegation, createSubDelegation, readDelegation, type SignedDelegation } from '../sdk/records.js';
@@ -80,7 +80,7 @@ Refused here (exit 1): a sub-delegation that escalates the parent's policy,
 outlives it, widens its cmd, or is not signed by the parent's holder.`;
 
 export async function runDelegate(argv: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseCliArgs('delegate', {
     args: argv,
     allowPositionals: true,
     options: {

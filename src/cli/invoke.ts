@@ -3,7 +3,7 @@
  * write the DRS bundle a tool server passes to /v1/verify.
  */
 import { writeFile } from 'node:fs/promises';
-import { parseArgs } from 'node:util';
+import { parseCliArgs } from './args.js';
 import { isRecordHash } from '../protocol/hash.js';
 import { BatonError } from '../protocol/errors.js';
 import { createInvocation, makeBundle, readDelegation } from '../sdk/records.js';
@@ -59,7 +59,7 @@ ${SERVER_HELP}
 ${EXIT_HELP}`;
 
 export async function runInvoke(argv: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseCliArgs('invoke', {
     args: argv,
     allowPositionals: true,
     options: {

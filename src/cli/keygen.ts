@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { open, rename, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { parseArgs } from 'node:util';
+import { parseCliArgs } from './args.js';
 import { generateKeyPair, keyPairToFile } from '../sdk/keys.js';
 import { COMMON_OPTIONS, printJson } from './common.js';
 import { UsageError, type CliIo } from './io.js';
@@ -29,7 +29,7 @@ Options:
 Exit codes: 0 written, 2 bad flags or the file exists / cannot be written.`;
 
 export async function runKeygen(argv: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseCliArgs('keygen', {
     args: argv,
     allowPositionals: true,
     options: { out: { type: 'string', short: 'o' }, force: { type: 'boolean', default: false }, ...COMMON_OPTIONS },

@@ -1,32 +1,50 @@
 /** `baton` command: dispatches to one module per subcommand. */
+import { readFileSync } from 'node:fs';
 import { BatonError } from '../protocol/errors.js';
 import { BatonApiError } from '../sdk/client.js';
-import { runChain } from './chain.js';
-import { DEFAULT_SERVER, errorJson, exitCodeFor, explainRefusal } from './common.js';
-import { runDelegate } from './delegate.js';
-import { runInvoke } from './invoke.js';
+import { didYouMean } from './args.js';
+import { errorJson, exitCodeFor, explainRefusal, DEFAULT_SERVER } from './common.js';
 import { EXIT_USAGE, processIo, UsageError, type CliIo } from './io.js';
-import { runKeygen } from './keygen.js';
-import { runReport } from './report.js';
-import { runRevoke } from './revoke.js';
-import { runServe } from './serve.js';
-import { runSubmit } from './submit.js';
-import { runVerify } from './verify.js';
 
 type Command = (argv: string[], io: CliIo) => Promise<number>;
 
-const COMMANDS: Record<string, { run: Command; summary: string }> = {
-  keygen: { run: runKeygen, summary: 'make a key pair (did:key) and write it to a 0600 key file' },
-  delegate: { run: runDelegate, summary: 'sign a root or sub-delegation (narrowing checked before signing)' },
-  submit: { run: runSubmit, summary: 'store signed delegation records in the service' },
-  invoke: { run: runInvoke, summary: 'sign an invocation under a chain into a DRS bundle' },
-  verify: { run: runVerify, summary: 'verify a DRS bundle offline (exit 0 allowed, 1 denied, 2 unusable input)' },
-  report: { run: runReport, summary: 'record the metered cost of an allowed invocation' },
-  revoke: { run: runRevoke, summary: 'revoke a delegation and everything under it' },
-  chain: { run: runChain, summary: 'print a delegation as a tree: policies, status, calls, spend' },
-  serve: { run: runServe, summary: 'run the Baton service' },
-  demo: { run: runDemoCommand, summary: 'run the whole story on an embedded Baton: delegate, call MCP tools, deny, audit' },
+/**
+ * Each command's module is imported only when it runs: `serve` alone needs
+ * the server (hono, drizzle, PGlite), and the offline commands start fast.
+ */
+const COMMANDS: Record<string, { load: () => Promise<Command>; summary: string }> = {
+  keygen: {
+    load: async () => (await import('./keygen.js')).runKeygen,
+    summary: 'make a key pair (did:key) and write it to a 0600 key file',
+  },
+  delegate: {
+    load: async () => (await import('./delegate.js')).runDelegate,
+    summary: 'sign a root or sub-delegation (narrowing checked before signing)',
+  },
+  submit: { load: async () => (await import('./submit.js')).runSubmit, summary: 'store signed delegation records in the service' },
+  invoke: { load: async () => (await import('./invoke.js')).runInvoke, summary: 'sign an invocation under a chain into a DRS bundle' },
+  verify: {
+    load: async () => (await import('./verify.js')).runVerify,
+    summary: 'verify a DRS bundle offline (exit 0 allowed, 1 denied, 2 unusable input)',
+  },
+  report: { load: async () => (await import('./report.js')).runReport, summary: 'record the metered cost of an allowed invocation' },
+  revoke: { load: async () => (await import('./revoke.js')).runRevoke, summary: 'revoke a delegation and everything under it' },
+  chain: {
+    load: async () => (await import('./chain.js')).runChain,
+    summary: 'print a delegation as a tree: policies, status, calls, spend',
+  },
+  serve: { load: async () => (await import('./serve.js')).runServe, summary: 'run the Baton service' },
+  demo: {
+    load: () => Promise.resolve(runDemoCommand),
+    summary: 'run the whole story on an embedded Baton: delegate, call MCP tools, deny, audit',
+  },
 };
+
+/** The package's version, read from its package.json (two levels up from this file, in source and in builds). */
+export function batonVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: unknown };
+  return typeof pkg.version === 'string' ? pkg.version : 'unknown';
+}
 
 /**
  * `baton demo` runs examples/demo.ts (also `npm run demo`). Loaded on demand
@@ -76,7 +94,7 @@ Exit codes:
   2  bad flags or unusable input (unreadable file, malformed record, 400)
   3  the server could not be reached, timed out, or failed (5xx)
 
-Run "baton <command> --help" for a command's options.`;
+Run "baton <command> --help" for a command's options; "baton --version" prints the version.`;
 
 export async function main(argv: string[], io: CliIo = processIo): Promise<number> {
   const [name, ...rest] = argv;
@@ -84,13 +102,19 @@ export async function main(argv: string[], io: CliIo = processIo): Promise<numbe
     io.out(MAIN_HELP());
     return name ? 0 : EXIT_USAGE;
   }
-  const command = COMMANDS[name];
+  if (name === '--version' || name === '-v' || name === 'version') {
+    io.out(batonVersion());
+    return 0;
+  }
+  const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
   if (!command) {
-    io.err(`baton: unknown command "${name}"\n\n${MAIN_HELP()}`);
+    const hint = didYouMean(name, Object.keys(COMMANDS), (n) => `"baton ${n}"`);
+    io.err(`baton: unknown command "${name}"${hint}\n\n${MAIN_HELP()}`);
     return EXIT_USAGE;
   }
   try {
-    return await command.run(rest, io);
+    const run = await command.load();
+    return await run(rest, io);
   } catch (e) {
     if (e instanceof UsageError || (e as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
       io.err(`baton ${name}: ${(e as Error).message}`);

@@ -1,5 +1,5 @@
 /** `baton report`: the metered cost of an allowed invocation, with where it came from. */
-import { parseArgs } from 'node:util';
+import { parseCliArgs } from './args.js';
 import type { ActualSource } from '../sdk/client.js';
 import {
   clientFrom,
@@ -40,7 +40,7 @@ ${EXIT_HELP}
 Refused (exit 1): unknown invocation (404), a different actual already recorded (409).`;
 
 export async function runReport(argv: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseCliArgs('report', {
     args: argv,
     allowPositionals: true,
     options: {

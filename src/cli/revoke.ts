@@ -2,7 +2,7 @@
  * `baton revoke <hash>`: revoke a delegation and, with it, every delegation
  * under it, with an API key (--reason) or a signed revocation record (--key).
  */
-import { parseArgs } from 'node:util';
+import { parseCliArgs } from './args.js';
 import type { RevokeResult } from '../sdk/client.js';
 import {
   clientFrom,
@@ -44,7 +44,7 @@ ${EXIT_HELP}
 Refused (exit 1): unknown DR (404), key without the scope, signer without authority.`;
 
 export async function runRevoke(argv: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseCliArgs('revoke', {
     args: argv,
     allowPositionals: true,
     options: { reason: { type: 'string' }, key: { type: 'string' }, ...SERVER_OPTIONS, ...COMMON_OPTIONS },

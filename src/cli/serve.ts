@@ -1,5 +1,5 @@
 /** `baton serve`: runs the Baton service (the same as npm start). */
-import { parseArgs } from 'node:util';
+import { parseCliArgs } from './args.js';
 import { ConfigError, loadConfig } from '../config.js';
 import { runService } from '../server.js';
 import { COMMON_OPTIONS } from './common.js';
@@ -29,7 +29,7 @@ Exit codes: 0 stopped cleanly, 2 invalid flags or configuration, 3 the
 service could not start (e.g. the database is unreachable).`;
 
 export async function runServe(argv: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseCliArgs('serve', {
     args: argv,
     allowPositionals: true,
     options: {

@@ -1,5 +1,5 @@
 /** `baton submit <file>...`: POST signed delegation records to the service. */
-import { parseArgs } from 'node:util';
+import { parseCliArgs } from './args.js';
 import {
   clientFrom,
   COMMON_OPTIONS,
@@ -37,7 +37,11 @@ Refused (exit 1): untrusted root, unknown or revoked parent, escalation.
 Malformed records (exit 2).`;
 
 export async function runSubmit(argv: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseArgs({ args: argv, allowPositionals: true, options: { ...SERVER_OPTIONS, ...COMMON_OPTIONS } });
+  const { values, positionals } = parseCliArgs('submit', {
+    args: argv,
+    allowPositionals: true,
+    options: { ...SERVER_OPTIONS, ...COMMON_OPTIONS },
+  });
   if (values.help) {
     io.out(SUBMIT_HELP);
     return 0;

@@ -6,7 +6,7 @@
  * JSON, bad flags).
  */
 import { readFile } from 'node:fs/promises';
-import { parseArgs } from 'node:util';
+import { parseCliArgs } from './args.js';
 import { verifyChain, verifyDelegations, type ChainDecision, type DelegationsDecision } from '../protocol/chain.js';
 import { decodeBase64url } from '../protocol/base64url.js';
 import { utf8Decode } from '../protocol/jcs.js';
@@ -36,7 +36,7 @@ Options:
 Exit codes: 0 allowed, 1 denied, 2 unusable input.`;
 
 export async function runVerify(argv: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseCliArgs('verify', {
     args: argv,
     allowPositionals: true,
     options: {

@@ -1,4 +1,5 @@
 /** The `baton` dispatcher: help, unknown commands, exit codes, and the error paths every online command shares. */
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { closedPortUrl, startSilentServer } from '../sdk/live-service.js';
 import { run, runBin } from './helpers.js';
@@ -30,6 +31,43 @@ describe('baton (top level)', () => {
       expect(r.out, c).toMatch(new RegExp(`^Usage: baton ${c}`));
       expect(r.out, c).toMatch(/Exit codes/);
     }
+  });
+
+  it('--version prints the package version and exits 0', async () => {
+    const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+    for (const flag of ['--version', '-v', 'version']) {
+      const r = await run([flag]);
+      expect(r.code, flag).toBe(0);
+      expect(r.out.trim(), flag).toBe(version);
+    }
+  });
+
+  it('a mistyped command or option gets a "did you mean"', async () => {
+    const cmd = await run(['delegat']);
+    expect(cmd.code).toBe(2);
+    expect(cmd.err).toContain('unknown command "delegat" (did you mean "baton delegate"?)');
+
+    const opt = await run(['verify', 'x.json', '--trst', 'did:key:z6Mk']);
+    expect(opt.code).toBe(2);
+    expect(opt.err).toMatch(/^baton verify: unknown option --trst \(did you mean --trust\?\)\. Run "baton verify --help"/);
+
+    const far = await run(['keygen', '--zzzzzz']);
+    expect(far.err).not.toContain('did you mean');
+  });
+
+  it('a flag without its value, or a value on a switch, says how to write it', async () => {
+    const missing = await run(['keygen', '--out']);
+    expect(missing.code).toBe(2);
+    expect(missing.err).toContain('option --out needs a value, as in --out <value>');
+    const extra = await run(['keygen', '--force=yes', '--out', 'x']);
+    expect(extra.code).toBe(2);
+    expect(extra.err).toContain('option --force takes no value');
+  });
+
+  it.each(['constructor', '__proto__', 'toString'])('an object property name (%s) is an unknown command, not a crash', async (name) => {
+    const r = await run([name]);
+    expect(r.code).toBe(2);
+    expect(r.err).toContain(`unknown command "${name}"`);
   });
 
   it('an unknown flag is a usage error (exit 2)', async () => {

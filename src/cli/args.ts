@@ -1,0 +1,78 @@
+/**
+ * Flag parsing for every subcommand: node's parseArgs, with its raw errors
+ * turned into usage errors that say what to type instead ("did you mean").
+ */
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { UsageError } from './io.js';
+
+/** Edit distance (insertions, deletions, substitutions, adjacent swaps). */
+function editDistance(a: string, b: string): number {
+  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)]);
+  for (let j = 1; j <= b.length; j++) d[0]![j] = j;
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let best = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) best = Math.min(best, d[i - 2]![j - 2]! + 1);
+      d[i]![j] = best;
+    }
+  }
+  return d[a.length]![b.length]!;
+}
+
+/**
+ * The candidate the user most likely meant, or undefined when none is close:
+ * within a third of the word's length (at least 1, at most 3 edits), or a
+ * candidate that starts with what was typed.
+ */
+export function closestMatch(typed: string, candidates: readonly string[]): string | undefined {
+  const word = typed.toLowerCase();
+  let best: { name: string; distance: number } | undefined;
+  for (const name of candidates) {
+    const distance = name.startsWith(word) && word.length >= 2 ? 0.5 : editDistance(word, name);
+    if (best === undefined || distance < best.distance) best = { name, distance };
+  }
+  const allowed = Math.min(3, Math.max(1, Math.floor(word.length / 3)));
+  return best !== undefined && best.distance <= allowed ? best.name : undefined;
+}
+
+/** " (did you mean X?)" or "". */
+export function didYouMean(typed: string, candidates: readonly string[], render: (name: string) => string = (n) => n): string {
+  const match = closestMatch(typed, candidates);
+  return match === undefined ? '' : ` (did you mean ${render(match)}?)`;
+}
+
+/**
+ * parseArgs with usage errors a person can act on. `command` names the
+ * subcommand for the "see --help" hint.
+ */
+export function parseCliArgs<T extends ParseArgsConfig>(command: string, config: T): ReturnType<typeof parseArgs<T>> {
+  try {
+    return parseArgs(config);
+  } catch (e) {
+    const code = (e as { code?: string }).code ?? '';
+    if (!code.startsWith('ERR_PARSE_ARGS')) throw e;
+    const see = `Run "baton ${command} --help" for its options.`;
+    const message = (e as Error).message;
+    // node quotes the option as '--name', '-o, --name <value>' or '--name=x': prefer the long form.
+    const flag = /--[A-Za-z0-9][\w-]*/.exec(message)?.[0] ?? /'(-[^' ,=]+)/.exec(message)?.[1];
+    if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && flag !== undefined) {
+      const known = Object.keys(config.options ?? {});
+      const name = flag.replace(/^-+/, '');
+      throw new UsageError(`unknown option ${flag}${didYouMean(name, known, (n) => `--${n}`)}. ${see}`);
+    }
+    if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && flag !== undefined) {
+      const option = config.options?.[flag.replace(/^-+/, '')];
+      throw new UsageError(
+        option?.type === 'boolean'
+          ? `option ${flag} takes no value. ${see}`
+          : `option ${flag} needs a value, as in ${flag} <value>. ${see}`,
+      );
+    }
+    if (code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') {
+      const arg = /'([^']*)'/.exec(message)?.[1];
+      throw new UsageError(`unexpected argument${arg === undefined ? '' : ` "${arg}"`}. ${see}`);
+    }
+    throw new UsageError(`${message} ${see}`);
+  }
+}
