@@ -1,9 +1,9 @@
 /** `baton` command: dispatches to one module per subcommand. */
-import { readFileSync } from 'node:fs';
 import { BatonError } from '../protocol/errors.js';
 import { BatonApiError } from '../sdk/client.js';
 import { didYouMean } from './args.js';
 import { errorJson, exitCodeFor, explainRefusal, DEFAULT_SERVER } from './common.js';
+import { batonVersionInfo } from '../version.js';
 import { EXIT_USAGE, processIo, UsageError, type CliIo } from './io.js';
 
 type Command = (argv: string[], io: CliIo) => Promise<number>;
@@ -39,12 +39,6 @@ const COMMANDS: Record<string, { load: () => Promise<Command>; summary: string }
     summary: 'run the whole story on an embedded Baton: delegate, call MCP tools, deny, audit',
   },
 };
-
-/** The package's version, read from its package.json (two levels up from this file, in source and in builds). */
-export function batonVersion(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: unknown };
-  return typeof pkg.version === 'string' ? pkg.version : 'unknown';
-}
 
 /**
  * `baton demo` runs examples/demo.ts (also `npm run demo`). Loaded on demand
@@ -103,7 +97,7 @@ export async function main(argv: string[], io: CliIo = processIo): Promise<numbe
     return name ? 0 : EXIT_USAGE;
   }
   if (name === '--version' || name === '-v' || name === 'version') {
-    io.out(batonVersion());
+    io.out(batonVersionInfo().version);
     return 0;
   }
   const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;

@@ -48,9 +48,10 @@ export function createApp(deps: ServiceDeps): Hono<AppEnv> {
   app.use('*', refuseControlCharactersInUrl);
   app.use('*', async (c, next) => {
     const started = performance.now();
-    await next();
+    const done = metrics.startRequest();
+    await next(); // Hono's onError has already turned a thrown error into c.res here
     const ms = performance.now() - started;
-    metrics.observeRequest(c.req.method, c.req.routePath, c.res.status, ms);
+    done(c.req.method, c.req.routePath, c.res.status, ms / 1000);
     deps.log.info('request', {
       request_id: c.get('requestId'),
       method: c.req.method,

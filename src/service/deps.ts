@@ -3,6 +3,7 @@ import { DelegationCache } from '../protocol/chain.js';
 import type { Config } from '../config.js';
 import type { Store } from '../store/db.js';
 import type { Logger } from './log.js';
+import { metrics } from './metrics.js';
 import { loadServiceSigner } from './signer.js';
 import type { ServiceDeps } from './types.js';
 
@@ -13,6 +14,7 @@ export async function createServiceDeps(opts: {
   masterKey: Uint8Array;
   now?: () => number;
 }): Promise<ServiceDeps> {
+  metrics.observePool(opts.store.kind, opts.store.kind === 'pglite' ? 1 : opts.config.dbPoolSize);
   return {
     store: opts.store,
     config: opts.config,

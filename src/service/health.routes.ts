@@ -25,6 +25,6 @@ export function healthRoutes(deps: ServiceDeps): Hono<AppEnv> {
       return c.json({ status: 'unready', database: deps.store.kind }, 503);
     }
   });
-  r.get('/metrics', (c) => c.text(metrics.render(), 200, { 'Content-Type': 'text/plain; version=0.0.4' }));
+  r.get('/metrics', async (c) => c.text(await metrics.render(), 200, { 'Content-Type': metrics.contentType }));
   return r;
 }

@@ -1,56 +1,97 @@
 /**
- * Prometheus text exposition, hand-rolled: a few counters and one latency
- * histogram are all Baton needs, and each node keeps its own.
+ * Prometheus metrics, on prom-client: it keeps the exposition format, the
+ * process and Node.js runtime metrics and, later, cluster aggregation right,
+ * which a hand-rolled registry got wrong once (latency in milliseconds).
+ * Every duration is in seconds and every size in bytes, as Prometheus names
+ * them; each node keeps its own.
  */
-const BUCKETS_MS = [1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500];
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { batonVersionInfo } from '../version.js';
 
-function labels(obj: Record<string, string | number>): string {
-  const parts = Object.entries(obj).map(([k, v]) => `${k}="${String(v).replace(/["\\\n]/g, '_')}"`);
-  return parts.length ? `{${parts.join(',')}}` : '';
-}
+/** Request latency buckets, in seconds: 0.5 ms to 5 s (a verify's deadline). */
+const LATENCY_BUCKETS_SECONDS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 
-class Registry {
-  private readonly requests = new Map<string, number>();
-  private readonly latency = new Map<string, { buckets: number[]; sum: number; count: number }>();
-  private readonly decisions = new Map<string, number>();
+class BatonMetrics {
+  readonly registry = new Registry();
 
-  observeRequest(method: string, route: string, status: number, ms: number): void {
-    const key = labels({ method, route, status });
-    this.requests.set(key, (this.requests.get(key) ?? 0) + 1);
-    const lkey = labels({ method, route });
-    const h = this.latency.get(lkey) ?? { buckets: BUCKETS_MS.map(() => 0), sum: 0, count: 0 };
-    BUCKETS_MS.forEach((b, i) => {
-      if (ms <= b) h.buckets[i]! += 1;
-    });
-    h.sum += ms;
-    h.count += 1;
-    this.latency.set(lkey, h);
+  private readonly requests = new Counter({
+    name: 'baton_http_requests_total',
+    help: 'HTTP requests answered, by method, route and status.',
+    labelNames: ['method', 'route', 'status'] as const,
+    registers: [this.registry],
+  });
+
+  private readonly latency = new Histogram({
+    name: 'baton_http_request_duration_seconds',
+    help: 'Time from receiving a request to answering it, in seconds, by method and route.',
+    labelNames: ['method', 'route'] as const,
+    buckets: LATENCY_BUCKETS_SECONDS,
+    registers: [this.registry],
+  });
+
+  private readonly inFlight = new Gauge({
+    name: 'baton_http_requests_in_flight',
+    help: 'HTTP requests being handled now.',
+    registers: [this.registry],
+  });
+
+  private readonly decisions = new Counter({
+    name: 'baton_verify_decisions_total',
+    help: 'Verify decisions, by outcome (allow or deny) and code.',
+    labelNames: ['outcome', 'code'] as const,
+    registers: [this.registry],
+  });
+
+  private readonly poolSize = new Gauge({
+    name: 'baton_db_pool_max_connections',
+    help: 'Connections the database pool may open (1 for embedded PGlite).',
+    labelNames: ['driver'] as const,
+    registers: [this.registry],
+  });
+
+  constructor() {
+    const info = batonVersionInfo();
+    new Gauge({
+      name: 'baton_build_info',
+      help: 'Always 1; the labels say which Baton and Node.js versions run.',
+      labelNames: ['version', 'node_version'] as const,
+      registers: [this.registry],
+    }).set({ version: info.version, node_version: process.versions.node }, 1);
+    // process_* (CPU seconds, resident bytes, open fds, start time) and nodejs_* (event loop lag, heap, GC).
+    collectDefaultMetrics({ register: this.registry });
+    // prom-client names these three gauges *_total, which Prometheus reserves for
+    // counters (promtool flags them); the per-type gauges without the suffix stay.
+    for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) {
+      this.registry.removeSingleMetric(name);
+    }
+  }
+
+  /** Call when a request starts; the returned function records its end. */
+  startRequest(): (method: string, route: string, status: number, seconds: number) => void {
+    this.inFlight.inc();
+    return (method, route, status, seconds) => {
+      this.inFlight.dec();
+      this.requests.inc({ method, route, status: String(status) });
+      this.latency.observe({ method, route }, seconds);
+    };
   }
 
   observeDecision(outcome: 'allow' | 'deny', code: string): void {
-    const key = labels({ outcome, code });
-    this.decisions.set(key, (this.decisions.get(key) ?? 0) + 1);
+    this.decisions.inc({ outcome, code });
   }
 
-  render(): string {
-    const out: string[] = [];
-    out.push('# HELP baton_http_requests_total HTTP requests by method, route and status.');
-    out.push('# TYPE baton_http_requests_total counter');
-    for (const [k, v] of this.requests) out.push(`baton_http_requests_total${k} ${v}`);
-    out.push('# HELP baton_http_request_duration_ms Request latency in milliseconds.');
-    out.push('# TYPE baton_http_request_duration_ms histogram');
-    for (const [k, h] of this.latency) {
-      const inner = k.slice(1, -1);
-      BUCKETS_MS.forEach((b, i) => out.push(`baton_http_request_duration_ms_bucket{${inner},le="${b}"} ${h.buckets[i]}`));
-      out.push(`baton_http_request_duration_ms_bucket{${inner},le="+Inf"} ${h.count}`);
-      out.push(`baton_http_request_duration_ms_sum${k} ${h.sum}`);
-      out.push(`baton_http_request_duration_ms_count${k} ${h.count}`);
-    }
-    out.push('# HELP baton_verify_decisions_total Verify decisions by outcome and code.');
-    out.push('# TYPE baton_verify_decisions_total counter');
-    for (const [k, v] of this.decisions) out.push(`baton_verify_decisions_total${k} ${v}`);
-    return `${out.join('\n')}\n`;
+  observePool(driver: 'postgres' | 'pglite', maxConnections: number): void {
+    this.poolSize.set({ driver }, maxConnections);
+  }
+
+  render(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
   }
 }
 
-export const metrics = new Registry();
+/** One registry per process: the process and runtime metrics are process-wide. */
+export const metrics = new BatonMetrics();
