@@ -69,10 +69,31 @@ export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
+/**
+ * Combinations that would start but fail later, request by request: refused
+ * at start instead, as `variable: problem` lines.
+ */
+function unsafeCombinations(env: NodeJS.ProcessEnv): string[] {
+  const problems: string[] = [];
+  if (env['DATABASE_URL'] && !env['BATON_MASTER_KEY']) {
+    // A generated development key lives in one node's data folder: a second node on the same
+    // database could not open the signing keys the first one sealed there.
+    problems.push(
+      'BATON_MASTER_KEY: is required with DATABASE_URL: every node sharing the database must use the same master key to open the keys sealed in it. ' +
+        `Generate one with: node -e "console.log(require('crypto').randomBytes(32).toString('hex'))" and set the same value on every node`,
+    );
+  }
+  return problems;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const parsed = EnvSchema.safeParse(env);
-  if (!parsed.success) {
-    const lines = parsed.error.issues.map((i) => `  - ${i.path.join('.') || 'environment'}: ${i.message}`);
+  const unsafe = unsafeCombinations(env);
+  if (!parsed.success || unsafe.length > 0) {
+    const lines = [
+      ...(parsed.success ? [] : parsed.error.issues.map((i) => `${i.path.join('.') || 'environment'}: ${i.message}`)),
+      ...unsafe,
+    ].map((line) => `  - ${line}`);
     throw new ConfigError(
       `Baton cannot start: invalid configuration.\n${lines.join('\n')}\nFix the variables above (see README, "Configuration") and start again.`,
     );
