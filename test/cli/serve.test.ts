@@ -52,3 +52,58 @@ describe('baton serve', () => {
     expect(url.err).toMatch(/DATABASE_URL must start with postgres/);
   }, 90_000);
 });
+
+describe('npm start', () => {
+  // npm runs the script through sh; without `exec` the service was orphaned when
+  // npm got SIGTERM (a container stop, a process manager) and kept serving.
+  it('stops the service when npm itself gets SIGTERM', async () => {
+    const env: Record<string, string> = {};
+    for (const [k, v] of Object.entries(process.env))
+      if (v !== undefined && !k.startsWith('BATON_') && !k.startsWith('npm_') && k !== 'DATABASE_URL' && k !== 'PORT') env[k] = v;
+    const npm = spawn('npm', ['start', '--silent'], {
+      cwd: new URL('../..', import.meta.url).pathname,
+      env: {
+        ...env,
+        PORT: '0',
+        BATON_DATA_DIR: 'memory://',
+        BATON_ADMIN_KEY: `start-admin-${randomBytes(16).toString('hex')}`,
+        BATON_MASTER_KEY: randomBytes(32).toString('hex'),
+        BATON_LOG_LEVEL: 'error',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    try {
+      let output = '';
+      const url = await new Promise<string>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no "listening" line within 80 s:\n${output}`)), 80_000);
+        const read = (chunk: Buffer) => {
+          output += chunk.toString();
+          const m = /Baton is listening on (http:\/\/\S+)/.exec(output);
+          if (m) {
+            clearTimeout(timer);
+            resolve(m[1]!);
+          }
+        };
+        npm.stdout.on('data', read);
+        npm.stderr.on('data', read);
+        npm.on('exit', (code) => reject(new Error(`npm exited ${code} before listening:\n${output}`)));
+      });
+      expect((await fetch(`${url}/healthz`)).status).toBe(200);
+      const exited = new Promise<void>((resolve) => npm.on('exit', () => resolve()));
+      npm.kill('SIGTERM');
+      await exited;
+      // The service must be gone too: nothing answers on its port any more.
+      let stillServing = true;
+      for (let i = 0; i < 50 && stillServing; i++) {
+        stillServing = await fetch(`${url}/healthz`).then(
+          () => true,
+          () => false,
+        );
+        if (stillServing) await new Promise((r) => setTimeout(r, 200));
+      }
+      expect(stillServing, 'the service outlived npm').toBe(false);
+    } finally {
+      if (npm.exitCode === null) npm.kill('SIGKILL');
+    }
+  }, 120_000);
+});
