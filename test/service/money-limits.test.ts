@@ -208,7 +208,7 @@ describe('audit reads never break', () => {
 
   it('a budget at MAX_USD near its limit allows exactly up to it, then denies with the denial recorded', async () => {
     const root = await storedRoot({ max_spend_usd: MAX_USD });
-    const first = await allowed(root, 1);
+    await allowed(root, 1);
     // A long history: all but one micro-dollar of the budget reserved.
     await svc.store.db
       .update(delegations)
