@@ -13,7 +13,7 @@ import { isRecordHash, type RecordHash } from './hash.js';
 import { canonicalJson } from './jcs.js';
 import { decodeJws, signatureValid, type DecodedJws } from './jws.js';
 import { publicKeyFromDidKey } from './did-key.js';
-import { checkAttenuation, effectiveLimits, evaluateArgs, type EffectiveLimits, type Policy } from './policy.js';
+import { checkAttenuation, effectiveLimits, evaluateArgs, evaluateEstimate, type EffectiveLimits, type Policy } from './policy.js';
 import {
   BundleSchema,
   DelegationPayloadSchema,
@@ -546,6 +546,8 @@ function checkArgs(drs: readonly VerifiedDelegation[], inv: VerifiedInvocation):
   drs.forEach((dr, i) => {
     for (const v of evaluateArgs(dr.payload.policy, inv.payload.args)) out.push({ ...v, dr_index: i, dr_hash: dr.hash });
   });
+  // A declared estimate is counted even where no DR caps cost, so it must be a usable amount everywhere.
+  if (!out.some((v) => v.field === 'args.estimated_cost_usd')) out.push(...evaluateEstimate(inv.payload.args));
   return out;
 }
 

@@ -15,7 +15,7 @@
 import { z } from 'zod';
 import { BatonError, type Violation } from './errors.js';
 import { clipText } from './jcs.js';
-import { MAX_USD, microsToUsd, usdToMicros, type Micros } from './money.js';
+import { compareUsd, invocationAmountProblem, MAX_INVOCATION_USD, MAX_USD, microsToUsd, usdToMicros, type Micros } from './money.js';
 import { isValidResourcePattern, normalizeResourcePattern, normalizeResourceUri, patternCovers, resourceCovered } from './resource.js';
 
 export const MAX_LIST_ITEMS = 256;
@@ -196,10 +196,19 @@ function checkMoneyCeiling(field: MoneyField, parent: Policy, child: Policy): Vi
       ),
     ];
   }
-  const capMicros = ceilingMicros(cap);
-  const setMicros = ceilingMicros(set);
-  if (capMicros !== undefined && setMicros !== undefined && setMicros <= capMicros) return [];
+  // Exactly as signed, not after rounding: 0.3000001 floors to the same
+  // micros as 0.3 but still claims more than its parent.
+  if (notAbove(set, cap)) return [];
   return [escalation(field, cap, set, `The child sets ${field} to ${show(set)} USD, above the parent's ${cap} USD.`)];
+}
+
+/** Whether the amount `set` is at most `cap` as exact decimals; false if either is not a valid amount. */
+function notAbove(set: number, cap: number): boolean {
+  try {
+    return compareUsd(set, cap) <= 0;
+  } catch {
+    return false;
+  }
 }
 
 function checkCountCeiling(field: 'max_calls', parent: Policy, child: Policy): Violation[] {
@@ -285,40 +294,59 @@ function argOf(args: Record<string, unknown>, key: string): unknown {
   return typeof args === 'object' && args !== null && Object.hasOwn(args, key) ? args[key] : undefined;
 }
 
+const ESTIMATE = 'estimated_cost_usd';
+const ESTIMATE_RANGE = `a number of US dollars from 0 to ${MAX_INVOCATION_USD}`;
+
+/** A violation when args.estimated_cost_usd is present but not a usable amount; [] otherwise. */
+export function evaluateEstimate(args: Record<string, unknown>, required: unknown = ESTIMATE_RANGE): Violation[] {
+  const estimate = argOf(args, ESTIMATE);
+  if (estimate === undefined) return [];
+  const problem = invocationAmountProblem(estimate);
+  if (problem === undefined) return [];
+  const shown = typeof estimate === 'number' ? show(estimate) : typeName(estimate);
+  return [
+    violation(
+      ESTIMATE,
+      required,
+      estimate,
+      `args.${ESTIMATE} must be a finite, non-negative number of US dollars no larger than ${MAX_INVOCATION_USD}, but it ${problem} (${shown}).`,
+    ),
+  ];
+}
+
+/**
+ * A cost ceiling or a budget needs a usable estimate: without one the call
+ * would count as free, so a missing or unusable estimate is a violation
+ * whenever the policy sets max_cost_usd or max_spend_usd (fail closed).
+ */
 function evalCost(policy: Policy, args: Record<string, unknown>): Violation[] {
   const cap = policy.max_cost_usd;
-  if (cap === undefined) return [];
-  const required = `at most ${cap}`;
-  const estimate = argOf(args, 'estimated_cost_usd');
+  const budget = policy.max_spend_usd;
+  if (cap === undefined && budget === undefined) return [];
+  const limits = [
+    cap === undefined ? '' : `caps each call at max_cost_usd ${cap}`,
+    budget === undefined ? '' : `has a max_spend_usd budget of ${budget}`,
+  ]
+    .filter((t) => t !== '')
+    .join(' and ');
+  const required = cap === undefined ? ESTIMATE_RANGE : `at most ${cap}`;
+  const estimate = argOf(args, ESTIMATE);
   if (estimate === undefined) {
     return [
       violation(
-        'estimated_cost_usd',
+        ESTIMATE,
         required,
         estimate,
-        `The invocation does not declare args.estimated_cost_usd, but this delegation caps each call at max_cost_usd ${cap}; declare the estimated cost in US dollars.`,
+        `The invocation does not declare args.${ESTIMATE}, but this delegation ${limits}; declare the estimated cost in US dollars.`,
       ),
     ];
   }
-  if (typeof estimate !== 'number' || !Number.isFinite(estimate) || estimate < 0 || estimate > MAX_USD) {
-    return [
-      violation(
-        'estimated_cost_usd',
-        required,
-        estimate,
-        `args.estimated_cost_usd must be a finite, non-negative number of US dollars no larger than ${MAX_USD}, but it is ${typeName(estimate) === 'a number' ? show(estimate) : typeName(estimate)}.`,
-      ),
-    ];
-  }
+  const unusable = evaluateEstimate(args, required);
+  if (unusable.length > 0 || cap === undefined) return unusable;
   const capMicros = ceilingMicros(cap);
-  if (capMicros !== undefined && usdToMicros(estimate, 'ceil') <= capMicros) return [];
+  if (capMicros !== undefined && usdToMicros(estimate as number, 'ceil') <= capMicros) return [];
   return [
-    violation(
-      'estimated_cost_usd',
-      required,
-      estimate,
-      `The estimated cost of ${show(estimate)} USD is above max_cost_usd ${cap} of this delegation.`,
-    ),
+    violation(ESTIMATE, required, estimate, `The estimated cost of ${show(estimate)} USD is above max_cost_usd ${cap} of this delegation.`),
   ];
 }
 

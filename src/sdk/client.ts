@@ -171,6 +171,8 @@ export interface Usage {
   readonly calibration_flag: 'metered_above_declared' | null;
   readonly max_spend_usd: number | null;
   readonly spend_reserved_usd: number | null;
+  /** A sum or counter above reached 2^53 − 1 micro-dollars and shows that lower bound. */
+  readonly amounts_saturated: boolean;
 }
 
 export interface DelegationDetail extends DelegationView {

@@ -8,7 +8,7 @@
  */
 import { decodeDelegation, verifyDelegations, type DelegationsDecision, type VerifiedDelegation } from '../protocol/chain.js';
 import { BatonError, type ErrorCode, type Violation } from '../protocol/errors.js';
-import { microsToUsd, type Micros } from '../protocol/money.js';
+import { microsToUsd, saturatingMicros, type Micros } from '../protocol/money.js';
 import type { Db } from '../store/db.js';
 import {
   delegationsByHash,
@@ -253,6 +253,8 @@ export interface UsageView {
   readonly calibration_flag: 'metered_above_declared' | null;
   readonly max_spend_usd: number | null;
   readonly spend_reserved_usd: number | null;
+  /** True when an amount above reached the largest one reported exactly and shows that lower bound. */
+  readonly amounts_saturated: boolean;
 }
 
 /**
@@ -265,6 +267,7 @@ const CALIBRATION_FLAG_SHARE = 0.75;
 
 export async function usageOf(db: Db, tenantId: string, row: Delegation): Promise<UsageView> {
   const r = await spendRollup(db, tenantId, row.hash);
+  const reserved = saturatingMicros(row.spendReservedMicros);
   const calibration = r.declared_of_metered_micros > 0 ? r.metered_micros / r.declared_of_metered_micros : null;
   const flagged =
     r.metered_invocations >= CALIBRATION_MIN_SAMPLES && r.over_estimate_invocations >= CALIBRATION_FLAG_SHARE * r.metered_invocations;
@@ -279,7 +282,8 @@ export async function usageOf(db: Db, tenantId: string, row: Delegation): Promis
     calibration: calibration === null ? null : Math.round(calibration * 1e4) / 1e4,
     calibration_flag: flagged ? 'metered_above_declared' : null,
     max_spend_usd: row.maxSpendMicros === null ? null : microsToUsd(row.maxSpendMicros as Micros),
-    spend_reserved_usd: row.maxSpendMicros === null ? null : microsToUsd(row.spendReservedMicros as Micros),
+    spend_reserved_usd: row.maxSpendMicros === null ? null : microsToUsd(reserved.micros),
+    amounts_saturated: r.saturated || (row.maxSpendMicros !== null && reserved.saturated),
   };
 }
 

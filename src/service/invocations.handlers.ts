@@ -15,7 +15,7 @@ import { decodeBase64url, encodeBase64url } from '../protocol/base64url.js';
 import { BatonError } from '../protocol/errors.js';
 import { sha256Hex } from '../protocol/hash.js';
 import { canonicalJson, utf8Decode, utf8Encode } from '../protocol/jcs.js';
-import { microsToUsd, usdToMicros, type Micros } from '../protocol/money.js';
+import { MAX_INVOCATION_USD, microsToUsd, usdToMicros, type Micros } from '../protocol/money.js';
 import { adjustReservedSpend, findActual, insertActual } from '../store/actuals.js';
 import { findDelegation } from '../store/delegations.js';
 import {
@@ -200,6 +200,13 @@ export async function recordActual(
   body: ActualRequest,
 ): Promise<{ status: 200 | 201; body: ActualView }> {
   const source = body.source;
+  if (source !== 'unavailable' && body.cost_usd! > MAX_INVOCATION_USD) {
+    throw new BatonError('NUMBER_OUT_OF_RANGE', {
+      message: `cost_usd ${body.cost_usd!} is above the per-invocation maximum of ${MAX_INVOCATION_USD} USD.`,
+      suggestion: `Report the cost of this one invocation, at most ${MAX_INVOCATION_USD} USD.`,
+      details: { field: 'cost_usd', value: body.cost_usd!, max: MAX_INVOCATION_USD },
+    });
+  }
   const costMicros = source === 'unavailable' ? null : usdToMicros(body.cost_usd!, 'ceil');
   const normalized = {
     source,
@@ -244,7 +251,9 @@ export async function recordActual(
       }
       return { status: 200 as const, body: stored };
     }
-    // A metered cost replaces the estimate held in reserve; 'unavailable' keeps the estimate reserved.
+    // A metered cost replaces the estimate held in reserve. 'unavailable'
+    // keeps the estimate reserved for good: an unmetered call must never
+    // make the budget look unused (the rollup counts it as unmetered).
     const delta = costMicros === null ? 0 : costMicros - inv.estimatedMicros;
     await adjustReservedSpend(tx, tenantId, inv.drChain, delta);
     const receipt = await recordReceipt(tx, deps.signer, {

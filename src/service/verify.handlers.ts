@@ -19,7 +19,7 @@ import {
 import { decodeBase64url } from '../protocol/base64url.js';
 import { BatonError, blockOf, type ErrorCode, type Violation } from '../protocol/errors.js';
 import { utf8Decode } from '../protocol/jcs.js';
-import { microsToUsd, usdToMicros, type Micros } from '../protocol/money.js';
+import { invocationAmountProblem, microsToUsd, saturatingMicros, usdToMicros, type Micros } from '../protocol/money.js';
 import { delegationsByHash, trustedRootsOf } from '../store/delegations.js';
 import { countCallsAtomically, predictCount, type ChainRuntimeState, type CountOutcome } from '../store/runtime.js';
 import { denials, type Delegation } from '../store/schema/index.js';
@@ -242,15 +242,19 @@ function referencedHashes(bundle: unknown): string[] {
   }
 }
 
-/** Declared estimate in micro-dollars, rounded up (policy evaluation already checked it when a ceiling applies). */
+/**
+ * Declared estimate in micro-dollars, rounded up. Policy evaluation has
+ * already denied every unusable estimate (and a missing one under any cost
+ * ceiling or budget), so absent means 0 only where nothing is budgeted; an
+ * unusable value reaching here is a bug and must never count as free.
+ */
 function estimatedMicros(args: Record<string, unknown>): number {
-  const v = args['estimated_cost_usd'];
-  if (typeof v !== 'number') return 0;
-  try {
-    return usdToMicros(v, 'ceil');
-  } catch {
-    return 0;
+  const v = Object.hasOwn(args, 'estimated_cost_usd') ? args['estimated_cost_usd'] : undefined;
+  if (v === undefined) return 0;
+  if (invocationAmountProblem(v) !== undefined) {
+    throw new BatonError('INTERNAL', { message: 'An unusable args.estimated_cost_usd passed policy evaluation.' });
   }
+  return usdToMicros(v as number, 'ceil');
 }
 
 function runtimeViolation(outcome: Exclude<CountOutcome, { ok: true }>, decision: Extract<ChainDecision, { valid: true }>): Violation {
@@ -290,7 +294,7 @@ function runtimeViolation(outcome: Exclude<CountOutcome, { ok: true }>, decision
         dr_hash: s.hash,
         field: 'policy.max_spend_usd',
         required: microsToUsd((s.maxSpendMicros ?? 0) as Micros),
-        actual: microsToUsd(s.spendReservedMicros as Micros),
+        actual: microsToUsd(saturatingMicros(s.spendReservedMicros).micros),
         message: `Metered spend plus pending estimates under ${s.hash} would pass its max_spend_usd of ${microsToUsd((s.maxSpendMicros ?? 0) as Micros)}.`,
       };
     }

@@ -8,6 +8,7 @@
  * its cost; an 'unavailable' actual leaves the estimate reserved.
  */
 import { and, eq, sql } from 'drizzle-orm';
+import { MAX_EXACT_MICROS } from '../protocol/money.js';
 import type { Db } from './db.js';
 import { rows } from './rows.js';
 import { actuals, type Actual, type ActualSource } from './schema/index.js';
@@ -42,7 +43,9 @@ export async function findActual(db: Db, tenantId: string, jti: string): Promise
  * Adds `deltaMicros` (negative when the cost came in under the estimate) to
  * spend_reserved_micros of every budgeted DR in `chain`, locking the rows
  * root-to-leaf like the counting transaction does, so the two never deadlock.
- * Never below zero: a recorded fact must never fail on a constraint.
+ * Never below zero and never above MAX_EXACT_MICROS (so the counter always
+ * reads back exactly and still denies): a recorded fact must never fail on a
+ * constraint or an overflow.
  */
 export async function adjustReservedSpend(db: Db, tenantId: string, chain: readonly string[], deltaMicros: number): Promise<number> {
   if (deltaMicros === 0 || chain.length === 0) return 0;
@@ -60,7 +63,7 @@ export async function adjustReservedSpend(db: Db, tenantId: string, chain: reado
            for update
         )
         update delegations d
-           set spend_reserved_micros = greatest(0, d.spend_reserved_micros + ${deltaMicros}::bigint)
+           set spend_reserved_micros = least(${MAX_EXACT_MICROS}::bigint, greatest(0, d.spend_reserved_micros + ${deltaMicros}::bigint))
           from locked
          where d.tenant_id = ${tenantId} and d.hash = locked.hash
         returning d.hash`,

@@ -4,7 +4,7 @@
  */
 import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import type { VerifiedDelegation } from '../protocol/chain.js';
-import { usdToMicros } from '../protocol/money.js';
+import { saturatingMicros, usdToMicros } from '../protocol/money.js';
 import type { Db } from './db.js';
 import { rows } from './rows.js';
 import { delegations, trustedRoots, type Delegation } from './schema/index.js';
@@ -130,6 +130,8 @@ export interface SpendRollup {
   over_estimate_invocations: number;
   /** Estimates of the invocations that have a metered cost: the denominator of calibration. */
   declared_of_metered_micros: number;
+  /** Some sum reached MAX_EXACT_MICROS and is reported as that lower bound. */
+  saturated: boolean;
 }
 
 /** Calls and spend over every invocation made through `hash` (its whole subtree). */
@@ -149,15 +151,20 @@ export async function spendRollup(db: Db, tenantId: string, hash: string): Promi
         left join actuals a on a.tenant_id = i.tenant_id and a.jti = i.jti
         where i.tenant_id = ${tenantId} and i.dr_chain @> array[${hash}]::text[]`,
   );
+  // The sums are numeric in SQL (never overflow) and saturate here, so no history can make this read fail.
+  const declared = saturatingMicros(r?.['declared'] ?? 0);
+  const metered = saturatingMicros(r?.['metered'] ?? 0);
+  const declaredOfMetered = saturatingMicros(r?.['declared_of_metered'] ?? 0);
   return {
     calls: Number(r?.['calls'] ?? 0),
-    declared_micros: Number(r?.['declared'] ?? 0),
-    metered_micros: Number(r?.['metered'] ?? 0),
+    declared_micros: declared.micros,
+    metered_micros: metered.micros,
     metered_invocations: Number(r?.['metered_count'] ?? 0),
     unmetered_invocations: Number(r?.['unmetered'] ?? 0),
     unavailable_invocations: Number(r?.['unavailable'] ?? 0),
     over_estimate_invocations: Number(r?.['over_estimate'] ?? 0),
-    declared_of_metered_micros: Number(r?.['declared_of_metered'] ?? 0),
+    declared_of_metered_micros: declaredOfMetered.micros,
+    saturated: declared.saturated || metered.saturated || declaredOfMetered.saturated,
   };
 }
 

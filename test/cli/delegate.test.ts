@@ -241,6 +241,25 @@ describe('baton delegate: sub-delegation', () => {
     });
   });
 
+  it('refuses before signing a ceiling or budget that is wider only below a micro-dollar', async () => {
+    const { aFile, chainFile } = await rootChain(['--max-cost', '0.3', '--max-spend', '0.3']);
+    const child = (...policyFlags: string[]) =>
+      run(['delegate', '--key', aFile, '--to', generateKeyPair().did, '--parent', chainFile, ...policyFlags]);
+    for (const wider of ['0.3000001', '0.30000049']) {
+      const cost = await child('--max-cost', wider, '--max-spend', '0.3', '--json');
+      const spend = await child('--max-cost', '0.3', '--max-spend', wider, '--json');
+      for (const [r, field] of [
+        [cost, 'policy.max_cost_usd'],
+        [spend, 'policy.max_spend_usd'],
+      ] as const) {
+        expect(r.code, r.err).toBe(1);
+        expect(JSON.parse(r.out)).toMatchObject({ error: { code: 'POLICY_ESCALATION', details: { violations: [{ field }] } } });
+      }
+    }
+    const narrower = await child('--max-cost', '0.3', '--max-spend', '0.29999999');
+    expect(narrower.code, narrower.err).toBe(0);
+  });
+
   it('refuses a hand-off not signed by the parent holder, and a child outliving its parent', async () => {
     const { chainFile } = await rootChain();
     const wrong = await run([

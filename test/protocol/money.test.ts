@@ -1,7 +1,22 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { BatonError } from '../../src/protocol/errors.js';
-import { MAX_MICROS, MAX_USD, addMicros, asMicros, microsToUsd, sumMicros, usdToMicros, type Micros } from '../../src/protocol/money.js';
+import {
+  MAX_EXACT_MICROS,
+  MAX_INVOCATION_MICROS,
+  MAX_INVOCATION_USD,
+  MAX_MICROS,
+  MAX_USD,
+  addMicros,
+  asMicros,
+  compareUsd,
+  invocationAmountProblem,
+  microsToUsd,
+  saturatingMicros,
+  sumMicros,
+  usdToMicros,
+  type Micros,
+} from '../../src/protocol/money.js';
 
 function codeOf(f: () => unknown): string | undefined {
   try {
@@ -110,5 +125,76 @@ describe('micros arithmetic', () => {
     expect(microsToUsd(asMicros(500_000))).toBe(0.5);
     expect(microsToUsd(asMicros(1))).toBe(0.000001);
     expect(microsToUsd(MAX_MICROS)).toBe(MAX_USD);
+  });
+});
+
+describe('compareUsd: exact decimal order of signed amounts', () => {
+  it('orders values that round to the same micros', () => {
+    expect(compareUsd(0.3000001, 0.3)).toBe(1);
+    expect(compareUsd(0.30000049, 0.3)).toBe(1);
+    expect(compareUsd(0.1 + 0.2, 0.3)).toBe(1);
+    expect(compareUsd(0.3, 0.3)).toBe(0);
+    expect(compareUsd(-0, 0)).toBe(0);
+    expect(compareUsd(5e-324, 0)).toBe(1);
+    expect(compareUsd(1e-7, 1.1e-7)).toBe(-1);
+    expect(compareUsd(MAX_USD, 999_999_999.999999)).toBe(1);
+  });
+
+  it('refuses what is not an amount', () => {
+    for (const bad of [Number.NaN, -1, Number.POSITIVE_INFINITY, MAX_USD * 2])
+      expect(codeOf(() => compareUsd(bad, 1))).toBe('NUMBER_OUT_OF_RANGE');
+  });
+
+  it('agrees with the exact rational value of the doubles (property)', () => {
+    // A finite double is an exact binary fraction; its shortest decimal form
+    // names the same double, so comparing the doubles themselves is the oracle.
+    const amount = fc.double({ min: 0, max: MAX_USD, noNaN: true });
+    fc.assert(
+      fc.property(amount, amount, (a, b) => {
+        expect(compareUsd(a, b)).toBe(a < b ? -1 : a > b ? 1 : 0);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('orders amounts that floor to the same micros (property)', () => {
+    const micros = fc.integer({ min: 0, max: 999_999_999 });
+    const subMicro = fc.integer({ min: 1, max: 999 });
+    fc.assert(
+      fc.property(micros, subMicro, (m, extra) => {
+        const base = m / 1_000_000;
+        const wider = Number(`${base.toFixed(6)}${String(extra).padStart(3, '0')}`);
+        if (wider === base) return; // not representable as a distinct double
+        expect(usdToMicros(wider, 'floor')).toBe(usdToMicros(base, 'floor'));
+        expect(compareUsd(wider, base)).toBe(1);
+        expect(compareUsd(base, wider)).toBe(-1);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+});
+
+describe('saturatingMicros', () => {
+  it('reads sums exactly up to 2^53 - 1 micros and clamps above', () => {
+    expect(saturatingMicros('0')).toEqual({ micros: 0, saturated: false });
+    expect(saturatingMicros('9007199254740990')).toEqual({ micros: MAX_EXACT_MICROS - 1, saturated: false });
+    expect(saturatingMicros('9007199254740991')).toEqual({ micros: MAX_EXACT_MICROS, saturated: true });
+    expect(saturatingMicros('9007199254740992')).toEqual({ micros: MAX_EXACT_MICROS, saturated: true });
+    expect(saturatingMicros(10n ** 30n)).toEqual({ micros: MAX_EXACT_MICROS, saturated: true });
+    expect(saturatingMicros(2 ** 60)).toEqual({ micros: MAX_EXACT_MICROS, saturated: true });
+    expect(microsToUsd(saturatingMicros('99999999999999999999').micros)).toBe(MAX_EXACT_MICROS / 1_000_000);
+    for (const bad of ['-1', 'abc', '1.5', Number.NaN]) expect(codeOf(() => saturatingMicros(bad))).toBe('NUMBER_OUT_OF_RANGE');
+  });
+
+  it('the per-invocation maximum is far below MAX_USD and a counter plus one amount stays far below bigint', () => {
+    expect(MAX_INVOCATION_MICROS).toBe(MAX_INVOCATION_USD * 1_000_000);
+    expect(MAX_INVOCATION_USD * 1000).toBe(MAX_USD);
+    expect(BigInt(MAX_EXACT_MICROS) + BigInt(MAX_INVOCATION_MICROS)).toBeLessThan(2n ** 63n - 1n);
+    expect(invocationAmountProblem(MAX_INVOCATION_USD)).toBeUndefined();
+    expect(invocationAmountProblem(MAX_INVOCATION_USD + 1e-6)).toContain('maximum');
+    expect(invocationAmountProblem('1')).toBe('is not a number');
+    expect(invocationAmountProblem(null)).toBe('is not a number');
+    expect(invocationAmountProblem(-1e-9)).toBe('is negative');
+    expect(invocationAmountProblem(Number.NaN)).toBe('is not a finite number');
   });
 });

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { BatonError, type Violation } from '../../src/protocol/errors.js';
+import { MAX_INVOCATION_USD, MAX_USD } from '../../src/protocol/money.js';
 import { PolicySchema, checkAttenuation, effectiveLimits, evaluateArgs, parsePolicy, type Policy } from '../../src/protocol/policy.js';
 
 interface AttenuationVector {
@@ -203,10 +204,21 @@ describe('checkAttenuation', () => {
     expect(fields(att({ allowed_resources: ['mcp://tools/a'] }, {}))).toEqual(['policy.allowed_resources']);
   });
 
-  it('compares money ceilings in micros (floor both)', () => {
-    expect(att({ max_cost_usd: 0.3 }, { max_cost_usd: 0.1 + 0.2 })).toEqual([]); // 0.30000000000000004 floors to 0.3
-    expect(att({ max_cost_usd: 10 }, { max_cost_usd: 10.0000001 })).toEqual([]); // same ceiling once floored
+  it('compares money ceilings exactly as the signed decimals, not after rounding to micros', () => {
+    // Each child floors to the parent's micros, yet claims more than it: refused.
+    for (const wider of [0.1 + 0.2, 0.3000001, 0.30000049, 0.300000999]) {
+      expect(fields(att({ max_cost_usd: 0.3 }, { max_cost_usd: wider }))).toEqual(['policy.max_cost_usd']);
+      expect(fields(att({ max_spend_usd: 0.3 }, { max_spend_usd: wider }))).toEqual(['policy.max_spend_usd']);
+    }
+    expect(fields(att({ max_cost_usd: 10 }, { max_cost_usd: 10.0000001 }))).toEqual(['policy.max_cost_usd']);
     expect(fields(att({ max_cost_usd: 10 }, { max_cost_usd: 10.000001 }))).toEqual(['policy.max_cost_usd']);
+    expect(fields(att({ max_cost_usd: 0 }, { max_cost_usd: 5e-324 }))).toEqual(['policy.max_cost_usd']);
+    expect(fields(att({ max_spend_usd: 1e-7 }, { max_spend_usd: 1.1e-7 }))).toEqual(['policy.max_spend_usd']);
+    // Equal or narrower, in any notation, is accepted.
+    expect(att({ max_cost_usd: 0.3 }, { max_cost_usd: 0.3 })).toEqual([]);
+    expect(att({ max_cost_usd: 0.3 }, { max_cost_usd: 0.29999999 })).toEqual([]);
+    expect(att({ max_cost_usd: 1e-6 }, { max_cost_usd: 9.99e-7 })).toEqual([]);
+    expect(att({ max_cost_usd: 1e-7 }, { max_cost_usd: 5e-324 })).toEqual([]);
     expect(fields(att({ max_spend_usd: 5 }, { max_spend_usd: 6 }))).toEqual(['policy.max_spend_usd']);
     expect(fields(att({ max_spend_usd: 5 }, {}))).toEqual(['policy.max_spend_usd']);
     expect(att({ max_spend_usd: 5 }, { max_spend_usd: 0 })).toEqual([]);
@@ -325,6 +337,40 @@ describe('evaluateArgs', () => {
       expect(JSON.parse(JSON.stringify(violations))).toEqual(violations);
     }
     expect(evaluateArgs(parsePolicy({ max_cost_usd: 0 }), { ...ok, estimated_cost_usd: 1e-7 })).toHaveLength(1);
+  });
+
+  it('fails closed on the estimate under a max_spend_usd budget alone', () => {
+    const budget = parsePolicy({ max_spend_usd: 0.05 });
+    expect(evaluateArgs(budget, { ...ok, estimated_cost_usd: 0.01 })).toEqual([]);
+    expect(evaluateArgs(budget, { ...ok, estimated_cost_usd: 0 })).toEqual([]);
+    expect(evaluateArgs(budget, { ...ok, estimated_cost_usd: MAX_INVOCATION_USD })).toEqual([]); // the budget itself is block G's
+    const unusable = [
+      undefined,
+      null,
+      '0.01',
+      '',
+      Number.NaN,
+      Number.NEGATIVE_INFINITY,
+      -0.01,
+      -1e-7,
+      MAX_INVOCATION_USD * 1.0000001,
+      1e9,
+      false,
+      {},
+    ];
+    for (const bad of unusable) {
+      const violations = evaluateArgs(budget, { ...ok, estimated_cost_usd: bad });
+      expect(violations).toMatchObject([{ code: 'POLICY_VIOLATION', field: 'args.estimated_cost_usd' }]);
+      expect(violations[0]?.message).toContain('estimated_cost_usd');
+    }
+    const [missing] = evaluateArgs(budget, ok);
+    expect(missing?.message).toContain('max_spend_usd budget of 0.05');
+  });
+
+  it('refuses an estimate above the per-invocation maximum even under a higher max_cost_usd', () => {
+    const p = parsePolicy({ max_cost_usd: MAX_USD });
+    expect(evaluateArgs(p, { ...ok, estimated_cost_usd: MAX_INVOCATION_USD })).toEqual([]);
+    expect(fields(evaluateArgs(p, { ...ok, estimated_cost_usd: MAX_INVOCATION_USD + 0.01 }))).toEqual(['args.estimated_cost_usd']);
   });
 
   it('requires pii/write to be declared false unless granted', () => {
