@@ -93,6 +93,24 @@ function comparable(r: CallResult, pairs: readonly (readonly [string, string])[]
   return text;
 }
 
+/** Submits a child of `parentHash` and the same child of an unknown hash; the two answers must be one. */
+async function expectSameAsUnknown(parentHash: string, make: (prev: string) => SignedDelegation): Promise<CallResult> {
+  const [ofStored, ofUnknown] = [make(parentHash), make(UNKNOWN)];
+  const [s, u] = [await submitKeyless([ofStored.jws]), await submitKeyless([ofUnknown.jws])];
+  expect(
+    comparable(s, [
+      [ofStored.hash, '<child>'],
+      [parentHash, '<parent>'],
+    ]),
+  ).toBe(
+    comparable(u, [
+      [ofUnknown.hash, '<child>'],
+      [UNKNOWN, '<parent>'],
+    ]),
+  );
+  return s;
+}
+
 function storedOnly(): string[] {
   return [
     owner.root.did,
@@ -120,20 +138,7 @@ describe('keyless submit of a child before proof', () => {
     const mallory = generateKeyPair();
     for (const parent of [root, mid, otherRoot]) {
       const parentAud = parent.payload.aud === A.did ? A : B;
-      const ofStored = child(parent.hash, parentAud, { signer: mallory });
-      const ofUnknown = child(UNKNOWN, parentAud, { signer: mallory });
-      const [s, u] = [await submitKeyless([ofStored.jws]), await submitKeyless([ofUnknown.jws])];
-      expect(
-        comparable(s, [
-          [ofStored.hash, '<child>'],
-          [parent.hash, '<parent>'],
-        ]),
-      ).toBe(
-        comparable(u, [
-          [ofUnknown.hash, '<child>'],
-          [UNKNOWN, '<parent>'],
-        ]),
-      );
+      const s = await expectSameAsUnknown(parent.hash, (prev) => child(prev, parentAud, { signer: mallory }));
       expect(s.body.error.code).toBe('SIGNATURE_INVALID');
       expectNothingStored(s, parent === mid ? [A.did] : []);
     }
@@ -143,20 +148,7 @@ describe('keyless submit of a child before proof', () => {
     const mallory = generateKeyPair();
     // Held by A in the owner's tenant, held by A in another tenant, held by B: none by mallory.
     for (const parent of [root, otherRoot, mid]) {
-      const ofStored = child(parent.hash, mallory);
-      const ofUnknown = child(UNKNOWN, mallory);
-      const [s, u] = [await submitKeyless([ofStored.jws]), await submitKeyless([ofUnknown.jws])];
-      expect(
-        comparable(s, [
-          [ofStored.hash, '<child>'],
-          [parent.hash, '<parent>'],
-        ]),
-      ).toBe(
-        comparable(u, [
-          [ofUnknown.hash, '<child>'],
-          [UNKNOWN, '<parent>'],
-        ]),
-      );
+      const s = await expectSameAsUnknown(parent.hash, (prev) => child(prev, mallory));
       expect(s.status).toBe(422);
       expect(s.body.error.code).toBe('BUNDLE_INCOMPLETE');
       expectNothingStored(s, [A.did, B.did]);
