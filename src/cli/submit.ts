@@ -57,7 +57,7 @@ export async function runSubmit(argv: string[], io: CliIo): Promise<number> {
     return 0;
   }
   io.out(
-    `${result.created ? 'STORED' : 'ALREADY STORED'}: ${result.delegations.length} delegation record(s) for tenant ${result.tenant_id}`,
+    `${result.created ? 'STORED' : 'ALREADY STORED'}: ${result.delegations.length} delegation record(s)${result.tenant_id ? ` for tenant ${result.tenant_id}` : ''}`,
   );
   for (const d of result.delegations) {
     io.out(

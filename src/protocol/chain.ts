@@ -235,6 +235,10 @@ export type DelegationsDecision =
  * checks before storing a chain. Same blocks, same codes as verifyChain.
  */
 export function verifyDelegations(jwsList: readonly string[], opts: DelegationChainOptions): DelegationsDecision {
+  return verifyDelegationList(jwsList, opts, false);
+}
+
+function verifyDelegationList(jwsList: readonly string[], opts: DelegationChainOptions, segment: boolean): DelegationsDecision {
   const maxDepth = Math.min(opts.maxDepth ?? MAX_CHAIN_DEPTH, MAX_CHAIN_DEPTH);
   if (jwsList.length === 0) {
     return deny([{ code: 'BUNDLE_INCOMPLETE', field: 'receipts', required: 'at least 1', actual: 0 }]);
@@ -252,10 +256,24 @@ export function verifyDelegations(jwsList: readonly string[], opts: DelegationCh
   }
   const decoded = decodeDelegations(jwsList, opts.cache);
   if ('violations' in decoded) return deny(decoded.violations);
-  const violations = delegationViolations(decoded.delegations, decoded.fresh, opts);
+  const violations = delegationViolations(decoded.delegations, decoded.fresh, opts, segment);
   if (violations.length > 0) return deny(violations);
   for (const dr of decoded.delegations) if (decoded.fresh.has(dr.hash)) opts.cache?.set(dr);
   return { valid: true, delegations: decoded.delegations };
+}
+
+export type DelegationSegmentOptions = Omit<DelegationChainOptions, 'trustedRoots' | 'isRevoked'>;
+
+/**
+ * The checks of verifyDelegations that need nothing but the records given:
+ * shape, each record's signature by its own iss, and linkage, attenuation,
+ * time nesting and expiry between consecutive records. The list may start
+ * below the root (its first record names a parent); trust, revocation and
+ * the hand-off from that parent are the caller's to judge, on the full chain.
+ * Every violation it reports echoes only the records given.
+ */
+export function verifyDelegationSegment(jwsList: readonly string[], opts: DelegationSegmentOptions): DelegationsDecision {
+  return verifyDelegationList(jwsList, { ...opts, trustedRoots: () => true }, true);
 }
 
 function decodeDelegations(
@@ -282,9 +300,10 @@ function delegationViolations(
   drs: readonly VerifiedDelegation[],
   fresh: ReadonlySet<RecordHash>,
   opts: DelegationChainOptions,
+  segment = false,
 ): Violation[] {
   return [
-    ...checkDelegationLinkage(drs),
+    ...checkDelegationLinkage(drs, segment),
     ...checkDelegationSignatures(drs, fresh),
     ...checkTrust(drs, opts.trustedRoots),
     ...checkAttenuationAlongChain(drs),
@@ -373,7 +392,7 @@ export function commandCovers(parent: string, child: string): boolean {
   return child === parent || child.startsWith(parent.endsWith('/') ? parent : `${parent}/`);
 }
 
-function checkDelegationLinkage(drs: readonly VerifiedDelegation[]): Violation[] {
+function checkDelegationLinkage(drs: readonly VerifiedDelegation[], segment: boolean): Violation[] {
   const out: Violation[] = [];
   const rootSub = drs[0]!.payload.sub;
   drs.forEach((dr, i) => {
@@ -384,7 +403,7 @@ function checkDelegationLinkage(drs: readonly VerifiedDelegation[]): Violation[]
     }
     const parent = drs[i - 1];
     if (!parent) {
-      if (p.prev_dr_hash != null) {
+      if (p.prev_dr_hash != null && !segment) {
         out.push({
           ...at,
           code: 'CHAIN_HASH_MISMATCH',

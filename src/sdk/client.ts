@@ -131,7 +131,8 @@ export interface DelegationView {
 export interface SubmitResult {
   /** True when at least one record was newly stored (HTTP 201). */
   readonly created: boolean;
-  readonly tenant_id: string;
+  /** Only when submitted with an API key: a keyless answer names no tenant (and carries no receipts). */
+  readonly tenant_id?: string;
   readonly delegations: readonly (DelegationView & { readonly jws: string; readonly receipt: ServiceReceiptRef | null })[];
 }
 

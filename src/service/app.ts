@@ -30,7 +30,10 @@ const refuseControlCharactersInUrl: MiddlewareHandler<AppEnv> = async (c, next) 
   try {
     decoded = decodeURIComponent(url);
   } catch {
-    throw new BatonError('INVALID_REQUEST', { message: 'The URL is not validly percent-encoded.' });
+    throw new BatonError('INVALID_REQUEST', {
+      message: 'The URL is not validly percent-encoded.',
+      suggestion: 'Percent-encode the path and query as UTF-8; a lone % or an encoded byte that is not UTF-8 is refused.',
+    });
   }
   if (/[\u0000-\u001f\u007f]/.test(decoded) || !isWellFormedString(decoded)) {
     throw new BatonError('INVALID_REQUEST', {

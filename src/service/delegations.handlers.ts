@@ -6,19 +6,25 @@
  * the chain it extends would verify: trusted root, linked hand-offs, valid
  * signatures, attenuation and time nesting, live and unrevoked parents.
  */
-import { decodeDelegation, verifyDelegations, type DelegationsDecision, type VerifiedDelegation } from '../protocol/chain.js';
+import {
+  decodeDelegation,
+  verifyDelegationSegment,
+  verifyDelegations,
+  type DelegationsDecision,
+  type VerifiedDelegation,
+} from '../protocol/chain.js';
 import { BatonError, type ErrorCode, type Violation } from '../protocol/errors.js';
 import { microsToUsd, saturatingMicros, type Micros } from '../protocol/money.js';
 import type { Db } from '../store/db.js';
 import {
   delegationsByHash,
   findDelegation,
+  holdersOfDelegation,
   insertDelegation,
   revokedInChain,
   spendRollup,
   storedChainTo,
   subtreeOf,
-  tenantsHoldingDelegation,
   tenantsTrustingRoot,
   trustedRootsOf,
 } from '../store/delegations.js';
@@ -109,17 +115,37 @@ export function delegationView(row: Delegation, now: number, revokedBy: string |
 export interface SubmitResult {
   /** True when at least one record was newly stored (201), false when all were known (200). */
   readonly created: boolean;
-  readonly tenant_id: string;
+  /** With an API key only: a keyless answer never names the tenant that holds a record. */
+  readonly tenant_id?: string;
   readonly delegations: readonly (DelegationView & { readonly jws: string; readonly receipt: ServiceReceiptView | null })[];
 }
 
 /**
  * Stores a root-to-leaf list of signed DRs. The first record is either a
  * root trusted by the tenant, or a sub-DR whose parent is already stored.
+ *
+ * Without an API key the caller is known only by what it signed, so the
+ * answer may depend on stored records only once its signatures prove it
+ * holds a DR of the chain:
+ * 1. the submitted records are judged on their own first (shape, signatures
+ *    by their own iss, linkage and attenuation between them), before any
+ *    lookup; that answer echoes only what was sent;
+ * 2. a stored parent counts only when the first record is signed by the
+ *    parent's holder (its aud). An unknown hash and a hash held by someone
+ *    else get the same answer;
+ * 3. a root's verified signature proves its issuer key, so that caller may
+ *    learn whether some tenant trusts that key (not which one);
+ * 4. the answer names no tenant: no tenant_id, and no acceptance receipts,
+ *    whose signed claims name the tenant. A key of the tenant reads them.
  */
 export async function submitDelegations(deps: ServiceDeps, callerTenant: string | null, jwsList: readonly string[]): Promise<SubmitResult> {
   const db = deps.store.db;
   const now = deps.now();
+  const verifyOptions = { now, maxDepth: deps.config.maxChainDepth, cache: deps.drCache, allowNotYetValid: true } as const;
+  if (callerTenant === null) {
+    const own = verifyDelegationSegment(jwsList, verifyOptions);
+    if (!own.valid) throw refusalFrom(own, 0);
+  }
   let first: VerifiedDelegation;
   try {
     first = decodeDelegation(jwsList[0]!, 0, deps.drCache);
@@ -128,19 +154,18 @@ export async function submitDelegations(deps: ServiceDeps, callerTenant: string 
       throw refusal(e.code, e.message, [{ code: e.code, dr_index: 0, field: 'receipts[0]', message: e.message }]);
     throw e;
   }
-  const tenantId = await resolveTenant(db, callerTenant, first);
+  // With an API key the tenant is the key's, whose records the caller may read anyway.
+  const tenantId = callerTenant ?? (await keylessTenant(db, first));
   const parentHash = first.payload.prev_dr_hash ?? null;
   const ancestors = parentHash ? await storedChainTo(db, tenantId, parentHash) : [];
+  if (parentHash && ancestors.length === 0) throw parentNotHeld(first, parentHash, true);
   const fullChain = [...ancestors.map((a) => a.jws), ...jwsList];
 
   const stored = await delegationsByHash(db, tenantId, [...ancestors.map((a) => a.hash)]);
   const roots = await trustedRootsOf(db, tenantId);
   const decision = verifyDelegations(fullChain, {
-    now,
+    ...verifyOptions,
     trustedRoots: roots,
-    maxDepth: deps.config.maxChainDepth,
-    cache: deps.drCache,
-    allowNotYetValid: true,
     isRevoked: (h) => stored.get(h)?.revokedAt != null,
   });
   if (!decision.valid) throw refusalFrom(decision, ancestors.length);
@@ -161,7 +186,7 @@ export async function submitDelegations(deps: ServiceDeps, callerTenant: string 
     ]);
   }
 
-  return db.transaction(async (tx) => {
+  const result = await db.transaction(async (tx) => {
     let parent: Delegation | null = ancestors[ancestors.length - 1] ?? null;
     let created = false;
     const out: SubmitResult['delegations'][number][] = [];
@@ -198,35 +223,50 @@ export async function submitDelegations(deps: ServiceDeps, callerTenant: string 
       out.push({ ...delegationView(row, now, null), jws: row.jws, receipt });
       parent = row;
     }
-    return { created, tenant_id: tenantId, delegations: out };
+    return { created, delegations: out };
   });
+  if (callerTenant === null) {
+    return { created: result.created, delegations: result.delegations.map((d) => ({ ...d, receipt: null })) };
+  }
+  return { created: result.created, tenant_id: tenantId, delegations: result.delegations };
+}
+
+/** The one answer for a parent that is unknown, or stored but not proven held: nothing in it comes from the store. */
+function parentNotHeld(first: VerifiedDelegation, parentHash: string, forTenant: boolean): BatonError {
+  return refusal(
+    'BUNDLE_INCOMPLETE',
+    forTenant
+      ? `The parent delegation ${parentHash} is not stored for this tenant; submit the chain from its root.`
+      : `No stored delegation record ${parentHash} was granted to ${first.payload.iss}, the issuer of receipts[0]; submit the chain from its root.`,
+    [{ code: 'BUNDLE_INCOMPLETE', dr_index: 0, dr_hash: first.hash, field: 'prev_dr_hash', actual: parentHash }],
+  );
+}
+
+function rootNotTrusted(first: VerifiedDelegation): BatonError {
+  return refusal('UNTRUSTED_ROOT', `The root delegation is issued by ${first.payload.iss}, which no tenant trusts.`, [
+    { code: 'UNTRUSTED_ROOT', dr_index: 0, dr_hash: first.hash, field: 'iss', actual: first.payload.iss },
+  ]);
 }
 
 /**
  * A DR belongs to its root's tenant. Without an API key the tenant follows
- * from the chain itself (who trusts the root, or who holds the parent); an
- * API key picks among several.
+ * from the chain: who trusts the root, or who holds a parent granted to the
+ * first record's (already verified) issuer. Called only after the submitted
+ * records' own signatures verified.
  */
-async function resolveTenant(db: Db, callerTenant: string | null, first: VerifiedDelegation): Promise<string> {
+async function keylessTenant(db: Db, first: VerifiedDelegation): Promise<string> {
   const parentHash = first.payload.prev_dr_hash ?? null;
-  const candidates = parentHash ? await tenantsHoldingDelegation(db, parentHash) : await tenantsTrustingRoot(db, first.payload.iss);
-  const notFound = parentHash
-    ? refusal(
-        'BUNDLE_INCOMPLETE',
-        `The parent delegation ${parentHash} is not stored${callerTenant ? ' for this tenant' : ''}; submit the chain from its root.`,
-        [{ code: 'BUNDLE_INCOMPLETE', dr_index: 0, dr_hash: first.hash, field: 'prev_dr_hash', actual: parentHash }],
-      )
-    : refusal(
-        'UNTRUSTED_ROOT',
-        `The root delegation is issued by ${first.payload.iss}, which no${callerTenant ? ' such' : ''} tenant trusts.`,
-        [{ code: 'UNTRUSTED_ROOT', dr_index: 0, dr_hash: first.hash, field: 'iss', actual: first.payload.iss }],
-      );
-  if (callerTenant) {
-    if (candidates.includes(callerTenant)) return callerTenant;
-    throw notFound;
+  let candidates: string[];
+  if (parentHash) {
+    // One query whether the hash is unknown or held by someone else: the filter is in memory.
+    const holders = await holdersOfDelegation(db, parentHash);
+    candidates = holders.filter((h) => h.aud === first.payload.iss).map((h) => h.tenantId);
+    if (candidates.length === 0) throw parentNotHeld(first, parentHash, false);
+  } else {
+    candidates = await tenantsTrustingRoot(db, first.payload.iss);
+    if (candidates.length === 0) throw rootNotTrusted(first);
   }
   if (candidates.length === 1) return candidates[0]!;
-  if (candidates.length === 0) throw notFound;
   throw new BatonError('UNPROCESSABLE', {
     message: 'More than one tenant could own this delegation record.',
     suggestion: 'Submit it with an API key (issue scope) of the tenant it belongs to.',

@@ -301,7 +301,23 @@ export async function describeInvocation(deps: ServiceDeps, tenantId: string, jt
 
 export const INVOCATIONS_DEFAULT_LIMIT = 50;
 export const INVOCATIONS_MAX_LIMIT = 200;
-const CURSOR_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
+const CURSOR_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.\d{6}Z$/;
+const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31] as const;
+
+/**
+ * Whether `text` is an instant as encodeCursor writes it: a real calendar
+ * date from year 1 and a time of day without 24:00 or leap seconds. The
+ * regular expression alone lets through 2026-02-30 or 0000-00-00, which
+ * PostgreSQL rejects (or, for 24:00, rolls over) when the cursor reaches it.
+ */
+function isCursorInstant(text: string): boolean {
+  const m = CURSOR_TIME.exec(text);
+  if (!m) return false;
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+  const leap = (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0;
+  const days = month === 2 && leap ? 29 : DAYS_IN_MONTH[month - 1];
+  return year >= 1 && days !== undefined && day >= 1 && day <= days && hour <= 23 && minute <= 59 && second <= 59;
+}
 
 export function encodeCursor(key: InvocationKey): string {
   return encodeBase64url(utf8Encode(JSON.stringify([key.createdAt, key.jti])));
@@ -312,7 +328,7 @@ export function decodeCursor(cursor: string): InvocationKey {
     const value: unknown = JSON.parse(utf8Decode(decodeBase64url(cursor, 'cursor')));
     if (Array.isArray(value) && value.length === 2) {
       const [createdAt, jti] = value as unknown[];
-      if (typeof createdAt === 'string' && CURSOR_TIME.test(createdAt) && JtiParamSchema.safeParse(jti).success) {
+      if (typeof createdAt === 'string' && isCursorInstant(createdAt) && JtiParamSchema.safeParse(jti).success) {
         return { createdAt, jti: jti as string };
       }
     }

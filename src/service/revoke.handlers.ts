@@ -13,17 +13,24 @@
  * transaction. Descendants need no write: verification checks every DR of a
  * chain and the counting transaction re-reads revocation from the shared
  * database. Revoking again is idempotent: the original revoked_at, reason,
- * revoker and receipt come back unchanged.
+ * revoker and receipt come back unchanged (a keyless answer carries no
+ * receipt: see revokeWithSignature).
  */
 import { z } from 'zod';
 import { decodeBase64url } from '../protocol/base64url.js';
 import { BatonError } from '../protocol/errors.js';
 import { utf8Decode } from '../protocol/jcs.js';
 import { MAX_JWS_LENGTH } from '../protocol/records.js';
-import { mayRevoke, readRevocation, RevocationReasonSchema, type VerifiedRevocation } from '../protocol/revocation.js';
-import { findDelegation, storedChainTo, tenantsHoldingDelegation } from '../store/delegations.js';
+import {
+  mayRevoke,
+  readRevocation,
+  RevocationReasonSchema,
+  type RevocationAuthority,
+  type VerifiedRevocation,
+} from '../protocol/revocation.js';
+import { findDelegation, tenantsHoldingDelegation } from '../store/delegations.js';
 import { firstReceipt } from '../store/receipts.js';
-import { countDescendants, markRevoked } from '../store/revocations.js';
+import { chainPartiesByTenant, countDescendants, markRevoked } from '../store/revocations.js';
 import { recordReceipt } from './receipts.js';
 import type { AuthContext, ServiceDeps } from './types.js';
 
@@ -106,28 +113,38 @@ export async function revokeWithKey(deps: ServiceDeps, auth: AuthContext, hash: 
   };
 }
 
-/** Revocation by a signed revocation record, without an API key. */
+/**
+ * Revocation by a signed revocation record, without an API key.
+ *
+ * The caller is known only by the signature, so until it proves a part in the
+ * DR's chain the answer must not depend on what is stored: a signer who may
+ * not revoke gets exactly the answer of an unknown hash. The one exception is
+ * the DR's own holder (its aud signed), who is told why a holder cannot
+ * revoke the grant it received. The answer names no tenant: no tenant id and
+ * no receipt (its signed claims name the tenant); a key of the tenant reads it.
+ */
 export async function revokeWithSignature(deps: ServiceDeps, hash: string, jws: string): Promise<RevokeResult> {
   const db = deps.store.db;
   const rev: VerifiedRevocation = readRevocation(jws, { target: hash, now: deps.now(), clockSkewSeconds: deps.config.clockSkewSeconds });
   const iss = rev.payload.iss;
-  const tenants = [...new Set(await tenantsHoldingDelegation(db, hash))].sort();
-  if (tenants.length === 0) throw notFound(hash, '');
-  let as: string | undefined;
+  const chains = await chainPartiesByTenant(db, hash);
+  const tenants = [...chains.keys()].sort();
+  let as: Extract<RevocationAuthority, { may: true }>['as'] | undefined;
   for (const tenantId of tenants) {
     // A DR's ancestry is hash-linked, so every tenant holds the same chain; each is checked anyway.
-    const chain = await storedChainTo(db, tenantId, hash);
+    const chain = chains.get(tenantId)!;
     const authority = mayRevoke(iss, chain);
     if (!authority.may) {
+      if (chain[chain.length - 1]!.aud !== iss) throw noRevocableRecord(hash);
       throw new BatonError('FORBIDDEN', {
         message: `The revocation record is signed by ${iss}, who may not revoke ${hash}. ${authority.reason}`,
-        suggestion:
-          'Have the issuer of this delegation, the root issuer, or the holder of one of its ancestors sign the revocation record.',
-        details: { iss, target: hash, may_revoke: [...new Set([chain[0]!.iss, ...chain.slice(0, -1).map((d) => d.aud)])] },
+        suggestion: 'Ask the issuer of the delegation you hold to revoke it.',
+        details: { iss, target: hash },
       });
     }
     as ??= authority.as;
   }
+  if (as === undefined) throw noRevocableRecord(hash);
   const results = await applyRevocation(
     deps,
     tenants,
@@ -135,11 +152,19 @@ export async function revokeWithSignature(deps: ServiceDeps, hash: string, jws: 
     rev.payload.reason?.trim() ?? null,
     { kind: 'did', id: iss },
     {
-      revocation: { hash: rev.hash, jti: rev.payload.jti, iat: rev.payload.iat, signer_role: as! },
+      revocation: { hash: rev.hash, jti: rev.payload.jti, iat: rev.payload.iat, signer_role: as },
     },
   );
-  // Tenant ids are not shown to an unauthenticated caller.
-  return summary(hash, results[0]!);
+  return { ...summary(hash, results[0]!), receipt: null };
+}
+
+/** The one answer for an unknown hash and for a signer with no part in its chain: nothing in it comes from the store. */
+function noRevocableRecord(hash: string): BatonError {
+  return new BatonError('NOT_FOUND', {
+    message: `No delegation record ${hash} is stored that the signer of this revocation record may revoke.`,
+    suggestion:
+      'Check the hash, and have the issuer of the delegation, the root issuer or the holder of one of its ancestors sign the revocation record.',
+  });
 }
 
 function summary(hash: string, r: TenantRevocation): RevokeResult {

@@ -24,6 +24,11 @@ export async function tenantsHoldingDelegation(db: Db, hash: string): Promise<st
   return found.map((r) => r.tenantId);
 }
 
+/** Each tenant holding a DR with this hash, with the DR's holder (aud: the same in every tenant, the hash pins the record). */
+export async function holdersOfDelegation(db: Db, hash: string): Promise<{ tenantId: string; aud: string }[]> {
+  return db.select({ tenantId: delegations.tenantId, aud: delegations.aud }).from(delegations).where(eq(delegations.hash, hash));
+}
+
 export async function tenantsTrustingRoot(db: Db, did: string): Promise<string[]> {
   const found = await db.select({ tenantId: trustedRoots.tenantId }).from(trustedRoots).where(eq(trustedRoots.did, did));
   return found.map((r) => r.tenantId);

@@ -46,6 +46,35 @@ export async function markRevoked(
   return { revokedAt: existing.revokedAt, reason: existing.reason, newly: false };
 }
 
+/** Issuer and holder of one stored DR: what deciding who may revoke needs. */
+export interface ChainPartyRow {
+  readonly hash: string;
+  readonly iss: string;
+  readonly aud: string;
+}
+
+/**
+ * For every tenant holding `hash`: the parties of its chain, root first,
+ * `hash` last. One query, whether the hash is stored or not.
+ */
+export async function chainPartiesByTenant(db: Db, hash: string): Promise<Map<string, ChainPartyRow[]>> {
+  const found = await rows<{ tenant_id: string; hash: string; iss: string; aud: string }>(
+    db,
+    sql`select t.tenant_id, c.hash, c.iss, c.aud
+          from delegations t
+          join delegations c on c.tenant_id = t.tenant_id and (c.hash = t.hash or c.hash = any(t.ancestors))
+         where t.hash = ${hash}
+         order by t.tenant_id, c.depth`,
+  );
+  const out = new Map<string, ChainPartyRow[]>();
+  for (const r of found) {
+    const chain = out.get(r.tenant_id) ?? [];
+    chain.push({ hash: r.hash, iss: r.iss, aud: r.aud });
+    out.set(r.tenant_id, chain);
+  }
+  return out;
+}
+
 /** Number of DRs below `hash` (its subtree without itself). */
 export async function countDescendants(db: Db, tenantId: string, hash: string): Promise<number> {
   const [r] = await rows<{ n: number | string }>(

@@ -1,6 +1,13 @@
 /** Adversarial cases: one or more per verification code of DESIGN section 4. */
 import { describe, expect, it } from 'vitest';
-import { DelegationCache, verifyChain, type ChainDecision, type ChainOptions } from '../../src/protocol/chain.js';
+import {
+  DelegationCache,
+  verifyChain,
+  verifyDelegationSegment,
+  verifyDelegations,
+  type ChainDecision,
+  type ChainOptions,
+} from '../../src/protocol/chain.js';
 import { encodeBase58btc } from '../../src/protocol/base58.js';
 import { encodeBase64url } from '../../src/protocol/base64url.js';
 import { signJws } from '../../src/protocol/jws.js';
@@ -287,5 +294,33 @@ describe('verifyChain: block E (time) and F (status)', () => {
     const d = verify(bundle, root, { isRevoked: (h) => revoked.has(h) });
     expectDenied(d, 'RECEIPT_REVOKED', 'F');
     if (!d.valid) expect(d.violations[0]!.dr_index).toBe(0);
+  });
+});
+
+describe('verifyDelegationSegment: records judged on their own', () => {
+  it('accepts a list that starts below the root; the full-chain check would call it incomplete', () => {
+    const c = buildChain([policy, narrower, narrower]);
+    const below = c.drs.slice(1).map((d) => d.jws);
+    expect(verifyDelegationSegment(below, { now: T0 }).valid).toBe(true);
+    const full = verifyDelegations(below, { now: T0, trustedRoots: [c.keys[0]!.did] });
+    expect(full.valid ? [] : full.violations.map((v) => v.code)).toContain('CHAIN_HASH_MISMATCH');
+  });
+
+  it('still checks signatures, linkage and attenuation among the records given, and nothing else', () => {
+    const c = buildChain([policy, narrower]);
+    const stranger = generateKeyPair();
+    const forged = createSubDelegationUnchecked(c.drs[1]!, { issuer: c.keys[2]!, audience: stranger.did, policy: narrower });
+    const reSigned = { ...forged, jws: signJws(forged.payload, stranger.seed) };
+    const wider = createSubDelegationUnchecked(c.drs[1]!, { issuer: c.keys[2]!, audience: stranger.did, policy });
+    const gap = createSubDelegationUnchecked(c.drs[1]!, { issuer: stranger, audience: stranger.did, policy: narrower });
+    const codesOf = (list: string[]) => {
+      const d = verifyDelegationSegment(list, { now: T0 });
+      return d.valid ? [] : d.violations.map((v) => v.code);
+    };
+    expect(codesOf([c.drs[1]!.jws, reSigned.jws])).toEqual(['SIGNATURE_INVALID']);
+    expect(codesOf([c.drs[1]!.jws, wider.jws])).toEqual(['POLICY_ESCALATION', 'POLICY_ESCALATION']);
+    expect(codesOf([c.drs[1]!.jws, gap.jws])).toEqual(['ISSUER_AUDIENCE_GAP']);
+    // A lone child is judged without its parent: nothing to compare it with.
+    expect(codesOf([wider.jws])).toEqual([]);
   });
 });

@@ -32,12 +32,15 @@ async function rowCount(): Promise<number> {
 }
 
 describe('POST /v1/delegations', () => {
-  it('stores a trusted root without an API key (201) and signs a receipt', async () => {
+  it('stores a trusted root without an API key (201); the answer names no tenant, the key of the tenant reads the receipt', async () => {
     const r = await svc.call('POST', '/v1/delegations', { json: { receipt: root.jws } });
     expect(r.status).toBe(201);
-    expect(r.body.tenant_id).toBe(tenant.id);
-    const stored = r.body.delegations[0];
-    expect(stored).toMatchObject({ hash: root.hash, depth: 0, parent_hash: null, status: 'active' });
+    expect(r.body).not.toHaveProperty('tenant_id');
+    expect(r.body.delegations[0]).toMatchObject({ hash: root.hash, depth: 0, parent_hash: null, status: 'active', receipt: null });
+    const withKey = await svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipt: root.jws } });
+    expect(withKey.status).toBe(200);
+    expect(withKey.body.tenant_id).toBe(tenant.id);
+    const stored = withKey.body.delegations[0];
     const keys = (await svc.call('GET', '/v1/keys')).body.keys.map((k: { kid: string; public_key: string }) => ({
       kid: k.kid,
       publicKey: Uint8Array.from(Buffer.from(k.public_key, 'base64url')),
@@ -47,8 +50,8 @@ describe('POST /v1/delegations', () => {
   });
 
   it('is idempotent: the same JWS again is 200 with the same receipt', async () => {
-    const first = await svc.call('POST', '/v1/delegations', { json: { receipts: [root.jws] } });
-    const again = await svc.call('POST', '/v1/delegations', { json: { receipts: [root.jws] } });
+    const first = await svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipts: [root.jws] } });
+    const again = await svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipts: [root.jws] } });
     expect(again.status).toBe(200);
     expect(again.body.delegations[0].receipt.id).toBe(first.body.delegations[0].receipt.id);
   });
@@ -83,12 +86,16 @@ describe('POST /v1/delegations', () => {
     expect(await rowCount()).toBe(before);
   });
 
-  it('refuses a sub-DR not signed by the parent aud (422 ISSUER_AUDIENCE_GAP)', async () => {
+  it('refuses a sub-DR not signed by the parent aud: 422 ISSUER_AUDIENCE_GAP with a key, the unknown-parent answer without', async () => {
     const mallory = generateKeyPair();
     const bad = createSubDelegationUnchecked(root, { issuer: mallory, audience: mallory.did, policy: { ...policy, max_calls: 1 } });
-    const r = await svc.call('POST', '/v1/delegations', { json: { receipt: bad.jws } });
+    const r = await svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipt: bad.jws } });
     expect(r.status).toBe(422);
     expect(r.body.error.code).toBe('ISSUER_AUDIENCE_GAP');
+    // Keyless, mallory proved no part in the chain: the stored parent is not shown (test/security/keyless-leaks.test.ts).
+    const keyless = await svc.call('POST', '/v1/delegations', { json: { receipt: bad.jws } });
+    expect(keyless.status).toBe(422);
+    expect(keyless.body.error.code).toBe('BUNDLE_INCOMPLETE');
   });
 
   it('refuses an untrusted root (422) and an unknown parent (422)', async () => {

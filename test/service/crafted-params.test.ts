@@ -1,0 +1,114 @@
+/**
+ * Path and query parameters PostgreSQL would reject, on every route that
+ * reaches it: each must be a 400 INVALID_REQUEST with a suggestion, never a
+ * 500 from deep in a query. Impossible dates in a forged cursor, integers
+ * past bigint, U+0000, invalid UTF-8 and lone surrogates.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateKeyPair } from '../../src/sdk/keys.js';
+import { createRootDelegation, type SignedDelegation } from '../../src/sdk/records.js';
+import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+import { T0 } from '../support/chain.js';
+
+let svc: TestService;
+let tenant: TestTenant;
+let dr: SignedDelegation;
+
+beforeAll(async () => {
+  svc = await startTestService();
+  tenant = await setupTenant(svc);
+  dr = createRootDelegation({ issuer: tenant.root, audience: generateKeyPair().did, policy: {}, iat: T0 });
+  const r = await svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipt: dr.jws } });
+  expect(r.status).toBe(201);
+});
+afterAll(async () => svc?.close());
+
+const cursor = (createdAt: string, jti = 'inv:x') => Buffer.from(JSON.stringify([createdAt, jti])).toString('base64url');
+
+/** Instants the cursor's shape allows but no calendar has (or PostgreSQL would roll over). */
+const IMPOSSIBLE_INSTANTS = [
+  '2026-02-30T00:00:00.000000Z',
+  '2025-02-29T00:00:00.000000Z', // not a leap year
+  '1900-02-29T00:00:00.000000Z', // divisible by 100, not by 400
+  '2026-04-31T00:00:00.000000Z',
+  '2026-01-32T00:00:00.000000Z',
+  '2026-01-00T00:00:00.000000Z',
+  '2026-00-10T00:00:00.000000Z',
+  '2026-13-01T00:00:00.000000Z',
+  '0000-00-00T00:00:00.000000Z',
+  '0000-01-01T00:00:00.000000Z', // there is no year 0
+  '2026-01-01T24:00:00.000000Z',
+  '2026-01-01T23:60:00.000000Z',
+  '2026-01-01T23:59:60.000000Z',
+  '2026-01-01T99:99:99.999999Z',
+];
+
+const BAD_TEXT = { nul: '%00', 'invalid-utf8': '%C0%AF', 'byte-ff': '%FF', 'lone-surrogate': '%ED%A0%80' } as const;
+
+function cases(): [name: string, method: string, path: string, key: string][] {
+  const out: [string, string, string, string][] = [];
+  const inv = `/v1/delegations/${dr.hash}/invocations`;
+  for (const t of IMPOSSIBLE_INSTANTS) out.push([`cursor ${t}`, 'GET', `${inv}?cursor=${cursor(t)}`, tenant.keys.audit]);
+  for (const [what, q] of Object.entries({
+    'limit past bigint': 'limit=9223372036854775808',
+    'limit 1e400': 'limit=1e400',
+    'cursor NUL': 'cursor=%00',
+  }))
+    out.push([what, 'GET', `${inv}?${q}`, tenant.keys.audit]);
+  for (const [what, q] of Object.entries({
+    'after 2^63': 'after=9223372036854775808',
+    'after 2^64 + 1': 'after=18446744073709551617',
+    'after 1e400': 'after=1e400',
+    'after NUL': 'after=%00',
+    'limit past bigint': 'limit=9223372036854775808',
+  }))
+    out.push([`receipts ${what}`, 'GET', `/v1/receipts?${q}`, tenant.keys.audit]);
+  for (const [what, x] of Object.entries(BAD_TEXT)) {
+    for (const path of [
+      `/v1/delegations/${x}`,
+      `/v1/delegations/${dr.hash}${x}/chain`,
+      `/v1/delegations/${x}/tree`,
+      `/v1/delegations/${x}/invocations`,
+      `/v1/invocations/inv:${x}`,
+    ])
+      out.push([`${what} in ${path}`, 'GET', path, tenant.keys.audit]);
+    out.push([`${what} in actuals jti`, 'POST', `/v1/invocations/inv:${x}/actuals`, tenant.keys.report]);
+    out.push([`${what} in revoke hash`, 'POST', `/v1/delegations/${x}/revoke`, tenant.keys.issue]);
+    out.push([`${what} in tenant id`, 'GET', `/v1/admin/tenants/ten_${x}/roots`, svc.adminKey]);
+    out.push([`${what} in tenant id (keys)`, 'GET', `/v1/admin/tenants/ten_${x}/api-keys`, svc.adminKey]);
+    out.push([`${what} in root DID`, 'DELETE', `/v1/admin/tenants/${tenant.id}/roots/did:key:z${x}`, svc.adminKey]);
+    out.push([`${what} in key id`, 'DELETE', `/v1/admin/api-keys/key_${x}`, svc.adminKey]);
+  }
+  return out;
+}
+
+describe('crafted path and query parameters', () => {
+  it('every one is 400 INVALID_REQUEST with a suggestion, never a server error', async () => {
+    const table = cases();
+    expect(table.length).toBeGreaterThan(60);
+    const wrong: string[] = [];
+    for (const [name, method, path, key] of table) {
+      const r = await svc.call(method, path, { key, ...(method === 'POST' ? { json: {} } : {}) });
+      const ok =
+        r.status === 400 &&
+        r.body?.error?.code === 'INVALID_REQUEST' &&
+        typeof r.body.error.suggestion === 'string' &&
+        r.body.error.suggestion.length > 0;
+      if (!ok) wrong.push(`${name}: ${r.status} ${JSON.stringify(r.body).slice(0, 200)}`);
+    }
+    expect(wrong).toEqual([]);
+  });
+
+  it('a cursor names the instant encodeCursor wrote: the extremes of real dates still page (200)', async () => {
+    for (const t of [
+      '0001-01-01T00:00:00.000000Z',
+      '2024-02-29T23:59:59.999999Z',
+      '2000-02-29T12:00:00.000000Z',
+      '9999-12-31T23:59:59.999999Z',
+    ]) {
+      const r = await svc.call('GET', `/v1/delegations/${dr.hash}/invocations?cursor=${cursor(t)}`, { key: tenant.keys.audit });
+      expect(r.status, `${t}: ${JSON.stringify(r.body)}`).toBe(200);
+      expect(r.body).toEqual({ invocations: [], next_cursor: null });
+    }
+  });
+});
