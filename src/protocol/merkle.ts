@@ -253,11 +253,9 @@ export function verifyInclusion(index: number, size: number, leaf: Hash, proof: 
     //    Otherwise: r = HASH(0x01 || r || p).
     if (isOdd(fn) || fn === sn) {
       r = nodeHash(p, r);
-      if (!isOdd(fn)) {
-        while (!isOdd(fn) && fn !== 0) {
-          fn = half(fn);
-          sn = half(sn);
-        }
+      while (!isOdd(fn) && fn !== 0) {
+        fn = half(fn);
+        sn = half(sn);
       }
     } else {
       r = nodeHash(r, p);
@@ -330,11 +328,9 @@ export function verifyConsistency(oldSize: number, newSize: number, proof: reado
     if (isOdd(fn) || fn === sn) {
       fr = nodeHash(c, fr);
       sr = nodeHash(c, sr);
-      if (!isOdd(fn)) {
-        while (!isOdd(fn) && fn !== 0) {
-          fn = half(fn);
-          sn = half(sn);
-        }
+      while (!isOdd(fn) && fn !== 0) {
+        fn = half(fn);
+        sn = half(sn);
       }
     } else {
       sr = nodeHash(sr, c);
