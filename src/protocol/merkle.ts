@@ -22,7 +22,7 @@
  * well-formed (a hash that is not 32 bytes, a size that is not a safe
  * non-negative integer).
  */
-import { sha256 } from '@noble/hashes/sha2.js';
+import { createHash } from 'node:crypto';
 import { bytesEqual, check, isSafeUint } from './tlog-input.js';
 
 export const HASH_SIZE = 32;
@@ -33,21 +33,32 @@ export type Hash = Uint8Array;
 /** Hash of the complete subtree of 2^level leaves that starts at leaf index * 2^level. */
 export type SubtreeHashSource = (level: number, index: number) => Hash;
 
-/** RFC 6962 section 2.1: the root of the empty tree is the hash of the empty string. */
-export const EMPTY_ROOT: Hash = sha256(new Uint8Array(0));
-
 const LEAF_PREFIX = Uint8Array.of(0x00);
 const NODE_PREFIX = Uint8Array.of(0x01);
+
+/**
+ * SHA-256 of the concatenated parts. node:crypto, like hash.ts: the log
+ * hashes two nodes per leaf it integrates, and native SHA-256 is several
+ * times faster than a JavaScript one here.
+ */
+function sha256(...parts: readonly Uint8Array[]): Hash {
+  const h = createHash('sha256');
+  for (const p of parts) h.update(p);
+  return new Uint8Array(h.digest()); // a copy over its own 32-byte ArrayBuffer
+}
+
+/** RFC 6962 section 2.1: the root of the empty tree is the hash of the empty string. */
+export const EMPTY_ROOT: Hash = sha256();
 
 /** Longest proof for a tree of at most 2^53 leaves. */
 export const MAX_PROOF_LENGTH = 53;
 
 export function leafHash(entry: Uint8Array): Hash {
-  return sha256.create().update(LEAF_PREFIX).update(entry).digest();
+  return sha256(LEAF_PREFIX, entry);
 }
 
 export function nodeHash(left: Uint8Array, right: Uint8Array): Hash {
-  return sha256.create().update(NODE_PREFIX).update(left).update(right).digest();
+  return sha256(NODE_PREFIX, left, right);
 }
 
 // ---------------------------------------------------------------------------
