@@ -89,6 +89,15 @@ function checkProof(proof: unknown, what: string): asserts proof is readonly Has
 const isOdd = (n: number): boolean => n % 2 === 1;
 const half = (n: number): number => Math.floor(n / 2);
 
+/** RFC 9162: "right-shift both fn and sn equally until either LSB(fn) is set or fn is 0". */
+function shiftUntilOddOrZero(fn: number, sn: number): [number, number] {
+  while (!isOdd(fn) && fn !== 0) {
+    fn = half(fn);
+    sn = half(sn);
+  }
+  return [fn, sn];
+}
+
 function isPowerOfTwo(n: number): boolean {
   if (n < 1) return false;
   while (n % 2 === 0) n /= 2;
@@ -264,10 +273,7 @@ export function verifyInclusion(index: number, size: number, leaf: Hash, proof: 
     //    Otherwise: r = HASH(0x01 || r || p).
     if (isOdd(fn) || fn === sn) {
       r = nodeHash(p, r);
-      while (!isOdd(fn) && fn !== 0) {
-        fn = half(fn);
-        sn = half(sn);
-      }
+      [fn, sn] = shiftUntilOddOrZero(fn, sn);
     } else {
       r = nodeHash(r, p);
     }
@@ -339,10 +345,7 @@ export function verifyConsistency(oldSize: number, newSize: number, proof: reado
     if (isOdd(fn) || fn === sn) {
       fr = nodeHash(c, fr);
       sr = nodeHash(c, sr);
-      while (!isOdd(fn) && fn !== 0) {
-        fn = half(fn);
-        sn = half(sn);
-      }
+      [fn, sn] = shiftUntilOddOrZero(fn, sn);
     } else {
       sr = nodeHash(sr, c);
     }
