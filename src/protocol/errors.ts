@@ -247,6 +247,52 @@ export const ERROR_TABLE = {
     message: 'Baton failed unexpectedly.',
     suggestion: 'Retry; if it persists, report the request_id to the operator.',
   },
+  // Transparency log: signed notes, checkpoints, tiles, proofs, cosignatures
+  MALFORMED_NOTE: {
+    status: 400,
+    message: 'A signed note is not well-formed (C2SP signed-note).',
+    suggestion:
+      'Send UTF-8 text without control characters other than newline, ending in a newline, then a blank line, then one or more lines "— <key name> <base64(key ID || signature)>", each signed once per key.',
+  },
+  INVALID_VERIFIER_KEY: {
+    status: 400,
+    message: 'A verifier key is not a valid Ed25519 note or cosignature key.',
+    suggestion:
+      'Use <name>+<8 hex digit key ID>+<base64(type || 32-byte public key)> with type 0x01 (note) or 0x04 (cosignature), the key ID derived from name, type and key, and a strong Ed25519 key.',
+  },
+  NOTE_NOT_VERIFIED: {
+    status: 403,
+    message: 'The signed note carries no valid signature from a trusted key, or a trusted key signed it invalidly.',
+    suggestion: 'Check that the note was signed by the expected log key over its exact text and that no signature line was altered.',
+  },
+  MALFORMED_CHECKPOINT: {
+    status: 400,
+    message: 'A checkpoint body is not well-formed (C2SP tlog-checkpoint).',
+    suggestion:
+      'Write the origin line, the tree size in decimal without leading zeros, and the base64 SHA-256 root hash, each ending in a newline, then optional non-empty extension lines.',
+  },
+  MALFORMED_LOG_PROOF: {
+    status: 400,
+    message: 'A Merkle proof, tree size, index or proof bundle is not well-formed.',
+    suggestion:
+      'Send 32-byte SHA-256 hashes, non-negative safe-integer sizes and indexes, and tlog-proof bundles in the c2sp.org/tlog-proof@v1 format.',
+  },
+  LOG_PROOF_INVALID: {
+    status: 403,
+    message: 'A Merkle inclusion or consistency proof does not verify against the signed tree head.',
+    suggestion: 'Fetch a fresh proof for the same tree size; if a proof from the log itself keeps failing, treat the log as misbehaving.',
+  },
+  MALFORMED_TILE: {
+    status: 400,
+    message: 'A tile path, tile or entry bundle is not well-formed (C2SP tlog-tiles).',
+    suggestion:
+      'Use tile/<L>/<N>[.p/<W>] paths with 3-digit x-prefixed index elements, tiles of 1 to 256 32-byte hashes, and uint16 length-prefixed entry bundles.',
+  },
+  COSIGNATURES_INSUFFICIENT: {
+    status: 403,
+    message: 'Fewer trusted witnesses than required cosigned this checkpoint.',
+    suggestion: 'Wait for more witnesses to cosign the checkpoint, or fetch it from the log again with its cosignatures attached.',
+  },
 } as const satisfies Record<string, CodeSpec>;
 
 export type ErrorCode = keyof typeof ERROR_TABLE;

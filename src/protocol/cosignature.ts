@@ -1,0 +1,119 @@
+/**
+ * C2SP tlog-cosignature, Ed25519 flavour (signature type 0x04): a witness's
+ * timestamped statement that, as of that time, the checkpoint is the largest
+ * consistent tree head it has seen for the log.
+ *
+ *   note signature bytes = timestamp (u64, big-endian) || Ed25519 signature
+ *   signed message       = "cosignature/v1\n" || "time <timestamp>\n" || checkpoint text
+ *   key ID               = SHA-256(name || "\n" || 0x04 || public key)[:4]
+ *
+ * The message does not commit to the witness's name, so one public key
+ * listed under two names would let one signature count twice: quorums here
+ * count distinct public keys, never lines or names.
+ *
+ * Pure module: no I/O, no clock (callers pass `now`, in Unix seconds).
+ */
+import { parseCheckpoint } from './checkpoint.js';
+import { ed25519Signer, publicKeyFromSeed, verifyEd25519 } from './ed25519.js';
+import { COSIGNATURE_V1, verifierKey, type NoteSigner, type NoteVerifier, type VerifiedNote, type VerifierKey } from './note.js';
+import { check, concatBytes, isSafeUint, utf8 } from './tlog-input.js';
+
+const TIMESTAMP_BYTES = 8;
+const COSIGNATURE_BYTES = TIMESTAMP_BYTES + 64;
+
+/** Cosignatures dated further in the future than this (seconds) do not count. */
+export const MAX_COSIGNATURE_CLOCK_SKEW = 60;
+
+export interface Cosignature {
+  readonly key: VerifierKey;
+  /** Unix seconds at which the witness cosigned. */
+  readonly timestamp: number;
+}
+
+/** The exact bytes a cosignature/v1 signature covers: header, time line, checkpoint text. */
+export function cosignedMessage(timestamp: number, checkpointText: Uint8Array): Uint8Array {
+  return concatBytes(utf8(`cosignature/v1\ntime ${timestamp}\n`), checkpointText);
+}
+
+/** Reads the u64 timestamp; undefined above 2^53 - 1 (the spec allows up to 2^63 - 1, no real clock gets there). */
+function timestampOf(signature: Uint8Array): number | undefined {
+  if (signature.length !== COSIGNATURE_BYTES) return undefined;
+  const t = new DataView(signature.buffer, signature.byteOffset, TIMESTAMP_BYTES).getBigUint64(0);
+  return t <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(t) : undefined;
+}
+
+/** A witness signer that cosigns at `timestamp`; it refuses texts that are not checkpoints. */
+export function cosignatureSigner(name: string, seed: Uint8Array, timestamp: number): NoteSigner {
+  check(isSafeUint(timestamp), 'INVALID_REQUEST', 'A cosignature timestamp is a non-negative safe integer of Unix seconds.', { timestamp });
+  const key = verifierKey(name, COSIGNATURE_V1, publicKeyFromSeed(seed));
+  const sign = ed25519Signer(seed);
+  const time = new Uint8Array(TIMESTAMP_BYTES);
+  new DataView(time.buffer).setBigUint64(0, BigInt(timestamp));
+  return {
+    key,
+    sign: (text) => {
+      parseCheckpoint(new TextDecoder('utf-8', { fatal: true }).decode(text));
+      return concatBytes(time, sign(cosignedMessage(timestamp, text)));
+    },
+  };
+}
+
+/** A note verifier for a type 0x04 witness key. */
+export function cosignatureVerifier(key: VerifierKey): NoteVerifier {
+  check(key.type === COSIGNATURE_V1, 'INVALID_VERIFIER_KEY', `${key.name} is not a cosignature key (type 0x04).`, { name: key.name });
+  return {
+    key,
+    verify: (text, signature) => {
+      const timestamp = timestampOf(signature);
+      if (timestamp === undefined) return false;
+      return verifyEd25519(key.publicKey, cosignedMessage(timestamp, text), signature.subarray(TIMESTAMP_BYTES));
+    },
+  };
+}
+
+/** The cosignatures among a note's verified signatures. */
+export function cosignaturesOf(note: VerifiedNote): Cosignature[] {
+  return note.verified.flatMap(({ key, signature }) => {
+    const timestamp = key.type === COSIGNATURE_V1 ? timestampOf(signature) : undefined;
+    return timestamp === undefined ? [] : [{ key, timestamp }];
+  });
+}
+
+const keyBytes = (k: VerifierKey): string => Buffer.from(k.publicKey).toString('hex');
+
+/**
+ * Policy: at least `required` of `witnesses` cosigned (already verified
+ * signatures, see openNote). Counts distinct public keys; a cosignature dated
+ * more than MAX_COSIGNATURE_CLOCK_SKEW seconds after `now` does not count.
+ * Returns the counted cosignatures, or throws COSIGNATURES_INSUFFICIENT.
+ */
+export function requireCosignatures(
+  cosignatures: readonly Cosignature[],
+  witnesses: readonly VerifierKey[],
+  required: number,
+  now: number,
+): Cosignature[] {
+  check(isSafeUint(now), 'INVALID_REQUEST', 'now is a non-negative safe integer of Unix seconds.', { now });
+  check(
+    isSafeUint(required) && required <= new Set(witnesses.map(keyBytes)).size,
+    'INVALID_REQUEST',
+    `A quorum of ${required} cannot be met by ${witnesses.length} witness keys.`,
+    { required, witnesses: witnesses.length },
+  );
+  const trusted = new Set(witnesses.filter((w) => w.type === COSIGNATURE_V1).map(keyBytes));
+  const counted = new Map<string, Cosignature>();
+  for (const c of cosignatures) {
+    const id = keyBytes(c.key);
+    if (trusted.has(id) && c.timestamp <= now + MAX_COSIGNATURE_CLOCK_SKEW && !counted.has(id)) counted.set(id, c);
+  }
+  check(
+    counted.size >= required,
+    'COSIGNATURES_INSUFFICIENT',
+    `${counted.size} of the required ${required} witnesses cosigned this checkpoint.`,
+    {
+      required,
+      cosigned: [...counted.values()].map((c) => c.key.name),
+    },
+  );
+  return [...counted.values()];
+}
