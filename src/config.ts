@@ -40,6 +40,11 @@ const EnvSchema = z.object({
   BATON_CLOCK_SKEW: int('BATON_CLOCK_SKEW', 0, 3_600, 60),
   BATON_DB_POOL: int('BATON_DB_POOL', 1, 200, 10),
   BATON_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
+  // HTTP timeouts: an idle keep-alive connection outlives common load-balancer idle timeouts (60 s),
+  // so the balancer, never the service, closes it first; see README "Running behind a load balancer".
+  BATON_KEEP_ALIVE_TIMEOUT_MS: int('BATON_KEEP_ALIVE_TIMEOUT_MS', 1_000, 3_600_000, 65_000),
+  BATON_HEADERS_TIMEOUT_MS: int('BATON_HEADERS_TIMEOUT_MS', 1_000, 3_600_000, 66_000),
+  BATON_REQUEST_TIMEOUT_MS: int('BATON_REQUEST_TIMEOUT_MS', 1_000, 3_600_000, 120_000),
 });
 
 export interface Config {
@@ -56,6 +61,17 @@ export interface Config {
   readonly clockSkewSeconds: number;
   readonly dbPoolSize: number;
   readonly logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent';
+  readonly http: HttpTimeouts;
+}
+
+/** Node HTTP server timeouts, in milliseconds. */
+export interface HttpTimeouts {
+  /** How long an idle keep-alive connection stays open. */
+  readonly keepAliveTimeoutMs: number;
+  /** How long a client may take to send a request's headers; above keepAliveTimeoutMs. */
+  readonly headersTimeoutMs: number;
+  /** How long a client may take to send a whole request; at least headersTimeoutMs. */
+  readonly requestTimeoutMs: number;
 }
 
 export function decodeMasterKey(raw: string): Uint8Array | null {
@@ -99,6 +115,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     );
   }
   const e = parsed.data;
+  const http = {
+    keepAliveTimeoutMs: e.BATON_KEEP_ALIVE_TIMEOUT_MS,
+    headersTimeoutMs: e.BATON_HEADERS_TIMEOUT_MS,
+    requestTimeoutMs: e.BATON_REQUEST_TIMEOUT_MS,
+  };
+  // Node requires headers <= request; headers above keep-alive is the usual advice, so a
+  // connection is never cut by the header timer while it may still be reused.
+  if (!(http.keepAliveTimeoutMs < http.headersTimeoutMs && http.headersTimeoutMs <= http.requestTimeoutMs)) {
+    throw new ConfigError(
+      `Baton cannot start: invalid configuration.\n  - BATON_KEEP_ALIVE_TIMEOUT_MS (${http.keepAliveTimeoutMs}) must be below ` +
+        `BATON_HEADERS_TIMEOUT_MS (${http.headersTimeoutMs}), which must be at most BATON_REQUEST_TIMEOUT_MS (${http.requestTimeoutMs}).`,
+    );
+  }
   return {
     port: e.PORT,
     host: e.HOST,
@@ -112,5 +141,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     clockSkewSeconds: e.BATON_CLOCK_SKEW,
     dbPoolSize: e.BATON_DB_POOL,
     logLevel: e.BATON_LOG_LEVEL,
+    http,
   };
 }

@@ -4,6 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import type { Server } from 'node:http';
 import { join } from 'node:path';
 import { serve, type ServerType } from '@hono/node-server';
 import { ConfigError, decodeMasterKey, loadConfig, type Config } from './config.js';
@@ -63,7 +64,17 @@ export async function startServer(
     }
     const app = createApp(deps);
     const server: ServerType = await new Promise((resolve) => {
-      const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s));
+      const s = serve(
+        {
+          fetch: app.fetch,
+          port: config.port,
+          hostname: config.host,
+          serverOptions: { headersTimeout: config.http.headersTimeoutMs, requestTimeout: config.http.requestTimeoutMs },
+        },
+        () => resolve(s),
+      );
+      // Not a createServer option on Node 20; read per connection, so set before the first one.
+      (s as Server).keepAliveTimeout = config.http.keepAliveTimeoutMs;
     });
     const address = server.address();
     const port = typeof address === 'object' && address ? address.port : config.port;

@@ -21,6 +21,7 @@ import {
   findDelegation,
   holdersOfDelegation,
   insertDelegation,
+  jtisTakenByOthers,
   revokedInChain,
   spendRollup,
   storedChainTo,
@@ -120,9 +121,19 @@ export interface SubmitResult {
   readonly delegations: readonly (DelegationView & { readonly jws: string; readonly receipt: ServiceReceiptView | null })[];
 }
 
+/** What submitDelegations checked and will store. */
+export interface CheckedSubmission {
+  readonly tenantId: string;
+  readonly now: number;
+  /** The stored chain above the first submitted record, root first. */
+  readonly ancestors: readonly Delegation[];
+  readonly submitted: readonly VerifiedDelegation[];
+}
+
 /**
- * Stores a root-to-leaf list of signed DRs. The first record is either a
- * root trusted by the tenant, or a sub-DR whose parent is already stored.
+ * Every check submitDelegations makes before it writes, read-only: it
+ * throws the same refusal the submission would. A dry run of /verify calls
+ * it so that it refuses whatever storing the embedded records would refuse.
  *
  * Without an API key the caller is known only by what it signed, so the
  * answer may depend on stored records only once its signatures prove it
@@ -134,11 +145,13 @@ export interface SubmitResult {
  *    parent's holder (its aud). An unknown hash and a hash held by someone
  *    else get the same answer;
  * 3. a root's verified signature proves its issuer key, so that caller may
- *    learn whether some tenant trusts that key (not which one);
- * 4. the answer names no tenant: no tenant_id, and no acceptance receipts,
- *    whose signed claims name the tenant. A key of the tenant reads them.
+ *    learn whether some tenant trusts that key (not which one).
  */
-export async function submitDelegations(deps: ServiceDeps, callerTenant: string | null, jwsList: readonly string[]): Promise<SubmitResult> {
+export async function checkSubmission(
+  deps: ServiceDeps,
+  callerTenant: string | null,
+  jwsList: readonly string[],
+): Promise<CheckedSubmission> {
   const db = deps.store.db;
   const now = deps.now();
   const verifyOptions = { now, maxDepth: deps.config.maxChainDepth, cache: deps.drCache, allowNotYetValid: true } as const;
@@ -185,21 +198,27 @@ export async function submitDelegations(deps: ServiceDeps, callerTenant: string 
       { code: 'RECEIPT_REVOKED', dr_index: index, dr_hash: d.hash, field: 'status', required: 'active', actual: 'revoked' },
     ]);
   }
+  refuseTakenJtis(submitted, await jtisTakenByOthers(db, tenantId, submitted));
+  return { tenantId, now, ancestors, submitted };
+}
 
-  const result = await db.transaction(async (tx) => {
+/**
+ * Stores a root-to-leaf list of signed DRs. The first record is either a
+ * root trusted by the tenant, or a sub-DR whose parent is already stored.
+ * A keyless answer names no tenant: no tenant_id, and no acceptance
+ * receipts, whose signed claims name the tenant. A key of the tenant reads them.
+ */
+export async function submitDelegations(deps: ServiceDeps, callerTenant: string | null, jwsList: readonly string[]): Promise<SubmitResult> {
+  const { tenantId, now, ancestors, submitted } = await checkSubmission(deps, callerTenant, jwsList);
+  const result = await deps.store.db.transaction(async (tx) => {
     let parent: Delegation | null = ancestors[ancestors.length - 1] ?? null;
     let created = false;
     const out: SubmitResult['delegations'][number][] = [];
     for (const dr of submitted) {
       const inserted = await insertDelegation(tx, tenantId, dr, parent);
       const row = await findDelegation(tx, tenantId, dr.hash);
-      if (!row) {
-        throw new BatonError('CONFLICT', {
-          message: `A different delegation record already uses jti ${JSON.stringify(dr.payload.jti)} in this tenant.`,
-          suggestion: 'Give every delegation record a fresh jti ("dr:" + a random id).',
-          details: { jti: dr.payload.jti, hash: dr.hash },
-        });
-      }
+      // Checked above; a DR stored meanwhile by a concurrent request still lands here.
+      if (!row) throw jtiConflict(dr);
       let receipt: ServiceReceiptView | null;
       if (inserted) {
         created = true;
@@ -246,6 +265,28 @@ function rootNotTrusted(first: VerifiedDelegation): BatonError {
   return refusal('UNTRUSTED_ROOT', `The root delegation is issued by ${first.payload.iss}, which no tenant trusts.`, [
     { code: 'UNTRUSTED_ROOT', dr_index: 0, dr_hash: first.hash, field: 'iss', actual: first.payload.iss },
   ]);
+}
+
+function jtiConflict(dr: VerifiedDelegation): BatonError {
+  return new BatonError('CONFLICT', {
+    message: `A different delegation record of issuer ${dr.payload.iss} already uses jti ${JSON.stringify(dr.payload.jti)} in this tenant.`,
+    suggestion: 'Give every delegation record a fresh jti ("dr:" + a random id).',
+    details: { jti: dr.payload.jti, iss: dr.payload.iss, hash: dr.hash },
+  });
+}
+
+/**
+ * Refuses the first record whose (iss, jti) is taken: by a stored DR with
+ * another hash, or by an earlier, different record of the same list.
+ */
+function refuseTakenJtis(submitted: readonly VerifiedDelegation[], takenInStore: ReadonlySet<string>): void {
+  const seen = new Map<string, string>();
+  for (const dr of submitted) {
+    const key = JSON.stringify([dr.payload.iss, dr.payload.jti]);
+    const earlier = seen.get(key);
+    if (takenInStore.has(dr.hash) || (earlier !== undefined && earlier !== dr.hash)) throw jtiConflict(dr);
+    seen.set(key, dr.hash);
+  }
 }
 
 /**

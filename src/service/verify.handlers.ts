@@ -20,14 +20,14 @@ import { decodeBase64url } from '../protocol/base64url.js';
 import { BatonError, blockOf, type ErrorCode, type Violation } from '../protocol/errors.js';
 import { utf8Decode } from '../protocol/jcs.js';
 import { invocationAmountProblem, microsToUsd, saturatingMicros, usdToMicros, type Micros } from '../protocol/money.js';
-import { delegationsByHash, trustedRootsOf } from '../store/delegations.js';
+import { delegationsByHash, runtimeLimits, trustedRootsOf } from '../store/delegations.js';
 import { countCallsAtomically, predictCount, type ChainRuntimeState, type CountOutcome } from '../store/runtime.js';
 import { denials, type Delegation } from '../store/schema/index.js';
 import type { AuthContext, ServiceDeps } from './types.js';
 import { parseStrictJson } from './body.js';
 import { metrics } from './metrics.js';
 import { parseRequest } from './validate.js';
-import { submitDelegations } from './delegations.handlers.js';
+import { checkSubmission, submitDelegations } from './delegations.handlers.js';
 import { recordReceipt, signReceipt } from './receipts.js';
 
 export const VerifyRequestSchema = z.looseObject({
@@ -140,12 +140,10 @@ export async function verifyInvocation(
   }
 
   // DRS clients never pre-register: a verified chain with unknown DRs is stored now.
-  if (!dryRun && decision.delegations.some((d) => !stored.has(d.hash))) {
-    await submitDelegations(
-      deps,
-      tenantId,
-      decision.delegations.map((d) => d.jws),
-    );
+  // A dry run stores nothing but makes the same checks, so it refuses what storing would.
+  if (decision.delegations.some((d) => !stored.has(d.hash))) {
+    const jwsList = decision.delegations.map((d) => d.jws);
+    await (dryRun ? checkSubmission(deps, tenantId, jwsList) : submitDelegations(deps, tenantId, jwsList));
   }
 
   const toCount = {
@@ -222,9 +220,8 @@ function unstoredState(drs: readonly VerifiedDelegation[], stored: ReadonlyMap<s
             depth,
             revoked: false,
             callsUsed: 0,
-            maxCalls: d.payload.policy.max_calls ?? null,
             spendReservedMicros: 0,
-            maxSpendMicros: d.payload.policy.max_spend_usd === undefined ? null : usdToMicros(d.payload.policy.max_spend_usd, 'floor'),
+            ...runtimeLimits(d.payload.policy),
           },
         ],
   );

@@ -5,6 +5,7 @@
 import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import type { VerifiedDelegation } from '../protocol/chain.js';
 import { saturatingMicros, usdToMicros } from '../protocol/money.js';
+import type { Policy } from '../protocol/policy.js';
 import type { Db } from './db.js';
 import { rows } from './rows.js';
 import { delegations, trustedRoots, type Delegation } from './schema/index.js';
@@ -62,10 +63,18 @@ export async function delegationsByHash(db: Db, tenantId: string, hashes: readon
   return new Map(found.map((r) => [r.hash, r]));
 }
 
+/** The ceilings a DR's row enforces at run time, as insertDelegation stores them. */
+export function runtimeLimits(policy: Policy): { maxCalls: number | null; maxSpendMicros: number | null } {
+  return {
+    maxCalls: policy.max_calls ?? null,
+    maxSpendMicros: policy.max_spend_usd === undefined ? null : usdToMicros(policy.max_spend_usd, 'floor'),
+  };
+}
+
 /**
  * Inserts a verified DR under its (already stored) parent. Returns false when
- * a row with the same (tenant, hash) or (tenant, jti) already exists; the
- * caller tells the two apart.
+ * a row with the same (tenant, hash) or (tenant, iss, jti) already exists;
+ * the caller tells the two apart.
  */
 export async function insertDelegation(
   db: Db,
@@ -93,21 +102,33 @@ export async function insertDelegation(
       rootHash: parent?.rootHash ?? dr.hash,
       depth: parent ? parent.depth + 1 : 0,
       ancestors: parent ? [...parent.ancestors, parent.hash] : [],
-      maxCalls: p.policy.max_calls ?? null,
-      maxSpendMicros: p.policy.max_spend_usd === undefined ? null : usdToMicros(p.policy.max_spend_usd, 'floor'),
+      ...runtimeLimits(p.policy),
     })
     .onConflictDoNothing()
     .returning({ hash: delegations.hash });
   return inserted.length === 1;
 }
 
-export async function findByJti(db: Db, tenantId: string, jti: string): Promise<Delegation | undefined> {
-  const [row] = await db
-    .select()
+/**
+ * Hashes of those `drs` whose (iss, jti) a stored DR of the tenant already
+ * uses under another hash: what insertDelegation would refuse, found without
+ * writing.
+ */
+export async function jtisTakenByOthers(db: Db, tenantId: string, drs: readonly VerifiedDelegation[]): Promise<Set<string>> {
+  if (drs.length === 0) return new Set();
+  const found = await db
+    .select({ hash: delegations.hash, iss: delegations.iss, jti: delegations.jti })
     .from(delegations)
-    .where(and(eq(delegations.tenantId, tenantId), eq(delegations.jti, jti)))
-    .limit(1);
-  return row;
+    .where(
+      and(
+        eq(delegations.tenantId, tenantId),
+        inArray(delegations.iss, [...new Set(drs.map((d) => d.payload.iss))]),
+        inArray(delegations.jti, [...new Set(drs.map((d) => d.payload.jti))]),
+      ),
+    );
+  return new Set(
+    drs.filter((d) => found.some((r) => r.iss === d.payload.iss && r.jti === d.payload.jti && r.hash !== d.hash)).map((d) => d.hash),
+  );
 }
 
 /** The DR and all its descendants, shallowest first (bounded). */

@@ -316,7 +316,12 @@ describe('(b) delegations', () => {
   it('POST /v1/delegations/issue', async () => {
     const path = '/v1/delegations/issue';
     const key = tenant.keys.issue;
-    await api('POST', path, { key, json: { audience: A.did, policy: { allowed_tools: ['web_search'], max_calls: 3 } } }, 201);
+    const issued = await api(
+      'POST',
+      path,
+      { key, json: { audience: A.did, policy: { allowed_tools: ['web_search'], max_calls: 3 } } },
+      201,
+    );
     await api(
       'POST',
       path,
@@ -335,7 +340,8 @@ describe('(b) delegations', () => {
     await api('POST', path, { key, json: { audience: 'bob', policy: { surprise: 1 } } }, 400);
     await api('POST', path, { json: { audience: A.did, policy: {} } }, 401);
     await api('POST', path, { key: tenant.keys.audit, json: { audience: A.did, policy: {} } }, 403);
-    await api('POST', path, { key, json: { audience: A.did, policy: {}, jti: root.payload.jti } }, 409);
+    // A jti is unique per issuer: the custodial key already issued this one.
+    await api('POST', path, { key, json: { audience: A.did, policy: {}, jti: issued.body.delegation.jti } }, 409);
     await api('POST', path, { key, json: { audience: A.did, policy: {}, nbf: T0 - 7200, exp: T0 - 3600 } }, 422);
     await api('POST', path, { key, body: OVERSIZE }, 413);
     await api('POST', path, { key, json: { audience: A.did, policy: {} }, app: downApp }, 503);
@@ -427,7 +433,7 @@ describe('(b) verify', () => {
       iat: T0 + 2,
       nbf: T0 - 100,
       exp: T0 + 7200,
-      jti: mid.payload.jti,
+      jti: root.payload.jti, // the same issuer's jti, on another record
     });
     await api('POST', '/verify', { key, json: makeBundle(invocation([clash], A), [clash]) }, 409);
     await api('POST', '/verify', { key, body: OVERSIZE }, 413);

@@ -10,10 +10,12 @@
  */
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { Agent, request as httpRequest, type ClientRequest } from 'node:http';
 import { chownSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { Duplex } from 'node:stream';
 import { promisify } from 'node:util';
 import postgres from 'postgres';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
@@ -219,6 +221,86 @@ export interface Reply {
   readonly error?: string;
 }
 
+/**
+ * How long after it last sent on a keep-alive connection the client may send
+ * on it again. The service closes a connection idle for its keep-alive
+ * timeout (65 s by default, never below this: checked on every answer), and
+ * its idle time cannot exceed the time since our last send, so the service
+ * never closes, for idleness, a connection the client reuses. The old client
+ * (fetch) relied on its own idle timer firing before the service's 5 s one;
+ * on a busy machine it fired late, and a request went out on a socket the
+ * service had just closed (UND_ERR_SOCKET, a spurious lost answer).
+ */
+export const CLIENT_REUSE_MS = 2_000;
+
+const lastSendOn = new WeakMap<Duplex, number>();
+
+/** Keep-alive, but a pooled socket is handed out only within CLIENT_REUSE_MS of its last send, even if timers run late. */
+class RecentSocketAgent extends Agent {
+  override reuseSocket(socket: Duplex, req: ClientRequest): void {
+    // Too old to trust: closed before a byte of this request is written, so the attempt fails retry-safe.
+    if (performance.now() - (lastSendOn.get(socket) ?? -Infinity) >= CLIENT_REUSE_MS) socket.destroy();
+    super.reuseSocket(socket, req);
+  }
+}
+
+const agent = new RecentSocketAgent({ keepAlive: true, timeout: CLIENT_REUSE_MS });
+
+type Attempt = { status: number; body: unknown } | { error: string; retrySafe: boolean };
+
+function attempt(
+  url: URL,
+  method: string,
+  headers: Record<string, string>,
+  payload: string | undefined,
+  timeoutMs: number,
+): Promise<Attempt> {
+  return new Promise((resolve) => {
+    let settled = false;
+    const done = (a: Attempt) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      resolve(a);
+    };
+    let written = false;
+    const req = httpRequest(url, { method, headers, agent });
+    const timer = setTimeout(() => req.destroy(Object.assign(new Error('no answer in time'), { name: 'TimeoutError' })), timeoutMs);
+    req.on('socket', (socket) => lastSendOn.set(socket, performance.now()));
+    req.on('finish', () => (written = true));
+    req.on('response', (res) => {
+      const hint = /timeout=(\d+)/.exec(String(res.headers['keep-alive'] ?? ''))?.[1];
+      if (hint !== undefined && Number(hint) * 1000 < CLIENT_REUSE_MS) {
+        res.resume();
+        done({ error: `misconfigured test: the service keeps idle connections ${hint} s, below CLIENT_REUSE_MS`, retrySafe: false });
+        return;
+      }
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('error', (e) => done({ error: `${e.name}: ${(e as { code?: string }).code ?? e.message}`, retrySafe: false }));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let body: unknown = text;
+        try {
+          body = text ? JSON.parse(text) : undefined;
+        } catch {
+          /* not JSON: keep the text */
+        }
+        done({ status: res.statusCode ?? 0, body });
+      });
+    });
+    req.on('error', (e) => {
+      // Retry-safe only when the service cannot have read the request: a pooled
+      // socket that failed before the whole request was written. Any other
+      // failure may be a lost answer, and the caller must see it as one.
+      const retrySafe = req.reusedSocket && !written;
+      const code = (e as { code?: string }).code ?? e.message;
+      done({ error: `${e.name}: ${code}${req.reusedSocket ? ' (reused connection)' : ''}`, retrySafe });
+    });
+    req.end(payload);
+  });
+}
+
 export async function request(
   baseUrl: string,
   method: string,
@@ -227,29 +309,20 @@ export async function request(
 ): Promise<Reply> {
   const headers: Record<string, string> = {};
   if (opts.key) headers['authorization'] = `Bearer ${opts.key}`;
-  if (opts.json !== undefined) headers['content-type'] = 'application/json';
+  const payload = opts.json !== undefined ? JSON.stringify(opts.json) : undefined;
+  if (payload !== undefined) {
+    headers['content-type'] = 'application/json';
+    headers['content-length'] = String(Buffer.byteLength(payload));
+  }
   const sentAt = performance.now();
-  try {
-    const res = await fetch(`${baseUrl}${path}`, {
-      method,
-      headers,
-      ...(opts.json !== undefined ? { body: JSON.stringify(opts.json) } : {}),
-      signal: AbortSignal.timeout(opts.timeoutMs ?? 10_000),
-    });
-    const text = await res.text();
-    let body: unknown = text;
-    try {
-      body = text ? JSON.parse(text) : undefined;
-    } catch {
-      /* not JSON: keep the text */
-    }
+  const deadline = sentAt + (opts.timeoutMs ?? 10_000);
+  for (;;) {
+    const a = await attempt(new URL(path, baseUrl), method, headers, payload, Math.max(1, deadline - performance.now()));
     const doneAt = performance.now();
-    return { status: res.status, body, sentAt, doneAt, ms: doneAt - sentAt };
-  } catch (e) {
-    const doneAt = performance.now();
-    const cause = (e as { cause?: { code?: string; message?: string } }).cause;
-    const error = `${e instanceof Error ? e.name : 'Error'}: ${cause?.code ?? cause?.message ?? (e instanceof Error ? e.message : String(e))}`;
-    return { status: 0, body: undefined, sentAt, doneAt, ms: doneAt - sentAt, error };
+    if ('status' in a) return { status: a.status, body: a.body, sentAt, doneAt, ms: doneAt - sentAt };
+    // Each retry-safe failure drops one stale pooled socket (after slow answers there may be many).
+    if (a.retrySafe && doneAt < deadline) continue;
+    return { status: 0, body: undefined, sentAt, doneAt, ms: doneAt - sentAt, error: a.error };
   }
 }
 

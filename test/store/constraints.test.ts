@@ -53,9 +53,11 @@ describe.each(drivers)('schema constraints ($name)', ({ open }) => {
     expect(row?.callsUsed).toBe(2);
   });
 
-  it('holds unique (tenant_id, jti) for delegations, per tenant', async () => {
+  it('holds unique (tenant_id, iss, jti) for delegations: per issuer, per tenant', async () => {
     const again = seedDelegation(store.db, tenantId, undefined, { jti: root.jti, hash: fakeHash('other') });
-    expect(await dbFailure(again)).toMatchObject({ code: '23505', constraint: 'delegations_tenant_jti_uq' });
+    expect(await dbFailure(again)).toMatchObject({ code: '23505', constraint: 'delegations_tenant_iss_jti_uq' });
+    // Another issuer's DR may use the same jti.
+    await expect(seedDelegation(store.db, tenantId, undefined, { jti: root.jti, iss: 'did:key:zOtherIssuer' })).resolves.toBeDefined();
     // Another tenant may hold a DR with the same jti.
     await expect(seedDelegation(store.db, otherTenant, undefined, { jti: root.jti })).resolves.toBeDefined();
   });

@@ -37,7 +37,9 @@ export const delegations = pgTable(
   },
   (t) => [
     primaryKey({ columns: [t.tenantId, t.hash] }),
-    unique('delegations_tenant_jti_uq').on(t.tenantId, t.jti),
+    // A jti names a DR among its issuer's records (DRS): scoped per issuer, so
+    // no other holder can take the jti of a DR it did not sign before it is stored.
+    unique('delegations_tenant_iss_jti_uq').on(t.tenantId, t.iss, t.jti),
     // A sub-DR must extend a DR stored for the same tenant.
     foreignKey({
       name: 'delegations_parent_fk',

@@ -1,0 +1,99 @@
+/**
+ * HTTP timeouts that suit a load balancer in front: an idle keep-alive
+ * connection outlives common balancer idle timeouts (60 s), so the balancer
+ * closes it first and never sends a request on a connection the service has
+ * just closed. Checked on a real listening server over a raw socket.
+ */
+import { randomBytes } from 'node:crypto';
+import { connect, type Socket } from 'node:net';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../src/config.js';
+import { silentLogger } from '../../src/service/log.js';
+import { startServer, type RunningServer } from '../../src/server.js';
+import { createDatabase, type FreshDatabase } from '../setup/db.js';
+
+const cleanup: (() => Promise<void>)[] = [];
+afterAll(async () => {
+  for (const f of cleanup.reverse()) await f();
+});
+
+async function start(env: Record<string, string> = {}): Promise<RunningServer> {
+  const db: FreshDatabase = await createDatabase();
+  cleanup.push(db.drop);
+  const config = loadConfig({
+    PORT: '0',
+    DATABASE_URL: db.url,
+    BATON_ADMIN_KEY: `timeouts-admin-${randomBytes(16).toString('hex')}`,
+    BATON_MASTER_KEY: randomBytes(32).toString('hex'),
+    ...env,
+  });
+  const server = await startServer(config, silentLogger, () => {});
+  cleanup.push(server.close);
+  return server;
+}
+
+/** Sends GET /healthz on `socket` and resolves with the raw response head once the whole response is in. */
+function get(socket: Socket): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let raw = '';
+    const onData = (chunk: Buffer) => {
+      raw += chunk.toString('latin1');
+      const end = raw.indexOf('\r\n\r\n');
+      const length = /content-length: (\d+)/i.exec(raw)?.[1];
+      if (end >= 0 && length !== undefined && raw.length >= end + 4 + Number(length)) {
+        socket.off('data', onData);
+        resolve(raw.slice(0, end));
+      }
+    };
+    socket.on('data', onData);
+    socket.once('error', reject);
+    socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+  });
+}
+
+function open(port: number): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const s = connect(port, '127.0.0.1', () => resolve(s));
+    s.once('error', reject);
+  });
+}
+
+describe('HTTP timeouts', () => {
+  it('default to keep-alive 65 s, headers 66 s, request 120 s; a bad order stops the start', () => {
+    expect(loadConfig({}).http).toEqual({ keepAliveTimeoutMs: 65_000, headersTimeoutMs: 66_000, requestTimeoutMs: 120_000 });
+    expect(
+      loadConfig({ BATON_KEEP_ALIVE_TIMEOUT_MS: '350000', BATON_HEADERS_TIMEOUT_MS: '360000', BATON_REQUEST_TIMEOUT_MS: '360000' }).http,
+    ).toEqual({ keepAliveTimeoutMs: 350_000, headersTimeoutMs: 360_000, requestTimeoutMs: 360_000 });
+    expect(() => loadConfig({ BATON_KEEP_ALIVE_TIMEOUT_MS: '70000' })).toThrow(ConfigError); // not below headers (66 s)
+    expect(() => loadConfig({ BATON_REQUEST_TIMEOUT_MS: '60000' })).toThrow(/BATON_REQUEST_TIMEOUT_MS/); // below headers
+    expect(() => loadConfig({ BATON_KEEP_ALIVE_TIMEOUT_MS: '5' })).toThrow(/BATON_KEEP_ALIVE_TIMEOUT_MS must be a whole number/);
+  });
+
+  it('the server keeps an idle connection 65 s by default (Node alone: 5 s) and says so to clients', async () => {
+    const server = await start();
+    const socket = await open(server.port);
+    try {
+      expect(await get(socket)).toMatch(/\r\nkeep-alive: timeout=65(\r\n|$)/i);
+    } finally {
+      socket.destroy();
+    }
+  }, 60_000);
+
+  it('the configured keep-alive is the one the server applies: an idle connection lives that long, then the server closes it', async () => {
+    const server = await start({ BATON_KEEP_ALIVE_TIMEOUT_MS: '1500' });
+    const socket = await open(server.port);
+    const closed = new Promise<number>((resolve) => socket.once('close', () => resolve(performance.now())));
+    try {
+      expect(await get(socket)).toMatch(/\r\nkeep-alive: timeout=1(\r\n|$)/i);
+      await new Promise((r) => setTimeout(r, 700));
+      expect(await get(socket)).toMatch(/^HTTP\/1\.1 200/); // still open after 0.7 s idle
+      const idleFrom = performance.now();
+      const idleMs = (await closed) - idleFrom;
+      // Closed by the server after about 1.5 s idle: well before Node's default 5 s.
+      expect(idleMs).toBeGreaterThan(1_000);
+      expect(idleMs).toBeLessThan(4_500);
+    } finally {
+      socket.destroy();
+    }
+  }, 60_000);
+});
