@@ -31,7 +31,7 @@ const catalogArb: fc.Arbitrary<Catalog> = fc
 
 const allowedArb: fc.Arbitrary<string[] | undefined> = fc.oneof(
   { arbitrary: fc.constant(undefined), weight: 1 },
-  { arbitrary: fc.constant(['*']), weight: 1 },
+  { arbitrary: fc.constant<string[]>(['*']), weight: 1 },
   { arbitrary: fc.array(fc.constantFrom(...NAMES, ...UNDECLARED), { maxLength: 6 }), weight: 6 },
 );
 
