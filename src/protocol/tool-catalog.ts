@@ -81,31 +81,47 @@ export function confusableKey(name: string): string {
   return name.normalize('NFKC').toLowerCase().normalize('NFKC');
 }
 
-export const CatalogSchema = z
-  .strictObject({
-    /** Each change is a new version; the service assigns it. */
-    version: z.int().min(1),
-    tools: z.array(ToolDeclarationSchema).max(MAX_CATALOG_TOOLS),
-  })
-  .superRefine((catalog, ctx) => {
+/**
+ * Lets a list-wide check run even when some items failed their own schema, so
+ * that repeated names are reported together with every other issue.
+ */
+export const EVEN_WITH_ITEM_ISSUES = { when: (payload: { value: unknown }) => Array.isArray(payload.value) };
+
+/** A string field of an item that may have failed its own schema; undefined if it is not a string. */
+export function stringField(item: unknown, key: string): string | undefined {
+  const value = typeof item === 'object' && item !== null ? (item as Record<string, unknown>)[key] : undefined;
+  return typeof value === 'string' ? value : undefined;
+}
+
+const ToolListSchema = z
+  .array(ToolDeclarationSchema)
+  .max(MAX_CATALOG_TOOLS)
+  .superRefine((tools, ctx) => {
     const seen = new Map<string, string>();
-    catalog.tools.forEach((tool, i) => {
-      const key = confusableKey(tool.name);
-      const earlier = seen.get(key);
+    tools.forEach((tool, i) => {
+      const name = stringField(tool, 'name');
+      if (name === undefined) return;
+      const earlier = seen.get(confusableKey(name));
       if (earlier === undefined) {
-        seen.set(key, tool.name);
+        seen.set(confusableKey(name), name);
         return;
       }
       ctx.addIssue({
         code: 'custom',
-        path: ['tools', i, 'name'],
+        path: [i, 'name'],
         message:
-          earlier === tool.name
-            ? `declares ${JSON.stringify(tool.name)} twice`
-            : `${JSON.stringify(tool.name)} differs from the declared ${JSON.stringify(earlier)} only in case or Unicode form`,
+          earlier === name
+            ? `declares ${JSON.stringify(name)} twice`
+            : `${JSON.stringify(name)} differs from the declared ${JSON.stringify(earlier)} only in case or Unicode form`,
       });
     });
-  });
+  }, EVEN_WITH_ITEM_ISSUES);
+
+export const CatalogSchema = z.strictObject({
+  /** Each change is a new version; the service assigns it. */
+  version: z.int().min(1),
+  tools: ToolListSchema,
+});
 
 export type Catalog = z.infer<typeof CatalogSchema>;
 

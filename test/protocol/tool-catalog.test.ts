@@ -44,11 +44,20 @@ describe('tool catalog: strict parse', () => {
   it('lists every issue of a bad document, unknown keys each on their own', () => {
     const fields = issueFields({
       version: 0,
-      tools: [tool('*'), tool('web_*'), { ...tool('ok'), risky: true, also: 1 }, tool('x', { action_type: 'Docs:Read' })],
+      tools: [tool('*'), tool('web_*'), { ...tool('ok'), risky: true, also: 1 }, tool('x', { action_type: 'Docs:Read' }), tool('OK')],
       extra: 1,
     });
     expect(fields).toEqual(
-      expect.arrayContaining(['version', 'tools.0.name', 'tools.1.name', 'tools.2.risky', 'tools.2.also', 'tools.3.action_type', 'extra']),
+      expect.arrayContaining([
+        'version',
+        'tools.0.name',
+        'tools.1.name',
+        'tools.2.risky',
+        'tools.2.also',
+        'tools.3.action_type',
+        'tools.4.name',
+        'extra',
+      ]),
     );
   });
 
