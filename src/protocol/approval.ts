@@ -17,7 +17,7 @@
  * Pure: no I/O, no clock. Times are unix seconds.
  */
 import { z } from 'zod';
-import type { ErrorCode } from './errors.js';
+import { BatonError, type ErrorCode } from './errors.js';
 import { sha256Hex } from './hash.js';
 import { canonicalJson } from './jcs.js';
 import { MAX_NAME_LENGTH } from './policy.js';
@@ -105,7 +105,7 @@ export type Transition =
 
 export function newApproval(fields: ApprovalBase): Approval {
   if (!(Number.isSafeInteger(fields.created_at) && Number.isSafeInteger(fields.expires_at) && fields.expires_at > fields.created_at)) {
-    throw new RangeError('An approval needs integer times with expires_at after created_at.');
+    throw new BatonError('INTERNAL', { message: 'An approval needs integer times with expires_at after created_at.' });
   }
   return { ...fields, status: 'pending' };
 }

@@ -138,8 +138,8 @@ describe('approval transitions', () => {
   });
 
   it('refuses to create an approval without a future deadline', () => {
-    expect(() => newApproval({ id: 'a', binding: BINDING, requested_by: AGENT, created_at: 10, expires_at: 10 })).toThrow(RangeError);
-    expect(() => newApproval({ id: 'a', binding: BINDING, requested_by: AGENT, created_at: 10, expires_at: 10.5 })).toThrow(RangeError);
+    expect(() => newApproval({ id: 'a', binding: BINDING, requested_by: AGENT, created_at: 10, expires_at: 10 })).toThrow(BatonError);
+    expect(() => newApproval({ id: 'a', binding: BINDING, requested_by: AGENT, created_at: 10, expires_at: 10.5 })).toThrow(BatonError);
   });
 });
 
