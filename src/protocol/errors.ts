@@ -151,6 +151,24 @@ export const ERROR_TABLE = {
     message: 'The request body the tool server received differs from the arguments the agent signed.',
     suggestion: 'Send the tool exactly the signed args, or sign a new invocation for the body you mean to send.',
   },
+  TOOL_UNDECLARED: {
+    block: 'D',
+    status: 403,
+    message: 'The tool is not declared in the tenant tool catalog, and the tenant denies undeclared tools.',
+    suggestion: 'Declare the tool in the catalog with its exact name, or call a declared tool; names are compared exactly.',
+  },
+  RULE_DENIED: {
+    block: 'D',
+    status: 403,
+    message: 'A tenant approval rule denies this call.',
+    suggestion: 'Read details for the rule that matched; call a different tool, or ask the tenant admin to change the rule.',
+  },
+  APPROVAL_REQUIRED: {
+    block: 'D',
+    status: 403,
+    message: 'A tenant approval rule requires a human to approve this call first; nothing was consumed.',
+    suggestion: 'Wait until an approver approves the approval id given in details, then retry the same call once.',
+  },
   // Block E: time
   RECEIPT_EXPIRED: {
     block: 'E',
@@ -177,6 +195,13 @@ export const ERROR_TABLE = {
     message: 'A delegation record in the chain has been revoked.',
     suggestion: 'Ask the delegator for a new delegation; revoked records and all their descendants stay denied.',
   },
+  GRANT_PENDING_APPROVAL: {
+    block: 'F',
+    status: 403,
+    message:
+      'A delegation record in the chain waits for human approval: its tools together read untrusted content, access private data and communicate externally.',
+    suggestion: 'Ask an approver to approve the delegation, or issue one whose allowed_tools leave out one of the three risks.',
+  },
   // Block G: runtime state
   REPLAY_DETECTED: {
     block: 'G',
@@ -195,6 +220,30 @@ export const ERROR_TABLE = {
     status: 403,
     message: 'Metered spend plus pending estimates would pass a max_spend_usd budget in the chain.',
     suggestion: 'Report actual costs for finished invocations, lower the estimate, or ask for a larger budget.',
+  },
+  APPROVAL_REJECTED: {
+    block: 'G',
+    status: 403,
+    message: 'An approver rejected this call.',
+    suggestion: 'Read the reason the approver gave; do not retry the same call.',
+  },
+  APPROVAL_EXPIRED: {
+    block: 'G',
+    status: 403,
+    message: 'The approval expired before it was decided or used.',
+    suggestion: 'Make the call again to request a fresh approval.',
+  },
+  APPROVAL_USED: {
+    block: 'G',
+    status: 403,
+    message: 'The approval has already allowed its one call.',
+    suggestion: 'Each approval allows exactly one call; make the call again to request a new approval.',
+  },
+  APPROVAL_MISMATCH: {
+    block: 'G',
+    status: 403,
+    message: 'The approval was granted for a different call than this one.',
+    suggestion: 'Retry exactly the approved call (same chain, tool and arguments), or request approval for this one.',
   },
   // Service edge
   INVALID_REQUEST: {
@@ -221,6 +270,11 @@ export const ERROR_TABLE = {
     status: 409,
     message: 'The request conflicts with something already stored.',
     suggestion: 'Use a fresh identifier, or resend exactly the original request to get its stored result.',
+  },
+  SELF_APPROVAL: {
+    status: 403,
+    message: 'The party that asked for an approval cannot decide it.',
+    suggestion: 'Have a different approver, one the tenant lists, approve or reject it.',
   },
   PAYLOAD_TOO_LARGE: {
     status: 413,

@@ -26,7 +26,8 @@ export const WILDCARD = '*';
 /** No control characters, and no bidi or zero-width format characters that make a name display as another. */
 const NO_CONTROL_CHARS = /^[^\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]*$/u;
 
-const name = z
+/** A name in allowed_tools or allowed_data_classes: "*" alone, or an exact name. The tool catalog reuses it. */
+export const PolicyNameSchema = z
   .string()
   .min(1)
   .max(MAX_NAME_LENGTH)
@@ -50,13 +51,13 @@ const resourcePattern = z.string().refine(isValidResourcePattern, {
 });
 
 export const PolicySchema = z.strictObject({
-  allowed_tools: list(name).optional(),
+  allowed_tools: list(PolicyNameSchema).optional(),
   max_cost_usd: money.optional(),
   pii_access: z.boolean().optional(),
   write_access: z.boolean().optional(),
   max_calls: z.int().nonnegative().optional(), // z.int() is bounded to safe integers
   allowed_resources: list(resourcePattern).optional(),
-  allowed_data_classes: list(name).optional(),
+  allowed_data_classes: list(PolicyNameSchema).optional(),
   max_spend_usd: money.optional(),
   max_depth: z.int().min(0).max(MAX_POLICY_DEPTH).optional(),
 });
@@ -290,7 +291,7 @@ function violation(arg: string, required: unknown, actual: unknown, message: str
 }
 
 /** Own properties only: an inherited `tool` must never count as declared. */
-function argOf(args: Record<string, unknown>, key: string): unknown {
+export function argOf(args: Record<string, unknown>, key: string): unknown {
   return typeof args === 'object' && args !== null && Object.hasOwn(args, key) ? args[key] : undefined;
 }
 

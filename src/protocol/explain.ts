@@ -1,0 +1,213 @@
+/**
+ * Explain: for a hypothetical call against a chain (policies root first) and
+ * the tenant's catalog and settings, EVERY unmet condition with a remediation,
+ * in the verify violations shape plus a `remediation` sentence. Nothing is
+ * counted or consumed; runtime state the caller knows (NEAR_LIMIT, cost
+ * calibration, which delegations a human approved) comes in as context and
+ * defaults to the fail-closed answer.
+ *
+ * The policy part is evaluateArgs per delegation, exactly as verify runs it;
+ * the catalog part is checkToolRequirements; then the trifecta of each
+ * delegation and the tenant's approval rules.
+ *
+ * Pure: no I/O, no clock.
+ */
+import { ERROR_TABLE, type Violation } from './errors.js';
+import { microsToUsd } from './money.js';
+import { argOf, effectiveLimits, evaluateArgs, type Policy } from './policy.js';
+import { evaluateRules, type RuleDecision, type RuleOutcome, type TenantToolSettings } from './approval-rules.js';
+import { resolveTool, type Catalog, type ResolvedTool } from './tool-catalog.js';
+import { checkToolRequirements, estimateWithFloor } from './tool-requirements.js';
+import { describeTrifecta, detectTrifecta, type TrifectaReport } from './trifecta.js';
+
+export interface ExplainContext {
+  /** Calls or budget of the chain have passed 80% of a ceiling. Default false. */
+  readonly near_limit?: boolean;
+  /** A delegation of the chain is flagged for cost calibration. Default false. */
+  readonly cost_calibration?: boolean;
+  /** Per delegation (root first), whether a human approved it as a trifecta grant. Default: none approved. */
+  readonly approved_grants?: readonly boolean[];
+}
+
+export interface ExplainInput {
+  readonly args: Record<string, unknown>;
+  /** The chain's policies, root first. */
+  readonly policies: readonly Policy[];
+  readonly catalog: Catalog;
+  readonly settings: TenantToolSettings;
+  readonly context?: ExplainContext;
+}
+
+export interface ExplainedViolation extends Violation {
+  /** What to do about it, e.g. "grant write_access in DR #1 (…)". */
+  readonly remediation: string;
+}
+
+export interface Explanation {
+  /** deny if any condition other than approval is unmet; require_approval if only that; else allow. */
+  readonly decision: RuleDecision;
+  readonly violations: readonly ExplainedViolation[];
+  readonly catalog_version: number;
+  readonly tool: ResolvedTool;
+  /** The estimate verify would count: the args' estimate raised to the tool's cost floor; null when there is none. */
+  readonly estimate_usd: number | null;
+  readonly estimate_raised: boolean;
+  /** The lethal-trifecta judgement of each delegation's reach (its allowed_tools within its ancestors'), root first. */
+  readonly grants: readonly TrifectaReport[];
+  /** The judgement of the chain's reach (the intersection of every allowed_tools), which rules see. */
+  readonly chain_trifecta: TrifectaReport;
+  readonly rule: RuleOutcome;
+}
+
+function dr(i: number | undefined): string {
+  if (i === undefined) return 'the invocation';
+  return i === 0 ? 'DR #0 (the root)' : `DR #${i}`;
+}
+
+const REISSUE = 're-issue it with the grant; every delegation above it must grant it too';
+
+function remediationForArgs(v: Violation, arg: string): string {
+  const at = dr(v.dr_index);
+  const missing = v.actual === null;
+  switch (arg) {
+    case 'tool':
+      return missing
+        ? 'name the tool in args.tool'
+        : `call a tool that allowed_tools of ${at} lists, or add ${JSON.stringify(v.actual)} to allowed_tools in ${at} (${REISSUE})`;
+    case 'estimated_cost_usd':
+      if (missing) return 'declare args.estimated_cost_usd, the estimated cost in US dollars';
+      if (typeof v.actual !== 'number') return 'set args.estimated_cost_usd to a finite, non-negative number of US dollars';
+      return `lower args.estimated_cost_usd to at most max_cost_usd of ${at}, or raise max_cost_usd in ${at} (${REISSUE})`;
+    case 'pii_access':
+    case 'write_access':
+      if (missing) return `set args.${arg} to false, or grant ${arg} in ${at} (${REISSUE})`;
+      if (typeof v.actual !== 'boolean') return `set args.${arg} to a boolean`;
+      return `grant ${arg} in ${at} (${REISSUE}), or set args.${arg} to false if the call does not need it`;
+    case 'resource_uri':
+    case 'data_class': {
+      const list = arg === 'resource_uri' ? 'allowed_resources' : 'allowed_data_classes';
+      if (missing) return `declare args.${arg}`;
+      return `use a ${arg} that ${list} of ${at} covers, or add it to ${list} in ${at} (${REISSUE})`;
+    }
+    default:
+      return ERROR_TABLE[v.code].suggestion;
+  }
+}
+
+function remediationFor(v: Violation, tool: ResolvedTool): string {
+  const at = dr(v.dr_index);
+  switch (v.field) {
+    case 'policy.write_access':
+    case 'policy.pii_access': {
+      const grant = v.field.slice('policy.'.length);
+      return `grant ${grant} in ${at} (${REISSUE}); the tool needs it whatever the args say`;
+    }
+    case 'policy.max_cost_usd':
+      return `raise max_cost_usd in ${at} to ${String(v.required)} (${REISSUE}), or call a cheaper tool`;
+    case 'args.tool':
+      if (v.code === 'TOOL_UNDECLARED') {
+        return tool.kind === 'confusable'
+          ? `call ${JSON.stringify(tool.declared.name)} by its exact declared name`
+          : 'declare the tool in the tenant tool catalog, or call a declared tool';
+      }
+      return remediationForArgs(v, 'tool');
+    default:
+      return v.field.startsWith('args.') ? remediationForArgs(v, v.field.slice('args.'.length)) : ERROR_TABLE[v.code].suggestion;
+  }
+}
+
+function grantViolations(
+  grants: readonly TrifectaReport[],
+  policies: readonly Policy[],
+  approved: readonly boolean[],
+): ExplainedViolation[] {
+  const out: ExplainedViolation[] = [];
+  grants.forEach((report, i) => {
+    if (!report.detected || approved[i] === true) return;
+    out.push({
+      code: 'GRANT_PENDING_APPROVAL',
+      dr_index: i,
+      field: 'policy.allowed_tools',
+      required: 'human approval, or allowed_tools without one of the three risks',
+      actual: policies[i]?.allowed_tools ?? null,
+      message: `The tools ${dr(i)} allows combine all three risks (${describeTrifecta(report)}).`,
+      remediation: `have an approver approve ${dr(i)}, or re-issue it with allowed_tools that leave out every source of one of the three risks`,
+    });
+  });
+  return out;
+}
+
+function approvers(settings: TenantToolSettings): string {
+  const dids = settings.approvers.length === 0 ? '' : `, or ${settings.approvers.join(', ')}`;
+  return `holders of an API key with the approve scope${dids}`;
+}
+
+function ruleViolation(outcome: RuleOutcome, settings: TenantToolSettings): ExplainedViolation | undefined {
+  if (outcome.decision === 'allow') return undefined;
+  const which = outcome.source === 'rule' ? `rule #${outcome.rule.index} (${outcome.rule.id})` : 'the default decision';
+  const field = outcome.source === 'rule' ? `rules[${outcome.rule.index}]` : 'default_decision';
+  const description = outcome.source === 'rule' && outcome.rule.description !== undefined ? ` ${outcome.rule.description}` : '';
+  const message = `${which} decides ${outcome.decision}: ${outcome.why.join('; ')}.${description}`;
+  if (outcome.decision === 'deny') {
+    return {
+      code: 'RULE_DENIED',
+      field,
+      required: 'a call no rule denies',
+      actual: outcome.decision,
+      message,
+      remediation: `call a different tool, or ask the tenant admin to change ${which}`,
+    };
+  }
+  return {
+    code: 'APPROVAL_REQUIRED',
+    field,
+    required: 'human approval',
+    actual: outcome.decision,
+    message,
+    remediation: `request approval; approvers: ${approvers(settings)}`,
+  };
+}
+
+/** Every unmet condition of a hypothetical call, each with a remediation. */
+export function explain(input: ExplainInput): Explanation {
+  const { args, policies, catalog, settings } = input;
+  const context = input.context ?? {};
+  const tool = resolveTool(catalog, argOf(args, 'tool'));
+  const estimate = estimateWithFloor(argOf(args, 'estimated_cost_usd'), tool);
+  const trifectaOpts = { catalog, strict: settings.strict };
+
+  const violations: ExplainedViolation[] = [];
+  const withRemedy = (v: Violation) => violations.push({ ...v, remediation: remediationFor(v, tool) });
+  policies.forEach((policy, i) => {
+    for (const v of evaluateArgs(policy, args)) withRemedy({ ...v, dr_index: i });
+  });
+  for (const v of checkToolRequirements(tool, policies, trifectaOpts)) withRemedy(v);
+
+  // A DR's reach is what it and every DR above it allow (attenuation keeps a valid child within its parent).
+  const grants = policies.map((_, i) => detectTrifecta(effectiveLimits(policies.slice(0, i + 1)).allowed_tools, trifectaOpts));
+  violations.push(...grantViolations(grants, policies, context.approved_grants ?? []));
+
+  const chainTrifecta = detectTrifecta(effectiveLimits(policies).allowed_tools, trifectaOpts);
+  const rule = evaluateRules(settings.rules, settings.default_decision, {
+    tool,
+    trifecta: chainTrifecta.detected,
+    near_limit: context.near_limit ?? false,
+    cost_calibration: context.cost_calibration ?? false,
+    estimate_micros: estimate.micros,
+  });
+  const gate = ruleViolation(rule, settings);
+  if (gate !== undefined) violations.push(gate);
+
+  const blocking = violations.some((v) => v.code !== 'APPROVAL_REQUIRED');
+  return {
+    decision: blocking ? 'deny' : gate !== undefined ? 'require_approval' : 'allow',
+    violations,
+    catalog_version: catalog.version,
+    tool,
+    estimate_usd: estimate.micros === undefined ? null : microsToUsd(estimate.micros),
+    estimate_raised: estimate.raised,
+    grants,
+    chain_trifecta: chainTrifecta,
+    rule,
+  };
+}
