@@ -11,6 +11,7 @@ export interface Tenant {
   readonly id: string;
   readonly operator: KeyPair;
   readonly verifyKey: string;
+  readonly verifyKeyId: string;
 }
 
 async function call(
@@ -46,7 +47,7 @@ export async function setupTenant(url: string, adminKey: string, name: string): 
   if (r.status !== 201) throw new Error(`add root: HTTP ${r.status} ${JSON.stringify(r.body)}`);
   const k = await call(url, 'POST', `/v1/admin/tenants/${id}/api-keys`, adminKey, { scopes: ['verify'], name: 'bench verify' });
   if (k.status !== 201) throw new Error(`api key: HTTP ${k.status} ${JSON.stringify(k.body)}`);
-  return { id, operator, verifyKey: k.body.key as string };
+  return { id, operator, verifyKey: k.body.key as string, verifyKeyId: k.body.id as string };
 }
 
 export interface Chain {

@@ -1,14 +1,14 @@
 /**
  * The database side of the bench: bulk DR rows made in SQL, the SQL
- * ceiling (countCallsAtomically driven directly, no HTTP, no crypto), the
+ * ceiling (the verify statement, countCallsAtomically, driven directly: no
+ * HTTP, no crypto), the
  * lock-wait sampler, and the bench-only "counter slices" experiment for
  * a shared root counter.
  */
 import { randomUUID } from 'node:crypto';
 import { sql as dsql } from 'drizzle-orm';
 import type postgres from 'postgres';
-import type { Db } from '../../src/store/db.js';
-import { delegationsByHash, trustedRootsOf } from '../../src/store/delegations.js';
+import type { Db, Store } from '../../src/store/db.js';
 import { insertReceipt } from '../../src/store/receipts.js';
 import { rows } from '../../src/store/rows.js';
 import { countCallsAtomically, isMetered, readChainState, type InvocationToCount } from '../../src/store/runtime.js';
@@ -64,6 +64,9 @@ export async function delegationCount(sql: Sql, tenantId: string): Promise<numbe
 /** What an allowed verify stores besides the counters: shapes copied from a real one. */
 export interface CountTemplate {
   readonly tenantId: string;
+  /** An active verify key of the tenant and its trusted root: the statement re-checks both. */
+  readonly keyId: string;
+  readonly rootDid: string;
   readonly kid: string;
   readonly invocationJws: string;
   readonly invocationHash: string;
@@ -79,7 +82,7 @@ export function invocationFor(t: CountTemplate, drChain: readonly string[]): Inv
     drChain: drChain as InvocationToCount['drChain'],
     tool: 'web_search',
     estimatedMicros: 0,
-    callerKeyId: 'key_bench_sql',
+    callerKeyId: t.keyId,
   };
 }
 
@@ -87,17 +90,12 @@ function receiptFor(t: CountTemplate, jti: string) {
   return { tenantId: t.tenantId, kind: 'invocation.allowed' as const, subject: jti, jws: t.receiptJws, kid: t.kid };
 }
 
-/** One allowed count exactly as the service does it (same function, same receipt insert). */
-export async function countOnce(db: Db, t: CountTemplate, drChain: readonly string[]): Promise<boolean> {
+/** One allowed count exactly as the service does it: the same statement, the same rows. */
+export async function countOnce(store: Store, t: CountTemplate, drChain: readonly string[]): Promise<boolean> {
   const inv = invocationFor(t, drChain);
-  const out = await countCallsAtomically(db, inv, receiptFor(t, inv.jti));
+  const limits = drChain.map((hash, depth) => ({ hash, depth, maxCalls: null, maxSpendMicros: null }));
+  const out = await countCallsAtomically(store.query, inv, receiptFor(t, inv.jti), limits, t.rootDid, new Date(Date.now() + 5_000));
   return out.ok;
-}
-
-/** The service's whole SQL for one verify: the two pre-reads, then the transaction. */
-export async function verifySqlOnce(db: Db, t: CountTemplate, drChain: readonly string[]): Promise<boolean> {
-  await Promise.all([delegationsByHash(db, t.tenantId, drChain), trustedRootsOf(db, t.tenantId)]);
-  return countOnce(db, t, drChain);
 }
 
 /**
