@@ -22,11 +22,15 @@ async function call(
   json: unknown,
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- admin responses are read ad hoc by the bench
 ): Promise<{ status: number; body: any }> {
-  const res = await fetch(`${url}${path}`, {
-    method,
-    headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
-    body: JSON.stringify(json),
-  });
+  const send = () =>
+    fetch(`${url}${path}`, {
+      method,
+      headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
+      body: JSON.stringify(json),
+    });
+  // A keep-alive socket the server closed while idle (e.g. while the bench signed chains)
+  // fails before any answer; every call here is idempotent, so send it once more.
+  const res = await send().catch(send);
   const text = await res.text();
   let body: unknown = text;
   try {

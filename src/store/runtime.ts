@@ -85,11 +85,6 @@ export async function readChainState(db: Db, tenantId: string, chain: readonly s
     .sort((a, b) => a.depth - b.depth);
 }
 
-/** Whether a stored DR limits calls or spend, i.e. needs its row updated per call. */
-export function isMetered(s: Pick<ChainRuntimeState, 'maxCalls' | 'maxSpendMicros'>): boolean {
-  return s.maxCalls !== null || s.maxSpendMicros !== null;
-}
-
 const VERIFY_COUNT_SQL = 'select baton_verify_count($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) as r';
 const RECORD_DENIAL_SQL = 'select baton_record_denial($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) as r';
 
