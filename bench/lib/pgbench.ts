@@ -35,15 +35,16 @@ export async function preparePgbench(sql: postgres.Sql, dir: string, s: PgbenchS
        from generate_series(0, $2::int * 2 - 1) g order by g`,
     [s.tenantId, clients],
   );
+  // No ':' before a letter inside the script's literals: pgbench would read it as a variable.
   const t = `'${s.tenantId}'`;
   const script = `\\set r random(1, 1000000000000000)
 BEGIN;
 INSERT INTO invocations (tenant_id, jti, hash, jws, leaf_hash, dr_chain, tool, estimated_micros, caller_key_id)
-  VALUES (${t}, 'inv:pgbench-' || :client_id::text || '-' || :r::text, 'sha256:' || md5(:r::text) || md5(:client_id::text), repeat('i', ${s.invocationBytes}),
+  VALUES (${t}, 'inv-pgbench-' || :client_id::text || '-' || :r::text, 'sha256:' || md5(:r::text) || md5(:client_id::text), repeat('i', ${s.invocationBytes}),
           ${hashSql(':client_id::int * 2 + 1')}, array[${hashSql(':client_id::int * 2')}, ${hashSql(':client_id::int * 2 + 1')}], 'web_search', 0, '${s.keyId}');
 UPDATE delegations SET calls_used = calls_used + 1 WHERE tenant_id = ${t} AND hash = ${hashSql(':client_id::int * 2')} AND calls_used < max_calls;
 UPDATE delegations SET calls_used = calls_used + 1 WHERE tenant_id = ${t} AND hash = ${hashSql(':client_id::int * 2 + 1')} AND calls_used < max_calls;
-INSERT INTO receipts (tenant_id, kind, subject, jws, kid) VALUES (${t}, 'invocation.allowed', 'inv:pgbench-' || :client_id::text || '-' || :r::text, repeat('r', ${s.receiptBytes}), '${s.kid}');
+INSERT INTO receipts (tenant_id, kind, subject, jws, kid) VALUES (${t}, 'invocation.allowed', 'inv-pgbench-' || :client_id::text || '-' || :r::text, repeat('r', ${s.receiptBytes}), '${s.kid}');
 END;
 `;
   const file = join(dir, 'verify-work.sql');

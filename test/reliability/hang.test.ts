@@ -10,11 +10,10 @@
  *
  * The processes are always resumed (finally), also when the test fails.
  */
-import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   auditDatabase,
+  clusterPids,
   destroyClusterOnExit,
   grantRoot,
   grantSub,
@@ -53,24 +52,6 @@ afterAll(async () => {
   await cluster?.destroy();
 }, 60_000);
 
-/** The postmaster of the cluster and every process it started. */
-function postgresPids(dir: string): number[] {
-  const postmaster = Number(readFileSync(join(dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
-  const children = readdirSync('/proc')
-    .filter((d) => /^\d+$/.test(d))
-    .filter((d) => {
-      try {
-        // Fields after the command name: state, ppid, ...
-        const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
-        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === postmaster;
-      } catch {
-        return false; // gone meanwhile
-      }
-    })
-    .map(Number);
-  return [postmaster, ...children];
-}
-
 function signalAll(pids: readonly number[], signal: NodeJS.Signals): void {
   for (const pid of pids) {
     try {
@@ -90,7 +71,7 @@ describe('a hanging database', () => {
     // Warm the service's caches: during the pause the verify needs only its one statement.
     expect((await verify(node!.url, tenant, warm!.bundle)).status).toBe(200);
 
-    const pids = postgresPids(cluster!.dir);
+    const pids = clusterPids(cluster!);
     let reply;
     signalAll(pids, 'SIGSTOP');
     try {

@@ -3,11 +3,11 @@
  * processes sharing one port and one database. Both serve, and a shared
  * ceiling still holds exactly across them; a worker that dies is replaced.
  */
-import { readdirSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, type FreshDatabase } from '../setup/db.js';
 import {
   auditDatabase,
+  childrenOf,
   grantRoot,
   grantSub,
   killAll,
@@ -38,21 +38,6 @@ afterAll(async () => {
   await killAll([node]);
   await database?.drop();
 }, 30_000);
-
-/** Pids of the processes whose parent is `pid`. */
-function childrenOf(pid: number): number[] {
-  return readdirSync('/proc')
-    .filter((d) => /^\d+$/.test(d))
-    .filter((d) => {
-      try {
-        const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
-        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid;
-      } catch {
-        return false;
-      }
-    })
-    .map(Number);
-}
 
 /** The worker pids, polled until there are `expected` of them (bounded). */
 async function workers(expected: number): Promise<number[]> {
