@@ -86,7 +86,8 @@ export async function readChainState(db: Db, tenantId: string, chain: readonly s
 }
 
 const VERIFY_COUNT_SQL = 'select baton_verify_count($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) as r';
-const RECORD_DENIAL_SQL = 'select baton_record_denial($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) as r';
+// The violations travel as JSON text: a driver given a jsonb parameter would JSON-encode the text again.
+const RECORD_DENIAL_SQL = 'select baton_record_denial($1, $2, $3, $4, $5, $6, $7, $8, $9::text::jsonb, $10, $11, $12) as r';
 
 /** What baton_verify_count answers (jsonb): o = the outcome, s = [hash, calls_used, spend] per DR. */
 interface CountAnswer {

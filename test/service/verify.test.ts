@@ -108,6 +108,8 @@ describe('verify: deny', () => {
     const where = r.body.violations.map((v: { dr_index: number; field: string }) => `${v.dr_index}:${v.field}`).sort();
     expect(where).toEqual(['0:args.estimated_cost_usd', '0:args.tool', '1:args.estimated_cost_usd', '1:args.tool']);
     expect(await tableCount(denials)).toBe(before + 1);
+    const [denial] = await svc.store.db.select().from(denials).where(eq(denials.jti, inv.payload.jti));
+    expect(denial).toMatchObject({ code: 'POLICY_VIOLATION', block: 'D', violations: r.body.violations });
     const [row] = await svc.store.db.select().from(invocations).where(eq(invocations.jti, inv.payload.jti));
     expect(row).toBeUndefined();
   });
