@@ -190,7 +190,8 @@ describe('kill -9 of a service process under load', () => {
         while (performance.now() < deadline) {
           const [row] = await watcher<{ n: number }[]>`
             select count(*)::int as n from pg_stat_activity
-             where datname = current_database() and wait_event_type = 'Lock' and query ilike '%receipts%'`;
+             where datname = current_database() and wait_event_type = 'Lock'
+               and (query ilike '%receipts%' or query ilike '%baton_verify_count%')`;
           waiting = row!.n;
           if (waiting >= K) break;
           await sleep(20);
