@@ -39,6 +39,8 @@ const EnvSchema = z.object({
   BATON_INVOCATION_MAX_AGE: int('BATON_INVOCATION_MAX_AGE', 1, 86_400, 300),
   BATON_CLOCK_SKEW: int('BATON_CLOCK_SKEW', 0, 3_600, 60),
   BATON_DB_POOL: int('BATON_DB_POOL', 1, 200, 10),
+  BATON_VERIFY_DEADLINE_MS: int('BATON_VERIFY_DEADLINE_MS', 50, 60_000, 5_000),
+  BATON_WORKERS: int('BATON_WORKERS', 1, 256, 1),
   BATON_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
   // HTTP timeouts: an idle keep-alive connection outlives common load-balancer idle timeouts (60 s),
   // so the balancer, never the service, closes it first; see README "Running behind a load balancer".
@@ -60,6 +62,10 @@ export interface Config {
   readonly invocationMaxAgeSeconds: number;
   readonly clockSkewSeconds: number;
   readonly dbPoolSize: number;
+  /** A verify answers 503 past this, and its statement refuses to commit (ms). */
+  readonly verifyDeadlineMs: number;
+  /** Service processes (node:cluster), one per core; 1 = no cluster. */
+  readonly workers: number;
   readonly logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent';
   readonly http: HttpTimeouts;
 }
@@ -140,6 +146,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     invocationMaxAgeSeconds: e.BATON_INVOCATION_MAX_AGE,
     clockSkewSeconds: e.BATON_CLOCK_SKEW,
     dbPoolSize: e.BATON_DB_POOL,
+    verifyDeadlineMs: e.BATON_VERIFY_DEADLINE_MS,
+    workers: e.BATON_WORKERS,
     logLevel: e.BATON_LOG_LEVEL,
     http,
   };

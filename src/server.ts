@@ -2,6 +2,7 @@
  * Starts Baton: configuration, master key, store (PostgreSQL or embedded
  * PGlite), migrations, signing key, bootstrap admin key, HTTP listener.
  */
+import cluster, { type Worker } from 'node:cluster';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
@@ -109,6 +110,7 @@ export async function runService(): Promise<void> {
     throw e;
   }
   const log = createLogger(config.logLevel);
+  if (config.workers > 1 && cluster.isPrimary) return runPrimary(config, log);
   const server = await startServer(config, log);
   process.stderr.write(`Baton is listening on ${server.url} (database: ${server.store.kind}). Press Ctrl+C to stop.\n`);
   let stopping = false;
@@ -125,6 +127,59 @@ export async function runService(): Promise<void> {
         process.exit(1);
       },
     );
+  };
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+}
+
+/**
+ * BATON_WORKERS > 1: this process only supervises; each worker is a whole
+ * service (its own pool, caches and signer) listening on the one shared port
+ * (node:cluster hands out connections). Nodes are stateless, so workers are
+ * just more nodes on one database. A worker that dies is replaced; one that
+ * dies before it listens stops the start (exit 1), since a replacement would
+ * fail the same way.
+ */
+async function runPrimary(config: Config, log: Logger): Promise<void> {
+  if (!config.databaseUrl) {
+    process.stderr.write('BATON_WORKERS > 1 needs DATABASE_URL: the embedded database belongs to one process.\n');
+    process.exit(1);
+  }
+  // Resolved once here, so workers never race to generate a development key.
+  const env = { BATON_MASTER_KEY: Buffer.from(resolveMasterKey(config, log)).toString('hex') };
+  let stopping = false;
+  const running = new Set<Worker>();
+  const stopAll = () => {
+    for (const w of running) w.process.kill('SIGTERM');
+  };
+  const fork = () => {
+    const worker = cluster.fork(env);
+    running.add(worker);
+    let listened = false;
+    worker.once('listening', () => (listened = true));
+    worker.once('exit', (code, signal) => {
+      running.delete(worker);
+      if (!stopping && !listened) {
+        log.error('a worker failed to start; stopping', { code, signal });
+        stopping = true;
+        process.exitCode = 1;
+        stopAll();
+      } else if (!stopping) {
+        log.warn('worker exited; starting another', { code, signal });
+        fork();
+      }
+      if (stopping && running.size === 0) process.exit();
+    });
+  };
+  for (let i = 0; i < config.workers; i++) fork();
+  process.stderr.write(`Baton is starting ${config.workers} worker processes on ${config.host}:${config.port}.\n`);
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info('shutting down workers', { signal });
+    const force = setTimeout(() => process.exit(1), 12_000);
+    force.unref();
+    stopAll();
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));

@@ -11,6 +11,7 @@ export interface Tenant {
   readonly id: string;
   readonly operator: KeyPair;
   readonly verifyKey: string;
+  readonly verifyKeyId: string;
 }
 
 async function call(
@@ -21,11 +22,15 @@ async function call(
   json: unknown,
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- admin responses are read ad hoc by the bench
 ): Promise<{ status: number; body: any }> {
-  const res = await fetch(`${url}${path}`, {
-    method,
-    headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
-    body: JSON.stringify(json),
-  });
+  const send = () =>
+    fetch(`${url}${path}`, {
+      method,
+      headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
+      body: JSON.stringify(json),
+    });
+  // A keep-alive socket the server closed while idle (e.g. while the bench signed chains)
+  // fails before any answer; every call here is idempotent, so send it once more.
+  const res = await send().catch(send);
   const text = await res.text();
   let body: unknown = text;
   try {
@@ -46,7 +51,7 @@ export async function setupTenant(url: string, adminKey: string, name: string): 
   if (r.status !== 201) throw new Error(`add root: HTTP ${r.status} ${JSON.stringify(r.body)}`);
   const k = await call(url, 'POST', `/v1/admin/tenants/${id}/api-keys`, adminKey, { scopes: ['verify'], name: 'bench verify' });
   if (k.status !== 201) throw new Error(`api key: HTTP ${k.status} ${JSON.stringify(k.body)}`);
-  return { id, operator, verifyKey: k.body.key as string };
+  return { id, operator, verifyKey: k.body.key as string, verifyKeyId: k.body.id as string };
 }
 
 export interface Chain {

@@ -5,7 +5,7 @@ import { runService } from '../server.js';
 import { COMMON_OPTIONS } from './common.js';
 import { EXIT_UNREACHABLE, UsageError, type CliIo } from './io.js';
 
-export const SERVE_HELP = `Usage: baton serve [--port <n>] [--host <addr>] [--data-dir <dir>] [--database-url <url>]
+export const SERVE_HELP = `Usage: baton serve [--port <n>] [--host <addr>] [--data-dir <dir>] [--database-url <url>] [--workers <n>]
 
 Runs the Baton service until Ctrl+C (SIGINT) or SIGTERM, then shuts down
 gracefully. Without a database URL it runs on embedded PGlite in the data
@@ -17,13 +17,16 @@ Options (each overrides its environment variable):
   --host <addr>           HOST (default 127.0.0.1)
   --data-dir <dir>        BATON_DATA_DIR, the embedded database (default ./.baton/data)
   --database-url <url>    DATABASE_URL, postgres://... (default: embedded)
+  --workers <n>           BATON_WORKERS, service processes sharing the port,
+                          e.g. one per core (default 1; needs a database URL)
   -h, --help              show this help
 
 Other configuration comes from the environment: BATON_ADMIN_KEY,
 BATON_MASTER_KEY (64 hex digits; encrypts signing keys at rest, a dev run
 generates one in the data folder), BATON_MAX_BODY_BYTES,
 BATON_MAX_CHAIN_DEPTH, BATON_INVOCATION_MAX_AGE, BATON_CLOCK_SKEW,
-BATON_DB_POOL and BATON_LOG_LEVEL (debug, info, warn, error, silent).
+BATON_DB_POOL (per worker), BATON_VERIFY_DEADLINE_MS (default 5000) and
+BATON_LOG_LEVEL (debug, info, warn, error, silent).
 
 Exit codes: 0 stopped cleanly, 2 invalid flags or configuration, 3 the
 service could not start (e.g. the database is unreachable).`;
@@ -37,6 +40,7 @@ export async function runServe(argv: string[], io: CliIo): Promise<number> {
       host: { type: 'string' },
       'data-dir': { type: 'string' },
       'database-url': { type: 'string' },
+      workers: { type: 'string' },
       help: COMMON_OPTIONS.help,
     },
   });
@@ -50,6 +54,7 @@ export async function runServe(argv: string[], io: CliIo): Promise<number> {
     HOST: values.host,
     BATON_DATA_DIR: values['data-dir'],
     DATABASE_URL: values['database-url'],
+    BATON_WORKERS: values.workers,
   };
   for (const [name, value] of Object.entries(overrides)) if (value !== undefined) process.env[name] = value;
   try {

@@ -229,6 +229,11 @@ export interface LimitWarning {
 export interface VerifyAllowed {
   readonly valid: true;
   readonly dry_run: boolean;
+  /**
+   * True when this answers a re-send of an invocation this key already had
+   * allowed (e.g. after a lost answer): the original receipt, nothing counted again.
+   */
+  readonly retry: boolean;
   readonly context: ChainContext;
   /** The invocation jti: report actuals under it. */
   readonly invocation_id: string;

@@ -15,10 +15,13 @@
  *
  * Caching: successful lookups are kept in memory for at most KEY_CACHE_TTL_MS
  * (10 s, bounded to KEY_CACHE_MAX entries, per app instance) so the verify hot
- * path costs one query for the key at most every 10 s. Revoking a key evicts it
- * from this node's cache at once; OTHER NODES sharing the database may still
- * accept a revoked key for up to the TTL (10 s). Refusals are never cached, so
- * garbage keys cannot evict good entries, and a new key works immediately.
+ * path costs no query for the key. The verify statements re-check that the key
+ * is still active inside their transaction (baton_verify_count,
+ * baton_record_denial), so a key revoked on any node is refused by every
+ * node's next verify; revoking a key also evicts it from this node's cache at
+ * once. On other routes, OTHER NODES sharing the database may still accept a
+ * revoked key for up to the TTL (10 s). Refusals are never cached, so garbage
+ * keys cannot evict good entries, and a new key works immediately.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Context, MiddlewareHandler } from 'hono';

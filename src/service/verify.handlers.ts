@@ -3,9 +3,13 @@
  * server calls before every tool execution.
  *
  * Blocks A-F run in the pure protocol (verifyChain) over the bundle, with
- * DRs resolved from the store when sent by reference; block G (revocation
- * re-checked, replay, call counters, budgets) runs in one transaction. A
- * storage failure surfaces as 503 from the error mapper: never an allow.
+ * DRs resolved from the store (through an in-process cache) when sent by
+ * reference; block G runs in ONE statement (countCallsAtomically), which
+ * also re-checks every fact the caches may hold stale: the API key, the
+ * root's trust, revocation. A refusal is stored with its receipt by one
+ * statement too (recordDenial). Every verify has a deadline: past it the
+ * answer is 503 and the statements refuse to commit. A storage failure
+ * surfaces as 503 from the error mapper: never an allow.
  */
 import { z } from 'zod';
 import {
@@ -20,15 +24,25 @@ import { decodeBase64url } from '../protocol/base64url.js';
 import { BatonError, blockOf, type ErrorCode, type Violation } from '../protocol/errors.js';
 import { utf8Decode } from '../protocol/jcs.js';
 import { invocationAmountProblem, microsToUsd, saturatingMicros, usdToMicros, type Micros } from '../protocol/money.js';
+import { isApiKeyActive } from '../store/api-keys.js';
 import { delegationsByHash, runtimeLimits, trustedRootsOf } from '../store/delegations.js';
-import { countCallsAtomically, predictCount, type ChainRuntimeState, type CountOutcome } from '../store/runtime.js';
-import { denials, type Delegation } from '../store/schema/index.js';
+import {
+  countCallsAtomically,
+  predictCount,
+  recordDenial,
+  type ChainLimits,
+  type ChainRuntimeState,
+  type CountOutcome,
+} from '../store/runtime.js';
+import { evictApiKey } from './auth.js';
+import { hotPathCacheOf, type StoredDelegation } from './hot-cache.js';
+import type { Db } from '../store/db.js';
 import type { AuthContext, ServiceDeps } from './types.js';
 import { parseStrictJson } from './body.js';
 import { metrics } from './metrics.js';
 import { parseRequest } from './validate.js';
 import { checkSubmission, submitDelegations } from './delegations.handlers.js';
-import { recordReceipt, signReceipt } from './receipts.js';
+import { signReceipt } from './receipts.js';
 
 export const VerifyRequestSchema = z.looseObject({
   bundle_version: z.unknown().optional(),
@@ -62,6 +76,8 @@ export type VerifyResponse =
       readonly body: {
         valid: true;
         dry_run: boolean;
+        /** True when this answers a re-send of an invocation already allowed for this key: nothing was counted now. */
+        retry: boolean;
         context: ChainContext;
         invocation_id: string;
         binding: ChainContext['binding'];
@@ -90,19 +106,61 @@ export function bundleFrom(req: VerifyRequest, drsHeader: string | undefined): u
   }
 }
 
-export async function verifyInvocation(
+/**
+ * verifyInvocation within the configured deadline: past it the caller gets
+ * 503 STORAGE_UNAVAILABLE, and the statements, given the same deadline,
+ * refuse to commit if the database runs them later.
+ */
+export async function verifyWithinDeadline(
   deps: ServiceDeps,
   auth: AuthContext,
   tenantId: string,
   req: VerifyRequest,
   bundle: unknown,
 ): Promise<VerifyResponse> {
+  const ms = deps.config.verifyDeadlineMs;
+  const deadline = new Date(Date.now() + ms);
+  const work = verifyInvocation(deps, auth, tenantId, req, bundle, deadline);
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(
+          new BatonError('STORAGE_UNAVAILABLE', {
+            message: `The database did not answer within the ${ms} ms verify deadline, so Baton refuses; nothing was counted.`,
+          }),
+        ),
+      ms,
+    );
+  });
+  try {
+    return await Promise.race([work, late]);
+  } finally {
+    clearTimeout(timer);
+    work.catch(() => {}); // settles after the deadline answered; its outcome was refused in SQL too
+  }
+}
+
+export async function verifyInvocation(
+  deps: ServiceDeps,
+  auth: AuthContext,
+  tenantId: string,
+  req: VerifyRequest,
+  bundle: unknown,
+  deadline: Date = new Date(Date.now() + deps.config.verifyDeadlineMs),
+): Promise<VerifyResponse> {
   const db = deps.store.db;
   const now = deps.now();
   const dryRun = req.dry_run === true;
+  const cache = hotPathCacheOf(deps);
 
+  // A dry run reads every fact fresh (it runs no statement that re-checks them).
+  if (dryRun) await assertKeyActive(deps, auth);
   const hashes = referencedHashes(bundle);
-  const [stored, roots] = await Promise.all([delegationsByHash(db, tenantId, hashes), trustedRootsOf(db, tenantId)]);
+  const stored = dryRun ? await freshDelegations(db, tenantId, hashes) : await cache.delegations(db, tenantId, hashes);
+  const roots = dryRun
+    ? await trustedRootsOf(db, tenantId)
+    : await cache.trustedRoots(db, tenantId, hashes[0] === undefined ? undefined : stored.get(hashes[0])?.iss);
   const decision = verifyChain(bundle, {
     now,
     trustedRoots: roots,
@@ -110,12 +168,12 @@ export async function verifyInvocation(
     invocationMaxAgeSeconds: deps.config.invocationMaxAgeSeconds,
     clockSkewSeconds: deps.config.clockSkewSeconds,
     resolveReceipt: (h) => stored.get(h)?.jws,
-    isRevoked: (h) => stored.get(h)?.revokedAt != null,
+    isRevoked: (h) => stored.get(h)?.revoked === true,
     cache: deps.drCache,
     ...(req.body !== undefined ? { body: req.body } : {}),
     ...(req.require_binding ? { requireBinding: true } : {}),
   });
-  if (!decision.valid) return refuse(deps, auth, tenantId, decision, dryRun);
+  if (!decision.valid) return refuse(deps, auth, tenantId, decision, dryRun, deadline);
 
   const inv = decision.invocation.payload;
   if (auth.toolServer !== null && inv.tool_server !== auth.toolServer) {
@@ -136,14 +194,21 @@ export async function verifyInvocation(
         { invocation: decision.invocation, dr_chain: inv.dr_chain },
       ),
       dryRun,
+      deadline,
     );
   }
 
-  // DRS clients never pre-register: a verified chain with unknown DRs is stored now.
+  // DRS clients never pre-register: a verified chain with unknown DRs is stored now
+  // (by a key that is still active: this write happens before the statement re-checks it).
   // A dry run stores nothing but makes the same checks, so it refuses what storing would.
   if (decision.delegations.some((d) => !stored.has(d.hash))) {
     const jwsList = decision.delegations.map((d) => d.jws);
-    await (dryRun ? checkSubmission(deps, tenantId, jwsList) : submitDelegations(deps, tenantId, jwsList));
+    if (dryRun) {
+      await checkSubmission(deps, tenantId, jwsList);
+    } else {
+      await assertKeyActive(deps, auth);
+      await submitDelegations(deps, tenantId, jwsList);
+    }
   }
 
   const toCount = {
@@ -173,58 +238,67 @@ export async function verifyInvocation(
         },
       });
   const outcome = receipt
-    ? await countCallsAtomically(db, toCount, receipt, storedState(inv.dr_chain, stored))
+    ? await countCallsAtomically(
+        deps.store.query,
+        toCount,
+        receipt,
+        chainLimits(decision.delegations),
+        decision.delegations[0]!.payload.iss,
+        deadline,
+      )
     : await predictCount(db, toCount, unstoredState(decision.delegations, stored));
   if (!outcome.ok) {
+    if (outcome.reason === 'KEY_REVOKED') throw keyRevoked(deps, auth);
+    if (outcome.reason === 'UNTRUSTED_ROOT') cache.forgetRoots(tenantId);
+    if (outcome.reason === 'RECEIPT_REVOKED') cache.forgetDelegation(tenantId, outcome.hash);
     return refuse(
       deps,
       auth,
       tenantId,
       deny([runtimeViolation(outcome, decision)], { invocation: decision.invocation, dr_chain: inv.dr_chain }),
       dryRun,
+      deadline,
     );
   }
-  if (!receipt) return allow(decision, outcome.state, null, true, toCount.estimatedMicros);
-  if (outcome.receiptId === undefined) throw new BatonError('INTERNAL', { message: 'A counted invocation came back without its receipt.' });
-  metrics.observeDecision('allow', 'ALLOWED');
-  return allow(decision, outcome.state, { id: outcome.receiptId, kid: receipt.kid, jws: receipt.jws }, false, toCount.estimatedMicros);
+  const retry = outcome.retry !== undefined;
+  if (!receipt) return allow(decision, outcome.state, null, true, retry, toCount.estimatedMicros);
+  const answered =
+    typeof outcome.retry === 'object'
+      ? { id: outcome.retry.receiptId, kid: outcome.retry.kid, jws: outcome.retry.jws }
+      : outcome.receiptId !== undefined
+        ? { id: outcome.receiptId, kid: receipt.kid, jws: receipt.jws }
+        : undefined;
+  if (!answered) throw new BatonError('INTERNAL', { message: 'A counted invocation came back without its receipt.' });
+  metrics.observeDecision('allow', retry ? 'RETRY' : 'ALLOWED');
+  return allow(decision, outcome.state, answered, false, retry, toCount.estimatedMicros);
 }
 
-/** The chain's runtime rows from the pre-read, or undefined when some were not stored then. */
-function storedState(chain: readonly string[], stored: ReadonlyMap<string, Delegation>): ChainRuntimeState[] | undefined {
-  const out: ChainRuntimeState[] = [];
-  for (const hash of chain) {
-    const row = stored.get(hash);
-    if (!row) return undefined;
-    out.push({
-      hash,
-      depth: row.depth,
-      revoked: row.revokedAt !== null,
-      callsUsed: row.callsUsed,
-      maxCalls: row.maxCalls,
-      spendReservedMicros: row.spendReservedMicros,
-      maxSpendMicros: row.maxSpendMicros,
-    });
-  }
-  return out;
+/** 401 for a key revoked since this node cached it; forgets it here too. */
+function keyRevoked(deps: ServiceDeps, auth: AuthContext): BatonError {
+  evictApiKey(deps, auth.keyId);
+  return new BatonError('UNAUTHORIZED');
+}
+
+/** Re-reads the caller's key (the auth cache may be stale) before work no statement re-checks. */
+async function assertKeyActive(deps: ServiceDeps, auth: AuthContext): Promise<void> {
+  if (!(await isApiKeyActive(deps.store.db, auth.keyId))) throw keyRevoked(deps, auth);
+}
+
+async function freshDelegations(db: Db, tenantId: string, hashes: readonly string[]): Promise<Map<string, StoredDelegation>> {
+  const rows = await delegationsByHash(db, tenantId, hashes);
+  return new Map([...rows].map(([hash, r]) => [hash, { hash, jws: r.jws, iss: r.iss, revoked: r.revokedAt !== null }]));
+}
+
+/** Depth and ceilings of each DR as stored (see insertDelegation): from the verified payloads, no read needed. */
+function chainLimits(drs: readonly VerifiedDelegation[]): ChainLimits[] {
+  return drs.map((d, depth) => ({ hash: d.hash, depth, ...runtimeLimits(d.payload.policy) }));
 }
 
 /** Counters as they would start for verified DRs the store does not hold yet. */
 function unstoredState(drs: readonly VerifiedDelegation[], stored: ReadonlyMap<string, unknown>): ChainRuntimeState[] {
-  return drs.flatMap((d, depth) =>
-    stored.has(d.hash)
-      ? []
-      : [
-          {
-            hash: d.hash,
-            depth,
-            revoked: false,
-            callsUsed: 0,
-            spendReservedMicros: 0,
-            ...runtimeLimits(d.payload.policy),
-          },
-        ],
-  );
+  return chainLimits(drs)
+    .filter((l) => !stored.has(l.hash))
+    .map((l) => ({ ...l, revoked: false, callsUsed: 0, spendReservedMicros: 0 }));
 }
 
 /** Hashes the bundle's invocation names, read leniently: verifyChain judges the shape. */
@@ -254,9 +328,24 @@ function estimatedMicros(args: Record<string, unknown>): number {
   return usdToMicros(v as number, 'ceil');
 }
 
-function runtimeViolation(outcome: Exclude<CountOutcome, { ok: true }>, decision: Extract<ChainDecision, { valid: true }>): Violation {
+function runtimeViolation(
+  outcome: Exclude<CountOutcome, { ok: true } | { reason: 'KEY_REVOKED' }>,
+  decision: Extract<ChainDecision, { valid: true }>,
+): Violation {
   const indexOf = (hash: string) => decision.delegations.findIndex((d) => d.hash === hash);
   switch (outcome.reason) {
+    case 'UNTRUSTED_ROOT': {
+      // As verifyChain words it: the root was trusted when read, and is no longer.
+      const root = decision.delegations[0]!;
+      return {
+        code: 'UNTRUSTED_ROOT',
+        dr_index: 0,
+        dr_hash: root.hash,
+        field: 'iss',
+        actual: root.payload.iss,
+        message: `The root delegation is issued by ${root.payload.iss}, which is not a trusted root here.`,
+      };
+    }
     case 'REPLAY_DETECTED':
       return {
         code: 'REPLAY_DETECTED',
@@ -265,14 +354,16 @@ function runtimeViolation(outcome: Exclude<CountOutcome, { ok: true }>, decision
         message: `Invocation ${decision.invocation.payload.jti} has already been used.`,
       };
     case 'RECEIPT_REVOKED':
-    case 'BUNDLE_INCOMPLETE':
       return {
-        code: outcome.reason,
+        code: 'RECEIPT_REVOKED',
         dr_index: indexOf(outcome.hash),
         dr_hash: outcome.hash,
         field: 'status',
-        actual: outcome.reason === 'RECEIPT_REVOKED' ? 'revoked' : 'missing',
+        required: 'active',
+        actual: 'revoked',
       };
+    case 'BUNDLE_INCOMPLETE':
+      return { code: 'BUNDLE_INCOMPLETE', dr_index: indexOf(outcome.hash), dr_hash: outcome.hash, field: 'status', actual: 'missing' };
     case 'CALLS_EXHAUSTED':
       return {
         code: 'CALLS_EXHAUSTED',
@@ -303,6 +394,7 @@ function allow(
   state: readonly ChainRuntimeState[],
   receipt: { id: number; kid: string; jws: string } | null,
   dryRun: boolean,
+  retry: boolean,
   estimate: number,
 ): VerifyResponse {
   const counters: Counter[] = state
@@ -310,8 +402,9 @@ function allow(
     .map((s) => ({ dr: s.hash, calls_used: s.callsUsed, max_calls: s.maxCalls! }));
   const warnings: Warning[] = [];
   for (const s of state) {
-    // A dry run reports what the call would use, without using it.
-    const calls = dryRun ? s.callsUsed + 1 : s.callsUsed;
+    // A dry run reports what the call would use, without using it (a retry would use nothing).
+    const uses = dryRun && !retry;
+    const calls = uses ? s.callsUsed + 1 : s.callsUsed;
     if (s.maxCalls !== null && s.maxCalls > 0 && calls / s.maxCalls > NEAR_LIMIT) {
       warnings.push({
         code: 'NEAR_LIMIT',
@@ -322,7 +415,7 @@ function allow(
         message: `${calls} of ${s.maxCalls} calls used under ${s.hash}.`,
       });
     }
-    const spend = dryRun ? s.spendReservedMicros + estimate : s.spendReservedMicros;
+    const spend = uses ? s.spendReservedMicros + estimate : s.spendReservedMicros;
     if (s.maxSpendMicros !== null && s.maxSpendMicros > 0 && spend / s.maxSpendMicros > NEAR_LIMIT) {
       warnings.push({
         code: 'NEAR_LIMIT',
@@ -339,6 +432,7 @@ function allow(
     body: {
       valid: true,
       dry_run: dryRun,
+      retry,
       context: decision.context,
       invocation_id: decision.invocation.payload.jti,
       binding: decision.context.binding,
@@ -356,31 +450,36 @@ async function refuse(
   tenantId: string,
   decision: Extract<ChainDecision, { valid: false }>,
   dryRun: boolean,
+  deadline: Date,
 ): Promise<VerifyResponse> {
-  metrics.observeDecision('deny', decision.error.code);
   if (!dryRun) {
-    const db = deps.store.db;
     const inv = decision.invocation;
-    await db.transaction(async (tx) => {
-      await tx.insert(denials).values({
+    const subject = inv?.payload.jti ?? inv?.hash ?? 'unreadable-invocation';
+    const receipt = signReceipt(deps.signer, {
+      tenantId,
+      kind: 'invocation.denied',
+      subject,
+      now: deps.now(),
+      data: { code: decision.error.code, block: decision.error.block, dr_chain: decision.dr_chain ?? [], caller_key_id: auth.keyId },
+    });
+    const recorded = await recordDenial(
+      deps.store.query,
+      {
         tenantId,
+        callerKeyId: auth.keyId,
         jti: inv?.payload.jti ?? null,
         invocationHash: inv?.hash ?? null,
         code: decision.error.code,
         block: blockOf(decision.error.code as ErrorCode) ?? null,
-        drChain: [...(decision.dr_chain ?? [])],
-        callerKeyId: auth.keyId,
-        violations: storableJson(decision.violations) as Record<string, unknown>[],
-      });
-      await recordReceipt(tx, deps.signer, {
-        tenantId,
-        kind: 'invocation.denied',
-        subject: inv?.payload.jti ?? inv?.hash ?? 'unreadable-invocation',
-        now: deps.now(),
-        data: { code: decision.error.code, block: decision.error.block, dr_chain: decision.dr_chain ?? [], caller_key_id: auth.keyId },
-      });
-    });
+        drChain: decision.dr_chain ?? [],
+        violations: storableJson(decision.violations),
+        receipt: { subject, jws: receipt.jws, kid: receipt.kid },
+      },
+      deadline,
+    );
+    if (!recorded) throw keyRevoked(deps, auth);
   }
+  metrics.observeDecision('deny', decision.error.code);
   return { status: 403, body: { valid: false, error: decision.error, violations: decision.violations } };
 }
 

@@ -2,7 +2,7 @@
 import { Hono } from 'hono';
 import { requireScope, tenantOf } from './auth.js';
 import { hasBody, readJsonBody } from './body.js';
-import { bundleFrom, verifyInvocation, VerifyRequestSchema } from './verify.handlers.js';
+import { bundleFrom, verifyWithinDeadline, VerifyRequestSchema } from './verify.handlers.js';
 import { parseRequest } from './validate.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
@@ -16,7 +16,7 @@ export function verifyRoutes(deps: ServiceDeps): Hono<AppEnv> {
       const raw =
         drsHeader !== undefined && !(await hasBody(c, deps.config.maxBodyBytes)) ? {} : await readJsonBody(c, deps.config.maxBodyBytes);
       const req = parseRequest(VerifyRequestSchema, raw, 'request body');
-      const result = await verifyInvocation(deps, auth, tenantOf(auth), req, bundleFrom(req, drsHeader));
+      const result = await verifyWithinDeadline(deps, auth, tenantOf(auth), req, bundleFrom(req, drsHeader));
       return c.json(result.body, result.status);
     });
   }

@@ -121,3 +121,13 @@ export function createBootstrapAdminKey(db: Db): Promise<string | null> {
     return key;
   });
 }
+
+/** Whether the key exists and is not revoked: read fresh, for paths no statement re-checks. */
+export async function isApiKeyActive(db: Db, id: string): Promise<boolean> {
+  const [row] = await db
+    .select({ id: apiKeys.id })
+    .from(apiKeys)
+    .where(and(eq(apiKeys.id, id), isNull(apiKeys.revokedAt)))
+    .limit(1);
+  return row !== undefined;
+}

@@ -23,9 +23,18 @@ export type Db = PgDatabase<PgQueryResultHKT, Schema>;
 /** The transaction handle passed to db.transaction's callback. */
 export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 
+/**
+ * A fixed SQL text with positional parameters, run through the driver
+ * itself: prepared once per connection (postgres.js) and never built per
+ * request. Rows come back with the driver's own value mapping (jsonb parsed).
+ */
+export type RawQuery = (text: string, params: readonly unknown[]) => Promise<Record<string, unknown>[]>;
+
 export interface Store {
   db: Db;
   kind: 'postgres' | 'pglite';
+  /** The hot path's statements (see RawQuery). */
+  query: RawQuery;
   /** Throws when the database cannot answer (for /readyz). */
   ping(): Promise<void>;
   /** Idempotent: a second call (e.g. shutdown racing a test's cleanup) is a no-op. */
@@ -65,6 +74,7 @@ async function openPostgres(databaseUrl: string, max: number, migrationsFolder?:
   return {
     db,
     kind: 'postgres',
+    query: async (text, params) => client.unsafe(text, params as postgres.ParameterOrJSON<never>[], { prepare: true }),
     ping: async () => {
       await db.execute(sql`select 1`);
     },
@@ -81,6 +91,7 @@ async function openPglite(dataDir: string, migrationsFolder?: string): Promise<S
     return {
       db,
       kind: 'pglite',
+      query: async (text, params) => (await client.query<Record<string, unknown>>(text, [...params])).rows,
       ping: async () => {
         await db.execute(sql`select 1`);
       },

@@ -2,19 +2,21 @@
  * Block G: the runtime state no stateless verifier can keep, decided
  * atomically in PostgreSQL.
  *
- * One transaction per allowed invocation: check revocation, insert the
- * invocation (its jti is the primary key, so a replay cannot insert twice),
- * then increment every counted DR with a conditional UPDATE after locking
- * the rows root-to-leaf (every chain locks in that order, so no deadlocks).
- * If any DR is at its ceiling the UPDATE skips it and the whole transaction
- * rolls back: nothing is consumed. There is no read-then-write: the ceiling
- * is checked by the same statement that increments.
+ * One statement per verify: the SQL function baton_verify_count (migration
+ * 0003_verify_statement) re-checks every mutable fact (API key active, root
+ * still trusted, DRs stored and not revoked), detects a replay or a retry,
+ * and checks the call and budget ceilings under row locks taken root to leaf;
+ * only when all hold does it insert the invocation (its jti is the primary
+ * key, so a replay cannot insert twice), increment the counted DRs and store
+ * the allow's receipt, all in the one implicit transaction of the statement.
+ * A refusal writes nothing. The function text explains the lock order.
+ *
+ * It is called with a fixed SQL text through the driver (prepared once per
+ * connection), never built per request.
  */
-import { and, eq, inArray, sql } from 'drizzle-orm';
+import { and, eq, inArray } from 'drizzle-orm';
 import type { RecordHash } from '../protocol/hash.js';
-import type { Db } from './db.js';
-import { rows } from './rows.js';
-import { insertReceipt } from './receipts.js';
+import type { Db, RawQuery } from './db.js';
 import { delegations, invocations, type ReceiptKind } from './schema/index.js';
 
 export interface ChainRuntimeState {
@@ -26,6 +28,9 @@ export interface ChainRuntimeState {
   readonly spendReservedMicros: number;
   readonly maxSpendMicros: number | null;
 }
+
+/** What never changes about a stored DR: safe to cache, and all the statement's caller needs. */
+export type ChainLimits = Pick<ChainRuntimeState, 'hash' | 'depth' | 'maxCalls' | 'maxSpendMicros'>;
 
 export interface InvocationToCount {
   readonly tenantId: string;
@@ -39,18 +44,19 @@ export interface InvocationToCount {
 }
 
 export type CountOutcome =
-  | { readonly ok: true; readonly state: readonly ChainRuntimeState[]; readonly receiptId?: number }
-  | { readonly ok: false; readonly reason: 'REPLAY_DETECTED' }
+  | {
+      readonly ok: true;
+      readonly state: readonly ChainRuntimeState[];
+      readonly receiptId?: number;
+      /** Set when the same key re-sent an invocation already allowed: its original receipt, nothing counted now. */
+      readonly retry?: { readonly receiptId: number; readonly kid: string; readonly jws: string } | true;
+    }
+  | { readonly ok: false; readonly reason: 'REPLAY_DETECTED' | 'UNTRUSTED_ROOT' }
+  /** The caller's API key was revoked since it was cached: a 401, nothing recorded. */
+  | { readonly ok: false; readonly reason: 'KEY_REVOKED' }
   | { readonly ok: false; readonly reason: 'RECEIPT_REVOKED'; readonly hash: string }
   | { readonly ok: false; readonly reason: 'CALLS_EXHAUSTED' | 'BUDGET_EXHAUSTED'; readonly state: ChainRuntimeState }
   | { readonly ok: false; readonly reason: 'BUNDLE_INCOMPLETE'; readonly hash: string };
-
-/** Signals a deny from inside the transaction so that it rolls back. */
-class Rollback extends Error {
-  constructor(readonly outcome: Extract<CountOutcome, { ok: false }>) {
-    super(outcome.reason);
-  }
-}
 
 /** Counters, budgets and revocation of a stored chain, root first. */
 export async function readChainState(db: Db, tenantId: string, chain: readonly string[]): Promise<ChainRuntimeState[]> {
@@ -79,126 +85,125 @@ export async function readChainState(db: Db, tenantId: string, chain: readonly s
     .sort((a, b) => a.depth - b.depth);
 }
 
-/** Whether a stored DR limits calls or spend, i.e. needs its row updated per call. */
-export function isMetered(s: Pick<ChainRuntimeState, 'maxCalls' | 'maxSpendMicros'>): boolean {
-  return s.maxCalls !== null || s.maxSpendMicros !== null;
+const VERIFY_COUNT_SQL = 'select baton_verify_count($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) as r';
+// The violations travel as JSON text: a driver given a jsonb parameter would JSON-encode the text again.
+const RECORD_DENIAL_SQL = 'select baton_record_denial($1, $2, $3, $4, $5, $6, $7, $8, $9::text::jsonb, $10, $11, $12) as r';
+
+/** What baton_verify_count answers (jsonb): o = the outcome, s = [hash, calls_used, spend] per DR. */
+interface CountAnswer {
+  readonly o: 'ALLOWED' | 'RETRY' | 'REPLAY_DETECTED' | 'UNTRUSTED_ROOT' | 'KEY_REVOKED' | 'RECEIPT_REVOKED' | 'BUNDLE_INCOMPLETE';
+  readonly rid?: number;
+  readonly kid?: string;
+  readonly jws?: string;
+  readonly h?: string;
+  readonly s?: readonly (readonly [string, number | string, number | string])[];
+}
+interface BlockedAnswer {
+  readonly o: 'CALLS_EXHAUSTED' | 'BUDGET_EXHAUSTED';
+  readonly h: string;
+  readonly c: number | string;
+  readonly sp: number | string;
+}
+
+/** The one jsonb value a hot-path statement returns (postgres.js and PGlite both parse jsonb). */
+async function answerOf<T>(query: RawQuery, text: string, params: readonly unknown[]): Promise<T> {
+  const [row] = await query(text, params);
+  const r = row?.['r'];
+  if (r === undefined || r === null) throw new Error('a hot-path statement returned no answer');
+  return (typeof r === 'string' ? JSON.parse(r) : r) as T;
 }
 
 /**
- * The allow path of /verify, all or nothing. Returns the chain state after
- * counting, or why it was denied (in which case nothing was written).
+ * The allow path of /verify, all or nothing, in one statement. Returns the
+ * chain state after counting, or why it was refused (then nothing was written).
  */
 export async function countCallsAtomically(
-  db: Db,
+  query: RawQuery,
   inv: InvocationToCount,
-  /** Signed before the transaction, stored inside it: an allow is never committed without its receipt. */
-  receipt?: { tenantId: string; kind: ReceiptKind; subject: string; jws: string; kid: string },
-  /**
-   * The chain's rows as read just before (saves a statement on the hot path).
-   * Only their immutable limits are trusted: revocation is re-checked under
-   * the row locks below and counters come from the UPDATE itself.
-   */
-  known?: readonly ChainRuntimeState[],
+  /** Signed before the statement, stored by it: an allow is never committed without its receipt. */
+  receipt: { kind: ReceiptKind; jws: string; kid: string },
+  /** The chain's immutable limits (from a cache or a read); counters come from the statement. */
+  limits: readonly ChainLimits[],
+  /** Root of the chain, re-checked as trusted by the statement. */
+  rootDid: string,
+  /** After this the caller no longer waits: the statement refuses to run or commit (SQLSTATE 57014). */
+  deadline: Date,
 ): Promise<CountOutcome> {
-  try {
-    return await db.transaction(async (tx) => {
-      const before =
-        known && inv.drChain.every((h) => known.some((s) => s.hash === h))
-          ? [...known].sort((a, b) => a.depth - b.depth)
-          : await readChainState(tx, inv.tenantId, inv.drChain);
-      const missing = inv.drChain.find((h) => !before.some((s) => s.hash === h));
-      if (missing) throw new Rollback({ ok: false, reason: 'BUNDLE_INCOMPLETE', hash: missing });
-      const revoked = before.find((s) => s.revoked);
-      if (revoked) throw new Rollback({ ok: false, reason: 'RECEIPT_REVOKED', hash: revoked.hash });
-
-      const inserted = await tx
-        .insert(invocations)
-        .values({
-          tenantId: inv.tenantId,
-          jti: inv.jti,
-          hash: inv.hash,
-          jws: inv.jws,
-          leafHash: inv.drChain[inv.drChain.length - 1]!,
-          drChain: [...inv.drChain],
-          tool: inv.tool,
-          estimatedMicros: inv.estimatedMicros,
-          callerKeyId: inv.callerKeyId,
-        })
-        .onConflictDoNothing()
-        .returning({ jti: invocations.jti });
-      if (inserted.length === 0) throw new Rollback({ ok: false, reason: 'REPLAY_DETECTED' });
-
-      const receiptId = receipt ? await insertReceipt(tx, receipt) : undefined;
-      const metered = before.filter(isMetered).map((s) => s.hash);
-      const unmetered = before.filter((s) => !isMetered(s)).map((s) => s.hash);
-
-      // Revocation must be decided against committed state that cannot
-      // change before we commit: share-lock the unmetered rows (a revoke's
-      // UPDATE waits for us, and we wait for a revoke in flight); metered
-      // rows are locked below and re-checked by the same UPDATE. Shared
-      // locks never conflict between verifies, and metered-ness is fixed per
-      // row, so verifies cannot deadlock on each other here.
-      if (unmetered.length > 0) {
-        const locked = await rows<{ hash: string; revoked: boolean }>(
-          tx,
-          sql`select hash, revoked_at is not null as revoked from delegations
-              where tenant_id = ${inv.tenantId} and hash = any(${sqlTextArray(unmetered)})
-              order by depth
-              for share`,
-        );
-        const revokedNow = locked.find((r) => r.revoked);
-        if (revokedNow) throw new Rollback({ ok: false, reason: 'RECEIPT_REVOKED', hash: revokedNow.hash });
-      }
-      if (metered.length === 0) return { ok: true, state: before, ...(receiptId !== undefined ? { receiptId } : {}) };
-
-      // Lock the metered rows root-to-leaf, then increment only where every
-      // ceiling still holds. A skipped row means that DR is exhausted.
-      // NO KEY UPDATE, not UPDATE: the invocation insert above holds a KEY
-      // SHARE lock on the leaf (its foreign key), which FOR UPDATE would wait
-      // on while another transaction waits for our root lock: a deadlock.
-      const updated = await rows<{ hash: string; calls_used: string | number; spend_reserved_micros: string | number }>(
-        tx,
-        sql`with locked as (
-              select hash from delegations
-              where tenant_id = ${inv.tenantId} and hash = any(${sqlTextArray(metered)})
-              order by depth
-              for no key update
-            )
-            update delegations d
-               set calls_used = d.calls_used + case when d.max_calls is null then 0 else 1 end,
-                   spend_reserved_micros = d.spend_reserved_micros
-                     + case when d.max_spend_micros is null then 0 else ${inv.estimatedMicros}::bigint end
-              from locked
-             where d.tenant_id = ${inv.tenantId}
-               and d.hash = locked.hash
-               and d.revoked_at is null
-               and (d.max_calls is null or d.calls_used < d.max_calls)
-               and (d.max_spend_micros is null or d.spend_reserved_micros + ${inv.estimatedMicros}::bigint <= d.max_spend_micros)
-            returning d.hash, d.calls_used::text as calls_used, d.spend_reserved_micros::text as spend_reserved_micros`,
-      );
-      if (updated.length !== metered.length) {
-        // The decision is made; re-read the (now locked) rows only to say which DR refused and why.
-        const ok = new Set(updated.map((u) => u.hash));
-        const current = await readChainState(tx, inv.tenantId, metered);
-        const blocked = current.find((s) => !ok.has(s.hash))!;
-        if (blocked.revoked) throw new Rollback({ ok: false, reason: 'RECEIPT_REVOKED', hash: blocked.hash });
-        const callsOut = blocked.maxCalls !== null && blocked.callsUsed >= blocked.maxCalls;
-        throw new Rollback({ ok: false, reason: callsOut ? 'CALLS_EXHAUSTED' : 'BUDGET_EXHAUSTED', state: blocked });
-      }
-      const after = new Map(updated.map((u) => [u.hash, u]));
+  const answer = await answerOf<CountAnswer | BlockedAnswer>(query, VERIFY_COUNT_SQL, [
+    deadline.toISOString(),
+    inv.tenantId,
+    inv.callerKeyId,
+    rootDid,
+    inv.drChain,
+    inv.jti,
+    inv.hash,
+    inv.jws,
+    inv.tool,
+    inv.estimatedMicros,
+    receipt.jws,
+    receipt.kid,
+  ]);
+  const byHash = new Map(limits.map((l) => [l.hash, l]));
+  const limitsOf = (hash: string): ChainLimits => byHash.get(hash) ?? { hash, depth: 0, maxCalls: null, maxSpendMicros: null };
+  const stateOf = (s: CountAnswer['s']): ChainRuntimeState[] =>
+    (s ?? [])
+      .map(([hash, calls, spend]) => ({ ...limitsOf(hash), revoked: false, callsUsed: Number(calls), spendReservedMicros: Number(spend) }))
+      .sort((a, b) => a.depth - b.depth);
+  switch (answer.o) {
+    case 'ALLOWED':
+      return { ok: true, state: stateOf(answer.s), receiptId: Number(answer.rid) };
+    case 'RETRY':
+      return { ok: true, state: stateOf(answer.s), retry: { receiptId: Number(answer.rid), kid: answer.kid!, jws: answer.jws! } };
+    case 'CALLS_EXHAUSTED':
+    case 'BUDGET_EXHAUSTED':
       return {
-        ok: true,
-        ...(receiptId !== undefined ? { receiptId } : {}),
-        state: before.map((s) => {
-          const u = after.get(s.hash);
-          return u ? { ...s, callsUsed: Number(u.calls_used), spendReservedMicros: Number(u.spend_reserved_micros) } : s;
-        }),
+        ok: false,
+        reason: answer.o,
+        state: { ...limitsOf(answer.h), revoked: false, callsUsed: Number(answer.c), spendReservedMicros: Number(answer.sp) },
       };
-    });
-  } catch (e) {
-    if (e instanceof Rollback) return e.outcome;
-    throw e;
+    case 'RECEIPT_REVOKED':
+    case 'BUNDLE_INCOMPLETE':
+      return { ok: false, reason: answer.o, hash: answer.h! };
+    case 'REPLAY_DETECTED':
+    case 'UNTRUSTED_ROOT':
+    case 'KEY_REVOKED':
+      return { ok: false, reason: answer.o };
   }
+}
+
+export interface DenialToRecord {
+  readonly tenantId: string;
+  readonly callerKeyId: string;
+  readonly jti: string | null;
+  readonly invocationHash: string | null;
+  readonly code: string;
+  readonly block: string | null;
+  readonly drChain: readonly string[];
+  readonly violations: unknown;
+  /** The receipt's subject, kid and JWS (signed before the statement). */
+  readonly receipt: { readonly subject: string; readonly jws: string; readonly kid: string };
+}
+
+/**
+ * Stores a refusal and its receipt in one statement. Returns false (and
+ * stores nothing) when the API key was revoked since it was cached.
+ */
+export async function recordDenial(query: RawQuery, d: DenialToRecord, deadline: Date): Promise<boolean> {
+  const answer = await answerOf<{ o: 'DENIED' | 'KEY_REVOKED' }>(query, RECORD_DENIAL_SQL, [
+    deadline.toISOString(),
+    d.tenantId,
+    d.callerKeyId,
+    d.jti,
+    d.invocationHash,
+    d.code,
+    d.block,
+    d.drChain,
+    JSON.stringify(d.violations),
+    d.receipt.subject,
+    d.receipt.jws,
+    d.receipt.kid,
+  ]);
+  return answer.o === 'DENIED';
 }
 
 /**
@@ -207,7 +212,7 @@ export async function countCallsAtomically(
  */
 export async function predictCount(
   db: Db,
-  inv: Pick<InvocationToCount, 'tenantId' | 'jti' | 'drChain' | 'estimatedMicros'>,
+  inv: Pick<InvocationToCount, 'tenantId' | 'jti' | 'hash' | 'callerKeyId' | 'drChain' | 'estimatedMicros'>,
   /** Fresh state of verified DRs not stored yet (a dry run stores nothing). */
   unstored: readonly ChainRuntimeState[] = [],
 ): Promise<CountOutcome> {
@@ -217,11 +222,15 @@ export async function predictCount(
   const revoked = state.find((s) => s.revoked);
   if (revoked) return { ok: false, reason: 'RECEIPT_REVOKED', hash: revoked.hash };
   const [used] = await db
-    .select({ jti: invocations.jti })
+    .select({ hash: invocations.hash, callerKeyId: invocations.callerKeyId })
     .from(invocations)
     .where(and(eq(invocations.tenantId, inv.tenantId), eq(invocations.jti, inv.jti)))
     .limit(1);
-  if (used) return { ok: false, reason: 'REPLAY_DETECTED' };
+  // The same key re-sending the same allowed invocation gets its original answer (see baton_prior_use).
+  if (used)
+    return used.hash === inv.hash && used.callerKeyId === inv.callerKeyId
+      ? { ok: true, state, retry: true }
+      : { ok: false, reason: 'REPLAY_DETECTED' };
   for (const s of state) {
     if (s.maxCalls !== null && s.callsUsed >= s.maxCalls) return { ok: false, reason: 'CALLS_EXHAUSTED', state: s };
     if (s.maxSpendMicros !== null && s.spendReservedMicros + inv.estimatedMicros > s.maxSpendMicros) {
@@ -229,12 +238,4 @@ export async function predictCount(
     }
   }
   return { ok: true, state };
-}
-
-/** A text[] parameter that both drivers bind the same way. */
-function sqlTextArray(values: readonly string[]) {
-  return sql`array[${sql.join(
-    values.map((v) => sql`${v}`),
-    sql`, `,
-  )}]::text[]`;
 }

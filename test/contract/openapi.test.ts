@@ -394,8 +394,12 @@ describe('(b) verify', () => {
     deniedJti = bad.payload.jti;
     const denied = await api('POST', '/v1/verify', { key, json: makeBundle(bad, [root, mid, leaf], 'reference') }, 403);
     expect(denied.body.valid).toBe(false);
-    // Replay of an allowed invocation.
-    await api('POST', '/v1/verify', { key, json: makeBundle(first, [root, mid, leaf], 'reference') }, 403);
+    // The same invocation again from the same key: a retry, answered with the original allow.
+    const again = await api('POST', '/v1/verify', { key, json: makeBundle(first, [root, mid, leaf], 'reference') }, 200);
+    expect(again.body.retry).toBe(true);
+    // Another invocation reusing an allowed jti: a replay.
+    const reuse = invocation([root, mid, leaf], C, { ...SAFE_ARGS, estimated_cost_usd: 0.01 }, first.payload.jti);
+    await api('POST', '/v1/verify', { key, json: makeBundle(reuse, [root, mid, leaf], 'reference') }, 403);
     // A malformed bundle is a block-A deny, not a 400.
     await api('POST', '/v1/verify', { key, json: { bundle_version: '4.0', invocation: 'garbage', receipts: [] } }, 403);
     await api('POST', '/v1/verify', { key: tenant.keys.audit, json: makeBundle(first, [root, mid, leaf]) }, 403);
@@ -423,7 +427,9 @@ describe('(b) verify', () => {
     const header = encodeBase64url(utf8Encode(JSON.stringify(makeBundle(inv, [root, mid, leaf]))));
     const ok = await api('POST', '/verify', { key, json: { body: SAFE_ARGS }, headers: { 'x-drs-bundle': header } }, 200);
     expect(ok.body.binding).toBe('match');
-    await api('POST', '/verify', { key, json: { body: SAFE_ARGS }, headers: { 'x-drs-bundle': header } }, 403);
+    const reuse = invocation([root, mid, leaf], C, { ...SAFE_ARGS, estimated_cost_usd: 0.01 }, inv.payload.jti);
+    const replayHeader = encodeBase64url(utf8Encode(JSON.stringify(makeBundle(reuse, [root, mid, leaf]))));
+    await api('POST', '/verify', { key, json: { body: SAFE_ARGS }, headers: { 'x-drs-bundle': replayHeader } }, 403);
     await api('POST', '/verify', { key, json: {}, headers: { 'x-drs-bundle': '%%%' } }, 400);
     await api('POST', '/verify', { json: {}, headers: { 'x-drs-bundle': header } }, 401);
     const clash = createRootDelegation({

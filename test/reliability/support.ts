@@ -11,7 +11,7 @@
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Agent, request as httpRequest, type ClientRequest } from 'node:http';
-import { chownSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -728,6 +728,28 @@ export async function startOwnCluster(): Promise<OwnCluster> {
     },
     destroy,
   };
+}
+
+/** Pids of the live processes whose parent is `pid` (from /proc). */
+export function childrenOf(pid: number): number[] {
+  return readdirSync('/proc')
+    .filter((d) => /^\d+$/.test(d))
+    .filter((d) => {
+      try {
+        // After the command name: state, then the parent pid.
+        const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid;
+      } catch {
+        return false; // gone meanwhile
+      }
+    })
+    .map(Number);
+}
+
+/** The postmaster of an own cluster and every process it started (to pause them all). */
+export function clusterPids(cluster: OwnCluster): number[] {
+  const postmaster = Number(readFileSync(join(cluster.dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
+  return [postmaster, ...childrenOf(postmaster)];
 }
 
 /** Exit hook for a cluster when the worker dies without afterAll. */

@@ -35,13 +35,17 @@ afterAll(async () => {
 const ARGS = { tool: 'web_search', pii_access: false, write_access: false };
 
 async function post(body: unknown): Promise<number> {
+  return (await postForAnswer(body)).status;
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- tests inspect arbitrary JSON
+async function postForAnswer(body: unknown, key = tenant.keys.verify): Promise<{ status: number; body: any }> {
   const res = await fetch(`${baseUrl}/v1/verify`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${tenant.keys.verify}` },
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
     body: JSON.stringify(body),
   });
-  await res.arrayBuffer();
-  return res.status;
+  return { status: res.status, body: await res.json() };
 }
 
 describe('concurrent verifies against a shared root ceiling', () => {
@@ -111,7 +115,7 @@ describe('concurrent verifies against a shared root ceiling', () => {
     });
   }
 
-  it('the same invocation sent concurrently is allowed exactly once', async () => {
+  it('the same invocation sent concurrently is counted exactly once; the other copies are retries of that allow', async () => {
     const agent = generateKeyPair();
     const root = createRootDelegation({ issuer: tenant.root, audience: agent.did, policy: { max_calls: 100 }, iat: T0, nbf: T0 - 10 });
     const inv = createInvocation({ chain: [root], invoker: agent, args: ARGS, toolServer: 'mcp://t', iat: T0 });
@@ -123,8 +127,13 @@ describe('concurrent verifies against a shared root ceiling', () => {
       body: JSON.stringify({ receipt: root.jws }),
     });
     expect(first.status).toBe(201);
-    const statuses = await Promise.all(Array.from({ length: 20 }, () => post(bundle)));
-    expect(statuses.filter((s) => s === 200)).toHaveLength(1);
-    expect(statuses.filter((s) => s === 403)).toHaveLength(19);
+    const answers = await Promise.all(Array.from({ length: 20 }, () => postForAnswer(bundle)));
+    expect(answers.map((a) => a.status)).toEqual(Array(20).fill(200));
+    const fresh = answers.filter((a) => a.body.retry === false);
+    expect(fresh).toHaveLength(1);
+    // Every copy carries the one receipt of the one allow.
+    expect(new Set(answers.map((a) => a.body.receipt.id))).toEqual(new Set([fresh[0]!.body.receipt.id]));
+    const [row] = await svc.store.db.select().from(delegations).where(eq(delegations.hash, root.hash));
+    expect(row!.callsUsed).toBe(1);
   });
 });

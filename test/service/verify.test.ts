@@ -1,11 +1,11 @@
 /** POST /v1/verify and /verify on real PostgreSQL: allow, deny, replay, dry run, binding, DRS transport. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { count, eq } from 'drizzle-orm';
+import { and, count, eq } from 'drizzle-orm';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
 import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
 import { encodeBase64url } from '../../src/protocol/base64url.js';
 import { utf8Encode } from '../../src/protocol/jcs.js';
-import { delegations, denials, invocations } from '../../src/store/schema/index.js';
+import { delegations, denials, invocations, receipts } from '../../src/store/schema/index.js';
 import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
 import { T0 } from '../support/chain.js';
 
@@ -108,21 +108,68 @@ describe('verify: deny', () => {
     const where = r.body.violations.map((v: { dr_index: number; field: string }) => `${v.dr_index}:${v.field}`).sort();
     expect(where).toEqual(['0:args.estimated_cost_usd', '0:args.tool', '1:args.estimated_cost_usd', '1:args.tool']);
     expect(await tableCount(denials)).toBe(before + 1);
+    const [denial] = await svc.store.db.select().from(denials).where(eq(denials.jti, inv.payload.jti));
+    expect(denial).toMatchObject({ code: 'POLICY_VIOLATION', block: 'D', violations: r.body.violations });
     const [row] = await svc.store.db.select().from(invocations).where(eq(invocations.jti, inv.payload.jti));
     expect(row).toBeUndefined();
   });
 
-  it('replay of an allowed invocation is denied REPLAY_DETECTED and counts nothing', async () => {
-    const inv = invoke();
-    const bundle = makeBundle(inv, [root, leaf], 'reference');
+  it('the same invocation re-sent by the same key is a retry: the original receipt, nothing counted again', async () => {
+    const own = makeLeaf('dr:retry-same-key');
+    const inv = createInvocation({ chain: [root, own], invoker: b, args: ARGS, toolServer: 'mcp://tools.example.com', iat: T0 });
+    const bundle = makeBundle(inv, [root, own]);
+    const first = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: bundle });
+    expect(first.status).toBe(200);
+    expect(first.body.retry).toBe(false);
+    const again = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: bundle });
+    expect(again.status).toBe(200);
+    expect(again.body).toMatchObject({ valid: true, retry: true, invocation_id: inv.payload.jti, receipt: first.body.receipt });
+    expect(again.body.counters).toEqual(first.body.counters);
+    const [ownRow] = await svc.store.db.select().from(delegations).where(eq(delegations.hash, own.hash));
+    expect(ownRow!.callsUsed).toBe(1);
+    const allowed = await svc.store.db
+      .select()
+      .from(receipts)
+      .where(and(eq(receipts.subject, inv.payload.jti), eq(receipts.kind, 'invocation.allowed')));
+    expect(allowed).toHaveLength(1);
+  });
+
+  it('a retry re-checks what may have changed: a revoked chain refuses the re-send', async () => {
+    const own = makeLeaf('dr:retry-then-revoked');
+    const inv = createInvocation({ chain: [root, own], invoker: b, args: ARGS, toolServer: 'mcp://tools.example.com', iat: T0 });
+    const bundle = makeBundle(inv, [root, own]);
+    expect((await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: bundle })).status).toBe(200);
+    const [ownRow] = await svc.store.db.select().from(delegations).where(eq(delegations.hash, own.hash));
+    await svc.store.db.update(delegations).set({ revokedAt: new Date() }).where(eq(delegations.hash, ownRow!.hash));
+    const again = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: bundle });
+    expect(again.status).toBe(403);
+    expect(again.body.error.code).toBe('RECEIPT_REVOKED');
+  });
+
+  it('any other caller gets REPLAY_DETECTED: another key, or a different invocation reusing the jti; nothing counted', async () => {
+    const own = makeLeaf('dr:replay-other-callers');
+    const on = (args: Record<string, unknown>, jti?: string) =>
+      createInvocation({ chain: [root, own], invoker: b, args, toolServer: 'mcp://tools.example.com', iat: T0, ...(jti ? { jti } : {}) });
+    const inv = on(ARGS);
+    const bundle = makeBundle(inv, [root, own]);
     const first = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: bundle });
     expect(first.status).toBe(200);
     const used = first.body.counters[1].calls_used;
-    const replay = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: bundle });
-    expect(replay.status).toBe(403);
-    expect(replay.body.error).toMatchObject({ code: 'REPLAY_DETECTED', block: 'G' });
-    const [leafRow] = await svc.store.db.select().from(delegations).where(eq(delegations.hash, leaf.hash));
-    expect(leafRow!.callsUsed).toBe(used);
+    const other = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, {
+      key: svc.adminKey,
+      json: { scopes: ['verify'], name: 'second verifier' },
+    });
+    expect(other.status).toBe(201);
+    const byOtherKey = await svc.call('POST', '/v1/verify', { key: other.body.key, json: bundle });
+    expect(byOtherKey.status).toBe(403);
+    expect(byOtherKey.body.error).toMatchObject({ code: 'REPLAY_DETECTED', block: 'G' });
+    // Same jti, different invocation (other args, so another hash), same key.
+    const sameJti = on({ ...ARGS, estimated_cost_usd: 0.2 }, inv.payload.jti);
+    const reused = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(sameJti, [root, own], 'reference') });
+    expect(reused.status).toBe(403);
+    expect(reused.body.error).toMatchObject({ code: 'REPLAY_DETECTED', block: 'G' });
+    const [ownRow] = await svc.store.db.select().from(delegations).where(eq(delegations.hash, own.hash));
+    expect(ownRow!.callsUsed).toBe(used);
   });
 
   it('a denied invocation can be retried under the same jti once fixed? no: a denial never consumes it', async () => {
@@ -184,11 +231,18 @@ describe('verify: dry run and binding', () => {
   it('a dry run reports a call that would be refused: exhausted counter, used jti', async () => {
     const used = invoke();
     expect((await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(used, [root, leaf]) })).status).toBe(200);
+    const sameJti = invoke({ ...ARGS, estimated_cost_usd: 0.2 }, { jti: used.payload.jti });
     const replay = await svc.call('POST', '/v1/verify', {
+      key: tenant.keys.verify,
+      json: { ...makeBundle(sameJti, [root, leaf]), dry_run: true },
+    });
+    expect(replay.body.error.code).toBe('REPLAY_DETECTED');
+    // The same invocation by the same key would be answered as a retry: the dry run says so.
+    const retry = await svc.call('POST', '/v1/verify', {
       key: tenant.keys.verify,
       json: { ...makeBundle(used, [root, leaf]), dry_run: true },
     });
-    expect(replay.body.error.code).toBe('REPLAY_DETECTED');
+    expect(retry.body).toMatchObject({ valid: true, dry_run: true, retry: true });
   });
 
   it('NEAR_LIMIT once a counter passes 80%, then CALLS_EXHAUSTED naming the DR', async () => {

@@ -63,7 +63,8 @@ function pgCommand(bin: string, args: string[]): [string, string[]] {
   return asRoot ? ['runuser', ['-u', 'postgres', '--', bin, ...args]] : [bin, args];
 }
 
-export async function startPgCluster(binDir: string): Promise<PgCluster> {
+/** `durable`: keep PostgreSQL's default durability (fsync, synchronous_commit, full_page_writes on), for benchmarks. */
+export async function startPgCluster(binDir: string, opts: { durable?: boolean } = {}): Promise<PgCluster> {
   const dir = mkdtempSync(join(tmpdir(), 'baton-pg-'));
   if (asRoot) {
     const ids = execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim();
@@ -112,9 +113,7 @@ export async function startPgCluster(binDir: string): Promise<PgCluster> {
         `-p ${port}`,
         `-h 127.0.0.1`,
         `-k ${dir}`,
-        '-c fsync=off',
-        '-c synchronous_commit=off',
-        '-c full_page_writes=off',
+        ...(opts.durable ? [] : ['-c fsync=off', '-c synchronous_commit=off', '-c full_page_writes=off']),
         '-c max_connections=300',
       ].join(' ');
     let lastError: unknown;

@@ -1,14 +1,16 @@
 // Real PostgreSQL only: PGlite has one connection, so concurrency is proven here.
-import { readFileSync } from 'node:fs';
 import { sql } from 'drizzle-orm';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openStore, type Store } from '../../src/store/db.js';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { findMigrationsFolder } from '../../src/store/migrate.js';
 import { rows } from '../../src/store/rows.js';
 import { delegations } from '../../src/store/schema/index.js';
 import { createDatabase, freshDatabase } from '../setup/db.js';
 import { seedDelegation, seedTenant } from '../setup/fixtures.js';
 
-const JOURNAL = JSON.parse(readFileSync(new URL('../../migrations/meta/_journal.json', import.meta.url), 'utf8')) as { entries: unknown[] };
+const journal = JSON.parse(readFileSync(join(findMigrationsFolder(), 'meta', '_journal.json'), 'utf8')) as { entries: unknown[] };
 
 describe('concurrency on real PostgreSQL', () => {
   const cleanup: (() => Promise<void>)[] = [];
@@ -24,7 +26,7 @@ describe('concurrency on real PostgreSQL', () => {
       cleanup.push(...stores.map((s) => s.close));
       for (const s of stores) await s.ping();
       const [applied] = await rows<{ n: number }>(stores[0]!.db, sql`select count(*)::int as n from drizzle.__drizzle_migrations`);
-      expect(applied?.n).toBe(JOURNAL.entries.length); // each migration exactly once, whichever process ran it
+      expect(applied?.n).toBe(journal.entries.length);
     }
   });
 

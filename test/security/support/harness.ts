@@ -118,8 +118,10 @@ export async function buildWorld(): Promise<World> {
   await must(svc, 'revoked DR', [201], 'POST', '/v1/delegations', { json: { receipt: drRevoked.jws } });
   await must(svc, 'live DR', [201], 'POST', '/v1/delegations', { json: { receipt: drLive.jws } });
   await must(svc, 'revocation', [200], 'POST', `/v1/delegations/${drRevoked.hash}/revoke`, { json: { revocation: revRevoked.jws } });
+  // Used by another key than the verify key the hostile cases send them with, so that a
+  // re-send is a replay (REPLAY_DETECTED), not the retry of the same key's allow.
   for (const inv of [invConsumed, invMetered, invUnmetered]) {
-    await must(svc, `verify ${inv.payload['jti']}`, [200], 'POST', '/v1/verify', { key: A.keys.verify, json: bundle(inv, CHAIN_A) });
+    await must(svc, `verify ${inv.payload['jti']}`, [200], 'POST', '/v1/verify', { key: A.keys.all, json: bundle(inv, CHAIN_A) });
   }
   await must(svc, 'actual', [201], 'POST', `/v1/invocations/${invMetered.payload['jti']}/actuals`, {
     key: A.keys.report,

@@ -1,0 +1,85 @@
+/**
+ * The pgbench ceiling: the same durable work as one allowed verify (insert
+ * the invocation, two conditional counter updates, insert a receipt), in
+ * one transaction, on the same PostgreSQL, rows of the same sizes, each
+ * client on its own 2-hop chain (as the HTTP scenario), prepared statements.
+ */
+import { execFile } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import type postgres from 'postgres';
+
+const run = promisify(execFile);
+
+/** The hash of pgbench's DR number n (root of client c = 2c, leaf = 2c + 1). */
+const hashSql = (n: string) => `'sha256:' || lpad(to_hex(${n}), 64, '0')`;
+
+export interface PgbenchShape {
+  readonly tenantId: string;
+  readonly keyId: string;
+  readonly kid: string;
+  readonly invocationBytes: number;
+  readonly receiptBytes: number;
+}
+
+/** Stores a 2-hop chain per pgbench client (up to `clients`), unlimited counters, and writes the script. */
+export async function preparePgbench(sql: postgres.Sql, dir: string, s: PgbenchShape, clients: number): Promise<string> {
+  await sql.unsafe(
+    `insert into delegations (tenant_id, hash, jws, jti, iss, sub, aud, cmd, policy, nbf, exp, iat,
+                              parent_hash, root_hash, depth, ancestors, max_calls)
+     select $1, ${hashSql('g')}, repeat('x', 700), 'dr:pgbench-' || g, 'did:key:zPgbench', 'did:key:zPgbench', 'did:key:zPgbench',
+            '/mcp/tools/call', '{}'::jsonb, 0, null, 0,
+            case when g % 2 = 0 then null else ${hashSql('g - 1')} end, ${hashSql('g - g % 2')}, g % 2,
+            case when g % 2 = 0 then '{}'::text[] else array[${hashSql('g - 1')}] end, 1000000000000000
+       from generate_series(0, $2::int * 2 - 1) g order by g`,
+    [s.tenantId, clients],
+  );
+  // No ':' before a letter inside the script's literals: pgbench would read it as a variable.
+  const t = `'${s.tenantId}'`;
+  const script = `\\set r random(1, 1000000000000000)
+BEGIN;
+INSERT INTO invocations (tenant_id, jti, hash, jws, leaf_hash, dr_chain, tool, estimated_micros, caller_key_id)
+  VALUES (${t}, 'inv-pgbench-' || :client_id::text || '-' || :r::text, 'sha256:' || md5(:r::text) || md5(:client_id::text), repeat('i', ${s.invocationBytes}),
+          ${hashSql(':client_id::int * 2 + 1')}, array[${hashSql(':client_id::int * 2')}, ${hashSql(':client_id::int * 2 + 1')}], 'web_search', 0, '${s.keyId}');
+UPDATE delegations SET calls_used = calls_used + 1 WHERE tenant_id = ${t} AND hash = ${hashSql(':client_id::int * 2')} AND calls_used < max_calls;
+UPDATE delegations SET calls_used = calls_used + 1 WHERE tenant_id = ${t} AND hash = ${hashSql(':client_id::int * 2 + 1')} AND calls_used < max_calls;
+INSERT INTO receipts (tenant_id, kind, subject, jws, kid) VALUES (${t}, 'invocation.allowed', 'inv-pgbench-' || :client_id::text || '-' || :r::text, repeat('r', ${s.receiptBytes}), '${s.kid}');
+END;
+`;
+  const file = join(dir, 'verify-work.sql');
+  writeFileSync(file, script);
+  return file;
+}
+
+export interface PgbenchResult {
+  readonly clients: number;
+  readonly tps: number;
+  readonly latencyMs: number;
+}
+
+/** pgbench -M prepared over `clients` connections for `seconds`. */
+export async function runPgbench(bin: string, url: string, script: string, clients: number, seconds: number): Promise<PgbenchResult> {
+  const { stdout } = await run(
+    join(bin, 'pgbench'),
+    [
+      '-n',
+      '-M',
+      'prepared',
+      '-f',
+      script,
+      '-c',
+      String(clients),
+      '-j',
+      String(Math.min(clients, 2)),
+      '-T',
+      String(Math.max(1, Math.round(seconds))),
+      url,
+    ],
+    { timeout: (seconds + 60) * 1000 },
+  );
+  const tps = /tps = ([\d.]+) \(without initial connection time\)/.exec(stdout)?.[1];
+  const lat = /latency average = ([\d.]+) ms/.exec(stdout)?.[1];
+  if (tps === undefined || lat === undefined) throw new Error(`pgbench output not understood:\n${stdout}`);
+  return { clients, tps: Number(tps), latencyMs: Number(lat) };
+}

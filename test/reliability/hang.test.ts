@@ -1,0 +1,104 @@
+/**
+ * A hanging database (issue 9, finding 4; issue 10): every PostgreSQL process
+ * is paused with SIGSTOP, so connections stay open and nothing answers.
+ * - A verify answers 503 STORAGE_UNAVAILABLE once its deadline passes
+ *   (BATON_VERIFY_DEADLINE_MS), instead of waiting for the database.
+ * - When the processes resume (SIGCONT), the statement that was sent while
+ *   they were paused reaches PostgreSQL after its deadline: it must roll back,
+ *   not commit. The invocation is not stored, nothing is counted, and the same
+ *   invocation sent again is a fresh allow (not a retry).
+ *
+ * The processes are always resumed (finally), also when the test fails.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  auditDatabase,
+  clusterPids,
+  destroyClusterOnExit,
+  grantRoot,
+  grantSub,
+  killAll,
+  nodeConfig,
+  preSign,
+  registerDelegations,
+  setupTenant,
+  sleep,
+  startNode,
+  startOwnCluster,
+  verify,
+  type OwnCluster,
+  type ServiceNode,
+  type Tenant,
+} from './support.js';
+
+const DEADLINE_MS = 1_500;
+
+let cluster: OwnCluster | undefined;
+let node: ServiceNode | undefined;
+let dbUrl: string;
+let tenant: Tenant;
+
+beforeAll(async () => {
+  cluster = await startOwnCluster();
+  destroyClusterOnExit(cluster);
+  dbUrl = await cluster.createDatabase();
+  const cfg = nodeConfig(dbUrl, { pool: 4, env: { BATON_VERIFY_DEADLINE_MS: String(DEADLINE_MS) } });
+  node = await startNode('hang', cfg);
+  tenant = await setupTenant(node.url, cfg.adminKey, 'reliability-hang');
+}, 120_000);
+
+afterAll(async () => {
+  await killAll([node]);
+  await cluster?.destroy();
+}, 60_000);
+
+function signalAll(pids: readonly number[], signal: NodeJS.Signals): void {
+  for (const pid of pids) {
+    try {
+      process.kill(pid, signal);
+    } catch {
+      /* already gone */
+    }
+  }
+}
+
+describe('a hanging database', () => {
+  it('a verify answers 503 at its deadline, and the paused request is not counted when PostgreSQL resumes', async () => {
+    const root = grantRoot(tenant, { max_calls: 100 });
+    const leaf = grantSub(root, { max_calls: 100 });
+    await registerDelegations(node!.url, tenant, [root.dr, leaf.dr]);
+    const [warm, paused, after] = preSign([leaf], 3, 'hang');
+    // Warm the service's caches: during the pause the verify needs only its one statement.
+    expect((await verify(node!.url, tenant, warm!.bundle)).status).toBe(200);
+
+    const pids = clusterPids(cluster!);
+    let reply;
+    signalAll(pids, 'SIGSTOP');
+    try {
+      // The client waits far longer than the deadline: the service must answer first.
+      reply = await verify(node!.url, tenant, paused!.bundle, 20_000);
+      // Stay paused past the deadline, so the statement reaches PostgreSQL late.
+      await sleep(500);
+    } finally {
+      signalAll(pids, 'SIGCONT');
+    }
+    expect(reply.status).toBe(503);
+    expect(reply.body.error.code).toBe('STORAGE_UNAVAILABLE');
+
+    // The service works again once the database does.
+    let next = await verify(node!.url, tenant, after!.bundle, 20_000);
+    for (let i = 0; i < 50 && next.status === 503; i++) {
+      await sleep(200);
+      next = await verify(node!.url, tenant, after!.bundle, 20_000);
+    }
+    expect(next.status).toBe(200);
+
+    const audit = await auditDatabase(dbUrl, tenant.id);
+    expect(audit.storedJtis.has(paused!.jti)).toBe(false);
+    expect(audit.counters.find((c) => c.hash === leaf.dr.hash)).toMatchObject({ callsUsed: 2, stored: 2 });
+    // Sent again, it is decided now: a fresh allow, not the retry of a late commit.
+    const again = await verify(node!.url, tenant, paused!.bundle);
+    expect(again.status).toBe(200);
+    expect(again.body.retry).toBe(false);
+  }, 90_000);
+});
