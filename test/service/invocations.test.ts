@@ -117,7 +117,13 @@ describe('GET /v1/invocations/{jti}', () => {
 
   it('a replayed jti stays allowed and lists the replay denial', async () => {
     const { jti, invocation } = await verify([root, leafA], B);
-    const replay = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(invocation, [root, leafA]) });
+    // The same key re-sending gets its original decision back (a retry); another caller is a replay.
+    const other = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, {
+      key: svc.adminKey,
+      json: { scopes: ['verify'], name: 'second tool server' },
+    });
+    expect(other.status).toBe(201);
+    const replay = await svc.call('POST', '/v1/verify', { key: other.body.key, json: makeBundle(invocation, [root, leafA]) });
     expect(replay.body.error.code).toBe('REPLAY_DETECTED');
     const r = await svc.call('GET', `/v1/invocations/${jti}`, { key: tenant.keys.audit });
     expect(r.body.decision).toBe('allowed');
