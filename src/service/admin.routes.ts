@@ -6,7 +6,18 @@
  * A tenant key on a route naming ANOTHER tenant gets 404 (that tenant's data
  * does not exist for it, DESIGN section 6); on every other admin route 403.
  */
-import { Hono, type MiddlewareHandler } from 'hono';
+import type { OpenAPIHono } from '@hono/zod-openapi';
+import type { MiddlewareHandler } from 'hono';
+import {
+  addTrustedRootRoute,
+  createApiKeyRoute,
+  createTenantRoute,
+  listApiKeysRoute,
+  listTenantsRoute,
+  listTrustedRootsRoute,
+  removeTrustedRootRoute,
+  revokeApiKeyRoute,
+} from '../api/admin.js';
 import { BatonError } from '../protocol/errors.js';
 import {
   AddRootBody,
@@ -24,10 +35,11 @@ import {
 } from './admin.handlers.js';
 import { assertScope, authenticateRequest } from './auth.js';
 import { readJsonBody } from './body.js';
+import { newRouter, serve } from './router.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
-export function adminRoutes(deps: ServiceDeps): Hono<AppEnv> {
-  const r = new Hono<AppEnv>();
+export function adminRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
+  const r = newRouter();
 
   const admin: MiddlewareHandler<AppEnv> = async (c, next) => {
     const auth = await authenticateRequest(deps, c);
@@ -40,34 +52,34 @@ export function adminRoutes(deps: ServiceDeps): Hono<AppEnv> {
   };
   const body = (c: Parameters<MiddlewareHandler<AppEnv>>[0]) => readJsonBody(c, deps.config.maxBodyBytes);
 
-  r.post('/v1/admin/tenants', admin, async (c) => {
+  serve(r, createTenantRoute, admin, async (c) => {
     const input = parseBody(CreateTenantBody, await body(c));
     return c.json(await createTenantHandler(deps, input), 201);
   });
 
-  r.get('/v1/admin/tenants', admin, async (c) => c.json(await listTenantsHandler(deps), 200));
+  serve(r, listTenantsRoute, admin, async (c) => c.json(await listTenantsHandler(deps), 200));
 
-  r.post('/v1/admin/tenants/:tenant/roots', admin, async (c) => {
+  serve(r, addTrustedRootRoute, admin, async (c) => {
     const input = parseBody(AddRootBody, await body(c));
     const { created, root } = await addRootHandler(deps, c.req.param('tenant'), input);
     return c.json(root, created ? 201 : 200);
   });
 
-  r.get('/v1/admin/tenants/:tenant/roots', admin, async (c) => c.json(await listRootsHandler(deps, c.req.param('tenant')), 200));
+  serve(r, listTrustedRootsRoute, admin, async (c) => c.json(await listRootsHandler(deps, c.req.param('tenant')), 200));
 
-  r.delete('/v1/admin/tenants/:tenant/roots/:did', admin, async (c) => {
+  serve(r, removeTrustedRootRoute, admin, async (c) => {
     await removeRootHandler(deps, c.req.param('tenant'), c.req.param('did'));
     return c.body(null, 204);
   });
 
-  r.post('/v1/admin/tenants/:tenant/api-keys', admin, async (c) => {
+  serve(r, createApiKeyRoute, admin, async (c) => {
     const input = parseBody(CreateApiKeyBody, await body(c));
     return c.json(await createApiKeyHandler(deps, c.req.param('tenant'), input), 201);
   });
 
-  r.get('/v1/admin/tenants/:tenant/api-keys', admin, async (c) => c.json(await listApiKeysHandler(deps, c.req.param('tenant')), 200));
+  serve(r, listApiKeysRoute, admin, async (c) => c.json(await listApiKeysHandler(deps, c.req.param('tenant')), 200));
 
-  r.delete('/v1/admin/api-keys/:id', admin, async (c) => {
+  serve(r, revokeApiKeyRoute, admin, async (c) => {
     await revokeApiKeyHandler(deps, c.req.param('id'));
     return c.body(null, 204);
   });

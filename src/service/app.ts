@@ -2,7 +2,9 @@
  * The Hono application: middleware, one router per resource, and the one
  * error mapper. Handlers stay thin; decisions live in their own functions.
  */
-import { Hono, type MiddlewareHandler } from 'hono';
+import type { OpenAPIHono } from '@hono/zod-openapi';
+import type { MiddlewareHandler } from 'hono';
+import { DOCUMENT_CONFIG, registerDocumentComponents } from '../api/document.js';
 import { isWellFormedString } from '../protocol/jcs.js';
 import { requestId } from 'hono/request-id';
 import { BatonError } from '../protocol/errors.js';
@@ -15,7 +17,8 @@ import { receiptRoutes } from './receipts.routes.js';
 import { verifyRoutes } from './verify.routes.js';
 import { invocationRoutes } from './invocations.routes.js';
 import { revokeRoutes } from './revoke.routes.js';
-import { docsRoutes } from './docs.routes.js';
+import { docsRoutes, type OpenApiDocument } from './docs.routes.js';
+import { newRouter } from './router.js';
 import { metrics } from './metrics.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
@@ -44,8 +47,17 @@ const refuseControlCharactersInUrl: MiddlewareHandler<AppEnv> = async (c, next) 
   await next();
 };
 
-export function createApp(deps: ServiceDeps): Hono<AppEnv> {
-  const app = new Hono<AppEnv>();
+/**
+ * The OpenAPI document of everything the app serves: generated from the routes
+ * it declares, including sub-apps mounted with app.route(...).
+ */
+export function apiDocument(app: OpenAPIHono<AppEnv>): OpenApiDocument {
+  return app.getOpenAPI31Document(DOCUMENT_CONFIG) as unknown as OpenApiDocument;
+}
+
+export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
+  const app = newRouter();
+  registerDocumentComponents(app);
 
   app.use('*', requestId({ headerName: 'X-Request-Id', limitLength: 64 }));
   app.use('*', refuseControlCharactersInUrl);
@@ -65,7 +77,10 @@ export function createApp(deps: ServiceDeps): Hono<AppEnv> {
   });
 
   app.route('/', healthRoutes(deps));
-  app.route('/', docsRoutes(deps));
+  app.route(
+    '/',
+    docsRoutes(() => apiDocument(app)),
+  );
   app.route('/', keyRoutes(deps));
   app.route('/', adminRoutes(deps));
   app.route('/', delegationRoutes(deps));
@@ -88,4 +103,18 @@ export function createApp(deps: ServiceDeps): Hono<AppEnv> {
   );
   app.onError((err, c) => handleError(err, c, deps.log));
   return app;
+}
+
+/**
+ * The document as the checked-in openapi.yaml holds it. Declaring routes needs
+ * no dependency (handlers reach deps only per request), so the app is built
+ * with none: any access would throw here rather than pass unnoticed.
+ */
+export function generatedApiDocument(): OpenApiDocument {
+  const noDeps = new Proxy({} as ServiceDeps, {
+    get(_, prop) {
+      throw new Error(`declaring routes must not need deps.${String(prop)}`);
+    },
+  });
+  return apiDocument(createApp(noDeps));
 }

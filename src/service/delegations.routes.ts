@@ -1,11 +1,20 @@
 /** /v1/delegations: submit signed DRs, custodial issuance, and reads. */
-import { Hono, type MiddlewareHandler } from 'hono';
+import type { OpenAPIHono } from '@hono/zod-openapi';
+import type { MiddlewareHandler } from 'hono';
+import {
+  getDelegationChainRoute,
+  getDelegationRoute,
+  getDelegationTreeRoute,
+  issueDelegationRoute,
+  submitDelegationsRoute,
+} from '../api/delegations.js';
 import { z } from 'zod';
 import { requireScope, tenantOf } from './auth.js';
 import { readJsonBody } from './body.js';
 import { chainOfDelegation, describeDelegation, submitDelegations, treeOfDelegation } from './delegations.handlers.js';
 import { issueCustodialRoot, IssueRequestSchema } from './issue.handlers.js';
 import { parseRequest } from './validate.js';
+import { newRouter, serve } from './router.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 import { MAX_CHAIN_DEPTH, RecordHashSchema } from '../protocol/records.js';
 
@@ -17,8 +26,8 @@ const SubmitSchema = z.union([z.strictObject({ receipts: z.array(Jws).min(1).max
 
 const READ_SCOPES = ['issue', 'verify', 'report', 'audit'] as const;
 
-export function delegationRoutes(deps: ServiceDeps): Hono<AppEnv> {
-  const r = new Hono<AppEnv>();
+export function delegationRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
+  const r = newRouter();
   const readers = requireScope(deps, ...READ_SCOPES);
   const hashParam = (raw: string) => parseRequest(RecordHashSchema, raw, 'path parameter hash');
 
@@ -28,7 +37,7 @@ export function delegationRoutes(deps: ServiceDeps): Hono<AppEnv> {
     return requireScope(deps, 'issue')(c, next);
   };
 
-  r.post('/v1/delegations', optionalIssuer, async (c) => {
+  serve(r, submitDelegationsRoute, optionalIssuer, async (c) => {
     const body = parseRequest(SubmitSchema, await readJsonBody(c, deps.config.maxBodyBytes), 'request body');
     const list = 'receipts' in body ? body.receipts : [body.receipt];
     const auth = c.get('auth');
@@ -36,19 +45,19 @@ export function delegationRoutes(deps: ServiceDeps): Hono<AppEnv> {
     return c.json(result, result.created ? 201 : 200);
   });
 
-  r.post('/v1/delegations/issue', requireScope(deps, 'issue'), async (c) => {
+  serve(r, issueDelegationRoute, requireScope(deps, 'issue'), async (c) => {
     const body = parseRequest(IssueRequestSchema, await readJsonBody(c, deps.config.maxBodyBytes), 'request body');
     const result = await issueCustodialRoot(deps, tenantOf(c.get('auth')), body);
     return c.json(result, 201);
   });
 
-  r.get('/v1/delegations/:hash', readers, async (c) =>
+  serve(r, getDelegationRoute, readers, async (c) =>
     c.json(await describeDelegation(deps, tenantOf(c.get('auth')), hashParam(c.req.param('hash')))),
   );
-  r.get('/v1/delegations/:hash/chain', readers, async (c) =>
+  serve(r, getDelegationChainRoute, readers, async (c) =>
     c.json(await chainOfDelegation(deps, tenantOf(c.get('auth')), hashParam(c.req.param('hash')))),
   );
-  r.get('/v1/delegations/:hash/tree', readers, async (c) =>
+  serve(r, getDelegationTreeRoute, readers, async (c) =>
     c.json(await treeOfDelegation(deps, tenantOf(c.get('auth')), hashParam(c.req.param('hash')))),
   );
   return r;

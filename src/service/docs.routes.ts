@@ -1,26 +1,16 @@
 /**
- * The API description, served three ways: GET /openapi.yaml (the file as
- * written), GET /openapi.json (the same document as JSON) and GET /docs (one
- * self-contained HTML page: no scripts, no external resources, so it works
- * in air-gapped deployments).
- *
- * The file is found from this module's location (the package root holds
- * openapi.yaml next to package.json), read and parsed once, on first use.
- *
- * Parsing: the `yaml` package is a devDependency only, so production images
- * do not have it. openapi.yaml is written in a small YAML subset that
- * parseYamlSubset reads here: block mappings and sequences, plain and quoted
- * scalars, one-line flow collections, and literal/folded block scalars. It
- * refuses everything else (anchors, tags, multi-line plain scalars, ...)
- * rather than guess, and test/contract checks that it reads openapi.yaml
- * exactly as the `yaml` package does.
+ * The API description, served three ways: GET /openapi.json (the document
+ * generated from the app's routes), GET /openapi.yaml (the same document as
+ * YAML, byte for byte the checked-in openapi.yaml) and GET /docs (one
+ * self-contained HTML page: no scripts, no external resources, so it works in
+ * air-gapped deployments). Each is rendered once, on first use.
  */
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { Hono } from 'hono';
-import { BatonError, ERROR_TABLE } from '../protocol/errors.js';
-import type { AppEnv, ServiceDeps } from './types.js';
+import type { OpenAPIHono } from '@hono/zod-openapi';
+import { ERROR_TABLE } from '../protocol/errors.js';
+import { docsPageRoute, openapiJsonRoute, openapiYamlRoute } from '../api/docs.js';
+import { toYaml } from '../api/yaml.js';
+import { newRouter, serve } from './router.js';
+import type { AppEnv } from './types.js';
 
 const CACHE_CONTROL = 'public, max-age=300';
 /** The page has no scripts and loads nothing: forbid everything but its own inline style. */
@@ -28,22 +18,25 @@ const DOCS_CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'
 
 // ---------------------------------------------------------------- routes
 
-export function docsRoutes(deps: ServiceDeps): Hono<AppEnv> {
-  const r = new Hono<AppEnv>();
-  const docs = (): ApiDocs => {
-    try {
-      return defaultDocs();
-    } catch (e) {
-      deps.log.error('api description unavailable', { error: e instanceof Error ? e.message : String(e) });
-      throw new BatonError('INTERNAL', { message: 'The API description (openapi.yaml) could not be loaded.' });
+/** `document` is the whole app's generated document; asked for at the first request, when every route is mounted. */
+export function docsRoutes(document: () => OpenApiDocument): OpenAPIHono<AppEnv> {
+  const r = newRouter();
+  let rendered: { yaml: string; json: string; html: string } | undefined;
+  const docs = () => {
+    if (!rendered) {
+      const spec = document();
+      rendered = { yaml: toYaml(spec), json: `${JSON.stringify(spec, null, 2)}\n`, html: renderDocsPage(spec) };
     }
+    return rendered;
   };
 
-  r.get('/openapi.yaml', (c) => c.body(docs().yaml, 200, { 'Content-Type': 'text/yaml; charset=utf-8', 'Cache-Control': CACHE_CONTROL }));
-  r.get('/openapi.json', (c) =>
+  serve(r, openapiYamlRoute, (c) =>
+    c.body(docs().yaml, 200, { 'Content-Type': 'text/yaml; charset=utf-8', 'Cache-Control': CACHE_CONTROL }),
+  );
+  serve(r, openapiJsonRoute, (c) =>
     c.body(docs().json, 200, { 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': CACHE_CONTROL }),
   );
-  r.get('/docs', (c) =>
+  serve(r, docsPageRoute, (c) =>
     c.html(docs().html, 200, {
       'Cache-Control': CACHE_CONTROL,
       'Content-Security-Policy': DOCS_CSP,
@@ -53,399 +46,7 @@ export function docsRoutes(deps: ServiceDeps): Hono<AppEnv> {
   return r;
 }
 
-export interface ApiDocs {
-  readonly file: string;
-  readonly yaml: string;
-  readonly spec: OpenApiDocument;
-  readonly json: string;
-  readonly html: string;
-}
-
-let cached: ApiDocs | undefined;
-
-function defaultDocs(): ApiDocs {
-  cached ??= loadApiDocs(findSpecFile());
-  return cached;
-}
-
-/** openapi.yaml at the package root: the first directory above this module holding it and package.json. */
-export function findSpecFile(from: string = dirname(fileURLToPath(import.meta.url))): string {
-  for (let dir = from; ;) {
-    const candidate = join(dir, 'openapi.yaml');
-    if (existsSync(candidate) && existsSync(join(dir, 'package.json'))) return candidate;
-    const up = dirname(dir);
-    if (up === dir) throw new Error(`no openapi.yaml next to a package.json above ${from}; ship openapi.yaml at the package root`);
-    dir = up;
-  }
-}
-
-export function loadApiDocs(file: string): ApiDocs {
-  const yaml = readFileSync(file, 'utf8');
-  const parsed = parseYamlSubset(yaml);
-  if (!isObject(parsed) || typeof parsed['openapi'] !== 'string' || !isObject(parsed['paths'])) {
-    throw new Error(`${file} is not an OpenAPI document`);
-  }
-  const spec = parsed as unknown as OpenApiDocument;
-  return { file, yaml, spec, json: `${JSON.stringify(spec, null, 2)}\n`, html: renderDocsPage(spec) };
-}
-
-// ---------------------------------------------------------------- YAML subset
-
-export class YamlSubsetError extends Error {
-  override name = 'YamlSubsetError';
-}
-
-interface SourceLine {
-  /** Leading spaces. */
-  indent: number;
-  /** The rest of the line, trailing whitespace removed. */
-  text: string;
-}
-
-const PLAIN_START_FORBIDDEN = new Set(['[', ']', '{', '}', ',', '#', '&', '*', '!', '|', '>', "'", '"', '%', '@', '`', '?', ':']);
-
-/**
- * Parses the YAML subset openapi.yaml is written in. Throws YamlSubsetError,
- * naming the line, on anything outside it.
- */
-export function parseYamlSubset(source: string): unknown {
-  return new YamlSubsetParser(source).document();
-}
-
-class YamlSubsetParser {
-  private readonly raw: string[];
-  private readonly lines: (SourceLine | null)[];
-  private i = 0;
-
-  constructor(source: string) {
-    this.raw = source.replace(/^\uFEFF/, '').split(/\r?\n/);
-    this.lines = this.raw.map((line, n) => {
-      const indent = line.length - line.replace(/^ +/, '').length;
-      const text = line.slice(indent).trimEnd();
-      if (text === '' || text.startsWith('#')) return null; // blank or comment: insignificant outside block scalars
-      if (text.startsWith('\t')) throw this.fail('tabs are not allowed in indentation', n);
-      return { indent, text };
-    });
-  }
-
-  document(): unknown {
-    const first = this.peek();
-    if (first === undefined) return null;
-    if (first.line.text.startsWith('---') || first.line.text.startsWith('%'))
-      throw this.fail('directives and document markers are not supported', first.n);
-    const value = this.node(first.line.indent);
-    const rest = this.peek();
-    if (rest !== undefined) throw this.fail('unexpected content (check its indentation)', rest.n);
-    return value;
-  }
-
-  private fail(message: string, n: number = this.i): YamlSubsetError {
-    return new YamlSubsetError(`openapi.yaml line ${n + 1}: ${message}`);
-  }
-
-  /** The next significant line (skipping blanks and comments), without consuming it. */
-  private peek(): { n: number; line: SourceLine } | undefined {
-    while (this.i < this.lines.length && this.lines[this.i] === null) this.i++;
-    const line = this.lines[this.i];
-    return line ? { n: this.i, line } : undefined;
-  }
-
-  private node(indent: number): unknown {
-    const next = this.peek();
-    if (next === undefined) return null;
-    return isSequenceItem(next.line.text) ? this.sequence(indent) : this.mapping(indent);
-  }
-
-  private mapping(indent: number): Record<string, unknown> {
-    const out: Record<string, unknown> = {};
-    for (let next = this.peek(); next !== undefined && next.line.indent >= indent; next = this.peek()) {
-      if (next.line.indent > indent) throw this.fail('unexpected indentation', next.n);
-      if (isSequenceItem(next.line.text)) throw this.fail('a sequence item where a mapping key was expected', next.n);
-      const entry = splitKey(next.line.text);
-      if (entry === null) throw this.fail('expected "key: value"', next.n);
-      if (Object.prototype.hasOwnProperty.call(out, entry.key)) throw this.fail(`duplicate key ${JSON.stringify(entry.key)}`, next.n);
-      this.i = next.n + 1;
-      define(out, entry.key, this.value(entry.rest, indent, true, next.n));
-    }
-    return out;
-  }
-
-  private sequence(indent: number): unknown[] {
-    const out: unknown[] = [];
-    for (let next = this.peek(); next !== undefined && next.line.indent >= indent; next = this.peek()) {
-      const { n, line } = next;
-      if (line.indent > indent) throw this.fail('unexpected indentation', n);
-      if (!isSequenceItem(line.text)) break;
-      const rest = line.text.slice(1).replace(/^ +/, '');
-      if (rest === '' || rest.startsWith('#')) {
-        this.i = n + 1;
-        const child = this.peek();
-        out.push(child !== undefined && child.line.indent > indent ? this.node(child.line.indent) : null);
-        continue;
-      }
-      if (isSequenceItem(rest) || splitKey(rest) !== null) {
-        // "- key: value" or "- - x": the item is a block node starting at this column.
-        this.lines[n] = { indent: indent + (line.text.length - rest.length), text: rest };
-        out.push(this.node(this.lines[n]!.indent));
-        continue;
-      }
-      this.i = n + 1;
-      out.push(this.value(rest, indent, false, n));
-    }
-    return out;
-  }
-
-  /** The value after "key:" or "- ": nested block, block scalar, or one-line scalar / flow collection. */
-  private value(rest: string, parentIndent: number, inMapping: boolean, n: number): unknown {
-    if (rest === '' || rest.startsWith('#')) {
-      const next = this.peek();
-      if (next === undefined) return null;
-      if (next.line.indent > parentIndent) return this.node(next.line.indent);
-      if (inMapping && next.line.indent === parentIndent && isSequenceItem(next.line.text)) return this.sequence(parentIndent);
-      return null;
-    }
-    if (rest[0] === '|' || rest[0] === '>') return this.blockScalar(rest, parentIndent, n);
-    try {
-      return inlineValue(rest);
-    } catch (e) {
-      throw this.fail(e instanceof Error ? e.message : String(e), n);
-    }
-  }
-
-  private blockScalar(header: string, parentIndent: number, n: number): string {
-    const m = /^([|>])(-?)(?:\s+#.*)?$/.exec(header);
-    if (!m) throw this.fail('only |, |-, > and >- block scalars are supported', n);
-    const folded = m[1] === '>';
-    const strip = m[2] === '-';
-    const body: string[] = [];
-    let contentIndent: number | undefined;
-    let j = n + 1;
-    for (; j < this.raw.length; j++) {
-      const line = this.raw[j]!;
-      if (line.trim() === '') {
-        body.push('');
-        continue;
-      }
-      const indent = line.length - line.replace(/^ +/, '').length;
-      if (indent <= parentIndent) break;
-      contentIndent ??= indent;
-      if (indent < contentIndent) throw this.fail('a block scalar line is less indented than its first line', j);
-      body.push(line.slice(contentIndent).trimEnd());
-    }
-    // Trailing blank lines belong to the chomping, not the content.
-    while (body.length > 0 && body[body.length - 1] === '') body.pop();
-    this.i = j;
-    for (let k = n + 1; k < j; k++) this.lines[k] = null;
-    let text: string;
-    if (!folded) {
-      text = body.join('\n');
-    } else {
-      text = '';
-      let breaks = 0;
-      let started = false;
-      for (const line of body) {
-        if (line === '') {
-          breaks++;
-          continue;
-        }
-        if (line.startsWith(' ') || line.startsWith('\t'))
-          throw this.fail('more-indented lines in a folded (>) block scalar are not supported; use |', n);
-        text += started ? (breaks === 0 ? ' ' : '\n'.repeat(breaks)) : '\n'.repeat(breaks);
-        text += line;
-        breaks = 0;
-        started = true;
-      }
-    }
-    return strip || text === '' ? text : `${text}\n`;
-  }
-}
-
-function isSequenceItem(text: string): boolean {
-  return text === '-' || text.startsWith('- ');
-}
-
-/** Sets an own, enumerable property even for names like __proto__. */
-function define(target: Record<string, unknown>, key: string, value: unknown): void {
-  Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true });
-}
-
-/** "key: rest" (plain or quoted key), or null when the text is not a mapping entry. */
-function splitKey(text: string): { key: string; rest: string } | null {
-  if (text[0] === '"' || text[0] === "'") {
-    let quoted: { value: string; end: number };
-    try {
-      quoted = readQuoted(text, 0);
-    } catch {
-      return null;
-    }
-    const after = /^\s*:(?:\s+|$)/.exec(text.slice(quoted.end));
-    return after ? { key: quoted.value, rest: text.slice(quoted.end + after[0].length) } : null;
-  }
-  if (PLAIN_START_FORBIDDEN.has(text[0]!) || isSequenceItem(text)) return null;
-  const colon = /:(?:\s+|$)/.exec(text);
-  if (!colon) return null;
-  const key = text.slice(0, colon.index).trimEnd();
-  if (key === '' || /\s#/.test(key)) return null;
-  return { key, rest: text.slice(colon.index + colon[0].length) };
-}
-
-/** A one-line value: a flow collection, a quoted scalar, or a plain scalar, then at most a comment. */
-function inlineValue(text: string): unknown {
-  const reader = new FlowReader(text);
-  const value = reader.value(false);
-  reader.end();
-  return value;
-}
-
-function readQuoted(text: string, start: number): { value: string; end: number } {
-  const quote = text[start];
-  if (quote === "'") {
-    let value = '';
-    for (let i = start + 1; i < text.length; i++) {
-      if (text[i] === "'") {
-        if (text[i + 1] === "'") {
-          value += "'";
-          i++;
-          continue;
-        }
-        return { value, end: i + 1 };
-      }
-      value += text[i];
-    }
-    throw new YamlSubsetError('unterminated single-quoted scalar');
-  }
-  for (let i = start + 1; i < text.length; i++) {
-    if (text[i] === '\\') {
-      i++;
-      continue;
-    }
-    if (text[i] === '"') {
-      try {
-        // Only the JSON subset of YAML's double-quoted escapes is accepted.
-        return { value: JSON.parse(text.slice(start, i + 1)) as string, end: i + 1 };
-      } catch {
-        throw new YamlSubsetError('unsupported escape in a double-quoted scalar');
-      }
-    }
-  }
-  throw new YamlSubsetError('unterminated double-quoted scalar');
-}
-
-/** YAML 1.2 core schema for plain scalars; refuses the forms this subset does not read. */
-function resolvePlain(s: string): unknown {
-  if (/^(?:null|Null|NULL|~)$/.test(s)) return null;
-  if (/^(?:true|True|TRUE)$/.test(s)) return true;
-  if (/^(?:false|False|FALSE)$/.test(s)) return false;
-  if (/^[-+]?[0-9]+$/.test(s)) return Number(s);
-  if (/^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$/.test(s)) return Number(s);
-  if (/^0[ox]/.test(s) || /^[-+]?\.(?:inf|Inf|INF|nan|NaN|NAN)$/.test(s))
-    throw new YamlSubsetError(`unsupported number form ${s}; quote it if it is text`);
-  return s;
-}
-
-class FlowReader {
-  private pos = 0;
-  constructor(private readonly text: string) {}
-
-  private skip(): void {
-    while (this.text[this.pos] === ' ') this.pos++;
-  }
-
-  end(): void {
-    this.skip();
-    if (this.pos < this.text.length && this.text[this.pos] !== '#')
-      throw new YamlSubsetError(`unexpected ${JSON.stringify(this.text.slice(this.pos))}`);
-    if (this.text[this.pos] === '#' && this.text[this.pos - 1] !== ' ') throw new YamlSubsetError('a comment needs a space before #');
-  }
-
-  value(inFlow: boolean): unknown {
-    this.skip();
-    const c = this.text[this.pos];
-    if (c === '[') return this.list();
-    if (c === '{') return this.map();
-    if (c === '"' || c === "'") {
-      const q = readQuoted(this.text, this.pos);
-      this.pos = q.end;
-      return q.value;
-    }
-    return resolvePlain(this.plain(inFlow));
-  }
-
-  private plain(inFlow: boolean): string {
-    const start = this.pos;
-    const c = this.text[start];
-    if (
-      c === undefined ||
-      PLAIN_START_FORBIDDEN.has(c) ||
-      (c === '-' && (this.text[start + 1] === ' ' || this.text[start + 1] === undefined))
-    ) {
-      throw new YamlSubsetError(`unsupported value ${JSON.stringify(this.text.slice(start))}`);
-    }
-    let i = start;
-    for (; i < this.text.length; i++) {
-      const ch = this.text[i]!;
-      if (inFlow && (ch === ',' || ch === ']' || ch === '}' || ch === '[' || ch === '{')) break;
-      if (ch === ':' && (i + 1 === this.text.length || this.text[i + 1] === ' ' || (inFlow && ',]}'.includes(this.text[i + 1]!)))) {
-        if (inFlow) break;
-        throw new YamlSubsetError('": " inside a plain scalar; quote the value');
-      }
-      if (ch === '#' && this.text[i - 1] === ' ') break;
-    }
-    this.pos = i;
-    const s = this.text.slice(start, i).trimEnd();
-    if (s === '') throw new YamlSubsetError('empty value');
-    return s;
-  }
-
-  private list(): unknown[] {
-    this.pos++;
-    const out: unknown[] = [];
-    for (;;) {
-      this.skip();
-      if (this.text[this.pos] === ']') {
-        this.pos++;
-        return out;
-      }
-      out.push(this.value(true));
-      this.skip();
-      const c = this.text[this.pos];
-      if (c === ',') this.pos++;
-      else if (c !== ']') throw new YamlSubsetError('expected , or ] in a flow sequence');
-    }
-  }
-
-  private map(): Record<string, unknown> {
-    this.pos++;
-    const out: Record<string, unknown> = {};
-    for (;;) {
-      this.skip();
-      if (this.text[this.pos] === '}') {
-        this.pos++;
-        return out;
-      }
-      const c = this.text[this.pos];
-      let key: string;
-      if (c === '"' || c === "'") {
-        const q = readQuoted(this.text, this.pos);
-        this.pos = q.end;
-        key = q.value;
-      } else {
-        key = this.plain(true);
-      }
-      this.skip();
-      if (this.text[this.pos] !== ':') throw new YamlSubsetError('expected : after a flow mapping key');
-      this.pos++;
-      if (Object.prototype.hasOwnProperty.call(out, key)) throw new YamlSubsetError(`duplicate key ${JSON.stringify(key)}`);
-      define(out, key, this.value(true));
-      this.skip();
-      const d = this.text[this.pos];
-      if (d === ',') this.pos++;
-      else if (d !== '}') throw new YamlSubsetError('expected , or } in a flow mapping');
-    }
-  }
-}
-
-// ---------------------------------------------------------------- rendering
+// ---------------------------------------------------------------- HTML page
 
 type Schema = Record<string, unknown>;
 

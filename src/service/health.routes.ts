@@ -1,6 +1,8 @@
 /** Liveness, readiness (the database answers) and Prometheus metrics. */
-import { Hono } from 'hono';
+import type { OpenAPIHono } from '@hono/zod-openapi';
+import { healthzRoute, metricsRoute, readyzRoute } from '../api/health.js';
 import { metrics } from './metrics.js';
+import { newRouter, serve } from './router.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
 const READY_TIMEOUT_MS = 2000;
@@ -13,10 +15,10 @@ function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
-export function healthRoutes(deps: ServiceDeps): Hono<AppEnv> {
-  const r = new Hono<AppEnv>();
-  r.get('/healthz', (c) => c.json({ status: 'ok' }));
-  r.get('/readyz', async (c) => {
+export function healthRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
+  const r = newRouter();
+  serve(r, healthzRoute, (c) => c.json({ status: 'ok' }));
+  serve(r, readyzRoute, async (c) => {
     try {
       // A stopped database can hang a connect; readiness must answer promptly.
       await withTimeout(deps.store.ping(), READY_TIMEOUT_MS);
@@ -25,6 +27,6 @@ export function healthRoutes(deps: ServiceDeps): Hono<AppEnv> {
       return c.json({ status: 'unready', database: deps.store.kind }, 503);
     }
   });
-  r.get('/metrics', async (c) => c.text(await metrics.render(), 200, { 'Content-Type': metrics.contentType }));
+  serve(r, metricsRoute, async (c) => c.text(await metrics.render(), 200, { 'Content-Type': metrics.contentType }));
   return r;
 }

@@ -2,7 +2,9 @@
  * /v1/invocations: metered actuals (a `report` key) and audit reads; and
  * GET /v1/delegations/{hash}/invocations (a DR's subtree, newest first).
  */
-import { Hono } from 'hono';
+import type { OpenAPIHono } from '@hono/zod-openapi';
+import { listDelegationInvocationsRoute } from '../api/delegations.js';
+import { getInvocationRoute, recordActualRoute } from '../api/invocations.js';
 import { z } from 'zod';
 import { RecordHashSchema } from '../protocol/records.js';
 import { requireScope, tenantOf } from './auth.js';
@@ -17,6 +19,7 @@ import {
   recordActual,
 } from './invocations.handlers.js';
 import { parseQuery, parseRequest } from './validate.js';
+import { newRouter, serve } from './router.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
 const READ_SCOPES = ['audit', 'report', 'verify', 'issue'] as const;
@@ -32,12 +35,12 @@ const ListQuery = z.strictObject({
     .default(INVOCATIONS_DEFAULT_LIMIT),
 });
 
-export function invocationRoutes(deps: ServiceDeps): Hono<AppEnv> {
-  const r = new Hono<AppEnv>();
+export function invocationRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
+  const r = newRouter();
   const readers = requireScope(deps, ...READ_SCOPES);
   const jtiParam = (raw: string) => parseRequest(JtiParamSchema, raw, 'path parameter jti');
 
-  r.post('/v1/invocations/:jti/actuals', requireScope(deps, 'report'), async (c) => {
+  serve(r, recordActualRoute, requireScope(deps, 'report'), async (c) => {
     const auth = c.get('auth');
     const tenantId = tenantOf(auth);
     const jti = jtiParam(c.req.param('jti'));
@@ -46,11 +49,11 @@ export function invocationRoutes(deps: ServiceDeps): Hono<AppEnv> {
     return c.json(result.body, result.status);
   });
 
-  r.get('/v1/invocations/:jti', readers, async (c) =>
+  serve(r, getInvocationRoute, readers, async (c) =>
     c.json(await describeInvocation(deps, tenantOf(c.get('auth')), jtiParam(c.req.param('jti')))),
   );
 
-  r.get('/v1/delegations/:hash/invocations', readers, async (c) => {
+  serve(r, listDelegationInvocationsRoute, readers, async (c) => {
     const tenantId = tenantOf(c.get('auth'));
     const hash = parseRequest(RecordHashSchema, c.req.param('hash'), 'path parameter hash');
     const q = parseQuery(c, ListQuery);

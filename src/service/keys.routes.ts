@@ -2,8 +2,10 @@
  * The service's public verification keys, current and retired: anyone can
  * fetch them to re-verify receipts offline. Public routes, no API key.
  */
-import { Hono } from 'hono';
+import type { OpenAPIHono } from '@hono/zod-openapi';
+import { getJwksRoute, listServiceKeysRoute } from '../api/keys.js';
 import { publishedServiceKeys, type PublishedServiceKey } from './signer.js';
+import { newRouter, serve } from './router.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
 /** Short, so verifiers pick up a rotation quickly; retired keys never disappear. */
@@ -25,16 +27,16 @@ function jwkView(k: PublishedServiceKey) {
   return { kty: 'OKP' as const, crv: 'Ed25519' as const, x: k.publicKeyB64, kid: k.kid, use: 'sig' as const, alg: 'EdDSA' as const };
 }
 
-export function keyRoutes(deps: ServiceDeps): Hono<AppEnv> {
-  const app = new Hono<AppEnv>();
+export function keyRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
+  const app = newRouter();
 
-  app.get('/v1/keys', async (c) => {
+  serve(app, listServiceKeysRoute, async (c) => {
     const keys = await publishedServiceKeys(deps.store.db);
     c.header('Cache-Control', CACHE_CONTROL);
     return c.json({ keys: keys.map(keyView) }, 200);
   });
 
-  app.get('/.well-known/jwks.json', async (c) => {
+  serve(app, getJwksRoute, async (c) => {
     const keys = await publishedServiceKeys(deps.store.db);
     c.header('Cache-Control', CACHE_CONTROL);
     return c.json({ keys: keys.map(jwkView) }, 200);

@@ -3,10 +3,12 @@
  * receipts, oldest first, by id. Needs an `audit` key; the tenant comes from
  * the key, never from the request.
  */
-import { Hono } from 'hono';
+import type { OpenAPIHono } from '@hono/zod-openapi';
+import { listReceiptsRoute } from '../api/receipts.js';
 import { z } from 'zod';
 import { listReceipts, type ReceiptRow } from '../store/receipts.js';
 import { requireScope, tenantOf } from './auth.js';
+import { newRouter, serve } from './router.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 import { parseQuery } from './validate.js';
 
@@ -28,10 +30,10 @@ function receiptView(r: ReceiptRow) {
   return { id: r.id, kind: r.kind, subject: r.subject, kid: r.kid, jws: r.jws, created_at: r.createdAt.toISOString() };
 }
 
-export function receiptRoutes(deps: ServiceDeps): Hono<AppEnv> {
-  const app = new Hono<AppEnv>();
+export function receiptRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
+  const app = newRouter();
 
-  app.get('/v1/receipts', requireScope(deps, 'audit'), async (c) => {
+  serve(app, listReceiptsRoute, requireScope(deps, 'audit'), async (c) => {
     const tenantId = tenantOf(c.get('auth'));
     const q = parseQuery(c, ReceiptsQuery);
     const page = await listReceipts(deps.store.db, { tenantId, after: q.after, limit: q.limit });

@@ -2,19 +2,21 @@
  * POST /v1/delegations/{hash}/revoke: with an `issue` or admin API key and
  * {confirm: true, reason}, or without a key and {revocation: <signed JWS>}.
  */
-import { Hono } from 'hono';
+import type { OpenAPIHono } from '@hono/zod-openapi';
+import { revokeDelegationRoute } from '../api/delegations.js';
 import { BatonError } from '../protocol/errors.js';
 import { RecordHashSchema } from '../protocol/records.js';
 import { assertScope, authenticateRequest } from './auth.js';
 import { readJsonBody } from './body.js';
 import { revokeWithKey, revokeWithSignature, RevokeWithKeySchema, RevokeWithSignatureSchema } from './revoke.handlers.js';
 import { parseRequest } from './validate.js';
+import { newRouter, serve } from './router.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
-export function revokeRoutes(deps: ServiceDeps): Hono<AppEnv> {
-  const r = new Hono<AppEnv>();
+export function revokeRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
+  const r = newRouter();
 
-  r.post('/v1/delegations/:hash/revoke', async (c) => {
+  serve(r, revokeDelegationRoute, async (c) => {
     const hash = parseRequest(RecordHashSchema, c.req.param('hash'), 'path parameter hash');
     if (c.req.header('authorization') === undefined) {
       const raw = await readJsonBody(c, deps.config.maxBodyBytes);

@@ -1,15 +1,17 @@
 /** POST /v1/verify and the DRS-compatible POST /verify (a `verify` key). */
-import { Hono } from 'hono';
+import type { OpenAPIHono } from '@hono/zod-openapi';
+import { verifyDrsRoute, verifyRoute } from '../api/verify.js';
 import { requireScope, tenantOf } from './auth.js';
 import { hasBody, readJsonBody } from './body.js';
 import { bundleFrom, verifyWithinDeadline, VerifyRequestSchema } from './verify.handlers.js';
 import { parseRequest } from './validate.js';
+import { newRouter, serve } from './router.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
-export function verifyRoutes(deps: ServiceDeps): Hono<AppEnv> {
-  const r = new Hono<AppEnv>();
-  for (const path of ['/v1/verify', '/verify']) {
-    r.post(path, requireScope(deps, 'verify'), async (c) => {
+export function verifyRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
+  const r = newRouter();
+  for (const route of [verifyRoute, verifyDrsRoute]) {
+    serve(r, route, requireScope(deps, 'verify'), async (c) => {
       const auth = c.get('auth');
       // DRS clients may send the bundle only in X-DRS-Bundle, with no body at all.
       const drsHeader = c.req.header('x-drs-bundle');

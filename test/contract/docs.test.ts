@@ -1,93 +1,59 @@
 /**
- * GET /docs, /openapi.yaml and /openapi.json, and the YAML subset parser
- * that lets production serve them without the `yaml` devDependency: it must
- * read openapi.yaml exactly as the `yaml` package does, and refuse what it
- * does not understand rather than guess.
+ * The generated contract: openapi.yaml is written from the app's routes
+ * (npm run openapi) and must not go stale; the YAML writer must produce what
+ * the `yaml` package reads back as the same document; sub-apps mounted with
+ * app.route(...) land in the document; and GET /docs, /openapi.yaml and
+ * /openapi.json serve it.
  */
-import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { createRoute, z } from '@hono/zod-openapi';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import YAML from 'yaml';
+import { toYaml } from '../../src/api/yaml.js';
 import { ERROR_TABLE } from '../../src/protocol/errors.js';
-import { findSpecFile, loadApiDocs, parseYamlSubset, YamlSubsetError } from '../../src/service/docs.routes.js';
+import { apiDocument, generatedApiDocument } from '../../src/service/app.js';
+import { newRouter } from '../../src/service/router.js';
 import { startTestService, type TestService } from '../support/service.js';
-import { loadSpec, loadSpecText, SPEC_FILE } from './spec.js';
+import { loadSpec, loadSpecText } from './spec.js';
 
-describe('parseYamlSubset', () => {
-  it('reads openapi.yaml exactly as the yaml package does', () => {
-    expect(parseYamlSubset(loadSpecText())).toStrictEqual(loadSpec());
+describe('openapi.yaml is generated', () => {
+  it('the checked-in file is what `npm run openapi` writes now (run it after changing a route)', () => {
+    expect(loadSpecText()).toBe(toYaml(generatedApiDocument()));
   });
 
-  it('agrees with the yaml package on every construct it supports', () => {
-    const samples = [
-      'a: 1\nb: -2.5\nc: true\nd: null\ne: ~\nf: "x\\ny \\u00e9"\ng: \'it\'\'s\'\nh: plain text, here\ni: 1e3\nj: 4.0\nk: "4.0"\n',
-      'list:\n- a\n- b: 1\n  c: [x, "y", 3, null]\n-\n  - nested\n- - inline nested\n',
-      'k:\n  - {a: 1, b: [2, {c: d}]}\n  - []\n  - {}\n  - {\'q\': "r, s"}\n',
-      'lit: |\n  line1\n\n    indented\n  line3\n\nfold: >-\n  a\n  b\n\n  c\nstrip: |-\n  x\nclip: >\n  y\n  z\n\n\nend: 1\n',
-      "\"quoted key\": v\n'single': w # comment\nurl: mcp://x/y\npath/{id}: 2\n$ref: '#/a/b'\n",
-      '# leading comment\nroot:\n  child:\n    leaf: 1 # trailing\n\n  # inner comment\n  other: 2\nempty:\nafter: 3\n',
-      'seq:\n- a\n- b\nnext: c\n',
-      '\'200\':\n  description: ok\n"404": x\n',
+  it('the YAML writer round-trips through the yaml package', () => {
+    const doc = generatedApiDocument();
+    expect(YAML.parse(toYaml(doc), { uniqueKeys: true })).toStrictEqual(JSON.parse(JSON.stringify(doc)));
+    const samples: unknown[] = [
+      { a: 1, b: -2.5, c: true, d: null, e: '', f: 'x: y', g: 'a #b', h: ' lead', i: 'trail ', j: 'end\n', k: 'multi\nline\n\n  indented' },
+      { t: ['true', 'null', 'yes', 'No', '~', '1e3', '4.0', '0x1F', '.inf', '-', '- x', '? q', '*a', '&a', '!t', '%p', '@a', '`c`'] },
+      { '200': { '/v1/x/{h}': 'ok' }, 'x-ext': [[1, [2]], {}, [], { '': 'empty key', 'a b': 'space', __proto__key: 1 }] },
+      { s: 'tab\there', r: 'cr\rhere', u: 'caf\u00e9 \u2028 \u0000', q: '"quoted"', sq: "'single'", bs: 'back\\slash' },
     ];
-    for (const sample of samples) expect(parseYamlSubset(sample), sample).toStrictEqual(YAML.parse(sample));
+    for (const sample of samples) expect(YAML.parse(toYaml(sample)), JSON.stringify(sample)).toStrictEqual(sample);
   });
 
-  it('refuses what it does not support, naming the line', () => {
-    const refused = [
-      'a: &x 1\nb: *x\n',
-      'a: !!str 1\n',
-      'a: b\n  continued\n',
-      'a:\n\t- b\n',
-      'a: b: c\n',
-      'a: 1\na: 2\n',
-      'f: >\n  a\n    more indented\n',
-      'a: 0x1F\n',
-      'a: .inf\n',
-      '---\na: 1\n',
-      'a: |+\n  x\n',
-      'a: |2\n  x\n',
-      '? complex\n: key\n',
-      'a: [1, 2\n',
-      'a: {b}\n',
-      'a: "\\x41"\n',
-      "a: 'open\n",
-    ];
-    for (const text of refused) {
-      expect(() => parseYamlSubset(text), JSON.stringify(text)).toThrow(YamlSubsetError);
-      expect(() => parseYamlSubset(text)).toThrow(/line \d+/);
-    }
-  });
-
-  it('never sets a prototype from a key', () => {
-    const parsed = parseYamlSubset('__proto__:\n  polluted: true\n') as Record<string, unknown>;
-    expect(Object.getPrototypeOf(parsed)).toBe(Object.prototype);
-    expect(Object.keys(parsed)).toEqual(['__proto__']);
-    expect(({} as Record<string, unknown>)['polluted']).toBeUndefined();
-  });
-});
-
-describe('finding openapi.yaml', () => {
-  let dir: string;
-  beforeAll(() => {
-    dir = mkdtempSync(join(tmpdir(), 'baton-docs-'));
-  });
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-  it('is the one at the package root, found from the module location', () => {
-    expect(findSpecFile()).toBe(SPEC_FILE);
-    const nested = join(dir, 'pkg', 'dist', 'src', 'service');
-    mkdirSync(nested, { recursive: true });
-    writeFileSync(join(dir, 'pkg', 'package.json'), '{}');
-    writeFileSync(join(dir, 'pkg', 'openapi.yaml'), 'openapi: 3.1.0\ninfo:\n  title: t\n  version: v\npaths: {}\n');
-    expect(findSpecFile(nested)).toBe(join(dir, 'pkg', 'openapi.yaml'));
-    expect(() => findSpecFile(dirname(dir))).toThrow(/openapi\.yaml/);
-  });
-
-  it('a file that is not an OpenAPI document is refused', () => {
-    const file = join(dir, 'bad.yaml');
-    writeFileSync(file, 'just: a mapping\n');
-    expect(() => loadApiDocs(file)).toThrow(/not an OpenAPI document/);
+  it('a sub-app mounted with app.route(...) lands in the document', () => {
+    const sub = newRouter();
+    sub.openapi(
+      createRoute({
+        method: 'get',
+        path: '/v1/example/{id}',
+        operationId: 'exampleSubApp',
+        request: { params: z.object({ id: z.string() }) },
+        responses: {
+          200: { description: 'ok', content: { 'application/json': { schema: z.object({ id: z.string() }).openapi('ExampleThing') } } },
+        },
+      }),
+      (c) => c.json({ id: c.req.valid('param').id }, 200),
+    );
+    const app = newRouter();
+    app.route('/', sub);
+    const doc = apiDocument(app) as unknown as {
+      paths: Record<string, { get?: { operationId?: string } }>;
+      components: { schemas: Record<string, unknown> };
+    };
+    expect(doc.paths['/v1/example/{id}']?.get?.operationId).toBe('exampleSubApp');
+    expect(doc.components.schemas['ExampleThing']).toBeDefined();
   });
 });
 
@@ -98,7 +64,7 @@ describe('served documents', () => {
   });
   afterAll(async () => svc?.close());
 
-  it('GET /openapi.yaml is the file, byte for byte', async () => {
+  it('GET /openapi.yaml is the checked-in file, byte for byte', async () => {
     const res = await svc.app.request('/openapi.yaml');
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/yaml/);

@@ -1,0 +1,264 @@
+import { createRoute, z } from '@hono/zod-openapi';
+import {
+  DidKey,
+  Timestamp,
+  AdminBadRequestResponse,
+  UnauthorizedResponse,
+  ForbiddenResponse,
+  NotFoundResponse,
+  ConflictResponse,
+  PayloadTooLargeResponse,
+  StorageUnavailableResponse,
+  InternalResponse,
+  orNull,
+} from './common.js';
+
+export const Tenant = z.strictObject({ id: z.string(), name: z.string(), created_at: Timestamp }).openapi('Tenant');
+
+export const TenantList = z.strictObject({ tenants: z.array(Tenant) }).openapi('TenantList');
+
+export const DisplayName = z
+  .string()
+  .min(1)
+  .max(200)
+  .openapi('DisplayName', { description: '1-200 characters after trimming; stored trimmed.' });
+
+export const CreateTenantRequest = z.strictObject({ name: DisplayName }).openapi('CreateTenantRequest');
+
+export const TrustedRoot = z
+  .strictObject({ tenant_id: z.string(), did: DidKey, label: z.string().nullable(), created_at: Timestamp })
+  .openapi('TrustedRoot');
+
+export const TrustedRootList = z.strictObject({ roots: z.array(TrustedRoot) }).openapi('TrustedRootList');
+
+export const AddRootRequest = z
+  .strictObject({ did: z.string().openapi({ description: 'A canonical Ed25519 did:key.' }), label: orNull(DisplayName).optional() })
+  .openapi('AddRootRequest');
+
+export const TenantScope = z.enum(['issue', 'verify', 'report', 'audit']).openapi('TenantScope');
+
+export const CreateApiKeyRequest = z
+  .strictObject({
+    scopes: z.array(TenantScope).min(1).openapi({ uniqueItems: true }),
+    name: orNull(DisplayName).optional(),
+    tool_server: z
+      .string()
+      .min(1)
+      .max(512)
+      .nullable()
+      .openapi({
+        description:
+          'Binds a `verify` key to invocations naming this tool server (only with the `verify` scope; no surrounding whitespace).',
+      })
+      .optional(),
+  })
+  .openapi('CreateApiKeyRequest');
+
+export const ApiKey = z
+  .strictObject({
+    id: z.string(),
+    tenant_id: z.string().nullable(),
+    scopes: z.array(z.string()),
+    name: z.string().nullable(),
+    tool_server: z.string().nullable(),
+    created_at: Timestamp,
+    revoked_at: orNull(Timestamp),
+  })
+  .openapi('ApiKey');
+
+export const ApiKeyList = z.strictObject({ api_keys: z.array(ApiKey) }).openapi('ApiKeyList');
+
+export const CreatedApiKey = z
+  .strictObject({
+    id: z.string(),
+    key: z
+      .string()
+      .regex(/^bt_[A-Za-z0-9_-]{43}$/)
+      .openapi({ description: 'The secret. Shown only in this response.' }),
+    tenant_id: z.string().nullable(),
+    scopes: z.array(TenantScope),
+    name: z.string().nullable(),
+    tool_server: z.string().nullable(),
+    created_at: Timestamp,
+  })
+  .openapi('CreatedApiKey');
+
+export const TenantId = z.string().openapi('TenantId', { param: { name: 'tenant', in: 'path', required: true } });
+
+export const RootDid = z
+  .string()
+  .openapi('RootDid', { param: { name: 'did', in: 'path', required: true, description: 'The trusted root DID, as stored.' } });
+
+export const ApiKeyId = z.string().openapi('ApiKeyId', { param: { name: 'id', in: 'path', required: true } });
+
+export const createTenantRoute = createRoute({
+  method: 'post',
+  path: '/v1/admin/tenants',
+  tags: ['admin'],
+  operationId: 'createTenant',
+  summary: 'Create a tenant',
+  'x-baton-scopes': ['admin'],
+  security: [{ bearerAuth: [] }],
+  request: { body: { required: true, content: { 'application/json': { schema: CreateTenantRequest } } } },
+  responses: {
+    201: { description: 'Created.', content: { 'application/json': { schema: Tenant } } },
+    400: AdminBadRequestResponse(),
+    401: UnauthorizedResponse(),
+    403: ForbiddenResponse(),
+    413: PayloadTooLargeResponse(),
+    500: InternalResponse(),
+    503: StorageUnavailableResponse(),
+  },
+});
+
+export const listTenantsRoute = createRoute({
+  method: 'get',
+  path: '/v1/admin/tenants',
+  tags: ['admin'],
+  operationId: 'listTenants',
+  summary: 'List tenants',
+  'x-baton-scopes': ['admin'],
+  security: [{ bearerAuth: [] }],
+  responses: {
+    200: { description: 'Every tenant.', content: { 'application/json': { schema: TenantList } } },
+    401: UnauthorizedResponse(),
+    403: ForbiddenResponse(),
+    500: InternalResponse(),
+    503: StorageUnavailableResponse(),
+  },
+});
+
+export const addTrustedRootRoute = createRoute({
+  method: 'post',
+  path: '/v1/admin/tenants/{tenant}/roots',
+  tags: ['admin'],
+  operationId: 'addTrustedRoot',
+  summary: 'Trust a root DID for a tenant',
+  description:
+    "A root DID belongs to one tenant only, since a delegation belongs to its root's tenant. Adding a DID the tenant already trusts returns the stored row (`200`).",
+  'x-baton-scopes': ['admin'],
+  security: [{ bearerAuth: [] }],
+  request: {
+    params: z.object({ tenant: TenantId }),
+    body: { required: true, content: { 'application/json': { schema: AddRootRequest } } },
+  },
+  responses: {
+    200: { description: 'The tenant already trusts this DID; the stored row.', content: { 'application/json': { schema: TrustedRoot } } },
+    201: { description: 'Trusted.', content: { 'application/json': { schema: TrustedRoot } } },
+    400: AdminBadRequestResponse(
+      'The body is invalid (`INVALID_REQUEST`), or `did` is not a canonical Ed25519 did:key (`INVALID_DID`) or names a small-order key (`WEAK_KEY`).',
+    ),
+    401: UnauthorizedResponse(),
+    403: ForbiddenResponse(),
+    404: NotFoundResponse('No such tenant (or, for a tenant key, another tenant) (`NOT_FOUND`).'),
+    409: ConflictResponse('Another tenant already trusts this DID (`CONFLICT`).'),
+    413: PayloadTooLargeResponse(),
+    500: InternalResponse(),
+    503: StorageUnavailableResponse(),
+  },
+});
+
+export const listTrustedRootsRoute = createRoute({
+  method: 'get',
+  path: '/v1/admin/tenants/{tenant}/roots',
+  tags: ['admin'],
+  operationId: 'listTrustedRoots',
+  summary: "List a tenant's trusted root DIDs",
+  'x-baton-scopes': ['admin'],
+  security: [{ bearerAuth: [] }],
+  request: { params: z.object({ tenant: TenantId }) },
+  responses: {
+    200: { description: 'The roots.', content: { 'application/json': { schema: TrustedRootList } } },
+    401: UnauthorizedResponse(),
+    403: ForbiddenResponse(),
+    404: NotFoundResponse('No such tenant (or, for a tenant key, another tenant) (`NOT_FOUND`).'),
+    500: InternalResponse(),
+    503: StorageUnavailableResponse(),
+  },
+});
+
+export const removeTrustedRootRoute = createRoute({
+  method: 'delete',
+  path: '/v1/admin/tenants/{tenant}/roots/{did}',
+  tags: ['admin'],
+  operationId: 'removeTrustedRoot',
+  summary: 'Stop trusting a root DID',
+  description: 'Records already stored stay stored; new roots and verifications under this DID are refused as `UNTRUSTED_ROOT`.',
+  'x-baton-scopes': ['admin'],
+  security: [{ bearerAuth: [] }],
+  request: { params: z.object({ tenant: TenantId, did: RootDid }) },
+  responses: {
+    204: { description: 'Removed.' },
+    401: UnauthorizedResponse(),
+    403: ForbiddenResponse(),
+    404: NotFoundResponse('The tenant does not trust this DID, or does not exist (`NOT_FOUND`).'),
+    500: InternalResponse(),
+    503: StorageUnavailableResponse(),
+  },
+});
+
+export const createApiKeyRoute = createRoute({
+  method: 'post',
+  path: '/v1/admin/tenants/{tenant}/api-keys',
+  tags: ['admin'],
+  operationId: 'createApiKey',
+  summary: 'Issue an API key for a tenant',
+  description:
+    'The plaintext `key` is in this response only; Baton stores its SHA-256. `tool_server` binds a `verify` key to invocations naming that tool server. Responses are `Cache-Control: no-store`.',
+  'x-baton-scopes': ['admin'],
+  security: [{ bearerAuth: [] }],
+  request: {
+    params: z.object({ tenant: TenantId }),
+    body: { required: true, content: { 'application/json': { schema: CreateApiKeyRequest } } },
+  },
+  responses: {
+    201: { description: 'The new key, shown once.', content: { 'application/json': { schema: CreatedApiKey } } },
+    400: AdminBadRequestResponse(),
+    401: UnauthorizedResponse(),
+    403: ForbiddenResponse(),
+    404: NotFoundResponse('No such tenant (or, for a tenant key, another tenant) (`NOT_FOUND`).'),
+    413: PayloadTooLargeResponse(),
+    500: InternalResponse(),
+    503: StorageUnavailableResponse(),
+  },
+});
+
+export const listApiKeysRoute = createRoute({
+  method: 'get',
+  path: '/v1/admin/tenants/{tenant}/api-keys',
+  tags: ['admin'],
+  operationId: 'listApiKeys',
+  summary: "List a tenant's API keys (never their secrets)",
+  'x-baton-scopes': ['admin'],
+  security: [{ bearerAuth: [] }],
+  request: { params: z.object({ tenant: TenantId }) },
+  responses: {
+    200: { description: 'The keys, revoked ones included.', content: { 'application/json': { schema: ApiKeyList } } },
+    401: UnauthorizedResponse(),
+    403: ForbiddenResponse(),
+    404: NotFoundResponse('No such tenant (or, for a tenant key, another tenant) (`NOT_FOUND`).'),
+    500: InternalResponse(),
+    503: StorageUnavailableResponse(),
+  },
+});
+
+export const revokeApiKeyRoute = createRoute({
+  method: 'delete',
+  path: '/v1/admin/api-keys/{id}',
+  tags: ['admin'],
+  operationId: 'revokeApiKey',
+  summary: 'Revoke an API key',
+  description:
+    'Idempotent. The key stops working on this node at once; other nodes sharing the database may accept it for up to 10 seconds (their key cache).',
+  'x-baton-scopes': ['admin'],
+  security: [{ bearerAuth: [] }],
+  request: { params: z.object({ id: ApiKeyId }) },
+  responses: {
+    204: { description: 'Revoked (now or before).' },
+    401: UnauthorizedResponse(),
+    403: ForbiddenResponse(),
+    404: NotFoundResponse('No API key has this id (`NOT_FOUND`).'),
+    500: InternalResponse(),
+    503: StorageUnavailableResponse(),
+  },
+});

@@ -1,0 +1,215 @@
+import { z } from '@hono/zod-openapi';
+import { ERROR_TABLE, type ErrorCode as ErrorCodeName } from '../protocol/errors.js';
+
+/**
+ * A schema or null. Not `.nullable()`: on a named (referenced) schema the
+ * generator writes allOf[$ref, {type: [..., null]}], which null cannot satisfy.
+ */
+export const orNull = <T extends z.ZodType>(schema: T) => z.union([schema, z.null()]);
+
+export const ErrorCode = z.enum(Object.keys(ERROR_TABLE) as [ErrorCodeName, ...ErrorCodeName[]]).openapi('ErrorCode', {
+  description:
+    'Stable refusal codes: clients branch on them and a code never changes meaning. Codes with a block letter come from the verification pipeline. The HTTP status, message and suggestion of each are listed on the `/docs` page.',
+});
+
+export const Block = z.enum(['A', 'B', 'C', 'D', 'E', 'F', 'G']).openapi('Block', {
+  description:
+    'The verification block that produced a code: A shape, B linkage, C signatures and trust, D attenuation and policy, E time, F status, G runtime state.',
+});
+
+export const RecordHash = z
+  .string()
+  .regex(/^sha256:[0-9a-f]{64}$/)
+  .openapi('RecordHash', { description: '`sha256:` + lowercase hex SHA-256 of the exact JWS string.' });
+
+export const Violation = z
+  .strictObject({
+    code: ErrorCode,
+    dr_index: z
+      .int()
+      .min(0)
+      .openapi({ description: 'Index of the DR in the chain (0 = root); absent for the invocation or the bundle.' })
+      .optional(),
+    dr_hash: RecordHash.optional(),
+    field: z.string().openapi({ description: 'The field or argument concerned, e.g. `policy.max_cost_usd` or `args.tool`.' }),
+    required: z.unknown().openapi({ description: 'What would have been accepted.' }).optional(),
+    actual: z.unknown().openapi({ description: 'What was found (truncated when long).' }).optional(),
+    message: z.string().optional(),
+  })
+  .openapi('Violation', {
+    description: 'One unmet condition. Verification reports every condition it could evaluate, not only the first.',
+  });
+
+export const ErrorDetails = z
+  .looseObject({
+    violations: z.array(Violation).openapi({ description: 'Every unmet condition (verification and issuance refusals).' }).optional(),
+    block: Block.optional(),
+    issues: z.array(z.object({})).openapi({ description: 'Field problems of an invalid request.' }).optional(),
+    required_scopes: z.array(z.string()).openapi({ description: 'The scopes the route accepts (`FORBIDDEN`).' }).optional(),
+    submitted_from_index: z
+      .int()
+      .min(0)
+      .openapi({ description: 'Chain index of the first submitted record (issuance refusals); violations count from the root.' })
+      .optional(),
+    stored: z.object({}).openapi({ description: 'The actual already recorded (`CONFLICT` on actuals).' }).optional(),
+  })
+  .openapi('ErrorDetails', { description: 'Structured context; which members appear depends on the code.' });
+
+export const ErrorEnvelope = z
+  .strictObject({
+    error: z.strictObject({
+      code: ErrorCode,
+      message: z.string().openapi({ description: 'What went wrong, as a full sentence.' }),
+      suggestion: z.string().openapi({ description: 'What to do next, as a full sentence.' }),
+      details: ErrorDetails.optional(),
+    }),
+    request_id: z.string().openapi({ description: 'Also in the `X-Request-Id` response header.' }),
+  })
+  .openapi('ErrorEnvelope', { description: 'The one shape of every refusal (except verify denials, see `VerifyDeny`).' });
+
+export const DidKey = z
+  .string()
+  .max(128)
+  .regex(/^did:key:z[1-9A-HJ-NP-Za-km-z]+$/)
+  .openapi('DidKey', { description: 'An Ed25519 `did:key` (multicodec 0xed01, base58btc).' });
+
+export const Jws = z
+  .string()
+  .min(1)
+  .max(65536)
+  .regex(/^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/)
+  .openapi('Jws', { description: 'A compact JWS: base64url(JCS(header)).base64url(JCS(payload)).base64url(signature).' });
+
+export const Timestamp = z.string().openapi('Timestamp', { format: 'date-time' });
+
+export const Usd = z.number().min(0).openapi('Usd', { description: 'US dollars, exact to the micro-dollar.' });
+
+export const NameList = z
+  .array(z.string().min(1).max(256))
+  .max(256)
+  .openapi('NameList', { description: 'Names (no control characters, no globs), or exactly `["*"]`.' });
+
+export const Policy = z
+  .strictObject({
+    allowed_tools: NameList.optional(),
+    max_cost_usd: z
+      .number()
+      .min(0)
+      .max(1000000000)
+      .openapi({
+        description:
+          "Ceiling on each invocation's declared `estimated_cost_usd` (which must then be present; an estimate is never above the per-invocation maximum of 1,000,000 USD). A child's ceiling must not exceed its parent's as exact decimals: 0.3000001 is wider than 0.3.",
+      })
+      .optional(),
+    pii_access: z.boolean().optional(),
+    write_access: z.boolean().optional(),
+    max_calls: z.int().min(0).openapi({ description: "Calls allowed through this record's whole subtree." }).optional(),
+    allowed_resources: z
+      .array(z.string())
+      .max(256)
+      .openapi({ description: 'Exact URIs or prefixes ending in `/*` (RFC 3986 normal form), or `["*"]`.' })
+      .optional(),
+    allowed_data_classes: NameList.optional(),
+    max_spend_usd: z
+      .number()
+      .min(0)
+      .max(1000000000)
+      .openapi({
+        description:
+          "Budget on metered spend (plus pending estimates) over the whole subtree. Every call under it must declare a usable `estimated_cost_usd`. A child's budget must not exceed its parent's as exact decimals.",
+      })
+      .optional(),
+    max_depth: z.int().min(0).max(16).openapi({ description: 'Further hops allowed below this record.' }).optional(),
+  })
+  .openapi('Policy', {
+    description:
+      'A DRS 4.0 policy with Baton\'s extensions. Unknown fields are refused. Absent `pii_access` / `write_access` mean false; absent `allowed_*` lists and `["*"]` mean unrestricted; absent ceilings mean unlimited.',
+  });
+
+export const Bundle = z
+  .strictObject({ bundle_version: z.literal('4.0'), invocation: Jws, receipts: z.array(Jws).max(64) })
+  .openapi('Bundle', { description: 'A DRS 4.0 bundle, as carried in `X-DRS-Bundle` (base64url JSON) or in the verify body.' });
+
+export const RootType = z.enum(['human', 'organisation', 'automated-system']).openapi('RootType');
+
+export const ReceiptRef = z.strictObject({ id: z.int().min(1), kid: z.string(), jws: Jws }).openapi('ReceiptRef', {
+  description:
+    'A service receipt: a JWS (header `{"alg":"EdDSA","kid":...,"typ":"JWT"}`) whose payload is `{iss, kid, baton_receipt, tenant, subject, iat, jti, data}`, verifiable offline with the key `kid` from `GET /v1/keys`.',
+});
+
+export const ActualSource = z
+  .enum(['harness-reported', 'api-usage', 'manual-meter', 'unavailable'])
+  .openapi('ActualSource', { description: 'Where the cost came from. An actual without provenance is refused.' });
+
+export const InvocationActual = z
+  .strictObject({
+    cost_usd: orNull(Usd),
+    tokens_in: z.int().nullable(),
+    tokens_out: z.int().nullable(),
+    source: ActualSource,
+    unavailable_reason: z.string().nullable(),
+    recorded_at: Timestamp,
+    receipt: orNull(ReceiptRef),
+  })
+  .openapi('InvocationActual', { description: "An invocation's actual, as listed with it." });
+
+export const InvocationSummary = z
+  .object({
+    jti: z.string(),
+    decision: z.literal('allowed'),
+    hash: RecordHash,
+    dr_chain: z.array(RecordHash),
+    leaf: RecordHash,
+    tool: z.string().nullable(),
+    declared_usd: Usd,
+    caller_key_id: z.string(),
+    created_at: Timestamp,
+    receipt: orNull(ReceiptRef),
+    actual: orNull(InvocationActual),
+  })
+  .openapi('InvocationSummary', { description: 'An allowed invocation (it consumed its jti).' });
+
+export const BadRequestResponse = (
+  description = 'The request is malformed (`INVALID_REQUEST` or a record shape code); `details.issues` lists the problems.',
+) => ({ description, content: { 'application/json': { schema: ErrorEnvelope } } });
+
+export const AdminBadRequestResponse = (
+  description = 'The body is invalid (`INVALID_REQUEST`); `details.issues` lists every field problem as `{field, message}`.',
+) => ({ description, content: { 'application/json': { schema: ErrorEnvelope } } });
+
+export const UnauthorizedResponse = (
+  description = 'No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer.',
+) => ({ description, content: { 'application/json': { schema: ErrorEnvelope } } });
+
+export const ForbiddenResponse = (
+  description = 'The key does not have a scope this route accepts (`FORBIDDEN`, `details.required_scopes`).',
+) => ({ description, content: { 'application/json': { schema: ErrorEnvelope } } });
+
+export const NotFoundResponse = (description = 'Nothing exists at this address for this tenant (`NOT_FOUND`).') => ({
+  description,
+  content: { 'application/json': { schema: ErrorEnvelope } },
+});
+
+export const ConflictResponse = (description = 'The request conflicts with something already stored (`CONFLICT`).') => ({
+  description,
+  content: { 'application/json': { schema: ErrorEnvelope } },
+});
+
+export const PayloadTooLargeResponse = (description = 'The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`).') => ({
+  description,
+  content: { 'application/json': { schema: ErrorEnvelope } },
+});
+
+export const UnprocessableResponse = (description = 'Well-formed but refused; `details.violations` lists every unmet condition.') => ({
+  description,
+  content: { 'application/json': { schema: ErrorEnvelope } },
+});
+
+export const StorageUnavailableResponse = (
+  description = 'The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed or counted; retry.',
+) => ({ description, content: { 'application/json': { schema: ErrorEnvelope } } });
+
+export const InternalResponse = (description = 'Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator.') => ({
+  description,
+  content: { 'application/json': { schema: ErrorEnvelope } },
+});

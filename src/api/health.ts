@@ -1,0 +1,48 @@
+import { createRoute, z } from '@hono/zod-openapi';
+import { InternalResponse } from './common.js';
+
+export const Health = z.strictObject({ status: z.literal('ok') }).openapi('Health');
+
+export const Readiness = z
+  .strictObject({ status: z.enum(['ready', 'unready']), database: z.enum(['postgres', 'pglite']) })
+  .openapi('Readiness');
+
+export const healthzRoute = createRoute({
+  method: 'get',
+  path: '/healthz',
+  tags: ['operations'],
+  operationId: 'healthz',
+  summary: 'Liveness',
+  description: 'Answers while the process serves HTTP; does not touch the database.',
+  'x-baton-scopes': [],
+  security: [],
+  responses: { 200: { description: 'Alive.', content: { 'application/json': { schema: Health } } }, 500: InternalResponse() },
+});
+
+export const readyzRoute = createRoute({
+  method: 'get',
+  path: '/readyz',
+  tags: ['operations'],
+  operationId: 'readyz',
+  summary: 'Readiness (the database answers within 2 s)',
+  'x-baton-scopes': [],
+  security: [],
+  responses: {
+    200: { description: 'Ready.', content: { 'application/json': { schema: Readiness } } },
+    500: InternalResponse(),
+    503: { description: 'Not ready. This body is not the error envelope.', content: { 'application/json': { schema: Readiness } } },
+  },
+});
+
+export const metricsRoute = createRoute({
+  method: 'get',
+  path: '/metrics',
+  tags: ['operations'],
+  operationId: 'metrics',
+  summary: 'Prometheus metrics of this node',
+  description:
+    'Text exposition format 0.0.4, in base units (seconds, bytes): `baton_http_requests_total`, `baton_http_request_duration_seconds` (histogram), `baton_http_requests_in_flight`, `baton_verify_decisions_total`, `baton_db_pool_max_connections`, `baton_build_info`, and the standard `process_*` and `nodejs_*` process and runtime metrics. Clean under `promtool check metrics`. Public: restrict it at the network edge if needed.',
+  'x-baton-scopes': [],
+  security: [],
+  responses: { 200: { description: 'The metrics.', content: { 'text/plain': { schema: z.string() } } }, 500: InternalResponse() },
+});
