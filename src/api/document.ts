@@ -5,7 +5,8 @@
  * written by hand.
  */
 import type { OpenAPIHono } from '@hono/zod-openapi';
-import { Bundle } from './common.js';
+import { Bundle, InvocationSummary } from './common.js';
+import { DelegationView } from './delegations.js';
 
 export const OPENAPI_VERSION = '3.1.0';
 
@@ -46,4 +47,7 @@ export function registerDocumentComponents(app: OpenAPIHono<any>): void {
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', BEARER_AUTH);
   // The X-DRS-Bundle header carries this shape base64url-encoded; no body schema refers to it.
   app.openAPIRegistry.register('Bundle', Bundle);
+  // Bases the response shapes extend (flattened there): named so clients can type a record or an invocation.
+  app.openAPIRegistry.register('DelegationView', DelegationView);
+  app.openAPIRegistry.register('InvocationSummary', InvocationSummary);
 }

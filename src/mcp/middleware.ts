@@ -51,7 +51,7 @@ import type { RequestOptions as McpRequestOptions } from '@modelcontextprotocol/
 import { getLiteralValue, getObjectShape, type AnyObjectSchema } from '@modelcontextprotocol/sdk/server/zod-compat.js';
 import { CallToolRequestSchema, ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { decodeBase64url, encodeBase64url } from '../protocol/base64url.js';
-import type { ChainContext } from '../protocol/chain.js';
+import type { ChainContext } from '../sdk/client.js';
 import type { Violation } from '../protocol/errors.js';
 import { canonicalJson, utf8Decode, utf8Encode } from '../protocol/jcs.js';
 import type { Bundle } from '../protocol/records.js';

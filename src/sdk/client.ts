@@ -20,12 +20,11 @@
  *   decision (a retried verify of the same invocation is REPLAY_DETECTED).
  */
 import { decodeBase64url } from '../protocol/base64url.js';
-import type { Binding, ChainContext, DecisionError } from '../protocol/chain.js';
 import type { ErrorCode, Violation } from '../protocol/errors.js';
 import { utf8Decode } from '../protocol/jcs.js';
-import type { Policy } from '../protocol/policy.js';
 import type { Bundle } from '../protocol/records.js';
 import { verifyServiceReceipt, type ServiceReceiptVerification, type ServiceVerificationKey } from '../protocol/service-receipt.js';
+import type { components } from '../api/wire-types.js';
 import type { KeyPair } from './keys.js';
 import type { SignedDelegation } from './records.js';
 import { createRevocation } from './revocation.js';
@@ -99,108 +98,24 @@ export function isBatonApiError(e: unknown): e is BatonApiError {
 
 // ---------------------------------------------------------------- wire types
 
-export interface ServiceReceiptRef {
-  readonly id: number;
-  readonly kid: string;
-  readonly jws: string;
-}
+// Generated from the service's OpenAPI document (npm run openapi): the SDK
+// names them, the contract defines them.
+type Schemas = components['schemas'];
 
-export type DelegationStatus = 'active' | 'revoked' | 'expired' | 'not_yet_valid';
-
-export interface DelegationView {
-  readonly hash: string;
-  readonly jti: string;
-  readonly iss: string;
-  readonly sub: string;
-  readonly aud: string;
-  readonly cmd: string;
-  readonly policy: Policy;
-  readonly nbf: number;
-  readonly exp: number | null;
-  readonly iat: number;
-  readonly depth: number;
-  readonly parent_hash: string | null;
-  readonly root_hash: string;
-  readonly status: DelegationStatus;
-  readonly revoked_at: string | null;
-  /** The revoked record (this one or an ancestor) that makes this one revoked. */
-  readonly revoked_by: string | null;
-  readonly created_at: string;
-}
-
-export interface SubmitResult {
-  /** True when at least one record was newly stored (HTTP 201). */
-  readonly created: boolean;
-  /** Only when submitted with an API key: a keyless answer names no tenant (and carries no receipts). */
-  readonly tenant_id?: string;
-  readonly delegations: readonly (DelegationView & { readonly jws: string; readonly receipt: ServiceReceiptRef | null })[];
-}
-
-export interface IssueRequest {
-  readonly audience: string;
-  readonly policy: Policy;
-  readonly cmd?: string;
-  readonly subject?: string;
-  readonly nbf?: number;
-  readonly exp?: number | null;
-  readonly root_type?: 'human' | 'organisation' | 'automated-system';
-  readonly consent?: { method: string; timestamp: string; [k: string]: unknown };
-  readonly jti?: string;
-}
-
-export interface IssueResult {
-  readonly tenant_id: string;
-  /** The custodial root key the service signed with (a trusted root of the tenant). */
-  readonly custodial_did: string;
-  readonly delegation: SubmitResult['delegations'][number];
-}
-
-export interface Usage {
-  readonly calls_used: number;
-  readonly max_calls: number | null;
-  /** Estimates agents declared (estimated_cost_usd), over the DR's subtree. */
-  readonly declared_usd: number;
-  /** Costs tool servers reported after execution, over the DR's subtree. */
-  readonly metered_usd: number;
-  readonly metered_invocations: number;
-  /** Allowed invocations without a metered cost (no actual yet, or reported unavailable). */
-  readonly unmetered_invocations: number;
-  /** Of those, the ones whose tool server reported the cost as unavailable. */
-  readonly unavailable_invocations: number;
-  /** metered / declared over metered invocations; null before any. */
-  readonly calibration: number | null;
-  readonly calibration_flag: 'metered_above_declared' | null;
-  readonly max_spend_usd: number | null;
-  readonly spend_reserved_usd: number | null;
-  /** A sum or counter above reached 2^53 − 1 micro-dollars and shows that lower bound. */
-  readonly amounts_saturated: boolean;
-}
-
-export interface DelegationDetail extends DelegationView {
-  readonly jws: string;
-  readonly revoked_reason: string | null;
-  readonly usage: Usage;
-}
-
-export interface ChainResult {
-  readonly hash: string;
-  readonly root_principal: string;
-  /** Root-to-leaf JWS list: `baton verify` re-checks it offline. */
-  readonly receipts: readonly string[];
-  readonly records: readonly (DelegationView & { readonly jws: string; readonly receipt: ServiceReceiptRef | null })[];
-}
-
-export interface TreeNode extends DelegationView {
-  readonly calls_used: number;
-  readonly max_calls: number | null;
-  readonly children: TreeNode[];
-}
-
-export interface TreeResult {
-  readonly tree: TreeNode;
-  readonly count: number;
-  readonly truncated: boolean;
-}
+export type ServiceReceiptRef = Schemas['ReceiptRef'];
+export type DelegationStatus = Schemas['DelegationStatus'];
+export type DelegationView = Schemas['DelegationView'];
+export type SubmitResult = Schemas['SubmitResult'];
+export type IssueRequest = Schemas['IssueRequest'];
+export type IssueResult = Schemas['IssueResult'];
+export type Usage = Schemas['Usage'];
+export type DelegationDetail = Schemas['DelegationDetail'];
+export type ChainResult = Schemas['DelegationChain'];
+export type TreeNode = Schemas['TreeNode'];
+export type TreeResult = Schemas['DelegationTree'];
+export type ChainContext = Schemas['ChainContext'];
+export type Counter = Schemas['Counter'];
+export type LimitWarning = Schemas['Warning'];
 
 export interface VerifyOptions extends RequestOptions {
   /** Run every check and report counters, consuming nothing. */
@@ -211,203 +126,30 @@ export interface VerifyOptions extends RequestOptions {
   readonly requireBinding?: boolean;
 }
 
-export interface Counter {
-  readonly dr: string;
-  readonly calls_used: number;
-  readonly max_calls: number;
-}
-
-export interface LimitWarning {
-  readonly code: 'NEAR_LIMIT';
-  readonly dr: string;
-  readonly field: 'max_calls' | 'max_spend_usd';
-  readonly used: number;
-  readonly limit: number;
-  readonly message: string;
-}
-
-export interface VerifyAllowed {
-  readonly valid: true;
-  readonly dry_run: boolean;
-  /**
-   * True when this answers a re-send of an invocation this key already had
-   * allowed (e.g. after a lost answer): the original receipt, nothing counted again.
-   */
-  readonly retry: boolean;
-  readonly context: ChainContext;
-  /** The invocation jti: report actuals under it. */
-  readonly invocation_id: string;
-  readonly binding: Binding;
-  readonly counters: readonly Counter[];
-  readonly warnings: readonly LimitWarning[];
-  /** The service's signed 'invocation.allowed' receipt; null on a dry run. */
-  readonly receipt: ServiceReceiptRef | null;
-  /** From the X-Request-Id response header. */
-  readonly request_id: string | null;
-}
-
-export interface VerifyDenied {
-  readonly valid: false;
-  readonly error: DecisionError;
-  /** Every unmet condition that could be evaluated. */
-  readonly violations: readonly Violation[];
-  readonly request_id: string | null;
-}
-
+/** The answers of verify, plus the X-Request-Id response header. */
+export type VerifyAllowed = Schemas['VerifyAllow'] & { readonly request_id: string | null };
+export type VerifyDenied = Schemas['VerifyDeny'] & { readonly request_id: string | null };
 export type VerifyResult = VerifyAllowed | VerifyDenied;
 
-export type ActualSource = 'harness-reported' | 'api-usage' | 'manual-meter' | 'unavailable';
-
-export interface ActualReport {
-  /** Required unless source is 'unavailable' (then it must be absent). */
-  readonly cost_usd?: number | null;
-  readonly tokens_in?: number | null;
-  readonly tokens_out?: number | null;
-  /** Where the number came from: an actual without provenance is refused. */
-  readonly source: ActualSource;
-  /** Required (non-blank) when source is 'unavailable'. */
-  readonly unavailable_reason?: string | null;
-}
-
-export interface ActualView {
-  readonly jti: string;
-  readonly cost_usd: number | null;
-  readonly tokens_in: number | null;
-  readonly tokens_out: number | null;
-  readonly source: ActualSource;
-  readonly unavailable_reason: string | null;
-  readonly declared_usd: number;
-  readonly recorded_at: string;
-  readonly receipt: ServiceReceiptRef | null;
-}
-
-export interface InvocationListItem {
-  readonly jti: string;
-  readonly decision: 'allowed';
-  readonly hash: string;
-  readonly dr_chain: readonly string[];
-  readonly leaf: string;
-  readonly tool: string | null;
-  readonly declared_usd: number;
-  readonly caller_key_id: string;
-  readonly created_at: string;
-  readonly receipt: ServiceReceiptRef | null;
-  readonly actual: Omit<ActualView, 'jti' | 'declared_usd'> | null;
-}
-
-export interface DenialView {
-  readonly code: string;
-  readonly block: string | null;
-  readonly dr_chain: readonly string[];
-  readonly invocation_hash: string | null;
-  readonly caller_key_id: string;
-  readonly created_at: string;
-  readonly violations: readonly unknown[];
-}
-
-export type InvocationDetail =
-  | (InvocationListItem & { readonly jws: string; readonly denials: readonly DenialView[] })
-  | { readonly jti: string; readonly decision: 'denied'; readonly denials: readonly DenialView[] };
-
-export interface InvocationPage {
-  readonly invocations: readonly InvocationListItem[];
-  /** Pass as `cursor` for the next (older) page; null on the last page. */
-  readonly next_cursor: string | null;
-}
-
-export interface RevokedBy {
-  readonly kind: 'api_key' | 'admin' | 'did';
-  readonly id: string;
-}
-
-export interface RevokeResult {
-  readonly hash: string;
-  readonly status: 'revoked';
-  readonly revoked_at: string;
-  readonly reason: string | null;
-  readonly revoked_by: RevokedBy;
-  /** DRs under the revoked one: all denied from now on. */
-  readonly descendants: number;
-  readonly receipt: ServiceReceiptRef | null;
-  /** True when it was revoked before and nothing changed. */
-  readonly already_revoked: boolean;
-  readonly tenant_id?: string;
-  readonly tenants?: readonly {
-    readonly tenant_id: string;
-    readonly revoked_at: string;
-    readonly reason: string | null;
-    readonly descendants: number;
-    readonly receipt: ServiceReceiptRef | null;
-    readonly already_revoked: boolean;
-  }[];
-}
-
-export type ReceiptKind = 'delegation.accepted' | 'invocation.allowed' | 'invocation.denied' | 'actual.recorded' | 'delegation.revoked';
-
-export interface ReceiptItem {
-  readonly id: number;
-  readonly kind: ReceiptKind;
-  readonly subject: string;
-  readonly kid: string;
-  readonly jws: string;
-  readonly created_at: string;
-}
-
-export interface ReceiptPage {
-  readonly receipts: readonly ReceiptItem[];
-  /** Pass as `after` for the next page; null on the last page. */
-  readonly next_after: number | null;
-}
-
-export interface ServiceKeyView {
-  readonly kid: string;
-  readonly did: string;
-  readonly alg: 'EdDSA';
-  /** base64url of the raw 32-byte Ed25519 public key. */
-  readonly public_key: string;
-  readonly status: 'current' | 'retired';
-  readonly created_at: string;
-  readonly retired_at: string | null;
-}
-
-export interface Jwk {
-  readonly kty: 'OKP';
-  readonly crv: 'Ed25519';
-  readonly x: string;
-  readonly kid: string;
-  readonly use: 'sig';
-  readonly alg: 'EdDSA';
-}
-
-export interface TenantView {
-  readonly id: string;
-  readonly name: string;
-  readonly created_at: string;
-}
-
-export interface RootView {
-  readonly tenant_id: string;
-  readonly did: string;
-  readonly label: string | null;
-  readonly created_at: string;
-}
-
-export type TenantScope = 'issue' | 'verify' | 'report' | 'audit';
-
-export interface ApiKeyView {
-  readonly id: string;
-  readonly tenant_id: string | null;
-  readonly scopes: readonly string[];
-  readonly name: string | null;
-  readonly tool_server: string | null;
-  readonly created_at: string;
-  readonly revoked_at: string | null;
-}
-
-export interface CreatedApiKey extends Omit<ApiKeyView, 'revoked_at'> {
-  /** The secret, shown once: store it now. */
-  readonly key: string;
-}
+export type ActualSource = Schemas['ActualSource'];
+export type ActualReport = Schemas['ActualRequest'];
+export type ActualView = Schemas['Actual'];
+export type InvocationListItem = Schemas['InvocationListItem'];
+export type DenialView = Schemas['Denial'];
+export type InvocationDetail = Schemas['InvocationAllowed'] | Schemas['InvocationDenied'];
+export type InvocationPage = Schemas['InvocationPage'];
+export type RevokedBy = Schemas['RevokedBy'];
+export type RevokeResult = Schemas['RevokeResult'];
+export type ReceiptKind = Schemas['ReceiptKind'];
+export type ReceiptItem = Schemas['Receipt'];
+export type ReceiptPage = Schemas['ReceiptPage'];
+export type ServiceKeyView = Schemas['ServiceKey'];
+export type Jwk = Schemas['Jwk'];
+export type TenantView = Schemas['Tenant'];
+export type RootView = Schemas['TrustedRoot'];
+export type TenantScope = Schemas['TenantScope'];
+export type ApiKeyView = Schemas['ApiKey'];
+export type CreatedApiKey = Schemas['CreatedApiKey'];
 
 // ---------------------------------------------------------------- options
 

@@ -6,8 +6,10 @@
  * /openapi.json serve it.
  */
 import { createRoute, z } from '@hono/zod-openapi';
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import YAML from 'yaml';
+import { WIRE_TYPES_FILE, wireTypesSource } from '../../scripts/wire-types.js';
 import { toYaml } from '../../src/api/yaml.js';
 import { ERROR_TABLE } from '../../src/protocol/errors.js';
 import { apiDocument, generatedApiDocument } from '../../src/service/app.js';
@@ -18,6 +20,10 @@ import { loadSpec, loadSpecText } from './spec.js';
 describe('openapi.yaml is generated', () => {
   it('the checked-in file is what `npm run openapi` writes now (run it after changing a route)', () => {
     expect(loadSpecText()).toBe(toYaml(generatedApiDocument()));
+  });
+
+  it('the checked-in SDK wire types (src/api/wire-types.ts) are what `npm run openapi` writes now', async () => {
+    expect(readFileSync(WIRE_TYPES_FILE, 'utf8')).toBe(await wireTypesSource(generatedApiDocument()));
   });
 
   it('the YAML writer round-trips through the yaml package', () => {
