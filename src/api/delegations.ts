@@ -226,7 +226,7 @@ export const submitDelegationsRoute = createRoute({
     200: { description: 'Every record was already stored; nothing changed.', content: { 'application/json': { schema: SubmitResult } } },
     201: { description: 'At least one record was newly stored and signed for.', content: { 'application/json': { schema: SubmitResult } } },
     400: BadRequestResponse(
-      'The body is not `{receipt}` or `{receipts:[1..16]}` (`INVALID_REQUEST`), or a record is not a well-formed DRS 4.0 JWS (`MALFORMED_JWS`, `UNSUPPORTED_ALG`, `NON_CANONICAL_JSON`, `NUMBER_OUT_OF_RANGE`, `INVALID_FIELD`).',
+      'The body is not `{receipt}` or `{receipts:[1..16]}` (`INVALID_REQUEST`), or a record is not a well-formed DRS 4.0 JWS (`MALFORMED_JWS`, `UNSUPPORTED_ALG`, `NON_CANONICAL_JSON`, `NUMBER_OUT_OF_RANGE`, `INVALID_FIELD`), or names a did:key that is not an acceptable Ed25519 key (`INVALID_DID`, `WEAK_KEY`).',
     ),
     401: UnauthorizedResponse('An Authorization header was sent but the key is not valid.'),
     403: ForbiddenResponse('A key was sent that lacks the `issue` scope (`FORBIDDEN`).'),
@@ -235,7 +235,7 @@ export const submitDelegationsRoute = createRoute({
     ),
     413: PayloadTooLargeResponse(),
     422: UnprocessableResponse(
-      'The chain does not verify. `error.code` is the first protocol code (for example `UNTRUSTED_ROOT`, `BUNDLE_INCOMPLETE` for an unknown parent, `ISSUER_AUDIENCE_GAP`, `CHAIN_HASH_MISMATCH`, `SIGNATURE_INVALID`, `WEAK_KEY`, `POLICY_ESCALATION`, `COMMAND_MISMATCH`, `RECEIPT_EXPIRED`, `RECEIPT_REVOKED`, `CHAIN_TOO_DEEP`) and `details.violations` lists every unmet condition; `details.submitted_from_index` is the chain index of the first submitted record (`0` when a keyless submission was refused on the submitted records alone). Nothing is stored.',
+      'The chain does not verify. `error.code` is the first protocol code (for example `UNTRUSTED_ROOT`, `BUNDLE_INCOMPLETE` for an unknown parent, `ISSUER_AUDIENCE_GAP`, `CHAIN_HASH_MISMATCH`, `SIGNATURE_INVALID`, `POLICY_ESCALATION`, `COMMAND_MISMATCH`, `RECEIPT_EXPIRED`, `RECEIPT_REVOKED`, `CHAIN_TOO_DEEP`) and `details.violations` lists every unmet condition; `details.submitted_from_index` is the chain index of the first submitted record (`0` when a keyless submission was refused on the submitted records alone). Nothing is stored.',
     ),
     500: InternalResponse(),
     503: StorageUnavailableResponse(),
@@ -379,11 +379,11 @@ export const revokeDelegationRoute = createRoute({
   responses: {
     200: { description: 'Revoked (now or before).', content: { 'application/json': { schema: RevokeResult } } },
     400: BadRequestResponse(
-      'The path is not a record hash, or the body is invalid (`INVALID_REQUEST`); or the revocation record is malformed, targets another hash, or claims a future `iat` (`MALFORMED_JWS`, `NON_CANONICAL_JSON`, `INVALID_FIELD`, `INVALID_DID`, ...).',
+      'The path is not a record hash, or the body is invalid (`INVALID_REQUEST`); or the revocation record is malformed, targets another hash, or claims a future `iat` (`MALFORMED_JWS`, `NON_CANONICAL_JSON`, `INVALID_FIELD`, `INVALID_DID`, `WEAK_KEY`, ...).',
     ),
     401: UnauthorizedResponse('The key is not valid, or `{confirm, reason}` was sent without a key (`UNAUTHORIZED`).'),
     403: ForbiddenResponse(
-      'The key lacks the `issue` scope (`FORBIDDEN`); the revocation record is signed by the holder of this record, who cannot revoke the grant it received (`FORBIDDEN`); or its signature does not verify (`SIGNATURE_INVALID`, `WEAK_KEY`).',
+      'The key lacks the `issue` scope (`FORBIDDEN`); the revocation record is signed by the holder of this record, who cannot revoke the grant it received (`FORBIDDEN`); or its signature does not verify (`SIGNATURE_INVALID`).',
     ),
     404: NotFoundResponse(
       "No such record for the key's tenant; or, without a key, no stored record with this hash that the signer may revoke (the same answer whether the hash is unknown or the signer has no part in its chain) (`NOT_FOUND`).",

@@ -2100,7 +2100,7 @@ export interface operations {
           'application/json': components['schemas']['SubmitResult'];
         };
       };
-      /** @description The body is not `{receipt}` or `{receipts:[1..16]}` (`INVALID_REQUEST`), or a record is not a well-formed DRS 4.0 JWS (`MALFORMED_JWS`, `UNSUPPORTED_ALG`, `NON_CANONICAL_JSON`, `NUMBER_OUT_OF_RANGE`, `INVALID_FIELD`). */
+      /** @description The body is not `{receipt}` or `{receipts:[1..16]}` (`INVALID_REQUEST`), or a record is not a well-formed DRS 4.0 JWS (`MALFORMED_JWS`, `UNSUPPORTED_ALG`, `NON_CANONICAL_JSON`, `NUMBER_OUT_OF_RANGE`, `INVALID_FIELD`), or names a did:key that is not an acceptable Ed25519 key (`INVALID_DID`, `WEAK_KEY`). */
       400: {
         headers: {
           [name: string]: unknown;
@@ -2145,7 +2145,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The chain does not verify. `error.code` is the first protocol code (for example `UNTRUSTED_ROOT`, `BUNDLE_INCOMPLETE` for an unknown parent, `ISSUER_AUDIENCE_GAP`, `CHAIN_HASH_MISMATCH`, `SIGNATURE_INVALID`, `WEAK_KEY`, `POLICY_ESCALATION`, `COMMAND_MISMATCH`, `RECEIPT_EXPIRED`, `RECEIPT_REVOKED`, `CHAIN_TOO_DEEP`) and `details.violations` lists every unmet condition; `details.submitted_from_index` is the chain index of the first submitted record (`0` when a keyless submission was refused on the submitted records alone). Nothing is stored. */
+      /** @description The chain does not verify. `error.code` is the first protocol code (for example `UNTRUSTED_ROOT`, `BUNDLE_INCOMPLETE` for an unknown parent, `ISSUER_AUDIENCE_GAP`, `CHAIN_HASH_MISMATCH`, `SIGNATURE_INVALID`, `POLICY_ESCALATION`, `COMMAND_MISMATCH`, `RECEIPT_EXPIRED`, `RECEIPT_REVOKED`, `CHAIN_TOO_DEEP`) and `details.violations` lists every unmet condition; `details.submitted_from_index` is the chain index of the first submitted record (`0` when a keyless submission was refused on the submitted records alone). Nothing is stored. */
       422: {
         headers: {
           [name: string]: unknown;
@@ -2435,7 +2435,7 @@ export interface operations {
           'application/json': components['schemas']['RevokeResult'];
         };
       };
-      /** @description The path is not a record hash, or the body is invalid (`INVALID_REQUEST`); or the revocation record is malformed, targets another hash, or claims a future `iat` (`MALFORMED_JWS`, `NON_CANONICAL_JSON`, `INVALID_FIELD`, `INVALID_DID`, ...). */
+      /** @description The path is not a record hash, or the body is invalid (`INVALID_REQUEST`); or the revocation record is malformed, targets another hash, or claims a future `iat` (`MALFORMED_JWS`, `NON_CANONICAL_JSON`, `INVALID_FIELD`, `INVALID_DID`, `WEAK_KEY`, ...). */
       400: {
         headers: {
           [name: string]: unknown;
@@ -2453,7 +2453,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The key lacks the `issue` scope (`FORBIDDEN`); the revocation record is signed by the holder of this record, who cannot revoke the grant it received (`FORBIDDEN`); or its signature does not verify (`SIGNATURE_INVALID`, `WEAK_KEY`). */
+      /** @description The key lacks the `issue` scope (`FORBIDDEN`); the revocation record is signed by the holder of this record, who cannot revoke the grant it received (`FORBIDDEN`); or its signature does not verify (`SIGNATURE_INVALID`). */
       403: {
         headers: {
           [name: string]: unknown;

@@ -208,25 +208,14 @@ export function printJson(io: CliIo, value: unknown): void {
 
 // ---------------------------------------------------------------- refusals and exit codes
 
-/** Client-side codes that mean the input itself is unusable (exit 2), not a refusal. */
-const INPUT_CODES: ReadonlySet<string> = new Set([
-  'MALFORMED_JWS',
-  'NON_CANONICAL_JSON',
-  'NUMBER_OUT_OF_RANGE',
-  'INVALID_FIELD',
-  'UNSUPPORTED_ALG',
-  'INVALID_DID',
-  'WEAK_KEY',
-  'INVALID_REQUEST',
-]);
-
 export function exitCodeFor(e: BatonApiError | BatonError): number {
   if (e instanceof BatonApiError) {
     if (e.status === 0 || e.status >= 500 || e.code === 'UNEXPECTED_RESPONSE') return EXIT_UNREACHABLE;
     if (e.status === 400 || e.status === 413) return EXIT_USAGE;
     return EXIT_DENIED;
   }
-  return INPUT_CODES.has(e.code) ? EXIT_USAGE : EXIT_DENIED;
+  // The input itself is unusable (the table's 400 codes): exit 2, not a refusal.
+  return e.status === 400 ? EXIT_USAGE : EXIT_DENIED;
 }
 
 interface Refusal {

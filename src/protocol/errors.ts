@@ -108,7 +108,7 @@ export const ERROR_TABLE = {
   },
   WEAK_KEY: {
     block: 'C',
-    status: 403,
+    status: 400,
     message: 'A did:key is not canonical or names an Ed25519 key of small order, which would allow forgery.',
     suggestion: 'Generate a fresh Ed25519 key pair and encode its public key as did:key with multicodec 0xed01 and base58btc.',
   },
@@ -383,8 +383,12 @@ export class BatonError extends Error {
       suggestion?: string | undefined;
       details?: Record<string, unknown> | undefined;
       violations?: readonly Violation[] | undefined;
-      /** Overrides the table status where context changes it (a policy escalation at issuance is 422, at verify 403). */
-      status?: number | undefined;
+      /**
+       * The request was well-formed but a record in it is refused on its merits
+       * (submission, issuance): the service answers 422 instead of the table's
+       * status, unless the table says 400 (the input itself is malformed).
+       */
+      unprocessable?: boolean | undefined;
     } = {},
   ) {
     const spec: CodeSpec = ERROR_TABLE[code];
@@ -392,7 +396,7 @@ export class BatonError extends Error {
     this.name = 'BatonError';
     this.code = code;
     this.block = spec.block;
-    this.status = opts.status ?? spec.status;
+    this.status = opts.unprocessable && spec.status !== 400 ? 422 : spec.status;
     this.suggestion = opts.suggestion ?? spec.suggestion;
     this.details = opts.details;
     this.violations = opts.violations ?? [];

@@ -138,8 +138,7 @@ export async function addRootHandler(
   try {
     publicKeyFromDidKey(body.did);
   } catch (e) {
-    // INVALID_DID and WEAK_KEY are 400 here: a malformed request, not a refused chain.
-    if (isBatonError(e)) throw new BatonError(e.code, { status: 400, message: e.message, details: { field: 'did', ...(e.details ?? {}) } });
+    if (isBatonError(e)) throw new BatonError(e.code, { message: e.message, details: { field: 'did', ...(e.details ?? {}) } });
     throw e;
   }
   const result = await addTrustedRoot(deps.store.db, tenantId, body.did, body.label ?? null);

@@ -34,17 +34,8 @@ import type { Delegation } from '../store/schema/index.js';
 import { recordReceipt } from './receipts.js';
 import type { ServiceDeps } from './types.js';
 
-/** Shape problems are malformed requests (400); everything else is a refusal (422). */
-const SHAPE_CODES: ReadonlySet<ErrorCode> = new Set([
-  'MALFORMED_JWS',
-  'NON_CANONICAL_JSON',
-  'NUMBER_OUT_OF_RANGE',
-  'INVALID_FIELD',
-  'UNSUPPORTED_ALG',
-]);
-
 function refusal(code: ErrorCode, message: string, violations: readonly Violation[], details: Record<string, unknown> = {}): BatonError {
-  return new BatonError(code, { message, violations, details, status: SHAPE_CODES.has(code) ? 400 : 422 });
+  return new BatonError(code, { message, violations, details, unprocessable: true });
 }
 
 function refusalFrom(decision: Extract<DelegationsDecision, { valid: false }>, storedAncestors: number): BatonError {

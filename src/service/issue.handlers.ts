@@ -39,7 +39,7 @@ export async function issueCustodialRoot(deps: ServiceDeps, tenantId: string, re
     try {
       publicKeyFromDidKey(did);
     } catch (e) {
-      if (e instanceof BatonError) throw new BatonError(e.code, { message: `${field}: ${e.message}`, status: 400, details: { field } });
+      if (e instanceof BatonError) throw new BatonError(e.code, { message: `${field}: ${e.message}`, details: { field } });
       throw e;
     }
   }

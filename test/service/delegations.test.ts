@@ -8,6 +8,7 @@ import { verifyServiceReceipt } from '../../src/service/signer.js';
 import { main as cli } from '../../src/cli/main.js';
 import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
 import { createSubDelegationUnchecked, T0 } from '../support/chain.js';
+import { encodeBase58btc } from '../../src/protocol/base58.js';
 
 let svc: TestService;
 let tenant: TestTenant;
@@ -136,6 +137,14 @@ describe('POST /v1/delegations', () => {
     });
     expect(dup.status).toBe(400);
     expect(dup.body.error.code).toBe('INVALID_REQUEST');
+  });
+
+  it('a record naming a weak (small-order) did:key is malformed input: 400 WEAK_KEY, as everywhere else', async () => {
+    const smallOrder = `did:key:z${encodeBase58btc(new Uint8Array([0xed, 0x01, 0x01, ...new Uint8Array(31)]))}`;
+    const weak = createSubDelegationUnchecked(root, { issuer: agentA, audience: smallOrder, policy: { ...policy, max_calls: 1 } });
+    const r = await svc.call('POST', '/v1/delegations', { json: { receipts: [root.jws, weak.jws] } });
+    expect(r.status).toBe(400);
+    expect(r.body.error.code).toBe('WEAK_KEY');
   });
 
   it('a different DR reusing a jti is 409', async () => {
