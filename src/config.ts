@@ -1,5 +1,5 @@
 /**
- * Configuration from the environment (DESIGN section 8). Invalid values stop
+ * Configuration from the environment (docs/design.md, storage and running). Invalid values stop
  * the start with a message naming the variable and what it accepts.
  */
 import { z } from 'zod';

@@ -1,5 +1,5 @@
 /**
- * Chain verification: blocks A-F of DESIGN section 4, pure.
+ * Chain verification: blocks A-F of the verification pipeline (docs/design.md), pure.
  *
  * One function, verifyChain, decides whether an invocation is authorised by
  * its delegation chain at time `now`. It is conjunctive (every DR must

@@ -4,7 +4,7 @@
  * Every refusal Baton gives, from the pure protocol core up to the HTTP edge,
  * carries a code from ERROR_TABLE. Codes are part of the public contract:
  * clients branch on them, so they never change meaning once shipped. The
- * verification codes carry the DESIGN section 4 block letter that produced
+ * verification codes carry the pipeline block letter (docs/design.md) that produced
  * them (A shape, B linkage, C signatures/trust, D policy, E time, F status,
  * G runtime state).
  */
@@ -60,7 +60,7 @@ export const ERROR_TABLE = {
     block: 'A',
     status: 400,
     message: 'A record field is missing, of the wrong type, or outside its documented limits.',
-    suggestion: 'Check the field named in details against the DRS 4.0 record schema in DESIGN.md section 2.',
+    suggestion: 'Check the field named in details against the DRS 4.0 record format: the payload fields, their types and ranges.',
   },
   CHAIN_TOO_DEEP: {
     block: 'A',

@@ -1,6 +1,6 @@
 /**
  * Record hashes: `sha256:` + lowercase hex of SHA-256 over the exact JWS
- * string (DESIGN section 2). The exact string, not a re-encoding, so that two
+ * string (docs/design.md, wire format). The exact string, not a re-encoding, so that two
  * encodings of the same claims are two different records.
  */
 import { createHash } from 'node:crypto';

@@ -1,6 +1,6 @@
 /**
  * DRS 4.0 policy: schema, attenuation (child against parent), evaluation of
- * invocation args, and the effective limits of a chain. DESIGN.md section 3.
+ * invocation args, and the effective limits of a chain (docs/design.md, Policy).
  *
  * Everything fails closed:
  * - unknown policy keys are refused, since an ignored constraint widens authority;
@@ -83,7 +83,7 @@ export function parsePolicy(raw: unknown, field = 'policy'): Policy {
   throw new BatonError('INVALID_FIELD', {
     message: `The ${field} is not a valid DRS 4.0 policy${first ? `: ${first.path}: ${first.message}` : ''}.`,
     suggestion:
-      'Use only the fields allowed_tools, max_cost_usd, pii_access, write_access, max_calls, allowed_resources, allowed_data_classes, max_spend_usd and max_depth, within the limits in DESIGN.md section 3.',
+      'Use only the fields allowed_tools, max_cost_usd, pii_access, write_access, max_calls, allowed_resources, allowed_data_classes, max_spend_usd and max_depth, within the limits listed for the Policy schema at GET /docs.',
     details: { field, issues },
   });
 }

@@ -1,6 +1,6 @@
 /**
  * DRS 4.0 record payloads and bundles: the zod schemas that say what a
- * well-formed record is (DESIGN section 2).
+ * well-formed record is (docs/design.md, wire format).
  *
  * Schemas are strict objects: an unknown field is refused, never ignored,
  * because a constraint Baton does not understand must not silently widen what
@@ -12,7 +12,7 @@ import { isRecordHash, type RecordHash } from './hash.js';
 import { PolicySchema } from './policy.js';
 
 export const DRS_VERSION = '4.0';
-/** DESIGN: more than 16 DRs in a chain is refused (configurable lower). */
+/** More than 16 DRs in a chain is refused (configurable lower). */
 export const MAX_CHAIN_DEPTH = 16;
 export const MAX_JWS_LENGTH = 64 * 1024;
 /**

@@ -4,7 +4,7 @@
  * zod, call one handler, send its result.
  *
  * A tenant key on a route naming ANOTHER tenant gets 404 (that tenant's data
- * does not exist for it, DESIGN section 6); on every other admin route 403.
+ * does not exist for it); on every other admin route 403.
  */
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import type { MiddlewareHandler } from 'hono';

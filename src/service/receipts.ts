@@ -1,5 +1,5 @@
 /**
- * Signed receipts of what the service did (DESIGN section 5). A receipt is
+ * Signed receipts of what the service did (docs/design.md, runtime state). A receipt is
  * written in the caller's transaction, so an action that rolls back leaves
  * no receipt, and a committed action always has one.
  */

@@ -63,6 +63,17 @@ describe('openapi.yaml is generated', () => {
   });
 });
 
+describe('no client-visible text points outside the repository', () => {
+  it('error messages and suggestions, and the whole generated document', () => {
+    const outside = /DESIGN\.md|DESIGN section|\.\.\/shared/;
+    for (const [code, entry] of Object.entries(ERROR_TABLE)) {
+      expect(entry.message, code).not.toMatch(outside);
+      expect(entry.suggestion, code).not.toMatch(outside);
+    }
+    expect(JSON.stringify(generatedApiDocument())).not.toMatch(outside);
+  });
+});
+
 describe('served documents', () => {
   let svc: TestService;
   beforeAll(async () => {
