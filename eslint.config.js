@@ -2,6 +2,88 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+/**
+ * Layers (issue 11): each layer imports only the ones below it. Paths are
+ * relative, so each rule names the directories a file may not reach, one and
+ * two levels up (src/store/schema sits one deeper).
+ */
+const outside = (...dirs) => dirs.flatMap((d) => [`../${d}/*`, `../../${d}/*`, `../${d}.js`, `../../${d}.js`]);
+const layer = (files, forbidden, message, extra = []) => ({
+  files,
+  rules: {
+    '@typescript-eslint/no-restricted-imports': ['error', { patterns: [{ group: outside(...forbidden), message }, ...extra] }],
+  },
+});
+const layers = [
+  {
+    files: ['src/protocol/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['../*', '../../*'], message: 'src/protocol is pure and imports nothing else of the project.' }] },
+      ],
+    },
+  },
+  layer(['src/store/**/*.ts'], ['api', 'service', 'sdk', 'mcp', 'cli', 'server', 'main'], 'src/store imports only src/protocol.'),
+  layer(['src/api/**/*.ts'], ['store', 'service', 'sdk', 'mcp', 'cli', 'server', 'main'], 'src/api imports only src/protocol.'),
+  layer(['src/service/**/*.ts'], ['sdk', 'mcp', 'cli'], 'src/service imports src/protocol, src/api and src/store only.'),
+  {
+    files: ['src/service/*.handlers.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: outside('sdk', 'mcp', 'cli'), message: 'src/service imports src/protocol, src/api and src/store only.' },
+            { group: ['./*.handlers.js'], message: 'Handlers do not import handlers: share through a service-level module.' },
+          ],
+          paths: [
+            { name: 'drizzle-orm', message: 'Handlers write no SQL: call a src/store function.' },
+            { name: 'postgres', message: 'Handlers write no SQL: call a src/store function.' },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['src/sdk/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: outside('store', 'service', 'mcp', 'cli', 'server', 'main'),
+              message: 'src/sdk imports src/protocol and the types of src/api only.',
+            },
+            { group: outside('api'), message: 'src/sdk imports only the types of src/api (no zod at run time).', allowTypeImports: true },
+          ],
+        },
+      ],
+    },
+  },
+  layer(['src/mcp/**/*.ts'], ['store', 'service', 'api', 'cli', 'server', 'main'], 'src/mcp imports the SDK.'),
+  layer(['src/cli/**/*.ts'], ['store', 'service', 'api', 'mcp'], 'src/cli imports the SDK (and the server entry, for serve only).'),
+  {
+    files: ['src/cli/**/*.ts'],
+    ignores: ['src/cli/serve.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: outside('store', 'service', 'api', 'mcp'),
+              message: 'src/cli imports the SDK (and the server entry, for serve only).',
+            },
+            { group: ['../server.js', '../main.js'], message: 'Only `baton serve` (src/cli/serve.ts) loads the server.' },
+          ],
+        },
+      ],
+    },
+  },
+];
+
 export default tseslint.config(
   { ignores: ['node_modules/', 'dist/', '.baton/', 'coverage/', 'test/vectors/', '.bexp/'] },
   js.configs.recommended,
@@ -32,4 +114,5 @@ export default tseslint.config(
       'no-control-regex': 'off',
     },
   },
+  ...layers,
 );

@@ -80,8 +80,8 @@ export type {
   VerifyResult,
 } from './client.js';
 
-// MCP tool servers and agents: withBaton, batonCall, invokeTool, callToolWithBundle, refusalOf (src/mcp/middleware.ts)
-export * from '../mcp/middleware.js';
+// MCP tool servers and agents (withBaton, batonCall, invokeTool, callToolWithBundle, refusalOf) have their
+// own entry, baton/mcp (src/mcp/middleware.ts): importing the SDK does not load the MCP SDK.
 
 // Offline verification: the same pure pipeline the service runs.
 export { DelegationCache, verifyChain, verifyDelegations } from '../protocol/chain.js';

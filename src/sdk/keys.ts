@@ -1,19 +1,8 @@
 /** Ed25519 key pairs named by did:key: an agent's identity is its key. */
-import { didKeyFromPublicKey } from '../protocol/did-key.js';
-import { generateSeed, publicKeyFromSeed } from '../protocol/ed25519.js';
+import { generateSeed } from '../protocol/ed25519.js';
+import { keyPairFromSeed, type KeyPair } from '../protocol/key-pair.js';
 
-export interface KeyPair {
-  readonly did: string;
-  readonly publicKey: Uint8Array;
-  /** 32-byte Ed25519 seed: the secret. */
-  readonly seed: Uint8Array;
-}
-
-export function keyPairFromSeed(seed: Uint8Array): KeyPair {
-  if (seed.length !== 32) throw new TypeError(`An Ed25519 seed is 32 bytes, got ${seed.length}.`);
-  const publicKey = publicKeyFromSeed(seed);
-  return { did: didKeyFromPublicKey(publicKey), publicKey, seed: Uint8Array.from(seed) };
-}
+export { keyPairFromSeed, type KeyPair };
 
 export function generateKeyPair(): KeyPair {
   return keyPairFromSeed(generateSeed());

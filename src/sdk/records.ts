@@ -19,50 +19,14 @@ import {
 } from '../protocol/records.js';
 import { recordHash, type RecordHash } from '../protocol/hash.js';
 import type { KeyPair } from './keys.js';
+import { signDelegation, signRootDelegation, type RootDelegationInput, type SignedDelegation } from '../protocol/root-delegation.js';
 
 const nowSeconds = (): number => Math.floor(Date.now() / 1000);
 
-export interface RootDelegationInput {
-  readonly issuer: KeyPair;
-  /** The agent receiving the authority. */
-  readonly audience: string;
-  /** The principal on whose behalf the chain acts; defaults to the issuer. */
-  readonly subject?: string;
-  readonly policy: Policy;
-  readonly cmd?: string;
-  readonly nbf?: number;
-  readonly exp?: number | null;
-  readonly iat?: number;
-  readonly jti?: string;
-  readonly rootType?: 'human' | 'organisation' | 'automated-system';
-  readonly consent?: { method: string; timestamp: string; [k: string]: unknown };
-}
-
-export interface SignedDelegation {
-  readonly jws: string;
-  readonly hash: RecordHash;
-  readonly payload: DelegationPayload;
-}
+export type { RootDelegationInput, SignedDelegation };
 
 export function createRootDelegation(input: RootDelegationInput): SignedDelegation {
-  const iat = input.iat ?? nowSeconds();
-  const rootType = input.rootType ?? 'organisation';
-  const payload = {
-    iss: input.issuer.did,
-    sub: input.subject ?? input.issuer.did,
-    aud: input.audience,
-    drs_v: '4.0',
-    drs_type: 'delegation-receipt',
-    cmd: input.cmd ?? '/mcp/tools/call',
-    policy: input.policy,
-    nbf: input.nbf ?? iat,
-    exp: input.exp === undefined ? iat + 3600 : input.exp,
-    iat,
-    jti: input.jti ?? `dr:${randomUUID()}`,
-    drs_root_type: rootType,
-    ...(input.consent ? { drs_consent: input.consent } : {}),
-  };
-  return signDelegation(payload, input.issuer);
+  return signRootDelegation({ ...input, iat: input.iat ?? nowSeconds(), jti: input.jti ?? `dr:${randomUUID()}` });
 }
 
 export interface SubDelegationInput {
@@ -120,12 +84,6 @@ export function subDelegationViolations(parent: DelegationPayload, child: Delega
     out.push({ code: 'COMMAND_MISMATCH', field: 'cmd', required: `${parent.cmd} or a sub-path`, actual: child.cmd });
   }
   return out;
-}
-
-function signDelegation(payload: Record<string, unknown>, issuer: KeyPair): SignedDelegation {
-  const checked = parseWith(DelegationPayloadSchema, payload, 'delegation payload');
-  const jws = signJws(payload, issuer.seed);
-  return { jws, hash: recordHash(jws), payload: checked };
 }
 
 export function readDelegation(jws: string): SignedDelegation {

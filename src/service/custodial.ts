@@ -12,7 +12,7 @@
  */
 import { BatonError } from '../protocol/errors.js';
 import { generateSeed } from '../protocol/ed25519.js';
-import { keyPairFromSeed, type KeyPair } from '../sdk/keys.js';
+import { keyPairFromSeed, type KeyPair } from '../protocol/key-pair.js';
 import type { Db } from '../store/db.js';
 import { pgError, PG_FOREIGN_KEY_VIOLATION } from '../store/errors.js';
 import type { CustodialKey } from '../store/schema/index.js';

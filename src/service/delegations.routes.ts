@@ -11,7 +11,8 @@ import {
 import { z } from 'zod';
 import { requireScope, tenantOf } from './auth.js';
 import { readJsonBody } from './body.js';
-import { chainOfDelegation, describeDelegation, submitDelegations, treeOfDelegation } from './delegations.handlers.js';
+import { submitDelegations } from './delegation-submission.js';
+import { chainOfDelegation, describeDelegation, treeOfDelegation } from './delegations.handlers.js';
 import { issueCustodialRoot, IssueRequestSchema } from './issue.handlers.js';
 import { parseRequest } from './validate.js';
 import { newRouter, serve } from './router.js';

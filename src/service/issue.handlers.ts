@@ -8,9 +8,10 @@ import { publicKeyFromDidKey } from '../protocol/did-key.js';
 import { BatonError } from '../protocol/errors.js';
 import { PolicySchema } from '../protocol/policy.js';
 import { CommandSchema, ConsentSchema, DidKeySchema, RootTypeSchema } from '../protocol/records.js';
-import { createRootDelegation } from '../sdk/records.js';
+import { randomUUID } from 'node:crypto';
+import { signRootDelegation } from '../protocol/root-delegation.js';
 import { custodialRootKey } from './custodial.js';
-import { submitDelegations } from './delegations.handlers.js';
+import { submitDelegations } from './delegation-submission.js';
 import type { ServiceDeps } from './types.js';
 
 const DEFAULT_LIFETIME_SECONDS = 24 * 3600;
@@ -45,7 +46,7 @@ export async function issueCustodialRoot(deps: ServiceDeps, tenantId: string, re
   }
   const issuer = await custodialRootKey(deps.store.db, tenantId, deps.masterKey);
   const now = deps.now();
-  const signed = createRootDelegation({
+  const signed = signRootDelegation({
     issuer,
     audience: req.audience,
     policy: req.policy,
@@ -56,7 +57,7 @@ export async function issueCustodialRoot(deps: ServiceDeps, tenantId: string, re
     ...(req.subject ? { subject: req.subject } : {}),
     ...(req.cmd ? { cmd: req.cmd } : {}),
     ...(req.consent ? { consent: req.consent } : {}),
-    ...(req.jti ? { jti: req.jti } : {}),
+    jti: req.jti ?? `dr:${randomUUID()}`,
   });
   const result = await submitDelegations(deps, tenantId, [signed.jws]);
   return { tenant_id: tenantId, custodial_did: issuer.did, delegation: result.delegations[0]! };

@@ -41,7 +41,7 @@ import type { AuthContext, ServiceDeps } from './types.js';
 import { parseStrictJson } from './body.js';
 import { metrics } from './metrics.js';
 import { parseRequest } from './validate.js';
-import { checkSubmission, submitDelegations } from './delegations.handlers.js';
+import { checkSubmission, submitDelegations } from './delegation-submission.js';
 import { signReceipt } from './receipts.js';
 
 export const VerifyRequestSchema = z.looseObject({

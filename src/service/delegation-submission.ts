@@ -1,0 +1,250 @@
+/**
+ * Submitting delegation records (POST /v1/delegations, custodial issuance, and
+ * chains embedded in a verify): a service-level module, so that handlers call
+ * it instead of one another.
+ *
+ * Submission runs the same pipeline as verification (verifyDelegations) over
+ * the stored ancestors plus the submitted records, so a DR is stored only if
+ * the chain it extends would verify: trusted root, linked hand-offs, valid
+ * signatures, attenuation and time nesting, live and unrevoked parents.
+ */
+import {
+  decodeDelegation,
+  verifyDelegationSegment,
+  verifyDelegations,
+  type DelegationsDecision,
+  type VerifiedDelegation,
+} from '../protocol/chain.js';
+import { BatonError, type ErrorCode, type Violation } from '../protocol/errors.js';
+import type { Db } from '../store/db.js';
+import {
+  delegationsByHash,
+  findDelegation,
+  holdersOfDelegation,
+  insertDelegation,
+  jtisTakenByOthers,
+  storedChainTo,
+  tenantsTrustingRoot,
+  trustedRootsOf,
+} from '../store/delegations.js';
+import { firstReceipt } from '../store/receipts.js';
+import type { Delegation } from '../store/schema/index.js';
+import { recordReceipt } from './receipts.js';
+import type { ServiceDeps } from './types.js';
+import { delegationView, type DelegationView, type ServiceReceiptView } from './delegations.handlers.js';
+
+function refusal(code: ErrorCode, message: string, violations: readonly Violation[], details: Record<string, unknown> = {}): BatonError {
+  return new BatonError(code, { message, violations, details, unprocessable: true });
+}
+
+function refusalFrom(decision: Extract<DelegationsDecision, { valid: false }>, storedAncestors: number): BatonError {
+  return refusal(decision.error.code, decision.error.message, decision.violations, {
+    // Violation dr_index counts from the root; the submitted records start here.
+    submitted_from_index: storedAncestors,
+  });
+}
+
+// ---------------------------------------------------------------- submit
+
+export interface SubmitResult {
+  /** True when at least one record was newly stored (201), false when all were known (200). */
+  readonly created: boolean;
+  /** With an API key only: a keyless answer never names the tenant that holds a record. */
+  readonly tenant_id?: string;
+  readonly delegations: readonly (DelegationView & { readonly jws: string; readonly receipt: ServiceReceiptView | null })[];
+}
+
+/** What submitDelegations checked and will store. */
+export interface CheckedSubmission {
+  readonly tenantId: string;
+  readonly now: number;
+  /** The stored chain above the first submitted record, root first. */
+  readonly ancestors: readonly Delegation[];
+  readonly submitted: readonly VerifiedDelegation[];
+}
+
+/**
+ * Every check submitDelegations makes before it writes, read-only: it
+ * throws the same refusal the submission would. A dry run of /verify calls
+ * it so that it refuses whatever storing the embedded records would refuse.
+ *
+ * Without an API key the caller is known only by what it signed, so the
+ * answer may depend on stored records only once its signatures prove it
+ * holds a DR of the chain:
+ * 1. the submitted records are judged on their own first (shape, signatures
+ *    by their own iss, linkage and attenuation between them), before any
+ *    lookup; that answer echoes only what was sent;
+ * 2. a stored parent counts only when the first record is signed by the
+ *    parent's holder (its aud). An unknown hash and a hash held by someone
+ *    else get the same answer;
+ * 3. a root's verified signature proves its issuer key, so that caller may
+ *    learn whether some tenant trusts that key (not which one).
+ */
+export async function checkSubmission(
+  deps: ServiceDeps,
+  callerTenant: string | null,
+  jwsList: readonly string[],
+): Promise<CheckedSubmission> {
+  const db = deps.store.db;
+  const now = deps.now();
+  const verifyOptions = { now, maxDepth: deps.config.maxChainDepth, cache: deps.drCache, allowNotYetValid: true } as const;
+  if (callerTenant === null) {
+    const own = verifyDelegationSegment(jwsList, verifyOptions);
+    if (!own.valid) throw refusalFrom(own, 0);
+  }
+  let first: VerifiedDelegation;
+  try {
+    first = decodeDelegation(jwsList[0]!, 0, deps.drCache);
+  } catch (e) {
+    if (e instanceof BatonError)
+      throw refusal(e.code, e.message, [{ code: e.code, dr_index: 0, field: 'receipts[0]', message: e.message }]);
+    throw e;
+  }
+  // With an API key the tenant is the key's, whose records the caller may read anyway.
+  const tenantId = callerTenant ?? (await keylessTenant(db, first));
+  const parentHash = first.payload.prev_dr_hash ?? null;
+  const ancestors = parentHash ? await storedChainTo(db, tenantId, parentHash) : [];
+  if (parentHash && ancestors.length === 0) throw parentNotHeld(first, parentHash, true);
+  const fullChain = [...ancestors.map((a) => a.jws), ...jwsList];
+
+  const stored = await delegationsByHash(db, tenantId, [...ancestors.map((a) => a.hash)]);
+  const roots = await trustedRootsOf(db, tenantId);
+  const decision = verifyDelegations(fullChain, {
+    ...verifyOptions,
+    trustedRoots: roots,
+    isRevoked: (h) => stored.get(h)?.revokedAt != null,
+  });
+  if (!decision.valid) throw refusalFrom(decision, ancestors.length);
+
+  // Records already stored in the submitted list may be revoked too.
+  const submitted = decision.delegations.slice(ancestors.length);
+  const known = await delegationsByHash(
+    db,
+    tenantId,
+    submitted.map((d) => d.hash),
+  );
+  const revokedSubmitted = submitted.findIndex((d) => known.get(d.hash)?.revokedAt != null);
+  if (revokedSubmitted >= 0) {
+    const d = submitted[revokedSubmitted]!;
+    const index = ancestors.length + revokedSubmitted;
+    throw refusal('RECEIPT_REVOKED', `Delegation record ${d.hash} has been revoked; nothing can extend it.`, [
+      { code: 'RECEIPT_REVOKED', dr_index: index, dr_hash: d.hash, field: 'status', required: 'active', actual: 'revoked' },
+    ]);
+  }
+  refuseTakenJtis(submitted, await jtisTakenByOthers(db, tenantId, submitted));
+  return { tenantId, now, ancestors, submitted };
+}
+
+/**
+ * Stores a root-to-leaf list of signed DRs. The first record is either a
+ * root trusted by the tenant, or a sub-DR whose parent is already stored.
+ * A keyless answer names no tenant: no tenant_id, and no acceptance
+ * receipts, whose signed claims name the tenant. A key of the tenant reads them.
+ */
+export async function submitDelegations(deps: ServiceDeps, callerTenant: string | null, jwsList: readonly string[]): Promise<SubmitResult> {
+  const { tenantId, now, ancestors, submitted } = await checkSubmission(deps, callerTenant, jwsList);
+  const result = await deps.store.db.transaction(async (tx) => {
+    let parent: Delegation | null = ancestors[ancestors.length - 1] ?? null;
+    let created = false;
+    const out: SubmitResult['delegations'][number][] = [];
+    for (const dr of submitted) {
+      const inserted = await insertDelegation(tx, tenantId, dr, parent);
+      const row = await findDelegation(tx, tenantId, dr.hash);
+      // Checked above; a DR stored meanwhile by a concurrent request still lands here.
+      if (!row) throw jtiConflict(dr);
+      let receipt: ServiceReceiptView | null;
+      if (inserted) {
+        created = true;
+        receipt = await recordReceipt(tx, deps.signer, {
+          tenantId,
+          kind: 'delegation.accepted',
+          subject: dr.hash,
+          now,
+          data: {
+            jti: dr.payload.jti,
+            iss: dr.payload.iss,
+            aud: dr.payload.aud,
+            depth: row.depth,
+            parent_hash: row.parentHash,
+            root_hash: row.rootHash,
+          },
+        });
+      } else {
+        receipt = (await firstReceipt(tx, tenantId, dr.hash, 'delegation.accepted')) ?? null;
+      }
+      out.push({ ...delegationView(row, now, null), jws: row.jws, receipt });
+      parent = row;
+    }
+    return { created, delegations: out };
+  });
+  if (callerTenant === null) {
+    return { created: result.created, delegations: result.delegations.map((d) => ({ ...d, receipt: null })) };
+  }
+  return { created: result.created, tenant_id: tenantId, delegations: result.delegations };
+}
+
+/** The one answer for a parent that is unknown, or stored but not proven held: nothing in it comes from the store. */
+function parentNotHeld(first: VerifiedDelegation, parentHash: string, forTenant: boolean): BatonError {
+  return refusal(
+    'BUNDLE_INCOMPLETE',
+    forTenant
+      ? `The parent delegation ${parentHash} is not stored for this tenant; submit the chain from its root.`
+      : `No stored delegation record ${parentHash} was granted to ${first.payload.iss}, the issuer of receipts[0]; submit the chain from its root.`,
+    [{ code: 'BUNDLE_INCOMPLETE', dr_index: 0, dr_hash: first.hash, field: 'prev_dr_hash', actual: parentHash }],
+  );
+}
+
+function rootNotTrusted(first: VerifiedDelegation): BatonError {
+  return refusal('UNTRUSTED_ROOT', `The root delegation is issued by ${first.payload.iss}, which no tenant trusts.`, [
+    { code: 'UNTRUSTED_ROOT', dr_index: 0, dr_hash: first.hash, field: 'iss', actual: first.payload.iss },
+  ]);
+}
+
+function jtiConflict(dr: VerifiedDelegation): BatonError {
+  return new BatonError('CONFLICT', {
+    message: `A different delegation record of issuer ${dr.payload.iss} already uses jti ${JSON.stringify(dr.payload.jti)} in this tenant.`,
+    suggestion: 'Give every delegation record a fresh jti ("dr:" + a random id).',
+    details: { jti: dr.payload.jti, iss: dr.payload.iss, hash: dr.hash },
+  });
+}
+
+/**
+ * Refuses the first record whose (iss, jti) is taken: by a stored DR with
+ * another hash, or by an earlier, different record of the same list.
+ */
+function refuseTakenJtis(submitted: readonly VerifiedDelegation[], takenInStore: ReadonlySet<string>): void {
+  const seen = new Map<string, string>();
+  for (const dr of submitted) {
+    const key = JSON.stringify([dr.payload.iss, dr.payload.jti]);
+    const earlier = seen.get(key);
+    if (takenInStore.has(dr.hash) || (earlier !== undefined && earlier !== dr.hash)) throw jtiConflict(dr);
+    seen.set(key, dr.hash);
+  }
+}
+
+/**
+ * A DR belongs to its root's tenant. Without an API key the tenant follows
+ * from the chain: who trusts the root, or who holds a parent granted to the
+ * first record's (already verified) issuer. Called only after the submitted
+ * records' own signatures verified.
+ */
+async function keylessTenant(db: Db, first: VerifiedDelegation): Promise<string> {
+  const parentHash = first.payload.prev_dr_hash ?? null;
+  let candidates: string[];
+  if (parentHash) {
+    // One query whether the hash is unknown or held by someone else: the filter is in memory.
+    const holders = await holdersOfDelegation(db, parentHash);
+    candidates = holders.filter((h) => h.aud === first.payload.iss).map((h) => h.tenantId);
+    if (candidates.length === 0) throw parentNotHeld(first, parentHash, false);
+  } else {
+    candidates = await tenantsTrustingRoot(db, first.payload.iss);
+    if (candidates.length === 0) throw rootNotTrusted(first);
+  }
+  if (candidates.length === 1) return candidates[0]!;
+  throw new BatonError('UNPROCESSABLE', {
+    message: 'More than one tenant could own this delegation record.',
+    suggestion: 'Submit it with an API key (issue scope) of the tenant it belongs to.',
+  });
+}
+
+// ---------------------------------------------------------------- read
