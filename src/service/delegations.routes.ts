@@ -16,7 +16,7 @@ import { chainOfDelegation, describeDelegation, treeOfDelegation } from './deleg
 import { issueCustodialRoot, IssueRequestSchema } from './issue.handlers.js';
 import { parseRequest } from './validate.js';
 import { newRouter, serve } from './router.js';
-import type { AppEnv, ServiceDeps } from './types.js';
+import { READ_SCOPES, type AppEnv, type ServiceDeps } from './types.js';
 import { MAX_CHAIN_DEPTH, RecordHashSchema } from '../protocol/records.js';
 
 const Jws = z
@@ -24,8 +24,6 @@ const Jws = z
   .min(1)
   .max(64 * 1024);
 const SubmitSchema = z.union([z.strictObject({ receipts: z.array(Jws).min(1).max(MAX_CHAIN_DEPTH) }), z.strictObject({ receipt: Jws })]);
-
-const READ_SCOPES = ['issue', 'verify', 'report', 'audit'] as const;
 
 export function delegationRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   const r = newRouter();

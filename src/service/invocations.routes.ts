@@ -20,9 +20,7 @@ import {
 } from './invocations.handlers.js';
 import { parseQuery, parseRequest } from './validate.js';
 import { newRouter, serve } from './router.js';
-import type { AppEnv, ServiceDeps } from './types.js';
-
-const READ_SCOPES = ['audit', 'report', 'verify', 'issue'] as const;
+import { READ_SCOPES, type AppEnv, type ServiceDeps } from './types.js';
 
 const ListQuery = z.strictObject({
   cursor: z.string().min(1).max(512).optional(),

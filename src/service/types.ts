@@ -8,6 +8,9 @@ import type { ServiceSigner } from './signer.js';
 export const SCOPES = ['admin', 'issue', 'verify', 'report', 'audit'] as const;
 export type Scope = (typeof SCOPES)[number];
 
+/** The tenant scopes that may read delegations and invocations: one list, one order, for every read route. */
+export const READ_SCOPES = ['issue', 'verify', 'report', 'audit'] as const satisfies readonly Scope[];
+
 /** Who is calling, established by auth middleware from the API key. */
 export interface AuthContext {
   readonly keyId: string;

@@ -292,3 +292,19 @@ describe('GET /v1/delegations/{hash}/invocations', () => {
     expect((await svc.call('GET', path)).status).toBe(401);
   });
 });
+
+describe('read scopes', () => {
+  it('every read route names the same required scopes, in the same order', async () => {
+    const hash = `sha256:${'0'.repeat(64)}`;
+    const answers = await Promise.all(
+      [`/v1/delegations/${hash}`, `/v1/delegations/${hash}/invocations`, '/v1/invocations/inv:none'].map((path) =>
+        svc.call('GET', path, { key: svc.adminKey }),
+      ),
+    );
+    for (const res of answers) expect(res.status).toBe(403);
+    const lists = answers.map((res) => res.body.error.details.required_scopes);
+    expect(lists[0]).toEqual(['issue', 'verify', 'report', 'audit']);
+    expect(lists[1]).toEqual(lists[0]);
+    expect(lists[2]).toEqual(lists[0]);
+  });
+});
