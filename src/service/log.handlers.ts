@@ -6,6 +6,7 @@
  */
 import { OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
 import {
   checkpointOfSizeRoute,
   consistencyRoute,
@@ -53,10 +54,16 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   const tenant = (c: Context<AppEnv>) => tenantOf(c.get('auth'));
   const latest = (tenantId: string) => servedCheckpoint(db, deps.signer, originOf(tenantId), tenantId);
 
-  app.use('/v1/log', requireScope(deps, 'audit'));
-  app.use('/v1/log/*', requireScope(deps, 'audit'));
+  // Per route, not app.use: the sub-app adds no catch-all middleware to the app's routes.
+  const audit = requireScope(deps, 'audit');
+  const limited = bodyLimit({
+    maxSize: deps.config.maxBodyBytes,
+    onError: () => {
+      throw new BatonError('PAYLOAD_TOO_LARGE', { message: `The request body is larger than ${deps.config.maxBodyBytes} bytes.` });
+    },
+  });
 
-  app.openapi(logInfoRoute, async (c) => {
+  app.openapi({ ...logInfoRoute, middleware: [audit] }, async (c) => {
     const tenantId = tenant(c);
     const origin = originOf(tenantId);
     const [cp, keys] = await Promise.all([latest(tenantId), publishedServiceKeys(db)]);
@@ -71,9 +78,11 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     );
   });
 
-  app.openapi(latestCheckpointRoute, async (c) => c.text((await latest(tenant(c)))!.note, 200, { 'cache-control': 'no-cache' }));
+  app.openapi({ ...latestCheckpointRoute, middleware: [audit] }, async (c) =>
+    c.text((await latest(tenant(c)))!.note, 200, { 'cache-control': 'no-cache' }),
+  );
 
-  app.openapi(checkpointOfSizeRoute, async (c) => {
+  app.openapi({ ...checkpointOfSizeRoute, middleware: [audit] }, async (c) => {
     const tenantId = tenant(c);
     const { size } = c.req.valid('param');
     const cp = await servedCheckpoint(db, deps.signer, originOf(tenantId), tenantId, size);
@@ -82,7 +91,7 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     return c.text(cp.note, 200, { 'cache-control': SHORT });
   });
 
-  app.openapi(tileRoute, async (c) => {
+  app.openapi({ ...tileRoute, middleware: [audit] }, async (c) => {
     const tenantId = tenant(c);
     const path = `tile/${c.req.param('path')}`;
     const parsed = parseTilePath(path);
@@ -112,7 +121,7 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     return c.body(Buffer.from(bytes), 200, { 'content-type': 'application/octet-stream', 'cache-control': cache });
   });
 
-  app.openapi(receiptProofRoute, async (c) => {
+  app.openapi({ ...receiptProofRoute, middleware: [audit] }, async (c) => {
     const tenantId = tenant(c);
     const { id } = c.req.valid('param');
     const { tree_size: treeSize } = c.req.valid('query');
@@ -131,7 +140,7 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     return c.json({ receipt: { id, jws: leaf.jws }, leaf_index: leaf.leafIndex, tree_size: cp.size, proof }, 200);
   });
 
-  app.openapi(consistencyRoute, async (c) => {
+  app.openapi({ ...consistencyRoute, middleware: [audit] }, async (c) => {
     const tenantId = tenant(c);
     const { from, to } = c.req.valid('query');
     const size = (await latest(tenantId))!.size;
@@ -141,7 +150,7 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     return c.json({ from, to, proof: proof.map(encodeBase64) }, 200);
   });
 
-  app.openapi(cosignRoute, async (c) => {
+  app.openapi({ ...cosignRoute, middleware: [audit, limited] }, async (c) => {
     const tenantId = tenant(c);
     const body = c.req.valid('json');
     const witness = parseVerifierKey(body.witness_key);

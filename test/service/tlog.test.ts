@@ -246,9 +246,10 @@ describe('auditLog', () => {
     expect(clean.ok).toBe(true);
     expect(progress.at(-1)).toBe(clean.treeSize);
 
+    // Two leaves in different entry bundles (tiles 0 and 1).
     const leaves = await rows<{ receipt_id: string | number; leaf_index: string | number }>(
       svc.store.db,
-      sql`select receipt_id, leaf_index from log_leaves where tenant_id = ${tenant.id} order by leaf_index limit 2 offset 10`,
+      sql`select receipt_id, leaf_index from log_leaves where tenant_id = ${tenant.id} and leaf_index in (10, 300) order by leaf_index`,
     );
     const [victim, changed] = leaves.map((l) => ({ id: Number(l.receipt_id), index: Number(l.leaf_index) }));
     // A superuser, bypassing the append-only triggers.
@@ -265,6 +266,12 @@ describe('auditLog', () => {
     const report = await auditLog({ baseUrl: 'http://baton.test', apiKey: tenant.keys.audit, fetch: appFetch, now: svc.clock.now });
     expect(report.ok).toBe(false);
     expect(report.findings).toContainEqual(expect.objectContaining({ kind: 'missing', index: victim!.index }));
+    expect(report.findings).toContainEqual(expect.objectContaining({ kind: 'rewritten', index: changed!.index }));
+    // The listing's copy of the changed receipt is not the logged one either; nothing else is reported.
+    expect(report.findings).toContainEqual(expect.objectContaining({ kind: 'not-in-log', receiptId: changed!.id }));
+    expect(new Set(report.findings.map((f) => ('index' in f ? f.index : f.kind)))).toEqual(
+      new Set([victim!.index, changed!.index, 'not-in-log']),
+    );
   });
 
   it('reports a split view: a newer checkpoint of the same size with another root', async () => {
