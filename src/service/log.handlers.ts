@@ -22,7 +22,7 @@ import { cosignatureVerifier, cosignaturesOf, MAX_COSIGNATURE_CLOCK_SKEW } from 
 import { BatonError } from '../protocol/errors.js';
 import { formatEntryBundle, parseTilePath, tileInTree, TILE_WIDTH } from '../protocol/tiles.js';
 import { bytesEqual, encodeBase64, utf8 } from '../protocol/tlog-input.js';
-import { checkpointOfSize, entriesAt, insertCosignature, isPending, leafOfReceipt } from '../store/log.js';
+import { checkpointOfSize, cosignatureLines, entriesAt, insertCosignature, isPending, leafOfReceipt } from '../store/log.js';
 import { requireScope, tenantOf } from './auth.js';
 import { consistencyHashes, inclusionBundle, logOrigin, logVerifierKeys, readTile, servedCheckpoint } from './log-tree.js';
 import { publishedServiceKeys } from './signer.js';
@@ -31,6 +31,8 @@ import type { AppEnv, ServiceDeps } from './types.js';
 /** Full tiles never change; partial ones are replaced as the log grows. */
 const IMMUTABLE = 'private, max-age=31536000, immutable';
 const SHORT = 'private, max-age=5';
+/** Witness cosignatures served with one checkpoint at most (a note holds at most 100 signature lines). */
+export const MAX_COSIGNATURES_PER_CHECKPOINT = 32;
 /** An entry is a uint16-length-prefixed receipt JWS in an entry bundle. */
 const MAX_ENTRY_BYTES = 0xffff;
 
@@ -173,6 +175,15 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       .slice(text.length + 1)
       .trimEnd();
     const witnessKey = formatVerifierKey(witness);
+    // Anyone with an audit key can mint witness keys; a cap keeps the served note within
+    // the signed-note limit of 100 signature lines, so it stays readable by every client.
+    const existing = await cosignatureLines(db, tenantId, checkpoint.size);
+    if (existing.length >= MAX_COSIGNATURES_PER_CHECKPOINT && !existing.includes(line))
+      throw new BatonError('CONFLICT', {
+        message: `This checkpoint already carries ${MAX_COSIGNATURES_PER_CHECKPOINT} cosignatures, the most the log serves.`,
+        suggestion: 'Cosign a newer checkpoint.',
+        details: { tree_size: checkpoint.size },
+      });
     const fresh = await insertCosignature(db, { tenantId, treeSize: checkpoint.size, witnessKey, line });
     return c.json({ tree_size: checkpoint.size, witness: witnessKey, stored: fresh }, fresh ? 201 : 200);
   });

@@ -556,6 +556,20 @@ describe('(b) transparency log', () => {
     await api('POST', '/v1/log/cosignatures', { key, json: { witness_key: witness, checkpoint: cosigned } }, 200);
     await api('POST', '/v1/log/cosignatures', { key, json: { witness_key: witness } }, 400);
     await api('POST', '/v1/log/cosignatures', { key, body: OVERSIZE }, 413);
+    // At most 32 witnesses per checkpoint: the served note stays within the signed-note limits.
+    for (let i = 1; i < 32; i++) {
+      const s = new Uint8Array(32).fill(9 + i);
+      const w = formatVerifierKey(verifierKey(`w${i}.example`, COSIGNATURE_V1, publicKeyFromSeed(s)));
+      const c = signNote(parseNote(note), [cosignatureSigner(`w${i}.example`, s, T0)]);
+      await api('POST', '/v1/log/cosignatures', { key, json: { witness_key: w, checkpoint: c } }, 201);
+    }
+    const late = new Uint8Array(32).fill(200);
+    const lateKey = formatVerifierKey(verifierKey('late.example', COSIGNATURE_V1, publicKeyFromSeed(late)));
+    const lateNote = signNote(parseNote(note), [cosignatureSigner('late.example', late, T0)]);
+    await api('POST', '/v1/log/cosignatures', { key, json: { witness_key: lateKey, checkpoint: lateNote } }, 409);
+    // Every cosignature served verifies: the note is still one a client can open.
+    const served = (await api('GET', '/v1/log/checkpoint', { key }, 200)).body as string;
+    expect(parseNote(served).signatures).toHaveLength(33);
     await api('POST', '/v1/log/cosignatures', { key: other.keys.audit, json: { witness_key: witness, checkpoint: cosigned } }, 404);
     for (const path of [
       '/v1/log',
