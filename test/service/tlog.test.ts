@@ -179,6 +179,25 @@ describe('integration', () => {
   });
 });
 
+describe('append-only', () => {
+  it('refuses UPDATE, DELETE and TRUNCATE on every log table, even of no rows', async () => {
+    // drizzle wraps the database error; its cause carries the trigger's message.
+    const refusal = async (text: string) => {
+      try {
+        await svc.store.db.execute(sql.raw(text));
+        return 'accepted';
+      } catch (e) {
+        return String((e as { cause?: unknown }).cause ?? e);
+      }
+    };
+    for (const table of ['log_leaves', 'log_hashes', 'log_checkpoints', 'log_cosignatures']) {
+      expect(await refusal(`delete from ${table} where false`)).toMatch(/append-only: DELETE refused/);
+      expect(await refusal(`update ${table} set tenant_id = tenant_id where false`)).toMatch(/append-only: UPDATE refused/);
+      expect(await refusal(`truncate ${table}`)).toMatch(/append-only: TRUNCATE refused/);
+    }
+  });
+});
+
 describe('witnesses', () => {
   it('stores a cosignature of a checkpoint the log signed, and clients can require it', async () => {
     await receipt(tenant.id, 8000);
