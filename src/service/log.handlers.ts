@@ -5,7 +5,7 @@
  * plain 404.
  */
 import { OpenAPIHono } from '@hono/zod-openapi';
-import type { Context } from 'hono';
+import type { Context, MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import {
   checkpointOfSizeRoute,
@@ -51,24 +51,26 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       }
     },
   });
-  const db = deps.store.db;
+  // Read deps only when a request runs: route registration must touch no dependency.
+  const db = () => deps.store.db;
   const originOf = (tenantId: string) => logOrigin(deps.config.tlogName, tenantId);
   const tenant = (c: Context<AppEnv>) => tenantOf(c.get('auth'));
-  const latest = (tenantId: string) => servedCheckpoint(db, deps.signer, originOf(tenantId), tenantId);
+  const latest = (tenantId: string) => servedCheckpoint(db(), deps.signer, originOf(tenantId), tenantId);
 
   // Per route, not app.use: the sub-app adds no catch-all middleware to the app's routes.
   const audit = requireScope(deps, 'audit');
-  const limited = bodyLimit({
-    maxSize: deps.config.maxBodyBytes,
-    onError: () => {
-      throw new BatonError('PAYLOAD_TOO_LARGE', { message: `The request body is larger than ${deps.config.maxBodyBytes} bytes.` });
-    },
-  });
+  const limited: MiddlewareHandler<AppEnv> = (c, next) =>
+    bodyLimit({
+      maxSize: deps.config.maxBodyBytes,
+      onError: () => {
+        throw new BatonError('PAYLOAD_TOO_LARGE', { message: `The request body is larger than ${deps.config.maxBodyBytes} bytes.` });
+      },
+    })(c, next);
 
   app.openapi({ ...logInfoRoute, middleware: [audit] }, async (c) => {
     const tenantId = tenant(c);
     const origin = originOf(tenantId);
-    const [cp, keys] = await Promise.all([latest(tenantId), publishedServiceKeys(db)]);
+    const [cp, keys] = await Promise.all([latest(tenantId), publishedServiceKeys(db())]);
     return c.json(
       {
         origin,
@@ -87,7 +89,7 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   app.openapi({ ...checkpointOfSizeRoute, middleware: [audit] }, async (c) => {
     const tenantId = tenant(c);
     const { size } = c.req.valid('param');
-    const cp = await servedCheckpoint(db, deps.signer, originOf(tenantId), tenantId, size);
+    const cp = await servedCheckpoint(db(), deps.signer, originOf(tenantId), tenantId, size);
     if (cp === undefined) throw notFound(`This log has no checkpoint of size ${size}.`);
     // Cosignatures may still be added, so even a past checkpoint is cached briefly.
     return c.text(cp.note, 200, { 'cache-control': SHORT });
@@ -106,7 +108,7 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     let bytes: Uint8Array | undefined;
     if (parsed.kind === 'entries') {
       const from = parsed.index * TILE_WIDTH;
-      const entries = await entriesAt(db, tenantId, from, from + parsed.width);
+      const entries = await entriesAt(db(), tenantId, from, from + parsed.width);
       const missing = entries.filter((e) => e.jws === null).map((e) => e.leafIndex);
       const tooLong = entries.filter((e) => e.jws !== null && utf8(e.jws).length > MAX_ENTRY_BYTES).map((e) => e.leafIndex);
       if (entries.length !== parsed.width || missing.length > 0 || tooLong.length > 0) {
@@ -117,7 +119,7 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       }
       bytes = formatEntryBundle(entries.map((e) => utf8(e.jws!)));
     } else {
-      bytes = await readTile(db, tenantId, { level, index: parsed.index, width: parsed.width });
+      bytes = await readTile(db(), tenantId, { level, index: parsed.index, width: parsed.width });
     }
     if (bytes === undefined) throw notFound(`${path} is not stored yet.`);
     return c.body(Buffer.from(bytes), 200, { 'content-type': 'application/octet-stream', 'cache-control': cache });
@@ -127,18 +129,18 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     const tenantId = tenant(c);
     const { id } = c.req.valid('param');
     const { tree_size: treeSize } = c.req.valid('query');
-    const leaf = await leafOfReceipt(db, tenantId, id);
+    const leaf = await leafOfReceipt(db(), tenantId, id);
     if (leaf === undefined) {
-      if (await isPending(db, tenantId, id))
+      if (await isPending(db(), tenantId, id))
         throw notFound(`Receipt ${id} is not integrated into the log yet; retry in a moment.`, { status: 'pending' });
       throw notFound(`This tenant has no receipt ${id}.`);
     }
     if (leaf.jws === null)
       throw new BatonError('INTERNAL', { message: `The receipt at log index ${leaf.leafIndex} is missing from the database.` });
-    const cp = await servedCheckpoint(db, deps.signer, originOf(tenantId), tenantId, treeSize);
+    const cp = await servedCheckpoint(db(), deps.signer, originOf(tenantId), tenantId, treeSize);
     if (cp === undefined || cp.size <= leaf.leafIndex)
       throw notFound(`Receipt ${id} is not in a checkpoint of size ${treeSize ?? 'latest'}.`, { leaf_index: leaf.leafIndex });
-    const proof = await inclusionBundle(db, tenantId, leaf.leafIndex, cp);
+    const proof = await inclusionBundle(db(), tenantId, leaf.leafIndex, cp);
     return c.json({ receipt: { id, jws: leaf.jws }, leaf_index: leaf.leafIndex, tree_size: cp.size, proof }, 200);
   });
 
@@ -148,7 +150,7 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     const size = (await latest(tenantId))!.size;
     if (from < 1 || from > to) throw new BatonError('INVALID_REQUEST', { message: 'Ask for 1 <= from <= to.', details: { from, to } });
     if (to > size) throw notFound(`The log has ${size} leaves, fewer than ${to}.`, { tree_size: size });
-    const proof = await consistencyHashes(db, tenantId, from, to);
+    const proof = await consistencyHashes(db(), tenantId, from, to);
     return c.json({ from, to, proof: proof.map(encodeBase64) }, 200);
   });
 
@@ -158,7 +160,7 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     const witness = parseVerifierKey(body.witness_key);
     if (witness.type !== COSIGNATURE_V1)
       throw new BatonError('INVALID_VERIFIER_KEY', { message: 'A witness key has type 0x04 (cosignature/v1).' });
-    const serviceKeys = await publishedServiceKeys(db);
+    const serviceKeys = await publishedServiceKeys(db());
     if (serviceKeys.some((k) => bytesEqual(k.publicKey, witness.publicKey)))
       throw new BatonError('INVALID_VERIFIER_KEY', { message: "The service's own key cannot witness its log." });
     const opened = openNote(body.checkpoint, [cosignatureVerifier(witness)]);
@@ -167,7 +169,7 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     if (cosig === undefined || cosig.timestamp > deps.now() + MAX_COSIGNATURE_CLOCK_SKEW)
       throw new BatonError('NOTE_NOT_VERIFIED', { message: 'The cosignature is dated in the future.' });
     const checkpoint = parseCheckpoint(opened.text);
-    const stored = checkpoint.origin === originOf(tenantId) ? await checkpointOfSize(db, tenantId, checkpoint.size) : undefined;
+    const stored = checkpoint.origin === originOf(tenantId) ? await checkpointOfSize(db(), tenantId, checkpoint.size) : undefined;
     if (stored === undefined || parseNote(stored.note).text !== opened.text)
       throw notFound('This log never signed that checkpoint.', { tree_size: checkpoint.size });
     const text = opened.text;
@@ -177,14 +179,14 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     const witnessKey = formatVerifierKey(witness);
     // Anyone with an audit key can mint witness keys; a cap keeps the served note within
     // the signed-note limit of 100 signature lines, so it stays readable by every client.
-    const existing = await cosignatureLines(db, tenantId, checkpoint.size);
+    const existing = await cosignatureLines(db(), tenantId, checkpoint.size);
     if (existing.length >= MAX_COSIGNATURES_PER_CHECKPOINT && !existing.includes(line))
       throw new BatonError('CONFLICT', {
         message: `This checkpoint already carries ${MAX_COSIGNATURES_PER_CHECKPOINT} cosignatures, the most the log serves.`,
         suggestion: 'Cosign a newer checkpoint.',
         details: { tree_size: checkpoint.size },
       });
-    const fresh = await insertCosignature(db, { tenantId, treeSize: checkpoint.size, witnessKey, line });
+    const fresh = await insertCosignature(db(), { tenantId, treeSize: checkpoint.size, witnessKey, line });
     return c.json({ tree_size: checkpoint.size, witness: witnessKey, stored: fresh }, fresh ? 201 : 200);
   });
 
