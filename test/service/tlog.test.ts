@@ -13,6 +13,8 @@ import { rootOf } from '../../src/protocol/merkle.js';
 import { COSIGNATURE_V1, formatVerifierKey, parseNote, signNote, verifierKey } from '../../src/protocol/note.js';
 import { publicKeyFromSeed } from '../../src/protocol/ed25519.js';
 import { auditLog, receiptLeafHash, verifyCheckpointConsistency, verifyReceiptInclusion, type LogTrust } from '../../src/sdk/audit.js';
+import { loadConfig } from '../../src/config.js';
+import { startServer } from '../../src/server.js';
 import { integrateOnce } from '../../src/service/log-integrator.js';
 import { signCheckpoint } from '../../src/service/log-tree.js';
 import { recordReceipt } from '../../src/service/receipts.js';
@@ -310,6 +312,37 @@ describe('auditLog', () => {
       previousCheckpoint: fake,
     });
     expect(report.findings.map((f) => f.kind)).toContain('split-view');
+  });
+});
+
+describe('the server', () => {
+  it('runs the integrator at its interval and stops it on close', async () => {
+    const config = loadConfig({
+      DATABASE_URL: svc.url,
+      BATON_MASTER_KEY: Buffer.from(svc.deps.masterKey).toString('hex'),
+      BATON_ADMIN_KEY: svc.adminKey,
+      PORT: '0',
+      BATON_TLOG_INTERVAL_MS: '50',
+      BATON_TLOG_NAME: 'baton.test',
+    });
+    const server = await startServer(config, silentLogger, () => {});
+    const inLog = async (id: number) =>
+      (await rows<{ n: number }>(svc.store.db, sql`select count(*)::int as n from log_leaves where receipt_id = ${id}`))[0]!.n === 1;
+    let closed = false;
+    try {
+      const r = await receipt(tenant.id, 9000);
+      const until = Date.now() + 10_000;
+      while (!(await inLog(r.id)) && Date.now() < until) await new Promise((x) => setTimeout(x, 20));
+      expect(await inLog(r.id)).toBe(true);
+      await server.close();
+      closed = true;
+      const after = await receipt(tenant.id, 9001);
+      await new Promise((x) => setTimeout(x, 300));
+      expect(await inLog(after.id)).toBe(false);
+    } finally {
+      if (!closed) await server.close();
+    }
+    await integrateOnce(integrator());
   });
 });
 
