@@ -41,6 +41,13 @@ const EnvSchema = z.object({
   BATON_DB_POOL: int('BATON_DB_POOL', 1, 200, 10),
   BATON_VERIFY_DEADLINE_MS: int('BATON_VERIFY_DEADLINE_MS', 50, 60_000, 5_000),
   BATON_WORKERS: int('BATON_WORKERS', 1, 256, 1),
+  // Transparency log: how often the integrator runs (0 = never on this node), and the name that
+  // starts every tenant log's origin (<name>/baton/<tenant>); set it once, to a host name you own.
+  BATON_TLOG_INTERVAL_MS: int('BATON_TLOG_INTERVAL_MS', 0, 60_000, 250),
+  BATON_TLOG_NAME: z
+    .string()
+    .regex(/^[A-Za-z0-9][A-Za-z0-9.:/_-]{0,199}$/, 'BATON_TLOG_NAME must be a host name or path (letters, digits, . : / _ -)')
+    .default('localhost'),
   BATON_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
   // HTTP timeouts: an idle keep-alive connection outlives common load-balancer idle timeouts (60 s),
   // so the balancer, never the service, closes it first; see README "Running behind a load balancer".
@@ -66,6 +73,10 @@ export interface Config {
   readonly verifyDeadlineMs: number;
   /** Service processes (node:cluster), one per core; 1 = no cluster. */
   readonly workers: number;
+  /** Transparency log integrator interval in ms; 0 = this node never integrates. */
+  readonly tlogIntervalMs: number;
+  /** Origin prefix of every tenant's transparency log. */
+  readonly tlogName: string;
   readonly logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent';
   readonly http: HttpTimeouts;
 }
@@ -148,6 +159,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dbPoolSize: e.BATON_DB_POOL,
     verifyDeadlineMs: e.BATON_VERIFY_DEADLINE_MS,
     workers: e.BATON_WORKERS,
+    tlogIntervalMs: e.BATON_TLOG_INTERVAL_MS,
+    tlogName: e.BATON_TLOG_NAME,
     logLevel: e.BATON_LOG_LEVEL,
     http,
   };

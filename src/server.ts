@@ -13,6 +13,7 @@ import { createApp } from './service/app.js';
 import { ensureAdminKey } from './service/auth.js';
 import { createServiceDeps } from './service/deps.js';
 import { createLogger, type Logger } from './service/log.js';
+import { startIntegrator } from './service/log-integrator.js';
 import { openStore, type Store } from './store/db.js';
 
 export interface RunningServer {
@@ -81,6 +82,10 @@ export async function startServer(
     const port = typeof address === 'object' && address ? address.port : config.port;
     const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
     log.info('listening', { url, service_kid: deps.signer.kid });
+    const integrator =
+      config.tlogIntervalMs > 0
+        ? startIntegrator({ store, signer: deps.signer, log, logName: config.tlogName }, config.tlogIntervalMs)
+        : undefined;
     return {
       url,
       port,
@@ -88,6 +93,7 @@ export async function startServer(
       close: async () => {
         // Stop accepting, let in-flight requests finish, then release the database.
         await new Promise<void>((resolve) => server.close(() => resolve()));
+        await integrator?.stop(); // its round commits or rolls back before the pool closes
         await store.close();
       },
     };

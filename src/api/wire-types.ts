@@ -445,6 +445,596 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/v1/log': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** The tenant's transparency log: origin, size and verifier keys */
+    get: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description The log */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogInfo'];
+          };
+        };
+        /** @description Malformed request */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+        /** @description Missing or invalid API key */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+        /** @description The key lacks the audit scope */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+        /** @description Not in this tenant's log (yet) */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+        /** @description The database is unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+      };
+    };
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/log/checkpoint': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** The latest signed checkpoint (C2SP tlog-checkpoint) with its witness cosignatures */
+    get: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description Signed checkpoint */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'text/plain; charset=utf-8': string;
+          };
+        };
+        /** @description Malformed request */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+        /** @description Missing or invalid API key */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+        /** @description The key lacks the audit scope */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+        /** @description Not in this tenant's log (yet) */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+        /** @description The database is unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+      };
+    };
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/log/checkpoints/{size}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** The signed checkpoint of one tree size, with its witness cosignatures */
+    get: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path: {
+          size: string;
+        };
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description Signed checkpoint */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'text/plain; charset=utf-8': string;
+          };
+        };
+        /** @description Malformed request */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+        /** @description Missing or invalid API key */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+        /** @description The key lacks the audit scope */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+        /** @description Not in this tenant's log (yet) */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+        /** @description The database is unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+      };
+    };
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/log/consistency': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** A consistency proof between two tree sizes */
+    get: {
+      parameters: {
+        query: {
+          from: string;
+          to: string;
+        };
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description Proof */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogConsistencyProof'];
+          };
+        };
+        /** @description Malformed request */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+        /** @description Missing or invalid API key */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+        /** @description The key lacks the audit scope */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+        /** @description Not in this tenant's log (yet) */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+        /** @description The database is unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+      };
+    };
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/log/cosignatures': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** A witness adds its cosignature (C2SP tlog-cosignature) to a checkpoint it checked */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody: {
+        content: {
+          'application/json': components['schemas']['CosignatureSubmission'];
+        };
+      };
+      responses: {
+        /** @description This witness had already cosigned this checkpoint */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['CosignatureStored'];
+          };
+        };
+        /** @description Stored */
+        201: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['CosignatureStored'];
+          };
+        };
+        /** @description Malformed request */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+        /** @description Missing or invalid API key */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+        /** @description The key lacks the audit scope */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+        /** @description Not in this tenant's log (yet) */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+        /** @description The database is unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+      };
+    };
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/log/receipts/{id}/proof': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** A service receipt with its inclusion proof, once integrated */
+    get: {
+      parameters: {
+        query?: {
+          /** @description prove under this stored checkpoint; default latest */
+          tree_size?: string;
+        };
+        header?: never;
+        path: {
+          id: string;
+        };
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description Receipt and proof */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['ReceiptLogProof'];
+          };
+        };
+        /** @description Malformed request */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+        /** @description Missing or invalid API key */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+        /** @description The key lacks the audit scope */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+        /** @description Not in this tenant's log (yet) */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+        /** @description The database is unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+      };
+    };
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/log/tile/{path{.+}}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** A tile or entry bundle (C2SP tlog-tiles), e.g. tile/0/x001/234 or tile/entries/000.p/17 */
+    get: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description Tile bytes: full tiles are immutable, partial tiles change as the log grows */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/octet-stream': string;
+          };
+        };
+        /** @description Malformed request */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+        /** @description Missing or invalid API key */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+        /** @description The key lacks the audit scope */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+        /** @description Not in this tenant's log (yet) */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+        /** @description The database is unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['LogError'];
+          };
+        };
+      };
+    };
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/v1/receipts': {
     parameters: {
       query?: never;
@@ -613,6 +1203,17 @@ export interface components {
       /** @description `args.tool` when it is a string. */
       tool: string | null;
       tool_server: string;
+    };
+    CosignatureStored: {
+      stored: boolean;
+      tree_size: number;
+      witness: string;
+    };
+    CosignatureSubmission: {
+      /** @description a checkpoint note served by this log, with the witness's cosignature line added */
+      checkpoint: string;
+      /** @description the witness cosignature verifier key (type 0x04) */
+      witness_key: string;
     };
     Counter: {
       calls_used: number;
@@ -965,6 +1566,32 @@ export interface components {
     };
     /** @description A compact JWS: base64url(JCS(header)).base64url(JCS(payload)).base64url(signature). */
     Jws: string;
+    LogConsistencyProof: {
+      from: number;
+      /** @description base64 hashes (RFC 9162 section 2.1.4) */
+      proof: string[];
+      to: number;
+    };
+    LogError: {
+      error: {
+        code: string;
+        details?: {
+          [key: string]: unknown;
+        };
+        message: string;
+        suggestion: string;
+      };
+      request_id: string;
+    };
+    LogInfo: {
+      /** @example baton.example.com/baton/ten_4f2a */
+      origin: string;
+      /** @description base64 SHA-256 root of the latest checkpoint */
+      root_hash: string;
+      tree_size: number;
+      /** @description C2SP note verifier keys of the log (one per published service key, current first) */
+      verifier_keys: string[];
+    };
     /** @description Names (no control characters, no globs), or exactly `["*"]`. */
     NameList: string[];
     /** @description A DRS 4.0 policy with Baton's extensions. Unknown fields are refused. Absent `pii_access` / `write_access` mean false; absent `allowed_*` lists and `["*"]` mean unrestricted; absent ceilings mean unlimited. */
@@ -1002,6 +1629,16 @@ export interface components {
     };
     /** @enum {string} */
     ReceiptKind: 'delegation.accepted' | 'invocation.allowed' | 'invocation.denied' | 'actual.recorded' | 'delegation.revoked';
+    ReceiptLogProof: {
+      leaf_index: number;
+      /** @description C2SP tlog-proof bundle (c2sp.org/tlog-proof@v1) under the signed checkpoint */
+      proof: string;
+      receipt: {
+        id: number;
+        jws: string;
+      };
+      tree_size: number;
+    };
     ReceiptPage: {
       /** @description `after` for the next page; `null` on the last page. */
       next_after: number | null;

@@ -34,6 +34,10 @@ const COMMANDS: Record<string, { load: () => Promise<Command>; summary: string }
     summary: 'print a delegation as a tree: policies, status, calls, spend',
   },
   serve: { load: async () => (await import('./serve.js')).runServe, summary: 'run the Baton service' },
+  audit: {
+    load: async () => (await import('./audit.js')).runAudit,
+    summary: "replay the tenant's transparency log: root, signatures, missing or rewritten receipts",
+  },
   demo: {
     load: () => Promise.resolve(runDemoCommand),
     summary: 'run the whole story on an embedded Baton: delegate, call MCP tools, deny, audit',

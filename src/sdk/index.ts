@@ -110,3 +110,7 @@ export { recordHash } from '../protocol/hash.js';
 export type { RecordHash } from '../protocol/hash.js';
 export type { Bundle, DelegationPayload, InvocationPayload } from '../protocol/records.js';
 export { defaultEd25519Backend } from '../protocol/ed25519.js';
+
+// Transparency log: inclusion and consistency checks offline, and a full replay (baton audit).
+export { auditLog, logPolicy, receiptLeafHash, verifyCheckpointConsistency, verifyReceiptInclusion } from './audit.js';
+export type { AuditFinding, AuditOptions, AuditReport, ConsistencyResult, LogTrust } from './audit.js';

@@ -14,6 +14,7 @@ import { delegationRoutes } from './delegations.routes.js';
 import { healthRoutes } from './health.routes.js';
 import { keyRoutes } from './keys.routes.js';
 import { receiptRoutes } from './receipts.routes.js';
+import { logRoutes } from './log.handlers.js';
 import { verifyRoutes } from './verify.routes.js';
 import { invocationRoutes } from './invocations.routes.js';
 import { revokeRoutes } from './revoke.routes.js';
@@ -88,6 +89,7 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   app.route('/', invocationRoutes(deps));
   app.route('/', revokeRoutes(deps));
   app.route('/', receiptRoutes(deps));
+  app.route('/', logRoutes(deps));
 
   app.notFound((c) =>
     c.json(

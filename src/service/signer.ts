@@ -20,6 +20,7 @@ import { ed25519Signer, generateSeed, publicKeyFromSeed } from '../protocol/ed25
 import { BatonError } from '../protocol/errors.js';
 import { sha256Hex } from '../protocol/hash.js';
 import { canonicalJson, utf8Encode } from '../protocol/jcs.js';
+import { ed25519NoteSigner, type NoteSigner } from '../protocol/note.js';
 import type { Db } from '../store/db.js';
 import { isUniqueViolation } from '../store/errors.js';
 import type { ServiceKey } from '../store/schema/index.js';
@@ -37,6 +38,8 @@ export interface ServiceSigner {
   readonly publicKey: Uint8Array;
   /** Compact JWS, header {"alg":"EdDSA","kid":kid,"typ":"JWT"} (JCS), payload JCS. */
   sign(payload: Record<string, unknown>): string;
+  /** Signs C2SP notes (log checkpoints) with the same key, under the key name `name`. */
+  noteSigner(name: string): NoteSigner;
 }
 
 export interface PublishedServiceKey extends ServiceVerificationKey {
@@ -70,6 +73,9 @@ function signerFromSeed(kid: string, seed: Uint8Array): ServiceSigner {
     get publicKey() {
       return publicKey.slice();
     },
+    // A note text is newline-terminated and a JWS signing input has no newline,
+    // so one key signing both can never produce a signature valid as the other.
+    noteSigner: (name: string) => ed25519NoteSigner(name, secret),
     sign(payload: Record<string, unknown>): string {
       const signingInput = `${encodedHeader}.${encodeBase64url(utf8Encode(canonicalJson(payload)))}`;
       return `${signingInput}.${encodeBase64url(signBytes(utf8Encode(signingInput)))}`;

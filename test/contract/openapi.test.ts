@@ -25,6 +25,12 @@ import { createApp } from '../../src/service/app.js';
 import { freshDatabase } from '../setup/db.js';
 import { setupTenant, startTestService, type CallResult, type TestService, type TestTenant } from '../support/service.js';
 import { createSubDelegationUnchecked, SAFE_ARGS, T0 } from '../support/chain.js';
+import { cosignatureSigner } from '../../src/protocol/cosignature.js';
+import { publicKeyFromSeed } from '../../src/protocol/ed25519.js';
+import { COSIGNATURE_V1, formatVerifierKey, parseNote, signNote, verifierKey } from '../../src/protocol/note.js';
+import { integrateOnce } from '../../src/service/log-integrator.js';
+import { recordReceipt } from '../../src/service/receipts.js';
+import { silentLogger } from '../../src/service/log.js';
 import { Contract, deref, honoPathToOpenApi, loadSpec, pointer, type Json } from './spec.js';
 
 type App = ReturnType<typeof createApp>;
@@ -517,6 +523,72 @@ describe('(b) receipts', () => {
   });
 });
 
+describe('(b) transparency log', () => {
+  it('log, checkpoints, tiles, receipt proofs, consistency and cosignatures', async () => {
+    const key = tenant.keys.audit;
+    const { id: first } = await recordReceipt(svc.store.db, svc.deps.signer, {
+      tenantId: tenant.id,
+      kind: 'actual.recorded',
+      subject: 'inv:contract-log',
+      data: {},
+      now: T0,
+    });
+    await api('GET', `/v1/log/receipts/${first}/proof`, { key }, 404); // queued, not integrated yet
+    await integrateOnce({ store: svc.store, signer: svc.deps.signer, log: silentLogger, logName: svc.deps.config.tlogName });
+    const size = (await api('GET', '/v1/log', { key }, 200)).body.tree_size as number;
+    const note = (await api('GET', '/v1/log/checkpoint', { key }, 200)).body as string;
+    await api('GET', `/v1/log/checkpoints/${size}`, { key }, 200);
+    await api('GET', '/v1/log/checkpoints/01', { key }, 400);
+    await api('GET', `/v1/log/checkpoints/${size + 1000}`, { key }, 404);
+    await api('GET', '/v1/log/tile/0/000.p/1', { key }, 200);
+    await api('GET', '/v1/log/tile/entries/000.p/1', { key }, 200);
+    await api('GET', '/v1/log/tile/0/0', { key }, 400);
+    await api('GET', '/v1/log/tile/3/000', { key }, 404);
+    await api('GET', `/v1/log/receipts/${first}/proof`, { key }, 200);
+    await api('GET', `/v1/log/receipts/${first}/proof?tree_size=x`, { key }, 400);
+    await api('GET', `/v1/log/consistency?from=1&to=${size}`, { key }, 200);
+    await api('GET', '/v1/log/consistency?from=2&to=1', { key }, 400);
+    await api('GET', `/v1/log/consistency?from=1&to=${size + 1000}`, { key }, 404);
+    const seed = new Uint8Array(32).fill(9);
+    const witness = formatVerifierKey(verifierKey('witness.example', COSIGNATURE_V1, publicKeyFromSeed(seed)));
+    const cosigned = signNote(parseNote(note), [cosignatureSigner('witness.example', seed, T0)]);
+    await api('POST', '/v1/log/cosignatures', { key, json: { witness_key: witness, checkpoint: cosigned } }, 201);
+    await api('POST', '/v1/log/cosignatures', { key, json: { witness_key: witness, checkpoint: cosigned } }, 200);
+    await api('POST', '/v1/log/cosignatures', { key, json: { witness_key: witness } }, 400);
+    await api('POST', '/v1/log/cosignatures', { key, body: OVERSIZE }, 413);
+    // At most 32 witnesses per checkpoint: the served note stays within the signed-note limits.
+    for (let i = 1; i < 32; i++) {
+      const s = new Uint8Array(32).fill(9 + i);
+      const w = formatVerifierKey(verifierKey(`w${i}.example`, COSIGNATURE_V1, publicKeyFromSeed(s)));
+      const c = signNote(parseNote(note), [cosignatureSigner(`w${i}.example`, s, T0)]);
+      await api('POST', '/v1/log/cosignatures', { key, json: { witness_key: w, checkpoint: c } }, 201);
+    }
+    const late = new Uint8Array(32).fill(200);
+    const lateKey = formatVerifierKey(verifierKey('late.example', COSIGNATURE_V1, publicKeyFromSeed(late)));
+    const lateNote = signNote(parseNote(note), [cosignatureSigner('late.example', late, T0)]);
+    await api('POST', '/v1/log/cosignatures', { key, json: { witness_key: lateKey, checkpoint: lateNote } }, 409);
+    // Every cosignature served verifies: the note is still one a client can open.
+    const served = (await api('GET', '/v1/log/checkpoint', { key }, 200)).body as string;
+    expect(parseNote(served).signatures).toHaveLength(33);
+    await api('POST', '/v1/log/cosignatures', { key: other.keys.audit, json: { witness_key: witness, checkpoint: cosigned } }, 404);
+    for (const path of [
+      '/v1/log',
+      '/v1/log/checkpoint',
+      `/v1/log/checkpoints/${size}`,
+      '/v1/log/tile/0/000.p/1',
+      `/v1/log/receipts/${first}/proof`,
+      '/v1/log/consistency?from=1&to=1',
+    ]) {
+      await api('GET', path, {}, 401);
+      await api('GET', path, { key: tenant.keys.verify }, 403);
+      await api('GET', path, { key, app: downApp }, 503);
+    }
+    await api('POST', '/v1/log/cosignatures', { json: {} }, 401);
+    await api('POST', '/v1/log/cosignatures', { key: tenant.keys.verify, json: {} }, 403);
+    await api('POST', '/v1/log/cosignatures', { key, app: downApp, json: { witness_key: witness, checkpoint: cosigned } }, 503);
+  });
+});
+
 describe('(b) revocation', () => {
   it('POST /v1/delegations/{hash}/revoke: with a key, with a signature, as admin, and refusals', async () => {
     const key = tenant.keys.issue;
@@ -582,6 +654,8 @@ function concretePath(template: string): string {
     tenant: '',
     did: 'did:key:z6MkContractNone',
     id: 'key_contract_none',
+    size: '1',
+    path: '0/000',
   };
   return template.replace(/\{([^}]+)\}/g, (_m, name: string) => {
     if (name === 'tenant') return tenant.id;

@@ -87,9 +87,15 @@ export class Contract {
         if (op) this.operations.push({ id: op.operationId, method, path, op });
       }
       const names: string[] = [];
+      // A parameter marked x-baton-multi-segment (a tile path) spans slashes.
+      const multi = new Set(
+        HTTP_METHODS.flatMap((m) => (item[m]?.parameters ?? []) as Json[])
+          .filter((p) => p['x-baton-multi-segment'] === true)
+          .map((p) => p.name as string),
+      );
       const source = path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\\?\{([^}]+)\\?\}/g, (_m, name: string) => {
         names.push(name);
-        return '([^/]+)';
+        return multi.has(name) ? '(.+)' : '([^/]+)';
       });
       this.matchers.push({ path, regex: new RegExp(`^${source}$`), params: names.length });
     }

@@ -15,7 +15,14 @@
  * may call it.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cosignatureSigner } from '../../src/protocol/cosignature.js';
+import { publicKeyFromSeed } from '../../src/protocol/ed25519.js';
+import { COSIGNATURE_V1, formatVerifierKey, signNote, verifierKey } from '../../src/protocol/note.js';
+import { sql } from 'drizzle-orm';
 import { createApp } from '../../src/service/app.js';
+import { integrateOnce } from '../../src/service/log-integrator.js';
+import { silentLogger } from '../../src/service/log.js';
+import { rows } from '../../src/store/rows.js';
 import type { ServiceDeps } from '../../src/service/types.js';
 import {
   ABSENT_HASH,
@@ -85,6 +92,8 @@ interface Entry {
 interface Ctx extends World {
   readonly spareRootDid: string;
   readonly spareKeyId: string;
+  /** A receipt of tenant A in its transparency log. */
+  readonly logReceiptA: number;
 }
 
 const matrixDr = subDr(drA0, KEYS.a1, KEYS.a3.did, 'dr:sec-matrix-fresh');
@@ -94,6 +103,14 @@ const absentChainInv = signPayload(
   { ...invocationPayload(CHAIN_A, KEYS.a2, 'inv:sec-matrix-absent'), dr_chain: [ABSENT_HASH, recordHash('absent-leaf')] },
   KEYS.a2,
 );
+
+const MATRIX_WITNESS_SEED = new Uint8Array(32).fill(3);
+const MATRIX_COSIGNATURE = {
+  witness_key: formatVerifierKey(verifierKey('matrix.witness', COSIGNATURE_V1, publicKeyFromSeed(MATRIX_WITNESS_SEED))),
+  checkpoint: signNote(`matrix.example/baton/ten_none\n1\n${Buffer.alloc(32).toString('base64')}\n`, [
+    cosignatureSigner('matrix.witness', MATRIX_WITNESS_SEED, 1),
+  ]),
+};
 
 const get = (path: string): Call => ({ method: 'GET', path });
 const post = (path: string, body: unknown): Call => ({ method: 'POST', path, body });
@@ -224,6 +241,40 @@ const MATRIX: Readonly<Record<string, Entry>> = {
     call: () => get('/v1/receipts?limit=500'),
     otherTenantReadsOwn: true,
   },
+  // The transparency log (both tenants' receipts integrated in beforeAll): each audit key reads
+  // its own tenant's log; A's receipt is a 404 for B, as a missing one. The cosignature names a
+  // log no tenant has: A and B get 404.
+  'GET /v1/log': { access: { kind: 'tenant', scopes: ['audit'] }, call: () => get('/v1/log'), otherTenantReadsOwn: true },
+  'GET /v1/log/checkpoint': {
+    access: { kind: 'tenant', scopes: ['audit'] },
+    call: () => get('/v1/log/checkpoint'),
+    otherTenantReadsOwn: true,
+  },
+  'GET /v1/log/checkpoints/:size': {
+    access: { kind: 'tenant', scopes: ['audit'] },
+    call: () => get('/v1/log/checkpoints/0'),
+    otherTenantReadsOwn: true,
+  },
+  'GET /v1/log/tile/:path{.+}': {
+    access: { kind: 'tenant', scopes: ['audit'] },
+    call: () => get('/v1/log/tile/0/000.p/1'),
+    otherTenantReadsOwn: true,
+  },
+  'GET /v1/log/receipts/:id/proof': {
+    access: { kind: 'tenant', scopes: ['audit'] },
+    call: (w) => get(`/v1/log/receipts/${w.logReceiptA}/proof`),
+    absent: () => get('/v1/log/receipts/999999999/proof'),
+    ids: (w) => [[String(w.logReceiptA), '999999999']],
+  },
+  'GET /v1/log/consistency': {
+    access: { kind: 'tenant', scopes: ['audit'] },
+    call: () => get('/v1/log/consistency?from=1&to=1'),
+    otherTenantReadsOwn: true,
+  },
+  'POST /v1/log/cosignatures': {
+    access: { kind: 'tenant', scopes: ['audit'] },
+    call: () => post('/v1/log/cosignatures', MATRIX_COSIGNATURE),
+  },
 };
 
 // ---------------------------------------------------------------- callers
@@ -348,7 +399,24 @@ beforeAll(async () => {
     json: { scopes: ['audit'], name: 'matrix spare' },
   });
   if (r.status !== 201 || k.status !== 201) throw new Error(`matrix setup: ${r.status} ${k.status}`);
-  ctx = { ...world, spareRootDid: spareRoot.did, spareKeyId: k.body.id, secretsA: [...world.secretsA, k.body.id] };
+  await integrateOnce({
+    store: world.svc.store,
+    signer: world.svc.deps.signer,
+    log: silentLogger,
+    logName: world.svc.deps.config.tlogName,
+  });
+  const [first] = await rows<{ id: number }>(
+    world.svc.store.db,
+    sql`select r.id::int as id from receipts r join log_leaves l on l.receipt_id = r.id where r.tenant_id = ${world.A.id} order by r.id limit 1`,
+  );
+  if (!first) throw new Error('matrix setup: tenant A has no logged receipt');
+  ctx = {
+    ...world,
+    spareRootDid: spareRoot.did,
+    spareKeyId: k.body.id,
+    secretsA: [...world.secretsA, k.body.id],
+    logReceiptA: first.id,
+  };
 }, 120_000);
 
 afterAll(async () => ctx?.svc.close());

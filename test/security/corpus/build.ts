@@ -1463,6 +1463,37 @@ interface GetRoute {
     });
   }
 
+  // Transparency log: tile paths have one canonical spelling; sizes and ranges are decimal.
+  for (const [what, path] of Object.entries({
+    'tile-short-index': '/v1/log/tile/0/0',
+    'tile-leading-zero-level': '/v1/log/tile/00/000',
+    'tile-width-0': '/v1/log/tile/0/000.p/0',
+    'tile-width-256': '/v1/log/tile/0/000.p/256',
+    'tile-x-last-group': '/v1/log/tile/0/x000',
+    'tile-traversal': '/v1/log/tile/..%2F..%2Fetc',
+    'tile-unknown-kind': '/v1/log/tile/leaves/000',
+    'tile-negative-level': '/v1/log/tile/-1/000',
+  })) {
+    push(list, 'log-tile', { name: what, route: 'GET /v1/log/tile/:path{.+}', method: 'GET', path, auth: 'A.audit', expect_status: [400] });
+  }
+  for (const [what, q] of Object.entries({
+    'from-0': 'from=0&to=1',
+    'from-after-to': 'from=2&to=1',
+    'missing-to': 'from=1',
+    exponent: 'from=1e1&to=1e2',
+    repeated: 'from=1&from=1&to=1',
+    'unknown-parameter': 'from=1&to=1&tenant_id={{tenantB}}',
+  })) {
+    push(list, 'log-consistency', {
+      name: what,
+      route: 'GET /v1/log/consistency',
+      method: 'GET',
+      path: `/v1/log/consistency?${q}`,
+      auth: 'A.audit',
+      expect_status: [400],
+    });
+  }
+
   const jtis: Record<string, string> = {
     nul: 'inv:x%00',
     space: 'inv:%20x',
@@ -1611,6 +1642,13 @@ export const ROUTE_SAMPLES: readonly { readonly route: string; readonly path: st
   { route: 'POST /v1/invocations/:jti/actuals', path: '/v1/invocations/inv:sec-unmetered/actuals', auth: 'A.report' },
   { route: 'GET /v1/invocations/:jti', path: '/v1/invocations/inv:sec-consumed', auth: 'A.all' },
   { route: 'GET /v1/receipts', path: '/v1/receipts', auth: 'A.audit' },
+  { route: 'GET /v1/log', path: '/v1/log', auth: 'A.audit' },
+  { route: 'GET /v1/log/checkpoint', path: '/v1/log/checkpoint', auth: 'A.audit' },
+  { route: 'GET /v1/log/checkpoints/:size', path: '/v1/log/checkpoints/1', auth: 'A.audit' },
+  { route: 'GET /v1/log/tile/:path{.+}', path: '/v1/log/tile/0/000', auth: 'A.audit' },
+  { route: 'GET /v1/log/receipts/:id/proof', path: '/v1/log/receipts/1/proof', auth: 'A.audit' },
+  { route: 'GET /v1/log/consistency', path: '/v1/log/consistency', auth: 'A.audit' },
+  { route: 'POST /v1/log/cosignatures', path: '/v1/log/cosignatures', auth: 'A.audit' },
 ];
 
 {

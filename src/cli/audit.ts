@@ -1,0 +1,116 @@
+/** `baton audit`: replay a tenant's transparency log offline and report what does not add up. */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { auditLog, type AuditReport, type LogTrust } from '../sdk/audit.js';
+import { parseCliArgs } from './args.js';
+import { COMMON_OPTIONS, DEFAULT_SERVER, EXIT_HELP, integerFlag, printJson, SERVER_HELP, SERVER_OPTIONS } from './common.js';
+import { UsageError, type CliIo } from './io.js';
+
+export const AUDIT_HELP = `Usage: baton audit [options]
+
+Replays your tenant's transparency log (an audit-scope API key) and checks it
+against its signed checkpoint:
+  - fetches every level-0 tile and entry bundle, recomputes the Merkle root
+    and compares it with the checkpoint's root;
+  - checks every entry hashes to the leaf logged at its index (a receipt
+    rewritten or reordered in the database is reported), and that the
+    service can still produce it (a receipt deleted is reported missing);
+  - re-verifies every receipt's signature against the published service keys
+    (GET /v1/keys) and that it belongs to this tenant;
+  - pages GET /v1/receipts and reports receipts the log does not contain;
+  - with --previous, checks the current checkpoint extends an earlier one
+    (a split view or a shrunk log is reported).
+
+Options:
+  --trust <file>           pin the log's identity: JSON {"origin", "logKeys": [...],
+                           "witnesses"?: [...], "requiredCosignatures"?: n}
+                           (default: trust the keys the service serves, and say so)
+  --previous <file>        an earlier checkpoint note to check consistency with
+  --save-checkpoint <file> write the checkpoint audited, for the next --previous
+  --quiet                  no progress lines
+  --json                   print the report as JSON
+  -h, --help               show this help
+
+${SERVER_HELP}
+
+${EXIT_HELP}
+Findings (exit 1): missing, rewritten or reordered entries, bad receipts,
+receipts not in the log, a root mismatch, a split view.`;
+
+function readFile(path: string, what: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (e) {
+    throw new UsageError(`${what}: cannot read ${path}: ${(e as Error).message}`, AUDIT_HELP);
+  }
+}
+
+function readTrust(path: string): LogTrust {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFile(path, '--trust'));
+  } catch (e) {
+    if (e instanceof UsageError) throw e;
+    throw new UsageError(`--trust: ${path} is not JSON`, AUDIT_HELP);
+  }
+  const t = parsed as Partial<LogTrust>;
+  if (typeof t.origin !== 'string' || !Array.isArray(t.logKeys) || !t.logKeys.every((k) => typeof k === 'string'))
+    throw new UsageError('--trust: give {"origin": "...", "logKeys": ["<verifier key>", ...]}', AUDIT_HELP);
+  return t as LogTrust;
+}
+
+function summary(report: AuditReport): string {
+  const lines = [
+    `${report.ok ? 'OK' : 'FINDINGS'}: log ${report.origin}, ${report.treeSize} entries`,
+    `  entries checked    ${report.entriesChecked}`,
+    `  receipts listed    ${report.receiptsChecked}`,
+  ];
+  if (report.trustedOnFirstUse) lines.push('  note               log keys taken from the service; pin them with --trust');
+  for (const f of report.findings) {
+    const where = 'index' in f ? `entry ${f.index}` : 'receiptId' in f ? `receipt ${f.receiptId}` : 'log';
+    lines.push(`  ${f.kind.padEnd(18)} ${where}: ${f.detail}`);
+  }
+  return lines.join('\n');
+}
+
+export async function runAudit(argv: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseCliArgs('audit', {
+    args: argv,
+    allowPositionals: true,
+    options: {
+      trust: { type: 'string' },
+      previous: { type: 'string' },
+      'save-checkpoint': { type: 'string' },
+      quiet: { type: 'boolean', default: false },
+      ...SERVER_OPTIONS,
+      ...COMMON_OPTIONS,
+    },
+  });
+  if (values.help) {
+    io.out(AUDIT_HELP);
+    return 0;
+  }
+  if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`, AUDIT_HELP);
+  const env = io.env ?? process.env;
+  const apiKey = values['api-key'] ?? env['BATON_API_KEY'];
+  if (!apiKey) throw new UsageError('give --api-key (an audit-scope key) or set BATON_API_KEY', AUDIT_HELP);
+  const timeoutMs = values.timeout !== undefined ? integerFlag('--timeout', values.timeout, 1) : 10_000;
+  let lastShown = -1;
+  const report = await auditLog({
+    baseUrl: values.server ?? (env['BATON_URL'] || DEFAULT_SERVER),
+    apiKey,
+    ...(values.trust !== undefined ? { trust: readTrust(values.trust) } : {}),
+    ...(values.previous !== undefined ? { previousCheckpoint: readFile(values.previous, '--previous') } : {}),
+    fetch: (url, init) => fetch(url, { ...init, signal: AbortSignal.timeout(timeoutMs) }),
+    onProgress: (done, total) => {
+      // One line per tenth of the log at most, so long runs show life without flooding.
+      const step = Math.floor((done * 10) / Math.max(total, 1));
+      if (values.quiet || values.json || step === lastShown) return;
+      lastShown = step;
+      io.err(`audit: ${done}/${total} entries checked`);
+    },
+  });
+  if (values['save-checkpoint'] !== undefined) writeFileSync(values['save-checkpoint'], report.checkpoint);
+  if (values.json) printJson(io, report);
+  else io.out(summary(report));
+  return report.ok ? 0 : 1;
+}

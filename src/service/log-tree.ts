@@ -1,0 +1,198 @@
+/**
+ * The service side of the transparency log: a tenant's tree as stored
+ * (src/store/log.ts) seen through the pure protocol modules. Appending
+ * (for the integrator), tiles, checkpoints with their cosignatures, and
+ * inclusion and consistency proofs all go through here.
+ *
+ * Log identity: the origin of tenant T's log is `<BATON_LOG_NAME>/baton/<T>`
+ * and its checkpoints are signed notes under the service's receipt-signing
+ * key, with that origin as the key name. Nothing about a tenant's log is
+ * visible to another tenant.
+ */
+import { formatCheckpoint } from '../protocol/checkpoint.js';
+import { BatonError } from '../protocol/errors.js';
+import { consistencyProof, EMPTY_ROOT, inclusionProof, leafHash, type Hash } from '../protocol/merkle.js';
+import { NOTE_ED25519, signNote, verifierKey, type VerifierKey } from '../protocol/note.js';
+import { subtreeHashesFromTiles, TILE_WIDTH, tileRoot, treeRootFromTiles, type TileCoordinates } from '../protocol/tiles.js';
+import { formatTlogProof } from '../protocol/tlog-proof.js';
+import { utf8 } from '../protocol/tlog-input.js';
+import type { Db } from '../store/db.js';
+import { checkpointOfSize, cosignatureLines, hashesAt, latestCheckpoint } from '../store/log.js';
+import type { PublishedServiceKey, ServiceSigner } from './signer.js';
+
+/** The checkpoint origin (and note key name) of a tenant's log. */
+export function logOrigin(logName: string, tenantId: string): string {
+  return `${logName}/baton/${tenantId}`;
+}
+
+/** The note verifier keys of a tenant's log: one per published service key, current first. */
+export function logVerifierKeys(origin: string, keys: readonly PublishedServiceKey[]): VerifierKey[] {
+  return keys.map((k) => verifierKey(origin, NOTE_ED25519, k.publicKey));
+}
+
+/** The leaf hash of a receipt: its JWS is the log entry. */
+export function receiptLeafHash(jws: string): Hash {
+  return leafHash(utf8(jws));
+}
+
+/** Signs the checkpoint note of a tree (size, root) under the tenant's origin. */
+export function signCheckpoint(signer: ServiceSigner, origin: string, size: number, root: Hash): string {
+  return signNote(formatCheckpoint({ origin, size, rootHash: root, extensions: [] }), [signer.noteSigner(origin)]);
+}
+
+// ---------------------------------------------------------------------------
+// Appending (integrator only, under its lock).
+
+/** The right edge of one tile level: the hashes of its last, partial tile. */
+interface Edge {
+  start: number;
+  hashes: Hash[];
+}
+
+/** Hashes at tile level `level` in a tree of `size` leaves. */
+const countAt = (size: number, level: number): number => Math.floor(size / TILE_WIDTH ** level);
+
+/**
+ * Appends leaf hashes to a tree of `size` leaves: the hash rows to store
+ * (full tiles' roots one level up) and the new root. Reads only the right
+ * edge (at most 255 hashes per level), since the root of a tree needs no
+ * hash that lies in a full tile.
+ */
+export async function appendLeaves(
+  db: Db,
+  tenantId: string,
+  size: number,
+  leaves: readonly Hash[],
+): Promise<{ size: number; root: Hash; hashes: { level: number; hashIndex: number; hash: Hash }[] }> {
+  const edges: Edge[] = [];
+  const loadEdge = async (level: number): Promise<Edge> => {
+    const count = countAt(size, level);
+    const start = count - (count % TILE_WIDTH);
+    const hashes = await hashesAt(db, tenantId, level, start, count);
+    if (hashes.length !== count - start) throw corruptLog(tenantId, `tile level ${level} misses hashes below ${count}`);
+    return { start, hashes };
+  };
+  const newHashes: { level: number; hashIndex: number; hash: Hash }[] = [];
+  const newSize = size + leaves.length;
+  // Every level the grown tree has: the root reads each level's right edge.
+  for (let level = 0; level === 0 || countAt(newSize, level) > 0; level++) edges[level] = await loadEdge(level);
+  edges[0]!.hashes.push(...leaves);
+  for (let level = 0; edges[level] !== undefined; level++) {
+    const edge = edges[level]!;
+    while (edge.hashes.length >= TILE_WIDTH) {
+      const full = edge.hashes.splice(0, TILE_WIDTH);
+      const above = (edges[level + 1] ??= await loadEdge(level + 1));
+      const hashIndex = edge.start / TILE_WIDTH;
+      edge.start += TILE_WIDTH;
+      const hash = tileRoot(full);
+      above.hashes.push(hash);
+      newHashes.push({ level: level + 1, hashIndex, hash });
+    }
+  }
+  const root = treeRootFromTiles(newSize, (t) => {
+    const edge = edges[t.level];
+    if (edge === undefined || t.index * TILE_WIDTH !== edge.start || t.width > edge.hashes.length)
+      throw corruptLog(tenantId, `the root of ${newSize} leaves needs tile ${t.level}/${t.index} off the right edge`);
+    return concat(edge.hashes.slice(0, t.width));
+  });
+  return { size: newSize, root, hashes: newHashes };
+}
+
+function corruptLog(tenantId: string, reason: string): BatonError {
+  return new BatonError('INTERNAL', {
+    message: `The transparency log of tenant ${tenantId} is inconsistent: ${reason}.`,
+    suggestion: 'Restore the log tables from a backup; never edit log rows by hand.',
+    details: { reason },
+  });
+}
+
+function concat(hashes: readonly Hash[]): Uint8Array {
+  const out = new Uint8Array(hashes.length * 32);
+  hashes.forEach((h, i) => out.set(h, i * 32));
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Reading.
+
+/** The bytes of a tile, or undefined when the stored tree does not hold it yet. */
+export async function readTile(db: Db, tenantId: string, t: TileCoordinates): Promise<Uint8Array | undefined> {
+  const from = t.index * TILE_WIDTH;
+  const hashes = await hashesAt(db, tenantId, t.level, from, from + t.width);
+  return hashes.length === t.width ? concat(hashes) : undefined;
+}
+
+class NeedTile {
+  constructor(readonly tile: TileCoordinates) {}
+}
+
+/**
+ * Runs a pure computation over the tiles of a tree of `size` leaves,
+ * fetching each tile it reads on first use: the computation is rerun with
+ * what it asked for (a proof reads a few tiles per level, so a few reruns).
+ */
+export async function withTiles<T>(
+  db: Db,
+  tenantId: string,
+  size: number,
+  compute: (source: ReturnType<typeof subtreeHashesFromTiles>) => T,
+): Promise<T> {
+  const fetched = new Map<string, Uint8Array>();
+  for (;;) {
+    try {
+      return compute(
+        subtreeHashesFromTiles(size, (t) => {
+          const bytes = fetched.get(`${t.level}/${t.index}/${t.width}`);
+          if (bytes === undefined) throw new NeedTile(t);
+          return bytes;
+        }),
+      );
+    } catch (e) {
+      if (!(e instanceof NeedTile)) throw e;
+      const bytes = await readTile(db, tenantId, e.tile);
+      if (bytes === undefined) throw corruptLog(tenantId, `tile ${e.tile.level}/${e.tile.index} of width ${e.tile.width} is missing`);
+      fetched.set(`${e.tile.level}/${e.tile.index}/${e.tile.width}`, bytes);
+    }
+  }
+}
+
+export interface ServedCheckpoint {
+  readonly size: number;
+  readonly root: Hash;
+  /** The signed note with every witness cosignature stored for it. */
+  readonly note: string;
+}
+
+/**
+ * A tenant's checkpoint, latest or of one size, with its cosignatures. An
+ * empty log has no stored checkpoint: its size-0 checkpoint is signed on
+ * demand (Ed25519 is deterministic, so every node serves the same note).
+ */
+export async function servedCheckpoint(
+  db: Db,
+  signer: ServiceSigner,
+  origin: string,
+  tenantId: string,
+  size?: number,
+): Promise<ServedCheckpoint | undefined> {
+  const row =
+    size === undefined ? await latestCheckpoint(db, tenantId) : size === 0 ? undefined : await checkpointOfSize(db, tenantId, size);
+  if (row === undefined) {
+    if (size !== undefined && size !== 0) return undefined;
+    return { size: 0, root: EMPTY_ROOT, note: signCheckpoint(signer, origin, 0, EMPTY_ROOT) };
+  }
+  // A signed note ends in its signature lines, so cosignature lines (checked when stored) append.
+  const lines = await cosignatureLines(db, tenantId, row.treeSize);
+  return { size: row.treeSize, root: row.rootHash, note: row.note + lines.map((l) => `${l}\n`).join('') };
+}
+
+/** The tlog-proof bundle of leaf `index` under a served checkpoint. */
+export async function inclusionBundle(db: Db, tenantId: string, index: number, checkpoint: ServedCheckpoint): Promise<string> {
+  const proof = await withTiles(db, tenantId, checkpoint.size, (source) => inclusionProof(index, checkpoint.size, source));
+  return formatTlogProof({ index, proof, checkpoint: checkpoint.note });
+}
+
+/** The consistency proof from `oldSize` to `newSize` (both at most the stored tree's size). */
+export async function consistencyHashes(db: Db, tenantId: string, oldSize: number, newSize: number): Promise<Hash[]> {
+  return withTiles(db, tenantId, newSize, (source) => consistencyProof(oldSize, newSize, source));
+}

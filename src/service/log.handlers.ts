@@ -1,0 +1,194 @@
+/**
+ * Handlers of the transparency-log routes (contract in src/api/log.ts).
+ * Thin: parse, call one log function, map the result. The tenant always
+ * comes from the audit key, so another tenant's receipt or checkpoint is a
+ * plain 404.
+ */
+import { OpenAPIHono } from '@hono/zod-openapi';
+import type { Context, MiddlewareHandler } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import {
+  checkpointOfSizeRoute,
+  consistencyRoute,
+  cosignRoute,
+  latestCheckpointRoute,
+  logInfoRoute,
+  receiptProofRoute,
+  tileRoute,
+} from '../api/log.js';
+import { parseCheckpoint } from '../protocol/checkpoint.js';
+import { COSIGNATURE_V1, formatNote, formatVerifierKey, openNote, parseNote, parseVerifierKey } from '../protocol/note.js';
+import { cosignatureVerifier, cosignaturesOf, MAX_COSIGNATURE_CLOCK_SKEW } from '../protocol/cosignature.js';
+import { BatonError } from '../protocol/errors.js';
+import { formatEntryBundle, parseTilePath, tileInTree, TILE_WIDTH } from '../protocol/tiles.js';
+import { bytesEqual, encodeBase64, utf8 } from '../protocol/tlog-input.js';
+import { checkpointOfSize, cosignatureLines, entriesAt, insertCosignature, isPending, leafOfReceipt } from '../store/log.js';
+import { requireScope, tenantOf } from './auth.js';
+import { consistencyHashes, inclusionBundle, logOrigin, logVerifierKeys, readTile, servedCheckpoint } from './log-tree.js';
+import { publishedServiceKeys } from './signer.js';
+import type { AppEnv, ServiceDeps } from './types.js';
+
+/** Full tiles never change; partial ones are replaced as the log grows. */
+const IMMUTABLE = 'private, max-age=31536000, immutable';
+const SHORT = 'private, max-age=5';
+/** Witness cosignatures served with one checkpoint at most (a note holds at most 100 signature lines). */
+export const MAX_COSIGNATURES_PER_CHECKPOINT = 32;
+/** An entry is a uint16-length-prefixed receipt JWS in an entry bundle. */
+const MAX_ENTRY_BYTES = 0xffff;
+
+function notFound(message: string, details?: Record<string, unknown>): BatonError {
+  return new BatonError('NOT_FOUND', { message, ...(details ? { details } : {}) });
+}
+
+export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
+  const app = new OpenAPIHono<AppEnv>({
+    defaultHook: (result) => {
+      if (!result.success) {
+        throw new BatonError('INVALID_REQUEST', {
+          message: `The request is not valid: ${result.error.issues.map((i) => `${i.path.join('.') || 'value'}: ${i.message}`).join('; ')}.`,
+          details: { issues: result.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message })) },
+        });
+      }
+    },
+  });
+  // Read deps only when a request runs: route registration must touch no dependency.
+  const db = () => deps.store.db;
+  const originOf = (tenantId: string) => logOrigin(deps.config.tlogName, tenantId);
+  const tenant = (c: Context<AppEnv>) => tenantOf(c.get('auth'));
+  const latest = (tenantId: string) => servedCheckpoint(db(), deps.signer, originOf(tenantId), tenantId);
+
+  // Per route, not app.use: the sub-app adds no catch-all middleware to the app's routes.
+  const audit = requireScope(deps, 'audit');
+  const limited: MiddlewareHandler<AppEnv> = (c, next) =>
+    bodyLimit({
+      maxSize: deps.config.maxBodyBytes,
+      onError: () => {
+        throw new BatonError('PAYLOAD_TOO_LARGE', { message: `The request body is larger than ${deps.config.maxBodyBytes} bytes.` });
+      },
+    })(c, next);
+
+  app.openapi({ ...logInfoRoute, middleware: [audit] }, async (c) => {
+    const tenantId = tenant(c);
+    const origin = originOf(tenantId);
+    const [cp, keys] = await Promise.all([latest(tenantId), publishedServiceKeys(db())]);
+    return c.json(
+      {
+        origin,
+        tree_size: cp!.size,
+        root_hash: encodeBase64(cp!.root),
+        verifier_keys: logVerifierKeys(origin, keys).map(formatVerifierKey),
+      },
+      200,
+    );
+  });
+
+  app.openapi({ ...latestCheckpointRoute, middleware: [audit] }, async (c) =>
+    c.text((await latest(tenant(c)))!.note, 200, { 'cache-control': 'no-cache' }),
+  );
+
+  app.openapi({ ...checkpointOfSizeRoute, middleware: [audit] }, async (c) => {
+    const tenantId = tenant(c);
+    const { size } = c.req.valid('param');
+    const cp = await servedCheckpoint(db(), deps.signer, originOf(tenantId), tenantId, size);
+    if (cp === undefined) throw notFound(`This log has no checkpoint of size ${size}.`);
+    // Cosignatures may still be added, so even a past checkpoint is cached briefly.
+    return c.text(cp.note, 200, { 'cache-control': SHORT });
+  });
+
+  app.openapi({ ...tileRoute, middleware: [audit] }, async (c) => {
+    const tenantId = tenant(c);
+    const path = `tile/${c.req.param('path')}`;
+    const parsed = parseTilePath(path);
+    const size = (await latest(tenantId))!.size;
+    const level = parsed.kind === 'entries' ? 0 : parsed.level;
+    const available = tileInTree(level, parsed.index, size);
+    if (available === undefined || available.width < parsed.width)
+      throw notFound(`The log of ${size} leaves has no ${path} yet.`, { tree_size: size });
+    const cache = parsed.width === TILE_WIDTH ? IMMUTABLE : SHORT;
+    let bytes: Uint8Array | undefined;
+    if (parsed.kind === 'entries') {
+      const from = parsed.index * TILE_WIDTH;
+      const entries = await entriesAt(db(), tenantId, from, from + parsed.width);
+      const missing = entries.filter((e) => e.jws === null).map((e) => e.leafIndex);
+      const tooLong = entries.filter((e) => e.jws !== null && utf8(e.jws).length > MAX_ENTRY_BYTES).map((e) => e.leafIndex);
+      if (entries.length !== parsed.width || missing.length > 0 || tooLong.length > 0) {
+        throw new BatonError('INTERNAL', {
+          message: `Entries of ${path} cannot be served: ${missing.length > 0 ? 'their receipts are missing from the database' : 'an entry is over 65535 bytes'}.`,
+          details: { missing_indexes: missing, oversized_indexes: tooLong },
+        });
+      }
+      bytes = formatEntryBundle(entries.map((e) => utf8(e.jws!)));
+    } else {
+      bytes = await readTile(db(), tenantId, { level, index: parsed.index, width: parsed.width });
+    }
+    if (bytes === undefined) throw notFound(`${path} is not stored yet.`);
+    return c.body(Buffer.from(bytes), 200, { 'content-type': 'application/octet-stream', 'cache-control': cache });
+  });
+
+  app.openapi({ ...receiptProofRoute, middleware: [audit] }, async (c) => {
+    const tenantId = tenant(c);
+    const { id } = c.req.valid('param');
+    const { tree_size: treeSize } = c.req.valid('query');
+    const leaf = await leafOfReceipt(db(), tenantId, id);
+    if (leaf === undefined) {
+      if (await isPending(db(), tenantId, id))
+        throw notFound(`Receipt ${id} is not integrated into the log yet; retry in a moment.`, { status: 'pending' });
+      throw notFound(`This tenant has no receipt ${id}.`);
+    }
+    if (leaf.jws === null)
+      throw new BatonError('INTERNAL', { message: `The receipt at log index ${leaf.leafIndex} is missing from the database.` });
+    const cp = await servedCheckpoint(db(), deps.signer, originOf(tenantId), tenantId, treeSize);
+    if (cp === undefined || cp.size <= leaf.leafIndex)
+      throw notFound(`Receipt ${id} is not in a checkpoint of size ${treeSize ?? 'latest'}.`, { leaf_index: leaf.leafIndex });
+    const proof = await inclusionBundle(db(), tenantId, leaf.leafIndex, cp);
+    return c.json({ receipt: { id, jws: leaf.jws }, leaf_index: leaf.leafIndex, tree_size: cp.size, proof }, 200);
+  });
+
+  app.openapi({ ...consistencyRoute, middleware: [audit] }, async (c) => {
+    const tenantId = tenant(c);
+    const { from, to } = c.req.valid('query');
+    const size = (await latest(tenantId))!.size;
+    if (from < 1 || from > to) throw new BatonError('INVALID_REQUEST', { message: 'Ask for 1 <= from <= to.', details: { from, to } });
+    if (to > size) throw notFound(`The log has ${size} leaves, fewer than ${to}.`, { tree_size: size });
+    const proof = await consistencyHashes(db(), tenantId, from, to);
+    return c.json({ from, to, proof: proof.map(encodeBase64) }, 200);
+  });
+
+  app.openapi({ ...cosignRoute, middleware: [audit, limited] }, async (c) => {
+    const tenantId = tenant(c);
+    const body = c.req.valid('json');
+    const witness = parseVerifierKey(body.witness_key);
+    if (witness.type !== COSIGNATURE_V1)
+      throw new BatonError('INVALID_VERIFIER_KEY', { message: 'A witness key has type 0x04 (cosignature/v1).' });
+    const serviceKeys = await publishedServiceKeys(db());
+    if (serviceKeys.some((k) => bytesEqual(k.publicKey, witness.publicKey)))
+      throw new BatonError('INVALID_VERIFIER_KEY', { message: "The service's own key cannot witness its log." });
+    const opened = openNote(body.checkpoint, [cosignatureVerifier(witness)]);
+    const [cosig] = cosignaturesOf(opened);
+    const signed = opened.verified[0]!;
+    if (cosig === undefined || cosig.timestamp > deps.now() + MAX_COSIGNATURE_CLOCK_SKEW)
+      throw new BatonError('NOTE_NOT_VERIFIED', { message: 'The cosignature is dated in the future.' });
+    const checkpoint = parseCheckpoint(opened.text);
+    const stored = checkpoint.origin === originOf(tenantId) ? await checkpointOfSize(db(), tenantId, checkpoint.size) : undefined;
+    if (stored === undefined || parseNote(stored.note).text !== opened.text)
+      throw notFound('This log never signed that checkpoint.', { tree_size: checkpoint.size });
+    const text = opened.text;
+    const line = formatNote({ text, signatures: [{ name: witness.name, keyId: witness.keyId, signature: signed.signature }] })
+      .slice(text.length + 1)
+      .trimEnd();
+    const witnessKey = formatVerifierKey(witness);
+    // Anyone with an audit key can mint witness keys; a cap keeps the served note within
+    // the signed-note limit of 100 signature lines, so it stays readable by every client.
+    const existing = await cosignatureLines(db(), tenantId, checkpoint.size);
+    if (existing.length >= MAX_COSIGNATURES_PER_CHECKPOINT && !existing.includes(line))
+      throw new BatonError('CONFLICT', {
+        message: `This checkpoint already carries ${MAX_COSIGNATURES_PER_CHECKPOINT} cosignatures, the most the log serves.`,
+        suggestion: 'Cosign a newer checkpoint.',
+        details: { tree_size: checkpoint.size },
+      });
+    const fresh = await insertCosignature(db(), { tenantId, treeSize: checkpoint.size, witnessKey, line });
+    return c.json({ tree_size: checkpoint.size, witness: witnessKey, stored: fresh }, fresh ? 201 : 200);
+  });
+
+  return app;
+}

@@ -1,0 +1,367 @@
+/**
+ * The transparency log on real PostgreSQL: receipts become leaves in commit
+ * order, one integrator per database, served proofs verify offline, tenants
+ * are isolated, and `auditLog` finds receipts removed or rewritten behind
+ * the service's back, and split views.
+ */
+import { randomBytes } from 'node:crypto';
+import { sql } from 'drizzle-orm';
+import postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cosignatureSigner } from '../../src/protocol/cosignature.js';
+import { rootOf } from '../../src/protocol/merkle.js';
+import { COSIGNATURE_V1, formatVerifierKey, parseNote, signNote, verifierKey } from '../../src/protocol/note.js';
+import { publicKeyFromSeed } from '../../src/protocol/ed25519.js';
+import { auditLog, receiptLeafHash, verifyCheckpointConsistency, verifyReceiptInclusion, type LogTrust } from '../../src/sdk/audit.js';
+import { loadConfig } from '../../src/config.js';
+import { startServer } from '../../src/server.js';
+import { integrateOnce } from '../../src/service/log-integrator.js';
+import { signCheckpoint } from '../../src/service/log-tree.js';
+import { recordReceipt } from '../../src/service/receipts.js';
+import { silentLogger } from '../../src/service/log.js';
+import { openStore, type Store } from '../../src/store/db.js';
+import { rows } from '../../src/store/rows.js';
+import { tryIntegratorLock } from '../../src/store/log.js';
+import { freshPglite } from '../setup/db.js';
+import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+
+let svc: TestService;
+let tenant: TestTenant;
+let other: TestTenant;
+
+beforeAll(async () => {
+  svc = await startTestService({ env: { BATON_TLOG_NAME: 'baton.test' }, pool: 6 });
+  tenant = await setupTenant(svc, 'acme');
+  other = await setupTenant(svc, 'globex');
+});
+afterAll(() => svc.close());
+
+const integrator = () => ({ store: svc.store, signer: svc.deps.signer, log: silentLogger, logName: 'baton.test' });
+
+async function receipt(tenantId: string, n = 0, db = svc.store.db) {
+  return recordReceipt(db, svc.deps.signer, { tenantId, kind: 'invocation.allowed', subject: `inv:${n}`, data: { n }, now: svc.clock.now });
+}
+
+async function trustOf(t: TestTenant): Promise<LogTrust> {
+  const info = await svc.call('GET', '/v1/log', { key: t.keys.audit });
+  expect(info.status).toBe(200);
+  return { origin: info.body.origin, logKeys: info.body.verifier_keys };
+}
+
+async function leafOrder(tenantId: string): Promise<number[]> {
+  const found = await rows<{ receipt_id: string | number }>(
+    svc.store.db,
+    sql`select receipt_id from log_leaves where tenant_id = ${tenantId} order by leaf_index`,
+  );
+  return found.map((r) => Number(r.receipt_id));
+}
+
+const appFetch = (url: string, init: { headers: Record<string, string> }) => Promise.resolve(svc.app.request(url, init));
+
+describe('integration', () => {
+  it('turns every committed receipt into a leaf, signs a checkpoint, and proofs verify offline', async () => {
+    const made: Awaited<ReturnType<typeof receipt>>[] = [];
+    for (let i = 0; i < 300; i++) made.push(await receipt(tenant.id, i));
+    const round = await integrateOnce(integrator());
+    expect(round.locked).toBe(true);
+    expect(await leafOrder(tenant.id)).toEqual(made.map((r) => r.id));
+
+    const trust = await trustOf(tenant);
+    expect(trust.origin).toBe(`baton.test/baton/${tenant.id}`);
+    const cp = await svc.call('GET', '/v1/log/checkpoint', { key: tenant.keys.audit });
+    expect(cp.body).toContain(`\n300\n`);
+    const root = parseNote(cp.body).text.split('\n')[2];
+    expect(root).toBe(Buffer.from(rootOf(made.map((r) => receiptLeafHash(r.jws)))).toString('base64'));
+
+    for (const r of [made[0]!, made[255]!, made[256]!, made[299]!]) {
+      const p = await svc.call('GET', `/v1/log/receipts/${r.id}/proof`, { key: tenant.keys.audit });
+      expect(p.status).toBe(200);
+      expect(verifyReceiptInclusion(r.jws, p.body.proof, trust, svc.clock.now).index).toBe(p.body.leaf_index);
+      // Another receipt does not pass with this proof.
+      expect(() => verifyReceiptInclusion(made[1]!.jws, p.body.proof, trust, svc.clock.now)).toThrow();
+    }
+  });
+
+  it('keeps tenants apart: another tenant gets a 404 for a receipt, and its own log', async () => {
+    const r = await receipt(tenant.id, 1000);
+    await integrateOnce(integrator());
+    const theirs = await svc.call('GET', `/v1/log/receipts/${r.id}/proof`, { key: other.keys.audit });
+    expect(theirs.status).toBe(404);
+    const info = await svc.call('GET', '/v1/log', { key: other.keys.audit });
+    expect(info.body).toMatchObject({ origin: `baton.test/baton/${other.id}`, tree_size: 0 });
+    const noScope = await svc.call('GET', '/v1/log', { key: tenant.keys.verify });
+    expect(noScope.status).toBe(403);
+    expect((await svc.call('GET', '/v1/log')).status).toBe(401);
+  });
+
+  it('answers 404 pending before integration, then the proof', async () => {
+    const r = await receipt(tenant.id, 2000);
+    const before = await svc.call('GET', `/v1/log/receipts/${r.id}/proof`, { key: tenant.keys.audit });
+    expect(before.status).toBe(404);
+    expect(before.body.error.details).toEqual({ status: 'pending' });
+    await integrateOnce(integrator());
+    expect((await svc.call('GET', `/v1/log/receipts/${r.id}/proof`, { key: tenant.keys.audit })).status).toBe(200);
+  });
+
+  it('indexes a late commit after the leaves integrated before it: readers paging by index never skip', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let lateId = 0;
+    const late = svc.store.db.transaction(async (tx) => {
+      lateId = (await receipt(tenant.id, 3000, tx)).id;
+      await gate;
+    });
+    while (lateId === 0) await new Promise((r) => setTimeout(r, 5));
+    const early = await receipt(tenant.id, 3001);
+    expect(early.id).toBeGreaterThan(lateId);
+    await integrateOnce(integrator());
+    const order1 = await leafOrder(tenant.id);
+    expect(order1.at(-1)).toBe(early.id);
+    expect(order1).not.toContain(lateId);
+    release();
+    await late;
+    await integrateOnce(integrator());
+    const order2 = await leafOrder(tenant.id);
+    expect(order2.slice(0, order1.length)).toEqual(order1);
+    expect(order2.at(-1)).toBe(lateId);
+  });
+
+  it('runs one integrator per database: a second node skips while the first holds the lock', async () => {
+    const second = await openStore({ databaseUrl: svc.url, max: 3 });
+    try {
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      let held = false;
+      const holder = svc.store.db.transaction(async (tx) => {
+        held = await tryIntegratorLock(tx);
+        await gate;
+      });
+      while (!held) await new Promise((r) => setTimeout(r, 5));
+      await receipt(tenant.id, 4000);
+      expect(await integrateOnce({ ...integrator(), store: second })).toEqual({ locked: false, leaves: 0, tenants: 0 });
+      release();
+      await holder;
+      // Two nodes racing over many receipts: every receipt gets exactly one index, 0..n-1.
+      await Promise.all(Array.from({ length: 40 }, (_, i) => receipt(tenant.id, 5000 + i)));
+      await Promise.all([
+        ...Array.from({ length: 5 }, () => integrateOnce(integrator())),
+        ...Array.from({ length: 5 }, () => integrateOnce({ ...integrator(), store: second })),
+      ]);
+      await integrateOnce(integrator());
+      const [count] = await rows<{ n: number; max: number; receipts: number }>(
+        svc.store.db,
+        sql`select count(*)::int as n, max(leaf_index)::int as max,
+          (select count(*)::int from receipts where tenant_id = ${tenant.id}) as receipts
+          from log_leaves where tenant_id = ${tenant.id}`,
+      );
+      expect(count).toEqual({ n: count!.receipts, max: count!.receipts - 1, receipts: count!.receipts });
+    } finally {
+      await second.close();
+    }
+  });
+
+  it('serves consistency proofs between sizes, and tiles that rebuild the root', async () => {
+    const trust = await trustOf(tenant);
+    const old = await svc.call('GET', '/v1/log/checkpoint', { key: tenant.keys.audit });
+    for (let i = 0; i < 20; i++) await receipt(tenant.id, 6000 + i);
+    await integrateOnce(integrator());
+    const neu = await svc.call('GET', '/v1/log/checkpoint', { key: tenant.keys.audit });
+    const oldSize = Number(old.body.split('\n')[1]);
+    const newSize = Number(neu.body.split('\n')[1]);
+    const proof = await svc.call('GET', `/v1/log/consistency?from=${oldSize}&to=${newSize}`, { key: tenant.keys.audit });
+    expect(proof.status).toBe(200);
+    expect(verifyCheckpointConsistency(old.body, neu.body, proof.body.proof, trust, svc.clock.now).consistent).toBe(true);
+    const full = await svc.app.request('/v1/log/tile/0/000', { headers: { authorization: `Bearer ${tenant.keys.audit}` } });
+    expect(full.status).toBe(200);
+    expect(full.headers.get('cache-control')).toContain('immutable');
+    expect((await full.arrayBuffer()).byteLength).toBe(256 * 32);
+    const beyond = await svc.call('GET', '/v1/log/tile/2/000', { key: tenant.keys.audit });
+    expect(beyond.status).toBe(404);
+    expect((await svc.call('GET', '/v1/log/tile/0/0', { key: tenant.keys.audit })).status).toBe(400);
+  });
+});
+
+describe('append-only', () => {
+  it('refuses UPDATE, DELETE and TRUNCATE on every log table, even of no rows', async () => {
+    // drizzle wraps the database error; its cause carries the trigger's message.
+    const refusal = async (text: string) => {
+      try {
+        await svc.store.db.execute(sql.raw(text));
+        return 'accepted';
+      } catch (e) {
+        return String((e as { cause?: unknown }).cause ?? e);
+      }
+    };
+    for (const table of ['log_leaves', 'log_hashes', 'log_checkpoints', 'log_cosignatures']) {
+      expect(await refusal(`delete from ${table} where false`)).toMatch(/append-only: DELETE refused/);
+      expect(await refusal(`update ${table} set tenant_id = tenant_id where false`)).toMatch(/append-only: UPDATE refused/);
+      expect(await refusal(`truncate ${table}`)).toMatch(/append-only: TRUNCATE refused/);
+    }
+  });
+});
+
+describe('witnesses', () => {
+  it('stores a cosignature of a checkpoint the log signed, and clients can require it', async () => {
+    await receipt(tenant.id, 8000);
+    await integrateOnce(integrator());
+    const trust = await trustOf(tenant);
+    const cp = await svc.call('GET', '/v1/log/checkpoint', { key: tenant.keys.audit });
+    const seed = randomBytes(32);
+    const witnessKey = verifierKey('witness.example', COSIGNATURE_V1, publicKeyFromSeed(seed));
+    const cosigned = signNote(parseNote(cp.body), [cosignatureSigner('witness.example', seed, svc.clock.now)]);
+    const sent = await svc.call('POST', '/v1/log/cosignatures', {
+      key: tenant.keys.audit,
+      json: { witness_key: formatVerifierKey(witnessKey), checkpoint: cosigned },
+    });
+    expect(sent.status).toBe(201);
+    const again = await svc.call('POST', '/v1/log/cosignatures', {
+      key: tenant.keys.audit,
+      json: { witness_key: formatVerifierKey(witnessKey), checkpoint: cosigned },
+    });
+    expect(again.status).toBe(200);
+    const served = await svc.call('GET', '/v1/log/checkpoint', { key: tenant.keys.audit });
+    const need1 = { ...trust, witnesses: [formatVerifierKey(witnessKey)], requiredCosignatures: 1 };
+    const someReceipt = await rows<{ id: string | number; jws: string }>(
+      svc.store.db,
+      sql`select r.id, r.jws from receipts r join log_leaves l on l.receipt_id = r.id where r.tenant_id = ${tenant.id} limit 1`,
+    );
+    const size = served.body.split('\n')[1];
+    const p = await svc.call('GET', `/v1/log/receipts/${someReceipt[0]!.id}/proof?tree_size=${size}`, { key: tenant.keys.audit });
+    expect(p.status, JSON.stringify(p.body)).toBe(200);
+    expect(verifyReceiptInclusion(someReceipt[0]!.jws, p.body.proof, need1, svc.clock.now).checkpoint.cosignatures).toHaveLength(1);
+    const other = verifierKey('witness2.example', COSIGNATURE_V1, publicKeyFromSeed(randomBytes(32)));
+    expect(() =>
+      verifyReceiptInclusion(
+        someReceipt[0]!.jws,
+        p.body.proof,
+        { ...trust, witnesses: [formatVerifierKey(other)], requiredCosignatures: 1 },
+        svc.clock.now,
+      ),
+    ).toThrow(/witness/i);
+
+    // A checkpoint this log never signed is refused.
+    const forged = signNote(parseNote(signCheckpoint(svc.deps.signer, trust.origin, 999_999, new Uint8Array(32))), [
+      cosignatureSigner('witness.example', seed, svc.clock.now),
+    ]);
+    const refused = await svc.call('POST', '/v1/log/cosignatures', {
+      key: tenant.keys.audit,
+      json: { witness_key: formatVerifierKey(witnessKey), checkpoint: forged },
+    });
+    expect(refused.status).toBe(404);
+  });
+});
+
+describe('auditLog', () => {
+  it('passes on an intact log, then reports a receipt deleted and one rewritten behind the service', async () => {
+    for (let i = 0; i < 5; i++) await receipt(tenant.id, 7000 + i);
+    await integrateOnce(integrator());
+    const progress: number[] = [];
+    const clean = await auditLog({
+      baseUrl: 'http://baton.test',
+      apiKey: tenant.keys.audit,
+      fetch: appFetch,
+      now: svc.clock.now,
+      onProgress: (d) => progress.push(d),
+    });
+    expect(clean.findings).toEqual([]);
+    expect(clean.ok).toBe(true);
+    expect(progress.at(-1)).toBe(clean.treeSize);
+
+    // Two leaves in different entry bundles (tiles 0 and 1).
+    const leaves = await rows<{ receipt_id: string | number; leaf_index: string | number }>(
+      svc.store.db,
+      sql`select receipt_id, leaf_index from log_leaves where tenant_id = ${tenant.id} and leaf_index in (10, 300) order by leaf_index`,
+    );
+    const [victim, changed] = leaves.map((l) => ({ id: Number(l.receipt_id), index: Number(l.leaf_index) }));
+    // A superuser, bypassing the append-only triggers.
+    const su = postgres(svc.url, { max: 1, onnotice: () => {} });
+    try {
+      await su.begin(async (tx) => {
+        await tx`set local session_replication_role = replica`;
+        await tx`delete from receipts where id = ${victim!.id}`;
+        await tx`update receipts set jws = jws || 'x' where id = ${changed!.id}`;
+      });
+    } finally {
+      await su.end();
+    }
+    const report = await auditLog({ baseUrl: 'http://baton.test', apiKey: tenant.keys.audit, fetch: appFetch, now: svc.clock.now });
+    expect(report.ok).toBe(false);
+    expect(report.findings).toContainEqual(expect.objectContaining({ kind: 'missing', index: victim!.index }));
+    expect(report.findings).toContainEqual(expect.objectContaining({ kind: 'rewritten', index: changed!.index }));
+    // The listing's copy of the changed receipt is not the logged one either; nothing else is reported.
+    expect(report.findings).toContainEqual(expect.objectContaining({ kind: 'not-in-log', receiptId: changed!.id }));
+    expect(new Set(report.findings.map((f) => ('index' in f ? f.index : f.kind)))).toEqual(
+      new Set([victim!.index, changed!.index, 'not-in-log']),
+    );
+  });
+
+  it('reports a split view: a newer checkpoint of the same size with another root', async () => {
+    const trust = await trustOf(other);
+    await receipt(other.id, 1);
+    await receipt(other.id, 2);
+    await integrateOnce(integrator());
+    const real = await svc.call('GET', '/v1/log/checkpoint', { key: other.keys.audit });
+    const fake = signCheckpoint(svc.deps.signer, trust.origin, 2, new Uint8Array(32).fill(7));
+    const result = verifyCheckpointConsistency(real.body, fake, [], trust, svc.clock.now);
+    expect(result.consistent).toBe(false);
+    const report = await auditLog({
+      baseUrl: 'http://baton.test',
+      apiKey: other.keys.audit,
+      fetch: appFetch,
+      now: svc.clock.now,
+      previousCheckpoint: fake,
+    });
+    expect(report.findings.map((f) => f.kind)).toContain('split-view');
+  });
+});
+
+describe('the server', () => {
+  it('runs the integrator at its interval and stops it on close', async () => {
+    const config = loadConfig({
+      DATABASE_URL: svc.url,
+      BATON_MASTER_KEY: Buffer.from(svc.deps.masterKey).toString('hex'),
+      BATON_ADMIN_KEY: svc.adminKey,
+      PORT: '0',
+      BATON_TLOG_INTERVAL_MS: '50',
+      BATON_TLOG_NAME: 'baton.test',
+    });
+    const server = await startServer(config, silentLogger, () => {});
+    const inLog = async (id: number) =>
+      (await rows<{ n: number }>(svc.store.db, sql`select count(*)::int as n from log_leaves where receipt_id = ${id}`))[0]!.n === 1;
+    let closed = false;
+    try {
+      const r = await receipt(tenant.id, 9000);
+      const until = Date.now() + 10_000;
+      while (!(await inLog(r.id)) && Date.now() < until) await new Promise((x) => setTimeout(x, 20));
+      expect(await inLog(r.id)).toBe(true);
+      await server.close();
+      closed = true;
+      const after = await receipt(tenant.id, 9001);
+      await new Promise((x) => setTimeout(x, 300));
+      expect(await inLog(after.id)).toBe(false);
+    } finally {
+      if (!closed) await server.close();
+    }
+    await integrateOnce(integrator());
+  });
+});
+
+describe('on PGlite', () => {
+  it('queues and integrates receipts the same way', { timeout: 120_000 }, async () => {
+    const lite = await freshPglite();
+    try {
+      const store: Store = lite.store;
+      const [t] = await rows<{ id: string }>(store.db, sql`insert into tenants (id, name) values ('ten_lite', 'lite') returning id`);
+      await store.db.execute(
+        sql`insert into service_keys (kid, public_key, encrypted_seed) values (${svc.deps.signer.kid}, 'pk', 'sealed')`,
+      );
+      for (let i = 0; i < 3; i++) await receipt(t!.id, i, store.db);
+      const round = await integrateOnce({ ...integrator(), store });
+      expect(round).toEqual({ locked: true, leaves: 3, tenants: 1 });
+      const [cp] = await rows<{ tree_size: number }>(store.db, sql`select tree_size::int from log_checkpoints`);
+      expect(cp?.tree_size).toBe(3);
+    } finally {
+      await lite.drop();
+    }
+  });
+});
