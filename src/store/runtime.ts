@@ -2,14 +2,15 @@
  * Block G: the runtime state no stateless verifier can keep, decided
  * atomically in PostgreSQL.
  *
- * One statement per verify: the SQL function baton_verify_count (migration
- * 0003_verify_statement) re-checks every mutable fact (API key active, root
- * still trusted, DRs stored and not revoked), detects a replay or a retry,
- * and checks the call and budget ceilings under row locks taken root to leaf;
- * only when all hold does it insert the invocation (its jti is the primary
- * key, so a replay cannot insert twice), increment the counted DRs and store
- * the allow's receipt, all in the one implicit transaction of the statement.
- * A refusal writes nothing. The function text explains the lock order.
+ * One statement per verify, shared with the verifies arriving at the same
+ * time (group commit, see verify-batch.ts): the SQL function
+ * baton_verify_item (migration 0004_verify_group_commit) re-checks every
+ * mutable fact (API key active, root still trusted, DRs stored and not
+ * revoked), detects a replay or a retry, and checks the call and budget
+ * ceilings under row locks; only when all hold does it insert the invocation
+ * (its jti is the primary key, so a replay cannot insert twice), increment
+ * the counted DRs and store the allow's receipt, in the transaction of the
+ * batch. A refusal writes nothing. The function text explains the lock order.
  *
  * It is called with a fixed SQL text through the driver (prepared once per
  * connection), never built per request.
@@ -18,6 +19,7 @@ import { and, eq, inArray } from 'drizzle-orm';
 import type { RecordHash } from '../protocol/hash.js';
 import type { Db, RawQuery } from './db.js';
 import { delegations, invocations, type ReceiptKind } from './schema/index.js';
+import { verifyBatcherOf } from './verify-batch.js';
 
 export interface ChainRuntimeState {
   readonly hash: string;
@@ -85,11 +87,7 @@ export async function readChainState(db: Db, tenantId: string, chain: readonly s
     .sort((a, b) => a.depth - b.depth);
 }
 
-const VERIFY_COUNT_SQL = 'select baton_verify_count($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) as r';
-// The violations travel as JSON text: a driver given a jsonb parameter would JSON-encode the text again.
-const RECORD_DENIAL_SQL = 'select baton_record_denial($1, $2, $3, $4, $5, $6, $7, $8, $9::text::jsonb, $10, $11, $12) as r';
-
-/** What baton_verify_count answers (jsonb): o = the outcome, s = [hash, calls_used, spend] per DR. */
+/** What baton_verify_item answers (jsonb): o = the outcome, s = [hash, calls_used, spend] per DR. */
 interface CountAnswer {
   readonly o: 'ALLOWED' | 'RETRY' | 'REPLAY_DETECTED' | 'UNTRUSTED_ROOT' | 'KEY_REVOKED' | 'RECEIPT_REVOKED' | 'BUNDLE_INCOMPLETE';
   readonly rid?: number;
@@ -103,14 +101,6 @@ interface BlockedAnswer {
   readonly h: string;
   readonly c: number | string;
   readonly sp: number | string;
-}
-
-/** The one jsonb value a hot-path statement returns (postgres.js and PGlite both parse jsonb). */
-async function answerOf<T>(query: RawQuery, text: string, params: readonly unknown[]): Promise<T> {
-  const [row] = await query(text, params);
-  const r = row?.['r'];
-  if (r === undefined || r === null) throw new Error('a hot-path statement returned no answer');
-  return (typeof r === 'string' ? JSON.parse(r) : r) as T;
 }
 
 /**
@@ -129,20 +119,23 @@ export async function countCallsAtomically(
   /** After this the caller no longer waits: the statement refuses to run or commit (SQLSTATE 57014). */
   deadline: Date,
 ): Promise<CountOutcome> {
-  const answer = await answerOf<CountAnswer | BlockedAnswer>(query, VERIFY_COUNT_SQL, [
-    deadline.toISOString(),
-    inv.tenantId,
-    inv.callerKeyId,
-    rootDid,
-    inv.drChain,
-    inv.jti,
-    inv.hash,
-    inv.jws,
-    inv.tool,
-    inv.estimatedMicros,
-    receipt.jws,
-    receipt.kid,
-  ]);
+  const answer = (await verifyBatcherOf(query).run(
+    {
+      k: 'a',
+      t: inv.tenantId,
+      key: inv.callerKeyId,
+      root: rootDid,
+      chain: inv.drChain,
+      jti: inv.jti,
+      hash: inv.hash,
+      jws: inv.jws,
+      tool: inv.tool,
+      est: inv.estimatedMicros,
+      rjws: receipt.jws,
+      rkid: receipt.kid,
+    },
+    deadline,
+  )) as unknown as CountAnswer | BlockedAnswer;
   const byHash = new Map(limits.map((l) => [l.hash, l]));
   const limitsOf = (hash: string): ChainLimits => byHash.get(hash) ?? { hash, depth: 0, maxCalls: null, maxSpendMicros: null };
   const stateOf = (s: CountAnswer['s']): ChainRuntimeState[] =>
@@ -189,20 +182,23 @@ export interface DenialToRecord {
  * stores nothing) when the API key was revoked since it was cached.
  */
 export async function recordDenial(query: RawQuery, d: DenialToRecord, deadline: Date): Promise<boolean> {
-  const answer = await answerOf<{ o: 'DENIED' | 'KEY_REVOKED' }>(query, RECORD_DENIAL_SQL, [
-    deadline.toISOString(),
-    d.tenantId,
-    d.callerKeyId,
-    d.jti,
-    d.invocationHash,
-    d.code,
-    d.block,
-    d.drChain,
-    JSON.stringify(d.violations),
-    d.receipt.subject,
-    d.receipt.jws,
-    d.receipt.kid,
-  ]);
+  const answer = await verifyBatcherOf(query).run(
+    {
+      k: 'd',
+      t: d.tenantId,
+      key: d.callerKeyId,
+      jti: d.jti,
+      ih: d.invocationHash,
+      code: d.code,
+      block: d.block,
+      chain: d.drChain,
+      v: d.violations,
+      subj: d.receipt.subject,
+      rjws: d.receipt.jws,
+      rkid: d.receipt.kid,
+    },
+    deadline,
+  );
   return answer.o === 'DENIED';
 }
 

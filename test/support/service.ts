@@ -9,7 +9,7 @@ import { createServiceDeps } from '../../src/service/deps.js';
 import { silentLogger } from '../../src/service/log.js';
 import type { ServiceDeps } from '../../src/service/types.js';
 import type { Store } from '../../src/store/db.js';
-import { freshDatabase } from '../setup/db.js';
+import { freshDatabase, freshPglite } from '../setup/db.js';
 import { T0 } from './chain.js';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
 
@@ -35,8 +35,10 @@ export interface TestService {
   close(): Promise<void>;
 }
 
-export async function startTestService(opts: { env?: Record<string, string>; pool?: number } = {}): Promise<TestService> {
-  const db = await freshDatabase({ max: opts.pool ?? 5 });
+export async function startTestService(
+  opts: { env?: Record<string, string>; pool?: number; driver?: 'postgres' | 'pglite' } = {},
+): Promise<TestService> {
+  const db = opts.driver === 'pglite' ? { ...(await freshPglite()), url: '' } : await freshDatabase({ max: opts.pool ?? 5 });
   const adminKey = `test-admin-${randomBytes(16).toString('hex')}`;
   const masterKey = randomBytes(32);
   const config = loadConfig({ BATON_ADMIN_KEY: adminKey, BATON_MASTER_KEY: masterKey.toString('hex'), ...opts.env });
