@@ -149,6 +149,7 @@ export async function verifyInvocation(
   bundle: unknown,
   deadline: Date = new Date(Date.now() + deps.config.verifyDeadlineMs),
 ): Promise<VerifyResponse> {
+  const started = performance.now();
   const db = deps.store.db;
   const now = deps.now();
   const dryRun = req.dry_run === true;
@@ -173,7 +174,7 @@ export async function verifyInvocation(
     ...(req.body !== undefined ? { body: req.body } : {}),
     ...(req.require_binding ? { requireBinding: true } : {}),
   });
-  if (!decision.valid) return refuse(deps, auth, tenantId, decision, dryRun, deadline);
+  if (!decision.valid) return refuse(deps, auth, tenantId, decision, dryRun, deadline, started);
 
   const inv = decision.invocation.payload;
   if (auth.toolServer !== null && inv.tool_server !== auth.toolServer) {
@@ -195,6 +196,7 @@ export async function verifyInvocation(
       ),
       dryRun,
       deadline,
+      started,
     );
   }
 
@@ -258,10 +260,14 @@ export async function verifyInvocation(
       deny([runtimeViolation(outcome, decision)], { invocation: decision.invocation, dr_chain: inv.dr_chain }),
       dryRun,
       deadline,
+      started,
     );
   }
   const retry = outcome.retry !== undefined;
-  if (!receipt) return allow(decision, outcome.state, null, true, retry, toCount.estimatedMicros);
+  if (!receipt) {
+    logDecision(deps, auth, tenantId, decision, { dryRun, codes: [retry ? 'RETRY' : 'ALLOWED'], receiptId: null, started });
+    return allow(decision, outcome.state, null, true, retry, toCount.estimatedMicros);
+  }
   const answered =
     typeof outcome.retry === 'object'
       ? { id: outcome.retry.receiptId, kid: outcome.retry.kid, jws: outcome.retry.jws }
@@ -270,7 +276,37 @@ export async function verifyInvocation(
         : undefined;
   if (!answered) throw new BatonError('INTERNAL', { message: 'A counted invocation came back without its receipt.' });
   metrics.observeDecision('allow', retry ? 'RETRY' : 'ALLOWED');
+  logDecision(deps, auth, tenantId, decision, { dryRun, codes: [retry ? 'RETRY' : 'ALLOWED'], receiptId: answered.id, started });
   return allow(decision, outcome.state, answered, false, retry, toCount.estimatedMicros);
+}
+
+/**
+ * The decision log: one structured event per verify decision on the log
+ * stream (info level), for operators and log pipelines. Built from what the
+ * decision already holds; no extra work on the hot path beyond one line.
+ */
+function logDecision(
+  deps: ServiceDeps,
+  auth: AuthContext,
+  tenantId: string,
+  decision: ChainDecision,
+  d: { dryRun: boolean; codes: readonly string[]; receiptId: number | null; started: number },
+): void {
+  const inv = decision.invocation?.payload;
+  const tool = inv?.args['tool'];
+  deps.log.info('verify decision', {
+    tenant_id: tenantId,
+    key_id: auth.keyId,
+    invoker: inv?.iss ?? null,
+    tool: typeof tool === 'string' ? tool : null,
+    jti: inv?.jti ?? null,
+    dr_chain: (decision.valid ? decision.context.dr_chain : decision.dr_chain) ?? inv?.dr_chain ?? [],
+    outcome: decision.valid ? 'allow' : 'deny',
+    codes: d.codes,
+    dry_run: d.dryRun,
+    receipt_id: d.receiptId,
+    ms: Math.round((performance.now() - d.started) * 10) / 10,
+  });
 }
 
 /** 401 for a key revoked since this node cached it; forgets it here too. */
@@ -451,7 +487,9 @@ async function refuse(
   decision: Extract<ChainDecision, { valid: false }>,
   dryRun: boolean,
   deadline: Date,
+  started: number,
 ): Promise<VerifyResponse> {
+  let receiptId: number | null = null;
   if (!dryRun) {
     const inv = decision.invocation;
     const subject = inv?.payload.jti ?? inv?.hash ?? 'unreadable-invocation';
@@ -477,9 +515,12 @@ async function refuse(
       },
       deadline,
     );
-    if (!recorded) throw keyRevoked(deps, auth);
+    if (recorded === null) throw keyRevoked(deps, auth);
+    receiptId = recorded;
   }
   metrics.observeDecision('deny', decision.error.code);
+  const codes = [...new Set([decision.error.code, ...decision.violations.map((v) => v.code)])];
+  logDecision(deps, auth, tenantId, decision, { dryRun, codes, receiptId, started });
   return { status: 403, body: { valid: false, error: decision.error, violations: decision.violations } };
 }
 

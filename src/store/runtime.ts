@@ -178,10 +178,11 @@ export interface DenialToRecord {
 }
 
 /**
- * Stores a refusal and its receipt in one statement. Returns false (and
- * stores nothing) when the API key was revoked since it was cached.
+ * Stores a refusal and its receipt in one statement. Returns the receipt's
+ * id, or null (and stores nothing) when the API key was revoked since it was
+ * cached.
  */
-export async function recordDenial(query: RawQuery, d: DenialToRecord, deadline: Date): Promise<boolean> {
+export async function recordDenial(query: RawQuery, d: DenialToRecord, deadline: Date): Promise<number | null> {
   const answer = await verifyBatcherOf(query).run(
     {
       k: 'd',
@@ -199,7 +200,7 @@ export async function recordDenial(query: RawQuery, d: DenialToRecord, deadline:
     },
     deadline,
   );
-  return answer.o === 'DENIED';
+  return answer.o === 'DENIED' ? Number(answer['rid']) : null;
 }
 
 /**

@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { loadConfig } from '../../src/config.js';
 import { createApp } from '../../src/service/app.js';
 import { createServiceDeps } from '../../src/service/deps.js';
-import { silentLogger } from '../../src/service/log.js';
+import { silentLogger, type Logger } from '../../src/service/log.js';
 import type { ServiceDeps } from '../../src/service/types.js';
 import type { Store } from '../../src/store/db.js';
 import { freshDatabase, freshPglite } from '../setup/db.js';
@@ -36,14 +36,14 @@ export interface TestService {
 }
 
 export async function startTestService(
-  opts: { env?: Record<string, string>; pool?: number; driver?: 'postgres' | 'pglite' } = {},
+  opts: { env?: Record<string, string>; pool?: number; driver?: 'postgres' | 'pglite'; log?: Logger } = {},
 ): Promise<TestService> {
   const db = opts.driver === 'pglite' ? { ...(await freshPglite()), url: '' } : await freshDatabase({ max: opts.pool ?? 5 });
   const adminKey = `test-admin-${randomBytes(16).toString('hex')}`;
   const masterKey = randomBytes(32);
   const config = loadConfig({ BATON_ADMIN_KEY: adminKey, BATON_MASTER_KEY: masterKey.toString('hex'), ...opts.env });
   const clock = { now: T0 };
-  const deps = await createServiceDeps({ store: db.store, config, log: silentLogger, masterKey, now: () => clock.now });
+  const deps = await createServiceDeps({ store: db.store, config, log: opts.log ?? silentLogger, masterKey, now: () => clock.now });
   const app = createApp(deps);
   return {
     app,
