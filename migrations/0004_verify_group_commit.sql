@@ -106,6 +106,10 @@ BEGIN
     RETURN blocked;
   END IF;
 
+  IF p_receipt_jws IS NULL THEN
+    -- The caller predicted a refusal and signed no allow receipt: it signs one and asks again.
+    RETURN jsonb_build_object('o', 'UNPREDICTED');
+  END IF;
   INSERT INTO invocations (tenant_id, jti, hash, jws, leaf_hash, dr_chain, tool, estimated_micros, caller_key_id)
   VALUES (p_tenant, p_jti, p_hash, p_jws, p_chain[cardinality(p_chain)], p_chain, p_tool, p_estimated, p_key_id)
   ON CONFLICT DO NOTHING;
@@ -166,9 +170,16 @@ BEGIN
 END;
 $$;
 --> statement-breakpoint
--- Items: {"k":"a", t, key, root, chain, jti, hash, jws, tool, est, rjws, rkid} for an allow to
+-- Items: {"k":"a", t, key, root, chain, jti, hash, jws, tool, est, rjws, rkid, deny?} for an allow to
 -- decide, {"k":"d", t, key, jti, ih, code, block, chain, v, subj, rjws, rkid} for a refusal to
 -- store. Answers, in item order: what the item functions answer.
+--
+-- A block-G refusal the service predicted (a DR whose max_calls it saw used up: calls_used never
+-- goes down) is stored by the same statement: the allow item then carries no allow receipt (rjws
+-- null) and deny = {code, h, v, rjws, rkid}, the refusal's receipt signed in advance. When the item
+-- is refused with that code by that DR, the refusal is stored with that receipt, v's first
+-- violation taking the calls_used the statement saw as `actual`, and the answer says "denied".
+-- Any other outcome is answered as usual (an allow as UNPREDICTED, nothing written).
 CREATE OR REPLACE FUNCTION "baton_verify_batch"("p_deadline" timestamptz, "p_items" jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -203,6 +214,11 @@ BEGIN
       answer := baton_verify_item(item->>'t', item->>'key', item->>'root',
         ARRAY(SELECT jsonb_array_elements_text(item->'chain')), item->>'jti', item->>'hash', item->>'jws',
         item->>'tool', (item->>'est')::bigint, item->>'rjws', item->>'rkid');
+      IF item ? 'deny' AND answer->>'o' = item->'deny'->>'code' AND answer->>'h' = item->'deny'->>'h' THEN
+        answer := answer || jsonb_build_object('denied', baton_denial_item(item->>'t', item->>'key', item->>'jti', item->>'hash',
+          answer->>'o', 'G', ARRAY(SELECT jsonb_array_elements_text(item->'chain')),
+          jsonb_set(item->'deny'->'v', '{0,actual}', answer->'c'), item->>'jti', item->'deny'->>'rjws', item->'deny'->>'rkid'));
+      END IF;
     ELSE
       answer := baton_denial_item(item->>'t', item->>'key', item->>'jti', item->>'ih', item->>'code', item->>'block',
         ARRAY(SELECT jsonb_array_elements_text(item->'chain')), item->'v', item->>'subj', item->>'rjws', item->>'rkid');

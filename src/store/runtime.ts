@@ -57,7 +57,15 @@ export type CountOutcome =
   /** The caller's API key was revoked since it was cached: a 401, nothing recorded. */
   | { readonly ok: false; readonly reason: 'KEY_REVOKED' }
   | { readonly ok: false; readonly reason: 'RECEIPT_REVOKED'; readonly hash: string }
-  | { readonly ok: false; readonly reason: 'CALLS_EXHAUSTED' | 'BUDGET_EXHAUSTED'; readonly state: ChainRuntimeState }
+  | {
+      readonly ok: false;
+      readonly reason: 'CALLS_EXHAUSTED' | 'BUDGET_EXHAUSTED';
+      readonly state: ChainRuntimeState;
+      /** Set when the refusal was predicted and stored by the statement itself: its receipt. */
+      readonly deniedReceiptId?: number;
+    }
+  /** A refusal was predicted, so no allow receipt was signed, but the invocation would be allowed: sign one and ask again. */
+  | { readonly ok: false; readonly reason: 'UNPREDICTED' }
   | { readonly ok: false; readonly reason: 'BUNDLE_INCOMPLETE'; readonly hash: string };
 
 /** Counters, budgets and revocation of a stored chain, root first. */
@@ -89,7 +97,8 @@ export async function readChainState(db: Db, tenantId: string, chain: readonly s
 
 /** What baton_verify_item answers (jsonb): o = the outcome, s = [hash, calls_used, spend] per DR. */
 interface CountAnswer {
-  readonly o: 'ALLOWED' | 'RETRY' | 'REPLAY_DETECTED' | 'UNTRUSTED_ROOT' | 'KEY_REVOKED' | 'RECEIPT_REVOKED' | 'BUNDLE_INCOMPLETE';
+  readonly o:
+    'ALLOWED' | 'RETRY' | 'REPLAY_DETECTED' | 'UNTRUSTED_ROOT' | 'KEY_REVOKED' | 'RECEIPT_REVOKED' | 'BUNDLE_INCOMPLETE' | 'UNPREDICTED';
   readonly rid?: number;
   readonly kid?: string;
   readonly jws?: string;
@@ -101,6 +110,17 @@ interface BlockedAnswer {
   readonly h: string;
   readonly c: number | string;
   readonly sp: number | string;
+  readonly denied?: { readonly o: string; readonly rid?: number | string };
+}
+
+/** A block-G refusal predicted from a fact that never reverts (a DR's max_calls used up), with its receipt signed in advance. */
+export interface PredictedDenial {
+  readonly code: 'CALLS_EXHAUSTED';
+  /** The DR predicted to refuse. */
+  readonly hash: string;
+  /** The violations to store; the statement sets the first one's `actual` to the calls_used it saw. */
+  readonly violations: unknown;
+  readonly receipt: { readonly jws: string; readonly kid: string };
 }
 
 /**
@@ -110,14 +130,19 @@ interface BlockedAnswer {
 export async function countCallsAtomically(
   query: RawQuery,
   inv: InvocationToCount,
-  /** Signed before the statement, stored by it: an allow is never committed without its receipt. */
-  receipt: { kind: ReceiptKind; jws: string; kid: string },
+  /**
+   * Signed before the statement, stored by it: an allow is never committed
+   * without its receipt. Null with a predicted refusal (an allow then
+   * answers UNPREDICTED).
+   */
+  receipt: { kind: ReceiptKind; jws: string; kid: string } | null,
   /** The chain's immutable limits (from a cache or a read); counters come from the statement. */
   limits: readonly ChainLimits[],
   /** Root of the chain, re-checked as trusted by the statement. */
   rootDid: string,
   /** After this the caller no longer waits: the statement refuses to run or commit (SQLSTATE 57014). */
   deadline: Date,
+  predicted?: PredictedDenial,
 ): Promise<CountOutcome> {
   const answer = (await verifyBatcherOf(query).run(
     {
@@ -131,8 +156,19 @@ export async function countCallsAtomically(
       jws: inv.jws,
       tool: inv.tool,
       est: inv.estimatedMicros,
-      rjws: receipt.jws,
-      rkid: receipt.kid,
+      rjws: receipt?.jws ?? null,
+      rkid: receipt?.kid ?? predicted?.receipt.kid ?? '',
+      ...(predicted
+        ? {
+            deny: {
+              code: predicted.code,
+              h: predicted.hash,
+              v: predicted.violations,
+              rjws: predicted.receipt.jws,
+              rkid: predicted.receipt.kid,
+            },
+          }
+        : {}),
     },
     deadline,
   )) as unknown as CountAnswer | BlockedAnswer;
@@ -153,6 +189,7 @@ export async function countCallsAtomically(
         ok: false,
         reason: answer.o,
         state: { ...limitsOf(answer.h), revoked: false, callsUsed: Number(answer.c), spendReservedMicros: Number(answer.sp) },
+        ...(answer.denied?.o === 'DENIED' ? { deniedReceiptId: Number(answer.denied.rid) } : {}),
       };
     case 'RECEIPT_REVOKED':
     case 'BUNDLE_INCOMPLETE':
@@ -160,6 +197,7 @@ export async function countCallsAtomically(
     case 'REPLAY_DETECTED':
     case 'UNTRUSTED_ROOT':
     case 'KEY_REVOKED':
+    case 'UNPREDICTED':
       return { ok: false, reason: answer.o };
   }
 }

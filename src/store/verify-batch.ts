@@ -32,8 +32,11 @@ export type BatchItem =
       readonly jws: string;
       readonly tool: string | null;
       readonly est: number;
-      readonly rjws: string;
+      /** Null when a refusal was predicted (deny): then an allow answers UNPREDICTED and writes nothing. */
+      readonly rjws: string | null;
       readonly rkid: string;
+      /** A predicted block-G refusal, stored by the same statement when it happens (see 0004). */
+      readonly deny?: { readonly code: string; readonly h: string; readonly v: unknown; readonly rjws: string; readonly rkid: string };
     }
   | {
       readonly k: 'd';
