@@ -9,13 +9,12 @@
  * deadline passed while queued is never sent.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { serve, type ServerType } from '@hono/node-server';
 import { and, count, eq, inArray, sql } from 'drizzle-orm';
 import { generateKeyPair } from '../../src/sdk/keys.js';
 import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
 import { delegations, denials, invocations, receipts } from '../../src/store/schema/index.js';
 import { VerifyBatcher, verifyBatcherOf, type BatchItem } from '../../src/store/verify-batch.js';
-import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+import { listenOnSocket, setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
 import { T0 } from '../support/chain.js';
 
 const ARGS = { tool: 'web_search', pii_access: false, write_access: false };
@@ -24,7 +23,7 @@ const POLICY = { allowed_tools: ['web_search'], max_calls: 1000 };
 describe('group commit over real sockets (PostgreSQL)', () => {
   let svc: TestService;
   let tenant: TestTenant;
-  let server: ServerType;
+  let server: Awaited<ReturnType<typeof listenOnSocket>> | undefined;
   let baseUrl: string;
   let otherVerifyKey: string;
 
@@ -37,14 +36,11 @@ describe('group commit over real sockets (PostgreSQL)', () => {
     });
     expect(k.status).toBe(201);
     otherVerifyKey = k.body.key as string;
-    server = await new Promise<ServerType>((resolve) => {
-      const s = serve({ fetch: svc.app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s));
-    });
-    const address = server.address();
-    baseUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+    server = await listenOnSocket(svc);
+    baseUrl = server.url;
   });
   afterAll(async () => {
-    await new Promise<void>((resolve) => server?.close(() => resolve()));
+    await server?.close();
     await svc?.close();
   });
 

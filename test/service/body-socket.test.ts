@@ -6,26 +6,22 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'node:http';
-import { serve, type ServerType } from '@hono/node-server';
-import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+import { listenOnSocket, setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
 
 const LIMIT = 4096;
 let svc: TestService;
 let tenant: TestTenant;
-let server: ServerType;
+let server: Awaited<ReturnType<typeof listenOnSocket>> | undefined;
 let port: number;
 
 beforeAll(async () => {
   svc = await startTestService({ env: { BATON_MAX_BODY_BYTES: String(LIMIT) } });
   tenant = await setupTenant(svc);
-  server = await new Promise<ServerType>((resolve) => {
-    const s = serve({ fetch: svc.app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s));
-  });
-  const address = server.address();
-  port = typeof address === 'object' && address ? address.port : 0;
+  server = await listenOnSocket(svc);
+  port = server.port;
 });
 afterAll(async () => {
-  await new Promise<void>((resolve) => server?.close(() => resolve()));
+  await server?.close();
   await svc?.close();
 });
 

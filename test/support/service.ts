@@ -3,6 +3,7 @@
  * with app.request (real HTTP sockets are used where concurrency matters).
  */
 import { randomBytes } from 'node:crypto';
+import { serve, type ServerType } from '@hono/node-server';
 import { loadConfig } from '../../src/config.js';
 import { createApp } from '../../src/service/app.js';
 import { createServiceDeps } from '../../src/service/deps.js';
@@ -97,4 +98,14 @@ export async function setupTenant(svc: TestService, name = 'acme'): Promise<Test
     keys[scope] = k.body.key as string;
   }
   return { id, root, keys: keys as TestTenant['keys'] };
+}
+
+/** The app on a real socket (127.0.0.1, a free port), for tests where concurrency or the Node request path matters. */
+export async function listenOnSocket(svc: TestService): Promise<{ url: string; port: number; close(): Promise<void> }> {
+  const server = await new Promise<ServerType>((resolve) => {
+    const s = serve({ fetch: svc.app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s));
+  });
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : 0;
+  return { url: `http://127.0.0.1:${port}`, port, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
 }
