@@ -192,21 +192,24 @@ BEGIN
   -- Lock waits end at the deadline too (55P03, also a 503).
   PERFORM set_config('lock_timeout', greatest(1, ceil(extract(epoch FROM left_) * 1000))::bigint::text, true);
 
-  -- Every DR any allow of the batch names, locked in the one global order (see above).
-  PERFORM 1 FROM delegations d
-    JOIN (SELECT DISTINCT i->>'t' AS tenant, c.hash
-            FROM jsonb_array_elements(p_items) i, jsonb_array_elements_text(i->'chain') c(hash)
-           WHERE i->>'k' = 'a') w ON d.tenant_id = w.tenant AND d.hash = w.hash
-   WHERE d.max_calls IS NULL AND d.max_spend_micros IS NULL
-   ORDER BY d.depth, d.hash, d.tenant_id
-     FOR SHARE OF d;
-  PERFORM 1 FROM delegations d
-    JOIN (SELECT DISTINCT i->>'t' AS tenant, c.hash
-            FROM jsonb_array_elements(p_items) i, jsonb_array_elements_text(i->'chain') c(hash)
-           WHERE i->>'k' = 'a') w ON d.tenant_id = w.tenant AND d.hash = w.hash
-   WHERE d.max_calls IS NOT NULL OR d.max_spend_micros IS NOT NULL
-   ORDER BY d.depth, d.hash, d.tenant_id
-     FOR NO KEY UPDATE OF d;
+  -- Every DR any allow of the batch names, locked in the one global order (see above). A lone
+  -- item locks its own chain in that order itself, so it skips these two queries.
+  IF jsonb_array_length(p_items) > 1 THEN
+    PERFORM 1 FROM delegations d
+      JOIN (SELECT DISTINCT i->>'t' AS tenant, c.hash
+              FROM jsonb_array_elements(p_items) i, jsonb_array_elements_text(i->'chain') c(hash)
+             WHERE i->>'k' = 'a') w ON d.tenant_id = w.tenant AND d.hash = w.hash
+     WHERE d.max_calls IS NULL AND d.max_spend_micros IS NULL
+     ORDER BY d.depth, d.hash, d.tenant_id
+       FOR SHARE OF d;
+    PERFORM 1 FROM delegations d
+      JOIN (SELECT DISTINCT i->>'t' AS tenant, c.hash
+              FROM jsonb_array_elements(p_items) i, jsonb_array_elements_text(i->'chain') c(hash)
+             WHERE i->>'k' = 'a') w ON d.tenant_id = w.tenant AND d.hash = w.hash
+     WHERE d.max_calls IS NOT NULL OR d.max_spend_micros IS NOT NULL
+     ORDER BY d.depth, d.hash, d.tenant_id
+       FOR NO KEY UPDATE OF d;
+  END IF;
 
   FOR item IN SELECT value FROM jsonb_array_elements(p_items)
   LOOP
