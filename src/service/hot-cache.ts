@@ -43,6 +43,8 @@ const MAX_TENANTS = 10_000;
 
 export class HotPathCache {
   readonly #delegations = new BoundedMap<StoredDelegation>(MAX_DELEGATIONS);
+  /** DRs whose max_calls the statement found used up: calls_used never goes down, so this stays true. */
+  readonly #exhausted = new BoundedMap<true>(MAX_DELEGATIONS);
   /** Trusted root DIDs per tenant as last read: a DID missing here is read again. */
   readonly #roots = new BoundedMap<ReadonlySet<string>>(MAX_TENANTS);
 
@@ -66,6 +68,15 @@ export class HotPathCache {
       if (!dr.revoked) this.#delegations.set(`${tenantId} ${hash}`, dr);
     }
     return out;
+  }
+
+  /** Whether the statement refused `hash` for its max_calls (used only to predict, never to decide). */
+  isExhausted(tenantId: string, hash: string): boolean {
+    return this.#exhausted.get(`${tenantId} ${hash}`) === true;
+  }
+
+  markExhausted(tenantId: string, hash: string): void {
+    this.#exhausted.set(`${tenantId} ${hash}`, true);
   }
 
   /** Forgets a DR the statement found revoked, so the next verify refuses it before the statement. */

@@ -31,6 +31,8 @@ import {
   predictCount,
   recordDenial,
   type ChainLimits,
+  type DenialToRecord,
+  type PredictedDenial,
   type ChainRuntimeState,
   type CountOutcome,
 } from '../store/runtime.js';
@@ -149,6 +151,7 @@ export async function verifyInvocation(
   bundle: unknown,
   deadline: Date = new Date(Date.now() + deps.config.verifyDeadlineMs),
 ): Promise<VerifyResponse> {
+  const started = performance.now();
   const db = deps.store.db;
   const now = deps.now();
   const dryRun = req.dry_run === true;
@@ -173,7 +176,7 @@ export async function verifyInvocation(
     ...(req.body !== undefined ? { body: req.body } : {}),
     ...(req.require_binding ? { requireBinding: true } : {}),
   });
-  if (!decision.valid) return refuse(deps, auth, tenantId, decision, dryRun, deadline);
+  if (!decision.valid) return refuse(deps, auth, tenantId, decision, dryRun, deadline, started);
 
   const inv = decision.invocation.payload;
   if (auth.toolServer !== null && inv.tool_server !== auth.toolServer) {
@@ -195,6 +198,7 @@ export async function verifyInvocation(
       ),
       dryRun,
       deadline,
+      started,
     );
   }
 
@@ -221,47 +225,55 @@ export async function verifyInvocation(
     estimatedMicros: estimatedMicros(inv.args),
     callerKeyId: auth.keyId,
   };
-  const receipt = dryRun
-    ? undefined
-    : signReceipt(deps.signer, {
-        tenantId,
-        kind: 'invocation.allowed',
-        subject: inv.jti,
-        now,
-        data: {
-          invocation_hash: decision.invocation.hash,
-          dr_chain: inv.dr_chain,
-          tool: decision.context.tool,
-          tool_server: inv.tool_server,
-          caller_key_id: auth.keyId,
-          estimated_micros: toCount.estimatedMicros,
-        },
-      });
-  const outcome = receipt
-    ? await countCallsAtomically(
-        deps.store.query,
-        toCount,
-        receipt,
-        chainLimits(decision.delegations),
-        decision.delegations[0]!.payload.iss,
-        deadline,
-      )
-    : await predictCount(db, toCount, unstoredState(decision.delegations, stored));
+  const signAllow = () =>
+    signReceipt(deps.signer, {
+      tenantId,
+      kind: 'invocation.allowed',
+      subject: inv.jti,
+      now,
+      data: {
+        invocation_hash: decision.invocation.hash,
+        dr_chain: inv.dr_chain,
+        tool: decision.context.tool,
+        tool_server: inv.tool_server,
+        caller_key_id: auth.keyId,
+        estimated_micros: toCount.estimatedMicros,
+      },
+    });
+  const limits = chainLimits(decision.delegations);
+  const refusal = (outcome: Parameters<typeof runtimeViolation>[0]) =>
+    deny([runtimeViolation(outcome, decision)], { invocation: decision.invocation, dr_chain: inv.dr_chain });
+  // A chain through a DR whose max_calls this node saw used up (calls_used never goes down):
+  // sign the refusal's receipt instead of an allow's, so the statement stores the refusal
+  // itself. The statement still decides; an allow then costs a second statement.
+  const exhausted = dryRun ? undefined : limits.find((l) => l.maxCalls !== null && cache.isExhausted(tenantId, l.hash));
+  const predicted = exhausted && predictedDenial(deps, auth, tenantId, refusal(exhaustedAt(exhausted)), exhausted.hash);
+  let receipt = dryRun || predicted ? undefined : signAllow();
+  const count = () =>
+    countCallsAtomically(deps.store.query, toCount, receipt ?? null, limits, decision.delegations[0]!.payload.iss, deadline, predicted);
+  let outcome = dryRun ? await predictCount(db, toCount, unstoredState(decision.delegations, stored)) : await count();
+  if (!outcome.ok && outcome.reason === 'UNPREDICTED') {
+    receipt = signAllow();
+    outcome = await count();
+  }
   if (!outcome.ok) {
     if (outcome.reason === 'KEY_REVOKED') throw keyRevoked(deps, auth);
+    if (outcome.reason === 'UNPREDICTED')
+      throw new BatonError('INTERNAL', { message: 'A verify signed for its allow was refused as unpredicted.' });
     if (outcome.reason === 'UNTRUSTED_ROOT') cache.forgetRoots(tenantId);
     if (outcome.reason === 'RECEIPT_REVOKED') cache.forgetDelegation(tenantId, outcome.hash);
-    return refuse(
-      deps,
-      auth,
-      tenantId,
-      deny([runtimeViolation(outcome, decision)], { invocation: decision.invocation, dr_chain: inv.dr_chain }),
-      dryRun,
-      deadline,
-    );
+    if (outcome.reason === 'CALLS_EXHAUSTED' && !dryRun) cache.markExhausted(tenantId, outcome.state.hash);
+    const denial = refusal(outcome);
+    if ('deniedReceiptId' in outcome && outcome.deniedReceiptId !== undefined) {
+      return refused(deps, auth, tenantId, denial, { dryRun, receiptId: outcome.deniedReceiptId, started });
+    }
+    return refuse(deps, auth, tenantId, denial, dryRun, deadline, started);
   }
   const retry = outcome.retry !== undefined;
-  if (!receipt) return allow(decision, outcome.state, null, true, retry, toCount.estimatedMicros);
+  if (dryRun || !receipt) {
+    logDecision(deps, auth, tenantId, decision, { dryRun, codes: [retry ? 'RETRY' : 'ALLOWED'], receiptId: null, started });
+    return allow(decision, outcome.state, null, true, retry, toCount.estimatedMicros);
+  }
   const answered =
     typeof outcome.retry === 'object'
       ? { id: outcome.retry.receiptId, kid: outcome.retry.kid, jws: outcome.retry.jws }
@@ -270,7 +282,37 @@ export async function verifyInvocation(
         : undefined;
   if (!answered) throw new BatonError('INTERNAL', { message: 'A counted invocation came back without its receipt.' });
   metrics.observeDecision('allow', retry ? 'RETRY' : 'ALLOWED');
+  logDecision(deps, auth, tenantId, decision, { dryRun, codes: [retry ? 'RETRY' : 'ALLOWED'], receiptId: answered.id, started });
   return allow(decision, outcome.state, answered, false, retry, toCount.estimatedMicros);
+}
+
+/**
+ * The decision log: one structured event per verify decision on the log
+ * stream (info level), for operators and log pipelines. Built from what the
+ * decision already holds; no extra work on the hot path beyond one line.
+ */
+function logDecision(
+  deps: ServiceDeps,
+  auth: AuthContext,
+  tenantId: string,
+  decision: ChainDecision,
+  d: { dryRun: boolean; codes: readonly string[]; receiptId: number | null; started: number },
+): void {
+  const inv = decision.invocation?.payload;
+  const tool = inv?.args['tool'];
+  deps.log.info('verify decision', {
+    tenant_id: tenantId,
+    key_id: auth.keyId,
+    invoker: inv?.iss ?? null,
+    tool: typeof tool === 'string' ? tool : null,
+    jti: inv?.jti ?? null,
+    dr_chain: (decision.valid ? decision.context.dr_chain : decision.dr_chain) ?? inv?.dr_chain ?? [],
+    outcome: decision.valid ? 'allow' : 'deny',
+    codes: d.codes,
+    dry_run: d.dryRun,
+    receipt_id: d.receiptId,
+    ms: Math.round((performance.now() - d.started) * 10) / 10,
+  });
 }
 
 /** 401 for a key revoked since this node cached it; forgets it here too. */
@@ -329,7 +371,7 @@ function estimatedMicros(args: Record<string, unknown>): number {
 }
 
 function runtimeViolation(
-  outcome: Exclude<CountOutcome, { ok: true } | { reason: 'KEY_REVOKED' }>,
+  outcome: Exclude<CountOutcome, { ok: true } | { reason: 'KEY_REVOKED' | 'UNPREDICTED' }>,
   decision: Extract<ChainDecision, { valid: true }>,
 ): Violation {
   const indexOf = (hash: string) => decision.delegations.findIndex((d) => d.hash === hash);
@@ -451,36 +493,79 @@ async function refuse(
   decision: Extract<ChainDecision, { valid: false }>,
   dryRun: boolean,
   deadline: Date,
+  started: number,
 ): Promise<VerifyResponse> {
+  let receiptId: number | null = null;
   if (!dryRun) {
-    const inv = decision.invocation;
-    const subject = inv?.payload.jti ?? inv?.hash ?? 'unreadable-invocation';
-    const receipt = signReceipt(deps.signer, {
-      tenantId,
-      kind: 'invocation.denied',
-      subject,
-      now: deps.now(),
-      data: { code: decision.error.code, block: decision.error.block, dr_chain: decision.dr_chain ?? [], caller_key_id: auth.keyId },
-    });
-    const recorded = await recordDenial(
-      deps.store.query,
-      {
-        tenantId,
-        callerKeyId: auth.keyId,
-        jti: inv?.payload.jti ?? null,
-        invocationHash: inv?.hash ?? null,
-        code: decision.error.code,
-        block: blockOf(decision.error.code as ErrorCode) ?? null,
-        drChain: decision.dr_chain ?? [],
-        violations: storableJson(decision.violations),
-        receipt: { subject, jws: receipt.jws, kid: receipt.kid },
-      },
-      deadline,
-    );
-    if (!recorded) throw keyRevoked(deps, auth);
+    const recorded = await recordDenial(deps.store.query, denialToRecord(deps, auth, tenantId, decision), deadline);
+    if (recorded === null) throw keyRevoked(deps, auth);
+    receiptId = recorded;
   }
+  return refused(deps, auth, tenantId, decision, { dryRun, receiptId, started });
+}
+
+/** The answer to a deny already recorded (or a dry run's). */
+function refused(
+  deps: ServiceDeps,
+  auth: AuthContext,
+  tenantId: string,
+  decision: Extract<ChainDecision, { valid: false }>,
+  d: { dryRun: boolean; receiptId: number | null; started: number },
+): VerifyResponse {
   metrics.observeDecision('deny', decision.error.code);
+  const codes = [...new Set([decision.error.code, ...decision.violations.map((v) => v.code)])];
+  logDecision(deps, auth, tenantId, decision, { ...d, codes });
   return { status: 403, body: { valid: false, error: decision.error, violations: decision.violations } };
+}
+
+/** A deny as stored: the denial row and its signed receipt. */
+function denialToRecord(
+  deps: ServiceDeps,
+  auth: AuthContext,
+  tenantId: string,
+  decision: Extract<ChainDecision, { valid: false }>,
+): DenialToRecord {
+  const inv = decision.invocation;
+  const subject = inv?.payload.jti ?? inv?.hash ?? 'unreadable-invocation';
+  const receipt = signReceipt(deps.signer, {
+    tenantId,
+    kind: 'invocation.denied',
+    subject,
+    now: deps.now(),
+    data: { code: decision.error.code, block: decision.error.block, dr_chain: decision.dr_chain ?? [], caller_key_id: auth.keyId },
+  });
+  return {
+    tenantId,
+    callerKeyId: auth.keyId,
+    jti: inv?.payload.jti ?? null,
+    invocationHash: inv?.hash ?? null,
+    code: decision.error.code,
+    block: blockOf(decision.error.code as ErrorCode) ?? null,
+    drChain: decision.dr_chain ?? [],
+    violations: storableJson(decision.violations),
+    receipt: { subject, jws: receipt.jws, kid: receipt.kid },
+  };
+}
+
+/** CALLS_EXHAUSTED of `limits` as predicted; the statement supplies the calls_used it finds. */
+function exhaustedAt(limits: ChainLimits): Extract<CountOutcome, { reason: 'CALLS_EXHAUSTED' | 'BUDGET_EXHAUSTED' }> {
+  return {
+    ok: false,
+    reason: 'CALLS_EXHAUSTED',
+    state: { ...limits, revoked: false, callsUsed: limits.maxCalls ?? 0, spendReservedMicros: 0 },
+  };
+}
+
+/** The predicted refusal, signed now, for the statement to store if it refuses so. */
+function predictedDenial(
+  deps: ServiceDeps,
+  auth: AuthContext,
+  tenantId: string,
+  decision: Extract<ChainDecision, { valid: false }>,
+  hash: string,
+): PredictedDenial {
+  const record = denialToRecord(deps, auth, tenantId, decision);
+  return { code: 'CALLS_EXHAUSTED', hash, violations: record.violations, receipt: record.receipt };
 }
 
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;

@@ -2,14 +2,15 @@
  * Block G: the runtime state no stateless verifier can keep, decided
  * atomically in PostgreSQL.
  *
- * One statement per verify: the SQL function baton_verify_count (migration
- * 0003_verify_statement) re-checks every mutable fact (API key active, root
- * still trusted, DRs stored and not revoked), detects a replay or a retry,
- * and checks the call and budget ceilings under row locks taken root to leaf;
- * only when all hold does it insert the invocation (its jti is the primary
- * key, so a replay cannot insert twice), increment the counted DRs and store
- * the allow's receipt, all in the one implicit transaction of the statement.
- * A refusal writes nothing. The function text explains the lock order.
+ * One statement per verify, shared with the verifies arriving at the same
+ * time (group commit, see verify-batch.ts): the SQL function
+ * baton_verify_item (migration 0004_verify_group_commit) re-checks every
+ * mutable fact (API key active, root still trusted, DRs stored and not
+ * revoked), detects a replay or a retry, and checks the call and budget
+ * ceilings under row locks; only when all hold does it insert the invocation
+ * (its jti is the primary key, so a replay cannot insert twice), increment
+ * the counted DRs and store the allow's receipt, in the transaction of the
+ * batch. A refusal writes nothing. The function text explains the lock order.
  *
  * It is called with a fixed SQL text through the driver (prepared once per
  * connection), never built per request.
@@ -18,6 +19,7 @@ import { and, eq, inArray } from 'drizzle-orm';
 import type { RecordHash } from '../protocol/hash.js';
 import type { Db, RawQuery } from './db.js';
 import { delegations, invocations, type ReceiptKind } from './schema/index.js';
+import { verifyBatcherOf } from './verify-batch.js';
 
 export interface ChainRuntimeState {
   readonly hash: string;
@@ -55,7 +57,15 @@ export type CountOutcome =
   /** The caller's API key was revoked since it was cached: a 401, nothing recorded. */
   | { readonly ok: false; readonly reason: 'KEY_REVOKED' }
   | { readonly ok: false; readonly reason: 'RECEIPT_REVOKED'; readonly hash: string }
-  | { readonly ok: false; readonly reason: 'CALLS_EXHAUSTED' | 'BUDGET_EXHAUSTED'; readonly state: ChainRuntimeState }
+  | {
+      readonly ok: false;
+      readonly reason: 'CALLS_EXHAUSTED' | 'BUDGET_EXHAUSTED';
+      readonly state: ChainRuntimeState;
+      /** Set when the refusal was predicted and stored by the statement itself: its receipt. */
+      readonly deniedReceiptId?: number;
+    }
+  /** A refusal was predicted, so no allow receipt was signed, but the invocation would be allowed: sign one and ask again. */
+  | { readonly ok: false; readonly reason: 'UNPREDICTED' }
   | { readonly ok: false; readonly reason: 'BUNDLE_INCOMPLETE'; readonly hash: string };
 
 /** Counters, budgets and revocation of a stored chain, root first. */
@@ -85,13 +95,10 @@ export async function readChainState(db: Db, tenantId: string, chain: readonly s
     .sort((a, b) => a.depth - b.depth);
 }
 
-const VERIFY_COUNT_SQL = 'select baton_verify_count($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) as r';
-// The violations travel as JSON text: a driver given a jsonb parameter would JSON-encode the text again.
-const RECORD_DENIAL_SQL = 'select baton_record_denial($1, $2, $3, $4, $5, $6, $7, $8, $9::text::jsonb, $10, $11, $12) as r';
-
-/** What baton_verify_count answers (jsonb): o = the outcome, s = [hash, calls_used, spend] per DR. */
+/** What baton_verify_item answers (jsonb): o = the outcome, s = [hash, calls_used, spend] per DR. */
 interface CountAnswer {
-  readonly o: 'ALLOWED' | 'RETRY' | 'REPLAY_DETECTED' | 'UNTRUSTED_ROOT' | 'KEY_REVOKED' | 'RECEIPT_REVOKED' | 'BUNDLE_INCOMPLETE';
+  readonly o:
+    'ALLOWED' | 'RETRY' | 'REPLAY_DETECTED' | 'UNTRUSTED_ROOT' | 'KEY_REVOKED' | 'RECEIPT_REVOKED' | 'BUNDLE_INCOMPLETE' | 'UNPREDICTED';
   readonly rid?: number;
   readonly kid?: string;
   readonly jws?: string;
@@ -103,14 +110,17 @@ interface BlockedAnswer {
   readonly h: string;
   readonly c: number | string;
   readonly sp: number | string;
+  readonly denied?: { readonly o: string; readonly rid?: number | string };
 }
 
-/** The one jsonb value a hot-path statement returns (postgres.js and PGlite both parse jsonb). */
-async function answerOf<T>(query: RawQuery, text: string, params: readonly unknown[]): Promise<T> {
-  const [row] = await query(text, params);
-  const r = row?.['r'];
-  if (r === undefined || r === null) throw new Error('a hot-path statement returned no answer');
-  return (typeof r === 'string' ? JSON.parse(r) : r) as T;
+/** A block-G refusal predicted from a fact that never reverts (a DR's max_calls used up), with its receipt signed in advance. */
+export interface PredictedDenial {
+  readonly code: 'CALLS_EXHAUSTED';
+  /** The DR predicted to refuse. */
+  readonly hash: string;
+  /** The violations to store; the statement sets the first one's `actual` to the calls_used it saw. */
+  readonly violations: unknown;
+  readonly receipt: { readonly jws: string; readonly kid: string };
 }
 
 /**
@@ -120,29 +130,48 @@ async function answerOf<T>(query: RawQuery, text: string, params: readonly unkno
 export async function countCallsAtomically(
   query: RawQuery,
   inv: InvocationToCount,
-  /** Signed before the statement, stored by it: an allow is never committed without its receipt. */
-  receipt: { kind: ReceiptKind; jws: string; kid: string },
+  /**
+   * Signed before the statement, stored by it: an allow is never committed
+   * without its receipt. Null with a predicted refusal (an allow then
+   * answers UNPREDICTED).
+   */
+  receipt: { kind: ReceiptKind; jws: string; kid: string } | null,
   /** The chain's immutable limits (from a cache or a read); counters come from the statement. */
   limits: readonly ChainLimits[],
   /** Root of the chain, re-checked as trusted by the statement. */
   rootDid: string,
   /** After this the caller no longer waits: the statement refuses to run or commit (SQLSTATE 57014). */
   deadline: Date,
+  predicted?: PredictedDenial,
 ): Promise<CountOutcome> {
-  const answer = await answerOf<CountAnswer | BlockedAnswer>(query, VERIFY_COUNT_SQL, [
-    deadline.toISOString(),
-    inv.tenantId,
-    inv.callerKeyId,
-    rootDid,
-    inv.drChain,
-    inv.jti,
-    inv.hash,
-    inv.jws,
-    inv.tool,
-    inv.estimatedMicros,
-    receipt.jws,
-    receipt.kid,
-  ]);
+  const answer = (await verifyBatcherOf(query).run(
+    {
+      k: 'a',
+      t: inv.tenantId,
+      key: inv.callerKeyId,
+      root: rootDid,
+      chain: inv.drChain,
+      jti: inv.jti,
+      hash: inv.hash,
+      jws: inv.jws,
+      tool: inv.tool,
+      est: inv.estimatedMicros,
+      rjws: receipt?.jws ?? null,
+      rkid: receipt?.kid ?? predicted?.receipt.kid ?? '',
+      ...(predicted
+        ? {
+            deny: {
+              code: predicted.code,
+              h: predicted.hash,
+              v: predicted.violations,
+              rjws: predicted.receipt.jws,
+              rkid: predicted.receipt.kid,
+            },
+          }
+        : {}),
+    },
+    deadline,
+  )) as unknown as CountAnswer | BlockedAnswer;
   const byHash = new Map(limits.map((l) => [l.hash, l]));
   const limitsOf = (hash: string): ChainLimits => byHash.get(hash) ?? { hash, depth: 0, maxCalls: null, maxSpendMicros: null };
   const stateOf = (s: CountAnswer['s']): ChainRuntimeState[] =>
@@ -160,6 +189,7 @@ export async function countCallsAtomically(
         ok: false,
         reason: answer.o,
         state: { ...limitsOf(answer.h), revoked: false, callsUsed: Number(answer.c), spendReservedMicros: Number(answer.sp) },
+        ...(answer.denied?.o === 'DENIED' ? { deniedReceiptId: Number(answer.denied.rid) } : {}),
       };
     case 'RECEIPT_REVOKED':
     case 'BUNDLE_INCOMPLETE':
@@ -167,6 +197,7 @@ export async function countCallsAtomically(
     case 'REPLAY_DETECTED':
     case 'UNTRUSTED_ROOT':
     case 'KEY_REVOKED':
+    case 'UNPREDICTED':
       return { ok: false, reason: answer.o };
   }
 }
@@ -185,25 +216,29 @@ export interface DenialToRecord {
 }
 
 /**
- * Stores a refusal and its receipt in one statement. Returns false (and
- * stores nothing) when the API key was revoked since it was cached.
+ * Stores a refusal and its receipt in one statement. Returns the receipt's
+ * id, or null (and stores nothing) when the API key was revoked since it was
+ * cached.
  */
-export async function recordDenial(query: RawQuery, d: DenialToRecord, deadline: Date): Promise<boolean> {
-  const answer = await answerOf<{ o: 'DENIED' | 'KEY_REVOKED' }>(query, RECORD_DENIAL_SQL, [
-    deadline.toISOString(),
-    d.tenantId,
-    d.callerKeyId,
-    d.jti,
-    d.invocationHash,
-    d.code,
-    d.block,
-    d.drChain,
-    JSON.stringify(d.violations),
-    d.receipt.subject,
-    d.receipt.jws,
-    d.receipt.kid,
-  ]);
-  return answer.o === 'DENIED';
+export async function recordDenial(query: RawQuery, d: DenialToRecord, deadline: Date): Promise<number | null> {
+  const answer = await verifyBatcherOf(query).run(
+    {
+      k: 'd',
+      t: d.tenantId,
+      key: d.callerKeyId,
+      jti: d.jti,
+      ih: d.invocationHash,
+      code: d.code,
+      block: d.block,
+      chain: d.drChain,
+      v: d.violations,
+      subj: d.receipt.subject,
+      rjws: d.receipt.jws,
+      rkid: d.receipt.kid,
+    },
+    deadline,
+  );
+  return answer.o === 'DENIED' ? Number(answer['rid']) : null;
 }
 
 /**

@@ -5,30 +5,26 @@
  * allowed, and the stored counters must equal the stored invocations.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { serve, type ServerType } from '@hono/node-server';
 import { and, count, eq, sql } from 'drizzle-orm';
 import { generateKeyPair } from '../../src/sdk/keys.js';
 import { createInvocation, createRootDelegation, createSubDelegation, makeBundle } from '../../src/sdk/records.js';
 import { delegations, invocations } from '../../src/store/schema/index.js';
-import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+import { listenOnSocket, setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
 import { T0 } from '../support/chain.js';
 
 let svc: TestService;
 let tenant: TestTenant;
-let server: ServerType;
+let server: Awaited<ReturnType<typeof listenOnSocket>> | undefined;
 let baseUrl: string;
 
 beforeAll(async () => {
   svc = await startTestService({ pool: 12 });
   tenant = await setupTenant(svc);
-  server = await new Promise<ServerType>((resolve) => {
-    const s = serve({ fetch: svc.app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s));
-  });
-  const address = server.address();
-  baseUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+  server = await listenOnSocket(svc);
+  baseUrl = server.url;
 });
 afterAll(async () => {
-  await new Promise<void>((resolve) => server?.close(() => resolve()));
+  await server?.close();
   await svc?.close();
 });
 

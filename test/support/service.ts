@@ -3,13 +3,14 @@
  * with app.request (real HTTP sockets are used where concurrency matters).
  */
 import { randomBytes } from 'node:crypto';
+import { serve, type ServerType } from '@hono/node-server';
 import { loadConfig } from '../../src/config.js';
 import { createApp } from '../../src/service/app.js';
 import { createServiceDeps } from '../../src/service/deps.js';
-import { silentLogger } from '../../src/service/log.js';
+import { silentLogger, type Logger } from '../../src/service/log.js';
 import type { ServiceDeps } from '../../src/service/types.js';
 import type { Store } from '../../src/store/db.js';
-import { freshDatabase } from '../setup/db.js';
+import { freshDatabase, freshPglite } from '../setup/db.js';
 import { T0 } from './chain.js';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
 
@@ -35,13 +36,15 @@ export interface TestService {
   close(): Promise<void>;
 }
 
-export async function startTestService(opts: { env?: Record<string, string>; pool?: number } = {}): Promise<TestService> {
-  const db = await freshDatabase({ max: opts.pool ?? 5 });
+export async function startTestService(
+  opts: { env?: Record<string, string>; pool?: number; driver?: 'postgres' | 'pglite'; log?: Logger } = {},
+): Promise<TestService> {
+  const db = opts.driver === 'pglite' ? { ...(await freshPglite()), url: '' } : await freshDatabase({ max: opts.pool ?? 5 });
   const adminKey = `test-admin-${randomBytes(16).toString('hex')}`;
   const masterKey = randomBytes(32);
   const config = loadConfig({ BATON_ADMIN_KEY: adminKey, BATON_MASTER_KEY: masterKey.toString('hex'), ...opts.env });
   const clock = { now: T0 };
-  const deps = await createServiceDeps({ store: db.store, config, log: silentLogger, masterKey, now: () => clock.now });
+  const deps = await createServiceDeps({ store: db.store, config, log: opts.log ?? silentLogger, masterKey, now: () => clock.now });
   const app = createApp(deps);
   return {
     app,
@@ -95,4 +98,14 @@ export async function setupTenant(svc: TestService, name = 'acme'): Promise<Test
     keys[scope] = k.body.key as string;
   }
   return { id, root, keys: keys as TestTenant['keys'] };
+}
+
+/** The app on a real socket (127.0.0.1, a free port), for tests where concurrency or the Node request path matters. */
+export async function listenOnSocket(svc: TestService): Promise<{ url: string; port: number; close(): Promise<void> }> {
+  const server = await new Promise<ServerType>((resolve) => {
+    const s = serve({ fetch: svc.app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s));
+  });
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : 0;
+  return { url: `http://127.0.0.1:${port}`, port, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
 }

@@ -1,0 +1,235 @@
+-- Group commit for /v1/verify: verifies that arrive together are decided in
+-- one transaction (one statement, one round trip, one WAL flush), each as if
+-- it ran alone after the ones before it in the batch.
+--
+-- baton_verify_item is the decision of one allow (what baton_verify_count did
+-- in 0003, without the deadline handling, which belongs to the transaction).
+-- baton_denial_item stores one refusal and its receipt.
+-- baton_verify_batch runs a batch:
+--   * deadline: p_deadline is the earliest deadline of the batch's requests;
+--     the batch refuses to start or commit after it (SQLSTATE 57014) and lock
+--     waits end at it (55P03), so no request is committed after its client
+--     stopped waiting;
+--   * locks: before deciding anything it locks every stored DR named by any
+--     allow of the batch, unmetered rows FOR SHARE then metered rows FOR NO
+--     KEY UPDATE, each set in (depth, hash, tenant) order. That is one global
+--     order (a single verify's chain has one DR per depth, so 0003's order by
+--     depth is the same order), so batches and single verifies never
+--     deadlock each other;
+--   * isolation of items, by ordered evaluation: the items are decided one
+--     after another, each seeing what the items before it wrote, as if each
+--     ran alone in that order. A refusal writes nothing (every check comes
+--     before the first write, and a check placed after the invocation insert
+--     must delete that row before it refuses), so it cannot change another
+--     item's outcome. No subtransactions: updating, in a subtransaction, a
+--     row its parent locked costs a MultiXact per row. An item that fails
+--     with an error aborts the whole batch, which commits nothing; the
+--     service then runs each of its items alone, so the failure stays with
+--     its own request;
+--   * every allow's receipt is inserted by its own item, so it commits with
+--     the invocation and the counters or not at all.
+CREATE OR REPLACE FUNCTION "baton_verify_item"(
+  "p_tenant" text,
+  "p_key_id" text,
+  "p_root_did" text,
+  "p_chain" text[],
+  "p_jti" text,
+  "p_hash" text,
+  "p_jws" text,
+  "p_tool" text,
+  "p_estimated" bigint,
+  "p_receipt_jws" text,
+  "p_receipt_kid" text
+) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+  r record;
+  found_ int := 0;
+  revoked_ text;
+  blocked jsonb;
+  metered text[] := '{}';
+  prior record;
+  state jsonb := '[]';
+  receipt_id bigint;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM api_keys WHERE id = p_key_id AND tenant_id = p_tenant AND revoked_at IS NULL) THEN
+    RETURN jsonb_build_object('o', 'KEY_REVOKED');
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM trusted_roots WHERE tenant_id = p_tenant AND did = p_root_did) THEN
+    RETURN jsonb_build_object('o', 'UNTRUSTED_ROOT');
+  END IF;
+
+  -- The same lock order as the batch (a no-op when the batch holds them already).
+  FOR r IN
+    SELECT hash, revoked_at IS NOT NULL AS revoked, calls_used, spend_reserved_micros FROM delegations
+     WHERE tenant_id = p_tenant AND hash = ANY (p_chain) AND max_calls IS NULL AND max_spend_micros IS NULL
+     ORDER BY depth, hash
+       FOR SHARE
+  LOOP
+    found_ := found_ + 1;
+    state := state || jsonb_build_array(jsonb_build_array(r.hash, r.calls_used, r.spend_reserved_micros));
+    IF r.revoked AND revoked_ IS NULL THEN revoked_ := r.hash; END IF;
+  END LOOP;
+  FOR r IN
+    SELECT hash, depth, revoked_at IS NOT NULL AS revoked, calls_used, max_calls, spend_reserved_micros, max_spend_micros
+      FROM delegations
+     WHERE tenant_id = p_tenant AND hash = ANY (p_chain) AND (max_calls IS NOT NULL OR max_spend_micros IS NOT NULL)
+     ORDER BY depth, hash
+       FOR NO KEY UPDATE
+  LOOP
+    found_ := found_ + 1;
+    metered := metered || r.hash;
+    -- The counters as they will be after this allow (the UPDATE below applies the same increments).
+    state := state || jsonb_build_array(jsonb_build_array(r.hash,
+      r.calls_used + CASE WHEN r.max_calls IS NULL THEN 0 ELSE 1 END,
+      r.spend_reserved_micros + CASE WHEN r.max_spend_micros IS NULL THEN 0 ELSE p_estimated END));
+    IF r.revoked AND revoked_ IS NULL THEN revoked_ := r.hash; END IF;
+    IF blocked IS NULL AND r.max_calls IS NOT NULL AND r.calls_used >= r.max_calls THEN
+      blocked := jsonb_build_object('o', 'CALLS_EXHAUSTED', 'h', r.hash, 'c', r.calls_used, 'sp', r.spend_reserved_micros);
+    ELSIF blocked IS NULL AND r.max_spend_micros IS NOT NULL AND r.spend_reserved_micros + p_estimated > r.max_spend_micros THEN
+      blocked := jsonb_build_object('o', 'BUDGET_EXHAUSTED', 'h', r.hash, 'c', r.calls_used, 'sp', r.spend_reserved_micros);
+    END IF;
+  END LOOP;
+  IF found_ < cardinality(p_chain) THEN
+    RETURN jsonb_build_object('o', 'BUNDLE_INCOMPLETE',
+      'h', (SELECT c FROM unnest(p_chain) c WHERE NOT EXISTS (SELECT 1 FROM delegations d WHERE d.tenant_id = p_tenant AND d.hash = c) LIMIT 1));
+  END IF;
+  IF revoked_ IS NOT NULL THEN
+    RETURN jsonb_build_object('o', 'RECEIPT_REVOKED', 'h', revoked_);
+  END IF;
+
+  SELECT hash, caller_key_id INTO prior FROM invocations WHERE tenant_id = p_tenant AND jti = p_jti;
+  IF FOUND THEN
+    RETURN baton_prior_use(p_tenant, p_key_id, p_chain, p_jti, p_hash, prior.hash, prior.caller_key_id);
+  END IF;
+  IF blocked IS NOT NULL THEN
+    RETURN blocked;
+  END IF;
+
+  IF p_receipt_jws IS NULL THEN
+    -- The caller predicted a refusal and signed no allow receipt: it signs one and asks again.
+    RETURN jsonb_build_object('o', 'UNPREDICTED');
+  END IF;
+  INSERT INTO invocations (tenant_id, jti, hash, jws, leaf_hash, dr_chain, tool, estimated_micros, caller_key_id)
+  VALUES (p_tenant, p_jti, p_hash, p_jws, p_chain[cardinality(p_chain)], p_chain, p_tool, p_estimated, p_key_id)
+  ON CONFLICT DO NOTHING;
+  IF NOT FOUND THEN
+    -- Another transaction stored the jti after our first look (and we waited for its commit).
+    SELECT hash, caller_key_id INTO prior FROM invocations WHERE tenant_id = p_tenant AND jti = p_jti;
+    RETURN baton_prior_use(p_tenant, p_key_id, p_chain, p_jti, p_hash, prior.hash, prior.caller_key_id);
+  END IF;
+
+  -- Plug-in point, after the replay insert and before the counters change: checks that may
+  -- refuse an allow in the same transaction, one call each:
+  --   * tool gate: rate limits, one-time approval consumption, tool catalog version;
+  --   * API key expiry.
+  -- A refusal here deletes the invocation inserted above (other items of the batch must not
+  -- see it) and returns its outcome; it must write nothing that outlives the refusal.
+
+  IF cardinality(metered) > 0 THEN
+    -- The rows are locked and their ceilings were checked above under the lock.
+    UPDATE delegations d
+       SET calls_used = d.calls_used + CASE WHEN d.max_calls IS NULL THEN 0 ELSE 1 END,
+           spend_reserved_micros = d.spend_reserved_micros + CASE WHEN d.max_spend_micros IS NULL THEN 0 ELSE p_estimated END
+     WHERE d.tenant_id = p_tenant AND d.hash = ANY (metered);
+  END IF;
+  INSERT INTO receipts (tenant_id, kind, subject, jws, kid)
+  VALUES (p_tenant, 'invocation.allowed', p_jti, p_receipt_jws, p_receipt_kid)
+  RETURNING id INTO receipt_id;
+  RETURN jsonb_build_object('o', 'ALLOWED', 'rid', receipt_id, 's', state);
+END;
+$$;
+--> statement-breakpoint
+-- One refusal and its receipt; nothing when the API key was revoked meanwhile (the caller answers 401).
+CREATE OR REPLACE FUNCTION "baton_denial_item"(
+  "p_tenant" text,
+  "p_key_id" text,
+  "p_jti" text,
+  "p_invocation_hash" text,
+  "p_code" text,
+  "p_block" text,
+  "p_chain" text[],
+  "p_violations" jsonb,
+  "p_subject" text,
+  "p_receipt_jws" text,
+  "p_receipt_kid" text
+) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+  receipt_id bigint;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM api_keys WHERE id = p_key_id AND tenant_id = p_tenant AND revoked_at IS NULL) THEN
+    RETURN jsonb_build_object('o', 'KEY_REVOKED');
+  END IF;
+  INSERT INTO denials (tenant_id, jti, invocation_hash, code, block, dr_chain, caller_key_id, violations)
+  VALUES (p_tenant, p_jti, p_invocation_hash, p_code, p_block, p_chain, p_key_id, p_violations);
+  INSERT INTO receipts (tenant_id, kind, subject, jws, kid)
+  VALUES (p_tenant, 'invocation.denied', p_subject, p_receipt_jws, p_receipt_kid)
+  RETURNING id INTO receipt_id;
+  RETURN jsonb_build_object('o', 'DENIED', 'rid', receipt_id);
+END;
+$$;
+--> statement-breakpoint
+-- Items: {"k":"a", t, key, root, chain, jti, hash, jws, tool, est, rjws, rkid, deny?} for an allow to
+-- decide, {"k":"d", t, key, jti, ih, code, block, chain, v, subj, rjws, rkid} for a refusal to
+-- store. Answers, in item order: what the item functions answer.
+--
+-- A block-G refusal the service predicted (a DR whose max_calls it saw used up: calls_used never
+-- goes down) is stored by the same statement: the allow item then carries no allow receipt (rjws
+-- null) and deny = {code, h, v, rjws, rkid}, the refusal's receipt signed in advance. When the item
+-- is refused with that code by that DR, the refusal is stored with that receipt, v's first
+-- violation taking the calls_used the statement saw as `actual`, and the answer says "denied".
+-- Any other outcome is answered as usual (an allow as UNPREDICTED, nothing written).
+CREATE OR REPLACE FUNCTION "baton_verify_batch"("p_deadline" timestamptz, "p_items" jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+  left_ interval;
+  item jsonb;
+  answer jsonb;
+  answers jsonb := '[]';
+BEGIN
+  left_ := baton_deadline_check(p_deadline, 'before the statement ran');
+  -- Lock waits end at the deadline too (55P03, also a 503).
+  PERFORM set_config('lock_timeout', greatest(1, ceil(extract(epoch FROM left_) * 1000))::bigint::text, true);
+
+  -- Every DR any allow of the batch names, locked in the one global order (see above). A lone
+  -- item locks its own chain in that order itself, so it skips these two queries.
+  IF jsonb_array_length(p_items) > 1 THEN
+    PERFORM 1 FROM delegations d
+      JOIN (SELECT DISTINCT i->>'t' AS tenant, c.hash
+              FROM jsonb_array_elements(p_items) i, jsonb_array_elements_text(i->'chain') c(hash)
+             WHERE i->>'k' = 'a') w ON d.tenant_id = w.tenant AND d.hash = w.hash
+     WHERE d.max_calls IS NULL AND d.max_spend_micros IS NULL
+     ORDER BY d.depth, d.hash, d.tenant_id
+       FOR SHARE OF d;
+    PERFORM 1 FROM delegations d
+      JOIN (SELECT DISTINCT i->>'t' AS tenant, c.hash
+              FROM jsonb_array_elements(p_items) i, jsonb_array_elements_text(i->'chain') c(hash)
+             WHERE i->>'k' = 'a') w ON d.tenant_id = w.tenant AND d.hash = w.hash
+     WHERE d.max_calls IS NOT NULL OR d.max_spend_micros IS NOT NULL
+     ORDER BY d.depth, d.hash, d.tenant_id
+       FOR NO KEY UPDATE OF d;
+  END IF;
+
+  FOR item IN SELECT value FROM jsonb_array_elements(p_items)
+  LOOP
+    IF item->>'k' = 'a' THEN
+      answer := baton_verify_item(item->>'t', item->>'key', item->>'root',
+        ARRAY(SELECT jsonb_array_elements_text(item->'chain')), item->>'jti', item->>'hash', item->>'jws',
+        item->>'tool', (item->>'est')::bigint, item->>'rjws', item->>'rkid');
+      IF item ? 'deny' AND answer->>'o' = item->'deny'->>'code' AND answer->>'h' = item->'deny'->>'h' THEN
+        answer := answer || jsonb_build_object('denied', baton_denial_item(item->>'t', item->>'key', item->>'jti', item->>'hash',
+          answer->>'o', 'G', ARRAY(SELECT jsonb_array_elements_text(item->'chain')),
+          jsonb_set(item->'deny'->'v', '{0,actual}', answer->'c'), item->>'jti', item->'deny'->>'rjws', item->'deny'->>'rkid'));
+      END IF;
+    ELSE
+      answer := baton_denial_item(item->>'t', item->>'key', item->>'jti', item->>'ih', item->>'code', item->>'block',
+        ARRAY(SELECT jsonb_array_elements_text(item->'chain')), item->'v', item->>'subj', item->>'rjws', item->>'rkid');
+    END IF;
+    answers := answers || jsonb_build_array(answer);
+  END LOOP;
+
+  PERFORM baton_deadline_check(p_deadline, 'before commit');
+  RETURN answers;
+END;
+$$;

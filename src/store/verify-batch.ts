@@ -1,0 +1,179 @@
+/**
+ * Group commit of the verify hot path: the statements of verifies that arrive
+ * together run as ONE call of baton_verify_batch (migration
+ * 0004_verify_group_commit): one round trip, one transaction, one WAL flush
+ * for the whole batch. The SQL function explains the lock order and why one
+ * item's refusal or failure never changes another's outcome.
+ *
+ * Batching needs no timer: a verify is sent at once while fewer than
+ * `maxInFlight` batches are running (so a lone verify waits for nothing);
+ * otherwise it queues, and the queue leaves as one batch as soon as a running
+ * batch comes back. Items whose deadline has passed while queued are refused
+ * (57014, a 503) and never sent; a batch's deadline is its earliest item's.
+ */
+import type { RawQuery } from './db.js';
+
+/** What the SQL item functions answer (jsonb). */
+export interface ItemAnswer {
+  readonly o: string;
+  readonly [field: string]: unknown;
+}
+
+/** One allow to decide, or one refusal to store: the JSON shape baton_verify_batch reads. */
+export type BatchItem =
+  | {
+      readonly k: 'a';
+      readonly t: string;
+      readonly key: string;
+      readonly root: string;
+      readonly chain: readonly string[];
+      readonly jti: string;
+      readonly hash: string;
+      readonly jws: string;
+      readonly tool: string | null;
+      readonly est: number;
+      /** Null when a refusal was predicted (deny): then an allow answers UNPREDICTED and writes nothing. */
+      readonly rjws: string | null;
+      readonly rkid: string;
+      /** A predicted block-G refusal, stored by the same statement when it happens (see 0004). */
+      readonly deny?: { readonly code: string; readonly h: string; readonly v: unknown; readonly rjws: string; readonly rkid: string };
+    }
+  | {
+      readonly k: 'd';
+      readonly t: string;
+      readonly key: string;
+      readonly jti: string | null;
+      readonly ih: string | null;
+      readonly code: string;
+      readonly block: string | null;
+      readonly chain: readonly string[];
+      readonly v: unknown;
+      readonly subj: string;
+      readonly rjws: string;
+      readonly rkid: string;
+    };
+
+interface Pending {
+  readonly item: BatchItem;
+  readonly deadline: number;
+  readonly resolve: (a: ItemAnswer) => void;
+  readonly reject: (e: unknown) => void;
+}
+
+// The items travel as JSON text: a driver given a jsonb parameter would JSON-encode the text again.
+const BATCH_SQL = 'select baton_verify_batch($1, $2::text::jsonb) as r';
+
+/** An error carrying a SQLSTATE, read by isStorageUnavailable and the error mapper like a driver error. */
+class ItemError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface BatcherOptions {
+  /** Batches running at once (default 2): while they run, new verifies queue into the next. */
+  readonly maxInFlight?: number;
+  /** Items per batch at most (default 32; each is a subtransaction, and 64 would overflow PostgreSQL's per-backend subtransaction cache). */
+  readonly maxBatch?: number;
+}
+
+export class VerifyBatcher {
+  readonly #query: RawQuery;
+  readonly #maxInFlight: number;
+  readonly #maxBatch: number;
+  #queue: Pending[] = [];
+  #inFlight = 0;
+  readonly #stats = { batches: 0, items: 0 };
+  #alone = 0;
+
+  constructor(query: RawQuery, opts: BatcherOptions = {}) {
+    this.#query = query;
+    this.#maxInFlight = opts.maxInFlight ?? 2;
+    this.#maxBatch = opts.maxBatch ?? 32;
+  }
+
+  /** Decides (or stores) one item with whatever else is waiting; past `deadline` it is never committed. */
+  run(item: BatchItem, deadline: Date): Promise<ItemAnswer> {
+    return new Promise<ItemAnswer>((resolve, reject) => {
+      this.#queue.push({ item, deadline: deadline.getTime(), resolve, reject });
+      this.#pump();
+    });
+  }
+
+  #pump(): void {
+    while (this.#inFlight < this.#maxInFlight && this.#queue.length > 0) {
+      const now = Date.now();
+      const batch: Pending[] = [];
+      while (batch.length < this.#maxBatch && this.#queue.length > 0) {
+        const p = this.#queue.shift()!;
+        if (p.deadline <= now) p.reject(new ItemError('57014', 'verify deadline passed while queued for the database'));
+        else batch.push(p);
+      }
+      if (batch.length === 0) continue;
+      this.#inFlight++;
+      void this.#send(batch).finally(() => {
+        this.#inFlight--;
+        this.#pump();
+      });
+    }
+  }
+
+  async #send(batch: readonly Pending[]): Promise<void> {
+    try {
+      const answers = await this.#decide(batch);
+      batch.forEach((p, i) => p.resolve(answers[i]!));
+    } catch (err) {
+      // The batch committed nothing. Alone, each item fails or succeeds on its own,
+      // so one item's error (a bug, a bad value) never becomes another request's 503.
+      if (batch.length === 1) {
+        batch[0]!.reject(err);
+        return;
+      }
+      this.#alone += batch.length;
+      await Promise.all(
+        batch.map(async (p) => {
+          if (p.deadline <= Date.now()) return p.reject(err);
+          try {
+            const [answer] = await this.#decide([p]);
+            p.resolve(answer!);
+          } catch (e) {
+            p.reject(e);
+          }
+        }),
+      );
+    }
+  }
+
+  async #decide(batch: readonly Pending[]): Promise<ItemAnswer[]> {
+    let earliest = batch[0]!.deadline;
+    for (const p of batch) if (p.deadline < earliest) earliest = p.deadline;
+    this.#stats.batches++;
+    this.#stats.items += batch.length;
+    const [row] = await this.#query(BATCH_SQL, [new Date(earliest).toISOString(), JSON.stringify(batch.map((p) => p.item))]);
+    const raw = row?.['r'];
+    const answers = (typeof raw === 'string' ? JSON.parse(raw) : raw) as ItemAnswer[] | null | undefined;
+    if (!Array.isArray(answers) || answers.length !== batch.length)
+      throw new Error('baton_verify_batch answered the wrong number of items');
+    return answers;
+  }
+
+  /** Statements sent and items decided so far (items per batch is the group-commit factor), and items re-run alone after a failed batch. */
+  stats(): { batches: number; items: number; alone: number } {
+    return { ...this.#stats, alone: this.#alone };
+  }
+}
+
+const batchers = new WeakMap<RawQuery, VerifyBatcher>();
+
+/** The batcher of one store (keyed by its query function): every verify of the process shares it. */
+export function verifyBatcherOf(query: RawQuery): VerifyBatcher {
+  let b = batchers.get(query);
+  if (!b) {
+    b = new VerifyBatcher(query);
+    batchers.set(query, b);
+  }
+  return b;
+}

@@ -1,0 +1,284 @@
+/**
+ * Group commit of /v1/verify: verifies arriving together are decided in one
+ * transaction (src/store/verify-batch.ts, baton_verify_batch). Over real
+ * sockets on a real PostgreSQL pool, allows, ceiling refusals, policy
+ * denials and replays are sent at once so they share batches; every outcome
+ * must be what one-at-a-time evaluation allows, and what is stored must
+ * match the answers exactly. Then, on both drivers, the batcher itself: an
+ * item that fails never fails the items batched with it, and an item whose
+ * deadline passed while queued is never sent.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { and, count, eq, inArray, sql } from 'drizzle-orm';
+import { generateKeyPair } from '../../src/sdk/keys.js';
+import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
+import { delegations, denials, invocations, receipts } from '../../src/store/schema/index.js';
+import { VerifyBatcher, verifyBatcherOf, type BatchItem } from '../../src/store/verify-batch.js';
+import { listenOnSocket, setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+import { T0 } from '../support/chain.js';
+
+const ARGS = { tool: 'web_search', pii_access: false, write_access: false };
+const POLICY = { allowed_tools: ['web_search'], max_calls: 1000 };
+
+describe('group commit over real sockets (PostgreSQL)', () => {
+  let svc: TestService;
+  let tenant: TestTenant;
+  let server: Awaited<ReturnType<typeof listenOnSocket>> | undefined;
+  let baseUrl: string;
+  let otherVerifyKey: string;
+
+  beforeAll(async () => {
+    svc = await startTestService({ pool: 12 });
+    tenant = await setupTenant(svc);
+    const k = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, {
+      key: svc.adminKey,
+      json: { scopes: ['verify'], name: 'second verifier' },
+    });
+    expect(k.status).toBe(201);
+    otherVerifyKey = k.body.key as string;
+    server = await listenOnSocket(svc);
+    baseUrl = server.url;
+  });
+  afterAll(async () => {
+    await server?.close();
+    await svc?.close();
+  });
+
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- tests inspect arbitrary JSON
+  async function verify(body: unknown, key = tenant.keys.verify): Promise<{ status: number; body: any }> {
+    const res = await fetch(`${baseUrl}/v1/verify`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, body: await res.json() };
+  }
+
+  async function register(drs: readonly SignedDelegation[]): Promise<void> {
+    for (const dr of drs) {
+      const r = await fetch(`${baseUrl}/v1/delegations`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ receipt: dr.jws }),
+      });
+      expect(r.status).toBe(201);
+    }
+  }
+
+  /** A counted root with `leaves` sibling leaves, each allowing far more than the root. */
+  async function rootWithLeaves(maxCalls: number, leaves: number) {
+    const agent = generateKeyPair();
+    const root = createRootDelegation({
+      issuer: tenant.root,
+      audience: agent.did,
+      policy: { ...POLICY, max_calls: maxCalls },
+      iat: T0,
+      nbf: T0 - 10,
+    });
+    const siblings = Array.from({ length: leaves }, () => {
+      const holder = generateKeyPair();
+      // Each leaf alone may use the whole ceiling: only the shared root stops them jointly.
+      const policy = { ...POLICY, max_calls: maxCalls };
+      return { holder, dr: createSubDelegation({ parent: root, issuer: agent, audience: holder.did, policy, iat: T0 }) };
+    });
+    await register([root, ...siblings.map((s) => s.dr)]);
+    return { root, siblings };
+  }
+
+  for (const [rounds, k] of [
+    [1, 5],
+    [3, 12],
+  ] as const) {
+    it(`${rounds} x (N=48 mixed verifies, root max_calls=${k}): outcomes exact, every allow stored with its receipt, no denial consumed anything`, async () => {
+      const counted = await rootWithLeaves(k, 4);
+      const open = await rootWithLeaves(1_000_000, 2);
+      const before = verifyBatcherOf(svc.store.query).stats();
+      const sent: { jti: string; kind: 'counted' | 'policy' | 'replayed'; key: string; status: number; body: any }[] = []; // eslint-disable-line @typescript-eslint/no-explicit-any
+      for (let round = 0; round < rounds; round++) {
+        const jobs: { jti: string; kind: 'counted' | 'policy' | 'replayed'; key: string; bundle: unknown }[] = [];
+        for (let i = 0; i < 24; i++) {
+          const s = counted.siblings[i % counted.siblings.length]!;
+          const inv = createInvocation({ chain: [counted.root, s.dr], invoker: s.holder, args: ARGS, toolServer: 'mcp://t', iat: T0 });
+          jobs.push({
+            jti: inv.payload.jti,
+            kind: 'counted',
+            key: tenant.keys.verify,
+            bundle: makeBundle(inv, [counted.root, s.dr], 'reference'),
+          });
+        }
+        for (let i = 0; i < 12; i++) {
+          // Refused by policy (block D) under the same counted root: must not consume a call.
+          const s = counted.siblings[i % counted.siblings.length]!;
+          const args = { ...ARGS, tool: 'delete_db' };
+          const inv = createInvocation({ chain: [counted.root, s.dr], invoker: s.holder, args, toolServer: 'mcp://t', iat: T0 });
+          jobs.push({
+            jti: inv.payload.jti,
+            kind: 'policy',
+            key: tenant.keys.verify,
+            bundle: makeBundle(inv, [counted.root, s.dr], 'reference'),
+          });
+        }
+        for (let i = 0; i < 4; i++) {
+          // One invocation sent twice by one key and once by another, all at once.
+          const s = open.siblings[i % open.siblings.length]!;
+          const inv = createInvocation({ chain: [open.root, s.dr], invoker: s.holder, args: ARGS, toolServer: 'mcp://t', iat: T0 });
+          const bundle = makeBundle(inv, [open.root, s.dr], 'reference');
+          const jti = inv.payload.jti;
+          jobs.push({ jti, kind: 'replayed', key: tenant.keys.verify, bundle }, { jti, kind: 'replayed', key: tenant.keys.verify, bundle });
+          jobs.push({ jti, kind: 'replayed', key: otherVerifyKey, bundle });
+        }
+        const answers = await Promise.all(jobs.map((j) => verify(j.bundle, j.key)));
+        jobs.forEach((j, i) => sent.push({ jti: j.jti, kind: j.kind, key: j.key, ...answers[i]! }));
+      }
+      const after = verifyBatcherOf(svc.store.query).stats();
+      // Batches formed: fewer statements than items.
+      expect(after.items - before.items).toBeGreaterThan(after.batches - before.batches);
+
+      const ofKind = (kind: string) => sent.filter((s) => s.kind === kind);
+      expect(sent.every((s) => s.status === 200 || s.status === 403)).toBe(true);
+      const countedAllowed = ofKind('counted').filter((s) => s.status === 200);
+      expect(countedAllowed).toHaveLength(k);
+      expect(countedAllowed.every((s) => s.body.retry === false)).toBe(true);
+      expect(
+        new Set(
+          ofKind('counted')
+            .filter((s) => s.status === 403)
+            .map((s) => s.body.error.code),
+        ),
+      ).toEqual(new Set(['CALLS_EXHAUSTED']));
+      expect(ofKind('policy').every((s) => s.status === 403 && s.body.error.code !== 'CALLS_EXHAUSTED')).toBe(true);
+
+      // Replays: exactly one fresh allow per invocation; the same key's copy is its retry, the other key's is a replay.
+      const byJti = new Map<string, typeof sent>();
+      for (const s of ofKind('replayed')) byJti.set(s.jti, [...(byJti.get(s.jti) ?? []), s]);
+      for (const copies of byJti.values()) {
+        const fresh = copies.filter((c) => c.status === 200 && c.body.retry === false);
+        expect(fresh).toHaveLength(1);
+        for (const c of copies) {
+          if (c.key === fresh[0]!.key) expect(c.status === 200 && c.body.receipt.id === fresh[0]!.body.receipt.id).toBe(true);
+          else expect([c.status, c.body.error?.code]).toEqual([403, 'REPLAY_DETECTED']);
+        }
+      }
+
+      const db = svc.store.db;
+      const counterOf = async (hash: string) =>
+        (
+          await db
+            .select()
+            .from(delegations)
+            .where(and(eq(delegations.tenantId, tenant.id), eq(delegations.hash, hash)))
+        )[0]!.callsUsed;
+      const storedThrough = async (hash: string) =>
+        (
+          await db
+            .select({ n: count() })
+            .from(invocations)
+            .where(and(eq(invocations.tenantId, tenant.id), sql`${invocations.drChain} @> array[${hash}]::text[]`))
+        )[0]!.n;
+      expect(await counterOf(counted.root.hash)).toBe(k);
+      expect(await storedThrough(counted.root.hash)).toBe(k);
+      for (const s of counted.siblings) expect(await counterOf(s.dr.hash)).toBe(await storedThrough(s.dr.hash));
+      for (const s of open.siblings) expect(await counterOf(s.dr.hash)).toBe(await storedThrough(s.dr.hash));
+
+      // Every fresh allow is stored with its receipt; no refused invocation was stored (a replayed jti is stored once, by its allow).
+      const fresh = sent.filter((s) => s.status === 200 && s.body.retry === false);
+      const jtis = [...new Set(sent.map((s) => s.jti))];
+      const stored = await db
+        .select({ jti: invocations.jti })
+        .from(invocations)
+        .where(and(eq(invocations.tenantId, tenant.id), inArray(invocations.jti, jtis)));
+      expect(new Set(stored.map((r) => r.jti))).toEqual(new Set(fresh.map((s) => s.jti)));
+      expect(stored).toHaveLength(fresh.length);
+      const allowReceipts = await db
+        .select({ id: receipts.id, subject: receipts.subject })
+        .from(receipts)
+        .where(and(eq(receipts.tenantId, tenant.id), eq(receipts.kind, 'invocation.allowed'), inArray(receipts.subject, jtis)));
+      expect(new Map(allowReceipts.map((r) => [r.subject, Number(r.id)]))).toEqual(
+        new Map(fresh.map((s) => [s.jti, Number(s.body.receipt.id)])),
+      );
+
+      // Every refusal is recorded once, with its receipt.
+      const refused = sent.filter((s) => s.status === 403);
+      const [recorded] = await db
+        .select({ n: count() })
+        .from(denials)
+        .where(and(eq(denials.tenantId, tenant.id), inArray(denials.jti, jtis)));
+      expect(recorded!.n).toBe(refused.length);
+      const [deniedReceipts] = await db
+        .select({ n: count() })
+        .from(receipts)
+        .where(and(eq(receipts.tenantId, tenant.id), eq(receipts.kind, 'invocation.denied'), inArray(receipts.subject, jtis)));
+      expect(deniedReceipts!.n).toBe(refused.length);
+    }, 60_000);
+  }
+});
+
+describe.each(['postgres', 'pglite'] as const)('the batcher (%s)', (driver) => {
+  let svc: TestService;
+  let tenant: TestTenant;
+  let keyId: string;
+  let kid: string;
+
+  beforeAll(async () => {
+    svc = await startTestService({ driver });
+    tenant = await setupTenant(svc);
+    const keys = await svc.call('GET', `/v1/admin/tenants/${tenant.id}/api-keys`, { key: svc.adminKey });
+    const [serviceKey] = await svc.store.query('select kid from service_keys limit 1', []);
+    kid = serviceKey!['kid'] as string;
+    keyId = (keys.body.api_keys ?? keys.body.keys ?? keys.body).find((k: { scopes: string[] }) => k.scopes.includes('verify')).id;
+  });
+  afterAll(async () => {
+    await svc?.close();
+  });
+
+  const denial = (subject: string, code: string | null): BatchItem => ({
+    k: 'd',
+    t: tenant.id,
+    key: keyId,
+    jti: subject,
+    ih: null,
+    code: code as string,
+    block: 'D',
+    chain: [],
+    v: [],
+    subj: subject,
+    rjws: `jws-of-${subject}`,
+    rkid: kid,
+  });
+  const later = () => new Date(Date.now() + 5_000);
+  const recordedSubjects = async (subjects: string[]) =>
+    (
+      await svc.store.db
+        .select({ subject: receipts.subject })
+        .from(receipts)
+        .where(and(eq(receipts.tenantId, tenant.id), inArray(receipts.subject, subjects)))
+    ).map((r) => r.subject);
+
+  it('an item that fails does not fail the items batched with it; it alone is refused', async () => {
+    // One batch at a time: the first item leaves alone, the next three queue into one batch.
+    const batcher = new VerifyBatcher(svc.store.query, { maxInFlight: 1 });
+    const subjects = ['gc-first', 'gc-good-1', 'gc-bad', 'gc-good-2'];
+    const settled = await Promise.allSettled([
+      batcher.run(denial('gc-first', 'POLICY_VIOLATION'), later()),
+      batcher.run(denial('gc-good-1', 'POLICY_VIOLATION'), later()),
+      batcher.run(denial('gc-bad', null), later()), // denials.code is NOT NULL
+      batcher.run(denial('gc-good-2', 'POLICY_VIOLATION'), later()),
+    ]);
+    expect(settled.map((s) => s.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
+    expect(batcher.stats()).toMatchObject({ alone: 3 });
+    expect((await recordedSubjects(subjects)).sort()).toEqual(['gc-first', 'gc-good-1', 'gc-good-2']);
+  });
+
+  it('an item whose deadline passed while it queued is refused and never sent', async () => {
+    const batcher = new VerifyBatcher(svc.store.query, { maxInFlight: 1 });
+    const first = batcher.run(denial('gc-dl-first', 'POLICY_VIOLATION'), later());
+    const late = batcher.run(denial('gc-dl-late', 'POLICY_VIOLATION'), new Date(Date.now() - 1)).then(
+      () => 'committed',
+      (e: unknown) => e,
+    );
+    await expect(first).resolves.toMatchObject({ o: 'DENIED' });
+    expect(await late).toMatchObject({ code: '57014' });
+    expect(batcher.stats()).toMatchObject({ batches: 1, items: 1 });
+    expect(await recordedSubjects(['gc-dl-first', 'gc-dl-late'])).toEqual(['gc-dl-first']);
+  });
+});

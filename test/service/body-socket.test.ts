@@ -1,0 +1,80 @@
+/**
+ * Request bodies over a real socket, where the service reads the Node stream
+ * itself (src/service/body.ts): a body is refused with 413 as soon as it
+ * passes the limit, with or without a Content-Length, and a body that
+ * arrives in many small chunks is read whole.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { request } from 'node:http';
+import { listenOnSocket, setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+
+const LIMIT = 4096;
+let svc: TestService;
+let tenant: TestTenant;
+let server: Awaited<ReturnType<typeof listenOnSocket>> | undefined;
+let port: number;
+
+beforeAll(async () => {
+  svc = await startTestService({ env: { BATON_MAX_BODY_BYTES: String(LIMIT) } });
+  tenant = await setupTenant(svc);
+  server = await listenOnSocket(svc);
+  port = server.port;
+});
+afterAll(async () => {
+  await server?.close();
+  await svc?.close();
+});
+
+/** POSTs `chunks` one write each (chunked transfer unless a length is given); resolves with status and code. */
+function post(chunks: readonly string[], headers: Record<string, string> = {}): Promise<{ status: number; code: string | undefined }> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        method: 'POST',
+        path: '/v1/verify',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${tenant.keys.verify}`, ...headers },
+      },
+      (res) => {
+        let text = '';
+        res.on('data', (b: Buffer) => (text += b.toString('utf8')));
+        res.on('end', () => {
+          let code: string | undefined;
+          try {
+            code = (JSON.parse(text) as { error?: { code?: string } }).error?.code;
+          } catch {
+            code = undefined;
+          }
+          resolve({ status: res.statusCode ?? 0, code });
+        });
+      },
+    );
+    req.on('error', (e: NodeJS.ErrnoException) => (e.code === 'EPIPE' || e.code === 'ECONNRESET' ? undefined : reject(e)));
+    for (const c of chunks) req.write(c);
+    req.end();
+  });
+}
+
+describe('request bodies over a socket', () => {
+  it('a chunked body without Content-Length is refused with 413 once it passes the limit', async () => {
+    const piece = `"${'x'.repeat(1022)}",`;
+    const r = await post(['{"pad":[', ...Array.from({ length: 8 }, () => piece), '"end"]}']);
+    expect(r).toEqual({ status: 413, code: 'PAYLOAD_TOO_LARGE' });
+  });
+
+  it('a declared Content-Length above the limit is refused with 413', async () => {
+    const body = `{"pad":"${'x'.repeat(LIMIT)}"}`;
+    const r = await post([body], { 'content-length': String(Buffer.byteLength(body)) });
+    expect(r).toEqual({ status: 413, code: 'PAYLOAD_TOO_LARGE' });
+  });
+
+  it('a body sent in many small chunks is read whole', async () => {
+    const text = JSON.stringify({ bundle_version: '4.0', invocation: 'not-a-jws', receipts: [] });
+    const chunks = text.match(/.{1,5}/gs) ?? [];
+    expect(chunks.length).toBeGreaterThan(10);
+    // A whole, parsed body: the refusal is about the invocation, not about reading the body.
+    const r = await post(chunks);
+    expect(r.status).toBe(403);
+  });
+});
