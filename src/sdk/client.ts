@@ -19,6 +19,7 @@
  * - Nothing is retried: a verify consumes a call, so retrying is the caller's
  *   decision (a retried verify of the same invocation is REPLAY_DETECTED).
  */
+import { BatonTools, type ApprovalView } from './tools.js';
 import { decodeBase64url } from '../protocol/base64url.js';
 import type { Binding, ChainContext, DecisionError } from '../protocol/chain.js';
 import type { ErrorCode, Violation } from '../protocol/errors.js';
@@ -209,6 +210,8 @@ export interface VerifyOptions extends RequestOptions {
   readonly body?: unknown;
   /** Deny BINDING_MISMATCH unless `body` equals the signed args. */
   readonly requireBinding?: boolean;
+  /** The approval this call spends (a new invocation of the approved call). */
+  readonly approvalId?: string;
 }
 
 export interface Counter {
@@ -251,6 +254,8 @@ export interface VerifyDenied {
   readonly error: DecisionError;
   /** Every unmet condition that could be evaluated. */
   readonly violations: readonly Violation[];
+  /** Set when a tenant rule requires a human: the approval to wait for, then retry the same call. */
+  readonly approval?: ApprovalView;
   readonly request_id: string | null;
 }
 
@@ -392,7 +397,7 @@ export interface RootView {
   readonly created_at: string;
 }
 
-export type TenantScope = 'issue' | 'verify' | 'report' | 'audit';
+export type TenantScope = 'issue' | 'verify' | 'report' | 'audit' | 'approve';
 
 export interface ApiKeyView {
   readonly id: string;
@@ -459,6 +464,8 @@ export class BatonClient {
   readonly timeoutMs: number;
   /** Tenants, trusted roots and API keys: needs the admin key. */
   readonly admin: BatonAdmin;
+  /** Tool catalog and approvals (issue 13). */
+  readonly tools: BatonTools;
   readonly #apiKey: string | undefined;
   readonly #fetch: typeof fetch;
   readonly #headers: Readonly<Record<string, string>>;
@@ -486,6 +493,7 @@ export class BatonClient {
     this.#fetch = f;
     this.#headers = { ...(options.headers ?? {}) };
     this.admin = new BatonAdmin((spec, opts) => this.#call(spec, opts));
+    this.tools = new BatonTools((spec, opts) => this.#call(spec, opts));
   }
 
   // ------------------------------------------------------------ issuance
@@ -530,6 +538,7 @@ export class BatonClient {
       ...(opts.dryRun ? { dry_run: true } : {}),
       ...(opts.body !== undefined ? { body: opts.body } : {}),
       ...(opts.requireBinding ? { require_binding: true } : {}),
+      ...(opts.approvalId !== undefined ? { approval_id: opts.approvalId } : {}),
     };
     const answer = await this.#call<Omit<VerifyAllowed, 'request_id'> | Omit<VerifyDenied, 'request_id'>>(
       { method: 'POST', path: '/v1/verify', body, auth: 'key', answerStatuses: (status, b) => status === 403 && isDenyBody(b) },

@@ -16,6 +16,8 @@ import { verifyRoutes } from './verify.routes.js';
 import { invocationRoutes } from './invocations.routes.js';
 import { revokeRoutes } from './revoke.routes.js';
 import { docsRoutes } from './docs.routes.js';
+import { toolRoutes } from './tools.handlers.js'; // issue 13
+import { approvalRoutes } from './approvals.handlers.js'; // issue 13
 import { metrics } from './metrics.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
@@ -73,6 +75,8 @@ export function createApp(deps: ServiceDeps): Hono<AppEnv> {
   app.route('/', invocationRoutes(deps));
   app.route('/', revokeRoutes(deps));
   app.route('/', receiptRoutes(deps));
+  app.route('/', toolRoutes(deps)); // issue 13: tool catalogs
+  app.route('/', approvalRoutes(deps)); // issue 13: approvals
 
   app.notFound((c) =>
     c.json(

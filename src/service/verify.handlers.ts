@@ -43,6 +43,9 @@ import { metrics } from './metrics.js';
 import { parseRequest } from './validate.js';
 import { checkSubmission, submitDelegations } from './delegations.handlers.js';
 import { signReceipt } from './receipts.js';
+import { decideToolGate, toolGateViolation, type ToolGate } from './tool-gate.js';
+import { forgetToolDocument } from './tools.js';
+import type { ApprovalJson } from './approvals.js';
 
 export const VerifyRequestSchema = z.looseObject({
   bundle_version: z.unknown().optional(),
@@ -51,6 +54,8 @@ export const VerifyRequestSchema = z.looseObject({
   dry_run: z.boolean().optional(),
   body: z.unknown().optional(),
   require_binding: z.boolean().optional(),
+  /** The approval this call spends (issue 13); without it, the live approval of the same call is found. */
+  approval_id: z.string().min(1).max(64).optional(),
 });
 
 export type VerifyRequest = z.infer<typeof VerifyRequestSchema>;
@@ -86,7 +91,10 @@ export type VerifyResponse =
         receipt: { id: number; kid: string; jws: string } | null;
       };
     }
-  | { readonly status: 403; readonly body: { valid: false; error: DecisionError; violations: readonly Violation[] } };
+  | {
+      readonly status: 403;
+      readonly body: { valid: false; error: DecisionError; violations: readonly Violation[]; approval?: ApprovalJson };
+    };
 
 /** Fraction of a ceiling past which NEAR_LIMIT is reported. */
 const NEAR_LIMIT = 0.8;
@@ -148,6 +156,8 @@ export async function verifyInvocation(
   req: VerifyRequest,
   bundle: unknown,
   deadline: Date = new Date(Date.now() + deps.config.verifyDeadlineMs),
+  /** Once: when the tool catalog changed under a decision, it is made again on the new version. */
+  redecideOnCatalogChange = true,
 ): Promise<VerifyResponse> {
   const db = deps.store.db;
   const now = deps.now();
@@ -211,6 +221,15 @@ export async function verifyInvocation(
     }
   }
 
+  // >>> tool gate (issue 13): catalog-derived requirements and approval rules; see tool-gate.ts.
+  const gate: ToolGate = await decideToolGate(deps, tenantId, decision, { dryRun, approvalId: req.approval_id });
+  const gated = gate.kind === 'none' ? {} : { catalog_version: gate.catalogVersion };
+  if (gate.kind === 'refuse') {
+    const refused = deny(gate.violations, { invocation: decision.invocation, dr_chain: inv.dr_chain });
+    return refuse(deps, auth, tenantId, refused, dryRun, deadline, { ...gated, approval: gate.approval });
+  }
+  // <<< tool gate
+
   const toCount = {
     tenantId,
     jti: inv.jti,
@@ -218,7 +237,7 @@ export async function verifyInvocation(
     jws: decision.invocation.jws,
     drChain: inv.dr_chain,
     tool: decision.context.tool,
-    estimatedMicros: estimatedMicros(inv.args),
+    estimatedMicros: gate.kind === 'go' && gate.estimatedMicros !== undefined ? gate.estimatedMicros : estimatedMicros(inv.args),
     callerKeyId: auth.keyId,
   };
   const receipt = dryRun
@@ -235,6 +254,8 @@ export async function verifyInvocation(
           tool_server: inv.tool_server,
           caller_key_id: auth.keyId,
           estimated_micros: toCount.estimatedMicros,
+          ...gated,
+          ...(gate.kind === 'go' && gate.approvalId !== null ? { approval_id: gate.approvalId } : {}),
         },
       });
   const outcome = receipt
@@ -245,19 +266,27 @@ export async function verifyInvocation(
         chainLimits(decision.delegations),
         decision.delegations[0]!.payload.iss,
         deadline,
+        gate.kind === 'go' ? gate.params : null,
       )
     : await predictCount(db, toCount, unstoredState(decision.delegations, stored));
   if (!outcome.ok) {
     if (outcome.reason === 'KEY_REVOKED') throw keyRevoked(deps, auth);
     if (outcome.reason === 'UNTRUSTED_ROOT') cache.forgetRoots(tenantId);
     if (outcome.reason === 'RECEIPT_REVOKED') cache.forgetDelegation(tenantId, outcome.hash);
+    if (outcome.reason === 'TOOL_GATE' && outcome.refusal.o === 'CATALOG_CHANGED') {
+      forgetToolDocument(deps, tenantId);
+      if (redecideOnCatalogChange) return verifyInvocation(deps, auth, tenantId, req, bundle, deadline, false);
+      throw new BatonError('STORAGE_UNAVAILABLE', { message: 'The tool catalog changed twice during this verify; retry.' });
+    }
+    const violation = outcome.reason === 'TOOL_GATE' ? toolGateViolation(outcome.refusal, decision) : runtimeViolation(outcome, decision);
     return refuse(
       deps,
       auth,
       tenantId,
-      deny([runtimeViolation(outcome, decision)], { invocation: decision.invocation, dr_chain: inv.dr_chain }),
+      deny([violation], { invocation: decision.invocation, dr_chain: inv.dr_chain }),
       dryRun,
       deadline,
+      gated,
     );
   }
   const retry = outcome.retry !== undefined;
@@ -329,7 +358,7 @@ function estimatedMicros(args: Record<string, unknown>): number {
 }
 
 function runtimeViolation(
-  outcome: Exclude<CountOutcome, { ok: true } | { reason: 'KEY_REVOKED' }>,
+  outcome: Exclude<CountOutcome, { ok: true } | { reason: 'KEY_REVOKED' } | { reason: 'TOOL_GATE' }>,
   decision: Extract<ChainDecision, { valid: true }>,
 ): Violation {
   const indexOf = (hash: string) => decision.delegations.findIndex((d) => d.hash === hash);
@@ -451,6 +480,8 @@ async function refuse(
   decision: Extract<ChainDecision, { valid: false }>,
   dryRun: boolean,
   deadline: Date,
+  /** Tool gate facts: the catalog version decided with (recorded in the receipt), the approval asked for. */
+  gated: { catalog_version?: number; approval?: ApprovalJson | undefined } = {},
 ): Promise<VerifyResponse> {
   if (!dryRun) {
     const inv = decision.invocation;
@@ -460,7 +491,14 @@ async function refuse(
       kind: 'invocation.denied',
       subject,
       now: deps.now(),
-      data: { code: decision.error.code, block: decision.error.block, dr_chain: decision.dr_chain ?? [], caller_key_id: auth.keyId },
+      data: {
+        code: decision.error.code,
+        block: decision.error.block,
+        dr_chain: decision.dr_chain ?? [],
+        caller_key_id: auth.keyId,
+        catalog_version: gated.catalog_version,
+        approval_id: gated.approval?.id,
+      },
     });
     const recorded = await recordDenial(
       deps.store.query,
@@ -480,7 +518,8 @@ async function refuse(
     if (!recorded) throw keyRevoked(deps, auth);
   }
   metrics.observeDecision('deny', decision.error.code);
-  return { status: 403, body: { valid: false, error: decision.error, violations: decision.violations } };
+  const approval = gated.approval === undefined ? {} : { approval: gated.approval };
+  return { status: 403, body: { valid: false, error: decision.error, violations: decision.violations, ...approval } };
 }
 
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;

@@ -56,7 +56,40 @@ export type CountOutcome =
   | { readonly ok: false; readonly reason: 'KEY_REVOKED' }
   | { readonly ok: false; readonly reason: 'RECEIPT_REVOKED'; readonly hash: string }
   | { readonly ok: false; readonly reason: 'CALLS_EXHAUSTED' | 'BUDGET_EXHAUSTED'; readonly state: ChainRuntimeState }
-  | { readonly ok: false; readonly reason: 'BUNDLE_INCOMPLETE'; readonly hash: string };
+  | { readonly ok: false; readonly reason: 'BUNDLE_INCOMPLETE'; readonly hash: string }
+  /** Refused by the tool gate inside the statement (see ToolGateRefusal). */
+  | { readonly ok: false; readonly reason: 'TOOL_GATE'; readonly refusal: ToolGateRefusal };
+
+/** What the service decided the tool gate on; the statement re-checks it (migration 0005_tool_gate). */
+export interface ToolGateParams {
+  /** Catalog version decided with. */
+  readonly v: number;
+  /** Service clock, unix seconds. */
+  readonly n: number;
+  readonly t: string | null;
+  readonly rl: number | null;
+  /** Approval to spend, and the call's binding. */
+  readonly a: string | null;
+  readonly b: string | null;
+}
+
+/** baton_tool_gate's refusal: o = code; v = current version; h = pending DR; a = approval id; t/rl = tool and rate. */
+export interface ToolGateRefusal {
+  readonly o:
+    | 'CATALOG_CHANGED'
+    | 'GRANT_PENDING_APPROVAL'
+    | 'APPROVAL_REQUIRED'
+    | 'APPROVAL_REJECTED'
+    | 'APPROVAL_EXPIRED'
+    | 'APPROVAL_USED'
+    | 'APPROVAL_MISMATCH'
+    | 'TOOL_RATE_LIMITED';
+  readonly v?: number;
+  readonly h?: string;
+  readonly a?: string;
+  readonly t?: string;
+  readonly rl?: number;
+}
 
 /** Counters, budgets and revocation of a stored chain, root first. */
 export async function readChainState(db: Db, tenantId: string, chain: readonly string[]): Promise<ChainRuntimeState[]> {
@@ -85,7 +118,7 @@ export async function readChainState(db: Db, tenantId: string, chain: readonly s
     .sort((a, b) => a.depth - b.depth);
 }
 
-const VERIFY_COUNT_SQL = 'select baton_verify_count($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) as r';
+const VERIFY_COUNT_SQL = 'select baton_verify_count($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::text::jsonb) as r';
 // The violations travel as JSON text: a driver given a jsonb parameter would JSON-encode the text again.
 const RECORD_DENIAL_SQL = 'select baton_record_denial($1, $2, $3, $4, $5, $6, $7, $8, $9::text::jsonb, $10, $11, $12) as r';
 
@@ -128,8 +161,10 @@ export async function countCallsAtomically(
   rootDid: string,
   /** After this the caller no longer waits: the statement refuses to run or commit (SQLSTATE 57014). */
   deadline: Date,
+  /** The tool gate's inputs; null when the tenant has no catalog. */
+  gate: ToolGateParams | null = null,
 ): Promise<CountOutcome> {
-  const answer = await answerOf<CountAnswer | BlockedAnswer>(query, VERIFY_COUNT_SQL, [
+  const answer = await answerOf<CountAnswer | BlockedAnswer | ToolGateRefusal>(query, VERIFY_COUNT_SQL, [
     deadline.toISOString(),
     inv.tenantId,
     inv.callerKeyId,
@@ -142,6 +177,7 @@ export async function countCallsAtomically(
     inv.estimatedMicros,
     receipt.jws,
     receipt.kid,
+    gate === null ? null : JSON.stringify(gate),
   ]);
   const byHash = new Map(limits.map((l) => [l.hash, l]));
   const limitsOf = (hash: string): ChainLimits => byHash.get(hash) ?? { hash, depth: 0, maxCalls: null, maxSpendMicros: null };
@@ -168,6 +204,8 @@ export async function countCallsAtomically(
     case 'UNTRUSTED_ROOT':
     case 'KEY_REVOKED':
       return { ok: false, reason: answer.o };
+    default:
+      return { ok: false, reason: 'TOOL_GATE', refusal: answer };
   }
 }
 

@@ -5,3 +5,4 @@ export * from './delegations.js';
 export * from './invocations.js';
 export * from './actuals.js';
 export * from './receipts.js';
+export * from './tools.js';
