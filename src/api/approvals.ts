@@ -73,3 +73,38 @@ const decideRoute = (what: 'approve' | 'reject') =>
 
 export const approveRoute = decideRoute('approve');
 export const rejectRoute = decideRoute('reject');
+
+// ---------------------------------------------------------------- delegations held for the trifecta
+
+export const GrantSchema = z
+  .object({
+    dr_hash: z.string(),
+    status: z.enum(['pending', 'approved', 'rejected']),
+    explanation: z.string(),
+    catalog_version: z.int(),
+    decision: z.object({ actor: z.string(), decided_by: z.string(), reason: z.string(), at: z.int() }).nullable(),
+  })
+  .openapi('Grant');
+
+export const GrantListQuery = z.strictObject({ status: z.enum(['pending', 'approved', 'rejected']).optional() });
+
+export const listGrantsRoute = createRoute({
+  method: 'get',
+  path: '/v1/grants',
+  summary: 'Delegations held for human approval because their tools together form the lethal trifecta',
+  request: { query: GrantListQuery },
+  responses: { 200: json(z.object({ grants: z.array(GrantSchema) }), 'Held delegations'), ...errors },
+});
+
+const HashParam = z.object({ hash: z.string().openapi({ param: { name: 'hash', in: 'path' }, example: 'sha256:…' }) });
+const decideGrantRoute = (what: 'approve' | 'reject') =>
+  createRoute({
+    method: 'post',
+    path: `/v1/grants/{hash}/${what}`,
+    summary: `${what === 'approve' ? 'Approve' : 'Reject'} a delegation held for the trifecta (approve scope)`,
+    request: { params: HashParam, body: { required: true, content: { 'application/json': { schema: DecisionBody } } } },
+    responses: { 200: json(GrantSchema, 'Decided'), 409: json(ErrorSchema, 'Already decided (CONFLICT)'), ...errors },
+  });
+
+export const approveGrantRoute = decideGrantRoute('approve');
+export const rejectGrantRoute = decideGrantRoute('reject');

@@ -6,6 +6,8 @@
  * the chain it extends would verify: trusted root, linked hand-offs, valid
  * signatures, attenuation and time nesting, live and unrevoked parents.
  */
+import { trifectaAtIssuance } from './tool-grants.js';
+import type { Policy } from '../protocol/policy.js';
 import {
   decodeDelegation,
   verifyDelegationSegment,
@@ -210,6 +212,12 @@ export async function checkSubmission(
  */
 export async function submitDelegations(deps: ServiceDeps, callerTenant: string | null, jwsList: readonly string[]): Promise<SubmitResult> {
   const { tenantId, now, ancestors, submitted } = await checkSubmission(deps, callerTenant, jwsList);
+  // Issue 13: a DR whose tools together form the lethal trifecta is stored pending a human.
+  const trifecta = await trifectaAtIssuance(
+    deps,
+    tenantId,
+    ancestors.map((a) => a.policy as Policy),
+  );
   const result = await deps.store.db.transaction(async (tx) => {
     let parent: Delegation | null = ancestors[ancestors.length - 1] ?? null;
     let created = false;
@@ -239,6 +247,7 @@ export async function submitDelegations(deps: ServiceDeps, callerTenant: string 
       } else {
         receipt = (await firstReceipt(tx, tenantId, dr.hash, 'delegation.accepted')) ?? null;
       }
+      await trifecta.next(tx, { hash: dr.hash, policy: dr.payload.policy }, inserted); // issue 13
       out.push({ ...delegationView(row, now, null), jws: row.jws, receipt });
       parent = row;
     }

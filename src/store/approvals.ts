@@ -4,7 +4,7 @@
 // approved one happens inside the verify statement (baton_tool_gate).
 import { and, asc, eq, inArray, lte, sql } from 'drizzle-orm';
 import type { Db } from './db.js';
-import { approvals, type ApprovalRow, type ApprovalStatusColumn } from './schema/index.js';
+import { approvals, grantApprovals, type ApprovalRow, type ApprovalStatusColumn } from './schema/index.js';
 
 export type NewApprovalRow = typeof approvals.$inferInsert;
 
@@ -82,5 +82,47 @@ export async function listApprovals(db: Db, tenantId: string, status?: ApprovalS
     .from(approvals)
     .where(and(eq(approvals.tenantId, tenantId), ...(status === undefined ? [] : [eq(approvals.status, status)])))
     .orderBy(asc(approvals.createdAt), asc(approvals.id))
+    .limit(limit);
+}
+
+// ---------------------------------------------------------------- grants held for the trifecta
+
+export type GrantRow = typeof grantApprovals.$inferSelect;
+
+export async function insertPendingGrant(db: Db, row: typeof grantApprovals.$inferInsert): Promise<void> {
+  await db.insert(grantApprovals).values(row).onConflictDoNothing();
+}
+
+export async function findGrant(db: Db, tenantId: string, hash: string): Promise<GrantRow | undefined> {
+  const [row] = await db
+    .select()
+    .from(grantApprovals)
+    .where(and(eq(grantApprovals.tenantId, tenantId), eq(grantApprovals.drHash, hash)))
+    .limit(1);
+  return row;
+}
+
+/** pending -> approved | rejected, only while pending. */
+export async function decideGrantRow(
+  db: Db,
+  tenantId: string,
+  hash: string,
+  outcome: 'approved' | 'rejected',
+  d: { decidedBy: string; actor: string; reason: string; now: number },
+): Promise<GrantRow | undefined> {
+  const [row] = await db
+    .update(grantApprovals)
+    .set({ status: outcome, decidedBy: d.decidedBy, actor: d.actor, reason: d.reason, decidedAt: d.now })
+    .where(and(eq(grantApprovals.tenantId, tenantId), eq(grantApprovals.drHash, hash), eq(grantApprovals.status, 'pending')))
+    .returning();
+  return row;
+}
+
+export async function listGrants(db: Db, tenantId: string, status?: GrantRow['status'], limit = 100): Promise<GrantRow[]> {
+  return db
+    .select()
+    .from(grantApprovals)
+    .where(and(eq(grantApprovals.tenantId, tenantId), ...(status === undefined ? [] : [eq(grantApprovals.status, status)])))
+    .orderBy(asc(grantApprovals.drHash))
     .limit(limit);
 }

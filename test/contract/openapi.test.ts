@@ -659,6 +659,32 @@ describe('(b) tools and approvals', () => {
     await api('POST', '/v1/verify', { key: other.keys.verify, json: call() }, 200);
     const next = await api('POST', '/v1/verify', { key: other.keys.verify, json: call() }, 403);
     await api('POST', `/v1/approvals/${next.body.approval.id}/reject`, { ...approver, json: triple }, 200);
+
+    // A delegation whose tools together form the lethal trifecta is held for a human.
+    const risky = [
+      { ...declared, name: 'web_fetch', type: 'read', blast_radius: 'read', untrusted_content: true, action_type: 'web:fetch' },
+      { ...declared, name: 'mail_send', type: 'external', blast_radius: 'domain', private_data_access: true, action_type: 'mail:send' },
+    ];
+    await api('POST', tools, { ...admin, json: { base_version: 1, strict: true, tools: [declared, ...risky] } }, 201);
+    const held = createRootDelegation({ issuer: other.root, audience: agent.did, policy: { max_cost_usd: 1 }, iat: T0, nbf: T0 - 10 });
+    const held2 = createRootDelegation({ issuer: other.root, audience: agent.did, policy: { max_cost_usd: 2 }, iat: T0, nbf: T0 - 10 });
+    await api('POST', '/v1/delegations', { key: other.keys.issue, json: { receipts: [held.jws] } }, 201);
+    await api('POST', '/v1/delegations', { key: other.keys.issue, json: { receipts: [held2.jws] } }, 201);
+    await api('GET', '/v1/grants?status=pending', approver, 200);
+    await api('GET', '/v1/grants?status=maybe', approver, 400);
+    await api('GET', '/v1/grants', {}, 401);
+    await api('GET', '/v1/grants', { key: other.keys.verify }, 403);
+    for (const what of ['approve', 'reject']) {
+      await api('POST', `/v1/grants/${held.hash}/${what}`, { ...approver, json: { ...triple, confirm: false } }, 400);
+      await api('POST', `/v1/grants/${held.hash}/${what}`, { json: triple }, 401);
+      await api('POST', `/v1/grants/${held.hash}/${what}`, { key: other.keys.verify, json: triple }, 403);
+      await api('POST', `/v1/grants/${UNKNOWN_HASH}/${what}`, { ...approver, json: triple }, 404);
+      await api('POST', `/v1/grants/${held.hash}/${what}`, { ...approver, body: OVERSIZE }, 413);
+    }
+    await api('POST', `/v1/grants/${held.hash}/approve`, { ...approver, json: triple }, 200);
+    await api('POST', `/v1/grants/${held.hash}/reject`, { ...approver, json: triple }, 409);
+    await api('POST', `/v1/grants/${held2.hash}/reject`, { ...approver, json: triple }, 200);
+    await api('POST', `/v1/grants/${held2.hash}/approve`, { ...approver, json: triple }, 409);
   });
 });
 

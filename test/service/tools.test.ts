@@ -23,7 +23,7 @@ async function publish(tools: ToolDeclaration[], over: Record<string, unknown> =
   const base = current.status === 200 ? (current.body.version as number) : 0;
   return svc.call('POST', `/v1/admin/tenants/${t.id}/tools`, {
     key: svc.adminKey,
-    json: { base_version: base, strict: false, tools, rules: [], ...over },
+    json: { base_version: base, strict: true, tools, rules: [], ...over },
   });
 }
 
@@ -56,7 +56,7 @@ describe('tool catalog API', () => {
   it('publishes versions with a receipt each, serves them, refuses a stale base', async () => {
     const v1 = await publish([tool('docs_search')]);
     expect(v1.status).toBe(201);
-    expect(v1.body).toMatchObject({ version: 1, strict: false, tools: [{ name: 'docs_search' }] });
+    expect(v1.body).toMatchObject({ version: 1, strict: true, tools: [{ name: 'docs_search' }] });
     const v2 = await publish([tool('docs_search'), tool('crm_update', { type: 'write', action_type: 'crm:update' })]);
     expect(v2.body.version).toBe(2);
     const r = await latestReceipt('tools.catalog.published');
@@ -110,7 +110,8 @@ describe('tool catalog API', () => {
 });
 
 describe('verify derives requirements from the catalog', () => {
-  const base = { allowed_tools: ['*'], max_cost_usd: 5, max_calls: 100 };
+  // Strict tenants unless a test says otherwise: in a non-strict one, undeclared tools count as carrying every risk flag.
+  const base = { allowed_tools: ['crm_update', 'hr_lookup', 'mailbox', 'gpu_render', 'flip'], max_cost_usd: 5, max_calls: 100 };
 
   it('a write tool needs write_access in every DR, whatever the args claim', async () => {
     await publish([tool('crm_update', { type: 'write', action_type: 'crm:update' })]);
@@ -162,7 +163,7 @@ describe('verify derives requirements from the catalog', () => {
 
   it('strict mode denies undeclared tools and look-alikes with TOOL_UNDECLARED', async () => {
     await publish([tool('docs_search')], { strict: true });
-    const c = chain([{ ...base }]);
+    const c = chain([{ ...base, allowed_tools: ['*'] }]);
     for (const name of ['shell_exec', 'Docs_Search', 'ｄocs_search']) {
       const r = await verify(c, { tool: name });
       expect(r.status).toBe(403);
@@ -199,10 +200,52 @@ describe('verify derives requirements from the catalog', () => {
   it('a tenant without a catalog verifies as before', async () => {
     const other = await setupTenant(svc, 'plain');
     const keys = [other.root, generateKeyPair()];
-    const c = buildChain([{ ...base }], { keys });
+    const c = buildChain([{ ...base, allowed_tools: ['*'] }], { keys });
     const { bundle } = c.invoke({ tool: 'anything', estimated_cost_usd: 0.01, pii_access: false, write_access: false }, { iat: T0 });
     const r = await svc.call('POST', '/v1/verify', { key: other.keys.verify, json: bundle });
     expect(r.status).toBe(200);
     expect(receiptData(r.body.receipt.jws)['catalog_version']).toBeUndefined();
+  });
+
+  it('a delegation whose tools form the lethal trifecta is unusable until an approver approves it', async () => {
+    await publish(
+      [
+        tool('web_fetch', { untrusted_content: true, action_type: 'web:fetch' }),
+        tool('hr_lookup', { tags: ['pii'] }),
+        tool('mail_send', { type: 'external', action_type: 'mail:send' }),
+      ],
+      { strict: false },
+    );
+    const k = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, { key: svc.adminKey, json: { scopes: ['approve'] } });
+    const approver = k.body.key as string;
+    const two = chain([{ ...base, pii_access: true, allowed_tools: ['web_fetch', 'hr_lookup'] }]);
+    expect((await verify(two, { tool: 'hr_lookup' })).status).toBe(200);
+    for (const allowed of [
+      ['web_fetch', 'hr_lookup', 'mail_send'],
+      ['hr_lookup', 'mail_send', 'not_declared'],
+    ]) {
+      const three = chain([{ ...base, pii_access: true, allowed_tools: allowed }]);
+      const held = await verify(three, { tool: 'hr_lookup' });
+      expect(held.status).toBe(403);
+      expect(held.body.error.code).toBe('GRANT_PENDING_APPROVAL');
+      expect(held.body.violations[0]).toMatchObject({ dr_index: 0, dr_hash: three.drs[0]!.hash });
+      const grants = await svc.call('GET', '/v1/grants?status=pending', { key: approver });
+      expect(grants.body.grants.map((g: { dr_hash: string }) => g.dr_hash)).toContain(three.drs[0]!.hash);
+      const triple = { actor: 'bob', confirm: true, reason: 'Reviewed the mail recipients.' };
+      expect((await svc.call('POST', `/v1/grants/${three.drs[0]!.hash}/approve`, { key: tenant.keys.issue, json: triple })).status).toBe(
+        403,
+      );
+      expect((await svc.call('POST', `/v1/grants/${three.drs[0]!.hash}/approve`, { key: approver, json: triple })).status).toBe(200);
+      expect((await verify(three, { tool: 'hr_lookup' })).status).toBe(200);
+      expect((await latestReceipt('grant.approved')).subject).toBe(three.drs[0]!.hash);
+    }
+    // A child of a held parent narrowing away one risk is not held itself, but the parent still is.
+    const parent = chain([
+      { ...base, pii_access: true, allowed_tools: ['web_fetch', 'hr_lookup', 'mail_send'] },
+      { ...base, pii_access: true, allowed_tools: ['hr_lookup'] },
+    ]);
+    const r = await verify(parent, { tool: 'hr_lookup' });
+    expect(r.body.error.code).toBe('GRANT_PENDING_APPROVAL');
+    expect(r.body.violations[0].dr_index).toBe(0);
   });
 });
