@@ -59,6 +59,14 @@ export interface ApprovalView {
   readonly used_at: number | null;
 }
 
+export interface GrantView {
+  readonly dr_hash: string;
+  readonly status: 'pending' | 'approved' | 'rejected';
+  readonly explanation: string;
+  readonly catalog_version: number;
+  readonly decision: { actor: string; decided_by: string; reason: string; at: number } | null;
+}
+
 /** The guardrail triple without `confirm`, which the client always sends as true. */
 export interface DecisionInput {
   readonly actor: string;
@@ -104,6 +112,22 @@ export class BatonTools {
   /** POST /v1/approvals/{id}/reject (approve scope) with {actor, confirm: true, reason}. */
   async reject(id: string, input: DecisionInput, opts: Record<string, unknown> = {}): Promise<ApprovalView> {
     return this.#decide(id, 'reject', input, opts);
+  }
+
+  /** GET /v1/grants (approve or audit scope): delegations held because their tools form the lethal trifecta. */
+  async grants(status?: GrantView['status'], opts: Record<string, unknown> = {}): Promise<{ grants: GrantView[] }> {
+    return (await this.call<{ grants: GrantView[] }>({ method: 'GET', path: '/v1/grants', query: { status }, auth: 'key' }, opts)).body;
+  }
+
+  /** POST /v1/grants/{hash}/approve|reject (approve scope) with {actor, confirm: true, reason}. */
+  async decideGrant(
+    hash: string,
+    what: 'approve' | 'reject',
+    input: DecisionInput,
+    opts: Record<string, unknown> = {},
+  ): Promise<GrantView> {
+    const body = { actor: input.actor, confirm: true, reason: input.reason };
+    return (await this.call<GrantView>({ method: 'POST', path: `/v1/grants/${enc(hash)}/${what}`, body, auth: 'key' }, opts)).body;
   }
 
   async #decide(id: string, what: 'approve' | 'reject', input: DecisionInput, opts: Record<string, unknown>): Promise<ApprovalView> {
