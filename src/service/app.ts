@@ -18,6 +18,7 @@ import { revokeRoutes } from './revoke.routes.js';
 import { docsRoutes } from './docs.routes.js';
 import { toolRoutes } from './tools.handlers.js'; // issue 13
 import { approvalRoutes } from './approvals.handlers.js'; // issue 13
+import { explainRoutes } from './explain.handlers.js'; // issue 13
 import { metrics } from './metrics.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
@@ -77,6 +78,7 @@ export function createApp(deps: ServiceDeps): Hono<AppEnv> {
   app.route('/', receiptRoutes(deps));
   app.route('/', toolRoutes(deps)); // issue 13: tool catalogs
   app.route('/', approvalRoutes(deps)); // issue 13: approvals
+  app.route('/', explainRoutes(deps)); // issue 13: explain
 
   app.notFound((c) =>
     c.json(

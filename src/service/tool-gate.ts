@@ -46,7 +46,7 @@ export type ToolGate =
 const NEAR_LIMIT = 0.8;
 
 /** Whether this call would take some calls or budget ceiling of the chain past 80%. */
-async function nearLimit(deps: ServiceDeps, tenantId: string, chain: readonly string[], estimate: number): Promise<boolean> {
+export async function nearLimit(deps: ServiceDeps, tenantId: string, chain: readonly string[], estimate: number): Promise<boolean> {
   const state = await readChainState(deps.store.db, tenantId, chain);
   return state.some(
     (s) =>

@@ -685,6 +685,14 @@ describe('(b) tools and approvals', () => {
     await api('POST', `/v1/grants/${held.hash}/reject`, { ...approver, json: triple }, 409);
     await api('POST', `/v1/grants/${held2.hash}/reject`, { ...approver, json: triple }, 200);
     await api('POST', `/v1/grants/${held2.hash}/approve`, { ...approver, json: triple }, 409);
+
+    const explained = await api('POST', '/v1/explain', { key: other.keys.verify, json: { dr_chain: [root.hash], args } }, 200);
+    expect(explained.body.decision).toBe('require_approval');
+    await api('POST', '/v1/explain', { key: other.keys.verify, json: { dr_chain: [], args } }, 400);
+    await api('POST', '/v1/explain', { key: other.keys.verify, json: { dr_chain: [UNKNOWN_HASH], args } }, 404);
+    await api('POST', '/v1/explain', { json: { dr_chain: [root.hash], args } }, 401);
+    await api('POST', '/v1/explain', { key: other.keys.report, json: { dr_chain: [root.hash], args } }, 403);
+    await api('POST', '/v1/explain', { key: other.keys.verify, body: OVERSIZE }, 413);
   });
 });
 

@@ -248,4 +248,30 @@ describe('verify derives requirements from the catalog', () => {
     expect(r.body.error.code).toBe('GRANT_PENDING_APPROVAL');
     expect(r.body.violations[0].dr_index).toBe(0);
   });
+
+  it('POST /v1/explain lists every unmet condition with a remediation and counts nothing', async () => {
+    await publish([tool('crm_export', { type: 'write', blast_radius: 'organizational', action_type: 'crm:export', tags: ['pii'] })], {
+      rules: [{ id: 'org', when: { blast_radius: ['organizational'] }, decision: 'require_approval' }],
+    });
+    const c = chain([
+      { ...base, allowed_tools: ['crm_export'], write_access: true },
+      { ...base, allowed_tools: ['crm_export'] },
+    ]);
+    await svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipts: c.drs.map((d) => d.jws) } });
+    const args = { tool: 'crm_export', ...DECLARED };
+    const r = await svc.call('POST', '/v1/explain', { key: tenant.keys.verify, json: { dr_chain: c.drs.map((d) => d.hash), args } });
+    expect(r.status).toBe(200);
+    expect(r.body.decision).toBe('deny');
+    const by = (field: string, i?: number) =>
+      r.body.violations.find((v: { field: string; dr_index?: number }) => v.field === field && (i === undefined || v.dr_index === i));
+    expect(by('policy.write_access', 1).remediation).toMatch(/^grant write_access in DR #1/);
+    expect(by('policy.pii_access', 0).remediation).toMatch(/^grant pii_access in DR #0/);
+    expect(by('rules[0]').remediation).toMatch(/^request approval; approvers: holders of an API key with the approve scope/);
+    expect(await callsUsed(c.drs[0]!.hash)).toBe(0);
+  });
 });
+
+async function callsUsed(hash: string): Promise<number> {
+  const [row] = await svc.store.db.select().from(delegations).where(eq(delegations.hash, hash));
+  return row!.callsUsed;
+}
