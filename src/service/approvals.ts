@@ -31,8 +31,22 @@ export interface ApprovalJson {
   explanation: string;
   created_at: number;
   expires_at: number;
-  decision: { actor: string; decided_by: string; reason: string; at: number } | null;
+  decision: DecisionJson;
   used_at: number | null;
+}
+
+export type DecisionJson = { actor: string; decided_by: string; reason: string; at: number } | null;
+
+/** The recorded decision of an approval or a held grant row, or null while undecided. */
+export function decisionOf(row: {
+  decidedBy: string | null;
+  actor: string | null;
+  reason: string | null;
+  decidedAt: number | null;
+}): DecisionJson {
+  return row.decidedBy === null
+    ? null
+    : { actor: row.actor ?? '', decided_by: row.decidedBy, reason: row.reason ?? '', at: row.decidedAt ?? 0 };
 }
 
 /** The row as served; a live one past its deadline reads as expired, whether or not that was recorded yet. */
@@ -51,10 +65,7 @@ export function approvalJson(row: ApprovalRow, now: number): ApprovalJson {
     explanation: row.explanation,
     created_at: row.createdAt,
     expires_at: row.expiresAt,
-    decision:
-      row.decidedBy === null
-        ? null
-        : { actor: row.actor ?? '', decided_by: row.decidedBy, reason: row.reason ?? '', at: row.decidedAt ?? 0 },
+    decision: decisionOf(row),
     used_at: row.usedAt,
   };
 }

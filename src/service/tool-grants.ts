@@ -16,6 +16,7 @@ import { describeTrifecta, detectTrifecta } from '../protocol/trifecta.js';
 import type { Db } from '../store/db.js';
 import { decideGrantRow, findGrant, insertPendingGrant, listGrants, type GrantRow } from '../store/approvals.js';
 import { insertReceipt } from '../store/receipts.js';
+import { decisionOf, type DecisionJson } from './approvals.js';
 import { signReceipt } from './receipts.js';
 import { toolDocumentOf } from './tools.js';
 import type { ServiceDeps } from './types.js';
@@ -25,7 +26,7 @@ export interface GrantJson {
   status: 'pending' | 'approved' | 'rejected';
   explanation: string;
   catalog_version: number;
-  decision: { actor: string; decided_by: string; reason: string; at: number } | null;
+  decision: DecisionJson;
 }
 
 export function grantJson(row: GrantRow): GrantJson {
@@ -34,10 +35,7 @@ export function grantJson(row: GrantRow): GrantJson {
     status: row.status,
     explanation: row.explanation,
     catalog_version: row.catalogVersion,
-    decision:
-      row.decidedBy === null
-        ? null
-        : { actor: row.actor ?? '', decided_by: row.decidedBy, reason: row.reason ?? '', at: row.decidedAt ?? 0 },
+    decision: decisionOf(row),
   };
 }
 

@@ -3,7 +3,8 @@ import { OpenAPIHono } from '@hono/zod-openapi';
 import type { MiddlewareHandler } from 'hono';
 import { BatonError } from '../protocol/errors.js';
 import { currentToolsRoute, publishToolsRoute, toolsVersionRoute } from '../api/tools.js';
-import { assertScope, authenticateRequest, requireScope, tenantOf } from './auth.js';
+import { requireScope, tenantOf } from './auth.js';
+import { adminOnly } from './admin.routes.js';
 import { readJsonBody } from './body.js';
 import { parseRequest } from './validate.js';
 import { publishToolDocument, storedToolDocument, toolDocumentJson, PublishToolsBody } from './tools.js';
@@ -38,13 +39,7 @@ const READ_SCOPES = ['issue', 'verify', 'audit', 'approve'] as const;
 export function toolRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   const app = contractApp();
 
-  const admin: MiddlewareHandler<AppEnv> = async (c, next) => {
-    const auth = await authenticateRequest(deps, c);
-    const tenant = c.req.param('tenant');
-    if (auth.tenantId !== null && tenant !== undefined && tenant !== auth.tenantId) throw new BatonError('NOT_FOUND');
-    assertScope(auth, ['admin']);
-    await next();
-  };
+  const admin = adminOnly(deps);
 
   app.openapi({ ...publishToolsRoute, middleware: [admin, strictJsonBody(deps)] }, async (c) => {
     const { tenant } = c.req.valid('param');
