@@ -17,7 +17,7 @@ import { DEFAULT_APPROVAL_RULES, parseTenantToolSettings, type TenantToolSetting
 import { BatonError } from '../protocol/errors.js';
 import { sha256Hex } from '../protocol/hash.js';
 import { canonicalJson } from '../protocol/jcs.js';
-import { isUniqueViolation } from '../store/errors.js';
+import { isUniqueViolation, PG_FOREIGN_KEY_VIOLATION, pgError } from '../store/errors.js';
 import { insertReceipt } from '../store/receipts.js';
 import { currentToolDocument, insertToolDocument, toolDocumentVersion, type StoredToolDocument } from '../store/tools.js';
 import { signReceipt } from './receipts.js';
@@ -157,6 +157,7 @@ export async function publishToolDocument(
     });
   } catch (err) {
     if (isUniqueViolation(err)) throw staleBase(input.base_version, version);
+    if (pgError(err)?.code === PG_FOREIGN_KEY_VIOLATION) throw new BatonError('NOT_FOUND', { message: `No tenant ${tenantId} exists.` });
     throw err;
   }
   forgetToolDocument(deps, tenantId);

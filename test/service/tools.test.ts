@@ -104,6 +104,11 @@ describe('tool catalog API', () => {
       json: { base_version: 2, strict: false, tools: [] },
     });
     expect(r.status).toBe(403);
+    const nobody = await svc.call('POST', '/v1/admin/tenants/ten_nobody/tools', {
+      key: svc.adminKey,
+      json: { base_version: 0, strict: false, tools: [] },
+    });
+    expect(nobody.status).toBe(404);
     expect((await svc.call('GET', '/v1/tools', {})).status).toBe(401);
     expect((await svc.call('GET', '/v1/tools', { key: tenant.keys.report })).status).toBe(403);
   });
