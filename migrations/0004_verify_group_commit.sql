@@ -5,6 +5,8 @@
 -- baton_verify_item is the decision of one allow (what baton_verify_count did
 -- in 0003, without the deadline handling, which belongs to the transaction).
 -- baton_denial_item stores one refusal and its receipt.
+-- They call baton_tool_gate (0005) and read api_keys.expires_at (0008):
+-- PL/pgSQL resolves both when the function runs, after every migration.
 -- baton_verify_batch runs a batch:
 --   * deadline: p_deadline is the earliest deadline of the batch's requests;
 --     the batch refuses to start or commit after it (SQLSTATE 57014) and lock
@@ -39,10 +41,12 @@ CREATE OR REPLACE FUNCTION "baton_verify_item"(
   "p_tool" text,
   "p_estimated" bigint,
   "p_receipt_jws" text,
-  "p_receipt_kid" text
+  "p_receipt_kid" text,
+  "p_gate" jsonb
 ) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
+  gate jsonb;
   r record;
   found_ int := 0;
   revoked_ text;
@@ -52,7 +56,9 @@ DECLARE
   state jsonb := '[]';
   receipt_id bigint;
 BEGIN
-  IF NOT EXISTS (SELECT 1 FROM api_keys WHERE id = p_key_id AND tenant_id = p_tenant AND revoked_at IS NULL) THEN
+  -- Revoked or expired (expires_at: 0008): refused here, whatever a node's auth cache holds.
+  IF NOT EXISTS (SELECT 1 FROM api_keys WHERE id = p_key_id AND tenant_id = p_tenant AND revoked_at IS NULL
+                   AND (expires_at IS NULL OR expires_at > now())) THEN
     RETURN jsonb_build_object('o', 'KEY_REVOKED');
   END IF;
   IF NOT EXISTS (SELECT 1 FROM trusted_roots WHERE tenant_id = p_tenant AND did = p_root_did) THEN
@@ -119,12 +125,11 @@ BEGIN
     RETURN baton_prior_use(p_tenant, p_key_id, p_chain, p_jti, p_hash, prior.hash, prior.caller_key_id);
   END IF;
 
-  -- Plug-in point, after the replay insert and before the counters change: checks that may
-  -- refuse an allow in the same transaction, one call each:
-  --   * tool gate: rate limits, one-time approval consumption, tool catalog version;
-  --   * API key expiry.
-  -- A refusal here deletes the invocation inserted above (other items of the batch must not
-  -- see it) and returns its outcome; it must write nothing that outlives the refusal.
+  -- The tool gate (0005): catalog version, held grants, one-time approval, rate limit. A refusal
+  -- has undone its own writes and deleted the invocation inserted above, so it changes no other
+  -- item of the batch.
+  gate := baton_tool_gate(p_tenant, p_chain, p_jti, p_gate);
+  IF gate IS NOT NULL THEN RETURN gate; END IF;
 
   IF cardinality(metered) > 0 THEN
     -- The rows are locked and their ceilings were checked above under the lock.
@@ -158,7 +163,9 @@ LANGUAGE plpgsql AS $$
 DECLARE
   receipt_id bigint;
 BEGIN
-  IF NOT EXISTS (SELECT 1 FROM api_keys WHERE id = p_key_id AND tenant_id = p_tenant AND revoked_at IS NULL) THEN
+  -- Revoked or expired (expires_at: 0008): refused here, whatever a node's auth cache holds.
+  IF NOT EXISTS (SELECT 1 FROM api_keys WHERE id = p_key_id AND tenant_id = p_tenant AND revoked_at IS NULL
+                   AND (expires_at IS NULL OR expires_at > now())) THEN
     RETURN jsonb_build_object('o', 'KEY_REVOKED');
   END IF;
   INSERT INTO denials (tenant_id, jti, invocation_hash, code, block, dr_chain, caller_key_id, violations)
@@ -216,7 +223,7 @@ BEGIN
     IF item->>'k' = 'a' THEN
       answer := baton_verify_item(item->>'t', item->>'key', item->>'root',
         ARRAY(SELECT jsonb_array_elements_text(item->'chain')), item->>'jti', item->>'hash', item->>'jws',
-        item->>'tool', (item->>'est')::bigint, item->>'rjws', item->>'rkid');
+        item->>'tool', (item->>'est')::bigint, item->>'rjws', item->>'rkid', item->'gate');
       IF item ? 'deny' AND answer->>'o' = item->'deny'->>'code' AND answer->>'h' = item->'deny'->>'h' THEN
         answer := answer || jsonb_build_object('denied', baton_denial_item(item->>'t', item->>'key', item->>'jti', item->>'hash',
           answer->>'o', 'G', ARRAY(SELECT jsonb_array_elements_text(item->'chain')),
@@ -233,3 +240,8 @@ BEGIN
   RETURN answers;
 END;
 $$;
+--> statement-breakpoint
+-- 0003's single-verify functions: nothing calls them since the batch replaced them.
+DROP FUNCTION "baton_verify_count"(timestamptz, text, text, text, text[], text, text, text, text, bigint, text, text);
+--> statement-breakpoint
+DROP FUNCTION "baton_record_denial"(timestamptz, text, text, text, text, text, text, text[], jsonb, text, text, text);

@@ -35,7 +35,7 @@ export const AddRootRequest = z
   .strictObject({ did: z.string().openapi({ description: 'A canonical Ed25519 did:key.' }), label: orNull(DisplayName).optional() })
   .openapi('AddRootRequest');
 
-export const TenantScope = z.enum(['issue', 'verify', 'report', 'audit']).openapi('TenantScope');
+export const TenantScope = z.enum(['issue', 'verify', 'report', 'audit', 'approve']).openapi('TenantScope');
 
 export const CreateApiKeyRequest = z
   .strictObject({

@@ -10,7 +10,20 @@ import {
 } from './common.js';
 
 export const ReceiptKind = z
-  .enum(['delegation.accepted', 'invocation.allowed', 'invocation.denied', 'actual.recorded', 'delegation.revoked'])
+  .enum([
+    'delegation.accepted',
+    'invocation.allowed',
+    'invocation.denied',
+    'actual.recorded',
+    'delegation.revoked',
+    'tools.catalog.published',
+    'approval.requested',
+    'approval.approved',
+    'approval.rejected',
+    'grant.pending',
+    'grant.approved',
+    'grant.rejected',
+  ])
   .openapi('ReceiptKind');
 
 export const Receipt = z

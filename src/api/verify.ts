@@ -1,4 +1,5 @@
 import { createRoute, z } from '@hono/zod-openapi';
+import { ApprovalSchema } from './approvals.js';
 import {
   ErrorEnvelope,
   ErrorCode,
@@ -50,6 +51,15 @@ export const VerifyRequest = z
     require_binding: z
       .boolean()
       .openapi({ description: 'Deny (`BINDING_MISMATCH`) unless `body` matches `args`.', default: false })
+      .optional(),
+    approval_id: z
+      .string()
+      .min(1)
+      .max(64)
+      .openapi({
+        description:
+          'The approval this call spends (a new invocation of an approved call). Without it, the live approval of the same call is found.',
+      })
       .optional(),
   })
   .openapi('VerifyRequest', {
@@ -117,7 +127,14 @@ export const DecisionError = z
   .openapi('DecisionError', { description: "The first violation's code, block, and the table message and suggestion." });
 
 export const VerifyDeny = z
-  .strictObject({ valid: z.literal(false), error: DecisionError, violations: z.array(Violation).min(1) })
+  .strictObject({
+    valid: z.literal(false),
+    error: DecisionError,
+    violations: z.array(Violation).min(1),
+    approval: ApprovalSchema.optional().openapi({
+      description: 'Set when a tenant rule requires a human (`APPROVAL_REQUIRED`): wait for its decision, then retry the same call.',
+    }),
+  })
   .openapi('VerifyDeny', { description: 'A deny, as DRS clients expect (`valid:false`).' });
 
 export const XDrsBundle = z.string().openapi('XDrsBundle', {

@@ -234,6 +234,417 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/v1/admin/tenants/{tenant}/tools': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Publish the next version of a tenant tool catalog and its approval settings (admin) */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path: {
+          tenant: string;
+        };
+        cookie?: never;
+      };
+      requestBody: {
+        content: {
+          'application/json': components['schemas']['PublishTools'];
+        };
+      };
+      responses: {
+        /** @description The new version, with its receipt stored */
+        201: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['ToolDocument'];
+          };
+        };
+        /** @description Invalid request */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description No valid API key */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Scope missing */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Not found */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description base_version is not the current version */
+        409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/approvals': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** Approvals of the tenant, oldest first (pending ones first to decide) */
+    get: {
+      parameters: {
+        query?: {
+          status?: 'pending' | 'approved' | 'rejected' | 'expired' | 'used';
+        };
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description Approvals */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': {
+              approvals: components['schemas']['Approval'][];
+            };
+          };
+        };
+        /** @description Invalid request */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description No valid API key */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Scope missing, or the requester deciding its own approval (SELF_APPROVAL) */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description No such approval for this tenant */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/approvals/{id}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** One approval */
+    get: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path: {
+          id: string;
+        };
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description The approval */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Approval'];
+          };
+        };
+        /** @description Invalid request */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description No valid API key */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Scope missing, or the requester deciding its own approval (SELF_APPROVAL) */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description No such approval for this tenant */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/approvals/{id}/approve': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Approve a pending approval with the guardrail triple (approve scope) */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path: {
+          id: string;
+        };
+        cookie?: never;
+      };
+      requestBody: {
+        content: {
+          'application/json': components['schemas']['ApprovalDecision'];
+        };
+      };
+      responses: {
+        /** @description Decided, with its receipt stored */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Approval'];
+          };
+        };
+        /** @description Invalid request */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description No valid API key */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Scope missing, or the requester deciding its own approval (SELF_APPROVAL) */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description No such approval for this tenant */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Already decided (CONFLICT) */
+        409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/approvals/{id}/reject': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Reject a pending approval with the guardrail triple (approve scope) */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path: {
+          id: string;
+        };
+        cookie?: never;
+      };
+      requestBody: {
+        content: {
+          'application/json': components['schemas']['ApprovalDecision'];
+        };
+      };
+      responses: {
+        /** @description Decided, with its receipt stored */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Approval'];
+          };
+        };
+        /** @description Invalid request */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description No valid API key */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Scope missing, or the requester deciding its own approval (SELF_APPROVAL) */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description No such approval for this tenant */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Already decided (CONFLICT) */
+        409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/v1/delegations': {
     parameters: {
       query?: never;
@@ -377,6 +788,332 @@ export interface paths {
      * @description The service signs a root DR with a root key it holds for the tenant (generated on first use, encrypted at rest, trusted as a root of the tenant with label `custodial`) and stores it like any submitted DR. Defaults: `cmd` `/mcp/tools/call`, `subject` the custodial DID, `nbf` now, `exp` now + 24 h (`null` for no expiry), `root_type` `organisation`, a random `jti`.
      */
     post: operations['issueDelegation'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/explain': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Every unmet condition of a hypothetical call, each with a remediation; nothing is counted */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody: {
+        content: {
+          'application/json': components['schemas']['ExplainRequest'];
+        };
+      };
+      responses: {
+        /** @description The explanation */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Explanation'];
+          };
+        };
+        /** @description Invalid request */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description No valid API key */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Scope missing */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description A delegation of dr_chain is not stored for this tenant */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/grants': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** Delegations held for human approval because their tools together form the lethal trifecta */
+    get: {
+      parameters: {
+        query?: {
+          status?: 'pending' | 'approved' | 'rejected';
+        };
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description Held delegations */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': {
+              grants: components['schemas']['Grant'][];
+            };
+          };
+        };
+        /** @description Invalid request */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description No valid API key */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Scope missing, or the requester deciding its own approval (SELF_APPROVAL) */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description No such approval for this tenant */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/grants/{hash}/approve': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Approve a delegation held for the trifecta (approve scope) */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path: {
+          hash: string;
+        };
+        cookie?: never;
+      };
+      requestBody: {
+        content: {
+          'application/json': components['schemas']['ApprovalDecision'];
+        };
+      };
+      responses: {
+        /** @description Decided */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Grant'];
+          };
+        };
+        /** @description Invalid request */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description No valid API key */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Scope missing, or the requester deciding its own approval (SELF_APPROVAL) */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description No such approval for this tenant */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Already decided (CONFLICT) */
+        409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/grants/{hash}/reject': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Reject a delegation held for the trifecta (approve scope) */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path: {
+          hash: string;
+        };
+        cookie?: never;
+      };
+      requestBody: {
+        content: {
+          'application/json': components['schemas']['ApprovalDecision'];
+        };
+      };
+      responses: {
+        /** @description Decided */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Grant'];
+          };
+        };
+        /** @description Invalid request */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description No valid API key */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Scope missing, or the requester deciding its own approval (SELF_APPROVAL) */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description No such approval for this tenant */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Already decided (CONFLICT) */
+        409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
     delete?: never;
     options?: never;
     head?: never;
@@ -1055,6 +1792,152 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/v1/tools': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** The tenant's current tool catalog and approval settings */
+    get: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description Current version */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['ToolDocument'];
+          };
+        };
+        /** @description Invalid request */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description No valid API key */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Scope missing */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Not found */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/tools/versions/{version}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** One version of the tenant tool catalog (versions are immutable) */
+    get: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path: {
+          version: number;
+        };
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description That version */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['ToolDocument'];
+          };
+        };
+        /** @description Invalid request */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description No valid API key */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Scope missing */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Not found */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/v1/verify': {
     parameters: {
       query?: never;
@@ -1168,6 +2051,42 @@ export interface components {
     ApiKeyId: string;
     ApiKeyList: {
       api_keys: components['schemas']['ApiKey'][];
+    };
+    /** @description Set when a tenant rule requires a human (`APPROVAL_REQUIRED`): wait for its decision, then retry the same call. */
+    Approval: {
+      catalog_version: number;
+      created_at: number;
+      decision: {
+        actor: string;
+        at: number;
+        decided_by: string;
+        reason: string;
+      } | null;
+      dr_chain: string[];
+      expires_at: number;
+      explanation: string;
+      id: string;
+      invocation_jti: string;
+      requested_by: string;
+      rule: string;
+      /** @enum {string} */
+      status: 'pending' | 'approved' | 'rejected' | 'expired' | 'used';
+      tool: string | null;
+      tool_server: string;
+      used_at: number | null;
+    };
+    /**
+     * @example {
+     *       "actor": "alice@example.com",
+     *       "confirm": true,
+     *       "reason": "Quarterly export agreed with legal."
+     *     }
+     */
+    ApprovalDecision: {
+      actor: string;
+      /** @enum {boolean} */
+      confirm: true;
+      reason: string;
     };
     /**
      * @description How `body` compared with the signed `args` under JCS; `absent` when no body was given.
@@ -1363,6 +2282,15 @@ export interface components {
       pii_access: boolean;
       write_access: boolean;
     };
+    Error: {
+      error: {
+        code: string;
+        message: string;
+        suggestion: string;
+      } & {
+        [key: string]: unknown;
+      };
+    };
     /**
      * @description Stable refusal codes: clients branch on them and a code never changes meaning. Codes with a block letter come from the verification pipeline. The HTTP status, message and suggestion of each are listed on the `/docs` page.
      * @enum {string}
@@ -1399,6 +2327,7 @@ export interface components {
       | 'REPLAY_DETECTED'
       | 'CALLS_EXHAUSTED'
       | 'BUDGET_EXHAUSTED'
+      | 'TOOL_RATE_LIMITED'
       | 'APPROVAL_REJECTED'
       | 'APPROVAL_EXPIRED'
       | 'APPROVAL_USED'
@@ -1450,6 +2379,56 @@ export interface components {
       };
       /** @description Also in the `X-Request-Id` response header. */
       request_id: string;
+    };
+    /**
+     * @example {
+     *       "dr_chain": [
+     *         "sha256:…"
+     *       ],
+     *       "args": {
+     *         "tool": "crm_export",
+     *         "estimated_cost_usd": 0.1,
+     *         "write_access": true,
+     *         "pii_access": false
+     *       }
+     *     }
+     */
+    ExplainRequest: {
+      args: {
+        [key: string]: unknown;
+      };
+      context?: {
+        cost_calibration?: boolean;
+        near_limit?: boolean;
+      };
+      dr_chain: components['schemas']['RecordHash'][];
+    };
+    Explanation: {
+      catalog_version: number;
+      /** @enum {string} */
+      decision: 'allow' | 'deny' | 'require_approval';
+      violations: ({
+        code: string;
+        field: string;
+        remediation: string;
+      } & {
+        [key: string]: unknown;
+      })[];
+    } & {
+      [key: string]: unknown;
+    };
+    Grant: {
+      catalog_version: number;
+      decision: {
+        actor: string;
+        at: number;
+        decided_by: string;
+        reason: string;
+      } | null;
+      dr_hash: string;
+      explanation: string;
+      /** @enum {string} */
+      status: 'pending' | 'approved' | 'rejected';
     };
     Health: {
       /** @enum {string} */
@@ -1611,6 +2590,67 @@ export interface components {
       pii_access?: boolean;
       write_access?: boolean;
     };
+    /**
+     * @example {
+     *       "base_version": 0,
+     *       "strict": true,
+     *       "tools": [
+     *         {
+     *           "name": "crm_export",
+     *           "type": "write",
+     *           "blast_radius": "organizational",
+     *           "untrusted_content": false,
+     *           "private_data_access": true,
+     *           "external_communication": false,
+     *           "tags": [
+     *             "pii"
+     *           ],
+     *           "action_type": "crm:export",
+     *           "rate_limit_per_minute": 10,
+     *           "cost_per_invocation_usd": 0.05
+     *         }
+     *       ]
+     *     }
+     */
+    PublishTools: {
+      approvers?: string[];
+      base_version: number;
+      /** @enum {string} */
+      default_decision?: 'allow' | 'deny' | 'require_approval';
+      rules?: {
+        /** @enum {string} */
+        decision: 'allow' | 'deny' | 'require_approval';
+        description?: string;
+        id: string;
+        when: {
+          action_type?: string[];
+          blast_radius?: ('read' | 'local' | 'domain' | 'organizational')[];
+          cost_calibration?: boolean;
+          estimate_above_usd?: number;
+          flags?: ('untrusted_content' | 'private_data_access' | 'external_communication')[];
+          near_limit?: boolean;
+          tags?: ('pii' | 'pci' | 'secrets')[];
+          trifecta?: boolean;
+          type?: ('read' | 'write' | 'external' | 'internal')[];
+          undeclared?: boolean;
+        };
+      }[];
+      strict: boolean;
+      tools: {
+        action_type: string;
+        /** @enum {string} */
+        blast_radius: 'read' | 'local' | 'domain' | 'organizational';
+        cost_per_invocation_usd?: number;
+        external_communication: boolean;
+        name: string;
+        private_data_access: boolean;
+        rate_limit_per_minute?: number;
+        tags: ('pii' | 'pci' | 'secrets')[];
+        /** @enum {string} */
+        type: 'read' | 'write' | 'external' | 'internal';
+        untrusted_content: boolean;
+      }[];
+    };
     Readiness: {
       /** @enum {string} */
       database: 'postgres' | 'pglite';
@@ -1628,7 +2668,19 @@ export interface components {
       subject: string;
     };
     /** @enum {string} */
-    ReceiptKind: 'delegation.accepted' | 'invocation.allowed' | 'invocation.denied' | 'actual.recorded' | 'delegation.revoked';
+    ReceiptKind:
+      | 'delegation.accepted'
+      | 'invocation.allowed'
+      | 'invocation.denied'
+      | 'actual.recorded'
+      | 'delegation.revoked'
+      | 'tools.catalog.published'
+      | 'approval.requested'
+      | 'approval.approved'
+      | 'approval.rejected'
+      | 'grant.pending'
+      | 'grant.approved'
+      | 'grant.rejected';
     ReceiptLogProof: {
       leaf_index: number;
       /** @description C2SP tlog-proof bundle (c2sp.org/tlog-proof@v1) under the signed checkpoint */
@@ -1739,9 +2791,55 @@ export interface components {
       tenant_id: string;
     };
     /** @enum {string} */
-    TenantScope: 'issue' | 'verify' | 'report' | 'audit';
+    TenantScope: 'issue' | 'verify' | 'report' | 'audit' | 'approve';
     /** Format: date-time */
     Timestamp: string;
+    /**
+     * @example {
+     *       "version": 1,
+     *       "strict": true,
+     *       "default_decision": "allow",
+     *       "rules": [],
+     *       "approvers": [],
+     *       "tools": [
+     *         {
+     *           "name": "crm_export",
+     *           "type": "write",
+     *           "blast_radius": "organizational",
+     *           "untrusted_content": false,
+     *           "private_data_access": true,
+     *           "external_communication": false,
+     *           "tags": [
+     *             "pii"
+     *           ],
+     *           "action_type": "crm:export",
+     *           "rate_limit_per_minute": 10,
+     *           "cost_per_invocation_usd": 0.05
+     *         }
+     *       ],
+     *       "hash": "sha256:…",
+     *       "catalog_hash": "sha256:…",
+     *       "created_by": "key_…",
+     *       "created_at": "2026-11-23T08:00:00.000Z"
+     *     }
+     */
+    ToolDocument: {
+      approvers: string[];
+      catalog_hash: string;
+      created_at: string;
+      created_by: string;
+      /** @enum {string} */
+      default_decision: 'allow' | 'deny' | 'require_approval';
+      hash: string;
+      rules: {
+        [key: string]: unknown;
+      }[];
+      strict: boolean;
+      tools: {
+        [key: string]: unknown;
+      }[];
+      version: number;
+    };
     TreeNode: {
       aud: components['schemas']['DidKey'];
       calls_used: number;
@@ -1821,6 +2919,7 @@ export interface components {
     };
     /** @description A deny, as DRS clients expect (`valid:false`). */
     VerifyDeny: {
+      approval?: components['schemas']['Approval'];
       error: components['schemas']['DecisionError'];
       /** @enum {boolean} */
       valid: false;
@@ -1828,6 +2927,8 @@ export interface components {
     };
     /** @description The bundle fields, judged by the verifier (a malformed bundle is a 403 deny in block A), plus options. Other members are ignored, for DRS compatibility. */
     VerifyRequest: {
+      /** @description The approval this call spends (a new invocation of an approved call). Without it, the live approval of the same call is found. */
+      approval_id?: string;
       /** @description The request body the tool server received, compared with the signed `args` under JCS. */
       body?: unknown;
       /** @enum {string} */

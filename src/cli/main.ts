@@ -29,6 +29,12 @@ const COMMANDS: Record<string, { load: () => Promise<Command>; summary: string }
   },
   report: { load: async () => (await import('./report.js')).runReport, summary: 'record the metered cost of an allowed invocation' },
   revoke: { load: async () => (await import('./revoke.js')).runRevoke, summary: 'revoke a delegation and everything under it' },
+  // Issue 13: tool catalogs and approval gates.
+  tools: { load: async () => (await import('./tools.js')).runTools, summary: "show or publish the tenant's tool catalog" },
+  approvals: {
+    load: async () => (await import('./tools.js')).runApprovals,
+    summary: 'list, approve or reject calls and delegations waiting for a human',
+  },
   chain: {
     load: async () => (await import('./chain.js')).runChain,
     summary: 'print a delegation as a tree: policies, status, calls, spend',

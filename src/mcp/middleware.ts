@@ -128,8 +128,10 @@ export interface BatonRefusal {
   readonly violations: readonly Violation[];
   /** Baton's request id, when Baton answered. */
   readonly request_id: string | null;
-  /** Whether the same call may succeed later (Baton unreachable, 429, 5xx). */
+  /** Whether the same call may succeed later (Baton unreachable, 429, 5xx, or once a human approves it). */
   readonly retryable: boolean;
+  /** With APPROVAL_REQUIRED: the approval a human must decide before the same call is retried. */
+  readonly approval?: { readonly id: string; readonly status: string; readonly expires_at: number };
 }
 
 /** The cost of one call, as the tool knows it. */
@@ -380,7 +382,11 @@ function makeGate(options: BatonMcpOptions): (next: AnyHandler) => AnyHandler {
         suggestion: decision.error.suggestion,
         violations: decision.violations,
         request_id: decision.request_id,
-        retryable: false,
+        // A call waiting for a human succeeds once, when retried after the approval.
+        retryable: decision.approval !== undefined,
+        ...(decision.approval === undefined
+          ? {}
+          : { approval: { id: decision.approval.id, status: decision.approval.status, expires_at: decision.approval.expires_at } }),
       });
     }
     const invocationId = decision.invocation_id;
@@ -612,7 +618,13 @@ export function explainRefusal(r: BatonRefusal): string {
     });
   }
   lines.push('', `What to do: ${r.suggestion}`);
-  if (r.retryable) lines.push('This refusal is temporary: the same call may succeed later.');
+  if (r.approval) {
+    const until = new Date(r.approval.expires_at * 1000).toISOString();
+    lines.push(
+      `A human must approve this call first: approval ${r.approval.id} (${r.approval.status}, good until ${until}).`,
+      'Once it is approved, retry exactly the same call (same tool and arguments): it is allowed once.',
+    );
+  } else if (r.retryable) lines.push('This refusal is temporary: the same call may succeed later.');
   if (r.request_id) lines.push(`Baton request id: ${r.request_id}`);
   return lines.join('\n');
 }

@@ -221,6 +221,12 @@ export const ERROR_TABLE = {
     message: 'Metered spend plus pending estimates would pass a max_spend_usd budget in the chain.',
     suggestion: 'Report actual costs for finished invocations, lower the estimate, or ask for a larger budget.',
   },
+  TOOL_RATE_LIMITED: {
+    block: 'G',
+    status: 403,
+    message: 'The tool has reached its rate_limit_per_minute in the tenant tool catalog.',
+    suggestion: 'Retry in the next minute; the limit counts allowed calls of this tool across every Baton node.',
+  },
   APPROVAL_REJECTED: {
     block: 'G',
     status: 403,

@@ -19,6 +19,7 @@
  * - Nothing is retried: a verify consumes a call, so retrying is the caller's
  *   decision (a retried verify of the same invocation is REPLAY_DETECTED).
  */
+import { BatonTools } from './tools.js';
 import { decodeBase64url } from '../protocol/base64url.js';
 import type { ErrorCode, Violation } from '../protocol/errors.js';
 import { utf8Decode } from '../protocol/jcs.js';
@@ -124,6 +125,8 @@ export interface VerifyOptions extends RequestOptions {
   readonly body?: unknown;
   /** Deny BINDING_MISMATCH unless `body` equals the signed args. */
   readonly requireBinding?: boolean;
+  /** The approval this call spends (a new invocation of the approved call). */
+  readonly approvalId?: string;
 }
 
 /** The answers of verify, plus the X-Request-Id response header. */
@@ -201,6 +204,8 @@ export class BatonClient {
   readonly timeoutMs: number;
   /** Tenants, trusted roots and API keys: needs the admin key. */
   readonly admin: BatonAdmin;
+  /** Tool catalog and approvals (issue 13). */
+  readonly tools: BatonTools;
   readonly #apiKey: string | undefined;
   readonly #fetch: typeof fetch;
   readonly #headers: Readonly<Record<string, string>>;
@@ -228,6 +233,7 @@ export class BatonClient {
     this.#fetch = f;
     this.#headers = { ...(options.headers ?? {}) };
     this.admin = new BatonAdmin((spec, opts) => this.#call(spec, opts));
+    this.tools = new BatonTools((spec, opts) => this.#call(spec, opts));
   }
 
   // ------------------------------------------------------------ issuance
@@ -272,6 +278,7 @@ export class BatonClient {
       ...(opts.dryRun ? { dry_run: true } : {}),
       ...(opts.body !== undefined ? { body: opts.body } : {}),
       ...(opts.requireBinding ? { require_binding: true } : {}),
+      ...(opts.approvalId !== undefined ? { approval_id: opts.approvalId } : {}),
     };
     const answer = await this.#call<Omit<VerifyAllowed, 'request_id'> | Omit<VerifyDenied, 'request_id'>>(
       { method: 'POST', path: '/v1/verify', body, auth: 'key', answerStatuses: (status, b) => status === 403 && isDenyBody(b) },

@@ -17,7 +17,7 @@ import type { ServiceDeps } from './types.js';
 // ---------------------------------------------------------------- schemas
 
 /** Scopes an operator may give a tenant key ('admin' belongs to no tenant). */
-export const TENANT_KEY_SCOPES = ['issue', 'verify', 'report', 'audit'] as const;
+export const TENANT_KEY_SCOPES = ['issue', 'verify', 'report', 'audit', 'approve'] as const;
 
 // Messages are predicates: the field name is put in front of them by parseRequest.
 const displayName = () =>

@@ -38,10 +38,9 @@ import { readJsonBody } from './body.js';
 import { newRouter, serve } from './router.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
-export function adminRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
-  const r = newRouter();
-
-  const admin: MiddlewareHandler<AppEnv> = async (c, next) => {
+/** The admin key only; a tenant key naming another tenant gets 404. Answers are never cached. */
+export function adminOnly(deps: ServiceDeps): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
     const auth = await authenticateRequest(deps, c);
     const tenant = c.req.param('tenant');
     if (auth.tenantId !== null && tenant !== undefined && tenant !== auth.tenantId) throw new BatonError('NOT_FOUND');
@@ -50,6 +49,12 @@ export function adminRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     // Responses may carry a freshly minted secret: never cache them anywhere.
     c.header('Cache-Control', 'no-store');
   };
+}
+
+export function adminRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
+  const r = newRouter();
+
+  const admin = adminOnly(deps);
   const body = (c: Parameters<MiddlewareHandler<AppEnv>>[0]) => readJsonBody(c, deps.config.maxBodyBytes);
 
   serve(r, createTenantRoute, admin, async (c) => {

@@ -20,6 +20,9 @@ import { invocationRoutes } from './invocations.routes.js';
 import { revokeRoutes } from './revoke.routes.js';
 import { docsRoutes, type OpenApiDocument } from './docs.routes.js';
 import { newRouter } from './router.js';
+import { toolRoutes } from './tools.handlers.js';
+import { approvalRoutes } from './approvals.handlers.js';
+import { explainRoutes } from './explain.handlers.js';
 import { metrics } from './metrics.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
@@ -90,6 +93,9 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   app.route('/', revokeRoutes(deps));
   app.route('/', receiptRoutes(deps));
   app.route('/', logRoutes(deps));
+  app.route('/', toolRoutes(deps));
+  app.route('/', approvalRoutes(deps));
+  app.route('/', explainRoutes(deps));
 
   app.notFound((c) =>
     c.json(

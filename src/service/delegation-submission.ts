@@ -31,6 +31,8 @@ import { firstReceipt } from '../store/receipts.js';
 import type { Delegation } from '../store/schema/index.js';
 import { recordReceipt } from './receipts.js';
 import type { ServiceDeps } from './types.js';
+import { trifectaAtIssuance } from './tool-grants.js';
+import type { Policy } from '../protocol/policy.js';
 import { delegationView, type DelegationView, type ServiceReceiptView } from './delegations.handlers.js';
 
 function refusal(code: ErrorCode, message: string, violations: readonly Violation[], details: Record<string, unknown> = {}): BatonError {
@@ -143,6 +145,12 @@ export async function checkSubmission(
  */
 export async function submitDelegations(deps: ServiceDeps, callerTenant: string | null, jwsList: readonly string[]): Promise<SubmitResult> {
   const { tenantId, now, ancestors, submitted } = await checkSubmission(deps, callerTenant, jwsList);
+  // A DR whose tools together form the lethal trifecta is stored held for a human.
+  const trifecta = await trifectaAtIssuance(
+    deps,
+    tenantId,
+    ancestors.map((a) => a.policy as Policy),
+  );
   const result = await deps.store.db.transaction(async (tx) => {
     let parent: Delegation | null = ancestors[ancestors.length - 1] ?? null;
     let created = false;
@@ -172,6 +180,7 @@ export async function submitDelegations(deps: ServiceDeps, callerTenant: string 
       } else {
         receipt = (await firstReceipt(tx, tenantId, dr.hash, 'delegation.accepted')) ?? null;
       }
+      await trifecta.next(tx, { hash: dr.hash, policy: dr.payload.policy }, inserted);
       out.push({ ...delegationView(row, now, null), jws: row.jws, receipt });
       parent = row;
     }

@@ -5,7 +5,7 @@ import type { Store } from '../store/db.js';
 import type { Logger } from './log.js';
 import type { ServiceSigner } from './signer.js';
 
-export const SCOPES = ['admin', 'issue', 'verify', 'report', 'audit'] as const;
+export const SCOPES = ['admin', 'issue', 'verify', 'report', 'audit', 'approve'] as const;
 export type Scope = (typeof SCOPES)[number];
 
 /** The tenant scopes that may read delegations and invocations: one list, one order, for every read route. */

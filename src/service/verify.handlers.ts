@@ -45,6 +45,9 @@ import { metrics } from './metrics.js';
 import { parseRequest } from './validate.js';
 import { checkSubmission, submitDelegations } from './delegation-submission.js';
 import { signReceipt } from './receipts.js';
+import { decideToolGate, toolGateViolation, type ToolGate } from './tool-gate.js';
+import { forgetToolDocument } from './tools.js';
+import type { ApprovalJson } from './approvals.js';
 
 export const VerifyRequestSchema = z.looseObject({
   bundle_version: z.unknown().optional(),
@@ -53,6 +56,8 @@ export const VerifyRequestSchema = z.looseObject({
   dry_run: z.boolean().optional(),
   body: z.unknown().optional(),
   require_binding: z.boolean().optional(),
+  /** The approval this call spends; without it, the live approval of the same call is found. */
+  approval_id: z.string().min(1).max(64).optional(),
 });
 
 export type VerifyRequest = z.infer<typeof VerifyRequestSchema>;
@@ -88,7 +93,10 @@ export type VerifyResponse =
         receipt: { id: number; kid: string; jws: string } | null;
       };
     }
-  | { readonly status: 403; readonly body: { valid: false; error: DecisionError; violations: readonly Violation[] } };
+  | {
+      readonly status: 403;
+      readonly body: { valid: false; error: DecisionError; violations: readonly Violation[]; approval?: ApprovalJson };
+    };
 
 /** Fraction of a ceiling past which NEAR_LIMIT is reported. */
 const NEAR_LIMIT = 0.8;
@@ -150,6 +158,8 @@ export async function verifyInvocation(
   req: VerifyRequest,
   bundle: unknown,
   deadline: Date = new Date(Date.now() + deps.config.verifyDeadlineMs),
+  /** Once: when the tool catalog changed under a decision, it is made again on the new version. */
+  redecideOnCatalogChange = true,
 ): Promise<VerifyResponse> {
   const started = performance.now();
   const db = deps.store.db;
@@ -215,6 +225,14 @@ export async function verifyInvocation(
     }
   }
 
+  // The tool gate: catalog-derived requirements and approval rules (tool-gate.ts).
+  const gate: ToolGate = await decideToolGate(deps, tenantId, decision, { dryRun, approvalId: req.approval_id });
+  const gated = gate.kind === 'none' ? {} : { catalog_version: gate.catalogVersion };
+  if (gate.kind === 'refuse') {
+    const refusedByGate = deny(gate.violations, { invocation: decision.invocation, dr_chain: inv.dr_chain });
+    return refuse(deps, auth, tenantId, refusedByGate, dryRun, deadline, started, { ...gated, approval: gate.approval });
+  }
+
   const toCount = {
     tenantId,
     jti: inv.jti,
@@ -222,7 +240,7 @@ export async function verifyInvocation(
     jws: decision.invocation.jws,
     drChain: inv.dr_chain,
     tool: decision.context.tool,
-    estimatedMicros: estimatedMicros(inv.args),
+    estimatedMicros: gate.kind === 'go' && gate.estimatedMicros !== undefined ? gate.estimatedMicros : estimatedMicros(inv.args),
     callerKeyId: auth.keyId,
   };
   const signAllow = () =>
@@ -238,6 +256,8 @@ export async function verifyInvocation(
         tool_server: inv.tool_server,
         caller_key_id: auth.keyId,
         estimated_micros: toCount.estimatedMicros,
+        ...gated,
+        ...(gate.kind === 'go' && gate.approvalId !== null ? { approval_id: gate.approvalId } : {}),
       },
     });
   const limits = chainLimits(decision.delegations);
@@ -247,10 +267,19 @@ export async function verifyInvocation(
   // sign the refusal's receipt instead of an allow's, so the statement stores the refusal
   // itself. The statement still decides; an allow then costs a second statement.
   const exhausted = dryRun ? undefined : limits.find((l) => l.maxCalls !== null && cache.isExhausted(tenantId, l.hash));
-  const predicted = exhausted && predictedDenial(deps, auth, tenantId, refusal(exhaustedAt(exhausted)), exhausted.hash);
+  const predicted = exhausted && predictedDenial(deps, auth, tenantId, refusal(exhaustedAt(exhausted)), exhausted.hash, gated);
   let receipt = dryRun || predicted ? undefined : signAllow();
   const count = () =>
-    countCallsAtomically(deps.store.query, toCount, receipt ?? null, limits, decision.delegations[0]!.payload.iss, deadline, predicted);
+    countCallsAtomically(
+      deps.store.query,
+      toCount,
+      receipt ?? null,
+      limits,
+      decision.delegations[0]!.payload.iss,
+      deadline,
+      predicted,
+      gate.kind === 'go' ? gate.params : null,
+    );
   let outcome = dryRun ? await predictCount(db, toCount, unstoredState(decision.delegations, stored)) : await count();
   if (!outcome.ok && outcome.reason === 'UNPREDICTED') {
     receipt = signAllow();
@@ -262,12 +291,20 @@ export async function verifyInvocation(
       throw new BatonError('INTERNAL', { message: 'A verify signed for its allow was refused as unpredicted.' });
     if (outcome.reason === 'UNTRUSTED_ROOT') cache.forgetRoots(tenantId);
     if (outcome.reason === 'RECEIPT_REVOKED') cache.forgetDelegation(tenantId, outcome.hash);
-    if (outcome.reason === 'CALLS_EXHAUSTED' && !dryRun) cache.markExhausted(tenantId, outcome.state.hash);
-    const denial = refusal(outcome);
-    if ('deniedReceiptId' in outcome && outcome.deniedReceiptId !== undefined) {
-      return refused(deps, auth, tenantId, denial, { dryRun, receiptId: outcome.deniedReceiptId, started });
+    if (outcome.reason === 'TOOL_GATE' && outcome.refusal.o === 'CATALOG_CHANGED') {
+      forgetToolDocument(deps, tenantId);
+      if (redecideOnCatalogChange) return verifyInvocation(deps, auth, tenantId, req, bundle, deadline, false);
+      throw new BatonError('STORAGE_UNAVAILABLE', { message: 'The tool catalog changed twice during this verify; retry.' });
     }
-    return refuse(deps, auth, tenantId, denial, dryRun, deadline, started);
+    if (outcome.reason === 'CALLS_EXHAUSTED' && !dryRun) cache.markExhausted(tenantId, outcome.state.hash);
+    const denial =
+      outcome.reason === 'TOOL_GATE'
+        ? deny([toolGateViolation(outcome.refusal, decision)], { invocation: decision.invocation, dr_chain: inv.dr_chain })
+        : refusal(outcome);
+    if ('deniedReceiptId' in outcome && outcome.deniedReceiptId !== undefined) {
+      return refused(deps, auth, tenantId, denial, { dryRun, receiptId: outcome.deniedReceiptId, started }, gated);
+    }
+    return refuse(deps, auth, tenantId, denial, dryRun, deadline, started, gated);
   }
   const retry = outcome.retry !== undefined;
   if (dryRun || !receipt) {
@@ -371,7 +408,7 @@ function estimatedMicros(args: Record<string, unknown>): number {
 }
 
 function runtimeViolation(
-  outcome: Exclude<CountOutcome, { ok: true } | { reason: 'KEY_REVOKED' | 'UNPREDICTED' }>,
+  outcome: Exclude<CountOutcome, { ok: true } | { reason: 'KEY_REVOKED' | 'UNPREDICTED' | 'TOOL_GATE' }>,
   decision: Extract<ChainDecision, { valid: true }>,
 ): Violation {
   const indexOf = (hash: string) => decision.delegations.findIndex((d) => d.hash === hash);
@@ -494,14 +531,21 @@ async function refuse(
   dryRun: boolean,
   deadline: Date,
   started: number,
+  gated: ToolGateFacts = {},
 ): Promise<VerifyResponse> {
   let receiptId: number | null = null;
   if (!dryRun) {
-    const recorded = await recordDenial(deps.store.query, denialToRecord(deps, auth, tenantId, decision), deadline);
+    const recorded = await recordDenial(deps.store.query, denialToRecord(deps, auth, tenantId, decision, gated), deadline);
     if (recorded === null) throw keyRevoked(deps, auth);
     receiptId = recorded;
   }
-  return refused(deps, auth, tenantId, decision, { dryRun, receiptId, started });
+  return refused(deps, auth, tenantId, decision, { dryRun, receiptId, started }, gated);
+}
+
+/** Tool gate facts of a decision: the catalog version decided with (recorded in the receipt), the approval asked for. */
+interface ToolGateFacts {
+  readonly catalog_version?: number;
+  readonly approval?: ApprovalJson | undefined;
 }
 
 /** The answer to a deny already recorded (or a dry run's). */
@@ -511,11 +555,13 @@ function refused(
   tenantId: string,
   decision: Extract<ChainDecision, { valid: false }>,
   d: { dryRun: boolean; receiptId: number | null; started: number },
+  gated: ToolGateFacts = {},
 ): VerifyResponse {
   metrics.observeDecision('deny', decision.error.code);
   const codes = [...new Set([decision.error.code, ...decision.violations.map((v) => v.code)])];
   logDecision(deps, auth, tenantId, decision, { ...d, codes });
-  return { status: 403, body: { valid: false, error: decision.error, violations: decision.violations } };
+  const approval = gated.approval === undefined ? {} : { approval: gated.approval };
+  return { status: 403, body: { valid: false, error: decision.error, violations: decision.violations, ...approval } };
 }
 
 /** A deny as stored: the denial row and its signed receipt. */
@@ -524,6 +570,7 @@ function denialToRecord(
   auth: AuthContext,
   tenantId: string,
   decision: Extract<ChainDecision, { valid: false }>,
+  gated: ToolGateFacts = {},
 ): DenialToRecord {
   const inv = decision.invocation;
   const subject = inv?.payload.jti ?? inv?.hash ?? 'unreadable-invocation';
@@ -532,7 +579,14 @@ function denialToRecord(
     kind: 'invocation.denied',
     subject,
     now: deps.now(),
-    data: { code: decision.error.code, block: decision.error.block, dr_chain: decision.dr_chain ?? [], caller_key_id: auth.keyId },
+    data: {
+      code: decision.error.code,
+      block: decision.error.block,
+      dr_chain: decision.dr_chain ?? [],
+      caller_key_id: auth.keyId,
+      catalog_version: gated.catalog_version,
+      approval_id: gated.approval?.id,
+    },
   });
   return {
     tenantId,
@@ -563,8 +617,9 @@ function predictedDenial(
   tenantId: string,
   decision: Extract<ChainDecision, { valid: false }>,
   hash: string,
+  gated: ToolGateFacts,
 ): PredictedDenial {
-  const record = denialToRecord(deps, auth, tenantId, decision);
+  const record = denialToRecord(deps, auth, tenantId, decision, gated);
   return { code: 'CALLS_EXHAUSTED', hash, violations: record.violations, receipt: record.receipt };
 }
 

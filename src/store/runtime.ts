@@ -66,7 +66,40 @@ export type CountOutcome =
     }
   /** A refusal was predicted, so no allow receipt was signed, but the invocation would be allowed: sign one and ask again. */
   | { readonly ok: false; readonly reason: 'UNPREDICTED' }
-  | { readonly ok: false; readonly reason: 'BUNDLE_INCOMPLETE'; readonly hash: string };
+  | { readonly ok: false; readonly reason: 'BUNDLE_INCOMPLETE'; readonly hash: string }
+  /** Refused by the tool gate inside the statement (see ToolGateRefusal). */
+  | { readonly ok: false; readonly reason: 'TOOL_GATE'; readonly refusal: ToolGateRefusal };
+
+/** What the service decided the tool gate on; the statement re-checks it (baton_tool_gate, migration 0005). */
+export interface ToolGateParams {
+  /** Catalog version decided with. */
+  readonly v: number;
+  /** Service clock, unix seconds. */
+  readonly n: number;
+  readonly t: string | null;
+  readonly rl: number | null;
+  /** Approval to spend, and the call's binding. */
+  readonly a: string | null;
+  readonly b: string | null;
+}
+
+/** baton_tool_gate's refusal: o = code; v = current version; h = pending DR; a = approval id; t/rl = tool and rate. */
+export interface ToolGateRefusal {
+  readonly o:
+    | 'CATALOG_CHANGED'
+    | 'GRANT_PENDING_APPROVAL'
+    | 'APPROVAL_REQUIRED'
+    | 'APPROVAL_REJECTED'
+    | 'APPROVAL_EXPIRED'
+    | 'APPROVAL_USED'
+    | 'APPROVAL_MISMATCH'
+    | 'TOOL_RATE_LIMITED';
+  readonly v?: number;
+  readonly h?: string;
+  readonly a?: string;
+  readonly t?: string;
+  readonly rl?: number;
+}
 
 /** Counters, budgets and revocation of a stored chain, root first. */
 export async function readChainState(db: Db, tenantId: string, chain: readonly string[]): Promise<ChainRuntimeState[]> {
@@ -143,6 +176,8 @@ export async function countCallsAtomically(
   /** After this the caller no longer waits: the statement refuses to run or commit (SQLSTATE 57014). */
   deadline: Date,
   predicted?: PredictedDenial,
+  /** The tool gate's inputs; null when the tenant has no catalog. */
+  gate: ToolGateParams | null = null,
 ): Promise<CountOutcome> {
   const answer = (await verifyBatcherOf(query).run(
     {
@@ -158,6 +193,7 @@ export async function countCallsAtomically(
       est: inv.estimatedMicros,
       rjws: receipt?.jws ?? null,
       rkid: receipt?.kid ?? predicted?.receipt.kid ?? '',
+      ...(gate === null ? {} : { gate: { ...gate } }),
       ...(predicted
         ? {
             deny: {
@@ -171,7 +207,7 @@ export async function countCallsAtomically(
         : {}),
     },
     deadline,
-  )) as unknown as CountAnswer | BlockedAnswer;
+  )) as unknown as CountAnswer | BlockedAnswer | ToolGateRefusal;
   const byHash = new Map(limits.map((l) => [l.hash, l]));
   const limitsOf = (hash: string): ChainLimits => byHash.get(hash) ?? { hash, depth: 0, maxCalls: null, maxSpendMicros: null };
   const stateOf = (s: CountAnswer['s']): ChainRuntimeState[] =>
@@ -199,6 +235,8 @@ export async function countCallsAtomically(
     case 'KEY_REVOKED':
     case 'UNPREDICTED':
       return { ok: false, reason: answer.o };
+    default:
+      return { ok: false, reason: 'TOOL_GATE', refusal: answer };
   }
 }
 

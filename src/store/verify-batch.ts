@@ -37,6 +37,8 @@ export type BatchItem =
       readonly rkid: string;
       /** A predicted block-G refusal, stored by the same statement when it happens (see 0004). */
       readonly deny?: { readonly code: string; readonly h: string; readonly v: unknown; readonly rjws: string; readonly rkid: string };
+      /** The tool gate's inputs (baton_tool_gate, 0005); absent when the tenant has no catalog. */
+      readonly gate?: Readonly<Record<string, unknown>>;
     }
   | {
       readonly k: 'd';

@@ -656,6 +656,7 @@ function concretePath(template: string): string {
     id: 'key_contract_none',
     size: '1',
     path: '0/000',
+    version: '1',
   };
   return template.replace(/\{([^}]+)\}/g, (_m, name: string) => {
     if (name === 'tenant') return tenant.id;
@@ -664,6 +665,110 @@ function concretePath(template: string): string {
     return encodeURIComponent(v).replace(/%3A/g, ':');
   });
 }
+
+describe('(b) tools and approvals', () => {
+  it('catalog versions, a call waiting for a human, approve and reject', async () => {
+    // The other tenant, so that the verify scenarios above keep a tenant without a catalog.
+    const admin = { key: svc.adminKey };
+    const tools = `/v1/admin/tenants/${other.id}/tools`;
+    const declared = {
+      name: 'crm_export',
+      type: 'write',
+      blast_radius: 'organizational',
+      untrusted_content: false,
+      private_data_access: false,
+      external_communication: false,
+      tags: [],
+      action_type: 'crm:export',
+    };
+    await api('GET', '/v1/tools', { key: other.keys.verify }, 404);
+    await api('POST', tools, { ...admin, json: { base_version: 0, strict: true, tools: [declared] } }, 201);
+    await api('POST', tools, { ...admin, json: { base_version: 0, strict: true, tools: [] } }, 409);
+    await api('POST', tools, { ...admin, json: { base_version: 1, strict: true, tools: [{ ...declared, name: '*' }] } }, 400);
+    await api('POST', tools, { json: { base_version: 1, strict: true, tools: [] } }, 401);
+    await api('POST', tools, { key: other.keys.issue, json: { base_version: 1, strict: true, tools: [] } }, 403);
+    await api('POST', tools, { ...admin, body: OVERSIZE }, 413);
+    await api('GET', '/v1/tools', { key: other.keys.verify }, 200);
+    await api('GET', '/v1/tools', {}, 401);
+    await api('GET', '/v1/tools', { key: other.keys.report }, 403);
+    await api('GET', '/v1/tools/versions/1', { key: other.keys.audit }, 200);
+    await api('GET', '/v1/tools/versions/x', { key: other.keys.audit }, 400);
+    await api('GET', '/v1/tools/versions/9', { key: other.keys.audit }, 404);
+    await api('GET', '/v1/tools/versions/1', {}, 401);
+    await api('GET', '/v1/tools/versions/1', { key: other.keys.report }, 403);
+
+    const k = await api('POST', `/v1/admin/tenants/${other.id}/api-keys`, { ...admin, json: { scopes: ['approve'] } }, 201);
+    const approver = { key: k.body.key as string };
+    const agent = generateKeyPair();
+    const policy = { allowed_tools: ['crm_export'], max_cost_usd: 1, write_access: true };
+    const root = createRootDelegation({ issuer: other.root, audience: agent.did, policy, iat: T0, nbf: T0 - 10 });
+    const args = { tool: 'crm_export', estimated_cost_usd: 0.1, pii_access: false, write_access: true };
+    const call = () => makeBundle(createInvocation({ chain: [root], invoker: agent, args, toolServer: TOOL_SERVER, iat: T0 }), [root]);
+    const waiting = await api('POST', '/v1/verify', { key: other.keys.verify, json: call() }, 403);
+    expect(waiting.body.error.code).toBe('APPROVAL_REQUIRED');
+    const id = waiting.body.approval.id as string;
+    const second = await api('POST', '/v1/verify', { key: other.keys.verify, json: { ...call(), approval_id: 'apr_nobody' } }, 403);
+    expect(second.body.error.code).toBe('APPROVAL_MISMATCH');
+
+    await api('GET', '/v1/approvals?status=pending', approver, 200);
+    await api('GET', '/v1/approvals?status=maybe', approver, 400);
+    await api('GET', '/v1/approvals', {}, 401);
+    await api('GET', '/v1/approvals', { key: other.keys.verify }, 403);
+    await api('GET', `/v1/approvals/${id}`, { key: other.keys.audit }, 200);
+    await api('GET', '/v1/approvals/apr_nobody', approver, 404);
+    await api('GET', `/v1/approvals/${id}`, {}, 401);
+    await api('GET', `/v1/approvals/${id}`, { key: other.keys.verify }, 403);
+
+    const triple = { actor: 'alice', confirm: true, reason: 'Agreed with legal.' };
+    for (const what of ['approve', 'reject']) {
+      await api('POST', `/v1/approvals/${id}/${what}`, { ...approver, json: { ...triple, reason: ' ' } }, 400);
+      await api('POST', `/v1/approvals/${id}/${what}`, { json: triple }, 401);
+      await api('POST', `/v1/approvals/${id}/${what}`, { key: other.keys.verify, json: triple }, 403);
+      await api('POST', `/v1/approvals/apr_nobody/${what}`, { ...approver, json: triple }, 404);
+      await api('POST', `/v1/approvals/${id}/${what}`, { ...approver, body: OVERSIZE }, 413);
+    }
+    await api('POST', `/v1/approvals/${id}/approve`, { ...approver, json: triple }, 200);
+    await api('POST', `/v1/approvals/${id}/approve`, { ...approver, json: triple }, 409);
+    await api('POST', `/v1/approvals/${id}/reject`, { ...approver, json: triple }, 409);
+    await api('POST', '/v1/verify', { key: other.keys.verify, json: call() }, 200);
+    const next = await api('POST', '/v1/verify', { key: other.keys.verify, json: call() }, 403);
+    await api('POST', `/v1/approvals/${next.body.approval.id}/reject`, { ...approver, json: triple }, 200);
+
+    // A delegation whose tools together form the lethal trifecta is held for a human.
+    const risky = [
+      { ...declared, name: 'web_fetch', type: 'read', blast_radius: 'read', untrusted_content: true, action_type: 'web:fetch' },
+      { ...declared, name: 'mail_send', type: 'external', blast_radius: 'domain', private_data_access: true, action_type: 'mail:send' },
+    ];
+    await api('POST', tools, { ...admin, json: { base_version: 1, strict: true, tools: [declared, ...risky] } }, 201);
+    const held = createRootDelegation({ issuer: other.root, audience: agent.did, policy: { max_cost_usd: 1 }, iat: T0, nbf: T0 - 10 });
+    const held2 = createRootDelegation({ issuer: other.root, audience: agent.did, policy: { max_cost_usd: 2 }, iat: T0, nbf: T0 - 10 });
+    await api('POST', '/v1/delegations', { key: other.keys.issue, json: { receipts: [held.jws] } }, 201);
+    await api('POST', '/v1/delegations', { key: other.keys.issue, json: { receipts: [held2.jws] } }, 201);
+    await api('GET', '/v1/grants?status=pending', approver, 200);
+    await api('GET', '/v1/grants?status=maybe', approver, 400);
+    await api('GET', '/v1/grants', {}, 401);
+    await api('GET', '/v1/grants', { key: other.keys.verify }, 403);
+    for (const what of ['approve', 'reject']) {
+      await api('POST', `/v1/grants/${held.hash}/${what}`, { ...approver, json: { ...triple, confirm: false } }, 400);
+      await api('POST', `/v1/grants/${held.hash}/${what}`, { json: triple }, 401);
+      await api('POST', `/v1/grants/${held.hash}/${what}`, { key: other.keys.verify, json: triple }, 403);
+      await api('POST', `/v1/grants/${UNKNOWN_HASH}/${what}`, { ...approver, json: triple }, 404);
+      await api('POST', `/v1/grants/${held.hash}/${what}`, { ...approver, body: OVERSIZE }, 413);
+    }
+    await api('POST', `/v1/grants/${held.hash}/approve`, { ...approver, json: triple }, 200);
+    await api('POST', `/v1/grants/${held.hash}/reject`, { ...approver, json: triple }, 409);
+    await api('POST', `/v1/grants/${held2.hash}/reject`, { ...approver, json: triple }, 200);
+    await api('POST', `/v1/grants/${held2.hash}/approve`, { ...approver, json: triple }, 409);
+
+    const explained = await api('POST', '/v1/explain', { key: other.keys.verify, json: { dr_chain: [root.hash], args } }, 200);
+    expect(explained.body.decision).toBe('require_approval');
+    await api('POST', '/v1/explain', { key: other.keys.verify, json: { dr_chain: [], args } }, 400);
+    await api('POST', '/v1/explain', { key: other.keys.verify, json: { dr_chain: [UNKNOWN_HASH], args } }, 404);
+    await api('POST', '/v1/explain', { json: { dr_chain: [root.hash], args } }, 401);
+    await api('POST', '/v1/explain', { key: other.keys.report, json: { dr_chain: [root.hash], args } }, 403);
+    await api('POST', '/v1/explain', { key: other.keys.verify, body: OVERSIZE }, 413);
+  });
+});
 
 describe('(c) authentication and scopes match the spec', () => {
   it('every operation that requires a key answers 401 without one', async () => {

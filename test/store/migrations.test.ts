@@ -11,9 +11,11 @@ import { createDatabase, freshPglite } from '../setup/db.js';
 const TABLES = [
   'actuals',
   'api_keys',
+  'approvals',
   'custodial_keys',
   'delegations',
   'denials',
+  'grant_approvals',
   'invocations',
   'log_checkpoints',
   'log_cosignatures',
@@ -23,6 +25,8 @@ const TABLES = [
   'receipts',
   'service_keys',
   'tenants',
+  'tool_catalogs',
+  'tool_rate_windows',
   'trusted_roots',
 ];
 const journal = JSON.parse(readFileSync(join(findMigrationsFolder(), 'meta', '_journal.json'), 'utf8')) as {

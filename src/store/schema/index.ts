@@ -6,3 +6,4 @@ export * from './invocations.js';
 export * from './actuals.js';
 export * from './receipts.js';
 export * from './log.js';
+export * from './tools.js';

@@ -5,7 +5,7 @@ import { check, index, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-or
 import { createdAt, serverTime, tenantId } from './columns.js';
 import { tenants } from './tenants.js';
 
-export const API_KEY_SCOPES = ['admin', 'issue', 'verify', 'report', 'audit'] as const;
+export const API_KEY_SCOPES = ['admin', 'issue', 'verify', 'report', 'audit', 'approve'] as const;
 export type ApiKeyScope = (typeof API_KEY_SCOPES)[number];
 
 export const apiKeys = pgTable(
@@ -23,7 +23,7 @@ export const apiKeys = pgTable(
   (t) => [
     uniqueIndex('api_keys_secret_hash_uq').on(t.secretHash),
     index('api_keys_tenant_idx').on(t.tenantId),
-    check('api_keys_scopes_known', sql`${t.scopes} <@ array['admin','issue','verify','report','audit']::text[]`),
+    check('api_keys_scopes_known', sql`${t.scopes} <@ array['admin','issue','verify','report','audit','approve']::text[]`),
     check('api_keys_scopes_nonempty', sql`cardinality(${t.scopes}) > 0`),
     check('api_keys_tenant_or_admin', sql`${t.tenantId} is not null or 'admin' = any(${t.scopes})`),
   ],

@@ -11,6 +11,14 @@ export const RECEIPT_KINDS = [
   'invocation.denied',
   'actual.recorded',
   'delegation.revoked',
+  // Tool governance (migration 0005_tool_gate).
+  'tools.catalog.published',
+  'approval.requested',
+  'approval.approved',
+  'approval.rejected',
+  'grant.pending',
+  'grant.approved',
+  'grant.rejected',
 ] as const;
 export type ReceiptKind = (typeof RECEIPT_KINDS)[number];
 
@@ -32,7 +40,7 @@ export const receipts = pgTable(
     index('receipts_subject_idx').on(t.tenantId, t.subject),
     check(
       'receipts_kind_known',
-      sql`${t.kind} in ('delegation.accepted','invocation.allowed','invocation.denied','actual.recorded','delegation.revoked')`,
+      sql`${t.kind} in ('delegation.accepted','invocation.allowed','invocation.denied','actual.recorded','delegation.revoked','tools.catalog.published','approval.requested','approval.approved','approval.rejected','grant.pending','grant.approved','grant.rejected')`,
     ),
   ],
 );

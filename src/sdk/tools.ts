@@ -1,0 +1,137 @@
+/**
+ * Client methods for tool governance: the tenant's versioned tool catalog
+ * (with its approval settings) and human approvals of calls.
+ */
+import type { ToolDeclaration } from '../protocol/tool-catalog.js';
+import type { ApprovalRule, RuleDecision } from '../protocol/approval-rules.js';
+
+/** Mirrors the call function BatonClient hands its sub-clients. */
+export type SubCall = <T>(
+  spec: {
+    method: 'GET' | 'POST' | 'DELETE';
+    path: string;
+    query?: Record<string, string | number | undefined>;
+    body?: unknown;
+    auth: 'key';
+  },
+  opts: Record<string, unknown>,
+) => Promise<{ status: number; body: T }>;
+
+export interface ToolDocumentView {
+  readonly version: number;
+  readonly strict: boolean;
+  readonly default_decision: RuleDecision;
+  readonly rules: readonly ApprovalRule[];
+  readonly approvers: readonly string[];
+  readonly tools: readonly ToolDeclaration[];
+  readonly hash: string;
+  readonly catalog_hash: string;
+  readonly created_by: string;
+  readonly created_at: string;
+}
+
+export interface PublishToolsInput {
+  /** The version read before changing it (0 for the first publish). */
+  readonly base_version: number;
+  readonly strict: boolean;
+  readonly tools: readonly ToolDeclaration[];
+  readonly rules?: readonly ApprovalRule[];
+  readonly default_decision?: RuleDecision;
+  readonly approvers?: readonly string[];
+}
+
+export type ApprovalStatus = 'pending' | 'approved' | 'rejected' | 'expired' | 'used';
+
+export interface ApprovalView {
+  readonly id: string;
+  readonly status: ApprovalStatus;
+  readonly tool: string | null;
+  readonly tool_server: string;
+  readonly dr_chain: string[];
+  readonly invocation_jti: string;
+  readonly requested_by: string;
+  readonly catalog_version: number;
+  readonly rule: string;
+  readonly explanation: string;
+  readonly created_at: number;
+  readonly expires_at: number;
+  readonly decision: { actor: string; decided_by: string; reason: string; at: number } | null;
+  readonly used_at: number | null;
+}
+
+export interface GrantView {
+  readonly dr_hash: string;
+  readonly status: 'pending' | 'approved' | 'rejected';
+  readonly explanation: string;
+  readonly catalog_version: number;
+  readonly decision: { actor: string; decided_by: string; reason: string; at: number } | null;
+}
+
+/** The guardrail triple without `confirm`, which the client always sends as true. */
+export interface DecisionInput {
+  readonly actor: string;
+  readonly reason: string;
+}
+
+const enc = encodeURIComponent;
+
+export class BatonTools {
+  constructor(private readonly call: SubCall) {}
+
+  /** GET /v1/tools: the current catalog and approval settings of the key's tenant. */
+  async current(opts: Record<string, unknown> = {}): Promise<ToolDocumentView> {
+    return (await this.call<ToolDocumentView>({ method: 'GET', path: '/v1/tools', auth: 'key' }, opts)).body;
+  }
+
+  /** GET /v1/tools/versions/{version}: one immutable version. */
+  async version(version: number, opts: Record<string, unknown> = {}): Promise<ToolDocumentView> {
+    return (await this.call<ToolDocumentView>({ method: 'GET', path: `/v1/tools/versions/${version}`, auth: 'key' }, opts)).body;
+  }
+
+  /** POST /v1/admin/tenants/{tenant}/tools (admin key): publishes base_version + 1. */
+  async publish(tenantId: string, input: PublishToolsInput, opts: Record<string, unknown> = {}): Promise<ToolDocumentView> {
+    const path = `/v1/admin/tenants/${enc(tenantId)}/tools`;
+    return (await this.call<ToolDocumentView>({ method: 'POST', path, body: input, auth: 'key' }, opts)).body;
+  }
+
+  /** GET /v1/approvals (approve or audit scope), oldest first. */
+  async approvals(status?: ApprovalStatus, opts: Record<string, unknown> = {}): Promise<{ approvals: ApprovalView[] }> {
+    return (await this.call<{ approvals: ApprovalView[] }>({ method: 'GET', path: '/v1/approvals', query: { status }, auth: 'key' }, opts))
+      .body;
+  }
+
+  async approval(id: string, opts: Record<string, unknown> = {}): Promise<ApprovalView> {
+    return (await this.call<ApprovalView>({ method: 'GET', path: `/v1/approvals/${enc(id)}`, auth: 'key' }, opts)).body;
+  }
+
+  /** POST /v1/approvals/{id}/approve (approve scope) with {actor, confirm: true, reason}. */
+  async approve(id: string, input: DecisionInput, opts: Record<string, unknown> = {}): Promise<ApprovalView> {
+    return this.#decide(id, 'approve', input, opts);
+  }
+
+  /** POST /v1/approvals/{id}/reject (approve scope) with {actor, confirm: true, reason}. */
+  async reject(id: string, input: DecisionInput, opts: Record<string, unknown> = {}): Promise<ApprovalView> {
+    return this.#decide(id, 'reject', input, opts);
+  }
+
+  /** GET /v1/grants (approve or audit scope): delegations held because their tools form the lethal trifecta. */
+  async grants(status?: GrantView['status'], opts: Record<string, unknown> = {}): Promise<{ grants: GrantView[] }> {
+    return (await this.call<{ grants: GrantView[] }>({ method: 'GET', path: '/v1/grants', query: { status }, auth: 'key' }, opts)).body;
+  }
+
+  /** POST /v1/grants/{hash}/approve|reject (approve scope) with {actor, confirm: true, reason}. */
+  async decideGrant(
+    hash: string,
+    what: 'approve' | 'reject',
+    input: DecisionInput,
+    opts: Record<string, unknown> = {},
+  ): Promise<GrantView> {
+    const body = { actor: input.actor, confirm: true, reason: input.reason };
+    return (await this.call<GrantView>({ method: 'POST', path: `/v1/grants/${enc(hash)}/${what}`, body, auth: 'key' }, opts)).body;
+  }
+
+  async #decide(id: string, what: 'approve' | 'reject', input: DecisionInput, opts: Record<string, unknown>): Promise<ApprovalView> {
+    const body = { actor: input.actor, confirm: true, reason: input.reason };
+    return (await this.call<ApprovalView>({ method: 'POST', path: `/v1/approvals/${enc(id)}/${what}`, body, auth: 'key' }, opts)).body;
+  }
+}

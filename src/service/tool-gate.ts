@@ -1,0 +1,188 @@
+/**
+ * The tool gate of /v1/verify: what a call needs because of what its tool IS
+ * (from the tenant's catalog, never from the agent's args), the tenant's
+ * approval rules, and the inputs of the in-statement half (baton_tool_gate,
+ * migration 0005_tool_gate) that re-checks everything mutable: the catalog
+ * version, pending grants, the approval being spent, the tool's rate.
+ *
+ * A tenant that has never published a catalog has no gate: verify behaves as
+ * before. Once it has one, every decision records the version it used.
+ */
+import type { ChainDecision } from '../protocol/chain.js';
+import type { Violation } from '../protocol/errors.js';
+import { approvalBinding } from '../protocol/approval.js';
+import { evaluateRules, type RuleOutcome } from '../protocol/approval-rules.js';
+import { argOf, effectiveLimits } from '../protocol/policy.js';
+import { resolveTool } from '../protocol/tool-catalog.js';
+import { checkToolRequirements, estimateWithFloor } from '../protocol/tool-requirements.js';
+import { describeTrifecta, detectTrifecta } from '../protocol/trifecta.js';
+import { findApproval } from '../store/approvals.js';
+import { readChainState, type ToolGateParams, type ToolGateRefusal } from '../store/runtime.js';
+import { approvalJson, requestApproval, type ApprovalJson } from './approvals.js';
+import { toolDocumentOf } from './tools.js';
+import type { ServiceDeps } from './types.js';
+
+type Verified = Extract<ChainDecision, { valid: true }>;
+
+export type ToolGate =
+  /** The tenant has no catalog: nothing to add. */
+  | { readonly kind: 'none' }
+  | {
+      readonly kind: 'refuse';
+      readonly catalogVersion: number;
+      readonly violations: readonly Violation[];
+      readonly approval?: ApprovalJson;
+    }
+  | {
+      readonly kind: 'go';
+      readonly catalogVersion: number;
+      /** The estimate to count: the args' estimate raised to the tool's declared cost. */
+      readonly estimatedMicros: number | undefined;
+      readonly approvalId: string | null;
+      readonly params: ToolGateParams;
+    };
+
+/** Fraction of a ceiling past which the near_limit rule condition holds (as the NEAR_LIMIT warning). */
+const NEAR_LIMIT = 0.8;
+
+/** Whether this call would take some calls or budget ceiling of the chain past 80%. */
+export async function nearLimit(deps: ServiceDeps, tenantId: string, chain: readonly string[], estimate: number): Promise<boolean> {
+  const state = await readChainState(deps.store.db, tenantId, chain);
+  return state.some(
+    (s) =>
+      (s.maxCalls !== null && s.maxCalls > 0 && (s.callsUsed + 1) / s.maxCalls > NEAR_LIMIT) ||
+      (s.maxSpendMicros !== null && s.maxSpendMicros > 0 && (s.spendReservedMicros + estimate) / s.maxSpendMicros > NEAR_LIMIT),
+  );
+}
+
+function ruleViolation(rule: Extract<RuleOutcome, { decision: 'deny' | 'require_approval' }> | RuleOutcome, field: string): Violation {
+  const which = rule.source === 'rule' ? `rule #${rule.rule.index} (${rule.rule.id})` : 'the default decision';
+  const description = rule.source === 'rule' && rule.rule.description !== undefined ? ` ${rule.rule.description}` : '';
+  return {
+    code: rule.decision === 'deny' ? 'RULE_DENIED' : 'APPROVAL_REQUIRED',
+    field,
+    required: rule.decision === 'deny' ? 'a call no rule denies' : 'human approval',
+    actual: rule.decision,
+    message: `${which} decides ${rule.decision}: ${rule.why.join('; ')}.${description}`,
+  };
+}
+
+export async function decideToolGate(
+  deps: ServiceDeps,
+  tenantId: string,
+  decision: Verified,
+  opts: { dryRun: boolean; approvalId?: string | undefined },
+): Promise<ToolGate> {
+  const doc = await toolDocumentOf(deps, tenantId);
+  if (doc === null) return { kind: 'none' };
+  const { catalog, settings } = doc;
+  const inv = decision.invocation.payload;
+  const policies = decision.delegations.map((d) => d.payload.policy);
+  const tool = resolveTool(catalog, argOf(inv.args, 'tool'));
+  const opts2 = { catalog, strict: settings.strict };
+  const catalogVersion = doc.version;
+
+  const violations: Violation[] = checkToolRequirements(tool, policies, opts2).map((v) =>
+    v.dr_index === undefined ? v : { ...v, dr_hash: decision.delegations[v.dr_index]!.hash },
+  );
+  const estimate = estimateWithFloor(argOf(inv.args, 'estimated_cost_usd'), tool);
+  const chainTrifecta = detectTrifecta(effectiveLimits(policies).allowed_tools, opts2);
+  const usesNearLimit = settings.rules.some((r) => r.when.near_limit !== undefined);
+  const rule = evaluateRules(settings.rules, settings.default_decision, {
+    tool,
+    trifecta: chainTrifecta.detected,
+    near_limit: usesNearLimit && (await nearLimit(deps, tenantId, inv.dr_chain, estimate.micros ?? 0)),
+    cost_calibration: false, // no delegation can be flagged for cost calibration yet
+    estimate_micros: estimate.micros,
+  });
+  const ruleField = rule.source === 'rule' ? `rules[${rule.rule.index}]` : 'default_decision';
+  if (rule.decision === 'deny') violations.push(ruleViolation(rule, ruleField));
+  if (violations.length > 0) return { kind: 'refuse', catalogVersion, violations };
+
+  const declared = tool.kind === 'declared' ? tool.tool : undefined;
+  const params = (approvalId: string | null, binding: string | null): ToolGate => ({
+    kind: 'go',
+    catalogVersion,
+    estimatedMicros: estimate.micros,
+    approvalId,
+    params: {
+      v: catalogVersion,
+      n: deps.now(),
+      t: declared?.name ?? null,
+      rl: declared?.rate_limit_per_minute ?? null,
+      a: approvalId,
+      b: binding,
+    },
+  });
+  if (rule.decision === 'allow') return params(null, null);
+
+  // require_approval: spend an approved approval of this very call, or ask for one.
+  const binding = approvalBinding({ dr_chain: inv.dr_chain, tool_server: inv.tool_server, args: inv.args });
+  const now = deps.now();
+  if (opts.approvalId !== undefined) {
+    const named = await findApproval(deps.store.db, tenantId, opts.approvalId);
+    if (named) return params(named.id, binding); // the statement judges its status, deadline and binding
+    return {
+      kind: 'refuse',
+      catalogVersion,
+      violations: [
+        {
+          code: 'APPROVAL_MISMATCH',
+          field: 'approval_id',
+          actual: opts.approvalId,
+          message: `No approval ${opts.approvalId} exists for this tenant.`,
+        },
+      ],
+    };
+  }
+  const required = ruleViolation(rule, ruleField);
+  if (opts.dryRun) return { kind: 'refuse', catalogVersion, violations: [required] };
+  const approval = await requestApproval(deps, {
+    tenantId,
+    binding,
+    requestedBy: inv.iss,
+    invocationJti: inv.jti,
+    drChain: inv.dr_chain,
+    tool: typeof argOf(inv.args, 'tool') === 'string' ? (argOf(inv.args, 'tool') as string) : null,
+    toolServer: inv.tool_server,
+    catalogVersion,
+    rule: rule.source === 'rule' ? rule.rule.id : 'default_decision',
+    explanation: `${required.message ?? ''}${chainTrifecta.detected ? ` Chain reach: ${describeTrifecta(chainTrifecta)}.` : ''}`,
+  });
+  if (approval.status === 'approved' && now < approval.expiresAt) return params(approval.id, binding);
+  return {
+    kind: 'refuse',
+    catalogVersion,
+    violations: [{ ...required, actual: approval.id, message: `${required.message ?? ''} Approval ${approval.id} waits for an approver.` }],
+    approval: approvalJson(approval, now),
+  };
+}
+
+/** The violation for a refusal of the in-statement gate (CATALOG_CHANGED is retried, never answered). */
+export function toolGateViolation(refusal: ToolGateRefusal, decision: Verified): Violation {
+  switch (refusal.o) {
+    case 'GRANT_PENDING_APPROVAL': {
+      const i = decision.delegations.findIndex((d) => d.hash === refusal.h);
+      return {
+        code: 'GRANT_PENDING_APPROVAL',
+        dr_index: i,
+        dr_hash: refusal.h ?? '',
+        field: 'status',
+        required: 'approved',
+        actual: 'pending',
+      };
+    }
+    case 'TOOL_RATE_LIMITED':
+      return {
+        code: 'TOOL_RATE_LIMITED',
+        field: 'args.tool',
+        required: `at most ${refusal.rl} calls a minute`,
+        actual: refusal.t,
+        message: `Tool ${JSON.stringify(refusal.t)} has had its ${refusal.rl} calls this minute.`,
+      };
+    case 'CATALOG_CHANGED':
+      return { code: 'STORAGE_UNAVAILABLE', field: 'catalog_version', actual: refusal.v ?? null };
+    default:
+      return { code: refusal.o, field: 'approval_id', actual: refusal.a ?? null };
+  }
+}

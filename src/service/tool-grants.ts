@@ -1,0 +1,103 @@
+/**
+ * The lethal trifecta at issuance: a delegation whose reach (its allowed_tools
+ * within its ancestors', or the whole catalog when unrestricted) combines
+ * untrusted content, private data and external communication is stored
+ * pending a human, with a grant.pending receipt, and every verify through it
+ * is refused (GRANT_PENDING_APPROVAL, checked inside the verify statement)
+ * until an approver approves it with the guardrail triple.
+ *
+ * Judged against the catalog version current at issuance; a tenant without a
+ * catalog has nothing to judge with.
+ */
+import type { GuardrailTriple } from '../protocol/approval.js';
+import { BatonError } from '../protocol/errors.js';
+import { effectiveLimits, type Policy } from '../protocol/policy.js';
+import { describeTrifecta, detectTrifecta } from '../protocol/trifecta.js';
+import type { Db } from '../store/db.js';
+import { decideGrantRow, findGrant, insertPendingGrant, listGrants, type GrantRow } from '../store/approvals.js';
+import { insertReceipt } from '../store/receipts.js';
+import { decisionOf, type DecisionJson } from './approvals.js';
+import { signReceipt } from './receipts.js';
+import { toolDocumentOf } from './tools.js';
+import type { ServiceDeps } from './types.js';
+
+export interface GrantJson {
+  dr_hash: string;
+  status: 'pending' | 'approved' | 'rejected';
+  explanation: string;
+  catalog_version: number;
+  decision: DecisionJson;
+}
+
+export function grantJson(row: GrantRow): GrantJson {
+  return {
+    dr_hash: row.drHash,
+    status: row.status,
+    explanation: row.explanation,
+    catalog_version: row.catalogVersion,
+    decision: decisionOf(row),
+  };
+}
+
+/**
+ * For one submission: call `next` for each DR root to leaf, inside the
+ * storing transaction; a newly stored DR whose reach is a trifecta is held.
+ */
+export async function trifectaAtIssuance(
+  deps: ServiceDeps,
+  tenantId: string,
+  ancestorPolicies: readonly Policy[],
+): Promise<{ next(tx: Db, dr: { hash: string; policy: Policy }, inserted: boolean): Promise<void> }> {
+  const doc = await toolDocumentOf(deps, tenantId, true);
+  const policies = [...ancestorPolicies];
+  return {
+    async next(tx, dr, inserted) {
+      policies.push(dr.policy);
+      if (doc === null || !inserted) return;
+      const report = detectTrifecta(effectiveLimits(policies).allowed_tools, { catalog: doc.catalog, strict: doc.settings.strict });
+      if (!report.detected) return;
+      const explanation = `Its tools combine all three risks (${describeTrifecta(report)}).`;
+      await insertPendingGrant(tx, { tenantId, drHash: dr.hash, status: 'pending', explanation, catalogVersion: doc.version });
+      const receipt = signReceipt(deps.signer, {
+        tenantId,
+        kind: 'grant.pending',
+        subject: dr.hash,
+        now: deps.now(),
+        data: { catalog_version: doc.version, reach: report.reach, explanation },
+      });
+      await insertReceipt(tx, receipt);
+    },
+  };
+}
+
+/** pending -> approved | rejected with the guardrail triple, once, with its receipt. */
+export async function decideGrant(
+  deps: ServiceDeps,
+  tenantId: string,
+  hash: string,
+  outcome: 'approved' | 'rejected',
+  triple: GuardrailTriple,
+  decidedBy: string,
+): Promise<GrantJson> {
+  const now = deps.now();
+  const receipt = signReceipt(deps.signer, {
+    tenantId,
+    kind: outcome === 'approved' ? 'grant.approved' : 'grant.rejected',
+    subject: hash,
+    now,
+    data: { actor: triple.actor, reason: triple.reason, decided_by: decidedBy },
+  });
+  const decided = await deps.store.db.transaction(async (tx) => {
+    const row = await decideGrantRow(tx, tenantId, hash, outcome, { decidedBy, actor: triple.actor, reason: triple.reason, now });
+    if (row) await insertReceipt(tx, receipt);
+    return row;
+  });
+  if (decided) return grantJson(decided);
+  const row = await findGrant(deps.store.db, tenantId, hash);
+  if (!row) throw new BatonError('NOT_FOUND', { message: `No delegation ${hash} waits for approval in this tenant.` });
+  throw new BatonError('CONFLICT', { message: `The grant of ${hash} is already ${row.status}; a decision is final.` });
+}
+
+export async function grantsOf(deps: ServiceDeps, tenantId: string, status?: GrantRow['status']): Promise<GrantJson[]> {
+  return (await listGrants(deps.store.db, tenantId, status)).map(grantJson);
+}

@@ -1,0 +1,173 @@
+/**
+ * The tenant's tool document: catalog (tools) and tool settings (strict mode,
+ * approval rules, default decision, approver DIDs), versioned together.
+ *
+ * One document, not two: a verify decision records ONE version, and that
+ * version alone reproduces everything that decided it (what the tool is, and
+ * which rule and which approvers applied). An approver added or a rule
+ * loosened is a governance change with its own receipt, exactly like a tool
+ * declaration.
+ *
+ * Reads go through a short per-node cache; the verify statement re-checks
+ * that the version it was decided with is still current, so a stale cache
+ * costs one re-decision, never a wrong allow.
+ */
+import { parseCatalog, catalogHash, type Catalog } from '../protocol/tool-catalog.js';
+import { DEFAULT_APPROVAL_RULES, parseTenantToolSettings, type TenantToolSettings } from '../protocol/approval-rules.js';
+import { BatonError } from '../protocol/errors.js';
+import { sha256Hex } from '../protocol/hash.js';
+import { canonicalJson } from '../protocol/jcs.js';
+import { isUniqueViolation, PG_FOREIGN_KEY_VIOLATION, pgError } from '../store/errors.js';
+import { insertReceipt } from '../store/receipts.js';
+import { currentToolDocument, insertToolDocument, toolDocumentVersion, type StoredToolDocument } from '../store/tools.js';
+import { signReceipt } from './receipts.js';
+import type { ServiceDeps } from './types.js';
+
+export { PublishToolsBody, type PublishToolsInput } from '../api/tools.js';
+import type { PublishToolsInput } from '../api/tools.js';
+
+/** One version of the tool document, as stored and served. */
+export interface ToolDocument {
+  readonly version: number;
+  readonly catalog: Catalog;
+  readonly settings: TenantToolSettings;
+  /** sha256 of the JCS form of {catalog (canonical), settings}. */
+  readonly hash: string;
+}
+
+export interface ToolDocumentJson extends TenantToolSettings {
+  version: number;
+  tools: Catalog['tools'];
+  hash: string;
+  catalog_hash: string;
+  created_by: string;
+  created_at: string;
+}
+
+function documentOf(version: number, raw: unknown): ToolDocument {
+  const r = raw as Record<string, unknown>;
+  const catalog = parseCatalog({ version, tools: r['tools'] });
+  const settings = parseTenantToolSettings({
+    strict: r['strict'],
+    rules: r['rules'],
+    default_decision: r['default_decision'],
+    approvers: r['approvers'],
+  });
+  return { version, catalog, settings, hash: documentHash(catalog, settings) };
+}
+
+function documentHash(catalog: Catalog, settings: TenantToolSettings): string {
+  return `sha256:${sha256Hex(canonicalJson({ catalog_hash: catalogHash(catalog), settings }))}`;
+}
+
+export function toolDocumentJson(stored: StoredToolDocument): ToolDocumentJson {
+  const doc = documentOf(stored.version, stored.document);
+  return {
+    version: doc.version,
+    strict: doc.settings.strict,
+    default_decision: doc.settings.default_decision,
+    rules: doc.settings.rules,
+    approvers: doc.settings.approvers,
+    tools: doc.catalog.tools,
+    hash: stored.hash,
+    catalog_hash: catalogHash(doc.catalog),
+    created_by: stored.createdBy,
+    created_at: stored.createdAt.toISOString(),
+  };
+}
+
+// ---------------------------------------------------------------- cache
+
+/** How long a node trusts its copy; the verify statement re-checks the version anyway. */
+const CACHE_MS = 2_000;
+const caches = new WeakMap<ServiceDeps, Map<string, { at: number; doc: ToolDocument | null }>>();
+
+function cacheOf(deps: ServiceDeps) {
+  let c = caches.get(deps);
+  if (!c) caches.set(deps, (c = new Map()));
+  return c;
+}
+
+export function forgetToolDocument(deps: ServiceDeps, tenantId: string): void {
+  cacheOf(deps).delete(tenantId);
+}
+
+/** The current document (null before the first publish), through the per-node cache. */
+export async function toolDocumentOf(deps: ServiceDeps, tenantId: string, fresh = false): Promise<ToolDocument | null> {
+  const cache = cacheOf(deps);
+  const hit = cache.get(tenantId);
+  if (!fresh && hit && performance.now() - hit.at < CACHE_MS) return hit.doc;
+  const stored = await currentToolDocument(deps.store.db, tenantId);
+  const doc = stored === undefined ? null : documentOf(stored.version, stored.document);
+  cache.set(tenantId, { at: performance.now(), doc });
+  return doc;
+}
+
+export async function storedToolDocument(deps: ServiceDeps, tenantId: string, version?: number): Promise<StoredToolDocument> {
+  const db = deps.store.db;
+  const stored = version === undefined ? await currentToolDocument(db, tenantId) : await toolDocumentVersion(db, tenantId, version);
+  if (!stored) {
+    throw new BatonError('NOT_FOUND', {
+      message:
+        version === undefined ? 'This tenant has not published a tool catalog yet.' : `Tool catalog version ${version} does not exist.`,
+    });
+  }
+  return stored;
+}
+
+// ---------------------------------------------------------------- publish
+
+/** Stores base_version + 1 with its receipt, all or nothing; CONFLICT when the base is no longer current. */
+export async function publishToolDocument(
+  deps: ServiceDeps,
+  tenantId: string,
+  input: PublishToolsInput,
+  publishedBy: string,
+): Promise<StoredToolDocument> {
+  const version = input.base_version + 1;
+  const catalog = parseCatalog({ version, tools: input.tools });
+  const settings = parseTenantToolSettings({
+    strict: input.strict,
+    rules: input.rules ?? [...DEFAULT_APPROVAL_RULES],
+    default_decision: input.default_decision ?? 'allow',
+    approvers: input.approvers ?? [],
+  });
+  const current = await currentToolDocument(deps.store.db, tenantId);
+  if ((current?.version ?? 0) !== input.base_version) throw staleBase(input.base_version, current?.version ?? 0);
+  const hash = documentHash(catalog, settings);
+  const document = { ...settings, tools: catalog.tools };
+  const receipt = signReceipt(deps.signer, {
+    tenantId,
+    kind: 'tools.catalog.published',
+    subject: `tools:v${version}`,
+    now: deps.now(),
+    data: {
+      version,
+      hash,
+      catalog_hash: catalogHash(catalog),
+      tools: catalog.tools.length,
+      strict: settings.strict,
+      published_by: publishedBy,
+    },
+  });
+  try {
+    await deps.store.db.transaction(async (tx) => {
+      await insertToolDocument(tx, { tenantId, version, document, hash, createdBy: publishedBy });
+      await insertReceipt(tx, receipt);
+    });
+  } catch (err) {
+    if (isUniqueViolation(err)) throw staleBase(input.base_version, version);
+    if (pgError(err)?.code === PG_FOREIGN_KEY_VIOLATION) throw new BatonError('NOT_FOUND', { message: `No tenant ${tenantId} exists.` });
+    throw err;
+  }
+  forgetToolDocument(deps, tenantId);
+  return storedToolDocument(deps, tenantId, version);
+}
+
+function staleBase(base: number, current: number): BatonError {
+  return new BatonError('CONFLICT', {
+    message: `The tool catalog is at version ${current}, not ${base}: someone published meanwhile.`,
+    suggestion: 'Read the current version, apply your change to it, and publish with its version as base_version.',
+    details: { base_version: base, current_version: current },
+  });
+}

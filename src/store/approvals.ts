@@ -1,0 +1,128 @@
+// Queries for approvals of calls. Every transition is one conditional UPDATE
+// (WHERE status = the state it leaves), so two nodes racing on the same
+// approval serialise on its row and exactly one wins; the spending of an
+// approved one happens inside the verify statement (baton_tool_gate).
+import { and, asc, eq, inArray, lte, sql } from 'drizzle-orm';
+import type { Db } from './db.js';
+import { approvals, grantApprovals, type ApprovalRow, type ApprovalStatusColumn } from './schema/index.js';
+
+export type NewApprovalRow = typeof approvals.$inferInsert;
+
+export async function findApproval(db: Db, tenantId: string, id: string): Promise<ApprovalRow | undefined> {
+  const [row] = await db
+    .select()
+    .from(approvals)
+    .where(and(eq(approvals.tenantId, tenantId), eq(approvals.id, id)))
+    .limit(1);
+  return row;
+}
+
+/** The pending or approved approval of one call, if any (at most one: a partial unique index). */
+export async function findLiveApproval(db: Db, tenantId: string, binding: string): Promise<ApprovalRow | undefined> {
+  const [row] = await db
+    .select()
+    .from(approvals)
+    .where(and(eq(approvals.tenantId, tenantId), eq(approvals.binding, binding), inArray(approvals.status, ['pending', 'approved'])))
+    .limit(1);
+  return row;
+}
+
+/** Records as expired every live approval past its deadline (of one call, or all of the tenant). */
+export async function expireApprovals(db: Db, tenantId: string, now: number, binding?: string): Promise<ApprovalRow[]> {
+  return db
+    .update(approvals)
+    .set({ status: 'expired' })
+    .where(
+      and(
+        eq(approvals.tenantId, tenantId),
+        inArray(approvals.status, ['pending', 'approved']),
+        lte(approvals.expiresAt, now),
+        ...(binding === undefined ? [] : [eq(approvals.binding, binding)]),
+      ),
+    )
+    .returning();
+}
+
+/** Inserts a pending approval; false when the call already has a live one (a concurrent request made it). */
+export async function insertApproval(db: Db, row: NewApprovalRow): Promise<boolean> {
+  const inserted = await db.insert(approvals).values(row).onConflictDoNothing().returning({ id: approvals.id });
+  return inserted.length === 1;
+}
+
+/**
+ * pending -> approved | rejected, only while pending, before the deadline and
+ * by someone other than the requester. Undefined when the row did not qualify.
+ */
+export async function decideApprovalRow(
+  db: Db,
+  tenantId: string,
+  id: string,
+  outcome: Extract<ApprovalStatusColumn, 'approved' | 'rejected'>,
+  d: { decidedBy: string; actor: string; reason: string; now: number },
+): Promise<ApprovalRow | undefined> {
+  const [row] = await db
+    .update(approvals)
+    .set({ status: outcome, decidedBy: d.decidedBy, actor: d.actor, reason: d.reason, decidedAt: d.now })
+    .where(
+      and(
+        eq(approvals.tenantId, tenantId),
+        eq(approvals.id, id),
+        eq(approvals.status, 'pending'),
+        sql`${approvals.expiresAt} > ${d.now}`,
+        sql`${approvals.requestedBy} <> ${d.decidedBy}`,
+      ),
+    )
+    .returning();
+  return row;
+}
+
+export async function listApprovals(db: Db, tenantId: string, status?: ApprovalStatusColumn, limit = 100): Promise<ApprovalRow[]> {
+  return db
+    .select()
+    .from(approvals)
+    .where(and(eq(approvals.tenantId, tenantId), ...(status === undefined ? [] : [eq(approvals.status, status)])))
+    .orderBy(asc(approvals.createdAt), asc(approvals.id))
+    .limit(limit);
+}
+
+// ---------------------------------------------------------------- grants held for the trifecta
+
+export type GrantRow = typeof grantApprovals.$inferSelect;
+
+export async function insertPendingGrant(db: Db, row: typeof grantApprovals.$inferInsert): Promise<void> {
+  await db.insert(grantApprovals).values(row).onConflictDoNothing();
+}
+
+export async function findGrant(db: Db, tenantId: string, hash: string): Promise<GrantRow | undefined> {
+  const [row] = await db
+    .select()
+    .from(grantApprovals)
+    .where(and(eq(grantApprovals.tenantId, tenantId), eq(grantApprovals.drHash, hash)))
+    .limit(1);
+  return row;
+}
+
+/** pending -> approved | rejected, only while pending. */
+export async function decideGrantRow(
+  db: Db,
+  tenantId: string,
+  hash: string,
+  outcome: 'approved' | 'rejected',
+  d: { decidedBy: string; actor: string; reason: string; now: number },
+): Promise<GrantRow | undefined> {
+  const [row] = await db
+    .update(grantApprovals)
+    .set({ status: outcome, decidedBy: d.decidedBy, actor: d.actor, reason: d.reason, decidedAt: d.now })
+    .where(and(eq(grantApprovals.tenantId, tenantId), eq(grantApprovals.drHash, hash), eq(grantApprovals.status, 'pending')))
+    .returning();
+  return row;
+}
+
+export async function listGrants(db: Db, tenantId: string, status?: GrantRow['status'], limit = 100): Promise<GrantRow[]> {
+  return db
+    .select()
+    .from(grantApprovals)
+    .where(and(eq(grantApprovals.tenantId, tenantId), ...(status === undefined ? [] : [eq(grantApprovals.status, status)])))
+    .orderBy(asc(grantApprovals.drHash))
+    .limit(limit);
+}

@@ -1,0 +1,238 @@
+/**
+ * Human approval gates on real PostgreSQL: a call a rule sends to a human
+ * consumes nothing and gets an approval id; an approver decides with the
+ * guardrail triple; the approved call goes through once; races between two
+ * nodes spend an approval at most once; per-tool rate limits are exact.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { and, count, eq } from 'drizzle-orm';
+import { generateKeyPair } from '../../src/sdk/keys.js';
+import type { Policy } from '../../src/protocol/policy.js';
+import type { ToolDeclaration } from '../../src/protocol/tool-catalog.js';
+import { approvals, delegations, invocations, receipts } from '../../src/store/schema/index.js';
+import { APPROVAL_TTL_SECONDS } from '../../src/service/approvals.js';
+import { buildChain, T0 } from '../support/chain.js';
+import { twoNodes, type Node } from '../support/nodes.js';
+import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+import { tool } from '../support/tools.js';
+
+let svc: TestService;
+let tenant: TestTenant;
+let approver: string;
+let nodes: [Node, Node];
+
+const EXPORT = tool('crm_export', { type: 'write', blast_radius: 'organizational', action_type: 'crm:export' });
+const LIMITED = tool('sms_send', { rate_limit_per_minute: 7, action_type: 'sms:send' });
+const ARGS = { tool: 'crm_export', estimated_cost_usd: 0.01, pii_access: false, write_access: true };
+const POLICY: Policy = { allowed_tools: ['*'], max_cost_usd: 1, max_calls: 1000, write_access: true };
+
+beforeAll(async () => {
+  svc = await startTestService({ pool: 10 });
+  tenant = await setupTenant(svc);
+  const k = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, {
+    key: svc.adminKey,
+    json: { scopes: ['approve'], name: 'human' },
+  });
+  approver = k.body.key;
+  const published = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/tools`, {
+    key: svc.adminKey,
+    json: { base_version: 0, strict: true, tools: [EXPORT, LIMITED] satisfies ToolDeclaration[] }, // default rules
+  });
+  expect(published.status).toBe(201);
+  nodes = await twoNodes(svc);
+});
+afterAll(async () => {
+  for (const n of nodes ?? []) await n.close();
+  await svc?.close();
+});
+
+function chain() {
+  return buildChain([POLICY, POLICY], { keys: [tenant.root, generateKeyPair(), generateKeyPair()] });
+}
+
+async function verify(json: unknown) {
+  return svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json });
+}
+
+const decide = (id: string, what: 'approve' | 'reject', json: unknown, key = approver) =>
+  svc.call('POST', `/v1/approvals/${id}/${what}`, { key, json });
+
+const triple = { actor: 'alice@example.com', confirm: true, reason: 'Export agreed with legal.' };
+
+async function callsUsed(hash: string): Promise<number> {
+  const [row] = await svc.store.db.select().from(delegations).where(eq(delegations.hash, hash));
+  return row!.callsUsed;
+}
+
+describe('require_approval', () => {
+  it('waits for a human, consumes nothing, then allows the same call once', async () => {
+    const c = chain();
+    const { bundle, invocation } = c.invoke(ARGS, { iat: T0 });
+    const first = await verify(bundle);
+    expect(first.status).toBe(403);
+    expect(first.body.error.code).toBe('APPROVAL_REQUIRED');
+    const id = first.body.approval.id as string;
+    expect(first.body.approval).toMatchObject({ status: 'pending', tool: 'crm_export', rule: 'organizational-blast-radius' });
+    expect(first.body.violations[0]).toMatchObject({ code: 'APPROVAL_REQUIRED', actual: id });
+    expect(await callsUsed(c.drs[0]!.hash)).toBe(0);
+    const [inv] = await svc.store.db.select({ n: count() }).from(invocations).where(eq(invocations.jti, invocation.payload.jti));
+    expect(inv!.n).toBe(0);
+
+    // Retrying while waiting finds the same approval.
+    expect((await verify(bundle)).body.approval.id).toBe(id);
+    const listed = await svc.call('GET', '/v1/approvals?status=pending', { key: approver });
+    expect(listed.body.approvals.map((a: { id: string }) => a.id)).toContain(id);
+
+    // The guardrail triple, and the approve scope.
+    for (const bad of [
+      { ...triple, confirm: false },
+      { ...triple, reason: '   ' },
+      { ...triple, reason: '\u200b' },
+      { actor: 'alice', confirm: true },
+      { ...triple, extra: 1 },
+    ]) {
+      const r = await decide(id, 'approve', bad);
+      expect(r.status, JSON.stringify(bad)).toBe(400);
+    }
+    expect((await decide(id, 'approve', triple, tenant.keys.verify)).status).toBe(403);
+    expect((await svc.call('GET', `/v1/approvals/${id}`, { key: approver })).body.status).toBe('pending');
+
+    const approved = await decide(id, 'approve', triple);
+    expect(approved.status).toBe(200);
+    expect(approved.body).toMatchObject({ status: 'approved', decision: { actor: 'alice@example.com', reason: triple.reason } });
+    expect((await decide(id, 'reject', triple)).status).toBe(409);
+
+    const allowed = await verify(bundle);
+    expect(allowed.status).toBe(200);
+    expect(await callsUsed(c.drs[0]!.hash)).toBe(1);
+    const data = JSON.parse(Buffer.from(allowed.body.receipt.jws.split('.')[1], 'base64url').toString()).data;
+    expect(data).toMatchObject({ approval_id: id, catalog_version: 1 });
+    expect((await svc.call('GET', `/v1/approvals/${id}`, { key: approver })).body.status).toBe('used');
+    const kinds = await svc.store.db
+      .select({ kind: receipts.kind })
+      .from(receipts)
+      .where(and(eq(receipts.tenantId, tenant.id), eq(receipts.subject, id)));
+    expect(kinds.map((k) => k.kind).sort()).toEqual(['approval.approved', 'approval.requested']);
+
+    // The same call again needs a new approval; the spent one cannot be named.
+    const again = c.invoke(ARGS, { iat: T0 }).bundle;
+    const next = await verify(again);
+    expect(next.body.error.code).toBe('APPROVAL_REQUIRED');
+    expect(next.body.approval.id).not.toBe(id);
+    const named = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: { ...again, approval_id: id } });
+    expect(named.body.error.code).toBe('APPROVAL_USED');
+  });
+
+  it('an approval cannot be spent on another call, after rejection, or after its deadline', async () => {
+    const c = chain();
+    const a = await verify(c.invoke(ARGS, { iat: T0 }).bundle);
+    const idA = a.body.approval.id as string;
+    await decide(idA, 'approve', triple);
+    const other = c.invoke({ ...ARGS, estimated_cost_usd: 0.02 }, { iat: T0 }).bundle;
+    const mismatch = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: { ...other, approval_id: idA } });
+    expect(mismatch.body.error.code).toBe('APPROVAL_MISMATCH');
+
+    const b = await verify(c.invoke({ ...ARGS, estimated_cost_usd: 0.03 }, { iat: T0 }).bundle);
+    const idB = b.body.approval.id as string;
+    expect((await decide(idB, 'reject', { ...triple, reason: 'Not this quarter.' })).body.status).toBe('rejected');
+    const rejected = await svc.call('POST', '/v1/verify', {
+      key: tenant.keys.verify,
+      json: { ...c.invoke({ ...ARGS, estimated_cost_usd: 0.03 }, { iat: T0 }).bundle, approval_id: idB },
+    });
+    expect(rejected.body.error.code).toBe('APPROVAL_REJECTED');
+
+    const d = await verify(c.invoke({ ...ARGS, estimated_cost_usd: 0.04 }, { iat: T0 }).bundle);
+    const idD = d.body.approval.id as string;
+    svc.clock.now += APPROVAL_TTL_SECONDS;
+    try {
+      const late = await decide(idD, 'approve', triple);
+      expect(late.status).toBe(403);
+      expect(late.body.error.code).toBe('APPROVAL_EXPIRED');
+      // Approved in time but used late: expired too.
+      const used = await svc.call('POST', '/v1/verify', {
+        key: tenant.keys.verify,
+        json: { ...c.invoke(ARGS, { iat: svc.clock.now }).bundle, approval_id: idA },
+      });
+      expect(used.body.error.code).toBe('APPROVAL_EXPIRED');
+    } finally {
+      svc.clock.now -= APPROVAL_TTL_SECONDS;
+    }
+  });
+
+  it('two nodes, many concurrent retries of one approved call: exactly one is allowed', async () => {
+    const c = chain();
+    const first = await verify(c.invoke(ARGS, { iat: T0 }).bundle);
+    const id = first.body.approval.id as string;
+    await decide(id, 'approve', triple);
+    const attempts = Array.from({ length: 16 }, (_, i) => {
+      const node = nodes[i % 2]!;
+      // Fresh invocations of the approved call (each its own jti), half naming the approval.
+      const bundle = c.invoke(ARGS, { iat: T0 }).bundle;
+      return node.post('/v1/verify', tenant.keys.verify, i % 4 < 2 ? { ...bundle, approval_id: id } : bundle);
+    });
+    const answers = await Promise.all(attempts);
+    expect(answers.filter((r) => r.status === 200)).toHaveLength(1);
+    expect(await callsUsed(c.drs[0]!.hash)).toBe(1);
+    const [row] = await svc.store.db.select().from(approvals).where(eq(approvals.id, id));
+    expect(row!.status).toBe('used');
+  });
+
+  it('approve racing expiry and revocation across two nodes never allows a call it should not', async () => {
+    for (let round = 0; round < 4; round++) {
+      const c = chain();
+      const first = await verify(c.invoke(ARGS, { iat: T0 }).bundle);
+      const id = first.body.approval.id as string;
+      await decide(id, 'approve', triple);
+      // Revoke the leaf on one node while the other retries the approved call.
+      const [revoke, call] = await Promise.all([
+        nodes[round % 2]!.post(`/v1/delegations/${encodeURIComponent(c.drs[1]!.hash)}/revoke`, tenant.keys.issue, {
+          confirm: true,
+          reason: 'compromised',
+        }),
+        nodes[(round + 1) % 2]!.post('/v1/verify', tenant.keys.verify, c.invoke(ARGS, { iat: T0 }).bundle),
+      ]);
+      expect(revoke.status).toBe(200);
+      const [row] = await svc.store.db.select().from(approvals).where(eq(approvals.id, id));
+      // Either the call won (before the revocation) and spent the approval, or it lost and spent nothing.
+      if (call.status === 200) expect(row!.status).toBe('used');
+      else {
+        expect(call.body.error.code).toBe('RECEIPT_REVOKED');
+        expect(row!.status).toBe('approved');
+      }
+    }
+    // Approve racing the deadline: at the deadline both approve and use refuse.
+    const c = chain();
+    const id = (await verify(c.invoke(ARGS, { iat: T0 }).bundle)).body.approval.id as string;
+    svc.clock.now += APPROVAL_TTL_SECONDS;
+    try {
+      const [a, b] = await Promise.all([
+        nodes[0].post(`/v1/approvals/${id}/approve`, approver, triple),
+        nodes[1].post(`/v1/approvals/${id}/approve`, approver, triple),
+      ]);
+      expect([a.status, b.status]).toEqual([403, 403]);
+    } finally {
+      svc.clock.now -= APPROVAL_TTL_SECONDS;
+    }
+    const [x, y] = await Promise.all([
+      nodes[0].post(`/v1/approvals/${id}/approve`, approver, triple),
+      nodes[1].post(`/v1/approvals/${id}/reject`, approver, triple),
+    ]);
+    expect([x.status, y.status].sort()).toEqual([200, 409]);
+  });
+});
+
+describe('rate_limit_per_minute', () => {
+  it('is exact under concurrency across two nodes', async () => {
+    const c = chain();
+    const args = { tool: 'sms_send', estimated_cost_usd: 0.01, pii_access: false, write_access: false };
+    const answers = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => nodes[i % 2]!.post('/v1/verify', tenant.keys.verify, c.invoke(args, { iat: T0 }).bundle)),
+    );
+    const allowed = answers.filter((r) => r.status === 200).length;
+    const limited = answers.filter((r) => r.body.error?.code === 'TOOL_RATE_LIMITED').length;
+    // One minute window of the database clock; a run crossing a minute boundary may see two windows.
+    expect(allowed === 7 || allowed === 14 ? allowed : -allowed).toBeGreaterThan(0);
+    expect(allowed + limited).toBe(30);
+    expect(await callsUsed(c.drs[0]!.hash)).toBe(allowed);
+  });
+});

@@ -1,0 +1,282 @@
+/** Tool catalogs per tenant (versioned, with receipts) and what verify derives from them, on real PostgreSQL. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { and, count, eq } from 'drizzle-orm';
+import { generateKeyPair } from '../../src/sdk/keys.js';
+import type { Policy } from '../../src/protocol/policy.js';
+import type { ToolDeclaration } from '../../src/protocol/tool-catalog.js';
+import { delegations, receipts, toolCatalogs } from '../../src/store/schema/index.js';
+import { buildChain, T0 } from '../support/chain.js';
+import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+import { tool } from '../support/tools.js';
+
+let svc: TestService;
+let tenant: TestTenant;
+
+beforeAll(async () => {
+  svc = await startTestService();
+  tenant = await setupTenant(svc);
+});
+afterAll(async () => svc?.close());
+
+async function publish(tools: ToolDeclaration[], over: Record<string, unknown> = {}, t: TestTenant = tenant) {
+  const current = await svc.call('GET', '/v1/tools', { key: t.keys.verify });
+  const base = current.status === 200 ? (current.body.version as number) : 0;
+  return svc.call('POST', `/v1/admin/tenants/${t.id}/tools`, {
+    key: svc.adminKey,
+    json: { base_version: base, strict: true, tools, rules: [], ...over },
+  });
+}
+
+function chain(policies: Policy[]) {
+  const keys = [tenant.root, ...policies.map(() => generateKeyPair())];
+  return buildChain(policies, { keys });
+}
+
+/** Policies make every call declare these; the catalog decides what the tool needs whatever they say. */
+const DECLARED = { estimated_cost_usd: 0.01, pii_access: false, write_access: false };
+
+async function verify(c: ReturnType<typeof chain>, args: Record<string, unknown>) {
+  const { bundle } = c.invoke({ ...DECLARED, ...args }, { iat: T0 });
+  return svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: bundle });
+}
+
+function receiptData(jws: string): Record<string, unknown> {
+  return (JSON.parse(Buffer.from(jws.split('.')[1]!, 'base64url').toString('utf8')) as { data: Record<string, unknown> }).data;
+}
+
+async function latestReceipt(kind: string) {
+  const rows = await svc.store.db
+    .select()
+    .from(receipts)
+    .where(and(eq(receipts.tenantId, tenant.id), eq(receipts.kind, kind as never)));
+  return rows[rows.length - 1]!;
+}
+
+describe('tool catalog API', () => {
+  it('publishes versions with a receipt each, serves them, refuses a stale base', async () => {
+    const v1 = await publish([tool('docs_search')]);
+    expect(v1.status).toBe(201);
+    expect(v1.body).toMatchObject({ version: 1, strict: true, tools: [{ name: 'docs_search' }] });
+    const v2 = await publish([tool('docs_search'), tool('crm_update', { type: 'write', action_type: 'crm:update' })]);
+    expect(v2.body.version).toBe(2);
+    const r = await latestReceipt('tools.catalog.published');
+    expect(r.subject).toBe('tools:v2');
+    expect(receiptData(r.jws)).toMatchObject({ version: 2, hash: v2.body.hash });
+
+    const stale = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/tools`, {
+      key: svc.adminKey,
+      json: { base_version: 1, strict: false, tools: [] },
+    });
+    expect(stale.status).toBe(409);
+    expect(stale.body.error.code).toBe('CONFLICT');
+    expect((await svc.call('GET', '/v1/tools/versions/1', { key: tenant.keys.audit })).body.tools).toHaveLength(1);
+    expect((await svc.call('GET', '/v1/tools', { key: tenant.keys.issue })).body.version).toBe(2);
+  });
+
+  it('bad input is refused with every issue and stores nothing', async () => {
+    const [before] = await svc.store.db.select({ n: count() }).from(toolCatalogs);
+    const bad = [
+      { base_version: 2, strict: false, tools: [tool('a'), tool('A')] }, // look-alike names
+      { base_version: 2, strict: false, tools: [{ ...tool('x'), untrusted_content: undefined }] }, // a flag left out
+      { base_version: 2, strict: false, tools: [tool('*')] },
+      { base_version: 2, strict: 'yes', tools: [] },
+      { base_version: 2, strict: false, tools: [], rules: [{ id: 'r', when: {}, decision: 'maybe' }] },
+      { base_version: 2, strict: false, tools: [], extra: 1 },
+    ];
+    for (const json of bad) {
+      const r = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/tools`, { key: svc.adminKey, json });
+      expect(r.status, JSON.stringify(json)).toBe(400);
+      expect(r.body.error.code).toMatch(/INVALID_(REQUEST|FIELD)/);
+    }
+    const dup = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/tools`, {
+      key: svc.adminKey,
+      body: '{"base_version":2,"strict":false,"strict":true,"tools":[]}',
+      headers: { 'content-type': 'application/json' },
+    });
+    expect(dup.status).toBe(400);
+    const [after] = await svc.store.db.select({ n: count() }).from(toolCatalogs);
+    expect(after!.n).toBe(before!.n);
+  });
+
+  it('only the admin key publishes; tenant keys read their own tenant only', async () => {
+    const r = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/tools`, {
+      key: tenant.keys.issue,
+      json: { base_version: 2, strict: false, tools: [] },
+    });
+    expect(r.status).toBe(403);
+    const nobody = await svc.call('POST', '/v1/admin/tenants/ten_nobody/tools', {
+      key: svc.adminKey,
+      json: { base_version: 0, strict: false, tools: [] },
+    });
+    expect(nobody.status).toBe(404);
+    expect((await svc.call('GET', '/v1/tools', {})).status).toBe(401);
+    expect((await svc.call('GET', '/v1/tools', { key: tenant.keys.report })).status).toBe(403);
+  });
+});
+
+describe('verify derives requirements from the catalog', () => {
+  // Strict tenants unless a test says otherwise: in a non-strict one, undeclared tools count as carrying every risk flag.
+  const base = { allowed_tools: ['crm_update', 'hr_lookup', 'mailbox', 'gpu_render', 'flip'], max_cost_usd: 5, max_calls: 100 };
+
+  it('a write tool needs write_access in every DR, whatever the args claim', async () => {
+    await publish([tool('crm_update', { type: 'write', action_type: 'crm:update' })]);
+    const c = chain([{ ...base, write_access: true }, { ...base }]);
+    const r0 = await verify(c, { tool: 'crm_update', write_access: false });
+    expect(r0.status).toBe(403);
+    expect(r0.body.violations).toEqual([expect.objectContaining({ field: 'policy.write_access', dr_index: 1, dr_hash: c.drs[1]!.hash })]);
+    for (const claim of [true, 'no', null]) {
+      expect((await verify(c, { tool: 'crm_update', write_access: claim })).status).toBe(403);
+    }
+    const ok = chain([
+      { ...base, write_access: true },
+      { ...base, write_access: true },
+    ]);
+    const r = await verify(ok, { tool: 'crm_update', write_access: false });
+    expect(r.status).toBe(200);
+    expect(receiptData(r.body.receipt.jws)).toMatchObject({ catalog_version: expect.any(Number) });
+  });
+
+  it('a private-data or pii-tagged tool needs pii_access', async () => {
+    await publish([tool('hr_lookup', { tags: ['pii'] }), tool('mailbox', { private_data_access: true })]);
+    const c = chain([{ ...base }]);
+    for (const name of ['hr_lookup', 'mailbox']) {
+      const r = await verify(c, { tool: name, pii_access: false });
+      expect(r.status).toBe(403);
+      expect(r.body.violations).toContainEqual(expect.objectContaining({ field: 'policy.pii_access', dr_index: 0 }));
+      const denial = await latestReceipt('invocation.denied');
+      expect(receiptData(denial.jws)['catalog_version']).toBe(
+        (await svc.call('GET', '/v1/tools', { key: tenant.keys.verify })).body.version,
+      );
+    }
+    expect((await verify(chain([{ ...base, pii_access: true }]), { tool: 'hr_lookup' })).status).toBe(200);
+  });
+
+  it('the declared cost per invocation is the floor of the estimate that budgets count', async () => {
+    await publish([tool('gpu_render', { cost_per_invocation_usd: 0.4 })]);
+    const c = chain([{ ...base, max_spend_usd: 1 }]);
+    const r = await verify(c, { tool: 'gpu_render', estimated_cost_usd: 0.01 });
+    expect(r.status).toBe(200);
+    const [row] = await svc.store.db.select().from(delegations).where(eq(delegations.hash, c.drs[0]!.hash));
+    expect(row!.spendReservedMicros).toBe(400_000);
+    expect((await verify(c, { tool: 'gpu_render', estimated_cost_usd: 0 })).status).toBe(200);
+    const third = await verify(c, { tool: 'gpu_render', estimated_cost_usd: 0 });
+    expect(third.status).toBe(403);
+    expect(third.body.error.code).toBe('BUDGET_EXHAUSTED');
+    const capped = await verify(chain([{ ...base, max_cost_usd: 0.1 }]), { tool: 'gpu_render', estimated_cost_usd: 0.05 });
+    expect(capped.body.violations).toContainEqual(expect.objectContaining({ field: 'policy.max_cost_usd' }));
+  });
+
+  it('strict mode denies undeclared tools and look-alikes with TOOL_UNDECLARED', async () => {
+    await publish([tool('docs_search')], { strict: true });
+    const c = chain([{ ...base, allowed_tools: ['*'] }]);
+    for (const name of ['shell_exec', 'Docs_Search', 'ｄocs_search']) {
+      const r = await verify(c, { tool: name });
+      expect(r.status).toBe(403);
+      expect(r.body.error.code).toBe('TOOL_UNDECLARED');
+    }
+    expect((await verify(c, { tool: 'docs_search' })).status).toBe(200);
+  });
+
+  it('a catalog changed after a node cached it is re-decided on the new version inside the statement', async () => {
+    const first = await publish([tool('flip')]);
+    const c = chain([{ ...base }]);
+    expect((await verify(c, { tool: 'flip' })).status).toBe(200); // caches this version
+    // Another node publishes: this node's cache does not know.
+    const v = (first.body.version as number) + 1;
+    await svc.store.db.insert(toolCatalogs).values({
+      tenantId: tenant.id,
+      version: v,
+      document: {
+        strict: false,
+        rules: [],
+        default_decision: 'allow',
+        approvers: [],
+        tools: [tool('flip', { type: 'write', action_type: 'x:y' })],
+      },
+      hash: 'sha256:other-node',
+      createdBy: 'elsewhere',
+    });
+    const r = await verify(c, { tool: 'flip' });
+    expect(r.status).toBe(403);
+    expect(r.body.violations).toContainEqual(expect.objectContaining({ field: 'policy.write_access' }));
+    expect(receiptData((await latestReceipt('invocation.denied')).jws)['catalog_version']).toBe(v);
+  });
+
+  it('a tenant without a catalog verifies as before', async () => {
+    const other = await setupTenant(svc, 'plain');
+    const keys = [other.root, generateKeyPair()];
+    const c = buildChain([{ ...base, allowed_tools: ['*'] }], { keys });
+    const { bundle } = c.invoke({ tool: 'anything', estimated_cost_usd: 0.01, pii_access: false, write_access: false }, { iat: T0 });
+    const r = await svc.call('POST', '/v1/verify', { key: other.keys.verify, json: bundle });
+    expect(r.status).toBe(200);
+    expect(receiptData(r.body.receipt.jws)['catalog_version']).toBeUndefined();
+  });
+
+  it('a delegation whose tools form the lethal trifecta is unusable until an approver approves it', async () => {
+    await publish(
+      [
+        tool('web_fetch', { untrusted_content: true, action_type: 'web:fetch' }),
+        tool('hr_lookup', { tags: ['pii'] }),
+        tool('mail_send', { type: 'external', action_type: 'mail:send' }),
+      ],
+      { strict: false },
+    );
+    const k = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, { key: svc.adminKey, json: { scopes: ['approve'] } });
+    const approver = k.body.key as string;
+    const two = chain([{ ...base, pii_access: true, allowed_tools: ['web_fetch', 'hr_lookup'] }]);
+    expect((await verify(two, { tool: 'hr_lookup' })).status).toBe(200);
+    for (const allowed of [
+      ['web_fetch', 'hr_lookup', 'mail_send'],
+      ['hr_lookup', 'mail_send', 'not_declared'],
+    ]) {
+      const three = chain([{ ...base, pii_access: true, allowed_tools: allowed }]);
+      const held = await verify(three, { tool: 'hr_lookup' });
+      expect(held.status).toBe(403);
+      expect(held.body.error.code).toBe('GRANT_PENDING_APPROVAL');
+      expect(held.body.violations[0]).toMatchObject({ dr_index: 0, dr_hash: three.drs[0]!.hash });
+      const grants = await svc.call('GET', '/v1/grants?status=pending', { key: approver });
+      expect(grants.body.grants.map((g: { dr_hash: string }) => g.dr_hash)).toContain(three.drs[0]!.hash);
+      const triple = { actor: 'bob', confirm: true, reason: 'Reviewed the mail recipients.' };
+      expect((await svc.call('POST', `/v1/grants/${three.drs[0]!.hash}/approve`, { key: tenant.keys.issue, json: triple })).status).toBe(
+        403,
+      );
+      expect((await svc.call('POST', `/v1/grants/${three.drs[0]!.hash}/approve`, { key: approver, json: triple })).status).toBe(200);
+      expect((await verify(three, { tool: 'hr_lookup' })).status).toBe(200);
+      expect((await latestReceipt('grant.approved')).subject).toBe(three.drs[0]!.hash);
+    }
+    // A child of a held parent narrowing away one risk is not held itself, but the parent still is.
+    const parent = chain([
+      { ...base, pii_access: true, allowed_tools: ['web_fetch', 'hr_lookup', 'mail_send'] },
+      { ...base, pii_access: true, allowed_tools: ['hr_lookup'] },
+    ]);
+    const r = await verify(parent, { tool: 'hr_lookup' });
+    expect(r.body.error.code).toBe('GRANT_PENDING_APPROVAL');
+    expect(r.body.violations[0].dr_index).toBe(0);
+  });
+
+  it('POST /v1/explain lists every unmet condition with a remediation and counts nothing', async () => {
+    await publish([tool('crm_export', { type: 'write', blast_radius: 'organizational', action_type: 'crm:export', tags: ['pii'] })], {
+      rules: [{ id: 'org', when: { blast_radius: ['organizational'] }, decision: 'require_approval' }],
+    });
+    const c = chain([
+      { ...base, allowed_tools: ['crm_export'], write_access: true },
+      { ...base, allowed_tools: ['crm_export'] },
+    ]);
+    await svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipts: c.drs.map((d) => d.jws) } });
+    const args = { tool: 'crm_export', ...DECLARED };
+    const r = await svc.call('POST', '/v1/explain', { key: tenant.keys.verify, json: { dr_chain: c.drs.map((d) => d.hash), args } });
+    expect(r.status).toBe(200);
+    expect(r.body.decision).toBe('deny');
+    const by = (field: string, i?: number) =>
+      r.body.violations.find((v: { field: string; dr_index?: number }) => v.field === field && (i === undefined || v.dr_index === i));
+    expect(by('policy.write_access', 1).remediation).toMatch(/^grant write_access in DR #1/);
+    expect(by('policy.pii_access', 0).remediation).toMatch(/^grant pii_access in DR #0/);
+    expect(by('rules[0]').remediation).toMatch(/^request approval; approvers: holders of an API key with the approve scope/);
+    expect(await callsUsed(c.drs[0]!.hash)).toBe(0);
+  });
+});
+
+async function callsUsed(hash: string): Promise<number> {
+  const [row] = await svc.store.db.select().from(delegations).where(eq(delegations.hash, hash));
+  return row!.callsUsed;
+}
