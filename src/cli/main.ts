@@ -27,6 +27,10 @@ const COMMANDS: Record<string, { load: () => Promise<Command>; summary: string }
     load: async () => (await import('./verify.js')).runVerify,
     summary: 'verify a DRS bundle offline (exit 0 allowed, 1 denied, 2 unusable input)',
   },
+  check: {
+    load: async () => (await import('./check.js')).runCheck,
+    summary: 'ask the service whether it would allow a bundle (dry run, full explanation)',
+  },
   report: { load: async () => (await import('./report.js')).runReport, summary: 'record the metered cost of an allowed invocation' },
   revoke: { load: async () => (await import('./revoke.js')).runRevoke, summary: 'revoke a delegation and everything under it' },
   chain: {
