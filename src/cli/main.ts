@@ -31,6 +31,14 @@ const COMMANDS: Record<string, { load: () => Promise<Command>; summary: string }
     load: async () => (await import('./check.js')).runCheck,
     summary: 'ask the service whether it would allow a bundle (dry run, full explanation)',
   },
+  inspect: {
+    load: async () => (await import('./inspect.js')).runInspect,
+    summary: 'decode records, bundles and service receipts WITHOUT verifying them',
+  },
+  receipt: {
+    load: async () => (await import('./receipt.js')).runReceipt,
+    summary: "check the service's receipts against its published keys",
+  },
   report: { load: async () => (await import('./report.js')).runReport, summary: 'record the metered cost of an allowed invocation' },
   revoke: { load: async () => (await import('./revoke.js')).runRevoke, summary: 'revoke a delegation and everything under it' },
   chain: {
