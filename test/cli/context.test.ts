@@ -141,6 +141,31 @@ describe('operator commands through the current context', () => {
     expect(ok(await run(['keys', 'list', '--tenant', tenant], env), 'keys list').out).toMatch(new RegExp(`^${id} .* revoked `, 'm'));
   });
 
+  it('keys with an expiry, rotated without downtime: both keys work in the grace period', async () => {
+    const env = { XDG_CONFIG_HOME: tempDir() };
+    ok(await run(['context', 'add', 'live', '--server', live.baseUrl, '--key', live.svc.adminKey], env), 'context');
+    const created = ok(
+      await run(['keys', 'create', '--tenant', live.tenant.id, '--scopes', 'audit', '--expires-in', '30d', '--json'], env),
+      'keys create',
+    );
+    const old = JSON.parse(created.out) as { id: string; key: string; expires_at: string };
+    expect(Math.abs(Date.parse(old.expires_at) - (Date.now() + 30 * 86_400_000))).toBeLessThan(60_000);
+
+    const rotated = ok(await run(['keys', 'rotate', old.id, '--grace', '10m'], env), 'keys rotate').out;
+    const id = /ROTATED: \S+ -> (key_\S+)/.exec(rotated)?.[1];
+    const secret = /new key {14}(bt_\S+)/.exec(rotated)?.[1];
+    expect(rotated).toMatch(/old key valid until {2}\d{4}-/);
+    expect(secret).toMatch(/^bt_[A-Za-z0-9_-]{43}$/);
+    for (const key of [old.key, secret!]) expect((await live.svc.call('GET', '/v1/receipts', { key })).status).toBe(200);
+    const listed = ok(await run(['keys', 'list', '--tenant', live.tenant.id], env), 'keys list').out;
+    expect(listed).toMatch(new RegExp(`^${id} .* active .*replaces ${old.id}$`, 'm'));
+    expect(listed).toMatch(new RegExp(`^${old.id} .* expires \\d{4}-.* last used `, 'm'));
+
+    const bad = await run(['keys', 'rotate', old.id, '--grace', 'soon'], env);
+    expect(bad.code).toBe(2);
+    expect(bad.err).toContain('--grace takes a duration');
+  });
+
   it('refusals read like every other command: no admin key is 401 (exit 1), a missing flag is exit 2', async () => {
     const env = { XDG_CONFIG_HOME: tempDir() };
     ok(await run(['context', 'add', 'nokey', '--server', live.baseUrl], env), 'context');

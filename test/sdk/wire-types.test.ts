@@ -7,7 +7,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import type * as Client from '../../src/sdk/client.js';
+import type * as Admin from '../../src/sdk/admin.js';
 import type { ApiKeyJson, createApiKeyHandler, RootJson, TenantJson } from '../../src/service/admin.handlers.js';
+import type { rotateApiKeyHandler } from '../../src/service/api-keys.handlers.js';
 import type {
   chainOfDelegation,
   describeDelegation,
@@ -59,8 +61,10 @@ export const sameKeys: true[] = [
   true satisfies SameKeys<RevokeResult, Client.RevokeResult>,
   true satisfies SameKeys<TenantJson, Client.TenantView>,
   true satisfies SameKeys<RootJson, Client.RootView>,
-  true satisfies SameKeys<ApiKeyJson, Client.ApiKeyView>,
-  true satisfies SameKeys<Result<typeof createApiKeyHandler>, Client.CreatedApiKey>,
+  // API keys with their lifecycle fields: typed in src/sdk/admin.ts.
+  true satisfies SameKeys<ApiKeyJson, Admin.LifecycleApiKey>,
+  true satisfies SameKeys<Result<typeof createApiKeyHandler>, Admin.CreatedLifecycleApiKey>,
+  true satisfies SameKeys<Result<typeof rotateApiKeyHandler>, Admin.RotatedApiKey>,
 ];
 
 // Values: what the service sends fits what the client promises.
@@ -78,8 +82,9 @@ export const fits: true[] = [
   true satisfies Fits<RevokeResult, Client.RevokeResult>,
   true satisfies Fits<TenantJson, Client.TenantView>,
   true satisfies Fits<RootJson, Client.RootView>,
-  true satisfies Fits<ApiKeyJson, Client.ApiKeyView>,
-  true satisfies Fits<Result<typeof createApiKeyHandler>, Client.CreatedApiKey>,
+  true satisfies Fits<ApiKeyJson, Admin.LifecycleApiKey>,
+  true satisfies Fits<Result<typeof createApiKeyHandler>, Admin.CreatedLifecycleApiKey>,
+  true satisfies Fits<Result<typeof rotateApiKeyHandler>, Admin.RotatedApiKey>,
 ];
 
 describe('client wire types', () => {

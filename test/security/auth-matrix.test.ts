@@ -85,6 +85,8 @@ interface Entry {
 interface Ctx extends World {
   readonly spareRootDid: string;
   readonly spareKeyId: string;
+  /** A key only the rotate route touches (the DELETE route revokes spareKeyId). */
+  readonly rotatableKeyId: string;
 }
 
 const matrixDr = subDr(drA0, KEYS.a1, KEYS.a3.did, 'dr:sec-matrix-fresh');
@@ -154,6 +156,10 @@ const MATRIX: Readonly<Record<string, Entry>> = {
     ids: (w) => [[w.A.id, ABSENT_TENANT]],
   },
   'DELETE /v1/admin/api-keys/:id': { access: { kind: 'admin' }, call: (w) => del(`/v1/admin/api-keys/${w.spareKeyId}`) },
+  'POST /v1/admin/api-keys/:id/rotate': {
+    access: { kind: 'admin' },
+    call: (w) => post(`/v1/admin/api-keys/${w.rotatableKeyId}/rotate`, { grace_seconds: 3600 }),
+  },
 
   'POST /v1/delegations': {
     access: { kind: 'tenant', scopes: ['issue'], noKey: 'signature-path' },
@@ -347,8 +353,18 @@ beforeAll(async () => {
     ...admin,
     json: { scopes: ['audit'], name: 'matrix spare' },
   });
-  if (r.status !== 201 || k.status !== 201) throw new Error(`matrix setup: ${r.status} ${k.status}`);
-  ctx = { ...world, spareRootDid: spareRoot.did, spareKeyId: k.body.id, secretsA: [...world.secretsA, k.body.id] };
+  const rk = await world.svc.call('POST', `/v1/admin/tenants/${world.A.id}/api-keys`, {
+    ...admin,
+    json: { scopes: ['audit'], name: 'matrix rotatable' },
+  });
+  if (r.status !== 201 || k.status !== 201 || rk.status !== 201) throw new Error(`matrix setup: ${r.status} ${k.status} ${rk.status}`);
+  ctx = {
+    ...world,
+    spareRootDid: spareRoot.did,
+    spareKeyId: k.body.id,
+    rotatableKeyId: rk.body.id,
+    secretsA: [...world.secretsA, k.body.id, rk.body.id],
+  };
 }, 120_000);
 
 afterAll(async () => ctx?.svc.close());
