@@ -24,23 +24,25 @@ const ErrorBody = z
 const errorResponse = (description: string) => ({ description, content: { 'application/json': { schema: ErrorBody } } });
 
 // Messages are predicates: parseRequest puts the field name in front of them.
+const wholeSeconds = (min: number, max: number, maxText: string) =>
+  z
+    .number({ error: 'must be a whole number of seconds' })
+    .int('must be a whole number of seconds')
+    .min(min, min === 0 ? 'must not be negative' : `must be at least ${min}`)
+    .max(max, `must be at most ${max} (${maxText})`);
+
+/** A key's lifetime in seconds (creation and rotation); null or absent: it never expires. */
+export const keyLifetimeSeconds = () => wholeSeconds(1, MAX_KEY_LIFETIME_SECONDS, '10 years').nullable().optional();
+
 export const RotateApiKeyBody = z
   .strictObject({
-    grace_seconds: z
-      .number({ error: 'must be a whole number of seconds' })
-      .int('must be a whole number of seconds')
-      .min(0, 'must not be negative')
-      .max(MAX_ROTATION_GRACE_SECONDS, `must be at most ${MAX_ROTATION_GRACE_SECONDS} (30 days)`)
+    grace_seconds: wholeSeconds(0, MAX_ROTATION_GRACE_SECONDS, '30 days')
       .optional()
       .openapi({ description: 'How long the old key stays valid; default 86400 (24 h). 0 retires it now.', example: 3600 }),
-    expires_in_seconds: z
-      .number({ error: 'must be a whole number of seconds' })
-      .int('must be a whole number of seconds')
-      .min(1, 'must be at least 1')
-      .max(MAX_KEY_LIFETIME_SECONDS, `must be at most ${MAX_KEY_LIFETIME_SECONDS} (10 years)`)
-      .nullable()
-      .optional()
-      .openapi({ description: "The new key's lifetime; default: it never expires.", example: 7_776_000 }),
+    expires_in_seconds: keyLifetimeSeconds().openapi({
+      description: "The new key's lifetime; default: it never expires.",
+      example: 7_776_000,
+    }),
   })
   .openapi('RotateApiKeyRequest');
 

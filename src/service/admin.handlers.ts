@@ -5,9 +5,10 @@
  */
 import { z } from 'zod';
 import { parseRequest } from './validate.js';
+import { keyLifetimeSeconds } from '../api/api-keys.js';
 import { publicKeyFromDidKey } from '../protocol/did-key.js';
 import { BatonError, isBatonError } from '../protocol/errors.js';
-import { MAX_KEY_LIFETIME_SECONDS, createTenantApiKey, listTenantApiKeys, revokeApiKey, type ApiKeyInfo } from '../store/api-keys.js';
+import { createTenantApiKey, listTenantApiKeys, revokeApiKey, type ApiKeyInfo } from '../store/api-keys.js';
 import { PG_FOREIGN_KEY_VIOLATION, pgError } from '../store/errors.js';
 import type { Tenant, TrustedRoot } from '../store/schema/index.js';
 import { addTrustedRoot, createTenant, findTenant, listTenants, listTrustedRoots, removeTrustedRoot } from '../store/tenants.js';
@@ -49,13 +50,7 @@ export const CreateApiKeyBody = z
       .refine((s) => s.trim() === s, 'must not start or end with whitespace')
       .nullable()
       .optional(),
-    expires_in_seconds: z
-      .number({ error: 'must be a whole number of seconds' })
-      .int('must be a whole number of seconds')
-      .min(1, 'must be at least 1')
-      .max(MAX_KEY_LIFETIME_SECONDS, `must be at most ${MAX_KEY_LIFETIME_SECONDS} (10 years)`)
-      .nullable()
-      .optional(),
+    expires_in_seconds: keyLifetimeSeconds(),
   })
   .superRefine((body, ctx) => {
     if (body.tool_server != null && !body.scopes.includes('verify')) {
