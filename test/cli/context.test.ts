@@ -2,13 +2,14 @@
  * Saved contexts: the file (where, mode, masked keys), which server and key
  * an online command picks, and the operator commands run through one.
  */
+import { spawn } from 'node:child_process';
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKeyPair } from '../../src/sdk/keys.js';
 import { startLiveService, type LiveService } from '../sdk/live-service.js';
-import { run, tempDir, type RunResult } from './helpers.js';
+import { BIN, run, tempDir, type RunResult } from './helpers.js';
 
 let live: LiveService;
 beforeAll(async () => {
@@ -70,6 +71,24 @@ describe('baton context', () => {
       contexts: [{ name: 'prod', current: false, server: 'https://baton.example', key: 'bt_admin_…WXYZ' }],
     });
   });
+
+  it('--key-stdin reads the key from stdin, so it never appears in argv (through the real bin)', async () => {
+    const home = tempDir();
+    const key = 'bt_admin_' + 'p'.repeat(39) + 'PIPE';
+    const code = await new Promise<number | null>((resolve) => {
+      const child = spawn(process.execPath, [BIN, 'context', 'add', 'piped', '--server', 'http://127.0.0.1:9', '--key-stdin'], {
+        env: { ...process.env, XDG_CONFIG_HOME: home },
+        stdio: ['pipe', 'ignore', 'ignore'],
+      });
+      child.on('close', resolve);
+      child.stdin.end(`${key}\n`);
+    });
+    expect(code).toBe(0);
+    const saved = JSON.parse(readFileSync(join(home, 'baton', 'contexts.json'), 'utf8')) as {
+      contexts: Record<string, { api_key: string }>;
+    };
+    expect(saved.contexts['piped']?.api_key).toBe(key);
+  }, 60_000);
 
   it('refuses bad names, bad servers and unknown contexts with exit 2; a typo gets "did you mean"', async () => {
     const env = { XDG_CONFIG_HOME: tempDir() };
