@@ -6,7 +6,8 @@
 import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../../src/service/app.js';
-import { apiKeyCacheOf, LAST_USED_INTERVAL_MS } from '../../src/service/auth.js';
+import { apiKeyCacheOf, authenticate, LAST_USED_INTERVAL_MS } from '../../src/service/auth.js';
+import type { Db } from '../../src/store/db.js';
 import type { ServiceDeps } from '../../src/service/types.js';
 import { apiKeys } from '../../src/store/schema/index.js';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
@@ -228,5 +229,19 @@ describe('last use', () => {
     await sleep(100);
     expect((await listed(k.id))?.last_used_at).toBe(first);
     expect(LAST_USED_INTERVAL_MS).toBe(60_000);
+  });
+
+  it('costs one background UPDATE per key per minute on a node, however often the key is used', async () => {
+    const k = await newKey({ scopes: ['audit'] });
+    let updates = 0;
+    const counting = new Proxy(svc.store.db, {
+      get(target, prop, receiver) {
+        if (prop === 'update') updates++;
+        return Reflect.get(target, prop, receiver);
+      },
+    }) as Db;
+    const node: ServiceDeps = { ...svc.deps, store: { ...svc.store, db: counting } };
+    for (let i = 0; i < 20; i++) expect((await authenticate(node, `Bearer ${k.key}`)).keyId).toBe(k.id);
+    expect(updates).toBe(1);
   });
 });
