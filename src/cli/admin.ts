@@ -6,8 +6,8 @@
 import { parseCliArgs, groupHelp, runSubcommand, type Subcommand } from './args.js';
 import { clientFrom, COMMON_OPTIONS, durationFlag, EXIT_HELP, listFlag, printJson, SERVER_HELP, SERVER_OPTIONS } from './common.js';
 import { UsageError, type CliIo } from './io.js';
-import type { ApiKeyView, TenantScope } from '../sdk/client.js';
-import { adminKeys, type ApiKeyLifecycleView } from '../sdk/admin.js';
+import type { TenantScope } from '../sdk/client.js';
+import { adminKeys, type LifecycleApiKey } from '../sdk/admin.js';
 
 const TENANT_SCOPES: readonly TenantScope[] = ['issue', 'verify', 'report', 'audit'];
 
@@ -111,7 +111,7 @@ export function runTenants(argv: string[], io: CliIo): Promise<number> {
 
 // ---------------------------------------------------------------- API keys
 
-function keyLine(k: ApiKeyView & Partial<ApiKeyLifecycleView>): string {
+function keyLine(k: LifecycleApiKey): string {
   const state =
     k.revoked_at !== null
       ? `revoked ${k.revoked_at}`
@@ -179,7 +179,7 @@ const keysList = adminCommand(
   '  --tenant <id>        the tenant',
   { min: 0, max: 0, what: '' },
   async (values, _args, io, help) => {
-    const { api_keys } = await clientOf(values, io).admin.listApiKeys(requireTenantFlag(values, help));
+    const { api_keys } = await adminKeys(clientOf(values, io)).list(requireTenantFlag(values, help));
     if (values['json']) printJson(io, { api_keys });
     else if (api_keys.length === 0) io.out('No API keys: baton keys create --tenant <id> --scopes verify');
     else for (const k of api_keys) io.out(keyLine(k));
