@@ -154,6 +154,26 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/v1/admin/api-keys/{id}/rotate': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Rotate an API key without downtime
+     * @description Mints a new key with the old one's tenant, scopes, name and tool server, and brings the old key's expiry forward to the end of the grace period (never later than it already was). Both keys work during the window. The body is optional. Responses are `Cache-Control: no-store`.
+     */
+    post: operations['rotateApiKey'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/v1/admin/tenants': {
     parameters: {
       query?: never;
@@ -2742,6 +2762,54 @@ export interface components {
     RootDid: string;
     /** @enum {string} */
     RootType: 'human' | 'organisation' | 'automated-system';
+    RotateApiKeyRequest: {
+      /**
+       * @description The new key's lifetime; default: it never expires.
+       * @example 7776000
+       */
+      expires_in_seconds?: number | null;
+      /**
+       * @description How long the old key stays valid; default 86400 (24 h). 0 retires it now.
+       * @example 3600
+       */
+      grace_seconds?: number;
+    };
+    RotatedApiKey: {
+      key: components['schemas']['RotatedNewApiKey'];
+      previous: components['schemas']['RotatedPreviousApiKey'];
+    };
+    RotatedNewApiKey: {
+      /** Format: date-time */
+      created_at: string;
+      /** Format: date-time */
+      expires_at: string | null;
+      /** @example key_3f9c2a */
+      id: string;
+      /** @description The new secret. Shown only in this response. */
+      key: string;
+      name: string | null;
+      rotated_from: string | null;
+      scopes: string[];
+      tenant_id: string | null;
+      tool_server: string | null;
+    };
+    RotatedPreviousApiKey: {
+      /** Format: date-time */
+      created_at: string;
+      /** Format: date-time */
+      expires_at: string | null;
+      /** @example key_3f9c2a */
+      id: string;
+      /** Format: date-time */
+      last_used_at: string | null;
+      name: string | null;
+      /** Format: date-time */
+      revoked_at: string | null;
+      rotated_from: string | null;
+      scopes: string[];
+      tenant_id: string | null;
+      tool_server: string | null;
+    };
     ServiceKey: {
       /** @enum {string} */
       alg: 'EdDSA';
@@ -3266,6 +3334,95 @@ export interface operations {
         };
       };
       /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed or counted; retry. */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+    };
+  };
+  rotateApiKey: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: {
+      content: {
+        'application/json': components['schemas']['RotateApiKeyRequest'];
+      };
+    };
+    responses: {
+      /** @description The new key (secret shown once) and the old key with its new expiry. */
+      201: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['RotatedApiKey'];
+        };
+      };
+      /** @description The body is malformed (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description No, or no valid, API key (`UNAUTHORIZED`). */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description Not the admin key (`FORBIDDEN`). */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description No tenant API key has this id (`NOT_FOUND`). */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The key is revoked or expired: there is nothing to keep alive; create a new key (`CONFLICT`). */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The body is too large (`PAYLOAD_TOO_LARGE`). */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The database is unavailable (`STORAGE_UNAVAILABLE`). */
       503: {
         headers: {
           [name: string]: unknown;

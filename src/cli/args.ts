@@ -3,7 +3,7 @@
  * turned into usage errors that say what to type instead ("did you mean").
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { UsageError } from './io.js';
+import { EXIT_USAGE, UsageError, type CliIo } from './io.js';
 
 /** Edit distance (insertions, deletions, substitutions, adjacent swaps). */
 function editDistance(a: string, b: string): number {
@@ -75,4 +75,50 @@ export function parseCliArgs<T extends ParseArgsConfig>(command: string, config:
     }
     throw new UsageError(`${message} ${see}`);
   }
+}
+
+/** One subcommand of a command group ("baton context add", "baton keys rotate"). */
+export interface Subcommand {
+  readonly run: (argv: string[], io: CliIo) => Promise<number>;
+  readonly summary: string;
+}
+
+/** The help of a command group: usage, then one line per subcommand. */
+export function groupHelp(group: string, about: string, table: Readonly<Record<string, Subcommand>>, footer = ''): string {
+  const width = Math.max(...Object.keys(table).map((n) => n.length)) + 2;
+  return [
+    `Usage: baton ${group} <${Object.keys(table).join('|')}> [options]`,
+    '',
+    about,
+    '',
+    'Commands:',
+    ...Object.entries(table).map(([name, s]) => `  ${name.padEnd(width)} ${s.summary}`),
+    '',
+    `Run "baton ${group} <command> --help" for a command's options.`,
+    ...(footer ? ['', footer] : []),
+  ].join('\n');
+}
+
+/**
+ * Runs `baton <group> <sub> ...`: a typo gets "did you mean", a bare group
+ * or --help prints the group's help.
+ */
+export async function runSubcommand(
+  group: string,
+  argv: string[],
+  io: CliIo,
+  table: Readonly<Record<string, Subcommand>>,
+  help: string,
+): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    io.out(help);
+    return name === undefined ? EXIT_USAGE : 0;
+  }
+  const sub = Object.hasOwn(table, name) ? table[name] : undefined;
+  if (!sub) {
+    const hint = didYouMean(name, Object.keys(table), (n) => `"baton ${group} ${n}"`);
+    throw new UsageError(`unknown command "${group} ${name}"${hint}`, help);
+  }
+  return sub.run(rest, io);
 }

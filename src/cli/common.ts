@@ -9,6 +9,7 @@ import { isRecordHash } from '../protocol/hash.js';
 import type { Policy } from '../protocol/policy.js';
 import { BatonApiError, BatonClient } from '../sdk/client.js';
 import { keyPairFromFile, type KeyPair } from '../sdk/keys.js';
+import { resolveTarget } from './context.js';
 import { EXIT_DENIED, EXIT_UNREACHABLE, EXIT_USAGE, UsageError, type CliIo } from './io.js';
 
 export const DEFAULT_SERVER = 'http://127.0.0.1:8080';
@@ -17,6 +18,7 @@ export const DEFAULT_SERVER = 'http://127.0.0.1:8080';
 export const SERVER_OPTIONS = {
   server: { type: 'string' },
   'api-key': { type: 'string' },
+  context: { type: 'string' },
   timeout: { type: 'string' },
 } as const;
 
@@ -28,25 +30,24 @@ export const COMMON_OPTIONS = {
 export const SERVER_HELP = `Server options:
   --server <url>       the Baton service (default: $BATON_URL, else ${DEFAULT_SERVER})
   --api-key <key>      API key sent as a Bearer token (default: $BATON_API_KEY)
+  --context <name>     a saved context's server and key (default: $BATON_CONTEXT,
+                       else the current context when no --server or $BATON_URL
+                       is given; see baton context --help)
   --timeout <ms>       per-request timeout in milliseconds (default 10000)`;
 
 export const EXIT_HELP =
   'Exit codes: 0 ok, 1 refused or denied, 2 bad flags or unusable input, 3 server unreachable, timed out or failing.';
 
-const envOf = (io: CliIo) => io.env ?? process.env;
-
 export function clientFrom(
-  values: { server?: string | undefined; 'api-key'?: string | undefined; timeout?: string | undefined },
+  values: { server?: string | undefined; 'api-key'?: string | undefined; context?: string | undefined; timeout?: string | undefined },
   io: CliIo,
 ): BatonClient {
-  const env = envOf(io);
-  const baseUrl = values.server ?? (env['BATON_URL'] || DEFAULT_SERVER);
-  const apiKey = values['api-key'] ?? (env['BATON_API_KEY'] || undefined);
+  const { server: baseUrl, apiKey, context } = resolveTarget(values, io, DEFAULT_SERVER);
   const timeoutMs = values.timeout !== undefined ? integerFlag('--timeout', values.timeout, 1) : undefined;
   try {
     return new BatonClient({ baseUrl, ...(apiKey ? { apiKey } : {}), ...(timeoutMs !== undefined ? { timeoutMs } : {}) });
   } catch (e) {
-    throw new UsageError(`--server: ${(e as Error).message}`);
+    throw new UsageError(`${context !== undefined ? `context "${context}"` : '--server'}: ${(e as Error).message}`);
   }
 }
 

@@ -27,6 +27,18 @@ const COMMANDS: Record<string, { load: () => Promise<Command>; summary: string }
     load: async () => (await import('./verify.js')).runVerify,
     summary: 'verify a DRS bundle offline (exit 0 allowed, 1 denied, 2 unusable input)',
   },
+  check: {
+    load: async () => (await import('./check.js')).runCheck,
+    summary: 'ask the service whether it would allow a bundle (dry run, full explanation)',
+  },
+  inspect: {
+    load: async () => (await import('./inspect.js')).runInspect,
+    summary: 'decode records, bundles and service receipts WITHOUT verifying them',
+  },
+  receipt: {
+    load: async () => (await import('./receipt.js')).runReceipt,
+    summary: "check the service's receipts against its published keys",
+  },
   report: { load: async () => (await import('./report.js')).runReport, summary: 'record the metered cost of an allowed invocation' },
   revoke: { load: async () => (await import('./revoke.js')).runRevoke, summary: 'revoke a delegation and everything under it' },
   // Issue 13: tool catalogs and approval gates.
@@ -38,6 +50,19 @@ const COMMANDS: Record<string, { load: () => Promise<Command>; summary: string }
   chain: {
     load: async () => (await import('./chain.js')).runChain,
     summary: 'print a delegation as a tree: policies, status, calls, spend',
+  },
+  context: {
+    load: async () => (await import('./context.js')).runContext,
+    summary: 'save servers and keys under names; pick the current one',
+  },
+  tenants: { load: async () => (await import('./admin.js')).runTenants, summary: 'create and list tenants (admin key)' },
+  keys: {
+    load: async () => (await import('./admin.js')).runKeys,
+    summary: "create, list, rotate and revoke tenants' API keys (admin key)",
+  },
+  roots: {
+    load: async () => (await import('./admin.js')).runRoots,
+    summary: "add, list and remove tenants' trusted root DIDs (admin key)",
   },
   serve: { load: async () => (await import('./serve.js')).runServe, summary: 'run the Baton service' },
   audit: {
@@ -76,7 +101,7 @@ Baton issues and verifies signed, attenuated DRS 4.0 delegation chains for AI ag
 
 Commands:
 ${Object.entries(COMMANDS)
-  .map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`)
+  .map(([name, c]) => `  ${name.padEnd(11)} ${c.summary}`)
   .join('\n')}
 
 A first chain:
@@ -88,7 +113,8 @@ A first chain:
   baton chain <hash> --api-key <audit key>
 
 Online commands take --server <url> (default $BATON_URL, else ${DEFAULT_SERVER}),
---api-key <key> (default $BATON_API_KEY) and --timeout <ms>. Every command
+--api-key <key> (default $BATON_API_KEY), --context <name> (a saved server
+and key: baton context --help) and --timeout <ms>. Every command
 but serve takes --json for output meant for scripts (refusals too: the
 service's error envelope, on stdout); progress goes to stderr.
 
@@ -112,8 +138,10 @@ export async function main(argv: string[], io: CliIo = processIo): Promise<numbe
   }
   const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
   if (!command) {
-    const hint = didYouMean(name, Object.keys(COMMANDS), (n) => `"baton ${n}"`);
-    io.err(`baton: unknown command "${name}"${hint}\n\n${MAIN_HELP()}`);
+    const hint = name.startsWith('-')
+      ? didYouMean(name.replace(/^-+/, ''), ['help', 'version'], (n) => `--${n}`)
+      : didYouMean(name, Object.keys(COMMANDS), (n) => `"baton ${n}"`);
+    io.err(`baton: unknown ${name.startsWith('-') ? 'option' : 'command'} "${name}"${hint}\n\n${MAIN_HELP()}`);
     return EXIT_USAGE;
   }
   try {

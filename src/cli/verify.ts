@@ -150,7 +150,9 @@ export function decisionJson(decision: ChainDecision): Record<string, unknown> {
 const show = (v: unknown): string => (v === undefined ? '(absent)' : typeof v === 'string' ? v : JSON.stringify(v));
 
 /** A person-readable explanation: verdict, every unmet condition, and what to do. */
-export function explainDecision(decision: ChainDecision): string {
+export function explainDecision(
+  decision: Pick<Extract<ChainDecision, { valid: true }>, 'valid' | 'context'> | Extract<ChainDecision, { valid: false }>,
+): string {
   if (decision.valid) {
     const c = decision.context;
     return [

@@ -38,6 +38,17 @@ export type { RevocationPayload } from '../protocol/revocation.js';
 
 // HTTP client
 export { BatonAdmin, BatonApiError, BatonClient, DEFAULT_TIMEOUT_MS, isBatonApiError } from './client.js';
+// API-key lifecycle (expiry, rotation) for operators.
+export { adminKeys } from './admin.js';
+export type {
+  AdminKeys,
+  ApiKeyLifecycleView,
+  CreateApiKeyInput,
+  CreatedLifecycleApiKey,
+  LifecycleApiKey,
+  RotateApiKeyInput,
+  RotatedApiKey,
+} from './admin.js';
 export type {
   ActualReport,
   ActualSource,

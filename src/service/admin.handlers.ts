@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { parseRequest } from './validate.js';
+import { keyLifetimeSeconds } from '../api/api-keys.js';
 import { publicKeyFromDidKey } from '../protocol/did-key.js';
 import { BatonError, isBatonError } from '../protocol/errors.js';
 import { createTenantApiKey, listTenantApiKeys, revokeApiKey, type ApiKeyInfo } from '../store/api-keys.js';
@@ -49,6 +50,7 @@ export const CreateApiKeyBody = z
       .refine((s) => s.trim() === s, 'must not start or end with whitespace')
       .nullable()
       .optional(),
+    expires_in_seconds: keyLifetimeSeconds(),
   })
   .superRefine((body, ctx) => {
     if (body.tool_server != null && !body.scopes.includes('verify')) {
@@ -86,6 +88,9 @@ export interface ApiKeyJson {
   tool_server: string | null;
   created_at: string;
   revoked_at: string | null;
+  expires_at: string | null;
+  last_used_at: string | null;
+  rotated_from: string | null;
 }
 
 const tenantJson = (t: Tenant): TenantJson => ({ id: t.id, name: t.name, created_at: t.createdAt.toISOString() });
@@ -105,7 +110,20 @@ const apiKeyJson = (k: ApiKeyInfo): ApiKeyJson => ({
   tool_server: k.toolServer,
   created_at: k.createdAt.toISOString(),
   revoked_at: k.revokedAt ? k.revokedAt.toISOString() : null,
+  expires_at: k.expiresAt ? k.expiresAt.toISOString() : null,
+  last_used_at: k.lastUsedAt ? k.lastUsedAt.toISOString() : null,
+  rotated_from: k.rotatedFrom,
 });
+
+/** A new key's answer: the secret (shown once) and the row, without what a new key cannot have yet. */
+export type CreatedApiKeyJson = Omit<ApiKeyJson, 'revoked_at' | 'last_used_at'> & { key: string };
+
+export function createdApiKeyJson(key: string, k: ApiKeyInfo): CreatedApiKeyJson {
+  const { revoked_at: _revoked, last_used_at: _used, ...info } = apiKeyJson(k);
+  return { key, ...info };
+}
+
+export { apiKeyJson };
 
 // ---------------------------------------------------------------- decisions
 
@@ -177,7 +195,7 @@ export async function createApiKeyHandler(
   deps: ServiceDeps,
   tenantId: string,
   body: z.output<typeof CreateApiKeyBody>,
-): Promise<Omit<ApiKeyJson, 'revoked_at'> & { key: string }> {
+): Promise<CreatedApiKeyJson> {
   await requireTenant(deps, tenantId);
   let created: Awaited<ReturnType<typeof createTenantApiKey>>;
   try {
@@ -186,22 +204,15 @@ export async function createApiKeyHandler(
       scopes: body.scopes,
       name: body.name ?? null,
       toolServer: body.tool_server ?? null,
+      expiresInSeconds: body.expires_in_seconds ?? null,
     });
   } catch (e) {
     if (pgError(e)?.code === PG_FOREIGN_KEY_VIOLATION) throw noTenant();
     throw e;
   }
-  const info = apiKeyJson(created.info);
-  deps.log.info('api key created', { tenant_id: tenantId, key_id: info.id, scopes: info.scopes });
-  return {
-    id: info.id,
-    key: created.key,
-    tenant_id: info.tenant_id,
-    scopes: info.scopes,
-    name: info.name,
-    tool_server: info.tool_server,
-    created_at: info.created_at,
-  };
+  const answer = createdApiKeyJson(created.key, created.info);
+  deps.log.info('api key created', { tenant_id: tenantId, key_id: answer.id, scopes: answer.scopes, expires_at: answer.expires_at });
+  return answer;
 }
 
 export async function listApiKeysHandler(deps: ServiceDeps, tenantId: string): Promise<{ api_keys: ApiKeyJson[] }> {

@@ -10,6 +10,7 @@ import { requestId } from 'hono/request-id';
 import { BatonError } from '../protocol/errors.js';
 import { errorEnvelope, handleError } from './http.js';
 import { adminRoutes } from './admin.routes.js';
+import { apiKeyLifecycleRoutes } from './api-keys.handlers.js';
 import { delegationRoutes } from './delegations.routes.js';
 import { healthRoutes } from './health.routes.js';
 import { keyRoutes } from './keys.routes.js';
@@ -87,6 +88,7 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   );
   app.route('/', keyRoutes(deps));
   app.route('/', adminRoutes(deps));
+  app.route('/', apiKeyLifecycleRoutes(deps));
   app.route('/', delegationRoutes(deps));
   app.route('/', verifyRoutes(deps));
   app.route('/', invocationRoutes(deps));

@@ -22,15 +22,36 @@
  * once. On other routes, OTHER NODES sharing the database may still accept a
  * revoked key for up to the TTL (10 s). Refusals are never cached, so garbage
  * keys cannot evict good entries, and a new key works immediately.
+ *
+ * Expiry: a key past its expires_at is refused like a revoked one (the same
+ * 401). A cached entry carries the key's expiry and is refused once it has
+ * passed, so a key that reaches its expiry stops on every node at that
+ * instant; the verify statements check expires_at too. A rotation brings the
+ * old key's expiry forward: other nodes' caches learn that like a revocation
+ * (at once for verify, within the TTL on other routes).
+ *
+ * Last use: each node writes api_keys.last_used_at at most once a minute per
+ * key (LAST_USED_INTERVAL_MS), without awaiting it, so authentication never
+ * waits for the write and a busy key is not a hot row; the UPDATE itself
+ * skips rows written less than a minute ago by another node. The time is
+ * therefore accurate to about a minute.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Context, MiddlewareHandler } from 'hono';
 import { BatonError } from '../protocol/errors.js';
-import { MINTED_KEY_PATTERN, createBootstrapAdminKey, findApiKeyByHash, type ApiKeyForAuth } from '../store/api-keys.js';
+import {
+  MINTED_KEY_PATTERN,
+  createBootstrapAdminKey,
+  findApiKeyByHash,
+  touchApiKeyLastUsed,
+  type ApiKeyForAuth,
+} from '../store/api-keys.js';
 import { SCOPES, type AppEnv, type AuthContext, type Scope, type ServiceDeps } from './types.js';
 
 export const KEY_CACHE_TTL_MS = 10_000;
 export const KEY_CACHE_MAX = 10_000;
+/** How often one node records a key's use (api_keys.last_used_at) at most. */
+export const LAST_USED_INTERVAL_MS = 60_000;
 /** A bearer token longer than this is refused before it is hashed or looked up. */
 const MAX_TOKEN_LENGTH = 512;
 /** The key id reported for the environment admin key (it has no api_keys row). */
@@ -38,32 +59,35 @@ export const ENV_ADMIN_KEY_ID = 'admin:env';
 
 /** Bounded map of secret hash -> AuthContext with a TTL, on a monotonic clock. */
 export class ApiKeyCache {
-  readonly #entries = new Map<string, { auth: AuthContext; expiresAt: number }>();
+  readonly #entries = new Map<string, { auth: AuthContext; expiresAt: number; keyExpiresAtMs: number | null }>();
 
   constructor(
     private readonly ttlMs: number = KEY_CACHE_TTL_MS,
     private readonly max: number = KEY_CACHE_MAX,
     private readonly clock: () => number = () => performance.now(),
+    /** Wall clock (ms since the epoch), for the keys' own expiry. */
+    private readonly wallClock: () => number = Date.now,
   ) {}
 
   get(secretHash: string): AuthContext | undefined {
     const entry = this.#entries.get(secretHash);
     if (!entry) return undefined;
-    if (this.clock() >= entry.expiresAt) {
+    if (this.clock() >= entry.expiresAt || (entry.keyExpiresAtMs !== null && this.wallClock() >= entry.keyExpiresAtMs)) {
       this.#entries.delete(secretHash);
       return undefined;
     }
     return entry.auth;
   }
 
-  set(secretHash: string, auth: AuthContext): void {
+  /** `keyExpiresAt`: the key's own expiry; the entry is not served after it. */
+  set(secretHash: string, auth: AuthContext, keyExpiresAt: Date | null = null): void {
     this.#entries.delete(secretHash);
     while (this.#entries.size >= this.max) {
       const oldest = this.#entries.keys().next();
       if (oldest.done === true) break;
       this.#entries.delete(oldest.value);
     }
-    this.#entries.set(secretHash, { auth, expiresAt: this.clock() + this.ttlMs });
+    this.#entries.set(secretHash, { auth, expiresAt: this.clock() + this.ttlMs, keyExpiresAtMs: keyExpiresAt?.getTime() ?? null });
   }
 
   /** Drops every entry for this key id (revocation). */
@@ -82,6 +106,8 @@ interface AuthState {
   readonly cache: ApiKeyCache;
   /** SHA-256 of BATON_ADMIN_KEY, or null when it is not set. */
   readonly envAdminDigest: Buffer | null;
+  /** Key id -> when this node last recorded its use (monotonic ms). */
+  readonly lastRecordedUse: Map<string, number>;
 }
 
 /** Per app instance (one ServiceDeps), so tests with separate apps never share a cache. */
@@ -91,7 +117,7 @@ function stateOf(deps: ServiceDeps): AuthState {
   let state = states.get(deps);
   if (!state) {
     const adminKey = deps.config.adminKey;
-    state = { cache: new ApiKeyCache(), envAdminDigest: adminKey ? sha256(adminKey) : null };
+    state = { cache: new ApiKeyCache(), envAdminDigest: adminKey ? sha256(adminKey) : null, lastRecordedUse: new Map() };
     states.set(deps, state);
   }
   return state;
@@ -161,7 +187,10 @@ export async function authenticate(deps: ServiceDeps, authorization: string | un
 
   const hashHex = digest.toString('hex');
   const cached = state.cache.get(hashHex);
-  if (cached) return cached;
+  if (cached) {
+    recordUse(deps, state, cached.keyId);
+    return cached;
+  }
 
   const row = await findApiKeyByHash(deps.store.db, hashHex);
   if (!row) throw refuse('unknown');
@@ -169,11 +198,29 @@ export async function authenticate(deps: ServiceDeps, authorization: string | un
   // Lengths are public (always 32 bytes for a well-formed row); a malformed row never matches.
   if (stored.length !== digest.length || !timingSafeEqual(stored, digest)) throw refuse('hash mismatch', row.id);
   if (row.revokedAt !== null) throw refuse('revoked', row.id);
+  if (row.expiresAt !== null && row.expiresAt.getTime() <= Date.now()) throw refuse('expired', row.id);
   if (row.tenantId === null && state.envAdminDigest !== null) throw refuse('stored admin key while BATON_ADMIN_KEY is set', row.id);
 
   const auth = contextOf(row);
-  state.cache.set(hashHex, auth);
+  state.cache.set(hashHex, auth, row.expiresAt);
+  recordUse(deps, state, auth.keyId);
   return auth;
+}
+
+/**
+ * Records the key's use at most once per LAST_USED_INTERVAL_MS on this node,
+ * in the background: the request does not wait, and a failed write only
+ * costs an older last_used_at.
+ */
+function recordUse(deps: ServiceDeps, state: AuthState, keyId: string): void {
+  const now = performance.now();
+  const last = state.lastRecordedUse.get(keyId);
+  if (last !== undefined && now - last < LAST_USED_INTERVAL_MS) return;
+  if (state.lastRecordedUse.size >= KEY_CACHE_MAX) state.lastRecordedUse.clear();
+  state.lastRecordedUse.set(keyId, now);
+  touchApiKeyLastUsed(deps.store.db, keyId).catch((err: unknown) => {
+    deps.log.debug('api key last use not recorded', { key_id: keyId, error: err instanceof Error ? err.message : String(err) });
+  });
 }
 
 /**

@@ -2,7 +2,7 @@
 // and the queries over api_keys. The plaintext secret leaves this module once,
 // in the result of the function that minted it, and is never stored or logged.
 import { createHash, randomBytes } from 'node:crypto';
-import { and, asc, eq, isNull, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, isNull, or, sql } from 'drizzle-orm';
 import type { Db } from './db.js';
 import { newId } from './ids.js';
 import { apiKeys, type ApiKey, type ApiKeyScope } from './schema/index.js';
@@ -24,7 +24,7 @@ export function hashApiKeySecret(secret: string): string {
 }
 
 /** The columns authentication needs; never the plaintext (it is not stored). */
-export type ApiKeyForAuth = Pick<ApiKey, 'id' | 'tenantId' | 'secretHash' | 'scopes' | 'toolServer' | 'revokedAt'>;
+export type ApiKeyForAuth = Pick<ApiKey, 'id' | 'tenantId' | 'secretHash' | 'scopes' | 'toolServer' | 'revokedAt' | 'expiresAt'>;
 
 /** One indexed lookup (api_keys_secret_hash_uq). Revoked keys are returned too; the caller refuses them. */
 export async function findApiKeyByHash(db: Db, secretHash: string): Promise<ApiKeyForAuth | undefined> {
@@ -36,6 +36,7 @@ export async function findApiKeyByHash(db: Db, secretHash: string): Promise<ApiK
       scopes: apiKeys.scopes,
       toolServer: apiKeys.toolServer,
       revokedAt: apiKeys.revokedAt,
+      expiresAt: apiKeys.expiresAt,
     })
     .from(apiKeys)
     .where(eq(apiKeys.secretHash, secretHash))
@@ -54,11 +55,32 @@ const infoColumns = {
   toolServer: apiKeys.toolServer,
   createdAt: apiKeys.createdAt,
   revokedAt: apiKeys.revokedAt,
+  expiresAt: apiKeys.expiresAt,
+  lastUsedAt: apiKeys.lastUsedAt,
+  rotatedFrom: apiKeys.rotatedFrom,
 };
+
+/** The longest lifetime a key may be given (10 years), and the longest rotation grace period (30 days). */
+export const MAX_KEY_LIFETIME_SECONDS = 10 * 365 * 86_400;
+export const MAX_ROTATION_GRACE_SECONDS = 30 * 86_400;
+
+/** now() + seconds on the database clock, so every node agrees on the instant. */
+const inSeconds = (seconds: number) => sql`now() + make_interval(secs => ${seconds})`;
+
+/** Live: not revoked and not expired, on the database clock. */
+const isLive = () => and(isNull(apiKeys.revokedAt), or(isNull(apiKeys.expiresAt), gt(apiKeys.expiresAt, sql`now()`)));
 
 export async function createTenantApiKey(
   db: Db,
-  opts: { tenantId: string; scopes: readonly Exclude<ApiKeyScope, 'admin'>[]; name: string | null; toolServer: string | null },
+  opts: {
+    tenantId: string;
+    scopes: readonly Exclude<ApiKeyScope, 'admin'>[];
+    name: string | null;
+    toolServer: string | null;
+    /** null: the key never expires. */
+    expiresInSeconds?: number | null;
+    rotatedFrom?: string | null;
+  },
 ): Promise<{ key: string; info: ApiKeyInfo }> {
   const key = mintApiKeySecret('tenant');
   const [info] = await db
@@ -70,6 +92,8 @@ export async function createTenantApiKey(
       scopes: [...opts.scopes],
       name: opts.name,
       toolServer: opts.toolServer,
+      expiresAt: opts.expiresInSeconds != null ? inSeconds(opts.expiresInSeconds) : null,
+      rotatedFrom: opts.rotatedFrom ?? null,
     })
     .returning(infoColumns);
   if (!info) throw new Error('createTenantApiKey: INSERT … RETURNING gave no row');
@@ -122,12 +146,64 @@ export function createBootstrapAdminKey(db: Db): Promise<string | null> {
   });
 }
 
-/** Whether the key exists and is not revoked: read fresh, for paths no statement re-checks. */
+/** Whether the key exists, is not revoked and not expired: read fresh, for paths no statement re-checks. */
 export async function isApiKeyActive(db: Db, id: string): Promise<boolean> {
   const [row] = await db
     .select({ id: apiKeys.id })
     .from(apiKeys)
-    .where(and(eq(apiKeys.id, id), isNull(apiKeys.revokedAt)))
+    .where(and(eq(apiKeys.id, id), isLive()))
     .limit(1);
   return row !== undefined;
+}
+
+export type RotateOutcome =
+  | { readonly kind: 'rotated'; readonly key: string; readonly created: ApiKeyInfo; readonly previous: ApiKeyInfo }
+  | { readonly kind: 'not-found' }
+  /** Revoked or already expired: nothing to keep alive, create a new key instead. */
+  | { readonly kind: 'not-live' };
+
+/**
+ * Rotation without downtime, in one transaction: a new key with the old
+ * one's tenant, scopes, name and tool server, and the old key's expiry
+ * brought forward to now + grace (never pushed later). Admin keys (no tenant)
+ * are not rotated here. The old row is locked, so two rotations of one key
+ * run one after the other.
+ */
+export function rotateApiKey(db: Db, id: string, opts: { graceSeconds: number; expiresInSeconds: number | null }): Promise<RotateOutcome> {
+  return db.transaction(async (tx) => {
+    const [old] = await tx
+      .select({ ...infoColumns, live: sql<boolean>`${isLive()}` })
+      .from(apiKeys)
+      .where(and(eq(apiKeys.id, id), sql`${apiKeys.tenantId} is not null`))
+      .for('update');
+    if (!old) return { kind: 'not-found' } as const;
+    if (!old.live) return { kind: 'not-live' } as const;
+    const { key, info: created } = await createTenantApiKey(tx, {
+      tenantId: old.tenantId!,
+      scopes: old.scopes.filter((s): s is Exclude<ApiKeyScope, 'admin'> => s !== 'admin'),
+      name: old.name,
+      toolServer: old.toolServer,
+      expiresInSeconds: opts.expiresInSeconds,
+      rotatedFrom: old.id,
+    });
+    const [previous] = await tx
+      .update(apiKeys)
+      .set({ expiresAt: sql`least(coalesce(${apiKeys.expiresAt}, 'infinity'::timestamptz), ${inSeconds(opts.graceSeconds)})` })
+      .where(eq(apiKeys.id, old.id))
+      .returning(infoColumns);
+    if (!previous) throw new Error('rotateApiKey: the locked row vanished');
+    return { kind: 'rotated', key, created, previous } as const;
+  });
+}
+
+/**
+ * Records a use of the key: one UPDATE that writes only when the stored time
+ * is at least a minute old, so a busy key costs one write a minute across
+ * all nodes (the caller also limits how often it asks, per node).
+ */
+export async function touchApiKeyLastUsed(db: Db, id: string): Promise<void> {
+  await db
+    .update(apiKeys)
+    .set({ lastUsedAt: sql`now()` })
+    .where(and(eq(apiKeys.id, id), or(isNull(apiKeys.lastUsedAt), sql`${apiKeys.lastUsedAt} < now() - interval '1 minute'`)));
 }

@@ -4,7 +4,24 @@ import { describe, expect, it } from 'vitest';
 import { closedPortUrl, startSilentServer } from '../sdk/live-service.js';
 import { run, runBin } from './helpers.js';
 
-const COMMANDS = ['keygen', 'delegate', 'submit', 'invoke', 'verify', 'report', 'revoke', 'chain', 'serve'];
+const COMMANDS = [
+  'keygen',
+  'delegate',
+  'submit',
+  'invoke',
+  'verify',
+  'report',
+  'revoke',
+  'chain',
+  'check',
+  'inspect',
+  'receipt',
+  'context',
+  'tenants',
+  'keys',
+  'roots',
+  'serve',
+];
 const HASH = `sha256:${'ab'.repeat(32)}`;
 
 describe('baton (top level)', () => {
@@ -50,6 +67,10 @@ describe('baton (top level)', () => {
     const opt = await run(['verify', 'x.json', '--trst', 'did:key:z6Mk']);
     expect(opt.code).toBe(2);
     expect(opt.err).toMatch(/^baton verify: unknown option --trst \(did you mean --trust\?\)\. Run "baton verify --help"/);
+
+    const top = await run(['--verison']);
+    expect(top.code).toBe(2);
+    expect(top.err).toContain('unknown option "--verison" (did you mean --version?)');
 
     const far = await run(['keygen', '--zzzzzz']);
     expect(far.err).not.toContain('did you mean');

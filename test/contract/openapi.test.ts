@@ -264,6 +264,16 @@ describe('(b) admin', () => {
     await api('DELETE', `/v1/admin/api-keys/${id}`, {}, 401);
     await api('DELETE', `/v1/admin/api-keys/${id}`, { key: tenant.keys.audit }, 403);
     await api('DELETE', `/v1/admin/api-keys/${id}`, { ...admin, app: downApp }, 503);
+    const rotatable = await api('POST', keys, { ...admin, json: { scopes: ['audit'], expires_in_seconds: 86_400 } }, 201);
+    const rid = (rotatable.body as { id: string }).id;
+    await api('POST', `/v1/admin/api-keys/${rid}/rotate`, { ...admin, json: { grace_seconds: 600 } }, 201);
+    await api('POST', `/v1/admin/api-keys/${rid}/rotate`, { ...admin, json: { grace_seconds: -1 } }, 400);
+    await api('POST', '/v1/admin/api-keys/key_nothing/rotate', admin, 404);
+    await api('POST', `/v1/admin/api-keys/${id}/rotate`, admin, 409); // revoked above
+    await api('POST', `/v1/admin/api-keys/${rid}/rotate`, {}, 401);
+    await api('POST', `/v1/admin/api-keys/${rid}/rotate`, { key: tenant.keys.audit }, 403);
+    await api('POST', `/v1/admin/api-keys/${rid}/rotate`, { ...admin, body: OVERSIZE }, 413);
+    await api('POST', `/v1/admin/api-keys/${rid}/rotate`, { ...admin, app: downApp }, 503);
     // The revoked key lists with revoked_at set.
     const listed = await api('GET', keys, admin, 200);
     expect(

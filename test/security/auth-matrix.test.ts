@@ -94,6 +94,8 @@ interface Ctx extends World {
   readonly spareKeyId: string;
   /** A receipt of tenant A in its transparency log. */
   readonly logReceiptA: number;
+  /** A key only the rotate route touches (the DELETE route revokes spareKeyId). */
+  readonly rotatableKeyId: string;
 }
 
 const matrixDr = subDr(drA0, KEYS.a1, KEYS.a3.did, 'dr:sec-matrix-fresh');
@@ -171,6 +173,10 @@ const MATRIX: Readonly<Record<string, Entry>> = {
     ids: (w) => [[w.A.id, ABSENT_TENANT]],
   },
   'DELETE /v1/admin/api-keys/:id': { access: { kind: 'admin' }, call: (w) => del(`/v1/admin/api-keys/${w.spareKeyId}`) },
+  'POST /v1/admin/api-keys/:id/rotate': {
+    access: { kind: 'admin' },
+    call: (w) => post(`/v1/admin/api-keys/${w.rotatableKeyId}/rotate`, { grace_seconds: 3600 }),
+  },
 
   'POST /v1/delegations': {
     access: { kind: 'tenant', scopes: ['issue'], noKey: 'signature-path' },
@@ -398,7 +404,11 @@ beforeAll(async () => {
     ...admin,
     json: { scopes: ['audit'], name: 'matrix spare' },
   });
-  if (r.status !== 201 || k.status !== 201) throw new Error(`matrix setup: ${r.status} ${k.status}`);
+  const rk = await world.svc.call('POST', `/v1/admin/tenants/${world.A.id}/api-keys`, {
+    ...admin,
+    json: { scopes: ['audit'], name: 'matrix rotatable' },
+  });
+  if (r.status !== 201 || k.status !== 201 || rk.status !== 201) throw new Error(`matrix setup: ${r.status} ${k.status} ${rk.status}`);
   await integrateOnce({
     store: world.svc.store,
     signer: world.svc.deps.signer,
@@ -414,8 +424,9 @@ beforeAll(async () => {
     ...world,
     spareRootDid: spareRoot.did,
     spareKeyId: k.body.id,
-    secretsA: [...world.secretsA, k.body.id],
+    secretsA: [...world.secretsA, k.body.id, rk.body.id],
     logReceiptA: first.id,
+    rotatableKeyId: rk.body.id,
   };
 }, 120_000);
 

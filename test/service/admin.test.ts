@@ -353,6 +353,8 @@ describe('API keys', () => {
       name: 'tool server A',
       tool_server: 'mcp://tools.example.com',
       created_at: expect.any(String),
+      expires_at: null,
+      rotated_from: null,
     });
     const [row] = await svc.store.db.select().from(apiKeys).where(eq(apiKeys.id, res.body.id));
     expect(row?.secretHash).toBe(createHash('sha256').update(res.body.key).digest('hex'));
@@ -446,6 +448,9 @@ describe('API keys', () => {
           tool_server: null,
           created_at: expect.any(String),
           revoked_at: null,
+          expires_at: null,
+          last_used_at: null,
+          rotated_from: null,
         },
         {
           id: b.id,
@@ -455,6 +460,9 @@ describe('API keys', () => {
           tool_server: 'mcp://t',
           created_at: expect.any(String),
           revoked_at: expect.any(String),
+          expires_at: null,
+          last_used_at: null,
+          rotated_from: null,
         },
       ],
     });

@@ -1,7 +1,7 @@
 // Credentials and signing keys: API keys, trusted roots, custodial root keys,
 // the service's own receipt-signing keys.
 import { sql } from 'drizzle-orm';
-import { check, index, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import { check, index, pgTable, primaryKey, text, uniqueIndex, type AnyPgColumn } from 'drizzle-orm/pg-core';
 import { createdAt, serverTime, tenantId } from './columns.js';
 import { tenants } from './tenants.js';
 
@@ -19,6 +19,9 @@ export const apiKeys = pgTable(
     toolServer: text('tool_server'), // binds a verify key to invocations naming this tool server
     createdAt: createdAt(),
     revokedAt: serverTime('revoked_at'),
+    expiresAt: serverTime('expires_at'), // null: never expires; rotation sets it to the end of the grace period
+    lastUsedAt: serverTime('last_used_at'), // coarse: written at most about once a minute per key and node
+    rotatedFrom: text('rotated_from').references((): AnyPgColumn => apiKeys.id), // the key this one replaced
   },
   (t) => [
     uniqueIndex('api_keys_secret_hash_uq').on(t.secretHash),

@@ -1607,6 +1607,34 @@ interface GetRoute {
       path: `/v1/admin/api-keys/${id}`,
       auth: 'admin',
     });
+    push(list, 'admin-key-param', {
+      name: `rotate-key-${what}`,
+      route: 'POST /v1/admin/api-keys/:id/rotate',
+      method: 'POST',
+      path: `/v1/admin/api-keys/${id}/rotate`,
+      auth: 'admin',
+    });
+  }
+  // Rotation: a revoked key has nothing to keep alive (409); bad bodies are refused before any lookup.
+  for (const [what, body] of Object.entries({
+    revoked: '{"grace_seconds":60}',
+    'grace-negative': '{"grace_seconds":-1}',
+    'grace-31-days': '{"grace_seconds":2678400}',
+    'grace-fraction': '{"grace_seconds":1.5}',
+    'grace-string': '{"grace_seconds":"60"}',
+    'lifetime-zero': '{"expires_in_seconds":0}',
+    'unknown-field': '{"grace":60}',
+    'not-an-object': '[]',
+  })) {
+    push(list, 'admin-key-rotate', {
+      name: `rotate-${what}`,
+      route: 'POST /v1/admin/api-keys/:id/rotate',
+      method: 'POST',
+      path: '/v1/admin/api-keys/{{revokedKeyId}}/rotate',
+      auth: 'admin',
+      body_text: body,
+      expect_status: [what === 'revoked' ? 409 : 400],
+    });
   }
 }
 
@@ -1630,6 +1658,7 @@ export const ROUTE_SAMPLES: readonly { readonly route: string; readonly path: st
   { route: 'POST /v1/admin/tenants/:tenant/api-keys', path: '/v1/admin/tenants/{{tenantA}}/api-keys', auth: 'admin' },
   { route: 'GET /v1/admin/tenants/:tenant/api-keys', path: '/v1/admin/tenants/{{tenantA}}/api-keys', auth: 'admin' },
   { route: 'DELETE /v1/admin/api-keys/:id', path: '/v1/admin/api-keys/{{revokedKeyId}}', auth: 'admin' },
+  { route: 'POST /v1/admin/api-keys/:id/rotate', path: '/v1/admin/api-keys/{{revokedKeyId}}/rotate', auth: 'admin' },
   { route: 'POST /v1/delegations', path: '/v1/delegations', auth: 'A.issue' },
   { route: 'POST /v1/delegations/issue', path: '/v1/delegations/issue', auth: 'A.issue' },
   { route: 'GET /v1/delegations/:hash', path: `/v1/delegations/${drA0.hash}`, auth: 'A.all' },

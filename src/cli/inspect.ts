@@ -1,0 +1,207 @@
+/**
+ * `baton inspect <file|->`: decodes delegation records, invocations, bundles
+ * and service receipts WITHOUT trusting them: header, payload, the computed
+ * record hash, the issuer's did:key and its public key. Nothing is verified,
+ * and the output says so on its first line.
+ */
+import { parseCliArgs } from './args.js';
+import { printJson, readText } from './common.js';
+import { UsageError, type CliIo } from './io.js';
+import { recordHash } from '../protocol/hash.js';
+import { publicKeyFromDidKey } from '../protocol/did-key.js';
+
+export const INSPECT_HELP = `Usage: baton inspect <file|-> [--json]
+
+Decodes signed records WITHOUT checking them: delegation records,
+invocations, bundles (JSON or the base64url X-DRS-Bundle form), chains, and
+service receipts (or any service answer that carries them). For each: the
+header, the payload, the record hash computed from the exact JWS, the
+issuer's did:key with its Ed25519 public key, and the times in UTC.
+
+Everything printed is UNVERIFIED: signatures, trust, revocation and time are
+not checked. To check, use baton verify (bundles and chains) or baton receipt
+verify (service receipts).
+
+Options:
+  --json               print the decoded records as JSON
+  -h, --help           show this help
+
+Exit codes: 0 decoded, 2 no signed record found or unreadable input.`;
+
+/** At most this many records are decoded from one input. */
+const MAX_RECORDS = 1000;
+const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
+
+export interface InspectedRecord {
+  readonly where: string;
+  readonly kind: string;
+  readonly hash: string;
+  readonly header: unknown;
+  readonly payload: unknown;
+  readonly signature_bytes: number;
+  readonly issuer: { readonly did: string; readonly public_key?: string; readonly problem?: string } | null;
+  readonly times: Record<string, string>;
+  readonly problems: readonly string[];
+}
+
+function decodePart(part: string): { value?: unknown; problem?: string } {
+  try {
+    return { value: JSON.parse(Buffer.from(part, 'base64url').toString('utf8')) as unknown };
+  } catch {
+    return { problem: 'not base64url JSON' };
+  }
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+/** Whether `s` reads as a compact JWS whose header is a JSON object naming an alg. */
+function looksLikeJws(s: string): boolean {
+  if (s.length > 1024 * 1024 || !COMPACT_JWS.test(s)) return false;
+  const header = decodePart(s.split('.')[0]!).value;
+  return isObject(header) && typeof header['alg'] === 'string';
+}
+
+function kindOf(header: unknown, payload: unknown): string {
+  if (isObject(payload) && typeof payload['drs_type'] === 'string') return payload['drs_type'];
+  if (isObject(header) && typeof header['kid'] === 'string') {
+    const kind = isObject(payload) ? payload['baton_receipt'] : undefined;
+    return `service receipt${typeof kind === 'string' ? ` (${kind})` : ''}`;
+  }
+  return 'signed record';
+}
+
+/** Decodes one compact JWS; never throws. */
+export function inspectJws(jws: string, where: string): InspectedRecord {
+  const [h = '', p = '', s = ''] = jws.split('.');
+  const header = decodePart(h);
+  const payload = decodePart(p);
+  const problems: string[] = [];
+  if (header.problem) problems.push(`header: ${header.problem}`);
+  if (payload.problem) problems.push(`payload: ${payload.problem}`);
+  const signatureBytes = Buffer.from(s, 'base64url').length;
+  if (signatureBytes !== 64) problems.push(`signature: ${signatureBytes} bytes, an Ed25519 signature has 64`);
+
+  let issuer: InspectedRecord['issuer'] = null;
+  const iss = isObject(payload.value) ? payload.value['iss'] : undefined;
+  if (typeof iss === 'string') {
+    try {
+      issuer = { did: iss, public_key: Buffer.from(publicKeyFromDidKey(iss)).toString('base64url') };
+    } catch (e) {
+      issuer = { did: iss, problem: (e as Error).message };
+    }
+  }
+  const times: Record<string, string> = {};
+  if (isObject(payload.value)) {
+    for (const field of ['iat', 'nbf', 'exp']) {
+      const t = payload.value[field];
+      if (typeof t === 'number' && Number.isSafeInteger(t) && Math.abs(t) < 1e11) times[field] = new Date(t * 1000).toISOString();
+    }
+  }
+  return {
+    where,
+    kind: kindOf(header.value, payload.value),
+    hash: recordHash(jws),
+    header: header.value ?? null,
+    payload: payload.value ?? null,
+    signature_bytes: signatureBytes,
+    issuer,
+    times,
+    problems,
+  };
+}
+
+/** Every string in `value` that reads as a compact JWS, with its JSON path. */
+function collectJws(value: unknown, path: string, out: { where: string; jws: string }[]): void {
+  if (out.length >= MAX_RECORDS) return;
+  if (typeof value === 'string') {
+    if (looksLikeJws(value)) out.push({ where: path || '(top)', jws: value });
+  } else if (Array.isArray(value)) {
+    value.forEach((v, i) => collectJws(v, `${path}[${i}]`, out));
+  } else if (isObject(value)) {
+    for (const [k, v] of Object.entries(value)) collectJws(v, path ? `${path}.${k}` : k, out);
+  }
+}
+
+/** The signed records an input holds: JWS lines, any JSON carrying JWS strings, or a base64url bundle. */
+export function findRecords(text: string, name: string): { where: string; jws: string }[] {
+  const trimmed = text.trim();
+  if (trimmed === '') throw new UsageError(`${name} is empty`);
+  const found: { where: string; jws: string }[] = [];
+  if (trimmed.startsWith('{') || trimmed.startsWith('[')) {
+    let value: unknown;
+    try {
+      value = JSON.parse(trimmed);
+    } catch (e) {
+      throw new UsageError(`${name} is not valid JSON: ${(e as Error).message}`);
+    }
+    collectJws(value, '', found);
+  } else {
+    const words = trimmed.split(/\s+/);
+    if (words.every(looksLikeJws)) words.slice(0, MAX_RECORDS).forEach((jws, i) => found.push({ where: `line ${i + 1}`, jws }));
+    else if (words.length === 1) {
+      // The X-DRS-Bundle header form: base64url of the bundle JSON.
+      const bundle = decodePart(trimmed).value;
+      if (bundle !== undefined) collectJws(bundle, '', found);
+    }
+  }
+  if (found.length === 0) {
+    throw new UsageError(`${name} holds no signed record (a compact JWS, or JSON or a base64url bundle carrying some)`);
+  }
+  return found;
+}
+
+/** Untrusted text for a terminal: control characters (C0, DEL, C1) shown escaped, never sent raw. */
+export function printable(text: string): string {
+  return text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+function explain(records: readonly InspectedRecord[]): string {
+  const lines = [
+    'UNVERIFIED: decoded only. Signatures, trust, revocation and time were NOT checked.',
+    '  Check with: baton verify <bundle> --trust <root did>, or baton receipt verify <receipt>.',
+  ];
+  records.forEach((r, i) => {
+    lines.push('', printable(`[${i + 1}] ${r.where}: ${r.kind}`), `  hash       ${r.hash}`);
+    if (r.issuer) {
+      lines.push(printable(`  issuer     ${r.issuer.did}`));
+      lines.push(
+        printable(
+          r.issuer.public_key
+            ? `             Ed25519 public key ${r.issuer.public_key}`
+            : `             not a usable did:key: ${r.issuer.problem}`,
+        ),
+      );
+    }
+    for (const [field, iso] of Object.entries(r.times)) lines.push(`  ${field.padEnd(10)} ${iso}`);
+    lines.push(printable(`  header     ${JSON.stringify(r.header)}`));
+    lines.push(
+      '  payload',
+      ...JSON.stringify(r.payload, null, 2)
+        .split('\n')
+        .map((l) => printable(`    ${l}`)),
+    );
+    lines.push(`  signature  ${r.signature_bytes} bytes (not checked)`);
+    for (const p of r.problems) lines.push(`  PROBLEM    ${p}`);
+  });
+  return lines.join('\n');
+}
+
+export async function runInspect(argv: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseCliArgs('inspect', {
+    args: argv,
+    allowPositionals: true,
+    options: { json: { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h', default: false } },
+  });
+  if (values.help) {
+    io.out(INSPECT_HELP);
+    return 0;
+  }
+  const file = positionals[0];
+  if (!file || positionals.length > 1) throw new UsageError('give one file, or - for stdin', INSPECT_HELP);
+  const records = findRecords(await readText(file, 'input'), file === '-' ? 'stdin' : file).map((r) => inspectJws(r.jws, r.where));
+  if (values.json) printJson(io, { unverified: true, records });
+  else io.out(explain(records));
+  return 0;
+}

@@ -1,0 +1,177 @@
+/**
+ * `baton receipt verify`: checks the service's signed receipts against its
+ * published keys (GET /v1/keys or /.well-known/jwks.json). With --keys the
+ * check is offline; --save-keys keeps fetched keys for that.
+ */
+import { writeFile } from 'node:fs/promises';
+import { parseCliArgs, groupHelp, runSubcommand, type Subcommand } from './args.js';
+import { clientFrom, COMMON_OPTIONS, integerFlag, printJson, readText, SERVER_HELP, SERVER_OPTIONS } from './common.js';
+import { findRecords, inspectJws, printable } from './inspect.js';
+import { UsageError, type CliIo } from './io.js';
+import { verifyServiceReceipt, type ServiceVerificationKey } from '../protocol/service-receipt.js';
+import type { BatonClient } from '../sdk/client.js';
+
+const VERIFY_HELP = `Usage: baton receipt verify [<file|-> ...] [--fetch] [--keys <file>] [options]
+
+Checks service receipts: the header, the Ed25519 signature under the
+published key its kid names, and that the payload's iss and kid name that
+key. Receipts come from files (any service answer that carries them: a
+receipt JWS, a submit/verify/revoke answer, a chain, a GET /v1/receipts
+page; "-" reads stdin), or with --fetch from GET /v1/receipts (audit key).
+
+The keys come from --keys (a saved GET /v1/keys or /.well-known/jwks.json
+answer: offline, nothing is fetched), else from the server's /v1/keys
+(no API key needed). --save-keys writes the fetched keys for later offline
+runs: fetch them once from a source you trust, then verify anywhere.
+
+Options:
+  --keys <file>        the service's published keys (v1/keys or JWKS form)
+  --save-keys <file>   write the keys fetched from the server to this file
+  --fetch              verify the tenant's receipts from GET /v1/receipts
+  --after <id>         with --fetch: start after this receipt id
+  --limit <n>          with --fetch: check at most n receipts (default 1000)
+  --json               print each result as JSON
+  -h, --help           show this help
+
+${SERVER_HELP}
+
+Exit codes: 0 every receipt valid, 1 some receipt invalid, 2 unusable input
+or no receipt found, 3 server unreachable, timed out or failing.`;
+
+interface Checked {
+  readonly where: string;
+  readonly valid: boolean;
+  readonly kid: string | null;
+  readonly kind: string | null;
+  readonly subject: string | null;
+  readonly reason?: string;
+}
+
+/** Keys from a GET /v1/keys answer ({kid, public_key}) or a JWKS ({kid, kty: OKP, crv: Ed25519, x}). */
+export function parsePublishedKeys(value: unknown, name: string): ServiceVerificationKey[] {
+  const keys = (value as { keys?: unknown } | null)?.keys;
+  if (!Array.isArray(keys) || keys.length === 0) throw new UsageError(`${name} holds no keys: save GET /v1/keys or /.well-known/jwks.json`);
+  return keys.map((k: unknown, i) => {
+    const key = k as { kid?: unknown; public_key?: unknown; x?: unknown; kty?: unknown; crv?: unknown };
+    const raw = typeof key.public_key === 'string' ? key.public_key : key.kty === 'OKP' && key.crv === 'Ed25519' ? key.x : undefined;
+    const publicKey = typeof raw === 'string' && /^[A-Za-z0-9_-]{43}$/.test(raw) ? Buffer.from(raw, 'base64url') : undefined;
+    if (typeof key.kid !== 'string' || key.kid === '' || publicKey?.length !== 32)
+      throw new UsageError(`${name}: keys[${i}] is not an Ed25519 key with a kid`);
+    return { kid: key.kid, publicKey: new Uint8Array(publicKey) };
+  });
+}
+
+async function keysFor(values: { keys?: string | undefined; 'save-keys'?: string | undefined }, client: () => BatonClient, io: CliIo) {
+  if (values.keys !== undefined) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(await readText(values.keys, 'keys file'));
+    } catch (e) {
+      if (e instanceof UsageError) throw e;
+      throw new UsageError(`${values.keys} is not JSON`);
+    }
+    return parsePublishedKeys(parsed, values.keys);
+  }
+  const c = client();
+  io.err(`fetching the published keys from ${c.baseUrl}/v1/keys ...`);
+  const answer = await c.keys();
+  if (values['save-keys'] !== undefined) {
+    await writeFile(values['save-keys'], `${JSON.stringify(answer, null, 2)}\n`);
+    io.err(`saved ${answer.keys.length} key(s) to ${values['save-keys']}: verify offline with --keys ${values['save-keys']}`);
+  }
+  return parsePublishedKeys(answer, `${c.baseUrl}/v1/keys`);
+}
+
+function check(jws: string, where: string, keys: readonly ServiceVerificationKey[]): Checked {
+  const result = verifyServiceReceipt(jws, keys);
+  // Kind and subject are shown from the payload only once the signature held.
+  const payload = result.valid ? result.payload : null;
+  return {
+    where,
+    valid: result.valid,
+    kid: result.kid,
+    kind: typeof payload?.['baton_receipt'] === 'string' ? payload['baton_receipt'] : null,
+    subject: typeof payload?.['subject'] === 'string' ? payload['subject'] : null,
+    ...(result.reason !== undefined ? { reason: result.reason } : {}),
+  };
+}
+
+async function runVerifyReceipts(argv: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseCliArgs('receipt verify', {
+    args: argv,
+    allowPositionals: true,
+    options: {
+      keys: { type: 'string' },
+      'save-keys': { type: 'string' },
+      fetch: { type: 'boolean', default: false },
+      after: { type: 'string' },
+      limit: { type: 'string' },
+      ...SERVER_OPTIONS,
+      ...COMMON_OPTIONS,
+    },
+  });
+  if (values.help) {
+    io.out(VERIFY_HELP);
+    return 0;
+  }
+  if (positionals.length === 0 && !values.fetch) throw new UsageError('give receipt files, or --fetch', VERIFY_HELP);
+  if (values.keys !== undefined && values['save-keys'] !== undefined)
+    throw new UsageError('--save-keys saves fetched keys; with --keys nothing is fetched', VERIFY_HELP);
+  if (!values.fetch && (values.after !== undefined || values.limit !== undefined))
+    throw new UsageError('--after and --limit go with --fetch', VERIFY_HELP);
+  const limit = values.limit !== undefined ? integerFlag('--limit', values.limit, 1) : 1000;
+  const after = values.after !== undefined ? integerFlag('--after', values.after) : undefined;
+
+  // Inputs are read and parsed before anything is fetched.
+  const inputs: { where: string; jws: string }[] = [];
+  for (const file of positionals) {
+    const found = findRecords(await readText(file, 'receipt file'), file === '-' ? 'stdin' : file);
+    // Service receipts name a kid in their header; the DRS records beside them do not.
+    const receipts = found.filter((r) => typeof (inspectJws(r.jws, r.where).header as { kid?: unknown } | null)?.kid === 'string');
+    if (receipts.length === 0) throw new UsageError(`${file} holds signed records but no service receipt (they carry a kid)`);
+    inputs.push(...receipts.map((r) => ({ where: `${file}: ${r.where}`, jws: r.jws })));
+  }
+  let client: BatonClient | undefined;
+  const clientOnce = () => (client ??= clientFrom(values, io));
+  const keys = await keysFor(values, clientOnce, io);
+
+  const results: Checked[] = inputs.map((r) => check(r.jws, r.where, keys));
+  if (values.fetch) {
+    let n = 0;
+    for await (const item of clientOnce().iterateReceipts(after !== undefined ? { after } : {})) {
+      results.push(check(item.jws, `receipt #${item.id}`, keys));
+      if (++n >= limit) break;
+    }
+    if (n === 0 && inputs.length === 0) io.err("the service holds no receipts for this key's tenant (after the given id)");
+  }
+  const invalid = results.filter((r) => !r.valid).length;
+  if (values.json) printJson(io, { valid: invalid === 0, checked: results.length, invalid, results });
+  else {
+    for (const r of results) {
+      io.out(
+        printable(
+          r.valid
+            ? `VALID    ${r.where}  ${r.kind ?? ''} ${r.subject ?? ''}  (kid ${r.kid})`
+            : `INVALID  ${r.where}  ${r.reason}${r.kid ? ` (kid ${r.kid})` : ''}`,
+        ),
+      );
+    }
+    io.out(`\n${results.length - invalid} of ${results.length} receipt(s) valid${invalid > 0 ? `, ${invalid} INVALID` : ''}.`);
+  }
+  return invalid === 0 ? 0 : 1;
+}
+
+const SUBCOMMANDS: Record<string, Subcommand> = {
+  verify: { run: runVerifyReceipts, summary: "check service receipts against the service's published keys" },
+};
+
+const RECEIPT_HELP = groupHelp(
+  'receipt',
+  "The service's signed receipts.",
+  SUBCOMMANDS,
+  'Exit codes: 0 valid, 1 invalid, 2 unusable input, 3 server unreachable.',
+);
+
+export function runReceipt(argv: string[], io: CliIo): Promise<number> {
+  return runSubcommand('receipt', argv, io, SUBCOMMANDS, RECEIPT_HELP);
+}

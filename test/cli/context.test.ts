@@ -1,0 +1,220 @@
+/**
+ * Saved contexts: the file (where, mode, masked keys), which server and key
+ * an online command picks, and the operator commands run through one.
+ */
+import { spawn } from 'node:child_process';
+import { createServer, type IncomingHttpHeaders } from 'node:http';
+import { readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateKeyPair } from '../../src/sdk/keys.js';
+import { startLiveService, type LiveService } from '../sdk/live-service.js';
+import { BIN, run, tempDir, type RunResult } from './helpers.js';
+
+let live: LiveService;
+beforeAll(async () => {
+  live = await startLiveService();
+});
+afterAll(async () => {
+  await live?.close();
+});
+
+const ok = (r: RunResult, what: string): RunResult => {
+  expect(r.code, `${what}\nstdout: ${r.out}\nstderr: ${r.err}`).toBe(0);
+  return r;
+};
+
+/** An HTTP server that records the headers of each request and answers 503 JSON. */
+async function recordingServer(): Promise<{ url: string; seen: IncomingHttpHeaders[]; close(): Promise<void> }> {
+  const seen: IncomingHttpHeaders[] = [];
+  const server = createServer((req, res) => {
+    seen.push(req.headers);
+    res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":{"code":"UNAVAILABLE","message":"test"}}');
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  return {
+    url: `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`,
+    seen,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+describe('baton context', () => {
+  it('add saves server and key in $XDG_CONFIG_HOME/baton/contexts.json, mode 0600, and never prints the key', async () => {
+    const env = { XDG_CONFIG_HOME: tempDir() };
+    const key = 'bt_admin_' + 'k'.repeat(39) + 'WXYZ';
+    const add = ok(await run(['context', 'add', 'prod', '--server', 'https://baton.example/', '--key', key], env), 'add');
+    expect(add.out).toContain('SAVED: context "prod": https://baton.example with key bt_admin_…WXYZ (current)');
+    const path = join(env.XDG_CONFIG_HOME, 'baton', 'contexts.json');
+    expect(statSync(path).mode & 0o777).toBe(0o600);
+    expect(statSync(join(env.XDG_CONFIG_HOME, 'baton')).mode & 0o777).toBe(0o700);
+    expect(JSON.parse(readFileSync(path, 'utf8'))).toEqual({
+      current: 'prod',
+      contexts: { prod: { server: 'https://baton.example', api_key: key } },
+    });
+
+    ok(await run(['context', 'add', 'staging', '--server', 'http://127.0.0.1:9', '--key', 'bt_' + 's'.repeat(43)], env), 'add 2');
+    const list = ok(await run(['context', 'list'], env), 'list');
+    expect(list.out).toMatch(/^\* prod {5}https:\/\/baton\.example {2}bt_admin_…WXYZ$/m);
+    expect(list.out).toMatch(/^ {2}staging {2}http:\/\/127\.0\.0\.1:9 {2}bt_…ssss$/m);
+    for (const r of [add, list, await run(['context', 'list', '--json'], env)]) {
+      expect(r.out + r.err).not.toContain(key);
+      expect(r.out + r.err).not.toContain('s'.repeat(43));
+    }
+
+    ok(await run(['context', 'use', 'staging'], env), 'use');
+    expect(JSON.parse((await run(['context', 'list', '--json'], env)).out)).toMatchObject({ current: 'staging' });
+    ok(await run(['context', 'remove', 'staging'], env), 'remove');
+    expect(JSON.parse((await run(['context', 'list', '--json'], env)).out)).toEqual({
+      current: null,
+      contexts: [{ name: 'prod', current: false, server: 'https://baton.example', key: 'bt_admin_…WXYZ' }],
+    });
+  });
+
+  it('--key-stdin reads the key from stdin, so it never appears in argv (through the real bin)', async () => {
+    const home = tempDir();
+    const key = 'bt_admin_' + 'p'.repeat(39) + 'PIPE';
+    const code = await new Promise<number | null>((resolve) => {
+      const child = spawn(process.execPath, [BIN, 'context', 'add', 'piped', '--server', 'http://127.0.0.1:9', '--key-stdin'], {
+        env: { ...process.env, XDG_CONFIG_HOME: home },
+        stdio: ['pipe', 'ignore', 'ignore'],
+      });
+      child.on('close', resolve);
+      child.stdin.end(`${key}\n`);
+    });
+    expect(code).toBe(0);
+    const saved = JSON.parse(readFileSync(join(home, 'baton', 'contexts.json'), 'utf8')) as {
+      contexts: Record<string, { api_key: string }>;
+    };
+    expect(saved.contexts['piped']?.api_key).toBe(key);
+  }, 60_000);
+
+  it('refuses bad names, bad servers and unknown contexts with exit 2; a typo gets "did you mean"', async () => {
+    const env = { XDG_CONFIG_HOME: tempDir() };
+    expect((await run(['context', 'add', '../evil', '--server', 'http://x'], env)).err).toMatch(/a context name is 1-64/);
+    expect((await run(['context', 'add', 'a', '--server', 'ftp://x'], env)).code).toBe(2);
+    expect((await run(['context', 'add', 'a'], env)).err).toContain('give --server');
+    const use = await run(['context', 'use', 'nope'], env);
+    expect(use.code).toBe(2);
+    expect(use.err).toContain('no context named "nope"');
+    const typo = await run(['context', 'ad', 'x'], env);
+    expect(typo.code).toBe(2);
+    expect(typo.err).toContain('unknown command "context ad" (did you mean "baton context add"?)');
+    const opt = await run(['context', 'add', 'x', '--sever', 'http://x'], env);
+    expect(opt.err).toContain('unknown option --sever (did you mean --server?)');
+    const chain = await run(['chain', `sha256:${'ab'.repeat(32)}`, '--context', 'nope'], env);
+    expect(chain.code).toBe(2);
+    expect(chain.err).toContain('no context named "nope"');
+  });
+
+  it('a saved key goes only to its own server: $BATON_URL or --server without a context sends no saved key', async () => {
+    const other = await recordingServer();
+    try {
+      const env = { XDG_CONFIG_HOME: tempDir() };
+      ok(await run(['context', 'add', 'prod', '--server', live.baseUrl, '--key', live.svc.adminKey], env), 'add');
+      await run(['tenants', 'list', '--server', other.url], env);
+      await run(['tenants', 'list'], { ...env, BATON_URL: other.url });
+      expect(other.seen).toHaveLength(2);
+      for (const headers of other.seen) expect(headers.authorization).toBeUndefined();
+      // --context (or $BATON_CONTEXT) picks the context's server and key even when $BATON_URL is set.
+      ok(await run(['tenants', 'list', '--context', 'prod'], { ...env, BATON_URL: other.url }), 'explicit context');
+      ok(await run(['tenants', 'list'], { ...env, BATON_URL: other.url, BATON_CONTEXT: 'prod' }), '$BATON_CONTEXT');
+      expect(other.seen).toHaveLength(2);
+    } finally {
+      await other.close();
+    }
+  });
+});
+
+describe('operator commands through the current context', () => {
+  it('tenants, trusted roots and API keys: create, list, remove, revoke', async () => {
+    const env = { XDG_CONFIG_HOME: tempDir() };
+    ok(await run(['context', 'add', 'live', '--server', live.baseUrl, '--key', live.svc.adminKey], env), 'context');
+
+    const created = ok(await run(['tenants', 'create', 'globex', '--json'], env), 'tenants create');
+    const tenant = (JSON.parse(created.out) as { id: string }).id;
+    expect(ok(await run(['tenants', 'list'], env), 'tenants list').out).toMatch(new RegExp(`^${tenant} .* globex$`, 'm'));
+
+    const root = generateKeyPair();
+    expect(ok(await run(['roots', 'add', root.did, '--tenant', tenant, '--label', 'ops'], env), 'roots add').out).toContain(
+      `TRUSTED: ${root.did} for tenant ${tenant} "ops"`,
+    );
+    expect(ok(await run(['roots', 'list', '--tenant', tenant], env), 'roots list').out).toContain(root.did);
+    ok(await run(['roots', 'remove', root.did, '--tenant', tenant], env), 'roots remove');
+    expect((await run(['roots', 'list', '--tenant', tenant], env)).out).toContain('No trusted roots');
+
+    const key = ok(await run(['keys', 'create', '--tenant', tenant, '--scopes', 'verify,audit', '--name', 'gw'], env), 'keys create');
+    const id = /CREATED: API key (key_\S+)/.exec(key.out)?.[1];
+    const secret = /key {6}(bt_\S+)/.exec(key.out)?.[1];
+    expect(id).toBeDefined();
+    expect(secret).toMatch(/^bt_[A-Za-z0-9_-]{43}$/);
+    // The new key works at once (audit scope reads receipts).
+    expect((await live.svc.call('GET', '/v1/receipts', { key: secret! })).status).toBe(200);
+    const listed = ok(await run(['keys', 'list', '--tenant', tenant], env), 'keys list').out;
+    expect(listed).toMatch(new RegExp(`^${id} {2}\\[verify,audit\\] {2}active`, 'm'));
+    expect(listed).not.toContain(secret);
+
+    ok(await run(['keys', 'revoke', id!], env), 'keys revoke');
+    expect((await live.svc.call('GET', '/v1/receipts', { key: secret! })).status).toBe(401);
+    expect(ok(await run(['keys', 'list', '--tenant', tenant], env), 'keys list').out).toMatch(new RegExp(`^${id} .* revoked `, 'm'));
+  });
+
+  it('keys with an expiry, rotated without downtime: both keys work in the grace period', async () => {
+    const env = { XDG_CONFIG_HOME: tempDir() };
+    ok(await run(['context', 'add', 'live', '--server', live.baseUrl, '--key', live.svc.adminKey], env), 'context');
+    const created = ok(
+      await run(['keys', 'create', '--tenant', live.tenant.id, '--scopes', 'audit', '--expires-in', '30d', '--json'], env),
+      'keys create',
+    );
+    const old = JSON.parse(created.out) as { id: string; key: string; expires_at: string };
+    expect(Math.abs(Date.parse(old.expires_at) - (Date.now() + 30 * 86_400_000))).toBeLessThan(60_000);
+
+    const rotated = ok(await run(['keys', 'rotate', old.id, '--grace', '10m'], env), 'keys rotate').out;
+    const id = /ROTATED: \S+ -> (key_\S+)/.exec(rotated)?.[1];
+    const secret = /new key {14}(bt_\S+)/.exec(rotated)?.[1];
+    expect(rotated).toMatch(/old key valid until {2}\d{4}-/);
+    expect(secret).toMatch(/^bt_[A-Za-z0-9_-]{43}$/);
+    for (const key of [old.key, secret!]) expect((await live.svc.call('GET', '/v1/receipts', { key })).status).toBe(200);
+    const listed = ok(await run(['keys', 'list', '--tenant', live.tenant.id], env), 'keys list').out;
+    expect(listed).toMatch(new RegExp(`^${id} .* active .*replaces ${old.id}$`, 'm'));
+    expect(listed).toMatch(new RegExp(`^${old.id} .* expires \\d{4}-.* last used `, 'm'));
+
+    const bad = await run(['keys', 'rotate', old.id, '--grace', 'soon'], env);
+    expect(bad.code).toBe(2);
+    expect(bad.err).toContain('--grace takes a duration');
+  });
+
+  it('refusals read like every other command: no admin key is 401 (exit 1), a missing flag is exit 2', async () => {
+    const env = { XDG_CONFIG_HOME: tempDir() };
+    ok(await run(['context', 'add', 'nokey', '--server', live.baseUrl], env), 'context');
+    const r = await run(['tenants', 'list'], env);
+    expect(r.code).toBe(1);
+    expect(r.err).toMatch(/REFUSED: baton tenants: UNAUTHORIZED/);
+    const flag = await run(['keys', 'list'], env);
+    expect(flag.code).toBe(2);
+    expect(flag.err).toContain('give --tenant <id>');
+    const scope = await run(['keys', 'create', '--tenant', 't', '--scopes', 'verify,admin'], env);
+    expect(scope.code).toBe(2);
+    expect(scope.err).toContain('unknown scope "admin"');
+    expect((await run(['keys', 'rotat', 'x'], env)).err).toContain('did you mean "baton keys rotate"?');
+  });
+
+  it('every group and subcommand has a --help with a usage line', async () => {
+    for (const [group, subs] of [
+      ['context', ['add', 'use', 'list', 'remove']],
+      ['tenants', ['create', 'list']],
+      ['keys', ['create', 'list', 'revoke', 'rotate']],
+      ['roots', ['add', 'list', 'remove']],
+    ] as const) {
+      const g = await run([group, '--help']);
+      expect(g.code, group).toBe(0);
+      expect(g.out, group).toMatch(new RegExp(`^Usage: baton ${group} `));
+      for (const sub of subs) {
+        const r = await run([group, sub, '--help']);
+        expect(r.code, `${group} ${sub}`).toBe(0);
+        expect(r.out, `${group} ${sub}`).toMatch(new RegExp(`^Usage: baton ${group} ${sub}`));
+      }
+    }
+  });
+});

@@ -1,0 +1,178 @@
+/**
+ * `baton inspect` (decode without trusting) and `baton receipt verify`
+ * (service receipts against the published keys, online or offline).
+ */
+import { spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { recordHash } from '../../src/protocol/hash.js';
+import { BatonClient, type SubmitResult } from '../../src/sdk/client.js';
+import { generateKeyPair } from '../../src/sdk/keys.js';
+import { createInvocation, createRootDelegation, createSubDelegation, makeBundle } from '../../src/sdk/records.js';
+import { ARGS } from '../sdk/chains.js';
+import { closedPortUrl, startLiveService, type LiveService } from '../sdk/live-service.js';
+import { BIN, run, tempDir } from './helpers.js';
+
+let live: LiveService;
+let dir: string;
+let submitted: SubmitResult;
+let chain: {
+  root: ReturnType<typeof createRootDelegation>;
+  sub: ReturnType<typeof createSubDelegation>;
+  b: ReturnType<typeof generateKeyPair>;
+};
+beforeAll(async () => {
+  live = await startLiveService();
+  dir = tempDir();
+  const a = generateKeyPair();
+  const b = generateKeyPair();
+  const root = createRootDelegation({ issuer: live.tenant.root, audience: a.did, policy: { allowed_tools: ['search'], max_calls: 5 } });
+  const sub = createSubDelegation({ parent: root, issuer: a, audience: b.did, policy: { allowed_tools: ['search'], max_calls: 2 } });
+  chain = { root, sub, b };
+  submitted = await new BatonClient({ baseUrl: live.baseUrl, apiKey: live.tenant.keys.issue }).submit([root, sub]);
+});
+afterAll(async () => {
+  await live?.close();
+});
+
+/** The same JWS with one payload field changed and the old signature kept. */
+function tampered(jws: string, change: (p: Record<string, unknown>) => void): string {
+  const [h, p, s] = jws.split('.') as [string, string, string];
+  const payload = JSON.parse(Buffer.from(p, 'base64url').toString('utf8')) as Record<string, unknown>;
+  change(payload);
+  return `${h}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}.${s}`;
+}
+
+describe('baton inspect', () => {
+  it('decodes a bundle: each record with its computed hash, issuer did:key and public key, labelled UNVERIFIED', async () => {
+    const inv = createInvocation({ chain: [chain.root, chain.sub], invoker: chain.b, args: ARGS, toolServer: 'mcp://search' });
+    const file = join(dir, 'bundle.json');
+    writeFileSync(file, JSON.stringify(makeBundle(inv, [chain.root, chain.sub], 'value')));
+    const r = await run(['inspect', file]);
+    expect(r.code, r.err).toBe(0);
+    expect(r.out.split('\n')[0]).toMatch(/^UNVERIFIED: decoded only\. Signatures, trust, revocation and time were NOT checked\./);
+    expect(r.out).toContain('[1] invocation: invocation-receipt');
+    expect(r.out).toContain(`[2] receipts[0]: delegation-receipt\n  hash       ${recordHash(chain.root.jws)}`);
+    expect(r.out).toContain(
+      `  issuer     ${live.tenant.root.did}\n             Ed25519 public key ${Buffer.from(live.tenant.root.publicKey).toString('base64url')}`,
+    );
+    expect(r.out).toMatch(/^ {2}iat {8}\d{4}-\d\d-\d\dT/m);
+
+    const json = JSON.parse((await run(['inspect', file, '--json'])).out) as { unverified: boolean; records: { hash: string }[] };
+    expect(json.unverified).toBe(true);
+    expect(json.records.map((x) => x.hash)).toEqual([inv.hash, recordHash(chain.root.jws), recordHash(chain.sub.jws)]);
+  });
+
+  it('decodes what it cannot trust (a forged payload) and says nothing about validity', async () => {
+    const file = join(dir, 'forged.jws');
+    writeFileSync(
+      file,
+      tampered(chain.root.jws, (p) => (p['policy'] = { allowed_tools: ['*'] })),
+    );
+    const r = await run(['inspect', file]);
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(/^UNVERIFIED/);
+    expect(r.out).toContain('"*"');
+    expect(r.out).not.toMatch(/\bVALID\b/);
+  });
+
+  it('a service receipt inside any answer is found and named by its kind', async () => {
+    const file = join(dir, 'submit.json');
+    writeFileSync(file, JSON.stringify(submitted));
+    const r = await run(['inspect', file]);
+    expect(r.out).toMatch(/delegations\[0\]\.receipt\.jws: service receipt \(delegation\.accepted\)/);
+  });
+
+  it('control characters from a hostile payload are escaped, never written raw', async () => {
+    const file = join(dir, 'hostile.jws');
+    writeFileSync(
+      file,
+      tampered(chain.root.jws, (p) => (p['iss'] = 'did:key:z\u001b]0;owned\u0007\u009b2J')),
+    );
+    const r = await run(['inspect', file]);
+    expect(r.code).toBe(0);
+    expect(r.out).toContain('did:key:z\\u001b]0;owned\\u0007\\u009b2J');
+    expect(r.out).not.toMatch(/[\u001b\u0007\u009b]/);
+  });
+
+  it('input without a signed record is exit 2', async () => {
+    const file = join(dir, 'nothing.json');
+    writeFileSync(file, '{"hello": "world"}');
+    expect((await run(['inspect', file])).code).toBe(2);
+    expect((await run(['inspect', join(dir, 'missing')])).code).toBe(2);
+  });
+
+  it('reads stdin with "-" (through the real bin)', async () => {
+    const { code, out } = await new Promise<{ code: number | null; out: string }>((resolve) => {
+      const child = spawn(process.execPath, [BIN, 'inspect', '-'], { stdio: ['pipe', 'pipe', 'pipe'] });
+      let text = '';
+      child.stdout.on('data', (d: Buffer) => (text += d.toString()));
+      child.on('close', (c) => resolve({ code: c, out: text }));
+      child.stdin.end(`${chain.sub.jws}\n`);
+    });
+    expect(code).toBe(0);
+    expect(out).toContain(`[1] line 1: delegation-receipt\n  hash       ${recordHash(chain.sub.jws)}`);
+  }, 60_000);
+});
+
+describe('baton receipt verify', () => {
+  it('checks the receipts in an answer against the fetched keys, saves them, then verifies offline', async () => {
+    const file = join(dir, 'answer.json');
+    writeFileSync(file, JSON.stringify(submitted));
+    const keysFile = join(dir, 'keys.json');
+    const online = await run(['receipt', 'verify', file, '--server', live.baseUrl, '--save-keys', keysFile]);
+    expect(online.code, online.err).toBe(0);
+    expect(online.out).toMatch(/^VALID {4}.*delegations\[0\]\.receipt\.jws {2}delegation\.accepted sha256:/m);
+    expect(online.out).toContain('2 of 2 receipt(s) valid.');
+
+    // Offline: nothing listens at --server, the saved keys are enough.
+    const offline = await run(['receipt', 'verify', file, '--keys', keysFile, '--server', await closedPortUrl()]);
+    expect(offline.code, offline.err).toBe(0);
+    // The JWKS form works too.
+    const jwks = join(dir, 'jwks.json');
+    writeFileSync(jwks, JSON.stringify(await new BatonClient({ baseUrl: live.baseUrl }).jwks()));
+    expect((await run(['receipt', 'verify', file, '--keys', jwks])).code).toBe(0);
+  });
+
+  it('a changed payload or another key is INVALID, exit 1', async () => {
+    const receipt = submitted.delegations[0]!.receipt!.jws;
+    const file = join(dir, 'bad-receipt.jws');
+    writeFileSync(file, `${tampered(receipt, (p) => (p['subject'] = 'sha256:' + '0'.repeat(64)))}\n${receipt}\n`);
+    const r = await run(['receipt', 'verify', file, '--server', live.baseUrl]);
+    expect(r.code).toBe(1);
+    expect(r.out).toMatch(/^INVALID {2}.*line 1 .*(signature|canonical)/m);
+    expect(r.out).toMatch(/^VALID {4}.*line 2/m);
+    expect(r.out).toContain('1 of 2 receipt(s) valid, 1 INVALID.');
+
+    // Keys that are not the service's: every receipt invalid.
+    const kid = submitted.delegations[0]!.receipt!.kid;
+    const impostor = join(dir, 'impostor.json');
+    writeFileSync(
+      impostor,
+      JSON.stringify({ keys: [{ kid, public_key: Buffer.from(generateKeyPair().publicKey).toString('base64url') }] }),
+    );
+    const wrong = await run(['receipt', 'verify', join(dir, 'answer.json'), '--keys', impostor, '--json']);
+    expect(wrong.code).toBe(1);
+    expect(JSON.parse(wrong.out)).toMatchObject({ valid: false, invalid: 2 });
+  });
+
+  it("--fetch checks the tenant's receipts from GET /v1/receipts", async () => {
+    const r = await run(['receipt', 'verify', '--fetch', '--server', live.baseUrl, '--api-key', live.tenant.keys.audit, '--json']);
+    expect(r.code, r.err).toBe(0);
+    const out = JSON.parse(r.out) as { valid: boolean; checked: number };
+    expect(out.valid).toBe(true);
+    expect(out.checked).toBeGreaterThanOrEqual(2);
+  });
+
+  it('a file with DRS records but no service receipt, or no input, is exit 2', async () => {
+    const file = join(dir, 'chain-only.json');
+    writeFileSync(file, JSON.stringify({ receipts: [chain.root.jws] }));
+    const r = await run(['receipt', 'verify', file, '--server', live.baseUrl]);
+    expect(r.code).toBe(2);
+    expect(r.err).toContain('no service receipt');
+    expect((await run(['receipt', 'verify'])).code).toBe(2);
+    expect((await run(['receipt', 'verfy'])).err).toContain('did you mean "baton receipt verify"?');
+    expect(readFileSync(file, 'utf8')).toContain(chain.root.jws);
+  });
+});

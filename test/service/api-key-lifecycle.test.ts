@@ -1,0 +1,247 @@
+/**
+ * API keys: expiry, rotation without downtime, and a coarse last-used time,
+ * on real PostgreSQL, with a second node (its own auth cache, the same
+ * database) to show every node refuses an expired or retired key at once.
+ */
+import { eq, sql } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApp } from '../../src/service/app.js';
+import { apiKeyCacheOf, authenticate, LAST_USED_INTERVAL_MS } from '../../src/service/auth.js';
+import type { Db } from '../../src/store/db.js';
+import type { ServiceDeps } from '../../src/service/types.js';
+import { apiKeys } from '../../src/store/schema/index.js';
+import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
+import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
+import { SAFE_ARGS, T0 } from '../support/chain.js';
+import { setupTenant, startTestService, type CallResult, type TestService, type TestTenant } from '../support/service.js';
+
+let svc: TestService;
+let tenant: TestTenant;
+let seq = 0;
+beforeAll(async () => {
+  svc = await startTestService();
+  tenant = await setupTenant(svc, 'lifecycle');
+});
+afterAll(async () => svc?.close());
+
+const admin = () => ({ key: svc.adminKey });
+const codeOf = (r: CallResult): string | undefined => r.body?.error?.code;
+
+/** A second service node: its own caches, the same database. */
+function otherNode(): { deps: ServiceDeps; call: (method: string, path: string, key: string, json?: unknown) => Promise<CallResult> } {
+  const deps: ServiceDeps = { ...svc.deps };
+  const app = createApp(deps);
+  return {
+    deps,
+    async call(method, path, key, json) {
+      const headers: Record<string, string> = { authorization: `Bearer ${key}` };
+      if (json !== undefined) headers['content-type'] = 'application/json';
+      const res = await app.request(path, { method, headers, ...(json !== undefined ? { body: JSON.stringify(json) } : {}) });
+      const text = await res.text();
+      return { status: res.status, body: text ? JSON.parse(text) : undefined, headers: res.headers };
+    },
+  };
+}
+
+async function newKey(body: Record<string, unknown>): Promise<{ id: string; key: string; body: CallResult['body'] }> {
+  const res = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, { ...admin(), json: body });
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+  return { id: res.body.id, key: res.body.key, body: res.body };
+}
+
+async function listed(id: string) {
+  const res = await svc.call('GET', `/v1/admin/tenants/${tenant.id}/api-keys`, admin());
+  return (res.body.api_keys as { id: string; expires_at: string | null; last_used_at: string | null; rotated_from: string | null }[]).find(
+    (k) => k.id === id,
+  );
+}
+
+/** A stored chain and a fresh invocation bundle under it, on the service clock. */
+async function bundle(): Promise<object> {
+  const a = generateKeyPair();
+  const b: KeyPair = generateKeyPair();
+  const jti = (prefix: 'dr' | 'inv') => `${prefix}:lc-${Date.now().toString(36)}-${(seq++).toString(36)}`;
+  const root = createRootDelegation({
+    issuer: tenant.root,
+    audience: a.did,
+    policy: {},
+    iat: T0,
+    nbf: T0 - 100,
+    exp: T0 + 3600,
+    jti: jti('dr'),
+  });
+  const sub = createSubDelegation({ parent: root, issuer: a, audience: b.did, policy: {}, iat: T0, jti: jti('dr') });
+  const chain: SignedDelegation[] = [root, sub];
+  const stored = await svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipts: chain.map((d) => d.jws) } });
+  expect(stored.status).toBeLessThan(300);
+  return makeBundle(createInvocation({ chain, invoker: b, args: SAFE_ARGS, toolServer: 'mcp://tools', iat: T0, jti: jti('inv') }), chain);
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('expiry', () => {
+  it('a key created with expires_in_seconds carries expires_at; bad lifetimes are 400', async () => {
+    const before = Date.now();
+    const k = await newKey({ scopes: ['audit'], expires_in_seconds: 3600 });
+    const expires = Date.parse(k.body.expires_at);
+    expect(expires).toBeGreaterThan(before + 3590_000);
+    expect(expires).toBeLessThan(Date.now() + 3610_000);
+    expect(k.body).toMatchObject({ rotated_from: null });
+    expect(await listed(k.id)).toMatchObject({ expires_at: k.body.expires_at, last_used_at: null, rotated_from: null });
+    expect((await newKey({ scopes: ['audit'] })).body.expires_at).toBeNull();
+
+    for (const bad of [0, -1, 1.5, '60', 11 * 365 * 86_400]) {
+      const res = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, {
+        ...admin(),
+        json: { scopes: ['audit'], expires_in_seconds: bad },
+      });
+      expect(res.status, String(bad)).toBe(400);
+      expect(codeOf(res)).toBe('INVALID_REQUEST');
+    }
+  });
+
+  it('an expired key is refused at once on every node, even one that has it cached, and by verify', async () => {
+    const k = await newKey({ scopes: ['verify', 'audit'], expires_in_seconds: 1 });
+    const b = otherNode();
+    expect((await b.call('GET', '/v1/receipts', k.key)).status).toBe(200); // cached on node B now
+    expect(apiKeyCacheOf(b.deps).size).toBeGreaterThan(0);
+    const expiresAt = Date.parse((await listed(k.id))!.expires_at!);
+    await sleep(Math.max(0, expiresAt - Date.now()) + 50);
+
+    const onB = await b.call('GET', '/v1/receipts', k.key);
+    expect(onB.status).toBe(401);
+    expect(codeOf(onB)).toBe('UNAUTHORIZED');
+    expect((await svc.call('GET', '/v1/receipts', { key: k.key })).status).toBe(401);
+    expect((await svc.call('POST', '/v1/verify', { key: k.key, json: await bundle() })).status).toBe(401);
+  });
+
+  it('the verify statement itself refuses an expired key that a node still has cached as valid', async () => {
+    const k = await newKey({ scopes: ['verify'] });
+    const b = otherNode();
+    const first = await b.call('POST', '/v1/verify', k.key, await bundle());
+    expect(first.status, JSON.stringify(first.body)).toBe(200);
+    // Expired behind node B's back (as a rotation elsewhere does): its cache still says valid.
+    await svc.store.db
+      .update(apiKeys)
+      .set({ expiresAt: sql`now() - interval '1 second'` })
+      .where(eq(apiKeys.id, k.id));
+    const second = await b.call('POST', '/v1/verify', k.key, await bundle());
+    expect(second.status).toBe(401);
+    expect(codeOf(second)).toBe('UNAUTHORIZED');
+    // The refusal evicted it there: node B refuses it everywhere from now on.
+    expect((await b.call('POST', '/v1/verify', k.key, await bundle())).status).toBe(401);
+  });
+});
+
+describe('rotation', () => {
+  it('mints a successor with the same grants; both keys work during the grace period, then only the new one', async () => {
+    const old = await newKey({ scopes: ['verify'], name: 'gateway', tool_server: 'mcp://tools' });
+    const b = otherNode();
+    expect((await b.call('POST', '/v1/verify', old.key, await bundle())).status).toBe(200);
+
+    const res = await svc.call('POST', `/v1/admin/api-keys/${old.id}/rotate`, { ...admin(), json: { grace_seconds: 3600 } });
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    expect(res.headers.get('cache-control')).toBe('no-store');
+    const { key: created, previous } = res.body;
+    expect(created).toMatchObject({
+      tenant_id: tenant.id,
+      scopes: ['verify'],
+      name: 'gateway',
+      tool_server: 'mcp://tools',
+      rotated_from: old.id,
+      expires_at: null,
+    });
+    expect(created.key).toMatch(/^bt_[A-Za-z0-9_-]{43}$/);
+    expect(previous.id).toBe(old.id);
+    expect(Date.parse(previous.expires_at)).toBeGreaterThan(Date.now() + 3590_000);
+
+    // The window: both keys verify, on both nodes; the new one without any delay.
+    expect((await b.call('POST', '/v1/verify', created.key, await bundle())).status).toBe(200);
+    expect((await svc.call('POST', '/v1/verify', { key: old.key, json: await bundle() })).status).toBe(200);
+    expect((await b.call('POST', '/v1/verify', old.key, await bundle())).status).toBe(200);
+
+    // A second rotation of the old key with a longer grace never extends it.
+    const again = await svc.call('POST', `/v1/admin/api-keys/${old.id}/rotate`, { ...admin(), json: { grace_seconds: 86_400 } });
+    expect(again.status).toBe(201);
+    expect(again.body.previous.expires_at).toBe(previous.expires_at);
+
+    // grace 0 retires the old key now: verify refuses it at once on the node that cached it.
+    const now = await svc.call('POST', `/v1/admin/api-keys/${created.id}/rotate`, { ...admin(), json: { grace_seconds: 0 } });
+    expect(now.status).toBe(201);
+    expect((await b.call('POST', '/v1/verify', created.key, await bundle())).status).toBe(401);
+    expect((await svc.call('POST', '/v1/verify', { key: created.key, json: await bundle() })).status).toBe(401);
+    expect((await b.call('POST', '/v1/verify', now.body.key.key, await bundle())).status).toBe(200);
+  });
+
+  it("an empty body takes the defaults (24 h grace); expires_in_seconds sets the new key's lifetime", async () => {
+    const old = await newKey({ scopes: ['audit'] });
+    const res = await svc.call('POST', `/v1/admin/api-keys/${old.id}/rotate`, admin());
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    expect(Math.abs(Date.parse(res.body.previous.expires_at) - (Date.now() + 86_400_000))).toBeLessThan(60_000);
+    const limited = await svc.call('POST', `/v1/admin/api-keys/${res.body.key.id}/rotate`, {
+      ...admin(),
+      json: { expires_in_seconds: 600 },
+    });
+    expect(Math.abs(Date.parse(limited.body.key.expires_at) - (Date.now() + 600_000))).toBeLessThan(60_000);
+  });
+
+  it('refusals: unknown key 404, revoked or expired 409, bad body 400, tenant key 403, no key 401', async () => {
+    expect((await svc.call('POST', '/v1/admin/api-keys/key_nothing/rotate', admin())).status).toBe(404);
+    expect((await svc.call('POST', '/v1/admin/api-keys/admin:env/rotate', admin())).status).toBe(404);
+    const revoked = await newKey({ scopes: ['audit'] });
+    await svc.call('DELETE', `/v1/admin/api-keys/${revoked.id}`, admin());
+    const r = await svc.call('POST', `/v1/admin/api-keys/${revoked.id}/rotate`, admin());
+    expect(r.status).toBe(409);
+    expect(codeOf(r)).toBe('CONFLICT');
+    const expired = await newKey({ scopes: ['audit'] });
+    await svc.store.db
+      .update(apiKeys)
+      .set({ expiresAt: sql`now() - interval '1 second'` })
+      .where(eq(apiKeys.id, expired.id));
+    expect((await svc.call('POST', `/v1/admin/api-keys/${expired.id}/rotate`, admin())).status).toBe(409);
+
+    const live = await newKey({ scopes: ['audit'] });
+    for (const json of [{ grace_seconds: -1 }, { grace_seconds: 31 * 86_400 }, { grace_seconds: 'soon' }, { surprise: 1 }]) {
+      const bad = await svc.call('POST', `/v1/admin/api-keys/${live.id}/rotate`, { ...admin(), json });
+      expect(bad.status, JSON.stringify(json)).toBe(400);
+      expect(codeOf(bad)).toBe('INVALID_REQUEST');
+    }
+    expect((await svc.call('POST', `/v1/admin/api-keys/${live.id}/rotate`, { key: tenant.keys.audit })).status).toBe(403);
+    expect((await svc.call('POST', `/v1/admin/api-keys/${live.id}/rotate`)).status).toBe(401);
+    // None of the refusals changed the key.
+    expect(await listed(live.id)).toMatchObject({ expires_at: null });
+  });
+});
+
+describe('last use', () => {
+  it('is recorded in the background, at most once a minute per key and node', async () => {
+    const k = await newKey({ scopes: ['audit'] });
+    expect((await listed(k.id))?.last_used_at).toBeNull();
+    expect((await svc.call('GET', '/v1/receipts', { key: k.key })).status).toBe(200);
+    let first: string | null | undefined = null;
+    for (let i = 0; i < 50 && !first; i++) {
+      await sleep(20);
+      first = (await listed(k.id))?.last_used_at;
+    }
+    expect(first).not.toBeNull();
+    // Used again within the minute: nothing is written (the time stays).
+    for (let i = 0; i < 3; i++) await svc.call('GET', '/v1/receipts', { key: k.key });
+    await sleep(100);
+    expect((await listed(k.id))?.last_used_at).toBe(first);
+    expect(LAST_USED_INTERVAL_MS).toBe(60_000);
+  });
+
+  it('costs one background UPDATE per key per minute on a node, however often the key is used', async () => {
+    const k = await newKey({ scopes: ['audit'] });
+    let updates = 0;
+    const counting = new Proxy(svc.store.db, {
+      get(target, prop, receiver) {
+        if (prop === 'update') updates++;
+        return Reflect.get(target, prop, receiver);
+      },
+    }) as Db;
+    const node: ServiceDeps = { ...svc.deps, store: { ...svc.store, db: counting } };
+    for (let i = 0; i < 20; i++) expect((await authenticate(node, `Bearer ${k.key}`)).keyId).toBe(k.id);
+    expect(updates).toBe(1);
+  });
+});
