@@ -14,6 +14,7 @@ import { ensureAdminKey } from './service/auth.js';
 import { createServiceDeps } from './service/deps.js';
 import { createLogger, type Logger } from './service/log.js';
 import { openStore, type Store } from './store/db.js';
+import { MISSING_DRIVER_GUARD, postgresDriverGuarded } from './store/driver-guard.js';
 
 export interface RunningServer {
   readonly url: string;
@@ -49,6 +50,7 @@ export async function startServer(
   log: Logger,
   announce: (text: string) => void = (t) => process.stderr.write(t),
 ): Promise<RunningServer> {
+  if (config.databaseUrl && !(await postgresDriverGuarded())) throw new Error(MISSING_DRIVER_GUARD);
   const masterKey = resolveMasterKey(config, log);
   const store = await openStore(
     config.databaseUrl ? { databaseUrl: config.databaseUrl, max: config.dbPoolSize } : { dataDir: config.dataDir },
