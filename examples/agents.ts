@@ -11,15 +11,8 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import {
-  createRootDelegation,
-  createSubDelegation,
-  invokeTool,
-  type KeyPair,
-  type Policy,
-  type SignedDelegation,
-  type ToolCallResult,
-} from 'baton';
+import { createRootDelegation, createSubDelegation, type KeyPair, type Policy, type SignedDelegation } from 'baton';
+import { invokeTool, type ToolCallResult } from 'baton/mcp';
 
 /** What the operator grants agent A: research and writing, within a budget. */
 export const POLICY_A: Policy = {

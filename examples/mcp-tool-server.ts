@@ -14,7 +14,7 @@
  */
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
-import { batonCall, withBaton, type BatonMcpOptions } from 'baton';
+import { batonCall, withBaton, type BatonMcpOptions } from 'baton/mcp';
 
 /** The identity invocations must name as tool_server. */
 export const TOOL_SERVER = 'mcp://demo-tools';

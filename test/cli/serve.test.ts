@@ -54,6 +54,8 @@ describe('baton serve', () => {
 });
 
 describe('npm start', () => {
+  // npm start builds dist/packages first when the sources changed (tens of seconds
+  // on a loaded machine), hence the long wait for the listening line.
   // npm runs the script through sh; without `exec` the service was orphaned when
   // npm got SIGTERM (a container stop, a process manager) and kept serving.
   it('stops the service when npm itself gets SIGTERM', async () => {
@@ -75,7 +77,7 @@ describe('npm start', () => {
     try {
       let output = '';
       const url = await new Promise<string>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`no "listening" line within 80 s:\n${output}`)), 80_000);
+        const timer = setTimeout(() => reject(new Error(`no "listening" line within 200 s:\n${output}`)), 200_000);
         const read = (chunk: Buffer) => {
           output += chunk.toString();
           const m = /Baton is listening on (http:\/\/\S+)/.exec(output);
@@ -105,5 +107,5 @@ describe('npm start', () => {
     } finally {
       if (npm.exitCode === null) npm.kill('SIGKILL');
     }
-  }, 120_000);
+  }, 240_000);
 });
