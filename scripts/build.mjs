@@ -16,13 +16,14 @@ import { builtinModules } from 'node:module';
 import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, posix, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import esbuild from 'esbuild';
-import ts from 'typescript';
 import { patchPostgresDriver } from './postgres-guard.mjs';
 
 import { builtPackagesAreCurrent, inputsFingerprint, PACKAGES_DIR, ROOT, STAMP, walkFiles } from './build-inputs.mjs';
 
 const COMPILED = join(ROOT, 'dist', 'tsc');
+// Loaded only when building: `--if-stale` on current output must cost milliseconds (npm start).
+let ts;
+let esbuild;
 export const SCOPE = '@baton-drs';
 
 const rootPkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
@@ -357,7 +358,9 @@ function assemble(pkg, built) {
   return { name: pkg.name, keys, dir: pkgDir };
 }
 
-export function build() {
+export async function build() {
+  ts = (await import('typescript')).default;
+  esbuild = await import('esbuild');
   execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')], {
     stdio: 'inherit',
   });
@@ -377,7 +380,7 @@ if (main) {
   if (process.argv.includes('--if-stale') && builtPackagesAreCurrent()) process.exit(0);
   const fingerprint = inputsFingerprint();
   const started = performance.now();
-  build();
+  await build();
   writeFileSync(STAMP, fingerprint);
   process.stderr.write(
     `[baton] built ${PACKAGES.map((p) => p.name).join(', ')} in dist/packages (${Math.round(performance.now() - started)} ms)\n`,

@@ -13,13 +13,22 @@ import { createApp } from './service/app.js';
 import { ensureAdminKey } from './service/auth.js';
 import { createServiceDeps } from './service/deps.js';
 import { createLogger, type Logger } from './service/log.js';
-import { openStore, type Store } from './store/db.js';
+import { openStore } from './store/db.js';
 import { MISSING_DRIVER_GUARD, postgresDriverGuarded } from './store/driver-guard.js';
+
+/**
+ * What a caller of startServer uses of the store. Not the full Store: its
+ * drizzle types would put the database drivers' declarations into every
+ * consumer's type-check (@baton-drs/server's public types).
+ */
+export interface RunningStore {
+  readonly kind: 'postgres' | 'pglite';
+}
 
 export interface RunningServer {
   readonly url: string;
   readonly port: number;
-  readonly store: Store;
+  readonly store: RunningStore;
   close(): Promise<void>;
 }
 
