@@ -13,7 +13,7 @@
 // fails: the SDK cannot grow a heavy dependency by accident.
 import { execFileSync } from 'node:child_process';
 import { builtinModules } from 'node:module';
-import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, posix, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { patchPostgresDriver } from './postgres-guard.mjs';
@@ -278,8 +278,8 @@ closed-socket guard applied; the service refuses PostgreSQL without it.
 `,
 };
 
-function assemble(pkg, built) {
-  const pkgDir = join(PACKAGES_DIR, pkg.dir);
+function assemble(pkg, built, outDir) {
+  const pkgDir = join(outDir, pkg.dir);
   const used = (pkg.uses ?? []).map((d) => built.get(d));
   const owner = (key) => used.find((u) => u.keys.has(key));
   const reached = new Set();
@@ -358,31 +358,76 @@ function assemble(pkg, built) {
   return { name: pkg.name, keys, dir: pkgDir };
 }
 
-export async function build() {
+/** Compiles and assembles every package into `outDir` (replaced). */
+export async function build(outDir) {
   ts = (await import('typescript')).default;
   esbuild = await import('esbuild');
   execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')], {
     stdio: 'inherit',
   });
-  rmSync(PACKAGES_DIR, { recursive: true, force: true });
+  rmSync(outDir, { recursive: true, force: true });
   const built = new Map();
+  for (const pkg of PACKAGES) built.set(pkg.dir, assemble(pkg, built, outDir));
+}
+
+/**
+ * One build at a time (the test runner starts `npm start` and the packaging
+ * test in parallel): a lock folder holding the builder's pid; a lock whose
+ * process is gone is taken over.
+ */
+async function withBuildLock(work) {
+  const lock = join(ROOT, 'dist', '.build-lock');
+  mkdirSync(dirname(lock), { recursive: true });
+  for (;;) {
+    try {
+      mkdirSync(lock);
+      writeFileSync(join(lock, 'pid'), String(process.pid));
+      break;
+    } catch (e) {
+      if (e.code !== 'EEXIST') throw e;
+      let holder = NaN;
+      try {
+        holder = Number(readFileSync(join(lock, 'pid'), 'utf8'));
+      } catch {
+        // Just created, pid not written yet.
+      }
+      if (Number.isInteger(holder) && holder > 0 && !isAlive(holder)) rmSync(lock, { recursive: true, force: true });
+      else await new Promise((r) => setTimeout(r, 250));
+    }
+  }
   try {
-    for (const pkg of PACKAGES) built.set(pkg.dir, assemble(pkg, built));
+    return await work();
+  } finally {
+    rmSync(lock, { recursive: true, force: true });
+  }
+}
+
+function isAlive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
   } catch (e) {
-    // Never leave half a package set behind for npm start to run.
-    rmSync(PACKAGES_DIR, { recursive: true, force: true });
-    throw e;
+    return e.code === 'EPERM';
   }
 }
 
 const main = fileURLToPath(import.meta.url) === resolve(process.argv[1] ?? '');
 if (main) {
-  if (process.argv.includes('--if-stale') && builtPackagesAreCurrent()) process.exit(0);
-  const fingerprint = inputsFingerprint();
-  const started = performance.now();
-  await build();
-  writeFileSync(STAMP, fingerprint);
-  process.stderr.write(
-    `[baton] built ${PACKAGES.map((p) => p.name).join(', ')} in dist/packages (${Math.round(performance.now() - started)} ms)\n`,
-  );
+  const ifStale = process.argv.includes('--if-stale');
+  if (ifStale && builtPackagesAreCurrent()) process.exit(0);
+  await withBuildLock(async () => {
+    // Another build may have finished while this one waited.
+    if (ifStale && builtPackagesAreCurrent()) return;
+    const fingerprint = inputsFingerprint();
+    const started = performance.now();
+    // Built aside and swapped in, so a failed build never leaves half a package set to run.
+    const staging = `${PACKAGES_DIR}.new`;
+    await build(staging);
+    writeFileSync(join(staging, relative(PACKAGES_DIR, STAMP)), fingerprint);
+    rmSync(PACKAGES_DIR, { recursive: true, force: true });
+    renameSync(staging, PACKAGES_DIR);
+    process.stderr.write(
+      `[baton] built ${PACKAGES.map((p) => p.name).join(', ')} in dist/packages (${Math.round(performance.now() - started)} ms)\n`,
+    );
+  });
 }
