@@ -10,39 +10,40 @@
 # (a volume); without BATON_MASTER_KEY it generates a development key there
 # and warns. Set both in production.
 #
-# The service runs its TypeScript through tsx (a production dependency), the
-# same way `npm start` does, so the image runs exactly the sources the tests
-# ran; there is no separate compiled tree to drift from them. The build stage
-# type-checks those sources and checks that openapi.yaml loads without the
-# `yaml` devDependency, so a broken tree never becomes an image.
+# The image runs the compiled server package (dist/packages/server, built by
+# scripts/build.mjs, the same tree `npm start` runs and `npm pack` ships) with
+# plain Node: no tsx, no compiler and nothing written at run time outside the
+# data volume, so it runs with --read-only:
+#
+#   docker run --read-only -v baton-data:/var/lib/baton -p 8080:8080 ... baton
+#
+# The build stage type-checks while compiling (tsc fails the build on any
+# error) and checks that openapi.yaml loads from the built package.
 
-ARG NODE_IMAGE=node:20-bookworm-slim
+# Node 24 is the active LTS (supported into 2028); the code also runs on 20.19+ and 22.
+ARG NODE_IMAGE=node:24-bookworm-slim
 
 # ---------------------------------------------------------------- build
-# Full install (dev dependencies included) to type-check the sources.
+# Full install (dev dependencies: TypeScript, esbuild) to compile and assemble the packages.
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund --ignore-scripts
-COPY tsconfig.json openapi.yaml ./
-COPY bin ./bin
+COPY tsconfig.json tsconfig.build.json openapi.yaml ./
+COPY scripts ./scripts
 COPY migrations ./migrations
 COPY src ./src
-# tsconfig.json also includes test/ and bench/; they are not in the build
-# context (.dockerignore), so this checks the shipped sources only.
-RUN npx tsc -p tsconfig.json --noEmit
-RUN node --import tsx --input-type=module -e "const m = await import('./src/service/docs.routes.ts'); m.loadApiDocs(m.findSpecFile());"
+RUN node scripts/build.mjs
+RUN node --input-type=module -e "const m = await import('./dist/packages/server/lib/service/docs.routes.js'); m.loadApiDocs(m.findSpecFile());"
 
 # ---------------------------------------------------------------- production dependencies
-# Installed on the same base image as the runtime, so platform packages
-# (esbuild's binary, used by tsx) match. Install scripts are not needed.
+# Installed on the same base image as the runtime, so platform packages match.
+# No install scripts: nothing is patched at install; the server package
+# carries its own guarded copy of the postgres.js driver (vendor/postgres).
 FROM ${NODE_IMAGE} AS prod-deps
 WORKDIR /app
 COPY package.json package-lock.json ./
-COPY scripts ./scripts
-# Dependencies' install scripts stay off; Baton's own driver fix is applied explicitly.
 RUN npm ci --omit=dev --no-audit --no-fund --ignore-scripts \
- && node scripts/patch-postgres.mjs \
  && npm cache clean --force
 
 # ---------------------------------------------------------------- runtime
@@ -61,10 +62,8 @@ WORKDIR /app
 # only the data folder is writable by it.
 RUN mkdir -p /var/lib/baton && chown node:node /var/lib/baton
 COPY --from=prod-deps /app/node_modules ./node_modules
-COPY --from=build /app/package.json /app/package-lock.json /app/tsconfig.json /app/openapi.yaml ./
-COPY --from=build /app/bin ./bin
-COPY --from=build /app/migrations ./migrations
-COPY --from=build /app/src ./src
+# The server package itself: package.json, lib/, bin/, vendor/, migrations/, openapi.yaml.
+COPY --from=build /app/dist/packages/server ./
 
 # The unprivileged user of the official Node image (uid 1000).
 USER node
@@ -79,4 +78,4 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
 # service's handler and it shuts down gracefully: stops accepting, finishes
 # in-flight requests, closes the database.
 STOPSIGNAL SIGTERM
-CMD ["node", "--import", "tsx", "src/main.ts"]
+CMD ["node", "lib/main.js"]

@@ -102,11 +102,14 @@ export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
+/** Environment variables (process.env by default); not NodeJS.ProcessEnv, so the published types need no @types/node. */
+export type Environment = Readonly<Record<string, string | undefined>>;
+
 /**
  * Combinations that would start but fail later, request by request: refused
  * at start instead, as `variable: problem` lines.
  */
-function unsafeCombinations(env: NodeJS.ProcessEnv): string[] {
+function unsafeCombinations(env: Environment): string[] {
   const problems: string[] = [];
   if (env['DATABASE_URL'] && !env['BATON_MASTER_KEY']) {
     // A generated development key lives in one node's data folder: a second node on the same
@@ -119,7 +122,7 @@ function unsafeCombinations(env: NodeJS.ProcessEnv): string[] {
   return problems;
 }
 
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+export function loadConfig(env: Environment = process.env): Config {
   const parsed = EnvSchema.safeParse(env);
   const unsafe = unsafeCombinations(env);
   if (!parsed.success || unsafe.length > 0) {

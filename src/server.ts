@@ -14,12 +14,22 @@ import { ensureAdminKey } from './service/auth.js';
 import { createServiceDeps } from './service/deps.js';
 import { createLogger, type Logger } from './service/log.js';
 import { startIntegrator } from './service/log-integrator.js';
-import { openStore, type Store } from './store/db.js';
+import { openStore } from './store/db.js';
+import { MISSING_DRIVER_GUARD, postgresDriverGuarded } from './store/driver-guard.js';
+
+/**
+ * What a caller of startServer uses of the store. Not the full Store: its
+ * drizzle types would put the database drivers' declarations into every
+ * consumer's type-check (@baton-drs/server's public types).
+ */
+export interface RunningStore {
+  readonly kind: 'postgres' | 'pglite';
+}
 
 export interface RunningServer {
   readonly url: string;
   readonly port: number;
-  readonly store: Store;
+  readonly store: RunningStore;
   close(): Promise<void>;
 }
 
@@ -50,6 +60,7 @@ export async function startServer(
   log: Logger,
   announce: (text: string) => void = (t) => process.stderr.write(t),
 ): Promise<RunningServer> {
+  if (config.databaseUrl && !(await postgresDriverGuarded())) throw new Error(MISSING_DRIVER_GUARD);
   const masterKey = resolveMasterKey(config, log);
   const store = await openStore(
     config.databaseUrl ? { databaseUrl: config.databaseUrl, max: config.dbPoolSize } : { dataDir: config.dataDir },

@@ -12,8 +12,8 @@
  * Ed25519 runs on Node's native crypto, or on @noble/ed25519 where native is
  * missing, with one verification rule on both (src/protocol/ed25519.ts).
  *
- * Imported as `baton` (package.json "exports" points here; the package runs
- * its TypeScript through tsx, so import it from TypeScript or with tsx).
+ * Published as @baton-drs/sdk (scripts/build.mjs); inside this repository
+ * it is imported as `baton`.
  */
 
 // Keys

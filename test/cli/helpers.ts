@@ -1,5 +1,5 @@
 /** Running `baton` in tests: in-process through main(argv, io), or through the real bin. */
-import { execFile } from 'node:child_process';
+import { execFile, type ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -36,4 +36,29 @@ export function runBin(argv: string[], env: Record<string, string> = {}, timeout
 
 export function tempDir(): string {
   return mkdtempSync(join(tmpdir(), 'baton-cli-'));
+}
+
+/**
+ * The URL from a starting service's "Baton is listening on …" line, read from
+ * the child's stdout and stderr; rejects when the child exits first or after `timeoutMs`.
+ */
+export function waitForListening(child: ChildProcess, timeoutMs: number): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    let output = '';
+    const timer = setTimeout(() => reject(new Error(`no "listening" line within ${timeoutMs / 1000} s:\n${output}`)), timeoutMs);
+    const read = (chunk: Buffer) => {
+      output += chunk.toString();
+      const m = /Baton is listening on (http:\/\/\S+)/.exec(output);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]!);
+      }
+    };
+    child.stdout?.on('data', read);
+    child.stderr?.on('data', read);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`exited ${code} before listening:\n${output}`));
+    });
+  });
 }

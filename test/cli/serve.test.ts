@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { BatonClient } from '../../src/sdk/client.js';
 import { createDatabase } from '../setup/db.js';
-import { BIN, runBin } from './helpers.js';
+import { BIN, runBin, waitForListening } from './helpers.js';
 
 describe('baton serve', () => {
   it('runs the service until SIGTERM, then exits 0', async () => {
@@ -18,19 +18,7 @@ describe('baton serve', () => {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     try {
-      let stderr = '';
-      const url = await new Promise<string>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`no "listening" line within 30 s:\n${stderr}`)), 30_000);
-        child.stderr.on('data', (chunk: Buffer) => {
-          stderr += chunk.toString();
-          const m = /Baton is listening on (http:\/\/\S+)/.exec(stderr);
-          if (m) {
-            clearTimeout(timer);
-            resolve(m[1]!);
-          }
-        });
-        child.on('exit', (code) => reject(new Error(`exited ${code} before listening:\n${stderr}`)));
-      });
+      const url = await waitForListening(child, 30_000);
       const client = new BatonClient({ baseUrl: url, apiKey: adminKey });
       expect(await client.ready()).toEqual({ status: 'ready', database: 'postgres' });
       expect(await client.admin.createTenant('served')).toMatchObject({ name: 'served' });
@@ -54,6 +42,8 @@ describe('baton serve', () => {
 });
 
 describe('npm start', () => {
+  // npm start builds dist/packages first when the sources changed (tens of seconds
+  // on a loaded machine), hence the long wait for the listening line.
   // npm runs the script through sh; without `exec` the service was orphaned when
   // npm got SIGTERM (a container stop, a process manager) and kept serving.
   it('stops the service when npm itself gets SIGTERM', async () => {
@@ -73,21 +63,7 @@ describe('npm start', () => {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     try {
-      let output = '';
-      const url = await new Promise<string>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`no "listening" line within 80 s:\n${output}`)), 80_000);
-        const read = (chunk: Buffer) => {
-          output += chunk.toString();
-          const m = /Baton is listening on (http:\/\/\S+)/.exec(output);
-          if (m) {
-            clearTimeout(timer);
-            resolve(m[1]!);
-          }
-        };
-        npm.stdout.on('data', read);
-        npm.stderr.on('data', read);
-        npm.on('exit', (code) => reject(new Error(`npm exited ${code} before listening:\n${output}`)));
-      });
+      const url = await waitForListening(npm, 200_000);
       expect((await fetch(`${url}/healthz`)).status).toBe(200);
       const exited = new Promise<void>((resolve) => npm.on('exit', () => resolve()));
       npm.kill('SIGTERM');
@@ -105,5 +81,5 @@ describe('npm start', () => {
     } finally {
       if (npm.exitCode === null) npm.kill('SIGKILL');
     }
-  }, 120_000);
+  }, 240_000);
 });
