@@ -33,6 +33,8 @@ const IMMUTABLE = 'private, max-age=31536000, immutable';
 const SHORT = 'private, max-age=5';
 /** Witness cosignatures served with one checkpoint at most (a note holds at most 100 signature lines). */
 export const MAX_COSIGNATURES_PER_CHECKPOINT = 32;
+/** The route of tileRoute, its path parameter matching several segments. */
+const TILE_ROUTING_PATH = '/v1/log/tile/:path{.+}';
 /** An entry is a uint16-length-prefixed receipt JWS in an entry bundle. */
 const MAX_ENTRY_BYTES = 0xffff;
 
@@ -95,7 +97,11 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     return c.text(cp.note, 200, { 'cache-control': SHORT });
   });
 
-  app.openapi({ ...tileRoute, middleware: [audit] }, async (c) => {
+  // A tile path spans slashes (tile/0/x001/234): the document names it one {path}
+  // parameter (x-baton-multi-segment), and the app routes it with a pattern that
+  // matches across segments; parseTilePath then refuses every non-canonical form.
+  app.openAPIRegistry.registerPath(tileRoute);
+  app.get(TILE_ROUTING_PATH, audit, async (c) => {
     const tenantId = tenant(c);
     const path = `tile/${c.req.param('path')}`;
     const parsed = parseTilePath(path);
