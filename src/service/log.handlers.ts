@@ -4,7 +4,7 @@
  * comes from the audit key, so another tenant's receipt or checkpoint is a
  * plain 404.
  */
-import { OpenAPIHono } from '@hono/zod-openapi';
+import type { OpenAPIHono } from '@hono/zod-openapi';
 import type { Context, MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import {
@@ -25,6 +25,7 @@ import { bytesEqual, encodeBase64, utf8 } from '../protocol/tlog-input.js';
 import { checkpointOfSize, cosignatureLines, entriesAt, insertCosignature, isPending, leafOfReceipt } from '../store/log.js';
 import { requireScope, tenantOf } from './auth.js';
 import { consistencyHashes, inclusionBundle, logOrigin, logVerifierKeys, readTile, servedCheckpoint } from './log-tree.js';
+import { newRouter } from './router.js';
 import { publishedServiceKeys } from './signer.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
@@ -43,16 +44,7 @@ function notFound(message: string, details?: Record<string, unknown>): BatonErro
 }
 
 export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
-  const app = new OpenAPIHono<AppEnv>({
-    defaultHook: (result) => {
-      if (!result.success) {
-        throw new BatonError('INVALID_REQUEST', {
-          message: `The request is not valid: ${result.error.issues.map((i) => `${i.path.join('.') || 'value'}: ${i.message}`).join('; ')}.`,
-          details: { issues: result.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message })) },
-        });
-      }
-    },
-  });
+  const app = newRouter();
   // Read deps only when a request runs: route registration must touch no dependency.
   const db = () => deps.store.db;
   const originOf = (tenantId: string) => logOrigin(deps.config.tlogName, tenantId);
