@@ -25,6 +25,11 @@ export const DOCUMENT_CONFIG = {
     { name: 'delegations', description: 'Submit signed delegation records, issue custodial roots, read chains and trees, revoke.' },
     { name: 'invocations', description: 'Metered actuals reported after execution, and audit reads of invocations.' },
     { name: 'receipts', description: 'Receipts the service signed for what it did, paged for auditors.' },
+    {
+      name: 'log',
+      description:
+        "Each tenant's transparency log of its receipts (C2SP tlog formats): checkpoints, tiles, proofs and witness cosignatures.",
+    },
     { name: 'keys', description: "The service's public verification keys, current and retired." },
     { name: 'admin', description: 'Tenants, their trusted root DIDs and their API keys. Admin key only.' },
     { name: 'operations', description: 'Liveness, readiness and Prometheus metrics.' },

@@ -1,151 +1,236 @@
 /**
- * The transparency log's HTTP contract: one declaration per route (zod
- * schemas with OpenAPI names and examples). Handlers are in
+ * The transparency log's HTTP contract. Handlers are in
  * src/service/log.handlers.ts. Every route needs an `audit` key and serves
  * the key's own tenant's log only.
  */
 import { createRoute, z } from '@hono/zod-openapi';
+import {
+  BadRequestResponse,
+  ConflictResponse,
+  ForbiddenResponse,
+  InternalResponse,
+  Jws,
+  NotFoundResponse,
+  PayloadTooLargeResponse,
+  StorageUnavailableResponse,
+  UnauthorizedResponse,
+} from './common.js';
 
+/** Decimal without sign or leading zeros, at most 15 digits (so always a safe integer). */
 const decimal = z
   .string()
   .regex(/^(0|[1-9][0-9]{0,14})$/, 'must be a non-negative whole number')
   .transform(Number);
 
-const ErrorEnvelope = z
-  .object({
-    error: z.object({
-      code: z.string(),
-      message: z.string(),
-      suggestion: z.string(),
-      details: z.record(z.string(), z.unknown()).optional(),
-    }),
-    request_id: z.string(),
-  })
-  .openapi('LogError');
-
-const errors = {
-  400: { description: 'Malformed request', content: { 'application/json': { schema: ErrorEnvelope } } },
-  401: { description: 'Missing or invalid API key', content: { 'application/json': { schema: ErrorEnvelope } } },
-  403: { description: 'The key lacks the audit scope', content: { 'application/json': { schema: ErrorEnvelope } } },
-  404: { description: "Not in this tenant's log (yet)", content: { 'application/json': { schema: ErrorEnvelope } } },
-  503: { description: 'The database is unavailable', content: { 'application/json': { schema: ErrorEnvelope } } },
-} as const;
-
-const security = [{ bearerAuth: [] }];
+const tags = ['log'];
+const scopes = { 'x-baton-scopes': ['audit'], security: [{ bearerAuth: [] }] };
+const forbidden = ForbiddenResponse('The key lacks the `audit` scope, or is the admin key (`FORBIDDEN`).');
+const common = { 401: UnauthorizedResponse(), 403: forbidden, 500: InternalResponse(), 503: StorageUnavailableResponse() };
 
 export const LogInfo = z
-  .object({
-    origin: z.string().openapi({ example: 'baton.example.com/baton/ten_4f2a' }),
-    tree_size: z.number().int().nonnegative(),
-    root_hash: z.string().openapi({ description: 'base64 SHA-256 root of the latest checkpoint' }),
+  .strictObject({
+    origin: z.string().openapi({ description: 'The log name checkpoints carry, e.g. `baton.example.com/baton/ten_4f2a`.' }),
+    tree_size: z.int().min(0),
+    root_hash: z.string().openapi({ description: 'base64 SHA-256 root of the latest checkpoint.' }),
     verifier_keys: z
       .array(z.string())
-      .openapi({ description: 'C2SP note verifier keys of the log (one per published service key, current first)' }),
+      .openapi({ description: 'C2SP note verifier keys of the log (one per published service key, current first).' }),
   })
   .openapi('LogInfo');
+
+const signedNote = {
+  'text/plain': { schema: z.string().openapi({ description: 'A C2SP signed note: the checkpoint, then its signature lines.' }) },
+};
 
 export const logInfoRoute = createRoute({
   method: 'get',
   path: '/v1/log',
+  tags,
+  operationId: 'getLog',
   summary: "The tenant's transparency log: origin, size and verifier keys",
-  security,
-  responses: { 200: { description: 'The log', content: { 'application/json': { schema: LogInfo } } }, ...errors },
+  description:
+    "One log per tenant, of every service receipt the tenant's requests produced. A tenant without receipts has a log of size 0.",
+  ...scopes,
+  responses: { 200: { description: 'The log.', content: { 'application/json': { schema: LogInfo } } }, ...common },
 });
-
-const noteText = { 'text/plain; charset=utf-8': { schema: z.string().openapi({ description: 'C2SP signed note' }) } };
 
 export const latestCheckpointRoute = createRoute({
   method: 'get',
   path: '/v1/log/checkpoint',
+  tags,
+  operationId: 'getLatestCheckpoint',
   summary: 'The latest signed checkpoint (C2SP tlog-checkpoint) with its witness cosignatures',
-  security,
-  responses: { 200: { description: 'Signed checkpoint', content: noteText }, ...errors },
+  description: 'Served with `Cache-Control: no-cache`: the log grows every integration round.',
+  ...scopes,
+  responses: { 200: { description: 'The signed checkpoint.', content: signedNote }, ...common },
 });
 
 export const checkpointOfSizeRoute = createRoute({
   method: 'get',
   path: '/v1/log/checkpoints/{size}',
+  tags,
+  operationId: 'getCheckpoint',
   summary: 'The signed checkpoint of one tree size, with its witness cosignatures',
-  security,
-  request: { params: z.object({ size: decimal.openapi({ param: { name: 'size', in: 'path' }, example: '42' }) }) },
-  responses: { 200: { description: 'Signed checkpoint', content: noteText }, ...errors },
+  description: 'Witnesses may still add cosignatures, so even a past checkpoint is cached for 5 seconds only.',
+  ...scopes,
+  request: {
+    params: z.object({
+      size: decimal.openapi({ param: { name: 'size', in: 'path', description: 'A tree size, decimal without leading zeros.' } }),
+    }),
+  },
+  responses: {
+    200: { description: 'The signed checkpoint.', content: signedNote },
+    400: BadRequestResponse('`size` is not a decimal without leading zeros (`INVALID_REQUEST`).'),
+    404: NotFoundResponse('The log never signed a checkpoint of this size (`NOT_FOUND`).'),
+    ...common,
+  },
 });
 
 export const tileRoute = createRoute({
   method: 'get',
-  path: '/v1/log/tile/{path{.+}}',
-  summary: 'A tile or entry bundle (C2SP tlog-tiles), e.g. tile/0/x001/234 or tile/entries/000.p/17',
-  security,
+  path: '/v1/log/tile/{path}',
+  tags,
+  operationId: 'getLogTile',
+  summary: 'A hash tile or entry bundle (C2SP tlog-tiles)',
+  description:
+    'Full tiles never change and are cached for a year (`immutable`); partial tiles (`.p/<W>`) are replaced as the log grows and are cached for 5 seconds. An entry bundle holds the receipt JWSs of its leaves, each uint16 length-prefixed.',
+  ...scopes,
+  request: {
+    params: z.object({
+      path: z.string().openapi({
+        param: {
+          name: 'path',
+          in: 'path',
+          description:
+            'The tile path after `tile/`, slashes included: `<L>/<N>[.p/<W>]` for hash tiles or `entries/<N>[.p/<W>]` for entry bundles, e.g. `0/x001/234` or `entries/000.p/17`.',
+          'x-baton-multi-segment': true,
+        },
+      }),
+    }),
+  },
   responses: {
     200: {
-      description: 'Tile bytes: full tiles are immutable, partial tiles change as the log grows',
-      content: { 'application/octet-stream': { schema: z.string().openapi({ format: 'binary' }) } },
+      description: 'The tile or entry bundle.',
+      content: { 'application/octet-stream': { schema: z.string().openapi({ description: 'Raw bytes.' }) } },
     },
-    ...errors,
+    400: BadRequestResponse('The path is not a canonical tile path (`MALFORMED_TILE`).'),
+    404: NotFoundResponse('The log does not reach this tile yet (`NOT_FOUND`, `details.tree_size`).'),
+    401: UnauthorizedResponse(),
+    403: forbidden,
+    500: InternalResponse(
+      'Baton failed unexpectedly, or the receipts of an entry bundle can no longer be read (`INTERNAL`, `details.missing_indexes` or `details.oversized_indexes`).',
+    ),
+    503: StorageUnavailableResponse(),
   },
 });
 
 export const ReceiptProof = z
-  .object({
-    receipt: z.object({ id: z.number().int(), jws: z.string() }),
-    leaf_index: z.number().int().nonnegative(),
-    tree_size: z.number().int().positive(),
-    proof: z.string().openapi({ description: 'C2SP tlog-proof bundle (c2sp.org/tlog-proof@v1) under the signed checkpoint' }),
+  .strictObject({
+    receipt: z.strictObject({ id: z.int().min(1), jws: Jws }),
+    leaf_index: z.int().min(0),
+    tree_size: z.int().min(1),
+    proof: z.string().openapi({ description: 'C2SP tlog-proof bundle (c2sp.org/tlog-proof@v1) under the signed checkpoint.' }),
   })
   .openapi('ReceiptLogProof');
 
 export const receiptProofRoute = createRoute({
   method: 'get',
   path: '/v1/log/receipts/{id}/proof',
+  tags,
+  operationId: 'getReceiptLogProof',
   summary: 'A service receipt with its inclusion proof, once integrated',
-  security,
+  description:
+    'A receipt enters the log in the next integration round after its transaction commits; until then the answer is `404` with `details.status: pending`.',
+  ...scopes,
   request: {
-    params: z.object({ id: decimal.openapi({ param: { name: 'id', in: 'path' }, example: '17' }) }),
-    query: z.strictObject({ tree_size: decimal.optional().openapi({ description: 'prove under this stored checkpoint; default latest' }) }),
+    params: z.object({
+      id: decimal.openapi({ param: { name: 'id', in: 'path', description: 'The receipt id (as in `GET /v1/receipts`).' } }),
+    }),
+    query: z.strictObject({
+      tree_size: decimal.optional().openapi({ description: 'Prove under the stored checkpoint of this size; default the latest.' }),
+    }),
   },
-  responses: { 200: { description: 'Receipt and proof', content: { 'application/json': { schema: ReceiptProof } } }, ...errors },
+  responses: {
+    200: { description: 'The receipt and its proof.', content: { 'application/json': { schema: ReceiptProof } } },
+    400: BadRequestResponse(
+      '`id` or `tree_size` is not a decimal without leading zeros, or an unknown parameter is given (`INVALID_REQUEST`).',
+    ),
+    404: NotFoundResponse(
+      'This tenant has no such receipt, it is not integrated yet (`details.status: pending`), or it is not in the checkpoint of `tree_size` (`NOT_FOUND`).',
+    ),
+    ...common,
+  },
 });
 
 export const ConsistencyProof = z
-  .object({
-    from: z.number().int().positive(),
-    to: z.number().int().positive(),
-    proof: z.array(z.string()).openapi({ description: 'base64 hashes (RFC 9162 section 2.1.4)' }),
+  .strictObject({
+    from: z.int().min(1),
+    to: z.int().min(1),
+    proof: z.array(z.string()).openapi({ description: 'base64 hashes (RFC 9162 section 2.1.4).' }),
   })
   .openapi('LogConsistencyProof');
 
 export const consistencyRoute = createRoute({
   method: 'get',
   path: '/v1/log/consistency',
+  tags,
+  operationId: 'getLogConsistencyProof',
   summary: 'A consistency proof between two tree sizes',
-  security,
-  request: { query: z.strictObject({ from: decimal, to: decimal }) },
-  responses: { 200: { description: 'Proof', content: { 'application/json': { schema: ConsistencyProof } } }, ...errors },
+  ...scopes,
+  request: {
+    query: z.strictObject({
+      from: decimal.openapi({ description: 'The older tree size, at least 1.' }),
+      to: decimal.openapi({ description: 'The newer tree size, at most the current size.' }),
+    }),
+  },
+  responses: {
+    200: { description: 'The proof.', content: { 'application/json': { schema: ConsistencyProof } } },
+    400: BadRequestResponse(
+      '`from` or `to` is missing or not a decimal, an unknown parameter is given, or not `1 <= from <= to` (`INVALID_REQUEST`).',
+    ),
+    404: NotFoundResponse('The log is smaller than `to` (`NOT_FOUND`, `details.tree_size`).'),
+    ...common,
+  },
 });
 
 export const CosignatureSubmission = z
   .strictObject({
-    witness_key: z.string().openapi({ description: 'the witness cosignature verifier key (type 0x04)' }),
-    checkpoint: z.string().openapi({ description: "a checkpoint note served by this log, with the witness's cosignature line added" }),
+    witness_key: z.string().openapi({ description: 'The witness cosignature verifier key (type 0x04).' }),
+    checkpoint: z.string().openapi({ description: "A checkpoint note served by this log, with the witness's cosignature line added." }),
   })
   .openapi('CosignatureSubmission');
 
 export const CosignatureStored = z
-  .object({ tree_size: z.number().int().positive(), witness: z.string(), stored: z.boolean() })
+  .strictObject({ tree_size: z.int().min(1), witness: z.string(), stored: z.boolean() })
   .openapi('CosignatureStored');
 
 export const cosignRoute = createRoute({
   method: 'post',
   path: '/v1/log/cosignatures',
+  tags,
+  operationId: 'addLogCosignature',
   summary: 'A witness adds its cosignature (C2SP tlog-cosignature) to a checkpoint it checked',
-  security,
+  description:
+    "The cosignature must verify, not be dated in the future, come from a key that is not a service key, and cover a checkpoint this tenant's log signed. The checkpoint is then served with it. At most 32 witnesses per checkpoint.",
+  ...scopes,
   request: { body: { required: true, content: { 'application/json': { schema: CosignatureSubmission } } } },
   responses: {
-    201: { description: 'Stored', content: { 'application/json': { schema: CosignatureStored } } },
     200: {
-      description: 'This witness had already cosigned this checkpoint',
+      description: 'This witness had already cosigned this checkpoint.',
       content: { 'application/json': { schema: CosignatureStored } },
     },
-    ...errors,
+    201: { description: 'Stored.', content: { 'application/json': { schema: CosignatureStored } } },
+    400: BadRequestResponse(
+      'The body is not `CosignatureSubmission` (`INVALID_REQUEST`), the key is not a cosignature key or is a service key (`INVALID_VERIFIER_KEY`), or the note or checkpoint is malformed (`MALFORMED_NOTE`, `MALFORMED_CHECKPOINT`).',
+    ),
+    401: UnauthorizedResponse(),
+    403: ForbiddenResponse(
+      'The key lacks the `audit` scope or is the admin key (`FORBIDDEN`), or the cosignature does not verify or is dated in the future (`NOTE_NOT_VERIFIED`).',
+    ),
+    404: NotFoundResponse("This tenant's log never signed that checkpoint (`NOT_FOUND`)."),
+    409: ConflictResponse('The checkpoint already carries 32 cosignatures, the most the log serves (`CONFLICT`).'),
+    413: PayloadTooLargeResponse(),
+    500: InternalResponse(),
+    503: StorageUnavailableResponse(),
   },
 });

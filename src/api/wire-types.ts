@@ -1209,72 +1209,11 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** The tenant's transparency log: origin, size and verifier keys */
-    get: {
-      parameters: {
-        query?: never;
-        header?: never;
-        path?: never;
-        cookie?: never;
-      };
-      requestBody?: never;
-      responses: {
-        /** @description The log */
-        200: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogInfo'];
-          };
-        };
-        /** @description Malformed request */
-        400: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-        /** @description Missing or invalid API key */
-        401: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-        /** @description The key lacks the audit scope */
-        403: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-        /** @description Not in this tenant's log (yet) */
-        404: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-        /** @description The database is unavailable */
-        503: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-      };
-    };
+    /**
+     * The tenant's transparency log: origin, size and verifier keys
+     * @description One log per tenant, of every service receipt the tenant's requests produced. A tenant without receipts has a log of size 0.
+     */
+    get: operations['getLog'];
     put?: never;
     post?: never;
     delete?: never;
@@ -1290,72 +1229,11 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** The latest signed checkpoint (C2SP tlog-checkpoint) with its witness cosignatures */
-    get: {
-      parameters: {
-        query?: never;
-        header?: never;
-        path?: never;
-        cookie?: never;
-      };
-      requestBody?: never;
-      responses: {
-        /** @description Signed checkpoint */
-        200: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'text/plain; charset=utf-8': string;
-          };
-        };
-        /** @description Malformed request */
-        400: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-        /** @description Missing or invalid API key */
-        401: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-        /** @description The key lacks the audit scope */
-        403: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-        /** @description Not in this tenant's log (yet) */
-        404: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-        /** @description The database is unavailable */
-        503: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-      };
-    };
+    /**
+     * The latest signed checkpoint (C2SP tlog-checkpoint) with its witness cosignatures
+     * @description Served with `Cache-Control: no-cache`: the log grows every integration round.
+     */
+    get: operations['getLatestCheckpoint'];
     put?: never;
     post?: never;
     delete?: never;
@@ -1371,74 +1249,11 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** The signed checkpoint of one tree size, with its witness cosignatures */
-    get: {
-      parameters: {
-        query?: never;
-        header?: never;
-        path: {
-          size: string;
-        };
-        cookie?: never;
-      };
-      requestBody?: never;
-      responses: {
-        /** @description Signed checkpoint */
-        200: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'text/plain; charset=utf-8': string;
-          };
-        };
-        /** @description Malformed request */
-        400: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-        /** @description Missing or invalid API key */
-        401: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-        /** @description The key lacks the audit scope */
-        403: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-        /** @description Not in this tenant's log (yet) */
-        404: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-        /** @description The database is unavailable */
-        503: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-      };
-    };
+    /**
+     * The signed checkpoint of one tree size, with its witness cosignatures
+     * @description Witnesses may still add cosignatures, so even a past checkpoint is cached for 5 seconds only.
+     */
+    get: operations['getCheckpoint'];
     put?: never;
     post?: never;
     delete?: never;
@@ -1455,74 +1270,7 @@ export interface paths {
       cookie?: never;
     };
     /** A consistency proof between two tree sizes */
-    get: {
-      parameters: {
-        query: {
-          from: string;
-          to: string;
-        };
-        header?: never;
-        path?: never;
-        cookie?: never;
-      };
-      requestBody?: never;
-      responses: {
-        /** @description Proof */
-        200: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogConsistencyProof'];
-          };
-        };
-        /** @description Malformed request */
-        400: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-        /** @description Missing or invalid API key */
-        401: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-        /** @description The key lacks the audit scope */
-        403: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-        /** @description Not in this tenant's log (yet) */
-        404: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-        /** @description The database is unavailable */
-        503: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-      };
-    };
+    get: operations['getLogConsistencyProof'];
     put?: never;
     post?: never;
     delete?: never;
@@ -1540,85 +1288,11 @@ export interface paths {
     };
     get?: never;
     put?: never;
-    /** A witness adds its cosignature (C2SP tlog-cosignature) to a checkpoint it checked */
-    post: {
-      parameters: {
-        query?: never;
-        header?: never;
-        path?: never;
-        cookie?: never;
-      };
-      requestBody: {
-        content: {
-          'application/json': components['schemas']['CosignatureSubmission'];
-        };
-      };
-      responses: {
-        /** @description This witness had already cosigned this checkpoint */
-        200: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['CosignatureStored'];
-          };
-        };
-        /** @description Stored */
-        201: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['CosignatureStored'];
-          };
-        };
-        /** @description Malformed request */
-        400: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-        /** @description Missing or invalid API key */
-        401: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-        /** @description The key lacks the audit scope */
-        403: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-        /** @description Not in this tenant's log (yet) */
-        404: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-        /** @description The database is unavailable */
-        503: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-      };
-    };
+    /**
+     * A witness adds its cosignature (C2SP tlog-cosignature) to a checkpoint it checked
+     * @description The cosignature must verify, not be dated in the future, come from a key that is not a service key, and cover a checkpoint this tenant's log signed. The checkpoint is then served with it. At most 32 witnesses per checkpoint.
+     */
+    post: operations['addLogCosignature'];
     delete?: never;
     options?: never;
     head?: never;
@@ -1632,77 +1306,11 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** A service receipt with its inclusion proof, once integrated */
-    get: {
-      parameters: {
-        query?: {
-          /** @description prove under this stored checkpoint; default latest */
-          tree_size?: string;
-        };
-        header?: never;
-        path: {
-          id: string;
-        };
-        cookie?: never;
-      };
-      requestBody?: never;
-      responses: {
-        /** @description Receipt and proof */
-        200: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['ReceiptLogProof'];
-          };
-        };
-        /** @description Malformed request */
-        400: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-        /** @description Missing or invalid API key */
-        401: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-        /** @description The key lacks the audit scope */
-        403: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-        /** @description Not in this tenant's log (yet) */
-        404: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-        /** @description The database is unavailable */
-        503: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-      };
-    };
+    /**
+     * A service receipt with its inclusion proof, once integrated
+     * @description A receipt enters the log in the next integration round after its transaction commits; until then the answer is `404` with `details.status: pending`.
+     */
+    get: operations['getReceiptLogProof'];
     put?: never;
     post?: never;
     delete?: never;
@@ -1711,79 +1319,18 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
-  '/v1/log/tile/{path{.+}}': {
+  '/v1/log/tile/{path}': {
     parameters: {
       query?: never;
       header?: never;
       path?: never;
       cookie?: never;
     };
-    /** A tile or entry bundle (C2SP tlog-tiles), e.g. tile/0/x001/234 or tile/entries/000.p/17 */
-    get: {
-      parameters: {
-        query?: never;
-        header?: never;
-        path?: never;
-        cookie?: never;
-      };
-      requestBody?: never;
-      responses: {
-        /** @description Tile bytes: full tiles are immutable, partial tiles change as the log grows */
-        200: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/octet-stream': string;
-          };
-        };
-        /** @description Malformed request */
-        400: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-        /** @description Missing or invalid API key */
-        401: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-        /** @description The key lacks the audit scope */
-        403: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-        /** @description Not in this tenant's log (yet) */
-        404: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-        /** @description The database is unavailable */
-        503: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['LogError'];
-          };
-        };
-      };
-    };
+    /**
+     * A hash tile or entry bundle (C2SP tlog-tiles)
+     * @description Full tiles never change and are cached for a year (`immutable`); partial tiles (`.p/<W>`) are replaced as the log grows and are cached for 5 seconds. An entry bundle holds the receipt JWSs of its leaves, each uint16 length-prefixed.
+     */
+    get: operations['getLogTile'];
     put?: never;
     post?: never;
     delete?: never;
@@ -2149,9 +1696,9 @@ export interface components {
       witness: string;
     };
     CosignatureSubmission: {
-      /** @description a checkpoint note served by this log, with the witness's cosignature line added */
+      /** @description A checkpoint note served by this log, with the witness's cosignature line added. */
       checkpoint: string;
-      /** @description the witness cosignature verifier key (type 0x04) */
+      /** @description The witness cosignature verifier key (type 0x04). */
       witness_key: string;
     };
     Counter: {
@@ -2567,28 +2114,17 @@ export interface components {
     Jws: string;
     LogConsistencyProof: {
       from: number;
-      /** @description base64 hashes (RFC 9162 section 2.1.4) */
+      /** @description base64 hashes (RFC 9162 section 2.1.4). */
       proof: string[];
       to: number;
     };
-    LogError: {
-      error: {
-        code: string;
-        details?: {
-          [key: string]: unknown;
-        };
-        message: string;
-        suggestion: string;
-      };
-      request_id: string;
-    };
     LogInfo: {
-      /** @example baton.example.com/baton/ten_4f2a */
+      /** @description The log name checkpoints carry, e.g. `baton.example.com/baton/ten_4f2a`. */
       origin: string;
-      /** @description base64 SHA-256 root of the latest checkpoint */
+      /** @description base64 SHA-256 root of the latest checkpoint. */
       root_hash: string;
       tree_size: number;
-      /** @description C2SP note verifier keys of the log (one per published service key, current first) */
+      /** @description C2SP note verifier keys of the log (one per published service key, current first). */
       verifier_keys: string[];
     };
     /** @description Names (no control characters, no globs), or exactly `["*"]`. */
@@ -2703,11 +2239,11 @@ export interface components {
       | 'grant.rejected';
     ReceiptLogProof: {
       leaf_index: number;
-      /** @description C2SP tlog-proof bundle (c2sp.org/tlog-proof@v1) under the signed checkpoint */
+      /** @description C2SP tlog-proof bundle (c2sp.org/tlog-proof@v1) under the signed checkpoint. */
       proof: string;
       receipt: {
         id: number;
-        jws: string;
+        jws: components['schemas']['Jws'];
       };
       tree_size: number;
     };
@@ -4772,6 +4308,536 @@ export interface operations {
         };
       };
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed or counted; retry. */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+    };
+  };
+  getLog: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The log. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['LogInfo'];
+        };
+      };
+      /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The key lacks the `audit` scope, or is the admin key (`FORBIDDEN`). */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed or counted; retry. */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+    };
+  };
+  getLatestCheckpoint: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The signed checkpoint. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'text/plain': string;
+        };
+      };
+      /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The key lacks the `audit` scope, or is the admin key (`FORBIDDEN`). */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed or counted; retry. */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+    };
+  };
+  getCheckpoint: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description A tree size, decimal without leading zeros. */
+        size: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The signed checkpoint. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'text/plain': string;
+        };
+      };
+      /** @description `size` is not a decimal without leading zeros (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The key lacks the `audit` scope, or is the admin key (`FORBIDDEN`). */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The log never signed a checkpoint of this size (`NOT_FOUND`). */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed or counted; retry. */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+    };
+  };
+  getLogConsistencyProof: {
+    parameters: {
+      query: {
+        /** @description The older tree size, at least 1. */
+        from: string;
+        /** @description The newer tree size, at most the current size. */
+        to: string;
+      };
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The proof. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['LogConsistencyProof'];
+        };
+      };
+      /** @description `from` or `to` is missing or not a decimal, an unknown parameter is given, or not `1 <= from <= to` (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The key lacks the `audit` scope, or is the admin key (`FORBIDDEN`). */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The log is smaller than `to` (`NOT_FOUND`, `details.tree_size`). */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed or counted; retry. */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+    };
+  };
+  addLogCosignature: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['CosignatureSubmission'];
+      };
+    };
+    responses: {
+      /** @description This witness had already cosigned this checkpoint. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['CosignatureStored'];
+        };
+      };
+      /** @description Stored. */
+      201: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['CosignatureStored'];
+        };
+      };
+      /** @description The body is not `CosignatureSubmission` (`INVALID_REQUEST`), the key is not a cosignature key or is a service key (`INVALID_VERIFIER_KEY`), or the note or checkpoint is malformed (`MALFORMED_NOTE`, `MALFORMED_CHECKPOINT`). */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The key lacks the `audit` scope or is the admin key (`FORBIDDEN`), or the cosignature does not verify or is dated in the future (`NOTE_NOT_VERIFIED`). */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description This tenant's log never signed that checkpoint (`NOT_FOUND`). */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The checkpoint already carries 32 cosignatures, the most the log serves (`CONFLICT`). */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed or counted; retry. */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+    };
+  };
+  getReceiptLogProof: {
+    parameters: {
+      query?: {
+        /** @description Prove under the stored checkpoint of this size; default the latest. */
+        tree_size?: string;
+      };
+      header?: never;
+      path: {
+        /** @description The receipt id (as in `GET /v1/receipts`). */
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The receipt and its proof. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ReceiptLogProof'];
+        };
+      };
+      /** @description `id` or `tree_size` is not a decimal without leading zeros, or an unknown parameter is given (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The key lacks the `audit` scope, or is the admin key (`FORBIDDEN`). */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description This tenant has no such receipt, it is not integrated yet (`details.status: pending`), or it is not in the checkpoint of `tree_size` (`NOT_FOUND`). */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed or counted; retry. */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+    };
+  };
+  getLogTile: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description The tile path after `tile/`, slashes included: `<L>/<N>[.p/<W>]` for hash tiles or `entries/<N>[.p/<W>]` for entry bundles, e.g. `0/x001/234` or `entries/000.p/17`. */
+        path: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The tile or entry bundle. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/octet-stream': string;
+        };
+      };
+      /** @description The path is not a canonical tile path (`MALFORMED_TILE`). */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The key lacks the `audit` scope, or is the admin key (`FORBIDDEN`). */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The log does not reach this tile yet (`NOT_FOUND`, `details.tree_size`). */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description Baton failed unexpectedly, or the receipts of an entry bundle can no longer be read (`INTERNAL`, `details.missing_indexes` or `details.oversized_indexes`). */
       500: {
         headers: {
           [name: string]: unknown;

@@ -4,7 +4,7 @@
  * comes from the audit key, so another tenant's receipt or checkpoint is a
  * plain 404.
  */
-import { OpenAPIHono } from '@hono/zod-openapi';
+import type { OpenAPIHono } from '@hono/zod-openapi';
 import type { Context, MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import {
@@ -25,6 +25,7 @@ import { bytesEqual, encodeBase64, utf8 } from '../protocol/tlog-input.js';
 import { checkpointOfSize, cosignatureLines, entriesAt, insertCosignature, isPending, leafOfReceipt } from '../store/log.js';
 import { requireScope, tenantOf } from './auth.js';
 import { consistencyHashes, inclusionBundle, logOrigin, logVerifierKeys, readTile, servedCheckpoint } from './log-tree.js';
+import { newRouter } from './router.js';
 import { publishedServiceKeys } from './signer.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
@@ -33,6 +34,8 @@ const IMMUTABLE = 'private, max-age=31536000, immutable';
 const SHORT = 'private, max-age=5';
 /** Witness cosignatures served with one checkpoint at most (a note holds at most 100 signature lines). */
 export const MAX_COSIGNATURES_PER_CHECKPOINT = 32;
+/** The route of tileRoute, its path parameter matching several segments. */
+const TILE_ROUTING_PATH = '/v1/log/tile/:path{.+}';
 /** An entry is a uint16-length-prefixed receipt JWS in an entry bundle. */
 const MAX_ENTRY_BYTES = 0xffff;
 
@@ -41,16 +44,7 @@ function notFound(message: string, details?: Record<string, unknown>): BatonErro
 }
 
 export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
-  const app = new OpenAPIHono<AppEnv>({
-    defaultHook: (result) => {
-      if (!result.success) {
-        throw new BatonError('INVALID_REQUEST', {
-          message: `The request is not valid: ${result.error.issues.map((i) => `${i.path.join('.') || 'value'}: ${i.message}`).join('; ')}.`,
-          details: { issues: result.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message })) },
-        });
-      }
-    },
-  });
+  const app = newRouter();
   // Read deps only when a request runs: route registration must touch no dependency.
   const db = () => deps.store.db;
   const originOf = (tenantId: string) => logOrigin(deps.config.tlogName, tenantId);
@@ -95,7 +89,11 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     return c.text(cp.note, 200, { 'cache-control': SHORT });
   });
 
-  app.openapi({ ...tileRoute, middleware: [audit] }, async (c) => {
+  // A tile path spans slashes (tile/0/x001/234): the document names it one {path}
+  // parameter (x-baton-multi-segment), and the app routes it with a pattern that
+  // matches across segments; parseTilePath then refuses every non-canonical form.
+  app.openAPIRegistry.registerPath(tileRoute);
+  app.get(TILE_ROUTING_PATH, audit, async (c) => {
     const tenantId = tenant(c);
     const path = `tile/${c.req.param('path')}`;
     const parsed = parseTilePath(path);

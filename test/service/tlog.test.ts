@@ -179,6 +179,24 @@ describe('integration', () => {
     expect(beyond.status).toBe(404);
     expect((await svc.call('GET', '/v1/log/tile/0/0', { key: tenant.keys.audit })).status).toBe(400);
   });
+
+  it('refuses bad parameters in the envelope every route uses: INVALID_REQUEST, details.issues by field', async () => {
+    const key = tenant.keys.audit;
+    const fields = (res: { body: { error: { details: { issues: { field: string }[] } } } }) =>
+      res.body.error.details.issues.map((i) => i.field).sort();
+    const query = await svc.call('GET', '/v1/log/consistency?from=01&to=x', { key });
+    expect(query.status).toBe(400);
+    expect(query.body.error).toMatchObject({ code: 'INVALID_REQUEST', details: { what: 'query' } });
+    expect(query.body.error.message).toMatch(/^The query is not valid: from /);
+    expect(fields(query)).toEqual(['from', 'to']);
+    const param = await svc.call('GET', '/v1/log/checkpoints/01', { key });
+    expect(param.body.error).toMatchObject({ code: 'INVALID_REQUEST', details: { what: 'param' } });
+    expect(fields(param)).toEqual(['size']);
+    // The same mistake on a route outside the log gets the same shape.
+    const receipts = await svc.call('GET', '/v1/receipts?after=01', { key });
+    expect(receipts.body.error).toMatchObject({ code: 'INVALID_REQUEST', details: { what: 'query' } });
+    expect(fields(receipts)).toEqual(['after']);
+  });
 });
 
 describe('append-only', () => {
