@@ -38,6 +38,10 @@ export type { RevocationPayload } from '../protocol/revocation.js';
 
 // HTTP client
 export { BatonAdmin, BatonApiError, BatonClient, DEFAULT_TIMEOUT_MS, isBatonApiError } from './client.js';
+// Tool catalogs and approvals (BatonClient.tools)
+export { BatonTools } from './tools.js';
+export type { ApprovalStatus, ApprovalView, DecisionInput, GrantView, PublishToolsInput, ToolDocumentView } from './tools.js';
+export type { ToolDeclaration } from '../protocol/tool-catalog.js';
 export type {
   ActualReport,
   ActualSource,
