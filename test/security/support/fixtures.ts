@@ -10,6 +10,7 @@
  * real, stored records.
  */
 import { createHash, createPrivateKey, createPublicKey, sign, type KeyObject } from 'node:crypto';
+import { tool } from '../../support/tools.js';
 
 /** The service clock in every security test (unix seconds). */
 export const T0 = 1_800_000_000;
@@ -298,33 +299,20 @@ export const ABSENT_JTI = 'inv:sec-absent';
 
 // ---------------------------------------------------------------- tool catalogs and approvals (issue 13)
 
-/** A declared tool: a harmless read tool unless told otherwise. */
-export const declaredTool = (name: string, over: Record<string, unknown> = {}): Record<string, unknown> => ({
-  name,
-  type: 'read',
-  blast_radius: 'read',
-  untrusted_content: false,
-  private_data_access: false,
-  external_communication: false,
-  tags: [],
-  action_type: 'docs:read',
-  ...over,
-});
-
 /** An organisation-wide tool: the default rules send every call to a human. */
-export const ORG_TOOL = declaredTool('org_broadcast', { type: 'internal', blast_radius: 'organizational', action_type: 'org:broadcast' });
+export const ORG_TOOL = tool('org_broadcast', { type: 'internal', blast_radius: 'organizational', action_type: 'org:broadcast' });
 /** Three tools that together read untrusted content, access private data and communicate externally. */
 export const TRIFECTA_TOOLS = [
-  declaredTool('inbox_read', { untrusted_content: true, action_type: 'mail:read' }),
-  declaredTool('crm_lookup', { private_data_access: true, action_type: 'crm:read' }),
-  declaredTool('mail_send', { type: 'external', external_communication: true, action_type: 'mail:send' }),
+  tool('inbox_read', { untrusted_content: true, action_type: 'mail:read' }),
+  tool('crm_lookup', { private_data_access: true, action_type: 'crm:read' }),
+  tool('mail_send', { type: 'external', external_communication: true, action_type: 'mail:send' }),
 ];
 /**
  * The fixtures' tool, declared harmless: an undeclared tool counts as carrying
  * every risk flag, so left undeclared it would complete the trifecta and every
  * call of the fixtures above would wait for a human.
  */
-export const WEB_SEARCH = declaredTool('web_search', { action_type: 'web:search' });
+export const WEB_SEARCH = tool('web_search', { action_type: 'web:search' });
 /**
  * Tenant A's catalog: version 1 declares web_search and the organisation-wide
  * tool, version 2 adds the trifecta tools. The fixtures above verify exactly
@@ -334,7 +322,7 @@ export const CATALOG_A = [
   { base_version: 0, strict: false, tools: [WEB_SEARCH, ORG_TOOL] },
   { base_version: 1, strict: false, tools: [WEB_SEARCH, ORG_TOOL, ...TRIFECTA_TOOLS] },
 ] as const;
-export const CATALOG_B = { base_version: 0, strict: false, tools: [declaredTool('b_only_reader')] } as const;
+export const CATALOG_B = { base_version: 0, strict: false, tools: [tool('b_only_reader')] } as const;
 
 /** A DR whose tools form the trifecta: stored pending a human (a held grant). */
 export const drHeld = rootDr(KEYS.rootA, KEYS.a3.did, 'dr:sec-held', {
