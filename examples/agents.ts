@@ -36,6 +36,17 @@ export const POLICY_B: Policy = {
   pii_access: false,
 };
 
+/** What A hands to C: writing to the shared drive only, twice at most. */
+export const POLICY_C: Policy = {
+  allowed_tools: ['file_write'],
+  max_cost_usd: 0.01,
+  max_calls: 2,
+  max_spend_usd: 0.01,
+  max_depth: 0,
+  write_access: true,
+  pii_access: false,
+};
+
 /** What B declares per search (the tool server meters the real cost). */
 export const SEARCH_ESTIMATE_USD = 0.003;
 
@@ -47,6 +58,11 @@ export function rootAgentA(operator: KeyPair, agentA: KeyPair): SignedDelegation
 /** A, holding the root DR, sub-delegates to B (signed by A: only the holder can). */
 export function delegateToB(root: SignedDelegation, agentA: KeyPair, agentB: KeyPair): SignedDelegation {
   return createSubDelegation({ parent: root, issuer: agentA, audience: agentB.did, policy: POLICY_B });
+}
+
+/** A sub-delegates to C, the sub-agent that writes reports. */
+export function delegateToC(root: SignedDelegation, agentA: KeyPair, agentC: KeyPair): SignedDelegation {
+  return createSubDelegation({ parent: root, issuer: agentA, audience: agentC.did, policy: POLICY_C });
 }
 
 /** An MCP client connected to `server` in-process (a linked pair of in-memory transports). */

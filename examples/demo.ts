@@ -9,6 +9,9 @@
  *             until its max_calls runs out (CALLS_EXHAUSTED)
  *   tool server  verifies every call with Baton and reports the metered cost
  *   auditor   prints the chain as a tree: declared vs metered spend
+ *   human     the operator declares its tools; sub-agent C's write to the
+ *             organisation's shared drive waits for a human, who approves it
+ *             with a reason; the call then goes through once
  *
  * Baton runs in-process on PGlite in a fresh temp folder, on a free port of
  * 127.0.0.1, with a generated admin key; the folder is deleted at the end.
@@ -19,7 +22,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { BatonClient, generateKeyPair } from 'baton';
+import { BatonClient, generateKeyPair, type ToolDeclaration } from 'baton';
 import { refusalOf, type BatonMcpEvent, type BatonRefusal } from 'baton/mcp';
 import { runChain } from '../src/cli/chain.js';
 import { formatPolicy, formatUsd, shortHash } from '../src/cli/common.js';
@@ -27,7 +30,7 @@ import { processIo, type CliIo } from '../src/cli/io.js';
 import { loadConfig } from '../src/config.js';
 import { startServer, type RunningServer } from '../src/server.js';
 import { silentLogger } from '../src/service/log.js';
-import { connectInProcess, DelegatedAgent, delegateToB, POLICY_B, rootAgentA, SEARCH_ESTIMATE_USD, textOf } from './agents.js';
+import { connectInProcess, DelegatedAgent, delegateToB, delegateToC, POLICY_B, rootAgentA, SEARCH_ESTIMATE_USD, textOf } from './agents.js';
 import { createToolServer, TOOL_SERVER } from './mcp-tool-server.js';
 
 export const DEMO_HELP = `Usage: baton demo
@@ -37,7 +40,10 @@ operator roots agent A, A sub-delegates to sub-agent B with a narrower
 policy, B calls tools on an MCP tool server guarded by Baton (one allowed,
 one denied with Baton's explanation, then max_calls runs out), the tool
 server reports metered cost, and an auditor prints the chain with declared
-vs metered spend.
+vs metered spend. Then the operator declares its tools, and sub-agent C's
+write to the organisation's shared drive waits for a human, who approves it
+with a reason: the call goes through once, and the same call again needs a
+new approval.
 
 Baton runs in-process on embedded PGlite in a fresh temporary folder, on a
 free port of 127.0.0.1, with a generated admin key. Nothing is left behind.
@@ -64,8 +70,8 @@ export async function runDemo(argv: string[] = [], io: CliIo = processIo): Promi
     if (!ok) problems.push(what);
   };
 
-  out('Baton demo: an operator, two agents, an MCP tool server and an auditor');
-  out('=======================================================================');
+  out('Baton demo: an operator, three agents, an MCP tool server, an auditor and a human approver');
+  out('==========================================================================================');
 
   // ------------------------------------------------------------ Baton, embedded
   const dataDir = mkdtempSync(join(tmpdir(), 'baton-demo-'));
@@ -95,7 +101,7 @@ export async function runDemo(argv: string[] = [], io: CliIo = processIo): Promi
   }
   out(`\nBaton is running at ${baton.url} on embedded PGlite (temporary folder, deleted at the end), started in ${seconds(started)}.`);
 
-  let closeMcp: (() => Promise<void>) | undefined;
+  const closers: (() => Promise<void>)[] = [];
   try {
     // ---------------------------------------------------------- 1. operator
     step(1, 'The operator sets up a tenant');
@@ -138,7 +144,7 @@ export async function runDemo(argv: string[] = [], io: CliIo = processIo): Promi
     const onEvent = (e: BatonMcpEvent) => out(`   [tool server] ${describeEvent(e, labels)}`);
     const { server } = createToolServer({ baton: { baseUrl: baton.url, verifyKey: toolKey.key }, onEvent });
     const mcp = await connectInProcess(server, 'agent-b');
-    closeMcp = mcp.close;
+    closers.push(mcp.close);
     const b = new DelegatedAgent(agentB, [root, sub], TOOL_SERVER);
     const tools = await mcp.client.listTools();
     out(`\n   B connects to the MCP tool server ${TOOL_SERVER} (tools: ${tools.tools.map((t) => t.name).join(', ')})`);
@@ -209,10 +215,71 @@ export async function runDemo(argv: string[] = [], io: CliIo = processIo): Promi
     out(
       `   (B declared ${formatUsd(SEARCH_ESTIMATE_USD)} per search; the search API metered ${formatUsd(usageB.metered_usd / Math.max(1, usageB.metered_invocations))}: calibration ${usageB.calibration ?? 'n/a'})`,
     );
+
+    // ---------------------------------------------------------- 8. a human in the loop
+    step(8, "The operator declares its tools; sub-agent C's organisation-wide write waits for a human");
+    const catalog = await admin.tools.publish(tenant.id, { base_version: 0, strict: false, tools: DEMO_TOOLS });
+    out(
+      `   catalog version ${catalog.version}: ${DEMO_TOOLS.map((t) => `${t.name} (${t.type}, blast radius ${t.blast_radius})`).join(', ')}`,
+    );
+    out('   the default rules send every call of an organisation-wide tool to a human');
+    const humanKey = await admin.admin.createApiKey(tenant.id, { scopes: ['approve'], name: 'dana (approver)' });
+    out('   API key           dana, a human approver (approve scope)');
+    const agentC = generateKeyPair();
+    const subC = delegateToC(root, agentA, agentC);
+    labels.set(subC.hash, 'C');
+    await new BatonClient({ baseUrl: baton.url }).submit([root, subC]);
+    out(`   agent C  ${agentC.did}`);
+    out(`   sub DR   ${shortHash(subC.hash)}  ${formatPolicy(subC.payload.policy)}`);
+    const serverC = createToolServer({ baton: { baseUrl: baton.url, verifyKey: toolKey.key }, onEvent });
+    const mcpC = await connectInProcess(serverC.server, 'agent-c');
+    closers.push(mcpC.close);
+    const c = new DelegatedAgent(agentC, [root, subC], TOOL_SERVER);
+    const report = ['/shared/q3-report.md', '# Q3 report\n'] as const;
+
+    out(`   C: file_write ${report[0]}`);
+    const held = await c.writeFile(mcpC.client, ...report);
+    const waiting = refusalOf(held);
+    const approvalId = waiting?.approval?.id;
+    expect(
+      held.isError === true && waiting?.code === 'APPROVAL_REQUIRED' && approvalId !== undefined,
+      `C's first write did not wait for a human (got ${waiting?.code ?? 'an allow'})`,
+    );
+    out("   C <- WAITING for a human, with Baton's explanation:");
+    out(indent(textOf(held), 8));
+
+    const human = new BatonClient({ baseUrl: baton.url, apiKey: humanKey.key });
+    const pending = (await human.tools.approvals('pending')).approvals;
+    expect(
+      pending.some((a) => a.id === approvalId),
+      `the approval ${String(approvalId)} is not listed as pending`,
+    );
+    out(`   dana lists the pending approvals: ${pending.map((a) => `${a.id} (${a.tool ?? '?'}, rule ${a.rule})`).join(', ')}`);
+    const decision = await human.tools.approve(approvalId ?? '', { actor: 'dana@acme.example', reason: APPROVAL_REASON });
+    expect(decision.status === 'approved', `the approval is ${decision.status} after approving it`);
+    out(`   dana approves it (confirm: true), reason: "${decision.decision?.reason ?? ''}"`);
+
+    out(`   C retries the same call: file_write ${report[0]}`);
+    const allowed = await c.writeFile(mcpC.client, ...report);
+    expect(!allowed.isError && serverC.disk.get(report[0]) === report[1], 'the approved write did not go through');
+    out(`   C <- ${allowed.isError ? 'REFUSED' : 'result'}: ${textOf(allowed)}`);
+    const spent = await human.tools.approval(approvalId ?? '');
+    expect(spent.status === 'used', `the approval is ${spent.status} after the call, expected used`);
+
+    out('   C tries the same call once more');
+    const again = await c.writeFile(mcpC.client, ...report);
+    const againRefusal = refusalOf(again);
+    expect(
+      againRefusal?.code === 'APPROVAL_REQUIRED' && againRefusal.approval?.id !== approvalId,
+      `a second use of the approval was not refused (got ${againRefusal?.code ?? 'an allow'})`,
+    );
+    out(
+      `   C <- WAITING again: approval ${String(approvalId)} is ${spent.status} (once only); the new call waits as ${againRefusal?.approval?.id ?? '?'}`,
+    );
   } catch (e) {
     problems.push(`the demo failed: ${e instanceof Error ? e.message : String(e)}`);
   } finally {
-    await closeMcp?.().catch(() => undefined);
+    for (const close of closers) await close().catch(() => undefined);
     await baton.close().catch(() => undefined);
     removeDataDir();
     process.removeListener('SIGINT', onSignal);
@@ -228,6 +295,32 @@ export async function runDemo(argv: string[] = [], io: CliIo = processIo): Promi
   return 0;
 }
 
+/** The tools the operator declares in step 8 (file_write lands on the organisation's shared drive). */
+const DEMO_TOOLS: ToolDeclaration[] = [
+  {
+    name: 'web_search',
+    type: 'read',
+    blast_radius: 'read',
+    untrusted_content: true,
+    private_data_access: false,
+    external_communication: false,
+    tags: [],
+    action_type: 'web:search',
+  },
+  {
+    name: 'file_write',
+    type: 'write',
+    blast_radius: 'organizational',
+    untrusted_content: false,
+    private_data_access: false,
+    external_communication: false,
+    tags: [],
+    action_type: 'drive:write',
+  },
+];
+
+const APPROVAL_REASON = 'Q3 report reviewed; publishing it to the shared drive is agreed.';
+
 function describeEvent(e: BatonMcpEvent, labels: Map<string, string>): string {
   switch (e.type) {
     case 'allowed': {
@@ -239,7 +332,9 @@ function describeEvent(e: BatonMcpEvent, labels: Map<string, string>): string {
       return `Baton ALLOWED ${e.tool} (${e.invocationId}); calls used: ${counters}${warn} -> running the tool`;
     }
     case 'refused':
-      return `Baton DENIED ${e.tool}: ${e.refusal.code} -> the tool does not run`;
+      return e.refusal.approval
+        ? `Baton HELD ${e.tool} for a human: ${e.refusal.code} (approval ${e.refusal.approval.id}) -> the tool does not run yet`
+        : `Baton DENIED ${e.tool}: ${e.refusal.code} -> the tool does not run`;
     case 'reported':
       return `reported the metered cost of ${e.invocationId}: ${formatUsd(e.recorded.cost_usd ?? 0)} (source ${e.recorded.source}; declared ${formatUsd(e.recorded.declared_usd)})`;
     case 'report-failed':

@@ -3,7 +3,7 @@
  * request and response schemas; handlers live in src/service/tools.handlers.ts.
  */
 import { createRoute, z } from '@hono/zod-openapi';
-import { ApprovalRulesSchema, RULE_DECISIONS } from '../protocol/approval-rules.js';
+import { ApprovalRulesSchema, RULE_DECISIONS, WebhookUrlSchema } from '../protocol/approval-rules.js';
 import { DidKeySchema } from '../protocol/records.js';
 import { MAX_CATALOG_TOOLS, ToolDeclarationSchema } from '../protocol/tool-catalog.js';
 
@@ -31,6 +31,7 @@ export const ToolDocumentSchema = z
     default_decision: z.enum(['allow', 'deny', 'require_approval']),
     rules: z.array(z.object({}).passthrough()),
     approvers: z.array(z.string()),
+    webhook_url: z.string().nullable(),
     tools: z.array(z.object({}).passthrough()),
     hash: z.string(),
     catalog_hash: z.string(),
@@ -44,6 +45,7 @@ export const ToolDocumentSchema = z
       default_decision: 'allow',
       rules: [],
       approvers: [],
+      webhook_url: 'https://approvals.example.com/baton',
       tools: [EXAMPLE_TOOL],
       hash: 'sha256:…',
       catalog_hash: 'sha256:…',
@@ -61,6 +63,8 @@ export const PublishToolsBody = z.strictObject({
   rules: ApprovalRulesSchema.optional(),
   default_decision: z.enum(RULE_DECISIONS).optional(),
   approvers: z.array(DidKeySchema).max(64).optional(),
+  /** Each new pending approval is POSTed here, best effort. */
+  webhook_url: WebhookUrlSchema.optional(),
 });
 export type PublishToolsInput = z.infer<typeof PublishToolsBody>;
 

@@ -2206,6 +2206,7 @@ export interface components {
         type: 'read' | 'write' | 'external' | 'internal';
         untrusted_content: boolean;
       }[];
+      webhook_url?: string;
     };
     Readiness: {
       /** @enum {string} */
@@ -2405,6 +2406,7 @@ export interface components {
      *       "default_decision": "allow",
      *       "rules": [],
      *       "approvers": [],
+     *       "webhook_url": "https://approvals.example.com/baton",
      *       "tools": [
      *         {
      *           "name": "crm_export",
@@ -2443,6 +2445,7 @@ export interface components {
         [key: string]: unknown;
       }[];
       version: number;
+      webhook_url: string | null;
     };
     TreeNode: {
       aud: components['schemas']['DidKey'];

@@ -107,6 +107,23 @@ export const ApprovalRulesSchema = z
     });
   }, EVEN_WITH_ITEM_ISSUES);
 
+/** Longest webhook URL a tenant may configure. */
+export const MAX_WEBHOOK_URL_LENGTH = 2048;
+
+/** An absolute http(s) URL without credentials (a secret in a URL would be served back to every reader). */
+export const WebhookUrlSchema = z
+  .string()
+  .max(MAX_WEBHOOK_URL_LENGTH)
+  .refine((s) => {
+    let u: URL;
+    try {
+      u = new URL(s);
+    } catch {
+      return false;
+    }
+    return (u.protocol === 'http:' || u.protocol === 'https:') && u.username === '' && u.password === '' && u.href === s;
+  }, 'must be an absolute http or https URL in normal form, without user or password');
+
 /** The tenant's tool-governance settings. */
 export const TenantToolSettingsSchema = z.strictObject({
   /** Undeclared tools are denied (TOOL_UNDECLARED). */
@@ -116,6 +133,8 @@ export const TenantToolSettingsSchema = z.strictObject({
   default_decision: z.enum(RULE_DECISIONS),
   /** DIDs whose signed approvals the tenant accepts, besides keys with the approve scope. */
   approvers: z.array(DidKeySchema).max(MAX_CONDITION_ITEMS),
+  /** Where each new pending approval is POSTed (best effort); absent: nobody is pushed. */
+  webhook_url: WebhookUrlSchema.optional(),
 });
 
 export type TenantToolSettings = z.infer<typeof TenantToolSettingsSchema>;

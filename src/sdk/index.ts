@@ -49,6 +49,10 @@ export type {
   RotateApiKeyInput,
   RotatedApiKey,
 } from './admin.js';
+// Tool catalogs and approvals (BatonClient.tools)
+export { BatonTools } from './tools.js';
+export type { ApprovalStatus, ApprovalView, DecisionInput, GrantView, PublishToolsInput, ToolDocumentView } from './tools.js';
+export type { ToolDeclaration } from '../protocol/tool-catalog.js';
 export type {
   ActualReport,
   ActualSource,

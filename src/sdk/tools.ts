@@ -23,6 +23,8 @@ export interface ToolDocumentView {
   readonly default_decision: RuleDecision;
   readonly rules: readonly ApprovalRule[];
   readonly approvers: readonly string[];
+  /** Where new pending approvals are POSTed, or null. */
+  readonly webhook_url: string | null;
   readonly tools: readonly ToolDeclaration[];
   readonly hash: string;
   readonly catalog_hash: string;
@@ -38,6 +40,8 @@ export interface PublishToolsInput {
   readonly rules?: readonly ApprovalRule[];
   readonly default_decision?: RuleDecision;
   readonly approvers?: readonly string[];
+  /** Each new pending approval is POSTed here (best effort, a few seconds at most). */
+  readonly webhook_url?: string;
 }
 
 export type ApprovalStatus = 'pending' | 'approved' | 'rejected' | 'expired' | 'used';

@@ -12,6 +12,7 @@ import { BatonError } from '../protocol/errors.js';
 import { decideApprovalRow, expireApprovals, findApproval, findLiveApproval, insertApproval, listApprovals } from '../store/approvals.js';
 import { insertReceipt } from '../store/receipts.js';
 import type { ApprovalRow, ApprovalStatusColumn } from '../store/schema/index.js';
+import { pushPendingApproval } from './approval-webhook.js';
 import { signReceipt } from './receipts.js';
 import type { ServiceDeps } from './types.js';
 
@@ -134,7 +135,12 @@ export async function requestApproval(deps: ServiceDeps, r: ApprovalRequest): Pr
       if (inserted) await insertReceipt(tx, receipt);
       return inserted;
     });
-    if (created) return (await findApproval(db, r.tenantId, id))!;
+    if (created) {
+      const row = (await findApproval(db, r.tenantId, id))!;
+      // Not awaited: a webhook never delays the verify that asked for the approval.
+      void pushPendingApproval(deps, r.tenantId, { event: 'approval.pending', approval: approvalJson(row, now), receipt: receipt.jws });
+      return row;
+    }
   }
   throw new BatonError('STORAGE_UNAVAILABLE', { message: 'The approval of this call kept changing; retry.' });
 }

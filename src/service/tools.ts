@@ -35,7 +35,8 @@ export interface ToolDocument {
   readonly hash: string;
 }
 
-export interface ToolDocumentJson extends TenantToolSettings {
+export interface ToolDocumentJson extends Omit<TenantToolSettings, 'webhook_url'> {
+  webhook_url: string | null;
   version: number;
   tools: Catalog['tools'];
   hash: string;
@@ -52,6 +53,7 @@ function documentOf(version: number, raw: unknown): ToolDocument {
     rules: r['rules'],
     default_decision: r['default_decision'],
     approvers: r['approvers'],
+    ...(r['webhook_url'] === undefined ? {} : { webhook_url: r['webhook_url'] }),
   });
   return { version, catalog, settings, hash: documentHash(catalog, settings) };
 }
@@ -68,6 +70,7 @@ export function toolDocumentJson(stored: StoredToolDocument): ToolDocumentJson {
     default_decision: doc.settings.default_decision,
     rules: doc.settings.rules,
     approvers: doc.settings.approvers,
+    webhook_url: doc.settings.webhook_url ?? null,
     tools: doc.catalog.tools,
     hash: stored.hash,
     catalog_hash: catalogHash(doc.catalog),
@@ -131,6 +134,8 @@ export async function publishToolDocument(
     rules: input.rules ?? [...DEFAULT_APPROVAL_RULES],
     default_decision: input.default_decision ?? 'allow',
     approvers: input.approvers ?? [],
+    // Only when set: documents without a webhook keep the hash they had before webhooks existed.
+    ...(input.webhook_url === undefined ? {} : { webhook_url: input.webhook_url }),
   });
   const current = await currentToolDocument(deps.store.db, tenantId);
   if ((current?.version ?? 0) !== input.base_version) throw staleBase(input.base_version, current?.version ?? 0);

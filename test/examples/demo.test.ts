@@ -35,6 +35,7 @@ describe('baton demo', () => {
       '5. B tries file_write, a tool outside its policy',
       '6. B keeps searching until its max_calls (3) runs out',
       '7. The auditor prints the chain',
+      "8. The operator declares its tools; sub-agent C's organisation-wide write waits for a human",
     ];
     const at = steps.map((s) => out.indexOf(s));
     expect(
@@ -71,6 +72,28 @@ describe('baton demo', () => {
     expect(audit).toContain('calls   3/3 used');
     expect(audit).toContain('spend   declared $0.009, metered $0.006 (3 metered, 0 unmetered, calibration 0.6667)');
     expect(audit).toContain("Spend under A's root DR: declared $0.009, metered $0.006 over 3 allowed call(s)");
+
+    // A human in the loop: the organisation-wide write waits, is approved with a reason, runs once.
+    const human = section(8);
+    expect(human).toContain('file_write (write, blast radius organizational)');
+    const held = /Baton HELD file_write for a human: APPROVAL_REQUIRED \(approval (apr_[0-9a-f]{32})\) -> the tool does not run yet/.exec(
+      human,
+    );
+    expect(held, human).not.toBeNull();
+    const id = held![1]!;
+    expect(human).toContain(`rule #1 (organizational-blast-radius) decides require_approval`);
+    expect(human).toContain(`A human must approve this call first: approval ${id} (pending`);
+    expect(human).toContain(`dana lists the pending approvals: ${id} (file_write, rule organizational-blast-radius)`);
+    expect(human).toContain('dana approves it (confirm: true), reason: "Q3 report reviewed; publishing it to the shared drive is agreed."');
+    // Approved: allowed once, counted on C and on A above it.
+    expect(human).toMatch(/Baton ALLOWED file_write \(inv:[0-9a-f-]+\); calls used: A 4\/10, C 1\/2 -> running the tool/);
+    expect(human).toContain('C <- result: wrote 12 characters to /shared/q3-report.md');
+    expect(human.match(/Baton ALLOWED/g)).toHaveLength(1);
+    // The same call again: the spent approval is not reused; a new one waits.
+    const again = new RegExp(`approval ${id} is used \\(once only\\); the new call waits as (apr_[0-9a-f]{32})`).exec(human);
+    expect(again, human).not.toBeNull();
+    expect(again![1]).not.toBe(id);
+    expect(human.match(/Baton HELD file_write/g)).toHaveLength(2);
 
     expect(out).toMatch(/Done in \d+\.\d s\. Baton stopped; its temporary folder is deleted\./);
     expect([...demoDirs()].filter((d) => !before.has(d))).toEqual([]);

@@ -25,15 +25,19 @@ import { silentLogger } from '../../src/service/log.js';
 import { rows } from '../../src/store/rows.js';
 import type { ServiceDeps } from '../../src/service/types.js';
 import {
+  ABSENT_APPROVAL,
   ABSENT_HASH,
   ABSENT_JTI,
   ACTUAL_BASE,
+  CATALOG_A,
   CHAIN_A,
+  DECISION,
   ISSUE_BASE,
   KEYS,
   bundle,
   drA0,
   drA1,
+  drHeld,
   drLive,
   fixedKey,
   invConsumed,
@@ -53,6 +57,7 @@ import {
   send,
   snapshot,
   storageChanges,
+  TENANT_SCOPES,
   type Req,
   type Res,
   type TenantScope,
@@ -119,6 +124,10 @@ const post = (path: string, body: unknown): Call => ({ method: 'POST', path, bod
 const del = (path: string): Call => ({ method: 'DELETE', path });
 const ABSENT_TENANT = 'ten_00000000000000000000000000000000';
 const READERS: readonly TenantScope[] = ['issue', 'verify', 'report', 'audit'];
+/** Who may read the tool catalog and ask for an explanation: everyone but the usage reporter. */
+const CATALOG_READERS: readonly TenantScope[] = ['issue', 'verify', 'audit', 'approve'];
+/** Who may see approvals and held grants: the humans deciding them and auditors. */
+const APPROVAL_READERS: readonly TenantScope[] = ['approve', 'audit'];
 const PUBLIC: Entry = { access: { kind: 'public' }, call: () => get('/') };
 
 const publicAt = (path: string): Entry => ({ ...PUBLIC, call: () => get(path) });
@@ -281,7 +290,70 @@ const MATRIX: Readonly<Record<string, Entry>> = {
     access: { kind: 'tenant', scopes: ['audit'] },
     call: () => post('/v1/log/cosignatures', MATRIX_COSIGNATURE),
   },
+
+  // Issue 13: tool catalogs, approvals, held grants, explain.
+  'POST /v1/admin/tenants/:tenant/tools': {
+    access: { kind: 'admin', tenantParam: true },
+    call: (w) => post(`/v1/admin/tenants/${w.A.id}/tools`, { ...CATALOG_A[1], base_version: CATALOG_A.length }),
+    absent: () => post(`/v1/admin/tenants/${ABSENT_TENANT}/tools`, { ...CATALOG_A[1], base_version: CATALOG_A.length }),
+    ids: (w) => [[w.A.id, ABSENT_TENANT]],
+  },
+  'GET /v1/tools': {
+    access: { kind: 'tenant', scopes: CATALOG_READERS },
+    call: () => get('/v1/tools'),
+    // B has a catalog of its own (the harness publishes one), so this is a 200 that must show none of A's.
+    otherTenantReadsOwn: true,
+  },
+  'GET /v1/tools/versions/:version': {
+    access: { kind: 'tenant', scopes: CATALOG_READERS },
+    // Versions are numbered per tenant: A has two, B one, so B asking for 2 must fare as asking for 99.
+    call: () => get(`/v1/tools/versions/${CATALOG_A.length}`),
+    absent: () => get('/v1/tools/versions/99'),
+    ids: () => [[String(CATALOG_A.length), '99']],
+  },
+  'GET /v1/approvals': {
+    access: { kind: 'tenant', scopes: APPROVAL_READERS },
+    call: () => get('/v1/approvals'),
+    otherTenantReadsOwn: true,
+  },
+  'GET /v1/approvals/:id': {
+    access: { kind: 'tenant', scopes: APPROVAL_READERS },
+    call: (w) => get(`/v1/approvals/${w.approvalId}`),
+    absent: () => get(`/v1/approvals/${ABSENT_APPROVAL}`),
+    ids: (w) => [[w.approvalId, ABSENT_APPROVAL]],
+  },
+  'POST /v1/approvals/:id/approve': decision('approvals', 'approve'),
+  'POST /v1/approvals/:id/reject': decision('approvals', 'reject'),
+  'GET /v1/grants': {
+    access: { kind: 'tenant', scopes: APPROVAL_READERS },
+    call: () => get('/v1/grants'),
+    otherTenantReadsOwn: true,
+  },
+  'POST /v1/grants/:hash/approve': decision('grants', 'approve'),
+  'POST /v1/grants/:hash/reject': decision('grants', 'reject'),
+  'POST /v1/explain': {
+    access: { kind: 'tenant', scopes: CATALOG_READERS },
+    call: () => post('/v1/explain', { dr_chain: [drA0.hash, drA1.hash], args: { tool: 'web_search', estimated_cost_usd: 0.5 } }),
+    absent: () =>
+      post('/v1/explain', { dr_chain: [ABSENT_HASH, recordHash('absent-leaf')], args: { tool: 'web_search', estimated_cost_usd: 0.5 } }),
+    ids: () => [
+      [drA0.hash, ABSENT_HASH],
+      [drA1.hash, recordHash('absent-leaf')],
+    ],
+  },
 };
+
+/** Approving or rejecting tenant A's pending approval or held grant: the approve scope only. */
+function decision(what: 'approvals' | 'grants', verb: 'approve' | 'reject'): Entry {
+  const target = (w: Ctx) => (what === 'approvals' ? w.approvalId : drHeld.hash);
+  const absent = what === 'approvals' ? ABSENT_APPROVAL : ABSENT_HASH;
+  return {
+    access: { kind: 'tenant', scopes: ['approve'] },
+    call: (w) => post(`/v1/${what}/${target(w)}/${verb}`, DECISION),
+    absent: () => post(`/v1/${what}/${absent}/${verb}`, DECISION),
+    ids: (w) => [[target(w), absent]],
+  };
+}
 
 // ---------------------------------------------------------------- callers
 
@@ -318,7 +390,7 @@ function malformedHeaders(w: Ctx): string[] {
 
 /** A tenant-A key holding none of `scopes` (null when every tenant scope is accepted). */
 function wrongScopeKey(w: Ctx, scopes: readonly TenantScope[]): string | null {
-  const other = (['issue', 'verify', 'report', 'audit'] as const).find((s) => !scopes.includes(s));
+  const other = TENANT_SCOPES.find((s) => !scopes.includes(s));
   return other ? w.A.keys[other] : null;
 }
 
@@ -338,7 +410,8 @@ function naReason(e: Entry, v: Variant): string | null {
   if (v === 'no key' && a.kind === 'tenant' && a.noKey === 'signature-path') {
     return 'without a key this route takes self-authenticating signed records (DESIGN 1: agents prove themselves by signature)';
   }
-  if (v === 'wrong-scope key' && a.kind === 'tenant' && a.scopes.length === 4) return 'every tenant scope may call this route';
+  if (v === 'wrong-scope key' && a.kind === 'tenant' && a.scopes.length === TENANT_SCOPES.length)
+    return 'every tenant scope may call this route';
   if (v === "another tenant's key" && a.kind === 'tenant' && !e.otherTenantReadsOwn && !e.absent) {
     return 'the route names no tenant-owned object: another tenant acts on its own data';
   }

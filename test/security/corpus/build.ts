@@ -22,7 +22,9 @@ import {
   ABSENT_HASH,
   ABSENT_JTI,
   ACTUAL_BASE,
+  CATALOG_A,
   CHAIN_A,
+  DECISION,
   IDENTITY_SIGNATURE,
   ISSUE_BASE,
   KEYS,
@@ -36,6 +38,7 @@ import {
   drA0,
   drA1,
   drB0,
+  drHeld,
   drLive,
   drRevoked,
   fixedKey,
@@ -87,6 +90,13 @@ interface BodyRoute {
   readonly idempotent: { readonly path: string; readonly body: Record<string, unknown> };
   readonly fields: readonly FieldSpec[];
   readonly verify?: boolean;
+  /**
+   * Top-level members whose objects the route reads as data, any member name
+   * allowed (explain's hypothetical args): a `__proto__` member there is an
+   * ordinary name, so it is tried in `refused`, a request refused for a reason
+   * of its own, to show the parser neither chokes nor pollutes.
+   */
+  readonly dataObjects?: { readonly members: readonly string[]; readonly refused: Record<string, unknown> };
 }
 
 const drFresh = subDr(drA0, KEYS.a1, KEYS.a3.did, 'dr:sec-corpus-fresh');
@@ -261,6 +271,81 @@ const BODY_ROUTES: readonly BodyRoute[] = [
       { path: ['tool_server'], accepts: ['string', 'null'], text: 'free' },
     ],
   },
+  // Issue 13. A wrongful accept is observable: a third catalog version, or A's pending approval and held grant decided.
+  {
+    slug: 'tools-publish',
+    route: 'POST /v1/admin/tenants/:tenant/tools',
+    path: '/v1/admin/tenants/{{tenantA}}/tools',
+    auth: 'admin',
+    base: { ...CATALOG_A[1], base_version: CATALOG_A.length, default_decision: 'allow', approvers: [KEYS.newRoot.did] },
+    // A stale base version: refused with CONFLICT, changes nothing.
+    idempotent: { path: '/v1/admin/tenants/{{tenantA}}/tools', body: { ...CATALOG_A[0] } },
+    fields: [
+      { path: ['base_version'], accepts: ['integer'], bad: HUGE_INTEGERS },
+      { path: ['strict'], accepts: ['boolean'] },
+      { path: ['tools'], accepts: ['array'] },
+      { path: ['tools', 0], accepts: ['object'] },
+      { path: ['tools', 0, 'name'], accepts: ['string'], text: 'ident' },
+      { path: ['tools', 0, 'type'], accepts: ['string'], text: 'ident' },
+      { path: ['tools', 0, 'blast_radius'], accepts: ['string'], text: 'ident' },
+      { path: ['tools', 0, 'untrusted_content'], accepts: ['boolean'] },
+      { path: ['tools', 0, 'tags'], accepts: ['array'] },
+      { path: ['tools', 0, 'action_type'], accepts: ['string'], text: 'ident' },
+      { path: ['default_decision'], accepts: ['string'], text: 'ident' },
+      { path: ['approvers'], accepts: ['array'] },
+      { path: ['approvers', 0], accepts: ['string'], text: 'ident' },
+    ],
+  },
+  ...(['approve', 'reject'] as const).flatMap((verb): BodyRoute[] => [
+    {
+      slug: `approvals-${verb}`,
+      route: `POST /v1/approvals/:id/${verb}`,
+      path: `/v1/approvals/{{approvalA}}/${verb}`,
+      auth: 'A.approve',
+      base: { ...DECISION },
+      // The pending approval itself: a body wrongly read under another media type decides it, which shows.
+      idempotent: { path: `/v1/approvals/{{approvalA}}/${verb}`, body: { ...DECISION } },
+      fields: [
+        { path: ['actor'], accepts: ['string'], text: 'free' },
+        { path: ['confirm'], accepts: ['boolean'], bad: [{ what: 'false', raw: 'false' }] },
+        { path: ['reason'], accepts: ['string'], text: 'free' },
+      ],
+    },
+    {
+      slug: `grants-${verb}`,
+      route: `POST /v1/grants/:hash/${verb}`,
+      path: `/v1/grants/${drHeld.hash}/${verb}`,
+      auth: 'A.approve',
+      base: { ...DECISION },
+      idempotent: { path: `/v1/grants/${drHeld.hash}/${verb}`, body: { ...DECISION } },
+      fields: [
+        { path: ['actor'], accepts: ['string'], text: 'free' },
+        { path: ['confirm'], accepts: ['boolean'], bad: [{ what: 'false', raw: 'false' }] },
+        { path: ['reason'], accepts: ['string'], text: 'free' },
+      ],
+    },
+  ]),
+  {
+    slug: 'explain',
+    route: 'POST /v1/explain',
+    path: '/v1/explain',
+    auth: 'A.verify',
+    // Explain stores nothing: a wrongful accept shows as a 200 where a 4xx is required.
+    base: { dr_chain: [drA0.hash, drA1.hash], args: { ...ARGS_BASE }, context: { near_limit: false } },
+    idempotent: { path: '/v1/explain', body: { dr_chain: [drA0.hash, drA1.hash], args: { ...ARGS_BASE } } },
+    // A chain the tenant does not hold: 404, whatever the args say.
+    dataObjects: {
+      members: ['args'],
+      refused: { dr_chain: [ABSENT_HASH, drA1.hash], args: { ...ARGS_BASE }, context: { near_limit: false } },
+    },
+    fields: [
+      { path: ['dr_chain'], accepts: ['array'] },
+      { path: ['dr_chain', 0], accepts: ['string'], text: 'ident' },
+      { path: ['args'], accepts: ['object'] },
+      { path: ['context'], accepts: ['object'] },
+      { path: ['context', 'near_limit'], accepts: ['boolean'] },
+    ],
+  },
 ];
 
 // ---------------------------------------------------------------- helpers
@@ -423,12 +508,13 @@ function nestParts(prefix: string, open: string, close: string, depth: number, i
           addMember(tree, op, { ...first, rawKey: `"\\u00${first.key.charCodeAt(0).toString(16).padStart(2, '0')}${first.key.slice(1)}"` }),
         ),
       });
+      const topMember = op.length > 0 && tree.t === 'obj' ? tree.entries[op[0] as number]!.key : undefined;
+      const inData = topMember !== undefined && r.dataObjects?.members.includes(topMember) === true;
+      const host = r.verify ? ignorable : inData ? fromValue(r.dataObjects!.refused) : tree;
       push(list, p, {
         ...common,
         name: `proto-member-${where}`,
-        body_text: serialize(
-          addMember(r.verify ? ignorable : tree, op, { key: '__proto__', value: fromValue({ polluted: 'yes', admin: true }) }, true),
-        ),
+        body_text: serialize(addMember(host, op, { key: '__proto__', value: fromValue({ polluted: 'yes', admin: true }) }, true)),
       });
     }
     push(list, p, {
@@ -1678,6 +1764,17 @@ export const ROUTE_SAMPLES: readonly { readonly route: string; readonly path: st
   { route: 'GET /v1/log/receipts/:id/proof', path: '/v1/log/receipts/1/proof', auth: 'A.audit' },
   { route: 'GET /v1/log/consistency', path: '/v1/log/consistency', auth: 'A.audit' },
   { route: 'POST /v1/log/cosignatures', path: '/v1/log/cosignatures', auth: 'A.audit' },
+  { route: 'POST /v1/admin/tenants/:tenant/tools', path: '/v1/admin/tenants/{{tenantA}}/tools', auth: 'admin' },
+  { route: 'GET /v1/tools', path: '/v1/tools', auth: 'A.audit' },
+  { route: 'GET /v1/tools/versions/:version', path: '/v1/tools/versions/1', auth: 'A.audit' },
+  { route: 'GET /v1/approvals', path: '/v1/approvals', auth: 'A.approve' },
+  { route: 'GET /v1/approvals/:id', path: '/v1/approvals/{{approvalA}}', auth: 'A.approve' },
+  { route: 'POST /v1/approvals/:id/approve', path: '/v1/approvals/{{approvalA}}/approve', auth: 'A.approve' },
+  { route: 'POST /v1/approvals/:id/reject', path: '/v1/approvals/{{approvalA}}/reject', auth: 'A.approve' },
+  { route: 'GET /v1/grants', path: '/v1/grants', auth: 'A.approve' },
+  { route: 'POST /v1/grants/:hash/approve', path: `/v1/grants/${drHeld.hash}/approve`, auth: 'A.approve' },
+  { route: 'POST /v1/grants/:hash/reject', path: `/v1/grants/${drHeld.hash}/reject`, auth: 'A.approve' },
+  { route: 'POST /v1/explain', path: '/v1/explain', auth: 'A.verify' },
 ];
 
 {

@@ -5,7 +5,7 @@
  * A case is data: method, path, auth, headers, and a body given as text,
  * base64, or generated at run time from parts (so megabyte bodies and
  * 10,000-level nesting are not checked in). Placeholders {{tenantA}},
- * {{tenantB}}, {{revokedKeyId}} and {{key:A.verify}} name values only a
+ * {{tenantB}}, {{revokedKeyId}}, {{approvalA}} (A's pending approval) and {{key:A.verify}} name values only a
  * running world has, {{repeat:a:100000}} expands to a long run of one
  * character; everything else (keys, records, hashes) is fixed.
  */
@@ -19,8 +19,8 @@ export const CORPUS_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', 'c
 export type AuthRef =
   | 'none'
   | 'admin'
-  | `A.${'issue' | 'verify' | 'report' | 'audit' | 'all'}`
-  | `B.${'issue' | 'verify' | 'report' | 'audit' | 'all'}`
+  | `A.${'issue' | 'verify' | 'report' | 'audit' | 'approve' | 'all'}`
+  | `B.${'issue' | 'verify' | 'report' | 'audit' | 'approve' | 'all'}`
   | 'A.revoked';
 
 /** Text, base64 bytes, or `unit` repeated `count` times. */
@@ -83,6 +83,7 @@ export function fill(text: string, world: World): string {
     .replaceAll('{{tenantA}}', world.A.id)
     .replaceAll('{{tenantB}}', world.B.id)
     .replaceAll('{{revokedKeyId}}', world.A.revokedKeyId)
+    .replaceAll('{{approvalA}}', world.approvalId)
     .replace(/\{\{repeat:(.):(\d+)\}\}/g, (_, unit: string, count: string) => unit.repeat(Number(count)))
     .replace(/\{\{key:([A-Za-z.]+)\}\}/g, (_, ref: string) => keyFor(world, ref as AuthRef) ?? '');
 }

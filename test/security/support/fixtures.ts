@@ -10,6 +10,7 @@
  * real, stored records.
  */
 import { createHash, createPrivateKey, createPublicKey, sign, type KeyObject } from 'node:crypto';
+import { tool } from '../../support/tools.js';
 
 /** The service clock in every security test (unix seconds). */
 export const T0 = 1_800_000_000;
@@ -295,3 +296,45 @@ export const invB = invocation([drB0], KEYS.b1, 'inv:sec-b');
 /** A DR hash and a jti no tenant holds (well-formed). */
 export const ABSENT_HASH = `sha256:${sha256Hex('baton/security/absent')}`;
 export const ABSENT_JTI = 'inv:sec-absent';
+
+// ---------------------------------------------------------------- tool catalogs and approvals (issue 13)
+
+/** An organisation-wide tool: the default rules send every call to a human. */
+export const ORG_TOOL = tool('org_broadcast', { type: 'internal', blast_radius: 'organizational', action_type: 'org:broadcast' });
+/** Three tools that together read untrusted content, access private data and communicate externally. */
+export const TRIFECTA_TOOLS = [
+  tool('inbox_read', { untrusted_content: true, action_type: 'mail:read' }),
+  tool('crm_lookup', { private_data_access: true, action_type: 'crm:read' }),
+  tool('mail_send', { type: 'external', external_communication: true, action_type: 'mail:send' }),
+];
+/**
+ * The fixtures' tool, declared harmless: an undeclared tool counts as carrying
+ * every risk flag, so left undeclared it would complete the trifecta and every
+ * call of the fixtures above would wait for a human.
+ */
+export const WEB_SEARCH = tool('web_search', { action_type: 'web:search' });
+/**
+ * Tenant A's catalog: version 1 declares web_search and the organisation-wide
+ * tool, version 2 adds the trifecta tools. The fixtures above verify exactly
+ * as without a catalog.
+ */
+export const CATALOG_A = [
+  { base_version: 0, strict: false, tools: [WEB_SEARCH, ORG_TOOL] },
+  { base_version: 1, strict: false, tools: [WEB_SEARCH, ORG_TOOL, ...TRIFECTA_TOOLS] },
+] as const;
+export const CATALOG_B = { base_version: 0, strict: false, tools: [tool('b_only_reader')] } as const;
+
+/** A DR whose tools form the trifecta: stored pending a human (a held grant). */
+export const drHeld = rootDr(KEYS.rootA, KEYS.a3.did, 'dr:sec-held', {
+  policy: { allowed_tools: TRIFECTA_TOOLS.map((t) => t.name), max_cost_usd: 10, max_calls: 10 },
+});
+/** A DR for the organisation-wide tool, and a call through it that waits for a human (a pending approval). */
+export const drGated = rootDr(KEYS.rootA, KEYS.a3.did, 'dr:sec-gated', {
+  policy: { allowed_tools: [ORG_TOOL['name']], max_cost_usd: 10, max_calls: 10 },
+});
+export const GATED_ARGS = { tool: ORG_TOOL['name'], estimated_cost_usd: 0.5, pii_access: false, write_access: false } as const;
+export const invGated = invocation([drGated], KEYS.a3, 'inv:sec-gated', { args: GATED_ARGS });
+/** The guardrail triple of a decision. */
+export const DECISION = { actor: 'sec@example.com', confirm: true, reason: 'security suite' } as const;
+/** An approval id no tenant holds (well-formed). */
+export const ABSENT_APPROVAL = 'apr_00000000000000000000000000000000';

@@ -18,6 +18,8 @@ import { rows } from '../../../src/store/rows.js';
 import { startTestService, type TestService } from '../../support/service.js';
 import {
   ACTUAL_BASE,
+  CATALOG_A,
+  CATALOG_B,
   CHAIN_A,
   ISSUE_BASE,
   KEYS,
@@ -26,9 +28,12 @@ import {
   drA0,
   drA1,
   drB0,
+  drGated,
+  drHeld,
   drLive,
   drRevoked,
   invB,
+  invGated,
   invConsumed,
   invMetered,
   invUnmetered,
@@ -40,8 +45,8 @@ export const REQUEST_TIMEOUT_MS = 5_000;
 /** A refusal never needs to be this large; a bigger body means input is being reflected. */
 export const MAX_ERROR_BODY_BYTES = 64 * 1024;
 
-export type TenantScope = 'issue' | 'verify' | 'report' | 'audit';
-export const TENANT_SCOPES: readonly TenantScope[] = ['issue', 'verify', 'report', 'audit'];
+export type TenantScope = 'issue' | 'verify' | 'report' | 'audit' | 'approve';
+export const TENANT_SCOPES: readonly TenantScope[] = ['issue', 'verify', 'report', 'audit', 'approve'];
 
 export interface TenantKeys {
   readonly id: string;
@@ -64,6 +69,8 @@ export interface World {
   /** The custodial root DR issued from ISSUE_BASE in tenant A. */
   readonly issuedHash: string;
   readonly issuedJws: string;
+  /** Tenant A's pending approval (a call of the organisation-wide tool through drGated). */
+  readonly approvalId: string;
 }
 
 async function must(
@@ -132,6 +139,21 @@ export async function buildWorld(): Promise<World> {
   await must(svc, 'chain B', [201], 'POST', '/v1/delegations', { json: { receipt: drB0.jws } });
   await must(svc, 'verify B', [200], 'POST', '/v1/verify', { key: B.keys.verify, json: bundle(invB, [drB0]) });
 
+  // Tool catalogs (two versions for A, one for B), then what they make wait for a human in A:
+  // a delegation held for the trifecta and a pending approval of one call.
+  for (const doc of CATALOG_A)
+    await must(svc, `catalog A v${doc.base_version + 1}`, [201], 'POST', `/v1/admin/tenants/${A.id}/tools`, { ...admin, json: doc });
+  await must(svc, 'catalog B', [201], 'POST', `/v1/admin/tenants/${B.id}/tools`, { ...admin, json: CATALOG_B });
+  await must(svc, 'held DR', [201], 'POST', '/v1/delegations', { json: { receipt: drHeld.jws } });
+  await must(svc, 'gated DR', [201], 'POST', '/v1/delegations', { json: { receipt: drGated.jws } });
+  const waiting = await must(svc, 'gated call', [403], 'POST', '/v1/verify', { key: A.keys.verify, json: bundle(invGated, [drGated]) });
+  const approvalId = (waiting.approval as { id?: unknown } | undefined)?.id;
+  if (typeof approvalId !== 'string') throw new Error(`world setup: gated call got no approval: ${JSON.stringify(waiting)}`);
+  const catalogHashes = async (key: string): Promise<string[]> => {
+    const r = await must(svc, 'catalog', [200], 'GET', '/v1/tools', { key });
+    return [r.hash as string, r.catalog_hash as string];
+  };
+
   const receiptsOf = async (key: string): Promise<string[]> => {
     const r = await must(svc, 'receipts', [200], 'GET', '/v1/receipts?limit=500', { key });
     return (r.receipts as { jws: string }[]).map((x) => x.jws);
@@ -145,8 +167,10 @@ export async function buildWorld(): Promise<World> {
     issued.delegation.hash,
     issued.delegation.jws,
     ISSUE_BASE.jti,
-    ...[drA0, drA1, drRevoked, drLive].flatMap((d) => [d.hash, d.jws, d.payload['jti'] as string]),
-    ...[invConsumed, invMetered, invUnmetered].flatMap((i) => [i.hash, i.jws, i.payload['jti'] as string]),
+    ...[drA0, drA1, drRevoked, drLive, drHeld, drGated].flatMap((d) => [d.hash, d.jws, d.payload['jti'] as string]),
+    ...[invConsumed, invMetered, invUnmetered, invGated].flatMap((i) => [i.hash, i.jws, i.payload['jti'] as string]),
+    approvalId,
+    ...(await catalogHashes(A.keys.audit)),
     ...(await receiptsOf(A.keys.audit)),
   ];
   const secretsB = [
@@ -158,6 +182,7 @@ export async function buildWorld(): Promise<World> {
     invB.hash,
     invB.jws,
     'inv:sec-b',
+    ...(await catalogHashes(B.keys.audit)),
     ...(await receiptsOf(B.keys.audit)),
   ];
   return {
@@ -168,6 +193,7 @@ export async function buildWorld(): Promise<World> {
     secretsB,
     issuedHash: issued.delegation.hash,
     issuedJws: issued.delegation.jws,
+    approvalId,
   };
 }
 
@@ -361,6 +387,10 @@ export async function snapshot(svc: TestService): Promise<Snapshot> {
     digest('delegations'),
     digest('invocations'),
     digest('actuals'),
+    digest('tool_catalogs'),
+    digest('approvals'),
+    digest('grant_approvals'),
+    digest('tool_rate_windows'),
     digest('receipts', "kind <> 'invocation.denied'", 'receipts'),
     counted('receipts:invocation.denied', 'receipts', "kind = 'invocation.denied'"),
     counted('denials', 'denials', 'true'),
@@ -406,10 +436,12 @@ export function envelopeProblems(req: Req, res: Res, opts: { verifyRoute: boolea
   const b = res.json;
   if (!isObj(b)) return [...p, 'body is not a JSON object'];
   if (opts.verifyRoute && res.status === 403 && b['valid'] === false) {
-    const keys = Object.keys(b).sort().join(',');
-    if (keys !== 'error,valid,violations') p.push(`deny body has keys ${keys}`);
     const e = b['error'];
     if (!isObj(e)) return [...p, 'deny error is not an object'];
+    // A call waiting for a human also carries the pending approval it can be retried with.
+    const expected = e['code'] === 'APPROVAL_REQUIRED' ? 'approval,error,valid,violations' : 'error,valid,violations';
+    const keys = Object.keys(b).sort().join(',');
+    if (keys !== expected) p.push(`deny body has keys ${keys}`);
     if (Object.keys(e).sort().join(',') !== 'block,code,message,suggestion') p.push(`deny error has keys ${Object.keys(e).join(',')}`);
     if (!CODES.has(String(e['code']))) p.push(`deny code ${String(e['code'])} is not in ERROR_TABLE`);
     if (!(e['block'] === null || (typeof e['block'] === 'string' && /^[A-G]$/.test(e['block']))))

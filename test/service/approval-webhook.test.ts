@@ -1,0 +1,170 @@
+/**
+ * Pending approvals pushed to the tenant's webhook, against a real local HTTP
+ * listener: one POST per new approval carrying the approval and its signed
+ * approval.requested receipt; a slow or absent receiver never delays or
+ * changes the verify answer; a webhook URL that is not a plain http(s) URL is
+ * refused and stores nothing.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateKeyPair } from '../../src/sdk/keys.js';
+import type { Policy } from '../../src/protocol/policy.js';
+import { WEBHOOK_TIMEOUT_MS } from '../../src/service/approval-webhook.js';
+import { buildChain, T0 } from '../support/chain.js';
+import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+import { tool } from '../support/tools.js';
+
+const ORG_WRITE = tool('crm_export', { type: 'write', blast_radius: 'organizational', action_type: 'crm:export' });
+const ARGS = { tool: 'crm_export', estimated_cost_usd: 0.01, pii_access: false, write_access: true };
+const POLICY: Policy = { allowed_tools: ['*'], max_cost_usd: 1, max_calls: 1000, write_access: true };
+
+interface Hook {
+  readonly url: string;
+  readonly received: { method: string; headers: IncomingMessage['headers']; body: string }[];
+  close(): Promise<void>;
+}
+
+/** A real HTTP receiver on 127.0.0.1; `answer` decides what it does with each request. */
+async function listen(answer: (res: ServerResponse) => void = (res) => res.writeHead(204).end()): Promise<Hook> {
+  const received: Hook['received'] = [];
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString('utf8')));
+    req.on('end', () => {
+      received.push({ method: req.method ?? '', headers: req.headers, body });
+      answer(res);
+    });
+  });
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/hooks/approvals`,
+    received,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+async function until(cond: () => boolean, ms: number): Promise<boolean> {
+  const end = performance.now() + ms;
+  while (!cond() && performance.now() < end) await new Promise((r) => setTimeout(r, 20));
+  return cond();
+}
+
+let svc: TestService;
+beforeAll(async () => {
+  svc = await startTestService();
+});
+afterAll(async () => svc?.close());
+
+async function tenantWithHook(webhookUrl: string | undefined): Promise<TestTenant> {
+  const tenant = await setupTenant(svc);
+  const published = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/tools`, {
+    key: svc.adminKey,
+    json: { base_version: 0, strict: true, tools: [ORG_WRITE], ...(webhookUrl === undefined ? {} : { webhook_url: webhookUrl }) },
+  });
+  expect(published.status, JSON.stringify(published.body)).toBe(201);
+  expect(published.body.webhook_url).toBe(webhookUrl ?? null);
+  return tenant;
+}
+
+function gatedCall(tenant: TestTenant) {
+  const chain = buildChain([POLICY, POLICY], { keys: [tenant.root, generateKeyPair(), generateKeyPair()] });
+  return chain.invoke(ARGS, { iat: T0 }).bundle;
+}
+
+const payloadOf = (jws: string) => JSON.parse(Buffer.from(jws.split('.')[1]!, 'base64url').toString('utf8')) as Record<string, unknown>;
+
+describe('approval webhook', () => {
+  it('POSTs each new pending approval once, with its signed approval.requested receipt', async () => {
+    const hook = await listen();
+    try {
+      const tenant = await tenantWithHook(hook.url);
+      const bundle = gatedCall(tenant);
+      const first = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: bundle });
+      expect(first.status).toBe(403);
+      expect(first.body.error.code).toBe('APPROVAL_REQUIRED');
+      const id = first.body.approval.id as string;
+
+      expect(await until(() => hook.received.length > 0, WEBHOOK_TIMEOUT_MS), 'no webhook call arrived').toBe(true);
+      const [call] = hook.received;
+      expect(call!.method).toBe('POST');
+      expect(call!.headers['content-type']).toBe('application/json');
+      const event = JSON.parse(call!.body) as { event: string; approval: Record<string, unknown>; receipt: string };
+      expect(event.event).toBe('approval.pending');
+      expect(event.approval).toEqual(first.body.approval);
+      expect(payloadOf(event.receipt)).toMatchObject({ baton_receipt: 'approval.requested', subject: id, tenant: tenant.id });
+
+      // A retry while the human decides finds the same approval: nobody is pushed twice.
+      const retry = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: bundle });
+      expect(retry.body.approval.id).toBe(id);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(hook.received).toHaveLength(1);
+    } finally {
+      await hook.close();
+    }
+  });
+
+  it('never delays the verify answer: a receiver that does not answer, or does not exist', async () => {
+    const silent = await listen(() => undefined); // reads the request, never answers
+    try {
+      const tenant = await tenantWithHook(silent.url);
+      const started = performance.now();
+      const r = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: gatedCall(tenant) });
+      const ms = performance.now() - started;
+      expect(r.body.error.code).toBe('APPROVAL_REQUIRED');
+      expect(await until(() => silent.received.length > 0, WEBHOOK_TIMEOUT_MS), 'the push never started').toBe(true);
+      // The push is still hanging (no answer ever comes), and verify has answered regardless.
+      expect(ms).toBeLessThan(WEBHOOK_TIMEOUT_MS);
+    } finally {
+      await silent.close();
+    }
+
+    const gone = await listen();
+    await gone.close(); // nothing listens on this port any more
+    const tenant = await tenantWithHook(gone.url);
+    const r = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: gatedCall(tenant) });
+    expect(r.status).toBe(403);
+    expect(r.body.error.code).toBe('APPROVAL_REQUIRED');
+  });
+
+  it('a tenant without a webhook serves webhook_url null and gets the same verify answer', async () => {
+    const tenant = await tenantWithHook(undefined);
+    const doc = await svc.call('GET', '/v1/tools', { key: tenant.keys.audit });
+    expect(doc.body.webhook_url).toBeNull();
+    const r = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: gatedCall(tenant) });
+    expect(r.body.error.code).toBe('APPROVAL_REQUIRED');
+  });
+
+  it('refuses a webhook URL that is not a plain absolute http(s) URL, storing nothing', async () => {
+    const tenant = await setupTenant(svc);
+    for (const bad of [
+      'not a url',
+      '/relative/path',
+      'ftp://example.com/hook',
+      'file:///etc/passwd',
+      'javascript:alert(1)',
+      'https://user:secret@example.com/hook',
+      'HTTPS://Example.com/hook', // not in normal form: what is stored must be what is called
+      'https://example.com/ hook',
+      `https://example.com/${'a'.repeat(2048)}`,
+      '',
+    ]) {
+      const r = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/tools`, {
+        key: svc.adminKey,
+        json: { base_version: 0, strict: false, tools: [ORG_WRITE], webhook_url: bad },
+      });
+      expect(r.status, bad).toBe(400);
+    }
+    expect((await svc.call('GET', '/v1/tools', { key: tenant.keys.audit })).status).toBe(404);
+  });
+});
