@@ -284,7 +284,12 @@ function assemble(pkg, built, outDir) {
   const owner = (key) => used.find((u) => u.keys.has(key));
   const reached = new Set();
   const edits = new Map(); // package-relative file → edits
-  const addEdit = (file, edit) => edits.set(file, [...(edits.get(file) ?? []), edit]);
+  // A file that imports one module twice (a type import and a value import) is visited once per
+  // import, and each visit finds both literals: keep one edit per position.
+  const addEdit = (file, edit) => {
+    const list = edits.get(file) ?? [];
+    if (!list.some((e) => e.pos === edit.pos)) edits.set(file, [...list, edit]);
+  };
   const lib = (f) => `lib/${f}`;
   const entryKeys = [...Object.values(pkg.entries), ...(pkg.extraEntries ?? [])];
 
