@@ -81,7 +81,10 @@ export const Explanation = z
   .strictObject({
     decision: RuleDecision,
     violations: z.array(
-      Violation.extend({ remediation: z.string().openapi({ description: 'What to do about it.' }) }).openapi('ExplainedViolation'),
+      // A fresh strict object, not extend(): the generator would write allOf over a closed Violation.
+      z
+        .strictObject({ ...Violation.shape, remediation: z.string().openapi({ description: 'What to do about it.' }) })
+        .openapi('ExplainedViolation', { description: 'An unmet condition and what to do about it.' }),
     ),
     catalog_version: z.int().min(0),
     tool: ResolvedTool,

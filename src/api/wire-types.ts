@@ -930,9 +930,13 @@ export interface components {
     };
     ApiKey: {
       created_at: components['schemas']['Timestamp'];
+      expires_at: components['schemas']['Timestamp'] | null;
       id: string;
+      last_used_at: components['schemas']['Timestamp'] | null;
       name: string | null;
       revoked_at: components['schemas']['Timestamp'] | null;
+      /** @description The key this one replaced by rotation. */
+      rotated_from: string | null;
       scopes: string[];
       tenant_id: string | null;
       tool_server: string | null;
@@ -1040,6 +1044,8 @@ export interface components {
       max_calls: number;
     };
     CreateApiKeyRequest: {
+      /** @description The key's lifetime; default: it never expires. */
+      expires_in_seconds?: number | null;
       name?: components['schemas']['DisplayName'] | null;
       scopes: components['schemas']['TenantScope'][];
       /** @description Binds a `verify` key to invocations naming this tool server (only with the `verify` scope; no surrounding whitespace). */
@@ -1047,10 +1053,13 @@ export interface components {
     };
     CreatedApiKey: {
       created_at: components['schemas']['Timestamp'];
+      expires_at: components['schemas']['Timestamp'] | null;
       id: string;
       /** @description The secret. Shown only in this response. */
       key: string;
       name: string | null;
+      /** @description The key this one replaces by rotation. */
+      rotated_from: string | null;
       scopes: components['schemas']['TenantScope'][];
       tenant_id: string | null;
       tool_server: string | null;
@@ -1280,10 +1289,21 @@ export interface components {
       /** @description Also in the `X-Request-Id` response header. */
       request_id: string;
     };
-    /** @description One unmet condition. Verification reports every condition it could evaluate, not only the first. */
-    ExplainedViolation: components['schemas']['Violation'] & {
+    /** @description An unmet condition and what to do about it. */
+    ExplainedViolation: {
+      /** @description What was found (truncated when long). */
+      actual?: unknown;
+      code: components['schemas']['ErrorCode'];
+      dr_hash?: components['schemas']['RecordHash'];
+      /** @description Index of the DR in the chain (0 = root); absent for the invocation or the bundle. */
+      dr_index?: number;
+      /** @description The field or argument concerned, e.g. `policy.max_cost_usd` or `args.tool`. */
+      field: string;
+      message?: string;
       /** @description What to do about it. */
       remediation: string;
+      /** @description What would have been accepted. */
+      required?: unknown;
     };
     ExplainRequest: {
       /** @description The args the call would carry. */
@@ -1584,52 +1604,14 @@ export interface components {
     /** @enum {string} */
     RootType: 'human' | 'organisation' | 'automated-system';
     RotateApiKeyRequest: {
-      /**
-       * @description The new key's lifetime; default: it never expires.
-       * @example 7776000
-       */
+      /** @description The new key's lifetime; default: it never expires. */
       expires_in_seconds?: number | null;
-      /**
-       * @description How long the old key stays valid; default 86400 (24 h). 0 retires it now.
-       * @example 3600
-       */
+      /** @description How long the old key stays valid; default 86400 (24 h). 0 retires it now. */
       grace_seconds?: number;
     };
     RotatedApiKey: {
-      key: components['schemas']['RotatedNewApiKey'];
-      previous: components['schemas']['RotatedPreviousApiKey'];
-    };
-    RotatedNewApiKey: {
-      /** Format: date-time */
-      created_at: string;
-      /** Format: date-time */
-      expires_at: string | null;
-      /** @example key_3f9c2a */
-      id: string;
-      /** @description The new secret. Shown only in this response. */
-      key: string;
-      name: string | null;
-      rotated_from: string | null;
-      scopes: string[];
-      tenant_id: string | null;
-      tool_server: string | null;
-    };
-    RotatedPreviousApiKey: {
-      /** Format: date-time */
-      created_at: string;
-      /** Format: date-time */
-      expires_at: string | null;
-      /** @example key_3f9c2a */
-      id: string;
-      /** Format: date-time */
-      last_used_at: string | null;
-      name: string | null;
-      /** Format: date-time */
-      revoked_at: string | null;
-      rotated_from: string | null;
-      scopes: string[];
-      tenant_id: string | null;
-      tool_server: string | null;
+      key: components['schemas']['CreatedApiKey'];
+      previous: components['schemas']['ApiKey'];
     };
     /** @description All must hold; an empty object matches every call. A condition on an unknown fact makes the rule a possible match only. */
     RuleConditions: {
@@ -2220,7 +2202,7 @@ export interface operations {
       query?: never;
       header?: never;
       path: {
-        id: string;
+        id: components['schemas']['ApiKeyId'];
       };
       cookie?: never;
     };
@@ -2239,7 +2221,7 @@ export interface operations {
           'application/json': components['schemas']['RotatedApiKey'];
         };
       };
-      /** @description The body is malformed (`INVALID_REQUEST`). */
+      /** @description The body is invalid (`INVALID_REQUEST`); `details.issues` lists every field problem as `{field, message}`. */
       400: {
         headers: {
           [name: string]: unknown;
@@ -2248,7 +2230,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description No, or no valid, API key (`UNAUTHORIZED`). */
+      /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
           [name: string]: unknown;
@@ -2284,7 +2266,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The body is too large (`PAYLOAD_TOO_LARGE`). */
+      /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
       413: {
         headers: {
           [name: string]: unknown;
@@ -2293,7 +2275,16 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database is unavailable (`STORAGE_UNAVAILABLE`). */
+      /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed or counted; retry. */
       503: {
         headers: {
           [name: string]: unknown;
