@@ -130,6 +130,13 @@ export const getApprovalRoute = createRoute({
   },
 });
 
+/** What both kinds of decision may answer besides their own 403, 404 and 409. */
+const decisionRefusals = {
+  400: BadRequestResponse('The body is not a valid `ApprovalDecision` (`INVALID_REQUEST`).'),
+  401: UnauthorizedResponse(),
+  413: PayloadTooLargeResponse(),
+  ...failures,
+};
 const decisionBody = { required: true, content: { 'application/json': { schema: DecisionRequest } } };
 
 const decideApprovalRoute = (what: 'approve' | 'reject') =>
@@ -144,15 +151,12 @@ const decideApprovalRoute = (what: 'approve' | 'reject') =>
     request: { params: approvalId, body: decisionBody },
     responses: {
       200: json(Approval, 'Decided.'),
-      400: BadRequestResponse('The body is not a valid `ApprovalDecision` (`INVALID_REQUEST`).'),
-      401: UnauthorizedResponse(),
       403: ForbiddenResponse(
         'The key lacks the `approve` scope or is the admin key (`FORBIDDEN`), or it asked for this approval itself (`SELF_APPROVAL`).',
       ),
       404: NotFoundResponse('This tenant has no such approval (`NOT_FOUND`).'),
       409: ConflictResponse('The approval is no longer pending (`CONFLICT`).'),
-      413: PayloadTooLargeResponse(),
-      ...failures,
+      ...decisionRefusals,
     },
   });
 
@@ -200,13 +204,10 @@ const decideGrantRoute = (what: 'approve' | 'reject') =>
     },
     responses: {
       200: json(Grant, 'Decided.'),
-      400: BadRequestResponse('The body is not a valid `ApprovalDecision` (`INVALID_REQUEST`).'),
-      401: UnauthorizedResponse(),
       403: ForbiddenResponse('The key lacks the `approve` scope, or is the admin key (`FORBIDDEN`).'),
       404: NotFoundResponse('No such delegation is held in this tenant (`NOT_FOUND`).'),
       409: ConflictResponse('The grant is already decided (`CONFLICT`).'),
-      413: PayloadTooLargeResponse(),
-      ...failures,
+      ...decisionRefusals,
     },
   });
 
