@@ -13,6 +13,21 @@ import {
   orNull,
 } from './common.js';
 
+/** The longest lifetime a key may be given (10 years), and the longest rotation grace period (30 days). */
+export const MAX_KEY_LIFETIME_SECONDS = 10 * 365 * 86_400;
+export const MAX_ROTATION_GRACE_SECONDS = 30 * 86_400;
+
+// Messages are predicates: parseRequest puts the field name in front of them.
+export const wholeSeconds = (min: number, max: number, maxText: string) =>
+  z
+    .number({ error: 'must be a whole number of seconds' })
+    .int('must be a whole number of seconds')
+    .min(min, min === 0 ? 'must not be negative' : `must be at least ${min}`)
+    .max(max, `must be at most ${max} (${maxText})`);
+
+/** A key's lifetime in seconds (creation and rotation); null or absent: it never expires. */
+export const keyLifetimeSeconds = () => wholeSeconds(1, MAX_KEY_LIFETIME_SECONDS, '10 years').nullable().optional();
+
 export const Tenant = z.strictObject({ id: z.string(), name: z.string(), created_at: Timestamp }).openapi('Tenant');
 
 export const TenantList = z.strictObject({ tenants: z.array(Tenant) }).openapi('TenantList');
@@ -51,6 +66,7 @@ export const CreateApiKeyRequest = z
           'Binds a `verify` key to invocations naming this tool server (only with the `verify` scope; no surrounding whitespace).',
       })
       .optional(),
+    expires_in_seconds: keyLifetimeSeconds().openapi({ description: "The key's lifetime; default: it never expires." }),
   })
   .openapi('CreateApiKeyRequest');
 
@@ -63,6 +79,9 @@ export const ApiKey = z
     tool_server: z.string().nullable(),
     created_at: Timestamp,
     revoked_at: orNull(Timestamp),
+    expires_at: orNull(Timestamp),
+    last_used_at: orNull(Timestamp),
+    rotated_from: z.string().nullable().openapi({ description: 'The key this one replaced by rotation.' }),
   })
   .openapi('ApiKey');
 
@@ -80,6 +99,8 @@ export const CreatedApiKey = z
     name: z.string().nullable(),
     tool_server: z.string().nullable(),
     created_at: Timestamp,
+    expires_at: orNull(Timestamp),
+    rotated_from: z.string().nullable().openapi({ description: 'The key this one replaces by rotation.' }),
   })
   .openapi('CreatedApiKey');
 

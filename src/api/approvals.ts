@@ -1,109 +1,214 @@
-/** Approval routes (contract style); handlers in src/service/approvals.handlers.ts. */
+/**
+ * The approval routes' HTTP contract: calls waiting for a human, and
+ * delegations held because their tools together form the lethal trifecta.
+ * Handlers are in src/service/approvals.handlers.ts.
+ */
 import { createRoute, z } from '@hono/zod-openapi';
-import { GuardrailTripleSchema } from '../protocol/approval.js';
-import { ErrorSchema } from './tools.js';
+import { MAX_APPROVAL_REASON } from '../protocol/approval.js';
+import {
+  BadRequestResponse,
+  ConflictResponse,
+  ForbiddenResponse,
+  InternalResponse,
+  NotFoundResponse,
+  PayloadTooLargeResponse,
+  RecordHash,
+  StorageUnavailableResponse,
+  UnauthorizedResponse,
+} from './common.js';
 
-export const ApprovalSchema = z
-  .object({
+/** The guardrail triple is parsed with the protocol's schema, which also refuses blank and control text. */
+export { GuardrailTripleSchema } from '../protocol/approval.js';
+
+const APPROVAL_STATUSES = ['pending', 'approved', 'rejected', 'expired', 'used'] as const;
+const GRANT_STATUSES = ['pending', 'approved', 'rejected'] as const;
+/** Unix time in seconds. */
+const UnixSeconds = z.int().min(0);
+
+export const Decision = z
+  .strictObject({
+    actor: z.string().openapi({ description: 'Who decided, as they named themselves.' }),
+    decided_by: z.string().openapi({ description: 'The id of the key that recorded the decision.' }),
+    reason: z.string(),
+    at: UnixSeconds,
+  })
+  .openapi('Decision', { description: 'A recorded human decision.' });
+
+export const Approval = z
+  .strictObject({
     id: z.string(),
-    status: z.enum(['pending', 'approved', 'rejected', 'expired', 'used']),
+    status: z.enum(APPROVAL_STATUSES).openapi({ description: 'An approved approval allows one call, then is `used`.' }),
     tool: z.string().nullable(),
     tool_server: z.string(),
-    dr_chain: z.array(z.string()),
+    dr_chain: z.array(RecordHash),
     invocation_jti: z.string(),
-    requested_by: z.string(),
-    catalog_version: z.int(),
-    rule: z.string(),
+    requested_by: z.string().openapi({ description: 'The id of the key whose verify call asked.' }),
+    catalog_version: z.int().min(0),
+    rule: z.string().openapi({ description: 'The rule (or `default`) that required the approval.' }),
     explanation: z.string(),
-    created_at: z.int(),
-    expires_at: z.int(),
-    decision: z.object({ actor: z.string(), decided_by: z.string(), reason: z.string(), at: z.int() }).nullable(),
-    used_at: z.int().nullable(),
+    created_at: UnixSeconds,
+    expires_at: UnixSeconds,
+    decision: z.union([Decision, z.null()]),
+    used_at: UnixSeconds.nullable(),
   })
-  .openapi('Approval');
+  .openapi('Approval', { description: 'A call that waits for, or got, a human decision.' });
 
-export const DecisionBody = z
-  .strictObject({ actor: z.string(), confirm: z.literal(true), reason: z.string() })
-  .openapi('ApprovalDecision', { example: { actor: 'alice@example.com', confirm: true, reason: 'Quarterly export agreed with legal.' } });
+export const ApprovalList = z.strictObject({ approvals: z.array(Approval) }).openapi('ApprovalList');
 
-/** The guardrail triple as judged (non-blank, plain text); the route schema above only documents it. */
-export { GuardrailTripleSchema };
+export const DecisionRequest = z
+  .strictObject({
+    actor: z.string().min(1).max(256).openapi({ description: 'Who decides; not blank, plain text.' }),
+    confirm: z.literal(true).openapi({ description: 'The decision must be confirmed explicitly.' }),
+    reason: z.string().min(1).max(MAX_APPROVAL_REASON).openapi({ description: 'Why; not blank, plain text.' }),
+  })
+  .openapi('ApprovalDecision', { description: 'The guardrail triple: who, an explicit confirmation, and why.' });
 
-export const ApprovalListQuery = z.strictObject({
-  status: z.enum(['pending', 'approved', 'rejected', 'expired', 'used']).optional(),
-});
+export const ApprovalListQuery = z.strictObject({ status: z.enum(APPROVAL_STATUSES).optional() });
+export const GrantListQuery = z.strictObject({ status: z.enum(GRANT_STATUSES).optional() });
 
-const IdParam = z.object({ id: z.string().openapi({ param: { name: 'id', in: 'path' }, example: 'apr_…' }) });
+export const Grant = z
+  .strictObject({
+    dr_hash: RecordHash,
+    status: z.enum(GRANT_STATUSES),
+    explanation: z.string(),
+    catalog_version: z.int().min(0),
+    decision: z.union([Decision, z.null()]),
+  })
+  .openapi('Grant', { description: 'A delegation held until a human approves its reach.' });
+
+export const GrantList = z.strictObject({ grants: z.array(Grant) }).openapi('GrantList');
+
+const tags = ['approvals'];
+const readScopes = { 'x-baton-scopes': ['approve', 'audit'], security: [{ bearerAuth: [] }] };
+const decideScopes = { 'x-baton-scopes': ['approve'], security: [{ bearerAuth: [] }] };
+const readForbidden = ForbiddenResponse('The key has neither the `approve` nor the `audit` scope, or is the admin key (`FORBIDDEN`).');
 const json = (schema: z.ZodType, description: string) => ({ description, content: { 'application/json': { schema } } });
-const errors = {
-  400: json(ErrorSchema, 'Invalid request'),
-  401: json(ErrorSchema, 'No valid API key'),
-  403: json(ErrorSchema, 'Scope missing, or the requester deciding its own approval (SELF_APPROVAL)'),
-  404: json(ErrorSchema, 'No such approval for this tenant'),
-};
+const failures = { 500: InternalResponse(), 503: StorageUnavailableResponse() };
 
 export const listApprovalsRoute = createRoute({
   method: 'get',
   path: '/v1/approvals',
-  summary: 'Approvals of the tenant, oldest first (pending ones first to decide)',
-  request: { query: ApprovalListQuery },
-  responses: { 200: json(z.object({ approvals: z.array(ApprovalSchema) }), 'Approvals'), ...errors },
+  tags,
+  operationId: 'listApprovals',
+  summary: "The tenant's approvals, oldest first",
+  ...readScopes,
+  request: {
+    query: z.object({
+      status: z
+        .enum(APPROVAL_STATUSES)
+        .optional()
+        .openapi({ param: { name: 'status', in: 'query', description: 'Only approvals in this status.' } }),
+    }),
+  },
+  responses: {
+    200: json(ApprovalList, 'The approvals.'),
+    400: BadRequestResponse('`status` is not a status, is repeated, or an unknown parameter is given (`INVALID_REQUEST`).'),
+    401: UnauthorizedResponse(),
+    403: readForbidden,
+    ...failures,
+  },
+});
+
+const approvalId = z.object({
+  id: z.string().openapi({ param: { name: 'id', in: 'path', description: 'The approval id (`apr_...`).' } }),
 });
 
 export const getApprovalRoute = createRoute({
   method: 'get',
   path: '/v1/approvals/{id}',
+  tags,
+  operationId: 'getApproval',
   summary: 'One approval',
-  request: { params: IdParam },
-  responses: { 200: json(ApprovalSchema, 'The approval'), ...errors },
+  ...readScopes,
+  request: { params: approvalId },
+  responses: {
+    200: json(Approval, 'The approval.'),
+    401: UnauthorizedResponse(),
+    403: readForbidden,
+    404: NotFoundResponse('This tenant has no such approval (`NOT_FOUND`).'),
+    ...failures,
+  },
 });
 
-const decideRoute = (what: 'approve' | 'reject') =>
+/** What both kinds of decision may answer besides their own 403, 404 and 409. */
+const decisionRefusals = {
+  400: BadRequestResponse('The body is not a valid `ApprovalDecision` (`INVALID_REQUEST`).'),
+  401: UnauthorizedResponse(),
+  413: PayloadTooLargeResponse(),
+  ...failures,
+};
+const decisionBody = { required: true, content: { 'application/json': { schema: DecisionRequest } } };
+
+const decideApprovalRoute = (what: 'approve' | 'reject') =>
   createRoute({
     method: 'post',
     path: `/v1/approvals/{id}/${what}`,
-    summary: `${what === 'approve' ? 'Approve' : 'Reject'} a pending approval with the guardrail triple (approve scope)`,
-    request: { params: IdParam, body: { required: true, content: { 'application/json': { schema: DecisionBody } } } },
+    tags,
+    operationId: `${what}Approval`,
+    summary: `${what === 'approve' ? 'Approve' : 'Reject'} a pending approval`,
+    description: 'The decision is final and stored with its receipt. The key that asked for the approval cannot decide it.',
+    ...decideScopes,
+    request: { params: approvalId, body: decisionBody },
     responses: {
-      200: json(ApprovalSchema, 'Decided, with its receipt stored'),
-      409: json(ErrorSchema, 'Already decided (CONFLICT)'),
-      ...errors,
+      200: json(Approval, 'Decided.'),
+      403: ForbiddenResponse(
+        'The key lacks the `approve` scope or is the admin key (`FORBIDDEN`), or it asked for this approval itself (`SELF_APPROVAL`).',
+      ),
+      404: NotFoundResponse('This tenant has no such approval (`NOT_FOUND`).'),
+      409: ConflictResponse('The approval is no longer pending (`CONFLICT`).'),
+      ...decisionRefusals,
     },
   });
 
-export const approveRoute = decideRoute('approve');
-export const rejectRoute = decideRoute('reject');
-
-// ---------------------------------------------------------------- delegations held for the trifecta
-
-export const GrantSchema = z
-  .object({
-    dr_hash: z.string(),
-    status: z.enum(['pending', 'approved', 'rejected']),
-    explanation: z.string(),
-    catalog_version: z.int(),
-    decision: z.object({ actor: z.string(), decided_by: z.string(), reason: z.string(), at: z.int() }).nullable(),
-  })
-  .openapi('Grant');
-
-export const GrantListQuery = z.strictObject({ status: z.enum(['pending', 'approved', 'rejected']).optional() });
+export const approveRoute = decideApprovalRoute('approve');
+export const rejectRoute = decideApprovalRoute('reject');
 
 export const listGrantsRoute = createRoute({
   method: 'get',
   path: '/v1/grants',
-  summary: 'Delegations held for human approval because their tools together form the lethal trifecta',
-  request: { query: GrantListQuery },
-  responses: { 200: json(z.object({ grants: z.array(GrantSchema) }), 'Held delegations'), ...errors },
+  tags,
+  operationId: 'listGrants',
+  summary: 'Delegations held for a human because their tools together form the lethal trifecta',
+  ...readScopes,
+  request: {
+    query: z.object({
+      status: z
+        .enum(GRANT_STATUSES)
+        .optional()
+        .openapi({ param: { name: 'status', in: 'query', description: 'Only grants in this status.' } }),
+    }),
+  },
+  responses: {
+    200: json(GrantList, 'The held delegations.'),
+    400: BadRequestResponse('`status` is not a status, is repeated, or an unknown parameter is given (`INVALID_REQUEST`).'),
+    401: UnauthorizedResponse(),
+    403: readForbidden,
+    ...failures,
+  },
 });
 
-const HashParam = z.object({ hash: z.string().openapi({ param: { name: 'hash', in: 'path' }, example: 'sha256:…' }) });
 const decideGrantRoute = (what: 'approve' | 'reject') =>
   createRoute({
     method: 'post',
     path: `/v1/grants/{hash}/${what}`,
-    summary: `${what === 'approve' ? 'Approve' : 'Reject'} a delegation held for the trifecta (approve scope)`,
-    request: { params: HashParam, body: { required: true, content: { 'application/json': { schema: DecisionBody } } } },
-    responses: { 200: json(GrantSchema, 'Decided'), 409: json(ErrorSchema, 'Already decided (CONFLICT)'), ...errors },
+    tags,
+    operationId: `${what}Grant`,
+    summary: `${what === 'approve' ? 'Approve' : 'Reject'} a delegation held for the trifecta`,
+    description: 'The decision is final and stored with its receipt.',
+    ...decideScopes,
+    request: {
+      params: z.object({
+        hash: z.string().openapi({ param: { name: 'hash', in: 'path', description: 'The held delegation (`sha256:...`).' } }),
+      }),
+      body: decisionBody,
+    },
+    responses: {
+      200: json(Grant, 'Decided.'),
+      403: ForbiddenResponse('The key lacks the `approve` scope, or is the admin key (`FORBIDDEN`).'),
+      404: NotFoundResponse('No such delegation is held in this tenant (`NOT_FOUND`).'),
+      409: ConflictResponse('The grant is already decided (`CONFLICT`).'),
+      ...decisionRefusals,
+    },
   });
 
 export const approveGrantRoute = decideGrantRoute('approve');

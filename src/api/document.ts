@@ -30,6 +30,11 @@ export const DOCUMENT_CONFIG = {
       description:
         "Each tenant's transparency log of its receipts (C2SP tlog formats): checkpoints, tiles, proofs and witness cosignatures.",
     },
+    { name: 'tools', description: "Each tenant's tool catalog and approval rules, and explanations of a call against them." },
+    {
+      name: 'approvals',
+      description: 'Calls waiting for a human decision, and delegations held because their tools together form the lethal trifecta.',
+    },
     { name: 'keys', description: "The service's public verification keys, current and retired." },
     { name: 'admin', description: 'Tenants, their trusted root DIDs and their API keys. Admin key only.' },
     { name: 'operations', description: 'Liveness, readiness and Prometheus metrics.' },

@@ -1,118 +1,235 @@
 /**
- * Tool catalog routes (contract style): each declared once with its zod
- * request and response schemas; handlers live in src/service/tools.handlers.ts.
+ * The tool catalog's HTTP contract: each route declared once; handlers are in
+ * src/service/tools.handlers.ts. The schemas here describe the shapes for the
+ * document; the handlers parse with the protocol's schemas (src/protocol),
+ * which also refuse what JSON Schema cannot say (a name declared twice, look-
+ * alike names, repeated rule ids).
  */
 import { createRoute, z } from '@hono/zod-openapi';
-import { ApprovalRulesSchema, RULE_DECISIONS, WebhookUrlSchema } from '../protocol/approval-rules.js';
+import { ApprovalRulesSchema, MAX_RULES, RULE_DECISIONS, WebhookUrlSchema } from '../protocol/approval-rules.js';
 import { DidKeySchema } from '../protocol/records.js';
-import { MAX_CATALOG_TOOLS, ToolDeclarationSchema } from '../protocol/tool-catalog.js';
+import {
+  BLAST_RADII,
+  MAX_CATALOG_TOOLS,
+  MAX_RATE_LIMIT_PER_MINUTE,
+  RISK_FLAGS,
+  SENSITIVITY_TAGS,
+  TOOL_TYPES,
+  ToolDeclarationSchema,
+} from '../protocol/tool-catalog.js';
+import {
+  AdminBadRequestResponse,
+  BadRequestResponse,
+  ConflictResponse,
+  DidKey,
+  ForbiddenResponse,
+  InternalResponse,
+  NotFoundResponse,
+  PayloadTooLargeResponse,
+  RecordHash,
+  StorageUnavailableResponse,
+  Timestamp,
+  UnauthorizedResponse,
+  Usd,
+} from './common.js';
 
-const ErrorSchema = z
-  .object({ error: z.object({ code: z.string(), message: z.string(), suggestion: z.string() }).passthrough() })
-  .openapi('Error');
+/** Every tenant key but `report` may read the catalog (and explain a call against it). */
+export const TOOL_READ_SCOPES = ['issue', 'verify', 'audit', 'approve'] as const;
 
-const EXAMPLE_TOOL = {
-  name: 'crm_export',
-  type: 'write',
-  blast_radius: 'organizational',
-  untrusted_content: false,
-  private_data_access: true,
-  external_communication: false,
-  tags: ['pii'],
-  action_type: 'crm:export',
-  rate_limit_per_minute: 10,
-  cost_per_invocation_usd: 0.05,
-};
+export const RuleDecision = z.enum(RULE_DECISIONS).openapi('RuleDecision', {
+  description: 'What a rule (or the default) decides for a call: `allow`, `deny`, or wait for a human (`require_approval`).',
+});
 
-export const ToolDocumentSchema = z
-  .object({
-    version: z.int(),
-    strict: z.boolean(),
-    default_decision: z.enum(['allow', 'deny', 'require_approval']),
-    rules: z.array(z.object({}).passthrough()),
-    approvers: z.array(z.string()),
-    webhook_url: z.string().nullable(),
-    tools: z.array(z.object({}).passthrough()),
-    hash: z.string(),
-    catalog_hash: z.string(),
-    created_by: z.string(),
-    created_at: z.string(),
+export const ToolDeclaration = z
+  .strictObject({
+    name: z.string().min(1).max(256).openapi({
+      description:
+        'The exact name calls carry in `args.tool`: no control characters, not `*`, unique in the catalog up to case and Unicode form.',
+    }),
+    type: z.enum(TOOL_TYPES),
+    blast_radius: z.enum(BLAST_RADII),
+    untrusted_content: z.boolean().openapi({ description: 'The tool reads content an attacker may control.' }),
+    private_data_access: z.boolean().openapi({ description: 'The tool reads private data.' }),
+    external_communication: z.boolean().openapi({ description: 'The tool can send data outside the organisation.' }),
+    tags: z.array(z.enum(SENSITIVITY_TAGS)).max(SENSITIVITY_TAGS.length).openapi({ description: 'Sensitivity tags, each at most once.' }),
+    action_type: z
+      .string()
+      .max(129)
+      .regex(/^[a-z][a-z0-9_.-]{0,63}:[a-z][a-z0-9_.-]{0,63}$/)
+      .openapi({ description: '`category:action` in lower case.' }),
+    rate_limit_per_minute: z.int().min(1).max(MAX_RATE_LIMIT_PER_MINUTE).optional(),
+    cost_per_invocation_usd: Usd.max(1000000000)
+      .openapi({ description: 'A floor under the estimate of every call of this tool.' })
+      .optional(),
   })
-  .openapi('ToolDocument', {
-    example: {
-      version: 1,
-      strict: true,
-      default_decision: 'allow',
-      rules: [],
-      approvers: [],
-      webhook_url: 'https://approvals.example.com/baton',
-      tools: [EXAMPLE_TOOL],
-      hash: 'sha256:…',
-      catalog_hash: 'sha256:…',
-      created_by: 'key_…',
-      created_at: '2026-11-23T08:00:00.000Z',
-    },
+  .openapi('ToolDeclaration', { description: 'One tool of the catalog and the risk it carries.' });
+
+/** A non-empty any-of list of a rule condition. */
+const anyOf = <T extends z.ZodType>(item: T) =>
+  z.array(item).min(1).max(64).openapi({ description: 'Any of these (each at most once).' }).optional();
+
+export const RuleConditions = z
+  .strictObject({
+    type: anyOf(z.enum(TOOL_TYPES)),
+    blast_radius: anyOf(z.enum(BLAST_RADII)),
+    action_type: anyOf(
+      z
+        .string()
+        .max(129)
+        .regex(/^[a-z][a-z0-9_.-]{0,63}:(?:[a-z][a-z0-9_.-]{0,63}|\*)$/)
+        .openapi({ description: '`category:action`, or `category:*` for every action of a category.' }),
+    ),
+    tags: anyOf(z.enum(SENSITIVITY_TAGS)),
+    flags: anyOf(z.enum(RISK_FLAGS)),
+    undeclared: z.boolean().openapi({ description: 'true: the tool is not in the catalog; false: it is.' }).optional(),
+    trifecta: z.boolean().openapi({ description: "The chain's reach combines all three risk flags." }).optional(),
+    near_limit: z.boolean().openapi({ description: 'Calls or budget of the chain have passed 80% of a ceiling.' }).optional(),
+    estimate_above_usd: Usd.max(1000000000)
+      .openapi({ description: "The estimate (after the catalog's cost floor) is above this amount." })
+      .optional(),
+    cost_calibration: z.boolean().openapi({ description: 'A delegation of the chain is flagged for cost calibration.' }).optional(),
+  })
+  .openapi('RuleConditions', {
+    description: 'All must hold; an empty object matches every call. A condition on an unknown fact makes the rule a possible match only.',
   });
 
-/** What a publisher sends: the whole next version, on top of the version it read. */
+export const ApprovalRule = z
+  .strictObject({
+    id: z
+      .string()
+      .min(1)
+      .max(64)
+      .regex(/^[a-z0-9][a-z0-9_.-]*$/)
+      .openapi({ description: 'Unique in the list.' }),
+    when: RuleConditions,
+    decision: RuleDecision,
+    description: z.string().max(500).openapi({ description: 'Shown to the caller when the rule matches.' }).optional(),
+  })
+  .openapi('ApprovalRule', { description: 'Rules are read in order; the first certain match wins.' });
+
+export const ToolDocument = z
+  .strictObject({
+    version: z.int().min(1),
+    strict: z.boolean().openapi({ description: 'Undeclared tools are denied (`TOOL_UNDECLARED`).' }),
+    default_decision: RuleDecision,
+    rules: z.array(ApprovalRule),
+    approvers: z.array(DidKey).openapi({ description: 'DIDs whose signed approvals the tenant accepts.' }),
+    webhook_url: z
+      .string()
+      .nullable()
+      .openapi({ description: 'Where each new pending approval is pushed (best effort); `null` for none.' }),
+    tools: z.array(ToolDeclaration),
+    hash: RecordHash.openapi({ description: 'Hash of the whole version: catalog and settings.' }),
+    catalog_hash: RecordHash.openapi({ description: 'Hash of the canonical catalog alone.' }),
+    created_by: z.string().openapi({ description: 'The id of the key that published it.' }),
+    created_at: Timestamp,
+  })
+  .openapi('ToolDocument', { description: "One immutable version of a tenant's tool catalog and approval settings." });
+
+export const PublishToolsRequest = z
+  .strictObject({
+    base_version: z
+      .int()
+      .min(0)
+      .openapi({ description: 'The version this one replaces (0 for the first); a stale base is refused with `CONFLICT`.' }),
+    strict: z.boolean(),
+    tools: z.array(ToolDeclaration).max(MAX_CATALOG_TOOLS),
+    rules: z.array(ApprovalRule).max(MAX_RULES).openapi({ description: 'Default: the built-in rules.' }).optional(),
+    default_decision: RuleDecision.optional(),
+    approvers: z.array(DidKey).max(64).optional(),
+    webhook_url: z
+      .string()
+      .max(2048)
+      .openapi({ description: 'An absolute http(s) URL without credentials; each new pending approval is POSTed to it.' })
+      .optional(),
+  })
+  .openapi('PublishTools', { description: 'The whole next version, on top of the version the publisher read.' });
+
+/** How the publish body is parsed: the protocol's own schemas, documented as PublishToolsRequest. */
 export const PublishToolsBody = z.strictObject({
-  /** The version this one replaces (0 for the first): a publish on a stale base is refused with CONFLICT. */
   base_version: z.int().min(0),
   strict: z.boolean(),
   tools: z.array(ToolDeclarationSchema).max(MAX_CATALOG_TOOLS),
   rules: ApprovalRulesSchema.optional(),
   default_decision: z.enum(RULE_DECISIONS).optional(),
   approvers: z.array(DidKeySchema).max(64).optional(),
-  /** Each new pending approval is POSTed here, best effort. */
   webhook_url: WebhookUrlSchema.optional(),
 });
 export type PublishToolsInput = z.infer<typeof PublishToolsBody>;
 
-export const PublishToolsSchema = PublishToolsBody.openapi('PublishTools', {
-  example: { base_version: 0, strict: true, tools: [EXAMPLE_TOOL] },
-});
-
-const TenantParam = z.object({ tenant: z.string().openapi({ param: { name: 'tenant', in: 'path' }, example: 'ten_…' }) });
-const VersionParam = z.object({
-  version: z.coerce
-    .number()
-    .int()
-    .min(1)
-    .openapi({ param: { name: 'version', in: 'path' }, example: 1 }),
-});
-
-const errors = {
-  400: { description: 'Invalid request', content: { 'application/json': { schema: ErrorSchema } } },
-  401: { description: 'No valid API key', content: { 'application/json': { schema: ErrorSchema } } },
-  403: { description: 'Scope missing', content: { 'application/json': { schema: ErrorSchema } } },
-  404: { description: 'Not found', content: { 'application/json': { schema: ErrorSchema } } },
-} as const;
+const tags = ['tools'];
+const readScopes = { 'x-baton-scopes': [...TOOL_READ_SCOPES], security: [{ bearerAuth: [] }] };
+const readForbidden = ForbiddenResponse(
+  'The key has none of the scopes `issue`, `verify`, `audit`, `approve`, or is the admin key (`FORBIDDEN`).',
+);
+const document = (description: string) => ({ description, content: { 'application/json': { schema: ToolDocument } } });
 
 export const publishToolsRoute = createRoute({
   method: 'post',
   path: '/v1/admin/tenants/{tenant}/tools',
-  summary: 'Publish the next version of a tenant tool catalog and its approval settings (admin)',
-  request: { params: TenantParam, body: { required: true, content: { 'application/json': { schema: PublishToolsSchema } } } },
+  tags,
+  operationId: 'publishTools',
+  summary: "Publish the next version of a tenant's tool catalog and approval settings",
+  description: 'Stores the version with a `tools.catalog.published` receipt, all or nothing. Responses are `Cache-Control: no-store`.',
+  'x-baton-scopes': ['admin'],
+  security: [{ bearerAuth: [] }],
+  request: {
+    params: z.object({ tenant: z.string().openapi({ param: { name: 'tenant', in: 'path', description: 'The tenant id.' } }) }),
+    body: { required: true, content: { 'application/json': { schema: PublishToolsRequest } } },
+  },
   responses: {
-    201: { description: 'The new version, with its receipt stored', content: { 'application/json': { schema: ToolDocumentSchema } } },
-    409: { description: 'base_version is not the current version', content: { 'application/json': { schema: ErrorSchema } } },
-    ...errors,
+    201: document('The new version.'),
+    400: AdminBadRequestResponse(),
+    401: UnauthorizedResponse(),
+    403: ForbiddenResponse('Not the admin key (`FORBIDDEN`).'),
+    404: NotFoundResponse('No tenant has this id (`NOT_FOUND`).'),
+    409: ConflictResponse('`base_version` is not the current version (`CONFLICT`): read the catalog again.'),
+    413: PayloadTooLargeResponse(),
+    500: InternalResponse(),
+    503: StorageUnavailableResponse(),
   },
 });
 
 export const currentToolsRoute = createRoute({
   method: 'get',
   path: '/v1/tools',
+  tags,
+  operationId: 'getTools',
   summary: "The tenant's current tool catalog and approval settings",
-  responses: { 200: { description: 'Current version', content: { 'application/json': { schema: ToolDocumentSchema } } }, ...errors },
+  ...readScopes,
+  responses: {
+    200: document('The current version.'),
+    401: UnauthorizedResponse(),
+    403: readForbidden,
+    404: NotFoundResponse('The tenant has not published a catalog yet (`NOT_FOUND`).'),
+    500: InternalResponse(),
+    503: StorageUnavailableResponse(),
+  },
 });
 
 export const toolsVersionRoute = createRoute({
   method: 'get',
   path: '/v1/tools/versions/{version}',
-  summary: 'One version of the tenant tool catalog (versions are immutable)',
-  request: { params: VersionParam },
-  responses: { 200: { description: 'That version', content: { 'application/json': { schema: ToolDocumentSchema } } }, ...errors },
+  tags,
+  operationId: 'getToolsVersion',
+  summary: "One version of the tenant's tool catalog (versions never change)",
+  ...readScopes,
+  request: {
+    params: z.object({
+      version: z.coerce
+        .number()
+        .int()
+        .min(1)
+        .openapi({ param: { name: 'version', in: 'path', description: 'A version number, from 1.' } }),
+    }),
+  },
+  responses: {
+    200: document('That version.'),
+    400: BadRequestResponse('`version` is not a whole number from 1 (`INVALID_REQUEST`).'),
+    401: UnauthorizedResponse(),
+    403: readForbidden,
+    404: NotFoundResponse('The tenant has no such version (`NOT_FOUND`).'),
+    500: InternalResponse(),
+    503: StorageUnavailableResponse(),
+  },
 });
-
-export { ErrorSchema };

@@ -1,5 +1,5 @@
 import { createRoute, z } from '@hono/zod-openapi';
-import { ApprovalSchema } from './approvals.js';
+import { Approval } from './approvals.js';
 import {
   ErrorEnvelope,
   ErrorCode,
@@ -131,7 +131,7 @@ export const VerifyDeny = z
     valid: z.literal(false),
     error: DecisionError,
     violations: z.array(Violation).min(1),
-    approval: ApprovalSchema.optional().openapi({
+    approval: Approval.optional().openapi({
       description: 'Set when a tenant rule requires a human (`APPROVAL_REQUIRED`): wait for its decision, then retry the same call.',
     }),
   })

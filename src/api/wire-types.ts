@@ -263,78 +263,11 @@ export interface paths {
     };
     get?: never;
     put?: never;
-    /** Publish the next version of a tenant tool catalog and its approval settings (admin) */
-    post: {
-      parameters: {
-        query?: never;
-        header?: never;
-        path: {
-          tenant: string;
-        };
-        cookie?: never;
-      };
-      requestBody: {
-        content: {
-          'application/json': components['schemas']['PublishTools'];
-        };
-      };
-      responses: {
-        /** @description The new version, with its receipt stored */
-        201: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['ToolDocument'];
-          };
-        };
-        /** @description Invalid request */
-        400: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description No valid API key */
-        401: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description Scope missing */
-        403: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description Not found */
-        404: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description base_version is not the current version */
-        409: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-      };
-    };
+    /**
+     * Publish the next version of a tenant's tool catalog and approval settings
+     * @description Stores the version with a `tools.catalog.published` receipt, all or nothing. Responses are `Cache-Control: no-store`.
+     */
+    post: operations['publishTools'];
     delete?: never;
     options?: never;
     head?: never;
@@ -348,67 +281,8 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** Approvals of the tenant, oldest first (pending ones first to decide) */
-    get: {
-      parameters: {
-        query?: {
-          status?: 'pending' | 'approved' | 'rejected' | 'expired' | 'used';
-        };
-        header?: never;
-        path?: never;
-        cookie?: never;
-      };
-      requestBody?: never;
-      responses: {
-        /** @description Approvals */
-        200: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': {
-              approvals: components['schemas']['Approval'][];
-            };
-          };
-        };
-        /** @description Invalid request */
-        400: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description No valid API key */
-        401: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description Scope missing, or the requester deciding its own approval (SELF_APPROVAL) */
-        403: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description No such approval for this tenant */
-        404: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-      };
-    };
+    /** The tenant's approvals, oldest first */
+    get: operations['listApprovals'];
     put?: never;
     post?: never;
     delete?: never;
@@ -425,64 +299,7 @@ export interface paths {
       cookie?: never;
     };
     /** One approval */
-    get: {
-      parameters: {
-        query?: never;
-        header?: never;
-        path: {
-          id: string;
-        };
-        cookie?: never;
-      };
-      requestBody?: never;
-      responses: {
-        /** @description The approval */
-        200: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Approval'];
-          };
-        };
-        /** @description Invalid request */
-        400: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description No valid API key */
-        401: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description Scope missing, or the requester deciding its own approval (SELF_APPROVAL) */
-        403: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description No such approval for this tenant */
-        404: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-      };
-    };
+    get: operations['getApproval'];
     put?: never;
     post?: never;
     delete?: never;
@@ -500,78 +317,11 @@ export interface paths {
     };
     get?: never;
     put?: never;
-    /** Approve a pending approval with the guardrail triple (approve scope) */
-    post: {
-      parameters: {
-        query?: never;
-        header?: never;
-        path: {
-          id: string;
-        };
-        cookie?: never;
-      };
-      requestBody: {
-        content: {
-          'application/json': components['schemas']['ApprovalDecision'];
-        };
-      };
-      responses: {
-        /** @description Decided, with its receipt stored */
-        200: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Approval'];
-          };
-        };
-        /** @description Invalid request */
-        400: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description No valid API key */
-        401: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description Scope missing, or the requester deciding its own approval (SELF_APPROVAL) */
-        403: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description No such approval for this tenant */
-        404: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description Already decided (CONFLICT) */
-        409: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-      };
-    };
+    /**
+     * Approve a pending approval
+     * @description The decision is final and stored with its receipt. The key that asked for the approval cannot decide it.
+     */
+    post: operations['approveApproval'];
     delete?: never;
     options?: never;
     head?: never;
@@ -587,78 +337,11 @@ export interface paths {
     };
     get?: never;
     put?: never;
-    /** Reject a pending approval with the guardrail triple (approve scope) */
-    post: {
-      parameters: {
-        query?: never;
-        header?: never;
-        path: {
-          id: string;
-        };
-        cookie?: never;
-      };
-      requestBody: {
-        content: {
-          'application/json': components['schemas']['ApprovalDecision'];
-        };
-      };
-      responses: {
-        /** @description Decided, with its receipt stored */
-        200: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Approval'];
-          };
-        };
-        /** @description Invalid request */
-        400: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description No valid API key */
-        401: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description Scope missing, or the requester deciding its own approval (SELF_APPROVAL) */
-        403: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description No such approval for this tenant */
-        404: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description Already decided (CONFLICT) */
-        409: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-      };
-    };
+    /**
+     * Reject a pending approval
+     * @description The decision is final and stored with its receipt. The key that asked for the approval cannot decide it.
+     */
+    post: operations['rejectApproval'];
     delete?: never;
     options?: never;
     head?: never;
@@ -823,67 +506,11 @@ export interface paths {
     };
     get?: never;
     put?: never;
-    /** Every unmet condition of a hypothetical call, each with a remediation; nothing is counted */
-    post: {
-      parameters: {
-        query?: never;
-        header?: never;
-        path?: never;
-        cookie?: never;
-      };
-      requestBody: {
-        content: {
-          'application/json': components['schemas']['ExplainRequest'];
-        };
-      };
-      responses: {
-        /** @description The explanation */
-        200: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Explanation'];
-          };
-        };
-        /** @description Invalid request */
-        400: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description No valid API key */
-        401: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description Scope missing */
-        403: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description A delegation of dr_chain is not stored for this tenant */
-        404: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-      };
-    };
+    /**
+     * Every unmet condition of a hypothetical call, each with a remediation
+     * @description Reads only: nothing is counted, consumed or recorded.
+     */
+    post: operations['explainCall'];
     delete?: never;
     options?: never;
     head?: never;
@@ -897,67 +524,8 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** Delegations held for human approval because their tools together form the lethal trifecta */
-    get: {
-      parameters: {
-        query?: {
-          status?: 'pending' | 'approved' | 'rejected';
-        };
-        header?: never;
-        path?: never;
-        cookie?: never;
-      };
-      requestBody?: never;
-      responses: {
-        /** @description Held delegations */
-        200: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': {
-              grants: components['schemas']['Grant'][];
-            };
-          };
-        };
-        /** @description Invalid request */
-        400: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description No valid API key */
-        401: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description Scope missing, or the requester deciding its own approval (SELF_APPROVAL) */
-        403: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description No such approval for this tenant */
-        404: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-      };
-    };
+    /** Delegations held for a human because their tools together form the lethal trifecta */
+    get: operations['listGrants'];
     put?: never;
     post?: never;
     delete?: never;
@@ -975,78 +543,11 @@ export interface paths {
     };
     get?: never;
     put?: never;
-    /** Approve a delegation held for the trifecta (approve scope) */
-    post: {
-      parameters: {
-        query?: never;
-        header?: never;
-        path: {
-          hash: string;
-        };
-        cookie?: never;
-      };
-      requestBody: {
-        content: {
-          'application/json': components['schemas']['ApprovalDecision'];
-        };
-      };
-      responses: {
-        /** @description Decided */
-        200: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Grant'];
-          };
-        };
-        /** @description Invalid request */
-        400: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description No valid API key */
-        401: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description Scope missing, or the requester deciding its own approval (SELF_APPROVAL) */
-        403: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description No such approval for this tenant */
-        404: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description Already decided (CONFLICT) */
-        409: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-      };
-    };
+    /**
+     * Approve a delegation held for the trifecta
+     * @description The decision is final and stored with its receipt.
+     */
+    post: operations['approveGrant'];
     delete?: never;
     options?: never;
     head?: never;
@@ -1062,78 +563,11 @@ export interface paths {
     };
     get?: never;
     put?: never;
-    /** Reject a delegation held for the trifecta (approve scope) */
-    post: {
-      parameters: {
-        query?: never;
-        header?: never;
-        path: {
-          hash: string;
-        };
-        cookie?: never;
-      };
-      requestBody: {
-        content: {
-          'application/json': components['schemas']['ApprovalDecision'];
-        };
-      };
-      responses: {
-        /** @description Decided */
-        200: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Grant'];
-          };
-        };
-        /** @description Invalid request */
-        400: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description No valid API key */
-        401: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description Scope missing, or the requester deciding its own approval (SELF_APPROVAL) */
-        403: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description No such approval for this tenant */
-        404: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description Already decided (CONFLICT) */
-        409: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-      };
-    };
+    /**
+     * Reject a delegation held for the trifecta
+     * @description The decision is final and stored with its receipt.
+     */
+    post: operations['rejectGrant'];
     delete?: never;
     options?: never;
     head?: never;
@@ -1367,62 +801,7 @@ export interface paths {
       cookie?: never;
     };
     /** The tenant's current tool catalog and approval settings */
-    get: {
-      parameters: {
-        query?: never;
-        header?: never;
-        path?: never;
-        cookie?: never;
-      };
-      requestBody?: never;
-      responses: {
-        /** @description Current version */
-        200: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['ToolDocument'];
-          };
-        };
-        /** @description Invalid request */
-        400: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description No valid API key */
-        401: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description Scope missing */
-        403: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description Not found */
-        404: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-      };
-    };
+    get: operations['getTools'];
     put?: never;
     post?: never;
     delete?: never;
@@ -1438,65 +817,8 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** One version of the tenant tool catalog (versions are immutable) */
-    get: {
-      parameters: {
-        query?: never;
-        header?: never;
-        path: {
-          version: number;
-        };
-        cookie?: never;
-      };
-      requestBody?: never;
-      responses: {
-        /** @description That version */
-        200: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['ToolDocument'];
-          };
-        };
-        /** @description Invalid request */
-        400: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description No valid API key */
-        401: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description Scope missing */
-        403: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description Not found */
-        404: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-      };
-    };
+    /** One version of the tenant's tool catalog (versions never change) */
+    get: operations['getToolsVersion'];
     put?: never;
     post?: never;
     delete?: never;
@@ -1608,9 +930,13 @@ export interface components {
     };
     ApiKey: {
       created_at: components['schemas']['Timestamp'];
+      expires_at: components['schemas']['Timestamp'] | null;
       id: string;
+      last_used_at: components['schemas']['Timestamp'] | null;
       name: string | null;
       revoked_at: components['schemas']['Timestamp'] | null;
+      /** @description The key this one replaced by rotation. */
+      rotated_from: string | null;
       scopes: string[];
       tenant_id: string | null;
       tool_server: string | null;
@@ -1623,37 +949,48 @@ export interface components {
     Approval: {
       catalog_version: number;
       created_at: number;
-      decision: {
-        actor: string;
-        at: number;
-        decided_by: string;
-        reason: string;
-      } | null;
-      dr_chain: string[];
+      decision: components['schemas']['Decision'] | null;
+      dr_chain: components['schemas']['RecordHash'][];
       expires_at: number;
       explanation: string;
       id: string;
       invocation_jti: string;
+      /** @description The id of the key whose verify call asked. */
       requested_by: string;
+      /** @description The rule (or `default`) that required the approval. */
       rule: string;
-      /** @enum {string} */
+      /**
+       * @description An approved approval allows one call, then is `used`.
+       * @enum {string}
+       */
       status: 'pending' | 'approved' | 'rejected' | 'expired' | 'used';
       tool: string | null;
       tool_server: string;
       used_at: number | null;
     };
-    /**
-     * @example {
-     *       "actor": "alice@example.com",
-     *       "confirm": true,
-     *       "reason": "Quarterly export agreed with legal."
-     *     }
-     */
+    /** @description The guardrail triple: who, an explicit confirmation, and why. */
     ApprovalDecision: {
+      /** @description Who decides; not blank, plain text. */
       actor: string;
-      /** @enum {boolean} */
+      /**
+       * @description The decision must be confirmed explicitly.
+       * @enum {boolean}
+       */
       confirm: true;
+      /** @description Why; not blank, plain text. */
       reason: string;
+    };
+    ApprovalList: {
+      approvals: (components['schemas']['Approval'] & unknown)[];
+    };
+    /** @description Rules are read in order; the first certain match wins. */
+    ApprovalRule: {
+      decision: components['schemas']['RuleDecision'];
+      /** @description Shown to the caller when the rule matches. */
+      description?: string;
+      /** @description Unique in the list. */
+      id: string;
+      when: components['schemas']['RuleConditions'];
     };
     /**
      * @description How `body` compared with the signed `args` under JCS; `absent` when no body was given.
@@ -1707,6 +1044,8 @@ export interface components {
       max_calls: number;
     };
     CreateApiKeyRequest: {
+      /** @description The key's lifetime; default: it never expires. */
+      expires_in_seconds?: number | null;
       name?: components['schemas']['DisplayName'] | null;
       scopes: components['schemas']['TenantScope'][];
       /** @description Binds a `verify` key to invocations naming this tool server (only with the `verify` scope; no surrounding whitespace). */
@@ -1714,16 +1053,28 @@ export interface components {
     };
     CreatedApiKey: {
       created_at: components['schemas']['Timestamp'];
+      expires_at: components['schemas']['Timestamp'] | null;
       id: string;
       /** @description The secret. Shown only in this response. */
       key: string;
       name: string | null;
+      /** @description The key this one replaces by rotation. */
+      rotated_from: string | null;
       scopes: components['schemas']['TenantScope'][];
       tenant_id: string | null;
       tool_server: string | null;
     };
     CreateTenantRequest: {
       name: components['schemas']['DisplayName'];
+    };
+    /** @description A recorded human decision. */
+    Decision: {
+      /** @description Who decided, as they named themselves. */
+      actor: string;
+      at: number;
+      /** @description The id of the key that recorded the decision. */
+      decided_by: string;
+      reason: string;
     };
     /** @description The first violation's code, block, and the table message and suggestion. */
     DecisionError: {
@@ -1849,15 +1200,6 @@ export interface components {
       pii_access: boolean;
       write_access: boolean;
     };
-    Error: {
-      error: {
-        code: string;
-        message: string;
-        suggestion: string;
-      } & {
-        [key: string]: unknown;
-      };
-    };
     /**
      * @description Stable refusal codes: clients branch on them and a code never changes meaning. Codes with a block letter come from the verification pipeline. The HTTP status, message and suggestion of each are listed on the `/docs` page.
      * @enum {string}
@@ -1947,55 +1289,60 @@ export interface components {
       /** @description Also in the `X-Request-Id` response header. */
       request_id: string;
     };
-    /**
-     * @example {
-     *       "dr_chain": [
-     *         "sha256:…"
-     *       ],
-     *       "args": {
-     *         "tool": "crm_export",
-     *         "estimated_cost_usd": 0.1,
-     *         "write_access": true,
-     *         "pii_access": false
-     *       }
-     *     }
-     */
+    /** @description An unmet condition and what to do about it. */
+    ExplainedViolation: {
+      /** @description What was found (truncated when long). */
+      actual?: unknown;
+      code: components['schemas']['ErrorCode'];
+      dr_hash?: components['schemas']['RecordHash'];
+      /** @description Index of the DR in the chain (0 = root); absent for the invocation or the bundle. */
+      dr_index?: number;
+      /** @description The field or argument concerned, e.g. `policy.max_cost_usd` or `args.tool`. */
+      field: string;
+      message?: string;
+      /** @description What to do about it. */
+      remediation: string;
+      /** @description What would have been accepted. */
+      required?: unknown;
+    };
     ExplainRequest: {
+      /** @description The args the call would carry. */
       args: {
         [key: string]: unknown;
       };
+      /** @description Runtime facts to assume; by default `near_limit` is read from the store and the rest is false. */
       context?: {
         cost_calibration?: boolean;
         near_limit?: boolean;
       };
+      /** @description Delegations stored for the key's tenant, root first. */
       dr_chain: components['schemas']['RecordHash'][];
     };
+    /** @description `deny` if any condition other than approval is unmet, `require_approval` if only that, else `allow`. */
     Explanation: {
       catalog_version: number;
-      /** @enum {string} */
-      decision: 'allow' | 'deny' | 'require_approval';
-      violations: ({
-        code: string;
-        field: string;
-        remediation: string;
-      } & {
-        [key: string]: unknown;
-      })[];
-    } & {
-      [key: string]: unknown;
+      chain_trifecta: components['schemas']['TrifectaReport'];
+      decision: components['schemas']['RuleDecision'];
+      estimate_raised: boolean;
+      /** @description The estimate verify would count (after the catalog's cost floor). */
+      estimate_usd: number | null;
+      /** @description The trifecta judgement of each delegation's reach, root first. */
+      grants: components['schemas']['TrifectaReport'][];
+      rule: components['schemas']['RuleOutcome'];
+      tool: components['schemas']['ResolvedTool'];
+      violations: components['schemas']['ExplainedViolation'][];
     };
+    /** @description A delegation held until a human approves its reach. */
     Grant: {
       catalog_version: number;
-      decision: {
-        actor: string;
-        at: number;
-        decided_by: string;
-        reason: string;
-      } | null;
-      dr_hash: string;
+      decision: components['schemas']['Decision'] | null;
+      dr_hash: components['schemas']['RecordHash'];
       explanation: string;
       /** @enum {string} */
       status: 'pending' | 'approved' | 'rejected';
+    };
+    GrantList: {
+      grants: components['schemas']['Grant'][];
     };
     Health: {
       /** @enum {string} */
@@ -2146,66 +1493,17 @@ export interface components {
       pii_access?: boolean;
       write_access?: boolean;
     };
-    /**
-     * @example {
-     *       "base_version": 0,
-     *       "strict": true,
-     *       "tools": [
-     *         {
-     *           "name": "crm_export",
-     *           "type": "write",
-     *           "blast_radius": "organizational",
-     *           "untrusted_content": false,
-     *           "private_data_access": true,
-     *           "external_communication": false,
-     *           "tags": [
-     *             "pii"
-     *           ],
-     *           "action_type": "crm:export",
-     *           "rate_limit_per_minute": 10,
-     *           "cost_per_invocation_usd": 0.05
-     *         }
-     *       ]
-     *     }
-     */
+    /** @description The whole next version, on top of the version the publisher read. */
     PublishTools: {
-      approvers?: string[];
+      approvers?: components['schemas']['DidKey'][];
+      /** @description The version this one replaces (0 for the first); a stale base is refused with `CONFLICT`. */
       base_version: number;
-      /** @enum {string} */
-      default_decision?: 'allow' | 'deny' | 'require_approval';
-      rules?: {
-        /** @enum {string} */
-        decision: 'allow' | 'deny' | 'require_approval';
-        description?: string;
-        id: string;
-        when: {
-          action_type?: string[];
-          blast_radius?: ('read' | 'local' | 'domain' | 'organizational')[];
-          cost_calibration?: boolean;
-          estimate_above_usd?: number;
-          flags?: ('untrusted_content' | 'private_data_access' | 'external_communication')[];
-          near_limit?: boolean;
-          tags?: ('pii' | 'pci' | 'secrets')[];
-          trifecta?: boolean;
-          type?: ('read' | 'write' | 'external' | 'internal')[];
-          undeclared?: boolean;
-        };
-      }[];
+      default_decision?: components['schemas']['RuleDecision'];
+      /** @description Default: the built-in rules. */
+      rules?: components['schemas']['ApprovalRule'][];
       strict: boolean;
-      tools: {
-        action_type: string;
-        /** @enum {string} */
-        blast_radius: 'read' | 'local' | 'domain' | 'organizational';
-        cost_per_invocation_usd?: number;
-        external_communication: boolean;
-        name: string;
-        private_data_access: boolean;
-        rate_limit_per_minute?: number;
-        tags: ('pii' | 'pci' | 'secrets')[];
-        /** @enum {string} */
-        type: 'read' | 'write' | 'external' | 'internal';
-        untrusted_content: boolean;
-      }[];
+      tools: components['schemas']['ToolDeclaration'][];
+      /** @description An absolute http(s) URL without credentials; each new pending approval is POSTed to it. */
       webhook_url?: string;
     };
     Readiness: {
@@ -2265,6 +1563,14 @@ export interface components {
     ReceiptsLimit: number;
     /** @description `sha256:` + lowercase hex SHA-256 of the exact JWS string. */
     RecordHash: string;
+    /** @description `declared` (with `tool`), `undeclared` (with `name` when `args.tool` is a string), or `confusable`: a look-alike (`name`) of a declared tool (`declared`). */
+    ResolvedTool: {
+      declared?: components['schemas']['ToolDeclaration'];
+      /** @enum {string} */
+      kind: 'declared' | 'undeclared' | 'confusable';
+      name?: string;
+      tool?: components['schemas']['ToolDeclaration'];
+    };
     RevokedBy: {
       /** @description The API key id, the admin key id, or the signer's DID. */
       id: string;
@@ -2300,52 +1606,55 @@ export interface components {
     /** @enum {string} */
     RootType: 'human' | 'organisation' | 'automated-system';
     RotateApiKeyRequest: {
-      /**
-       * @description The new key's lifetime; default: it never expires.
-       * @example 7776000
-       */
+      /** @description The new key's lifetime; default: it never expires. */
       expires_in_seconds?: number | null;
-      /**
-       * @description How long the old key stays valid; default 86400 (24 h). 0 retires it now.
-       * @example 3600
-       */
+      /** @description How long the old key stays valid; default 86400 (24 h). 0 retires it now. */
       grace_seconds?: number;
     };
     RotatedApiKey: {
-      key: components['schemas']['RotatedNewApiKey'];
-      previous: components['schemas']['RotatedPreviousApiKey'];
+      key: components['schemas']['CreatedApiKey'];
+      previous: components['schemas']['ApiKey'];
     };
-    RotatedNewApiKey: {
-      /** Format: date-time */
-      created_at: string;
-      /** Format: date-time */
-      expires_at: string | null;
-      /** @example key_3f9c2a */
-      id: string;
-      /** @description The new secret. Shown only in this response. */
-      key: string;
-      name: string | null;
-      rotated_from: string | null;
-      scopes: string[];
-      tenant_id: string | null;
-      tool_server: string | null;
+    /** @description All must hold; an empty object matches every call. A condition on an unknown fact makes the rule a possible match only. */
+    RuleConditions: {
+      /** @description Any of these (each at most once). */
+      action_type?: string[];
+      /** @description Any of these (each at most once). */
+      blast_radius?: ('read' | 'local' | 'domain' | 'organizational')[];
+      /** @description A delegation of the chain is flagged for cost calibration. */
+      cost_calibration?: boolean;
+      estimate_above_usd?: components['schemas']['Usd'] & unknown;
+      /** @description Any of these (each at most once). */
+      flags?: ('untrusted_content' | 'private_data_access' | 'external_communication')[];
+      /** @description Calls or budget of the chain have passed 80% of a ceiling. */
+      near_limit?: boolean;
+      /** @description Any of these (each at most once). */
+      tags?: ('pii' | 'pci' | 'secrets')[];
+      /** @description The chain's reach combines all three risk flags. */
+      trifecta?: boolean;
+      /** @description Any of these (each at most once). */
+      type?: ('read' | 'write' | 'external' | 'internal')[];
+      /** @description true: the tool is not in the catalog; false: it is. */
+      undeclared?: boolean;
     };
-    RotatedPreviousApiKey: {
-      /** Format: date-time */
-      created_at: string;
-      /** Format: date-time */
-      expires_at: string | null;
-      /** @example key_3f9c2a */
-      id: string;
-      /** Format: date-time */
-      last_used_at: string | null;
-      name: string | null;
-      /** Format: date-time */
-      revoked_at: string | null;
-      rotated_from: string | null;
-      scopes: string[];
-      tenant_id: string | null;
-      tool_server: string | null;
+    /**
+     * @description What a rule (or the default) decides for a call: `allow`, `deny`, or wait for a human (`require_approval`).
+     * @enum {string}
+     */
+    RuleDecision: 'allow' | 'deny' | 'require_approval';
+    RuleOutcome: {
+      /** @description false when the rule won as a possible match on unknown facts. */
+      certain?: boolean;
+      decision: components['schemas']['RuleDecision'];
+      /** @description The rule that decided (`source: rule`). */
+      rule?: {
+        description?: string;
+        id: string;
+        index: number;
+      };
+      /** @enum {string} */
+      source: 'rule' | 'default';
+      why: string[];
     };
     ServiceKey: {
       /** @enum {string} */
@@ -2399,52 +1708,43 @@ export interface components {
     TenantScope: 'issue' | 'verify' | 'report' | 'audit' | 'approve';
     /** Format: date-time */
     Timestamp: string;
-    /**
-     * @example {
-     *       "version": 1,
-     *       "strict": true,
-     *       "default_decision": "allow",
-     *       "rules": [],
-     *       "approvers": [],
-     *       "webhook_url": "https://approvals.example.com/baton",
-     *       "tools": [
-     *         {
-     *           "name": "crm_export",
-     *           "type": "write",
-     *           "blast_radius": "organizational",
-     *           "untrusted_content": false,
-     *           "private_data_access": true,
-     *           "external_communication": false,
-     *           "tags": [
-     *             "pii"
-     *           ],
-     *           "action_type": "crm:export",
-     *           "rate_limit_per_minute": 10,
-     *           "cost_per_invocation_usd": 0.05
-     *         }
-     *       ],
-     *       "hash": "sha256:…",
-     *       "catalog_hash": "sha256:…",
-     *       "created_by": "key_…",
-     *       "created_at": "2026-11-23T08:00:00.000Z"
-     *     }
-     */
-    ToolDocument: {
-      approvers: string[];
-      catalog_hash: string;
-      created_at: string;
-      created_by: string;
+    /** @description One tool of the catalog and the risk it carries. */
+    ToolDeclaration: {
+      /** @description `category:action` in lower case. */
+      action_type: string;
       /** @enum {string} */
-      default_decision: 'allow' | 'deny' | 'require_approval';
-      hash: string;
-      rules: {
-        [key: string]: unknown;
-      }[];
+      blast_radius: 'read' | 'local' | 'domain' | 'organizational';
+      cost_per_invocation_usd?: components['schemas']['Usd'] & unknown;
+      /** @description The tool can send data outside the organisation. */
+      external_communication: boolean;
+      /** @description The exact name calls carry in `args.tool`: no control characters, not `*`, unique in the catalog up to case and Unicode form. */
+      name: string;
+      /** @description The tool reads private data. */
+      private_data_access: boolean;
+      rate_limit_per_minute?: number;
+      /** @description Sensitivity tags, each at most once. */
+      tags: ('pii' | 'pci' | 'secrets')[];
+      /** @enum {string} */
+      type: 'read' | 'write' | 'external' | 'internal';
+      /** @description The tool reads content an attacker may control. */
+      untrusted_content: boolean;
+    };
+    /** @description One immutable version of a tenant's tool catalog and approval settings. */
+    ToolDocument: {
+      /** @description DIDs whose signed approvals the tenant accepts. */
+      approvers: components['schemas']['DidKey'][];
+      catalog_hash: components['schemas']['RecordHash'] & unknown;
+      created_at: components['schemas']['Timestamp'];
+      /** @description The id of the key that published it. */
+      created_by: string;
+      default_decision: components['schemas']['RuleDecision'];
+      hash: components['schemas']['RecordHash'] & unknown;
+      rules: components['schemas']['ApprovalRule'][];
+      /** @description Undeclared tools are denied (`TOOL_UNDECLARED`). */
       strict: boolean;
-      tools: {
-        [key: string]: unknown;
-      }[];
+      tools: components['schemas']['ToolDeclaration'][];
       version: number;
+      /** @description Where each new pending approval is pushed (best effort); `null` for none. */
       webhook_url: string | null;
     };
     TreeNode: {
@@ -2471,6 +1771,24 @@ export interface components {
       root_hash: components['schemas']['RecordHash'];
       status: components['schemas']['DelegationStatus'];
       sub: components['schemas']['DidKey'];
+    };
+    TrifectaFlagSource: {
+      /** @enum {string} */
+      kind: 'declared' | 'undeclared' | 'any_undeclared';
+      /** @description Absent for `any_undeclared`: an unrestricted delegation in a non-strict tenant. */
+      tool?: string;
+    };
+    TrifectaReport: {
+      /** @description The reach combines all three risk flags. */
+      detected: boolean;
+      /** @enum {string} */
+      reach: 'listed' | 'unrestricted';
+      /** @description For each risk flag, every tool in reach that carries it. */
+      sources: {
+        external_communication: components['schemas']['TrifectaFlagSource'][];
+        private_data_access: components['schemas']['TrifectaFlagSource'][];
+        untrusted_content: components['schemas']['TrifectaFlagSource'][];
+      };
     };
     TrustedRoot: {
       created_at: components['schemas']['Timestamp'];
@@ -2888,7 +2206,7 @@ export interface operations {
       query?: never;
       header?: never;
       path: {
-        id: string;
+        id: components['schemas']['ApiKeyId'];
       };
       cookie?: never;
     };
@@ -2907,7 +2225,7 @@ export interface operations {
           'application/json': components['schemas']['RotatedApiKey'];
         };
       };
-      /** @description The body is malformed (`INVALID_REQUEST`). */
+      /** @description The body is invalid (`INVALID_REQUEST`); `details.issues` lists every field problem as `{field, message}`. */
       400: {
         headers: {
           [name: string]: unknown;
@@ -2916,7 +2234,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description No, or no valid, API key (`UNAUTHORIZED`). */
+      /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
           [name: string]: unknown;
@@ -2952,7 +2270,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The body is too large (`PAYLOAD_TOO_LARGE`). */
+      /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
       413: {
         headers: {
           [name: string]: unknown;
@@ -2961,7 +2279,16 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database is unavailable (`STORAGE_UNAVAILABLE`). */
+      /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed or counted; retry. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -3476,6 +2803,439 @@ export interface operations {
       };
       /** @description The tenant does not trust this DID, or does not exist (`NOT_FOUND`). */
       404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed or counted; retry. */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+    };
+  };
+  publishTools: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description The tenant id. */
+        tenant: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['PublishTools'];
+      };
+    };
+    responses: {
+      /** @description The new version. */
+      201: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ToolDocument'];
+        };
+      };
+      /** @description The body is invalid (`INVALID_REQUEST`); `details.issues` lists every field problem as `{field, message}`. */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description Not the admin key (`FORBIDDEN`). */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description No tenant has this id (`NOT_FOUND`). */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description `base_version` is not the current version (`CONFLICT`): read the catalog again. */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed or counted; retry. */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+    };
+  };
+  listApprovals: {
+    parameters: {
+      query?: {
+        /** @description Only approvals in this status. */
+        status?: 'pending' | 'approved' | 'rejected' | 'expired' | 'used';
+      };
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The approvals. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ApprovalList'];
+        };
+      };
+      /** @description `status` is not a status, is repeated, or an unknown parameter is given (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The key has neither the `approve` nor the `audit` scope, or is the admin key (`FORBIDDEN`). */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed or counted; retry. */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+    };
+  };
+  getApproval: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description The approval id (`apr_...`). */
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The approval. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Approval'] & unknown;
+        };
+      };
+      /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The key has neither the `approve` nor the `audit` scope, or is the admin key (`FORBIDDEN`). */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description This tenant has no such approval (`NOT_FOUND`). */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed or counted; retry. */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+    };
+  };
+  approveApproval: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description The approval id (`apr_...`). */
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['ApprovalDecision'];
+      };
+    };
+    responses: {
+      /** @description Decided. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Approval'] & unknown;
+        };
+      };
+      /** @description The body is not a valid `ApprovalDecision` (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The key lacks the `approve` scope or is the admin key (`FORBIDDEN`), or it asked for this approval itself (`SELF_APPROVAL`). */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description This tenant has no such approval (`NOT_FOUND`). */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The approval is no longer pending (`CONFLICT`). */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed or counted; retry. */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+    };
+  };
+  rejectApproval: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description The approval id (`apr_...`). */
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['ApprovalDecision'];
+      };
+    };
+    responses: {
+      /** @description Decided. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Approval'] & unknown;
+        };
+      };
+      /** @description The body is not a valid `ApprovalDecision` (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The key lacks the `approve` scope or is the admin key (`FORBIDDEN`), or it asked for this approval itself (`SELF_APPROVAL`). */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description This tenant has no such approval (`NOT_FOUND`). */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The approval is no longer pending (`CONFLICT`). */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
+      413: {
         headers: {
           [name: string]: unknown;
         };
@@ -4080,6 +3840,359 @@ export interface operations {
       };
       /** @description The signed record would not verify now, e.g. `exp` already passed (`RECEIPT_EXPIRED`). */
       422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed or counted; retry. */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+    };
+  };
+  explainCall: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['ExplainRequest'];
+      };
+    };
+    responses: {
+      /** @description The explanation. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Explanation'];
+        };
+      };
+      /** @description The body is not a valid `ExplainRequest` (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The key has none of the scopes `issue`, `verify`, `audit`, `approve`, or is the admin key (`FORBIDDEN`). */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description A delegation of `dr_chain` is not stored for this tenant (`NOT_FOUND`). */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed or counted; retry. */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+    };
+  };
+  listGrants: {
+    parameters: {
+      query?: {
+        /** @description Only grants in this status. */
+        status?: 'pending' | 'approved' | 'rejected';
+      };
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The held delegations. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['GrantList'];
+        };
+      };
+      /** @description `status` is not a status, is repeated, or an unknown parameter is given (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The key has neither the `approve` nor the `audit` scope, or is the admin key (`FORBIDDEN`). */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed or counted; retry. */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+    };
+  };
+  approveGrant: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description The held delegation (`sha256:...`). */
+        hash: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['ApprovalDecision'];
+      };
+    };
+    responses: {
+      /** @description Decided. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Grant'];
+        };
+      };
+      /** @description The body is not a valid `ApprovalDecision` (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The key lacks the `approve` scope, or is the admin key (`FORBIDDEN`). */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description No such delegation is held in this tenant (`NOT_FOUND`). */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The grant is already decided (`CONFLICT`). */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed or counted; retry. */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+    };
+  };
+  rejectGrant: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description The held delegation (`sha256:...`). */
+        hash: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['ApprovalDecision'];
+      };
+    };
+    responses: {
+      /** @description Decided. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Grant'];
+        };
+      };
+      /** @description The body is not a valid `ApprovalDecision` (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The key lacks the `approve` scope, or is the admin key (`FORBIDDEN`). */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description No such delegation is held in this tenant (`NOT_FOUND`). */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The grant is already decided (`CONFLICT`). */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
+      413: {
         headers: {
           [name: string]: unknown;
         };
@@ -4902,6 +5015,148 @@ export interface operations {
       };
       /** @description The key lacks the `audit` scope, or is the admin key (`FORBIDDEN`). */
       403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed or counted; retry. */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+    };
+  };
+  getTools: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The current version. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ToolDocument'];
+        };
+      };
+      /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The key has none of the scopes `issue`, `verify`, `audit`, `approve`, or is the admin key (`FORBIDDEN`). */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The tenant has not published a catalog yet (`NOT_FOUND`). */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed or counted; retry. */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+    };
+  };
+  getToolsVersion: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description A version number, from 1. */
+        version: number;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description That version. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ToolDocument'];
+        };
+      };
+      /** @description `version` is not a whole number from 1 (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The key has none of the scopes `issue`, `verify`, `audit`, `approve`, or is the admin key (`FORBIDDEN`). */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The tenant has no such version (`NOT_FOUND`). */
+      404: {
         headers: {
           [name: string]: unknown;
         };

@@ -5,10 +5,11 @@
  */
 import { z } from 'zod';
 import { parseRequest } from './validate.js';
-import { keyLifetimeSeconds } from '../api/api-keys.js';
+import { keyLifetimeSeconds } from '../api/admin.js';
 import { publicKeyFromDidKey } from '../protocol/did-key.js';
 import { BatonError, isBatonError } from '../protocol/errors.js';
-import { createTenantApiKey, listTenantApiKeys, revokeApiKey, type ApiKeyInfo } from '../store/api-keys.js';
+import { createTenantApiKey, listTenantApiKeys, revokeApiKey } from '../store/api-keys.js';
+import { apiKeyJson, createdApiKeyJson, type ApiKeyJson, type CreatedApiKeyJson } from './api-key-views.js';
 import { PG_FOREIGN_KEY_VIOLATION, pgError } from '../store/errors.js';
 import type { Tenant, TrustedRoot } from '../store/schema/index.js';
 import { addTrustedRoot, createTenant, findTenant, listTenants, listTrustedRoots, removeTrustedRoot } from '../store/tenants.js';
@@ -80,19 +81,6 @@ export interface RootJson {
   label: string | null;
   created_at: string;
 }
-export interface ApiKeyJson {
-  id: string;
-  tenant_id: string | null;
-  scopes: string[];
-  name: string | null;
-  tool_server: string | null;
-  created_at: string;
-  revoked_at: string | null;
-  expires_at: string | null;
-  last_used_at: string | null;
-  rotated_from: string | null;
-}
-
 const tenantJson = (t: Tenant): TenantJson => ({ id: t.id, name: t.name, created_at: t.createdAt.toISOString() });
 
 const rootJson = (r: TrustedRoot): RootJson => ({
@@ -101,29 +89,6 @@ const rootJson = (r: TrustedRoot): RootJson => ({
   label: r.label,
   created_at: r.createdAt.toISOString(),
 });
-
-const apiKeyJson = (k: ApiKeyInfo): ApiKeyJson => ({
-  id: k.id,
-  tenant_id: k.tenantId,
-  scopes: [...k.scopes],
-  name: k.name,
-  tool_server: k.toolServer,
-  created_at: k.createdAt.toISOString(),
-  revoked_at: k.revokedAt ? k.revokedAt.toISOString() : null,
-  expires_at: k.expiresAt ? k.expiresAt.toISOString() : null,
-  last_used_at: k.lastUsedAt ? k.lastUsedAt.toISOString() : null,
-  rotated_from: k.rotatedFrom,
-});
-
-/** A new key's answer: the secret (shown once) and the row, without what a new key cannot have yet. */
-export type CreatedApiKeyJson = Omit<ApiKeyJson, 'revoked_at' | 'last_used_at'> & { key: string };
-
-export function createdApiKeyJson(key: string, k: ApiKeyInfo): CreatedApiKeyJson {
-  const { revoked_at: _revoked, last_used_at: _used, ...info } = apiKeyJson(k);
-  return { key, ...info };
-}
-
-export { apiKeyJson };
 
 // ---------------------------------------------------------------- decisions
 

@@ -2,13 +2,15 @@
  * API-key lifecycle handlers (the admin key). Thin: parse, call one store
  * function, map the outcome.
  */
-import { OpenAPIHono, type z } from '@hono/zod-openapi';
+import type { OpenAPIHono, z } from '@hono/zod-openapi';
 import { BatonError } from '../protocol/errors.js';
 import { DEFAULT_ROTATION_GRACE_SECONDS, RotateApiKeyBody, rotateApiKeyRoute } from '../api/api-keys.js';
 import { rotateApiKey } from '../store/api-keys.js';
-import { apiKeyJson, createdApiKeyJson, parseBody, type ApiKeyJson, type CreatedApiKeyJson } from './admin.handlers.js';
+import { apiKeyJson, createdApiKeyJson, type ApiKeyJson, type CreatedApiKeyJson } from './api-key-views.js';
 import { assertScope, authenticateRequest, evictApiKey } from './auth.js';
 import { hasBody, readJsonBody } from './body.js';
+import { newRouter, serve } from './router.js';
+import { parseRequest } from './validate.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
 export async function rotateApiKeyHandler(
@@ -45,15 +47,13 @@ export async function rotateApiKeyHandler(
 
 /** The lifecycle routes as a sub-app; the route is documented from its declaration in src/api/api-keys.ts. */
 export function apiKeyLifecycleRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
-  const app = new OpenAPIHono<AppEnv>();
-  // Declared for the document; the body is read with the service's strict reader (size, UTF-8,
-  // duplicate keys) and parsed with the same schema, so errors keep the one envelope.
-  app.openAPIRegistry.registerPath(rotateApiKeyRoute);
-  app.post('/v1/admin/api-keys/:id/rotate', async (c) => {
+  const app = newRouter();
+  // The body is optional, so it is read here (strict reader: size, UTF-8, duplicate keys).
+  serve(app, rotateApiKeyRoute, async (c) => {
     const auth = await authenticateRequest(deps, c);
     assertScope(auth, ['admin']);
     const raw = (await hasBody(c, deps.config.maxBodyBytes)) ? await readJsonBody(c, deps.config.maxBodyBytes) : {};
-    const answer = await rotateApiKeyHandler(deps, c.req.param('id'), parseBody(RotateApiKeyBody, raw));
+    const answer = await rotateApiKeyHandler(deps, c.req.param('id'), parseRequest(RotateApiKeyBody, raw, 'request body'));
     c.header('Cache-Control', 'no-store');
     return c.json(answer, 201);
   });

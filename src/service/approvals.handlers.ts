@@ -1,27 +1,33 @@
-/** Approval handlers: thin, one service call each (see src/api/approvals.ts for the contract). */
+/** Approval handlers: thin, one service call each (contract in src/api/approvals.ts). */
 import type { OpenAPIHono } from '@hono/zod-openapi';
+import type { Context } from 'hono';
 import {
-  approveRoute,
-  getApprovalRoute,
-  GuardrailTripleSchema,
-  listApprovalsRoute,
-  rejectRoute,
   ApprovalListQuery,
   approveGrantRoute,
+  approveRoute,
+  getApprovalRoute,
   GrantListQuery,
+  GuardrailTripleSchema,
+  listApprovalsRoute,
   listGrantsRoute,
   rejectGrantRoute,
+  rejectRoute,
 } from '../api/approvals.js';
-import { decideGrant, grantsOf } from './tool-grants.js';
-import { requireScope, tenantOf } from './auth.js';
+import type { GuardrailTriple } from '../protocol/approval.js';
 import { approvalOf, approvalsOf, decideApproval } from './approvals.js';
-import { contractApp, strictJsonBody } from './tools.handlers.js';
+import { requireScope, tenantOf } from './auth.js';
+import { readJsonBody } from './body.js';
+import { newRouter, serve } from './router.js';
+import { decideGrant, grantsOf } from './tool-grants.js';
 import { parseQuery, parseRequest } from './validate.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
 export function approvalRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
-  const app = contractApp();
+  const app = newRouter();
   const readers = requireScope(deps, 'approve', 'audit');
+  const approver = requireScope(deps, 'approve');
+  const triple = async (c: Context<AppEnv>): Promise<GuardrailTriple> =>
+    parseRequest(GuardrailTripleSchema, await readJsonBody(c, deps.config.maxBodyBytes), 'request body');
 
   app.openapi({ ...listApprovalsRoute, middleware: [readers] }, async (c) => {
     const { status } = parseQuery(c, ApprovalListQuery);
@@ -36,24 +42,26 @@ export function approvalRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     [approveRoute, 'approved'],
     [rejectRoute, 'rejected'],
   ] as const) {
-    app.openapi({ ...route, middleware: [requireScope(deps, 'approve'), strictJsonBody(deps)] }, async (c) => {
-      const triple = parseRequest(GuardrailTripleSchema, c.req.valid('json'), 'request body');
+    serve(app, route, approver, async (c) => {
+      const decision = await triple(c);
       const auth = c.get('auth');
-      return c.json(await decideApproval(deps, tenantOf(auth), c.req.valid('param').id, outcome, triple, auth.keyId), 200);
+      return c.json(await decideApproval(deps, tenantOf(auth), c.req.param('id'), outcome, decision, auth.keyId), 200);
     });
   }
+
   app.openapi({ ...listGrantsRoute, middleware: [readers] }, async (c) => {
     const { status } = parseQuery(c, GrantListQuery);
     return c.json({ grants: await grantsOf(deps, tenantOf(c.get('auth')), status) }, 200);
   });
+
   for (const [route, outcome] of [
     [approveGrantRoute, 'approved'],
     [rejectGrantRoute, 'rejected'],
   ] as const) {
-    app.openapi({ ...route, middleware: [requireScope(deps, 'approve'), strictJsonBody(deps)] }, async (c) => {
-      const triple = parseRequest(GuardrailTripleSchema, c.req.valid('json'), 'request body');
+    serve(app, route, approver, async (c) => {
+      const decision = await triple(c);
       const auth = c.get('auth');
-      return c.json(await decideGrant(deps, tenantOf(auth), c.req.valid('param').hash, outcome, triple, auth.keyId), 200);
+      return c.json(await decideGrant(deps, tenantOf(auth), c.req.param('hash'), outcome, decision, auth.keyId), 200);
     });
   }
   return app;

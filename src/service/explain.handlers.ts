@@ -12,9 +12,11 @@ import { explain } from '../protocol/explain.js';
 import type { Catalog } from '../protocol/tool-catalog.js';
 import { findGrant } from '../store/approvals.js';
 import { delegationsByHash } from '../store/delegations.js';
+import { TOOL_READ_SCOPES } from '../api/tools.js';
 import { requireScope, tenantOf } from './auth.js';
+import { readJsonBody } from './body.js';
+import { newRouter, serve } from './router.js';
 import { nearLimit } from './tool-gate.js';
-import { contractApp, strictJsonBody } from './tools.handlers.js';
 import { toolDocumentOf } from './tools.js';
 import { parseRequest } from './validate.js';
 import type { AppEnv, ServiceDeps } from './types.js';
@@ -23,33 +25,30 @@ import type { AppEnv, ServiceDeps } from './types.js';
 const NO_CATALOG: Catalog = { version: 0, tools: [] };
 
 export function explainRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
-  const app = contractApp();
-  app.openapi(
-    { ...explainRoute, middleware: [requireScope(deps, 'issue', 'verify', 'audit', 'approve'), strictJsonBody(deps)] },
-    async (c) => {
-      const body = parseRequest(ExplainBody, c.req.valid('json'), 'request body');
-      const tenantId = tenantOf(c.get('auth'));
-      const db = deps.store.db;
-      const stored = await delegationsByHash(db, tenantId, body.dr_chain);
-      const missing = body.dr_chain.find((h) => !stored.has(h));
-      if (missing !== undefined) throw new BatonError('NOT_FOUND', { message: `Delegation ${missing} is not stored for this tenant.` });
-      const policies = body.dr_chain.map((h) => parsePolicy(stored.get(h)!.policy));
-      const doc = await toolDocumentOf(deps, tenantId);
-      const grants = await Promise.all(body.dr_chain.map((h) => findGrant(db, tenantId, h)));
-      const explanation = explain({
-        args: body.args,
-        policies,
-        catalog: doc?.catalog ?? NO_CATALOG,
-        settings: doc?.settings ?? DEFAULT_TOOL_SETTINGS,
-        context: {
-          near_limit: body.context?.near_limit ?? (await nearLimit(deps, tenantId, body.dr_chain, 0)),
-          cost_calibration: body.context?.cost_calibration ?? false,
-          // Held only where a human has not approved; a DR never held needs no approval.
-          approved_grants: grants.map((g) => g === undefined || g.status === 'approved'),
-        },
-      });
-      return c.json(explanation as never, 200);
-    },
-  );
+  const app = newRouter();
+  serve(app, explainRoute, requireScope(deps, ...TOOL_READ_SCOPES), async (c) => {
+    const body = parseRequest(ExplainBody, await readJsonBody(c, deps.config.maxBodyBytes), 'request body');
+    const tenantId = tenantOf(c.get('auth'));
+    const db = deps.store.db;
+    const stored = await delegationsByHash(db, tenantId, body.dr_chain);
+    const missing = body.dr_chain.find((h) => !stored.has(h));
+    if (missing !== undefined) throw new BatonError('NOT_FOUND', { message: `Delegation ${missing} is not stored for this tenant.` });
+    const policies = body.dr_chain.map((h) => parsePolicy(stored.get(h)!.policy));
+    const doc = await toolDocumentOf(deps, tenantId);
+    const grants = await Promise.all(body.dr_chain.map((h) => findGrant(db, tenantId, h)));
+    const explanation = explain({
+      args: body.args,
+      policies,
+      catalog: doc?.catalog ?? NO_CATALOG,
+      settings: doc?.settings ?? DEFAULT_TOOL_SETTINGS,
+      context: {
+        near_limit: body.context?.near_limit ?? (await nearLimit(deps, tenantId, body.dr_chain, 0)),
+        cost_calibration: body.context?.cost_calibration ?? false,
+        // Held only where a human has not approved; a DR never held needs no approval.
+        approved_grants: grants.map((g) => g === undefined || g.status === 'approved'),
+      },
+    });
+    return c.json(explanation, 200);
+  });
   return app;
 }

@@ -23,7 +23,6 @@ import { currentToolDocument, insertToolDocument, toolDocumentVersion, type Stor
 import { signReceipt } from './receipts.js';
 import type { ServiceDeps } from './types.js';
 
-export { PublishToolsBody, type PublishToolsInput } from '../api/tools.js';
 import type { PublishToolsInput } from '../api/tools.js';
 
 /** One version of the tool document, as stored and served. */

@@ -60,10 +60,6 @@ const infoColumns = {
   rotatedFrom: apiKeys.rotatedFrom,
 };
 
-/** The longest lifetime a key may be given (10 years), and the longest rotation grace period (30 days). */
-export const MAX_KEY_LIFETIME_SECONDS = 10 * 365 * 86_400;
-export const MAX_ROTATION_GRACE_SECONDS = 30 * 86_400;
-
 /** now() + seconds on the database clock, so every node agrees on the instant. */
 const inSeconds = (seconds: number) => sql`now() + make_interval(secs => ${seconds})`;
 

@@ -698,6 +698,10 @@ describe('(b) tools and approvals', () => {
     await api('POST', tools, { json: { base_version: 1, strict: true, tools: [] } }, 401);
     await api('POST', tools, { key: other.keys.issue, json: { base_version: 1, strict: true, tools: [] } }, 403);
     await api('POST', tools, { ...admin, body: OVERSIZE }, 413);
+    await api('POST', '/v1/admin/tenants/ten_nobody/tools', { ...admin, json: { base_version: 0, strict: true, tools: [] } }, 404);
+    await api('POST', tools, { ...admin, json: { base_version: 1, strict: true, tools: [] }, app: downApp }, 503);
+    await api('GET', '/v1/tools', { key: other.keys.verify, app: downApp }, 503);
+    await api('GET', '/v1/tools/versions/1', { key: other.keys.audit, app: downApp }, 503);
     await api('GET', '/v1/tools', { key: other.keys.verify }, 200);
     await api('GET', '/v1/tools', {}, 401);
     await api('GET', '/v1/tools', { key: other.keys.report }, 403);
@@ -728,6 +732,8 @@ describe('(b) tools and approvals', () => {
     await api('GET', '/v1/approvals/apr_nobody', approver, 404);
     await api('GET', `/v1/approvals/${id}`, {}, 401);
     await api('GET', `/v1/approvals/${id}`, { key: other.keys.verify }, 403);
+    await api('GET', '/v1/approvals', { ...approver, app: downApp }, 503);
+    await api('GET', `/v1/approvals/${id}`, { ...approver, app: downApp }, 503);
 
     const triple = { actor: 'alice', confirm: true, reason: 'Agreed with legal.' };
     for (const what of ['approve', 'reject']) {
@@ -736,6 +742,7 @@ describe('(b) tools and approvals', () => {
       await api('POST', `/v1/approvals/${id}/${what}`, { key: other.keys.verify, json: triple }, 403);
       await api('POST', `/v1/approvals/apr_nobody/${what}`, { ...approver, json: triple }, 404);
       await api('POST', `/v1/approvals/${id}/${what}`, { ...approver, body: OVERSIZE }, 413);
+      await api('POST', `/v1/approvals/${id}/${what}`, { ...approver, json: triple, app: downApp }, 503);
     }
     await api('POST', `/v1/approvals/${id}/approve`, { ...approver, json: triple }, 200);
     await api('POST', `/v1/approvals/${id}/approve`, { ...approver, json: triple }, 409);
@@ -758,12 +765,14 @@ describe('(b) tools and approvals', () => {
     await api('GET', '/v1/grants?status=maybe', approver, 400);
     await api('GET', '/v1/grants', {}, 401);
     await api('GET', '/v1/grants', { key: other.keys.verify }, 403);
+    await api('GET', '/v1/grants', { ...approver, app: downApp }, 503);
     for (const what of ['approve', 'reject']) {
       await api('POST', `/v1/grants/${held.hash}/${what}`, { ...approver, json: { ...triple, confirm: false } }, 400);
       await api('POST', `/v1/grants/${held.hash}/${what}`, { json: triple }, 401);
       await api('POST', `/v1/grants/${held.hash}/${what}`, { key: other.keys.verify, json: triple }, 403);
       await api('POST', `/v1/grants/${UNKNOWN_HASH}/${what}`, { ...approver, json: triple }, 404);
       await api('POST', `/v1/grants/${held.hash}/${what}`, { ...approver, body: OVERSIZE }, 413);
+      await api('POST', `/v1/grants/${held.hash}/${what}`, { ...approver, json: triple, app: downApp }, 503);
     }
     await api('POST', `/v1/grants/${held.hash}/approve`, { ...approver, json: triple }, 200);
     await api('POST', `/v1/grants/${held.hash}/reject`, { ...approver, json: triple }, 409);
@@ -777,6 +786,7 @@ describe('(b) tools and approvals', () => {
     await api('POST', '/v1/explain', { json: { dr_chain: [root.hash], args } }, 401);
     await api('POST', '/v1/explain', { key: other.keys.report, json: { dr_chain: [root.hash], args } }, 403);
     await api('POST', '/v1/explain', { key: other.keys.verify, body: OVERSIZE }, 413);
+    await api('POST', '/v1/explain', { key: other.keys.verify, json: { dr_chain: [root.hash], args }, app: downApp }, 503);
   });
 });
 
