@@ -67,7 +67,10 @@ export function writeConsumerProject(
     }
     if (packages[path]) return;
     const { dev: _dev, devOptional: _devOptional, peer: _peer, ...entry } = repoLock.packages[path]!;
-    packages[path] = entry;
+    // The repository's lock may omit registry addresses (npm's omit-lockfile-registry-resolved).
+    // Without one, an offline install asks for the package's registry metadata, which a fresh
+    // cache filled by `npm ci` may lack; with one, the tarball comes from the cache by integrity.
+    packages[path] = entry.resolved === undefined ? { ...entry, resolved: registryTarball(path, entry) } : entry;
     for (const dep of Object.keys(entry.dependencies ?? {})) visit(path, dep, false);
     for (const dep of Object.keys(entry.optionalDependencies ?? {})) visit(path, dep, true);
     for (const dep of Object.keys(entry.peerDependencies ?? {})) visit(path, dep, entry.peerDependenciesMeta?.[dep]?.optional === true);
@@ -98,4 +101,11 @@ export function writeConsumerProject(
   writeFileSync(join(dir, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
   const lock = { name, lockfileVersion: 3, requires: true, packages: { '': { name, dependencies: direct }, ...packages } };
   writeFileSync(join(dir, 'package-lock.json'), `${JSON.stringify(lock, null, 2)}\n`);
+}
+
+/** The default registry's address of a locked package's tarball. */
+function registryTarball(path: string, entry: LockEntry): string {
+  const name = path.slice(path.lastIndexOf('node_modules/') + 'node_modules/'.length);
+  const base = name.startsWith('@') ? name.slice(name.indexOf('/') + 1) : name;
+  return `https://registry.npmjs.org/${name}/-/${base}-${entry.version}.tgz`;
 }
