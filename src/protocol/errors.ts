@@ -167,7 +167,8 @@ export const ERROR_TABLE = {
     block: 'D',
     status: 403,
     message: 'A tenant approval rule requires a human to approve this call first; nothing was consumed.',
-    suggestion: 'Wait until an approver approves the approval id given in details, then retry the same call once.',
+    suggestion:
+      'Wait until an approver approves the approval named by `approval` in this answer (its id and expiry), then retry the same call once.',
   },
   // Block E: time
   RECEIPT_EXPIRED: {
