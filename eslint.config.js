@@ -14,6 +14,7 @@ const layer = (files, forbidden, message, extra = []) => ({
     '@typescript-eslint/no-restricted-imports': ['error', { patterns: [{ group: outside(...forbidden), message }, ...extra] }],
   },
 });
+const NO_SQL = 'Handlers write no SQL: call a src/store function.';
 const layers = [
   {
     files: ['src/protocol/**/*.ts'],
@@ -28,7 +29,8 @@ const layers = [
   layer(['src/api/**/*.ts'], ['store', 'service', 'sdk', 'mcp', 'cli', 'server', 'main'], 'src/api imports only src/protocol.'),
   layer(['src/service/**/*.ts'], ['sdk', 'mcp', 'cli'], 'src/service imports src/protocol, src/api and src/store only.'),
   {
-    files: ['src/service/*.handlers.ts'],
+    // Handlers are thin: parse, call one store or service function, map the result.
+    files: ['src/service/*.handlers.ts', 'src/service/custodial.ts'],
     rules: {
       '@typescript-eslint/no-restricted-imports': [
         'error',
@@ -36,10 +38,24 @@ const layers = [
           patterns: [
             { group: outside('sdk', 'mcp', 'cli'), message: 'src/service imports src/protocol, src/api and src/store only.' },
             { group: ['./*.handlers.js'], message: 'Handlers do not import handlers: share through a service-level module.' },
+            { group: ['drizzle-orm/*', 'postgres/*', '@electric-sql/*'], message: NO_SQL },
           ],
           paths: [
-            { name: 'drizzle-orm', message: 'Handlers write no SQL: call a src/store function.' },
-            { name: 'postgres', message: 'Handlers write no SQL: call a src/store function.' },
+            { name: 'drizzle-orm', message: NO_SQL },
+            { name: 'postgres', message: NO_SQL },
+            {
+              name: '../store/errors.js',
+              importNames: [
+                'pgError',
+                'isUniqueViolation',
+                'isCheckViolation',
+                'PG_UNIQUE_VIOLATION',
+                'PG_CHECK_VIOLATION',
+                'PG_FOREIGN_KEY_VIOLATION',
+                'PG_RAISE_EXCEPTION',
+              ],
+              message: 'Handlers do not interpret PostgreSQL errors: the src/store function returns a typed result or throws a BatonError.',
+            },
           ],
         },
       ],

@@ -1,5 +1,5 @@
 /**
- * npm run bench:profile [-- --seconds N --inflight N --cpu-prof]
+ * npm run bench:profile [-- --seconds N --warmup N --inflight N --depth N --perf --perf-record --table-stats --cpu-prof]
  *
  * CPU cost of one allowed /v1/verify, for finding where it goes: the service
  * and PostgreSQL CPU per verify (from /proc, stable on a shared machine,
@@ -8,16 +8,17 @@
  * measures CPU, not durability.
  */
 import { spawn } from 'node:child_process';
+import postgres from 'postgres';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { findPgBin, freePort, startPgCluster, type PgCluster } from '../test/setup/pg-cluster.js';
+import { freePort, startPgCluster, type PgCluster } from './lib/pg-cluster.js';
 import { liveChildren, startChild } from './lib/child.js';
 import { independentChains, presignAll, registerChains, setupTenant } from './lib/chains.js';
 import { percentile, runLoad } from './lib/load.js';
-import { childrenOf, postgresPids, startCpuSample } from './lib/proc.js';
+import { childrenOf, startCpuSample } from './lib/proc.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const arg = (name: string, fallback: number): number => {
@@ -27,14 +28,19 @@ const arg = (name: string, fallback: number): number => {
 const seconds = arg('seconds', 5);
 const inflight = arg('inflight', 32);
 const depth = arg('depth', 2);
+const warmupSeconds = arg('warmup', 3);
 const profile = process.argv.includes('--cpu-prof');
 /** Count instructions with perf stat (stable on a loaded machine, unlike time). */
 const usePerf = process.argv.includes('--perf');
+/** Sample PostgreSQL's call stacks with perf record, into .bench-profile/postgres.perf.data (read it with perf report). */
+const recordPostgres = process.argv.includes('--perf-record');
 
 /** User and kernel instructions retired by `pids` over the next `s` seconds (perf stat). */
 function instructions(pids: readonly number[], s: number): Promise<{ user: number; kernel: number }> {
   return new Promise((resolve, reject) => {
-    const p = spawn('perf', ['stat', '-x', ',', '-e', 'instructions:u,instructions:k', '-p', pids.join(','), '--', 'sleep', String(s)], {
+    // Only processes still alive: perf counts nothing when one of them is gone (an autovacuum worker may have ended).
+    const alive = pids.filter((pid) => existsSync(`/proc/${pid}`));
+    const p = spawn('perf', ['stat', '-x', ',', '-e', 'instructions:u,instructions:k', '-p', alive.join(','), '--', 'sleep', String(s)], {
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     let err = '';
@@ -53,23 +59,30 @@ function instructions(pids: readonly number[], s: number): Promise<{ user: numbe
   });
 }
 
+/** perf record -g of `pids` over the next `s` seconds, written to `out`. */
+function perfRecord(pids: readonly number[], out: string, s: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const p = spawn('perf', ['record', '-q', '-g', '-o', out, '-p', pids.join(','), '--', 'sleep', String(s)], { stdio: 'ignore' });
+    p.on('error', reject);
+    p.on('exit', () => resolve());
+  });
+}
+
 let pg: PgCluster | undefined;
 let dataDir: string | undefined;
 async function cleanup(): Promise<void> {
   for (const c of liveChildren()) await c.stop().catch(() => {});
-  await pg?.stop();
+  await pg?.destroy();
   if (dataDir) rmSync(dataDir, { recursive: true, force: true });
 }
 
 async function main(): Promise<void> {
-  const bin = findPgBin();
-  if (!bin) throw new Error('no PostgreSQL server binaries found');
-  pg = await startPgCluster(bin, { durable: false });
+  pg = await startPgCluster();
   const port = await freePort();
   dataDir = mkdtempSync(join(tmpdir(), 'baton-prof-'));
   const adminKey = `prof-admin-${randomBytes(16).toString('hex')}`;
   const profDir = join(ROOT, '.bench-profile');
-  if (profile) mkdirSync(profDir, { recursive: true });
+  if (profile || recordPostgres) mkdirSync(profDir, { recursive: true });
   const service = await startChild({
     name: 'baton service',
     script: 'src/main.ts',
@@ -93,28 +106,32 @@ async function main(): Promise<void> {
   const headers = { 'content-type': 'application/json', authorization: `Bearer ${tenant.verifyKey}` };
   const chains = independentChains(tenant.operator, inflight, depth);
   await registerChains(service.url, chains);
-  const { bodies } = presignAll(chains, Math.ceil((2000 * (seconds + 1)) / inflight) + 50);
+  const { bodies } = presignAll(chains, Math.ceil((2000 * seconds + 400 * warmupSeconds) / inflight) + 60);
   const load = (b: Buffer[][], s: number) =>
     runLoad({ url: service.url, path: '/v1/verify', headers, bodies: b, seconds: s, client: 'http' });
+  // Warm up every pool connection (its plans, its compiled functions) before measuring.
+  const warmupBodies = Math.ceil((400 * warmupSeconds) / inflight) + 10;
   await load(
-    bodies.map((x) => x.slice(0, 30)),
-    1,
+    bodies.map((x) => x.slice(0, warmupBodies)),
+    warmupSeconds,
   );
   const cpu = startCpuSample({
     service: () => [service.pid, ...childrenOf(service.pid)],
-    postgres: () => postgresPids(join(pg!.dir, 'data')),
+    postgres: () => pg!.pids(),
   });
   const counting = usePerf
     ? {
         service: instructions([service.pid, ...childrenOf(service.pid)], seconds),
-        postgres: instructions(postgresPids(join(pg.dir, 'data')), seconds),
+        postgres: instructions(pg.pids(), seconds),
       }
     : undefined;
+  const recording = recordPostgres ? perfRecord(pg.pids(), join(profDir, 'postgres.perf.data'), seconds) : undefined;
   const r = await load(
-    bodies.map((x) => x.slice(30)),
+    bodies.map((x) => x.slice(warmupBodies)),
     seconds,
   );
   const sample = cpu();
+  await recording;
   if (counting) {
     const [svc, db] = [await counting.service, await counting.postgres];
     const per = (n: number) => Math.round(n / r.ok / 1000);
@@ -129,6 +146,15 @@ async function main(): Promise<void> {
       `CPU per verify: service ${us('service')} us, PostgreSQL ${us('postgres')} us; machine busy ${sample.machineBusy.toFixed(2)} cores\n`,
   );
   await service.stop();
+  if (process.argv.includes('--table-stats')) {
+    // How the counter updates were written: HOT (in place on the page) or with new index entries.
+    const sql = postgres(pg.url, { max: 1, onnotice: () => {} });
+    const rows = await sql`select relname, n_tup_ins, n_tup_upd, n_tup_hot_upd from pg_stat_user_tables
+                            where relname in ('delegations', 'invocations', 'receipts') order by relname`;
+    await sql.end();
+    for (const t of rows)
+      process.stdout.write(`${t['relname']}: ${t['n_tup_ins']} inserted, ${t['n_tup_upd']} updated (${t['n_tup_hot_upd']} HOT)\n`);
+  }
   if (profile) process.stdout.write(`profile written to ${profDir}\n`);
 }
 

@@ -1,95 +1,203 @@
 /**
- * npm run bench:tlog [-- --seconds N | --writers N | --interval MS]
+ * npm run bench:tlog [-- --seconds N | --inflight N | --interval MS | --rounds N]
  *
- * The transparency log under write load, on a throwaway durable PostgreSQL
- * 15: `writers` concurrent loops each insert a signed receipt per
- * transaction (the write every decision makes), first with the log trigger
- * disabled (the baseline), then with it and the integrator running every
- * `interval` ms. Reports receipts written per second in both phases (their
- * ratio is the cost of queuing a leaf), leaves integrated per second, and
- * the lag from a receipt's insert to its integration, p50 and p99.
+ * The transparency log under the verify hot path: the service as its own
+ * process on a throwaway durable PostgreSQL 15, POST /v1/verify allowed in a
+ * closed loop (`inflight` requests at once, pre-signed by-reference bodies).
+ * Phases alternate between the service without its integrator
+ * (BATON_TLOG_INTERVAL_MS=0: every decision still queues its leaf in the
+ * same statement) and with it every `interval` ms, `rounds` times each, so
+ * both see the same machine. Prints verifies/s of each and their ratio (the
+ * integrator's cost), leaves integrated per second, and the lag from a
+ * leaf's commit to its inclusion, p50 and p99, with the load average: the
+ * machine is shared, read the ratio.
  *
- * Environment (flags win): BENCH_SECONDS (8), BENCH_WRITERS (16),
- * BENCH_TLOG_INTERVAL_MS (250), BATON_PG_BIN.
+ * Environment (flags win): BENCH_SECONDS (8), BENCH_INFLIGHT (32),
+ * BENCH_TLOG_INTERVAL_MS (250), BENCH_ROUNDS (2), BENCH_RATE (400),
+ * BATON_PG_BIN.
  */
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { sql } from 'drizzle-orm';
-import { startIntegrator, integrateOnce } from '../src/service/log-integrator.js';
-import { silentLogger } from '../src/service/log.js';
-import { recordReceipt } from '../src/service/receipts.js';
-import { loadServiceSigner } from '../src/service/signer.js';
-import { openStore } from '../src/store/db.js';
-import { countPending, inclusionLagsMs } from '../src/store/log.js';
-import { tenants } from '../src/store/schema/index.js';
-import { findPgBin, HOW_TO_FIX, startPgCluster } from '../test/setup/pg-cluster.js';
+import postgres from 'postgres';
+import { findPgBin, freePort, HOW_TO_FIX, startPgCluster, type PgCluster } from './lib/pg-cluster.js';
+import { independentChains, presignAll, registerChains, setupTenant, type Tenant } from './lib/chains.js';
+import { startChild, type Child } from './lib/child.js';
+import { stopOnExit } from './lib/cleanup.js';
+import { runLoad } from './lib/load.js';
 
 const { values } = parseArgs({
-  options: { seconds: { type: 'string' }, writers: { type: 'string' }, interval: { type: 'string' } },
+  options: {
+    seconds: { type: 'string' },
+    inflight: { type: 'string' },
+    interval: { type: 'string' },
+    rounds: { type: 'string' },
+    rate: { type: 'string' },
+  },
 });
-const seconds = Number(values.seconds ?? process.env['BENCH_SECONDS'] ?? 8);
-const writers = Number(values.writers ?? process.env['BENCH_WRITERS'] ?? 16);
-const intervalMs = Number(values.interval ?? process.env['BENCH_TLOG_INTERVAL_MS'] ?? 250);
+const num = (flag: string | undefined, env: string, fallback: number): number => {
+  const n = Number(flag ?? process.env[env] ?? fallback);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`${env} must be a positive number`);
+  return n;
+};
+const seconds = num(values.seconds, 'BENCH_SECONDS', 8);
+const inflight = num(values.inflight, 'BENCH_INFLIGHT', 32);
+const intervalMs = num(values.interval, 'BENCH_TLOG_INTERVAL_MS', 250);
+const rounds = num(values.rounds, 'BENCH_ROUNDS', 2);
+const rate = num(values.rate, 'BENCH_RATE', 400);
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
+const load = () =>
+  loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ');
 
 function percentile(sorted: readonly number[], p: number): number {
-  return sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+  return sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1))]!;
 }
 
-const bin = findPgBin();
-if (!bin) {
-  process.stderr.write(`${HOW_TO_FIX}\n`);
-  process.exit(2);
-}
-const cluster = await startPgCluster(bin, { durable: true });
-process.on('exit', () => cluster.stopSync());
-const store = await openStore({ databaseUrl: cluster.url, max: writers + 2 });
-try {
-  const signer = await loadServiceSigner(store.db, randomBytes(32), silentLogger);
-  const tenantId = 'ten_bench';
-  await store.db.insert(tenants).values({ id: tenantId, name: 'bench' });
-  const now = Math.floor(Date.now() / 1000);
+let pg: PgCluster | undefined;
+let sql: postgres.Sql | undefined;
+let dataDir: string | undefined;
+const cleanup = stopOnExit(() => ({ pg, sql, dataDir }), log);
 
-  /** Receipts written per second by `writers` closed loops for `seconds`. */
-  const writePhase = async (): Promise<number> => {
-    let written = 0;
-    const end = performance.now() + seconds * 1000;
-    await Promise.all(
-      Array.from({ length: writers }, async (_, w) => {
-        for (let i = 0; performance.now() < end; i++) {
-          await recordReceipt(store.db, signer, { tenantId, kind: 'invocation.allowed', subject: `inv:${w}:${i}`, data: { w, i }, now });
-          written++;
-        }
-      }),
-    );
-    return written / seconds;
+interface PhaseResult {
+  readonly verifiesPerSecond: number;
+  /** Commit-to-inclusion lags of the phase's leaves (ms, sorted); empty without the integrator. */
+  readonly lags: number[];
+  readonly leavesPerSecond: number;
+}
+
+async function main(): Promise<void> {
+  const bin = findPgBin();
+  if (!bin) {
+    process.stderr.write(`${HOW_TO_FIX}\n`);
+    process.exit(2);
+  }
+  const loadBefore = load();
+  pg = await startPgCluster({ binDir: bin, durable: true });
+  sql = postgres(pg.url, { max: 2, onnotice: () => {} });
+  dataDir = mkdtempSync(join(tmpdir(), 'baton-tlog-bench-'));
+  const adminKey = `bench-admin-${randomBytes(16).toString('hex')}`;
+  const masterKey = randomBytes(32).toString('hex');
+  const port = await freePort();
+
+  const startService = (tlogIntervalMs: number): Promise<Child> =>
+    startChild({
+      name: `baton service (integrator ${tlogIntervalMs === 0 ? 'off' : `every ${tlogIntervalMs} ms`})`,
+      script: 'src/main.ts',
+      cwd: ROOT,
+      port,
+      readyPath: '/readyz',
+      env: {
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        DATABASE_URL: pg!.url,
+        BATON_ADMIN_KEY: adminKey,
+        BATON_MASTER_KEY: masterKey,
+        BATON_LOG_LEVEL: 'warn',
+        BATON_INVOCATION_MAX_AGE: '3600',
+        BATON_DATA_DIR: dataDir!,
+        BATON_TLOG_INTERVAL_MS: String(tlogIntervalMs),
+      },
+    });
+
+  let service = await startService(0);
+  const tenant: Tenant = await setupTenant(service.url, adminKey, 'bench');
+  const chains = independentChains(tenant.operator, inflight, 2);
+  await registerChains(service.url, chains);
+  const headers = { 'content-type': 'application/json', authorization: `Bearer ${tenant.verifyKey}` };
+  const pending = async () => Number((await sql!<{ n: number }[]>`select count(*)::int as n from log_pending`)[0]!.n);
+
+  /** Waits until the running integrator has emptied the queue (leaves of an earlier phase). */
+  const drained = async () => {
+    const deadline = Date.now() + 120_000;
+    while ((await pending()) > 0) {
+      if (Date.now() > deadline) throw new Error('the integrator did not drain the queue within 120 s');
+      await new Promise((r) => setTimeout(r, 100));
+    }
   };
 
-  await store.db.execute(sql`alter table receipts disable trigger receipts_queue_for_log`);
-  const baseline = await writePhase();
-  await store.db.execute(sql`alter table receipts enable trigger receipts_queue_for_log`);
+  const phase = async (integrator: boolean): Promise<PhaseResult> => {
+    await service.stop();
+    service = await startService(integrator ? intervalMs : 0);
+    if (integrator) await drained();
+    const perWorker = Math.ceil((rate * seconds) / inflight) + 60;
+    const { bodies } = presignAll(chains, perWorker);
+    // Warm-up: caches and prepared statements of every connection.
+    await runLoad({
+      url: service.url,
+      path: '/v1/verify',
+      headers,
+      bodies: bodies.map((b) => b.slice(0, 30)),
+      seconds: 0.5,
+      client: 'http',
+    });
+    if (integrator) await drained();
+    const t = (await sql!<{ t: Date }[]>`select clock_timestamp() as t`)[0]!.t;
+    const started = performance.now();
+    const result = await runLoad({
+      url: service.url,
+      path: '/v1/verify',
+      headers,
+      bodies: bodies.map((b) => b.slice(30)),
+      seconds,
+      client: 'http',
+    });
+    if (result.ok !== result.requests) log(`${result.requests - result.ok} unexpected answers, first: ${result.firstError}`);
+    if (result.exhausted) log('a worker ran out of pre-signed bodies: raise --rate');
+    if (!integrator) return { verifiesPerSecond: result.ok / result.seconds, lags: [], leavesPerSecond: NaN };
+    await drained();
+    const elapsed = (performance.now() - started) / 1000;
+    const lags = await sql!<{ ms: number }[]>`
+      select (extract(epoch from (integrated_at - queued_at)) * 1000)::float8 as ms from log_leaves where queued_at >= ${t}`;
+    return {
+      verifiesPerSecond: result.ok / result.seconds,
+      lags: lags.map((r) => Number(r.ms)).sort((a, b) => a - b),
+      leavesPerSecond: lags.length / elapsed,
+    };
+  };
 
-  const since = new Date();
-  const integrator = startIntegrator({ store, signer, log: silentLogger, logName: 'bench' }, intervalMs);
-  const started = performance.now();
-  const withLog = await writePhase();
-  await integrator.stop();
-  // Drain what the last ticks left, so every leaf of the phase is counted.
-  while ((await countPending(store.db)) > 0) await integrateOnce({ store, signer, log: silentLogger, logName: 'bench' });
-  const elapsed = (performance.now() - started) / 1000;
-  const lags = (await inclusionLagsMs(store.db, since)).sort((a, b) => a - b);
+  const off: PhaseResult[] = [];
+  const on: PhaseResult[] = [];
+  for (let i = 0; i < rounds; i++) {
+    log(`round ${i + 1}/${rounds}: without the integrator (load ${load()})`);
+    off.push(await phase(false));
+    log(`round ${i + 1}/${rounds}: with the integrator (load ${load()})`);
+    on.push(await phase(true));
+  }
+  await service.stop();
 
+  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  const median = (xs: number[]) => {
+    const s = [...xs].sort((a, b) => a - b);
+    return s.length % 2 === 1 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+  };
   const f = (n: number) => n.toFixed(1);
+  const vOff = mean(off.map((p) => p.verifiesPerSecond));
+  const vOn = mean(on.map((p) => p.verifiesPerSecond));
+  const lags = on.flatMap((p) => p.lags).sort((a, b) => a - b);
   process.stdout.write(
     [
-      `tlog bench: ${writers} writers, ${seconds} s per phase, integrator every ${intervalMs} ms, durable PostgreSQL`,
-      `  receipts/s without the log     ${f(baseline)}`,
-      `  receipts/s with the log        ${f(withLog)}  (ratio ${(withLog / baseline).toFixed(3)}, goal >= ~1)`,
-      `  leaves integrated/s            ${f(lags.length / elapsed)}  (${lags.length} leaves)`,
-      `  insert-to-inclusion lag p50    ${f(percentile(lags, 50))} ms`,
-      `  insert-to-inclusion lag p99    ${f(percentile(lags, 99))} ms  (goal <= 1000)`,
+      `tlog bench: POST /v1/verify (allows), ${inflight} in flight, ${seconds} s per phase, ${rounds} rounds of off/on, integrator every ${intervalMs} ms when idle, durable PostgreSQL`,
+      `  load average                   before ${loadBefore}, after ${load()}`,
+      `  verifies/s without integrator  ${f(vOff)}  (${off.map((p) => f(p.verifiesPerSecond)).join(', ')})`,
+      `  verifies/s with integrator     ${f(vOn)}  (${on.map((p) => f(p.verifiesPerSecond)).join(', ')})`,
+      `  ratio with / without           ${(vOn / vOff).toFixed(3)} of means, ${(median(on.map((p) => p.verifiesPerSecond)) / median(off.map((p) => p.verifiesPerSecond))).toFixed(3)} of medians  (goal >= ~1)`,
+      `  leaves integrated/s            ${f(mean(on.map((p) => p.leavesPerSecond)))}  (${lags.length} leaves)`,
+      `  commit-to-inclusion lag p50    ${f(percentile(lags, 0.5))} ms`,
+      `  commit-to-inclusion lag p99    ${f(percentile(lags, 0.99))} ms  (goal <= 1000)`,
+      `  commit-to-inclusion lag max    ${f(lags[lags.length - 1] ?? NaN)} ms`,
     ].join('\n') + '\n',
   );
+}
+
+try {
+  await main();
 } finally {
-  await store.close();
-  await cluster.stop();
+  await cleanup();
 }

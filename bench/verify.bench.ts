@@ -5,7 +5,7 @@
  * PostgreSQL 15 with its default durability: fsync and synchronous_commit
  * on), beside a pgbench ceiling measured in the same run on the same server:
  * the same durable work as one allowed verify (insert the invocation, two
- * conditional counter updates, insert a receipt). Prints the issue's goals
+ * conditional counter updates, insert a service receipt). Prints the issue's goals
  * as ratios. This machine is shared and noisy: read the ratios, not the
  * absolute rates. See bench/README.md.
  *
@@ -14,14 +14,15 @@
  * BATON_PG_BIN.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
 import { createInvocation, makeBundle } from '../src/sdk/records.js';
-import { findPgBin, freePort, HOW_TO_FIX, startPgCluster, type PgCluster } from '../test/setup/pg-cluster.js';
-import { liveChildren, startChild, type Child } from './lib/child.js';
+import { findPgBin, freePort, HOW_TO_FIX, startPgCluster, type PgCluster } from './lib/pg-cluster.js';
+import { startChild, type Child } from './lib/child.js';
+import { stopOnExit } from './lib/cleanup.js';
 import {
   BENCH_ARGS,
   BENCH_POLICY,
@@ -33,7 +34,7 @@ import {
   type Chain,
 } from './lib/chains.js';
 import { percentile, runLoad, type LoadResult } from './lib/load.js';
-import { childrenOf, postgresPids, startCpuSample, type CpuSample } from './lib/proc.js';
+import { childrenOf, startCpuSample, type CpuSample } from './lib/proc.js';
 import { preparePgbench, runPgbench, type PgbenchResult } from './lib/pgbench.js';
 import { bulkLoadDelegations, delegationCount } from './lib/sql.js';
 
@@ -74,18 +75,7 @@ let service: Child | undefined;
 let sql: postgres.Sql | undefined;
 let dataDir: string | undefined;
 
-async function cleanup(): Promise<void> {
-  await sql?.end({ timeout: 2 }).catch(() => {});
-  for (const c of liveChildren()) await c.stop().catch(() => {});
-  await pg?.stop();
-  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
-}
-for (const sig of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(sig, () => {
-    log(`${sig}: stopping everything`);
-    void cleanup().finally(() => process.exit(130));
-  });
-}
+const cleanup = stopOnExit(() => ({ pg, sql, dataDir }), log);
 
 /** By-reference verify bodies through `chain`, signed now (never during a phase). */
 function bodies(chain: Chain, n: number, args: Record<string, unknown> = BENCH_ARGS): Buffer[] {
@@ -116,7 +106,7 @@ async function main(): Promise<void> {
     out(HOW_TO_FIX);
     throw new Error('no PostgreSQL server binaries found');
   }
-  pg = await startPgCluster(bin, { durable: CFG.durable });
+  pg = await startPgCluster({ binDir: bin, durable: CFG.durable });
   sql = postgres(pg.url, { max: 4, onnotice: () => {} });
   const [v] = await sql<{ v: string }[]>`select current_setting('server_version') as v`;
   const settings = await sql<{ name: string; setting: string }[]>`
@@ -153,7 +143,7 @@ async function main(): Promise<void> {
   const tenant = await setupTenant(service.url, adminKey, 'bench');
   const headers = { 'content-type': 'application/json', authorization: `Bearer ${tenant.verifyKey}` };
   const svcPids = () => [service!.pid, ...childrenOf(service!.pid)];
-  const pgPids = () => postgresPids(join(pg!.dir, 'data'));
+  const pgPids = () => pg!.pids();
 
   /** One closed-loop phase: one chain per worker, `perWorker` bodies each, CPU sampled. */
   const phase = async (name: string, chains: readonly Chain[], args?: Record<string, unknown>, okStatus = 200): Promise<Phase> => {
@@ -206,16 +196,16 @@ async function main(): Promise<void> {
   // pgbench: the same durable work; clients on their own chains.
   const probe = bodies(two32[0]!, 1)[0]!;
   const probeRes = await fetch(`${service.url}/v1/verify`, { method: 'POST', headers, body: probe });
-  const probeBody = (await probeRes.json()) as { receipt: { jws: string; kid: string } };
+  const probeBody = (await probeRes.json()) as { service_receipt: { jws: string; kid: string } };
   const script = await preparePgbench(
     sql,
     pg.dir,
     {
       tenantId: tenant.id,
       keyId: tenant.verifyKeyId,
-      kid: probeBody.receipt.kid,
+      kid: probeBody.service_receipt.kid,
       invocationBytes: (JSON.parse(probe.toString('utf8')) as { invocation: string }).invocation.length,
-      receiptBytes: probeBody.receipt.jws.length,
+      serviceReceiptBytes: probeBody.service_receipt.jws.length,
     },
     64,
   );
@@ -264,7 +254,7 @@ async function main(): Promise<void> {
 
   out();
   out(
-    `== pgbench, the same durable work (insert invocation, 2 conditional counter updates, insert receipt), -M prepared, mean of 2 runs ==`,
+    `== pgbench, the same durable work (insert invocation, 2 conditional counter updates, insert service receipt), -M prepared, mean of 2 runs ==`,
   );
   out(
     `  32 clients: ${f0(pgb32.tps)} tx/s (runs: ${f0(pgb32a.tps)}, ${f0(pgb32b.tps)});  1 client: ${f0(pgb1.tps)} tx/s, latency ${f2(pgb1.latencyMs)} ms (runs: ${f2(pgb1a.latencyMs)}, ${f2(pgb1b.latencyMs)})`,

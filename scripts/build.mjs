@@ -242,7 +242,7 @@ const README = {
 
 Baton SDK: make did:key Ed25519 keys, sign DRS 4.0 delegation records,
 sub-delegations and invocations, build bundles, verify them offline (the
-service's own pipeline), verify the service's signed receipts, and call a
+service's own pipeline), verify the service's signed service receipts, and call a
 Baton service over HTTP (\`BatonClient\`).
 
     npm install ${p.name}

@@ -1,6 +1,6 @@
 /**
  * The pgbench ceiling: the same durable work as one allowed verify (insert
- * the invocation, two conditional counter updates, insert a receipt), in
+ * the invocation, two conditional counter updates, insert a service receipt), in
  * one transaction, on the same PostgreSQL, rows of the same sizes, each
  * client on its own 2-hop chain (as the HTTP scenario), prepared statements.
  */
@@ -20,7 +20,7 @@ export interface PgbenchShape {
   readonly keyId: string;
   readonly kid: string;
   readonly invocationBytes: number;
-  readonly receiptBytes: number;
+  readonly serviceReceiptBytes: number;
 }
 
 /** Stores a 2-hop chain per pgbench client (up to `clients`), unlimited counters, and writes the script. */
@@ -44,7 +44,7 @@ INSERT INTO invocations (tenant_id, jti, hash, jws, leaf_hash, dr_chain, tool, e
           ${hashSql(':client_id::int * 2 + 1')}, array[${hashSql(':client_id::int * 2')}, ${hashSql(':client_id::int * 2 + 1')}], 'web_search', 0, '${s.keyId}');
 UPDATE delegations SET calls_used = calls_used + 1 WHERE tenant_id = ${t} AND hash = ${hashSql(':client_id::int * 2')} AND calls_used < max_calls;
 UPDATE delegations SET calls_used = calls_used + 1 WHERE tenant_id = ${t} AND hash = ${hashSql(':client_id::int * 2 + 1')} AND calls_used < max_calls;
-INSERT INTO receipts (tenant_id, kind, subject, jws, kid) VALUES (${t}, 'invocation.allowed', 'inv-pgbench-' || :client_id::text || '-' || :r::text, repeat('r', ${s.receiptBytes}), '${s.kid}');
+INSERT INTO receipts (tenant_id, kind, subject, jws, kid) VALUES (${t}, 'invocation.allowed', 'inv-pgbench-' || :client_id::text || '-' || :r::text, repeat('r', ${s.serviceReceiptBytes}), '${s.kid}');
 END;
 `;
   const file = join(dir, 'verify-work.sql');

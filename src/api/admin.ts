@@ -1,4 +1,5 @@
 import { createRoute, z } from '@hono/zod-openapi';
+import { TENANT_KEY_SCOPES } from '../protocol/lists.js';
 import {
   DidKey,
   Timestamp,
@@ -32,10 +33,13 @@ export const Tenant = z.strictObject({ id: z.string(), name: z.string(), created
 
 export const TenantList = z.strictObject({ tenants: z.array(Tenant) }).openapi('TenantList');
 
+// The request schemas below are the ones the service parses with (parseRequest), so their
+// messages are predicates, like those of wholeSeconds.
 export const DisplayName = z
-  .string()
-  .min(1)
-  .max(200)
+  .string({ error: 'must be a string' })
+  .trim()
+  .min(1, 'must not be empty or only whitespace')
+  .max(200, 'must be at most 200 characters')
   .openapi('DisplayName', { description: '1-200 characters after trimming; stored trimmed.' });
 
 export const CreateTenantRequest = z.strictObject({ name: DisplayName }).openapi('CreateTenantRequest');
@@ -47,19 +51,29 @@ export const TrustedRoot = z
 export const TrustedRootList = z.strictObject({ roots: z.array(TrustedRoot) }).openapi('TrustedRootList');
 
 export const AddRootRequest = z
-  .strictObject({ did: z.string().openapi({ description: 'A canonical Ed25519 did:key.' }), label: orNull(DisplayName).optional() })
+  .strictObject({
+    // Only the type here: the DID itself is judged by publicKeyFromDidKey, whose INVALID_DID / WEAK_KEY codes the caller gets.
+    did: z.string({ error: 'must be a did:key string' }).openapi({ description: 'A canonical Ed25519 did:key.' }),
+    label: orNull(DisplayName, 'must be a string or null').optional(),
+  })
   .openapi('AddRootRequest');
 
-export const TenantScope = z.enum(['issue', 'verify', 'report', 'audit', 'approve']).openapi('TenantScope');
+export const TenantScope = z.enum(TENANT_KEY_SCOPES, { error: `must be one of ${TENANT_KEY_SCOPES.join(', ')}` }).openapi('TenantScope');
 
 export const CreateApiKeyRequest = z
   .strictObject({
-    scopes: z.array(TenantScope).min(1).openapi({ uniqueItems: true }),
-    name: orNull(DisplayName).optional(),
+    scopes: z
+      .array(TenantScope, { error: 'must be an array of scope names' })
+      .min(1, 'must name at least one scope')
+      .refine((s) => new Set(s).size === s.length, 'must not repeat a scope')
+      .openapi({ uniqueItems: true }),
+    name: orNull(DisplayName, 'must be a string or null').optional(),
     tool_server: z
-      .string()
-      .min(1)
-      .max(512)
+      .string({ error: 'must be a string' })
+      .min(1, 'must not be empty')
+      .max(512, 'must be at most 512 characters')
+      // It is compared exactly with the invocation's tool_server: stray spaces would never match.
+      .refine((s) => s.trim() === s, 'must not start or end with whitespace')
       .nullable()
       .openapi({
         description:
@@ -67,6 +81,15 @@ export const CreateApiKeyRequest = z
       })
       .optional(),
     expires_in_seconds: keyLifetimeSeconds().openapi({ description: "The key's lifetime; default: it never expires." }),
+  })
+  .superRefine((body, ctx) => {
+    if (body.tool_server != null && !body.scopes.includes('verify')) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['tool_server'],
+        message: 'is only allowed when scopes include "verify" (it binds a verify key to one tool server)',
+      });
+    }
   })
   .openapi('CreateApiKeyRequest');
 
@@ -93,7 +116,7 @@ export const CreatedApiKey = z
     key: z
       .string()
       .regex(/^bt_[A-Za-z0-9_-]{43}$/)
-      .openapi({ description: 'The secret. Shown only in this response.' }),
+      .openapi({ description: 'The secret. Shown only in this response.', example: 'bt_Q2hhbmdlTWVfVGhpc19Jc19Pbmx5X0FuX0V4YW1wbGU' }),
     tenant_id: z.string().nullable(),
     scopes: z.array(TenantScope),
     name: z.string().nullable(),
@@ -269,8 +292,7 @@ export const revokeApiKeyRoute = createRoute({
   tags: ['admin'],
   operationId: 'revokeApiKey',
   summary: 'Revoke an API key',
-  description:
-    'Idempotent. The key stops working on this node at once; other nodes sharing the database may accept it for up to 10 seconds (their key cache).',
+  description: 'Idempotent. The key stops working at once, on every route of every node sharing the database.',
   'x-baton-scopes': ['admin'],
   security: [{ bearerAuth: [] }],
   request: { params: z.object({ id: ApiKeyId }) },

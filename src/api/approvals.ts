@@ -5,6 +5,9 @@
  */
 import { createRoute, z } from '@hono/zod-openapi';
 import { MAX_APPROVAL_REASON } from '../protocol/approval.js';
+import { APPROVAL_STATUSES, GRANT_STATUSES } from '../protocol/lists.js';
+import { APPROVAL_DECISION_MAX_AGE_SECONDS, APPROVAL_DECISION_TYPE } from '../protocol/approval-decision.js';
+import { MAX_JWS_LENGTH } from '../protocol/records.js';
 import {
   BadRequestResponse,
   ConflictResponse,
@@ -20,15 +23,13 @@ import {
 /** The guardrail triple is parsed with the protocol's schema, which also refuses blank and control text. */
 export { GuardrailTripleSchema } from '../protocol/approval.js';
 
-const APPROVAL_STATUSES = ['pending', 'approved', 'rejected', 'expired', 'used'] as const;
-const GRANT_STATUSES = ['pending', 'approved', 'rejected'] as const;
 /** Unix time in seconds. */
 const UnixSeconds = z.int().min(0);
 
 export const Decision = z
   .strictObject({
     actor: z.string().openapi({ description: 'Who decided, as they named themselves.' }),
-    decided_by: z.string().openapi({ description: 'The id of the key that recorded the decision.' }),
+    decided_by: z.string().openapi({ description: 'The id of the key that recorded the decision, or the approver DID that signed it.' }),
     reason: z.string(),
     at: UnixSeconds,
   })
@@ -146,7 +147,7 @@ const decideApprovalRoute = (what: 'approve' | 'reject') =>
     tags,
     operationId: `${what}Approval`,
     summary: `${what === 'approve' ? 'Approve' : 'Reject'} a pending approval`,
-    description: 'The decision is final and stored with its receipt. The key that asked for the approval cannot decide it.',
+    description: 'The decision is final and stored with its service receipt. The key that asked for the approval cannot decide it.',
     ...decideScopes,
     request: { params: approvalId, body: decisionBody },
     responses: {
@@ -159,6 +160,42 @@ const decideApprovalRoute = (what: 'approve' | 'reject') =>
       ...decisionRefusals,
     },
   });
+
+/** How the keyless decision body is parsed and documented. */
+export const SignedDecisionRequest = z
+  .strictObject({
+    signed_decision: z
+      .string()
+      .min(1)
+      .max(MAX_JWS_LENGTH)
+      .openapi({ description: `A decision record (compact JWS) signed by an approver DID the tenant lists.` }),
+  })
+  .openapi('SignedApprovalDecision');
+
+export const signedDecisionRoute = createRoute({
+  method: 'post',
+  path: '/v1/approvals/{id}/signed-decision',
+  tags,
+  operationId: 'decideApprovalSigned',
+  summary: 'Approve or reject a pending approval with a record signed by an approver DID',
+  description: `No API key is needed (one sent is ignored): the signature is the authority. The record's payload is \`{iss, drs_v: "4.0", drs_type: "${APPROVAL_DECISION_TYPE}", approval_id, decision: "approve"|"reject", confirm: true, reason, iat, jti}\`, encoded like a delegation record. It is accepted when \`approval_id\` is the path id, \`iat\` is at most ${APPROVAL_DECISION_MAX_AGE_SECONDS} s old, the signature verifies, \`iss\` is in the \`approvers\` of the approval's tenant in the tool document version current when the decision is stored, and the approval is pending and unexpired. The decision is then stored like a key holder's, with \`iss\` as actor and decider, and its service receipt names the record. A record decides once: its \`jti\` is kept per signer. An unknown approval id and a signer the tenant does not list get the same \`404\`.`,
+  'x-baton-scopes': [],
+  security: [],
+  request: { params: approvalId, body: { required: true, content: { 'application/json': { schema: SignedDecisionRequest } } } },
+  responses: {
+    200: json(Approval, 'Decided.'),
+    400: BadRequestResponse(
+      'The body is invalid (`INVALID_REQUEST`), or the record is malformed, names another approval, or its `iat` is in the future or too old (`MALFORMED_JWS`, `NON_CANONICAL_JSON`, `INVALID_FIELD`, `INVALID_DID`, `WEAK_KEY`, ...).',
+    ),
+    403: ForbiddenResponse(
+      'The signature does not verify (`SIGNATURE_INVALID`); the signer requested this approval itself (`SELF_APPROVAL`); or the approval expired (`APPROVAL_EXPIRED`).',
+    ),
+    404: NotFoundResponse('No approval with this id accepts decisions from the signer: unknown id or unlisted signer alike (`NOT_FOUND`).'),
+    409: ConflictResponse("The approval is no longer pending, or this signer already used the record's `jti` (`CONFLICT`)."),
+    413: PayloadTooLargeResponse(),
+    ...failures,
+  },
+});
 
 export const approveRoute = decideApprovalRoute('approve');
 export const rejectRoute = decideApprovalRoute('reject');
@@ -194,7 +231,7 @@ const decideGrantRoute = (what: 'approve' | 'reject') =>
     tags,
     operationId: `${what}Grant`,
     summary: `${what === 'approve' ? 'Approve' : 'Reject'} a delegation held for the trifecta`,
-    description: 'The decision is final and stored with its receipt.',
+    description: 'The decision is final and stored with its service receipt.',
     ...decideScopes,
     request: {
       params: z.object({

@@ -1,13 +1,15 @@
 import { z } from '@hono/zod-openapi';
-import { ERROR_TABLE, type ErrorCode as ErrorCodeName } from '../protocol/errors.js';
+import { SERVICE_ERROR_CODES } from '../protocol/errors.js';
+import { ACTUAL_SOURCES, ROOT_TYPES } from '../protocol/lists.js';
 
 /**
  * A schema or null. Not `.nullable()`: on a named (referenced) schema the
  * generator writes allOf[$ref, {type: [..., null]}], which null cannot satisfy.
  */
-export const orNull = <T extends z.ZodType>(schema: T) => z.union([schema, z.null()]);
+export const orNull = <T extends z.ZodType>(schema: T, error?: string) =>
+  z.union([schema, z.null()], error === undefined ? undefined : { error });
 
-export const ErrorCode = z.enum(Object.keys(ERROR_TABLE) as [ErrorCodeName, ...ErrorCodeName[]]).openapi('ErrorCode', {
+export const ErrorCode = z.enum(SERVICE_ERROR_CODES).openapi('ErrorCode', {
   description:
     'Stable refusal codes: clients branch on them and a code never changes meaning. Codes with a block letter come from the verification pipeline. The HTTP status, message and suggestion of each are listed on the `/docs` page.',
 });
@@ -20,7 +22,10 @@ export const Block = z.enum(['A', 'B', 'C', 'D', 'E', 'F', 'G']).openapi('Block'
 export const RecordHash = z
   .string()
   .regex(/^sha256:[0-9a-f]{64}$/)
-  .openapi('RecordHash', { description: '`sha256:` + lowercase hex SHA-256 of the exact JWS string.' });
+  .openapi('RecordHash', {
+    description: '`sha256:` + lowercase hex SHA-256 of the exact JWS string.',
+    example: 'sha256:50d858e0985ecc7f60418aaf0cc5ab587f42c2570a884095a9e8ccacd0f6545c',
+  });
 
 export const Violation = z
   .strictObject({
@@ -71,14 +76,21 @@ export const DidKey = z
   .string()
   .max(128)
   .regex(/^did:key:z[1-9A-HJ-NP-Za-km-z]+$/)
-  .openapi('DidKey', { description: 'An Ed25519 `did:key` (multicodec 0xed01, base58btc).' });
+  .openapi('DidKey', {
+    description: 'An Ed25519 `did:key` (multicodec 0xed01, base58btc).',
+    example: 'did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK',
+  });
 
 export const Jws = z
   .string()
   .min(1)
   .max(65536)
   .regex(/^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/)
-  .openapi('Jws', { description: 'A compact JWS: base64url(JCS(header)).base64url(JCS(payload)).base64url(signature).' });
+  .openapi('Jws', {
+    description: 'A compact JWS: base64url(JCS(header)).base64url(JCS(payload)).base64url(signature).',
+    // Shortened: a real record's payload and 64-byte signature are longer.
+    example: 'eyJhbGciOiJFZERTQSIsInR5cCI6IkpXVCJ9.eyJkcnNfdiI6IjQuMCJ9.c2lnbmF0dXJl',
+  });
 
 export const Timestamp = z.string().openapi('Timestamp', { format: 'date-time' });
 
@@ -130,15 +142,15 @@ export const Bundle = z
   .strictObject({ bundle_version: z.literal('4.0'), invocation: Jws, receipts: z.array(Jws).max(64) })
   .openapi('Bundle', { description: 'A DRS 4.0 bundle, as carried in `X-DRS-Bundle` (base64url JSON) or in the verify body.' });
 
-export const RootType = z.enum(['human', 'organisation', 'automated-system']).openapi('RootType');
+export const RootType = z.enum(ROOT_TYPES).openapi('RootType');
 
-export const ReceiptRef = z.strictObject({ id: z.int().min(1), kid: z.string(), jws: Jws }).openapi('ReceiptRef', {
+export const ServiceReceiptRef = z.strictObject({ id: z.int().min(1), kid: z.string(), jws: Jws }).openapi('ServiceReceiptRef', {
   description:
     'A service receipt: a JWS (header `{"alg":"EdDSA","kid":...,"typ":"JWT"}`) whose payload is `{iss, kid, baton_receipt, tenant, subject, iat, jti, data}`, verifiable offline with the key `kid` from `GET /v1/keys`.',
 });
 
 export const ActualSource = z
-  .enum(['harness-reported', 'api-usage', 'manual-meter', 'unavailable'])
+  .enum(ACTUAL_SOURCES)
   .openapi('ActualSource', { description: 'Where the cost came from. An actual without provenance is refused.' });
 
 export const InvocationActual = z
@@ -149,7 +161,7 @@ export const InvocationActual = z
     source: ActualSource,
     unavailable_reason: z.string().nullable(),
     recorded_at: Timestamp,
-    receipt: orNull(ReceiptRef),
+    service_receipt: orNull(ServiceReceiptRef),
   })
   .openapi('InvocationActual', { description: "An invocation's actual, as listed with it." });
 
@@ -164,7 +176,7 @@ export const InvocationSummary = z
     declared_usd: Usd,
     caller_key_id: z.string(),
     created_at: Timestamp,
-    receipt: orNull(ReceiptRef),
+    service_receipt: orNull(ServiceReceiptRef),
     actual: orNull(InvocationActual),
   })
   .openapi('InvocationSummary', { description: 'An allowed invocation (it consumed its jti).' });

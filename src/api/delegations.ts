@@ -1,4 +1,5 @@
 import { createRoute, z } from '@hono/zod-openapi';
+import { DELEGATION_STATUSES, READ_SCOPES } from '../protocol/lists.js';
 import {
   RecordHash,
   DidKey,
@@ -7,7 +8,7 @@ import {
   Usd,
   Policy,
   RootType,
-  ReceiptRef,
+  ServiceReceiptRef,
   InvocationSummary,
   BadRequestResponse,
   UnauthorizedResponse,
@@ -31,7 +32,7 @@ export const SubmitDelegationsRequest = z
   .openapi('SubmitDelegationsRequest');
 
 export const DelegationStatus = z
-  .enum(['active', 'revoked', 'expired', 'not_yet_valid'])
+  .enum(DELEGATION_STATUSES)
   .openapi('DelegationStatus', { description: '`revoked` when the record or an ancestor is revoked.' });
 
 export const DelegationView = z
@@ -56,18 +57,18 @@ export const DelegationView = z
   })
   .openapi('DelegationView', { description: 'A stored delegation record, decoded. The base of the delegation shapes below.' });
 
-export const DelegationWithReceipt = z
-  .strictObject({ ...DelegationView.shape, jws: Jws, receipt: orNull(ReceiptRef) })
-  .openapi('DelegationWithReceipt', {
+export const DelegationWithServiceReceipt = z
+  .strictObject({ ...DelegationView.shape, jws: Jws, service_receipt: orNull(ServiceReceiptRef) })
+  .openapi('DelegationWithServiceReceipt', {
     description:
-      'A record with its JWS and the service receipt of its acceptance (`null` in a keyless answer, whose receipts would name the tenant).',
+      'A record with its JWS and the service receipt of its acceptance (`null` in a keyless answer, whose service receipts would name the tenant).',
   });
 
 export const SubmitResult = z
   .strictObject({
     created: z.boolean().openapi({ description: 'True when at least one record was newly stored.' }),
     tenant_id: z.string().openapi({ description: 'Only when submitted with an API key; a keyless answer names no tenant.' }).optional(),
-    delegations: z.array(DelegationWithReceipt).openapi({ description: 'The submitted records, in order.' }),
+    delegations: z.array(DelegationWithServiceReceipt).openapi({ description: 'The submitted records, in order.' }),
   })
   .openapi('SubmitResult');
 
@@ -84,12 +85,12 @@ export const IssueRequest = z
       .looseObject({ method: z.string().min(1).max(256), timestamp: z.string().min(1).max(64) })
       .openapi({ description: 'Required by DRS when `root_type` is `human`.' })
       .optional(),
-    jti: z.string().min(4).max(160).regex(/^dr:/).optional(),
+    jti: z.string().min(4).max(160).regex(/^dr:/).openapi({ example: 'dr:2f6c1d0e-7b4a-4e8e-9a53-0c1d2e3f4a5b' }).optional(),
   })
   .openapi('IssueRequest');
 
 export const IssueResult = z
-  .strictObject({ tenant_id: z.string(), custodial_did: DidKey, delegation: DelegationWithReceipt })
+  .strictObject({ tenant_id: z.string(), custodial_did: DidKey, delegation: DelegationWithServiceReceipt })
   .openapi('IssueResult');
 
 export const Usage = z
@@ -130,7 +131,7 @@ export const DelegationChain = z
     hash: RecordHash,
     root_principal: DidKey,
     receipts: z.array(Jws).openapi({ description: 'Root-to-leaf JWS list.' }),
-    records: z.array(DelegationWithReceipt),
+    records: z.array(DelegationWithServiceReceipt),
   })
   .openapi('DelegationChain');
 
@@ -164,7 +165,7 @@ export const TenantRevocation = z
     revoked_at: Timestamp,
     reason: z.string().nullable(),
     descendants: z.int().min(0),
-    receipt: orNull(ReceiptRef),
+    service_receipt: orNull(ServiceReceiptRef),
     already_revoked: z.boolean(),
   })
   .openapi('TenantRevocation');
@@ -177,7 +178,7 @@ export const RevokeResult = z
     reason: z.string().nullable(),
     revoked_by: RevokedBy,
     descendants: z.int().min(0).openapi({ description: 'Records below this one, all denied from now on.' }),
-    receipt: orNull(ReceiptRef),
+    service_receipt: orNull(ServiceReceiptRef),
     already_revoked: z.boolean(),
     tenant_id: z.string().openapi({ description: 'API key paths only.' }).optional(),
     tenants: z.array(TenantRevocation).openapi({ description: 'Admin key only; every tenant holding the record.' }).optional(),
@@ -218,7 +219,7 @@ export const submitDelegationsRoute = createRoute({
   operationId: 'submitDelegations',
   summary: 'Submit signed delegation records (root or sub-delegations)',
   description:
-    "Stores one signed DR (`{receipt}`) or a root-to-leaf list (`{receipts}`). The first record is either a root signed by a trusted root of a tenant, or a sub-DR whose parent is already stored. The chain it extends must verify: linked hand-offs, valid signatures, attenuation and time nesting, live and unrevoked ancestors.\n\n- Agents prove themselves by signature, so no API key is needed. With a key (`issue` scope), the records must belong to that key's tenant; without one, the tenant follows from the chain (and a chain several tenants could own is `422 UNPROCESSABLE`).\n- Resubmitting the same records is idempotent: `200` with the stored rows and their original receipts. `201` when at least one record was newly stored, each with a fresh service receipt.\n- Without a key, the answer reveals nothing stored until the caller's signatures prove a part in the chain. The submitted records are first judged on their own (shape, each signature by its own `iss`, linkage, attenuation and time between them). A stored parent then counts only if the first record is signed by the parent's holder (its `aud`): an unknown parent and a parent held by someone else get the same `422 BUNDLE_INCOMPLETE`. A root whose signature verifies learns whether some tenant trusts its issuer, never which. A keyless answer names no tenant: no `tenant_id`, and `receipt` is `null` (a receipt's signed claims name the tenant); read receipts with a key of the tenant.",
+    "Stores one signed DR, a DRS delegation receipt (`{receipt}`), or a root-to-leaf list of them (`{receipts}`). The first record is either a root signed by a trusted root of a tenant, or a sub-DR whose parent is already stored. The chain it extends must verify: linked hand-offs, valid signatures, attenuation and time nesting, live and unrevoked ancestors.\n\n- Agents prove themselves by signature, so no API key is needed. With a key (`issue` scope), the records must belong to that key's tenant; without one, the tenant follows from the chain (and a chain several tenants could own is `422 UNPROCESSABLE`).\n- Resubmitting the same records is idempotent: `200` with the stored rows and their original service receipts. `201` when at least one record was newly stored, each with a fresh service receipt.\n- Without a key, the answer reveals nothing stored until the caller's signatures prove a part in the chain. The submitted records are first judged on their own (shape, each signature by its own `iss`, linkage, attenuation and time between them). A stored parent then counts only if the first record is signed by the parent's holder (its `aud`): an unknown parent and a parent held by someone else get the same `422 BUNDLE_INCOMPLETE`. A root whose signature verifies learns whether some tenant trusts its issuer, never which. A keyless answer names no tenant: no `tenant_id`, and `service_receipt` is `null` (a service receipt's signed claims name the tenant); read service receipts with a key of the tenant.",
   'x-baton-scopes': ['issue'],
   security: [{}, { bearerAuth: [] }],
   request: { body: { required: true, content: { 'application/json': { schema: SubmitDelegationsRequest } } } },
@@ -278,7 +279,7 @@ export const getDelegationRoute = createRoute({
   summary: 'A delegation record with its status and usage',
   description:
     'The stored record, its status (`revoked` when it or any ancestor is revoked; then `revoked_by` names the highest revoked record), its JWS, and usage over its whole subtree: calls, declared and metered spend, and calibration.',
-  'x-baton-scopes': ['issue', 'verify', 'report', 'audit'],
+  'x-baton-scopes': [...READ_SCOPES],
   security: [{ bearerAuth: [] }],
   request: { params: z.object({ hash: DelegationHash }) },
   responses: {
@@ -299,8 +300,8 @@ export const getDelegationChainRoute = createRoute({
   operationId: 'getDelegationChain',
   summary: 'The root-to-leaf chain ending at a record, with service receipts',
   description:
-    '`receipts` is the root-to-leaf JWS list, re-verifiable offline (`baton verify` takes the whole response); `records` repeats each record with its status and the service receipt of its acceptance.',
-  'x-baton-scopes': ['issue', 'verify', 'report', 'audit'],
+    '`receipts` is the root-to-leaf JWS list of delegation receipts, re-verifiable offline (`baton verify` takes the whole response); `records` repeats each record with its status and the service receipt of its acceptance.',
+  'x-baton-scopes': [...READ_SCOPES],
   security: [{ bearerAuth: [] }],
   request: { params: z.object({ hash: DelegationHash }) },
   responses: {
@@ -321,7 +322,7 @@ export const getDelegationTreeRoute = createRoute({
   operationId: 'getDelegationTree',
   summary: 'A record and its descendants, nested',
   description: 'At most 1000 records; `truncated` says when more exist.',
-  'x-baton-scopes': ['issue', 'verify', 'report', 'audit'],
+  'x-baton-scopes': [...READ_SCOPES],
   security: [{ bearerAuth: [] }],
   request: { params: z.object({ hash: DelegationHash }) },
   responses: {
@@ -369,7 +370,7 @@ export const revokeDelegationRoute = createRoute({
   operationId: 'revokeDelegation',
   summary: 'Revoke a delegation record and, in effect, its whole subtree',
   description:
-    'Two ways in:\n\n- With an API key: `issue` (a record of the key\'s tenant) or the admin key (the record in every tenant holding it), body `{confirm: true, reason}`.\n- Without a key: `{revocation: <JWS>}`, a revocation record signed by the record\'s issuer, the root issuer, or the holder of any ancestor. Its payload is `{iss, drs_v: "4.0", drs_type: "revocation", target: <hash>, iat, jti: "rev:…", reason?}`, encoded like a DR. It revokes the record in every tenant holding it. A signer with no part in the record\'s chain gets exactly the `404` of an unknown hash; the record\'s own holder gets `403` (a holder cannot revoke the grant it received). A keyless answer names no tenant: `receipt` is `null`.\n\nFrom that moment the record and every descendant are denied `RECEIPT_REVOKED`, on every node. Revoking again is idempotent: the original `revoked_at`, reason, revoker and receipt come back with `already_revoked: true`.',
+    'Two ways in:\n\n- With an API key: `issue` (a record of the key\'s tenant) or the admin key (the record in every tenant holding it), body `{confirm: true, reason}`.\n- Without a key: `{revocation: <JWS>}`, a revocation record signed by the record\'s issuer, the root issuer, or the holder of any ancestor. Its payload is `{iss, drs_v: "4.0", drs_type: "revocation", target: <hash>, iat, jti: "rev:…", reason?}`, encoded like a DR. It revokes the record in every tenant holding it. A signer with no part in the record\'s chain gets exactly the `404` of an unknown hash; the record\'s own holder gets `403` (a holder cannot revoke the grant it received). A keyless answer names no tenant: `service_receipt` is `null`.\n\nFrom that moment the record and every descendant are denied `RECEIPT_REVOKED`, on every node. Revoking again is idempotent: the original `revoked_at`, reason, revoker and service receipt come back with `already_revoked: true`.',
   'x-baton-scopes': ['issue', 'admin'],
   security: [{}, { bearerAuth: [] }],
   request: {

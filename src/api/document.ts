@@ -24,11 +24,11 @@ export const DOCUMENT_CONFIG = {
     { name: 'verify', description: 'The hot path a tool server calls before every tool execution.' },
     { name: 'delegations', description: 'Submit signed delegation records, issue custodial roots, read chains and trees, revoke.' },
     { name: 'invocations', description: 'Metered actuals reported after execution, and audit reads of invocations.' },
-    { name: 'receipts', description: 'Receipts the service signed for what it did, paged for auditors.' },
+    { name: 'service-receipts', description: 'Service receipts: the records the service signed for what it did, paged for auditors.' },
     {
       name: 'log',
       description:
-        "Each tenant's transparency log of its receipts (C2SP tlog formats): checkpoints, tiles, proofs and witness cosignatures.",
+        "Each tenant's transparency log of its service receipts (C2SP tlog formats): checkpoints, tiles, proofs and witness cosignatures.",
     },
     { name: 'tools', description: "Each tenant's tool catalog and approval rules, and explanations of a call against them." },
     {

@@ -1,5 +1,6 @@
 /** POST /v1/explain's HTTP contract; the handler is in src/service/explain.handlers.ts. */
 import { createRoute, z } from '@hono/zod-openapi';
+import { TOOL_READ_SCOPES } from '../protocol/lists.js';
 import { MAX_CHAIN_DEPTH } from '../protocol/records.js';
 import { RISK_FLAGS } from '../protocol/tool-catalog.js';
 import {
@@ -13,7 +14,7 @@ import {
   UnauthorizedResponse,
   Violation,
 } from './common.js';
-import { RuleDecision, TOOL_READ_SCOPES, ToolDeclaration } from './tools.js';
+import { RuleDecision, ToolDeclaration } from './tools.js';
 
 export const ExplainBody = z
   .strictObject({

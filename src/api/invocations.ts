@@ -7,7 +7,7 @@ import {
   Jws,
   Timestamp,
   Usd,
-  ReceiptRef,
+  ServiceReceiptRef,
   ActualSource,
   InvocationSummary,
   BadRequestResponse,
@@ -20,6 +20,7 @@ import {
   InternalResponse,
   orNull,
 } from './common.js';
+import { InvocationListItem, InvocationsCursor, InvocationsLimit } from './delegations.js';
 
 export const ActualRequest = z
   .strictObject({
@@ -55,7 +56,7 @@ export const Actual = z
     unavailable_reason: z.string().nullable(),
     declared_usd: Usd,
     recorded_at: Timestamp,
-    receipt: orNull(ReceiptRef),
+    service_receipt: orNull(ServiceReceiptRef),
   })
   .openapi('Actual');
 
@@ -90,6 +91,7 @@ export const InvocationJti = z
   .regex(/^[!-~]+$/)
   .openapi('InvocationJti', {
     param: { name: 'jti', in: 'path', required: true, description: "The invocation's `jti` (`inv:...`), URL-encoded where needed." },
+    example: 'inv:7d3c9a4e-1f2b-4c5d-8e6f-9a0b1c2d3e4f',
   });
 
 export const recordActualRoute = createRoute({
@@ -129,7 +131,7 @@ export const getInvocationRoute = createRoute({
   operationId: 'getInvocation',
   summary: 'An invocation, its decision, service receipt, actual and denials',
   description:
-    'An allowed invocation comes with its JWS, chain, declared estimate, receipt, actual and any later denials of the same jti (replay attempts). A jti that was only ever denied comes back as `decision: denied` with every recorded denial.',
+    'An allowed invocation comes with its JWS, chain, declared estimate, service receipt, actual and any later denials of the same jti (replay attempts). A jti that was only ever denied comes back as `decision: denied` with every recorded denial.',
   'x-baton-scopes': ['audit', 'report', 'verify', 'issue'],
   security: [{ bearerAuth: [] }],
   request: { params: z.object({ jti: InvocationJti }) },
@@ -139,6 +141,58 @@ export const getInvocationRoute = createRoute({
     401: UnauthorizedResponse(),
     403: ForbiddenResponse('The key lacks a read scope, or is the admin key (`FORBIDDEN`).'),
     404: NotFoundResponse(),
+    500: InternalResponse(),
+    503: StorageUnavailableResponse(),
+  },
+});
+
+export const DenialListItem = z
+  .strictObject({
+    decision: z.literal('denied'),
+    denial_id: z.int().min(1),
+    jti: z.string().nullable().openapi({ description: 'Null when the invocation was too malformed to read one.' }),
+    ...Denial.shape,
+  })
+  .openapi('DenialListItem', { description: 'A recorded denial (it consumed nothing).' });
+
+export const DecisionPage = z
+  .strictObject({
+    invocations: z.array(z.union([InvocationListItem, DenialListItem])),
+    next_cursor: z.string().nullable().openapi({ description: '`cursor` for the next page; `null` on the last page.' }),
+  })
+  .openapi('DecisionPage');
+
+const filterParam = (name: string, description: string) => ({ param: { name, in: 'query' as const, description } });
+
+export const listInvocationsRoute = createRoute({
+  method: 'get',
+  path: '/v1/invocations',
+  tags: ['invocations'],
+  operationId: 'listInvocations',
+  summary: "The tenant's verify decisions (allowed invocations and denials), filtered, newest first",
+  description:
+    "Every allowed invocation (`decision: allowed`) and every recorded denial (`decision: denied`) of the key's tenant, newest first, keyset paged: pass `next_cursor` back as `cursor`, with the same filters, until it is `null`. Filters combine with AND:\n\n- `dr`: decisions whose chain passes through this delegation record (its whole subtree);\n- `tool`: allowed invocations of this tool (a denial stores no tool, so `tool` selects allowed invocations only);\n- `outcome`: `allowed` or `denied`;\n- `code`: denials with this code, as the denial's own code or one of its violations' (`POLICY_VIOLATION` lists e.g. `TOOL_NOT_ALLOWED`), which implies `denied`;\n- `since` (inclusive) and `until` (exclusive): RFC 3339 date-times with a zone.\n\nA contradictory combination (`code` with `outcome=allowed` or with `tool`, `tool` with `outcome=denied`, `until` not after `since`) is refused with `400` rather than answered with an empty page.",
+  'x-baton-scopes': ['audit'],
+  security: [{ bearerAuth: [] }],
+  request: {
+    query: z.object({
+      dr: RecordHash.optional().openapi(filterParam('dr', 'Only decisions whose `dr_chain` contains this delegation record hash.')),
+      tool: z.string().min(1).max(256).optional().openapi(filterParam('tool', 'Only allowed invocations of this tool.')),
+      outcome: z.enum(['allowed', 'denied']).optional().openapi(filterParam('outcome', 'Only allowed invocations, or only denials.')),
+      code: ErrorCode.optional().openapi(filterParam('code', "Only denials with this code (the denial's or one of its violations').")),
+      since: Timestamp.optional().openapi(filterParam('since', 'Only decisions at or after this instant (RFC 3339, with a zone).')),
+      until: Timestamp.optional().openapi(filterParam('until', 'Only decisions before this instant (RFC 3339, with a zone).')),
+      cursor: InvocationsCursor.optional(),
+      limit: InvocationsLimit.optional(),
+    }),
+  },
+  responses: {
+    200: { description: 'One page.', content: { 'application/json': { schema: DecisionPage } } },
+    400: BadRequestResponse(
+      'A filter, `limit` or `cursor` is invalid (an unknown code, a date-time without a zone, a cursor this service did not issue), filters contradict each other, a parameter is repeated, or an unknown parameter is given (`INVALID_REQUEST`, `details.issues`).',
+    ),
+    401: UnauthorizedResponse(),
+    403: ForbiddenResponse('The key lacks the `audit` scope, or is the admin key (`FORBIDDEN`).'),
     500: InternalResponse(),
     503: StorageUnavailableResponse(),
   },

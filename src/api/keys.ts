@@ -9,7 +9,7 @@ export const ServiceKey = z
     public_key: z
       .string()
       .regex(/^[A-Za-z0-9_-]{43}$/)
-      .openapi({ description: 'base64url of the raw 32-byte Ed25519 public key.' }),
+      .openapi({ description: 'base64url of the raw 32-byte Ed25519 public key.', example: 'O2onvM62pC1io6jQKm8Nc2UyFXcd4kOmOsBIoYtZ2ik' }),
     status: z.enum(['current', 'retired']),
     created_at: Timestamp,
     retired_at: orNull(Timestamp),
@@ -22,7 +22,10 @@ export const Jwk = z
   .strictObject({
     kty: z.literal('OKP'),
     crv: z.literal('Ed25519'),
-    x: z.string().regex(/^[A-Za-z0-9_-]{43}$/),
+    x: z
+      .string()
+      .regex(/^[A-Za-z0-9_-]{43}$/)
+      .openapi({ example: 'O2onvM62pC1io6jQKm8Nc2UyFXcd4kOmOsBIoYtZ2ik' }),
     kid: z.string(),
     use: z.literal('sig'),
     alg: z.literal('EdDSA'),
@@ -36,8 +39,8 @@ export const listServiceKeysRoute = createRoute({
   path: '/v1/keys',
   tags: ['keys'],
   operationId: 'listServiceKeys',
-  summary: "The service's receipt-signing keys, current first",
-  description: 'Public. Retired keys stay listed so old receipts remain verifiable. Cacheable for 60 s.',
+  summary: "The service's service-receipt-signing keys, current first",
+  description: 'Public. Retired keys stay listed so old service receipts remain verifiable. Cacheable for 60 s.',
   'x-baton-scopes': [],
   security: [],
   responses: {

@@ -49,7 +49,7 @@ export const logInfoRoute = createRoute({
   operationId: 'getLog',
   summary: "The tenant's transparency log: origin, size and verifier keys",
   description:
-    "One log per tenant, of every service receipt the tenant's requests produced. A tenant without receipts has a log of size 0.",
+    "One log per tenant, of every service receipt the tenant's requests produced. A tenant without service receipts has a log of size 0.",
   ...scopes,
   responses: { 200: { description: 'The log.', content: { 'application/json': { schema: LogInfo } } }, ...common },
 });
@@ -93,7 +93,7 @@ export const tileRoute = createRoute({
   operationId: 'getLogTile',
   summary: 'A hash tile or entry bundle (C2SP tlog-tiles)',
   description:
-    'Full tiles never change and are cached for a year (`immutable`); partial tiles (`.p/<W>`) are replaced as the log grows and are cached for 5 seconds. An entry bundle holds the receipt JWSs of its leaves, each uint16 length-prefixed.',
+    'Full tiles never change and are cached for a year (`immutable`); partial tiles (`.p/<W>`) are replaced as the log grows and are cached for 5 seconds. An entry bundle holds the service receipt JWSs of its leaves, each uint16 length-prefixed.',
   ...scopes,
   request: {
     params: z.object({
@@ -118,45 +118,45 @@ export const tileRoute = createRoute({
     401: UnauthorizedResponse(),
     403: forbidden,
     500: InternalResponse(
-      'Baton failed unexpectedly, or the receipts of an entry bundle can no longer be read (`INTERNAL`, `details.missing_indexes` or `details.oversized_indexes`).',
+      'Baton failed unexpectedly, or the service receipts of an entry bundle can no longer be read (`INTERNAL`, `details.missing_indexes` or `details.oversized_indexes`).',
     ),
     503: StorageUnavailableResponse(),
   },
 });
 
-export const ReceiptProof = z
+export const ServiceReceiptProof = z
   .strictObject({
-    receipt: z.strictObject({ id: z.int().min(1), jws: Jws }),
+    service_receipt: z.strictObject({ id: z.int().min(1), jws: Jws }),
     leaf_index: z.int().min(0),
     tree_size: z.int().min(1),
     proof: z.string().openapi({ description: 'C2SP tlog-proof bundle (c2sp.org/tlog-proof@v1) under the signed checkpoint.' }),
   })
-  .openapi('ReceiptLogProof');
+  .openapi('ServiceReceiptLogProof');
 
-export const receiptProofRoute = createRoute({
+export const serviceReceiptProofRoute = createRoute({
   method: 'get',
-  path: '/v1/log/receipts/{id}/proof',
+  path: '/v1/log/service-receipts/{id}/proof',
   tags,
-  operationId: 'getReceiptLogProof',
+  operationId: 'getServiceReceiptLogProof',
   summary: 'A service receipt with its inclusion proof, once integrated',
   description:
-    'A receipt enters the log in the next integration round after its transaction commits; until then the answer is `404` with `details.status: pending`.',
+    'A service receipt enters the log in the next integration round after its transaction commits; until then the answer is `404` with `details.status: pending`.',
   ...scopes,
   request: {
     params: z.object({
-      id: decimal.openapi({ param: { name: 'id', in: 'path', description: 'The receipt id (as in `GET /v1/receipts`).' } }),
+      id: decimal.openapi({ param: { name: 'id', in: 'path', description: 'The service receipt id (as in `GET /v1/service-receipts`).' } }),
     }),
     query: z.strictObject({
       tree_size: decimal.optional().openapi({ description: 'Prove under the stored checkpoint of this size; default the latest.' }),
     }),
   },
   responses: {
-    200: { description: 'The receipt and its proof.', content: { 'application/json': { schema: ReceiptProof } } },
+    200: { description: 'The service receipt and its proof.', content: { 'application/json': { schema: ServiceReceiptProof } } },
     400: BadRequestResponse(
       '`id` or `tree_size` is not a decimal without leading zeros, or an unknown parameter is given (`INVALID_REQUEST`).',
     ),
     404: NotFoundResponse(
-      'This tenant has no such receipt, it is not integrated yet (`details.status: pending`), or it is not in the checkpoint of `tree_size` (`NOT_FOUND`).',
+      'This tenant has no such service receipt, it is not integrated yet (`details.status: pending`), or it is not in the checkpoint of `tree_size` (`NOT_FOUND`).',
     ),
     ...common,
   },

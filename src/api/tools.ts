@@ -6,7 +6,14 @@
  * alike names, repeated rule ids).
  */
 import { createRoute, z } from '@hono/zod-openapi';
-import { ApprovalRulesSchema, MAX_RULES, RULE_DECISIONS, WebhookUrlSchema } from '../protocol/approval-rules.js';
+import {
+  ApprovalRulesSchema,
+  CostCalibrationSettingsSchema,
+  MAX_RULES,
+  RULE_DECISIONS,
+  WebhookUrlSchema,
+} from '../protocol/approval-rules.js';
+import { TOOL_READ_SCOPES } from '../protocol/lists.js';
 import { DidKeySchema } from '../protocol/records.js';
 import {
   BLAST_RADII,
@@ -33,9 +40,6 @@ import {
   Usd,
 } from './common.js';
 
-/** Every tenant key but `report` may read the catalog (and explain a call against it). */
-export const TOOL_READ_SCOPES = ['issue', 'verify', 'audit', 'approve'] as const;
-
 export const RuleDecision = z.enum(RULE_DECISIONS).openapi('RuleDecision', {
   description: 'What a rule (or the default) decides for a call: `allow`, `deny`, or wait for a human (`require_approval`).',
 });
@@ -56,7 +60,7 @@ export const ToolDeclaration = z
       .string()
       .max(129)
       .regex(/^[a-z][a-z0-9_.-]{0,63}:[a-z][a-z0-9_.-]{0,63}$/)
-      .openapi({ description: '`category:action` in lower case.' }),
+      .openapi({ description: '`category:action` in lower case.', example: 'files:delete' }),
     rate_limit_per_minute: z.int().min(1).max(MAX_RATE_LIMIT_PER_MINUTE).optional(),
     cost_per_invocation_usd: Usd.max(1000000000)
       .openapi({ description: 'A floor under the estimate of every call of this tool.' })
@@ -77,7 +81,7 @@ export const RuleConditions = z
         .string()
         .max(129)
         .regex(/^[a-z][a-z0-9_.-]{0,63}:(?:[a-z][a-z0-9_.-]{0,63}|\*)$/)
-        .openapi({ description: '`category:action`, or `category:*` for every action of a category.' }),
+        .openapi({ description: '`category:action`, or `category:*` for every action of a category.', example: 'files:*' }),
     ),
     tags: anyOf(z.enum(SENSITIVITY_TAGS)),
     flags: anyOf(z.enum(RISK_FLAGS)),
@@ -100,17 +104,42 @@ export const ApprovalRule = z
       .min(1)
       .max(64)
       .regex(/^[a-z0-9][a-z0-9_.-]*$/)
-      .openapi({ description: 'Unique in the list.' }),
+      .openapi({ description: 'Unique in the list.', example: 'org-wide-writes' }),
     when: RuleConditions,
     decision: RuleDecision,
     description: z.string().max(500).openapi({ description: 'Shown to the caller when the rule matches.' }).optional(),
   })
   .openapi('ApprovalRule', { description: 'Rules are read in order; the first certain match wins.' });
 
+/** The undeclared-tool rule, fail closed either way: in strict mode by denial, otherwise by counting every risk. */
+const STRICT_DESCRIPTION =
+  "true: undeclared tools are denied (`TOOL_UNDECLARED`) and add nothing to a delegation's reach. " +
+  'false: they may be called, and since nothing says what they do, an undeclared tool counts as carrying all three ' +
+  'risk flags: a delegation naming one in `allowed_tools`, or leaving its tools unrestricted (it then reaches any ' +
+  "undeclared tool), is a lethal trifecta and is held for approval; the held grant's explanation says so.";
+
+const CostCalibration = z
+  .strictObject({
+    ratio_above: z
+      .number()
+      .min(1)
+      .max(1000)
+      .openapi({ description: 'Flagged when metered cost is above this many times the declared estimates.' }),
+    min_metered_invocations: z
+      .int()
+      .min(1)
+      .max(1_000_000)
+      .openapi({ description: 'Only once at least this many invocations were metered.' }),
+  })
+  .openapi('CostCalibrationSettings', {
+    description:
+      'When a delegation of a chain is flagged for cost calibration (the `cost_calibration` rule condition): over the metered invocations through it (its whole subtree), metered cost above `ratio_above` times what was declared for them, over at least `min_metered_invocations`. Default `{ratio_above: 1.2, min_metered_invocations: 3}`.',
+  });
+
 export const ToolDocument = z
   .strictObject({
     version: z.int().min(1),
-    strict: z.boolean().openapi({ description: 'Undeclared tools are denied (`TOOL_UNDECLARED`).' }),
+    strict: z.boolean().openapi({ description: STRICT_DESCRIPTION }),
     default_decision: RuleDecision,
     rules: z.array(ApprovalRule),
     approvers: z.array(DidKey).openapi({ description: 'DIDs whose signed approvals the tenant accepts.' }),
@@ -118,6 +147,7 @@ export const ToolDocument = z
       .string()
       .nullable()
       .openapi({ description: 'Where each new pending approval is pushed (best effort); `null` for none.' }),
+    cost_calibration: CostCalibration,
     tools: z.array(ToolDeclaration),
     hash: RecordHash.openapi({ description: 'Hash of the whole version: catalog and settings.' }),
     catalog_hash: RecordHash.openapi({ description: 'Hash of the canonical catalog alone.' }),
@@ -132,7 +162,7 @@ export const PublishToolsRequest = z
       .int()
       .min(0)
       .openapi({ description: 'The version this one replaces (0 for the first); a stale base is refused with `CONFLICT`.' }),
-    strict: z.boolean(),
+    strict: z.boolean().openapi({ description: STRICT_DESCRIPTION }),
     tools: z.array(ToolDeclaration).max(MAX_CATALOG_TOOLS),
     rules: z.array(ApprovalRule).max(MAX_RULES).openapi({ description: 'Default: the built-in rules.' }).optional(),
     default_decision: RuleDecision.optional(),
@@ -142,6 +172,7 @@ export const PublishToolsRequest = z
       .max(2048)
       .openapi({ description: 'An absolute http(s) URL without credentials; each new pending approval is POSTed to it.' })
       .optional(),
+    cost_calibration: CostCalibration.optional(),
   })
   .openapi('PublishTools', { description: 'The whole next version, on top of the version the publisher read.' });
 
@@ -154,6 +185,7 @@ export const PublishToolsBody = z.strictObject({
   default_decision: z.enum(RULE_DECISIONS).optional(),
   approvers: z.array(DidKeySchema).max(64).optional(),
   webhook_url: WebhookUrlSchema.optional(),
+  cost_calibration: CostCalibrationSettingsSchema.optional(),
 });
 export type PublishToolsInput = z.infer<typeof PublishToolsBody>;
 
@@ -170,7 +202,8 @@ export const publishToolsRoute = createRoute({
   tags,
   operationId: 'publishTools',
   summary: "Publish the next version of a tenant's tool catalog and approval settings",
-  description: 'Stores the version with a `tools.catalog.published` receipt, all or nothing. Responses are `Cache-Control: no-store`.',
+  description:
+    'Stores the version with a `tools.catalog.published` service receipt, all or nothing. Responses are `Cache-Control: no-store`.',
   'x-baton-scopes': ['admin'],
   security: [{ bearerAuth: [] }],
   request: {

@@ -10,7 +10,7 @@ import {
   Jws,
   Policy,
   RootType,
-  ReceiptRef,
+  ServiceReceiptRef,
   BadRequestResponse,
   UnauthorizedResponse,
   ConflictResponse,
@@ -109,7 +109,7 @@ export const VerifyAllow = z
     dry_run: z.boolean(),
     retry: z.boolean().openapi({
       description:
-        'True when this answers a re-send, by the same API key, of an invocation already\nallowed: `receipt` is the original one and nothing was counted now. Always false\nfor a fresh allow; on a dry run, true when the real call would be such a retry.',
+        'True when this answers a re-send, by the same API key, of an invocation already\nallowed: `service_receipt` is the original one and nothing was counted now. Always false\nfor a fresh allow; on a dry run, true when the real call would be such a retry.',
     }),
     context: ChainContext,
     invocation_id: z.string().openapi({ description: "The invocation's `jti`." }),
@@ -118,7 +118,9 @@ export const VerifyAllow = z
       .array(Counter)
       .openapi({ description: 'Every DR of the chain with `max_calls`, root first, after this call (before it, for a dry run).' }),
     warnings: z.array(Warning),
-    receipt: orNull(ReceiptRef).openapi({ description: "The service's signed `invocation.allowed` receipt; `null` for a dry run." }),
+    service_receipt: orNull(ServiceReceiptRef).openapi({
+      description: "The service's signed `invocation.allowed` service receipt; `null` for a dry run.",
+    }),
   })
   .openapi('VerifyAllow');
 
@@ -190,7 +192,7 @@ export const verifyRoute = createRoute({
   operationId: 'verify',
   summary: 'Verify an invocation against its delegation chain and count it',
   description:
-    "Runs blocks A-F of the verification pipeline (shape, linkage, signatures and trust,\nattenuation and policy, time, revocation) and, in one database statement, block G\n(the API key still active, the root still trusted, no DR revoked, replay, `max_calls`\non every counted DR, `max_spend_usd`, and the receipt).\n\n- **Retry after a lost answer.** The same invocation (same `jti` and same signed bytes)\n  sent again by the same API key is answered with its original allow: the same\n  `receipt`, `retry: true`, and nothing counted again; `counters` are the stored\n  values now. The revocation, root trust and API key are re-checked first, so a chain\n  revoked since then is refused. Any other caller (another key, or a different\n  invocation reusing the `jti`) gets `REPLAY_DETECTED`. A denial never consumes the\n  `jti`, so a denied invocation sent again is simply decided again.\n- **Deadline.** A verify that cannot be decided within the service's deadline\n  (`BATON_VERIFY_DEADLINE_MS`, default 5000 ms) is answered `503 STORAGE_UNAVAILABLE`,\n  and the database refuses to commit it afterwards: nothing is counted. (Only an answer\n  lost after the commit, e.g. in the network, leaves a call counted; send it again to\n  get its receipt, see retry above.)\n- A key revoked on any node is refused (401) by the next verify on every node.\n\n- Trust is the calling key's tenant's trusted roots. A key bound to a tool server only verifies invocations naming it (`TOOL_SERVER_MISMATCH`).\n- `receipts` may be empty when every `dr_chain` hash is already stored (chain by reference). Receipts Baton has not seen are verified in full and stored.\n- `dry_run: true` runs every check and reports counters, but consumes nothing: no counter, no jti, no receipt, no denial record, and embedded records are not stored. It refuses whatever the real call would refuse at that moment (including the `409` below), so a dry run never says allow where the real call would not.\n- `body` is compared with the signed `args` under JCS and reported as `binding`; with `require_binding: true` anything but `match` is a deny (`BINDING_MISMATCH`).\n- A malformed bundle is a deny (403, block A), not a 400: only an unreadable request is 400.\n- Denials are recorded for auditors (unless dry run) and never consume the jti.\n- `args.estimated_cost_usd`, when present, must be a finite, non-negative JSON number of US dollars of at most 1,000,000 (the per-invocation maximum); it is required wherever any record of the chain sets `max_cost_usd` or `max_spend_usd`. A missing or unusable estimate there (a string, null, negative, too large) is a deny, `POLICY_VIOLATION` (block D) naming `args.estimated_cost_usd`: a call under a budget is never counted as free.\n\nThe bundle may instead come base64url-encoded in the `X-DRS-Bundle` header (DRS transport); the header is used only when the body has no `invocation`.",
+    "Runs blocks A-F of the verification pipeline (shape, linkage, signatures and trust,\nattenuation and policy, time, revocation) and, in one database statement, block G\n(the API key still active, the root still trusted, no DR revoked, replay, `max_calls`\non every counted DR, `max_spend_usd`, and the service receipt).\n\n- **Retry after a lost answer.** The same invocation (same `jti` and same signed bytes)\n  sent again by the same API key is answered with its original allow: the same\n  `service_receipt`, `retry: true`, and nothing counted again; `counters` are the stored\n  values now. The revocation, root trust and API key are re-checked first, so a chain\n  revoked since then is refused. Any other caller (another key, or a different\n  invocation reusing the `jti`) gets `REPLAY_DETECTED`. A denial never consumes the\n  `jti`, so a denied invocation sent again is simply decided again.\n- **Deadline.** A verify that cannot be decided within the service's deadline\n  (`BATON_VERIFY_DEADLINE_MS`, default 5000 ms) is answered `503 STORAGE_UNAVAILABLE`,\n  and the database refuses to commit it afterwards: nothing is counted. (Only an answer\n  lost after the commit, e.g. in the network, leaves a call counted; send it again to\n  get its service receipt, see retry above.)\n- A key revoked on any node is refused (401) by the next verify on every node.\n\n- Trust is the calling key's tenant's trusted roots. A key bound to a tool server only verifies invocations naming it (`TOOL_SERVER_MISMATCH`).\n- `receipts` may be empty when every `dr_chain` hash is already stored (chain by reference). Delegation receipts Baton has not seen are verified in full and stored.\n- `dry_run: true` runs every check and reports counters, but consumes nothing: no counter, no jti, no service receipt, no denial record, and embedded records are not stored. It refuses whatever the real call would refuse at that moment (including the `409` below), so a dry run never says allow where the real call would not.\n- `body` is compared with the signed `args` under JCS and reported as `binding`; with `require_binding: true` anything but `match` is a deny (`BINDING_MISMATCH`).\n- A malformed bundle is a deny (403, block A), not a 400: only an unreadable request is 400.\n- Denials are recorded for auditors (unless dry run) and never consume the jti.\n- `args.estimated_cost_usd`, when present, must be a finite, non-negative JSON number of US dollars of at most 1,000,000 (the per-invocation maximum); it is required wherever any record of the chain sets `max_cost_usd` or `max_spend_usd`. A missing or unusable estimate there (a string, null, negative, too large) is a deny, `POLICY_VIOLATION` (block D) naming `args.estimated_cost_usd`: a call under a budget is never counted as free.\n\nThe bundle may instead come base64url-encoded in the `X-DRS-Bundle` header (DRS transport); the header is used only when the body has no `invocation`.",
   ...verifyExchange,
 });
 

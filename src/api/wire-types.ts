@@ -146,7 +146,7 @@ export interface paths {
     post?: never;
     /**
      * Revoke an API key
-     * @description Idempotent. The key stops working on this node at once; other nodes sharing the database may accept it for up to 10 seconds (their key cache).
+     * @description Idempotent. The key stops working at once, on every route of every node sharing the database.
      */
     delete: operations['revokeApiKey'];
     options?: never;
@@ -265,7 +265,7 @@ export interface paths {
     put?: never;
     /**
      * Publish the next version of a tenant's tool catalog and approval settings
-     * @description Stores the version with a `tools.catalog.published` receipt, all or nothing. Responses are `Cache-Control: no-store`.
+     * @description Stores the version with a `tools.catalog.published` service receipt, all or nothing. Responses are `Cache-Control: no-store`.
      */
     post: operations['publishTools'];
     delete?: never;
@@ -319,7 +319,7 @@ export interface paths {
     put?: never;
     /**
      * Approve a pending approval
-     * @description The decision is final and stored with its receipt. The key that asked for the approval cannot decide it.
+     * @description The decision is final and stored with its service receipt. The key that asked for the approval cannot decide it.
      */
     post: operations['approveApproval'];
     delete?: never;
@@ -339,9 +339,29 @@ export interface paths {
     put?: never;
     /**
      * Reject a pending approval
-     * @description The decision is final and stored with its receipt. The key that asked for the approval cannot decide it.
+     * @description The decision is final and stored with its service receipt. The key that asked for the approval cannot decide it.
      */
     post: operations['rejectApproval'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/approvals/{id}/signed-decision': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Approve or reject a pending approval with a record signed by an approver DID
+     * @description No API key is needed (one sent is ignored): the signature is the authority. The record's payload is `{iss, drs_v: "4.0", drs_type: "baton-approval-decision", approval_id, decision: "approve"|"reject", confirm: true, reason, iat, jti}`, encoded like a delegation record. It is accepted when `approval_id` is the path id, `iat` is at most 300 s old, the signature verifies, `iss` is in the `approvers` of the approval's tenant in the tool document version current when the decision is stored, and the approval is pending and unexpired. The decision is then stored like a key holder's, with `iss` as actor and decider, and its service receipt names the record. A record decides once: its `jti` is kept per signer. An unknown approval id and a signer the tenant does not list get the same `404`.
+     */
+    post: operations['decideApprovalSigned'];
     delete?: never;
     options?: never;
     head?: never;
@@ -359,11 +379,11 @@ export interface paths {
     put?: never;
     /**
      * Submit signed delegation records (root or sub-delegations)
-     * @description Stores one signed DR (`{receipt}`) or a root-to-leaf list (`{receipts}`). The first record is either a root signed by a trusted root of a tenant, or a sub-DR whose parent is already stored. The chain it extends must verify: linked hand-offs, valid signatures, attenuation and time nesting, live and unrevoked ancestors.
+     * @description Stores one signed DR, a DRS delegation receipt (`{receipt}`), or a root-to-leaf list of them (`{receipts}`). The first record is either a root signed by a trusted root of a tenant, or a sub-DR whose parent is already stored. The chain it extends must verify: linked hand-offs, valid signatures, attenuation and time nesting, live and unrevoked ancestors.
      *
      *     - Agents prove themselves by signature, so no API key is needed. With a key (`issue` scope), the records must belong to that key's tenant; without one, the tenant follows from the chain (and a chain several tenants could own is `422 UNPROCESSABLE`).
-     *     - Resubmitting the same records is idempotent: `200` with the stored rows and their original receipts. `201` when at least one record was newly stored, each with a fresh service receipt.
-     *     - Without a key, the answer reveals nothing stored until the caller's signatures prove a part in the chain. The submitted records are first judged on their own (shape, each signature by its own `iss`, linkage, attenuation and time between them). A stored parent then counts only if the first record is signed by the parent's holder (its `aud`): an unknown parent and a parent held by someone else get the same `422 BUNDLE_INCOMPLETE`. A root whose signature verifies learns whether some tenant trusts its issuer, never which. A keyless answer names no tenant: no `tenant_id`, and `receipt` is `null` (a receipt's signed claims name the tenant); read receipts with a key of the tenant.
+     *     - Resubmitting the same records is idempotent: `200` with the stored rows and their original service receipts. `201` when at least one record was newly stored, each with a fresh service receipt.
+     *     - Without a key, the answer reveals nothing stored until the caller's signatures prove a part in the chain. The submitted records are first judged on their own (shape, each signature by its own `iss`, linkage, attenuation and time between them). A stored parent then counts only if the first record is signed by the parent's holder (its `aud`): an unknown parent and a parent held by someone else get the same `422 BUNDLE_INCOMPLETE`. A root whose signature verifies learns whether some tenant trusts its issuer, never which. A keyless answer names no tenant: no `tenant_id`, and `service_receipt` is `null` (a service receipt's signed claims name the tenant); read service receipts with a key of the tenant.
      */
     post: operations['submitDelegations'];
     delete?: never;
@@ -401,7 +421,7 @@ export interface paths {
     };
     /**
      * The root-to-leaf chain ending at a record, with service receipts
-     * @description `receipts` is the root-to-leaf JWS list, re-verifiable offline (`baton verify` takes the whole response); `records` repeats each record with its status and the service receipt of its acceptance.
+     * @description `receipts` is the root-to-leaf JWS list of delegation receipts, re-verifiable offline (`baton verify` takes the whole response); `records` repeats each record with its status and the service receipt of its acceptance.
      */
     get: operations['getDelegationChain'];
     put?: never;
@@ -446,9 +466,9 @@ export interface paths {
      * @description Two ways in:
      *
      *     - With an API key: `issue` (a record of the key's tenant) or the admin key (the record in every tenant holding it), body `{confirm: true, reason}`.
-     *     - Without a key: `{revocation: <JWS>}`, a revocation record signed by the record's issuer, the root issuer, or the holder of any ancestor. Its payload is `{iss, drs_v: "4.0", drs_type: "revocation", target: <hash>, iat, jti: "rev:…", reason?}`, encoded like a DR. It revokes the record in every tenant holding it. A signer with no part in the record's chain gets exactly the `404` of an unknown hash; the record's own holder gets `403` (a holder cannot revoke the grant it received). A keyless answer names no tenant: `receipt` is `null`.
+     *     - Without a key: `{revocation: <JWS>}`, a revocation record signed by the record's issuer, the root issuer, or the holder of any ancestor. Its payload is `{iss, drs_v: "4.0", drs_type: "revocation", target: <hash>, iat, jti: "rev:…", reason?}`, encoded like a DR. It revokes the record in every tenant holding it. A signer with no part in the record's chain gets exactly the `404` of an unknown hash; the record's own holder gets `403` (a holder cannot revoke the grant it received). A keyless answer names no tenant: `service_receipt` is `null`.
      *
-     *     From that moment the record and every descendant are denied `RECEIPT_REVOKED`, on every node. Revoking again is idempotent: the original `revoked_at`, reason, revoker and receipt come back with `already_revoked: true`.
+     *     From that moment the record and every descendant are denied `RECEIPT_REVOKED`, on every node. Revoking again is idempotent: the original `revoked_at`, reason, revoker and service receipt come back with `already_revoked: true`.
      */
     post: operations['revokeDelegation'];
     delete?: never;
@@ -545,7 +565,7 @@ export interface paths {
     put?: never;
     /**
      * Approve a delegation held for the trifecta
-     * @description The decision is final and stored with its receipt.
+     * @description The decision is final and stored with its service receipt.
      */
     post: operations['approveGrant'];
     delete?: never;
@@ -565,9 +585,37 @@ export interface paths {
     put?: never;
     /**
      * Reject a delegation held for the trifecta
-     * @description The decision is final and stored with its receipt.
+     * @description The decision is final and stored with its service receipt.
      */
     post: operations['rejectGrant'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/invocations': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * The tenant's verify decisions (allowed invocations and denials), filtered, newest first
+     * @description Every allowed invocation (`decision: allowed`) and every recorded denial (`decision: denied`) of the key's tenant, newest first, keyset paged: pass `next_cursor` back as `cursor`, with the same filters, until it is `null`. Filters combine with AND:
+     *
+     *     - `dr`: decisions whose chain passes through this delegation record (its whole subtree);
+     *     - `tool`: allowed invocations of this tool (a denial stores no tool, so `tool` selects allowed invocations only);
+     *     - `outcome`: `allowed` or `denied`;
+     *     - `code`: denials with this code, as the denial's own code or one of its violations' (`POLICY_VIOLATION` lists e.g. `TOOL_NOT_ALLOWED`), which implies `denied`;
+     *     - `since` (inclusive) and `until` (exclusive): RFC 3339 date-times with a zone.
+     *
+     *     A contradictory combination (`code` with `outcome=allowed` or with `tool`, `tool` with `outcome=denied`, `until` not after `since`) is refused with `400` rather than answered with an empty page.
+     */
+    get: operations['listInvocations'];
+    put?: never;
+    post?: never;
     delete?: never;
     options?: never;
     head?: never;
@@ -583,7 +631,7 @@ export interface paths {
     };
     /**
      * An invocation, its decision, service receipt, actual and denials
-     * @description An allowed invocation comes with its JWS, chain, declared estimate, receipt, actual and any later denials of the same jti (replay attempts). A jti that was only ever denied comes back as `decision: denied` with every recorded denial.
+     * @description An allowed invocation comes with its JWS, chain, declared estimate, service receipt, actual and any later denials of the same jti (replay attempts). A jti that was only ever denied comes back as `decision: denied` with every recorded denial.
      */
     get: operations['getInvocation'];
     put?: never;
@@ -624,8 +672,8 @@ export interface paths {
       cookie?: never;
     };
     /**
-     * The service's receipt-signing keys, current first
-     * @description Public. Retired keys stay listed so old receipts remain verifiable. Cacheable for 60 s.
+     * The service's service-receipt-signing keys, current first
+     * @description Public. Retired keys stay listed so old service receipts remain verifiable. Cacheable for 60 s.
      */
     get: operations['listServiceKeys'];
     put?: never;
@@ -645,7 +693,7 @@ export interface paths {
     };
     /**
      * The tenant's transparency log: origin, size and verifier keys
-     * @description One log per tenant, of every service receipt the tenant's requests produced. A tenant without receipts has a log of size 0.
+     * @description One log per tenant, of every service receipt the tenant's requests produced. A tenant without service receipts has a log of size 0.
      */
     get: operations['getLog'];
     put?: never;
@@ -733,7 +781,7 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
-  '/v1/log/receipts/{id}/proof': {
+  '/v1/log/service-receipts/{id}/proof': {
     parameters: {
       query?: never;
       header?: never;
@@ -742,9 +790,9 @@ export interface paths {
     };
     /**
      * A service receipt with its inclusion proof, once integrated
-     * @description A receipt enters the log in the next integration round after its transaction commits; until then the answer is `404` with `details.status: pending`.
+     * @description A service receipt enters the log in the next integration round after its transaction commits; until then the answer is `404` with `details.status: pending`.
      */
-    get: operations['getReceiptLogProof'];
+    get: operations['getServiceReceiptLogProof'];
     put?: never;
     post?: never;
     delete?: never;
@@ -762,7 +810,7 @@ export interface paths {
     };
     /**
      * A hash tile or entry bundle (C2SP tlog-tiles)
-     * @description Full tiles never change and are cached for a year (`immutable`); partial tiles (`.p/<W>`) are replaced as the log grows and are cached for 5 seconds. An entry bundle holds the receipt JWSs of its leaves, each uint16 length-prefixed.
+     * @description Full tiles never change and are cached for a year (`immutable`); partial tiles (`.p/<W>`) are replaced as the log grows and are cached for 5 seconds. An entry bundle holds the service receipt JWSs of its leaves, each uint16 length-prefixed.
      */
     get: operations['getLogTile'];
     put?: never;
@@ -773,7 +821,7 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
-  '/v1/receipts': {
+  '/v1/service-receipts': {
     parameters: {
       query?: never;
       header?: never;
@@ -782,9 +830,9 @@ export interface paths {
     };
     /**
      * The tenant's service receipts, oldest first
-     * @description Pages by receipt id: pass `next_after` back as `after` until it is `null`. Each receipt is a JWS signed by the service key named by its `kid` (see `GET /v1/keys`).
+     * @description Pages by service receipt id: pass `next_after` back as `after`, with the same filters, until it is `null`. Filters combine with AND: `kind`, `subject` (a DR hash or an invocation jti), `since` (inclusive) and `until` (exclusive). For decisions by DR subtree, tool or outcome, see `GET /v1/invocations`. Each service receipt is a JWS signed by the service key named by its `kid` (see `GET /v1/keys`).
      */
-    get: operations['listReceipts'];
+    get: operations['listServiceReceipts'];
     put?: never;
     post?: never;
     delete?: never;
@@ -841,11 +889,11 @@ export interface paths {
      * @description Runs blocks A-F of the verification pipeline (shape, linkage, signatures and trust,
      *     attenuation and policy, time, revocation) and, in one database statement, block G
      *     (the API key still active, the root still trusted, no DR revoked, replay, `max_calls`
-     *     on every counted DR, `max_spend_usd`, and the receipt).
+     *     on every counted DR, `max_spend_usd`, and the service receipt).
      *
      *     - **Retry after a lost answer.** The same invocation (same `jti` and same signed bytes)
      *       sent again by the same API key is answered with its original allow: the same
-     *       `receipt`, `retry: true`, and nothing counted again; `counters` are the stored
+     *       `service_receipt`, `retry: true`, and nothing counted again; `counters` are the stored
      *       values now. The revocation, root trust and API key are re-checked first, so a chain
      *       revoked since then is refused. Any other caller (another key, or a different
      *       invocation reusing the `jti`) gets `REPLAY_DETECTED`. A denial never consumes the
@@ -854,12 +902,12 @@ export interface paths {
      *       (`BATON_VERIFY_DEADLINE_MS`, default 5000 ms) is answered `503 STORAGE_UNAVAILABLE`,
      *       and the database refuses to commit it afterwards: nothing is counted. (Only an answer
      *       lost after the commit, e.g. in the network, leaves a call counted; send it again to
-     *       get its receipt, see retry above.)
+     *       get its service receipt, see retry above.)
      *     - A key revoked on any node is refused (401) by the next verify on every node.
      *
      *     - Trust is the calling key's tenant's trusted roots. A key bound to a tool server only verifies invocations naming it (`TOOL_SERVER_MISMATCH`).
-     *     - `receipts` may be empty when every `dr_chain` hash is already stored (chain by reference). Receipts Baton has not seen are verified in full and stored.
-     *     - `dry_run: true` runs every check and reports counters, but consumes nothing: no counter, no jti, no receipt, no denial record, and embedded records are not stored. It refuses whatever the real call would refuse at that moment (including the `409` below), so a dry run never says allow where the real call would not.
+     *     - `receipts` may be empty when every `dr_chain` hash is already stored (chain by reference). Delegation receipts Baton has not seen are verified in full and stored.
+     *     - `dry_run: true` runs every check and reports counters, but consumes nothing: no counter, no jti, no service receipt, no denial record, and embedded records are not stored. It refuses whatever the real call would refuse at that moment (including the `409` below), so a dry run never says allow where the real call would not.
      *     - `body` is compared with the signed `args` under JCS and reported as `binding`; with `require_binding: true` anything but `match` is a deny (`BINDING_MISMATCH`).
      *     - A malformed bundle is a deny (403, block A), not a 400: only an unreadable request is 400.
      *     - Denials are recorded for auditors (unless dry run) and never consume the jti.
@@ -902,8 +950,8 @@ export interface components {
       cost_usd: components['schemas']['Usd'] | null;
       declared_usd: components['schemas']['Usd'];
       jti: string;
-      receipt: components['schemas']['ReceiptRef'] | null;
       recorded_at: components['schemas']['Timestamp'];
+      service_receipt: components['schemas']['ServiceReceiptRef'] | null;
       source: components['schemas']['ActualSource'];
       tokens_in: number | null;
       tokens_out: number | null;
@@ -988,7 +1036,10 @@ export interface components {
       decision: components['schemas']['RuleDecision'];
       /** @description Shown to the caller when the rule matches. */
       description?: string;
-      /** @description Unique in the list. */
+      /**
+       * @description Unique in the list.
+       * @example org-wide-writes
+       */
       id: string;
       when: components['schemas']['RuleConditions'];
     };
@@ -1038,6 +1089,13 @@ export interface components {
       /** @description The witness cosignature verifier key (type 0x04). */
       witness_key: string;
     };
+    /** @description When a delegation of a chain is flagged for cost calibration (the `cost_calibration` rule condition): over the metered invocations through it (its whole subtree), metered cost above `ratio_above` times what was declared for them, over at least `min_metered_invocations`. Default `{ratio_above: 1.2, min_metered_invocations: 3}`. */
+    CostCalibrationSettings: {
+      /** @description Only once at least this many invocations were metered. */
+      min_metered_invocations: number;
+      /** @description Flagged when metered cost is above this many times the declared estimates. */
+      ratio_above: number;
+    };
     Counter: {
       calls_used: number;
       dr: components['schemas']['RecordHash'];
@@ -1055,7 +1113,10 @@ export interface components {
       created_at: components['schemas']['Timestamp'];
       expires_at: components['schemas']['Timestamp'] | null;
       id: string;
-      /** @description The secret. Shown only in this response. */
+      /**
+       * @description The secret. Shown only in this response.
+       * @example bt_Q2hhbmdlTWVfVGhpc19Jc19Pbmx5X0FuX0V4YW1wbGU
+       */
       key: string;
       name: string | null;
       /** @description The key this one replaces by rotation. */
@@ -1072,7 +1133,7 @@ export interface components {
       /** @description Who decided, as they named themselves. */
       actor: string;
       at: number;
-      /** @description The id of the key that recorded the decision. */
+      /** @description The id of the key that recorded the decision, or the approver DID that signed it. */
       decided_by: string;
       reason: string;
     };
@@ -1083,11 +1144,16 @@ export interface components {
       message: string;
       suggestion: string;
     };
+    DecisionPage: {
+      invocations: (components['schemas']['InvocationListItem'] | components['schemas']['DenialListItem'])[];
+      /** @description `cursor` for the next page; `null` on the last page. */
+      next_cursor: string | null;
+    };
     DelegationChain: {
       hash: components['schemas']['RecordHash'];
       /** @description Root-to-leaf JWS list. */
       receipts: components['schemas']['Jws'][];
-      records: components['schemas']['DelegationWithReceipt'][];
+      records: components['schemas']['DelegationWithServiceReceipt'][];
       root_principal: components['schemas']['DidKey'];
     };
     DelegationDetail: {
@@ -1115,7 +1181,10 @@ export interface components {
       sub: components['schemas']['DidKey'];
       usage: components['schemas']['Usage'];
     };
-    /** @description `sha256:` + lowercase hex SHA-256 of the exact JWS string. */
+    /**
+     * @description `sha256:` + lowercase hex SHA-256 of the exact JWS string.
+     * @example sha256:50d858e0985ecc7f60418aaf0cc5ab587f42c2570a884095a9e8ccacd0f6545c
+     */
     DelegationHash: string;
     /**
      * @description `revoked` when the record or an ancestor is revoked.
@@ -1150,8 +1219,8 @@ export interface components {
       status: components['schemas']['DelegationStatus'];
       sub: components['schemas']['DidKey'];
     };
-    /** @description A record with its JWS and the service receipt of its acceptance (`null` in a keyless answer, whose receipts would name the tenant). */
-    DelegationWithReceipt: {
+    /** @description A record with its JWS and the service receipt of its acceptance (`null` in a keyless answer, whose service receipts would name the tenant). */
+    DelegationWithServiceReceipt: {
       aud: components['schemas']['DidKey'];
       cmd: string;
       created_at: components['schemas']['Timestamp'];
@@ -1166,12 +1235,12 @@ export interface components {
       nbf: number;
       parent_hash: components['schemas']['RecordHash'] | null;
       policy: components['schemas']['Policy'];
-      receipt: components['schemas']['ReceiptRef'] | null;
       /** @description When this record itself was revoked. */
       revoked_at: components['schemas']['Timestamp'] | null;
       /** @description The highest revoked record at or above this one, when any. */
       revoked_by: components['schemas']['RecordHash'] | null;
       root_hash: components['schemas']['RecordHash'];
+      service_receipt: components['schemas']['ServiceReceiptRef'] | null;
       status: components['schemas']['DelegationStatus'];
       sub: components['schemas']['DidKey'];
     };
@@ -1184,7 +1253,25 @@ export interface components {
       invocation_hash: components['schemas']['RecordHash'] | null;
       violations: components['schemas']['Violation'][];
     };
-    /** @description An Ed25519 `did:key` (multicodec 0xed01, base58btc). */
+    /** @description A recorded denial (it consumed nothing). */
+    DenialListItem: {
+      block: components['schemas']['Block'] | null;
+      caller_key_id: string;
+      code: components['schemas']['ErrorCode'];
+      created_at: components['schemas']['Timestamp'];
+      /** @enum {string} */
+      decision: 'denied';
+      denial_id: number;
+      dr_chain: components['schemas']['RecordHash'][];
+      invocation_hash: components['schemas']['RecordHash'] | null;
+      /** @description Null when the invocation was too malformed to read one. */
+      jti: string | null;
+      violations: components['schemas']['Violation'][];
+    };
+    /**
+     * @description An Ed25519 `did:key` (multicodec 0xed01, base58btc).
+     * @example did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK
+     */
     DidKey: string;
     /** @description 1-200 characters after trimming; stored trimmed. */
     DisplayName: string;
@@ -1351,8 +1438,8 @@ export interface components {
     /** @description An invocation's actual, as listed with it. */
     InvocationActual: {
       cost_usd: components['schemas']['Usd'] | null;
-      receipt: components['schemas']['ReceiptRef'] | null;
       recorded_at: components['schemas']['Timestamp'];
+      service_receipt: components['schemas']['ServiceReceiptRef'] | null;
       source: components['schemas']['ActualSource'];
       tokens_in: number | null;
       tokens_out: number | null;
@@ -1372,7 +1459,7 @@ export interface components {
       jti: string;
       jws: components['schemas']['Jws'];
       leaf: components['schemas']['RecordHash'];
-      receipt: components['schemas']['ReceiptRef'] | null;
+      service_receipt: components['schemas']['ServiceReceiptRef'] | null;
       tool: string | null;
     };
     /** @description A jti that was only ever denied (a denial never consumes it). */
@@ -1382,6 +1469,7 @@ export interface components {
       denials: components['schemas']['Denial'][];
       jti: string;
     };
+    /** @example inv:7d3c9a4e-1f2b-4c5d-8e6f-9a0b1c2d3e4f */
     InvocationJti: string;
     InvocationListItem: {
       actual: components['schemas']['InvocationActual'] | null;
@@ -1394,7 +1482,7 @@ export interface components {
       hash: components['schemas']['RecordHash'];
       jti: string;
       leaf: components['schemas']['RecordHash'];
-      receipt: components['schemas']['ReceiptRef'] | null;
+      service_receipt: components['schemas']['ServiceReceiptRef'] | null;
       tool: string | null;
     };
     InvocationPage: {
@@ -1416,7 +1504,7 @@ export interface components {
       hash: components['schemas']['RecordHash'];
       jti: string;
       leaf: components['schemas']['RecordHash'];
-      receipt: components['schemas']['ReceiptRef'] | null;
+      service_receipt: components['schemas']['ServiceReceiptRef'] | null;
       tool: string | null;
     };
     IssueRequest: {
@@ -1431,6 +1519,7 @@ export interface components {
         [key: string]: unknown;
       };
       exp?: number | null;
+      /** @example dr:2f6c1d0e-7b4a-4e8e-9a53-0c1d2e3f4a5b */
       jti?: string;
       nbf?: number;
       policy: components['schemas']['Policy'];
@@ -1439,7 +1528,7 @@ export interface components {
     };
     IssueResult: {
       custodial_did: components['schemas']['DidKey'];
-      delegation: components['schemas']['DelegationWithReceipt'];
+      delegation: components['schemas']['DelegationWithServiceReceipt'];
       tenant_id: string;
     };
     Jwk: {
@@ -1452,12 +1541,16 @@ export interface components {
       kty: 'OKP';
       /** @enum {string} */
       use: 'sig';
+      /** @example O2onvM62pC1io6jQKm8Nc2UyFXcd4kOmOsBIoYtZ2ik */
       x: string;
     };
     Jwks: {
       keys: components['schemas']['Jwk'][];
     };
-    /** @description A compact JWS: base64url(JCS(header)).base64url(JCS(payload)).base64url(signature). */
+    /**
+     * @description A compact JWS: base64url(JCS(header)).base64url(JCS(payload)).base64url(signature).
+     * @example eyJhbGciOiJFZERTQSIsInR5cCI6IkpXVCJ9.eyJkcnNfdiI6IjQuMCJ9.c2lnbmF0dXJl
+     */
     Jws: string;
     LogConsistencyProof: {
       from: number;
@@ -1498,9 +1591,11 @@ export interface components {
       approvers?: components['schemas']['DidKey'][];
       /** @description The version this one replaces (0 for the first); a stale base is refused with `CONFLICT`. */
       base_version: number;
+      cost_calibration?: components['schemas']['CostCalibrationSettings'];
       default_decision?: components['schemas']['RuleDecision'];
       /** @description Default: the built-in rules. */
       rules?: components['schemas']['ApprovalRule'][];
+      /** @description true: undeclared tools are denied (`TOOL_UNDECLARED`) and add nothing to a delegation's reach. false: they may be called, and since nothing says what they do, an undeclared tool counts as carrying all three risk flags: a delegation naming one in `allowed_tools`, or leaving its tools unrestricted (it then reaches any undeclared tool), is a lethal trifecta and is held for approval; the held grant's explanation says so. */
       strict: boolean;
       tools: components['schemas']['ToolDeclaration'][];
       /** @description An absolute http(s) URL without credentials; each new pending approval is POSTed to it. */
@@ -1512,56 +1607,10 @@ export interface components {
       /** @enum {string} */
       status: 'ready' | 'unready';
     };
-    Receipt: {
-      created_at: components['schemas']['Timestamp'];
-      /** @description Paging cursor (`after`). */
-      id: number;
-      jws: components['schemas']['Jws'];
-      kid: string;
-      kind: components['schemas']['ReceiptKind'];
-      /** @description What it is about, e.g. a DR hash or an invocation jti. */
-      subject: string;
-    };
-    /** @enum {string} */
-    ReceiptKind:
-      | 'delegation.accepted'
-      | 'invocation.allowed'
-      | 'invocation.denied'
-      | 'actual.recorded'
-      | 'delegation.revoked'
-      | 'tools.catalog.published'
-      | 'approval.requested'
-      | 'approval.approved'
-      | 'approval.rejected'
-      | 'grant.pending'
-      | 'grant.approved'
-      | 'grant.rejected';
-    ReceiptLogProof: {
-      leaf_index: number;
-      /** @description C2SP tlog-proof bundle (c2sp.org/tlog-proof@v1) under the signed checkpoint. */
-      proof: string;
-      receipt: {
-        id: number;
-        jws: components['schemas']['Jws'];
-      };
-      tree_size: number;
-    };
-    ReceiptPage: {
-      /** @description `after` for the next page; `null` on the last page. */
-      next_after: number | null;
-      receipts: components['schemas']['Receipt'][];
-    };
-    /** @description A service receipt: a JWS (header `{"alg":"EdDSA","kid":...,"typ":"JWT"}`) whose payload is `{iss, kid, baton_receipt, tenant, subject, iat, jti, data}`, verifiable offline with the key `kid` from `GET /v1/keys`. */
-    ReceiptRef: {
-      id: number;
-      jws: components['schemas']['Jws'];
-      kid: string;
-    };
-    /** @default 0 */
-    ReceiptsAfter: number;
-    /** @default 100 */
-    ReceiptsLimit: number;
-    /** @description `sha256:` + lowercase hex SHA-256 of the exact JWS string. */
+    /**
+     * @description `sha256:` + lowercase hex SHA-256 of the exact JWS string.
+     * @example sha256:50d858e0985ecc7f60418aaf0cc5ab587f42c2570a884095a9e8ccacd0f6545c
+     */
     RecordHash: string;
     /** @description `declared` (with `tool`), `undeclared` (with `name` when `args.tool` is a string), or `confusable`: a look-alike (`name`) of a declared tool (`declared`). */
     ResolvedTool: {
@@ -1583,9 +1632,9 @@ export interface components {
       descendants: number;
       hash: components['schemas']['RecordHash'];
       reason: string | null;
-      receipt: components['schemas']['ReceiptRef'] | null;
       revoked_at: components['schemas']['Timestamp'];
       revoked_by: components['schemas']['RevokedBy'];
+      service_receipt: components['schemas']['ServiceReceiptRef'] | null;
       /** @enum {string} */
       status: 'revoked';
       /** @description API key paths only. */
@@ -1662,7 +1711,10 @@ export interface components {
       created_at: components['schemas']['Timestamp'];
       did: components['schemas']['DidKey'];
       kid: string;
-      /** @description base64url of the raw 32-byte Ed25519 public key. */
+      /**
+       * @description base64url of the raw 32-byte Ed25519 public key.
+       * @example O2onvM62pC1io6jQKm8Nc2UyFXcd4kOmOsBIoYtZ2ik
+       */
       public_key: string;
       retired_at: components['schemas']['Timestamp'] | null;
       /** @enum {string} */
@@ -1670,6 +1722,59 @@ export interface components {
     };
     ServiceKeyList: {
       keys: components['schemas']['ServiceKey'][];
+    };
+    ServiceReceipt: {
+      created_at: components['schemas']['Timestamp'];
+      /** @description Paging cursor (`after`). */
+      id: number;
+      jws: components['schemas']['Jws'];
+      kid: string;
+      kind: components['schemas']['ServiceReceiptKind'];
+      /** @description What it is about, e.g. a DR hash or an invocation jti. */
+      subject: string;
+    };
+    /** @enum {string} */
+    ServiceReceiptKind:
+      | 'delegation.accepted'
+      | 'invocation.allowed'
+      | 'invocation.denied'
+      | 'actual.recorded'
+      | 'delegation.revoked'
+      | 'tools.catalog.published'
+      | 'approval.requested'
+      | 'approval.approved'
+      | 'approval.rejected'
+      | 'grant.pending'
+      | 'grant.approved'
+      | 'grant.rejected';
+    ServiceReceiptLogProof: {
+      leaf_index: number;
+      /** @description C2SP tlog-proof bundle (c2sp.org/tlog-proof@v1) under the signed checkpoint. */
+      proof: string;
+      service_receipt: {
+        id: number;
+        jws: components['schemas']['Jws'];
+      };
+      tree_size: number;
+    };
+    ServiceReceiptPage: {
+      /** @description `after` for the next page; `null` on the last page. */
+      next_after: number | null;
+      service_receipts: components['schemas']['ServiceReceipt'][];
+    };
+    /** @description A service receipt: a JWS (header `{"alg":"EdDSA","kid":...,"typ":"JWT"}`) whose payload is `{iss, kid, baton_receipt, tenant, subject, iat, jti, data}`, verifiable offline with the key `kid` from `GET /v1/keys`. */
+    ServiceReceiptRef: {
+      id: number;
+      jws: components['schemas']['Jws'];
+      kid: string;
+    };
+    /** @default 0 */
+    ServiceReceiptsAfter: number;
+    /** @default 100 */
+    ServiceReceiptsLimit: number;
+    SignedApprovalDecision: {
+      /** @description A decision record (compact JWS) signed by an approver DID the tenant lists. */
+      signed_decision: string;
     };
     SubmitDelegationsRequest:
       | {
@@ -1683,7 +1788,7 @@ export interface components {
       /** @description True when at least one record was newly stored. */
       created: boolean;
       /** @description The submitted records, in order. */
-      delegations: components['schemas']['DelegationWithReceipt'][];
+      delegations: components['schemas']['DelegationWithServiceReceipt'][];
       /** @description Only when submitted with an API key; a keyless answer names no tenant. */
       tenant_id?: string;
     };
@@ -1700,8 +1805,8 @@ export interface components {
       already_revoked: boolean;
       descendants: number;
       reason: string | null;
-      receipt: components['schemas']['ReceiptRef'] | null;
       revoked_at: components['schemas']['Timestamp'];
+      service_receipt: components['schemas']['ServiceReceiptRef'] | null;
       tenant_id: string;
     };
     /** @enum {string} */
@@ -1710,7 +1815,10 @@ export interface components {
     Timestamp: string;
     /** @description One tool of the catalog and the risk it carries. */
     ToolDeclaration: {
-      /** @description `category:action` in lower case. */
+      /**
+       * @description `category:action` in lower case.
+       * @example files:delete
+       */
       action_type: string;
       /** @enum {string} */
       blast_radius: 'read' | 'local' | 'domain' | 'organizational';
@@ -1734,13 +1842,14 @@ export interface components {
       /** @description DIDs whose signed approvals the tenant accepts. */
       approvers: components['schemas']['DidKey'][];
       catalog_hash: components['schemas']['RecordHash'] & unknown;
+      cost_calibration: components['schemas']['CostCalibrationSettings'];
       created_at: components['schemas']['Timestamp'];
       /** @description The id of the key that published it. */
       created_by: string;
       default_decision: components['schemas']['RuleDecision'];
       hash: components['schemas']['RecordHash'] & unknown;
       rules: components['schemas']['ApprovalRule'][];
-      /** @description Undeclared tools are denied (`TOOL_UNDECLARED`). */
+      /** @description true: undeclared tools are denied (`TOOL_UNDECLARED`) and add nothing to a delegation's reach. false: they may be called, and since nothing says what they do, an undeclared tool counts as carrying all three risk flags: a delegation naming one in `allowed_tools`, or leaving its tools unrestricted (it then reaches any undeclared tool), is a lethal trifecta and is held for approval; the held grant's explanation says so. */
       strict: boolean;
       tools: components['schemas']['ToolDeclaration'][];
       version: number;
@@ -1830,14 +1939,14 @@ export interface components {
       dry_run: boolean;
       /** @description The invocation's `jti`. */
       invocation_id: string;
-      /** @description The service's signed `invocation.allowed` receipt; `null` for a dry run. */
-      receipt: components['schemas']['ReceiptRef'] | null;
       /**
        * @description True when this answers a re-send, by the same API key, of an invocation already
-       *     allowed: `receipt` is the original one and nothing was counted now. Always false
+       *     allowed: `service_receipt` is the original one and nothing was counted now. Always false
        *     for a fresh allow; on a dry run, true when the real call would be such a retry.
        */
       retry: boolean;
+      /** @description The service's signed `invocation.allowed` service receipt; `null` for a dry run. */
+      service_receipt: components['schemas']['ServiceReceiptRef'] | null;
       /** @enum {boolean} */
       valid: true;
       warnings: components['schemas']['Warning'][];
@@ -3263,6 +3372,96 @@ export interface operations {
       };
     };
   };
+  decideApprovalSigned: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description The approval id (`apr_...`). */
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['SignedApprovalDecision'];
+      };
+    };
+    responses: {
+      /** @description Decided. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Approval'] & unknown;
+        };
+      };
+      /** @description The body is invalid (`INVALID_REQUEST`), or the record is malformed, names another approval, or its `iat` is in the future or too old (`MALFORMED_JWS`, `NON_CANONICAL_JSON`, `INVALID_FIELD`, `INVALID_DID`, `WEAK_KEY`, ...). */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The signature does not verify (`SIGNATURE_INVALID`); the signer requested this approval itself (`SELF_APPROVAL`); or the approval expired (`APPROVAL_EXPIRED`). */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description No approval with this id accepts decisions from the signer: unknown id or unlisted signer alike (`NOT_FOUND`). */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The approval is no longer pending, or this signer already used the record's `jti` (`CONFLICT`). */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed or counted; retry. */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+    };
+  };
   submitDelegations: {
     parameters: {
       query?: never;
@@ -4220,6 +4419,88 @@ export interface operations {
       };
     };
   };
+  listInvocations: {
+    parameters: {
+      query?: {
+        /** @description Only denials with this code (the denial's or one of its violations'). */
+        code?: components['schemas']['ErrorCode'];
+        /** @description `next_cursor` of the previous page, unchanged. Omit for the newest invocations. */
+        cursor?: components['schemas']['InvocationsCursor'];
+        /** @description Only decisions whose `dr_chain` contains this delegation record hash. */
+        dr?: components['schemas']['RecordHash'];
+        /** @description Page size, decimal without leading zeros. */
+        limit?: components['schemas']['InvocationsLimit'];
+        /** @description Only allowed invocations, or only denials. */
+        outcome?: 'allowed' | 'denied';
+        /** @description Only decisions at or after this instant (RFC 3339, with a zone). */
+        since?: components['schemas']['Timestamp'];
+        /** @description Only allowed invocations of this tool. */
+        tool?: string;
+        /** @description Only decisions before this instant (RFC 3339, with a zone). */
+        until?: components['schemas']['Timestamp'];
+      };
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description One page. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['DecisionPage'];
+        };
+      };
+      /** @description A filter, `limit` or `cursor` is invalid (an unknown code, a date-time without a zone, a cursor this service did not issue), filters contradict each other, a parameter is repeated, or an unknown parameter is given (`INVALID_REQUEST`, `details.issues`). */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The key lacks the `audit` scope, or is the admin key (`FORBIDDEN`). */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed or counted; retry. */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+    };
+  };
   getInvocation: {
     parameters: {
       query?: never;
@@ -4816,7 +5097,7 @@ export interface operations {
       };
     };
   };
-  getReceiptLogProof: {
+  getServiceReceiptLogProof: {
     parameters: {
       query?: {
         /** @description Prove under the stored checkpoint of this size; default the latest. */
@@ -4824,20 +5105,20 @@ export interface operations {
       };
       header?: never;
       path: {
-        /** @description The receipt id (as in `GET /v1/receipts`). */
+        /** @description The service receipt id (as in `GET /v1/service-receipts`). */
         id: string;
       };
       cookie?: never;
     };
     requestBody?: never;
     responses: {
-      /** @description The receipt and its proof. */
+      /** @description The service receipt and its proof. */
       200: {
         headers: {
           [name: string]: unknown;
         };
         content: {
-          'application/json': components['schemas']['ReceiptLogProof'];
+          'application/json': components['schemas']['ServiceReceiptLogProof'];
         };
       };
       /** @description `id` or `tree_size` is not a decimal without leading zeros, or an unknown parameter is given (`INVALID_REQUEST`). */
@@ -4867,7 +5148,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description This tenant has no such receipt, it is not integrated yet (`details.status: pending`), or it is not in the checkpoint of `tree_size` (`NOT_FOUND`). */
+      /** @description This tenant has no such service receipt, it is not integrated yet (`details.status: pending`), or it is not in the checkpoint of `tree_size` (`NOT_FOUND`). */
       404: {
         headers: {
           [name: string]: unknown;
@@ -4953,7 +5234,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description Baton failed unexpectedly, or the receipts of an entry bundle can no longer be read (`INTERNAL`, `details.missing_indexes` or `details.oversized_indexes`). */
+      /** @description Baton failed unexpectedly, or the service receipts of an entry bundle can no longer be read (`INTERNAL`, `details.missing_indexes` or `details.oversized_indexes`). */
       500: {
         headers: {
           [name: string]: unknown;
@@ -4973,12 +5254,20 @@ export interface operations {
       };
     };
   };
-  listReceipts: {
+  listServiceReceipts: {
     parameters: {
       query?: {
-        /** @description Return receipts with an id greater than this (`next_after` of the previous page). */
-        after?: components['schemas']['ReceiptsAfter'];
-        limit?: components['schemas']['ReceiptsLimit'];
+        /** @description Return service receipts with an id greater than this (`next_after` of the previous page). */
+        after?: components['schemas']['ServiceReceiptsAfter'];
+        /** @description Only service receipts of this kind. */
+        kind?: components['schemas']['ServiceReceiptKind'];
+        limit?: components['schemas']['ServiceReceiptsLimit'];
+        /** @description Only service receipts signed at or after this instant (RFC 3339, with a zone). */
+        since?: components['schemas']['Timestamp'];
+        /** @description Only service receipts about this subject: a DR hash or an invocation jti. */
+        subject?: string;
+        /** @description Only service receipts signed before this instant (RFC 3339, with a zone). */
+        until?: components['schemas']['Timestamp'];
       };
       header?: never;
       path?: never;
@@ -4992,10 +5281,10 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          'application/json': components['schemas']['ReceiptPage'];
+          'application/json': components['schemas']['ServiceReceiptPage'];
         };
       };
-      /** @description `after` or `limit` is invalid, repeated, or an unknown parameter is given (`INVALID_REQUEST`). */
+      /** @description A parameter is invalid (`after`, `limit`, an unknown `kind`, a date-time without a zone, `until` not after `since`), repeated, or unknown (`INVALID_REQUEST`). */
       400: {
         headers: {
           [name: string]: unknown;

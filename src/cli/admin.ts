@@ -6,10 +6,8 @@
 import { parseCliArgs, groupHelp, runSubcommand, type Subcommand } from './args.js';
 import { clientFrom, COMMON_OPTIONS, durationFlag, EXIT_HELP, listFlag, printJson, SERVER_HELP, SERVER_OPTIONS } from './common.js';
 import { UsageError, type CliIo } from './io.js';
-import type { TenantScope } from '../sdk/client.js';
+import { TENANT_KEY_SCOPES, type TenantKeyScope } from '../protocol/lists.js';
 import { adminKeys, type LifecycleApiKey } from '../sdk/admin.js';
-
-const TENANT_SCOPES: readonly TenantScope[] = ['issue', 'verify', 'report', 'audit'];
 
 type Values = Record<string, string | boolean | string[] | undefined>;
 
@@ -141,7 +139,7 @@ const keysCreate = adminCommand(
     'expires-in': { type: 'string' },
   },
   `  --tenant <id>        the tenant
-  --scopes <list>      comma-separated: ${TENANT_SCOPES.join(', ')}
+  --scopes <list>      comma-separated: ${TENANT_KEY_SCOPES.join(', ')}
   --name <text>        a label for the key
   --tool-server <uri>  bind a verify key to invocations naming this tool server
   --expires-in <dur>   the key stops working after this long (3600, 30m, 12h, 90d)`,
@@ -149,12 +147,12 @@ const keysCreate = adminCommand(
   async (values, _args, io, help) => {
     const tenant = requireTenantFlag(values, help);
     const scopes = listFlag(str(values['scopes']) ?? '');
-    if (scopes.length === 0) throw new UsageError(`give --scopes, some of ${TENANT_SCOPES.join(', ')}`, help);
-    const unknown = scopes.find((s) => !(TENANT_SCOPES as readonly string[]).includes(s));
-    if (unknown !== undefined) throw new UsageError(`unknown scope "${unknown}": the scopes are ${TENANT_SCOPES.join(', ')}`, help);
+    if (scopes.length === 0) throw new UsageError(`give --scopes, some of ${TENANT_KEY_SCOPES.join(', ')}`, help);
+    const unknown = scopes.find((s) => !(TENANT_KEY_SCOPES as readonly string[]).includes(s));
+    if (unknown !== undefined) throw new UsageError(`unknown scope "${unknown}": the scopes are ${TENANT_KEY_SCOPES.join(', ')}`, help);
     const expiresIn = str(values['expires-in']);
     const created = await adminKeys(clientOf(values, io)).create(tenant, {
-      scopes: scopes as TenantScope[],
+      scopes: scopes as TenantKeyScope[],
       ...(str(values['name']) !== undefined ? { name: str(values['name'])! } : {}),
       ...(str(values['tool-server']) !== undefined ? { tool_server: str(values['tool-server'])! } : {}),
       ...(expiresIn !== undefined ? { expires_in_seconds: durationFlag('--expires-in', expiresIn) } : {}),

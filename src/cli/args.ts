@@ -23,13 +23,19 @@ function editDistance(a: string, b: string): number {
 /**
  * The candidate the user most likely meant, or undefined when none is close:
  * within a third of the word's length (at least 1, at most 3 edits), or a
- * candidate that starts with what was typed.
+ * candidate that starts with what was typed. A hyphenated candidate is also
+ * measured by its trailing words, so an old short name ("receipt") finds the
+ * qualified one that replaced it ("service-receipt").
  */
 export function closestMatch(typed: string, candidates: readonly string[]): string | undefined {
   const word = typed.toLowerCase();
   let best: { name: string; distance: number } | undefined;
   for (const name of candidates) {
-    const distance = name.startsWith(word) && word.length >= 2 ? 0.5 : editDistance(word, name);
+    const tails = name.split('-').map((_, i, parts) => parts.slice(i).join('-'));
+    const distance =
+      name.startsWith(word) && word.length >= 2
+        ? 0.5
+        : Math.min(editDistance(word, name), ...tails.slice(1).map((t) => editDistance(word, t) + 0.5));
     if (best === undefined || distance < best.distance) best = { name, distance };
   }
   const allowed = Math.min(3, Math.max(1, Math.floor(word.length / 3)));

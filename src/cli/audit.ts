@@ -11,12 +11,22 @@ Replays your tenant's transparency log (an audit-scope API key) and checks it
 against its signed checkpoint:
   - fetches every level-0 tile and entry bundle, recomputes the Merkle root
     and compares it with the checkpoint's root;
-  - checks every entry hashes to the leaf logged at its index (a receipt
-    rewritten or reordered in the database is reported), and that the
-    service can still produce it (a receipt deleted is reported missing);
-  - re-verifies every receipt's signature against the published service keys
+  - checks every entry hashes to the leaf logged at its index (a service
+    receipt rewritten or reordered in the database is reported), and that the
+    service can still produce it (a service receipt deleted is reported missing);
+  - re-verifies every service receipt's signature against the published service keys
     (GET /v1/keys) and that it belongs to this tenant;
-  - pages GET /v1/receipts and reports receipts the log does not contain;
+  - re-verifies every decision's delegation chain at the decision's time:
+    for each allow, denial and accepted DR it fetches the chain
+    (GET /v1/delegations/{hash}/chain) and an allow's invocation
+    (GET /v1/invocations/{jti}), checks every record hashes to the hash the
+    service receipt names (a record swapped in the database is reported), and that
+    an allow's chain authorises its invocation (signatures, linkage,
+    attenuation, time windows) for the tool and chain the allow logged, and
+    an accepted DR's chain verified when it was accepted. Revocation, call
+    counters and budgets are service state: they are not re-derived;
+  - pages GET /v1/service-receipts and reports service receipts the log does
+    not contain;
   - with --previous, checks the current checkpoint extends an earlier one
     (a split view or a shrunk log is reported).
 
@@ -25,6 +35,10 @@ Options:
                            "witnesses"?: [...], "requiredCosignatures"?: n}
                            (default: trust the keys the service serves, and say so)
   --previous <file>        an earlier checkpoint note to check consistency with
+  --root <did>             a root DID the tenant trusts (repeatable); without it a
+                           decision's root is not checked for trust, and the report says so
+  --invocation-max-age <s> the service's BATON_INVOCATION_MAX_AGE (default 300)
+  --clock-skew <s>         the service's BATON_CLOCK_SKEW (default 60)
   --save-checkpoint <file> write the checkpoint audited, for the next --previous
   --quiet                  no progress lines
   --json                   print the report as JSON
@@ -33,8 +47,11 @@ Options:
 ${SERVER_HELP}
 
 ${EXIT_HELP}
-Findings (exit 1): missing, rewritten or reordered entries, bad receipts,
-receipts not in the log, a root mismatch, a split view.`;
+Findings (exit 1): missing, rewritten or reordered entries, bad service
+receipts, service receipts not in the log, a root mismatch, a split view; for
+decisions: substituted records, a chain that does not verify (chain-invalid),
+an allow that does not match its invocation (mismatch), records the service
+cannot produce (records-missing).`;
 
 function readFile(path: string, what: string): string {
   try {
@@ -62,12 +79,15 @@ function summary(report: AuditReport): string {
   const lines = [
     `${report.ok ? 'OK' : 'FINDINGS'}: log ${report.origin}, ${report.treeSize} entries`,
     `  entries checked    ${report.entriesChecked}`,
-    `  receipts listed    ${report.receiptsChecked}`,
+    `  service receipts   ${report.serviceReceiptsChecked}`,
+    `  decisions checked  ${report.decisionsChecked}`,
+    `  not checked        ${report.notChecked}`,
   ];
+  if (!report.rootsPinned) lines.push('  note               decision roots not checked for trust; pin them with --root');
   if (report.trustedOnFirstUse) lines.push('  note               log keys taken from the service; pin them with --trust');
   for (const f of report.findings) {
-    const where = 'index' in f ? `entry ${f.index}` : 'receiptId' in f ? `receipt ${f.receiptId}` : 'log';
-    lines.push(`  ${f.kind.padEnd(18)} ${where}: ${f.detail}`);
+    const where = 'index' in f ? `entry ${f.index}` : 'serviceReceiptId' in f ? `service receipt ${f.serviceReceiptId}` : 'log';
+    lines.push(`  ${f.kind.padEnd(19)} ${where}: ${f.detail}`);
   }
   return lines.join('\n');
 }
@@ -79,6 +99,9 @@ export async function runAudit(argv: string[], io: CliIo): Promise<number> {
     options: {
       trust: { type: 'string' },
       previous: { type: 'string' },
+      root: { type: 'string', multiple: true },
+      'invocation-max-age': { type: 'string' },
+      'clock-skew': { type: 'string' },
       'save-checkpoint': { type: 'string' },
       quiet: { type: 'boolean', default: false },
       ...SERVER_OPTIONS,
@@ -94,12 +117,20 @@ export async function runAudit(argv: string[], io: CliIo): Promise<number> {
   const apiKey = values['api-key'] ?? env['BATON_API_KEY'];
   if (!apiKey) throw new UsageError('give --api-key (an audit-scope key) or set BATON_API_KEY', AUDIT_HELP);
   const timeoutMs = values.timeout !== undefined ? integerFlag('--timeout', values.timeout, 1) : 10_000;
+  const decisions = {
+    ...(values.root !== undefined ? { trustedRoots: values.root } : {}),
+    ...(values['invocation-max-age'] !== undefined
+      ? { invocationMaxAgeSeconds: integerFlag('--invocation-max-age', values['invocation-max-age'], 1) }
+      : {}),
+    ...(values['clock-skew'] !== undefined ? { clockSkewSeconds: integerFlag('--clock-skew', values['clock-skew'], 0) } : {}),
+  };
   let lastShown = -1;
   const report = await auditLog({
     baseUrl: values.server ?? (env['BATON_URL'] || DEFAULT_SERVER),
     apiKey,
     ...(values.trust !== undefined ? { trust: readTrust(values.trust) } : {}),
     ...(values.previous !== undefined ? { previousCheckpoint: readFile(values.previous, '--previous') } : {}),
+    decisions,
     fetch: (url, init) => fetch(url, { ...init, signal: AbortSignal.timeout(timeoutMs) }),
     onProgress: (done, total) => {
       // One line per tenth of the log at most, so long runs show life without flooding.

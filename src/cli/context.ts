@@ -13,7 +13,7 @@
 import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { parseCliArgs, groupHelp, runSubcommand, type Subcommand } from './args.js';
-import { readText } from './common.js';
+import { readText } from './basics.js';
 import { UsageError, type CliIo } from './io.js';
 
 export interface SavedContext {

@@ -7,15 +7,16 @@
 import { writeFile } from 'node:fs/promises';
 import { parseCliArgs } from './args.js';
 import { isRecordHash } from '../protocol/hash.js';
+import { ROOT_TYPES, type RootType } from '../protocol/lists.js';
 import { parsePolicy, type Policy } from '../protocol/policy.js';
 import { createRootDelegation, createSubDelegation, readDelegation, type SignedDelegation } from '../sdk/records.js';
 import {
-  clientFrom,
   COMMON_OPTIONS,
   durationFlag,
   EXIT_HELP,
   formatPolicy,
   integerFlag,
+  lazyClientFrom,
   listFlag,
   moneyFlag,
   printJson,
@@ -26,7 +27,7 @@ import {
   SERVER_OPTIONS,
   shortDid,
   shortHash,
-} from './common.js';
+} from './basics.js';
 import { UsageError, type CliIo } from './io.js';
 
 export const DELEGATE_HELP = `Usage: baton delegate --key <keyfile> --to <did> [--parent <chain-file|hash>] <policy> [options]
@@ -151,14 +152,14 @@ export async function runDelegate(argv: string[], io: CliIo): Promise<number> {
     signed = createSubDelegation({ ...common, parent });
   } else {
     const rootType = values['root-type'];
-    if (rootType !== undefined && !['organisation', 'automated-system', 'human'].includes(rootType)) {
-      throw new UsageError(`--root-type is organisation, automated-system or human, got "${rootType}"`);
+    if (rootType !== undefined && !(ROOT_TYPES as readonly string[]).includes(rootType)) {
+      throw new UsageError(`--root-type is one of ${ROOT_TYPES.join(', ')}, got "${rootType}"`);
     }
     const consent = values.consent !== undefined ? await readJsonArg(values.consent, '--consent') : undefined;
     signed = createRootDelegation({
       ...common,
       ...(values.subject !== undefined ? { subject: values.subject } : {}),
-      ...(rootType !== undefined ? { rootType: rootType as 'organisation' | 'automated-system' | 'human' } : {}),
+      ...(rootType !== undefined ? { rootType: rootType as RootType } : {}),
       ...(consent !== undefined ? { consent: consent as { method: string; timestamp: string } } : {}),
     });
   }
@@ -171,7 +172,7 @@ export async function runDelegate(argv: string[], io: CliIo): Promise<number> {
 
   let submitted: unknown;
   if (values.submit) {
-    const client = clientFrom(values, io);
+    const client = await lazyClientFrom(values, io);
     io.err(`submitting ${chain.length} record(s) to ${client.baseUrl} ...`);
     const result = await client.submit(chain);
     const mine = result.delegations[result.delegations.length - 1]!;
@@ -238,7 +239,7 @@ async function policyFrom(values: Values): Promise<Policy> {
 /** The chain root -> parent: from a chain/JWS file, or fetched from the service by hash. */
 async function parentChain(parent: string, values: Values, io: CliIo): Promise<string[]> {
   if (isRecordHash(parent)) {
-    const client = clientFrom(values as Parameters<typeof clientFrom>[0], io);
+    const client = await lazyClientFrom(values, io);
     io.err(`fetching the chain of ${shortHash(parent)} from ${client.baseUrl} ...`);
     return [...(await client.getChain(parent)).receipts];
   }

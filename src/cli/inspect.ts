@@ -5,7 +5,7 @@
  * and the output says so on its first line.
  */
 import { parseCliArgs } from './args.js';
-import { printJson, readText } from './common.js';
+import { printJson, readText } from './basics.js';
 import { UsageError, type CliIo } from './io.js';
 import { recordHash } from '../protocol/hash.js';
 import { publicKeyFromDidKey } from '../protocol/did-key.js';
@@ -19,8 +19,8 @@ header, the payload, the record hash computed from the exact JWS, the
 issuer's did:key with its Ed25519 public key, and the times in UTC.
 
 Everything printed is UNVERIFIED: signatures, trust, revocation and time are
-not checked. To check, use baton verify (bundles and chains) or baton receipt
-verify (service receipts).
+not checked. To check, use baton verify (bundles and chains) or baton
+service-receipt verify (service receipts).
 
 Options:
   --json               print the decoded records as JSON
@@ -160,7 +160,7 @@ export function printable(text: string): string {
 function explain(records: readonly InspectedRecord[]): string {
   const lines = [
     'UNVERIFIED: decoded only. Signatures, trust, revocation and time were NOT checked.',
-    '  Check with: baton verify <bundle> --trust <root did>, or baton receipt verify <receipt>.',
+    '  Check with: baton verify <bundle> --trust <root did>, or baton service-receipt verify <service receipt>.',
   ];
   records.forEach((r, i) => {
     lines.push('', printable(`[${i + 1}] ${r.where}: ${r.kind}`), `  hash       ${r.hash}`);

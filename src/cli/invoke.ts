@@ -8,9 +8,9 @@ import { isRecordHash } from '../protocol/hash.js';
 import { BatonError } from '../protocol/errors.js';
 import { createInvocation, makeBundle, readDelegation } from '../sdk/records.js';
 import {
-  clientFrom,
   COMMON_OPTIONS,
   EXIT_HELP,
+  lazyClientFrom,
   moneyFlag,
   printJson,
   readJsonArg,
@@ -19,7 +19,7 @@ import {
   SERVER_HELP,
   SERVER_OPTIONS,
   shortHash,
-} from './common.js';
+} from './basics.js';
 import { UsageError, type CliIo } from './io.js';
 
 export const INVOKE_HELP = `Usage: baton invoke --key <keyfile> --chain <file|hash> --tool <name> --tool-server <uri> [options]
@@ -112,7 +112,7 @@ export async function runInvoke(argv: string[], io: CliIo): Promise<number> {
   const chain: string[] = [];
   for (const c of chainArgs) {
     if (isRecordHash(c)) {
-      const client = clientFrom(values, io);
+      const client = await lazyClientFrom(values, io);
       io.err(`fetching the chain of ${shortHash(c)} from ${client.baseUrl} ...`);
       chain.push(...(await client.getChain(c)).receipts);
     } else {

@@ -7,7 +7,7 @@ import { open, rename, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { parseCliArgs } from './args.js';
 import { generateKeyPair, keyPairToFile } from '../sdk/keys.js';
-import { COMMON_OPTIONS, printJson } from './common.js';
+import { COMMON_OPTIONS, printJson } from './basics.js';
 import { UsageError, type CliIo } from './io.js';
 
 export const KEYGEN_HELP = `Usage: baton keygen --out <file> [--force] [--json]

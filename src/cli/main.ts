@@ -1,8 +1,7 @@
 /** `baton` command: dispatches to one module per subcommand. */
 import { BatonError } from '../protocol/errors.js';
-import { BatonApiError } from '../sdk/client.js';
 import { didYouMean } from './args.js';
-import { errorJson, exitCodeFor, explainRefusal, DEFAULT_SERVER } from './common.js';
+import { DEFAULT_SERVER } from './basics.js';
 import { batonVersionInfo } from '../version.js';
 import { EXIT_USAGE, processIo, UsageError, type CliIo } from './io.js';
 
@@ -10,7 +9,8 @@ type Command = (argv: string[], io: CliIo) => Promise<number>;
 
 /**
  * Each command's module is imported only when it runs: `serve` alone needs
- * the server (hono, drizzle, PGlite), and the offline commands start fast.
+ * the server (hono, drizzle, PGlite), only the online commands the HTTP
+ * client, and the offline commands start fast (test/cli/startup.test.ts).
  */
 const COMMANDS: Record<string, { load: () => Promise<Command>; summary: string }> = {
   keygen: {
@@ -35,11 +35,15 @@ const COMMANDS: Record<string, { load: () => Promise<Command>; summary: string }
     load: async () => (await import('./inspect.js')).runInspect,
     summary: 'decode records, bundles and service receipts WITHOUT verifying them',
   },
-  receipt: {
-    load: async () => (await import('./receipt.js')).runReceipt,
-    summary: "check the service's receipts against its published keys",
+  'service-receipt': {
+    load: async () => (await import('./service-receipt.js')).runServiceReceipt,
+    summary: "check the service's signed service receipts against its published keys",
   },
   report: { load: async () => (await import('./report.js')).runReport, summary: 'record the metered cost of an allowed invocation' },
+  invocations: {
+    load: async () => (await import('./invocations.js')).runInvocations,
+    summary: 'list verify decisions, filtered by subtree, tool, outcome, code and time (audit key)',
+  },
   revoke: { load: async () => (await import('./revoke.js')).runRevoke, summary: 'revoke a delegation and everything under it' },
   // Issue 13: tool catalogs and approval gates.
   tools: { load: async () => (await import('./tools.js')).runTools, summary: "show or publish the tenant's tool catalog" },
@@ -67,7 +71,7 @@ const COMMANDS: Record<string, { load: () => Promise<Command>; summary: string }
   serve: { load: async () => (await import('./serve.js')).runServe, summary: 'run the Baton service' },
   audit: {
     load: async () => (await import('./audit.js')).runAudit,
-    summary: "replay the tenant's transparency log: root, signatures, missing or rewritten receipts",
+    summary: "replay the tenant's transparency log: root, signatures, missing or rewritten service receipts",
   },
   demo: {
     load: () => Promise.resolve(runDemoCommand),
@@ -153,7 +157,10 @@ export async function main(argv: string[], io: CliIo = processIo): Promise<numbe
       if (e instanceof UsageError && e.help) io.err(`\n${e.help}`);
       return EXIT_USAGE;
     }
+    // The HTTP client's module is loaded here, not up front: offline commands never need it.
+    const { BatonApiError } = await import('../sdk/client.js');
     if (e instanceof BatonApiError || e instanceof BatonError) {
+      const { errorJson, exitCodeFor, explainRefusal } = await import('./common.js');
       // --json callers get the service's error envelope on stdout, like every other answer.
       if (rest.includes('--json')) io.out(JSON.stringify(errorJson(e), null, 2));
       else io.err(explainRefusal(e, `baton ${name}`));

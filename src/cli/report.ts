@@ -1,6 +1,6 @@
 /** `baton report`: the metered cost of an allowed invocation, with where it came from. */
 import { parseCliArgs } from './args.js';
-import type { ActualSource } from '../sdk/client.js';
+import { ACTUAL_SOURCES, type ActualSource } from '../protocol/lists.js';
 import {
   clientFrom,
   COMMON_OPTIONS,
@@ -14,8 +14,6 @@ import {
 } from './common.js';
 import { UsageError, type CliIo } from './io.js';
 
-const SOURCES: readonly ActualSource[] = ['harness-reported', 'api-usage', 'manual-meter', 'unavailable'];
-
 export const REPORT_HELP = `Usage: baton report --jti <inv:id> --source <source> (--cost <usd> | --unavailable-reason <text>) [options]
 
 Records what an allowed invocation actually cost (POST /v1/invocations/{jti}/actuals,
@@ -26,7 +24,7 @@ invocation: the same report again is harmless, a different one is refused.
 Options:
   --jti <inv:id>                 the invocation (verify's invocation_id)
   --source <source>              where the number comes from, one of:
-                                 ${SOURCES.join(', ')}
+                                 ${ACTUAL_SOURCES.join(', ')}
   --cost <usd>                   the metered cost in US dollars (not with unavailable)
   --unavailable-reason <text>    why no cost can be given (source unavailable)
   --tokens-in <n>                input tokens, when known
@@ -62,8 +60,10 @@ export async function runReport(argv: string[], io: CliIo): Promise<number> {
   const jti = values.jti;
   if (!jti) throw new UsageError('give --jti <inv:...> (the invocation_id verify returned)', REPORT_HELP);
   const source = values.source as ActualSource | undefined;
-  if (!source) throw new UsageError(`give --source: an actual without provenance is refused (one of ${SOURCES.join(', ')})`, REPORT_HELP);
-  if (!SOURCES.includes(source)) throw new UsageError(`--source is one of ${SOURCES.join(', ')}, got "${source}"`, REPORT_HELP);
+  if (!source)
+    throw new UsageError(`give --source: an actual without provenance is refused (one of ${ACTUAL_SOURCES.join(', ')})`, REPORT_HELP);
+  if (!ACTUAL_SOURCES.includes(source))
+    throw new UsageError(`--source is one of ${ACTUAL_SOURCES.join(', ')}, got "${source}"`, REPORT_HELP);
   const reason = values['unavailable-reason'];
   if (source === 'unavailable') {
     if (values.cost !== undefined)
@@ -96,7 +96,7 @@ export async function runReport(argv: string[], io: CliIo): Promise<number> {
       `  metered     ${actual.cost_usd === null ? `unavailable (${actual.unavailable_reason})` : formatUsd(actual.cost_usd)} [${actual.source}]`,
       `  declared    ${formatUsd(actual.declared_usd)}`,
       ...(tokens ? [tokens] : []),
-      `  recorded    ${actual.recorded_at}${actual.receipt ? `, receipt #${actual.receipt.id}` : ''}`,
+      `  recorded    ${actual.recorded_at}${actual.service_receipt ? `, service receipt #${actual.service_receipt.id}` : ''}`,
     ].join('\n'),
   );
   return 0;

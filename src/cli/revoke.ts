@@ -77,11 +77,11 @@ export async function runRevoke(argv: string[], io: CliIo): Promise<number> {
   io.out(
     [
       `${result.already_revoked ? 'ALREADY REVOKED' : 'REVOKED'}: ${result.hash}`,
-      `  at           ${result.revoked_at}`,
-      `  by           ${who}`,
-      `  reason       ${result.reason ?? '(none given)'}`,
-      `  descendants  ${result.descendants} more delegation record(s) under it are denied too`,
-      ...(result.receipt ? [`  receipt      #${result.receipt.id} (signed by ${result.receipt.kid})`] : []),
+      `  at               ${result.revoked_at}`,
+      `  by               ${who}`,
+      `  reason           ${result.reason ?? '(none given)'}`,
+      `  descendants      ${result.descendants} more delegation record(s) under it are denied too`,
+      ...(result.service_receipt ? [`  service receipt  #${result.service_receipt.id} (signed by ${result.service_receipt.kid})`] : []),
     ].join('\n'),
   );
   return 0;

@@ -61,7 +61,7 @@ export async function runSubmit(argv: string[], io: CliIo): Promise<number> {
   );
   for (const d of result.delegations) {
     io.out(
-      `  ${d.hash}  depth ${d.depth}  ${d.status.padEnd(7)}  ${shortDid(d.iss)} -> ${shortDid(d.aud)}${d.receipt ? `  receipt #${d.receipt.id}` : ''}`,
+      `  ${d.hash}  depth ${d.depth}  ${d.status.padEnd(7)}  ${shortDid(d.iss)} -> ${shortDid(d.aud)}${d.service_receipt ? `  service receipt #${d.service_receipt.id}` : ''}`,
     );
   }
   const leaf = result.delegations[result.delegations.length - 1]!;

@@ -4,9 +4,20 @@
  * delegations held because their tools form the lethal trifecta).
  */
 import { parseCliArgs } from './args.js';
-import { clientFrom, COMMON_OPTIONS, EXIT_HELP, integerFlag, printJson, readJsonArg, SERVER_HELP, SERVER_OPTIONS } from './common.js';
+import {
+  clientFrom,
+  COMMON_OPTIONS,
+  EXIT_HELP,
+  integerFlag,
+  printJson,
+  readJsonArg,
+  readKeyFile,
+  SERVER_HELP,
+  SERVER_OPTIONS,
+} from './common.js';
 import { UsageError, type CliIo } from './io.js';
-import type { ApprovalStatus, PublishToolsInput } from '../sdk/tools.js';
+import type { GrantStatus } from '../protocol/lists.js';
+import { createApprovalDecision, type ApprovalStatus, type PublishToolsInput } from '../sdk/tools.js';
 
 export const TOOLS_HELP = `Usage: baton tools show [--version <n>]
        baton tools publish <file.json|-|JSON> --tenant <id>   (admin key)
@@ -29,16 +40,21 @@ ${EXIT_HELP}`;
 export const APPROVALS_HELP = `Usage: baton approvals list [--status pending|approved|rejected|expired|used]
        baton approvals approve <id|dr-hash> --actor <name> --reason <text>
        baton approvals reject  <id|dr-hash> --actor <name> --reason <text>
+       baton approvals approve|reject <id> --sign-with <keyfile> --reason <text>
        baton approvals grants  [--status pending|approved|rejected]
 
 Calls a tenant rule sent to a human wait as approvals (apr_...): approve one and
 the agent's retry of the same call is allowed once. Delegations whose tools
 together form the lethal trifecta wait as grants, named by their hash (sha256:...).
-Deciding needs an API key with the approve scope, an actor and a non-blank reason.
+Deciding needs an API key with the approve scope, an actor and a non-blank reason;
+or, without a key, --sign-with the key file of an approver DID the tenant lists
+(its tool document's approvers): the signed record is the authority, and the DID
+is recorded as the actor.
 
 Options:
   --status <s>         only approvals (or grants) in this state
-  --actor <name>       who decides (recorded and signed into the receipt)
+  --actor <name>       who decides (recorded and signed into the service receipt)
+  --sign-with <file>   decide as the approver DID of this key file (from baton keygen), no API key needed
   --reason <text>      why (required, non-blank)
   --json               print the service's answer
   -h, --help           show this help
@@ -100,6 +116,7 @@ export async function runApprovals(argv: string[], io: CliIo): Promise<number> {
       status: { type: 'string' },
       actor: { type: 'string' },
       reason: { type: 'string' },
+      'sign-with': { type: 'string' },
       ...SERVER_OPTIONS,
       ...COMMON_OPTIONS,
     },
@@ -119,7 +136,7 @@ export async function runApprovals(argv: string[], io: CliIo): Promise<number> {
     return 0;
   }
   if (sub === 'grants') {
-    const { grants } = await client.tools.grants(values.status as 'pending' | 'approved' | 'rejected' | undefined);
+    const { grants } = await client.tools.grants(values.status as GrantStatus | undefined);
     if (values.json) printJson(io, { grants });
     else if (grants.length === 0) io.out('no held delegations');
     else for (const g of grants) io.out(`${g.dr_hash}  ${g.status}  ${g.explanation}`);
@@ -127,6 +144,20 @@ export async function runApprovals(argv: string[], io: CliIo): Promise<number> {
   }
   if (sub === 'approve' || sub === 'reject') {
     if (id === undefined) throw new UsageError(`give the approval id (or the held delegation's hash) to ${sub}`, APPROVALS_HELP);
+    const keyFile = values['sign-with'];
+    if (keyFile !== undefined) {
+      if (id.startsWith('sha256:'))
+        throw new UsageError('--sign-with decides approvals of calls (apr_...), not held delegations', APPROVALS_HELP);
+      if (values.actor !== undefined)
+        throw new UsageError('--sign-with records the signing DID as the actor: leave out --actor', APPROVALS_HELP);
+      if (!values.reason?.trim()) throw new UsageError('give --reason <text>: a decision needs a non-blank reason', APPROVALS_HELP);
+      const signer = await readKeyFile(keyFile);
+      const record = createApprovalDecision({ signer, approvalId: id, decision: sub, reason: values.reason });
+      const decided = await client.tools.decideSigned(record);
+      if (values.json) printJson(io, decided);
+      else io.out(`${decided.status.toUpperCase()}: ${id} by ${signer.did} (signed): ${values.reason}`);
+      return 0;
+    }
     if (!values.actor?.trim()) throw new UsageError('give --actor <name>: who decides', APPROVALS_HELP);
     if (!values.reason?.trim()) throw new UsageError('give --reason <text>: a decision needs a non-blank reason', APPROVALS_HELP);
     const input = { actor: values.actor, reason: values.reason };

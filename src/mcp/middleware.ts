@@ -52,14 +52,14 @@ import { getLiteralValue, getObjectShape, type AnyObjectSchema } from '@modelcon
 import { CallToolRequestSchema, ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { decodeBase64url, encodeBase64url } from '../protocol/base64url.js';
 import type { ChainContext } from '../sdk/client.js';
-import type { Violation } from '../protocol/errors.js';
+import { ERROR_TABLE, type AnyErrorCode, type ErrorCode as BatonErrorCode, type McpErrorCode, type Violation } from '../protocol/errors.js';
 import { canonicalJson, utf8Decode, utf8Encode } from '../protocol/jcs.js';
+import { ACTUAL_SOURCES, type ActualSource } from '../protocol/lists.js';
 import type { Bundle } from '../protocol/records.js';
 import {
   BatonApiError,
   BatonClient,
   type ActualReport,
-  type ActualSource,
   type ActualView,
   type Counter,
   type LimitWarning,
@@ -82,8 +82,6 @@ export const REFUSAL_META_KEY = 'baton/refusal';
 export const VERIFIED_META_KEY = 'baton/verified';
 /** JSON-RPC error code of a refusal with refuseAs: 'protocol-error' (implementation-defined server range). */
 export const BATON_REFUSAL_ERROR_CODE = -32003;
-
-const ACTUAL_SOURCES: readonly ActualSource[] = ['harness-reported', 'api-usage', 'manual-meter', 'unavailable'];
 
 // ---------------------------------------------------------------- options and types
 
@@ -118,10 +116,10 @@ export interface BatonMcpOptions {
   readonly onEvent?: (event: BatonMcpEvent) => void;
 }
 
-/** Why a call was not run. `code` is Baton's stable code, a client code, or one of the middleware's own. */
+/** Why a call was not run. `code` is Baton's stable code, a client code, or one of the middleware's own (all in ERROR_TABLE). */
 export interface BatonRefusal {
   readonly tool: string;
-  readonly code: string;
+  readonly code: AnyErrorCode | (string & {});
   readonly block: string | null;
   readonly message: string;
   readonly suggestion: string;
@@ -333,32 +331,29 @@ function makeGate(options: BatonMcpOptions): (next: AnyHandler) => AnyHandler {
 
     // 1. the bundle
     const found = bundleFromMeta(meta);
-    if (!found.ok) return refuse(local(tool, found.code, found.message, found.suggestion));
+    if (!found.ok) return refuse(local(tool, found.code, { message: found.message, suggestion: found.suggestion }));
     const bundle = found.bundle;
 
     // 2. local checks that consume nothing
     if (args['tool'] !== tool) {
       return refuse(
-        local(
-          tool,
-          'TOOL_MISMATCH',
-          args['tool'] === undefined
-            ? `The arguments of this call to "${tool}" do not name the tool: the signed invocation args must carry "tool": "${tool}".`
-            : `The signed arguments name the tool ${JSON.stringify(args['tool'])}, but this request calls "${tool}".`,
-          `Sign the invocation with args.tool = "${tool}" and send those args, unchanged, as the call's arguments (invokeTool does both).`,
-        ),
+        local(tool, 'TOOL_MISMATCH', {
+          message:
+            args['tool'] === undefined
+              ? `The arguments of this call to "${tool}" do not name the tool: the signed invocation args must carry "tool": "${tool}".`
+              : `The signed arguments name the tool ${JSON.stringify(args['tool'])}, but this request calls "${tool}".`,
+          suggestion: `Sign the invocation with args.tool = "${tool}" and send those args, unchanged, as the call's arguments (invokeTool does both).`,
+        }),
       );
     }
     const named = invocationToolServer(bundle.invocation);
     if (named !== undefined && named !== options.toolServer) {
       return refuse(
-        local(
-          tool,
-          'TOOL_SERVER_MISMATCH',
-          `The invocation was signed for tool server ${JSON.stringify(named)}, not this one (${options.toolServer}).`,
-          `Sign the invocation with toolServer "${options.toolServer}".`,
-          [{ code: 'TOOL_SERVER_MISMATCH', field: 'invocation.tool_server', required: options.toolServer, actual: named }],
-        ),
+        local(tool, 'TOOL_SERVER_MISMATCH', {
+          message: `The invocation was signed for tool server ${JSON.stringify(named)}, not this one (${options.toolServer}).`,
+          suggestion: `Sign the invocation with toolServer "${options.toolServer}".`,
+          violations: [{ code: 'TOOL_SERVER_MISMATCH', field: 'invocation.tool_server', required: options.toolServer, actual: named }],
+        }),
       );
     }
 
@@ -436,8 +431,23 @@ function makeGate(options: BatonMcpOptions): (next: AnyHandler) => AnyHandler {
   };
 }
 
-function local(tool: string, code: string, message: string, suggestion: string, violations: readonly Violation[] = []): BatonRefusal {
-  return { tool, code, block: null, message, suggestion, violations, request_id: null, retryable: false };
+/** A refusal the middleware makes itself; message and suggestion default to the code's ERROR_TABLE entry. */
+function local(
+  tool: string,
+  code: McpErrorCode | BatonErrorCode,
+  opts: { message?: string; suggestion?: string; violations?: readonly Violation[] } = {},
+): BatonRefusal {
+  const spec = ERROR_TABLE[code];
+  return {
+    tool,
+    code,
+    block: null,
+    message: opts.message ?? spec.message,
+    suggestion: opts.suggestion ?? spec.suggestion,
+    violations: opts.violations ?? [],
+    request_id: null,
+    retryable: false,
+  };
 }
 
 function unavailable(tool: string, e: unknown): BatonRefusal {
@@ -450,24 +460,16 @@ function unavailable(tool: string, e: unknown): BatonRefusal {
       message: down
         ? `Baton could not decide, so the tool did not run: ${e.message}`
         : `Baton refused the verification request: ${e.message}`,
-      suggestion:
-        e.suggestion ??
-        (down
-          ? 'Retry shortly; nothing was counted. If it persists, check that Baton is running and reachable from the tool server.'
-          : "Check the tool server's Baton configuration (base URL and a verify-scope API key)."),
+      suggestion: e.suggestion ?? ERROR_TABLE.BATON_UNAVAILABLE.suggestion,
       violations: e.violations,
       request_id: e.requestId ?? null,
       retryable: e.retryable,
     };
   }
   return {
-    tool,
-    code: 'BATON_UNAVAILABLE',
-    block: null,
-    message: `Baton could not decide, so the tool did not run: ${e instanceof Error ? e.message : String(e)}`,
-    suggestion: "Retry shortly. If it persists, check the tool server's Baton configuration.",
-    violations: [],
-    request_id: null,
+    ...local(tool, 'BATON_UNAVAILABLE', {
+      message: `Baton could not decide, so the tool did not run: ${e instanceof Error ? e.message : String(e)}`,
+    }),
     retryable: true,
   };
 }
@@ -489,7 +491,7 @@ function costFromResult(result: unknown): CostReport | undefined {
     throw new TypeError(`The tool result's _meta.${k} must be a number, got ${JSON.stringify(v)}.`);
   };
   const source = m['source'];
-  if (source !== undefined && !ACTUAL_SOURCES.includes(source as ActualSource)) {
+  if (source !== undefined && !(ACTUAL_SOURCES as readonly unknown[]).includes(source)) {
     throw new TypeError(`The tool result's _meta.source must be one of ${ACTUAL_SOURCES.join(', ')}, got ${JSON.stringify(source)}.`);
   }
   const reason = m['unavailable_reason'];
@@ -519,10 +521,9 @@ export type BundleLookup =
   | { readonly ok: true; readonly bundle: Bundle; readonly key: string }
   | { readonly ok: false; readonly code: 'BUNDLE_MISSING' | 'BUNDLE_MALFORMED'; readonly message: string; readonly suggestion: string };
 
-const HOW_TO_ATTACH =
-  `Attach the DRS bundle to the request: params._meta["${DRS_BUNDLE_META_KEY}"] = base64url(JSON bundle), ` +
-  `or params._meta["${DRS_BUNDLE_META_KEY_NEXT}"] (same, or the bundle object). ` +
-  'From TypeScript: callToolWithBundle(client, name, args, bundle), or invokeTool(client, {...}) which signs and attaches.';
+function noBundle(code: 'BUNDLE_MISSING' | 'BUNDLE_MALFORMED', message: string = ERROR_TABLE[code].message): BundleLookup {
+  return { ok: false, code, message, suggestion: ERROR_TABLE[code].suggestion };
+}
 
 /** Reads the bundle of a tools/call from its `_meta` (every key DRS and Baton use). */
 export function bundleFromMeta(meta: Record<string, unknown> | undefined): BundleLookup {
@@ -530,27 +531,20 @@ export function bundleFromMeta(meta: Record<string, unknown> | undefined): Bundl
     (k) => meta?.[k] !== undefined && meta[k] !== null,
   );
   if (!meta || keys.length === 0) {
-    return {
-      ok: false,
-      code: 'BUNDLE_MISSING',
-      message: 'This tool call carries no DRS bundle, so Baton cannot verify it and the tool does not run.',
-      suggestion: HOW_TO_ATTACH,
-    };
+    return noBundle('BUNDLE_MISSING');
   }
   const bundles: { key: string; bundle: Bundle }[] = [];
   for (const key of keys) {
     const parsed = parseBundleValue(meta[key], key);
-    if (typeof parsed === 'string') return { ok: false, code: 'BUNDLE_MALFORMED', message: parsed, suggestion: HOW_TO_ATTACH };
+    if (typeof parsed === 'string') return noBundle('BUNDLE_MALFORMED', parsed);
     bundles.push({ key, bundle: parsed });
   }
   const first = bundles[0]!;
   if (bundles.length > 1 && bundles.some((b) => sameJson(b.bundle, first.bundle) === false)) {
-    return {
-      ok: false,
-      code: 'BUNDLE_MALFORMED',
-      message: `The request carries different bundles under ${keys.map((k) => `_meta["${k}"]`).join(' and ')}; the tool server cannot tell which one applies.`,
-      suggestion: 'Attach one bundle, under one key.',
-    };
+    return noBundle(
+      'BUNDLE_MALFORMED',
+      `The request carries different bundles under ${keys.map((k) => `_meta["${k}"]`).join(' and ')}; the tool server cannot tell which one applies.`,
+    );
   }
   return { ok: true, bundle: first.bundle, key: first.key };
 }

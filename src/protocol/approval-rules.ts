@@ -124,6 +124,22 @@ export const WebhookUrlSchema = z
     return (u.protocol === 'http:' || u.protocol === 'https:') && u.username === '' && u.password === '' && u.href === s;
   }, 'must be an absolute http or https URL in normal form, without user or password');
 
+/**
+ * When a delegation counts as flagged for cost calibration: over every
+ * invocation through it that a tool server metered (at least
+ * `min_metered_invocations` of them), the metered cost is above `ratio_above`
+ * times what the agents declared for those invocations.
+ */
+export const CostCalibrationSettingsSchema = z.strictObject({
+  ratio_above: z.number().min(1).max(1000),
+  min_metered_invocations: z.int().min(1).max(1_000_000),
+});
+
+export type CostCalibrationSettings = z.infer<typeof CostCalibrationSettingsSchema>;
+
+/** A fifth over what was declared, once there are a few metered calls: a pattern, not one noisy call. */
+export const DEFAULT_COST_CALIBRATION: CostCalibrationSettings = { ratio_above: 1.2, min_metered_invocations: 3 };
+
 /** The tenant's tool-governance settings. */
 export const TenantToolSettingsSchema = z.strictObject({
   /** Undeclared tools are denied (TOOL_UNDECLARED). */
@@ -135,6 +151,8 @@ export const TenantToolSettingsSchema = z.strictObject({
   approvers: z.array(DidKeySchema).max(MAX_CONDITION_ITEMS),
   /** Where each new pending approval is POSTed (best effort); absent: nobody is pushed. */
   webhook_url: WebhookUrlSchema.optional(),
+  /** When a delegation is flagged for cost calibration; absent: DEFAULT_COST_CALIBRATION. */
+  cost_calibration: CostCalibrationSettingsSchema.optional(),
 });
 
 export type TenantToolSettings = z.infer<typeof TenantToolSettingsSchema>;

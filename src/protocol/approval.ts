@@ -19,6 +19,7 @@
 import { z } from 'zod';
 import { BatonError, type ErrorCode } from './errors.js';
 import { sha256Hex } from './hash.js';
+import type { DecisionOutcome } from './lists.js';
 import { canonicalJson } from './jcs.js';
 import { MAX_NAME_LENGTH } from './policy.js';
 import { parseWith } from './records.js';
@@ -128,7 +129,7 @@ function notPending(approval: Approval, status: ApprovalStatus): Transition {
 
 function decide(
   approval: Approval,
-  outcome: 'approved' | 'rejected',
+  outcome: DecisionOutcome,
   triple: GuardrailTriple,
   by: { readonly decided_by: string; readonly now: number },
 ): Transition {

@@ -39,23 +39,51 @@ export interface VerifiedInvocation {
 /**
  * Decoded DRs whose signature verified. A DR is immutable and its hash names
  * its exact bytes, so a verdict once reached never changes; trust, time and
- * revocation are still checked on every call.
+ * revocation are still checked on every call. A record is found by its hash,
+ * or by its exact JWS text before any decoding: a chain sent by reference
+ * resolves to the stored text, so a hit skips decoding, hashing and shape
+ * checks of every link on every verify.
  */
 export class DelegationCache {
   private readonly entries = new Map<RecordHash, VerifiedDelegation>();
+  private readonly byJws = new Map<string, VerifiedDelegation>();
   constructor(private readonly capacity = 10_000) {}
   get(hash: RecordHash): VerifiedDelegation | undefined {
     return this.entries.get(hash);
   }
+  /** The verified record of exactly these bytes, if cached. */
+  getByJws(jws: string): VerifiedDelegation | undefined {
+    return this.byJws.get(jws);
+  }
   set(dr: VerifiedDelegation): void {
     if (this.entries.size >= this.capacity) {
-      const oldest = this.entries.keys().next();
-      if (!oldest.done) this.entries.delete(oldest.value);
+      const oldest = this.entries.entries().next();
+      if (!oldest.done) {
+        this.entries.delete(oldest.value[0]);
+        this.byJws.delete(oldest.value[1].jws);
+      }
     }
     this.entries.set(dr.hash, dr);
+    this.byJws.set(dr.jws, dr);
   }
   get size(): number {
     return this.entries.size;
+  }
+
+  /**
+   * Chains (by their cached record objects, root first) whose linkage and
+   * attenuation checks found nothing: those checks read only the records, so
+   * the same records in the same order pass again. Keyed by the leaf; a
+   * record evicted and decoded again is a new object and misses.
+   */
+  private readonly passedChains = new WeakMap<VerifiedDelegation, readonly VerifiedDelegation[]>();
+  /** Whether exactly these record objects, in this order, passed linkage and attenuation before. */
+  passedStructure(drs: readonly VerifiedDelegation[]): boolean {
+    const known = this.passedChains.get(drs[drs.length - 1]!);
+    return known !== undefined && known.length === drs.length && known.every((dr, i) => dr === drs[i]);
+  }
+  rememberPassedStructure(drs: readonly VerifiedDelegation[]): void {
+    this.passedChains.set(drs[drs.length - 1]!, [...drs]);
   }
 }
 
@@ -72,7 +100,7 @@ export interface ChainOptions {
   /** How far in the future an invocation iat may lie (default 60 s). */
   readonly clockSkewSeconds?: number;
   /** Looks up DRs by hash when a bundle carries its chain by reference (empty receipts). */
-  readonly resolveReceipt?: (hash: RecordHash) => string | undefined;
+  readonly resolveDelegation?: (hash: RecordHash) => string | undefined;
   readonly cache?: DelegationCache;
   /** The request body the tool server received, compared with args under JCS. */
   readonly body?: unknown;
@@ -156,7 +184,7 @@ export function verifyChain(bundleInput: unknown, opts: ChainOptions): ChainDeci
     );
   }
 
-  const gathered = gatherReceipts(receipts, dr_chain, opts.resolveReceipt);
+  const gathered = gatherDelegations(receipts, dr_chain, opts.resolveDelegation);
   if ('violations' in gathered) return deny(gathered.violations, partial);
 
   const decoded = decodeDelegations(gathered.jwsList, opts.cache);
@@ -187,6 +215,7 @@ export function verifyChain(bundleInput: unknown, opts: ChainOptions): ChainDeci
 
   // Only signature-checked records reach the cache.
   for (const dr of delegations) if (fresh.has(dr.hash)) opts.cache?.set(dr);
+  opts.cache?.rememberPassedStructure(delegations);
 
   const root = delegations[0]!.payload;
   const leaf = delegations[delegations.length - 1]!.payload;
@@ -302,11 +331,13 @@ function delegationViolations(
   opts: DelegationChainOptions,
   segment = false,
 ): Violation[] {
+  // Cached records already verified as this very chain: linkage and attenuation read only them.
+  const structurePassed = !segment && fresh.size === 0 && opts.cache?.passedStructure(drs) === true;
   return [
-    ...checkDelegationLinkage(drs, segment),
+    ...(structurePassed ? [] : checkDelegationLinkage(drs, segment)),
     ...checkDelegationSignatures(drs, fresh),
     ...checkTrust(drs, opts.trustedRoots),
-    ...checkAttenuationAlongChain(drs),
+    ...(structurePassed ? [] : checkAttenuationAlongChain(drs)),
     ...checkDelegationTimes(drs, opts.now, opts.allowNotYetValid ?? false),
     ...checkStatus(drs, opts.isRevoked),
   ];
@@ -322,6 +353,8 @@ export function decodeInvocation(jws: string): VerifiedInvocation {
 
 /** Decodes one DR, reusing a cached verified copy when the exact bytes were seen before. */
 export function decodeDelegation(jws: string, index: number, cache?: DelegationCache): VerifiedDelegation {
+  const known = cache?.getByJws(jws);
+  if (known) return known;
   const what = index === 0 ? 'root delegation record (receipts[0])' : `delegation record receipts[${index}]`;
   const decoded = decodeJws(jws, what);
   const cached = cache?.get(decoded.hash);
@@ -345,10 +378,10 @@ function decodedOf(record: VerifiedDelegation | VerifiedInvocation): DecodedJws 
   return decodedByRecord.get(record) ?? decodeJws(record.jws, 'record');
 }
 
-function gatherReceipts(
+function gatherDelegations(
   receipts: readonly string[],
   dr_chain: readonly RecordHash[],
-  resolve: ChainOptions['resolveReceipt'],
+  resolve: ChainOptions['resolveDelegation'],
 ): { jwsList: readonly string[] } | { violations: Violation[] } {
   if (receipts.length > 0) {
     if (receipts.length < dr_chain.length) {

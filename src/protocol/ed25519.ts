@@ -20,9 +20,11 @@
  *
  * Backends.
  *  - 'native': node:crypto (OpenSSL) already computes rule 4 exactly (it
- *    re-encodes [S]B - [k]A and memcmp's it with R) and checks S < L, but it
- *    accepts small-order and non-canonical keys: e.g. R = identity, S = 0
- *    verifies under the identity key for ANY message. So rules 1-3 run first
+ *    re-encodes [S]B - [k]A and memcmp's it with R) and checks S < L, but on
+ *    Node 20 and 22 it accepts small-order and non-canonical keys: e.g.
+ *    R = identity, S = 0 verifies under the identity key for ANY message
+ *    (Node 24 refuses that one itself; the rule must not depend on which
+ *    Node runs it). So rules 1-3 run first
  *    as cheap byte compares (key classification is memoised per key), then
  *    crypto.verify runs with a cached KeyObject.
  *  - 'noble': the same pre-checks, then rule 4 computed with @noble/ed25519's
@@ -318,7 +320,7 @@ export function signEd25519(seed: Uint8Array, message: Uint8Array): Uint8Array {
 
 /**
  * A signing function bound to one seed, for keys that sign repeatedly (the
- * service's receipt key): importing the private key costs ~14x the
+ * service's service receipt key): importing the private key costs ~14x the
  * signature itself, so it is done once here rather than per call.
  */
 export function ed25519Signer(seed: Uint8Array): (message: Uint8Array) => Uint8Array {

@@ -18,7 +18,7 @@ import { argOf, effectiveLimits, evaluateArgs, type Policy } from './policy.js';
 import { evaluateRules, type RuleDecision, type RuleOutcome, type TenantToolSettings } from './approval-rules.js';
 import { resolveTool, type Catalog, type ResolvedTool } from './tool-catalog.js';
 import { checkToolRequirements, estimateWithFloor } from './tool-requirements.js';
-import { describeTrifecta, detectTrifecta, type TrifectaReport } from './trifecta.js';
+import { describeUndeclared, detectTrifecta, explainTrifecta, type TrifectaReport } from './trifecta.js';
 
 export interface ExplainContext {
   /** Calls or budget of the chain have passed 80% of a ceiling. Default false. */
@@ -130,8 +130,10 @@ function grantViolations(
       field: 'policy.allowed_tools',
       required: 'human approval, or allowed_tools without one of the three risks',
       actual: policies[i]?.allowed_tools ?? null,
-      message: `The tools ${dr(i)} allows combine all three risks (${describeTrifecta(report)}).`,
-      remediation: `have an approver approve ${dr(i)}, or re-issue it with allowed_tools that leave out every source of one of the three risks`,
+      message: `The tools ${dr(i)} allows combine all three risks (${explainTrifecta(report)}).`,
+      remediation:
+        `have an approver approve ${dr(i)}, or re-issue it with allowed_tools that leave out every source of one of the three risks` +
+        (describeUndeclared(report) === undefined ? '' : ' (declared tools only, or make the tenant strict)'),
     });
   });
   return out;

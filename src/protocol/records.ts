@@ -9,6 +9,7 @@
 import { z } from 'zod';
 import { BatonError } from './errors.js';
 import { isRecordHash, type RecordHash } from './hash.js';
+import { ROOT_TYPES } from './lists.js';
 import { PolicySchema } from './policy.js';
 
 export const DRS_VERSION = '4.0';
@@ -49,7 +50,7 @@ const jtiWithPrefix = (prefix: string) =>
 
 const JsonObjectSchema = z.record(z.string(), z.unknown());
 
-export const RootTypeSchema = z.enum(['human', 'organisation', 'automated-system']);
+export const RootTypeSchema = z.enum(ROOT_TYPES);
 
 export const ConsentSchema = z.looseObject({
   method: z.string().min(1).max(256),

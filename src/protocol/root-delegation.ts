@@ -5,6 +5,7 @@
 import { recordHash, type RecordHash } from './hash.js';
 import { signJws } from './jws.js';
 import type { KeyPair } from './key-pair.js';
+import type { RootType } from './lists.js';
 import type { Policy } from './policy.js';
 import { DelegationPayloadSchema, parseWith, type DelegationPayload } from './records.js';
 
@@ -20,7 +21,7 @@ export interface RootDelegationInput {
   readonly exp?: number | null;
   readonly iat?: number;
   readonly jti?: string;
-  readonly rootType?: 'human' | 'organisation' | 'automated-system';
+  readonly rootType?: RootType;
   readonly consent?: { method: string; timestamp: string; [k: string]: unknown };
 }
 

@@ -22,7 +22,7 @@ export interface ServiceVerificationKey {
 const MAX_RECEIPT_LENGTH = 1024 * 1024;
 
 /** The encoded header every receipt signed under `kid` carries. */
-export function receiptHeaderFor(kid: string): string {
+export function serviceReceiptHeaderFor(kid: string): string {
   return encodeBase64url(utf8Encode(canonicalJson({ alg: 'EdDSA', kid, typ: 'JWT' })));
 }
 
@@ -66,7 +66,7 @@ export function verifyServiceReceipt(jws: string, keys: readonly ServiceVerifica
   }
   if (!isObject(header) || typeof header['kid'] !== 'string' || header['kid'].length === 0) return refuse('the header names no kid');
   const kid = header['kid'];
-  if (encodedHeader !== receiptHeaderFor(kid)) return refuse('the header is not exactly {"alg":"EdDSA","kid":…,"typ":"JWT"}', kid);
+  if (encodedHeader !== serviceReceiptHeaderFor(kid)) return refuse('the header is not exactly {"alg":"EdDSA","kid":…,"typ":"JWT"}', kid);
 
   let payload: JsonValue;
   let signature: Uint8Array;

@@ -89,3 +89,36 @@ export function describeTrifecta(report: TrifectaReport): string {
   });
   return parts.join('; ');
 }
+
+/**
+ * Why undeclared tools made up part of the reach, or undefined when none did:
+ * a held grant or a pending approval must say what the tenant can change.
+ */
+export function describeUndeclared(report: TrifectaReport): string | undefined {
+  const named = new Set<string>();
+  let anyUndeclared = false;
+  for (const flag of RISK_FLAGS) {
+    for (const source of report.sources[flag]) {
+      if (source.kind === 'undeclared') named.add(JSON.stringify(source.tool));
+      else if (source.kind === 'any_undeclared') anyUndeclared = true;
+    }
+  }
+  if (named.size === 0 && !anyUndeclared) return undefined;
+  const why = [
+    ...(named.size === 0
+      ? []
+      : [`tool${named.size === 1 ? '' : 's'} ${[...named].join(', ')} ${named.size === 1 ? 'is' : 'are'} undeclared`]),
+    ...(anyUndeclared ? ['the delegation leaves its tools unrestricted, so it reaches any undeclared tool'] : []),
+  ];
+  return (
+    `${why.join(', and ')}; in a non-strict tenant an undeclared tool counts as carrying all three risk flags, ` +
+    'because nothing says what it does. Declare the tools, give the delegation an allowed_tools list of declared tools, ' +
+    'or make the tenant strict, where undeclared tools are denied and count for nothing'
+  );
+}
+
+/** The reason a reach is held or gated: its trifecta sources, and why undeclared tools count when they do. */
+export function explainTrifecta(report: TrifectaReport): string {
+  const undeclared = describeUndeclared(report);
+  return `${describeTrifecta(report)}${undeclared === undefined ? '' : `. ${undeclared.charAt(0).toUpperCase()}${undeclared.slice(1)}`}`;
+}

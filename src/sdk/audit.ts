@@ -1,14 +1,15 @@
 /**
  * Offline checks of a Baton tenant's transparency log, for auditors:
  *
- * - verifyReceiptInclusion: a receipt is in the log under a signed checkpoint
- *   (C2SP tlog-proof bundle, as GET /v1/log/receipts/{id}/proof returns it);
+ * - verifyServiceReceiptInclusion: a service receipt is in the log under a signed checkpoint
+ *   (C2SP tlog-proof bundle, as GET /v1/log/service-receipts/{id}/proof returns it);
  * - verifyCheckpointConsistency: a newer checkpoint only appended to an older
  *   one (else a split-view finding, with both signed notes as evidence);
  * - auditLog: replays the whole log from its tiles and entry bundles,
- *   recomputes the root, re-verifies every receipt's signature and tenant,
- *   cross-checks the receipts listing, and reports every entry missing,
- *   reordered or rewritten.
+ *   recomputes the root, re-verifies every service receipt's signature and tenant,
+ *   re-verifies every decision's delegation chain (checkDecision), cross-checks
+ *   the service receipts listing, and reports every entry missing, reordered
+ *   or rewritten.
  *
  * The checks themselves are the pure protocol modules; auditLog only adds
  * HTTP reads (through a fetch function the caller may replace).
@@ -21,7 +22,11 @@ import { findSplitView, type SplitViewFinding } from '../protocol/split-view.js'
 import { entryBundlePath, parseEntryBundle, tileHashes, tilePath, TILE_WIDTH } from '../protocol/tiles.js';
 import { openCheckpoint, verifyTlogProof, type LogPolicy, type SignedCheckpoint, type VerifiedTlogProof } from '../protocol/tlog-proof.js';
 import { bytesEqual, decodeBase64, encodeBase64, utf8 } from '../protocol/tlog-input.js';
-import { BatonError } from '../protocol/errors.js';
+import { verifyChain, verifyDelegations } from '../protocol/chain.js';
+import { BatonError, type Violation } from '../protocol/errors.js';
+import { isRecordHash, recordHash } from '../protocol/hash.js';
+import { DRS_VERSION } from '../protocol/records.js';
+import type { JsonValue } from '../protocol/jcs.js';
 
 /** What an auditor trusts about one tenant's log, as strings it can keep in a file. */
 export interface LogTrust {
@@ -44,8 +49,8 @@ export function logPolicy(trust: LogTrust): LogPolicy {
   };
 }
 
-/** The leaf hash of a service receipt: the log entry is the receipt's JWS. */
-export function receiptLeafHash(jws: string): Hash {
+/** The leaf hash of a service receipt: the log entry is the service receipt's JWS. */
+export function serviceReceiptLeafHash(jws: string): Hash {
   return leafHash(utf8(jws));
 }
 
@@ -55,8 +60,8 @@ export function receiptLeafHash(jws: string): Hash {
  * a BatonError (NOTE_NOT_VERIFIED, COSIGNATURES_INSUFFICIENT,
  * LOG_PROOF_INVALID, MALFORMED_…) otherwise. `now` is Unix seconds.
  */
-export function verifyReceiptInclusion(jws: string, bundle: string, trust: LogTrust, now: number): VerifiedTlogProof {
-  return verifyTlogProof(bundle, receiptLeafHash(jws), logPolicy(trust), now);
+export function verifyServiceReceiptInclusion(jws: string, bundle: string, trust: LogTrust, now: number): VerifiedTlogProof {
+  return verifyTlogProof(bundle, serviceReceiptLeafHash(jws), logPolicy(trust), now);
 }
 
 export type ConsistencyResult =
@@ -87,14 +92,181 @@ export function verifyCheckpointConsistency(
 }
 
 // ---------------------------------------------------------------------------
+// Decisions: the chain of every decision a service receipt records, re-verified offline.
+
+/** The service receipt kinds that record a decision over a delegation chain. */
+export const DECISION_KINDS: ReadonlySet<string> = new Set(['invocation.allowed', 'invocation.denied', 'delegation.accepted']);
+
+/** What the audit re-derives of a decision, and what it cannot. */
+export const OFFLINE_LIMITS =
+  'revocation, call counters and spend budgets are service state and are not re-derived offline; ' +
+  'a denial is only checked for substituted records (its chain need not be stored)';
+
+/** A decision as a verified service receipt in the log records it. */
+export interface LoggedDecision {
+  readonly index: number;
+  readonly kind: string;
+  readonly subject: string;
+  /** The decision time (the service receipt's iat, service clock, Unix seconds). */
+  readonly iat: number;
+  readonly data: Readonly<Record<string, JsonValue>>;
+}
+
+/** A root-to-leaf chain as the service served it: each JWS beside the hash the service says it is. */
+export interface ServedChain {
+  readonly receipts: readonly string[];
+  readonly hashes: readonly string[];
+}
+
+/** The records a decision needs, as served; null where the service could not produce them. */
+export interface DecisionRecords {
+  readonly chain: ServedChain | null;
+  /** An allow's invocation JWS. */
+  readonly invocation?: string | null;
+}
+
+export interface DecisionCheckOptions {
+  /** Root DIDs the tenant trusts; without them, any root is accepted (trust is not re-derived). */
+  readonly trustedRoots?: readonly string[];
+  /** The service's BATON_INVOCATION_MAX_AGE (default 300 s). */
+  readonly invocationMaxAgeSeconds?: number;
+  /** The service's BATON_CLOCK_SKEW (default 60 s). */
+  readonly clockSkewSeconds?: number;
+}
+
+export type DecisionProblemKind = 'substituted' | 'chain-invalid' | 'mismatch' | 'records-missing';
+
+export interface DecisionProblem {
+  readonly kind: DecisionProblemKind;
+  readonly detail: string;
+}
+
+const stringList = (v: JsonValue | undefined): string[] | null =>
+  Array.isArray(v) && v.every((x) => typeof x === 'string') ? (v as string[]) : null;
+
+/** The hash of the chain's leaf a decision names (what to fetch its chain by), or null when it names none. */
+export function decisionChainLeaf(d: LoggedDecision): string | null {
+  if (d.kind === 'delegation.accepted') return d.subject;
+  const chain = stringList(d.data['dr_chain']);
+  return chain && chain.length > 0 ? chain[chain.length - 1]! : null;
+}
+
+/** Served JWSs that do not hash to the hash served beside them: the service swapped a record's bytes. */
+function servedSubstitutions(chain: ServedChain, leaf: string): DecisionProblem[] {
+  const out: DecisionProblem[] = [];
+  if (chain.receipts.length !== chain.hashes.length || chain.hashes[chain.hashes.length - 1] !== leaf)
+    out.push({ kind: 'substituted', detail: `the service answered the chain of ${leaf} with another chain` });
+  chain.receipts.forEach((jws, i) => {
+    const actual = recordHash(jws);
+    if (actual !== chain.hashes[i])
+      out.push({ kind: 'substituted', detail: `the record served as ${chain.hashes[i]} hashes to ${actual}` });
+  });
+  return out;
+}
+
+const violationText = (v: { readonly violations: readonly Violation[] }) =>
+  v.violations
+    .map((x) => `${x.code} at ${x.dr_index === undefined ? '' : `dr ${x.dr_index} `}${x.field}${x.message ? ` (${x.message})` : ''}`)
+    .join('; ');
+
+function verifyOptions(d: LoggedDecision, o: DecisionCheckOptions) {
+  return {
+    now: d.iat,
+    trustedRoots: o.trustedRoots ?? (() => true),
+    ...(o.invocationMaxAgeSeconds !== undefined ? { invocationMaxAgeSeconds: o.invocationMaxAgeSeconds } : {}),
+    ...(o.clockSkewSeconds !== undefined ? { clockSkewSeconds: o.clockSkewSeconds } : {}),
+  };
+}
+
+function checkAllow(d: LoggedDecision, r: DecisionRecords, o: DecisionCheckOptions): DecisionProblem[] {
+  const named = stringList(d.data['dr_chain']);
+  if (named === null || named.length === 0) return [{ kind: 'mismatch', detail: 'the allow names no delegation chain' }];
+  if (r.chain === null) return [{ kind: 'records-missing', detail: `the service cannot produce the chain of ${named[named.length - 1]}` }];
+  const problems: DecisionProblem[] = [];
+  if (r.chain.receipts.length !== named.length)
+    problems.push({ kind: 'substituted', detail: `the service served ${r.chain.receipts.length} records for a chain of ${named.length}` });
+  r.chain.receipts.forEach((jws, i) => {
+    const actual = recordHash(jws);
+    if (named[i] !== undefined && actual !== named[i])
+      problems.push({ kind: 'substituted', detail: `the record served as ${named[i]} (dr ${i}) hashes to ${actual}` });
+  });
+  if (r.invocation === null || r.invocation === undefined)
+    return [...problems, { kind: 'records-missing', detail: `the service cannot produce invocation ${d.subject}` }];
+  if (recordHash(r.invocation) !== d.data['invocation_hash'])
+    problems.push({ kind: 'substituted', detail: `the invocation served as ${d.subject} does not hash to the allow's invocation_hash` });
+  // A verdict over substituted records would be about other records than the ones decided on.
+  if (problems.length > 0) return problems;
+
+  const decision = verifyChain({ bundle_version: DRS_VERSION, invocation: r.invocation, receipts: r.chain.receipts }, verifyOptions(d, o));
+  if (!decision.valid)
+    return [{ kind: 'chain-invalid', detail: `the chain does not authorise the invocation: ${violationText(decision)}` }];
+  const c = decision.context;
+  const differs = (what: string, signed: unknown, logged: unknown) =>
+    signed === logged
+      ? []
+      : [{ kind: 'mismatch' as const, detail: `${what}: the invocation says ${String(signed)}, the allow ${String(logged)}` }];
+  return [
+    ...differs('jti', c.invocation_jti, d.subject),
+    ...differs('tool', c.tool, d.data['tool'] ?? null),
+    ...differs('tool_server', c.tool_server, d.data['tool_server']),
+    ...differs('dr_chain', c.dr_chain.join(','), named.join(',')),
+  ];
+}
+
+function checkAccepted(d: LoggedDecision, r: DecisionRecords, o: DecisionCheckOptions): DecisionProblem[] {
+  if (r.chain === null) return [{ kind: 'records-missing', detail: `the service cannot produce the chain of ${d.subject}` }];
+  const problems = servedSubstitutions(r.chain, d.subject);
+  if (problems.length > 0) return problems;
+  const hashes = r.chain.hashes;
+  const expect = (what: string, logged: JsonValue | undefined, served: unknown) =>
+    logged === served
+      ? []
+      : [{ kind: 'mismatch' as const, detail: `${what}: the service receipt says ${String(logged)}, the chain ${String(served)}` }];
+  const shape: DecisionProblem[] = [
+    ...expect('depth', d.data['depth'], hashes.length - 1),
+    ...expect('root_hash', d.data['root_hash'], hashes[0]),
+    ...expect('parent_hash', d.data['parent_hash'] ?? null, hashes[hashes.length - 2] ?? null),
+  ];
+  // A DR may be stored before its nbf; everything else must hold when it was accepted.
+  const decision = verifyDelegations(r.chain.receipts, { ...verifyOptions(d, o), allowNotYetValid: true });
+  if (!decision.valid) shape.push({ kind: 'chain-invalid', detail: `the accepted chain does not verify: ${violationText(decision)}` });
+  return shape;
+}
+
+/**
+ * Re-checks one decision against the records the service serves for it
+ * (pure): every record must hash to the hash the service receipt (or the service)
+ * names, an allow's chain must authorise its invocation at the decision's
+ * time (signatures, linkage, attenuation, time windows, arguments) and match
+ * the tool and chain the allow logged, and an accepted DR's chain must
+ * verify when it was accepted. A denial's chain is only checked for
+ * substitution: a refused chain need not verify, or be stored at all.
+ */
+export function checkDecision(d: LoggedDecision, records: DecisionRecords, opts: DecisionCheckOptions = {}): DecisionProblem[] {
+  switch (d.kind) {
+    case 'invocation.allowed':
+      return checkAllow(d, records, opts);
+    case 'delegation.accepted':
+      return checkAccepted(d, records, opts);
+    case 'invocation.denied': {
+      const leaf = decisionChainLeaf(d);
+      return leaf === null || records.chain === null ? [] : servedSubstitutions(records.chain, leaf);
+    }
+    default:
+      return [];
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Full audit.
 
 export type AuditFinding =
   | { readonly kind: 'missing'; readonly index: number; readonly detail: string }
   | { readonly kind: 'rewritten'; readonly index: number; readonly detail: string }
   | { readonly kind: 'reordered'; readonly index: number; readonly detail: string }
-  | { readonly kind: 'bad-receipt'; readonly index: number; readonly detail: string }
-  | { readonly kind: 'not-in-log'; readonly receiptId: number; readonly detail: string }
+  | { readonly kind: 'bad-service-receipt'; readonly index: number; readonly detail: string }
+  | { readonly kind: DecisionProblemKind; readonly index: number; readonly detail: string }
+  | { readonly kind: 'not-in-log'; readonly serviceReceiptId: number; readonly detail: string }
   | { readonly kind: 'root-mismatch'; readonly detail: string }
   | { readonly kind: 'split-view'; readonly detail: string; readonly finding: SplitViewFinding };
 
@@ -104,7 +276,13 @@ export interface AuditReport {
   /** The checkpoint the audit checked against, verbatim. */
   readonly checkpoint: string;
   readonly entriesChecked: number;
-  readonly receiptsChecked: number;
+  readonly serviceReceiptsChecked: number;
+  /** Decision service receipts whose records were re-checked (allows, denials, accepted DRs). */
+  readonly decisionsChecked: number;
+  /** Whether root trust was checked against pinned roots (trustedRoots) or left out. */
+  readonly rootsPinned: boolean;
+  /** What an offline audit cannot re-derive (OFFLINE_LIMITS). */
+  readonly notChecked: string;
   readonly findings: readonly AuditFinding[];
   /** True when the log's own keys were taken from the service rather than pinned by the caller. */
   readonly trustedOnFirstUse: boolean;
@@ -121,6 +299,10 @@ export interface AuditOptions {
   readonly previousCheckpoint?: string;
   /** Unix seconds; default the system clock. */
   readonly now?: number;
+  /** How each decision is re-verified (pinned roots, the service's time limits). */
+  readonly decisions?: DecisionCheckOptions;
+  /** Record fetches in flight at once while checking decisions (default 8). */
+  readonly concurrency?: number;
   readonly fetch?: (url: string, init: { headers: Record<string, string> }) => Promise<Response>;
   /** Called after each tile of entries: done of total leaves. */
   readonly onProgress?: (done: number, total: number) => void;
@@ -128,6 +310,8 @@ export interface AuditOptions {
 
 interface Http {
   json(path: string): Promise<unknown>;
+  /** As json, but null for a 404. */
+  jsonOrNull(path: string): Promise<unknown>;
   text(path: string): Promise<string>;
   bytes(path: string): Promise<{ ok: true; bytes: Uint8Array } | { ok: false; status: number; body: unknown }>;
 }
@@ -145,6 +329,15 @@ function http(o: AuditOptions): Http {
   return {
     async json(path) {
       const res = await get(path);
+      if (!res.ok) return fail(path, res);
+      return res.json();
+    },
+    async jsonOrNull(path) {
+      const res = await get(path);
+      if (res.status === 404) {
+        await res.arrayBuffer();
+        return null;
+      }
       if (!res.ok) return fail(path, res);
       return res.json();
     },
@@ -169,6 +362,63 @@ function http(o: AuditOptions): Http {
 }
 
 const hex = (h: Uint8Array) => Buffer.from(h).toString('hex');
+
+function servedChain(path: string, body: unknown): ServedChain {
+  const b = body as { receipts?: unknown; records?: { hash?: unknown }[] };
+  const receipts = Array.isArray(b.receipts) && b.receipts.every((r) => typeof r === 'string') ? (b.receipts as string[]) : null;
+  const hashes = Array.isArray(b.records) ? b.records.map((r) => r?.hash) : null;
+  if (receipts === null || hashes === null || !hashes.every((x) => typeof x === 'string'))
+    throw new BatonError('INVALID_REQUEST', { message: `GET ${path} did not answer a chain ({receipts, records}).` });
+  return { receipts, hashes: hashes as string[] };
+}
+
+/** Chains fetched once per leaf (most decisions share a few chains); the memo is bounded. */
+const CHAIN_MEMO = 10_000;
+
+/** Fetches the records a decision names from the service (with the auditor's key). */
+function decisionRecordsFrom(h: Http): (d: LoggedDecision) => Promise<DecisionRecords> {
+  const chains = new Map<string, Promise<ServedChain | null>>();
+  const chainOf = (leaf: string): Promise<ServedChain | null> => {
+    const known = chains.get(leaf);
+    if (known) return known;
+    if (chains.size >= CHAIN_MEMO) chains.clear();
+    const path = `/v1/delegations/${encodeURIComponent(leaf)}/chain`;
+    const fetched = h.jsonOrNull(path).then((body) => (body === null ? null : servedChain(path, body)));
+    chains.set(leaf, fetched);
+    return fetched;
+  };
+  return async (d) => {
+    const leaf = decisionChainLeaf(d);
+    // A denial may name anything as its chain; only a well-formed hash can be asked for.
+    const chain = leaf !== null && isRecordHash(leaf) ? await chainOf(leaf) : null;
+    if (d.kind !== 'invocation.allowed') return { chain };
+    const inv = (await h.jsonOrNull(`/v1/invocations/${encodeURIComponent(d.subject)}`)) as { jws?: unknown } | null;
+    return { chain, invocation: typeof inv?.jws === 'string' ? inv.jws : null };
+  };
+}
+
+/** fn over items, at most `limit` at once, results in order. */
+async function inPool<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}
+
+/** A service receipt payload that records a decision, in the shape checkDecision takes; null for any other kind. */
+function asDecision(index: number, payload: Record<string, JsonValue>): LoggedDecision | null {
+  const { baton_receipt: kind, subject, iat, data } = payload;
+  if (typeof kind !== 'string' || !DECISION_KINDS.has(kind)) return null;
+  if (typeof subject !== 'string' || typeof iat !== 'number' || data === null || typeof data !== 'object' || Array.isArray(data))
+    return { index, kind, subject: String(subject), iat: Number(iat), data: {} };
+  return { index, kind, subject, iat, data };
+}
 
 /**
  * Replays a tenant's log (see the module comment). Findings never throw;
@@ -214,6 +464,8 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
   const treeLeaves: Hash[] = [];
   const entryHashes = new Set<string>();
   let entriesChecked = 0;
+  let decisionsChecked = 0;
+  const recordsOf = decisionRecordsFrom(h);
   for (let index = 0; index * TILE_WIDTH < size; index++) {
     const width = Math.min(TILE_WIDTH, size - index * TILE_WIDTH);
     const first = index * TILE_WIDTH;
@@ -230,7 +482,7 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
         findings.push({
           kind: 'missing',
           index: i,
-          detail: `the service cannot produce the receipt of entry ${i} (HTTP ${bundle.status})`,
+          detail: `the service cannot produce the service receipt of entry ${i} (HTTP ${bundle.status})`,
         });
       o.onProgress?.(first + width, size);
       continue;
@@ -245,6 +497,7 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
       findings.push({ kind: 'missing', index: first, detail: `entry bundle ${index} holds ${entries.length} entries, not ${width}` });
     }
     const positions = new Map(hashes.map((x, i) => [hex(x), first + i]));
+    const decisions: LoggedDecision[] = [];
     entries.forEach((entry, i) => {
       const at = first + i;
       entriesChecked++;
@@ -263,44 +516,65 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
       }
       const jws = new TextDecoder().decode(entry);
       const verified = verifyServiceReceipt(jws, keys);
-      if (!verified.valid) findings.push({ kind: 'bad-receipt', index: at, detail: `receipt signature: ${verified.reason}` });
+      if (!verified.valid)
+        findings.push({ kind: 'bad-service-receipt', index: at, detail: `service receipt signature: ${verified.reason}` });
       else if (verified.payload?.['tenant'] !== tenantId)
-        findings.push({ kind: 'bad-receipt', index: at, detail: `receipt belongs to tenant ${String(verified.payload?.['tenant'])}` });
+        findings.push({
+          kind: 'bad-service-receipt',
+          index: at,
+          detail: `service receipt belongs to tenant ${String(verified.payload?.['tenant'])}`,
+        });
+      else {
+        const decision = asDecision(at, verified.payload);
+        if (decision !== null) decisions.push(decision);
+      }
+    });
+    const served = await inPool(decisions, o.concurrency ?? 8, recordsOf);
+    decisions.forEach((d, i) => {
+      decisionsChecked++;
+      for (const p of checkDecision(d, served[i]!, o.decisions)) findings.push({ ...p, index: d.index });
     });
     o.onProgress?.(first + width, size);
   }
   if (!bytesEqual(rootOf(treeLeaves), current.checkpoint.rootHash))
     findings.push({ kind: 'root-mismatch', detail: `the tiles hash to ${encodeBase64(rootOf(treeLeaves))}, not the checkpoint's root` });
 
-  // Every receipt the service lists must be in the log, unless it came after the checkpoint.
+  // Every service receipt the service lists must be in the log, unless it came after the checkpoint.
   const logged = new Set(treeLeaves.map(hex));
-  let receiptsChecked = 0;
+  let serviceReceiptsChecked = 0;
   const lastLogged = { id: 0 };
   const unlogged: { id: number }[] = [];
   for (let after = 0; ;) {
-    const page = (await h.json(`/v1/receipts?after=${after}&limit=500`)) as {
-      receipts: { id: number; jws: string }[];
+    const page = (await h.json(`/v1/service-receipts?after=${after}&limit=500`)) as {
+      service_receipts: { id: number; jws: string }[];
       next_after: number | null;
     };
-    for (const r of page.receipts) {
-      receiptsChecked++;
-      if (logged.has(hex(receiptLeafHash(r.jws)))) lastLogged.id = Math.max(lastLogged.id, r.id);
+    for (const r of page.service_receipts) {
+      serviceReceiptsChecked++;
+      if (logged.has(hex(serviceReceiptLeafHash(r.jws)))) lastLogged.id = Math.max(lastLogged.id, r.id);
       else unlogged.push(r);
     }
     if (page.next_after === null) break;
     after = page.next_after;
   }
-  // A receipt older than some logged one and still outside the log is not merely pending.
+  // A service receipt older than some logged one and still outside the log is not merely pending.
   for (const r of unlogged)
     if (r.id < lastLogged.id)
-      findings.push({ kind: 'not-in-log', receiptId: r.id, detail: `receipt ${r.id} is listed by the service but is not in the log` });
+      findings.push({
+        kind: 'not-in-log',
+        serviceReceiptId: r.id,
+        detail: `service receipt ${r.id} is listed by the service but is not in the log`,
+      });
   findings.sort((a, b) => ('index' in a ? a.index : -1) - ('index' in b ? b.index : -1));
   return {
     origin: trust.origin,
     treeSize: size,
     checkpoint: note,
     entriesChecked,
-    receiptsChecked,
+    serviceReceiptsChecked,
+    decisionsChecked,
+    rootsPinned: o.decisions?.trustedRoots !== undefined,
+    notChecked: OFFLINE_LIMITS,
     findings,
     trustedOnFirstUse: o.trust === undefined,
     ok: findings.length === 0,

@@ -21,7 +21,7 @@
  */
 import { BatonTools } from './tools.js';
 import { decodeBase64url } from '../protocol/base64url.js';
-import type { ErrorCode, Violation } from '../protocol/errors.js';
+import { ERROR_TABLE, isErrorCode, type ClientErrorCode, type ErrorCode, type Violation } from '../protocol/errors.js';
 import { utf8Decode } from '../protocol/jcs.js';
 import type { Bundle } from '../protocol/records.js';
 import { verifyServiceReceipt, type ServiceReceiptVerification, type ServiceVerificationKey } from '../protocol/service-receipt.js';
@@ -34,9 +34,6 @@ export const DEFAULT_TIMEOUT_MS = 10_000;
 const SDK_USER_AGENT = 'baton-sdk/0.1.0';
 
 // ---------------------------------------------------------------- errors
-
-/** Codes the client itself produces when there is no usable HTTP answer. */
-export type ClientErrorCode = 'NETWORK_ERROR' | 'TIMEOUT' | 'ABORTED' | 'UNEXPECTED_RESPONSE';
 
 /**
  * A refused or failed call. `code` is the server's stable code (ERROR_TABLE in
@@ -68,7 +65,7 @@ export class BatonApiError extends Error {
     this.name = 'BatonApiError';
     this.status = init.status;
     this.code = init.code;
-    this.suggestion = init.suggestion;
+    this.suggestion = init.suggestion ?? (isErrorCode(init.code) ? ERROR_TABLE[init.code].suggestion : undefined);
     this.details = init.details;
     this.requestId = init.requestId;
     this.method = init.method;
@@ -103,7 +100,7 @@ export function isBatonApiError(e: unknown): e is BatonApiError {
 // names them, the contract defines them.
 type Schemas = components['schemas'];
 
-export type ServiceReceiptRef = Schemas['ReceiptRef'];
+export type ServiceReceiptRef = Schemas['ServiceReceiptRef'];
 export type DelegationStatus = Schemas['DelegationStatus'];
 export type DelegationView = Schemas['DelegationView'];
 export type SubmitResult = Schemas['SubmitResult'];
@@ -141,11 +138,40 @@ export type InvocationListItem = Schemas['InvocationListItem'];
 export type DenialView = Schemas['Denial'];
 export type InvocationDetail = Schemas['InvocationAllowed'] | Schemas['InvocationDenied'];
 export type InvocationPage = Schemas['InvocationPage'];
+export type DenialListItem = Schemas['DenialListItem'];
+export type DecisionPage = Schemas['DecisionPage'];
+/** Filters of GET /v1/service-receipts, combined with AND; dates as RFC 3339 text with a zone, or Date. */
+export interface ServiceReceiptFilter {
+  readonly kind?: ServiceReceiptItem['kind'];
+  /** A DR hash or an invocation jti. */
+  readonly subject?: string;
+  /** Signed at or after. */
+  readonly since?: string | Date;
+  /** Signed before. */
+  readonly until?: string | Date;
+}
+
+const instantText = (d: string | Date | undefined): string | undefined => (d instanceof Date ? d.toISOString() : d);
+
+/** Filters of GET /v1/invocations, combined with AND; dates as RFC 3339 text with a zone, or Date. */
+export interface DecisionFilter {
+  /** Decisions whose chain passes through this DR (its whole subtree). */
+  readonly dr?: string;
+  /** Allowed invocations of this tool. */
+  readonly tool?: string;
+  readonly outcome?: 'allowed' | 'denied';
+  /** Denials with this code (theirs or one of their violations'). */
+  readonly code?: string;
+  /** At or after. */
+  readonly since?: string | Date;
+  /** Before. */
+  readonly until?: string | Date;
+}
 export type RevokedBy = Schemas['RevokedBy'];
 export type RevokeResult = Schemas['RevokeResult'];
-export type ReceiptKind = Schemas['ReceiptKind'];
-export type ReceiptItem = Schemas['Receipt'];
-export type ReceiptPage = Schemas['ReceiptPage'];
+export type ServiceReceiptKind = Schemas['ServiceReceiptKind'];
+export type ServiceReceiptItem = Schemas['ServiceReceipt'];
+export type ServiceReceiptPage = Schemas['ServiceReceiptPage'];
 export type ServiceKeyView = Schemas['ServiceKey'];
 export type Jwk = Schemas['Jwk'];
 export type TenantView = Schemas['Tenant'];
@@ -356,7 +382,7 @@ export class BatonClient {
     return (await this.#call<DelegationDetail>({ method: 'GET', path: `/v1/delegations/${enc(hash)}`, auth: 'key' }, opts)).body;
   }
 
-  /** GET /v1/delegations/{hash}/chain: root-to-leaf records with the service's acceptance receipts. */
+  /** GET /v1/delegations/{hash}/chain: root-to-leaf delegation receipts, each record with its acceptance service receipt. */
   async getChain(hash: string, opts: RequestOptions = {}): Promise<ChainResult> {
     return (await this.#call<ChainResult>({ method: 'GET', path: `/v1/delegations/${enc(hash)}/chain`, auth: 'key' }, opts)).body;
   }
@@ -400,43 +426,81 @@ export class BatonClient {
     for await (const p of this.invocationPages(hash, page, opts)) yield* p.invocations;
   }
 
+  /** GET /v1/invocations (audit scope): one page of the tenant's verify decisions, allowed and denied, newest first, filtered. */
+  async listDecisions(filter: DecisionFilter & { cursor?: string; limit?: number } = {}, opts: RequestOptions = {}): Promise<DecisionPage> {
+    const query = {
+      dr: filter.dr,
+      tool: filter.tool,
+      outcome: filter.outcome,
+      code: filter.code,
+      since: instantText(filter.since),
+      until: instantText(filter.until),
+      cursor: filter.cursor,
+      limit: filter.limit,
+    };
+    return (await this.#call<DecisionPage>({ method: 'GET', path: '/v1/invocations', query, auth: 'key' }, opts)).body;
+  }
+
+  /** Every decision matching `filter`, newest first, paged lazily (the cursor keeps the filters' order). */
+  async *iterateDecisions(
+    filter: DecisionFilter & { limit?: number } = {},
+    opts: RequestOptions = {},
+  ): AsyncGenerator<DecisionPage['invocations'][number]> {
+    let cursor: string | undefined;
+    for (;;) {
+      const p = await this.listDecisions({ ...filter, ...(cursor !== undefined ? { cursor } : {}) }, opts);
+      yield* p.invocations;
+      if (p.next_cursor === null) return;
+      cursor = p.next_cursor;
+    }
+  }
+
   /** GET /v1/invocations/{jti}: the invocation, its decision, service receipt and actual (or its denials). */
   async getInvocation(jti: string, opts: RequestOptions = {}): Promise<InvocationDetail> {
     return (await this.#call<InvocationDetail>({ method: 'GET', path: `/v1/invocations/${enc(jti)}`, auth: 'key' }, opts)).body;
   }
 
-  /** GET /v1/receipts (audit scope): one page of the tenant's service receipts, oldest first. */
-  async listReceipts(page: { after?: number; limit?: number } = {}, opts: RequestOptions = {}): Promise<ReceiptPage> {
-    return (
-      await this.#call<ReceiptPage>(
-        { method: 'GET', path: '/v1/receipts', query: { after: page.after, limit: page.limit }, auth: 'key' },
-        opts,
-      )
-    ).body;
+  /** GET /v1/service-receipts (audit scope): one page of the tenant's service receipts, oldest first. */
+  async listServiceReceipts(
+    page: ServiceReceiptFilter & { after?: number; limit?: number } = {},
+    opts: RequestOptions = {},
+  ): Promise<ServiceReceiptPage> {
+    const query = {
+      after: page.after,
+      limit: page.limit,
+      kind: page.kind,
+      subject: page.subject,
+      since: instantText(page.since),
+      until: instantText(page.until),
+    };
+    return (await this.#call<ServiceReceiptPage>({ method: 'GET', path: '/v1/service-receipts', query, auth: 'key' }, opts)).body;
   }
 
-  /** Every page of listReceipts from `after`, fetched as you iterate. */
-  async *receiptPages(page: { after?: number; limit?: number } = {}, opts: RequestOptions = {}): AsyncGenerator<ReceiptPage> {
+  /** Every page of listServiceReceipts from `after`, fetched as you iterate. */
+  async *serviceReceiptPages(
+    page: ServiceReceiptFilter & { after?: number; limit?: number } = {},
+    opts: RequestOptions = {},
+  ): AsyncGenerator<ServiceReceiptPage> {
     let after = page.after;
     for (;;) {
-      const p = await this.listReceipts(
-        { ...(after !== undefined ? { after } : {}), ...(page.limit !== undefined ? { limit: page.limit } : {}) },
-        opts,
-      );
+      const p = await this.listServiceReceipts({ ...page, ...(after !== undefined ? { after } : {}) }, opts);
       yield p;
       if (p.next_after === null) return;
       after = p.next_after;
     }
   }
 
-  /** Every receipt from `after` on, oldest first, paged lazily. */
-  async *iterateReceipts(page: { after?: number; limit?: number } = {}, opts: RequestOptions = {}): AsyncGenerator<ReceiptItem> {
-    for await (const p of this.receiptPages(page, opts)) yield* p.receipts;
+  /** Every service receipt from `after` on, oldest first, paged lazily. */
+  async *iterateServiceReceipts(
+    page: ServiceReceiptFilter & { after?: number; limit?: number } = {},
+    opts: RequestOptions = {},
+  ): AsyncGenerator<ServiceReceiptItem> {
+    for await (const p of this.serviceReceiptPages(page, opts)) yield* p.service_receipts;
   }
 
   // ------------------------------------------------------------ service keys
 
-  /** GET /v1/keys: the service's receipt-signing keys, current and retired (public). */
+  /** GET /v1/keys: the service's service-receipt-signing keys, current and retired (public). */
   async keys(opts: Omit<RequestOptions, 'apiKey'> = {}): Promise<{ keys: ServiceKeyView[] }> {
     return (await this.#call<{ keys: ServiceKeyView[] }>({ method: 'GET', path: '/v1/keys', auth: 'none' }, opts)).body;
   }
@@ -447,11 +511,11 @@ export class BatonClient {
   }
 
   /**
-   * Checks a service receipt (from any response's `receipt.jws`) offline
+   * Checks a service receipt (from any response's `service_receipt.jws`) offline
    * against the published keys, fetched once and again when an unknown kid
-   * appears (a rotation). Never throws on a bad receipt: see `valid`/`reason`.
+   * appears (a rotation). Never throws on a bad service receipt: see `valid`/`reason`.
    */
-  async verifyReceipt(jws: string, opts: Omit<RequestOptions, 'apiKey'> = {}): Promise<ServiceReceiptVerification> {
+  async verifyServiceReceipt(jws: string, opts: Omit<RequestOptions, 'apiKey'> = {}): Promise<ServiceReceiptVerification> {
     const fetchKeys = async () => {
       const { keys } = await this.keys(opts);
       this.#keys = keys.map((k) => ({ kid: k.kid, publicKey: decodeBase64url(k.public_key, 'service public key') }));

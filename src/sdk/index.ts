@@ -7,7 +7,7 @@
  * - revocation:  signed revocation records
  * - client:      BatonClient, a typed HTTP client for every route
  * - offline:     verifyChain / verifyDelegations (the service's own pipeline,
- *                blocks A-F) and verifyServiceReceipt for the service's receipts
+ *                blocks A-F) and verifyServiceReceipt for service receipts
  *
  * Ed25519 runs on Node's native crypto, or on @noble/ed25519 where native is
  * missing, with one verification rule on both (src/protocol/ed25519.ts).
@@ -50,8 +50,17 @@ export type {
   RotatedApiKey,
 } from './admin.js';
 // Tool catalogs and approvals (BatonClient.tools)
-export { BatonTools } from './tools.js';
-export type { ApprovalStatus, ApprovalView, DecisionInput, GrantView, PublishToolsInput, ToolDocumentView } from './tools.js';
+export { BatonTools, createApprovalDecision } from './tools.js';
+export type {
+  ApprovalDecisionInput,
+  ApprovalStatus,
+  ApprovalView,
+  DecisionInput,
+  GrantView,
+  PublishToolsInput,
+  SignedApprovalDecision,
+  ToolDocumentView,
+} from './tools.js';
 export type { ToolDeclaration } from '../protocol/tool-catalog.js';
 export type {
   ActualReport,
@@ -60,7 +69,6 @@ export type {
   ApiKeyView,
   BatonClientOptions,
   ChainResult,
-  ClientErrorCode,
   Counter,
   CreatedApiKey,
   DelegationDetail,
@@ -70,13 +78,17 @@ export type {
   InvocationDetail,
   InvocationListItem,
   InvocationPage,
+  DecisionFilter,
+  ServiceReceiptFilter,
+  DecisionPage,
+  DenialListItem,
   IssueRequest,
   IssueResult,
   Jwk,
   LimitWarning,
-  ReceiptItem,
-  ReceiptKind,
-  ReceiptPage,
+  ServiceReceiptItem,
+  ServiceReceiptKind,
+  ServiceReceiptPage,
   RequestOptions,
   RevokedBy,
   RevokeResult,
@@ -117,8 +129,17 @@ export { verifyServiceReceipt } from '../protocol/service-receipt.js';
 export type { ServiceReceiptVerification, ServiceVerificationKey } from '../protocol/service-receipt.js';
 
 // Errors, policy and record types
-export { BatonError, ERROR_TABLE, isBatonError } from '../protocol/errors.js';
-export type { Block, ErrorCode, Violation } from '../protocol/errors.js';
+export { BatonError, ERROR_TABLE, isBatonError, isErrorCode } from '../protocol/errors.js';
+export type {
+  AnyErrorCode,
+  Block,
+  ClientErrorCode,
+  ErrorBody,
+  ErrorCode,
+  ErrorEnvelope,
+  McpErrorCode,
+  Violation,
+} from '../protocol/errors.js';
 export { checkAttenuation, parsePolicy } from '../protocol/policy.js';
 export type { Policy } from '../protocol/policy.js';
 export { recordHash } from '../protocol/hash.js';
@@ -127,5 +148,5 @@ export type { Bundle, DelegationPayload, InvocationPayload } from '../protocol/r
 export { defaultEd25519Backend } from '../protocol/ed25519.js';
 
 // Transparency log: inclusion and consistency checks offline, and a full replay (baton audit).
-export { auditLog, logPolicy, receiptLeafHash, verifyCheckpointConsistency, verifyReceiptInclusion } from './audit.js';
+export { auditLog, logPolicy, serviceReceiptLeafHash, verifyCheckpointConsistency, verifyServiceReceiptInclusion } from './audit.js';
 export type { AuditFinding, AuditOptions, AuditReport, ConsistencyResult, LogTrust } from './audit.js';

@@ -4,6 +4,14 @@
  */
 import type { ToolDeclaration } from '../protocol/tool-catalog.js';
 import type { ApprovalRule, RuleDecision } from '../protocol/approval-rules.js';
+import type { ApprovalStatus, GrantStatus } from '../protocol/lists.js';
+import { APPROVAL_DECISION_TYPE, ApprovalDecisionPayloadSchema, type ApprovalDecisionPayload } from '../protocol/approval-decision.js';
+import { decodeBase64url } from '../protocol/base64url.js';
+import { recordHash, type RecordHash } from '../protocol/hash.js';
+import { utf8Decode } from '../protocol/jcs.js';
+import { signJws } from '../protocol/jws.js';
+import { DRS_VERSION, parseWith } from '../protocol/records.js';
+import type { KeyPair } from './keys.js';
 
 /** Mirrors the call function BatonClient hands its sub-clients. */
 export type SubCall = <T>(
@@ -12,7 +20,7 @@ export type SubCall = <T>(
     path: string;
     query?: Record<string, string | number | undefined>;
     body?: unknown;
-    auth: 'key';
+    auth: 'key' | 'none';
   },
   opts: Record<string, unknown>,
 ) => Promise<{ status: number; body: T }>;
@@ -25,6 +33,7 @@ export interface ToolDocumentView {
   readonly approvers: readonly string[];
   /** Where new pending approvals are POSTed, or null. */
   readonly webhook_url: string | null;
+  readonly cost_calibration: { readonly ratio_above: number; readonly min_metered_invocations: number };
   readonly tools: readonly ToolDeclaration[];
   readonly hash: string;
   readonly catalog_hash: string;
@@ -42,9 +51,10 @@ export interface PublishToolsInput {
   readonly approvers?: readonly string[];
   /** Each new pending approval is POSTed here (best effort, a few seconds at most). */
   readonly webhook_url?: string;
+  readonly cost_calibration?: { readonly ratio_above: number; readonly min_metered_invocations: number };
 }
 
-export type ApprovalStatus = 'pending' | 'approved' | 'rejected' | 'expired' | 'used';
+export type { ApprovalStatus, GrantStatus } from '../protocol/lists.js';
 
 export interface ApprovalView {
   readonly id: string;
@@ -65,7 +75,7 @@ export interface ApprovalView {
 
 export interface GrantView {
   readonly dr_hash: string;
-  readonly status: 'pending' | 'approved' | 'rejected';
+  readonly status: GrantStatus;
   readonly explanation: string;
   readonly catalog_version: number;
   readonly decision: { actor: string; decided_by: string; reason: string; at: number } | null;
@@ -75,6 +85,42 @@ export interface GrantView {
 export interface DecisionInput {
   readonly actor: string;
   readonly reason: string;
+}
+
+export interface ApprovalDecisionInput {
+  /** An approver DID the tenant lists in its tool document's `approvers`. */
+  readonly signer: KeyPair;
+  readonly approvalId: string;
+  readonly decision: 'approve' | 'reject';
+  /** Why, in words an auditor will read (at most 500 characters, with a letter or digit). */
+  readonly reason: string;
+  /** Unix seconds; now unless told. The service accepts a record at most 5 minutes old. */
+  readonly iat?: number;
+  readonly jti?: string;
+}
+
+export interface SignedApprovalDecision {
+  readonly jws: string;
+  readonly hash: RecordHash;
+  readonly payload: ApprovalDecisionPayload;
+}
+
+/** Builds and signs an approval decision record (confirm: true); the payload is checked against the service's schema first. */
+export function createApprovalDecision(input: ApprovalDecisionInput): SignedApprovalDecision {
+  const payload = {
+    iss: input.signer.did,
+    drs_v: DRS_VERSION,
+    drs_type: APPROVAL_DECISION_TYPE,
+    approval_id: input.approvalId,
+    decision: input.decision,
+    confirm: true,
+    reason: input.reason,
+    iat: input.iat ?? Math.floor(Date.now() / 1000),
+    jti: input.jti ?? `apd:${globalThis.crypto.randomUUID()}`,
+  };
+  const checked = parseWith(ApprovalDecisionPayloadSchema, payload, 'approval decision payload');
+  const jws = signJws(payload, input.signer.seed);
+  return { jws, hash: recordHash(jws), payload: checked };
 }
 
 const enc = encodeURIComponent;
@@ -118,6 +164,17 @@ export class BatonTools {
     return this.#decide(id, 'reject', input, opts);
   }
 
+  /**
+   * POST /v1/approvals/{id}/signed-decision, without an API key: approve or
+   * reject as an approver DID with a record from createApprovalDecision.
+   */
+  async decideSigned(decision: SignedApprovalDecision | string, opts: Record<string, unknown> = {}): Promise<ApprovalView> {
+    const jws = typeof decision === 'string' ? decision : decision.jws;
+    const id = typeof decision === 'string' ? approvalIdOf(jws) : decision.payload.approval_id;
+    const path = `/v1/approvals/${enc(id)}/signed-decision`;
+    return (await this.call<ApprovalView>({ method: 'POST', path, body: { signed_decision: jws }, auth: 'none' }, opts)).body;
+  }
+
   /** GET /v1/grants (approve or audit scope): delegations held because their tools form the lethal trifecta. */
   async grants(status?: GrantView['status'], opts: Record<string, unknown> = {}): Promise<{ grants: GrantView[] }> {
     return (await this.call<{ grants: GrantView[] }>({ method: 'GET', path: '/v1/grants', query: { status }, auth: 'key' }, opts)).body;
@@ -138,4 +195,13 @@ export class BatonTools {
     const body = { actor: input.actor, confirm: true, reason: input.reason };
     return (await this.call<ApprovalView>({ method: 'POST', path: `/v1/approvals/${enc(id)}/${what}`, body, auth: 'key' }, opts)).body;
   }
+}
+
+/** The approval a signed decision record names (read, not verified: the service verifies). */
+function approvalIdOf(jws: string): string {
+  const payload = jws.split('.')[1];
+  const parsed: unknown = payload === undefined ? undefined : JSON.parse(utf8Decode(decodeBase64url(payload, 'decision record payload')));
+  const id = typeof parsed === 'object' && parsed !== null ? (parsed as Record<string, unknown>)['approval_id'] : undefined;
+  if (typeof id !== 'string') throw new TypeError('The decision record names no approval_id.');
+  return id;
 }

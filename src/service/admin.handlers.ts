@@ -3,65 +3,18 @@
  * per route that takes parsed input and returns the response body. Refusals
  * are thrown as BatonError and mapped to HTTP in http.ts.
  */
-import { z } from 'zod';
+import type { z } from 'zod';
 import { parseRequest } from './validate.js';
-import { keyLifetimeSeconds } from '../api/admin.js';
+import type { AddRootRequest, CreateApiKeyRequest, CreateTenantRequest } from '../api/admin.js';
 import { publicKeyFromDidKey } from '../protocol/did-key.js';
 import { BatonError, isBatonError } from '../protocol/errors.js';
 import { createTenantApiKey, listTenantApiKeys, revokeApiKey } from '../store/api-keys.js';
 import { apiKeyJson, createdApiKeyJson, type ApiKeyJson, type CreatedApiKeyJson } from './api-key-views.js';
-import { PG_FOREIGN_KEY_VIOLATION, pgError } from '../store/errors.js';
+import { UNKNOWN_TENANT } from '../store/errors.js';
 import type { Tenant, TrustedRoot } from '../store/schema/index.js';
 import { addTrustedRoot, createTenant, findTenant, listTenants, listTrustedRoots, removeTrustedRoot } from '../store/tenants.js';
 import { evictApiKey } from './auth.js';
 import type { ServiceDeps } from './types.js';
-
-// ---------------------------------------------------------------- schemas
-
-/** Scopes an operator may give a tenant key ('admin' belongs to no tenant). */
-export const TENANT_KEY_SCOPES = ['issue', 'verify', 'report', 'audit', 'approve'] as const;
-
-// Messages are predicates: the field name is put in front of them by parseRequest.
-const displayName = () =>
-  z.string({ error: 'must be a string' }).trim().min(1, 'must not be empty or only whitespace').max(200, 'must be at most 200 characters');
-
-export const CreateTenantBody = z.strictObject({ name: displayName() });
-
-export const AddRootBody = z.strictObject({
-  // Only the type here: the DID itself is judged by publicKeyFromDidKey, whose
-  // INVALID_DID / WEAK_KEY codes the caller gets.
-  did: z.string({ error: 'must be a did:key string' }),
-  label: displayName().nullable().optional(),
-});
-
-export const CreateApiKeyBody = z
-  .strictObject({
-    scopes: z
-      .array(z.enum(TENANT_KEY_SCOPES, { error: `must be one of ${TENANT_KEY_SCOPES.join(', ')}` }), {
-        error: 'must be an array of scope names',
-      })
-      .min(1, 'must name at least one scope')
-      .refine((s) => new Set(s).size === s.length, 'must not repeat a scope'),
-    name: displayName().nullable().optional(),
-    tool_server: z
-      .string({ error: 'must be a string' })
-      .min(1, 'must not be empty')
-      .max(512, 'must be at most 512 characters')
-      // It is compared exactly with the invocation's tool_server: stray spaces would never match.
-      .refine((s) => s.trim() === s, 'must not start or end with whitespace')
-      .nullable()
-      .optional(),
-    expires_in_seconds: keyLifetimeSeconds(),
-  })
-  .superRefine((body, ctx) => {
-    if (body.tool_server != null && !body.scopes.includes('verify')) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['tool_server'],
-        message: 'is only allowed when scopes include "verify" (it binds a verify key to one tool server)',
-      });
-    }
-  });
 
 /** Parses a request body with `schema`: 400 INVALID_REQUEST listing every field problem. */
 export function parseBody<S extends z.ZodType>(schema: S, raw: unknown): z.output<S> {
@@ -93,7 +46,7 @@ const rootJson = (r: TrustedRoot): RootJson => ({
 // ---------------------------------------------------------------- decisions
 
 function noTenant(): BatonError {
-  return new BatonError('NOT_FOUND', { message: 'No tenant has this id.' });
+  return new BatonError('NOT_FOUND', { message: UNKNOWN_TENANT });
 }
 
 async function requireTenant(deps: ServiceDeps, tenantId: string): Promise<Tenant> {
@@ -102,7 +55,7 @@ async function requireTenant(deps: ServiceDeps, tenantId: string): Promise<Tenan
   return tenant;
 }
 
-export async function createTenantHandler(deps: ServiceDeps, body: z.output<typeof CreateTenantBody>): Promise<TenantJson> {
+export async function createTenantHandler(deps: ServiceDeps, body: z.output<typeof CreateTenantRequest>): Promise<TenantJson> {
   const tenant = await createTenant(deps.store.db, body.name);
   deps.log.info('tenant created', { tenant_id: tenant.id });
   return tenantJson(tenant);
@@ -116,7 +69,7 @@ export async function listTenantsHandler(deps: ServiceDeps): Promise<{ tenants: 
 export async function addRootHandler(
   deps: ServiceDeps,
   tenantId: string,
-  body: z.output<typeof AddRootBody>,
+  body: z.output<typeof AddRootRequest>,
 ): Promise<{ created: boolean; root: RootJson }> {
   try {
     publicKeyFromDidKey(body.did);
@@ -159,22 +112,16 @@ export async function removeRootHandler(deps: ServiceDeps, tenantId: string, did
 export async function createApiKeyHandler(
   deps: ServiceDeps,
   tenantId: string,
-  body: z.output<typeof CreateApiKeyBody>,
+  body: z.output<typeof CreateApiKeyRequest>,
 ): Promise<CreatedApiKeyJson> {
   await requireTenant(deps, tenantId);
-  let created: Awaited<ReturnType<typeof createTenantApiKey>>;
-  try {
-    created = await createTenantApiKey(deps.store.db, {
-      tenantId,
-      scopes: body.scopes,
-      name: body.name ?? null,
-      toolServer: body.tool_server ?? null,
-      expiresInSeconds: body.expires_in_seconds ?? null,
-    });
-  } catch (e) {
-    if (pgError(e)?.code === PG_FOREIGN_KEY_VIOLATION) throw noTenant();
-    throw e;
-  }
+  const created = await createTenantApiKey(deps.store.db, {
+    tenantId,
+    scopes: body.scopes,
+    name: body.name ?? null,
+    toolServer: body.tool_server ?? null,
+    expiresInSeconds: body.expires_in_seconds ?? null,
+  });
   const answer = createdApiKeyJson(created.key, created.info);
   deps.log.info('api key created', { tenant_id: tenantId, key_id: answer.id, scopes: answer.scopes, expires_at: answer.expires_at });
   return answer;

@@ -17,12 +17,12 @@ import {
   listTrustedRootsRoute,
   removeTrustedRootRoute,
   revokeApiKeyRoute,
+  AddRootRequest,
+  CreateApiKeyRequest,
+  CreateTenantRequest,
 } from '../api/admin.js';
 import { BatonError } from '../protocol/errors.js';
 import {
-  AddRootBody,
-  CreateApiKeyBody,
-  CreateTenantBody,
   addRootHandler,
   createApiKeyHandler,
   createTenantHandler,
@@ -58,14 +58,14 @@ export function adminRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   const body = (c: Parameters<MiddlewareHandler<AppEnv>>[0]) => readJsonBody(c, deps.config.maxBodyBytes);
 
   serve(r, createTenantRoute, admin, async (c) => {
-    const input = parseBody(CreateTenantBody, await body(c));
+    const input = parseBody(CreateTenantRequest, await body(c));
     return c.json(await createTenantHandler(deps, input), 201);
   });
 
   serve(r, listTenantsRoute, admin, async (c) => c.json(await listTenantsHandler(deps), 200));
 
   serve(r, addTrustedRootRoute, admin, async (c) => {
-    const input = parseBody(AddRootBody, await body(c));
+    const input = parseBody(AddRootRequest, await body(c));
     const { created, root } = await addRootHandler(deps, c.req.param('tenant'), input);
     return c.json(root, created ? 201 : 200);
   });
@@ -78,7 +78,7 @@ export function adminRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   });
 
   serve(r, createApiKeyRoute, admin, async (c) => {
-    const input = parseBody(CreateApiKeyBody, await body(c));
+    const input = parseBody(CreateApiKeyRequest, await body(c));
     return c.json(await createApiKeyHandler(deps, c.req.param('tenant'), input), 201);
   });
 

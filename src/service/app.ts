@@ -14,7 +14,7 @@ import { apiKeyLifecycleRoutes } from './api-keys.handlers.js';
 import { delegationRoutes } from './delegations.routes.js';
 import { healthRoutes } from './health.routes.js';
 import { keyRoutes } from './keys.routes.js';
-import { receiptRoutes } from './receipts.routes.js';
+import { serviceReceiptRoutes } from './service-receipts.routes.js';
 import { logRoutes } from './log.handlers.js';
 import { verifyRoutes } from './verify.routes.js';
 import { invocationRoutes } from './invocations.routes.js';
@@ -93,7 +93,7 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   app.route('/', verifyRoutes(deps));
   app.route('/', invocationRoutes(deps));
   app.route('/', revokeRoutes(deps));
-  app.route('/', receiptRoutes(deps));
+  app.route('/', serviceReceiptRoutes(deps));
   app.route('/', logRoutes(deps));
   app.route('/', toolRoutes(deps));
   app.route('/', approvalRoutes(deps));

@@ -20,7 +20,7 @@ export interface PendingApprovalEvent {
   readonly event: 'approval.pending';
   readonly approval: ApprovalJson;
   /** The approval.requested service receipt (JWS). */
-  readonly receipt: string;
+  readonly service_receipt: string;
 }
 
 /** Starts the push and returns at once; the promise it keeps settles within WEBHOOK_TIMEOUT_MS and never rejects. */

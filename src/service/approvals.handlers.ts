@@ -12,9 +12,11 @@ import {
   listGrantsRoute,
   rejectGrantRoute,
   rejectRoute,
+  SignedDecisionRequest,
+  signedDecisionRoute,
 } from '../api/approvals.js';
 import type { GuardrailTriple } from '../protocol/approval.js';
-import { approvalOf, approvalsOf, decideApproval } from './approvals.js';
+import { approvalOf, approvalsOf, decideApproval, decideApprovalSigned } from './approvals.js';
 import { requireScope, tenantOf } from './auth.js';
 import { readJsonBody } from './body.js';
 import { newRouter, serve } from './router.js';
@@ -48,6 +50,12 @@ export function approvalRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       return c.json(await decideApproval(deps, tenantOf(auth), c.req.param('id'), outcome, decision, auth.keyId), 200);
     });
   }
+
+  // Keyless: the signed record is the authority (any Authorization header is ignored).
+  serve(app, signedDecisionRoute, async (c) => {
+    const body = parseRequest(SignedDecisionRequest, await readJsonBody(c, deps.config.maxBodyBytes), 'request body');
+    return c.json(await decideApprovalSigned(deps, c.req.param('id'), body.signed_decision), 200);
+  });
 
   app.openapi({ ...listGrantsRoute, middleware: [readers] }, async (c) => {
     const { status } = parseQuery(c, GrantListQuery);

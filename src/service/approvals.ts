@@ -3,17 +3,31 @@
  * require_approval (the verify that hit the rule consumes nothing), decided
  * by an approver with the guardrail triple, spent once inside the verify
  * statement. Every step is a service receipt: approval.requested,
- * approval.approved / approval.rejected, and the invocation.allowed receipt
+ * approval.approved / approval.rejected, and the invocation.allowed service receipt
  * of the one call names the approval it spent.
  */
 import { randomBytes } from 'node:crypto';
 import { approve, reject, type Approval, type GuardrailTriple } from '../protocol/approval.js';
+import { readApprovalDecision } from '../protocol/approval-decision.js';
 import { BatonError } from '../protocol/errors.js';
-import { decideApprovalRow, expireApprovals, findApproval, findLiveApproval, insertApproval, listApprovals } from '../store/approvals.js';
-import { insertReceipt } from '../store/receipts.js';
-import type { ApprovalRow, ApprovalStatusColumn } from '../store/schema/index.js';
+import type { ApprovalStatus, DecisionOutcome } from '../protocol/lists.js';
+import {
+  decideApprovalRow,
+  expireApprovals,
+  findApproval,
+  findApprovalAnyTenant,
+  findLiveApproval,
+  insertApproval,
+  listApprovals,
+  type SignedDecision,
+} from '../store/approvals.js';
+import { isUniqueViolation } from '../store/errors.js';
+import { insertServiceReceipt } from '../store/service-receipts.js';
+import { currentToolDocument } from '../store/tools.js';
+import type { ApprovalRow } from '../store/schema/index.js';
 import { pushPendingApproval } from './approval-webhook.js';
-import { signReceipt } from './receipts.js';
+import { signServiceReceipt } from './service-receipts.js';
+import { toolDocumentOf } from './tools.js';
 import type { ServiceDeps } from './types.js';
 
 /** How long an approval may wait for a decision and then for its one call. */
@@ -21,7 +35,7 @@ export const APPROVAL_TTL_SECONDS = 15 * 60;
 
 export interface ApprovalJson {
   id: string;
-  status: ApprovalStatusColumn;
+  status: ApprovalStatus;
   tool: string | null;
   tool_server: string;
   dr_chain: string[];
@@ -86,7 +100,7 @@ export interface ApprovalRequest {
 
 /**
  * The live approval of this call: the one already waiting or approved, else
- * a new pending one with its approval.requested receipt. Retries while a
+ * a new pending one with its approval.requested service receipt. Retries while a
  * human decides find the same approval.
  */
 export async function requestApproval(deps: ServiceDeps, r: ApprovalRequest): Promise<ApprovalRow> {
@@ -98,7 +112,7 @@ export async function requestApproval(deps: ServiceDeps, r: ApprovalRequest): Pr
     if (live) return live;
     const id = `apr_${randomBytes(16).toString('hex')}`;
     const expiresAt = now + APPROVAL_TTL_SECONDS;
-    const receipt = signReceipt(deps.signer, {
+    const serviceReceipt = signServiceReceipt(deps.signer, {
       tenantId: r.tenantId,
       kind: 'approval.requested',
       subject: id,
@@ -132,13 +146,17 @@ export async function requestApproval(deps: ServiceDeps, r: ApprovalRequest): Pr
         createdAt: now,
         expiresAt,
       });
-      if (inserted) await insertReceipt(tx, receipt);
+      if (inserted) await insertServiceReceipt(tx, serviceReceipt);
       return inserted;
     });
     if (created) {
       const row = (await findApproval(db, r.tenantId, id))!;
       // Not awaited: a webhook never delays the verify that asked for the approval.
-      void pushPendingApproval(deps, r.tenantId, { event: 'approval.pending', approval: approvalJson(row, now), receipt: receipt.jws });
+      void pushPendingApproval(deps, r.tenantId, {
+        event: 'approval.pending',
+        approval: approvalJson(row, now),
+        service_receipt: serviceReceipt.jws,
+      });
       return row;
     }
   }
@@ -167,28 +185,41 @@ function asProtocolApproval(row: ApprovalRow): Approval {
 /**
  * Approve or reject with the guardrail triple. One conditional UPDATE decides
  * (pending, before the deadline, not by the requester) together with its
- * receipt; when it does not apply, the pure transition says why.
+ * service receipt; when it does not apply, the pure transition says why.
  */
 export async function decideApproval(
   deps: ServiceDeps,
   tenantId: string,
   id: string,
-  outcome: 'approved' | 'rejected',
+  outcome: DecisionOutcome,
   triple: GuardrailTriple,
   decidedBy: string,
+  signed?: SignedDecision & { readonly hash: string },
 ): Promise<ApprovalJson> {
   const db = deps.store.db;
   const now = deps.now();
-  const receipt = signReceipt(deps.signer, {
+  const serviceReceipt = signServiceReceipt(deps.signer, {
     tenantId,
     kind: outcome === 'approved' ? 'approval.approved' : 'approval.rejected',
     subject: id,
     now,
-    data: { actor: triple.actor, reason: triple.reason, decided_by: decidedBy },
+    data: {
+      actor: triple.actor,
+      reason: triple.reason,
+      decided_by: decidedBy,
+      // A signed decision: which record, so an auditor can fetch and check the human's own signature.
+      ...(signed === undefined ? {} : { decision_record: signed.hash, decision_jti: signed.jti, approvers_version: signed.listedIn }),
+    },
   });
   const decided = await db.transaction(async (tx) => {
-    const row = await decideApprovalRow(tx, tenantId, id, outcome, { decidedBy, actor: triple.actor, reason: triple.reason, now });
-    if (row) await insertReceipt(tx, receipt);
+    const row = await decideApprovalRow(tx, tenantId, id, outcome, {
+      decidedBy,
+      actor: triple.actor,
+      reason: triple.reason,
+      now,
+      ...(signed === undefined ? {} : { signed }),
+    });
+    if (row) await insertServiceReceipt(tx, serviceReceipt);
     return row;
   });
   if (decided) return approvalJson(decided, now);
@@ -199,6 +230,52 @@ export async function decideApproval(
   throw new BatonError(transition.code, { message: transition.message, details: { approval_id: id, status: transition.status } });
 }
 
+/**
+ * Approve or reject with a decision record signed by an approver DID, sent
+ * without an API key (src/protocol/approval-decision.ts). Accepted only when
+ * the signer is in the `approvers` of the approval's tenant, in the version
+ * current when the decision is stored (a newer version that drops the signer
+ * wins the race), and then exactly like a key holder's decision, with the DID
+ * as actor and decider. A record's jti decides once per signer.
+ *
+ * Keyless callers learn nothing about tenants: an unknown approval id and a
+ * signer the tenant does not list get the same 404. Only a listed approver
+ * learns the approval's state.
+ */
+export async function decideApprovalSigned(deps: ServiceDeps, id: string, jws: string): Promise<ApprovalJson> {
+  const record = readApprovalDecision(jws, { approvalId: id, now: deps.now(), clockSkewSeconds: deps.config.clockSkewSeconds });
+  const signer = record.payload.iss;
+  const notAnApprover = () =>
+    new BatonError('NOT_FOUND', {
+      message: `No approval ${id} accepts a decision signed by ${signer}.`,
+      suggestion: "Check the approval id, and that the tenant lists this DID among its tool document's approvers.",
+    });
+  const row = await findApprovalAnyTenant(deps.store.db, id);
+  if (!row) throw notAnApprover();
+  for (let attempt = 0; ; attempt++) {
+    const doc = await toolDocumentOf(deps, row.tenantId, true);
+    if (doc === null || !doc.settings.approvers.includes(signer)) throw notAnApprover();
+    const signed = { jws: record.jws, jti: record.payload.jti, hash: record.hash, listedIn: doc.version };
+    try {
+      return await decideApproval(deps, row.tenantId, id, record.outcome, record.triple, signer, signed);
+    } catch (err) {
+      if (isUniqueViolation(err)) {
+        throw new BatonError('CONFLICT', {
+          message: `${signer} already used a decision record with jti ${JSON.stringify(record.payload.jti)}; a record decides once.`,
+          suggestion: 'Sign a new decision record with a fresh jti.',
+        });
+      }
+      // Still pending but not decided: a new tool document version came in between. Judge the signer under it, once.
+      const moved =
+        err instanceof BatonError &&
+        err.code === 'CONFLICT' &&
+        (await currentToolDocument(deps.store.db, row.tenantId))?.version !== doc.version;
+      if (moved && attempt === 0) continue;
+      throw err;
+    }
+  }
+}
+
 export async function approvalOf(deps: ServiceDeps, tenantId: string, id: string): Promise<ApprovalJson> {
   const row = await findApproval(deps.store.db, tenantId, id);
   if (!row) throw new BatonError('NOT_FOUND', { message: `No approval ${id} exists for this tenant.` });
@@ -206,7 +283,7 @@ export async function approvalOf(deps: ServiceDeps, tenantId: string, id: string
 }
 
 /** Approvals of the tenant, oldest first; expired ones are recorded as such first. */
-export async function approvalsOf(deps: ServiceDeps, tenantId: string, status?: ApprovalStatusColumn): Promise<ApprovalJson[]> {
+export async function approvalsOf(deps: ServiceDeps, tenantId: string, status?: ApprovalStatus): Promise<ApprovalJson[]> {
   const now = deps.now();
   await expireApprovals(deps.store.db, tenantId, now);
   return (await listApprovals(deps.store.db, tenantId, status)).map((r) => approvalJson(r, now));

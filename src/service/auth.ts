@@ -13,22 +13,24 @@
  *   (missing, garbled, unknown, revoked): no oracle. A valid key without the
  *   route's scope is 403 FORBIDDEN with details.required_scopes.
  *
- * Caching: successful lookups are kept in memory for at most KEY_CACHE_TTL_MS
- * (10 s, bounded to KEY_CACHE_MAX entries, per app instance) so the verify hot
- * path costs no query for the key. The verify statements re-check that the key
- * is still active inside their transaction (baton_verify_count,
- * baton_record_denial), so a key revoked on any node is refused by every
- * node's next verify; revoking a key also evicts it from this node's cache at
- * once. On other routes, OTHER NODES sharing the database may still accept a
- * revoked key for up to the TTL (10 s). Refusals are never cached, so garbage
- * keys cannot evict good entries, and a new key works immediately.
+ * Caching: only the verify routes use the in-memory cache of successful
+ * lookups (requireScopeWithCache: at most KEY_CACHE_TTL_MS, 10 s, bounded to
+ * KEY_CACHE_MAX entries, per app instance), so the verify hot path costs no
+ * query for the key. That is safe because the verify statements re-check that
+ * the key is still active and unexpired inside their transaction
+ * (baton_verify_count, baton_record_denial, the dry run's check), so a key
+ * revoked, expired or retired by a rotation on any node is refused by every
+ * node's next verify. Every other route (requireScope, authenticateRequest)
+ * looks the key up on each request: those routes have no such re-check, and a
+ * cached key would outlive its revocation on the other nodes for the TTL.
+ * Revoking a key also evicts it from this node's cache at once. Refusals are
+ * never cached, so garbage keys cannot evict good entries, and a new key works
+ * immediately.
  *
  * Expiry: a key past its expires_at is refused like a revoked one (the same
  * 401). A cached entry carries the key's expiry and is refused once it has
- * passed, so a key that reaches its expiry stops on every node at that
- * instant; the verify statements check expires_at too. A rotation brings the
- * old key's expiry forward: other nodes' caches learn that like a revocation
- * (at once for verify, within the TTL on other routes).
+ * passed. A rotation brings the old key's expiry forward: every route on every
+ * node refuses the old key from the end of its window on.
  *
  * Last use: each node writes api_keys.last_used_at at most once a minute per
  * key (LAST_USED_INTERVAL_MS), without awaiting it, so authentication never
@@ -39,6 +41,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Context, MiddlewareHandler } from 'hono';
 import { BatonError } from '../protocol/errors.js';
+import { API_KEY_SCOPES, type ApiKeyScope } from '../protocol/lists.js';
 import {
   MINTED_KEY_PATTERN,
   createBootstrapAdminKey,
@@ -46,7 +49,7 @@ import {
   touchApiKeyLastUsed,
   type ApiKeyForAuth,
 } from '../store/api-keys.js';
-import { SCOPES, type AppEnv, type AuthContext, type Scope, type ServiceDeps } from './types.js';
+import type { AppEnv, AuthContext, ServiceDeps } from './types.js';
 
 export const KEY_CACHE_TTL_MS = 10_000;
 export const KEY_CACHE_MAX = 10_000;
@@ -151,8 +154,8 @@ export function bearerToken(header: string | undefined): string | null {
   return token;
 }
 
-function isScope(s: string): s is Scope {
-  return (SCOPES as readonly string[]).includes(s);
+function isScope(s: string): s is ApiKeyScope {
+  return (API_KEY_SCOPES as readonly string[]).includes(s);
 }
 
 function contextOf(row: ApiKeyForAuth): AuthContext {
@@ -168,7 +171,13 @@ function contextOf(row: ApiKeyForAuth): AuthContext {
  * Establishes who is calling from the Authorization header, or throws 401.
  * Never logs the key; refusals log only a reason at debug level.
  */
-export async function authenticate(deps: ServiceDeps, authorization: string | undefined, requestId?: string): Promise<AuthContext> {
+export async function authenticate(
+  deps: ServiceDeps,
+  authorization: string | undefined,
+  requestId?: string,
+  /** Serve from the cache: only for routes whose statements re-check the key in their transaction. */
+  useCache = false,
+): Promise<AuthContext> {
   const state = stateOf(deps);
   const refuse = (reason: string, keyId?: string): BatonError => {
     deps.log.debug('api key refused', { request_id: requestId, reason, ...(keyId ? { key_id: keyId } : {}) });
@@ -186,7 +195,7 @@ export async function authenticate(deps: ServiceDeps, authorization: string | un
   if (!MINTED_KEY_PATTERN.test(token)) throw refuse('not a Baton key');
 
   const hashHex = digest.toString('hex');
-  const cached = state.cache.get(hashHex);
+  const cached = useCache ? state.cache.get(hashHex) : undefined;
   if (cached) {
     recordUse(deps, state, cached.keyId);
     return cached;
@@ -202,7 +211,7 @@ export async function authenticate(deps: ServiceDeps, authorization: string | un
   if (row.tenantId === null && state.envAdminDigest !== null) throw refuse('stored admin key while BATON_ADMIN_KEY is set', row.id);
 
   const auth = contextOf(row);
-  state.cache.set(hashHex, auth, row.expiresAt);
+  if (useCache) state.cache.set(hashHex, auth, row.expiresAt);
   recordUse(deps, state, auth.keyId);
   return auth;
 }
@@ -227,7 +236,7 @@ function recordUse(deps: ServiceDeps, state: AuthState, keyId: string): void {
  * Throws 403 unless `auth` may use a route accepting `scopes`. A tenant key
  * needs one of them; an admin key passes only routes that list 'admin'.
  */
-export function assertScope(auth: AuthContext, scopes: readonly Scope[]): void {
+export function assertScope(auth: AuthContext, scopes: readonly ApiKeyScope[]): void {
   const allowed =
     auth.tenantId === null
       ? scopes.includes('admin') && auth.scopes.includes('admin')
@@ -241,17 +250,30 @@ export function assertScope(auth: AuthContext, scopes: readonly Scope[]): void {
 }
 
 /** Authenticates the caller (401) and requires one of `scopes` (403); sets c.get('auth'). */
-export function requireScope(deps: ServiceDeps, ...scopes: Scope[]): MiddlewareHandler<AppEnv> {
+export function requireScope(deps: ServiceDeps, ...scopes: ApiKeyScope[]): MiddlewareHandler<AppEnv> {
+  return scopeGuard(deps, scopes, false);
+}
+
+/**
+ * requireScope served from the key cache. Only for routes whose every
+ * statement re-checks in its own transaction that the key is still active
+ * (the verify routes): elsewhere a cached key would outlive its revocation.
+ */
+export function requireScopeWithCache(deps: ServiceDeps, ...scopes: ApiKeyScope[]): MiddlewareHandler<AppEnv> {
+  return scopeGuard(deps, scopes, true);
+}
+
+function scopeGuard(deps: ServiceDeps, scopes: readonly ApiKeyScope[], useCache: boolean): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
-    const auth = await authenticateRequest(deps, c);
+    const auth = await authenticateRequest(deps, c, useCache);
     assertScope(auth, scopes);
     await next();
   };
 }
 
 /** authenticate() for a Hono request; sets c.get('auth') on success. */
-export async function authenticateRequest(deps: ServiceDeps, c: Context<AppEnv>): Promise<AuthContext> {
-  const auth = await authenticate(deps, c.req.header('authorization'), c.get('requestId'));
+export async function authenticateRequest(deps: ServiceDeps, c: Context<AppEnv>, useCache = false): Promise<AuthContext> {
+  const auth = await authenticate(deps, c.req.header('authorization'), c.get('requestId'), useCache);
   c.set('auth', auth);
   return auth;
 }

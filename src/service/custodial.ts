@@ -14,7 +14,6 @@ import { BatonError } from '../protocol/errors.js';
 import { generateSeed } from '../protocol/ed25519.js';
 import { keyPairFromSeed, type KeyPair } from '../protocol/key-pair.js';
 import type { Db } from '../store/db.js';
-import { pgError, PG_FOREIGN_KEY_VIOLATION } from '../store/errors.js';
 import type { CustodialKey } from '../store/schema/index.js';
 import { findCustodialKey, insertCustodialKeyIfAbsent, trustRoot } from '../store/service-keys.js';
 import { openSecret, sealSecret } from './secrets.js';
@@ -63,11 +62,6 @@ export async function custodialRootKey(db: Db, tenantId: string, masterKey: Uint
       return true;
     });
     if (won) return created;
-  } catch (err) {
-    if (pgError(err)?.code === PG_FOREIGN_KEY_VIOLATION) {
-      throw new BatonError('NOT_FOUND', { message: `Tenant ${tenantId} does not exist.`, details: { tenant: tenantId } });
-    }
-    throw err;
   } finally {
     seed.fill(0);
   }

@@ -16,6 +16,7 @@ import {
   type VerifiedDelegation,
 } from '../protocol/chain.js';
 import { BatonError, type ErrorCode, type Violation } from '../protocol/errors.js';
+import { SubmissionRefusal } from './error-status.js';
 import type { Db } from '../store/db.js';
 import {
   delegationsByHash,
@@ -27,16 +28,16 @@ import {
   tenantsTrustingRoot,
   trustedRootsOf,
 } from '../store/delegations.js';
-import { firstReceipt } from '../store/receipts.js';
+import { firstServiceReceipt } from '../store/service-receipts.js';
 import type { Delegation } from '../store/schema/index.js';
-import { recordReceipt } from './receipts.js';
+import { recordServiceReceipt } from './service-receipts.js';
 import type { ServiceDeps } from './types.js';
 import { trifectaAtIssuance } from './tool-grants.js';
 import type { Policy } from '../protocol/policy.js';
 import { delegationView, type DelegationView, type ServiceReceiptView } from './delegations.handlers.js';
 
 function refusal(code: ErrorCode, message: string, violations: readonly Violation[], details: Record<string, unknown> = {}): BatonError {
-  return new BatonError(code, { message, violations, details, unprocessable: true });
+  return new SubmissionRefusal(code, { message, violations, details });
 }
 
 function refusalFrom(decision: Extract<DelegationsDecision, { valid: false }>, storedAncestors: number): BatonError {
@@ -53,7 +54,7 @@ export interface SubmitResult {
   readonly created: boolean;
   /** With an API key only: a keyless answer never names the tenant that holds a record. */
   readonly tenant_id?: string;
-  readonly delegations: readonly (DelegationView & { readonly jws: string; readonly receipt: ServiceReceiptView | null })[];
+  readonly delegations: readonly (DelegationView & { readonly jws: string; readonly service_receipt: ServiceReceiptView | null })[];
 }
 
 /** What submitDelegations checked and will store. */
@@ -141,7 +142,7 @@ export async function checkSubmission(
  * Stores a root-to-leaf list of signed DRs. The first record is either a
  * root trusted by the tenant, or a sub-DR whose parent is already stored.
  * A keyless answer names no tenant: no tenant_id, and no acceptance
- * receipts, whose signed claims name the tenant. A key of the tenant reads them.
+ * service receipts, whose signed claims name the tenant. A key of the tenant reads them.
  */
 export async function submitDelegations(deps: ServiceDeps, callerTenant: string | null, jwsList: readonly string[]): Promise<SubmitResult> {
   const { tenantId, now, ancestors, submitted } = await checkSubmission(deps, callerTenant, jwsList);
@@ -160,10 +161,10 @@ export async function submitDelegations(deps: ServiceDeps, callerTenant: string 
       const row = await findDelegation(tx, tenantId, dr.hash);
       // Checked above; a DR stored meanwhile by a concurrent request still lands here.
       if (!row) throw jtiConflict(dr);
-      let receipt: ServiceReceiptView | null;
+      let serviceReceipt: ServiceReceiptView | null;
       if (inserted) {
         created = true;
-        receipt = await recordReceipt(tx, deps.signer, {
+        serviceReceipt = await recordServiceReceipt(tx, deps.signer, {
           tenantId,
           kind: 'delegation.accepted',
           subject: dr.hash,
@@ -178,16 +179,16 @@ export async function submitDelegations(deps: ServiceDeps, callerTenant: string 
           },
         });
       } else {
-        receipt = (await firstReceipt(tx, tenantId, dr.hash, 'delegation.accepted')) ?? null;
+        serviceReceipt = (await firstServiceReceipt(tx, tenantId, dr.hash, 'delegation.accepted')) ?? null;
       }
       await trifecta.next(tx, { hash: dr.hash, policy: dr.payload.policy }, inserted);
-      out.push({ ...delegationView(row, now, null), jws: row.jws, receipt });
+      out.push({ ...delegationView(row, now, null), jws: row.jws, service_receipt: serviceReceipt });
       parent = row;
     }
     return { created, delegations: out };
   });
   if (callerTenant === null) {
-    return { created: result.created, delegations: result.delegations.map((d) => ({ ...d, receipt: null })) };
+    return { created: result.created, delegations: result.delegations.map((d) => ({ ...d, service_receipt: null })) };
   }
   return { created: result.created, tenant_id: tenantId, delegations: result.delegations };
 }

@@ -3,10 +3,11 @@
  * is in delegation-submission.ts.
  */
 import { BatonError } from '../protocol/errors.js';
+import type { DelegationStatus } from '../protocol/lists.js';
 import { microsToUsd, saturatingMicros, type Micros } from '../protocol/money.js';
 import type { Db } from '../store/db.js';
 import { findDelegation, revokedInChain, spendRollup, storedChainTo, subtreeOf } from '../store/delegations.js';
-import { firstReceipt } from '../store/receipts.js';
+import { firstServiceReceipt } from '../store/service-receipts.js';
 import type { Delegation } from '../store/schema/index.js';
 import type { ServiceDeps } from './types.js';
 
@@ -15,8 +16,6 @@ export interface ServiceReceiptView {
   readonly kid: string;
   readonly jws: string;
 }
-
-export type DelegationStatus = 'active' | 'revoked' | 'expired' | 'not_yet_valid';
 
 export interface DelegationView {
   readonly hash: string;
@@ -146,7 +145,7 @@ export async function chainOfDelegation(deps: ServiceDeps, tenantId: string, has
     records.push({
       ...delegationView(row, now, revokedBy),
       jws: row.jws,
-      receipt: (await firstReceipt(db, tenantId, row.hash, 'delegation.accepted')) ?? null,
+      service_receipt: (await firstServiceReceipt(db, tenantId, row.hash, 'delegation.accepted')) ?? null,
     });
   }
   return { hash, root_principal: chain[0]!.iss, receipts: chain.map((r) => r.jws), records };

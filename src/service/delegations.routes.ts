@@ -16,7 +16,8 @@ import { chainOfDelegation, describeDelegation, treeOfDelegation } from './deleg
 import { issueCustodialRoot, IssueRequestSchema } from './issue.handlers.js';
 import { parseRequest } from './validate.js';
 import { newRouter, serve } from './router.js';
-import { READ_SCOPES, type AppEnv, type ServiceDeps } from './types.js';
+import type { AppEnv, ServiceDeps } from './types.js';
+import { READ_SCOPES } from '../protocol/lists.js';
 import { MAX_CHAIN_DEPTH, RecordHashSchema } from '../protocol/records.js';
 
 const Jws = z

@@ -7,8 +7,10 @@
  */
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import { ERROR_TABLE } from '../protocol/errors.js';
+import { serviceErrorStatuses } from './error-status.js';
 import { docsPageRoute, openapiJsonRoute, openapiYamlRoute } from '../api/docs.js';
 import { toYaml } from '../api/yaml.js';
+import { documentResolver, exampleFor, type RefResolver } from './docs-examples.js';
 import { newRouter, serve } from './router.js';
 import type { AppEnv } from './types.js';
 
@@ -108,17 +110,45 @@ function esc(s: unknown): string {
   return String(s).replace(/[&<>"']/g, (c) => HTML_ESCAPES[c] ?? c);
 }
 
-/** The little Markdown the descriptions use: paragraphs, "- " lists, `code`. */
+/**
+ * The little Markdown the descriptions use: paragraphs, "- " lists whose items
+ * may wrap onto following lines, `code` and **bold**.
+ */
 function prose(text: string | undefined): string {
   if (!text) return '';
-  const inline = (s: string) => esc(s).replace(/`([^`]+)`/g, '<code>$1</code>');
+  const inline = (s: string) =>
+    esc(s)
+      .replace(/`([^`]+)`/g, '<code>$1</code>')
+      .replace(/\*\*([^*]+)\*\*/g, '<strong>$1</strong>');
   return text
     .trim()
     .split(/\n{2,}/)
     .map((block) => {
-      const lines = block.split('\n');
-      if (lines.every((l) => l.startsWith('- '))) return `<ul>${lines.map((l) => `<li>${inline(l.slice(2))}</li>`).join('')}</ul>`;
-      return `<p>${inline(lines.join(' '))}</p>`;
+      const out: string[] = [];
+      let paragraph: string[] = [];
+      let items: string[] | undefined;
+      const flushParagraph = () => {
+        if (paragraph.length > 0) out.push(`<p>${inline(paragraph.join(' '))}</p>`);
+        paragraph = [];
+      };
+      const flushList = () => {
+        if (items) out.push(`<ul>${items.map((item) => `<li>${inline(item)}</li>`).join('')}</ul>`);
+        items = undefined;
+      };
+      for (const line of block.split('\n')) {
+        if (line.startsWith('- ')) {
+          flushParagraph();
+          (items ??= []).push(line.slice(2).trim());
+        } else if (items && /^\s/.test(line)) {
+          items[items.length - 1] += ` ${line.trim()}`; // an item wrapped onto an indented line
+        } else {
+          flushList();
+          paragraph.push(line.trim());
+        }
+      }
+      flushParagraph();
+      flushList();
+      return out.join('');
     })
     .join('');
 }
@@ -144,7 +174,7 @@ function resolve<T>(spec: OpenApiDocument, value: T | Ref): { value: T; descript
   return { value: value as T, description: undefined };
 }
 
-/** A short, linked type label: "ReceiptRef or null", "array of RecordHash", "string (date-time)". */
+/** A short, linked type label: "ServiceReceiptRef or null", "array of RecordHash", "string (date-time)". */
 function typeLabel(s: unknown): string {
   if (!isObject(s)) return 'any';
   if (typeof s['$ref'] === 'string') {
@@ -232,13 +262,27 @@ function schemaBody(s: Schema, depth: number): string {
   return parts.join('');
 }
 
-function contentHtml(spec: OpenApiDocument, content: Record<string, { schema?: Schema }> | undefined): string {
+/** A JSON example, pretty-printed, in a block that scrolls sideways on a narrow screen. */
+function exampleHtml(label: string, value: unknown): string {
+  if (value === undefined) return '';
+  return `<div class="example"><div class="mt">${esc(label)}</div><pre><code>${esc(JSON.stringify(value, null, 2))}</code></pre></div>`;
+}
+
+/** `withExample`: show a JSON example of the schema (request bodies and success responses). */
+function contentHtml(
+  content: Record<string, { schema?: Schema }> | undefined,
+  examples?: { label: string; resolveRef: RefResolver; requiredOnly?: boolean },
+): string {
   if (!content) return '';
   return Object.entries(content)
     .map(([type, media]) => {
       const s = media.schema;
       const nested = expandable(s);
-      return `<div class="media"><span class="mt">${esc(type)}</span> ${typeLabel(s)}${constraints(s)}${nested ? schemaBody(nested, 1) : ''}</div>`;
+      const example =
+        examples && type.includes('json')
+          ? exampleHtml(examples.label, exampleFor(s, examples.resolveRef, { requiredOnly: examples.requiredOnly ?? false }))
+          : '';
+      return `<div class="media"><span class="mt">${esc(type)}</span> ${typeLabel(s)}${constraints(s)}${nested ? schemaBody(nested, 1) : ''}${example}</div>`;
     })
     .join('');
 }
@@ -252,7 +296,7 @@ function authHtml(op: Operation): string {
   return `<p class="auth">${optional ? 'API key optional; when sent, a key' : 'API key'}${scopeText}.</p>`;
 }
 
-function operationHtml(spec: OpenApiDocument, method: string, path: string, op: Operation): string {
+function operationHtml(spec: OpenApiDocument, resolveRef: RefResolver, method: string, path: string, op: Operation): string {
   const id = anchor('op', op.operationId ?? `${method}-${path}`);
   const params = (op.parameters ?? []).map((p) => resolve<Parameter>(spec, p).value);
   const paramsHtml =
@@ -267,12 +311,13 @@ function operationHtml(spec: OpenApiDocument, method: string, path: string, op: 
   let bodyHtml = '';
   if (op.requestBody) {
     const { value: body } = resolve<RequestBody>(spec, op.requestBody);
-    bodyHtml = `<h4>Request body${body.required ? ' <span class="req">required</span>' : ''}</h4>${prose(body.description)}${contentHtml(spec, body.content)}`;
+    bodyHtml = `<h4>Request body${body.required ? ' <span class="req">required</span>' : ''}</h4>${prose(body.description)}${contentHtml(body.content, { label: 'Example request', resolveRef, requiredOnly: true })}`;
   }
   const responses = Object.entries(op.responses)
     .map(([status, raw]) => {
       const { value: res, description } = resolve<ResponseObject>(spec, raw);
-      return `<tr><td class="status s${esc(status[0])}">${esc(status)}</td><td>${prose(description ?? res.description)}${contentHtml(spec, res.content)}</td></tr>`;
+      const examples = status.startsWith('2') ? { label: `Example ${status} response`, resolveRef } : undefined;
+      return `<tr><td class="status s${esc(status[0])}">${esc(status)}</td><td>${prose(description ?? res.description)}${contentHtml(res.content, examples)}</td></tr>`;
     })
     .join('');
   return `<details class="op" id="${id}"><summary><span class="method ${esc(method)}">${esc(method.toUpperCase())}</span> <code class="path">${esc(path)}</code> <span class="summary">${esc(op.summary ?? '')}</span></summary>
@@ -302,9 +347,22 @@ table.props th{background:#f6f8fa}table.props table.props{font-size:14px}
 .media{margin:4px 0}.mt{font:12px ui-monospace,monospace;color:#57606a}
 .alts{margin:6px 0}.alts ol{margin:4px 0}
 td p,li p{margin:2px 0}
+code{overflow-wrap:break-word}
+pre{background:#f6f8fa;border:1px solid #d0d7de;border-radius:6px;padding:8px;overflow-x:auto;margin:4px 0}
+pre code{background:none;padding:0;overflow-wrap:normal}
+.example{margin:8px 0}
+@media (max-width:640px){
+main{padding:12px}
+nav ul{columns:1}
+table.props{display:block;overflow-x:auto}
+table.props td,table.props th{padding:3px 5px}
+details.op>summary .summary{display:block;margin-top:2px}
+.opbody{padding:4px 8px 10px}
+}
 `;
 
 export function renderDocsPage(spec: OpenApiDocument): string {
+  const resolveRef = documentResolver(spec);
   const ops: { tag: string; method: string; path: string; op: Operation }[] = [];
   for (const [path, item] of Object.entries(spec.paths)) {
     for (const method of HTTP_METHODS) {
@@ -330,7 +388,7 @@ export function renderDocsPage(spec: OpenApiDocument): string {
   const sections = tags
     .map((t) => {
       const mine = ops.filter((o) => o.tag === t.name);
-      return `<section id="${anchor('tag', t.name)}"><h2>${esc(t.name)}</h2>${prose(t.description)}${mine.map((o) => operationHtml(spec, o.method, o.path, o.op)).join('\n')}</section>`;
+      return `<section id="${anchor('tag', t.name)}"><h2>${esc(t.name)}</h2>${prose(t.description)}${mine.map((o) => operationHtml(spec, resolveRef, o.method, o.path, o.op)).join('\n')}</section>`;
     })
     .join('\n');
 
@@ -338,12 +396,18 @@ export function renderDocsPage(spec: OpenApiDocument): string {
     .map(([name, s]) => `<h3>${esc(name)}</h3><p>HTTP <code>${esc(s.scheme ?? s.type)}</code></p>${prose(s.description)}`)
     .join('');
 
-  const codes = Object.entries(ERROR_TABLE)
-    .map(([code, spec_]) => {
+  const codes = serviceErrorStatuses()
+    .map(([code, status]) => {
+      const spec_ = ERROR_TABLE[code];
       const block = 'block' in spec_ ? spec_.block : '';
-      return `<tr><td><code>${esc(code)}</code></td><td>${esc(spec_.status)}</td><td>${esc(block)}</td><td>${esc(spec_.message)}</td><td>${esc(spec_.suggestion)}</td></tr>`;
+      return `<tr><td><code>${esc(code)}</code></td><td>${esc(status)}</td><td>${esc(block)}</td><td>${esc(spec_.message)}</td><td>${esc(spec_.suggestion)}</td></tr>`;
     })
     .join('');
+
+  const refusalExample = {
+    error: { code: 'NOT_FOUND', message: ERROR_TABLE.NOT_FOUND.message, suggestion: ERROR_TABLE.NOT_FOUND.suggestion },
+    request_id: '3f2b8c1e-9d4a-4f6b-8e2a-1c5d7e9f0a3b',
+  };
 
   const schemas = Object.entries(spec.components?.schemas ?? {})
     .sort(([a], [b]) => a.localeCompare(b))
@@ -367,6 +431,7 @@ ${prose(spec.info.description)}
 ${sections}
 <section id="authentication"><h2>Authentication</h2>${security}</section>
 <section id="error-codes"><h2>Error codes</h2><p>Every refusal carries one of these codes in <code>error.code</code>. The status is the usual one; a few routes use another where the context changes it (for example a policy escalation is 403 at verify and 422 at issuance).</p>
+${exampleHtml('Example refusal', refusalExample)}
 <table class="props"><thead><tr><th>Code</th><th>Status</th><th>Block</th><th>Message</th><th>Suggestion</th></tr></thead><tbody>${codes}</tbody></table></section>
 <section id="schemas"><h2>Schemas</h2>${schemas}</section>
 </main></body></html>

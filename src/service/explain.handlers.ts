@@ -1,22 +1,22 @@
 /**
  * POST /v1/explain: the pure explain() over the tenant's stored chain, its
  * current tool catalog and rules, and the runtime facts it would see (held
- * grants, NEAR_LIMIT). Reads only: nothing is counted, consumed or recorded.
+ * grants, NEAR_LIMIT, cost calibration). Reads only: nothing is counted, consumed or recorded.
  */
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import { explainRoute, ExplainBody } from '../api/explain.js';
-import { DEFAULT_TOOL_SETTINGS } from '../protocol/approval-rules.js';
+import { DEFAULT_COST_CALIBRATION, DEFAULT_TOOL_SETTINGS } from '../protocol/approval-rules.js';
 import { BatonError } from '../protocol/errors.js';
 import { parsePolicy } from '../protocol/policy.js';
 import { explain } from '../protocol/explain.js';
+import { TOOL_READ_SCOPES } from '../protocol/lists.js';
 import type { Catalog } from '../protocol/tool-catalog.js';
 import { findGrant } from '../store/approvals.js';
 import { delegationsByHash } from '../store/delegations.js';
-import { TOOL_READ_SCOPES } from '../api/tools.js';
 import { requireScope, tenantOf } from './auth.js';
 import { readJsonBody } from './body.js';
 import { newRouter, serve } from './router.js';
-import { nearLimit } from './tool-gate.js';
+import { flaggedDelegation, nearLimit } from './tool-gate.js';
 import { toolDocumentOf } from './tools.js';
 import { parseRequest } from './validate.js';
 import type { AppEnv, ServiceDeps } from './types.js';
@@ -43,7 +43,15 @@ export function explainRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       settings: doc?.settings ?? DEFAULT_TOOL_SETTINGS,
       context: {
         near_limit: body.context?.near_limit ?? (await nearLimit(deps, tenantId, body.dr_chain, 0)),
-        cost_calibration: body.context?.cost_calibration ?? false,
+        // The same flag verify evaluates, with the same thresholds.
+        cost_calibration:
+          body.context?.cost_calibration ??
+          (await flaggedDelegation(
+            deps,
+            tenantId,
+            body.dr_chain,
+            (doc?.settings ?? DEFAULT_TOOL_SETTINGS).cost_calibration ?? DEFAULT_COST_CALIBRATION,
+          )) !== null,
         // Held only where a human has not approved; a DR never held needs no approval.
         approved_grants: grants.map((g) => g === undefined || g.status === 'approved'),
       },

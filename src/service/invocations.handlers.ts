@@ -4,11 +4,13 @@
  * - recordActual: POST /v1/invocations/{jti}/actuals. One actual per
  *   invocation, with provenance; the same normalized body again is
  *   idempotent, a different one 409. The actual, the budget adjustment on
- *   every budgeted DR of the chain and the 'actual.recorded' receipt are one
+ *   every budgeted DR of the chain and the 'actual.recorded' service receipt are one
  *   transaction.
  * - describeInvocation: GET /v1/invocations/{jti} (allowed, or denied only).
  * - invocationsOfDelegation: GET /v1/delegations/{hash}/invocations, the
  *   DR's whole subtree, newest first, keyset-paged.
+ * - listTenantDecisions: GET /v1/invocations, the auditor's list of allowed
+ *   invocations and denials, filtered and keyset-paged.
  */
 import { z } from 'zod';
 import { decodeBase64url, encodeBase64url } from '../protocol/base64url.js';
@@ -17,18 +19,23 @@ import { sha256Hex } from '../protocol/hash.js';
 import { canonicalJson, utf8Decode, utf8Encode } from '../protocol/jcs.js';
 import { MAX_INVOCATION_USD, microsToUsd, usdToMicros, type Micros } from '../protocol/money.js';
 import { adjustReservedSpend, findActual, insertActual } from '../store/actuals.js';
+import type { Db } from '../store/db.js';
 import { findDelegation } from '../store/delegations.js';
 import {
   actualsOf,
   denialsOf,
   findInvocation,
-  firstReceipts,
+  firstServiceReceipts,
   invocationsThrough,
+  listDecisions,
+  type DecisionFilter,
+  type DecisionKey,
   type InvocationKey,
-  type ReceiptRef,
+  type ServiceReceiptRef,
 } from '../store/invocations.js';
-import { ACTUAL_SOURCES, type Actual, type ActualSource, type Denial, type Invocation } from '../store/schema/index.js';
-import { recordReceipt } from './receipts.js';
+import { ACTUAL_SOURCES, type ActualSource } from '../protocol/lists.js';
+import type { Actual, Denial, Invocation } from '../store/schema/index.js';
+import { recordServiceReceipt } from './service-receipts.js';
 import type { AuthContext, ServiceDeps } from './types.js';
 
 // ---------------------------------------------------------------- input
@@ -104,10 +111,10 @@ export interface ActualView {
   readonly unavailable_reason: string | null;
   readonly declared_usd: number;
   readonly recorded_at: string;
-  readonly receipt: ReceiptRef | null;
+  readonly service_receipt: ServiceReceiptRef | null;
 }
 
-function actualView(a: Actual, inv: Invocation, receipt: ReceiptRef | null): ActualView {
+function actualView(a: Actual, inv: Invocation, serviceReceipt: ServiceReceiptRef | null): ActualView {
   return {
     jti: a.jti,
     cost_usd: a.costMicros === null ? null : microsToUsd(a.costMicros as Micros),
@@ -117,7 +124,7 @@ function actualView(a: Actual, inv: Invocation, receipt: ReceiptRef | null): Act
     unavailable_reason: a.unavailableReason,
     declared_usd: microsToUsd(inv.estimatedMicros as Micros),
     recorded_at: a.createdAt.toISOString(),
-    receipt,
+    service_receipt: serviceReceipt,
   };
 }
 
@@ -131,19 +138,19 @@ export interface InvocationListItem {
   readonly declared_usd: number;
   readonly caller_key_id: string;
   readonly created_at: string;
-  readonly receipt: ReceiptRef | null;
+  readonly service_receipt: ServiceReceiptRef | null;
   readonly actual: Omit<ActualView, 'jti' | 'declared_usd'> | null;
 }
 
 function invocationItem(
   inv: Invocation,
-  receipt: ReceiptRef | null,
+  serviceReceipt: ServiceReceiptRef | null,
   actual: Actual | undefined,
-  actualReceipt: ReceiptRef | null,
+  actualServiceReceipt: ServiceReceiptRef | null,
 ): InvocationListItem {
   let a: InvocationListItem['actual'] = null;
   if (actual) {
-    const { jti: _j, declared_usd: _d, ...rest } = actualView(actual, inv, actualReceipt);
+    const { jti: _j, declared_usd: _d, ...rest } = actualView(actual, inv, actualServiceReceipt);
     a = rest;
   }
   return {
@@ -156,7 +163,7 @@ function invocationItem(
     declared_usd: microsToUsd(inv.estimatedMicros as Micros),
     caller_key_id: inv.callerKeyId,
     created_at: inv.createdAt.toISOString(),
-    receipt,
+    service_receipt: serviceReceipt,
     actual: a,
   };
 }
@@ -240,13 +247,13 @@ export async function recordActual(
     if (!inserted) {
       const existing = await findActual(tx, tenantId, jti);
       if (!existing) throw new BatonError('INTERNAL', { message: `The actual of ${jti} conflicted but cannot be read.` });
-      const receipt = (await firstReceipts(tx, tenantId, 'actual.recorded', [jti])).get(jti) ?? null;
-      const stored = actualView(existing, inv, receipt);
+      const serviceReceipt = (await firstServiceReceipts(tx, tenantId, 'actual.recorded', [jti])).get(jti) ?? null;
+      const stored = actualView(existing, inv, serviceReceipt);
       if (existing.bodyHash !== bodyHash) {
         throw new BatonError('CONFLICT', {
           message: `Invocation ${jti} already has a different actual recorded; there is one actual per invocation.`,
           suggestion: 'Resend exactly the original actual to get its stored result; a recorded actual cannot be changed.',
-          details: { stored: { ...stored, receipt: undefined } },
+          details: { stored: { ...stored, service_receipt: undefined } },
         });
       }
       return { status: 200 as const, body: stored };
@@ -256,7 +263,7 @@ export async function recordActual(
     // make the budget look unused (the rollup counts it as unmetered).
     const delta = costMicros === null ? 0 : costMicros - inv.estimatedMicros;
     await adjustReservedSpend(tx, tenantId, inv.drChain, delta);
-    const receipt = await recordReceipt(tx, deps.signer, {
+    const serviceReceipt = await recordServiceReceipt(tx, deps.signer, {
       tenantId,
       kind: 'actual.recorded',
       subject: jti,
@@ -272,7 +279,7 @@ export async function recordActual(
       },
     });
     const row = await findActual(tx, tenantId, jti);
-    return { status: 201 as const, body: actualView(row!, inv, receipt) };
+    return { status: 201 as const, body: actualView(row!, inv, serviceReceipt) };
   });
 }
 
@@ -289,12 +296,12 @@ export async function describeInvocation(deps: ServiceDeps, tenantId: string, jt
     }
     return { jti, decision: 'denied' as const, denials: denied.map(denialView) };
   }
-  const [allowed, actualReceipts, actuals] = await Promise.all([
-    firstReceipts(db, tenantId, 'invocation.allowed', [jti]),
-    firstReceipts(db, tenantId, 'actual.recorded', [jti]),
+  const [allowed, actualServiceReceipts, actuals] = await Promise.all([
+    firstServiceReceipts(db, tenantId, 'invocation.allowed', [jti]),
+    firstServiceReceipts(db, tenantId, 'actual.recorded', [jti]),
     actualsOf(db, tenantId, [jti]),
   ]);
-  const item = invocationItem(inv, allowed.get(jti) ?? null, actuals.get(jti), actualReceipts.get(jti) ?? null);
+  const item = invocationItem(inv, allowed.get(jti) ?? null, actuals.get(jti), actualServiceReceipts.get(jti) ?? null);
   // Later denials of an allowed jti are replay attempts: shown for the audit trail.
   return { ...item, jws: inv.jws, denials: denied.map(denialView) };
 }
@@ -323,6 +330,25 @@ export function encodeCursor(key: InvocationKey): string {
   return encodeBase64url(utf8Encode(JSON.stringify([key.createdAt, key.jti])));
 }
 
+/** List items of allowed invocations, with their service receipts and actuals read in three queries for the whole page. */
+async function allowedItems(db: Db, tenantId: string, rows: readonly Invocation[]): Promise<(inv: Invocation) => InvocationListItem> {
+  const jtis = rows.map((i) => i.jti);
+  const [allowed, actualServiceReceipts, actuals] = await Promise.all([
+    firstServiceReceipts(db, tenantId, 'invocation.allowed', jtis),
+    firstServiceReceipts(db, tenantId, 'actual.recorded', jtis),
+    actualsOf(db, tenantId, jtis),
+  ]);
+  return (i) => invocationItem(i, allowed.get(i.jti) ?? null, actuals.get(i.jti), actualServiceReceipts.get(i.jti) ?? null);
+}
+
+function badCursor(): BatonError {
+  return new BatonError('INVALID_REQUEST', {
+    message: 'The cursor is not one this service issued.',
+    suggestion: 'Pass next_cursor from the previous page unchanged, or omit cursor for the newest invocations.',
+    details: { parameter: 'cursor' },
+  });
+}
+
 export function decodeCursor(cursor: string): InvocationKey {
   try {
     const value: unknown = JSON.parse(utf8Decode(decodeBase64url(cursor, 'cursor')));
@@ -335,11 +361,58 @@ export function decodeCursor(cursor: string): InvocationKey {
   } catch {
     /* fall through */
   }
-  throw new BatonError('INVALID_REQUEST', {
-    message: 'The cursor is not one this service issued.',
-    suggestion: 'Pass next_cursor from the previous page unchanged, or omit cursor for the newest invocations.',
-    details: { parameter: 'cursor' },
-  });
+  throw badCursor();
+}
+
+const DENIAL_ID_TEXT = /^[0-9]{20}$/;
+
+function encodeDecisionCursor(key: DecisionKey): string {
+  return encodeBase64url(utf8Encode(JSON.stringify([key.createdAt, key.source, key.id])));
+}
+
+function decodeDecisionCursor(cursor: string): DecisionKey {
+  try {
+    const value: unknown = JSON.parse(utf8Decode(decodeBase64url(cursor, 'cursor')));
+    if (Array.isArray(value) && value.length === 3) {
+      const [createdAt, source, id] = value as unknown[];
+      const idOk =
+        (source === 'a' && JtiParamSchema.safeParse(id).success) || (source === 'd' && typeof id === 'string' && DENIAL_ID_TEXT.test(id));
+      if (typeof createdAt === 'string' && isCursorInstant(createdAt) && idOk) {
+        return { createdAt, source: source as DecisionKey['source'], id: id as string };
+      }
+    }
+  } catch {
+    /* fall through */
+  }
+  throw badCursor();
+}
+
+/**
+ * GET /v1/invocations: the tenant's verify decisions, allowed invocations and
+ * recorded denials together, newest first, under the filters (combined with
+ * AND). The cursor is a position in that order, so a page never skips or
+ * repeats a row whatever the filters.
+ */
+export async function listTenantDecisions(
+  deps: ServiceDeps,
+  tenantId: string,
+  q: DecisionFilter & { cursor?: string | undefined; limit: number },
+) {
+  const db = deps.store.db;
+  const after = q.cursor === undefined ? null : decodeDecisionCursor(q.cursor);
+  const found = await listDecisions(db, tenantId, q, after, q.limit);
+  const page = found.slice(0, q.limit);
+  const itemOf = await allowedItems(
+    db,
+    tenantId,
+    page.flatMap((d) => (d.kind === 'allowed' ? [d.row] : [])),
+  );
+  return {
+    invocations: page.map((d) =>
+      d.kind === 'allowed' ? itemOf(d.row) : { decision: 'denied' as const, denial_id: d.row.id, jti: d.row.jti, ...denialView(d.row) },
+    ),
+    next_cursor: found.length > q.limit ? encodeDecisionCursor(page[page.length - 1]!.key) : null,
+  };
 }
 
 export async function invocationsOfDelegation(
@@ -355,14 +428,9 @@ export async function invocationsOfDelegation(
   }
   const found = await invocationsThrough(db, tenantId, hash, after, q.limit);
   const page = found.slice(0, q.limit);
-  const jtis = page.map((i) => i.jti);
-  const [allowed, actualReceipts, actuals] = await Promise.all([
-    firstReceipts(db, tenantId, 'invocation.allowed', jtis),
-    firstReceipts(db, tenantId, 'actual.recorded', jtis),
-    actualsOf(db, tenantId, jtis),
-  ]);
+  const itemOf = await allowedItems(db, tenantId, page);
   return {
-    invocations: page.map((i) => invocationItem(i, allowed.get(i.jti) ?? null, actuals.get(i.jti), actualReceipts.get(i.jti) ?? null)),
+    invocations: page.map(itemOf),
     next_cursor: found.length > q.limit ? encodeCursor(page[page.length - 1]!.key) : null,
   };
 }

@@ -1,6 +1,6 @@
 /**
  * The service's public verification keys, current and retired: anyone can
- * fetch them to re-verify receipts offline. Public routes, no API key.
+ * fetch them to re-verify service receipts offline. Public routes, no API key.
  */
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import { getJwksRoute, listServiceKeysRoute } from '../api/keys.js';

@@ -1,5 +1,5 @@
 /**
- * The log integrator: turns pending receipts into leaves of their tenants'
+ * The log integrator: turns pending service receipts into leaves of their tenants'
  * logs and signs a checkpoint per tenant whose tree grew.
  *
  * Any node may run it; one round at a time runs per database, because each
@@ -8,27 +8,19 @@
  * write of the round commit or roll back together, so a crash mid-round
  * leaves the pending rows for the next round and no half-appended tree.
  *
- * Indexes are assigned here, in the order the pending receipts are read
- * (receipt id among those committed), never at insert time: a receipt whose
+ * Indexes are assigned here, in the order the pending service receipts are read
+ * (service receipt id among those committed), never at insert time: a service receipt whose
  * transaction commits late simply joins a later round, after the leaves
  * already indexed, so readers paging by index never skip it.
  */
 import type { Hash } from '../protocol/merkle.js';
-import type { Db, Store } from '../store/db.js';
-import {
-  appendToLog,
-  latestCheckpoint,
-  pendingLeaves,
-  removePending,
-  tryIntegratorLock,
-  type NewLeaf,
-  type PendingLeaf,
-} from '../store/log.js';
+import type { Store } from '../store/db.js';
+import { appendRound, claimPending, type NewLeaf, type PendingLeaf } from '../store/log.js';
 import type { Logger } from './log.js';
-import { appendLeaves, logOrigin, receiptLeafHash, signCheckpoint } from './log-tree.js';
+import { appendLeaves, logOrigin, serviceReceiptLeafHash, signCheckpoint, type TreeEdges } from './log-tree.js';
 import type { ServiceSigner } from './signer.js';
 
-/** Receipts integrated per round at most; a full round is followed by another at once. */
+/** Service receipts integrated per round at most. */
 export const INTEGRATION_BATCH = 5000;
 
 export interface IntegratorDeps {
@@ -46,16 +38,38 @@ export interface IntegrationRound {
   readonly tenants: number;
 }
 
-/** One integration round (see the module comment). */
-export async function integrateOnce(deps: IntegratorDeps, batch = INTEGRATION_BATCH): Promise<IntegrationRound> {
-  return deps.store.db.transaction(async (tx) => {
-    if (!(await tryIntegratorLock(tx))) return { locked: false, leaves: 0, tenants: 0 };
-    const pending = await pendingLeaves(tx, batch);
-    if (pending.length === 0) return { locked: true, leaves: 0, tenants: 0 };
+/**
+ * Each tenant's right tree edges after the last round this process
+ * committed, keyed by the size and root they belong to. A round reuses them
+ * only when the log's head is still exactly that tree (no other node, no
+ * rolled-back round, changed it), and otherwise reads the edges again.
+ */
+export type EdgeCache = Map<string, { readonly size: number; readonly rootHex: string; readonly edges: TreeEdges }>;
+
+const hex = (h: Uint8Array) => Buffer.from(h).toString('hex');
+
+/** Tenants whose edges the cache keeps at most (each a few KB); beyond that it starts over. */
+const EDGE_CACHE_TENANTS = 1000;
+
+/**
+ * One integration round (see the module comment). Round trips: the claim
+ * (lock, pending receipts and log heads in one statement), the edges of a
+ * tenant not in `cache`, and one statement writing everything.
+ */
+export async function integrateOnce(
+  deps: IntegratorDeps,
+  batch = INTEGRATION_BATCH,
+  cache: EdgeCache = new Map(),
+): Promise<IntegrationRound> {
+  const grownEdges: EdgeCache = new Map();
+  const round = await deps.store.db.transaction(async (tx) => {
+    const claim = await claimPending(tx, batch);
+    if (!claim.locked) return { locked: false, leaves: 0, tenants: 0 };
+    if (claim.pending.length === 0) return { locked: true, leaves: 0, tenants: 0 };
     const byTenant = new Map<string, PendingLeaf[]>();
-    for (const p of pending) {
+    for (const p of claim.pending) {
       if (p.jws === null) {
-        // Only a receipt removed behind the service's back gets here: it cannot be hashed.
+        // Only a service receipt removed behind the service's back gets here: it cannot be hashed.
         deps.log.error('a pending log leaf has no receipt; it is dropped from the queue', { receipt_id: p.receiptId, tenant: p.tenantId });
         continue;
       }
@@ -63,38 +77,28 @@ export async function integrateOnce(deps: IntegratorDeps, batch = INTEGRATION_BA
       list.push(p);
       byTenant.set(p.tenantId, list);
     }
-    let leaves = 0;
+    const leaves: NewLeaf[] = [];
+    const hashes: { tenantId: string; level: number; hashIndex: number; hash: Hash }[] = [];
+    const checkpoints: { tenantId: string; treeSize: number; rootHash: Hash; note: string }[] = [];
     for (const [tenantId, list] of byTenant) {
-      await integrateTenant(tx, deps, tenantId, list);
-      leaves += list.length;
+      const head = claim.heads.get(tenantId) ?? { size: 0, rootHex: null };
+      const cached = cache.get(tenantId);
+      const known = cached && cached.size === head.size && cached.rootHex === head.rootHex ? cached.edges : undefined;
+      const leafHashes: Hash[] = list.map((p) => serviceReceiptLeafHash(p.jws!));
+      const grown = await appendLeaves(tx, tenantId, head.size, leafHashes, known);
+      list.forEach((p, i) => leaves.push({ tenantId, leafIndex: head.size + i, receiptId: p.receiptId, leafHash: leafHashes[i]! }));
+      for (const h of grown.hashes) hashes.push({ tenantId, ...h });
+      const note = signCheckpoint(deps.signer, logOrigin(deps.logName, tenantId), grown.size, grown.root);
+      checkpoints.push({ tenantId, treeSize: grown.size, rootHash: grown.root, note });
+      grownEdges.set(tenantId, { size: grown.size, rootHex: hex(grown.root), edges: grown.edges });
     }
-    await removePending(
-      tx,
-      pending.map((p) => p.receiptId),
-    );
-    return { locked: true, leaves, tenants: byTenant.size };
+    await appendRound(tx, { leaves, hashes, checkpoints, claimed: claim.pending.map((p) => p.receiptId) });
+    return { locked: true, leaves: leaves.length, tenants: byTenant.size };
   });
-}
-
-async function integrateTenant(tx: Db, deps: IntegratorDeps, tenantId: string, list: readonly PendingLeaf[]): Promise<void> {
-  const size = (await latestCheckpoint(tx, tenantId))?.treeSize ?? 0;
-  const hashes: Hash[] = list.map((p) => receiptLeafHash(p.jws!));
-  const grown = await appendLeaves(tx, tenantId, size, hashes);
-  const origin = logOrigin(deps.logName, tenantId);
-  const integratedAt = new Date();
-  const newLeaves: NewLeaf[] = list.map((p, i) => ({
-    tenantId,
-    leafIndex: size + i,
-    receiptId: p.receiptId,
-    leafHash: hashes[i]!,
-    queuedAt: p.queuedAt,
-    integratedAt,
-  }));
-  await appendToLog(tx, {
-    leaves: newLeaves,
-    hashes: grown.hashes.map((h) => ({ tenantId, ...h })),
-    checkpoint: { tenantId, treeSize: grown.size, rootHash: grown.root, note: signCheckpoint(deps.signer, origin, grown.size, grown.root) },
-  });
+  // Committed: these edges are now the log's.
+  if (cache.size + grownEdges.size > EDGE_CACHE_TENANTS) cache.clear();
+  for (const [tenantId, e] of grownEdges) cache.set(tenantId, e);
+  return round;
 }
 
 export interface RunningIntegrator {
@@ -103,27 +107,38 @@ export interface RunningIntegrator {
 }
 
 /**
- * Runs integrateOnce every `intervalMs` (at once again after a full batch).
- * A failed round (database down) is logged and retried at the next tick.
+ * Runs integration rounds until stopped. A round that found leaves is
+ * followed by the next one at once: leaves committed while it ran are
+ * waiting, and making them wait out a timer too would add up to a whole
+ * interval to their lag (under load the interval, not the round, dominated
+ * it). Only an idle round (nothing pending, or another node holding the
+ * lock) waits `intervalMs` before polling again, so an idle service costs
+ * one cheap query per interval. A failed round (database down) is logged and
+ * retried after the interval. `round` is integrateOnce outside tests.
  */
-export function startIntegrator(deps: IntegratorDeps, intervalMs: number): RunningIntegrator {
+export function startIntegrator(
+  deps: IntegratorDeps,
+  intervalMs: number,
+  round: (deps: IntegratorDeps, batch: number, cache: EdgeCache) => Promise<IntegrationRound> = integrateOnce,
+): RunningIntegrator {
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   let inFlight: Promise<void> = Promise.resolve();
+  const edges: EdgeCache = new Map();
   const tick = () => {
     timer = undefined;
     inFlight = (async () => {
       let again = false;
       try {
-        const round = await integrateOnce(deps);
-        again = round.leaves >= INTEGRATION_BATCH;
+        again = (await round(deps, INTEGRATION_BATCH, edges)).leaves > 0;
       } catch (e) {
         deps.log.warn('log integration round failed; retrying', { error: String(e) });
       }
       if (!stopped) timer = setTimeout(tick, again ? 0 : intervalMs);
     })();
   };
-  timer = setTimeout(tick, intervalMs);
+  // Leaves left pending by a previous process are integrated at start, not one interval later.
+  timer = setTimeout(tick, 0);
   return {
     async stop() {
       stopped = true;

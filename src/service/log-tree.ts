@@ -5,7 +5,7 @@
  * inclusion and consistency proofs all go through here.
  *
  * Log identity: the origin of tenant T's log is `<BATON_LOG_NAME>/baton/<T>`
- * and its checkpoints are signed notes under the service's receipt-signing
+ * and its checkpoints are signed notes under the service's service-receipt signing
  * key, with that origin as the key name. Nothing about a tenant's log is
  * visible to another tenant.
  */
@@ -30,8 +30,8 @@ export function logVerifierKeys(origin: string, keys: readonly PublishedServiceK
   return keys.map((k) => verifierKey(origin, NOTE_ED25519, k.publicKey));
 }
 
-/** The leaf hash of a receipt: its JWS is the log entry. */
-export function receiptLeafHash(jws: string): Hash {
+/** The leaf hash of a service receipt: its JWS is the log entry. */
+export function serviceReceiptLeafHash(jws: string): Hash {
   return leafHash(utf8(jws));
 }
 
@@ -49,6 +49,9 @@ interface Edge {
   hashes: Hash[];
 }
 
+/** A tree's right edge per tile level (what appending needs), kept by the integrator between rounds. */
+export type TreeEdges = readonly { readonly start: number; readonly hashes: readonly Hash[] }[];
+
 /** Hashes at tile level `level` in a tree of `size` leaves. */
 const countAt = (size: number, level: number): number => Math.floor(size / TILE_WIDTH ** level);
 
@@ -63,8 +66,10 @@ export async function appendLeaves(
   tenantId: string,
   size: number,
   leaves: readonly Hash[],
-): Promise<{ size: number; root: Hash; hashes: { level: number; hashIndex: number; hash: Hash }[] }> {
-  const edges: Edge[] = [];
+  known?: TreeEdges,
+): Promise<{ size: number; root: Hash; hashes: { level: number; hashIndex: number; hash: Hash }[]; edges: TreeEdges }> {
+  // A copy: the caller's edges stay those of `size` if this round rolls back.
+  const edges: Edge[] = (known ?? []).map((e) => ({ start: e.start, hashes: [...e.hashes] }));
   const loadEdge = async (level: number): Promise<Edge> => {
     const count = countAt(size, level);
     const start = count - (count % TILE_WIDTH);
@@ -75,7 +80,7 @@ export async function appendLeaves(
   const newHashes: { level: number; hashIndex: number; hash: Hash }[] = [];
   const newSize = size + leaves.length;
   // Every level the grown tree has: the root reads each level's right edge.
-  for (let level = 0; level === 0 || countAt(newSize, level) > 0; level++) edges[level] = await loadEdge(level);
+  for (let level = 0; level === 0 || countAt(newSize, level) > 0; level++) edges[level] ??= await loadEdge(level);
   edges[0]!.hashes.push(...leaves);
   for (let level = 0; edges[level] !== undefined; level++) {
     const edge = edges[level]!;
@@ -95,7 +100,7 @@ export async function appendLeaves(
       throw corruptLog(tenantId, `the root of ${newSize} leaves needs tile ${t.level}/${t.index} off the right edge`);
     return concat(edge.hashes.slice(0, t.width));
   });
-  return { size: newSize, root, hashes: newHashes };
+  return { size: newSize, root, hashes: newHashes, edges };
 }
 
 function corruptLog(tenantId: string, reason: string): BatonError {

@@ -1,7 +1,7 @@
 /**
  * Handlers of the transparency-log routes (contract in src/api/log.ts).
  * Thin: parse, call one log function, map the result. The tenant always
- * comes from the audit key, so another tenant's receipt or checkpoint is a
+ * comes from the audit key, so another tenant's service receipt or checkpoint is a
  * plain 404.
  */
 import type { OpenAPIHono } from '@hono/zod-openapi';
@@ -13,7 +13,7 @@ import {
   cosignRoute,
   latestCheckpointRoute,
   logInfoRoute,
-  receiptProofRoute,
+  serviceReceiptProofRoute,
   tileRoute,
 } from '../api/log.js';
 import { parseCheckpoint } from '../protocol/checkpoint.js';
@@ -22,7 +22,7 @@ import { cosignatureVerifier, cosignaturesOf, MAX_COSIGNATURE_CLOCK_SKEW } from 
 import { BatonError } from '../protocol/errors.js';
 import { formatEntryBundle, parseTilePath, tileInTree, TILE_WIDTH } from '../protocol/tiles.js';
 import { bytesEqual, encodeBase64, utf8 } from '../protocol/tlog-input.js';
-import { checkpointOfSize, cosignatureLines, entriesAt, insertCosignature, isPending, leafOfReceipt } from '../store/log.js';
+import { checkpointOfSize, cosignatureLines, entriesAt, insertCosignature, isPending, leafOfServiceReceipt } from '../store/log.js';
 import { requireScope, tenantOf } from './auth.js';
 import { consistencyHashes, inclusionBundle, logOrigin, logVerifierKeys, readTile, servedCheckpoint } from './log-tree.js';
 import { newRouter } from './router.js';
@@ -36,7 +36,7 @@ const SHORT = 'private, max-age=5';
 export const MAX_COSIGNATURES_PER_CHECKPOINT = 32;
 /** The route of tileRoute, its path parameter matching several segments. */
 const TILE_ROUTING_PATH = '/v1/log/tile/:path{.+}';
-/** An entry is a uint16-length-prefixed receipt JWS in an entry bundle. */
+/** An entry is a uint16-length-prefixed service receipt JWS in an entry bundle. */
 const MAX_ENTRY_BYTES = 0xffff;
 
 function notFound(message: string, details?: Record<string, unknown>): BatonError {
@@ -111,7 +111,7 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       const tooLong = entries.filter((e) => e.jws !== null && utf8(e.jws).length > MAX_ENTRY_BYTES).map((e) => e.leafIndex);
       if (entries.length !== parsed.width || missing.length > 0 || tooLong.length > 0) {
         throw new BatonError('INTERNAL', {
-          message: `Entries of ${path} cannot be served: ${missing.length > 0 ? 'their receipts are missing from the database' : 'an entry is over 65535 bytes'}.`,
+          message: `Entries of ${path} cannot be served: ${missing.length > 0 ? 'their service receipts are missing from the database' : 'an entry is over 65535 bytes'}.`,
           details: { missing_indexes: missing, oversized_indexes: tooLong },
         });
       }
@@ -123,23 +123,23 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     return c.body(Buffer.from(bytes), 200, { 'content-type': 'application/octet-stream', 'cache-control': cache });
   });
 
-  app.openapi({ ...receiptProofRoute, middleware: [audit] }, async (c) => {
+  app.openapi({ ...serviceReceiptProofRoute, middleware: [audit] }, async (c) => {
     const tenantId = tenant(c);
     const { id } = c.req.valid('param');
     const { tree_size: treeSize } = c.req.valid('query');
-    const leaf = await leafOfReceipt(db(), tenantId, id);
+    const leaf = await leafOfServiceReceipt(db(), tenantId, id);
     if (leaf === undefined) {
       if (await isPending(db(), tenantId, id))
-        throw notFound(`Receipt ${id} is not integrated into the log yet; retry in a moment.`, { status: 'pending' });
-      throw notFound(`This tenant has no receipt ${id}.`);
+        throw notFound(`Service receipt ${id} is not integrated into the log yet; retry in a moment.`, { status: 'pending' });
+      throw notFound(`This tenant has no service receipt ${id}.`);
     }
     if (leaf.jws === null)
-      throw new BatonError('INTERNAL', { message: `The receipt at log index ${leaf.leafIndex} is missing from the database.` });
+      throw new BatonError('INTERNAL', { message: `The service receipt at log index ${leaf.leafIndex} is missing from the database.` });
     const cp = await servedCheckpoint(db(), deps.signer, originOf(tenantId), tenantId, treeSize);
     if (cp === undefined || cp.size <= leaf.leafIndex)
-      throw notFound(`Receipt ${id} is not in a checkpoint of size ${treeSize ?? 'latest'}.`, { leaf_index: leaf.leafIndex });
+      throw notFound(`Service receipt ${id} is not in a checkpoint of size ${treeSize ?? 'latest'}.`, { leaf_index: leaf.leafIndex });
     const proof = await inclusionBundle(db(), tenantId, leaf.leafIndex, cp);
-    return c.json({ receipt: { id, jws: leaf.jws }, leaf_index: leaf.leafIndex, tree_size: cp.size, proof }, 200);
+    return c.json({ service_receipt: { id, jws: leaf.jws }, leaf_index: leaf.leafIndex, tree_size: cp.size, proof }, 200);
   });
 
   app.openapi({ ...consistencyRoute, middleware: [audit] }, async (c) => {

@@ -12,7 +12,37 @@ export interface Logger {
   error(msg: string, fields?: Record<string, unknown>): void;
 }
 
-export function createLogger(level: LogLevel, write: (line: string) => void = (l) => process.stdout.write(l)): Logger {
+/**
+ * Standard output, one write per turn of the event loop: the lines logged
+ * during a turn (a request and its verify decision, and those of every other
+ * request answered in the turn) leave together, after the answers were sent,
+ * instead of one blocking write each (writes to a pipe or file are
+ * synchronous). Whatever is pending is written when the process exits.
+ */
+function bufferedStdout(): (line: string) => void {
+  let pending: string[] = [];
+  let scheduled = false;
+  const flush = (): void => {
+    scheduled = false;
+    if (pending.length === 0) return;
+    const text = pending.join('');
+    pending = [];
+    process.stdout.write(text);
+  };
+  process.on('exit', flush);
+  return (line) => {
+    pending.push(line);
+    if (!scheduled) {
+      scheduled = true;
+      setImmediate(flush);
+    }
+  };
+}
+
+let stdoutWriter: ((line: string) => void) | undefined;
+const writeStdout = (line: string): void => (stdoutWriter ??= bufferedStdout())(line);
+
+export function createLogger(level: LogLevel, write: (line: string) => void = writeStdout): Logger {
   const emit =
     (at: Exclude<LogLevel, 'silent'>) =>
     (msg: string, fields: Record<string, unknown> = {}) => {

@@ -9,12 +9,12 @@
  *   revokes the record itself, so it is revoked in every tenant holding it:
  *   leaving it live in one tenant would let that tenant keep allowing it.
  *
- * The mark and a 'delegation.revoked' receipt are written in one
+ * The mark and a 'delegation.revoked' service receipt are written in one
  * transaction. Descendants need no write: verification checks every DR of a
  * chain and the counting transaction re-reads revocation from the shared
  * database. Revoking again is idempotent: the original revoked_at, reason,
- * revoker and receipt come back unchanged (a keyless answer carries no
- * receipt: see revokeWithSignature).
+ * revoker and service receipt come back unchanged (a keyless answer carries no
+ * service receipt: see revokeWithSignature).
  */
 import { z } from 'zod';
 import { decodeBase64url } from '../protocol/base64url.js';
@@ -29,9 +29,9 @@ import {
   type VerifiedRevocation,
 } from '../protocol/revocation.js';
 import { findDelegation, tenantsHoldingDelegation } from '../store/delegations.js';
-import { firstReceipt } from '../store/receipts.js';
+import { firstServiceReceipt } from '../store/service-receipts.js';
 import { chainPartiesByTenant, countDescendants, markRevoked } from '../store/revocations.js';
-import { recordReceipt } from './receipts.js';
+import { recordServiceReceipt } from './service-receipts.js';
 import type { AuthContext, ServiceDeps } from './types.js';
 
 export const RevokeWithKeySchema = z.strictObject({
@@ -57,7 +57,7 @@ export interface RevokedBy {
   readonly id: string;
 }
 
-export interface ReceiptView {
+export interface ServiceReceiptView {
   readonly id: number;
   readonly kid: string;
   readonly jws: string;
@@ -69,7 +69,7 @@ interface TenantRevocation {
   readonly reason: string | null;
   readonly revoked_by: RevokedBy;
   readonly descendants: number;
-  readonly receipt: ReceiptView | null;
+  readonly service_receipt: ServiceReceiptView | null;
   readonly already_revoked: boolean;
 }
 
@@ -81,7 +81,7 @@ export interface RevokeResult {
   readonly revoked_by: RevokedBy;
   /** DRs in the revoked DR's subtree, itself excluded: all denied from now on. */
   readonly descendants: number;
-  readonly receipt: ReceiptView | null;
+  readonly service_receipt: ServiceReceiptView | null;
   /** True when the DR was already revoked and nothing changed. */
   readonly already_revoked: boolean;
   /** Key paths only: the tenant acted on (the first, for an admin key). */
@@ -121,7 +121,7 @@ export async function revokeWithKey(deps: ServiceDeps, auth: AuthContext, hash: 
  * not revoke gets exactly the answer of an unknown hash. The one exception is
  * the DR's own holder (its aud signed), who is told why a holder cannot
  * revoke the grant it received. The answer names no tenant: no tenant id and
- * no receipt (its signed claims name the tenant); a key of the tenant reads it.
+ * no service receipt (its signed claims name the tenant); a key of the tenant reads it.
  */
 export async function revokeWithSignature(deps: ServiceDeps, hash: string, jws: string): Promise<RevokeResult> {
   const db = deps.store.db;
@@ -155,7 +155,7 @@ export async function revokeWithSignature(deps: ServiceDeps, hash: string, jws: 
       revocation: { hash: rev.hash, jti: rev.payload.jti, iat: rev.payload.iat, signer_role: as },
     },
   );
-  return { ...summary(hash, results[0]!), receipt: null };
+  return { ...summary(hash, results[0]!), service_receipt: null };
 }
 
 /** The one answer for an unknown hash and for a signer with no part in its chain: nothing in it comes from the store. */
@@ -175,12 +175,12 @@ function summary(hash: string, r: TenantRevocation): RevokeResult {
     reason: r.reason,
     revoked_by: r.revoked_by,
     descendants: r.descendants,
-    receipt: r.receipt,
+    service_receipt: r.service_receipt,
     already_revoked: r.already_revoked,
   };
 }
 
-/** Marks the DR revoked in each tenant and signs a receipt for each new mark, all in one transaction. */
+/** Marks the DR revoked in each tenant and signs a service receipt for each new mark, all in one transaction. */
 async function applyRevocation(
   deps: ServiceDeps,
   tenants: readonly string[],
@@ -199,7 +199,7 @@ async function applyRevocation(
       const descendants = await countDescendants(tx, tenantId, hash);
       if (mark.newly) {
         const revokedAt = mark.revokedAt.toISOString();
-        const receipt = await recordReceipt(tx, deps.signer, {
+        const serviceReceipt = await recordServiceReceipt(tx, deps.signer, {
           tenantId,
           kind: 'delegation.revoked',
           subject: hash,
@@ -212,19 +212,19 @@ async function applyRevocation(
           reason: mark.reason,
           revoked_by: revokedBy,
           descendants,
-          receipt,
+          service_receipt: serviceReceipt,
           already_revoked: false,
         });
       } else {
-        const receipt = (await firstReceipt(tx, tenantId, hash, 'delegation.revoked')) ?? null;
+        const serviceReceipt = (await firstServiceReceipt(tx, tenantId, hash, 'delegation.revoked')) ?? null;
         out.push({
           tenant_id: tenantId,
           revoked_at: mark.revokedAt.toISOString(),
           reason: mark.reason,
-          // Who revoked first is kept in the original receipt; the row has no column for it.
-          revoked_by: (receipt && revokerInReceipt(receipt.jws)) ?? revokedBy,
+          // Who revoked first is kept in the original service receipt; the row has no column for it.
+          revoked_by: (serviceReceipt && revokerInServiceReceipt(serviceReceipt.jws)) ?? revokedBy,
           descendants,
-          receipt,
+          service_receipt: serviceReceipt,
           already_revoked: true,
         });
       }
@@ -233,10 +233,10 @@ async function applyRevocation(
   });
 }
 
-/** data.revoked_by of a 'delegation.revoked' receipt the service signed itself. */
-function revokerInReceipt(jws: string): RevokedBy | null {
+/** data.revoked_by of a 'delegation.revoked' service receipt the service signed itself. */
+function revokerInServiceReceipt(jws: string): RevokedBy | null {
   try {
-    const payload = JSON.parse(utf8Decode(decodeBase64url(jws.split('.')[1] ?? '', 'receipt payload'))) as {
+    const payload = JSON.parse(utf8Decode(decodeBase64url(jws.split('.')[1] ?? '', 'service receipt payload'))) as {
       data?: { revoked_by?: unknown };
     };
     const by = payload.data?.revoked_by as { kind?: unknown; id?: unknown } | undefined;

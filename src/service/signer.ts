@@ -1,12 +1,12 @@
 /**
- * The service's own Ed25519 receipt-signing key.
+ * The service's own Ed25519 service-receipt signing key.
  *
  * One active key at a time (a partial unique index on service_keys enforces
  * it in the database), sealed at rest with the master key under the context
  * 'service-key:<kid>'. Retired keys keep their rows and stay published, so a
- * receipt signed before a rotation still verifies afterwards.
+ * service receipt signed before a rotation still verifies afterwards.
  *
- * Receipts are compact JWS with the header JCS({"alg":"EdDSA","kid":kid,
+ * Service receipts are compact JWS with the header JCS({"alg":"EdDSA","kid":kid,
  * "typ":"JWT"}) and a JCS payload. verifyServiceReceipt checks one offline
  * against the published keys (GET /v1/keys or /.well-known/jwks.json).
  *
@@ -25,7 +25,7 @@ import type { Db } from '../store/db.js';
 import { isUniqueViolation } from '../store/errors.js';
 import type { ServiceKey } from '../store/schema/index.js';
 import { activeServiceKey, insertServiceKey, listServiceKeys, retireActiveServiceKey } from '../store/service-keys.js';
-import { receiptHeaderFor, type ServiceVerificationKey } from '../protocol/service-receipt.js';
+import { serviceReceiptHeaderFor, type ServiceVerificationKey } from '../protocol/service-receipt.js';
 import type { Logger } from './log.js';
 import { openSecret, sealSecret } from './secrets.js';
 
@@ -55,6 +55,8 @@ const ACTIVE_KEY_INDEX = 'service_keys_one_active_uq';
 const KEY_CONTEXT = (kid: string) => `service-key:${kid}`;
 /** Attempts to settle on one active key when other nodes create or rotate concurrently. */
 const MAX_LOAD_ATTEMPTS = 5;
+/** Note signers kept per signing key (one per log name, i.e. per tenant); past this many they are made again. */
+const MAX_NOTE_SIGNERS = 10_000;
 
 /** 'svc_' + first 16 hex digits of SHA-256 over the raw public key. */
 export function serviceKid(publicKey: Uint8Array): string {
@@ -65,8 +67,9 @@ function signerFromSeed(kid: string, seed: Uint8Array): ServiceSigner {
   const secret = Uint8Array.from(seed);
   const publicKey = publicKeyFromSeed(secret);
   const did = didKeyFromPublicKey(publicKey);
-  const encodedHeader = receiptHeaderFor(kid);
+  const encodedHeader = serviceReceiptHeaderFor(kid);
   const signBytes = ed25519Signer(secret);
+  const noteSigners = new Map<string, NoteSigner>();
   return Object.freeze({
     kid,
     did,
@@ -75,7 +78,16 @@ function signerFromSeed(kid: string, seed: Uint8Array): ServiceSigner {
     },
     // A note text is newline-terminated and a JWS signing input has no newline,
     // so one key signing both can never produce a signature valid as the other.
-    noteSigner: (name: string) => ed25519NoteSigner(name, secret),
+    noteSigner: (name: string) => {
+      // Every checkpoint of a log asks again: import the key once per log name.
+      let signer = noteSigners.get(name);
+      if (!signer) {
+        if (noteSigners.size >= MAX_NOTE_SIGNERS) noteSigners.clear();
+        signer = ed25519NoteSigner(name, secret);
+        noteSigners.set(name, signer);
+      }
+      return signer;
+    },
     sign(payload: Record<string, unknown>): string {
       const signingInput = `${encodedHeader}.${encodeBase64url(utf8Encode(canonicalJson(payload)))}`;
       return `${signingInput}.${encodeBase64url(signBytes(utf8Encode(signingInput)))}`;

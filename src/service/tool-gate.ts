@@ -11,15 +11,16 @@
 import type { ChainDecision } from '../protocol/chain.js';
 import type { Violation } from '../protocol/errors.js';
 import { approvalBinding } from '../protocol/approval.js';
-import { evaluateRules, type RuleOutcome } from '../protocol/approval-rules.js';
+import { DEFAULT_COST_CALIBRATION, evaluateRules, type CostCalibrationSettings, type RuleOutcome } from '../protocol/approval-rules.js';
 import { argOf, effectiveLimits } from '../protocol/policy.js';
 import { resolveTool } from '../protocol/tool-catalog.js';
 import { checkToolRequirements, estimateWithFloor } from '../protocol/tool-requirements.js';
-import { describeTrifecta, detectTrifecta } from '../protocol/trifecta.js';
+import { detectTrifecta, explainTrifecta } from '../protocol/trifecta.js';
 import { findApproval } from '../store/approvals.js';
 import { readChainState, type ToolGateParams, type ToolGateRefusal } from '../store/runtime.js';
+import { costCalibrationFlagged } from '../store/tools.js';
 import { approvalJson, requestApproval, type ApprovalJson } from './approvals.js';
-import { toolDocumentOf } from './tools.js';
+import { forgetToolDocument, toolDocumentOf } from './tools.js';
 import type { ServiceDeps } from './types.js';
 
 type Verified = Extract<ChainDecision, { valid: true }>;
@@ -71,7 +72,12 @@ export async function decideToolGate(
   deps: ServiceDeps,
   tenantId: string,
   decision: Verified,
-  opts: { dryRun: boolean; approvalId?: string | undefined },
+  opts: {
+    dryRun: boolean;
+    approvalId?: string | undefined;
+    /** The statement refused this very request's earlier decision as COST_CALIBRATION_FLAGGED. */
+    chainFlagged?: boolean | undefined;
+  },
 ): Promise<ToolGate> {
   const doc = await toolDocumentOf(deps, tenantId);
   if (doc === null) return { kind: 'none' };
@@ -88,13 +94,29 @@ export async function decideToolGate(
   const estimate = estimateWithFloor(argOf(inv.args, 'estimated_cost_usd'), tool);
   const chainTrifecta = detectTrifecta(effectiveLimits(policies).allowed_tools, opts2);
   const usesNearLimit = settings.rules.some((r) => r.when.near_limit !== undefined);
-  const rule = evaluateRules(settings.rules, settings.default_decision, {
+  const subject = {
     tool,
     trifecta: chainTrifecta.detected,
     near_limit: usesNearLimit && (await nearLimit(deps, tenantId, inv.dr_chain, estimate.micros ?? 0)),
-    cost_calibration: false, // no delegation can be flagged for cost calibration yet
     estimate_micros: estimate.micros,
-  });
+  };
+  const calibration = settings.cost_calibration ?? DEFAULT_COST_CALIBRATION;
+  const decideWith = (flagged: boolean) =>
+    evaluateRules(settings.rules, settings.default_decision, { ...subject, cost_calibration: flagged });
+  // Cost calibration without a round trip on the hot path: decide as unflagged, and when being flagged
+  // would turn that allow into something else, let the statement check the flag (cc) and refuse
+  // COST_CALIBRATION_FLAGGED, after which this node decides again knowing it. Only when the flag matters
+  // to a decision other than allow (or in a dry run, which runs no statement) is it read here first.
+  const flaggedNow = opts.chainFlagged === true;
+  let rule = decideWith(flaggedNow);
+  let checkInStatement = false;
+  if (!flaggedNow) {
+    const ifFlagged = decideWith(true);
+    if (!sameOutcome(rule, ifFlagged)) {
+      if (rule.decision === 'allow' && !opts.dryRun) checkInStatement = true;
+      else rule = decideWith((await flaggedDelegation(deps, tenantId, inv.dr_chain, calibration)) !== null);
+    }
+  }
   const ruleField = rule.source === 'rule' ? `rules[${rule.rule.index}]` : 'default_decision';
   if (rule.decision === 'deny') violations.push(ruleViolation(rule, ruleField));
   if (violations.length > 0) return { kind: 'refuse', catalogVersion, violations };
@@ -112,6 +134,7 @@ export async function decideToolGate(
       rl: declared?.rate_limit_per_minute ?? null,
       a: approvalId,
       b: binding,
+      cc: checkInStatement ? { r: calibration.ratio_above, m: calibration.min_metered_invocations } : null,
     },
   });
   if (rule.decision === 'allow') return params(null, null);
@@ -147,7 +170,7 @@ export async function decideToolGate(
     toolServer: inv.tool_server,
     catalogVersion,
     rule: rule.source === 'rule' ? rule.rule.id : 'default_decision',
-    explanation: `${required.message ?? ''}${chainTrifecta.detected ? ` Chain reach: ${describeTrifecta(chainTrifecta)}.` : ''}`,
+    explanation: `${required.message ?? ''}${chainTrifecta.detected ? ` Chain reach: ${explainTrifecta(chainTrifecta)}.` : ''}`,
   });
   if (approval.status === 'approved' && now < approval.expiresAt) return params(approval.id, binding);
   return {
@@ -158,7 +181,41 @@ export async function decideToolGate(
   };
 }
 
-/** The violation for a refusal of the in-statement gate (CATALOG_CHANGED is retried, never answered). */
+/** Whether two rule outcomes decide the same, by the same rule (an allow is an allow, whichever rule gave it). */
+function sameOutcome(a: RuleOutcome, b: RuleOutcome): boolean {
+  if (a.decision !== b.decision) return false;
+  if (a.decision === 'allow') return true;
+  return a.source === b.source && (a.source === 'default' || (b.source === 'rule' && a.rule.index === b.rule.index));
+}
+
+/** The first delegation of the chain flagged for cost calibration under the tenant's thresholds, or null. */
+export async function flaggedDelegation(
+  deps: ServiceDeps,
+  tenantId: string,
+  chain: readonly string[],
+  calibration: CostCalibrationSettings,
+): Promise<string | null> {
+  return costCalibrationFlagged(deps.store.db, tenantId, chain, {
+    ratioAbove: calibration.ratio_above,
+    minMetered: calibration.min_metered_invocations,
+  });
+}
+
+/**
+ * For the verify handler: whether the statement's refusal means "decide again", and what the next
+ * decision must know. The catalog changed: the cached tool document is dropped. The chain turned out
+ * flagged for cost calibration: the retry of this request decides as flagged. That fact is the
+ * statement's answer to this request; it is not kept for other requests.
+ */
+export function mustRedecide(deps: ServiceDeps, tenantId: string, refusal: ToolGateRefusal): 'catalog' | 'flagged' | false {
+  if (refusal.o === 'CATALOG_CHANGED') {
+    forgetToolDocument(deps, tenantId);
+    return 'catalog';
+  }
+  return refusal.o === 'COST_CALIBRATION_FLAGGED' ? 'flagged' : false;
+}
+
+/** The violation for a refusal of the in-statement gate (CATALOG_CHANGED and COST_CALIBRATION_FLAGGED are retried, never answered). */
 export function toolGateViolation(refusal: ToolGateRefusal, decision: Verified): Violation {
   switch (refusal.o) {
     case 'GRANT_PENDING_APPROVAL': {
@@ -182,6 +239,8 @@ export function toolGateViolation(refusal: ToolGateRefusal, decision: Verified):
       };
     case 'CATALOG_CHANGED':
       return { code: 'STORAGE_UNAVAILABLE', field: 'catalog_version', actual: refusal.v ?? null };
+    case 'COST_CALIBRATION_FLAGGED':
+      return { code: 'STORAGE_UNAVAILABLE', field: 'cost_calibration', actual: refusal.h ?? null };
     default:
       return { code: refusal.o, field: 'approval_id', actual: refusal.a ?? null };
   }

@@ -2,7 +2,7 @@
  * The lethal trifecta at issuance: a delegation whose reach (its allowed_tools
  * within its ancestors', or the whole catalog when unrestricted) combines
  * untrusted content, private data and external communication is stored
- * pending a human, with a grant.pending receipt, and every verify through it
+ * pending a human, with a grant.pending service receipt, and every verify through it
  * is refused (GRANT_PENDING_APPROVAL, checked inside the verify statement)
  * until an approver approves it with the guardrail triple.
  *
@@ -11,19 +11,20 @@
  */
 import type { GuardrailTriple } from '../protocol/approval.js';
 import { BatonError } from '../protocol/errors.js';
+import type { DecisionOutcome, GrantStatus } from '../protocol/lists.js';
 import { effectiveLimits, type Policy } from '../protocol/policy.js';
-import { describeTrifecta, detectTrifecta } from '../protocol/trifecta.js';
+import { detectTrifecta, explainTrifecta } from '../protocol/trifecta.js';
 import type { Db } from '../store/db.js';
 import { decideGrantRow, findGrant, insertPendingGrant, listGrants, type GrantRow } from '../store/approvals.js';
-import { insertReceipt } from '../store/receipts.js';
+import { insertServiceReceipt } from '../store/service-receipts.js';
 import { decisionOf, type DecisionJson } from './approvals.js';
-import { signReceipt } from './receipts.js';
+import { signServiceReceipt } from './service-receipts.js';
 import { toolDocumentOf } from './tools.js';
 import type { ServiceDeps } from './types.js';
 
 export interface GrantJson {
   dr_hash: string;
-  status: 'pending' | 'approved' | 'rejected';
+  status: GrantStatus;
   explanation: string;
   catalog_version: number;
   decision: DecisionJson;
@@ -56,31 +57,31 @@ export async function trifectaAtIssuance(
       if (doc === null || !inserted) return;
       const report = detectTrifecta(effectiveLimits(policies).allowed_tools, { catalog: doc.catalog, strict: doc.settings.strict });
       if (!report.detected) return;
-      const explanation = `Its tools combine all three risks (${describeTrifecta(report)}).`;
+      const explanation = `Its tools combine all three risks (${explainTrifecta(report)}).`;
       await insertPendingGrant(tx, { tenantId, drHash: dr.hash, status: 'pending', explanation, catalogVersion: doc.version });
-      const receipt = signReceipt(deps.signer, {
+      const serviceReceipt = signServiceReceipt(deps.signer, {
         tenantId,
         kind: 'grant.pending',
         subject: dr.hash,
         now: deps.now(),
         data: { catalog_version: doc.version, reach: report.reach, explanation },
       });
-      await insertReceipt(tx, receipt);
+      await insertServiceReceipt(tx, serviceReceipt);
     },
   };
 }
 
-/** pending -> approved | rejected with the guardrail triple, once, with its receipt. */
+/** pending -> approved | rejected with the guardrail triple, once, with its service receipt. */
 export async function decideGrant(
   deps: ServiceDeps,
   tenantId: string,
   hash: string,
-  outcome: 'approved' | 'rejected',
+  outcome: DecisionOutcome,
   triple: GuardrailTriple,
   decidedBy: string,
 ): Promise<GrantJson> {
   const now = deps.now();
-  const receipt = signReceipt(deps.signer, {
+  const serviceReceipt = signServiceReceipt(deps.signer, {
     tenantId,
     kind: outcome === 'approved' ? 'grant.approved' : 'grant.rejected',
     subject: hash,
@@ -89,7 +90,7 @@ export async function decideGrant(
   });
   const decided = await deps.store.db.transaction(async (tx) => {
     const row = await decideGrantRow(tx, tenantId, hash, outcome, { decidedBy, actor: triple.actor, reason: triple.reason, now });
-    if (row) await insertReceipt(tx, receipt);
+    if (row) await insertServiceReceipt(tx, serviceReceipt);
     return row;
   });
   if (decided) return grantJson(decided);

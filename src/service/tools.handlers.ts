@@ -1,6 +1,7 @@
 /** Tool catalog handlers: thin, one service call each (contract in src/api/tools.ts). */
 import type { OpenAPIHono } from '@hono/zod-openapi';
-import { currentToolsRoute, publishToolsRoute, PublishToolsBody, TOOL_READ_SCOPES, toolsVersionRoute } from '../api/tools.js';
+import { currentToolsRoute, publishToolsRoute, PublishToolsBody, toolsVersionRoute } from '../api/tools.js';
+import { TOOL_READ_SCOPES } from '../protocol/lists.js';
 import { requireScope, tenantOf } from './auth.js';
 import { adminOnly } from './admin.routes.js';
 import { readJsonBody } from './body.js';

@@ -5,7 +5,7 @@
  * One document, not two: a verify decision records ONE version, and that
  * version alone reproduces everything that decided it (what the tool is, and
  * which rule and which approvers applied). An approver added or a rule
- * loosened is a governance change with its own receipt, exactly like a tool
+ * loosened is a governance change with its own service receipt, exactly like a tool
  * declaration.
  *
  * Reads go through a short per-node cache; the verify statement re-checks
@@ -13,14 +13,19 @@
  * costs one re-decision, never a wrong allow.
  */
 import { parseCatalog, catalogHash, type Catalog } from '../protocol/tool-catalog.js';
-import { DEFAULT_APPROVAL_RULES, parseTenantToolSettings, type TenantToolSettings } from '../protocol/approval-rules.js';
+import {
+  DEFAULT_APPROVAL_RULES,
+  DEFAULT_COST_CALIBRATION,
+  parseTenantToolSettings,
+  type CostCalibrationSettings,
+  type TenantToolSettings,
+} from '../protocol/approval-rules.js';
 import { BatonError } from '../protocol/errors.js';
 import { sha256Hex } from '../protocol/hash.js';
 import { canonicalJson } from '../protocol/jcs.js';
-import { isUniqueViolation, PG_FOREIGN_KEY_VIOLATION, pgError } from '../store/errors.js';
-import { insertReceipt } from '../store/receipts.js';
+import { insertServiceReceipt } from '../store/service-receipts.js';
 import { currentToolDocument, insertToolDocument, toolDocumentVersion, type StoredToolDocument } from '../store/tools.js';
-import { signReceipt } from './receipts.js';
+import { signServiceReceipt } from './service-receipts.js';
 import type { ServiceDeps } from './types.js';
 
 import type { PublishToolsInput } from '../api/tools.js';
@@ -34,8 +39,9 @@ export interface ToolDocument {
   readonly hash: string;
 }
 
-export interface ToolDocumentJson extends Omit<TenantToolSettings, 'webhook_url'> {
+export interface ToolDocumentJson extends Omit<TenantToolSettings, 'webhook_url' | 'cost_calibration'> {
   webhook_url: string | null;
+  cost_calibration: CostCalibrationSettings;
   version: number;
   tools: Catalog['tools'];
   hash: string;
@@ -53,6 +59,7 @@ function documentOf(version: number, raw: unknown): ToolDocument {
     default_decision: r['default_decision'],
     approvers: r['approvers'],
     ...(r['webhook_url'] === undefined ? {} : { webhook_url: r['webhook_url'] }),
+    ...(r['cost_calibration'] === undefined ? {} : { cost_calibration: r['cost_calibration'] }),
   });
   return { version, catalog, settings, hash: documentHash(catalog, settings) };
 }
@@ -70,6 +77,7 @@ export function toolDocumentJson(stored: StoredToolDocument): ToolDocumentJson {
     rules: doc.settings.rules,
     approvers: doc.settings.approvers,
     webhook_url: doc.settings.webhook_url ?? null,
+    cost_calibration: doc.settings.cost_calibration ?? DEFAULT_COST_CALIBRATION,
     tools: doc.catalog.tools,
     hash: stored.hash,
     catalog_hash: catalogHash(doc.catalog),
@@ -119,7 +127,7 @@ export async function storedToolDocument(deps: ServiceDeps, tenantId: string, ve
 
 // ---------------------------------------------------------------- publish
 
-/** Stores base_version + 1 with its receipt, all or nothing; CONFLICT when the base is no longer current. */
+/** Stores base_version + 1 with its service receipt, all or nothing; CONFLICT when the base is no longer current. */
 export async function publishToolDocument(
   deps: ServiceDeps,
   tenantId: string,
@@ -135,12 +143,13 @@ export async function publishToolDocument(
     approvers: input.approvers ?? [],
     // Only when set: documents without a webhook keep the hash they had before webhooks existed.
     ...(input.webhook_url === undefined ? {} : { webhook_url: input.webhook_url }),
+    ...(input.cost_calibration === undefined ? {} : { cost_calibration: input.cost_calibration }),
   });
   const current = await currentToolDocument(deps.store.db, tenantId);
   if ((current?.version ?? 0) !== input.base_version) throw staleBase(input.base_version, current?.version ?? 0);
   const hash = documentHash(catalog, settings);
   const document = { ...settings, tools: catalog.tools };
-  const receipt = signReceipt(deps.signer, {
+  const serviceReceipt = signServiceReceipt(deps.signer, {
     tenantId,
     kind: 'tools.catalog.published',
     subject: `tools:v${version}`,
@@ -154,16 +163,12 @@ export async function publishToolDocument(
       published_by: publishedBy,
     },
   });
-  try {
-    await deps.store.db.transaction(async (tx) => {
-      await insertToolDocument(tx, { tenantId, version, document, hash, createdBy: publishedBy });
-      await insertReceipt(tx, receipt);
-    });
-  } catch (err) {
-    if (isUniqueViolation(err)) throw staleBase(input.base_version, version);
-    if (pgError(err)?.code === PG_FOREIGN_KEY_VIOLATION) throw new BatonError('NOT_FOUND', { message: `No tenant ${tenantId} exists.` });
-    throw err;
-  }
+  await deps.store.db.transaction(async (tx) => {
+    // Another publish took this version since the check above: the base is stale.
+    if (!(await insertToolDocument(tx, { tenantId, version, document, hash, createdBy: publishedBy })))
+      throw staleBase(input.base_version, version);
+    await insertServiceReceipt(tx, serviceReceipt);
+  });
   forgetToolDocument(deps, tenantId);
   return storedToolDocument(deps, tenantId, version);
 }

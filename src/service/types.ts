@@ -1,22 +1,17 @@
 /** What every route handler can reach: the store, configuration, the clock, signing keys. */
 import type { DelegationCache } from '../protocol/chain.js';
+import type { ApiKeyScope } from '../protocol/lists.js';
 import type { Config } from '../config.js';
 import type { Store } from '../store/db.js';
 import type { Logger } from './log.js';
 import type { ServiceSigner } from './signer.js';
-
-export const SCOPES = ['admin', 'issue', 'verify', 'report', 'audit', 'approve'] as const;
-export type Scope = (typeof SCOPES)[number];
-
-/** The tenant scopes that may read delegations and invocations: one list, one order, for every read route. */
-export const READ_SCOPES = ['issue', 'verify', 'report', 'audit'] as const satisfies readonly Scope[];
 
 /** Who is calling, established by auth middleware from the API key. */
 export interface AuthContext {
   readonly keyId: string;
   /** null only for admin keys, which belong to no tenant. */
   readonly tenantId: string | null;
-  readonly scopes: readonly Scope[];
+  readonly scopes: readonly ApiKeyScope[];
   /** A verify key bound to one tool server only verifies invocations naming it. */
   readonly toolServer: string | null;
 }

@@ -6,7 +6,7 @@
  * DRs resolved from the store (through an in-process cache) when sent by
  * reference; block G runs in ONE statement (countCallsAtomically), which
  * also re-checks every fact the caches may hold stale: the API key, the
- * root's trust, revocation. A refusal is stored with its receipt by one
+ * root's trust, revocation. A refusal is stored with its service receipt by one
  * statement too (recordDenial). Every verify has a deadline: past it the
  * answer is 503 and the statements refuse to commit. A storage failure
  * surfaces as 503 from the error mapper: never an allow.
@@ -37,6 +37,7 @@ import {
   type CountOutcome,
 } from '../store/runtime.js';
 import { evictApiKey } from './auth.js';
+import { DENIAL_STATUS } from './error-status.js';
 import { hotPathCacheOf, type StoredDelegation } from './hot-cache.js';
 import type { Db } from '../store/db.js';
 import type { AuthContext, ServiceDeps } from './types.js';
@@ -44,9 +45,8 @@ import { parseStrictJson } from './body.js';
 import { metrics } from './metrics.js';
 import { parseRequest } from './validate.js';
 import { checkSubmission, submitDelegations } from './delegation-submission.js';
-import { signReceipt } from './receipts.js';
-import { decideToolGate, toolGateViolation, type ToolGate } from './tool-gate.js';
-import { forgetToolDocument } from './tools.js';
+import { signServiceReceipt } from './service-receipts.js';
+import { decideToolGate, mustRedecide, toolGateViolation, type ToolGate } from './tool-gate.js';
 import type { ApprovalJson } from './approvals.js';
 
 export const VerifyRequestSchema = z.looseObject({
@@ -90,11 +90,11 @@ export type VerifyResponse =
         binding: ChainContext['binding'];
         counters: Counter[];
         warnings: Warning[];
-        receipt: { id: number; kid: string; jws: string } | null;
+        service_receipt: { id: number; kid: string; jws: string } | null;
       };
     }
   | {
-      readonly status: 403;
+      readonly status: typeof DENIAL_STATUS;
       readonly body: { valid: false; error: DecisionError; violations: readonly Violation[]; approval?: ApprovalJson };
     };
 
@@ -158,8 +158,11 @@ export async function verifyInvocation(
   req: VerifyRequest,
   bundle: unknown,
   deadline: Date = new Date(Date.now() + deps.config.verifyDeadlineMs),
-  /** Once: when the tool catalog changed under a decision, it is made again on the new version. */
-  redecideOnCatalogChange = true,
+  /**
+   * Once: when the tool catalog changed under a decision, or the chain turned out flagged for cost
+   * calibration, it is made again (`redecided` says which it was; set on the second time only).
+   */
+  redecided?: { readonly chainFlagged: boolean },
 ): Promise<VerifyResponse> {
   const started = performance.now();
   const db = deps.store.db;
@@ -180,7 +183,7 @@ export async function verifyInvocation(
     maxDepth: deps.config.maxChainDepth,
     invocationMaxAgeSeconds: deps.config.invocationMaxAgeSeconds,
     clockSkewSeconds: deps.config.clockSkewSeconds,
-    resolveReceipt: (h) => stored.get(h)?.jws,
+    resolveDelegation: (h) => stored.get(h)?.jws,
     isRevoked: (h) => stored.get(h)?.revoked === true,
     cache: deps.drCache,
     ...(req.body !== undefined ? { body: req.body } : {}),
@@ -226,7 +229,11 @@ export async function verifyInvocation(
   }
 
   // The tool gate: catalog-derived requirements and approval rules (tool-gate.ts).
-  const gate: ToolGate = await decideToolGate(deps, tenantId, decision, { dryRun, approvalId: req.approval_id });
+  const gate: ToolGate = await decideToolGate(deps, tenantId, decision, {
+    dryRun,
+    approvalId: req.approval_id,
+    chainFlagged: redecided?.chainFlagged,
+  });
   const gated = gate.kind === 'none' ? {} : { catalog_version: gate.catalogVersion };
   if (gate.kind === 'refuse') {
     const refusedByGate = deny(gate.violations, { invocation: decision.invocation, dr_chain: inv.dr_chain });
@@ -244,7 +251,7 @@ export async function verifyInvocation(
     callerKeyId: auth.keyId,
   };
   const signAllow = () =>
-    signReceipt(deps.signer, {
+    signServiceReceipt(deps.signer, {
       tenantId,
       kind: 'invocation.allowed',
       subject: inv.jti,
@@ -264,16 +271,16 @@ export async function verifyInvocation(
   const refusal = (outcome: Parameters<typeof runtimeViolation>[0]) =>
     deny([runtimeViolation(outcome, decision)], { invocation: decision.invocation, dr_chain: inv.dr_chain });
   // A chain through a DR whose max_calls this node saw used up (calls_used never goes down):
-  // sign the refusal's receipt instead of an allow's, so the statement stores the refusal
+  // sign the refusal's service receipt instead of an allow's, so the statement stores the refusal
   // itself. The statement still decides; an allow then costs a second statement.
   const exhausted = dryRun ? undefined : limits.find((l) => l.maxCalls !== null && cache.isExhausted(tenantId, l.hash));
   const predicted = exhausted && predictedDenial(deps, auth, tenantId, refusal(exhaustedAt(exhausted)), exhausted.hash, gated);
-  let receipt = dryRun || predicted ? undefined : signAllow();
+  let serviceReceipt = dryRun || predicted ? undefined : signAllow();
   const count = () =>
     countCallsAtomically(
       deps.store.query,
       toCount,
-      receipt ?? null,
+      serviceReceipt ?? null,
       limits,
       decision.delegations[0]!.payload.iss,
       deadline,
@@ -282,7 +289,7 @@ export async function verifyInvocation(
     );
   let outcome = dryRun ? await predictCount(db, toCount, unstoredState(decision.delegations, stored)) : await count();
   if (!outcome.ok && outcome.reason === 'UNPREDICTED') {
-    receipt = signAllow();
+    serviceReceipt = signAllow();
     outcome = await count();
   }
   if (!outcome.ok) {
@@ -291,35 +298,35 @@ export async function verifyInvocation(
       throw new BatonError('INTERNAL', { message: 'A verify signed for its allow was refused as unpredicted.' });
     if (outcome.reason === 'UNTRUSTED_ROOT') cache.forgetRoots(tenantId);
     if (outcome.reason === 'RECEIPT_REVOKED') cache.forgetDelegation(tenantId, outcome.hash);
-    if (outcome.reason === 'TOOL_GATE' && outcome.refusal.o === 'CATALOG_CHANGED') {
-      forgetToolDocument(deps, tenantId);
-      if (redecideOnCatalogChange) return verifyInvocation(deps, auth, tenantId, req, bundle, deadline, false);
-      throw new BatonError('STORAGE_UNAVAILABLE', { message: 'The tool catalog changed twice during this verify; retry.' });
+    const redecide = outcome.reason === 'TOOL_GATE' ? mustRedecide(deps, tenantId, outcome.refusal) : false;
+    if (redecide) {
+      if (!redecided) return verifyInvocation(deps, auth, tenantId, req, bundle, deadline, { chainFlagged: redecide === 'flagged' });
+      throw new BatonError('STORAGE_UNAVAILABLE', { message: 'The tool gate changed twice during this verify; retry.' });
     }
     if (outcome.reason === 'CALLS_EXHAUSTED' && !dryRun) cache.markExhausted(tenantId, outcome.state.hash);
     const denial =
       outcome.reason === 'TOOL_GATE'
         ? deny([toolGateViolation(outcome.refusal, decision)], { invocation: decision.invocation, dr_chain: inv.dr_chain })
         : refusal(outcome);
-    if ('deniedReceiptId' in outcome && outcome.deniedReceiptId !== undefined) {
-      return refused(deps, auth, tenantId, denial, { dryRun, receiptId: outcome.deniedReceiptId, started }, gated);
+    if ('deniedServiceReceiptId' in outcome && outcome.deniedServiceReceiptId !== undefined) {
+      return refused(deps, auth, tenantId, denial, { dryRun, serviceReceiptId: outcome.deniedServiceReceiptId, started }, gated);
     }
     return refuse(deps, auth, tenantId, denial, dryRun, deadline, started, gated);
   }
   const retry = outcome.retry !== undefined;
-  if (dryRun || !receipt) {
-    logDecision(deps, auth, tenantId, decision, { dryRun, codes: [retry ? 'RETRY' : 'ALLOWED'], receiptId: null, started });
+  if (dryRun || !serviceReceipt) {
+    logDecision(deps, auth, tenantId, decision, { dryRun, codes: [retry ? 'RETRY' : 'ALLOWED'], serviceReceiptId: null, started });
     return allow(decision, outcome.state, null, true, retry, toCount.estimatedMicros);
   }
   const answered =
     typeof outcome.retry === 'object'
-      ? { id: outcome.retry.receiptId, kid: outcome.retry.kid, jws: outcome.retry.jws }
-      : outcome.receiptId !== undefined
-        ? { id: outcome.receiptId, kid: receipt.kid, jws: receipt.jws }
+      ? { id: outcome.retry.serviceReceiptId, kid: outcome.retry.kid, jws: outcome.retry.jws }
+      : outcome.serviceReceiptId !== undefined
+        ? { id: outcome.serviceReceiptId, kid: serviceReceipt.kid, jws: serviceReceipt.jws }
         : undefined;
-  if (!answered) throw new BatonError('INTERNAL', { message: 'A counted invocation came back without its receipt.' });
+  if (!answered) throw new BatonError('INTERNAL', { message: 'A counted invocation came back without its serviceReceipt.' });
   metrics.observeDecision('allow', retry ? 'RETRY' : 'ALLOWED');
-  logDecision(deps, auth, tenantId, decision, { dryRun, codes: [retry ? 'RETRY' : 'ALLOWED'], receiptId: answered.id, started });
+  logDecision(deps, auth, tenantId, decision, { dryRun, codes: [retry ? 'RETRY' : 'ALLOWED'], serviceReceiptId: answered.id, started });
   return allow(decision, outcome.state, answered, false, retry, toCount.estimatedMicros);
 }
 
@@ -333,7 +340,7 @@ function logDecision(
   auth: AuthContext,
   tenantId: string,
   decision: ChainDecision,
-  d: { dryRun: boolean; codes: readonly string[]; receiptId: number | null; started: number },
+  d: { dryRun: boolean; codes: readonly string[]; serviceReceiptId: number | null; started: number },
 ): void {
   const inv = decision.invocation?.payload;
   const tool = inv?.args['tool'];
@@ -347,7 +354,7 @@ function logDecision(
     outcome: decision.valid ? 'allow' : 'deny',
     codes: d.codes,
     dry_run: d.dryRun,
-    receipt_id: d.receiptId,
+    service_receipt_id: d.serviceReceiptId,
     ms: Math.round((performance.now() - d.started) * 10) / 10,
   });
 }
@@ -471,7 +478,7 @@ function runtimeViolation(
 function allow(
   decision: Extract<ChainDecision, { valid: true }>,
   state: readonly ChainRuntimeState[],
-  receipt: { id: number; kid: string; jws: string } | null,
+  serviceReceipt: { id: number; kid: string; jws: string } | null,
   dryRun: boolean,
   retry: boolean,
   estimate: number,
@@ -517,7 +524,7 @@ function allow(
       binding: decision.context.binding,
       counters,
       warnings,
-      receipt,
+      service_receipt: serviceReceipt,
     },
   };
 }
@@ -533,16 +540,16 @@ async function refuse(
   started: number,
   gated: ToolGateFacts = {},
 ): Promise<VerifyResponse> {
-  let receiptId: number | null = null;
+  let serviceReceiptId: number | null = null;
   if (!dryRun) {
     const recorded = await recordDenial(deps.store.query, denialToRecord(deps, auth, tenantId, decision, gated), deadline);
     if (recorded === null) throw keyRevoked(deps, auth);
-    receiptId = recorded;
+    serviceReceiptId = recorded;
   }
-  return refused(deps, auth, tenantId, decision, { dryRun, receiptId, started }, gated);
+  return refused(deps, auth, tenantId, decision, { dryRun, serviceReceiptId, started }, gated);
 }
 
-/** Tool gate facts of a decision: the catalog version decided with (recorded in the receipt), the approval asked for. */
+/** Tool gate facts of a decision: the catalog version decided with (recorded in the service receipt), the approval asked for. */
 interface ToolGateFacts {
   readonly catalog_version?: number;
   readonly approval?: ApprovalJson | undefined;
@@ -554,17 +561,17 @@ function refused(
   auth: AuthContext,
   tenantId: string,
   decision: Extract<ChainDecision, { valid: false }>,
-  d: { dryRun: boolean; receiptId: number | null; started: number },
+  d: { dryRun: boolean; serviceReceiptId: number | null; started: number },
   gated: ToolGateFacts = {},
 ): VerifyResponse {
   metrics.observeDecision('deny', decision.error.code);
   const codes = [...new Set([decision.error.code, ...decision.violations.map((v) => v.code)])];
   logDecision(deps, auth, tenantId, decision, { ...d, codes });
   const approval = gated.approval === undefined ? {} : { approval: gated.approval };
-  return { status: 403, body: { valid: false, error: decision.error, violations: decision.violations, ...approval } };
+  return { status: DENIAL_STATUS, body: { valid: false, error: decision.error, violations: decision.violations, ...approval } };
 }
 
-/** A deny as stored: the denial row and its signed receipt. */
+/** A deny as stored: the denial row and its signed service receipt. */
 function denialToRecord(
   deps: ServiceDeps,
   auth: AuthContext,
@@ -574,7 +581,7 @@ function denialToRecord(
 ): DenialToRecord {
   const inv = decision.invocation;
   const subject = inv?.payload.jti ?? inv?.hash ?? 'unreadable-invocation';
-  const receipt = signReceipt(deps.signer, {
+  const serviceReceipt = signServiceReceipt(deps.signer, {
     tenantId,
     kind: 'invocation.denied',
     subject,
@@ -597,7 +604,7 @@ function denialToRecord(
     block: blockOf(decision.error.code as ErrorCode) ?? null,
     drChain: decision.dr_chain ?? [],
     violations: storableJson(decision.violations),
-    receipt: { subject, jws: receipt.jws, kid: receipt.kid },
+    serviceReceipt: { subject, jws: serviceReceipt.jws, kid: serviceReceipt.kid },
   };
 }
 
@@ -620,7 +627,7 @@ function predictedDenial(
   gated: ToolGateFacts,
 ): PredictedDenial {
   const record = denialToRecord(deps, auth, tenantId, decision, gated);
-  return { code: 'CALLS_EXHAUSTED', hash, violations: record.violations, receipt: record.receipt };
+  return { code: 'CALLS_EXHAUSTED', hash, violations: record.violations, serviceReceipt: record.serviceReceipt };
 }
 
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;

@@ -1,7 +1,7 @@
 /** POST /v1/verify and the DRS-compatible POST /verify (a `verify` key). */
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import { verifyDrsRoute, verifyRoute } from '../api/verify.js';
-import { requireScope, tenantOf } from './auth.js';
+import { requireScopeWithCache, tenantOf } from './auth.js';
 import { hasBody, readJsonBody } from './body.js';
 import { bundleFrom, verifyWithinDeadline, VerifyRequestSchema } from './verify.handlers.js';
 import { parseRequest } from './validate.js';
@@ -11,7 +11,8 @@ import type { AppEnv, ServiceDeps } from './types.js';
 export function verifyRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   const r = newRouter();
   for (const route of [verifyRoute, verifyDrsRoute]) {
-    serve(r, route, requireScope(deps, 'verify'), async (c) => {
+    // The verify statements re-check the key in their transaction, so the hot path may use the key cache.
+    serve(r, route, requireScopeWithCache(deps, 'verify'), async (c) => {
       const auth = c.get('auth');
       // DRS clients may send the bundle only in X-DRS-Bundle, with no body at all.
       const drsHeader = c.req.header('x-drs-bundle');

@@ -11,7 +11,8 @@ import { and, eq, sql } from 'drizzle-orm';
 import { MAX_EXACT_MICROS } from '../protocol/money.js';
 import type { Db } from './db.js';
 import { rows } from './rows.js';
-import { actuals, type Actual, type ActualSource } from './schema/index.js';
+import type { ActualSource } from '../protocol/lists.js';
+import { actuals, type Actual } from './schema/index.js';
 
 export interface ActualToRecord {
   readonly tenantId: string;

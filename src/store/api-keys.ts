@@ -4,8 +4,10 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { and, asc, eq, gt, isNull, or, sql } from 'drizzle-orm';
 import type { Db } from './db.js';
+import { inExistingTenant } from './errors.js';
 import { newId } from './ids.js';
-import { apiKeys, type ApiKey, type ApiKeyScope } from './schema/index.js';
+import type { TenantKeyScope } from '../protocol/lists.js';
+import { apiKeys, type ApiKey } from './schema/index.js';
 
 /** Tenant keys: 'bt_' + base64url(32 random bytes) (43 characters, no padding). */
 export const TENANT_KEY_PREFIX = 'bt_';
@@ -70,7 +72,7 @@ export async function createTenantApiKey(
   db: Db,
   opts: {
     tenantId: string;
-    scopes: readonly Exclude<ApiKeyScope, 'admin'>[];
+    scopes: readonly TenantKeyScope[];
     name: string | null;
     toolServer: string | null;
     /** null: the key never expires. */
@@ -79,19 +81,21 @@ export async function createTenantApiKey(
   },
 ): Promise<{ key: string; info: ApiKeyInfo }> {
   const key = mintApiKeySecret('tenant');
-  const [info] = await db
-    .insert(apiKeys)
-    .values({
-      id: newId('key'),
-      tenantId: opts.tenantId,
-      secretHash: hashApiKeySecret(key),
-      scopes: [...opts.scopes],
-      name: opts.name,
-      toolServer: opts.toolServer,
-      expiresAt: opts.expiresInSeconds != null ? inSeconds(opts.expiresInSeconds) : null,
-      rotatedFrom: opts.rotatedFrom ?? null,
-    })
-    .returning(infoColumns);
+  const [info] = await inExistingTenant(() =>
+    db
+      .insert(apiKeys)
+      .values({
+        id: newId('key'),
+        tenantId: opts.tenantId,
+        secretHash: hashApiKeySecret(key),
+        scopes: [...opts.scopes],
+        name: opts.name,
+        toolServer: opts.toolServer,
+        expiresAt: opts.expiresInSeconds != null ? inSeconds(opts.expiresInSeconds) : null,
+        rotatedFrom: opts.rotatedFrom ?? null,
+      })
+      .returning(infoColumns),
+  );
   if (!info) throw new Error('createTenantApiKey: INSERT … RETURNING gave no row');
   return { key, info };
 }
@@ -176,7 +180,7 @@ export function rotateApiKey(db: Db, id: string, opts: { graceSeconds: number; e
     if (!old.live) return { kind: 'not-live' } as const;
     const { key, info: created } = await createTenantApiKey(tx, {
       tenantId: old.tenantId!,
-      scopes: old.scopes.filter((s): s is Exclude<ApiKeyScope, 'admin'> => s !== 'admin'),
+      scopes: old.scopes.filter((s): s is TenantKeyScope => s !== 'admin'),
       name: old.name,
       toolServer: old.toolServer,
       expiresInSeconds: opts.expiresInSeconds,

@@ -4,7 +4,8 @@
 // approved one happens inside the verify statement (baton_tool_gate).
 import { and, asc, eq, inArray, lte, sql } from 'drizzle-orm';
 import type { Db } from './db.js';
-import { approvals, grantApprovals, type ApprovalRow, type ApprovalStatusColumn } from './schema/index.js';
+import type { ApprovalStatus, DecisionOutcome } from '../protocol/lists.js';
+import { approvals, grantApprovals, toolCatalogs, type ApprovalRow } from './schema/index.js';
 
 export type NewApprovalRow = typeof approvals.$inferInsert;
 
@@ -15,6 +16,16 @@ export async function findApproval(db: Db, tenantId: string, id: string): Promis
     .where(and(eq(approvals.tenantId, tenantId), eq(approvals.id, id)))
     .limit(1);
   return row;
+}
+
+/**
+ * The approval with this id in whichever tenant holds it: a signed decision
+ * arrives without a key. Ids are 128 random bits, so at most one matches; a
+ * second match would be ambiguous and counts as none.
+ */
+export async function findApprovalAnyTenant(db: Db, id: string): Promise<ApprovalRow | undefined> {
+  const found = await db.select().from(approvals).where(eq(approvals.id, id)).limit(2);
+  return found.length === 1 ? found[0] : undefined;
 }
 
 /** The pending or approved approval of one call, if any (at most one: a partial unique index). */
@@ -57,12 +68,20 @@ export async function decideApprovalRow(
   db: Db,
   tenantId: string,
   id: string,
-  outcome: Extract<ApprovalStatusColumn, 'approved' | 'rejected'>,
-  d: { decidedBy: string; actor: string; reason: string; now: number },
+  outcome: DecisionOutcome,
+  d: { decidedBy: string; actor: string; reason: string; now: number; signed?: SignedDecision },
 ): Promise<ApprovalRow | undefined> {
+  const signed = d.signed;
   const [row] = await db
     .update(approvals)
-    .set({ status: outcome, decidedBy: d.decidedBy, actor: d.actor, reason: d.reason, decidedAt: d.now })
+    .set({
+      status: outcome,
+      decidedBy: d.decidedBy,
+      actor: d.actor,
+      reason: d.reason,
+      decidedAt: d.now,
+      ...(signed === undefined ? {} : { decisionJti: signed.jti, decisionJws: signed.jws }),
+    })
     .where(
       and(
         eq(approvals.tenantId, tenantId),
@@ -70,13 +89,26 @@ export async function decideApprovalRow(
         eq(approvals.status, 'pending'),
         sql`${approvals.expiresAt} > ${d.now}`,
         sql`${approvals.requestedBy} <> ${d.decidedBy}`,
+        // The signer was listed in this version: no newer one may have replaced the approvers meanwhile.
+        ...(signed === undefined
+          ? []
+          : [
+              sql`not exists (select 1 from ${toolCatalogs} where ${toolCatalogs.tenantId} = ${tenantId} and ${toolCatalogs.version} > ${signed.listedIn})`,
+            ]),
       ),
     )
     .returning();
   return row;
 }
 
-export async function listApprovals(db: Db, tenantId: string, status?: ApprovalStatusColumn, limit = 100): Promise<ApprovalRow[]> {
+/** A decision signed by an approver DID: its record, its jti, and the tool-document version that listed the signer. */
+export interface SignedDecision {
+  readonly jws: string;
+  readonly jti: string;
+  readonly listedIn: number;
+}
+
+export async function listApprovals(db: Db, tenantId: string, status?: ApprovalStatus, limit = 100): Promise<ApprovalRow[]> {
   return db
     .select()
     .from(approvals)
@@ -107,7 +139,7 @@ export async function decideGrantRow(
   db: Db,
   tenantId: string,
   hash: string,
-  outcome: 'approved' | 'rejected',
+  outcome: DecisionOutcome,
   d: { decidedBy: string; actor: string; reason: string; now: number },
 ): Promise<GrantRow | undefined> {
   const [row] = await db

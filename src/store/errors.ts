@@ -1,3 +1,5 @@
+import { BatonError } from '../protocol/errors.js';
+
 // Drizzle wraps driver errors in DrizzleQueryError; the SQLSTATE and the
 // constraint name live on the cause, under different names per driver
 // (postgres.js: constraint_name, PGlite: constraint). This reads either.
@@ -28,6 +30,22 @@ export function pgError(err: unknown): PgErrorInfo | undefined {
   }
   return undefined;
 }
+
+/**
+ * Runs a write that names a tenant. A foreign-key violation there means the
+ * tenant does not exist (it was never created, or was deleted meanwhile):
+ * NOT_FOUND, worded like every other unknown tenant.
+ */
+export async function inExistingTenant<T>(write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (err) {
+    if (pgError(err)?.code === PG_FOREIGN_KEY_VIOLATION) throw new BatonError('NOT_FOUND', { message: UNKNOWN_TENANT });
+    throw err;
+  }
+}
+
+export const UNKNOWN_TENANT = 'No tenant has this id.';
 
 export function isUniqueViolation(err: unknown, constraint?: string): boolean {
   const p = pgError(err);

@@ -1,5 +1,5 @@
 /**
- * Reads over allowed invocations, recorded denials and the receipts and
+ * Reads over allowed invocations, recorded denials and the service receipts and
  * actuals attached to them. Every query is scoped by tenant.
  */
 import { and, asc, desc, eq, inArray, sql } from 'drizzle-orm';
@@ -34,7 +34,7 @@ export async function actualsOf(db: Db, tenantId: string, jtis: readonly string[
   return new Map(found.map((a) => [a.jti, a]));
 }
 
-export { firstReceipts, type ReceiptRef } from './receipts.js';
+export { firstServiceReceipts, type ServiceReceiptRef } from './service-receipts.js';
 
 /**
  * Keyset position: created_at with its full microsecond precision (as UTC
@@ -71,4 +71,113 @@ export async function invocationsThrough(
     .orderBy(desc(invocations.createdAt), desc(invocations.jti))
     .limit(limit + 1);
   return found.map((f) => ({ ...f.row, key: { createdAt: f.createdAtText, jti: f.row.jti } }));
+}
+
+/** Filters of the decision list (GET /v1/invocations); every one optional, all combined with AND. */
+export interface DecisionFilter {
+  /** Only decisions whose chain passes through this DR (its whole subtree). */
+  readonly dr?: string | undefined;
+  /** Only allowed invocations of this tool (a denial stores no tool). */
+  readonly tool?: string | undefined;
+  readonly outcome?: 'allowed' | 'denied' | undefined;
+  /** Only denials with this code, as their code or the code of one of their violations. */
+  readonly code?: string | undefined;
+  /** created_at >= since. */
+  readonly since?: Date | undefined;
+  /** created_at < until. */
+  readonly until?: Date | undefined;
+}
+
+/**
+ * Keyset position in the decision list, newest first: created_at (exact to
+ * the microsecond, as text), then 'a' (allowed invocation) or 'd' (denial),
+ * then the jti or the denial id as 20 zero-padded digits. Every part is
+ * fixed-format text, so the order is the plain comparison of the triple.
+ */
+export interface DecisionKey {
+  readonly createdAt: string;
+  readonly source: 'a' | 'd';
+  readonly id: string;
+}
+
+export type DecisionRow =
+  | { readonly kind: 'allowed'; readonly row: Invocation; readonly key: DecisionKey }
+  | { readonly kind: 'denied'; readonly row: Denial; readonly key: DecisionKey };
+
+const denialCreatedAtText = sql<string>`to_char(${denials.createdAt} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
+const denialIdText = sql<string>`lpad(${denials.id}::text, 20, '0')`;
+/** jtis compared byte by byte (collation "C"), the order the merge in JS uses; a locale collation would differ. */
+const jtiBytes = sql`${invocations.jti} collate "C"`;
+
+export function compareDecisionKeys(a: DecisionKey, b: DecisionKey): number {
+  for (const part of ['createdAt', 'source', 'id'] as const) {
+    if (a[part] !== b[part]) return a[part] < b[part] ? -1 : 1;
+  }
+  return 0;
+}
+
+/**
+ * One page of the tenant's verify decisions (allowed invocations and
+ * recorded denials) matching `filter`, newest first, strictly after `after`.
+ * Each table is read up to limit + 1 rows past the cursor under the same
+ * filters and the two are merged, so the page is exactly the first limit + 1
+ * of the filtered union: no row is skipped or repeated across pages.
+ */
+export async function listDecisions(
+  db: Db,
+  tenantId: string,
+  filter: DecisionFilter,
+  after: DecisionKey | null,
+  limit: number,
+): Promise<DecisionRow[]> {
+  const wantAllowed = filter.outcome !== 'denied' && filter.code === undefined;
+  const wantDenied = filter.outcome !== 'allowed' && filter.tool === undefined;
+
+  const allowed = async (): Promise<DecisionRow[]> => {
+    if (!wantAllowed) return [];
+    const where = [eq(invocations.tenantId, tenantId)];
+    if (filter.dr !== undefined) where.push(sql`${invocations.drChain} @> array[${filter.dr}]::text[]`);
+    if (filter.tool !== undefined) where.push(eq(invocations.tool, filter.tool));
+    if (filter.since !== undefined) where.push(sql`${invocations.createdAt} >= ${filter.since.toISOString()}::timestamptz`);
+    if (filter.until !== undefined) where.push(sql`${invocations.createdAt} < ${filter.until.toISOString()}::timestamptz`);
+    if (after) {
+      where.push(
+        sql`(${invocations.createdAt}, 'a'::text, ${jtiBytes}) < (${after.createdAt}::timestamptz, ${after.source}::text, ${after.id}::text collate "C")`,
+      );
+    }
+    const found = await db
+      .select({ row: invocations, createdAtText })
+      .from(invocations)
+      .where(and(...where))
+      .orderBy(desc(invocations.createdAt), sql`${jtiBytes} desc`)
+      .limit(limit + 1);
+    return found.map((f) => ({ kind: 'allowed', row: f.row, key: { createdAt: f.createdAtText, source: 'a', id: f.row.jti } }));
+  };
+
+  const denied = async (): Promise<DecisionRow[]> => {
+    if (!wantDenied) return [];
+    const where = [eq(denials.tenantId, tenantId)];
+    if (filter.dr !== undefined) where.push(sql`${denials.drChain} @> array[${filter.dr}]::text[]`);
+    // The denial's code, or the code of one of its violations (POLICY_VIOLATION lists TOOL_NOT_ALLOWED, ...).
+    if (filter.code !== undefined) {
+      where.push(sql`(${denials.code} = ${filter.code} or ${denials.violations} @> ${JSON.stringify([{ code: filter.code }])}::jsonb)`);
+    }
+    if (filter.since !== undefined) where.push(sql`${denials.createdAt} >= ${filter.since.toISOString()}::timestamptz`);
+    if (filter.until !== undefined) where.push(sql`${denials.createdAt} < ${filter.until.toISOString()}::timestamptz`);
+    if (after) {
+      where.push(
+        sql`(${denials.createdAt}, 'd'::text, ${denialIdText} collate "C") < (${after.createdAt}::timestamptz, ${after.source}::text, ${after.id}::text collate "C")`,
+      );
+    }
+    const found = await db
+      .select({ row: denials, createdAtText: denialCreatedAtText, idText: denialIdText })
+      .from(denials)
+      .where(and(...where))
+      .orderBy(desc(denials.createdAt), desc(denials.id))
+      .limit(limit + 1);
+    return found.map((f) => ({ kind: 'denied', row: f.row, key: { createdAt: f.createdAtText, source: 'd', id: f.idText } }));
+  };
+
+  const [a, d] = await Promise.all([allowed(), denied()]);
+  return [...a, ...d].sort((x, y) => compareDecisionKeys(y.key, x.key)).slice(0, limit + 1);
 }

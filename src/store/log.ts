@@ -1,10 +1,10 @@
 // Queries for the transparency log (schema/log.ts). Leaves, hashes,
 // checkpoints and cosignatures are append-only; only the pending queue
 // loses rows, when the integrator has turned them into leaves.
-import { and, asc, desc, eq, gte, inArray, lt, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, gte, lt, sql } from 'drizzle-orm';
 import type { Db } from './db.js';
 import { rows } from './rows.js';
-import { logCheckpoints, logCosignatures, logHashes, logLeaves, logPending, receipts, type LogCheckpoint } from './schema/index.js';
+import { logCheckpoints, logCosignatures, logHashes, logLeaves, logPending, serviceReceipts, type LogCheckpoint } from './schema/index.js';
 
 /**
  * The advisory lock only the integrating node holds: a transaction-level
@@ -26,23 +26,59 @@ export async function tryIntegratorLock(tx: Db): Promise<boolean> {
 export interface PendingLeaf {
   readonly receiptId: number;
   readonly tenantId: string;
-  readonly queuedAt: Date;
-  /** null when the receipt row is gone (it never should be). */
+  /** null when the service receipt row is gone (it never should be). */
   readonly jws: string | null;
 }
 
-/** The oldest committed pending receipts, by receipt id. */
-export async function pendingLeaves(db: Db, limit: number): Promise<PendingLeaf[]> {
-  return db
-    .select({ receiptId: logPending.receiptId, tenantId: logPending.tenantId, queuedAt: logPending.createdAt, jws: receipts.jws })
-    .from(logPending)
-    .leftJoin(receipts, eq(receipts.id, logPending.receiptId))
-    .orderBy(asc(logPending.receiptId))
-    .limit(limit);
+/** A tenant's log as its latest checkpoint states it. */
+export interface LogHead {
+  readonly size: number;
+  readonly rootHex: string | null;
 }
 
-export async function removePending(db: Db, receiptIds: readonly number[]): Promise<void> {
-  if (receiptIds.length > 0) await db.delete(logPending).where(inArray(logPending.receiptId, [...receiptIds]));
+export type ClaimedRound =
+  { readonly locked: false } | { readonly locked: true; readonly pending: PendingLeaf[]; readonly heads: ReadonlyMap<string, LogHead> };
+
+/**
+ * Inside the round's transaction, in one statement: takes the integrator
+ * lock and, if it got it, reads the oldest committed pending service receipts (by
+ * receipt id) with the head of each of their tenants' logs. One round trip
+ * instead of three: under load every round trip of a round is lag.
+ */
+export async function claimPending(tx: Db, limit: number): Promise<ClaimedRound> {
+  const found = await rows<{
+    locked: boolean;
+    receipt_id: string | number | null;
+    tenant_id: string | null;
+    jws: string | null;
+    tree_size: string | number | null;
+    root_hex: string | null;
+  }>(
+    tx,
+    sql`with lock as materialized (select pg_try_advisory_xact_lock(${INTEGRATOR_LOCK_KEY.toString()}::bigint) as locked),
+      pend as materialized (
+        select p.receipt_id, p.tenant_id from log_pending p, lock where lock.locked order by p.receipt_id limit ${limit}),
+      heads as (
+        select t.tenant_id, c.tree_size, encode(c.root_hash, 'hex') as root_hex
+        from (select distinct tenant_id from pend) t
+        left join lateral (
+          select tree_size, root_hash from log_checkpoints c where c.tenant_id = t.tenant_id order by tree_size desc limit 1) c on true)
+      select lock.locked, pend.receipt_id::text as receipt_id, pend.tenant_id, r.jws, heads.tree_size::text as tree_size, heads.root_hex
+      from lock
+      left join pend on true
+      left join receipts r on r.id = pend.receipt_id
+      left join heads on heads.tenant_id = pend.tenant_id
+      order by pend.receipt_id`,
+  );
+  if (found[0]?.locked !== true) return { locked: false };
+  const pending: PendingLeaf[] = [];
+  const heads = new Map<string, LogHead>();
+  for (const r of found) {
+    if (r.receipt_id === null || r.tenant_id === null) continue;
+    pending.push({ receiptId: Number(r.receipt_id), tenantId: r.tenant_id, jws: r.jws });
+    heads.set(r.tenant_id, { size: r.tree_size === null ? 0 : Number(r.tree_size), rootHex: r.root_hex });
+  }
+  return { locked: true, pending, heads };
 }
 
 export async function countPending(db: Db): Promise<number> {
@@ -97,46 +133,72 @@ export interface NewLeaf {
   readonly leafIndex: number;
   readonly receiptId: number;
   readonly leafHash: Uint8Array;
-  readonly queuedAt: Date;
-  readonly integratedAt: Date;
 }
 
-const INSERT_CHUNK = 1000;
+const hexOf = (b: Uint8Array) => Buffer.from(b).toString('hex');
 
-async function insertInChunks<T>(items: readonly T[], insert: (chunk: T[]) => Promise<unknown>): Promise<void> {
-  for (let i = 0; i < items.length; i += INSERT_CHUNK) await insert(items.slice(i, i + INSERT_CHUNK));
-}
-
-/** Appends one integration round of a tenant: leaves, completed tile hashes and the signed checkpoint. */
-export async function appendToLog(
-  db: Db,
+/**
+ * Writes one integration round in one statement: the leaves (queued_at
+ * from their pending rows, integrated_at the time of this write), the
+ * completed tile hashes, the signed checkpoints, and the removal of every
+ * claimed pending row (`claimed`: also those with no receipt left). Throws,
+ * rolling the round back, unless every leaf found its pending row.
+ */
+export async function appendRound(
+  tx: Db,
   round: {
     leaves: readonly NewLeaf[];
     hashes: readonly { tenantId: string; level: number; hashIndex: number; hash: Uint8Array }[];
-    checkpoint: { tenantId: string; treeSize: number; rootHash: Uint8Array; note: string };
+    checkpoints: readonly { tenantId: string; treeSize: number; rootHash: Uint8Array; note: string }[];
+    claimed: readonly number[];
   },
 ): Promise<void> {
-  await insertInChunks(round.leaves, (chunk) => db.insert(logLeaves).values(chunk));
-  await insertInChunks(round.hashes, (chunk) => db.insert(logHashes).values(chunk));
-  await db.insert(logCheckpoints).values(round.checkpoint);
+  const leaves = JSON.stringify(round.leaves.map((l) => [l.tenantId, l.leafIndex, l.receiptId, hexOf(l.leafHash)]));
+  const hashes = JSON.stringify(round.hashes.map((h) => [h.tenantId, h.level, h.hashIndex, hexOf(h.hash)]));
+  const checkpoints = JSON.stringify(round.checkpoints.map((c) => [c.tenantId, c.treeSize, hexOf(c.rootHash), c.note]));
+  const [written] = await rows<{ leaves: number; removed: number }>(
+    tx,
+    sql`with
+      l as (
+        insert into log_leaves (tenant_id, leaf_index, receipt_id, leaf_hash, queued_at, integrated_at)
+        select x->>0, (x->>1)::bigint, (x->>2)::bigint, decode(x->>3, 'hex'), p.created_at, clock_timestamp()
+        from jsonb_array_elements(${leaves}::jsonb) x join log_pending p on p.receipt_id = (x->>2)::bigint
+        returning 1),
+      h as (
+        insert into log_hashes (tenant_id, level, hash_index, hash)
+        select x->>0, (x->>1)::int, (x->>2)::bigint, decode(x->>3, 'hex') from jsonb_array_elements(${hashes}::jsonb) x
+        returning 1),
+      c as (
+        insert into log_checkpoints (tenant_id, tree_size, root_hash, note)
+        select x->>0, (x->>1)::bigint, decode(x->>2, 'hex'), x->>3 from jsonb_array_elements(${checkpoints}::jsonb) x
+        returning 1),
+      d as (
+        delete from log_pending where receipt_id in (select v::bigint from jsonb_array_elements_text(${JSON.stringify(round.claimed)}::jsonb) v)
+        returning 1)
+      select (select count(*) from l)::int as leaves, (select count(*) from d)::int as removed`,
+  );
+  if (Number(written?.leaves) !== round.leaves.length)
+    throw new Error(
+      `the log round wrote ${String(written?.leaves)} of ${round.leaves.length} leaves: a pending row vanished under the lock`,
+    );
 }
 
-/** Where a receipt of the tenant sits in its log, or undefined (another tenant's, unknown, or still pending). */
-export async function leafOfReceipt(
+/** Where a service receipt of the tenant sits in its log, or undefined (another tenant's, unknown, or still pending). */
+export async function leafOfServiceReceipt(
   db: Db,
   tenantId: string,
   receiptId: number,
 ): Promise<{ leafIndex: number; jws: string | null } | undefined> {
   const [row] = await db
-    .select({ leafIndex: logLeaves.leafIndex, jws: receipts.jws })
+    .select({ leafIndex: logLeaves.leafIndex, jws: serviceReceipts.jws })
     .from(logLeaves)
-    .leftJoin(receipts, eq(receipts.id, logLeaves.receiptId))
+    .leftJoin(serviceReceipts, eq(serviceReceipts.id, logLeaves.receiptId))
     .where(and(eq(logLeaves.tenantId, tenantId), eq(logLeaves.receiptId, receiptId)))
     .limit(1);
   return row;
 }
 
-/** Whether the tenant has this receipt queued, not yet integrated. */
+/** Whether the tenant has this service receipt queued, not yet integrated. */
 export async function isPending(db: Db, tenantId: string, receiptId: number): Promise<boolean> {
   const [row] = await db
     .select({ id: logPending.receiptId })
@@ -146,7 +208,7 @@ export async function isPending(db: Db, tenantId: string, receiptId: number): Pr
   return row !== undefined;
 }
 
-/** The entries (receipt JWS) of leaves [from, to), in order; jws null where the receipt row is gone. */
+/** The entries (service receipt JWS) of leaves [from, to), in order; jws null where the service receipt row is gone. */
 export async function entriesAt(
   db: Db,
   tenantId: string,
@@ -154,9 +216,9 @@ export async function entriesAt(
   to: number,
 ): Promise<{ leafIndex: number; receiptId: number; jws: string | null }[]> {
   return db
-    .select({ leafIndex: logLeaves.leafIndex, receiptId: logLeaves.receiptId, jws: receipts.jws })
+    .select({ leafIndex: logLeaves.leafIndex, receiptId: logLeaves.receiptId, jws: serviceReceipts.jws })
     .from(logLeaves)
-    .leftJoin(receipts, eq(receipts.id, logLeaves.receiptId))
+    .leftJoin(serviceReceipts, eq(serviceReceipts.id, logLeaves.receiptId))
     .where(and(eq(logLeaves.tenantId, tenantId), gte(logLeaves.leafIndex, from), lt(logLeaves.leafIndex, to)))
     .orderBy(asc(logLeaves.leafIndex));
 }
@@ -178,13 +240,4 @@ export async function insertCosignature(
 ): Promise<boolean> {
   const inserted = await db.insert(logCosignatures).values(row).onConflictDoNothing().returning({ size: logCosignatures.treeSize });
   return inserted.length > 0;
-}
-
-/** Commit-to-inclusion lag of leaves integrated since `since`, in milliseconds, for the bench. */
-export async function inclusionLagsMs(db: Db, since: Date): Promise<number[]> {
-  const found = await db
-    .select({ ms: sql<number>`(extract(epoch from (${logLeaves.integratedAt} - ${logLeaves.queuedAt})) * 1000)::float8` })
-    .from(logLeaves)
-    .where(gte(logLeaves.integratedAt, since));
-  return found.map((r) => Number(r.ms));
 }

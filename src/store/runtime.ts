@@ -9,7 +9,7 @@
  * revoked), detects a replay or a retry, and checks the call and budget
  * ceilings under row locks; only when all hold does it insert the invocation
  * (its jti is the primary key, so a replay cannot insert twice), increment
- * the counted DRs and store the allow's receipt, in the transaction of the
+ * the counted DRs and store the allow's service receipt, in the transaction of the
  * batch. A refusal writes nothing. The function text explains the lock order.
  *
  * It is called with a fixed SQL text through the driver (prepared once per
@@ -18,7 +18,8 @@
 import { and, eq, inArray } from 'drizzle-orm';
 import type { RecordHash } from '../protocol/hash.js';
 import type { Db, RawQuery } from './db.js';
-import { delegations, invocations, type ReceiptKind } from './schema/index.js';
+import type { ServiceReceiptKind } from '../protocol/lists.js';
+import { delegations, invocations } from './schema/index.js';
 import { verifyBatcherOf } from './verify-batch.js';
 
 export interface ChainRuntimeState {
@@ -49,9 +50,9 @@ export type CountOutcome =
   | {
       readonly ok: true;
       readonly state: readonly ChainRuntimeState[];
-      readonly receiptId?: number;
-      /** Set when the same key re-sent an invocation already allowed: its original receipt, nothing counted now. */
-      readonly retry?: { readonly receiptId: number; readonly kid: string; readonly jws: string } | true;
+      readonly serviceReceiptId?: number;
+      /** Set when the same key re-sent an invocation already allowed: its original service receipt, nothing counted now. */
+      readonly retry?: { readonly serviceReceiptId: number; readonly kid: string; readonly jws: string } | true;
     }
   | { readonly ok: false; readonly reason: 'REPLAY_DETECTED' | 'UNTRUSTED_ROOT' }
   /** The caller's API key was revoked since it was cached: a 401, nothing recorded. */
@@ -61,10 +62,10 @@ export type CountOutcome =
       readonly ok: false;
       readonly reason: 'CALLS_EXHAUSTED' | 'BUDGET_EXHAUSTED';
       readonly state: ChainRuntimeState;
-      /** Set when the refusal was predicted and stored by the statement itself: its receipt. */
-      readonly deniedReceiptId?: number;
+      /** Set when the refusal was predicted and stored by the statement itself: its service receipt. */
+      readonly deniedServiceReceiptId?: number;
     }
-  /** A refusal was predicted, so no allow receipt was signed, but the invocation would be allowed: sign one and ask again. */
+  /** A refusal was predicted, so no allow service receipt was signed, but the invocation would be allowed: sign one and ask again. */
   | { readonly ok: false; readonly reason: 'UNPREDICTED' }
   | { readonly ok: false; readonly reason: 'BUNDLE_INCOMPLETE'; readonly hash: string }
   /** Refused by the tool gate inside the statement (see ToolGateRefusal). */
@@ -81,6 +82,8 @@ export interface ToolGateParams {
   /** Approval to spend, and the call's binding. */
   readonly a: string | null;
   readonly b: string | null;
+  /** Check cost calibration (0010): refuse COST_CALIBRATION_FLAGGED when a DR's metered cost is above r × declared over ≥ m metered calls. */
+  readonly cc?: { readonly r: number; readonly m: number } | null;
 }
 
 /** baton_tool_gate's refusal: o = code; v = current version; h = pending DR; a = approval id; t/rl = tool and rate. */
@@ -93,7 +96,8 @@ export interface ToolGateRefusal {
     | 'APPROVAL_EXPIRED'
     | 'APPROVAL_USED'
     | 'APPROVAL_MISMATCH'
-    | 'TOOL_RATE_LIMITED';
+    | 'TOOL_RATE_LIMITED'
+    | 'COST_CALIBRATION_FLAGGED';
   readonly v?: number;
   readonly h?: string;
   readonly a?: string;
@@ -146,14 +150,14 @@ interface BlockedAnswer {
   readonly denied?: { readonly o: string; readonly rid?: number | string };
 }
 
-/** A block-G refusal predicted from a fact that never reverts (a DR's max_calls used up), with its receipt signed in advance. */
+/** A block-G refusal predicted from a fact that never reverts (a DR's max_calls used up), with its service receipt signed in advance. */
 export interface PredictedDenial {
   readonly code: 'CALLS_EXHAUSTED';
   /** The DR predicted to refuse. */
   readonly hash: string;
   /** The violations to store; the statement sets the first one's `actual` to the calls_used it saw. */
   readonly violations: unknown;
-  readonly receipt: { readonly jws: string; readonly kid: string };
+  readonly serviceReceipt: { readonly jws: string; readonly kid: string };
 }
 
 /**
@@ -165,10 +169,10 @@ export async function countCallsAtomically(
   inv: InvocationToCount,
   /**
    * Signed before the statement, stored by it: an allow is never committed
-   * without its receipt. Null with a predicted refusal (an allow then
+   * without its service receipt. Null with a predicted refusal (an allow then
    * answers UNPREDICTED).
    */
-  receipt: { kind: ReceiptKind; jws: string; kid: string } | null,
+  serviceReceipt: { kind: ServiceReceiptKind; jws: string; kid: string } | null,
   /** The chain's immutable limits (from a cache or a read); counters come from the statement. */
   limits: readonly ChainLimits[],
   /** Root of the chain, re-checked as trusted by the statement. */
@@ -191,8 +195,8 @@ export async function countCallsAtomically(
       jws: inv.jws,
       tool: inv.tool,
       est: inv.estimatedMicros,
-      rjws: receipt?.jws ?? null,
-      rkid: receipt?.kid ?? predicted?.receipt.kid ?? '',
+      rjws: serviceReceipt?.jws ?? null,
+      rkid: serviceReceipt?.kid ?? predicted?.serviceReceipt.kid ?? '',
       ...(gate === null ? {} : { gate: { ...gate } }),
       ...(predicted
         ? {
@@ -200,8 +204,8 @@ export async function countCallsAtomically(
               code: predicted.code,
               h: predicted.hash,
               v: predicted.violations,
-              rjws: predicted.receipt.jws,
-              rkid: predicted.receipt.kid,
+              rjws: predicted.serviceReceipt.jws,
+              rkid: predicted.serviceReceipt.kid,
             },
           }
         : {}),
@@ -216,16 +220,16 @@ export async function countCallsAtomically(
       .sort((a, b) => a.depth - b.depth);
   switch (answer.o) {
     case 'ALLOWED':
-      return { ok: true, state: stateOf(answer.s), receiptId: Number(answer.rid) };
+      return { ok: true, state: stateOf(answer.s), serviceReceiptId: Number(answer.rid) };
     case 'RETRY':
-      return { ok: true, state: stateOf(answer.s), retry: { receiptId: Number(answer.rid), kid: answer.kid!, jws: answer.jws! } };
+      return { ok: true, state: stateOf(answer.s), retry: { serviceReceiptId: Number(answer.rid), kid: answer.kid!, jws: answer.jws! } };
     case 'CALLS_EXHAUSTED':
     case 'BUDGET_EXHAUSTED':
       return {
         ok: false,
         reason: answer.o,
         state: { ...limitsOf(answer.h), revoked: false, callsUsed: Number(answer.c), spendReservedMicros: Number(answer.sp) },
-        ...(answer.denied?.o === 'DENIED' ? { deniedReceiptId: Number(answer.denied.rid) } : {}),
+        ...(answer.denied?.o === 'DENIED' ? { deniedServiceReceiptId: Number(answer.denied.rid) } : {}),
       };
     case 'RECEIPT_REVOKED':
     case 'BUNDLE_INCOMPLETE':
@@ -250,11 +254,11 @@ export interface DenialToRecord {
   readonly drChain: readonly string[];
   readonly violations: unknown;
   /** The receipt's subject, kid and JWS (signed before the statement). */
-  readonly receipt: { readonly subject: string; readonly jws: string; readonly kid: string };
+  readonly serviceReceipt: { readonly subject: string; readonly jws: string; readonly kid: string };
 }
 
 /**
- * Stores a refusal and its receipt in one statement. Returns the receipt's
+ * Stores a refusal and its service receipt in one statement. Returns the receipt's
  * id, or null (and stores nothing) when the API key was revoked since it was
  * cached.
  */
@@ -270,9 +274,9 @@ export async function recordDenial(query: RawQuery, d: DenialToRecord, deadline:
       block: d.block,
       chain: d.drChain,
       v: d.violations,
-      subj: d.receipt.subject,
-      rjws: d.receipt.jws,
-      rkid: d.receipt.kid,
+      subj: d.serviceReceipt.subject,
+      rjws: d.serviceReceipt.jws,
+      rkid: d.serviceReceipt.kid,
     },
     deadline,
   );

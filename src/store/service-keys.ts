@@ -1,9 +1,10 @@
-// Queries for the keys the service itself holds: its receipt-signing keys
+// Queries for the keys the service itself holds: its service-receipt signing keys
 // (service_keys) and the tenants' custodial root keys (custodial_keys).
 // Seeds are only ever stored sealed (src/service/secrets.ts); nothing here
 // sees plaintext.
 import { and, asc, desc, eq, isNull } from 'drizzle-orm';
 import type { Db } from './db.js';
+import { inExistingTenant } from './errors.js';
 import { custodialKeys, serviceKeys, trustedRoots, type CustodialKey, type ServiceKey } from './schema/index.js';
 
 /** The one active (not retired) signing key, if any. */
@@ -61,7 +62,9 @@ export async function insertCustodialKeyIfAbsent(
   db: Db,
   row: { tenantId: string; did: string; encryptedSeed: string },
 ): Promise<CustodialKey | undefined> {
-  const [inserted] = await db.insert(custodialKeys).values(row).onConflictDoNothing({ target: custodialKeys.tenantId }).returning();
+  const [inserted] = await inExistingTenant(() =>
+    db.insert(custodialKeys).values(row).onConflictDoNothing({ target: custodialKeys.tenantId }).returning(),
+  );
   return inserted;
 }
 

@@ -2,9 +2,10 @@
 // refuses UPDATE and DELETE): publishing inserts the next version, and the
 // primary key (tenant, version) makes two concurrent publishers on the same
 // base collide instead of both succeeding.
-import { and, desc, eq } from 'drizzle-orm';
+import { and, desc, eq, inArray, sql } from 'drizzle-orm';
 import type { Db } from './db.js';
-import { toolCatalogs } from './schema/index.js';
+import { inExistingTenant } from './errors.js';
+import { drCostCalibration, toolCatalogs } from './schema/index.js';
 
 export interface StoredToolDocument {
   readonly version: number;
@@ -57,9 +58,41 @@ export async function listToolDocumentVersions(db: Db, tenantId: string): Promis
 }
 
 /** Inserts a new version; a unique violation means someone published on the same base first. */
+/** Stores one version; false when the tenant already has that version (another publish won), NOT_FOUND for an unknown tenant. */
 export async function insertToolDocument(
   db: Db,
   row: { tenantId: string; version: number; document: unknown; hash: string; createdBy: string },
-): Promise<void> {
-  await db.insert(toolCatalogs).values(row);
+): Promise<boolean> {
+  const stored = await inExistingTenant(() =>
+    db.insert(toolCatalogs).values(row).onConflictDoNothing().returning({ version: toolCatalogs.version }),
+  );
+  return stored.length === 1;
+}
+
+/**
+ * The first delegation of `chain` flagged for cost calibration, or null: over
+ * at least `minMetered` metered invocations through it, metered cost above
+ * `ratioAbove` times what was declared for them. The same test as inside the
+ * verify statement (baton_tool_gate, migration 0010), for dry runs and explain.
+ */
+export async function costCalibrationFlagged(
+  db: Db,
+  tenantId: string,
+  chain: readonly string[],
+  t: { readonly ratioAbove: number; readonly minMetered: number },
+): Promise<string | null> {
+  if (chain.length === 0) return null;
+  const [row] = await db
+    .select({ hash: drCostCalibration.drHash })
+    .from(drCostCalibration)
+    .where(
+      and(
+        eq(drCostCalibration.tenantId, tenantId),
+        inArray(drCostCalibration.drHash, [...chain]),
+        sql`${drCostCalibration.meteredInvocations} >= ${t.minMetered}`,
+        sql`${drCostCalibration.meteredMicros} > ${String(t.ratioAbove)}::numeric * ${drCostCalibration.declaredMicros}`,
+      ),
+    )
+    .limit(1);
+  return row?.hash ?? null;
 }

@@ -5,7 +5,7 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { integrateOnce } from '../../src/service/log-integrator.js';
 import { silentLogger } from '../../src/service/log.js';
-import { recordReceipt } from '../../src/service/receipts.js';
+import { recordServiceReceipt } from '../../src/service/service-receipts.js';
 import { startLiveService, type LiveService } from '../sdk/live-service.js';
 import { run, tempDir } from './helpers.js';
 
@@ -17,7 +17,7 @@ beforeAll(async () => {
   live = await startLiveService();
   A = ['--server', live.baseUrl, '--api-key', live.tenant.keys.audit];
   for (let i = 0; i < 40; i++) {
-    const r = await recordReceipt(live.svc.store.db, live.svc.deps.signer, {
+    const r = await recordServiceReceipt(live.svc.store.db, live.svc.deps.signer, {
       tenantId: live.tenant.id,
       kind: 'invocation.denied',
       subject: `inv:${i}`,
@@ -37,6 +37,7 @@ describe('baton audit', () => {
     const r = await run(['audit', '--help']);
     expect(r.code).toBe(0);
     expect(r.out).toMatch(/recomputes the Merkle root/);
+    expect(r.out).toMatch(/re-verifies every decision's delegation chain/);
     expect((await run(['help'])).out + (await run(['--help'])).out).toMatch(/audit/);
   });
 
@@ -49,10 +50,13 @@ describe('baton audit', () => {
     expect(r.code, r.out + r.err).toBe(0);
     expect(r.out).toMatch(/^OK: log .*, 40 entries/);
     expect(r.err).toMatch(/audit: 40\/40 entries checked/);
+    expect(r.out).toMatch(/decisions checked +40/);
+    expect(r.out).toMatch(/not checked +revocation, call counters and spend budgets/);
+    expect(r.out).toMatch(/decision roots not checked for trust; pin them with --root/);
     expect(readFileSync(join(dir, 'cp.txt'), 'utf8')).toContain('\n40\n');
   });
 
-  it('reports a receipt deleted by a superuser behind the service (exit 1)', async () => {
+  it('reports a service receipt deleted by a superuser behind the service (exit 1)', async () => {
     const su = postgres(live.svc.url, { max: 1, onnotice: () => {} });
     try {
       await su.begin(async (tx) => {

@@ -150,13 +150,16 @@ describe('operator commands through the current context', () => {
     expect(id).toBeDefined();
     expect(secret).toMatch(/^bt_[A-Za-z0-9_-]{43}$/);
     // The new key works at once (audit scope reads receipts).
-    expect((await live.svc.call('GET', '/v1/receipts', { key: secret! })).status).toBe(200);
+    expect((await live.svc.call('GET', '/v1/service-receipts', { key: secret! })).status).toBe(200);
     const listed = ok(await run(['keys', 'list', '--tenant', tenant], env), 'keys list').out;
     expect(listed).toMatch(new RegExp(`^${id} {2}\\[verify,audit\\] {2}active`, 'm'));
     expect(listed).not.toContain(secret);
 
     ok(await run(['keys', 'revoke', id!], env), 'keys revoke');
-    expect((await live.svc.call('GET', '/v1/receipts', { key: secret! })).status).toBe(401);
+    // Every tenant scope the API takes, the CLI takes (approve included).
+    const approver = ok(await run(['keys', 'create', '--tenant', tenant, '--scopes', 'approve'], env), 'keys create approve');
+    expect(approver.out).toMatch(/CREATED: API key key_\S+/);
+    expect((await live.svc.call('GET', '/v1/service-receipts', { key: secret! })).status).toBe(401);
     expect(ok(await run(['keys', 'list', '--tenant', tenant], env), 'keys list').out).toMatch(new RegExp(`^${id} .* revoked `, 'm'));
   });
 
@@ -175,7 +178,7 @@ describe('operator commands through the current context', () => {
     const secret = /new key {14}(bt_\S+)/.exec(rotated)?.[1];
     expect(rotated).toMatch(/old key valid until {2}\d{4}-/);
     expect(secret).toMatch(/^bt_[A-Za-z0-9_-]{43}$/);
-    for (const key of [old.key, secret!]) expect((await live.svc.call('GET', '/v1/receipts', { key })).status).toBe(200);
+    for (const key of [old.key, secret!]) expect((await live.svc.call('GET', '/v1/service-receipts', { key })).status).toBe(200);
     const listed = ok(await run(['keys', 'list', '--tenant', live.tenant.id], env), 'keys list').out;
     expect(listed).toMatch(new RegExp(`^${id} .* active .*replaces ${old.id}$`, 'm'));
     expect(listed).toMatch(new RegExp(`^${old.id} .* expires \\d{4}-.* last used `, 'm'));

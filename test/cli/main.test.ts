@@ -15,7 +15,7 @@ const COMMANDS = [
   'chain',
   'check',
   'inspect',
-  'receipt',
+  'service-receipt',
   'context',
   'tenants',
   'keys',
@@ -39,6 +39,14 @@ describe('baton (top level)', () => {
     const r = await run(['frobnicate']);
     expect(r.code).toBe(2);
     expect(r.err).toContain('unknown command "frobnicate"');
+  });
+
+  it('the old short name of a renamed command suggests the new one', async () => {
+    for (const typed of ['receipt', 'receipts']) {
+      const r = await run([typed, 'verify', 'x.json']);
+      expect(r.code, typed).toBe(2);
+      expect(r.err, typed).toContain(`unknown command "${typed}" (did you mean "baton service-receipt"?)`);
+    }
   });
 
   it('every command has a --help with a usage line and its exit codes', async () => {

@@ -41,7 +41,7 @@ describe('baton report', () => {
       cost_usd: 0.1,
       source: 'harness-reported',
       declared_usd: 0.5,
-      receipt: { id: expect.any(Number) },
+      service_receipt: { id: expect.any(Number) },
     });
     const conflict = await run(['report', '--jti', jti, '--cost', '0.2', '--source', 'harness-reported', ...R]);
     expect(conflict.code).toBe(1);

@@ -25,9 +25,9 @@ describe('baton revoke', () => {
     const r = await run(['revoke', c.root.hash, '--reason', 'agent A compromised', ...S, '--api-key', live.tenant.keys.issue]);
     expect(r.code, r.err).toBe(0);
     expect(r.out).toMatch(/^REVOKED: sha256:/);
-    expect(r.out).toMatch(/reason {7}agent A compromised/);
-    expect(r.out).toMatch(/descendants {2}1 more delegation record/);
-    expect(r.out).toMatch(/receipt {6}#\d+/);
+    expect(r.out).toMatch(/reason {11}agent A compromised/);
+    expect(r.out).toMatch(/descendants {6}1 more delegation record/);
+    expect(r.out).toMatch(/service receipt {2}#\d+/);
     expect((await audit().getDelegation(c.sub.hash)).status).toBe('revoked');
 
     const again = await run(['revoke', c.root.hash, '--reason', 'again', ...S, '--api-key', live.tenant.keys.issue, '--json']);
@@ -52,7 +52,7 @@ describe('baton revoke', () => {
       BATON_API_KEY: live.tenant.keys.audit,
     });
     expect(r.code, r.err).toBe(0);
-    expect(r.out).toContain(`by           ${c.a.did}`);
+    expect(r.out).toContain(`by               ${c.a.did}`);
     expect(r.err).toMatch(/signing a revocation/);
     expect((await audit().getDelegation(c.sub.hash)).revoked_reason).toBe('no longer needed');
   });

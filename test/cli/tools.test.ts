@@ -5,7 +5,8 @@ import { generateKeyPair } from '../../src/sdk/keys.js';
 import { createInvocation, createRootDelegation, makeBundle } from '../../src/sdk/records.js';
 import { startLiveService, type LiveService } from '../sdk/live-service.js';
 import { tool } from '../support/tools.js';
-import { run } from './helpers.js';
+import { writeKeyFile } from '../sdk/chains.js';
+import { run, tempDir } from './helpers.js';
 
 let live: LiveService;
 let S: string[];
@@ -77,5 +78,37 @@ describe('baton tools / approvals', () => {
     const release = await run(['approvals', 'approve', wide.hash, '--actor', 'dana', '--reason', 'Reviewed.', ...S, '--api-key', approver]);
     expect(release.code, release.err).toBe(0);
     expect(release.out).toMatch(/^APPROVED: sha256:/);
+  });
+
+  it('approvals approve --sign-with: an approver DID the tenant lists decides without an API key', async () => {
+    const human = generateKeyPair();
+    const admin = new BatonClient({ baseUrl: live.baseUrl, apiKey: live.svc.adminKey });
+    const current = await new BatonClient({ baseUrl: live.baseUrl, apiKey: live.tenant.keys.verify }).tools.current();
+    await admin.tools.publish(live.tenant.id, {
+      base_version: current.version,
+      strict: true,
+      tools: current.tools,
+      approvers: [human.did],
+    });
+    const agent = generateKeyPair();
+    const root = createRootDelegation({
+      issuer: live.tenant.root,
+      audience: agent.did,
+      policy: { allowed_tools: ['crm_export'], max_cost_usd: 1, write_access: true },
+    });
+    const args = { tool: 'crm_export', estimated_cost_usd: 0.02, pii_access: false, write_access: true };
+    const verifier = new BatonClient({ baseUrl: live.baseUrl, apiKey: live.tenant.keys.verify });
+    const bundle = makeBundle(createInvocation({ chain: [root], invoker: agent, args, toolServer: 'mcp://crm' }), [root]);
+    const id = ((await verifier.verify(bundle)) as { approval?: { id: string } }).approval!.id;
+    const keyFile = writeKeyFile(tempDir(), human);
+    const withActor = await run(['approvals', 'approve', id, '--sign-with', keyFile, '--actor', 'x', '--reason', 'Agreed.', ...S]);
+    expect(withActor.code).toBe(2);
+    const ok = await run(['approvals', 'approve', id, '--sign-with', keyFile, '--reason', 'Agreed.', ...S]);
+    expect(ok.code, ok.err).toBe(0);
+    expect(ok.out.trim()).toBe(`APPROVED: ${id} by ${human.did} (signed): Agreed.`);
+    expect((await verifier.verify(bundle)).valid).toBe(true);
+    const outsider = writeKeyFile(tempDir(), generateKeyPair());
+    const refused = await run(['approvals', 'reject', id, '--sign-with', outsider, '--reason', 'No.', ...S]);
+    expect(refused.code).toBe(1);
   });
 });

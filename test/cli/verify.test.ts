@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { main } from '../../src/cli/main.js';
 import { encodeBase64url } from '../../src/protocol/base64url.js';
 import { utf8Encode } from '../../src/protocol/jcs.js';
-import { buildChain, T0 } from '../support/chain.js';
+import { buildChain, T0 } from '../support/fixtures.js';
 
 const fixture = JSON.parse(readFileSync(new URL('../vectors/drs-conformance/receipts/full-chain-bundle.json', import.meta.url), 'utf8'));
 const ALICE = fixture.keys.alice.did as string;

@@ -12,10 +12,12 @@ import YAML from 'yaml';
 import { WIRE_TYPES_FILE, wireTypesSource } from '../../scripts/wire-types.js';
 import { toYaml } from '../../src/api/yaml.js';
 import { ERROR_TABLE } from '../../src/protocol/errors.js';
+import { serviceErrorStatuses } from '../../src/service/error-status.js';
 import { apiDocument, generatedApiDocument } from '../../src/service/app.js';
 import { newRouter } from '../../src/service/router.js';
 import { startTestService, type TestService } from '../support/service.js';
-import { loadSpec, loadSpecText } from './spec.js';
+import { documentResolver, exampleFor } from '../../src/service/docs-examples.js';
+import { Contract, deref, loadSpec, loadSpecText } from './spec.js';
 
 describe('openapi.yaml is generated', () => {
   it('the checked-in file is what `npm run openapi` writes now (run it after changing a route)', () => {
@@ -110,8 +112,8 @@ describe('served documents', () => {
       }
     }
     for (const name of Object.keys(spec.components.schemas)) expect(html, name).toContain(`id="schema-${name}"`);
-    for (const [code, entry] of Object.entries(ERROR_TABLE)) {
-      expect(html, code).toContain(`<code>${code}</code></td><td>${entry.status}</td>`);
+    for (const [code, status] of serviceErrorStatuses()) {
+      expect(html, code).toContain(`<code>${code}</code></td><td>${status}</td>`);
     }
 
     // Nothing to fetch: no scripts, stylesheets, images, frames or remote URLs.
@@ -124,5 +126,62 @@ describe('served documents', () => {
     const targets = [...html.matchAll(/href="#([^"]+)"/g)].map((m) => m[1]!);
     expect(targets.length).toBeGreaterThan(50);
     expect(targets.filter((t) => !ids.has(t))).toEqual([]);
+  });
+});
+
+describe('docs page examples', () => {
+  const spec = loadSpec();
+  const contract = new Contract(spec);
+  const resolveRef = documentResolver(spec);
+  /** Every JSON request body and success response the page shows an example for. */
+  const shown = contract.operations.flatMap((o) => {
+    const out: { what: string; schema: unknown; requiredOnly: boolean }[] = [];
+    const body = o.op.requestBody ? deref(spec, o.op.requestBody) : undefined;
+    const reqSchema = body?.content?.['application/json']?.schema;
+    if (reqSchema) out.push({ what: `${o.id} request`, schema: reqSchema, requiredOnly: true });
+    for (const [status, raw] of Object.entries<unknown>(o.op.responses)) {
+      const schema = deref(spec, raw as never)?.content?.['application/json']?.schema;
+      if (status.startsWith('2') && schema) out.push({ what: `${o.id} ${status}`, schema, requiredOnly: false });
+    }
+    return out;
+  });
+
+  it('there is an example for every JSON request body and success response', () => {
+    expect(shown.length).toBeGreaterThan(40);
+    for (const { what, schema, requiredOnly } of shown) expect(exampleFor(schema, resolveRef, { requiredOnly }), what).toBeDefined();
+  });
+
+  it('every example is valid under the schema it illustrates (ajv strict, JSON Schema 2020-12)', () => {
+    const invalid = shown.flatMap(({ what, schema, requiredOnly }) => {
+      const validate = contract.compile(schema as never);
+      const example = exampleFor(schema, resolveRef, { requiredOnly });
+      return validate(example) ? [] : [`${what}: ${contract.ajv.errorsText(validate.errors)}\n  ${JSON.stringify(example).slice(0, 400)}`];
+    });
+    expect(invalid).toEqual([]);
+  });
+
+  it('the page shows them, and reads at 390 px: tables and examples scroll inside their box', async () => {
+    const { renderDocsPage } = await import('../../src/service/docs.routes.js');
+    const html = renderDocsPage(spec);
+    const requests = shown.filter((s) => s.what.endsWith(' request')).length;
+    expect(html.split('Example request').length - 1).toBe(requests);
+    expect(html).toContain('Example refusal');
+    const style = [...html.matchAll(/<style>([\s\S]*?)<\/style>/g)].map((m) => m[1]).join('');
+    // No fixed width wider than a phone; a narrow-screen rule lets wide tables scroll.
+    const widths = [...style.matchAll(/(?<!max-)(?<!min-)width:(\d+)px/g)].map((m) => Number(m[1]));
+    expect(widths.filter((w) => w > 390)).toEqual([]);
+    expect(style).toMatch(/@media \(max-width:\d+px\)\{[^@]*table\.props\{display:block;overflow-x:auto\}/);
+    expect(style).toMatch(/pre\{[^}]*overflow-x:auto/);
+    expect(html).toContain('<meta name="viewport" content="width=device-width, initial-scale=1">');
+  });
+
+  it('descriptions render as written: list items that wrap onto indented lines stay one item, **bold** is bold', async () => {
+    const { renderDocsPage } = await import('../../src/service/docs.routes.js');
+    const html = renderDocsPage(spec);
+    expect(html).toContain(
+      '<li><strong>Retry after a lost answer.</strong> The same invocation (same <code>jti</code> and same signed bytes) sent again',
+    );
+    expect(html).not.toMatch(/<p>[^<]*- \*\*/);
+    expect(html).not.toContain('**');
   });
 });

@@ -14,22 +14,23 @@
  *     scopes it accepts are exactly its documented x-baton-scopes.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ERROR_TABLE } from '../../src/protocol/errors.js';
+import { SERVICE_ERROR_CODES } from '../../src/protocol/errors.js';
 import { signJws } from '../../src/protocol/jws.js';
 import { encodeBase64url } from '../../src/protocol/base64url.js';
 import { utf8Encode } from '../../src/protocol/jcs.js';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
+import { createApprovalDecision } from '../../src/sdk/tools.js';
 import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
 import type { Policy } from '../../src/protocol/policy.js';
 import { createApp } from '../../src/service/app.js';
 import { freshDatabase } from '../setup/db.js';
 import { setupTenant, startTestService, type CallResult, type TestService, type TestTenant } from '../support/service.js';
-import { createSubDelegationUnchecked, SAFE_ARGS, T0 } from '../support/chain.js';
+import { createSubDelegationUnchecked, ARGS, T0, TOOL_SERVER } from '../support/fixtures.js';
 import { cosignatureSigner } from '../../src/protocol/cosignature.js';
 import { publicKeyFromSeed } from '../../src/protocol/ed25519.js';
 import { COSIGNATURE_V1, formatVerifierKey, parseNote, signNote, verifierKey } from '../../src/protocol/note.js';
 import { integrateOnce } from '../../src/service/log-integrator.js';
-import { recordReceipt } from '../../src/service/receipts.js';
+import { recordServiceReceipt } from '../../src/service/service-receipts.js';
 import { silentLogger } from '../../src/service/log.js';
 import { Contract, deref, honoPathToOpenApi, loadSpec, pointer, type Json } from './spec.js';
 
@@ -52,7 +53,6 @@ let downApp: App;
 let dropDown: () => Promise<void>;
 const problems: string[] = [];
 
-const TOOL_SERVER = 'mcp://tools.example.com';
 const OVERSIZE = JSON.stringify({ receipt: 'x'.repeat(300 * 1024) });
 const UNKNOWN_HASH = `sha256:${'0'.repeat(64)}`;
 
@@ -134,8 +134,8 @@ describe('openapi.yaml is a well-formed contract', () => {
     }
   });
 
-  it('the ErrorCode enum is exactly the codes of ERROR_TABLE', () => {
-    expect(contract.spec.components.schemas.ErrorCode.enum).toEqual(Object.keys(ERROR_TABLE));
+  it('the ErrorCode enum is exactly the service codes of ERROR_TABLE', () => {
+    expect(contract.spec.components.schemas.ErrorCode.enum).toEqual(SERVICE_ERROR_CODES);
   });
 
   it('path parameters match the path templates; every operation states its scopes and its 500', () => {
@@ -295,7 +295,7 @@ const tightPolicy: Policy = { allowed_tools: ['web_search'], max_cost_usd: 1, ma
 let root: SignedDelegation, mid: SignedDelegation, leaf: SignedDelegation, tight: SignedDelegation;
 let seq = 0;
 
-function invocation(chain: SignedDelegation[], invoker: KeyPair, args: Record<string, unknown> = SAFE_ARGS, jti = `inv:contract-${++seq}`) {
+function invocation(chain: SignedDelegation[], invoker: KeyPair, args: Record<string, unknown> = ARGS, jti = `inv:contract-${++seq}`) {
   return createInvocation({ chain, invoker, args, toolServer: TOOL_SERVER, iat: T0, jti });
 }
 
@@ -392,7 +392,7 @@ describe('(b) verify', () => {
     await api(
       'POST',
       '/v1/verify',
-      { key, json: { ...makeBundle(invocation([root, mid, leaf], C), [root, mid, leaf], 'reference'), dry_run: true, body: SAFE_ARGS } },
+      { key, json: { ...makeBundle(invocation([root, mid, leaf], C), [root, mid, leaf], 'reference'), dry_run: true, body: ARGS } },
       200,
     );
     // Through the tight leaf: NEAR_LIMIT warnings, then exhaustion.
@@ -414,7 +414,7 @@ describe('(b) verify', () => {
     const again = await api('POST', '/v1/verify', { key, json: makeBundle(first, [root, mid, leaf], 'reference') }, 200);
     expect(again.body.retry).toBe(true);
     // Another invocation reusing an allowed jti: a replay.
-    const reuse = invocation([root, mid, leaf], C, { ...SAFE_ARGS, estimated_cost_usd: 0.01 }, first.payload.jti);
+    const reuse = invocation([root, mid, leaf], C, { ...ARGS, estimated_cost_usd: 0.01 }, first.payload.jti);
     await api('POST', '/v1/verify', { key, json: makeBundle(reuse, [root, mid, leaf], 'reference') }, 403);
     // A malformed bundle is a block-A deny, not a 400.
     await api('POST', '/v1/verify', { key, json: { bundle_version: '4.0', invocation: 'garbage', receipts: [] } }, 403);
@@ -441,11 +441,11 @@ describe('(b) verify', () => {
     const key = tenant.keys.verify;
     const inv = invocation([root, mid, leaf], C);
     const header = encodeBase64url(utf8Encode(JSON.stringify(makeBundle(inv, [root, mid, leaf]))));
-    const ok = await api('POST', '/verify', { key, json: { body: SAFE_ARGS }, headers: { 'x-drs-bundle': header } }, 200);
+    const ok = await api('POST', '/verify', { key, json: { body: ARGS }, headers: { 'x-drs-bundle': header } }, 200);
     expect(ok.body.binding).toBe('match');
-    const reuse = invocation([root, mid, leaf], C, { ...SAFE_ARGS, estimated_cost_usd: 0.01 }, inv.payload.jti);
+    const reuse = invocation([root, mid, leaf], C, { ...ARGS, estimated_cost_usd: 0.01 }, inv.payload.jti);
     const replayHeader = encodeBase64url(utf8Encode(JSON.stringify(makeBundle(reuse, [root, mid, leaf]))));
-    await api('POST', '/verify', { key, json: { body: SAFE_ARGS }, headers: { 'x-drs-bundle': replayHeader } }, 403);
+    await api('POST', '/verify', { key, json: { body: ARGS }, headers: { 'x-drs-bundle': replayHeader } }, 403);
     await api('POST', '/verify', { key, json: {}, headers: { 'x-drs-bundle': '%%%' } }, 400);
     await api('POST', '/verify', { json: {}, headers: { 'x-drs-bundle': header } }, 401);
     const clash = createRootDelegation({
@@ -514,36 +514,49 @@ describe('(b) invocations and actuals', () => {
     await api('GET', base, { key, app: downApp }, 503);
   });
 
+  it('GET /v1/invocations', async () => {
+    const key = tenant.keys.audit;
+    const page = await api('GET', '/v1/invocations?limit=1', { key }, 200);
+    expect(page.body.next_cursor).toEqual(expect.any(String));
+    await api('GET', `/v1/invocations?limit=1&cursor=${encodeURIComponent(page.body.next_cursor)}`, { key }, 200);
+    await api('GET', `/v1/invocations?dr=${root.hash}&outcome=denied&since=2020-01-01T00:00:00Z`, { key }, 200);
+    await api('GET', `/v1/invocations?dr=${root.hash}&tool=web_search&until=2100-01-01T00:00:00Z`, { key }, 200);
+    await api('GET', '/v1/invocations?code=REPLAY_DETECTED&outcome=allowed', { key }, 400);
+    await api('GET', '/v1/invocations', {}, 401);
+    await api('GET', '/v1/invocations', { key: tenant.keys.verify }, 403);
+    await api('GET', '/v1/invocations', { key, app: downApp }, 503);
+  });
+
   it('usage on GET /v1/delegations/{hash} reflects the actuals', async () => {
     const r = await api('GET', `/v1/delegations/${leaf.hash}`, { key: tenant.keys.audit }, 200);
     expect(r.body.usage.metered_usd).toBe(0.4);
   });
 });
 
-describe('(b) receipts', () => {
-  it('GET /v1/receipts', async () => {
+describe('(b) service receipts', () => {
+  it('GET /v1/service-receipts', async () => {
     const key = tenant.keys.audit;
-    const page = await api('GET', '/v1/receipts?limit=3', { key }, 200);
+    const page = await api('GET', '/v1/service-receipts?limit=3', { key }, 200);
     expect(page.body.next_after).toEqual(expect.any(Number));
-    await api('GET', `/v1/receipts?after=${page.body.next_after}&limit=500`, { key }, 200);
-    await api('GET', '/v1/receipts?limit=0', { key }, 400);
-    await api('GET', '/v1/receipts', {}, 401);
-    await api('GET', '/v1/receipts', { key: tenant.keys.verify }, 403);
-    await api('GET', '/v1/receipts', { key, app: downApp }, 503);
+    await api('GET', `/v1/service-receipts?after=${page.body.next_after}&limit=500`, { key }, 200);
+    await api('GET', '/v1/service-receipts?limit=0', { key }, 400);
+    await api('GET', '/v1/service-receipts', {}, 401);
+    await api('GET', '/v1/service-receipts', { key: tenant.keys.verify }, 403);
+    await api('GET', '/v1/service-receipts', { key, app: downApp }, 503);
   });
 });
 
 describe('(b) transparency log', () => {
-  it('log, checkpoints, tiles, receipt proofs, consistency and cosignatures', async () => {
+  it('log, checkpoints, tiles, service receipt proofs, consistency and cosignatures', async () => {
     const key = tenant.keys.audit;
-    const { id: first } = await recordReceipt(svc.store.db, svc.deps.signer, {
+    const { id: first } = await recordServiceReceipt(svc.store.db, svc.deps.signer, {
       tenantId: tenant.id,
       kind: 'actual.recorded',
       subject: 'inv:contract-log',
       data: {},
       now: T0,
     });
-    await api('GET', `/v1/log/receipts/${first}/proof`, { key }, 404); // queued, not integrated yet
+    await api('GET', `/v1/log/service-receipts/${first}/proof`, { key }, 404); // queued, not integrated yet
     await integrateOnce({ store: svc.store, signer: svc.deps.signer, log: silentLogger, logName: svc.deps.config.tlogName });
     const size = (await api('GET', '/v1/log', { key }, 200)).body.tree_size as number;
     const note = (await api('GET', '/v1/log/checkpoint', { key }, 200)).body as string;
@@ -554,8 +567,8 @@ describe('(b) transparency log', () => {
     await api('GET', '/v1/log/tile/entries/000.p/1', { key }, 200);
     await api('GET', '/v1/log/tile/0/0', { key }, 400);
     await api('GET', '/v1/log/tile/3/000', { key }, 404);
-    await api('GET', `/v1/log/receipts/${first}/proof`, { key }, 200);
-    await api('GET', `/v1/log/receipts/${first}/proof?tree_size=x`, { key }, 400);
+    await api('GET', `/v1/log/service-receipts/${first}/proof`, { key }, 200);
+    await api('GET', `/v1/log/service-receipts/${first}/proof?tree_size=x`, { key }, 400);
     await api('GET', `/v1/log/consistency?from=1&to=${size}`, { key }, 200);
     await api('GET', '/v1/log/consistency?from=2&to=1', { key }, 400);
     await api('GET', `/v1/log/consistency?from=1&to=${size + 1000}`, { key }, 404);
@@ -586,7 +599,7 @@ describe('(b) transparency log', () => {
       '/v1/log/checkpoint',
       `/v1/log/checkpoints/${size}`,
       '/v1/log/tile/0/000.p/1',
-      `/v1/log/receipts/${first}/proof`,
+      `/v1/log/service-receipts/${first}/proof`,
       '/v1/log/consistency?from=1&to=1',
     ]) {
       await api('GET', path, {}, 401);
@@ -692,7 +705,8 @@ describe('(b) tools and approvals', () => {
       action_type: 'crm:export',
     };
     await api('GET', '/v1/tools', { key: other.keys.verify }, 404);
-    await api('POST', tools, { ...admin, json: { base_version: 0, strict: true, tools: [declared] } }, 201);
+    const human = generateKeyPair(); // an approver DID the tenant lists
+    await api('POST', tools, { ...admin, json: { base_version: 0, strict: true, tools: [declared], approvers: [human.did] } }, 201);
     await api('POST', tools, { ...admin, json: { base_version: 0, strict: true, tools: [] } }, 409);
     await api('POST', tools, { ...admin, json: { base_version: 1, strict: true, tools: [{ ...declared, name: '*' }] } }, 400);
     await api('POST', tools, { json: { base_version: 1, strict: true, tools: [] } }, 401);
@@ -750,6 +764,21 @@ describe('(b) tools and approvals', () => {
     await api('POST', '/v1/verify', { key: other.keys.verify, json: call() }, 200);
     const next = await api('POST', '/v1/verify', { key: other.keys.verify, json: call() }, 403);
     await api('POST', `/v1/approvals/${next.body.approval.id}/reject`, { ...approver, json: triple }, 200);
+
+    // Decided without a key by a record the approver DID signs.
+    const third = await api('POST', '/v1/verify', { key: other.keys.verify, json: call() }, 403);
+    const signedId = third.body.approval.id as string;
+    const signed = (signer: KeyPair) =>
+      createApprovalDecision({ signer, approvalId: signedId, decision: 'approve', reason: 'Agreed.', iat: svc.clock.now }).jws;
+    const at = `/v1/approvals/${signedId}/signed-decision`;
+    const good = signed(human);
+    await api('POST', at, { json: { signed_decision: 'not-a-jws' } }, 400);
+    await api('POST', at, { json: { signed_decision: `${good.slice(0, -4)}AAAA` } }, 403);
+    await api('POST', at, { json: { signed_decision: signed(generateKeyPair()) } }, 404);
+    await api('POST', at, { body: OVERSIZE }, 413);
+    await api('POST', at, { json: { signed_decision: good }, app: downApp }, 503);
+    await api('POST', at, { json: { signed_decision: good } }, 200);
+    await api('POST', at, { json: { signed_decision: good } }, 409);
 
     // A delegation whose tools together form the lethal trifecta is held for a human.
     const risky = [

@@ -77,6 +77,8 @@ export class Contract {
     // strict: unknown keywords, typos and ill-typed keywords in the spec fail compilation.
     this.ajv = new Ajv2020({ strict: true, allErrors: true, allowUnionTypes: true });
     addFormatsModule.default(this.ajv);
+    // OpenAPI 3.1's Schema Object allows `example` beside the JSON Schema keywords.
+    this.ajv.addKeyword('example');
     this.ajv.addSchema({
       $id: SCHEMA_ROOT,
       $defs: rewriteRefs(spec.components?.schemas ?? {}, (name) => `#/$defs/${name}`),

@@ -11,7 +11,7 @@ import { checkAttenuation, evaluateArgs, type Policy } from '../../src/protocol/
 import { signJws } from '../../src/protocol/jws.js';
 import { generateKeyPair } from '../../src/sdk/keys.js';
 import { createInvocation, makeBundle } from '../../src/sdk/records.js';
-import { buildChain, SAFE_ARGS, T0 } from '../support/chain.js';
+import { buildChain, ARGS, T0 } from '../support/fixtures.js';
 
 const TOOLS = ['web_search', 'file_read', 'delete_db'];
 
@@ -84,7 +84,7 @@ describe('verifyChain properties', () => {
             receipts.splice(m.i, 1);
             if (m.resignInvocation) {
               const kept = chain.drs.filter((_, k) => k !== m.i);
-              inv = createInvocation({ chain: kept, invoker: chain.invoker, args: SAFE_ARGS, toolServer: 't', iat: T0 }).jws;
+              inv = createInvocation({ chain: kept, invoker: chain.invoker, args: ARGS, toolServer: 't', iat: T0 }).jws;
             }
             break;
           }
@@ -117,7 +117,7 @@ describe('verifyChain properties', () => {
         const chain = buildChain(policies);
         const { invocation } = chain.invoke(args);
         const store = new Map(chain.drs.map((d) => [d.hash as string, d.jws]));
-        const opts = { now: T0 + 1, trustedRoots: [chain.keys[0]!.did], resolveReceipt: (h: string) => store.get(h) };
+        const opts = { now: T0 + 1, trustedRoots: [chain.keys[0]!.did], resolveDelegation: (h: string) => store.get(h) };
         const byValue = verifyChain(makeBundle(invocation, chain.drs), opts);
         const byRef = verifyChain(makeBundle(invocation, chain.drs, 'reference'), opts);
         expect(byRef.valid).toBe(byValue.valid);

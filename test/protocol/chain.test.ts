@@ -15,7 +15,7 @@ import { utf8Encode } from '../../src/protocol/jcs.js';
 import { signEd25519 } from '../../src/protocol/ed25519.js';
 import { generateKeyPair } from '../../src/sdk/keys.js';
 import { createInvocation, makeBundle } from '../../src/sdk/records.js';
-import { buildChain, createSubDelegationUnchecked, SAFE_ARGS, T0 } from '../support/chain.js';
+import { buildChain, createSubDelegationUnchecked, ARGS, T0 } from '../support/fixtures.js';
 
 const policy = { allowed_tools: ['web_search', 'file_read'], max_cost_usd: 10, pii_access: false, write_access: false };
 const narrower = { allowed_tools: ['web_search'], max_cost_usd: 5, pii_access: false, write_access: false };
@@ -61,7 +61,7 @@ describe('verifyChain: allow', () => {
     const { invocation } = chain.invoke();
     const byHash = new Map(chain.drs.map((d) => [d.hash, d.jws]));
     const cache = new DelegationCache();
-    const opts = { resolveReceipt: (h: string) => byHash.get(h as never), cache };
+    const opts = { resolveDelegation: (h: string) => byHash.get(h as never), cache };
     expect(verify(makeBundle(invocation, chain.drs, 'reference'), chain.keys[0]!.did, opts).valid).toBe(true);
     expect(cache.size).toBe(2);
     expect(verify(makeBundle(invocation, chain.drs, 'reference'), chain.keys[0]!.did, opts).valid).toBe(true);
@@ -143,16 +143,16 @@ describe('verifyChain: block B (linkage)', () => {
       { issuer: chain.keys[1]!, audience: chain.keys[1]!.did, policy: narrower },
       { prev_dr_hash: `sha256:${'0'.repeat(64)}` },
     );
-    const inv = createInvocation({ chain: [chain.drs[0]!, bad], invoker: chain.keys[1]!, args: SAFE_ARGS, toolServer: 't', iat: T0 });
+    const inv = createInvocation({ chain: [chain.drs[0]!, bad], invoker: chain.keys[1]!, args: ARGS, toolServer: 't', iat: T0 });
     expectDenied(verify(makeBundle(inv, [chain.drs[0]!, bad]), chain.keys[0]!.did), 'CHAIN_HASH_MISMATCH', 'B');
   });
   it('ISSUER_AUDIENCE_GAP when someone other than the holder sub-delegates or invokes', () => {
     const chain = buildChain([policy]);
     const mallory = generateKeyPair();
     const stolen = createSubDelegationUnchecked(chain.drs[0]!, { issuer: mallory, audience: mallory.did, policy: narrower });
-    const inv = createInvocation({ chain: [chain.drs[0]!, stolen], invoker: mallory, args: SAFE_ARGS, toolServer: 't', iat: T0 });
+    const inv = createInvocation({ chain: [chain.drs[0]!, stolen], invoker: mallory, args: ARGS, toolServer: 't', iat: T0 });
     expectDenied(verify(makeBundle(inv, [chain.drs[0]!, stolen]), chain.keys[0]!.did), 'ISSUER_AUDIENCE_GAP', 'B');
-    const direct = createInvocation({ chain: chain.drs, invoker: mallory, args: SAFE_ARGS, toolServer: 't', iat: T0 });
+    const direct = createInvocation({ chain: chain.drs, invoker: mallory, args: ARGS, toolServer: 't', iat: T0 });
     expectDenied(verify(makeBundle(direct, chain.drs), chain.keys[0]!.did), 'ISSUER_AUDIENCE_GAP', 'B');
   });
   it('SUBJECT_MISMATCH when sub changes along the chain', () => {
@@ -162,7 +162,7 @@ describe('verifyChain: block B (linkage)', () => {
       { issuer: chain.keys[1]!, audience: chain.keys[1]!.did, policy: narrower },
       { sub: generateKeyPair().did },
     );
-    const inv = createInvocation({ chain: [chain.drs[0]!, sub], invoker: chain.keys[1]!, args: SAFE_ARGS, toolServer: 't', iat: T0 });
+    const inv = createInvocation({ chain: [chain.drs[0]!, sub], invoker: chain.keys[1]!, args: ARGS, toolServer: 't', iat: T0 });
     expectDenied(verify(makeBundle(inv, [chain.drs[0]!, sub]), chain.keys[0]!.did), 'SUBJECT_MISMATCH', 'B');
   });
   it('DR_CHAIN_MISMATCH when receipts are reordered', () => {
@@ -179,7 +179,7 @@ describe('verifyChain: block B (linkage)', () => {
       { issuer: chain.keys[1]!, audience: chain.keys[1]!.did, policy: narrower },
       { cmd: '/admin' },
     );
-    const inv = createInvocation({ chain: [chain.drs[0]!, sub], invoker: chain.keys[1]!, args: SAFE_ARGS, toolServer: 't', iat: T0 });
+    const inv = createInvocation({ chain: [chain.drs[0]!, sub], invoker: chain.keys[1]!, args: ARGS, toolServer: 't', iat: T0 });
     expectDenied(verify(makeBundle(inv, [chain.drs[0]!, sub]), chain.keys[0]!.did), 'COMMAND_MISMATCH', 'B');
   });
 });
@@ -189,9 +189,7 @@ describe('verifyChain: block C (signatures, trust)', () => {
     const chain = buildChain([policy]);
     const { bundle, invocation } = chain.invoke();
     const tamperedPayload = encodeBase64url(
-      utf8Encode(
-        JSON.stringify({ ...invocation.payload, args: { ...SAFE_ARGS, tool: 'file_read' } }, Object.keys(invocation.payload).sort()),
-      ),
+      utf8Encode(JSON.stringify({ ...invocation.payload, args: { ...ARGS, tool: 'file_read' } }, Object.keys(invocation.payload).sort())),
     );
     const [h, , s] = bundle.invocation.split('.');
     const d = verify({ ...bundle, invocation: `${h}.${tamperedPayload}.${s}` }, chain.keys[0]!.did);
@@ -215,7 +213,7 @@ describe('verifyChain: block C (signatures, trust)', () => {
       drs_v: '4.0',
       drs_type: 'invocation-receipt',
       cmd: '/mcp/tools/call',
-      args: SAFE_ARGS,
+      args: ARGS,
       dr_chain: drs.map((d) => d.hash),
       tool_server: 't',
       iat: T0,
@@ -247,7 +245,7 @@ describe('verifyChain: block D (attenuation, policy)', () => {
       policy: narrower,
       exp: null,
     });
-    const inv = createInvocation({ chain: [chain.drs[0]!, longer], invoker: chain.keys[1]!, args: SAFE_ARGS, toolServer: 't', iat: T0 });
+    const inv = createInvocation({ chain: [chain.drs[0]!, longer], invoker: chain.keys[1]!, args: ARGS, toolServer: 't', iat: T0 });
     const d = verify(makeBundle(inv, [chain.drs[0]!, longer]), chain.keys[0]!.did);
     expectDenied(d, 'POLICY_ESCALATION', 'D');
   });
@@ -265,11 +263,11 @@ describe('verifyChain: block D (attenuation, policy)', () => {
   it('BINDING_MISMATCH when the body differs and binding is required', () => {
     const chain = buildChain([policy]);
     const { bundle } = chain.invoke();
-    const ok = verify(bundle, chain.keys[0]!.did, { body: { ...SAFE_ARGS }, requireBinding: true });
+    const ok = verify(bundle, chain.keys[0]!.did, { body: { ...ARGS }, requireBinding: true });
     expect(ok.valid).toBe(true);
-    const bad = verify(bundle, chain.keys[0]!.did, { body: { ...SAFE_ARGS, tool: 'x' }, requireBinding: true });
+    const bad = verify(bundle, chain.keys[0]!.did, { body: { ...ARGS, tool: 'x' }, requireBinding: true });
     expectDenied(bad, 'BINDING_MISMATCH', 'D');
-    const reported = verify(bundle, chain.keys[0]!.did, { body: { ...SAFE_ARGS, tool: 'x' } });
+    const reported = verify(bundle, chain.keys[0]!.did, { body: { ...ARGS, tool: 'x' } });
     expect(reported.valid && reported.context.binding).toBe('mismatch');
   });
 });

@@ -5,7 +5,7 @@ import { temporalStatus, verifyChain } from '../../src/protocol/chain.js';
 import { recordHash } from '../../src/protocol/hash.js';
 import { signJws } from '../../src/protocol/jws.js';
 import { createInvocation, makeBundle, readDelegation } from '../../src/sdk/records.js';
-import { CONFORMANCE_KEYS } from '../support/chain.js';
+import { CONFORMANCE_KEYS } from '../support/fixtures.js';
 
 const dir = new URL('../vectors/drs-conformance/', import.meta.url);
 const load = (path: string) => JSON.parse(readFileSync(new URL(path, dir), 'utf8'));
@@ -16,7 +16,7 @@ describe('DRS conformance: chain-hash', () => {
   }
 });
 
-describe('DRS conformance: signed receipts reproduce byte for byte', () => {
+describe('DRS conformance: signed delegation receipts reproduce byte for byte', () => {
   const cases: [string, keyof typeof CONFORMANCE_KEYS][] = [
     ['receipts/root-delegation.json', 'alice'],
     ['receipts/sub-delegation.json', 'bob'],

@@ -1,6 +1,6 @@
 /** Signed revocation records: shape, signature, and who may revoke. */
 import { describe, expect, it } from 'vitest';
-import { BatonError } from '../../src/protocol/errors.js';
+import { BatonError, isMalformed } from '../../src/protocol/errors.js';
 import { signJws } from '../../src/protocol/jws.js';
 import { mayRevoke, readRevocation, type ChainParty } from '../../src/protocol/revocation.js';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
@@ -16,11 +16,11 @@ function revocation(signer: KeyPair, overrides: Record<string, unknown> = {}, se
   );
 }
 
-function codeOf(f: () => unknown): { code: string; status: number } | undefined {
+function codeOf(f: () => unknown): { code: string; malformed: boolean } | undefined {
   try {
     f();
   } catch (e) {
-    if (e instanceof BatonError) return { code: e.code, status: e.status };
+    if (e instanceof BatonError) return { code: e.code, malformed: isMalformed(e.code) };
     throw e;
   }
   return undefined;
@@ -49,7 +49,7 @@ describe('readRevocation', () => {
 
   it('refuses a signature by another key (403 SIGNATURE_INVALID)', () => {
     const other = generateKeyPair();
-    expect(codeOf(() => readRevocation(revocation(key, {}, other.seed), opts))).toEqual({ code: 'SIGNATURE_INVALID', status: 403 });
+    expect(codeOf(() => readRevocation(revocation(key, {}, other.seed), opts))).toEqual({ code: 'SIGNATURE_INVALID', malformed: false });
   });
 
   it('refuses a tampered payload (403 SIGNATURE_INVALID)', () => {
@@ -77,18 +77,18 @@ describe('readRevocation', () => {
     for (const [jws, code] of cases) {
       const got = codeOf(() => readRevocation(jws, opts));
       expect(got?.code, String(jws).slice(0, 40)).toBe(code);
-      expect(got?.status).toBe(400);
+      expect(got?.malformed).toBe(true);
     }
   });
 
-  it('refuses a target other than the addressed DR (400)', () => {
+  it('refuses a target other than the addressed DR (malformed)', () => {
     const got = codeOf(() => readRevocation(revocation(key), { ...opts, target: `sha256:${'cd'.repeat(32)}` }));
-    expect(got).toEqual({ code: 'INVALID_FIELD', status: 400 });
+    expect(got).toEqual({ code: 'INVALID_FIELD', malformed: true });
   });
 
-  it('allows iat up to the clock skew ahead, refuses beyond it (400)', () => {
+  it('allows iat up to the clock skew ahead, refuses beyond it (malformed)', () => {
     expect(readRevocation(revocation(key, { iat: NOW + 60 }), opts).payload.iat).toBe(NOW + 60);
-    expect(codeOf(() => readRevocation(revocation(key, { iat: NOW + 61 }), opts))).toEqual({ code: 'INVALID_FIELD', status: 400 });
+    expect(codeOf(() => readRevocation(revocation(key, { iat: NOW + 61 }), opts))).toEqual({ code: 'INVALID_FIELD', malformed: true });
     // An old revocation is still a revocation.
     expect(readRevocation(revocation(key, { iat: 0 }), opts).payload.iat).toBe(0);
   });

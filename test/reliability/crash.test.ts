@@ -72,7 +72,7 @@ async function restartB(): Promise<number> {
 }
 
 describe('kill -9 of a service process under load', () => {
-  it('after a restart, counters equal stored invocations, every 200 has its invocation and receipt, and the ceiling is exact', async () => {
+  it('after a restart, counters equal stored invocations, every 200 has its invocation and service receipt, and the ceiling is exact', async () => {
     // root max 300 -> 4 leaves of max 100 each: demand (4 x 150) exceeds both.
     const ROOT_MAX = 300;
     const root = grantRoot(tenant, { max_calls: ROOT_MAX });
@@ -155,7 +155,7 @@ describe('kill -9 of a service process under load', () => {
     expect(nodeA!.alive(), `nodeA (never killed) is still up: ${JSON.stringify(nodeA!.exit())}`).toBe(true);
   }, 60_000);
 
-  it('a process killed between committing an allow and writing its receipt leaves no counted invocation without a receipt', async () => {
+  it('a process killed between committing an allow and writing its service receipt leaves no counted invocation without a service receipt', async () => {
     // The window between the counting transaction's COMMIT and the receipt
     // INSERT is one round trip; hold it open by locking the receipts table
     // (SHARE mode blocks INSERT, nothing else the verify path does), kill -9

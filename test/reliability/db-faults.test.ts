@@ -18,7 +18,6 @@ import {
   auditDatabase,
   checkClientView,
   codeOf,
-  destroyClusterOnExit,
   grantRoot,
   grantSub,
   killAll,
@@ -34,14 +33,14 @@ import {
   startOwnCluster,
   verify,
   type Held,
-  type OwnCluster,
   type PreSigned,
   type Reply,
   type ServiceNode,
   type Tenant,
 } from './support.js';
+import type { PgCluster } from '../../bench/lib/pg-cluster.js';
 
-let cluster: OwnCluster | undefined;
+let cluster: PgCluster | undefined;
 let node: ServiceNode | undefined;
 let tenant: Tenant;
 let dbUrl: string;
@@ -51,7 +50,6 @@ let leaves: Held[];
 beforeAll(async () => {
   const t0 = performance.now();
   cluster = await startOwnCluster();
-  destroyClusterOnExit(cluster);
   dbUrl = await cluster.createDatabase();
   const cfg = nodeConfig(dbUrl, { pool: 8 });
   node = await startNode('node', cfg);

@@ -12,12 +12,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { and, count, eq, inArray, sql } from 'drizzle-orm';
 import { generateKeyPair } from '../../src/sdk/keys.js';
 import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
-import { delegations, denials, invocations, receipts } from '../../src/store/schema/index.js';
+import { delegations, denials, invocations, serviceReceipts } from '../../src/store/schema/index.js';
 import { VerifyBatcher, verifyBatcherOf, type BatchItem } from '../../src/store/verify-batch.js';
 import { listenOnSocket, setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
-import { T0 } from '../support/chain.js';
+import { T0, ARGS } from '../support/fixtures.js';
 
-const ARGS = { tool: 'web_search', pii_access: false, write_access: false };
 const POLICY = { allowed_tools: ['web_search'], max_calls: 1000 };
 
 describe('group commit over real sockets (PostgreSQL)', () => {
@@ -89,7 +88,7 @@ describe('group commit over real sockets (PostgreSQL)', () => {
     [1, 5],
     [3, 12],
   ] as const) {
-    it(`${rounds} x (N=48 mixed verifies, root max_calls=${k}): outcomes exact, every allow stored with its receipt, no denial consumed anything`, async () => {
+    it(`${rounds} x (N=48 mixed verifies, root max_calls=${k}): outcomes exact, every allow stored with its service receipt, no denial consumed anything`, async () => {
       const counted = await rootWithLeaves(k, 4);
       const open = await rootWithLeaves(1_000_000, 2);
       const before = verifyBatcherOf(svc.store.query).stats();
@@ -155,7 +154,8 @@ describe('group commit over real sockets (PostgreSQL)', () => {
         const fresh = copies.filter((c) => c.status === 200 && c.body.retry === false);
         expect(fresh).toHaveLength(1);
         for (const c of copies) {
-          if (c.key === fresh[0]!.key) expect(c.status === 200 && c.body.receipt.id === fresh[0]!.body.receipt.id).toBe(true);
+          if (c.key === fresh[0]!.key)
+            expect(c.status === 200 && c.body.service_receipt.id === fresh[0]!.body.service_receipt.id).toBe(true);
           else expect([c.status, c.body.error?.code]).toEqual([403, 'REPLAY_DETECTED']);
         }
       }
@@ -190,11 +190,17 @@ describe('group commit over real sockets (PostgreSQL)', () => {
       expect(new Set(stored.map((r) => r.jti))).toEqual(new Set(fresh.map((s) => s.jti)));
       expect(stored).toHaveLength(fresh.length);
       const allowReceipts = await db
-        .select({ id: receipts.id, subject: receipts.subject })
-        .from(receipts)
-        .where(and(eq(receipts.tenantId, tenant.id), eq(receipts.kind, 'invocation.allowed'), inArray(receipts.subject, jtis)));
+        .select({ id: serviceReceipts.id, subject: serviceReceipts.subject })
+        .from(serviceReceipts)
+        .where(
+          and(
+            eq(serviceReceipts.tenantId, tenant.id),
+            eq(serviceReceipts.kind, 'invocation.allowed'),
+            inArray(serviceReceipts.subject, jtis),
+          ),
+        );
       expect(new Map(allowReceipts.map((r) => [r.subject, Number(r.id)]))).toEqual(
-        new Map(fresh.map((s) => [s.jti, Number(s.body.receipt.id)])),
+        new Map(fresh.map((s) => [s.jti, Number(s.body.service_receipt.id)])),
       );
 
       // Every refusal is recorded once, with its receipt.
@@ -206,8 +212,14 @@ describe('group commit over real sockets (PostgreSQL)', () => {
       expect(recorded!.n).toBe(refused.length);
       const [deniedReceipts] = await db
         .select({ n: count() })
-        .from(receipts)
-        .where(and(eq(receipts.tenantId, tenant.id), eq(receipts.kind, 'invocation.denied'), inArray(receipts.subject, jtis)));
+        .from(serviceReceipts)
+        .where(
+          and(
+            eq(serviceReceipts.tenantId, tenant.id),
+            eq(serviceReceipts.kind, 'invocation.denied'),
+            inArray(serviceReceipts.subject, jtis),
+          ),
+        );
       expect(deniedReceipts!.n).toBe(refused.length);
     }, 60_000);
   }
@@ -249,9 +261,9 @@ describe.each(['postgres', 'pglite'] as const)('the batcher (%s)', (driver) => {
   const recordedSubjects = async (subjects: string[]) =>
     (
       await svc.store.db
-        .select({ subject: receipts.subject })
-        .from(receipts)
-        .where(and(eq(receipts.tenantId, tenant.id), inArray(receipts.subject, subjects)))
+        .select({ subject: serviceReceipts.subject })
+        .from(serviceReceipts)
+        .where(and(eq(serviceReceipts.tenantId, tenant.id), inArray(serviceReceipts.subject, subjects)))
     ).map((r) => r.subject);
 
   it('an item that fails does not fail the items batched with it; it alone is refused', async () => {

@@ -13,8 +13,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   auditDatabase,
-  clusterPids,
-  destroyClusterOnExit,
   grantRoot,
   grantSub,
   killAll,
@@ -26,21 +24,20 @@ import {
   startNode,
   startOwnCluster,
   verify,
-  type OwnCluster,
   type ServiceNode,
   type Tenant,
 } from './support.js';
+import type { PgCluster } from '../../bench/lib/pg-cluster.js';
 
 const DEADLINE_MS = 1_500;
 
-let cluster: OwnCluster | undefined;
+let cluster: PgCluster | undefined;
 let node: ServiceNode | undefined;
 let dbUrl: string;
 let tenant: Tenant;
 
 beforeAll(async () => {
   cluster = await startOwnCluster();
-  destroyClusterOnExit(cluster);
   dbUrl = await cluster.createDatabase();
   const cfg = nodeConfig(dbUrl, { pool: 4, env: { BATON_VERIFY_DEADLINE_MS: String(DEADLINE_MS) } });
   node = await startNode('hang', cfg);
@@ -71,7 +68,7 @@ describe('a hanging database', () => {
     // Warm the service's caches: during the pause the verify needs only its one statement.
     expect((await verify(node!.url, tenant, warm!.bundle)).status).toBe(200);
 
-    const pids = clusterPids(cluster!);
+    const pids = cluster!.pids();
     let reply;
     signalAll(pids, 'SIGSTOP');
     try {

@@ -154,7 +154,7 @@ describe('replay across nodes', () => {
       // One key sends every copy: one fresh allow, and every other copy is answered as its retry.
       expect(mine.filter((r) => r.status === 200 && r.body.retry === false)).toHaveLength(1);
       expect(mine.filter((r) => r.status === 200 && r.body.retry === true)).toHaveLength(copies - 1);
-      expect(new Set(mine.map((r) => r.body?.receipt?.id)).size).toBe(1);
+      expect(new Set(mine.map((r) => r.body?.service_receipt?.id)).size).toBe(1);
     }
     expect(t.allowed).toBe(5 * copies);
     const audit = await auditDatabase(dbUrl, tenant.id);

@@ -8,23 +8,21 @@
  * of the test worker even when a test forgets to (or fails before) its
  * afterAll. Traffic goes only to 127.0.0.1.
  */
-import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Agent, request as httpRequest, type ClientRequest } from 'node:http';
-import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir, userInfo } from 'node:os';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Duplex } from 'node:stream';
-import { promisify } from 'node:util';
 import postgres from 'postgres';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
 import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
 import type { Policy } from '../../src/protocol/policy.js';
 import type { Bundle } from '../../src/protocol/records.js';
-import { HOW_TO_FIX, findPgBin, freePort } from '../setup/pg-cluster.js';
-
-const run = promisify(execFile);
+import { freePort, startPgCluster, type PgCluster } from '../../bench/lib/pg-cluster.js';
+import { ARGS, TOOL_SERVER } from '../support/fixtures.js';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -341,9 +339,6 @@ export async function runBounded<T, R>(items: readonly T[], concurrency: number,
 // Tenants, chains, invocations
 // ---------------------------------------------------------------------------
 
-export const TOOL_SERVER = 'mcp://tools.reliability.test';
-export const ARGS = { tool: 'web_search', pii_access: false, write_access: false };
-
 export interface Tenant {
   readonly id: string;
   /** A trusted root key of the tenant. */
@@ -590,7 +585,7 @@ export function checkClientView(audit: DbAudit, seen: readonly { jti: string; re
   for (const { jti, reply } of seen) {
     if (reply.status === 200) {
       if (!audit.storedJtis.has(jti)) out.allowedNotStored.push(jti);
-      const rc = reply.body?.receipt as { id?: number; jws?: string } | null | undefined;
+      const rc = reply.body?.service_receipt as { id?: number; jws?: string } | null | undefined;
       const stored = audit.allowReceipts.get(jti) ?? [];
       if (!rc || !stored.some((s) => s.id === Number(rc.id) && s.jws === rc.jws)) out.allowedWithoutReceipt.push(jti);
     } else if (reply.status === 403 && codeOf(reply) !== 'REPLAY_DETECTED' && audit.storedJtis.has(jti)) {
@@ -610,160 +605,14 @@ export async function withSql<T>(databaseUrl: string, fn: (sql: postgres.Sql) =>
   }
 }
 
-// ---------------------------------------------------------------------------
-// A PostgreSQL cluster of the test's own, to stop and start
-// ---------------------------------------------------------------------------
-
-export interface OwnCluster {
-  /** Superuser URL of the 'postgres' database. */
-  readonly url: string;
-  readonly port: number;
-  readonly dir: string;
-  /** pg_ctl stop; resolves with how long it took (ms). */
-  stop(mode: 'immediate' | 'fast'): Promise<number>;
-  /** pg_ctl start on the same port and data; resolves with how long it took (ms). */
-  start(): Promise<number>;
-  /** CREATE DATABASE on it; returns the database's URL. */
-  createDatabase(): Promise<string>;
-  /** Stops it (if running) and deletes its directory. Never throws. */
-  destroy(): Promise<void>;
-}
-
-const asRoot = userInfo().uid === 0;
-// PostgreSQL refuses to run as root; as root its programs run as `postgres`.
-function pgCommand(bin: string, args: string[]): [string, string[]] {
-  return asRoot ? ['runuser', ['-u', 'postgres', '--', bin, ...args]] : [bin, args];
-}
-
 /**
- * initdb + pg_ctl start of a throwaway cluster. Unlike the suite's shared
- * server it keeps synchronous_commit on: a test that kills PostgreSQL must
- * not lose commits it acknowledged (fsync stays off: the OS does not crash,
- * so written WAL survives an immediate stop).
+ * A PostgreSQL cluster of the test's own, to stop and start. Unlike the
+ * suite's shared server it keeps synchronous_commit on: a test that kills
+ * PostgreSQL must not lose commits it acknowledged. Deleted when the worker
+ * exits, even without afterAll.
  */
-export async function startOwnCluster(): Promise<OwnCluster> {
-  const bin = findPgBin();
-  if (!bin) throw new Error(`No PostgreSQL binaries for the database-fault test.\n${HOW_TO_FIX}`);
-  const dir = mkdtempSync(join(tmpdir(), 'baton-pgfault-'));
-  if (asRoot) {
-    const uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim());
-    const gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).trim());
-    chownSync(dir, uid, gid);
-  }
-  const data = join(dir, 'data');
-  const log = join(dir, 'server.log');
-  const pgCtl = join(bin, 'pg_ctl');
-  const tail = () => (existsSync(log) ? readFileSync(log, 'utf8').split('\n').slice(-20).join('\n') : '(no log)');
-  const ctl = async (args: string[], timeoutMs: number) => {
-    const [cmd, a] = pgCommand(pgCtl, args);
-    const started = performance.now();
-    await run(cmd, a, { timeout: timeoutMs });
-    return performance.now() - started;
-  };
-  let port = 0;
-  const opts = () =>
-    [
-      `-p ${port}`,
-      '-h 127.0.0.1',
-      `-k ${dir}`,
-      '-c fsync=off',
-      '-c full_page_writes=off',
-      '-c synchronous_commit=on',
-      '-c max_connections=100',
-    ].join(' ');
-  const start = () => ctl(['start', '-D', data, '-l', log, '-w', '-t', '30', '-o', opts()], 40_000);
-  const stop = (mode: 'immediate' | 'fast') => ctl(['stop', '-D', data, '-m', mode, '-w', '-t', '30'], 40_000);
-  const destroy = async () => {
-    try {
-      await stop('immediate');
-    } catch {
-      /* not running */
-    }
-    rmSync(dir, { recursive: true, force: true });
-  };
-  try {
-    const [initCmd, initArgs] = pgCommand(join(bin, 'initdb'), [
-      '-D',
-      data,
-      '-U',
-      'postgres',
-      '--auth=trust',
-      '--encoding=UTF8',
-      '--no-locale',
-      '--no-sync',
-    ]);
-    await run(initCmd, initArgs, { timeout: 60_000 });
-    let lastError: unknown;
-    for (let attempt = 0; attempt < 3 && port === 0; attempt++) {
-      port = await freePort();
-      try {
-        await start();
-      } catch (e) {
-        lastError = e;
-        port = 0;
-      }
-    }
-    if (port === 0) throw new Error(`could not start PostgreSQL from ${bin}: ${String(lastError)}\n${tail()}`);
-  } catch (e) {
-    await destroy();
-    throw e;
-  }
-  const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
-  return {
-    url,
-    port,
-    dir,
-    stop,
-    start: async () => {
-      try {
-        return await start();
-      } catch (e) {
-        throw new Error(`pg_ctl start failed: ${String(e)}\n${tail()}`);
-      }
-    },
-    createDatabase: async () => {
-      const name = `baton_fault_${randomBytes(6).toString('hex')}`;
-      await withSql(url, (sql) => sql.unsafe(`create database "${name}"`));
-      return `postgres://postgres@127.0.0.1:${port}/${name}`;
-    },
-    destroy,
-  };
-}
-
-/** Pids of the live processes whose parent is `pid` (from /proc). */
-export function childrenOf(pid: number): number[] {
-  return readdirSync('/proc')
-    .filter((d) => /^\d+$/.test(d))
-    .filter((d) => {
-      try {
-        // After the command name: state, then the parent pid.
-        const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
-        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid;
-      } catch {
-        return false; // gone meanwhile
-      }
-    })
-    .map(Number);
-}
-
-/** The postmaster of an own cluster and every process it started (to pause them all). */
-export function clusterPids(cluster: OwnCluster): number[] {
-  const postmaster = Number(readFileSync(join(cluster.dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
-  return [postmaster, ...childrenOf(postmaster)];
-}
-
-/** Exit hook for a cluster when the worker dies without afterAll. */
-export function destroyClusterOnExit(cluster: OwnCluster): void {
-  process.once('exit', () => {
-    try {
-      const bin = findPgBin();
-      if (bin) {
-        const [cmd, args] = pgCommand(join(bin, 'pg_ctl'), ['stop', '-D', join(cluster.dir, 'data'), '-m', 'immediate', '-w']);
-        execFileSync(cmd, args, { stdio: 'ignore', timeout: 20_000 });
-      }
-    } catch {
-      /* already stopped */
-    }
-    rmSync(cluster.dir, { recursive: true, force: true });
-  });
+export async function startOwnCluster(): Promise<PgCluster> {
+  const cluster = await startPgCluster({ synchronousCommit: true });
+  process.once('exit', () => cluster.destroySync());
+  return cluster;
 }

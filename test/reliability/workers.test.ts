@@ -4,10 +4,10 @@
  * ceiling still holds exactly across them; a worker that dies is replaced.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { childrenOf } from '../../bench/lib/proc.js';
 import { createDatabase, type FreshDatabase } from '../setup/db.js';
 import {
   auditDatabase,
-  childrenOf,
   grantRoot,
   grantSub,
   killAll,

@@ -10,6 +10,7 @@ import { createInvocation, createRootDelegation, createSubDelegation, makeBundle
 import { createRevocation } from '../../src/sdk/revocation.js';
 import { type BatonApiError, BatonClient, isBatonApiError, type VerifyResult } from '../../src/sdk/client.js';
 import { closedPortUrl, nowSeconds, startLiveService, startSilentServer, type LiveService } from './live-service.js';
+import { ARGS } from './chains.js';
 
 let live: LiveService;
 let clients: {
@@ -37,8 +38,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await live?.close();
 });
-
-const ARGS = { tool: 'search', estimated_cost_usd: 0.5, pii_access: false, write_access: false };
 
 /** operator (trusted root) -> agent A -> agent B, submitted; B can invoke. */
 async function storedChain(
@@ -126,13 +125,13 @@ describe('issuance', () => {
     const a = generateKeyPair();
     const root = createRootDelegation({ issuer: live.tenant.root, audience: a.did, policy: { allowed_tools: ['search'] } });
     const first = await clients.anonymous.submit(root);
-    // Keyless answers name no tenant, so they carry neither tenant_id nor receipts.
+    // Keyless answers name no tenant, so they carry neither tenant_id nor service receipts.
     expect(first.created).toBe(true);
     expect(first.tenant_id).toBeUndefined();
-    expect(first.delegations[0]).toMatchObject({ hash: root.hash, depth: 0, status: 'active', receipt: null });
+    expect(first.delegations[0]).toMatchObject({ hash: root.hash, depth: 0, status: 'active', service_receipt: null });
     const again = await clients.issue.submit(root.jws);
     expect(again).toMatchObject({ created: false, tenant_id: live.tenant.id });
-    expect(again.delegations[0]!.receipt).toMatchObject({ id: expect.any(Number) });
+    expect(again.delegations[0]!.service_receipt).toMatchObject({ id: expect.any(Number) });
 
     const b = generateKeyPair();
     const sub = createSubDelegation({ parent: root, issuer: a, audience: b.did, policy: { allowed_tools: ['search'] } });
@@ -176,7 +175,7 @@ describe('issuance', () => {
 });
 
 describe('verify', () => {
-  it('allows, with counters, warnings and a signed receipt that verifies offline', async () => {
+  it('allows, with counters, warnings and a signed service receipt that verifies offline', async () => {
     const { b, chain, root, sub } = await storedChain();
     const { inv, bundle } = bundleFor(b, chain);
     const result = await clients.verify.verify(bundle, { body: ARGS, requireBinding: true });
@@ -193,13 +192,13 @@ describe('verify', () => {
       { dr: sub.hash, calls_used: 1, max_calls: 5 },
     ]);
     expect(result.request_id).toMatch(/\S+/);
-    const checked = await clients.anonymous.verifyReceipt(result.receipt!.jws);
+    const checked = await clients.anonymous.verifyServiceReceipt(result.service_receipt!.jws);
     expect(checked).toMatchObject({
       valid: true,
       payload: expect.objectContaining({ baton_receipt: 'invocation.allowed', subject: inv.payload.jti }),
     });
-    const tampered = result.receipt!.jws.slice(0, -4) + (result.receipt!.jws.endsWith('AAAA') ? 'BBBB' : 'AAAA');
-    expect((await clients.anonymous.verifyReceipt(tampered)).valid).toBe(false);
+    const tampered = result.service_receipt!.jws.slice(0, -4) + (result.service_receipt!.jws.endsWith('AAAA') ? 'BBBB' : 'AAAA');
+    expect((await clients.anonymous.verifyServiceReceipt(tampered)).valid).toBe(false);
   });
 
   it('returns a deny (403) instead of throwing, with the error and every violation', async () => {
@@ -218,7 +217,7 @@ describe('verify', () => {
     const { b, chain, sub } = await storedChain();
     const { bundle } = bundleFor(b, chain);
     const dry = await clients.verify.verify(bundle, { dryRun: true });
-    expect(dry).toMatchObject({ valid: true, dry_run: true, receipt: null });
+    expect(dry).toMatchObject({ valid: true, dry_run: true, service_receipt: null });
     expect((await clients.audit.getDelegation(sub.hash)).usage.calls_used).toBe(0);
     const mismatch = await clients.verify.verify(bundle, { body: { ...ARGS, tool: 'fetch' }, requireBinding: true });
     expect(mismatch).toMatchObject({ valid: false, error: { code: 'BINDING_MISMATCH' } });
@@ -228,7 +227,7 @@ describe('verify', () => {
     // Sent again by the same key (a lost answer): the original allow, counted once.
     const again = await clients.verify.verify(bundle);
     expect(again).toMatchObject({ valid: true, retry: true });
-    expect(again.valid && real.valid && again.receipt?.id === real.receipt?.id).toBe(true);
+    expect(again.valid && real.valid && again.service_receipt?.id === real.service_receipt?.id).toBe(true);
     expect((await clients.audit.getDelegation(sub.hash)).usage.calls_used).toBe(1);
   });
 
@@ -258,7 +257,7 @@ describe('actuals and reads', () => {
       cost_usd: 0.4,
       declared_usd: 0.5,
       source: 'api-usage',
-      receipt: { id: expect.any(Number) },
+      service_receipt: { id: expect.any(Number) },
     });
     expect(await clients.report.reportActual(jtis[0]!, { cost_usd: 0.4, tokens_in: 100, tokens_out: 20, source: 'api-usage' })).toEqual(
       actual,
@@ -293,18 +292,18 @@ describe('actuals and reads', () => {
     expect(pages).toBe(2);
   });
 
-  it('pages through receipts, one page or lazily across pages', async () => {
+  it('pages through service receipts, one page or lazily across pages', async () => {
     await storedChain();
-    const first = await clients.audit.listReceipts({ limit: 2 });
-    expect(first.receipts).toHaveLength(2);
-    expect(first.next_after).toBe(first.receipts[1]!.id);
-    const everything = await clients.audit.listReceipts({ limit: 500 });
+    const first = await clients.audit.listServiceReceipts({ limit: 2 });
+    expect(first.service_receipts).toHaveLength(2);
+    expect(first.next_after).toBe(first.service_receipts[1]!.id);
+    const everything = await clients.audit.listServiceReceipts({ limit: 500 });
     const iterated: number[] = [];
-    for await (const r of clients.audit.iterateReceipts({ limit: 3 })) iterated.push(r.id);
-    expect(iterated).toEqual(everything.receipts.map((r) => r.id));
-    expect(new Set(everything.receipts.map((r) => r.kind))).toContain('delegation.accepted');
-    const later = await clients.audit.listReceipts({ after: first.next_after!, limit: 1 });
-    expect(later.receipts[0]!.id).toBeGreaterThan(first.next_after!);
+    for await (const r of clients.audit.iterateServiceReceipts({ limit: 3 })) iterated.push(r.id);
+    expect(iterated).toEqual(everything.service_receipts.map((r) => r.id));
+    expect(new Set(everything.service_receipts.map((r) => r.kind))).toContain('delegation.accepted');
+    const later = await clients.audit.listServiceReceipts({ after: first.next_after!, limit: 1 });
+    expect(later.service_receipts[0]!.id).toBeGreaterThan(first.next_after!);
   });
 
   it('publishes the service keys as a list and a JWKS; health and readiness', async () => {
@@ -456,10 +455,10 @@ describe('transport failures', () => {
         });
       },
     });
-    await client.listReceipts({ after: 5, limit: 2 });
+    await client.listServiceReceipts({ after: 5, limit: 2 });
     await client.keys();
     expect(seen[0]).toEqual({
-      url: 'http://baton.invalid/prefix/v1/receipts?after=5&limit=2',
+      url: 'http://baton.invalid/prefix/v1/service-receipts?after=5&limit=2',
       auth: 'Bearer bt_secret',
       ua: expect.stringMatching(/^baton-sdk\//),
       type: null,

@@ -33,8 +33,9 @@ process.stdout.write(
     backend: sdk.defaultEd25519Backend,
     offline: offline.valid,
     online: online.valid,
-    receipt: online.valid ? online.receipt?.jws : null,
-    receiptValid: online.valid && online.receipt ? (await client.verifyReceipt(online.receipt.jws)).valid : null,
+    serviceReceipt: online.valid ? online.service_receipt?.jws : null,
+    serviceReceiptValid:
+      online.valid && online.service_receipt ? (await client.verifyServiceReceipt(online.service_receipt.jws)).valid : null,
     fixedJws: fixed.jws,
     aDid: a.did,
   })}\n`,

@@ -25,9 +25,9 @@ function runChild(args: string[]): Promise<string> {
 }
 
 describe('SDK on @noble/ed25519', () => {
-  it('keys, records, client and receipts work, and signatures equal the native ones byte for byte', async () => {
+  it('keys, records, client and service receipts work, and signatures equal the native ones byte for byte', async () => {
     const out = JSON.parse(await runChild([live.baseUrl, Buffer.from(live.tenant.root.seed).toString('hex'), live.tenant.keys.verify]));
-    expect(out).toMatchObject({ backend: 'noble', offline: true, online: true, receiptValid: true });
+    expect(out).toMatchObject({ backend: 'noble', offline: true, online: true, serviceReceiptValid: true });
     expect(defaultEd25519Backend).toBe('native'); // this process, for the comparison
     const native = createRootDelegation({ issuer: live.tenant.root, audience: out.aDid, policy: {}, iat: 1_800_000_000, jti: 'dr:fixed' });
     expect(out.fixedJws).toBe(native.jws);

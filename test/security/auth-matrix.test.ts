@@ -16,6 +16,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cosignatureSigner } from '../../src/protocol/cosignature.js';
+import { createApprovalDecision } from '../../src/sdk/tools.js';
 import { publicKeyFromSeed } from '../../src/protocol/ed25519.js';
 import { COSIGNATURE_V1, formatVerifierKey, signNote, verifierKey } from '../../src/protocol/note.js';
 import { sql } from 'drizzle-orm';
@@ -92,6 +93,8 @@ interface Entry {
   readonly otherTenantReadsOwn?: boolean;
   /** What another tenant's key gets for A's object when that is not a plain 404 (the same as for a missing object). */
   readonly otherTenantStatus?: readonly number[];
+  /** A public route's answer to `call` when that is not 200 (the same whatever credentials come with it). */
+  readonly publicStatus?: readonly number[];
 }
 
 interface Ctx extends World {
@@ -125,6 +128,8 @@ const del = (path: string): Call => ({ method: 'DELETE', path });
 const ABSENT_TENANT = 'ten_00000000000000000000000000000000';
 const READERS: readonly TenantScope[] = ['issue', 'verify', 'report', 'audit'];
 /** Who may read the tool catalog and ask for an explanation: everyone but the usage reporter. */
+/** An approver DID no tenant lists. */
+const MATRIX_OUTSIDER = (({ did, seed, publicKey }) => ({ did, seed, publicKey }))(fixedKey('matrix-outsider-approver'));
 const CATALOG_READERS: readonly TenantScope[] = ['issue', 'verify', 'audit', 'approve'];
 /** Who may see approvals and held grants: the humans deciding them and auditors. */
 const APPROVAL_READERS: readonly TenantScope[] = ['approve', 'audit'];
@@ -245,15 +250,23 @@ const MATRIX: Readonly<Record<string, Entry>> = {
     absent: () => post(`/v1/invocations/${ABSENT_JTI}/actuals`, ACTUAL_BASE),
     ids: () => [['inv:sec-unmetered', ABSENT_JTI]],
   },
+  // Allowed invocations only: B's own denials hold the hashes B's caller sent (A's chain, in the
+  // matrix's own verify variants), which the leak check cannot tell from A's data. Denials across
+  // tenants are covered by test/service/invocation-filters.test.ts.
+  'GET /v1/invocations': {
+    access: { kind: 'tenant', scopes: ['audit'] },
+    call: () => get('/v1/invocations?limit=200&outcome=allowed'),
+    otherTenantReadsOwn: true,
+  },
   'GET /v1/invocations/:jti': {
     access: { kind: 'tenant', scopes: READERS },
     call: () => get(`/v1/invocations/${String(invConsumed.payload['jti'])}`),
     absent: () => get(`/v1/invocations/${ABSENT_JTI}`),
     ids: () => [[String(invConsumed.payload['jti']), ABSENT_JTI]],
   },
-  'GET /v1/receipts': {
+  'GET /v1/service-receipts': {
     access: { kind: 'tenant', scopes: ['audit'] },
-    call: () => get('/v1/receipts?limit=500'),
+    call: () => get('/v1/service-receipts?limit=500'),
     otherTenantReadsOwn: true,
   },
   // The transparency log (both tenants' receipts integrated in beforeAll): each audit key reads
@@ -275,10 +288,10 @@ const MATRIX: Readonly<Record<string, Entry>> = {
     call: () => get('/v1/log/tile/0/000.p/1'),
     otherTenantReadsOwn: true,
   },
-  'GET /v1/log/receipts/:id/proof': {
+  'GET /v1/log/service-receipts/:id/proof': {
     access: { kind: 'tenant', scopes: ['audit'] },
-    call: (w) => get(`/v1/log/receipts/${w.logReceiptA}/proof`),
-    absent: () => get('/v1/log/receipts/999999999/proof'),
+    call: (w) => get(`/v1/log/service-receipts/${w.logReceiptA}/proof`),
+    absent: () => get('/v1/log/service-receipts/999999999/proof'),
     ids: (w) => [[String(w.logReceiptA), '999999999']],
   },
   'GET /v1/log/consistency': {
@@ -324,6 +337,23 @@ const MATRIX: Readonly<Record<string, Entry>> = {
   },
   'POST /v1/approvals/:id/approve': decision('approvals', 'approve'),
   'POST /v1/approvals/:id/reject': decision('approvals', 'reject'),
+  // Keyless: the signature is the authority and any key is ignored. Signed by a DID tenant A does not list, so
+  // every caller must get the same 404 that an unknown approval gets, decide nothing and see nothing of A.
+  'POST /v1/approvals/:id/signed-decision': {
+    access: { kind: 'public' },
+    publicStatus: [404],
+    call: (w) =>
+      post(`/v1/approvals/${w.approvalId}/signed-decision`, {
+        signed_decision: createApprovalDecision({
+          signer: MATRIX_OUTSIDER,
+          approvalId: w.approvalId,
+          decision: 'approve',
+          reason: 'matrix',
+          iat: w.svc.clock.now,
+          jti: 'apd:matrix',
+        }).jws,
+      }),
+  },
   'GET /v1/grants': {
     access: { kind: 'tenant', scopes: APPROVAL_READERS },
     call: () => get('/v1/grants'),
@@ -434,7 +464,7 @@ function plan(e: Entry, v: Variant, w: Ctx): Plan {
       'admin key on a tenant route': bearer(w.svc.adminKey),
       'revoked key': bearer(w.A.revokedKey),
     }[v];
-    return { headers: [header], expect: [200] };
+    return { headers: [header], expect: e.publicStatus ?? [200] };
   }
   switch (v) {
     case 'no key':

@@ -16,7 +16,7 @@ import { createRootDelegation, createSubDelegation, type SignedDelegation } from
 import { signJws } from '../../src/protocol/jws.js';
 import { recordHash } from '../../src/protocol/hash.js';
 import { setupTenant, startTestService, type CallResult, type TestService, type TestTenant } from '../support/service.js';
-import { createSubDelegationUnchecked, T0 } from '../support/chain.js';
+import { createSubDelegationUnchecked, T0 } from '../support/fixtures.js';
 
 let svc: TestService;
 let owner: TestTenant;
@@ -235,14 +235,14 @@ describe('keyless submit of a root before proof', () => {
 });
 
 describe('keyless re-submit of stored records', () => {
-  it('names no tenant: no tenant_id, no acceptance receipt (whose claims name the tenant)', async () => {
+  it('names no tenant: no tenant_id, no acceptance service receipt (whose claims name the tenant)', async () => {
     for (const list of [[root], [root, mid], [mid, leaf], [leaf], [otherRoot]]) {
       const r = await submitKeyless(list.map((d) => d.jws));
       expect(r.status, JSON.stringify(r.body)).toBe(200);
       expect(r.body.created).toBe(false);
       expect(r.body).not.toHaveProperty('tenant_id');
       expect(r.body.delegations.map((d: { hash: string }) => d.hash)).toEqual(list.map((d) => d.hash));
-      for (const d of r.body.delegations) expect(d.receipt).toBeNull();
+      for (const d of r.body.delegations) expect(d.service_receipt).toBeNull();
       const text = JSON.stringify(r.body);
       for (const id of [owner.id, other.id]) expect(text).not.toContain(id);
     }
@@ -252,7 +252,7 @@ describe('keyless re-submit of stored records', () => {
     const r = await svc.call('POST', '/v1/delegations', { key: owner.keys.issue, json: { receipts: [root.jws, mid.jws] } });
     expect(r.status).toBe(200);
     expect(r.body.tenant_id).toBe(owner.id);
-    for (const d of r.body.delegations) expect(d.receipt).toMatchObject({ id: expect.any(Number), jws: expect.any(String) });
+    for (const d of r.body.delegations) expect(d.service_receipt).toMatchObject({ id: expect.any(Number), jws: expect.any(String) });
   });
 });
 
@@ -301,7 +301,12 @@ describe('keyless revocation before proof', () => {
   it('the real issuer and the holder of an ancestor can still revoke; the answer names no tenant', async () => {
     const byIssuer = await revoke(leaf.hash, revocation(B, leaf.hash));
     expect(byIssuer.status).toBe(200);
-    expect(byIssuer.body).toMatchObject({ hash: leaf.hash, status: 'revoked', revoked_by: { kind: 'did', id: B.did }, receipt: null });
+    expect(byIssuer.body).toMatchObject({
+      hash: leaf.hash,
+      status: 'revoked',
+      revoked_by: { kind: 'did', id: B.did },
+      service_receipt: null,
+    });
     const byAncestorHolder = await revoke(mid.hash, revocation(A, mid.hash));
     expect(byAncestorHolder.status).toBe(200);
     expect(byAncestorHolder.body).toMatchObject({ revoked_by: { kind: 'did', id: A.did }, descendants: 1, already_revoked: false });

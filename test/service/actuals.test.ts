@@ -8,15 +8,14 @@ import { count, eq } from 'drizzle-orm';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
 import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
 import type { Policy } from '../../src/protocol/policy.js';
-import { actuals, receipts } from '../../src/store/schema/index.js';
+import { actuals, serviceReceipts } from '../../src/store/schema/index.js';
 import { verifyServiceReceipt } from '../../src/service/signer.js';
 import { setupTenant, startTestService, type CallResult, type TestService, type TestTenant } from '../support/service.js';
-import { T0 } from '../support/chain.js';
+import { T0, TOOL_SERVER } from '../support/fixtures.js';
 
 let svc: TestService;
 let tenant: TestTenant;
 
-const TOOL_SERVER = 'mcp://tools.example.com';
 const base: Policy = { allowed_tools: ['web_search'], max_cost_usd: 10 };
 
 beforeAll(async () => {
@@ -93,7 +92,7 @@ async function usage(dr: SignedDelegation) {
 
 async function stored(): Promise<[number, number]> {
   const [a] = await svc.store.db.select({ n: count() }).from(actuals);
-  const [r] = await svc.store.db.select({ n: count() }).from(receipts).where(eq(receipts.kind, 'actual.recorded'));
+  const [r] = await svc.store.db.select({ n: count() }).from(serviceReceipts).where(eq(serviceReceipts.kind, 'actual.recorded'));
   return [a!.n, r!.n];
 }
 
@@ -179,7 +178,7 @@ describe('provenance and input rules', () => {
 });
 
 describe('recording an actual', () => {
-  it('201 with the record, cost rounded up to the micro-dollar, and a signed receipt; reserved spend swaps estimate for cost', async () => {
+  it('201 with the record, cost rounded up to the micro-dollar, and a signed service receipt; reserved spend swaps estimate for cost', async () => {
     const chain = await chainWith([
       { ...base, max_spend_usd: 100 },
       { ...base, max_spend_usd: 50 },
@@ -202,7 +201,7 @@ describe('recording an actual', () => {
       kid: k.kid,
       publicKey: Uint8Array.from(Buffer.from(k.public_key, 'base64url')),
     }));
-    const check = verifyServiceReceipt(r.body.receipt.jws, keys);
+    const check = verifyServiceReceipt(r.body.service_receipt.jws, keys);
     expect(check.valid).toBe(true);
     expect(check.payload).toMatchObject({ baton_receipt: 'actual.recorded', subject: jti, tenant: tenant.id });
     expect((check.payload as { data: Record<string, unknown> }).data).toMatchObject({
@@ -215,7 +214,7 @@ describe('recording an actual', () => {
     for (const dr of chain.drs) expect((await usage(dr)).spend_reserved_usd).toBe(0.123457);
   });
 
-  it('the same body again is 200 with the stored record and receipt, even spelled differently; a different body is 409', async () => {
+  it('the same body again is 200 with the stored record and service receipt, even spelled differently; a different body is 409', async () => {
     const chain = await chainWith([{ ...base, max_spend_usd: 100 }]);
     const jti = await allowed(chain, 0.5);
     const first = await report(jti, { source: 'harness-reported', cost_usd: 0.2, tokens_in: 10 });
@@ -232,7 +231,7 @@ describe('recording an actual', () => {
       headers: { 'content-type': 'application/json' },
     });
     expect(respelled.status).toBe(200);
-    expect(respelled.body.receipt.id).toBe(first.body.receipt.id);
+    expect(respelled.body.service_receipt.id).toBe(first.body.service_receipt.id);
 
     for (const json of [
       { source: 'harness-reported', cost_usd: 0.21, tokens_in: 10 },
@@ -254,7 +253,7 @@ describe('recording an actual', () => {
     const jti = await allowed(chain, 0.5);
     const results = await Promise.all(Array.from({ length: 6 }, () => report(jti, { source: 'manual-meter', cost_usd: 0.05 })));
     expect(results.map((r) => r.status).sort()).toEqual([200, 200, 200, 200, 200, 201]);
-    expect(new Set(results.map((r) => r.body.receipt.id)).size).toBe(1);
+    expect(new Set(results.map((r) => r.body.service_receipt.id)).size).toBe(1);
     expect((await usage(chain.drs[0]!)).spend_reserved_usd).toBe(0.05);
   });
 

@@ -6,13 +6,16 @@
 import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../../src/service/app.js';
+import { createServiceDeps } from '../../src/service/deps.js';
+import { silentLogger } from '../../src/service/log.js';
+import { openStore } from '../../src/store/db.js';
 import { apiKeyCacheOf, authenticate, LAST_USED_INTERVAL_MS } from '../../src/service/auth.js';
 import type { Db } from '../../src/store/db.js';
 import type { ServiceDeps } from '../../src/service/types.js';
 import { apiKeys } from '../../src/store/schema/index.js';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
 import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
-import { SAFE_ARGS, T0 } from '../support/chain.js';
+import { ARGS, T0 } from '../support/fixtures.js';
 import { setupTenant, startTestService, type CallResult, type TestService, type TestTenant } from '../support/service.js';
 
 let svc: TestService;
@@ -74,7 +77,7 @@ async function bundle(): Promise<object> {
   const chain: SignedDelegation[] = [root, sub];
   const stored = await svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipts: chain.map((d) => d.jws) } });
   expect(stored.status).toBeLessThan(300);
-  return makeBundle(createInvocation({ chain, invoker: b, args: SAFE_ARGS, toolServer: 'mcp://tools', iat: T0, jti: jti('inv') }), chain);
+  return makeBundle(createInvocation({ chain, invoker: b, args: ARGS, toolServer: 'mcp://tools', iat: T0, jti: jti('inv') }), chain);
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -103,15 +106,16 @@ describe('expiry', () => {
   it('an expired key is refused at once on every node, even one that has it cached, and by verify', async () => {
     const k = await newKey({ scopes: ['verify', 'audit'], expires_in_seconds: 1 });
     const b = otherNode();
-    expect((await b.call('GET', '/v1/receipts', k.key)).status).toBe(200); // cached on node B now
+    expect((await b.call('GET', '/v1/service-receipts', k.key)).status).toBe(200);
+    expect((await b.call('POST', '/v1/verify', k.key, await bundle())).status).toBe(200); // cached on node B now
     expect(apiKeyCacheOf(b.deps).size).toBeGreaterThan(0);
     const expiresAt = Date.parse((await listed(k.id))!.expires_at!);
     await sleep(Math.max(0, expiresAt - Date.now()) + 50);
 
-    const onB = await b.call('GET', '/v1/receipts', k.key);
+    const onB = await b.call('GET', '/v1/service-receipts', k.key);
     expect(onB.status).toBe(401);
     expect(codeOf(onB)).toBe('UNAUTHORIZED');
-    expect((await svc.call('GET', '/v1/receipts', { key: k.key })).status).toBe(401);
+    expect((await svc.call('GET', '/v1/service-receipts', { key: k.key })).status).toBe(401);
     expect((await svc.call('POST', '/v1/verify', { key: k.key, json: await bundle() })).status).toBe(401);
   });
 
@@ -217,7 +221,7 @@ describe('last use', () => {
   it('is recorded in the background, at most once a minute per key and node', async () => {
     const k = await newKey({ scopes: ['audit'] });
     expect((await listed(k.id))?.last_used_at).toBeNull();
-    expect((await svc.call('GET', '/v1/receipts', { key: k.key })).status).toBe(200);
+    expect((await svc.call('GET', '/v1/service-receipts', { key: k.key })).status).toBe(200);
     let first: string | null | undefined = null;
     for (let i = 0; i < 50 && !first; i++) {
       await sleep(20);
@@ -225,7 +229,7 @@ describe('last use', () => {
     }
     expect(first).not.toBeNull();
     // Used again within the minute: nothing is written (the time stays).
-    for (let i = 0; i < 3; i++) await svc.call('GET', '/v1/receipts', { key: k.key });
+    for (let i = 0; i < 3; i++) await svc.call('GET', '/v1/service-receipts', { key: k.key });
     await sleep(100);
     expect((await listed(k.id))?.last_used_at).toBe(first);
     expect(LAST_USED_INTERVAL_MS).toBe(60_000);
@@ -243,5 +247,103 @@ describe('last use', () => {
     const node: ServiceDeps = { ...svc.deps, store: { ...svc.store, db: counting } };
     for (let i = 0; i < 20; i++) expect((await authenticate(node, `Bearer ${k.key}`)).keyId).toBe(k.id);
     expect(updates).toBe(1);
+  });
+});
+
+/**
+ * Every node refuses a revoked, expired or rotated-out key on every route at
+ * once, also right after it served that key: node B is a second service
+ * instance with its own pool and caches on the same PostgreSQL, and the key's
+ * state changes through node A (or behind both nodes' backs in the database).
+ */
+describe('revocation, expiry and rotation take effect at once on every route of every node', () => {
+  // One route of each router a tenant key reaches besides verify; each answers a live key with something other than 401.
+  const ROUTES: readonly (readonly [string, string, unknown?])[] = [
+    ['GET', '/v1/service-receipts'],
+    ['GET', '/v1/tools'],
+    ['GET', '/v1/approvals'],
+    ['GET', `/v1/delegations/sha256:${'0'.repeat(64)}`],
+    ['GET', '/v1/invocations/inv:absent'],
+    ['POST', '/v1/invocations/inv:absent/actuals', { source: 'provider', cost_usd: 1 }],
+    ['GET', '/v1/log/checkpoint'],
+    ['POST', `/v1/delegations/sha256:${'0'.repeat(64)}/revoke`, {}],
+  ];
+  const ALL_SCOPES = ['issue', 'verify', 'report', 'audit', 'approve'];
+
+  let nodeB: { call: (method: string, path: string, key: string, json?: unknown) => Promise<CallResult>; close: () => Promise<void> };
+  beforeAll(async () => {
+    const store = await openStore({ databaseUrl: svc.url, max: 3 });
+    const deps = await createServiceDeps({
+      store,
+      config: svc.deps.config,
+      log: silentLogger,
+      masterKey: svc.deps.masterKey,
+      now: svc.deps.now,
+    });
+    const app = createApp(deps);
+    nodeB = {
+      async call(method, path, key, json) {
+        const headers: Record<string, string> = { authorization: `Bearer ${key}` };
+        if (json !== undefined) headers['content-type'] = 'application/json';
+        const res = await app.request(path, { method, headers, ...(json !== undefined ? { body: JSON.stringify(json) } : {}) });
+        // The checkpoint is a text note, every other answer JSON.
+        const text = await res.text();
+        return {
+          status: res.status,
+          body: res.headers.get('content-type')?.includes('json') ? JSON.parse(text) : text,
+          headers: res.headers,
+        };
+      },
+      close: () => store.close(),
+    };
+  });
+  afterAll(async () => nodeB?.close());
+
+  /** Uses the key on every route of node B (and verify), so anything node B could cache is cached. */
+  async function warm(key: string): Promise<void> {
+    for (const [method, path, json] of ROUTES) {
+      const res = await nodeB.call(method, path, key, json);
+      expect(res.status, `${method} ${path} ${JSON.stringify(res.body)}`).not.toBe(401);
+    }
+    expect((await nodeB.call('POST', '/v1/verify', key, await bundle())).status).toBe(200);
+  }
+
+  async function refusedEverywhere(key: string): Promise<void> {
+    for (const [method, path, json] of [...ROUTES, ['POST', '/v1/verify', await bundle()] as const]) {
+      for (const [node, call] of [
+        ['B', nodeB.call],
+        ['A', (m: string, p: string, k: string, j?: unknown) => svc.call(m, p, { key: k, ...(j !== undefined ? { json: j } : {}) })],
+      ] as const) {
+        const res = await call(method, path, key, json);
+        expect(res.status, `node ${node}: ${method} ${path}`).toBe(401);
+        expect(codeOf(res)).toBe('UNAUTHORIZED');
+      }
+    }
+  }
+
+  it('a key revoked through node A', async () => {
+    const k = await newKey({ scopes: ALL_SCOPES });
+    await warm(k.key);
+    expect((await svc.call('DELETE', `/v1/admin/api-keys/${k.id}`, admin())).status).toBe(204);
+    await refusedEverywhere(k.key);
+  });
+
+  it('a key expired behind both nodes (its expires_at moved into the past in the database)', async () => {
+    const k = await newKey({ scopes: ALL_SCOPES });
+    await warm(k.key);
+    await svc.store.db
+      .update(apiKeys)
+      .set({ expiresAt: sql`now() - interval '1 second'` })
+      .where(eq(apiKeys.id, k.id));
+    await refusedEverywhere(k.key);
+  });
+
+  it('the old key after its rotation window (grace 0), while the new key works on node B at once', async () => {
+    const k = await newKey({ scopes: ALL_SCOPES });
+    await warm(k.key);
+    const rotated = await svc.call('POST', `/v1/admin/api-keys/${k.id}/rotate`, { ...admin(), json: { grace_seconds: 0 } });
+    expect(rotated.status).toBe(201);
+    await refusedEverywhere(k.key);
+    await warm(rotated.body.key.key);
   });
 });

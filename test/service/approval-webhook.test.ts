@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKeyPair } from '../../src/sdk/keys.js';
 import type { Policy } from '../../src/protocol/policy.js';
 import { WEBHOOK_TIMEOUT_MS } from '../../src/service/approval-webhook.js';
-import { buildChain, T0 } from '../support/chain.js';
+import { buildChain, T0 } from '../support/fixtures.js';
 import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
 import { tool } from '../support/tools.js';
 
@@ -85,7 +85,7 @@ function gatedCall(tenant: TestTenant) {
 const payloadOf = (jws: string) => JSON.parse(Buffer.from(jws.split('.')[1]!, 'base64url').toString('utf8')) as Record<string, unknown>;
 
 describe('approval webhook', () => {
-  it('POSTs each new pending approval once, with its signed approval.requested receipt', async () => {
+  it('POSTs each new pending approval once, with its signed approval.requested service receipt', async () => {
     const hook = await listen();
     try {
       const tenant = await tenantWithHook(hook.url);
@@ -99,10 +99,10 @@ describe('approval webhook', () => {
       const [call] = hook.received;
       expect(call!.method).toBe('POST');
       expect(call!.headers['content-type']).toBe('application/json');
-      const event = JSON.parse(call!.body) as { event: string; approval: Record<string, unknown>; receipt: string };
+      const event = JSON.parse(call!.body) as { event: string; approval: Record<string, unknown>; service_receipt: string };
       expect(event.event).toBe('approval.pending');
       expect(event.approval).toEqual(first.body.approval);
-      expect(payloadOf(event.receipt)).toMatchObject({ baton_receipt: 'approval.requested', subject: id, tenant: tenant.id });
+      expect(payloadOf(event.service_receipt)).toMatchObject({ baton_receipt: 'approval.requested', subject: id, tenant: tenant.id });
 
       // A retry while the human decides finds the same approval: nobody is pushed twice.
       const retry = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: bundle });

@@ -5,13 +5,14 @@
  * nodes spend an approval at most once; per-tool rate limits are exact.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { and, count, eq } from 'drizzle-orm';
+import { and, count, eq, sql } from 'drizzle-orm';
 import { generateKeyPair } from '../../src/sdk/keys.js';
 import type { Policy } from '../../src/protocol/policy.js';
 import type { ToolDeclaration } from '../../src/protocol/tool-catalog.js';
-import { approvals, delegations, invocations, receipts } from '../../src/store/schema/index.js';
+import { approvals, delegations, invocations, serviceReceipts, toolRateWindows } from '../../src/store/schema/index.js';
 import { APPROVAL_TTL_SECONDS } from '../../src/service/approvals.js';
-import { buildChain, T0 } from '../support/chain.js';
+import { rows } from '../../src/store/rows.js';
+import { buildChain, T0 } from '../support/fixtures.js';
 import { twoNodes, type Node } from '../support/nodes.js';
 import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
 import { tool } from '../support/tools.js';
@@ -23,6 +24,7 @@ let nodes: [Node, Node];
 
 const EXPORT = tool('crm_export', { type: 'write', blast_radius: 'organizational', action_type: 'crm:export' });
 const LIMITED = tool('sms_send', { rate_limit_per_minute: 7, action_type: 'sms:send' });
+const PRUNED = tool('fax_send', { rate_limit_per_minute: 5, action_type: 'fax:send' });
 const ARGS = { tool: 'crm_export', estimated_cost_usd: 0.01, pii_access: false, write_access: true };
 const POLICY: Policy = { allowed_tools: ['*'], max_cost_usd: 1, max_calls: 1000, write_access: true };
 
@@ -36,7 +38,7 @@ beforeAll(async () => {
   approver = k.body.key;
   const published = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/tools`, {
     key: svc.adminKey,
-    json: { base_version: 0, strict: true, tools: [EXPORT, LIMITED] satisfies ToolDeclaration[] }, // default rules
+    json: { base_version: 0, strict: true, tools: [EXPORT, LIMITED, PRUNED] satisfies ToolDeclaration[] }, // default rules
   });
   expect(published.status).toBe(201);
   nodes = await twoNodes(svc);
@@ -105,13 +107,13 @@ describe('require_approval', () => {
     const allowed = await verify(bundle);
     expect(allowed.status).toBe(200);
     expect(await callsUsed(c.drs[0]!.hash)).toBe(1);
-    const data = JSON.parse(Buffer.from(allowed.body.receipt.jws.split('.')[1], 'base64url').toString()).data;
+    const data = JSON.parse(Buffer.from(allowed.body.service_receipt.jws.split('.')[1], 'base64url').toString()).data;
     expect(data).toMatchObject({ approval_id: id, catalog_version: 1 });
     expect((await svc.call('GET', `/v1/approvals/${id}`, { key: approver })).body.status).toBe('used');
     const kinds = await svc.store.db
-      .select({ kind: receipts.kind })
-      .from(receipts)
-      .where(and(eq(receipts.tenantId, tenant.id), eq(receipts.subject, id)));
+      .select({ kind: serviceReceipts.kind })
+      .from(serviceReceipts)
+      .where(and(eq(serviceReceipts.tenantId, tenant.id), eq(serviceReceipts.subject, id)));
     expect(kinds.map((k) => k.kind).sort()).toEqual(['approval.approved', 'approval.requested']);
 
     // The same call again needs a new approval; the spent one cannot be named.
@@ -234,5 +236,51 @@ describe('rate_limit_per_minute', () => {
     expect(allowed === 7 || allowed === 14 ? allowed : -allowed).toBeGreaterThan(0);
     expect(allowed + limited).toBe(30);
     expect(await callsUsed(c.drs[0]!.hash)).toBe(allowed);
+  });
+});
+
+describe('rate windows', () => {
+  /** The start of the current one-minute window of the database clock. */
+  async function windowNow(): Promise<number> {
+    const [r] = await rows<{ w: string }>(
+      svc.store.db,
+      sql`select (floor(extract(epoch from clock_timestamp()) / 60) * 60)::bigint::text as w`,
+    );
+    return Number(r!.w);
+  }
+  const windowsOf = async (name: string) =>
+    svc.store.db
+      .select()
+      .from(toolRateWindows)
+      .where(and(eq(toolRateWindows.tenantId, tenant.id), eq(toolRateWindows.tool, name)));
+
+  it('are pruned when a call opens a new window, and the count of the current one stays exact across two nodes', async () => {
+    const start = await windowNow();
+    // Windows of this tenant from long ago (of a tool still declared and of one no longer), and the previous minute's.
+    await svc.store.db.insert(toolRateWindows).values([
+      { tenantId: tenant.id, tool: 'sms_send', windowStart: start - 600, calls: 7 },
+      { tenantId: tenant.id, tool: 'retired_tool', windowStart: start - 3600, calls: 3 },
+      { tenantId: tenant.id, tool: 'fax_send', windowStart: start - 120, calls: 5 },
+      { tenantId: tenant.id, tool: 'fax_send', windowStart: start - 60, calls: 2 },
+    ]);
+    const c = chain();
+    const args = { tool: 'fax_send', estimated_cost_usd: 0.01, pii_access: false, write_access: false };
+    const answers = await Promise.all(
+      Array.from({ length: 24 }, (_, i) => nodes[i % 2]!.post('/v1/verify', tenant.keys.verify, c.invoke(args, { iat: T0 }).bundle)),
+    );
+    const end = await windowNow();
+    const allowed = answers.filter((r) => r.status === 200).length;
+    expect(answers.filter((r) => r.body.error?.code === 'TOOL_RATE_LIMITED').length).toBe(24 - allowed);
+    // Exact: 5 in one window (10 when the run crossed a minute boundary), every allowed call counted once.
+    expect(allowed === 5 || (allowed === 10 && end > start) ? allowed : -allowed).toBeGreaterThan(0);
+    const fax = await windowsOf('fax_send');
+    const counted = fax.filter((w) => w.windowStart >= start).reduce((n, w) => n + w.calls, 0);
+    expect(counted).toBe(allowed);
+    expect(await callsUsed(c.drs[0]!.hash)).toBe(allowed);
+    // Everything older than the previous minute is gone, for every tool of the tenant; the previous minute is kept.
+    expect(await windowsOf('sms_send').then((ws) => ws.filter((w) => w.windowStart < start - 60))).toEqual([]);
+    expect(await windowsOf('retired_tool')).toEqual([]);
+    expect(fax.map((w) => w.windowStart).filter((w) => w < end - 60)).toEqual([]);
+    if (end === start) expect(fax.find((w) => w.windowStart === start - 60)?.calls).toBe(2);
   });
 });

@@ -13,6 +13,7 @@ import {
   authenticate,
   ensureAdminKey,
   requireScope,
+  requireScopeWithCache,
   tenantOf,
 } from '../../src/service/auth.js';
 import { createApp } from '../../src/service/app.js';
@@ -24,12 +25,15 @@ import { apiKeys } from '../../src/store/schema/index.js';
 import { freshDatabase, freshPglite } from '../setup/db.js';
 import { startTestService, type CallResult, type TestService } from '../support/service.js';
 
-/** A small app whose routes need the scopes their names say, answering with the AuthContext. */
+/**
+ * A small app whose routes need the scopes their names say, answering with the
+ * AuthContext. /probe/verify uses the key cache as the verify routes do.
+ */
 function probeApp(deps: ServiceDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   app.use('*', requestId());
   const echo = (c: { get(k: 'auth'): AuthContext; json(o: unknown): Response }) => c.json(c.get('auth'));
-  app.get('/probe/verify', requireScope(deps, 'verify'), (c) => echo(c));
+  app.get('/probe/verify', requireScopeWithCache(deps, 'verify'), (c) => echo(c));
   app.get('/probe/audit', requireScope(deps, 'audit'), (c) => echo(c));
   app.get('/probe/audit-or-admin', requireScope(deps, 'audit', 'admin'), (c) => echo(c));
   app.get('/probe/tenant', requireScope(deps, 'issue', 'verify', 'report', 'audit', 'admin'), (c) =>
@@ -197,15 +201,17 @@ describe('the key cache and revocation', () => {
     expect(errorOf(res).code).toBe('UNAUTHORIZED');
   });
 
-  it('another node may accept a revoked key from its cache for at most the TTL; a node without it cached refuses', async () => {
-    const k = await newKey({ scopes: ['verify'] });
+  it('another node refuses a revoked key at once on routes without the cache; the cached path holds it for at most the TTL', async () => {
+    const k = await newKey({ scopes: ['verify', 'audit'] });
     const otherNode: ServiceDeps = { ...svc.deps }; // its own cache, same database
     const other = probeApp(otherNode);
     expect((await call(other, '/probe/verify', `Bearer ${k.key}`)).status).toBe(200);
+    expect((await call(other, '/probe/audit', `Bearer ${k.key}`)).status).toBe(200);
     await revoke(k.id);
-    // Documented window: still cached on the other node (< 10 s).
+    // An uncached route looks the key up on every request: refused at once.
+    expect((await call(other, '/probe/audit', `Bearer ${k.key}`)).status).toBe(401);
+    // The cached path (only the verify routes, whose statements re-check the key) still has it (< 10 s).
     expect((await call(other, '/probe/verify', `Bearer ${k.key}`)).status).toBe(200);
-    // Once that entry is gone (TTL elapsed, simulated by eviction), the other node refuses too.
     apiKeyCacheOf(otherNode).evictKeyId(k.id);
     expect((await call(other, '/probe/verify', `Bearer ${k.key}`)).status).toBe(401);
     // A third node that never cached it refuses at once.
@@ -213,7 +219,7 @@ describe('the key cache and revocation', () => {
     expect(KEY_CACHE_TTL_MS).toBeLessThanOrEqual(10_000);
   });
 
-  it('keeps the hot path to one query per key per TTL', async () => {
+  it('keeps the cached (verify) path to one query per key per TTL; other routes look the key up each time', async () => {
     const k = await newKey({ scopes: ['verify'] });
     let selects = 0;
     const counting = new Proxy(svc.store.db, {
@@ -223,14 +229,16 @@ describe('the key cache and revocation', () => {
       },
     }) as Db;
     const node: ServiceDeps = { ...svc.deps, store: { ...svc.store, db: counting } };
-    for (let i = 0; i < 5; i++) expect((await authenticate(node, `Bearer ${k.key}`)).keyId).toBe(k.id);
+    for (let i = 0; i < 5; i++) expect((await authenticate(node, `Bearer ${k.key}`, undefined, true)).keyId).toBe(k.id);
     expect(selects).toBe(1);
+    for (let i = 0; i < 3; i++) expect((await authenticate(node, `Bearer ${k.key}`)).keyId).toBe(k.id);
+    expect(selects).toBe(4);
     // Unknown keys are looked up every time (never cached), garbled ones never reach the database.
-    await expect(authenticate(node, `Bearer bt_${'Q'.repeat(43)}`)).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
-    await expect(authenticate(node, `Bearer bt_${'Q'.repeat(43)}`)).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
-    expect(selects).toBe(3);
-    await expect(authenticate(node, 'Bearer not-a-baton-key-at-all')).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
-    expect(selects).toBe(3);
+    await expect(authenticate(node, `Bearer bt_${'Q'.repeat(43)}`, undefined, true)).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+    await expect(authenticate(node, `Bearer bt_${'Q'.repeat(43)}`, undefined, true)).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+    expect(selects).toBe(6);
+    await expect(authenticate(node, 'Bearer not-a-baton-key-at-all', undefined, true)).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+    expect(selects).toBe(6);
   });
 
   it('ApiKeyCache: entries expire after the TTL, the map stays bounded (oldest out), eviction by key id', () => {

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKeyPair } from '../../src/sdk/keys.js';
 import { createRootDelegation, type SignedDelegation } from '../../src/sdk/records.js';
 import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
-import { T0 } from '../support/chain.js';
+import { T0 } from '../support/fixtures.js';
 
 let svc: TestService;
 let tenant: TestTenant;
@@ -62,7 +62,7 @@ function cases(): [name: string, method: string, path: string, key: string][] {
     'after NUL': 'after=%00',
     'limit past bigint': 'limit=9223372036854775808',
   }))
-    out.push([`receipts ${what}`, 'GET', `/v1/receipts?${q}`, tenant.keys.audit]);
+    out.push([`receipts ${what}`, 'GET', `/v1/service-receipts?${q}`, tenant.keys.audit]);
   for (const [what, x] of Object.entries(BAD_TEXT)) {
     for (const path of [
       `/v1/delegations/${x}`,

@@ -12,7 +12,7 @@ import { openSecret } from '../../src/service/secrets.js';
 import { openStore, type Store } from '../../src/store/db.js';
 import { custodialKeys, trustedRoots } from '../../src/store/schema/index.js';
 import { freshDatabase } from '../setup/db.js';
-import { seedTenant } from '../setup/fixtures.js';
+import { seedTenant } from '../support/fixtures.js';
 
 let store: Store;
 let url: string;

@@ -3,11 +3,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { count, eq } from 'drizzle-orm';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
 import { createRootDelegation, createSubDelegation, type SignedDelegation } from '../../src/sdk/records.js';
-import { delegations, receipts } from '../../src/store/schema/index.js';
+import { delegations, serviceReceipts } from '../../src/store/schema/index.js';
 import { verifyServiceReceipt } from '../../src/service/signer.js';
 import { main as cli } from '../../src/cli/main.js';
 import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
-import { createSubDelegationUnchecked, T0 } from '../support/chain.js';
+import { createSubDelegationUnchecked, T0 } from '../support/fixtures.js';
 import { encodeBase58btc } from '../../src/protocol/base58.js';
 
 let svc: TestService;
@@ -33,11 +33,11 @@ async function rowCount(): Promise<number> {
 }
 
 describe('POST /v1/delegations', () => {
-  it('stores a trusted root without an API key (201); the answer names no tenant, the key of the tenant reads the receipt', async () => {
+  it('stores a trusted root without an API key (201); the answer names no tenant, the key of the tenant reads the service receipt', async () => {
     const r = await svc.call('POST', '/v1/delegations', { json: { receipt: root.jws } });
     expect(r.status).toBe(201);
     expect(r.body).not.toHaveProperty('tenant_id');
-    expect(r.body.delegations[0]).toMatchObject({ hash: root.hash, depth: 0, parent_hash: null, status: 'active', receipt: null });
+    expect(r.body.delegations[0]).toMatchObject({ hash: root.hash, depth: 0, parent_hash: null, status: 'active', service_receipt: null });
     const withKey = await svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipt: root.jws } });
     expect(withKey.status).toBe(200);
     expect(withKey.body.tenant_id).toBe(tenant.id);
@@ -46,15 +46,15 @@ describe('POST /v1/delegations', () => {
       kid: k.kid,
       publicKey: Uint8Array.from(Buffer.from(k.public_key, 'base64url')),
     }));
-    const check = verifyServiceReceipt(stored.receipt.jws, keys);
+    const check = verifyServiceReceipt(stored.service_receipt.jws, keys);
     expect(check.valid).toBe(true);
   });
 
-  it('is idempotent: the same JWS again is 200 with the same receipt', async () => {
+  it('is idempotent: the same JWS again is 200 with the same service receipt', async () => {
     const first = await svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipts: [root.jws] } });
     const again = await svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipts: [root.jws] } });
     expect(again.status).toBe(200);
-    expect(again.body.delegations[0].receipt.id).toBe(first.body.delegations[0].receipt.id);
+    expect(again.body.delegations[0].service_receipt.id).toBe(first.body.delegations[0].service_receipt.id);
   });
 
   it('stores a sub-delegation extending a stored parent, signed by the parent aud', async () => {
@@ -273,8 +273,8 @@ describe('reading delegations', () => {
     expect((await svc.call('GET', '/v1/delegations/not-a-hash', { key: tenant.keys.audit })).status).toBe(400);
   });
 
-  it('every accepted DR has exactly one acceptance receipt', async () => {
-    const [r] = await svc.store.db.select({ n: count() }).from(receipts).where(eq(receipts.kind, 'delegation.accepted'));
+  it('every accepted DR has exactly one acceptance service receipt', async () => {
+    const [r] = await svc.store.db.select({ n: count() }).from(serviceReceipts).where(eq(serviceReceipts.kind, 'delegation.accepted'));
     expect(r!.n).toBe(await rowCount());
   });
 });

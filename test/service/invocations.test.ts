@@ -10,13 +10,12 @@ import { createInvocation, createRootDelegation, createSubDelegation, makeBundle
 import { invocations } from '../../src/store/schema/index.js';
 import { verifyServiceReceipt } from '../../src/service/signer.js';
 import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
-import { T0 } from '../support/chain.js';
+import { T0, TOOL_SERVER } from '../support/fixtures.js';
 
 let svc: TestService;
 let tenant: TestTenant;
 let other: TestTenant;
 
-const TOOL_SERVER = 'mcp://tools.example.com';
 const policy = { allowed_tools: ['web_search'], max_cost_usd: 10 };
 
 // R -> A (root); A -> B (leafA); A -> C (leafB)
@@ -61,7 +60,7 @@ async function serviceKeys() {
 }
 
 describe('GET /v1/invocations/{jti}', () => {
-  it('an allowed invocation: record, JWS, chain, declared estimate and its invocation.allowed receipt; then its actual', async () => {
+  it('an allowed invocation: record, JWS, chain, declared estimate and its invocation.allowed service receipt; then its actual', async () => {
     const { jti, invocation, res } = await verify([root, leafA], B);
     expect(res.status).toBe(200);
     const r = await svc.call('GET', `/v1/invocations/${jti}`, { key: tenant.keys.audit });
@@ -79,8 +78,8 @@ describe('GET /v1/invocations/{jti}', () => {
       denials: [],
     });
     expect(new Date(r.body.created_at).toString()).not.toBe('Invalid Date');
-    expect(r.body.receipt.id).toBe(res.body.receipt.id);
-    const check = verifyServiceReceipt(r.body.receipt.jws, await serviceKeys());
+    expect(r.body.service_receipt.id).toBe(res.body.service_receipt.id);
+    const check = verifyServiceReceipt(r.body.service_receipt.jws, await serviceKeys());
     expect(check.valid).toBe(true);
     expect(check.payload).toMatchObject({ baton_receipt: 'invocation.allowed', subject: jti });
 
@@ -97,7 +96,7 @@ describe('GET /v1/invocations/{jti}', () => {
       source: 'api-usage',
       unavailable_reason: null,
     });
-    expect(after.body.actual.receipt.id).toBe(a.body.receipt.id);
+    expect(after.body.actual.service_receipt.id).toBe(a.body.service_receipt.id);
   });
 
   it('a jti that was only denied: decision denied, with every recorded denial', async () => {
@@ -184,7 +183,7 @@ describe('GET /v1/delegations/{hash}/invocations', () => {
     jti: string;
     created_at: string;
     jws?: string;
-    receipt: { jws: string };
+    service_receipt: { jws: string };
     [k: string]: unknown;
   }
 
@@ -217,7 +216,7 @@ describe('GET /v1/delegations/{hash}/invocations', () => {
     expect(all.jtis).toEqual(made.map((m) => m.jti).reverse());
     expect(all.items[0]).toMatchObject({ decision: 'allowed', declared_usd: 0.25, actual: null });
     expect(all.items[0]?.jws).toBeUndefined();
-    expect(all.items[0]?.receipt.jws).toBeTruthy();
+    expect(all.items[0]?.service_receipt.jws).toBeTruthy();
     const times = all.items.map((i) => Date.parse(i.created_at));
     expect([...times].sort((x, y) => y - x)).toEqual(times);
 

@@ -14,12 +14,10 @@ import type { Policy } from '../../src/protocol/policy.js';
 import { MAX_EXACT_MICROS, MAX_INVOCATION_MICROS, MAX_INVOCATION_USD, MAX_MICROS, MAX_USD } from '../../src/protocol/money.js';
 import { actuals, delegations, denials, invocations } from '../../src/store/schema/index.js';
 import { setupTenant, startTestService, type CallResult, type TestService, type TestTenant } from '../support/service.js';
-import { T0 } from '../support/chain.js';
+import { T0, TOOL_SERVER } from '../support/fixtures.js';
 
 let svc: TestService;
 let tenant: TestTenant;
-
-const TOOL_SERVER = 'mcp://tools.example.com';
 
 beforeAll(async () => {
   svc = await startTestService();

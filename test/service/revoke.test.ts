@@ -8,16 +8,15 @@ import { and, count, eq, isNotNull } from 'drizzle-orm';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
 import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
 import { signJws } from '../../src/protocol/jws.js';
-import { delegations, receipts, trustedRoots } from '../../src/store/schema/index.js';
+import { delegations, serviceReceipts, trustedRoots } from '../../src/store/schema/index.js';
 import { verifyServiceReceipt } from '../../src/service/signer.js';
 import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
-import { SAFE_ARGS, T0 } from '../support/chain.js';
+import { ARGS, T0, TOOL_SERVER } from '../support/fixtures.js';
 
 let svc: TestService;
 let tenant: TestTenant;
 
 const policy = { allowed_tools: ['web_search'], max_cost_usd: 10 };
-const TOOL_SERVER = 'mcp://tools.example.com';
 
 beforeAll(async () => {
   svc = await startTestService();
@@ -37,7 +36,7 @@ async function submit(chain: readonly SignedDelegation[], key?: string): Promise
 
 let seq = 0;
 async function verifyThrough(chain: readonly SignedDelegation[], invoker: KeyPair, opts: { key?: string; byReference?: boolean } = {}) {
-  const invocation = createInvocation({ chain, invoker, args: SAFE_ARGS, toolServer: TOOL_SERVER, iat: T0, jti: `inv:revoke-${++seq}` });
+  const invocation = createInvocation({ chain, invoker, args: ARGS, toolServer: TOOL_SERVER, iat: T0, jti: `inv:revoke-${++seq}` });
   return svc.call('POST', '/v1/verify', {
     key: opts.key ?? tenant.keys.verify,
     json: makeBundle(invocation, chain, opts.byReference ? 'reference' : 'value'),
@@ -55,8 +54,12 @@ async function revokedRows(): Promise<number> {
 async function revocationReceipts(hash?: string): Promise<number> {
   const [r] = await svc.store.db
     .select({ n: count() })
-    .from(receipts)
-    .where(hash ? and(eq(receipts.kind, 'delegation.revoked'), eq(receipts.subject, hash)) : eq(receipts.kind, 'delegation.revoked'));
+    .from(serviceReceipts)
+    .where(
+      hash
+        ? and(eq(serviceReceipts.kind, 'delegation.revoked'), eq(serviceReceipts.subject, hash))
+        : eq(serviceReceipts.kind, 'delegation.revoked'),
+    );
   return r!.n;
 }
 
@@ -119,7 +122,7 @@ describe('revoking a middle DR', () => {
     for (const p of paths) expect((await verifyThrough(p.chain, p.invoker)).status, p.name).toBe(200);
   });
 
-  it('an issue key revokes mid1: 200 with the mark, the revoker, the descendant count and a signed receipt', async () => {
+  it('an issue key revokes mid1: 200 with the mark, the revoker, the descendant count and a signed service receipt', async () => {
     const receiptsBefore = await revocationReceipts();
     const r = await svc.call('POST', `/v1/delegations/${mid1.hash}/revoke`, {
       key: tenant.keys.issue,
@@ -143,7 +146,7 @@ describe('revoking a middle DR', () => {
       kid: k.kid,
       publicKey: Uint8Array.from(Buffer.from(k.public_key, 'base64url')),
     }));
-    const check = verifyServiceReceipt(r.body.receipt.jws, keys);
+    const check = verifyServiceReceipt(r.body.service_receipt.jws, keys);
     expect(check.valid).toBe(true);
     expect(check.payload).toMatchObject({ baton_receipt: 'delegation.revoked', subject: mid1.hash, tenant: tenant.id });
     expect((check.payload as { data: Record<string, unknown> }).data).toMatchObject({
@@ -197,7 +200,7 @@ describe('revoking a middle DR', () => {
     expect(r.body.error.code).toBe('RECEIPT_REVOKED');
   });
 
-  it('revoking again is idempotent: 200 with the original time, reason, revoker and receipt', async () => {
+  it('revoking again is idempotent: 200 with the original time, reason, revoker and service receipt', async () => {
     const first = await svc.call('POST', `/v1/delegations/${mid1.hash}/revoke`, {
       key: tenant.keys.issue,
       json: { confirm: true, reason: 'again' },
@@ -221,9 +224,9 @@ describe('revoking a middle DR', () => {
           descendants: 2,
           already_revoked: true,
         });
-        // A keyless answer carries no receipt: its signed claims name the tenant.
-        if ('key' in call) expect(again.body.receipt.id).toBe(first.body.receipt.id);
-        else expect(again.body.receipt).toBeNull();
+        // A keyless answer carries no service receipt: its signed claims name the tenant.
+        if ('key' in call) expect(again.body.service_receipt.id).toBe(first.body.service_receipt.id);
+        else expect(again.body.service_receipt).toBeNull();
       }
     } finally {
       svc.clock.now -= 120;
@@ -417,7 +420,7 @@ describe('revoking with a signed revocation record (no API key)', () => {
     expect(r.status).toBe(404);
   });
 
-  it('a DR held by two tenants is revoked in both, each with its own receipt', async () => {
+  it('a DR held by two tenants is revoked in both, each with its own service receipt', async () => {
     // The admin API gives a root DID to one tenant only, so this state is set up
     // in the database: if a hash is ever held twice, a signed revocation must not
     // leave it live in either tenant.

@@ -9,7 +9,7 @@ import { sha256Hex } from '../../src/protocol/hash.js';
 import { canonicalJson, utf8Encode } from '../../src/protocol/jcs.js';
 import { signJws } from '../../src/protocol/jws.js';
 import { createLogger, silentLogger } from '../../src/service/log.js';
-import { recordReceipt } from '../../src/service/receipts.js';
+import { recordServiceReceipt } from '../../src/service/service-receipts.js';
 import { openSecret } from '../../src/service/secrets.js';
 import {
   loadServiceSigner,
@@ -22,7 +22,7 @@ import {
 import { openStore, type Store } from '../../src/store/db.js';
 import { serviceKeys } from '../../src/store/schema/index.js';
 import { freshDatabase } from '../setup/db.js';
-import { seedTenant } from '../setup/fixtures.js';
+import { seedTenant } from '../support/fixtures.js';
 import { startTestService, type TestService } from '../support/service.js';
 
 const cleanup: (() => Promise<void>)[] = [];
@@ -197,6 +197,14 @@ describe('ServiceSigner.sign and verifyServiceReceipt', () => {
     expect(verifyServiceReceipt(jws, [{ kid: signer.kid, publicKey: signer.publicKey }]).valid).toBe(true);
   });
 
+  it('imports the key for a log name once: every checkpoint of that log reuses its note signer', () => {
+    const first = signer.noteSigner('baton.example/log/t1');
+    expect(signer.noteSigner('baton.example/log/t1')).toBe(first);
+    const other = signer.noteSigner('baton.example/log/t2');
+    expect(other).not.toBe(first);
+    expect(other.key.name).toBe('baton.example/log/t2');
+  });
+
   it('refuses tampering, unknown kids, wrong keys and the kid-less DRS header', () => {
     const jws = signer.sign({ iss: signer.did, kid: signer.kid, n: 1 });
     const [h, p, s] = jws.split('.') as [string, string, string];
@@ -236,7 +244,7 @@ describe('ServiceSigner.sign and verifyServiceReceipt', () => {
     expect(verifyServiceReceipt(signer.sign({ iss: otherDid }), keys)).toMatchObject({ valid: false, reason: /iss/ });
   });
 
-  it('accepts a receipt signed by hand with the same rule (independent of sign())', async () => {
+  it('accepts a service receipt signed by hand with the same rule (independent of sign())', async () => {
     const seed = new Uint8Array(randomBytes(32));
     const publicKey = publicKeyFromSeed(seed);
     const kid = serviceKid(publicKey);
@@ -278,10 +286,10 @@ describe('rotation and the published keys', () => {
     expect(JSON.stringify(keys.body)).not.toMatch(/seed|encrypted|v1\./);
   });
 
-  it('keeps the old key published as retired, and its receipts still verify', async () => {
+  it('keeps the old key published as retired, and its service receipts still verify', async () => {
     const db = svc.store.db;
     const tenantId = await seedTenant(db);
-    const before = await recordReceipt(db, svc.deps.signer, {
+    const before = await recordServiceReceipt(db, svc.deps.signer, {
       tenantId,
       kind: 'delegation.accepted',
       subject: 'sha256:aa',
@@ -292,7 +300,7 @@ describe('rotation and the published keys', () => {
     svc.clock.now += 3600;
     const next = await rotateServiceKey(db, svc.deps.config.masterKey!, svc.clock.now);
     expect(next.kid).not.toBe(svc.deps.signer.kid);
-    const after = await recordReceipt(db, next, {
+    const after = await recordServiceReceipt(db, next, {
       tenantId,
       kind: 'delegation.revoked',
       subject: 'sha256:aa',

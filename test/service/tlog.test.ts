@@ -12,12 +12,18 @@ import { cosignatureSigner } from '../../src/protocol/cosignature.js';
 import { rootOf } from '../../src/protocol/merkle.js';
 import { COSIGNATURE_V1, formatVerifierKey, parseNote, signNote, verifierKey } from '../../src/protocol/note.js';
 import { publicKeyFromSeed } from '../../src/protocol/ed25519.js';
-import { auditLog, receiptLeafHash, verifyCheckpointConsistency, verifyReceiptInclusion, type LogTrust } from '../../src/sdk/audit.js';
+import {
+  auditLog,
+  serviceReceiptLeafHash,
+  verifyCheckpointConsistency,
+  verifyServiceReceiptInclusion,
+  type LogTrust,
+} from '../../src/sdk/audit.js';
 import { loadConfig } from '../../src/config.js';
 import { startServer } from '../../src/server.js';
 import { integrateOnce } from '../../src/service/log-integrator.js';
 import { signCheckpoint } from '../../src/service/log-tree.js';
-import { recordReceipt } from '../../src/service/receipts.js';
+import { recordServiceReceipt } from '../../src/service/service-receipts.js';
 import { silentLogger } from '../../src/service/log.js';
 import { openStore, type Store } from '../../src/store/db.js';
 import { rows } from '../../src/store/rows.js';
@@ -38,8 +44,15 @@ afterAll(() => svc.close());
 
 const integrator = () => ({ store: svc.store, signer: svc.deps.signer, log: silentLogger, logName: 'baton.test' });
 
+// Denials naming no chain: signed receipts like any other, with no decision records for the audit to fetch.
 async function receipt(tenantId: string, n = 0, db = svc.store.db) {
-  return recordReceipt(db, svc.deps.signer, { tenantId, kind: 'invocation.allowed', subject: `inv:${n}`, data: { n }, now: svc.clock.now });
+  return recordServiceReceipt(db, svc.deps.signer, {
+    tenantId,
+    kind: 'invocation.denied',
+    subject: `inv:${n}`,
+    data: { n },
+    now: svc.clock.now,
+  });
 }
 
 async function trustOf(t: TestTenant): Promise<LogTrust> {
@@ -59,7 +72,7 @@ async function leafOrder(tenantId: string): Promise<number[]> {
 const appFetch = (url: string, init: { headers: Record<string, string> }) => Promise.resolve(svc.app.request(url, init));
 
 describe('integration', () => {
-  it('turns every committed receipt into a leaf, signs a checkpoint, and proofs verify offline', async () => {
+  it('turns every committed service receipt into a leaf, signs a checkpoint, and proofs verify offline', async () => {
     const made: Awaited<ReturnType<typeof receipt>>[] = [];
     for (let i = 0; i < 300; i++) made.push(await receipt(tenant.id, i));
     const round = await integrateOnce(integrator());
@@ -71,21 +84,21 @@ describe('integration', () => {
     const cp = await svc.call('GET', '/v1/log/checkpoint', { key: tenant.keys.audit });
     expect(cp.body).toContain(`\n300\n`);
     const root = parseNote(cp.body).text.split('\n')[2];
-    expect(root).toBe(Buffer.from(rootOf(made.map((r) => receiptLeafHash(r.jws)))).toString('base64'));
+    expect(root).toBe(Buffer.from(rootOf(made.map((r) => serviceReceiptLeafHash(r.jws)))).toString('base64'));
 
     for (const r of [made[0]!, made[255]!, made[256]!, made[299]!]) {
-      const p = await svc.call('GET', `/v1/log/receipts/${r.id}/proof`, { key: tenant.keys.audit });
+      const p = await svc.call('GET', `/v1/log/service-receipts/${r.id}/proof`, { key: tenant.keys.audit });
       expect(p.status).toBe(200);
-      expect(verifyReceiptInclusion(r.jws, p.body.proof, trust, svc.clock.now).index).toBe(p.body.leaf_index);
+      expect(verifyServiceReceiptInclusion(r.jws, p.body.proof, trust, svc.clock.now).index).toBe(p.body.leaf_index);
       // Another receipt does not pass with this proof.
-      expect(() => verifyReceiptInclusion(made[1]!.jws, p.body.proof, trust, svc.clock.now)).toThrow();
+      expect(() => verifyServiceReceiptInclusion(made[1]!.jws, p.body.proof, trust, svc.clock.now)).toThrow();
     }
   });
 
-  it('keeps tenants apart: another tenant gets a 404 for a receipt, and its own log', async () => {
+  it('keeps tenants apart: another tenant gets a 404 for a service receipt, and its own log', async () => {
     const r = await receipt(tenant.id, 1000);
     await integrateOnce(integrator());
-    const theirs = await svc.call('GET', `/v1/log/receipts/${r.id}/proof`, { key: other.keys.audit });
+    const theirs = await svc.call('GET', `/v1/log/service-receipts/${r.id}/proof`, { key: other.keys.audit });
     expect(theirs.status).toBe(404);
     const info = await svc.call('GET', '/v1/log', { key: other.keys.audit });
     expect(info.body).toMatchObject({ origin: `baton.test/baton/${other.id}`, tree_size: 0 });
@@ -96,11 +109,11 @@ describe('integration', () => {
 
   it('answers 404 pending before integration, then the proof', async () => {
     const r = await receipt(tenant.id, 2000);
-    const before = await svc.call('GET', `/v1/log/receipts/${r.id}/proof`, { key: tenant.keys.audit });
+    const before = await svc.call('GET', `/v1/log/service-receipts/${r.id}/proof`, { key: tenant.keys.audit });
     expect(before.status).toBe(404);
     expect(before.body.error.details).toEqual({ status: 'pending' });
     await integrateOnce(integrator());
-    expect((await svc.call('GET', `/v1/log/receipts/${r.id}/proof`, { key: tenant.keys.audit })).status).toBe(200);
+    expect((await svc.call('GET', `/v1/log/service-receipts/${r.id}/proof`, { key: tenant.keys.audit })).status).toBe(200);
   });
 
   it('indexes a late commit after the leaves integrated before it: readers paging by index never skip', async () => {
@@ -193,7 +206,7 @@ describe('integration', () => {
     expect(param.body.error).toMatchObject({ code: 'INVALID_REQUEST', details: { what: 'param' } });
     expect(fields(param)).toEqual(['size']);
     // The same mistake on a route outside the log gets the same shape.
-    const receipts = await svc.call('GET', '/v1/receipts?after=01', { key });
+    const receipts = await svc.call('GET', '/v1/service-receipts?after=01', { key });
     expect(receipts.body.error).toMatchObject({ code: 'INVALID_REQUEST', details: { what: 'query' } });
     expect(fields(receipts)).toEqual(['after']);
   });
@@ -244,12 +257,12 @@ describe('witnesses', () => {
       sql`select r.id, r.jws from receipts r join log_leaves l on l.receipt_id = r.id where r.tenant_id = ${tenant.id} limit 1`,
     );
     const size = served.body.split('\n')[1];
-    const p = await svc.call('GET', `/v1/log/receipts/${someReceipt[0]!.id}/proof?tree_size=${size}`, { key: tenant.keys.audit });
+    const p = await svc.call('GET', `/v1/log/service-receipts/${someReceipt[0]!.id}/proof?tree_size=${size}`, { key: tenant.keys.audit });
     expect(p.status, JSON.stringify(p.body)).toBe(200);
-    expect(verifyReceiptInclusion(someReceipt[0]!.jws, p.body.proof, need1, svc.clock.now).checkpoint.cosignatures).toHaveLength(1);
+    expect(verifyServiceReceiptInclusion(someReceipt[0]!.jws, p.body.proof, need1, svc.clock.now).checkpoint.cosignatures).toHaveLength(1);
     const other = verifierKey('witness2.example', COSIGNATURE_V1, publicKeyFromSeed(randomBytes(32)));
     expect(() =>
-      verifyReceiptInclusion(
+      verifyServiceReceiptInclusion(
         someReceipt[0]!.jws,
         p.body.proof,
         { ...trust, witnesses: [formatVerifierKey(other)], requiredCosignatures: 1 },
@@ -270,7 +283,7 @@ describe('witnesses', () => {
 });
 
 describe('auditLog', () => {
-  it('passes on an intact log, then reports a receipt deleted and one rewritten behind the service', async () => {
+  it('passes on an intact log, then reports a service receipt deleted and one rewritten behind the service', async () => {
     for (let i = 0; i < 5; i++) await receipt(tenant.id, 7000 + i);
     await integrateOnce(integrator());
     const progress: number[] = [];
@@ -307,7 +320,7 @@ describe('auditLog', () => {
     expect(report.findings).toContainEqual(expect.objectContaining({ kind: 'missing', index: victim!.index }));
     expect(report.findings).toContainEqual(expect.objectContaining({ kind: 'rewritten', index: changed!.index }));
     // The listing's copy of the changed receipt is not the logged one either; nothing else is reported.
-    expect(report.findings).toContainEqual(expect.objectContaining({ kind: 'not-in-log', receiptId: changed!.id }));
+    expect(report.findings).toContainEqual(expect.objectContaining({ kind: 'not-in-log', serviceReceiptId: changed!.id }));
     expect(new Set(report.findings.map((f) => ('index' in f ? f.index : f.kind)))).toEqual(
       new Set([victim!.index, changed!.index, 'not-in-log']),
     );
@@ -365,7 +378,7 @@ describe('the server', () => {
 });
 
 describe('on PGlite', () => {
-  it('queues and integrates receipts the same way', { timeout: 120_000 }, async () => {
+  it('queues and integrates service receipts the same way', { timeout: 120_000 }, async () => {
     const lite = await freshPglite();
     try {
       const store: Store = lite.store;

@@ -4,8 +4,8 @@ import { and, count, eq } from 'drizzle-orm';
 import { generateKeyPair } from '../../src/sdk/keys.js';
 import type { Policy } from '../../src/protocol/policy.js';
 import type { ToolDeclaration } from '../../src/protocol/tool-catalog.js';
-import { delegations, receipts, toolCatalogs } from '../../src/store/schema/index.js';
-import { buildChain, T0 } from '../support/chain.js';
+import { delegations, serviceReceipts, toolCatalogs } from '../../src/store/schema/index.js';
+import { buildChain, T0 } from '../support/fixtures.js';
 import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
 import { tool } from '../support/tools.js';
 
@@ -47,13 +47,14 @@ function receiptData(jws: string): Record<string, unknown> {
 async function latestReceipt(kind: string) {
   const rows = await svc.store.db
     .select()
-    .from(receipts)
-    .where(and(eq(receipts.tenantId, tenant.id), eq(receipts.kind, kind as never)));
+    .from(serviceReceipts)
+    .where(and(eq(serviceReceipts.tenantId, tenant.id), eq(serviceReceipts.kind, kind as never)))
+    .orderBy(serviceReceipts.id);
   return rows[rows.length - 1]!;
 }
 
 describe('tool catalog API', () => {
-  it('publishes versions with a receipt each, serves them, refuses a stale base', async () => {
+  it('publishes versions with a service receipt each, serves them, refuses a stale base', async () => {
     const v1 = await publish([tool('docs_search')]);
     expect(v1.status).toBe(201);
     expect(v1.body).toMatchObject({ version: 1, strict: true, tools: [{ name: 'docs_search' }] });
@@ -133,7 +134,7 @@ describe('verify derives requirements from the catalog', () => {
     ]);
     const r = await verify(ok, { tool: 'crm_update', write_access: false });
     expect(r.status).toBe(200);
-    expect(receiptData(r.body.receipt.jws)).toMatchObject({ catalog_version: expect.any(Number) });
+    expect(receiptData(r.body.service_receipt.jws)).toMatchObject({ catalog_version: expect.any(Number) });
   });
 
   it('a private-data or pii-tagged tool needs pii_access', async () => {
@@ -209,7 +210,7 @@ describe('verify derives requirements from the catalog', () => {
     const { bundle } = c.invoke({ tool: 'anything', estimated_cost_usd: 0.01, pii_access: false, write_access: false }, { iat: T0 });
     const r = await svc.call('POST', '/v1/verify', { key: other.keys.verify, json: bundle });
     expect(r.status).toBe(200);
-    expect(receiptData(r.body.receipt.jws)['catalog_version']).toBeUndefined();
+    expect(receiptData(r.body.service_receipt.jws)['catalog_version']).toBeUndefined();
   });
 
   it('a delegation whose tools form the lethal trifecta is unusable until an approver approves it', async () => {
@@ -252,6 +253,35 @@ describe('verify derives requirements from the catalog', () => {
     const r = await verify(parent, { tool: 'hr_lookup' });
     expect(r.body.error.code).toBe('GRANT_PENDING_APPROVAL');
     expect(r.body.violations[0].dr_index).toBe(0);
+  });
+
+  it('undeclared tools in a non-strict tenant count as carrying all three risk flags at issuance, and the hold says why', async () => {
+    const k = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, { key: svc.adminKey, json: { scopes: ['approve'] } });
+    const approver = k.body.key as string;
+    const heldFor = async (hash: string) => {
+      const grants = await svc.call('GET', '/v1/grants', { key: approver });
+      return (grants.body.grants as { dr_hash: string; explanation: string }[]).find((g) => g.dr_hash === hash);
+    };
+    const named = { ...base, allowed_tools: ['docs_search', 'mystery_tool'] };
+    const open = { ...base, allowed_tools: ['*'] };
+
+    await publish([tool('docs_search')], { strict: false });
+    const one = chain([named]);
+    expect((await verify(one, { tool: 'docs_search' })).body.error.code).toBe('GRANT_PENDING_APPROVAL');
+    const reason = (await heldFor(one.drs[0]!.hash))!.explanation;
+    expect(reason).toContain('Tool "mystery_tool" is undeclared');
+    expect(reason).toContain('in a non-strict tenant an undeclared tool counts as carrying all three risk flags');
+    const any = chain([open]);
+    expect((await verify(any, { tool: 'docs_search' })).body.error.code).toBe('GRANT_PENDING_APPROVAL');
+    expect((await heldFor(any.drs[0]!.hash))!.explanation).toContain('it reaches any undeclared tool');
+    // The same reach of declared harmless tools only is not held, and neither is any of it in a strict tenant.
+    expect((await verify(chain([{ ...base, allowed_tools: ['docs_search'] }]), { tool: 'docs_search' })).status).toBe(200);
+    await publish([tool('docs_search')], { strict: true });
+    for (const policy of [named, open]) {
+      const c = chain([policy]);
+      expect((await verify(c, { tool: 'docs_search' })).status).toBe(200);
+      expect(await heldFor(c.drs[0]!.hash)).toBeUndefined();
+    }
   });
 
   it('POST /v1/explain lists every unmet condition with a remediation and counts nothing', async () => {

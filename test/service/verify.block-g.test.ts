@@ -11,7 +11,7 @@ import { createInvocation, createRootDelegation, makeBundle, type SignedDelegati
 import { hotPathCacheOf } from '../../src/service/hot-cache.js';
 import { verifyBatcherOf } from '../../src/store/verify-batch.js';
 import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
-import { T0 } from '../support/chain.js';
+import { T0, ARGS } from '../support/fixtures.js';
 
 let svc: TestService;
 let tenant: TestTenant;
@@ -21,8 +21,6 @@ beforeAll(async () => {
   tenant = await setupTenant(svc);
 });
 afterAll(async () => svc?.close());
-
-const ARGS = { tool: 'web_search', pii_access: false, write_access: false };
 
 async function counted(maxCalls: number) {
   const agent = generateKeyPair();

@@ -10,7 +10,7 @@ import { generateKeyPair } from '../../src/sdk/keys.js';
 import { createInvocation, createRootDelegation, createSubDelegation, makeBundle } from '../../src/sdk/records.js';
 import { delegations, invocations } from '../../src/store/schema/index.js';
 import { listenOnSocket, setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
-import { T0 } from '../support/chain.js';
+import { T0, ARGS } from '../support/fixtures.js';
 
 let svc: TestService;
 let tenant: TestTenant;
@@ -27,8 +27,6 @@ afterAll(async () => {
   await server?.close();
   await svc?.close();
 });
-
-const ARGS = { tool: 'web_search', pii_access: false, write_access: false };
 
 async function post(body: unknown): Promise<number> {
   return (await postForAnswer(body)).status;
@@ -128,7 +126,7 @@ describe('concurrent verifies against a shared root ceiling', () => {
     const fresh = answers.filter((a) => a.body.retry === false);
     expect(fresh).toHaveLength(1);
     // Every copy carries the one receipt of the one allow.
-    expect(new Set(answers.map((a) => a.body.receipt.id))).toEqual(new Set([fresh[0]!.body.receipt.id]));
+    expect(new Set(answers.map((a) => a.body.service_receipt.id))).toEqual(new Set([fresh[0]!.body.service_receipt.id]));
     const [row] = await svc.store.db.select().from(delegations).where(eq(delegations.hash, root.hash));
     expect(row!.callsUsed).toBe(1);
   });

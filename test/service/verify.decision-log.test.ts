@@ -8,7 +8,7 @@ import { generateKeyPair } from '../../src/sdk/keys.js';
 import { createInvocation, createRootDelegation, createSubDelegation, makeBundle } from '../../src/sdk/records.js';
 import { createLogger } from '../../src/service/log.js';
 import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
-import { T0 } from '../support/chain.js';
+import { T0 } from '../support/fixtures.js';
 
 const lines: Record<string, unknown>[] = [];
 let svc: TestService;
@@ -23,7 +23,7 @@ afterAll(async () => svc?.close());
 const decisions = () => lines.filter((l) => l['msg'] === 'verify decision');
 
 describe('decision log', () => {
-  it('logs one event per decision: allow, retry, deny and dry run, with the receipt each answer carries', async () => {
+  it('logs one event per decision: allow, retry, deny and dry run, with the service receipt each answer carries', async () => {
     const agent = generateKeyPair();
     const holder = generateKeyPair();
     const root = createRootDelegation({
@@ -71,16 +71,16 @@ describe('decision log', () => {
       outcome: 'allow',
       codes: ['ALLOWED'],
       dry_run: false,
-      receipt_id: first.body.receipt.id,
+      service_receipt_id: first.body.service_receipt.id,
     });
-    expect(events[1]).toMatchObject({ ...common, outcome: 'allow', codes: ['RETRY'], receipt_id: first.body.receipt.id });
+    expect(events[1]).toMatchObject({ ...common, outcome: 'allow', codes: ['RETRY'], service_receipt_id: first.body.service_receipt.id });
     expect(events[2]).toMatchObject({ ...common, tool: 'delete_db', jti: refused.payload.jti, outcome: 'deny', dry_run: false });
     expect((events[2]!['codes'] as string[])[0]).toBe(denied.body.error.code);
     const [deniedReceipt] = await svc.store.query("select id from receipts where kind = 'invocation.denied' and subject = $1", [
       refused.payload.jti,
     ]);
-    expect(events[2]!['receipt_id']).toBe(Number(deniedReceipt!['id']));
-    expect(events[3]).toMatchObject({ ...common, outcome: 'allow', codes: ['ALLOWED'], dry_run: true, receipt_id: null });
+    expect(events[2]!['service_receipt_id']).toBe(Number(deniedReceipt!['id']));
+    expect(events[3]).toMatchObject({ ...common, outcome: 'allow', codes: ['ALLOWED'], dry_run: true, service_receipt_id: null });
     for (const e of events) expect(typeof e['ms']).toBe('number');
   });
 });

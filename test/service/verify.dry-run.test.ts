@@ -14,14 +14,13 @@ import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
 import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
 import type { Policy } from '../../src/protocol/policy.js';
 import { setupTenant, startTestService, type CallResult, type TestService, type TestTenant } from '../support/service.js';
-import { T0 } from '../support/chain.js';
+import { T0, TOOL_SERVER } from '../support/fixtures.js';
 
 let svc: TestService;
 let tenant: TestTenant;
 /** A verify key of the tenant bound to another tool server than the invocations name. */
 let boundKey: string;
 
-const TOOL_SERVER = 'mcp://tools.example.com';
 let seq = 0;
 const fresh = (prefix: string) => `${prefix}:${Date.now().toString(36)}-${(seq++).toString(36)}`;
 
@@ -68,7 +67,7 @@ const outcome = (r: CallResult) => ({ status: r.status, code: codeOf(r) ?? null 
 async function dryThenReal(bundle: object, key = tenant.keys.verify) {
   const dry = await svc.call('POST', '/v1/verify', { key, json: { ...bundle, dry_run: true } });
   const real = await svc.call('POST', '/v1/verify', { key, json: bundle });
-  if (dry.status === 200) expect(dry.body).toMatchObject({ valid: true, dry_run: true, receipt: null });
+  if (dry.status === 200) expect(dry.body).toMatchObject({ valid: true, dry_run: true, service_receipt: null });
   return { dry, real };
 }
 

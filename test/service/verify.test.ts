@@ -5,9 +5,9 @@ import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
 import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
 import { encodeBase64url } from '../../src/protocol/base64url.js';
 import { utf8Encode } from '../../src/protocol/jcs.js';
-import { delegations, denials, invocations, receipts } from '../../src/store/schema/index.js';
+import { delegations, denials, invocations, serviceReceipts } from '../../src/store/schema/index.js';
 import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
-import { T0 } from '../support/chain.js';
+import { T0 } from '../support/fixtures.js';
 
 let svc: TestService;
 let tenant: TestTenant;
@@ -56,7 +56,7 @@ async function tableCount(table: typeof invocations | typeof denials | typeof de
 }
 
 describe('verify: allow', () => {
-  it('allows, counts against every max_calls in the chain, stores unknown receipts, signs a receipt', async () => {
+  it('allows, counts against every max_calls in the chain, stores unknown delegation receipts, signs a service receipt', async () => {
     const inv = invoke();
     const r = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(inv, [root, leaf]) });
     expect(r.status).toBe(200);
@@ -66,11 +66,11 @@ describe('verify: allow', () => {
       { dr: root.hash, calls_used: 1, max_calls: 10 },
       { dr: leaf.hash, calls_used: 1, max_calls: 5 },
     ]);
-    expect(r.body.receipt.jws.split('.')).toHaveLength(3);
+    expect(r.body.service_receipt.jws.split('.')).toHaveLength(3);
     expect(await tableCount(delegations)).toBe(2); // DRS clients never pre-register
   });
 
-  it('accepts a chain by reference (empty receipts) once stored', async () => {
+  it('accepts a chain by reference (empty receipts, a DRS bundle by reference) once stored', async () => {
     const inv = invoke();
     const r = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(inv, [root, leaf], 'reference') });
     expect(r.status).toBe(200);
@@ -114,7 +114,7 @@ describe('verify: deny', () => {
     expect(row).toBeUndefined();
   });
 
-  it('the same invocation re-sent by the same key is a retry: the original receipt, nothing counted again', async () => {
+  it('the same invocation re-sent by the same key is a retry: the original service receipt, nothing counted again', async () => {
     const own = makeLeaf('dr:retry-same-key');
     const inv = createInvocation({ chain: [root, own], invoker: b, args: ARGS, toolServer: 'mcp://tools.example.com', iat: T0 });
     const bundle = makeBundle(inv, [root, own]);
@@ -123,14 +123,19 @@ describe('verify: deny', () => {
     expect(first.body.retry).toBe(false);
     const again = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: bundle });
     expect(again.status).toBe(200);
-    expect(again.body).toMatchObject({ valid: true, retry: true, invocation_id: inv.payload.jti, receipt: first.body.receipt });
+    expect(again.body).toMatchObject({
+      valid: true,
+      retry: true,
+      invocation_id: inv.payload.jti,
+      service_receipt: first.body.service_receipt,
+    });
     expect(again.body.counters).toEqual(first.body.counters);
     const [ownRow] = await svc.store.db.select().from(delegations).where(eq(delegations.hash, own.hash));
     expect(ownRow!.callsUsed).toBe(1);
     const allowed = await svc.store.db
       .select()
-      .from(receipts)
-      .where(and(eq(receipts.subject, inv.payload.jti), eq(receipts.kind, 'invocation.allowed')));
+      .from(serviceReceipts)
+      .where(and(eq(serviceReceipts.subject, inv.payload.jti), eq(serviceReceipts.kind, 'invocation.allowed')));
     expect(allowed).toHaveLength(1);
   });
 
@@ -203,7 +208,7 @@ describe('verify: dry run and binding', () => {
     const invBefore = await tableCount(invocations);
     const r = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: { ...makeBundle(inv, [root, leaf]), dry_run: true } });
     expect(r.status).toBe(200);
-    expect(r.body).toMatchObject({ valid: true, dry_run: true, receipt: null });
+    expect(r.body).toMatchObject({ valid: true, dry_run: true, service_receipt: null });
     expect(r.body.counters[1].calls_used).toBe(before[0]?.callsUsed ?? 0);
     const after = await svc.store.db.select().from(delegations).where(eq(delegations.hash, leaf.hash));
     expect(after[0]?.callsUsed).toBe(before[0]?.callsUsed);

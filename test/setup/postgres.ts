@@ -4,7 +4,7 @@
 import postgres from 'postgres';
 import type { TestProject } from 'vitest/node';
 import { redactUrl } from '../../src/store/migrate.js';
-import { HOW_TO_FIX, findPgBin, startPgCluster, type PgCluster } from './pg-cluster.js';
+import { HOW_TO_FIX, startPgCluster, type PgCluster } from '../../bench/lib/pg-cluster.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -22,12 +22,10 @@ export async function setup(project: TestProject): Promise<void> {
   if (given) {
     url = given;
   } else {
-    const bin = findPgBin();
-    if (!bin) throw new Error(`No PostgreSQL for the tests.\n${HOW_TO_FIX}`);
-    cluster = await startPgCluster(bin);
+    cluster = await startPgCluster();
     url = cluster.url;
     // If vitest dies without calling teardown, still stop the server.
-    process.once('exit', () => cluster?.stopSync());
+    process.once('exit', () => cluster?.destroySync());
   }
   await checkReachable(url);
   project.provide('pgAdminUrl', url);
@@ -37,7 +35,7 @@ export async function setup(project: TestProject): Promise<void> {
 }
 
 export async function teardown(): Promise<void> {
-  await cluster?.stop();
+  await cluster?.destroy();
   cluster = undefined;
 }
 

@@ -8,7 +8,7 @@ import { findMigrationsFolder } from '../../src/store/migrate.js';
 import { rows } from '../../src/store/rows.js';
 import { delegations } from '../../src/store/schema/index.js';
 import { createDatabase, freshDatabase } from '../setup/db.js';
-import { seedDelegation, seedTenant } from '../setup/fixtures.js';
+import { seedDelegation, seedTenant } from '../support/fixtures.js';
 
 const journal = JSON.parse(readFileSync(join(findMigrationsFolder(), 'meta', '_journal.json'), 'utf8')) as { entries: unknown[] };
 

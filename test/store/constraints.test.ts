@@ -2,7 +2,7 @@ import { TransactionRollbackError, and, eq, isNull, lt, or, sql } from 'drizzle-
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db, Store } from '../../src/store/db.js';
 import { actuals, apiKeys, delegations, invocations, serviceKeys, type Delegation } from '../../src/store/schema/index.js';
-import { dbFailure, fakeHash, seedDelegation, seedServiceKey, seedTenant } from '../setup/fixtures.js';
+import { dbFailure, fakeHash, seedDelegation, seedServiceKey, seedTenant } from '../support/fixtures.js';
 import { drivers } from '../setup/drivers.js';
 
 /** The counting step's shape: increment only while under the ceiling, never read-then-write. */

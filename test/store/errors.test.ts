@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Store } from '../../src/store/db.js';
 import { isStorageUnavailable, isUniqueViolation, pgError } from '../../src/store/errors.js';
 import { tenants } from '../../src/store/schema/index.js';
-import { freePort } from '../setup/pg-cluster.js';
+import { freePort } from '../../bench/lib/pg-cluster.js';
 import { freshDatabase } from '../setup/db.js';
 
 async function failure(p: Promise<unknown>): Promise<unknown> {

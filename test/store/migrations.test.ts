@@ -15,6 +15,7 @@ const TABLES = [
   'custodial_keys',
   'delegations',
   'denials',
+  'dr_cost_calibration',
   'grant_approvals',
   'invocations',
   'log_checkpoints',

@@ -11,7 +11,7 @@ import { silentLogger, type Logger } from '../../src/service/log.js';
 import type { ServiceDeps } from '../../src/service/types.js';
 import type { Store } from '../../src/store/db.js';
 import { freshDatabase, freshPglite } from '../setup/db.js';
-import { T0 } from './chain.js';
+import { T0 } from './fixtures.js';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
 
 export interface CallResult {

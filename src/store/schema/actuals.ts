@@ -2,11 +2,9 @@
 // declared at verify time (invocations.estimated_micros).
 import { sql } from 'drizzle-orm';
 import { bigint, check, foreignKey, pgTable, primaryKey, text } from 'drizzle-orm/pg-core';
-import { createdAt, micros } from './columns.js';
+import { ACTUAL_SOURCES, type ActualSource } from '../../protocol/lists.js';
+import { createdAt, micros, oneOf } from './columns.js';
 import { invocations } from './invocations.js';
-
-export const ACTUAL_SOURCES = ['harness-reported', 'api-usage', 'manual-meter', 'unavailable'] as const;
-export type ActualSource = (typeof ACTUAL_SOURCES)[number];
 
 /** At most one metered actual per invocation (the primary key). */
 export const actuals = pgTable(
@@ -29,7 +27,7 @@ export const actuals = pgTable(
       columns: [t.tenantId, t.jti],
       foreignColumns: [invocations.tenantId, invocations.jti],
     }),
-    check('actuals_source_known', sql`${t.source} in ('harness-reported','api-usage','manual-meter','unavailable')`),
+    check('actuals_source_known', oneOf(t.source, ACTUAL_SOURCES)),
     check('actuals_cost_iff_available', sql`(${t.source} = 'unavailable') = (${t.costMicros} is null)`),
     check(
       'actuals_unavailable_has_reason',

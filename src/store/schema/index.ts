@@ -4,6 +4,6 @@ export * from './keys.js';
 export * from './delegations.js';
 export * from './invocations.js';
 export * from './actuals.js';
-export * from './receipts.js';
+export * from './service-receipts.js';
 export * from './log.js';
 export * from './tools.js';

@@ -28,6 +28,9 @@ export const invocations = pgTable(
     }),
     index('invocations_leaf_recent_idx').on(t.tenantId, t.leafHash, t.createdAt.desc()),
     index('invocations_dr_chain_gin').using('gin', t.drChain),
+    // The decision list (migration 0011).
+    index('invocations_tenant_recent_idx').on(t.tenantId, t.createdAt.desc()),
+    index('invocations_tenant_tool_recent_idx').on(t.tenantId, t.tool, t.createdAt.desc()),
     check('invocations_estimate_nonneg', sql`${t.estimatedMicros} >= 0`),
   ],
 );
@@ -54,7 +57,13 @@ export const denials = pgTable(
       .$type<Violation[]>(),
     createdAt: createdAt(),
   },
-  (t) => [index('denials_tenant_jti_idx').on(t.tenantId, t.jti), index('denials_dr_chain_gin').using('gin', t.drChain)],
+  (t) => [
+    index('denials_tenant_jti_idx').on(t.tenantId, t.jti),
+    index('denials_dr_chain_gin').using('gin', t.drChain),
+    // The decision list (migration 0011).
+    index('denials_tenant_recent_idx').on(t.tenantId, t.createdAt.desc()),
+    index('denials_tenant_code_recent_idx').on(t.tenantId, t.code, t.createdAt.desc()),
+  ],
 );
 
 export type Invocation = typeof invocations.$inferSelect;

@@ -1,12 +1,10 @@
 // Credentials and signing keys: API keys, trusted roots, custodial root keys,
-// the service's own receipt-signing keys.
+// the service's own service-receipt signing keys.
 import { sql } from 'drizzle-orm';
 import { check, index, pgTable, primaryKey, text, uniqueIndex, type AnyPgColumn } from 'drizzle-orm/pg-core';
-import { createdAt, serverTime, tenantId } from './columns.js';
+import { API_KEY_SCOPES, type ApiKeyScope } from '../../protocol/lists.js';
+import { createdAt, serverTime, sqlLiterals, tenantId } from './columns.js';
 import { tenants } from './tenants.js';
-
-export const API_KEY_SCOPES = ['admin', 'issue', 'verify', 'report', 'audit', 'approve'] as const;
-export type ApiKeyScope = (typeof API_KEY_SCOPES)[number];
 
 export const apiKeys = pgTable(
   'api_keys',
@@ -26,7 +24,7 @@ export const apiKeys = pgTable(
   (t) => [
     uniqueIndex('api_keys_secret_hash_uq').on(t.secretHash),
     index('api_keys_tenant_idx').on(t.tenantId),
-    check('api_keys_scopes_known', sql`${t.scopes} <@ array['admin','issue','verify','report','audit','approve']::text[]`),
+    check('api_keys_scopes_known', sql`${t.scopes} <@ array[${sqlLiterals(API_KEY_SCOPES)}]::text[]`),
     check('api_keys_scopes_nonempty', sql`cardinality(${t.scopes}) > 0`),
     check('api_keys_tenant_or_admin', sql`${t.tenantId} is not null or 'admin' = any(${t.scopes})`),
   ],
@@ -57,7 +55,7 @@ export const custodialKeys = pgTable('custodial_keys', {
   createdAt: createdAt(),
 });
 
-/** The service's receipt-signing keys; retired keys stay for verification. */
+/** The service's service-receipt signing keys; retired keys stay for verification. */
 export const serviceKeys = pgTable(
   'service_keys',
   {

@@ -1,6 +1,6 @@
 // The transparency log: one append-only Merkle tree of service receipts per
-// tenant (RFC 6962 hashing, served as C2SP tiles). A trigger on receipts
-// queues every new receipt in log_pending inside the receipt's own
+// tenant (RFC 6962 hashing, served as C2SP tiles). A trigger on the receipts table
+// queues every new service receipt in log_pending inside the service receipt's own
 // transaction; the single integrator (src/service/log-integrator.ts) assigns
 // indexes, stores hashes and signs a checkpoint. Everything but the queue is
 // append-only (migrations/0006_transparency_log.sql refuses UPDATE, DELETE
@@ -16,7 +16,7 @@ export const bytea = customType<{ data: Uint8Array; driverData: Uint8Array }>({
   fromDriver: (value) => Uint8Array.from(value),
 });
 
-/** Receipts committed but not yet integrated, oldest receipt first. Rows leave when integrated. */
+/** Service receipts committed but not yet integrated, oldest service receipt first. Rows leave when integrated. */
 export const logPending = pgTable('log_pending', {
   receiptId: bigint('receipt_id', { mode: 'number' }).primaryKey(),
   tenantId: text('tenant_id').notNull(),
@@ -31,7 +31,7 @@ export const logLeaves = pgTable(
     leafIndex: bigint('leaf_index', { mode: 'number' }).notNull(),
     receiptId: bigint('receipt_id', { mode: 'number' }).notNull(),
     leafHash: bytea('leaf_hash').notNull(),
-    /** When the receipt was queued (its commit, to within the transaction). */
+    /** When the service receipt was queued (its commit, to within the transaction). */
     queuedAt: serverTime('queued_at').notNull(),
     /** When the integrator appended it; integrated_at - queued_at is the lag to inclusion. */
     integratedAt: serverTime('integrated_at').notNull(),

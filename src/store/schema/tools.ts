@@ -1,9 +1,10 @@
 // Tool governance (migration 0005_tool_gate): versioned tool catalogs, human
-// approvals of calls and of trifecta grants, per-tool rate windows. Checks and
-// the in-statement gate live in the migration; this is what queries see.
+// approvals of calls and of trifecta grants, per-tool rate windows. The
+// in-statement gate lives in the migration.
 import { sql } from 'drizzle-orm';
-import { bigint, check, index, integer, jsonb, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core';
-import { createdAt, tenantId, unixSeconds } from './columns.js';
+import { bigint, check, index, integer, jsonb, numeric, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import { APPROVAL_STATUSES, GRANT_STATUSES, type ApprovalStatus, type GrantStatus } from '../../protocol/lists.js';
+import { createdAt, oneOf, tenantId, unixSeconds } from './columns.js';
 
 /** One immutable version of a tenant's tool document; the current one is the highest. */
 export const toolCatalogs = pgTable(
@@ -19,9 +20,6 @@ export const toolCatalogs = pgTable(
   (t) => [primaryKey({ columns: [t.tenantId, t.version] }), check('tool_catalogs_version_positive', sql`${t.version} >= 1`)],
 );
 
-export const APPROVAL_STATUSES = ['pending', 'approved', 'rejected', 'expired', 'used'] as const;
-export type ApprovalStatusColumn = (typeof APPROVAL_STATUSES)[number];
-
 /** A human decision about one call; times are unix seconds of the service clock. */
 export const approvals = pgTable(
   'approvals',
@@ -29,7 +27,7 @@ export const approvals = pgTable(
     tenantId: tenantId(),
     id: text('id').notNull(), // 'apr_' + random
     binding: text('binding').notNull(),
-    status: text('status').notNull().$type<ApprovalStatusColumn>(),
+    status: text('status').notNull().$type<ApprovalStatus>(),
     requestedBy: text('requested_by').notNull(), // API key id of the verifying tool server
     invocationJti: text('invocation_jti').notNull(),
     drChain: text('dr_chain').array().notNull(),
@@ -46,13 +44,27 @@ export const approvals = pgTable(
     decidedAt: unixSeconds('decided_at'),
     usedAt: unixSeconds('used_at'),
     usedJti: text('used_jti'),
+    /** A decision signed by an approver DID (migration 0010): its jti, unique per signer, and the record itself. */
+    decisionJti: text('decision_jti'),
+    decisionJws: text('decision_jws'),
   },
   (t) => [
     primaryKey({ columns: [t.tenantId, t.id] }),
+    check('approvals_status_known', oneOf(t.status, APPROVAL_STATUSES)),
+    check('approvals_deadline_after_creation', sql`${t.expiresAt} > ${t.createdAt}`),
+    check(
+      'approvals_decided_complete',
+      sql`(${oneOf(t.status, ['pending', 'expired'] satisfies ApprovalStatus[])}) or (${t.decidedBy} is not null and ${t.actor} is not null and ${t.reason} is not null and ${t.decidedAt} is not null)`,
+    ),
+    check('approvals_used_complete', sql`${t.status} <> 'used' or (${t.usedAt} is not null and ${t.usedJti} is not null)`),
     uniqueIndex('approvals_one_live_per_call')
       .on(t.tenantId, t.binding)
-      .where(sql`${t.status} in ('pending','approved')`),
+      .where(oneOf(t.status, ['pending', 'approved'] satisfies ApprovalStatus[])),
     index('approvals_tenant_status_idx').on(t.tenantId, t.status, t.createdAt),
+    uniqueIndex('approvals_decision_jti_once')
+      .on(t.tenantId, t.decidedBy, t.decisionJti)
+      .where(sql`${t.decisionJti} is not null`),
+    index('approvals_id_idx').on(t.id),
   ],
 );
 
@@ -64,7 +76,7 @@ export const grantApprovals = pgTable(
   {
     tenantId: tenantId(),
     drHash: text('dr_hash').notNull(),
-    status: text('status').notNull().$type<'pending' | 'approved' | 'rejected'>(),
+    status: text('status').notNull().$type<GrantStatus>(),
     explanation: text('explanation').notNull(),
     catalogVersion: integer('catalog_version').notNull(),
     decidedBy: text('decided_by'),
@@ -72,7 +84,7 @@ export const grantApprovals = pgTable(
     reason: text('reason'),
     decidedAt: unixSeconds('decided_at'),
   },
-  (t) => [primaryKey({ columns: [t.tenantId, t.drHash] })],
+  (t) => [primaryKey({ columns: [t.tenantId, t.drHash] }), check('grant_approvals_status_known', oneOf(t.status, GRANT_STATUSES))],
 );
 
 /** Calls allowed per tool and minute of the database clock. */
@@ -84,5 +96,22 @@ export const toolRateWindows = pgTable(
     windowStart: bigint('window_start', { mode: 'number' }).notNull(),
     calls: integer('calls').notNull(),
   },
-  (t) => [primaryKey({ columns: [t.tenantId, t.tool, t.windowStart] })],
+  (t) => [primaryKey({ columns: [t.tenantId, t.tool, t.windowStart] }), check('tool_rate_windows_calls_positive', sql`${t.calls} >= 1`)],
+);
+
+/**
+ * Per delegation, over every invocation through it: how many were metered,
+ * their metered cost and what was declared for them (migration 0010, kept by a
+ * trigger on actuals). Read by the verify statement for cost calibration.
+ */
+export const drCostCalibration = pgTable(
+  'dr_cost_calibration',
+  {
+    tenantId: text('tenant_id').notNull(),
+    drHash: text('dr_hash').notNull(),
+    meteredInvocations: integer('metered_invocations').notNull(),
+    meteredMicros: numeric('metered_micros').notNull(),
+    declaredMicros: numeric('declared_micros').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.tenantId, t.drHash] })],
 );

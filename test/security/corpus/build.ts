@@ -19,6 +19,7 @@ import { fileURLToPath } from 'node:url';
 import type { AuthRef, CorpusCase, CorpusFile, Part } from '../support/corpus.js';
 import { CORPUS_DIR } from '../support/corpus.js';
 import {
+  ABSENT_APPROVAL,
   ABSENT_HASH,
   ABSENT_JTI,
   ACTUAL_BASE,
@@ -101,6 +102,25 @@ interface BodyRoute {
 
 const drFresh = subDr(drA0, KEYS.a1, KEYS.a3.did, 'dr:sec-corpus-fresh');
 const revLive = revocation(KEYS.rootA, drLive.hash, 'rev:sec-corpus-live');
+/**
+ * A signed approval decision for the absent approval by a DID no tenant lists (approval ids are random, so a
+ * checked-in record cannot name tenant A's): the base is itself refused 404, and every variant must be refused too.
+ */
+const signedDecision = (decision: 'approve' | 'reject', jti: string) =>
+  signPayload(
+    {
+      iss: KEYS.stranger.did,
+      drs_v: '4.0',
+      drs_type: 'baton-approval-decision',
+      approval_id: ABSENT_APPROVAL,
+      decision,
+      confirm: true,
+      reason: 'corpus',
+      iat: T0,
+      jti,
+    },
+    KEYS.stranger,
+  );
 const invFresh = (n: string) => invocation(CHAIN_A, KEYS.a2, `inv:sec-corpus-${n}`);
 const ARGS_BASE = { tool: 'web_search', estimated_cost_usd: 0.5, pii_access: false, write_access: false };
 
@@ -310,6 +330,18 @@ const BODY_ROUTES: readonly BodyRoute[] = [
         { path: ['confirm'], accepts: ['boolean'], bad: [{ what: 'false', raw: 'false' }] },
         { path: ['reason'], accepts: ['string'], text: 'free' },
       ],
+    },
+    {
+      slug: `approvals-signed-${verb}`,
+      route: 'POST /v1/approvals/:id/signed-decision',
+      path: `/v1/approvals/${ABSENT_APPROVAL}/signed-decision`,
+      auth: 'none',
+      base: { signed_decision: signedDecision(verb, `apd:sec-corpus-${verb}`) },
+      idempotent: {
+        path: `/v1/approvals/${ABSENT_APPROVAL}/signed-decision`,
+        body: { signed_decision: signedDecision(verb, `apd:sec-corpus-ct-${verb}`) },
+      },
+      fields: [{ path: ['signed_decision'], accepts: ['string'], text: 'ident' }],
     },
     {
       slug: `grants-${verb}`,
@@ -1458,6 +1490,8 @@ interface GetRoute {
   };
   for (const r of hashRoutes) {
     for (const [what, x] of Object.entries(badHashes)) {
+      // The client resolves /v1/delegations/../invocations to GET /v1/invocations, a real route: no hostile path reaches the server.
+      if (what === 'dot-dot' && r.route === 'GET /v1/delegations/:hash/invocations') continue;
       const absent = what === 'absent-well-formed' || what === 'other-tenants-hash';
       push(list, r.route.replace(/^\w+ /, ''), {
         name: `hash-${what}`,
@@ -1521,6 +1555,48 @@ interface GetRoute {
       expect_code: ['INVALID_REQUEST'],
     });
   }
+  // GET /v1/invocations: the decision list's filters, alone, contradictory and forged.
+  for (const [what, q] of Object.entries({
+    'dr-uppercase': `dr=${H.toUpperCase()}`,
+    'dr-no-prefix': `dr=${H.slice(7)}`,
+    'dr-repeated': `dr=${H}&dr=${H}`,
+    'dr-nul': `dr=${H}%00`,
+    'tool-empty': 'tool=',
+    'tool-257': `tool=${'t'.repeat(257)}`,
+    'tool-control': 'tool=a%01b',
+    'outcome-unknown': 'outcome=maybe',
+    'outcome-uppercase': 'outcome=ALLOWED',
+    'code-unknown': 'code=NOT_A_CODE',
+    'code-lowercase': 'code=replay_detected',
+    'code-with-allowed': 'code=REPLAY_DETECTED&outcome=allowed',
+    'tool-with-denied': 'tool=search&outcome=denied',
+    'tool-with-code': 'tool=search&code=REPLAY_DETECTED',
+    'since-no-zone': 'since=2026-01-01T00:00:00',
+    'since-date-only': 'since=2026-01-01',
+    'since-unix': 'since=1800000000',
+    'since-feb-30': 'since=2026-02-30T00:00:00Z',
+    'until-before-since': 'since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z',
+    'until-equals-since': 'since=2026-01-01T00:00:00Z&until=2026-01-01T00:00:00Z',
+    'cursor-delegation-list-shape': `cursor=${forged(['2026-01-01T00:00:00.000000Z', 'inv:x'])}`,
+    'cursor-unknown-source': `cursor=${forged(['2026-01-01T00:00:00.000000Z', 'x', 'inv:x'])}`,
+    'cursor-short-denial-id': `cursor=${forged(['2026-01-01T00:00:00.000000Z', 'd', '12'])}`,
+    'cursor-denial-id-sql': `cursor=${forged(['2026-01-01T00:00:00.000000Z', 'd', "0000000000000000001'"])}`,
+    'cursor-feb-30': `cursor=${forged(['2026-02-30T00:00:00.000000Z', 'a', 'inv:x'])}`,
+    'limit-0': 'limit=0',
+    'limit-201': 'limit=201',
+    'unknown-parameter': 'tenant={{tenantB}}',
+    'proto-parameter': '__proto__=x',
+  })) {
+    push(list, 'decision-list-query', {
+      name: what,
+      route: 'GET /v1/invocations',
+      method: 'GET',
+      path: `/v1/invocations?${q}`,
+      auth: 'A.audit',
+      expect_status: [400],
+      expect_code: ['INVALID_REQUEST'],
+    });
+  }
   for (const [what, q] of Object.entries({
     'after-negative': 'after=-1',
     'after-leading-zero': 'after=01',
@@ -1538,12 +1614,18 @@ interface GetRoute {
     'proto-parameter': '__proto__=1',
     'constructor-parameter': 'constructor=1',
     'nul-in-value': 'after=1%00',
+    'kind-unknown': 'kind=invocation.maybe',
+    'kind-repeated': 'kind=invocation.allowed&kind=actual.recorded',
+    'subject-empty': 'subject=',
+    'subject-space': 'subject=inv%20x',
+    'since-no-zone': 'since=2026-01-01T00:00:00',
+    'until-before-since': 'since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z',
   })) {
-    push(list, 'receipts-query', {
+    push(list, 'service-receipts-query', {
       name: what,
-      route: 'GET /v1/receipts',
+      route: 'GET /v1/service-receipts',
       method: 'GET',
-      path: `/v1/receipts?${q}`,
+      path: `/v1/service-receipts?${q}`,
       auth: 'A.audit',
       expect_status: [400],
     });
@@ -1756,12 +1838,12 @@ export const ROUTE_SAMPLES: readonly { readonly route: string; readonly path: st
   { route: 'POST /verify', path: '/verify', auth: 'A.verify' },
   { route: 'POST /v1/invocations/:jti/actuals', path: '/v1/invocations/inv:sec-unmetered/actuals', auth: 'A.report' },
   { route: 'GET /v1/invocations/:jti', path: '/v1/invocations/inv:sec-consumed', auth: 'A.all' },
-  { route: 'GET /v1/receipts', path: '/v1/receipts', auth: 'A.audit' },
+  { route: 'GET /v1/service-receipts', path: '/v1/service-receipts', auth: 'A.audit' },
   { route: 'GET /v1/log', path: '/v1/log', auth: 'A.audit' },
   { route: 'GET /v1/log/checkpoint', path: '/v1/log/checkpoint', auth: 'A.audit' },
   { route: 'GET /v1/log/checkpoints/:size', path: '/v1/log/checkpoints/1', auth: 'A.audit' },
   { route: 'GET /v1/log/tile/:path{.+}', path: '/v1/log/tile/0/000', auth: 'A.audit' },
-  { route: 'GET /v1/log/receipts/:id/proof', path: '/v1/log/receipts/1/proof', auth: 'A.audit' },
+  { route: 'GET /v1/log/service-receipts/:id/proof', path: '/v1/log/service-receipts/1/proof', auth: 'A.audit' },
   { route: 'GET /v1/log/consistency', path: '/v1/log/consistency', auth: 'A.audit' },
   { route: 'POST /v1/log/cosignatures', path: '/v1/log/cosignatures', auth: 'A.audit' },
   { route: 'POST /v1/admin/tenants/:tenant/tools', path: '/v1/admin/tenants/{{tenantA}}/tools', auth: 'admin' },
@@ -1842,10 +1924,10 @@ export const ROUTE_SAMPLES: readonly { readonly route: string; readonly path: st
     },
   });
   push(list, 'get-with-body', {
-    name: 'GET /v1/receipts without a key, chunked body',
-    route: 'GET /v1/receipts',
+    name: 'GET /v1/service-receipts without a key, chunked body',
+    route: 'GET /v1/service-receipts',
     method: 'GET',
-    path: '/v1/receipts',
+    path: '/v1/service-receipts',
     auth: 'none',
     expect_status: [401],
     raw_http: { lines: ['Transfer-Encoding: chunked'], body_text: '5\r\nhello\r\n0\r\n\r\n' },
@@ -1881,7 +1963,7 @@ export const ROUTE_SAMPLES: readonly { readonly route: string; readonly path: st
   push(list, 'request-id', { ...bad, name: 'request-id-json-breaking', headers: { 'x-request-id': '","admin":true,"x":"' } });
   push(list, 'request-id', { ...bad, name: 'request-id-latin1', headers: { 'x-request-id': 'caf\u00e9' } });
   push(list, 'request-id', { ...bad, name: 'request-id-10k', headers: { 'x-request-id': 'a'.repeat(10_000) } });
-  const auth = (name: string, value: string | Part[], route = 'GET /v1/receipts', path = '/v1/receipts', method = 'GET') =>
+  const auth = (name: string, value: string | Part[], route = 'GET /v1/service-receipts', path = '/v1/service-receipts', method = 'GET') =>
     push(list, 'authorization', {
       name,
       route,

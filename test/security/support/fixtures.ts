@@ -6,17 +6,15 @@
  * hand, so hostile records (non-canonical JSON, S >= L, small-order keys, odd
  * headers) can be built byte for byte and the suite never trusts the code it
  * attacks to build its inputs. Ed25519 is deterministic and every time is fixed
- * (T0), so the same seed always gives the same JWS: the checked-in corpus names
- * real, stored records.
+ * (T0, shared with every test in test/support/fixtures.ts), so the same seed
+ * always gives the same JWS: the checked-in corpus names real, stored records.
  */
 import { createHash, createPrivateKey, createPublicKey, sign, type KeyObject } from 'node:crypto';
+import { ARGS, CMD, T0, TOOL_SERVER } from '../../support/fixtures.js';
 import { tool } from '../../support/tools.js';
 
-/** The service clock in every security test (unix seconds). */
-export const T0 = 1_800_000_000;
-export const TOOL_SERVER = 'mcp://tools.example.com';
-export const CMD = '/mcp/tools/call';
-export const ARGS = { tool: 'web_search', estimated_cost_usd: 0.5, pii_access: false, write_access: false } as const;
+/** The suite's clock and call are every test's (only the records are built here). */
+export { ARGS, CMD, T0, TOOL_SERVER };
 
 // ---------------------------------------------------------------- encodings
 

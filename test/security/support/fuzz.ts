@@ -18,7 +18,7 @@
  *   schema, so creating something is correct; storage is re-baselined.
  */
 import fc from 'fast-check';
-import { AddRootBody, CreateApiKeyBody, CreateTenantBody } from '../../../src/service/admin.handlers.js';
+import { AddRootRequest, CreateApiKeyRequest, CreateTenantRequest } from '../../../src/api/admin.js';
 import { IssueRequestSchema } from '../../../src/service/issue.handlers.js';
 import { publicKeyFromDidKey } from '../../../src/protocol/did-key.js';
 import {
@@ -358,7 +358,7 @@ const paramOp: fc.Arbitrary<ParamOp> = fc.oneof(
 export function mutationArb(t: FuzzTarget): fc.Arbitrary<Mutation> {
   const body = t.jws ? bodyMutation : bodyMutation.filter((m) => m.kind !== 'jws');
   if (t.mode === 'path') {
-    // A route without path parameters (receipts) is fuzzed through its query alone.
+    // A route without path parameters (service receipts) is fuzzed through its query alone.
     const query = fc.array(queryOp, t.queryOnly ? { minLength: 1, maxLength: 4 } : { maxLength: 2 });
     return fc
       .record({ kind: fc.constant('path' as const), param: fc.nat({ max: 7 }), op: paramOp, query })
@@ -651,7 +651,7 @@ function revokeSignedJudge(req: Req, res: Res): Verdict {
 
 function rootJudge(req: Req): Verdict {
   const b = plainBody(req);
-  if (!b || !AddRootBody.safeParse(b).success) return NO;
+  if (!b || !AddRootRequest.safeParse(b).success) return NO;
   try {
     publicKeyFromDidKey(String(b['did']));
   } catch {
@@ -679,7 +679,7 @@ const QUERY_GRAMMARS: Record<string, (q: URLSearchParams) => boolean> = {
     const cursor = q.get('cursor');
     return cursor === null || cursorValid(cursor);
   },
-  receipts: (q) => {
+  serviceReceipts: (q) => {
     const names = [...q.keys()].filter((n) => n !== '');
     if (new Set(names).size !== names.length || !names.every((n) => n === 'after' || n === 'limit')) return false;
     const dec = /^(0|[1-9][0-9]{0,14})$/;
@@ -854,7 +854,7 @@ export const FUZZ_TARGETS: readonly FuzzTarget[] = [
     verifyRoute: false,
     baseStatus: [201],
     base: (w) => bodyReq('/v1/admin/tenants', { name: 'fuzz tenant' }, w.svc.adminKey),
-    judge2xx: schemaVariant(CreateTenantBody),
+    judge2xx: schemaVariant(CreateTenantRequest),
   }),
   bodyTarget('POST /v1/admin/tenants/:tenant/roots (existing root)', {
     verifyRoute: false,
@@ -871,7 +871,7 @@ export const FUZZ_TARGETS: readonly FuzzTarget[] = [
         { scopes: ['verify', 'audit'], name: 'fuzz', tool_server: 'mcp://fuzz.example.com' },
         w.svc.adminKey,
       ),
-    judge2xx: schemaVariant(CreateApiKeyBody),
+    judge2xx: schemaVariant(CreateApiKeyRequest),
   }),
   pathTarget(
     'GET /v1/delegations/:hash',
@@ -910,10 +910,10 @@ export const FUZZ_TARGETS: readonly FuzzTarget[] = [
     pathJudge(),
   ),
   pathTarget(
-    'GET /v1/receipts',
+    'GET /v1/service-receipts',
     {
       method: 'GET',
-      template: '/v1/receipts',
+      template: '/v1/service-receipts',
       params: () => [],
       query: [
         ['after', '0'],
@@ -922,7 +922,7 @@ export const FUZZ_TARGETS: readonly FuzzTarget[] = [
       key: (w) => w.A.keys.audit,
     },
     [200],
-    pathJudge('receipts'),
+    pathJudge('serviceReceipts'),
     { queryOnly: true },
   ),
   pathTarget(

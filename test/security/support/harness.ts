@@ -12,7 +12,8 @@
 import { connect } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
 import { sql } from 'drizzle-orm';
-import { ERROR_TABLE } from '../../../src/protocol/errors.js';
+import { SERVICE_ERROR_CODES, type ErrorCode } from '../../../src/protocol/errors.js';
+import { ERROR_STATUS } from '../../../src/service/error-status.js';
 import { createApp } from '../../../src/service/app.js';
 import { rows } from '../../../src/store/rows.js';
 import { startTestService, type TestService } from '../../support/service.js';
@@ -154,9 +155,9 @@ export async function buildWorld(): Promise<World> {
     return [r.hash as string, r.catalog_hash as string];
   };
 
-  const receiptsOf = async (key: string): Promise<string[]> => {
-    const r = await must(svc, 'receipts', [200], 'GET', '/v1/receipts?limit=500', { key });
-    return (r.receipts as { jws: string }[]).map((x) => x.jws);
+  const serviceReceiptsOf = async (key: string): Promise<string[]> => {
+    const r = await must(svc, 'service receipts', [200], 'GET', '/v1/service-receipts?limit=500', { key });
+    return (r.service_receipts as { jws: string }[]).map((x) => x.jws);
   };
   const custodial = issued.custodial_did as string;
   const secretsA = [
@@ -171,7 +172,7 @@ export async function buildWorld(): Promise<World> {
     ...[invConsumed, invMetered, invUnmetered, invGated].flatMap((i) => [i.hash, i.jws, i.payload['jti'] as string]),
     approvalId,
     ...(await catalogHashes(A.keys.audit)),
-    ...(await receiptsOf(A.keys.audit)),
+    ...(await serviceReceiptsOf(A.keys.audit)),
   ];
   const secretsB = [
     B.id,
@@ -183,7 +184,7 @@ export async function buildWorld(): Promise<World> {
     invB.jws,
     'inv:sec-b',
     ...(await catalogHashes(B.keys.audit)),
-    ...(await receiptsOf(B.keys.audit)),
+    ...(await serviceReceiptsOf(B.keys.audit)),
   ];
   return {
     svc,
@@ -410,7 +411,8 @@ export function storageChanges(before: Snapshot, after: Snapshot, opts: { allowD
 
 // ---------------------------------------------------------------- responses
 
-const CODES = new Set(Object.keys(ERROR_TABLE));
+/** The codes the service may answer with: those of ERROR_TABLE that have an HTTP status. */
+const CODES = new Set<string>(SERVICE_ERROR_CODES);
 const REQUEST_ID = /^[\w=-]{1,64}$/;
 /** Text that must never reach a client: stack frames, driver and SQL errors. */
 const INTERNALS = [
@@ -462,6 +464,12 @@ export function envelopeProblems(req: Req, res: Res, opts: { verifyRoute: boolea
   const extra = Object.keys(e).filter((k) => !['code', 'message', 'suggestion', 'details'].includes(k));
   if (extra.length > 0) p.push(`error has extra keys ${extra.join(',')}`);
   if (!CODES.has(String(e['code']))) p.push(`code ${String(e['code'])} is not in ERROR_TABLE`);
+  else {
+    // The one status map decides; a refused submission turns its 403s into 422 (SubmissionRefusal).
+    const mapped = ERROR_STATUS[e['code'] as ErrorCode];
+    if (res.status !== mapped && !(res.status === 422 && mapped === 403))
+      p.push(`code ${String(e['code'])} answered ${res.status}, mapped ${mapped}`);
+  }
   if (e['code'] === 'INTERNAL' || e['code'] === 'STORAGE_UNAVAILABLE') p.push(`code ${String(e['code'])} on a refusal`);
   if (!nonEmpty(e['message'])) p.push('message empty');
   if (!nonEmpty(e['suggestion'])) p.push('suggestion empty');

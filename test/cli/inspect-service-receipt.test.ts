@@ -1,5 +1,5 @@
 /**
- * `baton inspect` (decode without trusting) and `baton receipt verify`
+ * `baton inspect` (decode without trusting) and `baton service-receipt verify`
  * (service receipts against the published keys, online or offline).
  */
 import { spawn } from 'node:child_process';
@@ -81,7 +81,7 @@ describe('baton inspect', () => {
     const file = join(dir, 'submit.json');
     writeFileSync(file, JSON.stringify(submitted));
     const r = await run(['inspect', file]);
-    expect(r.out).toMatch(/delegations\[0\]\.receipt\.jws: service receipt \(delegation\.accepted\)/);
+    expect(r.out).toMatch(/delegations\[0\]\.service_receipt\.jws: service receipt \(delegation\.accepted\)/);
   });
 
   it('control characters from a hostile payload are escaped, never written raw', async () => {
@@ -116,49 +116,49 @@ describe('baton inspect', () => {
   }, 60_000);
 });
 
-describe('baton receipt verify', () => {
-  it('checks the receipts in an answer against the fetched keys, saves them, then verifies offline', async () => {
+describe('baton service-receipt verify', () => {
+  it('checks the service receipts in an answer against the fetched keys, saves them, then verifies offline', async () => {
     const file = join(dir, 'answer.json');
     writeFileSync(file, JSON.stringify(submitted));
     const keysFile = join(dir, 'keys.json');
-    const online = await run(['receipt', 'verify', file, '--server', live.baseUrl, '--save-keys', keysFile]);
+    const online = await run(['service-receipt', 'verify', file, '--server', live.baseUrl, '--save-keys', keysFile]);
     expect(online.code, online.err).toBe(0);
-    expect(online.out).toMatch(/^VALID {4}.*delegations\[0\]\.receipt\.jws {2}delegation\.accepted sha256:/m);
-    expect(online.out).toContain('2 of 2 receipt(s) valid.');
+    expect(online.out).toMatch(/^VALID {4}.*delegations\[0\]\.service_receipt\.jws {2}delegation\.accepted sha256:/m);
+    expect(online.out).toContain('2 of 2 service receipt(s) valid.');
 
     // Offline: nothing listens at --server, the saved keys are enough.
-    const offline = await run(['receipt', 'verify', file, '--keys', keysFile, '--server', await closedPortUrl()]);
+    const offline = await run(['service-receipt', 'verify', file, '--keys', keysFile, '--server', await closedPortUrl()]);
     expect(offline.code, offline.err).toBe(0);
     // The JWKS form works too.
     const jwks = join(dir, 'jwks.json');
     writeFileSync(jwks, JSON.stringify(await new BatonClient({ baseUrl: live.baseUrl }).jwks()));
-    expect((await run(['receipt', 'verify', file, '--keys', jwks])).code).toBe(0);
+    expect((await run(['service-receipt', 'verify', file, '--keys', jwks])).code).toBe(0);
   });
 
   it('a changed payload or another key is INVALID, exit 1', async () => {
-    const receipt = submitted.delegations[0]!.receipt!.jws;
-    const file = join(dir, 'bad-receipt.jws');
-    writeFileSync(file, `${tampered(receipt, (p) => (p['subject'] = 'sha256:' + '0'.repeat(64)))}\n${receipt}\n`);
-    const r = await run(['receipt', 'verify', file, '--server', live.baseUrl]);
+    const serviceReceipt = submitted.delegations[0]!.service_receipt!.jws;
+    const file = join(dir, 'bad-service-receipt.jws');
+    writeFileSync(file, `${tampered(serviceReceipt, (p) => (p['subject'] = 'sha256:' + '0'.repeat(64)))}\n${serviceReceipt}\n`);
+    const r = await run(['service-receipt', 'verify', file, '--server', live.baseUrl]);
     expect(r.code).toBe(1);
     expect(r.out).toMatch(/^INVALID {2}.*line 1 .*(signature|canonical)/m);
     expect(r.out).toMatch(/^VALID {4}.*line 2/m);
-    expect(r.out).toContain('1 of 2 receipt(s) valid, 1 INVALID.');
+    expect(r.out).toContain('1 of 2 service receipt(s) valid, 1 INVALID.');
 
-    // Keys that are not the service's: every receipt invalid.
-    const kid = submitted.delegations[0]!.receipt!.kid;
+    // Keys that are not the service's: every service receipt invalid.
+    const kid = submitted.delegations[0]!.service_receipt!.kid;
     const impostor = join(dir, 'impostor.json');
     writeFileSync(
       impostor,
       JSON.stringify({ keys: [{ kid, public_key: Buffer.from(generateKeyPair().publicKey).toString('base64url') }] }),
     );
-    const wrong = await run(['receipt', 'verify', join(dir, 'answer.json'), '--keys', impostor, '--json']);
+    const wrong = await run(['service-receipt', 'verify', join(dir, 'answer.json'), '--keys', impostor, '--json']);
     expect(wrong.code).toBe(1);
     expect(JSON.parse(wrong.out)).toMatchObject({ valid: false, invalid: 2 });
   });
 
-  it("--fetch checks the tenant's receipts from GET /v1/receipts", async () => {
-    const r = await run(['receipt', 'verify', '--fetch', '--server', live.baseUrl, '--api-key', live.tenant.keys.audit, '--json']);
+  it("--fetch checks the tenant's service receipts from GET /v1/service-receipts", async () => {
+    const r = await run(['service-receipt', 'verify', '--fetch', '--server', live.baseUrl, '--api-key', live.tenant.keys.audit, '--json']);
     expect(r.code, r.err).toBe(0);
     const out = JSON.parse(r.out) as { valid: boolean; checked: number };
     expect(out.valid).toBe(true);
@@ -168,11 +168,11 @@ describe('baton receipt verify', () => {
   it('a file with DRS records but no service receipt, or no input, is exit 2', async () => {
     const file = join(dir, 'chain-only.json');
     writeFileSync(file, JSON.stringify({ receipts: [chain.root.jws] }));
-    const r = await run(['receipt', 'verify', file, '--server', live.baseUrl]);
+    const r = await run(['service-receipt', 'verify', file, '--server', live.baseUrl]);
     expect(r.code).toBe(2);
     expect(r.err).toContain('no service receipt');
-    expect((await run(['receipt', 'verify'])).code).toBe(2);
-    expect((await run(['receipt', 'verfy'])).err).toContain('did you mean "baton receipt verify"?');
+    expect((await run(['service-receipt', 'verify'])).code).toBe(2);
+    expect((await run(['service-receipt', 'verfy'])).err).toContain('did you mean "baton service-receipt verify"?');
     expect(readFileSync(file, 'utf8')).toContain(chain.root.jws);
   });
 });

@@ -1,4 +1,11 @@
-/** Builds signed DRS chains for tests, through the SDK a user would use. */
+/**
+ * The test fixtures, in one place: the fixed clock (T0), the tool call every
+ * test makes unless it needs another (ARGS, TOOL_SERVER, CMD), fixed keys,
+ * signed DRS chains built through the SDK a user would use, and minimal rows
+ * for store tests. The security suite builds its hostile records by hand
+ * (test/security/support/fixtures.ts) but from these same constants.
+ */
+import { createHash, randomBytes } from 'node:crypto';
 import { generateKeyPair, keyPairFromSeed, type KeyPair } from '../../src/sdk/keys.js';
 import {
   createInvocation,
@@ -12,10 +19,17 @@ import type { Policy } from '../../src/protocol/policy.js';
 import type { Bundle, DelegationPayload } from '../../src/protocol/records.js';
 import { signJws } from '../../src/protocol/jws.js';
 import { recordHash } from '../../src/protocol/hash.js';
+import type { Db } from '../../src/store/db.js';
+import { pgError, type PgErrorInfo } from '../../src/store/errors.js';
+import { newId } from '../../src/store/ids.js';
+import { delegations, serviceKeys, tenants, type Delegation, type NewDelegation } from '../../src/store/schema/index.js';
 
+/** The clock of every test that does not need the real one (unix seconds). */
 export const T0 = 1_800_000_000;
-
-export const SAFE_ARGS = { tool: 'web_search', estimated_cost_usd: 0.5, pii_access: false, write_access: false };
+export const TOOL_SERVER = 'mcp://tools.example.com';
+export const CMD = '/mcp/tools/call';
+/** A harmless, priced call of an allowed tool. */
+export const ARGS = { tool: 'web_search', estimated_cost_usd: 0.5, pii_access: false, write_access: false } as const;
 
 export interface TestChain {
   readonly keys: readonly KeyPair[]; // keys[0] root issuer, keys[i+1] = aud of DR i
@@ -54,12 +68,12 @@ export function buildChain(
     keys,
     drs,
     invoker,
-    invoke(args = SAFE_ARGS, o = {}) {
+    invoke(args = ARGS, o = {}) {
       const invocation = createInvocation({
         chain: drs,
         invoker,
         args,
-        toolServer: o.toolServer ?? 'mcp://tools.example.com',
+        toolServer: o.toolServer ?? TOOL_SERVER,
         iat: o.iat ?? T0,
         ...(o.jti ? { jti: o.jti } : {}),
       });
@@ -106,3 +120,69 @@ export const CONFORMANCE_KEYS = {
   bob: keyPairFromSeed(Buffer.from('4ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb', 'hex')),
   charlie: keyPairFromSeed(Buffer.from('c5aa8df43f9f837bedb7442f31dcb7b166d38535076f094b85ce3a2e0b4458f7', 'hex')),
 };
+
+// ---------------------------------------------------------------- store rows
+// Minimal valid rows for store tests (and for service tests that need a
+// stored chain without going through the protocol layer).
+
+/** 'sha256:' + hex, as the protocol computes a record hash. */
+export function fakeHash(seed: string = randomBytes(8).toString('hex')): string {
+  return `sha256:${createHash('sha256').update(seed).digest('hex')}`;
+}
+
+export async function seedTenant(db: Db, name = 'acme'): Promise<string> {
+  const id = newId('ten');
+  await db.insert(tenants).values({ id, name });
+  return id;
+}
+
+export async function seedServiceKey(db: Db, kid = `svc-${randomBytes(4).toString('hex')}`): Promise<string> {
+  await db.insert(serviceKeys).values({ kid, publicKey: 'pk', encryptedSeed: 'sealed' });
+  return kid;
+}
+
+/** Inserts a DR under `parent` (or a root when parent is undefined). */
+export async function seedDelegation(
+  db: Db,
+  tenantId: string,
+  parent?: Pick<Delegation, 'hash' | 'rootHash' | 'depth' | 'ancestors'>,
+  overrides: Partial<NewDelegation> = {},
+): Promise<Delegation> {
+  const hash = overrides.hash ?? fakeHash();
+  const [row] = await db
+    .insert(delegations)
+    .values({
+      tenantId,
+      hash,
+      jws: 'h.p.s',
+      jti: `dr:${randomBytes(8).toString('hex')}`,
+      iss: 'did:key:zIss',
+      sub: 'did:key:zSub',
+      aud: 'did:key:zAud',
+      cmd: CMD,
+      policy: {},
+      nbf: 1_700_000_000,
+      exp: null,
+      iat: 1_700_000_000,
+      parentHash: parent?.hash ?? null,
+      rootHash: parent?.rootHash ?? hash,
+      depth: parent ? parent.depth + 1 : 0,
+      ancestors: parent ? [...parent.ancestors, parent.hash] : [],
+      ...overrides,
+    })
+    .returning();
+  if (!row) throw new Error('insert returned nothing');
+  return row;
+}
+
+/** Awaits a promise that must fail in the database; returns the SQLSTATE etc. */
+export async function dbFailure(p: Promise<unknown>): Promise<PgErrorInfo> {
+  try {
+    await p;
+  } catch (err) {
+    const info = pgError(err);
+    if (!info) throw new Error(`expected a database error, got: ${String(err)}`);
+    return info;
+  }
+  throw new Error('expected the statement to fail, it succeeded');
+}

@@ -1,5 +1,5 @@
 /**
- * `baton receipt verify`: checks the service's signed receipts against its
+ * `baton service-receipt verify`: checks the service's signed service receipts against its
  * published keys (GET /v1/keys or /.well-known/jwks.json). With --keys the
  * check is offline; --save-keys keeps fetched keys for that.
  */
@@ -11,13 +11,14 @@ import { UsageError, type CliIo } from './io.js';
 import { verifyServiceReceipt, type ServiceVerificationKey } from '../protocol/service-receipt.js';
 import type { BatonClient } from '../sdk/client.js';
 
-const VERIFY_HELP = `Usage: baton receipt verify [<file|-> ...] [--fetch] [--keys <file>] [options]
+const VERIFY_HELP = `Usage: baton service-receipt verify [<file|-> ...] [--fetch] [--keys <file>] [options]
 
 Checks service receipts: the header, the Ed25519 signature under the
 published key its kid names, and that the payload's iss and kid name that
-key. Receipts come from files (any service answer that carries them: a
-receipt JWS, a submit/verify/revoke answer, a chain, a GET /v1/receipts
-page; "-" reads stdin), or with --fetch from GET /v1/receipts (audit key).
+key. Service receipts come from files (any service answer that carries
+them: a service receipt JWS, a submit/verify/revoke answer, a chain, a
+GET /v1/service-receipts page; "-" reads stdin), or with --fetch from
+GET /v1/service-receipts (audit key).
 
 The keys come from --keys (a saved GET /v1/keys or /.well-known/jwks.json
 answer: offline, nothing is fetched), else from the server's /v1/keys
@@ -27,16 +28,17 @@ runs: fetch them once from a source you trust, then verify anywhere.
 Options:
   --keys <file>        the service's published keys (v1/keys or JWKS form)
   --save-keys <file>   write the keys fetched from the server to this file
-  --fetch              verify the tenant's receipts from GET /v1/receipts
-  --after <id>         with --fetch: start after this receipt id
-  --limit <n>          with --fetch: check at most n receipts (default 1000)
+  --fetch              verify the tenant's service receipts from
+                       GET /v1/service-receipts
+  --after <id>         with --fetch: start after this service receipt id
+  --limit <n>          with --fetch: check at most n service receipts (default 1000)
   --json               print each result as JSON
   -h, --help           show this help
 
 ${SERVER_HELP}
 
-Exit codes: 0 every receipt valid, 1 some receipt invalid, 2 unusable input
-or no receipt found, 3 server unreachable, timed out or failing.`;
+Exit codes: 0 every service receipt valid, 1 some service receipt invalid,
+2 unusable input or no service receipt found, 3 server unreachable, timed out or failing.`;
 
 interface Checked {
   readonly where: string;
@@ -96,8 +98,8 @@ function check(jws: string, where: string, keys: readonly ServiceVerificationKey
   };
 }
 
-async function runVerifyReceipts(argv: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseCliArgs('receipt verify', {
+async function runVerifyServiceReceipts(argv: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseCliArgs('service-receipt verify', {
     args: argv,
     allowPositionals: true,
     options: {
@@ -114,7 +116,7 @@ async function runVerifyReceipts(argv: string[], io: CliIo): Promise<number> {
     io.out(VERIFY_HELP);
     return 0;
   }
-  if (positionals.length === 0 && !values.fetch) throw new UsageError('give receipt files, or --fetch', VERIFY_HELP);
+  if (positionals.length === 0 && !values.fetch) throw new UsageError('give service receipt files, or --fetch', VERIFY_HELP);
   if (values.keys !== undefined && values['save-keys'] !== undefined)
     throw new UsageError('--save-keys saves fetched keys; with --keys nothing is fetched', VERIFY_HELP);
   if (!values.fetch && (values.after !== undefined || values.limit !== undefined))
@@ -125,11 +127,11 @@ async function runVerifyReceipts(argv: string[], io: CliIo): Promise<number> {
   // Inputs are read and parsed before anything is fetched.
   const inputs: { where: string; jws: string }[] = [];
   for (const file of positionals) {
-    const found = findRecords(await readText(file, 'receipt file'), file === '-' ? 'stdin' : file);
+    const found = findRecords(await readText(file, 'service receipt file'), file === '-' ? 'stdin' : file);
     // Service receipts name a kid in their header; the DRS records beside them do not.
-    const receipts = found.filter((r) => typeof (inspectJws(r.jws, r.where).header as { kid?: unknown } | null)?.kid === 'string');
-    if (receipts.length === 0) throw new UsageError(`${file} holds signed records but no service receipt (they carry a kid)`);
-    inputs.push(...receipts.map((r) => ({ where: `${file}: ${r.where}`, jws: r.jws })));
+    const serviceReceipts = found.filter((r) => typeof (inspectJws(r.jws, r.where).header as { kid?: unknown } | null)?.kid === 'string');
+    if (serviceReceipts.length === 0) throw new UsageError(`${file} holds signed records but no service receipt (they carry a kid)`);
+    inputs.push(...serviceReceipts.map((r) => ({ where: `${file}: ${r.where}`, jws: r.jws })));
   }
   let client: BatonClient | undefined;
   const clientOnce = () => (client ??= clientFrom(values, io));
@@ -138,11 +140,11 @@ async function runVerifyReceipts(argv: string[], io: CliIo): Promise<number> {
   const results: Checked[] = inputs.map((r) => check(r.jws, r.where, keys));
   if (values.fetch) {
     let n = 0;
-    for await (const item of clientOnce().iterateReceipts(after !== undefined ? { after } : {})) {
-      results.push(check(item.jws, `receipt #${item.id}`, keys));
+    for await (const item of clientOnce().iterateServiceReceipts(after !== undefined ? { after } : {})) {
+      results.push(check(item.jws, `service receipt #${item.id}`, keys));
       if (++n >= limit) break;
     }
-    if (n === 0 && inputs.length === 0) io.err("the service holds no receipts for this key's tenant (after the given id)");
+    if (n === 0 && inputs.length === 0) io.err("the service holds no service receipts for this key's tenant (after the given id)");
   }
   const invalid = results.filter((r) => !r.valid).length;
   if (values.json) printJson(io, { valid: invalid === 0, checked: results.length, invalid, results });
@@ -156,22 +158,22 @@ async function runVerifyReceipts(argv: string[], io: CliIo): Promise<number> {
         ),
       );
     }
-    io.out(`\n${results.length - invalid} of ${results.length} receipt(s) valid${invalid > 0 ? `, ${invalid} INVALID` : ''}.`);
+    io.out(`\n${results.length - invalid} of ${results.length} service receipt(s) valid${invalid > 0 ? `, ${invalid} INVALID` : ''}.`);
   }
   return invalid === 0 ? 0 : 1;
 }
 
 const SUBCOMMANDS: Record<string, Subcommand> = {
-  verify: { run: runVerifyReceipts, summary: "check service receipts against the service's published keys" },
+  verify: { run: runVerifyServiceReceipts, summary: "check service receipts against the service's published keys" },
 };
 
-const RECEIPT_HELP = groupHelp(
-  'receipt',
-  "The service's signed receipts.",
+const SERVICE_RECEIPT_HELP = groupHelp(
+  'service-receipt',
+  "The service's signed service receipts.",
   SUBCOMMANDS,
   'Exit codes: 0 valid, 1 invalid, 2 unusable input, 3 server unreachable.',
 );
 
-export function runReceipt(argv: string[], io: CliIo): Promise<number> {
-  return runSubcommand('receipt', argv, io, SUBCOMMANDS, RECEIPT_HELP);
+export function runServiceReceipt(argv: string[], io: CliIo): Promise<number> {
+  return runSubcommand('service-receipt', argv, io, SUBCOMMANDS, SERVICE_RECEIPT_HELP);
 }

@@ -1,23 +1,21 @@
 /**
- * Signed receipts of what the service did (docs/design.md, runtime state). A receipt is
+ * Signed service receipts of what the service did (docs/design.md, runtime state). A service receipt is
  * written in the caller's transaction, so an action that rolls back leaves
- * no receipt, and a committed action always has one.
+ * no service receipt, and a committed action always has one.
  */
-import { randomBytes } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 import { BatonError, isBatonError } from '../protocol/errors.js';
 import type { Db } from '../store/db.js';
-import { insertReceipt } from '../store/receipts.js';
-import type { ReceiptKind } from '../store/schema/index.js';
+import { insertServiceReceipt } from '../store/service-receipts.js';
+import type { ServiceReceiptKind } from '../protocol/lists.js';
 import type { ServiceSigner } from './signer.js';
 
-export type { ReceiptKind } from '../store/schema/index.js';
-
-/** The signed claims of a receipt (the JWS payload). */
-export interface ReceiptPayload {
+/** The signed claims of a service receipt (the JWS payload). */
+export interface ServiceReceiptPayload {
   /** did:key of the service key that signed it. */
   readonly iss: string;
   readonly kid: string;
-  readonly baton_receipt: ReceiptKind;
+  readonly baton_receipt: ServiceReceiptKind;
   readonly tenant: string;
   /** What it is about: a DR hash, an invocation jti, … */
   readonly subject: string;
@@ -28,9 +26,9 @@ export interface ReceiptPayload {
   readonly data: Record<string, unknown>;
 }
 
-export interface ReceiptInput {
+export interface ServiceReceiptInput {
   readonly tenantId: string;
-  readonly kind: ReceiptKind;
+  readonly kind: ServiceReceiptKind;
   readonly subject: string;
   /**
    * JSON values only. Object properties whose value is undefined are dropped
@@ -42,13 +40,28 @@ export interface ReceiptInput {
   readonly now: number;
 }
 
-export interface RecordedReceipt {
+export interface RecordedServiceReceipt {
   readonly id: number;
   readonly kid: string;
   readonly jws: string;
 }
 
 const MAX_DATA_DEPTH = 64;
+
+/** Random bytes drawn from the CSPRNG in blocks: one call per 256 service receipt ids instead of one per service receipt. */
+const RANDOM_BLOCK = Buffer.alloc(4096);
+let randomOffset = RANDOM_BLOCK.length;
+
+/** 'rcpt:' + 128 fresh random bits, hex; no two ids share bytes of the block. */
+function serviceReceiptJti(): string {
+  if (randomOffset + 16 > RANDOM_BLOCK.length) {
+    randomFillSync(RANDOM_BLOCK);
+    randomOffset = 0;
+  }
+  const id = RANDOM_BLOCK.toString('hex', randomOffset, randomOffset + 16);
+  randomOffset += 16;
+  return `rcpt:${id}`;
+}
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
   if (v === null || typeof v !== 'object' || Array.isArray(v)) return false;
@@ -68,29 +81,29 @@ function withoutUndefined(value: unknown, depth: number): unknown {
   return out;
 }
 
-/** A signed receipt ready to insert (see insertReceipt), e.g. inside a transaction that also decides. */
-export interface SignedReceipt {
+/** A signed service receipt ready to insert (see insertServiceReceipt), e.g. inside a transaction that also decides. */
+export interface SignedServiceReceipt {
   readonly tenantId: string;
-  readonly kind: ReceiptKind;
+  readonly kind: ServiceReceiptKind;
   readonly subject: string;
   readonly jws: string;
   readonly kid: string;
 }
 
-/** Signs a receipt without storing it. */
-export function signReceipt(signer: ServiceSigner, r: ReceiptInput): SignedReceipt {
+/** Signs a service receipt without storing it. */
+export function signServiceReceipt(signer: ServiceSigner, r: ServiceReceiptInput): SignedServiceReceipt {
   if (!Number.isSafeInteger(r.now) || r.now < 0) {
     throw new BatonError('INTERNAL', { message: 'A receipt needs a time in whole unix seconds.' });
   }
   if (r.subject.length === 0) throw new BatonError('INTERNAL', { message: 'A receipt needs a non-empty subject.' });
-  const payload: ReceiptPayload = {
+  const payload: ServiceReceiptPayload = {
     iss: signer.did,
     kid: signer.kid,
     baton_receipt: r.kind,
     tenant: r.tenantId,
     subject: r.subject,
     iat: r.now,
-    jti: `rcpt:${randomBytes(16).toString('hex')}`,
+    jti: serviceReceiptJti(),
     data: withoutUndefined(r.data, 0) as Record<string, unknown>,
   };
   let jws: string;
@@ -106,11 +119,11 @@ export function signReceipt(signer: ServiceSigner, r: ReceiptInput): SignedRecei
 }
 
 /**
- * Signs and stores a receipt. Pass the transaction handle of the action the
- * receipt attests to (a transaction is also a Db).
+ * Signs and stores a service receipt. Pass the transaction handle of the action the
+ * service receipt attests to (a transaction is also a Db).
  */
-export async function recordReceipt(db: Db, signer: ServiceSigner, r: ReceiptInput): Promise<RecordedReceipt> {
-  const signed = signReceipt(signer, r);
-  const id = await insertReceipt(db, signed);
+export async function recordServiceReceipt(db: Db, signer: ServiceSigner, r: ServiceReceiptInput): Promise<RecordedServiceReceipt> {
+  const signed = signServiceReceipt(signer, r);
+  const id = await insertServiceReceipt(db, signed);
   return { id, kid: signed.kid, jws: signed.jws };
 }

@@ -3,12 +3,13 @@ import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeBase64url } from '../../src/protocol/base64url.js';
 import { BatonError } from '../../src/protocol/errors.js';
-import { recordReceipt } from '../../src/service/receipts.js';
+import { recordServiceReceipt } from '../../src/service/service-receipts.js';
 import { verifyServiceReceipt } from '../../src/service/signer.js';
 import type { Db } from '../../src/store/db.js';
 import { newId } from '../../src/store/ids.js';
-import { apiKeys, receipts, type ApiKeyScope } from '../../src/store/schema/index.js';
-import { seedTenant } from '../setup/fixtures.js';
+import type { ApiKeyScope } from '../../src/protocol/lists.js';
+import { apiKeys, serviceReceipts } from '../../src/store/schema/index.js';
+import { seedTenant } from '../support/fixtures.js';
 import { startTestService, type TestService } from '../support/service.js';
 
 /** A tenant API key row written directly (secret: 'bt_' + base64url(32 bytes), stored as sha256 hex). */
@@ -30,12 +31,12 @@ async function published() {
   return res.body.keys.map((k: { kid: string; public_key: string }) => ({ kid: k.kid, publicKey: decodeBase64url(k.public_key, 'pk') }));
 }
 
-describe('recordReceipt', () => {
+describe('recordServiceReceipt', () => {
   it('signs and stores a receipt the published keys verify', async () => {
     const db = svc.store.db;
     const tenantId = await seedTenant(db);
     const signer = svc.deps.signer;
-    const r = await recordReceipt(db, signer, {
+    const r = await recordServiceReceipt(db, signer, {
       tenantId,
       kind: 'invocation.allowed',
       subject: 'inv:1',
@@ -43,7 +44,7 @@ describe('recordReceipt', () => {
       now: svc.clock.now,
     });
     expect(r.kid).toBe(signer.kid);
-    const [row] = await db.select().from(receipts).where(eq(receipts.id, r.id));
+    const [row] = await db.select().from(serviceReceipts).where(eq(serviceReceipts.id, r.id));
     expect(row).toMatchObject({ tenantId, kind: 'invocation.allowed', subject: 'inv:1', jws: r.jws, kid: signer.kid });
     const v = verifyServiceReceipt(r.jws, await published());
     expect(v.valid).toBe(true);
@@ -62,8 +63,8 @@ describe('recordReceipt', () => {
   it('gives every receipt its own jti', async () => {
     const tenantId = await seedTenant(svc.store.db);
     const input = { tenantId, kind: 'actual.recorded' as const, subject: 'inv:2', data: {}, now: svc.clock.now };
-    const a = await recordReceipt(svc.store.db, svc.deps.signer, input);
-    const b = await recordReceipt(svc.store.db, svc.deps.signer, input);
+    const a = await recordServiceReceipt(svc.store.db, svc.deps.signer, input);
+    const b = await recordServiceReceipt(svc.store.db, svc.deps.signer, input);
     const jti = (jws: string) =>
       verifyServiceReceipt(jws, [{ kid: svc.deps.signer.kid, publicKey: svc.deps.signer.publicKey }]).payload?.['jti'];
     expect(jti(a.jws)).not.toBe(jti(b.jws));
@@ -76,28 +77,28 @@ describe('recordReceipt', () => {
     const input = { tenantId, kind: 'delegation.accepted' as const, subject: 'sha256:cd', data: {}, now: svc.clock.now };
     await expect(
       db.transaction(async (tx) => {
-        const r = await recordReceipt(tx, svc.deps.signer, input);
+        const r = await recordServiceReceipt(tx, svc.deps.signer, input);
         expect(r.id).toBeGreaterThan(0);
         throw new Error('the action failed');
       }),
     ).rejects.toThrow('the action failed');
     await expect(
       db.transaction(async (tx) => {
-        await recordReceipt(tx, svc.deps.signer, input);
+        await recordServiceReceipt(tx, svc.deps.signer, input);
         tx.rollback();
       }),
     ).rejects.toThrow();
-    expect(await db.select().from(receipts).where(eq(receipts.tenantId, tenantId))).toHaveLength(0);
+    expect(await db.select().from(serviceReceipts).where(eq(serviceReceipts.tenantId, tenantId))).toHaveLength(0);
 
     await db.transaction(async (tx) => {
-      await recordReceipt(tx, svc.deps.signer, input);
+      await recordServiceReceipt(tx, svc.deps.signer, input);
     });
-    expect(await db.select().from(receipts).where(eq(receipts.tenantId, tenantId))).toHaveLength(1);
+    expect(await db.select().from(serviceReceipts).where(eq(serviceReceipts.tenantId, tenantId))).toHaveLength(1);
   });
 
   it('drops undefined-valued properties from data (as JSON does), at any depth', async () => {
     const tenantId = await seedTenant(svc.store.db);
-    const r = await recordReceipt(svc.store.db, svc.deps.signer, {
+    const r = await recordServiceReceipt(svc.store.db, svc.deps.signer, {
       tenantId,
       kind: 'invocation.denied',
       subject: 'inv:u',
@@ -112,7 +113,7 @@ describe('recordReceipt', () => {
     const db = svc.store.db;
     const tenantId = await seedTenant(db);
     for (const data of [{ a: Number.NaN }, { a: new Date() }, { a: [undefined] }, { a: 2n }]) {
-      const err = await recordReceipt(db, svc.deps.signer, {
+      const err = await recordServiceReceipt(db, svc.deps.signer, {
         tenantId,
         kind: 'invocation.denied',
         subject: 'inv:x',
@@ -122,7 +123,7 @@ describe('recordReceipt', () => {
       expect(err).toBeInstanceOf(BatonError);
       expect((err as BatonError).code).toBe('INTERNAL');
     }
-    const err = await recordReceipt(db, svc.deps.signer, {
+    const err = await recordServiceReceipt(db, svc.deps.signer, {
       tenantId,
       kind: 'invocation.denied',
       subject: 'inv:x',
@@ -130,11 +131,11 @@ describe('recordReceipt', () => {
       now: 1.5,
     }).catch((e: unknown) => e);
     expect((err as BatonError).code).toBe('INTERNAL');
-    expect(await db.select().from(receipts).where(eq(receipts.tenantId, tenantId))).toHaveLength(0);
+    expect(await db.select().from(serviceReceipts).where(eq(serviceReceipts.tenantId, tenantId))).toHaveLength(0);
   });
 });
 
-describe('GET /v1/receipts', () => {
+describe('GET /v1/service-receipts', () => {
   let tenantA: string;
   let tenantB: string;
   let auditA: string;
@@ -151,7 +152,7 @@ describe('GET /v1/receipts', () => {
     verifyA = await seedApiKey(db, tenantA, ['verify', 'issue', 'report']);
     idsA = [];
     for (let i = 0; i < 7; i++) {
-      const a = await recordReceipt(db, svc.deps.signer, {
+      const a = await recordServiceReceipt(db, svc.deps.signer, {
         tenantId: tenantA,
         kind: 'invocation.allowed',
         subject: `inv:a${i}`,
@@ -160,7 +161,7 @@ describe('GET /v1/receipts', () => {
       });
       idsA.push(a.id);
       // Interleave the other tenant's rows so ids are not contiguous.
-      await recordReceipt(db, svc.deps.signer, {
+      await recordServiceReceipt(db, svc.deps.signer, {
         tenantId: tenantB,
         kind: 'invocation.denied',
         subject: `inv:b${i}`,
@@ -171,11 +172,11 @@ describe('GET /v1/receipts', () => {
   });
 
   it("pages through the tenant's receipts with after, limit and next_after", async () => {
-    const p1 = await svc.call('GET', '/v1/receipts?limit=3', { key: auditA });
+    const p1 = await svc.call('GET', '/v1/service-receipts?limit=3', { key: auditA });
     expect(p1.status).toBe(200);
-    expect(p1.body.receipts.map((r: { id: number }) => r.id)).toEqual(idsA.slice(0, 3));
+    expect(p1.body.service_receipts.map((r: { id: number }) => r.id)).toEqual(idsA.slice(0, 3));
     expect(p1.body.next_after).toBe(idsA[2]);
-    expect(p1.body.receipts[0]).toEqual({
+    expect(p1.body.service_receipts[0]).toEqual({
       id: idsA[0],
       kind: 'invocation.allowed',
       subject: 'inv:a0',
@@ -183,21 +184,21 @@ describe('GET /v1/receipts', () => {
       jws: expect.any(String),
       created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT.*Z$/),
     });
-    const p2 = await svc.call('GET', `/v1/receipts?after=${p1.body.next_after}&limit=3`, { key: auditA });
-    expect(p2.body.receipts.map((r: { id: number }) => r.id)).toEqual(idsA.slice(3, 6));
+    const p2 = await svc.call('GET', `/v1/service-receipts?after=${p1.body.next_after}&limit=3`, { key: auditA });
+    expect(p2.body.service_receipts.map((r: { id: number }) => r.id)).toEqual(idsA.slice(3, 6));
     expect(p2.body.next_after).toBe(idsA[5]);
-    const p3 = await svc.call('GET', `/v1/receipts?after=${p2.body.next_after}&limit=3`, { key: auditA });
-    expect(p3.body.receipts.map((r: { id: number }) => r.id)).toEqual(idsA.slice(6));
+    const p3 = await svc.call('GET', `/v1/service-receipts?after=${p2.body.next_after}&limit=3`, { key: auditA });
+    expect(p3.body.service_receipts.map((r: { id: number }) => r.id)).toEqual(idsA.slice(6));
     expect(p3.body.next_after).toBeNull();
-    const exact = await svc.call('GET', `/v1/receipts?after=${idsA[3]}&limit=3`, { key: auditA });
-    expect(exact.body.receipts).toHaveLength(3);
+    const exact = await svc.call('GET', `/v1/service-receipts?after=${idsA[3]}&limit=3`, { key: auditA });
+    expect(exact.body.service_receipts).toHaveLength(3);
     expect(exact.body.next_after).toBeNull();
-    const past = await svc.call('GET', `/v1/receipts?after=${idsA[6]}`, { key: auditA });
-    expect(past.body).toEqual({ receipts: [], next_after: null });
+    const past = await svc.call('GET', `/v1/service-receipts?after=${idsA[6]}`, { key: auditA });
+    expect(past.body).toEqual({ service_receipts: [], next_after: null });
 
     // Every receipt served verifies against the published keys.
     const keys = await published();
-    for (const r of [...p1.body.receipts, ...p2.body.receipts, ...p3.body.receipts]) {
+    for (const r of [...p1.body.service_receipts, ...p2.body.service_receipts, ...p3.body.service_receipts]) {
       expect(verifyServiceReceipt(r.jws, keys)).toMatchObject({
         valid: true,
         payload: { tenant: tenantA, subject: r.subject, baton_receipt: r.kind },
@@ -206,18 +207,18 @@ describe('GET /v1/receipts', () => {
   });
 
   it('defaults to after=0 and limit=100, and accepts limit=500', async () => {
-    const all = await svc.call('GET', '/v1/receipts', { key: auditA });
+    const all = await svc.call('GET', '/v1/service-receipts', { key: auditA });
     expect(all.status).toBe(200);
-    expect(all.body.receipts.map((r: { id: number }) => r.id)).toEqual(idsA);
+    expect(all.body.service_receipts.map((r: { id: number }) => r.id)).toEqual(idsA);
     expect(all.body.next_after).toBeNull();
-    const big = await svc.call('GET', '/v1/receipts?after=0&limit=500', { key: auditA });
-    expect(big.body.receipts).toHaveLength(7);
+    const big = await svc.call('GET', '/v1/service-receipts?after=0&limit=500', { key: auditA });
+    expect(big.body.service_receipts).toHaveLength(7);
 
     const db = svc.store.db;
     const tenantC = await seedTenant(db, 'c');
     const auditC = await seedApiKey(db, tenantC, ['audit']);
     for (let i = 0; i < 101; i++) {
-      await recordReceipt(db, svc.deps.signer, {
+      await recordServiceReceipt(db, svc.deps.signer, {
         tenantId: tenantC,
         kind: 'actual.recorded',
         subject: `inv:c${i}`,
@@ -225,25 +226,25 @@ describe('GET /v1/receipts', () => {
         now: svc.clock.now,
       });
     }
-    const first = await svc.call('GET', '/v1/receipts', { key: auditC });
-    expect(first.body.receipts).toHaveLength(100);
-    expect(first.body.next_after).toBe(first.body.receipts[99].id);
-    const rest = await svc.call('GET', `/v1/receipts?after=${first.body.next_after}`, { key: auditC });
-    expect(rest.body.receipts).toHaveLength(1);
+    const first = await svc.call('GET', '/v1/service-receipts', { key: auditC });
+    expect(first.body.service_receipts).toHaveLength(100);
+    expect(first.body.next_after).toBe(first.body.service_receipts[99].id);
+    const rest = await svc.call('GET', `/v1/service-receipts?after=${first.body.next_after}`, { key: auditC });
+    expect(rest.body.service_receipts).toHaveLength(1);
     expect(rest.body.next_after).toBeNull();
   });
 
   it("never shows one tenant another tenant's receipts", async () => {
-    const b = await svc.call('GET', '/v1/receipts?limit=500', { key: auditB });
+    const b = await svc.call('GET', '/v1/service-receipts?limit=500', { key: auditB });
     expect(b.status).toBe(200);
-    expect(b.body.receipts).toHaveLength(7);
-    for (const r of b.body.receipts) {
+    expect(b.body.service_receipts).toHaveLength(7);
+    for (const r of b.body.service_receipts) {
       expect(r.subject).toMatch(/^inv:b/);
       expect(idsA).not.toContain(r.id);
     }
     // Paging from one of A's ids does not reveal A's rows either.
-    const fromA = await svc.call('GET', `/v1/receipts?after=${idsA[0]}`, { key: auditB });
-    for (const r of fromA.body.receipts) expect(r.subject).toMatch(/^inv:b/);
+    const fromA = await svc.call('GET', `/v1/service-receipts?after=${idsA[0]}`, { key: auditB });
+    for (const r of fromA.body.service_receipts) expect(r.subject).toMatch(/^inv:b/);
   });
 
   it('refuses invalid queries with 400 INVALID_REQUEST', async () => {
@@ -267,7 +268,7 @@ describe('GET /v1/receipts', () => {
       'cursor=1',
     ];
     for (const q of bad) {
-      const res = await svc.call('GET', `/v1/receipts?${q}`, { key: auditA });
+      const res = await svc.call('GET', `/v1/service-receipts?${q}`, { key: auditA });
       expect(res.status, q).toBe(400);
       expect(res.body.error.code, q).toBe('INVALID_REQUEST');
       expect(res.body.request_id).toEqual(expect.any(String));
@@ -276,23 +277,92 @@ describe('GET /v1/receipts', () => {
 
   it('needs a key: 401 without one or with a bad one', async () => {
     for (const key of [undefined, 'nope', `bt_${randomBytes(32).toString('base64url')}`]) {
-      const res = await svc.call('GET', '/v1/receipts', key === undefined ? {} : { key });
+      const res = await svc.call('GET', '/v1/service-receipts', key === undefined ? {} : { key });
       expect(res.status).toBe(401);
       expect(res.body.error.code).toBe('UNAUTHORIZED');
     }
   });
 
   it('needs the audit scope: 403 for other tenant keys and for the admin key', async () => {
-    const res = await svc.call('GET', '/v1/receipts', { key: verifyA });
+    const res = await svc.call('GET', '/v1/service-receipts', { key: verifyA });
     expect(res.status).toBe(403);
     expect(res.body.error.code).toBe('FORBIDDEN');
-    const admin = await svc.call('GET', '/v1/receipts', { key: svc.adminKey });
+    const admin = await svc.call('GET', '/v1/service-receipts', { key: svc.adminKey });
     expect(admin.status).toBe(403);
     expect(admin.body.error.code).toBe('FORBIDDEN');
   });
 
   it('checks the key before the query: 401 beats 400', async () => {
-    const res = await svc.call('GET', '/v1/receipts?limit=0');
+    const res = await svc.call('GET', '/v1/service-receipts?limit=0');
     expect(res.status).toBe(401);
+  });
+
+  it('filters by kind, subject and time, combined, paging by id under the filters; bad filters are 400', async () => {
+    const db = svc.store.db;
+    const hash = `sha256:${'c'.repeat(64)}`;
+    const extra: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      const r = await recordServiceReceipt(db, svc.deps.signer, {
+        tenantId: tenantA,
+        kind: i % 2 === 0 ? 'delegation.accepted' : 'delegation.revoked',
+        subject: hash,
+        data: { i },
+        now: svc.clock.now,
+      });
+      extra.push(r.id);
+    }
+    // Another tenant's receipt about the same subject never shows.
+    await recordServiceReceipt(db, svc.deps.signer, {
+      tenantId: tenantB,
+      kind: 'delegation.accepted',
+      subject: hash,
+      data: {},
+      now: svc.clock.now,
+    });
+    const ids = async (query: string, key = auditA) => {
+      const out: number[] = [];
+      let after = 0;
+      for (;;) {
+        const r = await svc.call('GET', `/v1/service-receipts?${query}&limit=1&after=${after}`, { key });
+        expect(r.status, query).toBe(200);
+        out.push(...r.body.service_receipts.map((x: { id: number }) => x.id));
+        if (r.body.next_after === null) return out;
+        after = r.body.next_after;
+      }
+    };
+    expect(await ids('kind=invocation.allowed')).toEqual(idsA);
+    expect(await ids(`subject=${hash}`)).toEqual(extra);
+    expect(await ids(`subject=${hash}&kind=delegation.revoked`)).toEqual([extra[1], extra[3]]);
+    expect(await ids('subject=inv:a3')).toEqual([idsA[3]]);
+    expect(await ids('subject=inv:b3')).toEqual([]);
+    expect(await ids(`subject=${hash}`, auditB)).toHaveLength(1);
+
+    const all = (await svc.call('GET', '/v1/service-receipts?limit=500', { key: auditA })).body.service_receipts as {
+      id: number;
+      created_at: string;
+    }[];
+    const at = (id: number) => all.find((r) => r.id === id)!.created_at;
+    const window = all.filter((r) => r.id >= extra[0]! && r.id < extra[3]!).map((r) => r.id);
+    // created_at has microseconds, the answer milliseconds: since at a receipt's millisecond includes it, until excludes it.
+    if (at(extra[0]!) !== at(extra[3]!)) {
+      expect(await ids(`since=${at(extra[0]!)}&until=${at(extra[3]!)}&subject=${hash}`)).toEqual(window.filter((id) => extra.includes(id)));
+    }
+    expect(await ids(`since=${at(extra[0]!)}&subject=${hash}`)).toEqual(extra);
+    expect(await ids('until=2000-01-01T00:00:00Z')).toEqual([]);
+
+    for (const q of [
+      'kind=nope',
+      'kind=',
+      'subject=',
+      'subject=a%20b',
+      'since=2026-01-01',
+      'until=tomorrow',
+      'since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z',
+      'kind=invocation.allowed&kind=actual.recorded',
+    ]) {
+      const res = await svc.call('GET', `/v1/service-receipts?${q}`, { key: auditA });
+      expect(res.status, q).toBe(400);
+      expect(res.body.error.code, q).toBe('INVALID_REQUEST');
+    }
   });
 });

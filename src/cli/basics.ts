@@ -1,0 +1,210 @@
+/**
+ * What every command shares that needs no server: the output flags, reading
+ * key, record and JSON files, flag values, and formatting. Kept apart from
+ * common.ts (the HTTP client, refusals) so the offline commands load only
+ * this: see test/cli/startup.test.ts.
+ */
+import { readFile } from 'node:fs/promises';
+import { isRecordHash } from '../protocol/hash.js';
+import type { Policy } from '../protocol/policy.js';
+import type { BatonClient } from '../sdk/client.js';
+import { keyPairFromFile, type KeyPair } from '../sdk/keys.js';
+import { UsageError, type CliIo } from './io.js';
+
+export const DEFAULT_SERVER = 'http://127.0.0.1:8080';
+
+/** parseArgs options every online command takes. */
+export const SERVER_OPTIONS = {
+  server: { type: 'string' },
+  'api-key': { type: 'string' },
+  context: { type: 'string' },
+  timeout: { type: 'string' },
+} as const;
+
+export const SERVER_HELP = `Server options:
+  --server <url>       the Baton service (default: $BATON_URL, else ${DEFAULT_SERVER})
+  --api-key <key>      API key sent as a Bearer token (default: $BATON_API_KEY)
+  --context <name>     a saved context's server and key (default: $BATON_CONTEXT,
+                       else the current context when no --server or $BATON_URL
+                       is given; see baton context --help)
+  --timeout <ms>       per-request timeout in milliseconds (default 10000)`;
+
+export const COMMON_OPTIONS = {
+  json: { type: 'boolean', default: false },
+  help: { type: 'boolean', short: 'h', default: false },
+} as const;
+
+export const EXIT_HELP =
+  'Exit codes: 0 ok, 1 refused or denied, 2 bad flags or unusable input, 3 server unreachable, timed out or failing.';
+
+// ---------------------------------------------------------------- input
+
+export async function readText(path: string, what: string): Promise<string> {
+  try {
+    if (path === '-') {
+      const chunks: Buffer[] = [];
+      for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+      return Buffer.concat(chunks).toString('utf8');
+    }
+    return await readFile(path, 'utf8');
+  } catch (e) {
+    throw new UsageError(
+      `cannot read ${what} ${path}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (e as Error).message}`,
+    );
+  }
+}
+
+export async function readKeyFile(path: string): Promise<KeyPair> {
+  const text = await readText(path, 'key file');
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new UsageError(`${path} is not a key file: it is not JSON (make one with "baton keygen --out ${path}")`);
+  }
+  try {
+    return keyPairFromFile(json);
+  } catch (e) {
+    throw new UsageError(`${path}: ${(e as Error).message}`);
+  }
+}
+
+/** A JSON value given inline ('{...}' / '[...]') or as a file name. */
+export async function readJsonArg(raw: string, flag: string): Promise<unknown> {
+  const trimmed = raw.trim();
+  const inline = trimmed.startsWith('{') || trimmed.startsWith('[');
+  const text = inline ? trimmed : await readText(raw, `${flag} file`);
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw new UsageError(`${flag} ${inline ? 'value' : raw} is not valid JSON: ${(e as Error).message}`);
+  }
+}
+
+/**
+ * Signed records from a file: one compact JWS (as `baton delegate` prints),
+ * a JSON array of them, or an object with them under "receipts" (a chain file
+ * written by `baton delegate --out`, or GET /v1/delegations/{hash}/chain), or
+ * under "jws" (`baton delegate --json`).
+ */
+export function parseRecordList(text: string, name: string): string[] {
+  const trimmed = text.trim();
+  if (trimmed === '') throw new UsageError(`${name} is empty`);
+  if (!trimmed.startsWith('{') && !trimmed.startsWith('[')) {
+    const lines = trimmed.split(/\s+/);
+    if (lines.every((l) => /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(l))) return lines;
+    throw new UsageError(`${name} holds neither compact JWS records nor JSON`);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(trimmed);
+  } catch (e) {
+    throw new UsageError(`${name} is not valid JSON: ${(e as Error).message}`);
+  }
+  const list = Array.isArray(value)
+    ? value
+    : value && typeof value === 'object'
+      ? ((value as { receipts?: unknown }).receipts ??
+        ((value as { jws?: unknown }).jws !== undefined ? [(value as { jws: unknown }).jws] : undefined))
+      : undefined;
+  if (!Array.isArray(list) || list.length === 0 || !list.every((r) => typeof r === 'string' && r.length > 0)) {
+    throw new UsageError(`${name} must hold signed records: a JWS, a JSON array of JWS, or {"receipts": [...]} root first`);
+  }
+  return list as string[];
+}
+
+export async function readRecordFile(path: string): Promise<string[]> {
+  return parseRecordList(await readText(path, 'record file'), path);
+}
+
+export function requireHash(raw: string | undefined, what: string, help: string): string {
+  if (!raw) throw new UsageError(`give the ${what}`, help);
+  if (!isRecordHash(raw)) throw new UsageError(`${what} must be "sha256:" followed by 64 lowercase hex digits, got "${raw}"`, help);
+  return raw;
+}
+
+export function integerFlag(name: string, raw: string, min = 0): number {
+  const n = Number(raw);
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(n) || n < min)
+    throw new UsageError(`${name} takes a whole number${min > 0 ? ` of at least ${min}` : ''}, got "${raw}"`);
+  return n;
+}
+
+export function moneyFlag(name: string, raw: string): number {
+  const n = Number(raw.replace(/^\$/, ''));
+  if (!/^\$?\d+(\.\d+)?$/.test(raw) || !Number.isFinite(n))
+    throw new UsageError(`${name} takes an amount in US dollars such as 0.25, got "${raw}"`);
+  return n;
+}
+
+export function listFlag(raw: string): string[] {
+  return raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
+}
+
+const UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86400 };
+
+/** "90", "90s", "30m", "12h", "7d" -> seconds. */
+export function durationFlag(name: string, raw: string): number {
+  const m = /^(\d+)([smhd]?)$/.exec(raw.trim());
+  if (!m) throw new UsageError(`${name} takes a duration such as 3600, 30m, 12h or 7d, got "${raw}"`);
+  const n = Number(m[1]) * UNITS[m[2] || 's']!;
+  if (!Number.isSafeInteger(n) || n <= 0) throw new UsageError(`${name} must be a positive duration, got "${raw}"`);
+  return n;
+}
+
+// ---------------------------------------------------------------- output
+
+export function shortDid(did: string, full = false): string {
+  if (full || did.length <= 32) return did;
+  return `${did.slice(0, 20)}…${did.slice(-6)}`;
+}
+
+export function shortHash(hash: string, full = false): string {
+  if (full || hash.length <= 24) return hash;
+  return `${hash.slice(0, 15)}…${hash.slice(-4)}`;
+}
+
+/** US dollars to the micro-dollar, at least cents: $1.00, $0.50, $0.125. */
+const usd = (n: number): string => {
+  const [int, frac = ''] = n.toFixed(6).replace(/0+$/, '').split('.');
+  return `$${int}.${frac.padEnd(2, '0')}`;
+};
+export { usd as formatUsd };
+
+/** One line per policy: every field set, and pii/write spelled out (absent means false). */
+export function formatPolicy(policy: Policy): string {
+  const parts: string[] = [];
+  const list = (xs: readonly string[]) => (xs.length === 1 && xs[0] === '*' ? '*' : `[${xs.join(', ')}]`);
+  if (policy.allowed_tools) parts.push(`tools ${list(policy.allowed_tools)}`);
+  if (policy.max_cost_usd !== undefined) parts.push(`max_cost ${usd(policy.max_cost_usd)}/call`);
+  if (policy.max_calls !== undefined) parts.push(`max_calls ${policy.max_calls}`);
+  if (policy.max_spend_usd !== undefined) parts.push(`max_spend ${usd(policy.max_spend_usd)}`);
+  if (policy.max_depth !== undefined) parts.push(`max_depth ${policy.max_depth}`);
+  if (policy.allowed_resources) parts.push(`resources ${list(policy.allowed_resources)}`);
+  if (policy.allowed_data_classes) parts.push(`data_classes ${list(policy.allowed_data_classes)}`);
+  parts.push(`pii ${policy.pii_access ? 'yes' : 'no'}`, `write ${policy.write_access ? 'yes' : 'no'}`);
+  return parts.join(' · ');
+}
+
+export function printJson(io: CliIo, value: unknown): void {
+  io.out(JSON.stringify(value, null, 2));
+}
+
+/**
+ * The HTTP client for a command that works offline unless asked to reach the
+ * service (--submit, a parent given by hash): loaded only then.
+ */
+export async function lazyClientFrom(values: ServerValues, io: CliIo): Promise<BatonClient> {
+  const { clientFrom } = await import('./common.js');
+  return clientFrom(values, io);
+}
+
+export type ServerValues = {
+  server?: string | undefined;
+  'api-key'?: string | undefined;
+  context?: string | undefined;
+  timeout?: string | undefined;
+};

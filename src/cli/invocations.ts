@@ -1,0 +1,121 @@
+/** `baton invocations`: the auditor's list of verify decisions (GET /v1/invocations), filtered. */
+import { parseCliArgs } from './args.js';
+import type { DecisionFilter, DecisionPage } from '../sdk/client.js';
+import {
+  clientFrom,
+  COMMON_OPTIONS,
+  durationFlag,
+  EXIT_HELP,
+  integerFlag,
+  printJson,
+  requireHash,
+  SERVER_HELP,
+  SERVER_OPTIONS,
+  shortHash,
+} from './common.js';
+import { UsageError, type CliIo } from './io.js';
+
+export const INVOCATIONS_HELP = `Usage: baton invocations [filters] [options]
+
+Lists the tenant's verify decisions, allowed invocations and denials, newest
+first (GET /v1/invocations, a key with audit scope). Filters combine:
+
+Filters:
+  --dr <hash>            decisions whose chain passes through this delegation
+                         record (its whole subtree)
+  --tool <name>          allowed invocations of this tool
+  --outcome <o>          allowed or denied
+  --code <CODE>          denials with this code (theirs or a violation's),
+                         e.g. REPLAY_DETECTED, POLICY_VIOLATION
+  --since <time>         at or after: an RFC 3339 date-time (2026-11-23T09:00:00Z)
+                         or a duration back from now (90s, 30m, 12h, 7d)
+  --until <time>         before: the same forms
+
+Options:
+  --limit <n>            decisions per page, 1-200 (default 50)
+  --cursor <cursor>      continue after a page (the cursor it printed)
+  --all                  fetch every page
+  --json                 print the service's pages as JSON
+  -h, --help             show this help
+
+${SERVER_HELP}
+
+${EXIT_HELP}`;
+
+/** An RFC 3339 date-time as given, or a duration back from now. */
+function instantFlag(name: string, raw: string, now: number): string {
+  if (/^\d+[smhd]?$/.test(raw.trim())) return new Date(now - durationFlag(name, raw) * 1000).toISOString();
+  if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i.test(raw) || Number.isNaN(Date.parse(raw))) {
+    throw new UsageError(
+      `${name} takes an RFC 3339 date-time with a zone (2026-11-23T09:00:00Z) or a duration (30m, 12h, 7d), got "${raw}"`,
+    );
+  }
+  return raw;
+}
+
+function line(d: DecisionPage['invocations'][number]): string {
+  if (d.decision === 'allowed') {
+    return `${d.created_at}  ALLOWED  ${d.tool ?? '-'}  ${d.jti}  leaf ${shortHash(d.leaf)}`;
+  }
+  const leaf = d.dr_chain.at(-1);
+  return `${d.created_at}  DENIED   ${d.code}  ${d.jti ?? '(no jti)'}${leaf ? `  leaf ${shortHash(leaf)}` : ''}`;
+}
+
+export async function runInvocations(argv: string[], io: CliIo): Promise<number> {
+  const { values } = parseCliArgs('invocations', {
+    args: argv,
+    options: {
+      dr: { type: 'string' },
+      tool: { type: 'string' },
+      outcome: { type: 'string' },
+      code: { type: 'string' },
+      since: { type: 'string' },
+      until: { type: 'string' },
+      limit: { type: 'string' },
+      cursor: { type: 'string' },
+      all: { type: 'boolean', default: false },
+      ...SERVER_OPTIONS,
+      ...COMMON_OPTIONS,
+    },
+  });
+  if (values.help) {
+    io.out(INVOCATIONS_HELP);
+    return 0;
+  }
+  if (values.outcome !== undefined && values.outcome !== 'allowed' && values.outcome !== 'denied') {
+    throw new UsageError(`--outcome takes allowed or denied, got "${values.outcome}"`, INVOCATIONS_HELP);
+  }
+  const now = Date.now();
+  const filter: DecisionFilter = {
+    ...(values.dr !== undefined ? { dr: requireHash(values.dr, '--dr hash', INVOCATIONS_HELP) } : {}),
+    ...(values.tool !== undefined ? { tool: values.tool } : {}),
+    ...(values.outcome !== undefined ? { outcome: values.outcome } : {}),
+    ...(values.code !== undefined ? { code: values.code } : {}),
+    ...(values.since !== undefined ? { since: instantFlag('--since', values.since, now) } : {}),
+    ...(values.until !== undefined ? { until: instantFlag('--until', values.until, now) } : {}),
+  };
+  const limit = values.limit !== undefined ? integerFlag('--limit', values.limit, 1) : undefined;
+  const client = clientFrom(values, io);
+
+  const pages: DecisionPage[] = [];
+  let cursor = values.cursor;
+  do {
+    const page = await client.listDecisions({
+      ...filter,
+      ...(cursor !== undefined ? { cursor } : {}),
+      ...(limit !== undefined ? { limit } : {}),
+    });
+    pages.push(page);
+    if (!values.json) for (const d of page.invocations) io.out(line(d));
+    cursor = page.next_cursor ?? undefined;
+  } while (values.all && cursor !== undefined);
+
+  if (values.json) {
+    printJson(io, values.all ? { invocations: pages.flatMap((p) => p.invocations), next_cursor: null } : pages[0]);
+    return 0;
+  }
+  const count = pages.reduce((n, p) => n + p.invocations.length, 0);
+  io.err(count === 0 ? 'no decisions match' : `${count} decision(s)`);
+  if (cursor !== undefined) io.err(`more: baton invocations ... --cursor ${cursor}   (or --all)`);
+  return 0;
+}

@@ -1,0 +1,96 @@
+/**
+ * When the integrator runs its rounds: at once while leaves are waiting,
+ * the interval only when idle. The interval used to come between every two
+ * rounds, which under load put a whole interval into every leaf's lag.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rootOf } from '../../src/protocol/merkle.js';
+import {
+  integrateOnce,
+  startIntegrator,
+  type EdgeCache,
+  type IntegrationRound,
+  type IntegratorDeps,
+} from '../../src/service/log-integrator.js';
+import { silentLogger } from '../../src/service/log.js';
+import { recordServiceReceipt } from '../../src/service/service-receipts.js';
+import { countPending, hashesAt, latestCheckpoint } from '../../src/store/log.js';
+import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+
+let svc: TestService;
+let tenant: TestTenant;
+let deps: IntegratorDeps;
+
+beforeAll(async () => {
+  svc = await startTestService();
+  tenant = await setupTenant(svc);
+  deps = { store: svc.store, signer: svc.deps.signer, log: silentLogger, logName: svc.deps.config.tlogName };
+});
+afterAll(async () => {
+  await svc?.close();
+});
+
+const record = (i: number) =>
+  recordServiceReceipt(svc.store.db, svc.deps.signer, {
+    tenantId: tenant.id,
+    kind: 'invocation.denied',
+    subject: `inv:${i}`,
+    data: { i },
+    now: svc.clock.now,
+  });
+
+async function until(what: string, done: () => Promise<boolean>, withinMs: number): Promise<number> {
+  const start = performance.now();
+  while (!(await done())) {
+    if (performance.now() - start > withinMs) throw new Error(`${what}: not within ${withinMs} ms`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return performance.now() - start;
+}
+
+describe('startIntegrator', () => {
+  it('integrates leaves left pending at start at once, not one interval later', async () => {
+    for (let i = 0; i < 3; i++) await record(i);
+    const integrator = startIntegrator(deps, 60_000);
+    try {
+      await until('pending leaves integrated', async () => (await countPending(svc.store.db)) === 0, 5_000);
+    } finally {
+      await integrator.stop();
+    }
+  });
+
+  it('runs the next round at once after a round that found leaves; waits the interval only when idle', async () => {
+    const calls: number[] = [];
+    const script: number[] = [4, 1, 0];
+    const round = async (): Promise<IntegrationRound> => {
+      calls.push(performance.now());
+      return { locked: true, leaves: script.shift() ?? 0, tenants: 1 };
+    };
+    const integrator = startIntegrator(deps, 60_000, round);
+    try {
+      await until('three rounds', async () => calls.length >= 3, 2_000);
+      // The idle third round schedules the next one an interval away.
+      await new Promise((r) => setTimeout(r, 200));
+      expect(calls).toHaveLength(3);
+    } finally {
+      await integrator.stop();
+    }
+  });
+
+  it('reuses its tree edges across rounds only while the log is still the tree they belong to', async () => {
+    const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
+    const mine: EdgeCache = new Map();
+    const otherNode: EdgeCache = new Map();
+    let n = 1000;
+    // 7 rounds of 120 leaves cross tile boundaries; every third round another node integrates.
+    for (let r = 0; r < 7; r++) {
+      for (let i = 0; i < 120; i++) await record(n++);
+      expect((await integrateOnce(deps, 5000, r % 3 === 2 ? otherNode : mine)).leaves).toBe(120);
+      const head = (await latestCheckpoint(svc.store.db, tenant.id))!;
+      const leaves = await hashesAt(svc.store.db, tenant.id, 0, 0, head.treeSize);
+      expect(leaves).toHaveLength(head.treeSize);
+      expect(hex(head.rootHash), `round ${r}`).toBe(hex(rootOf(leaves)));
+    }
+    expect(mine.get(tenant.id)?.size).toBe((await latestCheckpoint(svc.store.db, tenant.id))!.treeSize);
+  });
+});
