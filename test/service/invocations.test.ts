@@ -6,11 +6,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { and, eq, inArray } from 'drizzle-orm';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
-import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
+import { createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
 import { invocations } from '../../src/store/schema/index.js';
 import { verifyServiceReceipt } from '../../src/service/signer.js';
-import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
-import { T0, TOOL_SERVER } from '../support/fixtures.js';
+import { setupTenant, startTestService, verifyInvocation, type TestService, type TestTenant } from '../support/service.js';
+import { T0 } from '../support/fixtures.js';
 
 let svc: TestService;
 let tenant: TestTenant;
@@ -38,19 +38,8 @@ beforeAll(async () => {
 });
 afterAll(async () => svc?.close());
 
-let seq = 0;
-async function verify(chain: SignedDelegation[], invoker: KeyPair, args: Record<string, unknown> = {}, jti = `inv:reads-${++seq}`) {
-  const invocation = createInvocation({
-    chain,
-    invoker,
-    args: { tool: 'web_search', estimated_cost_usd: 0.25, pii_access: false, write_access: false, ...args },
-    toolServer: TOOL_SERVER,
-    iat: T0,
-    jti,
-  });
-  const res = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(invocation, chain) });
-  return { jti, invocation, res };
-}
+const verify = (chain: SignedDelegation[], invoker: KeyPair, args: Record<string, unknown> = {}, jti?: string) =>
+  verifyInvocation(svc, tenant.keys.verify, chain, invoker, args, jti);
 
 async function serviceKeys() {
   return (await svc.call('GET', '/v1/keys')).body.keys.map((k: { kid: string; public_key: string }) => ({
