@@ -1,5 +1,7 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { DELEGATION_STATUSES, READ_SCOPES } from '../protocol/lists.js';
+import { CommandSchema, ConsentSchema, MAX_CHAIN_DEPTH } from '../protocol/records.js';
+import { RevocationReasonSchema } from '../protocol/revocation.js';
 import {
   RecordHash,
   DidKey,
@@ -20,12 +22,17 @@ import {
   StorageUnavailableResponse,
   InternalResponse,
   orNull,
+  fromProtocol,
 } from './common.js';
 
 export const SubmitDelegationsRequest = z
   .union([
     z.strictObject({
-      receipts: z.array(Jws).min(1).max(16).openapi({ description: 'Root-to-leaf; the first is a root or extends a stored record.' }),
+      receipts: z
+        .array(Jws)
+        .min(1)
+        .max(MAX_CHAIN_DEPTH)
+        .openapi({ description: 'Root-to-leaf; the first is a root or extends a stored record.' }),
     }),
     z.strictObject({ receipt: Jws }),
   ])
@@ -76,15 +83,12 @@ export const IssueRequest = z
   .strictObject({
     audience: DidKey,
     policy: Policy,
-    cmd: z.string().max(256).openapi({ description: 'An absolute command path such as `/mcp/tools/call`.' }).optional(),
+    cmd: fromProtocol(CommandSchema).openapi({ description: 'An absolute command path such as `/mcp/tools/call`.' }).optional(),
     subject: DidKey.optional(),
     nbf: z.int().min(0).optional(),
     exp: z.int().min(0).nullable().optional(),
     root_type: RootType.optional(),
-    consent: z
-      .looseObject({ method: z.string().min(1).max(256), timestamp: z.string().min(1).max(64) })
-      .openapi({ description: 'Required by DRS when `root_type` is `human`.' })
-      .optional(),
+    consent: fromProtocol(ConsentSchema).openapi({ description: 'Required by DRS when `root_type` is `human`.' }).optional(),
     jti: z.string().min(4).max(160).regex(/^dr:/).openapi({ example: 'dr:2f6c1d0e-7b4a-4e8e-9a53-0c1d2e3f4a5b' }).optional(),
   })
   .openapi('IssueRequest');
@@ -145,8 +149,10 @@ export const DelegationTree = z.strictObject({ tree: TreeNode, count: z.int().mi
 
 export const RevokeWithKeyRequest = z
   .strictObject({
-    confirm: z.literal(true),
-    reason: z.string().max(500).openapi({ description: 'Why; must not be blank. Stored trimmed.' }),
+    confirm: z.literal(true, {
+      error: (iss) => (iss.input === undefined ? 'is required: send confirm: true to revoke' : 'must be true to revoke'),
+    }),
+    reason: fromProtocol(RevocationReasonSchema).openapi({ description: 'Why; must not be blank. Stored trimmed.' }),
   })
   .openapi('RevokeWithKeyRequest');
 

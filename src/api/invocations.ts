@@ -1,4 +1,5 @@
 import { createRoute, z } from '@hono/zod-openapi';
+import { MAX_INVOCATION_USD } from '../protocol/money.js';
 import {
   ErrorCode,
   Block,
@@ -22,27 +23,56 @@ import {
 } from './common.js';
 import { InvocationListItem, InvocationsCursor, InvocationsLimit } from './delegations.js';
 
+export const MAX_UNAVAILABLE_REASON = 500;
+
+const tokenCount = z.int({ error: 'must be a whole number of tokens' }).min(0, 'must not be negative');
+
+/**
+ * cost_usd has no maximum here: the documented one is usdToMicros's, which
+ * answers NUMBER_OUT_OF_RANGE (z.number() already refuses NaN and the infinities).
+ */
 export const ActualRequest = z
   .strictObject({
     cost_usd: z
-      .number()
-      .min(0)
-      .max(1000000)
+      .number({ error: 'must be a number of US dollars' })
+      .min(0, 'must not be negative')
       .nullable()
       .openapi({
+        maximum: MAX_INVOCATION_USD,
         description:
           'Required unless `source` is `unavailable`, then absent or null. At most the per-invocation maximum of 1,000,000 USD (`NUMBER_OUT_OF_RANGE` above it).',
       })
       .optional(),
-    tokens_in: z.int().min(0).nullable().optional(),
-    tokens_out: z.int().min(0).nullable().optional(),
+    tokens_in: tokenCount.nullable().optional(),
+    tokens_out: tokenCount.nullable().optional(),
     source: ActualSource,
     unavailable_reason: z
       .string()
-      .max(500)
+      .max(MAX_UNAVAILABLE_REASON, `must be at most ${MAX_UNAVAILABLE_REASON} characters`)
       .nullable()
       .openapi({ description: 'Required (non-blank) when `source` is `unavailable`, otherwise absent or null.' })
       .optional(),
+  })
+  .superRefine((b, ctx) => {
+    const hasCost = b.cost_usd !== undefined && b.cost_usd !== null;
+    if (b.source === 'unavailable') {
+      if (hasCost)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['cost_usd'],
+          message: 'must be absent when source is unavailable (there is no metered cost)',
+        });
+      if ((b.unavailable_reason?.trim() ?? '') === '')
+        ctx.addIssue({
+          code: 'custom',
+          path: ['unavailable_reason'],
+          message: 'is required and must not be blank when source is unavailable',
+        });
+    } else {
+      if (!hasCost) ctx.addIssue({ code: 'custom', path: ['cost_usd'], message: `is required when source is ${b.source}` });
+      if (b.unavailable_reason !== undefined && b.unavailable_reason !== null)
+        ctx.addIssue({ code: 'custom', path: ['unavailable_reason'], message: 'is only allowed when source is unavailable' });
+    }
   })
   .openapi('ActualRequest');
 

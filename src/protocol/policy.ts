@@ -23,8 +23,12 @@ export const MAX_NAME_LENGTH = 256;
 export const MAX_POLICY_DEPTH = 16;
 export const WILDCARD = '*';
 
-/** No control characters, and no bidi or zero-width format characters that make a name display as another. */
-const NO_CONTROL_CHARS = /^[^\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]*$/u;
+/**
+ * No control characters, and no bidi or zero-width format characters that make a name display as another.
+ * No `u` flag: every excluded character is in the BMP, so it matches the same, and the OpenAPI document
+ * can state it as a plain pattern.
+ */
+const NO_CONTROL_CHARS = /^[^\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]*$/;
 
 /** A name in allowed_tools or allowed_data_classes: "*" alone, or an exact name. The tool catalog reuses it. */
 export const PolicyNameSchema = z

@@ -6,25 +6,19 @@ import {
   getDelegationRoute,
   getDelegationTreeRoute,
   issueDelegationRoute,
+  IssueRequest,
+  SubmitDelegationsRequest,
   submitDelegationsRoute,
 } from '../api/delegations.js';
-import { z } from 'zod';
 import { requireScope, tenantOf } from './auth.js';
-import { readJsonBody } from './body.js';
 import { submitDelegations } from './delegation-submission.js';
 import { chainOfDelegation, describeDelegation, treeOfDelegation } from './delegations.handlers.js';
-import { issueCustodialRoot, IssueRequestSchema } from './issue.handlers.js';
-import { parseRequest } from './validate.js';
+import { issueCustodialRoot } from './issue.handlers.js';
+import { parseJsonBody, parseRequest } from './validate.js';
 import { newRouter, serve } from './router.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 import { READ_SCOPES } from '../protocol/lists.js';
-import { MAX_CHAIN_DEPTH, RecordHashSchema } from '../protocol/records.js';
-
-const Jws = z
-  .string()
-  .min(1)
-  .max(64 * 1024);
-const SubmitSchema = z.union([z.strictObject({ receipts: z.array(Jws).min(1).max(MAX_CHAIN_DEPTH) }), z.strictObject({ receipt: Jws })]);
+import { RecordHashSchema } from '../protocol/records.js';
 
 export function delegationRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   const r = newRouter();
@@ -38,7 +32,7 @@ export function delegationRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   };
 
   serve(r, submitDelegationsRoute, optionalIssuer, async (c) => {
-    const body = parseRequest(SubmitSchema, await readJsonBody(c, deps.config.maxBodyBytes), 'request body');
+    const body = await parseJsonBody(c, deps.config.maxBodyBytes, SubmitDelegationsRequest);
     const list = 'receipts' in body ? body.receipts : [body.receipt];
     const auth = c.get('auth');
     const result = await submitDelegations(deps, auth ? tenantOf(auth) : null, list);
@@ -46,7 +40,7 @@ export function delegationRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   });
 
   serve(r, issueDelegationRoute, requireScope(deps, 'issue'), async (c) => {
-    const body = parseRequest(IssueRequestSchema, await readJsonBody(c, deps.config.maxBodyBytes), 'request body');
+    const body = await parseJsonBody(c, deps.config.maxBodyBytes, IssueRequest);
     const result = await issueCustodialRoot(deps, tenantOf(c.get('auth')), body);
     return c.json(result, 201);
   });

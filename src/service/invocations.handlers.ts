@@ -33,65 +33,15 @@ import {
   type InvocationKey,
   type ServiceReceiptRef,
 } from '../store/invocations.js';
-import { ACTUAL_SOURCES, type ActualSource } from '../protocol/lists.js';
+import type { ActualSource } from '../protocol/lists.js';
+import type { ActualRequest as ActualRequestBody } from '../api/invocations.js';
 import type { Actual, Denial, Invocation } from '../store/schema/index.js';
 import { recordServiceReceipt } from './service-receipts.js';
 import type { AuthContext, ServiceDeps } from './types.js';
 
 // ---------------------------------------------------------------- input
 
-export const MAX_UNAVAILABLE_REASON = 500;
-const SOURCES_TEXT = ACTUAL_SOURCES.join(', ');
-
-const tokenCount = z
-  .number({ error: 'must be a whole number of tokens' })
-  .int('must be a whole number of tokens')
-  .min(0, 'must not be negative')
-  .max(Number.MAX_SAFE_INTEGER, 'must be a safe integer');
-
-export const ActualRequestSchema = z
-  .strictObject({
-    // z.number() refuses NaN and the infinities; range and rounding are usdToMicros's.
-    cost_usd: z.number({ error: 'must be a number of US dollars' }).min(0, 'must not be negative').nullable().optional(),
-    tokens_in: tokenCount.nullable().optional(),
-    tokens_out: tokenCount.nullable().optional(),
-    source: z.enum(ACTUAL_SOURCES, {
-      error: (iss) =>
-        iss.input === undefined
-          ? `is required: an actual without provenance is refused; say where the cost came from (one of ${SOURCES_TEXT})`
-          : `must be one of ${SOURCES_TEXT}`,
-    }),
-    unavailable_reason: z
-      .string()
-      .max(MAX_UNAVAILABLE_REASON, `must be at most ${MAX_UNAVAILABLE_REASON} characters`)
-      .nullable()
-      .optional(),
-  })
-  .superRefine((b, ctx) => {
-    const hasCost = b.cost_usd !== undefined && b.cost_usd !== null;
-    const reason = b.unavailable_reason?.trim() ?? '';
-    if (b.source === 'unavailable') {
-      if (hasCost)
-        ctx.addIssue({
-          code: 'custom',
-          path: ['cost_usd'],
-          message: 'must be absent when source is unavailable (there is no metered cost)',
-        });
-      if (reason === '')
-        ctx.addIssue({
-          code: 'custom',
-          path: ['unavailable_reason'],
-          message: 'is required and must not be blank when source is unavailable',
-        });
-    } else {
-      if (!hasCost) ctx.addIssue({ code: 'custom', path: ['cost_usd'], message: `is required when source is ${b.source}` });
-      if (b.unavailable_reason !== undefined && b.unavailable_reason !== null) {
-        ctx.addIssue({ code: 'custom', path: ['unavailable_reason'], message: 'is only allowed when source is unavailable' });
-      }
-    }
-  });
-
-export type ActualRequest = z.infer<typeof ActualRequestSchema>;
+export type ActualRequest = z.output<typeof ActualRequestBody>;
 
 /** A jti in a path: printable ASCII, as the record schemas allow. */
 export const JtiParamSchema = z

@@ -5,15 +5,13 @@
  */
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import { listDelegationInvocationsRoute } from '../api/delegations.js';
-import { getInvocationRoute, listInvocationsRoute, recordActualRoute } from '../api/invocations.js';
+import { ActualRequest, getInvocationRoute, listInvocationsRoute, recordActualRoute } from '../api/invocations.js';
 import { ERROR_TABLE, type ErrorCode } from '../protocol/errors.js';
 import { z } from 'zod';
 import { READ_SCOPES } from '../protocol/lists.js';
 import { RecordHashSchema } from '../protocol/records.js';
 import { requireScope, tenantOf } from './auth.js';
-import { readJsonBody } from './body.js';
 import {
-  ActualRequestSchema,
   describeInvocation,
   INVOCATIONS_DEFAULT_LIMIT,
   INVOCATIONS_MAX_LIMIT,
@@ -22,7 +20,7 @@ import {
   listTenantDecisions,
   recordActual,
 } from './invocations.handlers.js';
-import { InstantQuerySchema, parseQuery, parseRequest } from './validate.js';
+import { InstantQuerySchema, parseJsonBody, parseQuery, parseRequest } from './validate.js';
 import { newRouter, serve } from './router.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
@@ -74,7 +72,7 @@ export function invocationRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     const auth = c.get('auth');
     const tenantId = tenantOf(auth);
     const jti = jtiParam(c.req.param('jti'));
-    const body = parseRequest(ActualRequestSchema, await readJsonBody(c, deps.config.maxBodyBytes), 'request body');
+    const body = await parseJsonBody(c, deps.config.maxBodyBytes, ActualRequest);
     const result = await recordActual(deps, auth, tenantId, jti, body);
     return c.json(result.body, result.status);
   });

@@ -16,41 +16,19 @@
  * revoker and service receipt come back unchanged (a keyless answer carries no
  * service receipt: see revokeWithSignature).
  */
-import { z } from 'zod';
+import type { z } from 'zod';
+import type { RevokeWithKeyRequest } from '../api/delegations.js';
 import { decodeBase64url } from '../protocol/base64url.js';
 import { BatonError } from '../protocol/errors.js';
 import { utf8Decode } from '../protocol/jcs.js';
-import { MAX_JWS_LENGTH } from '../protocol/records.js';
-import {
-  mayRevoke,
-  readRevocation,
-  RevocationReasonSchema,
-  type RevocationAuthority,
-  type VerifiedRevocation,
-} from '../protocol/revocation.js';
+import { mayRevoke, readRevocation, type RevocationAuthority, type VerifiedRevocation } from '../protocol/revocation.js';
 import { findDelegation, tenantsHoldingDelegation } from '../store/delegations.js';
 import { firstServiceReceipt } from '../store/service-receipts.js';
 import { chainPartiesByTenant, countDescendants, markRevoked } from '../store/revocations.js';
 import { recordServiceReceipt } from './service-receipts.js';
 import type { AuthContext, ServiceDeps } from './types.js';
 
-export const RevokeWithKeySchema = z.strictObject({
-  confirm: z.literal(true, {
-    error: (iss) => (iss.input === undefined ? 'is required: send confirm: true to revoke' : 'must be true to revoke'),
-  }),
-  reason: RevocationReasonSchema,
-});
-
-export const RevokeWithSignatureSchema = z.strictObject({
-  revocation: z
-    .string({
-      error: (iss) => (iss.input === undefined ? 'is required: a signed revocation record (compact JWS)' : 'must be a compact JWS string'),
-    })
-    .min(1)
-    .max(MAX_JWS_LENGTH),
-});
-
-export type RevokeWithKey = z.infer<typeof RevokeWithKeySchema>;
+export type RevokeWithKey = z.output<typeof RevokeWithKeyRequest>;
 
 export interface RevokedBy {
   readonly kind: 'api_key' | 'admin' | 'did';

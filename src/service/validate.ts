@@ -3,9 +3,15 @@ import type { Context } from 'hono';
 import { z } from 'zod';
 import { BatonError } from '../protocol/errors.js';
 import { parseWith } from '../protocol/records.js';
+import { readJsonBody } from './body.js';
 
 export function parseRequest<T>(schema: z.ZodType<T>, value: unknown, what: string): T {
   return parseWith(schema, value, what, 'INVALID_REQUEST');
+}
+
+/** The body, read strictly (body.ts) and parsed with the route's request schema from the contract (src/api). */
+export async function parseJsonBody<S extends z.ZodType>(c: Context, maxBytes: number, schema: S): Promise<z.output<S>> {
+  return parseRequest(schema, await readJsonBody(c, maxBytes), 'request body') as z.output<S>;
 }
 
 /** Each query parameter at most once: a repeated one is ambiguous, so it is refused. */
