@@ -175,37 +175,26 @@ async function applyRevocation(
       const mark = await markRevoked(tx, tenantId, hash, at, reason);
       if (!mark) throw notFound(hash, ' for this tenant');
       const descendants = await countDescendants(tx, tenantId, hash);
-      if (mark.newly) {
-        const revokedAt = mark.revokedAt.toISOString();
-        const serviceReceipt = await recordServiceReceipt(tx, deps.signer, {
-          tenantId,
-          kind: 'delegation.revoked',
-          subject: hash,
-          now,
-          data: { hash, reason: mark.reason, revoked_at: revokedAt, revoked_by: { ...revokedBy }, descendants, ...extra },
-        });
-        out.push({
-          tenant_id: tenantId,
-          revoked_at: revokedAt,
-          reason: mark.reason,
-          revoked_by: revokedBy,
-          descendants,
-          service_receipt: serviceReceipt,
-          already_revoked: false,
-        });
-      } else {
-        const serviceReceipt = (await firstServiceReceipt(tx, tenantId, hash, 'delegation.revoked')) ?? null;
-        out.push({
-          tenant_id: tenantId,
-          revoked_at: mark.revokedAt.toISOString(),
-          reason: mark.reason,
-          // Who revoked first is kept in the original service receipt; the row has no column for it.
-          revoked_by: (serviceReceipt && revokerInServiceReceipt(serviceReceipt.jws)) ?? revokedBy,
-          descendants,
-          service_receipt: serviceReceipt,
-          already_revoked: true,
-        });
-      }
+      const revokedAt = mark.revokedAt.toISOString();
+      const serviceReceipt = mark.newly
+        ? await recordServiceReceipt(tx, deps.signer, {
+            tenantId,
+            kind: 'delegation.revoked',
+            subject: hash,
+            now,
+            data: { hash, reason: mark.reason, revoked_at: revokedAt, revoked_by: { ...revokedBy }, descendants, ...extra },
+          })
+        : ((await firstServiceReceipt(tx, tenantId, hash, 'delegation.revoked')) ?? null);
+      out.push({
+        tenant_id: tenantId,
+        revoked_at: revokedAt,
+        reason: mark.reason,
+        // Who revoked first is kept in the original service receipt; the row has no column for it.
+        revoked_by: mark.newly ? revokedBy : ((serviceReceipt && revokerInServiceReceipt(serviceReceipt.jws)) ?? revokedBy),
+        descendants,
+        service_receipt: serviceReceipt,
+        already_revoked: !mark.newly,
+      });
     }
     return out;
   });
