@@ -277,69 +277,59 @@ export const issueDelegationRoute = createRoute({
   },
 });
 
-export const getDelegationRoute = createRoute({
-  method: 'get',
+/** A GET of one stored record of the key's tenant: the same key, path parameter and refusals. */
+const readDelegationRoute = <P extends string>(o: {
+  path: P;
+  operationId: string;
+  summary: string;
+  description: string;
+  ok: { description: string; schema: z.ZodType };
+}) =>
+  createRoute({
+    method: 'get',
+    path: o.path,
+    tags: ['delegations'],
+    operationId: o.operationId,
+    summary: o.summary,
+    description: o.description,
+    'x-baton-scopes': [...READ_SCOPES],
+    security: [{ bearerAuth: [] }],
+    request: { params: z.object({ hash: DelegationHash }) },
+    responses: {
+      200: { description: o.ok.description, content: { 'application/json': { schema: o.ok.schema } } },
+      400: BadRequestResponse('The path is not a record hash (`INVALID_REQUEST`).'),
+      401: UnauthorizedResponse(),
+      403: ForbiddenResponse('The key lacks a read scope, or is the admin key (reads are per tenant) (`FORBIDDEN`).'),
+      404: NotFoundResponse(),
+      500: InternalResponse(),
+      503: StorageUnavailableResponse(),
+    },
+  });
+
+export const getDelegationRoute = readDelegationRoute({
   path: '/v1/delegations/{hash}',
-  tags: ['delegations'],
   operationId: 'getDelegation',
   summary: 'A delegation record with its status and usage',
   description:
     'The stored record, its status (`revoked` when it or any ancestor is revoked; then `revoked_by` names the highest revoked record), its JWS, and usage over its whole subtree: calls, declared and metered spend, and calibration.',
-  'x-baton-scopes': [...READ_SCOPES],
-  security: [{ bearerAuth: [] }],
-  request: { params: z.object({ hash: DelegationHash }) },
-  responses: {
-    200: { description: 'The record.', content: { 'application/json': { schema: DelegationDetail } } },
-    400: BadRequestResponse('The path is not a record hash (`INVALID_REQUEST`).'),
-    401: UnauthorizedResponse(),
-    403: ForbiddenResponse('The key lacks a read scope, or is the admin key (reads are per tenant) (`FORBIDDEN`).'),
-    404: NotFoundResponse(),
-    500: InternalResponse(),
-    503: StorageUnavailableResponse(),
-  },
+  ok: { description: 'The record.', schema: DelegationDetail },
 });
 
-export const getDelegationChainRoute = createRoute({
-  method: 'get',
+export const getDelegationChainRoute = readDelegationRoute({
   path: '/v1/delegations/{hash}/chain',
-  tags: ['delegations'],
   operationId: 'getDelegationChain',
   summary: 'The root-to-leaf chain ending at a record, with service receipts',
   description:
     '`receipts` is the root-to-leaf JWS list of delegation receipts, re-verifiable offline (`baton verify` takes the whole response); `records` repeats each record with its status and the service receipt of its acceptance.',
-  'x-baton-scopes': [...READ_SCOPES],
-  security: [{ bearerAuth: [] }],
-  request: { params: z.object({ hash: DelegationHash }) },
-  responses: {
-    200: { description: 'The chain.', content: { 'application/json': { schema: DelegationChain } } },
-    400: BadRequestResponse('The path is not a record hash (`INVALID_REQUEST`).'),
-    401: UnauthorizedResponse(),
-    403: ForbiddenResponse('The key lacks a read scope, or is the admin key (`FORBIDDEN`).'),
-    404: NotFoundResponse(),
-    500: InternalResponse(),
-    503: StorageUnavailableResponse(),
-  },
+  ok: { description: 'The chain.', schema: DelegationChain },
 });
 
-export const getDelegationTreeRoute = createRoute({
-  method: 'get',
+export const getDelegationTreeRoute = readDelegationRoute({
   path: '/v1/delegations/{hash}/tree',
-  tags: ['delegations'],
   operationId: 'getDelegationTree',
   summary: 'A record and its descendants, nested',
   description: 'At most 1000 records; `truncated` says when more exist.',
-  'x-baton-scopes': [...READ_SCOPES],
-  security: [{ bearerAuth: [] }],
-  request: { params: z.object({ hash: DelegationHash }) },
-  responses: {
-    200: { description: 'The tree.', content: { 'application/json': { schema: DelegationTree } } },
-    400: BadRequestResponse('The path is not a record hash (`INVALID_REQUEST`).'),
-    401: UnauthorizedResponse(),
-    403: ForbiddenResponse('The key lacks a read scope, or is the admin key (`FORBIDDEN`).'),
-    404: NotFoundResponse(),
-    500: InternalResponse(),
-    503: StorageUnavailableResponse(),
-  },
+  ok: { description: 'The tree.', schema: DelegationTree },
 });
 
 export const listDelegationInvocationsRoute = createRoute({

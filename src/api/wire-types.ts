@@ -3683,7 +3683,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The key lacks a read scope, or is the admin key (`FORBIDDEN`). */
+      /** @description The key lacks a read scope, or is the admin key (reads are per tenant) (`FORBIDDEN`). */
       403: {
         headers: {
           [name: string]: unknown;
@@ -3932,7 +3932,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The key lacks a read scope, or is the admin key (`FORBIDDEN`). */
+      /** @description The key lacks a read scope, or is the admin key (reads are per tenant) (`FORBIDDEN`). */
       403: {
         headers: {
           [name: string]: unknown;
