@@ -17,7 +17,12 @@
  * service receipt: see revokeWithSignature).
  */
 import type { z } from 'zod';
-import type { RevokeWithKeyRequest } from '../api/delegations.js';
+import type {
+  RevokedBy as RevokedByShape,
+  RevokeResult as RevokeResultShape,
+  RevokeWithKeyRequest,
+  TenantRevocation as TenantRevocationShape,
+} from '../api/delegations.js';
 import { decodeBase64url } from '../protocol/base64url.js';
 import { BatonError } from '../protocol/errors.js';
 import { utf8Decode } from '../protocol/jcs.js';
@@ -29,44 +34,10 @@ import { recordServiceReceipt } from './service-receipts.js';
 import type { AuthContext, ServiceDeps } from './types.js';
 
 export type RevokeWithKey = z.output<typeof RevokeWithKeyRequest>;
-
-export interface RevokedBy {
-  readonly kind: 'api_key' | 'admin' | 'did';
-  readonly id: string;
-}
-
-export interface ServiceReceiptView {
-  readonly id: number;
-  readonly kid: string;
-  readonly jws: string;
-}
-
-interface TenantRevocation {
-  readonly tenant_id: string;
-  readonly revoked_at: string;
-  readonly reason: string | null;
-  readonly revoked_by: RevokedBy;
-  readonly descendants: number;
-  readonly service_receipt: ServiceReceiptView | null;
-  readonly already_revoked: boolean;
-}
-
-export interface RevokeResult {
-  readonly hash: string;
-  readonly status: 'revoked';
-  readonly revoked_at: string;
-  readonly reason: string | null;
-  readonly revoked_by: RevokedBy;
-  /** DRs in the revoked DR's subtree, itself excluded: all denied from now on. */
-  readonly descendants: number;
-  readonly service_receipt: ServiceReceiptView | null;
-  /** True when the DR was already revoked and nothing changed. */
-  readonly already_revoked: boolean;
-  /** Key paths only: the tenant acted on (the first, for an admin key). */
-  readonly tenant_id?: string;
-  /** Admin key only: every tenant holding the hash. */
-  readonly tenants?: readonly Omit<TenantRevocation, 'revoked_by'>[];
-}
+export type RevokeResult = z.output<typeof RevokeResultShape>;
+type RevokedBy = z.output<typeof RevokedByShape>;
+/** One tenant's mark; the answer's `tenants` list it without revoked_by. */
+type TenantRevocation = z.output<typeof TenantRevocationShape> & { readonly revoked_by: RevokedBy };
 
 function notFound(hash: string, scope: string): BatonError {
   return new BatonError('NOT_FOUND', { message: `No delegation record ${hash} is stored${scope}.` });
