@@ -11,7 +11,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
 import { createRootDelegation, createSubDelegation, type SignedDelegation } from '../../src/sdk/records.js';
 import { T0 } from '../support/fixtures.js';
-import { setupTenant, startTestService, verifyInvocation, type CallResult, type TestService, type TestTenant } from '../support/service.js';
+import {
+  setupTenant,
+  startTestService,
+  storeTwoLeaves,
+  verifyInvocation,
+  type CallResult,
+  type TestService,
+  type TestTenant,
+} from '../support/service.js';
 
 let svc: TestService;
 let tenant: TestTenant;
@@ -69,14 +77,7 @@ beforeAll(async () => {
   svc = await startTestService();
   tenant = await setupTenant(svc);
   other = await setupTenant(svc, 'other');
-  root = createRootDelegation({ issuer: tenant.root, audience: A.did, policy, iat: T0, nbf: T0 - 100, exp: T0 + 3600 });
-  leafA = createSubDelegation({ parent: root, issuer: A, audience: B.did, policy, iat: T0 });
-  leafB = createSubDelegation({ parent: root, issuer: A, audience: C.did, policy, iat: T0 });
-  for (const recs of [[root, leafA], [leafB]]) {
-    expect((await svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipts: recs.map((d) => d.jws) } })).status).toBe(
-      201,
-    );
-  }
+  ({ root, leafA, leafB } = await storeTwoLeaves(svc, tenant, policy, A, B, C));
   // The other tenant's own chain (a root DID is trusted by one tenant only), held by the same agents.
   otherRoot = createRootDelegation({ issuer: other.root, audience: A.did, policy, iat: T0, nbf: T0 - 100, exp: T0 + 3600 });
   otherLeaf = createSubDelegation({ parent: otherRoot, issuer: A, audience: B.did, policy, iat: T0 });

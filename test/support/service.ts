@@ -13,7 +13,8 @@ import type { Store } from '../../src/store/db.js';
 import { freshDatabase, freshPglite } from '../setup/db.js';
 import { T0, TOOL_SERVER } from './fixtures.js';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
-import { createInvocation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
+import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
+import type { Policy } from '../../src/protocol/policy.js';
 
 export interface CallResult {
   status: number;
@@ -136,4 +137,19 @@ export async function verifyInvocation(
   });
   const res = await svc.call('POST', '/v1/verify', { key, json: makeBundle(invocation, chain) });
   return { jti, invocation, res };
+}
+
+/**
+ * Stores, for `tenant`, a root to A and two leaves under it, A to B (leafA)
+ * and A to C (leafB), all with `policy`, issued at T0 and valid an hour.
+ */
+export async function storeTwoLeaves(svc: TestService, tenant: TestTenant, policy: Policy, A: KeyPair, B: KeyPair, C: KeyPair) {
+  const root = createRootDelegation({ issuer: tenant.root, audience: A.did, policy, iat: T0, nbf: T0 - 100, exp: T0 + 3600 });
+  const leafA = createSubDelegation({ parent: root, issuer: A, audience: B.did, policy, iat: T0 });
+  const leafB = createSubDelegation({ parent: root, issuer: A, audience: C.did, policy, iat: T0 });
+  for (const chain of [[root, leafA], [leafB]]) {
+    const r = await svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipts: chain.map((d) => d.jws) } });
+    if (r.status !== 201) throw new Error(`Storing the delegations answered ${r.status}: ${JSON.stringify(r.body)}`);
+  }
+  return { root, leafA, leafB };
 }
