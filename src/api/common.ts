@@ -19,7 +19,7 @@ export const orNull = <T extends z.ZodType>(schema: T, error?: string) =>
  */
 export const fromProtocol = <T extends z.ZodType>(schema: T): T => schema.clone();
 
-export const ErrorCode = z.enum(SERVICE_ERROR_CODES).openapi('ErrorCode', {
+export const ErrorCode = z.enum(SERVICE_ERROR_CODES, { error: 'must be a Baton error code' }).openapi('ErrorCode', {
   description:
     'Stable refusal codes: clients branch on them and a code never changes meaning. Codes with a block letter come from the verification pipeline. The HTTP status, message and suggestion of each are listed on the `/docs` page.',
 });
@@ -31,7 +31,7 @@ export const Block = z.enum(['A', 'B', 'C', 'D', 'E', 'F', 'G']).openapi('Block'
 
 export const RecordHash = z
   .string()
-  .regex(/^sha256:[0-9a-f]{64}$/)
+  .regex(/^sha256:[0-9a-f]{64}$/, 'must be sha256: followed by 64 lowercase hex digits')
   .openapi('RecordHash', {
     description: '`sha256:` + lowercase hex SHA-256 of the exact JWS string.',
     example: 'sha256:50d858e0985ecc7f60418aaf0cc5ab587f42c2570a884095a9e8ccacd0f6545c',
@@ -104,6 +104,17 @@ export const Jws = z
   });
 
 export const Timestamp = z.string().openapi('Timestamp', { format: 'date-time' });
+
+/** A query date-time: RFC 3339 with a zone (Z or an offset), read as a Date. */
+export const InstantQuery = z.iso
+  .datetime({ offset: true, error: 'must be an RFC 3339 date-time with a zone, e.g. 2026-11-23T12:00:00Z' })
+  .transform((t) => new Date(t));
+
+/** A query's time window must not be empty: a contradiction is refused, not answered with an empty page. */
+export function sinceBeforeUntil(q: { since?: Date | undefined; until?: Date | undefined }, ctx: z.RefinementCtx): void {
+  if (q.since !== undefined && q.until !== undefined && q.since.getTime() >= q.until.getTime())
+    ctx.addIssue({ code: 'custom', path: ['until'], message: 'must be later than since' });
+}
 
 export const Usd = z.number().min(0).openapi('Usd', { description: 'US dollars, exact to the micro-dollar.' });
 

@@ -209,14 +209,28 @@ export const InvocationsCursor = z
     param: { name: 'cursor', in: 'query', description: '`next_cursor` of the previous page, unchanged. Omit for the newest invocations.' },
   });
 
+export const INVOCATIONS_DEFAULT_LIMIT = 50;
+export const INVOCATIONS_MAX_LIMIT = 200;
+
+/** Read from the query string as decimal text; documented as the integer it is. */
 export const InvocationsLimit = z
-  .int()
-  .min(1)
-  .max(200)
+  .string()
+  .regex(/^[1-9][0-9]{0,2}$/, `must be a whole number from 1 to ${INVOCATIONS_MAX_LIMIT}`)
+  .transform(Number)
+  .pipe(z.number().max(INVOCATIONS_MAX_LIMIT, `must be at most ${INVOCATIONS_MAX_LIMIT}`))
   .openapi('InvocationsLimit', {
+    type: 'integer',
+    minimum: 1,
+    maximum: INVOCATIONS_MAX_LIMIT,
     param: { name: 'limit', in: 'query', description: 'Page size, decimal without leading zeros.' },
-    default: 50,
+    default: INVOCATIONS_DEFAULT_LIMIT,
   });
+
+/** One page of an invocation list. Queries are strict: an unknown parameter is refused. */
+export const InvocationsPageQuery = z.strictObject({
+  cursor: InvocationsCursor.optional(),
+  limit: InvocationsLimit.optional().default(INVOCATIONS_DEFAULT_LIMIT),
+});
 
 export const submitDelegationsRoute = createRoute({
   method: 'post',
@@ -344,7 +358,7 @@ export const listDelegationInvocationsRoute = createRoute({
   security: [{ bearerAuth: [] }],
   request: {
     params: z.object({ hash: DelegationHash }),
-    query: z.object({ cursor: InvocationsCursor.optional(), limit: InvocationsLimit.optional() }),
+    query: InvocationsPageQuery,
   },
   responses: {
     200: { description: 'One page.', content: { 'application/json': { schema: InvocationPage } } },

@@ -20,8 +20,10 @@ import {
   StorageUnavailableResponse,
   InternalResponse,
   orNull,
+  InstantQuery,
+  sinceBeforeUntil,
 } from './common.js';
-import { InvocationListItem, InvocationsCursor, InvocationsLimit } from './delegations.js';
+import { InvocationListItem, InvocationsPageQuery } from './delegations.js';
 
 export const MAX_UNAVAILABLE_REASON = 500;
 
@@ -194,6 +196,37 @@ export const DecisionPage = z
 
 const filterParam = (name: string, description: string) => ({ param: { name, in: 'query' as const, description } });
 
+export const DecisionsQuery = z
+  .strictObject({
+    dr: RecordHash.optional().openapi(filterParam('dr', 'Only decisions whose `dr_chain` contains this delegation record hash.')),
+    tool: z
+      .string()
+      .min(1)
+      .max(256)
+      .regex(/^[^\u0000-\u001f\u007f]*$/, 'must not contain control characters')
+      .optional()
+      .openapi(filterParam('tool', 'Only allowed invocations of this tool.')),
+    outcome: z.enum(['allowed', 'denied']).optional().openapi(filterParam('outcome', 'Only allowed invocations, or only denials.')),
+    code: ErrorCode.optional().openapi(filterParam('code', "Only denials with this code (the denial's or one of its violations').")),
+    since: InstantQuery.optional().openapi(filterParam('since', 'Only decisions at or after this instant (RFC 3339, with a zone).')),
+    until: InstantQuery.optional().openapi(filterParam('until', 'Only decisions before this instant (RFC 3339, with a zone).')),
+    ...InvocationsPageQuery.shape,
+  })
+  .superRefine((q, ctx) => {
+    // Contradictions are refused rather than answered with an empty page that looks like "nothing happened".
+    if (q.code !== undefined && q.outcome === 'allowed')
+      ctx.addIssue({ code: 'custom', path: ['code'], message: 'selects denials; it cannot be combined with outcome=allowed' });
+    if (q.tool !== undefined && q.outcome === 'denied')
+      ctx.addIssue({
+        code: 'custom',
+        path: ['tool'],
+        message: 'selects allowed invocations (a denial stores no tool); it cannot be combined with outcome=denied',
+      });
+    if (q.tool !== undefined && q.code !== undefined)
+      ctx.addIssue({ code: 'custom', path: ['tool'], message: 'selects allowed invocations and code selects denials; give one of them' });
+    sinceBeforeUntil(q, ctx);
+  });
+
 export const listInvocationsRoute = createRoute({
   method: 'get',
   path: '/v1/invocations',
@@ -205,16 +238,7 @@ export const listInvocationsRoute = createRoute({
   'x-baton-scopes': ['audit'],
   security: [{ bearerAuth: [] }],
   request: {
-    query: z.object({
-      dr: RecordHash.optional().openapi(filterParam('dr', 'Only decisions whose `dr_chain` contains this delegation record hash.')),
-      tool: z.string().min(1).max(256).optional().openapi(filterParam('tool', 'Only allowed invocations of this tool.')),
-      outcome: z.enum(['allowed', 'denied']).optional().openapi(filterParam('outcome', 'Only allowed invocations, or only denials.')),
-      code: ErrorCode.optional().openapi(filterParam('code', "Only denials with this code (the denial's or one of its violations').")),
-      since: Timestamp.optional().openapi(filterParam('since', 'Only decisions at or after this instant (RFC 3339, with a zone).')),
-      until: Timestamp.optional().openapi(filterParam('until', 'Only decisions before this instant (RFC 3339, with a zone).')),
-      cursor: InvocationsCursor.optional(),
-      limit: InvocationsLimit.optional(),
-    }),
+    query: DecisionsQuery,
   },
   responses: {
     200: { description: 'One page.', content: { 'application/json': { schema: DecisionPage } } },

@@ -4433,11 +4433,11 @@ export interface operations {
         /** @description Only allowed invocations, or only denials. */
         outcome?: 'allowed' | 'denied';
         /** @description Only decisions at or after this instant (RFC 3339, with a zone). */
-        since?: components['schemas']['Timestamp'];
+        since?: string;
         /** @description Only allowed invocations of this tool. */
         tool?: string;
         /** @description Only decisions before this instant (RFC 3339, with a zone). */
-        until?: components['schemas']['Timestamp'];
+        until?: string;
       };
       header?: never;
       path?: never;
@@ -5263,11 +5263,11 @@ export interface operations {
         kind?: components['schemas']['ServiceReceiptKind'];
         limit?: components['schemas']['ServiceReceiptsLimit'];
         /** @description Only service receipts signed at or after this instant (RFC 3339, with a zone). */
-        since?: components['schemas']['Timestamp'];
+        since?: string;
         /** @description Only service receipts about this subject: a DR hash or an invocation jti. */
         subject?: string;
         /** @description Only service receipts signed before this instant (RFC 3339, with a zone). */
-        until?: components['schemas']['Timestamp'];
+        until?: string;
       };
       header?: never;
       path?: never;

@@ -256,8 +256,6 @@ export async function describeInvocation(deps: ServiceDeps, tenantId: string, jt
   return { ...item, jws: inv.jws, denials: denied.map(denialView) };
 }
 
-export const INVOCATIONS_DEFAULT_LIMIT = 50;
-export const INVOCATIONS_MAX_LIMIT = 200;
 const CURSOR_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.\d{6}Z$/;
 const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31] as const;
 

@@ -1,6 +1,6 @@
 /** zod at the HTTP edge: every problem listed under one stable code. */
 import type { Context } from 'hono';
-import { z } from 'zod';
+import type { z } from 'zod';
 import { BatonError } from '../protocol/errors.js';
 import { parseWith } from '../protocol/records.js';
 import { readJsonBody } from './body.js';
@@ -35,8 +35,3 @@ function singleValuedQuery(c: Context): Record<string, string> {
 export function parseQuery<T>(c: Context, schema: z.ZodType<T>): T {
   return parseRequest(schema, singleValuedQuery(c), 'query');
 }
-
-/** A query date-time: RFC 3339 with a zone (Z or an offset), as a Date. */
-export const InstantQuerySchema = z.iso
-  .datetime({ offset: true, error: 'must be an RFC 3339 date-time with a zone, e.g. 2026-11-23T12:00:00Z' })
-  .transform((t) => new Date(t));
