@@ -200,6 +200,7 @@ export const InvocationPage = z
 export const DelegationHash = RecordHash.openapi('DelegationHash', {
   param: { name: 'hash', in: 'path', required: true, description: "A delegation record's hash." },
 });
+export const DelegationHashParams = z.object({ hash: DelegationHash });
 
 export const InvocationsCursor = z
   .string()
@@ -308,7 +309,7 @@ const readDelegationRoute = <P extends string>(o: {
     description: o.description,
     'x-baton-scopes': [...READ_SCOPES],
     security: [{ bearerAuth: [] }],
-    request: { params: z.object({ hash: DelegationHash }) },
+    request: { params: DelegationHashParams },
     responses: {
       200: { description: o.ok.description, content: { 'application/json': { schema: o.ok.schema } } },
       400: BadRequestResponse('The path is not a record hash (`INVALID_REQUEST`).'),
@@ -357,7 +358,7 @@ export const listDelegationInvocationsRoute = createRoute({
   'x-baton-scopes': ['audit', 'report', 'verify', 'issue'],
   security: [{ bearerAuth: [] }],
   request: {
-    params: z.object({ hash: DelegationHash }),
+    params: DelegationHashParams,
     query: InvocationsPageQuery,
   },
   responses: {
@@ -384,7 +385,7 @@ export const revokeDelegationRoute = createRoute({
   'x-baton-scopes': ['issue', 'admin'],
   security: [{}, { bearerAuth: [] }],
   request: {
-    params: z.object({ hash: DelegationHash }),
+    params: DelegationHashParams,
     body: { required: true, content: { 'application/json': { schema: z.union([RevokeWithKeyRequest, RevokeWithSignatureRequest]) } } },
   },
   responses: {

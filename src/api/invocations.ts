@@ -120,11 +120,12 @@ export const InvocationJti = z
   .string()
   .min(1)
   .max(160)
-  .regex(/^[!-~]+$/)
+  .regex(/^[!-~]+$/, 'must be printable ASCII without spaces')
   .openapi('InvocationJti', {
     param: { name: 'jti', in: 'path', required: true, description: "The invocation's `jti` (`inv:...`), URL-encoded where needed." },
     example: 'inv:7d3c9a4e-1f2b-4c5d-8e6f-9a0b1c2d3e4f',
   });
+export const InvocationJtiParams = z.object({ jti: InvocationJti });
 
 export const recordActualRoute = createRoute({
   method: 'post',
@@ -137,7 +138,7 @@ export const recordActualRoute = createRoute({
   'x-baton-scopes': ['report'],
   security: [{ bearerAuth: [] }],
   request: {
-    params: z.object({ jti: InvocationJti }),
+    params: InvocationJtiParams,
     body: { required: true, content: { 'application/json': { schema: ActualRequest } } },
   },
   responses: {
@@ -166,7 +167,7 @@ export const getInvocationRoute = createRoute({
     'An allowed invocation comes with its JWS, chain, declared estimate, service receipt, actual and any later denials of the same jti (replay attempts). A jti that was only ever denied comes back as `decision: denied` with every recorded denial.',
   'x-baton-scopes': ['audit', 'report', 'verify', 'issue'],
   security: [{ bearerAuth: [] }],
-  request: { params: z.object({ jti: InvocationJti }) },
+  request: { params: InvocationJtiParams },
   responses: {
     200: { description: 'The invocation.', content: { 'application/json': { schema: z.union([InvocationAllowed, InvocationDenied]) } } },
     400: BadRequestResponse('The jti is not 1-160 printable ASCII characters (`INVALID_REQUEST`).'),

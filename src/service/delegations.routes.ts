@@ -2,6 +2,7 @@
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import type { MiddlewareHandler } from 'hono';
 import {
+  DelegationHashParams,
   getDelegationChainRoute,
   getDelegationRoute,
   getDelegationTreeRoute,
@@ -14,16 +15,14 @@ import { requireScope, tenantOf } from './auth.js';
 import { submitDelegations } from './delegation-submission.js';
 import { chainOfDelegation, describeDelegation, treeOfDelegation } from './delegations.handlers.js';
 import { issueCustodialRoot } from './issue.handlers.js';
-import { parseJsonBody, parseRequest } from './validate.js';
+import { parseJsonBody, parseParams } from './validate.js';
 import { newRouter, serve } from './router.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 import { READ_SCOPES } from '../protocol/lists.js';
-import { RecordHashSchema } from '../protocol/records.js';
 
 export function delegationRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   const r = newRouter();
   const readers = requireScope(deps, ...READ_SCOPES);
-  const hashParam = (raw: string) => parseRequest(RecordHashSchema, raw, 'path parameter hash');
 
   // Agents prove themselves by signature, so a key is optional here; with one, it picks the tenant.
   const optionalIssuer: MiddlewareHandler<AppEnv> = async (c, next) => {
@@ -46,13 +45,13 @@ export function delegationRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   });
 
   serve(r, getDelegationRoute, readers, async (c) =>
-    c.json(await describeDelegation(deps, tenantOf(c.get('auth')), hashParam(c.req.param('hash')))),
+    c.json(await describeDelegation(deps, tenantOf(c.get('auth')), parseParams(c, DelegationHashParams).hash)),
   );
   serve(r, getDelegationChainRoute, readers, async (c) =>
-    c.json(await chainOfDelegation(deps, tenantOf(c.get('auth')), hashParam(c.req.param('hash')))),
+    c.json(await chainOfDelegation(deps, tenantOf(c.get('auth')), parseParams(c, DelegationHashParams).hash)),
   );
   serve(r, getDelegationTreeRoute, readers, async (c) =>
-    c.json(await treeOfDelegation(deps, tenantOf(c.get('auth')), hashParam(c.req.param('hash')))),
+    c.json(await treeOfDelegation(deps, tenantOf(c.get('auth')), parseParams(c, DelegationHashParams).hash)),
   );
   return r;
 }

@@ -12,7 +12,7 @@
  * - listTenantDecisions: GET /v1/invocations, the auditor's list of allowed
  *   invocations and denials, filtered and keyset-paged.
  */
-import { z } from 'zod';
+import type { z } from 'zod';
 import { decodeBase64url, encodeBase64url } from '../protocol/base64url.js';
 import { BatonError } from '../protocol/errors.js';
 import { sha256Hex } from '../protocol/hash.js';
@@ -34,7 +34,7 @@ import {
   type ServiceReceiptRef,
 } from '../store/invocations.js';
 import type { ActualSource } from '../protocol/lists.js';
-import type { ActualRequest as ActualRequestBody } from '../api/invocations.js';
+import { InvocationJti, type ActualRequest as ActualRequestBody } from '../api/invocations.js';
 import type { Actual, Denial, Invocation } from '../store/schema/index.js';
 import { recordServiceReceipt } from './service-receipts.js';
 import type { AuthContext, ServiceDeps } from './types.js';
@@ -42,13 +42,6 @@ import type { AuthContext, ServiceDeps } from './types.js';
 // ---------------------------------------------------------------- input
 
 export type ActualRequest = z.output<typeof ActualRequestBody>;
-
-/** A jti in a path: printable ASCII, as the record schemas allow. */
-export const JtiParamSchema = z
-  .string()
-  .min(1)
-  .max(160)
-  .regex(/^[\x21-\x7e]+$/, 'must be printable ASCII without spaces');
 
 // ---------------------------------------------------------------- views
 
@@ -302,7 +295,7 @@ export function decodeCursor(cursor: string): InvocationKey {
     const value: unknown = JSON.parse(utf8Decode(decodeBase64url(cursor, 'cursor')));
     if (Array.isArray(value) && value.length === 2) {
       const [createdAt, jti] = value as unknown[];
-      if (typeof createdAt === 'string' && isCursorInstant(createdAt) && JtiParamSchema.safeParse(jti).success) {
+      if (typeof createdAt === 'string' && isCursorInstant(createdAt) && InvocationJti.safeParse(jti).success) {
         return { createdAt, jti: jti as string };
       }
     }
@@ -324,7 +317,7 @@ function decodeDecisionCursor(cursor: string): DecisionKey {
     if (Array.isArray(value) && value.length === 3) {
       const [createdAt, source, id] = value as unknown[];
       const idOk =
-        (source === 'a' && JtiParamSchema.safeParse(id).success) || (source === 'd' && typeof id === 'string' && DENIAL_ID_TEXT.test(id));
+        (source === 'a' && InvocationJti.safeParse(id).success) || (source === 'd' && typeof id === 'string' && DENIAL_ID_TEXT.test(id));
       if (typeof createdAt === 'string' && isCursorInstant(createdAt) && idOk) {
         return { createdAt, source: source as DecisionKey['source'], id: id as string };
       }

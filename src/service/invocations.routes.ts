@@ -4,25 +4,30 @@
  * GET /v1/delegations/{hash}/invocations (a DR's subtree, newest first).
  */
 import type { OpenAPIHono } from '@hono/zod-openapi';
-import { InvocationsPageQuery, listDelegationInvocationsRoute } from '../api/delegations.js';
-import { ActualRequest, DecisionsQuery, getInvocationRoute, listInvocationsRoute, recordActualRoute } from '../api/invocations.js';
+import { DelegationHashParams, InvocationsPageQuery, listDelegationInvocationsRoute } from '../api/delegations.js';
+import {
+  ActualRequest,
+  DecisionsQuery,
+  getInvocationRoute,
+  InvocationJtiParams,
+  listInvocationsRoute,
+  recordActualRoute,
+} from '../api/invocations.js';
 import { READ_SCOPES } from '../protocol/lists.js';
-import { RecordHashSchema } from '../protocol/records.js';
 import { requireScope, tenantOf } from './auth.js';
-import { describeInvocation, invocationsOfDelegation, JtiParamSchema, listTenantDecisions, recordActual } from './invocations.handlers.js';
-import { parseJsonBody, parseQuery, parseRequest } from './validate.js';
+import { describeInvocation, invocationsOfDelegation, listTenantDecisions, recordActual } from './invocations.handlers.js';
+import { parseJsonBody, parseParams, parseQuery } from './validate.js';
 import { newRouter, serve } from './router.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
 export function invocationRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   const r = newRouter();
   const readers = requireScope(deps, ...READ_SCOPES);
-  const jtiParam = (raw: string) => parseRequest(JtiParamSchema, raw, 'path parameter jti');
 
   serve(r, recordActualRoute, requireScope(deps, 'report'), async (c) => {
     const auth = c.get('auth');
     const tenantId = tenantOf(auth);
-    const jti = jtiParam(c.req.param('jti'));
+    const { jti } = parseParams(c, InvocationJtiParams);
     const body = await parseJsonBody(c, deps.config.maxBodyBytes, ActualRequest);
     const result = await recordActual(deps, auth, tenantId, jti, body);
     return c.json(result.body, result.status);
@@ -33,12 +38,12 @@ export function invocationRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   );
 
   serve(r, getInvocationRoute, readers, async (c) =>
-    c.json(await describeInvocation(deps, tenantOf(c.get('auth')), jtiParam(c.req.param('jti')))),
+    c.json(await describeInvocation(deps, tenantOf(c.get('auth')), parseParams(c, InvocationJtiParams).jti)),
   );
 
   serve(r, listDelegationInvocationsRoute, readers, async (c) => {
     const tenantId = tenantOf(c.get('auth'));
-    const hash = parseRequest(RecordHashSchema, c.req.param('hash'), 'path parameter hash');
+    const { hash } = parseParams(c, DelegationHashParams);
     const q = parseQuery(c, InvocationsPageQuery);
     return c.json(await invocationsOfDelegation(deps, tenantId, hash, q));
   });

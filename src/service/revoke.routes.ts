@@ -3,13 +3,12 @@
  * {confirm: true, reason}, or without a key and {revocation: <signed JWS>}.
  */
 import type { OpenAPIHono } from '@hono/zod-openapi';
-import { revokeDelegationRoute, RevokeWithKeyRequest, RevokeWithSignatureRequest } from '../api/delegations.js';
+import { DelegationHashParams, revokeDelegationRoute, RevokeWithKeyRequest, RevokeWithSignatureRequest } from '../api/delegations.js';
 import { BatonError } from '../protocol/errors.js';
-import { RecordHashSchema } from '../protocol/records.js';
 import { assertScope, authenticateRequest } from './auth.js';
 import { readJsonBody } from './body.js';
 import { revokeWithKey, revokeWithSignature } from './revoke.handlers.js';
-import { parseJsonBody, parseRequest } from './validate.js';
+import { parseJsonBody, parseParams, parseRequest } from './validate.js';
 import { newRouter, serve } from './router.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
@@ -17,7 +16,7 @@ export function revokeRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   const r = newRouter();
 
   serve(r, revokeDelegationRoute, async (c) => {
-    const hash = parseRequest(RecordHashSchema, c.req.param('hash'), 'path parameter hash');
+    const { hash } = parseParams(c, DelegationHashParams);
     if (c.req.header('authorization') === undefined) {
       const raw = await readJsonBody(c, deps.config.maxBodyBytes);
       if (

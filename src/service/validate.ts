@@ -14,6 +14,11 @@ export async function parseJsonBody<S extends z.ZodType>(c: Context, maxBytes: n
   return parseRequest(schema, await readJsonBody(c, maxBytes), 'request body') as z.output<S>;
 }
 
+/** The path parameters, parsed with the route's params schema from the contract (src/api). */
+export function parseParams<S extends z.ZodType>(c: Context, schema: S): z.output<S> {
+  return parseRequest(schema, c.req.param(), 'path') as z.output<S>;
+}
+
 /** Each query parameter at most once: a repeated one is ambiguous, so it is refused. */
 function singleValuedQuery(c: Context): Record<string, string> {
   const out: Record<string, string> = {};
