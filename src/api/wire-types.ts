@@ -1666,13 +1666,19 @@ export interface components {
     };
     /** @description All must hold; an empty object matches every call. A condition on an unknown fact makes the rule a possible match only. */
     RuleConditions: {
-      /** @description Any of these (each at most once). */
+      /**
+       * @description Any of these (each at most once): `category:action`, or `category:*` for every action of a category.
+       * @example [
+       *       "files:*"
+       *     ]
+       */
       action_type?: string[];
       /** @description Any of these (each at most once). */
       blast_radius?: ('read' | 'local' | 'domain' | 'organizational')[];
       /** @description A delegation of the chain is flagged for cost calibration. */
       cost_calibration?: boolean;
-      estimate_above_usd?: components['schemas']['Usd'] & unknown;
+      /** @description The estimate (after the catalog's cost floor) is above this amount. */
+      estimate_above_usd?: number;
       /** @description Any of these (each at most once). */
       flags?: ('untrusted_content' | 'private_data_access' | 'external_communication')[];
       /** @description Calls or budget of the chain have passed 80% of a ceiling. */
@@ -1822,7 +1828,8 @@ export interface components {
       action_type: string;
       /** @enum {string} */
       blast_radius: 'read' | 'local' | 'domain' | 'organizational';
-      cost_per_invocation_usd?: components['schemas']['Usd'] & unknown;
+      /** @description A floor under the estimate of every call of this tool. */
+      cost_per_invocation_usd?: number;
       /** @description The tool can send data outside the organisation. */
       external_communication: boolean;
       /** @description The exact name calls carry in `args.tool`: no control characters, not `*`, unique in the catalog up to case and Unicode form. */

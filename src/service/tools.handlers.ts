@@ -1,6 +1,6 @@
 /** Tool catalog handlers: thin, one service call each (contract in src/api/tools.ts). */
 import type { OpenAPIHono } from '@hono/zod-openapi';
-import { currentToolsRoute, publishToolsRoute, PublishToolsBody, toolsVersionRoute } from '../api/tools.js';
+import { currentToolsRoute, publishToolsRoute, PublishToolsRequest, toolsVersionRoute } from '../api/tools.js';
 import { TOOL_READ_SCOPES } from '../protocol/lists.js';
 import { requireScope, tenantOf } from './auth.js';
 import { adminOnly } from './admin.routes.js';
@@ -13,7 +13,7 @@ export function toolRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   const app = newRouter();
 
   serve(app, publishToolsRoute, adminOnly(deps), async (c) => {
-    const body = await parseJsonBody(c, deps.config.maxBodyBytes, PublishToolsBody);
+    const body = await parseJsonBody(c, deps.config.maxBodyBytes, PublishToolsRequest);
     const stored = await publishToolDocument(deps, c.req.param('tenant'), body, c.get('auth').keyId);
     return c.json(toolDocumentJson(stored), 201);
   });
