@@ -4,13 +4,14 @@
  * Handlers are in src/service/approvals.handlers.ts.
  */
 import { createRoute, z } from '@hono/zod-openapi';
-import { MAX_APPROVAL_REASON } from '../protocol/approval.js';
+import { GuardrailTripleSchema } from '../protocol/approval.js';
 import { APPROVAL_STATUSES, GRANT_STATUSES } from '../protocol/lists.js';
 import { APPROVAL_DECISION_MAX_AGE_SECONDS, APPROVAL_DECISION_TYPE } from '../protocol/approval-decision.js';
 import { MAX_JWS_LENGTH } from '../protocol/records.js';
 import {
   BadRequestResponse,
   ConflictResponse,
+  fromProtocol,
   ForbiddenResponse,
   InternalResponse,
   NotFoundResponse,
@@ -19,9 +20,6 @@ import {
   StorageUnavailableResponse,
   UnauthorizedResponse,
 } from './common.js';
-
-/** The guardrail triple is parsed with the protocol's schema, which also refuses blank and control text. */
-export { GuardrailTripleSchema } from '../protocol/approval.js';
 
 /** Unix time in seconds. */
 const UnixSeconds = z.int().min(0);
@@ -56,13 +54,12 @@ export const Approval = z
 
 export const ApprovalList = z.strictObject({ approvals: z.array(Approval) }).openapi('ApprovalList');
 
-export const DecisionRequest = z
-  .strictObject({
-    actor: z.string().min(1).max(256).openapi({ description: 'Who decides; not blank, plain text.' }),
-    confirm: z.literal(true).openapi({ description: 'The decision must be confirmed explicitly.' }),
-    reason: z.string().min(1).max(MAX_APPROVAL_REASON).openapi({ description: 'Why; not blank, plain text.' }),
-  })
-  .openapi('ApprovalDecision', { description: 'The guardrail triple: who, an explicit confirmation, and why.' });
+/** The protocol's guardrail triple (it also refuses blank and control text), described for the document. */
+export const DecisionRequest = GuardrailTripleSchema.extend({
+  actor: fromProtocol(GuardrailTripleSchema.shape.actor).openapi({ minLength: 1, description: 'Who decides; not blank, plain text.' }),
+  confirm: fromProtocol(GuardrailTripleSchema.shape.confirm).openapi({ description: 'The decision must be confirmed explicitly.' }),
+  reason: fromProtocol(GuardrailTripleSchema.shape.reason).openapi({ minLength: 1, description: 'Why; not blank, plain text.' }),
+}).openapi('ApprovalDecision', { description: 'The guardrail triple: who, an explicit confirmation, and why.' });
 
 export const ApprovalListQuery = z.strictObject({ status: z.enum(APPROVAL_STATUSES).optional() });
 export const GrantListQuery = z.strictObject({ status: z.enum(GRANT_STATUSES).optional() });

@@ -1,6 +1,8 @@
 import { z } from '@hono/zod-openapi';
 import { SERVICE_ERROR_CODES } from '../protocol/errors.js';
 import { ACTUAL_SOURCES, ROOT_TYPES } from '../protocol/lists.js';
+import { PolicySchema } from '../protocol/policy.js';
+import { DidKeySchema, MAX_JWS_LENGTH } from '../protocol/records.js';
 
 /**
  * A schema or null. Not `.nullable()`: on a named (referenced) schema the
@@ -9,7 +11,15 @@ import { ACTUAL_SOURCES, ROOT_TYPES } from '../protocol/lists.js';
 export const orNull = <T extends z.ZodType>(schema: T, error?: string) =>
   z.union([schema, z.null()], error === undefined ? undefined : { error });
 
-export const ErrorCode = z.enum(SERVICE_ERROR_CODES).openapi('ErrorCode', {
+/**
+ * A protocol schema, ready for `.openapi(...)`. zod copies its methods onto
+ * each schema when it is made, so one the protocol made before
+ * @hono/zod-openapi extended zod has no `.openapi`; a copy made now has,
+ * whichever order the modules load in.
+ */
+export const fromProtocol = <T extends z.ZodType>(schema: T): T => schema.clone();
+
+export const ErrorCode = z.enum(SERVICE_ERROR_CODES, { error: 'must be a Baton error code' }).openapi('ErrorCode', {
   description:
     'Stable refusal codes: clients branch on them and a code never changes meaning. Codes with a block letter come from the verification pipeline. The HTTP status, message and suggestion of each are listed on the `/docs` page.',
 });
@@ -21,7 +31,7 @@ export const Block = z.enum(['A', 'B', 'C', 'D', 'E', 'F', 'G']).openapi('Block'
 
 export const RecordHash = z
   .string()
-  .regex(/^sha256:[0-9a-f]{64}$/)
+  .regex(/^sha256:[0-9a-f]{64}$/, 'must be sha256: followed by 64 lowercase hex digits')
   .openapi('RecordHash', {
     description: '`sha256:` + lowercase hex SHA-256 of the exact JWS string.',
     example: 'sha256:50d858e0985ecc7f60418aaf0cc5ab587f42c2570a884095a9e8ccacd0f6545c',
@@ -72,21 +82,22 @@ export const ErrorEnvelope = z
   })
   .openapi('ErrorEnvelope', { description: 'The one shape of every refusal (except verify denials, see `VerifyDeny`).' });
 
-export const DidKey = z
-  .string()
-  .max(128)
-  .regex(/^did:key:z[1-9A-HJ-NP-Za-km-z]+$/)
-  .openapi('DidKey', {
-    description: 'An Ed25519 `did:key` (multicodec 0xed01, base58btc).',
-    example: 'did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK',
-  });
+export const DidKey = fromProtocol(DidKeySchema).openapi('DidKey', {
+  description: 'An Ed25519 `did:key` (multicodec 0xed01, base58btc).',
+  example: 'did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK',
+});
 
+/**
+ * The pattern is documented, not checked here: the record parser checks it
+ * and answers with the record's own code (MALFORMED_JWS), which says more
+ * than INVALID_REQUEST.
+ */
 export const Jws = z
-  .string()
+  .string({ error: (iss) => (iss.input === undefined ? 'is required: a compact JWS' : 'must be a compact JWS string') })
   .min(1)
-  .max(65536)
-  .regex(/^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/)
+  .max(MAX_JWS_LENGTH)
   .openapi('Jws', {
+    pattern: '^[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+$',
     description: 'A compact JWS: base64url(JCS(header)).base64url(JCS(payload)).base64url(signature).',
     // Shortened: a real record's payload and 64-byte signature are longer.
     example: 'eyJhbGciOiJFZERTQSIsInR5cCI6IkpXVCJ9.eyJkcnNfdiI6IjQuMCJ9.c2lnbmF0dXJl',
@@ -94,49 +105,45 @@ export const Jws = z
 
 export const Timestamp = z.string().openapi('Timestamp', { format: 'date-time' });
 
+/** A query date-time: RFC 3339 with a zone (Z or an offset), read as a Date. */
+export const InstantQuery = z.iso
+  .datetime({ offset: true, error: 'must be an RFC 3339 date-time with a zone, e.g. 2026-11-23T12:00:00Z' })
+  .transform((t) => new Date(t));
+
+/** A query's time window must not be empty: a contradiction is refused, not answered with an empty page. */
+export function sinceBeforeUntil(q: { since?: Date | undefined; until?: Date | undefined }, ctx: z.RefinementCtx): void {
+  if (q.since !== undefined && q.until !== undefined && q.since.getTime() >= q.until.getTime())
+    ctx.addIssue({ code: 'custom', path: ['until'], message: 'must be later than since' });
+}
+
 export const Usd = z.number().min(0).openapi('Usd', { description: 'US dollars, exact to the micro-dollar.' });
 
-export const NameList = z
-  .array(z.string().min(1).max(256))
-  .max(256)
-  .openapi('NameList', { description: 'Names (no control characters, no globs), or exactly `["*"]`.' });
+/** A policy name list as the protocol parses it (no control characters, no globs, "*" alone). */
+export const NameList = fromProtocol(PolicySchema.shape.allowed_tools.unwrap()).openapi('NameList', {
+  description: 'Names (no control characters, no globs), or exactly `["*"]`.',
+});
 
-export const Policy = z
-  .strictObject({
-    allowed_tools: NameList.optional(),
-    max_cost_usd: z
-      .number()
-      .min(0)
-      .max(1000000000)
-      .openapi({
-        description:
-          "Ceiling on each invocation's declared `estimated_cost_usd` (which must then be present; an estimate is never above the per-invocation maximum of 1,000,000 USD). A child's ceiling must not exceed its parent's as exact decimals: 0.3000001 is wider than 0.3.",
-      })
-      .optional(),
-    pii_access: z.boolean().optional(),
-    write_access: z.boolean().optional(),
-    max_calls: z.int().min(0).openapi({ description: "Calls allowed through this record's whole subtree." }).optional(),
-    allowed_resources: z
-      .array(z.string())
-      .max(256)
-      .openapi({ description: 'Exact URIs or prefixes ending in `/*` (RFC 3986 normal form), or `["*"]`.' })
-      .optional(),
-    allowed_data_classes: NameList.optional(),
-    max_spend_usd: z
-      .number()
-      .min(0)
-      .max(1000000000)
-      .openapi({
-        description:
-          "Budget on metered spend (plus pending estimates) over the whole subtree. Every call under it must declare a usable `estimated_cost_usd`. A child's budget must not exceed its parent's as exact decimals.",
-      })
-      .optional(),
-    max_depth: z.int().min(0).max(16).openapi({ description: 'Further hops allowed below this record.' }).optional(),
-  })
-  .openapi('Policy', {
+/** The protocol's policy schema (its refinements run at the edge too), described for the document. */
+export const Policy = PolicySchema.extend({
+  allowed_tools: NameList.optional(),
+  max_cost_usd: fromProtocol(PolicySchema.shape.max_cost_usd).openapi({
     description:
-      'A DRS 4.0 policy with Baton\'s extensions. Unknown fields are refused. Absent `pii_access` / `write_access` mean false; absent `allowed_*` lists and `["*"]` mean unrestricted; absent ceilings mean unlimited.',
-  });
+      "Ceiling on each invocation's declared `estimated_cost_usd` (which must then be present; an estimate is never above the per-invocation maximum of 1,000,000 USD). A child's ceiling must not exceed its parent's as exact decimals: 0.3000001 is wider than 0.3.",
+  }),
+  max_calls: fromProtocol(PolicySchema.shape.max_calls).openapi({ description: "Calls allowed through this record's whole subtree." }),
+  allowed_resources: fromProtocol(PolicySchema.shape.allowed_resources).openapi({
+    description: 'Exact URIs or prefixes ending in `/*` (RFC 3986 normal form), or `["*"]`.',
+  }),
+  allowed_data_classes: NameList.optional(),
+  max_spend_usd: fromProtocol(PolicySchema.shape.max_spend_usd).openapi({
+    description:
+      "Budget on metered spend (plus pending estimates) over the whole subtree. Every call under it must declare a usable `estimated_cost_usd`. A child's budget must not exceed its parent's as exact decimals.",
+  }),
+  max_depth: fromProtocol(PolicySchema.shape.max_depth).openapi({ description: 'Further hops allowed below this record.' }),
+}).openapi('Policy', {
+  description:
+    'A DRS 4.0 policy with Baton\'s extensions. Unknown fields are refused. Absent `pii_access` / `write_access` mean false; absent `allowed_*` lists and `["*"]` mean unrestricted; absent ceilings mean unlimited.',
+});
 
 export const Bundle = z
   .strictObject({ bundle_version: z.literal('4.0'), invocation: Jws, receipts: z.array(Jws).max(64) })
@@ -150,7 +157,12 @@ export const ServiceReceiptRef = z.strictObject({ id: z.int().min(1), kid: z.str
 });
 
 export const ActualSource = z
-  .enum(ACTUAL_SOURCES)
+  .enum(ACTUAL_SOURCES, {
+    error: (iss) =>
+      iss.input === undefined
+        ? `is required: an actual without provenance is refused; say where the cost came from (one of ${ACTUAL_SOURCES.join(', ')})`
+        : `must be one of ${ACTUAL_SOURCES.join(', ')}`,
+  })
   .openapi('ActualSource', { description: 'Where the cost came from. An actual without provenance is refused.' });
 
 export const InvocationActual = z

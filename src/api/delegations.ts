@@ -1,5 +1,7 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { DELEGATION_STATUSES, READ_SCOPES } from '../protocol/lists.js';
+import { CommandSchema, ConsentSchema, MAX_CHAIN_DEPTH } from '../protocol/records.js';
+import { RevocationReasonSchema } from '../protocol/revocation.js';
 import {
   RecordHash,
   DidKey,
@@ -20,12 +22,17 @@ import {
   StorageUnavailableResponse,
   InternalResponse,
   orNull,
+  fromProtocol,
 } from './common.js';
 
 export const SubmitDelegationsRequest = z
   .union([
     z.strictObject({
-      receipts: z.array(Jws).min(1).max(16).openapi({ description: 'Root-to-leaf; the first is a root or extends a stored record.' }),
+      receipts: z
+        .array(Jws)
+        .min(1)
+        .max(MAX_CHAIN_DEPTH)
+        .openapi({ description: 'Root-to-leaf; the first is a root or extends a stored record.' }),
     }),
     z.strictObject({ receipt: Jws }),
   ])
@@ -76,15 +83,12 @@ export const IssueRequest = z
   .strictObject({
     audience: DidKey,
     policy: Policy,
-    cmd: z.string().max(256).openapi({ description: 'An absolute command path such as `/mcp/tools/call`.' }).optional(),
+    cmd: fromProtocol(CommandSchema).openapi({ description: 'An absolute command path such as `/mcp/tools/call`.' }).optional(),
     subject: DidKey.optional(),
     nbf: z.int().min(0).optional(),
     exp: z.int().min(0).nullable().optional(),
     root_type: RootType.optional(),
-    consent: z
-      .looseObject({ method: z.string().min(1).max(256), timestamp: z.string().min(1).max(64) })
-      .openapi({ description: 'Required by DRS when `root_type` is `human`.' })
-      .optional(),
+    consent: fromProtocol(ConsentSchema).openapi({ description: 'Required by DRS when `root_type` is `human`.' }).optional(),
     jti: z.string().min(4).max(160).regex(/^dr:/).openapi({ example: 'dr:2f6c1d0e-7b4a-4e8e-9a53-0c1d2e3f4a5b' }).optional(),
   })
   .openapi('IssueRequest');
@@ -145,8 +149,10 @@ export const DelegationTree = z.strictObject({ tree: TreeNode, count: z.int().mi
 
 export const RevokeWithKeyRequest = z
   .strictObject({
-    confirm: z.literal(true),
-    reason: z.string().max(500).openapi({ description: 'Why; must not be blank. Stored trimmed.' }),
+    confirm: z.literal(true, {
+      error: (iss) => (iss.input === undefined ? 'is required: send confirm: true to revoke' : 'must be true to revoke'),
+    }),
+    reason: fromProtocol(RevocationReasonSchema).openapi({ description: 'Why; must not be blank. Stored trimmed.' }),
   })
   .openapi('RevokeWithKeyRequest');
 
@@ -194,6 +200,7 @@ export const InvocationPage = z
 export const DelegationHash = RecordHash.openapi('DelegationHash', {
   param: { name: 'hash', in: 'path', required: true, description: "A delegation record's hash." },
 });
+export const DelegationHashParams = z.object({ hash: DelegationHash });
 
 export const InvocationsCursor = z
   .string()
@@ -203,14 +210,28 @@ export const InvocationsCursor = z
     param: { name: 'cursor', in: 'query', description: '`next_cursor` of the previous page, unchanged. Omit for the newest invocations.' },
   });
 
+export const INVOCATIONS_DEFAULT_LIMIT = 50;
+export const INVOCATIONS_MAX_LIMIT = 200;
+
+/** Read from the query string as decimal text; documented as the integer it is. */
 export const InvocationsLimit = z
-  .int()
-  .min(1)
-  .max(200)
+  .string()
+  .regex(/^[1-9][0-9]{0,2}$/, `must be a whole number from 1 to ${INVOCATIONS_MAX_LIMIT}`)
+  .transform(Number)
+  .pipe(z.number().max(INVOCATIONS_MAX_LIMIT, `must be at most ${INVOCATIONS_MAX_LIMIT}`))
   .openapi('InvocationsLimit', {
+    type: 'integer',
+    minimum: 1,
+    maximum: INVOCATIONS_MAX_LIMIT,
     param: { name: 'limit', in: 'query', description: 'Page size, decimal without leading zeros.' },
-    default: 50,
+    default: INVOCATIONS_DEFAULT_LIMIT,
   });
+
+/** One page of an invocation list. Queries are strict: an unknown parameter is refused. */
+export const InvocationsPageQuery = z.strictObject({
+  cursor: InvocationsCursor.optional(),
+  limit: InvocationsLimit.optional().default(INVOCATIONS_DEFAULT_LIMIT),
+});
 
 export const submitDelegationsRoute = createRoute({
   method: 'post',
@@ -271,69 +292,59 @@ export const issueDelegationRoute = createRoute({
   },
 });
 
-export const getDelegationRoute = createRoute({
-  method: 'get',
+/** A GET of one stored record of the key's tenant: the same key, path parameter and refusals. */
+const readDelegationRoute = <P extends string>(o: {
+  path: P;
+  operationId: string;
+  summary: string;
+  description: string;
+  ok: { description: string; schema: z.ZodType };
+}) =>
+  createRoute({
+    method: 'get',
+    path: o.path,
+    tags: ['delegations'],
+    operationId: o.operationId,
+    summary: o.summary,
+    description: o.description,
+    'x-baton-scopes': [...READ_SCOPES],
+    security: [{ bearerAuth: [] }],
+    request: { params: DelegationHashParams },
+    responses: {
+      200: { description: o.ok.description, content: { 'application/json': { schema: o.ok.schema } } },
+      400: BadRequestResponse('The path is not a record hash (`INVALID_REQUEST`).'),
+      401: UnauthorizedResponse(),
+      403: ForbiddenResponse('The key lacks a read scope, or is the admin key (reads are per tenant) (`FORBIDDEN`).'),
+      404: NotFoundResponse(),
+      500: InternalResponse(),
+      503: StorageUnavailableResponse(),
+    },
+  });
+
+export const getDelegationRoute = readDelegationRoute({
   path: '/v1/delegations/{hash}',
-  tags: ['delegations'],
   operationId: 'getDelegation',
   summary: 'A delegation record with its status and usage',
   description:
     'The stored record, its status (`revoked` when it or any ancestor is revoked; then `revoked_by` names the highest revoked record), its JWS, and usage over its whole subtree: calls, declared and metered spend, and calibration.',
-  'x-baton-scopes': [...READ_SCOPES],
-  security: [{ bearerAuth: [] }],
-  request: { params: z.object({ hash: DelegationHash }) },
-  responses: {
-    200: { description: 'The record.', content: { 'application/json': { schema: DelegationDetail } } },
-    400: BadRequestResponse('The path is not a record hash (`INVALID_REQUEST`).'),
-    401: UnauthorizedResponse(),
-    403: ForbiddenResponse('The key lacks a read scope, or is the admin key (reads are per tenant) (`FORBIDDEN`).'),
-    404: NotFoundResponse(),
-    500: InternalResponse(),
-    503: StorageUnavailableResponse(),
-  },
+  ok: { description: 'The record.', schema: DelegationDetail },
 });
 
-export const getDelegationChainRoute = createRoute({
-  method: 'get',
+export const getDelegationChainRoute = readDelegationRoute({
   path: '/v1/delegations/{hash}/chain',
-  tags: ['delegations'],
   operationId: 'getDelegationChain',
   summary: 'The root-to-leaf chain ending at a record, with service receipts',
   description:
     '`receipts` is the root-to-leaf JWS list of delegation receipts, re-verifiable offline (`baton verify` takes the whole response); `records` repeats each record with its status and the service receipt of its acceptance.',
-  'x-baton-scopes': [...READ_SCOPES],
-  security: [{ bearerAuth: [] }],
-  request: { params: z.object({ hash: DelegationHash }) },
-  responses: {
-    200: { description: 'The chain.', content: { 'application/json': { schema: DelegationChain } } },
-    400: BadRequestResponse('The path is not a record hash (`INVALID_REQUEST`).'),
-    401: UnauthorizedResponse(),
-    403: ForbiddenResponse('The key lacks a read scope, or is the admin key (`FORBIDDEN`).'),
-    404: NotFoundResponse(),
-    500: InternalResponse(),
-    503: StorageUnavailableResponse(),
-  },
+  ok: { description: 'The chain.', schema: DelegationChain },
 });
 
-export const getDelegationTreeRoute = createRoute({
-  method: 'get',
+export const getDelegationTreeRoute = readDelegationRoute({
   path: '/v1/delegations/{hash}/tree',
-  tags: ['delegations'],
   operationId: 'getDelegationTree',
   summary: 'A record and its descendants, nested',
   description: 'At most 1000 records; `truncated` says when more exist.',
-  'x-baton-scopes': [...READ_SCOPES],
-  security: [{ bearerAuth: [] }],
-  request: { params: z.object({ hash: DelegationHash }) },
-  responses: {
-    200: { description: 'The tree.', content: { 'application/json': { schema: DelegationTree } } },
-    400: BadRequestResponse('The path is not a record hash (`INVALID_REQUEST`).'),
-    401: UnauthorizedResponse(),
-    403: ForbiddenResponse('The key lacks a read scope, or is the admin key (`FORBIDDEN`).'),
-    404: NotFoundResponse(),
-    500: InternalResponse(),
-    503: StorageUnavailableResponse(),
-  },
+  ok: { description: 'The tree.', schema: DelegationTree },
 });
 
 export const listDelegationInvocationsRoute = createRoute({
@@ -347,8 +358,8 @@ export const listDelegationInvocationsRoute = createRoute({
   'x-baton-scopes': ['audit', 'report', 'verify', 'issue'],
   security: [{ bearerAuth: [] }],
   request: {
-    params: z.object({ hash: DelegationHash }),
-    query: z.object({ cursor: InvocationsCursor.optional(), limit: InvocationsLimit.optional() }),
+    params: DelegationHashParams,
+    query: InvocationsPageQuery,
   },
   responses: {
     200: { description: 'One page.', content: { 'application/json': { schema: InvocationPage } } },
@@ -374,7 +385,7 @@ export const revokeDelegationRoute = createRoute({
   'x-baton-scopes': ['issue', 'admin'],
   security: [{}, { bearerAuth: [] }],
   request: {
-    params: z.object({ hash: DelegationHash }),
+    params: DelegationHashParams,
     body: { required: true, content: { 'application/json': { schema: z.union([RevokeWithKeyRequest, RevokeWithSignatureRequest]) } } },
   },
   responses: {

@@ -1,4 +1,5 @@
 import { createRoute, z } from '@hono/zod-openapi';
+import { MAX_INVOCATION_USD } from '../protocol/money.js';
 import {
   ErrorCode,
   Block,
@@ -19,30 +20,61 @@ import {
   StorageUnavailableResponse,
   InternalResponse,
   orNull,
+  InstantQuery,
+  sinceBeforeUntil,
 } from './common.js';
-import { InvocationListItem, InvocationsCursor, InvocationsLimit } from './delegations.js';
+import { InvocationListItem, InvocationsPageQuery } from './delegations.js';
 
+export const MAX_UNAVAILABLE_REASON = 500;
+
+const tokenCount = z.int({ error: 'must be a whole number of tokens' }).min(0, 'must not be negative');
+
+/**
+ * cost_usd has no maximum here: the documented one is usdToMicros's, which
+ * answers NUMBER_OUT_OF_RANGE (z.number() already refuses NaN and the infinities).
+ */
 export const ActualRequest = z
   .strictObject({
     cost_usd: z
-      .number()
-      .min(0)
-      .max(1000000)
+      .number({ error: 'must be a number of US dollars' })
+      .min(0, 'must not be negative')
       .nullable()
       .openapi({
+        maximum: MAX_INVOCATION_USD,
         description:
           'Required unless `source` is `unavailable`, then absent or null. At most the per-invocation maximum of 1,000,000 USD (`NUMBER_OUT_OF_RANGE` above it).',
       })
       .optional(),
-    tokens_in: z.int().min(0).nullable().optional(),
-    tokens_out: z.int().min(0).nullable().optional(),
+    tokens_in: tokenCount.nullable().optional(),
+    tokens_out: tokenCount.nullable().optional(),
     source: ActualSource,
     unavailable_reason: z
       .string()
-      .max(500)
+      .max(MAX_UNAVAILABLE_REASON, `must be at most ${MAX_UNAVAILABLE_REASON} characters`)
       .nullable()
       .openapi({ description: 'Required (non-blank) when `source` is `unavailable`, otherwise absent or null.' })
       .optional(),
+  })
+  .superRefine((b, ctx) => {
+    const hasCost = b.cost_usd !== undefined && b.cost_usd !== null;
+    if (b.source === 'unavailable') {
+      if (hasCost)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['cost_usd'],
+          message: 'must be absent when source is unavailable (there is no metered cost)',
+        });
+      if ((b.unavailable_reason?.trim() ?? '') === '')
+        ctx.addIssue({
+          code: 'custom',
+          path: ['unavailable_reason'],
+          message: 'is required and must not be blank when source is unavailable',
+        });
+    } else {
+      if (!hasCost) ctx.addIssue({ code: 'custom', path: ['cost_usd'], message: `is required when source is ${b.source}` });
+      if (b.unavailable_reason !== undefined && b.unavailable_reason !== null)
+        ctx.addIssue({ code: 'custom', path: ['unavailable_reason'], message: 'is only allowed when source is unavailable' });
+    }
   })
   .openapi('ActualRequest');
 
@@ -88,11 +120,12 @@ export const InvocationJti = z
   .string()
   .min(1)
   .max(160)
-  .regex(/^[!-~]+$/)
+  .regex(/^[!-~]+$/, 'must be printable ASCII without spaces')
   .openapi('InvocationJti', {
     param: { name: 'jti', in: 'path', required: true, description: "The invocation's `jti` (`inv:...`), URL-encoded where needed." },
     example: 'inv:7d3c9a4e-1f2b-4c5d-8e6f-9a0b1c2d3e4f',
   });
+export const InvocationJtiParams = z.object({ jti: InvocationJti });
 
 export const recordActualRoute = createRoute({
   method: 'post',
@@ -105,7 +138,7 @@ export const recordActualRoute = createRoute({
   'x-baton-scopes': ['report'],
   security: [{ bearerAuth: [] }],
   request: {
-    params: z.object({ jti: InvocationJti }),
+    params: InvocationJtiParams,
     body: { required: true, content: { 'application/json': { schema: ActualRequest } } },
   },
   responses: {
@@ -134,7 +167,7 @@ export const getInvocationRoute = createRoute({
     'An allowed invocation comes with its JWS, chain, declared estimate, service receipt, actual and any later denials of the same jti (replay attempts). A jti that was only ever denied comes back as `decision: denied` with every recorded denial.',
   'x-baton-scopes': ['audit', 'report', 'verify', 'issue'],
   security: [{ bearerAuth: [] }],
-  request: { params: z.object({ jti: InvocationJti }) },
+  request: { params: InvocationJtiParams },
   responses: {
     200: { description: 'The invocation.', content: { 'application/json': { schema: z.union([InvocationAllowed, InvocationDenied]) } } },
     400: BadRequestResponse('The jti is not 1-160 printable ASCII characters (`INVALID_REQUEST`).'),
@@ -164,6 +197,37 @@ export const DecisionPage = z
 
 const filterParam = (name: string, description: string) => ({ param: { name, in: 'query' as const, description } });
 
+export const DecisionsQuery = z
+  .strictObject({
+    dr: RecordHash.optional().openapi(filterParam('dr', 'Only decisions whose `dr_chain` contains this delegation record hash.')),
+    tool: z
+      .string()
+      .min(1)
+      .max(256)
+      .regex(/^[^\u0000-\u001f\u007f]*$/, 'must not contain control characters')
+      .optional()
+      .openapi(filterParam('tool', 'Only allowed invocations of this tool.')),
+    outcome: z.enum(['allowed', 'denied']).optional().openapi(filterParam('outcome', 'Only allowed invocations, or only denials.')),
+    code: ErrorCode.optional().openapi(filterParam('code', "Only denials with this code (the denial's or one of its violations').")),
+    since: InstantQuery.optional().openapi(filterParam('since', 'Only decisions at or after this instant (RFC 3339, with a zone).')),
+    until: InstantQuery.optional().openapi(filterParam('until', 'Only decisions before this instant (RFC 3339, with a zone).')),
+    ...InvocationsPageQuery.shape,
+  })
+  .superRefine((q, ctx) => {
+    // Contradictions are refused rather than answered with an empty page that looks like "nothing happened".
+    if (q.code !== undefined && q.outcome === 'allowed')
+      ctx.addIssue({ code: 'custom', path: ['code'], message: 'selects denials; it cannot be combined with outcome=allowed' });
+    if (q.tool !== undefined && q.outcome === 'denied')
+      ctx.addIssue({
+        code: 'custom',
+        path: ['tool'],
+        message: 'selects allowed invocations (a denial stores no tool); it cannot be combined with outcome=denied',
+      });
+    if (q.tool !== undefined && q.code !== undefined)
+      ctx.addIssue({ code: 'custom', path: ['tool'], message: 'selects allowed invocations and code selects denials; give one of them' });
+    sinceBeforeUntil(q, ctx);
+  });
+
 export const listInvocationsRoute = createRoute({
   method: 'get',
   path: '/v1/invocations',
@@ -175,16 +239,7 @@ export const listInvocationsRoute = createRoute({
   'x-baton-scopes': ['audit'],
   security: [{ bearerAuth: [] }],
   request: {
-    query: z.object({
-      dr: RecordHash.optional().openapi(filterParam('dr', 'Only decisions whose `dr_chain` contains this delegation record hash.')),
-      tool: z.string().min(1).max(256).optional().openapi(filterParam('tool', 'Only allowed invocations of this tool.')),
-      outcome: z.enum(['allowed', 'denied']).optional().openapi(filterParam('outcome', 'Only allowed invocations, or only denials.')),
-      code: ErrorCode.optional().openapi(filterParam('code', "Only denials with this code (the denial's or one of its violations').")),
-      since: Timestamp.optional().openapi(filterParam('since', 'Only decisions at or after this instant (RFC 3339, with a zone).')),
-      until: Timestamp.optional().openapi(filterParam('until', 'Only decisions before this instant (RFC 3339, with a zone).')),
-      cursor: InvocationsCursor.optional(),
-      limit: InvocationsLimit.optional(),
-    }),
+    query: DecisionsQuery,
   },
   responses: {
     200: { description: 'One page.', content: { 'application/json': { schema: DecisionPage } } },

@@ -8,6 +8,8 @@ import {
   ForbiddenResponse,
   StorageUnavailableResponse,
   InternalResponse,
+  InstantQuery,
+  sinceBeforeUntil,
 } from './common.js';
 
 export const ServiceReceiptKind = z.enum(SERVICE_RECEIPT_KINDS).openapi('ServiceReceiptKind');
@@ -30,24 +32,64 @@ export const ServiceReceiptPage = z
   })
   .openapi('ServiceReceiptPage');
 
-export const ServiceReceiptsAfter = z
-  .int()
-  .min(0)
-  .max(999999999999999)
-  .openapi('ServiceReceiptsAfter', {
-    param: {
-      name: 'after',
-      in: 'query',
-      description: 'Return service receipts with an id greater than this (`next_after` of the previous page).',
-    },
-    default: 0,
-  });
+export const SERVICE_RECEIPTS_DEFAULT_LIMIT = 100;
+export const SERVICE_RECEIPTS_MAX_LIMIT = 500;
 
-export const ServiceReceiptsLimit = z
-  .int()
-  .min(1)
-  .max(500)
-  .openapi('ServiceReceiptsLimit', { param: { name: 'limit', in: 'query' }, default: 100 });
+/** Decimal text without sign or leading zeros, at most 15 digits (so always a safe integer), read as a number. */
+const decimal = z
+  .string()
+  .regex(/^(0|[1-9][0-9]{0,14})$/, 'must be a non-negative whole number')
+  .transform(Number);
+
+export const ServiceReceiptsAfter = decimal.openapi('ServiceReceiptsAfter', {
+  type: 'integer',
+  minimum: 0,
+  maximum: 999999999999999,
+  param: {
+    name: 'after',
+    in: 'query',
+    description: 'Return service receipts with an id greater than this (`next_after` of the previous page).',
+  },
+  default: 0,
+});
+
+export const ServiceReceiptsLimit = decimal.pipe(z.number().min(1).max(SERVICE_RECEIPTS_MAX_LIMIT)).openapi('ServiceReceiptsLimit', {
+  type: 'integer',
+  minimum: 1,
+  maximum: SERVICE_RECEIPTS_MAX_LIMIT,
+  param: { name: 'limit', in: 'query' },
+  default: SERVICE_RECEIPTS_DEFAULT_LIMIT,
+});
+
+/** Strict: an unknown parameter is refused. */
+export const ServiceReceiptsQuery = z
+  .strictObject({
+    after: ServiceReceiptsAfter.optional().default(0),
+    limit: ServiceReceiptsLimit.optional().default(SERVICE_RECEIPTS_DEFAULT_LIMIT),
+    kind: ServiceReceiptKind.optional().openapi({
+      param: { name: 'kind', in: 'query', description: 'Only service receipts of this kind.' },
+    }),
+    subject: z
+      .string()
+      .min(1)
+      .max(256)
+      .regex(/^[\x21-\x7e]*$/, 'must be printable ASCII without spaces (a DR hash or an invocation jti)')
+      .optional()
+      .openapi({
+        param: { name: 'subject', in: 'query', description: 'Only service receipts about this subject: a DR hash or an invocation jti.' },
+      }),
+    since: InstantQuery.optional().openapi({
+      param: {
+        name: 'since',
+        in: 'query',
+        description: 'Only service receipts signed at or after this instant (RFC 3339, with a zone).',
+      },
+    }),
+    until: InstantQuery.optional().openapi({
+      param: { name: 'until', in: 'query', description: 'Only service receipts signed before this instant (RFC 3339, with a zone).' },
+    }),
+  })
+  .superRefine(sinceBeforeUntil);
 
 export const listServiceReceiptsRoute = createRoute({
   method: 'get',
@@ -60,31 +102,7 @@ export const listServiceReceiptsRoute = createRoute({
   'x-baton-scopes': ['audit'],
   security: [{ bearerAuth: [] }],
   request: {
-    query: z.object({
-      after: ServiceReceiptsAfter.optional(),
-      limit: ServiceReceiptsLimit.optional(),
-      kind: ServiceReceiptKind.optional().openapi({
-        param: { name: 'kind', in: 'query', description: 'Only service receipts of this kind.' },
-      }),
-      subject: z
-        .string()
-        .min(1)
-        .max(256)
-        .optional()
-        .openapi({
-          param: { name: 'subject', in: 'query', description: 'Only service receipts about this subject: a DR hash or an invocation jti.' },
-        }),
-      since: Timestamp.optional().openapi({
-        param: {
-          name: 'since',
-          in: 'query',
-          description: 'Only service receipts signed at or after this instant (RFC 3339, with a zone).',
-        },
-      }),
-      until: Timestamp.optional().openapi({
-        param: { name: 'until', in: 'query', description: 'Only service receipts signed before this instant (RFC 3339, with a zone).' },
-      }),
-    }),
+    query: ServiceReceiptsQuery,
   },
   responses: {
     200: { description: 'One page.', content: { 'application/json': { schema: ServiceReceiptPage } } },

@@ -1,35 +1,29 @@
 /**
  * The tool catalog's HTTP contract: each route declared once; handlers are in
- * src/service/tools.handlers.ts. The schemas here describe the shapes for the
- * document; the handlers parse with the protocol's schemas (src/protocol),
- * which also refuse what JSON Schema cannot say (a name declared twice, look-
- * alike names, repeated rule ids).
+ * src/service/tools.handlers.ts. The schemas are the protocol's (src/protocol),
+ * described for the document, so the publish body is parsed as documented and
+ * also refused for what JSON Schema cannot say (repeated rule ids, and, when
+ * the catalog is checked, a name declared twice or look-alike names).
  */
 import { createRoute, z } from '@hono/zod-openapi';
 import {
-  ApprovalRulesSchema,
+  ApprovalRuleSchema,
   CostCalibrationSettingsSchema,
   MAX_RULES,
+  noRepeatedRuleIds,
   RULE_DECISIONS,
+  RuleConditionsSchema,
   WebhookUrlSchema,
 } from '../protocol/approval-rules.js';
 import { TOOL_READ_SCOPES } from '../protocol/lists.js';
-import { DidKeySchema } from '../protocol/records.js';
-import {
-  BLAST_RADII,
-  MAX_CATALOG_TOOLS,
-  MAX_RATE_LIMIT_PER_MINUTE,
-  RISK_FLAGS,
-  SENSITIVITY_TAGS,
-  TOOL_TYPES,
-  ToolDeclarationSchema,
-} from '../protocol/tool-catalog.js';
+import { EVEN_WITH_ITEM_ISSUES, MAX_CATALOG_TOOLS, ToolDeclarationSchema } from '../protocol/tool-catalog.js';
 import {
   AdminBadRequestResponse,
   BadRequestResponse,
   ConflictResponse,
   DidKey,
   ForbiddenResponse,
+  fromProtocol,
   InternalResponse,
   NotFoundResponse,
   PayloadTooLargeResponse,
@@ -37,79 +31,63 @@ import {
   StorageUnavailableResponse,
   Timestamp,
   UnauthorizedResponse,
-  Usd,
 } from './common.js';
 
 export const RuleDecision = z.enum(RULE_DECISIONS).openapi('RuleDecision', {
   description: 'What a rule (or the default) decides for a call: `allow`, `deny`, or wait for a human (`require_approval`).',
 });
 
-export const ToolDeclaration = z
-  .strictObject({
-    name: z.string().min(1).max(256).openapi({
-      description:
-        'The exact name calls carry in `args.tool`: no control characters, not `*`, unique in the catalog up to case and Unicode form.',
-    }),
-    type: z.enum(TOOL_TYPES),
-    blast_radius: z.enum(BLAST_RADII),
-    untrusted_content: z.boolean().openapi({ description: 'The tool reads content an attacker may control.' }),
-    private_data_access: z.boolean().openapi({ description: 'The tool reads private data.' }),
-    external_communication: z.boolean().openapi({ description: 'The tool can send data outside the organisation.' }),
-    tags: z.array(z.enum(SENSITIVITY_TAGS)).max(SENSITIVITY_TAGS.length).openapi({ description: 'Sensitivity tags, each at most once.' }),
-    action_type: z
-      .string()
-      .max(129)
-      .regex(/^[a-z][a-z0-9_.-]{0,63}:[a-z][a-z0-9_.-]{0,63}$/)
-      .openapi({ description: '`category:action` in lower case.', example: 'files:delete' }),
-    rate_limit_per_minute: z.int().min(1).max(MAX_RATE_LIMIT_PER_MINUTE).optional(),
-    cost_per_invocation_usd: Usd.max(1000000000)
-      .openapi({ description: 'A floor under the estimate of every call of this tool.' })
-      .optional(),
-  })
-  .openapi('ToolDeclaration', { description: 'One tool of the catalog and the risk it carries.' });
+const declared = ToolDeclarationSchema.shape;
 
+export const ToolDeclaration = ToolDeclarationSchema.extend({
+  name: fromProtocol(declared.name).openapi({
+    description:
+      'The exact name calls carry in `args.tool`: no control characters, not `*`, unique in the catalog up to case and Unicode form.',
+  }),
+  untrusted_content: fromProtocol(declared.untrusted_content).openapi({ description: 'The tool reads content an attacker may control.' }),
+  private_data_access: fromProtocol(declared.private_data_access).openapi({ description: 'The tool reads private data.' }),
+  external_communication: fromProtocol(declared.external_communication).openapi({
+    description: 'The tool can send data outside the organisation.',
+  }),
+  tags: fromProtocol(declared.tags).openapi({ description: 'Sensitivity tags, each at most once.' }),
+  action_type: fromProtocol(declared.action_type).openapi({ description: '`category:action` in lower case.', example: 'files:delete' }),
+  cost_per_invocation_usd: fromProtocol(declared.cost_per_invocation_usd).openapi({
+    description: 'A floor under the estimate of every call of this tool.',
+  }),
+}).openapi('ToolDeclaration', { description: 'One tool of the catalog and the risk it carries.' });
+
+const conditions = RuleConditionsSchema.shape;
 /** A non-empty any-of list of a rule condition. */
-const anyOf = <T extends z.ZodType>(item: T) =>
-  z.array(item).min(1).max(64).openapi({ description: 'Any of these (each at most once).' }).optional();
+const anyOf = <T extends z.ZodType>(list: T) => fromProtocol(list).openapi({ description: 'Any of these (each at most once).' });
 
-export const RuleConditions = z
-  .strictObject({
-    type: anyOf(z.enum(TOOL_TYPES)),
-    blast_radius: anyOf(z.enum(BLAST_RADII)),
-    action_type: anyOf(
-      z
-        .string()
-        .max(129)
-        .regex(/^[a-z][a-z0-9_.-]{0,63}:(?:[a-z][a-z0-9_.-]{0,63}|\*)$/)
-        .openapi({ description: '`category:action`, or `category:*` for every action of a category.', example: 'files:*' }),
-    ),
-    tags: anyOf(z.enum(SENSITIVITY_TAGS)),
-    flags: anyOf(z.enum(RISK_FLAGS)),
-    undeclared: z.boolean().openapi({ description: 'true: the tool is not in the catalog; false: it is.' }).optional(),
-    trifecta: z.boolean().openapi({ description: "The chain's reach combines all three risk flags." }).optional(),
-    near_limit: z.boolean().openapi({ description: 'Calls or budget of the chain have passed 80% of a ceiling.' }).optional(),
-    estimate_above_usd: Usd.max(1000000000)
-      .openapi({ description: "The estimate (after the catalog's cost floor) is above this amount." })
-      .optional(),
-    cost_calibration: z.boolean().openapi({ description: 'A delegation of the chain is flagged for cost calibration.' }).optional(),
-  })
-  .openapi('RuleConditions', {
-    description: 'All must hold; an empty object matches every call. A condition on an unknown fact makes the rule a possible match only.',
-  });
+export const RuleConditions = RuleConditionsSchema.extend({
+  type: anyOf(conditions.type),
+  blast_radius: anyOf(conditions.blast_radius),
+  action_type: fromProtocol(conditions.action_type).openapi({
+    description: 'Any of these (each at most once): `category:action`, or `category:*` for every action of a category.',
+    example: ['files:*'],
+  }),
+  tags: anyOf(conditions.tags),
+  flags: anyOf(conditions.flags),
+  undeclared: fromProtocol(conditions.undeclared).openapi({ description: 'true: the tool is not in the catalog; false: it is.' }),
+  trifecta: fromProtocol(conditions.trifecta).openapi({ description: "The chain's reach combines all three risk flags." }),
+  near_limit: fromProtocol(conditions.near_limit).openapi({ description: 'Calls or budget of the chain have passed 80% of a ceiling.' }),
+  estimate_above_usd: fromProtocol(conditions.estimate_above_usd).openapi({
+    description: "The estimate (after the catalog's cost floor) is above this amount.",
+  }),
+  cost_calibration: fromProtocol(conditions.cost_calibration).openapi({
+    description: 'A delegation of the chain is flagged for cost calibration.',
+  }),
+}).openapi('RuleConditions', {
+  description: 'All must hold; an empty object matches every call. A condition on an unknown fact makes the rule a possible match only.',
+});
 
-export const ApprovalRule = z
-  .strictObject({
-    id: z
-      .string()
-      .min(1)
-      .max(64)
-      .regex(/^[a-z0-9][a-z0-9_.-]*$/)
-      .openapi({ description: 'Unique in the list.', example: 'org-wide-writes' }),
-    when: RuleConditions,
-    decision: RuleDecision,
-    description: z.string().max(500).openapi({ description: 'Shown to the caller when the rule matches.' }).optional(),
-  })
-  .openapi('ApprovalRule', { description: 'Rules are read in order; the first certain match wins.' });
+export const ApprovalRule = ApprovalRuleSchema.extend({
+  id: fromProtocol(ApprovalRuleSchema.shape.id).openapi({ description: 'Unique in the list.', example: 'org-wide-writes' }),
+  when: RuleConditions,
+  decision: RuleDecision,
+  description: fromProtocol(ApprovalRuleSchema.shape.description).openapi({ description: 'Shown to the caller when the rule matches.' }),
+}).openapi('ApprovalRule', { description: 'Rules are read in order; the first certain match wins.' });
 
 /** The undeclared-tool rule, fail closed either way: in strict mode by denial, otherwise by counting every risk. */
 const STRICT_DESCRIPTION =
@@ -118,23 +96,17 @@ const STRICT_DESCRIPTION =
   'risk flags: a delegation naming one in `allowed_tools`, or leaving its tools unrestricted (it then reaches any ' +
   "undeclared tool), is a lethal trifecta and is held for approval; the held grant's explanation says so.";
 
-const CostCalibration = z
-  .strictObject({
-    ratio_above: z
-      .number()
-      .min(1)
-      .max(1000)
-      .openapi({ description: 'Flagged when metered cost is above this many times the declared estimates.' }),
-    min_metered_invocations: z
-      .int()
-      .min(1)
-      .max(1_000_000)
-      .openapi({ description: 'Only once at least this many invocations were metered.' }),
-  })
-  .openapi('CostCalibrationSettings', {
-    description:
-      'When a delegation of a chain is flagged for cost calibration (the `cost_calibration` rule condition): over the metered invocations through it (its whole subtree), metered cost above `ratio_above` times what was declared for them, over at least `min_metered_invocations`. Default `{ratio_above: 1.2, min_metered_invocations: 3}`.',
-  });
+const CostCalibration = CostCalibrationSettingsSchema.extend({
+  ratio_above: fromProtocol(CostCalibrationSettingsSchema.shape.ratio_above).openapi({
+    description: 'Flagged when metered cost is above this many times the declared estimates.',
+  }),
+  min_metered_invocations: fromProtocol(CostCalibrationSettingsSchema.shape.min_metered_invocations).openapi({
+    description: 'Only once at least this many invocations were metered.',
+  }),
+}).openapi('CostCalibrationSettings', {
+  description:
+    'When a delegation of a chain is flagged for cost calibration (the `cost_calibration` rule condition): over the metered invocations through it (its whole subtree), metered cost above `ratio_above` times what was declared for them, over at least `min_metered_invocations`. Default `{ratio_above: 1.2, min_metered_invocations: 3}`.',
+});
 
 export const ToolDocument = z
   .strictObject({
@@ -156,6 +128,7 @@ export const ToolDocument = z
   })
   .openapi('ToolDocument', { description: "One immutable version of a tenant's tool catalog and approval settings." });
 
+/** The publish body, parsed as documented: the protocol's schemas, which also refuse a rule id used twice. */
 export const PublishToolsRequest = z
   .strictObject({
     base_version: z
@@ -164,30 +137,21 @@ export const PublishToolsRequest = z
       .openapi({ description: 'The version this one replaces (0 for the first); a stale base is refused with `CONFLICT`.' }),
     strict: z.boolean().openapi({ description: STRICT_DESCRIPTION }),
     tools: z.array(ToolDeclaration).max(MAX_CATALOG_TOOLS),
-    rules: z.array(ApprovalRule).max(MAX_RULES).openapi({ description: 'Default: the built-in rules.' }).optional(),
+    rules: z
+      .array(ApprovalRule)
+      .max(MAX_RULES)
+      .superRefine(noRepeatedRuleIds, EVEN_WITH_ITEM_ISSUES)
+      .openapi({ description: 'Default: the built-in rules.' })
+      .optional(),
     default_decision: RuleDecision.optional(),
     approvers: z.array(DidKey).max(64).optional(),
-    webhook_url: z
-      .string()
-      .max(2048)
+    webhook_url: fromProtocol(WebhookUrlSchema)
       .openapi({ description: 'An absolute http(s) URL without credentials; each new pending approval is POSTed to it.' })
       .optional(),
     cost_calibration: CostCalibration.optional(),
   })
   .openapi('PublishTools', { description: 'The whole next version, on top of the version the publisher read.' });
-
-/** How the publish body is parsed: the protocol's own schemas, documented as PublishToolsRequest. */
-export const PublishToolsBody = z.strictObject({
-  base_version: z.int().min(0),
-  strict: z.boolean(),
-  tools: z.array(ToolDeclarationSchema).max(MAX_CATALOG_TOOLS),
-  rules: ApprovalRulesSchema.optional(),
-  default_decision: z.enum(RULE_DECISIONS).optional(),
-  approvers: z.array(DidKeySchema).max(64).optional(),
-  webhook_url: WebhookUrlSchema.optional(),
-  cost_calibration: CostCalibrationSettingsSchema.optional(),
-});
-export type PublishToolsInput = z.infer<typeof PublishToolsBody>;
+export type PublishToolsInput = z.output<typeof PublishToolsRequest>;
 
 const tags = ['tools'];
 const readScopes = { 'x-baton-scopes': [...TOOL_READ_SCOPES], security: [{ bearerAuth: [] }] };

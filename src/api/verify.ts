@@ -67,6 +67,17 @@ export const VerifyRequest = z
       'The bundle fields, judged by the verifier (a malformed bundle is a 403 deny in block A), plus options. Other members are ignored, for DRS compatibility.',
   });
 
+/**
+ * How the service parses a verify body: the options as documented, the bundle
+ * members left to the verifier, which judges them (a malformed bundle is a 403
+ * deny in block A, not a 400).
+ */
+export const VerifyRequestBody = VerifyRequest.extend({
+  bundle_version: z.unknown().optional(),
+  invocation: z.unknown().optional(),
+  receipts: z.unknown().optional(),
+});
+
 export const Binding = z
   .enum(['match', 'mismatch', 'absent'])
   .openapi('Binding', { description: 'How `body` compared with the signed `args` under JCS; `absent` when no body was given.' });

@@ -1666,13 +1666,19 @@ export interface components {
     };
     /** @description All must hold; an empty object matches every call. A condition on an unknown fact makes the rule a possible match only. */
     RuleConditions: {
-      /** @description Any of these (each at most once). */
+      /**
+       * @description Any of these (each at most once): `category:action`, or `category:*` for every action of a category.
+       * @example [
+       *       "files:*"
+       *     ]
+       */
       action_type?: string[];
       /** @description Any of these (each at most once). */
       blast_radius?: ('read' | 'local' | 'domain' | 'organizational')[];
       /** @description A delegation of the chain is flagged for cost calibration. */
       cost_calibration?: boolean;
-      estimate_above_usd?: components['schemas']['Usd'] & unknown;
+      /** @description The estimate (after the catalog's cost floor) is above this amount. */
+      estimate_above_usd?: number;
       /** @description Any of these (each at most once). */
       flags?: ('untrusted_content' | 'private_data_access' | 'external_communication')[];
       /** @description Calls or budget of the chain have passed 80% of a ceiling. */
@@ -1822,7 +1828,8 @@ export interface components {
       action_type: string;
       /** @enum {string} */
       blast_radius: 'read' | 'local' | 'domain' | 'organizational';
-      cost_per_invocation_usd?: components['schemas']['Usd'] & unknown;
+      /** @description A floor under the estimate of every call of this tool. */
+      cost_per_invocation_usd?: number;
       /** @description The tool can send data outside the organisation. */
       external_communication: boolean;
       /** @description The exact name calls carry in `args.tool`: no control characters, not `*`, unique in the catalog up to case and Unicode form. */
@@ -3683,7 +3690,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The key lacks a read scope, or is the admin key (`FORBIDDEN`). */
+      /** @description The key lacks a read scope, or is the admin key (reads are per tenant) (`FORBIDDEN`). */
       403: {
         headers: {
           [name: string]: unknown;
@@ -3932,7 +3939,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The key lacks a read scope, or is the admin key (`FORBIDDEN`). */
+      /** @description The key lacks a read scope, or is the admin key (reads are per tenant) (`FORBIDDEN`). */
       403: {
         headers: {
           [name: string]: unknown;
@@ -4433,11 +4440,11 @@ export interface operations {
         /** @description Only allowed invocations, or only denials. */
         outcome?: 'allowed' | 'denied';
         /** @description Only decisions at or after this instant (RFC 3339, with a zone). */
-        since?: components['schemas']['Timestamp'];
+        since?: string;
         /** @description Only allowed invocations of this tool. */
         tool?: string;
         /** @description Only decisions before this instant (RFC 3339, with a zone). */
-        until?: components['schemas']['Timestamp'];
+        until?: string;
       };
       header?: never;
       path?: never;
@@ -5263,11 +5270,11 @@ export interface operations {
         kind?: components['schemas']['ServiceReceiptKind'];
         limit?: components['schemas']['ServiceReceiptsLimit'];
         /** @description Only service receipts signed at or after this instant (RFC 3339, with a zone). */
-        since?: components['schemas']['Timestamp'];
+        since?: string;
         /** @description Only service receipts about this subject: a DR hash or an invocation jti. */
         subject?: string;
         /** @description Only service receipts signed before this instant (RFC 3339, with a zone). */
-        until?: components['schemas']['Timestamp'];
+        until?: string;
       };
       header?: never;
       path?: never;

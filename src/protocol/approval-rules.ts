@@ -94,18 +94,18 @@ export const ApprovalRuleSchema = z.strictObject({
 
 export type ApprovalRule = z.infer<typeof ApprovalRuleSchema>;
 
-export const ApprovalRulesSchema = z
-  .array(ApprovalRuleSchema)
-  .max(MAX_RULES)
-  .superRefine((rules, ctx) => {
-    const seen = new Set<string>();
-    rules.forEach((rule, i) => {
-      const id = stringField(rule, 'id');
-      if (id === undefined) return;
-      if (seen.has(id)) ctx.addIssue({ code: 'custom', path: [i, 'id'], message: `repeats the rule id ${JSON.stringify(id)}` });
-      seen.add(id);
-    });
-  }, EVEN_WITH_ITEM_ISSUES);
+/** A rule list names each rule id once (run with EVEN_WITH_ITEM_ISSUES, so items that failed their own schema count too). */
+export function noRepeatedRuleIds(rules: readonly unknown[], ctx: z.RefinementCtx): void {
+  const seen = new Set<string>();
+  rules.forEach((rule, i) => {
+    const id = stringField(rule, 'id');
+    if (id === undefined) return;
+    if (seen.has(id)) ctx.addIssue({ code: 'custom', path: [i, 'id'], message: `repeats the rule id ${JSON.stringify(id)}` });
+    seen.add(id);
+  });
+}
+
+export const ApprovalRulesSchema = z.array(ApprovalRuleSchema).max(MAX_RULES).superRefine(noRepeatedRuleIds, EVEN_WITH_ITEM_ISSUES);
 
 /** Longest webhook URL a tenant may configure. */
 export const MAX_WEBHOOK_URL_LENGTH = 2048;

@@ -28,8 +28,11 @@ export const MAX_APPROVAL_REASON = 500;
 
 /** At least one letter or digit: spaces, punctuation or invisible characters alone say nothing. */
 const SAYS_SOMETHING = /[\p{L}\p{N}]/u;
-/** No control characters except tab and newline, and no bidi or zero-width formatting. */
-const PLAIN_TEXT = /^[^\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]*$/u;
+/**
+ * No control characters except tab and newline, and no bidi or zero-width formatting.
+ * No `u` flag (all BMP, so it matches the same): the OpenAPI document states it as a plain pattern.
+ */
+const PLAIN_TEXT = /^[^\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]*$/;
 
 function text(what: string, max: number) {
   return z

@@ -23,8 +23,12 @@ export const MAX_NAME_LENGTH = 256;
 export const MAX_POLICY_DEPTH = 16;
 export const WILDCARD = '*';
 
-/** No control characters, and no bidi or zero-width format characters that make a name display as another. */
-const NO_CONTROL_CHARS = /^[^\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]*$/u;
+/**
+ * No control characters, and no bidi or zero-width format characters that make a name display as another.
+ * No `u` flag: every excluded character is in the BMP, so it matches the same, and the OpenAPI document
+ * can state it as a plain pattern.
+ */
+const NO_CONTROL_CHARS = /^[^\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]*$/;
 
 /** A name in allowed_tools or allowed_data_classes: "*" alone, or an exact name. The tool catalog reuses it. */
 export const PolicyNameSchema = z
@@ -183,9 +187,11 @@ function checkList(
   ];
 }
 
-function checkMoneyCeiling(field: MoneyField, parent: Policy, child: Policy): Violation[] {
+/** A ceiling the child must set too, at most the parent's: money as exact decimals, max_calls as a count. */
+function checkCeiling(field: MoneyField | 'max_calls', parent: Policy, child: Policy): Violation[] {
   const cap = parent[field];
   if (cap === undefined) return [];
+  const unit = field === 'max_calls' ? '' : ' USD';
   const set = child[field];
   if (set === undefined) {
     return [
@@ -193,14 +199,14 @@ function checkMoneyCeiling(field: MoneyField, parent: Policy, child: Policy): Vi
         field,
         cap,
         null,
-        `The parent sets ${field} to ${cap} USD, so the child must set ${field} to at most ${cap}; leaving it out would mean unlimited.`,
+        `The parent sets ${field} to ${cap}${unit}, so the child must set ${field} to at most ${cap}; leaving it out would mean unlimited.`,
       ),
     ];
   }
-  // Exactly as signed, not after rounding: 0.3000001 floors to the same
+  // Money exactly as signed, not after rounding: 0.3000001 floors to the same
   // micros as 0.3 but still claims more than its parent.
-  if (notAbove(set, cap)) return [];
-  return [escalation(field, cap, set, `The child sets ${field} to ${show(set)} USD, above the parent's ${cap} USD.`)];
+  if (field === 'max_calls' ? set <= cap : notAbove(set, cap)) return [];
+  return [escalation(field, cap, set, `The child sets ${field} to ${show(set)}${unit}, above the parent's ${cap}${unit}.`)];
 }
 
 /** Whether the amount `set` is at most `cap` as exact decimals; false if either is not a valid amount. */
@@ -210,24 +216,6 @@ function notAbove(set: number, cap: number): boolean {
   } catch {
     return false;
   }
-}
-
-function checkCountCeiling(field: 'max_calls', parent: Policy, child: Policy): Violation[] {
-  const cap = parent[field];
-  if (cap === undefined) return [];
-  const set = child[field];
-  if (set === undefined) {
-    return [
-      escalation(
-        field,
-        cap,
-        null,
-        `The parent sets ${field} to ${cap}, so the child must set ${field} to at most ${cap}; leaving it out would mean unlimited.`,
-      ),
-    ];
-  }
-  if (set <= cap) return [];
-  return [escalation(field, cap, set, `The child sets ${field} to ${set}, above the parent's ${cap}.`)];
 }
 
 /** max_depth counts further hops, so it must drop by at least one at each hop. */
@@ -272,13 +260,13 @@ export function checkAttenuation(parent: Policy, child: Policy): Violation[] {
   const exact = (a: string, b: string): boolean => a === b;
   return [
     ...checkList('allowed_tools', parent, child, exact),
-    ...checkMoneyCeiling('max_cost_usd', parent, child),
+    ...checkCeiling('max_cost_usd', parent, child),
     ...checkFlag('pii_access', parent, child),
     ...checkFlag('write_access', parent, child),
-    ...checkCountCeiling('max_calls', parent, child),
+    ...checkCeiling('max_calls', parent, child),
     ...checkList('allowed_resources', parent, child, patternCovers),
     ...checkList('allowed_data_classes', parent, child, exact),
-    ...checkMoneyCeiling('max_spend_usd', parent, child),
+    ...checkCeiling('max_spend_usd', parent, child),
     ...checkDepth(parent, child),
   ];
 }

@@ -4,7 +4,6 @@
  * are thrown as BatonError and mapped to HTTP in http.ts.
  */
 import type { z } from 'zod';
-import { parseRequest } from './validate.js';
 import type { AddRootRequest, CreateApiKeyRequest, CreateTenantRequest } from '../api/admin.js';
 import { publicKeyFromDidKey } from '../protocol/did-key.js';
 import { BatonError, isBatonError } from '../protocol/errors.js';
@@ -15,11 +14,6 @@ import type { Tenant, TrustedRoot } from '../store/schema/index.js';
 import { addTrustedRoot, createTenant, findTenant, listTenants, listTrustedRoots, removeTrustedRoot } from '../store/tenants.js';
 import { evictApiKey } from './auth.js';
 import type { ServiceDeps } from './types.js';
-
-/** Parses a request body with `schema`: 400 INVALID_REQUEST listing every field problem. */
-export function parseBody<S extends z.ZodType>(schema: S, raw: unknown): z.output<S> {
-  return parseRequest(schema, raw, 'request body') as z.output<S>;
-}
 
 // ---------------------------------------------------------------- responses
 

@@ -29,12 +29,11 @@ import {
   listApiKeysHandler,
   listRootsHandler,
   listTenantsHandler,
-  parseBody,
   removeRootHandler,
   revokeApiKeyHandler,
 } from './admin.handlers.js';
 import { assertScope, authenticateRequest } from './auth.js';
-import { readJsonBody } from './body.js';
+import { parseJsonBody } from './validate.js';
 import { newRouter, serve } from './router.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
@@ -55,17 +54,16 @@ export function adminRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   const r = newRouter();
 
   const admin = adminOnly(deps);
-  const body = (c: Parameters<MiddlewareHandler<AppEnv>>[0]) => readJsonBody(c, deps.config.maxBodyBytes);
 
   serve(r, createTenantRoute, admin, async (c) => {
-    const input = parseBody(CreateTenantRequest, await body(c));
+    const input = await parseJsonBody(c, deps.config.maxBodyBytes, CreateTenantRequest);
     return c.json(await createTenantHandler(deps, input), 201);
   });
 
   serve(r, listTenantsRoute, admin, async (c) => c.json(await listTenantsHandler(deps), 200));
 
   serve(r, addTrustedRootRoute, admin, async (c) => {
-    const input = parseBody(AddRootRequest, await body(c));
+    const input = await parseJsonBody(c, deps.config.maxBodyBytes, AddRootRequest);
     const { created, root } = await addRootHandler(deps, c.req.param('tenant'), input);
     return c.json(root, created ? 201 : 200);
   });
@@ -78,7 +76,7 @@ export function adminRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   });
 
   serve(r, createApiKeyRoute, admin, async (c) => {
-    const input = parseBody(CreateApiKeyRequest, await body(c));
+    const input = await parseJsonBody(c, deps.config.maxBodyBytes, CreateApiKeyRequest);
     return c.json(await createApiKeyHandler(deps, c.req.param('tenant'), input), 201);
   });
 

@@ -7,7 +7,7 @@ import {
   approveRoute,
   getApprovalRoute,
   GrantListQuery,
-  GuardrailTripleSchema,
+  DecisionRequest,
   listApprovalsRoute,
   listGrantsRoute,
   rejectGrantRoute,
@@ -18,18 +18,16 @@ import {
 import type { GuardrailTriple } from '../protocol/approval.js';
 import { approvalOf, approvalsOf, decideApproval, decideApprovalSigned } from './approvals.js';
 import { requireScope, tenantOf } from './auth.js';
-import { readJsonBody } from './body.js';
 import { newRouter, serve } from './router.js';
 import { decideGrant, grantsOf } from './tool-grants.js';
-import { parseQuery, parseRequest } from './validate.js';
+import { parseJsonBody, parseQuery } from './validate.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
 export function approvalRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   const app = newRouter();
   const readers = requireScope(deps, 'approve', 'audit');
   const approver = requireScope(deps, 'approve');
-  const triple = async (c: Context<AppEnv>): Promise<GuardrailTriple> =>
-    parseRequest(GuardrailTripleSchema, await readJsonBody(c, deps.config.maxBodyBytes), 'request body');
+  const triple = async (c: Context<AppEnv>): Promise<GuardrailTriple> => parseJsonBody(c, deps.config.maxBodyBytes, DecisionRequest);
 
   app.openapi({ ...listApprovalsRoute, middleware: [readers] }, async (c) => {
     const { status } = parseQuery(c, ApprovalListQuery);
@@ -53,7 +51,7 @@ export function approvalRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
 
   // Keyless: the signed record is the authority (any Authorization header is ignored).
   serve(app, signedDecisionRoute, async (c) => {
-    const body = parseRequest(SignedDecisionRequest, await readJsonBody(c, deps.config.maxBodyBytes), 'request body');
+    const body = await parseJsonBody(c, deps.config.maxBodyBytes, SignedDecisionRequest);
     return c.json(await decideApprovalSigned(deps, c.req.param('id'), body.signed_decision), 200);
   });
 

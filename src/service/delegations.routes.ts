@@ -2,34 +2,27 @@
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import type { MiddlewareHandler } from 'hono';
 import {
+  DelegationHashParams,
   getDelegationChainRoute,
   getDelegationRoute,
   getDelegationTreeRoute,
   issueDelegationRoute,
+  IssueRequest,
+  SubmitDelegationsRequest,
   submitDelegationsRoute,
 } from '../api/delegations.js';
-import { z } from 'zod';
 import { requireScope, tenantOf } from './auth.js';
-import { readJsonBody } from './body.js';
 import { submitDelegations } from './delegation-submission.js';
 import { chainOfDelegation, describeDelegation, treeOfDelegation } from './delegations.handlers.js';
-import { issueCustodialRoot, IssueRequestSchema } from './issue.handlers.js';
-import { parseRequest } from './validate.js';
+import { issueCustodialRoot } from './issue.handlers.js';
+import { parseJsonBody, parseParams } from './validate.js';
 import { newRouter, serve } from './router.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 import { READ_SCOPES } from '../protocol/lists.js';
-import { MAX_CHAIN_DEPTH, RecordHashSchema } from '../protocol/records.js';
-
-const Jws = z
-  .string()
-  .min(1)
-  .max(64 * 1024);
-const SubmitSchema = z.union([z.strictObject({ receipts: z.array(Jws).min(1).max(MAX_CHAIN_DEPTH) }), z.strictObject({ receipt: Jws })]);
 
 export function delegationRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   const r = newRouter();
   const readers = requireScope(deps, ...READ_SCOPES);
-  const hashParam = (raw: string) => parseRequest(RecordHashSchema, raw, 'path parameter hash');
 
   // Agents prove themselves by signature, so a key is optional here; with one, it picks the tenant.
   const optionalIssuer: MiddlewareHandler<AppEnv> = async (c, next) => {
@@ -38,7 +31,7 @@ export function delegationRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   };
 
   serve(r, submitDelegationsRoute, optionalIssuer, async (c) => {
-    const body = parseRequest(SubmitSchema, await readJsonBody(c, deps.config.maxBodyBytes), 'request body');
+    const body = await parseJsonBody(c, deps.config.maxBodyBytes, SubmitDelegationsRequest);
     const list = 'receipts' in body ? body.receipts : [body.receipt];
     const auth = c.get('auth');
     const result = await submitDelegations(deps, auth ? tenantOf(auth) : null, list);
@@ -46,19 +39,19 @@ export function delegationRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   });
 
   serve(r, issueDelegationRoute, requireScope(deps, 'issue'), async (c) => {
-    const body = parseRequest(IssueRequestSchema, await readJsonBody(c, deps.config.maxBodyBytes), 'request body');
+    const body = await parseJsonBody(c, deps.config.maxBodyBytes, IssueRequest);
     const result = await issueCustodialRoot(deps, tenantOf(c.get('auth')), body);
     return c.json(result, 201);
   });
 
   serve(r, getDelegationRoute, readers, async (c) =>
-    c.json(await describeDelegation(deps, tenantOf(c.get('auth')), hashParam(c.req.param('hash')))),
+    c.json(await describeDelegation(deps, tenantOf(c.get('auth')), parseParams(c, DelegationHashParams).hash)),
   );
   serve(r, getDelegationChainRoute, readers, async (c) =>
-    c.json(await chainOfDelegation(deps, tenantOf(c.get('auth')), hashParam(c.req.param('hash')))),
+    c.json(await chainOfDelegation(deps, tenantOf(c.get('auth')), parseParams(c, DelegationHashParams).hash)),
   );
   serve(r, getDelegationTreeRoute, readers, async (c) =>
-    c.json(await treeOfDelegation(deps, tenantOf(c.get('auth')), hashParam(c.req.param('hash')))),
+    c.json(await treeOfDelegation(deps, tenantOf(c.get('auth')), parseParams(c, DelegationHashParams).hash)),
   );
   return r;
 }

@@ -14,11 +14,10 @@ import type { Catalog } from '../protocol/tool-catalog.js';
 import { findGrant } from '../store/approvals.js';
 import { delegationsByHash } from '../store/delegations.js';
 import { requireScope, tenantOf } from './auth.js';
-import { readJsonBody } from './body.js';
 import { newRouter, serve } from './router.js';
 import { flaggedDelegation, nearLimit } from './tool-gate.js';
 import { toolDocumentOf } from './tools.js';
-import { parseRequest } from './validate.js';
+import { parseJsonBody } from './validate.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
 /** A tenant without a catalog: nothing declared, the default settings. */
@@ -27,7 +26,7 @@ const NO_CATALOG: Catalog = { version: 0, tools: [] };
 export function explainRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   const app = newRouter();
   serve(app, explainRoute, requireScope(deps, ...TOOL_READ_SCOPES), async (c) => {
-    const body = parseRequest(ExplainBody, await readJsonBody(c, deps.config.maxBodyBytes), 'request body');
+    const body = await parseJsonBody(c, deps.config.maxBodyBytes, ExplainBody);
     const tenantId = tenantOf(c.get('auth'));
     const db = deps.store.db;
     const stored = await delegationsByHash(db, tenantId, body.dr_chain);

@@ -12,7 +12,7 @@
  * - listTenantDecisions: GET /v1/invocations, the auditor's list of allowed
  *   invocations and denials, filtered and keyset-paged.
  */
-import { z } from 'zod';
+import type { z } from 'zod';
 import { decodeBase64url, encodeBase64url } from '../protocol/base64url.js';
 import { BatonError } from '../protocol/errors.js';
 import { sha256Hex } from '../protocol/hash.js';
@@ -33,72 +33,15 @@ import {
   type InvocationKey,
   type ServiceReceiptRef,
 } from '../store/invocations.js';
-import { ACTUAL_SOURCES, type ActualSource } from '../protocol/lists.js';
+import type { ActualSource } from '../protocol/lists.js';
+import { InvocationJti, type ActualRequest as ActualRequestBody } from '../api/invocations.js';
 import type { Actual, Denial, Invocation } from '../store/schema/index.js';
 import { recordServiceReceipt } from './service-receipts.js';
 import type { AuthContext, ServiceDeps } from './types.js';
 
 // ---------------------------------------------------------------- input
 
-export const MAX_UNAVAILABLE_REASON = 500;
-const SOURCES_TEXT = ACTUAL_SOURCES.join(', ');
-
-const tokenCount = z
-  .number({ error: 'must be a whole number of tokens' })
-  .int('must be a whole number of tokens')
-  .min(0, 'must not be negative')
-  .max(Number.MAX_SAFE_INTEGER, 'must be a safe integer');
-
-export const ActualRequestSchema = z
-  .strictObject({
-    // z.number() refuses NaN and the infinities; range and rounding are usdToMicros's.
-    cost_usd: z.number({ error: 'must be a number of US dollars' }).min(0, 'must not be negative').nullable().optional(),
-    tokens_in: tokenCount.nullable().optional(),
-    tokens_out: tokenCount.nullable().optional(),
-    source: z.enum(ACTUAL_SOURCES, {
-      error: (iss) =>
-        iss.input === undefined
-          ? `is required: an actual without provenance is refused; say where the cost came from (one of ${SOURCES_TEXT})`
-          : `must be one of ${SOURCES_TEXT}`,
-    }),
-    unavailable_reason: z
-      .string()
-      .max(MAX_UNAVAILABLE_REASON, `must be at most ${MAX_UNAVAILABLE_REASON} characters`)
-      .nullable()
-      .optional(),
-  })
-  .superRefine((b, ctx) => {
-    const hasCost = b.cost_usd !== undefined && b.cost_usd !== null;
-    const reason = b.unavailable_reason?.trim() ?? '';
-    if (b.source === 'unavailable') {
-      if (hasCost)
-        ctx.addIssue({
-          code: 'custom',
-          path: ['cost_usd'],
-          message: 'must be absent when source is unavailable (there is no metered cost)',
-        });
-      if (reason === '')
-        ctx.addIssue({
-          code: 'custom',
-          path: ['unavailable_reason'],
-          message: 'is required and must not be blank when source is unavailable',
-        });
-    } else {
-      if (!hasCost) ctx.addIssue({ code: 'custom', path: ['cost_usd'], message: `is required when source is ${b.source}` });
-      if (b.unavailable_reason !== undefined && b.unavailable_reason !== null) {
-        ctx.addIssue({ code: 'custom', path: ['unavailable_reason'], message: 'is only allowed when source is unavailable' });
-      }
-    }
-  });
-
-export type ActualRequest = z.infer<typeof ActualRequestSchema>;
-
-/** A jti in a path: printable ASCII, as the record schemas allow. */
-export const JtiParamSchema = z
-  .string()
-  .min(1)
-  .max(160)
-  .regex(/^[\x21-\x7e]+$/, 'must be printable ASCII without spaces');
+export type ActualRequest = z.output<typeof ActualRequestBody>;
 
 // ---------------------------------------------------------------- views
 
@@ -306,8 +249,6 @@ export async function describeInvocation(deps: ServiceDeps, tenantId: string, jt
   return { ...item, jws: inv.jws, denials: denied.map(denialView) };
 }
 
-export const INVOCATIONS_DEFAULT_LIMIT = 50;
-export const INVOCATIONS_MAX_LIMIT = 200;
 const CURSOR_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.\d{6}Z$/;
 const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31] as const;
 
@@ -354,7 +295,7 @@ export function decodeCursor(cursor: string): InvocationKey {
     const value: unknown = JSON.parse(utf8Decode(decodeBase64url(cursor, 'cursor')));
     if (Array.isArray(value) && value.length === 2) {
       const [createdAt, jti] = value as unknown[];
-      if (typeof createdAt === 'string' && isCursorInstant(createdAt) && JtiParamSchema.safeParse(jti).success) {
+      if (typeof createdAt === 'string' && isCursorInstant(createdAt) && InvocationJti.safeParse(jti).success) {
         return { createdAt, jti: jti as string };
       }
     }
@@ -376,7 +317,7 @@ function decodeDecisionCursor(cursor: string): DecisionKey {
     if (Array.isArray(value) && value.length === 3) {
       const [createdAt, source, id] = value as unknown[];
       const idOk =
-        (source === 'a' && JtiParamSchema.safeParse(id).success) || (source === 'd' && typeof id === 'string' && DENIAL_ID_TEXT.test(id));
+        (source === 'a' && InvocationJti.safeParse(id).success) || (source === 'd' && typeof id === 'string' && DENIAL_ID_TEXT.test(id));
       if (typeof createdAt === 'string' && isCursorInstant(createdAt) && idOk) {
         return { createdAt, source: source as DecisionKey['source'], id: id as string };
       }

@@ -3,11 +3,10 @@
  * holds for the tenant (sealed at rest with the master key), then stores it
  * through the same path as any submitted DR.
  */
-import { z } from 'zod';
+import type { z } from 'zod';
+import type { IssueRequest as IssueRequestBody } from '../api/delegations.js';
 import { publicKeyFromDidKey } from '../protocol/did-key.js';
 import { BatonError } from '../protocol/errors.js';
-import { PolicySchema } from '../protocol/policy.js';
-import { CommandSchema, ConsentSchema, DidKeySchema, RootTypeSchema } from '../protocol/records.js';
 import { randomUUID } from 'node:crypto';
 import { signRootDelegation } from '../protocol/root-delegation.js';
 import { custodialRootKey } from './custodial.js';
@@ -15,21 +14,7 @@ import { submitDelegations } from './delegation-submission.js';
 import type { ServiceDeps } from './types.js';
 
 const DEFAULT_LIFETIME_SECONDS = 24 * 3600;
-const unixSeconds = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
-
-export const IssueRequestSchema = z.strictObject({
-  audience: DidKeySchema,
-  policy: PolicySchema,
-  cmd: CommandSchema.optional(),
-  subject: DidKeySchema.optional(),
-  nbf: unixSeconds.optional(),
-  exp: unixSeconds.nullable().optional(),
-  root_type: RootTypeSchema.optional(),
-  consent: ConsentSchema.optional(),
-  jti: z.string().min(4).max(160).startsWith('dr:').optional(),
-});
-
-export type IssueRequest = z.infer<typeof IssueRequestSchema>;
+export type IssueRequest = z.output<typeof IssueRequestBody>;
 
 export async function issueCustodialRoot(deps: ServiceDeps, tenantId: string, req: IssueRequest) {
   for (const [field, did] of [

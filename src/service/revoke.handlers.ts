@@ -16,79 +16,28 @@
  * revoker and service receipt come back unchanged (a keyless answer carries no
  * service receipt: see revokeWithSignature).
  */
-import { z } from 'zod';
+import type { z } from 'zod';
+import type {
+  RevokedBy as RevokedByShape,
+  RevokeResult as RevokeResultShape,
+  RevokeWithKeyRequest,
+  TenantRevocation as TenantRevocationShape,
+} from '../api/delegations.js';
 import { decodeBase64url } from '../protocol/base64url.js';
 import { BatonError } from '../protocol/errors.js';
 import { utf8Decode } from '../protocol/jcs.js';
-import { MAX_JWS_LENGTH } from '../protocol/records.js';
-import {
-  mayRevoke,
-  readRevocation,
-  RevocationReasonSchema,
-  type RevocationAuthority,
-  type VerifiedRevocation,
-} from '../protocol/revocation.js';
+import { mayRevoke, readRevocation, type RevocationAuthority, type VerifiedRevocation } from '../protocol/revocation.js';
 import { findDelegation, tenantsHoldingDelegation } from '../store/delegations.js';
 import { firstServiceReceipt } from '../store/service-receipts.js';
 import { chainPartiesByTenant, countDescendants, markRevoked } from '../store/revocations.js';
 import { recordServiceReceipt } from './service-receipts.js';
 import type { AuthContext, ServiceDeps } from './types.js';
 
-export const RevokeWithKeySchema = z.strictObject({
-  confirm: z.literal(true, {
-    error: (iss) => (iss.input === undefined ? 'is required: send confirm: true to revoke' : 'must be true to revoke'),
-  }),
-  reason: RevocationReasonSchema,
-});
-
-export const RevokeWithSignatureSchema = z.strictObject({
-  revocation: z
-    .string({
-      error: (iss) => (iss.input === undefined ? 'is required: a signed revocation record (compact JWS)' : 'must be a compact JWS string'),
-    })
-    .min(1)
-    .max(MAX_JWS_LENGTH),
-});
-
-export type RevokeWithKey = z.infer<typeof RevokeWithKeySchema>;
-
-export interface RevokedBy {
-  readonly kind: 'api_key' | 'admin' | 'did';
-  readonly id: string;
-}
-
-export interface ServiceReceiptView {
-  readonly id: number;
-  readonly kid: string;
-  readonly jws: string;
-}
-
-interface TenantRevocation {
-  readonly tenant_id: string;
-  readonly revoked_at: string;
-  readonly reason: string | null;
-  readonly revoked_by: RevokedBy;
-  readonly descendants: number;
-  readonly service_receipt: ServiceReceiptView | null;
-  readonly already_revoked: boolean;
-}
-
-export interface RevokeResult {
-  readonly hash: string;
-  readonly status: 'revoked';
-  readonly revoked_at: string;
-  readonly reason: string | null;
-  readonly revoked_by: RevokedBy;
-  /** DRs in the revoked DR's subtree, itself excluded: all denied from now on. */
-  readonly descendants: number;
-  readonly service_receipt: ServiceReceiptView | null;
-  /** True when the DR was already revoked and nothing changed. */
-  readonly already_revoked: boolean;
-  /** Key paths only: the tenant acted on (the first, for an admin key). */
-  readonly tenant_id?: string;
-  /** Admin key only: every tenant holding the hash. */
-  readonly tenants?: readonly Omit<TenantRevocation, 'revoked_by'>[];
-}
+export type RevokeWithKey = z.output<typeof RevokeWithKeyRequest>;
+export type RevokeResult = z.output<typeof RevokeResultShape>;
+type RevokedBy = z.output<typeof RevokedByShape>;
+/** One tenant's mark; the answer's `tenants` list it without revoked_by. */
+type TenantRevocation = z.output<typeof TenantRevocationShape> & { readonly revoked_by: RevokedBy };
 
 function notFound(hash: string, scope: string): BatonError {
   return new BatonError('NOT_FOUND', { message: `No delegation record ${hash} is stored${scope}.` });
@@ -197,37 +146,26 @@ async function applyRevocation(
       const mark = await markRevoked(tx, tenantId, hash, at, reason);
       if (!mark) throw notFound(hash, ' for this tenant');
       const descendants = await countDescendants(tx, tenantId, hash);
-      if (mark.newly) {
-        const revokedAt = mark.revokedAt.toISOString();
-        const serviceReceipt = await recordServiceReceipt(tx, deps.signer, {
-          tenantId,
-          kind: 'delegation.revoked',
-          subject: hash,
-          now,
-          data: { hash, reason: mark.reason, revoked_at: revokedAt, revoked_by: { ...revokedBy }, descendants, ...extra },
-        });
-        out.push({
-          tenant_id: tenantId,
-          revoked_at: revokedAt,
-          reason: mark.reason,
-          revoked_by: revokedBy,
-          descendants,
-          service_receipt: serviceReceipt,
-          already_revoked: false,
-        });
-      } else {
-        const serviceReceipt = (await firstServiceReceipt(tx, tenantId, hash, 'delegation.revoked')) ?? null;
-        out.push({
-          tenant_id: tenantId,
-          revoked_at: mark.revokedAt.toISOString(),
-          reason: mark.reason,
-          // Who revoked first is kept in the original service receipt; the row has no column for it.
-          revoked_by: (serviceReceipt && revokerInServiceReceipt(serviceReceipt.jws)) ?? revokedBy,
-          descendants,
-          service_receipt: serviceReceipt,
-          already_revoked: true,
-        });
-      }
+      const revokedAt = mark.revokedAt.toISOString();
+      const serviceReceipt = mark.newly
+        ? await recordServiceReceipt(tx, deps.signer, {
+            tenantId,
+            kind: 'delegation.revoked',
+            subject: hash,
+            now,
+            data: { hash, reason: mark.reason, revoked_at: revokedAt, revoked_by: { ...revokedBy }, descendants, ...extra },
+          })
+        : ((await firstServiceReceipt(tx, tenantId, hash, 'delegation.revoked')) ?? null);
+      out.push({
+        tenant_id: tenantId,
+        revoked_at: revokedAt,
+        reason: mark.reason,
+        // Who revoked first is kept in the original service receipt; the row has no column for it.
+        revoked_by: mark.newly ? revokedBy : ((serviceReceipt && revokerInServiceReceipt(serviceReceipt.jws)) ?? revokedBy),
+        descendants,
+        service_receipt: serviceReceipt,
+        already_revoked: !mark.newly,
+      });
     }
     return out;
   });

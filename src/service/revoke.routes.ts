@@ -3,13 +3,12 @@
  * {confirm: true, reason}, or without a key and {revocation: <signed JWS>}.
  */
 import type { OpenAPIHono } from '@hono/zod-openapi';
-import { revokeDelegationRoute } from '../api/delegations.js';
+import { DelegationHashParams, revokeDelegationRoute, RevokeWithKeyRequest, RevokeWithSignatureRequest } from '../api/delegations.js';
 import { BatonError } from '../protocol/errors.js';
-import { RecordHashSchema } from '../protocol/records.js';
 import { assertScope, authenticateRequest } from './auth.js';
 import { readJsonBody } from './body.js';
-import { revokeWithKey, revokeWithSignature, RevokeWithKeySchema, RevokeWithSignatureSchema } from './revoke.handlers.js';
-import { parseRequest } from './validate.js';
+import { revokeWithKey, revokeWithSignature } from './revoke.handlers.js';
+import { parseJsonBody, parseParams, parseRequest } from './validate.js';
 import { newRouter, serve } from './router.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
@@ -17,7 +16,7 @@ export function revokeRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   const r = newRouter();
 
   serve(r, revokeDelegationRoute, async (c) => {
-    const hash = parseRequest(RecordHashSchema, c.req.param('hash'), 'path parameter hash');
+    const { hash } = parseParams(c, DelegationHashParams);
     if (c.req.header('authorization') === undefined) {
       const raw = await readJsonBody(c, deps.config.maxBodyBytes);
       if (
@@ -33,12 +32,12 @@ export function revokeRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
             'Send Authorization: Bearer <key>, or, without a key, {"revocation": "<JWS>"} signed by the issuer or an ancestor holder.',
         });
       }
-      const body = parseRequest(RevokeWithSignatureSchema, raw, 'request body');
+      const body = parseRequest(RevokeWithSignatureRequest, raw, 'request body');
       return c.json(await revokeWithSignature(deps, hash, body.revocation), 200);
     }
     const auth = await authenticateRequest(deps, c);
     assertScope(auth, ['issue', 'admin']);
-    const body = parseRequest(RevokeWithKeySchema, await readJsonBody(c, deps.config.maxBodyBytes), 'request body');
+    const body = await parseJsonBody(c, deps.config.maxBodyBytes, RevokeWithKeyRequest);
     return c.json(await revokeWithKey(deps, auth, hash, body), 200);
   });
 

@@ -1,20 +1,19 @@
 /** Tool catalog handlers: thin, one service call each (contract in src/api/tools.ts). */
 import type { OpenAPIHono } from '@hono/zod-openapi';
-import { currentToolsRoute, publishToolsRoute, PublishToolsBody, toolsVersionRoute } from '../api/tools.js';
+import { currentToolsRoute, publishToolsRoute, PublishToolsRequest, toolsVersionRoute } from '../api/tools.js';
 import { TOOL_READ_SCOPES } from '../protocol/lists.js';
 import { requireScope, tenantOf } from './auth.js';
 import { adminOnly } from './admin.routes.js';
-import { readJsonBody } from './body.js';
 import { newRouter, serve } from './router.js';
 import { publishToolDocument, storedToolDocument, toolDocumentJson } from './tools.js';
-import { parseRequest } from './validate.js';
+import { parseJsonBody } from './validate.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
 export function toolRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   const app = newRouter();
 
   serve(app, publishToolsRoute, adminOnly(deps), async (c) => {
-    const body = parseRequest(PublishToolsBody, await readJsonBody(c, deps.config.maxBodyBytes), 'request body');
+    const body = await parseJsonBody(c, deps.config.maxBodyBytes, PublishToolsRequest);
     const stored = await publishToolDocument(deps, c.req.param('tenant'), body, c.get('auth').keyId);
     return c.json(toolDocumentJson(stored), 201);
   });

@@ -1,11 +1,22 @@
 /** zod at the HTTP edge: every problem listed under one stable code. */
 import type { Context } from 'hono';
-import { z } from 'zod';
+import type { z } from 'zod';
 import { BatonError } from '../protocol/errors.js';
 import { parseWith } from '../protocol/records.js';
+import { readJsonBody } from './body.js';
 
 export function parseRequest<T>(schema: z.ZodType<T>, value: unknown, what: string): T {
   return parseWith(schema, value, what, 'INVALID_REQUEST');
+}
+
+/** The body, read strictly (body.ts) and parsed with the route's request schema from the contract (src/api). */
+export async function parseJsonBody<S extends z.ZodType>(c: Context, maxBytes: number, schema: S): Promise<z.output<S>> {
+  return parseRequest(schema, await readJsonBody(c, maxBytes), 'request body') as z.output<S>;
+}
+
+/** The path parameters, parsed with the route's params schema from the contract (src/api). */
+export function parseParams<S extends z.ZodType>(c: Context, schema: S): z.output<S> {
+  return parseRequest(schema, c.req.param(), 'path') as z.output<S>;
 }
 
 /** Each query parameter at most once: a repeated one is ambiguous, so it is refused. */
@@ -29,8 +40,3 @@ function singleValuedQuery(c: Context): Record<string, string> {
 export function parseQuery<T>(c: Context, schema: z.ZodType<T>): T {
   return parseRequest(schema, singleValuedQuery(c), 'query');
 }
-
-/** A query date-time: RFC 3339 with a zone (Z or an offset), as a Date. */
-export const InstantQuerySchema = z.iso
-  .datetime({ offset: true, error: 'must be an RFC 3339 date-time with a zone, e.g. 2026-11-23T12:00:00Z' })
-  .transform((t) => new Date(t));

@@ -11,7 +11,8 @@
  * answer is 503 and the statements refuse to commit. A storage failure
  * surfaces as 503 from the error mapper: never an allow.
  */
-import { z } from 'zod';
+import type { z } from 'zod';
+import type { VerifyRequestBody } from '../api/verify.js';
 import {
   deny,
   verifyChain,
@@ -49,18 +50,7 @@ import { signServiceReceipt } from './service-receipts.js';
 import { decideToolGate, mustRedecide, toolGateViolation, type ToolGate } from './tool-gate.js';
 import type { ApprovalJson } from './approvals.js';
 
-export const VerifyRequestSchema = z.looseObject({
-  bundle_version: z.unknown().optional(),
-  invocation: z.unknown().optional(),
-  receipts: z.unknown().optional(),
-  dry_run: z.boolean().optional(),
-  body: z.unknown().optional(),
-  require_binding: z.boolean().optional(),
-  /** The approval this call spends; without it, the live approval of the same call is found. */
-  approval_id: z.string().min(1).max(64).optional(),
-});
-
-export type VerifyRequest = z.infer<typeof VerifyRequestSchema>;
+export type VerifyRequest = z.output<typeof VerifyRequestBody>;
 
 export interface Counter {
   readonly dr: string;

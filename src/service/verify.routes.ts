@@ -1,9 +1,9 @@
 /** POST /v1/verify and the DRS-compatible POST /verify (a `verify` key). */
 import type { OpenAPIHono } from '@hono/zod-openapi';
-import { verifyDrsRoute, verifyRoute } from '../api/verify.js';
+import { verifyDrsRoute, VerifyRequestBody, verifyRoute } from '../api/verify.js';
 import { requireScopeWithCache, tenantOf } from './auth.js';
 import { hasBody, readJsonBody } from './body.js';
-import { bundleFrom, verifyWithinDeadline, VerifyRequestSchema } from './verify.handlers.js';
+import { bundleFrom, verifyWithinDeadline } from './verify.handlers.js';
 import { parseRequest } from './validate.js';
 import { newRouter, serve } from './router.js';
 import type { AppEnv, ServiceDeps } from './types.js';
@@ -18,7 +18,7 @@ export function verifyRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       const drsHeader = c.req.header('x-drs-bundle');
       const raw =
         drsHeader !== undefined && !(await hasBody(c, deps.config.maxBodyBytes)) ? {} : await readJsonBody(c, deps.config.maxBodyBytes);
-      const req = parseRequest(VerifyRequestSchema, raw, 'request body');
+      const req = parseRequest(VerifyRequestBody, raw, 'request body');
       const result = await verifyWithinDeadline(deps, auth, tenantOf(auth), req, bundleFrom(req, drsHeader));
       return c.json(result.body, result.status);
     });

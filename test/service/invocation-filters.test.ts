@@ -9,15 +9,22 @@
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
-import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
+import { createRootDelegation, createSubDelegation, type SignedDelegation } from '../../src/sdk/records.js';
 import { T0 } from '../support/fixtures.js';
-import { setupTenant, startTestService, type CallResult, type TestService, type TestTenant } from '../support/service.js';
+import {
+  setupTenant,
+  startTestService,
+  storeTwoLeaves,
+  verifyInvocation,
+  type CallResult,
+  type TestService,
+  type TestTenant,
+} from '../support/service.js';
 
 let svc: TestService;
 let tenant: TestTenant;
 let other: TestTenant;
 
-const TOOL_SERVER = 'mcp://tools.example.com';
 const policy = { allowed_tools: ['web_search', 'fetch'], max_cost_usd: 1 };
 
 // root: R -> A; leafA: A -> B; leafB: A -> C. The other tenant: R' -> A -> B.
@@ -38,19 +45,8 @@ interface Item {
   denial_id?: number;
 }
 
-let seq = 0;
-async function verify(t: TestTenant, chain: SignedDelegation[], invoker: KeyPair, args: Record<string, unknown>, jti = `inv:flt-${++seq}`) {
-  const invocation = createInvocation({
-    chain,
-    invoker,
-    args: { tool: 'web_search', estimated_cost_usd: 0.25, pii_access: false, write_access: false, ...args },
-    toolServer: TOOL_SERVER,
-    iat: T0,
-    jti,
-  });
-  const res = await svc.call('POST', '/v1/verify', { key: t.keys.verify, json: makeBundle(invocation, chain) });
-  return { jti, res };
-}
+const verify = (t: TestTenant, chain: SignedDelegation[], invoker: KeyPair, args: Record<string, unknown>, jti?: string) =>
+  verifyInvocation(svc, t.keys.verify, chain, invoker, args, jti);
 
 const list = (query: string, key = tenant.keys.audit): Promise<CallResult> => svc.call('GET', `/v1/invocations${query}`, { key });
 
@@ -81,14 +77,7 @@ beforeAll(async () => {
   svc = await startTestService();
   tenant = await setupTenant(svc);
   other = await setupTenant(svc, 'other');
-  root = createRootDelegation({ issuer: tenant.root, audience: A.did, policy, iat: T0, nbf: T0 - 100, exp: T0 + 3600 });
-  leafA = createSubDelegation({ parent: root, issuer: A, audience: B.did, policy, iat: T0 });
-  leafB = createSubDelegation({ parent: root, issuer: A, audience: C.did, policy, iat: T0 });
-  for (const recs of [[root, leafA], [leafB]]) {
-    expect((await svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipts: recs.map((d) => d.jws) } })).status).toBe(
-      201,
-    );
-  }
+  ({ root, leafA, leafB } = await storeTwoLeaves(svc, tenant, policy, A, B, C));
   // The other tenant's own chain (a root DID is trusted by one tenant only), held by the same agents.
   otherRoot = createRootDelegation({ issuer: other.root, audience: A.did, policy, iat: T0, nbf: T0 - 100, exp: T0 + 3600 });
   otherLeaf = createSubDelegation({ parent: otherRoot, issuer: A, audience: B.did, policy, iat: T0 });

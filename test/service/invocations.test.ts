@@ -6,11 +6,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { and, eq, inArray } from 'drizzle-orm';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
-import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
+import { makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
 import { invocations } from '../../src/store/schema/index.js';
 import { verifyServiceReceipt } from '../../src/service/signer.js';
-import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
-import { T0, TOOL_SERVER } from '../support/fixtures.js';
+import { setupTenant, startTestService, storeTwoLeaves, verifyInvocation, type TestService, type TestTenant } from '../support/service.js';
 
 let svc: TestService;
 let tenant: TestTenant;
@@ -28,29 +27,12 @@ beforeAll(async () => {
   svc = await startTestService();
   tenant = await setupTenant(svc);
   other = await setupTenant(svc, 'other');
-  root = createRootDelegation({ issuer: tenant.root, audience: A.did, policy, iat: T0, nbf: T0 - 100, exp: T0 + 3600 });
-  leafA = createSubDelegation({ parent: root, issuer: A, audience: B.did, policy, iat: T0 });
-  leafB = createSubDelegation({ parent: root, issuer: A, audience: C.did, policy, iat: T0 });
-  for (const list of [[root, leafA], [leafB]]) {
-    const r = await svc.call('POST', '/v1/delegations', { json: { receipts: list.map((d) => d.jws) } });
-    expect(r.status).toBe(201);
-  }
+  ({ root, leafA, leafB } = await storeTwoLeaves(svc, tenant, policy, A, B, C));
 });
 afterAll(async () => svc?.close());
 
-let seq = 0;
-async function verify(chain: SignedDelegation[], invoker: KeyPair, args: Record<string, unknown> = {}, jti = `inv:reads-${++seq}`) {
-  const invocation = createInvocation({
-    chain,
-    invoker,
-    args: { tool: 'web_search', estimated_cost_usd: 0.25, pii_access: false, write_access: false, ...args },
-    toolServer: TOOL_SERVER,
-    iat: T0,
-    jti,
-  });
-  const res = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(invocation, chain) });
-  return { jti, invocation, res };
-}
+const verify = (chain: SignedDelegation[], invoker: KeyPair, args: Record<string, unknown> = {}, jti?: string) =>
+  verifyInvocation(svc, tenant.keys.verify, chain, invoker, args, jti);
 
 async function serviceKeys() {
   return (await svc.call('GET', '/v1/keys')).body.keys.map((k: { kid: string; public_key: string }) => ({
@@ -157,11 +139,7 @@ describe('GET /v1/delegations/{hash}/invocations', () => {
   beforeAll(async () => {
     // A tree of its own, so earlier tests' invocations do not count.
     const [a, b, c] = [generateKeyPair(), generateKeyPair(), generateKeyPair()];
-    const r0 = createRootDelegation({ issuer: tenant.root, audience: a.did, policy, iat: T0, nbf: T0 - 100, exp: T0 + 3600 });
-    const la = createSubDelegation({ parent: r0, issuer: a, audience: b.did, policy, iat: T0 });
-    const lb = createSubDelegation({ parent: r0, issuer: a, audience: c.did, policy, iat: T0 });
-    for (const list of [[r0, la], [lb]])
-      expect((await svc.call('POST', '/v1/delegations', { json: { receipts: list.map((d) => d.jws) } })).status).toBe(201);
+    const { root: r0, leafA: la, leafB: lb } = await storeTwoLeaves(svc, tenant, policy, a, b, c);
     fresh = { root: r0, leafA: la, leafB: lb, A: a, B: b, C: c };
     const paths: [SignedDelegation[], KeyPair][] = [
       ...Array.from({ length: 7 }, (): [SignedDelegation[], KeyPair] => [[r0, la], b]),

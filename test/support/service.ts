@@ -11,8 +11,10 @@ import { silentLogger, type Logger } from '../../src/service/log.js';
 import type { ServiceDeps } from '../../src/service/types.js';
 import type { Store } from '../../src/store/db.js';
 import { freshDatabase, freshPglite } from '../setup/db.js';
-import { T0 } from './fixtures.js';
+import { T0, TOOL_SERVER } from './fixtures.js';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
+import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
+import type { Policy } from '../../src/protocol/policy.js';
 
 export interface CallResult {
   status: number;
@@ -108,4 +110,46 @@ export async function listenOnSocket(svc: TestService): Promise<{ url: string; p
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : 0;
   return { url: `http://127.0.0.1:${port}`, port, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}
+
+let verifySeq = 0;
+
+/**
+ * POST /v1/verify with `key` for a web_search invocation through `chain`,
+ * signed by `invoker` at T0 and declaring 0.25 USD; `args` override those.
+ * Each call gets a fresh jti unless one is given (a replay).
+ */
+export async function verifyInvocation(
+  svc: TestService,
+  key: string,
+  chain: SignedDelegation[],
+  invoker: KeyPair,
+  args: Record<string, unknown> = {},
+  jti = `inv:t-${++verifySeq}`,
+) {
+  const invocation = createInvocation({
+    chain,
+    invoker,
+    args: { tool: 'web_search', estimated_cost_usd: 0.25, pii_access: false, write_access: false, ...args },
+    toolServer: TOOL_SERVER,
+    iat: T0,
+    jti,
+  });
+  const res = await svc.call('POST', '/v1/verify', { key, json: makeBundle(invocation, chain) });
+  return { jti, invocation, res };
+}
+
+/**
+ * Stores, for `tenant`, a root to A and two leaves under it, A to B (leafA)
+ * and A to C (leafB), all with `policy`, issued at T0 and valid an hour.
+ */
+export async function storeTwoLeaves(svc: TestService, tenant: TestTenant, policy: Policy, A: KeyPair, B: KeyPair, C: KeyPair) {
+  const root = createRootDelegation({ issuer: tenant.root, audience: A.did, policy, iat: T0, nbf: T0 - 100, exp: T0 + 3600 });
+  const leafA = createSubDelegation({ parent: root, issuer: A, audience: B.did, policy, iat: T0 });
+  const leafB = createSubDelegation({ parent: root, issuer: A, audience: C.did, policy, iat: T0 });
+  for (const chain of [[root, leafA], [leafB]]) {
+    const r = await svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipts: chain.map((d) => d.jws) } });
+    if (r.status !== 201) throw new Error(`Storing the delegations answered ${r.status}: ${JSON.stringify(r.body)}`);
+  }
+  return { root, leafA, leafB };
 }

@@ -19,7 +19,7 @@
  */
 import fc from 'fast-check';
 import { AddRootRequest, CreateApiKeyRequest, CreateTenantRequest } from '../../../src/api/admin.js';
-import { IssueRequestSchema } from '../../../src/service/issue.handlers.js';
+import { IssueRequest } from '../../../src/api/delegations.js';
 import { publicKeyFromDidKey } from '../../../src/protocol/did-key.js';
 import {
   ACTUAL_BASE,
@@ -798,7 +798,7 @@ export const FUZZ_TARGETS: readonly FuzzTarget[] = [
     judge2xx: (req, res) => {
       const b = plainBody(req);
       if (b && deepEqual(b, ISSUE_BASE)) return resJson(res)['delegation'] !== undefined ? EQUIVALENT : NO;
-      return schemaVariant(IssueRequestSchema)(req);
+      return schemaVariant(IssueRequest)(req);
     },
   }),
   bodyTarget('POST /v1/verify (bundle by value, binding, consumed jti)', {
