@@ -339,6 +339,8 @@ The Baton service and the \`baton\` command line.
 On PostgreSQL (\`DATABASE_URL\`) set \`BATON_MASTER_KEY\`. The package ships a
 copy of the postgres.js driver (vendor/postgres, Unlicense) with Baton's
 closed-socket guard applied; the service refuses PostgreSQL without it.
+The \`baton\` command runs from cli/, a bundle carrying the parts of zod it
+uses (MIT, cli/LICENSE.zod).
 `,
 };
 
