@@ -62,7 +62,7 @@ WORKDIR /app
 # only the data folder is writable by it.
 RUN mkdir -p /var/lib/baton && chown node:node /var/lib/baton
 COPY --from=prod-deps /app/node_modules ./node_modules
-# The server package itself: package.json, lib/, bin/, vendor/, migrations/, openapi.yaml.
+# The server package itself: package.json, lib/, cli/, bin/, vendor/, migrations/, openapi.yaml.
 COPY --from=build /app/dist/packages/server ./
 
 # The unprivileged user of the official Node image (uid 1000).

@@ -9,7 +9,7 @@ import { builtPackagesAreCurrent } from '../scripts/build-inputs.mjs';
 const argv = process.argv.slice(2);
 let main;
 if (argv[0] !== 'demo' && builtPackagesAreCurrent()) {
-  ({ main } = await import('../dist/packages/server/lib/cli/main.js'));
+  ({ main } = await import('../dist/packages/server/cli/main.js'));
 } else {
   const { register } = await import('tsx/esm/api');
   register();

@@ -66,7 +66,9 @@ export const PACKAGES = [
     name: `${SCOPE}/server`,
     description: 'Baton service and the baton CLI: verifies DRS delegation chains fail-closed with atomic call counting.',
     entries: { '.': 'server' },
-    extraEntries: ['main', 'cli/main'],
+    extraEntries: ['main'],
+    // The bin runs cli/, a bundle of src/cli (bundleCli); lib/ keeps what the CLI shares with the service.
+    cli: { entry: 'cli/main', inside: ['cli/', 'protocol/', 'sdk/', 'version'], share: ['protocol/errors'] },
     allowed: Object.keys(rootPkg.dependencies ?? {}),
     vendor: {
       postgres: {
@@ -172,29 +174,36 @@ function applyEdits(text, edits) {
 }
 
 /**
- * The runtime of a vendored library as one bundle holding only the members
- * of its namespace export the package's files use (`z.object`, `z.string`,
- * …): zod's full namespace would bring every locale, ~1 MB. Its declarations
- * are copied whole (types only, what the package's .d.ts files reach).
+ * A module exporting `namespace` (`z`) as only the members of library `name`
+ * that `files` use (`z.object`, `z.string`, …), for esbuild to bundle: zod's
+ * full namespace would bring every locale, ~1 MB and ~100 modules to load.
  */
-function bundleVendorRuntime(pkgDir, name, spec, target) {
+function subsetModule(name, namespace, files, license) {
   const members = new Set();
-  const usage = new RegExp(`\\b${spec.namespace}\\.([A-Za-z_$][\\w$]*)`, 'g');
+  const usage = new RegExp(`\\b${namespace}\\.([A-Za-z_$][\\w$]*)`, 'g');
+  for (const file of files) for (const m of readFileSync(file, 'utf8').matchAll(usage)) members.add(m[1]);
+  const picks = [...members].sort();
+  const version = JSON.parse(readFileSync(join(ROOT, 'node_modules', name, 'package.json'), 'utf8')).version;
+  return {
+    contents: `import * as all from '${name}';\nexport const ${namespace} = Object.freeze({\n${picks.map((m) => `  ${m}: all.${m},`).join('\n')}\n});\n`,
+    note: `${name} ${version} (MIT, see ${license}): only ${namespace}.{${picks.join(', ')}}, bundled by scripts/build.mjs.`,
+  };
+}
+
+/** The runtime of a vendored library as one bundle of the members the package's files use (subsetModule). */
+function bundleVendorRuntime(pkgDir, name, spec, target) {
+  const users = [];
   for (const file of walkFiles(join(pkgDir, 'lib')).filter((f) => f.endsWith('.js'))) {
     const text = readFileSync(file, 'utf8');
     if (!text.includes(`/vendor/${name}/`)) continue;
     if (!new RegExp(`import \\{ ${spec.namespace} \\} from '[./]+vendor/${name}/`).test(text)) {
       throw new Error(`build: ${relative(ROOT, file)} must import the vendored ${name} as { ${spec.namespace} }`);
     }
-    for (const m of text.matchAll(usage)) members.add(m[1]);
+    users.push(file);
   }
-  const picks = [...members].sort().map((m) => `  ${m}: all.${m},`);
+  const subset = subsetModule(name, spec.namespace, users, 'LICENSE');
   const result = esbuild.buildSync({
-    stdin: {
-      contents: `import * as all from '${name}';\nexport const ${spec.namespace} = Object.freeze({\n${picks.join('\n')}\n});\n`,
-      resolveDir: ROOT,
-      loader: 'js',
-    },
+    stdin: { contents: subset.contents, resolveDir: ROOT, loader: 'js' },
     bundle: true,
     format: 'esm',
     platform: 'node',
@@ -203,10 +212,7 @@ function bundleVendorRuntime(pkgDir, name, spec, target) {
     legalComments: 'inline',
   });
   mkdirSync(target, { recursive: true });
-  writeFileSync(
-    join(target, spec.js),
-    `// ${name} ${JSON.parse(readFileSync(join(ROOT, spec.from, 'package.json'), 'utf8')).version} (see LICENSE): only ${spec.namespace}.{${[...members].sort().join(', ')}}, bundled by scripts/build.mjs.\n${result.outputFiles[0].text}`,
-  );
+  writeFileSync(join(target, spec.js), `// ${subset.note}\n${result.outputFiles[0].text}`);
 }
 
 function copyVendor(pkgDir, name, spec) {
@@ -235,6 +241,64 @@ function copyVendor(pkgDir, name, spec) {
     const problems = spec.patch(target);
     if (problems.length > 0) throw new Error(`build: cannot patch vendored ${name}:\n  ${problems.join('\n  ')}`);
   }
+}
+
+/**
+ * The `baton` command as an esbuild bundle in cli/, split per command (a
+ * command's chunks load when it runs), holding only the zod members its
+ * records use: an offline command loads a few files instead of ~100 modules
+ * of zod and Baton (issue 12: offline commands start in <= 0.3 s). What the
+ * CLI shares with the service is imported from lib/, not copied: the service
+ * itself (`serve` runs it, with the one zod @hono/zod-openapi extends) and
+ * the `share` modules whose classes cross between them (the CLI's
+ * `instanceof BatonError` must match the service's errors).
+ * `depend(specifier, importer)` checks a bare import like lib's.
+ */
+async function bundleCli(pkg, pkgDir, libKeys, depend) {
+  const { entry, inside, share } = pkg.cli;
+  const out = join(pkgDir, 'cli');
+  const bundles = (key) => inside.some((prefix) => key.startsWith(prefix)) && !share.includes(key);
+  const held = reach(COMPILED, [entry], (_file, _specifier, key) => (key === undefined ? undefined : bundles(key)), ['.js']);
+  const zodUsers = [...held].map((k) => join(COMPILED, `${k}.js`)).filter((f) => readFileSync(f, 'utf8').includes("from 'zod'"));
+  const zod = subsetModule('zod', 'z', zodUsers, 'LICENSE.zod');
+  // Async: esbuild runs plugins only there.
+  await esbuild.build({
+    entryPoints: [join(COMPILED, `${entry}.js`)],
+    bundle: true,
+    splitting: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    outdir: out,
+    legalComments: 'inline',
+    plugins: [
+      {
+        name: 'baton-cli',
+        setup(b) {
+          b.onResolve({ filter: /.*/ }, (args) => {
+            // Imports inside zod resolve as usual: bundled.
+            if (args.kind === 'entry-point' || !args.importer.startsWith(COMPILED)) return undefined;
+            if (args.path === 'zod') return { path: 'zod', namespace: 'zod-subset' };
+            if (!args.path.startsWith('.')) {
+              depend(args.path, relative(COMPILED, args.importer));
+              return { external: true };
+            }
+            const key = relative(COMPILED, resolve(args.resolveDir, args.path)).replace(/\.js$/, '');
+            if (bundles(key)) return undefined;
+            if (!libKeys.has(key)) throw new Error(`build: the CLI imports ${key}, which lib/ of ${pkg.name} lacks`);
+            return { path: `../lib/${key}.js`, external: true };
+          });
+          // A legal comment: esbuild keeps it, so the chunk holding zod names it (test/cli/startup.test.ts looks for it).
+          b.onLoad({ filter: /.*/, namespace: 'zod-subset' }, () => ({
+            contents: `//! ${zod.note}\n${zod.contents}`,
+            resolveDir: ROOT,
+            loader: 'js',
+          }));
+        },
+      },
+    ],
+  });
+  cpSync(join(ROOT, 'node_modules/zod/LICENSE'), join(out, 'LICENSE.zod'));
 }
 
 const README = {
@@ -275,10 +339,12 @@ The Baton service and the \`baton\` command line.
 On PostgreSQL (\`DATABASE_URL\`) set \`BATON_MASTER_KEY\`. The package ships a
 copy of the postgres.js driver (vendor/postgres, Unlicense) with Baton's
 closed-socket guard applied; the service refuses PostgreSQL without it.
+The \`baton\` command runs from cli/, a bundle carrying the parts of zod it
+uses (MIT, cli/LICENSE.zod).
 `,
 };
 
-function assemble(pkg, built, outDir) {
+async function assemble(pkg, built, outDir) {
   const pkgDir = join(outDir, pkg.dir);
   const used = (pkg.uses ?? []).map((d) => built.get(d));
   const owner = (key) => used.find((u) => u.keys.has(key));
@@ -292,6 +358,15 @@ function assemble(pkg, built, outDir) {
   };
   const lib = (f) => `lib/${f}`;
   const entryKeys = [...Object.values(pkg.entries), ...(pkg.extraEntries ?? [])];
+
+  const depend = (specifier, file) => {
+    if (isBuiltin(specifier)) return;
+    const name = packageOf(specifier);
+    if (!(pkg.allowed ?? []).includes(name) && !(pkg.peers ?? []).includes(name)) {
+      throw new Error(`build: ${pkg.name} may not depend on ${name} (imported by src/${file.replace(/\.(d\.ts|js)$/, '.ts')})`);
+    }
+    reached.add(name);
+  };
 
   const keys = reach(COMPILED, entryKeys, (file, specifier, target) => {
     const imports = importsOf(readFileSync(join(COMPILED, file), 'utf8'), file).filter((i) => i.fileName === specifier);
@@ -310,10 +385,7 @@ function assemble(pkg, built, outDir) {
       for (const i of imports) addEdit(lib(file), { pos: i.pos, end: i.end, to: relativeSpecifier(lib(file), to) });
       return;
     }
-    if (!(pkg.allowed ?? []).includes(name) && !(pkg.peers ?? []).includes(name)) {
-      throw new Error(`build: ${pkg.name} may not depend on ${name} (imported by src/${file.replace(/\.(d\.ts|js)$/, '.ts')})`);
-    }
-    reached.add(name);
+    depend(specifier, file);
   });
 
   for (const key of keys) {
@@ -324,12 +396,13 @@ function assemble(pkg, built, outDir) {
     }
   }
   for (const [name, spec] of Object.entries(pkg.vendor ?? {})) copyVendor(pkgDir, name, spec);
+  if (pkg.cli) await bundleCli(pkg, pkgDir, keys, depend);
   for (const asset of pkg.assets ?? []) cpSync(join(ROOT, asset), join(pkgDir, asset), { recursive: true });
   if (pkg.bin) {
     mkdirSync(join(pkgDir, 'bin'), { recursive: true });
     writeFileSync(
       join(pkgDir, pkg.bin.baton),
-      "#!/usr/bin/env node\nimport { main } from '../lib/cli/main.js';\n\nprocess.exitCode = await main(process.argv.slice(2));\n",
+      "#!/usr/bin/env node\nimport { main } from '../cli/main.js';\n\nprocess.exitCode = await main(process.argv.slice(2));\n",
       { mode: 0o755 },
     );
   }
@@ -353,7 +426,7 @@ function assemble(pkg, built, outDir) {
     exports: exportsField,
     types: exportsField['.'].types,
     ...(pkg.bin ? { bin: pkg.bin } : {}),
-    files: ['lib', 'vendor', 'bin', ...(pkg.assets ?? [])].filter((f) => existsSync(join(pkgDir, f))),
+    files: ['lib', 'cli', 'vendor', 'bin', ...(pkg.assets ?? [])].filter((f) => existsSync(join(pkgDir, f))),
     sideEffects: false,
     ...(Object.keys(dependencies).length > 0 ? { dependencies } : {}),
     ...(pkg.peers ? { peerDependencies: Object.fromEntries(pkg.peers.map((p) => [p, rangeOf(p)])) } : {}),
@@ -372,7 +445,7 @@ export async function build(outDir) {
   });
   rmSync(outDir, { recursive: true, force: true });
   const built = new Map();
-  for (const pkg of PACKAGES) built.set(pkg.dir, assemble(pkg, built, outDir));
+  for (const pkg of PACKAGES) built.set(pkg.dir, await assemble(pkg, built, outDir));
 }
 
 /**
