@@ -66,7 +66,8 @@ export const PACKAGES = [
     name: `${SCOPE}/server`,
     description: 'Baton service and the baton CLI: verifies DRS delegation chains fail-closed with atomic call counting.',
     entries: { '.': 'server' },
-    extraEntries: ['main', 'cli/main'],
+    // The log integrator's thread entry is started by URL, not imported: the import graph cannot see it.
+    extraEntries: ['main', 'cli/main', 'service/log-integrator-worker'],
     allowed: Object.keys(rootPkg.dependencies ?? {}),
     vendor: {
       postgres: {
