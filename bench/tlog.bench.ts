@@ -12,7 +12,8 @@
  * leaf's commit to its inclusion, p50 and p99, with the load average: the
  * machine is shared, read the ratio. Ratios are also given per round (each
  * "on" phase against the "off" phase just before it) and their median,
- * which a load swing between rounds disturbs less.
+ * which a load swing between rounds disturbs less, and the service's CPU
+ * per verify (all threads, and the main thread that answers requests).
  *
  * --baseline DIR adds a third phase to every round: the service of another
  * checkout of this repository (same schema: DIR/src/main.ts, its
@@ -35,6 +36,7 @@ import { findPgBin, freePort, HOW_TO_FIX, startPgCluster, type PgCluster } from 
 import { independentChains, presignAll, registerChains, setupTenant, type Tenant } from './lib/chains.js';
 import { startChild, type Child } from './lib/child.js';
 import { stopOnExit } from './lib/cleanup.js';
+import { CLK_TCK, processTicks } from './lib/proc.js';
 import { runLoad } from './lib/load.js';
 
 const { values } = parseArgs({
@@ -80,6 +82,12 @@ interface PhaseResult {
   /** Commit-to-inclusion lags of the phase's leaves (ms, sorted); empty without the integrator. */
   readonly lags: number[];
   readonly leavesPerSecond: number;
+  /**
+   * The service's CPU per verify during the load (ms): all its threads, and
+   * its main thread (the event loop answering requests) alone. Less
+   * disturbed by other processes on the machine than verifies/s.
+   */
+  readonly cpuMsPerVerify: { readonly all: number; readonly main: number };
 }
 
 async function main(): Promise<void> {
@@ -152,6 +160,7 @@ async function main(): Promise<void> {
     if (integrator) await drained();
     const t = (await sql!<{ t: Date }[]>`select clock_timestamp() as t`)[0]!.t;
     const started = performance.now();
+    const ticksBefore = processTicks(service.pid);
     const result = await runLoad({
       url: service.url,
       path: '/v1/verify',
@@ -160,9 +169,12 @@ async function main(): Promise<void> {
       seconds,
       client: 'http',
     });
+    const ticksAfter = processTicks(service.pid);
+    const perVerify = (ticks: number) => ((ticks / CLK_TCK) * 1000) / result.ok;
+    const cpuMsPerVerify = { all: perVerify(ticksAfter.all - ticksBefore.all), main: perVerify(ticksAfter.main - ticksBefore.main) };
     if (result.ok !== result.requests) log(`${result.requests - result.ok} unexpected answers, first: ${result.firstError}`);
     if (result.exhausted) log('a worker ran out of pre-signed bodies: raise --rate');
-    if (!integrator) return { verifiesPerSecond: result.ok / result.seconds, lags: [], leavesPerSecond: NaN };
+    if (!integrator) return { verifiesPerSecond: result.ok / result.seconds, lags: [], leavesPerSecond: NaN, cpuMsPerVerify };
     await drained();
     const elapsed = (performance.now() - started) / 1000;
     const lags = await sql!<{ ms: number }[]>`
@@ -171,6 +183,7 @@ async function main(): Promise<void> {
       verifiesPerSecond: result.ok / result.seconds,
       lags: lags.map((r) => Number(r.ms)).sort((a, b) => a - b),
       leavesPerSecond: lags.length / elapsed,
+      cpuMsPerVerify,
     };
   };
 
@@ -180,12 +193,18 @@ async function main(): Promise<void> {
   for (let i = 0; i < rounds; i++) {
     log(`round ${i + 1}/${rounds}: without the integrator (load ${load()})`);
     off.push(await phase('off'));
-    log(`round ${i + 1}/${rounds}: with the integrator (load ${load()})`);
-    on.push(await phase('on'));
-    if (BASELINE) {
+    const withThis = async () => {
+      log(`round ${i + 1}/${rounds}: with the integrator (load ${load()})`);
+      on.push(await phase('on'));
+    };
+    const withBaseline = async () => {
       log(`round ${i + 1}/${rounds}: with the baseline's integrator (load ${load()})`);
       base.push(await phase('baseline'));
-    }
+    };
+    // Taking turns at going second, so a load that drifts within rounds favours neither.
+    if (BASELINE && i % 2 === 1) await withBaseline();
+    await withThis();
+    if (BASELINE && i % 2 === 0) await withBaseline();
   }
   await service.stop();
 
@@ -196,6 +215,8 @@ async function main(): Promise<void> {
   };
   const f = (n: number) => n.toFixed(1);
   const vOff = mean(off.map((p) => p.verifiesPerSecond));
+  const cpu = (phases: PhaseResult[]) =>
+    `${median(phases.map((p) => p.cpuMsPerVerify.all)).toFixed(3)} ms, main thread ${median(phases.map((p) => p.cpuMsPerVerify.main)).toFixed(3)} ms (medians)`;
   /** The integrator's lines for the phases `with` (this checkout's or the baseline's). */
   const report = (label: string, with_: PhaseResult[]): string[] => {
     const vOn = mean(with_.map((p) => p.verifiesPerSecond));
@@ -206,6 +227,7 @@ async function main(): Promise<void> {
       `${l(`verifies/s with ${label}`)}${f(vOn)}  (${with_.map((p) => f(p.verifiesPerSecond)).join(', ')})`,
       `${l('ratio with / without')}${(vOn / vOff).toFixed(3)} of means, ${(median(with_.map((p) => p.verifiesPerSecond)) / median(off.map((p) => p.verifiesPerSecond))).toFixed(3)} of medians  (goal >= ~1)`,
       `${l('ratio per round')}${paired.map((r) => r.toFixed(3)).join(', ')}; median ${median(paired).toFixed(3)}`,
+      `${l('service CPU per verify')}${cpu(with_)}`,
       `${l('leaves integrated/s')}${f(mean(with_.map((p) => p.leavesPerSecond)))}  (${lags.length} leaves)`,
       `${l('commit-to-inclusion lag p50')}${f(percentile(lags, 0.5))} ms`,
       `${l('commit-to-inclusion lag p99')}${f(percentile(lags, 0.99))} ms  (goal <= 1000)`,
@@ -217,6 +239,7 @@ async function main(): Promise<void> {
       `tlog bench: POST /v1/verify (allows), ${inflight} in flight, ${seconds} s per phase, ${rounds} rounds of off/on${BASELINE ? '/baseline' : ''}, integrator every ${intervalMs} ms when idle, durable PostgreSQL`,
       `  load average                   before ${loadBefore}, after ${load()}`,
       `  verifies/s without integrator  ${f(vOff)}  (${off.map((p) => f(p.verifiesPerSecond)).join(', ')})`,
+      `  service CPU per verify         ${cpu(off)}`,
       ...report('integrator', on),
       ...(BASELINE ? [`  baseline: ${BASELINE}`, ...report('its integrator', base)] : []),
     ].join('\n') + '\n',
