@@ -82,6 +82,8 @@ interface PhaseResult {
   /** Commit-to-inclusion lags of the phase's leaves (ms, sorted); empty without the integrator. */
   readonly lags: number[];
   readonly leavesPerSecond: number;
+  /** Leaves per round that found any (one checkpoint per such round: one tenant). */
+  readonly leavesPerRound: number;
   /**
    * The service's CPU per verify during the load (ms): all its threads, and
    * its main thread (the event loop answering requests) alone. Less
@@ -174,7 +176,8 @@ async function main(): Promise<void> {
     const cpuMsPerVerify = { all: perVerify(ticksAfter.all - ticksBefore.all), main: perVerify(ticksAfter.main - ticksBefore.main) };
     if (result.ok !== result.requests) log(`${result.requests - result.ok} unexpected answers, first: ${result.firstError}`);
     if (result.exhausted) log('a worker ran out of pre-signed bodies: raise --rate');
-    if (!integrator) return { verifiesPerSecond: result.ok / result.seconds, lags: [], leavesPerSecond: NaN, cpuMsPerVerify };
+    if (!integrator)
+      return { verifiesPerSecond: result.ok / result.seconds, lags: [], leavesPerSecond: NaN, leavesPerRound: NaN, cpuMsPerVerify };
     await drained();
     const elapsed = (performance.now() - started) / 1000;
     const lags = await sql!<{ ms: number }[]>`
@@ -183,6 +186,8 @@ async function main(): Promise<void> {
       verifiesPerSecond: result.ok / result.seconds,
       lags: lags.map((r) => Number(r.ms)).sort((a, b) => a - b),
       leavesPerSecond: lags.length / elapsed,
+      leavesPerRound:
+        lags.length / (await sql!<{ n: number }[]>`select count(*)::int as n from log_checkpoints where created_at >= ${t}`)[0]!.n,
       cpuMsPerVerify,
     };
   };
@@ -228,7 +233,7 @@ async function main(): Promise<void> {
       `${l('ratio with / without')}${(vOn / vOff).toFixed(3)} of means, ${(median(with_.map((p) => p.verifiesPerSecond)) / median(off.map((p) => p.verifiesPerSecond))).toFixed(3)} of medians  (goal >= ~1)`,
       `${l('ratio per round')}${paired.map((r) => r.toFixed(3)).join(', ')}; median ${median(paired).toFixed(3)}`,
       `${l('service CPU per verify')}${cpu(with_)}`,
-      `${l('leaves integrated/s')}${f(mean(with_.map((p) => p.leavesPerSecond)))}  (${lags.length} leaves)`,
+      `${l('leaves integrated/s')}${f(mean(with_.map((p) => p.leavesPerSecond)))}  (${lags.length} leaves, ${f(median(with_.map((p) => p.leavesPerRound)))} per round)`,
       `${l('commit-to-inclusion lag p50')}${f(percentile(lags, 0.5))} ms`,
       `${l('commit-to-inclusion lag p99')}${f(percentile(lags, 0.99))} ms  (goal <= 1000)`,
       `${l('commit-to-inclusion lag max')}${f(lags[lags.length - 1] ?? NaN)} ms`,
