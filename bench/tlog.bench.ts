@@ -1,5 +1,5 @@
 /**
- * npm run bench:tlog [-- --seconds N | --inflight N | --interval MS | --rounds N]
+ * npm run bench:tlog [-- --seconds N | --inflight N | --interval MS | --rounds N | --baseline DIR]
  *
  * The transparency log under the verify hot path: the service as its own
  * process on a throwaway durable PostgreSQL 15, POST /v1/verify allowed in a
@@ -10,7 +10,16 @@
  * both see the same machine. Prints verifies/s of each and their ratio (the
  * integrator's cost), leaves integrated per second, and the lag from a
  * leaf's commit to its inclusion, p50 and p99, with the load average: the
- * machine is shared, read the ratio.
+ * machine is shared, read the ratio. Ratios are also given per round (each
+ * "on" phase against the "off" phase just before it) and their median,
+ * which a load swing between rounds disturbs less, and the service's CPU
+ * per verify (all threads, and the main thread that answers requests).
+ *
+ * --baseline DIR adds a third phase to every round: the service of another
+ * checkout of this repository (same schema: DIR/src/main.ts, its
+ * node_modules), integrator on, to compare a change with what it replaces
+ * in one run, e.g. `git archive <commit> | tar -x -C DIR` with a
+ * node_modules link.
  *
  * Environment (flags win): BENCH_SECONDS (8), BENCH_INFLIGHT (32),
  * BENCH_TLOG_INTERVAL_MS (250), BENCH_ROUNDS (2), BENCH_RATE (400),
@@ -27,6 +36,7 @@ import { findPgBin, freePort, HOW_TO_FIX, startPgCluster, type PgCluster } from 
 import { independentChains, presignAll, registerChains, setupTenant, type Tenant } from './lib/chains.js';
 import { startChild, type Child } from './lib/child.js';
 import { stopOnExit } from './lib/cleanup.js';
+import { CLK_TCK, processTicks } from './lib/proc.js';
 import { runLoad } from './lib/load.js';
 
 const { values } = parseArgs({
@@ -36,6 +46,7 @@ const { values } = parseArgs({
     interval: { type: 'string' },
     rounds: { type: 'string' },
     rate: { type: 'string' },
+    baseline: { type: 'string' },
   },
 });
 const num = (flag: string | undefined, env: string, fallback: number): number => {
@@ -49,6 +60,7 @@ const intervalMs = num(values.interval, 'BENCH_TLOG_INTERVAL_MS', 250);
 const rounds = num(values.rounds, 'BENCH_ROUNDS', 2);
 const rate = num(values.rate, 'BENCH_RATE', 400);
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const BASELINE = values.baseline === undefined ? undefined : resolve(values.baseline);
 
 const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
 const load = () =>
@@ -70,6 +82,14 @@ interface PhaseResult {
   /** Commit-to-inclusion lags of the phase's leaves (ms, sorted); empty without the integrator. */
   readonly lags: number[];
   readonly leavesPerSecond: number;
+  /** Leaves per round that found any (one checkpoint per such round: one tenant). */
+  readonly leavesPerRound: number;
+  /**
+   * The service's CPU per verify during the load (ms): all its threads, and
+   * its main thread (the event loop answering requests) alone. Less
+   * disturbed by other processes on the machine than verifies/s.
+   */
+  readonly cpuMsPerVerify: { readonly all: number; readonly main: number };
 }
 
 async function main(): Promise<void> {
@@ -86,11 +106,11 @@ async function main(): Promise<void> {
   const masterKey = randomBytes(32).toString('hex');
   const port = await freePort();
 
-  const startService = (tlogIntervalMs: number): Promise<Child> =>
+  const startService = (tlogIntervalMs: number, cwd = ROOT): Promise<Child> =>
     startChild({
-      name: `baton service (integrator ${tlogIntervalMs === 0 ? 'off' : `every ${tlogIntervalMs} ms`})`,
+      name: `baton service${cwd === ROOT ? '' : ` of ${cwd}`} (integrator ${tlogIntervalMs === 0 ? 'off' : `every ${tlogIntervalMs} ms`})`,
       script: 'src/main.ts',
-      cwd: ROOT,
+      cwd,
       port,
       readyPath: '/readyz',
       env: {
@@ -122,9 +142,11 @@ async function main(): Promise<void> {
     }
   };
 
-  const phase = async (integrator: boolean): Promise<PhaseResult> => {
+  /** `baseline`: the integrator on, in the service of the --baseline checkout. */
+  const phase = async (kind: 'off' | 'on' | 'baseline'): Promise<PhaseResult> => {
+    const integrator = kind !== 'off';
     await service.stop();
-    service = await startService(integrator ? intervalMs : 0);
+    service = await startService(integrator ? intervalMs : 0, kind === 'baseline' ? BASELINE : ROOT);
     if (integrator) await drained();
     const perWorker = Math.ceil((rate * seconds) / inflight) + 60;
     const { bodies } = presignAll(chains, perWorker);
@@ -140,6 +162,7 @@ async function main(): Promise<void> {
     if (integrator) await drained();
     const t = (await sql!<{ t: Date }[]>`select clock_timestamp() as t`)[0]!.t;
     const started = performance.now();
+    const ticksBefore = processTicks(service.pid);
     const result = await runLoad({
       url: service.url,
       path: '/v1/verify',
@@ -148,9 +171,13 @@ async function main(): Promise<void> {
       seconds,
       client: 'http',
     });
+    const ticksAfter = processTicks(service.pid);
+    const perVerify = (ticks: number) => ((ticks / CLK_TCK) * 1000) / result.ok;
+    const cpuMsPerVerify = { all: perVerify(ticksAfter.all - ticksBefore.all), main: perVerify(ticksAfter.main - ticksBefore.main) };
     if (result.ok !== result.requests) log(`${result.requests - result.ok} unexpected answers, first: ${result.firstError}`);
     if (result.exhausted) log('a worker ran out of pre-signed bodies: raise --rate');
-    if (!integrator) return { verifiesPerSecond: result.ok / result.seconds, lags: [], leavesPerSecond: NaN };
+    if (!integrator)
+      return { verifiesPerSecond: result.ok / result.seconds, lags: [], leavesPerSecond: NaN, leavesPerRound: NaN, cpuMsPerVerify };
     await drained();
     const elapsed = (performance.now() - started) / 1000;
     const lags = await sql!<{ ms: number }[]>`
@@ -159,16 +186,30 @@ async function main(): Promise<void> {
       verifiesPerSecond: result.ok / result.seconds,
       lags: lags.map((r) => Number(r.ms)).sort((a, b) => a - b),
       leavesPerSecond: lags.length / elapsed,
+      leavesPerRound:
+        lags.length / (await sql!<{ n: number }[]>`select count(*)::int as n from log_checkpoints where created_at >= ${t}`)[0]!.n,
+      cpuMsPerVerify,
     };
   };
 
   const off: PhaseResult[] = [];
   const on: PhaseResult[] = [];
+  const base: PhaseResult[] = [];
   for (let i = 0; i < rounds; i++) {
     log(`round ${i + 1}/${rounds}: without the integrator (load ${load()})`);
-    off.push(await phase(false));
-    log(`round ${i + 1}/${rounds}: with the integrator (load ${load()})`);
-    on.push(await phase(true));
+    off.push(await phase('off'));
+    const withThis = async () => {
+      log(`round ${i + 1}/${rounds}: with the integrator (load ${load()})`);
+      on.push(await phase('on'));
+    };
+    const withBaseline = async () => {
+      log(`round ${i + 1}/${rounds}: with the baseline's integrator (load ${load()})`);
+      base.push(await phase('baseline'));
+    };
+    // Taking turns at going second, so a load that drifts within rounds favours neither.
+    if (BASELINE && i % 2 === 1) await withBaseline();
+    await withThis();
+    if (BASELINE && i % 2 === 0) await withBaseline();
   }
   await service.stop();
 
@@ -179,19 +220,33 @@ async function main(): Promise<void> {
   };
   const f = (n: number) => n.toFixed(1);
   const vOff = mean(off.map((p) => p.verifiesPerSecond));
-  const vOn = mean(on.map((p) => p.verifiesPerSecond));
-  const lags = on.flatMap((p) => p.lags).sort((a, b) => a - b);
+  const cpu = (phases: PhaseResult[]) =>
+    `${median(phases.map((p) => p.cpuMsPerVerify.all)).toFixed(3)} ms, main thread ${median(phases.map((p) => p.cpuMsPerVerify.main)).toFixed(3)} ms (medians)`;
+  /** The integrator's lines for the phases `with` (this checkout's or the baseline's). */
+  const report = (label: string, with_: PhaseResult[]): string[] => {
+    const vOn = mean(with_.map((p) => p.verifiesPerSecond));
+    const paired = with_.map((p, i) => p.verifiesPerSecond / off[i]!.verifiesPerSecond);
+    const lags = with_.flatMap((p) => p.lags).sort((a, b) => a - b);
+    const l = (s: string) => `  ${s.padEnd(31)}`;
+    return [
+      `${l(`verifies/s with ${label}`)}${f(vOn)}  (${with_.map((p) => f(p.verifiesPerSecond)).join(', ')})`,
+      `${l('ratio with / without')}${(vOn / vOff).toFixed(3)} of means, ${(median(with_.map((p) => p.verifiesPerSecond)) / median(off.map((p) => p.verifiesPerSecond))).toFixed(3)} of medians  (goal >= ~1)`,
+      `${l('ratio per round')}${paired.map((r) => r.toFixed(3)).join(', ')}; median ${median(paired).toFixed(3)}`,
+      `${l('service CPU per verify')}${cpu(with_)}`,
+      `${l('leaves integrated/s')}${f(mean(with_.map((p) => p.leavesPerSecond)))}  (${lags.length} leaves, ${f(median(with_.map((p) => p.leavesPerRound)))} per round)`,
+      `${l('commit-to-inclusion lag p50')}${f(percentile(lags, 0.5))} ms`,
+      `${l('commit-to-inclusion lag p99')}${f(percentile(lags, 0.99))} ms  (goal <= 1000)`,
+      `${l('commit-to-inclusion lag max')}${f(lags[lags.length - 1] ?? NaN)} ms`,
+    ];
+  };
   process.stdout.write(
     [
-      `tlog bench: POST /v1/verify (allows), ${inflight} in flight, ${seconds} s per phase, ${rounds} rounds of off/on, integrator every ${intervalMs} ms when idle, durable PostgreSQL`,
+      `tlog bench: POST /v1/verify (allows), ${inflight} in flight, ${seconds} s per phase, ${rounds} rounds of off/on${BASELINE ? '/baseline' : ''}, integrator every ${intervalMs} ms when idle, durable PostgreSQL`,
       `  load average                   before ${loadBefore}, after ${load()}`,
       `  verifies/s without integrator  ${f(vOff)}  (${off.map((p) => f(p.verifiesPerSecond)).join(', ')})`,
-      `  verifies/s with integrator     ${f(vOn)}  (${on.map((p) => f(p.verifiesPerSecond)).join(', ')})`,
-      `  ratio with / without           ${(vOn / vOff).toFixed(3)} of means, ${(median(on.map((p) => p.verifiesPerSecond)) / median(off.map((p) => p.verifiesPerSecond))).toFixed(3)} of medians  (goal >= ~1)`,
-      `  leaves integrated/s            ${f(mean(on.map((p) => p.leavesPerSecond)))}  (${lags.length} leaves)`,
-      `  commit-to-inclusion lag p50    ${f(percentile(lags, 0.5))} ms`,
-      `  commit-to-inclusion lag p99    ${f(percentile(lags, 0.99))} ms  (goal <= 1000)`,
-      `  commit-to-inclusion lag max    ${f(lags[lags.length - 1] ?? NaN)} ms`,
+      `  service CPU per verify         ${cpu(off)}`,
+      ...report('integrator', on),
+      ...(BASELINE ? [`  baseline: ${BASELINE}`, ...report('its integrator', base)] : []),
     ].join('\n') + '\n',
   );
 }

@@ -66,7 +66,8 @@ export const PACKAGES = [
     name: `${SCOPE}/server`,
     description: 'Baton service and the baton CLI: verifies DRS delegation chains fail-closed with atomic call counting.',
     entries: { '.': 'server' },
-    extraEntries: ['main'],
+    // The log integrator's thread entry is started by URL, not imported: the import graph cannot see it.
+    extraEntries: ['main', 'service/log-integrator-worker'],
     // The bin runs cli/, a bundle of src/cli (bundleCli); lib/ keeps what the CLI shares with the service.
     cli: { entry: 'cli/main', inside: ['cli/', 'protocol/', 'sdk/', 'version'], share: ['protocol/errors'] },
     allowed: Object.keys(rootPkg.dependencies ?? {}),

@@ -13,7 +13,8 @@ import { createApp } from './service/app.js';
 import { ensureAdminKey } from './service/auth.js';
 import { createServiceDeps } from './service/deps.js';
 import { createLogger, type Logger } from './service/log.js';
-import { startIntegrator } from './service/log-integrator.js';
+import { startIntegrator, type RunningIntegrator } from './service/log-integrator.js';
+import { startIntegratorThread } from './service/log-integrator-thread.js';
 import { openStore } from './store/db.js';
 import { MISSING_DRIVER_GUARD, postgresDriverGuarded } from './store/driver-guard.js';
 
@@ -93,10 +94,17 @@ export async function startServer(
     const port = typeof address === 'object' && address ? address.port : config.port;
     const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
     log.info('listening', { url, service_kid: deps.signer.kid });
-    const integrator =
-      config.tlogIntervalMs > 0
-        ? startIntegrator({ store, signer: deps.signer, log, logName: config.tlogName }, config.tlogIntervalMs)
-        : undefined;
+    let integrator: RunningIntegrator | undefined;
+    if (config.tlogIntervalMs > 0 && config.databaseUrl) {
+      // Off the event loop that answers requests, on a connection of its own.
+      integrator = startIntegratorThread(
+        { databaseUrl: config.databaseUrl, masterKey, kid: deps.signer.kid, logName: config.tlogName, intervalMs: config.tlogIntervalMs },
+        log,
+      );
+    } else if (config.tlogIntervalMs > 0) {
+      // PGlite is one connection in this thread's memory: another thread cannot reach it.
+      integrator = startIntegrator({ store, signer: deps.signer, log, logName: config.tlogName }, config.tlogIntervalMs);
+    }
     return {
       url,
       port,

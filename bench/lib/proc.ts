@@ -27,15 +27,23 @@ interface Stat {
 }
 
 /** Fields after the last ')' of /proc/<pid>/stat: state(3) ppid(4) ... utime(14) stime(15). */
-function readStat(pid: number): Stat | undefined {
+function readStat(pid: number, file = `/proc/${pid}/stat`): Stat | undefined {
   try {
-    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const text = readFileSync(file, 'utf8');
     const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
     // rest[0] is field 3 (state), so field n is rest[n - 3].
     return { ppid: Number(rest[1]), ticks: Number(rest[11]) + Number(rest[12]), sys: Number(rest[12]) };
   } catch {
     return undefined; // exited
   }
+}
+
+/**
+ * CPU ticks (user + system) a process has used so far, all its threads, and
+ * its main thread alone (a Node process's event loop); NaN once it exited.
+ */
+export function processTicks(pid: number): { all: number; main: number } {
+  return { all: readStat(pid)?.ticks ?? NaN, main: readStat(pid, `/proc/${pid}/task/${pid}/stat`)?.ticks ?? NaN };
 }
 
 /** Every live pid whose parent is `pid` (one level). */

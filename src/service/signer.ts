@@ -24,7 +24,7 @@ import { ed25519NoteSigner, type NoteSigner } from '../protocol/note.js';
 import type { Db } from '../store/db.js';
 import { isUniqueViolation } from '../store/errors.js';
 import type { ServiceKey } from '../store/schema/index.js';
-import { activeServiceKey, insertServiceKey, listServiceKeys, retireActiveServiceKey } from '../store/service-keys.js';
+import { activeServiceKey, insertServiceKey, serviceKeyByKid, listServiceKeys, retireActiveServiceKey } from '../store/service-keys.js';
 import { serviceReceiptHeaderFor, type ServiceVerificationKey } from '../protocol/service-receipt.js';
 import type { Logger } from './log.js';
 import { openSecret, sealSecret } from './secrets.js';
@@ -160,6 +160,17 @@ export async function loadServiceSigner(db: Db, masterKey: Uint8Array, log: Logg
     message: `Baton could not settle on one active service signing key after ${MAX_LOAD_ATTEMPTS} attempts.`,
     suggestion: 'Check that no process is rotating the service key in a loop, then start Baton again.',
   });
+}
+
+/**
+ * The signer of the stored key `kid`, active or retired: another thread of
+ * this process (the log integrator's) signs with the key the process loaded,
+ * even if a rotation made another key active since.
+ */
+export async function loadServiceSignerByKid(db: Db, masterKey: Uint8Array, kid: string): Promise<ServiceSigner> {
+  const row = await serviceKeyByKid(db, kid);
+  if (!row) throw brokenKeyRow(kid, 'no stored key has this kid');
+  return signerFromRow(row, masterKey);
 }
 
 /**

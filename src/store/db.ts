@@ -50,17 +50,23 @@ export interface OpenStoreOptions {
   max?: number;
   /** Override for tests; default: migrations/ at the package root. */
   migrationsFolder?: string;
+  /**
+   * PostgreSQL only; default true. False for a second pool of a process
+   * that already migrated (the log integrator's thread).
+   */
+  migrate?: boolean;
 }
 
 /** Opens the store and applies pending migrations before returning it. */
 export async function openStore(opts: OpenStoreOptions): Promise<Store> {
-  if (opts.databaseUrl) return openPostgres(opts.databaseUrl, opts.max ?? 10, opts.migrationsFolder);
+  if (opts.databaseUrl) return openPostgres(opts.databaseUrl, opts.max ?? 10, opts.migrate === false ? null : opts.migrationsFolder);
   if (opts.dataDir) return openPglite(opts.dataDir, opts.migrationsFolder);
   throw new Error('openStore: give databaseUrl (PostgreSQL) or dataDir (embedded PGlite)');
 }
 
-async function openPostgres(databaseUrl: string, max: number, migrationsFolder?: string): Promise<Store> {
-  await migratePostgresUrl(databaseUrl, migrationsFolder);
+/** `migrationsFolder` null: do not migrate. */
+async function openPostgres(databaseUrl: string, max: number, migrationsFolder: string | null | undefined): Promise<Store> {
+  if (migrationsFolder !== null) await migratePostgresUrl(databaseUrl, migrationsFolder);
   const client = postgres(databaseUrl, {
     max,
     connect_timeout: 5,

@@ -13,6 +13,12 @@ export async function activeServiceKey(db: Db): Promise<ServiceKey | undefined> 
   return row;
 }
 
+/** The signing key `kid`, active or retired. */
+export async function serviceKeyByKid(db: Db, kid: string): Promise<ServiceKey | undefined> {
+  const [row] = await db.select().from(serviceKeys).where(eq(serviceKeys.kid, kid)).limit(1);
+  return row;
+}
+
 /**
  * Inserts a new active signing key. Throws a unique violation
  * (service_keys_one_active_uq) when another active key exists already.

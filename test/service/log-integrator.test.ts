@@ -12,7 +12,9 @@ import {
   type IntegrationRound,
   type IntegratorDeps,
 } from '../../src/service/log-integrator.js';
-import { silentLogger } from '../../src/service/log.js';
+import { startIntegratorThread, type IntegratorThreadData } from '../../src/service/log-integrator-thread.js';
+import { logOrigin, signCheckpoint } from '../../src/service/log-tree.js';
+import { silentLogger, type Logger } from '../../src/service/log.js';
 import { recordServiceReceipt } from '../../src/service/service-receipts.js';
 import { countPending, hashesAt, latestCheckpoint } from '../../src/store/log.js';
 import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
@@ -93,4 +95,69 @@ describe('startIntegrator', () => {
     }
     expect(mine.get(tenant.id)?.size).toBe((await latestCheckpoint(svc.store.db, tenant.id))!.treeSize);
   });
+});
+
+describe('startIntegratorThread', () => {
+  const threadData = (over: Partial<IntegratorThreadData> = {}): IntegratorThreadData => ({
+    databaseUrl: svc.url,
+    masterKey: svc.deps.masterKey,
+    kid: svc.deps.signer.kid,
+    logName: deps.logName,
+    intervalMs: 50,
+    ...over,
+  });
+  /** A logger that keeps `level msg` lines. */
+  const capture = (): { log: Logger; lines: string[] } => {
+    const lines: string[] = [];
+    const at = (level: string) => (msg: string) => void lines.push(`${level} ${msg}`);
+    return { lines, log: { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') } };
+  };
+  // Generous: a thread loads its own modules, which on a loaded machine takes seconds.
+  const STARTUP_MS = 30_000;
+
+  it('integrates on its own connection and signs with the process key; after stop nothing is integrated', async () => {
+    for (let i = 0; i < 3; i++) await record(5000 + i);
+    const { log, lines } = capture();
+    const thread = startIntegratorThread(threadData(), log);
+    let stopped = false;
+    try {
+      await until('pending leaves integrated by the thread', async () => (await countPending(svc.store.db)) === 0, STARTUP_MS);
+      await thread.stop();
+      stopped = true;
+      const head = (await latestCheckpoint(svc.store.db, tenant.id))!;
+      // Ed25519 is deterministic: the same note as this process signs, so the same key.
+      expect(head.note).toBe(signCheckpoint(svc.deps.signer, logOrigin(deps.logName, tenant.id), head.treeSize, head.rootHash));
+      await record(5003);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(await countPending(svc.store.db)).toBe(1);
+      expect(lines).toEqual([]);
+    } finally {
+      if (!stopped) await thread.stop();
+      await integrateOnce(deps);
+    }
+  }, 60_000);
+
+  /** Runs a thread until it has logged `line` `times` times, stops it, and returns every line it logged. */
+  async function runUntilLogged(data: IntegratorThreadData, line: string, times: number): Promise<string[]> {
+    const { log, lines } = capture();
+    const thread = startIntegratorThread(data, log);
+    try {
+      await until(`${times} x "${line}"`, async () => lines.filter((l) => l === line).length >= times, STARTUP_MS);
+    } finally {
+      await thread.stop();
+    }
+    return lines;
+  }
+
+  it('retries a start it cannot complete, logging through the main thread, and stops while waiting', async () => {
+    const retry = 'warn the log integrator could not load its signing key; retrying';
+    const lines = await runUntilLogged(threadData({ kid: 'svc_0000000000000000' }), retry, 2);
+    expect(lines.filter((l) => l !== retry)).toEqual([]);
+  }, 60_000);
+
+  it('replaces a thread that dies', async () => {
+    // No database URL: the thread's start throws, outside any retry.
+    const lines = await runUntilLogged(threadData({ databaseUrl: '' }), 'warn the log integrator thread exited; starting another', 2);
+    expect(lines).toContain('error the log integrator thread failed');
+  }, 60_000);
 });
