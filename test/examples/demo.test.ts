@@ -3,12 +3,14 @@
  * runs it: embedded PGlite in a temp folder, a real HTTP listener, the MCP
  * example server and agents. Asserts on the story it prints.
  */
-import { readdirSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { main } from '../../src/cli/main.js';
 
-const demoDirs = () => new Set(readdirSync(tmpdir()).filter((d) => d.startsWith('baton-demo-')));
+/** The demo's temporary folders, in a folder of this test's own: another demo running on the machine never shows. */
+const demoDirs = (dir: string) => readdirSync(dir).filter((d) => d.startsWith('baton-demo-'));
 
 async function baton(argv: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = '';
@@ -19,10 +21,19 @@ async function baton(argv: string[]): Promise<{ code: number; out: string; err: 
 
 describe('baton demo', () => {
   it('tells the whole story and exits 0, leaving nothing behind', async () => {
-    const before = demoDirs();
-    const started = performance.now();
-    const r = await baton(['demo']);
-    const seconds = (performance.now() - started) / 1000;
+    const own = mkdtempSync(join(tmpdir(), 'baton-demo-test-'));
+    const previousTmp = process.env['TMPDIR'];
+    process.env['TMPDIR'] = own; // os.tmpdir(), where the demo makes its folder, reads it at each call
+    let r: Awaited<ReturnType<typeof baton>>;
+    let left: string[];
+    try {
+      r = await baton(['demo']);
+      left = demoDirs(own);
+    } finally {
+      if (previousTmp === undefined) delete process.env['TMPDIR'];
+      else process.env['TMPDIR'] = previousTmp;
+      rmSync(own, { recursive: true, force: true });
+    }
     expect(r.code, r.out + r.err).toBe(0);
     const out = r.out;
 
@@ -96,8 +107,7 @@ describe('baton demo', () => {
     expect(human.match(/Baton HELD file_write/g)).toHaveLength(2);
 
     expect(out).toMatch(/Done in \d+\.\d s\. Baton stopped; its temporary folder is deleted\./);
-    expect([...demoDirs()].filter((d) => !before.has(d))).toEqual([]);
-    expect(seconds).toBeLessThan(60);
+    expect(left).toEqual([]);
   }, 120_000);
 
   it('--help explains the story and the exit codes', async () => {
