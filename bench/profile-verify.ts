@@ -34,6 +34,11 @@ const profile = process.argv.includes('--cpu-prof');
 const usePerf = process.argv.includes('--perf');
 /** Sample PostgreSQL's call stacks with perf record, into .bench-profile/postgres.perf.data (read it with perf report). */
 const recordPostgres = process.argv.includes('--perf-record');
+/** Time per SQL statement, those inside the verify functions included (pg_stat_statements, track=all). */
+const statementStats = process.argv.includes('--statements');
+/** Every value of a repeatable flag: `--env NAME=VALUE` (service environment), `--sql TEXT` (run before the load, to try a schema change). */
+const every = (name: string): string[] =>
+  process.argv.flatMap((a, i) => (a === `--${name}` && i + 1 < process.argv.length ? [process.argv[i + 1]!] : []));
 
 /** User and kernel instructions retired by `pids` over the next `s` seconds (perf stat). */
 function instructions(pids: readonly number[], s: number): Promise<{ user: number; kernel: number }> {
@@ -62,7 +67,9 @@ function instructions(pids: readonly number[], s: number): Promise<{ user: numbe
 /** perf record -g of `pids` over the next `s` seconds, written to `out`. */
 function perfRecord(pids: readonly number[], out: string, s: number): Promise<void> {
   return new Promise((resolve, reject) => {
-    const p = spawn('perf', ['record', '-q', '-g', '-o', out, '-p', pids.join(','), '--', 'sleep', String(s)], { stdio: 'ignore' });
+    const p = spawn('perf', ['record', '-q', '-e', 'cpu-clock', '-g', '-o', out, '-p', pids.join(','), '--', 'sleep', String(s)], {
+      stdio: 'ignore',
+    });
     p.on('error', reject);
     p.on('exit', () => resolve());
   });
@@ -77,7 +84,10 @@ async function cleanup(): Promise<void> {
 }
 
 async function main(): Promise<void> {
-  pg = await startPgCluster();
+  pg = await startPgCluster({
+    // --pg NAME=VALUE: a server setting, e.g. session_preload_libraries=auto_explain.
+    settings: [...(statementStats ? ['shared_preload_libraries=pg_stat_statements', 'pg_stat_statements.track=all'] : []), ...every('pg')],
+  });
   const port = await freePort();
   dataDir = mkdtempSync(join(tmpdir(), 'baton-prof-'));
   const adminKey = `prof-admin-${randomBytes(16).toString('hex')}`;
@@ -100,8 +110,14 @@ async function main(): Promise<void> {
       BATON_LOG_LEVEL: process.env['BATON_LOG_LEVEL'] ?? 'warn',
       BATON_INVOCATION_MAX_AGE: '900',
       BATON_DATA_DIR: dataDir,
+      ...Object.fromEntries(every('env').map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)])),
     },
   });
+  if (every('sql').length > 0) {
+    const sql = postgres(pg.url, { max: 1, onnotice: () => {} });
+    for (const text of every('sql')) await sql.unsafe(text);
+    await sql.end();
+  }
   const tenant = await setupTenant(service.url, adminKey, 'prof');
   const headers = { 'content-type': 'application/json', authorization: `Bearer ${tenant.verifyKey}` };
   const chains = independentChains(tenant.operator, inflight, depth);
@@ -115,6 +131,11 @@ async function main(): Promise<void> {
     bodies.map((x) => x.slice(0, warmupBodies)),
     warmupSeconds,
   );
+  const statsSql = statementStats ? postgres(pg.url, { max: 1, onnotice: () => {} }) : undefined;
+  if (statsSql) {
+    await statsSql`create extension if not exists pg_stat_statements`;
+    await statsSql`select pg_stat_statements_reset()`;
+  }
   const cpu = startCpuSample({
     service: () => [service.pid, ...childrenOf(service.pid)],
     postgres: () => pg!.pids(),
@@ -145,6 +166,17 @@ async function main(): Promise<void> {
     `${inflight} in flight, depth ${depth}: ${Math.round(rps)} verifies/s (${r.ok}/${r.requests} ok${r.firstError ? `, first error ${r.firstError}` : ''}), p50 ${percentile(r.latencies, 0.5).toFixed(2)} ms, p99 ${percentile(r.latencies, 0.99).toFixed(2)} ms\n` +
       `CPU per verify: service ${us('service')} us, PostgreSQL ${us('postgres')} us; machine busy ${sample.machineBusy.toFixed(2)} cores\n`,
   );
+  if (statsSql) {
+    // Microseconds of execution per verify, per statement (nested ones count inside their callers too).
+    const rows = await statsSql`select round((total_exec_time * 1000 / ${r.ok})::numeric, 1) as us, calls, toplevel,
+                                       regexp_replace(left(query, 110), '[[:space:]]+', ' ', 'g') as query
+                                  from pg_stat_statements order by total_exec_time desc limit 25`;
+    for (const row of rows)
+      process.stdout.write(
+        `${String(row['us']).padStart(8)} us ${String(row['calls']).padStart(7)} calls ${row['toplevel'] ? 'top ' : '    '} ${row['query']}\n`,
+      );
+    await statsSql.end();
+  }
   await service.stop();
   if (process.argv.includes('--table-stats')) {
     // How the counter updates were written: HOT (in place on the page) or with new index entries.

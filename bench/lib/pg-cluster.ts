@@ -71,6 +71,8 @@ export interface PgClusterOptions {
    * for speed, since they keep no data they care about.
    */
   readonly durable?: boolean;
+  /** More server settings, each `name=value` (passed as -c). */
+  readonly settings?: readonly string[];
   /**
    * synchronous_commit alone (default: `durable`). A test that kills
    * PostgreSQL must not lose commits it acknowledged; with fsync off the OS
@@ -126,6 +128,7 @@ export async function startPgCluster(opts: PgClusterOptions = {}): Promise<PgClu
     ...(durable ? [] : ['-c fsync=off', '-c full_page_writes=off']),
     `-c synchronous_commit=${(opts.synchronousCommit ?? durable) ? 'on' : 'off'}`,
     `-c max_connections=${opts.maxConnections ?? 300}`,
+    ...(opts.settings ?? []).map((s) => `-c ${s}`),
   ];
   let port = 0;
   const start = () =>
