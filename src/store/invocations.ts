@@ -2,7 +2,7 @@
  * Reads over allowed invocations, recorded denials and the service receipts and
  * actuals attached to them. Every query is scoped by tenant.
  */
-import { and, asc, desc, eq, inArray, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, inArray, isNotNull, sql } from 'drizzle-orm';
 import type { Db } from './db.js';
 import { actuals, denials, invocations, type Actual, type Denial, type Invocation } from './schema/index.js';
 
@@ -135,7 +135,9 @@ export async function listDecisions(
 
   const allowed = async (): Promise<DecisionRow[]> => {
     if (!wantAllowed) return [];
-    const where = [eq(invocations.tenantId, tenantId)];
+    // created_at is never null: stating it lets the planner use the partial
+    // invocations_tenant_recent_idx (migration 0014).
+    const where = [eq(invocations.tenantId, tenantId), isNotNull(invocations.createdAt)];
     if (filter.dr !== undefined) where.push(sql`${invocations.drChain} @> array[${filter.dr}]::text[]`);
     if (filter.tool !== undefined) where.push(eq(invocations.tool, filter.tool));
     if (filter.since !== undefined) where.push(sql`${invocations.createdAt} >= ${filter.since.toISOString()}::timestamptz`);

@@ -39,14 +39,17 @@ export const delegations = pgTable(
     primaryKey({ columns: [t.tenantId, t.hash] }),
     // A jti names a DR among its issuer's records (DRS): scoped per issuer, so
     // no other holder can take the jti of a DR it did not sign before it is stored.
-    unique('delegations_tenant_iss_jti_uq').on(t.tenantId, t.iss, t.jti),
+    // Issuer first, like delegations_children_idx's parent first: no index but the
+    // primary key leads with tenant_id alone, so the verify statement's generic
+    // plans look chain links up by it (0014).
+    unique('delegations_tenant_iss_jti_uq').on(t.iss, t.jti, t.tenantId),
     // A sub-DR must extend a DR stored for the same tenant.
     foreignKey({
       name: 'delegations_parent_fk',
       columns: [t.tenantId, t.parentHash],
       foreignColumns: [t.tenantId, t.hash],
     }),
-    index('delegations_children_idx').on(t.tenantId, t.parentHash),
+    index('delegations_children_idx').on(t.parentHash, t.tenantId),
     index('delegations_ancestors_gin').using('gin', t.ancestors),
     // The ceiling the counting transaction relies on: a racing increment fails here, never overshoots.
     check('delegations_calls_within_max', sql`${t.maxCalls} is null or ${t.callsUsed} <= ${t.maxCalls}`),

@@ -26,11 +26,15 @@ export const invocations = pgTable(
       columns: [t.tenantId, t.leafHash],
       foreignColumns: [delegations.tenantId, delegations.hash],
     }),
-    index('invocations_leaf_recent_idx').on(t.tenantId, t.leafHash, t.createdAt.desc()),
+    // Secondary indexes never lead with tenant_id alone, or are partial, so the
+    // verify statement's generic plans find rows by the primary key (0014).
+    index('invocations_leaf_recent_idx').on(t.leafHash, t.tenantId, t.createdAt.desc()),
     index('invocations_dr_chain_gin').using('gin', t.drChain),
     // The decision list (migration 0011).
-    index('invocations_tenant_recent_idx').on(t.tenantId, t.createdAt.desc()),
-    index('invocations_tenant_tool_recent_idx').on(t.tenantId, t.tool, t.createdAt.desc()),
+    index('invocations_tenant_recent_idx')
+      .on(t.tenantId, t.createdAt.desc())
+      .where(sql`${t.createdAt} is not null`),
+    index('invocations_tool_recent_idx').on(t.tool, t.tenantId, t.createdAt.desc()),
     check('invocations_estimate_nonneg', sql`${t.estimatedMicros} >= 0`),
   ],
 );
