@@ -1,11 +1,15 @@
 /**
- * When the integrator runs its rounds: at once while leaves are waiting,
+ * When the integrator runs its rounds: soon while leaves are waiting (at
+ * once behind a backlog, else a short gap after the previous round started),
  * the interval only when idle. The interval used to come between every two
- * rounds, which under load put a whole interval into every leaf's lag.
+ * rounds, which under load put a whole interval into every leaf's lag; then
+ * rounds ran back to back, each paying its fixed cost for a few leaves.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rootOf } from '../../src/protocol/merkle.js';
 import {
+  BUSY_ROUND_GAP_MS,
+  INTEGRATION_BATCH,
   integrateOnce,
   startIntegrator,
   type EdgeCache,
@@ -61,19 +65,23 @@ describe('startIntegrator', () => {
     }
   });
 
-  it('runs the next round at once after a round that found leaves; waits the interval only when idle', async () => {
+  it('runs the next round at once after a full round, soon after one that found leaves; waits the interval only when idle', async () => {
     const calls: number[] = [];
-    const script: number[] = [4, 1, 0];
+    const script: number[] = [INTEGRATION_BATCH, 4, 1, 0];
     const round = async (): Promise<IntegrationRound> => {
       calls.push(performance.now());
       return { locked: true, leaves: script.shift() ?? 0, tenants: 1 };
     };
     const integrator = startIntegrator(deps, 60_000, round);
     try {
-      await until('three rounds', async () => calls.length >= 3, 2_000);
-      // The idle third round schedules the next one an interval away.
-      await new Promise((r) => setTimeout(r, 200));
-      expect(calls).toHaveLength(3);
+      await until('four rounds', async () => calls.length >= 4, 2_000);
+      // The idle fourth round schedules the next one an interval away.
+      await new Promise((r) => setTimeout(r, 300));
+      expect(calls).toHaveLength(4);
+      // A round with leaves but not full: the next starts no sooner than the busy gap after it started.
+      // (Timers may fire a millisecond early.)
+      expect(calls[2]! - calls[1]!).toBeGreaterThanOrEqual(BUSY_ROUND_GAP_MS - 2);
+      expect(calls[3]! - calls[2]!).toBeGreaterThanOrEqual(BUSY_ROUND_GAP_MS - 2);
     } finally {
       await integrator.stop();
     }

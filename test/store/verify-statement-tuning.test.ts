@@ -111,6 +111,15 @@ describe.each(drivers)('generic plans of the verify lookups on fresh tables ($na
     expect(plan).toContain('delegations_tenant_id_hash_pk');
   });
 
+  it("a retry finds the original allow's service receipt by its subject", async () => {
+    const plan = await genericPlan(
+      `select id, kid, jws from receipts where tenant_id = $1 and subject = $2 and kind = 'invocation.allowed' order by id limit 1`,
+      'text, text',
+      `'t', 'j'`,
+    );
+    expect(plan).toContain('receipts_subject_idx');
+  });
+
   it('no secondary btree index of invocations or delegations leads with tenant_id unless partial', async () => {
     const found = await store.query(
       `select c.relname as index from pg_index i
