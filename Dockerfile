@@ -17,6 +17,9 @@
 #
 #   docker run --read-only -v baton-data:/var/lib/baton -p 8080:8080 ... baton
 #
+# scripts/docker-smoke.sh [--build] [IMAGE] checks exactly that end to end, on
+# PGlite and on PostgreSQL (an operator check: needs a Docker engine, not in CI).
+#
 # The build stage type-checks while compiling (tsc fails the build on any
 # error) and checks that the built package generates the openapi.yaml it ships.
 
