@@ -19,6 +19,7 @@
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Store } from '../../src/store/db.js';
+import { rows } from '../../src/store/rows.js';
 import type { Delegation } from '../../src/store/schema/index.js';
 import { seedDelegation, seedTenant } from '../support/fixtures.js';
 import { drivers } from '../setup/drivers.js';
@@ -84,9 +85,8 @@ describe.each(drivers)('generic plans of the verify lookups on fresh tables ($na
       await tx.execute(sql.raw(`set local enable_seqscan = off`));
       await tx.execute(sql.raw(`prepare lookup(${types}) as ${text}`));
       try {
-        const plan = await tx.execute(sql.raw(`explain (costs off) execute lookup(${args})`));
-        const lines = ('rows' in plan ? plan.rows : plan) as Record<string, unknown>[];
-        return lines.map((l) => String(l['QUERY PLAN'])).join('\n');
+        const lines = await rows<{ 'QUERY PLAN': string }>(tx, sql.raw(`explain (costs off) execute lookup(${args})`));
+        return lines.map((l) => l['QUERY PLAN']).join('\n');
       } finally {
         await tx.execute(sql.raw(`deallocate lookup`));
       }
