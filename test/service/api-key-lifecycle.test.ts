@@ -6,9 +6,6 @@
 import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../../src/service/app.js';
-import { createServiceDeps } from '../../src/service/deps.js';
-import { silentLogger } from '../../src/service/log.js';
-import { openStore } from '../../src/store/db.js';
 import { apiKeyCacheOf, authenticate, LAST_USED_INTERVAL_MS } from '../../src/service/auth.js';
 import type { Db } from '../../src/store/db.js';
 import type { ServiceDeps } from '../../src/service/types.js';
@@ -16,6 +13,7 @@ import { apiKeys } from '../../src/store/schema/index.js';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
 import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
 import { ARGS, T0 } from '../support/fixtures.js';
+import { secondNodeApp } from '../support/nodes.js';
 import { setupTenant, startTestService, type CallResult, type TestService, type TestTenant } from '../support/service.js';
 
 let svc: TestService;
@@ -30,20 +28,24 @@ afterAll(async () => svc?.close());
 const admin = () => ({ key: svc.adminKey });
 const codeOf = (r: CallResult): string | undefined => r.body?.error?.code;
 
-/** A second service node: its own caches, the same database. */
-function otherNode(): { deps: ServiceDeps; call: (method: string, path: string, key: string, json?: unknown) => Promise<CallResult> } {
-  const deps: ServiceDeps = { ...svc.deps };
-  const app = createApp(deps);
-  return {
-    deps,
-    async call(method, path, key, json) {
-      const headers: Record<string, string> = { authorization: `Bearer ${key}` };
-      if (json !== undefined) headers['content-type'] = 'application/json';
-      const res = await app.request(path, { method, headers, ...(json !== undefined ? { body: JSON.stringify(json) } : {}) });
-      const text = await res.text();
-      return { status: res.status, body: text ? JSON.parse(text) : undefined, headers: res.headers };
-    },
+type Call = (method: string, path: string, key: string, json?: unknown) => Promise<CallResult>;
+
+/** Calls `app` in process as a client would, with an API key (the checkpoint is a text note, other answers JSON). */
+function callerOf(app: ReturnType<typeof createApp>): Call {
+  return async (method, path, key, json) => {
+    const headers: Record<string, string> = { authorization: `Bearer ${key}` };
+    if (json !== undefined) headers['content-type'] = 'application/json';
+    const res = await app.request(path, { method, headers, ...(json !== undefined ? { body: JSON.stringify(json) } : {}) });
+    const text = await res.text();
+    const body = !text ? undefined : res.headers.get('content-type')?.includes('json') ? JSON.parse(text) : text;
+    return { status: res.status, body, headers: res.headers };
   };
+}
+
+/** A second service node: its own caches, the same database. */
+function otherNode(): { deps: ServiceDeps; call: Call } {
+  const deps: ServiceDeps = { ...svc.deps };
+  return { deps, call: callerOf(createApp(deps)) };
 }
 
 async function newKey(body: Record<string, unknown>): Promise<{ id: string; key: string; body: CallResult['body'] }> {
@@ -274,32 +276,10 @@ describe('revocation, expiry and rotation take effect at once on every route of 
   ];
   const ALL_SCOPES = ['issue', 'verify', 'report', 'audit', 'approve'];
 
-  let nodeB: { call: (method: string, path: string, key: string, json?: unknown) => Promise<CallResult>; close: () => Promise<void> };
+  let nodeB: { call: Call; close: () => Promise<void> };
   beforeAll(async () => {
-    const store = await openStore({ databaseUrl: svc.url, max: 3 });
-    const deps = await createServiceDeps({
-      store,
-      config: svc.deps.config,
-      log: silentLogger,
-      masterKey: svc.deps.masterKey,
-      now: svc.deps.now,
-    });
-    const app = createApp(deps);
-    nodeB = {
-      async call(method, path, key, json) {
-        const headers: Record<string, string> = { authorization: `Bearer ${key}` };
-        if (json !== undefined) headers['content-type'] = 'application/json';
-        const res = await app.request(path, { method, headers, ...(json !== undefined ? { body: JSON.stringify(json) } : {}) });
-        // The checkpoint is a text note, every other answer JSON.
-        const text = await res.text();
-        return {
-          status: res.status,
-          body: res.headers.get('content-type')?.includes('json') ? JSON.parse(text) : text,
-          headers: res.headers,
-        };
-      },
-      close: () => store.close(),
-    };
+    const { app, close } = await secondNodeApp(svc, 3);
+    nodeB = { call: callerOf(app), close };
   });
   afterAll(async () => nodeB?.close());
 

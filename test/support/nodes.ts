@@ -38,9 +38,11 @@ function nodeOf(url: string, server: ServerType, extra: () => Promise<void>): No
   };
 }
 
-/** The service's own app on a socket, and a second app with its own pool on the same database and clock. */
-export async function twoNodes(svc: TestService, pool = 8): Promise<[Node, Node]> {
-  const first = await listen(svc.app.fetch);
+/**
+ * A second node's app, not served: its own pool on the TestService's
+ * database, the same configuration, master key and clock. `close` ends its pool.
+ */
+export async function secondNodeApp(svc: TestService, pool = 8): Promise<{ app: ReturnType<typeof createApp>; close(): Promise<void> }> {
   const store = await openStore({ databaseUrl: svc.url, max: pool });
   const deps = await createServiceDeps({
     store,
@@ -49,6 +51,13 @@ export async function twoNodes(svc: TestService, pool = 8): Promise<[Node, Node]
     masterKey: svc.deps.masterKey,
     now: svc.deps.now,
   });
-  const second = await listen(createApp(deps).fetch);
-  return [nodeOf(first.url, first.server, async () => {}), nodeOf(second.url, second.server, () => store.close())];
+  return { app: createApp(deps), close: () => store.close() };
+}
+
+/** The service's own app on a socket, and a second app with its own pool on the same database and clock. */
+export async function twoNodes(svc: TestService, pool = 8): Promise<[Node, Node]> {
+  const first = await listen(svc.app.fetch);
+  const other = await secondNodeApp(svc, pool);
+  const second = await listen(other.app.fetch);
+  return [nodeOf(first.url, first.server, async () => {}), nodeOf(second.url, second.server, other.close)];
 }
