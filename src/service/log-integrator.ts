@@ -15,7 +15,7 @@
  */
 import type { Hash } from '../protocol/merkle.js';
 import type { Store } from '../store/db.js';
-import { appendRound, claimPending, type NewLeaf, type PendingLeaf } from '../store/log.js';
+import { appendRound, claimPending, preferIndexes, type NewLeaf, type PendingLeaf } from '../store/log.js';
 import type { Logger } from './log.js';
 import { appendLeaves, logOrigin, serviceReceiptLeafHash, signCheckpoint, type TreeEdges } from './log-tree.js';
 import type { ServiceSigner } from './signer.js';
@@ -63,6 +63,7 @@ export async function integrateOnce(
 ): Promise<IntegrationRound> {
   const grownEdges: EdgeCache = new Map();
   const round = await deps.store.db.transaction(async (tx) => {
+    await preferIndexes(tx);
     const claim = await claimPending(tx, batch);
     if (!claim.locked) return { locked: false, leaves: 0, tenants: 0 };
     if (claim.pending.length === 0) return { locked: true, leaves: 0, tenants: 0 };

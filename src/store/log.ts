@@ -23,6 +23,17 @@ export async function tryIntegratorLock(tx: Db): Promise<boolean> {
   return row?.locked === true;
 }
 
+/**
+ * Inside the round's transaction, before its queries: no sequential scans.
+ * The planner sizes the claim by its LIMIT (thousands of pending rows, when
+ * a round usually finds dozens), and for that many it preferred a hash join
+ * over a scan of every service receipt ever stored, in every round. Every
+ * table a round reads has an index for what it looks up.
+ */
+export async function preferIndexes(tx: Db): Promise<void> {
+  await tx.execute(sql`set local enable_seqscan = off`);
+}
+
 export interface PendingLeaf {
   readonly receiptId: number;
   readonly tenantId: string;

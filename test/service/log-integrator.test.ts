@@ -5,6 +5,7 @@
  * rounds, which under load put a whole interval into every leaf's lag; then
  * rounds ran back to back, each paying its fixed cost for a few leaves.
  */
+import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rootOf } from '../../src/protocol/merkle.js';
 import {
@@ -20,7 +21,8 @@ import { startIntegratorThread, type IntegratorThreadData } from '../../src/serv
 import { logOrigin, signCheckpoint } from '../../src/service/log-tree.js';
 import { silentLogger, type Logger } from '../../src/service/log.js';
 import { recordServiceReceipt } from '../../src/service/service-receipts.js';
-import { countPending, hashesAt, latestCheckpoint } from '../../src/store/log.js';
+import { claimPending, countPending, hashesAt, latestCheckpoint, preferIndexes } from '../../src/store/log.js';
+import { rows } from '../../src/store/rows.js';
 import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
 
 let svc: TestService;
@@ -102,6 +104,24 @@ describe('startIntegrator', () => {
       expect(hex(head.rootHash), `round ${r}`).toBe(hex(rootOf(leaves)));
     }
     expect(mine.get(tenant.id)?.size).toBe((await latestCheckpoint(svc.store.db, tenant.id))!.treeSize);
+  });
+
+  it('claims pending leaves without a sequential scan of service receipts or of the queue', async () => {
+    // The planner sizes the claim by its LIMIT; for that many rows it read every service receipt.
+    for (let i = 0; i < 40; i++) await record(3000 + i);
+    try {
+      const scanned = await svc.store.db.transaction(async (tx) => {
+        await preferIndexes(tx);
+        expect((await claimPending(tx, INTEGRATION_BATCH)).locked).toBe(true);
+        return rows<{ relname: string }>(
+          tx,
+          sql`select relname from pg_stat_xact_user_tables where relname in ('receipts', 'log_pending') and seq_scan > 0`,
+        );
+      });
+      expect(scanned).toEqual([]);
+    } finally {
+      await integrateOnce(deps);
+    }
   });
 });
 
