@@ -14,7 +14,7 @@ import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
 import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
 import { ARGS, T0 } from '../support/fixtures.js';
 import { secondNodeApp } from '../support/nodes.js';
-import { setupTenant, startTestService, type CallResult, type TestService, type TestTenant } from '../support/service.js';
+import { callerOf, setupTenant, startTestService, type CallResult, type TestService, type TestTenant } from '../support/service.js';
 
 let svc: TestService;
 let tenant: TestTenant;
@@ -30,22 +30,16 @@ const codeOf = (r: CallResult): string | undefined => r.body?.error?.code;
 
 type Call = (method: string, path: string, key: string, json?: unknown) => Promise<CallResult>;
 
-/** Calls `app` in process as a client would, with an API key (the checkpoint is a text note, other answers JSON). */
-function callerOf(app: ReturnType<typeof createApp>): Call {
-  return async (method, path, key, json) => {
-    const headers: Record<string, string> = { authorization: `Bearer ${key}` };
-    if (json !== undefined) headers['content-type'] = 'application/json';
-    const res = await app.request(path, { method, headers, ...(json !== undefined ? { body: JSON.stringify(json) } : {}) });
-    const text = await res.text();
-    const body = !text ? undefined : res.headers.get('content-type')?.includes('json') ? JSON.parse(text) : text;
-    return { status: res.status, body, headers: res.headers };
-  };
-}
+/** `call` with the key and the JSON body as arguments. */
+const withKey =
+  (call: TestService['call']): Call =>
+  (method, path, key, json) =>
+    call(method, path, { key, ...(json !== undefined ? { json } : {}) });
 
 /** A second service node: its own caches, the same database. */
 function otherNode(): { deps: ServiceDeps; call: Call } {
   const deps: ServiceDeps = { ...svc.deps };
-  return { deps, call: callerOf(createApp(deps)) };
+  return { deps, call: withKey(callerOf(createApp(deps))) };
 }
 
 async function newKey(body: Record<string, unknown>): Promise<{ id: string; key: string; body: CallResult['body'] }> {
@@ -279,7 +273,7 @@ describe('revocation, expiry and rotation take effect at once on every route of 
   let nodeB: { call: Call; close: () => Promise<void> };
   beforeAll(async () => {
     const { app, close } = await secondNodeApp(svc, 3);
-    nodeB = { call: callerOf(app), close };
+    nodeB = { call: withKey(callerOf(app)), close };
   });
   afterAll(async () => nodeB?.close());
 
@@ -296,7 +290,7 @@ describe('revocation, expiry and rotation take effect at once on every route of 
     for (const [method, path, json] of [...ROUTES, ['POST', '/v1/verify', await bundle()] as const]) {
       for (const [node, call] of [
         ['B', nodeB.call],
-        ['A', (m: string, p: string, k: string, j?: unknown) => svc.call(m, p, { key: k, ...(j !== undefined ? { json: j } : {}) })],
+        ['A', withKey(svc.call)],
       ] as const) {
         const res = await call(method, path, key, json);
         expect(res.status, `node ${node}: ${method} ${path}`).toBe(401);

@@ -38,6 +38,28 @@ export interface TestService {
   close(): Promise<void>;
 }
 
+/** Requests `app` in process as a client would; the answer's body is parsed when it is JSON, else kept as text. */
+export function callerOf(app: ReturnType<typeof createApp>): TestService['call'] {
+  return async (method, path, o = {}) => {
+    const headers: Record<string, string> = { ...(o.headers ?? {}) };
+    if (o.key) headers['authorization'] = `Bearer ${o.key}`;
+    let body: string | undefined = o.body;
+    if (o.json !== undefined) {
+      body = JSON.stringify(o.json);
+      headers['content-type'] ??= 'application/json';
+    }
+    const res = await app.request(path, { method, headers, ...(body !== undefined ? { body } : {}) });
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      /* not JSON: keep text */
+    }
+    return { status: res.status, body: parsed, headers: res.headers };
+  };
+}
+
 export async function startTestService(
   opts: { env?: Record<string, string>; pool?: number; driver?: 'postgres' | 'pglite'; log?: Logger } = {},
 ): Promise<TestService> {
@@ -55,24 +77,7 @@ export async function startTestService(
     url: db.url,
     adminKey,
     clock,
-    async call(method, path, o = {}) {
-      const headers: Record<string, string> = { ...(o.headers ?? {}) };
-      if (o.key) headers['authorization'] = `Bearer ${o.key}`;
-      let body: string | undefined = o.body;
-      if (o.json !== undefined) {
-        body = JSON.stringify(o.json);
-        headers['content-type'] ??= 'application/json';
-      }
-      const res = await app.request(path, { method, headers, ...(body !== undefined ? { body } : {}) });
-      const text = await res.text();
-      let parsed: unknown = text;
-      try {
-        parsed = text ? JSON.parse(text) : undefined;
-      } catch {
-        /* not JSON: keep text */
-      }
-      return { status: res.status, body: parsed, headers: res.headers };
-    },
+    call: callerOf(app),
     close: () => db.drop(),
   };
 }
