@@ -38,6 +38,7 @@ import { startChild, type Child } from './lib/child.js';
 import { stopOnExit } from './lib/cleanup.js';
 import { CLK_TCK, processTicks } from './lib/proc.js';
 import { runLoad } from './lib/load.js';
+import { waitForLogDrained } from './lib/sql.js';
 
 const { values } = parseArgs({
   options: {
@@ -131,16 +132,8 @@ async function main(): Promise<void> {
   const chains = independentChains(tenant.operator, inflight, 2);
   await registerChains(service.url, chains);
   const headers = { 'content-type': 'application/json', authorization: `Bearer ${tenant.verifyKey}` };
-  const pending = async () => Number((await sql!<{ n: number }[]>`select count(*)::int as n from log_pending`)[0]!.n);
-
   /** Waits until the running integrator has emptied the queue (leaves of an earlier phase). */
-  const drained = async () => {
-    const deadline = Date.now() + 120_000;
-    while ((await pending()) > 0) {
-      if (Date.now() > deadline) throw new Error('the integrator did not drain the queue within 120 s');
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  };
+  const drained = () => waitForLogDrained(sql!, 120_000);
 
   /** `baseline`: the integrator on, in the service of the --baseline checkout. */
   const phase = async (kind: 'off' | 'on' | 'baseline'): Promise<PhaseResult> => {

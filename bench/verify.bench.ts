@@ -36,7 +36,7 @@ import {
 import { percentile, runLoad, type LoadResult } from './lib/load.js';
 import { childrenOf, startCpuSample, type CpuSample } from './lib/proc.js';
 import { preparePgbench, runPgbench, type PgbenchResult } from './lib/pgbench.js';
-import { bulkLoadDelegations, delegationCount } from './lib/sql.js';
+import { bulkLoadDelegations, delegationCount, waitForLogDrained } from './lib/sql.js';
 
 /** Bodies signed per phase: enough for this many verifies per second. */
 const RATE = num('rate', 'BENCH_RATE', 300);
@@ -210,20 +210,8 @@ async function main(): Promise<void> {
     64,
   );
   const pgb = async (clients: number) => runPgbench(bin, pg!.url, script, clients, CFG.seconds);
-  /**
-   * pgbench's service receipts join the transparency log like a verify's (the
-   * same trigger), so the integrator has its whole run to catch up on: wait
-   * for it, or the next phases pay for pgbench's leaves.
-   */
-  const drainLog = async () => {
-    for (let waited = 0; ; waited += 0.5) {
-      const [row] = await sql!<{ n: number }[]>`select count(*)::int as n from log_pending`;
-      if (!row || row.n === 0) return;
-      if (waited % 5 === 0) log(`waiting for the log integrator: ${f0(row.n)} service receipts pending`);
-      if (waited > 300) throw new Error(`the log integrator did not catch up within 300 s (${row.n} pending)`);
-      await new Promise((r) => setTimeout(r, 500));
-    }
-  };
+  // pgbench's service receipts join the log like a verify's: the next phases must not pay for them.
+  const drainLog = () => waitForLogDrained(sql!, 300_000, (n) => log(`waiting for the log integrator: ${f0(n)} service receipts pending`));
   log('pgbench 32 and 1 clients');
   const pgb32a = await pgb(32);
   const pgb1a = await pgb(1);

@@ -47,3 +47,21 @@ export async function delegationCount(sql: Sql, tenantId: string): Promise<numbe
   const [r] = await sql<{ n: number }[]>`select count(*)::int as n from delegations where tenant_id = ${tenantId}`;
   return r!.n;
 }
+
+/**
+ * Waits until the service's log integrator has emptied the queue of service
+ * receipts (every phase's leaves, and pgbench's: they join the log through the
+ * same trigger). `onWait` hears the queue's length about every 5 s.
+ */
+export async function waitForLogDrained(sql: Sql, withinMs: number, onWait: (pending: number) => void = () => {}): Promise<void> {
+  const deadline = Date.now() + withinMs;
+  for (let polls = 0; ; polls++) {
+    const [row] = await sql<{ n: number }[]>`select count(*)::int as n from log_pending`;
+    const pending = Number(row?.n ?? 0);
+    if (pending === 0) return;
+    if (Date.now() > deadline)
+      throw new Error(`the log integrator did not drain the queue within ${withinMs / 1000} s (${pending} pending)`);
+    if (polls % 50 === 49) onWait(pending);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
