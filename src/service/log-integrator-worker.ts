@@ -43,7 +43,7 @@ const pause = (ms: number) =>
 
 async function run(): Promise<void> {
   // The main thread has migrated the database already.
-  const store = await openStore({ databaseUrl: data.databaseUrl, max: 1, migrate: false, prepare: false });
+  const store = await openStore({ databaseUrl: data.databaseUrl, max: 1, migrate: false });
   try {
     let signer: ServiceSigner | undefined;
     while (!signer && !stopping) {

@@ -55,35 +55,20 @@ export interface OpenStoreOptions {
    * that already migrated (the log integrator's thread).
    */
   migrate?: boolean;
-  /**
-   * PostgreSQL only; default true: postgres.js prepares each statement once
-   * per connection, and PostgreSQL may then keep one generic plan for it.
-   * False plans every statement for the tables as they are now: for the
-   * log integrator, whose few statements per round join tables that grow
-   * (a plan frozen while receipts was small read all of it every round).
-   */
-  prepare?: boolean;
 }
 
 /** Opens the store and applies pending migrations before returning it. */
 export async function openStore(opts: OpenStoreOptions): Promise<Store> {
-  if (opts.databaseUrl)
-    return openPostgres(opts.databaseUrl, opts.max ?? 10, opts.migrate === false ? null : opts.migrationsFolder, opts.prepare ?? true);
+  if (opts.databaseUrl) return openPostgres(opts.databaseUrl, opts.max ?? 10, opts.migrate === false ? null : opts.migrationsFolder);
   if (opts.dataDir) return openPglite(opts.dataDir, opts.migrationsFolder);
   throw new Error('openStore: give databaseUrl (PostgreSQL) or dataDir (embedded PGlite)');
 }
 
 /** `migrationsFolder` null: do not migrate. */
-async function openPostgres(
-  databaseUrl: string,
-  max: number,
-  migrationsFolder: string | null | undefined,
-  prepare: boolean,
-): Promise<Store> {
+async function openPostgres(databaseUrl: string, max: number, migrationsFolder: string | null | undefined): Promise<Store> {
   if (migrationsFolder !== null) await migratePostgresUrl(databaseUrl, migrationsFolder);
   const client = postgres(databaseUrl, {
     max,
-    prepare,
     connect_timeout: 5,
     // Reconnect quickly: the driver's default backoff grows to 10-20 s, and
     // queries wait behind it, so an outage turned into hanging requests

@@ -25,10 +25,11 @@ export async function tryIntegratorLock(tx: Db): Promise<boolean> {
 
 /**
  * Inside the round's transaction, before its queries: no sequential scans.
- * The planner sizes the claim by its LIMIT (thousands of pending rows, when
- * a round usually finds dozens), and for that many it preferred a hash join
- * over a scan of every service receipt ever stored, in every round. Every
- * table a round reads has an index for what it looks up.
+ * The planner sizes a round by the claim's LIMIT (thousands of pending rows,
+ * when a round usually finds dozens), and for that many it preferred reading
+ * whole tables (every service receipt ever stored, in every round). Every
+ * table a round reads has an index for what it looks up; plans the driver
+ * keeps per prepared statement are made under this setting too.
  */
 export async function preferIndexes(tx: Db): Promise<void> {
   await tx.execute(sql`set local enable_seqscan = off`);
@@ -74,10 +75,13 @@ export async function claimPending(tx: Db, limit: number): Promise<ClaimedRound>
         from (select distinct tenant_id from pend) t
         left join lateral (
           select tree_size, root_hash from log_checkpoints c where c.tenant_id = t.tenant_id order by tree_size desc limit 1) c on true)
-      select lock.locked, pend.receipt_id::text as receipt_id, pend.tenant_id, r.jws, heads.tree_size::text as tree_size, heads.root_hex
+      select lock.locked, pend.receipt_id::text as receipt_id, pend.tenant_id,
+        -- Looked up per claimed row, by primary key: as a join, the planner sized this by the
+        -- LIMIT and could read every receipt ever stored to hash-join a few dozen.
+        (select r.jws from receipts r where r.id = pend.receipt_id) as jws,
+        heads.tree_size::text as tree_size, heads.root_hex
       from lock
       left join pend on true
-      left join receipts r on r.id = pend.receipt_id
       left join heads on heads.tenant_id = pend.tenant_id
       order by pend.receipt_id`,
   );
