@@ -17,8 +17,11 @@ import { fileURLToPath } from 'node:url';
 import { freePort, startPgCluster, type PgCluster } from './lib/pg-cluster.js';
 import { liveChildren, startChild } from './lib/child.js';
 import { independentChains, presignAll, registerChains, setupTenant } from './lib/chains.js';
-import { percentile, runLoad } from './lib/load.js';
+import { clientFromEnv, percentile, runLoad } from './lib/load.js';
 import { childrenOf, startCpuSample } from './lib/proc.js';
+
+/** The load generator's client (BENCH_CLIENT, default raw sockets: see lib/load.ts). */
+const CLIENT = clientFromEnv();
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const arg = (name: string, fallback: number): number => {
@@ -124,7 +127,7 @@ async function main(): Promise<void> {
   await registerChains(service.url, chains);
   const { bodies } = presignAll(chains, Math.ceil((2000 * seconds + 400 * warmupSeconds) / inflight) + 60);
   const load = (b: Buffer[][], s: number) =>
-    runLoad({ url: service.url, path: '/v1/verify', headers, bodies: b, seconds: s, client: 'http' });
+    runLoad({ url: service.url, path: '/v1/verify', headers, bodies: b, seconds: s, client: CLIENT });
   // Warm up every pool connection (its plans, its compiled functions) before measuring.
   const warmupBodies = Math.ceil((400 * warmupSeconds) / inflight) + 10;
   await load(
@@ -164,7 +167,7 @@ async function main(): Promise<void> {
   const us = (g: string) => Math.round(((sample.cores[g] ?? 0) * 1e6) / rps);
   process.stdout.write(
     `${inflight} in flight, depth ${depth}: ${Math.round(rps)} verifies/s (${r.ok}/${r.requests} ok${r.firstError ? `, first error ${r.firstError}` : ''}), p50 ${percentile(r.latencies, 0.5).toFixed(2)} ms, p99 ${percentile(r.latencies, 0.99).toFixed(2)} ms\n` +
-      `CPU per verify: service ${us('service')} us, PostgreSQL ${us('postgres')} us; machine busy ${sample.machineBusy.toFixed(2)} cores\n`,
+      `CPU per verify: service ${us('service')} us, PostgreSQL ${us('postgres')} us, load generator ${Math.round(r.clientCpuUs / r.requests)} us; machine busy ${sample.machineBusy.toFixed(2)} cores\n`,
   );
   if (statsSql) {
     // Microseconds of execution per verify, per statement (nested ones count inside their callers too).

@@ -37,8 +37,11 @@ import { independentChains, presignAll, registerChains, setupTenant, type Tenant
 import { startChild, type Child } from './lib/child.js';
 import { stopOnExit } from './lib/cleanup.js';
 import { CLK_TCK, processTicks } from './lib/proc.js';
-import { runLoad } from './lib/load.js';
+import { clientFromEnv, runLoad } from './lib/load.js';
 import { waitForLogDrained } from './lib/sql.js';
+
+/** The load generator's client (BENCH_CLIENT, default raw sockets: see lib/load.ts). */
+const CLIENT = clientFromEnv();
 
 const { values } = parseArgs({
   options: {
@@ -150,7 +153,7 @@ async function main(): Promise<void> {
       headers,
       bodies: bodies.map((b) => b.slice(0, 30)),
       seconds: 0.5,
-      client: 'http',
+      client: CLIENT,
     });
     if (integrator) await drained();
     const t = (await sql!<{ t: Date }[]>`select clock_timestamp() as t`)[0]!.t;
@@ -162,7 +165,7 @@ async function main(): Promise<void> {
       headers,
       bodies: bodies.map((b) => b.slice(30)),
       seconds,
-      client: 'http',
+      client: CLIENT,
     });
     const ticksAfter = processTicks(service.pid);
     const perVerify = (ticks: number) => ((ticks / CLK_TCK) * 1000) / result.ok;

@@ -33,10 +33,13 @@ import {
   TOOL_SERVER,
   type Chain,
 } from './lib/chains.js';
-import { percentile, runLoad, type LoadResult } from './lib/load.js';
+import { clientFromEnv, percentile, runLoad, type LoadResult } from './lib/load.js';
 import { childrenOf, startCpuSample, type CpuSample } from './lib/proc.js';
 import { preparePgbench, runPgbench, type PgbenchResult } from './lib/pgbench.js';
 import { bulkLoadDelegations, delegationCount, waitForLogDrained } from './lib/sql.js';
+
+/** The load generator's client (BENCH_CLIENT, default raw sockets: see lib/load.ts). */
+const CLIENT = clientFromEnv();
 
 /** Bodies signed per phase: enough for this many verifies per second. */
 const RATE = num('rate', 'BENCH_RATE', 300);
@@ -157,7 +160,7 @@ async function main(): Promise<void> {
       headers,
       bodies: b.map((x) => x.slice(0, 20)),
       seconds: 0.5,
-      client: 'http',
+      client: CLIENT,
       okStatus,
     });
     log(`${name}: measuring`);
@@ -168,7 +171,7 @@ async function main(): Promise<void> {
       headers,
       bodies: b.map((x) => x.slice(20)),
       seconds: CFG.seconds,
-      client: 'http',
+      client: CLIENT,
       okStatus,
     });
     const sample = cpu();
@@ -225,7 +228,7 @@ async function main(): Promise<void> {
     headers,
     bodies: two32.map((c) => bodies(c, Math.ceil((RATE * 3) / two32.length) + 20)),
     seconds: 3,
-    client: 'http',
+    client: CLIENT,
   });
   await drainLog();
 
@@ -245,8 +248,8 @@ async function main(): Promise<void> {
   const floodBodies = exhausted.slice(0, 16).map((c) => bodies(c, Math.ceil((RATE * CFG.seconds) / 16), BENCH_ARGS));
   const allowBodies = two32.slice(0, 16).map((c) => bodies(c, Math.ceil((RATE * CFG.seconds) / 16)));
   const [mixAllow] = await Promise.all([
-    runLoad({ url: service.url, path: '/v1/verify', headers, bodies: allowBodies, seconds: CFG.seconds, client: 'http' }),
-    runLoad({ url: service.url, path: '/v1/verify', headers, bodies: floodBodies, seconds: CFG.seconds, client: 'http', okStatus: 403 }),
+    runLoad({ url: service.url, path: '/v1/verify', headers, bodies: allowBodies, seconds: CFG.seconds, client: CLIENT }),
+    runLoad({ url: service.url, path: '/v1/verify', headers, bodies: floodBodies, seconds: CFG.seconds, client: CLIENT, okStatus: 403 }),
   ]);
   const mixAllowRps = mixAllow.ok / mixAllow.seconds;
 

@@ -3,15 +3,29 @@
  * connections, each worker sending its own pre-serialised bodies back to
  * back (closed loop), latency per request recorded in a typed array.
  *
- * The default client is node:http with a keep-alive Agent (one socket per
- * worker): on Node 20 it costs the generator a fraction of what the
- * built-in fetch (undici under WHATWG streams) does per request, which
- * matters when generator, service and PostgreSQL share 2 cores.
- * BENCH_CLIENT=fetch switches to the built-in fetch (also keep-alive).
+ * The generator shares 2 cores with the service and PostgreSQL, so its own
+ * CPU per request takes throughput from what it measures (pgbench, the
+ * ceiling, is a lean C client). The default client is therefore `raw`: one
+ * TCP socket per worker, each request written as one pre-built buffer, and
+ * only the status line and the framing (Content-Length or chunked) of the
+ * answer parsed. `BENCH_CLIENT=http` uses node:http with a keep-alive Agent,
+ * `BENCH_CLIENT=fetch` the built-in fetch (undici); every phase prints the
+ * generator's CPU per request.
  */
 import { Agent, request } from 'node:http';
+import { connect, type Socket } from 'node:net';
 
-export type ClientKind = 'http' | 'fetch';
+export type ClientKind = 'raw' | 'http' | 'fetch';
+
+const CLIENT_KINDS: readonly ClientKind[] = ['raw', 'http', 'fetch'];
+
+/** The client of every phase: BENCH_CLIENT, else `raw`. */
+export function clientFromEnv(): ClientKind {
+  const v = process.env['BENCH_CLIENT'] ?? 'raw';
+  if (!(CLIENT_KINDS as readonly string[]).includes(v))
+    throw new Error(`BENCH_CLIENT must be one of ${CLIENT_KINDS.join(', ')}; got "${v}"`);
+  return v as ClientKind;
+}
 
 export interface LoadOptions {
   readonly url: string; // http://127.0.0.1:port
@@ -75,6 +89,107 @@ function httpSender(url: string, path: string, headers: Record<string, string>, 
   return { send, close: () => agent.destroy() };
 }
 
+/**
+ * One keep-alive socket per worker, used by one request at a time (closed
+ * loop). The request is the header block and the body in one buffer; the
+ * answer is framed by Content-Length or chunked encoding, anything else
+ * (a close-delimited body, a 1xx) is an error of the bench.
+ */
+function rawSender(url: string, path: string, headers: Record<string, string>) {
+  const u = new URL(url);
+  const head = `POST ${path} HTTP/1.1\r\nhost: ${u.host}\r\nconnection: keep-alive\r\n${Object.entries(headers)
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('')}`;
+  const idle: Socket[] = [];
+  const all = new Set<Socket>();
+  const open = () =>
+    new Promise<Socket>((resolve, reject) => {
+      const s = connect({ host: u.hostname, port: Number(u.port), noDelay: true }, () => resolve(s));
+      s.once('error', reject);
+      // Closed while idle (the server's keep-alive timeout): never handed out again.
+      s.on('error', () => {});
+      s.on('close', () => {
+        const i = idle.indexOf(s);
+        if (i >= 0) idle.splice(i, 1);
+        all.delete(s);
+      });
+      all.add(s);
+    });
+  const send = async (body: Buffer, keepBody: boolean): Promise<Reply> => {
+    const socket = idle.pop() ?? (await open());
+    return new Promise<Reply>((resolve, reject) => {
+      let buf: Buffer = Buffer.alloc(0);
+      let status = 0;
+      let bodyStart = -1;
+      let length = -1; // Content-Length, or -1 while chunked
+      let chunked = false;
+      const finish = (reply: Reply) => {
+        socket.off('data', onData);
+        socket.off('error', onError);
+        socket.off('close', onClose);
+        idle.push(socket);
+        resolve(reply);
+      };
+      const fail = (e: Error) => {
+        socket.off('data', onData);
+        all.delete(socket);
+        socket.destroy();
+        reject(e);
+      };
+      const onError = (e: Error) => fail(e);
+      const onClose = () => fail(new Error('connection closed before the answer ended'));
+      const onData = (c: Buffer) => {
+        buf = buf.length === 0 ? c : Buffer.concat([buf, c]);
+        if (bodyStart < 0) {
+          const end = buf.indexOf('\r\n\r\n');
+          if (end < 0) return;
+          const lines = buf.subarray(0, end).toString('latin1').split('\r\n');
+          status = Number(lines[0]!.split(' ')[1]);
+          for (const l of lines.slice(1)) {
+            const colon = l.indexOf(':');
+            const name = l.slice(0, colon).trim().toLowerCase();
+            const value = l.slice(colon + 1).trim();
+            if (name === 'content-length') length = Number(value);
+            else if (name === 'transfer-encoding' && value.toLowerCase().includes('chunked')) chunked = true;
+          }
+          if (!chunked && length < 0) return fail(new Error(`HTTP ${status} answer without Content-Length or chunked encoding`));
+          bodyStart = end + 4;
+        }
+        if (!chunked) {
+          if (buf.length - bodyStart < length) return;
+          return finish({ status, body: keepBody ? buf.subarray(bodyStart, bodyStart + length) : undefined });
+        }
+        // Chunked: walk the chunks present; done at the zero-size chunk and its final CRLF.
+        const parts: Buffer[] = [];
+        let at = bodyStart;
+        for (;;) {
+          const eol = buf.indexOf('\r\n', at);
+          if (eol < 0) return;
+          const size = parseInt(buf.subarray(at, eol).toString('latin1'), 16);
+          if (Number.isNaN(size)) return fail(new Error('bad chunk size in answer'));
+          if (size === 0) {
+            if (buf.length < eol + 4) return;
+            return finish({ status, body: keepBody ? Buffer.concat(parts) : undefined });
+          }
+          if (buf.length < eol + 2 + size + 2) return;
+          parts.push(buf.subarray(eol + 2, eol + 2 + size));
+          at = eol + 2 + size + 2;
+        }
+      };
+      socket.on('data', onData);
+      socket.on('error', onError);
+      socket.on('close', onClose);
+      socket.write(Buffer.concat([Buffer.from(`${head}content-length: ${body.length}\r\n\r\n`, 'latin1'), body]));
+    });
+  };
+  return {
+    send,
+    close: () => {
+      for (const s of all) s.destroy();
+    },
+  };
+}
+
 function fetchSender(url: string, path: string, headers: Record<string, string>) {
   const target = `${url}${path}`;
   const send = async (body: Buffer, keepBody: boolean): Promise<Reply> => {
@@ -102,7 +217,12 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
   let firstError: string | undefined;
   let exhausted = false;
   let stop = false;
-  const sender = o.client === 'fetch' ? fetchSender(o.url, o.path, o.headers) : httpSender(o.url, o.path, o.headers, o.bodies.length);
+  const sender =
+    o.client === 'fetch'
+      ? fetchSender(o.url, o.path, o.headers)
+      : o.client === 'http'
+        ? httpSender(o.url, o.path, o.headers, o.bodies.length)
+        : rawSender(o.url, o.path, o.headers);
 
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
