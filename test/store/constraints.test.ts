@@ -1,6 +1,7 @@
 import { TransactionRollbackError, and, eq, isNull, lt, or, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db, Store } from '../../src/store/db.js';
+import { rows } from '../../src/store/rows.js';
 import { actuals, apiKeys, delegations, invocations, serviceKeys, type Delegation } from '../../src/store/schema/index.js';
 import { dbFailure, fakeHash, seedDelegation, seedServiceKey, seedTenant } from '../support/fixtures.js';
 import { drivers } from '../setup/drivers.js';
@@ -72,6 +73,46 @@ describe.each(drivers)('schema constraints ($name)', ({ open }) => {
   it('refuses a DR whose depth, parent and ancestors disagree', async () => {
     const p = seedDelegation(store.db, tenantId, undefined, { depth: 1 });
     expect(await dbFailure(p)).toMatchObject({ code: '23514', constraint: 'delegations_shape' });
+  });
+
+  it('refuses a DR whose hash is not sha256: and 64 lowercase hex digits', async () => {
+    const p = seedDelegation(store.db, tenantId, undefined, { hash: `sha256:${'A'.repeat(64)}` });
+    expect(await dbFailure(p)).toMatchObject({ code: '23514', constraint: 'delegations_hash_format' });
+  });
+
+  it('checks the shape again when an UPDATE sets a column of it, and stores nothing', async () => {
+    const child = await seedDelegation(store.db, tenantId, root);
+    const badHash = store.db.update(delegations).set({ hash: 'sha256:xyz' }).where(eq(delegations.hash, child.hash));
+    expect(await dbFailure(badHash)).toMatchObject({ code: '23514', constraint: 'delegations_hash_format' });
+    const noAncestors = store.db
+      .update(delegations)
+      .set({ ancestors: sql`'{}'::text[]` })
+      .where(eq(delegations.hash, child.hash));
+    expect(await dbFailure(noAncestors)).toMatchObject({ code: '23514', constraint: 'delegations_shape' });
+    const orphanDepth = store.db.update(delegations).set({ depth: 0 }).where(eq(delegations.hash, child.hash));
+    expect(await dbFailure(orphanDepth)).toMatchObject({ code: '23514', constraint: 'delegations_shape' });
+    const [row] = await store.db.select().from(delegations).where(eq(delegations.hash, child.hash));
+    expect(row).toMatchObject({ depth: 1, ancestors: [root.hash], parentHash: root.hash });
+  });
+
+  // PostgreSQL evaluates every CHECK constraint of a table on every UPDATE of a row, so a
+  // CHECK on delegations runs for each metered link of every allowed verify (0015).
+  it('keeps CHECK constraints of delegations to the columns a counter update sets', async () => {
+    const found = await rows<{ name: string; columns: string }>(
+      store.db,
+      sql`select c.conname::text as name, string_agg(a.attname::text, ',' order by a.attname) as columns
+            from pg_constraint c
+            join pg_attribute a on a.attrelid = c.conrelid and a.attnum = any (c.conkey)
+           where c.conrelid = 'delegations'::regclass and c.contype = 'c'
+           group by c.conname order by c.conname`,
+    );
+    const counters = new Set(['calls_used', 'max_calls', 'spend_reserved_micros', 'max_spend_micros']);
+    expect(found.map((c) => c.name)).toEqual(['delegations_calls_nonneg', 'delegations_calls_within_max', 'delegations_spend_nonneg']);
+    for (const c of found)
+      expect(
+        c.columns.split(',').filter((col) => !counters.has(col)),
+        c.name,
+      ).toEqual([]);
   });
 
   it('makes a replayed invocation jti a unique violation, and actuals follow their provenance rules', async () => {

@@ -56,11 +56,9 @@ export const delegations = pgTable(
     check('delegations_calls_nonneg', sql`${t.callsUsed} >= 0 and (${t.maxCalls} is null or ${t.maxCalls} >= 0)`),
     // No check against max_spend: a metered actual is a fact and must be recordable even past the budget.
     check('delegations_spend_nonneg', sql`${t.spendReservedMicros} >= 0 and (${t.maxSpendMicros} is null or ${t.maxSpendMicros} >= 0)`),
-    check(
-      'delegations_shape',
-      sql`${t.depth} >= 0 and (${t.depth} = 0) = (${t.parentHash} is null) and cardinality(${t.ancestors}) = ${t.depth}`,
-    ),
-    check('delegations_hash_format', sql`${t.hash} ~ '^sha256:[0-9a-f]{64}$'`),
+    // delegations_shape (depth, parent and ancestors agree) and delegations_hash_format are
+    // checked by the trigger delegations_shape_checked (migration 0015), on INSERT and on an
+    // UPDATE of those columns: as CHECK constraints they ran on every counter update too.
   ],
 );
 
