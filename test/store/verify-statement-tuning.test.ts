@@ -15,13 +15,17 @@
  * are small, and then kept (migration 0014). They must find rows by primary
  * key whatever the tables held when they were made: a plan that took another
  * index leading with tenant_id read every row of the tenant on every verify.
+ *
+ * The records a verify writes (invocation, service receipt, denial) are
+ * stored inline up to a page (migration 0016).
  */
-import { sql } from 'drizzle-orm';
+import { randomBytes } from 'node:crypto';
+import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Store } from '../../src/store/db.js';
 import { rows } from '../../src/store/rows.js';
-import type { Delegation } from '../../src/store/schema/index.js';
-import { seedDelegation, seedTenant } from '../support/fixtures.js';
+import { denials, invocations, serviceReceipts, type Delegation } from '../../src/store/schema/index.js';
+import { fakeHash, seedDelegation, seedServiceKey, seedTenant } from '../support/fixtures.js';
 import { drivers } from '../setup/drivers.js';
 
 /** The heap page a row version lives on. */
@@ -132,5 +136,68 @@ describe.each(drivers)('generic plans of the verify lookups on fresh tables ($na
       [],
     );
     expect(found.map((r) => r['index'])).toEqual([]);
+  });
+});
+
+/** Bytes of the TOAST relation of `table` (0 while no value of it was moved out). */
+async function toastBytes(store: Store, table: string): Promise<number> {
+  const [row] = await store.query(`select pg_relation_size(reltoastrelid)::int as bytes from pg_class where oid = $1::regclass`, [table]);
+  return Number(row!['bytes']);
+}
+
+/** Text that does not compress, like base64 and hex: pglz cannot shrink it. */
+const incompressible = (bytes: number) =>
+  randomBytes(Math.ceil((bytes * 3) / 4))
+    .toString('base64url')
+    .slice(0, bytes);
+
+// Migration 0016: a row of a few KB (an invocation or a receipt through a deep chain) used to be
+// compressed in vain and moved to the TOAST relation on every verify: a second insert each.
+describe.each(drivers)('records a verify writes, stored inline ($name)', ({ open }) => {
+  let store: Store;
+  let drop: () => Promise<void>;
+  let tenantId: string;
+  let kid: string;
+  let leaf: Delegation;
+
+  beforeAll(async () => {
+    ({ store, drop } = await open());
+    tenantId = await seedTenant(store.db, 'acme');
+    kid = await seedServiceKey(store.db);
+    leaf = await seedDelegation(store.db, tenantId);
+  });
+  afterAll(() => drop());
+
+  const write = async (jwsBytes: number, n: number) => {
+    const chain = [...Array.from({ length: 15 }, (_, i) => fakeHash(`link-${n}-${i}`)), leaf.hash];
+    const jws = incompressible(jwsBytes);
+    await store.db.insert(invocations).values({
+      tenantId,
+      jti: `inv:${n}`,
+      hash: fakeHash(`inv-${n}`),
+      jws,
+      leafHash: chain[15]!,
+      drChain: chain,
+      tool: 'search',
+      estimatedMicros: 0,
+      callerKeyId: 'key_x',
+    });
+    await store.db.insert(serviceReceipts).values({ tenantId, kind: 'invocation.allowed', subject: `inv:${n}`, jws, kid });
+    await store.db
+      .insert(denials)
+      .values({ tenantId, jti: `inv:${n}`, code: 'CALLS_EXHAUSTED', block: 'G', drChain: chain, callerKeyId: 'key_x' });
+  };
+
+  it('a 4 KB invocation and its service receipt leave the TOAST relations empty', async () => {
+    await write(4_000, 1);
+    for (const table of ['invocations', 'receipts', 'denials']) expect(await toastBytes(store, table), table).toBe(0);
+  });
+
+  it('a row larger than a page is still moved out, and reads back whole', async () => {
+    await write(20_000, 2);
+    expect(await toastBytes(store, 'invocations')).toBeGreaterThan(0);
+    expect(await toastBytes(store, 'receipts')).toBeGreaterThan(0);
+    const [inv] = await store.db.select().from(invocations).where(eq(invocations.jti, 'inv:2'));
+    expect(inv?.jws.length).toBe(20_000);
   });
 });
