@@ -141,7 +141,7 @@ async function main(): Promise<void> {
     },
   });
   out(
-    `  service: node --import tsx src/main.ts, BATON_WORKERS=${CFG.workers}, BATON_DB_POOL=${CFG.pool} (per worker); ${CFG.seconds}s per phase; load generator: node:http keep-alive, closed loop, pre-signed bodies`,
+    `  service: node --import tsx src/main.ts, BATON_WORKERS=${CFG.workers}, BATON_DB_POOL=${CFG.pool} (per worker); ${CFG.seconds}s per phase; load generator: ${CLIENT === 'raw' ? 'raw sockets' : CLIENT} keep-alive, closed loop, pre-signed bodies`,
   );
   const tenant = await setupTenant(service.url, adminKey, 'bench');
   const headers = { 'content-type': 'application/json', authorization: `Bearer ${tenant.verifyKey}` };
@@ -253,6 +253,11 @@ async function main(): Promise<void> {
   ]);
   const mixAllowRps = mixAllow.ok / mixAllow.seconds;
 
+  // The two goal phases measured against pgbench run again next to pgbench's second run: on a
+  // shared machine each side is then the mean of a run at the start and one at the end.
+  const a32b = await phase('2-hop independent, 32 in flight, again', two32);
+  const a1b = await phase('2-hop independent, 1 in flight, again', two32.slice(0, 1));
+
   log('pgbench again (the mean of the two runs is the ceiling)');
   const pgb32b = await pgb(32);
   const pgb1b = await pgb(1);
@@ -269,7 +274,7 @@ async function main(): Promise<void> {
   const freshAfter = independentChains(tenant.operator, 32, 2);
   await registerChains(service.url, freshAfter);
   const after = await phase(`2-hop fresh chains, 32, ${f0(big)} DRs stored`, freshAfter);
-  phases.push(alone16, before, after);
+  phases.push(alone16, a32b, a1b, before, after);
 
   out();
   out(
@@ -280,11 +285,13 @@ async function main(): Promise<void> {
   );
   out();
   out('== POST /v1/verify phases ==');
-  out('  phase                                          req/s   p50 ms  p99 ms  answers  svc cores  pg cores  svc us/req  pg us/req');
+  out(
+    '  phase                                          req/s   p50 ms  p99 ms  answers  svc cores  pg cores  svc us/req  pg us/req  gen us/req',
+  );
   for (const p of phases) {
     const us = (cores: number | undefined) => ((cores ?? 0) * 1e6) / p.rps;
     out(
-      `  ${p.name.padEnd(45)} ${f0(p.rps).padStart(6)} ${f2(p.p50).padStart(8)} ${f2(p.p99).padStart(7)} ${`${p.result.ok}/${p.result.requests}`.padStart(8)} ${f2(p.cpu.cores['service'] ?? 0).padStart(10)} ${f2(p.cpu.cores['postgres'] ?? 0).padStart(9)} ${f0(us(p.cpu.cores['service'])).padStart(11)} ${f0(us(p.cpu.cores['postgres'])).padStart(10)}`,
+      `  ${p.name.padEnd(45)} ${f0(p.rps).padStart(6)} ${f2(p.p50).padStart(8)} ${f2(p.p99).padStart(7)} ${`${p.result.ok}/${p.result.requests}`.padStart(8)} ${f2(p.cpu.cores['service'] ?? 0).padStart(10)} ${f2(p.cpu.cores['postgres'] ?? 0).padStart(9)} ${f0(us(p.cpu.cores['service'])).padStart(11)} ${f0(us(p.cpu.cores['postgres'])).padStart(10)} ${f0(p.result.clientCpuUs / Math.max(1, p.result.requests)).padStart(11)}`,
     );
   }
   out(`  allows at 16 in flight beside 16 in flight of CALLS_EXHAUSTED denials: ${f0(mixAllowRps)} req/s (alone: ${f0(alone16.rps)})`);
@@ -293,11 +300,11 @@ async function main(): Promise<void> {
   out('== Goals (issue 10) ==');
   const row = (what: string, value: string, goal: string, met: boolean) =>
     out(`  ${what.padEnd(58)} ${value.padStart(10)}   goal ${goal.padEnd(8)} ${met ? 'met' : 'NOT met'}`);
-  const thr = a32.rps / pgb32.tps;
-  row('32 in flight: verifies/s / pgbench 32-client tx/s', f2(thr), '>= 0.6', thr >= 0.6);
+  const thr = (a32.rps + a32b.rps) / 2 / pgb32.tps;
+  row('32 in flight: verifies/s / pgbench 32-client tx/s (means of 2)', f2(thr), '>= 0.6', thr >= 0.6);
   row('8 in flight: p99 ms', f2(a8.p99), '<= 10', a8.p99 <= 10);
-  const lat = a1.p50 / pgb1.latencyMs;
-  row('1 in flight: p50 / pgbench 1-client latency', f2(lat), '<= 1.5', lat <= 1.5);
+  const lat = (a1.p50 + a1b.p50) / 2 / pgb1.latencyMs;
+  row('1 in flight: p50 / pgbench 1-client latency (means of 2)', f2(lat), '<= 1.5', lat <= 1.5);
   const sib = s32.rps / a32.rps;
   row('siblings under one counted root / independent chains', f2(sib), '>= 0.8', sib >= 0.8);
   const deep = c16.rps / c1.rps;
