@@ -15,16 +15,16 @@
 import { Agent, request } from 'node:http';
 import { connect, type Socket } from 'node:net';
 
-export type ClientKind = 'raw' | 'http' | 'fetch';
+const CLIENT_KINDS = ['raw', 'http', 'fetch'] as const;
+export type ClientKind = (typeof CLIENT_KINDS)[number];
 
-const CLIENT_KINDS: readonly ClientKind[] = ['raw', 'http', 'fetch'];
+const isClientKind = (v: string): v is ClientKind => (CLIENT_KINDS as readonly string[]).includes(v);
 
 /** The client of every phase: BENCH_CLIENT, else `raw`. */
 export function clientFromEnv(): ClientKind {
   const v = process.env['BENCH_CLIENT'] ?? 'raw';
-  if (!(CLIENT_KINDS as readonly string[]).includes(v))
-    throw new Error(`BENCH_CLIENT must be one of ${CLIENT_KINDS.join(', ')}; got "${v}"`);
-  return v as ClientKind;
+  if (!isClientKind(v)) throw new Error(`BENCH_CLIENT must be one of ${CLIENT_KINDS.join(', ')}; got "${v}"`);
+  return v;
 }
 
 export interface LoadOptions {
