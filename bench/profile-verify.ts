@@ -1,5 +1,5 @@
 /**
- * npm run bench:profile [-- --seconds N --warmup N --inflight N --depth N --perf --perf-record --table-stats --cpu-prof]
+ * npm run bench:profile [-- --seconds N --warmup N --inflight N --depth N --perf --perf-record --table-stats --cpu-prof --statements --env K=V --sql TEXT --node-arg FLAG]
  *
  * CPU cost of one allowed /v1/verify, for finding where it goes: the service
  * and PostgreSQL CPU per verify (from /proc, stable on a shared machine,
@@ -39,7 +39,11 @@ const usePerf = process.argv.includes('--perf');
 const recordPostgres = process.argv.includes('--perf-record');
 /** Time per SQL statement, those inside the verify functions included (pg_stat_statements, track=all). */
 const statementStats = process.argv.includes('--statements');
-/** Every value of a repeatable flag: `--env NAME=VALUE` (service environment), `--sql TEXT` (run before the load, to try a schema change). */
+/**
+ * Every value of a repeatable flag: `--env NAME=VALUE` (service environment), `--sql TEXT` (run
+ * before the load, to try a schema change), `--node-arg FLAG` (a Node or V8 flag for the service,
+ * e.g. `--node-arg --log-deopt`, which NODE_OPTIONS would refuse).
+ */
 const every = (name: string): string[] =>
   process.argv.flatMap((a, i) => (a === `--${name}` && i + 1 < process.argv.length ? [process.argv[i + 1]!] : []));
 
@@ -102,7 +106,7 @@ async function main(): Promise<void> {
     cwd: ROOT,
     port,
     readyPath: '/readyz',
-    nodeArgs: profile ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : [],
+    nodeArgs: [...(profile ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : []), ...every('node-arg')],
     env: {
       PORT: String(port),
       HOST: '127.0.0.1',

@@ -1,5 +1,5 @@
 /**
- * npm run bench:verify [-- --quick | --seconds N | --bulk N | --workers N | --fsync-off]
+ * npm run bench:verify [-- --quick | --seconds N | --warmup N | --bulk N | --workers N | --fsync-off]
  *
  * POST /v1/verify end to end (the service as its own process, a throwaway
  * PostgreSQL 15 with its default durability: fsync and synchronous_commit
@@ -9,7 +9,8 @@
  * as ratios. This machine is shared and noisy: read the ratios, not the
  * absolute rates. See bench/README.md.
  *
- * Environment (flags win): BENCH_SECONDS (8; 2 with --quick), BENCH_BULK
+ * Environment (flags win): BENCH_SECONDS (8; 2 with --quick), BENCH_WARMUP
+ * (20; 3 with --quick), BENCH_BULK
  * (1000000; 100000 with --quick), BENCH_WORKERS (1), BENCH_POOL (32),
  * BATON_PG_BIN.
  */
@@ -62,6 +63,12 @@ function num(name: string, env: string, fallback: number): number {
 }
 const CFG = {
   seconds: num('seconds', 'BENCH_SECONDS', quick ? 2 : 8),
+  /**
+   * Seconds of load before the first measured phase. V8 goes on compiling the service's hot code
+   * with its optimizing compiler for about 10 s of load (its code log: ~40 functions a second at
+   * first, one a second after 30 s), on helper threads that take CPU from the phases.
+   */
+  warmup: num('warmup', 'BENCH_WARMUP', quick ? 3 : 20),
   bulk: num('bulk', 'BENCH_BULK', quick ? 100_000 : 1_000_000),
   workers: num('workers', 'BENCH_WORKERS', 1),
   pool: num('pool', 'BENCH_POOL', 32),
@@ -215,19 +222,20 @@ async function main(): Promise<void> {
   const pgb = async (clients: number) => runPgbench(bin, pg!.url, script, clients, CFG.seconds);
   // pgbench's service receipts join the log like a verify's: the next phases must not pay for them.
   const drainLog = () => waitForLogDrained(sql!, 300_000, (n) => log(`waiting for the log integrator: ${f0(n)} service receipts pending`));
-  log('pgbench 32 and 1 clients');
+  log('pgbench 32, 8 and 1 clients');
   const pgb32a = await pgb(32);
+  const pgb8a = await pgb(8);
   const pgb1a = await pgb(1);
   await drainLog();
   // The first phase must not pay for warming up: V8 compiling the service's code, every pool
   // connection compiling the verify functions and making its plans.
-  log('warming up (3 s, not measured)');
+  log(`warming up (${CFG.warmup} s, not measured)`);
   await runLoad({
     url: service.url,
     path: '/v1/verify',
     headers,
-    bodies: two32.map((c) => bodies(c, Math.ceil((RATE * 3) / two32.length) + 20)),
-    seconds: 3,
+    bodies: two32.map((c) => bodies(c, Math.ceil((RATE * CFG.warmup) / two32.length) + 20)),
+    seconds: CFG.warmup,
     client: CLIENT,
   });
   await drainLog();
@@ -263,10 +271,19 @@ async function main(): Promise<void> {
 
   log('pgbench again (the mean of the two runs is the ceiling)');
   const pgb32b = await pgb(32);
+  const pgb8b = await pgb(8);
   const pgb1b = await pgb(1);
   await drainLog();
-  const mean = (a: PgbenchResult, b: PgbenchResult) => ({ tps: (a.tps + b.tps) / 2, latencyMs: (a.latencyMs + b.latencyMs) / 2 });
+  const mean = (a: PgbenchResult, b: PgbenchResult) => ({
+    tps: (a.tps + b.tps) / 2,
+    latencyMs: (a.latencyMs + b.latencyMs) / 2,
+    p50Ms: (a.p50Ms + b.p50Ms) / 2,
+    p99Ms: (a.p99Ms + b.p99Ms) / 2,
+    /** Machine CPU per transaction, pgbench's client included, in microseconds. */
+    machineUs: ((a.machineBusy / a.tps + b.machineBusy / b.tps) / 2) * 1e6,
+  });
   const pgb32 = mean(pgb32a, pgb32b);
+  const pgb8 = mean(pgb8a, pgb8b);
   const pgb1 = mean(pgb1a, pgb1b);
 
   // 10^3 vs 10^6 stored DRs: the same scenario on fresh chains, before and after the bulk load.
@@ -284,8 +301,9 @@ async function main(): Promise<void> {
     `== pgbench, the same durable work (insert invocation, 2 conditional counter updates, insert service receipt), -M prepared, mean of 2 runs ==`,
   );
   out(
-    `  32 clients: ${f0(pgb32.tps)} tx/s (runs: ${f0(pgb32a.tps)}, ${f0(pgb32b.tps)});  1 client: ${f0(pgb1.tps)} tx/s, latency ${f2(pgb1.latencyMs)} ms (runs: ${f2(pgb1a.latencyMs)}, ${f2(pgb1b.latencyMs)})`,
+    `  32 clients: ${f0(pgb32.tps)} tx/s (runs: ${f0(pgb32a.tps)}, ${f0(pgb32b.tps)}), machine CPU ${f0(pgb32.machineUs)} us/tx;  1 client: ${f0(pgb1.tps)} tx/s, latency ${f2(pgb1.latencyMs)} ms (runs: ${f2(pgb1a.latencyMs)}, ${f2(pgb1b.latencyMs)})`,
   );
+  out(`  8 clients: p50 ${f2(pgb8.p50Ms)} ms, p99 ${f2(pgb8.p99Ms)} ms (runs: ${f2(pgb8a.p99Ms)}, ${f2(pgb8b.p99Ms)})`);
   out();
   out('== POST /v1/verify phases ==');
   out(
@@ -305,7 +323,8 @@ async function main(): Promise<void> {
     out(`  ${what.padEnd(58)} ${value.padStart(10)}   goal ${goal.padEnd(8)} ${met ? 'met' : 'NOT met'}`);
   const thr = (a32.rps + a32b.rps) / 2 / pgb32.tps;
   row('32 in flight: verifies/s / pgbench 32-client tx/s (means of 2)', f2(thr), '>= 0.6', thr >= 0.6);
-  row('8 in flight: p99 ms', f2(a8.p99), '<= 10', a8.p99 <= 10);
+  // Absolute, as the issue sets it; pgbench's p99 at 8 clients is this machine's floor for it.
+  row(`8 in flight: p99 ms (pgbench, 8 clients: ${f2(pgb8.p99Ms)})`, f2(a8.p99), '<= 10', a8.p99 <= 10);
   const lat = (a1.p50 + a1b.p50) / 2 / pgb1.latencyMs;
   row('1 in flight: p50 / pgbench 1-client latency (means of 2)', f2(lat), '<= 1.5', lat <= 1.5);
   const sib = s32.rps / a32.rps;
@@ -321,6 +340,11 @@ async function main(): Promise<void> {
   row('allows/s beside a denial flood / allows/s alone (16+16)', f2(mixAllowRps / alone16.rps), '-', true);
   out(`  CPU per verify at 32 in flight: service ${f0(usOf(a32, 'service'))} us, PostgreSQL ${f0(usOf(a32, 'postgres'))} us`);
   out(`  machine busy during the 32-in-flight phase: ${f2(a32.cpu.machineBusy)} of ${cpus().length} cores`);
+  // Where the ratio goes: the whole machine's CPU for one verify against one pgbench transaction.
+  const machineUs = (p: Phase) => (p.cpu.machineBusy / p.rps) * 1e6;
+  out(
+    `  machine CPU per verify at 32 in flight: ${f0((machineUs(a32) + machineUs(a32b)) / 2)} us (service, PostgreSQL, load generator, anything else); per pgbench transaction: ${f0(pgb32.machineUs)} us`,
+  );
   out();
   out(`wall time ${f0((performance.now() - started) / 1000)} s`);
 }

@@ -5,10 +5,13 @@
  * client on its own 2-hop chain (as the HTTP scenario), prepared statements.
  */
 import { execFile } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type postgres from 'postgres';
+import { percentile } from './load.js';
+import { startCpuSample } from './proc.js';
 
 const run = promisify(execFile);
 
@@ -56,30 +59,69 @@ export interface PgbenchResult {
   readonly clients: number;
   readonly tps: number;
   readonly latencyMs: number;
+  /** Median and 99th percentile of the transactions' latencies (from pgbench's per-transaction log). */
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  /** Cores busy on the whole machine while it ran (pgbench's own client included). */
+  readonly machineBusy: number;
 }
 
-/** pgbench -M prepared over `clients` connections for `seconds`. */
+/**
+ * Runs the script with `clients` clients for `seconds`. pgbench logs every
+ * transaction (-l) into a directory of its own, read back for percentiles,
+ * so p99 at 8 in flight has a same-run floor beside it.
+ */
 export async function runPgbench(bin: string, url: string, script: string, clients: number, seconds: number): Promise<PgbenchResult> {
-  const { stdout } = await run(
-    join(bin, 'pgbench'),
-    [
-      '-n',
-      '-M',
-      'prepared',
-      '-f',
-      script,
-      '-c',
-      String(clients),
-      '-j',
-      String(Math.min(clients, 2)),
-      '-T',
-      String(Math.max(1, Math.round(seconds))),
-      url,
-    ],
-    { timeout: (seconds + 60) * 1000 },
-  );
-  const tps = /tps = ([\d.]+) \(without initial connection time\)/.exec(stdout)?.[1];
-  const lat = /latency average = ([\d.]+) ms/.exec(stdout)?.[1];
-  if (tps === undefined || lat === undefined) throw new Error(`pgbench output not understood:\n${stdout}`);
-  return { clients, tps: Number(tps), latencyMs: Number(lat) };
+  const logDir = mkdtempSync(join(tmpdir(), 'baton-pgbench-log-'));
+  const machine = startCpuSample({});
+  try {
+    const { stdout } = await run(
+      join(bin, 'pgbench'),
+      [
+        '-n',
+        '-M',
+        'prepared',
+        '-f',
+        script,
+        '-c',
+        String(clients),
+        '-j',
+        String(Math.min(clients, 2)),
+        '-T',
+        String(Math.max(1, Math.round(seconds))),
+        '-l',
+        `--log-prefix=${join(logDir, 'tx')}`,
+        url,
+      ],
+      { timeout: (seconds + 60) * 1000 },
+    );
+    const machineBusy = machine().machineBusy;
+    const tps = /tps = ([\d.]+) \(without initial connection time\)/.exec(stdout)?.[1];
+    const lat = /latency average = ([\d.]+) ms/.exec(stdout)?.[1];
+    if (tps === undefined || lat === undefined) throw new Error(`pgbench output not understood:\n${stdout}`);
+    const latencies = transactionLatenciesMs(logDir);
+    if (latencies.length === 0) throw new Error(`pgbench wrote no per-transaction log in ${logDir}`);
+    return {
+      clients,
+      tps: Number(tps),
+      latencyMs: Number(lat),
+      p50Ms: percentile(latencies, 0.5),
+      p99Ms: percentile(latencies, 0.99),
+      machineBusy,
+    };
+  } finally {
+    rmSync(logDir, { recursive: true, force: true });
+  }
+}
+
+/** Every transaction's latency from pgbench's log lines: `client_id transaction_no time_us script_no epoch us`. */
+function transactionLatenciesMs(dir: string): Float64Array {
+  const out: number[] = [];
+  for (const name of readdirSync(dir)) {
+    for (const line of readFileSync(join(dir, name), 'utf8').split('\n')) {
+      const us = Number(line.split(' ')[2]);
+      if (line !== '' && Number.isFinite(us)) out.push(us / 1000);
+    }
+  }
+  return Float64Array.from(out).sort();
 }
