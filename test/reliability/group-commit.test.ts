@@ -267,7 +267,7 @@ describe.each(['postgres', 'pglite'] as const)('the batcher (%s)', (driver) => {
     ).map((r) => r.subject);
 
   it('an item that fails does not fail the items batched with it; it alone is refused', async () => {
-    // One batch at a time: the first item leaves alone, the next three queue into one batch.
+    // Queued in one turn of the event loop, the four leave as one batch, which fails; each then runs alone.
     const batcher = new VerifyBatcher(svc.store.query, { maxInFlight: 1 });
     const subjects = ['gc-first', 'gc-good-1', 'gc-bad', 'gc-good-2'];
     const settled = await Promise.allSettled([
@@ -277,8 +277,20 @@ describe.each(['postgres', 'pglite'] as const)('the batcher (%s)', (driver) => {
       batcher.run(denial('gc-good-2', 'POLICY_VIOLATION'), later()),
     ]);
     expect(settled.map((s) => s.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
-    expect(batcher.stats()).toMatchObject({ alone: 3 });
+    expect(batcher.stats()).toMatchObject({ batches: 5, items: 8, alone: 4 });
     expect((await recordedSubjects(subjects)).sort()).toEqual(['gc-first', 'gc-good-1', 'gc-good-2']);
+  });
+
+  it('items queued in one turn of the event loop leave as one batch, though a second batch could run', async () => {
+    const batcher = new VerifyBatcher(svc.store.query, { maxInFlight: 2 });
+    const subjects = ['gc-turn-1', 'gc-turn-2', 'gc-turn-3'];
+    const answers = await Promise.all(subjects.map((s) => batcher.run(denial(s, 'POLICY_VIOLATION'), later())));
+    expect(answers.map((a) => a.o)).toEqual(['DENIED', 'DENIED', 'DENIED']);
+    expect(batcher.stats()).toMatchObject({ batches: 1, items: 3, alone: 0 });
+    // The next turn's item is a batch of its own: nothing waits for a timer or for company.
+    await expect(batcher.run(denial('gc-turn-4', 'POLICY_VIOLATION'), later())).resolves.toMatchObject({ o: 'DENIED' });
+    expect(batcher.stats()).toMatchObject({ batches: 2, items: 4 });
+    expect((await recordedSubjects([...subjects, 'gc-turn-4'])).sort()).toEqual([...subjects, 'gc-turn-4']);
   });
 
   it('an item whose deadline passed while it queued is refused and never sent', async () => {
