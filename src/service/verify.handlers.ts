@@ -38,8 +38,8 @@ import {
   type CountOutcome,
 } from '../store/runtime.js';
 import { evictApiKey } from './auth.js';
-import { DENIAL_STATUS } from './error-status.js';
-import { hotPathCacheOf, type StoredDelegation } from './hot-cache.js';
+import { DENIAL_STATUS, SubmissionRefusal } from './error-status.js';
+import { hotPathCacheOf, type HotPathCache, type StoredDelegation } from './hot-cache.js';
 import type { Db } from '../store/db.js';
 import type { AuthContext, ServiceDeps } from './types.js';
 import { parseStrictJson } from './body.js';
@@ -149,8 +149,9 @@ export async function verifyInvocation(
   bundle: unknown,
   deadline: Date = new Date(Date.now() + deps.config.verifyDeadlineMs),
   /**
-   * Once: when the tool catalog changed under a decision, or the chain turned out flagged for cost
-   * calibration, it is made again (`redecided` says which it was; set on the second time only).
+   * Once: when the tool catalog changed under a decision, the chain turned out flagged for cost
+   * calibration, or storing the chain found a cached fact stale, it is made again (`redecided`
+   * says whether the chain was flagged; set on the second time only).
    */
   redecided?: { readonly chainFlagged: boolean },
 ): Promise<VerifyResponse> {
@@ -214,7 +215,17 @@ export async function verifyInvocation(
       await checkSubmission(deps, tenantId, jwsList);
     } else {
       await assertKeyActive(deps, auth);
-      await submitDelegations(deps, tenantId, jwsList);
+      try {
+        await submitDelegations(deps, tenantId, jwsList);
+      } catch (e) {
+        // Storing reads the chain's stored facts fresh. When it finds one this node's cache held
+        // stale (a DR revoked, a root no longer trusted, since it was cached), the verify decides
+        // again on fresh facts: the chain is then refused as such (403 with its denial receipt),
+        // as a dry run or another node answers, not as a refused submission (422).
+        if (!redecided && forgetStaleFacts(cache, tenantId, e))
+          return verifyInvocation(deps, auth, tenantId, req, bundle, deadline, { chainFlagged: false });
+        throw e;
+      }
     }
   }
 
@@ -363,6 +374,24 @@ async function assertKeyActive(deps: ServiceDeps, auth: AuthContext): Promise<vo
 async function freshDelegations(db: Db, tenantId: string, hashes: readonly string[]): Promise<Map<string, StoredDelegation>> {
   const rows = await delegationsByHash(db, tenantId, hashes);
   return new Map([...rows].map(([hash, r]) => [hash, { hash, jws: r.jws, iss: r.iss, revoked: r.revokedAt !== null }]));
+}
+
+/**
+ * Forgets what a refused submission proved stale in this node's cache: the DRs
+ * it found revoked, or the tenant's trusted roots. False when the refusal was
+ * about anything else (nothing cached was wrong, so deciding again would not
+ * change the answer).
+ */
+function forgetStaleFacts(cache: HotPathCache, tenantId: string, refusal: unknown): boolean {
+  if (!(refusal instanceof SubmissionRefusal)) return false;
+  if (refusal.code === 'UNTRUSTED_ROOT') {
+    cache.forgetRoots(tenantId);
+    return true;
+  }
+  if (refusal.code !== 'RECEIPT_REVOKED') return false;
+  const revoked = refusal.violations.flatMap((v) => (v.code === 'RECEIPT_REVOKED' && typeof v.dr_hash === 'string' ? [v.dr_hash] : []));
+  for (const hash of revoked) cache.forgetDelegation(tenantId, hash);
+  return revoked.length > 0;
 }
 
 /** Depth and ceilings of each DR as stored (see insertDelegation): from the verified payloads, no read needed. */

@@ -83,6 +83,47 @@ describe('dry run: refusals of storing the embedded records', () => {
     expect(outcome(dry)).toEqual(outcome(real));
   });
 
+  it('an embedded DR under a stored DR revoked since this node cached it: refused 403 (block F), as the dry run says', async () => {
+    const holder = generateKeyPair();
+    const top = root({ audience: holder });
+    expect((await store([top])).status).toBe(201);
+    // A real call through the root puts it in this node's cache, as active.
+    const first = generateKeyPair();
+    expect(
+      (await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: bundleFor([top, sub(top, holder, first)], first) })).status,
+    ).toBe(200);
+    const revoked = await svc.call('POST', `/v1/delegations/${top.hash}/revoke`, {
+      key: tenant.keys.issue,
+      json: { confirm: true, reason: 'stale cache test' },
+    });
+    expect(revoked.status).toBe(200);
+    // A chain the node has never seen under it: storing it finds the root revoked.
+    const invoker = generateKeyPair();
+    const bundle = bundleFor([top, sub(top, holder, invoker)], invoker);
+    const real = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: bundle });
+    expect(outcome(real)).toEqual({ status: 403, code: 'RECEIPT_REVOKED' });
+    expect(real.body).toMatchObject({ valid: false, error: { block: 'F' }, violations: [{ code: 'RECEIPT_REVOKED', dr_hash: top.hash }] });
+    const dry = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: { ...bundle, dry_run: true } });
+    expect(outcome(dry)).toEqual(outcome(real));
+  });
+
+  it('an embedded DR under a root no longer trusted since this node cached it: refused 403 UNTRUSTED_ROOT, as the dry run says', async () => {
+    const other = await setupTenant(svc, 'dry-run-roots');
+    const holder = generateKeyPair();
+    const top = createRootDelegation({ issuer: other.root, audience: holder.did, policy: {}, iat: T0, nbf: T0 - 100, exp: T0 + 3600 });
+    const call = (json: object) => svc.call('POST', '/v1/verify', { key: other.keys.verify, json });
+    expect((await svc.call('POST', '/v1/delegations', { key: other.keys.issue, json: { receipts: [top.jws] } })).status).toBe(201);
+    const first = generateKeyPair();
+    expect((await call(bundleFor([top, sub(top, holder, first)], first))).status).toBe(200); // the roots are cached now
+    const removed = await svc.call('DELETE', `/v1/admin/tenants/${other.id}/roots/${other.root.did}`, { key: svc.adminKey });
+    expect(removed.status).toBeLessThan(300);
+    const invoker = generateKeyPair();
+    const bundle = bundleFor([top, sub(top, holder, invoker)], invoker);
+    const real = await call(bundle);
+    expect(outcome(real)).toEqual({ status: 403, code: 'UNTRUSTED_ROOT' });
+    expect(outcome(await call({ ...bundle, dry_run: true }))).toEqual(outcome(real));
+  });
+
   it('two embedded DRs of one issuer under one jti: the dry run answers the 409 the real call does', async () => {
     // The root holder delegates to itself first, so the chain has the same issuer twice.
     const self = root({ audience: tenant.root });
