@@ -20,7 +20,7 @@ import type { RecordHash } from '../protocol/hash.js';
 import type { Db, RawQuery } from './db.js';
 import type { ServiceReceiptKind } from '../protocol/lists.js';
 import { delegations, invocations } from './schema/index.js';
-import { verifyBatcherOf } from './verify-batch.js';
+import { verifyBatcherOf, type ChainMetering } from './verify-batch.js';
 
 export interface ChainRuntimeState {
   readonly hash: string;
@@ -132,6 +132,19 @@ export async function readChainState(db: Db, tenantId: string, chain: readonly s
     .sort((a, b) => a.depth - b.depth);
 }
 
+/**
+ * 'all' when every DR of the chain has a ceiling to count against, 'none' when
+ * none has, undefined when they are mixed or `limits` do not cover the chain.
+ * Ceilings come from signed policies and never change, so this is known before
+ * the statement; the statement still checks it against the stored rows (0017).
+ */
+export function chainMeteringOf(chain: readonly string[], limits: readonly ChainLimits[]): ChainMetering | undefined {
+  const metered = new Map(limits.map((l) => [l.hash, l.maxCalls !== null || l.maxSpendMicros !== null]));
+  if (chain.every((h) => metered.get(h) === true)) return 'all';
+  if (chain.every((h) => metered.get(h) === false)) return 'none';
+  return undefined;
+}
+
 /** What baton_verify_item answers (jsonb): o = the outcome, s = [hash, calls_used, spend] per DR. */
 interface CountAnswer {
   readonly o:
@@ -183,6 +196,7 @@ export async function countCallsAtomically(
   /** The tool gate's inputs; null when the tenant has no catalog. */
   gate: ToolGateParams | null = null,
 ): Promise<CountOutcome> {
+  const metering = chainMeteringOf(inv.drChain, limits);
   const answer = (await verifyBatcherOf(query).run(
     {
       k: 'a',
@@ -198,6 +212,7 @@ export async function countCallsAtomically(
       rjws: serviceReceipt?.jws ?? null,
       rkid: serviceReceipt?.kid ?? predicted?.serviceReceipt.kid ?? '',
       ...(gate === null ? {} : { gate: { ...gate } }),
+      ...(metering === undefined ? {} : { mt: metering }),
       ...(predicted
         ? {
             deny: {

@@ -45,6 +45,8 @@ export type BatchItem =
       readonly deny?: { readonly code: string; readonly h: string; readonly v: unknown; readonly rjws: string; readonly rkid: string };
       /** The tool gate's inputs (baton_tool_gate, 0005); absent when the tenant has no catalog. */
       readonly gate?: Readonly<Record<string, unknown>>;
+      /** Every DR of the chain metered, or none (0017): the statement skips the lock pass that would find no rows. Absent when mixed. */
+      readonly mt?: ChainMetering;
     }
   | {
       readonly k: 'd';
@@ -60,6 +62,9 @@ export type BatchItem =
       readonly rjws: string;
       readonly rkid: string;
     };
+
+/** Whether every DR of a chain has a ceiling to count against (max_calls or max_spend), or none has. */
+export type ChainMetering = 'all' | 'none';
 
 interface Pending {
   readonly item: BatchItem;
