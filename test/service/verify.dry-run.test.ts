@@ -83,7 +83,7 @@ describe('dry run: refusals of storing the embedded records', () => {
     expect(outcome(dry)).toEqual(outcome(real));
   });
 
-  it('an embedded DR under a stored DR revoked since this node cached it: refused 403 (block F), as the dry run says', async () => {
+  it('an embedded DR under a stored DR revoked since this node cached it: refused 403 (block F) and recorded, as the dry run says', async () => {
     const holder = generateKeyPair();
     const top = root({ audience: holder });
     expect((await store([top])).status).toBe(201);
@@ -99,10 +99,17 @@ describe('dry run: refusals of storing the embedded records', () => {
     expect(revoked.status).toBe(200);
     // A chain the node has never seen under it: storing it finds the root revoked.
     const invoker = generateKeyPair();
-    const bundle = bundleFor([top, sub(top, holder, invoker)], invoker);
+    const jti = fresh('inv');
+    const bundle = bundleFor([top, sub(top, holder, invoker)], invoker, 0.1, jti);
     const real = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: bundle });
     expect(outcome(real)).toEqual({ status: 403, code: 'RECEIPT_REVOKED' });
     expect(real.body).toMatchObject({ valid: false, error: { block: 'F' }, violations: [{ code: 'RECEIPT_REVOKED', dr_hash: top.hash }] });
+    // Recorded as a denial, with its service receipt, as every refused verify is.
+    const [denied] = await svc.store.query(
+      `select count(*)::int as n from denials d join receipts r on r.subject = d.jti and r.kind = 'invocation.denied' where d.jti = $1`,
+      [jti],
+    );
+    expect(Number(denied!['n'])).toBe(1);
     const dry = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: { ...bundle, dry_run: true } });
     expect(outcome(dry)).toEqual(outcome(real));
   });
