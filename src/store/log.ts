@@ -52,14 +52,20 @@ export type ClaimedRound =
   { readonly locked: false } | { readonly locked: true; readonly pending: PendingLeaf[]; readonly heads: ReadonlyMap<string, LogHead> };
 
 /**
- * Inside the round's transaction, in one statement: takes the integrator
- * lock and, if it got it, reads the oldest committed pending service receipts (by
- * receipt id) with the head of each of their tenants' logs. One round trip
- * instead of three: under load every round trip of a round is lag.
+ * Inside the round's transaction: takes the integrator lock and, if it got
+ * it, reads the oldest committed pending service receipts (by receipt id) with
+ * the head of each of their tenants' logs, in one statement.
+ *
+ * The lock comes first, in a statement of its own. A statement reads what was
+ * committed when it began: taking the lock inside the reading statement, a
+ * node could begin it, see another node's round commit and release the lock,
+ * then take the lock and read the pending rows and heads from before that
+ * round. It then appended the same leaf indexes again, and its round failed
+ * on log_checkpoints' primary key (a test racing two nodes caught it).
  */
 export async function claimPending(tx: Db, limit: number): Promise<ClaimedRound> {
+  if (!(await tryIntegratorLock(tx))) return { locked: false };
   const found = await rows<{
-    locked: boolean;
     receipt_id: string | number | null;
     tenant_id: string | null;
     jws: string | null;
@@ -67,25 +73,22 @@ export async function claimPending(tx: Db, limit: number): Promise<ClaimedRound>
     root_hex: string | null;
   }>(
     tx,
-    sql`with lock as materialized (select pg_try_advisory_xact_lock(${INTEGRATOR_LOCK_KEY.toString()}::bigint) as locked),
-      pend as materialized (
-        select p.receipt_id, p.tenant_id from log_pending p, lock where lock.locked order by p.receipt_id limit ${limit}),
+    sql`with pend as materialized (
+        select p.receipt_id, p.tenant_id from log_pending p order by p.receipt_id limit ${limit}),
       heads as (
         select t.tenant_id, c.tree_size, encode(c.root_hash, 'hex') as root_hex
         from (select distinct tenant_id from pend) t
         left join lateral (
           select tree_size, root_hash from log_checkpoints c where c.tenant_id = t.tenant_id order by tree_size desc limit 1) c on true)
-      select lock.locked, pend.receipt_id::text as receipt_id, pend.tenant_id,
+      select pend.receipt_id::text as receipt_id, pend.tenant_id,
         -- Looked up per claimed row, by primary key: as a join, the planner sized this by the
         -- LIMIT and could read every receipt ever stored to hash-join a few dozen.
         (select r.jws from receipts r where r.id = pend.receipt_id) as jws,
         heads.tree_size::text as tree_size, heads.root_hex
-      from lock
-      left join pend on true
+      from pend
       left join heads on heads.tenant_id = pend.tenant_id
       order by pend.receipt_id`,
   );
-  if (found[0]?.locked !== true) return { locked: false };
   const pending: PendingLeaf[] = [];
   const heads = new Map<string, LogHead>();
   for (const r of found) {
