@@ -163,23 +163,26 @@ BEGIN
 
   -- Every DR any allow of the batch names, locked in the one global order (see above). A lone
   -- item locks its own chain in that order itself, so it skips these two queries.
-  IF jsonb_array_length(p_items) > 1 AND EXISTS (SELECT 1 FROM jsonb_array_elements(p_items) i WHERE i->>'k' = 'a' AND i->>'mt' IS DISTINCT FROM 'all') THEN
-    PERFORM 1 FROM delegations d
-      JOIN (SELECT DISTINCT i->>'t' AS tenant, c.hash
-              FROM jsonb_array_elements(p_items) i, jsonb_array_elements_text(i->'chain') c(hash)
-             WHERE i->>'k' = 'a') w ON d.tenant_id = w.tenant AND d.hash = w.hash
-     WHERE d.max_calls IS NULL AND d.max_spend_micros IS NULL
-     ORDER BY d.depth, d.hash, d.tenant_id
-       FOR SHARE OF d;
-  END IF;
-  IF jsonb_array_length(p_items) > 1 AND EXISTS (SELECT 1 FROM jsonb_array_elements(p_items) i WHERE i->>'k' = 'a' AND i->>'mt' IS DISTINCT FROM 'none') THEN
-    PERFORM 1 FROM delegations d
-      JOIN (SELECT DISTINCT i->>'t' AS tenant, c.hash
-              FROM jsonb_array_elements(p_items) i, jsonb_array_elements_text(i->'chain') c(hash)
-             WHERE i->>'k' = 'a') w ON d.tenant_id = w.tenant AND d.hash = w.hash
-     WHERE d.max_calls IS NOT NULL OR d.max_spend_micros IS NOT NULL
-     ORDER BY d.depth, d.hash, d.tenant_id
-       FOR NO KEY UPDATE OF d;
+  IF jsonb_array_length(p_items) > 1 THEN
+    -- A pass no allow of the batch needs is skipped: it would lock nothing (0017's hint).
+    IF EXISTS (SELECT 1 FROM jsonb_array_elements(p_items) i WHERE i->>'k' = 'a' AND i->>'mt' IS DISTINCT FROM 'all') THEN
+      PERFORM 1 FROM delegations d
+        JOIN (SELECT DISTINCT i->>'t' AS tenant, c.hash
+                FROM jsonb_array_elements(p_items) i, jsonb_array_elements_text(i->'chain') c(hash)
+               WHERE i->>'k' = 'a') w ON d.tenant_id = w.tenant AND d.hash = w.hash
+       WHERE d.max_calls IS NULL AND d.max_spend_micros IS NULL
+       ORDER BY d.depth, d.hash, d.tenant_id
+         FOR SHARE OF d;
+    END IF;
+    IF EXISTS (SELECT 1 FROM jsonb_array_elements(p_items) i WHERE i->>'k' = 'a' AND i->>'mt' IS DISTINCT FROM 'none') THEN
+      PERFORM 1 FROM delegations d
+        JOIN (SELECT DISTINCT i->>'t' AS tenant, c.hash
+                FROM jsonb_array_elements(p_items) i, jsonb_array_elements_text(i->'chain') c(hash)
+               WHERE i->>'k' = 'a') w ON d.tenant_id = w.tenant AND d.hash = w.hash
+       WHERE d.max_calls IS NOT NULL OR d.max_spend_micros IS NOT NULL
+       ORDER BY d.depth, d.hash, d.tenant_id
+         FOR NO KEY UPDATE OF d;
+    END IF;
   END IF;
 
   FOR item IN SELECT value FROM jsonb_array_elements(p_items)

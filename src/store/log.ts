@@ -66,8 +66,8 @@ export type ClaimedRound =
 export async function claimPending(tx: Db, limit: number): Promise<ClaimedRound> {
   if (!(await tryIntegratorLock(tx))) return { locked: false };
   const found = await rows<{
-    receipt_id: string | number | null;
-    tenant_id: string | null;
+    receipt_id: string | number;
+    tenant_id: string;
     jws: string | null;
     tree_size: string | number | null;
     root_hex: string | null;
@@ -92,7 +92,6 @@ export async function claimPending(tx: Db, limit: number): Promise<ClaimedRound>
   const pending: PendingLeaf[] = [];
   const heads = new Map<string, LogHead>();
   for (const r of found) {
-    if (r.receipt_id === null || r.tenant_id === null) continue;
     pending.push({ receiptId: Number(r.receipt_id), tenantId: r.tenant_id, jws: r.jws });
     heads.set(r.tenant_id, { size: r.tree_size === null ? 0 : Number(r.tree_size), rootHex: r.root_hex });
   }
