@@ -4,7 +4,7 @@
  *
  * One statement per verify, shared with the verifies arriving at the same
  * time (group commit, see verify-batch.ts): the SQL function
- * baton_verify_item (migration 0004_verify_group_commit; 0017 adds the chain's metering) re-checks every
+ * baton_verify_item (migration 0004_verify_group_commit; 0017 adds the chain's metering, 0018 folds the chain in SQL) re-checks every
  * mutable fact (API key active, root still trusted, DRs stored and not
  * revoked), detects a replay or a retry, and checks the call and budget
  * ceilings under row locks; only when all hold does it insert the invocation

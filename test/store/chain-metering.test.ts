@@ -11,7 +11,7 @@ import type { Store } from '../../src/store/db.js';
 import { chainMeteringOf, type ChainLimits } from '../../src/store/runtime.js';
 import type { BatchItem, ChainMetering } from '../../src/store/verify-batch.js';
 import type { Delegation } from '../../src/store/schema/index.js';
-import { fakeHash, seedDelegation, seedServiceKey, seedTenant } from '../support/fixtures.js';
+import { fakeHash, seedDelegation, seedServiceKey, seedTenant, seedVerifyCaller } from '../support/fixtures.js';
 import { drivers } from '../setup/drivers.js';
 
 const limit = (hash: string, maxCalls: number | null, maxSpendMicros: number | null = null): ChainLimits => ({
@@ -62,13 +62,7 @@ describe.each(drivers)('the verify statement with a metering hint ($name)', ({ o
     ({ store, drop } = await open());
     tenantId = await seedTenant(store.db, 'metering');
     kid = await seedServiceKey(store.db);
-    keyId = `key_${randomBytes(6).toString('hex')}`;
-    await store.query(`insert into api_keys (id, tenant_id, secret_hash, scopes) values ($1, $2, $3, '{verify}')`, [
-      keyId,
-      tenantId,
-      'ab'.repeat(32),
-    ]);
-    await store.query(`insert into trusted_roots (tenant_id, did) values ($1, $2)`, [tenantId, rootDid]);
+    keyId = await seedVerifyCaller(store.query, tenantId, rootDid);
     const chainOf = async (...ceilings: (number | null)[]): Promise<Delegation[]> => {
       const chain: Delegation[] = [];
       for (const maxCalls of ceilings) chain.push(await seedDelegation(store.db, tenantId, chain.at(-1), { maxCalls }));
