@@ -396,7 +396,10 @@ function forgetStaleFacts(cache: HotPathCache, tenantId: string, refusal: unknow
 
 /** Depth and ceilings of each DR as stored (see insertDelegation): from the verified payloads, no read needed. */
 function chainLimits(drs: readonly VerifiedDelegation[]): ChainLimits[] {
-  return drs.map((d, depth) => ({ hash: d.hash, depth, ...runtimeLimits(d.payload.policy) }));
+  return drs.map((d, depth) => {
+    const { maxCalls, maxSpendMicros } = runtimeLimits(d.payload.policy);
+    return { hash: d.hash, depth, maxCalls, maxSpendMicros };
+  });
 }
 
 /** Counters as they would start for verified DRs the store does not hold yet. */
