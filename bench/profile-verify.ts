@@ -1,5 +1,5 @@
 /**
- * npm run bench:profile [-- --seconds N --warmup N --inflight N --depth N --perf --perf-record --table-stats --cpu-prof --statements --env K=V --sql TEXT --node-arg FLAG]
+ * npm run bench:profile [-- --seconds N --warmup N --inflight N --depth N --bulk N --perf --perf-record --table-stats --cpu-prof --statements --env K=V --sql TEXT --node-arg FLAG]
  *
  * CPU cost of one allowed /v1/verify, for finding where it goes: the service
  * and PostgreSQL CPU per verify (from /proc, stable on a shared machine,
@@ -19,6 +19,7 @@ import { liveChildren, startChild } from './lib/child.js';
 import { independentChains, presignAll, registerChains, setupTenant } from './lib/chains.js';
 import { clientFromEnv, percentile, runLoad } from './lib/load.js';
 import { childrenOf, startCpuSample } from './lib/proc.js';
+import { bulkLoadDelegations, settleDelegations } from './lib/sql.js';
 
 /** The load generator's client (BENCH_CLIENT, default raw sockets: see lib/load.ts). */
 const CLIENT = clientFromEnv();
@@ -32,6 +33,8 @@ const seconds = arg('seconds', 5);
 const inflight = arg('inflight', 32);
 const depth = arg('depth', 2);
 const warmupSeconds = arg('warmup', 3);
+/** DRs bulk-loaded into the tenant before the load (as bench:verify's stored-DR phase does), then vacuumed and checkpointed. */
+const bulk = arg('bulk', 0);
 const profile = process.argv.includes('--cpu-prof');
 /** Count instructions with perf stat (stable on a loaded machine, unlike time). */
 const usePerf = process.argv.includes('--perf');
@@ -129,6 +132,17 @@ async function main(): Promise<void> {
   const headers = { 'content-type': 'application/json', authorization: `Bearer ${tenant.verifyKey}` };
   const chains = independentChains(tenant.operator, inflight, depth);
   await registerChains(service.url, chains);
+  if (bulk > 0) {
+    const sql = postgres(pg.url, { max: 2, onnotice: () => {} });
+    process.stderr.write(`[bench] bulk-loading ${bulk} DRs\n`);
+    await bulkLoadDelegations(sql, tenant.id, 10_000_000, bulk, 2);
+    await settleDelegations(sql);
+    await sql.end();
+  } else if (process.argv.includes('--settle')) {
+    const sql = postgres(pg.url, { max: 1, onnotice: () => {} });
+    await settleDelegations(sql);
+    await sql.end();
+  }
   const { bodies } = presignAll(chains, Math.ceil((2000 * seconds + 400 * warmupSeconds) / inflight) + 60);
   const load = (b: Buffer[][], s: number) =>
     runLoad({ url: service.url, path: '/v1/verify', headers, bodies: b, seconds: s, client: CLIENT });
