@@ -7,7 +7,8 @@
 -- into the item's state, the addresses of its metered rows, and whether any
 -- DR is revoked or past a ceiling. Only then (a refusal) does a second query
 -- name the DR the loop would have named: ordered aggregates would have paid
--- for a sort on every allow.
+-- for a sort on every allow. The rows are locked, so that query finds what the
+-- pass folded; should it not, the item raises rather than allow.
 --
 -- The counter UPDATE then finds each metered row by the address (ctid) of the
 -- version the pass locked, not by a second index lookup per DR. A row this
@@ -117,6 +118,10 @@ BEGIN
                      OR (max_spend_micros IS NOT NULL AND spend_reserved_micros + p_estimated > max_spend_micros))
                  ORDER BY depth, hash
                  LIMIT 1);
+  END IF;
+  IF (any_revoked AND revoked_ IS NULL) OR (any_blocked AND NOT any_revoked AND blocked IS NULL) THEN
+    -- The locks make this impossible; should it happen, fail closed rather than allow.
+    RAISE EXCEPTION 'a refusal folded from the locked chain was not found again';
   END IF;
   IF found_ < cardinality(p_chain) THEN
     missing := (SELECT c FROM unnest(p_chain) c WHERE NOT EXISTS (SELECT 1 FROM delegations d WHERE d.tenant_id = p_tenant AND d.hash = c) LIMIT 1);
