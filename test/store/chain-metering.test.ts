@@ -4,14 +4,14 @@
  * lock pass that would find no rows. The hint saves work and never decides:
  * a wrong one is an error that writes nothing, on both drivers.
  */
-import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Store } from '../../src/store/db.js';
 import { chainMeteringOf, type ChainLimits } from '../../src/store/runtime.js';
 import type { BatchItem, ChainMetering } from '../../src/store/verify-batch.js';
 import type { Delegation } from '../../src/store/schema/index.js';
-import { fakeHash, seedDelegation, seedServiceKey, seedTenant, seedVerifyCaller } from '../support/fixtures.js';
+import { fakeHash, seedDelegation } from '../support/fixtures.js';
+import { allowItem, decideBatch, seedVerifyCaller, type VerifyCaller } from '../support/verify-statement.js';
 import { drivers } from '../setup/drivers.js';
 
 const limit = (hash: string, maxCalls: number | null, maxSpendMicros: number | null = null): ChainLimits => ({
@@ -51,18 +51,15 @@ describe.each(drivers)('the verify statement with a metering hint ($name)', ({ o
   let store: Store;
   let drop: () => Promise<void>;
   let tenantId: string;
-  let keyId: string;
-  let kid: string;
-  const rootDid = 'did:key:zMeteringRoot';
+  let caller: VerifyCaller;
   let metered: Delegation[];
   let unmetered: Delegation[];
   let mixed: Delegation[];
 
   beforeAll(async () => {
     ({ store, drop } = await open());
-    tenantId = await seedTenant(store.db, 'metering');
-    kid = await seedServiceKey(store.db);
-    keyId = await seedVerifyCaller(store.query, tenantId, rootDid);
+    caller = await seedVerifyCaller(store, 'metering', 'did:key:zMeteringRoot');
+    tenantId = caller.tenantId;
     const chainOf = async (...ceilings: (number | null)[]): Promise<Delegation[]> => {
       const chain: Delegation[] = [];
       for (const maxCalls of ceilings) chain.push(await seedDelegation(store.db, tenantId, chain.at(-1), { maxCalls }));
@@ -74,32 +71,8 @@ describe.each(drivers)('the verify statement with a metering hint ($name)', ({ o
   });
   afterAll(() => drop());
 
-  const allow = (chain: readonly string[], mt?: ChainMetering): BatchItem => {
-    const jti = `inv-${randomBytes(6).toString('hex')}`;
-    return {
-      k: 'a',
-      t: tenantId,
-      key: keyId,
-      root: rootDid,
-      chain,
-      jti,
-      hash: fakeHash(jti),
-      jws: `jws-of-${jti}`,
-      tool: 'web_search',
-      est: 0,
-      rjws: `receipt-of-${jti}`,
-      rkid: kid,
-      ...(mt === undefined ? {} : { mt }),
-    };
-  };
-  const decide = async (...items: BatchItem[]): Promise<{ o: string; h?: string }[]> => {
-    const [row] = await store.query('select baton_verify_batch($1, $2::text::jsonb) as r', [
-      new Date(Date.now() + 5_000).toISOString(),
-      JSON.stringify(items),
-    ]);
-    const r = row!['r'];
-    return (typeof r === 'string' ? JSON.parse(r) : r) as { o: string; h?: string }[];
-  };
+  const allow = (chain: readonly string[], mt?: ChainMetering): BatchItem => allowItem(caller, chain, mt === undefined ? {} : { mt });
+  const decide = async (...items: BatchItem[]) => (await decideBatch(store, items)) as { o: string; h?: string }[];
   const callsUsed = async (chain: readonly Delegation[]): Promise<number[]> => {
     const found = await store.query('select hash, calls_used from delegations where hash = any($1::text[])', [chain.map((d) => d.hash)]);
     return chain.map((d) => Number(found.find((r) => r['hash'] === d.hash)!['calls_used']));

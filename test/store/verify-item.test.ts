@@ -8,14 +8,14 @@
  * takes its own locks) and in a batch beside another allow (the batch takes
  * them), which must not change it.
  */
-import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Store } from '../../src/store/db.js';
 import { chainMeteringOf } from '../../src/store/runtime.js';
 import type { BatchItem } from '../../src/store/verify-batch.js';
 import type { Delegation } from '../../src/store/schema/index.js';
-import { fakeHash, seedDelegation, seedServiceKey, seedTenant, seedVerifyCaller } from '../support/fixtures.js';
+import { seedDelegation } from '../support/fixtures.js';
+import { allowItem, decideBatch, seedVerifyCaller, type VerifyCaller } from '../support/verify-statement.js';
 import { drivers } from '../setup/drivers.js';
 
 interface Link {
@@ -73,16 +73,13 @@ describe.each(drivers)('the verify item over a stored chain ($name)', ({ name, o
   let store: Store;
   let drop: () => Promise<void>;
   let tenantId: string;
-  let keyId: string;
-  let kid: string;
+  let caller: VerifyCaller;
   let bystander: Delegation[];
-  const rootDid = 'did:key:zVerifyItemRoot';
 
   beforeAll(async () => {
     ({ store, drop } = await open());
-    tenantId = await seedTenant(store.db, 'verify-item');
-    kid = await seedServiceKey(store.db);
-    keyId = await seedVerifyCaller(store.query, tenantId, rootDid);
+    caller = await seedVerifyCaller(store, 'verify-item', 'did:key:zVerifyItemRoot');
+    tenantId = caller.tenantId;
     const root = await seedDelegation(store.db, tenantId, undefined, { maxCalls: 1_000_000 });
     bystander = [root, await seedDelegation(store.db, tenantId, root, { maxCalls: 1_000_000 })];
   });
@@ -103,38 +100,17 @@ describe.each(drivers)('the verify item over a stored chain ($name)', ({ name, o
     return chain;
   };
   const allow = (chain: readonly Delegation[], links: readonly Link[] | null, estimate: number): BatchItem => {
-    const jti = `inv-${randomBytes(6).toString('hex')}`;
+    const hashes = chain.map((d) => d.hash);
     const metering =
       links === null
         ? 'all'
         : chainMeteringOf(
-            chain.map((d) => d.hash),
+            hashes,
             chain.map((d, i) => ({ hash: d.hash, depth: i, maxCalls: links[i]!.maxCalls, maxSpendMicros: links[i]!.maxSpend })),
           );
-    return {
-      k: 'a',
-      t: tenantId,
-      key: keyId,
-      root: rootDid,
-      chain: chain.map((d) => d.hash),
-      jti,
-      hash: fakeHash(jti),
-      jws: `jws-of-${jti}`,
-      tool: 'web_search',
-      est: estimate,
-      rjws: `receipt-of-${jti}`,
-      rkid: kid,
-      ...(metering === undefined ? {} : { mt: metering }),
-    };
+    return allowItem(caller, hashes, { est: estimate, ...(metering === undefined ? {} : { mt: metering }) });
   };
-  const decide = async (...items: BatchItem[]): Promise<Record<string, unknown>[]> => {
-    const [row] = await store.query('select baton_verify_batch($1, $2::text::jsonb) as r', [
-      new Date(Date.now() + 5_000).toISOString(),
-      JSON.stringify(items),
-    ]);
-    const r = row!['r'];
-    return (typeof r === 'string' ? JSON.parse(r) : r) as Record<string, unknown>[];
-  };
+  const decide = (...items: BatchItem[]) => decideBatch(store, items);
   const countersOf = async (chain: readonly Delegation[]): Promise<{ calls: number; spend: number }[]> => {
     const found = await store.query('select hash, calls_used, spend_reserved_micros from delegations where hash = any($1::text[])', [
       chain.map((d) => d.hash),

@@ -19,7 +19,7 @@ import type { Policy } from '../../src/protocol/policy.js';
 import type { Bundle, DelegationPayload } from '../../src/protocol/records.js';
 import { signJws } from '../../src/protocol/jws.js';
 import { recordHash } from '../../src/protocol/hash.js';
-import type { Db, Store } from '../../src/store/db.js';
+import type { Db } from '../../src/store/db.js';
 import { pgError, type PgErrorInfo } from '../../src/store/errors.js';
 import { newId } from '../../src/store/ids.js';
 import { delegations, serviceKeys, tenants, type Delegation, type NewDelegation } from '../../src/store/schema/index.js';
@@ -139,21 +139,6 @@ export async function seedTenant(db: Db, name = 'acme'): Promise<string> {
 export async function seedServiceKey(db: Db, kid = `svc-${randomBytes(4).toString('hex')}`): Promise<string> {
   await db.insert(serviceKeys).values({ kid, publicKey: 'pk', encryptedSeed: 'sealed' });
   return kid;
-}
-
-/**
- * What a direct call of the verify statement needs of a tenant: an active
- * verify key (returned) and a trusted root DID.
- */
-export async function seedVerifyCaller(query: Store['query'], tenantId: string, rootDid: string): Promise<string> {
-  const keyId = `key_${randomBytes(6).toString('hex')}`;
-  await query(`insert into api_keys (id, tenant_id, secret_hash, scopes) values ($1, $2, $3, '{verify}')`, [
-    keyId,
-    tenantId,
-    'ab'.repeat(32),
-  ]);
-  await query(`insert into trusted_roots (tenant_id, did) values ($1, $2)`, [tenantId, rootDid]);
-  return keyId;
 }
 
 /** Inserts a DR under `parent` (or a root when parent is undefined). */
