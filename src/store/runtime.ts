@@ -139,9 +139,16 @@ export async function readChainState(db: Db, tenantId: string, chain: readonly s
  * the statement; the statement still checks it against the stored rows (0017).
  */
 export function chainMeteringOf(chain: readonly string[], limits: readonly ChainLimits[]): ChainMetering | undefined {
-  const metered = new Map(limits.map((l) => [l.hash, l.maxCalls !== null || l.maxSpendMicros !== null]));
-  if (chain.every((h) => metered.get(h) === true)) return 'all';
-  if (chain.every((h) => metered.get(h) === false)) return 'none';
+  return meteringOf(chain, new Map(limits.map((l) => [l.hash, l])));
+}
+
+function meteringOf(chain: readonly string[], limitsByHash: ReadonlyMap<string, ChainLimits>): ChainMetering | undefined {
+  const metered = (h: string) => {
+    const l = limitsByHash.get(h);
+    return l === undefined ? undefined : l.maxCalls !== null || l.maxSpendMicros !== null;
+  };
+  if (chain.every((h) => metered(h) === true)) return 'all';
+  if (chain.every((h) => metered(h) === false)) return 'none';
   return undefined;
 }
 
@@ -196,7 +203,9 @@ export async function countCallsAtomically(
   /** The tool gate's inputs; null when the tenant has no catalog. */
   gate: ToolGateParams | null = null,
 ): Promise<CountOutcome> {
-  const metering = chainMeteringOf(inv.drChain, limits);
+  // One map of the chain's limits, for the metering hint and then for the answer's state.
+  const byHash = new Map(limits.map((l) => [l.hash, l]));
+  const metering = meteringOf(inv.drChain, byHash);
   const answer = (await verifyBatcherOf(query).run(
     {
       k: 'a',
@@ -227,7 +236,6 @@ export async function countCallsAtomically(
     },
     deadline,
   )) as unknown as CountAnswer | BlockedAnswer | ToolGateRefusal;
-  const byHash = new Map(limits.map((l) => [l.hash, l]));
   // Spelled out, not spread: this runs once per DR of every verify, and V8 copies spread properties
   // one by one through its runtime (at depth 16 the spread version cost ~60 us per verify).
   const runtimeStateOf = (hash: string, calls: number | string, spend: number | string): ChainRuntimeState => {
