@@ -1,5 +1,5 @@
 /**
- * npm run bench:profile [-- --seconds N --warmup N --inflight N --depth N --bulk N --perf --perf-record --table-stats --cpu-prof --statements --env K=V --sql TEXT --node-arg FLAG]
+ * npm run bench:profile [-- --seconds N --warmup N --inflight N --depth N --bulk N --max-calls N --perf --perf-record --table-stats --cpu-prof --statements --env K=V --sql TEXT --node-arg FLAG]
  *
  * CPU cost of one allowed /v1/verify, for finding where it goes: the service
  * and PostgreSQL CPU per verify (from /proc, stable on a shared machine,
@@ -16,7 +16,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, startPgCluster, type PgCluster } from './lib/pg-cluster.js';
 import { liveChildren, startChild } from './lib/child.js';
-import { independentChains, presignAll, registerChains, setupTenant } from './lib/chains.js';
+import { BENCH_POLICY, independentChains, presignAll, registerChains, setupTenant } from './lib/chains.js';
 import { clientFromEnv, percentile, runLoad } from './lib/load.js';
 import { childrenOf, startCpuSample } from './lib/proc.js';
 import { bulkLoadDelegations, settleDelegations } from './lib/sql.js';
@@ -35,6 +35,8 @@ const depth = arg('depth', 2);
 const warmupSeconds = arg('warmup', 3);
 /** DRs bulk-loaded into the tenant before the load (as bench:verify's stored-DR phase does), then vacuumed and checkpointed. */
 const bulk = arg('bulk', 0);
+/** Every DR's max_calls: 0 makes every verify a block-G refusal (CALLS_EXHAUSTED, 403), as bench:verify's denial phase. */
+const maxCalls = arg('max-calls', BENCH_POLICY.max_calls ?? 1_000_000_000);
 const profile = process.argv.includes('--cpu-prof');
 /** Count instructions with perf stat (stable on a loaded machine, unlike time). */
 const usePerf = process.argv.includes('--perf');
@@ -130,7 +132,7 @@ async function main(): Promise<void> {
   }
   const tenant = await setupTenant(service.url, adminKey, 'prof');
   const headers = { 'content-type': 'application/json', authorization: `Bearer ${tenant.verifyKey}` };
-  const chains = independentChains(tenant.operator, inflight, depth);
+  const chains = independentChains(tenant.operator, inflight, depth, { ...BENCH_POLICY, max_calls: maxCalls });
   await registerChains(service.url, chains);
   if (bulk > 0) {
     const sql = postgres(pg.url, { max: 2, onnotice: () => {} });
@@ -145,7 +147,7 @@ async function main(): Promise<void> {
   }
   const { bodies } = presignAll(chains, Math.ceil((2000 * seconds + 400 * warmupSeconds) / inflight) + 60);
   const load = (b: Buffer[][], s: number) =>
-    runLoad({ url: service.url, path: '/v1/verify', headers, bodies: b, seconds: s, client: CLIENT });
+    runLoad({ url: service.url, path: '/v1/verify', headers, bodies: b, seconds: s, client: CLIENT, okStatus: maxCalls === 0 ? 403 : 200 });
   // Warm up every pool connection (its plans, its compiled functions) before measuring.
   const warmupBodies = Math.ceil((400 * warmupSeconds) / inflight) + 10;
   await load(
@@ -185,7 +187,7 @@ async function main(): Promise<void> {
   const us = (g: string) => Math.round(((sample.cores[g] ?? 0) * 1e6) / rps);
   process.stdout.write(
     `${inflight} in flight, depth ${depth}: ${Math.round(rps)} verifies/s (${r.ok}/${r.requests} ok${r.firstError ? `, first error ${r.firstError}` : ''}), p50 ${percentile(r.latencies, 0.5).toFixed(2)} ms, p99 ${percentile(r.latencies, 0.99).toFixed(2)} ms\n` +
-      `CPU per verify: service ${us('service')} us, PostgreSQL ${us('postgres')} us, load generator ${Math.round(r.clientCpuUs / r.requests)} us; machine busy ${sample.machineBusy.toFixed(2)} cores\n`,
+      `CPU per verify: service ${us('service')} us, PostgreSQL ${us('postgres')} us, load generator ${Math.round(r.clientCpuUs / r.requests)} us; machine busy ${sample.machineBusy.toFixed(2)} cores, ${sample.machineSteal.toFixed(2)} stolen by the host\n`,
   );
   if (statsSql) {
     // Microseconds of execution per verify, per statement (nested ones count inside their callers too).

@@ -307,16 +307,19 @@ async function main(): Promise<void> {
   out(
     `  32 clients: ${f0(pgb32.tps)} tx/s (runs: ${f0(pgb32a.tps)}, ${f0(pgb32b.tps)}), machine CPU ${f0(pgb32.machineUs)} us/tx;  1 client: ${f0(pgb1.tps)} tx/s, latency ${f2(pgb1.latencyMs)} ms (runs: ${f2(pgb1a.latencyMs)}, ${f2(pgb1b.latencyMs)})`,
   );
+  out(
+    `  cores stolen by the host (steal time) during the runs, 32 / 8 / 1 clients: ${[pgb32a, pgb32b, pgb8a, pgb8b, pgb1a, pgb1b].map((r) => f2(r.machineSteal)).join(', ')}`,
+  );
   out(`  8 clients: p50 ${f2(pgb8.p50Ms)} ms, p99 ${f2(pgb8.p99Ms)} ms (runs: ${f2(pgb8a.p99Ms)}, ${f2(pgb8b.p99Ms)})`);
   out();
   out('== POST /v1/verify phases ==');
   out(
-    '  phase                                          req/s   p50 ms  p99 ms  answers  svc cores  pg cores  svc us/req  pg us/req  gen us/req',
+    '  phase                                          req/s   p50 ms  p99 ms  answers  svc cores  pg cores  svc us/req  pg us/req  gen us/req  steal',
   );
   for (const p of phases) {
     const us = (cores: number | undefined) => ((cores ?? 0) * 1e6) / p.rps;
     out(
-      `  ${p.name.padEnd(45)} ${f0(p.rps).padStart(6)} ${f2(p.p50).padStart(8)} ${f2(p.p99).padStart(7)} ${`${p.result.ok}/${p.result.requests}`.padStart(8)} ${f2(p.cpu.cores['service'] ?? 0).padStart(10)} ${f2(p.cpu.cores['postgres'] ?? 0).padStart(9)} ${f0(us(p.cpu.cores['service'])).padStart(11)} ${f0(us(p.cpu.cores['postgres'])).padStart(10)} ${f0(p.result.clientCpuUs / Math.max(1, p.result.requests)).padStart(11)}`,
+      `  ${p.name.padEnd(45)} ${f0(p.rps).padStart(6)} ${f2(p.p50).padStart(8)} ${f2(p.p99).padStart(7)} ${`${p.result.ok}/${p.result.requests}`.padStart(8)} ${f2(p.cpu.cores['service'] ?? 0).padStart(10)} ${f2(p.cpu.cores['postgres'] ?? 0).padStart(9)} ${f0(us(p.cpu.cores['service'])).padStart(11)} ${f0(us(p.cpu.cores['postgres'])).padStart(10)} ${f0(p.result.clientCpuUs / Math.max(1, p.result.requests)).padStart(11)} ${f2(p.cpu.machineSteal).padStart(6)}`,
     );
   }
   out(`  allows at 16 in flight beside 16 in flight of CALLS_EXHAUSTED denials: ${f0(mixAllowRps)} req/s (alone: ${f0(alone16.rps)})`);
@@ -343,7 +346,9 @@ async function main(): Promise<void> {
   row('deny (block G, CALLS_EXHAUSTED) CPU per request / allow', f2(denyCost(denyG)), '<= 1', denyCost(denyG) <= 1);
   row('allows/s beside a denial flood / allows/s alone (16+16)', f2(mixAllowRps / alone16.rps), '-', true);
   out(`  CPU per verify at 32 in flight: service ${f0(usOf(a32, 'service'))} us, PostgreSQL ${f0(usOf(a32, 'postgres'))} us`);
-  out(`  machine busy during the 32-in-flight phase: ${f2(a32.cpu.machineBusy)} of ${cpus().length} cores`);
+  out(
+    `  machine busy during the 32-in-flight phase: ${f2(a32.cpu.machineBusy)} of ${cpus().length} cores (and ${f2(a32.cpu.machineSteal)} taken by the host)`,
+  );
   // Where the ratio goes: the whole machine's CPU for one verify against one pgbench transaction.
   const machineUs = (p: Phase) => (p.cpu.machineBusy / p.rps) * 1e6;
   out(

@@ -64,6 +64,8 @@ export interface PgbenchResult {
   readonly p99Ms: number;
   /** Cores busy on the whole machine while it ran (pgbench's own client included). */
   readonly machineBusy: number;
+  /** Cores the host took from the machine meanwhile (steal time: a run slowed from outside). */
+  readonly machineSteal: number;
 }
 
 /**
@@ -95,7 +97,7 @@ export async function runPgbench(bin: string, url: string, script: string, clien
       ],
       { timeout: (seconds + 60) * 1000 },
     );
-    const machineBusy = machine().machineBusy;
+    const { machineBusy, machineSteal } = machine();
     const tps = /tps = ([\d.]+) \(without initial connection time\)/.exec(stdout)?.[1];
     const lat = /latency average = ([\d.]+) ms/.exec(stdout)?.[1];
     if (tps === undefined || lat === undefined) throw new Error(`pgbench output not understood:\n${stdout}`);
@@ -108,6 +110,7 @@ export async function runPgbench(bin: string, url: string, script: string, clien
       p50Ms: percentile(latencies, 0.5),
       p99Ms: percentile(latencies, 0.99),
       machineBusy,
+      machineSteal,
     };
   } finally {
     rmSync(logDir, { recursive: true, force: true });

@@ -66,13 +66,18 @@ export function postgresPids(dataDir: string): number[] {
   return [postmaster, ...childrenOf(postmaster)];
 }
 
-/** Busy and total ticks of the whole machine (all cores), from the first line of /proc/stat. */
-function machineTicks(): { busy: number; total: number } {
+/**
+ * Busy, stolen and total ticks of the whole machine (all cores), from the first line of
+ * /proc/stat. Steal is time a virtual CPU was ready to run while the host ran something
+ * else: not work done here, so not busy; a phase with much of it was slowed from outside.
+ */
+function machineTicks(): { busy: number; steal: number; total: number } {
   const line = readFileSync('/proc/stat', 'utf8').split('\n')[0]!;
   const f = line.trim().split(/\s+/).slice(1).map(Number);
   const idle = (f[3] ?? 0) + (f[4] ?? 0); // idle + iowait
+  const steal = f[7] ?? 0;
   const total = f.slice(0, 8).reduce((a, b) => a + b, 0); // without guest (already in user)
-  return { busy: total - idle, total };
+  return { busy: total - idle - steal, steal, total };
 }
 
 export type PidGroups = Record<string, () => number[]>;
@@ -84,8 +89,10 @@ export interface CpuSample {
   readonly cores: Record<string, number>;
   /** Of that, the share spent in the kernel (system time), per group. */
   readonly sysShare: Record<string, number>;
-  /** Cores busy on the whole machine, anything included. */
+  /** Cores busy on the whole machine, anything included (steal excluded). */
   readonly machineBusy: number;
+  /** Cores the host took from this machine's virtual CPUs while they had work (steal time). */
+  readonly machineSteal: number;
 }
 
 /**
@@ -124,7 +131,7 @@ export function startCpuSample(groups: PidGroups): () => CpuSample {
       cores[name] = ticks / CLK_TCK / seconds;
       sysShare[name] = ticks > 0 ? sys / ticks : 0;
     }
-    const machineBusy = m1.total > m0.total ? ((m1.busy - m0.busy) / (m1.total - m0.total)) * CORES : 0;
-    return { seconds, cores, sysShare, machineBusy };
+    const share = (d: number) => (m1.total > m0.total ? (d / (m1.total - m0.total)) * CORES : 0);
+    return { seconds, cores, sysShare, machineBusy: share(m1.busy - m0.busy), machineSteal: share(m1.steal - m0.steal) };
   };
 }
