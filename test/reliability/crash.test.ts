@@ -166,9 +166,14 @@ describe('kill -9 of a service process under load', () => {
     // One chain per invocation, so the K transactions share no row and each
     // reaches the receipt INSERT however the counting transaction orders its locks.
     const K = 4;
-    // Group commit: a process sends at most 2 statements at once (the others queue in it),
-    // each carrying one or more of the K verifies.
+    // Group commit: a process sends at most 2 statements at once (the others queue in it), each
+    // carrying one or more of the K verifies, and verifies read in one turn of its event loop go
+    // in one statement: the K may arrive as one statement or as two. The window is open once one
+    // is blocked at the receipt insert; a second gets a moment to join it.
     const STATEMENTS = Math.min(K, 2);
+    /** A blocked statement gives up at the verify deadline (5 s, its lock_timeout too): kill well before. */
+    const BLOCKED_WITHIN_MS = 4_000;
+    const SECOND_STATEMENT_MS = 500;
     const chains = Array.from({ length: K }, () => {
       const root = grantRoot(tenant, { max_calls: 100 });
       return { root, leaf: grantSub(root, { max_calls: 100 }) };
@@ -180,6 +185,16 @@ describe('kill -9 of a service process under load', () => {
     );
     const signed = chains.flatMap((c, i) => preSign([c.leaf], 1, `window${i}`));
     const jtis = signed.map((s) => s.jti);
+    // nodeB answers once before the window opens (a chain of its own), so the window waits on the
+    // receipts lock, not on a process just restarted by the test before (or a connection to the
+    // one it killed). A CI run saw no statement reach the lock in 8 s.
+    const warmRoot = grantRoot(tenant, { max_calls: 100 });
+    const warmLeaf = grantSub(warmRoot, { max_calls: 100 });
+    await registerDelegations(nodeA!.url, tenant, [warmRoot.dr, warmLeaf.dr]);
+    const warmed = await verify(nodeB!.url, tenant, preSign([warmLeaf], 1, 'window-warm-up')[0]!.bundle, 15_000);
+    expect(warmed.status, `nodeB answers before the window opens: ${warmed.status} ${warmed.error ?? JSON.stringify(warmed.body)}`).toBe(
+      200,
+    );
     const watcher = postgres(dbUrl, { max: 1, connect_timeout: 5, onnotice: () => {} });
     const locker = postgres(dbUrl, { max: 1, connect_timeout: 5, onnotice: () => {} });
     let pending: Promise<Reply[]> | undefined;
@@ -188,18 +203,38 @@ describe('kill -9 of a service process under load', () => {
     try {
       await locker.begin(async (tx) => {
         await tx`lock table receipts in share mode`;
-        pending = Promise.all(signed.map((s) => verify(nodeB!.url, tenant, s.bundle, 15_000)));
-        const deadline = performance.now() + 8_000;
-        while (performance.now() < deadline) {
+        const answered: Reply[] = [];
+        pending = Promise.all(
+          signed.map(async (s) => {
+            const reply = await verify(nodeB!.url, tenant, s.bundle, 15_000);
+            answered.push(reply);
+            return reply;
+          }),
+        );
+        const blockedStatements = async () => {
           const [row] = await watcher<{ n: number }[]>`
             select count(*)::int as n from pg_stat_activity
              where datname = current_database() and wait_event_type = 'Lock'
                and (query ilike '%receipts%' or query ilike '%baton_verify%')`;
-          waiting = row!.n;
-          if (waiting >= STATEMENTS) break;
+          return row!.n;
+        };
+        const deadline = performance.now() + BLOCKED_WITHIN_MS;
+        while ((waiting = await blockedStatements()) < 1 && performance.now() < deadline) await sleep(20);
+        const joinBy = performance.now() + SECOND_STATEMENT_MS;
+        while (waiting >= 1 && waiting < STATEMENTS && performance.now() < joinBy) {
           await sleep(20);
+          waiting = Math.max(waiting, await blockedStatements());
         }
-        expect(waiting, 'verify statements blocked on the receipts lock').toBeGreaterThanOrEqual(STATEMENTS);
+        if (waiting < 1) {
+          const activity = await watcher`
+            select state, wait_event_type, wait_event, left(query, 60) as query from pg_stat_activity
+             where datname = current_database() and pid <> pg_backend_pid()`;
+          const seen = answered.map((r) => `${r.status} after ${Math.round(r.ms)} ms: ${r.error ?? JSON.stringify(r.body)}`);
+          expect.fail(
+            `no verify statement blocked on the receipts lock within ${BLOCKED_WITHIN_MS} ms; nodeB alive: ${nodeB!.alive()}; ` +
+              `answers so far: ${JSON.stringify(seen)}; sessions: ${JSON.stringify(activity)}`,
+          );
+        }
         const [c] = await watcher<
           { n: number }[]
         >`select count(*)::int as n from invocations where tenant_id = ${tenant.id} and jti = any(${jtis})`;
