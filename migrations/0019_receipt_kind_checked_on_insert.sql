@@ -19,7 +19,7 @@ ALTER TABLE "receipts" DROP CONSTRAINT "receipts_kind_known";--> statement-break
 CREATE OR REPLACE FUNCTION "log_queue_receipt"() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-  IF NEW."kind" IS NULL OR NEW."kind" NOT IN ('delegation.accepted','invocation.allowed','invocation.denied','actual.recorded',
+  IF NEW."kind" NOT IN ('delegation.accepted','invocation.allowed','invocation.denied','actual.recorded',
       'delegation.revoked','tools.catalog.published','approval.requested','approval.approved','approval.rejected',
       'grant.pending','grant.approved','grant.rejected') THEN
     RAISE EXCEPTION 'new row for relation "receipts" violates check constraint "receipts_kind_known"'
