@@ -185,9 +185,8 @@ describe('kill -9 of a service process under load', () => {
     );
     const signed = chains.flatMap((c, i) => preSign([c.leaf], 1, `window${i}`));
     const jtis = signed.map((s) => s.jti);
-    // nodeB answers once before the window opens (a chain of its own), so the window waits on the
-    // receipts lock, not on a process just restarted by the test before (or a connection to the
-    // one it killed). A CI run saw no statement reach the lock in 8 s.
+    // nodeB answers once before the window opens (a chain of its own), so the window's time goes to
+    // the receipts lock, not to a process the test before has just restarted.
     const warmRoot = grantRoot(tenant, { max_calls: 100 });
     const warmLeaf = grantSub(warmRoot, { max_calls: 100 });
     await registerDelegations(nodeA!.url, tenant, [warmRoot.dr, warmLeaf.dr]);
