@@ -1,11 +1,12 @@
 /**
- * npm run bench:profile [-- --seconds N --warmup N --inflight N --depth N --bulk N --max-calls N --perf --perf-record --table-stats --cpu-prof --statements --env K=V --sql TEXT --node-arg FLAG]
+ * npm run bench:profile [-- --seconds N --warmup N --inflight N --depth N --bulk N --max-calls N --perf --perf-record --table-stats --cpu-prof --statements --env K=V --sql TEXT --node-arg FLAG --source]
  *
  * CPU cost of one allowed /v1/verify, for finding where it goes: the service
  * and PostgreSQL CPU per verify (from /proc, stable on a shared machine,
  * unlike verifies/s), and with --cpu-prof a V8 CPU profile of the service
  * written to .bench-profile/ (open it in Chrome DevTools). fsync off: this
- * measures CPU, not durability.
+ * measures CPU, not durability. The service is the compiled one npm start
+ * runs (built first when stale); --source runs src/main.ts through tsx.
  */
 import { spawn } from 'node:child_process';
 import postgres from 'postgres';
@@ -15,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, startPgCluster, type PgCluster } from './lib/pg-cluster.js';
-import { liveChildren, startChild } from './lib/child.js';
+import { liveChildren, serviceEntry, startChild } from './lib/child.js';
 import { BENCH_POLICY, independentChains, presignAll, registerChains, setupTenant } from './lib/chains.js';
 import { clientFromEnv, percentile, runLoad } from './lib/load.js';
 import { childrenOf, startCpuSample } from './lib/proc.js';
@@ -105,9 +106,10 @@ async function main(): Promise<void> {
   const adminKey = `prof-admin-${randomBytes(16).toString('hex')}`;
   const profDir = join(ROOT, '.bench-profile');
   if (profile || recordPostgres) mkdirSync(profDir, { recursive: true });
+  const entry = serviceEntry(ROOT, (line) => process.stdout.write(`${line}\n`));
   const service = await startChild({
     name: 'baton service',
-    script: 'src/main.ts',
+    script: entry.script,
     cwd: ROOT,
     port,
     readyPath: '/readyz',
@@ -186,7 +188,8 @@ async function main(): Promise<void> {
   const rps = r.ok / r.seconds;
   const us = (g: string) => Math.round(((sample.cores[g] ?? 0) * 1e6) / rps);
   process.stdout.write(
-    `${inflight} in flight, depth ${depth}: ${Math.round(rps)} verifies/s (${r.ok}/${r.requests} ok${r.firstError ? `, first error ${r.firstError}` : ''}), p50 ${percentile(r.latencies, 0.5).toFixed(2)} ms, p99 ${percentile(r.latencies, 0.99).toFixed(2)} ms\n` +
+    `service: ${entry.label}\n` +
+      `${inflight} in flight, depth ${depth}: ${Math.round(rps)} verifies/s (${r.ok}/${r.requests} ok${r.firstError ? `, first error ${r.firstError}` : ''}), p50 ${percentile(r.latencies, 0.5).toFixed(2)} ms, p99 ${percentile(r.latencies, 0.99).toFixed(2)} ms\n` +
       `CPU per verify: service ${us('service')} us, PostgreSQL ${us('postgres')} us, load generator ${Math.round(r.clientCpuUs / r.requests)} us; machine busy ${sample.machineBusy.toFixed(2)} cores, ${sample.machineSteal.toFixed(2)} stolen by the host\n`,
   );
   if (statsSql) {

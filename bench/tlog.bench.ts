@@ -1,5 +1,5 @@
 /**
- * npm run bench:tlog [-- --seconds N | --inflight N | --interval MS | --rounds N | --baseline DIR]
+ * npm run bench:tlog [-- --seconds N | --inflight N | --interval MS | --rounds N | --baseline DIR | --source]
  *
  * The transparency log under the verify hot path: the service as its own
  * process on a throwaway durable PostgreSQL 15, POST /v1/verify allowed in a
@@ -19,7 +19,9 @@
  * checkout of this repository (same schema: DIR/src/main.ts, its
  * node_modules), integrator on, to compare a change with what it replaces
  * in one run, e.g. `git archive <commit> | tar -x -C DIR` with a
- * node_modules link.
+ * node_modules link. The service is the compiled one npm start runs (built
+ * first when stale), unless --source (BENCH_SOURCE=1) or --baseline: a
+ * baseline checkout runs from its sources, so then both do, through tsx.
  *
  * Environment (flags win): BENCH_SECONDS (8), BENCH_INFLIGHT (32),
  * BENCH_TLOG_INTERVAL_MS (250), BENCH_ROUNDS (2), BENCH_RATE (400),
@@ -34,7 +36,7 @@ import { parseArgs } from 'node:util';
 import postgres from 'postgres';
 import { findPgBin, freePort, HOW_TO_FIX, startPgCluster, type PgCluster } from './lib/pg-cluster.js';
 import { independentChains, presignAll, registerChains, setupTenant, type Tenant } from './lib/chains.js';
-import { startChild, type Child } from './lib/child.js';
+import { serviceEntry, startChild, type Child } from './lib/child.js';
 import { stopOnExit } from './lib/cleanup.js';
 import { CLK_TCK, processTicks } from './lib/proc.js';
 import { clientFromEnv, runLoad } from './lib/load.js';
@@ -51,6 +53,8 @@ const { values } = parseArgs({
     rounds: { type: 'string' },
     rate: { type: 'string' },
     baseline: { type: 'string' },
+    // Read by serviceEntry (lib/child.ts).
+    source: { type: 'boolean' },
   },
 });
 const num = (flag: string | undefined, env: string, fallback: number): number => {
@@ -110,10 +114,13 @@ async function main(): Promise<void> {
   const masterKey = randomBytes(32).toString('hex');
   const port = await freePort();
 
+  // A baseline checkout runs from its sources (it may predate the build), so this one does too.
+  const entry = BASELINE ? { script: 'src/main.ts', label: 'both from src/ through tsx (--baseline)' } : serviceEntry(ROOT, log);
+  log(`service: ${entry.label}`);
   const startService = (tlogIntervalMs: number, cwd = ROOT): Promise<Child> =>
     startChild({
       name: `baton service${cwd === ROOT ? '' : ` of ${cwd}`} (integrator ${tlogIntervalMs === 0 ? 'off' : `every ${tlogIntervalMs} ms`})`,
-      script: 'src/main.ts',
+      script: entry.script,
       cwd,
       port,
       readyPath: '/readyz',

@@ -1,5 +1,5 @@
 /**
- * npm run bench:verify [-- --quick | --seconds N | --warmup N | --bulk N | --workers N | --fsync-off]
+ * npm run bench:verify [-- --quick | --seconds N | --warmup N | --bulk N | --workers N | --fsync-off | --source]
  *
  * POST /v1/verify end to end (the service as its own process, a throwaway
  * PostgreSQL 15 with its default durability: fsync and synchronous_commit
@@ -12,7 +12,8 @@
  * Environment (flags win): BENCH_SECONDS (8; 2 with --quick), BENCH_WARMUP
  * (20; 3 with --quick), BENCH_BULK
  * (1000000; 100000 with --quick), BENCH_WORKERS (1), BENCH_POOL (32),
- * BATON_PG_BIN.
+ * BATON_PG_BIN, BENCH_SOURCE=1 (as --source: the service from src/ through
+ * tsx instead of the compiled server npm start runs).
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
@@ -22,7 +23,7 @@ import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
 import { createInvocation, makeBundle } from '../src/sdk/records.js';
 import { findPgBin, freePort, HOW_TO_FIX, startPgCluster, type PgCluster } from './lib/pg-cluster.js';
-import { startChild, type Child } from './lib/child.js';
+import { serviceEntry, startChild, type Child } from './lib/child.js';
 import { stopOnExit } from './lib/cleanup.js';
 import {
   BENCH_ARGS,
@@ -128,9 +129,10 @@ async function main(): Promise<void> {
   const port = await freePort();
   dataDir = mkdtempSync(join(tmpdir(), 'baton-bench-'));
   const adminKey = `bench-admin-${randomBytes(16).toString('hex')}`;
+  const entry = serviceEntry(ROOT, out);
   service = await startChild({
     name: 'baton service',
-    script: 'src/main.ts',
+    script: entry.script,
     cwd: ROOT,
     port,
     readyPath: '/readyz',
@@ -148,7 +150,7 @@ async function main(): Promise<void> {
     },
   });
   out(
-    `  service: node --import tsx src/main.ts, BATON_WORKERS=${CFG.workers}, BATON_DB_POOL=${CFG.pool} (per worker); ${CFG.seconds}s per phase; load generator: ${CLIENT === 'raw' ? 'raw sockets' : CLIENT} keep-alive, closed loop, pre-signed bodies`,
+    `  service: ${entry.label}, BATON_WORKERS=${CFG.workers}, BATON_DB_POOL=${CFG.pool} (per worker); ${CFG.seconds}s per phase; load generator: ${CLIENT === 'raw' ? 'raw sockets' : CLIENT} keep-alive, closed loop, pre-signed bodies`,
   );
   const tenant = await setupTenant(service.url, adminKey, 'bench');
   const headers = { 'content-type': 'application/json', authorization: `Bearer ${tenant.verifyKey}` };

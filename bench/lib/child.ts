@@ -1,9 +1,10 @@
 /**
- * Child processes of the bench (the Baton service, the bare Hono server):
- * spawned with `node --import tsx`, awaited until they answer HTTP, and
+ * Child processes of the bench (the Baton service): spawned with node (a
+ * TypeScript script through tsx), awaited until they answer HTTP, and
  * stopped by their own pid (SIGTERM, then SIGKILL), never by name.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
 
 export interface Child {
   readonly name: string;
@@ -25,8 +26,35 @@ export function liveChildren(): Child[] {
   return [...live];
 }
 
+/** The compiled service that `npm start` runs. */
+const BUILT_SERVICE = 'dist/packages/server/lib/main.js';
+
+/** Which service the benches run: `script` for startChild, `label` for their report. */
+export interface ServiceEntry {
+  readonly script: string;
+  readonly label: string;
+}
+
+/**
+ * The service a bench measures: what ships unless `--source` (or
+ * BENCH_SOURCE=1) asks for the TypeScript. By default that is the compiled
+ * server `npm start` runs, built first when an input changed, as `npm start`
+ * does.
+ */
+export function serviceEntry(root: string, log: (line: string) => void): ServiceEntry {
+  if (process.argv.includes('--source') || process.env['BENCH_SOURCE'] === '1')
+    return { script: 'src/main.ts', label: 'node --import tsx src/main.ts (--source)' };
+  log('  building the server package if src/ changed (node scripts/build.mjs --if-stale, as npm start does)...');
+  execFileSync(process.execPath, [join(root, 'scripts', 'build.mjs'), '--if-stale'], {
+    cwd: root,
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  return { script: BUILT_SERVICE, label: `node ${BUILT_SERVICE} (what npm start runs)` };
+}
+
 export async function startChild(opts: {
   name: string;
+  /** A .js file runs as is; anything else through tsx. */
   script: string;
   cwd: string;
   env: Record<string, string>;
@@ -36,11 +64,15 @@ export async function startChild(opts: {
   /** Extra node flags (e.g. --cpu-prof). */
   nodeArgs?: readonly string[];
 }): Promise<Child> {
-  const proc: ChildProcess = spawn(process.execPath, [...(opts.nodeArgs ?? []), '--import', 'tsx', opts.script], {
-    cwd: opts.cwd,
-    env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '/root', ...opts.env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const proc: ChildProcess = spawn(
+    process.execPath,
+    [...(opts.nodeArgs ?? []), ...(opts.script.endsWith('.js') ? [] : ['--import', 'tsx']), opts.script],
+    {
+      cwd: opts.cwd,
+      env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '/root', ...opts.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let tail = '';
   const keep = (b: Buffer) => {
     tail = (tail + b.toString('utf8')).slice(-8000);
