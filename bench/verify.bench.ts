@@ -343,11 +343,16 @@ async function main(): Promise<void> {
   const bulk = after.rps / before.rps;
   row(`${f0(big)} / ${f0(small)} stored DRs`, f2(bulk), '0.9-1.1', bulk >= 0.9 && bulk <= 1.1);
   const usOf = (p: Phase, g: string) => ((p.cpu.cores[g] ?? 0) * 1e6) / p.rps;
-  const denyCost = (p: Phase) => (usOf(p, 'service') + usOf(p, 'postgres')) / (usOf(a32, 'service') + usOf(a32, 'postgres'));
-  row('deny (block D) CPU per request / allow', f2(denyCost(denyD)), '<= 1', denyCost(denyD) <= 1);
-  row('deny (block G, CALLS_EXHAUSTED) CPU per request / allow', f2(denyCost(denyG)), '<= 1', denyCost(denyG) <= 1);
+  // The allow side is the mean of the two 32-in-flight phases, as the throughput goal's: on this
+  // machine the same phase's CPU per request moved by half between the start and the end of a run.
+  const allowUs = (g: string) => (usOf(a32, g) + usOf(a32b, g)) / 2;
+  const denyCost = (p: Phase) => (usOf(p, 'service') + usOf(p, 'postgres')) / (allowUs('service') + allowUs('postgres'));
+  row('deny, block D: CPU per request / allow (mean of 2)', f2(denyCost(denyD)), '<= 1', denyCost(denyD) <= 1);
+  row('deny, block G (CALLS_EXHAUSTED): CPU / allow (mean of 2)', f2(denyCost(denyG)), '<= 1', denyCost(denyG) <= 1);
   row('allows/s beside a denial flood / allows/s alone (16+16)', f2(mixAllowRps / alone16.rps), '-', true);
-  out(`  CPU per verify at 32 in flight: service ${f0(usOf(a32, 'service'))} us, PostgreSQL ${f0(usOf(a32, 'postgres'))} us`);
+  out(
+    `  CPU per verify at 32 in flight (means of 2): service ${f0(allowUs('service'))} us (runs: ${f0(usOf(a32, 'service'))}, ${f0(usOf(a32b, 'service'))}), PostgreSQL ${f0(allowUs('postgres'))} us (runs: ${f0(usOf(a32, 'postgres'))}, ${f0(usOf(a32b, 'postgres'))})`,
+  );
   out(
     `  machine busy during the 32-in-flight phase: ${f2(a32.cpu.machineBusy)} of ${cpus().length} cores (and ${f2(a32.cpu.machineSteal)} taken by the host)`,
   );
