@@ -89,7 +89,7 @@ class ItemError extends Error {
 export interface BatcherOptions {
   /** Batches running at once (default 2): while they run, new verifies queue into the next. */
   readonly maxInFlight?: number;
-  /** Items per batch at most (default 32; each is a subtransaction, and 64 would overflow PostgreSQL's per-backend subtransaction cache). */
+  /** Items per batch at most (default 32): bounds how many DRs one statement locks and how long it holds them. */
   readonly maxBatch?: number;
 }
 
