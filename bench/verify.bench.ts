@@ -36,7 +36,7 @@ import {
   type Chain,
 } from './lib/chains.js';
 import { clientFromEnv, percentile, runLoad, type LoadResult } from './lib/load.js';
-import { childrenOf, startCpuSample, type CpuSample } from './lib/proc.js';
+import { childrenOf, joinCpuSamples, startCpuSample, type CpuSample } from './lib/proc.js';
 import { preparePgbench, runPgbench, type PgbenchResult } from './lib/pgbench.js';
 import { bulkLoadDelegations, delegationCount, settleDelegations, waitForLogDrained } from './lib/sql.js';
 
@@ -125,14 +125,10 @@ interface Slice {
   readonly cpu: CpuSample;
 }
 
-/** Several slices as one phase: counts and CPU-seconds added, latencies merged. */
+/** Several slices as one phase: counts added, latencies merged, CPU weighted by slice length. */
 function joinSlices(name: string, slices: readonly Slice[]): Phase {
-  const seconds = slices.reduce((n, s) => n + s.result.seconds, 0);
-  const cpuSeconds = slices.reduce((n, s) => n + s.cpu.seconds, 0);
   const sum = (f: (s: Slice) => number) => slices.reduce((n, s) => n + f(s), 0);
-  /** Cores averaged over the slices, each weighted by its length. */
-  const cores = (f: (c: CpuSample) => number) => sum((s) => f(s.cpu) * s.cpu.seconds) / cpuSeconds;
-  const groups = Object.keys(slices[0]!.cpu.cores);
+  const seconds = sum((s) => s.result.seconds);
   const statuses: Record<number, number> = {};
   for (const s of slices) for (const [k, v] of Object.entries(s.result.statuses)) statuses[Number(k)] = (statuses[Number(k)] ?? 0) + v;
   const latencies = Float64Array.from(slices.flatMap((s) => Array.from(s.result.latencies))).sort();
@@ -146,29 +142,13 @@ function joinSlices(name: string, slices: readonly Slice[]): Phase {
     clientCpuUs: sum((s) => s.result.clientCpuUs),
     exhausted: slices.some((s) => s.result.exhausted),
   };
-  const cpu: CpuSample = {
-    seconds: cpuSeconds,
-    cores: Object.fromEntries(groups.map((g) => [g, cores((c) => c.cores[g] ?? 0)])),
-    sysShare: Object.fromEntries(
-      groups.map((g) => [
-        g,
-        cores((c) => (c.sysShare[g] ?? 0) * (c.cores[g] ?? 0)) /
-          Math.max(
-            1e-9,
-            cores((c) => c.cores[g] ?? 0),
-          ),
-      ]),
-    ),
-    machineBusy: cores((c) => c.machineBusy),
-    machineSteal: cores((c) => c.machineSteal),
-  };
   return {
     name,
     result,
     rps: result.ok / seconds,
     p50: percentile(latencies, 0.5),
     p99: percentile(latencies, 0.99),
-    cpu,
+    cpu: joinCpuSamples(slices.map((s) => s.cpu)),
     sliceRps: slices.length > 1 ? slices.map((s) => s.result.ok / s.result.seconds) : undefined,
   };
 }
@@ -224,9 +204,8 @@ async function main(): Promise<void> {
   const svcPids = () => [service!.pid, ...childrenOf(service!.pid)];
   /** Runs that ended early because a worker used up its pre-signed bodies (raise --rate). */
   const ranDry = new Set<string>();
-  const noteDry = (name: string, r: LoadResult) => {
+  const noteDry = (name: string, r: LoadResult): void => {
     if (r.exhausted) ranDry.add(name);
-    return r;
   };
   const pgPids = () => pg!.pids();
 

@@ -135,3 +135,16 @@ export function startCpuSample(groups: PidGroups): () => CpuSample {
     return { seconds, cores, sysShare, machineBusy: share(m1.busy - m0.busy), machineSteal: share(m1.steal - m0.steal) };
   };
 }
+
+/** Samples of one load taken in slices, as one: each slice weighs by its length. */
+export function joinCpuSamples(samples: readonly CpuSample[]): CpuSample {
+  const seconds = samples.reduce((n, s) => n + s.seconds, 0);
+  const mean = (f: (s: CpuSample) => number) => samples.reduce((n, s) => n + f(s) * s.seconds, 0) / seconds;
+  const groups = Object.keys(samples[0]?.cores ?? {});
+  const cores = Object.fromEntries(groups.map((g) => [g, mean((s) => s.cores[g] ?? 0)]));
+  // A share of each slice's cores, so weighted by them too.
+  const sysShare = Object.fromEntries(
+    groups.map((g) => [g, cores[g]! > 0 ? mean((s) => (s.sysShare[g] ?? 0) * (s.cores[g] ?? 0)) / cores[g]! : 0]),
+  );
+  return { seconds, cores, sysShare, machineBusy: mean((s) => s.machineBusy), machineSteal: mean((s) => s.machineSteal) };
+}
