@@ -72,7 +72,7 @@ export interface paths {
     };
     /**
      * Prometheus metrics of this node
-     * @description Text exposition format 0.0.4, in base units (seconds, bytes): `baton_http_requests_total`, `baton_http_request_duration_seconds` (histogram), `baton_http_requests_in_flight`, `baton_verify_decisions_total`, `baton_db_pool_max_connections`, `baton_build_info`, and the standard `process_*` and `nodejs_*` process and runtime metrics. Clean under `promtool check metrics`. Public: restrict it at the network edge if needed.
+     * @description Text exposition format 0.0.4, in base units (seconds, bytes): `baton_http_requests_total`, `baton_http_request_duration_seconds` (histogram), `baton_http_requests_in_flight`, `baton_verify_decisions_total`, `baton_verify_batch_items` and `baton_verify_batch_duration_seconds` (histograms of the group-commit statements: verifies per statement, round trip), `baton_db_pool_max_connections`, `baton_build_info`, and the standard `process_*` and `nodejs_*` process and runtime metrics. Clean under `promtool check metrics`. Public: restrict it at the network edge if needed.
      */
     get: operations['metrics'];
     put?: never;

@@ -6,10 +6,14 @@
  * them; each node keeps its own.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { observeVerifyBatches, type BatchObservation } from '../store/verify-batch.js';
 import { batonVersionInfo } from '../version.js';
 
 /** Request latency buckets, in seconds: 0.5 ms to 5 s (a verify's deadline). */
 const LATENCY_BUCKETS_SECONDS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+
+/** Verifies per group-commit statement: 1 up to the batcher's 32. */
+const BATCH_ITEM_BUCKETS = [1, 2, 4, 8, 16, 32];
 
 class BatonMetrics {
   readonly registry = new Registry();
@@ -42,6 +46,22 @@ class BatonMetrics {
     registers: [this.registry],
   });
 
+  private readonly batchItems = new Histogram({
+    name: 'baton_verify_batch_items',
+    help: 'Verifies decided by one group-commit statement (its sum over its count is the group-commit factor), by outcome (ok, or error when the statement failed and its verifies were re-run alone).',
+    labelNames: ['outcome'] as const,
+    buckets: BATCH_ITEM_BUCKETS,
+    registers: [this.registry],
+  });
+
+  private readonly batchLatency = new Histogram({
+    name: 'baton_verify_batch_duration_seconds',
+    help: "Round trip of one group-commit statement as this node saw it, in seconds: from sending it to reading its answer, including time the answer waited for the node's event loop, by outcome.",
+    labelNames: ['outcome'] as const,
+    buckets: LATENCY_BUCKETS_SECONDS,
+    registers: [this.registry],
+  });
+
   private readonly poolSize = new Gauge({
     name: 'baton_db_pool_max_connections',
     help: 'Connections the database pool may open (1 for embedded PGlite).',
@@ -64,6 +84,13 @@ class BatonMetrics {
     for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) {
       this.registry.removeSingleMetric(name);
     }
+    observeVerifyBatches((b) => this.observeBatch(b));
+  }
+
+  private observeBatch(b: BatchObservation): void {
+    const labels = { outcome: b.failed ? 'error' : 'ok' };
+    this.batchItems.observe(labels, b.items);
+    this.batchLatency.observe(labels, b.seconds);
   }
 
   /** Call when a request starts; the returned function records its end. */

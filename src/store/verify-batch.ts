@@ -86,6 +86,24 @@ class ItemError extends Error {
   }
 }
 
+/** One batch statement as this node saw it (the metrics read these: items per statement, round trip). */
+export interface BatchObservation {
+  readonly items: number;
+  /** From sending the statement to reading its answer, including any time the answer waited for this node's event loop. */
+  readonly seconds: number;
+  /** The statement failed (no answers): its items were re-run alone or refused. */
+  readonly failed: boolean;
+}
+
+type BatchObserver = (b: BatchObservation) => void;
+const observers = new Set<BatchObserver>();
+
+/** Calls `observer` after every batch statement of this process; returns the function that stops it. */
+export function observeVerifyBatches(observer: BatchObserver): () => void {
+  observers.add(observer);
+  return () => observers.delete(observer);
+}
+
 export interface BatcherOptions {
   /** Batches running at once (default 2): while they run, new verifies queue into the next. */
   readonly maxInFlight?: number;
@@ -173,12 +191,22 @@ export class VerifyBatcher {
     for (const p of batch) if (p.deadline < earliest) earliest = p.deadline;
     this.#stats.batches++;
     this.#stats.items += batch.length;
-    const [row] = await this.#query(BATCH_SQL, [new Date(earliest).toISOString(), JSON.stringify(batch.map((p) => p.item))]);
-    const raw = row?.['r'];
-    const answers = (typeof raw === 'string' ? JSON.parse(raw) : raw) as ItemAnswer[] | null | undefined;
-    if (!Array.isArray(answers) || answers.length !== batch.length)
-      throw new Error('baton_verify_batch answered the wrong number of items');
-    return answers;
+    const sent = performance.now();
+    let failed = true;
+    try {
+      const [row] = await this.#query(BATCH_SQL, [new Date(earliest).toISOString(), JSON.stringify(batch.map((p) => p.item))]);
+      const raw = row?.['r'];
+      const answers = (typeof raw === 'string' ? JSON.parse(raw) : raw) as ItemAnswer[] | null | undefined;
+      if (!Array.isArray(answers) || answers.length !== batch.length)
+        throw new Error('baton_verify_batch answered the wrong number of items');
+      failed = false;
+      return answers;
+    } finally {
+      if (observers.size > 0) {
+        const seen: BatchObservation = { items: batch.length, seconds: (performance.now() - sent) / 1000, failed };
+        for (const observe of observers) observe(seen);
+      }
+    }
   }
 
   /** Statements sent and items decided so far (items per batch is the group-commit factor), and items re-run alone after a failed batch. */

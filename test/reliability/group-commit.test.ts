@@ -13,7 +13,13 @@ import { and, count, eq, inArray, sql } from 'drizzle-orm';
 import { generateKeyPair } from '../../src/sdk/keys.js';
 import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
 import { delegations, denials, invocations, serviceReceipts } from '../../src/store/schema/index.js';
-import { VerifyBatcher, verifyBatcherOf, type BatchItem } from '../../src/store/verify-batch.js';
+import {
+  observeVerifyBatches,
+  VerifyBatcher,
+  verifyBatcherOf,
+  type BatchItem,
+  type BatchObservation,
+} from '../../src/store/verify-batch.js';
 import { listenOnSocket, setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
 import { T0, ARGS } from '../support/fixtures.js';
 
@@ -270,14 +276,31 @@ describe.each(['postgres', 'pglite'] as const)('the batcher (%s)', (driver) => {
     // Queued in one turn of the event loop, the four leave as one batch, which fails; each then runs alone.
     const batcher = new VerifyBatcher(svc.store.query, { maxInFlight: 1 });
     const subjects = ['gc-first', 'gc-good-1', 'gc-bad', 'gc-good-2'];
+    const seen: BatchObservation[] = [];
+    const stopObserving = observeVerifyBatches((b) => seen.push(b));
     const settled = await Promise.allSettled([
       batcher.run(denial('gc-first', 'POLICY_VIOLATION'), later()),
       batcher.run(denial('gc-good-1', 'POLICY_VIOLATION'), later()),
       batcher.run(denial('gc-bad', null), later()), // denials.code is NOT NULL
       batcher.run(denial('gc-good-2', 'POLICY_VIOLATION'), later()),
     ]);
+    stopObserving();
     expect(settled.map((s) => s.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
     expect(batcher.stats()).toMatchObject({ batches: 5, items: 8, alone: 4 });
+    // What the metrics see: the failed statement of four, then each item's own statement (one fails again).
+    expect(seen[0]).toMatchObject({ items: 4, failed: true });
+    expect(
+      seen
+        .slice(1)
+        .map((b) => [b.items, b.failed])
+        .sort(),
+    ).toEqual([
+      [1, false],
+      [1, false],
+      [1, false],
+      [1, true],
+    ]);
+    for (const b of seen) expect(b.seconds).toBeGreaterThan(0);
     expect((await recordedSubjects(subjects)).sort()).toEqual(['gc-first', 'gc-good-1', 'gc-good-2']);
   });
 

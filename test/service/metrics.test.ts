@@ -3,7 +3,9 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestService, type TestService } from '../support/service.js';
+import { generateKeyPair } from '../../src/sdk/keys.js';
+import { verifyBatcherOf } from '../../src/store/verify-batch.js';
+import { setupTenant, startTestService, storeTwoLeaves, verifyInvocation, type TestService } from '../support/service.js';
 
 let svc: TestService;
 let text: string;
@@ -62,6 +64,33 @@ describe('GET /metrics', () => {
     expect(healthz.some((s) => /_bucket\{.*le="0\.0005"/.test(s))).toBe(true);
     expect(healthz.find((s) => s.startsWith('baton_http_request_duration_seconds_count'))).toMatch(/ 1$/);
     expect(text).toMatch(/baton_http_requests_total\{method="GET",route="\/healthz",status="200"\} 1/);
+  });
+
+  it('group commit: verifies per statement and its round trip, as many statements as the batcher sent', async () => {
+    const tenant = await setupTenant(svc);
+    const [A, B, C] = [generateKeyPair(), generateKeyPair(), generateKeyPair()];
+    const { root, leafA } = await storeTwoLeaves(svc, tenant, { allowed_tools: ['web_search'], max_calls: 10 }, A, B, C);
+    const sample = (exposition: string, line: string) => Number(new RegExp(`^${line} (\\S+)$`, 'm').exec(exposition)?.[1] ?? 0);
+    const scrape = async () => {
+      const now = await (await svc.app.request('/metrics')).text();
+      return {
+        statements: sample(now, 'baton_verify_batch_items_count\\{outcome="ok"\\}'),
+        items: sample(now, 'baton_verify_batch_items_sum\\{outcome="ok"\\}'),
+        timed: sample(now, 'baton_verify_batch_duration_seconds_count\\{outcome="ok"\\}'),
+        seconds: sample(now, 'baton_verify_batch_duration_seconds_sum\\{outcome="ok"\\}'),
+      };
+    };
+    const before = await scrape();
+    const batcher = verifyBatcherOf(svc.store.query).stats();
+    const answers = await Promise.all([1, 2, 3].map(async () => (await verifyInvocation(svc, tenant.keys.verify, [root, leafA], B)).res));
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200]);
+    const after = await scrape();
+    const sent = verifyBatcherOf(svc.store.query).stats();
+    expect(after.items - before.items).toBe(3);
+    expect(after.statements - before.statements).toBe(sent.batches - batcher.batches);
+    expect(after.timed - before.timed).toBe(after.statements - before.statements);
+    expect(after.seconds).toBeGreaterThan(before.seconds);
+    expect(text).toMatch(/^# TYPE baton_verify_batch_items histogram$/m);
   });
 
   it('exposes process, Node.js runtime, pool and build metrics', () => {
