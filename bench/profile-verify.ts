@@ -20,6 +20,7 @@ import { liveChildren, serviceEntry, startChild } from './lib/child.js';
 import { BENCH_POLICY, independentChains, presignAll, registerChains, setupTenant } from './lib/chains.js';
 import { clientFromEnv, percentile, runLoad } from './lib/load.js';
 import { childrenOf, startCpuSample } from './lib/proc.js';
+import { groupCommitDelta, scrapeService } from './lib/metrics.js';
 import { bulkLoadDelegations, settleDelegations } from './lib/sql.js';
 
 /** The load generator's client (BENCH_CLIENT, default raw sockets: see lib/load.ts). */
@@ -171,12 +172,15 @@ async function main(): Promise<void> {
         postgres: instructions(pg.pids(), seconds),
       }
     : undefined;
+  const scraped = await scrapeService(service.url);
   const recording = recordPostgres ? perfRecord(pg.pids(), join(profDir, 'postgres.perf.data'), seconds) : undefined;
   const r = await load(
     bodies.map((x) => x.slice(warmupBodies)),
     seconds,
   );
   const sample = cpu();
+  const after = await scrapeService(service.url);
+  const batches = groupCommitDelta(scraped.batches, after.batches);
   await recording;
   if (counting) {
     const [svc, db] = [await counting.service, await counting.postgres];
@@ -190,9 +194,16 @@ async function main(): Promise<void> {
   process.stdout.write(
     `service: ${entry.label}\n` +
       `${inflight} in flight, depth ${depth}: ${Math.round(rps)} verifies/s (${r.ok}/${r.requests} ok${r.firstError ? `, first error ${r.firstError}` : ''}), p50 ${percentile(r.latencies, 0.5).toFixed(2)} ms, p99 ${percentile(r.latencies, 0.99).toFixed(2)} ms\n` +
-      `CPU per verify: service ${us('service')} us, PostgreSQL ${us('postgres')} us, load generator ${Math.round(r.clientCpuUs / r.requests)} us; machine busy ${sample.machineBusy.toFixed(2)} cores, ${sample.machineSteal.toFixed(2)} stolen by the host\n`,
+      `CPU per verify: service ${us('service')} us, PostgreSQL ${us('postgres')} us, load generator ${Math.round(r.clientCpuUs / r.requests)} us; machine busy ${sample.machineBusy.toFixed(2)} cores, ${sample.machineSteal.toFixed(2)} stolen by the host\n` +
+      `group commit (/metrics): ${batches.statements} statements, ${(batches.items / batches.statements).toFixed(1)} verifies each (${Math.round((100 * batches.alone) / batches.statements)}% alone), round trip ${((1000 * batches.seconds) / batches.statements).toFixed(2)} ms on average as the service saw it; its event loop ran timers ${(1000 * after.loop.mean).toFixed(2)} ms late on average (p99 ${(1000 * after.loop.p99).toFixed(2)} ms)\n`,
   );
   if (statsSql) {
+    const [batch] = await statsSql`select calls, total_exec_time / nullif(calls, 0) as ms from pg_stat_statements
+                                    where toplevel and query like 'select baton_verify_batch(%' order by calls desc limit 1`;
+    if (batch)
+      process.stdout.write(
+        `group commit in PostgreSQL: ${Number(batch['ms']).toFixed(2)} ms of execution per statement (the rest of the round trip: the network, waiting for a core, the service's event loop)\n`,
+      );
     // Microseconds of execution per verify, per statement (nested ones count inside their callers too).
     const rows = await statsSql`select round((total_exec_time * 1000 / ${r.ok})::numeric, 1) as us, calls, toplevel,
                                        regexp_replace(left(query, 110), '[[:space:]]+', ' ', 'g') as query

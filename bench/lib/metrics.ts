@@ -1,0 +1,67 @@
+/**
+ * The service's group-commit histograms, read from its /metrics: how many
+ * statements a run sent, how many verifies each decided, how many went alone,
+ * and their round trips as the service saw them; and its event loop's delay.
+ */
+
+export interface GroupCommitTotals {
+  readonly statements: number;
+  readonly items: number;
+  /** Statements that decided one verify only. */
+  readonly alone: number;
+  /** Sum of the statements' round trips, seconds. */
+  readonly seconds: number;
+}
+
+/** One sample's value of the exposition (0 when absent: nothing observed yet). */
+function sampleValue(exposition: string, name: string, labels: string): number {
+  const line = exposition.split('\n').find((l) => l.startsWith(`${name}{${labels}} `));
+  return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
+/** The totals of the statements that answered (outcome "ok") in one /metrics exposition. */
+export function parseGroupCommit(exposition: string): GroupCommitTotals {
+  return {
+    statements: sampleValue(exposition, 'baton_verify_batch_items_count', 'outcome="ok"'),
+    items: sampleValue(exposition, 'baton_verify_batch_items_sum', 'outcome="ok"'),
+    alone: sampleValue(exposition, 'baton_verify_batch_items_bucket', 'le="1",outcome="ok"'),
+    seconds: sampleValue(exposition, 'baton_verify_batch_duration_seconds_sum', 'outcome="ok"'),
+  };
+}
+
+export interface EventLoopDelay {
+  /** Seconds a timer fired late, mean and 99th percentile. */
+  readonly mean: number;
+  readonly p99: number;
+}
+
+/**
+ * prom-client's event loop delay gauges. They cover the time since the
+ * previous scrape (it resets its histogram on each), so read them once right
+ * before a run and once right after it.
+ */
+export function parseEventLoopDelay(exposition: string): EventLoopDelay {
+  const gauge = (name: string) => {
+    const line = exposition.split('\n').find((l) => l.startsWith(`${name} `));
+    return line === undefined ? 0 : Number(line.slice(name.length + 1));
+  };
+  return { mean: gauge('nodejs_eventloop_lag_mean_seconds'), p99: gauge('nodejs_eventloop_lag_p99_seconds') };
+}
+
+/** One scrape of a service's /metrics: its group-commit totals and its event loop delay since the last scrape. */
+export async function scrapeService(serviceUrl: string): Promise<{ batches: GroupCommitTotals; loop: EventLoopDelay }> {
+  const res = await fetch(`${serviceUrl}/metrics`);
+  if (!res.ok) throw new Error(`GET ${serviceUrl}/metrics answered ${res.status}`);
+  const text = await res.text();
+  return { batches: parseGroupCommit(text), loop: parseEventLoopDelay(text) };
+}
+
+/** What happened between two readings. */
+export function groupCommitDelta(before: GroupCommitTotals, after: GroupCommitTotals): GroupCommitTotals {
+  return {
+    statements: after.statements - before.statements,
+    items: after.items - before.items,
+    alone: after.alone - before.alone,
+    seconds: after.seconds - before.seconds,
+  };
+}

@@ -1,0 +1,50 @@
+// bench:profile reads the group-commit histograms from the service's own
+// /metrics exposition; these tests feed the parser what prom-client renders.
+import { describe, expect, it } from 'vitest';
+import { groupCommitDelta, parseEventLoopDelay, parseGroupCommit } from '../../bench/lib/metrics.js';
+import { metrics } from '../../src/service/metrics.js';
+import { VerifyBatcher, type BatchItem } from '../../src/store/verify-batch.js';
+import type { RawQuery } from '../../src/store/db.js';
+
+/** A stand-in database that answers every item of a batch (or fails): only the metrics are under test here. */
+function batcherAnswering(fail: () => boolean): VerifyBatcher {
+  const query = (async (_sql: string, params: readonly unknown[]) => {
+    if (fail()) throw new Error('the database went away');
+    const items = JSON.parse(String(params[1])) as unknown[];
+    return [{ r: JSON.stringify(items.map(() => ({ o: 'ALLOWED' }))) }];
+  }) as unknown as RawQuery;
+  return new VerifyBatcher(query);
+}
+
+const item = { k: 'd' } as unknown as BatchItem;
+const soon = () => new Date(Date.now() + 5_000);
+
+describe('group commit totals from /metrics', () => {
+  it('counts statements, verifies, lone statements and round trips of the statements that answered', async () => {
+    const before = parseGroupCommit(await metrics.render());
+    let failing = false;
+    const batcher = batcherAnswering(() => failing);
+    await Promise.all([batcher.run(item, soon()), batcher.run(item, soon()), batcher.run(item, soon())]); // one turn: one statement
+    await batcher.run(item, soon()); // alone
+    failing = true;
+    await expect(batcher.run(item, soon())).rejects.toThrow('went away'); // not an answered statement
+    const delta = groupCommitDelta(before, parseGroupCommit(await metrics.render()));
+    expect(delta).toMatchObject({ statements: 2, items: 4, alone: 1 });
+    expect(delta.seconds).toBeGreaterThan(0);
+  });
+
+  it('reads zeros from an exposition with nothing observed yet', () => {
+    expect(parseGroupCommit('# TYPE baton_verify_batch_items histogram\n')).toEqual({ statements: 0, items: 0, alone: 0, seconds: 0 });
+  });
+
+  it('reads the event loop delay gauges prom-client exposes, in seconds', async () => {
+    expect(parseEventLoopDelay('nodejs_eventloop_lag_mean_seconds 0.0125\nnodejs_eventloop_lag_p99_seconds 0.04\n')).toEqual({
+      mean: 0.0125,
+      p99: 0.04,
+    });
+    // The names bench:profile reads are the ones prom-client exposes (a rename would read as 0).
+    const live = await metrics.render();
+    expect(live).toMatch(/^nodejs_eventloop_lag_mean_seconds \S+$/m);
+    expect(live).toMatch(/^nodejs_eventloop_lag_p99_seconds \S+$/m);
+  });
+});
