@@ -195,7 +195,7 @@ async function main(): Promise<void> {
     `service: ${entry.label}\n` +
       `${inflight} in flight, depth ${depth}: ${Math.round(rps)} verifies/s (${r.ok}/${r.requests} ok${r.firstError ? `, first error ${r.firstError}` : ''}), p50 ${percentile(r.latencies, 0.5).toFixed(2)} ms, p99 ${percentile(r.latencies, 0.99).toFixed(2)} ms\n` +
       `CPU per verify: service ${us('service')} us, PostgreSQL ${us('postgres')} us, load generator ${Math.round(r.clientCpuUs / r.requests)} us; machine busy ${sample.machineBusy.toFixed(2)} cores, ${sample.machineSteal.toFixed(2)} stolen by the host\n` +
-      `group commit (/metrics): ${batches.statements} statements, ${(batches.items / batches.statements).toFixed(1)} verifies each (${Math.round((100 * batches.alone) / batches.statements)}% alone), round trip ${((1000 * batches.seconds) / batches.statements).toFixed(2)} ms on average as the service saw it; its event loop ran timers ${(1000 * after.loop.mean).toFixed(2)} ms late on average (p99 ${(1000 * after.loop.p99).toFixed(2)} ms)\n`,
+      `group commit (/metrics): ${batches.statements} statements, ${(batches.items / batches.statements).toFixed(1)} verifies each (${Math.round((100 * batches.alone) / batches.statements)}% alone), round trip ${((1000 * batches.seconds) / batches.statements).toFixed(2)} ms on average as the service saw it; its event loop ran its timers ${(1000 * after.loop.mean).toFixed(2)} ms late on average (p99 ${(1000 * after.loop.p99).toFixed(2)} ms)\n`,
   );
   if (statsSql) {
     const [batch] = await statsSql`select calls, total_exec_time / nullif(calls, 0) as ms from pg_stat_statements

@@ -4,6 +4,8 @@
  * and their round trips as the service saw them; and its event loop's delay.
  */
 
+import { EVENT_LOOP_SAMPLING_MS } from '../../src/service/metrics.js';
+
 export interface GroupCommitTotals {
   readonly statements: number;
   readonly items: number;
@@ -30,7 +32,7 @@ export function parseGroupCommit(exposition: string): GroupCommitTotals {
 }
 
 export interface EventLoopDelay {
-  /** Seconds a timer fired late, mean and 99th percentile. */
+  /** Seconds a timer fired late (past the sampling interval), mean and 99th percentile. */
   readonly mean: number;
   readonly p99: number;
 }
@@ -45,7 +47,9 @@ export function parseEventLoopDelay(exposition: string): EventLoopDelay {
     const line = exposition.split('\n').find((l) => l.startsWith(`${name} `));
     return line === undefined ? 0 : Number(line.slice(name.length + 1));
   };
-  return { mean: gauge('nodejs_eventloop_lag_mean_seconds'), p99: gauge('nodejs_eventloop_lag_p99_seconds') };
+  // The gauges are the time between samples, so an idle loop reads the sampling interval itself.
+  const late = (seconds: number) => Math.max(0, seconds - EVENT_LOOP_SAMPLING_MS / 1000);
+  return { mean: late(gauge('nodejs_eventloop_lag_mean_seconds')), p99: late(gauge('nodejs_eventloop_lag_p99_seconds')) };
 }
 
 /** One scrape of a service's /metrics: its group-commit totals and its event loop delay since the last scrape. */

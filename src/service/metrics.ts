@@ -12,6 +12,12 @@ import { batonVersionInfo } from '../version.js';
 /** Request latency buckets, in seconds: 0.5 ms to 5 s (a verify's deadline). */
 const LATENCY_BUCKETS_SECONDS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 
+/**
+ * How often the event loop delay is sampled (prom-client's default). Its
+ * nodejs_eventloop_lag_* gauges include this interval: an idle loop reads 10 ms.
+ */
+export const EVENT_LOOP_SAMPLING_MS = 10;
+
 /** Verifies per group-commit statement: 1 up to the batcher's 32. */
 const BATCH_ITEM_BUCKETS = [1, 2, 4, 8, 16, 32];
 
@@ -78,7 +84,7 @@ class BatonMetrics {
       registers: [this.registry],
     }).set({ version: info.version, node_version: process.versions.node }, 1);
     // process_* (CPU seconds, resident bytes, open fds, start time) and nodejs_* (event loop lag, heap, GC).
-    collectDefaultMetrics({ register: this.registry });
+    collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLING_MS });
     // prom-client names these three gauges *_total, which Prometheus reserves for
     // counters (promtool flags them); the per-type gauges without the suffix stay.
     for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) {

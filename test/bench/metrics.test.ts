@@ -2,7 +2,7 @@
 // /metrics exposition; these tests feed the parser what prom-client renders.
 import { describe, expect, it } from 'vitest';
 import { groupCommitDelta, parseEventLoopDelay, parseGroupCommit } from '../../bench/lib/metrics.js';
-import { metrics } from '../../src/service/metrics.js';
+import { EVENT_LOOP_SAMPLING_MS, metrics } from '../../src/service/metrics.js';
 import { VerifyBatcher, type BatchItem } from '../../src/store/verify-batch.js';
 import type { RawQuery } from '../../src/store/db.js';
 
@@ -37,11 +37,15 @@ describe('group commit totals from /metrics', () => {
     expect(parseGroupCommit('# TYPE baton_verify_batch_items histogram\n')).toEqual({ statements: 0, items: 0, alone: 0, seconds: 0 });
   });
 
-  it('reads the event loop delay gauges prom-client exposes, in seconds', async () => {
-    expect(parseEventLoopDelay('nodejs_eventloop_lag_mean_seconds 0.0125\nnodejs_eventloop_lag_p99_seconds 0.04\n')).toEqual({
-      mean: 0.0125,
-      p99: 0.04,
-    });
+  it('reads the event loop delay gauges prom-client exposes, as seconds past the sampling interval', async () => {
+    const idle = EVENT_LOOP_SAMPLING_MS / 1000;
+    const read = parseEventLoopDelay(
+      `nodejs_eventloop_lag_mean_seconds ${idle + 0.0025}\nnodejs_eventloop_lag_p99_seconds ${idle + 0.03}\n`,
+    );
+    expect(read.mean).toBeCloseTo(0.0025, 9);
+    expect(read.p99).toBeCloseTo(0.03, 9);
+    // An idle loop's samples, a little under the interval, are no delay at all.
+    expect(parseEventLoopDelay(`nodejs_eventloop_lag_mean_seconds ${idle - 0.0001}\n`).mean).toBe(0);
     // The names bench:profile reads are the ones prom-client exposes (a rename would read as 0).
     const live = await metrics.render();
     expect(live).toMatch(/^nodejs_eventloop_lag_mean_seconds \S+$/m);
