@@ -204,7 +204,14 @@ export class VerifyBatcher {
     } finally {
       if (observers.size > 0) {
         const seen: BatchObservation = { items: batch.length, seconds: (performance.now() - sent) / 1000, failed };
-        for (const observe of observers) observe(seen);
+        for (const observe of observers) {
+          // An observer's failure must not turn a committed batch into a failed one (its items would be re-run).
+          try {
+            observe(seen);
+          } catch (err) {
+            process.emitWarning(`a verify batch observer failed: ${err instanceof Error ? err.message : String(err)}`);
+          }
+        }
       }
     }
   }

@@ -304,6 +304,23 @@ describe.each(['postgres', 'pglite'] as const)('the batcher (%s)', (driver) => {
     expect((await recordedSubjects(subjects)).sort()).toEqual(['gc-first', 'gc-good-1', 'gc-good-2']);
   });
 
+  it('an observer that throws changes no outcome: the committed batch is not re-run', async () => {
+    const batcher = new VerifyBatcher(svc.store.query, { maxInFlight: 1 });
+    const stopObserving = observeVerifyBatches(() => {
+      throw new Error('observer bug');
+    });
+    const warned = new Promise<string>((resolve) => process.once('warning', (w) => resolve(w.message)));
+    try {
+      const answers = await Promise.all(['gc-obs-1', 'gc-obs-2'].map((s) => batcher.run(denial(s, 'POLICY_VIOLATION'), later())));
+      expect(answers.map((a) => a.o)).toEqual(['DENIED', 'DENIED']);
+    } finally {
+      stopObserving();
+    }
+    expect(batcher.stats()).toMatchObject({ batches: 1, items: 2, alone: 0 });
+    expect(await warned).toContain('observer bug');
+    expect((await recordedSubjects(['gc-obs-1', 'gc-obs-2'])).sort()).toEqual(['gc-obs-1', 'gc-obs-2']);
+  });
+
   it('items queued in one turn of the event loop leave as one batch, though a second batch could run', async () => {
     const batcher = new VerifyBatcher(svc.store.query, { maxInFlight: 2 });
     const subjects = ['gc-turn-1', 'gc-turn-2', 'gc-turn-3'];
