@@ -1,11 +1,12 @@
 /**
- * npm run bench:profile [-- --seconds N --warmup N --inflight N --depth N --bulk N --max-calls N --perf --perf-record --table-stats --cpu-prof --statements --env K=V --sql TEXT --node-arg FLAG --source]
+ * npm run bench:profile [-- --seconds N --warmup N --inflight N --warmup-inflight N --depth N --bulk N --max-calls N --perf --perf-record --table-stats --cpu-prof --statements --durable --env K=V --sql TEXT --node-arg FLAG --source]
  *
  * CPU cost of one allowed /v1/verify, for finding where it goes: the service
  * and PostgreSQL CPU per verify (from /proc, stable on a shared machine,
  * unlike verifies/s), and with --cpu-prof a V8 CPU profile of the service
- * written to .bench-profile/ (open it in Chrome DevTools). fsync off: this
- * measures CPU, not durability. The service is the compiled one npm start
+ * written to .bench-profile/ (open it in Chrome DevTools). fsync off by
+ * default: this measures CPU; --durable runs PostgreSQL as bench:verify does
+ * (fsync and synchronous_commit on), where commits wait for the disk. The service is the compiled one npm start
  * runs (built first when stale); --source runs src/main.ts through tsx.
  */
 import { spawn } from 'node:child_process';
@@ -18,9 +19,9 @@ import { fileURLToPath } from 'node:url';
 import { freePort, startPgCluster, type PgCluster } from './lib/pg-cluster.js';
 import { liveChildren, serviceEntry, startChild } from './lib/child.js';
 import { BENCH_POLICY, independentChains, presignAll, registerChains, setupTenant } from './lib/chains.js';
-import { clientFromEnv, percentile, runLoad } from './lib/load.js';
+import { bodiesPerWorker, clientFromEnv, percentile, runLoad, warmUpMeasuringRate } from './lib/load.js';
 import { childrenOf, startCpuSample } from './lib/proc.js';
-import { groupCommitDelta, scrapeService } from './lib/metrics.js';
+import { gcPausesDelta, groupCommitDelta, scrapeService, type GcPauses } from './lib/metrics.js';
 import { bulkLoadDelegations, settleDelegations } from './lib/sql.js';
 
 /** The load generator's client (BENCH_CLIENT, default raw sockets: see lib/load.ts). */
@@ -33,6 +34,11 @@ const arg = (name: string, fallback: number): number => {
 };
 const seconds = arg('seconds', 5);
 const inflight = arg('inflight', 32);
+/**
+ * In-flight requests of the warm-up (default --inflight). A 1-in-flight run after a long warm-up
+ * at 32 measures a verify against tables as full as bench:verify's later phases find them.
+ */
+const warmupInflight = arg('warmup-inflight', inflight);
 const depth = arg('depth', 2);
 const warmupSeconds = arg('warmup', 3);
 /** DRs bulk-loaded into the tenant before the load (as bench:verify's stored-DR phase does), then vacuumed and checkpointed. */
@@ -53,6 +59,15 @@ const statementStats = process.argv.includes('--statements');
  */
 const every = (name: string): string[] =>
   process.argv.flatMap((a, i) => (a === `--${name}` && i + 1 < process.argv.length ? [process.argv[i + 1]!] : []));
+
+/** "minor 120 (85 ms), major 3 (12 ms): 2.4% of the run's main thread". */
+function describeGc(gc: GcPauses, runSeconds: number): string {
+  const kinds = Object.keys(gc.count).filter((k) => (gc.count[k] ?? 0) > 0);
+  if (kinds.length === 0) return 'none';
+  const total = kinds.reduce((s, k) => s + (gc.seconds[k] ?? 0), 0);
+  const each = kinds.map((k) => `${k} ${gc.count[k]} (${Math.round(1000 * (gc.seconds[k] ?? 0))} ms)`);
+  return `${each.join(', ')}: ${((100 * total) / runSeconds).toFixed(1)}% of the run`;
+}
 
 /** User and kernel instructions retired by `pids` over the next `s` seconds (perf stat). */
 function instructions(pids: readonly number[], s: number): Promise<{ user: number; kernel: number }> {
@@ -99,6 +114,7 @@ async function cleanup(): Promise<void> {
 
 async function main(): Promise<void> {
   pg = await startPgCluster({
+    durable: process.argv.includes('--durable'),
     // --pg NAME=VALUE: a server setting, e.g. session_preload_libraries=auto_explain.
     settings: [...(statementStats ? ['shared_preload_libraries=pg_stat_statements', 'pg_stat_statements.track=all'] : []), ...every('pg')],
   });
@@ -135,7 +151,7 @@ async function main(): Promise<void> {
   }
   const tenant = await setupTenant(service.url, adminKey, 'prof');
   const headers = { 'content-type': 'application/json', authorization: `Bearer ${tenant.verifyKey}` };
-  const chains = independentChains(tenant.operator, inflight, depth, { ...BENCH_POLICY, max_calls: maxCalls });
+  const chains = independentChains(tenant.operator, Math.max(inflight, warmupInflight), depth, { ...BENCH_POLICY, max_calls: maxCalls });
   await registerChains(service.url, chains);
   if (bulk > 0) {
     const sql = postgres(pg.url, { max: 2, onnotice: () => {} });
@@ -148,14 +164,24 @@ async function main(): Promise<void> {
     await settleDelegations(sql);
     await sql.end();
   }
-  const { bodies } = presignAll(chains, Math.ceil((2000 * seconds + 400 * warmupSeconds) / inflight) + 60);
-  const load = (b: Buffer[][], s: number) =>
-    runLoad({ url: service.url, path: '/v1/verify', headers, bodies: b, seconds: s, client: CLIENT, okStatus: maxCalls === 0 ? 403 : 200 });
-  // Warm up every pool connection (its plans, its compiled functions) before measuring.
-  const warmupBodies = Math.ceil((400 * warmupSeconds) / inflight) + 10;
+  const okStatus = maxCalls === 0 ? 403 : 200;
+  const load = (b: readonly (readonly Buffer[])[], s: number) =>
+    runLoad({ url: service.url, path: '/v1/verify', headers, bodies: b, seconds: s, client: CLIENT, okStatus });
+  // Warm up every pool connection (its plans, its compiled functions) before measuring, and learn
+  // how many bodies the measurement needs: one that runs dry ends early.
+  const warm = await warmUpMeasuringRate({
+    seconds: warmupSeconds,
+    startRps: 1000,
+    workers: warmupInflight,
+    sign: (perWorker) => presignAll(chains.slice(0, warmupInflight), perWorker).bodies,
+    run: load,
+  });
+  const { bodies } = presignAll(chains.slice(0, inflight), bodiesPerWorker(warm.rps, inflight, seconds));
+  // Signing left the service idle: a moment of load again, on the first of the measured bodies.
+  const rewarm = 20;
   await load(
-    bodies.map((x) => x.slice(0, warmupBodies)),
-    warmupSeconds,
+    bodies.map((x) => x.slice(0, rewarm)),
+    0.5,
   );
   const statsSql = statementStats ? postgres(pg.url, { max: 1, onnotice: () => {} }) : undefined;
   if (statsSql) {
@@ -175,7 +201,7 @@ async function main(): Promise<void> {
   const scraped = await scrapeService(service.url);
   const recording = recordPostgres ? perfRecord(pg.pids(), join(profDir, 'postgres.perf.data'), seconds) : undefined;
   const r = await load(
-    bodies.map((x) => x.slice(warmupBodies)),
+    bodies.map((x) => x.slice(rewarm)),
     seconds,
   );
   const sample = cpu();
@@ -193,9 +219,10 @@ async function main(): Promise<void> {
   const us = (g: string) => Math.round(((sample.cores[g] ?? 0) * 1e6) / rps);
   process.stdout.write(
     `service: ${entry.label}\n` +
-      `${inflight} in flight, depth ${depth}: ${Math.round(rps)} verifies/s (${r.ok}/${r.requests} ok${r.firstError ? `, first error ${r.firstError}` : ''}), p50 ${percentile(r.latencies, 0.5).toFixed(2)} ms, p99 ${percentile(r.latencies, 0.99).toFixed(2)} ms\n` +
+      `${inflight} in flight, depth ${depth}: ${Math.round(rps)} verifies/s (${r.ok}/${r.requests} ok${r.firstError ? `, first error ${r.firstError}` : ''}${r.exhausted ? `; NOTE: ran out of bodies after ${r.seconds.toFixed(1)} s of ${seconds}` : ''}), p50 ${percentile(r.latencies, 0.5).toFixed(2)} ms, p99 ${percentile(r.latencies, 0.99).toFixed(2)} ms\n` +
       `CPU per verify: service ${us('service')} us, PostgreSQL ${us('postgres')} us, load generator ${Math.round(r.clientCpuUs / r.requests)} us; machine busy ${sample.machineBusy.toFixed(2)} cores, ${sample.machineSteal.toFixed(2)} stolen by the host\n` +
-      `group commit (/metrics): ${batches.statements} statements, ${(batches.items / batches.statements).toFixed(1)} verifies each (${Math.round((100 * batches.alone) / batches.statements)}% alone), round trip ${((1000 * batches.seconds) / batches.statements).toFixed(2)} ms on average as the service saw it; its event loop ran its timers ${(1000 * after.loop.mean).toFixed(2)} ms late on average (p99 ${(1000 * after.loop.p99).toFixed(2)} ms)\n`,
+      `group commit (/metrics): ${batches.statements} statements, ${(batches.items / batches.statements).toFixed(1)} verifies each (${Math.round((100 * batches.alone) / batches.statements)}% alone), round trip ${((1000 * batches.seconds) / batches.statements).toFixed(2)} ms on average as the service saw it; its event loop ran its timers ${(1000 * after.loop.mean).toFixed(2)} ms late on average (p99 ${(1000 * after.loop.p99).toFixed(2)} ms)\n` +
+      `garbage collection (/metrics): ${describeGc(gcPausesDelta(scraped.gc, after.gc), r.seconds)}\n`,
   );
   if (statsSql) {
     const [batch] = await statsSql`select calls, total_exec_time / nullif(calls, 0) as ms from pg_stat_statements

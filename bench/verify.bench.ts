@@ -35,7 +35,7 @@ import {
   siblingChains,
   type Chain,
 } from './lib/chains.js';
-import { clientFromEnv, percentile, runLoad, type LoadResult } from './lib/load.js';
+import { BODY_MARGIN, bodiesPerWorker, clientFromEnv, percentile, runLoad, warmUpMeasuringRate, type LoadResult } from './lib/load.js';
 import { childrenOf, joinCpuSamples, startCpuSample, type CpuSample } from './lib/proc.js';
 import { preparePgbench, runPgbench, type PgbenchResult } from './lib/pgbench.js';
 import { bulkLoadDelegations, delegationCount, settleDelegations, waitForLogDrained } from './lib/sql.js';
@@ -44,13 +44,16 @@ import { bulkLoadDelegations, delegationCount, settleDelegations, waitForLogDrai
 const CLIENT = clientFromEnv();
 
 /**
- * Bodies signed per phase: enough for this many verifies per second. A worker that runs dry ends
- * its phase early (the bench says so): 300, the default until stop 25, ended 32-in-flight phases
- * after about 2.5 s of their 5-8 once verifies passed 1,000/s, and the 20 s warm-up after 5 s.
+ * Verifies per second the warm-up's first bodies are signed for. Each warm-up round then signs for
+ * the rate the round before it measured, and every phase for the warm-up's fastest (with a margin,
+ * see `bodiesPerWorker`): a fixed rate ran dry on faster machines and ended phases early.
  */
-const RATE = num('rate', 'BENCH_RATE', 1600);
-/** Requests per second one closed-loop worker can reach at most, which bounds its bodies too. */
-const WORKER_RATE = 600;
+const START_RATE = num('rate', 'BENCH_RATE', 1600);
+/**
+ * One closed-loop worker waits for a durable commit per request, so it cannot outrun pgbench's
+ * single client by much: twice its rate (or this floor) bounds one worker's bodies.
+ */
+const WORKER_RATE_FLOOR = 600;
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 function flag(name: string): string | undefined {
@@ -202,17 +205,19 @@ async function main(): Promise<void> {
   const tenant = await setupTenant(service.url, adminKey, 'bench');
   const headers = { 'content-type': 'application/json', authorization: `Bearer ${tenant.verifyKey}` };
   const svcPids = () => [service!.pid, ...childrenOf(service!.pid)];
-  /** Runs that ended early because a worker used up its pre-signed bodies (raise --rate). */
+  /** Runs that ended early because a worker used up its pre-signed bodies (see the NOTE at the end). */
   const ranDry = new Set<string>();
   const noteDry = (name: string, r: LoadResult): void => {
     if (r.exhausted) ranDry.add(name);
   };
   const pgPids = () => pg!.pids();
 
+  /** Verifies/s the bodies of a phase are signed for; the warm-up raises it to what it measured. */
+  let rate = START_RATE;
+  let workerCap = WORKER_RATE_FLOOR;
   /** A phase's bodies signed (never during a measurement) and every connection warmed up on them. */
   const prepare = async (name: string, chains: readonly Chain[], args?: Record<string, unknown>, okStatus = 200): Promise<Prepared> => {
-    // One worker waits a round trip (a commit) per request: 1 in flight never came near 600/s.
-    const perWorker = Math.ceil(Math.min(RATE / chains.length, WORKER_RATE) * CFG.seconds) + 50;
+    const perWorker = bodiesPerWorker(rate, chains.length, CFG.seconds, workerCap);
     log(`${name}: signing ${chains.length} x ${perWorker}`);
     const b = chains.map((c) => presign(c, perWorker, args));
     // Warm-up: caches and prepared statements of every connection; the measurement starts after these.
@@ -247,6 +252,7 @@ async function main(): Promise<void> {
   };
   /** One closed-loop phase: one chain per worker, CPU sampled. */
   const phase = async (name: string, chains: readonly Chain[], args?: Record<string, unknown>, okStatus = 200): Promise<Phase> => {
+    await drainLog(name);
     const p = await prepare(name, chains, args, okStatus);
     log(`${name}: measuring`);
     return joinSlices(name, [await measure(p, CFG.seconds)]);
@@ -295,24 +301,34 @@ async function main(): Promise<void> {
   );
   const pgb = async (clients: number) => runPgbench(bin, pg!.url, script, clients, CFG.seconds);
   // pgbench's service receipts join the log like a verify's: the next phases must not pay for them.
-  const drainLog = () => waitForLogDrained(sql!, 300_000, (n) => log(`waiting for the log integrator: ${f0(n)} service receipts pending`));
+  // So must a phase not pay for the receipts of the one before it: at 32 in flight the service
+  // signs receipts faster than the integrator logs them, and it catches up in the next phase.
+  const drainLog = async (before?: string) => {
+    const t0 = performance.now();
+    const pending = await waitForLogDrained(sql!, 300_000, (n) => log(`waiting for the log integrator: ${f0(n)} service receipts pending`));
+    if (pending > 0)
+      log(
+        `${before ?? 'log'}: ${f0(pending)} service receipts were still waiting for the log (${f2((performance.now() - t0) / 1000)} s to drain)`,
+      );
+  };
   log('pgbench 32, 8 and 1 clients');
   const pgb32a = await pgb(32);
   const pgb8a = await pgb(8);
   const pgb1a = await pgb(1);
+  workerCap = Math.max(WORKER_RATE_FLOOR, 2 * pgb1a.tps);
   await drainLog();
   // The first phase must not pay for warming up: V8 compiling the service's code, every pool
   // connection compiling the verify functions and making its plans.
   log(`warming up (${CFG.warmup} s, not measured)`);
-  const warmup = await runLoad({
-    url: service.url,
-    path: '/v1/verify',
-    headers,
-    bodies: two32.map((c) => presign(c, Math.ceil((RATE * CFG.warmup) / two32.length) + 20)),
+  const warmup = await warmUpMeasuringRate({
     seconds: CFG.warmup,
-    client: CLIENT,
+    startRps: START_RATE,
+    workers: two32.length,
+    sign: (perWorker) => two32.map((c) => presign(c, perWorker)),
+    run: (bodies, seconds) => runLoad({ url: service!.url, path: '/v1/verify', headers, bodies, seconds, client: CLIENT }),
   });
-  noteDry('warm-up', warmup);
+  rate = Math.max(START_RATE, warmup.rps);
+  log(`warm-up: up to ${f0(warmup.rps)} verifies/s over ${warmup.rounds.length} rounds; phases signed for ${f0(BODY_MARGIN * rate)}/s`);
   await drainLog();
 
   const phases: Phase[] = [];
@@ -333,8 +349,8 @@ async function main(): Promise<void> {
 
   // Allows of 16 workers alone, then beside 16 workers flooding denials.
   const alone16 = await phase('2-hop allows, 16 in flight', two32.slice(0, 16));
-  const floodBodies = exhausted.slice(0, 16).map((c) => presign(c, Math.ceil((RATE * CFG.seconds) / 16), BENCH_ARGS));
-  const allowBodies = two32.slice(0, 16).map((c) => presign(c, Math.ceil((RATE * CFG.seconds) / 16)));
+  const floodBodies = exhausted.slice(0, 16).map((c) => presign(c, bodiesPerWorker(rate, 16, CFG.seconds, workerCap), BENCH_ARGS));
+  const allowBodies = two32.slice(0, 16).map((c) => presign(c, bodiesPerWorker(rate, 16, CFG.seconds, workerCap)));
   const [mixAllow, mixDeny] = await Promise.all([
     runLoad({ url: service.url, path: '/v1/verify', headers, bodies: allowBodies, seconds: CFG.seconds, client: CLIENT }),
     runLoad({ url: service.url, path: '/v1/verify', headers, bodies: floodBodies, seconds: CFG.seconds, client: CLIENT, okStatus: 403 }),
@@ -402,7 +418,10 @@ async function main(): Promise<void> {
     );
   }
   out(`  allows at 16 in flight beside 16 in flight of CALLS_EXHAUSTED denials: ${f0(mixAllowRps)} req/s (alone: ${f0(alone16.rps)})`);
-  if (ranDry.size > 0) out(`  NOTE: ran out of pre-signed bodies and ended early (raise --rate): ${[...ranDry].join('; ')}`);
+  if (ranDry.size > 0)
+    out(
+      `  NOTE: ran out of pre-signed bodies and ended early (the warm-up measured a slower rate than these phases ran; raise --rate): ${[...ranDry].join('; ')}`,
+    );
   out(`  bulk load of ${f0(CFG.bulk)} DRs took ${f0(bulkS)} s${CFG.bulk < 1_000_000 ? '  (NOTE: below 10^6: --quick or --bulk)' : ''}`);
   out();
   out('== Goals (issue 10) ==');

@@ -331,3 +331,57 @@ export async function runClosedLoop(
     clientCpuUs: cpu.user + cpu.system,
   };
 }
+
+/**
+ * Bodies signed per verify the service made per second in the warm-up. A closed loop cannot be
+ * told to slow down, and a worker that runs out of pre-signed bodies ends its phase: on a machine
+ * three times faster than the one the old fixed rate was set on, every phase ended early.
+ */
+export const BODY_MARGIN = 2;
+
+/**
+ * Bodies each of `workers` closed-loop workers needs for `seconds` at `rps` verifies/s in all
+ * (with the margin), one worker's share capped at `workerCap` per second, plus a few spare.
+ */
+export function bodiesPerWorker(rps: number, workers: number, seconds: number, workerCap = Number.POSITIVE_INFINITY): number {
+  if (!(rps > 0) || !(workers > 0) || !(seconds > 0))
+    throw new Error(`bodiesPerWorker: rps, workers and seconds must be positive (${rps}, ${workers}, ${seconds})`);
+  return Math.ceil(Math.min((BODY_MARGIN * rps) / workers, workerCap) * seconds) + 50;
+}
+
+export interface WarmUp {
+  /** The fastest rate a warm-up round measured (answers of the expected status per second). */
+  readonly rps: number;
+  readonly rounds: readonly LoadResult[];
+}
+
+/**
+ * Load for `seconds`, not measured, in rounds of at most `roundSeconds`: each round signs bodies
+ * for the rate the previous one measured (the first for `startRps`) and is run by `run`. Returns
+ * the fastest rate seen, for sizing the measured phases' bodies.
+ */
+export async function warmUpMeasuringRate(o: {
+  readonly seconds: number;
+  readonly startRps: number;
+  readonly workers: number;
+  readonly roundSeconds?: number;
+  readonly sign: (perWorker: number) => readonly (readonly Buffer[])[];
+  readonly run: (bodies: readonly (readonly Buffer[])[], seconds: number) => Promise<LoadResult>;
+}): Promise<WarmUp> {
+  const roundSeconds = o.roundSeconds ?? 5;
+  const rounds: LoadResult[] = [];
+  let rps = o.startRps;
+  let best = 0;
+  for (let left = o.seconds; left > 0.05;) {
+    const s = Math.min(roundSeconds, left);
+    const r = await o.run(o.sign(bodiesPerWorker(rps, o.workers, s)), s);
+    rounds.push(r);
+    // A round that ran dry still measured its rate over the time it ran.
+    const measured = r.seconds > 0 ? r.ok / r.seconds : 0;
+    best = Math.max(best, measured);
+    rps = Math.max(rps, measured);
+    left -= r.exhausted ? Math.min(s, r.seconds) : s;
+    if (r.ok === 0) throw new Error(`warm-up: no request answered as expected (${r.firstError ?? 'no answer'})`);
+  }
+  return { rps: best, rounds };
+}

@@ -1,7 +1,8 @@
 /**
  * The service's group-commit histograms, read from its /metrics: how many
  * statements a run sent, how many verifies each decided, how many went alone,
- * and their round trips as the service saw them; and its event loop's delay.
+ * and their round trips as the service saw them; its event loop's delay; and
+ * the time its garbage collector paused it.
  */
 
 import { EVENT_LOOP_SAMPLING_MS } from '../../src/service/metrics.js';
@@ -52,12 +53,38 @@ export function parseEventLoopDelay(exposition: string): EventLoopDelay {
   return { mean: late(gauge('nodejs_eventloop_lag_mean_seconds')), p99: late(gauge('nodejs_eventloop_lag_p99_seconds')) };
 }
 
-/** One scrape of a service's /metrics: its group-commit totals and its event loop delay since the last scrape. */
-export async function scrapeService(serviceUrl: string): Promise<{ batches: GroupCommitTotals; loop: EventLoopDelay }> {
+export interface GcPauses {
+  /** Garbage collections by kind (minor, major, incremental, weakcb), counted since the service started. */
+  readonly count: Readonly<Record<string, number>>;
+  /** Seconds the main thread spent in them, by kind. */
+  readonly seconds: Readonly<Record<string, number>>;
+}
+
+/** prom-client's `nodejs_gc_duration_seconds` histogram, by kind. */
+export function parseGcPauses(exposition: string): GcPauses {
+  const count: Record<string, number> = {};
+  const seconds: Record<string, number> = {};
+  for (const line of exposition.split('\n')) {
+    const m = /^nodejs_gc_duration_seconds_(sum|count)\{kind="([a-z]+)"\} (\S+)$/.exec(line);
+    if (!m) continue;
+    (m[1] === 'sum' ? seconds : count)[m[2]!] = Number(m[3]);
+  }
+  return { count, seconds };
+}
+
+/** What the collector did between two readings. */
+export function gcPausesDelta(before: GcPauses, after: GcPauses): GcPauses {
+  const minus = (a: Readonly<Record<string, number>>, b: Readonly<Record<string, number>>) =>
+    Object.fromEntries(Object.entries(a).map(([k, v]) => [k, v - (b[k] ?? 0)]));
+  return { count: minus(after.count, before.count), seconds: minus(after.seconds, before.seconds) };
+}
+
+/** One scrape of a service's /metrics: its group-commit totals, its event loop delay since the last scrape, its GC pauses. */
+export async function scrapeService(serviceUrl: string): Promise<{ batches: GroupCommitTotals; loop: EventLoopDelay; gc: GcPauses }> {
   const res = await fetch(`${serviceUrl}/metrics`);
   if (!res.ok) throw new Error(`GET ${serviceUrl}/metrics answered ${res.status}`);
   const text = await res.text();
-  return { batches: parseGroupCommit(text), loop: parseEventLoopDelay(text) };
+  return { batches: parseGroupCommit(text), loop: parseEventLoopDelay(text), gc: parseGcPauses(text) };
 }
 
 /** What happened between two readings. */

@@ -63,14 +63,17 @@ export async function delegationCount(sql: Sql, tenantId: string): Promise<numbe
 /**
  * Waits until the service's log integrator has emptied the queue of service
  * receipts (every phase's leaves, and pgbench's: they join the log through the
- * same trigger). `onWait` hears the queue's length about every 5 s.
+ * same trigger). `onWait` hears the queue's length about every 5 s. Returns
+ * how many were pending when it started.
  */
-export async function waitForLogDrained(sql: Sql, withinMs: number, onWait: (pending: number) => void = () => {}): Promise<void> {
+export async function waitForLogDrained(sql: Sql, withinMs: number, onWait: (pending: number) => void = () => {}): Promise<number> {
   const deadline = Date.now() + withinMs;
+  let first = 0;
   for (let polls = 0; ; polls++) {
     const [row] = await sql<{ n: number }[]>`select count(*)::int as n from log_pending`;
     const pending = Number(row?.n ?? 0);
-    if (pending === 0) return;
+    if (polls === 0) first = pending;
+    if (pending === 0) return first;
     if (Date.now() > deadline)
       throw new Error(`the log integrator did not drain the queue within ${withinMs / 1000} s (${pending} pending)`);
     if (polls % 50 === 49) onWait(pending);

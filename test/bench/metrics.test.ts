@@ -1,7 +1,7 @@
 // bench:profile reads the group-commit histograms from the service's own
 // /metrics exposition; these tests feed the parser what prom-client renders.
 import { describe, expect, it } from 'vitest';
-import { groupCommitDelta, parseEventLoopDelay, parseGroupCommit } from '../../bench/lib/metrics.js';
+import { gcPausesDelta, groupCommitDelta, parseEventLoopDelay, parseGcPauses, parseGroupCommit } from '../../bench/lib/metrics.js';
 import { EVENT_LOOP_SAMPLING_MS, metrics } from '../../src/service/metrics.js';
 import { VerifyBatcher, type BatchItem } from '../../src/store/verify-batch.js';
 import type { RawQuery } from '../../src/store/db.js';
@@ -50,5 +50,35 @@ describe('group commit totals from /metrics', () => {
     const live = await metrics.render();
     expect(live).toMatch(/^nodejs_eventloop_lag_mean_seconds \S+$/m);
     expect(live).toMatch(/^nodejs_eventloop_lag_p99_seconds \S+$/m);
+  });
+
+  it("reads the garbage collector's pauses by kind, and what changed between two readings", () => {
+    const before = parseGcPauses(
+      [
+        '# TYPE nodejs_gc_duration_seconds histogram',
+        'nodejs_gc_duration_seconds_bucket{le="0.001",kind="minor"} 3',
+        'nodejs_gc_duration_seconds_sum{kind="minor"} 0.012',
+        'nodejs_gc_duration_seconds_count{kind="minor"} 4',
+        'nodejs_gc_duration_seconds_sum{kind="major"} 0.02',
+        'nodejs_gc_duration_seconds_count{kind="major"} 1',
+      ].join('\n'),
+    );
+    expect(before).toEqual({ count: { minor: 4, major: 1 }, seconds: { minor: 0.012, major: 0.02 } });
+    const after = parseGcPauses(
+      'nodejs_gc_duration_seconds_sum{kind="minor"} 0.042\nnodejs_gc_duration_seconds_count{kind="minor"} 10\nnodejs_gc_duration_seconds_sum{kind="major"} 0.02\nnodejs_gc_duration_seconds_count{kind="major"} 1\n',
+    );
+    const delta = gcPausesDelta(before, after);
+    expect(delta.count).toEqual({ minor: 6, major: 0 });
+    expect(delta.seconds['minor']).toBeCloseTo(0.03, 9);
+  });
+
+  it('finds the GC histogram under the name prom-client gives it, once a collection ran', async () => {
+    // Allocate enough that a scavenge must have run (prom-client hears of it asynchronously).
+    const garbage: string[][] = [];
+    for (let i = 0; i < 50; i++) garbage.push(Array.from({ length: 4_000 }, (_, j) => `x${i}-${j}`));
+    await new Promise((r) => setTimeout(r, 50));
+    const gc = parseGcPauses(await metrics.render());
+    expect(Object.values(gc.count).reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
+    expect(garbage).toHaveLength(50);
   });
 });
