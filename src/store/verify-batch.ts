@@ -104,8 +104,14 @@ export function observeVerifyBatches(observer: BatchObserver): () => void {
   return () => observers.delete(observer);
 }
 
+/**
+ * Batch statements one process runs at once by default: while one commits, the next executes, and
+ * new verifies queue into the one after. The store gives them as many connections of their own.
+ */
+export const VERIFY_STATEMENTS_IN_FLIGHT = 2;
+
 export interface BatcherOptions {
-  /** Batches running at once (default 2): while they run, new verifies queue into the next. */
+  /** Batches running at once (default VERIFY_STATEMENTS_IN_FLIGHT): while they run, new verifies queue into the next. */
   readonly maxInFlight?: number;
   /** Items per batch at most (default 32): bounds how many DRs one statement locks and how long it holds them. */
   readonly maxBatch?: number;
@@ -124,7 +130,7 @@ export class VerifyBatcher {
 
   constructor(query: RawQuery, opts: BatcherOptions = {}) {
     this.#query = query;
-    this.#maxInFlight = opts.maxInFlight ?? 2;
+    this.#maxInFlight = opts.maxInFlight ?? VERIFY_STATEMENTS_IN_FLIGHT;
     this.#maxBatch = opts.maxBatch ?? 32;
   }
 
