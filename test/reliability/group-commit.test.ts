@@ -19,7 +19,9 @@ import {
   verifyBatcherOf,
   type BatchItem,
   type BatchObservation,
+  VERIFY_STATEMENTS_IN_FLIGHT,
 } from '../../src/store/verify-batch.js';
+import { rows } from '../../src/store/rows.js';
 import { listenOnSocket, setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
 import { T0, ARGS } from '../support/fixtures.js';
 
@@ -229,6 +231,37 @@ describe('group commit over real sockets (PostgreSQL)', () => {
       expect(deniedReceipts!.n).toBe(refused.length);
     }, 60_000);
   }
+
+  it('verify statements run on connections of their own, never on more backends than the batcher runs statements at once', async () => {
+    const { root, siblings } = await rootWithLeaves(1_000_000, 4);
+    const bundles = Array.from({ length: 48 }, (_, i) => {
+      const s = siblings[i % siblings.length]!;
+      const inv = createInvocation({ chain: [root, s.dr], invoker: s.holder, args: ARGS, toolServer: 'mcp://t', iat: T0 });
+      return makeBundle(inv, [root, s.dr], 'reference');
+    });
+    // Verifies and other reads at once, in rounds: the pool opens several connections for the
+    // reads, and a pool that also carried the verify statements would hand them out in turn.
+    for (let round = 0; round < 4; round++) {
+      const reads = Array.from({ length: 8 }, () =>
+        fetch(`${baseUrl}/v1/delegations/${root.hash}`, { headers: { authorization: `Bearer ${tenant.keys.audit}` } }).then(
+          (r) => r.status,
+        ),
+      );
+      const answers = await Promise.all(bundles.slice(round * 12, round * 12 + 12).map((b) => verify(b)));
+      expect(answers.map((a) => a.status)).toEqual(Array(12).fill(200));
+      expect(await Promise.all(reads)).toEqual(Array(8).fill(200));
+    }
+    const backends = (
+      await rows<{ verifying: boolean }>(
+        svc.store.db,
+        sql`select query like 'select baton_verify_batch(%' as verifying from pg_stat_activity where datname = current_database() and backend_type = 'client backend' and pid <> pg_backend_pid()`,
+      )
+    ).map((r) => r.verifying);
+    expect(backends.length).toBeGreaterThan(VERIFY_STATEMENTS_IN_FLIGHT); // the pool did open more
+    const verifying = backends.filter(Boolean).length;
+    expect(verifying).toBeGreaterThan(0);
+    expect(verifying).toBeLessThanOrEqual(VERIFY_STATEMENTS_IN_FLIGHT);
+  }, 60_000);
 });
 
 describe.each(['postgres', 'pglite'] as const)('the batcher (%s)', (driver) => {
