@@ -22,7 +22,7 @@ import { BENCH_POLICY, independentChains, presignAll, registerChains, setupTenan
 import { bodiesPerWorker, clientFromEnv, percentile, runLoad, warmUpMeasuringRate } from './lib/load.js';
 import { childrenOf, startCpuSample } from './lib/proc.js';
 import { gcPausesDelta, groupCommitDelta, scrapeService, type GcPauses } from './lib/metrics.js';
-import { bulkLoadDelegations, settleDelegations } from './lib/sql.js';
+import { bulkLoadDelegations, settleDatabase } from './lib/sql.js';
 
 /** The load generator's client (BENCH_CLIENT, default raw sockets: see lib/load.ts). */
 const CLIENT = clientFromEnv();
@@ -157,11 +157,11 @@ async function main(): Promise<void> {
     const sql = postgres(pg.url, { max: 2, onnotice: () => {} });
     process.stderr.write(`[bench] bulk-loading ${bulk} DRs\n`);
     await bulkLoadDelegations(sql, tenant.id, 10_000_000, bulk, 2);
-    await settleDelegations(sql);
+    await settleDatabase(sql);
     await sql.end();
   } else if (process.argv.includes('--settle')) {
     const sql = postgres(pg.url, { max: 1, onnotice: () => {} });
-    await settleDelegations(sql);
+    await settleDatabase(sql);
     await sql.end();
   }
   const okStatus = maxCalls === 0 ? 403 : 200;

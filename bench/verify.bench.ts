@@ -38,7 +38,7 @@ import {
 import { BODY_MARGIN, bodiesPerWorker, clientFromEnv, percentile, runLoad, warmUpMeasuringRate, type LoadResult } from './lib/load.js';
 import { childrenOf, joinCpuSamples, startCpuSample, type CpuSample } from './lib/proc.js';
 import { preparePgbench, runPgbench, type PgbenchResult } from './lib/pgbench.js';
-import { bulkLoadDelegations, delegationCount, settleDelegations, waitForLogDrained } from './lib/sql.js';
+import { bulkLoadDelegations, delegationCount, settleDatabase, waitForLogDrained } from './lib/sql.js';
 
 /** The load generator's client (BENCH_CLIENT, default raw sockets: see lib/load.ts). */
 const CLIENT = clientFromEnv();
@@ -382,16 +382,17 @@ async function main(): Promise<void> {
   const pgb1 = mean(pgb1a, pgb1b);
 
   // 10^3 vs 10^6 stored DRs: the same scenario on fresh chains, before and after the bulk load,
-  // each started from a vacuumed, checkpointed table (the bulk load ends with a VACUUM: without
-  // the same before the first phase, that phase alone carried the dead rows of every phase so far).
-  await settleDelegations(sql);
+  // each started from a vacuumed, checkpointed database (the bulk load ends with a VACUUM: without
+  // the same before the first phase, that phase alone carried the dead rows of every phase so far,
+  // and autovacuum's work on pgbench's rows).
+  await settleDatabase(sql);
   const before = await phase(`2-hop fresh chains, 32, ${f0(small)} DRs stored`, fresh3.slice(0, 32));
   log(`bulk-loading ${f0(CFG.bulk)} DRs`);
   const bulkS = await bulkLoadDelegations(sql, tenant.id, 10_000_000, CFG.bulk, 2);
   const big = await delegationCount(sql, tenant.id);
   const freshAfter = independentChains(tenant.operator, 32, 2);
   await registerChains(service.url, freshAfter);
-  await settleDelegations(sql);
+  await settleDatabase(sql);
   const after = await phase(`2-hop fresh chains, 32, ${f0(big)} DRs stored`, freshAfter);
   phases.push(alone16, a32b, a1b, before, after);
 
