@@ -449,3 +449,26 @@ describe('generateSeed', () => {
     expect(verifyEd25519(pub, utf8('x'), signEd25519(a, utf8('x')))).toBe(true);
   });
 });
+
+describe('signEd25519 reuses the key it imported for a seed array, never a stale one', () => {
+  it('an array overwritten in place signs with the key it now holds', () => {
+    const seed = generateSeed();
+    const first = Uint8Array.from(seed);
+    const msg = utf8('same array, new key');
+    const before = signEd25519(seed, msg);
+    expect(signEd25519(seed, msg)).toEqual(before); // the reused signer gives the same bytes
+    seed.set(generateSeed()); // refilled with another key
+    const after = signEd25519(seed, msg);
+    expect(verifyEd25519(publicKeyFromSeed(seed), msg, after)).toBe(true);
+    expect(verifyEd25519(publicKeyFromSeed(first), msg, after)).toBe(false);
+    seed.fill(0); // wiped: signs with the all-zero seed, as a fresh array of it would
+    expect(signEd25519(seed, msg)).toEqual(signEd25519(new Uint8Array(32), msg));
+  });
+
+  it('matches RFC 8032 whatever array the same seed arrives in, and refuses a wrong length every time', () => {
+    const vec = rfc8032[2]!;
+    for (let i = 0; i < 3; i++) expect(toHex(signEd25519(hex(vec.secretKey), hex(vec.message)))).toBe(vec.signature);
+    const short = new Uint8Array(31);
+    for (let i = 0; i < 2; i++) expect(() => signEd25519(short, utf8('m'))).toThrow(/32 bytes/);
+  });
+});
