@@ -315,8 +315,8 @@ function privateKeyObject(nc: typeof NodeCrypto, seed: Uint8Array): NodeCrypto.K
 
 /**
  * Signers already made, by the caller's own seed array: importing a private key costs ~15x the
- * signature (326 against 22 us on the CI machine), and an SDK caller signs with the same key pair
- * again and again. Weak, so an entry lives no longer than the caller's array. The seed's digest
+ * signature (326 against 22 us, measured with tsx), and an SDK caller signs with the same key
+ * pair again and again. Weak, so an entry lives no longer than the caller's array. The seed's digest
  * is checked on every use: an array overwritten in place (wiped, or refilled with another key) is
  * imported again, never signed for with the key it used to hold.
  */
