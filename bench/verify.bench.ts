@@ -301,8 +301,8 @@ async function main(): Promise<void> {
   );
   const pgb = async (clients: number) => runPgbench(bin, pg!.url, script, clients, CFG.seconds);
   // pgbench's service receipts join the log like a verify's: the next phases must not pay for them.
-  // So must a phase not pay for the receipts of the one before it: at 32 in flight the service
-  // signs receipts faster than the integrator logs them, and it catches up in the next phase.
+  // Nor must a phase pay for the receipts of the one before it: the integrator logs them in rounds
+  // (every 250 ms), so a few hundred are still queued when a phase ends.
   const drainLog = async (before?: string) => {
     const t0 = performance.now();
     const pending = await waitForLogDrained(sql!, 300_000, (n) => log(`waiting for the log integrator: ${f0(n)} service receipts pending`));

@@ -370,18 +370,15 @@ export async function warmUpMeasuringRate(o: {
 }): Promise<WarmUp> {
   const roundSeconds = o.roundSeconds ?? 5;
   const rounds: LoadResult[] = [];
-  let rps = o.startRps;
   let best = 0;
   for (let left = o.seconds; left > 0.05;) {
     const s = Math.min(roundSeconds, left);
-    const r = await o.run(o.sign(bodiesPerWorker(rps, o.workers, s)), s);
+    const r = await o.run(o.sign(bodiesPerWorker(Math.max(o.startRps, best), o.workers, s)), s);
+    if (r.ok === 0) throw new Error(`warm-up: no request answered as expected (${r.firstError ?? 'no answer'})`);
     rounds.push(r);
     // A round that ran dry still measured its rate over the time it ran.
-    const measured = r.seconds > 0 ? r.ok / r.seconds : 0;
-    best = Math.max(best, measured);
-    rps = Math.max(rps, measured);
+    best = Math.max(best, r.ok / r.seconds);
     left -= r.exhausted ? Math.min(s, r.seconds) : s;
-    if (r.ok === 0) throw new Error(`warm-up: no request answered as expected (${r.firstError ?? 'no answer'})`);
   }
   return { rps: best, rounds };
 }

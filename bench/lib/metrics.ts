@@ -16,19 +16,19 @@ export interface GroupCommitTotals {
   readonly seconds: number;
 }
 
-/** One sample's value of the exposition (0 when absent: nothing observed yet). */
-function sampleValue(exposition: string, name: string, labels: string): number {
-  const line = exposition.split('\n').find((l) => l.startsWith(`${name}{${labels}} `));
-  return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
+/** The value of one series of the exposition, `name` or `name{labels}` (0 when absent: nothing observed yet). */
+function sampleValue(exposition: string, series: string): number {
+  const line = exposition.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? 0 : Number(line.slice(series.length + 1));
 }
 
 /** The totals of the statements that answered (outcome "ok") in one /metrics exposition. */
 export function parseGroupCommit(exposition: string): GroupCommitTotals {
   return {
-    statements: sampleValue(exposition, 'baton_verify_batch_items_count', 'outcome="ok"'),
-    items: sampleValue(exposition, 'baton_verify_batch_items_sum', 'outcome="ok"'),
-    alone: sampleValue(exposition, 'baton_verify_batch_items_bucket', 'le="1",outcome="ok"'),
-    seconds: sampleValue(exposition, 'baton_verify_batch_duration_seconds_sum', 'outcome="ok"'),
+    statements: sampleValue(exposition, 'baton_verify_batch_items_count{outcome="ok"}'),
+    items: sampleValue(exposition, 'baton_verify_batch_items_sum{outcome="ok"}'),
+    alone: sampleValue(exposition, 'baton_verify_batch_items_bucket{le="1",outcome="ok"}'),
+    seconds: sampleValue(exposition, 'baton_verify_batch_duration_seconds_sum{outcome="ok"}'),
   };
 }
 
@@ -44,13 +44,9 @@ export interface EventLoopDelay {
  * before a run and once right after it.
  */
 export function parseEventLoopDelay(exposition: string): EventLoopDelay {
-  const gauge = (name: string) => {
-    const line = exposition.split('\n').find((l) => l.startsWith(`${name} `));
-    return line === undefined ? 0 : Number(line.slice(name.length + 1));
-  };
   // The gauges are the time between samples, so an idle loop reads the sampling interval itself.
-  const late = (seconds: number) => Math.max(0, seconds - EVENT_LOOP_SAMPLING_MS / 1000);
-  return { mean: late(gauge('nodejs_eventloop_lag_mean_seconds')), p99: late(gauge('nodejs_eventloop_lag_p99_seconds')) };
+  const late = (gauge: string) => Math.max(0, sampleValue(exposition, gauge) - EVENT_LOOP_SAMPLING_MS / 1000);
+  return { mean: late('nodejs_eventloop_lag_mean_seconds'), p99: late('nodejs_eventloop_lag_p99_seconds') };
 }
 
 export interface GcPauses {
