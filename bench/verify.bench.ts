@@ -17,7 +17,7 @@
  * tsx instead of the compiled server npm start runs).
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
+import { mkdirSync, mkdtempSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -34,6 +34,7 @@ import {
   setupTenant,
   siblingChains,
   type Chain,
+  type Tenant,
 } from './lib/chains.js';
 import { BODY_MARGIN, bodiesPerWorker, clientFromEnv, percentile, runLoad, warmUpMeasuringRate, type LoadResult } from './lib/load.js';
 import { childrenOf, joinCpuSamples, startCpuSample, type CpuSample } from './lib/proc.js';
@@ -54,6 +55,8 @@ const START_RATE = num('rate', 'BENCH_RATE', 1600);
  * single client by much: twice its rate (or this floor) bounds one worker's bodies.
  */
 const WORKER_RATE_FLOOR = 600;
+/** DRs bulk-loaded into the small side of the stored-DR comparison (the large side gets `--bulk`). */
+const SMALL_STORE = 1_000;
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 function flag(name: string): string | undefined {
@@ -97,7 +100,6 @@ const f0 = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en
 const f2 = (n: number) => (Number.isFinite(n) ? n.toFixed(2) : '-');
 
 let pg: PgCluster | undefined;
-let service: Child | undefined;
 let sql: postgres.Sql | undefined;
 let dataDir: string | undefined;
 
@@ -117,10 +119,19 @@ interface Phase {
 /** A phase's load, signed and warmed up, measured later in one run or in slices. */
 interface Prepared {
   readonly name: string;
+  readonly target: Target;
   readonly bodies: readonly (readonly Buffer[])[];
   /** Each worker's next unused body: slices continue where the last one stopped. */
   readonly cursors: number[];
   readonly okStatus: number;
+}
+
+/** Where a phase's load goes: a service, the API key it sends, the processes whose CPU is its. */
+interface Target {
+  readonly child: Child;
+  readonly url: string;
+  readonly headers: Record<string, string>;
+  readonly pids: () => number[];
 }
 
 interface Slice {
@@ -176,35 +187,48 @@ async function main(): Promise<void> {
     `  PostgreSQL ${v!.v} on 127.0.0.1: ${settings.map((s) => `${s.name}=${s.setting}`).join(', ')}${CFG.durable ? ' (durable, as in production)' : ' (NOT durable: --fsync-off)'}`,
   );
 
-  const port = await freePort();
   dataDir = mkdtempSync(join(tmpdir(), 'baton-bench-'));
   const adminKey = `bench-admin-${randomBytes(16).toString('hex')}`;
+  const masterKey = randomBytes(32).toString('hex');
   const entry = serviceEntry(ROOT, out);
-  service = await startChild({
-    name: 'baton service',
-    script: entry.script,
-    cwd: ROOT,
-    port,
-    readyPath: '/readyz',
-    env: {
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      DATABASE_URL: pg.url,
-      BATON_ADMIN_KEY: adminKey,
-      BATON_MASTER_KEY: randomBytes(32).toString('hex'),
-      BATON_DB_POOL: String(CFG.pool),
-      BATON_WORKERS: String(CFG.workers),
-      BATON_LOG_LEVEL: 'warn',
-      BATON_INVOCATION_MAX_AGE: '900',
-      BATON_DATA_DIR: dataDir,
-    },
-  });
+  /** A service process on `databaseUrl`, with a tenant, a trusted root and a verify API key. */
+  const startService = async (name: string, databaseUrl: string, tenantName: string): Promise<Target & { tenant: Tenant }> => {
+    const port = await freePort();
+    const ownDir = join(dataDir!, tenantName);
+    mkdirSync(ownDir);
+    const child = await startChild({
+      name,
+      script: entry.script,
+      cwd: ROOT,
+      port,
+      readyPath: '/readyz',
+      env: {
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        DATABASE_URL: databaseUrl,
+        BATON_ADMIN_KEY: adminKey,
+        BATON_MASTER_KEY: masterKey,
+        BATON_DB_POOL: String(CFG.pool),
+        BATON_WORKERS: String(CFG.workers),
+        BATON_LOG_LEVEL: 'warn',
+        BATON_INVOCATION_MAX_AGE: '900',
+        BATON_DATA_DIR: ownDir,
+      },
+    });
+    const tenant = await setupTenant(child.url, adminKey, tenantName);
+    return {
+      child,
+      url: child.url,
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${tenant.verifyKey}` },
+      pids: () => [child.pid, ...childrenOf(child.pid)],
+      tenant,
+    };
+  };
+  const main = await startService('baton service', pg.url, 'bench');
   out(
     `  service: ${entry.label}, BATON_WORKERS=${CFG.workers}, BATON_DB_POOL=${CFG.pool} (per worker); ${CFG.seconds}s per phase; load generator: ${CLIENT === 'raw' ? 'raw sockets' : CLIENT} keep-alive, closed loop, pre-signed bodies`,
   );
-  const tenant = await setupTenant(service.url, adminKey, 'bench');
-  const headers = { 'content-type': 'application/json', authorization: `Bearer ${tenant.verifyKey}` };
-  const svcPids = () => [service!.pid, ...childrenOf(service!.pid)];
+  const { tenant, headers } = main;
   /** Runs that ended early because a worker used up its pre-signed bodies (see the NOTE at the end). */
   const ranDry = new Set<string>();
   const noteDry = (name: string, r: LoadResult): void => {
@@ -216,29 +240,35 @@ async function main(): Promise<void> {
   let rate = START_RATE;
   let workerCap = WORKER_RATE_FLOOR;
   /** A phase's bodies signed (never during a measurement) and every connection warmed up on them. */
-  const prepare = async (name: string, chains: readonly Chain[], args?: Record<string, unknown>, okStatus = 200): Promise<Prepared> => {
+  const prepare = async (
+    name: string,
+    chains: readonly Chain[],
+    args?: Record<string, unknown>,
+    okStatus = 200,
+    target: Target = main,
+  ): Promise<Prepared> => {
     const perWorker = bodiesPerWorker(rate, chains.length, CFG.seconds, workerCap);
     log(`${name}: signing ${chains.length} x ${perWorker}`);
     const b = chains.map((c) => presign(c, perWorker, args));
     // Warm-up: caches and prepared statements of every connection; the measurement starts after these.
     const warm = 20;
     await runLoad({
-      url: service!.url,
+      url: target.url,
       path: '/v1/verify',
-      headers,
+      headers: target.headers,
       bodies: b.map((x) => x.slice(0, warm)),
       seconds: 0.5,
       client: CLIENT,
       okStatus,
     });
-    return { name, bodies: b, cursors: b.map(() => warm), okStatus };
+    return { name, target, bodies: b, cursors: b.map(() => warm), okStatus };
   };
   const measure = async (p: Prepared, seconds: number): Promise<Slice> => {
-    const cpu = startCpuSample({ service: svcPids, postgres: pgPids });
+    const cpu = startCpuSample({ service: p.target.pids, postgres: pgPids });
     const result = await runLoad({
-      url: service!.url,
+      url: p.target.url,
       path: '/v1/verify',
-      headers,
+      headers: p.target.headers,
       bodies: p.bodies,
       cursors: p.cursors,
       seconds,
@@ -273,19 +303,17 @@ async function main(): Promise<void> {
     return preps.map((p, i) => joinSlices(p.name, slices[i]!));
   };
 
-  // The chains; about 10^3 DRs stored before the bulk phase.
+  // The chains of the phases on the main service.
   const two32 = independentChains(tenant.operator, 32, 2);
   const sib32 = siblingChains(tenant.operator, 32, 2);
   const d1 = independentChains(tenant.operator, 32, 1);
   const d16 = independentChains(tenant.operator, 32, 16);
   const exhausted = independentChains(tenant.operator, 32, 2, { ...BENCH_POLICY, max_calls: 0 });
-  const fresh3 = independentChains(tenant.operator, 32, 2);
-  for (const set of [two32, sib32, d1, d16, exhausted, fresh3]) await registerChains(service.url, set);
-  const small = await delegationCount(sql, tenant.id);
+  for (const set of [two32, sib32, d1, d16, exhausted]) await registerChains(main.url, set);
 
   // pgbench: the same durable work; clients on their own chains.
   const probe = presign(two32[0]!, 1)[0]!;
-  const probeRes = await fetch(`${service.url}/v1/verify`, { method: 'POST', headers, body: probe });
+  const probeRes = await fetch(`${main.url}/v1/verify`, { method: 'POST', headers, body: probe });
   const probeBody = (await probeRes.json()) as { service_receipt: { jws: string; kid: string } };
   const script = await preparePgbench(
     sql,
@@ -325,7 +353,7 @@ async function main(): Promise<void> {
     startRps: START_RATE,
     workers: two32.length,
     sign: (perWorker) => two32.map((c) => presign(c, perWorker)),
-    run: (bodies, seconds) => runLoad({ url: service!.url, path: '/v1/verify', headers, bodies, seconds, client: CLIENT }),
+    run: (bodies, seconds) => runLoad({ url: main.url, path: '/v1/verify', headers, bodies, seconds, client: CLIENT }),
   });
   rate = Math.max(START_RATE, warmup.rps);
   log(`warm-up: up to ${f0(warmup.rps)} verifies/s over ${warmup.rounds.length} rounds; phases signed for ${f0(BODY_MARGIN * rate)}/s`);
@@ -352,8 +380,8 @@ async function main(): Promise<void> {
   const floodBodies = exhausted.slice(0, 16).map((c) => presign(c, bodiesPerWorker(rate, 16, CFG.seconds, workerCap), BENCH_ARGS));
   const allowBodies = two32.slice(0, 16).map((c) => presign(c, bodiesPerWorker(rate, 16, CFG.seconds, workerCap)));
   const [mixAllow, mixDeny] = await Promise.all([
-    runLoad({ url: service.url, path: '/v1/verify', headers, bodies: allowBodies, seconds: CFG.seconds, client: CLIENT }),
-    runLoad({ url: service.url, path: '/v1/verify', headers, bodies: floodBodies, seconds: CFG.seconds, client: CLIENT, okStatus: 403 }),
+    runLoad({ url: main.url, path: '/v1/verify', headers, bodies: allowBodies, seconds: CFG.seconds, client: CLIENT }),
+    runLoad({ url: main.url, path: '/v1/verify', headers, bodies: floodBodies, seconds: CFG.seconds, client: CLIENT, okStatus: 403 }),
   ]);
   noteDry('allows beside denials', mixAllow);
   noteDry('denials beside allows', mixDeny);
@@ -381,19 +409,62 @@ async function main(): Promise<void> {
   const pgb8 = mean(pgb8a, pgb8b);
   const pgb1 = mean(pgb1a, pgb1b);
 
-  // 10^3 vs 10^6 stored DRs: the same scenario on fresh chains, before and after the bulk load,
-  // each started from a vacuumed, checkpointed database (the bulk load ends with a VACUUM: without
-  // the same before the first phase, that phase alone carried the dead rows of every phase so far,
-  // and autovacuum's work on pgbench's rows).
-  await settleDatabase(sql);
-  const before = await phase(`2-hop fresh chains, 32, ${f0(small)} DRs stored`, fresh3.slice(0, 32));
-  log(`bulk-loading ${f0(CFG.bulk)} DRs`);
-  const bulkS = await bulkLoadDelegations(sql, tenant.id, 10_000_000, CFG.bulk, 2);
-  const big = await delegationCount(sql, tenant.id);
-  const freshAfter = independentChains(tenant.operator, 32, 2);
-  await registerChains(service.url, freshAfter);
-  await settleDatabase(sql);
-  const after = await phase(`2-hop fresh chains, 32, ${f0(big)} DRs stored`, freshAfter);
+  // 10^3 vs 10^6 stored DRs, in turns like the group above: the same machine minutes for both
+  // sides. One database cannot hold both sizes at once, so each side gets a database of its own
+  // in the same cluster (its shared buffers, WAL and disk) and a service of its own, started,
+  // loaded, warmed up and settled alike; only the number of DRs differs. The main service stops
+  // first: its pool and log integrator are no part of this comparison.
+  await main.child.stop();
+  const stores: { target: Target; db: postgres.Sql; stored: number; bulkSeconds: number; chains: Chain[] }[] = [];
+  try {
+    for (const [side, bulk] of [
+      ['small', SMALL_STORE],
+      ['large', CFG.bulk],
+    ] as const) {
+      const databaseUrl = await pg.createDatabase(`bench_${side}`);
+      const db = postgres(databaseUrl, { max: 2, onnotice: () => {} });
+      const target = await startService(`baton service (${side} store)`, databaseUrl, `stored-${side}`);
+      stores.push({ target, db, stored: 0, bulkSeconds: 0, chains: [] });
+      const store = stores[stores.length - 1]!;
+      log(`${side} store: bulk-loading ${f0(bulk)} DRs`);
+      store.bulkSeconds = await bulkLoadDelegations(db, target.tenant.id, 10_000_000, bulk, 2);
+      store.chains = independentChains(target.tenant.operator, 32, 2);
+      await registerChains(target.url, store.chains);
+      store.stored = await delegationCount(db, target.tenant.id);
+    }
+    // Both fresh processes compile their hot code before either is measured (see CFG.warmup).
+    log(`stored-DR services: warming up both at once (${CFG.warmup} s, not measured)`);
+    const warmBodies = (chains: readonly Chain[]) =>
+      chains.slice(0, 16).map((c) => presign(c, bodiesPerWorker(rate / 2, 16, CFG.warmup, workerCap)));
+    await Promise.all(
+      stores.map(({ target, chains }) =>
+        runLoad({
+          url: target.url,
+          path: '/v1/verify',
+          headers: target.headers,
+          bodies: warmBodies(chains),
+          seconds: CFG.warmup,
+          client: CLIENT,
+        }),
+      ),
+    );
+    for (const { db } of stores) {
+      await waitForLogDrained(db, 300_000);
+      await settleDatabase(db);
+    }
+  } catch (e) {
+    await Promise.all(stores.map(({ db }) => db.end({ timeout: 2 }).catch(() => {})));
+    throw e;
+  }
+  const [smallStore, largeStore] = stores as [(typeof stores)[0], (typeof stores)[0]];
+  const [before, after] = (await compared([
+    await prepare(`2-hop fresh chains, 32, ${f0(smallStore.stored)} DRs stored`, smallStore.chains, undefined, 200, smallStore.target),
+    await prepare(`2-hop fresh chains, 32, ${f0(largeStore.stored)} DRs stored`, largeStore.chains, undefined, 200, largeStore.target),
+  ])) as [Phase, Phase];
+  await Promise.all(stores.map(({ db }) => db.end({ timeout: 2 })));
+  const small = smallStore.stored;
+  const big = largeStore.stored;
+  const bulkS = largeStore.bulkSeconds;
   phases.push(alone16, a32b, a1b, before, after);
 
   out();
@@ -454,7 +525,7 @@ async function main(): Promise<void> {
   // spread says less than its digits suggest.
   const spread = (p: Phase) => (p.sliceRps ? `${f0(Math.min(...p.sliceRps))}-${f0(Math.max(...p.sliceRps))}` : '-');
   out(
-    `  req/s per slice in the compared phases (${CFG.rounds} rounds): ${[a32, s32, c1, c16, denyD, denyG].map((p) => `${p.name.split(',')[0]!.replace('2-hop ', '')} ${spread(p)}`).join('; ')}`,
+    `  req/s per slice in the compared phases (${CFG.rounds} rounds): ${[a32, s32, c1, c16, denyD, denyG].map((p) => `${p.name.split(',')[0]!.replace('2-hop ', '')} ${spread(p)}`).join('; ')}; ${f0(small)} stored DRs ${spread(before)}; ${f0(big)} stored ${spread(after)}`,
   );
   out(
     `  machine busy during the 32-in-flight phase: ${f2(a32.cpu.machineBusy)} of ${cpus().length} cores (and ${f2(a32.cpu.machineSteal)} taken by the host)`,
