@@ -71,11 +71,31 @@ export const DelegationWithServiceReceipt = z
       'A record with its JWS and the service receipt of its acceptance (`null` in a keyless answer, whose service receipts would name the tenant).',
   });
 
+/** Holding a record's JWS proves nothing (records travel in every bundle): a keyless answer shows nothing stored about it. */
+const notShownKeyless = 'Absent in a keyless answer, which shows nothing stored about a record.';
+
+export const SubmittedDelegation = z
+  .strictObject({
+    ...DelegationWithServiceReceipt.shape,
+    status: DelegationStatus.optional().openapi({ description: notShownKeyless }),
+    revoked_at: orNull(Timestamp)
+      .optional()
+      .openapi({ description: `When this record itself was revoked. ${notShownKeyless}` }),
+    revoked_by: orNull(RecordHash)
+      .optional()
+      .openapi({ description: `The highest revoked record at or above this one, when any. ${notShownKeyless}` }),
+    created_at: Timestamp.optional().openapi({ description: notShownKeyless }),
+  })
+  .openapi('SubmittedDelegation', {
+    description:
+      'A submitted record. With an API key: as stored, with the service receipt of its acceptance. Without one: what the records and their chain say, and nothing stored about it: no status, revocation or storage time, and `service_receipt` is `null` (its claims name the tenant).',
+  });
+
 export const SubmitResult = z
   .strictObject({
     created: z.boolean().openapi({ description: 'True when at least one record was newly stored.' }),
     tenant_id: z.string().openapi({ description: 'Only when submitted with an API key; a keyless answer names no tenant.' }).optional(),
-    delegations: z.array(DelegationWithServiceReceipt).openapi({ description: 'The submitted records, in order.' }),
+    delegations: z.array(SubmittedDelegation).openapi({ description: 'The submitted records, in order.' }),
   })
   .openapi('SubmitResult');
 
@@ -240,7 +260,7 @@ export const submitDelegationsRoute = createRoute({
   operationId: 'submitDelegations',
   summary: 'Submit signed delegation records (root or sub-delegations)',
   description:
-    "Stores one signed DR, a DRS delegation receipt (`{receipt}`), or a root-to-leaf list of them (`{receipts}`). The first record is either a root signed by a trusted root of a tenant, or a sub-DR whose parent is already stored. The chain it extends must verify: linked hand-offs, valid signatures, attenuation and time nesting, live and unrevoked ancestors.\n\n- Agents prove themselves by signature, so no API key is needed. With a key (`issue` scope), the records must belong to that key's tenant; without one, the tenant follows from the chain (and a chain several tenants could own is `422 UNPROCESSABLE`).\n- Resubmitting the same records is idempotent: `200` with the stored rows and their original service receipts. `201` when at least one record was newly stored, each with a fresh service receipt.\n- Without a key, the answer reveals nothing stored until the caller's signatures prove a part in the chain. The submitted records are first judged on their own (shape, each signature by its own `iss`, linkage, attenuation and time between them). A stored parent then counts only if the first record is signed by the parent's holder (its `aud`): an unknown parent and a parent held by someone else get the same `422 BUNDLE_INCOMPLETE`. A root whose signature verifies learns whether some tenant trusts its issuer, never which. A keyless answer names no tenant: no `tenant_id`, and `service_receipt` is `null` (a service receipt's signed claims name the tenant); read service receipts with a key of the tenant.",
+    "Stores one signed DR, a DRS delegation receipt (`{receipt}`), or a root-to-leaf list of them (`{receipts}`). The first record is either a root signed by a trusted root of a tenant, or a sub-DR whose parent is already stored. The chain it extends must verify: linked hand-offs, valid signatures, attenuation and time nesting, live and unrevoked ancestors.\n\n- Agents prove themselves by signature, so no API key is needed. With a key (`issue` scope), the records must belong to that key's tenant; without one, the tenant follows from the chain (and a chain several tenants could own is `422 UNPROCESSABLE`).\n- Resubmitting the same records is idempotent: `200` with the stored rows and their original service receipts. `201` when at least one record was newly stored, each with a fresh service receipt.\n- Without a key, the answer reveals nothing stored until the caller's signatures prove a part in the chain. The submitted records are first judged on their own (shape, each signature by its own `iss`, linkage, attenuation and time between them). A stored parent then counts only if the first record is signed by the parent's holder (its `aud`): an unknown parent and a parent held by someone else get the same `422 BUNDLE_INCOMPLETE`. A root whose signature verifies learns whether some tenant trusts its issuer, never which. A keyless answer names no tenant: no `tenant_id`, and `service_receipt` is `null` (a service receipt's signed claims name the tenant); read service receipts with a key of the tenant. Nor does it show what is stored about a record (no `status`, `revoked_at`, `revoked_by` or `created_at`): records travel in every bundle, so holding one proves nothing. Records that are all stored already are answered as stored without being judged against the store again, so a revoked chain re-submitted without a key gets the answer a live one gets; a new record extending a revoked one is refused (`422 RECEIPT_REVOKED`).",
   'x-baton-scopes': ['issue'],
   security: [{}, { bearerAuth: [] }],
   request: { body: { required: true, content: { 'application/json': { schema: SubmitDelegationsRequest } } } },

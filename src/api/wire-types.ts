@@ -383,7 +383,7 @@ export interface paths {
      *
      *     - Agents prove themselves by signature, so no API key is needed. With a key (`issue` scope), the records must belong to that key's tenant; without one, the tenant follows from the chain (and a chain several tenants could own is `422 UNPROCESSABLE`).
      *     - Resubmitting the same records is idempotent: `200` with the stored rows and their original service receipts. `201` when at least one record was newly stored, each with a fresh service receipt.
-     *     - Without a key, the answer reveals nothing stored until the caller's signatures prove a part in the chain. The submitted records are first judged on their own (shape, each signature by its own `iss`, linkage, attenuation and time between them). A stored parent then counts only if the first record is signed by the parent's holder (its `aud`): an unknown parent and a parent held by someone else get the same `422 BUNDLE_INCOMPLETE`. A root whose signature verifies learns whether some tenant trusts its issuer, never which. A keyless answer names no tenant: no `tenant_id`, and `service_receipt` is `null` (a service receipt's signed claims name the tenant); read service receipts with a key of the tenant.
+     *     - Without a key, the answer reveals nothing stored until the caller's signatures prove a part in the chain. The submitted records are first judged on their own (shape, each signature by its own `iss`, linkage, attenuation and time between them). A stored parent then counts only if the first record is signed by the parent's holder (its `aud`): an unknown parent and a parent held by someone else get the same `422 BUNDLE_INCOMPLETE`. A root whose signature verifies learns whether some tenant trusts its issuer, never which. A keyless answer names no tenant: no `tenant_id`, and `service_receipt` is `null` (a service receipt's signed claims name the tenant); read service receipts with a key of the tenant. Nor does it show what is stored about a record (no `status`, `revoked_at`, `revoked_by` or `created_at`): records travel in every bundle, so holding one proves nothing. Records that are all stored already are answered as stored without being judged against the store again, so a revoked chain re-submitted without a key gets the answer a live one gets; a new record extending a revoked one is refused (`422 RECEIPT_REVOKED`).
      */
     post: operations['submitDelegations'];
     delete?: never;
@@ -1794,9 +1794,34 @@ export interface components {
       /** @description True when at least one record was newly stored. */
       created: boolean;
       /** @description The submitted records, in order. */
-      delegations: components['schemas']['DelegationWithServiceReceipt'][];
+      delegations: components['schemas']['SubmittedDelegation'][];
       /** @description Only when submitted with an API key; a keyless answer names no tenant. */
       tenant_id?: string;
+    };
+    /** @description A submitted record. With an API key: as stored, with the service receipt of its acceptance. Without one: what the records and their chain say, and nothing stored about it: no status, revocation or storage time, and `service_receipt` is `null` (its claims name the tenant). */
+    SubmittedDelegation: {
+      aud: components['schemas']['DidKey'];
+      cmd: string;
+      created_at?: components['schemas']['Timestamp'] & unknown;
+      /** @description 0 for a root. */
+      depth: number;
+      exp: number | null;
+      hash: components['schemas']['RecordHash'];
+      iat: number;
+      iss: components['schemas']['DidKey'];
+      jti: string;
+      jws: components['schemas']['Jws'];
+      nbf: number;
+      parent_hash: components['schemas']['RecordHash'] | null;
+      policy: components['schemas']['Policy'];
+      /** @description When this record itself was revoked. Absent in a keyless answer, which shows nothing stored about a record. */
+      revoked_at?: components['schemas']['Timestamp'] | null;
+      /** @description The highest revoked record at or above this one, when any. Absent in a keyless answer, which shows nothing stored about a record. */
+      revoked_by?: components['schemas']['RecordHash'] | null;
+      root_hash: components['schemas']['RecordHash'];
+      service_receipt: components['schemas']['ServiceReceiptRef'] | null;
+      status?: components['schemas']['DelegationStatus'] & unknown;
+      sub: components['schemas']['DidKey'];
     };
     Tenant: {
       created_at: components['schemas']['Timestamp'];

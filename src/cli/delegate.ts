@@ -177,7 +177,7 @@ export async function runDelegate(argv: string[], io: CliIo): Promise<number> {
     const result = await client.submit(chain);
     const mine = result.delegations[result.delegations.length - 1]!;
     io.err(
-      `${result.created ? 'stored' : 'already stored'}: ${shortHash(mine.hash)} depth ${mine.depth}, ${mine.status}${result.tenant_id ? `, tenant ${result.tenant_id}` : ''}`,
+      `${result.created ? 'stored' : 'already stored'}: ${shortHash(mine.hash)} depth ${mine.depth}${mine.status === undefined ? '' : `, ${mine.status}`}${result.tenant_id ? `, tenant ${result.tenant_id}` : ''}`,
     );
     submitted = result;
   }

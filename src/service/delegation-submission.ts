@@ -49,12 +49,22 @@ function refusalFrom(decision: Extract<DelegationsDecision, { valid: false }>, s
 
 // ---------------------------------------------------------------- submit
 
+type SubmittedDelegation = DelegationView & { readonly jws: string; readonly service_receipt: ServiceReceiptView | null };
+
+/** What a keyless answer shows of a record: nothing stored about it (see keylessView). */
+export type KeylessSubmittedDelegation = Omit<
+  SubmittedDelegation,
+  'status' | 'revoked_at' | 'revoked_by' | 'created_at' | 'service_receipt'
+> & {
+  readonly service_receipt: null;
+};
+
 export interface SubmitResult {
   /** True when at least one record was newly stored (201), false when all were known (200). */
   readonly created: boolean;
   /** With an API key only: a keyless answer never names the tenant that holds a record. */
   readonly tenant_id?: string;
-  readonly delegations: readonly (DelegationView & { readonly jws: string; readonly service_receipt: ServiceReceiptView | null })[];
+  readonly delegations: readonly (SubmittedDelegation | KeylessSubmittedDelegation)[];
 }
 
 /** What submitDelegations checked and will store. */
@@ -64,6 +74,8 @@ export interface CheckedSubmission {
   /** The stored chain above the first submitted record, root first. */
   readonly ancestors: readonly Delegation[];
   readonly submitted: readonly VerifiedDelegation[];
+  /** Keyless, and every record already stored: their rows. Nothing to write, and nothing judged against the store (rule 4). */
+  readonly replayed: ReadonlyMap<string, Delegation> | null;
 }
 
 /**
@@ -81,7 +93,9 @@ export interface CheckedSubmission {
  *    parent's holder (its aud). An unknown hash and a hash held by someone
  *    else get the same answer;
  * 3. a root's verified signature proves its issuer key, so that caller may
- *    learn whether some tenant trusts that key (not which one).
+ *    learn whether some tenant trusts that key (not which one);
+ * 4. re-submitted records that are all stored already are answered as
+ *    stored, without their state (see keylessView).
  */
 export async function checkSubmission(
   deps: ServiceDeps,
@@ -91,9 +105,11 @@ export async function checkSubmission(
   const db = deps.store.db;
   const now = deps.now();
   const verifyOptions = { now, maxDepth: deps.config.maxChainDepth, cache: deps.drCache, allowNotYetValid: true } as const;
+  let own: readonly VerifiedDelegation[] | undefined;
   if (callerTenant === null) {
-    const own = verifyDelegationSegment(jwsList, verifyOptions);
-    if (!own.valid) throw refusalFrom(own, 0);
+    const segment = verifyDelegationSegment(jwsList, verifyOptions);
+    if (!segment.valid) throw refusalFrom(segment, 0);
+    own = segment.delegations;
   }
   let first: VerifiedDelegation;
   try {
@@ -105,6 +121,17 @@ export async function checkSubmission(
   }
   // With an API key the tenant is the key's, whose records the caller may read anyway.
   const tenantId = callerTenant ?? (await keylessTenant(db, first));
+  if (own) {
+    // 4. records that are all stored already prove nothing (they travel in every bundle), and
+    //    nothing will be written: they are not judged against the store again, so the answer
+    //    cannot tell a revoked or expired chain from a live one.
+    const rows = await delegationsByHash(
+      db,
+      tenantId,
+      own.map((d) => d.hash),
+    );
+    if (own.every((d) => rows.has(d.hash))) return { tenantId, now, ancestors: [], submitted: own, replayed: rows };
+  }
   const parentHash = first.payload.prev_dr_hash ?? null;
   const ancestors = parentHash ? await storedChainTo(db, tenantId, parentHash) : [];
   if (parentHash && ancestors.length === 0) throw parentNotHeld(first, parentHash, true);
@@ -135,7 +162,7 @@ export async function checkSubmission(
     ]);
   }
   refuseTakenJtis(submitted, await jtisTakenByOthers(db, tenantId, submitted));
-  return { tenantId, now, ancestors, submitted };
+  return { tenantId, now, ancestors, submitted, replayed: null };
 }
 
 /**
@@ -145,7 +172,14 @@ export async function checkSubmission(
  * service receipts, whose signed claims name the tenant. A key of the tenant reads them.
  */
 export async function submitDelegations(deps: ServiceDeps, callerTenant: string | null, jwsList: readonly string[]): Promise<SubmitResult> {
-  const { tenantId, now, ancestors, submitted } = await checkSubmission(deps, callerTenant, jwsList);
+  const { tenantId, now, ancestors, submitted, replayed } = await checkSubmission(deps, callerTenant, jwsList);
+  if (replayed) {
+    const views = submitted.map((d) => {
+      const row = replayed.get(d.hash)!; // every submitted hash is in it (checkSubmission)
+      return keylessView({ ...delegationView(row, now, null), jws: row.jws, service_receipt: null });
+    });
+    return { created: false, delegations: views };
+  }
   // A DR whose tools together form the lethal trifecta is stored held for a human.
   const trifecta = await trifectaAtIssuance(
     deps,
@@ -155,7 +189,7 @@ export async function submitDelegations(deps: ServiceDeps, callerTenant: string 
   const result = await deps.store.db.transaction(async (tx) => {
     let parent: Delegation | null = ancestors[ancestors.length - 1] ?? null;
     let created = false;
-    const out: SubmitResult['delegations'][number][] = [];
+    const out: SubmittedDelegation[] = [];
     for (const dr of submitted) {
       const inserted = await insertDelegation(tx, tenantId, dr, parent);
       const row = await findDelegation(tx, tenantId, dr.hash);
@@ -188,9 +222,19 @@ export async function submitDelegations(deps: ServiceDeps, callerTenant: string 
     return { created, delegations: out };
   });
   if (callerTenant === null) {
-    return { created: result.created, delegations: result.delegations.map((d) => ({ ...d, service_receipt: null })) };
+    return { created: result.created, delegations: result.delegations.map(keylessView) };
   }
   return { created: result.created, tenant_id: tenantId, delegations: result.delegations };
+}
+
+/**
+ * A record as a keyless answer shows it: what the submitted records and their chain say, none of
+ * what is stored about it (status, revocation, when it was stored), and no service receipt (whose
+ * claims name the tenant). Holding a record's JWS proves nothing: records travel in every bundle.
+ */
+function keylessView(d: SubmittedDelegation): KeylessSubmittedDelegation {
+  const { status: _status, revoked_at: _revokedAt, revoked_by: _revokedBy, created_at: _createdAt, ...fromTheChain } = d;
+  return { ...fromTheChain, service_receipt: null };
 }
 
 /** The one answer for a parent that is unknown, or stored but not proven held: nothing in it comes from the store. */

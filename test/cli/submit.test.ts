@@ -6,6 +6,7 @@ import { generateKeyPair } from '../../src/sdk/keys.js';
 import { createRootDelegation, createSubDelegation } from '../../src/sdk/records.js';
 import { startLiveService, type LiveService } from '../sdk/live-service.js';
 import { run, tempDir } from './helpers.js';
+import { shortDid } from '../../src/cli/basics.js';
 
 let live: LiveService;
 let dir: string;
@@ -33,10 +34,10 @@ describe('baton submit', () => {
     writeFileSync(file, JSON.stringify({ receipts: [root.jws, sub.jws] }));
     const r = await run(['submit', file, ...S]);
     expect(r.code, r.err).toBe(0);
-    // Keyless: the service names no tenant.
+    // Keyless: the service names no tenant, and shows no status (nothing stored about a record).
     expect(r.out).toMatch(/^STORED: 2 delegation record\(s\)\n/);
-    expect(r.out).toContain(`${root.hash}  depth 0  active`);
-    expect(r.out).toContain(`${sub.hash}  depth 1  active`);
+    expect(r.out).toContain(`${root.hash}  depth 0  ${shortDid(root.payload.iss)} -> `);
+    expect(r.out).toContain(`${sub.hash}  depth 1  ${shortDid(sub.payload.iss)} -> `);
     expect(r.out).toContain(`baton chain ${sub.hash}`);
     expect(r.err).toMatch(/submitting 2 record\(s\)/);
     const again = await run(['submit', file, ...S]);

@@ -256,6 +256,51 @@ describe('keyless re-submit of stored records', () => {
   });
 });
 
+describe('keyless re-submit of a revoked chain', () => {
+  const STATE = ['status', 'revoked_at', 'revoked_by', 'created_at'] as const;
+
+  it('answers exactly as for the live chain: nothing stored about a record is shown', async () => {
+    const [X, Y] = [generateKeyPair(), generateKeyPair()];
+    const times = { iat: T0, nbf: SECRET_NBF, exp: SECRET_EXP };
+    const r2 = createRootDelegation({ issuer: owner.root, audience: X.did, policy: parentPolicy, ...times });
+    const m2 = createSubDelegation({ parent: r2, issuer: X, audience: Y.did, policy: parentPolicy, ...times });
+    expect((await svc.call('POST', '/v1/delegations', { key: owner.keys.issue, json: { receipts: [r2.jws, m2.jws] } })).status).toBe(201);
+    const lists = [[r2, m2], [m2], [r2]];
+    const live = await Promise.all(lists.map((l) => submitKeyless(l.map((d) => d.jws))));
+    for (const r of live) {
+      expect(r.status, JSON.stringify(r.body)).toBe(200);
+      expect(r.body.created).toBe(false);
+      for (const d of r.body.delegations) {
+        for (const field of STATE) expect(d, `a keyless answer shows ${field}`).not.toHaveProperty(field);
+        expect(d.service_receipt).toBeNull();
+      }
+    }
+
+    const revoked = await svc.call('POST', `/v1/delegations/${r2.hash}/revoke`, {
+      key: owner.keys.issue,
+      json: { confirm: true, reason: 'keyless-leaks' },
+    });
+    expect(revoked.status, JSON.stringify(revoked.body)).toBe(200);
+    const after = await Promise.all(lists.map((l) => submitKeyless(l.map((d) => d.jws))));
+    after.forEach((r, i) => expect(comparable(r)).toBe(comparable(live[i]!)));
+    const read = await svc.call('GET', `/v1/delegations/${m2.hash}`, { key: owner.keys.audit });
+    expect(read.body).toMatchObject({ status: 'revoked', revoked_by: r2.hash });
+
+    // A key of the tenant reads the state anyway, and is told.
+    const keyed = await svc.call('POST', '/v1/delegations', { key: owner.keys.issue, json: { receipts: [r2.jws, m2.jws] } });
+    expect(keyed.status).toBe(422);
+    expect(keyed.body.error.code).toBe('RECEIPT_REVOKED');
+    // So is the holder who extends it: the new record, signed by m2's holder, is the proof.
+    const grandchild = createSubDelegation({ parent: m2, issuer: Y, audience: generateKeyPair().did, policy: parentPolicy, ...times });
+    const extended = await submitKeyless([m2.jws, grandchild.jws]);
+    expect(extended.status, JSON.stringify(extended.body)).toBe(422);
+    expect(extended.body.error.code).toBe('RECEIPT_REVOKED');
+    const alone = await submitKeyless([grandchild.jws]);
+    expect(alone.status, JSON.stringify(alone.body)).toBe(422);
+    expect(alone.body.error.code).toBe('RECEIPT_REVOKED');
+  });
+});
+
 describe('keyless revocation before proof', () => {
   let seq = 0;
   const revocation = (signer: KeyPair, target: string, opts: { forge?: boolean } = {}) =>

@@ -37,10 +37,13 @@ describe('POST /v1/delegations', () => {
     const r = await svc.call('POST', '/v1/delegations', { json: { receipt: root.jws } });
     expect(r.status).toBe(201);
     expect(r.body).not.toHaveProperty('tenant_id');
-    expect(r.body.delegations[0]).toMatchObject({ hash: root.hash, depth: 0, parent_hash: null, status: 'active', service_receipt: null });
+    expect(r.body.delegations[0]).toMatchObject({ hash: root.hash, depth: 0, parent_hash: null, service_receipt: null });
+    // Nothing stored about it either, even just stored (test/security/keyless-leaks.test.ts).
+    for (const field of ['status', 'revoked_at', 'revoked_by', 'created_at']) expect(r.body.delegations[0]).not.toHaveProperty(field);
     const withKey = await svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipt: root.jws } });
     expect(withKey.status).toBe(200);
     expect(withKey.body.tenant_id).toBe(tenant.id);
+    expect(withKey.body.delegations[0]).toMatchObject({ status: 'active', revoked_at: null, created_at: expect.any(String) });
     const stored = withKey.body.delegations[0];
     const keys = (await svc.call('GET', '/v1/keys')).body.keys.map((k: { kid: string; public_key: string }) => ({
       kid: k.kid,
