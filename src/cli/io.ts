@@ -6,6 +6,27 @@ export interface CliIo {
   readonly env?: Readonly<Record<string, string | undefined>>;
 }
 
+/**
+ * Characters that drive a terminal rather than print: C0 controls but newline and tab, DEL, C1
+ * controls, and the bidirectional controls that reorder what a reader sees. Tool names, revocation
+ * reasons and admin labels come from agents and other people: printed raw, an ESC sequence could
+ * clear the reader's screen or recolour a line, and a bidi override reverse a hash.
+ */
+const TERMINAL_CONTROLS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+/**
+ * `text` with every terminal control as a visible `\uXXXX` escape. Inside JSON strings that is
+ * JSON's own escape for the same character, so `--json` output still parses to the same values.
+ */
+export function terminalSafe(text: string): string {
+  return text.replace(TERMINAL_CONTROLS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/** `io` writing only terminal-safe text: every command prints through it (main). */
+export function terminalSafeIo(io: CliIo): CliIo {
+  return { ...io, out: (text) => io.out(terminalSafe(text)), err: (text) => io.err(terminalSafe(text)) };
+}
+
 export const processIo: CliIo = {
   out: (text) => process.stdout.write(`${text}\n`),
   err: (text) => process.stderr.write(`${text}\n`),

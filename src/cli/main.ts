@@ -3,7 +3,7 @@ import { BatonError } from '../protocol/errors.js';
 import { didYouMean } from './args.js';
 import { DEFAULT_SERVER } from './basics.js';
 import { batonVersionInfo } from '../version.js';
-import { EXIT_USAGE, processIo, UsageError, type CliIo } from './io.js';
+import { EXIT_USAGE, processIo, terminalSafeIo, UsageError, type CliIo } from './io.js';
 
 type Command = (argv: string[], io: CliIo) => Promise<number>;
 
@@ -130,7 +130,8 @@ Exit codes:
 
 Run "baton <command> --help" for a command's options; "baton --version" prints the version.`;
 
-export async function main(argv: string[], io: CliIo = processIo): Promise<number> {
+export async function main(argv: string[], rawIo: CliIo = processIo): Promise<number> {
+  const io = terminalSafeIo(rawIo);
   const [name, ...rest] = argv;
   if (!name || name === '--help' || name === '-h' || name === 'help') {
     io.out(MAIN_HELP());

@@ -40,6 +40,18 @@ describe('baton revoke', () => {
     });
   });
 
+  it('prints a reason carrying terminal controls as visible escapes, never raw', async () => {
+    const c = await storedChain(live);
+    const reason = 'a\u001b[2J\u001b[31mred\u202e';
+    const r = await run(['revoke', c.root.hash, '--reason', reason, ...S, '--api-key', live.tenant.keys.issue]);
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toContain('a\\u001b[2J\\u001b[31mred\\u202e');
+    expect(r.out).not.toMatch(/[\u001b\u202e]/);
+    const json = await run(['revoke', c.root.hash, '--reason', 'again', ...S, '--api-key', live.tenant.keys.issue, '--json']);
+    expect(JSON.parse(json.out).reason).toBe(reason);
+    expect(json.out).not.toMatch(/[\u001b\u202e]/);
+  });
+
   it('with --key: signs a revocation record; the DR holder itself is refused (exit 1)', async () => {
     const c = await storedChain(live);
     const holder = await run(['revoke', c.sub.hash, '--key', writeKeyFile(dir, c.b), ...S]);

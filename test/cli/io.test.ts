@@ -1,0 +1,35 @@
+/** What the CLI prints: terminal controls from untrusted text arrive as visible escapes. */
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { terminalSafe, terminalSafeIo } from '../../src/cli/io.js';
+
+const CONTROLS = ['\u0000', '\u0007', '\u001b', '\r', '\u007f', '\u0085', '\u009b', '\u061c', '\u200e', '\u202e', '\u2066', '\u2069'];
+
+describe('terminalSafe', () => {
+  it('turns every terminal control into a visible \\u escape, keeping newlines, tabs and other text', () => {
+    expect(terminalSafe('t\u001b[2J\u001b[31mPWNED\u0007')).toBe('t\\u001b[2J\\u001b[31mPWNED\\u0007');
+    expect(terminalSafe('hash \u202eabc\u202c')).toBe('hash \\u202eabc\\u202c');
+    expect(terminalSafe('line one\n\tline two: é, 名前, 🙂')).toBe('line one\n\tline two: é, 名前, 🙂');
+    for (const c of CONTROLS)
+      expect(terminalSafe(`a${c}b`), JSON.stringify(c)).toBe(`a\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}b`);
+  });
+
+  it('leaves JSON output meaning the same values', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.array(fc.constantFrom(...CONTROLS)), (value, extra) => {
+        const doc = { value, name: `x${extra.join('')}y` };
+        const printed = terminalSafe(JSON.stringify(doc, null, 2));
+        expect(printed).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/);
+        expect(JSON.parse(printed)).toEqual(JSON.parse(JSON.stringify(doc)));
+      }),
+    );
+  });
+
+  it('guards both streams of an io', () => {
+    const seen: string[] = [];
+    const io = terminalSafeIo({ out: (t) => seen.push(`out ${t}`), err: (t) => seen.push(`err ${t}`) });
+    io.out('\u001b[2J');
+    io.err('\u009b31m');
+    expect(seen).toEqual(['out \\u001b[2J', 'err \\u009b31m']);
+  });
+});
