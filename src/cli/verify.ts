@@ -11,6 +11,7 @@ import { verifyChain, verifyDelegations, type ChainDecision, type DelegationsDec
 import { decodeBase64url } from '../protocol/base64url.js';
 import { utf8Decode } from '../protocol/jcs.js';
 import { ERROR_TABLE } from '../protocol/errors.js';
+import { publicKeyFromDidKey } from '../protocol/did-key.js';
 import { UsageError, type CliIo } from './io.js';
 
 export const VERIFY_HELP = `Usage: baton verify <bundle.json> --trust <did> [--trust <did> ...] [options]
@@ -56,6 +57,14 @@ export async function runVerify(argv: string[], io: CliIo): Promise<number> {
   if (!file || positionals.length > 1) throw new UsageError('give exactly one bundle file', VERIFY_HELP);
   const trust = values.trust ?? [];
   if (trust.length === 0) throw new UsageError('give at least one --trust <did:key:...> (the root you trust)', VERIFY_HELP);
+  for (const did of trust) {
+    // A typo would otherwise read as a verdict on the bundle (DENIED: UNTRUSTED_ROOT, exit 1).
+    try {
+      publicKeyFromDidKey(did);
+    } catch (e) {
+      throw new UsageError(`--trust ${JSON.stringify(did)} is not an Ed25519 did:key: ${(e as Error).message}`, VERIFY_HELP);
+    }
+  }
 
   const input = parseBundleFile(await readInput(file), file);
   const now = values.at !== undefined ? integerFlag('--at', values.at) : Math.floor(Date.now() / 1000);

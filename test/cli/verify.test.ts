@@ -61,6 +61,12 @@ describe('baton verify', () => {
     expect(noTrust.err).toContain('--trust');
     expect((await run(['verify', fixtureFile, '--trust', ALICE, '--at', 'yesterday'])).code).toBe(2);
     expect((await run(['verify', fixtureFile, '--bogus'])).code).toBe(2);
+    // A mistyped root is a bad flag, not a verdict on the bundle (it read DENIED: UNTRUSTED_ROOT, exit 1).
+    for (const bad of ['notadid', `${ALICE}x`, 'did:web:example.com']) {
+      const r = await run(['verify', fixtureFile, '--trust', ALICE, '--trust', bad]);
+      expect(r.code, r.err).toBe(2);
+      expect(r.err).toContain(`--trust ${JSON.stringify(bad)} is not an Ed25519 did:key`);
+    }
   });
 
   it('--help explains usage and exit codes', async () => {
