@@ -1,5 +1,7 @@
 /**
- * Request bodies are read strictly: a JSON content type, at most maxBytes
+ * Request bodies are read strictly: a declared content type must be JSON's (an
+ * undeclared body is read as JSON too, and always as UTF-8: RFC 8259 gives
+ * JSON no other charset), at most maxBytes
  * (counted while streaming, so a body without Content-Length cannot make the
  * service buffer more), valid UTF-8 without a byte-order mark, one JSON
  * value, no duplicate object keys (parsers disagree on which duplicate wins,
