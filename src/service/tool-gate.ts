@@ -16,7 +16,7 @@ import { argOf, effectiveLimits } from '../protocol/policy.js';
 import { resolveTool } from '../protocol/tool-catalog.js';
 import { checkToolRequirements, estimateWithFloor } from '../protocol/tool-requirements.js';
 import { detectTrifecta, explainTrifecta } from '../protocol/trifecta.js';
-import { findApproval } from '../store/approvals.js';
+import { findApproval, unapprovedGrantInChain } from '../store/approvals.js';
 import { readChainState, type ToolGateParams, type ToolGateRefusal } from '../store/runtime.js';
 import { costCalibrationFlagged } from '../store/tools.js';
 import { approvalJson, requestApproval, type ApprovalJson } from './approvals.js';
@@ -159,6 +159,17 @@ export async function decideToolGate(
     };
   }
   const required = ruleViolation(rule, ruleField);
+  // A grant of the chain still held refuses the call whatever an approver decides (the statement
+  // checks it too): say so, and ask no human to approve a call that cannot run.
+  const held = await unapprovedGrantInChain(deps.store.db, tenantId, inv.dr_chain);
+  if (held) {
+    const notAsked = `${required.message ?? ''} No approval is requested while grant ${held.drHash} is ${held.status}: an approver decides the grant first (POST /v1/grants/{hash}/approve).`;
+    return {
+      kind: 'refuse',
+      catalogVersion,
+      violations: [{ ...required, message: notAsked }, grantViolation(held.drHash, held.status, decision)],
+    };
+  }
   if (opts.dryRun) return { kind: 'refuse', catalogVersion, violations: [required] };
   const approval = await requestApproval(deps, {
     tenantId,
@@ -215,20 +226,23 @@ export function mustRedecide(deps: ServiceDeps, tenantId: string, refusal: ToolG
   return refusal.o === 'COST_CALIBRATION_FLAGGED' ? 'flagged' : false;
 }
 
+/** A grant of the chain not approved: every call through it is refused. */
+function grantViolation(hash: string, status: string, decision: Verified): Violation {
+  return {
+    code: 'GRANT_PENDING_APPROVAL',
+    dr_index: decision.delegations.findIndex((d) => d.hash === hash),
+    dr_hash: hash,
+    field: 'status',
+    required: 'approved',
+    actual: status,
+  };
+}
+
 /** The violation for a refusal of the in-statement gate (CATALOG_CHANGED and COST_CALIBRATION_FLAGGED are retried, never answered). */
 export function toolGateViolation(refusal: ToolGateRefusal, decision: Verified): Violation {
   switch (refusal.o) {
-    case 'GRANT_PENDING_APPROVAL': {
-      const i = decision.delegations.findIndex((d) => d.hash === refusal.h);
-      return {
-        code: 'GRANT_PENDING_APPROVAL',
-        dr_index: i,
-        dr_hash: refusal.h ?? '',
-        field: 'status',
-        required: 'approved',
-        actual: 'pending',
-      };
-    }
+    case 'GRANT_PENDING_APPROVAL':
+      return grantViolation(refusal.h ?? '', 'pending', decision);
     case 'TOOL_RATE_LIMITED':
       return {
         code: 'TOOL_RATE_LIMITED',

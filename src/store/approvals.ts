@@ -2,7 +2,7 @@
 // (WHERE status = the state it leaves), so two nodes racing on the same
 // approval serialise on its row and exactly one wins; the spending of an
 // approved one happens inside the verify statement (baton_tool_gate).
-import { and, asc, eq, inArray, lte, sql } from 'drizzle-orm';
+import { and, asc, eq, inArray, lte, ne, sql } from 'drizzle-orm';
 import type { Db } from './db.js';
 import type { ApprovalStatus, DecisionOutcome } from '../protocol/lists.js';
 import { approvals, grantApprovals, toolCatalogs, type ApprovalRow } from './schema/index.js';
@@ -132,6 +132,15 @@ export async function findGrant(db: Db, tenantId: string, hash: string): Promise
     .where(and(eq(grantApprovals.tenantId, tenantId), eq(grantApprovals.drHash, hash)))
     .limit(1);
   return row;
+}
+
+/** A grant of the chain not approved (pending or rejected), nearest the root; the verify statement refuses through it. */
+export async function unapprovedGrantInChain(db: Db, tenantId: string, chain: readonly string[]): Promise<GrantRow | undefined> {
+  const rows = await db
+    .select()
+    .from(grantApprovals)
+    .where(and(eq(grantApprovals.tenantId, tenantId), inArray(grantApprovals.drHash, [...chain]), ne(grantApprovals.status, 'approved')));
+  return rows.sort((a, b) => chain.indexOf(a.drHash) - chain.indexOf(b.drHash))[0];
 }
 
 /** pending -> approved | rejected, only while pending. */

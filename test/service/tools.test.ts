@@ -255,6 +255,39 @@ describe('verify derives requirements from the catalog', () => {
     expect(r.body.violations[0].dr_index).toBe(0);
   });
 
+  it('a call a rule sends for approval asks no human while a grant of its chain is held', async () => {
+    await publish(
+      [
+        tool('web_fetch', { untrusted_content: true, action_type: 'web:fetch' }),
+        tool('hr_lookup', { tags: ['pii'] }),
+        tool('mail_send', { type: 'external', action_type: 'mail:send' }),
+      ],
+      { strict: false, rules: [{ id: 'pii-needs-a-human', when: { tags: ['pii'] }, decision: 'require_approval' }] },
+    );
+    const k = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, { key: svc.adminKey, json: { scopes: ['approve'] } });
+    const approver = k.body.key as string;
+    const pendingApprovals = async () => (await svc.call('GET', '/v1/approvals?status=pending', { key: approver })).body.approvals.length;
+    const three = chain([{ ...base, pii_access: true, allowed_tools: ['web_fetch', 'hr_lookup', 'mail_send'] }]);
+    const before = await pendingApprovals();
+    const held = await verify(three, { tool: 'hr_lookup' });
+    expect(held.status).toBe(403);
+    // Every unmet condition that could be evaluated, in block order (the rule is block D, the grant F).
+    expect(held.body.violations.map((v: { code: string }) => v.code)).toEqual(['APPROVAL_REQUIRED', 'GRANT_PENDING_APPROVAL']);
+    expect(held.body.violations[1]).toMatchObject({ dr_index: 0, dr_hash: three.drs[0]!.hash, actual: 'pending' });
+    expect(held.body.error.message).toContain(`No approval is requested while grant ${three.drs[0]!.hash} is pending`);
+    expect(held.body).not.toHaveProperty('approval');
+    expect(await pendingApprovals()).toBe(before);
+
+    // Once the grant is approved, the rule asks for a human as it would anywhere.
+    const triple = { actor: 'bob', confirm: true, reason: 'Reviewed the mail recipients.' };
+    expect((await svc.call('POST', `/v1/grants/${three.drs[0]!.hash}/approve`, { key: approver, json: triple })).status).toBe(200);
+    const asked = await verify(three, { tool: 'hr_lookup' });
+    expect(asked.status).toBe(403);
+    expect(asked.body.error.code).toBe('APPROVAL_REQUIRED');
+    expect(await pendingApprovals()).toBe(before + 1);
+    await publish([tool('docs_search')], { strict: true });
+  });
+
   it('undeclared tools in a non-strict tenant count as carrying all three risk flags at issuance, and the hold says why', async () => {
     const k = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, { key: svc.adminKey, json: { scopes: ['approve'] } });
     const approver = k.body.key as string;
