@@ -38,9 +38,10 @@ export const SubmitDelegationsRequest = z
   ])
   .openapi('SubmitDelegationsRequest');
 
-export const DelegationStatus = z
-  .enum(DELEGATION_STATUSES)
-  .openapi('DelegationStatus', { description: '`revoked` when the record or an ancestor is revoked.' });
+export const DelegationStatus = z.enum(DELEGATION_STATUSES).openapi('DelegationStatus', {
+  description:
+    'What a verify through the record meets first, of what is stored: `revoked` when the record or an ancestor is revoked; `expired`; `held` when a grant of the record or an ancestor is not approved (its tools form the lethal trifecta: every verify through it is refused `GRANT_PENDING_APPROVAL`, see `GET /v1/grants`); `not_yet_valid`; else `active`.',
+});
 
 export const DelegationView = z
   .object({

@@ -1187,10 +1187,10 @@ export interface components {
      */
     DelegationHash: string;
     /**
-     * @description `revoked` when the record or an ancestor is revoked.
+     * @description What a verify through the record meets first, of what is stored: `revoked` when the record or an ancestor is revoked; `expired`; `held` when a grant of the record or an ancestor is not approved (its tools form the lethal trifecta: every verify through it is refused `GRANT_PENDING_APPROVAL`, see `GET /v1/grants`); `not_yet_valid`; else `active`.
      * @enum {string}
      */
-    DelegationStatus: 'active' | 'revoked' | 'expired' | 'not_yet_valid';
+    DelegationStatus: 'active' | 'revoked' | 'expired' | 'held' | 'not_yet_valid';
     DelegationTree: {
       count: number;
       tree: components['schemas']['TreeNode'];

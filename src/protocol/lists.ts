@@ -59,5 +59,5 @@ export const ROOT_TYPES = ['human', 'organisation', 'automated-system'] as const
 export type RootType = (typeof ROOT_TYPES)[number];
 
 /** A stored delegation's status at a moment; `revoked` when the record or an ancestor is revoked. */
-export const DELEGATION_STATUSES = ['active', 'revoked', 'expired', 'not_yet_valid'] as const;
+export const DELEGATION_STATUSES = ['active', 'revoked', 'expired', 'held', 'not_yet_valid'] as const;
 export type DelegationStatus = (typeof DELEGATION_STATUSES)[number];

@@ -29,6 +29,7 @@ import {
   trustedRootsOf,
 } from '../store/delegations.js';
 import { firstServiceReceipt } from '../store/service-receipts.js';
+import { unapprovedGrants } from '../store/approvals.js';
 import type { Delegation } from '../store/schema/index.js';
 import { recordServiceReceipt } from './service-receipts.js';
 import type { ServiceDeps } from './types.js';
@@ -176,7 +177,7 @@ export async function submitDelegations(deps: ServiceDeps, callerTenant: string 
   if (replayed) {
     const views = submitted.map((d) => {
       const row = replayed.get(d.hash)!; // every submitted hash is in it (checkSubmission)
-      return keylessView({ ...delegationView(row, now, null), jws: row.jws, service_receipt: null });
+      return keylessView({ ...delegationView(row, now, null, false), jws: row.jws, service_receipt: null });
     });
     return { created: false, delegations: views };
   }
@@ -189,7 +190,7 @@ export async function submitDelegations(deps: ServiceDeps, callerTenant: string 
   const result = await deps.store.db.transaction(async (tx) => {
     let parent: Delegation | null = ancestors[ancestors.length - 1] ?? null;
     let created = false;
-    const out: SubmittedDelegation[] = [];
+    const stored: { row: Delegation; serviceReceipt: ServiceReceiptView | null }[] = [];
     for (const dr of submitted) {
       const inserted = await insertDelegation(tx, tenantId, dr, parent);
       const row = await findDelegation(tx, tenantId, dr.hash);
@@ -216,9 +217,27 @@ export async function submitDelegations(deps: ServiceDeps, callerTenant: string 
         serviceReceipt = (await firstServiceReceipt(tx, tenantId, dr.hash, 'delegation.accepted')) ?? null;
       }
       await trifecta.next(tx, { hash: dr.hash, policy: dr.payload.policy }, inserted);
-      out.push({ ...delegationView(row, now, null), jws: row.jws, service_receipt: serviceReceipt });
+      stored.push({ row, serviceReceipt });
       parent = row;
     }
+    // Held (trifecta.next above, or before): a keyed answer shows it, a hold cascading down the chain.
+    const heldHashes =
+      callerTenant === null
+        ? new Set<string>()
+        : new Set(
+            (
+              await unapprovedGrants(
+                tx,
+                tenantId,
+                [...ancestors, ...stored.map((s) => s.row)].map((r) => r.hash),
+              )
+            ).map((g) => g.drHash),
+          );
+    let held = ancestors.some((a) => heldHashes.has(a.hash));
+    const out: SubmittedDelegation[] = stored.map(({ row, serviceReceipt }) => {
+      held ||= heldHashes.has(row.hash);
+      return { ...delegationView(row, now, null, held), jws: row.jws, service_receipt: serviceReceipt };
+    });
     return { created, delegations: out };
   });
   if (callerTenant === null) {

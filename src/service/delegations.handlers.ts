@@ -8,6 +8,7 @@ import { microsToUsd, saturatingMicros, type Micros } from '../protocol/money.js
 import type { Db } from '../store/db.js';
 import { findDelegation, revokedInChain, spendRollup, storedChainTo, subtreeOf } from '../store/delegations.js';
 import { firstServiceReceipt } from '../store/service-receipts.js';
+import { unapprovedGrants } from '../store/approvals.js';
 import type { Delegation } from '../store/schema/index.js';
 import type { ServiceDeps } from './types.js';
 
@@ -37,14 +38,20 @@ export interface DelegationView {
   readonly created_at: string;
 }
 
-export function delegationStatus(row: Delegation, now: number, revokedBy: string | null): DelegationStatus {
+/**
+ * What a verify through the record would meet first, of what is stored about it: a revocation at
+ * or above it, its window, a grant at or above it still held for a human (tool-grants.ts).
+ */
+export function delegationStatus(row: Delegation, now: number, revokedBy: string | null, held: boolean): DelegationStatus {
   if (revokedBy) return 'revoked';
   if (row.exp !== null && now > row.exp) return 'expired';
+  if (held) return 'held';
   if (now < row.nbf) return 'not_yet_valid';
   return 'active';
 }
 
-export function delegationView(row: Delegation, now: number, revokedBy: string | null): DelegationView {
+/** `revokedBy`: the highest revoked record at or above it; `held`: a grant at or above it not approved. */
+export function delegationView(row: Delegation, now: number, revokedBy: string | null, held: boolean): DelegationView {
   return {
     hash: row.hash,
     jti: row.jti,
@@ -59,7 +66,7 @@ export function delegationView(row: Delegation, now: number, revokedBy: string |
     depth: row.depth,
     parent_hash: row.parentHash,
     root_hash: row.rootHash,
-    status: delegationStatus(row, now, revokedBy),
+    status: delegationStatus(row, now, revokedBy, held),
     revoked_at: row.revokedAt?.toISOString() ?? null,
     revoked_by: revokedBy,
     created_at: row.createdAt.toISOString(),
@@ -123,8 +130,9 @@ export async function describeDelegation(deps: ServiceDeps, tenantId: string, ha
   const row = await findDelegation(db, tenantId, hash);
   if (!row) throw notFound(hash);
   const revokedBy = await revokedInChain(db, tenantId, row);
+  const held = (await unapprovedGrants(db, tenantId, [...row.ancestors, row.hash])).length > 0;
   return {
-    ...delegationView(row, deps.now(), revokedBy),
+    ...delegationView(row, deps.now(), revokedBy, held),
     jws: row.jws,
     revoked_reason: row.revokedReason,
     usage: await usageOf(db, tenantId, row),
@@ -138,12 +146,23 @@ export async function chainOfDelegation(deps: ServiceDeps, tenantId: string, has
   if (chain.length === 0) throw notFound(hash);
   const now = deps.now();
   const revoked = chain.find((r) => r.revokedAt !== null)?.hash ?? null;
+  const heldHashes = new Set(
+    (
+      await unapprovedGrants(
+        db,
+        tenantId,
+        chain.map((r) => r.hash),
+      )
+    ).map((g) => g.drHash),
+  );
   const records = [];
   let revokedBy: string | null = null;
+  let held = false;
   for (const row of chain) {
     if (row.hash === revoked) revokedBy = revoked;
+    held ||= heldHashes.has(row.hash);
     records.push({
-      ...delegationView(row, now, revokedBy),
+      ...delegationView(row, now, revokedBy, held),
       jws: row.jws,
       service_receipt: (await firstServiceReceipt(db, tenantId, row.hash, 'delegation.accepted')) ?? null,
     });
@@ -168,13 +187,24 @@ export async function treeOfDelegation(deps: ServiceDeps, tenantId: string, hash
   const truncated = rowsInTree.length > TREE_LIMIT;
   const now = deps.now();
   const aboveRevoked = await revokedInChain(db, tenantId, top);
+  const inTree = rowsInTree.slice(0, TREE_LIMIT);
+  const heldHashes = new Set((await unapprovedGrants(db, tenantId, [...top.ancestors, ...inTree.map((r) => r.hash)])).map((g) => g.drHash));
+  const aboveHeld = top.ancestors.some((h) => heldHashes.has(h));
   const nodes = new Map<string, TreeNode>();
   let root: TreeNode | undefined;
-  for (const row of rowsInTree.slice(0, TREE_LIMIT)) {
+  const heldNodes = new Set<string>();
+  for (const row of inTree) {
     const parent = row.parentHash ? nodes.get(row.parentHash) : undefined;
-    // Revocation cascades: the highest revoked record above or at a node names it.
+    // Revocation cascades: the highest revoked record above or at a node names it. So does a hold.
     const revokedBy = row.hash === hash ? aboveRevoked : (parent?.revoked_by ?? (row.revokedAt ? row.hash : null));
-    const node: TreeNode = { ...delegationView(row, now, revokedBy), calls_used: row.callsUsed, max_calls: row.maxCalls, children: [] };
+    const held = heldHashes.has(row.hash) || (row.hash === hash ? aboveHeld : row.parentHash !== null && heldNodes.has(row.parentHash));
+    if (held) heldNodes.add(row.hash);
+    const node: TreeNode = {
+      ...delegationView(row, now, revokedBy, held),
+      calls_used: row.callsUsed,
+      max_calls: row.maxCalls,
+      children: [],
+    };
     nodes.set(row.hash, node);
     if (row.hash === hash) root = node;
     else parent?.children.push(node);

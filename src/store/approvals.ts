@@ -134,12 +134,18 @@ export async function findGrant(db: Db, tenantId: string, hash: string): Promise
   return row;
 }
 
-/** A grant of the chain not approved (pending or rejected), nearest the root; the verify statement refuses through it. */
-export async function unapprovedGrantInChain(db: Db, tenantId: string, chain: readonly string[]): Promise<GrantRow | undefined> {
-  const rows = await db
+/** The grants among `hashes` not approved (pending or rejected): the verify statement refuses through each. */
+export async function unapprovedGrants(db: Db, tenantId: string, hashes: readonly string[]): Promise<GrantRow[]> {
+  if (hashes.length === 0) return [];
+  return db
     .select()
     .from(grantApprovals)
-    .where(and(eq(grantApprovals.tenantId, tenantId), inArray(grantApprovals.drHash, [...chain]), ne(grantApprovals.status, 'approved')));
+    .where(and(eq(grantApprovals.tenantId, tenantId), inArray(grantApprovals.drHash, [...hashes]), ne(grantApprovals.status, 'approved')));
+}
+
+/** A grant of the chain (root first) not approved, nearest the root. */
+export async function unapprovedGrantInChain(db: Db, tenantId: string, chain: readonly string[]): Promise<GrantRow | undefined> {
+  const rows = await unapprovedGrants(db, tenantId, chain);
   return rows.sort((a, b) => chain.indexOf(a.drHash) - chain.indexOf(b.drHash))[0];
 }
 

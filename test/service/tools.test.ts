@@ -237,6 +237,8 @@ describe('verify derives requirements from the catalog', () => {
       expect(held.body.violations[0]).toMatchObject({ dr_index: 0, dr_hash: three.drs[0]!.hash });
       const grants = await svc.call('GET', '/v1/grants?status=pending', { key: approver });
       expect(grants.body.grants.map((g: { dr_hash: string }) => g.dr_hash)).toContain(three.drs[0]!.hash);
+      const statusOf = async () => (await svc.call('GET', `/v1/delegations/${three.drs[0]!.hash}`, { key: tenant.keys.audit })).body.status;
+      expect(await statusOf()).toBe('held');
       const triple = { actor: 'bob', confirm: true, reason: 'Reviewed the mail recipients.' };
       expect((await svc.call('POST', `/v1/grants/${three.drs[0]!.hash}/approve`, { key: tenant.keys.issue, json: triple })).status).toBe(
         403,
@@ -244,6 +246,7 @@ describe('verify derives requirements from the catalog', () => {
       expect((await svc.call('POST', `/v1/grants/${three.drs[0]!.hash}/approve`, { key: approver, json: triple })).status).toBe(200);
       expect((await verify(three, { tool: 'hr_lookup' })).status).toBe(200);
       expect((await latestReceipt('grant.approved')).subject).toBe(three.drs[0]!.hash);
+      expect(await statusOf()).toBe('active');
     }
     // A child of a held parent narrowing away one risk is not held itself, but the parent still is.
     const parent = chain([
@@ -253,6 +256,19 @@ describe('verify derives requirements from the catalog', () => {
     const r = await verify(parent, { tool: 'hr_lookup' });
     expect(r.body.error.code).toBe('GRANT_PENDING_APPROVAL');
     expect(r.body.violations[0].dr_index).toBe(0);
+    // An auditor reads both as held, wherever it looks: the hold cascades like a revocation.
+    const [top, below] = [parent.drs[0]!.hash, parent.drs[1]!.hash];
+    const read = (path: string) => svc.call('GET', path, { key: tenant.keys.audit });
+    expect((await read(`/v1/delegations/${below}`)).body.status).toBe('held');
+    expect((await read(`/v1/delegations/${below}/chain`)).body.records.map((d: { status: string }) => d.status)).toEqual(['held', 'held']);
+    const tree = (await read(`/v1/delegations/${top}/tree`)).body.tree;
+    expect([tree.status, tree.children[0].status]).toEqual(['held', 'held']);
+    expect((await read(`/v1/delegations/${below}/tree`)).body.tree.status).toBe('held');
+    const resubmitted = await svc.call('POST', '/v1/delegations', {
+      key: tenant.keys.issue,
+      json: { receipts: parent.drs.map((d) => d.jws) },
+    });
+    expect(resubmitted.body.delegations.map((d: { status: string }) => d.status)).toEqual(['held', 'held']);
   });
 
   it('a call a rule sends for approval asks no human while a grant of its chain is held', async () => {
