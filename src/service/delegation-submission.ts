@@ -29,13 +29,12 @@ import {
   trustedRootsOf,
 } from '../store/delegations.js';
 import { firstServiceReceipt } from '../store/service-receipts.js';
-import { unapprovedGrants } from '../store/approvals.js';
 import type { Delegation } from '../store/schema/index.js';
 import { recordServiceReceipt } from './service-receipts.js';
 import type { ServiceDeps } from './types.js';
 import { trifectaAtIssuance } from './tool-grants.js';
 import type { Policy } from '../protocol/policy.js';
-import { delegationView, type DelegationView, type ServiceReceiptView } from './delegations.handlers.js';
+import { delegationView, heldAlongChain, type DelegationView, type ServiceReceiptView } from './delegations.handlers.js';
 
 function refusal(code: ErrorCode, message: string, violations: readonly Violation[], details: Record<string, unknown> = {}): BatonError {
   return new SubmissionRefusal(code, { message, violations, details });
@@ -220,24 +219,14 @@ export async function submitDelegations(deps: ServiceDeps, callerTenant: string 
       stored.push({ row, serviceReceipt });
       parent = row;
     }
-    // Held (trifecta.next above, or before): a keyed answer shows it, a hold cascading down the chain.
-    const heldHashes =
-      callerTenant === null
-        ? new Set<string>()
-        : new Set(
-            (
-              await unapprovedGrants(
-                tx,
-                tenantId,
-                [...ancestors, ...stored.map((s) => s.row)].map((r) => r.hash),
-              )
-            ).map((g) => g.drHash),
-          );
-    let held = ancestors.some((a) => heldHashes.has(a.hash));
-    const out: SubmittedDelegation[] = stored.map(({ row, serviceReceipt }) => {
-      held ||= heldHashes.has(row.hash);
-      return { ...delegationView(row, now, null, held), jws: row.jws, service_receipt: serviceReceipt };
-    });
+    // Held (by trifecta.next above, or before): a keyed answer shows it; a keyless one shows no status.
+    const chain = [...ancestors, ...stored.map((s) => s.row)];
+    const held = callerTenant === null ? [] : (await heldAlongChain(tx, tenantId, chain)).slice(ancestors.length);
+    const out: SubmittedDelegation[] = stored.map(({ row, serviceReceipt }, i) => ({
+      ...delegationView(row, now, null, held[i] ?? false),
+      jws: row.jws,
+      service_receipt: serviceReceipt,
+    }));
     return { created, delegations: out };
   });
   if (callerTenant === null) {

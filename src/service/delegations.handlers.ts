@@ -50,6 +50,21 @@ export function delegationStatus(row: Delegation, now: number, revokedBy: string
   return 'active';
 }
 
+/**
+ * For a root-first chain of stored records, whether each is held: a grant at or above it is not
+ * approved (pending or rejected). A hold cascades down the chain like a revocation.
+ */
+export async function heldAlongChain(db: Db, tenantId: string, chain: readonly { readonly hash: string }[]): Promise<boolean[]> {
+  const grants = await unapprovedGrants(
+    db,
+    tenantId,
+    chain.map((r) => r.hash),
+  );
+  const held = new Set(grants.map((g) => g.drHash));
+  let above = false;
+  return chain.map((r) => (above ||= held.has(r.hash)));
+}
+
 /** `revokedBy`: the highest revoked record at or above it; `held`: a grant at or above it not approved. */
 export function delegationView(row: Delegation, now: number, revokedBy: string | null, held: boolean): DelegationView {
   return {
@@ -146,23 +161,13 @@ export async function chainOfDelegation(deps: ServiceDeps, tenantId: string, has
   if (chain.length === 0) throw notFound(hash);
   const now = deps.now();
   const revoked = chain.find((r) => r.revokedAt !== null)?.hash ?? null;
-  const heldHashes = new Set(
-    (
-      await unapprovedGrants(
-        db,
-        tenantId,
-        chain.map((r) => r.hash),
-      )
-    ).map((g) => g.drHash),
-  );
+  const held = await heldAlongChain(db, tenantId, chain);
   const records = [];
   let revokedBy: string | null = null;
-  let held = false;
-  for (const row of chain) {
+  for (const [i, row] of chain.entries()) {
     if (row.hash === revoked) revokedBy = revoked;
-    held ||= heldHashes.has(row.hash);
     records.push({
-      ...delegationView(row, now, revokedBy, held),
+      ...delegationView(row, now, revokedBy, held[i]!),
       jws: row.jws,
       service_receipt: (await firstServiceReceipt(db, tenantId, row.hash, 'delegation.accepted')) ?? null,
     });
