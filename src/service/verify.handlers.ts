@@ -315,14 +315,16 @@ export async function verifyInvocation(
     return refuse(deps, auth, tenantId, denial, dryRun, deadline, started, gated);
   }
   const retry = outcome.retry !== undefined;
-  if (dryRun || !serviceReceipt) {
+  if (dryRun) {
     logDecision(deps, auth, tenantId, decision, { dryRun, codes: [retry ? 'RETRY' : 'ALLOWED'], serviceReceiptId: null, started });
     return allow(decision, outcome.state, null, true, retry, toCount.estimatedMicros);
   }
+  // A retry answers with the original allow's service receipt, also when this verify signed none
+  // (a refusal was predicted for its chain, and the jti turned out already allowed).
   const answered =
     typeof outcome.retry === 'object'
       ? { id: outcome.retry.serviceReceiptId, kid: outcome.retry.kid, jws: outcome.retry.jws }
-      : outcome.serviceReceiptId !== undefined
+      : outcome.serviceReceiptId !== undefined && serviceReceipt
         ? { id: outcome.serviceReceiptId, kid: serviceReceipt.kid, jws: serviceReceipt.jws }
         : undefined;
   if (!answered) throw new BatonError('INTERNAL', { message: 'A counted invocation came back without its serviceReceipt.' });

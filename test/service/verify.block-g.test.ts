@@ -72,6 +72,26 @@ describe('block-G refusal in one statement', () => {
     expect(Number(row!['calls_used'])).toBe(1);
   });
 
+  it('a retry through a chain predicted exhausted answers with the original allow and its service receipt', async () => {
+    // The crash suite's case: an allow whose answer was lost, re-sent after the node has seen the
+    // ceiling used up. The node signs a refusal, the statement finds the jti already allowed.
+    const { agent, root } = await counted(1);
+    const inv = createInvocation({ chain: [root], invoker: agent, args: ARGS, toolServer: 'mcp://t', iat: T0 });
+    const bundle = makeBundle(inv, [root], 'reference');
+    const first = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: bundle });
+    expect([first.status, first.body.retry]).toEqual([200, false]);
+    const learnt = await verifyCounting(agent, root);
+    expect(learnt.res.body.error.code).toBe('CALLS_EXHAUSTED');
+    expect(hotPathCacheOf(svc.deps).isExhausted(tenant.id, root.hash)).toBe(true);
+
+    const again = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: bundle });
+    expect([again.status, again.body.retry, again.body.dry_run]).toEqual([200, true, false]);
+    expect(again.body.service_receipt).toEqual(first.body.service_receipt);
+    expect(await denialOf(inv.payload.jti)).toEqual([]);
+    const [row] = await svc.store.query('select calls_used from delegations where hash = $1', [root.hash]);
+    expect(Number(row!['calls_used'])).toBe(1);
+  });
+
   it('a wrong prediction never decides: the invocation is allowed, counted once, and no refusal is stored', async () => {
     const { agent, root } = await counted(3);
     hotPathCacheOf(svc.deps).markExhausted(tenant.id, root.hash);
