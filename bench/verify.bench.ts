@@ -416,6 +416,8 @@ async function main(): Promise<void> {
   // first: its pool and log integrator are no part of this comparison.
   await main.child.stop();
   const stores: { target: Target; db: postgres.Sql; stored: number; bulkSeconds: number; chains: Chain[] }[] = [];
+  /** Every client opened here, ended on the way out (a failure mid-setup included). */
+  const clients: postgres.Sql[] = [];
   try {
     for (const [side, bulk] of [
       ['small', SMALL_STORE],
@@ -423,14 +425,13 @@ async function main(): Promise<void> {
     ] as const) {
       const databaseUrl = await pg.createDatabase(`bench_${side}`);
       const db = postgres(databaseUrl, { max: 2, onnotice: () => {} });
+      clients.push(db);
       const target = await startService(`baton service (${side} store)`, databaseUrl, `stored-${side}`);
-      stores.push({ target, db, stored: 0, bulkSeconds: 0, chains: [] });
-      const store = stores[stores.length - 1]!;
       log(`${side} store: bulk-loading ${f0(bulk)} DRs`);
-      store.bulkSeconds = await bulkLoadDelegations(db, target.tenant.id, 10_000_000, bulk, 2);
-      store.chains = independentChains(target.tenant.operator, 32, 2);
-      await registerChains(target.url, store.chains);
-      store.stored = await delegationCount(db, target.tenant.id);
+      const bulkSeconds = await bulkLoadDelegations(db, target.tenant.id, 10_000_000, bulk, 2);
+      const chains = independentChains(target.tenant.operator, 32, 2);
+      await registerChains(target.url, chains);
+      stores.push({ target, db, stored: await delegationCount(db, target.tenant.id), bulkSeconds, chains });
     }
     // Both fresh processes compile their hot code before either is measured (see CFG.warmup).
     log(`stored-DR services: warming up both at once (${CFG.warmup} s, not measured)`);
@@ -453,7 +454,7 @@ async function main(): Promise<void> {
       await settleDatabase(db);
     }
   } catch (e) {
-    await Promise.all(stores.map(({ db }) => db.end({ timeout: 2 }).catch(() => {})));
+    await Promise.all(clients.map((db) => db.end({ timeout: 2 }).catch(() => {})));
     throw e;
   }
   const [smallStore, largeStore] = stores as [(typeof stores)[0], (typeof stores)[0]];
@@ -461,7 +462,7 @@ async function main(): Promise<void> {
     await prepare(`2-hop fresh chains, 32, ${f0(smallStore.stored)} DRs stored`, smallStore.chains, undefined, 200, smallStore.target),
     await prepare(`2-hop fresh chains, 32, ${f0(largeStore.stored)} DRs stored`, largeStore.chains, undefined, 200, largeStore.target),
   ])) as [Phase, Phase];
-  await Promise.all(stores.map(({ db }) => db.end({ timeout: 2 })));
+  await Promise.all(clients.map((db) => db.end({ timeout: 2 })));
   const small = smallStore.stored;
   const big = largeStore.stored;
   const bulkS = largeStore.bulkSeconds;

@@ -121,17 +121,14 @@ export async function checkSubmission(
   }
   // With an API key the tenant is the key's, whose records the caller may read anyway.
   const tenantId = callerTenant ?? (await keylessTenant(db, first));
-  if (own) {
-    // 4. records that are all stored already prove nothing (they travel in every bundle), and
-    //    nothing will be written: they are not judged against the store again, so the answer
-    //    cannot tell a revoked or expired chain from a live one.
-    const rows = await delegationsByHash(
-      db,
-      tenantId,
-      own.map((d) => d.hash),
-    );
-    if (own.every((d) => rows.has(d.hash))) return { tenantId, now, ancestors: [], submitted: own, replayed: rows };
-  }
+  // The submitted records already stored: read here without a key (rule 4), after verifying with one.
+  const storedOf = (hashes: readonly string[]) => delegationsByHash(db, tenantId, hashes);
+  const ownStored = own && (await storedOf(own.map((d) => d.hash)));
+  // 4. records that are all stored already prove nothing (they travel in every bundle), and
+  //    nothing will be written: they are not judged against the store again, so the answer
+  //    cannot tell a revoked or expired chain from a live one.
+  if (own && ownStored && own.every((d) => ownStored.has(d.hash)))
+    return { tenantId, now, ancestors: [], submitted: own, replayed: ownStored };
   const parentHash = first.payload.prev_dr_hash ?? null;
   const ancestors = parentHash ? await storedChainTo(db, tenantId, parentHash) : [];
   if (parentHash && ancestors.length === 0) throw parentNotHeld(first, parentHash, true);
@@ -148,11 +145,7 @@ export async function checkSubmission(
 
   // Records already stored in the submitted list may be revoked too.
   const submitted = decision.delegations.slice(ancestors.length);
-  const known = await delegationsByHash(
-    db,
-    tenantId,
-    submitted.map((d) => d.hash),
-  );
+  const known = ownStored ?? (await storedOf(submitted.map((d) => d.hash)));
   const revokedSubmitted = submitted.findIndex((d) => known.get(d.hash)?.revokedAt != null);
   if (revokedSubmitted >= 0) {
     const d = submitted[revokedSubmitted]!;
@@ -220,7 +213,7 @@ export async function submitDelegations(deps: ServiceDeps, callerTenant: string 
       parent = row;
     }
     // Held (by trifecta.next above, or before): a keyed answer shows it; a keyless one shows no status.
-    const chain = [...ancestors, ...stored.map((s) => s.row)];
+    const chain = [...ancestors, ...stored.map((s) => s.row)].map((r) => r.hash);
     const held = callerTenant === null ? [] : (await heldAlongChain(tx, tenantId, chain)).slice(ancestors.length);
     const out: SubmittedDelegation[] = stored.map(({ row, serviceReceipt }, i) => ({
       ...delegationView(row, now, null, held[i] ?? false),

@@ -54,15 +54,10 @@ export function delegationStatus(row: Delegation, now: number, revokedBy: string
  * For a root-first chain of stored records, whether each is held: a grant at or above it is not
  * approved (pending or rejected). A hold cascades down the chain like a revocation.
  */
-export async function heldAlongChain(db: Db, tenantId: string, chain: readonly { readonly hash: string }[]): Promise<boolean[]> {
-  const grants = await unapprovedGrants(
-    db,
-    tenantId,
-    chain.map((r) => r.hash),
-  );
-  const held = new Set(grants.map((g) => g.drHash));
+export async function heldAlongChain(db: Db, tenantId: string, chain: readonly string[]): Promise<boolean[]> {
+  const held = new Set((await unapprovedGrants(db, tenantId, chain)).map((g) => g.drHash));
   let above = false;
-  return chain.map((r) => (above ||= held.has(r.hash)));
+  return chain.map((hash) => (above ||= held.has(hash)));
 }
 
 /** `revokedBy`: the highest revoked record at or above it; `held`: a grant at or above it not approved. */
@@ -145,7 +140,7 @@ export async function describeDelegation(deps: ServiceDeps, tenantId: string, ha
   const row = await findDelegation(db, tenantId, hash);
   if (!row) throw notFound(hash);
   const revokedBy = await revokedInChain(db, tenantId, row);
-  const held = (await unapprovedGrants(db, tenantId, [...row.ancestors, row.hash])).length > 0;
+  const held = (await heldAlongChain(db, tenantId, [...row.ancestors, row.hash])).at(-1)!;
   return {
     ...delegationView(row, deps.now(), revokedBy, held),
     jws: row.jws,
@@ -161,7 +156,11 @@ export async function chainOfDelegation(deps: ServiceDeps, tenantId: string, has
   if (chain.length === 0) throw notFound(hash);
   const now = deps.now();
   const revoked = chain.find((r) => r.revokedAt !== null)?.hash ?? null;
-  const held = await heldAlongChain(db, tenantId, chain);
+  const held = await heldAlongChain(
+    db,
+    tenantId,
+    chain.map((r) => r.hash),
+  );
   const records = [];
   let revokedBy: string | null = null;
   for (const [i, row] of chain.entries()) {
