@@ -27,6 +27,10 @@ import { rows } from '../../src/store/rows.js';
 import { denials, invocations, serviceReceipts, type Delegation } from '../../src/store/schema/index.js';
 import { fakeHash, seedDelegation, seedServiceKey, seedTenant } from '../support/fixtures.js';
 import { drivers } from '../setup/drivers.js';
+import postgres from 'postgres';
+import { freshDatabase, freshPglite } from '../setup/db.js';
+import type { BatchItem } from '../../src/store/verify-batch.js';
+import { allowItem, seedVerifyCaller } from '../support/verify-statement.js';
 
 /** The heap page a row version lives on. */
 async function pageOf(store: Store, hash: string): Promise<number> {
@@ -104,15 +108,6 @@ describe.each(drivers)('generic plans of the verify lookups on fresh tables ($na
       `'t', 'j'`,
     );
     expect(plan).toContain('invocations_tenant_id_jti_pk');
-  });
-
-  it("the chain's links are locked through the delegations primary key", async () => {
-    const plan = await genericPlan(
-      'select hash, calls_used from delegations where tenant_id = $1 and hash = any ($2) and max_calls is not null order by depth, hash for no key update',
-      'text, text[]',
-      `'t', array['h']`,
-    );
-    expect(plan).toContain('delegations_tenant_id_hash_pk');
   });
 
   it("a retry finds the original allow's service receipt by its subject", async () => {
@@ -199,5 +194,104 @@ describe.each(drivers)('records a verify writes, stored inline ($name)', ({ open
     expect(await toastBytes(store, 'receipts')).toBeGreaterThan(0);
     const [inv] = await store.db.select().from(invocations).where(eq(invocations.jti, 'inv:2'));
     expect(inv?.jws.length).toBe(20_000);
+  });
+});
+
+/** One store and one session of it: plans are made and kept per session. */
+const sessions = [
+  {
+    name: 'postgres',
+    open: async () => {
+      const { url, store, drop } = await freshDatabase();
+      const one = postgres(url, { max: 1, onnotice: () => {} });
+      const query = async (text: string, params: readonly unknown[]) =>
+        (await one.unsafe(text, params as postgres.ParameterOrJSON<never>[])) as Record<string, unknown>[];
+      return { store, query, drop: async () => (await one.end({ timeout: 5 }), await drop()) };
+    },
+  },
+  {
+    name: 'pglite',
+    open: async () => {
+      const { store, drop } = await freshPglite();
+      return { store, query: store.query, drop };
+    },
+  },
+];
+
+// Migration 0020: the generic plans of the verify statement are made once per session, usually
+// while delegations is small, and kept. They read each chain's DRs by (tenant_id, hash) = …
+// only when every probe states both key columns: a plan that read the tenant's rows and filtered
+// them by hash made each verify cost what the tenant had stored.
+describe.each(sessions)('a verify reads its chain by key, whatever its plans were made with ($name)', ({ open }) => {
+  let store: Store;
+  let query: (text: string, params: readonly unknown[]) => Promise<Record<string, unknown>[]>;
+  let drop: () => Promise<void>;
+  let caller: Awaited<ReturnType<typeof seedVerifyCaller>>;
+  const chains: string[][] = [];
+
+  beforeAll(async () => {
+    ({ store, query, drop } = await open());
+    // An ANALYZE (autovacuum's too) would have every plan of the table made again: the plans under
+    // test are the ones made while the table was small. A fresh database, so nothing to restore.
+    await query('alter table delegations set (autovacuum_enabled = false)', []);
+    caller = await seedVerifyCaller(store, 'acme', 'did:key:zPlannedSmallRoot');
+    for (let c = 0; c < 2; c++) {
+      const root = await seedDelegation(store.db, caller.tenantId, undefined, { iss: caller.rootDid, maxCalls: 1000 });
+      const child = await seedDelegation(store.db, caller.tenantId, root, { maxCalls: 1000 });
+      const leaf = await seedDelegation(store.db, caller.tenantId, child, { maxCalls: 1000, maxSpendMicros: 10_000_000 });
+      chains.push([root.hash, child.hash, leaf.hash]);
+    }
+  });
+  afterAll(() => drop());
+
+  const batch = () => chains.map((chain) => allowItem(caller, chain, { est: 1 }));
+  const decide = async (items: readonly BatchItem[]) => {
+    const [row] = await query('select baton_verify_batch($1, $2::text::jsonb) as r', [
+      new Date(Date.now() + 5_000).toISOString(),
+      JSON.stringify(items),
+    ]);
+    const r = row!['r'];
+    return (typeof r === 'string' ? JSON.parse(r) : r) as { o: string }[];
+  };
+  /** Shared buffers one batch touches, its nested queries included (EXPLAIN ANALYZE runs it). */
+  const buffersOfBatch = async (items: readonly BatchItem[]) => {
+    const lines = await query('explain (analyze, buffers, format json) select baton_verify_batch($1, $2::text::jsonb) as r', [
+      new Date(Date.now() + 5_000).toISOString(),
+      JSON.stringify(items),
+    ]);
+    const raw = Object.values(lines[0]!)[0];
+    const plan = (typeof raw === 'string' ? JSON.parse(raw) : raw) as { Plan: Record<string, number> }[];
+    return plan[0]!.Plan['Shared Hit Blocks']! + plan[0]!.Plan['Shared Read Blocks']!;
+  };
+
+  it('touches about as many buffers with 4,000 more DRs in the tenant as before them', async () => {
+    // The first batch makes the session's plans while the tenant holds 6 DRs.
+    expect((await decide(batch())).map((a) => a.o)).toEqual(['ALLOWED', 'ALLOWED']);
+    const small = await buffersOfBatch(batch());
+
+    // DR-sized roots of the same tenant: at the table's fillfactor, hundreds of pages.
+    await query(
+      `insert into delegations (tenant_id, hash, jws, jti, iss, sub, aud, cmd, policy, nbf, iat, root_hash, depth, ancestors, max_calls)
+       select $1, h, repeat('x', 700), 'dr:many-' || g, 'did:key:zManyIssuer', 'did:key:zManyIssuer', 'did:key:zManyAudience',
+              '/mcp/tools/call', '{}'::jsonb, 0, 0, h, 0, '{}'::text[], 1000
+         from (select g, 'sha256:' || encode(sha256(('many:' || g)::bytea), 'hex') as h from generate_series(1, 4000) g) s`,
+      [caller.tenantId],
+    );
+    const large = await buffersOfBatch(batch());
+
+    // Reading the tenant's DRs would touch every page they fill, once per lock pass and update
+    // (tens of thousands of buffers). By key, each probe descends one more B-tree level now.
+    const pages = Number((await query(`select pg_relation_size('delegations') / 8192 as n`, []))[0]!['n']);
+    expect(pages).toBeGreaterThan(300);
+    expect(large).toBeLessThan(2 * small);
+    // And each verify was counted on every DR of its chain: 1 + 1 (EXPLAIN ANALYZE commits) + 1.
+    const counted = await store.query(`select calls_used from delegations where hash = any ($1)`, [chains.flat()]);
+    expect(counted.map((r) => Number(r['calls_used']))).toEqual(Array(6).fill(3));
+  });
+
+  it('refuses, and writes nothing for, a chain sent leaf first', async () => {
+    const item = allowItem(caller, [...chains[0]!].reverse(), { est: 1 });
+    await expect(decide([item])).rejects.toThrow(/root first/);
+    expect(await store.query(`select 1 from invocations where jti = $1`, [item.k === 'a' ? item.jti : ''])).toEqual([]);
   });
 });
