@@ -83,9 +83,8 @@ BEGIN
   -- The same lock order as the batch (a no-op when the batch holds them already). Each pass is
   -- one query: each link is found by its key, one probe per DR in the chain's order, from the
   -- root, which is depth order (a DR's depth is its place in its chain; checked). The state's
-  -- order does not matter (the service orders it by depth). Whether a
-  -- DR is revoked, or past a ceiling, is folded in too; which one is named is looked up only
-  -- then (below).
+  -- order does not matter (the service orders it by depth). Whether a DR is revoked, or past a
+  -- ceiling, is folded in too; which one is named is looked up only then (below).
   IF p_metered IS DISTINCT FROM 'all' THEN
     WITH locked AS MATERIALIZED (
       SELECT c.pos, d.* FROM unnest(p_chain) WITH ORDINALITY AS c(hash, pos)
