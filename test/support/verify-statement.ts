@@ -28,8 +28,11 @@ export async function seedVerifyCaller(store: Store, name: string, rootDid: stri
   return { tenantId, keyId, rootDid, kid };
 }
 
+/** An allow item of the batch. */
+export type AllowItem = Extract<BatchItem, { k: 'a' }>;
+
 /** An allow item through `chain` (hashes, root first) with a fresh jti and a stand-in receipt. */
-export function allowItem(caller: VerifyCaller, chain: readonly string[], opts: { est?: number; mt?: ChainMetering } = {}): BatchItem {
+export function allowItem(caller: VerifyCaller, chain: readonly string[], opts: { est?: number; mt?: ChainMetering } = {}): AllowItem {
   const jti = `inv-${randomBytes(6).toString('hex')}`;
   return {
     k: 'a',
@@ -48,9 +51,12 @@ export function allowItem(caller: VerifyCaller, chain: readonly string[], opts: 
   };
 }
 
-/** The statement's answers, one per item, in order (a deadline 5 s away). */
-export async function decideBatch(store: Store, items: readonly BatchItem[]): Promise<Record<string, unknown>[]> {
-  const [row] = await store.query('select baton_verify_batch($1, $2::text::jsonb) as r', [
+/**
+ * The statement's answers, one per item, in order (a deadline 5 s away). `on` is a store, or one
+ * session of it where the session's plans matter.
+ */
+export async function decideBatch(on: Pick<Store, 'query'>, items: readonly BatchItem[]): Promise<Record<string, unknown>[]> {
+  const [row] = await on.query('select baton_verify_batch($1, $2::text::jsonb) as r', [
     new Date(Date.now() + 5_000).toISOString(),
     JSON.stringify(items),
   ]);
