@@ -261,11 +261,16 @@ describe.each(sessions)('a verify reads its chain by key, whatever its plans wer
     const plan = (typeof raw === 'string' ? JSON.parse(raw) : raw) as { Plan: Record<string, number> }[];
     return plan[0]!.Plan['Shared Hit Blocks']! + plan[0]!.Plan['Shared Read Blocks']!;
   };
+  /**
+   * The fewer of two batches' buffers: a catalog cache reset (other tests' DDL on the shared
+   * server can overflow the invalidation queue) makes one batch plan again, reading the catalog.
+   */
+  const fewestBuffersOfBatch = async () => Math.min(await buffersOfBatch(batch()), await buffersOfBatch(batch()));
 
   it('touches about as many buffers with 4,000 more DRs in the tenant as before them', async () => {
     // The first batch makes the session's plans while the tenant holds 6 DRs.
     expect((await decide(batch())).map((a) => a.o)).toEqual(['ALLOWED', 'ALLOWED']);
-    const small = await buffersOfBatch(batch());
+    const small = await fewestBuffersOfBatch();
 
     // DR-sized roots of the same tenant: at the table's fillfactor, hundreds of pages.
     await query(
@@ -275,16 +280,16 @@ describe.each(sessions)('a verify reads its chain by key, whatever its plans wer
          from (select g, 'sha256:' || encode(sha256(('many:' || g)::bytea), 'hex') as h from generate_series(1, 4000) g) s`,
       [caller.tenantId],
     );
-    const large = await buffersOfBatch(batch());
+    const large = await fewestBuffersOfBatch();
 
     // Reading the tenant's DRs would touch every page they fill, once per lock pass and update
     // (tens of thousands of buffers). By key, each probe descends one more B-tree level now.
     const pages = Number((await query(`select pg_relation_size('delegations') / 8192 as n`, []))[0]!['n']);
     expect(pages).toBeGreaterThan(300);
     expect(large).toBeLessThan(2 * small);
-    // And each verify was counted on every DR of its chain: 1 + 1 (EXPLAIN ANALYZE commits) + 1.
+    // And each verify was counted on every DR of its chain: 1 + 4 (EXPLAIN ANALYZE commits them).
     const counted = await store.query(`select calls_used from delegations where hash = any ($1)`, [chains.flat()]);
-    expect(counted.map((r) => Number(r['calls_used']))).toEqual(Array(6).fill(3));
+    expect(counted.map((r) => Number(r['calls_used']))).toEqual(Array(6).fill(5));
   });
 
   it('refuses, and writes nothing for, a chain sent leaf first', async () => {
