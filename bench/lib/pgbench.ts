@@ -57,9 +57,13 @@ END;
 
 export interface PgbenchResult {
   readonly clients: number;
+  /** Seconds it ran (pgbench's -T: whole seconds). */
+  readonly seconds: number;
   readonly tps: number;
   readonly latencyMs: number;
-  /** Median and 99th percentile of the transactions' latencies (from pgbench's per-transaction log). */
+  /** Every transaction's latency in ms, sorted (from pgbench's per-transaction log). */
+  readonly latencies: Float64Array;
+  /** Median and 99th percentile of `latencies`. */
   readonly p50Ms: number;
   readonly p99Ms: number;
   /** Cores busy on the whole machine while it ran (pgbench's own client included). */
@@ -69,12 +73,13 @@ export interface PgbenchResult {
 }
 
 /**
- * Runs the script with `clients` clients for `seconds`. pgbench logs every
- * transaction (-l) into a directory of its own, read back for percentiles,
+ * Runs the script with `clients` clients for `seconds` (rounded to whole seconds, at least 1).
+ * pgbench logs every transaction (-l) into a directory of its own, read back for percentiles,
  * so p99 at 8 in flight has a same-run floor beside it.
  */
 export async function runPgbench(bin: string, url: string, script: string, clients: number, seconds: number): Promise<PgbenchResult> {
   const logDir = mkdtempSync(join(tmpdir(), 'baton-pgbench-log-'));
+  const wholeSeconds = Math.max(1, Math.round(seconds));
   const machine = startCpuSample({});
   try {
     const { stdout } = await run(
@@ -90,12 +95,12 @@ export async function runPgbench(bin: string, url: string, script: string, clien
         '-j',
         String(Math.min(clients, 2)),
         '-T',
-        String(Math.max(1, Math.round(seconds))),
+        String(wholeSeconds),
         '-l',
         `--log-prefix=${join(logDir, 'tx')}`,
         url,
       ],
-      { timeout: (seconds + 60) * 1000 },
+      { timeout: (wholeSeconds + 60) * 1000 },
     );
     const { machineBusy, machineSteal } = machine();
     const tps = /tps = ([\d.]+) \(without initial connection time\)/.exec(stdout)?.[1];
@@ -105,8 +110,10 @@ export async function runPgbench(bin: string, url: string, script: string, clien
     if (latencies.length === 0) throw new Error(`pgbench wrote no per-transaction log in ${logDir}`);
     return {
       clients,
+      seconds: wholeSeconds,
       tps: Number(tps),
       latencyMs: Number(lat),
+      latencies,
       p50Ms: percentile(latencies, 0.5),
       p99Ms: percentile(latencies, 0.99),
       machineBusy,
@@ -115,6 +122,30 @@ export async function runPgbench(bin: string, url: string, script: string, clien
   } finally {
     rmSync(logDir, { recursive: true, force: true });
   }
+}
+
+/**
+ * Several runs of the same client count as one: transactions and seconds added, latencies
+ * merged, the mean latency and the machine's cores weighted by transactions and by seconds.
+ */
+export function joinPgbenchRuns(runs: readonly PgbenchResult[]): PgbenchResult {
+  const first = runs[0];
+  if (first === undefined) throw new Error('joinPgbenchRuns: no runs');
+  const seconds = runs.reduce((n, r) => n + r.seconds, 0);
+  const transactions = runs.reduce((n, r) => n + r.tps * r.seconds, 0);
+  const bySeconds = (f: (r: PgbenchResult) => number) => runs.reduce((n, r) => n + f(r) * r.seconds, 0) / seconds;
+  const latencies = Float64Array.from(runs.flatMap((r) => Array.from(r.latencies))).sort();
+  return {
+    clients: first.clients,
+    seconds,
+    tps: transactions / seconds,
+    latencyMs: runs.reduce((n, r) => n + r.latencyMs * r.tps * r.seconds, 0) / transactions,
+    latencies,
+    p50Ms: percentile(latencies, 0.5),
+    p99Ms: percentile(latencies, 0.99),
+    machineBusy: bySeconds((r) => r.machineBusy),
+    machineSteal: bySeconds((r) => r.machineSteal),
+  };
 }
 
 /** Every transaction's latency from pgbench's log lines: `client_id transaction_no time_us script_no epoch us`. */
