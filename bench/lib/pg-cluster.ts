@@ -128,7 +128,9 @@ export async function startPgCluster(opts: PgClusterOptions = {}): Promise<PgClu
     ...(durable ? [] : ['-c fsync=off', '-c full_page_writes=off']),
     `-c synchronous_commit=${(opts.synchronousCommit ?? durable) ? 'on' : 'off'}`,
     `-c max_connections=${opts.maxConnections ?? 300}`,
-    ...(opts.settings ?? []).map((s) => `-c ${s}`),
+    // pg_ctl hands -o to the postgres command line through a shell: each setting is quoted, so a
+    // value with spaces (log_line_prefix='%m [%p] ') stays one argument.
+    ...(opts.settings ?? []).map((s) => `-c '${s.replaceAll("'", `'\\''`)}'`),
   ];
   let port = 0;
   const start = () =>
