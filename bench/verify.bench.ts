@@ -289,18 +289,28 @@ async function main(): Promise<void> {
     return joinSlices(name, [await measure(p, CFG.seconds)]);
   };
   /**
-   * Phases whose ratios are goals, measured in turns: each runs `rounds` slices of
+   * Sides whose ratios are goals, measured in turns: each runs `rounds` slices of
    * seconds/rounds, every round in the reverse order of the one before (A B C, C B A, ...), so a
-   * machine that speeds up or slows down during the group weighs on every phase alike.
+   * machine that speeds up or slows down during the group weighs on every side alike. Answers
+   * each side's slices, in order.
    */
-  const compared = async (preps: readonly Prepared[]): Promise<Phase[]> => {
-    const slices = preps.map((): Slice[] => []);
+  const inTurns = async <T>(label: string, sides: readonly ((seconds: number) => Promise<T>)[]): Promise<T[][]> => {
+    const slice = CFG.seconds / CFG.rounds;
+    const slices = sides.map((): T[] => []);
     for (let r = 0; r < CFG.rounds; r++) {
-      const order = preps.map((_, i) => i);
+      const order = sides.map((_, i) => i);
       if (r % 2 === 1) order.reverse();
-      log(`compared phases: round ${r + 1} of ${CFG.rounds} (${preps.length} slices of ${f2(CFG.seconds / CFG.rounds)} s)`);
-      for (const i of order) slices[i]!.push(await measure(preps[i]!, CFG.seconds / CFG.rounds));
+      log(`${label}: round ${r + 1} of ${CFG.rounds} (${sides.length} slices of ${f2(slice)} s)`);
+      for (const i of order) slices[i]!.push(await sides[i]!(slice));
     }
+    return slices;
+  };
+  /** Phases compared with each other, in turns. */
+  const compared = async (preps: readonly Prepared[]): Promise<Phase[]> => {
+    const slices = await inTurns(
+      'compared phases',
+      preps.map((p) => (seconds: number) => measure(p, seconds)),
+    );
     return preps.map((p, i) => joinSlices(p.name, slices[i]!));
   };
 
@@ -383,17 +393,17 @@ async function main(): Promise<void> {
   const ceilingTurns = async (clients: number, chains: readonly Chain[]): Promise<{ verify: Phase; pgbench: PgbenchResult[] }> => {
     await drainLog();
     const p = await prepare(`2-hop independent, ${clients}, turns with pgbench`, chains);
-    const slice = CFG.seconds / CFG.rounds;
-    const verify: Slice[] = [];
-    const pgbench: PgbenchResult[] = [];
-    for (let r = 0; r < CFG.rounds; r++) {
-      log(`${p.name}: round ${r + 1} of ${CFG.rounds} with pgbench ${clients} (slices of ${f2(slice)} s)`);
-      for (const side of r % 2 === 0 ? (['pgbench', 'verify'] as const) : (['verify', 'pgbench'] as const)) {
-        await drainLog(`${p.name}, before ${side}`, true);
-        if (side === 'pgbench') pgbench.push(await pgb(clients, slice));
-        else verify.push(await measure(p, slice));
-      }
-    }
+    // Each slice starts with the log drained, so neither side pays for the other's service receipts.
+    const [pgbench, verify] = (await inTurns<PgbenchResult | Slice>(p.name, [
+      async (seconds) => {
+        await drainLog(`${p.name}, before pgbench`, true);
+        return pgb(clients, seconds);
+      },
+      async (seconds) => {
+        await drainLog(`${p.name}, before the verifies`, true);
+        return measure(p, seconds);
+      },
+    ])) as [PgbenchResult[], Slice[]];
     return { verify: joinSlices(p.name, verify), pgbench };
   };
   const turns32 = await ceilingTurns(32, two32);
@@ -476,8 +486,9 @@ async function main(): Promise<void> {
   phases.push(alone16, before, after);
 
   out();
-  const sliceRange = (values: readonly number[], f: (n: number) => string) =>
-    values.length > 1 ? ` (slices: ${f(Math.min(...values))}-${f(Math.max(...values))})` : '';
+  /** "min-max" of a phase's or a ceiling's slices. */
+  const range = (values: readonly number[], f: (n: number) => string) => `${f(Math.min(...values))}-${f(Math.max(...values))}`;
+  const sliceRange = (values: readonly number[], f: (n: number) => string) => (values.length > 1 ? ` (slices: ${range(values, f)})` : '');
   const pgbenchMachineUs = (r: PgbenchResult) => (r.machineBusy / r.tps) * 1e6;
   out(
     `== pgbench, the same durable work (insert invocation, 2 conditional counter updates, insert service receipt), -M prepared, in turns with the verifies at the same concurrency ==`,
@@ -550,7 +561,7 @@ async function main(): Promise<void> {
   );
   // How much the machine moved while the compared phases took turns: a ratio far inside this
   // spread says less than its digits suggest.
-  const spread = (p: Phase) => (p.sliceRps ? `${f0(Math.min(...p.sliceRps))}-${f0(Math.max(...p.sliceRps))}` : '-');
+  const spread = (p: Phase) => (p.sliceRps ? range(p.sliceRps, f0) : '-');
   out(
     `  req/s per slice in the compared phases (${CFG.rounds} rounds): ${[a32, s32, c1, c16, denyD, denyG].map((p) => `${p.name.split(',')[0]!.replace('2-hop ', '')} ${spread(p)}`).join('; ')}; ${f0(small)} stored DRs ${spread(before)}; ${f0(big)} stored ${spread(after)}; beside pgbench, 32 in flight ${spread(v32)}`,
   );
