@@ -104,6 +104,15 @@ export interface PgCluster {
 }
 
 /** initdb + pg_ctl start of a throwaway cluster on a free loopback port. */
+/**
+ * `-c name=value` for pg_ctl's -o, which reaches the postgres command line through a shell: the
+ * setting is single-quoted, so a value with spaces or quotes (log_line_prefix='%m [%p] ') stays
+ * one argument.
+ */
+export function settingOption(setting: string): string {
+  return `-c '${setting.replaceAll("'", `'\\''`)}'`;
+}
+
 export async function startPgCluster(opts: PgClusterOptions = {}): Promise<PgCluster> {
   const binDir = opts.binDir ?? findPgBin();
   if (!binDir) throw new Error(`No PostgreSQL server binaries.\n${HOW_TO_FIX}`);
@@ -128,9 +137,7 @@ export async function startPgCluster(opts: PgClusterOptions = {}): Promise<PgClu
     ...(durable ? [] : ['-c fsync=off', '-c full_page_writes=off']),
     `-c synchronous_commit=${(opts.synchronousCommit ?? durable) ? 'on' : 'off'}`,
     `-c max_connections=${opts.maxConnections ?? 300}`,
-    // pg_ctl hands -o to the postgres command line through a shell: each setting is quoted, so a
-    // value with spaces (log_line_prefix='%m [%p] ') stays one argument.
-    ...(opts.settings ?? []).map((s) => `-c '${s.replaceAll("'", `'\\''`)}'`),
+    ...(opts.settings ?? []).map(settingOption),
   ];
   let port = 0;
   const start = () =>
