@@ -38,6 +38,7 @@ import {
 } from './lib/chains.js';
 import { BODY_MARGIN, bodiesPerWorker, clientFromEnv, percentile, runLoad, warmUpMeasuringRate, type LoadResult } from './lib/load.js';
 import { childrenOf, joinCpuSamples, startCpuSample, type CpuSample } from './lib/proc.js';
+import { closedLoopTailFloor, cpuBoundRatio, meanOf } from './lib/floors.js';
 import { joinPgbenchRuns, preparePgbench, runPgbench, type PgbenchResult } from './lib/pgbench.js';
 import { bulkLoadDelegations, delegationCount, settleDatabase, waitForLogDrained } from './lib/sql.js';
 
@@ -572,6 +573,18 @@ async function main(): Promise<void> {
   const machineUs = (p: Phase) => (p.cpu.machineBusy / p.rps) * 1e6;
   out(
     `  machine CPU per verify at 32 in flight: ${f0((machineUs(a32) + machineUs(v32)) / 2)} us (service, PostgreSQL, load generator, anything else); per pgbench transaction: ${f0(pgbenchMachineUs(pgb32))} us`,
+  );
+  // Whether a goal missed here is the machine's or the verify's: bounds from the CPU per verify
+  // each phase cost (bench/lib/floors.ts), printed beside the goals they explain.
+  out();
+  out(`== What ${cpus().length} cores allow at the CPU per verify measured (Little's law, every core busy) ==`);
+  const tail = closedLoopTailFloor(8, machineUs(a8), cpus().length, { meanMs: meanOf(a8.result.latencies), p99Ms: a8.p99 }, 10);
+  out(
+    `  8 in flight: ${f0(machineUs(a8))} us of machine CPU per verify allow a mean of at least ${f2(tail.meanFloorMs)} ms (measured ${f2(meanOf(a8.result.latencies))}); at this phase's p99 / mean (${f2(tail.tailShape)}) that is a p99 of at least ${f2(tail.p99FloorMs)} ms. A p99 of 10 ms at that shape needs at most ${f0(tail.usPerRequestForGoal)} us per verify (pgbench: ${f0(pgbenchMachineUs(pgb32))} us per transaction at 32 clients)`,
+  );
+  const depthBound = cpuBoundRatio(machineUs(c1), machineUs(c16), 0.7);
+  out(
+    `  depth: machine CPU per verify ${f0(machineUs(c1))} us at depth 1, ${f0(machineUs(c16))} us at depth 16: ${f2(depthBound.ratio)} when the machine is the limit; 0.7 needs depth 16 at ${f0(depthBound.slowUsForGoal)} us or less`,
   );
   out();
   out(`wall time ${f0((performance.now() - started) / 1000)} s`);
