@@ -895,7 +895,10 @@ export interface paths {
      *       sent again by the same API key is answered with its original allow: the same
      *       `service_receipt`, `retry: true`, and nothing counted again; `counters` are the stored
      *       values now. The revocation, root trust and API key are re-checked first, so a chain
-     *       revoked since then is refused. Any other caller (another key, or a different
+     *       revoked since then is refused, and so is its time: a retry more than
+     *       `BATON_INVOCATION_MAX_AGE` (default 300 s) after the invocation's `iat` is refused
+     *       `INVOCATION_STALE`, as any invocation that old. A retry of a call a human approved
+     *       spends no approval and asks for none. Any other caller (another key, or a different
      *       invocation reusing the `jti`) gets `REPLAY_DETECTED`. A denial never consumes the
      *       `jti`, so a denied invocation sent again is simply decided again.
      *     - **Deadline.** A verify that cannot be decided within the service's deadline

@@ -16,10 +16,10 @@ import { argOf, effectiveLimits } from '../protocol/policy.js';
 import { resolveTool } from '../protocol/tool-catalog.js';
 import { checkToolRequirements, estimateWithFloor } from '../protocol/tool-requirements.js';
 import { detectTrifecta, explainTrifecta } from '../protocol/trifecta.js';
-import { findApproval, unapprovedGrantInChain } from '../store/approvals.js';
+import { findApproval, findLiveApproval, unapprovedGrantInChain } from '../store/approvals.js';
 import { readChainState, type ToolGateParams, type ToolGateRefusal } from '../store/runtime.js';
 import { costCalibrationFlagged } from '../store/tools.js';
-import { approvalJson, requestApproval, type ApprovalJson } from './approvals.js';
+import { approvalJson, requestApproval, type ApprovalJson, type ApprovalRequest } from './approvals.js';
 import { forgetToolDocument, toolDocumentOf } from './tools.js';
 import type { ServiceDeps } from './types.js';
 
@@ -34,14 +34,31 @@ export type ToolGate =
       readonly violations: readonly Violation[];
       readonly approval?: ApprovalJson;
     }
+  | GoGate
+  /**
+   * A rule requires a human and no approval was named (nor, in a dry run, one approved): the caller
+   * asks for one (askForApproval, which writes a pending approval; a dry run refuses with
+   * `required`) after it has made sure the call is not a retry or replay of an invocation already
+   * allowed (verify.handlers.ts): those are answered as such and ask no human.
+   */
   | {
-      readonly kind: 'go';
+      readonly kind: 'ask';
       readonly catalogVersion: number;
-      /** The estimate to count: the args' estimate raised to the tool's declared cost. */
-      readonly estimatedMicros: number | undefined;
-      readonly approvalId: string | null;
-      readonly params: ToolGateParams;
+      readonly request: ApprovalRequest;
+      /** The APPROVAL_REQUIRED violation, before an approval id is known. */
+      readonly required: Violation;
+      /** The gate to run the call through once an approval of it is approved. */
+      readonly goWith: (approvalId: string) => GoGate;
     };
+
+export interface GoGate {
+  readonly kind: 'go';
+  readonly catalogVersion: number;
+  /** The estimate to count: the args' estimate raised to the tool's declared cost. */
+  readonly estimatedMicros: number | undefined;
+  readonly approvalId: string | null;
+  readonly params: ToolGateParams;
+}
 
 /** Fraction of a ceiling past which the near_limit rule condition holds (as the NEAR_LIMIT warning). */
 const NEAR_LIMIT = 0.8;
@@ -122,7 +139,7 @@ export async function decideToolGate(
   if (violations.length > 0) return { kind: 'refuse', catalogVersion, violations };
 
   const declared = tool.kind === 'declared' ? tool.tool : undefined;
-  const params = (approvalId: string | null, binding: string | null): ToolGate => ({
+  const params = (approvalId: string | null, binding: string | null): GoGate => ({
     kind: 'go',
     catalogVersion,
     estimatedMicros: estimate.micros,
@@ -158,7 +175,7 @@ export async function decideToolGate(
       ],
     };
   }
-  const required = ruleViolation(rule, ruleField);
+  let required = ruleViolation(rule, ruleField);
   // A grant of the chain still held refuses the call whatever an approver decides (the statement
   // checks it too): say so, and ask no human to approve a call that cannot run.
   const held = await unapprovedGrantInChain(deps.store.db, tenantId, inv.dr_chain);
@@ -170,23 +187,49 @@ export async function decideToolGate(
       violations: [{ ...required, message: notAsked }, grantViolation(held.drHash, held.status, decision)],
     };
   }
-  if (opts.dryRun) return { kind: 'refuse', catalogVersion, violations: [required] };
-  const approval = await requestApproval(deps, {
-    tenantId,
-    binding,
-    requestedBy: inv.iss,
-    invocationJti: inv.jti,
-    drChain: inv.dr_chain,
-    tool: typeof argOf(inv.args, 'tool') === 'string' ? (argOf(inv.args, 'tool') as string) : null,
-    toolServer: inv.tool_server,
+  if (opts.dryRun) {
+    // A dry run answers what the real call would now: the real call spends an approved approval of
+    // this very call (requestApproval finds it), so the dry run allows on it too. It writes nothing.
+    const live = await findLiveApproval(deps.store.db, tenantId, binding);
+    if (live && live.status === 'approved' && now < live.expiresAt) return params(live.id, binding);
+    const waiting = live && live.status === 'pending' && now < live.expiresAt ? ` Approval ${live.id} waits for an approver.` : '';
+    required = { ...required, message: `${required.message ?? ''}${waiting}` };
+  }
+  return {
+    kind: 'ask',
     catalogVersion,
-    rule: rule.source === 'rule' ? rule.rule.id : 'default_decision',
-    explanation: `${required.message ?? ''}${chainTrifecta.detected ? ` Chain reach: ${explainTrifecta(chainTrifecta)}.` : ''}`,
-  });
-  if (approval.status === 'approved' && now < approval.expiresAt) return params(approval.id, binding);
+    required,
+    goWith: (approvalId) => params(approvalId, binding),
+    request: {
+      tenantId,
+      binding,
+      requestedBy: inv.iss,
+      invocationJti: inv.jti,
+      drChain: inv.dr_chain,
+      tool: typeof argOf(inv.args, 'tool') === 'string' ? (argOf(inv.args, 'tool') as string) : null,
+      toolServer: inv.tool_server,
+      catalogVersion,
+      rule: rule.source === 'rule' ? rule.rule.id : 'default_decision',
+      explanation: `${required.message ?? ''}${chainTrifecta.detected ? ` Chain reach: ${explainTrifecta(chainTrifecta)}.` : ''}`,
+    },
+  };
+}
+
+/**
+ * The live approval of the call `ask` describes (requestApproval): an approved one runs the call
+ * through the gate on it, anything else refuses it, naming the approval that waits.
+ */
+export async function askForApproval(
+  deps: ServiceDeps,
+  ask: Extract<ToolGate, { kind: 'ask' }>,
+): Promise<GoGate | Extract<ToolGate, { kind: 'refuse' }>> {
+  const now = deps.now();
+  const approval = await requestApproval(deps, ask.request);
+  if (approval.status === 'approved' && now < approval.expiresAt) return ask.goWith(approval.id);
+  const { required } = ask;
   return {
     kind: 'refuse',
-    catalogVersion,
+    catalogVersion: ask.catalogVersion,
     violations: [{ ...required, actual: approval.id, message: `${required.message ?? ''} Approval ${approval.id} waits for an approver.` }],
     approval: approvalJson(approval, now),
   };

@@ -36,6 +36,7 @@ import {
   type PredictedDenial,
   type ChainRuntimeState,
   type CountOutcome,
+  type InvocationToCount,
 } from '../store/runtime.js';
 import { evictApiKey } from './auth.js';
 import { DENIAL_STATUS, SubmissionRefusal } from './error-status.js';
@@ -46,8 +47,8 @@ import { parseStrictJson } from './body.js';
 import { metrics } from './metrics.js';
 import { parseRequest } from './validate.js';
 import { checkSubmission, submitDelegations } from './delegation-submission.js';
-import { signServiceReceipt } from './service-receipts.js';
-import { decideToolGate, mustRedecide, toolGateViolation, type ToolGate } from './tool-gate.js';
+import { signServiceReceipt, type SignedServiceReceipt } from './service-receipts.js';
+import { askForApproval, decideToolGate, mustRedecide, toolGateViolation, type ToolGate } from './tool-gate.js';
 import type { ApprovalJson } from './approvals.js';
 
 export type VerifyRequest = z.output<typeof VerifyRequestBody>;
@@ -229,28 +230,74 @@ export async function verifyInvocation(
     }
   }
 
-  // The tool gate: catalog-derived requirements and approval rules (tool-gate.ts).
-  const gate: ToolGate = await decideToolGate(deps, tenantId, decision, {
-    dryRun,
-    approvalId: req.approval_id,
-    chainFlagged: redecided?.chainFlagged,
-  });
-  const gated = gate.kind === 'none' ? {} : { catalog_version: gate.catalogVersion };
-  if (gate.kind === 'refuse') {
-    const refusedByGate = deny(gate.violations, { invocation: decision.invocation, dr_chain: inv.dr_chain });
-    return refuse(deps, auth, tenantId, refusedByGate, dryRun, deadline, started, { ...gated, approval: gate.approval });
-  }
-
-  const toCount = {
+  const limits = chainLimits(decision.delegations);
+  const refusal = (outcome: Parameters<typeof runtimeViolation>[0]) =>
+    deny([runtimeViolation(outcome, decision)], { invocation: decision.invocation, dr_chain: inv.dr_chain });
+  const invocationToCount = (estimate: number): InvocationToCount => ({
     tenantId,
     jti: inv.jti,
     hash: decision.invocation.hash,
     jws: decision.invocation.jws,
     drChain: inv.dr_chain,
     tool: decision.context.tool,
-    estimatedMicros: gate.kind === 'go' && gate.estimatedMicros !== undefined ? gate.estimatedMicros : estimatedMicros(inv.args),
+    estimatedMicros: estimate,
     callerKeyId: auth.keyId,
+  });
+  /** An allow the statement counted, or the original allow a retry gets back. */
+  const answerAllowed = (outcome: Extract<CountOutcome, { ok: true }>, signed: SignedServiceReceipt | undefined, estimate: number) => {
+    const retry = outcome.retry !== undefined;
+    if (dryRun) {
+      logDecision(deps, auth, tenantId, decision, { dryRun, codes: [retry ? 'RETRY' : 'ALLOWED'], serviceReceiptId: null, started });
+      return allow(decision, outcome.state, null, true, retry, estimate);
+    }
+    // A retry answers with the original allow's service receipt, also when this verify signed none
+    // (a refusal was predicted for its chain, or the gate refused it, and the jti turned out already allowed).
+    const answered =
+      typeof outcome.retry === 'object'
+        ? { id: outcome.retry.serviceReceiptId, kid: outcome.retry.kid, jws: outcome.retry.jws }
+        : outcome.serviceReceiptId !== undefined && signed
+          ? { id: outcome.serviceReceiptId, kid: signed.kid, jws: signed.jws }
+          : undefined;
+    if (!answered) throw new BatonError('INTERNAL', { message: 'A counted invocation came back without its serviceReceipt.' });
+    metrics.observeDecision('allow', retry ? 'RETRY' : 'ALLOWED');
+    logDecision(deps, auth, tenantId, decision, { dryRun, codes: [retry ? 'RETRY' : 'ALLOWED'], serviceReceiptId: answered.id, started });
+    return allow(decision, outcome.state, answered, false, retry, estimate);
   };
+
+  // The tool gate: catalog-derived requirements and approval rules (tool-gate.ts).
+  let gate: ToolGate = await decideToolGate(deps, tenantId, decision, {
+    dryRun,
+    approvalId: req.approval_id,
+    chainFlagged: redecided?.chainFlagged,
+  });
+  const gated = gate.kind === 'none' ? {} : { catalog_version: gate.catalogVersion };
+  if (gate.kind === 'ask') {
+    // An invocation already allowed is answered as the statement answers it: the same key's retry
+    // gets its original allow, anyone else REPLAY_DETECTED. The gate must not ask a human to approve
+    // a call that already ran (its approval was spent by that call): such an approval, once
+    // approved, let a second call with the same arguments through. Sent with no allow receipt, the
+    // statement writes nothing unless it finds the jti used (then as it would anyway); a dry run
+    // reads the same. Its other refusals leave the gate's.
+    const probe = invocationToCount(estimatedMicros(inv.args));
+    const root = decision.delegations[0]!.payload.iss;
+    const prior = dryRun
+      ? await predictCount(db, probe, unstoredState(decision.delegations, stored))
+      : await countCallsAtomically(deps.store.query, probe, null, limits, root, deadline);
+    if (prior.ok && prior.retry !== undefined) return answerAllowed(prior, undefined, probe.estimatedMicros);
+    if (prior.ok && !dryRun) throw new BatonError('INTERNAL', { message: 'A verify sent with no allow receipt was allowed.' });
+    if (!prior.ok && prior.reason === 'KEY_REVOKED') throw keyRevoked(deps, auth);
+    if (!prior.ok && prior.reason === 'REPLAY_DETECTED')
+      return refuse(deps, auth, tenantId, refusal(prior), dryRun, deadline, started, gated);
+    gate = dryRun ? { kind: 'refuse', catalogVersion: gate.catalogVersion, violations: [gate.required] } : await askForApproval(deps, gate);
+  }
+  if (gate.kind === 'refuse') {
+    const refusedByGate = deny(gate.violations, { invocation: decision.invocation, dr_chain: inv.dr_chain });
+    return refuse(deps, auth, tenantId, refusedByGate, dryRun, deadline, started, { ...gated, approval: gate.approval });
+  }
+
+  const toCount = invocationToCount(
+    gate.kind === 'go' && gate.estimatedMicros !== undefined ? gate.estimatedMicros : estimatedMicros(inv.args),
+  );
   const signAllow = () =>
     signServiceReceipt(deps.signer, {
       tenantId,
@@ -268,9 +315,6 @@ export async function verifyInvocation(
         ...(gate.kind === 'go' && gate.approvalId !== null ? { approval_id: gate.approvalId } : {}),
       },
     });
-  const limits = chainLimits(decision.delegations);
-  const refusal = (outcome: Parameters<typeof runtimeViolation>[0]) =>
-    deny([runtimeViolation(outcome, decision)], { invocation: decision.invocation, dr_chain: inv.dr_chain });
   // A chain through a DR whose max_calls this node saw used up (calls_used never goes down):
   // sign the refusal's service receipt instead of an allow's, so the statement stores the refusal
   // itself. The statement still decides; an allow then costs a second statement.
@@ -314,23 +358,7 @@ export async function verifyInvocation(
     }
     return refuse(deps, auth, tenantId, denial, dryRun, deadline, started, gated);
   }
-  const retry = outcome.retry !== undefined;
-  if (dryRun) {
-    logDecision(deps, auth, tenantId, decision, { dryRun, codes: [retry ? 'RETRY' : 'ALLOWED'], serviceReceiptId: null, started });
-    return allow(decision, outcome.state, null, true, retry, toCount.estimatedMicros);
-  }
-  // A retry answers with the original allow's service receipt, also when this verify signed none
-  // (a refusal was predicted for its chain, and the jti turned out already allowed).
-  const answered =
-    typeof outcome.retry === 'object'
-      ? { id: outcome.retry.serviceReceiptId, kid: outcome.retry.kid, jws: outcome.retry.jws }
-      : outcome.serviceReceiptId !== undefined && serviceReceipt
-        ? { id: outcome.serviceReceiptId, kid: serviceReceipt.kid, jws: serviceReceipt.jws }
-        : undefined;
-  if (!answered) throw new BatonError('INTERNAL', { message: 'A counted invocation came back without its serviceReceipt.' });
-  metrics.observeDecision('allow', retry ? 'RETRY' : 'ALLOWED');
-  logDecision(deps, auth, tenantId, decision, { dryRun, codes: [retry ? 'RETRY' : 'ALLOWED'], serviceReceiptId: answered.id, started });
-  return allow(decision, outcome.state, answered, false, retry, toCount.estimatedMicros);
+  return answerAllowed(outcome, serviceReceipt, toCount.estimatedMicros);
 }
 
 /**

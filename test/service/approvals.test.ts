@@ -9,7 +9,7 @@ import { and, count, eq, sql } from 'drizzle-orm';
 import { generateKeyPair } from '../../src/sdk/keys.js';
 import type { Policy } from '../../src/protocol/policy.js';
 import type { ToolDeclaration } from '../../src/protocol/tool-catalog.js';
-import { approvals, delegations, invocations, serviceReceipts, toolRateWindows } from '../../src/store/schema/index.js';
+import { approvals, delegations, denials, invocations, serviceReceipts, toolRateWindows } from '../../src/store/schema/index.js';
 import { APPROVAL_TTL_SECONDS } from '../../src/service/approvals.js';
 import { rows } from '../../src/store/rows.js';
 import { buildChain, T0 } from '../support/fixtures.js';
@@ -220,6 +220,113 @@ describe('require_approval', () => {
       nodes[1].post(`/v1/approvals/${id}/reject`, approver, triple),
     ]);
     expect([x.status, y.status].sort()).toEqual([200, 409]);
+  });
+});
+
+describe('retries and replays of an approval-gated call', () => {
+  /** The tenant's approvals of one call (by its binding's chain and args), as stored. */
+  async function approvalsOfChain(leaf: string) {
+    return (await svc.store.db.select().from(approvals).where(eq(approvals.tenantId, tenant.id))).filter(
+      (a) => a.drChain[a.drChain.length - 1] === leaf,
+    );
+  }
+  async function denialsOf(jti: string): Promise<number> {
+    const [row] = await svc.store.db
+      .select({ n: count() })
+      .from(denials)
+      .where(and(eq(denials.tenantId, tenant.id), eq(denials.jti, jti)));
+    return row!.n;
+  }
+  async function allowedOnce(): Promise<{
+    c: ReturnType<typeof chain>;
+    bundle: unknown;
+    jti: string;
+    receiptId: number;
+    approvalId: string;
+  }> {
+    const c = chain();
+    const { bundle, invocation } = c.invoke(ARGS, { iat: T0 });
+    const asked = await verify(bundle);
+    expect(asked.body.error.code).toBe('APPROVAL_REQUIRED');
+    const approvalId = asked.body.approval.id as string;
+    await decide(approvalId, 'approve', triple);
+    const allowed = await verify(bundle);
+    expect(allowed.status).toBe(200);
+    expect(allowed.body.retry).toBe(false);
+    return { c, bundle, jti: invocation.payload.jti, receiptId: allowed.body.service_receipt.id as number, approvalId };
+  }
+
+  it("the same key's retry gets the original allow; it asks no human and records no denial", async () => {
+    const { c, bundle, jti, receiptId, approvalId } = await allowedOnce();
+    const leaf = c.drs[c.drs.length - 1]!.hash;
+    const before = await approvalsOfChain(leaf);
+    const deniedBefore = await denialsOf(jti);
+
+    const retried = await verify(bundle);
+    expect(retried.status).toBe(200);
+    expect(retried.body.retry).toBe(true);
+    expect(retried.body.service_receipt.id).toBe(receiptId);
+    // Nothing asked, nothing counted, nothing refused: the spent approval is the only one.
+    expect((await approvalsOfChain(leaf)).map((a) => [a.id, a.status])).toEqual(before.map((a) => [a.id, a.status]));
+    expect(before.map((a) => [a.id, a.status])).toEqual([[approvalId, 'used']]);
+    expect(await callsUsed(c.drs[0]!.hash)).toBe(1);
+    expect(await denialsOf(jti)).toBe(deniedBefore);
+
+    // A dry run of the retry says the same, and writes nothing either.
+    const dry = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: { ...(bundle as object), dry_run: true } });
+    expect(dry.status).toBe(200);
+    expect(dry.body.retry).toBe(true);
+    expect(await approvalsOfChain(leaf)).toHaveLength(1);
+  });
+
+  it('another key re-sending it gets REPLAY_DETECTED, and no approval is opened for it', async () => {
+    const { c, bundle } = await allowedOnce();
+    const leaf = c.drs[c.drs.length - 1]!.hash;
+    const other = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, {
+      key: svc.adminKey,
+      json: { scopes: ['verify'], name: 'another tool server' },
+    });
+    expect(other.status).toBe(201);
+    const replayed = await svc.call('POST', '/v1/verify', { key: other.body.key, json: bundle });
+    expect(replayed.status).toBe(403);
+    expect(replayed.body.error.code).toBe('REPLAY_DETECTED');
+    expect((await approvalsOfChain(leaf)).map((a) => a.status)).toEqual(['used']);
+    expect(await callsUsed(c.drs[0]!.hash)).toBe(1);
+  });
+
+  it('a fresh call with the same arguments after a retry still needs a new approval', async () => {
+    const { c, bundle } = await allowedOnce();
+    expect((await verify(bundle)).body.retry).toBe(true);
+    // Before the fix the retry opened an approval; approved, it then let this call through unasked.
+    const fresh = await verify(c.invoke(ARGS, { iat: T0 }).bundle);
+    expect(fresh.status).toBe(403);
+    expect(fresh.body.error.code).toBe('APPROVAL_REQUIRED');
+    expect(fresh.body.approval.status).toBe('pending');
+    expect(await callsUsed(c.drs[0]!.hash)).toBe(1);
+  });
+
+  it('a dry run of an approved call allows as the real call would, and spends nothing', async () => {
+    const c = chain();
+    const { bundle } = c.invoke(ARGS, { iat: T0 });
+    const dryJson = { ...(bundle as object), dry_run: true };
+    const asked = await verify(bundle);
+    const id = asked.body.approval.id as string;
+
+    const whilePending = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: dryJson });
+    expect(whilePending.status).toBe(403);
+    expect(whilePending.body.error.code).toBe('APPROVAL_REQUIRED');
+    expect(whilePending.body.violations[0].message).toContain(`Approval ${id} waits for an approver`);
+
+    await decide(id, 'approve', triple);
+    const dry = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: dryJson });
+    expect(dry.status).toBe(200);
+    expect(dry.body.dry_run).toBe(true);
+    expect((await svc.call('GET', `/v1/approvals/${id}`, { key: approver })).body.status).toBe('approved');
+    expect(await callsUsed(c.drs[0]!.hash)).toBe(0);
+
+    const real = await verify(bundle);
+    expect(real.status).toBe(200);
+    expect((await svc.call('GET', `/v1/approvals/${id}`, { key: approver })).body.status).toBe('used');
   });
 });
 
