@@ -110,9 +110,13 @@ export const InstantQuery = z.iso
   .datetime({ offset: true, error: 'must be an RFC 3339 date-time with a zone, e.g. 2026-11-23T12:00:00Z' })
   .transform((t) => new Date(t));
 
-/** A query's time window must not be empty: a contradiction is refused, not answered with an empty page. */
+/**
+ * A query's time window must not be empty: a contradiction is refused, not answered with an empty page.
+ * Zod runs this refinement even when a bound failed its own parse, and then the bound is still the
+ * raw text: only two parsed dates are compared (the failed one is already an issue).
+ */
 export function sinceBeforeUntil(q: { since?: Date | undefined; until?: Date | undefined }, ctx: z.RefinementCtx): void {
-  if (q.since !== undefined && q.until !== undefined && q.since.getTime() >= q.until.getTime())
+  if (q.since instanceof Date && q.until instanceof Date && q.since.getTime() >= q.until.getTime())
     ctx.addIssue({ code: 'custom', path: ['until'], message: 'must be later than since' });
 }
 

@@ -269,6 +269,10 @@ describe('GET /v1/invocations', () => {
       ['?since=2026-01-01', 'since'],
       ['?since=2026-01-01T00:00:00', 'since'],
       ['?until=yesterday', 'until'],
+      // A bound that fails its own parse beside one that parses (or not): a 400 naming it, never a 500.
+      ['?since=24h&until=2026-01-01T00:00:00Z', 'since'],
+      ['?since=2026-01-01T00:00:00Z&until=1h', 'until'],
+      ['?since=24h&until=1h', 'since'],
       ['?since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z', 'until'],
       ['?since=2026-01-01T00:00:00Z&until=2026-01-01T00:00:00Z', 'until'],
       ['?code=REPLAY_DETECTED&outcome=allowed', 'code'],

@@ -359,6 +359,8 @@ describe('GET /v1/service-receipts', () => {
       'subject=a%20b',
       'since=2026-01-01',
       'until=tomorrow',
+      'since=24h&until=1h',
+      'since=24h&until=2026-01-01T00:00:00Z',
       'since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z',
       'kind=invocation.allowed&kind=actual.recorded',
     ]) {
