@@ -77,16 +77,26 @@ export async function startServer(
       );
     }
     const app = createApp(deps);
-    const server: ServerType = await new Promise((resolve) => {
+    const server: ServerType = await new Promise((resolve, reject) => {
       const s = serve(
         {
           fetch: app.fetch,
           port: config.port,
           hostname: config.host,
-          serverOptions: { headersTimeout: config.http.headersTimeoutMs, requestTimeout: config.http.requestTimeoutMs },
+          serverOptions: {
+            headersTimeout: config.http.headersTimeoutMs,
+            requestTimeout: config.http.requestTimeoutMs,
+            maxHeaderSize: MAX_HEADER_BYTES,
+          },
         },
-        () => resolve(s),
+        () => {
+          s.off('error', refused);
+          resolve(s);
+        },
       );
+      // A port in use (or not ours to bind) is a start that failed, said plainly, not a crash.
+      const refused = (e: NodeJS.ErrnoException) => reject(listenError(e, config));
+      s.once('error', refused);
       // Not a createServer option on Node 20; read per connection, so set before the first one.
       (s as Server).keepAliveTimeout = config.http.keepAliveTimeoutMs;
     });
@@ -120,6 +130,23 @@ export async function startServer(
     await store.close();
     throw e;
   }
+}
+
+/**
+ * Request headers Node accepts (its default is 16 KiB). A DRS client may send a whole chain by
+ * value in X-DRS-Bundle: 16 records (BATON_MAX_CHAIN_DEPTH's ceiling) take about 20-40 KiB there,
+ * and past Node's limit it answers a bare 431 before Baton sees the request.
+ */
+export const MAX_HEADER_BYTES = 64 * 1024;
+
+function listenError(e: NodeJS.ErrnoException, config: Config): Error {
+  const where = `${config.host}:${config.port}`;
+  if (e.code === 'EADDRINUSE')
+    return new Error(`${where} is already in use (another Baton?). Stop it, or choose another port: PORT, or baton serve --port.`);
+  if (e.code === 'EACCES')
+    return new Error(`not allowed to listen on ${where}: choose a port above 1023, or run with the right to bind it.`);
+  if (e.code === 'EADDRNOTAVAIL') return new Error(`${config.host} is not an address of this machine: set HOST to one of its addresses.`);
+  return new Error(`could not listen on ${where}: ${e.message}`);
 }
 
 /** Runs the service until SIGINT/SIGTERM, then shuts down gracefully (npm start, baton serve). */

@@ -155,7 +155,7 @@ export const XDrsBundle = z.string().openapi('XDrsBundle', {
     name: 'X-DRS-Bundle',
     in: 'header',
     description:
-      'DRS transport: base64url (no padding) of the bundle JSON (`Bundle`). Used only when the body carries no `invocation`. Prefer chains by reference (`receipts: []`): embedded chains can outgrow header limits.',
+      'DRS transport: base64url (no padding) of the bundle JSON (`Bundle`). Used only when the body carries no `invocation`. Baton takes request headers up to 64 KiB (a 16-record chain fits; past that Node answers a bare `431`), but proxies often allow less: prefer chains by reference (`receipts: []`).',
   },
 });
 

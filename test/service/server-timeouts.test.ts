@@ -9,7 +9,7 @@ import { connect, type Socket } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/service/log.js';
-import { startServer, type RunningServer } from '../../src/server.js';
+import { MAX_HEADER_BYTES, startServer, type RunningServer } from '../../src/server.js';
 import { createDatabase, type FreshDatabase } from '../setup/db.js';
 
 const cleanup: (() => Promise<void>)[] = [];
@@ -33,7 +33,7 @@ async function start(env: Record<string, string> = {}): Promise<RunningServer> {
 }
 
 /** Sends GET /healthz on `socket` and resolves with the raw response head once the whole response is in. */
-function get(socket: Socket): Promise<string> {
+function get(socket: Socket, extraHeader = ''): Promise<string> {
   return new Promise((resolve, reject) => {
     let raw = '';
     const onData = (chunk: Buffer) => {
@@ -47,7 +47,9 @@ function get(socket: Socket): Promise<string> {
     };
     socket.on('data', onData);
     socket.once('error', reject);
-    socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+    // Closed before a whole response (a 431 closes the connection): fail now, not at the timeout.
+    socket.once('close', () => reject(new Error(`connection closed; got: ${raw.slice(0, 60)}`)));
+    socket.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n${extraHeader}\r\n`);
   });
 }
 
@@ -94,6 +96,41 @@ describe('HTTP timeouts', () => {
       expect(idleMs).toBeLessThan(4_500);
     } finally {
       socket.destroy();
+    }
+  }, 60_000);
+
+  it('a port already in use fails the start with what to do next, not a crash', async () => {
+    const first = await start();
+    await expect(start({ PORT: String(first.port) })).rejects.toThrow(/127\.0\.0\.1:\d+ is already in use.*PORT, or baton serve --port/);
+    // The first server is untouched.
+    const socket = await open(first.port);
+    try {
+      expect(await get(socket)).toMatch(/^HTTP\/1\.1 200/);
+    } finally {
+      socket.destroy();
+    }
+  }, 60_000);
+
+  it('takes request headers up to 64 KiB (a whole chain in X-DRS-Bundle); beyond, Node refuses them (431)', async () => {
+    const server = await start();
+    const within = await open(server.port);
+    try {
+      // Past Node's own 16 KiB default, as a DRS client's 16-record bundle is.
+      expect(await get(within, `x-drs-bundle: ${'A'.repeat(40 * 1024)}\r\n`)).toMatch(/^HTTP\/1\.1 200/);
+    } finally {
+      within.destroy();
+    }
+    const beyond = await open(server.port);
+    try {
+      const answer = await new Promise<string>((resolve) => {
+        let raw = '';
+        beyond.on('data', (c: Buffer) => (raw += c.toString('latin1')));
+        beyond.once('close', () => resolve(raw));
+        beyond.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nx-drs-bundle: ${'A'.repeat(MAX_HEADER_BYTES)}\r\n\r\n`);
+      });
+      expect(answer).toMatch(/^HTTP\/1\.1 431/);
+    } finally {
+      beyond.destroy();
     }
   }, 60_000);
 });
