@@ -7,8 +7,9 @@
  *   compared with crypto.timingSafeEqual.
  * - The environment admin key (BATON_ADMIN_KEY) is compared in constant time
  *   through SHA-256 digests (equal lengths whatever was presented). When it is
- *   set it is the only admin key: stored (generated) admin keys are refused, so
- *   setting it also retires a generated key that may have leaked.
+ *   set it is the only admin key: stored (generated) admin keys are refused, and
+ *   revoked at the next start (ensureAdminKey), so setting it retires a
+ *   generated key that may have leaked for good.
  * - Every refusal of a key is the same 401 UNAUTHORIZED with the same message
  *   (missing, garbled, unknown, revoked): no oracle. A valid key without the
  *   route's scope is 403 FORBIDDEN with details.required_scopes.
@@ -45,6 +46,7 @@ import { API_KEY_SCOPES, type ApiKeyScope } from '../protocol/lists.js';
 import {
   MINTED_KEY_PATTERN,
   createBootstrapAdminKey,
+  retireStoredAdminKeys,
   findApiKeyByHash,
   touchApiKeyLastUsed,
   type ApiKeyForAuth,
@@ -289,8 +291,17 @@ export function tenantOf(auth: { tenantId: string | null }): string {
  * stored, mints one ('bt_admin_' + base64url(32 bytes)), stores its hash and
  * returns the plaintext, exactly once; the caller prints it. Returns null when
  * the environment key is in use or an admin key already exists.
+ *
+ * With BATON_ADMIN_KEY set, stored admin keys are revoked, not only refused
+ * while it is set: an operator sets it to retire a generated key that may have
+ * leaked, which must not work again once the variable is unset (a later start
+ * without it mints and prints a new one).
  */
 export async function ensureAdminKey(deps: ServiceDeps): Promise<string | null> {
-  if (deps.config.adminKey) return null;
+  if (deps.config.adminKey) {
+    const retired = await retireStoredAdminKeys(deps.store.db);
+    if (retired > 0) deps.log.warn('BATON_ADMIN_KEY is set: the stored (generated) admin key is revoked for good', { revoked: retired });
+    return null;
+  }
   return createBootstrapAdminKey(deps.store.db);
 }

@@ -146,6 +146,16 @@ export function createBootstrapAdminKey(db: Db): Promise<string | null> {
   });
 }
 
+/** Revokes every stored admin key (tenant-less, unrevoked); returns how many. */
+export async function retireStoredAdminKeys(db: Db): Promise<number> {
+  const retired = await db
+    .update(apiKeys)
+    .set({ revokedAt: new Date() })
+    .where(and(isNull(apiKeys.tenantId), isNull(apiKeys.revokedAt), sql`'admin' = any(${apiKeys.scopes})`))
+    .returning({ id: apiKeys.id });
+  return retired.length;
+}
+
 /** Whether the key exists, is not revoked and not expired: read fresh, for paths no statement re-checks. */
 export async function isApiKeyActive(db: Db, id: string): Promise<boolean> {
   const [row] = await db

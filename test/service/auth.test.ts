@@ -19,7 +19,7 @@ import {
 import { createApp } from '../../src/service/app.js';
 import { handleError } from '../../src/service/http.js';
 import type { AppEnv, AuthContext, ServiceDeps } from '../../src/service/types.js';
-import { createBootstrapAdminKey } from '../../src/store/api-keys.js';
+import { createBootstrapAdminKey, retireStoredAdminKeys } from '../../src/store/api-keys.js';
 import type { Db, Store } from '../../src/store/db.js';
 import { apiKeys } from '../../src/store/schema/index.js';
 import { freshDatabase, freshPglite } from '../setup/db.js';
@@ -186,6 +186,30 @@ describe('the environment admin key', () => {
     const before = await svc.store.db.$count(apiKeys);
     expect(await ensureAdminKey(svc.deps)).toBeNull();
     expect(await svc.store.db.$count(apiKeys)).toBe(before);
+  });
+
+  it('retires a stored admin key for good: unset again, it stays refused and a new one is minted', async () => {
+    const noEnv: ServiceDeps = { ...svc.deps, config: { ...svc.deps.config, adminKey: undefined } };
+    await retireStoredAdminKeys(svc.store.db); // whatever earlier tests left
+    const leaked = await ensureAdminKey(noEnv);
+    expect(leaked).toMatch(/^bt_admin_/);
+    // A start with BATON_ADMIN_KEY set (the operator's answer to a leak) revokes it.
+    expect(await ensureAdminKey(svc.deps)).toBeNull();
+    const [row] = await svc.store.db
+      .select()
+      .from(apiKeys)
+      .where(eq(apiKeys.secretHash, sha256Hex(leaked!)));
+    expect(row!.revokedAt).not.toBeNull();
+    // A later start without it: the leaked key is still refused, and a new one is printed once.
+    expect((await call(probeApp({ ...noEnv }), '/probe/audit-or-admin', `Bearer ${leaked}`)).status).toBe(401);
+    const replacement = await ensureAdminKey(noEnv);
+    expect(replacement).toMatch(/^bt_admin_/);
+    expect(replacement).not.toBe(leaked);
+    expect((await call(probeApp({ ...noEnv }), '/probe/audit-or-admin', `Bearer ${replacement}`)).status).toBe(200);
+    // Tenant keys are untouched by it.
+    const k = await newKey({ scopes: ['audit'] });
+    expect(await ensureAdminKey(svc.deps)).toBeNull();
+    expect((await call(probe, '/probe/audit', `Bearer ${k.key}`)).status).toBe(200);
   });
 });
 
