@@ -119,6 +119,12 @@ function unsafeCombinations(env: Environment): string[] {
         `Generate one with: node -e "console.log(require('crypto').randomBytes(32).toString('hex'))" and set the same value on every node`,
     );
   }
+  const workers = Number(env['BATON_WORKERS'] ?? '1');
+  if (Number.isInteger(workers) && workers > 1 && !env['DATABASE_URL']) {
+    problems.push(
+      'BATON_WORKERS: more than 1 needs DATABASE_URL: the embedded database belongs to one process. Set DATABASE_URL (baton serve --database-url), or run 1 worker',
+    );
+  }
   return problems;
 }
 

@@ -33,4 +33,11 @@ describe('loadConfig', () => {
       /PORT must be a whole number[\s\S]*BATON_MASTER_KEY/,
     );
   });
+
+  it('refuses several workers on the embedded database at start, as a configuration error naming what to set', () => {
+    expect(() => loadConfig({ BATON_WORKERS: '2' })).toThrow(ConfigError);
+    expect(() => loadConfig({ BATON_WORKERS: '2' })).toThrow(/BATON_WORKERS: more than 1 needs DATABASE_URL[\s\S]*--database-url/);
+    expect(loadConfig({ BATON_WORKERS: '1' }).workers).toBe(1);
+    expect(loadConfig({ BATON_WORKERS: '2', DATABASE_URL: 'postgres://x/y', BATON_MASTER_KEY: MASTER }).workers).toBe(2);
+  });
 });

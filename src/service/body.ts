@@ -149,8 +149,13 @@ function tooLarge(maxBytes: number): BatonError {
   return new BatonError('PAYLOAD_TOO_LARGE', { message: `The request body is larger than ${maxBytes} bytes.` });
 }
 
+/** A body that is not one readable JSON value: there are no field details to point at, so say what to send. */
 function invalid(message: string): BatonError {
-  return new BatonError('INVALID_REQUEST', { message });
+  return new BatonError('INVALID_REQUEST', {
+    message,
+    suggestion:
+      'Send one JSON object, UTF-8, with Content-Type: application/json (curl: -H "content-type: application/json" --data @body.json); openapi.yaml lists its fields.',
+  });
 }
 
 /**

@@ -77,6 +77,21 @@ describe('verify: allow', () => {
     expect(r.body.counters[1].calls_used).toBe(2);
   });
 
+  it('a body that is not one JSON value says what to send, not to check details it does not have', async () => {
+    for (const [body, type] of [
+      ['{"bundle_version":', 'application/json'],
+      [JSON.stringify(makeBundle(invoke(), [root, leaf])), 'text/plain'],
+      ['bundle_version=4.0', 'application/x-www-form-urlencoded'],
+    ] as const) {
+      const r = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, body, headers: { 'content-type': type } });
+      expect(r.status, type).toBe(400);
+      expect(r.body.error.code).toBe('INVALID_REQUEST');
+      expect(r.body.error.details).toBeUndefined();
+      expect(r.body.error.suggestion).toContain('Content-Type: application/json');
+      expect(r.body.error.suggestion).not.toContain('details');
+    }
+  });
+
   it('the DRS-compatible /verify takes the bundle in X-DRS-Bundle', async () => {
     const inv = invoke();
     const header = encodeBase64url(utf8Encode(JSON.stringify(makeBundle(inv, [root, leaf]))));
