@@ -89,6 +89,8 @@ export interface ApprovalRequest {
   readonly tenantId: string;
   readonly binding: string;
   readonly requestedBy: string;
+  /** The API key whose verify asks: it may not decide this approval either. */
+  readonly requestedByKey: string;
   readonly invocationJti: string;
   readonly drChain: readonly string[];
   readonly tool: string | null;
@@ -124,6 +126,7 @@ export async function requestApproval(deps: ServiceDeps, r: ApprovalRequest): Pr
         dr_chain: [...r.drChain],
         invocation_jti: r.invocationJti,
         requested_by: r.requestedBy,
+        requested_by_key: r.requestedByKey,
         catalog_version: r.catalogVersion,
         rule: r.rule,
         expires_at: expiresAt,
@@ -136,6 +139,7 @@ export async function requestApproval(deps: ServiceDeps, r: ApprovalRequest): Pr
         binding: r.binding,
         status: 'pending',
         requestedBy: r.requestedBy,
+        requestedByKey: r.requestedByKey,
         invocationJti: r.invocationJti,
         drChain: [...r.drChain],
         tool: r.tool,
@@ -225,6 +229,12 @@ export async function decideApproval(
   if (decided) return approvalJson(decided, now);
   const row = await findApproval(db, tenantId, id);
   if (!row) throw new BatonError('NOT_FOUND', { message: `No approval ${id} exists for this tenant.` });
+  if (row.requestedByKey !== null && row.requestedByKey === decidedBy) {
+    throw new BatonError('SELF_APPROVAL', {
+      message: `API key ${decidedBy} asked for approval ${id} (its verify of the call) and cannot decide it.`,
+      details: { approval_id: id, status: row.status },
+    });
+  }
   const transition = (outcome === 'approved' ? approve : reject)(asProtocolApproval(row), triple, { decided_by: decidedBy, now });
   if (transition.ok) throw new BatonError('CONFLICT', { message: `Approval ${id} changed while it was being decided; read it again.` });
   throw new BatonError(transition.code, { message: transition.message, details: { approval_id: id, status: transition.status } });

@@ -44,7 +44,8 @@ export type ToolGate =
   | {
       readonly kind: 'ask';
       readonly catalogVersion: number;
-      readonly request: ApprovalRequest;
+      /** What to ask, but for the API key asking (askForApproval adds it). */
+      readonly request: Omit<ApprovalRequest, 'requestedByKey'>;
       /** The APPROVAL_REQUIRED violation, before an approval id is known. */
       readonly required: Violation;
       /** The gate to run the call through once an approval of it is approved. */
@@ -222,9 +223,11 @@ export async function decideToolGate(
 export async function askForApproval(
   deps: ServiceDeps,
   ask: Extract<ToolGate, { kind: 'ask' }>,
+  /** The API key whose verify asks: recorded, so it cannot decide the approval (SELF_APPROVAL). */
+  requestedByKey: string,
 ): Promise<GoGate | Extract<ToolGate, { kind: 'refuse' }>> {
   const now = deps.now();
-  const approval = await requestApproval(deps, ask.request);
+  const approval = await requestApproval(deps, { ...ask.request, requestedByKey });
   if (approval.status === 'approved' && now < approval.expiresAt) return ask.goWith(approval.id);
   const { required } = ask;
   return {

@@ -288,7 +288,9 @@ export async function verifyInvocation(
     if (!prior.ok && prior.reason === 'KEY_REVOKED') throw keyRevoked(deps, auth);
     if (!prior.ok && prior.reason === 'REPLAY_DETECTED')
       return refuse(deps, auth, tenantId, refusal(prior), dryRun, deadline, started, gated);
-    gate = dryRun ? { kind: 'refuse', catalogVersion: gate.catalogVersion, violations: [gate.required] } : await askForApproval(deps, gate);
+    gate = dryRun
+      ? { kind: 'refuse', catalogVersion: gate.catalogVersion, violations: [gate.required] }
+      : await askForApproval(deps, gate, auth.keyId);
   }
   if (gate.kind === 'refuse') {
     const refusedByGate = deny(gate.violations, { invocation: decision.invocation, dr_chain: inv.dr_chain });

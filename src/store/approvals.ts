@@ -62,7 +62,8 @@ export async function insertApproval(db: Db, row: NewApprovalRow): Promise<boole
 
 /**
  * pending -> approved | rejected, only while pending, before the deadline and
- * by someone other than the requester. Undefined when the row did not qualify.
+ * by someone other than the requester (neither the agent's DID nor the API key
+ * whose verify asked). Undefined when the row did not qualify.
  */
 export async function decideApprovalRow(
   db: Db,
@@ -89,6 +90,7 @@ export async function decideApprovalRow(
         eq(approvals.status, 'pending'),
         sql`${approvals.expiresAt} > ${d.now}`,
         sql`${approvals.requestedBy} <> ${d.decidedBy}`,
+        sql`${approvals.requestedByKey} is distinct from ${d.decidedBy}`,
         // The signer was listed in this version: no newer one may have replaced the approvers meanwhile.
         ...(signed === undefined
           ? []

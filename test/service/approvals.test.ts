@@ -223,6 +223,33 @@ describe('require_approval', () => {
   });
 });
 
+describe('separation of duties', () => {
+  it('the API key whose verify asked for an approval cannot decide it, even holding the approve scope', async () => {
+    const both = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, {
+      key: svc.adminKey,
+      json: { scopes: ['verify', 'approve'], name: 'tool server that also approves' },
+    });
+    expect(both.status).toBe(201);
+    const c = chain();
+    const { bundle } = c.invoke(ARGS, { iat: T0 });
+    const asked = await svc.call('POST', '/v1/verify', { key: both.body.key, json: bundle });
+    expect(asked.body.error.code).toBe('APPROVAL_REQUIRED');
+    const id = asked.body.approval.id as string;
+    for (const what of ['approve', 'reject'] as const) {
+      const self = await decide(id, what, triple, both.body.key);
+      expect(self.status, what).toBe(403);
+      expect(self.body.error.code, what).toBe('SELF_APPROVAL');
+    }
+    expect((await svc.call('GET', `/v1/approvals/${id}`, { key: approver })).body.status).toBe('pending');
+    expect((await svc.call('POST', '/v1/verify', { key: both.body.key, json: bundle })).body.error.code).toBe('APPROVAL_REQUIRED');
+    expect(await callsUsed(c.drs[0]!.hash)).toBe(0);
+    // Another approver may; then the call runs once.
+    expect((await decide(id, 'approve', triple)).body.status).toBe('approved');
+    expect((await svc.call('POST', '/v1/verify', { key: both.body.key, json: bundle })).status).toBe(200);
+    expect(await callsUsed(c.drs[0]!.hash)).toBe(1);
+  });
+});
+
 describe('retries and replays of an approval-gated call', () => {
   /** The tenant's approvals of one call (by its binding's chain and args), as stored. */
   async function approvalsOfChain(leaf: string) {

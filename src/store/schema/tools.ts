@@ -28,7 +28,9 @@ export const approvals = pgTable(
     id: text('id').notNull(), // 'apr_' + random
     binding: text('binding').notNull(),
     status: text('status').notNull().$type<ApprovalStatus>(),
-    requestedBy: text('requested_by').notNull(), // API key id of the verifying tool server
+    requestedBy: text('requested_by').notNull(), // DID of the invoking agent
+    /** The API key whose verify asked for it (migration 0021; null on older rows): it may not decide it either. */
+    requestedByKey: text('requested_by_key'),
     invocationJti: text('invocation_jti').notNull(),
     drChain: text('dr_chain').array().notNull(),
     tool: text('tool'),
