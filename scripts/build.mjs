@@ -441,12 +441,21 @@ async function assemble(pkg, built, outDir) {
 export async function build(outDir) {
   ts = (await import('typescript')).default;
   esbuild = await import('esbuild');
+  progress('compiling src/ with tsc (the longest step)');
   execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')], {
     stdio: 'inherit',
   });
   rmSync(outDir, { recursive: true, force: true });
   const built = new Map();
-  for (const pkg of PACKAGES) built.set(pkg.dir, await assemble(pkg, built, outDir));
+  for (const pkg of PACKAGES) {
+    progress(`assembling ${pkg.name}`);
+    built.set(pkg.dir, await assemble(pkg, built, outDir));
+  }
+}
+
+/** One line per step on stderr: a first build takes 20-50 s on a busy 2-core machine, and silence reads as a hang. */
+function progress(step) {
+  process.stderr.write(`[baton] ${step}...\n`);
 }
 
 /**
@@ -457,6 +466,7 @@ export async function build(outDir) {
 async function withBuildLock(work) {
   const lock = join(ROOT, 'dist', '.build-lock');
   mkdirSync(dirname(lock), { recursive: true });
+  let told = false;
   for (;;) {
     try {
       mkdirSync(lock);
@@ -471,7 +481,11 @@ async function withBuildLock(work) {
         // Just created, pid not written yet.
       }
       if (Number.isInteger(holder) && holder > 0 && !isAlive(holder)) rmSync(lock, { recursive: true, force: true });
-      else await new Promise((r) => setTimeout(r, 250));
+      else {
+        if (!told) progress(`waiting for another build (process ${holder}) to finish`);
+        told = true;
+        await new Promise((r) => setTimeout(r, 250));
+      }
     }
   }
   try {
@@ -499,6 +513,7 @@ if (main) {
     if (ifStale && builtPackagesAreCurrent()) return;
     const fingerprint = inputsFingerprint();
     const started = performance.now();
+    progress(`building ${PACKAGES.map((p) => p.name).join(', ')} into dist/packages (src/ changed, or the first run; 20-50 s)`);
     // Built aside and swapped in, so a failed build never leaves half a package set to run.
     const staging = `${PACKAGES_DIR}.new`;
     await build(staging);

@@ -63,6 +63,11 @@ export async function startServer(
 ): Promise<RunningServer> {
   if (config.databaseUrl && !(await postgresDriverGuarded())) throw new Error(MISSING_DRIVER_GUARD);
   const masterKey = resolveMasterKey(config, log);
+  // A first start on an empty folder creates the database and applies every migration: seconds of silence otherwise.
+  log.info('opening the store and applying pending migrations', {
+    database: config.databaseUrl ? 'postgres' : 'pglite',
+    ...(config.databaseUrl ? {} : { data_dir: config.dataDir }),
+  });
   const store = await openStore(
     config.databaseUrl ? { databaseUrl: config.databaseUrl, max: config.dbPoolSize } : { dataDir: config.dataDir },
   );

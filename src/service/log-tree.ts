@@ -4,7 +4,7 @@
  * (for the integrator), tiles, checkpoints with their cosignatures, and
  * inclusion and consistency proofs all go through here.
  *
- * Log identity: the origin of tenant T's log is `<BATON_LOG_NAME>/baton/<T>`
+ * Log identity: the origin of tenant T's log is `<BATON_TLOG_NAME>/baton/<T>`
  * and its checkpoints are signed notes under the service's service-receipt signing
  * key, with that origin as the key name. Nothing about a tenant's log is
  * visible to another tenant.
