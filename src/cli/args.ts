@@ -54,7 +54,7 @@ export function didYouMean(typed: string, candidates: readonly string[], render:
  */
 export function parseCliArgs<T extends ParseArgsConfig>(command: string, config: T): ReturnType<typeof parseArgs<T>> {
   try {
-    return parseArgs(config);
+    return parseArgs(config.args === undefined ? config : { ...config, args: negativeValuesAttached(config.args, config.options ?? {}) });
   } catch (e) {
     const code = (e as { code?: string }).code ?? '';
     if (!code.startsWith('ERR_PARSE_ARGS')) throw e;
@@ -81,6 +81,25 @@ export function parseCliArgs<T extends ParseArgsConfig>(command: string, config:
     }
     throw new UsageError(`${message} ${see}`);
   }
+}
+
+/**
+ * `--max-cost -1`: node's parseArgs reads `-1` as an option and reports the flag as missing its
+ * value. A negative number after an option that takes a value is that value (`--max-cost=-1`),
+ * so the option's own check can say what is wrong with it.
+ */
+export function negativeValuesAttached(args: readonly string[], options: NonNullable<ParseArgsConfig['options']>): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    const next = args[i + 1];
+    const name = /^--([^=]+)$/.exec(arg)?.[1];
+    if (name !== undefined && options[name]?.type === 'string' && next !== undefined && /^-(\d|\.\d)/.test(next)) {
+      out.push(`${arg}=${next}`);
+      i++;
+    } else out.push(arg);
+  }
+  return out;
 }
 
 /** One subcommand of a command group ("baton context add", "baton keys rotate"). */
