@@ -126,6 +126,17 @@ const MAX_REPORTED_ISSUES = 50;
  * Turns zod issues into the one error type, naming every offending field
  * (each unknown key on its own) so a caller can fix everything at once.
  */
+/**
+ * Of a union's alternatives, the one the value came closest to (strictly fewest issues), whose
+ * issues say what to fix: `{receipts: [17 records]}` is an array too long, not "Invalid input"
+ * because it is not `{receipt}` either. Undefined on a tie, where no shape was meant more than another.
+ */
+function closestBranch(branches: readonly (readonly z.core.$ZodIssue[])[]): readonly z.core.$ZodIssue[] | undefined {
+  const sorted = [...branches].sort((a, b) => a.length - b.length);
+  if (sorted.length === 0 || (sorted.length > 1 && sorted[0]!.length === sorted[1]!.length)) return undefined;
+  return sorted[0];
+}
+
 export function parseWith<T>(
   schema: z.ZodType<T>,
   value: unknown,
@@ -136,14 +147,20 @@ export function parseWith<T>(
   if (result.success) return result.data;
   const whole = code === 'INVALID_FIELD' ? '(root)' : what === 'query' ? '(query)' : '(body)';
   const issues: { field: string; message: string }[] = [];
-  for (const issue of result.error.issues) {
-    const base = issue.path.map(String).join('.');
-    if (issue.code === 'unrecognized_keys') {
-      for (const key of issue.keys) issues.push({ field: base ? `${base}.${key}` : key, message: 'is not a field Baton accepts here' });
-    } else {
-      issues.push({ field: base || whole, message: issue.message });
+  const collect = (list: readonly z.core.$ZodIssue[], prefix: readonly PropertyKey[]): void => {
+    for (const issue of list) {
+      const path = [...prefix, ...issue.path];
+      const base = path.map(String).join('.');
+      const branch = issue.code === 'invalid_union' ? closestBranch(issue.errors) : undefined;
+      if (branch !== undefined) collect(branch, path);
+      else if (issue.code === 'unrecognized_keys') {
+        for (const key of issue.keys) issues.push({ field: base ? `${base}.${key}` : key, message: 'is not a field Baton accepts here' });
+      } else {
+        issues.push({ field: base || whole, message: issue.message });
+      }
     }
-  }
+  };
+  collect(result.error.issues, []);
   const first = issues[0] ?? { field: whole, message: 'is not valid' };
   const more = issues.length > 1 ? ` (${issues.length - 1} more in details.issues)` : '';
   throw new BatonError(code, {

@@ -1,0 +1,47 @@
+/** parseWith: a refused value's issues name the field to fix, also inside a union of shapes. */
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { BatonError } from '../../src/protocol/errors.js';
+import { parseWith } from '../../src/protocol/records.js';
+
+const Submit = z.union([z.strictObject({ receipts: z.array(z.string()).min(1).max(16) }), z.strictObject({ receipt: z.string() })]);
+
+function refusal(value: unknown): { message: string; issues: { field: string; message: string }[] } {
+  try {
+    parseWith(Submit, value, 'request body', 'INVALID_REQUEST');
+  } catch (e) {
+    expect(e).toBeInstanceOf(BatonError);
+    const err = e as BatonError;
+    expect(err.code).toBe('INVALID_REQUEST');
+    return { message: err.message, issues: (err.details as { issues: { field: string; message: string }[] }).issues };
+  }
+  throw new Error('parsed');
+}
+
+describe('parseWith and unions', () => {
+  it('reports the issues of the shape the value came closest to', () => {
+    const tooLong = refusal({ receipts: Array.from({ length: 17 }, () => 'x') });
+    expect(tooLong.issues).toEqual([{ field: 'receipts', message: expect.stringMatching(/<=16 items/) }]);
+    expect(tooLong.message).toMatch(/receipts .*<=16 items/);
+
+    const extra = refusal({ receipts: ['x'], surprise: 1 });
+    expect(extra.issues).toEqual([{ field: 'surprise', message: 'is not a field Baton accepts here' }]);
+
+    const nested = refusal({ receipt: 7 });
+    expect(nested.issues.map((i) => i.field)).toEqual(['receipt']);
+  });
+
+  it('keeps the union as one issue when no shape is closer than another', () => {
+    expect(refusal({}).issues).toEqual([{ field: '(body)', message: 'Invalid input' }]);
+  });
+
+  it('prefixes the path of a union nested in an object', () => {
+    const Outer = z.strictObject({ body: Submit });
+    try {
+      parseWith(Outer, { body: { receipts: [] } }, 'request body', 'INVALID_REQUEST');
+      expect.unreachable();
+    } catch (e) {
+      expect((e as BatonError).details).toMatchObject({ issues: [{ field: 'body.receipts' }] });
+    }
+  });
+});
