@@ -211,7 +211,7 @@ export const cosignRoute = createRoute({
   operationId: 'addLogCosignature',
   summary: 'A witness adds its cosignature (C2SP tlog-cosignature) to a checkpoint it checked',
   description:
-    "The cosignature must verify, not be dated in the future, come from a key that is not a service key, and cover a checkpoint this tenant's log signed. The checkpoint is then served with it. At most 32 witnesses per checkpoint.",
+    "The cosignature must verify, not be dated in the future, come from a key that is not a service key, and cover a checkpoint this tenant's log signed. The checkpoint is then served with it. At most 32 witnesses per checkpoint, and at most 2 cosignatures posted by one API key on it (any audit key can make witness keys: one key must not take the slots the tenant's witnesses need); a witness posts with its own audit key.",
   ...scopes,
   request: { body: { required: true, content: { 'application/json': { schema: CosignatureSubmission } } } },
   responses: {
@@ -221,14 +221,16 @@ export const cosignRoute = createRoute({
     },
     201: { description: 'Stored.', content: { 'application/json': { schema: CosignatureStored } } },
     400: BadRequestResponse(
-      'The body is not `CosignatureSubmission` (`INVALID_REQUEST`), the key is not a cosignature key or is a service key (`INVALID_VERIFIER_KEY`), or the note or checkpoint is malformed (`MALFORMED_NOTE`, `MALFORMED_CHECKPOINT`).',
+      'The body is not `CosignatureSubmission` (`INVALID_REQUEST`), the key is not a cosignature key, is a service key or is named as the log itself (`INVALID_VERIFIER_KEY`), or the note or checkpoint is malformed (`MALFORMED_NOTE`, `MALFORMED_CHECKPOINT`).',
     ),
     401: UnauthorizedResponse(),
     403: ForbiddenResponse(
       'The key lacks the `audit` scope or is the admin key (`FORBIDDEN`), or the cosignature does not verify or is dated in the future (`NOTE_NOT_VERIFIED`).',
     ),
     404: NotFoundResponse("This tenant's log never signed that checkpoint (`NOT_FOUND`)."),
-    409: ConflictResponse('The checkpoint already carries 32 cosignatures, the most the log serves (`CONFLICT`).'),
+    409: ConflictResponse(
+      'The checkpoint already carries 32 cosignatures, the most the log serves, or this API key already posted 2 on it, the most one key may (`CONFLICT`).',
+    ),
     413: PayloadTooLargeResponse(),
     500: InternalResponse(),
     503: StorageUnavailableResponse(),

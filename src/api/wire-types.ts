@@ -772,7 +772,7 @@ export interface paths {
     put?: never;
     /**
      * A witness adds its cosignature (C2SP tlog-cosignature) to a checkpoint it checked
-     * @description The cosignature must verify, not be dated in the future, come from a key that is not a service key, and cover a checkpoint this tenant's log signed. The checkpoint is then served with it. At most 32 witnesses per checkpoint.
+     * @description The cosignature must verify, not be dated in the future, come from a key that is not a service key, and cover a checkpoint this tenant's log signed. The checkpoint is then served with it. At most 32 witnesses per checkpoint, and at most 2 cosignatures posted by one API key on it (any audit key can make witness keys: one key must not take the slots the tenant's witnesses need); a witness posts with its own audit key.
      */
     post: operations['addLogCosignature'];
     delete?: never;
@@ -5058,7 +5058,7 @@ export interface operations {
           'application/json': components['schemas']['CosignatureStored'];
         };
       };
-      /** @description The body is not `CosignatureSubmission` (`INVALID_REQUEST`), the key is not a cosignature key or is a service key (`INVALID_VERIFIER_KEY`), or the note or checkpoint is malformed (`MALFORMED_NOTE`, `MALFORMED_CHECKPOINT`). */
+      /** @description The body is not `CosignatureSubmission` (`INVALID_REQUEST`), the key is not a cosignature key, is a service key or is named as the log itself (`INVALID_VERIFIER_KEY`), or the note or checkpoint is malformed (`MALFORMED_NOTE`, `MALFORMED_CHECKPOINT`). */
       400: {
         headers: {
           [name: string]: unknown;
@@ -5094,7 +5094,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The checkpoint already carries 32 cosignatures, the most the log serves (`CONFLICT`). */
+      /** @description The checkpoint already carries 32 cosignatures, the most the log serves, or this API key already posted 2 on it, the most one key may (`CONFLICT`). */
       409: {
         headers: {
           [name: string]: unknown;

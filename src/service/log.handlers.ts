@@ -22,7 +22,15 @@ import { cosignatureVerifier, cosignaturesOf, MAX_COSIGNATURE_CLOCK_SKEW } from 
 import { BatonError } from '../protocol/errors.js';
 import { formatEntryBundle, parseTilePath, tileInTree, TILE_WIDTH } from '../protocol/tiles.js';
 import { bytesEqual, encodeBase64, utf8 } from '../protocol/tlog-input.js';
-import { checkpointOfSize, cosignatureLines, entriesAt, insertCosignature, isPending, leafOfServiceReceipt } from '../store/log.js';
+import {
+  checkpointOfSize,
+  cosignatureLines,
+  cosignatureLinesPostedBy,
+  entriesAt,
+  insertCosignature,
+  isPending,
+  leafOfServiceReceipt,
+} from '../store/log.js';
 import { requireScope, tenantOf } from './auth.js';
 import { consistencyHashes, inclusionBundle, logOrigin, logVerifierKeys, readTile, servedCheckpoint } from './log-tree.js';
 import { newRouter } from './router.js';
@@ -34,6 +42,11 @@ const IMMUTABLE = 'private, max-age=31536000, immutable';
 const SHORT = 'private, max-age=5';
 /** Witness cosignatures served with one checkpoint at most (a note holds at most 100 signature lines). */
 export const MAX_COSIGNATURES_PER_CHECKPOINT = 32;
+/**
+ * Cosignatures one API key may post on one checkpoint: a witness posts its own (two leaves room to
+ * rotate its key), so one audit key cannot take the slots the real witnesses need.
+ */
+export const MAX_COSIGNATURES_PER_KEY = 2;
 /** The route of tileRoute, its path parameter matching several segments. */
 const TILE_ROUTING_PATH = '/v1/log/tile/:path{.+}';
 /** An entry is a uint16-length-prefixed service receipt JWS in an entry bundle. */
@@ -167,6 +180,9 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     if (cosig === undefined || cosig.timestamp > deps.now() + MAX_COSIGNATURE_CLOCK_SKEW)
       throw new BatonError('NOTE_NOT_VERIFIED', { message: 'The cosignature is dated in the future.' });
     const checkpoint = parseCheckpoint(opened.text);
+    // A witness named as the log would add a second signature line with the log's own name.
+    if (witness.name === checkpoint.origin || witness.name === originOf(tenantId))
+      throw new BatonError('INVALID_VERIFIER_KEY', { message: "A witness key may not carry the log's own name." });
     const stored = checkpoint.origin === originOf(tenantId) ? await checkpointOfSize(db(), tenantId, checkpoint.size) : undefined;
     if (stored === undefined || parseNote(stored.note).text !== opened.text)
       throw notFound('This log never signed that checkpoint.', { tree_size: checkpoint.size });
@@ -178,13 +194,21 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     // Anyone with an audit key can mint witness keys; a cap keeps the served note within
     // the signed-note limit of 100 signature lines, so it stays readable by every client.
     const existing = await cosignatureLines(db(), tenantId, checkpoint.size);
+    const keyId = c.get('auth').keyId;
+    const mine = await cosignatureLinesPostedBy(db(), tenantId, checkpoint.size, keyId);
+    if (mine.length >= MAX_COSIGNATURES_PER_KEY && !existing.includes(line))
+      throw new BatonError('CONFLICT', {
+        message: `API key ${keyId} has already posted ${MAX_COSIGNATURES_PER_KEY} cosignatures on this checkpoint, the most one key may.`,
+        suggestion: 'Each witness posts its own cosignature with its own audit key.',
+        details: { tree_size: checkpoint.size },
+      });
     if (existing.length >= MAX_COSIGNATURES_PER_CHECKPOINT && !existing.includes(line))
       throw new BatonError('CONFLICT', {
         message: `This checkpoint already carries ${MAX_COSIGNATURES_PER_CHECKPOINT} cosignatures, the most the log serves.`,
         suggestion: 'Cosign a newer checkpoint.',
         details: { tree_size: checkpoint.size },
       });
-    const fresh = await insertCosignature(db(), { tenantId, treeSize: checkpoint.size, witnessKey, line });
+    const fresh = await insertCosignature(db(), { tenantId, treeSize: checkpoint.size, witnessKey, line, postedByKey: keyId });
     return c.json({ tree_size: checkpoint.size, witness: witnessKey, stored: fresh }, fresh ? 201 : 200);
   });
 

@@ -250,10 +250,19 @@ export async function cosignatureLines(db: Db, tenantId: string, treeSize: numbe
   return found.map((r) => r.line);
 }
 
+/** The cosignature lines of one checkpoint that one API key posted. */
+export async function cosignatureLinesPostedBy(db: Db, tenantId: string, treeSize: number, keyId: string): Promise<string[]> {
+  const found = await db
+    .select({ line: logCosignatures.line })
+    .from(logCosignatures)
+    .where(and(eq(logCosignatures.tenantId, tenantId), eq(logCosignatures.treeSize, treeSize), eq(logCosignatures.postedByKey, keyId)));
+  return found.map((r) => r.line);
+}
+
 /** Stores a witness's cosignature; false when this witness key already cosigned this checkpoint. */
 export async function insertCosignature(
   db: Db,
-  row: { tenantId: string; treeSize: number; witnessKey: string; line: string },
+  row: { tenantId: string; treeSize: number; witnessKey: string; line: string; postedByKey: string },
 ): Promise<boolean> {
   const inserted = await db.insert(logCosignatures).values(row).onConflictDoNothing().returning({ size: logCosignatures.treeSize });
   return inserted.length > 0;

@@ -579,17 +579,24 @@ describe('(b) transparency log', () => {
     await api('POST', '/v1/log/cosignatures', { key, json: { witness_key: witness, checkpoint: cosigned } }, 200);
     await api('POST', '/v1/log/cosignatures', { key, json: { witness_key: witness } }, 400);
     await api('POST', '/v1/log/cosignatures', { key, body: OVERSIZE }, 413);
-    // At most 32 witnesses per checkpoint: the served note stays within the signed-note limits.
+    // At most 32 witnesses per checkpoint, 2 posted by one API key: the served note stays within
+    // the signed-note limits, and no one key takes every slot.
+    const auditKey = async (name: string) =>
+      (await svc.call('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, { key: svc.adminKey, json: { scopes: ['audit'], name } })).body
+        .key as string;
+    const posters = [key];
+    for (let k = 1; k < 16; k++) posters.push(await auditKey(`witness ${k}`));
+    const cosignature = (name: string, s: Uint8Array) => ({
+      witness_key: formatVerifierKey(verifierKey(name, COSIGNATURE_V1, publicKeyFromSeed(s))),
+      checkpoint: signNote(parseNote(note), [cosignatureSigner(name, s, T0)]),
+    });
     for (let i = 1; i < 32; i++) {
-      const s = new Uint8Array(32).fill(9 + i);
-      const w = formatVerifierKey(verifierKey(`w${i}.example`, COSIGNATURE_V1, publicKeyFromSeed(s)));
-      const c = signNote(parseNote(note), [cosignatureSigner(`w${i}.example`, s, T0)]);
-      await api('POST', '/v1/log/cosignatures', { key, json: { witness_key: w, checkpoint: c } }, 201);
+      const posted = cosignature(`w${i}.example`, new Uint8Array(32).fill(9 + i));
+      await api('POST', '/v1/log/cosignatures', { key: posters[Math.floor(i / 2)]!, json: posted }, 201);
     }
-    const late = new Uint8Array(32).fill(200);
-    const lateKey = formatVerifierKey(verifierKey('late.example', COSIGNATURE_V1, publicKeyFromSeed(late)));
-    const lateNote = signNote(parseNote(note), [cosignatureSigner('late.example', late, T0)]);
-    await api('POST', '/v1/log/cosignatures', { key, json: { witness_key: lateKey, checkpoint: lateNote } }, 409);
+    const late = cosignature('late.example', new Uint8Array(32).fill(200));
+    await api('POST', '/v1/log/cosignatures', { key: await auditKey('late witness'), json: late }, 409); // the checkpoint's 32
+    await api('POST', '/v1/log/cosignatures', { key, json: late }, 409); // this key's 2
     // Every cosignature served verifies: the note is still one a client can open.
     const served = (await api('GET', '/v1/log/checkpoint', { key }, 200)).body as string;
     expect(parseNote(served).signatures).toHaveLength(33);

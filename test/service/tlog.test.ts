@@ -284,6 +284,39 @@ describe('witnesses', () => {
     });
     expect(refused.status).toBe(404);
   });
+
+  it('one audit key cannot take the slots of a checkpoint the other witnesses need, nor name a witness as the log', async () => {
+    await receipt(tenant.id, 8100);
+    await integrateOnce(integrator());
+    const cp = await svc.call('GET', '/v1/log/checkpoint', { key: tenant.keys.audit });
+    const post = (key: string, name: string, seed = randomBytes(32)) =>
+      svc.call('POST', '/v1/log/cosignatures', {
+        key,
+        json: {
+          witness_key: formatVerifierKey(verifierKey(name, COSIGNATURE_V1, publicKeyFromSeed(seed))),
+          checkpoint: signNote(parseNote(cp.body), [cosignatureSigner(name, seed, svc.clock.now)]),
+        },
+      });
+    const keptSeed = randomBytes(32);
+    expect((await post(tenant.keys.audit, 'w1.example', keptSeed)).status).toBe(201);
+    expect((await post(tenant.keys.audit, 'w2.example')).status).toBe(201);
+    const third = await post(tenant.keys.audit, 'w3.example');
+    expect(third.status).toBe(409);
+    expect(third.body.error.message).toMatch(/already posted 2 cosignatures on this checkpoint/);
+    // The same cosignature again is still answered as stored.
+    expect((await post(tenant.keys.audit, 'w1.example', keptSeed)).status).toBe(200);
+    // Another witness, with its own audit key, still gets a slot.
+    const other = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, {
+      key: svc.adminKey,
+      json: { scopes: ['audit'], name: 'second witness' },
+    });
+    expect((await post(other.body.key, 'w4.example')).status).toBe(201);
+    // A witness key named as the log itself is refused.
+    const origin = cp.body.split('\n')[0] as string;
+    const impostor = await post(other.body.key, origin);
+    expect(impostor.status).toBe(400);
+    expect(impostor.body.error.code).toBe('INVALID_VERIFIER_KEY');
+  });
 });
 
 describe('auditLog', () => {

@@ -88,6 +88,8 @@ export const logCosignatures = pgTable(
     witnessKey: text('witness_key').notNull(),
     /** The note signature line, verbatim ("— <name> <base64>"). */
     line: text('line').notNull(),
+    /** The audit key that posted it (migration 0022; null on older rows): each key fills few of a checkpoint's slots. */
+    postedByKey: text('posted_by_key'),
     createdAt: createdAt(),
   },
   (t) => [primaryKey({ columns: [t.tenantId, t.treeSize, t.witnessKey] })],
