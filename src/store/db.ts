@@ -1,7 +1,8 @@
 // Database selection: postgres.js against a real server when a URL is given,
 // otherwise embedded PGlite in a data folder. Both are drizzle PgDatabases over
 // one schema, so one body of query code runs on either.
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
@@ -97,8 +98,16 @@ async function openPostgres(databaseUrl: string, max: number, migrationsFolder: 
 }
 
 async function openPglite(dataDir: string, migrationsFolder?: string): Promise<Store> {
-  if (!dataDir.includes('://')) mkdirSync(dataDir, { recursive: true });
-  const client = await PGlite.create(dataDir);
+  const onDisk = !dataDir.includes('://');
+  if (onDisk) mkdirSync(dataDir, { recursive: true });
+  const unlock = onDisk ? lockDataFolder(dataDir) : () => {};
+  let client: PGlite;
+  try {
+    client = await PGlite.create(dataDir);
+  } catch (err) {
+    unlock();
+    throw err;
+  }
   try {
     const db = drizzlePglite({ client, schema });
     await migratePgliteDb(db, migrationsFolder);
@@ -109,11 +118,58 @@ async function openPglite(dataDir: string, migrationsFolder?: string): Promise<S
       ping: async () => {
         await db.execute(sql`select 1`);
       },
-      close: once(() => client.close()),
+      close: once(async () => {
+        try {
+          await client.close();
+        } finally {
+          unlock();
+        }
+      }),
     };
   } catch (err) {
     await client.close();
+    unlock();
     throw err;
+  }
+}
+
+/** The file that says which process holds an embedded data folder. */
+export const DATA_FOLDER_LOCK = 'baton.pid';
+
+/**
+ * The embedded database belongs to one process: PGlite keeps no lock of its own, and a second
+ * process writing the same folder would corrupt it. The holder's pid goes in a file created
+ * exclusively; a file whose process is gone (a crash) is taken over. Returns the release.
+ */
+export function lockDataFolder(dataDir: string): () => void {
+  const lock = join(dataDir, DATA_FOLDER_LOCK);
+  for (let attempt = 0; ; attempt++) {
+    try {
+      writeFileSync(lock, String(process.pid), { flag: 'wx' });
+      let held = true;
+      return () => {
+        if (held) rmSync(lock, { force: true });
+        held = false;
+      };
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) throw e;
+    }
+    const holder = Number(readFileSync(lock, 'utf8').trim());
+    if (Number.isInteger(holder) && holder > 0 && processIsAlive(holder)) {
+      throw new Error(
+        `the data folder ${dataDir} is in use by process ${holder} (another Baton?). Stop it, or use another folder (BATON_DATA_DIR, baton serve --data-dir); if no Baton runs there, delete ${lock}.`,
+      );
+    }
+    rmSync(lock, { force: true }); // its process is gone
+  }
+}
+
+function processIsAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 
