@@ -198,10 +198,7 @@ export async function runService(): Promise<void> {
  * fail the same way.
  */
 async function runPrimary(config: Config, log: Logger): Promise<void> {
-  if (!config.databaseUrl) {
-    process.stderr.write('BATON_WORKERS > 1 needs DATABASE_URL: the embedded database belongs to one process.\n');
-    process.exit(1);
-  }
+  // loadConfig refused BATON_WORKERS > 1 without DATABASE_URL: the embedded database belongs to one process.
   // Resolved once here, so workers never race to generate a development key.
   const env = { BATON_MASTER_KEY: Buffer.from(resolveMasterKey(config, log)).toString('hex') };
   let stopping = false;

@@ -123,10 +123,6 @@ export type Bundle = z.infer<typeof BundleSchema>;
 const MAX_REPORTED_ISSUES = 50;
 
 /**
- * Turns zod issues into the one error type, naming every offending field
- * (each unknown key on its own) so a caller can fix everything at once.
- */
-/**
  * Of a union's alternatives, the one the value came closest to (strictly fewest issues), whose
  * issues say what to fix: `{receipts: [17 records]}` is an array too long, not "Invalid input"
  * because it is not `{receipt}` either. Undefined on a tie, where no shape was meant more than another.
@@ -137,6 +133,10 @@ function closestBranch(branches: readonly (readonly z.core.$ZodIssue[])[]): read
   return sorted[0];
 }
 
+/**
+ * Turns zod issues into the one error type, naming every offending field
+ * (each unknown key on its own) so a caller can fix everything at once.
+ */
 export function parseWith<T>(
   schema: z.ZodType<T>,
   value: unknown,

@@ -22,15 +22,7 @@ import { cosignatureVerifier, cosignaturesOf, MAX_COSIGNATURE_CLOCK_SKEW } from 
 import { BatonError } from '../protocol/errors.js';
 import { formatEntryBundle, parseTilePath, tileInTree, TILE_WIDTH } from '../protocol/tiles.js';
 import { bytesEqual, encodeBase64, utf8 } from '../protocol/tlog-input.js';
-import {
-  checkpointOfSize,
-  cosignatureLines,
-  cosignatureLinesPostedBy,
-  entriesAt,
-  insertCosignature,
-  isPending,
-  leafOfServiceReceipt,
-} from '../store/log.js';
+import { checkpointOfSize, entriesAt, insertCosignature, isPending, leafOfServiceReceipt, storedCosignatures } from '../store/log.js';
 import { requireScope, tenantOf } from './auth.js';
 import { consistencyHashes, inclusionBundle, logOrigin, logVerifierKeys, readTile, servedCheckpoint } from './log-tree.js';
 import { newRouter } from './router.js';
@@ -180,12 +172,12 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     if (cosig === undefined || cosig.timestamp > deps.now() + MAX_COSIGNATURE_CLOCK_SKEW)
       throw new BatonError('NOTE_NOT_VERIFIED', { message: 'The cosignature is dated in the future.' });
     const checkpoint = parseCheckpoint(opened.text);
-    // A witness named as the log would add a second signature line with the log's own name.
-    if (witness.name === checkpoint.origin || witness.name === originOf(tenantId))
-      throw new BatonError('INVALID_VERIFIER_KEY', { message: "A witness key may not carry the log's own name." });
     const stored = checkpoint.origin === originOf(tenantId) ? await checkpointOfSize(db(), tenantId, checkpoint.size) : undefined;
     if (stored === undefined || parseNote(stored.note).text !== opened.text)
       throw notFound('This log never signed that checkpoint.', { tree_size: checkpoint.size });
+    // A witness named as the log would add a second signature line with the log's own name.
+    if (witness.name === checkpoint.origin)
+      throw new BatonError('INVALID_VERIFIER_KEY', { message: "A witness key may not carry the log's own name." });
     const text = opened.text;
     const line = formatNote({ text, signatures: [{ name: witness.name, keyId: witness.keyId, signature: signed.signature }] })
       .slice(text.length + 1)
@@ -193,10 +185,11 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     const witnessKey = formatVerifierKey(witness);
     // Anyone with an audit key can mint witness keys; a cap keeps the served note within
     // the signed-note limit of 100 signature lines, so it stays readable by every client.
-    const existing = await cosignatureLines(db(), tenantId, checkpoint.size);
+    const cosigned = await storedCosignatures(db(), tenantId, checkpoint.size);
+    const existing = cosigned.map((s) => s.line);
     const keyId = c.get('auth').keyId;
-    const mine = await cosignatureLinesPostedBy(db(), tenantId, checkpoint.size, keyId);
-    if (mine.length >= MAX_COSIGNATURES_PER_KEY && !existing.includes(line))
+    const mine = cosigned.filter((s) => s.postedByKey === keyId).length;
+    if (mine >= MAX_COSIGNATURES_PER_KEY && !existing.includes(line))
       throw new BatonError('CONFLICT', {
         message: `API key ${keyId} has already posted ${MAX_COSIGNATURES_PER_KEY} cosignatures on this checkpoint, the most one key may.`,
         suggestion: 'Each witness posts its own cosignature with its own audit key.',

@@ -251,7 +251,8 @@ export async function verifyInvocation(
       return allow(decision, outcome.state, null, true, retry, estimate);
     }
     // A retry answers with the original allow's service receipt, also when this verify signed none
-    // (a refusal was predicted for its chain, or the gate refused it, and the jti turned out already allowed).
+    // (a refusal was predicted for its chain, or the gate was about to ask for an approval, and the
+    // jti turned out already allowed).
     const answered =
       typeof outcome.retry === 'object'
         ? { id: outcome.retry.serviceReceiptId, kid: outcome.retry.kid, jws: outcome.retry.jws }

@@ -242,21 +242,20 @@ export async function entriesAt(
 
 /** Witness cosignature lines of one checkpoint, oldest first. */
 export async function cosignatureLines(db: Db, tenantId: string, treeSize: number): Promise<string[]> {
-  const found = await db
-    .select({ line: logCosignatures.line })
+  return (await storedCosignatures(db, tenantId, treeSize)).map((r) => r.line);
+}
+
+/** Each cosignature of one checkpoint, in the order it is served, with the API key that posted it (null before 0022). */
+export async function storedCosignatures(
+  db: Db,
+  tenantId: string,
+  treeSize: number,
+): Promise<{ line: string; postedByKey: string | null }[]> {
+  return db
+    .select({ line: logCosignatures.line, postedByKey: logCosignatures.postedByKey })
     .from(logCosignatures)
     .where(and(eq(logCosignatures.tenantId, tenantId), eq(logCosignatures.treeSize, treeSize)))
     .orderBy(asc(logCosignatures.createdAt), asc(logCosignatures.witnessKey));
-  return found.map((r) => r.line);
-}
-
-/** The cosignature lines of one checkpoint that one API key posted. */
-export async function cosignatureLinesPostedBy(db: Db, tenantId: string, treeSize: number, keyId: string): Promise<string[]> {
-  const found = await db
-    .select({ line: logCosignatures.line })
-    .from(logCosignatures)
-    .where(and(eq(logCosignatures.tenantId, tenantId), eq(logCosignatures.treeSize, treeSize), eq(logCosignatures.postedByKey, keyId)));
-  return found.map((r) => r.line);
 }
 
 /** Stores a witness's cosignature; false when this witness key already cosigned this checkpoint. */

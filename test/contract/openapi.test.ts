@@ -24,7 +24,7 @@ import { createInvocation, createRootDelegation, createSubDelegation, makeBundle
 import type { Policy } from '../../src/protocol/policy.js';
 import { createApp } from '../../src/service/app.js';
 import { freshDatabase } from '../setup/db.js';
-import { setupTenant, startTestService, type CallResult, type TestService, type TestTenant } from '../support/service.js';
+import { createTenantKey, setupTenant, startTestService, type CallResult, type TestService, type TestTenant } from '../support/service.js';
 import { createSubDelegationUnchecked, ARGS, T0, TOOL_SERVER } from '../support/fixtures.js';
 import { cosignatureSigner } from '../../src/protocol/cosignature.js';
 import { publicKeyFromSeed } from '../../src/protocol/ed25519.js';
@@ -581,9 +581,7 @@ describe('(b) transparency log', () => {
     await api('POST', '/v1/log/cosignatures', { key, body: OVERSIZE }, 413);
     // At most 32 witnesses per checkpoint, 2 posted by one API key: the served note stays within
     // the signed-note limits, and no one key takes every slot.
-    const auditKey = async (name: string) =>
-      (await svc.call('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, { key: svc.adminKey, json: { scopes: ['audit'], name } })).body
-        .key as string;
+    const auditKey = (name: string) => createTenantKey(svc, tenant.id, ['audit'], name);
     const posters = [key];
     for (let k = 1; k < 16; k++) posters.push(await auditKey(`witness ${k}`));
     const cosignature = (name: string, s: Uint8Array) => ({

@@ -14,7 +14,7 @@ import { APPROVAL_TTL_SECONDS } from '../../src/service/approvals.js';
 import { rows } from '../../src/store/rows.js';
 import { buildChain, T0 } from '../support/fixtures.js';
 import { twoNodes, type Node } from '../support/nodes.js';
-import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+import { createTenantKey, setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
 import { tool } from '../support/tools.js';
 
 let svc: TestService;
@@ -225,27 +225,23 @@ describe('require_approval', () => {
 
 describe('separation of duties', () => {
   it('the API key whose verify asked for an approval cannot decide it, even holding the approve scope', async () => {
-    const both = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, {
-      key: svc.adminKey,
-      json: { scopes: ['verify', 'approve'], name: 'tool server that also approves' },
-    });
-    expect(both.status).toBe(201);
+    const both = await createTenantKey(svc, tenant.id, ['verify', 'approve'], 'tool server that also approves');
     const c = chain();
     const { bundle } = c.invoke(ARGS, { iat: T0 });
-    const asked = await svc.call('POST', '/v1/verify', { key: both.body.key, json: bundle });
+    const asked = await svc.call('POST', '/v1/verify', { key: both, json: bundle });
     expect(asked.body.error.code).toBe('APPROVAL_REQUIRED');
     const id = asked.body.approval.id as string;
     for (const what of ['approve', 'reject'] as const) {
-      const self = await decide(id, what, triple, both.body.key);
+      const self = await decide(id, what, triple, both);
       expect(self.status, what).toBe(403);
       expect(self.body.error.code, what).toBe('SELF_APPROVAL');
     }
     expect((await svc.call('GET', `/v1/approvals/${id}`, { key: approver })).body.status).toBe('pending');
-    expect((await svc.call('POST', '/v1/verify', { key: both.body.key, json: bundle })).body.error.code).toBe('APPROVAL_REQUIRED');
+    expect((await svc.call('POST', '/v1/verify', { key: both, json: bundle })).body.error.code).toBe('APPROVAL_REQUIRED');
     expect(await callsUsed(c.drs[0]!.hash)).toBe(0);
     // Another approver may; then the call runs once.
     expect((await decide(id, 'approve', triple)).body.status).toBe('approved');
-    expect((await svc.call('POST', '/v1/verify', { key: both.body.key, json: bundle })).status).toBe(200);
+    expect((await svc.call('POST', '/v1/verify', { key: both, json: bundle })).status).toBe(200);
     expect(await callsUsed(c.drs[0]!.hash)).toBe(1);
   });
 });
@@ -309,12 +305,8 @@ describe('retries and replays of an approval-gated call', () => {
   it('another key re-sending it gets REPLAY_DETECTED, and no approval is opened for it', async () => {
     const { c, bundle } = await allowedOnce();
     const leaf = c.drs[c.drs.length - 1]!.hash;
-    const other = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, {
-      key: svc.adminKey,
-      json: { scopes: ['verify'], name: 'another tool server' },
-    });
-    expect(other.status).toBe(201);
-    const replayed = await svc.call('POST', '/v1/verify', { key: other.body.key, json: bundle });
+    const other = await createTenantKey(svc, tenant.id, ['verify'], 'another tool server');
+    const replayed = await svc.call('POST', '/v1/verify', { key: other, json: bundle });
     expect(replayed.status).toBe(403);
     expect(replayed.body.error.code).toBe('REPLAY_DETECTED');
     expect((await approvalsOfChain(leaf)).map((a) => a.status)).toEqual(['used']);

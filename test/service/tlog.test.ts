@@ -29,7 +29,7 @@ import { openStore, type Store } from '../../src/store/db.js';
 import { rows } from '../../src/store/rows.js';
 import { tryIntegratorLock } from '../../src/store/log.js';
 import { freshPglite } from '../setup/db.js';
-import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+import { createTenantKey, setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
 
 let svc: TestService;
 let tenant: TestTenant;
@@ -306,14 +306,11 @@ describe('witnesses', () => {
     // The same cosignature again is still answered as stored.
     expect((await post(tenant.keys.audit, 'w1.example', keptSeed)).status).toBe(200);
     // Another witness, with its own audit key, still gets a slot.
-    const other = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, {
-      key: svc.adminKey,
-      json: { scopes: ['audit'], name: 'second witness' },
-    });
-    expect((await post(other.body.key, 'w4.example')).status).toBe(201);
+    const other = await createTenantKey(svc, tenant.id, ['audit'], 'second witness');
+    expect((await post(other, 'w4.example')).status).toBe(201);
     // A witness key named as the log itself is refused.
     const origin = cp.body.split('\n')[0] as string;
-    const impostor = await post(other.body.key, origin);
+    const impostor = await post(other, origin);
     expect(impostor.status).toBe(400);
     expect(impostor.body.error.code).toBe('INVALID_VERIFIER_KEY');
   });

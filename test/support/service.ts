@@ -99,12 +99,15 @@ export async function setupTenant(svc: TestService, name = 'acme'): Promise<Test
   const r = await svc.call('POST', `/v1/admin/tenants/${id}/roots`, { ...admin, json: { did: root.did, label: 'test root' } });
   if (r.status !== 201) throw new Error(`root: ${r.status} ${JSON.stringify(r.body)}`);
   const keys: Record<string, string> = {};
-  for (const scope of ['issue', 'verify', 'report', 'audit']) {
-    const k = await svc.call('POST', `/v1/admin/tenants/${id}/api-keys`, { ...admin, json: { scopes: [scope], name: scope } });
-    if (k.status !== 201) throw new Error(`key: ${k.status} ${JSON.stringify(k.body)}`);
-    keys[scope] = k.body.key as string;
-  }
+  for (const scope of ['issue', 'verify', 'report', 'audit']) keys[scope] = await createTenantKey(svc, id, [scope], scope);
   return { id, root, keys: keys as TestTenant['keys'] };
+}
+
+/** A new API key of the tenant with these scopes, made through the admin API; its secret. */
+export async function createTenantKey(svc: TestService, tenantId: string, scopes: readonly string[], name: string): Promise<string> {
+  const k = await svc.call('POST', `/v1/admin/tenants/${tenantId}/api-keys`, { key: svc.adminKey, json: { scopes, name } });
+  if (k.status !== 201) throw new Error(`key: ${k.status} ${JSON.stringify(k.body)}`);
+  return k.body.key as string;
 }
 
 /** The app on a real socket (127.0.0.1, a free port), for tests where concurrency or the Node request path matters. */
