@@ -1335,6 +1335,7 @@ export interface components {
       | 'UNAUTHORIZED'
       | 'FORBIDDEN'
       | 'NOT_FOUND'
+      | 'METHOD_NOT_ALLOWED'
       | 'CONFLICT'
       | 'SELF_APPROVAL'
       | 'PAYLOAD_TOO_LARGE'

@@ -248,6 +248,10 @@ const SERVICE_ERRORS = {
     message: 'Nothing exists at this address for this tenant.',
     suggestion: 'Check the identifier, and that the API key belongs to the tenant that owns it.',
   },
+  METHOD_NOT_ALLOWED: {
+    message: 'The route exists, but not for this HTTP method.',
+    suggestion: 'Use one of the methods the Allow header lists (see openapi.yaml or GET /docs).',
+  },
   CONFLICT: {
     message: 'The request conflicts with something already stored.',
     suggestion: 'Use a fresh identifier, or resend exactly the original request to get its stored result.',

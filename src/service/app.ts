@@ -25,6 +25,7 @@ import { toolRoutes } from './tools.handlers.js';
 import { approvalRoutes } from './approvals.handlers.js';
 import { explainRoutes } from './explain.handlers.js';
 import { metrics } from './metrics.js';
+import { methodsServingPath } from './method-not-allowed.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
 /**
@@ -99,8 +100,23 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   app.route('/', approvalRoutes(deps));
   app.route('/', explainRoutes(deps));
 
-  app.notFound((c) =>
-    c.json(
+  const methodsServing = methodsServingPath(app.routes);
+  app.notFound((c) => {
+    const allowed = methodsServing(c.req.path);
+    if (allowed.length > 0) {
+      c.header('Allow', allowed.join(', '));
+      return c.json(
+        errorEnvelope(
+          new BatonError('METHOD_NOT_ALLOWED', {
+            message: `${c.req.path} does not answer ${c.req.method}; it answers ${allowed.join(', ')}.`,
+            details: { allow: allowed },
+          }),
+          c.get('requestId'),
+        ),
+        405,
+      );
+    }
+    return c.json(
       errorEnvelope(
         new BatonError('NOT_FOUND', {
           message: `No route matches ${c.req.method} ${c.req.path}.`,
@@ -109,8 +125,8 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
         c.get('requestId'),
       ),
       404,
-    ),
-  );
+    );
+  });
   app.onError((err, c) => handleError(err, c, deps.log));
   return app;
 }

@@ -289,4 +289,26 @@ describe('unknown routes', () => {
     expect(r.body.error.code).toBe('NOT_FOUND');
     expect(r.body.request_id).toBeTruthy();
   });
+
+  it('a known route asked with another method is 405 with Allow, keyless too, and stores nothing', async () => {
+    const before = await rowCount();
+    for (const [method, path, allow] of [
+      ['GET', '/v1/verify', 'POST'],
+      ['PUT', '/v1/delegations', 'POST'],
+      ['DELETE', `/v1/delegations/sha256:${'a'.repeat(64)}`, 'GET, HEAD'],
+      ['POST', '/v1/log/tile/0/000', 'GET, HEAD'],
+      ['PATCH', '/v1/approvals/apr_x/approve', 'POST'],
+      ['GET', '/v1/admin/api-keys/key_x', 'DELETE'],
+    ] as const) {
+      const r = await svc.call(method, path);
+      expect(r.status, `${method} ${path}`).toBe(405);
+      expect(r.body.error.code).toBe('METHOD_NOT_ALLOWED');
+      expect(r.headers.get('allow')).toBe(allow);
+      expect(r.body.error.details.allow).toEqual(allow.split(', '));
+    }
+    expect(await rowCount()).toBe(before);
+    // Nothing serves the path under any method: still 404.
+    expect((await svc.call('DELETE', '/v1/nope')).status).toBe(404);
+    expect((await svc.call('GET', '/v1/delegations/x/y/z')).status).toBe(404);
+  });
 });
