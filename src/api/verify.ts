@@ -165,7 +165,7 @@ export const VerifyAllowedResponse = (description = 'Allowed. Counted (unless `d
 });
 
 export const VerifyDeniedResponse = (
-  description = 'Denied by the chain or runtime state (`VerifyDeny`, every unmet condition in `violations`), or the key lacks the `verify` scope / is the admin key (`ErrorEnvelope` with `FORBIDDEN`).',
+  description = 'Denied by the chain or runtime state (`VerifyDeny`, every unmet condition of the stage that refused in `violations`: the chain first, then the tool catalog and rules, then runtime state; `POST /v1/explain` lists every stage at once), or the key lacks the `verify` scope / is the admin key (`ErrorEnvelope` with `FORBIDDEN`).',
 ) => ({ description, content: { 'application/json': { schema: z.union([VerifyDeny, ErrorEnvelope]) } } });
 
 /** Request and responses: the same on both paths (POST /verify is the DRS path). */

@@ -5553,7 +5553,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description Denied by the chain or runtime state (`VerifyDeny`, every unmet condition in `violations`), or the key lacks the `verify` scope / is the admin key (`ErrorEnvelope` with `FORBIDDEN`). */
+      /** @description Denied by the chain or runtime state (`VerifyDeny`, every unmet condition of the stage that refused in `violations`: the chain first, then the tool catalog and rules, then runtime state; `POST /v1/explain` lists every stage at once), or the key lacks the `verify` scope / is the admin key (`ErrorEnvelope` with `FORBIDDEN`). */
       403: {
         headers: {
           [name: string]: unknown;
@@ -5644,7 +5644,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description Denied by the chain or runtime state (`VerifyDeny`, every unmet condition in `violations`), or the key lacks the `verify` scope / is the admin key (`ErrorEnvelope` with `FORBIDDEN`). */
+      /** @description Denied by the chain or runtime state (`VerifyDeny`, every unmet condition of the stage that refused in `violations`: the chain first, then the tool catalog and rules, then runtime state; `POST /v1/explain` lists every stage at once), or the key lacks the `verify` scope / is the admin key (`ErrorEnvelope` with `FORBIDDEN`). */
       403: {
         headers: {
           [name: string]: unknown;
