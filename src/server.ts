@@ -18,6 +18,11 @@ import { startIntegratorThread } from './service/log-integrator-thread.js';
 import { openStore } from './store/db.js';
 import { MISSING_DRIVER_GUARD, postgresDriverGuarded } from './store/driver-guard.js';
 
+// For a program that starts Baton itself: read the configuration from an environment (refused
+// with a ConfigError saying what to fix), make the logger, then startServer(config, log).
+export { ConfigError, loadConfig, type Config } from './config.js';
+export { createLogger, type Logger, type LogLevel } from './service/log.js';
+
 /**
  * What a caller of startServer uses of the store. Not the full Store: its
  * drizzle types would put the database drivers' declarations into every

@@ -66,7 +66,8 @@ const SERVICE_ERRORS = {
     block: 'A',
     malformed: true,
     message: 'A record field is missing, of the wrong type, or outside its documented limits.',
-    suggestion: 'Check the field named in details against the DRS 4.0 record format: the payload fields, their types and ranges.',
+    suggestion:
+      'Check the field each violation names (field, required, actual) against the DRS 4.0 record format: the payload fields, their types and ranges.',
   },
   CHAIN_TOO_DEEP: {
     block: 'A',
@@ -153,7 +154,8 @@ const SERVICE_ERRORS = {
   RULE_DENIED: {
     block: 'D',
     message: 'A tenant approval rule denies this call.',
-    suggestion: 'Read details for the rule that matched; call a different tool, or ask the tenant admin to change the rule.',
+    suggestion:
+      'The violation names the rule that matched (field, message); call a different tool, or ask the tenant admin to change the rule.',
   },
   APPROVAL_REQUIRED: {
     block: 'D',

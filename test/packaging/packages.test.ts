@@ -157,11 +157,26 @@ const gated = withBaton(server, { baton: new BatonClient({ baseUrl: 'http://127.
 console.log(\`mcp ok: \${gated === server ? 'wrapped in place' : 'wrapped'}\`);
 `;
 
-const SERVER_PROGRAM = `import { startServer, type RunningServer } from '@baton-drs/server';
+const SERVER_PROGRAM = `import { ConfigError, createLogger, loadConfig, startServer, type RunningServer } from '@baton-drs/server';
 
-const start: typeof startServer = startServer;
-const describe = (s: RunningServer): string => \`\${s.url} on \${s.store.kind}\`;
-console.log(\`server ok: \${typeof start} \${describe.length}\`);
+// An embedder starts Baton from code: configuration from an environment of its own, a quiet logger.
+try {
+  loadConfig({ PORT: 'eighty' });
+  throw new Error('a bad PORT was accepted');
+} catch (e) {
+  if (!(e instanceof ConfigError)) throw e;
+}
+const config = loadConfig({
+  PORT: '0',
+  HOST: '127.0.0.1',
+  BATON_DATA_DIR: 'embedded-data', // in the project's folder, a fresh one per project
+  BATON_MASTER_KEY: '11'.repeat(32),
+  BATON_ADMIN_KEY: 'embedded-admin-key-0123456789abcdef',
+});
+const server: RunningServer = await startServer(config, createLogger('error'), () => {});
+const ready = (await (await fetch(\`\${server.url}/readyz\`)).json()) as { status: string };
+await server.close();
+console.log(\`server ok: \${ready.status} on \${server.store.kind}\`);
 `;
 
 describe('packages', () => {
@@ -217,7 +232,7 @@ describe('packages', () => {
     }
 
     const strict = await project('server-ts', [packed('server')], true);
-    expect(await typeCheckAndRun(strict, SERVER_PROGRAM)).toMatch(/^server ok/);
+    expect(await typeCheckAndRun(strict, SERVER_PROGRAM)).toMatch(/^server ok: ready on pglite/);
   }, 600_000);
 });
 
