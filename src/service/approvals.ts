@@ -22,6 +22,7 @@ import {
   type SignedDecision,
 } from '../store/approvals.js';
 import { isUniqueViolation } from '../store/errors.js';
+import { findInvocation } from '../store/invocations.js';
 import { insertServiceReceipt } from '../store/service-receipts.js';
 import { currentToolDocument } from '../store/tools.js';
 import type { ApprovalRow } from '../store/schema/index.js';
@@ -104,8 +105,16 @@ export interface ApprovalRequest {
  * The live approval of this call: the one already waiting or approved, else
  * a new pending one with its approval.requested service receipt. Retries while a
  * human decides find the same approval.
+ *
+ * INVOCATION_STORED when the invocation itself was allowed meanwhile (a
+ * duplicate sent while the original spent its approval): no approval is opened
+ * for a call that already ran. The approval is seen spent only once the
+ * transaction that spent it has committed, and that transaction stored the
+ * invocation, so the check in the insert's transaction sees it.
  */
-export async function requestApproval(deps: ServiceDeps, r: ApprovalRequest): Promise<ApprovalRow> {
+export const INVOCATION_STORED = 'invocation-stored';
+
+export async function requestApproval(deps: ServiceDeps, r: ApprovalRequest): Promise<ApprovalRow | typeof INVOCATION_STORED> {
   const db = deps.store.db;
   const now = deps.now();
   await expireApprovals(db, r.tenantId, now, r.binding);
@@ -133,6 +142,7 @@ export async function requestApproval(deps: ServiceDeps, r: ApprovalRequest): Pr
       },
     });
     const created = await db.transaction(async (tx) => {
+      if ((await findInvocation(tx, r.tenantId, r.invocationJti)) !== undefined) return INVOCATION_STORED;
       const inserted = await insertApproval(tx, {
         tenantId: r.tenantId,
         id,
@@ -153,6 +163,7 @@ export async function requestApproval(deps: ServiceDeps, r: ApprovalRequest): Pr
       if (inserted) await insertServiceReceipt(tx, serviceReceipt);
       return inserted;
     });
+    if (created === INVOCATION_STORED) return created;
     if (created) {
       const row = (await findApproval(db, r.tenantId, id))!;
       // Not awaited: a webhook never delays the verify that asked for the approval.

@@ -19,7 +19,7 @@ import { detectTrifecta, explainTrifecta } from '../protocol/trifecta.js';
 import { findApproval, findLiveApproval, unapprovedGrantInChain } from '../store/approvals.js';
 import { readChainState, type ToolGateParams, type ToolGateRefusal } from '../store/runtime.js';
 import { costCalibrationFlagged } from '../store/tools.js';
-import { approvalJson, requestApproval, type ApprovalJson, type ApprovalRequest } from './approvals.js';
+import { approvalJson, INVOCATION_STORED, requestApproval, type ApprovalJson, type ApprovalRequest } from './approvals.js';
 import { forgetToolDocument, toolDocumentOf } from './tools.js';
 import type { ServiceDeps } from './types.js';
 
@@ -219,15 +219,17 @@ export async function decideToolGate(
 /**
  * The live approval of the call `ask` describes (requestApproval): an approved one runs the call
  * through the gate on it, anything else refuses it, naming the approval that waits.
+ * INVOCATION_STORED: the call itself was allowed meanwhile, so no approval was opened.
  */
 export async function askForApproval(
   deps: ServiceDeps,
   ask: Extract<ToolGate, { kind: 'ask' }>,
   /** The API key whose verify asks: recorded, so it cannot decide the approval (SELF_APPROVAL). */
   requestedByKey: string,
-): Promise<GoGate | Extract<ToolGate, { kind: 'refuse' }>> {
+): Promise<GoGate | Extract<ToolGate, { kind: 'refuse' }> | typeof INVOCATION_STORED> {
   const now = deps.now();
   const approval = await requestApproval(deps, { ...ask.request, requestedByKey });
+  if (approval === INVOCATION_STORED) return approval;
   if (approval.status === 'approved' && now < approval.expiresAt) return ask.goWith(approval.id);
   const { required } = ask;
   return {

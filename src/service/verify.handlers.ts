@@ -48,6 +48,7 @@ import { metrics } from './metrics.js';
 import { parseRequest } from './validate.js';
 import { checkSubmission, submitDelegations } from './delegation-submission.js';
 import { signServiceReceipt, type SignedServiceReceipt } from './service-receipts.js';
+import { INVOCATION_STORED } from './approvals.js';
 import { askForApproval, decideToolGate, mustRedecide, toolGateViolation, type ToolGate } from './tool-gate.js';
 import type { ApprovalJson } from './approvals.js';
 
@@ -281,17 +282,32 @@ export async function verifyInvocation(
     // reads the same. Its other refusals leave the gate's.
     const probe = invocationToCount(estimatedMicros(inv.args));
     const root = decision.delegations[0]!.payload.iss;
-    const prior = dryRun
-      ? await predictCount(db, probe, unstoredState(decision.delegations, stored))
-      : await countCallsAtomically(deps.store.query, probe, null, limits, root, deadline);
-    if (prior.ok && prior.retry !== undefined) return answerAllowed(prior, undefined, probe.estimatedMicros);
-    if (prior.ok && !dryRun) throw new BatonError('INTERNAL', { message: 'A verify sent with no allow receipt was allowed.' });
-    if (!prior.ok && prior.reason === 'KEY_REVOKED') throw keyRevoked(deps, auth);
-    if (!prior.ok && prior.reason === 'REPLAY_DETECTED')
-      return refuse(deps, auth, tenantId, refusal(prior), dryRun, deadline, started, gated);
-    gate = dryRun
-      ? { kind: 'refuse', catalogVersion: gate.catalogVersion, violations: [gate.required] }
-      : await askForApproval(deps, gate, auth.keyId);
+    const answerPriorUse = async (): Promise<VerifyResponse | undefined> => {
+      const prior = dryRun
+        ? await predictCount(db, probe, unstoredState(decision.delegations, stored))
+        : await countCallsAtomically(deps.store.query, probe, null, limits, root, deadline);
+      if (prior.ok && prior.retry !== undefined) return answerAllowed(prior, undefined, probe.estimatedMicros);
+      if (prior.ok && !dryRun) throw new BatonError('INTERNAL', { message: 'A verify sent with no allow receipt was allowed.' });
+      if (!prior.ok && prior.reason === 'KEY_REVOKED') throw keyRevoked(deps, auth);
+      if (!prior.ok && prior.reason === 'REPLAY_DETECTED')
+        return refuse(deps, auth, tenantId, refusal(prior), dryRun, deadline, started, gated);
+      return undefined;
+    };
+    const answered = await answerPriorUse();
+    if (answered) return answered;
+    if (dryRun) {
+      gate = { kind: 'refuse', catalogVersion: gate.catalogVersion, violations: [gate.required] };
+    } else {
+      const asked = await askForApproval(deps, gate, auth.keyId);
+      if (asked === INVOCATION_STORED) {
+        // A duplicate of this call was allowed between the probe and the approval's insert (it spent
+        // the approval this one would have used): answered as that allow, never with a new approval.
+        const answeredNow = await answerPriorUse();
+        if (answeredNow) return answeredNow;
+        throw new BatonError('INTERNAL', { message: 'The invocation was stored, yet the statement found no prior use of it.' });
+      }
+      gate = asked;
+    }
   }
   if (gate.kind === 'refuse') {
     const refusedByGate = deny(gate.violations, { invocation: decision.invocation, dr_chain: inv.dr_chain });

@@ -12,6 +12,8 @@ import type { ToolDeclaration } from '../../src/protocol/tool-catalog.js';
 import { approvals, delegations, denials, invocations, serviceReceipts, toolRateWindows } from '../../src/store/schema/index.js';
 import { APPROVAL_TTL_SECONDS } from '../../src/service/approvals.js';
 import { rows } from '../../src/store/rows.js';
+import type { RawQuery } from '../../src/store/db.js';
+import { createApp } from '../../src/service/app.js';
 import { buildChain, T0 } from '../support/fixtures.js';
 import { twoNodes, type Node } from '../support/nodes.js';
 import { createTenantKey, setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
@@ -310,6 +312,43 @@ describe('retries and replays of an approval-gated call', () => {
     expect(replayed.status).toBe(403);
     expect(replayed.body.error.code).toBe('REPLAY_DETECTED');
     expect((await approvalsOfChain(leaf)).map((a) => a.status)).toEqual(['used']);
+    expect(await callsUsed(c.drs[0]!.hash)).toBe(1);
+  });
+
+  it('a duplicate that asks while the original spends the approval gets that allow, and opens no approval', async () => {
+    const c = chain();
+    const { bundle, invocation } = c.invoke(ARGS, { iat: T0 });
+    const leaf = c.drs[c.drs.length - 1]!.hash;
+    const asked = await verify(bundle);
+    const approvalId = asked.body.approval.id as string;
+    await decide(approvalId, 'approve', triple);
+
+    // A second node whose probe (the statement sent with no allow receipt) is answered "not used
+    // yet", and only then the original call runs to its allow on the first node: the duplicate then
+    // finds the approval spent, the window in which it used to open a new one.
+    let original: Awaited<ReturnType<typeof verify>> | undefined;
+    const jti = invocation.payload.jti;
+    const query: RawQuery = async (text, params) => {
+      const answer = await svc.store.query(text, params);
+      const items = params[1];
+      if (original === undefined && typeof items === 'string' && items.includes(jti) && items.includes('"rjws":null')) {
+        original = await verify(bundle);
+      }
+      return answer;
+    };
+    const racing = createApp({ ...svc.deps, store: { ...svc.deps.store, query } });
+    const duplicate = await racing.request('/v1/verify', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tenant.keys.verify}`, 'content-type': 'application/json' },
+      body: JSON.stringify(bundle),
+    });
+    expect(original?.status).toBe(200);
+    expect(original?.body.retry).toBe(false);
+    const body = (await duplicate.json()) as { retry: boolean; service_receipt: { id: number } };
+    expect(duplicate.status).toBe(200);
+    expect(body.retry).toBe(true);
+    expect(body.service_receipt.id).toBe(original?.body.service_receipt.id);
+    expect((await approvalsOfChain(leaf)).map((a) => [a.id, a.status])).toEqual([[approvalId, 'used']]);
     expect(await callsUsed(c.drs[0]!.hash)).toBe(1);
   });
 
