@@ -39,9 +39,14 @@ export const Approval = z
     status: z.enum(APPROVAL_STATUSES).openapi({ description: 'An approved approval allows one call, then is `used`.' }),
     tool: z.string().nullable(),
     tool_server: z.string(),
+    cmd: z.string().nullable().openapi({ description: 'The command of the call (null on approvals requested before Baton kept it).' }),
+    args: z.record(z.string(), z.unknown()).nullable().openapi({
+      description:
+        'The arguments of the call, exactly as signed: what the approver allows. `binding` commits to them (null on approvals requested before Baton kept them).',
+    }),
     dr_chain: z.array(RecordHash),
     invocation_jti: z.string(),
-    requested_by: z.string().openapi({ description: 'The id of the key whose verify call asked.' }),
+    requested_by: z.string().openapi({ description: 'The DID of the agent whose invocation asked.' }),
     catalog_version: z.int().min(0),
     rule: z.string().openapi({ description: 'The rule (or `default`) that required the approval.' }),
     explanation: z.string(),

@@ -998,7 +998,13 @@ export interface components {
     };
     /** @description Set when a tenant rule requires a human (`APPROVAL_REQUIRED`): wait for its decision, then retry the same call. */
     Approval: {
+      /** @description The arguments of the call, exactly as signed: what the approver allows. `binding` commits to them (null on approvals requested before Baton kept them). */
+      args: {
+        [key: string]: unknown;
+      } | null;
       catalog_version: number;
+      /** @description The command of the call (null on approvals requested before Baton kept it). */
+      cmd: string | null;
       created_at: number;
       decision: components['schemas']['Decision'] | null;
       dr_chain: components['schemas']['RecordHash'][];
@@ -1006,7 +1012,7 @@ export interface components {
       explanation: string;
       id: string;
       invocation_jti: string;
-      /** @description The id of the key whose verify call asked. */
+      /** @description The DID of the agent whose invocation asked. */
       requested_by: string;
       /** @description The rule (or `default`) that required the approval. */
       rule: string;

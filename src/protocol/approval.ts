@@ -56,19 +56,24 @@ export function parseGuardrailTriple(raw: unknown): GuardrailTriple {
   return parseWith(GuardrailTripleSchema, raw, 'body', 'INVALID_REQUEST');
 }
 
-/** What exactly was approved: the chain, the tool server and the args of the call. */
+/** What exactly was approved: the chain, the command, the tool server and the args of the call. */
 export interface ApprovalSubject {
   readonly dr_chain: readonly string[];
+  readonly cmd: string;
   readonly tool_server: string;
   readonly args: Record<string, unknown>;
 }
 
 /**
- * A digest binding an approval to one call: the same chain, tool server and
- * args (any jti), so the agent may retry with a fresh invocation.
+ * A digest binding an approval to one call: the same chain, command, tool
+ * server and args (any jti), so the agent may retry with a fresh invocation.
+ * The command is bound too: an invocation may name any sub-path of its DR's
+ * cmd, and an approval of one command must not run another.
  */
 export function approvalBinding(subject: ApprovalSubject): string {
-  return `sha256:${sha256Hex(canonicalJson({ args: subject.args, dr_chain: subject.dr_chain, tool_server: subject.tool_server }))}`;
+  return `sha256:${sha256Hex(
+    canonicalJson({ args: subject.args, cmd: subject.cmd, dr_chain: subject.dr_chain, tool_server: subject.tool_server }),
+  )}`;
 }
 
 export interface Decision {

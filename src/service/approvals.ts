@@ -39,6 +39,8 @@ export interface ApprovalJson {
   status: ApprovalStatus;
   tool: string | null;
   tool_server: string;
+  cmd: string | null;
+  args: Record<string, unknown> | null;
   dr_chain: string[];
   invocation_jti: string;
   requested_by: string;
@@ -73,6 +75,8 @@ export function approvalJson(row: ApprovalRow, now: number): ApprovalJson {
     status: live && now >= row.expiresAt ? 'expired' : row.status,
     tool: row.tool,
     tool_server: row.toolServer,
+    cmd: row.cmd,
+    args: row.args,
     dr_chain: row.drChain,
     invocation_jti: row.invocationJti,
     requested_by: row.requestedBy,
@@ -96,6 +100,9 @@ export interface ApprovalRequest {
   readonly drChain: readonly string[];
   readonly tool: string | null;
   readonly toolServer: string;
+  /** The call's command and arguments: bound by the binding, shown to the approver. */
+  readonly cmd: string;
+  readonly args: Record<string, unknown>;
   readonly catalogVersion: number;
   readonly rule: string;
   readonly explanation: string;
@@ -132,6 +139,7 @@ export async function requestApproval(deps: ServiceDeps, r: ApprovalRequest): Pr
         binding: r.binding,
         tool: r.tool,
         tool_server: r.toolServer,
+        cmd: r.cmd,
         dr_chain: [...r.drChain],
         invocation_jti: r.invocationJti,
         requested_by: r.requestedBy,
@@ -154,6 +162,8 @@ export async function requestApproval(deps: ServiceDeps, r: ApprovalRequest): Pr
         drChain: [...r.drChain],
         tool: r.tool,
         toolServer: r.toolServer,
+        cmd: r.cmd,
+        args: r.args,
         catalogVersion: r.catalogVersion,
         rule: r.rule,
         explanation: r.explanation,

@@ -158,7 +158,7 @@ export async function decideToolGate(
   if (rule.decision === 'allow') return params(null, null);
 
   // require_approval: spend an approved approval of this very call, or ask for one.
-  const binding = approvalBinding({ dr_chain: inv.dr_chain, tool_server: inv.tool_server, args: inv.args });
+  const binding = approvalBinding({ dr_chain: inv.dr_chain, cmd: inv.cmd, tool_server: inv.tool_server, args: inv.args });
   const now = deps.now();
   if (opts.approvalId !== undefined) {
     const named = await findApproval(deps.store.db, tenantId, opts.approvalId);
@@ -209,6 +209,8 @@ export async function decideToolGate(
       drChain: inv.dr_chain,
       tool: typeof argOf(inv.args, 'tool') === 'string' ? (argOf(inv.args, 'tool') as string) : null,
       toolServer: inv.tool_server,
+      cmd: inv.cmd,
+      args: inv.args,
       catalogVersion,
       rule: rule.source === 'rule' ? rule.rule.id : 'default_decision',
       explanation: `${required.message ?? ''}${chainTrifecta.detected ? ` Chain reach: ${explainTrifecta(chainTrifecta)}.` : ''}`,

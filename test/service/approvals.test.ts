@@ -225,6 +225,44 @@ describe('require_approval', () => {
   });
 });
 
+describe('what an approval covers', () => {
+  it('the approver sees the call: its command and its args as signed', async () => {
+    const c = chain();
+    const args = { ...ARGS, path: '/etc/target' };
+    const { bundle } = c.invoke(args, { iat: T0 });
+    const asked = await verify(bundle);
+    expect(asked.body.error.code).toBe('APPROVAL_REQUIRED');
+    const shown = await svc.call('GET', `/v1/approvals/${asked.body.approval.id}`, { key: approver });
+    expect(shown.status).toBe(200);
+    expect(shown.body.cmd).toBe('/mcp/tools/call');
+    expect(shown.body.args).toEqual(args);
+    const listed = await svc.call('GET', '/v1/approvals?status=pending', { key: approver });
+    expect(listed.body.approvals.find((a: { id: string }) => a.id === asked.body.approval.id)?.args).toEqual(args);
+  });
+
+  it('an approval of one command does not run the same args under a sub-path of it', async () => {
+    const c = chain();
+    const asked = await verify(c.invoke(ARGS, { iat: T0 }).bundle);
+    const approvalId = asked.body.approval.id as string;
+    await decide(approvalId, 'approve', triple);
+
+    // The DR's cmd covers its sub-paths, so this invocation verifies; only the approval must not cover it.
+    const other = c.invoke(ARGS, { iat: T0, cmd: '/mcp/tools/call/delete_everything' }).bundle;
+    const named = await svc.call('POST', '/v1/verify', {
+      key: tenant.keys.verify,
+      json: { ...(other as object), approval_id: approvalId },
+    });
+    expect(named.status).toBe(403);
+    expect(named.body.error.code).toBe('APPROVAL_MISMATCH');
+    const unnamed = await verify(other);
+    expect(unnamed.body.error.code).toBe('APPROVAL_REQUIRED');
+    expect(unnamed.body.approval.id).not.toBe(approvalId);
+    expect(await callsUsed(c.drs[0]!.hash)).toBe(0);
+    // The approved call itself still runs once.
+    expect((await verify(c.invoke(ARGS, { iat: T0 }).bundle)).status).toBe(200);
+  });
+});
+
 describe('separation of duties', () => {
   it('the API key whose verify asked for an approval cannot decide it, even holding the approve scope', async () => {
     const both = await createTenantKey(svc, tenant.id, ['verify', 'approve'], 'tool server that also approves');

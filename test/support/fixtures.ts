@@ -37,7 +37,7 @@ export interface TestChain {
   readonly invoker: KeyPair;
   invoke(
     args?: Record<string, unknown>,
-    opts?: { iat?: number; jti?: string; toolServer?: string },
+    opts?: { iat?: number; jti?: string; toolServer?: string; cmd?: string },
   ): {
     invocation: SignedInvocation;
     bundle: Bundle;
@@ -76,6 +76,7 @@ export function buildChain(
         toolServer: o.toolServer ?? TOOL_SERVER,
         iat: o.iat ?? T0,
         ...(o.jti ? { jti: o.jti } : {}),
+        ...(o.cmd ? { cmd: o.cmd } : {}),
       });
       return { invocation, bundle: makeBundle(invocation, drs) };
     },

@@ -38,6 +38,9 @@ export const approvals = pgTable(
     catalogVersion: integer('catalog_version').notNull(),
     rule: text('rule').notNull(),
     explanation: text('explanation').notNull(),
+    /** The call's command and args, shown to the approver (migration 0023; null on older rows). */
+    cmd: text('cmd'),
+    args: jsonb('args').$type<Record<string, unknown>>(),
     createdAt: unixSeconds('created_at').notNull(),
     expiresAt: unixSeconds('expires_at').notNull(),
     decidedBy: text('decided_by'),
