@@ -153,7 +153,18 @@ const DEFAULT_MAX_AGE_SECONDS = 300;
 const DEFAULT_SKEW_SECONDS = 60;
 const BLOCK_ORDER = 'ABCDEFG';
 
+/**
+ * The protocol reads no clock, so the time is the caller's. A `now` that is not a finite number
+ * (missing, from plain JavaScript) would make every time check pass: NaN and undefined compare false.
+ */
+function assertNow(now: unknown, where: string): void {
+  if (typeof now !== 'number' || !Number.isFinite(now)) {
+    throw new TypeError(`${where}: options.now must be the current time in Unix seconds, a finite number (got ${String(now)}).`);
+  }
+}
+
 export function verifyChain(bundleInput: unknown, opts: ChainOptions): ChainDecision {
+  assertNow(opts.now, 'verifyChain');
   // Block A: shape, size, completeness. Nothing later can be judged without it.
   let invocation: VerifiedInvocation;
   let receipts: readonly string[];
@@ -268,6 +279,7 @@ export function verifyDelegations(jwsList: readonly string[], opts: DelegationCh
 }
 
 function verifyDelegationList(jwsList: readonly string[], opts: DelegationChainOptions, segment: boolean): DelegationsDecision {
+  assertNow(opts.now, segment ? 'verifyDelegationSegment' : 'verifyDelegations');
   const maxDepth = Math.min(opts.maxDepth ?? MAX_CHAIN_DEPTH, MAX_CHAIN_DEPTH);
   if (jwsList.length === 0) {
     return deny([{ code: 'BUNDLE_INCOMPLETE', field: 'receipts', required: 'at least 1', actual: 0 }]);

@@ -287,6 +287,15 @@ describe('verifyChain: block E (time) and F (status)', () => {
     expectDenied(verify(bundle, root, { now: T0 + 301 }), 'INVOCATION_STALE', 'E');
     expectDenied(verify(bundle, root, { now: T0 - 61 }), 'INVOCATION_STALE', 'E');
   });
+  it('a missing or non-finite now is refused, never read as "no deadline" (plain JavaScript callers)', () => {
+    const jwsList = chain.drs.map((d) => d.jws);
+    for (const now of [undefined, Number.NaN, Number.POSITIVE_INFINITY, '1700000000', null]) {
+      const opts = { now: now as unknown as number, trustedRoots: [root] };
+      expect(() => verifyChain(bundle, opts), String(now)).toThrow(/options\.now must be the current time in Unix seconds/);
+      expect(() => verifyDelegations(jwsList, opts), String(now)).toThrow(TypeError);
+      expect(() => verifyDelegationSegment(jwsList, opts), String(now)).toThrow(TypeError);
+    }
+  });
   it('RECEIPT_REVOKED when any DR in the chain is revoked', () => {
     const revoked = new Set([chain.drs[0]!.hash]);
     const d = verify(bundle, root, { isRevoked: (h) => revoked.has(h) });
