@@ -29,6 +29,16 @@ export const Block = z.enum(['A', 'B', 'C', 'D', 'E', 'F', 'G']).openapi('Block'
     'The verification block that produced a code: A shape, B linkage, C signatures and trust, D attenuation and policy, E time, F status, G runtime state.',
 });
 
+/**
+ * A whole number as path or query text: decimal digits, no sign, spaces or leading zeros, at most 15
+ * digits (so always a safe integer), read as a number. z.coerce would also take " 1", "+1", "0x10"
+ * and "1e3", and numbers past what a column holds.
+ */
+export const WholeNumberText = z
+  .string()
+  .regex(/^(0|[1-9][0-9]{0,14})$/, 'must be a non-negative whole number')
+  .transform(Number);
+
 export const RecordHash = z
   .string()
   .regex(/^sha256:[0-9a-f]{64}$/, 'must be sha256: followed by 64 lowercase hex digits')

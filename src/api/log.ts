@@ -14,13 +14,8 @@ import {
   PayloadTooLargeResponse,
   StorageUnavailableResponse,
   UnauthorizedResponse,
+  WholeNumberText,
 } from './common.js';
-
-/** Decimal without sign or leading zeros, at most 15 digits (so always a safe integer). */
-const decimal = z
-  .string()
-  .regex(/^(0|[1-9][0-9]{0,14})$/, 'must be a non-negative whole number')
-  .transform(Number);
 
 const tags = ['log'];
 const scopes = { 'x-baton-scopes': ['audit'], security: [{ bearerAuth: [] }] };
@@ -75,7 +70,7 @@ export const checkpointOfSizeRoute = createRoute({
   ...scopes,
   request: {
     params: z.object({
-      size: decimal.openapi({ param: { name: 'size', in: 'path', description: 'A tree size, decimal without leading zeros.' } }),
+      size: WholeNumberText.openapi({ param: { name: 'size', in: 'path', description: 'A tree size, decimal without leading zeros.' } }),
     }),
   },
   responses: {
@@ -144,10 +139,12 @@ export const serviceReceiptProofRoute = createRoute({
   ...scopes,
   request: {
     params: z.object({
-      id: decimal.openapi({ param: { name: 'id', in: 'path', description: 'The service receipt id (as in `GET /v1/service-receipts`).' } }),
+      id: WholeNumberText.openapi({
+        param: { name: 'id', in: 'path', description: 'The service receipt id (as in `GET /v1/service-receipts`).' },
+      }),
     }),
     query: z.strictObject({
-      tree_size: decimal.optional().openapi({ description: 'Prove under the stored checkpoint of this size; default the latest.' }),
+      tree_size: WholeNumberText.optional().openapi({ description: 'Prove under the stored checkpoint of this size; default the latest.' }),
     }),
   },
   responses: {
@@ -179,8 +176,8 @@ export const consistencyRoute = createRoute({
   ...scopes,
   request: {
     query: z.strictObject({
-      from: decimal.openapi({ description: 'The older tree size, at least 1.' }),
-      to: decimal.openapi({ description: 'The newer tree size, at most the current size.' }),
+      from: WholeNumberText.openapi({ description: 'The older tree size, at least 1.' }),
+      to: WholeNumberText.openapi({ description: 'The newer tree size, at most the current size.' }),
     }),
   },
   responses: {

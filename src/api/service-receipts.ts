@@ -10,6 +10,7 @@ import {
   InternalResponse,
   InstantQuery,
   sinceBeforeUntil,
+  WholeNumberText,
 } from './common.js';
 
 export const ServiceReceiptKind = z.enum(SERVICE_RECEIPT_KINDS).openapi('ServiceReceiptKind');
@@ -35,13 +36,7 @@ export const ServiceReceiptPage = z
 export const SERVICE_RECEIPTS_DEFAULT_LIMIT = 100;
 export const SERVICE_RECEIPTS_MAX_LIMIT = 500;
 
-/** Decimal text without sign or leading zeros, at most 15 digits (so always a safe integer), read as a number. */
-const decimal = z
-  .string()
-  .regex(/^(0|[1-9][0-9]{0,14})$/, 'must be a non-negative whole number')
-  .transform(Number);
-
-export const ServiceReceiptsAfter = decimal.openapi('ServiceReceiptsAfter', {
+export const ServiceReceiptsAfter = WholeNumberText.openapi('ServiceReceiptsAfter', {
   type: 'integer',
   minimum: 0,
   maximum: 999999999999999,
@@ -53,13 +48,16 @@ export const ServiceReceiptsAfter = decimal.openapi('ServiceReceiptsAfter', {
   default: 0,
 });
 
-export const ServiceReceiptsLimit = decimal.pipe(z.number().min(1).max(SERVICE_RECEIPTS_MAX_LIMIT)).openapi('ServiceReceiptsLimit', {
-  type: 'integer',
-  minimum: 1,
-  maximum: SERVICE_RECEIPTS_MAX_LIMIT,
-  param: { name: 'limit', in: 'query' },
-  default: SERVICE_RECEIPTS_DEFAULT_LIMIT,
-});
+export const ServiceReceiptsLimit = WholeNumberText.pipe(z.number().min(1).max(SERVICE_RECEIPTS_MAX_LIMIT)).openapi(
+  'ServiceReceiptsLimit',
+  {
+    type: 'integer',
+    minimum: 1,
+    maximum: SERVICE_RECEIPTS_MAX_LIMIT,
+    param: { name: 'limit', in: 'query' },
+    default: SERVICE_RECEIPTS_DEFAULT_LIMIT,
+  },
+);
 
 /** Strict: an unknown parameter is refused. */
 export const ServiceReceiptsQuery = z

@@ -31,6 +31,7 @@ import {
   StorageUnavailableResponse,
   Timestamp,
   UnauthorizedResponse,
+  WholeNumberText,
 } from './common.js';
 
 export const RuleDecision = z.enum(RULE_DECISIONS).openapi('RuleDecision', {
@@ -153,6 +154,9 @@ export const PublishToolsRequest = z
   .openapi('PublishTools', { description: 'The whole next version, on top of the version the publisher read.' });
 export type PublishToolsInput = z.output<typeof PublishToolsRequest>;
 
+/** Catalog versions are a 32-bit column: a larger number names no version, and is refused as such. */
+const MAX_CATALOG_VERSION = 2_147_483_647;
+
 const tags = ['tools'];
 const readScopes = { 'x-baton-scopes': [...TOOL_READ_SCOPES], security: [{ bearerAuth: [] }] };
 const readForbidden = ForbiddenResponse(
@@ -213,11 +217,12 @@ export const toolsVersionRoute = createRoute({
   ...readScopes,
   request: {
     params: z.object({
-      version: z.coerce
-        .number()
-        .int()
-        .min(1)
-        .openapi({ param: { name: 'version', in: 'path', description: 'A version number, from 1.' } }),
+      version: WholeNumberText.pipe(z.int().min(1).max(MAX_CATALOG_VERSION)).openapi({
+        type: 'integer',
+        minimum: 1,
+        maximum: MAX_CATALOG_VERSION,
+        param: { name: 'version', in: 'path', description: 'A version number, from 1, in decimal digits.' },
+      }),
     }),
   },
   responses: {

@@ -5443,7 +5443,7 @@ export interface operations {
       query?: never;
       header?: never;
       path: {
-        /** @description A version number, from 1. */
+        /** @description A version number, from 1, in decimal digits. */
         version: number;
       };
       cookie?: never;

@@ -72,6 +72,14 @@ describe('tool catalog API', () => {
     expect(stale.body.error.code).toBe('CONFLICT');
     expect((await svc.call('GET', '/v1/tools/versions/1', { key: tenant.keys.audit })).body.tools).toHaveLength(1);
     expect((await svc.call('GET', '/v1/tools', { key: tenant.keys.issue })).body.version).toBe(2);
+
+    // A version is decimal digits, and no larger than the column holds: 400, never 500.
+    for (const version of ['2147483648', '999999999999999', '0', '01', '+1', '%201', '0x10', '1e3', '1.0', 'one']) {
+      const r = await svc.call('GET', `/v1/tools/versions/${version}`, { key: tenant.keys.audit });
+      expect(r.status, version).toBe(400);
+      expect(r.body.error.code).toBe('INVALID_REQUEST');
+    }
+    expect((await svc.call('GET', '/v1/tools/versions/2147483647', { key: tenant.keys.audit })).status).toBe(404);
   });
 
   it('bad input is refused with every issue and stores nothing', async () => {
