@@ -36,9 +36,7 @@ export async function readJsonBody(c: Context, maxBytes: number): Promise<unknow
   } catch {
     throw invalid('The request body is not valid UTF-8.');
   }
-  const value = parseStrictJson(text);
-  assertStorableStrings(value);
-  return value;
+  return parseStrictJson(text);
 }
 
 /** Whether the request carries any body bytes (reading at most maxBytes). */
@@ -119,30 +117,37 @@ function readIncoming(incoming: IncomingMessage, maxBytes: number): Promise<Uint
 }
 
 /** Refuses strings (and keys) PostgreSQL cannot store: U+0000 and unpaired surrogates. */
-function assertStorableStrings(value: unknown, depth = 0): void {
+function assertStorableStrings(value: unknown, where: string, depth = 0): void {
   if (depth > MAX_NESTING) return;
   if (typeof value === 'string') {
-    if (value.includes('\u0000')) throw invalid('The request body contains the character U+0000, which Baton does not accept.');
-    if (!isWellFormedString(value)) throw invalid('The request body contains an unpaired UTF-16 surrogate (\\uD800-\\uDFFF escape).');
+    if (value.includes('\u0000')) throw invalid(`${where} contains the character U+0000, which Baton does not accept.`);
+    if (!isWellFormedString(value)) throw invalid(`${where} contains an unpaired UTF-16 surrogate (\\uD800-\\uDFFF escape).`);
     return;
   }
   if (Array.isArray(value)) {
-    for (const v of value) assertStorableStrings(v, depth + 1);
+    for (const v of value) assertStorableStrings(v, where, depth + 1);
   } else if (value !== null && typeof value === 'object') {
     for (const [k, v] of Object.entries(value)) {
-      assertStorableStrings(k, depth + 1);
-      assertStorableStrings(v, depth + 1);
+      assertStorableStrings(k, where, depth + 1);
+      assertStorableStrings(v, where, depth + 1);
     }
   }
 }
 
-export function parseStrictJson(text: string): unknown {
-  checkStructure(text);
+/**
+ * JSON text read as strictly as a request body, wherever it came from (the body, or a bundle in the
+ * X-DRS-Bundle header): no duplicate keys, bounded nesting, only strings PostgreSQL can store.
+ */
+export function parseStrictJson(text: string, where = 'The request body'): unknown {
+  checkStructure(text, where);
+  let value: unknown;
   try {
-    return JSON.parse(text);
+    value = JSON.parse(text);
   } catch (e) {
-    throw invalid(`The request body is not valid JSON: ${(e as Error).message}.`);
+    throw invalid(`${where} is not valid JSON: ${(e as Error).message}.`);
   }
+  assertStorableStrings(value, where);
+  return value;
 }
 
 function tooLarge(maxBytes: number): BatonError {
@@ -163,7 +168,7 @@ function invalid(message: string): BatonError {
  * duplicates, and the nesting depth, before JSON.parse sees it. Syntax errors
  * are left to JSON.parse; this only has to be right on valid JSON.
  */
-function checkStructure(text: string): void {
+function checkStructure(text: string, where: string): void {
   const keyStack: (Set<string> | null)[] = [];
   let i = 0;
   while (i < text.length) {
@@ -178,7 +183,7 @@ function checkStructure(text: string): void {
         } catch {
           return; // malformed: JSON.parse will explain
         }
-        if (top.has(key)) throw invalid(`The request body repeats the key ${JSON.stringify(key)} in one object.`);
+        if (top.has(key)) throw invalid(`${where} repeats the key ${JSON.stringify(key)} in one object.`);
         top.add(key);
       }
       i = end + 1;
@@ -186,7 +191,7 @@ function checkStructure(text: string): void {
     }
     if (ch === '{' || ch === '[') {
       keyStack.push(ch === '{' ? new Set() : null);
-      if (keyStack.length > MAX_NESTING) throw invalid(`The request body nests deeper than ${MAX_NESTING} levels.`);
+      if (keyStack.length > MAX_NESTING) throw invalid(`${where} nests deeper than ${MAX_NESTING} levels.`);
     } else if (ch === '}' || ch === ']') {
       keyStack.pop();
     }

@@ -98,14 +98,17 @@ export function bundleFrom(req: VerifyRequest, drsHeader: string | undefined): u
   if (req.invocation !== undefined || drsHeader === undefined) {
     return { bundle_version: req.bundle_version, invocation: req.invocation, receipts: req.receipts };
   }
+  let text: string;
   try {
-    return parseStrictJson(utf8Decode(decodeBase64url(drsHeader.trim(), 'X-DRS-Bundle header')));
+    text = utf8Decode(decodeBase64url(drsHeader.trim(), 'X-DRS-Bundle header'));
   } catch {
     throw new BatonError('INVALID_REQUEST', {
-      message: 'The X-DRS-Bundle header is not base64url-encoded bundle JSON.',
+      message: 'The X-DRS-Bundle header is not base64url-encoded UTF-8.',
       suggestion: 'Send the bundle in the JSON body, or base64url(JSON bundle) in X-DRS-Bundle.',
     });
   }
+  // As strict as a body: a bundle refused in the body must not become a stored denial from the header.
+  return parseStrictJson(text, 'The X-DRS-Bundle header');
 }
 
 /**

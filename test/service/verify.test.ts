@@ -101,6 +101,26 @@ describe('verify: allow', () => {
     expect(r.body.binding).toBe('match');
   });
 
+  it('a bundle in X-DRS-Bundle is read as strictly as one in the body: refused 400, nothing stored', async () => {
+    const bundle = JSON.stringify(makeBundle(invoke(), [root, leaf]));
+    const refusedTexts = [
+      bundle.replace('"bundle_version"', '"note":"a\\u0000b","bundle_version"'), // U+0000, escaped
+      bundle.replace('"bundle_version"', '"note":"\\ud800","bundle_version"'), // a lone surrogate
+      bundle.replace('"bundle_version"', '"receipts":[],"bundle_version"'), // a repeated key
+      `${'['.repeat(70)}${']'.repeat(70)}`, // nested too deep
+    ];
+    const before = { denials: await tableCount(denials), invocations: await tableCount(invocations) };
+    for (const text of refusedTexts) {
+      const header = encodeBase64url(utf8Encode(text));
+      const r = await svc.call('POST', '/verify', { key: tenant.keys.verify, headers: { 'x-drs-bundle': header } });
+      expect(r.status, text.slice(0, 60)).toBe(400);
+      expect(r.body.error.code).toBe('INVALID_REQUEST');
+      expect(r.body.error.message).toMatch(/^The X-DRS-Bundle header /);
+      expect(r.body.error.message).not.toContain('\u0000');
+    }
+    expect({ denials: await tableCount(denials), invocations: await tableCount(invocations) }).toEqual(before);
+  });
+
   it('/verify accepts X-DRS-Bundle with no body at all, as DRS clients send it', async () => {
     const own = makeLeaf('dr:drs-header-only');
     const inv = createInvocation({ chain: [root, own], invoker: b, args: ARGS, toolServer: 'mcp://tools.example.com', iat: T0 });
