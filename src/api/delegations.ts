@@ -356,7 +356,7 @@ export const getDelegationChainRoute = readDelegationRoute({
   operationId: 'getDelegationChain',
   summary: 'The root-to-leaf chain ending at a record, with service receipts',
   description:
-    '`receipts` is the root-to-leaf JWS list of delegation receipts, re-verifiable offline (`baton verify` takes the whole response); `records` repeats each record with its status and the service receipt of its acceptance.',
+    '`receipts` is the root-to-leaf JWS list of delegation receipts, re-verifiable offline (`baton verify --chain-only` takes the whole response); `records` repeats each record with its status and the service receipt of its acceptance.',
   ok: { description: 'The chain.', schema: DelegationChain },
 });
 

@@ -421,7 +421,7 @@ export interface paths {
     };
     /**
      * The root-to-leaf chain ending at a record, with service receipts
-     * @description `receipts` is the root-to-leaf JWS list of delegation receipts, re-verifiable offline (`baton verify` takes the whole response); `records` repeats each record with its status and the service receipt of its acceptance.
+     * @description `receipts` is the root-to-leaf JWS list of delegation receipts, re-verifiable offline (`baton verify --chain-only` takes the whole response); `records` repeats each record with its status and the service receipt of its acceptance.
      */
     get: operations['getDelegationChain'];
     put?: never;

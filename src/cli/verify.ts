@@ -1,9 +1,11 @@
 /**
  * `baton verify <bundle.json> --trust <did> ...`: offline verification of a
- * bundle with the same pure pipeline the service runs.
+ * bundle with the same pure pipeline the service runs; `--chain-only` checks
+ * a bare delegation chain instead.
  *
- * Exit codes: 0 allowed, 1 denied, 2 unusable input (unreadable file, not
- * JSON, bad flags).
+ * Exit codes: 0 allowed (with --chain-only: the chain is valid), 1 denied,
+ * 2 unusable input (unreadable file, not JSON, bad flags, no invocation
+ * without --chain-only).
  */
 import { readFile } from 'node:fs/promises';
 import { parseCliArgs } from './args.js';
@@ -15,26 +17,33 @@ import { publicKeyFromDidKey } from '../protocol/did-key.js';
 import { UsageError, type CliIo } from './io.js';
 
 export const VERIFY_HELP = `Usage: baton verify <bundle.json> --trust <did> [--trust <did> ...] [options]
+       baton verify <chain.json> --chain-only --trust <did> [--trust <did> ...] [options]
 
 Verifies a DRS 4.0 bundle (invocation + delegation chain) offline, with the
 same rules the Baton service applies: JCS, Ed25519, linkage, attenuation,
 policy on the invocation args, and time.
 
 The file may hold a bundle {bundle_version, invocation, receipts}, an object
-with such a bundle under "bundle" (DRS fixture files), the base64url form
-DRS sends in the X-DRS-Bundle header, or a chain without an invocation
-({receipts: [...]}, as GET /v1/delegations/{hash}/chain returns), in which
-case the delegation records alone are verified.
+with such a bundle under "bundle" (DRS fixture files), or the base64url form
+DRS sends in the X-DRS-Bundle header. A file without an invocation is
+unusable input (exit 2): there is no call to allow.
+
+With --chain-only the file must be a chain without an invocation
+({receipts: [...]}, as GET /v1/delegations/{hash}/chain returns), and only
+its delegation records are verified; exit 0 then says the chain is valid,
+not that any call is allowed.
 
 Options:
   --trust <did>        a trusted root did:key (repeatable; at least one)
+  --chain-only         verify a chain alone (no invocation in the file)
   --at <unix-seconds>  verify as of this time instead of now
   --max-age <seconds>  how old the invocation may be (default 300)
   --max-depth <n>      longest chain accepted (default 16)
   --json               print the decision as JSON
   -h, --help           show this help
 
-Exit codes: 0 allowed, 1 denied, 2 unusable input.`;
+Exit codes: 0 allowed (with --chain-only: chain valid), 1 denied,
+2 unusable input (including a file with no invocation, unless --chain-only).`;
 
 export async function runVerify(argv: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseCliArgs('verify', {
@@ -42,6 +51,7 @@ export async function runVerify(argv: string[], io: CliIo): Promise<number> {
     allowPositionals: true,
     options: {
       trust: { type: 'string', multiple: true },
+      'chain-only': { type: 'boolean', default: false },
       at: { type: 'string' },
       'max-age': { type: 'string' },
       'max-depth': { type: 'string' },
@@ -66,10 +76,25 @@ export async function runVerify(argv: string[], io: CliIo): Promise<number> {
     }
   }
 
+  const chainOnly = values['chain-only'];
+  if (chainOnly && values['max-age'] !== undefined)
+    throw new UsageError('--max-age limits the invocation; --chain-only verifies a chain without one', VERIFY_HELP);
+
   const input = parseBundleFile(await readInput(file), file);
   const now = values.at !== undefined ? integerFlag('--at', values.at) : Math.floor(Date.now() / 1000);
   const maxDepth = values['max-depth'] !== undefined ? { maxDepth: integerFlag('--max-depth', values['max-depth']) } : {};
-  if (isChainOnly(input)) {
+  const isObject = input !== null && typeof input === 'object' && !Array.isArray(input);
+  const hasInvocation = isObject && 'invocation' in input;
+  const name = file === '-' ? 'the input' : file;
+  if (chainOnly) {
+    // Refused rather than verified without the invocation: exit 0 under --chain-only must only
+    // ever mean "this bare chain is valid", so a flag left in a script cannot turn a bundle whose
+    // call is denied into a success.
+    if (hasInvocation)
+      throw new UsageError(
+        `${name} carries an invocation: --chain-only verifies a chain without one. Drop --chain-only to verify the invocation against its chain.`,
+      );
+    if (!isChain(input)) throw new UsageError(`${name} is not a delegation chain: --chain-only expects {"receipts": ["<JWS>", ...]}`);
     // A chain fetched from GET /v1/delegations/{hash}/chain: no invocation to judge.
     const decision = verifyDelegations(input.receipts, { now, trustedRoots: trust, ...maxDepth });
     io.out(
@@ -85,6 +110,12 @@ export async function runVerify(argv: string[], io: CliIo): Promise<number> {
     );
     return decision.valid ? 0 : 1;
   }
+  if (isObject && !hasInvocation)
+    // Judged as a bare chain, a bundle with its invocation deleted would exit 0 like an allowed call
+    // and fool `baton verify bundle.json && run_tool`: verifying a chain alone must be asked for.
+    throw new UsageError(
+      `${name} carries no invocation, so there is no call to allow. Sign one for this chain with "baton invoke" and verify the bundle it writes, or pass --chain-only to verify the delegation chain alone.`,
+    );
   const decision = verifyChain(input, {
     now,
     trustedRoots: trust,
@@ -95,7 +126,7 @@ export async function runVerify(argv: string[], io: CliIo): Promise<number> {
   return decision.valid ? 0 : 1;
 }
 
-function isChainOnly(value: unknown): value is { receipts: string[] } {
+function isChain(value: unknown): value is { receipts: string[] } {
   if (!value || typeof value !== 'object' || 'invocation' in value) return false;
   const receipts = (value as { receipts?: unknown }).receipts;
   return Array.isArray(receipts) && receipts.every((r) => typeof r === 'string');

@@ -4,7 +4,7 @@
  * - verifyServiceReceiptInclusion: a service receipt is in the log under a signed checkpoint
  *   (C2SP tlog-proof bundle, as GET /v1/log/service-receipts/{id}/proof returns it);
  * - verifyCheckpointConsistency: a newer checkpoint only appended to an older
- *   one (else a split-view finding, with both signed notes as evidence);
+ *   one (else a split-view or rollback finding, with both signed notes as evidence);
  * - auditLog: replays the whole log from its tiles and entry bundles,
  *   recomputes the root, re-verifies every service receipt's signature and tenant,
  *   re-verifies every decision's delegation chain (checkDecision), cross-checks
@@ -64,15 +64,31 @@ export function verifyServiceReceiptInclusion(jws: string, bundle: string, trust
   return verifyTlogProof(bundle, serviceReceiptLeafHash(jws), logPolicy(trust), now);
 }
 
+/**
+ * The checkpoint given as newer is smaller than the one given as older: the log rolled back, or
+ * the auditor was served a stale view. Both notes are signed, so the pair is the evidence.
+ */
+export interface RollbackFinding {
+  readonly kind: 'rollback';
+  readonly origin: string;
+  readonly older: SignedCheckpoint;
+  readonly newer: SignedCheckpoint;
+  readonly reason: string;
+}
+
+export type ConsistencyFinding = SplitViewFinding | RollbackFinding;
+
 export type ConsistencyResult =
   | { readonly consistent: true; readonly older: SignedCheckpoint; readonly newer: SignedCheckpoint }
-  | { readonly consistent: false; readonly finding: SplitViewFinding };
+  | { readonly consistent: false; readonly finding: ConsistencyFinding };
 
 /**
- * Checks that checkpoint `newer` extends `older` (either order of sizes is
- * accepted) with a consistency proof of base64 hashes. Both notes must open
- * under the trust; a failure of the proof, or equal sizes with different
- * roots, is a split view: the finding carries both notes as evidence.
+ * Checks that checkpoint `newerNote` extends `olderNote` with a consistency proof of base64
+ * hashes (from the smaller size to the larger). Both notes must open under the trust. A failure
+ * of the proof, or equal sizes with different roots, is a split view; a newer checkpoint smaller
+ * than the older one is a `rollback` finding, even when it is a prefix of the older (the order of
+ * the arguments is what the caller saw, and a log must never shrink). A split view is reported
+ * in preference to a rollback: it proves a fork. Each finding carries both notes as evidence.
  */
 export function verifyCheckpointConsistency(
   olderNote: string,
@@ -82,12 +98,23 @@ export function verifyCheckpointConsistency(
   now: number,
 ): ConsistencyResult {
   const policy = logPolicy(trust);
-  const a = openCheckpoint(olderNote, policy, now);
-  const b = openCheckpoint(newerNote, policy, now);
+  const older = openCheckpoint(olderNote, policy, now);
+  const newer = openCheckpoint(newerNote, policy, now);
   const hashes = proof.map((p) => decodeBase64(p) ?? new Uint8Array(0));
-  const finding = findSplitView(a, b, hashes);
+  const finding = findSplitView(older, newer, hashes);
   if (finding !== null) return { consistent: false, finding };
-  const [older, newer] = a.checkpoint.size <= b.checkpoint.size ? [a, b] : [b, a];
+  // findSplitView joins the pair in either order; only the caller's order says which came first.
+  if (newer.checkpoint.size < older.checkpoint.size)
+    return {
+      consistent: false,
+      finding: {
+        kind: 'rollback',
+        origin: older.checkpoint.origin,
+        older,
+        newer,
+        reason: `the log shrank from ${older.checkpoint.size} to ${newer.checkpoint.size} leaves (rolled back, or a stale view)`,
+      },
+    };
   return { consistent: true, older, newer };
 }
 

@@ -149,4 +149,4 @@ export { defaultEd25519Backend } from '../protocol/ed25519.js';
 
 // Transparency log: inclusion and consistency checks offline, and a full replay (baton audit).
 export { auditLog, logPolicy, serviceReceiptLeafHash, verifyCheckpointConsistency, verifyServiceReceiptInclusion } from './audit.js';
-export type { AuditFinding, AuditOptions, AuditReport, ConsistencyResult, LogTrust } from './audit.js';
+export type { AuditFinding, AuditOptions, AuditReport, ConsistencyFinding, ConsistencyResult, LogTrust, RollbackFinding } from './audit.js';

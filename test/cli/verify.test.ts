@@ -51,6 +51,55 @@ describe('baton verify', () => {
     expect(JSON.parse(r.out)).toMatchObject({ valid: true, context: { chain_depth: 1, tool: 'web_search' } });
   });
 
+  it('a file with no invocation is unusable input (exit 2) unless --chain-only asks for the chain alone', async () => {
+    // A denied call, then the same bundle with its invocation deleted: that must not read as allowed.
+    const chain = buildChain([{ allowed_tools: ['web_search'] }]);
+    const root = chain.keys[0]!.did;
+    const at = String(T0 + 5);
+    const denied = join(dir, 'denied.json');
+    const bundle = chain.invoke({ tool: 'delete_db', pii_access: false, write_access: false }).bundle;
+    writeFileSync(denied, JSON.stringify(bundle));
+    expect((await run(['verify', denied, '--trust', root, '--at', at])).code).toBe(1);
+    const { invocation: _, ...rest } = bundle;
+    const stripped = join(dir, 'stripped.json');
+    writeFileSync(stripped, JSON.stringify(rest));
+    const r = await run(['verify', stripped, '--trust', root, '--at', at]);
+    expect(r.code, r.out).toBe(2);
+    expect(r.out).toBe('');
+    expect(r.err).toContain('carries no invocation');
+    expect(r.err).toContain('baton invoke');
+    expect(r.err).toContain('--chain-only');
+    // Nor in a DRS fixture wrapper, nor on an empty object.
+    const wrapped = join(dir, 'wrapped.json');
+    writeFileSync(wrapped, JSON.stringify({ bundle: rest }));
+    expect((await run(['verify', wrapped, '--trust', root, '--at', at])).code).toBe(2);
+    const empty = join(dir, 'empty.json');
+    writeFileSync(empty, '{}');
+    expect((await run(['verify', empty, '--trust', root, '--at', at])).code).toBe(2);
+
+    // Asked for, the chain alone verifies: exit 0 for a valid chain, 1 for an untrusted root.
+    const ok = await run(['verify', stripped, '--chain-only', '--trust', root, '--at', at, '--json']);
+    expect(ok.code, ok.err).toBe(0);
+    expect(JSON.parse(ok.out)).toEqual({ valid: true, chain_depth: 1 });
+    expect((await run(['verify', stripped, '--chain-only', '--trust', ALICE, '--at', at])).code).toBe(1);
+  });
+
+  it('--chain-only refuses a file that carries an invocation (exit 2), so it never hides a denial', async () => {
+    const chain = buildChain([{ allowed_tools: ['web_search'] }]);
+    const denied = join(dir, 'denied-chain-only.json');
+    writeFileSync(denied, JSON.stringify(chain.invoke({ tool: 'delete_db', pii_access: false, write_access: false }).bundle));
+    const r = await run(['verify', denied, '--chain-only', '--trust', chain.keys[0]!.did, '--at', String(T0 + 5)]);
+    expect(r.code).toBe(2);
+    expect(r.err).toContain('carries an invocation');
+    expect(r.err).toContain('Drop --chain-only');
+    const notChain = join(dir, 'not-chain.json');
+    writeFileSync(notChain, JSON.stringify({ receipts: 'x' }));
+    expect((await run(['verify', notChain, '--chain-only', '--trust', ALICE])).code).toBe(2);
+    const maxAge = await run(['verify', notChain, '--chain-only', '--trust', ALICE, '--max-age', '60']);
+    expect(maxAge.code).toBe(2);
+    expect(maxAge.err).toContain('--max-age');
+  });
+
   it('exit 2 for unusable input: missing file, not JSON, no --trust, bad --at', async () => {
     expect((await run(['verify', join(dir, 'missing.json'), '--trust', ALICE])).code).toBe(2);
     const junk = join(dir, 'junk.txt');
@@ -72,7 +121,8 @@ describe('baton verify', () => {
   it('--help explains usage and exit codes', async () => {
     const r = await run(['verify', '--help']);
     expect(r.code).toBe(0);
-    expect(r.out).toContain('Exit codes: 0 allowed, 1 denied, 2 unusable input');
+    expect(r.out).toContain('Exit codes: 0 allowed (with --chain-only: chain valid), 1 denied,\n2 unusable input');
+    expect(r.out).toContain('--chain-only');
   });
 
   it('works through the installed bin (npx baton) with the same exit codes', async () => {

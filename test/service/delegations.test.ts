@@ -243,7 +243,7 @@ describe('reading delegations', () => {
     const file = join(mkdtempSync(join(tmpdir(), 'chain-')), 'chain.json');
     writeFileSync(file, JSON.stringify(r.body));
     let out = '';
-    const code = await cli(['verify', file, '--trust', tenant.root.did, '--at', String(T0 + 10), '--json'], {
+    const code = await cli(['verify', file, '--chain-only', '--trust', tenant.root.did, '--at', String(T0 + 10), '--json'], {
       out: (t) => (out += t),
       err: () => {},
     });
