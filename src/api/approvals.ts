@@ -20,6 +20,7 @@ import {
   StorageUnavailableResponse,
   UnauthorizedResponse,
 } from './common.js';
+import { DelegationHashParams } from './delegations.js';
 
 /** Unix time in seconds. */
 const UnixSeconds = z.int().min(0);
@@ -112,9 +113,15 @@ export const listApprovalsRoute = createRoute({
   },
 });
 
-const approvalId = z.object({
-  id: z.string().openapi({ param: { name: 'id', in: 'path', description: 'The approval id (`apr_...`).' } }),
+/** Approval ids are `apr_` and 32 lowercase hex digits (approvals.ts makes them): anything else names none. */
+export const ApprovalIdParams = z.object({
+  id: z
+    .string()
+    .regex(/^apr_[0-9a-f]{32}$/, 'must be an approval id: apr_ followed by 32 lowercase hex digits')
+    .openapi({ param: { name: 'id', in: 'path', description: 'The approval id (`apr_` and 32 hex digits).' } }),
 });
+const approvalId = ApprovalIdParams;
+const badApprovalId = BadRequestResponse('`id` is not an approval id (`INVALID_REQUEST`).');
 
 export const getApprovalRoute = createRoute({
   method: 'get',
@@ -126,6 +133,7 @@ export const getApprovalRoute = createRoute({
   request: { params: approvalId },
   responses: {
     200: json(Approval, 'The approval.'),
+    400: badApprovalId,
     401: UnauthorizedResponse(),
     403: readForbidden,
     404: NotFoundResponse('This tenant has no such approval (`NOT_FOUND`).'),
@@ -135,7 +143,7 @@ export const getApprovalRoute = createRoute({
 
 /** What both kinds of decision may answer besides their own 403, 404 and 409. */
 const decisionRefusals = {
-  400: BadRequestResponse('The body is not a valid `ApprovalDecision` (`INVALID_REQUEST`).'),
+  400: BadRequestResponse('The path names no approval or delegation, or the body is not a valid `ApprovalDecision` (`INVALID_REQUEST`).'),
   401: UnauthorizedResponse(),
   413: PayloadTooLargeResponse(),
   ...failures,
@@ -187,7 +195,7 @@ export const signedDecisionRoute = createRoute({
   responses: {
     200: json(Approval, 'Decided.'),
     400: BadRequestResponse(
-      'The body is invalid (`INVALID_REQUEST`), or the record is malformed, names another approval, or its `iat` is in the future or too old (`MALFORMED_JWS`, `NON_CANONICAL_JSON`, `INVALID_FIELD`, `INVALID_DID`, `WEAK_KEY`, ...).',
+      '`id` is not an approval id or the body is invalid (`INVALID_REQUEST`), or the record is malformed, names another approval, or its `iat` is in the future or too old (`MALFORMED_JWS`, `NON_CANONICAL_JSON`, `INVALID_FIELD`, `INVALID_DID`, `WEAK_KEY`, ...).',
     ),
     403: ForbiddenResponse(
       'The signature does not verify (`SIGNATURE_INVALID`); the signer requested this approval itself (`SELF_APPROVAL`); or the approval expired (`APPROVAL_EXPIRED`).',
@@ -236,9 +244,7 @@ const decideGrantRoute = (what: 'approve' | 'reject') =>
     description: 'The decision is final and stored with its service receipt.',
     ...decideScopes,
     request: {
-      params: z.object({
-        hash: z.string().openapi({ param: { name: 'hash', in: 'path', description: 'The held delegation (`sha256:...`).' } }),
-      }),
+      params: DelegationHashParams,
       body: decisionBody,
     },
     responses: {

@@ -3153,7 +3153,7 @@ export interface operations {
       query?: never;
       header?: never;
       path: {
-        /** @description The approval id (`apr_...`). */
+        /** @description The approval id (`apr_` and 32 hex digits). */
         id: string;
       };
       cookie?: never;
@@ -3167,6 +3167,15 @@ export interface operations {
         };
         content: {
           'application/json': components['schemas']['Approval'] & unknown;
+        };
+      };
+      /** @description `id` is not an approval id (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
@@ -3221,7 +3230,7 @@ export interface operations {
       query?: never;
       header?: never;
       path: {
-        /** @description The approval id (`apr_...`). */
+        /** @description The approval id (`apr_` and 32 hex digits). */
         id: string;
       };
       cookie?: never;
@@ -3241,7 +3250,7 @@ export interface operations {
           'application/json': components['schemas']['Approval'] & unknown;
         };
       };
-      /** @description The body is not a valid `ApprovalDecision` (`INVALID_REQUEST`). */
+      /** @description The path names no approval or delegation, or the body is not a valid `ApprovalDecision` (`INVALID_REQUEST`). */
       400: {
         headers: {
           [name: string]: unknown;
@@ -3320,7 +3329,7 @@ export interface operations {
       query?: never;
       header?: never;
       path: {
-        /** @description The approval id (`apr_...`). */
+        /** @description The approval id (`apr_` and 32 hex digits). */
         id: string;
       };
       cookie?: never;
@@ -3340,7 +3349,7 @@ export interface operations {
           'application/json': components['schemas']['Approval'] & unknown;
         };
       };
-      /** @description The body is not a valid `ApprovalDecision` (`INVALID_REQUEST`). */
+      /** @description The path names no approval or delegation, or the body is not a valid `ApprovalDecision` (`INVALID_REQUEST`). */
       400: {
         headers: {
           [name: string]: unknown;
@@ -3419,7 +3428,7 @@ export interface operations {
       query?: never;
       header?: never;
       path: {
-        /** @description The approval id (`apr_...`). */
+        /** @description The approval id (`apr_` and 32 hex digits). */
         id: string;
       };
       cookie?: never;
@@ -3439,7 +3448,7 @@ export interface operations {
           'application/json': components['schemas']['Approval'] & unknown;
         };
       };
-      /** @description The body is invalid (`INVALID_REQUEST`), or the record is malformed, names another approval, or its `iat` is in the future or too old (`MALFORMED_JWS`, `NON_CANONICAL_JSON`, `INVALID_FIELD`, `INVALID_DID`, `WEAK_KEY`, ...). */
+      /** @description `id` is not an approval id or the body is invalid (`INVALID_REQUEST`), or the record is malformed, names another approval, or its `iat` is in the future or too old (`MALFORMED_JWS`, `NON_CANONICAL_JSON`, `INVALID_FIELD`, `INVALID_DID`, `WEAK_KEY`, ...). */
       400: {
         headers: {
           [name: string]: unknown;
@@ -4268,8 +4277,8 @@ export interface operations {
       query?: never;
       header?: never;
       path: {
-        /** @description The held delegation (`sha256:...`). */
-        hash: string;
+        /** @description A delegation record's hash. */
+        hash: components['schemas']['DelegationHash'];
       };
       cookie?: never;
     };
@@ -4288,7 +4297,7 @@ export interface operations {
           'application/json': components['schemas']['Grant'];
         };
       };
-      /** @description The body is not a valid `ApprovalDecision` (`INVALID_REQUEST`). */
+      /** @description The path names no approval or delegation, or the body is not a valid `ApprovalDecision` (`INVALID_REQUEST`). */
       400: {
         headers: {
           [name: string]: unknown;
@@ -4367,8 +4376,8 @@ export interface operations {
       query?: never;
       header?: never;
       path: {
-        /** @description The held delegation (`sha256:...`). */
-        hash: string;
+        /** @description A delegation record's hash. */
+        hash: components['schemas']['DelegationHash'];
       };
       cookie?: never;
     };
@@ -4387,7 +4396,7 @@ export interface operations {
           'application/json': components['schemas']['Grant'];
         };
       };
-      /** @description The body is not a valid `ApprovalDecision` (`INVALID_REQUEST`). */
+      /** @description The path names no approval or delegation, or the body is not a valid `ApprovalDecision` (`INVALID_REQUEST`). */
       400: {
         headers: {
           [name: string]: unknown;

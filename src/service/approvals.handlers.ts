@@ -14,13 +14,15 @@ import {
   rejectRoute,
   SignedDecisionRequest,
   signedDecisionRoute,
+  ApprovalIdParams,
 } from '../api/approvals.js';
+import { DelegationHashParams } from '../api/delegations.js';
 import type { GuardrailTriple } from '../protocol/approval.js';
 import { approvalOf, approvalsOf, decideApproval, decideApprovalSigned } from './approvals.js';
 import { requireScope, tenantOf } from './auth.js';
 import { newRouter, serve } from './router.js';
 import { decideGrant, grantsOf } from './tool-grants.js';
-import { parseJsonBody, parseQuery } from './validate.js';
+import { parseJsonBody, parseParams, parseQuery } from './validate.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
 export function approvalRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
@@ -43,16 +45,18 @@ export function approvalRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     [rejectRoute, 'rejected'],
   ] as const) {
     serve(app, route, approver, async (c) => {
+      const { id } = parseParams(c, ApprovalIdParams);
       const decision = await triple(c);
       const auth = c.get('auth');
-      return c.json(await decideApproval(deps, tenantOf(auth), c.req.param('id'), outcome, decision, auth.keyId), 200);
+      return c.json(await decideApproval(deps, tenantOf(auth), id, outcome, decision, auth.keyId), 200);
     });
   }
 
   // Keyless: the signed record is the authority (any Authorization header is ignored).
   serve(app, signedDecisionRoute, async (c) => {
+    const { id } = parseParams(c, ApprovalIdParams);
     const body = await parseJsonBody(c, deps.config.maxBodyBytes, SignedDecisionRequest);
-    return c.json(await decideApprovalSigned(deps, c.req.param('id'), body.signed_decision), 200);
+    return c.json(await decideApprovalSigned(deps, id, body.signed_decision), 200);
   });
 
   app.openapi({ ...listGrantsRoute, middleware: [readers] }, async (c) => {
@@ -65,9 +69,10 @@ export function approvalRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     [rejectGrantRoute, 'rejected'],
   ] as const) {
     serve(app, route, approver, async (c) => {
+      const { hash } = parseParams(c, DelegationHashParams);
       const decision = await triple(c);
       const auth = c.get('auth');
-      return c.json(await decideGrant(deps, tenantOf(auth), c.req.param('hash'), outcome, decision, auth.keyId), 200);
+      return c.json(await decideGrant(deps, tenantOf(auth), hash, outcome, decision, auth.keyId), 200);
     });
   }
   return app;

@@ -748,7 +748,8 @@ describe('(b) tools and approvals', () => {
     await api('GET', '/v1/approvals', {}, 401);
     await api('GET', '/v1/approvals', { key: other.keys.verify }, 403);
     await api('GET', `/v1/approvals/${id}`, { key: other.keys.audit }, 200);
-    await api('GET', '/v1/approvals/apr_nobody', approver, 404);
+    await api('GET', `/v1/approvals/apr_${'0'.repeat(32)}`, approver, 404);
+    await api('GET', '/v1/approvals/apr_nobody', approver, 400);
     await api('GET', `/v1/approvals/${id}`, {}, 401);
     await api('GET', `/v1/approvals/${id}`, { key: other.keys.verify }, 403);
     await api('GET', '/v1/approvals', { ...approver, app: downApp }, 503);
@@ -759,7 +760,8 @@ describe('(b) tools and approvals', () => {
       await api('POST', `/v1/approvals/${id}/${what}`, { ...approver, json: { ...triple, reason: ' ' } }, 400);
       await api('POST', `/v1/approvals/${id}/${what}`, { json: triple }, 401);
       await api('POST', `/v1/approvals/${id}/${what}`, { key: other.keys.verify, json: triple }, 403);
-      await api('POST', `/v1/approvals/apr_nobody/${what}`, { ...approver, json: triple }, 404);
+      await api('POST', `/v1/approvals/apr_${'0'.repeat(32)}/${what}`, { ...approver, json: triple }, 404);
+      await api('POST', `/v1/approvals/apr_nobody/${what}`, { ...approver, json: triple }, 400);
       await api('POST', `/v1/approvals/${id}/${what}`, { ...approver, body: OVERSIZE }, 413);
       await api('POST', `/v1/approvals/${id}/${what}`, { ...approver, json: triple, app: downApp }, 503);
     }
@@ -778,6 +780,7 @@ describe('(b) tools and approvals', () => {
     const at = `/v1/approvals/${signedId}/signed-decision`;
     const good = signed(human);
     await api('POST', at, { json: { signed_decision: 'not-a-jws' } }, 400);
+    await api('POST', '/v1/approvals/apr_nobody/signed-decision', { json: { signed_decision: good } }, 400);
     await api('POST', at, { json: { signed_decision: `${good.slice(0, -4)}AAAA` } }, 403);
     await api('POST', at, { json: { signed_decision: signed(generateKeyPair()) } }, 404);
     await api('POST', at, { body: OVERSIZE }, 413);
@@ -805,6 +808,7 @@ describe('(b) tools and approvals', () => {
       await api('POST', `/v1/grants/${held.hash}/${what}`, { json: triple }, 401);
       await api('POST', `/v1/grants/${held.hash}/${what}`, { key: other.keys.verify, json: triple }, 403);
       await api('POST', `/v1/grants/${UNKNOWN_HASH}/${what}`, { ...approver, json: triple }, 404);
+      await api('POST', `/v1/grants/not-a-hash/${what}`, { ...approver, json: triple }, 400);
       await api('POST', `/v1/grants/${held.hash}/${what}`, { ...approver, body: OVERSIZE }, 413);
       await api('POST', `/v1/grants/${held.hash}/${what}`, { ...approver, json: triple, app: downApp }, 503);
     }
