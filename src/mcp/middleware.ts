@@ -14,13 +14,20 @@
  *     DRS: base64url JSON or an object), "X-DRS-Bundle" (DRS: base64url JSON),
  *     or "bundle" (an object). None: refused, saying how to attach one.
  *  2. checks locally, consuming nothing, that the signed arguments name the
- *     tool called (`arguments.tool === params.name`) and that the invocation
- *     names this tool server (`tool_server`).
+ *     tool called (`arguments.tool === params.name`), that the invocation
+ *     names this tool server (`tool_server`), and that its `cmd` is
+ *     "/mcp/tools/call" or "/mcp/tools/call/<the tool called>" (a chain
+ *     delegated for another command, say /mcp/resources/read, runs no tool).
  *  3. POST /v1/verify with the call's arguments as `body` and require_binding,
  *     so arguments changed after signing are refused (BINDING_MISMATCH).
  *     A deny is refused with Baton's code, message, suggestion and every
  *     violation; Baton unreachable, timing out or answering 5xx is refused
- *     too (fail closed: the tool never runs without an allow).
+ *     too (fail closed: the tool never runs without an allow). An allow with
+ *     `retry: true` is refused as REPLAY_DETECTED (logged by default): Baton
+ *     gives it to the same API key re-sending an invocation it already
+ *     allowed, and every call through this server comes with one key, so it
+ *     means this request was seen before. The middleware never re-sends a
+ *     verify itself; after a lost answer the agent signs a new invocation.
  *  4. runs the tool. The handler reports what the call cost, either by
  *     returning `_meta: { cost_usd, tokens_in?, tokens_out?, source? }` or by
  *     calling `batonCall(extra).reportCost({...})`; the middleware posts it
@@ -51,6 +58,7 @@ import type { RequestOptions as McpRequestOptions } from '@modelcontextprotocol/
 import { getLiteralValue, getObjectShape, type AnyObjectSchema } from '@modelcontextprotocol/sdk/server/zod-compat.js';
 import { CallToolRequestSchema, ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { decodeBase64url, encodeBase64url } from '../protocol/base64url.js';
+import { commandCovers } from '../protocol/chain.js';
 import type { ChainContext } from '../sdk/client.js';
 import { ERROR_TABLE, type AnyErrorCode, type ErrorCode as BatonErrorCode, type McpErrorCode, type Violation } from '../protocol/errors.js';
 import { canonicalJson, utf8Decode, utf8Encode } from '../protocol/jcs.js';
@@ -66,7 +74,7 @@ import {
   type VerifyResult,
 } from '../sdk/client.js';
 import type { KeyPair } from '../sdk/keys.js';
-import { createInvocation, makeBundle, type SignedDelegation } from '../sdk/records.js';
+import { createInvocation, makeBundle, readDelegation, type SignedDelegation } from '../sdk/records.js';
 
 // ---------------------------------------------------------------- wire names
 
@@ -82,6 +90,8 @@ export const REFUSAL_META_KEY = 'baton/refusal';
 export const VERIFIED_META_KEY = 'baton/verified';
 /** JSON-RPC error code of a refusal with refuseAs: 'protocol-error' (implementation-defined server range). */
 export const BATON_REFUSAL_ERROR_CODE = -32003;
+/** The invocation cmd of a tools/call; "/mcp/tools/call/<tool>" is accepted too. */
+const TOOLS_CALL_CMD = '/mcp/tools/call';
 
 // ---------------------------------------------------------------- options and types
 
@@ -110,7 +120,8 @@ export interface BatonMcpOptions {
   /** Report costs without holding the tool result back (default false: the result waits for the report). */
   readonly reportInBackground?: boolean;
   /**
-   * What happened to each call. Default: report failures are written to
+   * What happened to each call. Default: report failures and replayed
+   * requests (a 'refused' event with code REPLAY_DETECTED) are written to
    * stderr, everything else is quiet. A custom handler replaces the default.
    */
   readonly onEvent?: (event: BatonMcpEvent) => void;
@@ -126,7 +137,7 @@ export interface BatonRefusal {
   readonly violations: readonly Violation[];
   /** Baton's request id, when Baton answered. */
   readonly request_id: string | null;
-  /** Whether the same call may succeed later (Baton unreachable, 429, 5xx, or once a human approves it). */
+  /** Whether the call (same tool and arguments, in a freshly signed invocation) may succeed later (Baton unreachable, 429, 5xx, or once a human approves it). */
   readonly retryable: boolean;
   /** With APPROVAL_REQUIRED: the approval a human must decide before the same call is retried. */
   readonly approval?: { readonly id: string; readonly status: string; readonly expires_at: number };
@@ -276,6 +287,13 @@ function clientOf(options: BatonMcpOptions): { client: BatonClient; reportKey: s
 }
 
 function defaultOnEvent(event: BatonMcpEvent): void {
+  if (event.type === 'refused' && event.refusal.code === 'REPLAY_DETECTED') {
+    // Usually someone re-sending a request they saw: operators should hear of it without a custom handler.
+    process.stderr.write(
+      `baton-mcp: refused a replayed call to ${event.tool}: ${event.refusal.message} (Baton request ${event.refusal.request_id ?? 'none'})\n`,
+    );
+    return;
+  }
   if (event.type !== 'report-failed') return;
   const why = event.error instanceof Error ? event.error.message : String(event.error);
   process.stderr.write(`baton-mcp: could not report the cost of ${event.tool} (${event.invocationId}): ${why}\n`);
@@ -346,13 +364,28 @@ function makeGate(options: BatonMcpOptions): (next: AnyHandler) => AnyHandler {
         }),
       );
     }
-    const named = invocationToolServer(bundle.invocation);
+    const signed = invocationPayload(bundle.invocation);
+    const named = stringField(signed, 'tool_server');
     if (named !== undefined && named !== options.toolServer) {
       return refuse(
         local(tool, 'TOOL_SERVER_MISMATCH', {
           message: `The invocation was signed for tool server ${JSON.stringify(named)}, not this one (${options.toolServer}).`,
           suggestion: `Sign the invocation with toolServer "${options.toolServer}".`,
           violations: [{ code: 'TOOL_SERVER_MISMATCH', field: 'invocation.tool_server', required: options.toolServer, actual: named }],
+        }),
+      );
+    }
+    // Baton only checks that the chain covers the invocation's cmd, so without
+    // this a grant for another command (with no allowed_tools) runs any tool.
+    // Unlike tool_server, an unreadable cmd is refused too: fail closed.
+    const cmd = stringField(signed, 'cmd');
+    const toolCmd = `${TOOLS_CALL_CMD}/${tool}`;
+    if (cmd !== TOOLS_CALL_CMD && cmd !== toolCmd) {
+      return refuse(
+        local(tool, 'COMMAND_MISMATCH', {
+          message: `The invocation was signed for cmd ${cmd === undefined ? '(none readable)' : JSON.stringify(cmd)}, but this request is a tools/call of "${tool}", which needs cmd "${TOOLS_CALL_CMD}" or "${toolCmd}".`,
+          suggestion: `Sign the invocation with cmd "${TOOLS_CALL_CMD}" (invokeTool's default) or "${toolCmd}", under a delegation whose cmd covers it; a grant for another command does not allow tool calls.`,
+          violations: [{ code: 'COMMAND_MISMATCH', field: 'invocation.cmd', required: `${TOOLS_CALL_CMD} or ${toolCmd}`, actual: cmd }],
         }),
       );
     }
@@ -385,6 +418,21 @@ function makeGate(options: BatonMcpOptions): (next: AnyHandler) => AnyHandler {
       });
     }
     const invocationId = decision.invocation_id;
+    if (decision.retry) {
+      // Baton answers a re-send of an allowed invocation by the same key with
+      // the original allow, counting nothing. This server verifies each
+      // request once, with one key for every caller, so this request was seen
+      // before: running the tool would bypass max_calls, budgets and approvals.
+      return refuse({
+        ...local(tool, 'REPLAY_DETECTED', {
+          message: `This signed invocation (${invocationId}) was already allowed once, and Baton counted it then; a re-send of it does not run the tool. Each tool call needs a freshly signed invocation.`,
+          suggestion:
+            'Sign a new invocation (a fresh jti) for every tool call, even to repeat one with the same arguments; invokeTool signs one per call.',
+          violations: [{ code: 'REPLAY_DETECTED', field: 'invocation.jti', actual: invocationId }],
+        }),
+        request_id: decision.request_id,
+      });
+    }
     emit({ type: 'allowed', tool, invocationId, counters: decision.counters, warnings: decision.warnings, requestId: decision.request_id });
 
     // 4. run the tool, then report what it cost
@@ -450,6 +498,11 @@ function local(
   };
 }
 
+// Baton may have allowed (and counted) the call before its answer was lost; a
+// re-send of the same invocation would then be refused as REPLAY_DETECTED.
+const RETRY_FRESH =
+  'To retry, sign a new invocation for the call (invokeTool signs one per call): re-sending this one may be refused as a replay.';
+
 function unavailable(tool: string, e: unknown): BatonRefusal {
   if (e instanceof BatonApiError) {
     const down = e.status === 0 || e.status >= 500 || e.code === 'UNEXPECTED_RESPONSE';
@@ -460,7 +513,7 @@ function unavailable(tool: string, e: unknown): BatonRefusal {
       message: down
         ? `Baton could not decide, so the tool did not run: ${e.message}`
         : `Baton refused the verification request: ${e.message}`,
-      suggestion: e.suggestion ?? ERROR_TABLE.BATON_UNAVAILABLE.suggestion,
+      suggestion: withRetryAdvice(e.suggestion ?? ERROR_TABLE.BATON_UNAVAILABLE.suggestion, e.retryable),
       violations: e.violations,
       request_id: e.requestId ?? null,
       retryable: e.retryable,
@@ -469,9 +522,14 @@ function unavailable(tool: string, e: unknown): BatonRefusal {
   return {
     ...local(tool, 'BATON_UNAVAILABLE', {
       message: `Baton could not decide, so the tool did not run: ${e instanceof Error ? e.message : String(e)}`,
+      suggestion: withRetryAdvice(ERROR_TABLE.BATON_UNAVAILABLE.suggestion, true),
     }),
     retryable: true,
   };
+}
+
+function withRetryAdvice(suggestion: string, retryable: boolean): string {
+  return retryable ? `${suggestion} ${RETRY_FRESH}` : suggestion;
 }
 
 function decorate(result: unknown, verified: Record<string, unknown>): unknown {
@@ -578,10 +636,10 @@ function parseBundleValue(value: unknown, key: string): Bundle | string {
   return { ...obj, bundle_version: obj['bundle_version'] ?? '4.0', invocation: obj['invocation'], receipts } as Bundle;
 }
 
-/** The tool_server an invocation names, read without checking anything (Baton does); undefined if unreadable. */
-function invocationToolServer(jws: string): string | undefined {
-  const payload = invocationPayload(jws);
-  return typeof payload?.['tool_server'] === 'string' ? payload['tool_server'] : undefined;
+/** A string field of an invocation payload (tool_server, cmd), read without checking anything (Baton does); undefined if unreadable. */
+function stringField(payload: Record<string, unknown> | undefined, key: string): string | undefined {
+  const value = payload?.[key];
+  return typeof value === 'string' ? value : undefined;
 }
 
 function invocationPayload(jws: string): Record<string, unknown> | undefined {
@@ -618,7 +676,7 @@ export function explainRefusal(r: BatonRefusal): string {
       `A human must approve this call first: approval ${r.approval.id} (${r.approval.status}, good until ${until}).`,
       'Once it is approved, retry exactly the same call (same tool and arguments): it is allowed once.',
     );
-  } else if (r.retryable) lines.push('This refusal is temporary: the same call may succeed later.');
+  } else if (r.retryable) lines.push('This refusal is temporary: the same call, signed afresh, may succeed later.');
   if (r.request_id) lines.push(`Baton request id: ${r.request_id}`);
   return lines.join('\n');
 }
@@ -701,6 +759,7 @@ export interface InvokeToolInput {
   readonly arguments: Record<string, unknown>;
   /** Embed the chain ('value', default) or send only hashes ('reference': the chain must be stored in Baton). */
   readonly mode?: 'value' | 'reference';
+  /** Default "/mcp/tools/call" when the leaf's cmd covers it, else the leaf's cmd (e.g. "/mcp/tools/call/<name>"). */
   readonly cmd?: string;
   readonly metaKey?: AttachOptions['key'];
   readonly requestOptions?: McpRequestOptions;
@@ -717,13 +776,25 @@ export async function invokeTool(client: Client, input: InvokeToolInput): Promis
     invoker: input.invoker,
     args,
     toolServer: input.toolServer,
-    ...(input.cmd !== undefined ? { cmd: input.cmd } : {}),
+    ...(input.cmd !== undefined ? { cmd: input.cmd } : toolCallCmd(input.chain)),
   });
   const bundle = makeBundle(invocation, input.chain, input.mode ?? 'value');
   return callToolWithBundle(client, input.name, args, bundle, {
     ...(input.metaKey !== undefined ? { key: input.metaKey } : {}),
     ...(input.requestOptions !== undefined ? { requestOptions: input.requestOptions } : {}),
   });
+}
+
+/**
+ * The cmd withBaton accepts for a tools/call under this chain: a leaf granted
+ * a wider command (e.g. "/mcp") would otherwise pass its own cmd on, which
+ * tool servers refuse. An empty chain is left to createInvocation to refuse.
+ */
+function toolCallCmd(chain: InvokeToolInput['chain']): { cmd?: string } {
+  const last = chain[chain.length - 1];
+  if (last === undefined) return {};
+  const leafCmd = (typeof last === 'string' ? readDelegation(last) : last).payload.cmd;
+  return { cmd: commandCovers(leafCmd, TOOLS_CALL_CMD) ? TOOLS_CALL_CMD : leafCmd };
 }
 
 function isRecord(v: unknown): v is Record<string, unknown> {

@@ -53,10 +53,9 @@ describe('require_approval through the MCP middleware', () => {
     await client.connect(clientSide);
     try {
       const args = { tool: 'crm_export', table: 'customers', estimated_cost_usd: 0.01, pii_access: false, write_access: true };
-      const call = () => {
-        const inv = createInvocation({ chain: [root], invoker: agent, args, toolServer: TOOL_SERVER });
-        return callToolWithBundle(client, 'crm_export', args, makeBundle(inv, [root]));
-      };
+      const sign = () => makeBundle(createInvocation({ chain: [root], invoker: agent, args, toolServer: TOOL_SERVER }), [root]);
+      const send = (bundle: ReturnType<typeof sign>) => callToolWithBundle(client, 'crm_export', args, bundle);
+      const call = () => send(sign());
       const waiting = await call();
       const refusal = refusalOf(waiting)!;
       expect(refusal.code).toBe('APPROVAL_REQUIRED');
@@ -70,9 +69,13 @@ describe('require_approval through the MCP middleware', () => {
       expect(pending.approvals.map((a) => a.id)).toEqual([refusal.approval!.id]);
       await human.tools.approve(refusal.approval!.id, { actor: 'carol', reason: 'Export for the audit.' });
 
-      const done = await call();
+      const approved = sign();
+      const done = await send(approved);
       expect(refusalOf(done)).toBeNull();
       expect(text(done)).toContain('exported');
+      expect(run).toHaveBeenCalledTimes(1);
+      // The approved request, sent again by whoever saw it, does not run a second time.
+      expect(refusalOf(await send(approved))?.code).toBe('REPLAY_DETECTED');
       expect(run).toHaveBeenCalledTimes(1);
       expect(refusalOf(await call())?.code).toBe('APPROVAL_REQUIRED'); // once
     } finally {

@@ -59,9 +59,10 @@ interface Chain {
   readonly chain: readonly SignedDelegation[];
 }
 
-/** operator (trusted root) -> A -> B, stored in Baton. */
+/** operator (trusted root) -> A -> B, stored in Baton; `cmd` is the root's (the sub inherits it), default /mcp/tools/call. */
 async function storedChain(
   subPolicy: Policy = { allowed_tools: ['web_search'], max_calls: 5, max_cost_usd: 0.01, write_access: false, pii_access: false },
+  opts: { cmd?: string } = {},
 ): Promise<Chain> {
   const a = generateKeyPair();
   const b = generateKeyPair();
@@ -69,10 +70,22 @@ async function storedChain(
     issuer: live.tenant.root,
     audience: a.did,
     policy: { allowed_tools: ['web_search', 'file_write'], max_calls: 10, max_cost_usd: 0.05, write_access: true, pii_access: false },
+    ...(opts.cmd !== undefined ? { cmd: opts.cmd } : {}),
   });
   const sub = createSubDelegation({ parent: root, issuer: a, audience: b.did, policy: subPolicy });
   await new BatonClient({ baseUrl: live.baseUrl }).submit([root, sub]);
   return { b, root, sub, chain: [root, sub] };
+}
+
+/** One web_search call through invokeTool: a freshly signed invocation by the chain's leaf holder. */
+function searchOnce(client: Client, c: Chain, query = 'q'): ReturnType<typeof invokeTool> {
+  return invokeTool(client, {
+    chain: c.chain,
+    invoker: c.b,
+    toolServer: TOOL_SERVER,
+    name: 'web_search',
+    arguments: { query, ...DECLARED },
+  });
 }
 
 function batonOptions(overrides: Partial<BatonMcpOptions> = {}): BatonMcpOptions {
@@ -114,8 +127,14 @@ async function connect(server: McpServer | Server): Promise<Client> {
   return client;
 }
 
-function signed(c: Chain, args: Record<string, unknown>, opts: { toolServer?: string; mode?: 'value' | 'reference' } = {}) {
-  const inv = createInvocation({ chain: c.chain, invoker: c.b, args, toolServer: opts.toolServer ?? TOOL_SERVER });
+function signed(c: Chain, args: Record<string, unknown>, opts: { toolServer?: string; mode?: 'value' | 'reference'; cmd?: string } = {}) {
+  const inv = createInvocation({
+    chain: c.chain,
+    invoker: c.b,
+    args,
+    toolServer: opts.toolServer ?? TOOL_SERVER,
+    ...(opts.cmd !== undefined ? { cmd: opts.cmd } : {}),
+  });
   return { inv, bundle: makeBundle(inv, c.chain, opts.mode ?? 'reference') };
 }
 
@@ -213,13 +232,7 @@ describe('allowed calls', () => {
       }),
     );
     const client = await connect(server);
-    const result = await invokeTool(client, {
-      chain: c.chain,
-      invoker: c.b,
-      toolServer: TOOL_SERVER,
-      name: 'web_search',
-      arguments: { query: 'x', ...DECLARED },
-    });
+    const result = await searchOnce(client, c, 'x');
     expect(result.isError).toBeFalsy();
     expect(search).toHaveBeenCalledTimes(1);
     expect((result._meta as Record<string, unknown>)[VERIFIED_META_KEY]).toMatchObject({ cost_reported: false });
@@ -350,14 +363,7 @@ describe('refused calls never run the tool', () => {
     const c = await storedChain({ allowed_tools: ['web_search'], max_calls: 1, max_cost_usd: 0.01 });
     const { server, search } = toolServer(batonOptions());
     const client = await connect(server);
-    const call = () =>
-      invokeTool(client, {
-        chain: c.chain,
-        invoker: c.b,
-        toolServer: TOOL_SERVER,
-        name: 'web_search',
-        arguments: { query: 'q', ...DECLARED },
-      });
+    const call = () => searchOnce(client, c, 'q');
     expect((await call()).isError).toBeFalsy();
     const second = await call();
     expect(refusalOf(second)).toMatchObject({ code: 'CALLS_EXHAUSTED', block: 'G' });
@@ -368,18 +374,14 @@ describe('refused calls never run the tool', () => {
     const c = await storedChain();
     const { server, search } = toolServer(batonOptions({ baton: { baseUrl: await closedPortUrl(), verifyKey: live.tenant.keys.verify } }));
     const client = await connect(server);
-    const result = await invokeTool(client, {
-      chain: c.chain,
-      invoker: c.b,
-      toolServer: TOOL_SERVER,
-      name: 'web_search',
-      arguments: { query: 'q', ...DECLARED },
-    });
+    const result = await searchOnce(client, c, 'q');
     expect(search).not.toHaveBeenCalled();
     expect(result.isError).toBe(true);
     expect(refusalOf(result)).toMatchObject({ code: 'NETWORK_ERROR', retryable: true });
     expect(text(result)).toContain('Baton could not decide, so the tool did not run');
     expect(text(result)).toContain('temporary');
+    // Baton may have counted it before the answer was lost: a re-send of the same invocation would be a replay.
+    expect(refusalOf(result)!.suggestion).toContain('sign a new invocation for the call');
   });
 
   it('Baton answering 503 (storage down): refused, the tool does not run', async () => {
@@ -399,13 +401,7 @@ describe('refused calls never run the tool', () => {
     const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
     const { server, search } = toolServer(batonOptions({ baton: { baseUrl: url, verifyKey: 'whatever-key' } }));
     const client = await connect(server);
-    const result = await invokeTool(client, {
-      chain: c.chain,
-      invoker: c.b,
-      toolServer: TOOL_SERVER,
-      name: 'web_search',
-      arguments: { query: 'q', ...DECLARED },
-    });
+    const result = await searchOnce(client, c, 'q');
     expect(search).not.toHaveBeenCalled();
     expect(refusalOf(result)).toMatchObject({ code: 'STORAGE_UNAVAILABLE', retryable: true, request_id: 'req-503' });
   });
@@ -431,6 +427,121 @@ describe('refused calls never run the tool', () => {
   });
 });
 
+describe('replayed requests never run the tool', () => {
+  it('the same request sent twice runs the tool once; the re-send is REPLAY_DETECTED and counts nothing', async () => {
+    const c = await storedChain({ allowed_tools: ['web_search'], max_calls: 1, max_cost_usd: 0.01 });
+    const events: BatonMcpEvent[] = [];
+    const { server, search } = toolServer(batonOptions({ onEvent: (e) => events.push(e) }));
+    const client = await connect(server);
+    const args = { tool: 'web_search', query: 'q', ...DECLARED };
+    const { inv, bundle } = signed(c, args);
+    const request = attachBundle({ name: 'web_search', arguments: args }, bundle);
+
+    expect((await client.callTool(request)).isError).toBeFalsy();
+    // Anyone who saw the request (a proxy, a log) sends it again: Baton answers retry: true.
+    const replay = await client.callTool(request);
+
+    expect(search).toHaveBeenCalledTimes(1);
+    expect(replay.isError).toBe(true);
+    expect(refusalOf(replay)).toMatchObject({
+      code: 'REPLAY_DETECTED',
+      retryable: false,
+      request_id: expect.any(String),
+      violations: [{ code: 'REPLAY_DETECTED', field: 'invocation.jti', actual: inv.payload.jti }],
+    });
+    expect(text(replay)).toContain('already allowed once');
+    expect(text(replay)).toContain('invokeTool signs one per call');
+    expect(events.filter((e) => e.type === 'refused').map((e) => e.refusal.code)).toEqual(['REPLAY_DETECTED']);
+    expect((await audit.getDelegation(c.sub.hash)).usage.calls_used).toBe(1);
+  });
+
+  it('two freshly signed invocations with the same arguments run the tool twice', async () => {
+    const c = await storedChain();
+    const { server, search } = toolServer(batonOptions());
+    const client = await connect(server);
+    const call = () => searchOnce(client, c, 'q');
+    expect((await call()).isError).toBeFalsy();
+    expect((await call()).isError).toBeFalsy();
+    expect(search).toHaveBeenCalledTimes(2);
+    expect((await audit.getDelegation(c.sub.hash)).usage.calls_used).toBe(2);
+  });
+
+  it('the default onEvent writes a replay to stderr', async () => {
+    const c = await storedChain();
+    const { onEvent: _quiet, ...withDefaultOnEvent } = batonOptions();
+    const { server } = toolServer(withDefaultOnEvent);
+    const client = await connect(server);
+    const args = { tool: 'web_search', query: 'q', ...DECLARED };
+    const request = attachBundle({ name: 'web_search', arguments: args }, signed(c, args).bundle);
+    await client.callTool(request);
+    const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+    try {
+      await client.callTool(request);
+      expect(stderr.mock.calls.map((call) => String(call[0])).join('')).toContain('baton-mcp: refused a replayed call to web_search');
+    } finally {
+      stderr.mockRestore();
+    }
+  });
+});
+
+describe("the invocation's cmd must be a tools/call", () => {
+  it('a chain delegated for /mcp/resources/read runs no tool: COMMAND_MISMATCH, before Baton counts anything', async () => {
+    const c = await storedChain(undefined, { cmd: '/mcp/resources/read' });
+    const { server, search } = toolServer(batonOptions());
+    const client = await connect(server);
+    const args = { tool: 'web_search', query: 'q', ...DECLARED };
+    const { bundle } = signed(c, args); // cmd: the leaf's, /mcp/resources/read
+    const result = await client.callTool(attachBundle({ name: 'web_search', arguments: args }, bundle));
+    expect(search).not.toHaveBeenCalled();
+    expect(refusalOf(result)).toMatchObject({
+      code: 'COMMAND_MISMATCH',
+      retryable: false,
+      violations: [
+        {
+          code: 'COMMAND_MISMATCH',
+          field: 'invocation.cmd',
+          required: '/mcp/tools/call or /mcp/tools/call/web_search',
+          actual: '/mcp/resources/read',
+        },
+      ],
+    });
+    expect(text(result)).toContain('Sign the invocation with cmd "/mcp/tools/call"');
+    expect((await audit.getDelegation(c.sub.hash)).usage.calls_used).toBe(0);
+    // invokeTool cannot widen the chain's command either.
+    const viaHelper = await searchOnce(client, c, 'q');
+    expect(refusalOf(viaHelper)).toMatchObject({ code: 'COMMAND_MISMATCH' });
+    expect(search).not.toHaveBeenCalled();
+  });
+
+  it('cmd /mcp/tools/call/<another tool> is refused; /mcp/tools/call and /mcp/tools/call/<this tool> run it', async () => {
+    const c = await storedChain();
+    const { server, search } = toolServer(batonOptions());
+    const client = await connect(server);
+    const args = { tool: 'web_search', query: 'q', ...DECLARED };
+    const callWith = (cmd: string) =>
+      client.callTool(attachBundle({ name: 'web_search', arguments: args }, signed(c, args, { cmd }).bundle));
+
+    const other = await callWith('/mcp/tools/call/file_write');
+    expect(refusalOf(other)).toMatchObject({ code: 'COMMAND_MISMATCH', violations: [{ actual: '/mcp/tools/call/file_write' }] });
+    expect(search).not.toHaveBeenCalled();
+
+    expect((await callWith('/mcp/tools/call')).isError).toBeFalsy();
+    expect((await callWith('/mcp/tools/call/web_search')).isError).toBeFalsy();
+    expect(search).toHaveBeenCalledTimes(2);
+  });
+
+  it("invokeTool's default cmd is accepted under a leaf granted a wider or a per-tool command", async () => {
+    for (const cmd of ['/mcp', '/mcp/tools/call/web_search']) {
+      const c = await storedChain(undefined, { cmd });
+      const { server, search } = toolServer(batonOptions());
+      const client = await connect(server);
+      const result = await searchOnce(client, c, 'q');
+      expect(result.isError, `${cmd}: ${text(result)}`).toBeFalsy();
+      expect(search).toHaveBeenCalledTimes(1);
+    }
+  });
+});
+
 describe('wrapping', () => {
   it('a low-level Server with its own tools/call handler is gated too', async () => {
     const c = await storedChain();
@@ -450,13 +561,7 @@ describe('wrapping', () => {
     expect(refusalOf(refused)).toMatchObject({ code: 'BUNDLE_MISSING' });
     expect(handler).not.toHaveBeenCalled();
 
-    const ok = await invokeTool(client, {
-      chain: c.chain,
-      invoker: c.b,
-      toolServer: TOOL_SERVER,
-      name: 'web_search',
-      arguments: { query: 'q', ...DECLARED },
-    });
+    const ok = await searchOnce(client, c, 'q');
     expect(text(ok)).toBe('ran web_search');
     expect(handler).toHaveBeenCalledTimes(1);
     expect((await audit.getDelegation(c.sub.hash)).usage.metered_usd).toBe(0.004);
