@@ -1,5 +1,6 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { TENANT_KEY_SCOPES } from '../protocol/lists.js';
+import { NOT_PLAIN, PLAIN_NAME } from '../protocol/text.js';
 import {
   DidKey,
   Timestamp,
@@ -40,7 +41,8 @@ export const DisplayName = z
   .trim()
   .min(1, 'must not be empty or only whitespace')
   .max(200, 'must be at most 200 characters')
-  .openapi('DisplayName', { description: '1-200 characters after trimming; stored trimmed.' });
+  .regex(PLAIN_NAME, NOT_PLAIN)
+  .openapi('DisplayName', { description: '1-200 characters after trimming, no control, bidi or zero-width characters; stored trimmed.' });
 
 export const CreateTenantRequest = z.strictObject({ name: DisplayName }).openapi('CreateTenantRequest');
 
@@ -74,6 +76,8 @@ export const CreateApiKeyRequest = z
       .max(512, 'must be at most 512 characters')
       // It is compared exactly with the invocation's tool_server: stray spaces would never match.
       .refine((s) => s.trim() === s, 'must not start or end with whitespace')
+      // An invisible character would list like another tool server and never match one.
+      .regex(PLAIN_NAME, NOT_PLAIN)
       .nullable()
       .openapi({
         description:

@@ -1,5 +1,6 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { MAX_INVOCATION_USD } from '../protocol/money.js';
+import { NOT_PLAIN, PLAIN_TEXT, SAYS_SOMETHING } from '../protocol/text.js';
 import {
   ErrorCode,
   Block,
@@ -51,6 +52,7 @@ export const ActualRequest = z
     unavailable_reason: z
       .string()
       .max(MAX_UNAVAILABLE_REASON, `must be at most ${MAX_UNAVAILABLE_REASON} characters`)
+      .regex(PLAIN_TEXT, NOT_PLAIN)
       .nullable()
       .openapi({ description: 'Required (non-blank) when `source` is `unavailable`, otherwise absent or null.' })
       .optional(),
@@ -64,11 +66,11 @@ export const ActualRequest = z
           path: ['cost_usd'],
           message: 'must be absent when source is unavailable (there is no metered cost)',
         });
-      if ((b.unavailable_reason?.trim() ?? '') === '')
+      if (!SAYS_SOMETHING.test(b.unavailable_reason ?? ''))
         ctx.addIssue({
           code: 'custom',
           path: ['unavailable_reason'],
-          message: 'is required and must not be blank when source is unavailable',
+          message: 'is required when source is unavailable, and must say why (at least one letter or digit)',
         });
     } else {
       if (!hasCost) ctx.addIssue({ code: 'custom', path: ['cost_usd'], message: `is required when source is ${b.source}` });

@@ -23,22 +23,15 @@ import type { DecisionOutcome } from './lists.js';
 import { canonicalJson } from './jcs.js';
 import { MAX_NAME_LENGTH } from './policy.js';
 import { parseWith } from './records.js';
+import { NOT_PLAIN, PLAIN_TEXT, SAYS_SOMETHING } from './text.js';
 
 export const MAX_APPROVAL_REASON = 500;
-
-/** At least one letter or digit: spaces, punctuation or invisible characters alone say nothing. */
-const SAYS_SOMETHING = /[\p{L}\p{N}]/u;
-/**
- * No control characters except tab and newline, and no bidi or zero-width formatting.
- * No `u` flag (all BMP, so it matches the same): the OpenAPI document states it as a plain pattern.
- */
-const PLAIN_TEXT = /^[^\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]*$/;
 
 function text(what: string, max: number) {
   return z
     .string({ error: (iss) => (iss.input === undefined ? `is required: ${what}` : 'must be a string') })
     .max(max, `must be at most ${max} characters`)
-    .regex(PLAIN_TEXT, 'must not contain control, bidi or zero-width characters')
+    .regex(PLAIN_TEXT, NOT_PLAIN)
     .refine((s) => SAYS_SOMETHING.test(s), 'must not be blank: it needs at least one letter or digit');
 }
 

@@ -17,25 +17,19 @@ import { BatonError, type Violation } from './errors.js';
 import { clipText } from './jcs.js';
 import { compareUsd, invocationAmountProblem, MAX_INVOCATION_USD, MAX_USD, microsToUsd, usdToMicros, type Micros } from './money.js';
 import { isValidResourcePattern, normalizeResourcePattern, normalizeResourceUri, patternCovers, resourceCovered } from './resource.js';
+import { PLAIN_NAME } from './text.js';
 
 export const MAX_LIST_ITEMS = 256;
 export const MAX_NAME_LENGTH = 256;
 export const MAX_POLICY_DEPTH = 16;
 export const WILDCARD = '*';
 
-/**
- * No control characters, and no bidi or zero-width format characters that make a name display as another.
- * No `u` flag: every excluded character is in the BMP, so it matches the same, and the OpenAPI document
- * can state it as a plain pattern.
- */
-const NO_CONTROL_CHARS = /^[^\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]*$/;
-
 /** A name in allowed_tools or allowed_data_classes: "*" alone, or an exact name. The tool catalog reuses it. */
 export const PolicyNameSchema = z
   .string()
   .min(1)
   .max(MAX_NAME_LENGTH)
-  .regex(NO_CONTROL_CHARS, { message: 'Names cannot contain control characters.' })
+  .regex(PLAIN_NAME, { message: 'Names cannot contain control characters.' })
   // "web_*" is not a glob here; refuse it rather than let it read like one.
   .refine((s) => s === WILDCARD || !s.includes(WILDCARD), { message: 'Only the whole entry "*" may contain *; globs are not supported.' });
 

@@ -126,6 +126,8 @@ describe('provenance and input rules', () => {
       [{ source: 'harness-reported', cost_usd: 0.3, unavailable_reason: 'why' }, 'unavailable_reason'],
       [{ source: 'unavailable' }, 'unavailable_reason'],
       [{ source: 'unavailable', unavailable_reason: '   ' }, 'unavailable_reason'],
+      [{ source: 'unavailable', unavailable_reason: '\u200b' }, 'unavailable_reason'],
+      [{ source: 'unavailable', unavailable_reason: ' - ' }, 'unavailable_reason'],
       [{ source: 'unavailable', unavailable_reason: 'meter down', cost_usd: 0 }, 'cost_usd'],
       [{ source: 'unavailable', unavailable_reason: 'x'.repeat(501) }, 'unavailable_reason'],
       [{ source: 'api-usage', cost_usd: 0.3, tokens_in: -1 }, 'tokens_in'],
