@@ -22,7 +22,7 @@ export const ExplainBody = z
       .array(RecordHash)
       .min(1)
       .max(MAX_CHAIN_DEPTH)
-      .openapi({ description: "Delegations stored for the key's tenant, root first." }),
+      .openapi({ description: "Delegations stored for the key's tenant: a chain, root first, each the child of the one before." }),
     args: z.record(z.string(), z.unknown()).openapi({ description: 'The args the call would carry.' }),
     context: z
       .strictObject({ near_limit: z.boolean().optional(), cost_calibration: z.boolean().optional() })
@@ -115,7 +115,9 @@ export const explainRoute = createRoute({
   request: { body: { required: true, content: { 'application/json': { schema: ExplainBody } } } },
   responses: {
     200: { description: 'The explanation.', content: { 'application/json': { schema: Explanation } } },
-    400: BadRequestResponse('The body is not a valid `ExplainRequest` (`INVALID_REQUEST`).'),
+    400: BadRequestResponse(
+      'The body is not a valid `ExplainRequest`, or `dr_chain` is not a chain from its root, each DR the child of the one before (`INVALID_REQUEST`).',
+    ),
     401: UnauthorizedResponse(),
     403: ForbiddenResponse('The key has none of the scopes `issue`, `verify`, `audit`, `approve`, or is the admin key (`FORBIDDEN`).'),
     404: NotFoundResponse('A delegation of `dr_chain` is not stored for this tenant (`NOT_FOUND`).'),

@@ -1412,7 +1412,7 @@ export interface components {
         cost_calibration?: boolean;
         near_limit?: boolean;
       };
-      /** @description Delegations stored for the key's tenant, root first. */
+      /** @description Delegations stored for the key's tenant: a chain, root first, each the child of the one before. */
       dr_chain: components['schemas']['RecordHash'][];
     };
     /** @description `deny` if any condition other than approval is unmet, `require_approval` if only that, else `allow`. */
@@ -4139,7 +4139,7 @@ export interface operations {
           'application/json': components['schemas']['Explanation'];
         };
       };
-      /** @description The body is not a valid `ExplainRequest` (`INVALID_REQUEST`). */
+      /** @description The body is not a valid `ExplainRequest`, or `dr_chain` is not a chain from its root, each DR the child of the one before (`INVALID_REQUEST`). */
       400: {
         headers: {
           [name: string]: unknown;

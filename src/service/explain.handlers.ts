@@ -20,6 +20,27 @@ import { toolDocumentOf } from './tools.js';
 import { parseJsonBody } from './validate.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
+/**
+ * An explanation is of a call through a real chain: the root first, then each DR's own child. Any
+ * list of stored hashes would otherwise be judged as one (reversed, unrelated, repeated), and its
+ * answer would describe no call that could ever be made.
+ */
+function assertLinkedFromRoot(chain: readonly string[], parentOf: (hash: string) => string | null): void {
+  chain.forEach((hash, i) => {
+    const parent = parentOf(hash);
+    const expected = i === 0 ? null : chain[i - 1]!;
+    if (parent === expected) return;
+    throw new BatonError('INVALID_REQUEST', {
+      message:
+        i === 0
+          ? `dr_chain[0] (${hash}) is not a root: its parent is ${parent}. dr_chain lists a chain root first.`
+          : `dr_chain[${i}] (${hash}) is not the child of dr_chain[${i - 1}]: its parent is ${parent ?? 'none (it is a root)'}.`,
+      suggestion: 'Send the chain root to leaf, as GET /v1/delegations/{hash}/chain lists it.',
+      details: { field: `dr_chain.${i}` },
+    });
+  });
+}
+
 /** A tenant without a catalog: nothing declared, the default settings. */
 const NO_CATALOG: Catalog = { version: 0, tools: [] };
 
@@ -32,6 +53,7 @@ export function explainRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     const stored = await delegationsByHash(db, tenantId, body.dr_chain);
     const missing = body.dr_chain.find((h) => !stored.has(h));
     if (missing !== undefined) throw new BatonError('NOT_FOUND', { message: `Delegation ${missing} is not stored for this tenant.` });
+    assertLinkedFromRoot(body.dr_chain, (h) => stored.get(h)!.parentHash);
     const policies = body.dr_chain.map((h) => parsePolicy(stored.get(h)!.policy));
     const doc = await toolDocumentOf(deps, tenantId);
     const grants = await Promise.all(body.dr_chain.map((h) => findGrant(db, tenantId, h)));

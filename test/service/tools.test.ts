@@ -360,6 +360,21 @@ describe('verify derives requirements from the catalog', () => {
     expect(by('policy.pii_access', 0).remediation).toMatch(/^grant pii_access in DR #0/);
     expect(by('rules[0]').remediation).toMatch(/^request approval; approvers: holders of an API key with the approve scope/);
     expect(await callsUsed(c.drs[0]!.hash)).toBe(0);
+
+    // Only a chain is explained: root first, each DR the child of the one before.
+    const other = chain([{ ...base, allowed_tools: ['crm_export'] }]);
+    await svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipts: other.drs.map((d) => d.jws) } });
+    const [root, leaf] = c.drs.map((d) => d.hash) as [string, string];
+    for (const [dr_chain, field] of [
+      [[leaf, root], 'dr_chain.0'],
+      [[leaf], 'dr_chain.0'],
+      [[root, root], 'dr_chain.1'],
+      [[other.drs[0]!.hash, leaf], 'dr_chain.1'],
+    ] as const) {
+      const refused = await svc.call('POST', '/v1/explain', { key: tenant.keys.verify, json: { dr_chain, args } });
+      expect(refused.status, dr_chain.join(' ')).toBe(400);
+      expect(refused.body.error.details.field).toBe(field);
+    }
   });
 });
 
