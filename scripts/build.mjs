@@ -318,6 +318,10 @@ import { generateKeyPair, createRootDelegation } from '${p.name}';
 
 Its only dependencies are the noble cryptography libraries. It carries a copy
 of zod (MIT, vendor/zod) for validating records.
+
+The package is ESM only. CommonJS code can \`require()\` it on Node 20.19+
+(require of ESM), or load it with \`await import('${p.name}')\`, which
+TypeScript compiled to CommonJS with \`module: node16\` needs.
 `,
   mcp: (p) => `# ${p.name}
 
@@ -327,7 +331,8 @@ Baton middleware for Model Context Protocol tool servers (\`withBaton\`,
     npm install ${p.name} @modelcontextprotocol/sdk
 
 \`@modelcontextprotocol/sdk\` is a peer dependency: the middleware uses the
-tool server's own copy.
+tool server's own copy. The package is ESM only, like ${SCOPE}/sdk: from
+CommonJS use Node 20.19+ (require of ESM) or \`await import('${p.name}')\`.
 `,
   server: (p) => `# ${p.name}
 
@@ -342,6 +347,13 @@ copy of the postgres.js driver (vendor/postgres, Unlicense) with Baton's
 closed-socket guard applied; the service refuses PostgreSQL without it.
 The \`baton\` command runs from cli/, a bundle carrying the parts of zod it
 uses (MIT, cli/LICENSE.zod).
+
+## Configuration
+
+The service reads its settings from environment variables (\`PORT\`, \`HOST\`,
+\`DATABASE_URL\`, \`BATON_MASTER_KEY\`, ...). \`npx baton serve --help\` lists
+every variable it reads, with what it does and its default; an invalid value
+stops the start with a message naming the variable.
 `,
 };
 

@@ -137,7 +137,7 @@ export function loadConfig(env: Environment = process.env): Config {
       ...unsafe,
     ].map((line) => `  - ${line}`);
     throw new ConfigError(
-      `Baton cannot start: invalid configuration.\n${lines.join('\n')}\nFix the variables above (see README, "Configuration") and start again.`,
+      `Baton cannot start: invalid configuration.\n${lines.join('\n')}\nFix the variables above and start again ("baton serve --help" lists every variable with its default, as does the README's "Configuration" section).`,
     );
   }
   const e = parsed.data;

@@ -57,7 +57,7 @@ export function resolveMasterKey(config: Config, log: Logger): Uint8Array {
   const key = randomBytes(32);
   writeFileSync(file, `${key.toString('hex')}\n`, { mode: 0o600 });
   chmodSync(file, 0o600);
-  log.warn('generated a development master key; set BATON_MASTER_KEY (64 hex digits) in production', { file });
+  log.warn('generated a development master key; set BATON_MASTER_KEY (32 bytes as 64 hex digits or base64) in production', { file });
   return Uint8Array.from(key);
 }
 

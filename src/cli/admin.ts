@@ -203,7 +203,7 @@ const keysRevoke = adminCommand(
 const keysRotate = adminCommand(
   'keys rotate',
   '<key-id> [--grace <dur>] [--expires-in <dur>] [options]',
-  'Replaces an API key without downtime: a new key with the same tenant, scopes,\nname and tool server, while the old one keeps working for the grace period\n(default 24h) and then expires. Deploy the new key within that window.',
+  'Replaces an API key without downtime.\nThe new key has the same tenant, scopes, name and tool server; the old one\nkeeps working for the grace period (default 24h) and then expires. Deploy the\nnew key within that window.',
   { grace: { type: 'string' }, 'expires-in': { type: 'string' } },
   `  --grace <dur>        how long the old key stays valid (0 to 30d; default 24h)
   --expires-in <dur>   the new key expires after this long (default: never)`,

@@ -1,4 +1,5 @@
 /** `baton` command: dispatches to one module per subcommand. */
+import { existsSync } from 'node:fs';
 import { BatonError } from '../protocol/errors.js';
 import { didYouMean } from './args.js';
 import { DEFAULT_SERVER } from './basics.js';
@@ -84,8 +85,33 @@ const COMMANDS: Record<string, { load: () => Promise<Command>; summary: string }
  * by a computed path, so the service image, which ships src/ without
  * examples/, still type-checks and runs every other command.
  */
+const DEMO_MODULE = new URL('../../examples/demo.js', import.meta.url);
+
+/**
+ * Whether this installation has the demo: a source checkout (examples/demo.ts
+ * beside src/) does, the installed server package does not. Only then is demo
+ * listed in the help.
+ */
+function demoAvailable(): boolean {
+  return [DEMO_MODULE, new URL('../../examples/demo.ts', import.meta.url)].some((url) => url.protocol === 'file:' && existsSync(url));
+}
+
+/** `baton demo --help` where the demo is not installed: what it is and where it runs. */
+const DEMO_ELSEWHERE_HELP = `Usage: baton demo (in a source checkout of Baton only)
+
+Plays the whole story on an embedded Baton: delegate, call MCP tools through a
+Baton-guarded tool server, deny, approve, audit. It lives in examples/ of the
+repository, which this installation (the @baton-drs/server package) lacks.
+Run it from a checkout instead: npm ci && npm run demo
+
+Exit codes: 0 help shown, 2 the demo is not installed here.`;
+
 async function runDemoCommand(argv: string[], io: CliIo): Promise<number> {
-  const demoModule = new URL('../../examples/demo.js', import.meta.url).href;
+  const demoModule = DEMO_MODULE.href;
+  if (!demoAvailable() && argv.some((a) => a === '--help' || a === '-h')) {
+    io.out(DEMO_ELSEWHERE_HELP);
+    return 0;
+  }
   let demo: { runDemo: (argv: string[], io: CliIo) => Promise<number> };
   try {
     demo = (await import(demoModule)) as typeof demo;
@@ -99,12 +125,17 @@ async function runDemoCommand(argv: string[], io: CliIo): Promise<number> {
   return demo.runDemo(argv, io);
 }
 
+/** The commands this installation can run: demo only where its examples/ are (demoAvailable). */
+function listedCommands(): [string, { summary: string }][] {
+  return Object.entries(COMMANDS).filter(([name]) => name !== 'demo' || demoAvailable());
+}
+
 export const MAIN_HELP = () => `Usage: baton <command> [options]
 
 Baton issues and verifies signed, attenuated DRS 4.0 delegation chains for AI agents.
 
 Commands:
-${Object.entries(COMMANDS)
+${listedCommands()
   .map(([name, c]) => `  ${name.padEnd(11)} ${c.summary}`)
   .join('\n')}
 
@@ -145,7 +176,11 @@ export async function main(argv: string[], rawIo: CliIo = processIo): Promise<nu
   if (!command) {
     const hint = name.startsWith('-')
       ? didYouMean(name.replace(/^-+/, ''), ['help', 'version'], (n) => `--${n}`)
-      : didYouMean(name, Object.keys(COMMANDS), (n) => `"baton ${n}"`);
+      : didYouMean(
+          name,
+          listedCommands().map(([n]) => n),
+          (n) => `"baton ${n}"`,
+        );
     io.err(`baton: unknown ${name.startsWith('-') ? 'option' : 'command'} "${name}"${hint}\n\n${MAIN_HELP()}`);
     return EXIT_USAGE;
   }

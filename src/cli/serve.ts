@@ -21,12 +21,35 @@ Options (each overrides its environment variable):
                           e.g. one per core (default 1; needs a database URL)
   -h, --help              show this help
 
-Other configuration comes from the environment: BATON_ADMIN_KEY,
-BATON_MASTER_KEY (64 hex digits; encrypts signing keys at rest, a dev run
-generates one in the data folder), BATON_MAX_BODY_BYTES,
-BATON_MAX_CHAIN_DEPTH, BATON_INVOCATION_MAX_AGE, BATON_CLOCK_SKEW,
-BATON_DB_POOL (per worker), BATON_VERIFY_DEADLINE_MS (default 5000) and
-BATON_LOG_LEVEL (debug, info, warn, error, silent).
+Environment: these and the five above (PORT, HOST, BATON_DATA_DIR,
+DATABASE_URL, BATON_WORKERS) are every variable Baton reads; an unset one
+takes its default:
+  BATON_ADMIN_KEY              the admin API key, at least 24 characters
+                               (default: generated and printed once)
+  BATON_MASTER_KEY             32 bytes as 64 hex digits or base64; encrypts
+                               signing keys at rest. Required with
+                               DATABASE_URL, the same on every node (default:
+                               generated in the data folder, embedded only)
+  BATON_MAX_BODY_BYTES         larger request bodies get 413 (1024 to
+                               16777216; default 262144)
+  BATON_MAX_CHAIN_DEPTH        the most DRs in a chain (1 to 16; default 16)
+  BATON_INVOCATION_MAX_AGE     seconds an invocation is accepted after its
+                               iat (default 300)
+  BATON_CLOCK_SKEW             seconds of clock difference allowed (default 60)
+  BATON_DB_POOL                PostgreSQL connections per worker (default 10)
+  BATON_VERIFY_DEADLINE_MS     a verify not decided by then answers 503
+                               (default 5000)
+  BATON_TLOG_INTERVAL_MS       how often this node integrates the transparency
+                               log; 0 = never on this node (default 250)
+  BATON_TLOG_NAME              start of every tenant log's origin: set it once,
+                               to a host name you own (default localhost)
+  BATON_LOG_LEVEL              debug, info, warn, error or silent (default info)
+  BATON_KEEP_ALIVE_TIMEOUT_MS  how long an idle connection stays open; keep it
+                               above your load balancer's (default 65000)
+  BATON_HEADERS_TIMEOUT_MS     time to send request headers; above the
+                               keep-alive timeout (default 66000)
+  BATON_REQUEST_TIMEOUT_MS     time to send a whole request; at least the
+                               headers timeout (default 120000)
 
 Exit codes: 0 stopped cleanly, 2 invalid flags or configuration, 3 the
 service could not start (e.g. the database is unreachable).`;

@@ -7,6 +7,8 @@ import { writeFile } from 'node:fs/promises';
 import { parseCliArgs, groupHelp, runSubcommand, type Subcommand } from './args.js';
 import { clientFrom, COMMON_OPTIONS, integerFlag, printJson, readText, SERVER_HELP, SERVER_OPTIONS } from './common.js';
 import { findRecords, inspectJws, printable } from './inspect.js';
+import { resolveTarget } from './context.js';
+import { DEFAULT_SERVER } from './basics.js';
 import { UsageError, type CliIo } from './io.js';
 import { verifyServiceReceipt, type ServiceVerificationKey } from '../protocol/service-receipt.js';
 import type { BatonClient } from '../sdk/client.js';
@@ -29,7 +31,7 @@ Options:
   --keys <file>        the service's published keys (v1/keys or JWKS form)
   --save-keys <file>   write the keys fetched from the server to this file
   --fetch              verify the tenant's service receipts from
-                       GET /v1/service-receipts
+                       GET /v1/service-receipts (needs an audit key)
   --after <id>         with --fetch: start after this service receipt id
   --limit <n>          with --fetch: check at most n service receipts (default 1000)
   --json               print each result as JSON
@@ -75,7 +77,7 @@ async function keysFor(values: { keys?: string | undefined; 'save-keys'?: string
     return parsePublishedKeys(parsed, values.keys);
   }
   const c = client();
-  io.err(`fetching the published keys from ${c.baseUrl}/v1/keys ...`);
+  io.err(`fetching the published keys from ${c.baseUrl}/v1/keys (public, no API key needed) ...`);
   const answer = await c.keys();
   if (values['save-keys'] !== undefined) {
     await writeFile(values['save-keys'], `${JSON.stringify(answer, null, 2)}\n`);
@@ -133,12 +135,21 @@ async function runVerifyServiceReceipts(argv: string[], io: CliIo): Promise<numb
     if (serviceReceipts.length === 0) throw new UsageError(`${file} holds signed records but no service receipt (they carry a kid)`);
     inputs.push(...serviceReceipts.map((r) => ({ where: `${file}: ${r.where}`, jws: r.jws })));
   }
+  // --fetch reads a route that needs an audit key: without one, say so before any request.
+  if (values.fetch && !resolveTarget(values, io, DEFAULT_SERVER).apiKey) {
+    throw new UsageError(
+      '--fetch reads GET /v1/service-receipts, which needs an API key with the audit scope (the published keys need none): ' +
+        'pass --api-key <key>, set BATON_API_KEY, or use a context that holds one (--context <name>, baton context --help)',
+      VERIFY_HELP,
+    );
+  }
   let client: BatonClient | undefined;
   const clientOnce = () => (client ??= clientFrom(values, io));
   const keys = await keysFor(values, clientOnce, io);
 
   const results: Checked[] = inputs.map((r) => check(r.jws, r.where, keys));
   if (values.fetch) {
+    io.err(`fetching service receipts from ${clientOnce().baseUrl}/v1/service-receipts (audit key) ...`);
     let n = 0;
     for await (const item of clientOnce().iterateServiceReceipts(after !== undefined ? { after } : {})) {
       results.push(check(item.jws, `service receipt #${item.id}`, keys));

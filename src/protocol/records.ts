@@ -79,7 +79,7 @@ export const DelegationPayloadSchema = z
   .superRefine((p, ctx) => {
     const isRoot = p.prev_dr_hash == null;
     if (p.exp !== null && p.exp < p.nbf) {
-      ctx.addIssue({ code: 'custom', path: ['exp'], message: 'exp must not be before nbf' });
+      ctx.addIssue({ code: 'custom', path: ['exp'], message: 'must not be before nbf' });
     }
     if (isRoot && p.drs_root_type === undefined) {
       ctx.addIssue({ code: 'custom', path: ['drs_root_type'], message: 'a root delegation must state drs_root_type' });

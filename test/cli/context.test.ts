@@ -220,4 +220,20 @@ describe('operator commands through the current context', () => {
       }
     }
   });
+
+  it("each subcommand's summary in its group's help is a whole sentence of its own help, not a cut-off line", async () => {
+    for (const group of ['tenants', 'keys', 'roots']) {
+      const listed = [...(await run([group, '--help'])).out.matchAll(/^ {2}([a-z]+) +(\S.*)$/gm)].map((m) => [m[1]!, m[2]!] as const);
+      expect(listed.length, group).toBeGreaterThanOrEqual(2);
+      for (const [sub, summary] of listed) {
+        const help = (await run([group, sub, '--help'])).out;
+        // The summary is the help's first sentence with its full stop dropped: the stop must follow it.
+        expect(help, `${group} ${sub}: "${summary}"`).toMatch(new RegExp(`\\n${escapeRegExp(summary)}\\.\\n`));
+      }
+    }
+  });
 });
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}

@@ -34,6 +34,35 @@ export function runBin(argv: string[], env: Record<string, string> = {}, timeout
   });
 }
 
+/** The `baton` of the built server package (dist/packages/server), as an installed package runs it. */
+export const PACKAGED_BIN = fileURLToPath(new URL('../../dist/packages/server/bin/baton.js', import.meta.url));
+
+/** Builds dist/packages when an input changed (scripts/build.mjs --if-stale; one build at a time). */
+export function buildPackages(): Promise<void> {
+  const root = fileURLToPath(new URL('../..', import.meta.url));
+  return new Promise((resolve, reject) =>
+    execFile(process.execPath, [join(root, 'scripts/build.mjs'), '--if-stale'], { cwd: root, timeout: 600_000 }, (e, _o, stderr) =>
+      e ? reject(new Error(`build failed: ${stderr}`)) : resolve(),
+    ),
+  );
+}
+
+/** Through the built package's bin in a child process, in a folder of its own (no source checkout around it). */
+export function runPackaged(argv: string[], timeoutMs = 30_000): Promise<RunResult> {
+  const cwd = tempDir();
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [PACKAGED_BIN, ...argv],
+      { cwd, env: { PATH: process.env['PATH'] ?? '', HOME: cwd }, timeout: timeoutMs },
+      (error, stdout, stderr) => {
+        const code = error ? (typeof error.code === 'number' ? error.code : -1) : 0;
+        resolve({ code, out: stdout, err: stderr });
+      },
+    );
+  });
+}
+
 export function tempDir(): string {
   return mkdtempSync(join(tmpdir(), 'baton-cli-'));
 }

@@ -165,6 +165,21 @@ describe('baton service-receipt verify', () => {
     expect(out.checked).toBeGreaterThanOrEqual(2);
   });
 
+  it('--fetch without an API key is refused before any request, naming the route that needs the audit key', async () => {
+    // Nothing listens at --server: a request would be exit 3, so exit 2 shows nothing was sent.
+    const r = await run(['service-receipt', 'verify', '--fetch', '--server', await closedPortUrl()]);
+    expect(r.code).toBe(2);
+    expect(r.err).toContain('--fetch reads GET /v1/service-receipts, which needs an API key with the audit scope');
+    expect(r.err).toMatch(/pass --api-key <key>, set BATON_API_KEY, or use a context/);
+    expect(r.err).not.toContain('fetching');
+
+    // The key from the environment counts; the progress lines say which request needs it.
+    const env = await run(['service-receipt', 'verify', '--fetch', '--server', live.baseUrl], { BATON_API_KEY: live.tenant.keys.audit });
+    expect(env.code, env.err).toBe(0);
+    expect(env.err).toContain(`${live.baseUrl}/v1/keys (public, no API key needed)`);
+    expect(env.err).toContain(`fetching service receipts from ${live.baseUrl}/v1/service-receipts (audit key)`);
+  });
+
   it('a file with DRS records but no service receipt, or no input, is exit 2', async () => {
     const file = join(dir, 'chain-only.json');
     writeFileSync(file, JSON.stringify({ receipts: [chain.root.jws] }));

@@ -1,8 +1,8 @@
 /** The `baton` dispatcher: help, unknown commands, exit codes, and the error paths every online command shares. */
 import { readFileSync } from 'node:fs';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { closedPortUrl, startSilentServer } from '../sdk/live-service.js';
-import { run, runBin } from './helpers.js';
+import { buildPackages, run, runBin, runPackaged } from './helpers.js';
 
 const COMMANDS = [
   'keygen',
@@ -164,4 +164,36 @@ describe('server unreachable: exit 3 with what to check', () => {
     expect(r.code).toBe(3);
     expect(r.err).toContain('NETWORK_ERROR');
   }, 90_000); // each bin run starts tsx
+});
+
+describe('the command list agrees with what runs', () => {
+  beforeAll(buildPackages, 660_000);
+
+  it('in the installed server package, every listed command has a --help (exit 0); demo, which needs examples/, is not listed', async () => {
+    const help = await runPackaged(['--help']);
+    expect(help.code, help.err).toBe(0);
+    const section = /\nCommands:\n([\s\S]*?)\n\n/.exec(help.out)![1]!;
+    const listed = [...section.matchAll(/^ {2}([a-z-]+) +\S/gm)].map((m) => m[1]!);
+    expect(listed).toEqual(expect.arrayContaining(COMMANDS));
+    expect(listed).not.toContain('demo');
+    const results = await Promise.all(listed.map(async (c) => [c, await runPackaged([c, '--help'])] as const));
+    for (const [c, r] of results) {
+      expect(r.code, `${c} --help: ${r.err}`).toBe(0);
+      expect(r.out, c).toMatch(new RegExp(`^Usage: baton ${c}`));
+    }
+  }, 120_000);
+
+  it('demo there: --help says where it runs (exit 0); running it is exit 2 with the same advice', async () => {
+    const help = await runPackaged(['demo', '--help']);
+    expect(help.code, help.err).toBe(0);
+    expect(help.out).toMatch(/^Usage: baton demo \(in a source checkout of Baton only\)/);
+    expect(help.out).toContain('npm run demo');
+    const r = await runPackaged(['demo']);
+    expect(r.code).toBe(2);
+    expect(r.err).toContain('npm run demo');
+  }, 60_000);
+
+  it('a source checkout lists demo', async () => {
+    expect((await run(['--help'])).out).toMatch(/^ {2}demo +run the whole story/m);
+  });
 });

@@ -1,10 +1,74 @@
 /** `baton serve` through the real bin: starts on a real PostgreSQL, answers, stops cleanly on SIGTERM. */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { decodeMasterKey, loadConfig } from '../../src/config.js';
 import { BatonClient } from '../../src/sdk/client.js';
 import { createDatabase } from '../setup/db.js';
-import { BIN, runBin, waitForListening } from './helpers.js';
+import { BIN, buildPackages, run, runBin, runPackaged, waitForListening } from './helpers.js';
+
+const read = (path: string) => readFileSync(new URL(`../../${path}`, import.meta.url), 'utf8');
+
+/** Every environment variable src/config.ts reads: its EnvSchema's keys and its env['...'] reads. */
+function configVariables(): string[] {
+  const source = read('src/config.ts');
+  const schema = /const EnvSchema = z\.object\(\{\n([\s\S]*?)\n\}\);/.exec(source)?.[1];
+  if (schema === undefined) throw new Error('src/config.ts: EnvSchema not found');
+  const names = new Set([
+    ...[...schema.matchAll(/^ {2}([A-Z][A-Z0-9_]*):/gm)].map((m) => m[1]!),
+    ...[...source.matchAll(/env\[['"]([A-Z][A-Z0-9_]*)['"]\]/g)].map((m) => m[1]!),
+  ]);
+  return [...names].sort();
+}
+
+/** The lines of a help text that document a variable: an entry of the Environment list, or a flag's line naming it. */
+function documents(help: string, name: string): boolean {
+  return new RegExp(`^ {2}${name} |^ {2}--\\S+ .*\\b${name}\\b`, 'm').test(help);
+}
+
+describe('baton serve --help and the configuration it documents', () => {
+  it('lists every variable src/config.ts reads, each as an entry or beside its flag', async () => {
+    const names = configVariables();
+    expect(names).toEqual(expect.arrayContaining(['PORT', 'DATABASE_URL', 'BATON_MASTER_KEY', 'BATON_REQUEST_TIMEOUT_MS'])); // the whole schema
+    const r = await run(['serve', '--help']);
+    expect(r.code).toBe(0);
+    expect(names.filter((n) => !documents(r.out, n))).toEqual([]);
+  });
+
+  it('gives the master key the formats the code accepts: 64 hex digits or base64 of 32 bytes', async () => {
+    const key = randomBytes(32);
+    expect(decodeMasterKey(key.toString('hex'))).not.toBeNull();
+    expect(decodeMasterKey(key.toString('base64'))).not.toBeNull();
+    const entry = /^ {2}BATON_MASTER_KEY +(.*)$/m.exec((await run(['serve', '--help'])).out)?.[1];
+    expect(entry).toMatch(/32 bytes as 64 hex digits or base64/);
+    expect(read('README.md')).toMatch(/^\| `BATON_MASTER_KEY` \|.*32 bytes \(64 hex or base64\)/m);
+  });
+
+  it("an invalid value's message points to places that list every variable, and they do", async () => {
+    let message = '';
+    try {
+      loadConfig({ BATON_MAX_BODY_BYTES: '12' });
+    } catch (e) {
+      message = (e as Error).message;
+    }
+    expect(message).toContain('BATON_MAX_BODY_BYTES must be a whole number');
+    expect(message).toContain('"baton serve --help" lists every variable');
+    expect(message).toContain('the README\'s "Configuration" section');
+    // The repository's README: a Configuration section with a row per variable.
+    const section = /\n## Configuration\n([\s\S]*?)\n## /.exec(read('README.md'))?.[1] ?? '';
+    expect(configVariables().filter((n) => !section.includes(`\`${n}\``))).toEqual([]);
+  });
+
+  it('the installed server package has them too: its README has a Configuration section pointing to serve --help', async () => {
+    await buildPackages();
+    const readme = readFileSync(new URL('../../dist/packages/server/README.md', import.meta.url), 'utf8');
+    expect(readme).toMatch(/^## Configuration\n[\s\S]*baton serve --help` lists\nevery variable/m);
+    const r = await runPackaged(['serve', '--help']);
+    expect(r.code, r.err).toBe(0);
+    expect(configVariables().filter((n) => !documents(r.out, n))).toEqual([]);
+  }, 660_000);
+});
 
 describe('baton serve', () => {
   it('runs the service until SIGTERM, then exits 0', async () => {
@@ -35,6 +99,7 @@ describe('baton serve', () => {
     const r = await runBin(['serve', '--port', '99999']);
     expect(r.code).toBe(2);
     expect(r.err).toMatch(/PORT must be a whole number from 0 to 65535/);
+    expect(r.err).toContain('"baton serve --help" lists every variable');
     const url = await runBin(['serve', '--database-url', 'mysql://x']);
     expect(url.code).toBe(2);
     expect(url.err).toMatch(/DATABASE_URL must start with postgres/);

@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { BatonError } from '../../src/protocol/errors.js';
-import { parseWith } from '../../src/protocol/records.js';
+import { DelegationPayloadSchema, parseWith } from '../../src/protocol/records.js';
 
 const Submit = z.union([z.strictObject({ receipts: z.array(z.string()).min(1).max(16) }), z.strictObject({ receipt: z.string() })]);
 
@@ -42,6 +42,34 @@ describe('parseWith and unions', () => {
       expect.unreachable();
     } catch (e) {
       expect((e as BatonError).details).toMatchObject({ issues: [{ field: 'body.receipts' }] });
+    }
+  });
+});
+
+describe('delegation payload refusals', () => {
+  it('an exp before nbf names the field once: "exp must not be before nbf"', () => {
+    const did = `did:key:z6Mk${'a'.repeat(44)}`;
+    const payload = {
+      iss: did,
+      sub: did,
+      aud: did,
+      drs_v: '4.0',
+      drs_type: 'delegation-receipt',
+      cmd: '/mcp/tools/call',
+      policy: {},
+      nbf: 200,
+      exp: 100,
+      iat: 200,
+      jti: 'dr:1',
+      drs_root_type: 'automated-system',
+    };
+    try {
+      parseWith(DelegationPayloadSchema, payload, 'delegation payload');
+      expect.unreachable();
+    } catch (e) {
+      expect(e).toBeInstanceOf(BatonError);
+      expect((e as BatonError).message).toBe('The delegation payload is not valid: exp must not be before nbf.');
+      expect((e as BatonError).details).toMatchObject({ issues: [{ field: 'exp', message: 'must not be before nbf' }] });
     }
   });
 });
