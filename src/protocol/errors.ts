@@ -331,7 +331,8 @@ const SERVICE_ERRORS = {
 const CLIENT_ERRORS = {
   NETWORK_ERROR: {
     message: 'Baton could not be reached: the connection failed before an answer arrived.',
-    suggestion: 'Check the base URL and that Baton is running and reachable; retry shortly, nothing was counted.',
+    suggestion:
+      'Check the base URL and that Baton is running and reachable, then retry. A request that was sent may still have been decided (and a verify counted) before the connection failed.',
   },
   TIMEOUT: {
     message: 'Baton did not answer within the request timeout.',
