@@ -1,8 +1,10 @@
 /** `baton audit`: replay a tenant's transparency log offline and report what does not add up. */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { auditLog, type AuditReport, type LogTrust } from '../sdk/audit.js';
+import { BatonClient, DEFAULT_TIMEOUT_MS } from '../sdk/client.js';
 import { parseCliArgs } from './args.js';
 import { COMMON_OPTIONS, DEFAULT_SERVER, EXIT_HELP, integerFlag, printJson, SERVER_HELP, SERVER_OPTIONS } from './common.js';
+import { resolveTarget } from './context.js';
 import { UsageError, type CliIo } from './io.js';
 
 export const AUDIT_HELP = `Usage: baton audit [options]
@@ -113,10 +115,23 @@ export async function runAudit(argv: string[], io: CliIo): Promise<number> {
     return 0;
   }
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`, AUDIT_HELP);
-  const env = io.env ?? process.env;
-  const apiKey = values['api-key'] ?? env['BATON_API_KEY'];
-  if (!apiKey) throw new UsageError('give --api-key (an audit-scope key) or set BATON_API_KEY', AUDIT_HELP);
-  const timeoutMs = values.timeout !== undefined ? integerFlag('--timeout', values.timeout, 1) : 10_000;
+  // Server and key as every online command resolves them: --context/$BATON_CONTEXT, the flags and
+  // environment, else the current context (src/cli/context.ts).
+  const { server, apiKey, context } = resolveTarget(values, io, DEFAULT_SERVER);
+  const where = context !== undefined ? `context "${context}"` : '--server';
+  if (!apiKey)
+    throw new UsageError(
+      `give --api-key (an audit-scope key), set BATON_API_KEY, or use a context that has one${context !== undefined ? ` (${where} has no key)` : ''}`,
+      AUDIT_HELP,
+    );
+  const timeoutMs = values.timeout !== undefined ? integerFlag('--timeout', values.timeout, 1) : DEFAULT_TIMEOUT_MS;
+  let baseUrl: string;
+  try {
+    // The same check of the URL as every other online command's client (BatonClient).
+    baseUrl = new BatonClient({ baseUrl: server, timeoutMs }).baseUrl;
+  } catch (e) {
+    throw new UsageError(`${where}: ${(e as Error).message}`);
+  }
   const decisions = {
     ...(values.root !== undefined ? { trustedRoots: values.root } : {}),
     ...(values['invocation-max-age'] !== undefined
@@ -126,12 +141,12 @@ export async function runAudit(argv: string[], io: CliIo): Promise<number> {
   };
   let lastShown = -1;
   const report = await auditLog({
-    baseUrl: values.server ?? (env['BATON_URL'] || DEFAULT_SERVER),
+    baseUrl,
     apiKey,
+    timeoutMs,
     ...(values.trust !== undefined ? { trust: readTrust(values.trust) } : {}),
     ...(values.previous !== undefined ? { previousCheckpoint: readFile(values.previous, '--previous') } : {}),
     decisions,
-    fetch: (url, init) => fetch(url, { ...init, signal: AbortSignal.timeout(timeoutMs) }),
     onProgress: (done, total) => {
       // One line per tenth of the log at most, so long runs show life without flooding.
       const step = Math.floor((done * 10) / Math.max(total, 1));

@@ -4,7 +4,7 @@
  * a bare delegation chain instead.
  *
  * Exit codes: 0 allowed (with --chain-only: the chain is valid), 1 denied,
- * 2 unusable input (unreadable file, not JSON, bad flags, no invocation
+ * 2 unusable input (unreadable file, not JSON, not a bundle, bad flags, no invocation
  * without --chain-only).
  */
 import { readFile } from 'node:fs/promises';
@@ -110,12 +110,18 @@ export async function runVerify(argv: string[], io: CliIo): Promise<number> {
     );
     return decision.valid ? 0 : 1;
   }
-  if (isObject && !hasInvocation)
+  if (isChain(input))
     // Judged as a bare chain, a bundle with its invocation deleted would exit 0 like an allowed call
     // and fool `baton verify bundle.json && run_tool`: verifying a chain alone must be asked for.
     throw new UsageError(
       `${name} carries no invocation, so there is no call to allow. Sign one for this chain with "baton invoke" and verify the bundle it writes, or pass --chain-only to verify the delegation chain alone.`,
     );
+  // Not a bundle at all (unusable input, exit 2, as `baton check` refuses it before sending): a
+  // value that is not a JSON object, or an object without an "invocation" member (a key file,
+  // {"x": 1}). An object with an invocation claims to be a bundle and is judged: its malformations
+  // are the verifier's block A denial (exit 1), as POST /v1/verify answers them (403, not 400), so
+  // a broken or tampered bundle is never passed off as mere bad input.
+  if (!hasInvocation) throw new UsageError(`${name} is not a DRS bundle: ${notABundle(input)}. ${BUNDLE_SHAPE}`);
   const decision = verifyChain(input, {
     now,
     trustedRoots: trust,
@@ -124,6 +130,20 @@ export async function runVerify(argv: string[], io: CliIo): Promise<number> {
   });
   io.out(values.json ? JSON.stringify(decisionJson(decision), null, 2) : explainDecision(decision));
   return decision.valid ? 0 : 1;
+}
+
+const BUNDLE_SHAPE =
+  'A bundle is a JSON object {"bundle_version": "4.0", "invocation": "<JWS>", "receipts": ["<JWS>", ...]} as "baton invoke" writes it, a DRS fixture with one under "bundle", or its base64url X-DRS-Bundle form.';
+
+/** What the input is instead of a bundle, in a few words. */
+function notABundle(value: unknown): string {
+  if (value === null) return 'it is JSON null';
+  if (Array.isArray(value)) return 'it is a JSON array';
+  if (typeof value !== 'object') return `it is a JSON ${typeof value}`;
+  const keys = Object.keys(value);
+  if (keys.length === 0) return 'it is an empty object';
+  const shown = keys.slice(0, 5).map((k) => JSON.stringify(k));
+  return `it has no "invocation" (its members: ${shown.join(', ')}${keys.length > 5 ? ', ...' : ''})`;
 }
 
 function isChain(value: unknown): value is { receipts: string[] } {
@@ -211,7 +231,10 @@ export function explainDecision(
   ];
   violations.forEach((v, i) => {
     const where = v.dr_index === undefined ? 'invocation' : `receipts[${v.dr_index}]`;
-    lines.push(`  ${i + 1}. ${v.code} at ${where}, ${v.field}: required ${show(v.required)}, got ${show(v.actual)}`);
+    // A violation with no requirement (a malformed bundle, an untrusted root) shows only what was found.
+    let req = `: required ${show(v.required)}, got ${show(v.actual)}`;
+    if (v.required === undefined) req = v.actual === undefined ? '' : `: got ${show(v.actual)}`;
+    lines.push(`  ${i + 1}. ${v.code} at ${where}, ${v.field}${req}`);
     if (v.message) lines.push(`     ${v.message}`);
   });
   const suggestions = [...new Set(violations.map((v) => ERROR_TABLE[v.code].suggestion))];

@@ -23,10 +23,11 @@ import { entryBundlePath, parseEntryBundle, tileHashes, tilePath, TILE_WIDTH } f
 import { openCheckpoint, verifyTlogProof, type LogPolicy, type SignedCheckpoint, type VerifiedTlogProof } from '../protocol/tlog-proof.js';
 import { bytesEqual, decodeBase64, encodeBase64, utf8 } from '../protocol/tlog-input.js';
 import { verifyChain, verifyDelegations } from '../protocol/chain.js';
-import { BatonError, type Violation } from '../protocol/errors.js';
+import { ERROR_TABLE, isErrorCode, type Violation } from '../protocol/errors.js';
 import { isRecordHash, recordHash } from '../protocol/hash.js';
 import { DRS_VERSION } from '../protocol/records.js';
 import type { JsonValue } from '../protocol/jcs.js';
+import { BatonApiError, DEFAULT_TIMEOUT_MS } from './client.js';
 
 /** What an auditor trusts about one tenant's log, as strings it can keep in a file. */
 export interface LogTrust {
@@ -330,72 +331,217 @@ export interface AuditOptions {
   readonly decisions?: DecisionCheckOptions;
   /** Record fetches in flight at once while checking decisions (default 8). */
   readonly concurrency?: number;
-  readonly fetch?: (url: string, init: { headers: Record<string, string> }) => Promise<Response>;
+  /** Per-request bound in milliseconds, response body included (default 10 000, as BatonClient's). */
+  readonly timeoutMs?: number;
+  /** A fetch implementation (tests, proxies); `signal` aborts the request at the timeout. */
+  readonly fetch?: (url: string, init: { headers: Record<string, string>; signal: AbortSignal }) => Promise<Response>;
   /** Called after each tile of entries: done of total leaves. */
   readonly onProgress?: (done: number, total: number) => void;
 }
 
 interface Http {
+  url(path: string): string;
   json(path: string): Promise<unknown>;
   /** As json, but null for a 404. */
   jsonOrNull(path: string): Promise<unknown>;
   text(path: string): Promise<string>;
-  bytes(path: string): Promise<{ ok: true; bytes: Uint8Array } | { ok: false; status: number; body: unknown }>;
+  bytes(path: string): Promise<Uint8Array>;
+  /** As bytes, but a failed answer that `isAnswer` accepts is returned (its body parsed when JSON), not thrown. */
+  bytesOrAnswer(
+    path: string,
+    isAnswer: (status: number, body: unknown) => boolean,
+  ): Promise<{ ok: true; bytes: Uint8Array } | { ok: false; status: number; body: unknown }>;
 }
 
+interface Answer {
+  readonly status: number;
+  readonly body: Uint8Array;
+  readonly requestId: string | undefined;
+}
+
+const decodeText = (b: Uint8Array): string => new TextDecoder().decode(b);
+const snippet = (text: string): string => {
+  const t = text.replace(/\s+/g, ' ').trim();
+  return t.length > 120 ? `${t.slice(0, 120)}...` : t || '(empty body)';
+};
+
+/** The socket error under undici's TypeError('fetch failed', {cause}) (ECONNREFUSED, ...), else the message. */
+function networkReason(cause: unknown): string {
+  for (let e = cause, depth = 0; e && typeof e === 'object' && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && !code.startsWith('UND_ERR_')) return code;
+  }
+  return cause instanceof Error ? cause.message : String(cause);
+}
+
+/**
+ * The audit's HTTP reads. Whatever goes wrong is thrown as the SDK's BatonApiError with the codes
+ * BatonClient uses, so a caller (and the CLI's refusal display and exit codes) treats an audit like
+ * any other call: NETWORK_ERROR or TIMEOUT (status 0) when no answer came, the service's own code
+ * (UNAUTHORIZED, FORBIDDEN, STORAGE_UNAVAILABLE, ...) when it refused or failed, and
+ * UNEXPECTED_RESPONSE when the answer is not Baton's.
+ */
 function http(o: AuditOptions): Http {
   const doFetch = o.fetch ?? ((url, init) => fetch(url, init));
   const base = o.baseUrl.replace(/\/+$/, '');
-  const get = async (path: string) => doFetch(`${base}${path}`, { headers: { authorization: `Bearer ${o.apiKey}` } });
-  const fail = async (path: string, res: Response): Promise<never> => {
-    throw new BatonError('INVALID_REQUEST', {
-      message: `GET ${path} answered ${res.status}: ${(await res.text()).slice(0, 300)}`,
-      details: { status: res.status },
+  const timeoutMs = o.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const apiError = (path: string, init: Omit<ConstructorParameters<typeof BatonApiError>[0], 'method' | 'url'>) =>
+    new BatonApiError({ ...init, method: 'GET', url: `${base}${path}` });
+
+  const get = async (path: string): Promise<Answer> => {
+    const controller = new AbortController();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    // Raced rather than left to the signal alone: a fetch that ignores its signal is bounded too.
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        reject(
+          apiError(path, {
+            status: 0,
+            code: 'TIMEOUT',
+            message: `Baton at ${base} did not answer GET ${path} within ${timeoutMs} ms.`,
+            suggestion: `Check that the service is healthy (GET ${base}/readyz) and its database reachable, or raise the timeout (--timeout, timeoutMs).`,
+          }),
+        );
+        controller.abort();
+      }, timeoutMs);
+    });
+    const exchange = (async (): Promise<Answer> => {
+      const res = await doFetch(`${base}${path}`, { headers: { authorization: `Bearer ${o.apiKey}` }, signal: controller.signal });
+      // The body is read under the same deadline: a service may stall after the headers.
+      const body = new Uint8Array(await res.arrayBuffer());
+      return { status: res.status, body, requestId: res.headers.get('x-request-id') ?? undefined };
+    })();
+    try {
+      return await Promise.race([exchange, deadline]);
+    } catch (cause) {
+      if (cause instanceof BatonApiError) throw cause;
+      throw apiError(path, {
+        status: 0,
+        code: 'NETWORK_ERROR',
+        cause,
+        message: `Could not reach Baton at ${base} for GET ${path}: ${networkReason(cause)}.`,
+        suggestion: `Check that the service is running (baton serve) and that the base URL (--server, BATON_URL or baseUrl) points at it, and that nothing blocks the connection.`,
+      });
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+
+  /** A failed answer as the error it carries: the service's envelope, or UNEXPECTED_RESPONSE without one. */
+  const failure = (path: string, a: Answer): BatonApiError => {
+    const text = decodeText(a.body);
+    let envelope:
+      { error?: { code?: unknown; message?: unknown; suggestion?: unknown; details?: unknown }; request_id?: unknown } | undefined;
+    try {
+      envelope = JSON.parse(text) as typeof envelope;
+    } catch {
+      /* not JSON: no envelope */
+    }
+    const err = envelope?.error;
+    if (!err || typeof err.code !== 'string')
+      return apiError(path, {
+        status: a.status,
+        code: 'UNEXPECTED_RESPONSE',
+        requestId: a.requestId,
+        message: `Baton answered GET ${path} with HTTP ${a.status} and no error envelope: ${snippet(text)}`,
+        suggestion:
+          a.status >= 500
+            ? 'Check the service logs and health (GET /readyz).'
+            : 'Check that the base URL points at Baton itself, not a proxy or another service.',
+      });
+    const code = err.code;
+    const served = typeof err.suggestion === 'string' ? err.suggestion : isErrorCode(code) ? ERROR_TABLE[code].suggestion : undefined;
+    // A refused key: say which key the audit needs, not only that this one was refused.
+    const suggestion =
+      a.status === 401 || a.status === 403
+        ? `The audit reads the tenant's log, chains and service receipts with a tenant API key that has the audit scope.${served ? ` ${served}` : ''}`
+        : served;
+    return apiError(path, {
+      status: a.status,
+      code,
+      message: typeof err.message === 'string' ? err.message : `HTTP ${a.status} ${code}`,
+      suggestion,
+      details: err.details && typeof err.details === 'object' ? (err.details as Record<string, unknown>) : undefined,
+      requestId: typeof envelope?.request_id === 'string' ? envelope.request_id : a.requestId,
     });
   };
+  const ok = (a: Answer) => a.status >= 200 && a.status < 300;
+  const jsonOf = (path: string, a: Answer): unknown => {
+    try {
+      return JSON.parse(decodeText(a.body));
+    } catch {
+      throw apiError(path, {
+        status: a.status,
+        code: 'UNEXPECTED_RESPONSE',
+        requestId: a.requestId,
+        message: `Baton answered GET ${path} with HTTP ${a.status} but not with JSON: ${snippet(decodeText(a.body))}`,
+        suggestion: 'Check that the base URL points at Baton itself, not a proxy or another service.',
+      });
+    }
+  };
   return {
+    url: (path) => `${base}${path}`,
     async json(path) {
-      const res = await get(path);
-      if (!res.ok) return fail(path, res);
-      return res.json();
+      const a = await get(path);
+      if (!ok(a)) throw failure(path, a);
+      return jsonOf(path, a);
     },
     async jsonOrNull(path) {
-      const res = await get(path);
-      if (res.status === 404) {
-        await res.arrayBuffer();
-        return null;
-      }
-      if (!res.ok) return fail(path, res);
-      return res.json();
+      const a = await get(path);
+      if (a.status === 404) return null;
+      if (!ok(a)) throw failure(path, a);
+      return jsonOf(path, a);
     },
     async text(path) {
-      const res = await get(path);
-      if (!res.ok) return fail(path, res);
-      return res.text();
+      const a = await get(path);
+      if (!ok(a)) throw failure(path, a);
+      return decodeText(a.body);
     },
     async bytes(path) {
-      const res = await get(path);
-      if (res.ok) return { ok: true, bytes: new Uint8Array(await res.arrayBuffer()) };
-      const text = await res.text();
+      const a = await get(path);
+      if (!ok(a)) throw failure(path, a);
+      return a.body;
+    },
+    async bytesOrAnswer(path, isAnswer) {
+      const a = await get(path);
+      if (ok(a)) return { ok: true, bytes: a.body };
+      const text = decodeText(a.body);
       let body: unknown = text;
       try {
         body = JSON.parse(text);
       } catch {
         /* keep the text */
       }
-      return { ok: false, status: res.status, body };
+      if (!isAnswer(a.status, body)) throw failure(path, a);
+      return { ok: false, status: a.status, body };
     },
   };
 }
 
 const hex = (h: Uint8Array) => Buffer.from(h).toString('hex');
 
-function servedChain(path: string, body: unknown): ServedChain {
-  const b = body as { receipts?: unknown; records?: { hash?: unknown }[] };
+/**
+ * An entry bundle the service cannot produce is a finding: it answers 500 with the indexes whose
+ * service receipts are gone (details.missing_indexes), or 404. Any other failure (a refused key,
+ * storage unavailable, a proxy's error page) says nothing about the log and is thrown.
+ */
+function cannotProduce(status: number, body: unknown): boolean {
+  const details = (body as { error?: { details?: { missing_indexes?: unknown } } } | null)?.error?.details;
+  return status === 404 || Array.isArray(details?.missing_indexes);
+}
+
+function servedChain(h: Http, path: string, body: unknown): ServedChain {
+  const b = (body ?? {}) as { receipts?: unknown; records?: { hash?: unknown }[] };
   const receipts = Array.isArray(b.receipts) && b.receipts.every((r) => typeof r === 'string') ? (b.receipts as string[]) : null;
   const hashes = Array.isArray(b.records) ? b.records.map((r) => r?.hash) : null;
   if (receipts === null || hashes === null || !hashes.every((x) => typeof x === 'string'))
-    throw new BatonError('INVALID_REQUEST', { message: `GET ${path} did not answer a chain ({receipts, records}).` });
+    throw new BatonApiError({
+      status: 200,
+      code: 'UNEXPECTED_RESPONSE',
+      method: 'GET',
+      url: h.url(path),
+      message: `GET ${path} did not answer a chain ({receipts, records}).`,
+    });
   return { receipts, hashes: hashes as string[] };
 }
 
@@ -410,7 +556,7 @@ function decisionRecordsFrom(h: Http): (d: LoggedDecision) => Promise<DecisionRe
     if (known) return known;
     if (chains.size >= CHAIN_MEMO) chains.clear();
     const path = `/v1/delegations/${encodeURIComponent(leaf)}/chain`;
-    const fetched = h.jsonOrNull(path).then((body) => (body === null ? null : servedChain(path, body)));
+    const fetched = h.jsonOrNull(path).then((body) => (body === null ? null : servedChain(h, path, body)));
     chains.set(leaf, fetched);
     return fetched;
   };
@@ -449,8 +595,10 @@ function asDecision(index: number, payload: Record<string, JsonValue>): LoggedDe
 
 /**
  * Replays a tenant's log (see the module comment). Findings never throw;
- * a checkpoint that does not verify, or a service that cannot be read,
- * does (there is nothing to audit against).
+ * a checkpoint that does not verify does (a BatonError), and so does a service
+ * that cannot be read (a BatonApiError, as BatonClient throws: NETWORK_ERROR,
+ * TIMEOUT, the service's refusal such as UNAUTHORIZED or FORBIDDEN, or
+ * UNEXPECTED_RESPONSE): there is nothing to audit against.
  */
 export async function auditLog(o: AuditOptions): Promise<AuditReport> {
   const now = o.now ?? Math.floor(Date.now() / 1000);
@@ -497,11 +645,9 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
     const width = Math.min(TILE_WIDTH, size - index * TILE_WIDTH);
     const first = index * TILE_WIDTH;
     const tile = { level: 0, index, width };
-    const tileRes = await h.bytes(`/v1/log/${tilePath(tile)}`);
-    if (!tileRes.ok) throw new BatonError('INVALID_REQUEST', { message: `The log did not serve ${tilePath(tile)} (${tileRes.status}).` });
-    const hashes = tileHashes(tile, tileRes.bytes);
+    const hashes = tileHashes(tile, await h.bytes(`/v1/log/${tilePath(tile)}`));
     treeLeaves.push(...hashes);
-    const bundle = await h.bytes(`/v1/log/${entryBundlePath(index, width)}`);
+    const bundle = await h.bytesOrAnswer(`/v1/log/${entryBundlePath(index, width)}`, cannotProduce);
     if (!bundle.ok) {
       const missing = (bundle.body as { error?: { details?: { missing_indexes?: number[] } } })?.error?.details?.missing_indexes;
       const indexes = missing && missing.length > 0 ? missing : Array.from({ length: width }, (_, i) => first + i);

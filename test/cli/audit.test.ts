@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { integrateOnce } from '../../src/service/log-integrator.js';
 import { silentLogger } from '../../src/service/log.js';
 import { recordServiceReceipt } from '../../src/service/service-receipts.js';
-import { startLiveService, type LiveService } from '../sdk/live-service.js';
+import { createTenantKey } from '../support/service.js';
+import { closedPortUrl, startLiveService, startSilentServer, type LiveService } from '../sdk/live-service.js';
 import { run, tempDir } from './helpers.js';
 
 let live: LiveService;
@@ -56,6 +57,61 @@ describe('baton audit', () => {
     expect(readFileSync(join(dir, 'cp.txt'), 'utf8')).toContain('\n40\n');
   });
 
+  it('uses the saved context like every other online command: the current one, --context or $BATON_CONTEXT', async () => {
+    const env = { XDG_CONFIG_HOME: tempDir() };
+    const add = async (...argv: string[]) => expect((await run(['context', 'add', ...argv], env)).code).toBe(0);
+    await add('aud', '--server', live.baseUrl, '--key', live.tenant.keys.audit);
+    // The current context: no flags at all.
+    const current = await run(['audit', '--quiet'], env);
+    expect(current.code, current.out + current.err).toBe(0);
+    expect(current.out).toMatch(/^OK: log .*, 40 entries/);
+    // Another context made current (a server where nothing listens): --context and $BATON_CONTEXT pick "aud".
+    await add('down', '--server', await closedPortUrl(), '--key', 'bt_elsewhere', '--use');
+    expect((await run(['audit', '--quiet', '--context', 'aud'], env)).code).toBe(0);
+    expect((await run(['audit', '--quiet'], { ...env, BATON_CONTEXT: 'aud' })).code).toBe(0);
+    const down = await run(['audit', '--quiet'], env);
+    expect(down.code).toBe(3);
+    expect(down.err).toMatch(/FAILED: baton audit: NETWORK_ERROR/);
+    // --api-key replaces the context's key, as for every command.
+    const wrongKey = await run(['audit', '--quiet', '--context', 'aud', '--api-key', 'bt_wrong'], env);
+    expect(wrongKey.err).toMatch(/UNAUTHORIZED \[HTTP 401\]/);
+    const unknown = await run(['audit', '--context', 'nope'], env);
+    expect(unknown.code).toBe(2);
+    expect(unknown.err).toMatch(/no context named "nope"/);
+    await add('nokey', '--server', live.baseUrl);
+    const noKey = await run(['audit', '--context', 'nokey'], env);
+    expect(noKey.code).toBe(2);
+    expect(noKey.err).toMatch(/give --api-key .*context "nokey" has no key/);
+  });
+
+  it('a refused key is a refusal (exit 1) naming the audit scope, not unusable input', async () => {
+    const unknown = await run(['audit', '--server', live.baseUrl, '--api-key', 'bt_wrong']);
+    expect(unknown.code).toBe(1);
+    expect(unknown.err).toMatch(/^REFUSED: baton audit: UNAUTHORIZED \[HTTP 401\]/);
+    expect(unknown.err).toMatch(/audit scope/);
+    expect(unknown.err).not.toMatch(/INVALID_REQUEST|nothing was signed or sent/);
+    expect(unknown.out).toBe('');
+
+    const verifyOnly = await run(['audit', '--server', live.baseUrl, '--api-key', live.tenant.keys.verify]);
+    expect(verifyOnly.code).toBe(1);
+    expect(verifyOnly.err).toMatch(/^REFUSED: baton audit: FORBIDDEN \[HTTP 403\]/);
+    expect(verifyOnly.err).toMatch(/scopes: audit/);
+    expect(verifyOnly.err).toMatch(/Request id: /);
+
+    const json = await run(['audit', '--server', live.baseUrl, '--api-key', live.tenant.keys.verify, '--json']);
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.out)).toMatchObject({ error: { code: 'FORBIDDEN', details: { required_scopes: ['audit'] } }, status: 403 });
+
+    // Revoked while it audits is the same refusal: the log, tiles and entry bundles all need the key.
+    const key = await createTenantKey(live.svc, live.tenant.id, ['audit'], 'revoked');
+    const keys = await live.svc.call('GET', `/v1/admin/tenants/${live.tenant.id}/api-keys`, { key: live.svc.adminKey });
+    const id = (keys.body.api_keys as { id: string; name: string | null }[]).find((k) => k.name === 'revoked')!.id;
+    expect((await live.svc.call('DELETE', `/v1/admin/api-keys/${id}`, { key: live.svc.adminKey })).status).toBeLessThan(300);
+    const revoked = await run(['audit', '--server', live.baseUrl, '--api-key', key]);
+    expect(revoked.code).toBe(1);
+    expect(revoked.err).toMatch(/UNAUTHORIZED \[HTTP 401\]/);
+  });
+
   it('reports a service receipt deleted by a superuser behind the service (exit 1)', async () => {
     const su = postgres(live.svc.url, { max: 1, onnotice: () => {} });
     try {
@@ -74,6 +130,33 @@ describe('baton audit', () => {
     const text = await run(['audit', ...A, '--quiet']);
     expect(text.out).toMatch(/missing +entry 7/);
     expect(text.err).toBe('');
+  });
+
+  it('a service that is down or never answers: NETWORK_ERROR or TIMEOUT with what to do, exit 3 (not 1, findings)', async () => {
+    const url = await closedPortUrl();
+    const down = await run(['audit', '--server', url, '--api-key', 'bt_x']);
+    expect(down.code).toBe(3);
+    expect(down.err).toMatch(/^FAILED: baton audit: NETWORK_ERROR/);
+    expect(down.err).toContain(url);
+    expect(down.err).toMatch(/ECONNREFUSED/);
+    expect(down.err).toMatch(/What to do:\n {2}- .*baton serve/);
+    expect(down.err).not.toMatch(/TypeError|fetch failed|\n\s+at /);
+    const json = await run(['audit', '--server', url, '--api-key', 'bt_x', '--json']);
+    expect(json.code).toBe(3);
+    expect(JSON.parse(json.out)).toMatchObject({ error: { code: 'NETWORK_ERROR', suggestion: expect.any(String) } });
+
+    const silent = await startSilentServer();
+    try {
+      const started = Date.now();
+      const slow = await run(['audit', '--server', silent.url, '--api-key', 'bt_x', '--timeout', '200']);
+      expect(slow.code).toBe(3);
+      expect(slow.err).toMatch(/^FAILED: baton audit: TIMEOUT/);
+      expect(slow.err).toMatch(/within 200 ms/);
+      expect(slow.err).toMatch(/--timeout/);
+      expect(Date.now() - started).toBeLessThan(5_000);
+    } finally {
+      await silent.close();
+    }
   });
 
   it('needs an API key', async () => {

@@ -84,6 +84,51 @@ describe('baton verify', () => {
     expect((await run(['verify', stripped, '--chain-only', '--trust', ALICE, '--at', at])).code).toBe(1);
   });
 
+  it('a JSON file that is not a bundle at all is unusable input (exit 2) saying what a bundle looks like', async () => {
+    const chain = buildChain([{ allowed_tools: ['web_search'] }]);
+    const root = chain.keys[0]!.did;
+    const keyFile = join(dir, 'operator.key');
+    expect((await run(['keygen', '--out', keyFile])).code).toBe(0);
+    const notBundles: [string, string][] = [
+      ['junk.json', '{"x":1}'],
+      ['fixture-of-nothing.json', '{"bundle":5}'],
+      ['fixture-of-null.json', '{"bundle":null}'],
+      ['receipts-not-a-list.json', '{"receipts":"x"}'],
+      ['array.b64', encodeBase64url(utf8Encode('[1,2]'))],
+      ['string.b64', encodeBase64url(utf8Encode('"bundle"'))],
+    ];
+    const files = [keyFile, ...notBundles.map(([name, text]) => (writeFileSync(join(dir, name), text), join(dir, name)))];
+    for (const file of files) {
+      const r = await run(['verify', file, '--trust', root, '--at', String(T0 + 5)]);
+      expect(r.code, `${file}: ${r.out}`).toBe(2);
+      expect(r.out).toBe('');
+      expect(r.err).toContain(`${file} is not a DRS bundle`);
+      expect(r.err).toContain('{"bundle_version": "4.0", "invocation": "<JWS>", "receipts": ["<JWS>", ...]}');
+      expect(r.err).not.toMatch(/DENIED|--chain-only/);
+    }
+    expect((await run(['verify', keyFile, '--trust', root])).err).toMatch(/its members: "did", "seed_hex"/);
+    expect((await run(['verify', join(dir, 'array.b64'), '--trust', root])).err).toMatch(/it is a JSON array/);
+  });
+
+  it('an object that carries an invocation is judged: malformed or untrusted, it is denied (exit 1), without "(absent)"', async () => {
+    // As POST /v1/verify answers it: a malformed bundle is a block A denial (403), not a 400.
+    const malformed = join(dir, 'malformed.json');
+    writeFileSync(malformed, JSON.stringify({ invocation: 5 }));
+    const r = await run(['verify', malformed, '--trust', ALICE]);
+    expect(r.code).toBe(1);
+    expect(r.out).toMatch(/^DENIED: INVALID_FIELD \(block A\)/);
+    expect(r.out).toMatch(/1\. INVALID_FIELD at invocation, bundle: got \{/);
+    expect(r.out).not.toContain('(absent)');
+    // A real bundle under a root the verifier does not trust.
+    const chain = buildChain([{ allowed_tools: ['web_search'] }]);
+    const file = join(dir, 'untrusted.json');
+    writeFileSync(file, JSON.stringify(chain.invoke().bundle));
+    const untrusted = await run(['verify', file, '--trust', ALICE, '--at', String(T0 + 5)]);
+    expect(untrusted.code).toBe(1);
+    expect(untrusted.out).toContain('UNTRUSTED_ROOT');
+    expect(untrusted.out).not.toContain('(absent)');
+  });
+
   it('--chain-only refuses a file that carries an invocation (exit 2), so it never hides a denial', async () => {
     const chain = buildChain([{ allowed_tools: ['web_search'] }]);
     const denied = join(dir, 'denied-chain-only.json');
