@@ -23,11 +23,11 @@ import { entryBundlePath, parseEntryBundle, tileHashes, tilePath, TILE_WIDTH } f
 import { openCheckpoint, verifyTlogProof, type LogPolicy, type SignedCheckpoint, type VerifiedTlogProof } from '../protocol/tlog-proof.js';
 import { bytesEqual, decodeBase64, encodeBase64, utf8 } from '../protocol/tlog-input.js';
 import { verifyChain, verifyDelegations } from '../protocol/chain.js';
-import { ERROR_TABLE, isErrorCode, type Violation } from '../protocol/errors.js';
+import type { Violation } from '../protocol/errors.js';
 import { isRecordHash, recordHash } from '../protocol/hash.js';
 import { DRS_VERSION } from '../protocol/records.js';
 import type { JsonValue } from '../protocol/jcs.js';
-import { BatonApiError, DEFAULT_TIMEOUT_MS } from './client.js';
+import { BatonApiError, BatonClient, DEFAULT_TIMEOUT_MS } from './client.js';
 
 /** What an auditor trusts about one tenant's log, as strings it can keep in a file. */
 export interface LogTrust {
@@ -353,169 +353,80 @@ interface Http {
   ): Promise<{ ok: true; bytes: Uint8Array } | { ok: false; status: number; body: unknown }>;
 }
 
-interface Answer {
-  readonly status: number;
-  readonly body: Uint8Array;
-  readonly requestId: string | undefined;
-}
-
 const decodeText = (b: Uint8Array): string => new TextDecoder().decode(b);
-const snippet = (text: string): string => {
-  const t = text.replace(/\s+/g, ' ').trim();
-  return t.length > 120 ? `${t.slice(0, 120)}...` : t || '(empty body)';
-};
-
-/** The socket error under undici's TypeError('fetch failed', {cause}) (ECONNREFUSED, ...), else the message. */
-function networkReason(cause: unknown): string {
-  for (let e = cause, depth = 0; e && typeof e === 'object' && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string' && !code.startsWith('UND_ERR_')) return code;
-  }
-  return cause instanceof Error ? cause.message : String(cause);
-}
 
 /**
- * The audit's HTTP reads. Whatever goes wrong is thrown as the SDK's BatonApiError with the codes
- * BatonClient uses, so a caller (and the CLI's refusal display and exit codes) treats an audit like
- * any other call: NETWORK_ERROR or TIMEOUT (status 0) when no answer came, the service's own code
- * (UNAUTHORIZED, FORBIDDEN, STORAGE_UNAVAILABLE, ...) when it refused or failed, and
- * UNEXPECTED_RESPONSE when the answer is not Baton's.
+ * The audit's HTTP reads, through BatonClient's transport: the same key, timeout and errors as any
+ * other call (NETWORK_ERROR or TIMEOUT when no answer came, the service's own code when it refused
+ * or failed, UNEXPECTED_RESPONSE when the answer is not Baton's), so a caller and the CLI's exit
+ * codes treat an audit like any other call.
  */
 function http(o: AuditOptions): Http {
-  const doFetch = o.fetch ?? ((url, init) => fetch(url, init));
+  const client = new BatonClient({
+    baseUrl: o.baseUrl,
+    apiKey: o.apiKey,
+    timeoutMs: o.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+    ...(o.fetch ? { fetch: auditFetch(o.fetch) } : {}),
+  });
   const base = o.baseUrl.replace(/\/+$/, '');
-  const timeoutMs = o.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-  const apiError = (path: string, init: Omit<ConstructorParameters<typeof BatonApiError>[0], 'method' | 'url'>) =>
-    new BatonApiError({ ...init, method: 'GET', url: `${base}${path}` });
-
-  const get = async (path: string): Promise<Answer> => {
-    const controller = new AbortController();
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    // Raced rather than left to the signal alone: a fetch that ignores its signal is bounded too.
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        reject(
-          apiError(path, {
-            status: 0,
-            code: 'TIMEOUT',
-            message: `Baton at ${base} did not answer GET ${path} within ${timeoutMs} ms.`,
-            suggestion: `Check that the service is healthy (GET ${base}/readyz) and its database reachable, or raise the timeout (--timeout, timeoutMs).`,
-          }),
-        );
-        controller.abort();
-      }, timeoutMs);
-    });
-    const exchange = (async (): Promise<Answer> => {
-      const res = await doFetch(`${base}${path}`, { headers: { authorization: `Bearer ${o.apiKey}` }, signal: controller.signal });
-      // The body is read under the same deadline: a service may stall after the headers.
-      const body = new Uint8Array(await res.arrayBuffer());
-      return { status: res.status, body, requestId: res.headers.get('x-request-id') ?? undefined };
-    })();
+  const get = async (path: string, answerStatuses?: (status: number, body: unknown) => boolean) => {
     try {
-      return await Promise.race([exchange, deadline]);
-    } catch (cause) {
-      if (cause instanceof BatonApiError) throw cause;
-      throw apiError(path, {
-        status: 0,
-        code: 'NETWORK_ERROR',
-        cause,
-        message: `Could not reach Baton at ${base} for GET ${path}: ${networkReason(cause)}.`,
-        suggestion: `Check that the service is running (baton serve) and that the base URL (--server, BATON_URL or baseUrl) points at it, and that nothing blocks the connection.`,
-      });
-    } finally {
-      clearTimeout(timer);
+      return await client.getBytes(path, answerStatuses ? { answerStatuses } : {});
+    } catch (e) {
+      throw withAuditScope(e);
     }
   };
-
-  /** A failed answer as the error it carries: the service's envelope, or UNEXPECTED_RESPONSE without one. */
-  const failure = (path: string, a: Answer): BatonApiError => {
-    const text = decodeText(a.body);
-    let envelope:
-      { error?: { code?: unknown; message?: unknown; suggestion?: unknown; details?: unknown }; request_id?: unknown } | undefined;
+  const jsonOf = (path: string, bytes: Uint8Array): unknown => {
+    const text = decodeText(bytes);
     try {
-      envelope = JSON.parse(text) as typeof envelope;
+      return JSON.parse(text);
     } catch {
-      /* not JSON: no envelope */
-    }
-    const err = envelope?.error;
-    if (!err || typeof err.code !== 'string')
-      return apiError(path, {
-        status: a.status,
+      throw new BatonApiError({
+        status: 200,
         code: 'UNEXPECTED_RESPONSE',
-        requestId: a.requestId,
-        message: `Baton answered GET ${path} with HTTP ${a.status} and no error envelope: ${snippet(text)}`,
-        suggestion:
-          a.status >= 500
-            ? 'Check the service logs and health (GET /readyz).'
-            : 'Check that the base URL points at Baton itself, not a proxy or another service.',
-      });
-    const code = err.code;
-    const served = typeof err.suggestion === 'string' ? err.suggestion : isErrorCode(code) ? ERROR_TABLE[code].suggestion : undefined;
-    // A refused key: say which key the audit needs, not only that this one was refused.
-    const suggestion =
-      a.status === 401 || a.status === 403
-        ? `The audit reads the tenant's log, chains and service receipts with a tenant API key that has the audit scope.${served ? ` ${served}` : ''}`
-        : served;
-    return apiError(path, {
-      status: a.status,
-      code,
-      message: typeof err.message === 'string' ? err.message : `HTTP ${a.status} ${code}`,
-      suggestion,
-      details: err.details && typeof err.details === 'object' ? (err.details as Record<string, unknown>) : undefined,
-      requestId: typeof envelope?.request_id === 'string' ? envelope.request_id : a.requestId,
-    });
-  };
-  const ok = (a: Answer) => a.status >= 200 && a.status < 300;
-  const jsonOf = (path: string, a: Answer): unknown => {
-    try {
-      return JSON.parse(decodeText(a.body));
-    } catch {
-      throw apiError(path, {
-        status: a.status,
-        code: 'UNEXPECTED_RESPONSE',
-        requestId: a.requestId,
-        message: `Baton answered GET ${path} with HTTP ${a.status} but not with JSON: ${snippet(decodeText(a.body))}`,
+        method: 'GET',
+        url: `${base}${path}`,
+        message: `Baton answered GET ${path} but not with JSON: ${text.slice(0, 120) || '(empty body)'}`,
         suggestion: 'Check that the base URL points at Baton itself, not a proxy or another service.',
       });
     }
   };
   return {
     url: (path) => `${base}${path}`,
-    async json(path) {
-      const a = await get(path);
-      if (!ok(a)) throw failure(path, a);
-      return jsonOf(path, a);
-    },
+    json: async (path) => jsonOf(path, (await get(path)).bytes),
     async jsonOrNull(path) {
-      const a = await get(path);
-      if (a.status === 404) return null;
-      if (!ok(a)) throw failure(path, a);
-      return jsonOf(path, a);
+      const a = await get(path, (status) => status === 404);
+      return a.status === 404 ? null : jsonOf(path, a.bytes);
     },
-    async text(path) {
-      const a = await get(path);
-      if (!ok(a)) throw failure(path, a);
-      return decodeText(a.body);
-    },
-    async bytes(path) {
-      const a = await get(path);
-      if (!ok(a)) throw failure(path, a);
-      return a.body;
-    },
+    text: async (path) => decodeText((await get(path)).bytes),
+    bytes: async (path) => (await get(path)).bytes,
     async bytesOrAnswer(path, isAnswer) {
-      const a = await get(path);
-      if (ok(a)) return { ok: true, bytes: a.body };
-      const text = decodeText(a.body);
-      let body: unknown = text;
-      try {
-        body = JSON.parse(text);
-      } catch {
-        /* keep the text */
-      }
-      if (!isAnswer(a.status, body)) throw failure(path, a);
-      return { ok: false, status: a.status, body };
+      const a = await get(path, isAnswer);
+      return a.status >= 200 && a.status < 300 ? { ok: true, bytes: a.bytes } : { ok: false, status: a.status, body: a.body };
     },
   };
+}
+
+/** The audit's narrower fetch option, as the client's. */
+function auditFetch(f: NonNullable<AuditOptions['fetch']>): typeof fetch {
+  return (input, init) =>
+    f(String(input), { headers: (init?.headers ?? {}) as Record<string, string>, signal: init?.signal ?? new AbortController().signal });
+}
+
+/** A refused key: say which key the audit needs, not only that this one was refused. */
+function withAuditScope(e: unknown): unknown {
+  if (!(e instanceof BatonApiError) || (e.status !== 401 && e.status !== 403)) return e;
+  return new BatonApiError({
+    status: e.status,
+    code: e.code,
+    message: e.message,
+    suggestion: `The audit reads the tenant's log, chains and service receipts with a tenant API key that has the audit scope.${e.suggestion ? ` ${e.suggestion}` : ''}`,
+    details: e.details,
+    requestId: e.requestId,
+    method: e.method,
+    url: e.url,
+    cause: e,
+  });
 }
 
 const hex = (h: Uint8Array) => Buffer.from(h).toString('hex');

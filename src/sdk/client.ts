@@ -557,7 +557,39 @@ export class BatonClient {
     return `${this.baseUrl}${path}${qs ? `?${qs}` : ''}`;
   }
 
-  async #call<T>(spec: CallSpec, opts: RequestOptions): Promise<Answer<T>> {
+  /**
+   * A GET whose answer is read as bytes (log tiles, checkpoint notes, entry bundles), under this
+   * client's key, timeout and error mapping. A failed answer that `answerStatuses` accepts is
+   * returned with its parsed body (or its text, when it is not JSON) instead of thrown.
+   */
+  async getBytes(
+    path: string,
+    opts: RequestOptions & { readonly answerStatuses?: (status: number, body: unknown) => boolean } = {},
+  ): Promise<{ status: number; bytes: Uint8Array; body: unknown; requestId: string | null }> {
+    const spec: CallSpec = { method: 'GET', path, auth: 'key' };
+    const ex = await this.#exchange(spec, opts);
+    if (ex.status >= 200 && ex.status < 300) return { status: ex.status, bytes: ex.bytes, body: undefined, requestId: ex.headerId ?? null };
+    const text = new TextDecoder().decode(ex.bytes);
+    const { parsed, parsedOk } = parseJsonText(text);
+    const body = parsedOk ? parsed : text;
+    if (opts.answerStatuses?.(ex.status, body)) return { status: ex.status, bytes: ex.bytes, body, requestId: ex.headerId ?? null };
+    throw errorFromResponse(ex.status, parsed, parsedOk ? undefined : text, ex);
+  }
+
+  /** One request and its whole answer, as bytes; no answer (timeout, cancel, network) is a BatonApiError. */
+  async #exchange(
+    spec: CallSpec,
+    opts: RequestOptions,
+  ): Promise<{
+    status: number;
+    ok: boolean;
+    bytes: Uint8Array;
+    method: string;
+    url: string;
+    where: string;
+    headerId: string | undefined;
+    sentKey: boolean;
+  }> {
     const url = this.#url(spec.path, spec.query);
     const key = spec.auth === 'none' ? undefined : opts.apiKey === null ? undefined : (opts.apiKey ?? this.#apiKey);
     const headers: Record<string, string> = { accept: 'application/json', 'user-agent': SDK_USER_AGENT, ...this.#headers };
@@ -566,27 +598,39 @@ export class BatonClient {
 
     const timeoutMs = opts.timeoutMs ?? this.timeoutMs;
     const controller = new AbortController();
+    // The deadline and the caller's cancel end the wait themselves, not only through the signal: a
+    // fetch (or a response body) that ignores its signal is bounded too.
+    let stopWaiting: (reason: unknown) => void = () => {};
+    const stopped = new Promise<never>((_, reject) => (stopWaiting = reject));
+    const stop = (reason: string) => {
+      controller.abort();
+      stopWaiting(new Error(reason));
+    };
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
-      controller.abort();
+      stop('timeout');
     }, timeoutMs);
-    const onAbort = () => controller.abort();
-    if (opts.signal?.aborted) controller.abort();
+    const onAbort = () => stop('aborted');
+    if (opts.signal?.aborted) onAbort();
     else opts.signal?.addEventListener('abort', onAbort, { once: true });
 
     const where = `${spec.method} ${spec.path}`;
-    let res: Response;
-    let text: string;
     try {
-      res = await this.#fetch(url, {
-        method: spec.method,
-        headers,
-        signal: controller.signal,
-        ...(spec.body !== undefined ? { body: JSON.stringify(spec.body) } : {}),
-      });
-      // The body is read under the same deadline: a server may stall after the headers.
-      text = await res.text();
+      const exchange = (async () => {
+        const res = await this.#fetch(url, {
+          method: spec.method,
+          headers,
+          signal: controller.signal,
+          ...(spec.body !== undefined ? { body: JSON.stringify(spec.body) } : {}),
+        });
+        // The body is read under the same deadline: a server may stall after the headers.
+        return { res, bytes: new Uint8Array(await res.arrayBuffer()) };
+      })();
+      exchange.catch(() => {}); // settled after a timeout or cancel, nobody waits for it any more
+      const { res, bytes } = await Promise.race([exchange, stopped]);
+      const headerId = res.headers.get('x-request-id') ?? undefined;
+      return { status: res.status, ok: res.ok, bytes, method: spec.method, url, where, headerId, sentKey: key !== undefined };
     } catch (cause) {
       if (timedOut) {
         throw new BatonApiError({
@@ -596,7 +640,7 @@ export class BatonClient {
           url,
           cause,
           message: `Baton at ${this.baseUrl} did not answer ${where} within ${timeoutMs} ms.`,
-          suggestion: `Check that the service is healthy (GET ${this.baseUrl}/readyz) and its database reachable, or raise timeoutMs. Treat the call as not allowed.`,
+          suggestion: `Check that the service is healthy (GET ${this.baseUrl}/readyz) and its database reachable, or raise timeoutMs (CLI: --timeout). Treat the call as not allowed.`,
         });
       }
       if (opts.signal?.aborted) {
@@ -622,40 +666,28 @@ export class BatonClient {
       clearTimeout(timer);
       opts.signal?.removeEventListener('abort', onAbort);
     }
+  }
 
-    const headerId = res.headers.get('x-request-id') ?? undefined;
-    let parsed: unknown;
-    let parsedOk = true;
-    if (text.length === 0) parsed = undefined;
-    else {
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        parsedOk = false;
-      }
-    }
+  async #call<T>(spec: CallSpec, opts: RequestOptions): Promise<Answer<T>> {
+    const ex = await this.#exchange(spec, opts);
+    const text = new TextDecoder().decode(ex.bytes);
+    const { parsed, parsedOk } = text.length === 0 ? { parsed: undefined, parsedOk: true } : parseJsonText(text);
 
-    if (res.ok || spec.answerStatuses?.(res.status, parsed)) {
-      if (!parsedOk || (parsed === undefined && res.status !== 204)) {
+    if (ex.ok || spec.answerStatuses?.(ex.status, parsed)) {
+      if (!parsedOk || (parsed === undefined && ex.status !== 204)) {
         throw new BatonApiError({
-          status: res.status,
+          status: ex.status,
           code: 'UNEXPECTED_RESPONSE',
           method: spec.method,
-          url,
-          requestId: headerId,
-          message: `Baton answered ${where} with HTTP ${res.status} but not with JSON: ${snippet(text)}`,
+          url: ex.url,
+          requestId: ex.headerId,
+          message: `Baton answered ${ex.where} with HTTP ${ex.status} but not with JSON: ${snippet(text)}`,
           suggestion: 'Check that the base URL points at Baton itself, not a proxy or another service.',
         });
       }
-      return { status: res.status, body: parsed as T, requestId: headerId ?? null };
+      return { status: ex.status, body: parsed as T, requestId: ex.headerId ?? null };
     }
-    throw errorFromResponse(res.status, parsed, parsedOk ? undefined : text, {
-      method: spec.method,
-      url,
-      where,
-      headerId,
-      sentKey: key !== undefined,
-    });
+    throw errorFromResponse(ex.status, parsed, parsedOk ? undefined : text, ex);
   }
 }
 
@@ -727,6 +759,14 @@ function revocationTarget(jws: string): string {
     /* fall through */
   }
   throw new TypeError('The revocation record is not a compact JWS whose payload names a target hash.');
+}
+
+function parseJsonText(text: string): { parsed: unknown; parsedOk: boolean } {
+  try {
+    return { parsed: JSON.parse(text), parsedOk: true };
+  } catch {
+    return { parsed: undefined, parsedOk: false };
+  }
 }
 
 function snippet(text: string): string {
