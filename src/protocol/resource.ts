@@ -10,13 +10,18 @@
  * - empty, longer than 2048 characters, or no `scheme:`;
  * - control characters, whitespace, any non-ASCII character (percent-encode it),
  *   backslashes, a fragment (`#`), a literal `*` (reserved for patterns; use %2A);
- * - dot segments `.` / `..` anywhere after the authority, also with `;params`
- *   (`..;` is `..` to some servers);
- * - percent-encoded `/`, `.`, `\` (%2F %2E %5C, any case), their double encodings
- *   (%252F %252E %255C), and malformed `%XX`;
+ * - dot segments anywhere after the authority: `.`, `..`, and any segment of
+ *   dots alone once whitespace and invisible characters are dropped (`...`,
+ *   `. .`, `..%20`: Windows trims trailing dots and spaces), also with
+ *   `;params` (`..;` is `..` to some servers);
+ * - an empty path segment before the last (`a//b`): a server that joins the
+ *   rest of the path to a base folder reads `//etc/passwd` as absolute;
+ * - percent-encoded `/`, `.`, `\` (%2F %2E %5C, any case), any double encoding
+ *   (`%25` and two hex digits: a server that decodes twice reads `%2520` as a
+ *   space), and malformed `%XX`;
  * - percent-encoded bytes that are not UTF-8 (overlong `%C0%AE` is a dot), or that
  *   decode, after NFKC, to a slash, backslash, control character or a dot segment
- *   (fullwidth `%EF%BC%8E%EF%BC%8E` is `..` after NFKC);
+ *   (fullwidth `%EF%BC%8E%EF%BC%8E` is `..` after NFKC, `..%C2%A0` is `.. `);
  * - userinfo (`user@host`); a host other than letters, digits, `- . _ ~` or an
  *   IP literal `[...]` (so no percent-encoding there); a port that is not 0..65535.
  * The segment checks apply to the query as well as the path (split on `/`):
@@ -25,9 +30,7 @@
  * Normalised: scheme and host lowercased; `%XX` of unreserved characters
  * (ALPHA DIGIT - _ ~; not `.`, which is refused) decoded, other `%XX` hex
  * uppercased; the port's leading zeros dropped, an empty port or the scheme's
- * default port (http/ws 80, https/wss 443) removed. Path case is kept, empty
- * segments (`a//b`) are kept as they are: they stay inside any prefix they
- * start in, so they cannot escape one.
+ * default port (http/ws 80, https/wss 443) removed. Path case is kept.
  *
  * Patterns: `*` alone (everything), an exact URI, or a prefix ending `/*`.
  * A prefix covers the URIs with the same scheme and authority whose path
@@ -93,8 +96,8 @@ function checkPercentEncoding(uri: string, rest: string): void {
   const percents = rest.split('%').length - 1;
   const triplets = [...rest.matchAll(PCT_TRIPLET)];
   if (percents !== triplets.length) refuse(uri, 'it contains a malformed percent-encoding (a % not followed by two hex digits)');
-  // A server that decodes twice would turn %252E into a dot: refuse those too.
-  if (/%25(2f|2e|5c)/i.test(rest)) refuse(uri, 'it contains a double-encoded slash, dot or backslash (%252F, %252E, %255C)');
+  // A server that decodes twice would turn %252E into a dot and %2520 into a space: refuse them all.
+  if (/%25[0-9a-f]{2}/i.test(rest)) refuse(uri, 'it contains a double percent-encoding (%25 and two hex digits, e.g. %252E)');
   for (const t of triplets) {
     const hex = (t[1] ?? '').toUpperCase();
     if (hex === '2F' || hex === '2E' || hex === '5C') {
@@ -110,9 +113,10 @@ function normalizePercent(s: string): string {
   });
 }
 
+/** A segment some server resolves as `.` or `..`: dots alone, once whitespace and invisible characters are dropped. */
 function isDotSegment(segment: string): boolean {
-  const name = segment.split(';', 1)[0] ?? '';
-  return name === '.' || name === '..';
+  const name = (segment.split(';', 1)[0] ?? '').replace(/[\s\p{Default_Ignorable_Code_Point}]/gu, '');
+  return /^\.+$/.test(name);
 }
 
 /** Decodes one segment's %XX as UTF-8 and applies NFKC, as a lenient server might. */
@@ -190,6 +194,8 @@ function parseUri(uri: string): UriParts {
   const q = pathAndQuery.indexOf('?');
   const path = normalizePercent(q < 0 ? pathAndQuery : pathAndQuery.slice(0, q));
   const query = q < 0 ? null : normalizePercent(pathAndQuery.slice(q + 1));
+  // '//' would start an absolute path for a server joining the rest to a base folder.
+  if (/\/\/./.test(path)) refuse(uri, 'its path has an empty segment (//) before its last');
   // Query segments are checked too: stricter than RFC 3986, and cheap.
   for (const segment of [...path.split('/'), ...(query === null ? [] : query.split('/'))]) {
     checkSegment(uri, segment);

@@ -32,14 +32,15 @@ describe('normalizeResourceUri', () => {
     ['mcp://tools/a/%c3%a9', 'mcp://tools/a/%C3%A9'],
     ['mcp://tools/a/%2a', 'mcp://tools/a/%2A'],
     ['mcp://tools/a/x?q=%7e&r=%3d', 'mcp://tools/a/x?q=~&r=%3D'],
-    ['mcp://tools/a//b', 'mcp://tools/a//b'],
     ['mcp://tools', 'mcp://tools'],
     ['file:///etc/hosts', 'file:///etc/hosts'],
     ['urn:isbn:0451450523', 'urn:isbn:0451450523'],
     ['http://[::1]:8080/x', 'http://[::1]:8080/x'],
     ['http://[FE80::1]/x', 'http://[fe80::1]/x'],
     ['mcp://tools/a/file.txt', 'mcp://tools/a/file.txt'],
-    ['mcp://tools/a/...', 'mcp://tools/a/...'], // three dots is a name, not a dot segment
+    ['mcp://tools/a/.x', 'mcp://tools/a/.x'], // a dot file is a name
+    ['mcp://tools/a/x.', 'mcp://tools/a/x.'],
+    ['mcp://tools/a/', 'mcp://tools/a/'], // a trailing slash: an empty last segment
   ])('%s -> %s', (input, expected) => {
     expect(normalizeResourceUri(input)).toBe(expected);
     expect(normalizeResourceUri(expected)).toBe(expected); // idempotent
@@ -55,6 +56,15 @@ describe('normalizeResourceUri', () => {
     ['mcp://tools/a/..', 'trailing dot-dot'],
     ['mcp://tools/a/.', 'trailing dot'],
     ['mcp://tools/a/..;x/admin', 'dot-dot with params'],
+    ['mcp://tools/a/.../admin', 'three dots (.. to a server that trims trailing dots)'],
+    ['mcp://tools/a/..%20/admin', 'dot-dot and an encoded space'],
+    ['mcp://tools/a/.%20./admin', 'dots around an encoded space'],
+    ['mcp://tools/a/..%C2%A0/admin', 'dot-dot and a no-break space'],
+    ['mcp://tools/a/..%E2%80%8B/admin', 'dot-dot and a zero-width space'],
+    ['mcp://tools/a/..%2520/admin', 'double-encoded space'],
+    ['mcp://tools/a/x%2541', 'any double encoding'],
+    ['file:///srv/public//etc/passwd', 'an empty segment (an absolute path to a joining server)'],
+    ['mcp://tools/a//b', 'an empty segment in the middle'],
     ['mcp:..', 'rootless dot-dot'],
     ['mcp://tools/a/x?p=../../etc', 'dot-dot in query'],
     ['mcp://tools/a/%2e%2e/admin', 'encoded dot-dot'],
@@ -125,10 +135,10 @@ describe('resourceCovered', () => {
     expect(resourceCovered(prefix, 'mcp://tools/a/x?q=1')).toBe(true);
     expect(resourceCovered(prefix, 'MCP://Tools/a/x')).toBe(true);
     expect(resourceCovered(prefix, 'mcp://tools/a/%78')).toBe(true); // %78 is x
-    expect(resourceCovered(prefix, 'mcp://tools/a//x')).toBe(true);
   });
 
   it('does not cover the bare prefix, a sibling, or a different authority', () => {
+    expect(resourceCovered(prefix, 'mcp://tools/a//x')).toBe(false); // refused: an empty segment
     expect(resourceCovered(prefix, 'mcp://tools/a')).toBe(false);
     expect(resourceCovered(prefix, 'mcp://tools/a/')).toBe(false);
     expect(resourceCovered(prefix, 'mcp://tools/a?x=/y')).toBe(false);
@@ -179,8 +189,9 @@ describe('resourceCovered', () => {
     expect(resourceCovered('*', uri)).toBe(false);
   });
 
-  it('keeps other double-encoded bytes as they are', () => {
-    expect(normalizeResourceUri('mcp://tools/a/%2541')).toBe('mcp://tools/a/%2541');
+  it('refuses every double encoding: a server that decodes twice reads it as another byte', () => {
+    expect(() => normalizeResourceUri('mcp://tools/a/%2541')).toThrow(/double percent-encoding/);
+    expect(normalizeResourceUri('mcp://tools/a/100%25')).toBe('mcp://tools/a/100%25'); // a literal % stays
   });
 
   it('matches exact patterns in normal form', () => {
