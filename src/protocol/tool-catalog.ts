@@ -72,13 +72,20 @@ export const ToolDeclarationSchema = z.strictObject({
 export type ToolDeclaration = z.infer<typeof ToolDeclarationSchema>;
 
 /**
- * The key under which two names count as the same for a reader: Unicode
- * compatibility form, case folded. Declared names must differ in it, and a call
- * naming a look-alike of a declared tool is refused rather than treated as
- * undeclared (see resolveTool).
+ * The key under which two names count as the same for a reader, or for a tool
+ * server that tidies names: Unicode compatibility form, whitespace, control and
+ * invisible characters (soft hyphen, zero-width joiners) dropped, case folded.
+ * Declared names must differ in it, and a call naming a look-alike of a
+ * declared tool ("paid_search " for "paid_search") is refused rather than
+ * treated as undeclared, which would skip the declared tool's requirements
+ * (see resolveTool).
  */
 export function confusableKey(name: string): string {
-  return name.normalize('NFKC').toLowerCase().normalize('NFKC');
+  return name
+    .normalize('NFKC')
+    .replace(/[\s\p{Cc}\p{Default_Ignorable_Code_Point}]/gu, '')
+    .toLowerCase()
+    .normalize('NFKC');
 }
 
 /**
@@ -112,7 +119,7 @@ const ToolListSchema = z
         message:
           earlier === name
             ? `declares ${JSON.stringify(name)} twice`
-            : `${JSON.stringify(name)} differs from the declared ${JSON.stringify(earlier)} only in case or Unicode form`,
+            : `${JSON.stringify(name)} differs from the declared ${JSON.stringify(earlier)} only in case, Unicode form, whitespace or invisible characters`,
       });
     });
   }, EVEN_WITH_ITEM_ISSUES);
@@ -176,7 +183,7 @@ export type ResolvedTool =
   | { readonly kind: 'declared'; readonly tool: ToolDeclaration }
   /** Not in the catalog; `name` is absent when args.tool is missing or not a string. */
   | { readonly kind: 'undeclared'; readonly name?: string }
-  /** Not in the catalog, but a look-alike (case or Unicode form) of a declared tool. */
+  /** Not in the catalog, but a look-alike (case, Unicode form, whitespace or invisible characters) of a declared tool. */
   | { readonly kind: 'confusable'; readonly name: string; readonly declared: ToolDeclaration };
 
 /** Looks up the value of args.tool by exact name, noticing look-alikes of declared tools. */

@@ -11,7 +11,7 @@
  *   since no honest estimate could then fit;
  * - a tenant in strict mode denies undeclared tools (TOOL_UNDECLARED), and any
  *   tenant denies a look-alike of a declared tool, which a tool server that
- *   folds case or Unicode forms might run as the declared one.
+ *   folds case or Unicode forms, or trims or strips invisible characters, might run as the declared one.
  *
  * Violations have the verify shape (dr_index where a delegation lacks the
  * grant) so they merge with the policy evaluation of the args.
@@ -80,7 +80,7 @@ function undeclared(tool: Exclude<ResolvedTool, { kind: 'declared' }>, catalog: 
       field: 'args.tool',
       required,
       actual: tool.name,
-      message: `Tool ${JSON.stringify(tool.name)} is not declared; the catalog declares ${JSON.stringify(tool.declared.name)}, which differs only in case or Unicode form. Tool names are exact.`,
+      message: `Tool ${JSON.stringify(tool.name)} is not declared; the catalog declares ${JSON.stringify(tool.declared.name)}, which differs only in case, Unicode form, whitespace or invisible characters. Tool names are exact.`,
     };
   }
   return {
