@@ -903,9 +903,10 @@ export interface paths {
      *       `jti`, so a denied invocation sent again is simply decided again.
      *     - **Deadline.** A verify that cannot be decided within the service's deadline
      *       (`BATON_VERIFY_DEADLINE_MS`, default 5000 ms) is answered `503 STORAGE_UNAVAILABLE`,
-     *       and the database refuses to commit it afterwards: nothing is counted. (Only an answer
-     *       lost after the commit, e.g. in the network, leaves a call counted; send it again to
-     *       get its service receipt, see retry above.)
+     *       and the database refuses to commit it afterwards: nothing is counted. (Only a commit the
+     *       database had already begun, e.g. waiting for a stalled synchronous replica, or an answer
+     *       lost after the commit leaves a call counted; send it again to learn, and to get its
+     *       service receipt, see retry above.)
      *     - A key revoked on any node is refused (401) by the next verify on every node.
      *
      *     - Trust is the calling key's tenant's trusted roots. A key bound to a tool server only verifies invocations naming it (`TOOL_SERVER_MISMATCH`).

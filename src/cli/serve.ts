@@ -37,8 +37,9 @@ takes its default:
                                iat (default 300)
   BATON_CLOCK_SKEW             seconds of clock difference allowed (default 60)
   BATON_DB_POOL                PostgreSQL connections per worker (default 10)
-  BATON_VERIFY_DEADLINE_MS     a verify not decided by then answers 503
-                               (default 5000)
+  BATON_VERIFY_DEADLINE_MS     a verify not decided by then answers 503, as
+                               does a key lookup or a read that waits as
+                               long for the database (default 5000)
   BATON_TLOG_INTERVAL_MS       how often this node integrates the transparency
                                log; 0 = never on this node (default 250)
   BATON_TLOG_NAME              start of every tenant log's origin: set it once,

@@ -25,6 +25,7 @@ import { toolRoutes } from './tools.handlers.js';
 import { approvalRoutes } from './approvals.handlers.js';
 import { explainRoutes } from './explain.handlers.js';
 import { metrics } from './metrics.js';
+import { withinDeadline } from './deadline.js';
 import { methodsServingPath } from './method-not-allowed.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
@@ -80,6 +81,18 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       status: c.res.status,
       ms: Math.round(ms * 10) / 10,
     });
+  });
+
+  app.use('*', async (c, next) => {
+    c.set('deadline', new Date(Date.now() + deps.config.verifyDeadlineMs));
+    // A read changes nothing, so it may stop waiting for a database that does not answer. A write
+    // waits for its outcome: a 503 could not say whether it happened (verify has its own deadline).
+    if (c.req.method !== 'GET' && c.req.method !== 'HEAD') return next();
+    await withinDeadline(
+      next(),
+      c.get('deadline'),
+      `The database did not answer within ${deps.config.verifyDeadlineMs} ms, so Baton could not read what was asked; nothing was changed. Retry shortly.`,
+    );
   });
 
   app.route('/', healthRoutes(deps));

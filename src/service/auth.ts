@@ -52,6 +52,7 @@ import {
   type ApiKeyForAuth,
 } from '../store/api-keys.js';
 import type { AppEnv, AuthContext, ServiceDeps } from './types.js';
+import { withinDeadline } from './deadline.js';
 
 export const KEY_CACHE_TTL_MS = 10_000;
 export const KEY_CACHE_MAX = 10_000;
@@ -179,6 +180,8 @@ export async function authenticate(
   requestId?: string,
   /** Serve from the cache: only for routes whose statements re-check the key in their transaction. */
   useCache = false,
+  /** When the request stops waiting for the database (deadline.ts); default: the configured deadline from now. */
+  deadline: Date = new Date(Date.now() + deps.config.verifyDeadlineMs),
 ): Promise<AuthContext> {
   const state = stateOf(deps);
   const refuse = (reason: string, keyId?: string): BatonError => {
@@ -203,7 +206,12 @@ export async function authenticate(
     return cached;
   }
 
-  const row = await findApiKeyByHash(deps.store.db, hashHex);
+  // A read: abandoned safely when the database does not answer in time (a prompt 503, not a hang).
+  const row = await withinDeadline(
+    findApiKeyByHash(deps.store.db, hashHex),
+    deadline,
+    `The database did not answer the API key lookup within ${deps.config.verifyDeadlineMs} ms, so Baton refuses the request; nothing was done.`,
+  );
   if (!row) throw refuse('unknown');
   const stored = Buffer.from(row.secretHash, 'hex');
   // Lengths are public (always 32 bytes for a well-formed row); a malformed row never matches.
@@ -275,7 +283,7 @@ function scopeGuard(deps: ServiceDeps, scopes: readonly ApiKeyScope[], useCache:
 
 /** authenticate() for a Hono request; sets c.get('auth') on success. */
 export async function authenticateRequest(deps: ServiceDeps, c: Context<AppEnv>, useCache = false): Promise<AuthContext> {
-  const auth = await authenticate(deps, c.req.header('authorization'), c.get('requestId'), useCache);
+  const auth = await authenticate(deps, c.req.header('authorization'), c.get('requestId'), useCache, c.get('deadline'));
   c.set('auth', auth);
   return auth;
 }

@@ -33,5 +33,7 @@ export interface AppEnv {
   Variables: {
     requestId: string;
     auth: AuthContext;
+    /** When this request stops waiting for the database (deadline.ts). */
+    deadline: Date;
   };
 }

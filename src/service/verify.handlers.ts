@@ -44,6 +44,7 @@ import { hotPathCacheOf, type HotPathCache, type StoredDelegation } from './hot-
 import type { Db } from '../store/db.js';
 import type { AuthContext, ServiceDeps } from './types.js';
 import { parseStrictJson } from './body.js';
+import { withinDeadline } from './deadline.js';
 import { metrics } from './metrics.js';
 import { parseRequest } from './validate.js';
 import { checkSubmission, submitDelegations } from './delegation-submission.js';
@@ -112,9 +113,11 @@ export function bundleFrom(req: VerifyRequest, drsHeader: string | undefined): u
 }
 
 /**
- * verifyInvocation within the configured deadline: past it the caller gets
- * 503 STORAGE_UNAVAILABLE, and the statements, given the same deadline,
- * refuse to commit if the database runs them later.
+ * verifyInvocation within the request's deadline (set when it arrived, see deadline.ts): past it
+ * the caller gets 503 STORAGE_UNAVAILABLE, and the statements, given the same deadline, refuse to
+ * commit if the database runs them later. One window is left: a commit the database had begun
+ * before the deadline (a stalled synchronous replica, say) still completes. So the answer does not
+ * claim nothing was counted; the same invocation re-sent by the same key tells (retry: true).
  */
 export async function verifyWithinDeadline(
   deps: ServiceDeps,
@@ -122,28 +125,14 @@ export async function verifyWithinDeadline(
   tenantId: string,
   req: VerifyRequest,
   bundle: unknown,
+  deadline: Date,
 ): Promise<VerifyResponse> {
-  const ms = deps.config.verifyDeadlineMs;
-  const deadline = new Date(Date.now() + ms);
-  const work = verifyInvocation(deps, auth, tenantId, req, bundle, deadline);
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () =>
-        reject(
-          new BatonError('STORAGE_UNAVAILABLE', {
-            message: `The database did not answer within the ${ms} ms verify deadline, so Baton refuses; nothing was counted.`,
-          }),
-        ),
-      ms,
-    );
-  });
-  try {
-    return await Promise.race([work, late]);
-  } finally {
-    clearTimeout(timer);
-    work.catch(() => {}); // settles after the deadline answered; its outcome was refused in SQL too
-  }
+  return withinDeadline(
+    verifyInvocation(deps, auth, tenantId, req, bundle, deadline),
+    deadline,
+    `The database did not decide this verify within the ${deps.config.verifyDeadlineMs} ms deadline, so Baton refuses it: the call was not allowed. ` +
+      'Re-send the same invocation with the same key to learn whether the database counted it anyway (retry: true), or sign a new one.',
+  );
 }
 
 export async function verifyInvocation(

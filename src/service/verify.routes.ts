@@ -19,7 +19,7 @@ export function verifyRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       const raw =
         drsHeader !== undefined && !(await hasBody(c, deps.config.maxBodyBytes)) ? {} : await readJsonBody(c, deps.config.maxBodyBytes);
       const req = parseRequest(VerifyRequestBody, raw, 'request body');
-      const result = await verifyWithinDeadline(deps, auth, tenantOf(auth), req, bundleFrom(req, drsHeader));
+      const result = await verifyWithinDeadline(deps, auth, tenantOf(auth), req, bundleFrom(req, drsHeader), c.get('deadline'));
       return c.json(result.body, result.status);
     });
   }

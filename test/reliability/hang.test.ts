@@ -8,6 +8,10 @@
  *   not commit. The invocation is not stored, nothing is counted, and the same
  *   invocation sent again is a fresh allow (not a retry).
  *
+ * - Every other request stops waiting at the same deadline where stopping
+ *   changes nothing: the API key lookup (a key the node has not cached) and
+ *   every read answer 503, where they used to wait as long as the pool did.
+ *
  * The processes are always resumed (finally), also when the test fails.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,6 +23,7 @@ import {
   nodeConfig,
   preSign,
   registerDelegations,
+  request,
   setupTenant,
   sleep,
   startNode,
@@ -34,6 +39,7 @@ const DEADLINE_MS = 1_500;
 let cluster: PgCluster | undefined;
 let node: ServiceNode | undefined;
 let dbUrl: string;
+let adminKey: string;
 let tenant: Tenant;
 
 beforeAll(async () => {
@@ -41,6 +47,7 @@ beforeAll(async () => {
   dbUrl = await cluster.createDatabase();
   const cfg = nodeConfig(dbUrl, { pool: 4, env: { BATON_VERIFY_DEADLINE_MS: String(DEADLINE_MS) } });
   node = await startNode('hang', cfg);
+  adminKey = cfg.adminKey;
   tenant = await setupTenant(node.url, cfg.adminKey, 'reliability-hang');
 }, 120_000);
 
@@ -95,6 +102,48 @@ describe('a hanging database', () => {
     expect(audit.counters.find((c) => c.hash === leaf.dr.hash)).toMatchObject({ callsUsed: 2, stored: 2 });
     // Sent again, it is decided now: a fresh allow, not the retry of a late commit.
     const again = await verify(node!.url, tenant, paused!.bundle);
+    expect(again.status).toBe(200);
+    expect(again.body.retry).toBe(false);
+  }, 90_000);
+
+  it('a key lookup and a read stop waiting at the deadline too: 503, not a hang', async () => {
+    const root = grantRoot(tenant, { max_calls: 100 });
+    const leaf = grantSub(root, { max_calls: 100 });
+    await registerDelegations(node!.url, tenant, [root.dr, leaf.dr]);
+    // A verify key this node has never seen, so not in its key cache: the lookup must reach the database.
+    const created = await request(node!.url, 'POST', `/v1/admin/tenants/${tenant.id}/api-keys`, {
+      key: adminKey,
+      json: { scopes: ['verify'], name: 'never used before the pause' },
+    });
+    expect(created.status).toBe(201);
+    const freshKey = created.body.key as string;
+    const [call] = preSign([leaf], 1, 'hang-fresh-key');
+
+    const pids = cluster!.pids();
+    let replies;
+    signalAll(pids, 'SIGSTOP');
+    try {
+      // The clients wait far longer than the deadline: the service must answer first.
+      replies = await Promise.all([
+        request(node!.url, 'POST', '/v1/verify', { key: freshKey, json: call!.bundle, timeoutMs: 20_000 }),
+        // Keyless, so only the route's own read waits for the database.
+        request(node!.url, 'GET', '/v1/keys', { timeoutMs: 20_000 }),
+        request(node!.url, 'GET', `/v1/delegations/${leaf.dr.hash}`, { key: tenant.keys.issue, timeoutMs: 20_000 }),
+      ]);
+    } finally {
+      signalAll(pids, 'SIGCONT');
+    }
+    for (const reply of replies) {
+      expect(reply.status, JSON.stringify(reply.body ?? reply.error)).toBe(503);
+      expect(reply.body.error.code).toBe('STORAGE_UNAVAILABLE');
+    }
+
+    // Nothing was done for the verify refused at its key lookup: sent again, it is a fresh allow.
+    let again = await request(node!.url, 'POST', '/v1/verify', { key: freshKey, json: call!.bundle, timeoutMs: 20_000 });
+    for (let i = 0; i < 50 && again.status === 503; i++) {
+      await sleep(200);
+      again = await request(node!.url, 'POST', '/v1/verify', { key: freshKey, json: call!.bundle, timeoutMs: 20_000 });
+    }
     expect(again.status).toBe(200);
     expect(again.body.retry).toBe(false);
   }, 90_000);
