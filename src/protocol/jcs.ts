@@ -53,7 +53,7 @@ const strictDecoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
  */
 type Mode = 'issue' | 'rfc' | 'verify';
 
-type FaultKind = 'type' | 'non-finite' | 'unsafe-integer' | 'lone-surrogate' | 'nul' | 'too-deep';
+type FaultKind = 'type' | 'non-finite' | 'unsafe-integer' | 'lone-surrogate' | 'nul' | 'proto-key' | 'too-deep';
 
 /**
  * Internal fault carrying the JSON Pointer path, built while unwinding so the
@@ -186,6 +186,9 @@ function writeObject(o: object, depth: number, maxDepth: number, mode: Mode): st
   try {
     for (let i = 0; i < keys.length; i++) {
       k = keys[i] as string; // i < keys.length
+      // JSON.parse makes "__proto__" an own key, but JavaScript readers drop it (zod's record) or
+      // take it as the prototype (Object.assign): the signed member would not be what is judged.
+      if (k === '__proto__' && mode !== 'rfc') throw new WriteFault('proto-key', 'a key named "__proto__" is not accepted');
       if (i > 0) out += ',';
       out += writeString(k, mode);
       out += ':';
@@ -226,6 +229,7 @@ function faultCode(kind: FaultKind, mode: Mode): ErrorCode {
       // in a caller's value it is a bad field.
       return mode === 'verify' ? 'NON_CANONICAL_JSON' : 'INVALID_FIELD';
     case 'nul':
+    case 'proto-key':
     case 'type':
     case 'too-deep':
       return 'INVALID_FIELD';

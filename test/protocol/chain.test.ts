@@ -11,7 +11,7 @@ import {
 import { encodeBase58btc } from '../../src/protocol/base58.js';
 import { encodeBase64url } from '../../src/protocol/base64url.js';
 import { signJws } from '../../src/protocol/jws.js';
-import { utf8Encode } from '../../src/protocol/jcs.js';
+import { canonicalJson, utf8Encode } from '../../src/protocol/jcs.js';
 import { signEd25519 } from '../../src/protocol/ed25519.js';
 import { generateKeyPair } from '../../src/sdk/keys.js';
 import { createInvocation, makeBundle } from '../../src/sdk/records.js';
@@ -96,6 +96,16 @@ describe('verifyChain: block A (shape)', () => {
     expectDenied(verify({ ...bundle, invocation: spaced }, root), 'NON_CANONICAL_JSON', 'A');
     const dup = rawJws('{"alg":"EdDSA","typ":"JWT"}', '{"a":1,"a":2}', chain.invoker.seed);
     expectDenied(verify({ ...bundle, invocation: dup }, root), 'NON_CANONICAL_JSON', 'A');
+  });
+  it('INVALID_FIELD for a "__proto__" key anywhere in a signed payload, which JavaScript readers drop', () => {
+    const payload = JSON.parse(Buffer.from(bundle.invocation.split('.')[1]!, 'base64url').toString()) as { args: object };
+    const canonical = canonicalJson(payload);
+    // The args of an approved call, plus a member a reader would lose or take as the prototype.
+    const text = canonical.replace('"args":{', '"args":{"__proto__":{"amount":5000},');
+    expect(JSON.parse(text).args).toHaveProperty('__proto__');
+    const d = verify({ ...bundle, invocation: rawJws('{"alg":"EdDSA","typ":"JWT"}', text, chain.invoker.seed) }, root);
+    expectDenied(d, 'INVALID_FIELD', 'A');
+    expect(JSON.stringify(d)).toContain('__proto__');
   });
   it('NUMBER_OUT_OF_RANGE for an integer beyond 2^53-1', () => {
     const big = rawJws('{"alg":"EdDSA","typ":"JWT"}', '{"iat":9007199254740993}', chain.invoker.seed);
