@@ -49,23 +49,33 @@ export function parseGuardrailTriple(raw: unknown): GuardrailTriple {
   return parseWith(GuardrailTripleSchema, raw, 'body', 'INVALID_REQUEST');
 }
 
-/** What exactly was approved: the chain, the command, the tool server and the args of the call. */
+/** What exactly was approved: the chain, the command, the tool server and the args of the call, under one catalog version. */
 export interface ApprovalSubject {
   readonly dr_chain: readonly string[];
   readonly cmd: string;
   readonly tool_server: string;
   readonly args: Record<string, unknown>;
+  /** The tool catalog version the approver decided under: what the tool was, which rule asked. */
+  readonly catalog_version: number;
 }
 
 /**
  * A digest binding an approval to one call: the same chain, command, tool
  * server and args (any jti), so the agent may retry with a fresh invocation.
  * The command is bound too: an invocation may name any sub-path of its DR's
- * cmd, and an approval of one command must not run another.
+ * cmd, and an approval of one command must not run another. So is the catalog
+ * version: a human approved the call as that version declared the tool and its
+ * rules explained it; once the catalog changes, the call asks again.
  */
 export function approvalBinding(subject: ApprovalSubject): string {
   return `sha256:${sha256Hex(
-    canonicalJson({ args: subject.args, cmd: subject.cmd, dr_chain: subject.dr_chain, tool_server: subject.tool_server }),
+    canonicalJson({
+      args: subject.args,
+      catalog_version: subject.catalog_version,
+      cmd: subject.cmd,
+      dr_chain: subject.dr_chain,
+      tool_server: subject.tool_server,
+    }),
   )}`;
 }
 

@@ -158,7 +158,13 @@ export async function decideToolGate(
   if (rule.decision === 'allow') return params(null, null);
 
   // require_approval: spend an approved approval of this very call, or ask for one.
-  const binding = approvalBinding({ dr_chain: inv.dr_chain, cmd: inv.cmd, tool_server: inv.tool_server, args: inv.args });
+  const binding = approvalBinding({
+    dr_chain: inv.dr_chain,
+    cmd: inv.cmd,
+    tool_server: inv.tool_server,
+    args: inv.args,
+    catalog_version: catalogVersion,
+  });
   const now = deps.now();
   if (opts.approvalId !== undefined) {
     const named = await findApproval(deps.store.db, tenantId, opts.approvalId);

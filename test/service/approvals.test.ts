@@ -263,6 +263,33 @@ describe('what an approval covers', () => {
   });
 });
 
+describe('approvals and catalog versions', () => {
+  it('an approval made under one catalog version does not run the call under the next', async () => {
+    const c = chain();
+    const asked = await verify(c.invoke(ARGS, { iat: T0 }).bundle);
+    const approvalId = asked.body.approval.id as string;
+    await decide(approvalId, 'approve', triple);
+
+    // The operator publishes again (the same tools here; a real change could redeclare the tool or its rules).
+    const current = await svc.call('GET', '/v1/tools', { key: tenant.keys.verify });
+    const republished = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/tools`, {
+      key: svc.adminKey,
+      json: { base_version: current.body.version, strict: true, tools: [EXPORT, LIMITED, PRUNED] },
+    });
+    expect(republished.status).toBe(201);
+
+    const named = await svc.call('POST', '/v1/verify', {
+      key: tenant.keys.verify,
+      json: { ...(c.invoke(ARGS, { iat: T0 }).bundle as object), approval_id: approvalId },
+    });
+    expect(named.body.error.code).toBe('APPROVAL_MISMATCH');
+    const unnamed = await verify(c.invoke(ARGS, { iat: T0 }).bundle);
+    expect(unnamed.body.error.code).toBe('APPROVAL_REQUIRED');
+    expect(unnamed.body.approval.id).not.toBe(approvalId);
+    expect(await callsUsed(c.drs[0]!.hash)).toBe(0);
+  });
+});
+
 describe('separation of duties', () => {
   it('the API key whose verify asked for an approval cannot decide it, even holding the approve scope', async () => {
     const both = await createTenantKey(svc, tenant.id, ['verify', 'approve'], 'tool server that also approves');
