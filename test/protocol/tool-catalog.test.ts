@@ -177,6 +177,7 @@ describe('tool catalog: risk flags and lookup', () => {
     expect(resolveTool(catalog, 'SEARCH')).toEqual({ kind: 'confusable', name: 'SEARCH', declared: catalog.tools[0] });
     expect(resolveTool(catalog, 'cafe\u0301')).toMatchObject({ kind: 'confusable', declared: { name: 'caf\u00e9' } });
     // A server that trims or strips invisible characters would run the declared tool: refused as its look-alike.
+    expect(resolveTool({ version: 1, tools: [tool('stra\u00dfe')] }, 'STRASSE')).toMatchObject({ kind: 'confusable' });
     for (const padded of ['search ', ' search', 'sea\u00adrch', 'sea\u200brch', 'sea\u034frch', 'search\t', 'sea\u200drch']) {
       expect(resolveTool(catalog, padded), JSON.stringify(padded)).toMatchObject({ kind: 'confusable', declared: catalog.tools[0] });
     }
