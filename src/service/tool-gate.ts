@@ -291,14 +291,20 @@ function grantViolation(hash: string, status: string, decision: Verified): Viola
     field: 'status',
     required: 'approved',
     actual: status,
+    // Rejected is final: asking an approver again would only meet a 409.
+    ...(status === 'rejected'
+      ? {
+          message: `An approver rejected delegation ${hash} for good (its tools together combine all three risks): no call through it will run. Issue a delegation whose allowed_tools leave out one of the three risks.`,
+        }
+      : {}),
   };
 }
 
 /** The violation for a refusal of the in-statement gate (CATALOG_CHANGED and COST_CALIBRATION_FLAGGED are retried, never answered). */
-export function toolGateViolation(refusal: ToolGateRefusal, decision: Verified): Violation {
+export function toolGateViolation(refusal: ToolGateRefusal, decision: Verified, grantStatus = 'pending'): Violation {
   switch (refusal.o) {
     case 'GRANT_PENDING_APPROVAL':
-      return grantViolation(refusal.h ?? '', 'pending', decision);
+      return grantViolation(refusal.h ?? '', grantStatus, decision);
     case 'TOOL_RATE_LIMITED':
       return {
         code: 'TOOL_RATE_LIMITED',

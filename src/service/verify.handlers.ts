@@ -43,6 +43,7 @@ import { DENIAL_STATUS, SubmissionRefusal } from './error-status.js';
 import { hotPathCacheOf, type HotPathCache, type StoredDelegation } from './hot-cache.js';
 import type { Db } from '../store/db.js';
 import type { AuthContext, ServiceDeps } from './types.js';
+import { findGrant } from '../store/approvals.js';
 import { parseStrictJson } from './body.js';
 import { withinDeadline } from './deadline.js';
 import { metrics } from './metrics.js';
@@ -360,9 +361,17 @@ export async function verifyInvocation(
       throw new BatonError('STORAGE_UNAVAILABLE', { message: 'The tool gate changed twice during this verify; retry.' });
     }
     if (outcome.reason === 'CALLS_EXHAUSTED' && !dryRun) cache.markExhausted(tenantId, outcome.state.hash);
+    // The statement names the held grant, not its status: read it, so a rejected grant is not called pending.
+    const heldGrant =
+      outcome.reason === 'TOOL_GATE' && outcome.refusal.o === 'GRANT_PENDING_APPROVAL' && outcome.refusal.h !== undefined
+        ? await findGrant(db, tenantId, outcome.refusal.h)
+        : undefined;
     const denial =
       outcome.reason === 'TOOL_GATE'
-        ? deny([toolGateViolation(outcome.refusal, decision)], { invocation: decision.invocation, dr_chain: inv.dr_chain })
+        ? deny([toolGateViolation(outcome.refusal, decision, heldGrant?.status)], {
+            invocation: decision.invocation,
+            dr_chain: inv.dr_chain,
+          })
         : refusal(outcome);
     if ('deniedServiceReceiptId' in outcome && outcome.deniedServiceReceiptId !== undefined) {
       return refused(deps, auth, tenantId, denial, { dryRun, serviceReceiptId: outcome.deniedServiceReceiptId, started }, gated);

@@ -277,6 +277,14 @@ describe('verify derives requirements from the catalog', () => {
       json: { receipts: parent.drs.map((d) => d.jws) },
     });
     expect(resubmitted.body.delegations.map((d: { status: string }) => d.status)).toEqual(['held', 'held']);
+
+    // Rejected is final: a call through it says so, not "pending" and "ask an approver".
+    const triple = { actor: 'bob', confirm: true, reason: 'Mail plus private data plus the web: no.' };
+    expect((await svc.call('POST', `/v1/grants/${top}/reject`, { key: approver, json: triple })).status).toBe(200);
+    const refused = await verify(parent, { tool: 'hr_lookup' });
+    expect(refused.body.error.code).toBe('GRANT_PENDING_APPROVAL');
+    expect(refused.body.violations[0]).toMatchObject({ dr_hash: top, actual: 'rejected' });
+    expect(refused.body.violations[0].message).toMatch(/rejected .* for good/);
   });
 
   it('a call a rule sends for approval asks no human while a grant of its chain is held', async () => {
