@@ -249,7 +249,9 @@ const decideGrantRoute = (what: 'approve' | 'reject') =>
     },
     responses: {
       200: json(Grant, 'Decided.'),
-      403: ForbiddenResponse('The key lacks the `approve` scope, or is the admin key (`FORBIDDEN`).'),
+      403: ForbiddenResponse(
+        'The key lacks the `approve` scope, or is the admin key (`FORBIDDEN`); or it is the key that submitted the held record (`SELF_APPROVAL`).',
+      ),
       404: NotFoundResponse('No such delegation is held in this tenant (`NOT_FOUND`).'),
       409: ConflictResponse('The grant is already decided (`CONFLICT`).'),
       ...decisionRefusals,

@@ -4316,7 +4316,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The key lacks the `approve` scope, or is the admin key (`FORBIDDEN`). */
+      /** @description The key lacks the `approve` scope, or is the admin key (`FORBIDDEN`); or it is the key that submitted the held record (`SELF_APPROVAL`). */
       403: {
         headers: {
           [name: string]: unknown;
@@ -4415,7 +4415,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The key lacks the `approve` scope, or is the admin key (`FORBIDDEN`). */
+      /** @description The key lacks the `approve` scope, or is the admin key (`FORBIDDEN`); or it is the key that submitted the held record (`SELF_APPROVAL`). */
       403: {
         headers: {
           [name: string]: unknown;

@@ -20,8 +20,11 @@
  * Pure: no I/O, no clock.
  */
 import { z } from 'zod';
+import { publicKeyFromDidKey } from './did-key.js';
+import { isBatonError } from './errors.js';
 import { MAX_USD, usdToMicros, type Micros } from './money.js';
 import { DidKeySchema, parseWith } from './records.js';
+import { NOT_PLAIN, PLAIN_TEXT } from './text.js';
 import {
   ACTION_TYPE_PATTERN,
   BLAST_RADII,
@@ -88,8 +91,11 @@ export const ApprovalRuleSchema = z.strictObject({
   id: RuleIdSchema,
   when: RuleConditionsSchema,
   decision: z.enum(RULE_DECISIONS),
-  /** Shown to the caller when the rule matches. */
-  description: z.string().max(500).optional(),
+  /**
+   * Shown to the caller when the rule matches, and copied into the approval's
+   * explanation an approver reads: plain text, as approval reasons are.
+   */
+  description: z.string().max(500).regex(PLAIN_TEXT, NOT_PLAIN).optional(),
 });
 
 export type ApprovalRule = z.infer<typeof ApprovalRuleSchema>;
@@ -106,6 +112,36 @@ export function noRepeatedRuleIds(rules: readonly unknown[], ctx: z.RefinementCt
 }
 
 export const ApprovalRulesSchema = z.array(ApprovalRuleSchema).max(MAX_RULES).superRefine(noRepeatedRuleIds, EVEN_WITH_ITEM_ISSUES);
+
+/**
+ * Each approver a canonical Ed25519 did:key, listed once (run with
+ * EVEN_WITH_ITEM_ISSUES, so items that failed the shape count too). A DID no
+ * key can sign for (a typo) would publish a version nobody could approve
+ * with, and the operator would not be told; the trusted roots are checked
+ * the same way.
+ */
+export function approversCanSign(approvers: readonly unknown[], ctx: z.RefinementCtx): void {
+  const seen = new Map<string, number>();
+  approvers.forEach((did, i) => {
+    if (typeof did !== 'string') return;
+    const earlier = seen.get(did);
+    if (earlier !== undefined) {
+      ctx.addIssue({ code: 'custom', path: [i], message: `repeats the approver ${JSON.stringify(did)} of approvers.${earlier}` });
+      return;
+    }
+    seen.set(did, i);
+    // The shape is DidKeySchema's to report; this is about the key inside it.
+    if (!DidKeySchema.safeParse(did).success) return;
+    try {
+      publicKeyFromDidKey(did);
+    } catch (e) {
+      if (!isBatonError(e)) throw e;
+      ctx.addIssue({ code: 'custom', path: [i], message: `is not an Ed25519 did:key any key can sign for (${e.code}): ${e.message}` });
+    }
+  });
+}
+
+export const ApproversSchema = z.array(DidKeySchema).max(MAX_CONDITION_ITEMS).superRefine(approversCanSign, EVEN_WITH_ITEM_ISSUES);
 
 /** Longest webhook URL a tenant may configure. */
 export const MAX_WEBHOOK_URL_LENGTH = 2048;
@@ -148,7 +184,7 @@ export const TenantToolSettingsSchema = z.strictObject({
   /** The decision when no rule matches. */
   default_decision: z.enum(RULE_DECISIONS),
   /** DIDs whose signed approvals the tenant accepts, besides keys with the approve scope. */
-  approvers: z.array(DidKeySchema).max(MAX_CONDITION_ITEMS),
+  approvers: ApproversSchema,
   /** Where each new pending approval is POSTed (best effort); absent: nobody is pushed. */
   webhook_url: WebhookUrlSchema.optional(),
   /** When a delegation is flagged for cost calibration; absent: DEFAULT_COST_CALIBRATION. */

@@ -164,7 +164,13 @@ export async function checkSubmission(
  * A keyless answer names no tenant: no tenant_id, and no acceptance
  * service receipts, whose signed claims name the tenant. A key of the tenant reads them.
  */
-export async function submitDelegations(deps: ServiceDeps, callerTenant: string | null, jwsList: readonly string[]): Promise<SubmitResult> {
+export async function submitDelegations(
+  deps: ServiceDeps,
+  callerTenant: string | null,
+  jwsList: readonly string[],
+  /** The API key submitting (null keyless): a trifecta grant held here may not be approved by it. */
+  submittedByKey: string | null,
+): Promise<SubmitResult> {
   const { tenantId, now, ancestors, submitted, replayed } = await checkSubmission(deps, callerTenant, jwsList);
   if (replayed) {
     const views = submitted.map((d) => {
@@ -178,6 +184,7 @@ export async function submitDelegations(deps: ServiceDeps, callerTenant: string 
     deps,
     tenantId,
     ancestors.map((a) => a.policy as Policy),
+    submittedByKey,
   );
   const result = await deps.store.db.transaction(async (tx) => {
     let parent: Delegation | null = ancestors[ancestors.length - 1] ?? null;

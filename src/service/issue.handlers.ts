@@ -16,7 +16,7 @@ import type { ServiceDeps } from './types.js';
 const DEFAULT_LIFETIME_SECONDS = 24 * 3600;
 export type IssueRequest = z.output<typeof IssueRequestBody>;
 
-export async function issueCustodialRoot(deps: ServiceDeps, tenantId: string, req: IssueRequest) {
+export async function issueCustodialRoot(deps: ServiceDeps, tenantId: string, req: IssueRequest, issuedByKey: string) {
   for (const [field, did] of [
     ['audience', req.audience],
     ['subject', req.subject],
@@ -44,6 +44,6 @@ export async function issueCustodialRoot(deps: ServiceDeps, tenantId: string, re
     ...(req.consent ? { consent: req.consent } : {}),
     jti: req.jti ?? `dr:${randomUUID()}`,
   });
-  const result = await submitDelegations(deps, tenantId, [signed.jws]);
+  const result = await submitDelegations(deps, tenantId, [signed.jws], issuedByKey);
   return { tenant_id: tenantId, custodial_did: issuer.did, delegation: result.delegations[0]! };
 }

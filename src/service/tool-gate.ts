@@ -95,6 +95,8 @@ export async function decideToolGate(
     approvalId?: string | undefined;
     /** The statement refused this very request's earlier decision as COST_CALIBRATION_FLAGGED. */
     chainFlagged?: boolean | undefined;
+    /** The statement refused this very request's earlier decision as NEAR_LIMIT_REACHED. */
+    nearLimitReached?: boolean | undefined;
   },
 ): Promise<ToolGate> {
   const doc = await toolDocumentOf(deps, tenantId);
@@ -112,29 +114,32 @@ export async function decideToolGate(
   const estimate = estimateWithFloor(argOf(inv.args, 'estimated_cost_usd'), tool);
   const chainTrifecta = detectTrifecta(effectiveLimits(policies).allowed_tools, opts2);
   const usesNearLimit = settings.rules.some((r) => r.when.near_limit !== undefined);
-  const subject = {
-    tool,
-    trifecta: chainTrifecta.detected,
-    near_limit: usesNearLimit && (await nearLimit(deps, tenantId, inv.dr_chain, estimate.micros ?? 0)),
-    estimate_micros: estimate.micros,
-  };
+  const near = opts.nearLimitReached === true || (usesNearLimit && (await nearLimit(deps, tenantId, inv.dr_chain, estimate.micros ?? 0)));
+  const subject = { tool, trifecta: chainTrifecta.detected, estimate_micros: estimate.micros };
   const calibration = settings.cost_calibration ?? DEFAULT_COST_CALIBRATION;
-  const decideWith = (flagged: boolean) =>
-    evaluateRules(settings.rules, settings.default_decision, { ...subject, cost_calibration: flagged });
+  const decideWith = (flagged: boolean, nearLimitNow = near) =>
+    evaluateRules(settings.rules, settings.default_decision, { ...subject, near_limit: nearLimitNow, cost_calibration: flagged });
   // Cost calibration without a round trip on the hot path: decide as unflagged, and when being flagged
   // would turn that allow into something else, let the statement check the flag (cc) and refuse
   // COST_CALIBRATION_FLAGGED, after which this node decides again knowing it. Only when the flag matters
   // to a decision other than allow (or in a dry run, which runs no statement) is it read here first.
-  const flaggedNow = opts.chainFlagged === true;
-  let rule = decideWith(flaggedNow);
+  let flagged = opts.chainFlagged === true;
+  let rule = decideWith(flagged);
   let checkInStatement = false;
-  if (!flaggedNow) {
+  if (!flagged) {
     const ifFlagged = decideWith(true);
     if (!sameOutcome(rule, ifFlagged)) {
       if (rule.decision === 'allow' && !opts.dryRun) checkInStatement = true;
-      else rule = decideWith((await flaggedDelegation(deps, tenantId, inv.dr_chain, calibration)) !== null);
+      else {
+        flagged = (await flaggedDelegation(deps, tenantId, inv.dr_chain, calibration)) !== null;
+        rule = decideWith(flagged);
+      }
     }
   }
+  // The counters read above may be stale by the time the statement counts (verifies arriving together
+  // all read the chain below 80%): when near_limit would decide otherwise, the statement checks the
+  // counters it locks and refuses NEAR_LIMIT_REACHED, and this node decides again (nl).
+  const checkNearInStatement = usesNearLimit && !near && !opts.dryRun && !sameOutcome(rule, decideWith(flagged, true));
   const ruleField = rule.source === 'rule' ? `rules[${rule.rule.index}]` : 'default_decision';
   if (rule.decision === 'deny') violations.push(ruleViolation(rule, ruleField));
   if (violations.length > 0) return { kind: 'refuse', catalogVersion, violations };
@@ -153,6 +158,7 @@ export async function decideToolGate(
       a: approvalId,
       b: binding,
       cc: checkInStatement ? { r: calibration.ratio_above, m: calibration.min_metered_invocations } : null,
+      ...(checkNearInStatement ? { nl: true } : {}),
     },
   });
   if (rule.decision === 'allow') return params(null, null);
@@ -274,11 +280,12 @@ export async function flaggedDelegation(
  * flagged for cost calibration: the retry of this request decides as flagged. That fact is the
  * statement's answer to this request; it is not kept for other requests.
  */
-export function mustRedecide(deps: ServiceDeps, tenantId: string, refusal: ToolGateRefusal): 'catalog' | 'flagged' | false {
+export function mustRedecide(deps: ServiceDeps, tenantId: string, refusal: ToolGateRefusal): 'catalog' | 'flagged' | 'near' | false {
   if (refusal.o === 'CATALOG_CHANGED') {
     forgetToolDocument(deps, tenantId);
     return 'catalog';
   }
+  if (refusal.o === 'NEAR_LIMIT_REACHED') return 'near';
   return refusal.o === 'COST_CALIBRATION_FLAGGED' ? 'flagged' : false;
 }
 
@@ -300,7 +307,7 @@ function grantViolation(hash: string, status: string, decision: Verified): Viola
   };
 }
 
-/** The violation for a refusal of the in-statement gate (CATALOG_CHANGED and COST_CALIBRATION_FLAGGED are retried, never answered). */
+/** The violation for a refusal of the in-statement gate (CATALOG_CHANGED, COST_CALIBRATION_FLAGGED and NEAR_LIMIT_REACHED are decided again, never answered). */
 export function toolGateViolation(refusal: ToolGateRefusal, decision: Verified, grantStatus = 'pending'): Violation {
   switch (refusal.o) {
     case 'GRANT_PENDING_APPROVAL':
@@ -317,6 +324,8 @@ export function toolGateViolation(refusal: ToolGateRefusal, decision: Verified, 
       return { code: 'STORAGE_UNAVAILABLE', field: 'catalog_version', actual: refusal.v ?? null };
     case 'COST_CALIBRATION_FLAGGED':
       return { code: 'STORAGE_UNAVAILABLE', field: 'cost_calibration', actual: refusal.h ?? null };
+    case 'NEAR_LIMIT_REACHED':
+      return { code: 'STORAGE_UNAVAILABLE', field: 'near_limit', actual: true };
     default:
       return { code: refusal.o, field: 'approval_id', actual: refusal.a ?? null };
   }

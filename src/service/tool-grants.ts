@@ -8,6 +8,11 @@
  *
  * Judged against the catalog version current at issuance; a tenant without a
  * catalog has nothing to judge with.
+ *
+ * The API key that submitted the held record is kept with the grant and may not
+ * decide it (SELF_APPROVAL), as the key whose verify asked for a call approval
+ * may not decide that: otherwise one key with the issue and approve scopes
+ * could lift its own hold.
  */
 import type { GuardrailTriple } from '../protocol/approval.js';
 import { BatonError } from '../protocol/errors.js';
@@ -43,11 +48,18 @@ export function grantJson(row: GrantRow): GrantJson {
 /**
  * For one submission: call `next` for each DR root to leaf, inside the
  * storing transaction; a newly stored DR whose reach is a trifecta is held.
+ *
+ * `requestedByKey` is the id of the API key that submitted the records (POST
+ * /v1/delegations with a key, custodial issuance, a verify storing unknown
+ * DRs); that key cannot decide the grant. Null for a keyless submission (an
+ * agent's signed sub-delegation): no key asked, so none is refused. Every
+ * keyed caller must pass its key: the null default only records "no key".
  */
 export async function trifectaAtIssuance(
   deps: ServiceDeps,
   tenantId: string,
   ancestorPolicies: readonly Policy[],
+  requestedByKey: string | null = null,
 ): Promise<{ next(tx: Db, dr: { hash: string; policy: Policy }, inserted: boolean): Promise<void> }> {
   const doc = await toolDocumentOf(deps, tenantId, true);
   const policies = [...ancestorPolicies];
@@ -58,20 +70,31 @@ export async function trifectaAtIssuance(
       const report = detectTrifecta(effectiveLimits(policies).allowed_tools, { catalog: doc.catalog, strict: doc.settings.strict });
       if (!report.detected) return;
       const explanation = `Its tools combine all three risks (${explainTrifecta(report)}).`;
-      await insertPendingGrant(tx, { tenantId, drHash: dr.hash, status: 'pending', explanation, catalogVersion: doc.version });
+      await insertPendingGrant(tx, {
+        tenantId,
+        drHash: dr.hash,
+        status: 'pending',
+        explanation,
+        catalogVersion: doc.version,
+        requestedByKey,
+      });
       const serviceReceipt = signServiceReceipt(deps.signer, {
         tenantId,
         kind: 'grant.pending',
         subject: dr.hash,
         now: deps.now(),
-        data: { catalog_version: doc.version, reach: report.reach, explanation },
+        // Who submitted it is part of the record of the hold, as requested_by_key is of approval.requested.
+        data: { catalog_version: doc.version, reach: report.reach, explanation, requested_by_key: requestedByKey },
       });
       await insertServiceReceipt(tx, serviceReceipt);
     },
   };
 }
 
-/** pending -> approved | rejected with the guardrail triple, once, with its service receipt. */
+/**
+ * pending -> approved | rejected with the guardrail triple, once, with its
+ * service receipt; never by the key that submitted the held record.
+ */
 export async function decideGrant(
   deps: ServiceDeps,
   tenantId: string,
@@ -96,6 +119,12 @@ export async function decideGrant(
   if (decided) return grantJson(decided);
   const row = await findGrant(deps.store.db, tenantId, hash);
   if (!row) throw new BatonError('NOT_FOUND', { message: `No delegation ${hash} waits for approval in this tenant.` });
+  if (row.requestedByKey !== null && row.requestedByKey === decidedBy) {
+    throw new BatonError('SELF_APPROVAL', {
+      message: `API key ${decidedBy} submitted delegation ${hash}, whose grant is held, and cannot decide it.`,
+      details: { dr_hash: hash, status: row.status },
+    });
+  }
   throw new BatonError('CONFLICT', { message: `The grant of ${hash} is already ${row.status}; a decision is final.` });
 }
 

@@ -148,7 +148,7 @@ export async function verifyInvocation(
    * calibration, or storing the chain found a cached fact stale, it is made again (`redecided`
    * says whether the chain was flagged; set on the second time only).
    */
-  redecided?: { readonly chainFlagged: boolean },
+  redecided?: { readonly chainFlagged: boolean; readonly nearLimitReached?: boolean },
 ): Promise<VerifyResponse> {
   const started = performance.now();
   const db = deps.store.db;
@@ -211,7 +211,7 @@ export async function verifyInvocation(
     } else {
       await assertKeyActive(deps, auth);
       try {
-        await submitDelegations(deps, tenantId, jwsList);
+        await submitDelegations(deps, tenantId, jwsList, auth.keyId);
       } catch (e) {
         // Storing reads the chain's stored facts fresh. When it finds one this node's cache held
         // stale (a DR revoked, a root no longer trusted, since it was cached), the verify decides
@@ -264,6 +264,7 @@ export async function verifyInvocation(
     dryRun,
     approvalId: req.approval_id,
     chainFlagged: redecided?.chainFlagged,
+    nearLimitReached: redecided?.nearLimitReached,
   });
   const gated = gate.kind === 'none' ? {} : { catalog_version: gate.catalogVersion };
   if (gate.kind === 'ask') {
@@ -357,7 +358,10 @@ export async function verifyInvocation(
     if (outcome.reason === 'RECEIPT_REVOKED') cache.forgetDelegation(tenantId, outcome.hash);
     const redecide = outcome.reason === 'TOOL_GATE' ? mustRedecide(deps, tenantId, outcome.refusal) : false;
     if (redecide) {
-      if (!redecided) return verifyInvocation(deps, auth, tenantId, req, bundle, deadline, { chainFlagged: redecide === 'flagged' });
+      if (!redecided) {
+        const next = { chainFlagged: redecide === 'flagged', nearLimitReached: redecide === 'near' };
+        return verifyInvocation(deps, auth, tenantId, req, bundle, deadline, next);
+      }
       throw new BatonError('STORAGE_UNAVAILABLE', { message: 'The tool gate changed twice during this verify; retry.' });
     }
     if (outcome.reason === 'CALLS_EXHAUSTED' && !dryRun) cache.markExhausted(tenantId, outcome.state.hash);

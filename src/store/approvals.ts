@@ -151,7 +151,10 @@ export async function unapprovedGrantInChain(db: Db, tenantId: string, chain: re
   return rows.sort((a, b) => chain.indexOf(a.drHash) - chain.indexOf(b.drHash))[0];
 }
 
-/** pending -> approved | rejected, only while pending. */
+/**
+ * pending -> approved | rejected, only while pending and by a key other than
+ * the one that submitted the held record. Undefined when the row did not qualify.
+ */
 export async function decideGrantRow(
   db: Db,
   tenantId: string,
@@ -162,7 +165,15 @@ export async function decideGrantRow(
   const [row] = await db
     .update(grantApprovals)
     .set({ status: outcome, decidedBy: d.decidedBy, actor: d.actor, reason: d.reason, decidedAt: d.now })
-    .where(and(eq(grantApprovals.tenantId, tenantId), eq(grantApprovals.drHash, hash), eq(grantApprovals.status, 'pending')))
+    .where(
+      and(
+        eq(grantApprovals.tenantId, tenantId),
+        eq(grantApprovals.drHash, hash),
+        eq(grantApprovals.status, 'pending'),
+        // In the UPDATE itself, so no check-then-write gap; NULL (keyless, or held before 0024) refuses no key.
+        sql`${grantApprovals.requestedByKey} is distinct from ${d.decidedBy}`,
+      ),
+    )
     .returning();
   return row;
 }

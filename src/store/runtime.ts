@@ -84,6 +84,8 @@ export interface ToolGateParams {
   readonly b: string | null;
   /** Check cost calibration (0010): refuse COST_CALIBRATION_FLAGGED when a DR's metered cost is above r × declared over ≥ m metered calls. */
   readonly cc?: { readonly r: number; readonly m: number } | null;
+  /** A near_limit rule would decide otherwise (0025): refuse NEAR_LIMIT_REACHED when this call takes a locked counter past 80%. */
+  readonly nl?: boolean;
 }
 
 /** baton_tool_gate's refusal: o = code; v = current version; h = pending DR; a = approval id; t/rl = tool and rate. */
@@ -97,7 +99,8 @@ export interface ToolGateRefusal {
     | 'APPROVAL_USED'
     | 'APPROVAL_MISMATCH'
     | 'TOOL_RATE_LIMITED'
-    | 'COST_CALIBRATION_FLAGGED';
+    | 'COST_CALIBRATION_FLAGGED'
+    | 'NEAR_LIMIT_REACHED';
   readonly v?: number;
   readonly h?: string;
   readonly a?: string;

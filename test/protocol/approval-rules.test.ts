@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { encodeBase58btc } from '../../src/protocol/base58.js';
 import { BatonError } from '../../src/protocol/errors.js';
 import {
   actionTypeMatches,
@@ -11,6 +12,7 @@ import {
 } from '../../src/protocol/approval-rules.js';
 import type { Micros } from '../../src/protocol/money.js';
 import type { ToolDeclaration } from '../../src/protocol/tool-catalog.js';
+import { generateKeyPair } from '../../src/sdk/keys.js';
 import { tool } from '../support/tools.js';
 
 function call(declared: ToolDeclaration | undefined, context: Partial<Omit<RuleSubject, 'tool'>> = {}): RuleSubject {
@@ -24,15 +26,19 @@ function call(declared: ToolDeclaration | undefined, context: Partial<Omit<RuleS
   };
 }
 
-function settingsIssues(raw: unknown): string[] {
+function settingsIssueList(raw: unknown): { field: string; message: string }[] {
   try {
     parseTenantToolSettings(raw);
   } catch (e) {
     if (!(e instanceof BatonError)) throw e;
     expect(e.code).toBe('INVALID_FIELD');
-    return (e.details?.['issues'] as { field: string }[]).map((i) => i.field);
+    return e.details?.['issues'] as { field: string; message: string }[];
   }
   throw new Error('expected the settings to be refused');
+}
+
+function settingsIssues(raw: unknown): string[] {
+  return settingsIssueList(raw).map((i) => i.field);
 }
 
 describe('approval rules: schema', () => {
@@ -70,6 +76,36 @@ describe('approval rules: schema', () => {
         'rules.4.when.estimate_above_usd',
       ]),
     );
+  });
+
+  it('an approver is a canonical Ed25519 did:key, listed once', () => {
+    const [a, b] = [generateKeyPair().did, generateKeyPair().did];
+    const settings = (approvers: unknown[]) => ({ ...DEFAULT_TOOL_SETTINGS, approvers });
+    expect(parseTenantToolSettings(settings([a, b])).approvers).toEqual([a, b]);
+    // The regex alone let through DIDs no key can sign for: garbage, all zero bytes, an X25519 key, a small-order point.
+    const smallOrder = 'did:key:z' + encodeBase58btc(new Uint8Array([0xed, 0x01, 1, ...new Array<number>(31).fill(0)]));
+    const unsignable = [
+      'did:key:zzz',
+      'did:key:z1111111111111111111111111111111111111111111111',
+      'did:key:z6LSbysY2xFMRpGMhb7tFTLMpeuPRaqaWM1yECx2AtzE3KCc',
+      smallOrder,
+    ];
+    const issues = settingsIssueList(settings([a, ...unsignable, b, a]));
+    expect(issues.map((i) => i.field)).toEqual(['approvers.1', 'approvers.2', 'approvers.3', 'approvers.4', 'approvers.6']);
+    expect(issues[0]!.message).toMatch(/^is not an Ed25519 did:key any key can sign for \(INVALID_DID\)/);
+    expect(issues[3]!.message).toMatch(/^is not an Ed25519 did:key any key can sign for \(WEAK_KEY\)/);
+    expect(issues[4]!.message).toBe(`repeats the approver ${JSON.stringify(a)} of approvers.0`);
+    // A shape failure is reported once, by the shape.
+    expect(settingsIssues(settings(['did:web:example.com']))).toEqual(['approvers.0']);
+  });
+
+  it('a rule description is plain text, as approval reasons are: it is copied into what approvers read', () => {
+    const rule = (description: string) => ({ ...DEFAULT_TOOL_SETTINGS, rules: [{ id: 'a', when: {}, decision: 'allow', description }] });
+    expect(parseTenantToolSettings(rule('Line one.\n\tLine two.')).rules[0]!.description).toBe('Line one.\n\tLine two.');
+    for (const bad of ['x\u001b[2Jy', 'x\u202ey', 'x\u200by', 'x\u2066y', 'x\ufeffy', 'x\u0085y']) {
+      const issues = settingsIssueList(rule(bad));
+      expect(issues).toEqual([{ field: 'rules.0.description', message: 'must not contain control, bidi or zero-width characters' }]);
+    }
   });
 });
 

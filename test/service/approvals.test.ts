@@ -469,6 +469,34 @@ describe('rate_limit_per_minute', () => {
   });
 });
 
+describe('near_limit under concurrency', () => {
+  it('verifies arriving together ask a human past 80% of max_calls, as they would one at a time', async () => {
+    // A tenant of its own with the default rules (near-limit: require_approval) and one harmless tool.
+    const own = await setupTenant(svc, 'near-limit');
+    const published = await svc.call('POST', `/v1/admin/tenants/${own.id}/tools`, {
+      key: svc.adminKey,
+      json: { base_version: 0, strict: true, tools: [tool('docs_lookup')] },
+    });
+    expect(published.status).toBe(201);
+    const c = buildChain(
+      [
+        { ...POLICY, max_calls: 30 },
+        { ...POLICY, max_calls: 30 },
+      ],
+      { keys: [own.root, generateKeyPair(), generateKeyPair()] },
+    );
+    const args = { tool: 'docs_lookup', estimated_cost_usd: 0.01, pii_access: false, write_access: false };
+    const answers = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => nodes[i % 2]!.post('/v1/verify', own.keys.verify, c.invoke(args, { iat: T0 }).bundle)),
+    );
+    const allowed = answers.filter((r) => r.status === 200).length;
+    const asked = answers.filter((r) => r.body.error?.code === 'APPROVAL_REQUIRED').length;
+    // Calls 1-24 keep the root at or below 80% (24/30); from the 25th a human is asked.
+    expect({ allowed, asked }).toEqual({ allowed: 24, asked: 6 });
+    expect(await callsUsed(c.drs[0]!.hash)).toBe(24);
+  });
+});
+
 describe('rate windows', () => {
   /** The start of the current one-minute window of the database clock. */
   async function windowNow(): Promise<number> {
@@ -512,5 +540,29 @@ describe('rate windows', () => {
     expect(await windowsOf('retired_tool')).toEqual([]);
     expect(fax.map((w) => w.windowStart).filter((w) => w < end - 60)).toEqual([]);
     if (end === start) expect(fax.find((w) => w.windowStart === start - 60)?.calls).toBe(2);
+  });
+});
+
+describe('deciding an approval that is already decided', () => {
+  it('is refused CONFLICT with a suggestion that fits: the decision is final, where to read it, and how to ask again', async () => {
+    const c = chain();
+    const approvedId = (await verify(c.invoke({ ...ARGS, estimated_cost_usd: 0.05 }, { iat: T0 }).bundle)).body.approval.id as string;
+    expect((await decide(approvedId, 'approve', triple)).status).toBe(200);
+    const twice = await decide(approvedId, 'reject', triple);
+    expect(twice.status).toBe(409);
+    expect(twice.body.error.code).toBe('CONFLICT');
+    expect(twice.body.error.details).toMatchObject({ approval_id: approvedId, status: 'approved' });
+    expect(twice.body.error.suggestion).toBe(
+      `The decision is final and nothing more is needed: the agent's retry of the same call runs once. Read it with GET /v1/approvals/${approvedId} (baton approvals show ${approvedId}).`,
+    );
+
+    const rejectedId = (await verify(c.invoke({ ...ARGS, estimated_cost_usd: 0.06 }, { iat: T0 }).bundle)).body.approval.id as string;
+    expect((await decide(rejectedId, 'reject', triple)).status).toBe(200);
+    const late = await decide(rejectedId, 'approve', triple);
+    expect(late.status).toBe(409);
+    expect(late.body.error.suggestion).toBe(
+      `The decision is final and cannot be changed. Read it with GET /v1/approvals/${rejectedId} (baton approvals show ${rejectedId}). For the call to run, the agent must re-send it, which asks for a new approval.`,
+    );
+    expect(late.body.error.suggestion).not.toContain('fresh identifier');
   });
 });

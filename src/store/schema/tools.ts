@@ -84,6 +84,11 @@ export const grantApprovals = pgTable(
     status: text('status').notNull().$type<GrantStatus>(),
     explanation: text('explanation').notNull(),
     catalogVersion: integer('catalog_version').notNull(),
+    /**
+     * The API key that submitted the held record (migration 0024): it may not decide the grant.
+     * Null for a keyless submission and on older rows, which any approver key decides.
+     */
+    requestedByKey: text('requested_by_key'),
     decidedBy: text('decided_by'),
     actor: text('actor'),
     reason: text('reason'),
