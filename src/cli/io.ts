@@ -7,19 +7,31 @@ export interface CliIo {
 }
 
 /**
- * Characters that drive a terminal rather than print: C0 controls but newline and tab, DEL, C1
- * controls, and the bidirectional controls that reorder what a reader sees. Tool names, revocation
- * reasons and admin labels come from agents and other people: printed raw, an ESC sequence could
- * clear the reader's screen or recolour a line, and a bidi override reverse a hash.
+ * Characters that drive a terminal or print as nothing: controls (C0, DEL, C1), format characters
+ * (bidi controls, zero-width space and joiners, soft hyphen, word joiner, BOM...), the other
+ * default-ignorable code points (variation selectors, tag characters, Hangul fillers) and the line
+ * and paragraph separators. Tool names, args, revocation reasons and admin labels come from agents
+ * and other people: printed raw, an ESC sequence could clear the reader's screen or recolour a
+ * line, a bidi override reverse a hash, and `update_record\u200b` would read as `update_record`.
  */
-const TERMINAL_CONTROLS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+const INVISIBLE = /[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\u2028\u2029]/gu;
+
+/** UTF-16 escapes (a pair for an astral code point), so the result is also a valid JSON string escape. */
+const escaped = (c: string): string =>
+  Array.from({ length: c.length }, (_, i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`).join('');
 
 /**
- * `text` with every terminal control as a visible `\uXXXX` escape. Inside JSON strings that is
- * JSON's own escape for the same character, so `--json` output still parses to the same values.
+ * `text` with every invisible character (above) as a visible `\uXXXX` escape, newlines and tabs
+ * kept. Inside JSON strings that is JSON's own escape for the same character, so `--json` output
+ * still parses to the same values.
  */
 export function terminalSafe(text: string): string {
-  return text.replace(TERMINAL_CONTROLS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return text.replace(INVISIBLE, (c) => (c === '\n' || c === '\t' ? c : escaped(c)));
+}
+
+/** One field on one line: like terminalSafe, and newlines and tabs escaped too, so a value cannot fake another line. */
+export function oneLine(text: string): string {
+  return text.replace(INVISIBLE, escaped);
 }
 
 /** `io` writing only terminal-safe text: every command prints through it (main). */

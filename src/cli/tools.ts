@@ -15,9 +15,9 @@ import {
   SERVER_HELP,
   SERVER_OPTIONS,
 } from './common.js';
-import { UsageError, type CliIo } from './io.js';
+import { oneLine, UsageError, type CliIo } from './io.js';
 import type { GrantStatus } from '../protocol/lists.js';
-import { createApprovalDecision, type ApprovalStatus, type PublishToolsInput } from '../sdk/tools.js';
+import { createApprovalDecision, type ApprovalStatus, type ApprovalView, type PublishToolsInput } from '../sdk/tools.js';
 
 export const TOOLS_HELP = `Usage: baton tools show [--version <n>]
        baton tools publish <file.json|-|JSON> --tenant <id>   (admin key)
@@ -38,6 +38,7 @@ ${SERVER_HELP}
 ${EXIT_HELP}`;
 
 export const APPROVALS_HELP = `Usage: baton approvals list [--status pending|approved|rejected|expired|used]
+       baton approvals show <id>
        baton approvals approve <id|dr-hash> --actor <name> --reason <text>
        baton approvals reject  <id|dr-hash> --actor <name> --reason <text>
        baton approvals approve|reject <id> --sign-with <keyfile> --reason <text>
@@ -50,6 +51,13 @@ Deciding needs an API key with the approve scope, an actor and a non-blank reaso
 or, without a key, --sign-with the key file of an approver DID the tenant lists
 (its tool document's approvers): the signed record is the authority, and the DID
 is recorded as the actor.
+
+list shows what each approval allows: the tool and tool server, the command and the
+args exactly as the agent signed them, who asked, the rule and the deadline (UTC).
+Long values are shortened there (marked "more characters"); show prints all of it.
+Invisible characters (zero-width, bidi, soft hyphen, controls) print as \\uXXXX
+escapes, and names and values are JSON-quoted, so a look-alike cannot pass for a
+declared tool.
 
 Options:
   --status <s>         only approvals (or grants) in this state
@@ -132,14 +140,23 @@ export async function runApprovals(argv: string[], io: CliIo): Promise<number> {
     const { approvals } = await client.tools.approvals(values.status as ApprovalStatus | undefined);
     if (values.json) printJson(io, { approvals });
     else if (approvals.length === 0) io.out('no approvals');
-    else for (const a of approvals) io.out(`${a.id}  ${a.status}  ${a.tool ?? '(no tool)'}  until ${a.expires_at}  ${a.explanation}`);
+    else for (const a of approvals) io.out(describeApproval(a, LIST_LIMITS));
+    return 0;
+  }
+  if (sub === 'show') {
+    if (id === undefined) throw new UsageError('give the approval id (apr_...) to show', APPROVALS_HELP);
+    if (id.startsWith('sha256:'))
+      throw new UsageError('show reads approvals of calls (apr_...); held delegations: baton approvals grants', APPROVALS_HELP);
+    const approval = await client.tools.approval(id);
+    if (values.json) printJson(io, approval);
+    else io.out(describeApproval(approval, FULL));
     return 0;
   }
   if (sub === 'grants') {
     const { grants } = await client.tools.grants(values.status as GrantStatus | undefined);
     if (values.json) printJson(io, { grants });
     else if (grants.length === 0) io.out('no held delegations');
-    else for (const g of grants) io.out(`${g.dr_hash}  ${g.status}  ${g.explanation}`);
+    else for (const g of grants) io.out(`${g.dr_hash}  ${g.status}  ${oneLine(g.explanation)}`);
     return 0;
   }
   if (sub === 'approve' || sub === 'reject') {
@@ -155,7 +172,10 @@ export async function runApprovals(argv: string[], io: CliIo): Promise<number> {
       const record = createApprovalDecision({ signer, approvalId: id, decision: sub, reason: values.reason });
       const decided = await client.tools.decideSigned(record);
       if (values.json) printJson(io, decided);
-      else io.out(`${decided.status.toUpperCase()}: ${id} by ${signer.did} (signed): ${values.reason}`);
+      else
+        io.out(
+          `${decided.status.toUpperCase()}: ${id} by ${signer.did} (signed): ${oneLine(values.reason)}\n${describeApproval(decided, FULL)}`,
+        );
       return 0;
     }
     if (!values.actor?.trim()) throw new UsageError('give --actor <name>: who decides', APPROVALS_HELP);
@@ -167,8 +187,93 @@ export async function runApprovals(argv: string[], io: CliIo): Promise<number> {
         ? await client.tools.approve(id, input)
         : await client.tools.reject(id, input);
     if (values.json) printJson(io, decided);
-    else io.out(`${decided.status.toUpperCase()}: ${id} by ${input.actor}: ${input.reason}`);
+    else if ('dr_hash' in decided) io.out(`${decided.status.toUpperCase()}: ${id} by ${oneLine(input.actor)}: ${oneLine(input.reason)}`);
+    else
+      io.out(
+        `${decided.status.toUpperCase()}: ${id} by ${oneLine(input.actor)}: ${oneLine(input.reason)}\n${describeApproval(decided, FULL)}`,
+      );
     return 0;
   }
   throw new UsageError(`unknown subcommand "${sub}"`, APPROVALS_HELP);
+}
+
+// ---------------------------------------------------------------- what an approver reads
+
+/**
+ * An approval as the service serves it. `cmd` and `args` (what the approval allows, as signed) are
+ * null for approvals stored before migration 0023; the SDK's ApprovalView does not list them yet.
+ */
+type ApprovalShown = ApprovalView & { readonly cmd?: string | null; readonly args?: Record<string, unknown> | null };
+
+interface Limits {
+  /** Characters of one name or value (an escape counts as one); the rest is cut with a marker. */
+  readonly chars: number;
+}
+/**
+ * The list stays scannable: one header line per approval, one line per arg under it, long names and
+ * values cut. Every arg is listed, so none can be pushed out of sight by padding the args.
+ */
+const LIST_LIMITS: Limits = { chars: 160 };
+const FULL: Limits = { chars: Infinity };
+
+/** One escape (`\uXXXX`, `\n`...) or one code point: where a shortened value may be cut. */
+const UNITS = /\\u[0-9a-fA-F]{4}|\\[^u]|[^\\]/gsu;
+
+/**
+ * `value` as JSON on one line, every invisible character escaped: strings are quoted, so padding
+ * shows, and `update_record\u200b` never reads as `update_record`. Cut past `limits.chars` with
+ * an explicit marker naming where to read all of it.
+ */
+function shown(value: unknown, id: string, limits: Limits): string {
+  const text = oneLine(JSON.stringify(value) ?? String(value));
+  if (text.length <= limits.chars) return text;
+  const units = text.match(UNITS) ?? [];
+  if (units.length <= limits.chars) return text;
+  return `${units.slice(0, limits.chars).join('')}…[${units.length - limits.chars} more characters: baton approvals show ${id}, or --json]`;
+}
+
+/** A unix time in seconds as a readable UTC time (the raw value is in --json). */
+function utc(seconds: number): string {
+  const ms = seconds * 1000;
+  if (!Number.isFinite(ms) || Math.abs(ms) > 8.64e15) return String(seconds);
+  return new Date(ms)
+    .toISOString()
+    .replace('T', ' ')
+    .replace(/\.\d{3}Z$/, ' UTC');
+}
+
+/** A header line (id, status, tool, tool server, requester, deadline), then what is approved, indented. */
+function describeApproval(raw: ApprovalView, limits: Limits): string {
+  const a = raw as ApprovalShown;
+  const id = oneLine(a.id);
+  const q = (v: unknown) => shown(v, id, limits);
+  const deadline =
+    a.status === 'pending' || a.status === 'approved'
+      ? `  until ${utc(a.expires_at)}`
+      : a.status === 'expired'
+        ? `  expired ${utc(a.expires_at)}`
+        : '';
+  const lines = [
+    `${id}  ${a.status}  tool ${a.tool === null ? '(none named)' : q(a.tool)} on ${q(a.tool_server)}  asked by ${oneLine(a.requested_by)}${deadline}`,
+  ];
+  const notKept = '(not recorded: approval made before the service kept it)';
+  lines.push(`    cmd   ${a.cmd == null ? notKept : q(a.cmd)}`);
+  if (a.args == null) lines.push(`    args  ${notKept}`);
+  else {
+    const entries = Object.entries(a.args);
+    if (entries.length === 0) lines.push('    args  {}');
+    entries.forEach(([k, v], i) => lines.push(`    ${i === 0 ? 'args' : '    '}  ${q(k)}: ${q(v)}`));
+  }
+  lines.push(`    why   ${oneLine(a.explanation)}`);
+  if (limits === FULL) {
+    lines.push(`    rule  ${oneLine(a.rule)} (catalog v${a.catalog_version})`);
+    lines.push(
+      `    call  invocation ${oneLine(a.invocation_jti)}, asked ${utc(a.created_at)}, chain ${a.dr_chain.map(oneLine).join(' > ')}`,
+    );
+    if (a.status !== 'pending' && a.status !== 'approved' && a.status !== 'expired') lines.push(`    deadline was ${utc(a.expires_at)}`);
+  }
+  const d = a.decision;
+  if (d !== null) lines.push(`    decided ${utc(d.at)} by ${q(d.actor)} (${oneLine(d.decided_by)}): ${q(d.reason)}`);
+  if (a.used_at !== null) lines.push(`    used  ${utc(a.used_at)}`);
+  return lines.join('\n');
 }

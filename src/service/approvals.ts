@@ -22,6 +22,7 @@ import {
   type SignedDecision,
 } from '../store/approvals.js';
 import { isUniqueViolation } from '../store/errors.js';
+import { delegationsByHash } from '../store/delegations.js';
 import { findInvocation } from '../store/invocations.js';
 import { insertServiceReceipt } from '../store/service-receipts.js';
 import { currentToolDocument } from '../store/tools.js';
@@ -258,7 +259,21 @@ export async function decideApproval(
   }
   const transition = (outcome === 'approved' ? approve : reject)(asProtocolApproval(row), triple, { decided_by: decidedBy, now });
   if (transition.ok) throw new BatonError('CONFLICT', { message: `Approval ${id} changed while it was being decided; read it again.` });
-  throw new BatonError(transition.code, { message: transition.message, details: { approval_id: id, status: transition.status } });
+  // CONFLICT here means already decided (or used): the generic "fresh identifier / resend" advice fits nothing.
+  const suggestion = transition.code === 'CONFLICT' ? decidedSuggestion(id, transition.status) : undefined;
+  throw new BatonError(transition.code, {
+    message: transition.message,
+    suggestion,
+    details: { approval_id: id, status: transition.status },
+  });
+}
+
+/** What an approver can still do about an approval that is already decided (approved, rejected or used). */
+function decidedSuggestion(id: string, status: ApprovalStatus): string {
+  const read = `Read it with GET /v1/approvals/${id} (baton approvals show ${id}).`;
+  return status === 'approved'
+    ? `The decision is final and nothing more is needed: the agent's retry of the same call runs once. ${read}`
+    : `The decision is final and cannot be changed. ${read} For the call to run, the agent must re-send it, which asks for a new approval.`;
 }
 
 /**
@@ -286,6 +301,7 @@ export async function decideApprovalSigned(deps: ServiceDeps, id: string, jws: s
   for (let attempt = 0; ; attempt++) {
     const doc = await toolDocumentOf(deps, row.tenantId, true);
     if (doc === null || !doc.settings.approvers.includes(signer)) throw notAnApprover();
+    await refuseChainParty(deps, row, signer);
     const signed = { jws: record.jws, jti: record.payload.jti, hash: record.hash, listedIn: doc.version };
     try {
       return await decideApproval(deps, row.tenantId, id, record.outcome, record.triple, signer, signed);
@@ -305,6 +321,21 @@ export async function decideApprovalSigned(deps: ServiceDeps, id: string, jws: s
       throw err;
     }
   }
+}
+
+/**
+ * An approver DID that holds a delegation of the call's chain is a party to the call: it could
+ * delegate to a key of its own, invoke through it, and approve what it asked for. Only the leaf's
+ * invoker is the approval's requested_by, so every holder (each DR's audience) is checked here; the
+ * root's issuer, the operator, holds none.
+ */
+async function refuseChainParty(deps: ServiceDeps, row: ApprovalRow, signer: string): Promise<void> {
+  const stored = await delegationsByHash(deps.store.db, row.tenantId, row.drChain);
+  const index = row.drChain.findIndex((hash) => stored.get(hash)?.aud === signer);
+  if (index < 0) return;
+  throw new BatonError('SELF_APPROVAL', {
+    message: `${signer} holds DR #${index} of the chain approval ${row.id} is for, so it is a party to the call and cannot decide it.`,
+  });
 }
 
 export async function approvalOf(deps: ServiceDeps, tenantId: string, id: string): Promise<ApprovalJson> {

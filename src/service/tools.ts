@@ -117,10 +117,17 @@ export async function storedToolDocument(deps: ServiceDeps, tenantId: string, ve
   const db = deps.store.db;
   const stored = version === undefined ? await currentToolDocument(db, tenantId) : await toolDocumentVersion(db, tenantId, version);
   if (!stored) {
-    throw new BatonError('NOT_FOUND', {
-      message:
-        version === undefined ? 'This tenant has not published a tool catalog yet.' : `Tool catalog version ${version} does not exist.`,
-    });
+    if (version === undefined) {
+      // Nothing is wrong with the identifier: the catalog is missing, so say how to create it.
+      throw new BatonError('NOT_FOUND', {
+        message: 'This tenant has not published a tool catalog yet.',
+        suggestion:
+          `Publish the first version with the admin key: baton tools publish <file.json> --tenant ${tenantId}, ` +
+          'the file holding {"base_version": 0, "strict": ..., "tools": [...]} ' +
+          `(or POST /v1/admin/tenants/${tenantId}/tools).`,
+      });
+    }
+    throw new BatonError('NOT_FOUND', { message: `Tool catalog version ${version} does not exist.` });
   }
   return stored;
 }

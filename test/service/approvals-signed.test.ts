@@ -104,6 +104,26 @@ describe('signed approval decisions', () => {
     expect(rejected.body).toMatchObject({ status: 'rejected', decision: { actor: human.did } });
   });
 
+  it('an approver DID that holds a delegation of the chain cannot approve a call made through it', async () => {
+    // Agent A is listed as an approver, delegates to a key of its own and invokes through it.
+    const agentA = generateKeyPair();
+    await publish([human.did, agentA.did]);
+    try {
+      const c = buildChain([POLICY, POLICY], { keys: [tenant.root, agentA, generateKeyPair()] });
+      const args = { tool: 'crm_export', estimated_cost_usd: 0.02, pii_access: false, write_access: true };
+      const asked = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: c.invoke(args, { iat: svc.clock.now }).bundle });
+      const id = asked.body.approval.id as string;
+      const self = await send(id, sign(id, { signer: agentA }));
+      expect(self.status).toBe(403);
+      expect(self.body.error.code).toBe('SELF_APPROVAL');
+      expect(self.body.error.message).toContain('DR #0');
+      // Another listed approver still can.
+      expect((await send(id, sign(id))).body.status).toBe('approved');
+    } finally {
+      await publish([human.did]);
+    }
+  });
+
   it('a signer the tenant does not list and an unknown approval get the same answer', async () => {
     const { id } = await pendingApproval();
     const absent = `apr_${'0'.repeat(32)}`;

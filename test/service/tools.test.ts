@@ -390,3 +390,17 @@ async function callsUsed(hash: string): Promise<number> {
   const [row] = await svc.store.db.select().from(delegations).where(eq(delegations.hash, hash));
   return row!.callsUsed;
 }
+
+describe('a tenant without a catalog', () => {
+  it('GET /v1/tools is NOT_FOUND with a suggestion to publish the first version', async () => {
+    const bare = await setupTenant(svc, 'no-catalog');
+    const r = await svc.call('GET', '/v1/tools', { key: bare.keys.verify });
+    expect(r.status).toBe(404);
+    expect(r.body.error.code).toBe('NOT_FOUND');
+    expect(r.body.error.message).toBe('This tenant has not published a tool catalog yet.');
+    expect(r.body.error.suggestion).toBe(
+      `Publish the first version with the admin key: baton tools publish <file.json> --tenant ${bare.id}, ` +
+        `the file holding {"base_version": 0, "strict": ..., "tools": [...]} (or POST /v1/admin/tenants/${bare.id}/tools).`,
+    );
+  });
+});
