@@ -81,13 +81,15 @@ export type ToolDeclaration = z.infer<typeof ToolDeclarationSchema>;
  * (see resolveTool).
  */
 export function confusableKey(name: string): string {
-  return name
-    .normalize('NFKC')
-    .replace(/[\s\p{Cc}\p{Default_Ignorable_Code_Point}]/gu, '')
-    // Upper then lower: close to full case folding, so "STRASSE" meets "straße" (toLowerCase alone keeps ß).
-    .toUpperCase()
-    .toLowerCase()
-    .normalize('NFKC');
+  return (
+    name
+      .normalize('NFKC')
+      .replace(/[\s\p{Cc}\p{Default_Ignorable_Code_Point}]/gu, '')
+      // Upper then lower: close to full case folding, so "STRASSE" meets "straße" (toLowerCase alone keeps ß).
+      .toUpperCase()
+      .toLowerCase()
+      .normalize('NFKC')
+  );
 }
 
 /**
