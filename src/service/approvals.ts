@@ -17,6 +17,7 @@ import {
   findApproval,
   findApprovalAnyTenant,
   findLiveApproval,
+  findStandingRejection,
   insertApproval,
   listApprovals,
   type SignedDecision,
@@ -110,9 +111,10 @@ export interface ApprovalRequest {
 }
 
 /**
- * The live approval of this call: the one already waiting or approved, else
- * a new pending one with its approval.requested service receipt. Retries while a
- * human decides find the same approval.
+ * The live approval of this call: the one already waiting or approved, else a
+ * rejection of it still inside its lifetime, else a new pending one with its
+ * approval.requested service receipt. Retries while a human decides find the
+ * same approval; retries after a human said no find that no.
  *
  * INVOCATION_STORED when the invocation itself was allowed meanwhile (a
  * duplicate sent while the original spent its approval): no approval is opened
@@ -129,6 +131,9 @@ export async function requestApproval(deps: ServiceDeps, r: ApprovalRequest): Pr
   for (let attempt = 0; attempt < 3; attempt++) {
     const live = await findLiveApproval(db, r.tenantId, r.binding);
     if (live) return live;
+    // A human said no to this very call: answered with that, not asked again, until the approval's deadline.
+    const rejected = await findStandingRejection(db, r.tenantId, r.binding, now);
+    if (rejected) return rejected;
     const id = `apr_${randomBytes(16).toString('hex')}`;
     const expiresAt = now + APPROVAL_TTL_SECONDS;
     const serviceReceipt = signServiceReceipt(deps.signer, {

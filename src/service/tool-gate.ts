@@ -16,10 +16,11 @@ import { argOf, effectiveLimits } from '../protocol/policy.js';
 import { resolveTool } from '../protocol/tool-catalog.js';
 import { checkToolRequirements, estimateWithFloor } from '../protocol/tool-requirements.js';
 import { detectTrifecta, explainTrifecta } from '../protocol/trifecta.js';
-import { findApproval, findLiveApproval, unapprovedGrantInChain } from '../store/approvals.js';
+import { findApproval, findLiveApproval, findStandingRejection, unapprovedGrantInChain } from '../store/approvals.js';
 import { readChainState, type ToolGateParams, type ToolGateRefusal } from '../store/runtime.js';
 import { costCalibrationFlagged } from '../store/tools.js';
 import { approvalJson, INVOCATION_STORED, requestApproval, type ApprovalJson, type ApprovalRequest } from './approvals.js';
+import type { ApprovalRow } from '../store/schema/index.js';
 import { forgetToolDocument, toolDocumentOf } from './tools.js';
 import type { ServiceDeps } from './types.js';
 
@@ -205,6 +206,8 @@ export async function decideToolGate(
     // this very call (requestApproval finds it), so the dry run allows on it too. It writes nothing.
     const live = await findLiveApproval(deps.store.db, tenantId, binding);
     if (live && live.status === 'approved' && now < live.expiresAt) return params(live.id, binding);
+    const rejected = live ? undefined : await findStandingRejection(deps.store.db, tenantId, binding, now);
+    if (rejected) return { kind: 'refuse', catalogVersion, violations: [rejectedViolation(rejected)] };
     const waiting = live && live.status === 'pending' && now < live.expiresAt ? ` Approval ${live.id} waits for an approver.` : '';
     required = { ...required, message: `${required.message ?? ''}${waiting}` };
   }
@@ -245,12 +248,32 @@ export async function askForApproval(
   const approval = await requestApproval(deps, { ...ask.request, requestedByKey });
   if (approval === INVOCATION_STORED) return approval;
   if (approval.status === 'approved' && now < approval.expiresAt) return ask.goWith(approval.id);
+  if (approval.status === 'rejected') {
+    return {
+      kind: 'refuse',
+      catalogVersion: ask.catalogVersion,
+      violations: [rejectedViolation(approval)],
+      approval: approvalJson(approval, now),
+    };
+  }
   const { required } = ask;
   return {
     kind: 'refuse',
     catalogVersion: ask.catalogVersion,
     violations: [{ ...required, actual: approval.id, message: `${required.message ?? ''} Approval ${approval.id} waits for an approver.` }],
     approval: approvalJson(approval, now),
+  };
+}
+
+/** A call a human rejected, answered with that rejection until the approval's deadline. */
+function rejectedViolation(rejection: ApprovalRow): Violation {
+  const why = rejection.reason === null ? '' : ` (${JSON.stringify(rejection.reason)})`;
+  return {
+    code: 'APPROVAL_REJECTED',
+    field: 'approval_id',
+    required: 'an approval not rejected',
+    actual: rejection.id,
+    message: `An approver rejected this call${why} in approval ${rejection.id}; the same call is not asked again before ${new Date(rejection.expiresAt * 1000).toISOString()}.`,
   };
 }
 

@@ -2,7 +2,7 @@
 // (WHERE status = the state it leaves), so two nodes racing on the same
 // approval serialise on its row and exactly one wins; the spending of an
 // approved one happens inside the verify statement (baton_tool_gate).
-import { and, asc, eq, inArray, lte, ne, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, gt, inArray, lte, ne, sql } from 'drizzle-orm';
 import type { Db } from './db.js';
 import type { ApprovalStatus, DecisionOutcome } from '../protocol/lists.js';
 import { approvals, grantApprovals, toolCatalogs, type ApprovalRow } from './schema/index.js';
@@ -34,6 +34,22 @@ export async function findLiveApproval(db: Db, tenantId: string, binding: string
     .select()
     .from(approvals)
     .where(and(eq(approvals.tenantId, tenantId), eq(approvals.binding, binding), inArray(approvals.status, ['pending', 'approved'])))
+    .limit(1);
+  return row;
+}
+
+/**
+ * The latest rejection of this call still inside the approval's lifetime: until then the same call
+ * is answered with it, not asked again (an agent must not re-ask until a tired approver says yes).
+ */
+export async function findStandingRejection(db: Db, tenantId: string, binding: string, now: number): Promise<ApprovalRow | undefined> {
+  const [row] = await db
+    .select()
+    .from(approvals)
+    .where(
+      and(eq(approvals.tenantId, tenantId), eq(approvals.binding, binding), eq(approvals.status, 'rejected'), gt(approvals.expiresAt, now)),
+    )
+    .orderBy(desc(approvals.decidedAt))
     .limit(1);
   return row;
 }

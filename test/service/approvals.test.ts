@@ -263,6 +263,41 @@ describe('what an approval covers', () => {
   });
 });
 
+describe('a rejected call', () => {
+  it('is answered with its rejection until the approval deadline, not asked again; then it may be asked anew', async () => {
+    const c = chain();
+    const args = { ...ARGS, estimated_cost_usd: 0.05 };
+    const asked = await verify(c.invoke(args, { iat: T0 }).bundle);
+    const id = asked.body.approval.id as string;
+    expect((await decide(id, 'reject', { ...triple, reason: 'Not this quarter.' })).body.status).toBe('rejected');
+    const pendingBefore = (await svc.call('GET', '/v1/approvals?status=pending', { key: approver })).body.approvals.length;
+
+    // The same call re-sent (a fresh jti, no approval named): told no, and no new approval for a human.
+    const again = await verify(c.invoke(args, { iat: T0 }).bundle);
+    expect(again.status).toBe(403);
+    expect(again.body.error.code).toBe('APPROVAL_REJECTED');
+    expect(again.body.violations[0]).toMatchObject({ actual: id });
+    expect(again.body.violations[0].message).toContain('Not this quarter.');
+    expect(again.body.approval).toMatchObject({ id, status: 'rejected' });
+    const dry = await svc.call('POST', '/v1/verify', {
+      key: tenant.keys.verify,
+      json: { ...(c.invoke(args, { iat: T0 }).bundle as object), dry_run: true },
+    });
+    expect(dry.body.error.code).toBe('APPROVAL_REJECTED');
+    expect((await svc.call('GET', '/v1/approvals?status=pending', { key: approver })).body.approvals.length).toBe(pendingBefore);
+
+    // Past the rejected approval's deadline the call may ask again.
+    svc.clock.now += APPROVAL_TTL_SECONDS;
+    try {
+      const later = await verify(c.invoke(args, { iat: svc.clock.now }).bundle);
+      expect(later.body.error.code).toBe('APPROVAL_REQUIRED');
+      expect(later.body.approval.id).not.toBe(id);
+    } finally {
+      svc.clock.now -= APPROVAL_TTL_SECONDS;
+    }
+  });
+});
+
 describe('approvals and catalog versions', () => {
   it('an approval made under one catalog version does not run the call under the next', async () => {
     const c = chain();
