@@ -771,9 +771,17 @@ describe('(b) tools and approvals', () => {
     await api('POST', '/v1/verify', { key: other.keys.verify, json: call() }, 200);
     const next = await api('POST', '/v1/verify', { key: other.keys.verify, json: call() }, 403);
     await api('POST', `/v1/approvals/${next.body.approval.id}/reject`, { ...approver, json: triple }, 200);
+    // Rejected stands: the same call is told so, not asked again.
+    const told = await api('POST', '/v1/verify', { key: other.keys.verify, json: call() }, 403);
+    expect(told.body.error.code).toBe('APPROVAL_REJECTED');
 
-    // Decided without a key by a record the approver DID signs.
-    const third = await api('POST', '/v1/verify', { key: other.keys.verify, json: call() }, 403);
+    // Decided without a key by a record the approver DID signs (another call: the first one was rejected).
+    const otherCall = () =>
+      makeBundle(
+        createInvocation({ chain: [root], invoker: agent, args: { ...args, estimated_cost_usd: 0.2 }, toolServer: TOOL_SERVER, iat: T0 }),
+        [root],
+      );
+    const third = await api('POST', '/v1/verify', { key: other.keys.verify, json: otherCall() }, 403);
     const signedId = third.body.approval.id as string;
     const signed = (signer: KeyPair) =>
       createApprovalDecision({ signer, approvalId: signedId, decision: 'approve', reason: 'Agreed.', iat: svc.clock.now }).jws;
