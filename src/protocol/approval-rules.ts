@@ -193,6 +193,25 @@ export const TenantToolSettingsSchema = z.strictObject({
 
 export type TenantToolSettings = z.infer<typeof TenantToolSettingsSchema>;
 
+/**
+ * Settings as a stored version holds them. A version was judged when it was published; checks added
+ * since (approvers that can sign, each listed once; plain-text rule descriptions) apply to the next
+ * publish, not to reading what is stored, so an upgrade never makes a tenant's current version
+ * unreadable (and every verify of the tenant fail) until an operator republishes.
+ */
+export const StoredToolSettingsSchema = TenantToolSettingsSchema.extend({
+  rules: z
+    .array(ApprovalRuleSchema.extend({ description: z.string().max(500).optional() }))
+    .max(MAX_RULES)
+    .superRefine(noRepeatedRuleIds, EVEN_WITH_ITEM_ISSUES),
+  approvers: z.array(DidKeySchema).max(MAX_CONDITION_ITEMS),
+});
+
+/** Reads a stored version's settings (StoredToolSettingsSchema); throws INVALID_FIELD as parseTenantToolSettings. */
+export function parseStoredToolSettings(raw: unknown): TenantToolSettings {
+  return parseWith(StoredToolSettingsSchema, raw, 'stored tool settings');
+}
+
 /** Validates tool settings; throws INVALID_FIELD listing every issue under details.issues. */
 export function parseTenantToolSettings(raw: unknown): TenantToolSettings {
   return parseWith(TenantToolSettingsSchema, raw, 'tool settings');

@@ -141,6 +141,17 @@ export function parseCatalog(raw: unknown): Catalog {
   return parseWith(CatalogSchema, raw, 'tool catalog');
 }
 
+/**
+ * A stored version's catalog, judged when it was published: the look-alike rule may have grown since
+ * (whitespace, invisible characters, full case folding), and reading must not make a tenant's current
+ * version unreadable. A call still resolves an exact name first, then the first look-alike.
+ */
+const StoredCatalogSchema = CatalogSchema.extend({ tools: z.array(ToolDeclarationSchema).max(MAX_CATALOG_TOOLS) });
+
+export function parseStoredCatalog(raw: unknown): Catalog {
+  return parseWith(StoredCatalogSchema, raw, 'stored tool catalog');
+}
+
 /** One declaration in a fixed key order with sorted tags, optional fields only when set. */
 function canonicalTool(tool: ToolDeclaration): ToolDeclaration {
   const { rate_limit_per_minute, cost_per_invocation_usd } = tool;

@@ -12,10 +12,11 @@
  * that the version it was decided with is still current, so a stale cache
  * costs one re-decision, never a wrong allow.
  */
-import { parseCatalog, catalogHash, type Catalog } from '../protocol/tool-catalog.js';
+import { parseCatalog, parseStoredCatalog, catalogHash, type Catalog } from '../protocol/tool-catalog.js';
 import {
   DEFAULT_APPROVAL_RULES,
   DEFAULT_COST_CALIBRATION,
+  parseStoredToolSettings,
   parseTenantToolSettings,
   type CostCalibrationSettings,
   type TenantToolSettings,
@@ -50,10 +51,11 @@ export interface ToolDocumentJson extends Omit<TenantToolSettings, 'webhook_url'
   created_at: string;
 }
 
+/** A stored version, read as it was judged when published (the stored parsers, not the publish ones). */
 function documentOf(version: number, raw: unknown): ToolDocument {
   const r = raw as Record<string, unknown>;
-  const catalog = parseCatalog({ version, tools: r['tools'] });
-  const settings = parseTenantToolSettings({
+  const catalog = parseStoredCatalog({ version, tools: r['tools'] });
+  const settings = parseStoredToolSettings({
     strict: r['strict'],
     rules: r['rules'],
     default_decision: r['default_decision'],

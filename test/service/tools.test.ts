@@ -404,3 +404,35 @@ describe('a tenant without a catalog', () => {
     );
   });
 });
+
+describe('versions stored under older publish rules', () => {
+  it('still read and decide; the newer rules apply at the next publish', async () => {
+    const own = await setupTenant(svc, 'stored-before-an-upgrade');
+    const approver = generateKeyPair().did;
+    // Accepted when it was published; refused by rules added since (look-alikes by whitespace, an
+    // approver listed twice, a rule description with a bidi override).
+    const document = {
+      strict: false,
+      tools: [tool('paid search'), tool('paidsearch')],
+      rules: [{ id: 'old', when: {}, decision: 'allow', description: 'kept \u202e as stored' }],
+      default_decision: 'allow',
+      approvers: [approver, approver],
+    };
+    await svc.store.db
+      .insert(toolCatalogs)
+      .values({ tenantId: own.id, version: 1, document, hash: `sha256:${'0'.repeat(64)}`, createdBy: 'key_old' });
+
+    const read = await svc.call('GET', '/v1/tools', { key: own.keys.verify });
+    expect(read.status, JSON.stringify(read.body)).toBe(200);
+    expect(read.body).toMatchObject({ version: 1, approvers: [approver, approver] });
+    const c = buildChain([{ allowed_tools: ['paidsearch'], max_cost_usd: 1 }], { keys: [own.root, generateKeyPair()] });
+    const allowed = await svc.call('POST', '/v1/verify', {
+      key: own.keys.verify,
+      json: c.invoke({ ...DECLARED, tool: 'paidsearch' }, { iat: T0 }).bundle,
+    });
+    expect(allowed.status, JSON.stringify(allowed.body)).toBe(200);
+
+    const republished = await publish(document.tools, { ...document, base_version: 1 }, own);
+    expect(republished.status).toBe(400);
+  });
+});
