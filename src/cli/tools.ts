@@ -199,12 +199,6 @@ export async function runApprovals(argv: string[], io: CliIo): Promise<number> {
 
 // ---------------------------------------------------------------- what an approver reads
 
-/**
- * An approval as the service serves it. `cmd` and `args` (what the approval allows, as signed) are
- * null for approvals stored before migration 0023; the SDK's ApprovalView does not list them yet.
- */
-type ApprovalShown = ApprovalView & { readonly cmd?: string | null; readonly args?: Record<string, unknown> | null };
-
 interface Limits {
   /** Characters of one name or value (an escape counts as one); the rest is cut with a marker. */
   readonly chars: number;
@@ -243,8 +237,7 @@ function utc(seconds: number): string {
 }
 
 /** A header line (id, status, tool, tool server, requester, deadline), then what is approved, indented. */
-function describeApproval(raw: ApprovalView, limits: Limits): string {
-  const a = raw as ApprovalShown;
+function describeApproval(a: ApprovalView, limits: Limits): string {
   const id = oneLine(a.id);
   const q = (v: unknown) => shown(v, id, limits);
   const deadline =

@@ -61,6 +61,9 @@ export interface ApprovalView {
   readonly status: ApprovalStatus;
   readonly tool: string | null;
   readonly tool_server: string;
+  /** The call's command and its args exactly as signed: what the approver allows (null on approvals made before Baton kept them). */
+  readonly cmd: string | null;
+  readonly args: Record<string, unknown> | null;
   readonly dr_chain: string[];
   readonly invocation_jti: string;
   readonly requested_by: string;
