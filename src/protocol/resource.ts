@@ -14,8 +14,8 @@
  *   dots alone once whitespace and invisible characters are dropped (`...`,
  *   `. .`, `..%20`: Windows trims trailing dots and spaces), also with
  *   `;params` (`..;` is `..` to some servers);
- * - an empty path segment before the last (`a//b`): a server that joins the
- *   rest of the path to a base folder reads `//etc/passwd` as absolute;
+ * - an empty path segment (`a//b`, `a//`): a server that joins the rest of
+ *   the path to a base folder reads `//etc/passwd` (or `//`) as absolute;
  * - percent-encoded `/`, `.`, `\` (%2F %2E %5C, any case), any double encoding
  *   (`%25` and two hex digits: a server that decodes twice reads `%2520` as a
  *   space), and malformed `%XX`;
@@ -195,7 +195,7 @@ function parseUri(uri: string): UriParts {
   const path = normalizePercent(q < 0 ? pathAndQuery : pathAndQuery.slice(0, q));
   const query = q < 0 ? null : normalizePercent(pathAndQuery.slice(q + 1));
   // '//' would start an absolute path for a server joining the rest to a base folder.
-  if (/\/\/./.test(path)) refuse(uri, 'its path has an empty segment (//) before its last');
+  if (path.includes('//')) refuse(uri, 'its path has an empty segment (//)');
   // Query segments are checked too: stricter than RFC 3986, and cheap.
   for (const segment of [...path.split('/'), ...(query === null ? [] : query.split('/'))]) {
     checkSegment(uri, segment);

@@ -65,6 +65,7 @@ describe('normalizeResourceUri', () => {
     ['mcp://tools/a/x%2541', 'any double encoding'],
     ['file:///srv/public//etc/passwd', 'an empty segment (an absolute path to a joining server)'],
     ['mcp://tools/a//b', 'an empty segment in the middle'],
+    ['file:///srv/public//', 'a trailing empty segment (the root, to a joining server)'],
     ['mcp:..', 'rootless dot-dot'],
     ['mcp://tools/a/x?p=../../etc', 'dot-dot in query'],
     ['mcp://tools/a/%2e%2e/admin', 'encoded dot-dot'],
