@@ -265,7 +265,7 @@ export async function decideApproval(
   const transition = (outcome === 'approved' ? approve : reject)(asProtocolApproval(row), triple, { decided_by: decidedBy, now });
   if (transition.ok) throw new BatonError('CONFLICT', { message: `Approval ${id} changed while it was being decided; read it again.` });
   // CONFLICT here means already decided (or used): the generic "fresh identifier / resend" advice fits nothing.
-  const suggestion = transition.code === 'CONFLICT' ? decidedSuggestion(id, transition.status) : undefined;
+  const suggestion = transition.code === 'CONFLICT' ? decidedSuggestion(id, transition.status, row.expiresAt) : undefined;
   throw new BatonError(transition.code, {
     message: transition.message,
     suggestion,
@@ -274,11 +274,14 @@ export async function decideApproval(
 }
 
 /** What an approver can still do about an approval that is already decided (approved, rejected or used). */
-function decidedSuggestion(id: string, status: ApprovalStatus): string {
+function decidedSuggestion(id: string, status: ApprovalStatus, expiresAt: number): string {
   const read = `Read it with GET /v1/approvals/${id} (baton approvals show ${id}).`;
-  return status === 'approved'
-    ? `The decision is final and nothing more is needed: the agent's retry of the same call runs once. ${read}`
-    : `The decision is final and cannot be changed. ${read} For the call to run, the agent must re-send it, which asks for a new approval.`;
+  if (status === 'approved')
+    return `The decision is final and nothing more is needed: the agent's retry of the same call runs once. ${read}`;
+  if (status === 'rejected') {
+    return `The decision is final and cannot be changed. ${read} The same call is answered APPROVAL_REJECTED until ${new Date(expiresAt * 1000).toISOString()}; after that the agent may send it again, which asks for a new approval.`;
+  }
+  return `The decision is final and cannot be changed. ${read} For the call to run again, the agent must re-send it, which asks for a new approval.`;
 }
 
 /**

@@ -51,6 +51,11 @@ export type ToolGate =
       readonly required: Violation;
       /** The gate to run the call through once an approval of it is approved. */
       readonly goWith: (approvalId: string) => GoGate;
+      /**
+       * A dry run's answer when the call is not a retry: a standing rejection of it (as the real call
+       * would meet in requestApproval), else `required`. Unset in a real run.
+       */
+      readonly dryRunRefusal?: { readonly violation: Violation; readonly approval?: ApprovalJson };
     };
 
 export interface GoGate {
@@ -201,13 +206,15 @@ export async function decideToolGate(
       violations: [{ ...required, message: notAsked }, grantViolation(held.drHash, held.status, decision)],
     };
   }
+  let dryRunRefusal: { violation: Violation; approval?: ApprovalJson } | undefined;
   if (opts.dryRun) {
     // A dry run answers what the real call would now: the real call spends an approved approval of
     // this very call (requestApproval finds it), so the dry run allows on it too. It writes nothing.
     const live = await findLiveApproval(deps.store.db, tenantId, binding);
     if (live && live.status === 'approved' && now < live.expiresAt) return params(live.id, binding);
     const rejected = live ? undefined : await findStandingRejection(deps.store.db, tenantId, binding, now);
-    if (rejected) return { kind: 'refuse', catalogVersion, violations: [rejectedViolation(rejected)] };
+    // Not refused here: a retry of a call already allowed is answered as such first, as in a real run.
+    if (rejected) dryRunRefusal = { violation: rejectedViolation(rejected), approval: approvalJson(rejected, now) };
     const waiting = live && live.status === 'pending' && now < live.expiresAt ? ` Approval ${live.id} waits for an approver.` : '';
     required = { ...required, message: `${required.message ?? ''}${waiting}` };
   }
@@ -216,6 +223,7 @@ export async function decideToolGate(
     catalogVersion,
     required,
     goWith: (approvalId) => params(approvalId, binding),
+    ...(dryRunRefusal === undefined ? {} : { dryRunRefusal }),
     request: {
       tenantId,
       binding,

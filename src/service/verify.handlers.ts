@@ -148,7 +148,7 @@ export async function verifyInvocation(
    * calibration, or storing the chain found a cached fact stale, it is made again (`redecided`
    * says whether the chain was flagged; set on the second time only).
    */
-  redecided?: { readonly chainFlagged: boolean; readonly nearLimitReached?: boolean },
+  redecided?: { readonly chainFlagged: boolean; readonly nearLimitReached?: boolean; readonly rounds?: number },
 ): Promise<VerifyResponse> {
   const started = performance.now();
   const db = deps.store.db;
@@ -290,7 +290,13 @@ export async function verifyInvocation(
     const answered = await answerPriorUse();
     if (answered) return answered;
     if (dryRun) {
-      gate = { kind: 'refuse', catalogVersion: gate.catalogVersion, violations: [gate.required] };
+      const refused = gate.dryRunRefusal;
+      gate = {
+        kind: 'refuse',
+        catalogVersion: gate.catalogVersion,
+        violations: [refused?.violation ?? gate.required],
+        ...(refused?.approval === undefined ? {} : { approval: refused.approval }),
+      };
     } else {
       const asked = await askForApproval(deps, gate, auth.keyId);
       if (asked === INVOCATION_STORED) {
@@ -358,11 +364,18 @@ export async function verifyInvocation(
     if (outcome.reason === 'RECEIPT_REVOKED') cache.forgetDelegation(tenantId, outcome.hash);
     const redecide = outcome.reason === 'TOOL_GATE' ? mustRedecide(deps, tenantId, outcome.refusal) : false;
     if (redecide) {
-      if (!redecided) {
-        const next = { chainFlagged: redecide === 'flagged', nearLimitReached: redecide === 'near' };
+      // Each fact the statement reports is kept for the next decision, so they add up: a flagged
+      // chain that also crossed 80% is decided again twice at most, never in a loop.
+      const rounds = (redecided?.rounds ?? (redecided ? 1 : 0)) + 1;
+      if (rounds <= 2) {
+        const next = {
+          chainFlagged: redecided?.chainFlagged === true || redecide === 'flagged',
+          nearLimitReached: redecided?.nearLimitReached === true || redecide === 'near',
+          rounds,
+        };
         return verifyInvocation(deps, auth, tenantId, req, bundle, deadline, next);
       }
-      throw new BatonError('STORAGE_UNAVAILABLE', { message: 'The tool gate changed twice during this verify; retry.' });
+      throw new BatonError('STORAGE_UNAVAILABLE', { message: 'The tool gate changed three times during this verify; retry.' });
     }
     if (outcome.reason === 'CALLS_EXHAUSTED' && !dryRun) cache.markExhausted(tenantId, outcome.state.hash);
     // The statement names the held grant, not its status: read it, so a rejected grant is not called pending.

@@ -218,7 +218,7 @@ describe('baton tools / approvals', () => {
     expect(again.code).toBe(1);
     expect(again.err).toContain('CONFLICT');
     expect(again.err).toContain(`GET /v1/approvals/${id} (baton approvals show ${id})`);
-    expect(again.err).toContain('the agent must re-send it, which asks for a new approval');
+    expect(again.err).toContain('answered APPROVAL_REJECTED until');
     expect(again.err).not.toContain('fresh identifier');
 
     const bare = await setupTenant(live.svc, 'no-catalog');

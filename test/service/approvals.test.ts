@@ -298,6 +298,25 @@ describe('a rejected call', () => {
   });
 });
 
+describe('a rejected call and a retry of its earlier allow', () => {
+  it('the retry is answered as the original allow, in a dry run as for real', async () => {
+    const c = chain();
+    const args = { ...ARGS, estimated_cost_usd: 0.06 };
+    const { bundle } = c.invoke(args, { iat: T0 });
+    const first = await verify(bundle);
+    await decide(first.body.approval.id as string, 'approve', triple);
+    expect((await verify(bundle)).body.retry).toBe(false);
+    // The same call again, rejected this time.
+    const second = await verify(c.invoke(args, { iat: T0 }).bundle);
+    await decide(second.body.approval.id as string, 'reject', { ...triple, reason: 'Once was enough.' });
+
+    const dry = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: { ...(bundle as object), dry_run: true } });
+    expect([dry.status, dry.body.retry]).toEqual([200, true]);
+    const real = await verify(bundle);
+    expect([real.status, real.body.retry]).toEqual([200, true]);
+  });
+});
+
 describe('approvals and catalog versions', () => {
   it('an approval made under one catalog version does not run the call under the next', async () => {
     const c = chain();
@@ -595,8 +614,10 @@ describe('deciding an approval that is already decided', () => {
     expect((await decide(rejectedId, 'reject', triple)).status).toBe(200);
     const late = await decide(rejectedId, 'approve', triple);
     expect(late.status).toBe(409);
-    expect(late.body.error.suggestion).toBe(
-      `The decision is final and cannot be changed. Read it with GET /v1/approvals/${rejectedId} (baton approvals show ${rejectedId}). For the call to run, the agent must re-send it, which asks for a new approval.`,
+    expect(late.body.error.suggestion).toMatch(
+      new RegExp(
+        `^The decision is final and cannot be changed\\. Read it with GET /v1/approvals/${rejectedId} .* answered APPROVAL_REJECTED until \\d{4}-.*; after that the agent may send it again`,
+      ),
     );
     expect(late.body.error.suggestion).not.toContain('fresh identifier');
   });

@@ -66,6 +66,10 @@ export const approvals = pgTable(
       .on(t.tenantId, t.binding)
       .where(oneOf(t.status, ['pending', 'approved'] satisfies ApprovalStatus[])),
     index('approvals_tenant_status_idx').on(t.tenantId, t.status, t.createdAt),
+    // A call's standing rejection, looked up before it asks again (migration 0026).
+    index('approvals_rejected_by_call')
+      .on(t.tenantId, t.binding, t.expiresAt)
+      .where(sql`${t.status} = 'rejected'`),
     uniqueIndex('approvals_decision_jti_once')
       .on(t.tenantId, t.decidedBy, t.decisionJti)
       .where(sql`${t.decisionJti} is not null`),
