@@ -11,6 +11,7 @@ import {
   statusAt,
   use,
   type Approval,
+  type ApprovalSubject,
   type ApprovalStatus,
   type GuardrailTriple,
   type Transition,
@@ -19,13 +20,15 @@ import {
 const AGENT = 'did:key:z6MkAgent';
 const HUMAN = 'key:ops-approver';
 const CMD = '/mcp/tools/call';
-const BINDING = approvalBinding({
+/** One call; the binding tests vary one part of it at a time. */
+const SUBJECT: ApprovalSubject = {
   dr_chain: ['sha256:aa'],
   cmd: CMD,
   tool_server: 'mcp://crm',
   args: { tool: 'wipe', scope: 'all' },
   catalog_version: 3,
-});
+};
+const BINDING = approvalBinding(SUBJECT);
 const triple: GuardrailTriple = { actor: 'Dana (on call)', confirm: true, reason: 'Quarterly cleanup, ticket OPS-42.' };
 
 function pending(): Approval {
@@ -77,29 +80,16 @@ describe('guardrail triple', () => {
 
 describe('approval binding', () => {
   it('is the same for the same call in any key order, and differs for any other call', () => {
-    const same = approvalBinding({
-      dr_chain: ['sha256:aa'],
-      cmd: CMD,
-      tool_server: 'mcp://crm',
-      args: { scope: 'all', tool: 'wipe' },
-      catalog_version: 3,
-    });
-    expect(same).toBe(BINDING);
-    const others = [
-      { dr_chain: ['sha256:ab'], cmd: CMD, tool_server: 'mcp://crm', args: { tool: 'wipe', scope: 'all' }, catalog_version: 3 },
-      { dr_chain: ['sha256:aa'], cmd: CMD, tool_server: 'mcp://crm2', args: { tool: 'wipe', scope: 'all' }, catalog_version: 3 },
-      { dr_chain: ['sha256:aa'], cmd: CMD, tool_server: 'mcp://crm', args: { tool: 'wipe', scope: 'some' }, catalog_version: 3 },
-      {
-        dr_chain: ['sha256:aa'],
-        cmd: CMD,
-        tool_server: 'mcp://crm',
-        args: { tool: 'wipe', scope: 'all', extra: null },
-        catalog_version: 3,
-      },
+    expect(approvalBinding({ ...SUBJECT, args: { scope: 'all', tool: 'wipe' } })).toBe(BINDING);
+    const others: ApprovalSubject[] = [
+      { ...SUBJECT, dr_chain: ['sha256:ab'] },
+      { ...SUBJECT, tool_server: 'mcp://crm2' },
+      { ...SUBJECT, args: { tool: 'wipe', scope: 'some' } },
+      { ...SUBJECT, args: { tool: 'wipe', scope: 'all', extra: null } },
       // The same call under another catalog version: the tool and its rules may differ.
-      { dr_chain: ['sha256:aa'], cmd: CMD, tool_server: 'mcp://crm', args: { tool: 'wipe', scope: 'all' }, catalog_version: 4 },
+      { ...SUBJECT, catalog_version: 4 },
       // The same args under a sub-path of the command are another call.
-      { dr_chain: ['sha256:aa'], cmd: `${CMD}/wipe`, tool_server: 'mcp://crm', args: { tool: 'wipe', scope: 'all' }, catalog_version: 3 },
+      { ...SUBJECT, cmd: `${CMD}/wipe` },
     ];
     for (const other of others) expect(approvalBinding(other)).not.toBe(BINDING);
   });
