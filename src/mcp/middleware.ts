@@ -59,6 +59,7 @@ import { getLiteralValue, getObjectShape, type AnyObjectSchema } from '@modelcon
 import { CallToolRequestSchema, ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { decodeBase64url, encodeBase64url } from '../protocol/base64url.js';
 import { commandCovers } from '../protocol/chain.js';
+import { stringField } from '../protocol/tool-catalog.js';
 import type { ChainContext } from '../sdk/client.js';
 import { ERROR_TABLE, type AnyErrorCode, type ErrorCode as BatonErrorCode, type McpErrorCode, type Violation } from '../protocol/errors.js';
 import { canonicalJson, utf8Decode, utf8Encode } from '../protocol/jcs.js';
@@ -637,11 +638,6 @@ function parseBundleValue(value: unknown, key: string): Bundle | string {
 }
 
 /** A string field of an invocation payload (tool_server, cmd), read without checking anything (Baton does); undefined if unreadable. */
-function stringField(payload: Record<string, unknown> | undefined, key: string): string | undefined {
-  const value = payload?.[key];
-  return typeof value === 'string' ? value : undefined;
-}
-
 function invocationPayload(jws: string): Record<string, unknown> | undefined {
   try {
     const part = jws.split('.')[1];
