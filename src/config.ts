@@ -40,6 +40,7 @@ const EnvSchema = z.object({
   BATON_CLOCK_SKEW: int('BATON_CLOCK_SKEW', 0, 3_600, 60),
   BATON_DB_POOL: int('BATON_DB_POOL', 1, 200, 10),
   BATON_VERIFY_DEADLINE_MS: int('BATON_VERIFY_DEADLINE_MS', 50, 60_000, 5_000),
+  BATON_WRITE_DEADLINE_MS: int('BATON_WRITE_DEADLINE_MS', 50, 600_000, 30_000),
   BATON_WORKERS: int('BATON_WORKERS', 1, 256, 1),
   // Transparency log: how often the integrator runs (0 = never on this node), and the name that
   // starts every tenant log's origin (<name>/baton/<tenant>); set it once, to a host name you own.
@@ -71,6 +72,11 @@ export interface Config {
   readonly dbPoolSize: number;
   /** A verify answers 503 past this, and its statement refuses to commit (ms). */
   readonly verifyDeadlineMs: number;
+  /**
+   * A write (any method but GET and HEAD, verify aside) that waits longer for the database answers
+   * 503 saying it may still be applied (ms; never less than verifyDeadlineMs).
+   */
+  readonly writeDeadlineMs: number;
   /** Service processes (node:cluster), one per core; 1 = no cluster. */
   readonly workers: number;
   /** Transparency log integrator interval in ms; 0 = this node never integrates. */
@@ -167,6 +173,7 @@ export function loadConfig(env: Environment = process.env): Config {
     clockSkewSeconds: e.BATON_CLOCK_SKEW,
     dbPoolSize: e.BATON_DB_POOL,
     verifyDeadlineMs: e.BATON_VERIFY_DEADLINE_MS,
+    writeDeadlineMs: Math.max(e.BATON_WRITE_DEADLINE_MS, e.BATON_VERIFY_DEADLINE_MS),
     workers: e.BATON_WORKERS,
     tlogIntervalMs: e.BATON_TLOG_INTERVAL_MS,
     tlogName: e.BATON_TLOG_NAME,

@@ -40,4 +40,12 @@ describe('loadConfig', () => {
     expect(loadConfig({ BATON_WORKERS: '1' }).workers).toBe(1);
     expect(loadConfig({ BATON_WORKERS: '2', DATABASE_URL: 'postgres://x/y', BATON_MASTER_KEY: MASTER }).workers).toBe(2);
   });
+
+  it('gives writes their own deadline, never shorter than the verify deadline', () => {
+    expect(loadConfig({}).writeDeadlineMs).toBe(30_000);
+    expect(loadConfig({ BATON_WRITE_DEADLINE_MS: '8000' }).writeDeadlineMs).toBe(8_000);
+    // A write waiting less than a verify would cut the verify's own answer short.
+    expect(loadConfig({ BATON_VERIFY_DEADLINE_MS: '9000', BATON_WRITE_DEADLINE_MS: '2000' }).writeDeadlineMs).toBe(9_000);
+    expect(() => loadConfig({ BATON_WRITE_DEADLINE_MS: '10' })).toThrow(/BATON_WRITE_DEADLINE_MS/);
+  });
 });

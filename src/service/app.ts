@@ -28,6 +28,10 @@ import { metrics } from './metrics.js';
 import { withinDeadline } from './deadline.js';
 import { methodsServingPath } from './method-not-allowed.js';
 import type { AppEnv, ServiceDeps } from './types.js';
+import { verifyDrsRoute, verifyRoute } from '../api/verify.js';
+
+/** The verify routes race their own deadline (verify.handlers.ts). */
+const VERIFY_PATHS: ReadonlySet<string> = new Set([verifyRoute.path, verifyDrsRoute.path]);
 
 /**
  * Path parameters and query values become database text; PostgreSQL cannot
@@ -84,14 +88,27 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   });
 
   app.use('*', async (c, next) => {
-    c.set('deadline', new Date(Date.now() + deps.config.verifyDeadlineMs));
-    // A read changes nothing, so it may stop waiting for a database that does not answer. A write
-    // waits for its outcome: a 503 could not say whether it happened (verify has its own deadline).
-    if (c.req.method !== 'GET' && c.req.method !== 'HEAD') return next();
+    const arrived = Date.now();
+    c.set('deadline', new Date(arrived + deps.config.verifyDeadlineMs));
+    // A read changes nothing, so it stops waiting for a database that does not answer at the
+    // deadline. A write gets longer (BATON_WRITE_DEADLINE_MS), and then stops waiting too rather
+    // than hang with its client for as long as a partition lasts; its 503 cannot say whether the
+    // change happened, so it says so. A verify's own, shorter deadline answers first.
+    if (c.req.method === 'GET' || c.req.method === 'HEAD') {
+      await withinDeadline(
+        next(),
+        c.get('deadline'),
+        `The database did not answer within ${deps.config.verifyDeadlineMs} ms, so Baton could not read what was asked; nothing was changed. Retry shortly.`,
+      );
+      return;
+    }
+    if (VERIFY_PATHS.has(c.req.path)) return next(); // its own deadline, and no second timer on the hot path
     await withinDeadline(
       next(),
-      c.get('deadline'),
-      `The database did not answer within ${deps.config.verifyDeadlineMs} ms, so Baton could not read what was asked; nothing was changed. Retry shortly.`,
+      new Date(arrived + deps.config.writeDeadlineMs),
+      `The database did not answer within ${deps.config.writeDeadlineMs} ms, so Baton stopped waiting for it. ` +
+        'The change may still be applied when the database recovers.',
+      'Read it back (the GET of what you changed) once the service answers again, and send it again only if it is not there.',
     );
   });
 

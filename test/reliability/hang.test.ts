@@ -11,6 +11,9 @@
  * - Every other request stops waiting at the same deadline where stopping
  *   changes nothing: the API key lookup (a key the node has not cached) and
  *   every read answer 503, where they used to wait as long as the pool did.
+ * - A write (a revocation, say) stops waiting at its own, longer deadline: a
+ *   503 that says the change may still be applied, which it is once the
+ *   database resumes. Before, it waited as long as the database was paused.
  *
  * The processes are always resumed (finally), also when the test fails.
  */
@@ -33,8 +36,11 @@ import {
   type Tenant,
 } from './support.js';
 import type { PgCluster } from '../../bench/lib/pg-cluster.js';
+import { createRevocation } from '../../src/sdk/revocation.js';
 
 const DEADLINE_MS = 1_500;
+/** Writes other than verify wait longer (BATON_WRITE_DEADLINE_MS), then stop waiting too. */
+const WRITE_DEADLINE_MS = 3_000;
 
 let cluster: PgCluster | undefined;
 let node: ServiceNode | undefined;
@@ -45,7 +51,10 @@ let tenant: Tenant;
 beforeAll(async () => {
   cluster = await startOwnCluster();
   dbUrl = await cluster.createDatabase();
-  const cfg = nodeConfig(dbUrl, { pool: 4, env: { BATON_VERIFY_DEADLINE_MS: String(DEADLINE_MS) } });
+  const cfg = nodeConfig(dbUrl, {
+    pool: 4,
+    env: { BATON_VERIFY_DEADLINE_MS: String(DEADLINE_MS), BATON_WRITE_DEADLINE_MS: String(WRITE_DEADLINE_MS) },
+  });
   node = await startNode('hang', cfg);
   adminKey = cfg.adminKey;
   tenant = await setupTenant(node.url, cfg.adminKey, 'reliability-hang');
@@ -146,5 +155,41 @@ describe('a hanging database', () => {
     }
     expect(again.status).toBe(200);
     expect(again.body.retry).toBe(false);
+  }, 90_000);
+
+  it('a write stops waiting at its own deadline: 503 saying it may still be applied, and it is', async () => {
+    const root = grantRoot(tenant, { max_calls: 100 });
+    const leaf = grantSub(root, { max_calls: 100 });
+    await registerDelegations(node!.url, tenant, [root.dr, leaf.dr]);
+    // Keyless, signed by the leaf's issuer: no API key lookup, so only the write itself waits.
+    const revocation = createRevocation({ signer: root.holder, target: leaf.dr, reason: 'paused database' });
+
+    const pids = cluster!.pids();
+    let reply;
+    const started = performance.now();
+    signalAll(pids, 'SIGSTOP');
+    try {
+      reply = await request(node!.url, 'POST', `/v1/delegations/${leaf.dr.hash}/revoke`, {
+        json: { revocation: revocation.jws },
+        timeoutMs: 20_000,
+      });
+    } finally {
+      signalAll(pids, 'SIGCONT');
+    }
+    const waited = performance.now() - started;
+    expect(reply.status, JSON.stringify(reply.body ?? reply.error)).toBe(503);
+    expect(reply.body.error.code).toBe('STORAGE_UNAVAILABLE');
+    expect(reply.body.error.message).toMatch(/may still be applied/);
+    expect(reply.body.error.suggestion).toMatch(/Read it back/);
+    // Not at the verify's shorter deadline: a write gets its own.
+    expect(waited).toBeGreaterThanOrEqual(WRITE_DEADLINE_MS - 50);
+
+    // The abandoned write committed once PostgreSQL resumed, as the answer warned.
+    let read = await request(node!.url, 'GET', `/v1/delegations/${leaf.dr.hash}`, { key: tenant.keys.issue, timeoutMs: 20_000 });
+    for (let i = 0; i < 50 && (read.status !== 200 || read.body.status !== 'revoked'); i++) {
+      await sleep(200);
+      read = await request(node!.url, 'GET', `/v1/delegations/${leaf.dr.hash}`, { key: tenant.keys.issue, timeoutMs: 20_000 });
+    }
+    expect(read.body.status).toBe('revoked');
   }, 90_000);
 });
