@@ -27,7 +27,7 @@ import type { ServiceDeps } from './types.js';
 type Verified = Extract<ChainDecision, { valid: true }>;
 
 export type ToolGate =
-  /** The tenant has no catalog: nothing to add. */
+  /** The tenant has no catalog (the statement checks that is still so: 0027): nothing to add. */
   | { readonly kind: 'none' }
   | {
       readonly kind: 'refuse';
@@ -105,7 +105,9 @@ export async function decideToolGate(
     nearLimitReached?: boolean | undefined;
   },
 ): Promise<ToolGate> {
-  const doc = await toolDocumentOf(deps, tenantId);
+  // A dry run reads the catalog fresh (no statement re-checks its version); a real verify's
+  // statement refuses CATALOG_CHANGED when the cached version, or "none", is stale (0005, 0027).
+  const doc = await toolDocumentOf(deps, tenantId, opts.dryRun);
   if (doc === null) return { kind: 'none' };
   const { catalog, settings } = doc;
   const inv = decision.invocation.payload;

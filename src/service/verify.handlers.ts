@@ -267,28 +267,39 @@ export async function verifyInvocation(
     nearLimitReached: redecided?.nearLimitReached,
   });
   const gated = gate.kind === 'none' ? {} : { catalog_version: gate.catalogVersion };
-  if (gate.kind === 'ask') {
-    // An invocation already allowed is answered as the statement answers it: the same key's retry
-    // gets its original allow, anyone else REPLAY_DETECTED. The gate must not ask a human to approve
-    // a call that already ran (its approval was spent by that call): such an approval, once
-    // approved, let a second call with the same arguments through. Sent with no allow receipt, the
-    // statement writes nothing unless it finds the jti used (then as it would anyway); a dry run
-    // reads the same. Its other refusals leave the gate's.
-    const probe = invocationToCount(estimatedMicros(inv.args));
-    const root = decision.delegations[0]!.payload.iss;
-    const answerPriorUse = async (): Promise<VerifyResponse | undefined> => {
-      const prior = dryRun
-        ? await predictCount(db, probe, unstoredState(decision.delegations, stored))
-        : await countCallsAtomically(deps.store.query, probe, null, limits, root, deadline);
-      if (prior.ok && prior.retry !== undefined) return answerAllowed(prior, undefined, probe.estimatedMicros);
-      if (prior.ok && !dryRun) throw new BatonError('INTERNAL', { message: 'A verify sent with no allow receipt was allowed.' });
-      if (!prior.ok && prior.reason === 'KEY_REVOKED') throw keyRevoked(deps, auth);
-      if (!prior.ok && prior.reason === 'REPLAY_DETECTED')
-        return refuse(deps, auth, tenantId, refusal(prior), dryRun, deadline, started, gated);
-      return undefined;
-    };
+  // Before the gate refuses or asks: an invocation already allowed is answered as the statement
+  // answers it (the same key's retry gets its original allow, anyone else REPLAY_DETECTED), not as a
+  // new call a catalog published since would refuse. Nor must the gate ask a human to approve a call
+  // that already ran (its approval was spent by that call): such an approval, once approved, let a
+  // second call with the same arguments through. Sent with no allow receipt, the statement writes
+  // nothing unless it finds the jti used (then as it would anyway); a dry run reads the same. A chain
+  // the statement finds revoked, untrusted or incomplete (this node's cache was stale) is refused as
+  // such, and asks no human; runtime refusals (a ceiling reached) leave the gate's.
+  const probe = invocationToCount(estimatedMicros(inv.args));
+  const answerPriorUse = async (): Promise<VerifyResponse | undefined> => {
+    const prior = dryRun
+      ? await predictCount(db, probe, unstoredState(decision.delegations, stored))
+      : await countCallsAtomically(deps.store.query, probe, null, limits, decision.delegations[0]!.payload.iss, deadline);
+    if (prior.ok && prior.retry !== undefined) return answerAllowed(prior, undefined, probe.estimatedMicros);
+    if (prior.ok && !dryRun) throw new BatonError('INTERNAL', { message: 'A verify sent with no allow receipt was allowed.' });
+    if (prior.ok) return undefined;
+    if (prior.reason === 'KEY_REVOKED') throw keyRevoked(deps, auth);
+    if (
+      prior.reason === 'REPLAY_DETECTED' ||
+      prior.reason === 'UNTRUSTED_ROOT' ||
+      prior.reason === 'RECEIPT_REVOKED' ||
+      prior.reason === 'BUNDLE_INCOMPLETE'
+    ) {
+      forgetRefusedFacts(cache, tenantId, prior);
+      return refuse(deps, auth, tenantId, refusal(prior), dryRun, deadline, started, gated);
+    }
+    return undefined;
+  };
+  if (gate.kind === 'ask' || gate.kind === 'refuse') {
     const answered = await answerPriorUse();
     if (answered) return answered;
+  }
+  if (gate.kind === 'ask') {
     if (dryRun) {
       const refused = gate.dryRunRefusal;
       gate = {
@@ -360,8 +371,7 @@ export async function verifyInvocation(
     if (outcome.reason === 'KEY_REVOKED') throw keyRevoked(deps, auth);
     if (outcome.reason === 'UNPREDICTED')
       throw new BatonError('INTERNAL', { message: 'A verify signed for its allow was refused as unpredicted.' });
-    if (outcome.reason === 'UNTRUSTED_ROOT') cache.forgetRoots(tenantId);
-    if (outcome.reason === 'RECEIPT_REVOKED') cache.forgetDelegation(tenantId, outcome.hash);
+    forgetRefusedFacts(cache, tenantId, outcome);
     const redecide = outcome.reason === 'TOOL_GATE' ? mustRedecide(deps, tenantId, outcome.refusal) : false;
     if (redecide) {
       // Each fact the statement reports is kept for the next decision, so they add up: a flagged
@@ -459,6 +469,12 @@ function forgetStaleFacts(cache: HotPathCache, tenantId: string, refusal: unknow
   const revoked = refusal.violations.flatMap((v) => (v.code === 'RECEIPT_REVOKED' && typeof v.dr_hash === 'string' ? [v.dr_hash] : []));
   for (const hash of revoked) cache.forgetDelegation(tenantId, hash);
   return revoked.length > 0;
+}
+
+/** Forgets the cached fact the statement refused on (a root no longer trusted, a DR revoked). */
+function forgetRefusedFacts(cache: HotPathCache, tenantId: string, outcome: Extract<CountOutcome, { ok: false }>): void {
+  if (outcome.reason === 'UNTRUSTED_ROOT') cache.forgetRoots(tenantId);
+  if (outcome.reason === 'RECEIPT_REVOKED') cache.forgetDelegation(tenantId, outcome.hash);
 }
 
 /** Depth and ceilings of each DR as stored (see insertDelegation): from the verified payloads, no read needed. */

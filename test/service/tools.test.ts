@@ -4,9 +4,10 @@ import { and, count, eq } from 'drizzle-orm';
 import { generateKeyPair } from '../../src/sdk/keys.js';
 import type { Policy } from '../../src/protocol/policy.js';
 import type { ToolDeclaration } from '../../src/protocol/tool-catalog.js';
-import { delegations, serviceReceipts, toolCatalogs } from '../../src/store/schema/index.js';
+import { approvals, delegations, serviceReceipts, toolCatalogs } from '../../src/store/schema/index.js';
 import { buildChain, T0 } from '../support/fixtures.js';
-import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+import { createTenantKey, setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+import { secondNodeApp } from '../support/nodes.js';
 import { tool } from '../support/tools.js';
 
 let svc: TestService;
@@ -209,6 +210,96 @@ describe('verify derives requirements from the catalog', () => {
     expect(r.status).toBe(403);
     expect(r.body.violations).toContainEqual(expect.objectContaining({ field: 'policy.write_access' }));
     expect(receiptData((await latestReceipt('invocation.denied')).jws)['catalog_version']).toBe(v);
+  });
+
+  it("a tenant's first catalog, published on another node, binds this node's next verify at once", async () => {
+    const other = await setupTenant(svc, 'first-catalog');
+    const c = buildChain([{ ...base, allowed_tools: ['*'] }], { keys: [other.root, generateKeyPair()] });
+    const send = () => {
+      const { bundle } = c.invoke({ ...DECLARED, tool: 'flip' }, { iat: T0 });
+      return svc.call('POST', '/v1/verify', { key: other.keys.verify, json: bundle });
+    };
+    expect((await send()).status).toBe(200); // this node now caches "no catalog"
+    // Another node publishes the first version, denying the tool: this node's cache does not know.
+    await svc.store.db.insert(toolCatalogs).values({
+      tenantId: other.id,
+      version: 1,
+      document: {
+        strict: false,
+        rules: [],
+        default_decision: 'deny',
+        approvers: [],
+        tools: [tool('flip')],
+      },
+      hash: 'sha256:other-node-first',
+      createdBy: 'elsewhere',
+    });
+    const r = await send();
+    expect(r.status, JSON.stringify(r.body)).toBe(403);
+    expect(r.body.violations).toContainEqual(expect.objectContaining({ code: 'RULE_DENIED' }));
+    // Nothing of the refused call was counted.
+    const [leaf] = await svc.store.db
+      .select()
+      .from(delegations)
+      .where(eq(delegations.hash, c.drs.at(-1)!.hash));
+    expect(leaf!.callsUsed).toBe(1);
+  });
+
+  it('a retry or replay is answered as such before the gate, also when a catalog published since refuses the call', async () => {
+    const t = await setupTenant(svc, 'retry-before-gate');
+    expect((await publish([tool('flip')], { strict: false }, t)).status).toBe(201);
+    const c = buildChain([{ ...base, allowed_tools: ['flip'] }], { keys: [t.root, generateKeyPair()] });
+    const { bundle } = c.invoke({ ...DECLARED, tool: 'flip' }, { iat: T0 });
+    const first = await svc.call('POST', '/v1/verify', { key: t.keys.verify, json: bundle });
+    expect(first.status, JSON.stringify(first.body)).toBe(200);
+    expect((await publish([tool('flip')], { strict: false, default_decision: 'deny' }, t)).status).toBe(201);
+
+    const retry = await svc.call('POST', '/v1/verify', { key: t.keys.verify, json: bundle });
+    expect(retry.status, JSON.stringify(retry.body)).toBe(200);
+    expect(retry.body.retry).toBe(true);
+    expect(retry.body.service_receipt.id).toBe(first.body.service_receipt.id);
+    const otherKey = await createTenantKey(svc, t.id, ['verify'], 'another tool server');
+    const replay = await svc.call('POST', '/v1/verify', { key: otherKey, json: bundle });
+    expect(replay.body.error.code).toBe('REPLAY_DETECTED');
+    // A new call is refused by the new version.
+    const fresh = await svc.call('POST', '/v1/verify', {
+      key: t.keys.verify,
+      json: c.invoke({ ...DECLARED, tool: 'flip' }, { iat: T0 }).bundle,
+    });
+    expect(fresh.body.violations).toContainEqual(expect.objectContaining({ code: 'RULE_DENIED' }));
+  });
+
+  it('a chain revoked on another node is refused as revoked by a node that cached it, and asks no human', async () => {
+    const t = await setupTenant(svc, 'stale-revoked');
+    expect(
+      (await publish([tool('flip')], { strict: false, rules: [{ id: 'human', when: {}, decision: 'require_approval' }] }, t)).status,
+    ).toBe(201);
+    const only = { ...base, allowed_tools: ['flip'] };
+    const c = buildChain([only, only], { keys: [t.root, generateKeyPair(), generateKeyPair()] });
+    // Each call its own args, so each would open an approval of its own.
+    let n = 0;
+    const send = () =>
+      svc.call('POST', '/v1/verify', { key: t.keys.verify, json: c.invoke({ ...DECLARED, tool: 'flip', n: ++n }, { iat: T0 }).bundle });
+    expect((await send()).body.error.code).toBe('APPROVAL_REQUIRED'); // stores the chain
+    expect((await send()).body.error.code).toBe('APPROVAL_REQUIRED'); // this node now caches it, live
+    const pending = async () => (await svc.store.db.select({ n: count() }).from(approvals).where(eq(approvals.tenantId, t.id)))[0]!.n;
+    expect(await pending()).toBe(2);
+
+    const other = await secondNodeApp(svc);
+    try {
+      const revoked = await other.app.request(`/v1/delegations/${c.drs[0]!.hash}/revoke`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${t.keys.issue}` },
+        body: JSON.stringify({ confirm: true, reason: 'compromised root grant' }),
+      });
+      expect(revoked.status).toBe(200);
+    } finally {
+      await other.close();
+    }
+    const r = await send();
+    expect(r.status).toBe(403);
+    expect(r.body.error.code).toBe('RECEIPT_REVOKED');
+    expect(await pending()).toBe(2);
   });
 
   it('a tenant without a catalog verifies as before', async () => {
