@@ -110,7 +110,13 @@ export function bundleFrom(req: VerifyRequest, drsHeader: string | undefined): u
     });
   }
   // As strict as a body: a bundle refused in the body must not become a stored denial from the header.
-  return parseStrictJson(text, 'The X-DRS-Bundle header');
+  const bundle = parseStrictJson(text, 'The X-DRS-Bundle header');
+  if (bundle === null || typeof bundle !== 'object' || Array.isArray(bundle))
+    throw new BatonError('INVALID_REQUEST', {
+      message: 'The X-DRS-Bundle header holds JSON that is not an object; a bundle is {bundle_version, invocation, receipts}.',
+      suggestion: 'Send base64url(JSON bundle object) in X-DRS-Bundle, or the bundle in the JSON body.',
+    });
+  return bundle;
 }
 
 /**

@@ -108,6 +108,9 @@ describe('verify: allow', () => {
       bundle.replace('"bundle_version"', '"note":"\\ud800","bundle_version"'), // a lone surrogate
       bundle.replace('"bundle_version"', '"receipts":[],"bundle_version"'), // a repeated key
       `${'['.repeat(70)}${']'.repeat(70)}`, // nested too deep
+      '[]', // not an object, as a body would be refused
+      '"bundle"',
+      'null',
     ];
     const before = { denials: await tableCount(denials), invocations: await tableCount(invocations) };
     for (const text of refusedTexts) {
