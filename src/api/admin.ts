@@ -199,7 +199,9 @@ export const addTrustedRootRoute = createRoute({
     401: UnauthorizedResponse(),
     403: ForbiddenResponse(),
     404: NotFoundResponse('No such tenant (or, for a tenant key, another tenant) (`NOT_FOUND`).'),
-    409: ConflictResponse('Another tenant already trusts this DID (`CONFLICT`).'),
+    409: ConflictResponse(
+      'Another tenant already trusts this DID, or stores delegations rooted at it (their counters, revocations and used invocations stay there) (`CONFLICT`).',
+    ),
     413: PayloadTooLargeResponse(),
     500: InternalResponse(),
     503: StorageUnavailableResponse(),

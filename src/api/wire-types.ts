@@ -2877,7 +2877,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description Another tenant already trusts this DID (`CONFLICT`). */
+      /** @description Another tenant already trusts this DID, or stores delegations rooted at it (their counters, revocations and used invocations stay there) (`CONFLICT`). */
       409: {
         headers: {
           [name: string]: unknown;

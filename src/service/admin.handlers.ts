@@ -79,7 +79,15 @@ export async function addRootHandler(
       throw new BatonError('CONFLICT', {
         message:
           "Another tenant already trusts this root DID; a root DID can belong to one tenant only, because a delegation belongs to its root's tenant.",
-        suggestion: 'Give this tenant its own root key, or remove the DID from the other tenant first.',
+        suggestion:
+          'Give this tenant its own root key. (Removing the DID from the other tenant lets it move only while that tenant stores no delegation rooted at it.)',
+        details: { did: body.did },
+      });
+    case 'records-elsewhere':
+      throw new BatonError('CONFLICT', {
+        message:
+          'Another tenant stores delegations rooted at this DID, with their call counters, revocations and used invocations; trusting it here would start them afresh (a revoked delegation live again, max_calls reset, an invocation allowed twice).',
+        suggestion: 'Give this tenant its own root key, or trust the DID again in the tenant that stores its delegations.',
         details: { did: body.did },
       });
     case 'existing':

@@ -1,9 +1,9 @@
 // Tenants and the root DIDs each tenant trusts. Query functions only: they
 // report what they found as data; the service decides what that means in HTTP.
-import { and, asc, eq, sql } from 'drizzle-orm';
+import { and, asc, eq, ne, sql } from 'drizzle-orm';
 import type { Db } from './db.js';
 import { newId } from './ids.js';
-import { tenants, trustedRoots, type Tenant, type TrustedRoot } from './schema/index.js';
+import { delegations, tenants, trustedRoots, type Tenant, type TrustedRoot } from './schema/index.js';
 
 export async function createTenant(db: Db, name: string): Promise<Tenant> {
   const [row] = await db
@@ -33,7 +33,8 @@ export type AddTrustedRootResult =
    * Another tenant trusts this DID. A DR belongs to its root's tenant, so one
    * root DID may belong to one tenant only; otherwise a chain's owner is ambiguous.
    */
-  | { kind: 'other-tenant' };
+  | { kind: 'other-tenant' }
+  | { kind: 'records-elsewhere' };
 
 /**
  * Trusts `did` as a root of `tenantId`. Serialised per DID with a transaction-
@@ -49,6 +50,14 @@ export function addTrustedRoot(db: Db, tenantId: string, did: string, label: str
     const own = holders.find((r) => r.tenantId === tenantId);
     if (own) return { kind: 'existing', root: own } as const;
     if (holders.length > 0) return { kind: 'other-tenant' } as const;
+    // Delegations rooted at this DID that another tenant stored keep their counters, revocations and
+    // used jtis there (every one keyed by tenant): trusting it here would start them all afresh.
+    const elsewhere = await tx
+      .select({ hash: delegations.hash })
+      .from(delegations)
+      .where(and(eq(delegations.iss, did), eq(delegations.depth, 0), ne(delegations.tenantId, tenantId)))
+      .limit(1);
+    if (elsewhere.length > 0) return { kind: 'records-elsewhere' } as const;
     const [root] = await tx.insert(trustedRoots).values({ tenantId, did, label }).returning();
     if (!root) throw new Error('addTrustedRoot: INSERT … RETURNING gave no row');
     return { kind: 'created', root } as const;

@@ -5,6 +5,8 @@ import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeBase58btc } from '../../src/protocol/base58.js';
 import { generateKeyPair } from '../../src/sdk/keys.js';
+import { createRootDelegation } from '../../src/sdk/records.js';
+import { T0 } from '../support/fixtures.js';
 import { apiKeys, tenants, trustedRoots } from '../../src/store/schema/index.js';
 import { startTestService, type CallResult, type TestService } from '../support/service.js';
 
@@ -292,6 +294,40 @@ describe('trusted roots', () => {
       const res = await svc.call('POST', `/v1/admin/tenants/${other}/roots`, { key: admin, json: { did } });
       expectError(res, 409, 'CONFLICT');
     });
+  });
+
+  it('moves a root DID to another tenant only while no delegation rooted at it is stored elsewhere', async () => {
+    const from = await newTenant('roots-move-from');
+    const to = await newTenant('roots-move-to');
+    const root = generateKeyPair();
+    const rootsOf = (t: string) => `/v1/admin/tenants/${t}/roots`;
+    expect((await svc.call('POST', rootsOf(from), { key: admin, json: { did: root.did } })).status).toBe(201);
+    // Nothing stored under it yet: it may move, and back.
+    expect((await svc.call('DELETE', `${rootsOf(from)}/${root.did}`, { key: admin })).status).toBe(204);
+    expect((await svc.call('POST', rootsOf(to), { key: admin, json: { did: root.did } })).status).toBe(201);
+    expect((await svc.call('DELETE', `${rootsOf(to)}/${root.did}`, { key: admin })).status).toBe(204);
+    expect((await svc.call('POST', rootsOf(from), { key: admin, json: { did: root.did } })).status).toBe(201);
+
+    // A delegation stored under it keeps its counters, revocation and used jtis in its tenant.
+    const issue = await newKey(from, { scopes: ['issue'] });
+    const dr = createRootDelegation({
+      issuer: root,
+      audience: generateKeyPair().did,
+      policy: { allowed_tools: ['x'], max_calls: 1 },
+      iat: T0,
+      nbf: T0 - 60,
+      exp: T0 + 3600,
+    });
+    const stored = await svc.call('POST', '/v1/delegations', { key: issue.key, json: { receipt: dr.jws } });
+    expect(stored.status, JSON.stringify(stored.body)).toBe(201);
+    expect((await svc.call('DELETE', `${rootsOf(from)}/${root.did}`, { key: admin })).status).toBe(204);
+    await storesNothing(async () => {
+      const res = await svc.call('POST', rootsOf(to), { key: admin, json: { did: root.did } });
+      expectError(res, 409, 'CONFLICT');
+      expect(res.body.error.message).toContain('stores delegations rooted at this DID');
+    });
+    // Its own tenant may trust it again.
+    expect((await svc.call('POST', rootsOf(from), { key: admin, json: { did: root.did } })).status).toBe(201);
   });
 
   it('lists roots of one tenant only', async () => {
