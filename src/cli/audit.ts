@@ -30,12 +30,13 @@ against its signed checkpoint:
   - pages GET /v1/service-receipts and reports service receipts the log does
     not contain;
   - with --previous, checks the current checkpoint extends an earlier one
-    (a split view or a shrunk log is reported).
+    (a split view, or a rollback when the log is smaller, is reported).
 
 Options:
   --trust <file>           pin the log's identity: JSON {"origin", "logKeys": [...],
-                           "witnesses"?: [...], "requiredCosignatures"?: n}
-                           (default: trust the keys the service serves, and say so)
+                           "witnesses"?: [...], "requiredCosignatures"?: n}, or a
+                           saved GET /v1/log answer (default: the keys the service
+                           serves, each one a published service key, and say so)
   --previous <file>        an earlier checkpoint note to check consistency with
   --root <did>             a root DID the tenant trusts (repeatable); without it a
                            decision's root is not checked for trust, and the report says so
@@ -71,9 +72,11 @@ function readTrust(path: string): LogTrust {
     if (e instanceof UsageError) throw e;
     throw new UsageError(`--trust: ${path} is not JSON`, AUDIT_HELP);
   }
-  const t = parsed as Partial<LogTrust>;
+  // A saved GET /v1/log answer names its keys verifier_keys: taken as it is.
+  const saved = parsed as Partial<LogTrust> & { verifier_keys?: unknown };
+  const t = saved.logKeys === undefined && saved.verifier_keys !== undefined ? { ...saved, logKeys: saved.verifier_keys } : saved;
   if (typeof t.origin !== 'string' || !Array.isArray(t.logKeys) || !t.logKeys.every((k) => typeof k === 'string'))
-    throw new UsageError('--trust: give {"origin": "...", "logKeys": ["<verifier key>", ...]}', AUDIT_HELP);
+    throw new UsageError('--trust: give {"origin": "...", "logKeys": ["<verifier key>", ...]}, or a saved GET /v1/log answer', AUDIT_HELP);
   return t as LogTrust;
 }
 

@@ -23,7 +23,7 @@ import { entryBundlePath, parseEntryBundle, tileHashes, tilePath, TILE_WIDTH } f
 import { openCheckpoint, verifyTlogProof, type LogPolicy, type SignedCheckpoint, type VerifiedTlogProof } from '../protocol/tlog-proof.js';
 import { bytesEqual, decodeBase64, encodeBase64, utf8 } from '../protocol/tlog-input.js';
 import { verifyChain, verifyDelegations } from '../protocol/chain.js';
-import type { Violation } from '../protocol/errors.js';
+import { BatonError, type Violation } from '../protocol/errors.js';
 import { isRecordHash, recordHash } from '../protocol/hash.js';
 import { DRS_VERSION } from '../protocol/records.js';
 import type { JsonValue } from '../protocol/jcs.js';
@@ -105,18 +105,19 @@ export function verifyCheckpointConsistency(
   const finding = findSplitView(older, newer, hashes);
   if (finding !== null) return { consistent: false, finding };
   // findSplitView joins the pair in either order; only the caller's order says which came first.
-  if (newer.checkpoint.size < older.checkpoint.size)
-    return {
-      consistent: false,
-      finding: {
-        kind: 'rollback',
-        origin: older.checkpoint.origin,
-        older,
-        newer,
-        reason: `the log shrank from ${older.checkpoint.size} to ${newer.checkpoint.size} leaves (rolled back, or a stale view)`,
-      },
-    };
+  if (newer.checkpoint.size < older.checkpoint.size) return { consistent: false, finding: rollbackFinding(older, newer) };
   return { consistent: true, older, newer };
+}
+
+/** `newer` is smaller than `older`: no proof can join them (a log never shrinks), and none is needed. */
+function rollbackFinding(older: SignedCheckpoint, newer: SignedCheckpoint): RollbackFinding {
+  return {
+    kind: 'rollback',
+    origin: older.checkpoint.origin,
+    older,
+    newer,
+    reason: `the log shrank from ${older.checkpoint.size} to ${newer.checkpoint.size} leaves (rolled back, or a stale view)`,
+  };
 }
 
 // ---------------------------------------------------------------------------
@@ -296,7 +297,8 @@ export type AuditFinding =
   | { readonly kind: DecisionProblemKind; readonly index: number; readonly detail: string }
   | { readonly kind: 'not-in-log'; readonly serviceReceiptId: number; readonly detail: string }
   | { readonly kind: 'root-mismatch'; readonly detail: string }
-  | { readonly kind: 'split-view'; readonly detail: string; readonly finding: SplitViewFinding };
+  | { readonly kind: 'split-view'; readonly detail: string; readonly finding: SplitViewFinding }
+  | { readonly kind: 'rollback'; readonly detail: string; readonly finding: RollbackFinding };
 
 export interface AuditReport {
   readonly origin: string;
@@ -495,6 +497,24 @@ async function inPool<T, R>(items: readonly T[], limit: number, fn: (item: T) =>
   return out;
 }
 
+/**
+ * The log's verifier keys as the service names them, when the caller pinned none: each must be a
+ * published service key (GET /v1/keys), or a checkpoint signed by a key the service does not
+ * publish would pass.
+ */
+function publishedLogKeys(verifierKeys: readonly string[], published: readonly ServiceVerificationKey[]): string[] {
+  const publishedKeys = new Set(published.map((k) => hex(k.publicKey)));
+  for (const vkey of verifierKeys) {
+    if (!publishedKeys.has(hex(parseVerifierKey(vkey).publicKey)))
+      throw new BatonError('NOTE_NOT_VERIFIED', {
+        message: `The log names a verifier key that is not one of the service's published keys (GET /v1/keys): ${vkey}.`,
+        suggestion:
+          "Pin the log's keys (trust; baton audit --trust) from a source you trust, and ask the operator why the service names another.",
+      });
+  }
+  return [...verifierKeys];
+}
+
 /** A service receipt payload that records a decision, in the shape checkDecision takes; null for any other kind. */
 function asDecision(index: number, payload: Record<string, JsonValue>): LoggedDecision | null {
   const { baton_receipt: kind, subject, iat, data } = payload;
@@ -515,7 +535,11 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
   const now = o.now ?? Math.floor(Date.now() / 1000);
   const h = http(o);
   const info = (await h.json('/v1/log')) as { origin: string; verifier_keys: string[] };
-  const trust: LogTrust = o.trust ?? { origin: info.origin, logKeys: info.verifier_keys };
+  const keys = ((await h.json('/v1/keys')) as { keys: { kid: string; public_key: string }[] }).keys.map((k): ServiceVerificationKey => ({
+    kid: k.kid,
+    publicKey: decodeBase64url(k.public_key, 'service public key'),
+  }));
+  const trust: LogTrust = o.trust ?? { origin: info.origin, logKeys: publishedLogKeys(info.verifier_keys, keys) };
   const policy = logPolicy(trust);
   const note = await h.text('/v1/log/checkpoint');
   const current = openCheckpoint(note, policy, now);
@@ -524,28 +548,27 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
 
   if (o.previousCheckpoint !== undefined) {
     const previous = openCheckpoint(o.previousCheckpoint, policy, now);
-    const from = Math.min(previous.checkpoint.size, size);
-    const to = Math.max(previous.checkpoint.size, size);
-    let proof: Hash[] = [];
-    if (from > 0 && from !== to) {
-      const served = (await h.json(`/v1/log/consistency?from=${from}&to=${to}`)) as { proof: string[] };
-      proof = served.proof.map((p) => decodeBase64(p) ?? new Uint8Array(0));
+    if (previous.checkpoint.size > size) {
+      // A rolled-back log, or a stale view, cannot prove consistency up to the larger size, so none
+      // is asked for: the two signed notes are the evidence.
+      const finding = rollbackFinding(previous, current);
+      findings.push({ kind: 'rollback', detail: finding.reason, finding });
+    } else {
+      let proof: Hash[] = [];
+      if (previous.checkpoint.size > 0 && previous.checkpoint.size !== size) {
+        const served = (await h.json(`/v1/log/consistency?from=${previous.checkpoint.size}&to=${size}`)) as { proof: string[] };
+        proof = served.proof.map((p) => decodeBase64(p) ?? new Uint8Array(0));
+      }
+      const finding = findSplitView(previous, current, proof);
+      if (finding !== null)
+        findings.push({
+          kind: 'split-view',
+          detail: `checkpoints of sizes ${previous.checkpoint.size} and ${size} do not agree (${finding.kind})`,
+          finding,
+        });
     }
-    const finding = findSplitView(previous, current, proof);
-    if (finding !== null)
-      findings.push({
-        kind: 'split-view',
-        detail: `checkpoints of sizes ${previous.checkpoint.size} and ${size} do not agree (${finding.kind})`,
-        finding,
-      });
-    else if (previous.checkpoint.size > size)
-      findings.push({ kind: 'root-mismatch', detail: `the log shrank from ${previous.checkpoint.size} to ${size} leaves` });
   }
 
-  const keys = ((await h.json('/v1/keys')) as { keys: { kid: string; public_key: string }[] }).keys.map((k): ServiceVerificationKey => ({
-    kid: k.kid,
-    publicKey: decodeBase64url(k.public_key, 'service public key'),
-  }));
   const tenantId = trust.origin.slice(trust.origin.lastIndexOf('/') + 1);
   const treeLeaves: Hash[] = [];
   const entryHashes = new Set<string>();

@@ -55,6 +55,11 @@ describe('baton audit', () => {
     expect(r.out).toMatch(/not checked +revocation, call counters and spend budgets/);
     expect(r.out).toMatch(/decision roots not checked for trust; pin them with --root/);
     expect(readFileSync(join(dir, 'cp.txt'), 'utf8')).toContain('\n40\n');
+    // A saved GET /v1/log answer pins the same keys, as it is.
+    writeFileSync(join(dir, 'log.json'), JSON.stringify(info));
+    const saved = await run(['audit', ...A, '--quiet', '--trust', join(dir, 'log.json')]);
+    expect(saved.code, saved.out + saved.err).toBe(0);
+    expect(saved.out).not.toMatch(/log keys taken from the service/);
   });
 
   it('uses the saved context like every other online command: the current one, --context or $BATON_CONTEXT', async () => {

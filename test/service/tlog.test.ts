@@ -10,7 +10,15 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cosignatureSigner } from '../../src/protocol/cosignature.js';
 import { rootOf } from '../../src/protocol/merkle.js';
-import { COSIGNATURE_V1, formatVerifierKey, parseNote, signNote, verifierKey } from '../../src/protocol/note.js';
+import {
+  COSIGNATURE_V1,
+  ed25519NoteSigner,
+  formatVerifierKey,
+  NOTE_ED25519,
+  parseNote,
+  signNote,
+  verifierKey,
+} from '../../src/protocol/note.js';
 import { publicKeyFromSeed } from '../../src/protocol/ed25519.js';
 import {
   auditLog,
@@ -377,6 +385,49 @@ describe('auditLog', () => {
       previousCheckpoint: fake,
     });
     expect(report.findings.map((f) => f.kind)).toContain('split-view');
+  });
+
+  it('reports a rollback, with both notes, when the log is smaller than a checkpoint seen before', async () => {
+    const trust = await trustOf(other);
+    await receipt(other.id, 3);
+    await integrateOnce(integrator());
+    const now = await svc.call('GET', '/v1/log/checkpoint', { key: other.keys.audit });
+    const size = Number(String(now.body).split('\n')[1]);
+    // A checkpoint of a larger tree, signed by the log: what a stale or rolled-back log cannot prove consistent.
+    const larger = signCheckpoint(svc.deps.signer, trust.origin, size + 5, new Uint8Array(32).fill(9));
+    const report = await auditLog({
+      baseUrl: 'http://baton.test',
+      apiKey: other.keys.audit,
+      fetch: appFetch,
+      now: svc.clock.now,
+      previousCheckpoint: larger,
+    });
+    expect(report.ok).toBe(false);
+    const rollback = report.findings.find((f) => f.kind === 'rollback');
+    expect(rollback).toMatchObject({ detail: expect.stringContaining(`shrank from ${size + 5} to ${size}`) });
+    expect(rollback && 'finding' in rollback ? rollback.finding.older.checkpoint.size : undefined).toBe(size + 5);
+  });
+
+  it('without pinned keys, refuses a log whose verifier key the service does not publish', async () => {
+    const trust = await trustOf(other);
+    const rogueSeed = randomBytes(32);
+    const rogueKey = formatVerifierKey(verifierKey(trust.origin, NOTE_ED25519, publicKeyFromSeed(rogueSeed)));
+    const real = await svc.call('GET', '/v1/log/checkpoint', { key: other.keys.audit });
+    const text = String(real.body).slice(0, String(real.body).indexOf('\n\n') + 1);
+    const forged = signNote(text, [ed25519NoteSigner(trust.origin, rogueSeed)]);
+    // A proxy between the auditor and the service, naming its own key and signing the checkpoint with it.
+    const proxied = async (url: string, init: { headers: Record<string, string> }) => {
+      const path = new URL(url).pathname;
+      if (path === '/v1/log') return Response.json({ origin: trust.origin, verifier_keys: [rogueKey] });
+      if (path === '/v1/log/checkpoint') return new Response(forged, { headers: { 'content-type': 'text/plain' } });
+      return svc.app.request(url, init);
+    };
+    const audit = auditLog({ baseUrl: 'http://baton.test', apiKey: other.keys.audit, fetch: proxied, now: svc.clock.now });
+    await expect(audit).rejects.toMatchObject({ code: 'NOTE_NOT_VERIFIED', message: expect.stringContaining('published keys') });
+    // Pinned to the real key, the same proxy fails on the signature instead.
+    await expect(
+      auditLog({ baseUrl: 'http://baton.test', apiKey: other.keys.audit, fetch: proxied, now: svc.clock.now, trust }),
+    ).rejects.toMatchObject({ code: 'NOTE_NOT_VERIFIED' });
   });
 });
 
