@@ -212,8 +212,8 @@ export const verifyDrsRoute = createRoute({
   path: '/verify',
   tags: ['verify'],
   operationId: 'verifyDrs',
-  summary: 'DRS-compatible verify (same as POST /v1/verify)',
+  summary: 'DRS-compatible verify (as POST /v1/verify, but a re-send is a replay)',
   description:
-    "The path DRS clients (`VerifyClient`) call. Identical to `POST /v1/verify` in request, responses and effects; DRS clients typically send the bundle in `X-DRS-Bundle` and the tool's request body as `body`.",
+    "The path DRS clients (`VerifyClient`) call. As `POST /v1/verify` in request, responses and effects, with one difference: an invocation already allowed, sent again by the same API key, is refused `REPLAY_DETECTED` here rather than answered with its original allow (`retry: true`), because DRS clients read only `valid` and would run the tool again. DRS clients typically send the bundle in `X-DRS-Bundle` and the tool's request body as `body`.",
   ...verifyExchange,
 });

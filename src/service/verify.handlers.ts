@@ -54,7 +54,14 @@ import { INVOCATION_STORED } from './approvals.js';
 import { askForApproval, decideToolGate, mustRedecide, toolGateViolation, type ToolGate } from './tool-gate.js';
 import type { ApprovalJson } from './approvals.js';
 
-export type VerifyRequest = z.output<typeof VerifyRequestBody>;
+export type VerifyRequest = z.output<typeof VerifyRequestBody> & {
+  /**
+   * Answer the same key's re-send of an allowed invocation REPLAY_DETECTED, not with its original
+   * allow (`retry: true`): set on the DRS-compatible route, whose clients read only `valid` and would
+   * run the tool again.
+   */
+  readonly retryAsReplay?: boolean;
+};
 
 export interface Counter {
   readonly dr: string;
@@ -244,8 +251,14 @@ export async function verifyInvocation(
     callerKeyId: auth.keyId,
   });
   /** An allow the statement counted, or the original allow a retry gets back. */
-  const answerAllowed = (outcome: Extract<CountOutcome, { ok: true }>, signed: SignedServiceReceipt | undefined, estimate: number) => {
+  const answerAllowed = (
+    outcome: Extract<CountOutcome, { ok: true }>,
+    signed: SignedServiceReceipt | undefined,
+    estimate: number,
+  ): VerifyResponse | Promise<VerifyResponse> => {
     const retry = outcome.retry !== undefined;
+    if (retry && req.retryAsReplay === true)
+      return refuse(deps, auth, tenantId, refusal({ ok: false, reason: 'REPLAY_DETECTED' }), dryRun, deadline, started);
     if (dryRun) {
       logDecision(deps, auth, tenantId, decision, { dryRun, codes: [retry ? 'RETRY' : 'ALLOWED'], serviceReceiptId: null, started });
       return allow(decision, outcome.state, null, true, retry, estimate);

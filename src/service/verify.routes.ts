@@ -18,7 +18,9 @@ export function verifyRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       const drsHeader = c.req.header('x-drs-bundle');
       const raw =
         drsHeader !== undefined && !(await hasBody(c, deps.config.maxBodyBytes)) ? {} : await readJsonBody(c, deps.config.maxBodyBytes);
-      const req = parseRequest(VerifyRequestBody, raw, 'request body');
+      const parsed = parseRequest(VerifyRequestBody, raw, 'request body');
+      // DRS clients read only `valid`: a re-sent invocation is a replay to them (it would run the tool again).
+      const req = route === verifyDrsRoute ? { ...parsed, retryAsReplay: true } : parsed;
       const result = await verifyWithinDeadline(deps, auth, tenantOf(auth), req, bundleFrom(req, drsHeader), c.get('deadline'));
       return c.json(result.body, result.status);
     });

@@ -177,6 +177,32 @@ describe('verify: deny', () => {
     expect(allowed).toHaveLength(1);
   });
 
+  it('on the DRS route a re-send by the same key is a replay: DRS clients read only valid', async () => {
+    // A root of its own: the shared one's 10 calls are the other tests'.
+    const ownRoot = makeRoot('dr:drs-route-root');
+    const own = createSubDelegation({
+      parent: ownRoot,
+      issuer: a,
+      audience: b.did,
+      policy: { allowed_tools: ['web_search'], max_cost_usd: 0.5, max_calls: 5 },
+      iat: T0,
+    });
+    const inv = createInvocation({ chain: [ownRoot, own], invoker: b, args: ARGS, toolServer: 'mcp://tools.example.com', iat: T0 });
+    const bundle = makeBundle(inv, [ownRoot, own]);
+    const first = await svc.call('POST', '/verify', { key: tenant.keys.verify, json: bundle });
+    expect(first.status).toBe(200);
+    for (let i = 0; i < 2; i++) {
+      const again = await svc.call('POST', '/verify', { key: tenant.keys.verify, json: bundle });
+      expect(again.status).toBe(403);
+      expect(again.body).toMatchObject({ valid: false, error: { code: 'REPLAY_DETECTED', block: 'G' } });
+    }
+    // The same re-send on /v1/verify still gets its original allow back.
+    const retry = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: bundle });
+    expect(retry.body).toMatchObject({ valid: true, retry: true, service_receipt: first.body.service_receipt });
+    const [rootRow] = await svc.store.db.select().from(delegations).where(eq(delegations.hash, ownRoot.hash));
+    expect(rootRow!.callsUsed).toBe(1);
+  });
+
   it('a retry re-checks what may have changed: a revoked chain refuses the re-send', async () => {
     const own = makeLeaf('dr:retry-then-revoked');
     const inv = createInvocation({ chain: [root, own], invoker: b, args: ARGS, toolServer: 'mcp://tools.example.com', iat: T0 });
