@@ -51,7 +51,8 @@ Policy (a file or inline JSON, and/or flags; flags override the file):
   --max-depth <n>          further hops allowed
   --resources <p,q>        allowed_resources (exact URIs or prefixes ending in /*)
   --data-classes <a,b>     allowed_data_classes
-  --pii / --write          grant pii_access / write_access (absent = denied)
+  --pii / --write          grant pii_access / write_access (else signed as false,
+                           so a DRS verifier, reading absent as unrestricted, agrees)
   Give at least one (use --policy '{}' for a root without limits).
 
 Validity (default: 1 hour for a root, the parent's window for a sub-DR):
@@ -232,8 +233,10 @@ async function policyFrom(values: Values): Promise<Policy> {
       DELEGATE_HELP,
     );
   }
-  // parsePolicy refuses unknown fields and out-of-range values (INVALID_FIELD, exit 2).
-  return parsePolicy({ ...(base as object | undefined), ...flags });
+  // parsePolicy refuses unknown fields and out-of-range values (INVALID_FIELD, exit 2). PII and
+  // write access are signed as false when not granted: absent means false to Baton, but unrestricted
+  // to a DRS verifier, which would then allow what Baton denies.
+  return parsePolicy({ pii_access: false, write_access: false, ...(base as object | undefined), ...flags });
 }
 
 /** The chain root -> parent: from a chain/JWS file, or fetched from the service by hash. */

@@ -97,6 +97,8 @@ describe('baton delegate: root', () => {
       allowed_resources: ['mcp://docs/*'],
       allowed_data_classes: ['public'],
       pii_access: true,
+      // Not granted, so signed as false: absent would read as unrestricted to a DRS verifier.
+      write_access: false,
     });
     expect((p['exp'] as number) - (p['iat'] as number)).toBe(3600);
     expect(r.err).toMatch(/signed root delegation/);
@@ -111,7 +113,7 @@ describe('baton delegate: root', () => {
     expect(r.code, r.err).toBe(0);
     const j = JSON.parse(r.out);
     expect(Object.keys(j).sort()).toEqual(['chain', 'hash', 'jws', 'payload']);
-    expect(j.payload.policy).toEqual({ allowed_tools: ['a', 'b'], max_calls: 3 });
+    expect(j.payload.policy).toEqual({ allowed_tools: ['a', 'b'], max_calls: 3, pii_access: false, write_access: false });
     expect(j.payload.exp - j.payload.iat).toBe(7200);
     expect(j.chain).toEqual([j.jws]);
     expect(j.hash).toMatch(/^sha256:[0-9a-f]{64}$/);
