@@ -16,8 +16,10 @@ import type { BatonClient } from '../sdk/client.js';
 const VERIFY_HELP = `Usage: baton service-receipt verify [<file|-> ...] [--fetch] [--keys <file>] [options]
 
 Checks service receipts: the header, the Ed25519 signature under the
-published key its kid names, and that the payload's iss and kid name that
-key. Service receipts come from files (any service answer that carries
+published key its kid names, that the payload's iss and kid name that key,
+and that each is about what it is attached to (a verify answer's
+invocation_id, a record's hash, a listed subject): a valid receipt of
+another call swapped in is INVALID. Service receipts come from files (any service answer that carries
 them: a service receipt JWS, a submit/verify/revoke answer, a chain, a
 GET /v1/service-receipts page; "-" reads stdin), or with --fetch from
 GET /v1/service-receipts (audit key).
@@ -30,6 +32,7 @@ runs: fetch them once from a source you trust, then verify anywhere.
 Options:
   --keys <file>        the service's published keys (v1/keys or JWKS form)
   --save-keys <file>   write the keys fetched from the server to this file
+  --tenant <id>        every service receipt must name this tenant
   --fetch              verify the tenant's service receipts from
                        GET /v1/service-receipts (needs an audit key)
   --after <id>         with --fetch: start after this service receipt id
@@ -48,6 +51,7 @@ interface Checked {
   readonly kid: string | null;
   readonly kind: string | null;
   readonly subject: string | null;
+  readonly tenant: string | null;
   readonly reason?: string;
 }
 
@@ -86,17 +90,62 @@ async function keysFor(values: { keys?: string | undefined; 'save-keys'?: string
   return parsePublishedKeys(answer, `${c.baseUrl}/v1/keys`);
 }
 
-function check(jws: string, where: string, keys: readonly ServiceVerificationKey[]): Checked {
+/**
+ * What each service receipt in a service answer is attached to, by its JWS: the record or call it
+ * must be about. A receipt under `service_receipt` is about its object's `invocation_id` (a verify
+ * answer) or `hash` (a record, a revocation); one listed with its `subject` (GET
+ * /v1/service-receipts) is about that subject. A signature alone does not say a receipt belongs
+ * where it was found: a valid receipt of another call or tenant could be swapped in.
+ */
+export function attachedSubjects(value: unknown, out = new Map<string, Set<string>>()): Map<string, Set<string>> {
+  const attach = (jws: unknown, subject: unknown) => {
+    if (typeof jws !== 'string' || typeof subject !== 'string') return;
+    const subjects = out.get(jws) ?? new Set<string>();
+    subjects.add(subject);
+    out.set(jws, subjects);
+  };
+  if (Array.isArray(value)) for (const v of value) attachedSubjects(v, out);
+  else if (value !== null && typeof value === 'object') {
+    const o = value as Record<string, unknown>;
+    const ref = o['service_receipt'];
+    const refJws =
+      typeof ref === 'string' ? ref : ref !== null && typeof ref === 'object' ? (ref as Record<string, unknown>)['jws'] : undefined;
+    attach(refJws, o['invocation_id'] ?? o['hash']);
+    if (typeof o['jws'] === 'string' && typeof o['kind'] === 'string') attach(o['jws'], o['subject']);
+    for (const v of Object.values(o)) attachedSubjects(v, out);
+  }
+  return out;
+}
+
+interface Expected {
+  /** What the receipt must be about, where the answer it came from says so. */
+  readonly subjects?: ReadonlySet<string> | undefined;
+  /** --tenant: the tenant every receipt must name. */
+  readonly tenant?: string | undefined;
+}
+
+function check(jws: string, where: string, keys: readonly ServiceVerificationKey[], expected: Expected = {}): Checked {
   const result = verifyServiceReceipt(jws, keys);
   // Kind and subject are shown from the payload only once the signature held.
   const payload = result.valid ? result.payload : null;
+  const subject = typeof payload?.['subject'] === 'string' ? payload['subject'] : null;
+  const tenant = typeof payload?.['tenant'] === 'string' ? payload['tenant'] : null;
+  const misplaced = !result.valid
+    ? undefined
+    : expected.subjects !== undefined && [...expected.subjects].some((s) => s !== subject)
+      ? `signed, but about ${subject ?? '(no subject)'}, not ${[...expected.subjects].join(', ')} it is attached to`
+      : expected.tenant !== undefined && tenant !== expected.tenant
+        ? `signed, but for tenant ${tenant ?? '(none)'}, not ${expected.tenant}`
+        : undefined;
+  const reason = misplaced ?? result.reason;
   return {
     where,
-    valid: result.valid,
+    valid: result.valid && misplaced === undefined,
     kid: result.kid,
     kind: typeof payload?.['baton_receipt'] === 'string' ? payload['baton_receipt'] : null,
-    subject: typeof payload?.['subject'] === 'string' ? payload['subject'] : null,
-    ...(result.reason !== undefined ? { reason: result.reason } : {}),
+    subject,
+    tenant,
+    ...(reason !== undefined ? { reason } : {}),
   };
 }
 
@@ -107,6 +156,7 @@ async function runVerifyServiceReceipts(argv: string[], io: CliIo): Promise<numb
     options: {
       keys: { type: 'string' },
       'save-keys': { type: 'string' },
+      tenant: { type: 'string' },
       fetch: { type: 'boolean', default: false },
       after: { type: 'string' },
       limit: { type: 'string' },
@@ -127,13 +177,15 @@ async function runVerifyServiceReceipts(argv: string[], io: CliIo): Promise<numb
   const after = values.after !== undefined ? integerFlag('--after', values.after) : undefined;
 
   // Inputs are read and parsed before anything is fetched.
-  const inputs: { where: string; jws: string }[] = [];
+  const inputs: { where: string; jws: string; subjects: ReadonlySet<string> | undefined }[] = [];
   for (const file of positionals) {
-    const found = findRecords(await readText(file, 'service receipt file'), file === '-' ? 'stdin' : file);
+    const text = await readText(file, 'service receipt file');
+    const found = findRecords(text, file === '-' ? 'stdin' : file);
+    const attached = /^\s*[[{]/.test(text) ? attachedSubjects(JSON.parse(text)) : new Map<string, Set<string>>();
     // Service receipts name a kid in their header; the DRS records beside them do not.
     const serviceReceipts = found.filter((r) => typeof (inspectJws(r.jws, r.where).header as { kid?: unknown } | null)?.kid === 'string');
     if (serviceReceipts.length === 0) throw new UsageError(`${file} holds signed records but no service receipt (they carry a kid)`);
-    inputs.push(...serviceReceipts.map((r) => ({ where: `${file}: ${r.where}`, jws: r.jws })));
+    inputs.push(...serviceReceipts.map((r) => ({ where: `${file}: ${r.where}`, jws: r.jws, subjects: attached.get(r.jws) })));
   }
   // --fetch reads a route that needs an audit key: without one, say so before any request.
   if (values.fetch && !resolveTarget(values, io, DEFAULT_SERVER).apiKey) {
@@ -147,12 +199,13 @@ async function runVerifyServiceReceipts(argv: string[], io: CliIo): Promise<numb
   const clientOnce = () => (client ??= clientFrom(values, io));
   const keys = await keysFor(values, clientOnce, io);
 
-  const results: Checked[] = inputs.map((r) => check(r.jws, r.where, keys));
+  const tenant = values.tenant;
+  const results: Checked[] = inputs.map((r) => check(r.jws, r.where, keys, { subjects: r.subjects, tenant }));
   if (values.fetch) {
     io.err(`fetching service receipts from ${clientOnce().baseUrl}/v1/service-receipts (audit key) ...`);
     let n = 0;
     for await (const item of clientOnce().iterateServiceReceipts(after !== undefined ? { after } : {})) {
-      results.push(check(item.jws, `service receipt #${item.id}`, keys));
+      results.push(check(item.jws, `service receipt #${item.id}`, keys, { subjects: new Set([item.subject]), tenant }));
       if (++n >= limit) break;
     }
     if (n === 0 && inputs.length === 0) io.err("the service holds no service receipts for this key's tenant (after the given id)");
@@ -164,7 +217,7 @@ async function runVerifyServiceReceipts(argv: string[], io: CliIo): Promise<numb
       io.out(
         printable(
           r.valid
-            ? `VALID    ${r.where}  ${r.kind ?? ''} ${r.subject ?? ''}  (kid ${r.kid})`
+            ? `VALID    ${r.where}  ${r.kind ?? ''} ${r.subject ?? ''}  (tenant ${r.tenant ?? '(none)'}, kid ${r.kid})`
             : `INVALID  ${r.where}  ${r.reason}${r.kid ? ` (kid ${r.kid})` : ''}`,
         ),
       );

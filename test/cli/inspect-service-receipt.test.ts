@@ -157,6 +157,33 @@ describe('baton service-receipt verify', () => {
     expect(JSON.parse(wrong.out)).toMatchObject({ valid: false, invalid: 2 });
   });
 
+  it('a valid receipt attached to another record, or naming another tenant than --tenant, is INVALID', async () => {
+    const keysFile = join(dir, 'keys-swap.json');
+    writeFileSync(keysFile, JSON.stringify(await new BatonClient({ baseUrl: live.baseUrl }).keys()));
+    const [first, second] = submitted.delegations as [(typeof submitted.delegations)[number], (typeof submitted.delegations)[number]];
+    // The two records' receipts swapped: each signature holds, each is about the other record.
+    const swapped = {
+      ...submitted,
+      delegations: [
+        { ...first, service_receipt: second.service_receipt },
+        { ...second, service_receipt: first.service_receipt },
+      ],
+    };
+    const file = join(dir, 'swapped.json');
+    writeFileSync(file, JSON.stringify(swapped));
+    const r = await run(['service-receipt', 'verify', file, '--keys', keysFile]);
+    expect(r.code, r.out + r.err).toBe(1);
+    expect(r.out).toMatch(new RegExp(`^INVALID .*signed, but about ${second.hash}, not ${first.hash} it is attached to`, 'm'));
+    expect(r.out).toContain('0 of 2 service receipt(s) valid, 2 INVALID.');
+
+    const intact = join(dir, 'intact.json');
+    writeFileSync(intact, JSON.stringify(submitted));
+    expect((await run(['service-receipt', 'verify', intact, '--keys', keysFile, '--tenant', live.tenant.id])).code).toBe(0);
+    const otherTenant = await run(['service-receipt', 'verify', intact, '--keys', keysFile, '--tenant', 'ten_someone_else']);
+    expect(otherTenant.code).toBe(1);
+    expect(otherTenant.out).toMatch(new RegExp(`signed, but for tenant ${live.tenant.id}, not ten_someone_else`));
+  });
+
   it("--fetch checks the tenant's service receipts from GET /v1/service-receipts", async () => {
     const r = await run(['service-receipt', 'verify', '--fetch', '--server', live.baseUrl, '--api-key', live.tenant.keys.audit, '--json']);
     expect(r.code, r.err).toBe(0);
