@@ -40,6 +40,8 @@ Options:
   --previous <file>        an earlier checkpoint note to check consistency with
   --root <did>             a root DID the tenant trusts (repeatable); without it a
                            decision's root is not checked for trust, and the report says so
+  --max-pending <s>        report a service receipt still outside the log after this
+                           long: a stopped log or a stale checkpoint (default 600)
   --invocation-max-age <s> the service's BATON_INVOCATION_MAX_AGE (default 300)
   --clock-skew <s>         the service's BATON_CLOCK_SKEW (default 60)
   --save-checkpoint <file> write the checkpoint audited, for the next --previous
@@ -84,7 +86,7 @@ function summary(report: AuditReport): string {
   const lines = [
     `${report.ok ? 'OK' : 'FINDINGS'}: log ${report.origin}, ${report.treeSize} entries`,
     `  entries checked    ${report.entriesChecked}`,
-    `  service receipts   ${report.serviceReceiptsChecked}`,
+    `  service receipts   ${report.serviceReceiptsChecked} (${report.pendingServiceReceipts} after the checkpoint, not yet logged)`,
     `  decisions checked  ${report.decisionsChecked}`,
     `  not checked        ${report.notChecked}`,
   ];
@@ -106,6 +108,7 @@ export async function runAudit(argv: string[], io: CliIo): Promise<number> {
       previous: { type: 'string' },
       root: { type: 'string', multiple: true },
       'invocation-max-age': { type: 'string' },
+      'max-pending': { type: 'string' },
       'clock-skew': { type: 'string' },
       'save-checkpoint': { type: 'string' },
       quiet: { type: 'boolean', default: false },
@@ -149,6 +152,7 @@ export async function runAudit(argv: string[], io: CliIo): Promise<number> {
     timeoutMs,
     ...(values.trust !== undefined ? { trust: readTrust(values.trust) } : {}),
     ...(values.previous !== undefined ? { previousCheckpoint: readFile(values.previous, '--previous') } : {}),
+    ...(values['max-pending'] !== undefined ? { maxPendingSeconds: integerFlag('--max-pending', values['max-pending'], 1) } : {}),
     decisions,
     onProgress: (done, total) => {
       // One line per tenth of the log at most, so long runs show life without flooding.

@@ -307,6 +307,8 @@ export interface AuditReport {
   readonly checkpoint: string;
   readonly entriesChecked: number;
   readonly serviceReceiptsChecked: number;
+  /** Service receipts listed after the last logged one: committed after the checkpoint, or a log that stopped. */
+  readonly pendingServiceReceipts: number;
   /** Decision service receipts whose records were re-checked (allows, denials, accepted DRs). */
   readonly decisionsChecked: number;
   /** Whether root trust was checked against pinned roots (trustedRoots) or left out. */
@@ -337,6 +339,12 @@ export interface AuditOptions {
   readonly timeoutMs?: number;
   /** A fetch implementation (tests, proxies); `signal` aborts the request at the timeout. */
   readonly fetch?: (url: string, init: { headers: Record<string, string>; signal: AbortSignal }) => Promise<Response>;
+  /**
+   * Seconds a service receipt may wait outside the log before the audit reports it `not-in-log`
+   * (default 600): the integrator logs receipts within seconds, so one older than this points at a
+   * frozen log or a stale checkpoint served to the auditor.
+   */
+  readonly maxPendingSeconds?: number;
   /** Called after each tile of entries: done of total leaves. */
   readonly onProgress?: (done: number, total: number) => void;
 }
@@ -650,7 +658,7 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
   const logged = new Set(treeLeaves.map(hex));
   let serviceReceiptsChecked = 0;
   const lastLogged = { id: 0 };
-  const unlogged: { id: number }[] = [];
+  const unlogged: { id: number; jws: string }[] = [];
   for (let after = 0; ;) {
     const page = (await h.json(`/v1/service-receipts?after=${after}&limit=500`)) as {
       service_receipts: { id: number; jws: string }[];
@@ -664,14 +672,28 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
     if (page.next_after === null) break;
     after = page.next_after;
   }
-  // A service receipt older than some logged one and still outside the log is not merely pending.
-  for (const r of unlogged)
-    if (r.id < lastLogged.id)
+  // A service receipt older than some logged one and still outside the log is not merely pending;
+  // nor is one that has waited longer than the integrator ever takes.
+  const maxPending = o.maxPendingSeconds ?? 600;
+  let pendingServiceReceipts = 0;
+  for (const r of unlogged) {
+    if (r.id < lastLogged.id) {
       findings.push({
         kind: 'not-in-log',
         serviceReceiptId: r.id,
         detail: `service receipt ${r.id} is listed by the service but is not in the log`,
       });
+      continue;
+    }
+    pendingServiceReceipts++;
+    const iat = verifyServiceReceipt(r.jws, keys).payload?.['iat'];
+    if (typeof iat === 'number' && now - iat > maxPending)
+      findings.push({
+        kind: 'not-in-log',
+        serviceReceiptId: r.id,
+        detail: `service receipt ${r.id} was signed ${now - iat} s ago and is still not in the log (at most ${maxPending} s expected): the log stopped, or this checkpoint is stale`,
+      });
+  }
   findings.sort((a, b) => ('index' in a ? a.index : -1) - ('index' in b ? b.index : -1));
   return {
     origin: trust.origin,
@@ -679,6 +701,7 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
     checkpoint: note,
     entriesChecked,
     serviceReceiptsChecked,
+    pendingServiceReceipts,
     decisionsChecked,
     rootsPinned: o.decisions?.trustedRoots !== undefined,
     notChecked: OFFLINE_LIMITS,

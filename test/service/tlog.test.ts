@@ -408,6 +408,24 @@ describe('auditLog', () => {
     expect(rollback && 'finding' in rollback ? rollback.finding.older.checkpoint.size : undefined).toBe(size + 5);
   });
 
+  it('counts service receipts after the checkpoint as pending, and reports one left out longer than the log ever takes', async () => {
+    const t = await setupTenant(svc, 'stale-log');
+    await receipt(t.id, 1);
+    await integrateOnce(integrator());
+    const late = await receipt(t.id, 2); // committed after the checkpoint: not integrated
+    const audit = (now: number) => auditLog({ baseUrl: 'http://baton.test', apiKey: t.keys.audit, fetch: appFetch, now });
+    const fresh = await audit(svc.clock.now);
+    expect(fresh.findings).toEqual([]);
+    expect(fresh.pendingServiceReceipts).toBe(1);
+    // Ten minutes on, the same checkpoint and the same receipt outside it: the log stopped, or the view is stale.
+    const stale = await audit(svc.clock.now + 601);
+    expect(stale.ok).toBe(false);
+    expect(stale.findings).toEqual([
+      expect.objectContaining({ kind: 'not-in-log', serviceReceiptId: late.id, detail: expect.stringContaining('still not in the log') }),
+    ]);
+    await integrateOnce(integrator());
+  });
+
   it('without pinned keys, refuses a log whose verifier key the service does not publish', async () => {
     const trust = await trustOf(other);
     const rogueSeed = randomBytes(32);
