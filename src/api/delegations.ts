@@ -26,16 +26,22 @@ import {
 } from './common.js';
 
 export const SubmitDelegationsRequest = z
-  .union([
-    z.strictObject({
-      receipts: z
-        .array(Jws)
-        .min(1)
-        .max(MAX_CHAIN_DEPTH)
-        .openapi({ description: 'Root-to-leaf; the first is a root or extends a stored record.' }),
-    }),
-    z.strictObject({ receipt: Jws }),
-  ])
+  .union(
+    [
+      z.strictObject({
+        receipts: z
+          .array(Jws)
+          .min(1)
+          .max(MAX_CHAIN_DEPTH)
+          .openapi({ description: 'Root-to-leaf; the first is a root or extends a stored record.' }),
+      }),
+      z.strictObject({ receipt: Jws }),
+    ],
+    {
+      // Each branch's own issues name nothing useful when the body fits neither (both keys, a string).
+      error: () => 'send {"receipts": [root-to-leaf JWS, ...]} (1 to 16) or {"receipt": "<JWS>"}, one of the two, and no other field',
+    },
+  )
   .openapi('SubmitDelegationsRequest');
 
 export const DelegationStatus = z.enum(DELEGATION_STATUSES).openapi('DelegationStatus', {

@@ -140,6 +140,12 @@ describe('POST /v1/delegations', () => {
     });
     expect(dup.status).toBe(400);
     expect(dup.body.error.code).toBe('INVALID_REQUEST');
+    // A body that fits neither form is told what the two forms are, not only "Invalid input".
+    for (const json of [{ receipt: root.jws, receipts: [root.jws] }, { receipts: root.jws }, { nope: 1 }]) {
+      const r = await svc.call('POST', '/v1/delegations', { json });
+      expect(r.status, JSON.stringify(json)).toBe(400);
+      expect(r.body.error.message).toMatch(/\{"receipts": \[root-to-leaf JWS, \.\.\.\]\} \(1 to 16\) or \{"receipt": "<JWS>"\}/);
+    }
   });
 
   it('a record naming a weak (small-order) did:key is malformed input: 400 WEAK_KEY, as everywhere else', async () => {
