@@ -1,0 +1,37 @@
+// src/main.ts (npm start): configured by the environment only; an argument is refused, never ignored.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const MAIN = resolve(__dirname, '../src/main.ts');
+const TSX = resolve(__dirname, '../node_modules/.bin/tsx');
+
+function runMain(args: string[]) {
+  // An empty folder as the working directory: a server started by mistake would create .baton here.
+  const cwd = mkdtempSync(join(tmpdir(), 'baton-main-'));
+  try {
+    const r = spawnSync(TSX, [MAIN, ...args], { cwd, encoding: 'utf8', timeout: 30_000 });
+    return { code: r.status, out: r.stdout, err: r.stderr, files: readdirSync(cwd) };
+  } finally {
+    rmSync(cwd, { recursive: true, force: true });
+  }
+}
+
+describe('main.js', () => {
+  it('--help says where the options are and starts nothing', () => {
+    const r = runMain(['--help']);
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(/configured by environment variables/);
+    expect(r.out).toMatch(/npx baton serve --help/);
+    expect(r.files).toEqual([]);
+  });
+
+  it('refuses any other argument with exit 2, naming it, and starts nothing', () => {
+    const r = runMain(['serve', '--port', '9']);
+    expect(r.code).toBe(2);
+    expect(r.err).toContain('main.js takes no arguments (got ["serve","--port","9"])');
+    expect(r.files).toEqual([]);
+  });
+});
