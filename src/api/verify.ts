@@ -98,6 +98,15 @@ export const ChainContext = z
     invocation_jti: z.string(),
     invocation_hash: RecordHash,
     binding: Binding,
+    consent_record: z
+      .looseObject({ method: z.string(), timestamp: z.string() })
+      .optional()
+      .openapi({ description: "The root's `drs_consent` as signed (a human root carries one); absent when the root has none." }),
+    regulatory: z
+      .record(z.string(), z.unknown())
+      .optional()
+      .openapi({ description: "The root's `drs_regulatory` as signed; absent when the root has none." }),
+    session_id: z.string().optional().openapi({ description: '`consent_record.session_id`, when it is a string.' }),
   })
   .openapi('ChainContext', { description: 'What the verified chain authorises, for the tool server to act on.' });
 

@@ -1075,14 +1075,27 @@ export interface components {
       binding: components['schemas']['Binding'];
       chain_depth: number;
       cmd: string;
+      /** @description The root's `drs_consent` as signed (a human root carries one); absent when the root has none. */
+      consent_record?: {
+        method: string;
+        timestamp: string;
+      } & {
+        [key: string]: unknown;
+      };
       dr_chain: components['schemas']['RecordHash'][];
       effective_limits: components['schemas']['EffectiveLimits'];
       invocation_hash: components['schemas']['RecordHash'];
       invocation_jti: string;
       invoker: components['schemas']['DidKey'];
       leaf_policy: components['schemas']['Policy'];
+      /** @description The root's `drs_regulatory` as signed; absent when the root has none. */
+      regulatory?: {
+        [key: string]: unknown;
+      };
       root_principal: components['schemas']['DidKey'];
       root_type: components['schemas']['RootType'];
+      /** @description `consent_record.session_id`, when it is a string. */
+      session_id?: string;
       subject: components['schemas']['DidKey'];
       /** @description `args.tool` when it is a string. */
       tool: string | null;

@@ -124,6 +124,12 @@ export interface ChainContext {
   readonly invocation_jti: string;
   readonly invocation_hash: RecordHash;
   readonly binding: Binding;
+  /** The root's `drs_consent`, as signed (a human root carries one), as DRS verifiers report it. */
+  readonly consent_record?: DelegationPayload['drs_consent'];
+  /** The root's `drs_regulatory`, as signed. */
+  readonly regulatory?: DelegationPayload['drs_regulatory'];
+  /** `drs_consent.session_id` when it is a string. */
+  readonly session_id?: string;
 }
 
 export interface DecisionError {
@@ -250,7 +256,19 @@ export function verifyChain(bundleInput: unknown, opts: ChainOptions): ChainDeci
       invocation_jti: invocation.payload.jti,
       invocation_hash: invocation.hash,
       binding,
+      ...humanRootContext(root),
     },
+  };
+}
+
+/** What DRS verifiers add to the context from the root's consent and regulatory claims, when it has them. */
+function humanRootContext(root: DelegationPayload): Pick<ChainContext, 'consent_record' | 'regulatory' | 'session_id'> {
+  if (root.drs_consent === undefined && root.drs_regulatory === undefined) return {};
+  const sessionId = root.drs_consent?.['session_id'];
+  return {
+    ...(root.drs_consent !== undefined ? { consent_record: root.drs_consent } : {}),
+    ...(root.drs_regulatory !== undefined ? { regulatory: root.drs_regulatory } : {}),
+    ...(typeof sessionId === 'string' ? { session_id: sessionId } : {}),
   };
 }
 

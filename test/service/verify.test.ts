@@ -177,6 +177,38 @@ describe('verify: deny', () => {
     expect(allowed).toHaveLength(1);
   });
 
+  it("a human root's consent record and session id are in the context, as DRS verifiers report them", async () => {
+    const consent = { method: 'explicit-click', timestamp: '2027-01-15T10:00:00Z', session_id: 'sess-42' };
+    const human = createRootDelegation({
+      issuer: tenant.root,
+      audience: a.did,
+      policy: { allowed_tools: ['web_search'], max_cost_usd: 1, max_calls: 10 },
+      iat: T0,
+      nbf: T0 - 10,
+      rootType: 'human',
+      consent,
+    });
+    const sub = createSubDelegation({
+      parent: human,
+      issuer: a,
+      audience: b.did,
+      policy: { allowed_tools: ['web_search'], max_cost_usd: 0.5, max_calls: 5 },
+      iat: T0,
+    });
+    const inv = createInvocation({ chain: [human, sub], invoker: b, args: ARGS, toolServer: 'mcp://tools.example.com', iat: T0 });
+    const r = await svc.call('POST', '/verify', { key: tenant.keys.verify, json: makeBundle(inv, [human, sub]) });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body.context).toMatchObject({ root_type: 'human', consent_record: consent, session_id: 'sess-42' });
+    expect(r.body.context).not.toHaveProperty('regulatory');
+    // An organisation's root carries none of them, and the context says nothing of them.
+    const org = await svc.call('POST', '/v1/verify', {
+      key: tenant.keys.verify,
+      json: { ...makeBundle(invoke(), [root, leaf]), dry_run: true },
+    });
+    expect(Object.keys(org.body.context)).not.toEqual(expect.arrayContaining(['consent_record']));
+    expect(org.body.context).not.toHaveProperty('session_id');
+  });
+
   it('on the DRS route a re-send by the same key is a replay: DRS clients read only valid', async () => {
     // A root of its own: the shared one's 10 calls are the other tests'.
     const ownRoot = makeRoot('dr:drs-route-root');
