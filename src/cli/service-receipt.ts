@@ -91,18 +91,18 @@ async function keysFor(values: { keys?: string | undefined; 'save-keys'?: string
 }
 
 /**
- * What each service receipt in a service answer is attached to, by its JWS: the record or call it
- * must be about. A receipt under `service_receipt` is about its object's `invocation_id` (a verify
- * answer) or `hash` (a record, a revocation); one listed with its `subject` (GET
- * /v1/service-receipts) is about that subject. A signature alone does not say a receipt belongs
- * where it was found: a valid receipt of another call or tenant could be swapped in.
+ * What each service receipt in a service answer is attached to, by its JWS: for each place it was
+ * found, the identifiers of the object holding it, one of which it must be about. A receipt under
+ * `service_receipt` is about its object's call (`invocation_id`, `jti`) or record (`hash`); one
+ * listed with its `subject` (GET /v1/service-receipts) is about that subject. A signature alone does
+ * not say a receipt belongs where it was found: a valid receipt of another call or record could be
+ * swapped in, and its subject is then none of these.
  */
-export function attachedSubjects(value: unknown, out = new Map<string, Set<string>>()): Map<string, Set<string>> {
-  const attach = (jws: unknown, subject: unknown) => {
-    if (typeof jws !== 'string' || typeof subject !== 'string') return;
-    const subjects = out.get(jws) ?? new Set<string>();
-    subjects.add(subject);
-    out.set(jws, subjects);
+export function attachedSubjects(value: unknown, out = new Map<string, Set<string>[]>()): Map<string, Set<string>[]> {
+  const attach = (jws: unknown, ids: readonly unknown[]) => {
+    const subjects = new Set(ids.filter((id): id is string => typeof id === 'string'));
+    if (typeof jws !== 'string' || subjects.size === 0) return;
+    out.set(jws, [...(out.get(jws) ?? []), subjects]);
   };
   if (Array.isArray(value)) for (const v of value) attachedSubjects(v, out);
   else if (value !== null && typeof value === 'object') {
@@ -110,16 +110,21 @@ export function attachedSubjects(value: unknown, out = new Map<string, Set<strin
     const ref = o['service_receipt'];
     const refJws =
       typeof ref === 'string' ? ref : ref !== null && typeof ref === 'object' ? (ref as Record<string, unknown>)['jws'] : undefined;
-    attach(refJws, o['invocation_id'] ?? o['hash']);
-    if (typeof o['jws'] === 'string' && typeof o['kind'] === 'string') attach(o['jws'], o['subject']);
+    attach(refJws, [o['invocation_id'], o['jti'], o['hash']]);
+    if (typeof o['jws'] === 'string' && typeof o['kind'] === 'string') attach(o['jws'], [o['subject']]);
     for (const v of Object.values(o)) attachedSubjects(v, out);
   }
   return out;
 }
 
+/** The first place a receipt about `subject` was found that is about something else. */
+function misattached(subject: string | null, attachments: readonly ReadonlySet<string>[] | undefined): ReadonlySet<string> | undefined {
+  return attachments?.find((ids) => subject === null || !ids.has(subject));
+}
+
 interface Expected {
-  /** What the receipt must be about, where the answer it came from says so. */
-  readonly subjects?: ReadonlySet<string> | undefined;
+  /** Where the answer it came from says: for each place it was found, what it may be about. */
+  readonly attachments?: readonly ReadonlySet<string>[] | undefined;
   /** --tenant: the tenant every receipt must name. */
   readonly tenant?: string | undefined;
 }
@@ -130,10 +135,11 @@ function check(jws: string, where: string, keys: readonly ServiceVerificationKey
   const payload = result.valid ? result.payload : null;
   const subject = typeof payload?.['subject'] === 'string' ? payload['subject'] : null;
   const tenant = typeof payload?.['tenant'] === 'string' ? payload['tenant'] : null;
+  const elsewhere = result.valid ? misattached(subject, expected.attachments) : undefined;
   const misplaced = !result.valid
     ? undefined
-    : expected.subjects !== undefined && [...expected.subjects].some((s) => s !== subject)
-      ? `signed, but about ${subject ?? '(no subject)'}, not ${[...expected.subjects].join(', ')} it is attached to`
+    : elsewhere !== undefined
+      ? `signed, but about ${subject ?? '(no subject)'}, not ${[...elsewhere].join(' or ')} it is attached to`
       : expected.tenant !== undefined && tenant !== expected.tenant
         ? `signed, but for tenant ${tenant ?? '(none)'}, not ${expected.tenant}`
         : undefined;
@@ -177,15 +183,15 @@ async function runVerifyServiceReceipts(argv: string[], io: CliIo): Promise<numb
   const after = values.after !== undefined ? integerFlag('--after', values.after) : undefined;
 
   // Inputs are read and parsed before anything is fetched.
-  const inputs: { where: string; jws: string; subjects: ReadonlySet<string> | undefined }[] = [];
+  const inputs: { where: string; jws: string; attachments: readonly ReadonlySet<string>[] | undefined }[] = [];
   for (const file of positionals) {
     const text = await readText(file, 'service receipt file');
     const found = findRecords(text, file === '-' ? 'stdin' : file);
-    const attached = /^\s*[[{]/.test(text) ? attachedSubjects(JSON.parse(text)) : new Map<string, Set<string>>();
+    const attached = /^\s*[[{]/.test(text) ? attachedSubjects(JSON.parse(text)) : new Map<string, Set<string>[]>();
     // Service receipts name a kid in their header; the DRS records beside them do not.
     const serviceReceipts = found.filter((r) => typeof (inspectJws(r.jws, r.where).header as { kid?: unknown } | null)?.kid === 'string');
     if (serviceReceipts.length === 0) throw new UsageError(`${file} holds signed records but no service receipt (they carry a kid)`);
-    inputs.push(...serviceReceipts.map((r) => ({ where: `${file}: ${r.where}`, jws: r.jws, subjects: attached.get(r.jws) })));
+    inputs.push(...serviceReceipts.map((r) => ({ where: `${file}: ${r.where}`, jws: r.jws, attachments: attached.get(r.jws) })));
   }
   // --fetch reads a route that needs an audit key: without one, say so before any request.
   if (values.fetch && !resolveTarget(values, io, DEFAULT_SERVER).apiKey) {
@@ -200,12 +206,12 @@ async function runVerifyServiceReceipts(argv: string[], io: CliIo): Promise<numb
   const keys = await keysFor(values, clientOnce, io);
 
   const tenant = values.tenant;
-  const results: Checked[] = inputs.map((r) => check(r.jws, r.where, keys, { subjects: r.subjects, tenant }));
+  const results: Checked[] = inputs.map((r) => check(r.jws, r.where, keys, { attachments: r.attachments, tenant }));
   if (values.fetch) {
     io.err(`fetching service receipts from ${clientOnce().baseUrl}/v1/service-receipts (audit key) ...`);
     let n = 0;
     for await (const item of clientOnce().iterateServiceReceipts(after !== undefined ? { after } : {})) {
-      results.push(check(item.jws, `service receipt #${item.id}`, keys, { subjects: new Set([item.subject]), tenant }));
+      results.push(check(item.jws, `service receipt #${item.id}`, keys, { attachments: [new Set([item.subject])], tenant }));
       if (++n >= limit) break;
     }
     if (n === 0 && inputs.length === 0) io.err("the service holds no service receipts for this key's tenant (after the given id)");

@@ -173,12 +173,34 @@ describe('baton service-receipt verify', () => {
     writeFileSync(file, JSON.stringify(swapped));
     const r = await run(['service-receipt', 'verify', file, '--keys', keysFile]);
     expect(r.code, r.out + r.err).toBe(1);
-    expect(r.out).toMatch(new RegExp(`^INVALID .*signed, but about ${second.hash}, not ${first.hash} it is attached to`, 'm'));
+    expect(r.out).toMatch(
+      new RegExp(`^INVALID .*signed, but about ${second.hash}, not (.* or )?${first.hash}( or .*)? it is attached to`, 'm'),
+    );
     expect(r.out).toContain('0 of 2 service receipt(s) valid, 2 INVALID.');
 
     const intact = join(dir, 'intact.json');
     writeFileSync(intact, JSON.stringify(submitted));
     expect((await run(['service-receipt', 'verify', intact, '--keys', keysFile, '--tenant', live.tenant.id])).code).toBe(0);
+    // A page of GET /v1/invocations: each allow's receipt is about the call's jti, beside its hash.
+    const inv = createInvocation({
+      chain: [chain.root, chain.sub],
+      invoker: chain.b,
+      args: { tool: 'search', pii_access: false, write_access: false },
+      toolServer: 'mcp://tools.example.com',
+    });
+    const allowed = await fetch(`${live.baseUrl}/v1/verify`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${live.tenant.keys.verify}` },
+      body: JSON.stringify(makeBundle(inv, [chain.root, chain.sub], 'reference')),
+    });
+    expect(allowed.status).toBe(200);
+    const page = await fetch(`${live.baseUrl}/v1/invocations`, { headers: { authorization: `Bearer ${live.tenant.keys.audit}` } });
+    const pageFile = join(dir, 'invocations.json');
+    writeFileSync(pageFile, await page.text());
+    const listed = await run(['service-receipt', 'verify', pageFile, '--keys', keysFile]);
+    expect(listed.code, listed.out + listed.err).toBe(0);
+    expect(listed.out).toMatch(new RegExp(`^VALID .*invocation\\.allowed ${inv.payload.jti}`, 'm'));
+
     const otherTenant = await run(['service-receipt', 'verify', intact, '--keys', keysFile, '--tenant', 'ten_someone_else']);
     expect(otherTenant.code).toBe(1);
     expect(otherTenant.out).toMatch(new RegExp(`signed, but for tenant ${live.tenant.id}, not ten_someone_else`));
