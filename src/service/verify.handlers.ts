@@ -44,6 +44,7 @@ import { hotPathCacheOf, type HotPathCache, type StoredDelegation } from './hot-
 import type { Db } from '../store/db.js';
 import type { AuthContext, ServiceDeps } from './types.js';
 import { findGrant } from '../store/approvals.js';
+import { findInvocation } from '../store/invocations.js';
 import { parseStrictJson } from './body.js';
 import { withinDeadline } from './deadline.js';
 import { metrics } from './metrics.js';
@@ -314,7 +315,11 @@ export async function verifyInvocation(
     }
     return undefined;
   };
-  if (gate.kind === 'ask' || gate.kind === 'refuse') {
+  // A refusing gate asks the statement only when the jti is stored already (a read that locks
+  // nothing): most refused calls are new, and the probe locks the chain's counted rows, which every
+  // allow through the chain updates, so a flood of refused calls would slow the allows.
+  const priorUseMatters = gate.kind === 'ask' || (gate.kind === 'refuse' && (await findInvocation(db, tenantId, inv.jti)) !== undefined);
+  if (priorUseMatters) {
     const answered = await answerPriorUse();
     if (answered) return answered;
   }
