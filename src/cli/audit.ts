@@ -6,6 +6,7 @@ import { parseCliArgs } from './args.js';
 import { COMMON_OPTIONS, DEFAULT_SERVER, EXIT_HELP, integerFlag, printJson, SERVER_HELP, SERVER_OPTIONS } from './common.js';
 import { resolveTarget } from './context.js';
 import { UsageError, type CliIo } from './io.js';
+import { publishedKeysFromText } from './service-receipt.js';
 
 export const AUDIT_HELP = `Usage: baton audit [options]
 
@@ -37,6 +38,9 @@ Options:
                            "witnesses"?: [...], "requiredCosignatures"?: n}, or a
                            saved GET /v1/log answer (default: the keys the service
                            serves, each one a published service key, and say so)
+  --keys <file>            the service's published keys, pinned (a saved GET /v1/keys or
+                           JWKS, e.g. from baton service-receipt verify --save-keys):
+                           receipts and the served log keys are checked against them
   --previous <file>        an earlier checkpoint note to check consistency with
   --root <did>             a root DID the tenant trusts (repeatable); without it a
                            decision's root is not checked for trust, and the report says so
@@ -91,7 +95,7 @@ function summary(report: AuditReport): string {
     `  not checked        ${report.notChecked}`,
   ];
   if (!report.rootsPinned) lines.push('  note               decision roots not checked for trust; pin them with --root');
-  if (report.trustedOnFirstUse) lines.push('  note               log keys taken from the service; pin them with --trust');
+  if (report.trustedOnFirstUse) lines.push('  note               keys taken from the service audited; pin them with --trust or --keys');
   for (const f of report.findings) {
     const where = 'index' in f ? `entry ${f.index}` : 'serviceReceiptId' in f ? `service receipt ${f.serviceReceiptId}` : 'log';
     lines.push(`  ${f.kind.padEnd(19)} ${where}: ${f.detail}`);
@@ -109,6 +113,7 @@ export async function runAudit(argv: string[], io: CliIo): Promise<number> {
       root: { type: 'string', multiple: true },
       'invocation-max-age': { type: 'string' },
       'max-pending': { type: 'string' },
+      keys: { type: 'string' },
       'clock-skew': { type: 'string' },
       'save-checkpoint': { type: 'string' },
       quiet: { type: 'boolean', default: false },
@@ -153,6 +158,7 @@ export async function runAudit(argv: string[], io: CliIo): Promise<number> {
     ...(values.trust !== undefined ? { trust: readTrust(values.trust) } : {}),
     ...(values.previous !== undefined ? { previousCheckpoint: readFile(values.previous, '--previous') } : {}),
     ...(values['max-pending'] !== undefined ? { maxPendingSeconds: integerFlag('--max-pending', values['max-pending'], 1) } : {}),
+    ...(values.keys !== undefined ? { serviceKeys: publishedKeysFromText(readFile(values.keys, '--keys'), values.keys) } : {}),
     decisions,
     onProgress: (done, total) => {
       // One line per tenth of the log at most, so long runs show life without flooding.

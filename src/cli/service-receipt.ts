@@ -69,17 +69,19 @@ export function parsePublishedKeys(value: unknown, name: string): ServiceVerific
   });
 }
 
-async function keysFor(values: { keys?: string | undefined; 'save-keys'?: string | undefined }, client: () => BatonClient, io: CliIo) {
-  if (values.keys !== undefined) {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(await readText(values.keys, 'keys file'));
-    } catch (e) {
-      if (e instanceof UsageError) throw e;
-      throw new UsageError(`${values.keys} is not JSON`);
-    }
-    return parsePublishedKeys(parsed, values.keys);
+/** A saved GET /v1/keys or /.well-known/jwks.json answer, as text. */
+export function publishedKeysFromText(text: string, name: string): ServiceVerificationKey[] {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw new UsageError(`${name} is not JSON`);
   }
+  return parsePublishedKeys(parsed, name);
+}
+
+async function keysFor(values: { keys?: string | undefined; 'save-keys'?: string | undefined }, client: () => BatonClient, io: CliIo) {
+  if (values.keys !== undefined) return publishedKeysFromText(await readText(values.keys, 'keys file'), values.keys);
   const c = client();
   io.err(`fetching the published keys from ${c.baseUrl}/v1/keys (public, no API key needed) ...`);
   const answer = await c.keys();

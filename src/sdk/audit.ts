@@ -316,7 +316,7 @@ export interface AuditReport {
   /** What an offline audit cannot re-derive (OFFLINE_LIMITS). */
   readonly notChecked: string;
   readonly findings: readonly AuditFinding[];
-  /** True when the log's own keys were taken from the service rather than pinned by the caller. */
+  /** True when neither the log's keys (trust) nor the service's keys (serviceKeys) were pinned: both came from the service audited. */
   readonly trustedOnFirstUse: boolean;
   readonly ok: boolean;
 }
@@ -329,6 +329,12 @@ export interface AuditOptions {
   readonly trust?: LogTrust;
   /** An earlier checkpoint note to check the current one against (split views, rollbacks). */
   readonly previousCheckpoint?: string;
+  /**
+   * The service's published keys, pinned (a saved GET /v1/keys, from a source you trust): service
+   * receipts are checked against them, and so are the log keys the service names when `trust` is
+   * not given. Without them both come from the service being audited (trust on first use).
+   */
+  readonly serviceKeys?: readonly ServiceVerificationKey[];
   /** Unix seconds; default the system clock. */
   readonly now?: number;
   /** How each decision is re-verified (pinned roots, the service's time limits). */
@@ -543,10 +549,12 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
   const now = o.now ?? Math.floor(Date.now() / 1000);
   const h = http(o);
   const info = (await h.json('/v1/log')) as { origin: string; verifier_keys: string[] };
-  const keys = ((await h.json('/v1/keys')) as { keys: { kid: string; public_key: string }[] }).keys.map((k): ServiceVerificationKey => ({
-    kid: k.kid,
-    publicKey: decodeBase64url(k.public_key, 'service public key'),
-  }));
+  const keys =
+    o.serviceKeys ??
+    ((await h.json('/v1/keys')) as { keys: { kid: string; public_key: string }[] }).keys.map((k): ServiceVerificationKey => ({
+      kid: k.kid,
+      publicKey: decodeBase64url(k.public_key, 'service public key'),
+    }));
   const trust: LogTrust = o.trust ?? { origin: info.origin, logKeys: publishedLogKeys(info.verifier_keys, keys) };
   const policy = logPolicy(trust);
   const note = await h.text('/v1/log/checkpoint');
@@ -685,8 +693,17 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
       });
       continue;
     }
+    const verified = verifyServiceReceipt(r.jws, keys);
+    if (!verified.valid) {
+      findings.push({
+        kind: 'not-in-log',
+        serviceReceiptId: r.id,
+        detail: `service receipt ${r.id} is outside the log and does not verify: ${verified.reason}`,
+      });
+      continue;
+    }
     pendingServiceReceipts++;
-    const iat = verifyServiceReceipt(r.jws, keys).payload?.['iat'];
+    const iat = verified.payload?.['iat'];
     if (typeof iat === 'number' && now - iat > maxPending)
       findings.push({
         kind: 'not-in-log',
@@ -706,7 +723,7 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
     rootsPinned: o.decisions?.trustedRoots !== undefined,
     notChecked: OFFLINE_LIMITS,
     findings,
-    trustedOnFirstUse: o.trust === undefined,
+    trustedOnFirstUse: o.trust === undefined && o.serviceKeys === undefined,
     ok: findings.length === 0,
   };
 }

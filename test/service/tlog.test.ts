@@ -423,6 +423,20 @@ describe('auditLog', () => {
     expect(stale.findings).toEqual([
       expect.objectContaining({ kind: 'not-in-log', serviceReceiptId: late.id, detail: expect.stringContaining('still not in the log') }),
     ]);
+    // One listed after the checkpoint that does not verify is reported at once, not counted as pending.
+    const forgedListing = async (url: string, init: { headers: Record<string, string> }) => {
+      const res = await svc.app.request(url, init);
+      if (new URL(url).pathname !== '/v1/service-receipts') return res;
+      const page = (await res.json()) as { service_receipts: { id: number; jws: string }[] };
+      const [h, p] = late.jws.split('.');
+      page.service_receipts.push({ ...page.service_receipts.at(-1)!, id: late.id + 1000, jws: `${h}.${p}.${'A'.repeat(86)}` });
+      return Response.json(page);
+    };
+    const forged = await auditLog({ baseUrl: 'http://baton.test', apiKey: t.keys.audit, fetch: forgedListing, now: svc.clock.now });
+    expect(forged.findings).toEqual([
+      expect.objectContaining({ kind: 'not-in-log', serviceReceiptId: late.id + 1000, detail: expect.stringContaining('does not verify') }),
+    ]);
+    expect(forged.pendingServiceReceipts).toBe(1);
     await integrateOnce(integrator());
   });
 
@@ -446,6 +460,40 @@ describe('auditLog', () => {
     await expect(
       auditLog({ baseUrl: 'http://baton.test', apiKey: other.keys.audit, fetch: proxied, now: svc.clock.now, trust }),
     ).rejects.toMatchObject({ code: 'NOTE_NOT_VERIFIED' });
+  });
+
+  it("with the service's keys pinned, refuses a proxy that publishes its own key in /v1/keys too", async () => {
+    const trust = await trustOf(other);
+    const realKeys = (await svc.call('GET', '/v1/keys')).body as { keys: { kid: string; public_key: string }[] };
+    const serviceKeys = realKeys.keys.map((k) => ({ kid: k.kid, publicKey: new Uint8Array(Buffer.from(k.public_key, 'base64url')) }));
+    const rogueSeed = randomBytes(32);
+    const roguePublic = publicKeyFromSeed(rogueSeed);
+    const rogueKey = formatVerifierKey(verifierKey(trust.origin, NOTE_ED25519, roguePublic));
+    const real = await svc.call('GET', '/v1/log/checkpoint', { key: other.keys.audit });
+    const forged = signNote(String(real.body).slice(0, String(real.body).indexOf('\n\n') + 1), [
+      ed25519NoteSigner(trust.origin, rogueSeed),
+    ]);
+    const proxied = async (url: string, init: { headers: Record<string, string> }) => {
+      const path = new URL(url).pathname;
+      if (path === '/v1/log') return Response.json({ origin: trust.origin, verifier_keys: [rogueKey] });
+      if (path === '/v1/log/checkpoint') return new Response(forged, { headers: { 'content-type': 'text/plain' } });
+      if (path === '/v1/keys')
+        return Response.json({
+          keys: [...realKeys.keys, { kid: 'svc_rogue', public_key: Buffer.from(roguePublic).toString('base64url') }],
+        });
+      return svc.app.request(url, init);
+    };
+    const options = { baseUrl: 'http://baton.test', apiKey: other.keys.audit, fetch: proxied, now: svc.clock.now };
+    // Unpinned, the proxy is the only source of keys: the report says it trusted them on first use.
+    expect((await auditLog(options)).trustedOnFirstUse).toBe(true);
+    await expect(auditLog({ ...options, serviceKeys })).rejects.toMatchObject({
+      code: 'NOTE_NOT_VERIFIED',
+      message: expect.stringContaining('published keys'),
+    });
+    // Pinned and genuine: the same audit passes and says nothing was taken on trust.
+    const genuine = await auditLog({ ...options, fetch: appFetch, serviceKeys });
+    expect(genuine.findings).toEqual([]);
+    expect(genuine.trustedOnFirstUse).toBe(false);
   });
 });
 
