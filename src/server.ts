@@ -5,7 +5,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { serve, type ServerType } from '@hono/node-server';
 import { ConfigError, decodeMasterKey, loadConfig, type Config } from './config.js';
@@ -110,6 +110,21 @@ export async function startServer(
       // Not a createServer option on Node 20; read per connection, so set before the first one.
       (s as Server).keepAliveTimeout = config.http.keepAliveTimeoutMs;
     });
+    // Answers not yet written when the stop begins (and any request after it) close their
+    // connection: Node reads shouldKeepAlive when it writes the head.
+    let closing = false;
+    const unanswered = new Set<ServerResponse>();
+    server.prependListener('request', (_req: IncomingMessage, res: ServerResponse) => {
+      if (closing) res.shouldKeepAlive = false;
+      else {
+        unanswered.add(res);
+        res.once('close', () => unanswered.delete(res)); // after the answer, or when the client left
+      }
+    });
+    const closeEachConnectionAfterItsAnswer = () => {
+      closing = true;
+      for (const res of unanswered) if (!res.headersSent) res.shouldKeepAlive = false;
+    };
     const address = server.address();
     const port = typeof address === 'object' && address ? address.port : config.port;
     const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
@@ -130,8 +145,13 @@ export async function startServer(
       port,
       store,
       close: async () => {
-        // Stop accepting, let in-flight requests finish, then release the database.
-        await new Promise<void>((resolve) => server.close(() => resolve()));
+        // Stop accepting, let in-flight requests finish, then release the database. A keep-alive
+        // connection busy at this moment would otherwise go on carrying new requests until the
+        // forced exit cut them off: each answer from now on closes its connection, and idle ones close now.
+        closeEachConnectionAfterItsAnswer();
+        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        (server as Server).closeIdleConnections();
+        await closed;
         await integrator?.stop(); // its round commits or rolls back before the pool closes
         await store.close();
       },
@@ -198,39 +218,58 @@ export async function runService(): Promise<void> {
  * BATON_WORKERS > 1: this process only supervises; each worker is a whole
  * service (its own pool, caches and signer) listening on the one shared port
  * (node:cluster hands out connections). Nodes are stateless, so workers are
- * just more nodes on one database. A worker that dies is replaced; one that
- * dies before it listens stops the start (exit 1), since a replacement would
- * fail the same way.
+ * just more nodes on one database. A worker that dies is replaced. One of the
+ * first workers that dies before it listens stops the start (exit 1): a
+ * replacement would fail the same way. Once the service has started, a
+ * replacement that cannot start (the database is down, say) is tried again
+ * with a growing pause, while the other workers go on answering (503 until
+ * the database is back): one crash during an outage must not stop the service.
  */
 async function runPrimary(config: Config, log: Logger): Promise<void> {
   // loadConfig refused BATON_WORKERS > 1 without DATABASE_URL: the embedded database belongs to one process.
   // Resolved once here, so workers never race to generate a development key.
   const env = { BATON_MASTER_KEY: Buffer.from(resolveMasterKey(config, log)).toString('hex') };
   let stopping = false;
+  let started = 0; // of the first workers, how many listen
+  let retryMs = 0; // the pause before the next replacement, after one failed to start
   const running = new Set<Worker>();
   const stopAll = () => {
     for (const w of running) w.process.kill('SIGTERM');
   };
-  const fork = () => {
+  const fork = (initial: boolean) => {
     const worker = cluster.fork(env);
     running.add(worker);
     let listened = false;
-    worker.once('listening', () => (listened = true));
+    worker.once('listening', () => {
+      listened = true;
+      retryMs = 0;
+      if (initial) started++;
+    });
     worker.once('exit', (code, signal) => {
       running.delete(worker);
-      if (!stopping && !listened) {
+      if (stopping) {
+        // A worker that did not stop cleanly makes the whole stop unclean.
+        if (code !== 0) process.exitCode = 1;
+      } else if (!listened && started < config.workers) {
         log.error('a worker failed to start; stopping', { code, signal });
         stopping = true;
         process.exitCode = 1;
         stopAll();
-      } else if (!stopping) {
+      } else if (!listened) {
+        retryMs = Math.min(30_000, Math.max(1_000, retryMs * 2));
+        log.error('a replacement worker failed to start; trying again', { code, signal, retry_in_ms: retryMs });
+        // Not unref'd: while no worker runs, this timer is what keeps the supervisor alive.
+        setTimeout(() => {
+          if (!stopping) fork(false);
+        }, retryMs);
+      } else {
         log.warn('worker exited; starting another', { code, signal });
-        fork();
+        fork(false);
       }
       if (stopping && running.size === 0) process.exit();
     });
   };
-  for (let i = 0; i < config.workers; i++) fork();
+  for (let i = 0; i < config.workers; i++) fork(true);
   process.stderr.write(`Baton is starting ${config.workers} worker processes on ${config.host}:${config.port}.\n`);
   const stop = (signal: string) => {
     if (stopping) return;
@@ -238,6 +277,7 @@ async function runPrimary(config: Config, log: Logger): Promise<void> {
     log.info('shutting down workers', { signal });
     const force = setTimeout(() => process.exit(1), 12_000);
     force.unref();
+    if (running.size === 0) process.exit();
     stopAll();
   };
   process.on('SIGINT', () => stop('SIGINT'));

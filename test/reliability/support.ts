@@ -11,7 +11,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Agent, request as httpRequest, type ClientRequest } from 'node:http';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,6 +22,7 @@ import { createInvocation, createRootDelegation, createSubDelegation, makeBundle
 import type { Policy } from '../../src/protocol/policy.js';
 import type { Bundle } from '../../src/protocol/records.js';
 import { freePort, startPgCluster, type PgCluster } from '../../bench/lib/pg-cluster.js';
+import { childrenOf } from '../../bench/lib/proc.js';
 import { ARGS, TOOL_SERVER } from '../support/fixtures.js';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -615,4 +616,18 @@ export async function startOwnCluster(): Promise<PgCluster> {
   const cluster = await startPgCluster({ synchronousCommit: true });
   process.once('exit', () => cluster.destroySync());
   return cluster;
+}
+
+/**
+ * The worker processes of a BATON_WORKERS supervisor: its node children. Not every child: tsx runs
+ * an esbuild child while it compiles, so with a cold cache a bare child count read three.
+ */
+export function workerPidsOf(node: ServiceNode): number[] {
+  return childrenOf(node.pid).filter((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'node';
+    } catch {
+      return false; // gone meanwhile
+    }
+  });
 }

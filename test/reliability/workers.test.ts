@@ -4,7 +4,6 @@
  * ceiling still holds exactly across them; a worker that dies is replaced.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { childrenOf } from '../../bench/lib/proc.js';
 import { createDatabase, type FreshDatabase } from '../setup/db.js';
 import {
   auditDatabase,
@@ -19,6 +18,7 @@ import {
   sleep,
   startNode,
   verify,
+  workerPidsOf,
   type ServiceNode,
   type Tenant,
 } from './support.js';
@@ -42,11 +42,11 @@ afterAll(async () => {
 /** The worker pids, polled until there are `expected` of them (bounded). */
 async function workers(expected: number): Promise<number[]> {
   for (let i = 0; i < 100; i++) {
-    const pids = childrenOf(node!.pid);
+    const pids = workerPidsOf(node!);
     if (pids.length === expected) return pids;
     await sleep(200);
   }
-  return childrenOf(node!.pid);
+  return workerPidsOf(node!);
 }
 
 describe('BATON_WORKERS=2', () => {
@@ -70,7 +70,7 @@ describe('BATON_WORKERS=2', () => {
     process.kill(victim!, 'SIGKILL');
     let replaced: number[] = [];
     for (let i = 0; i < 150; i++) {
-      replaced = childrenOf(node!.pid);
+      replaced = workerPidsOf(node!);
       if (replaced.length === 2 && !replaced.includes(victim!)) break;
       await sleep(200);
     }

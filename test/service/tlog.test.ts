@@ -27,7 +27,6 @@ import {
   verifyServiceReceiptInclusion,
   type LogTrust,
 } from '../../src/sdk/audit.js';
-import { loadConfig } from '../../src/config.js';
 import { startServer } from '../../src/server.js';
 import { integrateOnce } from '../../src/service/log-integrator.js';
 import { signCheckpoint } from '../../src/service/log-tree.js';
@@ -37,7 +36,7 @@ import { openStore, type Store } from '../../src/store/db.js';
 import { rows } from '../../src/store/rows.js';
 import { tryIntegratorLock } from '../../src/store/log.js';
 import { freshPglite } from '../setup/db.js';
-import { createTenantKey, setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+import { createTenantKey, serverConfigOf, setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
 
 let svc: TestService;
 let tenant: TestTenant;
@@ -499,14 +498,7 @@ describe('auditLog', () => {
 
 describe('the server', () => {
   it('runs the integrator at its interval and stops it on close', async () => {
-    const config = loadConfig({
-      DATABASE_URL: svc.url,
-      BATON_MASTER_KEY: Buffer.from(svc.deps.masterKey).toString('hex'),
-      BATON_ADMIN_KEY: svc.adminKey,
-      PORT: '0',
-      BATON_TLOG_INTERVAL_MS: '50',
-      BATON_TLOG_NAME: 'baton.test',
-    });
+    const config = serverConfigOf(svc, { BATON_TLOG_INTERVAL_MS: '50', BATON_TLOG_NAME: 'baton.test' });
     const server = await startServer(config, silentLogger, () => {});
     const inLog = async (id: number) =>
       (await rows<{ n: number }>(svc.store.db, sql`select count(*)::int as n from log_leaves where receipt_id = ${id}`))[0]!.n === 1;

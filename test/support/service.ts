@@ -60,6 +60,17 @@ export function callerOf(app: ReturnType<typeof createApp>): TestService['call']
   };
 }
 
+/** The configuration of a whole server (startServer) on a TestService's database, keys and admin key, on a free port. */
+export function serverConfigOf(svc: TestService, env: Record<string, string> = {}): ReturnType<typeof loadConfig> {
+  return loadConfig({
+    DATABASE_URL: svc.url,
+    BATON_MASTER_KEY: Buffer.from(svc.deps.masterKey).toString('hex'),
+    BATON_ADMIN_KEY: svc.adminKey,
+    PORT: '0',
+    ...env,
+  });
+}
+
 export async function startTestService(
   opts: { env?: Record<string, string>; pool?: number; driver?: 'postgres' | 'pglite'; log?: Logger } = {},
 ): Promise<TestService> {

@@ -1,0 +1,73 @@
+/**
+ * Graceful shutdown on a keep-alive connection. A tool server keeps its
+ * connection open and busy; when the service is told to stop, the request in
+ * flight is answered, that answer says `Connection: close`, and the connection
+ * ends, so no new request is taken on it and the stop completes. Before, a busy
+ * keep-alive connection went on carrying new requests until the forced exit
+ * cut them off, some counted and never answered.
+ */
+import { connect, type Socket } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startServer } from '../../src/server.js';
+import { silentLogger } from '../../src/service/log.js';
+import { serverConfigOf, startTestService, type TestService } from '../support/service.js';
+
+let svc: TestService;
+
+beforeAll(async () => {
+  svc = await startTestService();
+});
+afterAll(async () => svc?.close());
+
+/** Everything the socket receives until `done(text)` holds, or it ends, or 10 s pass. */
+function readUntil(socket: Socket, done: (text: string) => boolean): Promise<{ text: string; ended: boolean }> {
+  return new Promise((resolve) => {
+    let text = '';
+    const timer = setTimeout(() => finish(false), 10_000);
+    const onData = (d: Buffer) => {
+      text += d.toString('latin1');
+      if (done(text)) finish(false);
+    };
+    const onEnd = () => finish(true);
+    const finish = (ended: boolean) => {
+      clearTimeout(timer);
+      socket.off('data', onData);
+      socket.off('end', onEnd);
+      resolve({ text, ended });
+    };
+    socket.on('data', onData);
+    socket.once('end', onEnd);
+  });
+}
+
+describe('stopping the server', () => {
+  it('answers the request in flight on a keep-alive connection with Connection: close, then the connection ends', async () => {
+    const config = serverConfigOf(svc, { BATON_TLOG_INTERVAL_MS: '0' });
+    const server = await startServer(config, silentLogger, () => {});
+    const socket = connect(server.port, '127.0.0.1');
+    await new Promise((resolve) => socket.once('connect', resolve));
+    try {
+      // A first exchange: kept alive, as a tool server's connection is.
+      socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+      const first = await readUntil(socket, (t) => /\r\n\r\n[\s\S]*\}/.test(t));
+      expect(first.text).toMatch(/^HTTP\/1\.1 200/);
+      expect(first.text.toLowerCase()).not.toContain('connection: close');
+
+      // A second request, half sent when the stop begins.
+      const body = '{"receipt":"x"}';
+      socket.write(
+        `POST /v1/delegations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 7)}`,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const stopped = server.close();
+      socket.write(body.slice(7));
+      const second = await readUntil(socket, () => false);
+      expect(second.text).toMatch(/^HTTP\/1\.1 400/);
+      expect(second.text.toLowerCase()).toContain('connection: close');
+      expect(second.ended).toBe(true);
+      await stopped;
+    } finally {
+      socket.destroy();
+    }
+  });
+});
