@@ -100,7 +100,7 @@ async function keysFor(values: { keys?: string | undefined; 'save-keys'?: string
  * not say a receipt belongs where it was found: a valid receipt of another call or record could be
  * swapped in, and its subject is then none of these.
  */
-export function attachedSubjects(value: unknown, out = new Map<string, Set<string>[]>()): Map<string, Set<string>[]> {
+function attachedSubjects(value: unknown, out = new Map<string, Set<string>[]>()): Map<string, Set<string>[]> {
   const attach = (jws: unknown, ids: readonly unknown[]) => {
     const subjects = new Set(ids.filter((id): id is string => typeof id === 'string'));
     if (typeof jws !== 'string' || subjects.size === 0) return;
@@ -131,20 +131,23 @@ interface Expected {
   readonly tenant?: string | undefined;
 }
 
+/** Why a validly signed receipt does not belong where it was found, if it does not. */
+function misplacement(subject: string | null, tenant: string | null, expected: Expected): string | undefined {
+  const elsewhere = misattached(subject, expected.attachments);
+  if (elsewhere !== undefined)
+    return `signed, but about ${subject ?? '(no subject)'}, not ${[...elsewhere].join(' or ')} it is attached to`;
+  if (expected.tenant !== undefined && tenant !== expected.tenant)
+    return `signed, but for tenant ${tenant ?? '(none)'}, not ${expected.tenant}`;
+  return undefined;
+}
+
 function check(jws: string, where: string, keys: readonly ServiceVerificationKey[], expected: Expected = {}): Checked {
   const result = verifyServiceReceipt(jws, keys);
   // Kind and subject are shown from the payload only once the signature held.
   const payload = result.valid ? result.payload : null;
   const subject = typeof payload?.['subject'] === 'string' ? payload['subject'] : null;
   const tenant = typeof payload?.['tenant'] === 'string' ? payload['tenant'] : null;
-  const elsewhere = result.valid ? misattached(subject, expected.attachments) : undefined;
-  const misplaced = !result.valid
-    ? undefined
-    : elsewhere !== undefined
-      ? `signed, but about ${subject ?? '(no subject)'}, not ${[...elsewhere].join(' or ')} it is attached to`
-      : expected.tenant !== undefined && tenant !== expected.tenant
-        ? `signed, but for tenant ${tenant ?? '(none)'}, not ${expected.tenant}`
-        : undefined;
+  const misplaced = result.valid ? misplacement(subject, tenant, expected) : undefined;
   const reason = misplaced ?? result.reason;
   return {
     where,

@@ -512,18 +512,18 @@ async function inPool<T, R>(items: readonly T[], limit: number, fn: (item: T) =>
 }
 
 /**
- * The log's verifier keys as the service names them, when the caller pinned none: each must be a
- * published service key (GET /v1/keys), or a checkpoint signed by a key the service does not
- * publish would pass.
+ * The log's verifier keys as the service names them, when the caller pinned none: each must be one
+ * of the service's keys (`serviceKeys` pinned, else GET /v1/keys), or a checkpoint signed by a key
+ * the service does not publish would pass.
  */
 function publishedLogKeys(verifierKeys: readonly string[], published: readonly ServiceVerificationKey[]): string[] {
   const publishedKeys = new Set(published.map((k) => hex(k.publicKey)));
   for (const vkey of verifierKeys) {
     if (!publishedKeys.has(hex(parseVerifierKey(vkey).publicKey)))
       throw new BatonError('NOTE_NOT_VERIFIED', {
-        message: `The log names a verifier key that is not one of the service's published keys (GET /v1/keys): ${vkey}.`,
+        message: `The log names a verifier key that is not one of the service's published keys (pinned, or GET /v1/keys): ${vkey}.`,
         suggestion:
-          "Pin the log's keys (trust; baton audit --trust) from a source you trust, and ask the operator why the service names another.",
+          "Pin the log's keys (trust; baton audit --trust) or the service's (serviceKeys; --keys) from a source you trust, and ask the operator why the service names another.",
       });
   }
   return [...verifierKeys];

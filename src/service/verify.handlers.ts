@@ -295,8 +295,8 @@ export async function verifyInvocation(
   // nothing unless it finds the jti used (then as it would anyway); a dry run reads the same. A chain
   // the statement finds revoked, untrusted or incomplete (this node's cache was stale) is refused as
   // such, and asks no human; runtime refusals (a ceiling reached) leave the gate's.
-  const probe = invocationToCount(estimatedMicros(inv.args));
   const answerPriorUse = async (): Promise<VerifyResponse | undefined> => {
+    const probe = invocationToCount(estimatedMicros(inv.args));
     const prior = dryRun
       ? await predictCount(db, probe, unstoredState(decision.delegations, stored))
       : await countCallsAtomically(deps.store.query, probe, null, limits, decision.delegations[0]!.payload.iss, deadline);
