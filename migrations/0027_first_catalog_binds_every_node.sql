@@ -7,95 +7,26 @@
 -- a NULL gate now means "decided with no catalog", and when the tenant has one
 -- the item refuses CATALOG_CHANGED (undoing its invocation insert, as every
 -- gate refusal does), after which the node decides again on the catalog, as it
--- does for a newer version (0005). Otherwise the function is 0020's.
-CREATE OR REPLACE FUNCTION "baton_tool_gate"("p_tenant" text, "p_chain" text[], "p_jti" text, "p_gate" jsonb) RETURNS jsonb
+-- does for a newer version (0005).
+--
+-- 0020's function keeps its checks under a new name; baton_tool_gate, which
+-- baton_verify_item calls, decides the NULL case and hands any other gate to it.
+ALTER FUNCTION "baton_tool_gate"(text, text[], text, jsonb) RENAME TO "baton_tool_gate_checks";
+--> statement-breakpoint
+CREATE FUNCTION "baton_tool_gate"("p_tenant" text, "p_chain" text[], "p_jti" text, "p_gate" jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
   current_ integer;
-  pending_ text;
-  flagged_ text;
-  appr record;
-  win record;
-  refusal jsonb;
-  rl integer := (p_gate->>'rl')::integer;
-  now_ bigint := (p_gate->>'n')::bigint;
-  cc jsonb := p_gate->'cc';
 BEGIN
-  IF p_gate IS NULL THEN
-    -- The node decided with no catalog (its cache held none). One published since, on any node,
-    -- decides instead: the node forgets its cache and decides again, as for a newer version.
-    SELECT max(version) INTO current_ FROM tool_catalogs WHERE tenant_id = p_tenant;
-    IF current_ IS NOT NULL THEN
-      DELETE FROM invocations WHERE tenant_id = p_tenant AND jti = p_jti;
-      RETURN jsonb_build_object('o', 'CATALOG_CHANGED', 'v', current_);
-    END IF;
-    RETURN NULL;
+  IF p_gate IS NOT NULL THEN
+    RETURN baton_tool_gate_checks(p_tenant, p_chain, p_jti, p_gate);
   END IF;
-  SELECT coalesce(max(version), 0) INTO current_ FROM tool_catalogs WHERE tenant_id = p_tenant;
-  IF current_ <> (p_gate->>'v')::integer THEN
-    refusal := jsonb_build_object('o', 'CATALOG_CHANGED', 'v', current_);
-  END IF;
-  IF refusal IS NULL THEN
-    SELECT g.dr_hash INTO pending_ FROM unnest(p_chain) AS c(hash)
-     CROSS JOIN LATERAL (SELECT dr_hash FROM grant_approvals
-                          WHERE tenant_id = p_tenant AND dr_hash = c.hash AND status <> 'approved' OFFSET 0) g
-     LIMIT 1;
-    IF FOUND THEN
-      refusal := jsonb_build_object('o', 'GRANT_PENDING_APPROVAL', 'h', pending_);
-    END IF;
-  END IF;
-  IF refusal IS NULL AND jsonb_typeof(cc) = 'object' THEN
-    SELECT k.dr_hash INTO flagged_ FROM unnest(p_chain) AS c(hash)
-     CROSS JOIN LATERAL (SELECT dr_hash FROM dr_cost_calibration
-                          WHERE tenant_id = p_tenant AND dr_hash = c.hash
-                            AND metered_invocations >= (cc->>'m')::integer
-                            AND metered_micros > (cc->>'r')::numeric * declared_micros
-                         OFFSET 0) k
-     LIMIT 1;
-    IF FOUND THEN
-      refusal := jsonb_build_object('o', 'COST_CALIBRATION_FLAGGED', 'h', flagged_);
-    END IF;
-  END IF;
-  IF refusal IS NULL AND p_gate->>'a' IS NOT NULL THEN
-    -- Locked: an approve, reject or a concurrent use of the same approval waits for us.
-    SELECT status, binding, expires_at INTO appr FROM approvals
-     WHERE tenant_id = p_tenant AND id = p_gate->>'a' FOR UPDATE;
-    IF NOT FOUND THEN
-      refusal := jsonb_build_object('o', 'APPROVAL_MISMATCH', 'a', p_gate->>'a');
-    ELSIF appr.status IN ('pending', 'approved') AND now_ >= appr.expires_at OR appr.status = 'expired' THEN
-      refusal := jsonb_build_object('o', 'APPROVAL_EXPIRED', 'a', p_gate->>'a');
-    ELSIF appr.status <> 'approved' THEN
-      refusal := jsonb_build_object('o', CASE appr.status WHEN 'pending' THEN 'APPROVAL_REQUIRED'
-        WHEN 'rejected' THEN 'APPROVAL_REJECTED' ELSE 'APPROVAL_USED' END, 'a', p_gate->>'a');
-    ELSIF appr.binding IS DISTINCT FROM p_gate->>'b' THEN
-      refusal := jsonb_build_object('o', 'APPROVAL_MISMATCH', 'a', p_gate->>'a');
-    END IF;
-  END IF;
-  IF refusal IS NULL AND rl IS NOT NULL THEN
-    -- Fixed one-minute windows of the database clock; the conditional upsert is exact under concurrency.
-    INSERT INTO tool_rate_windows AS w (tenant_id, tool, window_start, calls)
-    VALUES (p_tenant, p_gate->>'t', floor(extract(epoch FROM clock_timestamp()) / 60)::bigint * 60, 1)
-    ON CONFLICT (tenant_id, tool, window_start) DO UPDATE SET calls = w.calls + 1 WHERE w.calls < rl
-    RETURNING w.calls, w.window_start INTO win;
-    IF NOT FOUND THEN
-      refusal := jsonb_build_object('o', 'TOOL_RATE_LIMITED', 't', p_gate->>'t', 'rl', rl);
-    ELSIF win.calls = 1 THEN
-      -- This call opened a window: drop the tenant's windows older than the previous one.
-      -- SKIP LOCKED: a row another transaction holds is left for a later prune, never waited on.
-      DELETE FROM tool_rate_windows w
-       USING (SELECT tool, window_start FROM tool_rate_windows
-               WHERE tenant_id = p_tenant AND window_start < win.window_start - 60
-               FOR UPDATE SKIP LOCKED) old
-       WHERE w.tenant_id = p_tenant AND w.tool = old.tool AND w.window_start = old.window_start;
-    END IF;
-  END IF;
-  IF refusal IS NOT NULL THEN
-    -- Nothing of this call may stay: it was inserted just before the gate ran.
+  -- The node decided with no catalog (its cache held none). One published since, on any node,
+  -- decides instead: the node forgets its cache and decides again, as for a newer version.
+  SELECT max(version) INTO current_ FROM tool_catalogs WHERE tenant_id = p_tenant;
+  IF current_ IS NOT NULL THEN
     DELETE FROM invocations WHERE tenant_id = p_tenant AND jti = p_jti;
-    RETURN refusal;
-  END IF;
-  IF p_gate->>'a' IS NOT NULL THEN
-    UPDATE approvals SET status = 'used', used_at = now_, used_jti = p_jti WHERE tenant_id = p_tenant AND id = p_gate->>'a';
+    RETURN jsonb_build_object('o', 'CATALOG_CHANGED', 'v', current_);
   END IF;
   RETURN NULL;
 END;
