@@ -198,14 +198,14 @@ async function main(): Promise<void> {
         postgres: instructions(pg.pids(), seconds),
       }
     : undefined;
-  const scraped = await scrapeService(service.url);
+  const scraped = await scrapeService(service.url, adminKey);
   const recording = recordPostgres ? perfRecord(pg.pids(), join(profDir, 'postgres.perf.data'), seconds) : undefined;
   const r = await load(
     bodies.map((x) => x.slice(rewarm)),
     seconds,
   );
   const sample = cpu();
-  const after = await scrapeService(service.url);
+  const after = await scrapeService(service.url, adminKey);
   const batches = groupCommitDelta(scraped.batches, after.batches);
   await recording;
   if (counting) {

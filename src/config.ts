@@ -29,6 +29,11 @@ const EnvSchema = z.object({
       'DATABASE_URL must start with postgres:// or postgresql://',
     ),
   BATON_ADMIN_KEY: z.string().min(24, 'BATON_ADMIN_KEY must be at least 24 characters').optional(),
+  // A bearer token that reads /metrics and nothing else, for a Prometheus scraper.
+  BATON_METRICS_TOKEN: z
+    .string()
+    .regex(/^[\x21-\x7e]{24,512}$/, 'BATON_METRICS_TOKEN must be 24 to 512 printable ASCII characters without spaces')
+    .optional(),
   BATON_DATA_DIR: z.string().min(1).default('./.baton/data'),
   BATON_MASTER_KEY: z
     .string()
@@ -62,6 +67,8 @@ export interface Config {
   readonly host: string;
   readonly databaseUrl: string | undefined;
   readonly adminKey: string | undefined;
+  /** A bearer token that reads /metrics and nothing else (BATON_METRICS_TOKEN). */
+  readonly metricsToken: string | undefined;
   readonly dataDir: string;
   /** 32 bytes, or undefined when a dev run must generate one. */
   readonly masterKey: Uint8Array | undefined;
@@ -165,6 +172,7 @@ export function loadConfig(env: Environment = process.env): Config {
     host: e.HOST,
     databaseUrl: e.DATABASE_URL || undefined,
     adminKey: e.BATON_ADMIN_KEY,
+    metricsToken: e.BATON_METRICS_TOKEN,
     dataDir: e.BATON_DATA_DIR,
     masterKey: e.BATON_MASTER_KEY ? (decodeMasterKey(e.BATON_MASTER_KEY) ?? undefined) : undefined,
     maxBodyBytes: e.BATON_MAX_BODY_BYTES,

@@ -75,9 +75,15 @@ export function gcPausesDelta(before: GcPauses, after: GcPauses): GcPauses {
   return { count: minus(after.count, before.count), seconds: minus(after.seconds, before.seconds) };
 }
 
-/** One scrape of a service's /metrics: its group-commit totals, its event loop delay since the last scrape, its GC pauses. */
-export async function scrapeService(serviceUrl: string): Promise<{ batches: GroupCommitTotals; loop: EventLoopDelay; gc: GcPauses }> {
-  const res = await fetch(`${serviceUrl}/metrics`);
+/**
+ * One scrape of a service's /metrics (read with the admin key or the metrics token): its group-commit
+ * totals, its event loop delay since the last scrape, its GC pauses.
+ */
+export async function scrapeService(
+  serviceUrl: string,
+  bearer: string,
+): Promise<{ batches: GroupCommitTotals; loop: EventLoopDelay; gc: GcPauses }> {
+  const res = await fetch(`${serviceUrl}/metrics`, { headers: { authorization: `Bearer ${bearer}` } });
   if (!res.ok) throw new Error(`GET ${serviceUrl}/metrics answered ${res.status}`);
   const text = await res.text();
   return { batches: parseGroupCommit(text), loop: parseEventLoopDelay(text), gc: parseGcPauses(text) };

@@ -1,5 +1,5 @@
 import { createRoute, z } from '@hono/zod-openapi';
-import { InternalResponse } from './common.js';
+import { ForbiddenResponse, InternalResponse, StorageUnavailableResponse, UnauthorizedResponse } from './common.js';
 
 export const Health = z.strictObject({ status: z.literal('ok') }).openapi('Health');
 
@@ -39,10 +39,18 @@ export const metricsRoute = createRoute({
   path: '/metrics',
   tags: ['operations'],
   operationId: 'metrics',
-  summary: 'Prometheus metrics of this node',
+  summary: "Prometheus metrics of this node (the operator's)",
   description:
-    'Text exposition format 0.0.4, in base units (seconds, bytes): `baton_http_requests_total`, `baton_http_request_duration_seconds` (histogram), `baton_http_requests_in_flight`, `baton_verify_decisions_total`, `baton_verify_batch_items` and `baton_verify_batch_duration_seconds` (histograms of the group-commit statements: verifies per statement, round trip), `baton_db_pool_max_connections`, `baton_build_info`, and the standard `process_*` and `nodejs_*` process and runtime metrics. Clean under `promtool check metrics`. Public: restrict it at the network edge if needed.',
-  'x-baton-scopes': [],
-  security: [],
-  responses: { 200: { description: 'The metrics.', content: { 'text/plain': { schema: z.string() } } }, 500: InternalResponse() },
+    "Text exposition format 0.0.4, in base units (seconds, bytes): `baton_http_requests_total`, `baton_http_request_duration_seconds` (histogram), `baton_http_requests_in_flight`, `baton_verify_decisions_total`, `baton_verify_batch_items` and `baton_verify_batch_duration_seconds` (histograms of the group-commit statements: verifies per statement, round trip), `baton_db_pool_max_connections`, `baton_build_info`, and the standard `process_*` and `nodejs_*` process and runtime metrics. Clean under `promtool check metrics`. The counters span every tenant, so they are the operator's: send `Authorization: Bearer` with the token set in `BATON_METRICS_TOKEN` (it reads this route and nothing else; give it to the scraper) or the admin key. A tenant key is `403`.",
+  'x-baton-scopes': ['admin'],
+  security: [{ bearerAuth: [] }],
+  responses: {
+    200: { description: 'The metrics.', content: { 'text/plain': { schema: z.string() } } },
+    401: UnauthorizedResponse('Neither the metrics token nor a valid API key (`UNAUTHORIZED`).'),
+    403: ForbiddenResponse("A tenant key: the metrics are the operator's (`FORBIDDEN`)."),
+    500: InternalResponse(),
+    503: StorageUnavailableResponse(
+      'A stored admin key could not be looked up in time (`STORAGE_UNAVAILABLE`); the metrics token needs no database.',
+    ),
+  },
 });

@@ -71,8 +71,8 @@ export interface paths {
       cookie?: never;
     };
     /**
-     * Prometheus metrics of this node
-     * @description Text exposition format 0.0.4, in base units (seconds, bytes): `baton_http_requests_total`, `baton_http_request_duration_seconds` (histogram), `baton_http_requests_in_flight`, `baton_verify_decisions_total`, `baton_verify_batch_items` and `baton_verify_batch_duration_seconds` (histograms of the group-commit statements: verifies per statement, round trip), `baton_db_pool_max_connections`, `baton_build_info`, and the standard `process_*` and `nodejs_*` process and runtime metrics. Clean under `promtool check metrics`. Public: restrict it at the network edge if needed.
+     * Prometheus metrics of this node (the operator's)
+     * @description Text exposition format 0.0.4, in base units (seconds, bytes): `baton_http_requests_total`, `baton_http_request_duration_seconds` (histogram), `baton_http_requests_in_flight`, `baton_verify_decisions_total`, `baton_verify_batch_items` and `baton_verify_batch_duration_seconds` (histograms of the group-commit statements: verifies per statement, round trip), `baton_db_pool_max_connections`, `baton_build_info`, and the standard `process_*` and `nodejs_*` process and runtime metrics. Clean under `promtool check metrics`. The counters span every tenant, so they are the operator's: send `Authorization: Bearer` with the token set in `BATON_METRICS_TOKEN` (it reads this route and nothing else; give it to the scraper) or the admin key. A tenant key is `403`.
      */
     get: operations['metrics'];
     put?: never;
@@ -2188,8 +2188,35 @@ export interface operations {
           'text/plain': string;
         };
       };
+      /** @description Neither the metrics token nor a valid API key (`UNAUTHORIZED`). */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description A tenant key: the metrics are the operator's (`FORBIDDEN`). */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description A stored admin key could not be looked up in time (`STORAGE_UNAVAILABLE`); the metrics token needs no database. */
+      503: {
         headers: {
           [name: string]: unknown;
         };

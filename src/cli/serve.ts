@@ -26,6 +26,10 @@ DATABASE_URL, BATON_WORKERS) are every variable Baton reads; an unset one
 takes its default:
   BATON_ADMIN_KEY              the admin API key, at least 24 characters
                                (default: generated and printed once)
+  BATON_METRICS_TOKEN          a bearer token that reads GET /metrics and
+                               nothing else, for a Prometheus scraper (24 to
+                               512 characters; default: unset, and /metrics
+                               takes only the admin key)
   BATON_MASTER_KEY             32 bytes as 64 hex digits or base64; encrypts
                                signing keys at rest. Required with
                                DATABASE_URL, the same on every node (default:

@@ -112,6 +112,8 @@ interface AuthState {
   readonly cache: ApiKeyCache;
   /** SHA-256 of BATON_ADMIN_KEY, or null when it is not set. */
   readonly envAdminDigest: Buffer | null;
+  /** SHA-256 of BATON_METRICS_TOKEN, or null when it is not set. */
+  readonly metricsTokenDigest: Buffer | null;
   /** Key id -> when this node last recorded its use (monotonic ms). */
   readonly lastRecordedUse: Map<string, number>;
 }
@@ -122,8 +124,13 @@ const states = new WeakMap<ServiceDeps, AuthState>();
 function stateOf(deps: ServiceDeps): AuthState {
   let state = states.get(deps);
   if (!state) {
-    const adminKey = deps.config.adminKey;
-    state = { cache: new ApiKeyCache(), envAdminDigest: adminKey ? sha256(adminKey) : null, lastRecordedUse: new Map() };
+    const { adminKey, metricsToken } = deps.config;
+    state = {
+      cache: new ApiKeyCache(),
+      envAdminDigest: adminKey ? sha256(adminKey) : null,
+      metricsTokenDigest: metricsToken ? sha256(metricsToken) : null,
+      lastRecordedUse: new Map(),
+    };
     states.set(deps, state);
   }
   return state;
@@ -278,6 +285,23 @@ function scopeGuard(deps: ServiceDeps, scopes: readonly ApiKeyScope[], useCache:
     const auth = await authenticateRequest(deps, c, useCache);
     assertScope(auth, scopes);
     await next();
+  };
+}
+
+/**
+ * The guard of /metrics. Its counters span every tenant (decisions by code, requests by route), so
+ * a keyless caller or a tenant's key would learn about other tenants' traffic: it takes the
+ * metrics token (BATON_METRICS_TOKEN, compared in constant time like the environment admin key,
+ * and good for nothing else) or the operator's admin key. Anything else is refused as any route
+ * refuses it: 401 for no key or an unknown one, 403 for a tenant key.
+ */
+export function requireMetricsReader(deps: ServiceDeps): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const { metricsTokenDigest } = stateOf(deps);
+    const token = bearerToken(c.req.header('authorization'));
+    if (metricsTokenDigest !== null && token !== null && timingSafeEqual(sha256(token), metricsTokenDigest)) return next();
+    assertScope(await authenticateRequest(deps, c), ['admin']);
+    return next();
   };
 }
 

@@ -1,6 +1,7 @@
-/** Liveness, readiness (the database answers) and Prometheus metrics. */
+/** Liveness, readiness (the database answers) and Prometheus metrics (for the operator only). */
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import { healthzRoute, metricsRoute, readyzRoute } from '../api/health.js';
+import { requireMetricsReader } from './auth.js';
 import { metrics } from './metrics.js';
 import { newRouter, serve } from './router.js';
 import type { AppEnv, ServiceDeps } from './types.js';
@@ -27,6 +28,8 @@ export function healthRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       return c.json({ status: 'unready', database: deps.store.kind }, 503);
     }
   });
-  serve(r, metricsRoute, async (c) => c.text(await metrics.render(), 200, { 'Content-Type': metrics.contentType }));
+  serve(r, metricsRoute, requireMetricsReader(deps), async (c) =>
+    c.text(await metrics.render(), 200, { 'Content-Type': metrics.contentType }),
+  );
   return r;
 }

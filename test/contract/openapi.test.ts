@@ -183,8 +183,11 @@ describe('(b) operations: docs, keys and health', () => {
     await api('GET', '/healthz', {}, 200);
     await api('GET', '/readyz', {}, 200);
     await api('GET', '/readyz', { app: downApp }, 503);
-    const metrics = await api('GET', '/metrics', {}, 200);
+    const metrics = await api('GET', '/metrics', { key: svc.adminKey }, 200);
     expect(String(metrics.body)).toContain('baton_http_requests_total');
+    await api('GET', '/metrics', {}, 401);
+    // A stored key is looked up; with the database gone that is a 503 (the env admin key needs none).
+    await api('GET', '/metrics', { key: `bt_${'A'.repeat(43)}`, app: downApp }, 503);
     await api('GET', '/docs', {}, 200);
     await api('GET', '/openapi.yaml', {}, 200);
     const json = await api('GET', '/openapi.json', {}, 200);

@@ -147,7 +147,7 @@ const hashRead = (suffix: string): Entry => ({
 const MATRIX: Readonly<Record<string, Entry>> = {
   'GET /healthz': publicAt('/healthz'),
   'GET /readyz': publicAt('/readyz'),
-  'GET /metrics': publicAt('/metrics'),
+  'GET /metrics': { access: { kind: 'admin' }, call: () => get('/metrics') },
   'GET /v1/keys': publicAt('/v1/keys'),
   'GET /.well-known/jwks.json': publicAt('/.well-known/jwks.json'),
   'GET /openapi.yaml': publicAt('/openapi.yaml'),

@@ -9,6 +9,8 @@ import { setupTenant, startTestService, storeTwoLeaves, verifyInvocation, type T
 
 let svc: TestService;
 let text: string;
+const METRICS_TOKEN = `metrics-${'t'.repeat(24)}`;
+const adminAuth = () => ({ authorization: `Bearer ${svc.adminKey}` });
 
 /** Metric families as exposed: name → { type, help, samples }. */
 function families(exposition: string): Map<string, { type?: string; help?: string; samples: string[] }> {
@@ -32,10 +34,10 @@ function families(exposition: string): Map<string, { type?: string; help?: strin
 }
 
 beforeAll(async () => {
-  svc = await startTestService();
+  svc = await startTestService({ env: { BATON_METRICS_TOKEN: METRICS_TOKEN } });
   await svc.call('GET', '/healthz');
   await svc.call('GET', '/v1/delegations/sha256:nothing', {});
-  const res = await svc.app.request('/metrics');
+  const res = await svc.app.request('/metrics', { headers: adminAuth() });
   expect(res.status).toBe(200);
   expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
   text = await res.text();
@@ -72,7 +74,7 @@ describe('GET /metrics', () => {
     const { root, leafA } = await storeTwoLeaves(svc, tenant, { allowed_tools: ['web_search'], max_calls: 10 }, A, B, C);
     const sample = (exposition: string, line: string) => Number(new RegExp(`^${line} (\\S+)$`, 'm').exec(exposition)?.[1] ?? 0);
     const scrape = async () => {
-      const now = await (await svc.app.request('/metrics')).text();
+      const now = await (await svc.app.request('/metrics', { headers: adminAuth() })).text();
       return {
         statements: sample(now, 'baton_verify_batch_items_count\\{outcome="ok"\\}'),
         items: sample(now, 'baton_verify_batch_items_sum\\{outcome="ok"\\}'),
@@ -115,5 +117,48 @@ describe('GET /metrics', () => {
   it.skipIf(promtool === undefined)('promtool check metrics finds nothing (SKIPPED when promtool is not installed)', () => {
     const out = execFileSync(promtool!, ['check', 'metrics'], { input: text, encoding: 'utf8' });
     expect(out.trim()).toBe('');
+  });
+});
+
+// The counters span every tenant (decisions by code, requests by route and status): a keyless
+// caller, or one tenant, must not read how the others use the service.
+describe('GET /metrics: who may read it', () => {
+  const read = (authorization?: string) => svc.app.request('/metrics', authorization === undefined ? {} : { headers: { authorization } });
+
+  it('the metrics token reads it, and so does the admin key', async () => {
+    const byToken = await read(`Bearer ${METRICS_TOKEN}`);
+    expect(byToken.status).toBe(200);
+    expect(await byToken.text()).toContain('baton_verify_decisions_total');
+    expect((await read(`Bearer ${svc.adminKey}`)).status).toBe(200);
+  });
+
+  it('no key, a wrong token or a garbled header: 401 and not one metric', async () => {
+    for (const authorization of [
+      undefined,
+      `Bearer ${METRICS_TOKEN}x`,
+      `Bearer ${METRICS_TOKEN.slice(0, -1)}`,
+      `Basic ${METRICS_TOKEN}`,
+      'Bearer',
+    ]) {
+      const res = await read(authorization);
+      expect(res.status, String(authorization)).toBe(401);
+      const body = await res.text();
+      expect(JSON.parse(body).error.code).toBe('UNAUTHORIZED');
+      expect(body).not.toMatch(/baton_|nodejs_|process_/);
+    }
+  });
+
+  it("a tenant key of any scope: 403, the metrics are the operator's", async () => {
+    const tenant = await setupTenant(svc);
+    for (const [scope, key] of Object.entries(tenant.keys)) {
+      const res = await read(`Bearer ${key}`);
+      expect(res.status, scope).toBe(403);
+      expect(await res.text()).not.toMatch(/baton_http|nodejs_/);
+    }
+  });
+
+  it('the metrics token opens nothing else', async () => {
+    const res = await svc.app.request('/v1/admin/tenants', { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+    expect(res.status).toBe(401);
   });
 });

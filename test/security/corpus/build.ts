@@ -1812,7 +1812,7 @@ interface GetRoute {
 export const ROUTE_SAMPLES: readonly { readonly route: string; readonly path: string; readonly auth: AuthRef }[] = [
   { route: 'GET /healthz', path: '/healthz', auth: 'none' },
   { route: 'GET /readyz', path: '/readyz', auth: 'none' },
-  { route: 'GET /metrics', path: '/metrics', auth: 'none' },
+  { route: 'GET /metrics', path: '/metrics', auth: 'admin' },
   { route: 'GET /v1/keys', path: '/v1/keys', auth: 'none' },
   { route: 'GET /.well-known/jwks.json', path: '/.well-known/jwks.json', auth: 'none' },
   { route: 'GET /openapi.yaml', path: '/openapi.yaml', auth: 'none' },
