@@ -188,7 +188,10 @@ export const RevokeWithSignatureRequest = z.strictObject({ revocation: Jws }).op
 export const RevokedBy = z
   .strictObject({
     kind: z.enum(['api_key', 'admin', 'did']),
-    id: z.string().openapi({ description: "The API key id, the admin key id, or the signer's DID." }),
+    id: z.string().optional().openapi({
+      description:
+        "The API key id, the admin key id, or the signer's DID. Absent only in a keyless revoker's answer about a record a key revoked first: the tenant's key id (and its reason) are not the signer's to read.",
+    }),
   })
   .openapi('RevokedBy');
 

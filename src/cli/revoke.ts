@@ -73,7 +73,8 @@ export async function runRevoke(argv: string[], io: CliIo): Promise<number> {
     printJson(io, result);
     return 0;
   }
-  const who = result.revoked_by.kind === 'did' ? result.revoked_by.id : `${result.revoked_by.kind} ${result.revoked_by.id}`;
+  const { kind, id } = result.revoked_by;
+  const who = kind === 'did' ? id : id === undefined ? `an ${kind === 'admin' ? 'admin' : 'API'} key of the tenant` : `${kind} ${id}`;
   io.out(
     [
       `${result.already_revoked ? 'ALREADY REVOKED' : 'REVOKED'}: ${result.hash}`,

@@ -104,7 +104,18 @@ export async function revokeWithSignature(deps: ServiceDeps, hash: string, jws: 
       revocation: { hash: rev.hash, jti: rev.payload.jti, iat: rev.payload.iat, signer_role: as },
     },
   );
-  return { ...summary(hash, results[0]!), service_receipt: null };
+  return { ...keylessView(summary(hash, results[0]!)), service_receipt: null };
+}
+
+/**
+ * What a keyless revoker learns of a revocation made before it: that the record is revoked, when,
+ * and by whom when that was a chain party's signature (a DID of the chain, with the reason it
+ * signed). A revocation made with a key carries the tenant's own words and key id: the answer says
+ * only that a key of the tenant (or the operator) revoked it.
+ */
+function keylessView(r: RevokeResult): RevokeResult {
+  if (r.revoked_by.kind === 'did') return r;
+  return { ...r, reason: null, revoked_by: { kind: r.revoked_by.kind } };
 }
 
 /** The one answer for an unknown hash and for a signer with no part in its chain: nothing in it comes from the store. */

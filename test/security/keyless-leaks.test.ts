@@ -371,4 +371,32 @@ describe('keyless revocation before proof', () => {
     const read = await svc.call('GET', `/v1/delegations/${mid.hash}`, { key: owner.keys.audit });
     expect(read.body.status).toBe('revoked');
   });
+
+  it("a record a key revoked first: the keyless revoker learns it is revoked, not the tenant's reason or key", async () => {
+    const times = { iat: T0, nbf: SECRET_NBF, exp: SECRET_EXP };
+    const [X, Y] = [generateKeyPair(), generateKeyPair()];
+    const top = createRootDelegation({ issuer: owner.root, audience: X.did, policy: parentPolicy, ...times });
+    const below = createSubDelegation({ parent: top, issuer: X, audience: Y.did, policy: parentPolicy, ...times });
+    const stored = await svc.call('POST', '/v1/delegations', { key: owner.keys.issue, json: { receipts: [top.jws, below.jws] } });
+    expect(stored.status).toBe(201);
+    const secretReason = 'internal: contractor offboarded, ticket SEC-4411';
+    const byKey = await svc.call('POST', `/v1/delegations/${below.hash}/revoke`, {
+      key: owner.keys.issue,
+      json: { confirm: true, reason: secretReason },
+    });
+    expect(byKey.status, JSON.stringify(byKey.body)).toBe(200);
+    const keyId = (byKey.body as { revoked_by: { id: string } }).revoked_by.id;
+    expect(keyId).toMatch(/^key_/);
+
+    const bySignature = await revoke(below.hash, revocation(X, below.hash));
+    expect(bySignature.status, JSON.stringify(bySignature.body)).toBe(200);
+    expect(bySignature.body).toMatchObject({ status: 'revoked', already_revoked: true, reason: null, revoked_by: { kind: 'api_key' } });
+    const text = JSON.stringify(bySignature.body);
+    expect(text).not.toContain(keyId);
+    expect(text).not.toContain('SEC-4411');
+    expect(text).not.toContain(owner.id);
+    // The tenant's own key still reads the whole revocation.
+    const read = await svc.call('GET', `/v1/delegations/${below.hash}`, { key: owner.keys.audit });
+    expect(read.body).toMatchObject({ status: 'revoked', revoked_reason: secretReason });
+  });
 });
