@@ -146,11 +146,17 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
         405,
       );
     }
+    // No route ends in "/"; say so when the path without it is a route.
+    const withoutSlash = c.req.path.replace(/\/+$/, '');
+    const servedWithout = withoutSlash !== c.req.path && withoutSlash !== '' ? methodsServing(withoutSlash) : [];
     return c.json(
       errorEnvelope(
         new BatonError('NOT_FOUND', {
           message: `No route matches ${c.req.method} ${c.req.path}.`,
-          suggestion: 'See openapi.yaml or GET /docs for the routes Baton serves.',
+          suggestion:
+            servedWithout.length > 0
+              ? `Routes do not end in "/": ${withoutSlash} answers ${servedWithout.join(', ')}.`
+              : 'See openapi.yaml or GET /docs for the routes Baton serves.',
         }),
         c.get('requestId'),
       ),

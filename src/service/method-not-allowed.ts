@@ -18,7 +18,8 @@ function patternOf(path: string): RegExp {
     if (param) return param[1] !== undefined ? `(?:${param[1]})` : '[^/]+';
     return segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
   });
-  return new RegExp(`^${segments.join('/')}/?$`);
+  // Exact, as Hono's router matches: a trailing slash is another path (404, see app.ts).
+  return new RegExp(`^${segments.join('/')}$`);
 }
 
 /** Built once from the app's routes, after they are all registered. */

@@ -317,4 +317,21 @@ describe('unknown routes', () => {
     expect((await svc.call('DELETE', '/v1/nope')).status).toBe(404);
     expect((await svc.call('GET', '/v1/delegations/x/y/z')).status).toBe(404);
   });
+
+  it('a trailing slash is another path: 404 that names the route without it, never a 405 naming the method asked', async () => {
+    for (const [method, path, hint] of [
+      ['GET', '/v1/keys/', '/v1/keys answers GET, HEAD.'],
+      ['POST', '/v1/delegations/', '/v1/delegations answers POST.'],
+      ['GET', `/v1/delegations/sha256:${'a'.repeat(64)}//`, `/v1/delegations/sha256:${'a'.repeat(64)} answers GET, HEAD.`],
+    ] as const) {
+      const r = await svc.call(method, path);
+      expect(r.status, `${method} ${path}`).toBe(404);
+      expect(r.body.error.code).toBe('NOT_FOUND');
+      expect(r.headers.get('allow')).toBeNull();
+      expect(r.body.error.suggestion).toBe(`Routes do not end in "/": ${hint}`);
+    }
+    const unknown = await svc.call('GET', '/v1/nope/');
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.error.suggestion).toContain('GET /docs');
+  });
 });
