@@ -69,6 +69,20 @@ describe('baton revoke', () => {
     expect((await audit().getDelegation(c.sub.hash)).revoked_reason).toBe('no longer needed');
   });
 
+  it("with --key on a record a key revoked first: names the revoker by kind, not the tenant's reason or key id", async () => {
+    const c = await storedChain(live);
+    const byKey = await run(['revoke', c.sub.hash, '--reason', 'ticket SEC-77', ...S, '--api-key', live.tenant.keys.issue, '--json']);
+    expect(byKey.code, byKey.err).toBe(0);
+    const keyId = (JSON.parse(byKey.out) as { revoked_by: { id: string } }).revoked_by.id;
+    const r = await run(['revoke', c.sub.hash, '--key', writeKeyFile(dir, c.a), ...S]);
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toMatch(/^ALREADY REVOKED: sha256:/);
+    expect(r.out).toContain('by               an API key of the tenant');
+    expect(r.out).toContain('reason           (none given)');
+    expect(r.out).not.toContain(keyId);
+    expect(r.out).not.toContain('SEC-77');
+  });
+
   it('refusals exit 1: unknown DR (404), a key without issue scope (403), no key at all (401)', async () => {
     const c = await storedChain(live);
     const unknown = await run(['revoke', `sha256:${'1'.repeat(64)}`, '--reason', 'x', ...S, '--api-key', live.tenant.keys.issue]);
