@@ -30,6 +30,7 @@ import { delegationsByHash, runtimeLimits, trustedRootsOf } from '../store/deleg
 import {
   countCallsAtomically,
   predictCount,
+  predictToolGate,
   recordDenial,
   type ChainLimits,
   type DenialToRecord,
@@ -375,6 +376,14 @@ export async function verifyInvocation(
   const exhausted = dryRun ? undefined : limits.find((l) => l.maxCalls !== null && cache.isExhausted(tenantId, l.hash));
   const predicted = exhausted && predictedDenial(deps, auth, tenantId, refusal(exhaustedAt(exhausted)), exhausted.hash, gated);
   let serviceReceipt = dryRun || predicted ? undefined : signAllow();
+  // A dry run asks the statement's own tool gate (rolled back) once the counters would allow, so it
+  // never says allow where the real call's gate refuses.
+  const predictDryRun = async (): Promise<CountOutcome> => {
+    const predicted = await predictCount(db, toCount, unstoredState(decision.delegations, stored));
+    if (!predicted.ok || predicted.retry !== undefined || gate.kind !== 'go' || gate.params === null) return predicted;
+    const refusal = await predictToolGate(db, toCount, gate.params);
+    return refusal === null ? predicted : { ok: false, reason: 'TOOL_GATE', refusal };
+  };
   const count = () =>
     countCallsAtomically(
       deps.store.query,
@@ -386,7 +395,7 @@ export async function verifyInvocation(
       predicted,
       gate.kind === 'go' ? gate.params : null,
     );
-  let outcome = dryRun ? await predictCount(db, toCount, unstoredState(decision.delegations, stored)) : await count();
+  let outcome = dryRun ? await predictDryRun() : await count();
   if (!outcome.ok && outcome.reason === 'UNPREDICTED') {
     serviceReceipt = signAllow();
     outcome = await count();

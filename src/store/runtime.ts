@@ -15,10 +15,11 @@
  * It is called with a fixed SQL text through the driver (prepared once per
  * connection), never built per request.
  */
-import { and, eq, inArray } from 'drizzle-orm';
+import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { RecordHash } from '../protocol/hash.js';
 import type { Db, RawQuery } from './db.js';
 import type { ServiceReceiptKind } from '../protocol/lists.js';
+import { rows } from './rows.js';
 import { delegations, invocations } from './schema/index.js';
 import { verifyBatcherOf, type ChainMetering } from './verify-batch.js';
 
@@ -352,4 +353,36 @@ export async function predictCount(
     }
   }
   return { ok: true, state };
+}
+
+/** Thrown to end predictToolGate's transaction: it must leave nothing behind. */
+class DryRunRolledBack extends Error {}
+
+/**
+ * What the statement's tool gate (baton_tool_gate) would answer for this call now, leaving nothing
+ * behind: the gate itself runs, in a transaction that is always rolled back. So a dry run refuses
+ * what the real call's gate refuses (a rate window full, a grant held, an approval rejected, used,
+ * expired or for another call, the catalog changed), by the same SQL rather than a copy of it, and
+ * consumes no rate slot or approval. Null: the gate lets the call through.
+ */
+export async function predictToolGate(
+  db: Db,
+  inv: Pick<InvocationToCount, 'tenantId' | 'jti' | 'drChain'>,
+  gate: ToolGateParams,
+): Promise<ToolGateRefusal | null> {
+  let refusal: ToolGateRefusal | null = null;
+  try {
+    await db.transaction(async (tx) => {
+      const [row] = await rows<{ r: string | null }>(
+        tx,
+        sql`select baton_tool_gate(${inv.tenantId}, array(select jsonb_array_elements_text(${JSON.stringify(inv.drChain)}::jsonb)),
+                                   ${inv.jti}, ${JSON.stringify(gate)}::jsonb)::text as r`,
+      );
+      refusal = row?.r ? (JSON.parse(row.r) as ToolGateRefusal) : null;
+      throw new DryRunRolledBack();
+    });
+  } catch (e) {
+    if (!(e instanceof DryRunRolledBack)) throw e;
+  }
+  return refusal;
 }

@@ -551,6 +551,75 @@ describe('near_limit under concurrency', () => {
   });
 });
 
+describe("a dry run refuses what the real call's tool gate refuses, and consumes nothing", () => {
+  let own: TestTenant;
+  const RATED = tool('pager_send', { rate_limit_per_minute: 2, action_type: 'pager:send' });
+  beforeAll(async () => {
+    own = await setupTenant(svc, 'dry-gate');
+    const published = await svc.call('POST', `/v1/admin/tenants/${own.id}/tools`, {
+      key: svc.adminKey,
+      json: { base_version: 0, strict: true, tools: [EXPORT, RATED] satisfies ToolDeclaration[] },
+    });
+    expect(published.status).toBe(201);
+  });
+  const ownChain = () => buildChain([POLICY, POLICY], { keys: [own.root, generateKeyPair(), generateKeyPair()] });
+  const send = (json: unknown, dry = false) =>
+    svc.call('POST', '/v1/verify', { key: own.keys.verify, json: { ...(json as object), ...(dry ? { dry_run: true } : {}) } });
+  const ownApprover = async () =>
+    (await svc.call('POST', `/v1/admin/tenants/${own.id}/api-keys`, { key: svc.adminKey, json: { scopes: ['approve'], name: 'h' } })).body
+      .key as string;
+
+  it('a full rate window: TOOL_RATE_LIMITED, and a dry run takes no slot of it', async () => {
+    // Two calls a minute of the database clock: start early in a window, so all of it is one minute.
+    const [clock] = await rows<{ s: string }>(svc.store.db, sql`select floor(extract(epoch from clock_timestamp()))::bigint::text as s`);
+    const intoWindow = Number(clock!.s) % 60;
+    if (intoWindow > 45) await new Promise((r) => setTimeout(r, (61 - intoWindow) * 1000));
+    const c = ownChain();
+    const args = { tool: 'pager_send', estimated_cost_usd: 0.01, pii_access: false, write_access: false };
+    const dryFirst = await send(c.invoke(args, { iat: T0 }).bundle, true);
+    expect(dryFirst.status, JSON.stringify(dryFirst.body)).toBe(200);
+    expect(dryFirst.body.dry_run).toBe(true);
+    for (let i = 0; i < 2; i++) expect((await send(c.invoke(args, { iat: T0 }).bundle)).status).toBe(200);
+    const next = c.invoke(args, { iat: T0 }).bundle;
+    const dry = await send(next, true);
+    expect(dry.status, JSON.stringify(dry.body)).toBe(403);
+    expect(dry.body.error.code).toBe('TOOL_RATE_LIMITED');
+    const real = await send(next);
+    expect(real.body.error.code).toBe('TOOL_RATE_LIMITED');
+    expect(await callsUsed(c.drs[0]!.hash)).toBe(2);
+  });
+
+  it('naming an approval that is used, or rejected: refused as the real call is, and the approval is left as it was', async () => {
+    const human = await ownApprover();
+    const c = ownChain();
+    const asked = await send(c.invoke(ARGS, { iat: T0 }).bundle);
+    const usedId = asked.body.approval.id as string;
+    expect((await decide(usedId, 'approve', triple, human)).status).toBe(200);
+    expect((await send({ ...(c.invoke(ARGS, { iat: T0 }).bundle as object), approval_id: usedId })).status).toBe(200);
+
+    const other = ownChain();
+    const rejectedId = (await send(other.invoke(ARGS, { iat: T0 }).bundle)).body.approval.id as string;
+    expect((await decide(rejectedId, 'reject', triple, human)).status).toBe(200);
+
+    for (const [id, code] of [
+      [usedId, 'APPROVAL_USED'],
+      [rejectedId, 'APPROVAL_REJECTED'],
+    ] as const) {
+      const call = { ...(c.invoke(ARGS, { iat: T0 }).bundle as object), approval_id: id };
+      const dry = await send(call, true);
+      expect(dry.status, `${code}: ${JSON.stringify(dry.body)}`).toBe(403);
+      expect(dry.body.error.code).toBe(code);
+      expect((await send(call)).body.error.code).toBe(code);
+    }
+    const statuses = await svc.store.db
+      .select({ id: approvals.id, status: approvals.status })
+      .from(approvals)
+      .where(eq(approvals.tenantId, own.id));
+    expect(Object.fromEntries(statuses.map((a) => [a.id, a.status]))).toMatchObject({ [usedId]: 'used', [rejectedId]: 'rejected' });
+    expect(await callsUsed(c.drs[0]!.hash)).toBe(1);
+  });
+});
+
 describe('rate windows', () => {
   /** The start of the current one-minute window of the database clock. */
   async function windowNow(): Promise<number> {
