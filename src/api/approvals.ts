@@ -58,7 +58,9 @@ export const Approval = z
   })
   .openapi('Approval', { description: 'A call that waits for, or got, a human decision.' });
 
-export const ApprovalList = z.strictObject({ approvals: z.array(Approval) }).openapi('ApprovalList');
+const nextCursor = z.string().nullable().openapi({ description: '`cursor` for the next page; `null` on the last page.' });
+
+export const ApprovalList = z.strictObject({ approvals: z.array(Approval), next_cursor: nextCursor }).openapi('ApprovalList');
 
 /** The protocol's guardrail triple (it also refuses blank and control text), described for the document. */
 export const DecisionRequest = GuardrailTripleSchema.extend({
@@ -67,8 +69,19 @@ export const DecisionRequest = GuardrailTripleSchema.extend({
   reason: fromProtocol(GuardrailTripleSchema.shape.reason).openapi({ minLength: 1, description: 'Why; not blank, plain text.' }),
 }).openapi('ApprovalDecision', { description: 'The guardrail triple: who, an explicit confirmation, and why.' });
 
-export const ApprovalListQuery = z.strictObject({ status: z.enum(APPROVAL_STATUSES).optional() });
-export const GrantListQuery = z.strictObject({ status: z.enum(GRANT_STATUSES).optional() });
+const APPROVAL_ID = /^apr_[0-9a-f]{32}$/;
+const approvalCursor = z
+  .string()
+  .regex(APPROVAL_ID, 'must be next_cursor of the previous page (an approval id)')
+  .optional()
+  .openapi({
+    param: { name: 'cursor', in: 'query', description: '`next_cursor` of the previous page, unchanged. Omit for the first page.' },
+  });
+const grantCursor = RecordHash.optional().openapi({
+  param: { name: 'cursor', in: 'query', description: '`next_cursor` of the previous page, unchanged. Omit for the first page.' },
+});
+export const ApprovalListQuery = z.strictObject({ status: z.enum(APPROVAL_STATUSES).optional(), cursor: approvalCursor });
+export const GrantListQuery = z.strictObject({ status: z.enum(GRANT_STATUSES).optional(), cursor: grantCursor });
 
 export const Grant = z
   .strictObject({
@@ -80,7 +93,7 @@ export const Grant = z
   })
   .openapi('Grant', { description: 'A delegation held until a human approves its reach.' });
 
-export const GrantList = z.strictObject({ grants: z.array(Grant) }).openapi('GrantList');
+export const GrantList = z.strictObject({ grants: z.array(Grant), next_cursor: nextCursor }).openapi('GrantList');
 
 const tags = ['approvals'];
 const readScopes = { 'x-baton-scopes': ['approve', 'audit'], security: [{ bearerAuth: [] }] };
@@ -94,7 +107,9 @@ export const listApprovalsRoute = createRoute({
   path: '/v1/approvals',
   tags,
   operationId: 'listApprovals',
-  summary: "The tenant's approvals, oldest first",
+  summary: "The tenant's approvals, oldest first, 100 a page",
+  description:
+    'Keyset paged, so no number of approvals hides a newer one: pass `next_cursor` back as `cursor`, with the same `status`, until it is `null`.',
   ...readScopes,
   request: {
     query: z.object({
@@ -102,11 +117,14 @@ export const listApprovalsRoute = createRoute({
         .enum(APPROVAL_STATUSES)
         .optional()
         .openapi({ param: { name: 'status', in: 'query', description: 'Only approvals in this status.' } }),
+      cursor: approvalCursor,
     }),
   },
   responses: {
-    200: json(ApprovalList, 'The approvals.'),
-    400: BadRequestResponse('`status` is not a status, is repeated, or an unknown parameter is given (`INVALID_REQUEST`).'),
+    200: json(ApprovalList, 'A page of approvals.'),
+    400: BadRequestResponse(
+      '`status` is not a status, `cursor` is not an approval of this tenant, a parameter is repeated, or an unknown parameter is given (`INVALID_REQUEST`).',
+    ),
     401: UnauthorizedResponse(),
     403: readForbidden,
     ...failures,
@@ -117,7 +135,7 @@ export const listApprovalsRoute = createRoute({
 export const ApprovalIdParams = z.object({
   id: z
     .string()
-    .regex(/^apr_[0-9a-f]{32}$/, 'must be an approval id: apr_ followed by 32 lowercase hex digits')
+    .regex(APPROVAL_ID, 'must be an approval id: apr_ followed by 32 lowercase hex digits')
     .openapi({ param: { name: 'id', in: 'path', description: 'The approval id (`apr_` and 32 hex digits).' } }),
 });
 const approvalId = ApprovalIdParams;
@@ -215,7 +233,8 @@ export const listGrantsRoute = createRoute({
   path: '/v1/grants',
   tags,
   operationId: 'listGrants',
-  summary: 'Delegations held for a human because their tools together form the lethal trifecta',
+  summary: 'Delegations held for a human because their tools together form the lethal trifecta, 100 a page',
+  description: 'By DR hash, keyset paged: pass `next_cursor` back as `cursor`, with the same `status`, until it is `null`.',
   ...readScopes,
   request: {
     query: z.object({
@@ -223,11 +242,14 @@ export const listGrantsRoute = createRoute({
         .enum(GRANT_STATUSES)
         .optional()
         .openapi({ param: { name: 'status', in: 'query', description: 'Only grants in this status.' } }),
+      cursor: grantCursor,
     }),
   },
   responses: {
-    200: json(GrantList, 'The held delegations.'),
-    400: BadRequestResponse('`status` is not a status, is repeated, or an unknown parameter is given (`INVALID_REQUEST`).'),
+    200: json(GrantList, 'A page of held delegations.'),
+    400: BadRequestResponse(
+      '`status` is not a status, `cursor` is not a record hash, a parameter is repeated, or an unknown parameter is given (`INVALID_REQUEST`).',
+    ),
     401: UnauthorizedResponse(),
     403: readForbidden,
     ...failures,

@@ -281,7 +281,10 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** The tenant's approvals, oldest first */
+    /**
+     * The tenant's approvals, oldest first, 100 a page
+     * @description Keyset paged, so no number of approvals hides a newer one: pass `next_cursor` back as `cursor`, with the same `status`, until it is `null`.
+     */
     get: operations['listApprovals'];
     put?: never;
     post?: never;
@@ -544,7 +547,10 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** Delegations held for a human because their tools together form the lethal trifecta */
+    /**
+     * Delegations held for a human because their tools together form the lethal trifecta, 100 a page
+     * @description By DR hash, keyset paged: pass `next_cursor` back as `cursor`, with the same `status`, until it is `null`.
+     */
     get: operations['listGrants'];
     put?: never;
     post?: never;
@@ -1040,6 +1046,8 @@ export interface components {
     };
     ApprovalList: {
       approvals: (components['schemas']['Approval'] & unknown)[];
+      /** @description `cursor` for the next page; `null` on the last page. */
+      next_cursor: string | null;
     };
     /** @description Rules are read in order; the first certain match wins. */
     ApprovalRule: {
@@ -1454,6 +1462,8 @@ export interface components {
     };
     GrantList: {
       grants: components['schemas']['Grant'][];
+      /** @description `cursor` for the next page; `null` on the last page. */
+      next_cursor: string | null;
     };
     Health: {
       /** @enum {string} */
@@ -3124,6 +3134,8 @@ export interface operations {
   listApprovals: {
     parameters: {
       query?: {
+        /** @description `next_cursor` of the previous page, unchanged. Omit for the first page. */
+        cursor?: string;
         /** @description Only approvals in this status. */
         status?: 'pending' | 'approved' | 'rejected' | 'expired' | 'used';
       };
@@ -3133,7 +3145,7 @@ export interface operations {
     };
     requestBody?: never;
     responses: {
-      /** @description The approvals. */
+      /** @description A page of approvals. */
       200: {
         headers: {
           [name: string]: unknown;
@@ -3142,7 +3154,7 @@ export interface operations {
           'application/json': components['schemas']['ApprovalList'];
         };
       };
-      /** @description `status` is not a status, is repeated, or an unknown parameter is given (`INVALID_REQUEST`). */
+      /** @description `status` is not a status, `cursor` is not an approval of this tenant, a parameter is repeated, or an unknown parameter is given (`INVALID_REQUEST`). */
       400: {
         headers: {
           [name: string]: unknown;
@@ -4248,6 +4260,8 @@ export interface operations {
   listGrants: {
     parameters: {
       query?: {
+        /** @description `next_cursor` of the previous page, unchanged. Omit for the first page. */
+        cursor?: components['schemas']['RecordHash'];
         /** @description Only grants in this status. */
         status?: 'pending' | 'approved' | 'rejected';
       };
@@ -4257,7 +4271,7 @@ export interface operations {
     };
     requestBody?: never;
     responses: {
-      /** @description The held delegations. */
+      /** @description A page of held delegations. */
       200: {
         headers: {
           [name: string]: unknown;
@@ -4266,7 +4280,7 @@ export interface operations {
           'application/json': components['schemas']['GrantList'];
         };
       };
-      /** @description `status` is not a status, is repeated, or an unknown parameter is given (`INVALID_REQUEST`). */
+      /** @description `status` is not a status, `cursor` is not a record hash, a parameter is repeated, or an unknown parameter is given (`INVALID_REQUEST`). */
       400: {
         headers: {
           [name: string]: unknown;

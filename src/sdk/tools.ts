@@ -147,10 +147,9 @@ export class BatonTools {
     return (await this.call<ToolDocumentView>({ method: 'POST', path, body: input, auth: 'key' }, opts)).body;
   }
 
-  /** GET /v1/approvals (approve or audit scope), oldest first. */
+  /** GET /v1/approvals (approve or audit scope), oldest first: every page, followed to the last. */
   async approvals(status?: ApprovalStatus, opts: Record<string, unknown> = {}): Promise<{ approvals: ApprovalView[] }> {
-    return (await this.call<{ approvals: ApprovalView[] }>({ method: 'GET', path: '/v1/approvals', query: { status }, auth: 'key' }, opts))
-      .body;
+    return { approvals: await this.#everyPage<ApprovalView>('/v1/approvals', 'approvals', status, opts) };
   }
 
   async approval(id: string, opts: Record<string, unknown> = {}): Promise<ApprovalView> {
@@ -178,9 +177,21 @@ export class BatonTools {
     return (await this.call<ApprovalView>({ method: 'POST', path, body: { signed_decision: jws }, auth: 'none' }, opts)).body;
   }
 
-  /** GET /v1/grants (approve or audit scope): delegations held because their tools form the lethal trifecta. */
+  /** GET /v1/grants (approve or audit scope): delegations held because their tools form the lethal trifecta, every page. */
   async grants(status?: GrantView['status'], opts: Record<string, unknown> = {}): Promise<{ grants: GrantView[] }> {
-    return (await this.call<{ grants: GrantView[] }>({ method: 'GET', path: '/v1/grants', query: { status }, auth: 'key' }, opts)).body;
+    return { grants: await this.#everyPage<GrantView>('/v1/grants', 'grants', status, opts) };
+  }
+
+  /** A keyset-paged list, every page: `next_cursor` passed back as `cursor` until it is null. */
+  async #everyPage<T>(path: string, field: string, status: string | undefined, opts: Record<string, unknown>): Promise<T[]> {
+    const items: T[] = [];
+    for (let cursor: string | undefined; ;) {
+      const page = (await this.call<Record<string, unknown>>({ method: 'GET', path, query: { status, cursor }, auth: 'key' }, opts)).body;
+      items.push(...(page[field] as T[]));
+      const next = page['next_cursor'];
+      if (typeof next !== 'string') return items;
+      cursor = next;
+    }
   }
 
   /** POST /v1/grants/{hash}/approve|reject (approve scope) with {actor, confirm: true, reason}. */

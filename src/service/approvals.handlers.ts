@@ -32,8 +32,8 @@ export function approvalRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   const triple = async (c: Context<AppEnv>): Promise<GuardrailTriple> => parseJsonBody(c, deps.config.maxBodyBytes, DecisionRequest);
 
   app.openapi({ ...listApprovalsRoute, middleware: [readers] }, async (c) => {
-    const { status } = parseQuery(c, ApprovalListQuery);
-    return c.json({ approvals: await approvalsOf(deps, tenantOf(c.get('auth')), status) }, 200);
+    const { status, cursor } = parseQuery(c, ApprovalListQuery);
+    return c.json(await approvalsOf(deps, tenantOf(c.get('auth')), status, cursor), 200);
   });
 
   app.openapi({ ...getApprovalRoute, middleware: [readers] }, async (c) =>
@@ -60,8 +60,8 @@ export function approvalRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   });
 
   app.openapi({ ...listGrantsRoute, middleware: [readers] }, async (c) => {
-    const { status } = parseQuery(c, GrantListQuery);
-    return c.json({ grants: await grantsOf(deps, tenantOf(c.get('auth')), status) }, 200);
+    const { status, cursor } = parseQuery(c, GrantListQuery);
+    return c.json(await grantsOf(deps, tenantOf(c.get('auth')), status, cursor), 200);
   });
 
   for (const [route, outcome] of [

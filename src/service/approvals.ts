@@ -352,9 +352,32 @@ export async function approvalOf(deps: ServiceDeps, tenantId: string, id: string
   return approvalJson(row, deps.now());
 }
 
-/** Approvals of the tenant, oldest first; expired ones are recorded as such first. */
-export async function approvalsOf(deps: ServiceDeps, tenantId: string, status?: ApprovalStatus): Promise<ApprovalJson[]> {
+/** Approvals per page: however many an agent opens, the next page starts where this one ended. */
+export const APPROVALS_PAGE_SIZE = 100;
+
+/**
+ * A page of the tenant's approvals, oldest first, after the approval `cursor` (the previous page's
+ * `next_cursor`); expired ones are recorded as such first.
+ */
+export async function approvalsOf(
+  deps: ServiceDeps,
+  tenantId: string,
+  status: ApprovalStatus | undefined,
+  cursor: string | undefined,
+): Promise<{ approvals: ApprovalJson[]; next_cursor: string | null }> {
   const now = deps.now();
   await expireApprovals(deps.store.db, tenantId, now);
-  return (await listApprovals(deps.store.db, tenantId, status)).map((r) => approvalJson(r, now));
+  const found = await listApprovals(deps.store.db, tenantId, status, cursor, APPROVALS_PAGE_SIZE + 1);
+  if (found === undefined) {
+    throw new BatonError('INVALID_REQUEST', {
+      message: `The cursor ${cursor} is not an approval of this tenant.`,
+      suggestion: 'Pass next_cursor from the previous page unchanged, or omit cursor for the first page.',
+      details: { parameter: 'cursor' },
+    });
+  }
+  const page = found.slice(0, APPROVALS_PAGE_SIZE);
+  return {
+    approvals: page.map((r) => approvalJson(r, now)),
+    next_cursor: found.length > APPROVALS_PAGE_SIZE ? page[page.length - 1]!.id : null,
+  };
 }

@@ -128,6 +128,17 @@ export async function decideGrant(
   throw new BatonError('CONFLICT', { message: `The grant of ${hash} is already ${row.status}; a decision is final.` });
 }
 
-export async function grantsOf(deps: ServiceDeps, tenantId: string, status?: GrantRow['status']): Promise<GrantJson[]> {
-  return (await listGrants(deps.store.db, tenantId, status)).map(grantJson);
+/** Held grants per page. */
+export const GRANTS_PAGE_SIZE = 100;
+
+/** A page of the tenant's held grants by DR hash, after `cursor` (the previous page's `next_cursor`). */
+export async function grantsOf(
+  deps: ServiceDeps,
+  tenantId: string,
+  status: GrantRow['status'] | undefined,
+  cursor: string | undefined,
+): Promise<{ grants: GrantJson[]; next_cursor: string | null }> {
+  const found = await listGrants(deps.store.db, tenantId, status, cursor, GRANTS_PAGE_SIZE + 1);
+  const page = found.slice(0, GRANTS_PAGE_SIZE);
+  return { grants: page.map(grantJson), next_cursor: found.length > GRANTS_PAGE_SIZE ? page[page.length - 1]!.drHash : null };
 }

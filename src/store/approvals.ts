@@ -126,11 +126,32 @@ export interface SignedDecision {
   readonly listedIn: number;
 }
 
-export async function listApprovals(db: Db, tenantId: string, status?: ApprovalStatus, limit = 100): Promise<ApprovalRow[]> {
+/**
+ * A page of the tenant's approvals, oldest first: those after the approval `after` (by creation
+ * time, then id), at most `limit`. Undefined when `after` names no approval of the tenant.
+ */
+export async function listApprovals(
+  db: Db,
+  tenantId: string,
+  status: ApprovalStatus | undefined,
+  after: string | undefined,
+  limit: number,
+): Promise<ApprovalRow[] | undefined> {
+  let from: ApprovalRow | undefined;
+  if (after !== undefined) {
+    from = await findApproval(db, tenantId, after);
+    if (from === undefined) return undefined;
+  }
   return db
     .select()
     .from(approvals)
-    .where(and(eq(approvals.tenantId, tenantId), ...(status === undefined ? [] : [eq(approvals.status, status)])))
+    .where(
+      and(
+        eq(approvals.tenantId, tenantId),
+        ...(status === undefined ? [] : [eq(approvals.status, status)]),
+        ...(from === undefined ? [] : [sql`(${approvals.createdAt}, ${approvals.id}) > (${from.createdAt}, ${from.id})`]),
+      ),
+    )
     .orderBy(asc(approvals.createdAt), asc(approvals.id))
     .limit(limit);
 }
@@ -194,11 +215,24 @@ export async function decideGrantRow(
   return row;
 }
 
-export async function listGrants(db: Db, tenantId: string, status?: GrantRow['status'], limit = 100): Promise<GrantRow[]> {
+/** A page of the tenant's held grants, by DR hash: those after `after`, at most `limit`. */
+export async function listGrants(
+  db: Db,
+  tenantId: string,
+  status: GrantRow['status'] | undefined,
+  after: string | undefined,
+  limit: number,
+): Promise<GrantRow[]> {
   return db
     .select()
     .from(grantApprovals)
-    .where(and(eq(grantApprovals.tenantId, tenantId), ...(status === undefined ? [] : [eq(grantApprovals.status, status)])))
+    .where(
+      and(
+        eq(grantApprovals.tenantId, tenantId),
+        ...(status === undefined ? [] : [eq(grantApprovals.status, status)]),
+        ...(after === undefined ? [] : [gt(grantApprovals.drHash, after)]),
+      ),
+    )
     .orderBy(asc(grantApprovals.drHash))
     .limit(limit);
 }

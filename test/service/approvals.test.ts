@@ -18,6 +18,7 @@ import { buildChain, T0 } from '../support/fixtures.js';
 import { twoNodes, type Node } from '../support/nodes.js';
 import { createTenantKey, setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
 import { tool } from '../support/tools.js';
+import { BatonClient } from '../../src/sdk/client.js';
 
 let svc: TestService;
 let tenant: TestTenant;
@@ -617,6 +618,60 @@ describe("a dry run refuses what the real call's tool gate refuses, and consumes
       .where(eq(approvals.tenantId, own.id));
     expect(Object.fromEntries(statuses.map((a) => [a.id, a.status]))).toMatchObject({ [usedId]: 'used', [rejectedId]: 'rejected' });
     expect(await callsUsed(c.drs[0]!.hash)).toBe(1);
+  });
+});
+
+describe('approval lists are paged: no number of approvals hides a newer one', () => {
+  it('105 pending approvals: 100, then the rest after next_cursor; the SDK follows every page', async () => {
+    const own = await setupTenant(svc, 'paged');
+    const published = await svc.call('POST', `/v1/admin/tenants/${own.id}/tools`, {
+      key: svc.adminKey,
+      json: { base_version: 0, strict: true, tools: [EXPORT] satisfies ToolDeclaration[] },
+    });
+    expect(published.status).toBe(201);
+    const human = (
+      await svc.call('POST', `/v1/admin/tenants/${own.id}/api-keys`, { key: svc.adminKey, json: { scopes: ['approve'], name: 'h' } })
+    ).body.key as string;
+    const c = buildChain([POLICY, POLICY], { keys: [own.root, generateKeyPair(), generateKeyPair()] });
+    // A flood of distinct calls, each waiting for a human, then the one that matters.
+    const opened: string[] = [];
+    for (let i = 0; i < 105; i += 15) {
+      const answers = await Promise.all(
+        Array.from({ length: Math.min(15, 105 - i) }, (_, j) =>
+          svc.call('POST', '/v1/verify', { key: own.keys.verify, json: c.invoke({ ...ARGS, note: `call ${i + j}` }, { iat: T0 }).bundle }),
+        ),
+      );
+      for (const a of answers) opened.push(a.body.approval.id as string);
+    }
+    const newest = opened.at(-1)!;
+
+    const first = await svc.call('GET', '/v1/approvals?status=pending', { key: human });
+    expect(first.status).toBe(200);
+    expect(first.body.approvals).toHaveLength(100);
+    expect(first.body.next_cursor).toBe(first.body.approvals[99].id);
+    const second = await svc.call('GET', `/v1/approvals?status=pending&cursor=${first.body.next_cursor}`, { key: human });
+    expect(second.status).toBe(200);
+    expect(second.body.approvals).toHaveLength(5);
+    expect(second.body.next_cursor).toBeNull();
+    const listed = [...first.body.approvals, ...second.body.approvals].map((a: { id: string }) => a.id);
+    expect(new Set(listed)).toEqual(new Set(opened));
+    expect(listed).toContain(newest);
+
+    // A cursor that is not an approval of this tenant is refused, not read as "from the start".
+    const foreign = (await verify(chain().invoke(ARGS, { iat: T0 }).bundle)).body.approval.id as string;
+    for (const cursor of [foreign, `apr_${'0'.repeat(32)}`, 'garbage']) {
+      const bad = await svc.call('GET', `/v1/approvals?cursor=${cursor}`, { key: human });
+      expect(bad.status, cursor).toBe(400);
+      expect(bad.body.error.code).toBe('INVALID_REQUEST');
+    }
+
+    const sdk = new BatonClient({
+      baseUrl: 'http://baton.test',
+      apiKey: human,
+      fetch: async (input, init) => svc.app.request(String(input).replace('http://baton.test', ''), init),
+    });
+    const all = await sdk.tools.approvals('pending');
+    expect(all.approvals.map((a) => a.id)).toEqual(listed);
   });
 });
 
