@@ -2463,7 +2463,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The key is revoked or expired: there is nothing to keep alive; create a new key (`CONFLICT`). */
+      /** @description The key is revoked or expired: there is nothing to keep alive; create a new key. Or it was rotated already and its successor is live (`details.successor`): rotate that one instead (`CONFLICT`). */
       409: {
         headers: {
           [name: string]: unknown;

@@ -30,6 +30,12 @@ export async function rotateApiKeyHandler(
         message: 'This API key is revoked or expired: rotation keeps a live key working while its successor is deployed.',
         suggestion: 'Create a new key instead (POST /v1/admin/tenants/{tenant}/api-keys, or baton keys create).',
       });
+    case 'already-rotated':
+      throw new BatonError('CONFLICT', {
+        message: `This API key was rotated already: its successor ${outcome.successor} is live, and a second successor would be a live key nobody deployed.`,
+        suggestion: `Rotate ${outcome.successor} instead, or revoke it first (DELETE /v1/admin/api-keys/${outcome.successor}, or baton keys revoke) if it was never deployed.`,
+        details: { successor: outcome.successor },
+      });
     case 'rotated': {
       // This node's cache must learn the old key's new expiry now (others within their TTL; verify at once).
       evictApiKey(deps, outcome.previous.id);

@@ -170,14 +170,17 @@ export type RotateOutcome =
   | { readonly kind: 'rotated'; readonly key: string; readonly created: ApiKeyInfo; readonly previous: ApiKeyInfo }
   | { readonly kind: 'not-found' }
   /** Revoked or already expired: nothing to keep alive, create a new key instead. */
-  | { readonly kind: 'not-live' };
+  | { readonly kind: 'not-live' }
+  /** Rotated before, and that successor is live: a second one would be a live secret nobody deployed. */
+  | { readonly kind: 'already-rotated'; readonly successor: string };
 
 /**
  * Rotation without downtime, in one transaction: a new key with the old
  * one's tenant, scopes, name and tool server, and the old key's expiry
  * brought forward to now + grace (never pushed later). Admin keys (no tenant)
  * are not rotated here. The old row is locked, so two rotations of one key
- * run one after the other.
+ * run one after the other, and the second finds the first's successor: a key
+ * with a live successor is not rotated again (rotate the successor, or revoke it first).
  */
 export function rotateApiKey(db: Db, id: string, opts: { graceSeconds: number; expiresInSeconds: number | null }): Promise<RotateOutcome> {
   return db.transaction(async (tx) => {
@@ -188,6 +191,12 @@ export function rotateApiKey(db: Db, id: string, opts: { graceSeconds: number; e
       .for('update');
     if (!old) return { kind: 'not-found' } as const;
     if (!old.live) return { kind: 'not-live' } as const;
+    const [successor] = await tx
+      .select({ id: apiKeys.id })
+      .from(apiKeys)
+      .where(and(eq(apiKeys.rotatedFrom, old.id), isLive()))
+      .limit(1);
+    if (successor) return { kind: 'already-rotated', successor: successor.id } as const;
     const { key, info: created } = await createTenantApiKey(tx, {
       tenantId: old.tenantId!,
       scopes: old.scopes.filter((s): s is TenantKeyScope => s !== 'admin'),

@@ -164,10 +164,22 @@ describe('rotation', () => {
     expect((await svc.call('POST', '/v1/verify', { key: old.key, json: await bundle() })).status).toBe(200);
     expect((await b.call('POST', '/v1/verify', old.key, await bundle())).status).toBe(200);
 
-    // A second rotation of the old key with a longer grace never extends it.
-    const again = await svc.call('POST', `/v1/admin/api-keys/${old.id}/rotate`, { ...admin(), json: { grace_seconds: 86_400 } });
-    expect(again.status).toBe(201);
-    expect(again.body.previous.expires_at).toBe(previous.expires_at);
+    // A second rotation while the successor is live is refused (it would mint a live key nobody
+    // deployed: a retried rotate whose answer was lost, say), naming the successor to rotate instead.
+    const twice = await svc.call('POST', `/v1/admin/api-keys/${old.id}/rotate`, { ...admin(), json: { grace_seconds: 86_400 } });
+    expect(twice.status).toBe(409);
+    expect(codeOf(twice)).toBe('CONFLICT');
+    expect(twice.body.error.details).toEqual({ successor: created.id });
+    expect(twice.body.error.suggestion).toContain(created.id);
+    expect((await svc.call('POST', '/v1/verify', { key: old.key, json: await bundle() })).status).toBe(200);
+
+    // Once that successor is revoked, the old key may be rotated again; a longer grace never extends it.
+    const lost = await newKey({ scopes: ['verify'], name: 'gateway', tool_server: 'mcp://tools' });
+    const first = await svc.call('POST', `/v1/admin/api-keys/${lost.id}/rotate`, { ...admin(), json: { grace_seconds: 3600 } });
+    expect((await svc.call('DELETE', `/v1/admin/api-keys/${first.body.key.id}`, admin())).status).toBe(204);
+    const again = await svc.call('POST', `/v1/admin/api-keys/${lost.id}/rotate`, { ...admin(), json: { grace_seconds: 86_400 } });
+    expect(again.status, JSON.stringify(again.body)).toBe(201);
+    expect(again.body.previous.expires_at).toBe(first.body.previous.expires_at);
 
     // grace 0 retires the old key now: verify refuses it at once on the node that cached it.
     const now = await svc.call('POST', `/v1/admin/api-keys/${created.id}/rotate`, { ...admin(), json: { grace_seconds: 0 } });
