@@ -11,6 +11,7 @@ import { serve, type ServerType } from '@hono/node-server';
 import { ConfigError, decodeMasterKey, loadConfig, type Config } from './config.js';
 import { createApp } from './service/app.js';
 import { ensureAdminKey } from './service/auth.js';
+import { withdrawBootstrapAdminKey } from './store/api-keys.js';
 import { createServiceDeps } from './service/deps.js';
 import { createLogger, type Logger } from './service/log.js';
 import { startIntegrator, type RunningIntegrator } from './service/log-integrator.js';
@@ -80,14 +81,8 @@ export async function startServer(
   try {
     const deps = await createServiceDeps({ store, config, log, masterKey });
     const generatedAdminKey = await ensureAdminKey(deps);
-    if (generatedAdminKey) {
-      announce(
-        `\n  Baton generated an admin API key. It is shown only this once; store it now:\n\n    ${generatedAdminKey}\n\n` +
-          `  Use it as "Authorization: Bearer <key>" on /v1/admin routes, or set BATON_ADMIN_KEY to choose your own.\n\n`,
-      );
-    }
     const app = createApp(deps);
-    const server: ServerType = await new Promise((resolve, reject) => {
+    const listening: Promise<ServerType> = new Promise((resolve, reject) => {
       const s = serve(
         {
           fetch: app.fetch,
@@ -110,6 +105,18 @@ export async function startServer(
       // Not a createServer option on Node 20; read per connection, so set before the first one.
       (s as Server).keepAliveTimeout = config.http.keepAliveTimeoutMs;
     });
+    // The generated admin key is shown once, so only by a start that serves: one that cannot bind
+    // its port withdraws it (nobody saw it), and the next start mints and shows another.
+    const server = await listening.catch(async (e: unknown) => {
+      if (generatedAdminKey) await withdrawBootstrapAdminKey(store.db, generatedAdminKey);
+      throw e;
+    });
+    if (generatedAdminKey) {
+      announce(
+        `\n  Baton generated an admin API key. It is shown only this once; store it now:\n\n    ${generatedAdminKey}\n\n` +
+          `  Use it as "Authorization: Bearer <key>" on /v1/admin routes, or set BATON_ADMIN_KEY to choose your own.\n\n`,
+      );
+    }
     // Answers not yet written when the stop begins (and any request after it) close their
     // connection: Node reads shouldKeepAlive when it writes the head.
     let closing = false;

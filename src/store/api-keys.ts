@@ -146,6 +146,17 @@ export function createBootstrapAdminKey(db: Db): Promise<string | null> {
   });
 }
 
+/**
+ * Revokes the generated admin key whose secret is `key`: a start that failed after minting it
+ * never showed it, so nobody holds it, and the next start mints and shows a new one.
+ */
+export async function withdrawBootstrapAdminKey(db: Db, key: string): Promise<void> {
+  await db
+    .update(apiKeys)
+    .set({ revokedAt: new Date() })
+    .where(and(isNull(apiKeys.tenantId), isNull(apiKeys.revokedAt), eq(apiKeys.secretHash, hashApiKeySecret(key))));
+}
+
 /** Revokes every stored admin key (tenant-less, unrevoked); returns how many. */
 export async function retireStoredAdminKeys(db: Db): Promise<number> {
   const retired = await db

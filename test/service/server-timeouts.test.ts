@@ -111,6 +111,24 @@ describe('HTTP timeouts', () => {
     }
   }, 60_000);
 
+  it('a first start that cannot bind its port shows no admin key and keeps none: the next start shows a new one', async () => {
+    const first = await start();
+    const db: FreshDatabase = await createDatabase();
+    cleanup.push(db.drop);
+    const env = { DATABASE_URL: db.url, BATON_MASTER_KEY: randomBytes(32).toString('hex') };
+    const shown: string[] = [];
+    const show = (text: string) => shown.push(text);
+    await expect(startServer(loadConfig({ ...env, PORT: String(first.port) }), silentLogger, show)).rejects.toThrow(/already in use/);
+    expect(shown).toEqual([]);
+
+    const second = await startServer(loadConfig({ ...env, PORT: '0' }), silentLogger, show);
+    cleanup.push(second.close);
+    const key = /(bt_admin_[A-Za-z0-9_-]{43})/.exec(shown.join(''))?.[1];
+    expect(key, shown.join('')).toBeDefined();
+    const res = await fetch(`http://127.0.0.1:${second.port}/v1/admin/tenants`, { headers: { authorization: `Bearer ${key}` } });
+    expect(res.status).toBe(200);
+  }, 60_000);
+
   it('takes request headers up to 64 KiB (a whole chain in X-DRS-Bundle); beyond, Node refuses them (431)', async () => {
     const server = await start();
     const within = await open(server.port);
