@@ -62,7 +62,8 @@ export function createSubDelegation(input: SubDelegationInput): SignedDelegation
   };
   const violations = subDelegationViolations(parent.payload, payload as DelegationPayload);
   if (input.issuer.did !== parent.payload.aud) {
-    violations.push({
+    // Block B, before the policy's block D: a wrong key is the cause to name first.
+    violations.unshift({
       code: 'ISSUER_AUDIENCE_GAP',
       field: 'iss',
       required: parent.payload.aud,

@@ -167,6 +167,20 @@ describe('issuance', () => {
     expect(e.message).toBeTruthy();
   });
 
+  it('createSubDelegation by the wrong key names the wrong key first (block B), before a wider policy (block D)', () => {
+    const a = generateKeyPair();
+    const root = createRootDelegation({ issuer: live.tenant.root, audience: a.did, policy: { allowed_tools: ['search'] } });
+    let thrown: unknown;
+    try {
+      createSubDelegation({ parent: root, issuer: generateKeyPair(), audience: a.did, policy: { allowed_tools: ['search', 'shell'] } });
+    } catch (e) {
+      thrown = e;
+    }
+    expect(thrown).toMatchObject({ code: 'ISSUER_AUDIENCE_GAP' });
+    const codes = (thrown as { violations: { code: string }[] }).violations.map((v) => v.code);
+    expect(codes).toEqual(['ISSUER_AUDIENCE_GAP', 'POLICY_ESCALATION']);
+  });
+
   it('issues a custodial root (issue scope)', async () => {
     const agent = generateKeyPair();
     const issued = await clients.issue.issue({ audience: agent.did, policy: { allowed_tools: ['search'], max_calls: 3 } });
