@@ -190,7 +190,8 @@ export async function main(argv: string[], rawIo: CliIo = processIo): Promise<nu
   } catch (e) {
     if (e instanceof UsageError || (e as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
       io.err(`baton ${name}: ${(e as Error).message}`);
-      if (e instanceof UsageError && e.help) io.err(`\n${e.help}`);
+      // The synopsis, not the whole help: a long help would scroll the error out of sight.
+      if (e instanceof UsageError && e.help) io.err(`\n${synopsisOf(e.help)}\n\nEvery option: baton ${name} --help`);
       return EXIT_USAGE;
     }
     // The HTTP client's module is loaded here, not up front: offline commands never need it.
@@ -204,4 +205,10 @@ export async function main(argv: string[], rawIo: CliIo = processIo): Promise<nu
     }
     throw e;
   }
+}
+
+/** A help text's opening block (its "Usage:" lines), up to the first blank line. */
+function synopsisOf(help: string): string {
+  const end = help.indexOf('\n\n');
+  return end < 0 ? help : help.slice(0, end);
 }

@@ -104,6 +104,18 @@ describe('baton (top level)', () => {
     expect(r.code).toBe(2);
     expect(r.err).toMatch(/baton submit: .*--bogus/);
   });
+
+  it('a usage error shows the error, the usage lines and where every option is, not the whole help', async () => {
+    const r = await run(['serve', '--port', '99999']);
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/^baton serve: [\s\S]*PORT/);
+    expect(r.err).toContain('Usage: baton serve');
+    expect(r.err.trimEnd()).toMatch(/Every option: baton serve --help$/);
+    // The environment table and the exit codes are --help's: 70 lines that scrolled the error away.
+    expect(r.err).not.toContain('BATON_MASTER_KEY');
+    expect(r.err).not.toContain('Exit codes');
+    expect(r.err.split('\n').length).toBeLessThan(15);
+  });
 });
 
 describe('server unreachable: exit 3 with what to check', () => {
