@@ -381,7 +381,7 @@ export async function verifyInvocation(
   const predictDryRun = async (): Promise<CountOutcome> => {
     const predicted = await predictCount(db, toCount, unstoredState(decision.delegations, stored));
     if (!predicted.ok || predicted.retry !== undefined || gate.kind !== 'go' || gate.params === null) return predicted;
-    const refusal = await predictToolGate(db, toCount, gate.params);
+    const refusal = await predictToolGate(db, toCount, gate.params, deadline);
     return refusal === null ? predicted : { ok: false, reason: 'TOOL_GATE', refusal };
   };
   const count = () =>

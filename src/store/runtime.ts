@@ -369,10 +369,14 @@ export async function predictToolGate(
   db: Db,
   inv: Pick<InvocationToCount, 'tenantId' | 'jti' | 'drChain'>,
   gate: ToolGateParams,
+  /** The request's deadline: lock waits end there (55P03, a 503), so a dry run never holds a verify's rows past it. */
+  deadline: Date,
 ): Promise<ToolGateRefusal | null> {
   let refusal: ToolGateRefusal | null = null;
+  const lockWaitMs = String(Math.max(1, deadline.getTime() - Date.now()));
   try {
     await db.transaction(async (tx) => {
+      await tx.execute(sql`select set_config('lock_timeout', ${lockWaitMs}, true)`);
       const [row] = await rows<{ r: string | null }>(
         tx,
         sql`select baton_tool_gate(${inv.tenantId}, array(select jsonb_array_elements_text(${JSON.stringify(inv.drChain)}::jsonb)),
