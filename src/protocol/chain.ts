@@ -757,13 +757,18 @@ function blockRank(v: Violation): number {
   return BLOCK_ORDER.indexOf(blockOf(v.code) ?? 'A');
 }
 
+/** Violations in the order the spec's blocks run (then by DR), so the first is the cause to name. */
+export function inBlockOrder(violations: readonly Violation[]): Violation[] {
+  return [...violations].sort((a, b) => blockRank(a) - blockRank(b) || (a.dr_index ?? 99) - (b.dr_index ?? 99));
+}
+
 export type ChainDenial = Extract<ChainDecision, { valid: false }>;
 
 export function deny(
   violations: readonly Violation[],
   partial: { invocation?: VerifiedInvocation; dr_chain?: readonly RecordHash[] } = {},
 ): ChainDenial {
-  const sorted = [...violations].sort((a, b) => blockRank(a) - blockRank(b) || (a.dr_index ?? 99) - (b.dr_index ?? 99));
+  const sorted = inBlockOrder(violations);
   const first = sorted[0]!;
   const spec = ERROR_TABLE[first.code];
   return {

@@ -4,7 +4,7 @@
  * server applies, so a client learns of an escalation without a round trip.
  */
 import { randomUUID } from 'node:crypto';
-import { checkTimeNesting, commandCovers } from '../protocol/chain.js';
+import { checkTimeNesting, commandCovers, inBlockOrder } from '../protocol/chain.js';
 import { BatonError, type Violation } from '../protocol/errors.js';
 import { decodeJws, signJws } from '../protocol/jws.js';
 import { checkAttenuation, type Policy } from '../protocol/policy.js';
@@ -62,7 +62,7 @@ export function createSubDelegation(input: SubDelegationInput): SignedDelegation
   };
   const violations = subDelegationViolations(parent.payload, payload as DelegationPayload);
   if (input.issuer.did !== parent.payload.aud) {
-    // Block B, before the policy's block D: a wrong key is the cause to name first.
+    // Block B, the earliest block checked here: a wrong key is the cause to name first.
     violations.unshift({
       code: 'ISSUER_AUDIENCE_GAP',
       field: 'iss',
@@ -78,13 +78,13 @@ export function createSubDelegation(input: SubDelegationInput): SignedDelegation
   return signDelegation(payload, input.issuer);
 }
 
-/** Everything that makes `child` not a valid narrowing of `parent`. */
+/** Everything that makes `child` not a valid narrowing of `parent`, in the order the spec's blocks check it. */
 export function subDelegationViolations(parent: DelegationPayload, child: DelegationPayload): Violation[] {
   const out = [...checkAttenuation(parent.policy, child.policy), ...checkTimeNesting(parent, child)];
   if (!commandCovers(parent.cmd, child.cmd)) {
     out.push({ code: 'COMMAND_MISMATCH', field: 'cmd', required: `${parent.cmd} or a sub-path`, actual: child.cmd });
   }
-  return out;
+  return inBlockOrder(out);
 }
 
 export function readDelegation(jws: string): SignedDelegation {

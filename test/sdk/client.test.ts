@@ -181,6 +181,26 @@ describe('issuance', () => {
     expect(codes).toEqual(['ISSUER_AUDIENCE_GAP', 'POLICY_ESCALATION']);
   });
 
+  it('createSubDelegation names a command outside the parent (block B) before a wider policy (block D)', () => {
+    const a = generateKeyPair();
+    const root = createRootDelegation({ issuer: live.tenant.root, audience: a.did, policy: { allowed_tools: ['search'] } });
+    let thrown: unknown;
+    try {
+      createSubDelegation({
+        parent: root,
+        issuer: a,
+        audience: generateKeyPair().did,
+        cmd: '/mcp/prompts/get',
+        policy: { allowed_tools: ['search', 'shell'] },
+      });
+    } catch (e) {
+      thrown = e;
+    }
+    expect(thrown).toMatchObject({ code: 'COMMAND_MISMATCH' });
+    const codes = (thrown as { violations: { code: string }[] }).violations.map((v) => v.code);
+    expect(codes).toEqual(['COMMAND_MISMATCH', 'POLICY_ESCALATION']);
+  });
+
   it('issues a custodial root (issue scope)', async () => {
     const agent = generateKeyPair();
     const issued = await clients.issue.issue({ audience: agent.did, policy: { allowed_tools: ['search'], max_calls: 3 } });
