@@ -78,9 +78,15 @@ export async function startServer(
     config.databaseUrl ? { databaseUrl: config.databaseUrl, max: config.dbPoolSize } : { dataDir: config.dataDir },
   );
   log.info('store ready', { database: store.kind, ...(store.kind === 'pglite' ? { data_dir: config.dataDir } : {}) });
+  // The generated admin key is shown once, so only by a start that serves: a start that fails
+  // before showing it withdraws it (nobody saw it), and the next start mints and shows another.
+  let generatedAdminKey: string | null = null;
+  let shown = false;
+  let server: ServerType | undefined;
+  let integrator: RunningIntegrator | undefined;
   try {
     const deps = await createServiceDeps({ store, config, log, masterKey });
-    const generatedAdminKey = await ensureAdminKey(deps);
+    generatedAdminKey = await ensureAdminKey(deps);
     const app = createApp(deps);
     const listening: Promise<ServerType> = new Promise((resolve, reject) => {
       const s = serve(
@@ -105,23 +111,13 @@ export async function startServer(
       // Not a createServer option on Node 20; read per connection, so set before the first one.
       (s as Server).keepAliveTimeout = config.http.keepAliveTimeoutMs;
     });
-    // The generated admin key is shown once, so only by a start that serves: one that cannot bind
-    // its port withdraws it (nobody saw it), and the next start mints and shows another.
-    const server = await listening.catch(async (e: unknown) => {
-      if (generatedAdminKey) await withdrawBootstrapAdminKey(store.db, generatedAdminKey);
-      throw e;
-    });
-    if (generatedAdminKey) {
-      announce(
-        `\n  Baton generated an admin API key. It is shown only this once; store it now:\n\n    ${generatedAdminKey}\n\n` +
-          `  Use it as "Authorization: Bearer <key>" on /v1/admin routes, or set BATON_ADMIN_KEY to choose your own.\n\n`,
-      );
-    }
+    server = await listening;
+    const bound = server;
     // Answers not yet written when the stop begins (and any request after it) close their
     // connection: Node reads shouldKeepAlive when it writes the head.
     let closing = false;
     const unanswered = new Set<ServerResponse>();
-    server.prependListener('request', (_req: IncomingMessage, res: ServerResponse) => {
+    bound.prependListener('request', (_req: IncomingMessage, res: ServerResponse) => {
       if (closing) res.shouldKeepAlive = false;
       else {
         unanswered.add(res);
@@ -132,11 +128,10 @@ export async function startServer(
       closing = true;
       for (const res of unanswered) if (!res.headersSent) res.shouldKeepAlive = false;
     };
-    const address = server.address();
+    const address = bound.address();
     const port = typeof address === 'object' && address ? address.port : config.port;
     const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
     log.info('listening', { url, service_kid: deps.signer.kid });
-    let integrator: RunningIntegrator | undefined;
     if (config.tlogIntervalMs > 0 && config.databaseUrl) {
       // Off the event loop that answers requests, on a connection of its own.
       integrator = startIntegratorThread(
@@ -147,6 +142,13 @@ export async function startServer(
       // PGlite is one connection in this thread's memory: another thread cannot reach it.
       integrator = startIntegrator({ store, signer: deps.signer, log, logName: config.tlogName }, config.tlogIntervalMs);
     }
+    if (generatedAdminKey) {
+      announce(
+        `\n  Baton generated an admin API key. It is shown only this once; store it now:\n\n    ${generatedAdminKey}\n\n` +
+          `  Use it as "Authorization: Bearer <key>" on /v1/admin routes, or set BATON_ADMIN_KEY to choose your own.\n\n`,
+      );
+      shown = true;
+    }
     return {
       url,
       port,
@@ -156,14 +158,27 @@ export async function startServer(
         // connection busy at this moment would otherwise go on carrying new requests until the
         // forced exit cut them off: each answer from now on closes its connection, and idle ones close now.
         closeEachConnectionAfterItsAnswer();
-        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-        (server as Server).closeIdleConnections();
+        const closed = new Promise<void>((resolve) => bound.close(() => resolve()));
+        (bound as Server).closeIdleConnections();
         await closed;
         await integrator?.stop(); // its round commits or rolls back before the pool closes
         await store.close();
       },
     };
   } catch (e) {
+    if (generatedAdminKey && !shown) {
+      // Best effort: the start's own error is the one to report.
+      await withdrawBootstrapAdminKey(store.db, generatedAdminKey).catch((w: unknown) =>
+        log.error('could not withdraw the generated admin key nobody saw: set BATON_ADMIN_KEY, which retires it', { error: String(w) }),
+      );
+    }
+    if (server) {
+      const unbound = server as Server;
+      const closed = new Promise<void>((resolve) => unbound.close(() => resolve()));
+      unbound.closeAllConnections();
+      await closed;
+    }
+    await integrator?.stop().catch(() => {});
     await store.close();
     throw e;
   }

@@ -5,7 +5,7 @@
  * just closed. Checked on a real listening server over a raw socket.
  */
 import { randomBytes } from 'node:crypto';
-import { connect, type Socket } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/service/log.js';
@@ -122,6 +122,31 @@ describe('HTTP timeouts', () => {
     expect(shown).toEqual([]);
 
     const second = await startServer(loadConfig({ ...env, PORT: '0' }), silentLogger, show);
+    cleanup.push(second.close);
+    const key = /(bt_admin_[A-Za-z0-9_-]{43})/.exec(shown.join(''))?.[1];
+    expect(key, shown.join('')).toBeDefined();
+    const res = await fetch(`http://127.0.0.1:${second.port}/v1/admin/tenants`, { headers: { authorization: `Bearer ${key}` } });
+    expect(res.status).toBe(200);
+  }, 60_000);
+
+  it('a first start that fails after binding, before it shows the admin key, keeps no key and frees its port', async () => {
+    const db: FreshDatabase = await createDatabase();
+    cleanup.push(db.drop);
+    const env = { DATABASE_URL: db.url, BATON_MASTER_KEY: randomBytes(32).toString('hex') };
+    const port = await new Promise<number>((resolve) => {
+      const probe = createServer().listen(0, '127.0.0.1', () => {
+        const { port: p } = probe.address() as { port: number };
+        probe.close(() => resolve(p));
+      });
+    });
+    // Showing the key is the start's last step; a start whose output cannot be written has shown nothing.
+    const unwritable = () => {
+      throw new Error('EPIPE: the terminal went away');
+    };
+    await expect(startServer(loadConfig({ ...env, PORT: String(port) }), silentLogger, unwritable)).rejects.toThrow(/EPIPE/);
+
+    const shown: string[] = [];
+    const second = await startServer(loadConfig({ ...env, PORT: String(port) }), silentLogger, (t) => shown.push(t));
     cleanup.push(second.close);
     const key = /(bt_admin_[A-Za-z0-9_-]{43})/.exec(shown.join(''))?.[1];
     expect(key, shown.join('')).toBeDefined();
