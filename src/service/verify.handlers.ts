@@ -376,12 +376,12 @@ export async function verifyInvocation(
   const exhausted = dryRun ? undefined : limits.find((l) => l.maxCalls !== null && cache.isExhausted(tenantId, l.hash));
   const predicted = exhausted && predictedDenial(deps, auth, tenantId, refusal(exhaustedAt(exhausted)), exhausted.hash, gated);
   let serviceReceipt = dryRun || predicted ? undefined : signAllow();
-  // A dry run asks the statement's own tool gate (rolled back) once the counters would allow, so it
+  // A dry run asks the statement's own tool gate (read-only) once the counters would allow, so it
   // never says allow where the real call's gate refuses.
   const predictDryRun = async (): Promise<CountOutcome> => {
     const predicted = await predictCount(db, toCount, unstoredState(decision.delegations, stored));
     if (!predicted.ok || predicted.retry !== undefined || gate.kind !== 'go' || gate.params === null) return predicted;
-    const refusal = await predictToolGate(db, toCount, gate.params, deadline);
+    const refusal = await predictToolGate(db, toCount, gate.params);
     return refusal === null ? predicted : { ok: false, reason: 'TOOL_GATE', refusal };
   };
   const count = () =>

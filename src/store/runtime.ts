@@ -87,6 +87,8 @@ export interface ToolGateParams {
   readonly cc?: { readonly r: number; readonly m: number } | null;
   /** A near_limit rule would decide otherwise (0025): refuse NEAR_LIMIT_REACHED when this call takes a locked counter past 80%. */
   readonly nl?: boolean;
+  /** A dry run (0028): read the approval and the rate window without locking or counting, and change nothing. */
+  readonly d?: boolean;
 }
 
 /** baton_tool_gate's refusal: o = code; v = current version; h = pending DR; a = approval id; t/rl = tool and rate. */
@@ -355,38 +357,24 @@ export async function predictCount(
   return { ok: true, state };
 }
 
-/** Thrown to end predictToolGate's transaction: it must leave nothing behind. */
-class DryRunRolledBack extends Error {}
-
 /**
- * What the statement's tool gate (baton_tool_gate) would answer for this call now, leaving nothing
- * behind: the gate itself runs, in a transaction that is always rolled back. So a dry run refuses
- * what the real call's gate refuses (a rate window full, a grant held, an approval rejected, used,
- * expired or for another call, the catalog changed), by the same SQL rather than a copy of it, and
- * consumes no rate slot or approval. Null: the gate lets the call through.
+ * What the statement's tool gate (baton_tool_gate) would answer for this call now: the gate's own
+ * checks in their read-only mode (d, 0028). So a dry run refuses what the real call's gate refuses
+ * (a rate window full, a grant held, an approval rejected, used, expired or for another call, the
+ * catalog changed), by the same SQL rather than a copy of it, and it takes no lock, rate slot or
+ * approval: a flood of dry runs never waits on, or holds up, the real calls of a tool.
+ * Null: the gate lets the call through.
  */
 export async function predictToolGate(
   db: Db,
   inv: Pick<InvocationToCount, 'tenantId' | 'jti' | 'drChain'>,
   gate: ToolGateParams,
-  /** The request's deadline: lock waits end there (55P03, a 503), so a dry run never holds a verify's rows past it. */
-  deadline: Date,
 ): Promise<ToolGateRefusal | null> {
-  let refusal: ToolGateRefusal | null = null;
-  const lockWaitMs = String(Math.max(1, deadline.getTime() - Date.now()));
-  try {
-    await db.transaction(async (tx) => {
-      await tx.execute(sql`select set_config('lock_timeout', ${lockWaitMs}, true)`);
-      const [row] = await rows<{ r: string | null }>(
-        tx,
-        sql`select baton_tool_gate(${inv.tenantId}, array(select jsonb_array_elements_text(${JSON.stringify(inv.drChain)}::jsonb)),
-                                   ${inv.jti}, ${JSON.stringify(gate)}::jsonb)::text as r`,
-      );
-      refusal = row?.r ? (JSON.parse(row.r) as ToolGateRefusal) : null;
-      throw new DryRunRolledBack();
-    });
-  } catch (e) {
-    if (!(e instanceof DryRunRolledBack)) throw e;
-  }
-  return refusal;
+  const dryGate: ToolGateParams = { ...gate, d: true };
+  const [row] = await rows<{ r: string | null }>(
+    db,
+    sql`select baton_tool_gate(${inv.tenantId}, array(select jsonb_array_elements_text(${JSON.stringify(inv.drChain)}::jsonb)),
+                               ${inv.jti}, ${JSON.stringify(dryGate)}::jsonb)::text as r`,
+  );
+  return row?.r ? (JSON.parse(row.r) as ToolGateRefusal) : null;
 }

@@ -619,6 +619,51 @@ describe("a dry run refuses what the real call's tool gate refuses, and consumes
     expect(Object.fromEntries(statuses.map((a) => [a.id, a.status]))).toMatchObject({ [usedId]: 'used', [rejectedId]: 'rejected' });
     expect(await callsUsed(c.drs[0]!.hash)).toBe(1);
   });
+
+  it("takes no lock: with the approval's row and the rate window's row locked by a verify in flight, a dry run answers at once", async () => {
+    // A tenant of its own: the tests above filled this minute's pager window.
+    const mine = await setupTenant(svc, 'dry-locks');
+    const published = await svc.call('POST', `/v1/admin/tenants/${mine.id}/tools`, {
+      key: svc.adminKey,
+      json: { base_version: 0, strict: true, tools: [EXPORT, RATED] satisfies ToolDeclaration[] },
+    });
+    expect(published.status).toBe(201);
+    const human = (
+      await svc.call('POST', `/v1/admin/tenants/${mine.id}/api-keys`, { key: svc.adminKey, json: { scopes: ['approve'], name: 'h' } })
+    ).body.key as string;
+    const send = (json: unknown, dry = false) =>
+      svc.call('POST', '/v1/verify', { key: mine.keys.verify, json: { ...(json as object), ...(dry ? { dry_run: true } : {}) } });
+    const c = buildChain([POLICY, POLICY], { keys: [mine.root, generateKeyPair(), generateKeyPair()] });
+    const id = (await send(c.invoke(ARGS, { iat: T0 }).bundle)).body.approval.id as string;
+    expect((await decide(id, 'approve', triple, human)).status).toBe(200);
+    const paged = { tool: 'pager_send', estimated_cost_usd: 0.01, pii_access: false, write_access: false };
+    expect((await send(c.invoke(paged, { iat: T0 }).bundle)).status).toBe(200); // opens this minute's window
+
+    // A transaction holding both rows, as a real verify spending the approval and counting a call does.
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let locked!: () => void;
+    const lockedNow = new Promise<void>((r) => (locked = r));
+    const holder = svc.store.db.transaction(async (tx) => {
+      await tx.execute(sql`select 1 from approvals where tenant_id = ${mine.id} and id = ${id} for update`);
+      await tx.execute(sql`select 1 from tool_rate_windows where tenant_id = ${mine.id} and tool = 'pager_send' for update`);
+      locked();
+      await held;
+    });
+    try {
+      await lockedNow;
+      // Before 0028 each waited for the locks until the request's deadline, then answered 503.
+      const approved = await send({ ...(c.invoke(ARGS, { iat: T0 }).bundle as object), approval_id: id }, true);
+      expect(approved.status, JSON.stringify(approved.body)).toBe(200);
+      const rated = await send(c.invoke(paged, { iat: T0 }).bundle, true);
+      expect(rated.status, JSON.stringify(rated.body)).toBe(200);
+    } finally {
+      release();
+      await holder;
+    }
+    const [stillApproved] = await svc.store.db.select({ status: approvals.status }).from(approvals).where(eq(approvals.id, id));
+    expect(stillApproved!.status).toBe('approved');
+  });
 });
 
 describe('approval lists are paged: no number of approvals hides a newer one', () => {
