@@ -37,7 +37,11 @@ export type RevokeWithKey = z.output<typeof RevokeWithKeyRequest>;
 export type RevokeResult = z.output<typeof RevokeResultShape>;
 type RevokedBy = z.output<typeof RevokedByShape>;
 /** One tenant's mark; the answer's `tenants` list it without revoked_by. */
-type TenantRevocation = z.output<typeof TenantRevocationShape> & { readonly revoked_by: RevokedBy };
+type TenantRevocation = z.output<typeof TenantRevocationShape> & {
+  readonly revoked_by: RevokedBy;
+  /** Whether revoked_by is the first revoker as recorded (this call, or its service receipt), not a stand-in. */
+  readonly revokerRecorded: boolean;
+};
 
 function notFound(hash: string, scope: string): BatonError {
   return new BatonError('NOT_FOUND', { message: `No delegation record ${hash} is stored${scope}.` });
@@ -58,7 +62,7 @@ export async function revokeWithKey(deps: ServiceDeps, auth: AuthContext, hash: 
   return {
     ...summary(hash, results[0]!),
     tenant_id: results[0]!.tenant_id,
-    tenants: results.map(({ revoked_by: _unused, ...rest }) => rest),
+    tenants: results.map(({ revoked_by: _unused, revokerRecorded: _internal, ...rest }) => rest),
   };
 }
 
@@ -104,17 +108,18 @@ export async function revokeWithSignature(deps: ServiceDeps, hash: string, jws: 
       revocation: { hash: rev.hash, jti: rev.payload.jti, iat: rev.payload.iat, signer_role: as },
     },
   );
-  return { ...keylessView(summary(hash, results[0]!)), service_receipt: null };
+  return { ...keylessView(summary(hash, results[0]!), results[0]!.revokerRecorded), service_receipt: null };
 }
 
 /**
  * What a keyless revoker learns of a revocation made before it: that the record is revoked, when,
  * and by whom when that was a chain party's signature (a DID of the chain, with the reason it
  * signed). A revocation made with a key carries the tenant's own words and key id: the answer says
- * only that a key of the tenant (or the operator) revoked it.
+ * only that a key of the tenant (or the operator) revoked it. When the first revoker cannot be read
+ * back, the stored reason may be a key holder's words, so it is withheld too.
  */
-function keylessView(r: RevokeResult): RevokeResult {
-  if (r.revoked_by.kind === 'did') return r;
+function keylessView(r: RevokeResult, revokerRecorded: boolean): RevokeResult {
+  if (r.revoked_by.kind === 'did' && revokerRecorded) return r;
   return { ...r, reason: null, revoked_by: { kind: r.revoked_by.kind } };
 }
 
@@ -167,12 +172,14 @@ async function applyRevocation(
             data: { hash, reason: mark.reason, revoked_at: revokedAt, revoked_by: { ...revokedBy }, descendants, ...extra },
           })
         : ((await firstServiceReceipt(tx, tenantId, hash, 'delegation.revoked')) ?? null);
+      // Who revoked first is kept in the original service receipt; the row has no column for it.
+      const firstRevoker = mark.newly ? revokedBy : serviceReceipt && revokerInServiceReceipt(serviceReceipt.jws);
       out.push({
         tenant_id: tenantId,
         revoked_at: revokedAt,
         reason: mark.reason,
-        // Who revoked first is kept in the original service receipt; the row has no column for it.
-        revoked_by: mark.newly ? revokedBy : ((serviceReceipt && revokerInServiceReceipt(serviceReceipt.jws)) ?? revokedBy),
+        revoked_by: firstRevoker ?? revokedBy,
+        revokerRecorded: Boolean(firstRevoker),
         descendants,
         service_receipt: serviceReceipt,
         already_revoked: !mark.newly,

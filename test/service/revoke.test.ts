@@ -238,6 +238,25 @@ describe('revoking a middle DR', () => {
   });
 });
 
+describe("a keyless revoker never reads a key holder's reason", () => {
+  it('when no service receipt names the first revoker, the reason is withheld and no revoker is named', async () => {
+    const { mid } = await freshChain();
+    // Revoked in the store with no receipt of who did it (an operator's direct revocation, say): the
+    // reason may be anyone's words, and the answer must not fall back on naming the signer.
+    await svc.store.db
+      .update(delegations)
+      .set({ revokedAt: new Date(T0 * 1000), revokedReason: 'ticket SEC-9 (internal)' })
+      .where(and(eq(delegations.tenantId, tenant.id), eq(delegations.hash, mid.hash)));
+    const keyless = await svc.call('POST', `/v1/delegations/${mid.hash}/revoke`, {
+      json: { revocation: signedRevocation(tenant.root, mid.hash, { iat: svc.clock.now, reason: 'signed' }) },
+    });
+    expect(keyless.status, JSON.stringify(keyless.body)).toBe(200);
+    expect(keyless.body).toMatchObject({ status: 'revoked', already_revoked: true, reason: null });
+    expect(keyless.body.revoked_by).not.toHaveProperty('id');
+    expect(JSON.stringify(keyless.body)).not.toContain('SEC-9');
+  });
+});
+
 describe('revoking with an API key: refusals store nothing', () => {
   let target: SignedDelegation;
   beforeAll(async () => {
