@@ -142,6 +142,20 @@ export async function listApprovals(
     from = await findApproval(db, tenantId, after);
     if (from === undefined) return undefined;
   }
+  return approvalsPage(db, tenantId, status, from, limit);
+}
+
+/**
+ * One page of a tenant's approvals, oldest first, after `from`: read in index order (migration
+ * 0029), so a page costs its own rows, not a sort of every approval the tenant ever had.
+ */
+export function approvalsPage(
+  db: Db,
+  tenantId: string,
+  status: ApprovalStatus | undefined,
+  from: Pick<ApprovalRow, 'createdAt' | 'id'> | undefined,
+  limit: number,
+) {
   return db
     .select()
     .from(approvals)

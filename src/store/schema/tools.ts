@@ -65,7 +65,9 @@ export const approvals = pgTable(
     uniqueIndex('approvals_one_live_per_call')
       .on(t.tenantId, t.binding)
       .where(oneOf(t.status, ['pending', 'approved'] satisfies ApprovalStatus[])),
-    index('approvals_tenant_status_idx').on(t.tenantId, t.status, t.createdAt),
+    // Pages of approvals, oldest first, with and without a status (migration 0029).
+    index('approvals_tenant_status_idx').on(t.tenantId, t.status, t.createdAt, t.id),
+    index('approvals_tenant_created_idx').on(t.tenantId, t.createdAt, t.id),
     // A call's standing rejection, looked up before it asks again (migration 0026).
     index('approvals_rejected_by_call')
       .on(t.tenantId, t.binding, t.expiresAt)
