@@ -20,6 +20,7 @@ import {
   findStandingRejection,
   insertApproval,
   listApprovals,
+  recordAskingKey,
   type SignedDecision,
 } from '../store/approvals.js';
 import { isUniqueViolation } from '../store/errors.js';
@@ -130,6 +131,10 @@ export async function requestApproval(deps: ServiceDeps, r: ApprovalRequest): Pr
   await expireApprovals(db, r.tenantId, now, r.binding);
   for (let attempt = 0; attempt < 3; attempt++) {
     const live = await findLiveApproval(db, r.tenantId, r.binding);
+    // A key asking for a pending approval, first or not, may not decide it.
+    if (live?.status === 'pending' && !live.askedByKeys.includes(r.requestedByKey)) {
+      return (await recordAskingKey(db, r.tenantId, live.id, r.requestedByKey)) ?? live;
+    }
     if (live) return live;
     // A human said no to this very call: answered with that, not asked again, until the approval's deadline.
     const rejected = await findStandingRejection(db, r.tenantId, r.binding, now);
@@ -164,6 +169,7 @@ export async function requestApproval(deps: ServiceDeps, r: ApprovalRequest): Pr
         status: 'pending',
         requestedBy: r.requestedBy,
         requestedByKey: r.requestedByKey,
+        askedByKeys: [r.requestedByKey],
         invocationJti: r.invocationJti,
         drChain: [...r.drChain],
         tool: r.tool,
@@ -256,7 +262,7 @@ export async function decideApproval(
   if (decided) return approvalJson(decided, now);
   const row = await findApproval(db, tenantId, id);
   if (!row) throw new BatonError('NOT_FOUND', { message: `No approval ${id} exists for this tenant.` });
-  if (row.requestedByKey !== null && row.requestedByKey === decidedBy) {
+  if (row.requestedByKey === decidedBy || row.askedByKeys.includes(decidedBy)) {
     throw new BatonError('SELF_APPROVAL', {
       message: `API key ${decidedBy} asked for approval ${id} (its verify of the call) and cannot decide it.`,
       details: { approval_id: id, status: row.status },

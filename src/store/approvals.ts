@@ -70,6 +70,25 @@ export async function expireApprovals(db: Db, tenantId: string, now: number, bin
     .returning();
 }
 
+/**
+ * Records that `key` asked for this approval while it is pending, so that key cannot decide it
+ * (SELF_APPROVAL). Returns the row as it now stands.
+ */
+export async function recordAskingKey(db: Db, tenantId: string, id: string, key: string): Promise<ApprovalRow | undefined> {
+  await db
+    .update(approvals)
+    .set({ askedByKeys: sql`array_append(${approvals.askedByKeys}, ${key})` })
+    .where(
+      and(
+        eq(approvals.tenantId, tenantId),
+        eq(approvals.id, id),
+        eq(approvals.status, 'pending'),
+        sql`not (${key} = any(${approvals.askedByKeys}))`,
+      ),
+    );
+  return findApproval(db, tenantId, id);
+}
+
 /** Inserts a pending approval; false when the call already has a live one (a concurrent request made it). */
 export async function insertApproval(db: Db, row: NewApprovalRow): Promise<boolean> {
   const inserted = await db.insert(approvals).values(row).onConflictDoNothing().returning({ id: approvals.id });
@@ -107,6 +126,7 @@ export async function decideApprovalRow(
         sql`${approvals.expiresAt} > ${d.now}`,
         sql`${approvals.requestedBy} <> ${d.decidedBy}`,
         sql`${approvals.requestedByKey} is distinct from ${d.decidedBy}`,
+        sql`not (${d.decidedBy} = any(${approvals.askedByKeys}))`,
         // The signer was listed in this version: no newer one may have replaced the approvers meanwhile.
         ...(signed === undefined
           ? []

@@ -366,6 +366,24 @@ describe('separation of duties', () => {
     expect((await svc.call('POST', '/v1/verify', { key: both, json: bundle })).status).toBe(200);
     expect(await callsUsed(c.drs[0]!.hash)).toBe(1);
   });
+
+  it('a key that asked second, while the approval was pending, cannot decide it either', async () => {
+    const both = await createTenantKey(svc, tenant.id, ['verify', 'approve'], 'second asker that also approves');
+    const c = chain();
+    const first = await verify(c.invoke(ARGS, { iat: T0 }).bundle); // the tenant's verify key opens it
+    expect(first.body.error.code).toBe('APPROVAL_REQUIRED');
+    const id = first.body.approval.id as string;
+    // The same call again, by the other key: the same approval, now asked for by both.
+    const second = await svc.call('POST', '/v1/verify', { key: both, json: c.invoke(ARGS, { iat: T0 }).bundle });
+    expect(second.body.approval.id).toBe(id);
+    for (const what of ['approve', 'reject'] as const) {
+      const self = await decide(id, what, triple, both);
+      expect(self.status, what).toBe(403);
+      expect(self.body.error.code, what).toBe('SELF_APPROVAL');
+    }
+    expect((await svc.call('GET', `/v1/approvals/${id}`, { key: approver })).body.status).toBe('pending');
+    expect((await decide(id, 'approve', triple)).body.status).toBe('approved');
+  });
 });
 
 describe('retries and replays of an approval-gated call', () => {

@@ -31,6 +31,11 @@ export const approvals = pgTable(
     requestedBy: text('requested_by').notNull(), // DID of the invoking agent
     /** The API key whose verify asked for it (migration 0021; null on older rows): it may not decide it either. */
     requestedByKey: text('requested_by_key'),
+    /** Every API key whose verify asked while it was pending (migration 0030): none of them may decide it. */
+    askedByKeys: text('asked_by_keys')
+      .array()
+      .notNull()
+      .default(sql`'{}'`),
     invocationJti: text('invocation_jti').notNull(),
     drChain: text('dr_chain').array().notNull(),
     tool: text('tool'),
