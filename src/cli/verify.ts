@@ -42,6 +42,10 @@ Options:
   --json               print the decision as JSON
   -h, --help           show this help
 
+Offline means what the records alone prove: revocation, max_calls counters,
+replay and the tenant's tool rules live in the service, and are not checked
+here. Ask the service with "baton check" (a dry run) for those.
+
 Exit codes: 0 allowed (with --chain-only: chain valid), 1 denied,
 2 unusable input (including a file with no invocation, unless --chain-only).`;
 
@@ -106,7 +110,7 @@ export async function runVerify(argv: string[], io: CliIo): Promise<number> {
             null,
             2,
           )
-        : explainChain(decision),
+        : explainChain(decision) + (decision.valid ? OFFLINE_ONLY : ''),
     );
     return decision.valid ? 0 : 1;
   }
@@ -128,9 +132,13 @@ export async function runVerify(argv: string[], io: CliIo): Promise<number> {
     ...(values['max-age'] !== undefined ? { invocationMaxAgeSeconds: integerFlag('--max-age', values['max-age']) } : {}),
     ...maxDepth,
   });
-  io.out(values.json ? JSON.stringify(decisionJson(decision), null, 2) : explainDecision(decision));
+  io.out(values.json ? JSON.stringify(decisionJson(decision), null, 2) : explainDecision(decision) + (decision.valid ? OFFLINE_ONLY : ''));
   return decision.valid ? 0 : 1;
 }
+
+/** An offline allow says what it could not check, so it is not read as the service's allow. */
+const OFFLINE_ONLY =
+  '\n  checked      offline: signatures, chain, policy and time only; not revocation, max_calls, replay or tool rules (ask the service: baton check)';
 
 const BUNDLE_SHAPE =
   'A bundle is a JSON object {"bundle_version": "4.0", "invocation": "<JWS>", "receipts": ["<JWS>", ...]} as "baton invoke" writes it, a DRS fixture with one under "bundle", or its base64url X-DRS-Bundle form.';

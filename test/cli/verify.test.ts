@@ -49,6 +49,11 @@ describe('baton verify', () => {
     const r = await run(['verify', file, '--trust', chain.keys[0]!.did, '--at', String(T0 + 5), '--json']);
     expect(r.code).toBe(0);
     expect(JSON.parse(r.out)).toMatchObject({ valid: true, context: { chain_depth: 1, tool: 'web_search' } });
+    // Read by a person, an offline allow says what only the service checks.
+    const text = await run(['verify', file, '--trust', chain.keys[0]!.did, '--at', String(T0 + 5)]);
+    expect(text.code).toBe(0);
+    expect(text.out).toMatch(/^ALLOWED/);
+    expect(text.out).toMatch(/offline: .*not revocation, max_calls, replay or tool rules.*baton check/);
   });
 
   it('a file with no invocation is unusable input (exit 2) unless --chain-only asks for the chain alone', async () => {
@@ -81,6 +86,7 @@ describe('baton verify', () => {
     const ok = await run(['verify', stripped, '--chain-only', '--trust', root, '--at', at, '--json']);
     expect(ok.code, ok.err).toBe(0);
     expect(JSON.parse(ok.out)).toEqual({ valid: true, chain_depth: 1 });
+    expect((await run(['verify', stripped, '--chain-only', '--trust', root, '--at', at])).out).toMatch(/offline: .*not revocation/);
     expect((await run(['verify', stripped, '--chain-only', '--trust', ALICE, '--at', at])).code).toBe(1);
   });
 
