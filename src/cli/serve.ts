@@ -80,19 +80,23 @@ export async function runServe(argv: string[], io: CliIo): Promise<number> {
     return 0;
   }
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`, SERVE_HELP);
-  const overrides: Record<string, string | undefined> = {
-    PORT: values.port,
-    HOST: values.host,
-    BATON_DATA_DIR: values['data-dir'],
-    DATABASE_URL: values['database-url'],
-    BATON_WORKERS: values.workers,
-  };
-  for (const [name, value] of Object.entries(overrides)) if (value !== undefined) process.env[name] = value;
+  // Each flag sets its environment variable: [variable, flag, value].
+  const overrides = [
+    ['PORT', '--port', values.port],
+    ['HOST', '--host', values.host],
+    ['BATON_DATA_DIR', '--data-dir', values['data-dir']],
+    ['DATABASE_URL', '--database-url', values['database-url']],
+    ['BATON_WORKERS', '--workers', values.workers],
+  ] as const;
+  for (const [name, , value] of overrides) if (value !== undefined) process.env[name] = value;
   try {
     loadConfig(); // the same check runService makes, reported as a usage error instead of an exit
   } catch (e) {
-    if (e instanceof ConfigError) throw new UsageError(e.message, SERVE_HELP);
-    throw e;
+    if (!(e instanceof ConfigError)) throw e;
+    // A value the user typed as a flag is named as that flag, not as a variable they never set.
+    let message = e.message;
+    for (const [name, flag, value] of overrides) if (value !== undefined) message = message.replace(new RegExp(`\\b${name}\\b`, 'g'), flag);
+    throw new UsageError(message, SERVE_HELP);
   }
   try {
     await runService();

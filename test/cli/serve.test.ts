@@ -95,14 +95,18 @@ describe('baton serve', () => {
     }
   }, 90_000);
 
-  it('invalid configuration is a usage error (exit 2) naming the setting', async () => {
+  it('invalid configuration is a usage error (exit 2) naming the setting as the user gave it: flag or variable', async () => {
     const r = await runBin(['serve', '--port', '99999']);
     expect(r.code).toBe(2);
-    expect(r.err).toMatch(/PORT must be a whole number from 0 to 65535/);
+    expect(r.err).toMatch(/--port must be a whole number from 0 to 65535/);
+    expect(r.err).not.toMatch(/\bPORT must/);
     expect(r.err).toContain('"baton serve --help" lists every variable');
     const url = await runBin(['serve', '--database-url', 'mysql://x']);
     expect(url.code).toBe(2);
-    expect(url.err).toMatch(/DATABASE_URL must start with postgres/);
+    expect(url.err).toMatch(/--database-url must start with postgres/);
+    const fromEnv = await runBin(['serve'], { PORT: '99999' });
+    expect(fromEnv.code).toBe(2);
+    expect(fromEnv.err).toMatch(/\bPORT must be a whole number from 0 to 65535/);
   }, 90_000);
 });
 
