@@ -7,6 +7,7 @@ import { parseCliArgs } from './args.js';
 import { isRecordHash } from '../protocol/hash.js';
 import { BatonError } from '../protocol/errors.js';
 import { createInvocation, makeBundle, readDelegation } from '../sdk/records.js';
+import { verifyChain } from '../protocol/chain.js';
 import {
   COMMON_OPTIONS,
   EXIT_HELP,
@@ -32,6 +33,10 @@ POST /v1/verify (or \`baton verify\` offline).
 The signed args are what every policy in the chain is checked against.
 pii_access and write_access are declared false unless you pass --pii /
 --write (or set them in --args): policies fail closed when they are absent.
+
+A call the chain's own rules deny (a tool not allowed, a missing --cost, an
+expired chain) is still signed, with a warning on stderr naming why. Whether
+a tenant trusts the root, and revocation and counters, only the service knows.
 
 Options:
   --key <keyfile>         your key file (you are the aud of the leaf DR)
@@ -139,6 +144,7 @@ export async function runInvoke(argv: string[], io: CliIo): Promise<number> {
   io.err(
     `signed invocation ${invocation.payload.jti} (${shortHash(invocation.hash)}): tool "${String(args['tool'])}" on ${invocation.payload.tool_server}, chain of ${chain.length}${values['by-reference'] ? ' by reference' : ''}`,
   );
+  warnIfItCannotPass(invocation.payload.jti, makeBundle(invocation, chain, 'value'), io);
 
   const text = JSON.stringify(bundle, null, 2);
   if (values.out !== undefined) {
@@ -155,4 +161,19 @@ export async function runInvoke(argv: string[], io: CliIo): Promise<number> {
     io.err(`wrote the bundle to ${values.out}`);
   } else io.out(text);
   return 0;
+}
+
+/**
+ * The chain's own rules, checked before the bundle leaves: a call they deny is still signed (the
+ * verifier decides, and a denied call is a useful test), but not silently. Trusts the chain's own
+ * root, so only the service can say whether a tenant trusts it, or whether a DR is revoked or spent.
+ */
+function warnIfItCannotPass(jti: string, bundle: unknown, io: CliIo): void {
+  const root = (bundle as { receipts: string[] }).receipts[0]!;
+  const decision = verifyChain(bundle, { now: Math.floor(Date.now() / 1000), trustedRoots: [readDelegation(root).payload.iss] });
+  if (decision.valid) return;
+  const fields = [...new Set(decision.violations.map((v) => v.field))].join(', ');
+  io.err(
+    `warning: ${jti} cannot pass its own chain: ${decision.error.code} (${fields}). ${decision.error.message} It is signed anyway; "baton verify" on the bundle explains every unmet condition.`,
+  );
 }

@@ -138,6 +138,7 @@ describe('baton invoke', () => {
     ]);
     expect(r.code, r.err).toBe(0);
     expect(r.out).toMatch(/^inv:/);
+    expect(r.err).not.toMatch(/warning/); // a call its chain allows signs without one
     const offline = await run(['verify', join(dir, 'b2.json'), '--trust', live.tenant.root.did]);
     expect(offline.code).toBe(0);
     expect(offline.out).toMatch(/ALLOWED: tool "search"/);
@@ -160,6 +161,8 @@ describe('baton invoke', () => {
       'mcp://search',
     ]);
     expect(r.code).toBe(0);
+    // Signed, but not silently: the chain's own rules already refuse it.
+    expect(r.err).toMatch(/warning: inv:\S+ cannot pass its own chain: POLICY_VIOLATION \(.*args\.tool.*\)/);
     const decision = await verifier().verify(JSON.parse(r.out));
     expect(decision).toMatchObject({ valid: false, error: { code: 'POLICY_VIOLATION' } });
     if (decision.valid) throw new Error('unreachable');
