@@ -217,6 +217,11 @@ export function decisionJson(decision: ChainDecision): Record<string, unknown> {
 
 const show = (v: unknown): string => (v === undefined ? '(absent)' : typeof v === 'string' ? v : JSON.stringify(v));
 
+/** The fields whose values are unix seconds: shown with their UTC time, which a person can read. */
+const TIME_FIELDS = new Set(['nbf', 'exp', 'iat', 'invocation.iat']);
+const withUtc = (text: string): string =>
+  text.replace(/\b\d{9,11}\b/g, (n) => `${n} (${new Date(Number(n) * 1000).toISOString().replace('.000Z', 'Z')})`);
+
 /** A person-readable explanation: verdict, every unmet condition, and what to do. */
 export function explainDecision(
   decision: Pick<Extract<ChainDecision, { valid: true }>, 'valid' | 'context'> | Extract<ChainDecision, { valid: false }>,
@@ -242,6 +247,7 @@ export function explainDecision(
     // A violation with no requirement (a malformed bundle, an untrusted root) shows only what was found.
     let req = `: required ${show(v.required)}, got ${show(v.actual)}`;
     if (v.required === undefined) req = v.actual === undefined ? '' : `: got ${show(v.actual)}`;
+    if (TIME_FIELDS.has(v.field)) req = withUtc(req);
     lines.push(`  ${i + 1}. ${v.code} at ${where}, ${v.field}${req}`);
     if (v.message) lines.push(`     ${v.message}`);
   });

@@ -56,6 +56,18 @@ describe('baton verify', () => {
     expect(text.out).toMatch(/offline: .*not revocation, max_calls, replay or tool rules.*baton check/);
   });
 
+  it('a time violation shows its unix seconds with the UTC time they mean', async () => {
+    const chain = buildChain([{ allowed_tools: ['web_search'] }], { exp: T0 + 60 });
+    const file = join(dir, 'expired.json');
+    writeFileSync(file, JSON.stringify(chain.invoke().bundle));
+    const r = await run(['verify', file, '--trust', chain.keys[0]!.did, '--at', String(T0 + 120)]);
+    expect(r.code).toBe(1);
+    const utc = (t: number) => new Date(t * 1000).toISOString().replace('.000Z', 'Z');
+    expect(r.out).toContain(
+      `RECEIPT_EXPIRED at receipts[0], exp: required >= ${T0 + 120} (${utc(T0 + 120)}), got ${T0 + 60} (${utc(T0 + 60)})`,
+    );
+  });
+
   it('a file with no invocation is unusable input (exit 2) unless --chain-only asks for the chain alone', async () => {
     // A denied call, then the same bundle with its invocation deleted: that must not read as allowed.
     const chain = buildChain([{ allowed_tools: ['web_search'] }]);
