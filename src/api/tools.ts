@@ -162,6 +162,7 @@ const readScopes = { 'x-baton-scopes': [...TOOL_READ_SCOPES], security: [{ beare
 const readForbidden = ForbiddenResponse(
   'The key has none of the scopes `issue`, `verify`, `audit`, `approve`, or is the admin key (`FORBIDDEN`).',
 );
+const tenantParam = z.object({ tenant: z.string().openapi({ param: { name: 'tenant', in: 'path', description: 'The tenant id.' } }) });
 const document = (description: string) => ({ description, content: { 'application/json': { schema: ToolDocument } } });
 
 export const publishToolsRoute = createRoute({
@@ -175,7 +176,7 @@ export const publishToolsRoute = createRoute({
   'x-baton-scopes': ['admin'],
   security: [{ bearerAuth: [] }],
   request: {
-    params: z.object({ tenant: z.string().openapi({ param: { name: 'tenant', in: 'path', description: 'The tenant id.' } }) }),
+    params: tenantParam,
     body: { required: true, content: { 'application/json': { schema: PublishToolsRequest } } },
   },
   responses: {
@@ -186,6 +187,29 @@ export const publishToolsRoute = createRoute({
     404: NotFoundResponse('No tenant has this id (`NOT_FOUND`).'),
     409: ConflictResponse('`base_version` is not the current version (`CONFLICT`): read the catalog again.'),
     413: PayloadTooLargeResponse(),
+    500: InternalResponse(),
+    503: StorageUnavailableResponse(),
+  },
+});
+
+export const adminToolsRoute = createRoute({
+  method: 'get',
+  path: '/v1/admin/tenants/{tenant}/tools',
+  tags,
+  operationId: 'getTenantTools',
+  summary: "A tenant's current tool catalog and approval settings, for the operator",
+  description:
+    'What `GET /v1/tools` answers a key of the tenant, read with the admin key: the operator publishes the catalog, and needs its current `version` as the next `base_version`.',
+  'x-baton-scopes': ['admin'],
+  security: [{ bearerAuth: [] }],
+  request: {
+    params: tenantParam,
+  },
+  responses: {
+    200: document('The current version.'),
+    401: UnauthorizedResponse(),
+    403: ForbiddenResponse('Not the admin key (`FORBIDDEN`).'),
+    404: NotFoundResponse('No tenant has this id, or it has not published a catalog yet (`NOT_FOUND`).'),
     500: InternalResponse(),
     503: StorageUnavailableResponse(),
   },

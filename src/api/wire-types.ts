@@ -261,7 +261,11 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    get?: never;
+    /**
+     * A tenant's current tool catalog and approval settings, for the operator
+     * @description What `GET /v1/tools` answers a key of the tenant, read with the admin key: the operator publishes the catalog, and needs its current `version` as the next `base_version`.
+     */
+    get: operations['getTenantTools'];
     put?: never;
     /**
      * Publish the next version of a tenant's tool catalog and approval settings
@@ -3004,6 +3008,74 @@ export interface operations {
         };
       };
       /** @description The tenant does not trust this DID, or does not exist (`NOT_FOUND`). */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed or counted; retry. */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+    };
+  };
+  getTenantTools: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description The tenant id. */
+        tenant: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The current version. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ToolDocument'];
+        };
+      };
+      /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description Not the admin key (`FORBIDDEN`). */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description No tenant has this id, or it has not published a catalog yet (`NOT_FOUND`). */
       404: {
         headers: {
           [name: string]: unknown;

@@ -43,7 +43,7 @@ function noTenant(): BatonError {
   return new BatonError('NOT_FOUND', { message: UNKNOWN_TENANT });
 }
 
-async function requireTenant(deps: ServiceDeps, tenantId: string): Promise<Tenant> {
+export async function requireTenant(deps: ServiceDeps, tenantId: string): Promise<Tenant> {
   const tenant = await findTenant(deps.store.db, tenantId);
   if (!tenant) throw noTenant();
   return tenant;

@@ -1,6 +1,7 @@
 /** Tool catalog handlers: thin, one service call each (contract in src/api/tools.ts). */
 import type { OpenAPIHono } from '@hono/zod-openapi';
-import { currentToolsRoute, publishToolsRoute, PublishToolsRequest, toolsVersionRoute } from '../api/tools.js';
+import { adminToolsRoute, currentToolsRoute, publishToolsRoute, PublishToolsRequest, toolsVersionRoute } from '../api/tools.js';
+import { requireTenant } from './admin.handlers.js';
 import { TOOL_READ_SCOPES } from '../protocol/lists.js';
 import { requireScope, tenantOf } from './auth.js';
 import { adminOnly } from './admin.routes.js';
@@ -16,6 +17,13 @@ export function toolRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     const body = await parseJsonBody(c, deps.config.maxBodyBytes, PublishToolsRequest);
     const stored = await publishToolDocument(deps, c.req.param('tenant'), body, c.get('auth').keyId);
     return c.json(toolDocumentJson(stored), 201);
+  });
+
+  // The operator publishes a tenant's catalog, so reads it back too (the next base_version is its version).
+  serve(app, adminToolsRoute, adminOnly(deps), async (c) => {
+    const tenantId = c.req.param('tenant');
+    await requireTenant(deps, tenantId);
+    return c.json(toolDocumentJson(await storedToolDocument(deps, tenantId)), 200);
   });
 
   const readers = requireScope(deps, ...TOOL_READ_SCOPES);

@@ -713,6 +713,7 @@ describe('(b) tools and approvals', () => {
       action_type: 'crm:export',
     };
     await api('GET', '/v1/tools', { key: other.keys.verify }, 404);
+    await api('GET', tools, admin, 404);
     const human = generateKeyPair(); // an approver DID the tenant lists
     await api('POST', tools, { ...admin, json: { base_version: 0, strict: true, tools: [declared], approvers: [human.did] } }, 201);
     await api('POST', tools, { ...admin, json: { base_version: 0, strict: true, tools: [] } }, 409);
@@ -722,6 +723,10 @@ describe('(b) tools and approvals', () => {
     await api('POST', tools, { ...admin, body: OVERSIZE }, 413);
     await api('POST', '/v1/admin/tenants/ten_nobody/tools', { ...admin, json: { base_version: 0, strict: true, tools: [] } }, 404);
     await api('POST', tools, { ...admin, json: { base_version: 1, strict: true, tools: [] }, app: downApp }, 503);
+    await api('GET', tools, admin, 200);
+    await api('GET', tools, {}, 401);
+    await api('GET', tools, { key: other.keys.audit }, 403);
+    await api('GET', tools, { ...admin, app: downApp }, 503);
     await api('GET', '/v1/tools', { key: other.keys.verify, app: downApp }, 503);
     await api('GET', '/v1/tools/versions/1', { key: other.keys.audit, app: downApp }, 503);
     await api('GET', '/v1/tools', { key: other.keys.verify }, 200);

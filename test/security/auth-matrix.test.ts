@@ -311,6 +311,12 @@ const MATRIX: Readonly<Record<string, Entry>> = {
     absent: () => post(`/v1/admin/tenants/${ABSENT_TENANT}/tools`, { ...CATALOG_A[1], base_version: CATALOG_A.length }),
     ids: (w) => [[w.A.id, ABSENT_TENANT]],
   },
+  'GET /v1/admin/tenants/:tenant/tools': {
+    access: { kind: 'admin', tenantParam: true },
+    call: (w) => get(`/v1/admin/tenants/${w.A.id}/tools`),
+    absent: () => get(`/v1/admin/tenants/${ABSENT_TENANT}/tools`),
+    ids: (w) => [[w.A.id, ABSENT_TENANT]],
+  },
   'GET /v1/tools': {
     access: { kind: 'tenant', scopes: CATALOG_READERS },
     call: () => get('/v1/tools'),

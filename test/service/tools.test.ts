@@ -122,6 +122,30 @@ describe('tool catalog API', () => {
     expect((await svc.call('GET', '/v1/tools', {})).status).toBe(401);
     expect((await svc.call('GET', '/v1/tools', { key: tenant.keys.report })).status).toBe(403);
   });
+
+  it('the admin key reads back the catalog it publishes: the current version is the next base_version', async () => {
+    const mine = await setupTenant(svc, 'admin-reads-tools');
+    const path = `/v1/admin/tenants/${mine.id}/tools`;
+    const none = await svc.call('GET', path, { key: svc.adminKey });
+    expect(none.status).toBe(404);
+    expect(none.body.error.message).toMatch(/not published a tool catalog/);
+    const v1 = await svc.call('POST', path, { key: svc.adminKey, json: { base_version: 0, strict: true, tools: [tool('docs_search')] } });
+    expect(v1.status).toBe(201);
+    const read = await svc.call('GET', path, { key: svc.adminKey });
+    expect(read.status).toBe(200);
+    expect(read.body).toEqual(v1.body);
+    expect(read.headers.get('cache-control')).toBe('no-store');
+    // The tenant's own key reads the same document on its route.
+    expect((await svc.call('GET', '/v1/tools', { key: mine.keys.audit })).body).toEqual(v1.body);
+
+    const nobody = await svc.call('GET', '/v1/admin/tenants/ten_nobody/tools', { key: svc.adminKey });
+    expect(nobody.status).toBe(404);
+    expect(nobody.body.error.message).not.toMatch(/catalog/);
+    expect((await svc.call('GET', path, {})).status).toBe(401);
+    expect((await svc.call('GET', path, { key: mine.keys.audit })).status).toBe(403);
+    // Another tenant's key learns nothing of this tenant: 404, as on every admin route.
+    expect((await svc.call('GET', path, { key: tenant.keys.audit })).status).toBe(404);
+  });
 });
 
 describe('verify derives requirements from the catalog', () => {

@@ -1847,6 +1847,7 @@ export const ROUTE_SAMPLES: readonly { readonly route: string; readonly path: st
   { route: 'GET /v1/log/consistency', path: '/v1/log/consistency', auth: 'A.audit' },
   { route: 'POST /v1/log/cosignatures', path: '/v1/log/cosignatures', auth: 'A.audit' },
   { route: 'POST /v1/admin/tenants/:tenant/tools', path: '/v1/admin/tenants/{{tenantA}}/tools', auth: 'admin' },
+  { route: 'GET /v1/admin/tenants/:tenant/tools', path: '/v1/admin/tenants/{{tenantA}}/tools', auth: 'admin' },
   { route: 'GET /v1/tools', path: '/v1/tools', auth: 'A.audit' },
   { route: 'GET /v1/tools/versions/:version', path: '/v1/tools/versions/1', auth: 'A.audit' },
   { route: 'GET /v1/approvals', path: '/v1/approvals', auth: 'A.approve' },
