@@ -190,7 +190,7 @@ export const RevokedBy = z
     kind: z.enum(['api_key', 'admin', 'did']),
     id: z.string().optional().openapi({
       description:
-        "The API key id, the admin key id, or the signer's DID. Absent only in a keyless revoker's answer about a record a key revoked first: the tenant's key id (and its reason) are not the signer's to read.",
+        "The API key id, the admin key id, or the signer's DID. Absent only in a keyless revoker's answer about a record a key revoked first, or whose first revoker no service receipt records: the tenant's key id (and its reason) are not the signer's to read.",
     }),
   })
   .openapi('RevokedBy');

@@ -1659,7 +1659,7 @@ export interface components {
       tool?: components['schemas']['ToolDeclaration'];
     };
     RevokedBy: {
-      /** @description The API key id, the admin key id, or the signer's DID. Absent only in a keyless revoker's answer about a record a key revoked first: the tenant's key id (and its reason) are not the signer's to read. */
+      /** @description The API key id, the admin key id, or the signer's DID. Absent only in a keyless revoker's answer about a record a key revoked first, or whose first revoker no service receipt records: the tenant's key id (and its reason) are not the signer's to read. */
       id?: string;
       /** @enum {string} */
       kind: 'api_key' | 'admin' | 'did';
