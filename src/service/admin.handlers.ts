@@ -9,10 +9,10 @@ import { publicKeyFromDidKey } from '../protocol/did-key.js';
 import { BatonError, isBatonError } from '../protocol/errors.js';
 import { createTenantApiKey, listTenantApiKeys, revokeApiKey } from '../store/api-keys.js';
 import { apiKeyJson, createdApiKeyJson, type ApiKeyJson, type CreatedApiKeyJson } from './api-key-views.js';
-import { UNKNOWN_TENANT } from '../store/errors.js';
 import type { Tenant, TrustedRoot } from '../store/schema/index.js';
-import { addTrustedRoot, createTenant, findTenant, listTenants, listTrustedRoots, removeTrustedRoot } from '../store/tenants.js';
+import { addTrustedRoot, createTenant, listTenants, listTrustedRoots, removeTrustedRoot } from '../store/tenants.js';
 import { evictApiKey } from './auth.js';
+import { noTenant, requireTenant } from './tenants.js';
 import type { ServiceDeps } from './types.js';
 
 // ---------------------------------------------------------------- responses
@@ -38,16 +38,6 @@ const rootJson = (r: TrustedRoot): RootJson => ({
 });
 
 // ---------------------------------------------------------------- decisions
-
-function noTenant(): BatonError {
-  return new BatonError('NOT_FOUND', { message: UNKNOWN_TENANT });
-}
-
-export async function requireTenant(deps: ServiceDeps, tenantId: string): Promise<Tenant> {
-  const tenant = await findTenant(deps.store.db, tenantId);
-  if (!tenant) throw noTenant();
-  return tenant;
-}
 
 export async function createTenantHandler(deps: ServiceDeps, body: z.output<typeof CreateTenantRequest>): Promise<TenantJson> {
   const tenant = await createTenant(deps.store.db, body.name);

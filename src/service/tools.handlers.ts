@@ -1,7 +1,7 @@
 /** Tool catalog handlers: thin, one service call each (contract in src/api/tools.ts). */
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import { adminToolsRoute, currentToolsRoute, publishToolsRoute, PublishToolsRequest, toolsVersionRoute } from '../api/tools.js';
-import { requireTenant } from './admin.handlers.js';
+import { requireTenant } from './tenants.js';
 import { TOOL_READ_SCOPES } from '../protocol/lists.js';
 import { requireScope, tenantOf } from './auth.js';
 import { adminOnly } from './admin.routes.js';
