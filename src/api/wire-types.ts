@@ -1350,6 +1350,7 @@ export interface components {
       | 'TOOL_UNDECLARED'
       | 'RULE_DENIED'
       | 'APPROVAL_REQUIRED'
+      | 'APPROVALS_PENDING_LIMIT'
       | 'RECEIPT_EXPIRED'
       | 'RECEIPT_NOT_YET_VALID'
       | 'INVOCATION_STALE'

@@ -163,6 +163,13 @@ const SERVICE_ERRORS = {
     suggestion:
       'Wait until an approver approves the approval named by `approval` in this answer (its id and expiry), then retry the same call once.',
   },
+  APPROVALS_PENDING_LIMIT: {
+    block: 'D',
+    message:
+      'A tenant approval rule requires a human for this call, but the chain already has as many approvals waiting as one delegation may; none was opened, and nothing was consumed.',
+    suggestion:
+      'Wait until approvers decide the approvals of this chain that are waiting (GET /v1/approvals?status=pending), or until they expire, then retry the call.',
+  },
   // Block E: time
   RECEIPT_EXPIRED: {
     block: 'E',

@@ -20,6 +20,7 @@ import {
   findStandingRejection,
   insertApproval,
   listApprovals,
+  pendingApprovalsUnderRoot,
   recordAskingKey,
   type SignedDecision,
 } from '../store/approvals.js';
@@ -125,7 +126,19 @@ export interface ApprovalRequest {
  */
 export const INVOCATION_STORED = 'invocation-stored';
 
-export async function requestApproval(deps: ServiceDeps, r: ApprovalRequest): Promise<ApprovalRow | typeof INVOCATION_STORED> {
+/**
+ * Approvals that may wait for a human at once under one chain root (a delegation the tenant
+ * issued). Each distinct call a rule sends to a human opens one, so without a cap an agent could
+ * bury the approvers (and the list) in calls nobody will approve. Re-asking a call that already
+ * waits finds its approval, cap or not; the cap only stops new ones (APPROVALS_PENDING_LIMIT).
+ */
+export const MAX_PENDING_APPROVALS_PER_ROOT = 50;
+export const PENDING_LIMIT = 'pending-limit';
+
+export async function requestApproval(
+  deps: ServiceDeps,
+  r: ApprovalRequest,
+): Promise<ApprovalRow | typeof INVOCATION_STORED | typeof PENDING_LIMIT> {
   const db = deps.store.db;
   const now = deps.now();
   await expireApprovals(db, r.tenantId, now, r.binding);
@@ -162,6 +175,7 @@ export async function requestApproval(deps: ServiceDeps, r: ApprovalRequest): Pr
     });
     const created = await db.transaction(async (tx) => {
       if ((await findInvocation(tx, r.tenantId, r.invocationJti)) !== undefined) return INVOCATION_STORED;
+      if ((await pendingApprovalsUnderRoot(tx, r.tenantId, r.drChain[0]!, now)) >= MAX_PENDING_APPROVALS_PER_ROOT) return PENDING_LIMIT;
       const inserted = await insertApproval(tx, {
         tenantId: r.tenantId,
         id,
@@ -185,7 +199,7 @@ export async function requestApproval(deps: ServiceDeps, r: ApprovalRequest): Pr
       if (inserted) await insertServiceReceipt(tx, serviceReceipt);
       return inserted;
     });
-    if (created === INVOCATION_STORED) return created;
+    if (created === INVOCATION_STORED || created === PENDING_LIMIT) return created;
     if (created) {
       const row = (await findApproval(db, r.tenantId, id))!;
       // Not awaited: a webhook never delays the verify that asked for the approval.

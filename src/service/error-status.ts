@@ -54,6 +54,7 @@ export const ERROR_STATUS: { readonly [C in AnyErrorCode]: C extends ClientError
   TOOL_UNDECLARED: 403,
   RULE_DENIED: 403,
   APPROVAL_REQUIRED: 403,
+  APPROVALS_PENDING_LIMIT: 403,
   // Block E: time
   RECEIPT_EXPIRED: 403,
   RECEIPT_NOT_YET_VALID: 403,

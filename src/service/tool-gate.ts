@@ -19,7 +19,15 @@ import { detectTrifecta, explainTrifecta } from '../protocol/trifecta.js';
 import { findApproval, findLiveApproval, findStandingRejection, unapprovedGrantInChain } from '../store/approvals.js';
 import { readChainState, type ToolGateParams, type ToolGateRefusal } from '../store/runtime.js';
 import { costCalibrationFlagged } from '../store/tools.js';
-import { approvalJson, INVOCATION_STORED, requestApproval, type ApprovalJson, type ApprovalRequest } from './approvals.js';
+import {
+  approvalJson,
+  INVOCATION_STORED,
+  MAX_PENDING_APPROVALS_PER_ROOT,
+  PENDING_LIMIT,
+  requestApproval,
+  type ApprovalJson,
+  type ApprovalRequest,
+} from './approvals.js';
 import type { ApprovalRow } from '../store/schema/index.js';
 import { forgetToolDocument, toolDocumentOf } from './tools.js';
 import type { ServiceDeps } from './types.js';
@@ -257,6 +265,22 @@ export async function askForApproval(
   const now = deps.now();
   const approval = await requestApproval(deps, { ...ask.request, requestedByKey });
   if (approval === INVOCATION_STORED) return approval;
+  if (approval === PENDING_LIMIT) {
+    const root = ask.request.drChain[0]!;
+    return {
+      kind: 'refuse',
+      catalogVersion: ask.catalogVersion,
+      violations: [
+        {
+          code: 'APPROVALS_PENDING_LIMIT',
+          field: 'approval_id',
+          required: `fewer than ${MAX_PENDING_APPROVALS_PER_ROOT} approvals waiting under the chain root`,
+          actual: MAX_PENDING_APPROVALS_PER_ROOT,
+          message: `${ask.required.message ?? ''} No approval was opened: ${MAX_PENDING_APPROVALS_PER_ROOT} approvals already wait for a human under the chain root ${root}.`,
+        },
+      ],
+    };
+  }
   if (approval.status === 'approved' && now < approval.expiresAt) return ask.goWith(approval.id);
   if (approval.status === 'rejected') {
     return {

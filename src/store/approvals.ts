@@ -2,7 +2,7 @@
 // (WHERE status = the state it leaves), so two nodes racing on the same
 // approval serialise on its row and exactly one wins; the spending of an
 // approved one happens inside the verify statement (baton_tool_gate).
-import { and, asc, desc, eq, gt, inArray, lte, ne, sql } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gt, inArray, lte, ne, sql } from 'drizzle-orm';
 import type { Db } from './db.js';
 import type { ApprovalStatus, DecisionOutcome } from '../protocol/lists.js';
 import { approvals, grantApprovals, toolCatalogs, type ApprovalRow } from './schema/index.js';
@@ -87,6 +87,27 @@ export async function recordAskingKey(db: Db, tenantId: string, id: string, key:
       ),
     );
   return findApproval(db, tenantId, id);
+}
+
+/**
+ * How many approvals wait for a human under the chain root `root` (pending, not past their deadline),
+ * counted after taking a transaction lock on that root: concurrent asks under one root count one
+ * after another, so a cap on the count holds exactly. Call inside the transaction that inserts.
+ */
+export async function pendingApprovalsUnderRoot(db: Db, tenantId: string, root: string, now: number): Promise<number> {
+  await db.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`approvals under ${tenantId} ${root}`}, 0))`);
+  const [row] = await db
+    .select({ n: count() })
+    .from(approvals)
+    .where(
+      and(
+        eq(approvals.tenantId, tenantId),
+        sql`(${approvals.drChain})[1] = ${root}`,
+        eq(approvals.status, 'pending'),
+        sql`${approvals.expiresAt} > ${now}`,
+      ),
+    );
+  return row?.n ?? 0;
 }
 
 /** Inserts a pending approval; false when the call already has a live one (a concurrent request made it). */

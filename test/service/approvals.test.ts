@@ -10,7 +10,7 @@ import { generateKeyPair } from '../../src/sdk/keys.js';
 import type { Policy } from '../../src/protocol/policy.js';
 import type { ToolDeclaration } from '../../src/protocol/tool-catalog.js';
 import { approvals, delegations, denials, invocations, serviceReceipts, toolRateWindows } from '../../src/store/schema/index.js';
-import { APPROVAL_TTL_SECONDS } from '../../src/service/approvals.js';
+import { APPROVAL_TTL_SECONDS, MAX_PENDING_APPROVALS_PER_ROOT } from '../../src/service/approvals.js';
 import { rows } from '../../src/store/rows.js';
 import type { RawQuery } from '../../src/store/db.js';
 import { createApp } from '../../src/service/app.js';
@@ -684,24 +684,67 @@ describe("a dry run refuses what the real call's tool gate refuses, and consumes
   });
 });
 
+/** A tenant of its own whose catalog sends EXPORT to a human, and a key of its approver. */
+async function tenantWithApprover(name: string): Promise<{ own: TestTenant; human: string }> {
+  const own = await setupTenant(svc, name);
+  const published = await svc.call('POST', `/v1/admin/tenants/${own.id}/tools`, {
+    key: svc.adminKey,
+    json: { base_version: 0, strict: true, tools: [EXPORT] satisfies ToolDeclaration[] },
+  });
+  expect(published.status).toBe(201);
+  const human = await createTenantKey(svc, own.id, ['approve'], 'h');
+  return { own, human };
+}
+
+describe('approvals waiting under one chain root are capped: a flood of distinct calls cannot bury the approvers', () => {
+  it(`the call past ${MAX_PENDING_APPROVALS_PER_ROOT} waiting is refused with APPROVALS_PENDING_LIMIT and opens nothing; waiting calls, other roots and decided approvals are not held up`, async () => {
+    const { own, human } = await tenantWithApprover('capped');
+    const c = buildChain([POLICY, POLICY], { keys: [own.root, generateKeyPair(), generateKeyPair()] });
+    const ask = (note: string, under = c) =>
+      svc.call('POST', '/v1/verify', { key: own.keys.verify, json: under.invoke({ ...ARGS, note }, { iat: T0 }).bundle });
+    // Asked concurrently, 10 past the cap: exactly the cap is opened, whatever the interleaving.
+    const answers = await Promise.all(Array.from({ length: MAX_PENDING_APPROVALS_PER_ROOT + 10 }, (_, i) => ask(`call ${i}`)));
+    const codes = answers.map((a) => a.body.error?.code as string);
+    expect(codes.filter((x) => x === 'APPROVAL_REQUIRED')).toHaveLength(MAX_PENDING_APPROVALS_PER_ROOT);
+    expect(codes.filter((x) => x === 'APPROVALS_PENDING_LIMIT')).toHaveLength(10);
+    const refused = answers.find((a) => a.body.error?.code === 'APPROVALS_PENDING_LIMIT')!;
+    expect(refused.status).toBe(403);
+    expect(refused.body.approval).toBeUndefined();
+    expect(refused.body.error.suggestion).toMatch(/GET \/v1\/approvals\?status=pending/);
+    const stored = await svc.store.db.select({ n: count() }).from(approvals).where(eq(approvals.tenantId, own.id));
+    expect(stored[0]!.n).toBe(MAX_PENDING_APPROVALS_PER_ROOT);
+
+    // A call already waiting still finds its approval.
+    const waiting = answers.find((a) => a.body.error?.code === 'APPROVAL_REQUIRED')!;
+    const again = await svc.call('POST', '/v1/verify', {
+      key: own.keys.verify,
+      json: c.invoke({ ...ARGS, note: (waiting.body.approval.args as { note: string }).note }, { iat: T0 }).bundle,
+    });
+    expect(again.body.approval.id).toBe(waiting.body.approval.id);
+    // Another root of the tenant is not held up by this one.
+    const other = buildChain([POLICY, POLICY], { keys: [own.root, generateKeyPair(), generateKeyPair()] });
+    expect((await ask('elsewhere', other)).body.error.code).toBe('APPROVAL_REQUIRED');
+    // A decided approval no longer waits: one new call may wait in its place.
+    expect((await decide(waiting.body.approval.id as string, 'reject', triple, human)).status).toBe(200);
+    expect((await ask('after a decision')).body.error.code).toBe('APPROVAL_REQUIRED');
+    expect((await ask('one too many')).body.error.code).toBe('APPROVALS_PENDING_LIMIT');
+  });
+});
+
 describe('approval lists are paged: no number of approvals hides a newer one', () => {
   it('105 pending approvals: 100, then the rest after next_cursor; the SDK follows every page', async () => {
-    const own = await setupTenant(svc, 'paged');
-    const published = await svc.call('POST', `/v1/admin/tenants/${own.id}/tools`, {
-      key: svc.adminKey,
-      json: { base_version: 0, strict: true, tools: [EXPORT] satisfies ToolDeclaration[] },
-    });
-    expect(published.status).toBe(201);
-    const human = (
-      await svc.call('POST', `/v1/admin/tenants/${own.id}/api-keys`, { key: svc.adminKey, json: { scopes: ['approve'], name: 'h' } })
-    ).body.key as string;
-    const c = buildChain([POLICY, POLICY], { keys: [own.root, generateKeyPair(), generateKeyPair()] });
-    // A flood of distinct calls, each waiting for a human, then the one that matters.
+    const { own, human } = await tenantWithApprover('paged');
+    // Three chain roots (at most 50 approvals wait under each): a flood of distinct calls, each
+    // waiting for a human, then the one that matters.
+    const roots = Array.from({ length: 3 }, () => buildChain([POLICY, POLICY], { keys: [own.root, generateKeyPair(), generateKeyPair()] }));
     const opened: string[] = [];
     for (let i = 0; i < 105; i += 15) {
       const answers = await Promise.all(
         Array.from({ length: Math.min(15, 105 - i) }, (_, j) =>
-          svc.call('POST', '/v1/verify', { key: own.keys.verify, json: c.invoke({ ...ARGS, note: `call ${i + j}` }, { iat: T0 }).bundle }),
+          svc.call('POST', '/v1/verify', {
+            key: own.keys.verify,
+            json: roots[(i + j) % 3]!.invoke({ ...ARGS, note: `call ${i + j}` }, { iat: T0 }).bundle,
+          }),
         ),
       );
       for (const a of answers) opened.push(a.body.approval.id as string);

@@ -81,6 +81,10 @@ export const approvals = pgTable(
       .on(t.tenantId, t.decidedBy, t.decisionJti)
       .where(sql`${t.decisionJti} is not null`),
     index('approvals_id_idx').on(t.id),
+    // Approvals waiting under one chain root, counted against their cap (migration 0031).
+    index('approvals_pending_by_root')
+      .on(t.tenantId, sql`(${t.drChain}[1])`)
+      .where(sql`${t.status} = 'pending'`),
   ],
 );
 
