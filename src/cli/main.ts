@@ -191,7 +191,10 @@ export async function main(argv: string[], rawIo: CliIo = processIo): Promise<nu
     if (e instanceof UsageError || (e as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
       io.err(`baton ${name}: ${(e as Error).message}`);
       // The synopsis, not the whole help: a long help would scroll the error out of sight.
-      if (e instanceof UsageError && e.help) io.err(`\n${synopsisOf(e.help)}\n\nEvery option: baton ${name} --help`);
+      if (e instanceof UsageError && e.help) {
+        const synopsis = synopsisOf(e.help);
+        io.err(`\n${synopsis}\n\nEvery option: baton ${commandPathOf(synopsis, name)} --help`);
+      }
       return EXIT_USAGE;
     }
     // The HTTP client's module is loaded here, not up front: offline commands never need it.
@@ -211,4 +214,29 @@ export async function main(argv: string[], rawIo: CliIo = processIo): Promise<nu
 function synopsisOf(help: string): string {
   const end = help.indexOf('\n\n');
   return end < 0 ? help : help.slice(0, end);
+}
+
+/**
+ * The command a synopsis is about ("keys rotate", not just "keys"), so the hint opens the help
+ * that was shown: the words after `baton` on each of its lines, up to the first option or
+ * placeholder, and where the lines name different subcommands (one help for the whole group,
+ * as `baton approvals`), only the words they share. `name` when nothing usable is found.
+ */
+function commandPathOf(synopsis: string, name: string): string {
+  const paths = synopsis
+    .split('\n')
+    .map((line) => /^(?:Usage:)?\s*baton\s+(.*)$/.exec(line)?.[1])
+    .filter((rest) => rest !== undefined)
+    .map((rest) => {
+      const words = rest.split(/\s+/);
+      const end = words.findIndex((w) => !/^[a-z][a-z0-9-]*$/.test(w));
+      return end < 0 ? words : words.slice(0, end);
+    });
+  let shared = paths[0] ?? [];
+  for (const words of paths.slice(1)) {
+    const differ = shared.findIndex((w, i) => words[i] !== w);
+    if (differ >= 0) shared = shared.slice(0, differ);
+  }
+  // A synopsis of another command (or none) must not send the user elsewhere.
+  return shared[0] === name ? shared.join(' ') : name;
 }

@@ -116,6 +116,25 @@ describe('baton (top level)', () => {
     expect(r.err).not.toContain('Exit codes');
     expect(r.err.split('\n').length).toBeLessThan(15);
   });
+
+  it("a subcommand's usage error points to that subcommand's help, a group's shared help to the group's", async () => {
+    for (const [argv, path] of [
+      [['keys', 'rotate'], 'keys rotate'],
+      [['keys', 'rotate', 'a', 'b'], 'keys rotate'],
+      [['context', 'add'], 'context add'],
+      [['service-receipt', 'verify', '--keys', '/nonexistent/keys.json', '--fetch'], 'service-receipt verify'],
+      // One help covers every approvals subcommand: it is `baton approvals --help`.
+      [['approvals', 'approve'], 'approvals'],
+    ] as const) {
+      const r = await run([...argv]);
+      expect(r.code, argv.join(' ')).toBe(2);
+      expect(r.err, argv.join(' ')).toContain(`Usage: baton ${path}`);
+      expect(r.err.trimEnd(), argv.join(' ')).toMatch(new RegExp(`Every option: baton ${path} --help$`));
+    }
+    // The hint's command prints the synopsis shown, so following it is not a dead end.
+    const rotate = await run(['keys', 'rotate', '--help']);
+    expect(rotate.out).toMatch(/^Usage: baton keys rotate /);
+  });
 });
 
 describe('server unreachable: exit 3 with what to check', () => {
