@@ -73,17 +73,39 @@ export async function runRevoke(argv: string[], io: CliIo): Promise<number> {
     printJson(io, result);
     return 0;
   }
-  const { kind, id } = result.revoked_by;
-  const who = kind === 'did' ? id : id === undefined ? `an ${kind === 'admin' ? 'admin' : 'API'} key of the tenant` : `${kind} ${id}`;
+  const who = revokerOf(result.revoked_by);
+  // A keyless caller's answer about a record revoked another way leaves out the revoker's id and
+  // the reason (they are the tenant's or the operator's): the reason is withheld, not missing.
+  const withheld = result.revoked_by.id === undefined;
   io.out(
     [
       `${result.already_revoked ? 'ALREADY REVOKED' : 'REVOKED'}: ${result.hash}`,
       `  at               ${result.revoked_at}`,
       `  by               ${who}`,
-      `  reason           ${result.reason ?? '(none given)'}`,
+      `  reason           ${result.reason ?? (withheld ? withheldReason(result.revoked_by.kind, who) : '(none given)')}`,
       `  descendants      ${result.descendants} more delegation record(s) under it are denied too`,
       ...(result.service_receipt ? [`  service receipt  #${result.service_receipt.id} (signed by ${result.service_receipt.kid})`] : []),
     ].join('\n'),
   );
   return 0;
+}
+
+/**
+ * Who revoked, as the answer tells it. An admin key is the operator's, never the tenant's; the id
+ * is absent in a keyless caller's answer about a record it did not revoke itself.
+ */
+function revokerOf({ kind, id }: RevokeResult['revoked_by']): string {
+  switch (kind) {
+    case 'admin':
+      return id === undefined ? "the operator's admin key" : `the operator's admin key (${id})`;
+    case 'api_key':
+      return id === undefined ? 'an API key of the tenant' : `API key ${id} of the tenant`;
+    case 'did':
+      return id ?? 'a signed revocation record (its signer is not shown to this caller)';
+  }
+}
+
+/** The reason line when the answer withholds it: a key's words are its tenant's or the operator's. */
+function withheldReason(kind: RevokeResult['revoked_by']['kind'], who: string): string {
+  return kind === 'did' ? '(not shown to this caller)' : `(not shown to this caller: revoked by ${who})`;
 }

@@ -78,9 +78,37 @@ describe('baton revoke', () => {
     expect(r.code, r.err).toBe(0);
     expect(r.out).toMatch(/^ALREADY REVOKED: sha256:/);
     expect(r.out).toContain('by               an API key of the tenant');
-    expect(r.out).toContain('reason           (none given)');
+    // The reason was given and withheld from this caller, not absent.
+    expect(r.out).toContain('reason           (not shown to this caller: revoked by an API key of the tenant)');
+    expect(r.out).not.toContain('none given');
     expect(r.out).not.toContain(keyId);
     expect(r.out).not.toContain('SEC-77');
+  });
+
+  it("a record the admin key revoked is the operator's doing, not the tenant's, with the key and without it", async () => {
+    const c = await storedChain(live);
+    const byAdmin = await run(['revoke', c.sub.hash, '--reason', 'operator sweep', ...S, '--api-key', live.svc.adminKey]);
+    expect(byAdmin.code, byAdmin.err).toBe(0);
+    expect(byAdmin.out).toMatch(/by {15}the operator's admin key \(.+\)/);
+    expect(byAdmin.out).toContain('reason           operator sweep');
+    expect(byAdmin.out).not.toContain('of the tenant');
+
+    const r = await run(['revoke', c.sub.hash, '--key', writeKeyFile(dir, c.a), ...S]);
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toMatch(/^ALREADY REVOKED: sha256:/);
+    expect(r.out).toContain("by               the operator's admin key\n");
+    expect(r.out).toContain("reason           (not shown to this caller: revoked by the operator's admin key)");
+    expect(r.out).not.toContain('of the tenant');
+    expect(r.out).not.toContain('none given');
+    expect(r.out).not.toContain('operator sweep');
+  });
+
+  it('a signed revocation without a reason has none: "(none given)", not "not shown"', async () => {
+    const c = await storedChain(live);
+    const r = await run(['revoke', c.sub.hash, '--key', writeKeyFile(dir, c.a), ...S]);
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toContain(`by               ${c.a.did}`);
+    expect(r.out).toContain('reason           (none given)');
   });
 
   it('refusals exit 1: unknown DR (404), a key without issue scope (403), no key at all (401)', async () => {
