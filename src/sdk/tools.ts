@@ -11,6 +11,8 @@ import { recordHash, type RecordHash } from '../protocol/hash.js';
 import { utf8Decode } from '../protocol/jcs.js';
 import { signJws } from '../protocol/jws.js';
 import { DRS_VERSION, parseWith } from '../protocol/records.js';
+// client.js imports this module too; BatonApiError is only used when a method runs, after both loaded.
+import { BatonApiError } from './client.js';
 import type { KeyPair } from './keys.js';
 
 /** Mirrors the call function BatonClient hands its sub-clients. */
@@ -23,7 +25,7 @@ export type SubCall = <T>(
     auth: 'key' | 'none';
   },
   opts: Record<string, unknown>,
-) => Promise<{ status: number; body: T }>;
+) => Promise<{ status: number; body: T; requestId?: string | null }>;
 
 export interface ToolDocumentView {
   readonly version: number;
@@ -182,14 +184,32 @@ export class BatonTools {
     return { grants: await this.#everyPage<GrantView>('/v1/grants', 'grants', status, opts) };
   }
 
-  /** A keyset-paged list, every page: `next_cursor` passed back as `cursor` until it is null. */
+  /**
+   * A keyset-paged list, every page: `next_cursor` passed back as `cursor` until it is null. A
+   * cursor the server already returned would page in a circle, collecting forever: that answer
+   * is refused (UNEXPECTED_RESPONSE) instead.
+   */
   async #everyPage<T>(path: string, field: string, status: string | undefined, opts: Record<string, unknown>): Promise<T[]> {
     const items: T[] = [];
+    const seen = new Set<string>();
     for (let cursor: string | undefined; ;) {
-      const page = (await this.call<Record<string, unknown>>({ method: 'GET', path, query: { status, cursor }, auth: 'key' }, opts)).body;
+      const answer = await this.call<Record<string, unknown>>({ method: 'GET', path, query: { status, cursor }, auth: 'key' }, opts);
+      const page = answer.body;
       items.push(...(page[field] as T[]));
       const next = page['next_cursor'];
       if (typeof next !== 'string') return items;
+      if (seen.has(next)) {
+        throw new BatonApiError({
+          status: answer.status,
+          code: 'UNEXPECTED_RESPONSE',
+          method: 'GET',
+          url: path,
+          message: `The server repeated a cursor: GET ${path} answered next_cursor ${JSON.stringify(next)}, which it had returned before, so paging would never end.`,
+          suggestion: 'The service pages this list wrongly; report it to its operator with this cursor.',
+          requestId: answer.requestId ?? undefined,
+        });
+      }
+      seen.add(next);
       cursor = next;
     }
   }

@@ -1,0 +1,62 @@
+/**
+ * BatonTools' paged lists (approvals, grants) follow next_cursor to the last page, and stop with
+ * an error when the server hands back a cursor it already gave: client-side loop logic, so a fake
+ * fetch plays the server.
+ */
+import { describe, expect, it } from 'vitest';
+import { BatonApiError, BatonClient } from '../../src/sdk/client.js';
+
+/** A server whose answer to each cursor (the first page: '') is `pages[cursor]`; it records the cursors asked. */
+function pagedServer(field: string, pages: Record<string, { items: unknown[]; next: string | null }>) {
+  const asked: string[] = [];
+  const fetch = (input: string | URL | Request): Promise<Response> => {
+    const url = new URL(typeof input === 'string' || input instanceof URL ? input : input.url);
+    const cursor = url.searchParams.get('cursor') ?? '';
+    asked.push(cursor);
+    // A client that keeps paging in a circle is stopped here, so the test fails instead of hanging.
+    if (asked.length > 20) return Promise.reject(new Error('the client kept paging in a circle'));
+    const page = pages[cursor];
+    if (page === undefined) return Promise.reject(new Error(`no page for cursor "${cursor}"`));
+    const body = JSON.stringify({ [field]: page.items, next_cursor: page.next });
+    return Promise.resolve(new Response(body, { status: 200, headers: { 'content-type': 'application/json', 'x-request-id': 'req_p' } }));
+  };
+  return { asked, client: new BatonClient({ baseUrl: 'http://baton.test', apiKey: 'bt_x', fetch }) };
+}
+
+describe('BatonTools: every page of a list', () => {
+  it('follows next_cursor until it is null, in order', async () => {
+    const { asked, client } = pagedServer('approvals', {
+      '': { items: [{ id: 'apr_1' }], next: 'c1' },
+      c1: { items: [{ id: 'apr_2' }], next: 'c2' },
+      c2: { items: [{ id: 'apr_3' }], next: null },
+    });
+    const { approvals } = await client.tools.approvals('pending');
+    expect(approvals.map((a) => a.id)).toEqual(['apr_1', 'apr_2', 'apr_3']);
+    expect(asked).toEqual(['', 'c1', 'c2']);
+  });
+
+  it.each([
+    ['the same cursor again', { '': { items: [1], next: 'c1' }, c1: { items: [2], next: 'c1' } }, ['', 'c1']],
+    [
+      'an earlier cursor',
+      { '': { items: [1], next: 'c1' }, c1: { items: [2], next: 'c2' }, c2: { items: [3], next: 'c1' } },
+      ['', 'c1', 'c2'],
+    ],
+  ])('a server that answers %s is refused, not followed forever', async (_what, pages, expectedAsked) => {
+    for (const list of ['approvals', 'grants'] as const) {
+      const { asked, client } = pagedServer(list, pages);
+      const e = await (list === 'approvals' ? client.tools.approvals() : client.tools.grants()).then(
+        () => {
+          throw new Error('the list did not fail');
+        },
+        (err: unknown) => err,
+      );
+      expect(e, list).toBeInstanceOf(BatonApiError);
+      expect(e, list).toMatchObject({ code: 'UNEXPECTED_RESPONSE', status: 200, method: 'GET', requestId: 'req_p' });
+      expect((e as Error).message, list).toMatch(/server repeated a cursor/);
+      expect((e as Error).message, list).toContain('"c1"');
+      // Each page asked once: the repeat is caught before asking for it again.
+      expect(asked, list).toEqual(expectedAsked);
+    }
+  });
+});
