@@ -51,7 +51,7 @@ export const BEARER_AUTH = {
   scheme: 'bearer',
   bearerFormat: 'Baton API key',
   description:
-    '`Authorization: Bearer <key>`. Tenant keys look like `bt_` + 43 base64url characters; the admin key is `BATON_ADMIN_KEY` or a generated `bt_admin_...` key printed once on first start. Keys are stored only as SHA-256 and compared in constant time.',
+    '`Authorization: Bearer <key>`. Tenant keys look like `bt_` + 43 base64url characters; the admin key is `BATON_ADMIN_KEY` or a generated `bt_admin_...` key printed once on first start. `GET /metrics` also accepts the token set in `BATON_METRICS_TOKEN` (which reads that route and nothing else). Keys are stored only as SHA-256 and compared in constant time.',
 } as const;
 
 /** Registers what the routes reference but do not carry themselves. */

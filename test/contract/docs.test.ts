@@ -65,6 +65,21 @@ describe('openapi.yaml is generated', () => {
   });
 });
 
+describe('the bearerAuth security scheme', () => {
+  it('names every bearer credential, the /metrics token too (BATON_METRICS_TOKEN), not only tenant and admin keys', () => {
+    const spec = loadSpec();
+    const scheme = spec.components.securitySchemes.bearerAuth.description as string;
+    expect(scheme).toContain('BATON_ADMIN_KEY');
+    expect(scheme).toMatch(/\/metrics.*BATON_METRICS_TOKEN/);
+    // The scheme calls it a token for /metrics alone: no other operation may claim to take it.
+    const takers: string[] = [];
+    for (const [path, item] of Object.entries(spec.paths as Record<string, Record<string, { description?: string }>>))
+      for (const [method, op] of Object.entries(item))
+        if (op.description?.includes('BATON_METRICS_TOKEN')) takers.push(`${method.toUpperCase()} ${path}`);
+    expect(takers).toEqual(['GET /metrics']);
+  });
+});
+
 describe('no client-visible text points outside the repository', () => {
   it('error messages and suggestions, and the whole generated document', () => {
     const outside = /DESIGN\.md|DESIGN section|\.\.\/shared/;
