@@ -20,16 +20,19 @@ import type { GrantStatus } from '../protocol/lists.js';
 import { createApprovalDecision, type ApprovalStatus, type ApprovalView, type PublishToolsInput } from '../sdk/tools.js';
 
 export const TOOLS_HELP = `Usage: baton tools show [--version <n>]
+       baton tools show --tenant <id>                         (admin key)
        baton tools publish <file.json|-|JSON> --tenant <id>   (admin key)
 
 show     prints the tenant's current tool catalog and approval settings (or one version).
+         With --tenant and the admin key: that tenant's current version.
 publish  publishes the next version: the file holds {base_version, strict, tools,
          rules?, default_decision?, approvers?}; base_version must be the current
-         version (0 for the first), so concurrent publishers cannot overwrite each other.
+         version (0 for the first, else what show --tenant prints), so concurrent
+         publishers cannot overwrite each other.
 
 Options:
   --version <n>        a past version (versions are immutable)
-  --tenant <id>        the tenant to publish for
+  --tenant <id>        the tenant to show or publish for (admin key)
   --json               print the service's answer
   -h, --help           show this help
 
@@ -85,8 +88,14 @@ export async function runTools(argv: string[], io: CliIo): Promise<number> {
   if (rest.length > 0) throw new UsageError('too many arguments', TOOLS_HELP);
   const client = clientFrom(values, io);
   if (sub === 'show') {
+    if (values.tenant !== undefined && values.version !== undefined)
+      throw new UsageError('--tenant shows the current version; a past version is read with a key of the tenant', TOOLS_HELP);
     const doc =
-      values.version === undefined ? await client.tools.current() : await client.tools.version(integerFlag('--version', values.version, 1));
+      values.tenant !== undefined
+        ? await client.tools.currentOf(values.tenant)
+        : values.version === undefined
+          ? await client.tools.current()
+          : await client.tools.version(integerFlag('--version', values.version, 1));
     if (values.json) printJson(io, doc);
     else {
       io.out(`tool catalog v${doc.version} (${doc.strict ? 'strict' : 'not strict'}, default ${doc.default_decision}), ${doc.hash}`);

@@ -143,6 +143,11 @@ export class BatonTools {
     return (await this.call<ToolDocumentView>({ method: 'GET', path: `/v1/tools/versions/${version}`, auth: 'key' }, opts)).body;
   }
 
+  /** GET /v1/admin/tenants/{tenant}/tools (admin key): a tenant's current version, whose `version` is the next base_version. */
+  async currentOf(tenantId: string, opts: Record<string, unknown> = {}): Promise<ToolDocumentView> {
+    return (await this.call<ToolDocumentView>({ method: 'GET', path: `/v1/admin/tenants/${enc(tenantId)}/tools`, auth: 'key' }, opts)).body;
+  }
+
   /** POST /v1/admin/tenants/{tenant}/tools (admin key): publishes base_version + 1. */
   async publish(tenantId: string, input: PublishToolsInput, opts: Record<string, unknown> = {}): Promise<ToolDocumentView> {
     const path = `/v1/admin/tenants/${enc(tenantId)}/tools`;

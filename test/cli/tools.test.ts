@@ -53,6 +53,13 @@ describe('baton tools / approvals', () => {
     const show = await run(['tools', 'show', ...S, '--api-key', live.tenant.keys.verify]);
     expect(show.code, show.err).toBe(0);
     expect(show.out).toContain('crm_export  write  organizational  crm:export');
+    // The operator reads back what it published, the next base_version with it.
+    const asAdmin = await run(['tools', 'show', '--tenant', live.tenant.id, ...S, '--api-key', live.svc.adminKey]);
+    expect(asAdmin.code, asAdmin.err).toBe(0);
+    expect(asAdmin.out).toEqual(show.out);
+    expect(asAdmin.out).toMatch(/^tool catalog v1 /);
+    const both = await run(['tools', 'show', '--tenant', live.tenant.id, '--version', '1', ...S, '--api-key', live.svc.adminKey]);
+    expect(both.code).toBe(2);
 
     const agent = generateKeyPair();
     const root = createRootDelegation({
