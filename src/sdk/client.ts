@@ -90,6 +90,32 @@ export class BatonApiError extends Error {
   }
 }
 
+/**
+ * Records a page's next cursor, refusing one the server answered before: following it would page
+ * in a circle, and a loop reading every page would never end (UNEXPECTED_RESPONSE instead).
+ */
+export function followCursorOnce<C extends string | number>(
+  seen: Set<string>,
+  next: C,
+  path: string,
+  answer: { status?: number; requestId?: string | null } = {},
+): C {
+  const key = String(next);
+  if (seen.has(key)) {
+    throw new BatonApiError({
+      status: answer.status ?? 200,
+      code: 'UNEXPECTED_RESPONSE',
+      method: 'GET',
+      url: path,
+      message: `The server repeated a cursor: GET ${path} answered ${JSON.stringify(next)} as the next page, which it had answered before, so paging would never end.`,
+      suggestion: 'The service pages this list wrongly; report it to its operator with this cursor.',
+      requestId: answer.requestId ?? undefined,
+    });
+  }
+  seen.add(key);
+  return next;
+}
+
 export function isBatonApiError(e: unknown): e is BatonApiError {
   return e instanceof BatonApiError;
 }
@@ -409,6 +435,7 @@ export class BatonClient {
     opts: RequestOptions = {},
   ): AsyncGenerator<InvocationPage> {
     let cursor = page.cursor;
+    const seen = new Set<string>(cursor === undefined ? [] : [cursor]);
     for (;;) {
       const p = await this.listInvocations(
         hash,
@@ -417,7 +444,7 @@ export class BatonClient {
       );
       yield p;
       if (p.next_cursor === null) return;
-      cursor = p.next_cursor;
+      cursor = followCursorOnce(seen, p.next_cursor, `/v1/delegations/${hash}/invocations`);
     }
   }
 
@@ -482,11 +509,12 @@ export class BatonClient {
     opts: RequestOptions = {},
   ): AsyncGenerator<ServiceReceiptPage> {
     let after = page.after;
+    const seen = new Set<string>(after === undefined ? [] : [String(after)]);
     for (;;) {
       const p = await this.listServiceReceipts({ ...page, ...(after !== undefined ? { after } : {}) }, opts);
       yield p;
       if (p.next_after === null) return;
-      after = p.next_after;
+      after = followCursorOnce(seen, p.next_after, '/v1/service-receipts');
     }
   }
 

@@ -11,8 +11,8 @@ import { recordHash, type RecordHash } from '../protocol/hash.js';
 import { utf8Decode } from '../protocol/jcs.js';
 import { signJws } from '../protocol/jws.js';
 import { DRS_VERSION, parseWith } from '../protocol/records.js';
-// client.js imports this module too; BatonApiError is only used when a method runs, after both loaded.
-import { BatonApiError } from './client.js';
+// client.js imports this module too; followCursorOnce is only called when a method runs, after both loaded.
+import { followCursorOnce } from './client.js';
 import type { KeyPair } from './keys.js';
 
 /** Mirrors the call function BatonClient hands its sub-clients. */
@@ -203,19 +203,7 @@ export class BatonTools {
       items.push(...(page[field] as T[]));
       const next = page['next_cursor'];
       if (typeof next !== 'string') return items;
-      if (seen.has(next)) {
-        throw new BatonApiError({
-          status: answer.status,
-          code: 'UNEXPECTED_RESPONSE',
-          method: 'GET',
-          url: path,
-          message: `The server repeated a cursor: GET ${path} answered next_cursor ${JSON.stringify(next)}, which it had returned before, so paging would never end.`,
-          suggestion: 'The service pages this list wrongly; report it to its operator with this cursor.',
-          requestId: answer.requestId ?? undefined,
-        });
-      }
-      seen.add(next);
-      cursor = next;
+      cursor = followCursorOnce(seen, next, path, answer);
     }
   }
 

@@ -60,3 +60,44 @@ describe('BatonTools: every page of a list', () => {
     }
   });
 });
+
+describe('BatonClient: lazily paged lists refuse a repeated cursor too', () => {
+  it('invocationPages: a cursor answered twice stops the iteration with UNEXPECTED_RESPONSE', async () => {
+    const { asked, client } = pagedServer('invocations', {
+      '': { items: [], next: 'c1' },
+      c1: { items: [], next: 'c2' },
+      c2: { items: [], next: 'c1' },
+    });
+    const pages: unknown[] = [];
+    const e = await (async () => {
+      for await (const p of client.invocationPages(`sha256:${'a'.repeat(64)}`)) pages.push(p);
+    })().then(
+      () => new Error('the iteration did not fail'),
+      (err: unknown) => err,
+    );
+    expect(e).toMatchObject({ code: 'UNEXPECTED_RESPONSE' });
+    expect(pages).toHaveLength(3);
+    expect(asked).toEqual(['', 'c1', 'c2']);
+  });
+
+  it('serviceReceiptPages: a next_after answered twice stops the iteration', async () => {
+    const asked: string[] = [];
+    const nextOf: Record<string, number | null> = { '': 5, '5': 9, '9': 5 };
+    const fetch = (input: string | URL | Request): Promise<Response> => {
+      const after = new URL(typeof input === 'string' || input instanceof URL ? input : input.url).searchParams.get('after') ?? '';
+      asked.push(after);
+      if (asked.length > 20) return Promise.reject(new Error('the client kept paging in a circle'));
+      const body = JSON.stringify({ service_receipts: [], next_after: nextOf[after] ?? null });
+      return Promise.resolve(new Response(body, { status: 200, headers: { 'content-type': 'application/json' } }));
+    };
+    const client = new BatonClient({ baseUrl: 'http://baton.test', apiKey: 'bt_x', fetch });
+    const e = await (async () => {
+      for await (const _ of client.iterateServiceReceipts()) void _;
+    })().then(
+      () => new Error('the iteration did not fail'),
+      (err: unknown) => err,
+    );
+    expect(e).toMatchObject({ code: 'UNEXPECTED_RESPONSE' });
+    expect(asked).toEqual(['', '5', '9']);
+  });
+});
