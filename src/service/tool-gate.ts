@@ -16,7 +16,7 @@ import { argOf, effectiveLimits } from '../protocol/policy.js';
 import { resolveTool } from '../protocol/tool-catalog.js';
 import { checkToolRequirements, estimateWithFloor } from '../protocol/tool-requirements.js';
 import { detectTrifecta, explainTrifecta } from '../protocol/trifecta.js';
-import { findApproval, findLiveApproval, findStandingRejection, unapprovedGrantInChain } from '../store/approvals.js';
+import { findApproval, findLiveApproval, findStandingRejection, recordAskingKey, unapprovedGrantInChain } from '../store/approvals.js';
 import { readChainState, type ToolGateParams, type ToolGateRefusal } from '../store/runtime.js';
 import { costCalibrationFlagged } from '../store/tools.js';
 import {
@@ -111,6 +111,8 @@ export async function decideToolGate(
     chainFlagged?: boolean | undefined;
     /** The statement refused this very request's earlier decision as NEAR_LIMIT_REACHED. */
     nearLimitReached?: boolean | undefined;
+    /** The API key whose verify this is: naming a waiting approval of this call asks for it too (SELF_APPROVAL). */
+    askingKey?: string | undefined;
   },
 ): Promise<ToolGate> {
   // A dry run reads the catalog fresh (no statement re-checks its version); a real verify's
@@ -190,6 +192,11 @@ export async function decideToolGate(
   const now = deps.now();
   if (opts.approvalId !== undefined) {
     const named = await findApproval(deps.store.db, tenantId, opts.approvalId);
+    // Sending this call again with its waiting approval's id is asking for it as well: that key may
+    // not decide it either. A dry run writes nothing; a different call asked for nothing.
+    if (named?.status === 'pending' && named.binding === binding && !opts.dryRun && opts.askingKey !== undefined) {
+      await recordAskingKey(deps.store.db, tenantId, named.id, opts.askingKey);
+    }
     if (named) return params(named.id, binding); // the statement judges its status, deadline and binding
     return {
       kind: 'refuse',

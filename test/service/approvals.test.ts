@@ -384,6 +384,34 @@ describe('separation of duties', () => {
     expect((await svc.call('GET', `/v1/approvals/${id}`, { key: approver })).body.status).toBe('pending');
     expect((await decide(id, 'approve', triple)).body.status).toBe('approved');
   });
+
+  it('a key that sent the call again naming its waiting approval (approval_id) asked for it too, and cannot decide it', async () => {
+    const both = await createTenantKey(svc, tenant.id, ['verify', 'approve'], 'retrier that also approves');
+    const c = chain();
+    const first = await verify(c.invoke(ARGS, { iat: T0 }).bundle);
+    const id = first.body.approval.id as string;
+    const named = await svc.call('POST', '/v1/verify', {
+      key: both,
+      json: { ...(c.invoke(ARGS, { iat: T0 }).bundle as object), approval_id: id },
+    });
+    expect(named.body.error.code).toBe('APPROVAL_REQUIRED');
+    const self = await decide(id, 'approve', triple, both);
+    expect(self.status).toBe(403);
+    expect(self.body.error.code).toBe('SELF_APPROVAL');
+    // Naming it in a dry run, or for a different call, asks for nothing.
+    const bystander = await createTenantKey(svc, tenant.id, ['verify', 'approve'], 'dry runner that also approves');
+    const dry = await svc.call('POST', '/v1/verify', {
+      key: bystander,
+      json: { ...(c.invoke(ARGS, { iat: T0 }).bundle as object), approval_id: id, dry_run: true },
+    });
+    expect(dry.status).toBe(403);
+    const other = await svc.call('POST', '/v1/verify', {
+      key: bystander,
+      json: { ...(c.invoke({ ...ARGS, note: 'another call' }, { iat: T0 }).bundle as object), approval_id: id },
+    });
+    expect(other.status).toBe(403); // still waiting: refused, whichever call it names
+    expect((await decide(id, 'approve', triple, bystander)).body.status).toBe('approved');
+  });
 });
 
 describe('retries and replays of an approval-gated call', () => {
