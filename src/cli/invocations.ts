@@ -99,6 +99,8 @@ export async function runInvocations(argv: string[], io: CliIo): Promise<number>
 
   const pages: DecisionPage[] = [];
   let cursor = values.cursor;
+  const seen = new Set<string>(cursor === undefined ? [] : [cursor]);
+  const { followCursorOnce } = await import('../sdk/client.js'); // the module every command that asks the service loads
   do {
     const page = await client.listDecisions({
       ...filter,
@@ -108,6 +110,8 @@ export async function runInvocations(argv: string[], io: CliIo): Promise<number>
     pages.push(page);
     if (!values.json) for (const d of page.invocations) io.out(line(d));
     cursor = page.next_cursor ?? undefined;
+    // --all reads to the end: a cursor the service answered before would never get there.
+    if (values.all && cursor !== undefined) cursor = followCursorOnce(seen, cursor, '/v1/invocations');
   } while (values.all && cursor !== undefined);
 
   if (values.json) {

@@ -27,7 +27,7 @@ import { BatonError, type Violation } from '../protocol/errors.js';
 import { isRecordHash, recordHash } from '../protocol/hash.js';
 import { DRS_VERSION } from '../protocol/records.js';
 import type { JsonValue } from '../protocol/jcs.js';
-import { BatonApiError, BatonClient, DEFAULT_TIMEOUT_MS } from './client.js';
+import { BatonApiError, BatonClient, DEFAULT_TIMEOUT_MS, followCursorOnce } from './client.js';
 
 /** What an auditor trusts about one tenant's log, as strings it can keep in a file. */
 export interface LogTrust {
@@ -667,6 +667,7 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
   let serviceReceiptsChecked = 0;
   const lastLogged = { id: 0 };
   const unlogged: { id: number; jws: string }[] = [];
+  const seenAfter = new Set<string>(['0']);
   for (let after = 0; ;) {
     const page = (await h.json(`/v1/service-receipts?after=${after}&limit=500`)) as {
       service_receipts: { id: number; jws: string }[];
@@ -678,7 +679,8 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
       else unlogged.push(r);
     }
     if (page.next_after === null) break;
-    after = page.next_after;
+    // A server that answers an earlier page again would keep this audit reading forever.
+    after = followCursorOnce(seenAfter, page.next_after, '/v1/service-receipts');
   }
   // A service receipt older than some logged one and still outside the log is not merely pending;
   // nor is one that has waited longer than the integrator ever takes.

@@ -474,11 +474,12 @@ export class BatonClient {
     opts: RequestOptions = {},
   ): AsyncGenerator<DecisionPage['invocations'][number]> {
     let cursor: string | undefined;
+    const seen = new Set<string>();
     for (;;) {
       const p = await this.listDecisions({ ...filter, ...(cursor !== undefined ? { cursor } : {}) }, opts);
       yield* p.invocations;
       if (p.next_cursor === null) return;
-      cursor = p.next_cursor;
+      cursor = followCursorOnce(seen, p.next_cursor, '/v1/invocations');
     }
   }
 

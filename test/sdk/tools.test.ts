@@ -80,6 +80,18 @@ describe('BatonClient: lazily paged lists refuse a repeated cursor too', () => {
     expect(asked).toEqual(['', 'c1', 'c2']);
   });
 
+  it('iterateDecisions: a cursor answered twice stops the iteration', async () => {
+    const { asked, client } = pagedServer('invocations', { '': { items: [], next: 'c1' }, c1: { items: [], next: 'c1' } });
+    const e = await (async () => {
+      for await (const _ of client.iterateDecisions()) void _;
+    })().then(
+      () => new Error('the iteration did not fail'),
+      (err: unknown) => err,
+    );
+    expect(e).toMatchObject({ code: 'UNEXPECTED_RESPONSE' });
+    expect(asked).toEqual(['', 'c1']);
+  });
+
   it('serviceReceiptPages: a next_after answered twice stops the iteration', async () => {
     const asked: string[] = [];
     const nextOf: Record<string, number | null> = { '': 5, '5': 9, '9': 5 };
