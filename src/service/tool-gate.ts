@@ -16,7 +16,14 @@ import { argOf, effectiveLimits } from '../protocol/policy.js';
 import { resolveTool } from '../protocol/tool-catalog.js';
 import { checkToolRequirements, estimateWithFloor } from '../protocol/tool-requirements.js';
 import { detectTrifecta, explainTrifecta } from '../protocol/trifecta.js';
-import { findApproval, findLiveApproval, findStandingRejection, recordAskingKey, unapprovedGrantInChain } from '../store/approvals.js';
+import {
+  countPendingUnderRoot,
+  findApproval,
+  findLiveApproval,
+  findStandingRejection,
+  recordAskingKey,
+  unapprovedGrantInChain,
+} from '../store/approvals.js';
 import { readChainState, type ToolGateParams, type ToolGateRefusal } from '../store/runtime.js';
 import { costCalibrationFlagged } from '../store/tools.js';
 import {
@@ -232,6 +239,10 @@ export async function decideToolGate(
     const rejected = live ? undefined : await findStandingRejection(deps.store.db, tenantId, binding, now);
     // Not refused here: a retry of a call already allowed is answered as such first, as in a real run.
     if (rejected) dryRunRefusal = { violation: rejectedViolation(rejected), approval: approvalJson(rejected, now) };
+    // A new approval past the root's cap would not be opened: the real call says so, and so does this.
+    else if (!live && (await countPendingUnderRoot(deps.store.db, tenantId, inv.dr_chain[0]!, now)) >= MAX_PENDING_APPROVALS_PER_ROOT) {
+      dryRunRefusal = { violation: pendingLimitViolation(required, inv.dr_chain[0]!) };
+    }
     const waiting = live && live.status === 'pending' && now < live.expiresAt ? ` Approval ${live.id} waits for an approver.` : '';
     required = { ...required, message: `${required.message ?? ''}${waiting}` };
   }
@@ -273,19 +284,10 @@ export async function askForApproval(
   const approval = await requestApproval(deps, { ...ask.request, requestedByKey });
   if (approval === INVOCATION_STORED) return approval;
   if (approval === PENDING_LIMIT) {
-    const root = ask.request.drChain[0]!;
     return {
       kind: 'refuse',
       catalogVersion: ask.catalogVersion,
-      violations: [
-        {
-          code: 'APPROVALS_PENDING_LIMIT',
-          field: 'approval_id',
-          required: `fewer than ${MAX_PENDING_APPROVALS_PER_ROOT} approvals waiting under the chain root`,
-          actual: MAX_PENDING_APPROVALS_PER_ROOT,
-          message: `${ask.required.message ?? ''} No approval was opened: ${MAX_PENDING_APPROVALS_PER_ROOT} approvals already wait for a human under the chain root ${root}.`,
-        },
-      ],
+      violations: [pendingLimitViolation(ask.required, ask.request.drChain[0]!)],
     };
   }
   if (approval.status === 'approved' && now < approval.expiresAt) return ask.goWith(approval.id);
@@ -303,6 +305,17 @@ export async function askForApproval(
     catalogVersion: ask.catalogVersion,
     violations: [{ ...required, actual: approval.id, message: `${required.message ?? ''} Approval ${approval.id} waits for an approver.` }],
     approval: approvalJson(approval, now),
+  };
+}
+
+/** A call a rule sends to a human while the chain root already has its cap of approvals waiting. */
+function pendingLimitViolation(required: Violation, root: string): Violation {
+  return {
+    code: 'APPROVALS_PENDING_LIMIT',
+    field: 'approval_id',
+    required: `fewer than ${MAX_PENDING_APPROVALS_PER_ROOT} approvals waiting under the chain root`,
+    actual: MAX_PENDING_APPROVALS_PER_ROOT,
+    message: `${required.message ?? ''} No approval was opened: ${MAX_PENDING_APPROVALS_PER_ROOT} approvals already wait for a human under the chain root ${root}.`,
   };
 }
 

@@ -96,6 +96,11 @@ export async function recordAskingKey(db: Db, tenantId: string, id: string, key:
  */
 export async function pendingApprovalsUnderRoot(db: Db, tenantId: string, root: string, now: number): Promise<number> {
   await db.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`approvals under ${tenantId} ${root}`}, 0))`);
+  return countPendingUnderRoot(db, tenantId, root, now);
+}
+
+/** The same count, read without the lock: what a dry run predicts. */
+export async function countPendingUnderRoot(db: Db, tenantId: string, root: string, now: number): Promise<number> {
   const [row] = await db
     .select({ n: count() })
     .from(approvals)

@@ -741,6 +741,12 @@ describe('approvals waiting under one chain root are capped: a flood of distinct
     expect(refused.body.error.suggestion).toMatch(/GET \/v1\/approvals\?status=pending/);
     const stored = await svc.store.db.select({ n: count() }).from(approvals).where(eq(approvals.tenantId, own.id));
     expect(stored[0]!.n).toBe(MAX_PENDING_APPROVALS_PER_ROOT);
+    // A dry run of a new call says what the real call says.
+    const dry = await svc.call('POST', '/v1/verify', {
+      key: own.keys.verify,
+      json: { ...(c.invoke({ ...ARGS, note: 'dry' }, { iat: T0 }).bundle as object), dry_run: true },
+    });
+    expect(dry.body.error.code).toBe('APPROVALS_PENDING_LIMIT');
 
     // A call already waiting still finds its approval.
     const waiting = answers.find((a) => a.body.error?.code === 'APPROVAL_REQUIRED')!;
