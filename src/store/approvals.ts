@@ -101,7 +101,13 @@ export async function pendingApprovalsUnderRoot(db: Db, tenantId: string, root: 
 
 /** The same count, read without the lock: what a dry run predicts. */
 export async function countPendingUnderRoot(db: Db, tenantId: string, root: string, now: number): Promise<number> {
-  const [row] = await db
+  const [row] = await pendingUnderRootQuery(db, tenantId, root, now);
+  return row?.n ?? 0;
+}
+
+/** The count's query: found by the partial index on (tenant, root, deadline), reading only live rows (0032). */
+export function pendingUnderRootQuery(db: Db, tenantId: string, root: string, now: number) {
+  return db
     .select({ n: count() })
     .from(approvals)
     .where(
@@ -112,7 +118,6 @@ export async function countPendingUnderRoot(db: Db, tenantId: string, root: stri
         sql`${approvals.expiresAt} > ${now}`,
       ),
     );
-  return row?.n ?? 0;
 }
 
 /** Inserts a pending approval; false when the call already has a live one (a concurrent request made it). */

@@ -7,7 +7,7 @@ import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Store } from '../../src/store/db.js';
 import { approvals } from '../../src/store/schema/index.js';
-import { approvalsPage, listApprovals } from '../../src/store/approvals.js';
+import { approvalsPage, listApprovals, pendingUnderRootQuery } from '../../src/store/approvals.js';
 import type { ApprovalStatus } from '../../src/protocol/lists.js';
 import { freshDatabase } from '../setup/db.js';
 import { seedTenant } from '../support/fixtures.js';
@@ -15,9 +15,22 @@ import { seedTenant } from '../support/fixtures.js';
 interface PlanNode {
   'Node Type': string;
   'Index Name'?: string;
+  'Index Cond'?: string;
   Plans?: PlanNode[];
 }
 const nodesOf = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodesOf)];
+
+/** The plan of a query as drizzle renders it, planned as if the table were large (no sequential or bitmap scans). */
+async function explained(text: string, params: unknown[]): Promise<PlanNode> {
+  return store.db.transaction(async (tx) => {
+    await tx.execute(sql`set local enable_seqscan = off`);
+    await tx.execute(sql`set local enable_bitmapscan = off`);
+    const literal = params.map((p) => (typeof p === 'number' ? String(p) : `'${String(p).replace(/'/g, "''")}'`));
+    const query = text.replace(/\$(\d+)/g, (_, n: string) => literal[Number(n) - 1]!);
+    const result = await tx.execute(sql.raw(`explain (format json) ${query}`));
+    return (result as unknown as { 'QUERY PLAN': { Plan: PlanNode }[] }[])[0]!['QUERY PLAN'][0]!.Plan;
+  });
+}
 
 let store: Store;
 let drop: () => Promise<void>;
@@ -54,15 +67,8 @@ describe('a page of approvals', () => {
     const from = { createdAt: 1_800_000_010, id: 'apr_0040' };
     const { sql: text, params } = approvalsPage(store.db, tenantId, status, from, 100).toSQL();
     // Whatever the table's size, the planner must be able to read a page in order; a Sort would read it all.
-    const [plan] = await store.db.transaction(async (tx) => {
-      await tx.execute(sql`set local enable_seqscan = off`);
-      await tx.execute(sql`set local enable_bitmapscan = off`);
-      const literal = params.map((p) => (typeof p === 'number' ? String(p) : `'${String(p).replace(/'/g, "''")}'`));
-      const explained = text.replace(/\$(\d+)/g, (_, n: string) => literal[Number(n) - 1]!);
-      const result = await tx.execute(sql.raw(`explain (format json) ${explained}`));
-      return (result as unknown as { 'QUERY PLAN': { Plan: PlanNode }[] }[]).map((r) => r['QUERY PLAN'][0]!.Plan);
-    });
-    const nodes = nodesOf(plan!);
+    const plan = await explained(text, params);
+    const nodes = nodesOf(plan);
     expect(nodes.map((n) => n['Node Type'])).not.toContain('Sort');
     expect(nodes.map((n) => n['Node Type'])).not.toContain('Incremental Sort');
     expect(nodes.some((n) => n['Index Name'] === (status ? 'approvals_tenant_status_idx' : 'approvals_tenant_created_idx'))).toBe(true);
@@ -78,5 +84,15 @@ describe('a page of approvals', () => {
       after = page[page.length - 1]!.id;
     }
     expect(seen).toEqual(Array.from({ length: 300 }, (_, i) => `apr_${String(i).padStart(4, '0')}`));
+  });
+});
+
+describe('the count of approvals waiting under a root (the cap)', () => {
+  it('reads the live ones by index, the deadline part of the index condition: rows past it are not read', async () => {
+    const { sql: text, params } = pendingUnderRootQuery(store.db, tenantId, 'sha256:root', 1_800_000_100).toSQL();
+    const plan = await explained(text, params);
+    const scans = nodesOf(plan).filter((n) => n['Index Name'] === 'approvals_pending_by_root');
+    expect(scans).toHaveLength(1);
+    expect(scans[0]!['Index Cond']).toMatch(/expires_at/);
   });
 });

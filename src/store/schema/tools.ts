@@ -81,9 +81,9 @@ export const approvals = pgTable(
       .on(t.tenantId, t.decidedBy, t.decisionJti)
       .where(sql`${t.decisionJti} is not null`),
     index('approvals_id_idx').on(t.id),
-    // Approvals waiting under one chain root, counted against their cap (migration 0031).
+    // Approvals waiting under one chain root, counted against their cap (migrations 0031, 0032).
     index('approvals_pending_by_root')
-      .on(t.tenantId, sql`(${t.drChain}[1])`)
+      .on(t.tenantId, sql`(${t.drChain}[1])`, t.expiresAt)
       .where(sql`${t.status} = 'pending'`),
   ],
 );
