@@ -26,6 +26,7 @@ import {
 } from '../store/approvals.js';
 import { isUniqueViolation } from '../store/errors.js';
 import { delegationsByHash } from '../store/delegations.js';
+import { rotationLineage } from '../store/api-keys.js';
 import { findInvocation } from '../store/invocations.js';
 import { insertServiceReceipt } from '../store/service-receipts.js';
 import { currentToolDocument } from '../store/tools.js';
@@ -262,9 +263,12 @@ export async function decideApproval(
       ...(signed === undefined ? {} : { decision_record: signed.hash, decision_jti: signed.jti, approvers_version: signed.listedIn }),
     },
   });
+  // A key rotated from or into one that asked is the same holder: it may not decide either.
+  const decider = await rotationLineage(db, decidedBy);
   const decided = await db.transaction(async (tx) => {
     const row = await decideApprovalRow(tx, tenantId, id, outcome, {
       decidedBy,
+      decider,
       actor: triple.actor,
       reason: triple.reason,
       now,
@@ -276,7 +280,7 @@ export async function decideApproval(
   if (decided) return approvalJson(decided, now);
   const row = await findApproval(db, tenantId, id);
   if (!row) throw new BatonError('NOT_FOUND', { message: `No approval ${id} exists for this tenant.` });
-  if (row.requestedByKey === decidedBy || row.askedByKeys.includes(decidedBy)) {
+  if (decider.some((k) => k === row.requestedByKey || row.askedByKeys.includes(k))) {
     throw new BatonError('SELF_APPROVAL', {
       message: `API key ${decidedBy} asked for approval ${id} (its verify of the call) and cannot decide it.`,
       details: { approval_id: id, status: row.status },

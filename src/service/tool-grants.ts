@@ -20,6 +20,7 @@ import type { DecisionOutcome, GrantStatus } from '../protocol/lists.js';
 import { effectiveLimits, type Policy } from '../protocol/policy.js';
 import { detectTrifecta, explainTrifecta } from '../protocol/trifecta.js';
 import type { Db } from '../store/db.js';
+import { rotationLineage } from '../store/api-keys.js';
 import { decideGrantRow, findGrant, insertPendingGrant, listGrants, type GrantRow } from '../store/approvals.js';
 import { insertServiceReceipt } from '../store/service-receipts.js';
 import { decisionOf, type DecisionJson } from './approvals.js';
@@ -111,15 +112,17 @@ export async function decideGrant(
     now,
     data: { actor: triple.actor, reason: triple.reason, decided_by: decidedBy },
   });
+  // A key rotated from or into the one that submitted the held record is the same holder.
+  const decider = await rotationLineage(deps.store.db, decidedBy);
   const decided = await deps.store.db.transaction(async (tx) => {
-    const row = await decideGrantRow(tx, tenantId, hash, outcome, { decidedBy, actor: triple.actor, reason: triple.reason, now });
+    const row = await decideGrantRow(tx, tenantId, hash, outcome, { decidedBy, decider, actor: triple.actor, reason: triple.reason, now });
     if (row) await insertServiceReceipt(tx, serviceReceipt);
     return row;
   });
   if (decided) return grantJson(decided);
   const row = await findGrant(deps.store.db, tenantId, hash);
   if (!row) throw new BatonError('NOT_FOUND', { message: `No delegation ${hash} waits for approval in this tenant.` });
-  if (row.requestedByKey !== null && row.requestedByKey === decidedBy) {
+  if (row.requestedByKey !== null && decider.includes(row.requestedByKey)) {
     throw new BatonError('SELF_APPROVAL', {
       message: `API key ${decidedBy} submitted delegation ${hash}, whose grant is held, and cannot decide it.`,
       details: { dr_hash: hash, status: row.status },

@@ -6,6 +6,7 @@ import { and, asc, eq, gt, isNull, or, sql } from 'drizzle-orm';
 import type { Db } from './db.js';
 import { inExistingTenant } from './errors.js';
 import { newId } from './ids.js';
+import { rows } from './rows.js';
 import type { TenantKeyScope } from '../protocol/lists.js';
 import { apiKeys, type ApiKey } from './schema/index.js';
 
@@ -165,6 +166,26 @@ export async function retireStoredAdminKeys(db: Db): Promise<number> {
     .where(and(isNull(apiKeys.tenantId), isNull(apiKeys.revokedAt), sql`'admin' = any(${apiKeys.scopes})`))
     .returning({ id: apiKeys.id });
   return retired.length;
+}
+
+/**
+ * The key and every key it was rotated from or into (rotated_from, both ways): one holder's
+ * credentials over time. An id that is no key (a DID) is its own lineage.
+ */
+export async function rotationLineage(db: Db, id: string): Promise<string[]> {
+  const lineage = await rows<{ id: string }>(
+    db,
+    sql`
+    with recursive older(id, rotated_from) as (
+      select id, rotated_from from api_keys where id = ${id}
+      union select k.id, k.rotated_from from api_keys k join older on k.id = older.rotated_from
+    ), newer(id) as (
+      select id from api_keys where id = ${id}
+      union select k.id from api_keys k join newer on k.rotated_from = newer.id
+    )
+    select id from older union select id from newer`,
+  );
+  return [...new Set([id, ...lineage.map((r) => r.id)])];
 }
 
 /** Whether the key exists, is not revoked and not expired: read fresh, for paths no statement re-checks. */

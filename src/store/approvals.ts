@@ -9,6 +9,9 @@ import { approvals, grantApprovals, toolCatalogs, type ApprovalRow } from './sch
 
 export type NewApprovalRow = typeof approvals.$inferInsert;
 
+/** A text[] parameter (drizzle would spread a JS array into a list). */
+const textArray = (values: readonly string[]) => sql`array(select jsonb_array_elements_text(${JSON.stringify(values)}::jsonb))`;
+
 export async function findApproval(db: Db, tenantId: string, id: string): Promise<ApprovalRow | undefined> {
   const [row] = await db
     .select()
@@ -136,7 +139,15 @@ export async function decideApprovalRow(
   tenantId: string,
   id: string,
   outcome: DecisionOutcome,
-  d: { decidedBy: string; actor: string; reason: string; now: number; signed?: SignedDecision },
+  d: {
+    decidedBy: string;
+    /** decidedBy and the keys it was rotated from or into (rotationLineage). */
+    decider: readonly string[];
+    actor: string;
+    reason: string;
+    now: number;
+    signed?: SignedDecision;
+  },
 ): Promise<ApprovalRow | undefined> {
   const signed = d.signed;
   const [row] = await db
@@ -156,8 +167,9 @@ export async function decideApprovalRow(
         eq(approvals.status, 'pending'),
         sql`${approvals.expiresAt} > ${d.now}`,
         sql`${approvals.requestedBy} <> ${d.decidedBy}`,
-        sql`${approvals.requestedByKey} is distinct from ${d.decidedBy}`,
-        sql`not (${d.decidedBy} = any(${approvals.askedByKeys}))`,
+        // Nor any key of the decider's rotation lineage: a successor is the same holder.
+        sql`(${approvals.requestedByKey} is null or not (${approvals.requestedByKey} = any(${textArray(d.decider)})))`,
+        sql`not (${approvals.askedByKeys} && ${textArray(d.decider)})`,
         // The signer was listed in this version: no newer one may have replaced the approvers meanwhile.
         ...(signed === undefined
           ? []
@@ -262,7 +274,7 @@ export async function decideGrantRow(
   tenantId: string,
   hash: string,
   outcome: DecisionOutcome,
-  d: { decidedBy: string; actor: string; reason: string; now: number },
+  d: { decidedBy: string; decider: readonly string[]; actor: string; reason: string; now: number },
 ): Promise<GrantRow | undefined> {
   const [row] = await db
     .update(grantApprovals)
@@ -273,7 +285,7 @@ export async function decideGrantRow(
         eq(grantApprovals.drHash, hash),
         eq(grantApprovals.status, 'pending'),
         // In the UPDATE itself, so no check-then-write gap; NULL (keyless, or held before 0024) refuses no key.
-        sql`${grantApprovals.requestedByKey} is distinct from ${d.decidedBy}`,
+        sql`(${grantApprovals.requestedByKey} is null or not (${grantApprovals.requestedByKey} = any(${textArray(d.decider)})))`,
       ),
     )
     .returning();

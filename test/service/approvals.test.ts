@@ -385,6 +385,24 @@ describe('separation of duties', () => {
     expect((await decide(id, 'approve', triple)).body.status).toBe('approved');
   });
 
+  it('a key rotated from the key that asked is the same holder: it cannot decide the approval (held grants judge the same lineage)', async () => {
+    const made = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, {
+      key: svc.adminKey,
+      json: { scopes: ['verify', 'approve'], name: 'rotated asker' },
+    });
+    const asker = { id: made.body.id as string, key: made.body.key as string };
+    const c = chain();
+    const asked = await svc.call('POST', '/v1/verify', { key: asker.key, json: c.invoke(ARGS, { iat: T0 }).bundle });
+    const id = asked.body.approval.id as string;
+    const rotated = await svc.call('POST', `/v1/admin/api-keys/${asker.id}/rotate`, { key: svc.adminKey, json: { grace_seconds: 600 } });
+    expect(rotated.status, JSON.stringify(rotated.body)).toBe(201);
+    const successor = rotated.body.key.key as string;
+    const self = await decide(id, 'approve', triple, successor);
+    expect(self.status).toBe(403);
+    expect(self.body.error.code).toBe('SELF_APPROVAL');
+    expect((await svc.call('GET', `/v1/approvals/${id}`, { key: approver })).body.status).toBe('pending');
+  });
+
   it('a key that sent the call again naming its waiting approval (approval_id) asked for it too, and cannot decide it', async () => {
     const both = await createTenantKey(svc, tenant.id, ['verify', 'approve'], 'retrier that also approves');
     const c = chain();
