@@ -147,7 +147,7 @@ export async function requestApproval(
     const live = await findLiveApproval(db, r.tenantId, r.binding);
     // A key asking for a pending approval, first or not, may not decide it.
     if (live?.status === 'pending' && !live.askedByKeys.includes(r.requestedByKey)) {
-      return (await recordAskingKey(db, r.tenantId, live.id, r.requestedByKey)) ?? live;
+      await recordAskingKey(db, r.tenantId, live.id, r.requestedByKey);
     }
     if (live) return live;
     // A human said no to this very call: answered with that, not asked again, until the approval's deadline.

@@ -4,13 +4,11 @@
 // approved one happens inside the verify statement (baton_tool_gate).
 import { and, asc, count, desc, eq, gt, inArray, lte, ne, sql } from 'drizzle-orm';
 import type { Db } from './db.js';
+import { textArray } from './rows.js';
 import type { ApprovalStatus, DecisionOutcome } from '../protocol/lists.js';
 import { approvals, grantApprovals, toolCatalogs, type ApprovalRow } from './schema/index.js';
 
 export type NewApprovalRow = typeof approvals.$inferInsert;
-
-/** A text[] parameter (drizzle would spread a JS array into a list). */
-const textArray = (values: readonly string[]) => sql`array(select jsonb_array_elements_text(${JSON.stringify(values)}::jsonb))`;
 
 export async function findApproval(db: Db, tenantId: string, id: string): Promise<ApprovalRow | undefined> {
   const [row] = await db
@@ -73,11 +71,8 @@ export async function expireApprovals(db: Db, tenantId: string, now: number, bin
     .returning();
 }
 
-/**
- * Records that `key` asked for this approval while it is pending, so that key cannot decide it
- * (SELF_APPROVAL). Returns the row as it now stands.
- */
-export async function recordAskingKey(db: Db, tenantId: string, id: string, key: string): Promise<ApprovalRow | undefined> {
+/** Records that `key` asked for this approval while it is pending, so that key cannot decide it (SELF_APPROVAL). */
+export async function recordAskingKey(db: Db, tenantId: string, id: string, key: string): Promise<void> {
   await db
     .update(approvals)
     .set({ askedByKeys: sql`array_append(${approvals.askedByKeys}, ${key})` })
@@ -89,7 +84,6 @@ export async function recordAskingKey(db: Db, tenantId: string, id: string, key:
         sql`not (${key} = any(${approvals.askedByKeys}))`,
       ),
     );
-  return findApproval(db, tenantId, id);
 }
 
 /**

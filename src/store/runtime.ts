@@ -19,7 +19,7 @@ import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { RecordHash } from '../protocol/hash.js';
 import type { Db, RawQuery } from './db.js';
 import type { ServiceReceiptKind } from '../protocol/lists.js';
-import { rows } from './rows.js';
+import { rows, textArray } from './rows.js';
 import { delegations, invocations } from './schema/index.js';
 import { verifyBatcherOf, type ChainMetering } from './verify-batch.js';
 
@@ -373,7 +373,7 @@ export async function predictToolGate(
   const dryGate: ToolGateParams = { ...gate, d: true };
   const [row] = await rows<{ r: string | null }>(
     db,
-    sql`select baton_tool_gate(${inv.tenantId}, array(select jsonb_array_elements_text(${JSON.stringify(inv.drChain)}::jsonb)),
+    sql`select baton_tool_gate(${inv.tenantId}, ${textArray(inv.drChain)},
                                ${inv.jti}, ${JSON.stringify(dryGate)}::jsonb)::text as r`,
   );
   return row?.r ? (JSON.parse(row.r) as ToolGateRefusal) : null;
