@@ -1363,6 +1363,7 @@ export interface components {
       | 'APPROVAL_REJECTED'
       | 'APPROVAL_EXPIRED'
       | 'APPROVAL_USED'
+      | 'APPROVAL_DECIDED_BY_CALLER'
       | 'APPROVAL_MISMATCH'
       | 'INVALID_REQUEST'
       | 'UNAUTHORIZED'

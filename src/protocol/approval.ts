@@ -163,12 +163,19 @@ export function reject(approval: Approval, triple: GuardrailTriple, by: { decide
   return decide(approval, 'rejected', triple, by);
 }
 
-/** approved → used: the one call it allows, before the deadline and for the bound call only. */
-export function use(approval: Approval, call: { binding: string; now: number }): Transition {
+/**
+ * approved → used: the one call it allows, before the deadline, for the bound call only, and not
+ * by its decider (`caller`: the identities of whoever sends the call, e.g. an API key's rotation lineage).
+ */
+export function use(approval: Approval, call: { binding: string; now: number; caller?: readonly string[] }): Transition {
   const status = statusAt(approval, call.now);
   if (approval.status === 'approved' && status === 'approved') {
     if (call.binding !== approval.binding) {
       return refuse('APPROVAL_MISMATCH', status, `Approval ${approval.id} was granted for a different call.`);
+    }
+    const decider = approval.decision.decided_by;
+    if (call.caller?.includes(decider) === true) {
+      return refuse('APPROVAL_DECIDED_BY_CALLER', status, `${decider} decided approval ${approval.id} and cannot spend it.`);
     }
     return { ok: true, approval: { ...approval, status: 'used', used_at: call.now } };
   }

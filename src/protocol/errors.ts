@@ -234,6 +234,11 @@ const SERVICE_ERRORS = {
     message: 'The approval has already allowed its one call.',
     suggestion: 'Each approval allows exactly one call; make the call again to request a new approval.',
   },
+  APPROVAL_DECIDED_BY_CALLER: {
+    block: 'G',
+    message: 'The API key that decided the approval cannot spend it.',
+    suggestion: 'Approving a call and running it are separate duties: send the call from the tool server key that asked for the approval.',
+  },
   APPROVAL_MISMATCH: {
     block: 'G',
     message: 'The approval was granted for a different call than this one.',

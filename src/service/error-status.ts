@@ -71,6 +71,7 @@ export const ERROR_STATUS: { readonly [C in AnyErrorCode]: C extends ClientError
   APPROVAL_EXPIRED: 403,
   APPROVAL_USED: 403,
   APPROVAL_MISMATCH: 403,
+  APPROVAL_DECIDED_BY_CALLER: 403,
   // Service edge
   INVALID_REQUEST: 400,
   UNAUTHORIZED: 401,

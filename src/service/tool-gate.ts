@@ -118,8 +118,11 @@ export async function decideToolGate(
     chainFlagged?: boolean | undefined;
     /** The statement refused this very request's earlier decision as NEAR_LIMIT_REACHED. */
     nearLimitReached?: boolean | undefined;
-    /** The API key whose verify this is: naming a waiting approval of this call asks for it too (SELF_APPROVAL). */
-    askingKey?: string | undefined;
+    /**
+     * The API key whose verify this is. Naming a waiting approval of this call asks for it too
+     * (SELF_APPROVAL); the statement refuses it an approval it decided itself (APPROVAL_DECIDED_BY_CALLER).
+     */
+    callerKey?: string | undefined;
   },
 ): Promise<ToolGate> {
   // A dry run reads the catalog fresh (no statement re-checks its version); a real verify's
@@ -182,6 +185,8 @@ export async function decideToolGate(
       rl: declared?.rate_limit_per_minute ?? null,
       a: approvalId,
       b: binding,
+      // Who is spending it: its decider may not (0033).
+      ...(approvalId !== null && opts.callerKey !== undefined ? { k: opts.callerKey } : {}),
       cc: checkInStatement ? { r: calibration.ratio_above, m: calibration.min_metered_invocations } : null,
       ...(checkNearInStatement ? { nl: true } : {}),
     },
@@ -201,8 +206,8 @@ export async function decideToolGate(
     const named = await findApproval(deps.store.db, tenantId, opts.approvalId);
     // Sending this call again with its waiting approval's id is asking for it as well: that key may
     // not decide it either. A dry run writes nothing; a different call asked for nothing.
-    if (named?.status === 'pending' && named.binding === binding && !opts.dryRun && opts.askingKey !== undefined) {
-      await recordAskingKey(deps.store.db, tenantId, named.id, opts.askingKey);
+    if (named?.status === 'pending' && named.binding === binding && !opts.dryRun && opts.callerKey !== undefined) {
+      await recordAskingKey(deps.store.db, tenantId, named.id, opts.callerKey);
     }
     if (named) return params(named.id, binding); // the statement judges its status, deadline and binding
     return {

@@ -286,7 +286,7 @@ export async function verifyInvocation(
     approvalId: req.approval_id,
     chainFlagged: redecided?.chainFlagged,
     nearLimitReached: redecided?.nearLimitReached,
-    askingKey: auth.keyId,
+    callerKey: auth.keyId,
   });
   const gated = gate.kind === 'none' ? {} : { catalog_version: gate.catalogVersion };
   // Before the gate refuses or asks: an invocation already allowed is answered as the statement

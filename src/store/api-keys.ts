@@ -173,19 +173,9 @@ export async function retireStoredAdminKeys(db: Db): Promise<number> {
  * credentials over time. An id that is no key (a DID) is its own lineage.
  */
 export async function rotationLineage(db: Db, id: string): Promise<string[]> {
-  const lineage = await rows<{ id: string }>(
-    db,
-    sql`
-    with recursive older(id, rotated_from) as (
-      select id, rotated_from from api_keys where id = ${id}
-      union select k.id, k.rotated_from from api_keys k join older on k.id = older.rotated_from
-    ), newer(id) as (
-      select id from api_keys where id = ${id}
-      union select k.id from api_keys k join newer on k.rotated_from = newer.id
-    )
-    select id from older union select id from newer`,
-  );
-  return [...new Set([id, ...lineage.map((r) => r.id)])];
+  // One definition, shared with the verify statement's approval check (migration 0033).
+  const [row] = await rows<{ ids: string[] }>(db, sql`select baton_key_lineage(${id}) as ids`);
+  return row?.ids ?? [id];
 }
 
 /** Whether the key exists, is not revoked and not expired: read fresh, for paths no statement re-checks. */

@@ -83,6 +83,8 @@ export interface ToolGateParams {
   /** Approval to spend, and the call's binding. */
   readonly a: string | null;
   readonly b: string | null;
+  /** The verify's API key, sent with a named approval (0033): refuse APPROVAL_DECIDED_BY_CALLER when it, or its rotation lineage, decided it. */
+  readonly k?: string;
   /** Check cost calibration (0010): refuse COST_CALIBRATION_FLAGGED when a DR's metered cost is above r × declared over ≥ m metered calls. */
   readonly cc?: { readonly r: number; readonly m: number } | null;
   /** A near_limit rule would decide otherwise (0025): refuse NEAR_LIMIT_REACHED when this call takes a locked counter past 80%. */
@@ -101,6 +103,7 @@ export interface ToolGateRefusal {
     | 'APPROVAL_EXPIRED'
     | 'APPROVAL_USED'
     | 'APPROVAL_MISMATCH'
+    | 'APPROVAL_DECIDED_BY_CALLER'
     | 'TOOL_RATE_LIMITED'
     | 'COST_CALIBRATION_FLAGGED'
     | 'NEAR_LIMIT_REACHED';

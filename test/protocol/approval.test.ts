@@ -137,6 +137,15 @@ describe('approval transitions', () => {
     expect(refused(reject(pending(), triple, { decided_by: AGENT, now: 1100 }))).toEqual({ code: 'SELF_APPROVAL', status: 'pending' });
   });
 
+  it('its decider cannot spend it; anyone else sending the bound call can', () => {
+    const approved = ok(approve(pending(), triple, { decided_by: HUMAN, now: 1100 }));
+    expect(refused(use(approved, { binding: BINDING, now: 1200, caller: ['key:successor', HUMAN] }))).toEqual({
+      code: 'APPROVAL_DECIDED_BY_CALLER',
+      status: 'approved',
+    });
+    expect(ok(use(approved, { binding: BINDING, now: 1200, caller: ['key:tool-server'] })).status).toBe('used');
+  });
+
   it('expire records what statusAt already says, and only after the deadline', () => {
     const p = pending();
     expect(statusAt(p, 1599)).toBe('pending');

@@ -16,7 +16,14 @@ import type { RawQuery } from '../../src/store/db.js';
 import { createApp } from '../../src/service/app.js';
 import { buildChain, T0 } from '../support/fixtures.js';
 import { twoNodes, type Node } from '../support/nodes.js';
-import { createTenantKey, setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+import {
+  createTenantKey,
+  createTenantKeyWithId,
+  setupTenant,
+  startTestService,
+  type TestService,
+  type TestTenant,
+} from '../support/service.js';
 import { tool } from '../support/tools.js';
 import { BatonClient } from '../../src/sdk/client.js';
 
@@ -386,11 +393,7 @@ describe('separation of duties', () => {
   });
 
   it('a key rotated from the key that asked is the same holder: it cannot decide the approval (held grants judge the same lineage)', async () => {
-    const made = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, {
-      key: svc.adminKey,
-      json: { scopes: ['verify', 'approve'], name: 'rotated asker' },
-    });
-    const asker = { id: made.body.id as string, key: made.body.key as string };
+    const asker = await createTenantKeyWithId(svc, tenant.id, ['verify', 'approve'], 'rotated asker');
     const c = chain();
     const asked = await svc.call('POST', '/v1/verify', { key: asker.key, json: c.invoke(ARGS, { iat: T0 }).bundle });
     const id = asked.body.approval.id as string;
@@ -429,6 +432,36 @@ describe('separation of duties', () => {
     });
     expect(other.status).toBe(403); // still waiting: refused, whichever call it names
     expect((await decide(id, 'approve', triple, bystander)).body.status).toBe('approved');
+  });
+
+  it('the key that decided an approval cannot spend it, nor a key of its rotation lineage; the key that asked can', async () => {
+    const decider = await createTenantKeyWithId(svc, tenant.id, ['verify', 'approve'], 'approver that also verifies');
+    const c = chain();
+    const asked = await verify(c.invoke(ARGS, { iat: T0 }).bundle);
+    expect(asked.body.error.code).toBe('APPROVAL_REQUIRED');
+    const id = asked.body.approval.id as string;
+    expect((await decide(id, 'approve', triple, decider.key)).body.status).toBe('approved');
+    const rotated = await svc.call('POST', `/v1/admin/api-keys/${decider.id}/rotate`, { key: svc.adminKey, json: { grace_seconds: 600 } });
+    expect(rotated.status, JSON.stringify(rotated.body)).toBe(201);
+    const successor = rotated.body.key.key as string;
+    const bundle = c.invoke(ARGS, { iat: T0 }).bundle as object;
+    const attempts = [
+      { who: 'decider', key: decider.key, json: bundle },
+      { who: 'decider naming it', key: decider.key, json: { ...bundle, approval_id: id } },
+      { who: 'decider, dry run', key: decider.key, json: { ...bundle, dry_run: true } },
+      { who: "decider's successor", key: successor, json: bundle },
+    ];
+    for (const a of attempts) {
+      const spent = await svc.call('POST', '/v1/verify', { key: a.key, json: a.json });
+      expect(spent.status, a.who).toBe(403);
+      expect(spent.body.error.code, `${a.who}: ${JSON.stringify(spent.body.error)}`).toBe('APPROVAL_DECIDED_BY_CALLER');
+    }
+    expect(await callsUsed(c.drs[0]!.hash)).toBe(0);
+    expect((await svc.call('GET', `/v1/approvals/${id}`, { key: approver })).body.status).toBe('approved');
+    const ran = await verify(bundle);
+    expect(ran.status, JSON.stringify(ran.body)).toBe(200);
+    expect(await callsUsed(c.drs[0]!.hash)).toBe(1);
+    expect((await svc.call('GET', `/v1/approvals/${id}`, { key: approver })).body.status).toBe('used');
   });
 });
 

@@ -116,9 +116,19 @@ export async function setupTenant(svc: TestService, name = 'acme'): Promise<Test
 
 /** A new API key of the tenant with these scopes, made through the admin API; its secret. */
 export async function createTenantKey(svc: TestService, tenantId: string, scopes: readonly string[], name: string): Promise<string> {
+  return (await createTenantKeyWithId(svc, tenantId, scopes, name)).key;
+}
+
+/** createTenantKey, with the key's id (for the admin routes that name it: rotate, revoke). */
+export async function createTenantKeyWithId(
+  svc: TestService,
+  tenantId: string,
+  scopes: readonly string[],
+  name: string,
+): Promise<{ id: string; key: string }> {
   const k = await svc.call('POST', `/v1/admin/tenants/${tenantId}/api-keys`, { key: svc.adminKey, json: { scopes, name } });
   if (k.status !== 201) throw new Error(`key: ${k.status} ${JSON.stringify(k.body)}`);
-  return k.body.key as string;
+  return { id: k.body.id as string, key: k.body.key as string };
 }
 
 /** The app on a real socket (127.0.0.1, a free port), for tests where concurrency or the Node request path matters. */
