@@ -3,9 +3,9 @@ import { ForbiddenResponse, InternalResponse, StorageUnavailableResponse, Unauth
 
 export const Health = z.strictObject({ status: z.literal('ok') }).openapi('Health');
 
-export const Readiness = z
-  .strictObject({ status: z.enum(['ready', 'unready']), database: z.enum(['postgres', 'pglite']) })
-  .openapi('Readiness');
+// Only the status: a keyless caller learns nothing of the deployment (which database it runs on is
+// the operator's to read, in the start-up line and /metrics' baton_db_pool_max_connections{driver}).
+export const Readiness = z.strictObject({ status: z.enum(['ready', 'unready']) }).openapi('Readiness');
 
 export const healthzRoute = createRoute({
   method: 'get',

@@ -1643,8 +1643,6 @@ export interface components {
     };
     Readiness: {
       /** @enum {string} */
-      database: 'postgres' | 'pglite';
-      /** @enum {string} */
       status: 'ready' | 'unready';
     };
     /**

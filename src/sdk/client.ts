@@ -563,9 +563,9 @@ export class BatonClient {
   }
 
   /** GET /readyz: whether the database answers (an unready service is an answer, not an error). */
-  async ready(opts: Omit<RequestOptions, 'apiKey'> = {}): Promise<{ status: 'ready' | 'unready'; database: string }> {
+  async ready(opts: Omit<RequestOptions, 'apiKey'> = {}): Promise<{ status: 'ready' | 'unready' }> {
     return (
-      await this.#call<{ status: 'ready' | 'unready'; database: string }>(
+      await this.#call<{ status: 'ready' | 'unready' }>(
         {
           method: 'GET',
           path: '/readyz',

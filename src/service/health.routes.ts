@@ -23,9 +23,9 @@ export function healthRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     try {
       // A stopped database can hang a connect; readiness must answer promptly.
       await withTimeout(deps.store.ping(), READY_TIMEOUT_MS);
-      return c.json({ status: 'ready', database: deps.store.kind });
+      return c.json({ status: 'ready' });
     } catch {
-      return c.json({ status: 'unready', database: deps.store.kind }, 503);
+      return c.json({ status: 'unready' }, 503);
     }
   });
   serve(r, metricsRoute, requireMetricsReader(deps), async (c) =>

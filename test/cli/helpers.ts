@@ -71,16 +71,21 @@ export function tempDir(): string {
  * The URL from a starting service's "Baton is listening on …" line, read from
  * the child's stdout and stderr; rejects when the child exits first or after `timeoutMs`.
  */
-export function waitForListening(child: ChildProcess, timeoutMs: number): Promise<string> {
-  return new Promise<string>((resolve, reject) => {
+export async function waitForListening(child: ChildProcess, timeoutMs: number): Promise<string> {
+  return (await waitForListeningLine(child, timeoutMs)).url;
+}
+
+/** waitForListening, with the database the line names (`(database: pglite)`). */
+export function waitForListeningLine(child: ChildProcess, timeoutMs: number): Promise<{ url: string; database: string }> {
+  return new Promise((resolve, reject) => {
     let output = '';
     const timer = setTimeout(() => reject(new Error(`no "listening" line within ${timeoutMs / 1000} s:\n${output}`)), timeoutMs);
     const read = (chunk: Buffer) => {
       output += chunk.toString();
-      const m = /Baton is listening on (http:\/\/\S+)/.exec(output);
+      const m = /Baton is listening on (http:\/\/\S+) \(database: (\w+)\)/.exec(output);
       if (m) {
         clearTimeout(timer);
-        resolve(m[1]!);
+        resolve({ url: m[1]!, database: m[2]! });
       }
     };
     child.stdout?.on('data', read);

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { decodeMasterKey, loadConfig } from '../../src/config.js';
 import { BatonClient } from '../../src/sdk/client.js';
 import { createDatabase } from '../setup/db.js';
-import { BIN, buildPackages, run, runBin, runPackaged, waitForListening } from './helpers.js';
+import { BIN, buildPackages, run, runBin, runPackaged, waitForListening, waitForListeningLine } from './helpers.js';
 
 const read = (path: string) => readFileSync(new URL(`../../${path}`, import.meta.url), 'utf8');
 
@@ -82,9 +82,10 @@ describe('baton serve', () => {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     try {
-      const url = await waitForListening(child, 30_000);
+      const { url, database } = await waitForListeningLine(child, 30_000);
+      expect(database).toBe('postgres');
       const client = new BatonClient({ baseUrl: url, apiKey: adminKey });
-      expect(await client.ready()).toEqual({ status: 'ready', database: 'postgres' });
+      expect(await client.ready()).toEqual({ status: 'ready' });
       expect(await client.admin.createTenant('served')).toMatchObject({ name: 'served' });
       const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
       child.kill('SIGTERM');

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { waitForListening } from '../cli/helpers.js';
+import { waitForListeningLine } from '../cli/helpers.js';
 import { createDatabase } from '../setup/db.js';
 import { writeConsumerProject, type PackedTarball } from './consumer-lock.js';
 
@@ -245,12 +245,12 @@ async function serveUntilReady(
 ): Promise<{ ready: boolean; database: string }> {
   const child = spawn(bin, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
   try {
-    const url = await waitForListening(child, 60_000);
-    const body = (await (await fetch(`${url}/readyz`)).json()) as { status: string; database: string };
+    const { url, database } = await waitForListeningLine(child, 60_000);
+    const body = (await (await fetch(`${url}/readyz`)).json()) as { status: string };
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
     child.kill('SIGTERM');
     expect(await exited).toBe(0);
-    return { ready: body.status === 'ready', database: body.database };
+    return { ready: body.status === 'ready', database };
   } finally {
     if (child.exitCode === null) child.kill('SIGKILL');
   }

@@ -400,3 +400,13 @@ describe('keyless revocation before proof', () => {
     expect(read.body).toMatchObject({ status: 'revoked', revoked_reason: secretReason });
   });
 });
+
+describe('keyless operations routes', () => {
+  it('/readyz says only whether the service is ready, not which database it runs on (the operator reads that in /metrics)', async () => {
+    const ready = await svc.call('GET', '/readyz');
+    expect(ready.status).toBe(200);
+    expect(ready.body).toEqual({ status: 'ready' });
+    const scraped = await svc.call('GET', '/metrics', { key: svc.adminKey });
+    expect(String(scraped.body)).toMatch(/baton_db_pool_max_connections\{driver="(postgres|pglite)"\}/);
+  });
+});
