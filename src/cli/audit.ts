@@ -1,11 +1,12 @@
 /** `baton audit`: replay a tenant's transparency log offline and report what does not add up. */
 import { readFileSync, writeFileSync } from 'node:fs';
-import { auditLog, type AuditReport, type LogTrust } from '../sdk/audit.js';
+import { auditLog, type AuditReport } from '../sdk/audit.js';
 import { BatonClient, DEFAULT_TIMEOUT_MS } from '../sdk/client.js';
 import { parseCliArgs } from './args.js';
 import { COMMON_OPTIONS, DEFAULT_SERVER, EXIT_HELP, integerFlag, printJson, SERVER_HELP, SERVER_OPTIONS } from './common.js';
 import { resolveTarget } from './context.js';
 import { UsageError, type CliIo } from './io.js';
+import { readLogTrust } from './log.js';
 import { publishedKeysFromText } from './service-receipt.js';
 
 export const AUDIT_HELP = `Usage: baton audit [options]
@@ -68,22 +69,6 @@ function readFile(path: string, what: string): string {
   } catch (e) {
     throw new UsageError(`${what}: cannot read ${path}: ${(e as Error).message}`, AUDIT_HELP);
   }
-}
-
-function readTrust(path: string): LogTrust {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(readFile(path, '--trust'));
-  } catch (e) {
-    if (e instanceof UsageError) throw e;
-    throw new UsageError(`--trust: ${path} is not JSON`, AUDIT_HELP);
-  }
-  // A saved GET /v1/log answer names its keys verifier_keys: taken as it is.
-  const saved = parsed as Partial<LogTrust> & { verifier_keys?: unknown };
-  const t = saved.logKeys === undefined && saved.verifier_keys !== undefined ? { ...saved, logKeys: saved.verifier_keys } : saved;
-  if (typeof t.origin !== 'string' || !Array.isArray(t.logKeys) || !t.logKeys.every((k) => typeof k === 'string'))
-    throw new UsageError('--trust: give {"origin": "...", "logKeys": ["<verifier key>", ...]}, or a saved GET /v1/log answer', AUDIT_HELP);
-  return t as LogTrust;
 }
 
 function summary(report: AuditReport): string {
@@ -155,7 +140,7 @@ export async function runAudit(argv: string[], io: CliIo): Promise<number> {
     baseUrl,
     apiKey,
     timeoutMs,
-    ...(values.trust !== undefined ? { trust: readTrust(values.trust) } : {}),
+    ...(values.trust !== undefined ? { trust: readLogTrust(values.trust, AUDIT_HELP) } : {}),
     ...(values.previous !== undefined ? { previousCheckpoint: readFile(values.previous, '--previous') } : {}),
     ...(values['max-pending'] !== undefined ? { maxPendingSeconds: integerFlag('--max-pending', values['max-pending'], 1) } : {}),
     ...(values.keys !== undefined ? { serviceKeys: publishedKeysFromText(readFile(values.keys, '--keys'), values.keys) } : {}),

@@ -70,6 +70,10 @@ const COMMANDS: Record<string, { load: () => Promise<Command>; summary: string }
     summary: "add, list and remove tenants' trusted root DIDs (admin key)",
   },
   serve: { load: async () => (await import('./serve.js')).runServe, summary: 'run the Baton service' },
+  log: {
+    load: async () => (await import('./log.js')).runLog,
+    summary: "prove a service receipt is in the tenant's log; check saved inclusion and consistency proofs offline",
+  },
   audit: {
     load: async () => (await import('./audit.js')).runAudit,
     summary: "replay the tenant's transparency log: root, signatures, missing or rewritten service receipts",

@@ -138,6 +138,9 @@ export type ChainResult = Schemas['DelegationChain'];
 export type TreeNode = Schemas['TreeNode'];
 export type TreeResult = Schemas['DelegationTree'];
 export type ChainContext = Schemas['ChainContext'];
+export type LogInfo = Schemas['LogInfo'];
+export type ServiceReceiptLogProof = Schemas['ServiceReceiptLogProof'];
+export type LogConsistencyProof = Schemas['LogConsistencyProof'];
 export type Counter = Schemas['Counter'];
 export type LimitWarning = Schemas['Warning'];
 
@@ -525,6 +528,38 @@ export class BatonClient {
     opts: RequestOptions = {},
   ): AsyncGenerator<ServiceReceiptItem> {
     for await (const p of this.serviceReceiptPages(page, opts)) yield* p.service_receipts;
+  }
+
+  // ------------------------------------------------------------ transparency log
+
+  /** GET /v1/log (audit scope): the tenant's log origin, tree size, root and note verifier keys. */
+  async logInfo(opts: RequestOptions = {}): Promise<LogInfo> {
+    return (await this.#call<LogInfo>({ method: 'GET', path: '/v1/log', auth: 'key' }, opts)).body;
+  }
+
+  /**
+   * GET /v1/log/service-receipts/{id}/proof (audit scope): the service receipt with its tlog-proof
+   * bundle under the latest signed checkpoint, or the one of `treeSize`. Check it offline with
+   * verifyServiceReceiptInclusion (or `baton log check`).
+   */
+  async logProof(serviceReceiptId: number, page: { treeSize?: number } = {}, opts: RequestOptions = {}): Promise<ServiceReceiptLogProof> {
+    return (
+      await this.#call<ServiceReceiptLogProof>(
+        {
+          method: 'GET',
+          path: `/v1/log/service-receipts/${serviceReceiptId}/proof`,
+          query: { tree_size: page.treeSize },
+          auth: 'key',
+        },
+        opts,
+      )
+    ).body;
+  }
+
+  /** GET /v1/log/consistency (audit scope): the proof that the tree of size `to` extends the one of size `from`. */
+  async logConsistency(from: number, to: number, opts: RequestOptions = {}): Promise<LogConsistencyProof> {
+    return (await this.#call<LogConsistencyProof>({ method: 'GET', path: '/v1/log/consistency', query: { from, to }, auth: 'key' }, opts))
+      .body;
   }
 
   // ------------------------------------------------------------ service keys

@@ -44,8 +44,8 @@ const TILE_ROUTING_PATH = '/v1/log/tile/:path{.+}';
 /** An entry is a uint16-length-prefixed service receipt JWS in an entry bundle. */
 const MAX_ENTRY_BYTES = 0xffff;
 
-function notFound(message: string, details?: Record<string, unknown>): BatonError {
-  return new BatonError('NOT_FOUND', { message, ...(details ? { details } : {}) });
+function notFound(message: string, details?: Record<string, unknown>, suggestion?: string): BatonError {
+  return new BatonError('NOT_FOUND', { message, ...(details ? { details } : {}), ...(suggestion ? { suggestion } : {}) });
 }
 
 export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
@@ -135,7 +135,11 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     const leaf = await leafOfServiceReceipt(db(), tenantId, id);
     if (leaf === undefined) {
       if (await isPending(db(), tenantId, id))
-        throw notFound(`Service receipt ${id} is not integrated into the log yet; retry in a moment.`, { status: 'pending' });
+        throw notFound(
+          `Service receipt ${id} is not integrated into the log yet; retry in a moment.`,
+          { status: 'pending' },
+          'Ask again in a second: the log takes new service receipts in rounds a fraction of a second apart.',
+        );
       throw notFound(`This tenant has no service receipt ${id}.`);
     }
     if (leaf.jws === null)

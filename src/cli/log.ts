@@ -1,0 +1,364 @@
+/**
+ * `baton log`: where a service receipt sits in the tenant's transparency log, proved and checked.
+ * `proof` fetches a service receipt's inclusion proof (audit key) and checks it; `check` checks
+ * saved proofs again, offline, against pinned log keys; `consistency` checks that one signed
+ * checkpoint extends another. The checks are the SDK's (src/sdk/audit.ts), so the CLI, the SDK and
+ * `baton audit` judge a proof alike.
+ */
+import { readFileSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
+import { groupHelp, parseCliArgs, runSubcommand, type Subcommand } from './args.js';
+import { clientFrom, COMMON_OPTIONS, integerFlag, printJson, readText, SERVER_HELP, SERVER_OPTIONS } from './common.js';
+import { printable } from './inspect.js';
+import { UsageError, type CliIo } from './io.js';
+import { BatonError } from '../protocol/errors.js';
+import { openCheckpoint } from '../protocol/tlog-proof.js';
+import { logPolicy, verifyCheckpointConsistency, verifyServiceReceiptInclusion, type LogTrust } from '../sdk/audit.js';
+import type { BatonClient, ServiceReceiptLogProof } from '../sdk/client.js';
+
+const TRUST_HELP = `The log's keys: --trust <file> pins them, as JSON {"origin": "...",
+"logKeys": ["<note verifier key>", ...], "witnesses"?: [...],
+"requiredCosignatures"?: n}, or a saved GET /v1/log answer (--save-trust
+writes one).`;
+
+const PROOF_HELP = `Usage: baton log proof <service-receipt-id> [--trust <file>] [--save <file>] [options]
+
+Fetches a service receipt's inclusion proof from the tenant's transparency log
+(GET /v1/log/service-receipts/{id}/proof, audit key) and checks it: the
+checkpoint's signature under the log's keys, its origin, the witness quorum,
+and that the proof binds the service receipt to the checkpoint's root. With
+--save the answer is kept, for "baton log check" to check again later,
+anywhere, without the service.
+
+${TRUST_HELP} Without --trust the keys the service serves (GET /v1/log) are
+taken, and the output says so: that proves the service is consistent with
+itself, not that it is the log you trust.
+
+A service receipt enters the log in the integration round after it is
+written (a fraction of a second): until then the service answers 404 with
+details.status "pending"; ask again.
+
+Options:
+  --trust <file>       the log's keys, pinned
+  --save-trust <file>  write the log's keys fetched from the service (GET /v1/log)
+  --tree-size <n>      prove under the signed checkpoint of this size (default: the latest)
+  --save <file>        write the proof answer (service receipt, index, size, bundle)
+  --json               print the result as JSON
+  -h, --help           show this help
+
+${SERVER_HELP}
+
+Exit codes: 0 included, 1 the proof does not hold or the service refused
+(404 for a service receipt of another tenant, or one not yet logged), 2 unusable
+input, 3 server unreachable, timed out or failing.`;
+
+const CHECK_HELP = `Usage: baton log check <file|-> ... --trust <file> [--json]
+
+Checks saved inclusion proofs offline: each file holds a proof answer
+(baton log proof --save, or a saved GET /v1/log/service-receipts/{id}/proof;
+"-" reads stdin). For each: the checkpoint's signature under the pinned log
+keys, its origin and witness quorum, that the proof binds the service
+receipt's JWS to the checkpoint's root at the index the answer names, and
+that the answer's tree_size is the checkpoint's. The service receipt's own
+signature is checked by "baton service-receipt verify" on the same file.
+
+${TRUST_HELP}
+
+Options:
+  --trust <file>       the log's keys, pinned (required: nothing is fetched)
+  --json               print each result as JSON
+  -h, --help           show this help
+
+Exit codes: 0 every proof holds, 1 some proof does not, 2 unusable input.`;
+
+const CONSISTENCY_HELP = `Usage: baton log consistency <older-note> <newer-note> --trust <file> [--proof <file>] [options]
+
+Checks that the newer signed checkpoint extends the older one: both notes
+must open under the pinned log keys, and a consistency proof must join them
+(RFC 9162). A failed proof, or equal sizes with different roots, is a split
+view; a newer checkpoint smaller than the older is a rollback. Either is
+printed with both notes as the evidence. The notes are files (baton audit
+--save-checkpoint, or saved GET /v1/log/checkpoint answers).
+
+With --proof (a saved GET /v1/log/consistency answer, or a JSON array of
+base64 hashes) nothing is fetched; otherwise the proof is fetched
+(GET /v1/log/consistency, audit key).
+
+${TRUST_HELP}
+
+Options:
+  --trust <file>       the log's keys, pinned (required)
+  --proof <file>       the consistency proof, saved
+  --json               print the result as JSON
+  -h, --help           show this help
+
+${SERVER_HELP}
+
+Exit codes: 0 consistent, 1 split view or rollback, 2 unusable input,
+3 server unreachable, timed out or failing.`;
+
+function readLocal(path: string, what: string, help: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (e) {
+    throw new UsageError(`${what}: cannot read ${path}: ${(e as Error).message}`, help);
+  }
+}
+
+function parseJson(text: string, what: string, help: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new UsageError(`${what} is not JSON`, help);
+  }
+}
+
+/** The log's keys from a --trust file: a LogTrust, or a saved GET /v1/log answer (its verifier_keys). */
+export function logTrustFrom(value: unknown, what: string, help: string): LogTrust {
+  const saved = (value ?? {}) as Partial<LogTrust> & { verifier_keys?: unknown };
+  const t = saved.logKeys === undefined && saved.verifier_keys !== undefined ? { ...saved, logKeys: saved.verifier_keys } : saved;
+  if (typeof t.origin !== 'string' || !Array.isArray(t.logKeys) || !t.logKeys.every((k) => typeof k === 'string'))
+    throw new UsageError(`${what}: give {"origin": "...", "logKeys": ["<verifier key>", ...]}, or a saved GET /v1/log answer`, help);
+  try {
+    logPolicy(t as LogTrust); // every key must parse now, not halfway through the checks
+  } catch (e) {
+    throw new UsageError(`${what}: ${(e as Error).message}`, help);
+  }
+  return t as LogTrust;
+}
+
+/** Reads and checks a --trust file. */
+export function readLogTrust(path: string, help: string): LogTrust {
+  return logTrustFrom(parseJson(readLocal(path, '--trust', help), `--trust ${path}`, help), `--trust ${path}`, help);
+}
+
+interface InclusionResult {
+  readonly where: string;
+  readonly included: boolean;
+  readonly service_receipt_id: number | null;
+  readonly leaf_index: number | null;
+  readonly tree_size: number | null;
+  readonly origin: string | null;
+  readonly reason?: string;
+}
+
+/** A proof answer's shape, checked before anything is verified. */
+function proofAnswerFrom(value: unknown, where: string): ServiceReceiptLogProof {
+  const a = value as Partial<ServiceReceiptLogProof> | null;
+  const ok =
+    a !== null &&
+    typeof a === 'object' &&
+    typeof a.proof === 'string' &&
+    typeof a.service_receipt?.jws === 'string' &&
+    Number.isSafeInteger(a.service_receipt.id) &&
+    Number.isSafeInteger(a.leaf_index) &&
+    Number.isSafeInteger(a.tree_size);
+  if (!ok)
+    throw new UsageError(
+      `${where} is not a proof answer: expected {"service_receipt": {"id", "jws"}, "leaf_index", "tree_size", "proof"} (baton log proof --save)`,
+    );
+  return a as ServiceReceiptLogProof;
+}
+
+/** Checks one proof answer under `trust`; never throws for a proof that does not hold. */
+function checkInclusion(answer: ServiceReceiptLogProof, where: string, trust: LogTrust, now: number): InclusionResult {
+  const base = { where, service_receipt_id: answer.service_receipt.id };
+  try {
+    const verified = verifyServiceReceiptInclusion(answer.service_receipt.jws, answer.proof, trust, now);
+    const size = verified.checkpoint.checkpoint.size;
+    const facts = { leaf_index: verified.index, tree_size: size, origin: verified.checkpoint.checkpoint.origin };
+    // The answer's own numbers are unsigned: they must say what the signed proof says.
+    if (verified.index !== answer.leaf_index)
+      return {
+        ...base,
+        ...facts,
+        included: false,
+        reason: `the answer says leaf ${answer.leaf_index}, the proof proves leaf ${verified.index}`,
+      };
+    if (size !== answer.tree_size)
+      return { ...base, ...facts, included: false, reason: `the answer says tree size ${answer.tree_size}, the checkpoint is of ${size}` };
+    return { ...base, ...facts, included: true };
+  } catch (e) {
+    if (!(e instanceof BatonError)) throw e;
+    return { ...base, leaf_index: null, tree_size: null, origin: null, included: false, reason: `${e.code}: ${e.message}` };
+  }
+}
+
+function printInclusion(io: CliIo, results: readonly InclusionResult[], json: boolean, note?: string): number {
+  const failed = results.filter((r) => !r.included).length;
+  if (json) printJson(io, { valid: failed === 0, checked: results.length, failed, results, ...(note ? { note } : {}) });
+  else {
+    for (const r of results)
+      io.out(
+        printable(
+          r.included
+            ? `INCLUDED  ${r.where}  service receipt #${r.service_receipt_id} is leaf ${r.leaf_index} of ${r.tree_size} in ${r.origin}`
+            : `INVALID   ${r.where}  ${r.reason}`,
+        ),
+      );
+    if (note) io.out(`note: ${note}`);
+  }
+  return failed === 0 ? 0 : 1;
+}
+
+async function runProof(argv: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseCliArgs('log proof', {
+    args: argv,
+    allowPositionals: true,
+    options: {
+      trust: { type: 'string' },
+      'save-trust': { type: 'string' },
+      'tree-size': { type: 'string' },
+      save: { type: 'string' },
+      ...SERVER_OPTIONS,
+      ...COMMON_OPTIONS,
+    },
+  });
+  if (values.help) {
+    io.out(PROOF_HELP);
+    return 0;
+  }
+  if (positionals.length !== 1) throw new UsageError('give one service receipt id (GET /v1/service-receipts lists them)', PROOF_HELP);
+  const id = integerFlag('service receipt id', positionals[0]!, 1);
+  const treeSize = values['tree-size'] !== undefined ? integerFlag('--tree-size', values['tree-size'], 1) : undefined;
+  if (values.trust !== undefined && values['save-trust'] !== undefined)
+    throw new UsageError('--save-trust saves the keys the service serves; with --trust they are not fetched', PROOF_HELP);
+  const pinned = values.trust !== undefined ? readLogTrust(values.trust, PROOF_HELP) : undefined;
+  const client: BatonClient = clientFrom(values, io);
+  let trust = pinned;
+  let note: string | undefined;
+  if (trust === undefined) {
+    const info = await client.logInfo();
+    trust = logTrustFrom(info, `${client.baseUrl}/v1/log`, PROOF_HELP);
+    note = `the log's keys were taken from the service itself (GET /v1/log); pin them with --trust`;
+    if (values['save-trust'] !== undefined) {
+      await writeFile(values['save-trust'], `${JSON.stringify({ origin: info.origin, logKeys: info.verifier_keys }, null, 2)}\n`);
+      io.err(`saved the log's keys to ${values['save-trust']}: check offline with --trust ${values['save-trust']}`);
+    }
+  }
+  const answer = await client.logProof(id, treeSize !== undefined ? { treeSize } : {});
+  if (values.save !== undefined) {
+    await writeFile(values.save, `${JSON.stringify(answer, null, 2)}\n`);
+    io.err(`saved the proof to ${values.save}: check it again with baton log check ${values.save} --trust <file>`);
+  }
+  const result = checkInclusion(answer, `service receipt #${id}`, trust, Math.floor(Date.now() / 1000));
+  if (result.included && result.service_receipt_id !== id)
+    return printInclusion(
+      io,
+      [{ ...result, included: false, reason: `asked for service receipt ${id}, got ${result.service_receipt_id}` }],
+      values.json,
+    );
+  return printInclusion(io, [result], values.json, note);
+}
+
+async function runCheck(argv: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseCliArgs('log check', {
+    args: argv,
+    allowPositionals: true,
+    options: { trust: { type: 'string' }, ...COMMON_OPTIONS },
+  });
+  if (values.help) {
+    io.out(CHECK_HELP);
+    return 0;
+  }
+  if (positionals.length === 0) throw new UsageError('give proof files (baton log proof --save), or - for stdin', CHECK_HELP);
+  if (values.trust === undefined)
+    throw new UsageError(
+      "give --trust <file>: an offline check needs the log's keys pinned (baton log proof --save-trust writes them)",
+      CHECK_HELP,
+    );
+  const trust = readLogTrust(values.trust, CHECK_HELP);
+  // Every file is read and parsed before anything is judged: a bad input is exit 2, not a verdict.
+  const answers: { where: string; answer: ServiceReceiptLogProof }[] = [];
+  for (const file of positionals) {
+    const where = file === '-' ? 'stdin' : file;
+    answers.push({ where, answer: proofAnswerFrom(parseJson(await readText(file, 'proof file'), where, CHECK_HELP), where) });
+  }
+  const now = Math.floor(Date.now() / 1000);
+  return printInclusion(
+    io,
+    answers.map((a) => checkInclusion(a.answer, a.where, trust, now)),
+    values.json,
+  );
+}
+
+/** A saved consistency proof: a GET /v1/log/consistency answer or a bare array of base64 hashes. */
+function consistencyProofFrom(value: unknown, where: string): string[] {
+  const proof = Array.isArray(value) ? value : (value as { proof?: unknown } | null)?.proof;
+  if (!Array.isArray(proof) || !proof.every((h) => typeof h === 'string'))
+    throw new UsageError(`${where}: give a saved GET /v1/log/consistency answer or a JSON array of base64 hashes`, CONSISTENCY_HELP);
+  return proof as string[];
+}
+
+async function runConsistency(argv: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseCliArgs('log consistency', {
+    args: argv,
+    allowPositionals: true,
+    options: { trust: { type: 'string' }, proof: { type: 'string' }, ...SERVER_OPTIONS, ...COMMON_OPTIONS },
+  });
+  if (values.help) {
+    io.out(CONSISTENCY_HELP);
+    return 0;
+  }
+  if (positionals.length !== 2) throw new UsageError('give two checkpoint notes: the older, then the newer', CONSISTENCY_HELP);
+  if (values.trust === undefined) throw new UsageError("give --trust <file>: both notes must open under the log's keys", CONSISTENCY_HELP);
+  const trust = readLogTrust(values.trust, CONSISTENCY_HELP);
+  const [olderNote, newerNote] = positionals.map((p) => readLocal(p, 'checkpoint note', CONSISTENCY_HELP)) as [string, string];
+  const now = Math.floor(Date.now() / 1000);
+  const policy = logPolicy(trust);
+  const sizes = positionals.map((p, i) => {
+    try {
+      return openCheckpoint(i === 0 ? olderNote : newerNote, policy, now).checkpoint.size;
+    } catch (e) {
+      if (!(e instanceof BatonError)) throw e;
+      throw new UsageError(`${p} does not open under the pinned log keys: ${e.code}: ${e.message}`, CONSISTENCY_HELP);
+    }
+  }) as [number, number];
+  let proof: string[];
+  if (values.proof !== undefined) {
+    const where = values.proof;
+    proof = consistencyProofFrom(parseJson(readLocal(where, '--proof', CONSISTENCY_HELP), where, CONSISTENCY_HELP), where);
+  } else {
+    const [from, to] = [Math.min(...sizes), Math.max(...sizes)];
+    // Equal sizes need no proof (the roots must match); from size 0 the service proves nothing either.
+    proof = from === to || from === 0 ? [] : (await clientFrom(values, io).logConsistency(from, to)).proof;
+  }
+  const result = verifyCheckpointConsistency(olderNote, newerNote, proof, trust, now);
+  if (values.json)
+    printJson(
+      io,
+      result.consistent ? { consistent: true, older: sizes[0], newer: sizes[1] } : { consistent: false, finding: result.finding },
+    );
+  else if (result.consistent) io.out(`CONSISTENT  the checkpoint of ${sizes[1]} leaves extends the one of ${sizes[0]}`);
+  else {
+    const f = result.finding;
+    const [a, b] = f.kind === 'same-size-different-roots' ? f.checkpoints : [f.older, f.newer];
+    const reason = f.kind === 'same-size-different-roots' ? `two checkpoints of ${f.size} leaves with different roots` : f.reason;
+    io.out(printable(`${f.kind === 'rollback' ? 'ROLLBACK' : 'SPLIT VIEW'}  ${reason}`));
+    for (const [title, note] of [
+      ['the first note', a.note],
+      ['the second note', b.note],
+    ] as const) {
+      io.out(`\n--- ${title} (evidence)`);
+      for (const line of note.replace(/\n$/, '').split('\n')) io.out(printable(line));
+    }
+  }
+  return result.consistent ? 0 : 1;
+}
+
+const SUBCOMMANDS: Record<string, Subcommand> = {
+  proof: { run: runProof, summary: "fetch a service receipt's inclusion proof and check it (audit key)" },
+  check: { run: runCheck, summary: 'check saved inclusion proofs offline, against pinned log keys' },
+  consistency: { run: runConsistency, summary: 'check that one signed checkpoint extends another' },
+};
+
+const LOG_HELP = groupHelp(
+  'log',
+  "The tenant's transparency log: inclusion and consistency proofs. baton audit replays the whole log.",
+  SUBCOMMANDS,
+  'Exit codes: 0 holds, 1 does not hold, 2 unusable input, 3 server unreachable.',
+);
+
+export function runLog(argv: string[], io: CliIo): Promise<number> {
+  return runSubcommand('log', argv, io, SUBCOMMANDS, LOG_HELP);
+}

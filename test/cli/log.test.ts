@@ -1,0 +1,201 @@
+/**
+ * `baton log` over real HTTP: a service receipt's inclusion proof fetched, saved and checked again
+ * offline; tampered proofs, answers and keys refused; checkpoints checked for consistency, online
+ * and from a saved proof, a rollback and a forged proof reported with both notes.
+ */
+import { join } from 'node:path';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { integrateOnce } from '../../src/service/log-integrator.js';
+import { silentLogger } from '../../src/service/log.js';
+import { recordServiceReceipt } from '../../src/service/service-receipts.js';
+import { startLiveService, type LiveService } from '../sdk/live-service.js';
+import { run, tempDir } from './helpers.js';
+
+let live: LiveService;
+let A: string[];
+const ids: number[] = [];
+
+async function record(n: number): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    const r = await recordServiceReceipt(live.svc.store.db, live.svc.deps.signer, {
+      tenantId: live.tenant.id,
+      kind: 'invocation.denied',
+      subject: `inv:${ids.length}`,
+      data: { i: ids.length },
+      now: live.svc.clock.now,
+    });
+    ids.push(r.id);
+  }
+}
+
+const integrate = () =>
+  integrateOnce({ store: live.svc.store, signer: live.svc.deps.signer, log: silentLogger, logName: live.svc.deps.config.tlogName });
+
+async function audited(path: string): Promise<Response> {
+  return fetch(`${live.baseUrl}${path}`, { headers: { authorization: `Bearer ${live.tenant.keys.audit}` } });
+}
+
+beforeAll(async () => {
+  live = await startLiveService();
+  A = ['--server', live.baseUrl, '--api-key', live.tenant.keys.audit];
+  await record(7);
+  await integrate();
+});
+afterAll(async () => {
+  await live?.close();
+});
+
+describe('baton log proof and check', () => {
+  it('--help names the subcommands, and each says what it checks', async () => {
+    const group = await run(['log', '--help']);
+    expect(group.code).toBe(0);
+    expect(group.out).toMatch(/proof .*\n.*check .*\n.*consistency/);
+    expect((await run(['log', 'proof', '--help'])).out).toMatch(/details\.status "pending"/);
+    expect((await run(['log', 'check', '--help'])).out).toMatch(/baton service-receipt verify/);
+    expect((await run(['--help'])).out).toMatch(/\blog\b/);
+  });
+
+  it('fetches a proof, says when the keys came from the service itself, and saves proof and keys for an offline check', async () => {
+    const dir = tempDir();
+    const [proof, trust] = [join(dir, 'proof.json'), join(dir, 'trust.json')];
+    const r = await run(['log', 'proof', String(ids[3]), ...A, '--save', proof, '--save-trust', trust]);
+    expect(r.code, r.out + r.err).toBe(0);
+    expect(r.out).toMatch(new RegExp(`^INCLUDED .*service receipt #${ids[3]} is leaf 3 of 7 in \\S+`));
+    expect(r.out).toMatch(/taken from the service itself .*pin them with --trust/);
+    const offline = await run(['log', 'check', proof, '--trust', trust]);
+    expect(offline.code, offline.out + offline.err).toBe(0);
+    expect(offline.out).toMatch(/^INCLUDED {2}\S+proof\.json {2}service receipt #\d+ is leaf 3 of 7/);
+    // Pinned, nothing is said about trusting the service.
+    const pinned = await run(['log', 'proof', String(ids[0]), ...A, '--trust', trust, '--json']);
+    expect(pinned.code, pinned.err).toBe(0);
+    expect(JSON.parse(pinned.out)).toMatchObject({ valid: true, results: [{ included: true, leaf_index: 0, tree_size: 7 }] });
+    expect(JSON.parse(pinned.out).note).toBeUndefined();
+  });
+
+  it('refuses a proof whose service receipt, leaf index, tree size or log keys were changed', async () => {
+    const dir = tempDir();
+    const [proof, trust] = [join(dir, 'proof.json'), join(dir, 'trust.json')];
+    expect((await run(['log', 'proof', String(ids[5]), ...A, '--save', proof, '--save-trust', trust])).code).toBe(0);
+    const saved = JSON.parse(readFileSync(proof, 'utf8')) as {
+      service_receipt: { id: number; jws: string };
+      leaf_index: number;
+      tree_size: number;
+    };
+    const other = (await (await audited(`/v1/log/service-receipts/${ids[2]}/proof`)).json()) as { service_receipt: { jws: string } };
+    const variants: [string, unknown, RegExp][] = [
+      ['swapped.json', { ...saved, service_receipt: { ...saved.service_receipt, jws: other.service_receipt.jws } }, /LOG_PROOF_INVALID/],
+      ['index.json', { ...saved, leaf_index: 2 }, /the answer says leaf 2, the proof proves leaf 5/],
+      ['size.json', { ...saved, tree_size: 9 }, /the answer says tree size 9, the checkpoint is of 7/],
+    ];
+    for (const [name, body, reason] of variants) {
+      writeFileSync(join(dir, name), JSON.stringify(body));
+      const r = await run(['log', 'check', join(dir, name), '--trust', trust]);
+      expect(r.code, `${name}: ${r.out}${r.err}`).toBe(1);
+      expect(r.out, name).toMatch(/^INVALID/);
+      expect(r.out, name).toMatch(reason);
+    }
+    // Keys of another log: the checkpoint does not open.
+    const info = JSON.parse(readFileSync(trust, 'utf8')) as { origin: string; logKeys: string[] };
+    writeFileSync(join(dir, 'other-origin.json'), JSON.stringify({ ...info, origin: `${info.origin}-elsewhere` }));
+    const elsewhere = await run(['log', 'check', proof, '--trust', join(dir, 'other-origin.json')]);
+    expect(elsewhere.code, elsewhere.out + elsewhere.err).toBe(1);
+    expect(elsewhere.out).toMatch(/^INVALID/);
+    // One good file among bad ones still exits 1; every file is reported.
+    const mixed = await run(['log', 'check', proof, join(dir, 'index.json'), '--trust', trust]);
+    expect(mixed.code).toBe(1);
+    expect(mixed.out.split('\n').filter((l) => /^(INCLUDED|INVALID)/.test(l))).toHaveLength(2);
+  });
+
+  it('unusable input is exit 2 with what to do: no --trust, not JSON, not a proof answer, a bad id', async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'text.txt'), 'not json');
+    writeFileSync(join(dir, 'other.json'), JSON.stringify({ hello: 'world' }));
+    writeFileSync(join(dir, 'trust.json'), JSON.stringify({ origin: 'x' }));
+    const cases: [string[], RegExp][] = [
+      [['log', 'check', join(dir, 'other.json')], /give --trust <file>/],
+      [['log', 'check', join(dir, 'text.txt'), '--trust', join(dir, 'trust.json')], /logKeys/],
+      [['log', 'proof', 'seven', ...A], /whole number/],
+      [['log', 'proof', ...A], /give one service receipt id/],
+    ];
+    for (const [args, message] of cases) {
+      const r = await run(args);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.err, args.join(' ')).toMatch(message);
+    }
+    writeFileSync(join(dir, 'trust.json'), JSON.stringify({ origin: 'x', logKeys: [] }));
+    const notJson = await run(['log', 'check', join(dir, 'text.txt'), '--trust', join(dir, 'trust.json')]);
+    expect(notJson.code).toBe(2);
+    expect(notJson.err).toMatch(/is not JSON/);
+    const notProof = await run(['log', 'check', join(dir, 'other.json'), '--trust', join(dir, 'trust.json')]);
+    expect(notProof.code).toBe(2);
+    expect(notProof.err).toMatch(/is not a proof answer/);
+  });
+
+  it('a service receipt not yet in the log is refused by the service (pending), not reported as included', async () => {
+    await record(1);
+    const r = await run(['log', 'proof', String(ids[ids.length - 1]), ...A]);
+    expect(r.code, r.out + r.err).toBe(1);
+    expect(r.out + r.err).toMatch(/not integrated into the log yet/);
+    expect(r.out + r.err).toMatch(/Ask again in a second/);
+    await integrate();
+    expect((await run(['log', 'proof', String(ids[ids.length - 1]), ...A])).code).toBe(0);
+  });
+});
+
+describe('baton log consistency', () => {
+  it('a later checkpoint extends an earlier one, online and from a saved proof; swapped, it is a rollback; a forged proof is a split view', async () => {
+    const dir = tempDir();
+    const trust = join(dir, 'trust.json');
+    const info = (await (await audited('/v1/log')).json()) as { origin: string; verifier_keys: string[] };
+    writeFileSync(trust, JSON.stringify(info)); // a saved GET /v1/log answer pins the keys as it is
+    const older = join(dir, 'older.txt');
+    writeFileSync(older, await (await audited('/v1/log/checkpoint')).text());
+    await record(5);
+    await integrate();
+    const newer = join(dir, 'newer.txt');
+    writeFileSync(newer, await (await audited('/v1/log/checkpoint')).text());
+    const sizes = [older, newer].map((f) => Number(readFileSync(f, 'utf8').split('\n')[1]));
+    expect(sizes[1]).toBe(sizes[0]! + 5);
+
+    const online = await run(['log', 'consistency', older, newer, '--trust', trust, ...A]);
+    expect(online.code, online.out + online.err).toBe(0);
+    expect(online.out).toMatch(new RegExp(`^CONSISTENT .*${sizes[1]} leaves extends the one of ${sizes[0]}`));
+
+    const proofFile = join(dir, 'proof.json');
+    writeFileSync(proofFile, await (await audited(`/v1/log/consistency?from=${sizes[0]}&to=${sizes[1]}`)).text());
+    const offline = await run([
+      'log',
+      'consistency',
+      older,
+      newer,
+      '--trust',
+      trust,
+      '--proof',
+      proofFile,
+      '--server',
+      'http://127.0.0.1:9',
+    ]);
+    expect(offline.code, offline.out + offline.err).toBe(0);
+
+    const swapped = await run(['log', 'consistency', newer, older, '--trust', trust, '--proof', proofFile]);
+    expect(swapped.code, swapped.out + swapped.err).toBe(1);
+    expect(swapped.out).toMatch(/^ROLLBACK .*shrank/);
+    expect(swapped.out).toMatch(/--- the first note \(evidence\)\n/);
+
+    const proof = JSON.parse(readFileSync(proofFile, 'utf8')) as { proof: string[] };
+    writeFileSync(join(dir, 'forged.json'), JSON.stringify(proof.proof.map(() => Buffer.alloc(32, 7).toString('base64'))));
+    const forged = await run(['log', 'consistency', older, newer, '--trust', trust, '--proof', join(dir, 'forged.json')]);
+    expect(forged.code, forged.out + forged.err).toBe(1);
+    expect(forged.out).toMatch(/^SPLIT VIEW/);
+
+    // A note that does not open under the pinned keys is unusable input, named.
+    writeFileSync(
+      join(dir, 'bad.txt'),
+      readFileSync(newer, 'utf8').replace(/\n(\d+)\n/, (_m, n: string) => `\n${Number(n) + 1}\n`),
+    );
+    const bad = await run(['log', 'consistency', older, join(dir, 'bad.txt'), '--trust', trust, '--proof', proofFile]);
+    expect(bad.code).toBe(2);
+    expect(bad.err).toMatch(/bad\.txt does not open under the pinned log keys/);
+  });
+});
