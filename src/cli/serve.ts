@@ -93,9 +93,14 @@ export async function runServe(argv: string[], io: CliIo): Promise<number> {
     loadConfig(); // the same check runService makes, reported as a usage error instead of an exit
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e;
-    // A value the user typed as a flag is named as that flag, not as a variable they never set.
-    let message = e.message;
-    for (const [name, flag, value] of overrides) if (value !== undefined) message = message.replace(new RegExp(`\\b${name}\\b`, 'g'), flag);
+    // A value the user typed as a flag is named as that flag, not as a variable they never set. The
+    // values the message quotes ("got ...") are left as typed, even one that spells a variable's name.
+    const named = (text: string) =>
+      overrides.reduce((t, [name, flag, value]) => (value === undefined ? t : t.replace(new RegExp(`\\b${name}\\b`, 'g'), flag)), text);
+    const message = e.message
+      .split(/("(?:[^"\\]|\\.)*")/)
+      .map((part, i) => (i % 2 === 1 ? part : named(part)))
+      .join('');
     throw new UsageError(message, SERVE_HELP);
   }
   try {

@@ -105,6 +105,11 @@ describe('baton serve', () => {
     const url = await runBin(['serve', '--database-url', 'mysql://x']);
     expect(url.code).toBe(2);
     expect(url.err).toMatch(/--database-url must start with postgres/);
+    // A typed value that spells a variable's name is quoted as typed.
+    const spelled = await runBin(['serve', '--port', '99999', '--workers', 'PORT']);
+    expect(spelled.code).toBe(2);
+    expect(spelled.err).toMatch(/--workers must be a whole number .*got "PORT"/);
+    expect(spelled.err).toMatch(/--port must be a whole number/);
     const fromEnv = await runBin(['serve'], { PORT: '99999' });
     expect(fromEnv.code).toBe(2);
     expect(fromEnv.err).toMatch(/\bPORT must be a whole number from 0 to 65535/);
