@@ -115,10 +115,19 @@ export const Jws = z
 
 export const Timestamp = z.string().openapi('Timestamp', { format: 'date-time' });
 
-/** A query date-time: RFC 3339 with a zone (Z or an offset), read as a Date. */
+/** The instants a query may name: UTC years 1 to 9999, what PostgreSQL's timestamptz and RFC 3339 both hold. */
+const FIRST_INSTANT_MS = Date.parse('0001-01-01T00:00:00Z');
+const LAST_INSTANT_MS = Date.parse('9999-12-31T23:59:59.999Z');
+
+/** A query date-time: RFC 3339 with a zone (Z or an offset), read as a Date in UTC years 1 to 9999. */
 export const InstantQuery = z.iso
   .datetime({ offset: true, error: 'must be an RFC 3339 date-time with a zone, e.g. 2026-11-23T12:00:00Z' })
-  .transform((t) => new Date(t));
+  .transform((t) => new Date(t))
+  // Year 0000, or an offset that moves the instant out of years 1-9999, parses but cannot be stored
+  // or compared by the database: refused here (400), not failed there (500).
+  .refine((d) => d.getTime() >= FIRST_INSTANT_MS && d.getTime() <= LAST_INSTANT_MS, {
+    error: 'must fall in UTC years 0001 to 9999 (after applying its offset)',
+  });
 
 /**
  * A query's time window must not be empty: a contradiction is refused, not answered with an empty page.

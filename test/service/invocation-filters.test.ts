@@ -275,6 +275,10 @@ describe('GET /v1/invocations', () => {
       ['?since=24h&until=1h', 'since'],
       ['?since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z', 'until'],
       ['?since=2026-01-01T00:00:00Z&until=2026-01-01T00:00:00Z', 'until'],
+      // Well-formed, but outside the years the database holds (year 0, or moved there by the offset).
+      ['?since=0000-01-01T00:00:00Z', 'since'],
+      [`?until=${encodeURIComponent('0001-01-01T00:30:00+01:00')}`, 'until'],
+      ['?since=9999-12-31T23:59:59-23:59', 'since'],
       ['?code=REPLAY_DETECTED&outcome=allowed', 'code'],
       ['?tool=fetch&outcome=denied', 'tool'],
       ['?tool=fetch&code=REPLAY_DETECTED', 'tool'],

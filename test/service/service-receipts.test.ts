@@ -363,6 +363,10 @@ describe('GET /v1/service-receipts', () => {
       'since=24h&until=2026-01-01T00:00:00Z',
       'since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z',
       'kind=invocation.allowed&kind=actual.recorded',
+      // Well-formed, but outside the years the database holds: a 400, never the database's 500.
+      'since=0000-01-01T00:00:00Z',
+      `until=${encodeURIComponent('0001-01-01T00:30:00+01:00')}`,
+      'since=9999-12-31T23:59:59-23:59',
     ]) {
       const res = await svc.call('GET', `/v1/service-receipts?${q}`, { key: auditA });
       expect(res.status, q).toBe(400);
