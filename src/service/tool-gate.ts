@@ -239,8 +239,11 @@ export async function decideToolGate(
   if (opts.dryRun) {
     // A dry run answers what the real call would now: the real call spends an approved approval of
     // this very call (requestApproval finds it), so the dry run allows on it too. It writes nothing.
-    const live = await findLiveApproval(deps.store.db, tenantId, binding);
-    if (live && live.status === 'approved' && now < live.expiresAt) return params(live.id, binding);
+    // One past its deadline but not yet marked expired is no approval: the real call expires it
+    // first (expireApprovals), then finds a rejection or the cap as if it were not there.
+    const found = await findLiveApproval(deps.store.db, tenantId, binding);
+    const live = found && now < found.expiresAt ? found : undefined;
+    if (live?.status === 'approved') return params(live.id, binding);
     const rejected = live ? undefined : await findStandingRejection(deps.store.db, tenantId, binding, now);
     // Not refused here: a retry of a call already allowed is answered as such first, as in a real run.
     if (rejected) dryRunRefusal = { violation: rejectedViolation(rejected), approval: approvalJson(rejected, now) };
@@ -248,7 +251,7 @@ export async function decideToolGate(
     else if (!live && (await countPendingUnderRoot(deps.store.db, tenantId, inv.dr_chain[0]!, now)) >= MAX_PENDING_APPROVALS_PER_ROOT) {
       dryRunRefusal = { violation: pendingLimitViolation(required, inv.dr_chain[0]!) };
     }
-    const waiting = live && live.status === 'pending' && now < live.expiresAt ? ` Approval ${live.id} waits for an approver.` : '';
+    const waiting = live?.status === 'pending' ? ` Approval ${live.id} waits for an approver.` : '';
     required = { ...required, message: `${required.message ?? ''}${waiting}` };
   }
   return {

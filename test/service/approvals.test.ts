@@ -814,6 +814,33 @@ describe('approvals waiting under one chain root are capped: a flood of distinct
     expect((await ask('after a decision')).body.error.code).toBe('APPROVAL_REQUIRED');
     expect((await ask('one too many')).body.error.code).toBe('APPROVALS_PENDING_LIMIT');
   });
+
+  it('an approved approval past its deadline, not yet marked expired, is no approval: a dry run meets the cap as the real call does', async () => {
+    const { own, human } = await tenantWithApprover('stale approved');
+    const c = buildChain([POLICY, POLICY], { keys: [own.root, generateKeyPair(), generateKeyPair()] });
+    const send = (note: string, dry = false) =>
+      svc.call('POST', '/v1/verify', {
+        key: own.keys.verify,
+        json: { ...(c.invoke({ ...ARGS, note }, { iat: svc.clock.now }).bundle as object), ...(dry ? { dry_run: true } : {}) },
+      });
+    const asked = await send('the approved one');
+    const id = asked.body.approval.id as string;
+    expect((await decide(id, 'approve', triple, human)).body.status).toBe('approved');
+    const start = svc.clock.now;
+    try {
+      // Later calls fill the root's places; then the approved one's deadline passes, theirs not.
+      svc.clock.now = start + APPROVAL_TTL_SECONDS - 100;
+      const fill = await Promise.all(Array.from({ length: MAX_PENDING_APPROVALS_PER_ROOT }, (_, i) => send(`filler ${i}`)));
+      expect(fill.every((a) => a.body.error?.code === 'APPROVAL_REQUIRED')).toBe(true);
+      svc.clock.now = start + APPROVAL_TTL_SECONDS + 1;
+      const dry = await send('the approved one', true);
+      expect(dry.body.error?.code, JSON.stringify(dry.body)).toBe('APPROVALS_PENDING_LIMIT');
+      const real = await send('the approved one');
+      expect(real.body.error?.code, JSON.stringify(real.body)).toBe('APPROVALS_PENDING_LIMIT');
+    } finally {
+      svc.clock.now = start;
+    }
+  });
 });
 
 describe('approval lists are paged: no number of approvals hides a newer one', () => {
