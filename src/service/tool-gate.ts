@@ -123,6 +123,8 @@ export async function decideToolGate(
      * (SELF_APPROVAL); the statement refuses it an approval it decided itself (APPROVAL_DECIDED_BY_CALLER).
      */
     callerKey?: string | undefined;
+    /** A dry run: the chain's record that storing it would hold for a human (predictTrifectaHold), if any. */
+    wouldHold?: string | null | undefined;
   },
 ): Promise<ToolGate> {
   // A dry run reads the catalog fresh (no statement re-checks its version); a real verify's
@@ -191,7 +193,18 @@ export async function decideToolGate(
       ...(checkNearInStatement ? { nl: true } : {}),
     },
   });
-  if (rule.decision === 'allow') return params(null, null);
+  // A dry run of a chain not yet stored: the record storing it would hold refuses the call as the
+  // held grant refuses the real one (the statement's GRANT_PENDING_APPROVAL, or below when asking),
+  // unless a stored record above it is held already, which the real call names first.
+  const wouldHold = opts.dryRun && opts.wouldHold ? opts.wouldHold : null;
+  const heldGrant = async () =>
+    (await unapprovedGrantInChain(deps.store.db, tenantId, inv.dr_chain)) ??
+    (wouldHold === null ? undefined : { drHash: wouldHold, status: 'pending' as const });
+  if (rule.decision === 'allow') {
+    const held = wouldHold === null ? undefined : await heldGrant();
+    if (held) return { kind: 'refuse', catalogVersion, violations: [grantViolation(held.drHash, held.status, decision)] };
+    return params(null, null);
+  }
 
   // require_approval: spend an approved approval of this very call, or ask for one.
   const binding = approvalBinding({
@@ -226,7 +239,7 @@ export async function decideToolGate(
   let required = ruleViolation(rule, ruleField);
   // A grant of the chain still held refuses the call whatever an approver decides (the statement
   // checks it too): say so, and ask no human to approve a call that cannot run.
-  const held = await unapprovedGrantInChain(deps.store.db, tenantId, inv.dr_chain);
+  const held = await heldGrant();
   if (held) {
     const notAsked = `${required.message ?? ''} No approval is requested while grant ${held.drHash} is ${held.status}: an approver decides the grant first (POST /v1/grants/{hash}/approve).`;
     return {

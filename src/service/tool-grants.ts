@@ -67,9 +67,8 @@ export async function trifectaAtIssuance(
   return {
     async next(tx, dr, inserted) {
       policies.push(dr.policy);
-      if (doc === null || !inserted) return;
-      const report = detectTrifecta(effectiveLimits(policies).allowed_tools, { catalog: doc.catalog, strict: doc.settings.strict });
-      if (!report.detected) return;
+      const report = inserted ? trifectaReach(doc, policies) : null;
+      if (doc === null || report === null) return;
       const explanation = `Its tools combine all three risks (${explainTrifecta(report)}).`;
       await insertPendingGrant(tx, {
         tenantId,
@@ -90,6 +89,36 @@ export async function trifectaAtIssuance(
       await insertServiceReceipt(tx, serviceReceipt);
     },
   };
+}
+
+type ToolDocument = Awaited<ReturnType<typeof toolDocumentOf>>;
+
+/** The trifecta report of a chain's reach under the tenant's catalog, when it is one (a hold). */
+function trifectaReach(doc: ToolDocument, policies: readonly Policy[]): ReturnType<typeof detectTrifecta> | null {
+  if (doc === null) return null;
+  const report = detectTrifecta(effectiveLimits(policies).allowed_tools, { catalog: doc.catalog, strict: doc.settings.strict });
+  return report.detected ? report : null;
+}
+
+/**
+ * For a dry run: the first of `submitted` (root to leaf, after the stored `ancestorPolicies`) that
+ * storing them would hold for a human, judged as trifectaAtIssuance judges it, without storing
+ * anything. Records already stored (`alreadyStored`) are not newly held; their grants are read.
+ */
+export async function predictTrifectaHold(
+  deps: ServiceDeps,
+  tenantId: string,
+  ancestorPolicies: readonly Policy[],
+  submitted: readonly { readonly hash: string; readonly payload: { readonly policy: Policy } }[],
+  alreadyStored: { has(hash: string): boolean },
+): Promise<string | null> {
+  const doc = await toolDocumentOf(deps, tenantId, true);
+  const policies = [...ancestorPolicies];
+  for (const dr of submitted) {
+    policies.push(dr.payload.policy);
+    if (!alreadyStored.has(dr.hash) && trifectaReach(doc, policies) !== null) return dr.hash;
+  }
+  return null;
 }
 
 /**

@@ -54,6 +54,8 @@ import { checkSubmission, submitDelegations } from './delegation-submission.js';
 import { signServiceReceipt, type SignedServiceReceipt } from './service-receipts.js';
 import { INVOCATION_STORED } from './approvals.js';
 import { askForApproval, decideToolGate, mustRedecide, toolGateViolation, type ToolGate } from './tool-gate.js';
+import { predictTrifectaHold } from './tool-grants.js';
+import type { Policy } from '../protocol/policy.js';
 import type { ApprovalJson } from './approvals.js';
 
 export type VerifyRequest = z.output<typeof VerifyRequestBody> & {
@@ -219,10 +221,14 @@ export async function verifyInvocation(
   // DRS clients never pre-register: a verified chain with unknown DRs is stored now
   // (by a key that is still active: this write happens before the statement re-checks it).
   // A dry run stores nothing but makes the same checks, so it refuses what storing would.
+  // A dry run: the record storing would hold for a human (a trifecta grant), refused as the real call's gate refuses it.
+  let wouldHold: string | null = null;
   if (decision.delegations.some((d) => !stored.has(d.hash))) {
     const jwsList = decision.delegations.map((d) => d.jws);
     if (dryRun) {
-      await checkSubmission(deps, tenantId, jwsList);
+      const checked = await checkSubmission(deps, tenantId, jwsList);
+      const ancestorPolicies = checked.ancestors.map((a) => a.policy as Policy);
+      wouldHold = await predictTrifectaHold(deps, tenantId, ancestorPolicies, checked.submitted, stored);
     } else {
       await assertKeyActive(deps, auth);
       try {
@@ -287,6 +293,7 @@ export async function verifyInvocation(
     chainFlagged: redecided?.chainFlagged,
     nearLimitReached: redecided?.nearLimitReached,
     callerKey: auth.keyId,
+    wouldHold,
   });
   const gated = gate.kind === 'none' ? {} : { catalog_version: gate.catalogVersion };
   // Before the gate refuses or asks: an invocation already allowed is answered as the statement

@@ -113,6 +113,33 @@ describe('a held grant is never decided by the API key that submitted it', () =>
   });
 });
 
+describe('a dry run of a chain not yet stored', () => {
+  it('refuses what storing it would hold, as the real call is refused, and stores nothing', async () => {
+    const verifier = await apiKey(['verify']);
+    const c = buildChain([TRIFECTA, { ...TRIFECTA, max_calls: 10 }], { keys: [tenant.root, generateKeyPair(), generateKeyPair()] });
+    const args = { tool: 'read_db', estimated_cost_usd: 0.01, pii_access: true, write_access: false };
+    const send = (dry: boolean) =>
+      svc.call('POST', '/v1/verify', {
+        key: verifier.key,
+        json: { ...(c.invoke(args).bundle as object), ...(dry ? { dry_run: true } : {}) },
+      });
+    const dry = await send(true);
+    expect(dry.status, JSON.stringify(dry.body)).toBe(403);
+    expect(dry.body.error.code).toBe('GRANT_PENDING_APPROVAL');
+    expect(dry.body.violations).toEqual([
+      expect.objectContaining({ code: 'GRANT_PENDING_APPROVAL', dr_index: 0, dr_hash: c.drs[0]!.hash, actual: 'pending' }),
+    ]);
+    const [nothing] = await svc.store.db.select().from(grantApprovals).where(eq(grantApprovals.drHash, c.drs[0]!.hash));
+    expect(nothing).toBeUndefined();
+    // The real call stores the chain, holds its root, and is refused with the same violations.
+    const real = await send(false);
+    expect(real.status).toBe(403);
+    expect(real.body.error.code).toBe('GRANT_PENDING_APPROVAL');
+    expect(real.body.violations).toEqual(dry.body.violations);
+    expect((await grantRow(c.drs[0]!.hash)).status).toBe('pending');
+  });
+});
+
 describe('publishing approvers and rule descriptions', () => {
   const publish = async (over: Record<string, unknown>) => {
     const base = (await svc.call('GET', '/v1/tools', { key: tenant.keys.verify })).body.version as number;
