@@ -10,7 +10,19 @@
 --
 -- baton_key_lineage is the one definition of a key's rotation lineage: the key,
 -- every key it was rotated from and every key rotated from it, transitively.
--- Deciding an approval or a held grant reads it too (store/api-keys.ts).
+-- Deciding an approval or a held grant reads it too (store/api-keys.ts). The
+-- newer direction follows rotated_from, now indexed.
+--
+-- The verify statement runs with enable_seqscan off (0014), which prices any
+-- sequential scan left in a plan at 10^10. Before the index, the lineage's
+-- newer direction was such a plan, and a cost that high crossed jit_above_cost:
+-- PostgreSQL compiled the query with LLVM on every call, about 200 ms a verify
+-- that spent an approval (found by this stop's probe). JIT never pays for the
+-- statement's small queries, so it is off for the whole batch.
+CREATE INDEX IF NOT EXISTS "api_keys_rotated_from_idx" ON "api_keys" ("rotated_from") WHERE "rotated_from" IS NOT NULL;
+--> statement-breakpoint
+ALTER FUNCTION "baton_verify_batch"(timestamptz, jsonb) SET jit = off;
+--> statement-breakpoint
 CREATE OR REPLACE FUNCTION "baton_key_lineage"("p_key" text) RETURNS text[]
 LANGUAGE sql STABLE AS $$
   WITH RECURSIVE older(id, rotated_from) AS (

@@ -32,7 +32,9 @@ export async function tryIntegratorLock(tx: Db): Promise<boolean> {
  * keeps per prepared statement are made under this setting too.
  */
 export async function preferIndexes(tx: Db): Promise<void> {
-  await tx.execute(sql`set local enable_seqscan = off`);
+  // JIT off too: a sequential scan a plan still needs is then priced past jit_above_cost, and compiling
+  // a round's small queries never pays. One round trip for both.
+  await tx.execute(sql`select set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)`);
 }
 
 export interface PendingLeaf {

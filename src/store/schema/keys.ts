@@ -24,6 +24,10 @@ export const apiKeys = pgTable(
   (t) => [
     uniqueIndex('api_keys_secret_hash_uq').on(t.secretHash),
     index('api_keys_tenant_idx').on(t.tenantId),
+    // The newer direction of a rotation lineage (baton_key_lineage, migration 0033).
+    index('api_keys_rotated_from_idx')
+      .on(t.rotatedFrom)
+      .where(sql`${t.rotatedFrom} is not null`),
     check('api_keys_scopes_known', sql`${t.scopes} <@ array[${sqlLiterals(API_KEY_SCOPES)}]::text[]`),
     check('api_keys_scopes_nonempty', sql`cardinality(${t.scopes}) > 0`),
     check('api_keys_tenant_or_admin', sql`${t.tenantId} is not null or 'admin' = any(${t.scopes})`),
