@@ -84,6 +84,11 @@ const notShownKeyless = 'Absent in a keyless answer, which shows nothing stored 
 export const SubmittedDelegation = z
   .strictObject({
     ...DelegationWithServiceReceipt.shape,
+    depth: z.int().min(0).optional().openapi({
+      description:
+        '0 for a root. Absent in a keyless answer about records all stored already that do not start at a root: where they sit in the stored chain is not what the records say.',
+    }),
+    root_hash: RecordHash.optional().openapi({ description: 'Absent where `depth` is, for the same reason.' }),
     status: DelegationStatus.optional().openapi({ description: notShownKeyless }),
     revoked_at: orNull(Timestamp)
       .optional()

@@ -1841,8 +1841,8 @@ export interface components {
       aud: components['schemas']['DidKey'];
       cmd: string;
       created_at?: components['schemas']['Timestamp'] & unknown;
-      /** @description 0 for a root. */
-      depth: number;
+      /** @description 0 for a root. Absent in a keyless answer about records all stored already that do not start at a root: where they sit in the stored chain is not what the records say. */
+      depth?: number;
       exp: number | null;
       hash: components['schemas']['RecordHash'];
       iat: number;
@@ -1856,7 +1856,7 @@ export interface components {
       revoked_at?: components['schemas']['Timestamp'] | null;
       /** @description The highest revoked record at or above this one, when any. Absent in a keyless answer, which shows nothing stored about a record. */
       revoked_by?: components['schemas']['RecordHash'] | null;
-      root_hash: components['schemas']['RecordHash'];
+      root_hash?: components['schemas']['RecordHash'] & unknown;
       service_receipt: components['schemas']['ServiceReceiptRef'] | null;
       status?: components['schemas']['DelegationStatus'] & unknown;
       sub: components['schemas']['DidKey'];

@@ -54,9 +54,12 @@ type SubmittedDelegation = DelegationView & { readonly jws: string; readonly ser
 /** What a keyless answer shows of a record: nothing stored about it (see keylessView). */
 export type KeylessSubmittedDelegation = Omit<
   SubmittedDelegation,
-  'status' | 'revoked_at' | 'revoked_by' | 'created_at' | 'service_receipt'
+  'status' | 'revoked_at' | 'revoked_by' | 'created_at' | 'service_receipt' | 'depth' | 'root_hash'
 > & {
   readonly service_receipt: null;
+  /** Absent when the submitted records do not start at a root: then only the store knows them. */
+  readonly depth?: number;
+  readonly root_hash?: string;
 };
 
 export interface SubmitResult {
@@ -173,9 +176,17 @@ export async function submitDelegations(
 ): Promise<SubmitResult> {
   const { tenantId, now, ancestors, submitted, replayed } = await checkSubmission(deps, callerTenant, jwsList);
   if (replayed) {
-    const views = submitted.map((d) => {
+    // Records all stored, sent without a key, prove nothing: the answer says only what they say.
+    // Where they sit in the stored chain (depth, root) is the store's unless they start at a root.
+    const fromRoot = submitted[0]?.payload.prev_dr_hash == null;
+    const views = submitted.map((d, i) => {
       const row = replayed.get(d.hash)!; // every submitted hash is in it (checkSubmission)
-      return keylessView({ ...delegationView(row, now, null, false), jws: row.jws, service_receipt: null });
+      const {
+        depth: _depth,
+        root_hash: _root,
+        ...view
+      } = keylessView({ ...delegationView(row, now, null, false), jws: row.jws, service_receipt: null });
+      return fromRoot ? { ...view, depth: i, root_hash: submitted[0]!.hash } : view;
     });
     return { created: false, delegations: views };
   }

@@ -254,6 +254,16 @@ describe('keyless re-submit of stored records', () => {
       for (const d of r.body.delegations) expect(d.service_receipt).toBeNull();
       const text = JSON.stringify(r.body);
       for (const id of [owner.id, other.id]) expect(text).not.toContain(id);
+      // Depth and root are what the records say: from a root, counted from it; otherwise only the
+      // store knows where they sit, and the answer does not say.
+      const startsAtRoot = list[0] === root || list[0] === otherRoot;
+      r.body.delegations.forEach((d: { depth?: number; root_hash?: string }, i: number) => {
+        if (startsAtRoot) expect(d, `${i}`).toMatchObject({ depth: i, root_hash: list[0]!.hash });
+        else {
+          expect(d, `${i}`).not.toHaveProperty('depth');
+          expect(d, `${i}`).not.toHaveProperty('root_hash');
+        }
+      });
     }
   });
 
