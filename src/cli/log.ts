@@ -11,7 +11,9 @@ import { groupHelp, parseCliArgs, runSubcommand, type Subcommand } from './args.
 import { clientFrom, COMMON_OPTIONS, integerFlag, printJson, readText, SERVER_HELP, SERVER_OPTIONS } from './common.js';
 import { printable } from './inspect.js';
 import { UsageError, type CliIo } from './io.js';
+import { decodeBase64url } from '../protocol/base64url.js';
 import { BatonError } from '../protocol/errors.js';
+import { utf8Decode } from '../protocol/jcs.js';
 import { openCheckpoint } from '../protocol/tlog-proof.js';
 import { logPolicy, verifyCheckpointConsistency, verifyServiceReceiptInclusion, type LogTrust } from '../sdk/audit.js';
 import type { BatonClient, ServiceReceiptLogProof } from '../sdk/client.js';
@@ -38,9 +40,15 @@ A service receipt enters the log in the integration round after it is
 written (a fraction of a second): until then the service answers 404 with
 details.status "pending"; ask again.
 
+The answer's numeric id is not signed (a service receipt's JWS does not carry
+it): the output names the receipt by what its proven payload says (kind,
+subject, jti). --jws <file> checks the proof is for exactly the receipt you
+hold (its JWS, or any answer carrying it).
+
 Options:
   --trust <file>       the log's keys, pinned
   --save-trust <file>  write the log's keys fetched from the service (GET /v1/log)
+  --jws <file|->       the service receipt you hold: the proof must be for exactly it
   --tree-size <n>      prove under the signed checkpoint of this size (default: the latest)
   --save <file>        write the proof answer (service receipt, index, size, bundle)
   --json               print the result as JSON
@@ -59,13 +67,17 @@ Checks saved inclusion proofs offline: each file holds a proof answer
 "-" reads stdin). For each: the checkpoint's signature under the pinned log
 keys, its origin and witness quorum, that the proof binds the service
 receipt's JWS to the checkpoint's root at the index the answer names, and
-that the answer's tree_size is the checkpoint's. The service receipt's own
-signature is checked by "baton service-receipt verify" on the same file.
+that the answer's tree_size is the checkpoint's. The answer's numeric id is
+not signed: a receipt is named by what its proven payload says, and --jws
+<file> checks a proof is for exactly the receipt you hold. The service
+receipt's own signature is checked by "baton service-receipt verify" on the
+same file.
 
 ${TRUST_HELP}
 
 Options:
   --trust <file>       the log's keys, pinned (required: nothing is fetched)
+  --jws <file|->       with one proof file: the service receipt it must be for
   --json               print each result as JSON
   -h, --help           show this help
 
@@ -80,9 +92,11 @@ view; a newer checkpoint smaller than the older is a rollback. Either is
 printed with both notes as the evidence. The notes are files (baton audit
 --save-checkpoint, or saved GET /v1/log/checkpoint answers).
 
-With --proof (a saved GET /v1/log/consistency answer, or a JSON array of
-base64 hashes) nothing is fetched; otherwise the proof is fetched
-(GET /v1/log/consistency, audit key).
+With --proof (a saved GET /v1/log/consistency answer for the two notes'
+sizes, or a JSON array of base64 hashes) nothing is fetched; otherwise the
+proof is fetched (GET /v1/log/consistency, audit key). A proof file that is
+not well-formed, or for other sizes, is unusable input (exit 2), not a split
+view.
 
 ${TRUST_HELP}
 
@@ -135,7 +149,12 @@ export function readLogTrust(path: string, help: string): LogTrust {
 interface InclusionResult {
   readonly where: string;
   readonly included: boolean;
-  readonly service_receipt_id: number | null;
+  /** The answer's id for the receipt: not signed (the JWS does not carry it), so never proof of which receipt this is. */
+  readonly claimed_id: number;
+  /** What the proven service receipt says of itself, from its payload: the log signed these bytes. */
+  readonly kind: string | null;
+  readonly subject: string | null;
+  readonly jti: string | null;
   readonly leaf_index: number | null;
   readonly tree_size: number | null;
   readonly origin: string | null;
@@ -143,7 +162,7 @@ interface InclusionResult {
 }
 
 /** A proof answer's shape, checked before anything is verified. */
-function proofAnswerFrom(value: unknown, where: string): ServiceReceiptLogProof {
+function proofAnswerFrom(value: unknown, where: string, help: string): ServiceReceiptLogProof {
   const a = value as Partial<ServiceReceiptLogProof> | null;
   const ok =
     a !== null &&
@@ -156,31 +175,67 @@ function proofAnswerFrom(value: unknown, where: string): ServiceReceiptLogProof 
   if (!ok)
     throw new UsageError(
       `${where} is not a proof answer: expected {"service_receipt": {"id", "jws"}, "leaf_index", "tree_size", "proof"} (baton log proof --save)`,
+      help,
     );
   return a as ServiceReceiptLogProof;
 }
 
+const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+
+/**
+ * --jws: the service receipt the user holds, as its compact JWS or any answer carrying it
+ * (`service_receipt.jws`, or `jws`). The proof must be for exactly these bytes.
+ */
+async function heldReceiptFrom(file: string, help: string): Promise<string> {
+  const text = (await readText(file, '--jws file')).trim();
+  if (COMPACT_JWS.test(text)) return text;
+  const value = /^[[{]/.test(text) ? (parseJson(text, `--jws ${file}`, help) as Record<string, unknown>) : null;
+  const ref = value?.['service_receipt'];
+  const jws = typeof ref === 'string' ? ref : ((ref as { jws?: unknown } | null | undefined)?.jws ?? value?.['jws']);
+  if (typeof jws === 'string' && COMPACT_JWS.test(jws)) return jws;
+  throw new UsageError(`--jws ${file}: give a service receipt's compact JWS, or an answer that carries it (service_receipt.jws)`, help);
+}
+
+/** What a service receipt's payload says of itself; null fields where it does not say (or does not decode). */
+function receiptFacts(jws: string): Pick<InclusionResult, 'kind' | 'subject' | 'jti'> {
+  let payload: Record<string, unknown> = {};
+  try {
+    payload = JSON.parse(utf8Decode(decodeBase64url(jws.split('.')[1] ?? '', 'service receipt payload'))) as Record<string, unknown>;
+  } catch {
+    // Not decodable: the inclusion check reports it on its own terms.
+  }
+  const text = (v: unknown) => (typeof v === 'string' ? v : null);
+  return { kind: text(payload['baton_receipt']), subject: text(payload['subject']), jti: text(payload['jti']) };
+}
+
 /** Checks one proof answer under `trust`; never throws for a proof that does not hold. */
-function checkInclusion(answer: ServiceReceiptLogProof, where: string, trust: LogTrust, now: number): InclusionResult {
-  const base = { where, service_receipt_id: answer.service_receipt.id };
+function checkInclusion(
+  answer: ServiceReceiptLogProof,
+  where: string,
+  trust: LogTrust,
+  now: number,
+  expect: { held?: string | undefined; treeSize?: number | undefined } = {},
+): InclusionResult {
+  const base = { where, claimed_id: answer.service_receipt.id, ...receiptFacts(answer.service_receipt.jws) };
+  const none = { leaf_index: null, tree_size: null, origin: null };
+  // The receipt the user holds must be the one proven, byte for byte: the answer's id is unsigned.
+  if (expect.held !== undefined && expect.held !== answer.service_receipt.jws)
+    return { ...base, ...none, included: false, reason: 'the proof is for another service receipt than the one given with --jws' };
   try {
     const verified = verifyServiceReceiptInclusion(answer.service_receipt.jws, answer.proof, trust, now);
     const size = verified.checkpoint.checkpoint.size;
     const facts = { leaf_index: verified.index, tree_size: size, origin: verified.checkpoint.checkpoint.origin };
+    const refuse = (reason: string): InclusionResult => ({ ...base, ...facts, included: false, reason });
     // The answer's own numbers are unsigned: they must say what the signed proof says.
     if (verified.index !== answer.leaf_index)
-      return {
-        ...base,
-        ...facts,
-        included: false,
-        reason: `the answer says leaf ${answer.leaf_index}, the proof proves leaf ${verified.index}`,
-      };
-    if (size !== answer.tree_size)
-      return { ...base, ...facts, included: false, reason: `the answer says tree size ${answer.tree_size}, the checkpoint is of ${size}` };
+      return refuse(`the answer says leaf ${answer.leaf_index}, the proof proves leaf ${verified.index}`);
+    if (size !== answer.tree_size) return refuse(`the answer says tree size ${answer.tree_size}, the checkpoint is of ${size}`);
+    if (expect.treeSize !== undefined && size !== expect.treeSize)
+      return refuse(`asked for a proof under the checkpoint of ${expect.treeSize} leaves, got one of ${size}`);
     return { ...base, ...facts, included: true };
   } catch (e) {
     if (!(e instanceof BatonError)) throw e;
-    return { ...base, leaf_index: null, tree_size: null, origin: null, included: false, reason: `${e.code}: ${e.message}` };
+    return { ...base, ...none, included: false, reason: `${e.code}: ${e.message}` };
   }
 }
 
@@ -192,13 +247,24 @@ function printInclusion(io: CliIo, results: readonly InclusionResult[], json: bo
       io.out(
         printable(
           r.included
-            ? `INCLUDED  ${r.where}  service receipt #${r.service_receipt_id} is leaf ${r.leaf_index} of ${r.tree_size} in ${r.origin}`
+            ? `INCLUDED  ${r.where}  ${r.kind ?? '(no kind)'} ${r.subject ?? '(no subject)'} (jti ${r.jti ?? '?'}) is leaf ${r.leaf_index} of ${r.tree_size} in ${r.origin}`
             : `INVALID   ${r.where}  ${r.reason}`,
         ),
       );
+    // The kind, subject and jti come from the proven bytes; the answer's numeric id does not.
+    if (failed < results.length)
+      io.out('The receipts named are as their signed payloads say; the service receipt ids the answers carry are not signed.');
     if (note) io.out(`note: ${note}`);
   }
   return failed === 0 ? 0 : 1;
+}
+
+async function writeOut(path: string, text: string, flag: string, help: string): Promise<void> {
+  try {
+    await writeFile(path, text);
+  } catch (e) {
+    throw new UsageError(`${flag}: cannot write ${path}: ${(e as Error).message}`, help);
+  }
 }
 
 async function runProof(argv: string[], io: CliIo): Promise<number> {
@@ -210,6 +276,7 @@ async function runProof(argv: string[], io: CliIo): Promise<number> {
       'save-trust': { type: 'string' },
       'tree-size': { type: 'string' },
       save: { type: 'string' },
+      jws: { type: 'string' },
       ...SERVER_OPTIONS,
       ...COMMON_OPTIONS,
     },
@@ -224,6 +291,7 @@ async function runProof(argv: string[], io: CliIo): Promise<number> {
   if (values.trust !== undefined && values['save-trust'] !== undefined)
     throw new UsageError('--save-trust saves the keys the service serves; with --trust they are not fetched', PROOF_HELP);
   const pinned = values.trust !== undefined ? readLogTrust(values.trust, PROOF_HELP) : undefined;
+  const held = values.jws !== undefined ? await heldReceiptFrom(values.jws, PROOF_HELP) : undefined;
   const client: BatonClient = clientFrom(values, io);
   let trust = pinned;
   let note: string | undefined;
@@ -232,22 +300,27 @@ async function runProof(argv: string[], io: CliIo): Promise<number> {
     trust = logTrustFrom(info, `${client.baseUrl}/v1/log`, PROOF_HELP);
     note = `the log's keys were taken from the service itself (GET /v1/log); pin them with --trust`;
     if (values['save-trust'] !== undefined) {
-      await writeFile(values['save-trust'], `${JSON.stringify({ origin: info.origin, logKeys: info.verifier_keys }, null, 2)}\n`);
+      const saved = `${JSON.stringify({ origin: info.origin, logKeys: info.verifier_keys }, null, 2)}\n`;
+      await writeOut(values['save-trust'], saved, '--save-trust', PROOF_HELP);
       io.err(`saved the log's keys to ${values['save-trust']}: check offline with --trust ${values['save-trust']}`);
     }
   }
   const answer = await client.logProof(id, treeSize !== undefined ? { treeSize } : {});
   if (values.save !== undefined) {
-    await writeFile(values.save, `${JSON.stringify(answer, null, 2)}\n`);
+    await writeOut(values.save, `${JSON.stringify(answer, null, 2)}\n`, '--save', PROOF_HELP);
     io.err(`saved the proof to ${values.save}: check it again with baton log check ${values.save} --trust <file>`);
   }
-  const result = checkInclusion(answer, `service receipt #${id}`, trust, Math.floor(Date.now() / 1000));
-  if (result.included && result.service_receipt_id !== id)
+  const result = checkInclusion(answer, `#${id}`, trust, Math.floor(Date.now() / 1000), { held, treeSize });
+  if (result.included && result.claimed_id !== id)
     return printInclusion(
       io,
-      [{ ...result, included: false, reason: `asked for service receipt ${id}, got ${result.service_receipt_id}` }],
+      [{ ...result, included: false, reason: `asked for service receipt ${id}, got ${result.claimed_id}` }],
       values.json,
     );
+  if (held === undefined && result.included)
+    note = [note, 'pass --jws <file> with the service receipt you hold to check the proof is for exactly it']
+      .filter((n) => n !== undefined)
+      .join('; ');
   return printInclusion(io, [result], values.json, note);
 }
 
@@ -255,38 +328,57 @@ async function runCheck(argv: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseCliArgs('log check', {
     args: argv,
     allowPositionals: true,
-    options: { trust: { type: 'string' }, ...COMMON_OPTIONS },
+    options: { trust: { type: 'string' }, jws: { type: 'string' }, ...COMMON_OPTIONS },
   });
   if (values.help) {
     io.out(CHECK_HELP);
     return 0;
   }
   if (positionals.length === 0) throw new UsageError('give proof files (baton log proof --save), or - for stdin', CHECK_HELP);
+  if (positionals.filter((p) => p === '-').length > 1) throw new UsageError('stdin ("-") can be read once', CHECK_HELP);
+  if (values.jws !== undefined && positionals.length > 1)
+    throw new UsageError('--jws names the one service receipt a proof must be for: give one proof file with it', CHECK_HELP);
   if (values.trust === undefined)
     throw new UsageError(
       "give --trust <file>: an offline check needs the log's keys pinned (baton log proof --save-trust writes them)",
       CHECK_HELP,
     );
   const trust = readLogTrust(values.trust, CHECK_HELP);
+  const held = values.jws !== undefined ? await heldReceiptFrom(values.jws, CHECK_HELP) : undefined;
   // Every file is read and parsed before anything is judged: a bad input is exit 2, not a verdict.
   const answers: { where: string; answer: ServiceReceiptLogProof }[] = [];
   for (const file of positionals) {
     const where = file === '-' ? 'stdin' : file;
-    answers.push({ where, answer: proofAnswerFrom(parseJson(await readText(file, 'proof file'), where, CHECK_HELP), where) });
+    answers.push({ where, answer: proofAnswerFrom(parseJson(await readText(file, 'proof file'), where, CHECK_HELP), where, CHECK_HELP) });
   }
   const now = Math.floor(Date.now() / 1000);
   return printInclusion(
     io,
-    answers.map((a) => checkInclusion(a.answer, a.where, trust, now)),
+    answers.map((a) => checkInclusion(a.answer, a.where, trust, now, { held })),
     values.json,
   );
 }
 
-/** A saved consistency proof: a GET /v1/log/consistency answer or a bare array of base64 hashes. */
-function consistencyProofFrom(value: unknown, where: string): string[] {
-  const proof = Array.isArray(value) ? value : (value as { proof?: unknown } | null)?.proof;
-  if (!Array.isArray(proof) || !proof.every((h) => typeof h === 'string'))
-    throw new UsageError(`${where}: give a saved GET /v1/log/consistency answer or a JSON array of base64 hashes`, CONSISTENCY_HELP);
+/**
+ * A saved consistency proof: a GET /v1/log/consistency answer or a bare array of base64 SHA-256
+ * hashes. A proof that is not even well-formed, or an answer for other sizes than the notes', is
+ * unusable input (exit 2): only a well-formed proof for these two checkpoints can show a split view.
+ */
+function consistencyProofFrom(value: unknown, where: string, sizes: readonly [number, number]): string[] {
+  const answer = Array.isArray(value) ? { proof: value } : ((value ?? {}) as { proof?: unknown; from?: unknown; to?: unknown });
+  const proof = answer.proof;
+  const isHash = (h: unknown) => typeof h === 'string' && /^[A-Za-z0-9+/]{43}=$/.test(h);
+  if (!Array.isArray(proof) || !proof.every(isHash))
+    throw new UsageError(
+      `${where}: give a saved GET /v1/log/consistency answer or a JSON array of base64 SHA-256 hashes`,
+      CONSISTENCY_HELP,
+    );
+  const [from, to] = [Math.min(...sizes), Math.max(...sizes)];
+  if ((answer.from !== undefined && answer.from !== from) || (answer.to !== undefined && answer.to !== to))
+    throw new UsageError(
+      `${where} proves ${String(answer.from)} to ${String(answer.to)} leaves, not ${from} to ${to} as the two notes need: save GET /v1/log/consistency?from=${from}&to=${to}`,
+      CONSISTENCY_HELP,
+    );
   return proof as string[];
 }
 
@@ -317,7 +409,7 @@ async function runConsistency(argv: string[], io: CliIo): Promise<number> {
   let proof: string[];
   if (values.proof !== undefined) {
     const where = values.proof;
-    proof = consistencyProofFrom(parseJson(readLocal(where, '--proof', CONSISTENCY_HELP), where, CONSISTENCY_HELP), where);
+    proof = consistencyProofFrom(parseJson(readLocal(where, '--proof', CONSISTENCY_HELP), where, CONSISTENCY_HELP), where, sizes);
   } else {
     const [from, to] = [Math.min(...sizes), Math.max(...sizes)];
     // Equal sizes need no proof (the roots must match); from size 0 the service proves nothing either.

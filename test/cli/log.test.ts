@@ -61,16 +61,61 @@ describe('baton log proof and check', () => {
     const [proof, trust] = [join(dir, 'proof.json'), join(dir, 'trust.json')];
     const r = await run(['log', 'proof', String(ids[3]), ...A, '--save', proof, '--save-trust', trust]);
     expect(r.code, r.out + r.err).toBe(0);
-    expect(r.out).toMatch(new RegExp(`^INCLUDED .*service receipt #${ids[3]} is leaf 3 of 7 in \\S+`));
+    // Named by what its proven payload says; the answer's numeric id is not signed, and the output says so.
+    expect(r.out).toMatch(new RegExp(`^INCLUDED  #${ids[3]}  invocation\\.denied inv:3 \\(jti \\S+\\) is leaf 3 of 7 in \\S+`));
+    expect(r.out).toMatch(/service receipt ids the answers carry are not signed/);
     expect(r.out).toMatch(/taken from the service itself .*pin them with --trust/);
+    expect(r.out).toMatch(/pass --jws <file>/);
     const offline = await run(['log', 'check', proof, '--trust', trust]);
     expect(offline.code, offline.out + offline.err).toBe(0);
-    expect(offline.out).toMatch(/^INCLUDED {2}\S+proof\.json {2}service receipt #\d+ is leaf 3 of 7/);
+    expect(offline.out).toMatch(/^INCLUDED {2}\S+proof\.json {2}invocation\.denied inv:3 \(jti \S+\) is leaf 3 of 7/);
     // Pinned, nothing is said about trusting the service.
     const pinned = await run(['log', 'proof', String(ids[0]), ...A, '--trust', trust, '--json']);
     expect(pinned.code, pinned.err).toBe(0);
-    expect(JSON.parse(pinned.out)).toMatchObject({ valid: true, results: [{ included: true, leaf_index: 0, tree_size: 7 }] });
-    expect(JSON.parse(pinned.out).note).toBeUndefined();
+    expect(JSON.parse(pinned.out)).toMatchObject({
+      valid: true,
+      results: [{ included: true, claimed_id: ids[0], kind: 'invocation.denied', subject: 'inv:0', leaf_index: 0, tree_size: 7 }],
+    });
+    expect(JSON.parse(pinned.out).note).toMatch(/--jws/);
+  });
+
+  it("the answer's id is not signed: a relabelled proof names the receipt it proves, and --jws pins the receipt held", async () => {
+    const dir = tempDir();
+    const [proof, trust] = [join(dir, 'proof.json'), join(dir, 'trust.json')];
+    expect((await run(['log', 'proof', String(ids[4]), ...A, '--save', proof, '--save-trust', trust])).code).toBe(0);
+    const saved = JSON.parse(readFileSync(proof, 'utf8')) as { service_receipt: { id: number; jws: string } };
+    writeFileSync(join(dir, 'relabelled.json'), JSON.stringify({ ...saved, service_receipt: { ...saved.service_receipt, id: 999999 } }));
+    const relabelled = await run(['log', 'check', join(dir, 'relabelled.json'), '--trust', trust]);
+    expect(relabelled.code).toBe(0); // the proof holds, for the receipt it proves
+    expect(relabelled.out).toMatch(/invocation\.denied inv:4 /);
+    expect(relabelled.out).not.toMatch(/999999/);
+    // The receipt the user holds, as a JWS or inside an answer: the proof must be for exactly it.
+    const mine = (await (await audited(`/v1/log/service-receipts/${ids[1]}/proof`)).json()) as { service_receipt: { jws: string } };
+    writeFileSync(join(dir, 'mine.jws'), `${mine.service_receipt.jws}\n`);
+    writeFileSync(join(dir, 'answer.json'), JSON.stringify({ service_receipt: { id: ids[4], jws: saved.service_receipt.jws } }));
+    const other = await run(['log', 'check', join(dir, 'relabelled.json'), '--trust', trust, '--jws', join(dir, 'mine.jws')]);
+    expect(other.code, other.out).toBe(1);
+    expect(other.out).toMatch(/^INVALID .*the proof is for another service receipt than the one given with --jws/);
+    const same = await run(['log', 'check', proof, '--trust', trust, '--jws', join(dir, 'answer.json')]);
+    expect(same.code, same.out + same.err).toBe(0);
+    const online = await run(['log', 'proof', String(ids[4]), ...A, '--trust', trust, '--jws', join(dir, 'mine.jws')]);
+    expect(online.code).toBe(1);
+    expect((await run(['log', 'proof', String(ids[1]), ...A, '--trust', trust, '--jws', join(dir, 'mine.jws')])).code).toBe(0);
+    // --jws with several proofs, stdin twice, a file that cannot be written: unusable input.
+    expect((await run(['log', 'check', proof, proof, '--trust', trust, '--jws', join(dir, 'mine.jws')])).code).toBe(2);
+    expect((await run(['log', 'check', '-', '-', '--trust', trust])).err).toMatch(/stdin \("-"\) can be read once/);
+    const unwritable = await run([
+      'log',
+      'proof',
+      String(ids[4]),
+      ...A,
+      '--trust',
+      trust,
+      '--save',
+      join(dir, 'no', 'such', 'dir', 'p.json'),
+    ]);
+    expect(unwritable.code).toBe(2);
+    expect(unwritable.err).toMatch(/--save: cannot write/);
   });
 
   it('refuses a proof whose service receipt, leaf index, tree size or log keys were changed', async () => {
@@ -177,6 +222,15 @@ describe('baton log consistency', () => {
       'http://127.0.0.1:9',
     ]);
     expect(offline.code, offline.out + offline.err).toBe(0);
+
+    // A proof for other sizes, or not even hashes, is unusable input, not a split view.
+    writeFileSync(join(dir, 'other-sizes.json'), JSON.stringify({ ...JSON.parse(readFileSync(proofFile, 'utf8')), to: sizes[1]! + 1 }));
+    const otherSizes = await run(['log', 'consistency', older, newer, '--trust', trust, '--proof', join(dir, 'other-sizes.json')]);
+    expect(otherSizes.code, otherSizes.out).toBe(2);
+    expect(otherSizes.err).toMatch(new RegExp(`not ${sizes[0]} to ${sizes[1]} as the two notes need`));
+    writeFileSync(join(dir, 'not-hashes.json'), JSON.stringify(['not base64!!']));
+    const notHashes = await run(['log', 'consistency', older, newer, '--trust', trust, '--proof', join(dir, 'not-hashes.json')]);
+    expect(notHashes.code, notHashes.out).toBe(2);
 
     const swapped = await run(['log', 'consistency', newer, older, '--trust', trust, '--proof', proofFile]);
     expect(swapped.code, swapped.out + swapped.err).toBe(1);
