@@ -12,7 +12,7 @@ const int = (name: string, min: number, max: number, fallback: number) =>
       if (raw === undefined || raw === '') return fallback;
       const n = Number(raw);
       if (!/^\d+$/.test(raw) || n < min || n > max) {
-        ctx.addIssue({ code: 'custom', message: `${name} must be a whole number from ${min} to ${max}, got "${raw}"` });
+        ctx.addIssue({ code: 'custom', message: `${name} must be a whole number from ${min} to ${max}, got ${JSON.stringify(raw)}` });
         return z.NEVER;
       }
       return n;

@@ -62,7 +62,7 @@ export async function runSubmit(argv: string[], io: CliIo): Promise<number> {
   for (const d of result.delegations) {
     io.out(
       // A keyless answer shows no status (nothing stored about a record): the column is left out.
-      `  ${d.hash}  depth ${d.depth}  ${d.status === undefined ? '' : `${d.status.padEnd(7)}  `}${shortDid(d.iss)} -> ${shortDid(d.aud)}${d.service_receipt ? `  service receipt #${d.service_receipt.id}` : ''}`,
+      `  ${d.hash}  ${d.depth === undefined ? '' : `depth ${d.depth}  `}${d.status === undefined ? '' : `${d.status.padEnd(7)}  `}${shortDid(d.iss)} -> ${shortDid(d.aud)}${d.service_receipt ? `  service receipt #${d.service_receipt.id}` : ''}`,
     );
   }
   const leaf = result.delegations[result.delegations.length - 1]!;

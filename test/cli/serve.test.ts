@@ -110,6 +110,11 @@ describe('baton serve', () => {
     expect(spelled.code).toBe(2);
     expect(spelled.err).toMatch(/--workers must be a whole number .*got "PORT"/);
     expect(spelled.err).toMatch(/--port must be a whole number/);
+    // A quote inside a value is quoted as JSON, so the flags after it are still named as flags.
+    const quoted = await runBin(['serve', '--port', 'a"', '--workers', 'zz']);
+    expect(quoted.code).toBe(2);
+    expect(quoted.err).toMatch(/--port must be a whole number .*got "a\\""/);
+    expect(quoted.err).toMatch(/--workers must be a whole number .*got "zz"/);
     const fromEnv = await runBin(['serve'], { PORT: '99999' });
     expect(fromEnv.code).toBe(2);
     expect(fromEnv.err).toMatch(/\bPORT must be a whole number from 0 to 65535/);

@@ -43,6 +43,12 @@ describe('baton submit', () => {
     const again = await run(['submit', file, ...S]);
     expect(again.code).toBe(0);
     expect(again.out).toMatch(/^ALREADY STORED/);
+    // The leaf alone, keyless: where it sits is the store's to know, so no depth is printed.
+    writeFileSync(join(dir, 'leaf.json'), JSON.stringify({ receipts: [sub.jws] }));
+    const leafOnly = await run(['submit', join(dir, 'leaf.json'), ...S]);
+    expect(leafOnly.code, leafOnly.err).toBe(0);
+    expect(leafOnly.out).toContain(`${sub.hash}  ${shortDid(sub.payload.iss)} -> `);
+    expect(leafOnly.out).not.toMatch(/depth/);
   });
 
   it('reads JWS files in order (root first) and prints the service answer with --json', async () => {
