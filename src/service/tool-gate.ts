@@ -200,11 +200,12 @@ export async function decideToolGate(
   const heldGrant = async () =>
     (await unapprovedGrantInChain(deps.store.db, tenantId, inv.dr_chain)) ??
     (wouldHold === null ? undefined : { drHash: wouldHold, status: 'pending' as const });
-  if (rule.decision === 'allow') {
+  // What the statement answers first when the chain holds a grant, before any approval check.
+  const refusedAsHeld = async (): Promise<ToolGate | undefined> => {
     const held = wouldHold === null ? undefined : await heldGrant();
-    if (held) return { kind: 'refuse', catalogVersion, violations: [grantViolation(held.drHash, held.status, decision)] };
-    return params(null, null);
-  }
+    return held && { kind: 'refuse', catalogVersion, violations: [grantViolation(held.drHash, held.status, decision)] };
+  };
+  if (rule.decision === 'allow') return (await refusedAsHeld()) ?? params(null, null);
 
   // require_approval: spend an approved approval of this very call, or ask for one.
   const binding = approvalBinding({
@@ -222,7 +223,8 @@ export async function decideToolGate(
     if (named?.status === 'pending' && named.binding === binding && !opts.dryRun && opts.callerKey !== undefined) {
       await recordAskingKey(deps.store.db, tenantId, named.id, opts.callerKey);
     }
-    if (named) return params(named.id, binding); // the statement judges its status, deadline and binding
+    // The statement judges its status, deadline and binding, after any held grant of the chain.
+    if (named) return (await refusedAsHeld()) ?? params(named.id, binding);
     return {
       kind: 'refuse',
       catalogVersion,

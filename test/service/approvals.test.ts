@@ -763,6 +763,41 @@ describe("a dry run refuses what the real call's tool gate refuses, and consumes
   });
 });
 
+describe('a dry run of a chain not yet stored whose reach is a trifecta, naming an approval of another call', () => {
+  it('is refused GRANT_PENDING_APPROVAL, as the real call is once it has stored and held the chain', async () => {
+    const own = await setupTenant(svc, 'trifecta asks');
+    const trifecta = [
+      tool('web_fetch', { untrusted_content: true, action_type: 'web:fetch' }),
+      tool('db_read', { private_data_access: true, action_type: 'db:read' }),
+      tool('mail_send', { type: 'external', action_type: 'mail:send' }),
+    ];
+    const published = await svc.call('POST', `/v1/admin/tenants/${own.id}/tools`, {
+      key: svc.adminKey,
+      json: { base_version: 0, strict: true, tools: [EXPORT, ...trifecta] satisfies ToolDeclaration[] },
+    });
+    expect(published.status).toBe(201);
+    const narrow: Policy = { ...POLICY, allowed_tools: ['crm_export'] };
+    const other = buildChain([narrow, narrow], { keys: [own.root, generateKeyPair(), generateKeyPair()] });
+    const asked = await svc.call('POST', '/v1/verify', { key: own.keys.verify, json: other.invoke(ARGS, { iat: T0 }).bundle });
+    expect(asked.body.error.code).toBe('APPROVAL_REQUIRED');
+    const wide = buildChain([POLICY, POLICY], { keys: [own.root, generateKeyPair(), generateKeyPair()] }); // reach: every tool
+    const send = (dry: boolean) =>
+      svc.call('POST', '/v1/verify', {
+        key: own.keys.verify,
+        json: {
+          ...(wide.invoke(ARGS, { iat: T0 }).bundle as object),
+          approval_id: asked.body.approval.id,
+          ...(dry ? { dry_run: true } : {}),
+        },
+      });
+    const dry = await send(true);
+    expect(dry.body.error?.code, JSON.stringify(dry.body)).toBe('GRANT_PENDING_APPROVAL');
+    const real = await send(false);
+    expect(real.body.error?.code, JSON.stringify(real.body)).toBe('GRANT_PENDING_APPROVAL');
+    expect(real.body.violations).toEqual(dry.body.violations);
+  });
+});
+
 /** A tenant of its own whose catalog sends EXPORT to a human, and a key of its approver. */
 async function tenantWithApprover(name: string): Promise<{ own: TestTenant; human: string }> {
   const own = await setupTenant(svc, name);
