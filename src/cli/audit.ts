@@ -1,9 +1,18 @@
 /** `baton audit`: replay a tenant's transparency log offline and report what does not add up. */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { auditLog, type AuditReport } from '../sdk/audit.js';
 import { BatonClient, DEFAULT_TIMEOUT_MS } from '../sdk/client.js';
 import { parseCliArgs } from './args.js';
-import { COMMON_OPTIONS, DEFAULT_SERVER, EXIT_HELP, integerFlag, printJson, SERVER_HELP, SERVER_OPTIONS } from './common.js';
+import {
+  COMMON_OPTIONS,
+  DEFAULT_SERVER,
+  EXIT_HELP,
+  integerFlag,
+  printJson,
+  SERVER_HELP,
+  SERVER_OPTIONS,
+  writeOutputFile,
+} from './common.js';
 import { resolveTarget } from './context.js';
 import { UsageError, type CliIo } from './io.js';
 import { readLogTrust } from './log.js';
@@ -153,7 +162,8 @@ export async function runAudit(argv: string[], io: CliIo): Promise<number> {
       io.err(`audit: ${done}/${total} entries checked`);
     },
   });
-  if (values['save-checkpoint'] !== undefined) writeFileSync(values['save-checkpoint'], report.checkpoint);
+  if (values['save-checkpoint'] !== undefined)
+    await writeOutputFile(values['save-checkpoint'], report.checkpoint, '--save-checkpoint', AUDIT_HELP);
   if (values.json) printJson(io, report);
   else io.out(summary(report));
   return report.ok ? 0 : 1;

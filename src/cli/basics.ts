@@ -4,7 +4,7 @@
  * common.ts (the HTTP client, refusals) so the offline commands load only
  * this: see test/cli/startup.test.ts.
  */
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { isRecordHash } from '../protocol/hash.js';
 import type { Policy } from '../protocol/policy.js';
 import type { BatonClient } from '../sdk/client.js';
@@ -38,6 +38,15 @@ export const EXIT_HELP =
   'Exit codes: 0 ok, 1 refused or denied, 2 bad flags or unusable input, 3 server unreachable, timed out or failing.';
 
 // ---------------------------------------------------------------- input
+
+/** Writes an output file the user named; a path that cannot be written is a usage error (exit 2) naming its flag. */
+export async function writeOutputFile(path: string, text: string, flag: string, help?: string): Promise<void> {
+  try {
+    await writeFile(path, text);
+  } catch (e) {
+    throw new UsageError(`${flag}: cannot write ${path}: ${(e as Error).message}`, help);
+  }
+}
 
 export async function readText(path: string, what: string): Promise<string> {
   try {

@@ -4,7 +4,6 @@
  * the rules and codes the service applies, so an escalation is refused here
  * (exit 1) without a round trip.
  */
-import { writeFile } from 'node:fs/promises';
 import { parseCliArgs } from './args.js';
 import { isRecordHash } from '../protocol/hash.js';
 import { ROOT_TYPES, type RootType } from '../protocol/lists.js';
@@ -27,6 +26,7 @@ import {
   SERVER_OPTIONS,
   shortDid,
   shortHash,
+  writeOutputFile,
 } from './basics.js';
 import { UsageError, type CliIo } from './io.js';
 
@@ -184,11 +184,7 @@ export async function runDelegate(argv: string[], io: CliIo): Promise<number> {
   }
 
   if (values.out !== undefined) {
-    try {
-      await writeFile(values.out, `${JSON.stringify({ receipts: chain }, null, 2)}\n`);
-    } catch (e) {
-      throw new UsageError(`cannot write ${values.out}: ${(e as Error).message}`);
-    }
+    await writeOutputFile(values.out, `${JSON.stringify({ receipts: chain }, null, 2)}\n`, '--out');
   }
   if (values.json) {
     printJson(io, {

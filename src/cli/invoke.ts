@@ -2,7 +2,6 @@
  * `baton invoke`: sign an invocation under a delegation chain you hold and
  * write the DRS bundle a tool server passes to /v1/verify.
  */
-import { writeFile } from 'node:fs/promises';
 import { parseCliArgs } from './args.js';
 import { isRecordHash } from '../protocol/hash.js';
 import { BatonError } from '../protocol/errors.js';
@@ -20,6 +19,7 @@ import {
   SERVER_HELP,
   SERVER_OPTIONS,
   shortHash,
+  writeOutputFile,
 } from './basics.js';
 import { UsageError, type CliIo } from './io.js';
 
@@ -148,11 +148,7 @@ export async function runInvoke(argv: string[], io: CliIo): Promise<number> {
 
   const text = JSON.stringify(bundle, null, 2);
   if (values.out !== undefined) {
-    try {
-      await writeFile(values.out, `${text}\n`);
-    } catch (e) {
-      throw new UsageError(`cannot write ${values.out}: ${(e as Error).message}`);
-    }
+    await writeOutputFile(values.out, `${text}\n`, '--out');
   }
   if (values.json)
     printJson(io, { jti: invocation.payload.jti, hash: invocation.hash, bundle, ...(values.out ? { file: values.out } : {}) });

@@ -6,9 +6,8 @@
  * `baton audit` judge a proof alike.
  */
 import { readFileSync } from 'node:fs';
-import { writeFile } from 'node:fs/promises';
 import { groupHelp, parseCliArgs, runSubcommand, type Subcommand } from './args.js';
-import { clientFrom, COMMON_OPTIONS, integerFlag, printJson, readText, SERVER_HELP, SERVER_OPTIONS } from './common.js';
+import { clientFrom, COMMON_OPTIONS, integerFlag, printJson, readText, SERVER_HELP, SERVER_OPTIONS, writeOutputFile } from './common.js';
 import { printable } from './inspect.js';
 import { UsageError, type CliIo } from './io.js';
 import { decodeBase64url } from '../protocol/base64url.js';
@@ -259,14 +258,6 @@ function printInclusion(io: CliIo, results: readonly InclusionResult[], json: bo
   return failed === 0 ? 0 : 1;
 }
 
-async function writeOut(path: string, text: string, flag: string, help: string): Promise<void> {
-  try {
-    await writeFile(path, text);
-  } catch (e) {
-    throw new UsageError(`${flag}: cannot write ${path}: ${(e as Error).message}`, help);
-  }
-}
-
 async function runProof(argv: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseCliArgs('log proof', {
     args: argv,
@@ -301,13 +292,13 @@ async function runProof(argv: string[], io: CliIo): Promise<number> {
     note = `the log's keys were taken from the service itself (GET /v1/log); pin them with --trust`;
     if (values['save-trust'] !== undefined) {
       const saved = `${JSON.stringify({ origin: info.origin, logKeys: info.verifier_keys }, null, 2)}\n`;
-      await writeOut(values['save-trust'], saved, '--save-trust', PROOF_HELP);
+      await writeOutputFile(values['save-trust'], saved, '--save-trust', PROOF_HELP);
       io.err(`saved the log's keys to ${values['save-trust']}: check offline with --trust ${values['save-trust']}`);
     }
   }
   const answer = await client.logProof(id, treeSize !== undefined ? { treeSize } : {});
   if (values.save !== undefined) {
-    await writeOut(values.save, `${JSON.stringify(answer, null, 2)}\n`, '--save', PROOF_HELP);
+    await writeOutputFile(values.save, `${JSON.stringify(answer, null, 2)}\n`, '--save', PROOF_HELP);
     io.err(`saved the proof to ${values.save}: check it again with baton log check ${values.save} --trust <file>`);
   }
   const result = checkInclusion(answer, `#${id}`, trust, Math.floor(Date.now() / 1000), { held, treeSize });

@@ -3,9 +3,8 @@
  * published keys (GET /v1/keys or /.well-known/jwks.json). With --keys the
  * check is offline; --save-keys keeps fetched keys for that.
  */
-import { writeFile } from 'node:fs/promises';
 import { parseCliArgs, groupHelp, runSubcommand, type Subcommand } from './args.js';
-import { clientFrom, COMMON_OPTIONS, integerFlag, printJson, readText, SERVER_HELP, SERVER_OPTIONS } from './common.js';
+import { clientFrom, COMMON_OPTIONS, integerFlag, printJson, readText, SERVER_HELP, SERVER_OPTIONS, writeOutputFile } from './common.js';
 import { findRecords, inspectJws, printable } from './inspect.js';
 import { resolveTarget } from './context.js';
 import { DEFAULT_SERVER } from './basics.js';
@@ -86,7 +85,7 @@ async function keysFor(values: { keys?: string | undefined; 'save-keys'?: string
   io.err(`fetching the published keys from ${c.baseUrl}/v1/keys (public, no API key needed) ...`);
   const answer = await c.keys();
   if (values['save-keys'] !== undefined) {
-    await writeFile(values['save-keys'], `${JSON.stringify(answer, null, 2)}\n`);
+    await writeOutputFile(values['save-keys'], `${JSON.stringify(answer, null, 2)}\n`, '--save-keys', VERIFY_HELP);
     io.err(`saved ${answer.keys.length} key(s) to ${values['save-keys']}: verify offline with --keys ${values['save-keys']}`);
   }
   return parsePublishedKeys(answer, `${c.baseUrl}/v1/keys`);

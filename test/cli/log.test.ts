@@ -116,6 +116,16 @@ describe('baton log proof and check', () => {
     ]);
     expect(unwritable.code).toBe(2);
     expect(unwritable.err).toMatch(/--save: cannot write/);
+    // The other commands that write a file the user names answer the same way.
+    const nowhere = join(dir, 'no', 'such', 'dir', 'out');
+    for (const args of [
+      ['service-receipt', 'verify', '--fetch', ...A, '--save-keys', nowhere],
+      ['audit', ...A, '--quiet', '--save-checkpoint', nowhere],
+    ]) {
+      const r = await run(args);
+      expect(r.code, `${args.join(' ')}: ${r.err}`).toBe(2);
+      expect(r.err, args.join(' ')).toMatch(/--save-(keys|checkpoint): cannot write/);
+    }
   });
 
   it('refuses a proof whose service receipt, leaf index, tree size or log keys were changed', async () => {
