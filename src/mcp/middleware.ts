@@ -58,7 +58,7 @@ import type { RequestOptions as McpRequestOptions } from '@modelcontextprotocol/
 import { getLiteralValue, getObjectShape, type AnyObjectSchema } from '@modelcontextprotocol/sdk/server/zod-compat.js';
 import { CallToolRequestSchema, ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { decodeBase64url, encodeBase64url } from '../protocol/base64url.js';
-import { commandCovers } from '../protocol/chain.js';
+import { commandCovers, MCP_TOOLS_CALL_CMD } from '../protocol/chain.js';
 import { stringField } from '../protocol/tool-catalog.js';
 import type { ChainContext } from '../sdk/client.js';
 import { ERROR_TABLE, type AnyErrorCode, type ErrorCode as BatonErrorCode, type McpErrorCode, type Violation } from '../protocol/errors.js';
@@ -91,8 +91,8 @@ export const REFUSAL_META_KEY = 'baton/refusal';
 export const VERIFIED_META_KEY = 'baton/verified';
 /** JSON-RPC error code of a refusal with refuseAs: 'protocol-error' (implementation-defined server range). */
 export const BATON_REFUSAL_ERROR_CODE = -32003;
-/** The invocation cmd of a tools/call; "/mcp/tools/call/<tool>" is accepted too. */
-const TOOLS_CALL_CMD = '/mcp/tools/call';
+/** The invocation cmd of a tools/call; "/mcp/tools/call/<tool>" is accepted too (Baton checks the tool it names). */
+const TOOLS_CALL_CMD = MCP_TOOLS_CALL_CMD;
 
 // ---------------------------------------------------------------- options and types
 
@@ -376,9 +376,10 @@ function makeGate(options: BatonMcpOptions): (next: AnyHandler) => AnyHandler {
         }),
       );
     }
-    // Baton only checks that the chain covers the invocation's cmd, so without
-    // this a grant for another command (with no allowed_tools) runs any tool.
-    // Unlike tool_server, an unreadable cmd is refused too: fail closed.
+    // Baton checks that the chain covers the invocation's cmd and that a cmd naming a tool
+    // names this one; a grant for another command (with no allowed_tools) must not run a tool
+    // either, so a cmd that is no tools/call is refused here. Unlike tool_server, an
+    // unreadable cmd is refused too: fail closed.
     const cmd = stringField(signed, 'cmd');
     const toolCmd = `${TOOLS_CALL_CMD}/${tool}`;
     if (cmd !== TOOLS_CALL_CMD && cmd !== toolCmd) {

@@ -455,6 +455,15 @@ export function commandCovers(parent: string, child: string): boolean {
   return child === parent || child.startsWith(parent.endsWith('/') ? parent : `${parent}/`);
 }
 
+/** The command of an MCP tools/call; a grant narrowed to one tool appends its name: /mcp/tools/call/<tool>. */
+export const MCP_TOOLS_CALL_CMD = '/mcp/tools/call';
+
+/** The tool a cmd names (/mcp/tools/call/<tool>), if it names one. */
+export function toolNamedByCmd(cmd: string): string | undefined {
+  const prefix = `${MCP_TOOLS_CALL_CMD}/`;
+  return cmd.startsWith(prefix) && cmd.length > prefix.length ? cmd.slice(prefix.length) : undefined;
+}
+
 function checkDelegationLinkage(drs: readonly VerifiedDelegation[], segment: boolean): Violation[] {
   const out: Violation[] = [];
   const rootSub = drs[0]!.payload.sub;
@@ -540,6 +549,19 @@ function checkInvocationLinkage(drs: readonly VerifiedDelegation[], inv: Verifie
   }
   if (!commandCovers(leaf.cmd, ip.cmd)) {
     out.push({ code: 'COMMAND_MISMATCH', field: 'invocation.cmd', required: `${leaf.cmd} or a sub-path`, actual: ip.cmd });
+  }
+  // A cmd that names a tool calls that tool: otherwise a grant narrowed to one tool by its cmd
+  // (and no allowed_tools) would cover a call of any other tool in args.
+  const named = toolNamedByCmd(ip.cmd);
+  const tool = ip.args['tool'];
+  if (named !== undefined && tool !== named) {
+    out.push({
+      code: 'COMMAND_MISMATCH',
+      field: 'args.tool',
+      required: named,
+      actual: typeof tool === 'string' ? tool : (tool ?? null),
+      message: `The invocation's cmd ${ip.cmd} names tool ${JSON.stringify(named)}, but its args call ${tool === undefined ? 'no tool' : JSON.stringify(tool)}.`,
+    });
   }
   return out;
 }

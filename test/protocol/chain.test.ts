@@ -182,6 +182,28 @@ describe('verifyChain: block B (linkage)', () => {
     expect(d.valid).toBe(false);
     expect(codes(d)).toContain('DR_CHAIN_MISMATCH');
   });
+  it('COMMAND_MISMATCH when the cmd names a tool the args do not call', () => {
+    const chain = buildChain([{}]); // no allowed_tools: the cmd is the grant's only narrowing
+    const narrowed = createSubDelegationUnchecked(
+      chain.drs[0]!,
+      { issuer: chain.keys[1]!, audience: chain.keys[1]!.did, policy: {} },
+      { cmd: '/mcp/tools/call/web_search' },
+    );
+    const drs = [chain.drs[0]!, narrowed];
+    const call = (args: Record<string, unknown>) =>
+      verify(
+        makeBundle(createInvocation({ chain: drs, invoker: chain.keys[1]!, args, toolServer: 't', iat: T0 }), drs),
+        chain.keys[0]!.did,
+      );
+    const other = call({ ...ARGS, tool: 'delete_everything' });
+    expectDenied(other, 'COMMAND_MISMATCH', 'B');
+    expect(other.valid ? [] : other.violations).toContainEqual(
+      expect.objectContaining({ code: 'COMMAND_MISMATCH', field: 'args.tool', required: 'web_search', actual: 'delete_everything' }),
+    );
+    const { tool: _omitted, ...noTool } = ARGS as Record<string, unknown>;
+    expectDenied(call(noTool), 'COMMAND_MISMATCH', 'B');
+    expect(call({ ...ARGS, tool: 'web_search' }).valid).toBe(true);
+  });
   it('COMMAND_MISMATCH when a child widens cmd', () => {
     const chain = buildChain([policy]);
     const sub = createSubDelegationUnchecked(
