@@ -2,6 +2,8 @@
  * Signing a root delegation record: pure (the caller supplies iat and jti), so
  * the service's custodial issuance and the SDK sign the same way.
  */
+import { publicKeyFromDidKey } from './did-key.js';
+import { BatonError } from './errors.js';
 import { recordHash, type RecordHash } from './hash.js';
 import { signJws } from './jws.js';
 import type { KeyPair } from './key-pair.js';
@@ -34,6 +36,19 @@ export interface SignedDelegation {
 /** Signs a payload after checking it is a well-formed DR (so nothing malformed is ever signed). */
 export function signDelegation(payload: Record<string, unknown>, issuer: KeyPair): SignedDelegation {
   const checked = parseWith(DelegationPayloadSchema, payload, 'delegation payload');
+  // The schema checks a DID's form; a verifier also decodes it to an Ed25519 key (INVALID_DID,
+  // WEAK_KEY). Decoded here too, so no record is signed that every verifier would refuse.
+  for (const field of ['sub', 'aud'] as const) {
+    try {
+      publicKeyFromDidKey(checked[field]);
+    } catch (e) {
+      if (!(e instanceof BatonError)) throw e;
+      throw new BatonError(e.code, {
+        message: `${field} ${checked[field]} is not a usable did:key: ${e.message}`,
+        violations: [{ code: e.code, field, actual: checked[field], message: e.message }],
+      });
+    }
+  }
   const jws = signJws(payload, issuer.seed);
   return { jws, hash: recordHash(jws), payload: checked };
 }

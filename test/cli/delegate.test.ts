@@ -3,7 +3,7 @@
  * escalations refused before signing (exit 1, server-style explanation),
  * --submit, --parent by hash, usage errors.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeJws } from '../../src/protocol/jws.js';
@@ -353,6 +353,11 @@ describe('baton delegate: unusable input (exit 2)', () => {
       [['delegate', '--key', key, '--to', to, '--tools', 'x', '--ttl', 'soon'], /--ttl takes a duration/],
       [['delegate', '--key', join(dir, 'missing.json'), '--to', to, '--tools', 'x'], /cannot read key file/],
       [['delegate', '--key', key, '--to', 'did:web:example.com', '--tools', 'x'], /INVALID_FIELD|INVALID_DID/],
+      // The form of a did:key but no Ed25519 key in it: refused before signing, not by the service later.
+      [
+        ['delegate', '--key', key, '--to', 'did:key:zBAD', '--tools', 'x', '--out', join(dir, 'bad-aud.json')],
+        /aud did:key:zBAD is not a usable did:key/,
+      ],
       [['delegate', '--key', key, '--to', to, '--tools', 'x', '--parent', key], /must hold signed records/],
       [['delegate', '--key', key, '--to', to, '--tools', 'x', '--parent', join(dir, 'p.json'), '--subject', to], /root delegation only/],
     ];
@@ -361,5 +366,6 @@ describe('baton delegate: unusable input (exit 2)', () => {
       expect(r.code, argv.join(' ')).toBe(2);
       expect(r.err, argv.join(' ')).toMatch(message);
     }
+    expect(existsSync(join(dir, 'bad-aud.json'))).toBe(false);
   });
 });
