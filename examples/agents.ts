@@ -7,6 +7,9 @@
  * records (a sub-delegation that would widen its parent throws
  * POLICY_ESCALATION before anything is signed), and invokeTool, which signs
  * the invocation and attaches the DRS bundle to the MCP request's _meta.
+ *
+ * 'baton' and 'baton/mcp' are this repository's names for the packages; in your
+ * own project import '@baton-drs/sdk' and '@baton-drs/mcp' (README.md).
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
