@@ -114,7 +114,8 @@ function readLocal(path: string, what: string, help: string): string {
   try {
     return readFileSync(path, 'utf8');
   } catch (e) {
-    throw new UsageError(`${what}: cannot read ${path}: ${(e as Error).message}`, help);
+    const why = (e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (e as Error).message;
+    throw new UsageError(`${what}: cannot read ${path}: ${why}`, help);
   }
 }
 
@@ -246,7 +247,7 @@ function printInclusion(io: CliIo, results: readonly InclusionResult[], json: bo
       io.out(
         printable(
           r.included
-            ? `INCLUDED  ${r.where}  ${r.kind ?? '(no kind)'} ${r.subject ?? '(no subject)'} (jti ${r.jti ?? '?'}) is leaf ${r.leaf_index} of ${r.tree_size} in ${r.origin}`
+            ? `INCLUDED  ${r.where}  ${r.kind ?? '(no kind)'} ${r.subject ?? '(no subject)'} (jti ${r.jti ?? '?'}) is entry ${r.leaf_index} (counted from 0) of the ${r.tree_size} in ${r.origin}`
             : `INVALID   ${r.where}  ${r.reason}`,
         ),
       );
@@ -418,6 +419,7 @@ async function runConsistency(argv: string[], io: CliIo): Promise<number> {
     const [a, b] = f.kind === 'same-size-different-roots' ? f.checkpoints : [f.older, f.newer];
     const reason = f.kind === 'same-size-different-roots' ? `two checkpoints of ${f.size} leaves with different roots` : f.reason;
     io.out(printable(`${f.kind === 'rollback' ? 'ROLLBACK' : 'SPLIT VIEW'}  ${reason}`));
+    if (f.kind === 'rollback') io.out('(the older note comes first: if you gave them the other way round, swap them)');
     for (const [title, note] of [
       ['the first note', a.note],
       ['the second note', b.note],

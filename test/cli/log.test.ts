@@ -62,13 +62,17 @@ describe('baton log proof and check', () => {
     const r = await run(['log', 'proof', String(ids[3]), ...A, '--save', proof, '--save-trust', trust]);
     expect(r.code, r.out + r.err).toBe(0);
     // Named by what its proven payload says; the answer's numeric id is not signed, and the output says so.
-    expect(r.out).toMatch(new RegExp(`^INCLUDED  #${ids[3]}  invocation\\.denied inv:3 \\(jti \\S+\\) is leaf 3 of 7 in \\S+`));
+    expect(r.out).toMatch(
+      new RegExp(`^INCLUDED  #${ids[3]}  invocation\\.denied inv:3 \\(jti \\S+\\) is entry 3 \\(counted from 0\\) of the 7 in \\S+`),
+    );
     expect(r.out).toMatch(/service receipt ids the answers carry are not signed/);
     expect(r.out).toMatch(/taken from the service itself .*pin them with --trust/);
     expect(r.out).toMatch(/pass --jws <file>/);
     const offline = await run(['log', 'check', proof, '--trust', trust]);
     expect(offline.code, offline.out + offline.err).toBe(0);
-    expect(offline.out).toMatch(/^INCLUDED {2}\S+proof\.json {2}invocation\.denied inv:3 \(jti \S+\) is leaf 3 of 7/);
+    expect(offline.out).toMatch(
+      /^INCLUDED {2}\S+proof\.json {2}invocation\.denied inv:3 \(jti \S+\) is entry 3 \(counted from 0\) of the 7/,
+    );
     // Pinned, nothing is said about trusting the service.
     const pinned = await run(['log', 'proof', String(ids[0]), ...A, '--trust', trust, '--json']);
     expect(pinned.code, pinned.err).toBe(0);
@@ -245,6 +249,7 @@ describe('baton log consistency', () => {
     const swapped = await run(['log', 'consistency', newer, older, '--trust', trust, '--proof', proofFile]);
     expect(swapped.code, swapped.out + swapped.err).toBe(1);
     expect(swapped.out).toMatch(/^ROLLBACK .*shrank/);
+    expect(swapped.out).toMatch(/if you gave them the other way round, swap them/);
     expect(swapped.out).toMatch(/--- the first note \(evidence\)\n/);
 
     const proof = JSON.parse(readFileSync(proofFile, 'utf8')) as { proof: string[] };
