@@ -81,17 +81,19 @@ export const CreateApiKeyRequest = z
       .nullable()
       .openapi({
         description:
-          'Binds a `verify` key to invocations naming this tool server (only with the `verify` scope; no surrounding whitespace).',
+          'Binds a `verify` or `report` key to invocations naming this tool server: it verifies, and reports actual costs for, only those (only with one of those scopes; no surrounding whitespace).',
       })
       .optional(),
     expires_in_seconds: keyLifetimeSeconds().openapi({ description: "The key's lifetime; default: it never expires." }),
   })
   .superRefine((body, ctx) => {
-    if (body.tool_server != null && !body.scopes.includes('verify')) {
+    // A report key needs binding as much as a verify key: the first actual reported for a call is
+    // the one kept, so an unbound report key could settle another server's calls (and reopen a budget).
+    if (body.tool_server != null && !body.scopes.includes('verify') && !body.scopes.includes('report')) {
       ctx.addIssue({
         code: 'custom',
         path: ['tool_server'],
-        message: 'is only allowed when scopes include "verify" (it binds a verify key to one tool server)',
+        message: 'is only allowed when scopes include "verify" or "report" (it binds the key to one tool server)',
       });
     }
   })

@@ -1141,7 +1141,7 @@ export interface components {
       expires_in_seconds?: number | null;
       name?: components['schemas']['DisplayName'] | null;
       scopes: components['schemas']['TenantScope'][];
-      /** @description Binds a `verify` key to invocations naming this tool server (only with the `verify` scope; no surrounding whitespace). */
+      /** @description Binds a `verify` or `report` key to invocations naming this tool server: it verifies, and reports actual costs for, only those (only with one of those scopes; no surrounding whitespace). */
       tool_server?: string | null;
     };
     CreatedApiKey: {

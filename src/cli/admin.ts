@@ -141,7 +141,7 @@ const keysCreate = adminCommand(
   `  --tenant <id>        the tenant
   --scopes <list>      comma-separated: ${TENANT_KEY_SCOPES.join(', ')}
   --name <text>        a label for the key
-  --tool-server <uri>  bind a verify key to invocations naming this tool server
+  --tool-server <uri>  bind a verify or report key to invocations naming this tool server
   --expires-in <dur>   the key stops working after this long (3600, 30m, 12h, 90d)`,
   { min: 0, max: 0, what: '' },
   async (values, _args, io, help) => {

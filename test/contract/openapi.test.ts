@@ -248,7 +248,7 @@ describe('(b) admin', () => {
     const keys = `/v1/admin/tenants/${tenant.id}/api-keys`;
     const created = await api('POST', keys, { ...admin, json: { scopes: ['verify'], name: 'bound', tool_server: 'mcp://contract' } }, 201);
     await api('POST', keys, { ...admin, json: { scopes: [] } }, 400);
-    await api('POST', keys, { ...admin, json: { scopes: ['report'], tool_server: 'mcp://x' } }, 400);
+    await api('POST', keys, { ...admin, json: { scopes: ['audit'], tool_server: 'mcp://x' } }, 400);
     await api('POST', '/v1/admin/tenants/ten_nobody/api-keys', { ...admin, json: { scopes: ['audit'] } }, 404);
     await api('POST', keys, { json: { scopes: ['audit'] } }, 401);
     await api('POST', keys, { key: tenant.keys.audit, json: { scopes: ['audit'] } }, 403);

@@ -177,6 +177,25 @@ describe('provenance and input rules', () => {
     expect((await svc.call('POST', `/v1/invocations/${jti}/actuals`, { json: body })).status).toBe(401);
     expect(await stored()).toEqual(before);
   });
+
+  it("a report-only key bound to a tool server reports only that server's calls: another server's key cannot settle them first", async () => {
+    const bound = (toolServer: string) =>
+      svc.call('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, {
+        key: svc.adminKey,
+        json: { scopes: ['report'], tool_server: toolServer, name: `reporter for ${toolServer}` },
+      });
+    const elsewhere = await bound('mcp://billing.example');
+    expect(elsewhere.status, JSON.stringify(elsewhere.body)).toBe(201);
+    const own = await bound(TOOL_SERVER);
+    expect(own.status).toBe(201);
+    const call = await allowed(await chainWith([base]), 0.5);
+    const before = await stored();
+    const wrong = await report(call, { source: 'api-usage', cost_usd: 0 }, elsewhere.body.key as string);
+    expect(wrong.status).toBe(403);
+    expect(wrong.body.error.message).toContain('bound to tool server mcp://billing.example');
+    expect(await stored()).toEqual(before);
+    expect((await report(call, { source: 'api-usage', cost_usd: 0.4 }, own.body.key as string)).status).toBe(201);
+  });
 });
 
 describe('recording an actual', () => {

@@ -419,7 +419,7 @@ describe('API keys', () => {
     ['an unknown scope', { scopes: ['verify', 'root'] }, ['scopes.1']],
     ['a repeated scope', { scopes: ['issue', 'issue'] }, ['scopes']],
     ['scopes as a string', { scopes: 'verify' }, ['scopes']],
-    ['tool_server without verify', { scopes: ['audit'], tool_server: 'mcp://x' }, ['tool_server']],
+    ['tool_server without verify or report', { scopes: ['audit', 'issue'], tool_server: 'mcp://x' }, ['tool_server']],
     ['an empty tool_server', { scopes: ['verify'], tool_server: '' }, ['tool_server']],
     ['a tool_server over 512 characters', { scopes: ['verify'], tool_server: 'x'.repeat(513) }, ['tool_server']],
     ['a tool_server with surrounding spaces', { scopes: ['verify'], tool_server: ' mcp://x ' }, ['tool_server']],
