@@ -72,8 +72,15 @@ export async function runCheck(argv: string[], io: CliIo): Promise<number> {
   // The wire types are looser than the protocol's (plain strings for hashes); the shape is the same.
   const lines = [explainDecision(result as Parameters<typeof explainDecision>[0]).replace(/^(ALLOWED|DENIED)/, (w) => `WOULD BE ${w}`)];
   if (result.valid) {
-    for (const c of result.counters) lines.push(`  counter      ${c.dr}: ${c.calls_used} of ${c.max_calls} calls used`);
+    // Counters as they stand; the warnings count this call, as the real call would.
+    const before = result.retry ? '' : ' (before this call)';
+    for (const c of result.counters) lines.push(`  counter      ${c.dr}: ${c.calls_used} of ${c.max_calls} calls used${before}`);
     for (const w of result.warnings) lines.push(`  warning      ${w.message}`);
+    if (result.retry)
+      lines.push(
+        '',
+        'Already allowed: this invocation was allowed before. Sent again by the same key, it gets the original allow and counts nothing.',
+      );
     lines.push('', 'Dry run: nothing was counted or stored.');
   }
   if (result.request_id) lines.push('', `Request id: ${result.request_id}`);

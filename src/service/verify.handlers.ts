@@ -644,7 +644,7 @@ function allow(
         field: 'max_calls',
         used: calls,
         limit: s.maxCalls,
-        message: `${calls} of ${s.maxCalls} calls used under ${s.hash}.`,
+        message: `${calls} of ${s.maxCalls} calls used under ${s.hash}${uses ? ', counting this call' : ''}.`,
       });
     }
     const spend = uses ? s.spendReservedMicros + estimate : s.spendReservedMicros;
@@ -655,7 +655,7 @@ function allow(
         field: 'max_spend_usd',
         used: microsToUsd(spend as Micros),
         limit: microsToUsd(s.maxSpendMicros as Micros),
-        message: `Spend of ${microsToUsd(spend as Micros)} USD (metered plus pending estimates) is past 80% of the ${microsToUsd(s.maxSpendMicros as Micros)} USD budget under ${s.hash}.`,
+        message: `Spend of ${microsToUsd(spend as Micros)} USD (metered plus pending estimates${uses ? ', with this call' : ''}) is past 80% of the ${microsToUsd(s.maxSpendMicros as Micros)} USD budget under ${s.hash}.`,
       });
     }
   }

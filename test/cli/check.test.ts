@@ -33,11 +33,18 @@ describe('baton check', () => {
       const r = await run(['check', file, ...S]);
       expect(r.code, r.err).toBe(0);
       expect(r.out).toMatch(/^WOULD BE ALLOWED: tool "search" on mcp:\/\/search/);
-      expect(r.out).toContain('0 of 1 calls used');
+      expect(r.out).toContain('0 of 1 calls used (before this call)');
+      // The warning counts this call, and says so: not a contradiction of the counter above it.
+      expect(r.out).toMatch(/warning +1 of 1 calls used under sha256:[0-9a-f]+, counting this call\./);
       expect(r.out).toContain('Dry run: nothing was counted or stored.');
     }
     const real = await new BatonClient({ baseUrl: live.baseUrl, apiKey: live.tenant.keys.verify }).verify(bundle);
     expect(real.valid).toBe(true);
+    // The same invocation checked again: already allowed, and the answer says what a re-send does.
+    const again = await run(['check', file, ...S]);
+    expect(again.code, again.err).toBe(0);
+    expect(again.out).toMatch(/Already allowed: this invocation was allowed before/);
+    expect(again.out).toContain('1 of 1 calls used\n');
     // Now the one call is used: a check of the next invocation says so.
     const next = createInvocation({ chain: [chain.root, chain.sub], invoker: chain.b, args: ARGS, toolServer: 'mcp://search' });
     writeFileSync(file, JSON.stringify(makeBundle(next, [chain.root, chain.sub], 'reference')));
