@@ -652,8 +652,15 @@ function invocationPayload(jws: string): Record<string, unknown> | undefined {
 
 // ---------------------------------------------------------------- refusals, readable and for programs
 
-/** A person- and model-readable refusal: what, every unmet condition, what to do. */
-export function explainRefusal(r: BatonRefusal): string {
+/**
+ * A person- and model-readable refusal: what, every unmet condition, what to do. Takes the
+ * refusal (refusalOf); given the tool call's result or error itself, as plain JavaScript may pass
+ * it, it reads the refusal out of it, and throws a TypeError saying so when there is none.
+ */
+export function explainRefusal(refusal: BatonRefusal): string {
+  const r = Array.isArray((refusal as Partial<BatonRefusal> | null)?.violations) ? refusal : refusalOf(refusal);
+  if (r === null)
+    throw new TypeError('explainRefusal takes a Baton refusal: pass refusalOf(result), which is null when Baton did not refuse the call');
   const lines = [
     `Baton refused this call to "${r.tool}": ${r.code}${r.block ? ` (block ${r.block})` : ''}. The tool did not run.`,
     r.message,

@@ -20,12 +20,14 @@ import {
   DRS_BUNDLE_META_KEY,
   DRS_BUNDLE_META_KEY_NEXT,
   encodeBundle,
+  explainRefusal,
   invokeTool,
   refusalOf,
   VERIFIED_META_KEY,
   withBaton,
   type BatonMcpEvent,
   type BatonMcpOptions,
+  type BatonRefusal,
   type ToolCallResult,
 } from '../../src/mcp/middleware.js';
 import type { Policy } from '../../src/protocol/policy.js';
@@ -276,6 +278,9 @@ describe('refused calls never run the tool', () => {
     expect(t).toContain('args.tool: required ["web_search"], got file_write');
     expect(t).toContain('args.write_access: required false, got true');
     expect(t).toContain(`What to do: ${refusal.suggestion}`);
+    // Plain JavaScript may hand explainRefusal the result itself: it reads the refusal out of it.
+    expect(explainRefusal(result as unknown as BatonRefusal)).toBe(explainRefusal(refusal));
+    expect(() => explainRefusal({ content: [] } as unknown as BatonRefusal)).toThrow(/pass refusalOf\(result\)/);
     expect(events.map((e) => e.type)).toEqual(['refused']);
     expect((await audit.getDelegation(c.sub.hash)).usage.calls_used).toBe(0);
   });
