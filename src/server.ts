@@ -130,7 +130,7 @@ export async function startServer(
     };
     const address = bound.address();
     const port = typeof address === 'object' && address ? address.port : config.port;
-    const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+    const url = listeningUrl(config.host, port);
     log.info('listening', { url, service_kid: deps.signer.kid });
     if (config.tlogIntervalMs > 0 && config.databaseUrl) {
       // Off the event loop that answers requests, on a connection of its own.
@@ -202,6 +202,11 @@ function listenError(e: NodeJS.ErrnoException, config: Config): Error {
 }
 
 /** Runs the service until SIGINT/SIGTERM, then shuts down gracefully (npm start, baton serve). */
+/** The address a listening service answers at, as the start-up line names it. */
+function listeningUrl(host: string, port: number): string {
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
 export async function runService(): Promise<void> {
   let config;
   try {
@@ -216,7 +221,9 @@ export async function runService(): Promise<void> {
   const log = createLogger(config.logLevel);
   if (config.workers > 1 && cluster.isPrimary) return runPrimary(config, log);
   const server = await startServer(config, log);
-  process.stderr.write(`Baton is listening on ${server.url} (database: ${server.store.kind}). Press Ctrl+C to stop.\n`);
+  // Under BATON_WORKERS the supervisor says it once, when every worker listens (runPrimary).
+  if (!cluster.isWorker)
+    process.stderr.write(`Baton is listening on ${server.url} (database: ${server.store.kind}). Press Ctrl+C to stop.\n`);
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
@@ -262,10 +269,15 @@ async function runPrimary(config: Config, log: Logger): Promise<void> {
     const worker = cluster.fork(env);
     running.add(worker);
     let listened = false;
-    worker.once('listening', () => {
+    worker.once('listening', (address) => {
       listened = true;
       retryMs = 0;
-      if (initial) started++;
+      if (!initial) return;
+      started++;
+      if (started === config.workers) {
+        const url = listeningUrl(config.host, address.port);
+        process.stderr.write(`Baton is listening on ${url} (database: postgres, ${config.workers} workers). Press Ctrl+C to stop.\n`);
+      }
     });
     worker.once('exit', (code, signal) => {
       running.delete(worker);

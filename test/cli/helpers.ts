@@ -82,7 +82,7 @@ export function waitForListeningLine(child: ChildProcess, timeoutMs: number): Pr
     const timer = setTimeout(() => reject(new Error(`no "listening" line within ${timeoutMs / 1000} s:\n${output}`)), timeoutMs);
     const read = (chunk: Buffer) => {
       output += chunk.toString();
-      const m = /Baton is listening on (http:\/\/\S+) \(database: (\w+)\)/.exec(output);
+      const m = /Baton is listening on (http:\/\/\S+) \(database: (\w+)[,)]/.exec(output);
       if (m) {
         clearTimeout(timer);
         resolve({ url: m[1]!, database: m[2]! });

@@ -71,30 +71,40 @@ describe('baton serve --help and the configuration it documents', () => {
 });
 
 describe('baton serve', () => {
-  it('runs the service until SIGTERM, then exits 0', async () => {
-    const db = await createDatabase();
-    const adminKey = `serve-admin-${randomBytes(16).toString('hex')}`;
-    const env: Record<string, string> = {};
-    for (const [k, v] of Object.entries(process.env))
-      if (v !== undefined && !k.startsWith('BATON_') && k !== 'DATABASE_URL' && k !== 'PORT') env[k] = v;
-    const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--host', '127.0.0.1', '--database-url', db.url], {
-      env: { ...env, BATON_ADMIN_KEY: adminKey, BATON_MASTER_KEY: randomBytes(32).toString('hex'), BATON_LOG_LEVEL: 'error' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    try {
-      const { url, database } = await waitForListeningLine(child, 30_000);
-      expect(database).toBe('postgres');
-      const client = new BatonClient({ baseUrl: url, apiKey: adminKey });
-      expect(await client.ready()).toEqual({ status: 'ready' });
-      expect(await client.admin.createTenant('served')).toMatchObject({ name: 'served' });
-      const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-      child.kill('SIGTERM');
-      expect(await exited).toBe(0);
-    } finally {
-      if (child.exitCode === null) child.kill('SIGKILL');
-      await db.drop();
-    }
-  }, 90_000);
+  it.each([1, 2])(
+    'runs the service (%i worker process(es)) until SIGTERM, then exits 0; says once where it listens',
+    async (workers) => {
+      const db = await createDatabase();
+      const adminKey = `serve-admin-${randomBytes(16).toString('hex')}`;
+      const env: Record<string, string> = {};
+      for (const [k, v] of Object.entries(process.env))
+        if (v !== undefined && !k.startsWith('BATON_') && k !== 'DATABASE_URL' && k !== 'PORT') env[k] = v;
+      const args = [BIN, 'serve', '--port', '0', '--host', '127.0.0.1', '--database-url', db.url, '--workers', String(workers)];
+      const child = spawn(process.execPath, args, {
+        env: { ...env, BATON_ADMIN_KEY: adminKey, BATON_MASTER_KEY: randomBytes(32).toString('hex'), BATON_LOG_LEVEL: 'error' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let output = '';
+      child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      try {
+        const { url, database } = await waitForListeningLine(child, 60_000);
+        expect(database).toBe('postgres');
+        const client = new BatonClient({ baseUrl: url, apiKey: adminKey });
+        expect(await client.ready()).toEqual({ status: 'ready' });
+        expect(await client.admin.createTenant('served')).toMatchObject({ name: 'served' });
+        // Every worker listens on the one port; the line that names it comes once.
+        expect(output.match(/Baton is listening on/g), output).toHaveLength(1);
+        if (workers > 1) expect(output).toContain(`(database: postgres, ${workers} workers)`);
+        const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+        child.kill('SIGTERM');
+        expect(await exited).toBe(0);
+      } finally {
+        if (child.exitCode === null) child.kill('SIGKILL');
+        await db.drop();
+      }
+    },
+    90_000,
+  );
 
   it('invalid configuration is a usage error (exit 2) naming the setting as the user gave it: flag or variable', async () => {
     const r = await runBin(['serve', '--port', '99999']);
