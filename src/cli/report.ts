@@ -56,7 +56,11 @@ export async function runReport(argv: string[], io: CliIo): Promise<number> {
     io.out(REPORT_HELP);
     return 0;
   }
-  if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`, REPORT_HELP);
+  if (positionals.length > 0)
+    throw new UsageError(
+      `unexpected argument "${positionals[0]}"${/^inv:/.test(positionals[0]!) ? `: name the invocation with --jti ${positionals[0]}` : ''}`,
+      REPORT_HELP,
+    );
   const jti = values.jti;
   if (!jti) throw new UsageError('give --jti <inv:...> (the invocation_id verify returned)', REPORT_HELP);
   const source = values.source as ActualSource | undefined;

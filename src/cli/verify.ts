@@ -12,7 +12,7 @@ import { parseCliArgs } from './args.js';
 import { verifyChain, verifyDelegations, type ChainDecision, type DelegationsDecision } from '../protocol/chain.js';
 import { decodeBase64url } from '../protocol/base64url.js';
 import { utf8Decode } from '../protocol/jcs.js';
-import { ERROR_TABLE } from '../protocol/errors.js';
+import { ERROR_TABLE, type ErrorCode } from '../protocol/errors.js';
 import { publicKeyFromDidKey } from '../protocol/did-key.js';
 import { UsageError, type CliIo } from './io.js';
 
@@ -132,7 +132,11 @@ export async function runVerify(argv: string[], io: CliIo): Promise<number> {
     ...(values['max-age'] !== undefined ? { invocationMaxAgeSeconds: integerFlag('--max-age', values['max-age']) } : {}),
     ...maxDepth,
   });
-  io.out(values.json ? JSON.stringify(decisionJson(decision), null, 2) : explainDecision(decision) + (decision.valid ? OFFLINE_ONLY : ''));
+  io.out(
+    values.json
+      ? JSON.stringify(decisionJson(decision), null, 2)
+      : explainDecision(decision, OFFLINE_SUGGESTIONS) + (decision.valid ? OFFLINE_ONLY : ''),
+  );
   return decision.valid ? 0 : 1;
 }
 
@@ -171,8 +175,14 @@ function explainChain(decision: DelegationsDecision): string {
       `  leaf policy  ${JSON.stringify(leaf.policy)}`,
     ].join('\n');
   }
-  return explainDecision({ valid: false, error: decision.error, violations: decision.violations });
+  return explainDecision({ valid: false, error: decision.error, violations: decision.violations }, OFFLINE_SUGGESTIONS);
 }
+
+/** Offline, trust is the --trust flag's, not a tenant's: what to do says so. */
+const OFFLINE_SUGGESTIONS: Partial<Record<ErrorCode, string>> = {
+  UNTRUSTED_ROOT:
+    'If you trust the root issuer (its DID is under "got" above), pass it with --trust <did>; offline, no tenant decides trust.',
+};
 
 async function readInput(file: string): Promise<string> {
   try {
@@ -225,6 +235,8 @@ const withUtc = (text: string): string =>
 /** A person-readable explanation: verdict, every unmet condition, and what to do. */
 export function explainDecision(
   decision: Pick<Extract<ChainDecision, { valid: true }>, 'valid' | 'context'> | Extract<ChainDecision, { valid: false }>,
+  /** What to do where it differs from the service's advice (offline checks, say). */
+  suggestionFor: Partial<Record<ErrorCode, string>> = {},
 ): string {
   if (decision.valid) {
     const c = decision.context;
@@ -251,7 +263,7 @@ export function explainDecision(
     lines.push(`  ${i + 1}. ${v.code} at ${where}, ${v.field}${req}`);
     if (v.message) lines.push(`     ${v.message}`);
   });
-  const suggestions = [...new Set(violations.map((v) => ERROR_TABLE[v.code].suggestion))];
+  const suggestions = [...new Set(violations.map((v) => suggestionFor[v.code] ?? ERROR_TABLE[v.code].suggestion))];
   lines.push('', 'What to do:', ...suggestions.map((s) => `  - ${s}`));
   return lines.join('\n');
 }

@@ -81,6 +81,7 @@ describe('baton report', () => {
   it('unusable input exits 2, before any request', async () => {
     const cases: [string[], RegExp][] = [
       [['report', '--cost', '1', '--source', 'api-usage'], /--jti/],
+      [['report', 'inv:1', '--cost', '1', '--source', 'api-usage'], /unexpected argument "inv:1": name the invocation with --jti inv:1/],
       [['report', '--jti', 'inv:1', '--cost', '1'], /provenance/],
       [['report', '--jti', 'inv:1', '--cost', '1', '--source', 'guess'], /--source is one of/],
       [['report', '--jti', 'inv:1', '--source', 'api-usage'], /needs --cost/],

@@ -145,6 +145,9 @@ describe('baton verify', () => {
     expect(untrusted.code).toBe(1);
     expect(untrusted.out).toContain('UNTRUSTED_ROOT');
     expect(untrusted.out).not.toContain('(absent)');
+    // Offline, trust is the --trust flag's: what to do says so, not "ask the operator".
+    expect(untrusted.out).toMatch(/pass it with --trust <did>; offline, no tenant decides trust/);
+    expect(untrusted.out).not.toMatch(/operator/);
   });
 
   it('--chain-only refuses a file that carries an invocation (exit 2), so it never hides a denial', async () => {
