@@ -254,8 +254,9 @@ describe('what an approval covers', () => {
     const approvalId = asked.body.approval.id as string;
     await decide(approvalId, 'approve', triple);
 
-    // The DR's cmd covers its sub-paths, so this invocation verifies; only the approval must not cover it.
-    const other = c.invoke(ARGS, { iat: T0, cmd: '/mcp/tools/call/delete_everything' }).bundle;
+    // The DR's cmd covers its sub-paths, so this invocation verifies (its cmd names the tool it
+    // calls); only the approval, given for the other cmd, must not cover it.
+    const other = c.invoke(ARGS, { iat: T0, cmd: `/mcp/tools/call/${ARGS.tool}` }).bundle;
     const named = await svc.call('POST', '/v1/verify', {
       key: tenant.keys.verify,
       json: { ...(other as object), approval_id: approvalId },
