@@ -6,6 +6,7 @@ import cluster, { type Worker } from 'node:cluster';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { createServer as createTcpServer } from 'node:net';
 import { join } from 'node:path';
 import { serve, type ServerType } from '@hono/node-server';
 import { ConfigError, decodeMasterKey, loadConfig, type Config } from './config.js';
@@ -68,6 +69,8 @@ export async function startServer(
   announce: (text: string) => void = (t) => process.stderr.write(t),
 ): Promise<RunningServer> {
   if (config.databaseUrl && !(await postgresDriverGuarded())) throw new Error(MISSING_DRIVER_GUARD);
+  // Workers share the supervisor's port (node:cluster), which checked it before forking them.
+  if (!cluster.isWorker) await assertPortFree(config);
   const masterKey = resolveMasterKey(config, log);
   // A first start on an empty folder creates the database and applies every migration: seconds of silence otherwise.
   log.info('opening the store and applying pending migrations', {
@@ -191,6 +194,20 @@ export async function startServer(
  */
 export const MAX_HEADER_BYTES = 64 * 1024;
 
+/**
+ * Fails fast when the port cannot be bound, before the store is opened: a first start would
+ * otherwise create the database, apply every migration and generate its keys (seconds, and files
+ * left behind) only to fail at the bind. The bind itself still reports a port taken meanwhile.
+ */
+async function assertPortFree(config: Config): Promise<void> {
+  if (config.port === 0) return;
+  await new Promise<void>((resolve, reject) => {
+    const probe = createTcpServer();
+    probe.once('error', (e: NodeJS.ErrnoException) => reject(listenError(e, config)));
+    probe.listen(config.port, config.host, () => probe.close(() => resolve()));
+  });
+}
+
 function listenError(e: NodeJS.ErrnoException, config: Config): Error {
   const where = `${config.host}:${config.port}`;
   if (e.code === 'EADDRINUSE')
@@ -255,6 +272,7 @@ export async function runService(): Promise<void> {
  * the database is back): one crash during an outage must not stop the service.
  */
 async function runPrimary(config: Config, log: Logger): Promise<void> {
+  await assertPortFree(config);
   // loadConfig refused BATON_WORKERS > 1 without DATABASE_URL: the embedded database belongs to one process.
   // Resolved once here, so workers never race to generate a development key.
   const env = { BATON_MASTER_KEY: Buffer.from(resolveMasterKey(config, log)).toString('hex') };

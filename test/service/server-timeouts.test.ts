@@ -5,6 +5,9 @@
  * just closed. Checked on a real listening server over a raw socket.
  */
 import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { connect, createServer, type Socket } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
@@ -109,6 +112,16 @@ describe('HTTP timeouts', () => {
     } finally {
       socket.destroy();
     }
+  }, 60_000);
+
+  it('a port already in use fails the start before anything is created: no database, no keys in the data folder', async () => {
+    const first = await start();
+    const dataDir = join(mkdtempSync(join(tmpdir(), 'baton-busy-port-')), 'data');
+    await expect(startServer(loadConfig({ BATON_DATA_DIR: dataDir, PORT: String(first.port) }), silentLogger, () => {})).rejects.toThrow(
+      /already in use/,
+    );
+    // Before this check the store was opened, migrated and keyed first: seconds, and files left behind.
+    expect(existsSync(dataDir), 'the data folder was created').toBe(false);
   }, 60_000);
 
   it('a first start that cannot bind its port shows no admin key and keeps none: the next start shows a new one', async () => {
