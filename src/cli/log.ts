@@ -13,7 +13,7 @@ import { UsageError, type CliIo } from './io.js';
 import { decodeBase64url } from '../protocol/base64url.js';
 import { BatonError } from '../protocol/errors.js';
 import { utf8Decode } from '../protocol/jcs.js';
-import { openCheckpoint } from '../protocol/tlog-proof.js';
+import { openCheckpoint, parseTlogProof } from '../protocol/tlog-proof.js';
 import { logPolicy, verifyCheckpointConsistency, verifyServiceReceiptInclusion, type LogTrust } from '../sdk/audit.js';
 import type { BatonClient, ServiceReceiptLogProof } from '../sdk/client.js';
 
@@ -235,7 +235,19 @@ function checkInclusion(
     return { ...base, ...facts, included: true };
   } catch (e) {
     if (!(e instanceof BatonError)) throw e;
-    return { ...base, ...none, included: false, reason: `${e.code}: ${e.message}` };
+    return { ...base, ...none, included: false, reason: `${e.code}: ${e.message}${originHint(answer.proof, trust)}` };
+  }
+}
+
+/** When a checkpoint does not open: whether it is even of the log the pinned keys are for (unverified, as a hint). */
+function originHint(bundle: string, trust: LogTrust): string {
+  try {
+    const origin = parseTlogProof(bundle).checkpoint.split('\n', 1)[0];
+    return origin !== undefined && origin !== trust.origin
+      ? ` The checkpoint names log ${origin}; the pinned keys are for ${trust.origin}: pin that log's keys.`
+      : '';
+  } catch {
+    return '';
   }
 }
 

@@ -160,6 +160,7 @@ describe('baton log proof and check', () => {
     const elsewhere = await run(['log', 'check', proof, '--trust', join(dir, 'other-origin.json')]);
     expect(elsewhere.code, elsewhere.out + elsewhere.err).toBe(1);
     expect(elsewhere.out).toMatch(/^INVALID/);
+    expect(elsewhere.out).toContain(`The checkpoint names log ${info.origin}; the pinned keys are for ${info.origin}-elsewhere`);
     // One good file among bad ones still exits 1; every file is reported.
     const mixed = await run(['log', 'check', proof, join(dir, 'index.json'), '--trust', trust]);
     expect(mixed.code).toBe(1);
