@@ -1,5 +1,4 @@
 /** `baton audit`: replay a tenant's transparency log offline and report what does not add up. */
-import { readFileSync } from 'node:fs';
 import { auditLog, type AuditReport } from '../sdk/audit.js';
 import { BatonClient, DEFAULT_TIMEOUT_MS } from '../sdk/client.js';
 import { parseCliArgs } from './args.js';
@@ -9,6 +8,7 @@ import {
   EXIT_HELP,
   integerFlag,
   printJson,
+  readLocalText,
   SERVER_HELP,
   SERVER_OPTIONS,
   writeOutputFile,
@@ -71,14 +71,6 @@ receipts, service receipts not in the log, a root mismatch, a split view; for
 decisions: substituted records, a chain that does not verify (chain-invalid),
 an allow that does not match its invocation (mismatch), records the service
 cannot produce (records-missing).`;
-
-function readFile(path: string, what: string): string {
-  try {
-    return readFileSync(path, 'utf8');
-  } catch (e) {
-    throw new UsageError(`${what}: cannot read ${path}: ${(e as Error).message}`, AUDIT_HELP);
-  }
-}
 
 function summary(report: AuditReport): string {
   const lines = [
@@ -150,9 +142,11 @@ export async function runAudit(argv: string[], io: CliIo): Promise<number> {
     apiKey,
     timeoutMs,
     ...(values.trust !== undefined ? { trust: readLogTrust(values.trust, AUDIT_HELP) } : {}),
-    ...(values.previous !== undefined ? { previousCheckpoint: readFile(values.previous, '--previous') } : {}),
+    ...(values.previous !== undefined ? { previousCheckpoint: readLocalText(values.previous, '--previous', AUDIT_HELP) } : {}),
     ...(values['max-pending'] !== undefined ? { maxPendingSeconds: integerFlag('--max-pending', values['max-pending'], 1) } : {}),
-    ...(values.keys !== undefined ? { serviceKeys: publishedKeysFromText(readFile(values.keys, '--keys'), values.keys) } : {}),
+    ...(values.keys !== undefined
+      ? { serviceKeys: publishedKeysFromText(readLocalText(values.keys, '--keys', AUDIT_HELP), values.keys) }
+      : {}),
     decisions,
     onProgress: (done, total) => {
       // One line per tenth of the log at most, so long runs show life without flooding.

@@ -4,6 +4,7 @@
  * common.ts (the HTTP client, refusals) so the offline commands load only
  * this: see test/cli/startup.test.ts.
  */
+import { readFileSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import { isRecordHash } from '../protocol/hash.js';
 import type { Policy } from '../protocol/policy.js';
@@ -38,6 +39,16 @@ export const EXIT_HELP =
   'Exit codes: 0 ok, 1 refused or denied, 2 bad flags or unusable input, 3 server unreachable, timed out or failing.';
 
 // ---------------------------------------------------------------- input
+
+/** Reads a file a flag names, now; one that cannot be read is a usage error (exit 2) naming the flag. */
+export function readLocalText(path: string, what: string, help?: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (e) {
+    const why = (e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (e as Error).message;
+    throw new UsageError(`${what}: cannot read ${path}: ${why}`, help);
+  }
+}
 
 /** Writes an output file the user named; a path that cannot be written is a usage error (exit 2) naming its flag. */
 export async function writeOutputFile(path: string, text: string, flag: string, help?: string): Promise<void> {

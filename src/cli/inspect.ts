@@ -125,6 +125,11 @@ function collectJws(value: unknown, path: string, out: { where: string; jws: str
 }
 
 /** The signed records an input holds: JWS lines, any JSON carrying JWS strings, or a base64url bundle. */
+/** The service receipts among the signed records in `text` (findRecords): those whose header names a kid. */
+export function findServiceReceipts(text: string, name: string): { where: string; jws: string }[] {
+  return findRecords(text, name).filter((r) => typeof (inspectJws(r.jws, r.where).header as { kid?: unknown } | null)?.kid === 'string');
+}
+
 export function findRecords(text: string, name: string): { where: string; jws: string }[] {
   const trimmed = text.trim();
   if (trimmed === '') throw new UsageError(`${name} is empty`);

@@ -5,14 +5,21 @@
  * checkpoint extends another. The checks are the SDK's (src/sdk/audit.ts), so the CLI, the SDK and
  * `baton audit` judge a proof alike.
  */
-import { readFileSync } from 'node:fs';
 import { groupHelp, parseCliArgs, runSubcommand, type Subcommand } from './args.js';
-import { clientFrom, COMMON_OPTIONS, integerFlag, printJson, readText, SERVER_HELP, SERVER_OPTIONS, writeOutputFile } from './common.js';
-import { printable } from './inspect.js';
+import {
+  clientFrom,
+  COMMON_OPTIONS,
+  integerFlag,
+  printJson,
+  readLocalText,
+  readText,
+  SERVER_HELP,
+  SERVER_OPTIONS,
+  writeOutputFile,
+} from './common.js';
+import { findServiceReceipts, inspectJws, printable } from './inspect.js';
 import { UsageError, type CliIo } from './io.js';
-import { decodeBase64url } from '../protocol/base64url.js';
 import { BatonError } from '../protocol/errors.js';
-import { utf8Decode } from '../protocol/jcs.js';
 import { openCheckpoint, parseTlogProof } from '../protocol/tlog-proof.js';
 import { logPolicy, verifyCheckpointConsistency, verifyServiceReceiptInclusion, type LogTrust } from '../sdk/audit.js';
 import type { BatonClient, ServiceReceiptLogProof } from '../sdk/client.js';
@@ -110,15 +117,6 @@ ${SERVER_HELP}
 Exit codes: 0 consistent, 1 split view or rollback, 2 unusable input,
 3 server unreachable, timed out or failing.`;
 
-function readLocal(path: string, what: string, help: string): string {
-  try {
-    return readFileSync(path, 'utf8');
-  } catch (e) {
-    const why = (e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (e as Error).message;
-    throw new UsageError(`${what}: cannot read ${path}: ${why}`, help);
-  }
-}
-
 function parseJson(text: string, what: string, help: string): unknown {
   try {
     return JSON.parse(text);
@@ -143,7 +141,7 @@ export function logTrustFrom(value: unknown, what: string, help: string): LogTru
 
 /** Reads and checks a --trust file. */
 export function readLogTrust(path: string, help: string): LogTrust {
-  return logTrustFrom(parseJson(readLocal(path, '--trust', help), `--trust ${path}`, help), `--trust ${path}`, help);
+  return logTrustFrom(parseJson(readLocalText(path, '--trust', help), `--trust ${path}`, help), `--trust ${path}`, help);
 }
 
 interface InclusionResult {
@@ -180,32 +178,24 @@ function proofAnswerFrom(value: unknown, where: string, help: string): ServiceRe
   return a as ServiceReceiptLogProof;
 }
 
-const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
-
 /**
- * --jws: the service receipt the user holds, as its compact JWS or any answer carrying it
- * (`service_receipt.jws`, or `jws`). The proof must be for exactly these bytes.
+ * --jws: the service receipt the user holds, as its compact JWS or any answer carrying exactly one
+ * (found as `baton service-receipt verify` finds them). The proof must be for exactly these bytes.
  */
 async function heldReceiptFrom(file: string, help: string): Promise<string> {
-  const text = (await readText(file, '--jws file')).trim();
-  if (COMPACT_JWS.test(text)) return text;
-  const value = /^[[{]/.test(text) ? (parseJson(text, `--jws ${file}`, help) as Record<string, unknown>) : null;
-  const ref = value?.['service_receipt'];
-  const jws = typeof ref === 'string' ? ref : ((ref as { jws?: unknown } | null | undefined)?.jws ?? value?.['jws']);
-  if (typeof jws === 'string' && COMPACT_JWS.test(jws)) return jws;
-  throw new UsageError(`--jws ${file}: give a service receipt's compact JWS, or an answer that carries it (service_receipt.jws)`, help);
+  const found = findServiceReceipts(await readText(file, '--jws file'), file === '-' ? 'stdin' : file);
+  if (found.length === 1) return found[0]!.jws;
+  throw new UsageError(
+    `--jws ${file} holds ${found.length} service receipts: give the one the proof must be for (its compact JWS, or an answer that carries it)`,
+    help,
+  );
 }
 
 /** What a service receipt's payload says of itself; null fields where it does not say (or does not decode). */
 function receiptFacts(jws: string): Pick<InclusionResult, 'kind' | 'subject' | 'jti'> {
-  let payload: Record<string, unknown> = {};
-  try {
-    payload = JSON.parse(utf8Decode(decodeBase64url(jws.split('.')[1] ?? '', 'service receipt payload'))) as Record<string, unknown>;
-  } catch {
-    // Not decodable: the inclusion check reports it on its own terms.
-  }
+  const payload = inspectJws(jws, 'service receipt').payload as Record<string, unknown> | null;
   const text = (v: unknown) => (typeof v === 'string' ? v : null);
-  return { kind: text(payload['baton_receipt']), subject: text(payload['subject']), jti: text(payload['jti']) };
+  return { kind: text(payload?.['baton_receipt']), subject: text(payload?.['subject']), jti: text(payload?.['jti']) };
 }
 
 /** Checks one proof answer under `trust`; never throws for a proof that does not hold. */
@@ -399,7 +389,7 @@ async function runConsistency(argv: string[], io: CliIo): Promise<number> {
   if (positionals.length !== 2) throw new UsageError('give two checkpoint notes: the older, then the newer', CONSISTENCY_HELP);
   if (values.trust === undefined) throw new UsageError("give --trust <file>: both notes must open under the log's keys", CONSISTENCY_HELP);
   const trust = readLogTrust(values.trust, CONSISTENCY_HELP);
-  const [olderNote, newerNote] = positionals.map((p) => readLocal(p, 'checkpoint note', CONSISTENCY_HELP)) as [string, string];
+  const [olderNote, newerNote] = positionals.map((p) => readLocalText(p, 'checkpoint note', CONSISTENCY_HELP)) as [string, string];
   const now = Math.floor(Date.now() / 1000);
   const policy = logPolicy(trust);
   const sizes = positionals.map((p, i) => {
@@ -413,7 +403,7 @@ async function runConsistency(argv: string[], io: CliIo): Promise<number> {
   let proof: string[];
   if (values.proof !== undefined) {
     const where = values.proof;
-    proof = consistencyProofFrom(parseJson(readLocal(where, '--proof', CONSISTENCY_HELP), where, CONSISTENCY_HELP), where, sizes);
+    proof = consistencyProofFrom(parseJson(readLocalText(where, '--proof', CONSISTENCY_HELP), where, CONSISTENCY_HELP), where, sizes);
   } else {
     const [from, to] = [Math.min(...sizes), Math.max(...sizes)];
     // Equal sizes need no proof (the roots must match); from size 0 the service proves nothing either.

@@ -5,7 +5,7 @@
  */
 import { parseCliArgs, groupHelp, runSubcommand, type Subcommand } from './args.js';
 import { clientFrom, COMMON_OPTIONS, integerFlag, printJson, readText, SERVER_HELP, SERVER_OPTIONS, writeOutputFile } from './common.js';
-import { findRecords, inspectJws, printable } from './inspect.js';
+import { findServiceReceipts, printable } from './inspect.js';
 import { resolveTarget } from './context.js';
 import { DEFAULT_SERVER } from './basics.js';
 import { UsageError, type CliIo } from './io.js';
@@ -190,10 +190,9 @@ async function runVerifyServiceReceipts(argv: string[], io: CliIo): Promise<numb
   const inputs: { where: string; jws: string; attachments: readonly ReadonlySet<string>[] | undefined }[] = [];
   for (const file of positionals) {
     const text = await readText(file, 'service receipt file');
-    const found = findRecords(text, file === '-' ? 'stdin' : file);
-    const attached = /^\s*[[{]/.test(text) ? attachedSubjects(JSON.parse(text)) : new Map<string, Set<string>[]>();
     // Service receipts name a kid in their header; the DRS records beside them do not.
-    const serviceReceipts = found.filter((r) => typeof (inspectJws(r.jws, r.where).header as { kid?: unknown } | null)?.kid === 'string');
+    const serviceReceipts = findServiceReceipts(text, file === '-' ? 'stdin' : file);
+    const attached = /^\s*[[{]/.test(text) ? attachedSubjects(JSON.parse(text)) : new Map<string, Set<string>[]>();
     if (serviceReceipts.length === 0) throw new UsageError(`${file} holds signed records but no service receipt (they carry a kid)`);
     inputs.push(...serviceReceipts.map((r) => ({ where: `${file}: ${r.where}`, jws: r.jws, attachments: attached.get(r.jws) })));
   }
