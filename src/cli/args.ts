@@ -22,7 +22,8 @@ function editDistance(a: string, b: string): number {
 
 /**
  * The candidate the user most likely meant, or undefined when none is close:
- * within a third of the word's length (at least 1, at most 3 edits), or a
+ * within a third of the word's length (at least 1, at most 3 edits), or 2 edits
+ * when the first three letters are the candidate's ("prove" for "proof"), or a
  * candidate that starts with what was typed. A hyphenated candidate is also
  * measured by its trailing words, so an old short name ("receipt") finds the
  * qualified one that replaced it ("service-receipt").
@@ -38,8 +39,10 @@ export function closestMatch(typed: string, candidates: readonly string[]): stri
         : Math.min(editDistance(word, name), ...tails.slice(1).map((t) => editDistance(word, t) + 0.5));
     if (best === undefined || distance < best.distance) best = { name, distance };
   }
-  const allowed = Math.min(3, Math.max(1, Math.floor(word.length / 3)));
-  return best !== undefined && best.distance <= allowed ? best.name : undefined;
+  if (best === undefined) return undefined;
+  const sameStart = word.length >= 4 && best.name.startsWith(word.slice(0, 3));
+  const allowed = Math.min(3, Math.max(sameStart ? 2 : 1, Math.floor(word.length / 3)));
+  return best.distance <= allowed ? best.name : undefined;
 }
 
 /** " (did you mean X?)" or "". */

@@ -13,8 +13,23 @@ describe('closestMatch', () => {
     ['keygn', 'keygen'],
     ['VERIFY', 'verify'],
     ['sub', 'submit'],
+    ['chian', 'chain'],
   ])('%s → %s', (typed, expected) => {
     expect(closestMatch(typed, COMMANDS)).toBe(expected);
+  });
+
+  it.each([
+    ['prove', 'proof'],
+    ['cheks', 'check'],
+  ])('a subcommand typo that keeps its first letters: %s → %s', (typed, expected) => {
+    expect(closestMatch(typed, ['proof', 'check', 'consistency'])).toBe(expected);
+  });
+
+  it.each([
+    ['xroff', ['proof']],
+    ['prf', ['proof']],
+  ])('two edits are too many when the first three letters differ, or the word is short: %s', (typed, candidates) => {
+    expect(closestMatch(typed, candidates)).toBeUndefined();
   });
 
   it.each(['x', 'zzzzzz', 'frobnicate', ''])('offers nothing for %j', (typed) => {
