@@ -155,11 +155,10 @@ async function applyRevocation(
   extra: Record<string, unknown>,
 ): Promise<TenantRevocation[]> {
   const now = deps.now();
-  const at = new Date(now * 1000);
   return deps.store.db.transaction(async (tx) => {
     const out: TenantRevocation[] = [];
     for (const tenantId of tenants) {
-      const mark = await markRevoked(tx, tenantId, hash, at, reason);
+      const mark = await markRevoked(tx, tenantId, hash, reason);
       if (!mark) throw notFound(hash, ' for this tenant');
       const descendants = await countDescendants(tx, tenantId, hash);
       const revokedAt = mark.revokedAt.toISOString();

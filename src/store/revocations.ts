@@ -21,29 +21,34 @@ export interface RevocationMark {
 /**
  * Sets revoked_at/revoked_reason on the DR unless already set. Returns the
  * mark as stored (the original one when it was already revoked), or
- * undefined when the tenant holds no such DR. Takes the row lock, so a
- * concurrent revocation waits and then sees the first one's mark.
+ * undefined when the tenant holds no such DR.
+ *
+ * The row is locked first, and revoked_at is the database's clock read after
+ * that lock is held. Every verify that counted a call through this DR held a
+ * lock on its row and committed before ours was granted, and an invocation's
+ * created_at is its transaction's start, so every call allowed through the DR
+ * was created before its revoked_at: an auditor comparing the two columns sees
+ * no call "allowed after the revocation" (a mark set from the node's clock, in
+ * whole seconds, was up to a second early). A concurrent revocation waits and
+ * then sees the first one's mark.
  */
-export async function markRevoked(
-  db: Db,
-  tenantId: string,
-  hash: string,
-  at: Date,
-  reason: string | null,
-): Promise<RevocationMark | undefined> {
-  const [set] = await db
-    .update(delegations)
-    .set({ revokedAt: at, revokedReason: reason })
-    .where(and(eq(delegations.tenantId, tenantId), eq(delegations.hash, hash), sql`${delegations.revokedAt} is null`))
-    .returning({ revokedAt: delegations.revokedAt, reason: delegations.revokedReason });
-  if (set?.revokedAt) return { revokedAt: set.revokedAt, reason: set.reason, newly: true };
-  const [existing] = await db
+export async function markRevoked(db: Db, tenantId: string, hash: string, reason: string | null): Promise<RevocationMark | undefined> {
+  const thisRow = and(eq(delegations.tenantId, tenantId), eq(delegations.hash, hash));
+  const [locked] = await db
     .select({ revokedAt: delegations.revokedAt, reason: delegations.revokedReason })
     .from(delegations)
-    .where(and(eq(delegations.tenantId, tenantId), eq(delegations.hash, hash)))
-    .limit(1);
-  if (!existing?.revokedAt) return undefined;
-  return { revokedAt: existing.revokedAt, reason: existing.reason, newly: false };
+    .where(thisRow)
+    .limit(1)
+    .for('no key update');
+  if (!locked) return undefined;
+  if (locked.revokedAt) return { revokedAt: locked.revokedAt, reason: locked.reason, newly: false };
+  const [set] = await db
+    .update(delegations)
+    .set({ revokedAt: sql`clock_timestamp()`, revokedReason: reason })
+    .where(thisRow)
+    .returning({ revokedAt: delegations.revokedAt, reason: delegations.revokedReason });
+  if (!set?.revokedAt) throw new Error(`the revocation mark of ${hash} was not written under its row lock`);
+  return { revokedAt: set.revokedAt, reason: set.reason, newly: true };
 }
 
 /** Issuer and holder of one stored DR: what deciding who may revoke needs. */

@@ -281,6 +281,16 @@ describe('revocation across nodes', () => {
     // later: a counting transaction that read the chain unrevoked before the revoke committed (a plain
     // read, no row lock) and committed after it, e.g. after queueing on the hot root's row lock.
     expect(storedFinal - storedAtRevoke, 'invocations committed after the revocation had committed and returned').toBe(0);
+    // And the record says so: every call allowed through the root was created before its revoked_at,
+    // both on the database's clock (a mark from a node's clock in whole seconds came up to a second early).
+    const allowedAfterMark = await withSql(dbUrl, async (sql) => {
+      const [row] = await sql<{ n: number; marked: boolean }[]>`
+        select count(*) filter (where i.created_at >= d.revoked_at)::int as n, bool_and(d.revoked_at is not null) as marked
+          from invocations i join delegations d on d.tenant_id = i.tenant_id and d.hash = ${root.dr.hash}
+         where i.tenant_id = ${tenant.id} and i.leaf_hash = ${leaf.dr.hash}`;
+      return row!;
+    });
+    expect(allowedAfterMark).toEqual({ n: 0, marked: true });
   }, 45_000);
 });
 
