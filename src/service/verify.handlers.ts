@@ -303,8 +303,12 @@ export async function verifyInvocation(
   // second call with the same arguments through. Sent with no allow receipt, the statement writes
   // nothing unless it finds the jti used (then as it would anyway); a dry run reads the same. A chain
   // the statement finds revoked, untrusted or incomplete (this node's cache was stale) is refused as
-  // such, and asks no human; runtime refusals (a ceiling reached) leave the gate's.
-  const answerPriorUse = async (): Promise<VerifyResponse | undefined> => {
+  // such, and asks no human. So is a call that would ask, through a chain with a ceiling reached
+  // (max_calls used up, or this estimate past max_spend): no approver could let it run, and the
+  // statement refuses the ceiling before it looks at any approval, so a human would approve a call
+  // that cannot run and its approval would hold a place under the root's cap. A refusing gate's
+  // own refusal (a rule's deny, the catalog's requirements) stands.
+  const answerPriorUse = async (ceilingsRefuse: boolean): Promise<VerifyResponse | undefined> => {
     const probe = invocationToCount(estimatedMicros(inv.args));
     const prior = dryRun
       ? await predictCount(db, probe, unstoredState(decision.delegations, stored))
@@ -317,9 +321,11 @@ export async function verifyInvocation(
       prior.reason === 'REPLAY_DETECTED' ||
       prior.reason === 'UNTRUSTED_ROOT' ||
       prior.reason === 'RECEIPT_REVOKED' ||
-      prior.reason === 'BUNDLE_INCOMPLETE'
+      prior.reason === 'BUNDLE_INCOMPLETE' ||
+      (ceilingsRefuse && (prior.reason === 'CALLS_EXHAUSTED' || prior.reason === 'BUDGET_EXHAUSTED'))
     ) {
       forgetRefusedFacts(cache, tenantId, prior);
+      if (prior.reason === 'CALLS_EXHAUSTED' && !dryRun) cache.markExhausted(tenantId, prior.state.hash);
       return refuse(deps, auth, tenantId, refusal(prior), dryRun, deadline, started, gated);
     }
     return undefined;
@@ -329,7 +335,7 @@ export async function verifyInvocation(
   // allow through the chain updates, so a flood of refused calls would slow the allows.
   const priorUseMatters = gate.kind === 'ask' || (gate.kind === 'refuse' && (await findInvocation(db, tenantId, inv.jti)) !== undefined);
   if (priorUseMatters) {
-    const answered = await answerPriorUse();
+    const answered = await answerPriorUse(gate.kind === 'ask');
     if (answered) return answered;
   }
   if (gate.kind === 'ask') {
@@ -346,7 +352,7 @@ export async function verifyInvocation(
       if (asked === INVOCATION_STORED) {
         // A duplicate of this call was allowed between the probe and the approval's insert (it spent
         // the approval this one would have used): answered as that allow, never with a new approval.
-        const answeredNow = await answerPriorUse();
+        const answeredNow = await answerPriorUse(false);
         if (answeredNow) return answeredNow;
         throw new BatonError('INTERNAL', { message: 'The invocation was stored, yet the statement found no prior use of it.' });
       }

@@ -648,6 +648,78 @@ describe('near_limit under concurrency', () => {
     expect({ allowed, asked }).toEqual({ allowed: 24, asked: 6 });
     expect(await callsUsed(c.drs[0]!.hash)).toBe(24);
   });
+
+  it('a call past a ceiling is refused by that ceiling, and no human is asked to approve a call that cannot run', async () => {
+    const own = await setupTenant(svc, 'near-limit-past');
+    const published = await svc.call('POST', `/v1/admin/tenants/${own.id}/tools`, {
+      key: svc.adminKey,
+      json: { base_version: 0, strict: true, tools: [tool('docs_lookup')] },
+    });
+    expect(published.status).toBe(201);
+    const human = (
+      await svc.call('POST', `/v1/admin/tenants/${own.id}/api-keys`, { key: svc.adminKey, json: { scopes: ['approve'], name: 'h' } })
+    ).body.key as string;
+    const send = (c: ReturnType<typeof buildChain>, cost: number, extra: object = {}) =>
+      svc.call('POST', '/v1/verify', {
+        key: own.keys.verify,
+        json: {
+          ...(c.invoke({ tool: 'docs_lookup', estimated_cost_usd: cost, pii_access: false, write_access: false }, { iat: T0 })
+            .bundle as object),
+          ...extra,
+        },
+      });
+    const approvalsOpened = async () =>
+      (await svc.store.db.select({ n: count() }).from(approvals).where(eq(approvals.tenantId, own.id)))[0]!.n;
+    const keys = () => [own.root, generateKeyPair(), generateKeyPair()];
+
+    // max_spend_usd 1: 0.7 runs; 0.5 more would pass the budget, 0.2 more only past 80% of it.
+    const spend = buildChain(
+      [
+        { ...POLICY, max_spend_usd: 1 },
+        { ...POLICY, max_spend_usd: 1 },
+      ],
+      { keys: keys() },
+    );
+    expect((await send(spend, 0.7)).status).toBe(200);
+    for (const dry_run of [true, false]) {
+      const over = await send(spend, 0.5, { dry_run });
+      expect(over.status, JSON.stringify(over.body)).toBe(403);
+      expect(over.body.error.code).toBe('BUDGET_EXHAUSTED');
+      expect(over.body).not.toHaveProperty('approval');
+    }
+    expect(await approvalsOpened()).toBe(0);
+    const near = await send(spend, 0.2);
+    expect(near.body.error.code).toBe('APPROVAL_REQUIRED');
+    expect(await approvalsOpened()).toBe(1);
+
+    // max_calls 1: the only call is past 80%, so it is approved and runs; the next cannot run at all.
+    const calls = buildChain(
+      [
+        { ...POLICY, max_calls: 1 },
+        { ...POLICY, max_calls: 1 },
+      ],
+      { keys: keys() },
+    );
+    const first = calls.invoke(
+      { tool: 'docs_lookup', estimated_cost_usd: 0.01, pii_access: false, write_access: false },
+      { iat: T0 },
+    ).bundle;
+    const asked = await svc.call('POST', '/v1/verify', { key: own.keys.verify, json: first });
+    expect(asked.body.error.code).toBe('APPROVAL_REQUIRED');
+    expect((await decide(asked.body.approval.id, 'approve', triple, human)).status).toBe(200);
+    const ran = await svc.call('POST', '/v1/verify', {
+      key: own.keys.verify,
+      json: { ...(first as object), approval_id: asked.body.approval.id },
+    });
+    expect(ran.status, JSON.stringify(ran.body)).toBe(200);
+    for (const dry_run of [true, false]) {
+      const next = await send(calls, 0.01, { dry_run });
+      expect(next.status, JSON.stringify(next.body)).toBe(403);
+      expect(next.body.error.code).toBe('CALLS_EXHAUSTED');
+    }
+    expect(await approvalsOpened()).toBe(2);
+    expect(await callsUsed(calls.drs[0]!.hash)).toBe(1);
+  });
 });
 
 describe("a dry run refuses what the real call's tool gate refuses, and consumes nothing", () => {
