@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import { isRecordHash } from '../protocol/hash.js';
 import type { Policy } from '../protocol/policy.js';
+import { DOCUMENT_MAX_NESTING, jsonAmbiguity } from '../protocol/strict-json.js';
 import type { BatonClient } from '../sdk/client.js';
 import { keyPairFromFile, type KeyPair } from '../sdk/keys.js';
 import { UsageError, type CliIo } from './io.js';
@@ -74,14 +75,35 @@ export async function readText(path: string, what: string): Promise<string> {
   }
 }
 
+/**
+ * JSON.parse for a document handed to the CLI. Text that is not JSON is a usage error (`notJson`
+ * says it), and so is a key repeated in one object or nesting past DOCUMENT_MAX_NESTING: tools
+ * disagree on which of two equal keys counts, so the service refuses such a document and so does
+ * every offline check, rather than judge a value another reader would not see.
+ */
+export function parseJsonDocument(
+  text: string,
+  name: string,
+  notJson: (e: Error) => UsageError = (e) => new UsageError(`${name} is not valid JSON: ${e.message}`),
+): unknown {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (e) {
+    throw notJson(e as Error);
+  }
+  const ambiguity = jsonAmbiguity(text, DOCUMENT_MAX_NESTING);
+  if (ambiguity !== undefined) throw new UsageError(`${name} ${ambiguity}: readers disagree on which value it holds, so it is not read`);
+  return value;
+}
+
 export async function readKeyFile(path: string): Promise<KeyPair> {
   const text = await readText(path, 'key file');
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    throw new UsageError(`${path} is not a key file: it is not JSON (make one with "baton keygen --out ${path}")`);
-  }
+  const json = parseJsonDocument(
+    text,
+    path,
+    () => new UsageError(`${path} is not a key file: it is not JSON (make one with "baton keygen --out ${path}")`),
+  );
   try {
     return keyPairFromFile(json);
   } catch (e) {
@@ -94,11 +116,7 @@ export async function readJsonArg(raw: string, flag: string): Promise<unknown> {
   const trimmed = raw.trim();
   const inline = trimmed.startsWith('{') || trimmed.startsWith('[');
   const text = inline ? trimmed : await readText(raw, `${flag} file`);
-  try {
-    return JSON.parse(text);
-  } catch (e) {
-    throw new UsageError(`${flag} ${inline ? 'value' : raw} is not valid JSON: ${(e as Error).message}`);
-  }
+  return parseJsonDocument(text, `${flag} ${inline ? 'value' : raw}`);
 }
 
 /**
@@ -115,12 +133,7 @@ export function parseRecordList(text: string, name: string): string[] {
     if (lines.every((l) => /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(l))) return lines;
     throw new UsageError(`${name} holds neither compact JWS records nor JSON`);
   }
-  let value: unknown;
-  try {
-    value = JSON.parse(trimmed);
-  } catch (e) {
-    throw new UsageError(`${name} is not valid JSON: ${(e as Error).message}`);
-  }
+  const value = parseJsonDocument(trimmed, name);
   const list = Array.isArray(value)
     ? value
     : value && typeof value === 'object'

@@ -5,7 +5,7 @@
  * and the output says so on its first line.
  */
 import { parseCliArgs } from './args.js';
-import { printJson, readText } from './basics.js';
+import { parseJsonDocument, printJson, readText } from './basics.js';
 import { UsageError, type CliIo } from './io.js';
 import { recordHash } from '../protocol/hash.js';
 import { publicKeyFromDidKey } from '../protocol/did-key.js';
@@ -135,13 +135,7 @@ export function findRecords(text: string, name: string): { where: string; jws: s
   if (trimmed === '') throw new UsageError(`${name} is empty`);
   const found: { where: string; jws: string }[] = [];
   if (trimmed.startsWith('{') || trimmed.startsWith('[')) {
-    let value: unknown;
-    try {
-      value = JSON.parse(trimmed);
-    } catch (e) {
-      throw new UsageError(`${name} is not valid JSON: ${(e as Error).message}`);
-    }
-    collectJws(value, '', found);
+    collectJws(parseJsonDocument(trimmed, name), '', found);
   } else {
     const words = trimmed.split(/\s+/);
     if (words.every(looksLikeJws)) words.slice(0, MAX_RECORDS).forEach((jws, i) => found.push({ where: `line ${i + 1}`, jws }));

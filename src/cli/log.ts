@@ -10,6 +10,7 @@ import {
   clientFrom,
   COMMON_OPTIONS,
   integerFlag,
+  parseJsonDocument,
   printJson,
   readLocalText,
   readText,
@@ -118,11 +119,7 @@ Exit codes: 0 consistent, 1 split view or rollback, 2 unusable input,
 3 server unreachable, timed out or failing.`;
 
 function parseJson(text: string, what: string, help: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    throw new UsageError(`${what} is not JSON`, help);
-  }
+  return parseJsonDocument(text, what, () => new UsageError(`${what} is not JSON`, help));
 }
 
 /** The log's keys from a --trust file: a LogTrust, or a saved GET /v1/log answer (its verifier_keys). */

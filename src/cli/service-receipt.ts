@@ -7,7 +7,7 @@ import { parseCliArgs, groupHelp, runSubcommand, type Subcommand } from './args.
 import { clientFrom, COMMON_OPTIONS, integerFlag, printJson, readText, SERVER_HELP, SERVER_OPTIONS, writeOutputFile } from './common.js';
 import { findServiceReceipts, printable } from './inspect.js';
 import { resolveTarget } from './context.js';
-import { DEFAULT_SERVER } from './basics.js';
+import { DEFAULT_SERVER, parseJsonDocument } from './basics.js';
 import { UsageError, type CliIo } from './io.js';
 import { verifyServiceReceipt, type ServiceVerificationKey } from '../protocol/service-receipt.js';
 import type { BatonClient } from '../sdk/client.js';
@@ -70,13 +70,10 @@ export function parsePublishedKeys(value: unknown, name: string): ServiceVerific
 
 /** A saved GET /v1/keys or /.well-known/jwks.json answer, as text. */
 export function publishedKeysFromText(text: string, name: string): ServiceVerificationKey[] {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    throw new UsageError(`${name} is not JSON`);
-  }
-  return parsePublishedKeys(parsed, name);
+  return parsePublishedKeys(
+    parseJsonDocument(text, name, () => new UsageError(`${name} is not JSON`)),
+    name,
+  );
 }
 
 async function keysFor(values: { keys?: string | undefined; 'save-keys'?: string | undefined }, client: () => BatonClient, io: CliIo) {

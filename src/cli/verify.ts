@@ -15,6 +15,7 @@ import { utf8Decode } from '../protocol/jcs.js';
 import { ERROR_TABLE, type ErrorCode } from '../protocol/errors.js';
 import { publicKeyFromDidKey } from '../protocol/did-key.js';
 import { UsageError, type CliIo } from './io.js';
+import { parseJsonDocument } from './basics.js';
 
 export const VERIFY_HELP = `Usage: baton verify <bundle.json> --trust <did> [--trust <did> ...] [options]
        baton verify <chain.json> --chain-only --trust <did> [--trust <did> ...] [options]
@@ -207,12 +208,14 @@ function integerFlag(name: string, raw: string): number {
 /** Accepts a bundle, a DRS fixture wrapping one, or the X-DRS-Bundle base64url form. */
 export function parseBundleFile(text: string, name: string): unknown {
   const trimmed = text.trim();
-  let value: unknown;
+  const notABundle = () => new UsageError(`${name} is neither bundle JSON nor a base64url-encoded bundle`);
+  let json: string;
   try {
-    value = trimmed.startsWith('{') ? JSON.parse(trimmed) : JSON.parse(utf8Decode(decodeBase64url(trimmed, 'bundle')));
+    json = trimmed.startsWith('{') ? trimmed : utf8Decode(decodeBase64url(trimmed, 'bundle'));
   } catch {
-    throw new UsageError(`${name} is neither bundle JSON nor a base64url-encoded bundle`);
+    throw notABundle();
   }
+  const value = parseJsonDocument(json, name, notABundle);
   if (value && typeof value === 'object' && 'bundle' in value && !('invocation' in value)) {
     return (value as { bundle: unknown }).bundle;
   }

@@ -65,6 +65,7 @@ import { ERROR_TABLE, type AnyErrorCode, type ErrorCode as BatonErrorCode, type 
 import { canonicalJson, utf8Decode, utf8Encode } from '../protocol/jcs.js';
 import { ACTUAL_SOURCES, type ActualSource } from '../protocol/lists.js';
 import type { Bundle } from '../protocol/records.js';
+import { DOCUMENT_MAX_NESTING, jsonAmbiguity } from '../protocol/strict-json.js';
 import {
   BatonApiError,
   BatonClient,
@@ -620,11 +621,16 @@ function sameJson(a: unknown, b: unknown): boolean {
 function parseBundleValue(value: unknown, key: string): Bundle | string {
   let obj: unknown = value;
   if (typeof value === 'string') {
+    let text: string;
     try {
-      obj = JSON.parse(utf8Decode(decodeBase64url(value.trim().replace(/=+$/, ''), `_meta["${key}"]`)));
+      text = utf8Decode(decodeBase64url(value.trim().replace(/=+$/, ''), `_meta["${key}"]`));
+      obj = JSON.parse(text);
     } catch {
       return `_meta["${key}"] is not base64url-encoded bundle JSON.`;
     }
+    // Baton would judge the bundle this middleware re-encodes, not the text a reader keeping the first key sees.
+    const ambiguity = jsonAmbiguity(text, DOCUMENT_MAX_NESTING);
+    if (ambiguity !== undefined) return `The bundle in _meta["${key}"] ${ambiguity}; readers disagree on which value it holds.`;
   }
   if (!isRecord(obj)) return `_meta["${key}"] is not a bundle: expected {bundle_version, invocation, receipts}.`;
   if (typeof obj['invocation'] !== 'string' || obj['invocation'].length === 0) {

@@ -26,6 +26,7 @@ import { verifyChain, verifyDelegations } from '../protocol/chain.js';
 import { BatonError, type Violation } from '../protocol/errors.js';
 import { isRecordHash, recordHash } from '../protocol/hash.js';
 import { DRS_VERSION } from '../protocol/records.js';
+import { DOCUMENT_MAX_NESTING, jsonAmbiguity } from '../protocol/strict-json.js';
 import type { JsonValue } from '../protocol/jcs.js';
 import { BatonApiError, BatonClient, DEFAULT_TIMEOUT_MS, followCursorOnce } from './client.js';
 
@@ -394,18 +395,26 @@ function http(o: AuditOptions): Http {
   };
   const jsonOf = (path: string, bytes: Uint8Array): unknown => {
     const text = decodeText(bytes);
-    try {
-      return JSON.parse(text);
-    } catch {
-      throw new BatonApiError({
+    const unexpected = (message: string) =>
+      new BatonApiError({
         status: 200,
         code: 'UNEXPECTED_RESPONSE',
         method: 'GET',
         url: `${base}${path}`,
-        message: `Baton answered GET ${path} but not with JSON: ${text.slice(0, 120) || '(empty body)'}`,
+        message,
         suggestion: 'Check that the base URL points at Baton itself, not a proxy or another service.',
       });
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      throw unexpected(`Baton answered GET ${path} but not with JSON: ${text.slice(0, 120) || '(empty body)'}`);
     }
+    // The audit distrusts the service: an answer with a repeated key could show another auditor's tool
+    // (which keeps the first) other records than this one checked.
+    const ambiguity = jsonAmbiguity(text, DOCUMENT_MAX_NESTING);
+    if (ambiguity !== undefined) throw unexpected(`Baton's answer to GET ${path} ${ambiguity}; readers disagree on which value it holds.`);
+    return value;
   };
   return {
     url: (path) => `${base}${path}`,

@@ -12,8 +12,9 @@ import type { IncomingMessage } from 'node:http';
 import type { Context } from 'hono';
 import { BatonError } from '../protocol/errors.js';
 import { isWellFormedString } from '../protocol/jcs.js';
+import { DOCUMENT_MAX_NESTING, jsonAmbiguity } from '../protocol/strict-json.js';
 
-const MAX_NESTING = 64;
+const MAX_NESTING = DOCUMENT_MAX_NESTING;
 const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 const JSON_CONTENT_TYPE = /^application\/(?:[\w.+-]*\+)?json\s*(?:;.*)?$/i;
 
@@ -139,7 +140,8 @@ function assertStorableStrings(value: unknown, where: string, depth = 0): void {
  * X-DRS-Bundle header): no duplicate keys, bounded nesting, only strings PostgreSQL can store.
  */
 export function parseStrictJson(text: string, where = 'The request body'): unknown {
-  checkStructure(text, where);
+  const ambiguity = jsonAmbiguity(text, MAX_NESTING);
+  if (ambiguity !== undefined) throw invalid(`${where} ${ambiguity}.`);
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -161,58 +163,4 @@ function invalid(message: string): BatonError {
     suggestion:
       'Send one JSON object, UTF-8, with Content-Type: application/json (curl: -H "content-type: application/json" --data @body.json); openapi.yaml lists its fields.',
   });
-}
-
-/**
- * One linear pass over the text: tracks the keys of each open object to find
- * duplicates, and the nesting depth, before JSON.parse sees it. Syntax errors
- * are left to JSON.parse; this only has to be right on valid JSON.
- */
-function checkStructure(text: string, where: string): void {
-  const keyStack: (Set<string> | null)[] = [];
-  let i = 0;
-  while (i < text.length) {
-    const ch = text[i]!;
-    if (ch === '"') {
-      const end = stringEnd(text, i);
-      const top = keyStack[keyStack.length - 1];
-      if (top && isObjectKey(text, end)) {
-        let key: string;
-        try {
-          key = JSON.parse(text.slice(i, end + 1)) as string;
-        } catch {
-          return; // malformed: JSON.parse will explain
-        }
-        if (top.has(key)) throw invalid(`${where} repeats the key ${JSON.stringify(key)} in one object.`);
-        top.add(key);
-      }
-      i = end + 1;
-      continue;
-    }
-    if (ch === '{' || ch === '[') {
-      keyStack.push(ch === '{' ? new Set() : null);
-      if (keyStack.length > MAX_NESTING) throw invalid(`${where} nests deeper than ${MAX_NESTING} levels.`);
-    } else if (ch === '}' || ch === ']') {
-      keyStack.pop();
-    }
-    i++;
-  }
-}
-
-function stringEnd(text: string, start: number): number {
-  let i = start + 1;
-  while (i < text.length) {
-    const ch = text[i];
-    if (ch === '\\') i += 2;
-    else if (ch === '"') return i;
-    else i++;
-  }
-  return text.length - 1;
-}
-
-/** A string is a key when the next non-space character is a colon. */
-function isObjectKey(text: string, end: number): boolean {
-  let j = end + 1;
-  while (j < text.length && (text[j] === ' ' || text[j] === '\n' || text[j] === '\r' || text[j] === '\t')) j++;
-  return text[j] === ':';
 }

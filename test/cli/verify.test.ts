@@ -184,6 +184,24 @@ describe('baton verify', () => {
     }
   });
 
+  it('a bundle file with a key repeated in one object is unusable input (exit 2): another reader would judge the other value', async () => {
+    const chain = buildChain([{ allowed_tools: ['web_search'], max_cost_usd: 1 }]);
+    const denied = chain.invoke({ tool: 'file_write', estimated_cost_usd: 0.01, pii_access: false, write_access: false }).bundle;
+    const allowed = chain.invoke().bundle;
+    // JSON.parse keeps the last invocation, the allowed one.
+    const text = `{"bundle_version":"4.0","invocation":${JSON.stringify(denied.invocation)},"invocation":${JSON.stringify(allowed.invocation)},"receipts":${JSON.stringify(allowed.receipts)}}`;
+    const file = join(dir, 'dup.json');
+    writeFileSync(file, text);
+    const b64 = join(dir, 'dup.b64');
+    writeFileSync(b64, encodeBase64url(utf8Encode(text)));
+    for (const f of [file, b64]) {
+      const r = await run(['verify', f, '--trust', chain.keys[0]!.did, '--at', String(T0 + 5)]);
+      expect(r.code, r.out).toBe(2);
+      expect(r.err).toContain('repeats the key "invocation" in one object');
+      expect(r.out).not.toContain('ALLOWED');
+    }
+  });
+
   it('--help explains usage and exit codes', async () => {
     const r = await run(['verify', '--help']);
     expect(r.code).toBe(0);

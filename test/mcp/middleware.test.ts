@@ -31,6 +31,8 @@ import {
   type ToolCallResult,
 } from '../../src/mcp/middleware.js';
 import type { Policy } from '../../src/protocol/policy.js';
+import { encodeBase64url } from '../../src/protocol/base64url.js';
+import { utf8Encode } from '../../src/protocol/jcs.js';
 import { BatonClient } from '../../src/sdk/client.js';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
 import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
@@ -312,6 +314,15 @@ describe('refused calls never run the tool', () => {
     });
     expect(refusalOf(both)).toMatchObject({ code: 'BUNDLE_MALFORMED' });
     expect(text(both)).toContain('different bundles');
+    // A key repeated in the encoded bundle: JSON.parse keeps the last, another reader the first.
+    const repeated = `{"bundle_version":"4.0","invocation":${JSON.stringify(two.invocation)},"invocation":${JSON.stringify(one.invocation)},"receipts":${JSON.stringify(one.receipts)}}`;
+    const ambiguous = await client.callTool({
+      name: 'web_search',
+      arguments: args,
+      _meta: { [DRS_BUNDLE_META_KEY]: encodeBase64url(utf8Encode(repeated)) },
+    });
+    expect(refusalOf(ambiguous)).toMatchObject({ code: 'BUNDLE_MALFORMED' });
+    expect(text(ambiguous)).toContain('repeats the key "invocation"');
     expect(search).not.toHaveBeenCalled();
     expect(bundleFromMeta({ bundle: one })).toMatchObject({ ok: true, key: 'bundle' });
   });

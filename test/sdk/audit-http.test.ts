@@ -90,6 +90,10 @@ describe('auditLog: failures are BatonApiErrors', () => {
     expect(proxy.message).toContain('Bad gateway');
     const notJson = await failure({ fetch: () => answer(200, 'hello', 'text/plain') });
     expect(notJson).toMatchObject({ status: 200, code: 'UNEXPECTED_RESPONSE' });
+    // An answer another auditor's reader (keeping the first of two equal keys) would read otherwise.
+    const repeated = await failure({ fetch: () => answer(200, '{"tree_size":1,"tree_size":2}', 'application/json') });
+    expect(repeated).toMatchObject({ status: 200, code: 'UNEXPECTED_RESPONSE' });
+    expect(repeated.message).toContain('repeats the key "tree_size"');
   });
 });
 
