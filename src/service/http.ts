@@ -5,7 +5,7 @@
 import type { Context } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import { BatonError, ERROR_TABLE, errorBody, type ErrorEnvelope } from '../protocol/errors.js';
-import { isStorageUnavailable } from '../store/errors.js';
+import { errorForLog, isStorageUnavailable } from '../store/errors.js';
 import { httpStatusOf } from './error-status.js';
 import type { AppEnv } from './types.js';
 import type { Logger } from './log.js';
@@ -31,8 +31,7 @@ export function handleError(err: unknown, c: Context<AppEnv>, log: Logger): Resp
   if (status >= 500) {
     log.error(e.code === 'STORAGE_UNAVAILABLE' ? 'storage unavailable' : 'unhandled error', {
       request_id: requestId,
-      error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
-      ...(e.code === 'INTERNAL' && err instanceof Error ? { stack: err.stack } : {}),
+      ...errorForLog(err, e.code === 'INTERNAL'),
     });
   }
   return c.json(errorEnvelope(e, requestId), status);

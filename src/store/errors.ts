@@ -93,3 +93,30 @@ export function isStorageUnavailable(err: unknown): boolean {
   }
   return false;
 }
+
+/**
+ * An error as a log line may show it: never a query's parameters. Drizzle's DrizzleQueryError puts
+ * every parameter in its message (`Failed query: … params: …`), among them API key hashes, DIDs and
+ * a call's arguments; the log says which query failed and why (the driver's cause: ECONNREFUSED, a
+ * SQLSTATE), and keeps the stack's frames without that message.
+ */
+export function errorForLog(err: unknown, withStack = false): { error: string; cause?: string; stack?: string } {
+  if (!(err instanceof Error)) return { error: String(err) };
+  const query = (err as { query?: unknown }).query;
+  const redacted = typeof query === 'string' && 'params' in err;
+  const error = redacted ? `Failed query: ${query}` : `${err.name}: ${err.message}`;
+  const cause = (err as { cause?: unknown }).cause;
+  const causeCode = (cause as { code?: unknown } | undefined)?.code;
+  const causeText =
+    cause instanceof Error
+      ? `${cause.name}: ${cause.message}${typeof causeCode === 'string' ? ` (${causeCode})` : ''}`
+      : cause === undefined
+        ? undefined
+        : String(cause);
+  const frames = withStack ? (err.stack ?? '').split('\n').filter((line) => /^\s+at /.test(line)) : [];
+  return {
+    error,
+    ...(causeText === undefined ? {} : { cause: causeText }),
+    ...(frames.length > 0 ? { stack: [error, ...frames].join('\n') } : {}),
+  };
+}

@@ -289,11 +289,19 @@ describe('the key cache and revocation', () => {
     const k = await newKey({ scopes: ['verify'] });
     const down = await freshDatabase();
     await down.store.close();
-    const node: ServiceDeps = { ...svc.deps, store: down.store };
+    const logged: { msg: string; fields?: Record<string, unknown> }[] = [];
+    const capture = (msg: string, fields?: Record<string, unknown>) => void logged.push({ msg, ...(fields ? { fields } : {}) });
+    const node: ServiceDeps = { ...svc.deps, store: down.store, log: { debug: capture, info: capture, warn: capture, error: capture } };
     const res = await call(probeApp(node), '/probe/verify', `Bearer ${k.key}`);
     await down.drop();
     expect(res.status).toBe(503);
     expect(errorOf(res).code).toBe('STORAGE_UNAVAILABLE');
+    // The log says which query failed and why, never its parameters (here the key's stored hash).
+    expect(logged.map((l) => l.msg)).toContain('storage unavailable');
+    const text = JSON.stringify(logged);
+    expect(text).toContain('Failed query');
+    expect(text).not.toContain(sha256Hex(k.key));
+    expect(text).not.toContain('params');
   });
 });
 

@@ -5,7 +5,8 @@ import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Store } from '../../src/store/db.js';
-import { isStorageUnavailable, isUniqueViolation, pgError } from '../../src/store/errors.js';
+import { errorForLog, isStorageUnavailable, isUniqueViolation, pgError } from '../../src/store/errors.js';
+import { DrizzleQueryError } from 'drizzle-orm/errors';
 import { tenants } from '../../src/store/schema/index.js';
 import { freePort } from '../../bench/lib/pg-cluster.js';
 import { freshDatabase } from '../setup/db.js';
@@ -55,5 +56,23 @@ describe('storage errors', () => {
     const err = await failure(store.db.insert(tenants).values({ id: 'ten_dup', name: 'b' }));
     expect(isStorageUnavailable(err)).toBe(false);
     expect(isUniqueViolation(err, 'tenants_pkey')).toBe(true);
+  });
+});
+
+describe('errorForLog', () => {
+  it("names the failed query and the driver's cause, never the query's parameters", () => {
+    const cause = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+    const err = new DrizzleQueryError('select "id" from "api_keys" where "secret_hash" = $1', ['9f86d081884c7d65'], cause);
+    const line = errorForLog(err, true);
+    expect(line.error).toBe('Failed query: select "id" from "api_keys" where "secret_hash" = $1');
+    expect(line.cause).toBe('Error: connect ECONNREFUSED 127.0.0.1:5432 (ECONNREFUSED)');
+    expect(line.stack?.split('\n')[0]).toBe(line.error);
+    expect(line.stack).toMatch(/\n\s+at /);
+    expect(JSON.stringify(line)).not.toContain('9f86d081884c7d65');
+  });
+
+  it('keeps any other error as it is, and a thrown non-error as text', () => {
+    expect(errorForLog(new TypeError('x is not a function'))).toEqual({ error: 'TypeError: x is not a function' });
+    expect(errorForLog('boom')).toEqual({ error: 'boom' });
   });
 });
