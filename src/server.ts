@@ -144,6 +144,10 @@ export async function startServer(
     } else if (config.tlogIntervalMs > 0) {
       // PGlite is one connection in this thread's memory: another thread cannot reach it.
       integrator = startIntegrator({ store, signer: deps.signer, log, logName: config.tlogName }, config.tlogIntervalMs);
+    } else {
+      log.warn(
+        'this node integrates no service receipts into the transparency log (BATON_TLOG_INTERVAL_MS=0): another node on this database must, or auditors find them missing; /metrics shows the backlog (baton_tlog_pending_receipts)',
+      );
     }
     if (generatedAdminKey) {
       announce(

@@ -2,6 +2,7 @@
 import { DelegationCache } from '../protocol/chain.js';
 import type { Config } from '../config.js';
 import type { Store } from '../store/db.js';
+import { pendingBacklog } from '../store/log.js';
 import type { Logger } from './log.js';
 import { metrics } from './metrics.js';
 import { loadServiceSigner } from './signer.js';
@@ -15,6 +16,7 @@ export async function createServiceDeps(opts: {
   now?: () => number;
 }): Promise<ServiceDeps> {
   metrics.observePool(opts.store.kind, opts.store.kind === 'pglite' ? 1 : opts.config.dbPoolSize);
+  metrics.observeLogBacklog(() => pendingBacklog(opts.store.db));
   return {
     store: opts.store,
     config: opts.config,

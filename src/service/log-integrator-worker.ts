@@ -6,6 +6,7 @@
  */
 import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { openStore } from '../store/db.js';
+import { errorForLog } from '../store/errors.js';
 import { startIntegrator } from './log-integrator.js';
 import type { FromIntegratorThread, IntegratorThreadData, ToIntegratorThread } from './log-integrator-thread.js';
 import type { Logger } from './log.js';
@@ -51,7 +52,7 @@ async function run(): Promise<void> {
         signer = await loadServiceSignerByKid(store.db, data.masterKey, data.kid);
       } catch (e) {
         // The database is down, say: retried like a failed round.
-        log.warn('the log integrator could not load its signing key; retrying', { error: String(e) });
+        log.warn('the log integrator could not load its signing key; retrying', errorForLog(e));
         await pause(data.intervalMs);
       }
     }

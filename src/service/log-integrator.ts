@@ -15,6 +15,7 @@
  */
 import type { Hash } from '../protocol/merkle.js';
 import type { Store } from '../store/db.js';
+import { errorForLog } from '../store/errors.js';
 import { appendRound, claimPending, preferIndexes, type NewLeaf, type PendingLeaf } from '../store/log.js';
 import type { Logger } from './log.js';
 import { appendLeaves, logOrigin, serviceReceiptLeafHash, signCheckpoint, type TreeEdges } from './log-tree.js';
@@ -118,6 +119,12 @@ export interface RunningIntegrator {
  */
 export const BUSY_ROUND_GAP_MS = 250;
 
+/** Longest wait between retries of a failing round (the interval doubles up to it, unless the interval is longer). */
+export const FAILED_ROUND_MAX_WAIT_MS = 5_000;
+
+/** While rounds keep failing, one warning per this long. */
+const FAILURE_LOG_EVERY_MS = 60_000;
+
 /**
  * Runs integration rounds until stopped. A round that found leaves is
  * followed by the next one soon: at once when it was full (a backlog), else
@@ -125,7 +132,9 @@ export const BUSY_ROUND_GAP_MS = 250;
  * waits at most about that plus one round. Only an idle round (nothing
  * pending, or another node holding the lock) waits `intervalMs` before
  * polling again, so an idle service costs one cheap query per interval. A
- * failed round (database down) is logged and retried after the interval.
+ * failed round (database down) is retried after the interval, doubling to
+ * FAILED_ROUND_MAX_WAIT_MS; the first failure is logged, then one line a
+ * minute, and the first round that succeeds again says so.
  * `round` is integrateOnce outside tests.
  */
 export function startIntegrator(
@@ -138,6 +147,8 @@ export function startIntegrator(
   let inFlight: Promise<void> = Promise.resolve();
   const edges: EdgeCache = new Map();
   const busyGap = Math.min(intervalMs, BUSY_ROUND_GAP_MS);
+  let failedRounds = 0;
+  let lastWarned = 0;
   const tick = () => {
     timer = undefined;
     inFlight = (async () => {
@@ -147,8 +158,18 @@ export function startIntegrator(
         const leaves = (await round(deps, INTEGRATION_BATCH, edges)).leaves;
         if (leaves >= INTEGRATION_BATCH) wait = 0;
         else if (leaves > 0) wait = Math.max(0, busyGap - (performance.now() - started));
+        if (failedRounds > 0) deps.log.info('log integration recovered', { failed_rounds: failedRounds });
+        failedRounds = 0;
       } catch (e) {
-        deps.log.warn('log integration round failed; retrying', { error: String(e) });
+        failedRounds++;
+        // The first failure, then one line a minute while the database stays down, not one per retry.
+        const now = performance.now();
+        if (failedRounds === 1 || now - lastWarned >= FAILURE_LOG_EVERY_MS) {
+          lastWarned = now;
+          deps.log.warn('log integration round failed; retrying', { failed_rounds: failedRounds, ...errorForLog(e) });
+        }
+        // Retries back off to FAILED_ROUND_MAX_WAIT_MS, so a node does not poll a down database four times a second.
+        wait = Math.min(Math.max(intervalMs, 1) * 2 ** Math.min(failedRounds - 1, 10), Math.max(intervalMs, FAILED_ROUND_MAX_WAIT_MS));
       }
       if (!stopped) timer = setTimeout(tick, wait);
     })();

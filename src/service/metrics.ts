@@ -18,6 +18,16 @@ const LATENCY_BUCKETS_SECONDS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05
  */
 export const EVENT_LOOP_SAMPLING_MS = 10;
 
+/** The transparency log's backlog, as the backlog gauges read it. */
+export interface LogBacklog {
+  readonly receipts: number;
+  readonly oldestAgeSeconds: number;
+}
+
+/** A scrape waits this long for the backlog read; a read this recent serves the next gauge (or scrape). */
+const BACKLOG_READ_DEADLINE_MS = 2_000;
+const BACKLOG_READ_REUSE_MS = 1_000;
+
 /** Verifies per group-commit statement: 1 up to the batcher's 32. */
 const BATCH_ITEM_BUCKETS = [1, 2, 4, 8, 16, 32];
 
@@ -75,6 +85,31 @@ class BatonMetrics {
     registers: [this.registry],
   });
 
+  /** Reads the log's backlog from the database (set by createServiceDeps); none, and the gauges stay unset. */
+  private readLogBacklog: (() => Promise<LogBacklog>) | undefined;
+  /** One read serves both gauges of a scrape. */
+  private backlogRead: { at: number; read: Promise<LogBacklog | undefined> } | undefined;
+
+  private readonly logPendingReceipts = new Gauge({
+    name: 'baton_tlog_pending_receipts',
+    help: "Service receipts committed but not yet in their tenant's transparency log, across tenants (read from the database at each scrape, so every node shows the same; NaN when it cannot be read). A value that keeps growing means no node integrates: BATON_TLOG_INTERVAL_MS is 0 everywhere, or the rounds fail.",
+    registers: [this.registry],
+    collect: async () => {
+      const b = await this.logBacklog();
+      this.logPendingReceipts.set(b === undefined ? Number.NaN : b.receipts);
+    },
+  });
+
+  private readonly logOldestPendingAge = new Gauge({
+    name: 'baton_tlog_oldest_pending_age_seconds',
+    help: 'How long the oldest service receipt not yet in a log has waited, in seconds (0 when none waits; NaN when it cannot be read): the log lag an auditor sees.',
+    registers: [this.registry],
+    collect: async () => {
+      const b = await this.logBacklog();
+      this.logOldestPendingAge.set(b === undefined ? Number.NaN : b.oldestAgeSeconds);
+    },
+  });
+
   constructor() {
     const info = batonVersionInfo();
     new Gauge({
@@ -111,6 +146,24 @@ class BatonMetrics {
 
   observeDecision(outcome: 'allow' | 'deny', code: string): void {
     this.decisions.inc({ outcome, code });
+  }
+
+  /** Where the log backlog gauges read from (the node's store). */
+  observeLogBacklog(read: () => Promise<LogBacklog>): void {
+    this.readLogBacklog = read;
+    this.backlogRead = undefined;
+  }
+
+  private logBacklog(): Promise<LogBacklog | undefined> {
+    const read = this.readLogBacklog;
+    if (read === undefined) return Promise.resolve(undefined);
+    const now = performance.now();
+    if (this.backlogRead === undefined || now - this.backlogRead.at > BACKLOG_READ_REUSE_MS) {
+      // A database that does not answer leaves the gauges NaN; the scrape is not held past the deadline.
+      const deadline = new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), BACKLOG_READ_DEADLINE_MS).unref());
+      this.backlogRead = { at: now, read: Promise.race([read().catch(() => undefined), deadline]) };
+    }
+    return this.backlogRead.read;
   }
 
   observePool(driver: 'postgres' | 'pglite', maxConnections: number): void {

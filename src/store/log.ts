@@ -105,6 +105,17 @@ export async function countPending(db: Db): Promise<number> {
   return Number(row?.n ?? 0);
 }
 
+/** Service receipts not yet in a tenant's log, across tenants, and how long the oldest has waited (0 when none). */
+export async function pendingBacklog(db: Db): Promise<{ receipts: number; oldestAgeSeconds: number }> {
+  const [row] = await db
+    .select({
+      n: sql<number>`count(*)::int`,
+      age: sql<number>`coalesce(extract(epoch from clock_timestamp() - min(${logPending.createdAt})), 0)::float8`,
+    })
+    .from(logPending);
+  return { receipts: Number(row?.n ?? 0), oldestAgeSeconds: Math.max(0, Number(row?.age ?? 0)) };
+}
+
 /** The checkpoint of the largest tree size, if the tenant's log has any leaf. */
 export async function latestCheckpoint(db: Db, tenantId: string): Promise<LogCheckpoint | undefined> {
   const [row] = await db

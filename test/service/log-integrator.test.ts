@@ -89,6 +89,33 @@ describe('startIntegrator', () => {
     }
   });
 
+  it('a failing round is retried with a growing wait, warned about once (not per retry), and its recovery is logged', async () => {
+    const calls: number[] = [];
+    const lines: { level: string; msg: string; fields?: Record<string, unknown> }[] = [];
+    const at = (level: string) => (msg: string, fields?: Record<string, unknown>) =>
+      void lines.push({ level, msg, ...(fields ? { fields } : {}) });
+    const log = { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
+    const round = async (): Promise<IntegrationRound> => {
+      calls.push(performance.now());
+      if (calls.length <= 4) throw new Error('connect ECONNREFUSED 127.0.0.1:5432');
+      return { locked: true, leaves: 0, tenants: 0 };
+    };
+    const integrator = startIntegrator({ ...deps, log }, 10, round);
+    try {
+      await until('five rounds', async () => calls.length >= 5, 5_000);
+    } finally {
+      await integrator.stop();
+    }
+    const gaps = calls.slice(1, 5).map((t, i) => t - calls[i]!);
+    // 10, 20, 40, 80 ms (timers may fire a millisecond early).
+    gaps.forEach((gap, i) => expect(gap, `retry ${i + 1}`).toBeGreaterThanOrEqual(10 * 2 ** i - 2));
+    expect(lines.filter((l) => l.level === 'warn').map((l) => l.fields?.['failed_rounds'])).toEqual([1]);
+    expect(lines.find((l) => l.level === 'warn')?.fields?.['error']).toBe('Error: connect ECONNREFUSED 127.0.0.1:5432');
+    expect(lines.filter((l) => l.level === 'info')).toEqual([
+      { level: 'info', msg: 'log integration recovered', fields: { failed_rounds: 4 } },
+    ]);
+  });
+
   it('reuses its tree edges across rounds only while the log is still the tree they belong to', async () => {
     const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
     const mine: EdgeCache = new Map();

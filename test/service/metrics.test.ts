@@ -4,6 +4,9 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKeyPair } from '../../src/sdk/keys.js';
+import { integrateOnce } from '../../src/service/log-integrator.js';
+import { silentLogger } from '../../src/service/log.js';
+import { countPending } from '../../src/store/log.js';
 import { verifyBatcherOf } from '../../src/store/verify-batch.js';
 import { setupTenant, startTestService, storeTwoLeaves, verifyInvocation, type TestService } from '../support/service.js';
 
@@ -109,6 +112,27 @@ describe('GET /metrics', () => {
       expect(text, name).toMatch(new RegExp(`^${name}(\\{[^}]*\\})? `, 'm'));
     }
     expect(text).toContain(`baton_build_info{version="${version}",node_version="${process.versions.node}"} 1`);
+  });
+
+  it("the transparency log's backlog: receipts not yet in a log and how long the oldest has waited, from the database", async () => {
+    // This test service runs no integrator: every service receipt it signed waits, and one round takes them all.
+    const gauge = (exposition: string, name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(exposition)?.[1]);
+    const scrape = async () => (await svc.app.request('/metrics', { headers: adminAuth() })).text();
+    await new Promise((r) => setTimeout(r, 1_100)); // past the reuse window of an earlier scrape's read
+    const waiting = await scrape();
+    const pending = await countPending(svc.store.db);
+    expect(pending).toBeGreaterThan(0);
+    expect(gauge(waiting, 'baton_tlog_pending_receipts')).toBe(pending);
+    expect(gauge(waiting, 'baton_tlog_oldest_pending_age_seconds')).toBeGreaterThan(0);
+    expect(families(waiting).get('baton_tlog_pending_receipts')?.type).toBe('gauge');
+
+    while (
+      (await integrateOnce({ store: svc.store, signer: svc.deps.signer, log: silentLogger, logName: svc.deps.config.tlogName })).leaves > 0
+    );
+    await new Promise((r) => setTimeout(r, 1_100));
+    const drained = await scrape();
+    expect(gauge(drained, 'baton_tlog_pending_receipts')).toBe(0);
+    expect(gauge(drained, 'baton_tlog_oldest_pending_age_seconds')).toBe(0);
   });
 
   // promtool is Prometheus's own checker (Debian package "prometheus"); the

@@ -518,6 +518,27 @@ describe('the server', () => {
     }
     await integrateOnce(integrator());
   });
+
+  it('with BATON_TLOG_INTERVAL_MS=0 it says at start that this node puts nothing in the log', async () => {
+    const warned: { msg: string; fields?: Record<string, unknown> }[] = [];
+    const log = {
+      ...silentLogger,
+      warn: (msg: string, fields?: Record<string, unknown>) => void warned.push({ msg, ...(fields ? { fields } : {}) }),
+    };
+    const server = await startServer(serverConfigOf(svc, { BATON_TLOG_INTERVAL_MS: '0' }), log, () => {});
+    await server.close();
+    expect(warned.map((w) => w.msg)).toContainEqual(
+      expect.stringMatching(/^this node integrates no service receipts into the transparency log/),
+    );
+    const quiet: string[] = [];
+    const other = await startServer(
+      serverConfigOf(svc, { BATON_TLOG_INTERVAL_MS: '60000' }),
+      { ...silentLogger, warn: (m: string) => void quiet.push(m) },
+      () => {},
+    );
+    await other.close();
+    expect(quiet.filter((m) => m.includes('transparency log'))).toEqual([]);
+  });
 });
 
 describe('on PGlite', () => {
