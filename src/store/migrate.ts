@@ -36,7 +36,11 @@ export function findMigrationsFolder(from: string = dirname(fileURLToPath(import
  * per session, and drizzle's migrator reads the applied list outside its
  * transaction, so both must happen on the connection that holds the lock.
  */
-export async function migratePostgresUrl(databaseUrl: string, migrationsFolder = findMigrationsFolder()): Promise<void> {
+export async function migratePostgresUrl(
+  databaseUrl: string,
+  migrationsFolder = findMigrationsFolder(),
+  firstAnswerMs = FIRST_ANSWER_TIMEOUT_MS,
+): Promise<void> {
   const client = postgres(databaseUrl, {
     max: 1,
     connect_timeout: 5,
@@ -46,6 +50,7 @@ export async function migratePostgresUrl(databaseUrl: string, migrationsFolder =
   });
   try {
     const db = drizzlePostgres({ client });
+    await answersWithin(db.execute(sql`select 1`), firstAnswerMs, client);
     await db.execute(sql`select pg_advisory_lock(${MIGRATION_LOCK_KEY})`);
     try {
       await migratePostgres(db, { migrationsFolder });
@@ -60,9 +65,48 @@ export async function migratePostgresUrl(databaseUrl: string, migrationsFolder =
   }
 }
 
-/** The URL without its password, for messages and logs. */
+/**
+ * How long a start waits for the database's first answer. connect_timeout covers only the TCP
+ * connect: a host that accepts the connection and never answers PostgreSQL's startup (a proxy, a
+ * firewall, another service on the port, a stopped server) left the start waiting with no end.
+ */
+export const FIRST_ANSWER_TIMEOUT_MS = 15_000;
+
+async function answersWithin(query: Promise<unknown>, ms: number, client: postgres.Sql): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      void client.end({ timeout: 0 });
+      reject(
+        new Error(
+          `no answer within ${ms / 1000} s: the host took the connection but did not answer as PostgreSQL. Check that DATABASE_URL names a running PostgreSQL server (host and port), and that no proxy or firewall holds the connection`,
+        ),
+      );
+    }, ms);
+  });
+  try {
+    await Promise.race([query, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Query parameters that carry a secret (postgres.js and libpq read these from the URL). */
+const SECRET_PARAMS = ['password', 'sslpassword'];
+
+/** The URL without its password (in the user part or the query string), for messages and logs. */
 export function redactUrl(url: string): string {
-  return url.replace(/\/\/([^:@/]+):[^@/]*@/, '//$1:***@');
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return url.replace(/\/\/[^/]*@/, '//***@').replace(/([?&](?:password|sslpassword)=)[^&]*/gi, '$1***');
+  }
+  if (parsed.password !== '') parsed.password = '***';
+  for (const name of [...parsed.searchParams.keys()]) {
+    if (SECRET_PARAMS.includes(name.toLowerCase())) parsed.searchParams.set(name, '***');
+  }
+  return parsed.toString().replaceAll('%2A%2A%2A', '***');
 }
 
 /** PGlite is one connection in one process: nothing to race with, no lock needed. */

@@ -1,9 +1,10 @@
 import { readFileSync } from 'node:fs';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/db.js';
-import { findMigrationsFolder } from '../../src/store/migrate.js';
+import { findMigrationsFolder, migratePostgresUrl, redactUrl } from '../../src/store/migrate.js';
 import { rows } from '../../src/store/rows.js';
 import { tenants } from '../../src/store/schema/index.js';
 import { createDatabase, freshPglite } from '../setup/db.js';
@@ -96,5 +97,41 @@ describe('migrations', () => {
 
   it('refuse to open with neither a URL nor a data folder', async () => {
     await expect(openStore({})).rejects.toThrow(/databaseUrl.*dataDir/);
+  });
+
+  it('give up on a host that takes the connection and never answers, saying what to check, the password hidden', async () => {
+    // Accepts, reads the startup message, answers nothing: as a proxy or another service on the port does.
+    const sockets = new Set<Socket>();
+    const silent = createServer((socket) => {
+      sockets.add(socket);
+      socket.on('error', () => {});
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const port = (silent.address() as AddressInfo).port;
+    const started = performance.now();
+    try {
+      const url = `postgres://baton@127.0.0.1:${port}/x?password=S3cretQ`;
+      const err = await migratePostgresUrl(url, findMigrationsFolder(), 300).then(
+        () => undefined,
+        (e: unknown) => e as Error,
+      );
+      expect(err?.message).toMatch(/no answer within 0\.3 s: the host took the connection but did not answer as PostgreSQL/);
+      expect(err?.message).toContain(`127.0.0.1:${port}/x?password=***`);
+      expect(err?.message).not.toContain('S3cretQ');
+      expect(performance.now() - started).toBeLessThan(10_000);
+    } finally {
+      for (const s of sockets) s.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
+  });
+
+  it.each([
+    ['postgres://u:secret@h:5432/db', 'postgres://u:***@h:5432/db'],
+    ['postgres://u:p%40ss@h/db?sslmode=require&password=S3cret', 'postgres://u:***@h/db?sslmode=require&password=***'],
+    ['postgres://h/db?PassWord=x&application_name=a', 'postgres://h/db?PassWord=***&application_name=a'],
+    ['postgresql://u:s@ss@h/db', 'postgresql://u:***@h/db'],
+    ['postgres://u@h/db', 'postgres://u@h/db'],
+  ])('redact %s in messages', (url, shown) => {
+    expect(redactUrl(url)).toBe(shown);
   });
 });
