@@ -15,6 +15,7 @@ import { ensureAdminKey } from './service/auth.js';
 import { withdrawBootstrapAdminKey } from './store/api-keys.js';
 import { createServiceDeps } from './service/deps.js';
 import { createLogger, type Logger } from './service/log.js';
+import { serveClusterMetrics } from './service/metrics.js';
 import { startIntegrator, type RunningIntegrator } from './service/log-integrator.js';
 import { startIntegratorThread } from './service/log-integrator-thread.js';
 import { openStore } from './store/db.js';
@@ -239,7 +240,8 @@ export async function runService(): Promise<void> {
     }
     throw e;
   }
-  const log = createLogger(config.logLevel);
+  // Under BATON_WORKERS every line says which worker wrote it (the supervisor's lines say none).
+  const log = createLogger(config.logLevel, undefined, cluster.isWorker ? { worker: cluster.worker?.id, pid: process.pid } : {});
   if (config.workers > 1 && cluster.isPrimary) return runPrimary(config, log);
   const server = await startServer(config, log);
   // Under BATON_WORKERS the supervisor says it once, when every worker listens (runPrimary).
@@ -293,6 +295,7 @@ async function runPrimary(config: Config, log: Logger): Promise<void> {
     let listened = false;
     worker.once('listening', (address) => {
       listened = true;
+      listening.add(worker);
       retryMs = 0;
       if (!initial) return;
       started++;
@@ -303,28 +306,37 @@ async function runPrimary(config: Config, log: Logger): Promise<void> {
     });
     worker.once('exit', (code, signal) => {
       running.delete(worker);
+      listening.delete(worker);
       if (stopping) {
         // A worker that did not stop cleanly makes the whole stop unclean.
         if (code !== 0) process.exitCode = 1;
       } else if (!listened && started < config.workers) {
-        log.error('a worker failed to start; stopping', { code, signal });
+        log.error('a worker failed to start; stopping', { worker: worker.id, pid: worker.process.pid, code, signal });
         stopping = true;
         process.exitCode = 1;
         stopAll();
       } else if (!listened) {
         retryMs = Math.min(30_000, Math.max(1_000, retryMs * 2));
-        log.error('a replacement worker failed to start; trying again', { code, signal, retry_in_ms: retryMs });
+        log.error('a replacement worker failed to start; trying again', {
+          worker: worker.id,
+          pid: worker.process.pid,
+          code,
+          signal,
+          retry_in_ms: retryMs,
+        });
         // Not unref'd: while no worker runs, this timer is what keeps the supervisor alive.
         setTimeout(() => {
           if (!stopping) fork(false);
         }, retryMs);
       } else {
-        log.warn('worker exited; starting another', { code, signal });
+        log.warn('worker exited; starting another', { worker: worker.id, pid: worker.process.pid, code, signal });
         fork(false);
       }
       if (stopping && running.size === 0) process.exit();
     });
   };
+  const listening = new Set<Worker>();
+  serveClusterMetrics(() => [...listening]);
   for (let i = 0; i < config.workers; i++) fork(true);
   process.stderr.write(`Baton is starting ${config.workers} worker processes on ${config.host}:${config.port}.\n`);
   const stop = (signal: string) => {

@@ -42,12 +42,13 @@ function bufferedStdout(): (line: string) => void {
 let stdoutWriter: ((line: string) => void) | undefined;
 const writeStdout = (line: string): void => (stdoutWriter ??= bufferedStdout())(line);
 
-export function createLogger(level: LogLevel, write: (line: string) => void = writeStdout): Logger {
+/** `base`: fields every line carries (a worker's id and pid under BATON_WORKERS), before the line's own. */
+export function createLogger(level: LogLevel, write: (line: string) => void = writeStdout, base: Record<string, unknown> = {}): Logger {
   const emit =
     (at: Exclude<LogLevel, 'silent'>) =>
     (msg: string, fields: Record<string, unknown> = {}) => {
       if (RANK[at] < RANK[level]) return;
-      write(`${JSON.stringify({ time: new Date().toISOString(), level: at, msg, ...fields })}\n`);
+      write(`${JSON.stringify({ time: new Date().toISOString(), level: at, msg, ...base, ...fields })}\n`);
     };
   return { debug: emit('debug'), info: emit('info'), warn: emit('warn'), error: emit('error') };
 }

@@ -3,9 +3,14 @@
  * process and Node.js runtime metrics and, later, cluster aggregation right,
  * which a hand-rolled registry got wrong once (latency in milliseconds).
  * Every duration is in seconds and every size in bytes, as Prometheus names
- * them; each node keeps its own.
+ * them; each node keeps its own. Under BATON_WORKERS a node is several
+ * processes behind one port: whichever worker takes the scrape asks the
+ * supervisor for every worker's metrics, summed (prom-client's cluster
+ * aggregation), so a scrape never shows one worker's counters and the next
+ * another's (Prometheus read that as counter resets).
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import cluster, { type Worker } from 'node:cluster';
+import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { observeVerifyBatches, type BatchObservation } from '../store/verify-batch.js';
 import { batonVersionInfo } from '../version.js';
 
@@ -27,6 +32,12 @@ export interface LogBacklog {
 /** A scrape waits this long for the backlog read; a read this recent serves the next gauge (or scrape). */
 const BACKLOG_READ_DEADLINE_MS = 2_000;
 const BACKLOG_READ_REUSE_MS = 1_000;
+
+/** A worker's request for the whole node's metrics, and the supervisor's answer (IPC messages). */
+const CLUSTER_METRICS_REQUEST = 'baton:cluster-metrics-request';
+const CLUSTER_METRICS_ANSWER = 'baton:cluster-metrics-answer';
+/** Longer than the supervisor's wait for each worker, so its answer (with those that answered) comes first. */
+const CLUSTER_METRICS_WAIT_MS = 6_000;
 
 /** Verifies per group-commit statement: 1 up to the batcher's 32. */
 const BATCH_ITEM_BUCKETS = [1, 2, 4, 8, 16, 32];
@@ -80,7 +91,7 @@ class BatonMetrics {
 
   private readonly poolSize = new Gauge({
     name: 'baton_db_pool_max_connections',
-    help: 'Connections the database pool may open (1 for embedded PGlite).',
+    help: "Connections the database pool may open (1 for embedded PGlite); under BATON_WORKERS, the workers' pools together.",
     labelNames: ['driver'] as const,
     registers: [this.registry],
   });
@@ -92,6 +103,8 @@ class BatonMetrics {
 
   private readonly logPendingReceipts = new Gauge({
     name: 'baton_tlog_pending_receipts',
+    // Every worker reads the same database: one value, not their sum.
+    aggregator: 'max',
     help: "Service receipts committed but not yet in their tenant's transparency log, across tenants (read from the database at each scrape, so every node shows the same; NaN when it cannot be read). A value that keeps growing means no node integrates: BATON_TLOG_INTERVAL_MS is 0 everywhere, or the rounds fail.",
     registers: [this.registry],
     collect: async () => {
@@ -102,6 +115,7 @@ class BatonMetrics {
 
   private readonly logOldestPendingAge = new Gauge({
     name: 'baton_tlog_oldest_pending_age_seconds',
+    aggregator: 'max',
     help: 'How long the oldest service receipt not yet in a log has waited, in seconds (0 when none waits; NaN when it cannot be read): the log lag an auditor sees.',
     registers: [this.registry],
     collect: async () => {
@@ -116,6 +130,7 @@ class BatonMetrics {
       name: 'baton_build_info',
       help: 'Always 1; the labels say which Baton and Node.js versions run.',
       labelNames: ['version', 'node_version'] as const,
+      aggregator: 'first',
       registers: [this.registry],
     }).set({ version: info.version, node_version: process.versions.node }, 1);
     // process_* (CPU seconds, resident bytes, open fds, start time) and nodejs_* (event loop lag, heap, GC).
@@ -126,6 +141,7 @@ class BatonMetrics {
       this.registry.removeSingleMetric(name);
     }
     observeVerifyBatches((b) => this.observeBatch(b));
+    if (cluster.isWorker) answerSupervisorRequests(this.registry);
   }
 
   private observeBatch(b: BatchObservation): void {
@@ -170,8 +186,9 @@ class BatonMetrics {
     this.poolSize.set({ driver }, maxConnections);
   }
 
+  /** This process's metrics, or under BATON_WORKERS every worker's, summed by the supervisor. */
   render(): Promise<string> {
-    return this.registry.metrics();
+    return cluster.isWorker ? askSupervisorForMetrics() : this.registry.metrics();
   }
 
   get contentType(): string {
@@ -181,3 +198,120 @@ class BatonMetrics {
 
 /** One registry per process: the process and runtime metrics are process-wide. */
 export const metrics = new BatonMetrics();
+
+interface ClusterMetricsAnswer {
+  readonly type: typeof CLUSTER_METRICS_ANSWER;
+  readonly id: number;
+  readonly text?: string;
+  readonly error?: string;
+}
+
+/** The supervisor's request for one worker's own metrics, and the worker's answer (prom-client's JSON form). */
+const WORKER_METRICS_REQUEST = 'baton:worker-metrics-request';
+const WORKER_METRICS_ANSWER = 'baton:worker-metrics-answer';
+interface WorkerMetricsAnswer {
+  readonly type: typeof WORKER_METRICS_ANSWER;
+  readonly id: number;
+  readonly metrics?: Awaited<ReturnType<Registry['getMetricsAsJSON']>>;
+}
+/** How long the supervisor waits for each worker's own metrics; one that is late is left out, and counted as such. */
+const WORKER_METRICS_WAIT_MS = 3_000;
+
+const isMessageOf = <T extends { type: string }>(type: T['type'], m: unknown): m is T =>
+  typeof m === 'object' && m !== null && (m as { type?: unknown }).type === type;
+
+/**
+ * In the supervisor of BATON_WORKERS, before it forks: answers a worker's request for the whole
+ * node's metrics by asking every worker that listens for its own and aggregating them (counters and
+ * histograms summed; each gauge as it declares). A worker still starting is not asked, and one that
+ * does not answer in time is left out: baton_workers_scraped says how many were summed, of
+ * baton_workers_listening.
+ */
+export function serveClusterMetrics(listening: () => readonly Worker[]): void {
+  let asked = 0;
+  const pending = new Map<number, (answer: WorkerMetricsAnswer) => void>();
+  cluster.on('message', (worker, message: unknown) => {
+    if (isMessageOf<WorkerMetricsAnswer>(WORKER_METRICS_ANSWER, message)) {
+      pending.get(message.id)?.(message);
+      return;
+    }
+    if (!isMessageOf<{ type: typeof CLUSTER_METRICS_REQUEST; id: number }>(CLUSTER_METRICS_REQUEST, message)) return;
+    const workers = listening().filter((w) => w.isConnected());
+    const ownMetrics = (w: Worker) =>
+      new Promise<WorkerMetricsAnswer['metrics']>((resolve) => {
+        const id = ++asked;
+        const timer = setTimeout(() => {
+          pending.delete(id);
+          resolve(undefined);
+        }, WORKER_METRICS_WAIT_MS);
+        pending.set(id, (a) => {
+          clearTimeout(timer);
+          pending.delete(id);
+          resolve(a.metrics);
+        });
+        w.send({ type: WORKER_METRICS_REQUEST, id });
+      });
+    void (async () => {
+      let answer: Omit<ClusterMetricsAnswer, 'type' | 'id'>;
+      try {
+        const each = (await Promise.all(workers.map(ownMetrics))).filter((m) => m !== undefined);
+        const summed = await AggregatorRegistry.aggregate(each).metrics();
+        answer = { text: summed + workersScraped(each.length, workers.length) };
+      } catch (e) {
+        answer = { error: e instanceof Error ? e.message : String(e) };
+      }
+      if (worker.isConnected()) worker.send({ type: CLUSTER_METRICS_ANSWER, id: message.id, ...answer });
+    })();
+  });
+}
+
+function workersScraped(scraped: number, listening: number): string {
+  return (
+    '# HELP baton_workers_scraped Workers whose metrics this scrape sums (one that did not answer in time is left out).\n' +
+    '# TYPE baton_workers_scraped gauge\n' +
+    `baton_workers_scraped ${scraped}\n` +
+    '# HELP baton_workers_listening Worker processes of this node that listen.\n' +
+    '# TYPE baton_workers_listening gauge\n' +
+    `baton_workers_listening ${listening}\n`
+  );
+}
+
+/** In a worker: answers the supervisor's requests for this worker's own metrics. */
+function answerSupervisorRequests(registry: Registry): void {
+  process.on('message', (m: unknown) => {
+    if (!isMessageOf<{ type: typeof WORKER_METRICS_REQUEST; id: number }>(WORKER_METRICS_REQUEST, m)) return;
+    const reply = (metrics?: WorkerMetricsAnswer['metrics']) =>
+      process.send?.({ type: WORKER_METRICS_ANSWER, id: m.id, ...(metrics ? { metrics } : {}) });
+    registry.getMetricsAsJSON().then(reply, () => reply());
+  });
+}
+
+const awaitingSupervisor = new Map<number, { resolve: (text: string) => void; reject: (e: Error) => void }>();
+let supervisorRequests = 0;
+
+function askSupervisorForMetrics(): Promise<string> {
+  if (supervisorRequests === 0) {
+    process.on('message', (m: unknown) => {
+      if (!isMessageOf<ClusterMetricsAnswer>(CLUSTER_METRICS_ANSWER, m)) return;
+      const waiting = awaitingSupervisor.get(m.id);
+      awaitingSupervisor.delete(m.id);
+      if (m.text !== undefined) waiting?.resolve(m.text);
+      else waiting?.reject(new Error(`the workers' metrics could not be gathered: ${m.error ?? 'no answer'}`));
+    });
+  }
+  const id = ++supervisorRequests;
+  return new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      awaitingSupervisor.delete(id);
+      reject(new Error(`the supervisor did not answer with the workers' metrics within ${CLUSTER_METRICS_WAIT_MS} ms`));
+    }, CLUSTER_METRICS_WAIT_MS);
+    const settle =
+      <T>(f: (v: T) => void) =>
+      (v: T) => {
+        clearTimeout(timer);
+        f(v);
+      };
+    awaitingSupervisor.set(id, { resolve: settle(resolve), reject: settle(reject) });
+    process.send!({ type: CLUSTER_METRICS_REQUEST, id });
+  });
+}

@@ -3,6 +3,7 @@
  * processes sharing one port and one database. Both serve, and a shared
  * ceiling still holds exactly across them; a worker that dies is replaced.
  */
+import { get as httpGet } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, type FreshDatabase } from '../setup/db.js';
 import {
@@ -26,11 +27,13 @@ import {
 let database: FreshDatabase | undefined;
 let node: ServiceNode | undefined;
 let tenant: Tenant;
+let adminKey: string;
 
 beforeAll(async () => {
   database = await createDatabase();
   const cfg = nodeConfig(database.url, { pool: 4, env: { BATON_WORKERS: '2' } });
   node = await startNode('workers', cfg, { readyTimeoutMs: 60_000 });
+  adminKey = cfg.adminKey;
   tenant = await setupTenant(node.url, cfg.adminKey, 'reliability-workers');
 }, 90_000);
 
@@ -76,6 +79,42 @@ describe('BATON_WORKERS=2', () => {
     }
     expect(replaced).toHaveLength(2);
     expect(replaced).not.toContain(victim);
+    // The supervisor says which worker it replaced.
+    const exited = node!
+      .output(400)
+      .split('\n')
+      .filter((l) => l.includes('"msg":"worker exited; starting another"'))
+      .map((l) => JSON.parse(l) as { pid?: number; worker?: number; signal?: string });
+    expect(exited).toContainEqual(expect.objectContaining({ pid: victim, signal: 'SIGKILL', worker: expect.any(Number) }));
     for (let i = 0; i < 10; i++) expect((await request(node!.url, 'GET', '/healthz')).status).toBe(200);
+  }, 60_000);
+
+  it("/metrics shows every worker's counts in every scrape", async () => {
+    expect(await workers(2)).toHaveLength(2);
+    // A new connection per request, so the cluster hands them to the workers in turn.
+    const get = (path: string, key?: string) =>
+      new Promise<{ status: number; text: string }>((resolve, reject) => {
+        const req = httpGet(new URL(path, node!.url), { agent: false, headers: key ? { authorization: `Bearer ${key}` } : {} }, (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (c: string) => (text += c));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+        });
+        req.on('error', reject);
+      });
+    const healthzCount = async () => {
+      const r = await get('/metrics', adminKey);
+      expect(r.status).toBe(200);
+      expect(r.text).toMatch(/^baton_workers_scraped 2$/m);
+      expect(r.text).toMatch(/^baton_workers_listening 2$/m);
+      return Number(/^baton_http_requests_total\{method="GET",route="\/healthz",status="200"\} (\d+)$/m.exec(r.text)?.[1] ?? 0);
+    };
+    // A worker replaced by the test before may still be starting: it is summed once it listens.
+    for (let i = 0; i < 75 && !/^baton_workers_listening 2$/m.test((await get('/metrics', adminKey)).text); i++) await sleep(200);
+    const before = await healthzCount();
+    for (let i = 0; i < 20; i++) expect((await get('/healthz')).status).toBe(200);
+    const scrapes: number[] = [];
+    for (let i = 0; i < 4; i++) scrapes.push(await healthzCount());
+    expect(scrapes).toEqual([before + 20, before + 20, before + 20, before + 20]);
   }, 60_000);
 });
