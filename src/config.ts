@@ -18,6 +18,9 @@ const int = (name: string, min: number, max: number, fallback: number) =>
       return n;
     });
 
+/** The transparency logs' name when BATON_TLOG_NAME is unset: fit for a development machine only. */
+export const DEFAULT_TLOG_NAME = 'localhost';
+
 const EnvSchema = z.object({
   PORT: int('PORT', 0, 65535, 8080),
   HOST: z.string().min(1).default('127.0.0.1'),
@@ -53,7 +56,7 @@ const EnvSchema = z.object({
   BATON_TLOG_NAME: z
     .string()
     .regex(/^[A-Za-z0-9][A-Za-z0-9.:/_-]{0,199}$/, 'BATON_TLOG_NAME must be a host name or path (letters, digits, . : / _ -)')
-    .default('localhost'),
+    .default(DEFAULT_TLOG_NAME),
   BATON_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
   // HTTP timeouts: an idle keep-alive connection outlives common load-balancer idle timeouts (60 s),
   // so the balancer, never the service, closes it first; see README "Running behind a load balancer".

@@ -9,7 +9,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { createServer as createTcpServer } from 'node:net';
 import { join } from 'node:path';
 import { serve, type ServerType } from '@hono/node-server';
-import { ConfigError, decodeMasterKey, loadConfig, type Config } from './config.js';
+import { ConfigError, decodeMasterKey, DEFAULT_TLOG_NAME, loadConfig, type Config } from './config.js';
 import { createApp } from './service/app.js';
 import { ensureAdminKey } from './service/auth.js';
 import { withdrawBootstrapAdminKey } from './store/api-keys.js';
@@ -18,6 +18,7 @@ import { createLogger, type Logger } from './service/log.js';
 import { serveClusterMetrics } from './service/metrics.js';
 import { startIntegrator, type RunningIntegrator } from './service/log-integrator.js';
 import { startIntegratorThread } from './service/log-integrator-thread.js';
+import { storedLogName } from './service/log-tree.js';
 import { openStore } from './store/db.js';
 import { MISSING_DRIVER_GUARD, postgresDriverGuarded } from './store/driver-guard.js';
 
@@ -89,6 +90,12 @@ export async function startServer(
   let server: ServerType | undefined;
   let integrator: RunningIntegrator | undefined;
   try {
+    const named = await storedLogName(store.db, config.tlogName);
+    if (named === undefined && config.tlogName === DEFAULT_TLOG_NAME && config.databaseUrl) {
+      log.warn(
+        `BATON_TLOG_NAME is not set: the transparency logs will be named "${DEFAULT_TLOG_NAME}" for good once the first checkpoint is signed; set it now to a host name you own`,
+      );
+    }
     const deps = await createServiceDeps({ store, config, log, masterKey });
     generatedAdminKey = await ensureAdminKey(deps);
     const app = createApp(deps);

@@ -17,12 +17,41 @@ import { subtreeHashesFromTiles, TILE_WIDTH, tileRoot, treeRootFromTiles, type T
 import { formatTlogProof } from '../protocol/tlog-proof.js';
 import { utf8 } from '../protocol/tlog-input.js';
 import type { Db } from '../store/db.js';
-import { checkpointOfSize, cosignatureLines, hashesAt, latestCheckpoint } from '../store/log.js';
+import { anyLatestCheckpointNote, checkpointOfSize, cosignatureLines, hashesAt, latestCheckpoint } from '../store/log.js';
 import type { PublishedServiceKey, ServiceSigner } from './signer.js';
 
 /** The checkpoint origin (and note key name) of a tenant's log. */
 export function logOrigin(logName: string, tenantId: string): string {
   return `${logName}/baton/${tenantId}`;
+}
+
+/** The log name an origin starts with (`<name>/baton/<tenant>`), or undefined for an origin of another shape. */
+export function logNameOf(origin: string): string | undefined {
+  const at = origin.lastIndexOf('/baton/');
+  return at > 0 ? origin.slice(0, at) : undefined;
+}
+
+/**
+ * The name the stored logs carry, checked against BATON_TLOG_NAME: a start that would rename them
+ * fails. A log's name is the first line of every checkpoint and the name of its verifier keys, so
+ * a renamed log went on growing under another origin: auditors and witnesses that pinned the old
+ * one could check nothing more, no proof links the old checkpoints to the new, and a tenant with no
+ * new receipt kept serving a checkpoint its published keys no longer verified. Undefined: no log
+ * has a checkpoint yet (the first start names them).
+ */
+export async function storedLogName(db: Db, configured: string): Promise<string | undefined> {
+  const note = await anyLatestCheckpointNote(db);
+  if (note === undefined) return undefined;
+  const origin = note.slice(0, note.indexOf('\n'));
+  const stored = logNameOf(origin);
+  if (stored !== undefined && stored !== configured) {
+    throw new Error(
+      `BATON_TLOG_NAME is "${configured}", but the transparency logs in this database are named "${stored}" (origin ${origin}). ` +
+        `A log's name is in every checkpoint and names its keys: renamed, auditors and witnesses that pinned "${stored}" could check nothing more, ` +
+        `and no proof could link the old checkpoints to the new. Start with BATON_TLOG_NAME=${stored} (a new name needs a new database)`,
+    );
+  }
+  return stored;
 }
 
 /** The note verifier keys of a tenant's log: one per published service key, current first. */

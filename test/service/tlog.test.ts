@@ -29,13 +29,14 @@ import {
 } from '../../src/sdk/audit.js';
 import { startServer } from '../../src/server.js';
 import { integrateOnce } from '../../src/service/log-integrator.js';
-import { signCheckpoint } from '../../src/service/log-tree.js';
+import { logNameOf, signCheckpoint } from '../../src/service/log-tree.js';
 import { recordServiceReceipt } from '../../src/service/service-receipts.js';
 import { silentLogger } from '../../src/service/log.js';
 import { openStore, type Store } from '../../src/store/db.js';
 import { rows } from '../../src/store/rows.js';
 import { tryIntegratorLock } from '../../src/store/log.js';
-import { freshPglite } from '../setup/db.js';
+import { createDatabase, freshPglite } from '../setup/db.js';
+import { loadConfig } from '../../src/config.js';
 import { createTenantKey, serverConfigOf, setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
 
 let svc: TestService;
@@ -525,19 +526,68 @@ describe('the server', () => {
       ...silentLogger,
       warn: (msg: string, fields?: Record<string, unknown>) => void warned.push({ msg, ...(fields ? { fields } : {}) }),
     };
-    const server = await startServer(serverConfigOf(svc, { BATON_TLOG_INTERVAL_MS: '0' }), log, () => {});
+    const server = await startServer(serverConfigOf(svc, { BATON_TLOG_INTERVAL_MS: '0', BATON_TLOG_NAME: 'baton.test' }), log, () => {});
     await server.close();
     expect(warned.map((w) => w.msg)).toContainEqual(
       expect.stringMatching(/^this node integrates no service receipts into the transparency log/),
     );
     const quiet: string[] = [];
     const other = await startServer(
-      serverConfigOf(svc, { BATON_TLOG_INTERVAL_MS: '60000' }),
+      serverConfigOf(svc, { BATON_TLOG_INTERVAL_MS: '60000', BATON_TLOG_NAME: 'baton.test' }),
       { ...silentLogger, warn: (m: string) => void quiet.push(m) },
       () => {},
     );
     await other.close();
     expect(quiet.filter((m) => m.includes('transparency log'))).toEqual([]);
+  });
+});
+
+describe("the logs' name", () => {
+  it('a start that would rename the stored logs fails, naming the name they have', async () => {
+    await receipt(tenant.id, 9100);
+    await integrateOnce(integrator());
+    for (const renamed of ['renamed.example', 'localhost']) {
+      const start = startServer(serverConfigOf(svc, { BATON_TLOG_INTERVAL_MS: '0', BATON_TLOG_NAME: renamed }), silentLogger, () => {});
+      await expect(start).rejects.toThrow(
+        `BATON_TLOG_NAME is "${renamed}", but the transparency logs in this database are named "baton.test"`,
+      );
+    }
+    const same = await startServer(
+      serverConfigOf(svc, { BATON_TLOG_INTERVAL_MS: '0', BATON_TLOG_NAME: 'baton.test' }),
+      silentLogger,
+      () => {},
+    );
+    await same.close();
+  });
+
+  it('a first start on PostgreSQL with the default name says to choose one before the logs are named for good', async () => {
+    const fresh = await createDatabase();
+    try {
+      const warnings = async (env: Record<string, string>) => {
+        const warned: string[] = [];
+        const config = loadConfig({
+          DATABASE_URL: fresh.url,
+          BATON_MASTER_KEY: Buffer.from(svc.deps.masterKey).toString('hex'),
+          BATON_ADMIN_KEY: svc.adminKey,
+          PORT: '0',
+          BATON_TLOG_INTERVAL_MS: '60000',
+          ...env,
+        });
+        const server = await startServer(config, { ...silentLogger, warn: (m: string) => void warned.push(m) }, () => {});
+        await server.close();
+        return warned.filter((m) => m.startsWith('BATON_TLOG_NAME is not set'));
+      };
+      expect(await warnings({})).toHaveLength(1);
+      expect(await warnings({ BATON_TLOG_NAME: 'logs.example.org' })).toEqual([]);
+    } finally {
+      await fresh.drop();
+    }
+  });
+
+  it('reads the name back from any origin, whatever the tenant id holds', () => {
+    expect(logNameOf('baton.test/baton/ten_1')).toBe('baton.test');
+    expect(logNameOf('example.org/logs/baton/ten_x')).toBe('example.org/logs');
+    expect(logNameOf('baton/ten_1')).toBeUndefined();
   });
 });
 
