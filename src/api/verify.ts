@@ -34,49 +34,57 @@ export const EffectiveLimits = z
   })
   .openapi('EffectiveLimits', { description: 'The tightest limit of every record in the chain, per field.' });
 
-export const VerifyRequest = z
-  .looseObject({
-    bundle_version: z.literal('4.0').optional(),
-    invocation: Jws.optional(),
-    receipts: z
-      .array(Jws)
-      .max(64)
-      .openapi({ description: 'Root-to-leaf DR JWS list, or empty when every `dr_chain` hash is stored.' })
-      .optional(),
-    dry_run: z.boolean().openapi({ description: 'Run every check and read counters, consume nothing.', default: false }).optional(),
-    body: z
-      .unknown()
-      .openapi({ description: 'The request body the tool server received, compared with the signed `args` under JCS.' })
-      .optional(),
-    require_binding: z
-      .boolean()
-      .openapi({ description: 'Deny (`BINDING_MISMATCH`) unless `body` matches `args`.', default: false })
-      .optional(),
-    approval_id: z
-      .string()
-      .min(1)
-      .max(64)
-      .openapi({
-        description:
-          'The approval this call spends (a new invocation of an approved call). Without it, the live approval of the same call is found.',
-      })
-      .optional(),
-  })
-  .openapi('VerifyRequest', {
-    description:
-      'The bundle fields, judged by the verifier (a malformed bundle is a 403 deny in block A), plus options. Other members are ignored, for DRS compatibility.',
-  });
+/** The members of a verify body: the bundle's, and Baton's options. */
+const verifyMembers = {
+  bundle_version: z.literal('4.0').optional(),
+  invocation: Jws.optional(),
+  receipts: z
+    .array(Jws)
+    .max(64)
+    .openapi({ description: 'Root-to-leaf DR JWS list, or empty when every `dr_chain` hash is stored.' })
+    .optional(),
+  dry_run: z.boolean().openapi({ description: 'Run every check and read counters, consume nothing.', default: false }).optional(),
+  body: z
+    .unknown()
+    .openapi({ description: 'The request body the tool server received, compared with the signed `args` under JCS.' })
+    .optional(),
+  require_binding: z
+    .boolean()
+    .openapi({ description: 'Deny (`BINDING_MISMATCH`) unless `body` matches `args`.', default: false })
+    .optional(),
+  approval_id: z
+    .string()
+    .min(1)
+    .max(64)
+    .openapi({
+      description:
+        'The approval this call spends (a new invocation of an approved call). Without it, the live approval of the same call is found.',
+    })
+    .optional(),
+};
+
+export const VerifyRequest = z.strictObject(verifyMembers).openapi('VerifyRequest', {
+  description:
+    'The bundle fields, judged by the verifier (a malformed bundle is a 403 deny in block A), plus options. Any other member is refused (400): a misspelled option, `require_bindings` say, would otherwise be ignored and the call judged without it.',
+});
+
+/** POST /verify reads what DRS clients send, and they may send members Baton does not know: those are ignored there. */
+export const VerifyRequestDrs = z.looseObject(verifyMembers).openapi('VerifyRequestDrs', {
+  description: 'As `VerifyRequest`, except that members Baton does not know are ignored, for DRS clients (which read only `valid`).',
+});
 
 /**
  * How the service parses a verify body: the options as documented, the bundle
  * members left to the verifier, which judges them (a malformed bundle is a 403
  * deny in block A, not a 400).
  */
-export const VerifyRequestBody = VerifyRequest.extend({
+const bundleMembersUnjudged = {
   bundle_version: z.unknown().optional(),
   invocation: z.unknown().optional(),
   receipts: z.unknown().optional(),
-});
+};
+export const VerifyRequestBody = VerifyRequest.extend(bundleMembersUnjudged);
+export const VerifyRequestBodyDrs = VerifyRequestDrs.extend(bundleMembersUnjudged);
 
 export const Binding = z
   .enum(['match', 'mismatch', 'absent'])
@@ -177,8 +185,8 @@ export const VerifyDeniedResponse = (
   description = 'Denied by the chain or runtime state (`VerifyDeny`, every unmet condition of the stage that refused in `violations`: the chain first, then the tool catalog and rules, then runtime state; `POST /v1/explain` lists every stage at once), or the key lacks the `verify` scope / is the admin key (`ErrorEnvelope` with `FORBIDDEN`).',
 ) => ({ description, content: { 'application/json': { schema: z.union([VerifyDeny, ErrorEnvelope]) } } });
 
-/** Request and responses: the same on both paths (POST /verify is the DRS path). */
-const verifyExchange = {
+/** Request and responses: the same on both paths (POST /verify is the DRS path), but for unknown members. */
+const verifyExchange = (schema: typeof VerifyRequest | typeof VerifyRequestDrs, unknownMembers: string) => ({
   'x-baton-scopes': ['verify'],
   security: [{ bearerAuth: [] }],
   request: {
@@ -186,13 +194,13 @@ const verifyExchange = {
     body: {
       required: true,
       description: "A DRS 4.0 bundle plus Baton's options. Send at least `{}` when the bundle travels in `X-DRS-Bundle`.",
-      content: { 'application/json': { schema: VerifyRequest } },
+      content: { 'application/json': { schema } },
     },
   },
   responses: {
     200: VerifyAllowedResponse(),
     400: BadRequestResponse(
-      'The body is not strict JSON, `dry_run` / `require_binding` are not booleans, or `X-DRS-Bundle` is not base64url bundle JSON (`INVALID_REQUEST`).',
+      `The body is not strict JSON, \`dry_run\` / \`require_binding\` are not booleans${unknownMembers}, or \`X-DRS-Bundle\` is not base64url bundle JSON (\`INVALID_REQUEST\`).`,
     ),
     401: UnauthorizedResponse(),
     403: VerifyDeniedResponse(),
@@ -203,7 +211,7 @@ const verifyExchange = {
     500: InternalResponse(),
     503: StorageUnavailableResponse(),
   },
-};
+});
 
 export const verifyRoute = createRoute({
   method: 'post',
@@ -213,7 +221,7 @@ export const verifyRoute = createRoute({
   summary: 'Verify an invocation against its delegation chain and count it',
   description:
     "Runs blocks A-F of the verification pipeline (shape, linkage, signatures and trust,\nattenuation and policy, time, revocation) and, in one database statement, block G\n(the API key still active, the root still trusted, no DR revoked, replay, `max_calls`\non every counted DR, `max_spend_usd`, and the service receipt).\n\n- **Retry after a lost answer.** The same invocation (same `jti` and same signed bytes)\n  sent again by the same API key is answered with its original allow: the same\n  `service_receipt`, `retry: true`, and nothing counted again; `counters` are the stored\n  values now. The revocation, root trust and API key are re-checked first, so a chain\n  revoked since then is refused, and so is its time: a retry more than\n  `BATON_INVOCATION_MAX_AGE` (default 300 s) after the invocation's `iat` is refused\n  `INVOCATION_STALE`, as any invocation that old. A retry of a call a human approved\n  spends no approval and asks for none. Any other caller (another key, or a different\n  invocation reusing the `jti`) gets `REPLAY_DETECTED`. A denial never consumes the\n  `jti`, so a denied invocation sent again is simply decided again.\n- **Deadline.** A verify that cannot be decided within the service's deadline\n  (`BATON_VERIFY_DEADLINE_MS`, default 5000 ms) is answered `503 STORAGE_UNAVAILABLE`,\n  and the database refuses to commit it afterwards: nothing is counted. (Only a commit the\n  database had already begun, e.g. waiting for a stalled synchronous replica, or an answer\n  lost after the commit leaves a call counted; send it again to learn, and to get its\n  service receipt, see retry above.)\n- A key revoked on any node is refused (401) by the next verify on every node.\n\n- Trust is the calling key's tenant's trusted roots. A key bound to a tool server only verifies invocations naming it (`TOOL_SERVER_MISMATCH`).\n- `receipts` may be empty when every `dr_chain` hash is already stored (chain by reference). Delegation receipts Baton has not seen are verified in full and stored.\n- `dry_run: true` runs every check and reports counters, but consumes nothing: no counter, no jti, no service receipt, no denial record, and embedded records are not stored. It refuses whatever the real call would refuse at that moment (including the `409` below), so a dry run never says allow where the real call would not: the tool gate's checks (rate window, held grants, the named approval's status and binding, the catalog version) run as the real call runs them, in a transaction that is rolled back.\n- `body` is compared with the signed `args` under JCS and reported as `binding`; with `require_binding: true` anything but `match` is a deny (`BINDING_MISMATCH`).\n- A malformed bundle is a deny (403, block A), not a 400: only an unreadable request is 400.\n- Denials are recorded for auditors (unless dry run) and never consume the jti.\n- `args.estimated_cost_usd`, when present, must be a finite, non-negative JSON number of US dollars of at most 1,000,000 (the per-invocation maximum); it is required wherever any record of the chain sets `max_cost_usd` or `max_spend_usd`. A missing or unusable estimate there (a string, null, negative, too large) is a deny, `POLICY_VIOLATION` (block D) naming `args.estimated_cost_usd`: a call under a budget is never counted as free.\n\nThe bundle may instead come base64url-encoded in the `X-DRS-Bundle` header (DRS transport); the header is used only when the body has no `invocation`.",
-  ...verifyExchange,
+  ...verifyExchange(VerifyRequest, ', a member is not one of those listed'),
 });
 
 export const verifyDrsRoute = createRoute({
@@ -224,5 +232,5 @@ export const verifyDrsRoute = createRoute({
   summary: 'DRS-compatible verify (as POST /v1/verify, but a re-send is a replay)',
   description:
     "The path DRS clients (`VerifyClient`) call. As `POST /v1/verify` in request, responses and effects, with one difference: an invocation already allowed, sent again by the same API key, is refused `REPLAY_DETECTED` here rather than answered with its original allow (`retry: true`), because DRS clients read only `valid` and would run the tool again. DRS clients typically send the bundle in `X-DRS-Bundle` and the tool's request body as `body`.",
-  ...verifyExchange,
+  ...verifyExchange(VerifyRequestDrs, ''),
 });

@@ -2029,8 +2029,30 @@ export interface components {
       valid: false;
       violations: components['schemas']['Violation'][];
     };
-    /** @description The bundle fields, judged by the verifier (a malformed bundle is a 403 deny in block A), plus options. Other members are ignored, for DRS compatibility. */
+    /** @description The bundle fields, judged by the verifier (a malformed bundle is a 403 deny in block A), plus options. Any other member is refused (400): a misspelled option, `require_bindings` say, would otherwise be ignored and the call judged without it. */
     VerifyRequest: {
+      /** @description The approval this call spends (a new invocation of an approved call). Without it, the live approval of the same call is found. */
+      approval_id?: string;
+      /** @description The request body the tool server received, compared with the signed `args` under JCS. */
+      body?: unknown;
+      /** @enum {string} */
+      bundle_version?: '4.0';
+      /**
+       * @description Run every check and read counters, consume nothing.
+       * @default false
+       */
+      dry_run: boolean;
+      invocation?: components['schemas']['Jws'];
+      /** @description Root-to-leaf DR JWS list, or empty when every `dr_chain` hash is stored. */
+      receipts?: components['schemas']['Jws'][];
+      /**
+       * @description Deny (`BINDING_MISMATCH`) unless `body` matches `args`.
+       * @default false
+       */
+      require_binding: boolean;
+    };
+    /** @description As `VerifyRequest`, except that members Baton does not know are ignored, for DRS clients (which read only `valid`). */
+    VerifyRequestDrs: {
       /** @description The approval this call spends (a new invocation of an approved call). Without it, the live approval of the same call is found. */
       approval_id?: string;
       /** @description The request body the tool server received, compared with the signed `args` under JCS. */
@@ -5677,7 +5699,7 @@ export interface operations {
           'application/json': components['schemas']['VerifyAllow'];
         };
       };
-      /** @description The body is not strict JSON, `dry_run` / `require_binding` are not booleans, or `X-DRS-Bundle` is not base64url bundle JSON (`INVALID_REQUEST`). */
+      /** @description The body is not strict JSON, `dry_run` / `require_binding` are not booleans, a member is not one of those listed, or `X-DRS-Bundle` is not base64url bundle JSON (`INVALID_REQUEST`). */
       400: {
         headers: {
           [name: string]: unknown;
@@ -5755,7 +5777,7 @@ export interface operations {
     /** @description A DRS 4.0 bundle plus Baton's options. Send at least `{}` when the bundle travels in `X-DRS-Bundle`. */
     requestBody: {
       content: {
-        'application/json': components['schemas']['VerifyRequest'];
+        'application/json': components['schemas']['VerifyRequestDrs'];
       };
     };
     responses: {

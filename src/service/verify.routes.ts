@@ -1,6 +1,6 @@
 /** POST /v1/verify and the DRS-compatible POST /verify (a `verify` key). */
 import type { OpenAPIHono } from '@hono/zod-openapi';
-import { verifyDrsRoute, VerifyRequestBody, verifyRoute } from '../api/verify.js';
+import { verifyDrsRoute, VerifyRequestBody, VerifyRequestBodyDrs, verifyRoute } from '../api/verify.js';
 import { requireScopeWithCache, tenantOf } from './auth.js';
 import { hasBody, readJsonBody } from './body.js';
 import { bundleFrom, verifyWithinDeadline } from './verify.handlers.js';
@@ -18,7 +18,7 @@ export function verifyRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       const drsHeader = c.req.header('x-drs-bundle');
       const raw =
         drsHeader !== undefined && !(await hasBody(c, deps.config.maxBodyBytes)) ? {} : await readJsonBody(c, deps.config.maxBodyBytes);
-      const parsed = parseRequest(VerifyRequestBody, raw, 'request body');
+      const parsed = parseRequest(route === verifyDrsRoute ? VerifyRequestBodyDrs : VerifyRequestBody, raw, 'request body');
       // DRS clients read only `valid`: a re-sent invocation is a replay to them (it would run the tool again).
       const req = route === verifyDrsRoute ? { ...parsed, retryAsReplay: true } : parsed;
       const result = await verifyWithinDeadline(deps, auth, tenantOf(auth), req, bundleFrom(req, drsHeader), c.get('deadline'));

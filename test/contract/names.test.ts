@@ -18,6 +18,7 @@ import type { Json } from './spec.js';
 const DRS_MEMBERS = new Set([
   'components.schemas.Bundle.receipts',
   'components.schemas.VerifyRequest.receipts',
+  'components.schemas.VerifyRequestDrs.receipts',
   'components.schemas.SubmitDelegationsRequest.receipts',
   'components.schemas.SubmitDelegationsRequest.receipt',
   'components.schemas.DelegationChain.receipts',

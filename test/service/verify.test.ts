@@ -92,6 +92,21 @@ describe('verify: allow', () => {
     }
   });
 
+  it('an option Baton does not know is refused on /v1/verify (a misspelled one would go unapplied); DRS clients on /verify may send any', async () => {
+    const before = { denials: await tableCount(denials), invocations: await tableCount(invocations) };
+    // require_bindings: the body does not match the signed args, so require_binding would deny.
+    const misspelled = { ...makeBundle(invoke(), [root, leaf]), body: { tool: 'other' }, require_bindings: true };
+    const r = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: misspelled });
+    expect(r.status, JSON.stringify(r.body)).toBe(400);
+    expect(r.body.error.code).toBe('INVALID_REQUEST');
+    expect(JSON.stringify(r.body.error)).toContain('require_bindings');
+    expect({ denials: await tableCount(denials), invocations: await tableCount(invocations) }).toEqual(before);
+    // A dry run: the later tests count this chain's calls.
+    const drs = await svc.call('POST', '/verify', { key: tenant.keys.verify, json: { ...misspelled, dry_run: true } });
+    expect(drs.status, JSON.stringify(drs.body)).toBe(200);
+    expect(drs.body).toMatchObject({ dry_run: true, binding: 'mismatch' });
+  });
+
   it('the DRS-compatible /verify takes the bundle in X-DRS-Bundle', async () => {
     const inv = invoke();
     const header = encodeBase64url(utf8Encode(JSON.stringify(makeBundle(inv, [root, leaf]))));
