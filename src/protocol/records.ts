@@ -137,6 +137,36 @@ function closestBranch(branches: readonly (readonly z.core.$ZodIssue[])[]): read
  * Turns zod issues into the one error type, naming every offending field
  * (each unknown key on its own) so a caller can fix everything at once.
  */
+/**
+ * An issue as the end of "<field> ...": zod's own messages read "limit Too big: expected number
+ * to be <=500" there; the common ones are said plainly, the rest kept.
+ */
+function issuePhrase(issue: z.core.$ZodIssue): string {
+  const countable: Record<string, string> = { string: 'characters', array: 'items', set: 'items' };
+  switch (issue.code) {
+    case 'too_big':
+    case 'too_small': {
+      const limit = issue.code === 'too_big' ? issue.maximum : issue.minimum;
+      const bound =
+        issue.code === 'too_big'
+          ? issue.inclusive === false
+            ? 'less than'
+            : 'at most'
+          : issue.inclusive === false
+            ? 'more than'
+            : 'at least';
+      const unit = countable[issue.origin];
+      return unit === undefined ? `must be ${bound} ${String(limit)}` : `must have ${bound} ${String(limit)} ${unit}`;
+    }
+    case 'invalid_type':
+      return /received undefined$/.test(issue.message)
+        ? `is required (${issue.expected})`
+        : `must be ${issue.expected === 'int' ? 'an integer' : `of type ${issue.expected}`}`;
+    default:
+      return issue.message;
+  }
+}
+
 export function parseWith<T>(
   schema: z.ZodType<T>,
   value: unknown,
@@ -156,7 +186,7 @@ export function parseWith<T>(
       else if (issue.code === 'unrecognized_keys') {
         for (const key of issue.keys) issues.push({ field: base ? `${base}.${key}` : key, message: 'is not a field Baton accepts here' });
       } else {
-        issues.push({ field: base || whole, message: issue.message });
+        issues.push({ field: base || whole, message: issuePhrase(issue) });
       }
     }
   };
