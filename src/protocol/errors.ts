@@ -288,7 +288,7 @@ const SERVICE_ERRORS = {
   },
   STORAGE_UNAVAILABLE: {
     message: 'The database is unavailable, so Baton cannot decide safely and refuses.',
-    suggestion: 'Retry shortly; the call was not allowed and nothing was counted.',
+    suggestion: 'Retry shortly. A verify refused so was not allowed and counted nothing.',
   },
   INTERNAL: {
     message: 'Baton failed unexpectedly.',

@@ -48,7 +48,9 @@ export function approvalRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       const { id } = parseParams(c, ApprovalIdParams);
       const decision = await triple(c);
       const auth = c.get('auth');
-      return c.json(await decideApproval(deps, tenantOf(auth), id, outcome, decision, auth.keyId), 200);
+      const decided = await decideApproval(deps, tenantOf(auth), id, outcome, decision, auth.keyId);
+      deps.log.info('approval decided', { tenant_id: tenantOf(auth), approval_id: id, status: decided.status, key_id: auth.keyId });
+      return c.json(decided, 200);
     });
   }
 
@@ -56,7 +58,9 @@ export function approvalRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   serve(app, signedDecisionRoute, async (c) => {
     const { id } = parseParams(c, ApprovalIdParams);
     const body = await parseJsonBody(c, deps.config.maxBodyBytes, SignedDecisionRequest);
-    return c.json(await decideApprovalSigned(deps, id, body.signed_decision), 200);
+    const decided = await decideApprovalSigned(deps, id, body.signed_decision);
+    deps.log.info('approval decided', { approval_id: id, status: decided.status, by: 'signed decision' });
+    return c.json(decided, 200);
   });
 
   app.openapi({ ...listGrantsRoute, middleware: [readers] }, async (c) => {
@@ -72,7 +76,9 @@ export function approvalRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       const { hash } = parseParams(c, DelegationHashParams);
       const decision = await triple(c);
       const auth = c.get('auth');
-      return c.json(await decideGrant(deps, tenantOf(auth), hash, outcome, decision, auth.keyId), 200);
+      const decided = await decideGrant(deps, tenantOf(auth), hash, outcome, decision, auth.keyId);
+      deps.log.info('grant decided', { tenant_id: tenantOf(auth), dr_hash: hash, outcome, key_id: auth.keyId });
+      return c.json(decided, 200);
     });
   }
   return app;

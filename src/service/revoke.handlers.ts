@@ -155,7 +155,7 @@ async function applyRevocation(
   extra: Record<string, unknown>,
 ): Promise<TenantRevocation[]> {
   const now = deps.now();
-  return deps.store.db.transaction(async (tx) => {
+  const results = await deps.store.db.transaction(async (tx) => {
     const out: TenantRevocation[] = [];
     for (const tenantId of tenants) {
       const mark = await markRevoked(tx, tenantId, hash, reason);
@@ -186,6 +186,16 @@ async function applyRevocation(
     }
     return out;
   });
+  for (const r of results.filter((x) => !x.already_revoked)) {
+    deps.log.info('delegation revoked', {
+      tenant_id: r.tenant_id,
+      hash,
+      by: revokedBy.kind,
+      ...(revokedBy.id === undefined ? {} : { by_id: revokedBy.id }),
+      descendants: r.descendants,
+    });
+  }
+  return results;
 }
 
 /** data.revoked_by of a 'delegation.revoked' service receipt the service signed itself. */

@@ -16,7 +16,14 @@ export function toolRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   serve(app, publishToolsRoute, adminOnly(deps), async (c) => {
     const body = await parseJsonBody(c, deps.config.maxBodyBytes, PublishToolsRequest);
     const stored = await publishToolDocument(deps, c.req.param('tenant'), body, c.get('auth').keyId);
-    return c.json(toolDocumentJson(stored), 201);
+    const published = toolDocumentJson(stored);
+    deps.log.info('tool catalog published', {
+      tenant_id: c.req.param('tenant'),
+      version: published.version,
+      tools: published.tools.length,
+      key_id: c.get('auth').keyId,
+    });
+    return c.json(published, 201);
   });
 
   // The operator publishes a tenant's catalog, so reads it back too (the next base_version is its version).

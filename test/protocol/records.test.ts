@@ -38,9 +38,9 @@ describe('parseWith and unions', () => {
     [z.strictObject({ name: z.string() }), {}, 'name is required (string)'],
     [z.strictObject({ name: z.string() }), { name: 5 }, 'name must be of type string'],
     [z.strictObject({ n: z.int() }), { n: 1.5 }, 'n must be an integer'],
-  ])('says common issues plainly, not in zod\'s words: %#', (schema, value, said) => {
+  ])("says common issues plainly, not in zod's words: %#", (schema, value, said) => {
     try {
-      parseWith(schema, value, 'query', 'INVALID_REQUEST');
+      parseWith(schema as z.ZodType<unknown>, value, 'query', 'INVALID_REQUEST');
       expect.unreachable();
     } catch (e) {
       expect((e as BatonError).message).toBe(`The query is not valid: ${said}.`);
