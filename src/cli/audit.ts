@@ -1,11 +1,14 @@
 /** `baton audit`: replay a tenant's transparency log offline and report what does not add up. */
-import { auditLog, type AuditReport } from '../sdk/audit.js';
+import { BatonError } from '../protocol/errors.js';
+import { auditLog, type AuditOptions, type AuditReport } from '../sdk/audit.js';
 import { BatonClient, DEFAULT_TIMEOUT_MS } from '../sdk/client.js';
 import { parseCliArgs } from './args.js';
 import {
   COMMON_OPTIONS,
   DEFAULT_SERVER,
   EXIT_HELP,
+  exitCodeFor,
+  explainRefusal,
   integerFlag,
   printJson,
   readLocalText,
@@ -89,6 +92,15 @@ function summary(report: AuditReport): string {
   return lines.join('\n');
 }
 
+/**
+ * A refusal found by the audit (a checkpoint that does not open, a key the service should not
+ * name, an answer that does not parse), as main() shows refusals, but not closed as a local check
+ * ("nothing was signed or sent"): the audit read the service to find it.
+ */
+function explainAuditRefusal(e: BatonError): string {
+  return explainRefusal(e, 'baton audit', 'Found by this audit, on this machine, in what it read from the service and the files given.');
+}
+
 export async function runAudit(argv: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseCliArgs('audit', {
     args: argv,
@@ -137,7 +149,7 @@ export async function runAudit(argv: string[], io: CliIo): Promise<number> {
     ...(values['clock-skew'] !== undefined ? { clockSkewSeconds: integerFlag('--clock-skew', values['clock-skew'], 0) } : {}),
   };
   let lastShown = -1;
-  const report = await auditLog({
+  const options: AuditOptions = {
     baseUrl,
     apiKey,
     timeoutMs,
@@ -155,7 +167,15 @@ export async function runAudit(argv: string[], io: CliIo): Promise<number> {
       lastShown = step;
       io.err(`audit: ${done}/${total} entries checked`);
     },
-  });
+  };
+  let report: AuditReport;
+  try {
+    report = await auditLog(options);
+  } catch (e) {
+    if (!(e instanceof BatonError) || values.json) throw e;
+    io.err(explainAuditRefusal(e));
+    return exitCodeFor(e);
+  }
   if (values['save-checkpoint'] !== undefined)
     await writeOutputFile(values['save-checkpoint'], report.checkpoint, '--save-checkpoint', AUDIT_HELP);
   if (values.json) printJson(io, report);

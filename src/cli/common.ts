@@ -58,7 +58,12 @@ function refusalOf(e: BatonApiError | BatonError) {
 const show = (v: unknown): string => (v === undefined ? '(absent)' : typeof v === 'string' ? v : JSON.stringify(v));
 
 /** A person-readable refusal: what, every unmet condition, what to do, and the request id. */
-export function explainRefusal(e: BatonApiError | BatonError, action: string): string {
+export function explainRefusal(
+  e: BatonApiError | BatonError,
+  action: string,
+  /** The closing line of a refusal found on this machine; an online command found it in what it read. */
+  foundLocally = 'Checked locally with the rules the service applies: nothing was signed or sent.',
+): string {
   const r = refusalOf(e);
   const status = e instanceof BatonApiError && e.status ? e.status : undefined;
   const requestId = e instanceof BatonApiError ? e.requestId : undefined;
@@ -90,7 +95,7 @@ export function explainRefusal(e: BatonApiError | BatonError, action: string): s
     if (isErrorCode(v.code)) suggestions.add(ERROR_TABLE[v.code].suggestion);
   }
   if (suggestions.size > 0) lines.push('', 'What to do:', ...[...suggestions].map((s) => `  - ${s}`));
-  if (e instanceof BatonError) lines.push('', 'Checked locally with the rules the service applies: nothing was signed or sent.');
+  if (e instanceof BatonError) lines.push('', foundLocally);
   if (requestId) lines.push('', `Request id: ${requestId} (quote it to the operator)`);
   return lines.join('\n');
 }

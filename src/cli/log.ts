@@ -94,16 +94,19 @@ const CONSISTENCY_HELP = `Usage: baton log consistency <older-note> <newer-note>
 
 Checks that the newer signed checkpoint extends the older one: both notes
 must open under the pinned log keys, and a consistency proof must join them
-(RFC 9162). A failed proof, or equal sizes with different roots, is a split
-view; a newer checkpoint smaller than the older is a rollback. Either is
-printed with both notes as the evidence. The notes are files (baton audit
---save-checkpoint, or saved GET /v1/log/checkpoint answers).
+(RFC 9162). A proof from the log that fails, or equal sizes with different
+roots, is a split view; a newer checkpoint smaller than the older is a
+rollback. Either is printed with both notes as the evidence. The notes are
+files (baton audit --save-checkpoint, or saved GET /v1/log/checkpoint
+answers).
 
 With --proof (a saved GET /v1/log/consistency answer for the two notes'
 sizes, or a JSON array of base64 hashes) nothing is fetched; otherwise the
 proof is fetched (GET /v1/log/consistency, audit key). A proof file that is
-not well-formed, or for other sizes, is unusable input (exit 2), not a split
-view.
+not well-formed, is for other sizes, or does not link the two notes is
+unusable input (exit 2), not a split view: a saved file may be corrupt or for
+another pair, so only a proof the log serves can show a split view. Run
+without --proof to ask the log.
 
 ${TRUST_HELP}
 
@@ -126,10 +129,18 @@ function parseJson(text: string, what: string, help: string): unknown {
 export function logTrustFrom(value: unknown, what: string, help: string): LogTrust {
   const saved = (value ?? {}) as Partial<LogTrust> & { verifier_keys?: unknown };
   const t = saved.logKeys === undefined && saved.verifier_keys !== undefined ? { ...saved, logKeys: saved.verifier_keys } : saved;
-  if (typeof t.origin !== 'string' || !Array.isArray(t.logKeys) || !t.logKeys.every((k) => typeof k === 'string'))
+  const strings = (v: unknown) => Array.isArray(v) && v.every((k) => typeof k === 'string');
+  if (typeof t.origin !== 'string' || !strings(t.logKeys))
     throw new UsageError(`${what}: give {"origin": "...", "logKeys": ["<verifier key>", ...]}, or a saved GET /v1/log answer`, help);
+  if (
+    (t.witnesses !== undefined && !strings(t.witnesses)) ||
+    (t.requiredCosignatures !== undefined && typeof t.requiredCosignatures !== 'number')
+  )
+    throw new UsageError(`${what}: "witnesses" is a list of witness verifier keys, "requiredCosignatures" a number`, help);
   try {
-    logPolicy(t as LogTrust); // every key must parse now, not halfway through the checks
+    // Every key must parse, and the witness quorum be one that can hold, now: a bad trust file is
+    // unusable input (exit 2), not a proof that does not hold.
+    logPolicy(t as LogTrust);
   } catch (e) {
     throw new UsageError(`${what}: ${(e as Error).message}`, help);
   }
@@ -398,15 +409,25 @@ async function runConsistency(argv: string[], io: CliIo): Promise<number> {
     }
   }) as [number, number];
   let proof: string[];
+  const [from, to] = [Math.min(...sizes), Math.max(...sizes)];
   if (values.proof !== undefined) {
     const where = values.proof;
     proof = consistencyProofFrom(parseJson(readLocalText(where, '--proof', CONSISTENCY_HELP), where, CONSISTENCY_HELP), where, sizes);
   } else {
-    const [from, to] = [Math.min(...sizes), Math.max(...sizes)];
     // Equal sizes need no proof (the roots must match); from size 0 the service proves nothing either.
     proof = from === to || from === 0 ? [] : (await clientFrom(values, io).logConsistency(from, to)).proof;
   }
   const result = verifyCheckpointConsistency(olderNote, newerNote, proof, trust, now);
+  // Only the log's own failure to link two of its checkpoints is evidence against it: a saved file
+  // that does not link them may be corrupt, or for another pair. (A finding that needs no proof,
+  // equal sizes with different roots, or a size-0 checkpoint with another root, still stands.)
+  if (values.proof !== undefined && !result.consistent && result.finding.kind === 'not-consistent' && from > 0)
+    throw new UsageError(
+      `the saved proof ${values.proof} does not link these checkpoints (${from} to ${to} leaves): ${result.finding.reason}. ` +
+        'It may be corrupt, or for another pair of checkpoints, so it is no evidence against the log. ' +
+        'Run without --proof to ask the log itself: a proof the log serves that does not link them would be evidence (a split view).',
+      CONSISTENCY_HELP,
+    );
   if (values.json)
     printJson(
       io,

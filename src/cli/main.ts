@@ -134,14 +134,19 @@ function listedCommands(): [string, { summary: string }][] {
   return Object.entries(COMMANDS).filter(([name]) => name !== 'demo' || demoAvailable());
 }
 
+/** The command list, every summary in one column: padded to the longest name, so no name runs into its summary. */
+function commandList(): string {
+  const commands = listedCommands();
+  const width = Math.max(...commands.map(([name]) => name.length));
+  return commands.map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`).join('\n');
+}
+
 export const MAIN_HELP = () => `Usage: baton <command> [options]
 
 Baton issues and verifies signed, attenuated DRS 4.0 delegation chains for AI agents.
 
 Commands:
-${listedCommands()
-  .map(([name, c]) => `  ${name.padEnd(11)} ${c.summary}`)
-  .join('\n')}
+${commandList()}
 
 A first chain:
   baton keygen --out operator.json        # the root key; the admin trusts its DID for the tenant

@@ -123,14 +123,21 @@ export function parseTlogProof(text: string): TlogProof {
     `A tlog-proof is a string of at most ${MAX_TLOG_PROOF_BYTES} characters.`,
   );
   let rest = text;
+  let lineNumber = 0;
   const nextLine = (): string => {
     const end = rest.indexOf('\n');
     malformed(end >= 0, 'The tlog-proof ends before its checkpoint.');
     const line = rest.slice(0, end);
     rest = rest.slice(end + 1);
+    lineNumber++;
+    // No line before the checkpoint may hold a CR, so such a line is refused anyway: say why.
+    malformed(
+      !line.endsWith('\r'),
+      `Line ${lineNumber} of the tlog-proof ends in CR LF: its line endings must be LF alone (was it saved with Windows line endings?).`,
+    );
     return line;
   };
-  malformed(nextLine() === TLOG_PROOF_HEADER, `The first line of a tlog-proof is ${TLOG_PROOF_HEADER}.`);
+  malformed(nextLine() === TLOG_PROOF_HEADER, `The tlog-proof does not start with the line ${TLOG_PROOF_HEADER}.`);
   let line = nextLine();
   let extra: Uint8Array | undefined;
   if (line.startsWith('extra ')) {

@@ -16,7 +16,7 @@
  */
 import { decodeBase64url } from '../protocol/base64url.js';
 import { leafHash, rootOf, type Hash } from '../protocol/merkle.js';
-import { parseVerifierKey } from '../protocol/note.js';
+import { COSIGNATURE_V1, NOTE_ED25519, parseVerifierKey, type VerifierKey } from '../protocol/note.js';
 import { verifyServiceReceipt, type ServiceVerificationKey } from '../protocol/service-receipt.js';
 import { findSplitView, type SplitViewFinding } from '../protocol/split-view.js';
 import { entryBundlePath, parseEntryBundle, tileHashes, tilePath, TILE_WIDTH } from '../protocol/tiles.js';
@@ -42,13 +42,59 @@ export interface LogTrust {
   readonly requiredCosignatures?: number;
 }
 
+/**
+ * The policy a LogTrust pins, its keys parsed. A trust whose keys are of the wrong type, or whose
+ * witness quorum can never hold, is refused here, before any checkpoint is read (INVALID_REQUEST,
+ * INVALID_VERIFIER_KEY): the mistake is the trust's, so it must not read as a fault of the log.
+ */
 export function logPolicy(trust: LogTrust): LogPolicy {
-  return {
-    origin: trust.origin,
-    logKeys: trust.logKeys.map(parseVerifierKey),
-    witnesses: (trust.witnesses ?? []).map(parseVerifierKey),
-    requiredCosignatures: trust.requiredCosignatures ?? 0,
-  };
+  const logKeys = trust.logKeys.map(parseVerifierKey);
+  const witnesses = (trust.witnesses ?? []).map(parseVerifierKey);
+  const required = trust.requiredCosignatures ?? 0;
+  checkKeys(logKeys, witnesses, required);
+  return { origin: trust.origin, logKeys, witnesses, requiredCosignatures: required };
+}
+
+function checkKeys(logKeys: readonly VerifierKey[], witnesses: readonly VerifierKey[], required: number): void {
+  const fix = 'List at least as many distinct witness keys (witnesses) as requiredCosignatures, or lower requiredCosignatures.';
+  if (!Number.isSafeInteger(required) || required < 0)
+    throw new BatonError('INVALID_REQUEST', {
+      message: `requiredCosignatures is ${String(required)}: give a whole number of witnesses, 0 or more.`,
+      suggestion: fix,
+    });
+  const notLogKey = logKeys.find((k) => k.type !== NOTE_ED25519);
+  if (notLogKey !== undefined)
+    throw new BatonError('INVALID_VERIFIER_KEY', {
+      message: `The log key ${notLogKey.name} is not a note signing key (type 0x01): it could never sign a checkpoint.`,
+      suggestion: "List the log's note verifier keys (GET /v1/log verifier_keys).",
+    });
+  const notWitness = witnesses.find((w) => w.type !== COSIGNATURE_V1);
+  if (notWitness !== undefined)
+    throw new BatonError('INVALID_VERIFIER_KEY', {
+      message: `The witness ${notWitness.name} is not a cosignature key (type 0x04): a witness's cosignatures could never count.`,
+      suggestion: "List the witness's cosignature verifier key (type 0x04), not a note key.",
+    });
+  const logKeyBytes = new Set(logKeys.map((k) => hex(k.publicKey)));
+  const alsoLog = witnesses.find((w) => logKeyBytes.has(hex(w.publicKey)));
+  if (alsoLog !== undefined)
+    throw new BatonError('INVALID_VERIFIER_KEY', {
+      message: `The witness ${alsoLog.name} has a log key: the log could cosign its own checkpoints.`,
+      suggestion: 'A witness is someone other than the log: list its own key.',
+    });
+  // Quorums count distinct keys (one key listed under two names cosigns once), so the message does too.
+  const distinct = new Set(witnesses.map((w) => hex(w.publicKey))).size;
+  if (required > distinct) {
+    const listed = witnesses.length === distinct ? '' : ` (${witnesses.length} listed: a key under two names counts once)`;
+    const have =
+      distinct === 0
+        ? 'no witness key is listed'
+        : `only ${distinct} distinct witness key${distinct === 1 ? ' is' : 's are'} listed${listed}`;
+    throw new BatonError('INVALID_REQUEST', {
+      message: `A quorum of ${required} witness${required === 1 ? '' : 'es'} (requiredCosignatures) cannot be met: ${have}.`,
+      suggestion: fix,
+      details: { required, distinctWitnessKeys: distinct, witnessesListed: witnesses.length },
+    });
+  }
 }
 
 /** The leaf hash of a service receipt: the log entry is the service receipt's JWS. */
@@ -548,6 +594,49 @@ function asDecision(index: number, payload: Record<string, JsonValue>): LoggedDe
 }
 
 /**
+ * openCheckpoint for the audit. A refusal names the note (the log's current checkpoint, or the
+ * earlier one given) and the keys it was checked against and, when the note names another log than
+ * those keys are for, says it is likely another tenant's: each tenant's log has its own name and
+ * key, so a note of another tenant fails as "No trusted key signed the note".
+ */
+function openAudited(
+  note: string,
+  which: 'current' | 'previous',
+  trust: LogTrust,
+  policy: LogPolicy,
+  pinned: boolean,
+  now: number,
+): SignedCheckpoint {
+  try {
+    return openCheckpoint(note, policy, now);
+  } catch (e) {
+    if (!(e instanceof BatonError)) throw e;
+    const what =
+      which === 'current'
+        ? "The log's current checkpoint (GET /v1/log/checkpoint)"
+        : 'The earlier checkpoint given to compare with (previousCheckpoint; baton audit --previous)';
+    const keys = pinned ? 'the pinned log keys (trust; baton audit --trust)' : 'the log keys the service serves (GET /v1/log)';
+    const against =
+      e.code === 'NOTE_NOT_VERIFIED' || e.code === 'COSIGNATURES_INSUFFICIENT' ? ` Checked against ${keys}, of ${trust.origin}.` : '';
+    throw new BatonError(e.code, {
+      message: `${what} is refused: ${e.message}${against}`,
+      suggestion: (e.code === 'NOTE_NOT_VERIFIED' ? otherLogHint(note, which, trust.origin, pinned) : undefined) ?? e.suggestion,
+      details: { ...e.details, checkpoint: which },
+    });
+  }
+}
+
+/** When a note that did not verify names another log than the audited one (unverified, so only a hint). */
+function otherLogHint(note: string, which: 'current' | 'previous', origin: string, pinned: boolean): string | undefined {
+  const named = (note.split('\n', 1)[0] ?? '').slice(0, 200);
+  // Unpinned, the keys are the ones the service names for its current log: no other tenant to suspect.
+  if (named === '' || named === origin || (which === 'current' && !pinned)) return undefined;
+  return which === 'current'
+    ? `The service serves this API key's tenant the log ${named}, and the pinned keys are for ${origin}: another tenant's log (each has its own name and key), or another service's. Pin the keys of ${named} (its GET /v1/log), or audit ${origin} with an audit key of its own tenant.`
+    : `That note names the log ${named}, not ${origin}: likely a checkpoint of another tenant's log (each has its own name and key), or of another service. Give a checkpoint saved from the log audited (baton audit --save-checkpoint, with the same API key).`;
+}
+
+/**
  * Replays a tenant's log (see the module comment). Findings never throw;
  * a checkpoint that does not verify does (a BatonError), and so does a service
  * that cannot be read (a BatonApiError, as BatonClient throws: NETWORK_ERROR,
@@ -567,12 +656,12 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
   const trust: LogTrust = o.trust ?? { origin: info.origin, logKeys: publishedLogKeys(info.verifier_keys, keys) };
   const policy = logPolicy(trust);
   const note = await h.text('/v1/log/checkpoint');
-  const current = openCheckpoint(note, policy, now);
+  const current = openAudited(note, 'current', trust, policy, o.trust !== undefined, now);
   const size = current.checkpoint.size;
   const findings: AuditFinding[] = [];
 
   if (o.previousCheckpoint !== undefined) {
-    const previous = openCheckpoint(o.previousCheckpoint, policy, now);
+    const previous = openAudited(o.previousCheckpoint, 'previous', trust, policy, o.trust !== undefined, now);
     if (previous.checkpoint.size > size) {
       // A rolled-back log, or a stale view, cannot prove consistency up to the larger size, so none
       // is asked for: the two signed notes are the evidence.

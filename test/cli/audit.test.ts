@@ -1,4 +1,7 @@
-/** `baton audit` over real HTTP: a clean log passes; a receipt deleted behind the service is reported (exit 1). */
+/**
+ * `baton audit` over real HTTP: a clean log passes; a receipt deleted behind the service is reported (exit 1);
+ * a checkpoint that does not open is named, with a hint when it is another tenant's.
+ */
 import { join } from 'node:path';
 import { readFileSync, writeFileSync } from 'node:fs';
 import postgres from 'postgres';
@@ -6,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { integrateOnce } from '../../src/service/log-integrator.js';
 import { silentLogger } from '../../src/service/log.js';
 import { recordServiceReceipt } from '../../src/service/service-receipts.js';
-import { createTenantKey } from '../support/service.js';
+import { createTenantKey, setupTenant } from '../support/service.js';
 import { closedPortUrl, startLiveService, startSilentServer, type LiveService } from '../sdk/live-service.js';
 import { run, tempDir } from './helpers.js';
 
@@ -115,6 +118,53 @@ describe('baton audit', () => {
     const revoked = await run(['audit', '--server', live.baseUrl, '--api-key', key]);
     expect(revoked.code).toBe(1);
     expect(revoked.err).toMatch(/UNAUTHORIZED \[HTTP 401\]/);
+  });
+
+  it("a checkpoint that does not open is named (current or --previous), with a hint when it is another tenant's log", async () => {
+    const dir = tempDir();
+    const other = await setupTenant(live.svc, 'other');
+    await recordServiceReceipt(live.svc.store.db, live.svc.deps.signer, {
+      tenantId: other.id,
+      kind: 'invocation.denied',
+      subject: 'inv:other',
+      data: {},
+      now: live.svc.clock.now,
+    });
+    await integrateOnce({ store: live.svc.store, signer: live.svc.deps.signer, log: silentLogger, logName: live.svc.deps.config.tlogName });
+    const read = async (path: string, key: string) =>
+      (await fetch(`${live.baseUrl}${path}`, { headers: { authorization: `Bearer ${key}` } })).text();
+    const [mine, theirs] = [
+      JSON.parse(await read('/v1/log', live.tenant.keys.audit)),
+      JSON.parse(await read('/v1/log', other.keys.audit)),
+    ] as {
+      origin: string;
+    }[];
+    writeFileSync(join(dir, 'theirs.txt'), await read('/v1/log/checkpoint', other.keys.audit));
+    writeFileSync(join(dir, 'their-keys.json'), await read('/v1/log', other.keys.audit));
+
+    const previous = await run(['audit', ...A, '--quiet', '--previous', join(dir, 'theirs.txt')]);
+    expect(previous.code, previous.out + previous.err).toBe(1);
+    expect(previous.err).toMatch(/^REFUSED: baton audit: NOTE_NOT_VERIFIED/);
+    expect(previous.err).toMatch(
+      /The earlier checkpoint given to compare with \(previousCheckpoint; baton audit --previous\) is refused: No trusted key signed the note/,
+    );
+    expect(previous.err).toContain(
+      `That note names the log ${theirs!.origin}, not ${mine!.origin}: likely a checkpoint of another tenant's log`,
+    );
+    expect(previous.err).not.toMatch(/nothing was signed or sent/);
+    expect(previous.err).toMatch(/Found by this audit/);
+
+    const pinned = await run(['audit', ...A, '--quiet', '--trust', join(dir, 'their-keys.json')]);
+    expect(pinned.code, pinned.out + pinned.err).toBe(1);
+    expect(pinned.err).toMatch(/The log's current checkpoint \(GET \/v1\/log\/checkpoint\) is refused: No trusted key signed the note/);
+    expect(pinned.err).toContain(`the pinned log keys (trust; baton audit --trust), of ${theirs!.origin}`);
+    expect(pinned.err).toContain(`the log ${mine!.origin}, and the pinned keys are for ${theirs!.origin}: another tenant's log`);
+    expect(pinned.err).not.toMatch(/nothing was signed or sent/);
+    const json = await run(['audit', ...A, '--json', '--trust', join(dir, 'their-keys.json')]);
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.out)).toMatchObject({
+      error: { code: 'NOTE_NOT_VERIFIED', message: expect.stringMatching(/current checkpoint/), details: { checkpoint: 'current' } },
+    });
   });
 
   it('reports a service receipt deleted by a superuser behind the service (exit 1)', async () => {

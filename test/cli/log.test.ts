@@ -1,12 +1,18 @@
 /**
  * `baton log` over real HTTP: a service receipt's inclusion proof fetched, saved and checked again
  * offline; tampered proofs, answers and keys refused; checkpoints checked for consistency, online
- * and from a saved proof, a rollback and a forged proof reported with both notes.
+ * and from a saved proof, a rollback and a forged proof from the log reported with both notes (a
+ * saved proof that does not verify is unusable input); trust files whose witness quorum cannot hold.
  */
 import { join } from 'node:path';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cosignatureSigner } from '../../src/protocol/cosignature.js';
+import { COSIGNATURE_V1, formatVerifierKey, verifierKey } from '../../src/protocol/note.js';
 import { integrateOnce } from '../../src/service/log-integrator.js';
+import { signCheckpoint } from '../../src/service/log-tree.js';
 import { silentLogger } from '../../src/service/log.js';
 import { recordServiceReceipt } from '../../src/service/service-receipts.js';
 import { startLiveService, type LiveService } from '../sdk/live-service.js';
@@ -204,7 +210,7 @@ describe('baton log proof and check', () => {
 });
 
 describe('baton log consistency', () => {
-  it('a later checkpoint extends an earlier one, online and from a saved proof; swapped, it is a rollback; a forged proof is a split view', async () => {
+  it('a later checkpoint extends an earlier one, online and from a saved proof; swapped, it is a rollback; a forged proof file is unusable input', async () => {
     const dir = tempDir();
     const trust = join(dir, 'trust.json');
     const info = (await (await audited('/v1/log')).json()) as { origin: string; verifier_keys: string[] };
@@ -253,11 +259,12 @@ describe('baton log consistency', () => {
     expect(swapped.out).toMatch(/if you gave them the other way round, swap them/);
     expect(swapped.out).toMatch(/--- the first note \(evidence\)\n/);
 
+    // A forged proof file accuses no one: it is unusable input (the next test has the details).
     const proof = JSON.parse(readFileSync(proofFile, 'utf8')) as { proof: string[] };
     writeFileSync(join(dir, 'forged.json'), JSON.stringify(proof.proof.map(() => Buffer.alloc(32, 7).toString('base64'))));
     const forged = await run(['log', 'consistency', older, newer, '--trust', trust, '--proof', join(dir, 'forged.json')]);
-    expect(forged.code, forged.out + forged.err).toBe(1);
-    expect(forged.out).toMatch(/^SPLIT VIEW/);
+    expect(forged.code, forged.out + forged.err).toBe(2);
+    expect(forged.out).not.toMatch(/SPLIT VIEW/);
 
     // A note that does not open under the pinned keys is unusable input, named.
     writeFileSync(
@@ -267,5 +274,108 @@ describe('baton log consistency', () => {
     const bad = await run(['log', 'consistency', older, join(dir, 'bad.txt'), '--trust', trust, '--proof', proofFile]);
     expect(bad.code).toBe(2);
     expect(bad.err).toMatch(/bad\.txt does not open under the pinned log keys/);
+  });
+
+  it('a saved proof that does not link the notes is unusable input, not a split view; a proof the log serves, or equal sizes with other roots, is one', async () => {
+    const dir = tempDir();
+    const trust = join(dir, 'trust.json');
+    const info = (await (await audited('/v1/log')).json()) as { origin: string; verifier_keys: string[] };
+    writeFileSync(trust, JSON.stringify(info));
+    const older = join(dir, 'older.txt');
+    writeFileSync(older, await (await audited('/v1/log/checkpoint')).text());
+    await record(3);
+    await integrate();
+    const newer = join(dir, 'newer.txt');
+    writeFileSync(newer, await (await audited('/v1/log/checkpoint')).text());
+    const [from, to] = [older, newer].map((f) => Number(readFileSync(f, 'utf8').split('\n')[1])) as [number, number];
+    const served = (await (await audited(`/v1/log/consistency?from=${from}&to=${to}`)).json()) as { proof: string[] };
+    writeFileSync(join(dir, 'good.json'), JSON.stringify(served));
+    expect((await run(['log', 'consistency', older, newer, '--trust', trust, '--proof', join(dir, 'good.json')])).code).toBe(0);
+
+    // Well-formed hashes edited by hand, or no hashes at all: the file is wrong, not the log.
+    const flipped = (h: string) => Buffer.from(Buffer.from(h, 'base64').map((b) => b ^ 1)).toString('base64');
+    const edited = { ...served, proof: served.proof.map(flipped) };
+    writeFileSync(join(dir, 'edited.json'), JSON.stringify(edited));
+    writeFileSync(join(dir, 'empty.json'), '[]');
+    for (const file of ['edited.json', 'empty.json']) {
+      const r = await run(['log', 'consistency', older, newer, '--trust', trust, '--proof', join(dir, file)]);
+      expect(r.code, `${file}: ${r.out}${r.err}`).toBe(2);
+      expect(r.out, file).toBe('');
+      expect(r.err, file).toContain(`the saved proof ${join(dir, file)} does not link these checkpoints (${from} to ${to} leaves)`);
+      expect(r.err, file).toMatch(/may be corrupt, or for another pair of checkpoints, so it is no evidence against the log/);
+      expect(r.err, file).toMatch(/Run without --proof to ask the log itself/);
+      expect(r.err, file).not.toMatch(/SPLIT VIEW|evidence\)/);
+    }
+
+    // The same proof served by the log itself is evidence: a split view, with both notes.
+    const lying = createServer((req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ from, to, ...(req.url?.startsWith('/v1/log/consistency') ? edited : {}) }));
+    });
+    await new Promise<void>((resolve) => lying.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(lying.address() as AddressInfo).port}`;
+      const r = await run(['log', 'consistency', older, newer, '--trust', trust, '--server', url, '--api-key', 'bt_x']);
+      expect(r.code, r.out + r.err).toBe(1);
+      expect(r.out).toMatch(/^SPLIT VIEW {2}the consistency proof does not verify/);
+      expect(r.out).toMatch(/--- the first note \(evidence\)\n[\s\S]*--- the second note \(evidence\)\n/);
+    } finally {
+      await new Promise<void>((resolve) => lying.close(() => resolve()));
+    }
+
+    // Two checkpoints of one size with different roots, both signed by the log: evidence whatever proof file is given.
+    const forked = join(dir, 'forked.txt');
+    writeFileSync(forked, signCheckpoint(live.svc.deps.signer, info.origin, to, new Uint8Array(32).fill(9)));
+    const fork = await run(['log', 'consistency', newer, forked, '--trust', trust, '--proof', join(dir, 'empty.json')]);
+    expect(fork.code, fork.out + fork.err).toBe(1);
+    expect(fork.out).toMatch(new RegExp(`^SPLIT VIEW {2}two checkpoints of ${to} leaves with different roots`));
+  });
+});
+
+describe('trust files', () => {
+  it('a witness quorum that cannot be met is unusable input (exit 2), counting distinct witness keys', async () => {
+    const dir = tempDir();
+    const [proof, trust] = [join(dir, 'proof.json'), join(dir, 'trust.json')];
+    expect((await run(['log', 'proof', String(ids[0]), ...A, '--save', proof, '--save-trust', trust])).code).toBe(0);
+    const base = JSON.parse(readFileSync(trust, 'utf8')) as { origin: string; logKeys: string[] };
+    const witness = cosignatureSigner('w1.example', new Uint8Array(32).fill(9), 0).key;
+    const alias = verifierKey('w1-again.example', COSIGNATURE_V1, witness.publicKey);
+    const older = join(dir, 'cp.txt');
+    writeFileSync(older, await (await audited('/v1/log/checkpoint')).text());
+    const cases: [string, object, RegExp][] = [
+      [
+        'no-witnesses.json',
+        { ...base, requiredCosignatures: 1 },
+        /A quorum of 1 witness \(requiredCosignatures\) cannot be met: no witness key is listed/,
+      ],
+      [
+        'one-key-two-names.json',
+        { ...base, witnesses: [formatVerifierKey(witness), formatVerifierKey(alias)], requiredCosignatures: 2 },
+        /A quorum of 2 witnesses \(requiredCosignatures\) cannot be met: only 1 distinct witness key is listed \(2 listed: a key under two names counts once\)/,
+      ],
+    ];
+    for (const [name, body, message] of cases) {
+      const file = join(dir, name);
+      writeFileSync(file, JSON.stringify(body));
+      for (const args of [
+        ['log', 'check', proof, '--trust', file],
+        ['log', 'proof', String(ids[0]), ...A, '--trust', file],
+        ['log', 'consistency', older, older, '--trust', file],
+        ['audit', ...A, '--quiet', '--trust', file],
+      ]) {
+        const r = await run(args);
+        expect(r.code, `${name}: ${args.join(' ')}: ${r.out}${r.err}`).toBe(2);
+        expect(r.err, `${name}: ${args[0]} ${args[1]}`).toMatch(message);
+        expect(r.err + r.out, name).not.toMatch(/INVALID_REQUEST|does not open under/);
+      }
+    }
+    // A quorum the distinct keys can meet is accepted when read; the checkpoint then lacks the cosignature.
+    writeFileSync(
+      join(dir, 'quorum-1.json'),
+      JSON.stringify({ ...base, witnesses: [formatVerifierKey(witness)], requiredCosignatures: 1 }),
+    );
+    const unmet = await run(['log', 'check', proof, '--trust', join(dir, 'quorum-1.json')]);
+    expect(unmet.code, unmet.out + unmet.err).toBe(1);
+    expect(unmet.out).toMatch(/COSIGNATURES_INSUFFICIENT/);
   });
 });

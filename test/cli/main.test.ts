@@ -34,6 +34,18 @@ describe('baton (top level)', () => {
     expect(r.out).toContain('BATON_API_KEY');
   });
 
+  it('the command list sets every summary in one column, apart from even the longest name (service-receipt)', async () => {
+    const section = /\nCommands:\n([\s\S]*?)\n\n/.exec((await run(['--help'])).out)![1]!;
+    const rows = section.split('\n').map((line) => /^ {2}(\S+)( {2,})(\S.*)$/.exec(line));
+    expect(
+      rows.every((m) => m !== null),
+      section,
+    ).toBe(true);
+    // The first word of each row is the command itself, never a name run into its summary.
+    expect(rows.map((m) => m![1])).toEqual(expect.arrayContaining(COMMANDS));
+    expect(new Set(rows.map((m) => m![1]!.length + m![2]!.length)).size, section).toBe(1);
+  });
+
   it('no command prints the help and exits 2; an unknown command exits 2', async () => {
     expect((await run([])).code).toBe(2);
     const r = await run(['frobnicate']);

@@ -159,6 +159,19 @@ describe('tlog-proof bundles', () => {
     ['no checkpoint', `c2sp.org/tlog-proof@v1\nindex 0\n\n`],
     ['too many proof hashes', `c2sp.org/tlog-proof@v1\nindex 0\n${`${hash}\n`.repeat(54)}\n${cp}`],
   ];
+  it('says why a bundle saved with CR LF line endings is refused, and what the first line must be', () => {
+    const crlf = examples.tlogProof.example.replace(/\n/g, '\r\n');
+    expect(() => parseTlogProof(crlf)).toThrow(/^Line 1 of the tlog-proof ends in CR LF: its line endings must be LF alone/);
+    // Only the proof lines in CR LF: the first of them is named.
+    const [head, ...rest] = examples.tlogProof.example.split('\n');
+    expect(() => parseTlogProof([head, ...rest.slice(0, 2).map((l) => `${l}\r`), ...rest.slice(2)].join('\n'))).toThrow(
+      /^Line 2 .* ends in CR LF/,
+    );
+    expect(() => parseTlogProof(`c2sp.org/tlog-proof@v2\nindex 0\n\n${cp}`)).toThrow(
+      /^The tlog-proof does not start with the line c2sp\.org\/tlog-proof@v1\.$/,
+    );
+  });
+
   it.each(malformed)('refuses %s with MALFORMED_LOG_PROOF', (_name, text) => {
     expect(codeOf(() => parseTlogProof(text))).toBe('MALFORMED_LOG_PROOF');
   });
