@@ -3,7 +3,7 @@
  * way refusals are shown and turned into exit codes. Everything that needs
  * no server is in basics.ts (re-exported here for the online commands).
  */
-import { ERROR_TABLE, BatonError, errorBody, isErrorCode, isMalformed, type ErrorBody } from '../protocol/errors.js';
+import { ERROR_TABLE, BatonError, errorBody, isErrorCode, isMalformed, requirementText, type ErrorBody } from '../protocol/errors.js';
 import { BatonApiError, BatonClient } from '../sdk/client.js';
 import { DEFAULT_SERVER, integerFlag, type ServerValues } from './basics.js';
 import { resolveTarget } from './context.js';
@@ -55,8 +55,6 @@ function refusalOf(e: BatonApiError | BatonError) {
   };
 }
 
-const show = (v: unknown): string => (v === undefined ? '(absent)' : typeof v === 'string' ? v : JSON.stringify(v));
-
 /** A person-readable refusal: what, every unmet condition, what to do, and the request id. */
 export function explainRefusal(
   e: BatonApiError | BatonError,
@@ -77,7 +75,7 @@ export function explainRefusal(
     lines.push('', `Unmet conditions (${r.violations.length}):`);
     r.violations.forEach((v, i) => {
       const where = v.dr_index === undefined ? '' : ` at receipts[${v.dr_index}]`;
-      const req = v.required === undefined && v.actual === undefined ? '' : `: required ${show(v.required)}, got ${show(v.actual)}`;
+      const req = requirementText(v);
       lines.push(`  ${i + 1}. ${v.code}${where}, ${v.field}${req}`);
       if (v.message) lines.push(`     ${v.message}`);
     });

@@ -12,7 +12,7 @@ import { parseCliArgs } from './args.js';
 import { verifyChain, verifyDelegations, type ChainDecision, type DelegationsDecision } from '../protocol/chain.js';
 import { decodeBase64url } from '../protocol/base64url.js';
 import { utf8Decode } from '../protocol/jcs.js';
-import { ERROR_TABLE, type ErrorCode } from '../protocol/errors.js';
+import { ERROR_TABLE, requirementText, type ErrorCode } from '../protocol/errors.js';
 import { publicKeyFromDidKey } from '../protocol/did-key.js';
 import { UsageError, type CliIo } from './io.js';
 import { parseJsonDocument } from './basics.js';
@@ -228,8 +228,6 @@ export function decisionJson(decision: ChainDecision): Record<string, unknown> {
   return { valid: false, error: decision.error, violations: decision.violations };
 }
 
-const show = (v: unknown): string => (v === undefined ? '(absent)' : typeof v === 'string' ? v : JSON.stringify(v));
-
 /** The fields whose values are unix seconds: shown with their UTC time, which a person can read. */
 const TIME_FIELDS = new Set(['nbf', 'exp', 'iat', 'invocation.iat']);
 const withUtc = (text: string): string =>
@@ -259,9 +257,7 @@ export function explainDecision(
   ];
   violations.forEach((v, i) => {
     const where = v.dr_index === undefined ? 'invocation' : `receipts[${v.dr_index}]`;
-    // A violation with no requirement (a malformed bundle, an untrusted root) shows only what was found.
-    let req = `: required ${show(v.required)}, got ${show(v.actual)}`;
-    if (v.required === undefined) req = v.actual === undefined ? '' : `: got ${show(v.actual)}`;
+    let req = requirementText(v);
     if (TIME_FIELDS.has(v.field)) req = withUtc(req);
     lines.push(`  ${i + 1}. ${v.code} at ${where}, ${v.field}${req}`);
     if (v.message) lines.push(`     ${v.message}`);

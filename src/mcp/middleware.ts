@@ -61,7 +61,15 @@ import { decodeBase64url, encodeBase64url } from '../protocol/base64url.js';
 import { commandCovers, MCP_TOOLS_CALL_CMD } from '../protocol/chain.js';
 import { stringField } from '../protocol/tool-catalog.js';
 import type { ChainContext } from '../sdk/client.js';
-import { ERROR_TABLE, type AnyErrorCode, type ErrorCode as BatonErrorCode, type McpErrorCode, type Violation } from '../protocol/errors.js';
+import {
+  ERROR_TABLE,
+  requirementText,
+  shownValue,
+  type AnyErrorCode,
+  type ErrorCode as BatonErrorCode,
+  type McpErrorCode,
+  type Violation,
+} from '../protocol/errors.js';
 import { canonicalJson, utf8Decode, utf8Encode } from '../protocol/jcs.js';
 import { ACTUAL_SOURCES, type ActualSource } from '../protocol/lists.js';
 import type { Bundle } from '../protocol/records.js';
@@ -675,7 +683,7 @@ export function explainRefusal(refusal: BatonRefusal): string {
     lines.push('', `Unmet conditions (${r.violations.length}):`);
     r.violations.forEach((v, i) => {
       const at = v.dr_index === undefined ? '' : ` in delegation #${v.dr_index}${v.dr_index === 0 ? ' (root)' : ''}`;
-      const req = v.required === undefined && v.actual === undefined ? '' : `: required ${show(v.required)}, got ${show(v.actual)}`;
+      const req = requirementText(v);
       lines.push(`  ${i + 1}. ${v.code}${at}, ${v.field}${req}${v.message && v.message !== r.message ? `. ${v.message}` : ''}`);
     });
   }
@@ -690,8 +698,6 @@ export function explainRefusal(refusal: BatonRefusal): string {
   if (r.request_id) lines.push(`Baton request id: ${r.request_id}`);
   return lines.join('\n');
 }
-
-const show = (v: unknown): string => (v === undefined ? '(absent)' : typeof v === 'string' ? v : JSON.stringify(v));
 
 /** The refusal in a tool result (or a protocol-error's data), or null when the call ran. */
 export function refusalOf(resultOrError: unknown): BatonRefusal | null {
@@ -745,7 +751,7 @@ export async function callToolWithBundle(
 ): Promise<ToolCallResult> {
   if (args['tool'] !== name) {
     throw new TypeError(
-      `callToolWithBundle: args.tool must name the tool called ("${name}"), got ${show(args['tool'])}; the signed args are the call's arguments.`,
+      `callToolWithBundle: args.tool must name the tool called ("${name}"), got ${args['tool'] === undefined ? '(absent)' : shownValue(args['tool'])}; the signed args are the call's arguments.`,
     );
   }
   const signed = invocationPayload(bundle.invocation)?.['args'];
@@ -778,7 +784,9 @@ export interface InvokeToolInput {
 /** Signs a fresh invocation for one tool call and makes it with the bundle attached: one call per tool use. */
 export async function invokeTool(client: Client, input: InvokeToolInput): Promise<ToolCallResult> {
   if (input.arguments['tool'] !== undefined && input.arguments['tool'] !== input.name) {
-    throw new TypeError(`invokeTool: arguments.tool is ${show(input.arguments['tool'])} but the tool called is "${input.name}".`);
+    throw new TypeError(
+      `invokeTool: arguments.tool is ${input.arguments['tool'] === undefined ? '(absent)' : shownValue(input.arguments['tool'])} but the tool called is "${input.name}".`,
+    );
   }
   const args = { tool: input.name, ...input.arguments };
   const invocation = createInvocation({

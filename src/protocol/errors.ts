@@ -493,3 +493,18 @@ export function blockOf(code: ErrorCode): Block | undefined {
 export function isBatonError(e: unknown): e is BatonError {
   return e instanceof BatonError;
 }
+
+/** A violation's value as a person reads it: a string as it is, anything else as JSON. */
+export function shownValue(v: unknown): string {
+  return typeof v === 'string' ? v : JSON.stringify(v);
+}
+
+/**
+ * What a violation required and found, as the end of its line: ": required X, got Y", or only the
+ * part it has (an untrusted root or a replay requires nothing it can name: ": got <value>", not
+ * "required (absent)", which read as if the value had to be absent); "" when it has neither.
+ */
+export function requirementText(v: Pick<Violation, 'required' | 'actual'>): string {
+  if (v.required === undefined) return v.actual === undefined ? '' : `: got ${shownValue(v.actual)}`;
+  return `: required ${shownValue(v.required)}, got ${v.actual === undefined ? '(absent)' : shownValue(v.actual)}`;
+}

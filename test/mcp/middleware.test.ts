@@ -467,6 +467,9 @@ describe('replayed requests never run the tool', () => {
     });
     expect(text(replay)).toContain('already allowed once');
     expect(text(replay)).toContain('invokeTool signs one per call');
+    // A replay requires nothing it can name: the line says what was found, not "required (absent)".
+    expect(text(replay)).toContain(`invocation.jti: got ${inv.payload.jti}`);
+    expect(text(replay)).not.toContain('required (absent)');
     expect(events.filter((e) => e.type === 'refused').map((e) => e.refusal.code)).toEqual(['REPLAY_DETECTED']);
     expect((await audit.getDelegation(c.sub.hash)).usage.calls_used).toBe(1);
   });
