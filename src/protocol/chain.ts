@@ -225,7 +225,7 @@ export function verifyChain(bundleInput: unknown, opts: ChainOptions): ChainDeci
       message:
         binding === 'absent'
           ? 'Binding was required but no request body was supplied to compare with the signed args.'
-          : 'The request body differs from the signed invocation args under JCS.',
+          : `The request body differs from the signed invocation args under JCS: ${bindingDifference(invocation.payload.args, opts.body)}.`,
     });
   }
   if (violations.length > 0) return deny(violations, partial);
@@ -758,6 +758,47 @@ export function compareBinding(args: Record<string, unknown>, body: unknown): Bi
   } catch {
     return 'mismatch';
   }
+}
+
+/**
+ * Where a body that is not the signed args differs from them, by member name only (the values are
+ * the caller's own): the signed args also hold what the agent declared (tool, estimated_cost_usd,
+ * pii_access, write_access), which a tool server's body usually lacks.
+ */
+export function bindingDifference(args: Record<string, unknown>, body: unknown): string {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+    return `the body is ${body === null ? 'null' : Array.isArray(body) ? 'an array' : `a ${typeof body}`}, the signed args an object`;
+  }
+  const names = (list: string[]) => {
+    const shown = list
+      .slice(0, 8)
+      .map((k) => JSON.stringify(k))
+      .join(', ');
+    return list.length > 8 ? `${shown} and ${list.length - 8} more` : shown;
+  };
+  const same = (a: unknown, b: unknown) => {
+    try {
+      return canonicalJson(a) === canonicalJson(b);
+    } catch {
+      return false;
+    }
+  };
+  const given = body as Record<string, unknown>;
+  const missing = Object.keys(args)
+    .filter((k) => !Object.hasOwn(given, k))
+    .sort();
+  const extra = Object.keys(given)
+    .filter((k) => !Object.hasOwn(args, k))
+    .sort();
+  const differ = Object.keys(args)
+    .filter((k) => Object.hasOwn(given, k) && !same(args[k], given[k]))
+    .sort();
+  const parts = [
+    ...(missing.length > 0 ? [`the body lacks ${names(missing)}`] : []),
+    ...(extra.length > 0 ? [`the body has ${names(extra)}, which the args do not`] : []),
+    ...(differ.length > 0 ? [`${names(differ)} differ${differ.length === 1 ? 's' : ''}`] : []),
+  ];
+  return parts.length > 0 ? parts.join('; ') : 'a value the body holds is not JSON';
 }
 
 // ---------------------------------------------------------------- decisions

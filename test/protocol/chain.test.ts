@@ -1,6 +1,7 @@
 /** Adversarial cases: one or more per verification code of DESIGN section 4. */
 import { describe, expect, it } from 'vitest';
 import {
+  bindingDifference,
   DelegationCache,
   verifyChain,
   verifyDelegationSegment,
@@ -301,6 +302,20 @@ describe('verifyChain: block D (attenuation, policy)', () => {
     expectDenied(bad, 'BINDING_MISMATCH', 'D');
     const reported = verify(bundle, chain.keys[0]!.did, { body: { ...ARGS, tool: 'x' } });
     expect(reported.valid && reported.context.binding).toBe('mismatch');
+  });
+
+  it('a BINDING_MISMATCH names the members that differ, not their values', () => {
+    const chain = buildChain([policy]);
+    const { bundle } = chain.invoke();
+    const { tool: _tool, pii_access: _pii, ...bodyOnly } = ARGS as Record<string, unknown>;
+    const bad = verify(bundle, chain.keys[0]!.did, { body: { ...bodyOnly, estimated_cost_usd: 99, page: 2 }, requireBinding: true });
+    expect(bad.valid).toBe(false);
+    const message = !bad.valid ? bad.violations.find((v) => v.code === 'BINDING_MISMATCH')?.message : undefined;
+    expect(message).toBe(
+      'The request body differs from the signed invocation args under JCS: the body lacks "pii_access", "tool"; the body has "page", which the args do not; "estimated_cost_usd" differs.',
+    );
+    expect(bindingDifference({ a: 1 }, [1])).toBe('the body is an array, the signed args an object');
+    expect(bindingDifference({ a: 1 }, 'x')).toBe('the body is a string, the signed args an object');
   });
 });
 
