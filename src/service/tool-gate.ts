@@ -60,6 +60,8 @@ export type ToolGate =
   | {
       readonly kind: 'ask';
       readonly catalogVersion: number;
+      /** The estimate the call would be counted at (raised to the tool's declared cost floor). */
+      readonly estimatedMicros: number | undefined;
       /** What to ask, but for the API key asking (askForApproval adds it). */
       readonly request: Omit<ApprovalRequest, 'requestedByKey'>;
       /** The APPROVAL_REQUIRED violation, before an approval id is known. */
@@ -272,6 +274,7 @@ export async function decideToolGate(
   return {
     kind: 'ask',
     catalogVersion,
+    estimatedMicros: estimate.micros,
     required,
     goWith: (approvalId) => params(approvalId, binding),
     ...(dryRunRefusal === undefined ? {} : { dryRunRefusal }),

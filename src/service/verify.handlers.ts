@@ -309,7 +309,10 @@ export async function verifyInvocation(
   // that cannot run and its approval would hold a place under the root's cap. A refusing gate's
   // own refusal (a rule's deny, the catalog's requirements) stands.
   const answerPriorUse = async (ceilingsRefuse: boolean): Promise<VerifyResponse | undefined> => {
-    const probe = invocationToCount(estimatedMicros(inv.args));
+    // At the estimate the call would be counted at: the tool's declared cost floor raises the agent's.
+    const probe = invocationToCount(
+      gate.kind === 'ask' && gate.estimatedMicros !== undefined ? gate.estimatedMicros : estimatedMicros(inv.args),
+    );
     const prior = dryRun
       ? await predictCount(db, probe, unstoredState(decision.delegations, stored))
       : await countCallsAtomically(deps.store.query, probe, null, limits, decision.delegations[0]!.payload.iss, deadline);

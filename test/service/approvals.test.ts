@@ -653,7 +653,7 @@ describe('near_limit under concurrency', () => {
     const own = await setupTenant(svc, 'near-limit-past');
     const published = await svc.call('POST', `/v1/admin/tenants/${own.id}/tools`, {
       key: svc.adminKey,
-      json: { base_version: 0, strict: true, tools: [tool('docs_lookup')] },
+      json: { base_version: 0, strict: true, tools: [tool('docs_lookup'), tool('paid_lookup', { cost_per_invocation_usd: 0.6 })] },
     });
     expect(published.status).toBe(201);
     const human = (
@@ -687,6 +687,13 @@ describe('near_limit under concurrency', () => {
       expect(over.body.error.code).toBe('BUDGET_EXHAUSTED');
       expect(over.body).not.toHaveProperty('approval');
     }
+    expect(await approvalsOpened()).toBe(0);
+    // Counted at the tool's declared cost (0.6), not the agent's estimate (0.1): past the budget too.
+    const floored = await svc.call('POST', '/v1/verify', {
+      key: own.keys.verify,
+      json: spend.invoke({ tool: 'paid_lookup', estimated_cost_usd: 0.1, pii_access: false, write_access: false }, { iat: T0 }).bundle,
+    });
+    expect(floored.body.error?.code, JSON.stringify(floored.body)).toBe('BUDGET_EXHAUSTED');
     expect(await approvalsOpened()).toBe(0);
     const near = await send(spend, 0.2);
     expect(near.body.error.code).toBe('APPROVAL_REQUIRED');
