@@ -134,15 +134,17 @@ function closestBranch(branches: readonly (readonly z.core.$ZodIssue[])[]): read
 }
 
 /**
- * Turns zod issues into the one error type, naming every offending field
- * (each unknown key on its own) so a caller can fix everything at once.
- */
-/**
- * An issue as the end of "<field> ...": zod's own messages read "limit Too big: expected number
- * to be <=500" there; the common ones are said plainly, the rest kept.
+ * An issue as the end of "<field> ...". zod's own default messages read "limit Too big: expected
+ * number to be <=500" there, so bounds, missing members and wrong types are said plainly; a message
+ * a schema wrote itself ("must name at least one scope") is kept as written.
  */
 function issuePhrase(issue: z.core.$ZodIssue): string {
-  const countable: Record<string, string> = { string: 'characters', array: 'items', set: 'items' };
+  if (!/^(Too (big|small)|Invalid input)\b/.test(issue.message)) return issue.message;
+  const countable: Record<string, [string, string]> = {
+    string: ['character', 'characters'],
+    array: ['item', 'items'],
+    set: ['item', 'items'],
+  };
   switch (issue.code) {
     case 'too_big':
     case 'too_small': {
@@ -155,8 +157,12 @@ function issuePhrase(issue: z.core.$ZodIssue): string {
           : issue.inclusive === false
             ? 'more than'
             : 'at least';
+      if (issue.origin === 'date')
+        return `must be ${issue.code === 'too_big' ? 'no later than' : 'no earlier than'} ${new Date(Number(limit)).toISOString()}`;
       const unit = countable[issue.origin];
-      return unit === undefined ? `must be ${bound} ${String(limit)}` : `must have ${bound} ${String(limit)} ${unit}`;
+      return unit === undefined
+        ? `must be ${bound} ${String(limit)}`
+        : `must have ${bound} ${String(limit)} ${Number(limit) === 1 ? unit[0] : unit[1]}`;
     }
     case 'invalid_type':
       return /received undefined$/.test(issue.message)
@@ -167,6 +173,10 @@ function issuePhrase(issue: z.core.$ZodIssue): string {
   }
 }
 
+/**
+ * Turns zod issues into the one error type, naming every offending field
+ * (each unknown key on its own) so a caller can fix everything at once.
+ */
 export function parseWith<T>(
   schema: z.ZodType<T>,
   value: unknown,

@@ -38,6 +38,14 @@ describe('parseWith and unions', () => {
     [z.strictObject({ name: z.string() }), {}, 'name is required (string)'],
     [z.strictObject({ name: z.string() }), { name: 5 }, 'name must be of type string'],
     [z.strictObject({ n: z.int() }), { n: 1.5 }, 'n must be an integer'],
+    [z.strictObject({ scopes: z.array(z.string()).min(1) }), { scopes: [] }, 'scopes must have at least 1 item'],
+    // A message the schema wrote itself is kept.
+    [
+      z.strictObject({ scopes: z.array(z.string()).min(1, 'must name at least one scope') }),
+      { scopes: [] },
+      'scopes must name at least one scope',
+    ],
+    [z.strictObject({ n: z.int({ error: 'must be a whole number of tokens' }) }), { n: 1.5 }, 'n must be a whole number of tokens'],
   ])("says common issues plainly, not in zod's words: %#", (schema, value, said) => {
     try {
       parseWith(schema as z.ZodType<unknown>, value, 'query', 'INVALID_REQUEST');
