@@ -18,7 +18,7 @@ import { createLogger, type Logger } from './service/log.js';
 import { serveClusterMetrics } from './service/metrics.js';
 import { startIntegrator, type RunningIntegrator } from './service/log-integrator.js';
 import { startIntegratorThread } from './service/log-integrator-thread.js';
-import { storedLogName } from './service/log-tree.js';
+import { storedLogNames } from './service/log-tree.js';
 import { openStore } from './store/db.js';
 import { MISSING_DRIVER_GUARD, postgresDriverGuarded } from './store/driver-guard.js';
 
@@ -90,7 +90,13 @@ export async function startServer(
   let server: ServerType | undefined;
   let integrator: RunningIntegrator | undefined;
   try {
-    const named = await storedLogName(store.db, config.tlogName);
+    const named = await storedLogNames(store.db, config.tlogName);
+    if (named !== undefined && named.others.length > 0) {
+      log.warn(
+        `some tenants' transparency logs carry another name than "${named.current}", from a rename before Baton refused one: their next checkpoint is signed under "${named.current}", so auditors who pinned the other name must pin this one`,
+        { others: named.others },
+      );
+    }
     if (named === undefined && config.tlogName === DEFAULT_TLOG_NAME && config.databaseUrl) {
       log.warn(
         `BATON_TLOG_NAME is not set: the transparency logs will be named "${DEFAULT_TLOG_NAME}" for good once the first checkpoint is signed; set it now to a host name you own`,

@@ -17,7 +17,7 @@ import { subtreeHashesFromTiles, TILE_WIDTH, tileRoot, treeRootFromTiles, type T
 import { formatTlogProof } from '../protocol/tlog-proof.js';
 import { utf8 } from '../protocol/tlog-input.js';
 import type { Db } from '../store/db.js';
-import { anyLatestCheckpointNote, checkpointOfSize, cosignatureLines, hashesAt, latestCheckpoint } from '../store/log.js';
+import { checkpointOfSize, cosignatureLines, hashesAt, latestCheckpoint, latestCheckpointNotes } from '../store/log.js';
 import type { PublishedServiceKey, ServiceSigner } from './signer.js';
 
 /** The checkpoint origin (and note key name) of a tenant's log. */
@@ -31,27 +31,43 @@ export function logNameOf(origin: string): string | undefined {
   return at > 0 ? origin.slice(0, at) : undefined;
 }
 
+/** The names the stored logs carry: the one the integrator wrote last, and any others, with how many tenants' logs carry each. */
+export interface StoredLogNames {
+  readonly current: string;
+  readonly others: readonly { readonly name: string; readonly tenants: number }[];
+}
+
 /**
- * The name the stored logs carry, checked against BATON_TLOG_NAME: a start that would rename them
+ * The names the stored logs carry, checked against BATON_TLOG_NAME: a start that would rename them
  * fails. A log's name is the first line of every checkpoint and the name of its verifier keys, so
  * a renamed log went on growing under another origin: auditors and witnesses that pinned the old
  * one could check nothing more, no proof links the old checkpoints to the new, and a tenant with no
- * new receipt kept serving a checkpoint its published keys no longer verified. Undefined: no log
- * has a checkpoint yet (the first start names them).
+ * new receipt kept serving a checkpoint its published keys no longer verified.
+ *
+ * A database renamed before this check may hold both names: the busy tenants' logs under the new
+ * one, idle ones under the old. The start then goes on only under the name written last (going back
+ * would rename the busy logs again), and says which tenants' logs still carry another. Undefined:
+ * no log has a checkpoint yet (the first start names them).
  */
-export async function storedLogName(db: Db, configured: string): Promise<string | undefined> {
-  const note = await anyLatestCheckpointNote(db);
-  if (note === undefined) return undefined;
-  const origin = note.slice(0, note.indexOf('\n'));
-  const stored = logNameOf(origin);
-  if (stored !== undefined && stored !== configured) {
+export async function storedLogNames(db: Db, configured: string): Promise<StoredLogNames | undefined> {
+  const byName = new Map<string, { tenants: number; last: number }>();
+  for (const head of await latestCheckpointNotes(db)) {
+    const name = logNameOf(head.note.slice(0, head.note.indexOf('\n'))) ?? '(unreadable)';
+    const seen = byName.get(name) ?? { tenants: 0, last: 0 };
+    byName.set(name, { tenants: seen.tenants + 1, last: Math.max(seen.last, head.createdAt.getTime()) });
+  }
+  if (byName.size === 0) return undefined;
+  const [current] = [...byName.entries()].sort((a, b) => b[1].last - a[1].last)[0]!;
+  const others = [...byName.entries()].filter(([name]) => name !== current).map(([name, v]) => ({ name, tenants: v.tenants }));
+  if (configured !== current) {
+    const mixed = others.length === 0 ? '' : ` (and ${others.map((o) => `${o.tenants} under "${o.name}"`).join(', ')})`;
     throw new Error(
-      `BATON_TLOG_NAME is "${configured}", but the transparency logs in this database are named "${stored}" (origin ${origin}). ` +
-        `A log's name is in every checkpoint and names its keys: renamed, auditors and witnesses that pinned "${stored}" could check nothing more, ` +
-        `and no proof could link the old checkpoints to the new. Start with BATON_TLOG_NAME=${stored} (a new name needs a new database)`,
+      `BATON_TLOG_NAME is "${configured}", but the transparency logs in this database were last written under the name "${current}"${mixed}. ` +
+        `A log's name is in every checkpoint and names its keys: renamed, auditors and witnesses that pinned "${current}" could check nothing more, ` +
+        `and no proof could link the old checkpoints to the new. Start with BATON_TLOG_NAME=${current} (a new name needs a new database)`,
     );
   }
-  return stored;
+  return { current, others };
 }
 
 /** The note verifier keys of a tenant's log: one per published service key, current first. */

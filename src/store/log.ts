@@ -116,14 +116,16 @@ export async function pendingBacklog(db: Db): Promise<{ receipts: number; oldest
   return { receipts: Number(row?.n ?? 0), oldestAgeSeconds: Math.max(0, Number(row?.age ?? 0)) };
 }
 
-/** The note of some tenant's latest checkpoint (whichever the primary key finds last), if any log has a leaf. */
-export async function anyLatestCheckpointNote(db: Db): Promise<string | undefined> {
-  const [row] = await db
-    .select({ note: logCheckpoints.note })
+/** Each tenant's latest checkpoint note and when it was signed (one probe per tenant along the primary key). */
+export async function latestCheckpointNotes(db: Db): Promise<{ tenantId: string; note: string; createdAt: Date }[]> {
+  return db
+    .selectDistinctOn([logCheckpoints.tenantId], {
+      tenantId: logCheckpoints.tenantId,
+      note: logCheckpoints.note,
+      createdAt: logCheckpoints.createdAt,
+    })
     .from(logCheckpoints)
-    .orderBy(desc(logCheckpoints.tenantId), desc(logCheckpoints.treeSize))
-    .limit(1);
-  return row?.note;
+    .orderBy(logCheckpoints.tenantId, desc(logCheckpoints.treeSize));
 }
 
 /** The checkpoint of the largest tree size, if the tenant's log has any leaf. */

@@ -549,7 +549,7 @@ describe("the logs' name", () => {
     for (const renamed of ['renamed.example', 'localhost']) {
       const start = startServer(serverConfigOf(svc, { BATON_TLOG_INTERVAL_MS: '0', BATON_TLOG_NAME: renamed }), silentLogger, () => {});
       await expect(start).rejects.toThrow(
-        `BATON_TLOG_NAME is "${renamed}", but the transparency logs in this database are named "baton.test"`,
+        `BATON_TLOG_NAME is "${renamed}", but the transparency logs in this database were last written under the name "baton.test"`,
       );
     }
     const same = await startServer(
@@ -582,6 +582,29 @@ describe("the logs' name", () => {
     } finally {
       await fresh.drop();
     }
+  });
+
+  it('logs left under an older name by a rename before this check: the start goes on only under the name written last, and says so', async () => {
+    const stale = await setupTenant(svc, 'renamed-before');
+    // An idle tenant whose log kept the old name: its latest checkpoint is older than every other.
+    await svc.store.db.execute(
+      sql`insert into log_checkpoints (tenant_id, tree_size, root_hash, note, created_at)
+          values (${stale.id}, 1, ${Buffer.alloc(32, 7)}, ${`old.example/baton/${stale.id}\n1\nBwcH\n\n— old.example/baton/${stale.id} AAAA\n`}, now() - interval '1 day')`,
+    );
+    // The log only grows: the row stays, always older than the logs the other tests write.
+    await expect(
+      startServer(serverConfigOf(svc, { BATON_TLOG_INTERVAL_MS: '0', BATON_TLOG_NAME: 'old.example' }), silentLogger, () => {}),
+    ).rejects.toThrow('were last written under the name "baton.test" (and 1 under "old.example")');
+    const warned: { msg: string; fields?: Record<string, unknown> }[] = [];
+    const log = {
+      ...silentLogger,
+      warn: (msg: string, fields?: Record<string, unknown>) => void warned.push({ msg, ...(fields ? { fields } : {}) }),
+    };
+    const server = await startServer(serverConfigOf(svc, { BATON_TLOG_INTERVAL_MS: '0', BATON_TLOG_NAME: 'baton.test' }), log, () => {});
+    await server.close();
+    expect(warned.find((w) => w.msg.startsWith("some tenants' transparency logs carry another name"))?.fields).toEqual({
+      others: [{ name: 'old.example', tenants: 1 }],
+    });
   });
 
   it('reads the name back from any origin, whatever the tenant id holds', () => {
