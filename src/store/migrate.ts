@@ -43,7 +43,7 @@ export async function migratePostgresUrl(
 ): Promise<void> {
   const client = postgres(databaseUrl, {
     max: 1,
-    connect_timeout: 5,
+    connect_timeout: CONNECT_TIMEOUT_SECONDS,
     onnotice: () => {}, // "schema drizzle already exists, skipping" and the like
     // Fail the start rather than hang forever behind a stuck peer or a long lock.
     connection: { lock_timeout: 120_000 }, // ms
@@ -58,30 +58,41 @@ export async function migratePostgresUrl(
       await db.execute(sql`select pg_advisory_unlock(${MIGRATION_LOCK_KEY})`);
     }
   } catch (err) {
-    const reason = err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);
+    const timedOut =
+      (err as { code?: unknown }).code === 'CONNECT_TIMEOUT' || (err as { cause?: { code?: unknown } }).cause?.code === 'CONNECT_TIMEOUT';
+    const reason = timedOut
+      ? `no answer within ${CONNECT_TIMEOUT_SECONDS} s (CONNECT_TIMEOUT). ${CHECK_THE_HOST}`
+      : err instanceof Error
+        ? err.cause instanceof Error
+          ? err.cause.message
+          : err.message
+        : String(err);
     throw new Error(`Baton: cannot open and migrate PostgreSQL at ${redactUrl(databaseUrl)}: ${reason}`, { cause: err });
   } finally {
     await client.end({ timeout: 5 });
   }
 }
 
+/** Each connection attempt of the start: the TCP connect and PostgreSQL's startup exchange. */
+const CONNECT_TIMEOUT_SECONDS = 5;
+
 /**
- * How long a start waits for the database's first answer. connect_timeout covers only the TCP
- * connect: a host that accepts the connection and never answers PostgreSQL's startup (a proxy, a
- * firewall, another service on the port, a stopped server) left the start waiting with no end.
+ * How long a start waits for the database's first answer, over every attempt. connect_timeout
+ * bounds one attempt, but a host that takes the connection and closes it again (a proxy in front
+ * of nothing, another service on the port) makes postgres.js try again without end: the start
+ * waited with no end and no output.
  */
 export const FIRST_ANSWER_TIMEOUT_MS = 15_000;
+
+const CHECK_THE_HOST =
+  'Check that DATABASE_URL names a running PostgreSQL server that this machine reaches (host and port), and that no proxy or firewall holds the connection';
 
 async function answersWithin(query: Promise<unknown>, ms: number, client: postgres.Sql): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
       void client.end({ timeout: 0 });
-      reject(
-        new Error(
-          `no answer within ${ms / 1000} s: the host took the connection but did not answer as PostgreSQL. Check that DATABASE_URL names a running PostgreSQL server (host and port), and that no proxy or firewall holds the connection`,
-        ),
-      );
+      reject(new Error(`no answer within ${ms / 1000} s: the host takes connections but does not answer as PostgreSQL. ${CHECK_THE_HOST}`));
     }, ms);
   });
   try {

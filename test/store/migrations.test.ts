@@ -99,29 +99,54 @@ describe('migrations', () => {
     await expect(openStore({})).rejects.toThrow(/databaseUrl.*dataDir/);
   });
 
-  it('give up on a host that takes the connection and never answers, saying what to check, the password hidden', async () => {
-    // Accepts, reads the startup message, answers nothing: as a proxy or another service on the port does.
+  /** A host on a local port that takes connections and then does `handle` with each. */
+  async function fakeHost(handle: (socket: Socket) => void): Promise<{ port: number; close: () => Promise<void> }> {
     const sockets = new Set<Socket>();
-    const silent = createServer((socket) => {
+    const host = createServer((socket) => {
       sockets.add(socket);
       socket.on('error', () => {});
+      handle(socket);
     });
-    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
-    const port = (silent.address() as AddressInfo).port;
+    await new Promise<void>((resolve) => host.listen(0, '127.0.0.1', resolve));
+    return {
+      port: (host.address() as AddressInfo).port,
+      close: async () => {
+        for (const s of sockets) s.destroy();
+        await new Promise((resolve) => host.close(resolve));
+      },
+    };
+  }
+  const failureOf = (p: Promise<unknown>) =>
+    p.then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    );
+
+  it('give up on a host that takes each connection and closes it (postgres.js would try again for ever), the password hidden', async () => {
+    const host = await fakeHost((socket) => socket.destroy());
     const started = performance.now();
     try {
-      const url = `postgres://baton@127.0.0.1:${port}/x?password=S3cretQ`;
-      const err = await migratePostgresUrl(url, findMigrationsFolder(), 300).then(
-        () => undefined,
-        (e: unknown) => e as Error,
+      const err = await failureOf(
+        migratePostgresUrl(`postgres://baton@127.0.0.1:${host.port}/x?password=S3cretQ`, findMigrationsFolder(), 300),
       );
-      expect(err?.message).toMatch(/no answer within 0\.3 s: the host took the connection but did not answer as PostgreSQL/);
-      expect(err?.message).toContain(`127.0.0.1:${port}/x?password=***`);
+      expect(err?.message).toMatch(
+        /no answer within 0\.3 s: the host takes connections but does not answer as PostgreSQL\. Check that DATABASE_URL/,
+      );
+      expect(err?.message).toContain(`127.0.0.1:${host.port}/x?password=***`);
       expect(err?.message).not.toContain('S3cretQ');
       expect(performance.now() - started).toBeLessThan(10_000);
     } finally {
-      for (const s of sockets) s.destroy();
-      await new Promise((resolve) => silent.close(resolve));
+      await host.close();
+    }
+  });
+
+  it('a host that takes the connection and stays silent: the connect timeout, said as what to check', { timeout: 20_000 }, async () => {
+    const host = await fakeHost(() => {});
+    try {
+      const err = await failureOf(migratePostgresUrl(`postgres://baton@127.0.0.1:${host.port}/x`));
+      expect(err?.message).toMatch(/no answer within 5 s \(CONNECT_TIMEOUT\)\. Check that DATABASE_URL names a running PostgreSQL server/);
+    } finally {
+      await host.close();
     }
   });
 
