@@ -1,5 +1,6 @@
 /** `npm start`: the service on the embedded default (or DATABASE_URL). */
 import { runService } from './server.js';
+import { errorText } from './store/errors.js';
 
 // Configuration is the environment's; an argument would be silently ignored (a `--help` started a
 // server in the current folder), so each one is refused, saying where the options are.
@@ -15,6 +16,6 @@ if (args.length > 0) {
 }
 
 runService().catch((e) => {
-  process.stderr.write(`Baton failed to start: ${e instanceof Error ? e.message : String(e)}\n`);
+  process.stderr.write(`Baton failed to start: ${errorText(e)}\n`);
   process.exit(1);
 });

@@ -20,6 +20,10 @@ import { startIntegrator, type RunningIntegrator } from './service/log-integrato
 import { startIntegratorThread } from './service/log-integrator-thread.js';
 import { storedLogNames } from './service/log-tree.js';
 import { openStore } from './store/db.js';
+import { errorForLog } from './store/errors.js';
+
+/** A failed start's error as one line, without a failed query's parameters (for `baton serve`). */
+export { errorText } from './store/errors.js';
 import { MISSING_DRIVER_GUARD, postgresDriverGuarded } from './store/driver-guard.js';
 
 // For a program that starts Baton itself: read the configuration from an environment (refused
@@ -190,7 +194,7 @@ export async function startServer(
     if (generatedAdminKey && !shown) {
       // Best effort: the start's own error is the one to report.
       await withdrawBootstrapAdminKey(store.db, generatedAdminKey).catch((w: unknown) =>
-        log.error('could not withdraw the generated admin key nobody saw: set BATON_ADMIN_KEY, which retires it', { error: String(w) }),
+        log.error('could not withdraw the generated admin key nobody saw: set BATON_ADMIN_KEY, which retires it', errorForLog(w)),
       );
     }
     if (server) {
@@ -270,7 +274,7 @@ export async function runService(): Promise<void> {
     server.close().then(
       () => process.exit(0),
       (e) => {
-        log.error('shutdown failed', { error: String(e) });
+        log.error('shutdown failed', errorForLog(e));
         process.exit(1);
       },
     );

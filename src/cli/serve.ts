@@ -1,7 +1,7 @@
 /** `baton serve`: runs the Baton service (the same as npm start). */
 import { parseCliArgs } from './args.js';
 import { ConfigError, loadConfig } from '../config.js';
-import { runService } from '../server.js';
+import { errorText, runService } from '../server.js';
 import { COMMON_OPTIONS } from './common.js';
 import { EXIT_UNREACHABLE, UsageError, type CliIo } from './io.js';
 
@@ -106,7 +106,7 @@ export async function runServe(argv: string[], io: CliIo): Promise<number> {
   try {
     await runService();
   } catch (e) {
-    io.err(`baton serve: Baton failed to start: ${e instanceof Error ? e.message : String(e)}`);
+    io.err(`baton serve: Baton failed to start: ${errorText(e)}`);
     return EXIT_UNREACHABLE;
   }
   // Listening: the process stays up until a signal, and runService exits it.

@@ -53,6 +53,7 @@ import {
 } from '../store/api-keys.js';
 import type { AppEnv, AuthContext, ServiceDeps } from './types.js';
 import { withinDeadline } from './deadline.js';
+import { errorForLog } from '../store/errors.js';
 
 export const KEY_CACHE_TTL_MS = 10_000;
 export const KEY_CACHE_MAX = 10_000;
@@ -245,7 +246,7 @@ function recordUse(deps: ServiceDeps, state: AuthState, keyId: string): void {
   if (state.lastRecordedUse.size >= KEY_CACHE_MAX) state.lastRecordedUse.clear();
   state.lastRecordedUse.set(keyId, now);
   touchApiKeyLastUsed(deps.store.db, keyId).catch((err: unknown) => {
-    deps.log.debug('api key last use not recorded', { key_id: keyId, error: err instanceof Error ? err.message : String(err) });
+    deps.log.debug('api key last use not recorded', { key_id: keyId, ...errorForLog(err) });
   });
 }
 

@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { RunningIntegrator } from './log-integrator.js';
 import type { Logger } from './log.js';
+import { errorForLog } from '../store/errors.js';
 
 /** What the thread starts from (structured-cloned into it). */
 export interface IntegratorThreadData {
@@ -67,7 +68,7 @@ export function startIntegratorThread(data: IntegratorThreadData, log: Logger): 
     w.on('message', (m: FromIntegratorThread) => {
       if (m.type === 'log') log[m.level](m.msg, m.fields);
     });
-    w.on('error', (e) => log.error('the log integrator thread failed', { error: String(e) }));
+    w.on('error', (e) => log.error('the log integrator thread failed', errorForLog(e)));
     exited = new Promise((resolve) =>
       w.once('exit', (code) => {
         worker = undefined;

@@ -120,3 +120,12 @@ export function errorForLog(err: unknown, withStack = false): { error: string; c
     ...(frames.length > 0 ? { stack: [error, ...frames].join('\n') } : {}),
   };
 }
+
+/** errorForLog as one line of text, for a message printed rather than logged (a failed start). */
+export function errorText(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const { error, cause } = errorForLog(err);
+  // A message of Baton's own already says what failed; only a driver's needs its cause beside it.
+  const own = error.startsWith(`${err.name}: `) ? error.slice(err.name.length + 2) : error;
+  return cause === undefined ? own : `${own} (${cause})`;
+}

@@ -5,7 +5,7 @@ import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Store } from '../../src/store/db.js';
-import { errorForLog, isStorageUnavailable, isUniqueViolation, pgError } from '../../src/store/errors.js';
+import { errorForLog, errorText, isStorageUnavailable, isUniqueViolation, pgError } from '../../src/store/errors.js';
 import { DrizzleQueryError } from 'drizzle-orm/errors';
 import { tenants } from '../../src/store/schema/index.js';
 import { freePort } from '../../bench/lib/pg-cluster.js';
@@ -69,6 +69,16 @@ describe('errorForLog', () => {
     expect(line.stack?.split('\n')[0]).toBe(line.error);
     expect(line.stack).toMatch(/\n\s+at /);
     expect(JSON.stringify(line)).not.toContain('9f86d081884c7d65');
+  });
+
+  it('as one line for a failed start: the query and its cause, no parameters; any other error its message', () => {
+    const cause = Object.assign(new Error('relation "api_keys" does not exist'), { code: '42P01' });
+    const err = new DrizzleQueryError('update "api_keys" set "revoked_at" = now() where "secret_hash" = $1', ['9f86d081884c7d65'], cause);
+    expect(errorText(err)).toBe(
+      'Failed query: update "api_keys" set "revoked_at" = now() where "secret_hash" = $1 (Error: relation "api_keys" does not exist (42P01))',
+    );
+    expect(errorText(new Error('could not listen on 127.0.0.1:8080: port in use'))).toBe('could not listen on 127.0.0.1:8080: port in use');
+    expect(errorText('boom')).toBe('boom');
   });
 
   it('keeps any other error as it is, and a thrown non-error as text', () => {
