@@ -97,6 +97,9 @@ describe('a hanging database', () => {
     }
     expect(reply.status).toBe(503);
     expect(reply.body.error.code).toBe('STORAGE_UNAVAILABLE');
+    // It claims nothing it cannot know: a commit begun before the deadline may still have counted it.
+    expect(reply.body.error.suggestion).toContain('retry: true');
+    expect(reply.body.error.suggestion).not.toContain('counted nothing');
 
     // The service works again once the database does.
     let next = await verify(node!.url, tenant, after!.bundle, 20_000);
