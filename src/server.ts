@@ -15,7 +15,7 @@ import { ensureAdminKey } from './service/auth.js';
 import { withdrawBootstrapAdminKey } from './store/api-keys.js';
 import { createServiceDeps } from './service/deps.js';
 import { createLogger, type Logger } from './service/log.js';
-import { serveClusterMetrics } from './service/metrics.js';
+import { serveClusterMetrics, SUPERVISED_WORKER_ENV } from './service/metrics.js';
 import { startIntegrator, type RunningIntegrator } from './service/log-integrator.js';
 import { startIntegratorThread } from './service/log-integrator-thread.js';
 import { storedLogNames } from './service/log-tree.js';
@@ -298,7 +298,11 @@ async function runPrimary(config: Config, log: Logger): Promise<void> {
   await assertPortFree(config);
   // loadConfig refused BATON_WORKERS > 1 without DATABASE_URL: the embedded database belongs to one process.
   // Resolved once here, so workers never race to generate a development key.
-  const env = { BATON_MASTER_KEY: Buffer.from(resolveMasterKey(config, log)).toString('hex') };
+  const env = {
+    BATON_MASTER_KEY: Buffer.from(resolveMasterKey(config, log)).toString('hex'),
+    // This supervisor answers the workers' requests for the whole node's metrics (serveClusterMetrics).
+    [SUPERVISED_WORKER_ENV]: '1',
+  };
   let stopping = false;
   let started = 0; // of the first workers, how many listen
   let retryMs = 0; // the pause before the next replacement, after one failed to start

@@ -72,7 +72,7 @@ export interface paths {
     };
     /**
      * Prometheus metrics of this node (the operator's)
-     * @description Text exposition format 0.0.4, in base units (seconds, bytes): `baton_http_requests_total`, `baton_http_request_duration_seconds` (histogram), `baton_http_requests_in_flight`, `baton_verify_decisions_total`, `baton_verify_batch_items` and `baton_verify_batch_duration_seconds` (histograms of the group-commit statements: verifies per statement, round trip), `baton_db_pool_max_connections`, `baton_build_info`, and the standard `process_*` and `nodejs_*` process and runtime metrics. Clean under `promtool check metrics`. The counters span every tenant, so they are the operator's: send `Authorization: Bearer` with the token set in `BATON_METRICS_TOKEN` (it reads this route and nothing else; give it to the scraper) or the admin key. A tenant key is `403`.
+     * @description Text exposition format 0.0.4, in base units (seconds, bytes): `baton_http_requests_total`, `baton_http_request_duration_seconds` (histogram), `baton_http_requests_in_flight`, `baton_verify_decisions_total`, `baton_verify_batch_items` and `baton_verify_batch_duration_seconds` (histograms of the group-commit statements: verifies per statement, round trip), `baton_db_pool_max_connections`, `baton_build_info`, `baton_tlog_pending_receipts` and `baton_tlog_oldest_pending_age_seconds` (the transparency log's backlog, read from the database at each scrape; NaN when it cannot be read), and the standard `process_*` and `nodejs_*` process and runtime metrics. Under `BATON_WORKERS` the answer sums every listening worker's metrics, whichever worker takes the scrape (`baton_workers_listening`), and is a `500` rather than a partial sum when one does not answer in time. Clean under `promtool check metrics`. The counters span every tenant, so they are the operator's: send `Authorization: Bearer` with the token set in `BATON_METRICS_TOKEN` (it reads this route and nothing else; give it to the scraper) or the admin key. A tenant key is `403`.
      */
     get: operations['metrics'];
     put?: never;
@@ -2251,7 +2251,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description A stored admin key could not be looked up in time (`STORAGE_UNAVAILABLE`); the metrics token needs no database. */
+      /** @description A stored admin key could not be looked up in time (`STORAGE_UNAVAILABLE`); the metrics token needs no database to be let in (the backlog gauges then read NaN). */
       503: {
         headers: {
           [name: string]: unknown;

@@ -4,7 +4,9 @@
  * refuse), so a document with a repeated key can show one reader an invocation
  * and another a different one. Whoever reads a bundle or a body from text,
  * the service, the CLI offline or the MCP middleware, refuses such a document
- * rather than guess, and bounds its nesting before JSON.parse recurses into it.
+ * rather than guess, and bounds its nesting (the service checks before JSON.parse,
+ * which then never recurses deeply; the offline readers, whose input is the
+ * user's own file, after it).
  */
 
 /** Nesting that any document Baton reads as text may reach (a request body, a bundle, a saved answer). */

@@ -11,6 +11,7 @@
  */
 import cluster, { type Worker } from 'node:cluster';
 import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { BatonError } from '../protocol/errors.js';
 import { observeVerifyBatches, type BatchObservation } from '../store/verify-batch.js';
 import { batonVersionInfo } from '../version.js';
 
@@ -32,6 +33,14 @@ export interface LogBacklog {
 /** A scrape waits this long for the backlog read; a read this recent serves the next gauge (or scrape). */
 const BACKLOG_READ_DEADLINE_MS = 2_000;
 const BACKLOG_READ_REUSE_MS = 1_000;
+
+/**
+ * Set by Baton's own supervisor in the workers it forks. A process forked by another cluster host
+ * (PM2, say) is a cluster worker too, but nothing there answers a request for the node's metrics:
+ * it serves its own.
+ */
+export const SUPERVISED_WORKER_ENV = 'BATON_SUPERVISED_WORKER';
+const supervised = (): boolean => cluster.isWorker && process.env[SUPERVISED_WORKER_ENV] === '1';
 
 /** A worker's request for the whole node's metrics, and the supervisor's answer (IPC messages). */
 const CLUSTER_METRICS_REQUEST = 'baton:cluster-metrics-request';
@@ -141,7 +150,7 @@ class BatonMetrics {
       this.registry.removeSingleMetric(name);
     }
     observeVerifyBatches((b) => this.observeBatch(b));
-    if (cluster.isWorker) answerSupervisorRequests(this.registry);
+    if (supervised()) answerSupervisorRequests(this.registry);
   }
 
   private observeBatch(b: BatchObservation): void {
@@ -188,7 +197,7 @@ class BatonMetrics {
 
   /** This process's metrics, or under BATON_WORKERS every worker's, summed by the supervisor. */
   render(): Promise<string> {
-    return cluster.isWorker ? askSupervisorForMetrics() : this.registry.metrics();
+    return supervised() ? askSupervisorForMetrics() : this.registry.metrics();
   }
 
   get contentType(): string {
@@ -223,9 +232,9 @@ const isMessageOf = <T extends { type: string }>(type: T['type'], m: unknown): m
 /**
  * In the supervisor of BATON_WORKERS, before it forks: answers a worker's request for the whole
  * node's metrics by asking every worker that listens for its own and aggregating them (counters and
- * histograms summed; each gauge as it declares). A worker still starting is not asked, and one that
- * does not answer in time is left out: baton_workers_scraped says how many were summed, of
- * baton_workers_listening.
+ * histograms summed; each gauge as it declares). A worker still starting is not asked
+ * (baton_workers_listening says how many were); when one that listens does not answer in time,
+ * the scrape fails rather than show a partial sum.
  */
 export function serveClusterMetrics(listening: () => readonly Worker[]): void {
   let asked = 0;
@@ -255,8 +264,12 @@ export function serveClusterMetrics(listening: () => readonly Worker[]): void {
       let answer: Omit<ClusterMetricsAnswer, 'type' | 'id'>;
       try {
         const each = (await Promise.all(workers.map(ownMetrics))).filter((m) => m !== undefined);
+        // A sum without a worker is lower than the last one: Prometheus reads that as a counter
+        // reset and counts the rest again. No answer leaves a gap in the series instead.
+        if (each.length < workers.length)
+          throw new Error(`${workers.length - each.length} of ${workers.length} workers did not answer in time`);
         const summed = await AggregatorRegistry.aggregate(each).metrics();
-        answer = { text: summed + workersScraped(each.length, workers.length) };
+        answer = { text: summed + workersSummed(workers.length) };
       } catch (e) {
         answer = { error: e instanceof Error ? e.message : String(e) };
       }
@@ -265,12 +278,9 @@ export function serveClusterMetrics(listening: () => readonly Worker[]): void {
   });
 }
 
-function workersScraped(scraped: number, listening: number): string {
+function workersSummed(listening: number): string {
   return (
-    '# HELP baton_workers_scraped Workers whose metrics this scrape sums (one that did not answer in time is left out).\n' +
-    '# TYPE baton_workers_scraped gauge\n' +
-    `baton_workers_scraped ${scraped}\n` +
-    '# HELP baton_workers_listening Worker processes of this node that listen.\n' +
+    '# HELP baton_workers_listening Worker processes of this node that listen, whose metrics this scrape sums.\n' +
     '# TYPE baton_workers_listening gauge\n' +
     `baton_workers_listening ${listening}\n`
   );
@@ -286,6 +296,11 @@ function answerSupervisorRequests(registry: Registry): void {
   });
 }
 
+/** The scrape fails (and Prometheus keeps a gap) rather than show a sum without some worker's counters. */
+function gatheringFailed(why: string): BatonError {
+  return new BatonError('INTERNAL', { message: `The node's metrics could not be gathered from every worker: ${why}. Scrape again.` });
+}
+
 const awaitingSupervisor = new Map<number, { resolve: (text: string) => void; reject: (e: Error) => void }>();
 let supervisorRequests = 0;
 
@@ -296,14 +311,14 @@ function askSupervisorForMetrics(): Promise<string> {
       const waiting = awaitingSupervisor.get(m.id);
       awaitingSupervisor.delete(m.id);
       if (m.text !== undefined) waiting?.resolve(m.text);
-      else waiting?.reject(new Error(`the workers' metrics could not be gathered: ${m.error ?? 'no answer'}`));
+      else waiting?.reject(gatheringFailed(m.error ?? 'no answer'));
     });
   }
   const id = ++supervisorRequests;
   return new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => {
       awaitingSupervisor.delete(id);
-      reject(new Error(`the supervisor did not answer with the workers' metrics within ${CLUSTER_METRICS_WAIT_MS} ms`));
+      reject(gatheringFailed(`the supervisor did not answer within ${CLUSTER_METRICS_WAIT_MS} ms`));
     }, CLUSTER_METRICS_WAIT_MS);
     const settle =
       <T>(f: (v: T) => void) =>
