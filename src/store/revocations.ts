@@ -44,7 +44,9 @@ export async function markRevoked(db: Db, tenantId: string, hash: string, reason
   if (locked.revokedAt) return { revokedAt: locked.revokedAt, reason: locked.reason, newly: false };
   const [set] = await db
     .update(delegations)
-    .set({ revokedAt: sql`clock_timestamp()`, revokedReason: reason })
+    // Rounded up to the millisecond, the precision the API and the signed receipt carry: shown, it is
+    // still later than every counted call (PostgreSQL keeps microseconds; a value cut down was not).
+    .set({ revokedAt: sql`date_trunc('milliseconds', clock_timestamp()) + interval '1 millisecond'`, revokedReason: reason })
     .where(thisRow)
     .returning({ revokedAt: delegations.revokedAt, reason: delegations.revokedReason });
   if (!set?.revokedAt) throw new Error(`the revocation mark of ${hash} was not written under its row lock`);

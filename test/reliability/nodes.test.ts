@@ -284,8 +284,10 @@ describe('revocation across nodes', () => {
     // And the record says so: every call allowed through the root was created before its revoked_at,
     // both on the database's clock (a mark from a node's clock in whole seconds came up to a second early).
     const allowedAfterMark = await withSql(dbUrl, async (sql) => {
+      // revoked_at as the API and the signed receipt show it, to the millisecond.
       const [row] = await sql<{ n: number; marked: boolean }[]>`
-        select count(*) filter (where i.created_at >= d.revoked_at)::int as n, bool_and(d.revoked_at is not null) as marked
+        select count(*) filter (where i.created_at >= date_trunc('milliseconds', d.revoked_at))::int as n,
+               bool_and(d.revoked_at is not null) as marked
           from invocations i join delegations d on d.tenant_id = i.tenant_id and d.hash = ${root.dr.hash}
          where i.tenant_id = ${tenant.id} and i.leaf_hash = ${leaf.dr.hash}`;
       return row!;

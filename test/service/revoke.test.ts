@@ -142,8 +142,10 @@ describe('revoking a middle DR', () => {
     // The database's clock when the mark was written (the calls it compares with carry that clock),
     // to the millisecond, not the service's clock in whole seconds.
     const revokedAt = Date.parse(r.body.revoked_at);
-    expect(revokedAt).toBeGreaterThanOrEqual(before - 5);
-    expect(revokedAt).toBeLessThanOrEqual(after + 5);
+    // (A database on another host may keep another time: a second either way.)
+    expect(revokedAt).toBeGreaterThanOrEqual(before - 1_000);
+    expect(revokedAt).toBeLessThanOrEqual(after + 1_000);
+    expect(revokedAt).not.toBe(T0 * 1000);
     expect(r.body.revoked_by.kind).toBe('api_key');
     expect(r.body.revoked_by.id).toMatch(/^key_/);
     expect(await revocationReceipts()).toBe(receiptsBefore + 1);
