@@ -58,8 +58,8 @@ export function approvalRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   serve(app, signedDecisionRoute, async (c) => {
     const { id } = parseParams(c, ApprovalIdParams);
     const body = await parseJsonBody(c, deps.config.maxBodyBytes, SignedDecisionRequest);
+    // decideApprovalSigned logs the decision: it knows the approval's tenant.
     const decided = await decideApprovalSigned(deps, id, body.signed_decision);
-    deps.log.info('approval decided', { approval_id: id, status: decided.status, by: 'signed decision' });
     return c.json(decided, 200);
   });
 
@@ -77,7 +77,7 @@ export function approvalRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       const decision = await triple(c);
       const auth = c.get('auth');
       const decided = await decideGrant(deps, tenantOf(auth), hash, outcome, decision, auth.keyId);
-      deps.log.info('grant decided', { tenant_id: tenantOf(auth), dr_hash: hash, outcome, key_id: auth.keyId });
+      deps.log.info('grant decided', { tenant_id: tenantOf(auth), dr_hash: hash, status: decided.status, key_id: auth.keyId });
       return c.json(decided, 200);
     });
   }

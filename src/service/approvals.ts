@@ -336,7 +336,9 @@ export async function decideApprovalSigned(deps: ServiceDeps, id: string, jws: s
     await refuseChainParty(deps, row, signer);
     const signed = { jws: record.jws, jti: record.payload.jti, hash: record.hash, listedIn: doc.version };
     try {
-      return await decideApproval(deps, row.tenantId, id, record.outcome, record.triple, signer, signed);
+      const decided = await decideApproval(deps, row.tenantId, id, record.outcome, record.triple, signer, signed);
+      deps.log.info('approval decided', { tenant_id: row.tenantId, approval_id: id, status: decided.status, decided_by: signer });
+      return decided;
     } catch (err) {
       if (isUniqueViolation(err)) {
         throw new BatonError('CONFLICT', {
