@@ -9,7 +9,7 @@
  * before. Once it has one, every decision records the version it used.
  */
 import type { ChainDecision } from '../protocol/chain.js';
-import type { Violation } from '../protocol/errors.js';
+import { ERROR_TABLE, type Violation } from '../protocol/errors.js';
 import { approvalBinding } from '../protocol/approval.js';
 import { DEFAULT_COST_CALIBRATION, evaluateRules, type CostCalibrationSettings, type RuleOutcome } from '../protocol/approval-rules.js';
 import { argOf, effectiveLimits } from '../protocol/policy.js';
@@ -49,6 +49,8 @@ export type ToolGate =
       readonly catalogVersion: number;
       readonly violations: readonly Violation[];
       readonly approval?: ApprovalJson;
+      /** What to do, where the first violation's own advice would mislead (see the held grant below). */
+      readonly suggestion?: string;
     }
   | GoGate
   /**
@@ -246,10 +248,13 @@ export async function decideToolGate(
   const held = await heldGrant();
   if (held) {
     const notAsked = `${required.message ?? ''} No approval is requested while grant ${held.drHash} is ${held.status}: an approver decides the grant first (POST /v1/grants/{hash}/approve).`;
+    const grant = grantViolation(held.drHash, held.status, decision);
     return {
       kind: 'refuse',
       catalogVersion,
-      violations: [{ ...required, message: notAsked }, grantViolation(held.drHash, held.status, decision)],
+      violations: [{ ...required, message: notAsked }, grant],
+      // APPROVAL_REQUIRED's own advice is to wait for the approval this answer names: it names none.
+      suggestion: ERROR_TABLE[grant.code].suggestion,
     };
   }
   let dryRunRefusal: { violation: Violation; approval?: ApprovalJson } | undefined;

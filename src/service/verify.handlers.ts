@@ -365,7 +365,8 @@ export async function verifyInvocation(
     }
   }
   if (gate.kind === 'refuse') {
-    const refusedByGate = deny(gate.violations, { invocation: decision.invocation, dr_chain: inv.dr_chain });
+    const denied = deny(gate.violations, { invocation: decision.invocation, dr_chain: inv.dr_chain });
+    const refusedByGate = gate.suggestion === undefined ? denied : { ...denied, error: { ...denied.error, suggestion: gate.suggestion } };
     return refuse(deps, auth, tenantId, refusedByGate, dryRun, deadline, started, { ...gated, approval: gate.approval });
   }
 

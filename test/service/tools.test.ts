@@ -423,6 +423,8 @@ describe('verify derives requirements from the catalog', () => {
     expect(held.body.violations[1]).toMatchObject({ dr_index: 0, dr_hash: three.drs[0]!.hash, actual: 'pending' });
     expect(held.body.error.message).toContain(`No approval is requested while grant ${three.drs[0]!.hash} is pending`);
     expect(held.body).not.toHaveProperty('approval');
+    // What to do is the grant's: the rule's own advice (wait for the approval this answer names) would mislead.
+    expect(held.body.error.suggestion).toMatch(/^Ask an approver to approve the delegation/);
     expect(await pendingApprovals()).toBe(before);
 
     // Once the grant is approved, the rule asks for a human as it would anywhere.
