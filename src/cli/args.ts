@@ -30,6 +30,7 @@ function editDistance(a: string, b: string): number {
  */
 export function closestMatch(typed: string, candidates: readonly string[]): string | undefined {
   const word = typed.toLowerCase();
+  const base = Math.min(3, Math.max(1, Math.floor(word.length / 3)));
   let best: { name: string; distance: number } | undefined;
   for (const name of candidates) {
     const tails = name.split('-').map((_, i, parts) => parts.slice(i).join('-'));
@@ -37,12 +38,11 @@ export function closestMatch(typed: string, candidates: readonly string[]): stri
       name.startsWith(word) && word.length >= 2
         ? 0.5
         : Math.min(editDistance(word, name), ...tails.slice(1).map((t) => editDistance(word, t) + 0.5));
-    if (best === undefined || distance < best.distance) best = { name, distance };
+    // Each candidate by its own allowance, so one that keeps the first letters is found even after a tie.
+    const allowed = word.length >= 4 && name.startsWith(word.slice(0, 3)) ? Math.max(2, base) : base;
+    if (distance <= allowed && (best === undefined || distance < best.distance)) best = { name, distance };
   }
-  if (best === undefined) return undefined;
-  const sameStart = word.length >= 4 && best.name.startsWith(word.slice(0, 3));
-  const allowed = Math.min(3, Math.max(sameStart ? 2 : 1, Math.floor(word.length / 3)));
-  return best.distance <= allowed ? best.name : undefined;
+  return best?.name;
 }
 
 /** " (did you mean X?)" or "". */

@@ -25,6 +25,12 @@ describe('closestMatch', () => {
     expect(closestMatch(typed, ['proof', 'check', 'consistency'])).toBe(expected);
   });
 
+  it('finds the candidate that keeps the first letters after another at the same distance', () => {
+    // "prove" is two edits from both; only "proof" keeps "pro".
+    expect(closestMatch('prove', ['drive', 'proof'])).toBe('proof');
+    expect(closestMatch('prove', ['proof', 'drive'])).toBe('proof');
+  });
+
   it.each([
     ['xroff', ['proof']],
     ['prf', ['proof']],
