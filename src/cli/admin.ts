@@ -240,7 +240,7 @@ export function runKeys(argv: string[], io: CliIo): Promise<number> {
 const rootsAdd = adminCommand(
   'roots add',
   '<did:key> --tenant <id> [--label <text>] [options]',
-  'Trusts a root did:key for a tenant (adding it again is harmless).\nDelegations rooted in it belong to that tenant.',
+  'Trusts a root did:key for a tenant (adding it again is harmless).\nDelegations rooted in it belong to that tenant, so a DID is the root of one tenant only:\none another tenant trusts is refused (409).',
   { tenant: { type: 'string' }, label: { type: 'string' } },
   `  --tenant <id>        the tenant
   --label <text>       what the root is (e.g. "ops signing key")`,

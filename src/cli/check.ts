@@ -70,7 +70,12 @@ export async function runCheck(argv: string[], io: CliIo): Promise<number> {
     return result.valid ? 0 : 1;
   }
   // The wire types are looser than the protocol's (plain strings for hashes); the shape is the same.
-  const lines = [explainDecision(result as Parameters<typeof explainDecision>[0]).replace(/^(ALLOWED|DENIED)/, (w) => `WOULD BE ${w}`)];
+  // An invocation allowed before is no call to make again: a re-send is a retry (it runs nothing new),
+  // and a tool server behind the MCP middleware or DRS's /verify refuses it as a replay.
+  const verdict = result.valid && result.retry ? 'ALREADY ALLOWED' : undefined;
+  const lines = [
+    explainDecision(result as Parameters<typeof explainDecision>[0]).replace(/^(ALLOWED|DENIED)/, (w) => verdict ?? `WOULD BE ${w}`),
+  ];
   if (result.valid) {
     // Counters as they stand; the warnings count this call, as the real call would.
     const before = result.retry ? '' : ' (before this call)';
@@ -79,7 +84,7 @@ export async function runCheck(argv: string[], io: CliIo): Promise<number> {
     if (result.retry)
       lines.push(
         '',
-        'Already allowed: this invocation was allowed before. Sent again by the same key, it gets the original allow and counts nothing.',
+        'Already allowed: this invocation was allowed before. Sent again by the same key to /v1/verify, it gets the original allow and counts nothing; the MCP middleware and /verify refuse it as REPLAY_DETECTED, so a tool never runs twice on one invocation. Sign a new invocation for a new call.',
       );
     lines.push('', 'Dry run: nothing was counted or stored.');
   }

@@ -149,8 +149,8 @@ Commands:
 ${commandList()}
 
 A first chain:
-  baton keygen --out operator.json        # the root key; the admin trusts its DID for the tenant
-                                          # (POST /v1/admin/tenants/{id}/roots, or BatonClient.admin.addRoot)
+  baton keygen --out operator.json        # the root key; the admin trusts its DID for the tenant:
+  baton roots add <operator-did> --tenant <id>   # (or POST /v1/admin/tenants/{id}/roots, BatonClient.admin.addRoot)
   baton keygen --out agent.json           # prints the agent's DID
   baton delegate --key operator.json --to <agent-did> --tools search --max-calls 10 --out a.chain.json --submit
   baton invoke --key agent.json --chain a.chain.json --tool search --tool-server mcp://search --out bundle.json

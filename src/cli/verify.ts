@@ -181,6 +181,8 @@ function explainChain(decision: DelegationsDecision): string {
 
 /** Offline, trust is the --trust flag's, not a tenant's: what to do says so. */
 const OFFLINE_SUGGESTIONS: Partial<Record<ErrorCode, string>> = {
+  BUNDLE_INCOMPLETE:
+    'Offline, every record of dr_chain must travel in the bundle, root first: sign the invocation with its records (baton invoke without --by-reference), or ask the service, which holds the stored ones (baton check <file>).',
   UNTRUSTED_ROOT:
     'If you trust the root issuer (its DID is under "got" above), pass it with --trust <did>; offline, no tenant decides trust.',
 };

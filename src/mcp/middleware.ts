@@ -64,6 +64,7 @@ import type { ChainContext } from '../sdk/client.js';
 import {
   ERROR_TABLE,
   requirementText,
+  SERVICE_ERROR_CODES,
   shownValue,
   type AnyErrorCode,
   type ErrorCode as BatonErrorCode,
@@ -675,8 +676,11 @@ export function explainRefusal(refusal: BatonRefusal): string {
   const r = Array.isArray((refusal as Partial<BatonRefusal> | null)?.violations) ? refusal : refusalOf(refusal);
   if (r === null)
     throw new TypeError('explainRefusal takes a Baton refusal: pass refusalOf(result), which is null when Baton did not refuse the call');
+  // Baton decides only the service's codes; the others are the tool server's own (its middleware
+  // refused before asking, or could not reach Baton), and only its operator can fix those.
+  const decidedByBaton = (SERVICE_ERROR_CODES as readonly string[]).includes(r.code);
   const lines = [
-    `Baton refused this call to "${r.tool}": ${r.code}${r.block ? ` (block ${r.block})` : ''}. The tool did not run.`,
+    `${decidedByBaton ? 'Baton refused this call' : "The tool server's Baton middleware refused this call"} to "${r.tool}": ${r.code}${r.block ? ` (block ${r.block})` : ''}. The tool did not run.`,
     r.message,
   ];
   if (r.violations.length > 0) {
@@ -688,6 +692,10 @@ export function explainRefusal(refusal: BatonRefusal): string {
     });
   }
   lines.push('', `What to do: ${r.suggestion}`);
+  if (!decidedByBaton && r.retryable)
+    lines.push(
+      'Nothing in this call is at fault: the tool server could not reach Baton. Its operator can check its Baton address and key.',
+    );
   if (r.approval) {
     const until = new Date(r.approval.expires_at * 1000).toISOString();
     lines.push(

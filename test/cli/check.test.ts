@@ -43,7 +43,10 @@ describe('baton check', () => {
     // The same invocation checked again: already allowed, and the answer says what a re-send does.
     const again = await run(['check', file, ...S]);
     expect(again.code, again.err).toBe(0);
+    expect(again.out).toMatch(/^ALREADY ALLOWED/);
+    expect(again.out).not.toContain('WOULD BE ALLOWED');
     expect(again.out).toMatch(/Already allowed: this invocation was allowed before/);
+    expect(again.out).toContain('refuse it as REPLAY_DETECTED');
     expect(again.out).toContain('1 of 1 calls used\n');
     // Now the one call is used: a check of the next invocation says so.
     const next = createInvocation({ chain: [chain.root, chain.sub], invoker: chain.b, args: ARGS, toolServer: 'mcp://search' });

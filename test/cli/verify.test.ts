@@ -202,6 +202,18 @@ describe('baton verify', () => {
     }
   });
 
+  it('a bundle by reference, verified offline: says the records must travel in it, or to ask the service', async () => {
+    const chain = buildChain([{ allowed_tools: ['web_search'], max_cost_usd: 1 }]);
+    const byReference = { ...chain.invoke().bundle, receipts: [] };
+    const file = join(dir, 'by-reference.json');
+    writeFileSync(file, JSON.stringify(byReference));
+    const r = await run(['verify', file, '--trust', chain.keys[0]!.did, '--at', String(T0 + 5)]);
+    expect(r.code).toBe(1);
+    expect(r.out).toContain('BUNDLE_INCOMPLETE');
+    expect(r.out).toContain('baton invoke without --by-reference');
+    expect(r.out).not.toContain('submit them to Baton beforehand');
+  });
+
   it('--help explains usage and exit codes', async () => {
     const r = await run(['verify', '--help']);
     expect(r.code).toBe(0);

@@ -396,6 +396,9 @@ describe('refused calls never run the tool', () => {
     expect(refusalOf(result)).toMatchObject({ code: 'NETWORK_ERROR', retryable: true });
     expect(text(result)).toContain('Baton could not decide, so the tool did not run');
     expect(text(result)).toContain('temporary');
+    // Baton decided nothing: the refusal is the tool server's, and says whose to fix.
+    expect(text(result)).toMatch(/^The tool server's Baton middleware refused this call to "web_search": NETWORK_ERROR/);
+    expect(text(result)).toContain('the tool server could not reach Baton');
     // Baton may have counted it before the answer was lost: a re-send of the same invocation would be a replay.
     expect(refusalOf(result)!.suggestion).toContain('sign a new invocation for the call');
   });
