@@ -68,9 +68,31 @@ export const VerifyRequest = z.strictObject(verifyMembers).openapi('VerifyReques
     'The bundle fields, judged by the verifier (a malformed bundle is a 403 deny in block A), plus options. Any other member is refused (400): a misspelled option, `require_bindings` say, would otherwise be ignored and the call judged without it.',
 });
 
-/** POST /verify reads what DRS clients send, and they may send members Baton does not know: those are ignored there. */
-export const VerifyRequestDrs = z.looseObject(verifyMembers).openapi('VerifyRequestDrs', {
-  description: 'As `VerifyRequest`, except that members Baton does not know are ignored, for DRS clients (which read only `valid`).',
+/**
+ * POST /verify reads what DRS clients send: their body is the agent's bundle with its members
+ * spread in (DRS's VerifyClient sends `{...bundle, body}`, its MCP middleware the bundle itself, as
+ * the agent attached it). So members Baton does not know are ignored there, and Baton's own options
+ * are refused: an agent that wrote `dry_run: true` into its bundle got `valid: true` with nothing
+ * counted and no approval spent, and a DRS client, which reads only `valid`, ran the tool each time.
+ */
+const { dry_run: _dryRun, require_binding: _requireBinding, approval_id: _approvalId, ...drsMembers } = verifyMembers;
+const BATON_ONLY_OPTIONS = ['dry_run', 'require_binding', 'approval_id'] as const;
+function refuseBatonOptions(value: Record<string, unknown>, ctx: z.RefinementCtx): void {
+  for (const option of BATON_ONLY_OPTIONS) {
+    if (Object.hasOwn(value, option)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [option],
+        message:
+          "is an option of POST /v1/verify only: on /verify the body may be the agent's own bundle (DRS middlewares forward it), so Baton takes no option from it",
+      });
+    }
+  }
+}
+
+export const VerifyRequestDrs = z.looseObject(drsMembers).superRefine(refuseBatonOptions).openapi('VerifyRequestDrs', {
+  description:
+    "The bundle fields and `body`, as DRS clients send them. Members Baton does not know are ignored; Baton's options (`dry_run`, `require_binding`, `approval_id`) are refused (400): this body may be the agent's own bundle. Send them to `POST /v1/verify`.",
 });
 
 /**
@@ -84,7 +106,7 @@ const bundleMembersUnjudged = {
   receipts: z.unknown().optional(),
 };
 export const VerifyRequestBody = VerifyRequest.extend(bundleMembersUnjudged);
-export const VerifyRequestBodyDrs = VerifyRequestDrs.extend(bundleMembersUnjudged);
+export const VerifyRequestBodyDrs = z.looseObject({ ...drsMembers, ...bundleMembersUnjudged }).superRefine(refuseBatonOptions);
 
 export const Binding = z
   .enum(['match', 'mismatch', 'absent'])
@@ -231,6 +253,6 @@ export const verifyDrsRoute = createRoute({
   operationId: 'verifyDrs',
   summary: 'DRS-compatible verify (as POST /v1/verify, but a re-send is a replay)',
   description:
-    "The path DRS clients (`VerifyClient`) call. As `POST /v1/verify` in request, responses and effects, with one difference: an invocation already allowed, sent again by the same API key, is refused `REPLAY_DETECTED` here rather than answered with its original allow (`retry: true`), because DRS clients read only `valid` and would run the tool again. DRS clients typically send the bundle in `X-DRS-Bundle` and the tool's request body as `body`.",
-  ...verifyExchange(VerifyRequestDrs, ''),
+    "The path DRS clients (`VerifyClient`) call. As `POST /v1/verify` in request, responses and effects, with two differences, both because DRS clients read only `valid`:\n\n- An invocation already allowed, sent again by the same API key, is refused `REPLAY_DETECTED` here rather than answered with its original allow (`retry: true`): a DRS client would run the tool again.\n- Baton's options (`dry_run`, `require_binding`, `approval_id`) are refused (400). DRS clients send the agent's bundle as the body, members and all, so an option here may be the agent's: `dry_run: true` answered `valid: true` with nothing counted. Members Baton does not know are ignored.\n\nDRS clients typically send the bundle in `X-DRS-Bundle` and the tool's request body as `body`.",
+  ...verifyExchange(VerifyRequestDrs, ", the body carries one of `/v1/verify`'s options (`dry_run`, `require_binding`, `approval_id`)"),
 });

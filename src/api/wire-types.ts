@@ -947,7 +947,12 @@ export interface paths {
     put?: never;
     /**
      * DRS-compatible verify (as POST /v1/verify, but a re-send is a replay)
-     * @description The path DRS clients (`VerifyClient`) call. As `POST /v1/verify` in request, responses and effects, with one difference: an invocation already allowed, sent again by the same API key, is refused `REPLAY_DETECTED` here rather than answered with its original allow (`retry: true`), because DRS clients read only `valid` and would run the tool again. DRS clients typically send the bundle in `X-DRS-Bundle` and the tool's request body as `body`.
+     * @description The path DRS clients (`VerifyClient`) call. As `POST /v1/verify` in request, responses and effects, with two differences, both because DRS clients read only `valid`:
+     *
+     *     - An invocation already allowed, sent again by the same API key, is refused `REPLAY_DETECTED` here rather than answered with its original allow (`retry: true`): a DRS client would run the tool again.
+     *     - Baton's options (`dry_run`, `require_binding`, `approval_id`) are refused (400). DRS clients send the agent's bundle as the body, members and all, so an option here may be the agent's: `dry_run: true` answered `valid: true` with nothing counted. Members Baton does not know are ignored.
+     *
+     *     DRS clients typically send the bundle in `X-DRS-Bundle` and the tool's request body as `body`.
      */
     post: operations['verifyDrs'];
     delete?: never;
@@ -2051,27 +2056,15 @@ export interface components {
        */
       require_binding: boolean;
     };
-    /** @description As `VerifyRequest`, except that members Baton does not know are ignored, for DRS clients (which read only `valid`). */
+    /** @description The bundle fields and `body`, as DRS clients send them. Members Baton does not know are ignored; Baton's options (`dry_run`, `require_binding`, `approval_id`) are refused (400): this body may be the agent's own bundle. Send them to `POST /v1/verify`. */
     VerifyRequestDrs: {
-      /** @description The approval this call spends (a new invocation of an approved call). Without it, the live approval of the same call is found. */
-      approval_id?: string;
       /** @description The request body the tool server received, compared with the signed `args` under JCS. */
       body?: unknown;
       /** @enum {string} */
       bundle_version?: '4.0';
-      /**
-       * @description Run every check and read counters, consume nothing.
-       * @default false
-       */
-      dry_run: boolean;
       invocation?: components['schemas']['Jws'];
       /** @description Root-to-leaf DR JWS list, or empty when every `dr_chain` hash is stored. */
       receipts?: components['schemas']['Jws'][];
-      /**
-       * @description Deny (`BINDING_MISMATCH`) unless `body` matches `args`.
-       * @default false
-       */
-      require_binding: boolean;
     } & {
       [key: string]: unknown;
     };
@@ -5790,7 +5783,7 @@ export interface operations {
           'application/json': components['schemas']['VerifyAllow'];
         };
       };
-      /** @description The body is not strict JSON, `dry_run` / `require_binding` are not booleans, or `X-DRS-Bundle` is not base64url bundle JSON (`INVALID_REQUEST`). */
+      /** @description The body is not strict JSON, `dry_run` / `require_binding` are not booleans, the body carries one of `/v1/verify`'s options (`dry_run`, `require_binding`, `approval_id`), or `X-DRS-Bundle` is not base64url bundle JSON (`INVALID_REQUEST`). */
       400: {
         headers: {
           [name: string]: unknown;

@@ -92,7 +92,7 @@ describe('verify: allow', () => {
     }
   });
 
-  it('an option Baton does not know is refused on /v1/verify (a misspelled one would go unapplied); DRS clients on /verify may send any', async () => {
+  it('an option Baton does not know is refused on /v1/verify: a misspelled one would go unapplied', async () => {
     const before = { denials: await tableCount(denials), invocations: await tableCount(invocations) };
     // require_bindings: the body does not match the signed args, so require_binding would deny.
     const misspelled = { ...makeBundle(invoke(), [root, leaf]), body: { tool: 'other' }, require_bindings: true };
@@ -101,10 +101,30 @@ describe('verify: allow', () => {
     expect(r.body.error.code).toBe('INVALID_REQUEST');
     expect(JSON.stringify(r.body.error)).toContain('require_bindings');
     expect({ denials: await tableCount(denials), invocations: await tableCount(invocations) }).toEqual(before);
-    // A dry run: the later tests count this chain's calls.
-    const drs = await svc.call('POST', '/verify', { key: tenant.keys.verify, json: { ...misspelled, dry_run: true } });
-    expect(drs.status, JSON.stringify(drs.body)).toBe(200);
-    expect(drs.body).toMatchObject({ dry_run: true, binding: 'mismatch' });
+  });
+
+  it("/verify takes none of Baton's options: its body may be the agent's bundle, and dry_run: true answered valid with nothing counted", async () => {
+    const before = { denials: await tableCount(denials), invocations: await tableCount(invocations) };
+    // What DRS's middleware forwards: the bundle as the agent attached it, members and all.
+    for (const [option, value] of [
+      ['dry_run', true],
+      ['require_binding', false],
+      ['approval_id', 'apr_x'],
+    ] as const) {
+      const smuggled = { ...makeBundle(invoke(), [root, leaf]), [option]: value };
+      const r = await svc.call('POST', '/verify', { key: tenant.keys.verify, json: smuggled });
+      expect(r.status, `${option}: ${JSON.stringify(r.body)}`).toBe(400);
+      expect(r.body.valid).toBeUndefined();
+      expect(r.body.error.message).toContain(option);
+      expect(r.body.error.details.issues[0].message).toContain('POST /v1/verify only');
+    }
+    expect({ denials: await tableCount(denials), invocations: await tableCount(invocations) }).toEqual(before);
+    // The same option is /v1/verify's to take.
+    const known = await svc.call('POST', '/v1/verify', {
+      key: tenant.keys.verify,
+      json: { ...makeBundle(invoke(), [root, leaf]), dry_run: true },
+    });
+    expect(known.status).toBe(200);
   });
 
   it('the DRS-compatible /verify takes the bundle in X-DRS-Bundle', async () => {
@@ -418,5 +438,22 @@ describe('verify: auth', () => {
     expect(r.status).toBe(400);
     expect(r.body.error.code).toBe('INVALID_REQUEST');
     expect(await tableCount(denials)).toBe(before);
+  });
+});
+
+describe('verify: the DRS path', () => {
+  it('ignores members Baton does not know, as DRS clients may send any (include_timestamps, say)', async () => {
+    // A chain of its own: the call it counts changes no other test's counters.
+    const policy = { allowed_tools: ['web_search'], max_cost_usd: 1, max_calls: 10 };
+    const ownRoot = createRootDelegation({ issuer: tenant.root, audience: a.did, policy, iat: T0, nbf: T0 - 10 });
+    const ownLeaf = createSubDelegation({ parent: ownRoot, issuer: a, audience: b.did, policy, iat: T0 });
+    const inv = createInvocation({ chain: [ownRoot, ownLeaf], invoker: b, args: ARGS, toolServer: 'mcp://tools.example.com', iat: T0 });
+    const drs = await svc.call('POST', '/verify', {
+      key: tenant.keys.verify,
+      json: { body: ARGS, include_timestamps: true },
+      headers: { 'x-drs-bundle': encodeBase64url(utf8Encode(JSON.stringify(makeBundle(inv, [ownRoot, ownLeaf])))) },
+    });
+    expect(drs.status, JSON.stringify(drs.body)).toBe(200);
+    expect(drs.body).toMatchObject({ valid: true, dry_run: false, binding: 'match' });
   });
 });
