@@ -20,6 +20,8 @@ import {
   findStandingRejection,
   insertApproval,
   listApprovals,
+  countPendingThrough,
+  countPendingUnderRoot,
   pendingApprovalsUnderRoot,
   recordAskingKey,
   type SignedDecision,
@@ -28,6 +30,8 @@ import { isUniqueViolation } from '../store/errors.js';
 import { delegationsByHash } from '../store/delegations.js';
 import { rotationLineage } from '../store/api-keys.js';
 import { findInvocation } from '../store/invocations.js';
+import { readChainState } from '../store/runtime.js';
+import type { Db } from '../store/db.js';
 import { insertServiceReceipt } from '../store/service-receipts.js';
 import { currentToolDocument } from '../store/tools.js';
 import type { ApprovalRow } from '../store/schema/index.js';
@@ -134,12 +138,43 @@ export const INVOCATION_STORED = 'invocation-stored';
  * waits finds its approval, cap or not; the cap only stops new ones (APPROVALS_PENDING_LIMIT).
  */
 export const MAX_PENDING_APPROVALS_PER_ROOT = 50;
-export const PENDING_LIMIT = 'pending-limit';
+
+/** Why no new approval may wait now: the root's cap, or a delegation with no call left for another. */
+export type PendingLimit =
+  | { readonly kind: 'root'; readonly root: string }
+  | { readonly kind: 'calls'; readonly dr: string; readonly callsLeft: number; readonly waiting: number };
+
+/**
+ * Whether one more approval may wait under this chain. The root's cap bounds how many wait at once;
+ * and no delegation with a max_calls holds more waiting approvals than it has calls left, since no
+ * more of them could ever run: one sub-agent with one call left opened 50 (found by a probe) and
+ * filled its root's cap, so its parent's and its siblings' calls were refused for the approvals'
+ * lifetime. `lock`: take the root's transaction lock first (inside the inserting transaction), so
+ * concurrent asks count one after another; a dry run reads without it.
+ */
+export async function pendingLimitFor(
+  db: Db,
+  tenantId: string,
+  chain: readonly string[],
+  now: number,
+  lock: boolean,
+): Promise<PendingLimit | undefined> {
+  const root = chain[0]!;
+  const underRoot = lock ? await pendingApprovalsUnderRoot(db, tenantId, root, now) : await countPendingUnderRoot(db, tenantId, root, now);
+  if (underRoot >= MAX_PENDING_APPROVALS_PER_ROOT) return { kind: 'root', root };
+  for (const s of await readChainState(db, tenantId, chain)) {
+    if (s.maxCalls === null) continue;
+    const callsLeft = Math.max(0, s.maxCalls - s.callsUsed);
+    const waiting = await countPendingThrough(db, tenantId, root, s.hash, now);
+    if (waiting >= callsLeft) return { kind: 'calls', dr: s.hash, callsLeft, waiting };
+  }
+  return undefined;
+}
 
 export async function requestApproval(
   deps: ServiceDeps,
   r: ApprovalRequest,
-): Promise<ApprovalRow | typeof INVOCATION_STORED | typeof PENDING_LIMIT> {
+): Promise<ApprovalRow | typeof INVOCATION_STORED | PendingLimit> {
   const db = deps.store.db;
   const now = deps.now();
   await expireApprovals(db, r.tenantId, now, r.binding);
@@ -176,7 +211,8 @@ export async function requestApproval(
     });
     const created = await db.transaction(async (tx) => {
       if ((await findInvocation(tx, r.tenantId, r.invocationJti)) !== undefined) return INVOCATION_STORED;
-      if ((await pendingApprovalsUnderRoot(tx, r.tenantId, r.drChain[0]!, now)) >= MAX_PENDING_APPROVALS_PER_ROOT) return PENDING_LIMIT;
+      const limit = await pendingLimitFor(tx, r.tenantId, r.drChain, now, true);
+      if (limit) return limit;
       const inserted = await insertApproval(tx, {
         tenantId: r.tenantId,
         id,
@@ -200,7 +236,7 @@ export async function requestApproval(
       if (inserted) await insertServiceReceipt(tx, serviceReceipt);
       return inserted;
     });
-    if (created === INVOCATION_STORED || created === PENDING_LIMIT) return created;
+    if (created === INVOCATION_STORED || (typeof created === 'object' && 'kind' in created)) return created;
     if (created) {
       const row = (await findApproval(db, r.tenantId, id))!;
       // Not awaited: a webhook never delays the verify that asked for the approval.

@@ -16,22 +16,16 @@ import { argOf, effectiveLimits } from '../protocol/policy.js';
 import { resolveTool } from '../protocol/tool-catalog.js';
 import { checkToolRequirements, estimateWithFloor } from '../protocol/tool-requirements.js';
 import { detectTrifecta, explainTrifecta } from '../protocol/trifecta.js';
-import {
-  countPendingUnderRoot,
-  findApproval,
-  findLiveApproval,
-  findStandingRejection,
-  recordAskingKey,
-  unapprovedGrantInChain,
-} from '../store/approvals.js';
+import { findApproval, findLiveApproval, findStandingRejection, recordAskingKey, unapprovedGrantInChain } from '../store/approvals.js';
 import { readChainState, type ToolGateParams, type ToolGateRefusal } from '../store/runtime.js';
 import { costCalibrationFlagged } from '../store/tools.js';
 import {
   approvalJson,
   INVOCATION_STORED,
   MAX_PENDING_APPROVALS_PER_ROOT,
-  PENDING_LIMIT,
+  pendingLimitFor,
   requestApproval,
+  type PendingLimit,
   type ApprovalJson,
   type ApprovalRequest,
 } from './approvals.js';
@@ -269,9 +263,10 @@ export async function decideToolGate(
     const rejected = live ? undefined : await findStandingRejection(deps.store.db, tenantId, binding, now);
     // Not refused here: a retry of a call already allowed is answered as such first, as in a real run.
     if (rejected) dryRunRefusal = { violation: rejectedViolation(rejected), approval: approvalJson(rejected, now) };
-    // A new approval past the root's cap would not be opened: the real call says so, and so does this.
-    else if (!live && (await countPendingUnderRoot(deps.store.db, tenantId, inv.dr_chain[0]!, now)) >= MAX_PENDING_APPROVALS_PER_ROOT) {
-      dryRunRefusal = { violation: pendingLimitViolation(required, inv.dr_chain[0]!) };
+    // A new approval past the root's cap, or past a delegation's calls left, would not be opened: the real call says so, and so does this.
+    else if (!live) {
+      const limit = await pendingLimitFor(deps.store.db, tenantId, inv.dr_chain, now, false);
+      if (limit) dryRunRefusal = { violation: pendingLimitViolation(required, limit) };
     }
     const waiting = live?.status === 'pending' ? ` Approval ${live.id} waits for an approver.` : '';
     required = { ...required, message: `${required.message ?? ''}${waiting}` };
@@ -314,12 +309,8 @@ export async function askForApproval(
   const now = deps.now();
   const approval = await requestApproval(deps, { ...ask.request, requestedByKey });
   if (approval === INVOCATION_STORED) return approval;
-  if (approval === PENDING_LIMIT) {
-    return {
-      kind: 'refuse',
-      catalogVersion: ask.catalogVersion,
-      violations: [pendingLimitViolation(ask.required, ask.request.drChain[0]!)],
-    };
+  if ('kind' in approval) {
+    return { kind: 'refuse', catalogVersion: ask.catalogVersion, violations: [pendingLimitViolation(ask.required, approval)] };
   }
   if (approval.status === 'approved' && now < approval.expiresAt) return ask.goWith(approval.id);
   if (approval.status === 'rejected') {
@@ -339,14 +330,25 @@ export async function askForApproval(
   };
 }
 
-/** A call a rule sends to a human while the chain root already has its cap of approvals waiting. */
-function pendingLimitViolation(required: Violation, root: string): Violation {
+/** A call a rule sends to a human while no other approval may wait (the root's cap, or a delegation's calls left). */
+function pendingLimitViolation(required: Violation, limit: PendingLimit): Violation {
+  if (limit.kind === 'root') {
+    return {
+      code: 'APPROVALS_PENDING_LIMIT',
+      field: 'approval_id',
+      required: `fewer than ${MAX_PENDING_APPROVALS_PER_ROOT} approvals waiting under the chain root`,
+      actual: MAX_PENDING_APPROVALS_PER_ROOT,
+      message: `${required.message ?? ''} No approval was opened: ${MAX_PENDING_APPROVALS_PER_ROOT} approvals already wait for a human under the chain root ${limit.root}.`,
+    };
+  }
+  const calls = `${limit.callsLeft} call${limit.callsLeft === 1 ? '' : 's'} left`;
   return {
     code: 'APPROVALS_PENDING_LIMIT',
     field: 'approval_id',
-    required: `fewer than ${MAX_PENDING_APPROVALS_PER_ROOT} approvals waiting under the chain root`,
-    actual: MAX_PENDING_APPROVALS_PER_ROOT,
-    message: `${required.message ?? ''} No approval was opened: ${MAX_PENDING_APPROVALS_PER_ROOT} approvals already wait for a human under the chain root ${root}.`,
+    dr_hash: limit.dr,
+    required: `fewer approvals waiting through delegation ${limit.dr} than its ${calls}`,
+    actual: limit.waiting,
+    message: `${required.message ?? ''} No approval was opened: delegation ${limit.dr} has ${calls} and ${limit.waiting} approval${limit.waiting === 1 ? '' : 's'} already wait${limit.waiting === 1 ? 's' : ''} for a human through it, so no more of its calls could run. Wait for those to be decided (or to expire).`,
   };
 }
 

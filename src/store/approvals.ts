@@ -102,6 +102,26 @@ export async function countPendingUnderRoot(db: Db, tenantId: string, root: stri
   return row?.n ?? 0;
 }
 
+/**
+ * How many approvals wait for a human under `root` with `dr` in their chain: the root's partial index
+ * finds the live rows (at most the root's cap of them), and the chain is filtered among those.
+ */
+export async function countPendingThrough(db: Db, tenantId: string, root: string, dr: string, now: number): Promise<number> {
+  const [row] = await db
+    .select({ n: count() })
+    .from(approvals)
+    .where(
+      and(
+        eq(approvals.tenantId, tenantId),
+        sql`(${approvals.drChain})[1] = ${root}`,
+        eq(approvals.status, 'pending'),
+        sql`${approvals.expiresAt} > ${now}`,
+        sql`${dr} = any(${approvals.drChain})`,
+      ),
+    );
+  return row?.n ?? 0;
+}
+
 /** The count's query: found by the partial index on (tenant, root, deadline), reading only live rows (0032). */
 export function pendingUnderRootQuery(db: Db, tenantId: string, root: string, now: number) {
   return db

@@ -26,6 +26,7 @@ import {
 } from '../support/service.js';
 import { tool } from '../support/tools.js';
 import { BatonClient } from '../../src/sdk/client.js';
+import { createInvocation, makeBundle } from '../../src/sdk/records.js';
 
 let svc: TestService;
 let tenant: TestTenant;
@@ -928,6 +929,41 @@ describe('approvals waiting under one chain root are capped: a flood of distinct
     expect((await decide(waiting.body.approval.id as string, 'reject', triple, human)).status).toBe(200);
     expect((await ask('after a decision')).body.error.code).toBe('APPROVAL_REQUIRED');
     expect((await ask('one too many')).body.error.code).toBe('APPROVALS_PENDING_LIMIT');
+  });
+
+  it("a delegation holds no more waiting approvals than it has calls left: one sub-agent cannot fill its root's places", async () => {
+    const { own } = await tenantWithApprover('calls left');
+    const [A, B] = [generateKeyPair(), generateKeyPair()];
+    // The root to A (1000 calls), A to B (2 calls): B floods distinct calls that each need a human.
+    const c = buildChain([POLICY, { ...POLICY, max_calls: 2 }], { keys: [own.root, A, B] });
+    const answers = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        svc.call('POST', '/v1/verify', { key: own.keys.verify, json: c.invoke({ ...ARGS, note: `flood ${i}` }, { iat: T0 }).bundle }),
+      ),
+    );
+    const codes = answers.map((a) => a.body.error?.code as string);
+    expect(codes.filter((x) => x === 'APPROVAL_REQUIRED')).toHaveLength(2);
+    expect(codes.filter((x) => x === 'APPROVALS_PENDING_LIMIT')).toHaveLength(10);
+    const refused = answers.find((a) => a.body.error?.code === 'APPROVALS_PENDING_LIMIT')!;
+    expect(refused.body.violations[0]).toMatchObject({ dr_hash: c.drs[1]!.hash, actual: 2 });
+    expect(refused.body.error.message).toContain(`delegation ${c.drs[1]!.hash} has 2 calls left and 2 approvals already wait`);
+    // A dry run says the same; the parent's own calls (through the root alone) still reach a human.
+    const dry = await svc.call('POST', '/v1/verify', {
+      key: own.keys.verify,
+      json: { ...(c.invoke({ ...ARGS, note: 'dry' }, { iat: T0 }).bundle as object), dry_run: true },
+    });
+    expect(dry.body.error.code).toBe('APPROVALS_PENDING_LIMIT');
+    const parent = createInvocation({
+      chain: [c.drs[0]!],
+      invoker: A,
+      args: { ...ARGS, note: 'the parent' },
+      toolServer: 'mcp://tools.example.com',
+      iat: T0,
+    });
+    const byParent = await svc.call('POST', '/v1/verify', { key: own.keys.verify, json: makeBundle(parent, [c.drs[0]!]) });
+    expect(byParent.body.error?.code, JSON.stringify(byParent.body)).toBe('APPROVAL_REQUIRED');
+    const stored = await svc.store.db.select({ n: count() }).from(approvals).where(eq(approvals.tenantId, own.id));
+    expect(stored[0]!.n).toBe(3);
   });
 
   it('an approved approval past its deadline, not yet marked expired, is no approval: a dry run meets the cap as the real call does', async () => {
