@@ -244,7 +244,8 @@ export const DEFAULT_APPROVAL_RULES: readonly ApprovalRule[] = [
     id: 'near-limit',
     when: { near_limit: true },
     decision: 'require_approval',
-    description: 'The chain has used more than 80% of a calls or budget ceiling.',
+    description:
+      'This call would take the chain past 80% of a calls or budget ceiling (under max_calls 1, every call does): a human confirms it.',
   },
   {
     id: 'cost-calibration',

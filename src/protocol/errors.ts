@@ -241,8 +241,9 @@ const SERVICE_ERRORS = {
   },
   APPROVAL_MISMATCH: {
     block: 'G',
-    message: 'The approval was granted for a different call than this one.',
-    suggestion: 'Retry exactly the approved call (same chain, tool and arguments), or request approval for this one.',
+    message: 'The approval named was granted for a different call than this one, or no such approval exists.',
+    suggestion:
+      'Retry exactly the approved call (same chain, tool and arguments) with its approval_id, or send this call without approval_id to request approval for it.',
   },
   // Service edge
   INVALID_REQUEST: {
