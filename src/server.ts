@@ -313,6 +313,8 @@ async function runPrimary(config: Config, log: Logger): Promise<void> {
   const fork = (initial: boolean) => {
     const worker = cluster.fork(env);
     running.add(worker);
+    // A send to a worker that has just died (EPIPE) must not end the supervisor.
+    worker.on('error', (e) => log.warn('a message to a worker failed', { worker: worker.id, ...errorForLog(e) }));
     let listened = false;
     worker.once('listening', (address) => {
       listened = true;

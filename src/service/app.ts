@@ -94,7 +94,8 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     // deadline. A write gets longer (BATON_WRITE_DEADLINE_MS), and then stops waiting too rather
     // than hang with its client for as long as a partition lasts; its 503 cannot say whether the
     // change happened, so it says so. A verify's own, shorter deadline answers first.
-    if (c.req.method === 'GET' || c.req.method === 'HEAD') {
+    // /metrics bounds its own waits (the backlog read, the workers' answers) and says so in its answer.
+    if ((c.req.method === 'GET' || c.req.method === 'HEAD') && c.req.path !== '/metrics') {
       await withinDeadline(
         next(),
         c.get('deadline'),

@@ -52,7 +52,8 @@ export interface StoredLogNames {
 export async function storedLogNames(db: Db, configured: string): Promise<StoredLogNames | undefined> {
   const byName = new Map<string, { tenants: number; last: number }>();
   for (const head of await latestCheckpointNotes(db)) {
-    const name = logNameOf(head.note.slice(0, head.note.indexOf('\n'))) ?? '(unreadable)';
+    const name = logNameOf(head.note.slice(0, head.note.indexOf('\n')));
+    if (name === undefined) continue; // not a log this service named: nothing to rename
     const seen = byName.get(name) ?? { tenants: 0, last: 0 };
     byName.set(name, { tenants: seen.tenants + 1, last: Math.max(seen.last, head.createdAt.getTime()) });
   }

@@ -249,16 +249,22 @@ export function serveClusterMetrics(listening: () => readonly Worker[]): void {
     const ownMetrics = (w: Worker) =>
       new Promise<WorkerMetricsAnswer['metrics']>((resolve) => {
         const id = ++asked;
-        const timer = setTimeout(() => {
-          pending.delete(id);
-          resolve(undefined);
-        }, WORKER_METRICS_WAIT_MS);
-        pending.set(id, (a) => {
+        const settle = (metrics: WorkerMetricsAnswer['metrics']) => {
           clearTimeout(timer);
           pending.delete(id);
-          resolve(a.metrics);
+          w.off('exit', gone);
+          resolve(metrics);
+        };
+        // A worker that exits meanwhile answers nothing: no need to wait out the timer.
+        const gone = () => settle(undefined);
+        const timer = setTimeout(gone, WORKER_METRICS_WAIT_MS);
+        pending.set(id, (a) => settle(a.metrics));
+        w.once('exit', gone);
+        // With a callback, a send to a worker that has just died fails here (EPIPE) instead of as an
+        // 'error' event nobody listens for, which would end the supervisor and every worker with it.
+        w.send({ type: WORKER_METRICS_REQUEST, id }, (err) => {
+          if (err) gone();
         });
-        w.send({ type: WORKER_METRICS_REQUEST, id });
       });
     void (async () => {
       let answer: Omit<ClusterMetricsAnswer, 'type' | 'id'>;
@@ -267,13 +273,14 @@ export function serveClusterMetrics(listening: () => readonly Worker[]): void {
         // A sum without a worker is lower than the last one: Prometheus reads that as a counter
         // reset and counts the rest again. No answer leaves a gap in the series instead.
         if (each.length < workers.length)
-          throw new Error(`${workers.length - each.length} of ${workers.length} workers did not answer in time`);
+          throw new Error(`${workers.length - each.length} of ${workers.length} workers gave no metrics (late, exited, or failing)`);
         const summed = await AggregatorRegistry.aggregate(each).metrics();
         answer = { text: summed + workersSummed(workers.length) };
       } catch (e) {
         answer = { error: e instanceof Error ? e.message : String(e) };
       }
-      if (worker.isConnected()) worker.send({ type: CLUSTER_METRICS_ANSWER, id: message.id, ...answer });
+      // A worker gone meanwhile asked for nothing: its send's failure is no error.
+      if (worker.isConnected()) worker.send({ type: CLUSTER_METRICS_ANSWER, id: message.id, ...answer }, () => {});
     })();
   });
 }

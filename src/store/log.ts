@@ -116,16 +116,20 @@ export async function pendingBacklog(db: Db): Promise<{ receipts: number; oldest
   return { receipts: Number(row?.n ?? 0), oldestAgeSeconds: Math.max(0, Number(row?.age ?? 0)) };
 }
 
-/** Each tenant's latest checkpoint note and when it was signed (one probe per tenant along the primary key). */
+/**
+ * Each tenant's latest checkpoint note and when it was signed: one backward probe of the primary key
+ * per tenant (a DISTINCT ON over the table sorted every checkpoint ever signed, about a second and
+ * 290 MB of sort at a million).
+ */
 export async function latestCheckpointNotes(db: Db): Promise<{ tenantId: string; note: string; createdAt: Date }[]> {
-  return db
-    .selectDistinctOn([logCheckpoints.tenantId], {
-      tenantId: logCheckpoints.tenantId,
-      note: logCheckpoints.note,
-      createdAt: logCheckpoints.createdAt,
-    })
-    .from(logCheckpoints)
-    .orderBy(logCheckpoints.tenantId, desc(logCheckpoints.treeSize));
+  const found = await rows<{ tenant_id: string; note: string; created_at: Date | string }>(
+    db,
+    sql`select t.id as tenant_id, c.note, c.created_at
+          from tenants t
+          cross join lateral (
+            select note, created_at from log_checkpoints c where c.tenant_id = t.id order by tree_size desc limit 1) c`,
+  );
+  return found.map((r) => ({ tenantId: r.tenant_id, note: r.note, createdAt: new Date(r.created_at) }));
 }
 
 /** The checkpoint of the largest tree size, if the tenant's log has any leaf. */
