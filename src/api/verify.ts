@@ -208,7 +208,7 @@ export const VerifyDeniedResponse = (
 ) => ({ description, content: { 'application/json': { schema: z.union([VerifyDeny, ErrorEnvelope]) } } });
 
 /** Request and responses: the same on both paths (POST /verify is the DRS path), but for unknown members. */
-const verifyExchange = (schema: typeof VerifyRequest | typeof VerifyRequestDrs, unknownMembers: string) => ({
+const verifyExchange = (schema: typeof VerifyRequest | typeof VerifyRequestDrs, options: string) => ({
   'x-baton-scopes': ['verify'],
   security: [{ bearerAuth: [] }],
   request: {
@@ -222,7 +222,7 @@ const verifyExchange = (schema: typeof VerifyRequest | typeof VerifyRequestDrs, 
   responses: {
     200: VerifyAllowedResponse(),
     400: BadRequestResponse(
-      `The body is not strict JSON, \`dry_run\` / \`require_binding\` are not booleans${unknownMembers}, or \`X-DRS-Bundle\` is not base64url bundle JSON (\`INVALID_REQUEST\`).`,
+      `The body is not strict JSON${options}, or \`X-DRS-Bundle\` is not base64url bundle JSON (\`INVALID_REQUEST\`).`,
     ),
     401: UnauthorizedResponse(),
     403: VerifyDeniedResponse(),
@@ -243,7 +243,7 @@ export const verifyRoute = createRoute({
   summary: 'Verify an invocation against its delegation chain and count it',
   description:
     "Runs blocks A-F of the verification pipeline (shape, linkage, signatures and trust,\nattenuation and policy, time, revocation) and, in one database statement, block G\n(the API key still active, the root still trusted, no DR revoked, replay, `max_calls`\non every counted DR, `max_spend_usd`, and the service receipt).\n\n- **Retry after a lost answer.** The same invocation (same `jti` and same signed bytes)\n  sent again by the same API key is answered with its original allow: the same\n  `service_receipt`, `retry: true`, and nothing counted again; `counters` are the stored\n  values now. The revocation, root trust and API key are re-checked first, so a chain\n  revoked since then is refused, and so is its time: a retry more than\n  `BATON_INVOCATION_MAX_AGE` (default 300 s) after the invocation's `iat` is refused\n  `INVOCATION_STALE`, as any invocation that old. A retry of a call a human approved\n  spends no approval and asks for none. Any other caller (another key, or a different\n  invocation reusing the `jti`) gets `REPLAY_DETECTED`. A denial never consumes the\n  `jti`, so a denied invocation sent again is simply decided again.\n- **Deadline.** A verify that cannot be decided within the service's deadline\n  (`BATON_VERIFY_DEADLINE_MS`, default 5000 ms) is answered `503 STORAGE_UNAVAILABLE`,\n  and the database refuses to commit it afterwards: nothing is counted. (Only a commit the\n  database had already begun, e.g. waiting for a stalled synchronous replica, or an answer\n  lost after the commit leaves a call counted; send it again to learn, and to get its\n  service receipt, see retry above.)\n- A key revoked on any node is refused (401) by the next verify on every node.\n\n- Trust is the calling key's tenant's trusted roots. A key bound to a tool server only verifies invocations naming it (`TOOL_SERVER_MISMATCH`).\n- `receipts` may be empty when every `dr_chain` hash is already stored (chain by reference). Delegation receipts Baton has not seen are verified in full and stored.\n- `dry_run: true` runs every check and reports counters, but consumes nothing: no counter, no jti, no service receipt, no denial record, and embedded records are not stored. It refuses whatever the real call would refuse at that moment (including the `409` below), so a dry run never says allow where the real call would not: the tool gate's checks (rate window, held grants, the named approval's status and binding, the catalog version) run as the real call runs them, in a transaction that is rolled back.\n- `body` is compared with the signed `args` under JCS and reported as `binding`; with `require_binding: true` anything but `match` is a deny (`BINDING_MISMATCH`).\n- A malformed bundle is a deny (403, block A), not a 400: only an unreadable request is 400.\n- Denials are recorded for auditors (unless dry run) and never consume the jti.\n- `args.estimated_cost_usd`, when present, must be a finite, non-negative JSON number of US dollars of at most 1,000,000 (the per-invocation maximum); it is required wherever any record of the chain sets `max_cost_usd` or `max_spend_usd`. A missing or unusable estimate there (a string, null, negative, too large) is a deny, `POLICY_VIOLATION` (block D) naming `args.estimated_cost_usd`: a call under a budget is never counted as free.\n\nThe bundle may instead come base64url-encoded in the `X-DRS-Bundle` header (DRS transport); the header is used only when the body has no `invocation`.",
-  ...verifyExchange(VerifyRequest, ', a member is not one of those listed'),
+  ...verifyExchange(VerifyRequest, ', `dry_run` / `require_binding` are not booleans, a member is not one of those listed'),
 });
 
 export const verifyDrsRoute = createRoute({

@@ -5783,7 +5783,7 @@ export interface operations {
           'application/json': components['schemas']['VerifyAllow'];
         };
       };
-      /** @description The body is not strict JSON, `dry_run` / `require_binding` are not booleans, the body carries one of `/v1/verify`'s options (`dry_run`, `require_binding`, `approval_id`), or `X-DRS-Bundle` is not base64url bundle JSON (`INVALID_REQUEST`). */
+      /** @description The body is not strict JSON, the body carries one of `/v1/verify`'s options (`dry_run`, `require_binding`, `approval_id`), or `X-DRS-Bundle` is not base64url bundle JSON (`INVALID_REQUEST`). */
       400: {
         headers: {
           [name: string]: unknown;

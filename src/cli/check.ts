@@ -30,8 +30,10 @@ Options:
 ${SERVER_HELP}
 The key needs the verify scope.
 
-Exit codes: 0 would be allowed, 1 would be denied (or refused), 2 unusable
-input, 3 server unreachable, timed out or failing.`;
+Exit codes: 0 would be allowed (also ALREADY ALLOWED: the invocation was
+allowed before, and a re-send runs nothing new; the MCP middleware and /verify
+refuse it as a replay, so sign a new one), 1 would be denied (or refused),
+2 unusable input, 3 server unreachable, timed out or failing.`;
 
 export async function runCheck(argv: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseCliArgs('check', {

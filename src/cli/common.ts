@@ -89,8 +89,11 @@ export function explainRefusal(
   }
   const suggestions = new Set<string>();
   if (r.suggestion) suggestions.add(r.suggestion);
+  // Advice the service wrote for this refusal replaces its code's own (a call held behind a grant is
+  // not told to wait for an approval the answer does not name); the other codes' advice is added.
+  const replaced = isErrorCode(r.code) && r.suggestion !== undefined && r.suggestion !== ERROR_TABLE[r.code].suggestion;
   for (const v of r.violations) {
-    if (isErrorCode(v.code)) suggestions.add(ERROR_TABLE[v.code].suggestion);
+    if (isErrorCode(v.code) && !(replaced && v.code === r.code)) suggestions.add(ERROR_TABLE[v.code].suggestion);
   }
   if (suggestions.size > 0) lines.push('', 'What to do:', ...[...suggestions].map((s) => `  - ${s}`));
   if (e instanceof BatonError) lines.push('', foundLocally);

@@ -264,7 +264,17 @@ export function explainDecision(
     lines.push(`  ${i + 1}. ${v.code} at ${where}, ${v.field}${req}`);
     if (v.message) lines.push(`     ${v.message}`);
   });
-  const suggestions = [...new Set(violations.map((v) => suggestionFor[v.code] ?? ERROR_TABLE[v.code].suggestion))];
+  // The service's own advice for this refusal, where it wrote one, replaces its code's (see explainRefusal).
+  const given = decision.error.suggestion;
+  const replaced = given !== undefined && given !== ERROR_TABLE[decision.error.code].suggestion;
+  const suggestions = [
+    ...new Set([
+      ...(replaced ? [given] : []),
+      ...violations
+        .filter((v) => !(replaced && v.code === decision.error.code))
+        .map((v) => suggestionFor[v.code] ?? ERROR_TABLE[v.code].suggestion),
+    ]),
+  ];
   lines.push('', 'What to do:', ...suggestions.map((s) => `  - ${s}`));
   return lines.join('\n');
 }

@@ -64,7 +64,6 @@ import type { ChainContext } from '../sdk/client.js';
 import {
   ERROR_TABLE,
   requirementText,
-  SERVICE_ERROR_CODES,
   shownValue,
   type AnyErrorCode,
   type ErrorCode as BatonErrorCode,
@@ -676,11 +675,11 @@ export function explainRefusal(refusal: BatonRefusal): string {
   const r = Array.isArray((refusal as Partial<BatonRefusal> | null)?.violations) ? refusal : refusalOf(refusal);
   if (r === null)
     throw new TypeError('explainRefusal takes a Baton refusal: pass refusalOf(result), which is null when Baton did not refuse the call');
-  // Baton decides only the service's codes; the others are the tool server's own (its middleware
-  // refused before asking, or could not reach Baton), and only its operator can fix those.
-  const decidedByBaton = (SERVICE_ERROR_CODES as readonly string[]).includes(r.code);
+  // Baton's service decides most refusals, but the middleware makes some itself (a bundle missing,
+  // a tool server or command that does not match, a retry it will not run twice, Baton unreachable):
+  // the line names neither, and the codes and advice below say which.
   const lines = [
-    `${decidedByBaton ? 'Baton refused this call' : "The tool server's Baton middleware refused this call"} to "${r.tool}": ${r.code}${r.block ? ` (block ${r.block})` : ''}. The tool did not run.`,
+    `This call to "${r.tool}" was refused: ${r.code}${r.block ? ` (block ${r.block})` : ''}. The tool did not run.`,
     r.message,
   ];
   if (r.violations.length > 0) {
@@ -692,10 +691,7 @@ export function explainRefusal(refusal: BatonRefusal): string {
     });
   }
   lines.push('', `What to do: ${r.suggestion}`);
-  if (!decidedByBaton && r.retryable)
-    lines.push(
-      'Nothing in this call is at fault: the tool server could not reach Baton. Its operator can check its Baton address and key.',
-    );
+  lines.push('Nothing in this call is at fault: the tool server could not reach Baton. Its operator can check its Baton address and key.');
   if (r.approval) {
     const until = new Date(r.approval.expires_at * 1000).toISOString();
     lines.push(

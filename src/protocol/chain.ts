@@ -770,9 +770,10 @@ export function bindingDifference(args: Record<string, unknown>, body: unknown):
     return `the body is ${body === null ? 'null' : Array.isArray(body) ? 'an array' : `a ${typeof body}`}, the signed args an object`;
   }
   const names = (list: string[]) => {
+    // Names only, each cut short: the body may be the agent's, and the denial is stored.
     const shown = list
       .slice(0, 8)
-      .map((k) => JSON.stringify(k))
+      .map((k) => JSON.stringify(k.length > 64 ? `${k.slice(0, 64)}…` : k))
       .join(', ');
     return list.length > 8 ? `${shown} and ${list.length - 8} more` : shown;
   };

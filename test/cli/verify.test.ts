@@ -214,6 +214,27 @@ describe('baton verify', () => {
     expect(r.out).not.toContain('submit them to Baton beforehand');
   });
 
+  it("the service's own advice for a refusal replaces its code's, as for a call held behind a pending grant", async () => {
+    const { explainDecision } = await import('../../src/cli/verify.js');
+    const { explainRefusal } = await import('../../src/cli/common.js');
+    const { BatonError, ERROR_TABLE } = await import('../../src/protocol/errors.js');
+    const violations = [
+      { code: 'APPROVAL_REQUIRED' as const, field: 'rules[1]', message: 'No approval is requested while grant sha256:ab is pending.' },
+      { code: 'GRANT_PENDING_APPROVAL' as const, field: 'status', dr_index: 0 },
+    ];
+    const given = ERROR_TABLE.GRANT_PENDING_APPROVAL.suggestion;
+    const shown = explainDecision({
+      valid: false,
+      error: { code: 'APPROVAL_REQUIRED', block: 'D', message: 'held', suggestion: given },
+      violations,
+    });
+    expect(shown).toContain(given);
+    expect(shown).not.toContain(ERROR_TABLE.APPROVAL_REQUIRED.suggestion);
+    const refused = explainRefusal(new BatonError('APPROVAL_REQUIRED', { message: 'held', suggestion: given, violations }), 'baton check');
+    expect(refused).toContain(given);
+    expect(refused).not.toContain(ERROR_TABLE.APPROVAL_REQUIRED.suggestion);
+  });
+
   it('--help explains usage and exit codes', async () => {
     const r = await run(['verify', '--help']);
     expect(r.code).toBe(0);

@@ -66,7 +66,7 @@ describe('baton demo', () => {
 
     // Denied, with Baton's explanation.
     expect(section(5)).toContain('[tool server] Baton DENIED file_write: POLICY_VIOLATION -> the tool does not run');
-    expect(section(5)).toContain('Baton refused this call to "file_write": POLICY_VIOLATION (block D)');
+    expect(section(5)).toContain('This call to "file_write" was refused: POLICY_VIOLATION (block D)');
     expect(section(5)).toContain('args.tool: required ["web_search"], got file_write');
     expect(section(5)).toContain('args.write_access: required false, got true');
     expect(section(5)).toMatch(/What to do: .+/);
@@ -74,7 +74,7 @@ describe('baton demo', () => {
     // max_calls runs out.
     expect(section(6)).toMatch(/B 3\/3; NEAR_LIMIT on B max_calls/);
     expect(section(6)).toContain('Baton DENIED web_search: CALLS_EXHAUSTED');
-    expect(section(6)).toContain('Baton refused this call to "web_search": CALLS_EXHAUSTED (block G)');
+    expect(section(6)).toContain('This call to "web_search" was refused: CALLS_EXHAUSTED (block G)');
     expect(section(6).match(/Baton ALLOWED/g)).toHaveLength(2);
 
     // The auditor's tree (the chain printer): declared vs metered spend.

@@ -276,7 +276,7 @@ describe('refused calls never run the tool', () => {
     });
     expect(refusal.violations.map((v) => v.field).sort()).toEqual(['args.tool', 'args.write_access']);
     const t = text(result);
-    expect(t).toContain('Baton refused this call to "file_write": POLICY_VIOLATION (block D)');
+    expect(t).toContain('This call to "file_write" was refused: POLICY_VIOLATION (block D)');
     expect(t).toContain('args.tool: required ["web_search"], got file_write');
     expect(t).toContain('args.write_access: required false, got true');
     expect(t).toContain(`What to do: ${refusal.suggestion}`);
@@ -396,9 +396,9 @@ describe('refused calls never run the tool', () => {
     expect(refusalOf(result)).toMatchObject({ code: 'NETWORK_ERROR', retryable: true });
     expect(text(result)).toContain('Baton could not decide, so the tool did not run');
     expect(text(result)).toContain('temporary');
-    // Baton decided nothing: the refusal is the tool server's, and says whose to fix.
-    expect(text(result)).toMatch(/^The tool server's Baton middleware refused this call to "web_search": NETWORK_ERROR/);
-    expect(text(result)).toContain('the tool server could not reach Baton');
+    // Baton decided nothing: the line does not say it did.
+    expect(text(result)).toMatch(/^This call to "web_search" was refused: NETWORK_ERROR/);
+    expect(text(result)).not.toContain('Baton refused');
     // Baton may have counted it before the answer was lost: a re-send of the same invocation would be a replay.
     expect(refusalOf(result)!.suggestion).toContain('sign a new invocation for the call');
   });
