@@ -49,7 +49,7 @@ export function approvalRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       const decision = await triple(c);
       const auth = c.get('auth');
       const decided = await decideApproval(deps, tenantOf(auth), id, outcome, decision, auth.keyId);
-      deps.log.info('approval decided', { tenant_id: tenantOf(auth), approval_id: id, status: decided.status, key_id: auth.keyId });
+      deps.log.info('approval decided', { tenant_id: tenantOf(auth), approval_id: id, status: decided.status, decided_by: auth.keyId });
       return c.json(decided, 200);
     });
   }
@@ -77,7 +77,7 @@ export function approvalRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       const decision = await triple(c);
       const auth = c.get('auth');
       const decided = await decideGrant(deps, tenantOf(auth), hash, outcome, decision, auth.keyId);
-      deps.log.info('grant decided', { tenant_id: tenantOf(auth), dr_hash: hash, status: decided.status, key_id: auth.keyId });
+      deps.log.info('grant decided', { tenant_id: tenantOf(auth), dr_hash: hash, status: decided.status, decided_by: auth.keyId });
       return c.json(decided, 200);
     });
   }

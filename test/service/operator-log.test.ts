@@ -52,13 +52,15 @@ describe('the operator log', () => {
     ).toContain('GRANT_PENDING_APPROVAL');
     const grant = await svc.call('POST', `/v1/grants/${c.drs[0]!.hash}/approve`, { ...humanKey, json: triple });
     expect(grant.status, JSON.stringify(grant.body)).toBe(200);
-    expect(logged('grant decided')).toEqual([{ tenant_id: tenant.id, dr_hash: c.drs[0]!.hash, status: 'approved', key_id: human.body.id }]);
+    expect(logged('grant decided')).toEqual([
+      { tenant_id: tenant.id, dr_hash: c.drs[0]!.hash, status: 'approved', decided_by: human.body.id },
+    ]);
 
     const asked = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: c.invoke(args, { iat: T0 }).bundle });
     expect(asked.body.error?.code, JSON.stringify(asked.body)).toBe('APPROVAL_REQUIRED');
     const id = asked.body.approval.id as string;
     expect((await svc.call('POST', `/v1/approvals/${id}/reject`, { ...humanKey, json: triple })).status).toBe(200);
-    expect(logged('approval decided')).toEqual([{ tenant_id: tenant.id, approval_id: id, status: 'rejected', key_id: human.body.id }]);
+    expect(logged('approval decided')).toEqual([{ tenant_id: tenant.id, approval_id: id, status: 'rejected', decided_by: human.body.id }]);
   });
 
   it('a revocation, once per newly revoked record: tenant, hash, who, how many descendants', async () => {

@@ -4,7 +4,8 @@
  * the effect through POST /v1/verify (descendants denied, siblings not).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { and, count, eq, isNotNull } from 'drizzle-orm';
+import { and, count, eq, isNotNull, sql } from 'drizzle-orm';
+import { rows } from '../../src/store/rows.js';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
 import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
 import { signJws } from '../../src/protocol/jws.js';
@@ -146,6 +147,12 @@ describe('revoking a middle DR', () => {
     expect(revokedAt).toBeGreaterThanOrEqual(before - 1_000);
     expect(revokedAt).toBeLessThanOrEqual(after + 1_000);
     expect(revokedAt).not.toBe(T0 * 1000);
+    // Stored in whole milliseconds (rounded up), the precision the answer and the receipt show.
+    const [stored] = await rows<{ sub_ms: number }>(
+      svc.store.db,
+      sql`select (extract(microseconds from revoked_at)::bigint % 1000)::int as sub_ms from delegations where hash = ${mid1.hash}`,
+    );
+    expect(stored?.sub_ms).toBe(0);
     expect(r.body.revoked_by.kind).toBe('api_key');
     expect(r.body.revoked_by.id).toMatch(/^key_/);
     expect(await revocationReceipts()).toBe(receiptsBefore + 1);
