@@ -456,4 +456,27 @@ describe('verify: the DRS path', () => {
     expect(drs.status, JSON.stringify(drs.body)).toBe(200);
     expect(drs.body).toMatchObject({ valid: true, dry_run: false, binding: 'match' });
   });
+
+  it('an option inside the X-DRS-Bundle header is no option, on either path: the bundle there is read strictly, and refused', async () => {
+    const policy = { allowed_tools: ['web_search'], max_cost_usd: 1, max_calls: 10 };
+    const ownRoot = createRootDelegation({ issuer: tenant.root, audience: a.did, policy, iat: T0, nbf: T0 - 10 });
+    const ownLeaf = createSubDelegation({ parent: ownRoot, issuer: a, audience: b.did, policy, iat: T0 });
+    const used = async () =>
+      (await svc.store.db.select({ n: count() }).from(invocations).where(eq(invocations.leafHash, ownLeaf.hash)))[0]!.n;
+    for (const path of ['/verify', '/v1/verify']) {
+      const inv = createInvocation({ chain: [ownRoot, ownLeaf], invoker: b, args: ARGS, toolServer: 'mcp://tools.example.com', iat: T0 });
+      const header = { ...makeBundle(inv, [ownRoot, ownLeaf]), dry_run: true, approval_id: 'apr_x' };
+      const before = await used();
+      const r = await svc.call('POST', path, {
+        key: tenant.keys.verify,
+        json: {},
+        headers: { 'x-drs-bundle': encodeBase64url(utf8Encode(JSON.stringify(header))) },
+      });
+      // A bundle holds its own three members only: a malformed one is a deny (block A), counting nothing.
+      expect(r.status, `${path}: ${JSON.stringify(r.body)}`).toBe(403);
+      expect(r.body.error.code).toBe('INVALID_FIELD');
+      expect(r.body.error.message).toContain('dry_run is not a field Baton accepts here');
+      expect(await used()).toBe(before);
+    }
+  });
 });
