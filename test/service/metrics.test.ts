@@ -1,7 +1,10 @@
 // GET /metrics follows Prometheus conventions: base units, HELP and TYPE for
 // every family, _total counters, process/runtime/pool metrics and build info.
-import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { execFile, execFileSync } from 'node:child_process';
+import { promisify } from 'node:util';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKeyPair } from '../../src/sdk/keys.js';
 import { integrateOnce } from '../../src/service/log-integrator.js';
@@ -10,6 +13,7 @@ import { countPending } from '../../src/store/log.js';
 import { verifyBatcherOf } from '../../src/store/verify-batch.js';
 import { setupTenant, startTestService, storeTwoLeaves, verifyInvocation, type TestService } from '../support/service.js';
 
+const execFileAsync = promisify(execFile);
 let svc: TestService;
 let text: string;
 const METRICS_TOKEN = `metrics-${'t'.repeat(24)}`;
@@ -134,6 +138,28 @@ describe('GET /metrics', () => {
     expect(gauge(drained, 'baton_tlog_pending_receipts')).toBe(0);
     expect(gauge(drained, 'baton_tlog_oldest_pending_age_seconds')).toBe(0);
   });
+
+  it("a node:cluster worker that Baton's supervisor did not fork (PM2's cluster mode, say) serves its own metrics", async () => {
+    // A primary that forks one worker as another cluster host would: without BATON_SUPERVISED_WORKER.
+    const script = `
+      import cluster from 'node:cluster';
+      if (cluster.isPrimary) {
+        const worker = cluster.fork({ BATON_SUPERVISED_WORKER: '' });
+        worker.on('message', (m) => { console.log(JSON.stringify(m)); process.exit(0); });
+        worker.on('exit', (code) => { console.log(JSON.stringify({ exited: code })); process.exit(0); });
+      } else {
+        const { metrics } = await import(${JSON.stringify(new URL('../../src/service/metrics.ts', import.meta.url).pathname)});
+        const text = await metrics.render();
+        process.send({ served: text.includes('baton_build_info') });
+      }`;
+    const file = join(mkdtempSync(join(tmpdir(), 'baton-cluster-')), 'host.mjs');
+    writeFileSync(file, script);
+    const { stdout } = await execFileAsync(process.execPath, ['--import', 'tsx', file], {
+      cwd: new URL('../..', import.meta.url).pathname,
+      timeout: 30_000,
+    });
+    expect(JSON.parse(stdout.trim().split('\n').pop()!)).toEqual({ served: true });
+  }, 40_000);
 
   // promtool is Prometheus's own checker (Debian package "prometheus"); the
   // conventions above are checked either way, this adds Prometheus's verdict.
