@@ -947,10 +947,11 @@ export interface paths {
     put?: never;
     /**
      * DRS-compatible verify (as POST /v1/verify, but a re-send is a replay)
-     * @description The path DRS clients (`VerifyClient`) call. As `POST /v1/verify` in request, responses and effects, with two differences, both because DRS clients read only `valid`:
+     * @description The path DRS clients (`VerifyClient`) call. As `POST /v1/verify` in request, responses and effects, with three differences, all because DRS clients read only `valid`:
      *
      *     - An invocation already allowed, sent again by the same API key, is refused `REPLAY_DETECTED` here rather than answered with its original allow (`retry: true`): a DRS client would run the tool again.
      *     - Baton's options (`dry_run`, `require_binding`, `approval_id`) are refused (400). DRS clients send the agent's bundle as the body, members and all, so an option here may be the agent's: `dry_run: true` answered `valid: true` with nothing counted. Members Baton does not know are ignored.
+     *     - A `body` that is not the signed `args` is a deny (`BINDING_MISMATCH`), as `require_binding` makes it on `/v1/verify`: a DRS client that reads only `valid` would run that body. With no `body` nothing is compared (`binding: absent`; DRS's MCP middleware sends none), and a `match` is only as good as whoever put `body` there: the agent's bundle may carry one.
      *
      *     DRS clients typically send the bundle in `X-DRS-Bundle` and the tool's request body as `body`.
      */

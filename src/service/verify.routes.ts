@@ -19,8 +19,14 @@ export function verifyRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       const raw =
         drsHeader !== undefined && !(await hasBody(c, deps.config.maxBodyBytes)) ? {} : await readJsonBody(c, deps.config.maxBodyBytes);
       const parsed = parseRequest(route === verifyDrsRoute ? VerifyRequestBodyDrs : VerifyRequestBody, raw, 'request body');
-      // DRS clients read only `valid`: a re-sent invocation is a replay to them (it would run the tool again).
-      const req = route === verifyDrsRoute ? { ...parsed, retryAsReplay: true } : parsed;
+      // DRS clients read only `valid`: a re-sent invocation is a replay to them (it would run the tool
+      // again), and a body that is not the signed args is a deny, as require_binding makes it on
+      // /v1/verify: a DRS client that does not check `binding` itself would run the body, not what was
+      // signed. (With no body nothing is compared: DRS's MCP middleware sends none.)
+      const req =
+        route === verifyDrsRoute
+          ? { ...parsed, retryAsReplay: true, ...(parsed.body !== undefined ? { require_binding: true } : {}) }
+          : parsed;
       const result = await verifyWithinDeadline(deps, auth, tenantOf(auth), req, bundleFrom(req, drsHeader), c.get('deadline'));
       return c.json(result.body, result.status);
     });

@@ -457,6 +457,35 @@ describe('verify: the DRS path', () => {
     expect(drs.body).toMatchObject({ valid: true, dry_run: false, binding: 'match' });
   });
 
+  it('a body that is not the signed args is a deny on /verify (a DRS client that reads only valid would run it); no body is judged without', async () => {
+    const policy = { allowed_tools: ['web_search'], max_cost_usd: 1, max_calls: 10 };
+    const ownRoot = createRootDelegation({ issuer: tenant.root, audience: a.did, policy, iat: T0, nbf: T0 - 10 });
+    const ownLeaf = createSubDelegation({ parent: ownRoot, issuer: a, audience: b.did, policy, iat: T0 });
+    const used = async () =>
+      (await svc.store.db.select({ n: count() }).from(invocations).where(eq(invocations.leafHash, ownLeaf.hash)))[0]!.n;
+    const signed = () =>
+      createInvocation({ chain: [ownRoot, ownLeaf], invoker: b, args: ARGS, toolServer: 'mcp://tools.example.com', iat: T0 });
+    // What DRS's VerifyClient sends: {...bundle, body}, the body being what the tool server will run.
+    const executed = { ...ARGS, tool: 'file_write', write_access: true };
+    const mismatch = await svc.call('POST', '/verify', {
+      key: tenant.keys.verify,
+      json: { ...makeBundle(signed(), [ownRoot, ownLeaf]), body: executed },
+    });
+    expect(mismatch.status, JSON.stringify(mismatch.body)).toBe(403);
+    expect(mismatch.body.valid).toBe(false);
+    expect(mismatch.body.error.code).toBe('BINDING_MISMATCH');
+    expect(await used()).toBe(0);
+    for (const body of [{ body: ARGS }, {}]) {
+      const r = await svc.call('POST', '/verify', {
+        key: tenant.keys.verify,
+        json: { ...makeBundle(signed(), [ownRoot, ownLeaf]), ...body },
+      });
+      expect(r.status, JSON.stringify(r.body)).toBe(200);
+      expect(r.body.binding).toBe('body' in body ? 'match' : 'absent');
+    }
+    expect(await used()).toBe(2);
+  });
+
   it('an option inside the X-DRS-Bundle header is no option, on either path: the bundle there is read strictly, and refused', async () => {
     const policy = { allowed_tools: ['web_search'], max_cost_usd: 1, max_calls: 10 };
     const ownRoot = createRootDelegation({ issuer: tenant.root, audience: a.did, policy, iat: T0, nbf: T0 - 10 });
