@@ -108,9 +108,33 @@ const NEAR_LIMIT = 0.8;
 
 /** The bundle comes in the body, or (DRS) base64url JSON in the X-DRS-Bundle header. */
 export function bundleFrom(req: VerifyRequest, drsHeader: string | undefined): unknown {
-  if (req.invocation !== undefined || drsHeader === undefined) {
-    return { bundle_version: req.bundle_version, invocation: req.invocation, receipts: req.receipts };
+  const inBody = { bundle_version: req.bundle_version, invocation: req.invocation, receipts: req.receipts };
+  if (drsHeader === undefined) return inBody;
+  const inHeader = bundleOfHeader(drsHeader);
+  if (req.invocation === undefined) return inHeader;
+  // DRS's VerifyClient sends the bundle both ways. Two different ones leave a reader to guess which
+  // was judged (the body's was, and the header went unread): refused rather than guessed at.
+  if (!sameBundle(inBody, inHeader)) {
+    throw new BatonError('INVALID_REQUEST', {
+      message: 'The body and the X-DRS-Bundle header carry different bundles; Baton cannot tell which one the call is.',
+      suggestion: 'Send one bundle: in the body, or in X-DRS-Bundle, or the same one in both.',
+    });
   }
+  return inBody;
+}
+
+/** The same invocation and records (a version one side leaves out is no difference). */
+function sameBundle(a: Record<string, unknown>, b: unknown): boolean {
+  const h = (b ?? {}) as Record<string, unknown>;
+  const same = (k: string) => JSON.stringify(a[k]) === JSON.stringify(h[k]);
+  return (
+    same('invocation') &&
+    same('receipts') &&
+    (a['bundle_version'] === undefined || h['bundle_version'] === undefined || same('bundle_version'))
+  );
+}
+
+function bundleOfHeader(drsHeader: string): unknown {
   let text: string;
   try {
     text = utf8Decode(decodeBase64url(drsHeader.trim(), 'X-DRS-Bundle header'));

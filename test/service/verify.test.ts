@@ -486,6 +486,25 @@ describe('verify: the DRS path', () => {
     expect(await used()).toBe(2);
   });
 
+  it('a body and an X-DRS-Bundle header that carry different bundles are refused; the same one in both is judged once', async () => {
+    const policy = { allowed_tools: ['web_search'], max_cost_usd: 1, max_calls: 10 };
+    const ownRoot = createRootDelegation({ issuer: tenant.root, audience: a.did, policy, iat: T0, nbf: T0 - 10 });
+    const ownLeaf = createSubDelegation({ parent: ownRoot, issuer: a, audience: b.did, policy, iat: T0 });
+    const signed = () =>
+      createInvocation({ chain: [ownRoot, ownLeaf], invoker: b, args: ARGS, toolServer: 'mcp://tools.example.com', iat: T0 });
+    const header = (bundle: unknown) => ({ 'x-drs-bundle': encodeBase64url(utf8Encode(JSON.stringify(bundle))) });
+    const one = makeBundle(signed(), [ownRoot, ownLeaf]);
+    const other = makeBundle(signed(), [ownRoot, ownLeaf]);
+    for (const path of ['/verify', '/v1/verify']) {
+      const differ = await svc.call('POST', path, { key: tenant.keys.verify, json: one, headers: header(other) });
+      expect(differ.status, JSON.stringify(differ.body)).toBe(400);
+      expect(differ.body.error.message).toContain('carry different bundles');
+    }
+    // As DRS's VerifyClient sends it: the bundle in both.
+    const both = await svc.call('POST', '/verify', { key: tenant.keys.verify, json: { ...one, body: ARGS }, headers: header(one) });
+    expect(both.status, JSON.stringify(both.body)).toBe(200);
+  });
+
   it('an option inside the X-DRS-Bundle header is no option, on either path: the bundle there is read strictly, and refused', async () => {
     const policy = { allowed_tools: ['web_search'], max_cost_usd: 1, max_calls: 10 };
     const ownRoot = createRootDelegation({ issuer: tenant.root, audience: a.did, policy, iat: T0, nbf: T0 - 10 });
