@@ -107,23 +107,15 @@ export async function countPendingUnderRoot(db: Db, tenantId: string, root: stri
  * finds the live rows (at most the root's cap of them), and the chain is filtered among those.
  */
 export async function countPendingThrough(db: Db, tenantId: string, root: string, dr: string, now: number): Promise<number> {
-  const [row] = await db
-    .select({ n: count() })
-    .from(approvals)
-    .where(
-      and(
-        eq(approvals.tenantId, tenantId),
-        sql`(${approvals.drChain})[1] = ${root}`,
-        eq(approvals.status, 'pending'),
-        sql`${approvals.expiresAt} > ${now}`,
-        sql`${dr} = any(${approvals.drChain})`,
-      ),
-    );
+  const [row] = await pendingUnderRootQuery(db, tenantId, root, now, dr);
   return row?.n ?? 0;
 }
 
-/** The count's query: found by the partial index on (tenant, root, deadline), reading only live rows (0032). */
-export function pendingUnderRootQuery(db: Db, tenantId: string, root: string, now: number) {
+/**
+ * The count's query: found by the partial index on (tenant, root, deadline), reading only live rows
+ * (0032); with `through`, only those whose chain holds that delegation.
+ */
+export function pendingUnderRootQuery(db: Db, tenantId: string, root: string, now: number, through?: string) {
   return db
     .select({ n: count() })
     .from(approvals)
@@ -133,6 +125,7 @@ export function pendingUnderRootQuery(db: Db, tenantId: string, root: string, no
         sql`(${approvals.drChain})[1] = ${root}`,
         eq(approvals.status, 'pending'),
         sql`${approvals.expiresAt} > ${now}`,
+        through === undefined ? undefined : sql`${through} = any(${approvals.drChain})`,
       ),
     );
 }

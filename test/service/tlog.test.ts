@@ -521,26 +521,26 @@ describe('the server', () => {
   });
 
   it('with BATON_TLOG_INTERVAL_MS=0 it says at start that this node puts nothing in the log', async () => {
-    const warned: { msg: string; fields?: Record<string, unknown> }[] = [];
-    const log = {
-      ...silentLogger,
-      warn: (msg: string, fields?: Record<string, unknown>) => void warned.push({ msg, ...(fields ? { fields } : {}) }),
-    };
-    const server = await startServer(serverConfigOf(svc, { BATON_TLOG_INTERVAL_MS: '0', BATON_TLOG_NAME: 'baton.test' }), log, () => {});
-    await server.close();
-    expect(warned.map((w) => w.msg)).toContainEqual(
+    const idle = await warningsOfStart({ BATON_TLOG_INTERVAL_MS: '0', BATON_TLOG_NAME: 'baton.test' });
+    expect(idle.map((w) => w.msg)).toContainEqual(
       expect.stringMatching(/^this node integrates no service receipts into the transparency log/),
     );
-    const quiet: string[] = [];
-    const other = await startServer(
-      serverConfigOf(svc, { BATON_TLOG_INTERVAL_MS: '60000', BATON_TLOG_NAME: 'baton.test' }),
-      { ...silentLogger, warn: (m: string) => void quiet.push(m) },
-      () => {},
-    );
-    await other.close();
-    expect(quiet.filter((m) => m.includes('transparency log'))).toEqual([]);
+    const integrating = await warningsOfStart({ BATON_TLOG_INTERVAL_MS: '60000', BATON_TLOG_NAME: 'baton.test' });
+    expect(integrating.filter((w) => w.msg.includes('transparency log'))).toEqual([]);
   });
 });
+
+/** The warnings a server on this test's database logs while it starts (it is stopped again). */
+async function warningsOfStart(env: Record<string, string>): Promise<{ msg: string; fields?: Record<string, unknown> }[]> {
+  const warned: { msg: string; fields?: Record<string, unknown> }[] = [];
+  const log = {
+    ...silentLogger,
+    warn: (msg: string, fields?: Record<string, unknown>) => void warned.push({ msg, ...(fields ? { fields } : {}) }),
+  };
+  const server = await startServer(serverConfigOf(svc, env), log, () => {});
+  await server.close();
+  return warned;
+}
 
 describe("the logs' name", () => {
   it('a start that would rename the stored logs fails, naming the name they have', async () => {
@@ -595,13 +595,7 @@ describe("the logs' name", () => {
     await expect(
       startServer(serverConfigOf(svc, { BATON_TLOG_INTERVAL_MS: '0', BATON_TLOG_NAME: 'old.example' }), silentLogger, () => {}),
     ).rejects.toThrow('were last written under the name "baton.test" (and 1 under "old.example")');
-    const warned: { msg: string; fields?: Record<string, unknown> }[] = [];
-    const log = {
-      ...silentLogger,
-      warn: (msg: string, fields?: Record<string, unknown>) => void warned.push({ msg, ...(fields ? { fields } : {}) }),
-    };
-    const server = await startServer(serverConfigOf(svc, { BATON_TLOG_INTERVAL_MS: '0', BATON_TLOG_NAME: 'baton.test' }), log, () => {});
-    await server.close();
+    const warned = await warningsOfStart({ BATON_TLOG_INTERVAL_MS: '0', BATON_TLOG_NAME: 'baton.test' });
     expect(warned.find((w) => w.msg.startsWith("some tenants' transparency logs carry another name"))?.fields).toEqual({
       others: [{ name: 'old.example', tenants: 1 }],
     });

@@ -442,34 +442,42 @@ describe('verify: auth', () => {
 });
 
 describe('verify: the DRS path', () => {
-  it('ignores members Baton does not know, as DRS clients may send any (include_timestamps, say)', async () => {
-    // A chain of its own: the call it counts changes no other test's counters.
+  /**
+   * A chain of the test's own, so the calls it counts change no other test's counters: the bundle of a
+   * fresh invocation through it, and how many of its calls were counted.
+   */
+  function ownChain() {
     const policy = { allowed_tools: ['web_search'], max_cost_usd: 1, max_calls: 10 };
     const ownRoot = createRootDelegation({ issuer: tenant.root, audience: a.did, policy, iat: T0, nbf: T0 - 10 });
     const ownLeaf = createSubDelegation({ parent: ownRoot, issuer: a, audience: b.did, policy, iat: T0 });
-    const inv = createInvocation({ chain: [ownRoot, ownLeaf], invoker: b, args: ARGS, toolServer: 'mcp://tools.example.com', iat: T0 });
+    return {
+      bundle: () =>
+        makeBundle(
+          createInvocation({ chain: [ownRoot, ownLeaf], invoker: b, args: ARGS, toolServer: 'mcp://tools.example.com', iat: T0 }),
+          [ownRoot, ownLeaf],
+        ),
+      used: async () => (await svc.store.db.select({ n: count() }).from(invocations).where(eq(invocations.leafHash, ownLeaf.hash)))[0]!.n,
+    };
+  }
+
+  it('ignores members Baton does not know, as DRS clients may send any (include_timestamps, say)', async () => {
+    const { bundle } = ownChain();
     const drs = await svc.call('POST', '/verify', {
       key: tenant.keys.verify,
       json: { body: ARGS, include_timestamps: true },
-      headers: { 'x-drs-bundle': encodeBase64url(utf8Encode(JSON.stringify(makeBundle(inv, [ownRoot, ownLeaf])))) },
+      headers: { 'x-drs-bundle': encodeBase64url(utf8Encode(JSON.stringify(bundle()))) },
     });
     expect(drs.status, JSON.stringify(drs.body)).toBe(200);
     expect(drs.body).toMatchObject({ valid: true, dry_run: false, binding: 'match' });
   });
 
   it('a body that is not the signed args is a deny on /verify (a DRS client that reads only valid would run it); no body is judged without', async () => {
-    const policy = { allowed_tools: ['web_search'], max_cost_usd: 1, max_calls: 10 };
-    const ownRoot = createRootDelegation({ issuer: tenant.root, audience: a.did, policy, iat: T0, nbf: T0 - 10 });
-    const ownLeaf = createSubDelegation({ parent: ownRoot, issuer: a, audience: b.did, policy, iat: T0 });
-    const used = async () =>
-      (await svc.store.db.select({ n: count() }).from(invocations).where(eq(invocations.leafHash, ownLeaf.hash)))[0]!.n;
-    const signed = () =>
-      createInvocation({ chain: [ownRoot, ownLeaf], invoker: b, args: ARGS, toolServer: 'mcp://tools.example.com', iat: T0 });
+    const { bundle, used } = ownChain();
     // What DRS's VerifyClient sends: {...bundle, body}, the body being what the tool server will run.
     const executed = { ...ARGS, tool: 'file_write', write_access: true };
     const mismatch = await svc.call('POST', '/verify', {
       key: tenant.keys.verify,
-      json: { ...makeBundle(signed(), [ownRoot, ownLeaf]), body: executed },
+      json: { ...bundle(), body: executed },
     });
     expect(mismatch.status, JSON.stringify(mismatch.body)).toBe(403);
     expect(mismatch.body.valid).toBe(false);
@@ -478,7 +486,7 @@ describe('verify: the DRS path', () => {
     for (const body of [{ body: ARGS }, {}]) {
       const r = await svc.call('POST', '/verify', {
         key: tenant.keys.verify,
-        json: { ...makeBundle(signed(), [ownRoot, ownLeaf]), ...body },
+        json: { ...bundle(), ...body },
       });
       expect(r.status, JSON.stringify(r.body)).toBe(200);
       expect(r.body.binding).toBe('body' in body ? 'match' : 'absent');
@@ -487,14 +495,10 @@ describe('verify: the DRS path', () => {
   });
 
   it('a body and an X-DRS-Bundle header that carry different bundles are refused; the same one in both is judged once', async () => {
-    const policy = { allowed_tools: ['web_search'], max_cost_usd: 1, max_calls: 10 };
-    const ownRoot = createRootDelegation({ issuer: tenant.root, audience: a.did, policy, iat: T0, nbf: T0 - 10 });
-    const ownLeaf = createSubDelegation({ parent: ownRoot, issuer: a, audience: b.did, policy, iat: T0 });
-    const signed = () =>
-      createInvocation({ chain: [ownRoot, ownLeaf], invoker: b, args: ARGS, toolServer: 'mcp://tools.example.com', iat: T0 });
-    const header = (bundle: unknown) => ({ 'x-drs-bundle': encodeBase64url(utf8Encode(JSON.stringify(bundle))) });
-    const one = makeBundle(signed(), [ownRoot, ownLeaf]);
-    const other = makeBundle(signed(), [ownRoot, ownLeaf]);
+    const { bundle } = ownChain();
+    const header = (sent: unknown) => ({ 'x-drs-bundle': encodeBase64url(utf8Encode(JSON.stringify(sent))) });
+    const one = bundle();
+    const other = bundle();
     for (const path of ['/verify', '/v1/verify']) {
       const differ = await svc.call('POST', path, { key: tenant.keys.verify, json: one, headers: header(other) });
       expect(differ.status, JSON.stringify(differ.body)).toBe(400);
@@ -506,14 +510,9 @@ describe('verify: the DRS path', () => {
   });
 
   it('an option inside the X-DRS-Bundle header is no option, on either path: the bundle there is read strictly, and refused', async () => {
-    const policy = { allowed_tools: ['web_search'], max_cost_usd: 1, max_calls: 10 };
-    const ownRoot = createRootDelegation({ issuer: tenant.root, audience: a.did, policy, iat: T0, nbf: T0 - 10 });
-    const ownLeaf = createSubDelegation({ parent: ownRoot, issuer: a, audience: b.did, policy, iat: T0 });
-    const used = async () =>
-      (await svc.store.db.select({ n: count() }).from(invocations).where(eq(invocations.leafHash, ownLeaf.hash)))[0]!.n;
+    const { bundle, used } = ownChain();
     for (const path of ['/verify', '/v1/verify']) {
-      const inv = createInvocation({ chain: [ownRoot, ownLeaf], invoker: b, args: ARGS, toolServer: 'mcp://tools.example.com', iat: T0 });
-      const header = { ...makeBundle(inv, [ownRoot, ownLeaf]), dry_run: true, approval_id: 'apr_x' };
+      const header = { ...bundle(), dry_run: true, approval_id: 'apr_x' };
       const before = await used();
       const r = await svc.call('POST', path, {
         key: tenant.keys.verify,
