@@ -353,8 +353,7 @@ export async function verifyInvocation(
       prior.reason === 'BUNDLE_INCOMPLETE' ||
       (ceilingsRefuse && (prior.reason === 'CALLS_EXHAUSTED' || prior.reason === 'BUDGET_EXHAUSTED'))
     ) {
-      forgetRefusedFacts(cache, tenantId, prior);
-      if (prior.reason === 'CALLS_EXHAUSTED' && !dryRun) cache.markExhausted(tenantId, prior.state.hash);
+      learnFromRefusal(cache, tenantId, prior, dryRun);
       return refuse(deps, auth, tenantId, refusal(prior), dryRun, deadline, started, gated);
     }
     return undefined;
@@ -448,7 +447,7 @@ export async function verifyInvocation(
     if (outcome.reason === 'KEY_REVOKED') throw keyRevoked(deps, auth);
     if (outcome.reason === 'UNPREDICTED')
       throw new BatonError('INTERNAL', { message: 'A verify signed for its allow was refused as unpredicted.' });
-    forgetRefusedFacts(cache, tenantId, outcome);
+    learnFromRefusal(cache, tenantId, outcome, dryRun);
     const redecide = outcome.reason === 'TOOL_GATE' ? mustRedecide(deps, tenantId, outcome.refusal) : false;
     if (redecide) {
       // Each fact the statement reports is kept for the next decision, so they add up: a flagged
@@ -464,7 +463,6 @@ export async function verifyInvocation(
       }
       throw new BatonError('STORAGE_UNAVAILABLE', { message: 'The tool gate changed three times during this verify; retry.' });
     }
-    if (outcome.reason === 'CALLS_EXHAUSTED' && !dryRun) cache.markExhausted(tenantId, outcome.state.hash);
     // The statement names the held grant, not its status: read it, so a rejected grant is not called pending.
     const heldGrant =
       outcome.reason === 'TOOL_GATE' && outcome.refusal.o === 'GRANT_PENDING_APPROVAL' && outcome.refusal.h !== undefined
@@ -548,10 +546,15 @@ function forgetStaleFacts(cache: HotPathCache, tenantId: string, refusal: unknow
   return revoked.length > 0;
 }
 
-/** Forgets the cached fact the statement refused on (a root no longer trusted, a DR revoked). */
-function forgetRefusedFacts(cache: HotPathCache, tenantId: string, outcome: Extract<CountOutcome, { ok: false }>): void {
+/**
+ * What the statement's refusal teaches this node's cache: a root no longer trusted and a DR revoked
+ * are forgotten; a DR whose max_calls a real call found used up is remembered (calls_used never goes
+ * down), so the next refusal through it is signed in advance.
+ */
+function learnFromRefusal(cache: HotPathCache, tenantId: string, outcome: Extract<CountOutcome, { ok: false }>, dryRun: boolean): void {
   if (outcome.reason === 'UNTRUSTED_ROOT') cache.forgetRoots(tenantId);
   if (outcome.reason === 'RECEIPT_REVOKED') cache.forgetDelegation(tenantId, outcome.hash);
+  if (outcome.reason === 'CALLS_EXHAUSTED' && !dryRun) cache.markExhausted(tenantId, outcome.state.hash);
 }
 
 /** Depth and ceilings of each DR as stored (see insertDelegation): from the verified payloads, no read needed. */
