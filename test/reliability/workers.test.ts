@@ -116,4 +116,45 @@ describe('BATON_WORKERS=2', () => {
     for (let i = 0; i < 4; i++) scrapes.push(await healthzCount());
     expect(scrapes).toEqual([before + 20, before + 20, before + 20, before + 20]);
   }, 60_000);
+
+  it('a scrape fails, rather than show a partial sum, while a listening worker does not answer', async () => {
+    const pids = await workers(2);
+    expect(pids).toHaveLength(2);
+    for (let i = 0; i < 75 && !/^baton_workers_listening 2$/m.test((await scrape()).text); i++) await sleep(200);
+    process.kill(pids[0]!, 'SIGSTOP');
+    let both: Promise<unknown> | undefined;
+    try {
+      // Two new connections at once: the cluster hands them out in turn, so one reaches the
+      // worker that still runs. It asks the supervisor, which waits for the stopped one in vain.
+      const first = scrape();
+      const second = scrape();
+      both = Promise.allSettled([first, second]);
+      const answered = await Promise.race([first, second, sleep(20_000).then(() => undefined)]);
+      expect(answered, 'a scrape on the running worker answers within the supervisor wait').toBeDefined();
+      expect(answered!.status).toBe(500);
+      expect(answered!.text).not.toMatch(/^baton_http_requests_total/m);
+    } finally {
+      process.kill(pids[0]!, 'SIGCONT');
+    }
+    // Resumed, the worker serves the connection it was handed, and scrapes sum both workers again.
+    await both;
+    let again = await scrape();
+    for (let i = 0; i < 20 && again.status !== 200; i++) again = await scrape();
+    expect(again.status).toBe(200);
+    expect(again.text).toMatch(/^baton_workers_listening 2$/m);
+    expect(workerPidsOf(node!)).toEqual(expect.arrayContaining(pids));
+  }, 60_000);
 });
+
+/** GET /metrics on a new connection (the cluster hands each to the next worker), with the admin key. */
+function scrape(): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpGet(new URL('/metrics', node!.url), { agent: false, headers: { authorization: `Bearer ${adminKey}` } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+    });
+    req.on('error', reject);
+  });
+}
