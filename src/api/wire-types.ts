@@ -927,7 +927,7 @@ export interface paths {
      *     - Denials are recorded for auditors (unless dry run) and never consume the jti.
      *     - `args.estimated_cost_usd`, when present, must be a finite, non-negative JSON number of US dollars of at most 1,000,000 (the per-invocation maximum); it is required wherever any record of the chain sets `max_cost_usd` or `max_spend_usd`. A missing or unusable estimate there (a string, null, negative, too large) is a deny, `POLICY_VIOLATION` (block D) naming `args.estimated_cost_usd`: a call under a budget is never counted as free.
      *
-     *     The bundle may instead come base64url-encoded in the `X-DRS-Bundle` header (DRS transport); the header is used only when the body has no `invocation`.
+     *     The bundle may instead come base64url-encoded in the `X-DRS-Bundle` header (DRS transport), or the same bundle in both, as DRS's `VerifyClient` sends it. An empty header is no header. A header that is there must be readable, whatever the body holds; and when the body also carries a bundle member (`invocation`, `receipts`, `bundle_version`), the two must hold the same bundle and the header nothing else (`400` otherwise: Baton does not guess which one the call is).
      */
     post: operations['verify'];
     delete?: never;
@@ -5693,7 +5693,7 @@ export interface operations {
           'application/json': components['schemas']['VerifyAllow'];
         };
       };
-      /** @description The body is not strict JSON, `dry_run` / `require_binding` are not booleans, a member is not one of those listed, or `X-DRS-Bundle` is not base64url bundle JSON (`INVALID_REQUEST`). */
+      /** @description The body is not strict JSON, `dry_run` / `require_binding` are not booleans, a member is not one of those listed, `X-DRS-Bundle` is not base64url bundle JSON, or the body and `X-DRS-Bundle` carry different bundles (`INVALID_REQUEST`). */
       400: {
         headers: {
           [name: string]: unknown;
@@ -5784,7 +5784,7 @@ export interface operations {
           'application/json': components['schemas']['VerifyAllow'];
         };
       };
-      /** @description The body is not strict JSON, the body carries one of `/v1/verify`'s options (`dry_run`, `require_binding`, `approval_id`), or `X-DRS-Bundle` is not base64url bundle JSON (`INVALID_REQUEST`). */
+      /** @description The body is not strict JSON, the body carries one of `/v1/verify`'s options (`dry_run`, `require_binding`, `approval_id`), `X-DRS-Bundle` is not base64url bundle JSON, or the body and `X-DRS-Bundle` carry different bundles (`INVALID_REQUEST`). */
       400: {
         headers: {
           [name: string]: unknown;

@@ -106,35 +106,42 @@ export type VerifyResponse =
 /** Fraction of a ceiling past which NEAR_LIMIT is reported. */
 const NEAR_LIMIT = 0.8;
 
-/** The bundle comes in the body, or (DRS) base64url JSON in the X-DRS-Bundle header. */
+const BUNDLE_MEMBERS = ['bundle_version', 'invocation', 'receipts'] as const;
+
+/**
+ * The bundle comes in the body, or (DRS) base64url JSON in the X-DRS-Bundle header, or the same one
+ * in both, as DRS's VerifyClient sends it. An empty header is no header; one that is there is read
+ * strictly, whatever the body holds.
+ */
 export function bundleFrom(req: VerifyRequest, drsHeader: string | undefined): unknown {
   const inBody = { bundle_version: req.bundle_version, invocation: req.invocation, receipts: req.receipts };
-  if (drsHeader === undefined) return inBody;
+  if (drsHeader === undefined || drsHeader.trim() === '') return inBody;
   const inHeader = bundleOfHeader(drsHeader);
-  if (req.invocation === undefined) return inHeader;
-  // DRS's VerifyClient sends the bundle both ways. Two different ones leave a reader to guess which
-  // was judged (the body's was, and the header went unread): refused rather than guessed at.
+  if (BUNDLE_MEMBERS.every((k) => inBody[k] === undefined)) return inHeader;
+  // Two different ones (or parts of one in the body, the rest in the header) leave a reader to
+  // guess which was judged: refused rather than guessed at.
   if (!sameBundle(inBody, inHeader)) {
     throw new BatonError('INVALID_REQUEST', {
-      message: 'The body and the X-DRS-Bundle header carry different bundles; Baton cannot tell which one the call is.',
+      message:
+        'The body and the X-DRS-Bundle header carry different bundles (or the header holds members a bundle has not); Baton cannot tell which one the call is.',
       suggestion: 'Send one bundle: in the body, or in X-DRS-Bundle, or the same one in both.',
     });
   }
   return inBody;
 }
 
-/** The same invocation and records (a version one side leaves out is no difference). */
-function sameBundle(a: Record<string, unknown>, b: unknown): boolean {
-  const h = (b ?? {}) as Record<string, unknown>;
-  const same = (k: string) => JSON.stringify(a[k]) === JSON.stringify(h[k]);
+/** The same invocation and records, and nothing else in the header (a version one side leaves out is no difference). */
+function sameBundle(inBody: Record<(typeof BUNDLE_MEMBERS)[number], unknown>, inHeader: Record<string, unknown>): boolean {
+  const same = (k: (typeof BUNDLE_MEMBERS)[number]) => JSON.stringify(inBody[k]) === JSON.stringify(inHeader[k]);
   return (
+    Object.keys(inHeader).every((k) => (BUNDLE_MEMBERS as readonly string[]).includes(k)) &&
     same('invocation') &&
     same('receipts') &&
-    (a['bundle_version'] === undefined || h['bundle_version'] === undefined || same('bundle_version'))
+    (inBody.bundle_version === undefined || inHeader['bundle_version'] === undefined || same('bundle_version'))
   );
 }
 
-function bundleOfHeader(drsHeader: string): unknown {
+function bundleOfHeader(drsHeader: string): Record<string, unknown> {
   let text: string;
   try {
     text = utf8Decode(decodeBase64url(drsHeader.trim(), 'X-DRS-Bundle header'));
@@ -151,7 +158,7 @@ function bundleOfHeader(drsHeader: string): unknown {
       message: 'The X-DRS-Bundle header holds JSON that is not an object; a bundle is {bundle_version, invocation, receipts}.',
       suggestion: 'Send base64url(JSON bundle object) in X-DRS-Bundle, or the bundle in the JSON body.',
     });
-  return bundle;
+  return bundle as Record<string, unknown>;
 }
 
 /**

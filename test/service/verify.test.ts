@@ -495,18 +495,40 @@ describe('verify: the DRS path', () => {
   });
 
   it('a body and an X-DRS-Bundle header that carry different bundles are refused; the same one in both is judged once', async () => {
-    const { bundle } = ownChain();
+    const { bundle, used } = ownChain();
     const header = (sent: unknown) => ({ 'x-drs-bundle': encodeBase64url(utf8Encode(JSON.stringify(sent))) });
     const one = bundle();
     const other = bundle();
+    const { receipts, bundle_version } = one as { receipts: unknown; bundle_version: unknown };
+    const refused: [string, Record<string, unknown>, Record<string, string>][] = [
+      ['another invocation', one, header(other)],
+      // Part of a bundle in the body, the rest in the header: which receipts were judged?
+      ['only the records in the body', { receipts, bundle_version }, header(one)],
+      ['the same invocation, other records', { ...one, receipts: [] }, header(one)],
+      // What the header would have been refused for alone (an option there is no option) is not
+      // waved through because the body carries a copy.
+      ['members beyond a bundle in the header', one, header({ ...one, dry_run: true, approval_id: 'apr_x' })],
+    ];
     for (const path of ['/verify', '/v1/verify']) {
-      const differ = await svc.call('POST', path, { key: tenant.keys.verify, json: one, headers: header(other) });
-      expect(differ.status, JSON.stringify(differ.body)).toBe(400);
-      expect(differ.body.error.message).toContain('carry different bundles');
+      for (const [what, json, headers] of refused) {
+        const r = await svc.call('POST', path, { key: tenant.keys.verify, json, headers });
+        expect(r.status, `${path}, ${what}: ${JSON.stringify(r.body)}`).toBe(400);
+        expect(r.body.error.message).toContain('carry different bundles');
+      }
+      // A header that is there is read, whatever the body holds.
+      const unreadable = await svc.call('POST', path, { key: tenant.keys.verify, json: one, headers: { 'x-drs-bundle': '!!!' } });
+      expect(unreadable.status, JSON.stringify(unreadable.body)).toBe(400);
+      expect(unreadable.body.error.message).toContain('X-DRS-Bundle header is not base64url');
     }
-    // As DRS's VerifyClient sends it: the bundle in both.
+    expect(await used()).toBe(0);
+    // As DRS's VerifyClient sends it: the bundle in both, counted once.
     const both = await svc.call('POST', '/verify', { key: tenant.keys.verify, json: { ...one, body: ARGS }, headers: header(one) });
     expect(both.status, JSON.stringify(both.body)).toBe(200);
+    expect(await used()).toBe(1);
+    // An empty header is no header: the body's bundle is judged.
+    const empty = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: other, headers: { 'x-drs-bundle': '' } });
+    expect(empty.status, JSON.stringify(empty.body)).toBe(200);
+    expect(await used()).toBe(2);
   });
 
   it('an option inside the X-DRS-Bundle header is no option, on either path: the bundle there is read strictly, and refused', async () => {
