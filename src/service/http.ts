@@ -15,7 +15,9 @@ export function toBatonError(err: unknown): BatonError {
   if (isStorageUnavailable(err)) return new BatonError('STORAGE_UNAVAILABLE');
   if (err instanceof HTTPException) {
     if (err.status === 413) return new BatonError('PAYLOAD_TOO_LARGE');
-    if (err.status === 400) return new BatonError('INVALID_REQUEST', { message: err.message || ERROR_TABLE.INVALID_REQUEST.message });
+    // Any other refusal of the request by a library (hono's 415, say) is the caller's to fix, not a 500.
+    if (err.status >= 400 && err.status < 500)
+      return new BatonError('INVALID_REQUEST', { message: err.message || ERROR_TABLE.INVALID_REQUEST.message });
   }
   return new BatonError('INTERNAL');
 }

@@ -5,12 +5,12 @@
  * plain 404.
  */
 import type { OpenAPIHono } from '@hono/zod-openapi';
-import type { Context, MiddlewareHandler } from 'hono';
-import { bodyLimit } from 'hono/body-limit';
+import type { Context } from 'hono';
 import {
   checkpointOfSizeRoute,
   consistencyRoute,
   cosignRoute,
+  CosignatureSubmission,
   latestCheckpointRoute,
   logInfoRoute,
   serviceReceiptProofRoute,
@@ -25,7 +25,8 @@ import { bytesEqual, encodeBase64, utf8 } from '../protocol/tlog-input.js';
 import { checkpointOfSize, entriesAt, insertCosignature, isPending, leafOfServiceReceipt, storedCosignatures } from '../store/log.js';
 import { requireScope, tenantOf } from './auth.js';
 import { consistencyHashes, inclusionBundle, logOrigin, logVerifierKeys, readTile, servedCheckpoint } from './log-tree.js';
-import { newRouter } from './router.js';
+import { newRouter, serve } from './router.js';
+import { parseJsonBody } from './validate.js';
 import { publishedServiceKeys } from './signer.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
@@ -58,14 +59,6 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
 
   // Per route, not app.use: the sub-app adds no catch-all middleware to the app's routes.
   const audit = requireScope(deps, 'audit');
-  const limited: MiddlewareHandler<AppEnv> = (c, next) =>
-    bodyLimit({
-      maxSize: deps.config.maxBodyBytes,
-      onError: () => {
-        throw new BatonError('PAYLOAD_TOO_LARGE', { message: `The request body is larger than ${deps.config.maxBodyBytes} bytes.` });
-      },
-    })(c, next);
-
   app.openapi({ ...logInfoRoute, middleware: [audit] }, async (c) => {
     const tenantId = tenant(c);
     const origin = originOf(tenantId);
@@ -161,9 +154,10 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     return c.json({ from, to, proof: proof.map(encodeBase64) }, 200);
   });
 
-  app.openapi({ ...cosignRoute, middleware: [audit, limited] }, async (c) => {
+  // The strict body reader (repeated keys, nesting, content type), as every other body route.
+  serve(app, cosignRoute, audit, async (c) => {
     const tenantId = tenant(c);
-    const body = c.req.valid('json');
+    const body = await parseJsonBody(c, deps.config.maxBodyBytes, CosignatureSubmission);
     const witness = parseVerifierKey(body.witness_key);
     if (witness.type !== COSIGNATURE_V1)
       throw new BatonError('INVALID_VERIFIER_KEY', { message: 'A witness key has type 0x04 (cosignature/v1).' });

@@ -880,6 +880,47 @@ describe('(c) authentication and scopes match the spec', () => {
   });
 });
 
+describe('(d) every JSON body is read by the one strict reader', () => {
+  // A route validated by the OpenAPI library instead answered another media type with a 500
+  // and kept the last of two repeated keys (POST /v1/log/cosignatures, until it read its body
+  // as every other route does).
+  it('another media type, a repeated key or deep nesting is a 400 INVALID_REQUEST on every operation with a body', async () => {
+    const made = new Map<string, string>([['admin', svc.adminKey]]);
+    /** A key with the operation's first scope (made once), or none for a keyless operation. */
+    const keyFor = async (scopes: string[]) => {
+      const scope = scopes[0];
+      if (scope === undefined) return undefined;
+      if (!made.has(scope)) made.set(scope, await createTenantKey(svc, tenant.id, [scope], `strict body ${scope}`));
+      return made.get(scope);
+    };
+    const deep = `${'['.repeat(100)}${']'.repeat(100)}`;
+    const hostile: [string, Record<string, string>, string, RegExp][] = [
+      ['text/plain', { 'content-type': 'text/plain' }, '{}', /application\/json/],
+      ['a repeated key', { 'content-type': 'application/json' }, '{"a":1,"a":2}', /repeats the key/],
+      ['100 levels of nesting', { 'content-type': 'application/json' }, `{"a":${deep}}`, /nest/],
+    ];
+    // Ids of the right form (the path is checked before the body), naming nothing.
+    const pathWithValidIds = (template: string) =>
+      concretePath(template).replace(
+        'key_contract_none',
+        template.startsWith('/v1/approvals') ? `apr_${'0'.repeat(32)}` : 'key_contract_none',
+      );
+    let checked = 0;
+    for (const o of contract.operations) {
+      if (!o.op.requestBody) continue;
+      const key = await keyFor(o.op['x-baton-scopes']);
+      for (const [what, headers, body, message] of hostile) {
+        const res = await api(o.method.toUpperCase(), pathWithValidIds(o.path), { ...(key ? { key } : {}), headers, body });
+        expect(res.status, `${o.id}, ${what}: ${JSON.stringify(res.body).slice(0, 300)}`).toBe(400);
+        expect(res.body.error.code, o.id).toBe('INVALID_REQUEST');
+        expect(res.body.error.message, `${o.id}, ${what}`).toMatch(message);
+      }
+      checked++;
+    }
+    expect(checked).toBeGreaterThan(10);
+  });
+});
+
 // ---------------------------------------------------------------- coverage
 
 describe('coverage', () => {
