@@ -58,7 +58,7 @@ const verifyMembers = {
     .max(64)
     .openapi({
       description:
-        'The approval this call spends (a new invocation of an approved call). Without it, the live approval of the same call is found.',
+        'The approval this call spends (a new invocation of an approved call). Without it, the live approval of the same call is found. Read only when a rule sends the call to a human: a call no rule holds is decided without it, and spends nothing.',
     })
     .optional(),
 };
@@ -214,8 +214,8 @@ const verifyExchange = (schema: typeof VerifyRequest | typeof VerifyRequestDrs, 
   request: {
     headers: z.object({ 'X-DRS-Bundle': XDrsBundle.optional() }),
     body: {
-      required: true,
-      description: "A DRS 4.0 bundle plus Baton's options. Send at least `{}` when the bundle travels in `X-DRS-Bundle`.",
+      required: false,
+      description: "A DRS 4.0 bundle plus Baton's options. It may be left out when the bundle travels in `X-DRS-Bundle` (and must be there otherwise).",
       content: { 'application/json': { schema } },
     },
   },

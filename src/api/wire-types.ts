@@ -618,7 +618,7 @@ export interface paths {
      *     - `dr`: decisions whose chain passes through this delegation record (its whole subtree);
      *     - `tool`: allowed invocations of this tool (a denial stores no tool, so `tool` selects allowed invocations only);
      *     - `outcome`: `allowed` or `denied`;
-     *     - `code`: denials with this code, as the denial's own code or one of its violations' (`POLICY_VIOLATION` lists e.g. `TOOL_NOT_ALLOWED`), which implies `denied`;
+     *     - `code`: denials with this code, as the denial's own code or the code of one of its violations (a denial lists every unmet condition of the stage that refused), which implies `denied`;
      *     - `since` (inclusive) and `until` (exclusive): RFC 3339 date-times with a zone.
      *
      *     A contradictory combination (`code` with `outcome=allowed` or with `tool`, `tool` with `outcome=denied`, `until` not after `since`) is refused with `400` rather than answered with an empty page.
@@ -2037,7 +2037,7 @@ export interface components {
     };
     /** @description The bundle fields, judged by the verifier (a malformed bundle is a 403 deny in block A), plus options. Any other member is refused (400): a misspelled option, `require_bindings` say, would otherwise be ignored and the call judged without it. */
     VerifyRequest: {
-      /** @description The approval this call spends (a new invocation of an approved call). Without it, the live approval of the same call is found. */
+      /** @description The approval this call spends (a new invocation of an approved call). Without it, the live approval of the same call is found. Read only when a rule sends the call to a human: a call no rule holds is decided without it, and spends nothing. */
       approval_id?: string;
       /** @description The request body the tool server received, compared with the signed `args` under JCS. */
       body?: unknown;
@@ -5677,8 +5677,8 @@ export interface operations {
       path?: never;
       cookie?: never;
     };
-    /** @description A DRS 4.0 bundle plus Baton's options. Send at least `{}` when the bundle travels in `X-DRS-Bundle`. */
-    requestBody: {
+    /** @description A DRS 4.0 bundle plus Baton's options. It may be left out when the bundle travels in `X-DRS-Bundle` (and must be there otherwise). */
+    requestBody?: {
       content: {
         'application/json': components['schemas']['VerifyRequest'];
       };
@@ -5768,8 +5768,8 @@ export interface operations {
       path?: never;
       cookie?: never;
     };
-    /** @description A DRS 4.0 bundle plus Baton's options. Send at least `{}` when the bundle travels in `X-DRS-Bundle`. */
-    requestBody: {
+    /** @description A DRS 4.0 bundle plus Baton's options. It may be left out when the bundle travels in `X-DRS-Bundle` (and must be there otherwise). */
+    requestBody?: {
       content: {
         'application/json': components['schemas']['VerifyRequestDrs'];
       };

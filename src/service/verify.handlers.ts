@@ -110,12 +110,12 @@ const BUNDLE_MEMBERS = ['bundle_version', 'invocation', 'receipts'] as const;
 
 /**
  * The bundle comes in the body, or (DRS) base64url JSON in the X-DRS-Bundle header, or the same one
- * in both, as DRS's VerifyClient sends it. An empty header is no header; one that is there is read
- * strictly, whatever the body holds.
+ * in both, as DRS's VerifyClient sends it. A header that is there (`drsHeader`, undefined when
+ * absent or empty) is read strictly, whatever the body holds.
  */
 export function bundleFrom(req: VerifyRequest, drsHeader: string | undefined): unknown {
   const inBody = { bundle_version: req.bundle_version, invocation: req.invocation, receipts: req.receipts };
-  if (drsHeader === undefined || drsHeader.trim() === '') return inBody;
+  if (drsHeader === undefined) return inBody;
   const inHeader = bundleOfHeader(drsHeader);
   if (BUNDLE_MEMBERS.every((k) => inBody[k] === undefined)) return inHeader;
   // Two different ones (or parts of one in the body, the rest in the header) leave a reader to

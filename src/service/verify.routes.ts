@@ -14,8 +14,8 @@ export function verifyRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     // The verify statements re-check the key in their transaction, so the hot path may use the key cache.
     serve(r, route, requireScopeWithCache(deps, 'verify'), async (c) => {
       const auth = c.get('auth');
-      // DRS clients may send the bundle only in X-DRS-Bundle, with no body at all.
-      const drsHeader = c.req.header('x-drs-bundle');
+      // DRS clients may send the bundle only in X-DRS-Bundle, with no body at all. An empty header is none.
+      const drsHeader = c.req.header('x-drs-bundle')?.trim() || undefined;
       const raw =
         drsHeader !== undefined && !(await hasBody(c, deps.config.maxBodyBytes)) ? {} : await readJsonBody(c, deps.config.maxBodyBytes);
       const parsed = parseRequest(route === verifyDrsRoute ? VerifyRequestBodyDrs : VerifyRequestBody, raw, 'request body');

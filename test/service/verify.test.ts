@@ -529,6 +529,10 @@ describe('verify: the DRS path', () => {
     const empty = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: other, headers: { 'x-drs-bundle': '' } });
     expect(empty.status, JSON.stringify(empty.body)).toBe(200);
     expect(await used()).toBe(2);
+    // ...and with no body either, the request carries no bundle: a 400, as without the header.
+    const nothing = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, headers: { 'x-drs-bundle': ' ' } });
+    expect(nothing.status, JSON.stringify(nothing.body)).toBe(400);
+    expect(nothing.body.error.message).toContain('empty');
   });
 
   it('an option inside the X-DRS-Bundle header is no option, on either path: the bundle there is read strictly, and refused', async () => {
