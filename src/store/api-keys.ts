@@ -109,14 +109,32 @@ export function listTenantApiKeys(db: Db, tenantId: string): Promise<ApiKeyInfo[
 /**
  * Sets revoked_at once; revoking again keeps the first time. Returns the row
  * (so the caller can evict it from caches) or undefined when no key has this id.
+ *
+ * Verifies read the key without locking it (a lock on one hot row per verify
+ * would make them queue on it), so one that began before this revocation
+ * committed may still be allowed, with a created_at after the revocation's
+ * now(). An auditor would read that as a use after revocation. So the time is
+ * written again once the revocation has committed, from the database clock,
+ * rounded up to the millisecond the API shows: every verify that saw the key
+ * live began before it. revoked_at is only ever tested for NULL, so a later
+ * time lets nothing through. `db` must not be inside a transaction.
  */
 export async function revokeApiKey(db: Db, id: string): Promise<ApiKeyInfo | undefined> {
-  const [row] = await db
+  const [revoked] = await db
     .update(apiKeys)
-    .set({ revokedAt: sql`coalesce(${apiKeys.revokedAt}, now())` })
+    .set({ revokedAt: sql`now()` })
+    .where(and(eq(apiKeys.id, id), isNull(apiKeys.revokedAt)))
+    .returning(infoColumns);
+  if (!revoked) {
+    const [already] = await db.select(infoColumns).from(apiKeys).where(eq(apiKeys.id, id));
+    return already;
+  }
+  const [stamped] = await db
+    .update(apiKeys)
+    .set({ revokedAt: sql`greatest(${apiKeys.revokedAt}, date_trunc('milliseconds', clock_timestamp()) + interval '1 millisecond')` })
     .where(eq(apiKeys.id, id))
     .returning(infoColumns);
-  return row;
+  return stamped ?? revoked;
 }
 
 /**
@@ -203,8 +221,29 @@ export type RotateOutcome =
  * are not rotated here. The old row is locked, so two rotations of one key
  * run one after the other, and the second finds the first's successor: a key
  * with a live successor is not rotated again (rotate the successor, or revoke it first).
+ *
+ * An expiry already passed when the rotation committed (a grace shorter than the transaction:
+ * grace 0) is written again as the database clock after the commit, for the reason revokeApiKey
+ * gives: a verify that still saw the old expiry began before the commit, so its created_at is
+ * earlier. Not rounded up: a verify checks expires_at > now(), and a later expiry would let one in.
+ * `db` must not be inside a transaction.
  */
-export function rotateApiKey(db: Db, id: string, opts: { graceSeconds: number; expiresInSeconds: number | null }): Promise<RotateOutcome> {
+export async function rotateApiKey(
+  db: Db,
+  id: string,
+  opts: { graceSeconds: number; expiresInSeconds: number | null },
+): Promise<RotateOutcome> {
+  const outcome = await rotateInTransaction(db, id, opts);
+  if (outcome.kind !== 'rotated') return outcome;
+  const [stamped] = await db
+    .update(apiKeys)
+    .set({ expiresAt: sql`clock_timestamp()` })
+    .where(and(eq(apiKeys.id, outcome.previous.id), sql`${apiKeys.expiresAt} < clock_timestamp()`))
+    .returning(infoColumns);
+  return stamped ? { ...outcome, previous: stamped } : outcome;
+}
+
+function rotateInTransaction(db: Db, id: string, opts: { graceSeconds: number; expiresInSeconds: number | null }): Promise<RotateOutcome> {
   return db.transaction(async (tx) => {
     const [old] = await tx
       .select({ ...infoColumns, live: sql<boolean>`${isLive()}` })

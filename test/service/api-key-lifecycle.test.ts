@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../../src/service/app.js';
 import { apiKeyCacheOf, authenticate, LAST_USED_INTERVAL_MS } from '../../src/service/auth.js';
 import type { Db } from '../../src/store/db.js';
+import { rows } from '../../src/store/rows.js';
 import type { ServiceDeps } from '../../src/service/types.js';
 import { apiKeys } from '../../src/store/schema/index.js';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
@@ -335,5 +336,79 @@ describe('revocation, expiry and rotation take effect at once on every route of 
     expect(rotated.status).toBe(201);
     await refusedEverywhere(k.key);
     await warm(rotated.body.key.key);
+  });
+});
+
+describe('the stored revocation and expiry of a key come after every call it was allowed', () => {
+  /**
+   * Verifies read the key without locking it, so one can be allowed while a revocation waits to
+   * commit. Here that wait is made long and certain: the key's row is held locked, so the
+   * revocation (or rotation) takes its now() and then waits while a verify is allowed.
+   */
+  async function allowedWhileHeld(keyId: string, key: string, change: () => Promise<CallResult>): Promise<CallResult> {
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let locked!: () => void;
+    const lockedNow = new Promise<void>((r) => (locked = r));
+    const holder = svc.store.db.transaction(async (tx) => {
+      await tx.execute(sql`select 1 from api_keys where id = ${keyId} for update`);
+      locked();
+      await held;
+    });
+    let changed: Promise<CallResult> | undefined;
+    try {
+      await lockedNow;
+      changed = change();
+      // Until the change waits on the lock, its now() may not have been taken yet.
+      for (let i = 0; i < 100; i++) {
+        const waiting = await rows(
+          svc.store.db,
+          sql`select 1 as one from pg_stat_activity where wait_event_type = 'Lock' and query ilike '%api_keys%' and pid <> pg_backend_pid()`,
+        );
+        if (waiting.length > 0) break;
+        await sleep(20);
+      }
+      const allowed = await svc.call('POST', '/v1/verify', { key, json: await bundle() });
+      expect(allowed.status, JSON.stringify(allowed.body)).toBe(200);
+    } finally {
+      release();
+      await holder;
+    }
+    return changed!;
+  }
+
+  const usesAtOrAfter = async (keyId: string, column: 'revoked_at' | 'expires_at') =>
+    (
+      await rows(
+        svc.store.db,
+        sql`select i.jti from invocations i join api_keys k on k.id = i.caller_key_id
+             where k.id = ${keyId} and i.created_at >= k.${sql.raw(column)}`,
+      )
+    ).length;
+
+  it('revocation: revoked_at is later than the created_at of a verify that saw the key live', async () => {
+    const k = await newKey({ scopes: ['verify'] });
+    const revoked = await allowedWhileHeld(k.id, k.key, () => svc.call('DELETE', `/v1/admin/api-keys/${k.id}`, admin()));
+    expect(revoked.status).toBe(204);
+    expect(await usesAtOrAfter(k.id, 'revoked_at')).toBe(0);
+    // The time the API shows is that stored time, to the millisecond.
+    const [row] = await svc.store.db.select({ revokedAt: apiKeys.revokedAt }).from(apiKeys).where(eq(apiKeys.id, k.id));
+    const [used] = await rows<{ at: string }>(
+      svc.store.db,
+      sql`select max(created_at)::text as at from invocations where caller_key_id = ${k.id}`,
+    );
+    expect(row!.revokedAt!.getTime()).toBeGreaterThan(new Date(used!.at).getTime());
+    expect((await svc.call('POST', '/v1/verify', { key: k.key, json: await bundle() })).status).toBe(401);
+  });
+
+  it('rotation with grace 0: the old key expires after the created_at of a verify that saw it live', async () => {
+    const k = await newKey({ scopes: ['verify'] });
+    const rotated = await allowedWhileHeld(k.id, k.key, () =>
+      svc.call('POST', `/v1/admin/api-keys/${k.id}/rotate`, { ...admin(), json: { grace_seconds: 0 } }),
+    );
+    expect(rotated.status, JSON.stringify(rotated.body)).toBe(201);
+    expect(await usesAtOrAfter(k.id, 'expires_at')).toBe(0);
+    expect(Date.parse(rotated.body.previous.expires_at)).toBeLessThanOrEqual(Date.now());
+    expect((await svc.call('POST', '/v1/verify', { key: k.key, json: await bundle() })).status).toBe(401);
   });
 });
