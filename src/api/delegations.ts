@@ -311,6 +311,11 @@ export const issueDelegationRoute = createRoute({
   security: [{ bearerAuth: [] }],
   request: { body: { required: true, content: { 'application/json': { schema: IssueRequest } } } },
   responses: {
+    200: {
+      description:
+        'This very record was issued before: the same request with the same `jti`, in the same second of the service clock, signs the same bytes. Already stored; nothing changed.',
+      content: { 'application/json': { schema: IssueResult } },
+    },
     201: { description: 'The root DR, signed, stored and signed for.', content: { 'application/json': { schema: IssueResult } } },
     400: BadRequestResponse(
       'The body does not match `IssueRequest` (`INVALID_REQUEST`), or the record it describes is invalid (`INVALID_FIELD`, e.g. `exp` before `nbf`).',

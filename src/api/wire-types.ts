@@ -4175,6 +4175,15 @@ export interface operations {
       };
     };
     responses: {
+      /** @description This very record was issued before: the same request with the same `jti`, in the same second of the service clock, signs the same bytes. Already stored; nothing changed. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['IssueResult'];
+        };
+      };
       /** @description The root DR, signed, stored and signed for. */
       201: {
         headers: {

@@ -41,7 +41,7 @@ export function delegationRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   serve(r, issueDelegationRoute, requireScope(deps, 'issue'), async (c) => {
     const body = await parseJsonBody(c, deps.config.maxBodyBytes, IssueRequest);
     const result = await issueCustodialRoot(deps, tenantOf(c.get('auth')), body, c.get('auth').keyId);
-    return c.json(result, 201);
+    return c.json(result.body, result.created ? 201 : 200);
   });
 
   serve(r, getDelegationRoute, readers, async (c) =>

@@ -45,5 +45,6 @@ export async function issueCustodialRoot(deps: ServiceDeps, tenantId: string, re
     jti: req.jti ?? `dr:${randomUUID()}`,
   });
   const result = await submitDelegations(deps, tenantId, [signed.jws], issuedByKey);
-  return { tenant_id: tenantId, custodial_did: issuer.did, delegation: result.delegations[0]! };
+  // The same request with a fixed jti in the same second signs the same bytes: stored already.
+  return { created: result.created, body: { tenant_id: tenantId, custodial_did: issuer.did, delegation: result.delegations[0]! } };
 }

@@ -361,6 +361,11 @@ describe('(b) delegations', () => {
     await api('POST', path, { key: tenant.keys.audit, json: { audience: A.did, policy: {} } }, 403);
     // A jti is unique per issuer: the custodial key already issued this one.
     await api('POST', path, { key, json: { audience: A.did, policy: {}, jti: issued.body.delegation.jti } }, 409);
+    // The same request again in the same second (the test clock stands still) is the same record, stored already.
+    const fixed = { audience: A.did, policy: {}, jti: 'dr:contract-reissued' };
+    const first = await api('POST', path, { key, json: fixed }, 201);
+    const again = await api('POST', path, { key, json: fixed }, 200);
+    expect(again.body.delegation.hash).toBe(first.body.delegation.hash);
     await api('POST', path, { key, json: { audience: A.did, policy: {}, nbf: T0 - 7200, exp: T0 - 3600 } }, 422);
     await api('POST', path, { key, body: OVERSIZE }, 413);
     await api('POST', path, { key, json: { audience: A.did, policy: {} }, app: downApp }, 503);
