@@ -253,7 +253,7 @@ export const UnprocessableResponse = (description = 'Well-formed but refused; `d
 });
 
 export const StorageUnavailableResponse = (
-  description = 'The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed or counted; retry.',
+  description = 'The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted).',
 ) => ({ description, content: { 'application/json': { schema: ErrorEnvelope } } });
 
 export const InternalResponse = (description = 'Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator.') => ({

@@ -289,7 +289,8 @@ const SERVICE_ERRORS = {
   },
   STORAGE_UNAVAILABLE: {
     message: 'The database is unavailable, so Baton cannot decide safely and refuses.',
-    suggestion: 'Retry shortly. A verify refused so was not allowed and counted nothing.',
+    suggestion:
+      'Nothing was allowed: a tool server runs no tool on this answer. Retry shortly. A change the database had begun to commit when it failed may still have been applied: a verify re-sent as the same invocation with the same key answers its original allow (retry: true) if it was counted.',
   },
   INTERNAL: {
     message: 'Baton failed unexpectedly.',

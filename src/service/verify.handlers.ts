@@ -181,7 +181,7 @@ export async function verifyWithinDeadline(
     deadline,
     `The database did not decide this verify within the ${deps.config.verifyDeadlineMs} ms deadline, so Baton refuses it: the call was not allowed. ` +
       'Re-send the same invocation with the same key to learn whether the database counted it anyway (retry: true), or sign a new one.',
-    // Not the code's own suggestion ("counted nothing"): a commit the database had begun may still complete.
+    // As the code's own suggestion, for a verify: a commit the database had begun may still complete.
     'Do not run the tool. Retry shortly: the same invocation with the same key answers its original allow (retry: true) if the database counted it after all.',
   );
 }

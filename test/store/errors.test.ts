@@ -44,6 +44,17 @@ describe('storage errors', () => {
     expect(isStorageUnavailable(err)).toBe(true);
   });
 
+  it('treat a read-only database (a standby, a failover under way) as unavailable', async () => {
+    const err = await failure(
+      store.db.transaction(async (tx) => {
+        await tx.execute(sql`set transaction read only`);
+        await tx.insert(tenants).values({ id: 'ten_read_only', name: 'a' });
+      }),
+    );
+    expect(pgError(err)?.code).toBe('25006');
+    expect(isStorageUnavailable(err)).toBe(true);
+  });
+
   it('treat a closed PGlite as unavailable', async () => {
     const client = await PGlite.create();
     await client.close();
