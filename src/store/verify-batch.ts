@@ -75,6 +75,50 @@ interface Pending {
 
 // The items travel as JSON text: a driver given a jsonb parameter would JSON-encode the text again.
 const BATCH_SQL = 'select baton_verify_batch($1, $2::text::jsonb) as r';
+const DATABASE_CLOCK_SQL = 'select (extract(epoch from clock_timestamp()) * 1000)::float8 as ms';
+
+/**
+ * The database clock against this process's, so a deadline set on this clock is sent on the
+ * database's: the statement compares it with clock_timestamp() (and derives its lock_timeout from
+ * it). Sent as it was, a service clock 6 s ahead let statements commit seconds after the client got
+ * its 503, and one 5 s behind made every verify a 503 at once. Read before the first statement and
+ * again every minute, from a round trip's midpoint; a slow round trip (a database pausing) teaches
+ * nothing and leaves the last reading.
+ */
+export class DatabaseClockOffset {
+  static readonly REFRESH_MS = 60_000;
+  static readonly MAX_ROUND_TRIP_MS = 250;
+  #offsetMs = 0;
+  #readAt = -Infinity;
+  #reading: Promise<void> | undefined;
+
+  constructor(private readonly query: RawQuery) {}
+
+  /** Milliseconds to add to a time on this process's clock to name the same moment on the database's. */
+  get offsetMs(): number {
+    return this.#offsetMs;
+  }
+
+  /** Resolves once a reading exists; starts a new one in the background when the last is old. */
+  async fresh(): Promise<void> {
+    const due = performance.now() - this.#readAt >= DatabaseClockOffset.REFRESH_MS;
+    if (due && this.#reading === undefined) this.#reading = this.#read().finally(() => (this.#reading = undefined));
+    if (this.#readAt === -Infinity) await this.#reading;
+  }
+
+  async #read(): Promise<void> {
+    try {
+      const sent = Date.now();
+      const [row] = await this.query(DATABASE_CLOCK_SQL, []);
+      const back = Date.now();
+      const ms = Number(row?.['ms']);
+      if (Number.isFinite(ms) && back - sent <= DatabaseClockOffset.MAX_ROUND_TRIP_MS) this.#offsetMs = ms - (sent + back) / 2;
+    } catch {
+      // The batch that follows meets the same failure and answers for it; the last reading stands.
+    }
+    this.#readAt = performance.now();
+  }
+}
 
 /** An error carrying a SQLSTATE, read by isStorageUnavailable and the error mapper like a driver error. */
 class ItemError extends Error {
@@ -119,6 +163,7 @@ export interface BatcherOptions {
 
 export class VerifyBatcher {
   readonly #query: RawQuery;
+  readonly #clock: DatabaseClockOffset;
   readonly #maxInFlight: number;
   readonly #maxBatch: number;
   #queue: Pending[] = [];
@@ -130,6 +175,7 @@ export class VerifyBatcher {
 
   constructor(query: RawQuery, opts: BatcherOptions = {}) {
     this.#query = query;
+    this.#clock = new DatabaseClockOffset(query);
     this.#maxInFlight = opts.maxInFlight ?? VERIFY_STATEMENTS_IN_FLIGHT;
     this.#maxBatch = opts.maxBatch ?? 32;
   }
@@ -200,7 +246,9 @@ export class VerifyBatcher {
     const sent = performance.now();
     let failed = true;
     try {
-      const [row] = await this.#query(BATCH_SQL, [new Date(earliest).toISOString(), JSON.stringify(batch.map((p) => p.item))]);
+      await this.#clock.fresh();
+      const deadline = new Date(earliest + this.#clock.offsetMs).toISOString();
+      const [row] = await this.#query(BATCH_SQL, [deadline, JSON.stringify(batch.map((p) => p.item))]);
       const raw = row?.['r'];
       const answers = (typeof raw === 'string' ? JSON.parse(raw) : raw) as ItemAnswer[] | null | undefined;
       if (!Array.isArray(answers) || answers.length !== batch.length)

@@ -1,0 +1,47 @@
+/**
+ * A verify's deadline is set on the service's clock and checked by the statement on the
+ * database's. The service converts it with the offset it measures, so a skewed host clock
+ * neither refuses every verify (service behind) nor lets a statement commit after its 503
+ * (service ahead).
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { generateKeyPair } from '../../src/sdk/keys.js';
+import { DatabaseClockOffset } from '../../src/store/verify-batch.js';
+import { setupTenant, startTestService, storeTwoLeaves, verifyInvocation, type TestService } from '../support/service.js';
+
+const SKEW_MS = 6_000;
+let svc: TestService;
+
+beforeAll(async () => {
+  svc = await startTestService();
+});
+afterAll(async () => svc?.close());
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+/** This process's Date runs `ms` from the database's (timers stay real). */
+function skewDate(ms: number): void {
+  vi.useFakeTimers({ toFake: ['Date'], now: Date.now() + ms });
+}
+
+describe('the database clock offset', () => {
+  it('is measured from the database: a process clock 6 s behind reads about +6 s, one ahead about -6 s', async () => {
+    for (const skew of [-SKEW_MS, SKEW_MS]) {
+      skewDate(skew);
+      const clock = new DatabaseClockOffset(svc.store.query);
+      await clock.fresh();
+      expect(Math.abs(clock.offsetMs + skew), `skew ${skew} ms`).toBeLessThan(500);
+      vi.useRealTimers();
+    }
+  });
+
+  it('a service clock 6 s behind the database still verifies (the deadline is sent on the database clock)', async () => {
+    const tenant = await setupTenant(svc, 'clock skew');
+    const [A, B, C] = [generateKeyPair(), generateKeyPair(), generateKeyPair()];
+    const { root, leafA } = await storeTwoLeaves(svc, tenant, { max_calls: 10 }, A, B, C);
+    skewDate(-SKEW_MS);
+    const { res: r } = await verifyInvocation(svc, tenant.keys.verify, [root, leafA], B);
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+  });
+});
