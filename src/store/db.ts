@@ -1,7 +1,7 @@
 // Database selection: postgres.js against a real server when a URL is given,
 // otherwise embedded PGlite in a data folder. Both are drizzle PgDatabases over
 // one schema, so one body of query code runs on either.
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { sql } from 'drizzle-orm';
@@ -139,29 +139,120 @@ export const DATA_FOLDER_LOCK = 'baton.pid';
 /**
  * The embedded database belongs to one process: PGlite keeps no lock of its own, and a second
  * process writing the same folder would corrupt it. The holder's pid goes in a file created
- * exclusively; a file whose process is gone (a crash) is taken over. Returns the release.
+ * exclusively, with its start time where the system tells it (Linux: /proc), so a pid reused after
+ * a crash (a container's process 1, restarted) is not taken for the holder. A file whose process
+ * is gone is taken over, by one process at a time: removing it takes a second file, created
+ * exclusively, so two processes finding the same stale lock cannot each remove the other's new one.
+ * Returns the release.
  */
 export function lockDataFolder(dataDir: string): () => void {
   const lock = join(dataDir, DATA_FOLDER_LOCK);
-  for (let attempt = 0; ; attempt++) {
+  const guard = `${lock}.takeover`;
+  const deadline = Date.now() + LOCK_TAKEOVER_WAIT_MS;
+  for (;;) {
     try {
-      writeFileSync(lock, String(process.pid), { flag: 'wx' });
+      writeFileSync(lock, holderText(process.pid, startTimeOf(process.pid)), { flag: 'wx' });
+      heldHere.add(lock);
       let held = true;
       return () => {
-        if (held) rmSync(lock, { force: true });
+        if (held) {
+          heldHere.delete(lock);
+          rmSync(lock, { force: true });
+        }
         held = false;
       };
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) throw e;
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
     }
-    const holder = Number(readFileSync(lock, 'utf8').trim());
-    if (Number.isInteger(holder) && holder > 0 && processIsAlive(holder)) {
+    const holder = readHolder(lock);
+    if (holder !== undefined && holderIsAlive(lock, holder)) {
       throw new Error(
-        `the data folder ${dataDir} is in use by process ${holder} (another Baton?). Stop it, or use another folder (BATON_DATA_DIR, baton serve --data-dir); if no Baton runs there, delete ${lock}.`,
+        `the data folder ${dataDir} is in use by process ${holder.pid} (another Baton?). Stop it, or use another folder (BATON_DATA_DIR, baton serve --data-dir); if no Baton runs there, delete ${lock}.`,
       );
     }
-    rmSync(lock, { force: true }); // its process is gone
+    if (Date.now() > deadline) {
+      throw new Error(
+        `the data folder ${dataDir} is being taken over by another process (${guard}); try again, or delete that file if none is starting.`,
+      );
+    }
+    // Its process is gone: take it over, one process at a time.
+    try {
+      writeFileSync(guard, String(process.pid), { flag: 'wx' });
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      // A guard left by a process that died while taking over is old: removed once it is.
+      if (ageMs(guard) > STALE_TAKEOVER_MS) rmSync(guard, { force: true });
+      else sleepSync(20);
+      continue;
+    }
+    try {
+      // Only a guard holder removes the file, so it still holds what was read unless it is gone.
+      const again = readHolder(lock);
+      if (again !== undefined && again.text === holder?.text) rmSync(lock, { force: true });
+    } finally {
+      rmSync(guard, { force: true });
+    }
   }
+}
+
+/** How long a start waits for another process's takeover of a stale lock before giving up. */
+const LOCK_TAKEOVER_WAIT_MS = 5_000;
+/** A takeover guard older than this was left by a process that died taking over. */
+const STALE_TAKEOVER_MS = 10_000;
+/** Locks this process holds: a file naming this pid that is not among them is a former holder's (pid reuse). */
+const heldHere = new Set<string>();
+
+interface Holder {
+  readonly pid: number;
+  readonly start: string | undefined;
+  readonly text: string;
+}
+
+function holderText(pid: number, start: string | undefined): string {
+  return start === undefined ? String(pid) : `${pid} ${start}`;
+}
+
+function readHolder(lock: string): Holder | undefined {
+  let text: string;
+  try {
+    text = readFileSync(lock, 'utf8');
+  } catch {
+    return undefined; // removed meanwhile
+  }
+  const [pid, start] = text.trim().split(/\s+/);
+  const n = Number(pid);
+  return Number.isInteger(n) && n > 0 ? { pid: n, start, text } : { pid: 0, start: undefined, text };
+}
+
+function holderIsAlive(lock: string, holder: Holder): boolean {
+  if (holder.pid === process.pid) return heldHere.has(lock);
+  if (holder.pid <= 0 || !processIsAlive(holder.pid)) return false;
+  // The pid is someone's: the holder's only if it started when the holder did (where that is known).
+  const start = startTimeOf(holder.pid);
+  return holder.start === undefined || start === undefined || start === holder.start;
+}
+
+/** The process's start time in clock ticks since boot (Linux), or undefined where /proc does not tell. */
+function startTimeOf(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name, which may hold spaces and parentheses: the 22nd field is the 20th here.
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+  } catch {
+    return undefined;
+  }
+}
+
+function ageMs(file: string): number {
+  try {
+    return Date.now() - statSync(file).mtimeMs;
+  } catch {
+    return 0;
+  }
+}
+
+function sleepSync(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }
 
 function processIsAlive(pid: number): boolean {
