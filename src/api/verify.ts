@@ -215,7 +215,8 @@ const verifyExchange = (schema: typeof VerifyRequest | typeof VerifyRequestDrs, 
     headers: z.object({ 'X-DRS-Bundle': XDrsBundle.optional() }),
     body: {
       required: false,
-      description: "A DRS 4.0 bundle plus Baton's options. It may be left out when the bundle travels in `X-DRS-Bundle` (and must be there otherwise).",
+      description:
+        "A DRS 4.0 bundle plus Baton's options. It may be left out when the bundle travels in `X-DRS-Bundle` (and must be there otherwise).",
       content: { 'application/json': { schema } },
     },
   },
