@@ -87,9 +87,13 @@ const DATABASE_CLOCK_SQL = 'select (extract(epoch from clock_timestamp()) * 1000
  */
 export class DatabaseClockOffset {
   static readonly REFRESH_MS = 60_000;
+  /** After a failed or slow reading, the next is tried this much later (not by every batch). */
+  static readonly RETRY_MS = 1_000;
   static readonly MAX_ROUND_TRIP_MS = 250;
   #offsetMs = 0;
+  /** When the last reading was taken (performance.now()); -Infinity until one is. */
   #readAt = -Infinity;
+  #nextTryAt = -Infinity;
   #reading: Promise<void> | undefined;
 
   constructor(private readonly query: RawQuery) {}
@@ -99,10 +103,16 @@ export class DatabaseClockOffset {
     return this.#offsetMs;
   }
 
-  /** Resolves once a reading exists; starts a new one in the background when the last is old. */
+  /**
+   * Starts a reading when the last is a minute old (none is awaited once one was taken). Until the
+   * first is taken, a batch waits for the reading under way; when one fails or is slow (the
+   * database down or pausing), the batches of the next second go with the offset they have.
+   */
   async fresh(): Promise<void> {
-    const due = performance.now() - this.#readAt >= DatabaseClockOffset.REFRESH_MS;
-    if (due && this.#reading === undefined) this.#reading = this.#read().finally(() => (this.#reading = undefined));
+    const now = performance.now();
+    if (this.#reading === undefined && now >= this.#nextTryAt && now - this.#readAt >= DatabaseClockOffset.REFRESH_MS) {
+      this.#reading = this.#read().finally(() => (this.#reading = undefined));
+    }
     if (this.#readAt === -Infinity) await this.#reading;
   }
 
@@ -112,11 +122,14 @@ export class DatabaseClockOffset {
       const [row] = await this.query(DATABASE_CLOCK_SQL, []);
       const back = Date.now();
       const ms = Number(row?.['ms']);
-      if (Number.isFinite(ms) && back - sent <= DatabaseClockOffset.MAX_ROUND_TRIP_MS) this.#offsetMs = ms - (sent + back) / 2;
+      if (Number.isFinite(ms) && back - sent <= DatabaseClockOffset.MAX_ROUND_TRIP_MS) {
+        this.#offsetMs = ms - (sent + back) / 2;
+        this.#readAt = performance.now();
+      }
     } catch {
       // The batch that follows meets the same failure and answers for it; the last reading stands.
     }
-    this.#readAt = performance.now();
+    this.#nextTryAt = performance.now() + DatabaseClockOffset.RETRY_MS;
   }
 }
 

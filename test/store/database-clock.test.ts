@@ -36,6 +36,27 @@ describe('the database clock offset', () => {
     }
   });
 
+  it('a failed first reading is tried again a second later, not left at no offset for a minute; a good one is kept', async () => {
+    let calls = 0;
+    const query = async () => {
+      calls++;
+      if (calls === 1) throw Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
+      return [{ ms: Date.now() + SKEW_MS }];
+    };
+    const clock = new DatabaseClockOffset(query);
+    await clock.fresh();
+    expect(clock.offsetMs).toBe(0);
+    await clock.fresh(); // within the retry pause: no new reading
+    expect(calls).toBe(1);
+    await new Promise((r) => setTimeout(r, DatabaseClockOffset.RETRY_MS + 50));
+    await clock.fresh();
+    expect(calls).toBe(2);
+    expect(Math.abs(clock.offsetMs - SKEW_MS)).toBeLessThan(100);
+    await new Promise((r) => setTimeout(r, DatabaseClockOffset.RETRY_MS + 50));
+    await clock.fresh(); // a good reading stands for a minute
+    expect(calls).toBe(2);
+  });
+
   it('a service clock 6 s behind the database still verifies (the deadline is sent on the database clock)', async () => {
     const tenant = await setupTenant(svc, 'clock skew');
     const [A, B, C] = [generateKeyPair(), generateKeyPair(), generateKeyPair()];
