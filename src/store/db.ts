@@ -1,7 +1,8 @@
 // Database selection: postgres.js against a real server when a URL is given,
 // otherwise embedded PGlite in a data folder. Both are drizzle PgDatabases over
 // one schema, so one body of query code runs on either.
-import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { linkSync, mkdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { sql } from 'drizzle-orm';
@@ -138,36 +139,39 @@ export const DATA_FOLDER_LOCK = 'baton.pid';
 
 /**
  * The embedded database belongs to one process: PGlite keeps no lock of its own, and a second
- * process writing the same folder would corrupt it. The holder's pid goes in a file created
- * exclusively, with its start time where the system tells it (Linux: /proc), so a pid reused after
- * a crash (a container's process 1, restarted) is not taken for the holder. A file whose process
- * is gone is taken over, by one process at a time: removing it takes a second file, created
- * exclusively, so two processes finding the same stale lock cannot each remove the other's new one.
- * Returns the release.
+ * process writing the same folder would corrupt it. The holder's pid goes in a file that appears
+ * whole (written aside, then linked into place, which fails if one exists), with the host's name
+ * and, where the system tells it (Linux: /proc), the process's start time.
+ *
+ * A holder is judged only from the host that wrote it: a pid means nothing in another container
+ * that shares the folder's volume, so a lock from another host is refused until a person deletes
+ * it. On the same host, a pid that is gone, or that now is a process started at another time (a
+ * restarted container is pid 1 again, with the same host name), is no holder. A stale lock is
+ * taken over by one process at a time: removing it takes a second file, created exclusively, and
+ * the lock is read again first, so two starts finding it cannot each remove the other's new lock.
+ * Returns the release, which removes the file only while it is still this process's.
  */
 export function lockDataFolder(dataDir: string): () => void {
-  const lock = join(dataDir, DATA_FOLDER_LOCK);
+  const lock = join(realpathSync(dataDir), DATA_FOLDER_LOCK);
   const guard = `${lock}.takeover`;
+  const mine = holderText(process.pid, startTimeOf(process.pid), hostname());
   const deadline = Date.now() + LOCK_TAKEOVER_WAIT_MS;
   for (;;) {
-    try {
-      writeFileSync(lock, holderText(process.pid, startTimeOf(process.pid)), { flag: 'wx' });
+    if (createWhole(lock, mine)) {
       heldHere.add(lock);
       let held = true;
       return () => {
-        if (held) {
-          heldHere.delete(lock);
-          rmSync(lock, { force: true });
-        }
+        if (!held) return;
         held = false;
+        heldHere.delete(lock);
+        if (readHolder(lock)?.text === mine) rmSync(lock, { force: true });
       };
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
     }
     const holder = readHolder(lock);
-    if (holder !== undefined && holderIsAlive(lock, holder)) {
+    if (holder === undefined) continue; // removed meanwhile: try again
+    if (holderIsAlive(lock, holder)) {
       throw new Error(
-        `the data folder ${dataDir} is in use by process ${holder.pid} (another Baton?). Stop it, or use another folder (BATON_DATA_DIR, baton serve --data-dir); if no Baton runs there, delete ${lock}.`,
+        `the data folder ${dataDir} is in use by process ${holder.pid}${holder.host && holder.host !== hostname() ? ` on host ${holder.host}` : ''} (another Baton?). Stop it, or use another folder (BATON_DATA_DIR, baton serve --data-dir); if no Baton runs there, delete ${lock}.`,
       );
     }
     if (Date.now() > deadline) {
@@ -176,19 +180,15 @@ export function lockDataFolder(dataDir: string): () => void {
       );
     }
     // Its process is gone: take it over, one process at a time.
-    try {
-      writeFileSync(guard, String(process.pid), { flag: 'wx' });
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    if (!createWhole(guard, mine)) {
       // A guard left by a process that died while taking over is old: removed once it is.
       if (ageMs(guard) > STALE_TAKEOVER_MS) rmSync(guard, { force: true });
       else sleepSync(20);
       continue;
     }
     try {
-      // Only a guard holder removes the file, so it still holds what was read unless it is gone.
-      const again = readHolder(lock);
-      if (again !== undefined && again.text === holder?.text) rmSync(lock, { force: true });
+      // Only a guard holder removes the lock, so it still holds what was read unless it is gone.
+      if (readHolder(lock)?.text === holder.text) rmSync(lock, { force: true });
     } finally {
       rmSync(guard, { force: true });
     }
@@ -199,32 +199,59 @@ export function lockDataFolder(dataDir: string): () => void {
 const LOCK_TAKEOVER_WAIT_MS = 5_000;
 /** A takeover guard older than this was left by a process that died taking over. */
 const STALE_TAKEOVER_MS = 10_000;
-/** Locks this process holds: a file naming this pid that is not among them is a former holder's (pid reuse). */
+/** Locks this process holds (by real path): a file naming this pid that is not among them is a former holder's. */
 const heldHere = new Set<string>();
 
 interface Holder {
   readonly pid: number;
   readonly start: string | undefined;
+  readonly host: string | undefined;
   readonly text: string;
 }
 
-function holderText(pid: number, start: string | undefined): string {
-  return start === undefined ? String(pid) : `${pid} ${start}`;
+function holderText(pid: number, start: string | undefined, host: string): string {
+  return `${pid} ${start ?? '-'} ${host}`;
 }
 
+/** Creates `file` holding `text`, whole or not at all; false when it exists. */
+function createWhole(file: string, text: string): boolean {
+  const aside = `${file}.${process.pid}.${Date.now()}.tmp`;
+  writeFileSync(aside, text);
+  try {
+    linkSync(aside, file);
+    return true;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    throw e;
+  } finally {
+    rmSync(aside, { force: true });
+  }
+}
+
+/** The lock's holder; undefined when there is no file (any other failure to read it is thrown). */
 function readHolder(lock: string): Holder | undefined {
   let text: string;
   try {
     text = readFileSync(lock, 'utf8');
-  } catch {
-    return undefined; // removed meanwhile
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw e;
   }
-  const [pid, start] = text.trim().split(/\s+/);
+  const [pid, start, host] = text.trim().split(/\s+/);
   const n = Number(pid);
-  return Number.isInteger(n) && n > 0 ? { pid: n, start, text } : { pid: 0, start: undefined, text };
+  return {
+    pid: Number.isInteger(n) && n > 0 ? n : 0,
+    start: start === undefined || start === '-' ? undefined : start,
+    host,
+    text,
+  };
 }
 
 function holderIsAlive(lock: string, holder: Holder): boolean {
+  // Written by an earlier Baton (a pid alone): judged as it judged it.
+  if (holder.host === undefined) return holder.pid > 0 && processIsAlive(holder.pid);
+  // Another host's pid cannot be judged from here (a container sharing the volume): refused.
+  if (holder.host !== hostname()) return true;
   if (holder.pid === process.pid) return heldHere.has(lock);
   if (holder.pid <= 0 || !processIsAlive(holder.pid)) return false;
   // The pid is someone's: the holder's only if it started when the holder did (where that is known).

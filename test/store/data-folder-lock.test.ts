@@ -5,7 +5,7 @@
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { spawn, spawnSync } from 'node:child_process';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DATA_FOLDER_LOCK, lockDataFolder, openStore } from '../../src/store/db.js';
@@ -50,18 +50,34 @@ describe('lockDataFolder', () => {
     release();
   });
 
-  it('takes over a lock naming a pid that is now another process (a restarted container is pid 1 again)', () => {
+  it('on this host, takes over a lock naming a pid that is now another process (a restarted container is pid 1 again)', () => {
     const dir = folder();
     // A former holder with this very pid: this process holds no lock there, so it is not the holder.
-    writeFileSync(join(dir, DATA_FOLDER_LOCK), String(process.pid));
+    writeFileSync(join(dir, DATA_FOLDER_LOCK), `${process.pid} - ${hostname()}`);
     lockDataFolder(dir)();
     // A live pid whose process started at another time than the one recorded.
     if (existsSync('/proc/self/stat')) {
-      writeFileSync(join(dir, DATA_FOLDER_LOCK), `${process.ppid} 1`);
+      writeFileSync(join(dir, DATA_FOLDER_LOCK), `${process.ppid} 1 ${hostname()}`);
       const release = lockDataFolder(dir);
       expect(holderPid(dir)).toBe(process.pid);
       release();
     }
+  });
+
+  it("refuses a lock written on another host, whatever its pid (containers sharing the folder's volume)", () => {
+    const dir = folder();
+    for (const pid of [process.pid, deadPid()]) {
+      writeFileSync(join(dir, DATA_FOLDER_LOCK), `${pid} 1 another-container`);
+      expect(() => lockDataFolder(dir)).toThrow(new RegExp(`in use by process ${pid} on host another-container.*delete`));
+    }
+  });
+
+  it('releases only its own lock: a file another process wrote since is left alone', () => {
+    const dir = folder();
+    const release = lockDataFolder(dir);
+    writeFileSync(join(dir, DATA_FOLDER_LOCK), `${process.ppid} - ${hostname()}`);
+    release();
+    expect(holderPid(dir)).toBe(process.ppid);
   });
 
   it('gives a stale lock to one of several processes taking it over at once', { timeout: 60_000 }, async () => {
