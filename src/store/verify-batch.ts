@@ -82,7 +82,7 @@ const DATABASE_CLOCK_SQL = 'select (extract(epoch from clock_timestamp()) * 1000
  * database's: the statement compares it with clock_timestamp() (and derives its lock_timeout from
  * it). Sent as it was, a service clock 6 s ahead let statements commit seconds after the client got
  * its 503, and one 5 s behind made every verify a 503 at once. Read before the first statement and
- * again every minute, from a round trip's midpoint; a slow round trip (a database pausing) teaches
+ * again every minute, as a lower bound (see #read); a slow round trip (a database pausing) teaches
  * nothing and leaves the last reading.
  */
 export class DatabaseClockOffset {
@@ -91,6 +91,8 @@ export class DatabaseClockOffset {
   static readonly RETRY_MS = 1_000;
   static readonly MAX_ROUND_TRIP_MS = 250;
   #offsetMs = 0;
+  /** Date.now() - performance.now() when the offset was read: a step of the host clock since moves it. */
+  #wallBase = Date.now() - performance.now();
   /** When the last reading was taken (performance.now()); -Infinity until one is. */
   #readAt = -Infinity;
   #nextTryAt = -Infinity;
@@ -100,7 +102,9 @@ export class DatabaseClockOffset {
 
   /** Milliseconds to add to a time on this process's clock to name the same moment on the database's. */
   get offsetMs(): number {
-    return this.#offsetMs;
+    // The deadline it converts is read from Date.now(): a step of the host's clock since the
+    // reading (NTP, a VM resumed) moves the offset by as much, the other way.
+    return this.#offsetMs - (Date.now() - performance.now() - this.#wallBase);
   }
 
   /**
@@ -123,7 +127,11 @@ export class DatabaseClockOffset {
       const back = Date.now();
       const ms = Number(row?.['ms']);
       if (Number.isFinite(ms) && back - sent <= DatabaseClockOffset.MAX_ROUND_TRIP_MS) {
-        this.#offsetMs = ms - (sent + back) / 2;
+        // The database read its clock between sent and back: taken as read at `back`, the offset is
+        // never later than the true one, so a deadline sent is at worst early by the round trip (a
+        // needless 503), never late (a commit after the client's 503).
+        this.#offsetMs = ms - back;
+        this.#wallBase = back - performance.now();
         this.#readAt = performance.now();
       }
     } catch {

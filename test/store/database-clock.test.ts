@@ -45,7 +45,7 @@ describe('the database clock offset', () => {
     };
     const clock = new DatabaseClockOffset(query);
     await clock.fresh();
-    expect(clock.offsetMs).toBe(0);
+    expect(Math.abs(clock.offsetMs)).toBeLessThan(5); // none read: the clocks taken as in step
     await clock.fresh(); // within the retry pause: no new reading
     expect(calls).toBe(1);
     await new Promise((r) => setTimeout(r, DatabaseClockOffset.RETRY_MS + 50));
@@ -55,6 +55,26 @@ describe('the database clock offset', () => {
     await new Promise((r) => setTimeout(r, DatabaseClockOffset.RETRY_MS + 50));
     await clock.fresh(); // a good reading stands for a minute
     expect(calls).toBe(2);
+  });
+
+  it('errs early, never late: a reading the database took at the end of a slow round trip gives no positive offset', async () => {
+    // Clocks in step; the database reads its clock only after 100 ms in a queue. A midpoint would
+    // put the database 50 ms ahead, and every deadline 50 ms late.
+    const query = async () => {
+      await new Promise((r) => setTimeout(r, 100));
+      return [{ ms: Date.now() }];
+    };
+    const clock = new DatabaseClockOffset(query);
+    await clock.fresh();
+    expect(clock.offsetMs).toBeLessThanOrEqual(5);
+  });
+
+  it('follows a step of the host clock after the reading (NTP, a VM resumed)', async () => {
+    const clock = new DatabaseClockOffset(async () => [{ ms: Date.now() }]);
+    await clock.fresh();
+    expect(Math.abs(clock.offsetMs)).toBeLessThan(50);
+    skewDate(SKEW_MS); // the host clock steps 6 s forward
+    expect(Math.abs(clock.offsetMs + SKEW_MS)).toBeLessThan(50);
   });
 
   it('a service clock 6 s behind the database still verifies (the deadline is sent on the database clock)', async () => {
