@@ -5680,7 +5680,7 @@ export interface operations {
     parameters: {
       query?: never;
       header?: {
-        /** @description DRS transport: base64url (no padding) of the bundle JSON (`Bundle`). Used only when the body carries no `invocation`. Baton takes request headers up to 64 KiB (a 16-record chain fits; past that Node answers a bare `431`), but proxies often allow less: prefer chains by reference (`receipts: []`). */
+        /** @description DRS transport: base64url (no padding) of the bundle JSON (`Bundle`). The body may carry the same bundle too (as the DRS `VerifyClient` sends it), but not another one (400); an empty header is none. Baton takes request headers up to 64 KiB (a 16-record chain fits; past that Node answers a bare `431`), but proxies often allow less: prefer chains by reference (`receipts: []`). */
         'X-DRS-Bundle'?: components['schemas']['XDrsBundle'];
       };
       path?: never;
@@ -5771,7 +5771,7 @@ export interface operations {
     parameters: {
       query?: never;
       header?: {
-        /** @description DRS transport: base64url (no padding) of the bundle JSON (`Bundle`). Used only when the body carries no `invocation`. Baton takes request headers up to 64 KiB (a 16-record chain fits; past that Node answers a bare `431`), but proxies often allow less: prefer chains by reference (`receipts: []`). */
+        /** @description DRS transport: base64url (no padding) of the bundle JSON (`Bundle`). The body may carry the same bundle too (as the DRS `VerifyClient` sends it), but not another one (400); an empty header is none. Baton takes request headers up to 64 KiB (a 16-record chain fits; past that Node answers a bare `431`), but proxies often allow less: prefer chains by reference (`receipts: []`). */
         'X-DRS-Bundle'?: components['schemas']['XDrsBundle'];
       };
       path?: never;

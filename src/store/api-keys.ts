@@ -129,11 +129,13 @@ export async function revokeApiKey(db: Db, id: string): Promise<ApiKeyInfo | und
     const [already] = await db.select(infoColumns).from(apiKeys).where(eq(apiKeys.id, id));
     return already;
   }
+  // Best effort: the revocation has committed, and a failure here must not hide that.
   const [stamped] = await db
     .update(apiKeys)
     .set({ revokedAt: sql`greatest(${apiKeys.revokedAt}, date_trunc('milliseconds', clock_timestamp()) + interval '1 millisecond')` })
     .where(eq(apiKeys.id, id))
-    .returning(infoColumns);
+    .returning(infoColumns)
+    .catch(() => []);
   return stamped ?? revoked;
 }
 
@@ -235,11 +237,13 @@ export async function rotateApiKey(
 ): Promise<RotateOutcome> {
   const outcome = await rotateInTransaction(db, id, opts);
   if (outcome.kind !== 'rotated') return outcome;
+  // Best effort: the rotation has committed, and its new key's secret must reach the caller.
   const [stamped] = await db
     .update(apiKeys)
     .set({ expiresAt: sql`clock_timestamp()` })
     .where(and(eq(apiKeys.id, outcome.previous.id), sql`${apiKeys.expiresAt} < clock_timestamp()`))
-    .returning(infoColumns);
+    .returning(infoColumns)
+    .catch(() => []);
   return stamped ? { ...outcome, previous: stamped } : outcome;
 }
 

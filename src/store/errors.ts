@@ -79,7 +79,7 @@ const UNAVAILABLE_CODES = new Set([
  * SQLSTATE classes: 08 connection, 53 insufficient resources, 57P01-03 shutdown,
  * 57014 statement timeout, 55P03 lock timeout, 40001/40P01 retryable contention,
  * 25006 a read-only transaction (a standby, or a primary set read-only: a failover
- * under way), 58 system errors (I/O).
+ * under way), 58000/58030 system and I/O errors.
  */
 export function isStorageUnavailable(err: unknown): boolean {
   for (let e: unknown = err, depth = 0; e && typeof e === 'object' && depth < 5; depth++) {
@@ -87,7 +87,8 @@ export function isStorageUnavailable(err: unknown): boolean {
     if (typeof o.code === 'string') {
       const c = o.code;
       if (UNAVAILABLE_CODES.has(c)) return true;
-      if (c.startsWith('08') || c.startsWith('53') || c.startsWith('57P') || c.startsWith('58')) return true;
+      if (c.startsWith('08') || c.startsWith('53') || c.startsWith('57P')) return true;
+      if (c === '58000' || c === '58030') return true; // system and I/O errors, not 58P01-02 (a missing file: configuration)
       if (c === '25006') return true;
       if (c === '57014' || c === '55P03' || c === '40001' || c === '40P01') return true;
     }
