@@ -144,7 +144,7 @@ function sameBundle(inBody: Record<(typeof BUNDLE_MEMBERS)[number], unknown>, in
 function bundleOfHeader(drsHeader: string): Record<string, unknown> {
   let text: string;
   try {
-    text = utf8Decode(decodeBase64url(drsHeader.trim(), 'X-DRS-Bundle header'));
+    text = utf8Decode(decodeBase64url(drsHeader, 'X-DRS-Bundle header'));
   } catch {
     throw new BatonError('INVALID_REQUEST', {
       message: 'The X-DRS-Bundle header is not base64url-encoded UTF-8.',
@@ -181,8 +181,6 @@ export async function verifyWithinDeadline(
     deadline,
     `The database did not decide this verify within the ${deps.config.verifyDeadlineMs} ms deadline, so Baton refuses it: the call was not allowed. ` +
       'Re-send the same invocation with the same key to learn whether the database counted it anyway (retry: true), or sign a new one.',
-    // As the code's own suggestion, for a verify: a commit the database had begun may still complete.
-    'Do not run the tool. Retry shortly: the same invocation with the same key answers its original allow (retry: true) if the database counted it after all.',
   );
 }
 

@@ -89,8 +89,7 @@ export function isStorageUnavailable(err: unknown): boolean {
       if (UNAVAILABLE_CODES.has(c)) return true;
       if (c.startsWith('08') || c.startsWith('53') || c.startsWith('57P')) return true;
       if (c === '58000' || c === '58030') return true; // system and I/O errors, not 58P01-02 (a missing file: configuration)
-      if (c === '25006') return true;
-      if (c === '57014' || c === '55P03' || c === '40001' || c === '40P01') return true;
+      if (c === '57014' || c === '55P03' || c === '40001' || c === '40P01' || c === '25006') return true;
     }
     if (typeof o.message === 'string' && /PGlite is closed/i.test(o.message)) return true;
     e = o.cause;

@@ -90,9 +90,11 @@ export class DatabaseClockOffset {
   /** After a failed or slow reading, the next is tried this much later (not by every batch). */
   static readonly RETRY_MS = 1_000;
   static readonly MAX_ROUND_TRIP_MS = 250;
-  #offsetMs = 0;
-  /** Date.now() - performance.now() when the offset was read: a step of the host clock since moves it. */
-  #wallBase = Date.now() - performance.now();
+  /**
+   * The database's clock at performance.now() = 0: kept against the monotonic clock, so a step of
+   * the host's clock after a reading (NTP, a VM resumed) moves the offset with the deadlines it converts.
+   */
+  #databaseAtMonotonicZero = Date.now() - performance.now();
   /** When the last reading was taken (performance.now()); -Infinity until one is. */
   #readAt = -Infinity;
   #nextTryAt = -Infinity;
@@ -102,22 +104,21 @@ export class DatabaseClockOffset {
 
   /** Milliseconds to add to a time on this process's clock to name the same moment on the database's. */
   get offsetMs(): number {
-    // The deadline it converts is read from Date.now(): a step of the host's clock since the
-    // reading (NTP, a VM resumed) moves the offset by as much, the other way.
-    return this.#offsetMs - (Date.now() - performance.now() - this.#wallBase);
+    return this.#databaseAtMonotonicZero + performance.now() - Date.now();
   }
 
   /**
-   * Starts a reading when the last is a minute old (none is awaited once one was taken). Until the
-   * first is taken, a batch waits for the reading under way; when one fails or is slow (the
-   * database down or pausing), the batches of the next second go with the offset they have.
+   * Starts a reading when the last is a minute old. Until the first is taken, returns the reading
+   * under way for a batch to wait on; after that, nothing (no batch waits, not even a microtask).
+   * When a reading fails or is slow (the database down or pausing), the batches of the next second
+   * go with the offset they have.
    */
-  async fresh(): Promise<void> {
+  fresh(): Promise<void> | undefined {
     const now = performance.now();
     if (this.#reading === undefined && now >= this.#nextTryAt && now - this.#readAt >= DatabaseClockOffset.REFRESH_MS) {
       this.#reading = this.#read().finally(() => (this.#reading = undefined));
     }
-    if (this.#readAt === -Infinity) await this.#reading;
+    return this.#readAt === -Infinity ? this.#reading : undefined;
   }
 
   async #read(): Promise<void> {
@@ -130,9 +131,8 @@ export class DatabaseClockOffset {
         // The database read its clock between sent and back: taken as read at `back`, the offset is
         // never later than the true one, so a deadline sent is at worst early by the round trip (a
         // needless 503), never late (a commit after the client's 503).
-        this.#offsetMs = ms - back;
-        this.#wallBase = back - performance.now();
         this.#readAt = performance.now();
+        this.#databaseAtMonotonicZero = ms - this.#readAt;
       }
     } catch {
       // The batch that follows meets the same failure and answers for it; the last reading stands.
@@ -264,10 +264,11 @@ export class VerifyBatcher {
     for (const p of batch) if (p.deadline < earliest) earliest = p.deadline;
     this.#stats.batches++;
     this.#stats.items += batch.length;
+    const firstClockReading = this.#clock.fresh();
+    if (firstClockReading !== undefined) await firstClockReading;
     const sent = performance.now();
     let failed = true;
     try {
-      await this.#clock.fresh();
       const deadline = new Date(earliest + this.#clock.offsetMs).toISOString();
       const [row] = await this.#query(BATCH_SQL, [deadline, JSON.stringify(batch.map((p) => p.item))]);
       const raw = row?.['r'];
