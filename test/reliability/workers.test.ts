@@ -91,17 +91,6 @@ describe('BATON_WORKERS=2', () => {
 
   it("/metrics shows every worker's counts in every scrape", async () => {
     expect(await workers(2)).toHaveLength(2);
-    // A new connection per request, so the cluster hands them to the workers in turn.
-    const get = (path: string, key?: string) =>
-      new Promise<{ status: number; text: string }>((resolve, reject) => {
-        const req = httpGet(new URL(path, node!.url), { agent: false, headers: key ? { authorization: `Bearer ${key}` } : {} }, (res) => {
-          let text = '';
-          res.setEncoding('utf8');
-          res.on('data', (c: string) => (text += c));
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-        });
-        req.on('error', reject);
-      });
     const healthzCount = async () => {
       const r = await get('/metrics', adminKey);
       expect(r.status).toBe(200);
@@ -146,10 +135,10 @@ describe('BATON_WORKERS=2', () => {
   }, 60_000);
 });
 
-/** GET /metrics on a new connection (the cluster hands each to the next worker), with the admin key. */
-function scrape(): Promise<{ status: number; text: string }> {
+/** A GET on a new connection, so the cluster hands each to the next worker in turn. */
+function get(path: string, key?: string): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
-    const req = httpGet(new URL('/metrics', node!.url), { agent: false, headers: { authorization: `Bearer ${adminKey}` } }, (res) => {
+    const req = httpGet(new URL(path, node!.url), { agent: false, headers: key ? { authorization: `Bearer ${key}` } : {} }, (res) => {
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (c: string) => (text += c));
@@ -158,3 +147,6 @@ function scrape(): Promise<{ status: number; text: string }> {
     req.on('error', reject);
   });
 }
+
+/** GET /metrics with the admin key, on a new connection. */
+const scrape = () => get('/metrics', adminKey);
