@@ -84,7 +84,18 @@ export async function startServer(
     ...(config.databaseUrl ? {} : { data_dir: config.dataDir }),
   });
   const store = await openStore(
-    config.databaseUrl ? { databaseUrl: config.databaseUrl, max: config.dbPoolSize } : { dataDir: config.dataDir },
+    config.databaseUrl
+      ? { databaseUrl: config.databaseUrl, max: config.dbPoolSize }
+      : {
+          dataDir: config.dataDir,
+          lock: {
+            onWait: (message) => log.warn(message),
+            onLost: (message) => {
+              log.error(message);
+              process.exit(1);
+            },
+          },
+        },
   );
   log.info('store ready', { database: store.kind, ...(store.kind === 'pglite' ? { data_dir: config.dataDir } : {}) });
   // The generated admin key is shown once, so only by a start that serves: a start that fails

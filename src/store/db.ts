@@ -1,15 +1,14 @@
 // Database selection: postgres.js against a real server when a URL is given,
 // otherwise embedded PGlite in a data folder. Both are drizzle PgDatabases over
 // one schema, so one body of query code runs on either.
-import { linkSync, mkdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { hostname } from 'node:os';
-import { join } from 'node:path';
+import { mkdirSync } from 'node:fs';
 import { PGlite } from '@electric-sql/pglite';
 import { sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
+import { lockDataFolder, type DataFolderLockOptions } from './data-folder-lock.js';
 import { migratePgliteDb, migratePostgresUrl } from './migrate.js';
 import * as schema from './schema/index.js';
 import { VERIFY_STATEMENTS_IN_FLIGHT } from './verify-batch.js';
@@ -58,12 +57,14 @@ export interface OpenStoreOptions {
    * that already migrated (the log integrator's thread).
    */
   migrate?: boolean;
+  /** PGlite on disk: how the data folder's lock reports a wait, and a lock lost while held (./data-folder-lock.ts). */
+  lock?: DataFolderLockOptions;
 }
 
 /** Opens the store and applies pending migrations before returning it. */
 export async function openStore(opts: OpenStoreOptions): Promise<Store> {
   if (opts.databaseUrl) return openPostgres(opts.databaseUrl, opts.max ?? 10, opts.migrate === false ? null : opts.migrationsFolder);
-  if (opts.dataDir) return openPglite(opts.dataDir, opts.migrationsFolder);
+  if (opts.dataDir) return openPglite(opts.dataDir, opts.migrationsFolder, opts.lock);
   throw new Error('openStore: give databaseUrl (PostgreSQL) or dataDir (embedded PGlite)');
 }
 
@@ -98,10 +99,10 @@ async function openPostgres(databaseUrl: string, max: number, migrationsFolder: 
   };
 }
 
-async function openPglite(dataDir: string, migrationsFolder?: string): Promise<Store> {
+async function openPglite(dataDir: string, migrationsFolder?: string, lock?: DataFolderLockOptions): Promise<Store> {
   const onDisk = !dataDir.includes('://');
   if (onDisk) mkdirSync(dataDir, { recursive: true });
-  const unlock = onDisk ? lockDataFolder(dataDir) : () => {};
+  const unlock = onDisk ? lockDataFolder(dataDir, lock) : () => {};
   let client: PGlite;
   try {
     client = await PGlite.create(dataDir);
@@ -131,163 +132,6 @@ async function openPglite(dataDir: string, migrationsFolder?: string): Promise<S
     await client.close();
     unlock();
     throw err;
-  }
-}
-
-/** The file that says which process holds an embedded data folder. */
-export const DATA_FOLDER_LOCK = 'baton.pid';
-
-/**
- * The embedded database belongs to one process: PGlite keeps no lock of its own, and a second
- * process writing the same folder would corrupt it. The holder's pid goes in a file that appears
- * whole (written aside, then linked into place, which fails if one exists), with the host's name
- * and, where the system tells it (Linux: /proc), the process's start time.
- *
- * A holder is judged only from the host that wrote it: a pid means nothing in another container
- * that shares the folder's volume, so a lock from another host is refused until a person deletes
- * it. On the same host, a pid that is gone, or that now is a process started at another time (a
- * restarted container is pid 1 again, with the same host name), is no holder. A stale lock is
- * taken over by one process at a time: removing it takes a second file, created exclusively, and
- * the lock is read again first, so two starts finding it cannot each remove the other's new lock.
- * Returns the release, which removes the file only while it is still this process's.
- */
-export function lockDataFolder(dataDir: string): () => void {
-  const lock = join(realpathSync(dataDir), DATA_FOLDER_LOCK);
-  const guard = `${lock}.takeover`;
-  const mine = holderText(process.pid, startTimeOf(process.pid), hostname());
-  const deadline = Date.now() + LOCK_TAKEOVER_WAIT_MS;
-  for (;;) {
-    if (createWhole(lock, mine)) {
-      heldHere.add(lock);
-      let held = true;
-      return () => {
-        if (!held) return;
-        held = false;
-        heldHere.delete(lock);
-        if (readHolder(lock)?.text === mine) rmSync(lock, { force: true });
-      };
-    }
-    const holder = readHolder(lock);
-    if (holder === undefined) continue; // removed meanwhile: try again
-    if (holderIsAlive(lock, holder)) {
-      throw new Error(
-        `the data folder ${dataDir} is in use by process ${holder.pid}${holder.host && holder.host !== hostname() ? ` on host ${holder.host}` : ''} (another Baton?). Stop it, or use another folder (BATON_DATA_DIR, baton serve --data-dir); if no Baton runs there, delete ${lock}.`,
-      );
-    }
-    if (Date.now() > deadline) {
-      throw new Error(
-        `the data folder ${dataDir} is being taken over by another process (${guard}); try again, or delete that file if none is starting.`,
-      );
-    }
-    // Its process is gone: take it over, one process at a time.
-    if (!createWhole(guard, mine)) {
-      // A guard left by a process that died while taking over is old: removed once it is.
-      if (ageMs(guard) > STALE_TAKEOVER_MS) rmSync(guard, { force: true });
-      else sleepSync(20);
-      continue;
-    }
-    try {
-      // Only a guard holder removes the lock, so it still holds what was read unless it is gone.
-      if (readHolder(lock)?.text === holder.text) rmSync(lock, { force: true });
-    } finally {
-      rmSync(guard, { force: true });
-    }
-  }
-}
-
-/** How long a start waits for another process's takeover of a stale lock before giving up. */
-const LOCK_TAKEOVER_WAIT_MS = 5_000;
-/** A takeover guard older than this was left by a process that died taking over. */
-const STALE_TAKEOVER_MS = 10_000;
-/** Locks this process holds (by real path): a file naming this pid that is not among them is a former holder's. */
-const heldHere = new Set<string>();
-
-interface Holder {
-  readonly pid: number;
-  readonly start: string | undefined;
-  readonly host: string | undefined;
-  readonly text: string;
-}
-
-function holderText(pid: number, start: string | undefined, host: string): string {
-  return `${pid} ${start ?? '-'} ${host}`;
-}
-
-/** Creates `file` holding `text`, whole or not at all; false when it exists. */
-function createWhole(file: string, text: string): boolean {
-  const aside = `${file}.${process.pid}.${Date.now()}.tmp`;
-  writeFileSync(aside, text);
-  try {
-    linkSync(aside, file);
-    return true;
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'EEXIST') return false;
-    throw e;
-  } finally {
-    rmSync(aside, { force: true });
-  }
-}
-
-/** The lock's holder; undefined when there is no file (any other failure to read it is thrown). */
-function readHolder(lock: string): Holder | undefined {
-  let text: string;
-  try {
-    text = readFileSync(lock, 'utf8');
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw e;
-  }
-  const [pid, start, host] = text.trim().split(/\s+/);
-  const n = Number(pid);
-  return {
-    pid: Number.isInteger(n) && n > 0 ? n : 0,
-    start: start === undefined || start === '-' ? undefined : start,
-    host,
-    text,
-  };
-}
-
-function holderIsAlive(lock: string, holder: Holder): boolean {
-  // Written by an earlier Baton (a pid alone): judged as it judged it.
-  if (holder.host === undefined) return holder.pid > 0 && processIsAlive(holder.pid);
-  // Another host's pid cannot be judged from here (a container sharing the volume): refused.
-  if (holder.host !== hostname()) return true;
-  if (holder.pid === process.pid) return heldHere.has(lock);
-  if (holder.pid <= 0 || !processIsAlive(holder.pid)) return false;
-  // The pid is someone's: the holder's only if it started when the holder did (where that is known).
-  const start = startTimeOf(holder.pid);
-  return holder.start === undefined || start === undefined || start === holder.start;
-}
-
-/** The process's start time in clock ticks since boot (Linux), or undefined where /proc does not tell. */
-function startTimeOf(pid: number): string | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Fields after the command name, which may hold spaces and parentheses: the 22nd field is the 20th here.
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
-  } catch {
-    return undefined;
-  }
-}
-
-function ageMs(file: string): number {
-  try {
-    return Date.now() - statSync(file).mtimeMs;
-  } catch {
-    return 0;
-  }
-}
-
-function sleepSync(ms: number): void {
-  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
-}
-
-function processIsAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 

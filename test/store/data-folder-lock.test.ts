@@ -3,12 +3,13 @@
  * data folder is refused while the first holds it, and a lock left by a
  * process that is gone is taken over.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { DATA_FOLDER_LOCK, lockDataFolder, openStore } from '../../src/store/db.js';
+import { DATA_FOLDER_LOCK, lockDataFolder } from '../../src/store/data-folder-lock.js';
+import { openStore } from '../../src/store/db.js';
 import { freshPglite } from '../setup/db.js';
 
 const dirs: string[] = [];
@@ -50,32 +51,92 @@ describe('lockDataFolder', () => {
     release();
   });
 
-  it('on this host, takes over a lock naming a pid that is now another process (a restarted container is pid 1 again)', () => {
+  it('in its own pid space, takes over a lock naming a pid that is now another process (a restarted container is pid 1 again)', () => {
     const dir = folder();
     // A former holder with this very pid: this process holds no lock there, so it is not the holder.
-    writeFileSync(join(dir, DATA_FOLDER_LOCK), `${process.pid} - ${hostname()}`);
+    writeFileSync(lockOf(dir), lockText({ pid: process.pid }));
     lockDataFolder(dir)();
     // A live pid whose process started at another time than the one recorded.
     if (existsSync('/proc/self/stat')) {
-      writeFileSync(join(dir, DATA_FOLDER_LOCK), `${process.ppid} 1 ${hostname()}`);
+      writeFileSync(lockOf(dir), lockText({ pid: process.ppid, start: '1' }));
       const release = lockDataFolder(dir);
       expect(holderPid(dir)).toBe(process.pid);
       release();
     }
   });
 
-  it("refuses a lock written on another host, whatever its pid (containers sharing the folder's volume)", () => {
+  it('keeps refusing a live holder whose pid space is another (a container sharing the volume, even with this host name)', async () => {
     const dir = folder();
-    for (const pid of [process.pid, deadPid()]) {
-      writeFileSync(join(dir, DATA_FOLDER_LOCK), `${pid} 1 another-container`);
-      expect(() => lockDataFolder(dir)).toThrow(new RegExp(`in use by process ${pid} on host another-container.*delete`));
+    // The lock names this very pid and host, but another pid namespace: without the heartbeat
+    // rule this process took it for a former holder of its own pid.
+    for (const where of [{ pidns: 'pid:[1]' }, { host: 'another-container' }, { boot: 'another-boot' }]) {
+      writeFileSync(lockOf(dir), lockText({ pid: process.pid, ...where }));
+      const beating = await heartbeatOf(lockOf(dir));
+      try {
+        const waits: string[] = [];
+        expect(() => lockDataFolder(dir, { leaseMs: 3_000, onWait: (m) => waits.push(m) })).toThrow(/in use by process \d+.*delete/);
+        expect(waits.join()).toMatch(/cannot be checked from here: waiting up to 3 s for its heartbeat/);
+      } finally {
+        beating.kill();
+      }
     }
+  });
+
+  it('takes over such a lock once it has gone a lease without a heartbeat', () => {
+    const dir = folder();
+    for (const where of [
+      { pid: process.pid, pidns: 'pid:[1]' },
+      { pid: deadPid(), host: 'another-container' },
+    ]) {
+      writeFileSync(lockOf(dir), lockText(where));
+      const t0 = performance.now();
+      const release = lockDataFolder(dir, { leaseMs: 600 });
+      expect(performance.now() - t0).toBeGreaterThanOrEqual(550);
+      expect(holderPid(dir)).toBe(process.pid);
+      release();
+    }
+  });
+
+  it('touches its lock while it holds it, and says so when the lock stops being its own', async () => {
+    const dir = folder();
+    const lost: string[] = [];
+    const release = lockDataFolder(dir, { leaseMs: 500, onLost: (m) => lost.push(m) });
+    const before = statSync(lockOf(dir)).mtimeMs;
+    await sleep(300);
+    expect(statSync(lockOf(dir)).mtimeMs).toBeGreaterThan(before);
+    expect(lost).toEqual([]);
+    const other = lockText({ pid: process.ppid });
+    writeFileSync(lockOf(dir), other); // taken over by another process
+    await sleep(300);
+    expect(lost).toHaveLength(1);
+    expect(lost[0]).toMatch(/no longer this process's/);
+    release();
+    expect(readFileSync(lockOf(dir), 'utf8')).toBe(other);
+  });
+
+  it('refuses a lock left by an earlier Baton while a process with its pid lives here, and names the file to delete', () => {
+    const dir = folder();
+    // Such a lock does not say where its pid lives, nor beats: its pid alive here (this one, even) may be it.
+    for (const text of [String(process.pid), `${process.pid} 1 ${hostname()}`, `${process.ppid} - ${hostname()}`]) {
+      writeFileSync(lockOf(dir), text);
+      expect(() => lockDataFolder(dir)).toThrow(/in use by process \d+.*delete/);
+    }
+    writeFileSync(lockOf(dir), `${process.pid} 1 another-host`);
+    expect(() => lockDataFolder(dir)).toThrow(/on host another-host.*delete/);
+    writeFileSync(lockOf(dir), `${deadPid()} - ${hostname()}`);
+    lockDataFolder(dir)();
+  });
+
+  it('refuses a lock that is not a regular file at once, rather than spin on it', () => {
+    const dir = folder();
+    symlinkSync(join(dir, 'nowhere', 'x'), lockOf(dir));
+    expect(() => lockDataFolder(dir)).toThrow(/not a regular file; delete it/);
   });
 
   it('releases only its own lock: a file another process wrote since is left alone', () => {
     const dir = folder();
     const release = lockDataFolder(dir);
-    writeFileSync(join(dir, DATA_FOLDER_LOCK), `${process.ppid} - ${hostname()}`);
+    writeFileSync(lockOf(dir), lockText({ pid: process.ppid }));
     release();
     expect(holderPid(dir)).toBe(process.ppid);
   });
@@ -84,7 +145,7 @@ describe('lockDataFolder', () => {
     // Each says whether it got the lock, then holds what it got until the test has heard from all.
     const script = `
       import { existsSync } from 'node:fs';
-      import { lockDataFolder } from ${JSON.stringify(new URL('../../src/store/db.ts', import.meta.url).href)};
+      import { lockDataFolder } from ${JSON.stringify(new URL('../../src/store/data-folder-lock.ts', import.meta.url).href)};
       const [dir, at] = process.argv.slice(1);
       while (Date.now() < Number(at)) {}
       let got = false;
@@ -111,6 +172,31 @@ describe('lockDataFolder', () => {
     }
   });
 });
+
+const lockOf = (dir: string) => join(dir, DATA_FOLDER_LOCK);
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * A lock's text as this process writes it (pid, start time, host, boot, pid namespace, nonce),
+ * with some fields replaced: read off a real lock, so the test follows the format.
+ */
+function lockText(change: { pid?: number; start?: string; host?: string; boot?: string; pidns?: string }): string {
+  const dir = folder();
+  const release = lockDataFolder(dir);
+  const [pid, start, host, boot, pidns, nonce] = readFileSync(lockOf(dir), 'utf8').split(' ');
+  release();
+  return [change.pid ?? pid, change.start ?? start, change.host ?? host, change.boot ?? boot, change.pidns ?? pidns, `${nonce}0`].join(' ');
+}
+
+/** Another process touching `file` every 100 ms, as a live holder's heartbeat does. */
+async function heartbeatOf(file: string): Promise<ChildProcess> {
+  const child = spawn(process.execPath, [
+    '-e',
+    `const fs = require('node:fs'); process.stdout.write('on'); setInterval(() => { const t = new Date(); fs.utimesSync(${JSON.stringify(file)}, t, t); }, 100);`,
+  ]);
+  await new Promise((resolve) => child.stdout.once('data', resolve));
+  return child;
+}
 
 /** The pid the lock file names. */
 function holderPid(dir: string): number {

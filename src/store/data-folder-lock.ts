@@ -1,0 +1,294 @@
+// The embedded database's data folder belongs to one process. PGlite keeps no
+// lock of its own, and a second process writing the same folder would corrupt
+// it, so the store holds the folder through a file naming its holder.
+import { randomBytes } from 'node:crypto';
+import { linkSync, lstatSync, readFileSync, readlinkSync, realpathSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+
+/** The file that says which process holds an embedded data folder. */
+export const DATA_FOLDER_LOCK = 'baton.pid';
+
+export interface DataFolderLockOptions {
+  /**
+   * How long a lock whose holder this process cannot judge may go without a heartbeat before it
+   * is taken over (default 10 s). The holder touches the file every fifth of it.
+   */
+  readonly leaseMs?: number;
+  /** Told when a start waits to see whether such a holder is alive (a wait of up to `leaseMs`). */
+  readonly onWait?: (message: string) => void;
+  /**
+   * Called once if the lock stops being this process's while it holds it (another process took
+   * it over after this one missed its heartbeats, or the file was removed). Another process may
+   * then write the folder, so the default ends this process (stderr, exit code 1).
+   */
+  readonly onLost?: (message: string) => void;
+}
+
+/**
+ * Holds the folder for this process until the returned release is called.
+ *
+ * The lock file appears whole (written aside under a random name, then linked into place, which
+ * fails if one exists). It names the holder's pid and start time and where the pid means something:
+ * the host's name, its boot and the pid namespace (Linux: /proc). A holder is judged by its pid only
+ * from the same host, boot and pid namespace. Containers sharing the folder's volume, even with one
+ * host name, and other machines, cannot see each other's pids: there the holder proves it is alive
+ * by touching the file (its heartbeat), and a lock that goes `leaseMs` without one is stale.
+ *
+ * Where pids can be judged, a pid that is gone, or that now is a process started at another time,
+ * is no holder, nor is a lock naming this very process's pid that this process does not hold (a
+ * former holder's: the pid was reused). A stale lock is taken over by one process at a time:
+ * removing it takes a second file, created exclusively, and the lock is read again first, so two
+ * starts finding it cannot each remove the other's new lock. The release removes the file only
+ * while it is still this process's.
+ */
+export function lockDataFolder(dataDir: string, options: DataFolderLockOptions = {}): () => void {
+  const lock = join(realpathSync(dataDir), DATA_FOLDER_LOCK);
+  const guard = `${lock}.takeover`;
+  const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
+  const me = whereThisRuns();
+  const mine = holderText({ pid: process.pid, start: startTimeOf(process.pid), ...me, nonce: randomBytes(8).toString('hex') });
+  let deadline = Date.now() + LOCK_TAKEOVER_WAIT_MS;
+  for (;;) {
+    if (createWhole(lock, mine)) {
+      heldHere.add(lock);
+      return holdWithHeartbeat(lock, mine, leaseMs, options.onLost ?? endThisProcess);
+    }
+    const holder = readHolder(lock);
+    if (holder === undefined) {
+      // Removed meanwhile: try again, for a while (a file that exists for link but not for read is no lock).
+      if (Date.now() > deadline) throw new Error(`the data folder lock ${lock} cannot be read although it exists; delete it.`);
+      continue;
+    }
+    let verdict: Verdict | 'changed' = judge(lock, holder, me);
+    if (verdict === 'watch') {
+      options.onWait?.(
+        `the data folder ${dataDir} is held by process ${holder.pid} on host ${holder.host ?? '?'}, whose pid cannot be checked from here: waiting up to ${Math.ceil(leaseMs / 1000)} s for its heartbeat`,
+      );
+      verdict = watchHeartbeat(lock, holder, leaseMs);
+      deadline = Date.now() + LOCK_TAKEOVER_WAIT_MS;
+      if (verdict === 'changed') continue;
+    }
+    if (verdict === 'alive') {
+      throw new Error(
+        `the data folder ${dataDir} is in use by process ${holder.pid}${holder.host && holder.host !== me.host ? ` on host ${holder.host}` : ''} (another Baton?). Stop it, or use another folder (BATON_DATA_DIR, baton serve --data-dir); if no Baton runs there, delete ${lock}.`,
+      );
+    }
+    // Its process is gone: take it over, one process at a time.
+    if (!createWhole(guard, mine)) {
+      if (Date.now() > deadline) {
+        throw new Error(
+          `the data folder ${dataDir} is being taken over by another process (${guard}); try again, or delete that file if none is starting.`,
+        );
+      }
+      // A guard left by a process that died while taking over is old: removed once it is.
+      if (ageMs(guard) > STALE_TAKEOVER_MS) rmSync(guard, { force: true });
+      else sleepSync(20);
+      continue;
+    }
+    try {
+      // Only a guard holder removes the lock, so it still holds what was read unless it is gone.
+      if (readHolder(lock)?.text === holder.text) rmSync(lock, { force: true });
+    } finally {
+      rmSync(guard, { force: true });
+    }
+  }
+}
+
+const DEFAULT_LEASE_MS = 10_000;
+/** How long a start waits for another process's takeover of a stale lock before giving up. */
+const LOCK_TAKEOVER_WAIT_MS = 5_000;
+/** A takeover guard older than this was left by a process that died taking over. */
+const STALE_TAKEOVER_MS = 10_000;
+/** Locks this process holds (by real path): a file naming this pid that is not among them is a former holder's. */
+const heldHere = new Set<string>();
+
+/** Where a pid means something: two processes can compare pids only when all three are equal and known. */
+interface Where {
+  readonly host: string;
+  /** Linux: /proc/sys/kernel/random/boot_id. */
+  readonly boot: string | undefined;
+  /** Linux: the pid namespace, as /proc/self/ns/pid links it (e.g. `pid:[4026531836]`). */
+  readonly pidns: string | undefined;
+}
+
+interface Holder extends Partial<Where> {
+  readonly pid: number;
+  readonly start: string | undefined;
+  /** False for a lock written by a Baton before heartbeats (its fields end at the host, or sooner). */
+  readonly beats: boolean;
+  readonly text: string;
+}
+
+function whereThisRuns(): Where {
+  return {
+    host: hostname(),
+    boot: readOrUndefined(() => readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim()),
+    pidns: readOrUndefined(() => readlinkSync('/proc/self/ns/pid')),
+  };
+}
+
+/** `pid start host boot pidns nonce`, `-` for what is unknown; the nonce makes each lock's text its own. */
+function holderText(h: { pid: number; start: string | undefined; nonce: string } & Where): string {
+  return [h.pid, h.start ?? '-', h.host, h.boot ?? '-', h.pidns ?? '-', h.nonce].join(' ');
+}
+
+/** The lock's holder; undefined when there is no file (any other failure to read it is thrown). */
+function readHolder(lock: string): Holder | undefined {
+  let text: string;
+  try {
+    if (!lstatSync(lock).isFile()) throw new Error(`the data folder lock ${lock} is not a regular file; delete it.`);
+    text = readFileSync(lock, 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw e;
+  }
+  const fields = text.trim().split(/\s+/);
+  const known = (s: string | undefined) => (s === undefined || s === '-' ? undefined : s);
+  const n = Number(fields[0]);
+  return {
+    pid: Number.isInteger(n) && n > 0 ? n : 0,
+    start: known(fields[1]),
+    host: fields[2],
+    boot: known(fields[3]),
+    pidns: known(fields[4]),
+    beats: fields.length >= 6,
+    text,
+  };
+}
+
+type Verdict = 'alive' | 'gone' | 'watch';
+
+function judge(lock: string, holder: Holder, me: Where): Verdict {
+  if (holder.pid <= 0) return 'gone'; // no pid at all: nobody's lock
+  if (!holder.beats) {
+    // Written by an earlier Baton, which kept no heartbeat and did not say where its pid lives: a
+    // pid alive here may be it (or another container's), so it stands until a person deletes it.
+    if (holder.host !== undefined && holder.host !== me.host) return 'alive';
+    return holder.pid === process.pid || processIsAlive(holder.pid) ? 'alive' : 'gone';
+  }
+  const samePidSpace =
+    holder.host === me.host && me.boot !== undefined && holder.boot === me.boot && me.pidns !== undefined && holder.pidns === me.pidns;
+  if (!samePidSpace) return 'watch';
+  if (holder.pid === process.pid) return heldHere.has(lock) ? 'alive' : 'gone';
+  if (!processIsAlive(holder.pid)) return 'gone';
+  // The pid is someone's: the holder's only if it started when the holder did (where that is known).
+  const start = startTimeOf(holder.pid);
+  return holder.start === undefined || start === undefined || start === holder.start ? 'alive' : 'gone';
+}
+
+/**
+ * Watches a lock whose holder cannot be judged by pid: alive once its heartbeat moves the file's
+ * modification time, gone after `leaseMs` without one, `changed` when the file is no longer it.
+ * Only the change is compared, never a time against this host's clock (another host's may differ).
+ */
+function watchHeartbeat(lock: string, holder: Holder, leaseMs: number): 'alive' | 'gone' | 'changed' {
+  const seen = mtimeOf(lock);
+  const until = performance.now() + leaseMs;
+  while (performance.now() < until) {
+    sleepSync(Math.min(200, leaseMs / 10));
+    if (readHolder(lock)?.text !== holder.text) return 'changed';
+    if (mtimeOf(lock) !== seen) return 'alive';
+  }
+  return 'gone';
+}
+
+/** Touches the lock every fifth of the lease while it is this process's; returns the release. */
+function holdWithHeartbeat(lock: string, mine: string, leaseMs: number, onLost: (message: string) => void): () => void {
+  let held = true;
+  const stop = () => {
+    held = false;
+    clearInterval(beat);
+    heldHere.delete(lock);
+  };
+  const beat = setInterval(() => {
+    let still: boolean;
+    try {
+      still = readHolder(lock)?.text === mine;
+    } catch {
+      return; // unreadable for now (a network file system's hiccup): judged at the next beat
+    }
+    if (!still) {
+      stop();
+      onLost(
+        `the data folder lock ${lock} is no longer this process's (taken over after missed heartbeats, or removed): another process may be writing the folder, so this one must stop`,
+      );
+      return;
+    }
+    try {
+      const now = new Date();
+      utimesSync(lock, now, now);
+    } catch {
+      // The next beat tries again; a holder that misses a lease of them may be taken over.
+    }
+  }, leaseMs / 5);
+  beat.unref();
+  return () => {
+    if (!held) return;
+    stop();
+    if (readHolder(lock)?.text === mine) rmSync(lock, { force: true });
+  };
+}
+
+function endThisProcess(message: string): void {
+  process.stderr.write(`baton: ${message}\n`);
+  process.exit(1);
+}
+
+/** Creates `file` holding `text`, whole or not at all; false when it exists. */
+function createWhole(file: string, text: string): boolean {
+  const aside = `${file}.${randomBytes(8).toString('hex')}.tmp`;
+  writeFileSync(aside, text, { flag: 'wx' });
+  try {
+    linkSync(aside, file);
+    return true;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    throw e;
+  } finally {
+    rmSync(aside, { force: true });
+  }
+}
+
+/** The process's start time in clock ticks since boot (Linux), or undefined where /proc does not tell. */
+function startTimeOf(pid: number): string | undefined {
+  return readOrUndefined(() => {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name, which may hold spaces and parentheses: the 22nd field is the 20th here.
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+  });
+}
+
+function readOrUndefined(read: () => string | undefined): string | undefined {
+  try {
+    return read() || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function mtimeOf(file: string): number | undefined {
+  try {
+    return statSync(file).mtimeMs;
+  } catch {
+    return undefined;
+  }
+}
+
+function ageMs(file: string): number {
+  const mtime = mtimeOf(file);
+  return mtime === undefined ? 0 : Date.now() - mtime;
+}
+
+function sleepSync(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+function processIsAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
