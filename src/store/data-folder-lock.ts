@@ -19,8 +19,9 @@ export interface DataFolderLockOptions {
   readonly onWait?: (message: string) => void;
   /**
    * Called once if the lock stops being this process's while it holds it (another process took
-   * it over after this one missed its heartbeats, or the file was removed). Another process may
-   * then write the folder, so the default ends this process (stderr, exit code 1).
+   * it over after this one missed its heartbeats; a removed lock is put back while nobody else has
+   * taken it). Another process may then write the folder, so the default ends this process
+   * (stderr, exit code 1).
    */
   readonly onLost?: (message: string) => void;
 }
@@ -202,16 +203,21 @@ function holdWithHeartbeat(lock: string, mine: string, leaseMs: number, onLost: 
     heldHere.delete(lock);
   };
   const beat = setInterval(() => {
-    let still: boolean;
+    let holder: Holder | undefined;
     try {
-      still = readHolder(lock)?.text === mine;
-    } catch {
-      return; // unreadable for now (a network file system's hiccup): judged at the next beat
+      holder = readHolder(lock);
+      // Removed (a person deleting it while this process runs, say): put back while nobody else has it.
+      if (holder === undefined && createWhole(lock, mine)) return;
+      holder ??= readHolder(lock);
+    } catch (e) {
+      // The folder itself is gone: there is nothing left to keep another process from.
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') stop();
+      return; // otherwise unreadable for now (a network file system's hiccup): judged at the next beat
     }
-    if (!still) {
+    if (holder?.text !== mine) {
       stop();
       onLost(
-        `the data folder lock ${lock} is no longer this process's (taken over after missed heartbeats, or removed): another process may be writing the folder, so this one must stop`,
+        `the data folder lock ${lock} is no longer this process's (another process took it over after this one missed its heartbeats for ${Math.ceil(leaseMs / 1000)} s): it may be writing the folder, so this one must stop`,
       );
       return;
     }

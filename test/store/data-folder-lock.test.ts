@@ -114,6 +114,20 @@ describe('lockDataFolder', () => {
     expect(readFileSync(lockOf(dir), 'utf8')).toBe(other);
   });
 
+  it('puts back a lock removed while it holds it, and stops quietly once the folder itself is gone', async () => {
+    const dir = folder();
+    const lost: string[] = [];
+    const release = lockDataFolder(dir, { leaseMs: 500, onLost: (m) => lost.push(m) });
+    const mine = readFileSync(lockOf(dir), 'utf8');
+    rmSync(lockOf(dir));
+    await sleep(300);
+    expect(readFileSync(lockOf(dir), 'utf8')).toBe(mine);
+    rmSync(dir, { recursive: true });
+    await sleep(300);
+    expect(lost).toEqual([]);
+    release();
+  });
+
   it('refuses a lock left by an earlier Baton while a process with its pid lives here, and names the file to delete', () => {
     const dir = folder();
     // Such a lock does not say where its pid lives, nor beats: its pid alive here (this one, even) may be it.
