@@ -90,17 +90,26 @@ export class DatabaseClockOffset {
   /** After a failed or slow reading, the next is tried this much later (not by every batch). */
   static readonly RETRY_MS = 1_000;
   static readonly MAX_ROUND_TRIP_MS = 250;
+  /** A change this large between the host's clock and the monotonic one is a step: read again at once. */
+  static readonly STEP_MS = 100;
   /**
    * The database's clock at performance.now() = 0: kept against the monotonic clock, so a step of
    * the host's clock after a reading (NTP, a VM resumed) moves the offset with the deadlines it converts.
    */
   #databaseAtMonotonicZero = Date.now() - performance.now();
+  /** The host's clock at performance.now() = 0, as of the last reading: a step shows as a change. */
+  #hostAtMonotonicZero = this.#databaseAtMonotonicZero;
   /** When the last reading was taken (performance.now()); -Infinity until one is. */
   #readAt = -Infinity;
   #nextTryAt = -Infinity;
   #reading: Promise<void> | undefined;
+  /** Batches wait for the reading under way: the first one, or one a step of the host clock started. */
+  #waitForReading = true;
 
-  constructor(private readonly query: RawQuery) {}
+  constructor(
+    private readonly query: RawQuery,
+    private readonly maxRoundTripMs = DatabaseClockOffset.MAX_ROUND_TRIP_MS,
+  ) {}
 
   /** Milliseconds to add to a time on this process's clock to name the same moment on the database's. */
   get offsetMs(): number {
@@ -108,17 +117,22 @@ export class DatabaseClockOffset {
   }
 
   /**
-   * Starts a reading when the last is a minute old. Until the first is taken, returns the reading
-   * under way for a batch to wait on; after that, nothing (no batch waits, not even a microtask).
-   * When a reading fails or is slow (the database down or pausing), the batches of the next second
-   * go with the offset they have.
+   * Starts a reading when the last is a minute old, or at once when the host's clock stepped since
+   * (which cannot tell an NTP correction, after which the offset follows the step, from a host
+   * resumed after a suspend, which the monotonic clock does not count and after which it does not).
+   * Returns the reading under way for a batch to wait on until the first is taken, and while one a
+   * step started is under way; otherwise nothing (no batch waits, not even a microtask). When a
+   * reading fails or is slow (the database down or pausing), the batches of the next second go with
+   * the offset they have.
    */
   fresh(): Promise<void> | undefined {
     const now = performance.now();
-    if (this.#reading === undefined && now >= this.#nextTryAt && now - this.#readAt >= DatabaseClockOffset.REFRESH_MS) {
+    const stepped = Math.abs(Date.now() - now - this.#hostAtMonotonicZero) > DatabaseClockOffset.STEP_MS;
+    if (this.#reading === undefined && now >= this.#nextTryAt && (stepped || now - this.#readAt >= DatabaseClockOffset.REFRESH_MS)) {
+      this.#waitForReading = stepped || this.#readAt === -Infinity;
       this.#reading = this.#read().finally(() => (this.#reading = undefined));
     }
-    return this.#readAt === -Infinity ? this.#reading : undefined;
+    return this.#waitForReading ? this.#reading : undefined;
   }
 
   async #read(): Promise<void> {
@@ -127,12 +141,14 @@ export class DatabaseClockOffset {
       const [row] = await this.query(DATABASE_CLOCK_SQL, []);
       const back = Date.now();
       const ms = Number(row?.['ms']);
-      if (Number.isFinite(ms) && back - sent <= DatabaseClockOffset.MAX_ROUND_TRIP_MS) {
+      if (Number.isFinite(ms) && back - sent <= this.maxRoundTripMs) {
         // The database read its clock between sent and back: taken as read at `back`, the offset is
         // never later than the true one, so a deadline sent is at worst early by the round trip (a
         // needless 503), never late (a commit after the client's 503).
         this.#readAt = performance.now();
         this.#databaseAtMonotonicZero = ms - this.#readAt;
+        this.#hostAtMonotonicZero = back - this.#readAt;
+        return;
       }
     } catch {
       // The batch that follows meets the same failure and answers for it; the last reading stands.
@@ -264,8 +280,8 @@ export class VerifyBatcher {
     for (const p of batch) if (p.deadline < earliest) earliest = p.deadline;
     this.#stats.batches++;
     this.#stats.items += batch.length;
-    const firstClockReading = this.#clock.fresh();
-    if (firstClockReading !== undefined) await firstClockReading;
+    const clockReading = this.#clock.fresh();
+    if (clockReading !== undefined) await clockReading;
     const sent = performance.now();
     let failed = true;
     try {

@@ -57,24 +57,50 @@ describe('the database clock offset', () => {
     expect(calls).toBe(2);
   });
 
-  it('errs early, never late: a reading the database took at the end of a slow round trip gives no positive offset', async () => {
-    // Clocks in step; the database reads its clock only after 100 ms in a queue. A midpoint would
-    // put the database 50 ms ahead, and every deadline 50 ms late.
+  it('errs early, never late: a reading the database took at the end of a slow round trip gives no larger offset', async () => {
+    // The database 10 s ahead, reading its clock only after 60 ms in a queue. A midpoint would put
+    // it 30 ms further ahead, and every deadline 30 ms late.
     const query = async () => {
-      await new Promise((r) => setTimeout(r, 100));
-      return [{ ms: Date.now() }];
+      await new Promise((r) => setTimeout(r, 60));
+      return [{ ms: Date.now() + 10_000 }];
     };
-    const clock = new DatabaseClockOffset(query);
+    const clock = new DatabaseClockOffset(query, 60_000);
     await clock.fresh();
-    expect(clock.offsetMs).toBeLessThanOrEqual(5);
+    expect(clock.offsetMs).toBeLessThanOrEqual(10_000 + 5);
+    expect(clock.offsetMs).toBeGreaterThan(10_000 - 1_000); // the reading was taken
   });
 
-  it('follows a step of the host clock after the reading (NTP, a VM resumed)', async () => {
-    const clock = new DatabaseClockOffset(async () => [{ ms: Date.now() }]);
+  it('follows a step of the host clock after the reading (NTP), and reads again at once to learn which step it was', async () => {
+    let databaseAhead = 0;
+    let calls = 0;
+    const clock = new DatabaseClockOffset(async () => {
+      calls++;
+      return [{ ms: Date.now() + databaseAhead }];
+    });
     await clock.fresh();
     expect(Math.abs(clock.offsetMs)).toBeLessThan(50);
-    skewDate(SKEW_MS); // the host clock steps 6 s forward
+    expect(clock.fresh()).toBeUndefined(); // a reading stands: no batch waits
+    // The host clock steps 6 s forward; the database's did not (an NTP correction on this host).
+    skewDate(SKEW_MS);
+    databaseAhead = -SKEW_MS;
     expect(Math.abs(clock.offsetMs + SKEW_MS)).toBeLessThan(50);
+    const reading = clock.fresh();
+    expect(reading).toBeInstanceOf(Promise); // the step is read again, and batches wait for it
+    await reading;
+    expect(calls).toBe(2);
+    expect(Math.abs(clock.offsetMs + SKEW_MS)).toBeLessThan(50);
+    expect(clock.fresh()).toBeUndefined();
+  });
+
+  it('after a suspend (the host clock jumps, the monotonic one does not), reads again before the next batch', async () => {
+    // The database's clock jumped as the host's did: the offset is still 0, though the monotonic
+    // clock says 30 s were not there. Without the new reading every deadline was 30 s early: 503s.
+    const clock = new DatabaseClockOffset(async () => [{ ms: Date.now() }]);
+    await clock.fresh();
+    skewDate(30_000);
+    expect(clock.offsetMs).toBeLessThan(-29_000);
+    await clock.fresh();
+    expect(Math.abs(clock.offsetMs)).toBeLessThan(50);
   });
 
   it('a service clock 6 s behind the database still verifies (the deadline is sent on the database clock)', async () => {
