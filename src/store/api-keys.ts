@@ -129,13 +129,13 @@ export async function revokeApiKey(db: Db, id: string): Promise<ApiKeyInfo | und
     const [already] = await db.select(infoColumns).from(apiKeys).where(eq(apiKeys.id, id));
     return already;
   }
-  // Best effort: the revocation has committed, and a failure here must not hide that.
-  const [stamped] = await db
-    .update(apiKeys)
-    .set({ revokedAt: sql`greatest(${apiKeys.revokedAt}, date_trunc('milliseconds', clock_timestamp()) + interval '1 millisecond')` })
-    .where(eq(apiKeys.id, id))
-    .returning(infoColumns)
-    .catch(() => []);
+  const [stamped] = await bestEffortAfterCommit(
+    db
+      .update(apiKeys)
+      .set({ revokedAt: sql`greatest(${apiKeys.revokedAt}, date_trunc('milliseconds', clock_timestamp()) + interval '1 millisecond')` })
+      .where(eq(apiKeys.id, id))
+      .returning(infoColumns),
+  );
   return stamped ?? revoked;
 }
 
@@ -236,15 +236,33 @@ export async function rotateApiKey(
   opts: { graceSeconds: number; expiresInSeconds: number | null },
 ): Promise<RotateOutcome> {
   const outcome = await rotateInTransaction(db, id, opts);
-  if (outcome.kind !== 'rotated') return outcome;
-  // Best effort: the rotation has committed, and its new key's secret must reach the caller.
-  const [stamped] = await db
-    .update(apiKeys)
-    .set({ expiresAt: sql`clock_timestamp()` })
-    .where(and(eq(apiKeys.id, outcome.previous.id), sql`${apiKeys.expiresAt} < clock_timestamp()`))
-    .returning(infoColumns)
-    .catch(() => []);
+  // A grace of a minute or more outlasts any transaction: the expiry cannot have passed at the commit.
+  if (outcome.kind !== 'rotated' || opts.graceSeconds >= 60) return outcome;
+  const [stamped] = await bestEffortAfterCommit(
+    db
+      .update(apiKeys)
+      .set({ expiresAt: sql`clock_timestamp()` })
+      .where(and(eq(apiKeys.id, outcome.previous.id), sql`${apiKeys.expiresAt} < clock_timestamp()`))
+      .returning(infoColumns),
+  );
   return stamped ? { ...outcome, previous: stamped } : outcome;
+}
+
+/** How long a caller waits for a time written again after its change committed. */
+const RESTAMP_WAIT_MS = 1_000;
+
+/**
+ * A write made after the change it refines has committed: its failure, or a database that stops
+ * answering (the write is then left to finish or fail on its own), must not turn the committed
+ * change into a 503 (a rotation's new secret would never reach its caller). Rows, or none.
+ */
+function bestEffortAfterCommit<T>(write: Promise<T[]>): Promise<T[]> {
+  let timer: NodeJS.Timeout | undefined;
+  const waited = new Promise<T[]>((resolve) => {
+    timer = setTimeout(() => resolve([]), RESTAMP_WAIT_MS);
+    timer.unref();
+  });
+  return Promise.race([write.catch(() => []), waited]).finally(() => clearTimeout(timer));
 }
 
 function rotateInTransaction(db: Db, id: string, opts: { graceSeconds: number; expiresInSeconds: number | null }): Promise<RotateOutcome> {

@@ -339,6 +339,13 @@ describe('revocation, expiry and rotation take effect at once on every route of 
   });
 });
 
+/** A promise and the function that resolves it. */
+function signal(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
 describe('the stored revocation and expiry of a key come after every call it was allowed', () => {
   /**
    * Verifies read the key without locking it, so one can be allowed while a revocation waits to
@@ -410,5 +417,49 @@ describe('the stored revocation and expiry of a key come after every call it was
     expect(await usesAtOrAfter(k.id, 'expires_at')).toBe(0);
     expect(Date.parse(rotated.body.previous.expires_at)).toBeLessThanOrEqual(Date.now());
     expect((await svc.call('POST', '/v1/verify', { key: k.key, json: await bundle() })).status).toBe(401);
+  });
+
+  it('rotation: a database that stops answering after the commit does not keep the new secret from its caller', async () => {
+    const k = await newKey({ scopes: ['verify'] });
+    // H1 holds the old key's row, so the rotation queues on it; H2 queues behind the rotation and
+    // takes the row the moment the rotation commits, so only the write after the commit waits.
+    const lockers = [signal(), signal()];
+    const releases = [signal(), signal()];
+    const hold = (i: number, mode: string) =>
+      svc.store.db.transaction(async (tx) => {
+        await tx.execute(sql`select 1 from api_keys where id = ${k.id} ${sql.raw(mode)}`);
+        lockers[i]!.resolve();
+        await releases[i]!.promise;
+      });
+    const waitingOnLock = async (n: number) => {
+      for (let i = 0; i < 200; i++) {
+        const waiting = await rows(
+          svc.store.db,
+          sql`select 1 as one from pg_stat_activity where wait_event_type = 'Lock' and query ilike '%api_keys%' and pid <> pg_backend_pid()`,
+        );
+        if (waiting.length >= n) return;
+        await sleep(20);
+      }
+      throw new Error(`expected ${n} statements waiting on the key's row`);
+    };
+    const h1 = hold(0, 'for update');
+    let h2: Promise<void> | undefined;
+    try {
+      await lockers[0]!.promise;
+      const rotated = svc.call('POST', `/v1/admin/api-keys/${k.id}/rotate`, { ...admin(), json: { grace_seconds: 0 } });
+      await waitingOnLock(1);
+      h2 = hold(1, 'for share');
+      await waitingOnLock(2);
+      releases[0]!.resolve();
+      await lockers[1]!.promise; // the rotation has committed; its second write now waits on H2
+      const answer = await rotated;
+      expect(answer.status, JSON.stringify(answer.body)).toBe(201);
+      expect(answer.body.key.key).toMatch(/^bt_/);
+    } finally {
+      releases[0]!.resolve();
+      releases[1]!.resolve();
+      await h1;
+      await h2;
+    }
   });
 });
