@@ -39,9 +39,30 @@ export function terminalSafeIo(io: CliIo): CliIo {
   return { ...io, out: (text) => io.out(terminalSafe(text)), err: (text) => io.err(terminalSafe(text)) };
 }
 
+/**
+ * Writes lines to a standard stream whose reader may go away (`baton invocations | head -1`): the
+ * first write after that fails with EPIPE, which as an unhandled 'error' event ended the command
+ * with a stack trace. The rest of the output is dropped instead, and the command ends as it would
+ * have, with its own exit code (a denial piped into head is still 1).
+ */
+function lineWriter(stream: NodeJS.WriteStream): (text: string) => void {
+  let gone = false;
+  let watching = false;
+  return (text) => {
+    if (!watching) {
+      watching = true;
+      stream.on('error', (e: NodeJS.ErrnoException) => {
+        if (e.code !== 'EPIPE' && !gone) throw e;
+        gone = true;
+      });
+    }
+    if (!gone) stream.write(`${text}\n`);
+  };
+}
+
 export const processIo: CliIo = {
-  out: (text) => process.stdout.write(`${text}\n`),
-  err: (text) => process.stderr.write(`${text}\n`),
+  out: lineWriter(process.stdout),
+  err: lineWriter(process.stderr),
   env: process.env,
 };
 

@@ -1,7 +1,9 @@
 /** What the CLI prints: terminal controls from untrusted text arrive as visible escapes. */
+import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { terminalSafe, terminalSafeIo } from '../../src/cli/io.js';
+import { BIN } from './helpers.js';
 
 const CONTROLS = ['\u0000', '\u0007', '\u001b', '\r', '\u007f', '\u0085', '\u009b', '\u061c', '\u200e', '\u202e', '\u2066', '\u2069'];
 
@@ -31,5 +33,26 @@ describe('terminalSafe', () => {
     io.out('\u001b[2J');
     io.err('\u009b31m');
     expect(seen).toEqual(['out \\u001b[2J', 'err \\u009b31m']);
+  });
+});
+
+describe('a reader that goes away (baton … | head)', () => {
+  /** Runs the CLI with one of its output pipes closed before it writes: its exit code and stderr (or stdout). */
+  const withClosed = (stream: 'stdout' | 'stderr', argv: string[]) =>
+    new Promise<{ code: number | null; other: string }>((resolve) => {
+      const child = spawn(process.execPath, [BIN, ...argv], { stdio: ['ignore', 'pipe', 'pipe'] });
+      child[stream].destroy();
+      let other = '';
+      child[stream === 'stdout' ? 'stderr' : 'stdout'].on('data', (d: Buffer) => (other += d.toString()));
+      child.on('close', (code) => resolve({ code, other }));
+    });
+
+  it('ends the command quietly with its own exit code, not with an EPIPE stack trace', { timeout: 60_000 }, async () => {
+    const help = await withClosed('stdout', ['--help']);
+    expect(help.other).not.toMatch(/EPIPE|Unhandled/);
+    expect(help.code).toBe(0);
+    const unknown = await withClosed('stderr', ['no-such-command']);
+    expect(unknown.other).not.toMatch(/EPIPE|Unhandled/);
+    expect(unknown.code).toBe(2);
   });
 });
