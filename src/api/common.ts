@@ -200,6 +200,13 @@ export const InvocationActual = z
   })
   .openapi('InvocationActual', { description: "An invocation's actual, as listed with it." });
 
+/**
+ * What every `declared_usd` holds: the estimate a call was counted at, which is not always the
+ * agent's own figure (a tool's declared cost per invocation is the floor of every estimate).
+ */
+export const countedEstimateDescription = (what: string) =>
+  `${what} the agent's signed \`args.estimated_cost_usd\` (rounded up to the micro-dollar), raised to the tool's \`cost_per_invocation_usd\` when the tenant's catalog declares a higher one (or the agent declared none); 0 when there is neither. Where the floor raised it, it is above what the agent declared; that figure stays in the signed \`args\`.`;
+
 export const InvocationSummary = z
   .object({
     jti: z.string(),
@@ -208,7 +215,7 @@ export const InvocationSummary = z
     dr_chain: z.array(RecordHash),
     leaf: RecordHash,
     tool: z.string().nullable(),
-    declared_usd: Usd,
+    declared_usd: Usd.openapi({ description: countedEstimateDescription('The estimate this call was counted at:') }),
     caller_key_id: z.string(),
     created_at: Timestamp,
     service_receipt: orNull(ServiceReceiptRef),
@@ -253,7 +260,7 @@ export const UnprocessableResponse = (description = 'Well-formed but refused; `d
 });
 
 export const StorageUnavailableResponse = (
-  description = 'The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted).',
+  description = 'The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request.',
 ) => ({ description, content: { 'application/json': { schema: ErrorEnvelope } } });
 
 export const InternalResponse = (description = 'Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator.') => ({

@@ -23,6 +23,7 @@ import {
   InternalResponse,
   orNull,
   fromProtocol,
+  countedEstimateDescription,
 } from './common.js';
 
 export const SubmitDelegationsRequest = z
@@ -133,18 +134,25 @@ export const Usage = z
   .strictObject({
     calls_used: z.int().min(0),
     max_calls: z.int().nullable(),
-    declared_usd: Usd,
-    metered_usd: Usd,
+    declared_usd: Usd.openapi({
+      description: countedEstimateDescription(
+        'Over the invocations through it (its whole subtree), the sum of the estimates they were counted at, each',
+      ),
+    }),
+    metered_usd: Usd.openapi({ description: 'What tool servers metered, over the metered invocations.' }),
     metered_invocations: z.int().min(0),
     unmetered_invocations: z
       .int()
       .min(0)
       .openapi({ description: 'Invocations without a metered cost (no actual yet, or `source` `unavailable`).' }),
     unavailable_invocations: z.int().min(0).openapi({ description: 'Of those, the ones whose actual was reported as `unavailable`.' }),
-    calibration: z.number().nullable().openapi({ description: 'Metered over declared, over the metered invocations; `null` before any.' }),
+    calibration: z.number().nullable().openapi({
+      description:
+        'Metered cost over what was declared (the estimates counted, floors included), over the metered invocations only, rounded to 4 decimals. `null` when no metered invocation declared a cost: none is metered yet, or every metered one was counted at 0 (metered cost then stands against nothing declared, which `calibration_flag` still judges). Informational: the flag is decided on the exact sums, not on this ratio.',
+    }),
     calibration_flag: z.union([z.literal('metered_above_declared'), z.null()]).openapi({
       description:
-        'Set when metered spend persistently runs above what agents declared: at least 3 metered invocations, and at least 75% of them more than 10% over their estimate.',
+        "`metered_above_declared` exactly when the tool gate's `cost_calibration` rule condition holds for this delegation, decided by the same predicate verify, dry runs and `POST /v1/explain` evaluate: over the metered invocations through it (its whole subtree), metered cost above `ratio_above` times what was declared for them, over at least `min_metered_invocations` of them, under the tenant's current `cost_calibration` setting (its tool document's; default `{ratio_above: 1.2, min_metered_invocations: 3}`, also before any is published). Every verify through a chain holding a flagged delegation decides with `cost_calibration: true` (the default rule `cost-calibration` then requires approval; before a tool document is published, verify has no rules and the flag changes nothing). `null` otherwise.",
     }),
     max_spend_usd: z.number().nullable(),
     spend_reserved_usd: z.number().nullable().openapi({

@@ -6,7 +6,7 @@
  */
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import { TENANT_KEY_SCOPES } from '../protocol/lists.js';
-import { Bundle, InvocationSummary } from './common.js';
+import { Bundle, InvocationSummary, Usd } from './common.js';
 import { DelegationView } from './delegations.js';
 
 export const OPENAPI_VERSION = '3.1.0';
@@ -58,6 +58,9 @@ export const BEARER_AUTH = {
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- any app's env
 export function registerDocumentComponents(app: OpenAPIHono<any>): void {
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', BEARER_AUTH);
+  // Before any field that describes its own amount (`Usd.openapi({description})`): the component is
+  // whichever variant the generator meets first, so the plain one must come first.
+  app.openAPIRegistry.register('Usd', Usd);
   // The X-DRS-Bundle header carries this shape base64url-encoded; no body schema refers to it.
   app.openAPIRegistry.register('Bundle', Bundle);
   // Bases the response shapes extend (flattened there): named so clients can type a record or an invocation.

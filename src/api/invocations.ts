@@ -9,6 +9,7 @@ import {
   Jws,
   Timestamp,
   Usd,
+  countedEstimateDescription,
   ServiceReceiptRef,
   ActualSource,
   InvocationSummary,
@@ -88,7 +89,7 @@ export const Actual = z
     tokens_out: z.int().nullable(),
     source: ActualSource,
     unavailable_reason: z.string().nullable(),
-    declared_usd: Usd,
+    declared_usd: Usd.openapi({ description: countedEstimateDescription('The estimate the invocation was counted at:') }),
     recorded_at: Timestamp,
     service_receipt: orNull(ServiceReceiptRef),
   })

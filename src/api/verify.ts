@@ -207,8 +207,12 @@ export const VerifyDeniedResponse = (
   description = 'Denied by the chain or runtime state (`VerifyDeny`, every unmet condition of the stage that refused in `violations`: the chain first, then the tool catalog and rules, then runtime state; `POST /v1/explain` lists every stage at once), or the key lacks the `verify` scope / is the admin key (`ErrorEnvelope` with `FORBIDDEN`).',
 ) => ({ description, content: { 'application/json': { schema: z.union([VerifyDeny, ErrorEnvelope]) } } });
 
-/** Request and responses: the same on both paths (POST /verify is the DRS path), but for unknown members. */
-const verifyExchange = (schema: typeof VerifyRequest | typeof VerifyRequestDrs, options: string) => ({
+/** What a deadline 503 leaves open, and how to learn it: the same on both paths until the re-send. */
+const VERIFY_UNAVAILABLE =
+  'The database did not decide the verify within the verify deadline (BATON_VERIFY_DEADLINE_MS, default 5000 ms), or did not answer (`STORAGE_UNAVAILABLE`). Nothing was allowed: a tool server runs no tool on this answer. A commit the database had begun before the deadline may still have counted the call.';
+
+/** Request and responses: the same on both paths (POST /verify is the DRS path), but for unknown members and a re-send. */
+const verifyExchange = (schema: typeof VerifyRequest | typeof VerifyRequestDrs, options: string, unavailable: string) => ({
   'x-baton-scopes': ['verify'],
   security: [{ bearerAuth: [] }],
   request: {
@@ -232,7 +236,7 @@ const verifyExchange = (schema: typeof VerifyRequest | typeof VerifyRequestDrs, 
     ),
     413: PayloadTooLargeResponse(),
     500: InternalResponse(),
-    503: StorageUnavailableResponse(),
+    503: StorageUnavailableResponse(`${VERIFY_UNAVAILABLE} ${unavailable}`),
   },
 });
 
@@ -244,7 +248,11 @@ export const verifyRoute = createRoute({
   summary: 'Verify an invocation against its delegation chain and count it',
   description:
     "Runs blocks A-F of the verification pipeline (shape, linkage, signatures and trust,\nattenuation and policy, time, revocation) and, in one database statement, block G\n(the API key still active, the root still trusted, no DR revoked, replay, `max_calls`\non every counted DR, `max_spend_usd`, and the service receipt).\n\n- **Retry after a lost answer.** The same invocation (same `jti` and same signed bytes)\n  sent again by the same API key is answered with its original allow: the same\n  `service_receipt`, `retry: true`, and nothing counted again; `counters` are the stored\n  values now. The revocation, root trust and API key are re-checked first, so a chain\n  revoked since then is refused, and so is its time: a retry more than\n  `BATON_INVOCATION_MAX_AGE` (default 300 s) after the invocation's `iat` is refused\n  `INVOCATION_STALE`, as any invocation that old. A retry of a call a human approved\n  spends no approval and asks for none. Any other caller (another key, or a different\n  invocation reusing the `jti`) gets `REPLAY_DETECTED`. A denial never consumes the\n  `jti`, so a denied invocation sent again is simply decided again.\n- **Deadline.** A verify that cannot be decided within the service's deadline\n  (`BATON_VERIFY_DEADLINE_MS`, default 5000 ms) is answered `503 STORAGE_UNAVAILABLE`,\n  and the database refuses to commit it afterwards: nothing is counted. (Only a commit the\n  database had already begun, e.g. waiting for a stalled synchronous replica, or an answer\n  lost after the commit leaves a call counted; send it again to learn, and to get its\n  service receipt, see retry above.)\n- A key revoked on any node is refused (401) by the next verify on every node.\n\n- Trust is the calling key's tenant's trusted roots. A key bound to a tool server only verifies invocations naming it (`TOOL_SERVER_MISMATCH`).\n- `receipts` may be empty when every `dr_chain` hash is already stored (chain by reference). Delegation receipts Baton has not seen are verified in full and stored.\n- `dry_run: true` runs every check and reports counters, but consumes nothing: no counter, no jti, no service receipt, no denial record, and embedded records are not stored. It refuses whatever the real call would refuse at that moment (including the `409` below), so a dry run never says allow where the real call would not: the tool gate's checks (rate window, held grants, the named approval's status and binding, the catalog version) run as the real call runs them, in a transaction that is rolled back.\n- `body` is compared with the signed `args` under JCS and reported as `binding`; with `require_binding: true` anything but `match` is a deny (`BINDING_MISMATCH`).\n- A malformed bundle is a deny (403, block A), not a 400: only an unreadable request is 400.\n- Denials are recorded for auditors (unless dry run) and never consume the jti.\n- `args.estimated_cost_usd`, when present, must be a finite, non-negative JSON number of US dollars of at most 1,000,000 (the per-invocation maximum); it is required wherever any record of the chain sets `max_cost_usd` or `max_spend_usd`. A missing or unusable estimate there (a string, null, negative, too large) is a deny, `POLICY_VIOLATION` (block D) naming `args.estimated_cost_usd`: a call under a budget is never counted as free.\n\nThe bundle may instead come base64url-encoded in the `X-DRS-Bundle` header (DRS transport), or the same bundle in both, as DRS's `VerifyClient` sends it. An empty header is no header. A header that is there must be readable, whatever the body holds; and when the body also carries a bundle member (`invocation`, `receipts`, `bundle_version`), the two must hold the same bundle and the header nothing else (`400` otherwise: Baton does not guess which one the call is).",
-  ...verifyExchange(VerifyRequest, ', `dry_run` / `require_binding` are not booleans, a member is not one of those listed'),
+  ...verifyExchange(
+    VerifyRequest,
+    ', `dry_run` / `require_binding` are not booleans, a member is not one of those listed',
+    'To learn it, re-send the same invocation with the same key: it answers its original allow (`retry: true`) if it was counted, and is decided afresh if not.',
+  ),
 });
 
 export const verifyDrsRoute = createRoute({
@@ -255,5 +263,9 @@ export const verifyDrsRoute = createRoute({
   summary: 'DRS-compatible verify (as POST /v1/verify, but a re-send is a replay)',
   description:
     "The path DRS clients (`VerifyClient`) call. As `POST /v1/verify` in request, responses and effects, with three differences, all because DRS clients read only `valid`:\n\n- An invocation already allowed, sent again by the same API key, is refused `REPLAY_DETECTED` here rather than answered with its original allow (`retry: true`): a DRS client would run the tool again.\n- Baton's options (`dry_run`, `require_binding`, `approval_id`) are refused (400). DRS clients send the agent's bundle as the body, members and all, so an option here may be the agent's: `dry_run: true` answered `valid: true` with nothing counted. Members Baton does not know are ignored.\n- A `body` that is not the signed `args` is a deny (`BINDING_MISMATCH`), as `require_binding` makes it on `/v1/verify`: a DRS client that reads only `valid` would run that body. With no `body` nothing is compared (`binding: absent`; DRS's MCP middleware sends none), and a `match` is only as good as whoever put `body` there: the agent's bundle may carry one.\n\nDRS clients typically send the bundle in `X-DRS-Bundle` and the tool's request body as `body`.",
-  ...verifyExchange(VerifyRequestDrs, ", the body carries one of `/v1/verify`'s options (`dry_run`, `require_binding`, `approval_id`)"),
+  ...verifyExchange(
+    VerifyRequestDrs,
+    ", the body carries one of `/v1/verify`'s options (`dry_run`, `require_binding`, `approval_id`)",
+    'Here a re-send is never answered with its original allow: the same invocation sent to this path again is refused with a 403 REPLAY_DETECTED deny if it was counted, and decided afresh if not. Sent by the same key to `POST /v1/verify` instead, it answers its original allow (`retry: true`) if it was counted.',
+  ),
 });

@@ -968,7 +968,7 @@ export interface components {
   schemas: {
     Actual: {
       cost_usd: components['schemas']['Usd'] | null;
-      declared_usd: components['schemas']['Usd'];
+      declared_usd: components['schemas']['Usd'] & unknown;
       jti: string;
       recorded_at: components['schemas']['Timestamp'];
       service_receipt: components['schemas']['ServiceReceiptRef'] | null;
@@ -1497,7 +1497,7 @@ export interface components {
       created_at: components['schemas']['Timestamp'];
       /** @enum {string} */
       decision: 'allowed';
-      declared_usd: components['schemas']['Usd'];
+      declared_usd: components['schemas']['Usd'] & unknown;
       /** @description Later denials of this jti (replay attempts). */
       denials: components['schemas']['Denial'][];
       dr_chain: components['schemas']['RecordHash'][];
@@ -1523,7 +1523,7 @@ export interface components {
       created_at: components['schemas']['Timestamp'];
       /** @enum {string} */
       decision: 'allowed';
-      declared_usd: components['schemas']['Usd'];
+      declared_usd: components['schemas']['Usd'] & unknown;
       dr_chain: components['schemas']['RecordHash'][];
       hash: components['schemas']['RecordHash'];
       jti: string;
@@ -1545,7 +1545,7 @@ export interface components {
       created_at: components['schemas']['Timestamp'];
       /** @enum {string} */
       decision: 'allowed';
-      declared_usd: components['schemas']['Usd'];
+      declared_usd: components['schemas']['Usd'] & unknown;
       dr_chain: components['schemas']['RecordHash'][];
       hash: components['schemas']['RecordHash'];
       jti: string;
@@ -1988,16 +1988,16 @@ export interface components {
     Usage: {
       /** @description True when a sum or counter above reached 9,007,199,254.740991 USD (2^53 - 1 micro-dollars), the largest amount reported exactly: it shows that lower bound instead of failing. Far above any budget, so budget checks still deny. */
       amounts_saturated: boolean;
-      /** @description Metered over declared, over the metered invocations; `null` before any. */
+      /** @description Metered cost over what was declared (the estimates counted, floors included), over the metered invocations only, rounded to 4 decimals. `null` when no metered invocation declared a cost: none is metered yet, or every metered one was counted at 0 (metered cost then stands against nothing declared, which `calibration_flag` still judges). Informational: the flag is decided on the exact sums, not on this ratio. */
       calibration: number | null;
-      /** @description Set when metered spend persistently runs above what agents declared: at least 3 metered invocations, and at least 75% of them more than 10% over their estimate. */
+      /** @description `metered_above_declared` exactly when the tool gate's `cost_calibration` rule condition holds for this delegation, decided by the same predicate verify, dry runs and `POST /v1/explain` evaluate: over the metered invocations through it (its whole subtree), metered cost above `ratio_above` times what was declared for them, over at least `min_metered_invocations` of them, under the tenant's current `cost_calibration` setting (its tool document's; default `{ratio_above: 1.2, min_metered_invocations: 3}`, also before any is published). Every verify through a chain holding a flagged delegation decides with `cost_calibration: true` (the default rule `cost-calibration` then requires approval; before a tool document is published, verify has no rules and the flag changes nothing). `null` otherwise. */
       calibration_flag: 'metered_above_declared' | null;
       calls_used: number;
-      declared_usd: components['schemas']['Usd'];
+      declared_usd: components['schemas']['Usd'] & unknown;
       max_calls: number | null;
       max_spend_usd: number | null;
       metered_invocations: number;
-      metered_usd: components['schemas']['Usd'];
+      metered_usd: components['schemas']['Usd'] & unknown;
       /** @description Metered spend plus pending estimates (including the estimates of `unavailable` actuals) counted against `max_spend_usd`. */
       spend_reserved_usd: number | null;
       /** @description Of those, the ones whose actual was reported as `unavailable`. */
@@ -2131,7 +2131,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -2412,7 +2412,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -2510,7 +2510,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -2566,7 +2566,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -2644,7 +2644,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -2711,7 +2711,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -2800,7 +2800,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -2867,7 +2867,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -2974,7 +2974,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -3041,7 +3041,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -3109,7 +3109,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -3208,7 +3208,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -3278,7 +3278,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -3355,7 +3355,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -3454,7 +3454,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -3553,7 +3553,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -3643,7 +3643,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -3748,7 +3748,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -3825,7 +3825,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -3902,7 +3902,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -3984,7 +3984,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -4074,7 +4074,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -4151,7 +4151,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -4256,7 +4256,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -4343,7 +4343,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -4413,7 +4413,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -4512,7 +4512,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -4611,7 +4611,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -4693,7 +4693,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -4770,7 +4770,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -4878,7 +4878,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -4916,7 +4916,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -4972,7 +4972,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -5028,7 +5028,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -5105,7 +5105,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -5184,7 +5184,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -5289,7 +5289,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -5369,7 +5369,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -5446,7 +5446,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -5523,7 +5523,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -5588,7 +5588,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -5665,7 +5665,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -5756,7 +5756,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not decide the verify within the verify deadline (BATON_VERIFY_DEADLINE_MS, default 5000 ms), or did not answer (`STORAGE_UNAVAILABLE`). Nothing was allowed: a tool server runs no tool on this answer. A commit the database had begun before the deadline may still have counted the call. To learn it, re-send the same invocation with the same key: it answers its original allow (`retry: true`) if it was counted, and is decided afresh if not. */
       503: {
         headers: {
           [name: string]: unknown;
@@ -5847,7 +5847,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request (a verify: the same invocation with the same key, which answers `retry: true` if it was counted). */
+      /** @description The database did not decide the verify within the verify deadline (BATON_VERIFY_DEADLINE_MS, default 5000 ms), or did not answer (`STORAGE_UNAVAILABLE`). Nothing was allowed: a tool server runs no tool on this answer. A commit the database had begun before the deadline may still have counted the call. Here a re-send is never answered with its original allow: the same invocation sent to this path again is refused with a 403 REPLAY_DETECTED deny if it was counted, and decided afresh if not. Sent by the same key to `POST /v1/verify` instead, it answers its original allow (`retry: true`) if it was counted. */
       503: {
         headers: {
           [name: string]: unknown;

@@ -10,6 +10,7 @@ import { findDelegation, revokedInChain, spendRollup, storedChainTo, subtreeOf }
 import { firstServiceReceipt } from '../store/service-receipts.js';
 import { unapprovedGrants } from '../store/approvals.js';
 import type { Delegation } from '../store/schema/index.js';
+import { delegationCalibrationFlagged } from './tool-gate.js';
 import type { ServiceDeps } from './types.js';
 
 export interface ServiceReceiptView {
@@ -95,9 +96,9 @@ export interface UsageView {
   readonly metered_invocations: number;
   readonly unmetered_invocations: number;
   readonly unavailable_invocations: number;
-  /** metered / declared over the invocations that were metered; null before any. */
+  /** metered / declared over the invocations that were metered; null when none of them declared a cost. */
   readonly calibration: number | null;
-  /** Set when metered spend persistently runs above what agents declared. */
+  /** Set exactly when the tool gate's `cost_calibration` condition holds for this delegation. */
   readonly calibration_flag: 'metered_above_declared' | null;
   readonly max_spend_usd: number | null;
   readonly spend_reserved_usd: number | null;
@@ -105,20 +106,15 @@ export interface UsageView {
   readonly amounts_saturated: boolean;
 }
 
-/**
- * "Persistently above": at least this many metered invocations, and at
- * least this share of them over their estimate by more than 10%, so one
- * large overrun alone does not flag a DR.
- */
-const CALIBRATION_MIN_SAMPLES = 3;
-const CALIBRATION_FLAG_SHARE = 0.75;
-
-export async function usageOf(db: Db, tenantId: string, row: Delegation): Promise<UsageView> {
-  const r = await spendRollup(db, tenantId, row.hash);
+export async function usageOf(deps: ServiceDeps, tenantId: string, row: Delegation): Promise<UsageView> {
+  // The flag is the gate's own predicate under the tenant's thresholds, never a heuristic of this
+  // view: an auditor reads here what verify decides with.
+  const [r, flagged] = await Promise.all([
+    spendRollup(deps.store.db, tenantId, row.hash),
+    delegationCalibrationFlagged(deps, tenantId, row.hash),
+  ]);
   const reserved = saturatingMicros(row.spendReservedMicros);
   const calibration = r.declared_of_metered_micros > 0 ? r.metered_micros / r.declared_of_metered_micros : null;
-  const flagged =
-    r.metered_invocations >= CALIBRATION_MIN_SAMPLES && r.over_estimate_invocations >= CALIBRATION_FLAG_SHARE * r.metered_invocations;
   return {
     calls_used: row.maxCalls === null ? r.calls : row.callsUsed,
     max_calls: row.maxCalls,
@@ -145,7 +141,7 @@ export async function describeDelegation(deps: ServiceDeps, tenantId: string, ha
     ...delegationView(row, deps.now(), revokedBy, held),
     jws: row.jws,
     revoked_reason: row.revokedReason,
-    usage: await usageOf(db, tenantId, row),
+    usage: await usageOf(deps, tenantId, row),
   };
 }
 

@@ -11,7 +11,13 @@
 import type { ChainDecision } from '../protocol/chain.js';
 import { ERROR_TABLE, type Violation } from '../protocol/errors.js';
 import { approvalBinding } from '../protocol/approval.js';
-import { DEFAULT_COST_CALIBRATION, evaluateRules, type CostCalibrationSettings, type RuleOutcome } from '../protocol/approval-rules.js';
+import {
+  DEFAULT_COST_CALIBRATION,
+  evaluateRules,
+  type CostCalibrationSettings,
+  type RuleOutcome,
+  type TenantToolSettings,
+} from '../protocol/approval-rules.js';
 import { argOf, effectiveLimits } from '../protocol/policy.js';
 import { resolveTool } from '../protocol/tool-catalog.js';
 import { checkToolRequirements, estimateWithFloor } from '../protocol/tool-requirements.js';
@@ -144,7 +150,7 @@ export async function decideToolGate(
   const usesNearLimit = settings.rules.some((r) => r.when.near_limit !== undefined);
   const near = opts.nearLimitReached === true || (usesNearLimit && (await nearLimit(deps, tenantId, inv.dr_chain, estimate.micros ?? 0)));
   const subject = { tool, trifecta: chainTrifecta.detected, estimate_micros: estimate.micros };
-  const calibration = settings.cost_calibration ?? DEFAULT_COST_CALIBRATION;
+  const calibration = costCalibrationOf(settings);
   const decideWith = (flagged: boolean, nearLimitNow = near) =>
     evaluateRules(settings.rules, settings.default_decision, { ...subject, near_limit: nearLimitNow, cost_calibration: flagged });
   // Cost calibration without a round trip on the hot path: decide as unflagged, and when being flagged
@@ -369,6 +375,22 @@ function sameOutcome(a: RuleOutcome, b: RuleOutcome): boolean {
   if (a.decision !== b.decision) return false;
   if (a.decision === 'allow') return true;
   return a.source === b.source && (a.source === 'default' || (b.source === 'rule' && a.rule.index === b.rule.index));
+}
+
+/** The tenant's cost-calibration thresholds as the gate applies them: its tool document's, else the default. */
+export function costCalibrationOf(settings: TenantToolSettings | undefined): CostCalibrationSettings {
+  return settings?.cost_calibration ?? DEFAULT_COST_CALIBRATION;
+}
+
+/**
+ * Whether one delegation is flagged for cost calibration (the `cost_calibration` rule condition) under
+ * the tenant's current thresholds: the predicate the gate evaluates for every delegation of a chain
+ * (flaggedDelegation here, the same test inside the verify statement), for the usage view's
+ * `calibration_flag`. Before a tool document is published, the default thresholds.
+ */
+export async function delegationCalibrationFlagged(deps: ServiceDeps, tenantId: string, hash: string): Promise<boolean> {
+  const doc = await toolDocumentOf(deps, tenantId, true);
+  return (await flaggedDelegation(deps, tenantId, [hash], costCalibrationOf(doc?.settings))) !== null;
 }
 
 /** The first delegation of the chain flagged for cost calibration under the tenant's thresholds, or null. */

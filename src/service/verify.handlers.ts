@@ -166,7 +166,9 @@ function bundleOfHeader(drsHeader: string): Record<string, unknown> {
  * the caller gets 503 STORAGE_UNAVAILABLE, and the statements, given the same deadline, refuse to
  * commit if the database runs them later. One window is left: a commit the database had begun
  * before the deadline (a stalled synchronous replica, say) still completes. So the answer does not
- * claim nothing was counted; the same invocation re-sent by the same key tells (retry: true).
+ * claim nothing was counted, and says how to learn it on the path it was asked on: on /v1/verify the
+ * same invocation re-sent by the same key tells (retry: true); on the DRS path /verify a re-send is
+ * never answered with its original allow (REPLAY_DETECTED if it was counted), so it points to /v1/verify.
  */
 export async function verifyWithinDeadline(
   deps: ServiceDeps,
@@ -175,12 +177,18 @@ export async function verifyWithinDeadline(
   req: VerifyRequest,
   bundle: unknown,
   deadline: Date,
+  path: '/v1/verify' | '/verify',
 ): Promise<VerifyResponse> {
+  const refused = `The database did not decide this verify within the ${deps.config.verifyDeadlineMs} ms deadline, so Baton refuses it: the call was not allowed. `;
   return withinDeadline(
     verifyInvocation(deps, auth, tenantId, req, bundle, deadline),
     deadline,
-    `The database did not decide this verify within the ${deps.config.verifyDeadlineMs} ms deadline, so Baton refuses it: the call was not allowed. ` +
-      'Re-send the same invocation with the same key to learn whether the database counted it anyway (retry: true), or sign a new one.',
+    path === '/v1/verify'
+      ? refused +
+          'Re-send the same invocation with the same key to learn whether the database counted it anyway (retry: true), or sign a new one.'
+      : refused +
+          'On this path a re-send is never answered with its original allow: the same invocation sent here again is refused REPLAY_DETECTED if the database counted it anyway, and decided afresh if not. ' +
+          'Sent by the same key to POST /v1/verify instead, it answers its original allow (retry: true) if it was counted. Or sign a new one.',
   );
 }
 

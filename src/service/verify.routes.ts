@@ -27,7 +27,8 @@ export function verifyRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
         route === verifyDrsRoute
           ? { ...parsed, retryAsReplay: true, ...(parsed.body !== undefined ? { require_binding: true } : {}) }
           : parsed;
-      const result = await verifyWithinDeadline(deps, auth, tenantOf(auth), req, bundleFrom(req, drsHeader), c.get('deadline'));
+      const path = route === verifyDrsRoute ? '/verify' : '/v1/verify';
+      const result = await verifyWithinDeadline(deps, auth, tenantOf(auth), req, bundleFrom(req, drsHeader), c.get('deadline'), path);
       return c.json(result.body, result.status);
     });
   }

@@ -152,8 +152,6 @@ export interface SpendRollup {
   unmetered_invocations: number;
   /** Of those, the ones whose tool server reported the cost as unavailable. */
   unavailable_invocations: number;
-  /** Metered invocations whose cost exceeded their estimate by more than 10%. */
-  over_estimate_invocations: number;
   /** Estimates of the invocations that have a metered cost: the denominator of calibration. */
   declared_of_metered_micros: number;
   /** Some sum reached MAX_EXACT_MICROS and is reported as that lower bound. */
@@ -171,7 +169,6 @@ export async function spendRollup(db: Db, tenantId: string, hash: string): Promi
           count(a.cost_micros)::int as metered_count,
           (count(*) - count(a.cost_micros))::int as unmetered,
           count(*) filter (where a.jti is not null and a.cost_micros is null)::int as unavailable,
-          count(*) filter (where a.cost_micros * 10 > i.estimated_micros * 11)::int as over_estimate,
           coalesce(sum(i.estimated_micros) filter (where a.cost_micros is not null), 0)::text as declared_of_metered
         from invocations i
         left join actuals a on a.tenant_id = i.tenant_id and a.jti = i.jti
@@ -188,7 +185,6 @@ export async function spendRollup(db: Db, tenantId: string, hash: string): Promi
     metered_invocations: Number(r?.['metered_count'] ?? 0),
     unmetered_invocations: Number(r?.['unmetered'] ?? 0),
     unavailable_invocations: Number(r?.['unavailable'] ?? 0),
-    over_estimate_invocations: Number(r?.['over_estimate'] ?? 0),
     declared_of_metered_micros: declaredOfMetered.micros,
     saturated: declared.saturated || metered.saturated || declaredOfMetered.saturated,
   };

@@ -12,6 +12,7 @@ import { actuals, serviceReceipts } from '../../src/store/schema/index.js';
 import { verifyServiceReceipt } from '../../src/service/signer.js';
 import { setupTenant, startTestService, type CallResult, type TestService, type TestTenant } from '../support/service.js';
 import { T0, TOOL_SERVER } from '../support/fixtures.js';
+import { tool } from '../support/tools.js';
 
 let svc: TestService;
 let tenant: TestTenant;
@@ -27,22 +28,24 @@ afterAll(async () => svc?.close());
 interface Chain {
   readonly drs: SignedDelegation[];
   readonly holders: KeyPair[]; // holders[i] = aud of drs[i]
+  /** The tenant it is stored in, whose verify key calls through it. */
+  readonly on: TestTenant;
 }
 
 /** A stored chain with one policy per DR, root first. */
-async function chainWith(policies: Policy[]): Promise<Chain> {
+async function chainWith(policies: Policy[], on: TestTenant = tenant): Promise<Chain> {
   const holders = policies.map(() => generateKeyPair());
   const drs: SignedDelegation[] = [];
   policies.forEach((policy, i) => {
     drs.push(
       i === 0
-        ? createRootDelegation({ issuer: tenant.root, audience: holders[0]!.did, policy, iat: T0, nbf: T0 - 100, exp: T0 + 3600 })
+        ? createRootDelegation({ issuer: on.root, audience: holders[0]!.did, policy, iat: T0, nbf: T0 - 100, exp: T0 + 3600 })
         : createSubDelegation({ parent: drs[i - 1]!, issuer: holders[i - 1]!, audience: holders[i]!.did, policy, iat: T0 }),
     );
   });
   const r = await svc.call('POST', '/v1/delegations', { json: { receipts: drs.map((d) => d.jws) } });
   if (r.status !== 201) throw new Error(`submit: ${r.status} ${JSON.stringify(r.body)}`);
-  return { drs, holders };
+  return { drs, holders, on };
 }
 
 /** A sub-DR of chain.drs[at] for a new holder, stored. */
@@ -51,7 +54,7 @@ async function branch(chain: Chain, at: number, policy: Policy): Promise<Chain> 
   const dr = createSubDelegation({ parent: chain.drs[at]!, issuer: chain.holders[at]!, audience: holder.did, policy, iat: T0 });
   const r = await svc.call('POST', '/v1/delegations', { json: { receipt: dr.jws } });
   if (r.status !== 201) throw new Error(`branch: ${r.status} ${JSON.stringify(r.body)}`);
-  return { drs: [...chain.drs.slice(0, at + 1), dr], holders: [...chain.holders.slice(0, at + 1), holder] };
+  return { drs: [...chain.drs.slice(0, at + 1), dr], holders: [...chain.holders.slice(0, at + 1), holder], on: chain.on };
 }
 
 let seq = 0;
@@ -72,7 +75,7 @@ async function verify(
     iat: T0,
     jti,
   });
-  const res = await svc.call('POST', '/v1/verify', { key: opts.key ?? tenant.keys.verify, json: makeBundle(invocation, drs) });
+  const res = await svc.call('POST', '/v1/verify', { key: opts.key ?? chain.on.keys.verify, json: makeBundle(invocation, drs) });
   return { jti, res };
 }
 
@@ -84,8 +87,8 @@ async function allowed(chain: Chain, estimate: number, depth?: number): Promise<
 
 const report = (jti: string, json: unknown, key = tenant.keys.report) => svc.call('POST', `/v1/invocations/${jti}/actuals`, { key, json });
 
-async function usage(dr: SignedDelegation) {
-  const r = await svc.call('GET', `/v1/delegations/${dr.hash}`, { key: tenant.keys.audit });
+async function usage(dr: SignedDelegation, on: TestTenant = tenant) {
+  const r = await svc.call('GET', `/v1/delegations/${dr.hash}`, { key: on.keys.audit });
   expect(r.status).toBe(200);
   return r.body.usage;
 }
@@ -366,7 +369,7 @@ describe('usage rollups', () => {
     });
   });
 
-  it('flags a DR whose metered spend runs above its estimates on at least 3 metered invocations', async () => {
+  it('flags a DR whose metered spend runs above 1.2 times its estimates over at least 3 metered invocations (the default thresholds)', async () => {
     const over = await chainWith([base]);
     for (let i = 0; i < 3; i++) {
       const jti = await allowed(over, 0.1);
@@ -384,16 +387,21 @@ describe('usage rollups', () => {
     expect(await usage(under.drs[0]!)).toMatchObject({ metered_invocations: 4, calibration: 0.5, calibration_flag: null });
   });
 
-  it('one large overrun among accurate estimates is not "persistent": overall ratio high, no flag', async () => {
+  it('the flag weighs the sums, not a share of calls: one large overrun flags, every call a little over does not', async () => {
     const spiky = await chainWith([base]);
-    const costs = [0.1, 0.1, 0.1, 2];
-    for (const cost of costs) {
+    for (const cost of [0.1, 0.1, 0.1, 2]) {
       const jti = await allowed(spiky, 0.1);
       expect((await report(jti, { source: 'api-usage', cost_usd: cost })).status).toBe(201);
     }
-    const u = await usage(spiky.drs[0]!);
-    expect(u.calibration).toBeGreaterThan(5);
-    expect(u.calibration_flag).toBeNull();
+    expect(await usage(spiky.drs[0]!)).toMatchObject({ calibration: 5.75, calibration_flag: 'metered_above_declared' });
+
+    // Every call 15% over its estimate: 1.15 times declared, under 1.2.
+    const steady = await chainWith([base]);
+    for (let i = 0; i < 4; i++) {
+      const jti = await allowed(steady, 0.1);
+      expect((await report(jti, { source: 'api-usage', cost_usd: 0.115 })).status).toBe(201);
+    }
+    expect(await usage(steady.drs[0]!)).toMatchObject({ calibration: 1.15, calibration_flag: null });
   });
 
   it("an 'unavailable' actual leaves the invocation unmetered and is counted as unavailable", async () => {
@@ -407,6 +415,116 @@ describe('usage rollups', () => {
       unmetered_invocations: 2,
       unavailable_invocations: 1,
     });
+  });
+});
+
+/**
+ * The usage view's calibration_flag is the tool gate's cost_calibration condition, with the tenant's
+ * thresholds: what an auditor reads on GET /v1/delegations/{hash} predicts the next verify.
+ */
+describe('calibration_flag predicts the tool gate', () => {
+  const SEARCH = tool('web_search', { action_type: 'web:search' });
+
+  /** A tenant of its own with a tool document: the default rules (cost-calibration requires approval). */
+  async function gatedTenant(name: string, costCalibration?: { ratio_above: number; min_metered_invocations: number }) {
+    const t = await setupTenant(svc, name);
+    const published = await svc.call('POST', `/v1/admin/tenants/${t.id}/tools`, {
+      key: svc.adminKey,
+      json: { base_version: 0, strict: true, tools: [SEARCH], ...(costCalibration ? { cost_calibration: costCalibration } : {}) },
+    });
+    expect(published.status, JSON.stringify(published.body)).toBe(201);
+    return t;
+  }
+
+  /** A one-DR chain in `on` with one allowed call per cost, each estimated at `estimate` and metered at that cost. */
+  async function metered(on: TestTenant, estimate: number, costs: number[]): Promise<Chain> {
+    const c = await chainWith([base], on);
+    for (const cost of costs) {
+      const jti = await allowed(c, estimate);
+      expect((await report(jti, { source: 'api-usage', cost_usd: cost }, on.keys.report)).status).toBe(201);
+    }
+    return c;
+  }
+
+  /** The next call through the chain: allowed, or held for a human by the cost-calibration rule. */
+  async function next(c: Chain): Promise<'allowed' | 'cost-calibration'> {
+    const { res } = await verify(c, 0.1);
+    if (res.status === 200) return 'allowed';
+    expect(res.status, JSON.stringify(res.body)).toBe(403);
+    expect(res.body.error.code).toBe('APPROVAL_REQUIRED');
+    expect(res.body.approval).toMatchObject({ status: 'pending', rule: 'cost-calibration' });
+    return 'cost-calibration';
+  }
+
+  let gated: TestTenant;
+  beforeAll(async () => {
+    gated = await gatedTenant('calibration-default');
+  });
+
+  it('every call a little over (1.15x, chain A): no flag, and the next verify is allowed', async () => {
+    const a = await metered(gated, 0.1, [0.115, 0.115, 0.115]);
+    expect(await usage(a.drs[0]!, gated)).toMatchObject({ metered_invocations: 3, calibration: 1.15, calibration_flag: null });
+    expect(await next(a)).toBe('allowed');
+  });
+
+  it('one large overrun (1.0, 0.1, 0.1 against 0.1 each, chain B): flagged, and the next verify needs approval', async () => {
+    const b = await metered(gated, 0.1, [1, 0.1, 0.1]);
+    expect(await usage(b.drs[0]!, gated)).toMatchObject({
+      metered_invocations: 3,
+      calibration: 4,
+      calibration_flag: 'metered_above_declared',
+    });
+    expect(await next(b)).toBe('cost-calibration');
+  });
+
+  it('exactly ratio_above times declared is not above it; below min_metered_invocations nothing is flagged', async () => {
+    const atRatio = await metered(gated, 0.1, [0.12, 0.12, 0.12]);
+    expect(await usage(atRatio.drs[0]!, gated)).toMatchObject({ calibration: 1.2, calibration_flag: null });
+    expect(await next(atRatio)).toBe('allowed');
+
+    const few = await metered(gated, 0.1, [1, 1]);
+    expect(await usage(few.drs[0]!, gated)).toMatchObject({ metered_invocations: 2, calibration: 10, calibration_flag: null });
+    expect(await next(few)).toBe('allowed');
+  });
+
+  it('metered cost against nothing declared: calibration null (no ratio), yet flagged as the gate flags it', async () => {
+    const free = await metered(gated, 0, [0.01, 0.01, 0.01]);
+    expect(await usage(free.drs[0]!, gated)).toMatchObject({
+      declared_usd: 0,
+      metered_usd: 0.03,
+      metered_invocations: 3,
+      calibration: null,
+      calibration_flag: 'metered_above_declared',
+    });
+    expect(await next(free)).toBe('cost-calibration');
+  });
+
+  it("a delegation above the metered calls is flagged with them: the flag covers its subtree, as the gate's does", async () => {
+    const parent = await chainWith([base, base], gated);
+    for (const cost of [1, 0.1, 0.1]) {
+      const jti = await allowed(parent, 0.1); // through both records
+      expect((await report(jti, { source: 'api-usage', cost_usd: cost }, gated.keys.report)).status).toBe(201);
+    }
+    const sibling = await branch(parent, 0, base); // nothing metered through it, but its chain holds the root
+    expect((await usage(parent.drs[0]!, gated)).calibration_flag).toBe('metered_above_declared');
+    expect((await usage(sibling.drs[1]!, gated)).calibration_flag).toBeNull();
+    expect(await next(sibling)).toBe('cost-calibration');
+  });
+
+  it("uses the tenant's cost_calibration setting, as the gate does", async () => {
+    const eager = await gatedTenant('calibration-eager', { ratio_above: 1.5, min_metered_invocations: 2 });
+    const two = await metered(eager, 0.1, [0.25, 0.1]); // 1.75x over 2 metered calls: enough here
+    expect(await usage(two.drs[0]!, eager)).toMatchObject({
+      metered_invocations: 2,
+      calibration: 1.75,
+      calibration_flag: 'metered_above_declared',
+    });
+    expect(await next(two)).toBe('cost-calibration');
+
+    const lax = await gatedTenant('calibration-lax', { ratio_above: 2, min_metered_invocations: 3 });
+    const steady = await metered(lax, 0.1, [0.15, 0.15, 0.15]); // 1.5x: flagged under the defaults, not under 2
+    expect(await usage(steady.drs[0]!, lax)).toMatchObject({ calibration: 1.5, calibration_flag: null });
+    expect(await next(steady)).toBe('allowed');
   });
 });
 

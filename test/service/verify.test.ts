@@ -1,6 +1,6 @@
 /** POST /v1/verify and /verify on real PostgreSQL: allow, deny, replay, dry run, binding, DRS transport. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { and, count, eq } from 'drizzle-orm';
+import { and, count, eq, sql } from 'drizzle-orm';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
 import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
 import { encodeBase64url } from '../../src/protocol/base64url.js';
@@ -551,5 +551,91 @@ describe('verify: the DRS path', () => {
       expect(r.body.error.message).toContain('dry_run is not a field Baton accepts here');
       expect(await used()).toBe(before);
     }
+  });
+});
+
+describe('verify: a 503 at the deadline says how to learn the outcome on the path asked', () => {
+  const DEADLINE_MS = 1_000;
+  const POOL = 2;
+  let slow: TestService;
+  let own: TestTenant;
+
+  beforeAll(async () => {
+    slow = await startTestService({ pool: POOL, env: { BATON_VERIFY_DEADLINE_MS: String(DEADLINE_MS) } });
+    own = await setupTenant(slow, 'deadline');
+  });
+  afterAll(async () => slow?.close());
+
+  /** A fresh invocation through a chain of its own, as a bundle. */
+  function bundle() {
+    const policy = { allowed_tools: ['web_search'], max_cost_usd: 1, max_calls: 10 };
+    const holder = generateKeyPair();
+    const dr = createRootDelegation({ issuer: own.root, audience: holder.did, policy, iat: T0, nbf: T0 - 10 });
+    return makeBundle(createInvocation({ chain: [dr], invoker: holder, args: ARGS, toolServer: 'mcp://tools.example.com', iat: T0 }), [dr]);
+  }
+
+  const send = (path: '/v1/verify' | '/verify', json: unknown) => slow.call('POST', path, { key: own.keys.verify, json });
+
+  /**
+   * Each path's answer while transactions hold every connection of the service's pool: a verify
+   * that must store its chain waits for one in the service, past its deadline (a lock wait would
+   * end in the database's lock_timeout, derived from the same deadline, and race it).
+   */
+  async function whilePoolHeld(bundles: Record<'/v1/verify' | '/verify', unknown>) {
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const holding: Promise<void>[] = [];
+    const taken: Promise<void>[] = [];
+    for (let i = 0; i < POOL; i++) {
+      let took!: () => void;
+      taken.push(new Promise<void>((r) => (took = r)));
+      holding.push(
+        slow.store.db.transaction(async (tx) => {
+          await tx.execute(sql`select 1`);
+          took();
+          await held;
+        }),
+      );
+    }
+    try {
+      await Promise.all(taken);
+      const [v1, drs] = await Promise.all([send('/v1/verify', bundles['/v1/verify']), send('/verify', bundles['/verify'])]);
+      return { v1: v1!, drs: drs! };
+    } finally {
+      release();
+      await Promise.all(holding);
+    }
+  }
+
+  it('on /v1/verify: re-send with the same key (retry: true); on /verify: a re-send there is REPLAY_DETECTED if counted, so ask /v1/verify', async () => {
+    // Warm the key cache on both paths: each verify below then waits only to store its chain.
+    expect((await send('/v1/verify', bundle())).status).toBe(200);
+    expect((await send('/verify', bundle())).status).toBe(200);
+
+    const late = { '/v1/verify': bundle(), '/verify': bundle() };
+    const { v1, drs } = await whilePoolHeld(late);
+    for (const r of [v1, drs]) {
+      expect(r.status, JSON.stringify(r.body)).toBe(503);
+      expect(r.body.error.code).toBe('STORAGE_UNAVAILABLE');
+      expect(r.body.error.message).toContain(`within the ${DEADLINE_MS} ms deadline`);
+    }
+    expect(v1.body.error.message).toContain(
+      'Re-send the same invocation with the same key to learn whether the database counted it anyway (retry: true)',
+    );
+    expect(drs.body.error.message).not.toContain('Re-send the same invocation with the same key');
+    expect(drs.body.error.message).toContain('refused REPLAY_DETECTED if the database counted it anyway');
+    expect(drs.body.error.message).toContain('POST /v1/verify');
+
+    // What each message promises: neither was counted (the statement refused to commit past its
+    // deadline), so each re-sent on its own path is decided afresh.
+    const again = { v1: await send('/v1/verify', late['/v1/verify']), drs: await send('/verify', late['/verify']) };
+    expect(again.v1.status, JSON.stringify(again.v1.body)).toBe(200);
+    expect(again.v1.body.retry).toBe(false);
+    expect(again.drs.status, JSON.stringify(again.drs.body)).toBe(200);
+    // Now counted: the DRS path answers a re-send REPLAY_DETECTED, /v1/verify the original allow.
+    expect((await send('/verify', late['/verify'])).body.error?.code).toBe('REPLAY_DETECTED');
+    const learnt = await send('/v1/verify', late['/verify']);
+    expect(learnt.status, JSON.stringify(learnt.body)).toBe(200);
+    expect(learnt.body.retry).toBe(true);
   });
 });
