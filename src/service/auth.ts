@@ -117,6 +117,8 @@ interface AuthState {
   readonly metricsTokenDigest: Buffer | null;
   /** Key id -> when this node last recorded its use (monotonic ms). */
   readonly lastRecordedUse: Map<string, number>;
+  /** Key id -> when this node last logged a use of it revoked or expired (monotonic ms). */
+  readonly lastRefusalLogged: Map<string, number>;
 }
 
 /** Per app instance (one ServiceDeps), so tests with separate apps never share a cache. */
@@ -131,6 +133,7 @@ function stateOf(deps: ServiceDeps): AuthState {
       envAdminDigest: adminKey ? sha256(adminKey) : null,
       metricsTokenDigest: metricsToken ? sha256(metricsToken) : null,
       lastRecordedUse: new Map(),
+      lastRefusalLogged: new Map(),
     };
     states.set(deps, state);
   }
@@ -154,6 +157,33 @@ function sha256(text: string): Buffer {
 function unauthorized(): BatonError {
   // One message for every refusal: the caller learns nothing about why.
   return new BatonError('UNAUTHORIZED');
+}
+
+/**
+ * 401 for a key whose whole secret the caller presented, but which is revoked or expired: the same
+ * 401 as any other (a leaked secret must not be confirmed as a real key), but the operator's log
+ * names the key at info, so a client still using a rotated key after its grace is found. At most
+ * once a minute per key and node: a client retrying a dead key must not flood the log.
+ */
+export function deadKeyRefused(
+  deps: ServiceDeps,
+  keyId: string,
+  reason: 'revoked' | 'expired' | 'revoked or expired',
+  requestId?: string,
+): BatonError {
+  const state = stateOf(deps);
+  const now = performance.now();
+  const last = state.lastRefusalLogged.get(keyId);
+  if (last === undefined || now - last >= LAST_USED_INTERVAL_MS) {
+    if (state.lastRefusalLogged.size >= KEY_CACHE_MAX) state.lastRefusalLogged.clear();
+    state.lastRefusalLogged.set(keyId, now);
+    deps.log.info(`an api key ${reason === 'expired' ? 'past its expiry' : reason} was used (refused 401)`, {
+      request_id: requestId,
+      key_id: keyId,
+      reason,
+    });
+  }
+  return unauthorized();
 }
 
 /** The token of `Authorization: Bearer <token>` (scheme case-insensitive), or null. */
@@ -180,7 +210,7 @@ function contextOf(row: ApiKeyForAuth): AuthContext {
 
 /**
  * Establishes who is calling from the Authorization header, or throws 401.
- * Never logs the key; refusals log only a reason at debug level.
+ * Never logs the key; refusals log only a reason at debug level (a revoked or expired key: at info, deadKeyRefused).
  */
 export async function authenticate(
   deps: ServiceDeps,
@@ -224,8 +254,8 @@ export async function authenticate(
   const stored = Buffer.from(row.secretHash, 'hex');
   // Lengths are public (always 32 bytes for a well-formed row); a malformed row never matches.
   if (stored.length !== digest.length || !timingSafeEqual(stored, digest)) throw refuse('hash mismatch', row.id);
-  if (row.revokedAt !== null) throw refuse('revoked', row.id);
-  if (row.expiresAt !== null && row.expiresAt.getTime() <= Date.now()) throw refuse('expired', row.id);
+  if (row.revokedAt !== null) throw deadKeyRefused(deps, row.id, 'revoked', requestId);
+  if (row.expiresAt !== null && row.expiresAt.getTime() <= Date.now()) throw deadKeyRefused(deps, row.id, 'expired', requestId);
   if (row.tenantId === null && state.envAdminDigest !== null) throw refuse('stored admin key while BATON_ADMIN_KEY is set', row.id);
 
   const auth = contextOf(row);

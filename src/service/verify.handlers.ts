@@ -39,7 +39,7 @@ import {
   type CountOutcome,
   type InvocationToCount,
 } from '../store/runtime.js';
-import { evictApiKey } from './auth.js';
+import { deadKeyRefused, evictApiKey } from './auth.js';
 import { DENIAL_STATUS, SubmissionRefusal } from './error-status.js';
 import { hotPathCacheOf, type HotPathCache, type StoredDelegation } from './hot-cache.js';
 import type { Db } from '../store/db.js';
@@ -528,7 +528,7 @@ function logDecision(
 /** 401 for a key revoked since this node cached it; forgets it here too. */
 function keyRevoked(deps: ServiceDeps, auth: AuthContext): BatonError {
   evictApiKey(deps, auth.keyId);
-  return new BatonError('UNAUTHORIZED');
+  return deadKeyRefused(deps, auth.keyId, 'revoked or expired');
 }
 
 /** Re-reads the caller's key (the auth cache may be stale) before work no statement re-checks. */

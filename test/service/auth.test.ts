@@ -142,6 +142,39 @@ describe('refusals: one 401 for every bad key, no oracle', () => {
     expect((await call(probe, '/probe/verify', `Bearer ${k.key}`)).status).toBe(200);
   });
 
+  it('a revoked or expired key: the same 401, but the operator log names the key at info, once a minute', async () => {
+    const lines: { level: string; msg: string; fields?: Record<string, unknown> }[] = [];
+    const record = (level: string) => (msg: string, fields?: Record<string, unknown>) => lines.push({ level, msg, fields });
+    const logged = probeApp({
+      ...svc.deps,
+      log: { debug: record('debug'), info: record('info'), warn: record('warn'), error: record('error') },
+    });
+    const revoked = await newKey({ scopes: ['verify'] });
+    await revoke(revoked.id);
+    const expired = await newKey({ scopes: ['audit'] });
+    await svc.store.db
+      .update(apiKeys)
+      .set({ expiresAt: new Date(Date.now() - 1_000) })
+      .where(eq(apiKeys.id, expired.id));
+    const unknown = errorOf(await call(logged, '/probe/verify', `Bearer bt_${'Q'.repeat(43)}`));
+    for (let i = 0; i < 3; i++) {
+      for (const [k, path] of [
+        [revoked, '/probe/verify'],
+        [expired, '/probe/audit'],
+      ] as const) {
+        const res = await call(logged, path, `Bearer ${k.key}`);
+        expect(res.status).toBe(401);
+        expect(errorOf(res)).toEqual(unknown);
+      }
+    }
+    const named = lines.filter((l) => l.level === 'info');
+    expect(named.map((l) => [l.fields?.['key_id'], l.fields?.['reason']])).toEqual([
+      [revoked.id, 'revoked'],
+      [expired.id, 'expired'],
+    ]);
+    expect(JSON.stringify(lines)).not.toContain(revoked.key);
+  });
+
   it('never answers a refusal with anything but 401 when the key is unknown, even on a route the key could not use', async () => {
     expect((await call(probe, '/probe/audit-or-admin', `Bearer bt_${'Z'.repeat(43)}`)).status).toBe(401);
   });
