@@ -18,7 +18,9 @@ Checks service receipts: the header, the Ed25519 signature under the
 published key its kid names, that the payload's iss and kid name that key,
 and that each is about what it is attached to (a verify answer's
 invocation_id, a record's hash, a listed subject): a valid receipt of
-another call swapped in is INVALID. Service receipts come from files (any service answer that carries
+another call swapped in is INVALID. A verify answer must also say what its
+receipt signed: valid, context.dr_chain and context.tool (its other
+members are not signed; the receipt is what vouches for the call). Service receipts come from files (any service answer that carries
 them: a service receipt JWS, a submit/verify/revoke answer, a chain, a
 GET /v1/service-receipts page; "-" reads stdin), or with --fetch from
 GET /v1/service-receipts (audit key).
@@ -88,19 +90,27 @@ async function keysFor(values: { keys?: string | undefined; 'save-keys'?: string
   return parsePublishedKeys(answer, `${c.baseUrl}/v1/keys`);
 }
 
+/** One place a service receipt was found: what it may be about, and what a verify answer around it claims. */
+interface Attachment {
+  readonly ids: ReadonlySet<string>;
+  /** The verify answer holding it: its unsigned members, which the receipt's signed ones must match. */
+  readonly answer?: { readonly valid: boolean; readonly dr_chain: unknown; readonly tool: unknown };
+}
+
 /**
  * What each service receipt in a service answer is attached to, by its JWS: for each place it was
  * found, the identifiers of the object holding it, one of which it must be about. A receipt under
  * `service_receipt` is about its object's call (`invocation_id`, `jti`) or record (`hash`); one
  * listed with its `subject` (GET /v1/service-receipts) is about that subject. A signature alone does
  * not say a receipt belongs where it was found: a valid receipt of another call or record could be
- * swapped in, and its subject is then none of these.
+ * swapped in, and its subject is then none of these. Nor does it vouch for the answer around it: a
+ * verify answer's `valid`, `context.dr_chain` and `context.tool` must say what its receipt signed.
  */
-function attachedSubjects(value: unknown, out = new Map<string, Set<string>[]>()): Map<string, Set<string>[]> {
-  const attach = (jws: unknown, ids: readonly unknown[]) => {
-    const subjects = new Set(ids.filter((id): id is string => typeof id === 'string'));
-    if (typeof jws !== 'string' || subjects.size === 0) return;
-    out.set(jws, [...(out.get(jws) ?? []), subjects]);
+function attachedSubjects(value: unknown, out = new Map<string, Attachment[]>()): Map<string, Attachment[]> {
+  const attach = (jws: unknown, idList: readonly unknown[], answer?: Attachment['answer']) => {
+    const ids = new Set(idList.filter((id): id is string => typeof id === 'string'));
+    if (typeof jws !== 'string' || ids.size === 0) return;
+    out.set(jws, [...(out.get(jws) ?? []), answer === undefined ? { ids } : { ids, answer }]);
   };
   if (Array.isArray(value)) for (const v of value) attachedSubjects(v, out);
   else if (value !== null && typeof value === 'object') {
@@ -108,30 +118,56 @@ function attachedSubjects(value: unknown, out = new Map<string, Set<string>[]>()
     const ref = o['service_receipt'];
     const refJws =
       typeof ref === 'string' ? ref : ref !== null && typeof ref === 'object' ? (ref as Record<string, unknown>)['jws'] : undefined;
-    attach(refJws, [o['invocation_id'], o['jti'], o['hash']]);
+    const context = o['context'] !== null && typeof o['context'] === 'object' ? (o['context'] as Record<string, unknown>) : {};
+    const answer =
+      typeof o['valid'] === 'boolean' && typeof o['invocation_id'] === 'string'
+        ? { valid: o['valid'], dr_chain: context['dr_chain'], tool: context['tool'] }
+        : undefined;
+    attach(refJws, [o['invocation_id'], o['jti'], o['hash']], answer);
     if (typeof o['jws'] === 'string' && typeof o['kind'] === 'string') attach(o['jws'], [o['subject']]);
     for (const v of Object.values(o)) attachedSubjects(v, out);
   }
   return out;
 }
 
-/** The first place a receipt about `subject` was found that is about something else. */
-function misattached(subject: string | null, attachments: readonly ReadonlySet<string>[] | undefined): ReadonlySet<string> | undefined {
-  return attachments?.find((ids) => subject === null || !ids.has(subject));
+/** Where a verify answer says other than the receipt it carries signed, if it does. */
+function contradicted(payload: Record<string, unknown>, answer: NonNullable<Attachment['answer']>): string | undefined {
+  const kind = payload['baton_receipt'];
+  const data = payload['data'] !== null && typeof payload['data'] === 'object' ? (payload['data'] as Record<string, unknown>) : {};
+  if ((kind === 'invocation.allowed') !== answer.valid)
+    return `signed ${String(kind)}, but the answer around it says valid: ${answer.valid}`;
+  if (
+    answer.dr_chain !== undefined &&
+    data['dr_chain'] !== undefined &&
+    JSON.stringify(answer.dr_chain) !== JSON.stringify(data['dr_chain'])
+  )
+    return 'signed, but the answer around it names another dr_chain than the one signed';
+  if (answer.tool !== undefined && data['tool'] !== undefined && answer.tool !== data['tool'])
+    return `signed for tool ${String(data['tool'])}, but the answer around it says ${String(answer.tool)}`;
+  return undefined;
 }
 
 interface Expected {
   /** Where the answer it came from says: for each place it was found, what it may be about. */
-  readonly attachments?: readonly ReadonlySet<string>[] | undefined;
+  readonly attachments?: readonly Attachment[] | undefined;
   /** --tenant: the tenant every receipt must name. */
   readonly tenant?: string | undefined;
 }
 
 /** Why a validly signed receipt does not belong where it was found, if it does not. */
-function misplacement(subject: string | null, tenant: string | null, expected: Expected): string | undefined {
-  const elsewhere = misattached(subject, expected.attachments);
+function misplacement(
+  payload: Record<string, unknown>,
+  subject: string | null,
+  tenant: string | null,
+  expected: Expected,
+): string | undefined {
+  const elsewhere = expected.attachments?.find((a) => subject === null || !a.ids.has(subject));
   if (elsewhere !== undefined)
-    return `signed, but about ${subject ?? '(no subject)'}, not ${[...elsewhere].join(' or ')} it is attached to`;
+    return `signed, but about ${subject ?? '(no subject)'}, not ${[...elsewhere.ids].join(' or ')} it is attached to`;
+  for (const a of expected.attachments ?? []) {
+    const why = a.answer && contradicted(payload, a.answer);
+    if (why !== undefined) return why;
+  }
   if (expected.tenant !== undefined && tenant !== expected.tenant)
     return `signed, but for tenant ${tenant ?? '(none)'}, not ${expected.tenant}`;
   return undefined;
@@ -143,7 +179,7 @@ function check(jws: string, where: string, keys: readonly ServiceVerificationKey
   const payload = result.valid ? result.payload : null;
   const subject = typeof payload?.['subject'] === 'string' ? payload['subject'] : null;
   const tenant = typeof payload?.['tenant'] === 'string' ? payload['tenant'] : null;
-  const misplaced = result.valid ? misplacement(subject, tenant, expected) : undefined;
+  const misplaced = payload ? misplacement(payload, subject, tenant, expected) : undefined;
   const reason = misplaced ?? result.reason;
   return {
     where,
@@ -184,12 +220,12 @@ async function runVerifyServiceReceipts(argv: string[], io: CliIo): Promise<numb
   const after = values.after !== undefined ? integerFlag('--after', values.after) : undefined;
 
   // Inputs are read and parsed before anything is fetched.
-  const inputs: { where: string; jws: string; attachments: readonly ReadonlySet<string>[] | undefined }[] = [];
+  const inputs: { where: string; jws: string; attachments: readonly Attachment[] | undefined }[] = [];
   for (const file of positionals) {
     const text = await readText(file, 'service receipt file');
     // Service receipts name a kid in their header; the DRS records beside them do not.
     const serviceReceipts = findServiceReceipts(text, file === '-' ? 'stdin' : file);
-    const attached = /^\s*[[{]/.test(text) ? attachedSubjects(JSON.parse(text)) : new Map<string, Set<string>[]>();
+    const attached = /^\s*[[{]/.test(text) ? attachedSubjects(JSON.parse(text)) : new Map<string, Attachment[]>();
     if (serviceReceipts.length === 0) throw new UsageError(`${file} holds signed records but no service receipt (they carry a kid)`);
     inputs.push(...serviceReceipts.map((r) => ({ where: `${file}: ${r.where}`, jws: r.jws, attachments: attached.get(r.jws) })));
   }
@@ -211,7 +247,7 @@ async function runVerifyServiceReceipts(argv: string[], io: CliIo): Promise<numb
     io.err(`fetching service receipts from ${clientOnce().baseUrl}/v1/service-receipts (audit key) ...`);
     let n = 0;
     for await (const item of clientOnce().iterateServiceReceipts(after !== undefined ? { after } : {})) {
-      results.push(check(item.jws, `service receipt #${item.id}`, keys, { attachments: [new Set([item.subject])], tenant }));
+      results.push(check(item.jws, `service receipt #${item.id}`, keys, { attachments: [{ ids: new Set([item.subject]) }], tenant }));
       if (++n >= limit) break;
     }
     if (n === 0 && inputs.length === 0) io.err("the service holds no service receipts for this key's tenant (after the given id)");

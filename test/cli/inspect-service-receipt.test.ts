@@ -157,6 +157,22 @@ describe('baton service-receipt verify', () => {
     expect(JSON.parse(wrong.out)).toMatchObject({ valid: false, invalid: 2 });
   });
 
+  /** A new call of `search` through the test chain, verified on /v1/verify. */
+  const verifySearch = async () => {
+    const inv = createInvocation({
+      chain: [chain.root, chain.sub],
+      invoker: chain.b,
+      args: { tool: 'search', pii_access: false, write_access: false },
+      toolServer: 'mcp://tools.example.com',
+    });
+    const res = await fetch(`${live.baseUrl}/v1/verify`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${live.tenant.keys.verify}` },
+      body: JSON.stringify(makeBundle(inv, [chain.root, chain.sub], 'reference')),
+    });
+    return { inv, res };
+  };
+
   it('a valid receipt attached to another record, or naming another tenant than --tenant, is INVALID', async () => {
     const keysFile = join(dir, 'keys-swap.json');
     writeFileSync(keysFile, JSON.stringify(await new BatonClient({ baseUrl: live.baseUrl }).keys()));
@@ -182,17 +198,7 @@ describe('baton service-receipt verify', () => {
     writeFileSync(intact, JSON.stringify(submitted));
     expect((await run(['service-receipt', 'verify', intact, '--keys', keysFile, '--tenant', live.tenant.id])).code).toBe(0);
     // A page of GET /v1/invocations: each allow's receipt is about the call's jti, beside its hash.
-    const inv = createInvocation({
-      chain: [chain.root, chain.sub],
-      invoker: chain.b,
-      args: { tool: 'search', pii_access: false, write_access: false },
-      toolServer: 'mcp://tools.example.com',
-    });
-    const allowed = await fetch(`${live.baseUrl}/v1/verify`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${live.tenant.keys.verify}` },
-      body: JSON.stringify(makeBundle(inv, [chain.root, chain.sub], 'reference')),
-    });
+    const { inv, res: allowed } = await verifySearch();
     expect(allowed.status).toBe(200);
     const page = await fetch(`${live.baseUrl}/v1/invocations`, { headers: { authorization: `Bearer ${live.tenant.keys.audit}` } });
     const pageFile = join(dir, 'invocations.json');
@@ -204,6 +210,39 @@ describe('baton service-receipt verify', () => {
     const otherTenant = await run(['service-receipt', 'verify', intact, '--keys', keysFile, '--tenant', 'ten_someone_else']);
     expect(otherTenant.code).toBe(1);
     expect(otherTenant.out).toMatch(new RegExp(`signed, but for tenant ${live.tenant.id}, not ten_someone_else`));
+  });
+
+  it('a verify answer whose unsigned members contradict its signed receipt is INVALID', async () => {
+    const keysFile = join(dir, 'keys-answer.json');
+    writeFileSync(keysFile, JSON.stringify(await new BatonClient({ baseUrl: live.baseUrl }).keys()));
+    // An allow (a denial answer carries no service receipt: it is stored, GET /v1/service-receipts lists it).
+    const { res } = await verifySearch();
+    const allowed = (await res.json()) as Record<string, unknown> & { context: Record<string, unknown> };
+    const check = async (answer: unknown) => {
+      const file = join(dir, `answer-${Math.random().toString(36).slice(2)}.json`);
+      writeFileSync(file, JSON.stringify(answer));
+      return run(['service-receipt', 'verify', file, '--keys', keysFile]);
+    };
+    expect(allowed['valid']).toBe(true);
+    expect((await check(allowed)).code).toBe(0);
+    const edits: [string, Record<string, unknown>, RegExp][] = [
+      ['valid flipped', { ...allowed, valid: false }, /signed invocation\.allowed, but the answer around it says valid: false/],
+      [
+        'another chain',
+        { ...allowed, context: { ...allowed.context, dr_chain: ['sha256:' + '1'.repeat(64)] } },
+        /names another dr_chain than the one signed/,
+      ],
+      [
+        'another tool',
+        { ...allowed, context: { ...allowed.context, tool: 'file_write' } },
+        /signed for tool search, but the answer around it says file_write/,
+      ],
+    ];
+    for (const [what, answer, why] of edits) {
+      const r = await check(answer);
+      expect(r.code, `${what}: ${r.out}${r.err}`).toBe(1);
+      expect(r.out, what).toMatch(why);
+    }
   });
 
   it("--fetch checks the tenant's service receipts from GET /v1/service-receipts", async () => {
