@@ -1,4 +1,5 @@
 /** `npm start`: the service on the embedded default (or DATABASE_URL). */
+import { ConfigError } from './config.js';
 import { runService } from './server.js';
 import { errorText } from './store/errors.js';
 
@@ -15,7 +16,9 @@ if (args.length > 0) {
   process.exit(help ? 0 : 2);
 }
 
+// The exit codes of `baton serve`: 2 for a configuration it refuses, 3 for a start that failed (the
+// database unreachable, the data folder in use), so a supervisor reads either command the same way.
 runService().catch((e) => {
   process.stderr.write(`Baton failed to start: ${errorText(e)}\n`);
-  process.exit(1);
+  process.exit(e instanceof ConfigError ? 2 : 3);
 });

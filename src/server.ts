@@ -264,7 +264,7 @@ export async function runService(): Promise<void> {
   } catch (e) {
     if (e instanceof ConfigError) {
       process.stderr.write(`${e.message}\n`);
-      process.exit(1);
+      process.exit(2); // baton serve's code for a configuration it refuses
     }
     throw e;
   }

@@ -8,11 +8,11 @@ import { describe, expect, it } from 'vitest';
 const MAIN = resolve(__dirname, '../src/main.ts');
 const TSX = resolve(__dirname, '../node_modules/.bin/tsx');
 
-function runMain(args: string[]) {
+function runMain(args: string[], env: Record<string, string> = {}) {
   // An empty folder as the working directory: a server started by mistake would create .baton here.
   const cwd = mkdtempSync(join(tmpdir(), 'baton-main-'));
   try {
-    const r = spawnSync(TSX, [MAIN, ...args], { cwd, encoding: 'utf8', timeout: 30_000 });
+    const r = spawnSync(TSX, [MAIN, ...args], { cwd, encoding: 'utf8', timeout: 30_000, env: { ...process.env, ...env } });
     return { code: r.status, out: r.stdout, err: r.stderr, files: readdirSync(cwd) };
   } finally {
     rmSync(cwd, { recursive: true, force: true });
@@ -33,5 +33,15 @@ describe('main.js', () => {
     expect(r.code).toBe(2);
     expect(r.err).toContain('main.js takes no arguments (got ["serve","--port","9"])');
     expect(r.files).toEqual([]);
+  });
+
+  it('exits as baton serve does: 2 for a configuration it refuses, 3 for a start that fails', () => {
+    const config = runMain([], { PORT: 'not-a-port' });
+    expect(config.code, config.err).toBe(2);
+    expect(config.err).toMatch(/invalid configuration[\s\S]*PORT/);
+    // Nothing listens on port 9 of this host: PostgreSQL cannot be reached.
+    const start = runMain([], { DATABASE_URL: 'postgres://postgres@127.0.0.1:9/none', BATON_MASTER_KEY: 'a'.repeat(64) });
+    expect(start.code, start.err).toBe(3);
+    expect(start.err).toMatch(/Baton failed to start/);
   });
 });

@@ -149,11 +149,11 @@ Commands:
 ${commandList()}
 
 A first chain:
-  baton keygen --out operator.json        # the root key; the admin trusts its DID for the tenant:
+  baton keygen --out operator.key         # the root key; the admin trusts its DID for the tenant:
   baton roots add <operator-did> --tenant <id>   # (or POST /v1/admin/tenants/{id}/roots, BatonClient.admin.addRoot)
-  baton keygen --out agent.json           # prints the agent's DID
-  baton delegate --key operator.json --to <agent-did> --tools search --max-calls 10 --out a.chain.json --submit
-  baton invoke --key agent.json --chain a.chain.json --tool search --tool-server mcp://search --out bundle.json
+  baton keygen --out agent.key            # prints the agent's DID
+  baton delegate --key operator.key --to <agent-did> --tools search --max-calls 10 --out a.chain.json --submit
+  baton invoke --key agent.key --chain a.chain.json --tool search --tool-server mcp://search --out bundle.json
   baton chain <hash> --api-key <audit key>
 
 Online commands take --server <url> (default $BATON_URL, else ${DEFAULT_SERVER}),
