@@ -892,7 +892,8 @@ function errorFromResponse(
   const requestId = typeof envelope.request_id === 'string' ? envelope.request_id : ctx.headerId;
   let suggestion = typeof err.suggestion === 'string' ? err.suggestion : undefined;
   if (status === 401 && !ctx.sentKey) {
-    suggestion = 'This client sent no API key: pass apiKey to new BatonClient({...}) (CLI: --api-key or BATON_API_KEY).';
+    suggestion =
+      "This client sent no API key: pass apiKey to new BatonClient({...}) (CLI: --api-key, BATON_API_KEY, or --context <name>; --server without --context never sends a saved context's key).";
   }
   return new BatonApiError({
     status,

@@ -274,7 +274,9 @@ describe('verify', () => {
     expect(forbidden).toMatchObject({ status: 403, code: 'FORBIDDEN' });
     const anonymous = await rejection(clients.anonymous.verify(bundle));
     expect(anonymous).toMatchObject({ status: 401, code: 'UNAUTHORIZED' });
-    expect(anonymous.suggestion).toMatch(/no API key.*apiKey/);
+    expect(anonymous.suggestion).toMatch(
+      /no API key.*apiKey.*--context <name>; --server without --context never sends a saved context's key/,
+    );
   });
 });
 
