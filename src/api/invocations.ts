@@ -29,7 +29,7 @@ import { InvocationListItem, InvocationsPageQuery } from './delegations.js';
 
 export const MAX_UNAVAILABLE_REASON = 500;
 
-const tokenCount = z.int({ error: 'must be a whole number of tokens' }).min(0, 'must not be negative');
+const tokenCount = z.int({ error: 'must be a whole number of tokens, at most 2^53 - 1' }).min(0, 'must not be negative');
 
 /**
  * cost_usd has no maximum here: the documented one is usdToMicros's, which

@@ -145,6 +145,8 @@ describe('provenance and input rules', () => {
       expect(r.body.error.code).toBe('INVALID_REQUEST');
       expect(JSON.stringify(r.body.error.details ?? r.body.error.message), JSON.stringify(json).slice(0, 80)).toContain(field);
     }
+    const unsafe = await report(jti, { source: 'api-usage', cost_usd: 0.3, tokens_in: 2 ** 53 });
+    expect(JSON.stringify(unsafe.body.error)).toContain('at most 2^53 - 1');
     const huge = await report(jti, { source: 'api-usage', cost_usd: 1e10 });
     expect(huge.status).toBe(400);
     expect(huge.body.error.code).toBe('NUMBER_OUT_OF_RANGE');
