@@ -155,36 +155,41 @@ describe('lockDataFolder', () => {
     expect(holderPid(dir)).toBe(process.ppid);
   });
 
-  it('gives a stale lock to one of several processes taking it over at once', { timeout: 60_000 }, async () => {
-    // Each says whether it got the lock, then holds what it got until the test has heard from all.
-    const script = `
+  it(
+    'gives a stale lock to one of several processes taking it over at once, judged by pid or by heartbeat',
+    { timeout: 90_000 },
+    async () => {
+      // Each says whether it got the lock, then holds what it got until the test has heard from all.
+      const script = `
       import { existsSync } from 'node:fs';
       import { lockDataFolder } from ${JSON.stringify(new URL('../../src/store/data-folder-lock.ts', import.meta.url).href)};
-      const [dir, at] = process.argv.slice(1);
+      const [dir, at, leaseMs] = process.argv.slice(1);
       while (Date.now() < Number(at)) {}
       let got = false;
-      try { lockDataFolder(dir); got = true; } catch {}
+      try { lockDataFolder(dir, { leaseMs: Number(leaseMs) }); got = true; } catch {}
       process.stdout.write(got ? 'got' : 'refused');
       const wait = setInterval(() => existsSync(dir + '/done') && clearInterval(wait), 20);
     `;
-    for (let trial = 0; trial < 6; trial++) {
-      const dir = folder();
-      writeFileSync(join(dir, DATA_FOLDER_LOCK), String(deadPid()));
-      const at = Date.now() + 1_000;
-      const children = Array.from({ length: 4 }, () =>
-        spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script, dir, String(at)]),
-      );
-      const outcomes = await Promise.all(
-        children.map((c) => new Promise<string>((resolve) => c.stdout.once('data', (d: Buffer) => resolve(d.toString())))),
-      );
-      writeFileSync(join(dir, 'done'), '');
-      await Promise.all(children.map((c) => new Promise((resolve) => c.once('exit', resolve))));
-      expect(
-        outcomes.filter((o) => o === 'got'),
-        `trial ${trial}: ${outcomes.join(', ')}`,
-      ).toHaveLength(1);
-    }
-  });
+      for (let trial = 0; trial < 6; trial++) {
+        const dir = folder();
+        // Even trials: a gone pid of this pid space; odd ones: a holder in another, without a heartbeat.
+        writeFileSync(lockOf(dir), trial % 2 === 0 ? String(deadPid()) : lockText({ pid: deadPid(), pidns: 'pid:[1]' }));
+        const at = Date.now() + 1_000;
+        const children = Array.from({ length: 4 }, () =>
+          spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script, dir, String(at), '600']),
+        );
+        const outcomes = await Promise.all(
+          children.map((c) => new Promise<string>((resolve) => c.stdout.once('data', (d: Buffer) => resolve(d.toString())))),
+        );
+        writeFileSync(join(dir, 'done'), '');
+        await Promise.all(children.map((c) => new Promise((resolve) => c.once('exit', resolve))));
+        expect(
+          outcomes.filter((o) => o === 'got'),
+          `trial ${trial}: ${outcomes.join(', ')}`,
+        ).toHaveLength(1);
+      }
+    },
+  );
 });
 
 const lockOf = (dir: string) => join(dir, DATA_FOLDER_LOCK);
