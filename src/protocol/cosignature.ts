@@ -24,6 +24,30 @@ const COSIGNATURE_BYTES = TIMESTAMP_BYTES + 64;
 /** Cosignatures dated further in the future than this (seconds) do not count. */
 export const MAX_COSIGNATURE_CLOCK_SKEW = 60;
 
+/**
+ * Longest witness name (UTF-8 bytes) a log takes a cosignature from. The signed-note format sets no
+ * limit, but every cosignature line carries its witness's name, and a served note must stay within
+ * the 256 KiB every client reads: two lines with 130 KB names each made one unreadable.
+ */
+export const MAX_WITNESS_NAME_BYTES = 256;
+
+/** Characters that print as nothing or reorder text (format, default-ignorable, separators): a name is read by people. */
+const INVISIBLE_IN_NAME = /[\p{Cf}\p{Default_Ignorable_Code_Point}\u2028\u2029]/u;
+
+/** Throws INVALID_VERIFIER_KEY unless a witness name is one a log serves: short, and printing as it reads. */
+export function checkWitnessName(name: string): void {
+  check(
+    utf8(name).length <= MAX_WITNESS_NAME_BYTES,
+    'INVALID_VERIFIER_KEY',
+    `A witness name is at most ${MAX_WITNESS_NAME_BYTES} bytes of UTF-8 (this one has ${utf8(name).length}).`,
+  );
+  check(
+    !INVISIBLE_IN_NAME.test(name),
+    'INVALID_VERIFIER_KEY',
+    'A witness name may not hold invisible or bidirectional formatting characters (they would make it read as another name).',
+  );
+}
+
 export interface Cosignature {
   readonly key: VerifierKey;
   /** Unix seconds at which the witness cosigned. */

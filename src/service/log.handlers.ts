@@ -18,11 +18,11 @@ import {
 } from '../api/log.js';
 import { parseCheckpoint } from '../protocol/checkpoint.js';
 import { COSIGNATURE_V1, formatNote, formatVerifierKey, openNote, parseNote, parseVerifierKey } from '../protocol/note.js';
-import { cosignatureVerifier, cosignaturesOf, MAX_COSIGNATURE_CLOCK_SKEW } from '../protocol/cosignature.js';
+import { checkWitnessName, cosignatureVerifier, cosignaturesOf, MAX_COSIGNATURE_CLOCK_SKEW } from '../protocol/cosignature.js';
 import { BatonError } from '../protocol/errors.js';
 import { formatEntryBundle, parseTilePath, tileInTree, TILE_WIDTH } from '../protocol/tiles.js';
 import { bytesEqual, encodeBase64, utf8 } from '../protocol/tlog-input.js';
-import { checkpointOfSize, entriesAt, insertCosignature, isPending, leafOfServiceReceipt, storedCosignatures } from '../store/log.js';
+import { checkpointOfSize, entriesAt, insertCosignatureWithinCaps, isPending, leafOfServiceReceipt } from '../store/log.js';
 import { requireScope, tenantOf } from './auth.js';
 import { consistencyHashes, inclusionBundle, logOrigin, logVerifierKeys, readTile, servedCheckpoint } from './log-tree.js';
 import { newRouter, serve } from './router.js';
@@ -161,6 +161,7 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     const witness = parseVerifierKey(body.witness_key);
     if (witness.type !== COSIGNATURE_V1)
       throw new BatonError('INVALID_VERIFIER_KEY', { message: 'A witness key has type 0x04 (cosignature/v1).' });
+    checkWitnessName(witness.name);
     const serviceKeys = await publishedServiceKeys(db());
     if (serviceKeys.some((k) => bytesEqual(k.publicKey, witness.publicKey)))
       throw new BatonError('INVALID_VERIFIER_KEY', { message: "The service's own key cannot witness its log." });
@@ -183,23 +184,25 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     const witnessKey = formatVerifierKey(witness);
     // Anyone with an audit key can mint witness keys; a cap keeps the served note within
     // the signed-note limit of 100 signature lines, so it stays readable by every client.
-    const cosigned = await storedCosignatures(db(), tenantId, checkpoint.size);
-    const existing = cosigned.map((s) => s.line);
     const keyId = c.get('auth').keyId;
-    const mine = cosigned.filter((s) => s.postedByKey === keyId).length;
-    if (mine >= MAX_COSIGNATURES_PER_KEY && !existing.includes(line))
+    const outcome = await insertCosignatureWithinCaps(
+      db(),
+      { tenantId, treeSize: checkpoint.size, witnessKey, line, postedByKey: keyId },
+      { perKey: MAX_COSIGNATURES_PER_KEY, perCheckpoint: MAX_COSIGNATURES_PER_CHECKPOINT },
+    );
+    if (outcome === 'key-full')
       throw new BatonError('CONFLICT', {
         message: `API key ${keyId} has already posted ${MAX_COSIGNATURES_PER_KEY} cosignatures on this checkpoint, the most one key may.`,
         suggestion: 'Each witness posts its own cosignature with its own audit key.',
         details: { tree_size: checkpoint.size },
       });
-    if (existing.length >= MAX_COSIGNATURES_PER_CHECKPOINT && !existing.includes(line))
+    if (outcome === 'checkpoint-full')
       throw new BatonError('CONFLICT', {
         message: `This checkpoint already carries ${MAX_COSIGNATURES_PER_CHECKPOINT} cosignatures, the most the log serves.`,
         suggestion: 'Cosign a newer checkpoint.',
         details: { tree_size: checkpoint.size },
       });
-    const fresh = await insertCosignature(db(), { tenantId, treeSize: checkpoint.size, witnessKey, line, postedByKey: keyId });
+    const fresh = outcome === 'stored';
     return c.json({ tree_size: checkpoint.size, witness: witnessKey, stored: fresh }, fresh ? 201 : 200);
   });
 

@@ -287,11 +287,30 @@ export async function storedCosignatures(
     .orderBy(asc(logCosignatures.createdAt), asc(logCosignatures.witnessKey));
 }
 
-/** Stores a witness's cosignature; false when this witness key already cosigned this checkpoint. */
-export async function insertCosignature(
+/** What storing a cosignature did: stored, already there (this witness key cosigned it), or refused by a cap. */
+export type CosignatureStored = 'stored' | 'already' | 'key-full' | 'checkpoint-full';
+
+/**
+ * Stores a witness's cosignature unless this witness key already cosigned the checkpoint, or the
+ * key that posts it, or the checkpoint, already has as many as it may. The caps count what is
+ * stored, so posts to one checkpoint take turns (a transaction-level advisory lock): counted side
+ * by side, 12 concurrent posts by one key stored 8 where 2 were allowed (an outside probe).
+ */
+export async function insertCosignatureWithinCaps(
   db: Db,
   row: { tenantId: string; treeSize: number; witnessKey: string; line: string; postedByKey: string },
-): Promise<boolean> {
-  const inserted = await db.insert(logCosignatures).values(row).onConflictDoNothing().returning({ size: logCosignatures.treeSize });
-  return inserted.length > 0;
+  caps: { readonly perKey: number; readonly perCheckpoint: number },
+): Promise<CosignatureStored> {
+  return db.transaction(async (tx) => {
+    await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`cosignatures of ${row.tenantId} ${row.treeSize}`}, 0))`);
+    const cosigned = await tx
+      .select({ witnessKey: logCosignatures.witnessKey, postedByKey: logCosignatures.postedByKey })
+      .from(logCosignatures)
+      .where(and(eq(logCosignatures.tenantId, row.tenantId), eq(logCosignatures.treeSize, row.treeSize)));
+    if (cosigned.some((c) => c.witnessKey === row.witnessKey)) return 'already';
+    if (cosigned.filter((c) => c.postedByKey === row.postedByKey).length >= caps.perKey) return 'key-full';
+    if (cosigned.length >= caps.perCheckpoint) return 'checkpoint-full';
+    await tx.insert(logCosignatures).values(row);
+    return 'stored';
+  });
 }

@@ -321,6 +321,41 @@ describe('witnesses', () => {
     const impostor = await post(other, origin);
     expect(impostor.status).toBe(400);
     expect(impostor.body.error.code).toBe('INVALID_VERIFIER_KEY');
+    // A name the served note could not carry readably: too long, or printing as another name.
+    for (const name of ['w'.repeat(257), 'w5.example\u202e', 'w6\u200b.example']) {
+      const refused = await post(other, name);
+      expect(refused.status, name.slice(0, 20)).toBe(400);
+      expect(refused.body.error.code).toBe('INVALID_VERIFIER_KEY');
+    }
+    expect((await post(other, 'w'.repeat(256))).status).toBe(201);
+  });
+
+  it('the caps hold for posts that arrive together', async () => {
+    await receipt(tenant.id, 8200);
+    await integrateOnce(integrator());
+    const cp = await svc.call('GET', '/v1/log/checkpoint', { key: tenant.keys.audit });
+    const post = (key: string, name: string) => {
+      const seed = randomBytes(32);
+      return svc.call('POST', '/v1/log/cosignatures', {
+        key,
+        json: {
+          witness_key: formatVerifierKey(verifierKey(name, COSIGNATURE_V1, publicKeyFromSeed(seed))),
+          checkpoint: signNote(parseNote(cp.body), [cosignatureSigner(name, seed, svc.clock.now)]),
+        },
+      });
+    };
+    const statuses = (answers: { status: number }[]) => answers.map((a) => a.status).sort();
+    // One key, twelve witnesses at once: counted side by side, 8 were stored where 2 may be.
+    const one = await createTenantKey(svc, tenant.id, ['audit'], 'eager witness');
+    const byOne = await Promise.all(Array.from({ length: 12 }, (_, i) => post(one, `eager${i}.example`)));
+    expect(statuses(byOne)).toEqual([...Array(2).fill(201), ...Array(10).fill(409)]);
+    // Twenty more keys, two witnesses each, at once: the checkpoint serves at most 32.
+    const keys = await Promise.all(Array.from({ length: 20 }, (_, i) => createTenantKey(svc, tenant.id, ['audit'], `witness ${i}`)));
+    const byMany = await Promise.all(keys.flatMap((k, i) => [post(k, `a${i}.example`), post(k, `b${i}.example`)]));
+    expect(byMany.filter((a) => a.status === 201)).toHaveLength(32 - 2);
+    expect(byMany.filter((a) => a.status !== 201).every((a) => a.status === 409)).toBe(true);
+    const served = await svc.call('GET', `/v1/log/checkpoint`, { key: tenant.keys.audit });
+    expect(served.body.split('\n').filter((l: string) => l.startsWith('\u2014 ')).length).toBe(1 + 32);
   });
 });
 
