@@ -16,7 +16,7 @@
 import type { Hash } from '../protocol/merkle.js';
 import type { Store } from '../store/db.js';
 import { errorForLog } from '../store/errors.js';
-import { appendRound, claimPending, preferIndexes, type NewLeaf, type PendingLeaf } from '../store/log.js';
+import { appendRound, claimPending, fixLogName, preferIndexes, type NewLeaf, type PendingLeaf } from '../store/log.js';
 import type { Logger } from './log.js';
 import { appendLeaves, logOrigin, serviceReceiptLeafHash, signCheckpoint, type TreeEdges } from './log-tree.js';
 import type { ServiceSigner } from './signer.js';
@@ -68,6 +68,14 @@ export async function integrateOnce(
     const claim = await claimPending(tx, batch);
     if (!claim.locked) return { locked: false, leaves: 0, tenants: 0 };
     if (claim.pending.length === 0) return { locked: true, leaves: 0, tenants: 0 };
+    // Every checkpoint carries the one name the first checkpoint fixed: a node started under another
+    // (two nodes on a new database, each with its own BATON_TLOG_NAME) signs nothing, round after round.
+    const fixed = await fixLogName(tx, deps.logName);
+    if (fixed !== deps.logName)
+      throw new Error(
+        `BATON_TLOG_NAME is "${deps.logName}", but this database's transparency logs are named "${fixed}" (fixed by their first checkpoint): ` +
+          `this node signs no checkpoint. Restart it with BATON_TLOG_NAME=${fixed}.`,
+      );
     const byTenant = new Map<string, PendingLeaf[]>();
     for (const p of claim.pending) {
       if (p.jws === null) {

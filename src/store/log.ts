@@ -4,7 +4,16 @@
 import { and, asc, desc, eq, gte, lt, sql } from 'drizzle-orm';
 import type { Db } from './db.js';
 import { rows } from './rows.js';
-import { logCheckpoints, logCosignatures, logHashes, logLeaves, logPending, serviceReceipts, type LogCheckpoint } from './schema/index.js';
+import {
+  logCheckpoints,
+  logCosignatures,
+  logHashes,
+  logLeaves,
+  logName,
+  logPending,
+  serviceReceipts,
+  type LogCheckpoint,
+} from './schema/index.js';
 
 /**
  * The advisory lock only the integrating node holds: a transaction-level
@@ -313,4 +322,15 @@ export async function insertCosignatureWithinCaps(
     await tx.insert(logCosignatures).values(row);
     return 'stored';
   });
+}
+
+/**
+ * The logs' name, fixed by the first round that signs a checkpoint (migration 0034): writes `name`
+ * when none is stored yet, and returns the stored one. Run in the round's transaction, so the name
+ * and the first checkpoint under it commit together.
+ */
+export async function fixLogName(tx: Db, name: string): Promise<string> {
+  await tx.insert(logName).values({ name }).onConflictDoNothing();
+  const [stored] = await tx.select({ name: logName.name }).from(logName);
+  return stored!.name;
 }

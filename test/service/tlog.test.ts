@@ -240,6 +240,8 @@ describe('append-only', () => {
       expect(await refusal(`update ${table} set tenant_id = tenant_id where false`)).toMatch(/append-only: UPDATE refused/);
       expect(await refusal(`truncate ${table}`)).toMatch(/append-only: TRUNCATE refused/);
     }
+    expect(await refusal(`update log_name set name = name where false`)).toMatch(/append-only: UPDATE refused/);
+    expect(await refusal(`delete from log_name where false`)).toMatch(/append-only: DELETE refused/);
   });
 });
 
@@ -593,6 +595,21 @@ describe("the logs' name", () => {
       () => {},
     );
     await same.close();
+  });
+
+  it('a node under another name than the first checkpoint fixed signs no checkpoint (two nodes started together on a new database)', async () => {
+    await receipt(tenant.id, 9150);
+    await integrateOnce(integrator());
+    const [fixed] = await rows<{ name: string }>(svc.store.db, sql`select name from log_name`);
+    expect(fixed?.name).toBe('baton.test');
+    const before = await rows<{ n: number }>(svc.store.db, sql`select count(*)::int as n from log_checkpoints`);
+    await receipt(tenant.id, 9151);
+    await expect(integrateOnce({ ...integrator(), logName: 'two.example' })).rejects.toThrow(
+      'BATON_TLOG_NAME is "two.example", but this database\'s transparency logs are named "baton.test" (fixed by their first checkpoint)',
+    );
+    expect(await rows<{ n: number }>(svc.store.db, sql`select count(*)::int as n from log_checkpoints`)).toEqual(before);
+    // The node under the fixed name integrates what the other left pending.
+    expect((await integrateOnce(integrator())).leaves).toBe(1);
   });
 
   it('a first start on PostgreSQL with the default name says to choose one before the logs are named for good', async () => {

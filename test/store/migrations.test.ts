@@ -23,6 +23,7 @@ const TABLES = [
   'log_cosignatures',
   'log_hashes',
   'log_leaves',
+  'log_name',
   'log_pending',
   'receipts',
   'service_keys',

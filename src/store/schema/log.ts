@@ -6,7 +6,7 @@
 // append-only (migrations/0006_transparency_log.sql refuses UPDATE, DELETE
 // and TRUNCATE).
 import { sql } from 'drizzle-orm';
-import { bigint, check, customType, integer, pgTable, primaryKey, text, unique } from 'drizzle-orm/pg-core';
+import { bigint, boolean, check, customType, integer, pgTable, primaryKey, text, unique } from 'drizzle-orm/pg-core';
 import { createdAt, serverTime, tenantId } from './columns.js';
 
 /** Raw bytes; postgres.js returns a Buffer and PGlite a Uint8Array, both read as Uint8Array. */
@@ -97,3 +97,18 @@ export const logCosignatures = pgTable(
 
 export type LogLeaf = typeof logLeaves.$inferSelect;
 export type LogCheckpoint = typeof logCheckpoints.$inferSelect;
+
+/**
+ * The name every tenant's log carries (BATON_TLOG_NAME), fixed by the first checkpoint: a round
+ * writes it in the transaction of its checkpoints, and a node configured with another name signs
+ * none (migration 0034). One row; append-only like the log.
+ */
+export const logName = pgTable(
+  'log_name',
+  {
+    singleton: boolean('singleton').primaryKey().default(true),
+    name: text('name').notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [check('log_name_singleton', sql`${t.singleton}`)],
+);
