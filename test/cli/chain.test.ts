@@ -92,7 +92,7 @@ describe('baton chain', () => {
     const noKey = await run(['chain', c.sub.hash, '--server', live.baseUrl]);
     expect(noKey.code).toBe(1);
     expect(noKey.err).toMatch(/UNAUTHORIZED/);
-    expect(noKey.err).toMatch(/--api-key or BATON_API_KEY/);
+    expect(noKey.err).toMatch(/--api-key, BATON_API_KEY, or --context <name>/);
     expect((await run(['chain', 'sha256:xyz', ...A])).code).toBe(2);
     expect((await run(['chain', ...A])).code).toBe(2);
   });
