@@ -88,13 +88,9 @@ export async function startServer(
       ? { databaseUrl: config.databaseUrl, max: config.dbPoolSize }
       : {
           dataDir: config.dataDir,
-          lock: {
-            onWait: (message) => log.warn(message),
-            onLost: (message) => {
-              log.error(message);
-              process.exit(1);
-            },
-          },
+          // A lost lock ends the process from the heartbeat's own thread (data-folder-lock.ts): the
+          // main thread may be too busy running queries to hear of it.
+          lock: { onWait: (message) => log.warn(message) },
         },
   );
   log.info('store ready', { database: store.kind, ...(store.kind === 'pglite' ? { data_dir: config.dataDir } : {}) });

@@ -2,8 +2,9 @@
 // lock of its own, and a second process writing the same folder would corrupt
 // it, so the store holds the folder through a file naming its holder.
 import { randomBytes } from 'node:crypto';
-import { linkSync, lstatSync, readFileSync, readlinkSync, realpathSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { linkSync, lstatSync, readFileSync, readlinkSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
+import { Worker } from 'node:worker_threads';
 import { join } from 'node:path';
 
 /** The file that says which process holds an embedded data folder. */
@@ -20,8 +21,8 @@ export interface DataFolderLockOptions {
   /**
    * Called once if the lock stops being this process's while it holds it (another process took
    * it over after this one missed its heartbeats; a removed lock is put back while nobody else has
-   * taken it). Another process may then write the folder, so the default ends this process
-   * (stderr, exit code 1).
+   * taken it). Another process may then write the folder, so without it the heartbeat thread ends
+   * this process at once (a line on stderr, then SIGKILL): the main thread may be too busy to hear.
    */
   readonly onLost?: (message: string) => void;
 }
@@ -49,16 +50,18 @@ export function lockDataFolder(dataDir: string, options: DataFolderLockOptions =
   const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
   const me = whereThisRuns();
   const mine = holderText({ pid: process.pid, start: startTimeOf(process.pid), ...me, nonce: randomBytes(8).toString('hex') });
-  let deadline = Date.now() + LOCK_TAKEOVER_WAIT_MS;
+  // One deadline for the whole start: long enough to watch a lease and outwait a stale guard.
+  const deadline = performance.now() + leaseMs + STALE_TAKEOVER_MS + LOCK_TAKEOVER_WAIT_MS;
+  let guardSeen: { text: string | undefined; mtime: number | undefined; since: number } | undefined;
   for (;;) {
     if (createWhole(lock, mine)) {
       heldHere.add(lock);
-      return holdWithHeartbeat(lock, mine, leaseMs, options.onLost ?? endThisProcess);
+      return holdWithHeartbeat(lock, mine, leaseMs, options.onLost);
     }
     const holder = readHolder(lock);
     if (holder === undefined) {
       // Removed meanwhile: try again, for a while (a file that exists for link but not for read is no lock).
-      if (Date.now() > deadline) throw new Error(`the data folder lock ${lock} cannot be read although it exists; delete it.`);
+      if (performance.now() > deadline) throw new Error(`the data folder lock ${lock} cannot be read although it exists; delete it.`);
       continue;
     }
     let verdict: Verdict | 'changed' = judge(lock, holder, me);
@@ -67,7 +70,6 @@ export function lockDataFolder(dataDir: string, options: DataFolderLockOptions =
         `the data folder ${dataDir} is held by process ${holder.pid} on host ${holder.host ?? '?'}, whose pid cannot be checked from here: waiting up to ${Math.ceil(leaseMs / 1000)} s for its heartbeat`,
       );
       verdict = watchHeartbeat(lock, holder, leaseMs);
-      deadline = Date.now() + LOCK_TAKEOVER_WAIT_MS;
       if (verdict === 'changed') continue;
     }
     if (verdict === 'alive') {
@@ -77,14 +79,21 @@ export function lockDataFolder(dataDir: string, options: DataFolderLockOptions =
     }
     // Its process is gone: take it over, one process at a time.
     if (!createWhole(guard, mine)) {
-      if (Date.now() > deadline) {
+      if (performance.now() > deadline) {
         throw new Error(
           `the data folder ${dataDir} is being taken over by another process (${guard}); try again, or delete that file if none is starting.`,
         );
       }
-      // A guard left by a process that died while taking over is old: removed once it is.
-      if (ageMs(guard) > STALE_TAKEOVER_MS) rmSync(guard, { force: true });
-      else sleepSync(20);
+      // A guard left by a process that died while taking over stays as it is: removed once it has not
+      // changed for a while, as watched here (never judged by its time against this host's clock).
+      const seen = { text: readOrUndefined(() => readFileSync(guard, 'utf8')), mtime: mtimeOf(guard) };
+      if (guardSeen === undefined || guardSeen.text !== seen.text || guardSeen.mtime !== seen.mtime) {
+        guardSeen = { ...seen, since: performance.now() };
+      } else if (performance.now() - guardSeen.since > STALE_TAKEOVER_MS) {
+        if (readOrUndefined(() => readFileSync(guard, 'utf8')) === seen.text) rmSync(guard, { force: true });
+        guardSeen = undefined;
+      }
+      sleepSync(20);
       continue;
     }
     try {
@@ -99,7 +108,7 @@ export function lockDataFolder(dataDir: string, options: DataFolderLockOptions =
 const DEFAULT_LEASE_MS = 10_000;
 /** How long a start waits for another process's takeover of a stale lock before giving up. */
 const LOCK_TAKEOVER_WAIT_MS = 5_000;
-/** A takeover guard older than this was left by a process that died taking over. */
+/** A takeover guard unchanged this long was left by a process that died taking over. */
 const STALE_TAKEOVER_MS = 10_000;
 /** Locks this process holds (by real path): a file naming this pid that is not among them is a former holder's. */
 const heldHere = new Set<string>();
@@ -194,51 +203,99 @@ function watchHeartbeat(lock: string, holder: Holder, leaseMs: number): 'alive' 
   return 'gone';
 }
 
-/** Touches the lock every fifth of the lease while it is this process's; returns the release. */
-function holdWithHeartbeat(lock: string, mine: string, leaseMs: number, onLost: (message: string) => void): () => void {
-  let held = true;
-  const stop = () => {
-    held = false;
-    clearInterval(beat);
-    heldHere.delete(lock);
-  };
-  const beat = setInterval(() => {
-    let holder: Holder | undefined;
+/** The heartbeat thread's states, in a shared Int32Array: the release waits while a beat is under way. */
+const BEATING = 0;
+const STOPPED = 1;
+const IN_BEAT = 2;
+
+/**
+ * The heartbeat, on a thread of its own: PGlite runs each query on the main thread, and a chain of
+ * awaited queries (a long migration, a bulk job) never lets that thread's timers run, so a beat
+ * there went missing for as long as the chain ran (a review: 36,782 queries in 3 s, no beat), and
+ * a start in another pid namespace took the folder over while this process still wrote to it.
+ * Plain JavaScript, evaluated: the thread imports nothing of Baton, so it starts in milliseconds
+ * from the sources and from the built package alike. Every fifth of the lease it touches the lock
+ * while the lock is this process's, and puts it back if it was removed while nobody else took it.
+ * When the lock is another's, it ends this process at once (SIGKILL, after a line on stderr): the
+ * main thread may be too busy to hear it, and another process may be writing the folder. With an
+ * `onLost` (tests) it tells the main thread instead.
+ */
+const HEARTBEAT_THREAD = `
+const { workerData, parentPort } = require('node:worker_threads');
+const fs = require('node:fs');
+const { randomBytes } = require('node:crypto');
+const { lock, mine, intervalMs, state, endOnLoss } = workerData;
+const flags = new Int32Array(state);
+function putBack() {
+  const aside = lock + '.' + randomBytes(8).toString('hex') + '.tmp';
+  try {
+    fs.writeFileSync(aside, mine, { flag: 'wx' });
+    fs.linkSync(aside, lock);
+    return 'back';
+  } catch (e) {
+    return e.code === 'ENOENT' ? 'folder-gone' : 'not-now';
+  } finally {
+    try { fs.rmSync(aside, { force: true }); } catch {}
+  }
+}
+function beat() {
+  if (Atomics.compareExchange(flags, 0, ${BEATING}, ${IN_BEAT}) !== ${BEATING}) return clearInterval(timer);
+  let outcome = 'beat';
+  try {
+    let text;
     try {
-      holder = readHolder(lock);
-      // Removed (a person deleting it while this process runs, say): put back while nobody else has it.
-      if (holder === undefined && createWhole(lock, mine)) return;
-      holder ??= readHolder(lock);
+      text = fs.readFileSync(lock, 'utf8');
     } catch (e) {
-      // The folder itself is gone: there is nothing left to keep another process from.
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') stop();
-      return; // otherwise unreadable for now (a network file system's hiccup): judged at the next beat
-    }
-    if (holder?.text !== mine) {
-      stop();
-      onLost(
-        `the data folder lock ${lock} is no longer this process's (another process took it over after this one missed its heartbeats for ${Math.ceil(leaseMs / 1000)} s): it may be writing the folder, so this one must stop`,
-      );
+      if (e.code === 'ENOENT' && putBack() === 'folder-gone') outcome = 'folder-gone';
       return;
     }
-    try {
+    if (text !== mine) outcome = 'lost';
+    else {
       const now = new Date();
-      utimesSync(lock, now, now);
-    } catch {
-      // The next beat tries again; a holder that misses a lease of them may be taken over.
+      try { fs.utimesSync(lock, now, now); } catch {}
     }
-  }, leaseMs / 5);
-  beat.unref();
+  } finally {
+    Atomics.store(flags, 0, outcome === 'beat' ? ${BEATING} : ${STOPPED});
+    Atomics.notify(flags, 0);
+    if (outcome !== 'beat') clearInterval(timer);
+    if (outcome === 'lost') {
+      const message = 'the data folder lock ' + lock + " is no longer this process's (another process took it over after this one missed its heartbeats): it may be writing the folder, so this process must stop";
+      if (endOnLoss) {
+        try { fs.writeSync(2, 'baton: ' + message + '\\n'); } catch {}
+        process.kill(process.pid, 'SIGKILL');
+      } else parentPort.postMessage(message);
+    }
+  }
+}
+const timer = setInterval(beat, intervalMs);
+`;
+
+/** Touches the lock every fifth of the lease while it is this process's (on its own thread); returns the release. */
+function holdWithHeartbeat(lock: string, mine: string, leaseMs: number, onLost: ((message: string) => void) | undefined): () => void {
+  const state = new SharedArrayBuffer(4);
+  const flags = new Int32Array(state);
+  const thread = new Worker(HEARTBEAT_THREAD, {
+    eval: true,
+    // Nothing of the parent's flags (a TypeScript loader, say, whose set-up would wait on the main thread).
+    execArgv: [],
+    workerData: { lock, mine, intervalMs: leaseMs / 5, state, endOnLoss: onLost === undefined },
+  });
+  thread.on('message', (message: string) => {
+    heldHere.delete(lock);
+    onLost?.(message);
+  });
+  // After the listener, which would otherwise hold the process open: the lock must not keep it alive.
+  thread.unref();
+  let held = true;
   return () => {
     if (!held) return;
-    stop();
+    held = false;
+    heldHere.delete(lock);
+    // Stop the beats first, waiting out one under way, so none puts the lock back after it is removed.
+    while (Atomics.compareExchange(flags, 0, BEATING, STOPPED) === IN_BEAT) Atomics.wait(flags, 0, IN_BEAT, 50);
+    void thread.terminate();
     if (readHolder(lock)?.text === mine) rmSync(lock, { force: true });
   };
-}
-
-function endThisProcess(message: string): void {
-  process.stderr.write(`baton: ${message}\n`);
-  process.exit(1);
 }
 
 /** Creates `file` holding `text`, whole or not at all; false when it exists. */
@@ -279,11 +336,6 @@ function mtimeOf(file: string): number | undefined {
   } catch {
     return undefined;
   }
-}
-
-function ageMs(file: string): number {
-  const mtime = mtimeOf(file);
-  return mtime === undefined ? 0 : Date.now() - mtime;
 }
 
 function sleepSync(ms: number): void {

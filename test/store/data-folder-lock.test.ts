@@ -3,7 +3,7 @@
  * data folder is refused while the first holds it, and a lock left by a
  * process that is gone is taken over.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -113,6 +113,59 @@ describe('lockDataFolder', () => {
     release();
     expect(readFileSync(lockOf(dir), 'utf8')).toBe(other);
   });
+
+  it('beats on its own thread: a main thread busy for longer than the lease does not stop the heartbeat', async () => {
+    const dir = folder();
+    const release = lockDataFolder(dir, { leaseMs: 500, onLost: () => {} });
+    try {
+      await sleep(300); // the heartbeat thread is up
+      const before = statSync(lockOf(dir)).mtimeMs;
+      // As a chain of PGlite queries does: the main thread never reaches its timers.
+      const until = performance.now() + 1_500;
+      while (performance.now() < until) {
+        /* busy */
+      }
+      expect(statSync(lockOf(dir)).mtimeMs).toBeGreaterThan(before);
+    } finally {
+      release();
+    }
+  });
+
+  it('without onLost, a lock taken from it ends the process at once, from the heartbeat thread', { timeout: 60_000 }, async () => {
+    const dir = folder();
+    // A child holding the lock whose main thread is busy for good: only the heartbeat thread can end it.
+    const script = `
+      import { lockDataFolder } from ${JSON.stringify(new URL('../../src/store/data-folder-lock.ts', import.meta.url).href)};
+      lockDataFolder(process.argv[1], { leaseMs: 500 });
+      process.stdout.write('held');
+      setTimeout(() => { for (;;) {} }, 50);
+    `;
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script, dir]);
+    let err = '';
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    await new Promise((resolve) => child.stdout.once('data', resolve));
+    const exited = new Promise<NodeJS.Signals | null>((resolve) => child.once('exit', (_code, signal) => resolve(signal)));
+    writeFileSync(lockOf(dir), lockText({ pid: process.ppid })); // taken over by another process
+    expect(await exited).toBe('SIGKILL');
+    expect(err).toMatch(/no longer this process's .* this process must stop/);
+  });
+
+  it(
+    'a takeover guard left behind, even dated ahead of this clock, holds a start up only until it has not changed for a while',
+    { timeout: 60_000 },
+    () => {
+      const dir = folder();
+      writeFileSync(lockOf(dir), lockText({ pid: deadPid(), host: 'another-container' }));
+      const guard = `${lockOf(dir)}.takeover`;
+      writeFileSync(guard, 'a start that died taking over');
+      const anHourAhead = new Date(Date.now() + 3_600_000);
+      utimesSync(guard, anHourAhead, anHourAhead);
+      const release = lockDataFolder(dir, { leaseMs: 600 });
+      expect(holderPid(dir)).toBe(process.pid);
+      expect(existsSync(guard)).toBe(false);
+      release();
+    },
+  );
 
   it('puts back a lock removed while it holds it, and stops quietly once the folder itself is gone', async () => {
     const dir = folder();
