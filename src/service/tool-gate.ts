@@ -389,7 +389,8 @@ export function costCalibrationOf(settings: TenantToolSettings | undefined): Cos
  * `calibration_flag`. Before a tool document is published, the default thresholds.
  */
 export async function delegationCalibrationFlagged(deps: ServiceDeps, tenantId: string, hash: string): Promise<boolean> {
-  const doc = await toolDocumentOf(deps, tenantId, true);
+  // The cached document, as the gate reads it (at most 2 s old): a GET per delegation must not re-read and parse the catalog.
+  const doc = await toolDocumentOf(deps, tenantId);
   return (await flaggedDelegation(deps, tenantId, [hash], costCalibrationOf(doc?.settings))) !== null;
 }
 
