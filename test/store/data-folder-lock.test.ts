@@ -145,9 +145,13 @@ describe('lockDataFolder', () => {
     child.stderr.on('data', (d: Buffer) => (err += d.toString()));
     await new Promise((resolve) => child.stdout.once('data', resolve));
     const exited = new Promise<NodeJS.Signals | null>((resolve) => child.once('exit', (_code, signal) => resolve(signal)));
-    writeFileSync(lockOf(dir), lockText({ pid: process.ppid })); // taken over by another process
-    expect(await exited).toBe('SIGKILL');
-    expect(err).toMatch(/no longer this process's .* this process must stop/);
+    try {
+      writeFileSync(lockOf(dir), lockText({ pid: process.ppid })); // taken over by another process
+      expect(await exited).toBe('SIGKILL');
+      expect(err).toMatch(/no longer this process's .* this process must stop/);
+    } finally {
+      child.kill('SIGKILL'); // a child left spinning would outlive a failed test
+    }
   });
 
   it(
