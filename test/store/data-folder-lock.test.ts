@@ -102,12 +102,11 @@ describe('lockDataFolder', () => {
     const lost: string[] = [];
     const release = lockDataFolder(dir, { leaseMs: 500, onLost: (m) => lost.push(m) });
     const before = statSync(lockOf(dir)).mtimeMs;
-    await sleep(300);
-    expect(statSync(lockOf(dir)).mtimeMs).toBeGreaterThan(before);
+    expect(await eventually(() => statSync(lockOf(dir)).mtimeMs > before)).toBe(true);
     expect(lost).toEqual([]);
     const other = lockText({ pid: process.ppid });
     writeFileSync(lockOf(dir), other); // taken over by another process
-    await sleep(300);
+    expect(await eventually(() => lost.length > 0)).toBe(true);
     expect(lost).toHaveLength(1);
     expect(lost[0]).toMatch(/no longer this process's/);
     release();
@@ -118,7 +117,8 @@ describe('lockDataFolder', () => {
     const dir = folder();
     const release = lockDataFolder(dir, { leaseMs: 500, onLost: () => {} });
     try {
-      await sleep(300); // the heartbeat thread is up
+      const started = statSync(lockOf(dir)).mtimeMs;
+      expect(await eventually(() => statSync(lockOf(dir)).mtimeMs > started)).toBe(true); // the heartbeat thread is up
       const before = statSync(lockOf(dir)).mtimeMs;
       // As a chain of PGlite queries does: the main thread never reaches its timers.
       const until = performance.now() + 1_500;
@@ -177,7 +177,7 @@ describe('lockDataFolder', () => {
     const release = lockDataFolder(dir, { leaseMs: 500, onLost: (m) => lost.push(m) });
     const mine = readFileSync(lockOf(dir), 'utf8');
     rmSync(lockOf(dir));
-    await sleep(300);
+    expect(await eventually(() => existsSync(lockOf(dir)))).toBe(true);
     expect(readFileSync(lockOf(dir), 'utf8')).toBe(mine);
     rmSync(dir, { recursive: true });
     await sleep(300);
@@ -251,6 +251,13 @@ describe('lockDataFolder', () => {
 
 const lockOf = (dir: string) => join(dir, DATA_FOLDER_LOCK);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Whether `cond` holds within `ms` (polled): the heartbeat runs on its own thread, on a machine that may be busy. */
+async function eventually(cond: () => boolean, ms = 10_000): Promise<boolean> {
+  const end = performance.now() + ms;
+  while (!cond() && performance.now() < end) await sleep(20);
+  return cond();
+}
 
 /**
  * A lock's text as this process writes it (pid, start time, host, boot, pid namespace, nonce),
