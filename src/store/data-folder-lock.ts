@@ -274,19 +274,46 @@ const timer = setInterval(beat, intervalMs);
 function holdWithHeartbeat(lock: string, mine: string, leaseMs: number, onLost: ((message: string) => void) | undefined): () => void {
   const state = new SharedArrayBuffer(4);
   const flags = new Int32Array(state);
-  const thread = new Worker(HEARTBEAT_THREAD, {
-    eval: true,
-    // Nothing of the parent's flags (a TypeScript loader, say, whose set-up would wait on the main thread).
-    execArgv: [],
-    workerData: { lock, mine, intervalMs: leaseMs / 5, state, endOnLoss: onLost === undefined },
-  });
-  thread.on('message', (message: string) => {
-    heldHere.delete(lock);
-    onLost?.(message);
-  });
-  // After the listener, which would otherwise hold the process open: the lock must not keep it alive.
-  thread.unref();
   let held = true;
+  let thread: Worker;
+  try {
+    thread = new Worker(HEARTBEAT_THREAD, {
+      eval: true,
+      // Nothing of the parent's flags (a TypeScript loader, say, whose set-up would wait on the main
+      // thread), and no environment: a NODE_OPTIONS preload that fails on a thread would end this one.
+      execArgv: [],
+      env: {},
+      workerData: { lock, mine, intervalMs: leaseMs / 5, state, endOnLoss: onLost === undefined },
+    });
+  } catch (err) {
+    // Without a heartbeat the lock cannot be held safely: give it back, as if never taken.
+    heldHere.delete(lock);
+    if (readHolder(lock)?.text === mine) rmSync(lock, { force: true });
+    throw err;
+  }
+  let told = false;
+  const lost = (message: string) => {
+    if (!held || told) return; // a release raced the thread's last word, or it was told already
+    told = true;
+    heldHere.delete(lock);
+    if (onLost) return onLost(message);
+    process.stderr.write(`baton: ${message}\n`);
+    process.kill(process.pid, 'SIGKILL');
+  };
+  thread.on('message', lost);
+  // A heartbeat thread that ended on its own while the lock is held (it stops only once the lock is
+  // lost, told above, or its folder is gone) leaves the lock to be taken over a lease later by a
+  // start in another pid namespace, while this process still writes the folder: stop as if lost.
+  const ended = (why: string) => {
+    if (Atomics.load(flags, 0) === STOPPED) return;
+    lost(
+      `the data folder lock ${lock}'s heartbeat thread ended (${why}): without it another process may take the folder over, so this process must stop`,
+    );
+  };
+  thread.on('error', (err: Error) => ended(err.message));
+  thread.on('exit', (code: number) => ended(`exit code ${code}`));
+  // After the listeners, which would otherwise hold the process open: the lock must not keep it alive.
+  thread.unref();
   return () => {
     if (!held) return;
     held = false;

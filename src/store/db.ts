@@ -129,7 +129,8 @@ async function openPglite(dataDir: string, migrationsFolder?: string, lock?: Dat
       }),
     };
   } catch (err) {
-    await client.close();
+    // The migration's error is the one to tell, and the folder is given back even if closing fails too.
+    await client.close().catch(() => {});
     unlock();
     throw err;
   }

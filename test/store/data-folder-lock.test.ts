@@ -107,6 +107,7 @@ describe('lockDataFolder', () => {
     const other = lockText({ pid: process.ppid });
     writeFileSync(lockOf(dir), other); // taken over by another process
     expect(await eventually(() => lost.length > 0)).toBe(true);
+    await sleep(300); // the thread then ends: told once, not again as a thread that died
     expect(lost).toHaveLength(1);
     expect(lost[0]).toMatch(/no longer this process's/);
     release();
@@ -153,6 +154,39 @@ describe('lockDataFolder', () => {
       child.kill('SIGKILL'); // a child left spinning would outlive a failed test
     }
   });
+
+  it(
+    'keeps beating when a NODE_OPTIONS preload would fail on a thread (the heartbeat thread gets no environment)',
+    { timeout: 60_000 },
+    async () => {
+      const dir = folder();
+      const preload = join(dir, 'fails-on-threads.cjs');
+      // It fails on the heartbeat thread only (known by its workerData): the TypeScript loader has a thread too.
+      writeFileSync(preload, "if (require('node:worker_threads').workerData?.lock) throw new Error('this preload fails on threads');");
+      const script = `
+      import { lockDataFolder } from ${JSON.stringify(new URL('../../src/store/data-folder-lock.ts', import.meta.url).href)};
+      lockDataFolder(process.argv[1], { leaseMs: 500 });
+      process.stdout.write('held');
+      setInterval(() => {}, 1000);
+    `;
+      const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script, dir], {
+        env: { ...process.env, NODE_OPTIONS: `--require ${preload}` },
+      });
+      let err = '';
+      child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+      let exited = false;
+      child.once('exit', () => (exited = true));
+      try {
+        await new Promise((resolve) => child.stdout.once('data', resolve));
+        const before = statSync(lockOf(dir)).mtimeMs;
+        expect(await eventually(() => statSync(lockOf(dir)).mtimeMs > before), err).toBe(true);
+        await sleep(500);
+        expect(exited, err).toBe(false);
+      } finally {
+        child.kill('SIGKILL');
+      }
+    },
+  );
 
   it(
     'a takeover guard left behind, even dated ahead of this clock, holds a start up only until it has not changed for a while',
