@@ -68,14 +68,6 @@ export async function integrateOnce(
     const claim = await claimPending(tx, batch);
     if (!claim.locked) return { locked: false, leaves: 0, tenants: 0 };
     if (claim.pending.length === 0) return { locked: true, leaves: 0, tenants: 0 };
-    // Every checkpoint carries the one name the first checkpoint fixed: a node started under another
-    // (two nodes on a new database, each with its own BATON_TLOG_NAME) signs nothing, round after round.
-    const fixed = await fixLogName(tx, deps.logName);
-    if (fixed !== deps.logName)
-      throw new Error(
-        `BATON_TLOG_NAME is "${deps.logName}", but this database's transparency logs are named "${fixed}" (fixed by their first checkpoint): ` +
-          `this node signs no checkpoint. Restart it with BATON_TLOG_NAME=${fixed}.`,
-      );
     const byTenant = new Map<string, PendingLeaf[]>();
     for (const p of claim.pending) {
       if (p.jws === null) {
@@ -86,6 +78,17 @@ export async function integrateOnce(
       const list = byTenant.get(p.tenantId) ?? [];
       list.push(p);
       byTenant.set(p.tenantId, list);
+    }
+    // Every checkpoint carries the one name the first checkpoint fixed: a node started under another
+    // (two nodes on a new database, each with its own BATON_TLOG_NAME) signs nothing, round after
+    // round. A round that signs nothing fixes nothing.
+    if (byTenant.size > 0) {
+      const fixed = await fixLogName(tx, deps.logName);
+      if (fixed !== deps.logName)
+        throw new Error(
+          `BATON_TLOG_NAME is "${deps.logName}", but this database's transparency logs are named "${fixed}" (fixed by their first checkpoint): ` +
+            `this node signs no checkpoint. Restart it with BATON_TLOG_NAME=${fixed}.`,
+        );
     }
     const leaves: NewLeaf[] = [];
     const hashes: { tenantId: string; level: number; hashIndex: number; hash: Hash }[] = [];

@@ -17,7 +17,7 @@ import { subtreeHashesFromTiles, TILE_WIDTH, tileRoot, treeRootFromTiles, type T
 import { formatTlogProof } from '../protocol/tlog-proof.js';
 import { utf8 } from '../protocol/tlog-input.js';
 import type { Db } from '../store/db.js';
-import { checkpointOfSize, cosignatureLines, hashesAt, latestCheckpoint, latestCheckpointNotes } from '../store/log.js';
+import { checkpointOfSize, cosignatureLines, fixedLogName, hashesAt, latestCheckpoint, latestCheckpointNotes } from '../store/log.js';
 import type { PublishedServiceKey, ServiceSigner } from './signer.js';
 
 /** The checkpoint origin (and note key name) of a tenant's log. */
@@ -57,7 +57,17 @@ export async function storedLogNames(db: Db, configured: string): Promise<Stored
     const seen = byName.get(name) ?? { tenants: 0, last: 0 };
     byName.set(name, { tenants: seen.tenants + 1, last: Math.max(seen.last, head.createdAt.getTime()) });
   }
-  if (byName.size === 0) return undefined;
+  if (byName.size === 0) {
+    // No checkpoint read; a name the log_name table holds still decides (it is written with the first).
+    const fixed = await fixedLogName(db);
+    if (fixed !== undefined && fixed !== configured) {
+      throw new Error(
+        `BATON_TLOG_NAME is "${configured}", but this database's transparency logs are named "${fixed}" (fixed by their first checkpoint). ` +
+          `Start with BATON_TLOG_NAME=${fixed} (a new name needs a new database)`,
+      );
+    }
+    return undefined;
+  }
   const [current] = [...byName.entries()].sort((a, b) => b[1].last - a[1].last)[0]!;
   const others = [...byName.entries()].filter(([name]) => name !== current).map(([name, v]) => ({ name, tenants: v.tenants }));
   if (configured !== current) {

@@ -331,6 +331,11 @@ export async function insertCosignatureWithinCaps(
  */
 export async function fixLogName(tx: Db, name: string): Promise<string> {
   await tx.insert(logName).values({ name }).onConflictDoNothing();
-  const [stored] = await tx.select({ name: logName.name }).from(logName);
-  return stored!.name;
+  return (await fixedLogName(tx))!;
+}
+
+/** The logs' name as the first round that signed a checkpoint fixed it; undefined before that round. */
+export async function fixedLogName(db: Db): Promise<string | undefined> {
+  const [stored] = await db.select({ name: logName.name }).from(logName);
+  return stored?.name;
 }

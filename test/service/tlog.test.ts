@@ -612,6 +612,39 @@ describe("the logs' name", () => {
     expect((await integrateOnce(integrator())).leaves).toBe(1);
   });
 
+  it('a start reads the fixed name too: refused under another even before any checkpoint of its own', async () => {
+    const fresh = await createDatabase();
+    try {
+      const start = (name: string) =>
+        startServer(
+          loadConfig({
+            DATABASE_URL: fresh.url,
+            BATON_MASTER_KEY: Buffer.from(svc.deps.masterKey).toString('hex'),
+            BATON_ADMIN_KEY: svc.adminKey,
+            PORT: '0',
+            BATON_TLOG_INTERVAL_MS: '0',
+            BATON_TLOG_NAME: name,
+          }),
+          silentLogger,
+          () => {},
+        );
+      await (await start('first.example')).close(); // migrates the new database
+      // As a node under the first name leaves it once its round fixed the name (no checkpoint read yet here).
+      const db = await openStore({ databaseUrl: fresh.url, migrate: false });
+      try {
+        await db.db.execute(sql`insert into log_name (name) values ('first.example')`);
+      } finally {
+        await db.close();
+      }
+      await expect(start('second.example')).rejects.toThrow(
+        'BATON_TLOG_NAME is "second.example", but this database\'s transparency logs are named "first.example" (fixed by their first checkpoint)',
+      );
+      await (await start('first.example')).close();
+    } finally {
+      await fresh.drop();
+    }
+  });
+
   it('a first start on PostgreSQL with the default name says to choose one before the logs are named for good', async () => {
     const fresh = await createDatabase();
     try {
