@@ -222,7 +222,7 @@ export const cosignRoute = createRoute({
     ),
     401: UnauthorizedResponse(),
     403: ForbiddenResponse(
-      'The key lacks the `audit` scope or is the admin key (`FORBIDDEN`), or the cosignature does not verify or is dated in the future (`NOTE_NOT_VERIFIED`).',
+      'The key lacks the `audit` scope or is the admin key (`FORBIDDEN`), or the cosignature does not verify, is dated in the future, or is dated before the log signed the checkpoint (`NOTE_NOT_VERIFIED`).',
     ),
     404: NotFoundResponse("This tenant's log never signed that checkpoint (`NOT_FOUND`)."),
     409: ConflictResponse(

@@ -5244,7 +5244,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The key lacks the `audit` scope or is the admin key (`FORBIDDEN`), or the cosignature does not verify or is dated in the future (`NOTE_NOT_VERIFIED`). */
+      /** @description The key lacks the `audit` scope or is the admin key (`FORBIDDEN`), or the cosignature does not verify, is dated in the future, or is dated before the log signed the checkpoint (`NOTE_NOT_VERIFIED`). */
       403: {
         headers: {
           [name: string]: unknown;

@@ -10,6 +10,7 @@
  * visible to another tenant.
  */
 import { formatCheckpoint } from '../protocol/checkpoint.js';
+import { checkWitnessName } from '../protocol/cosignature.js';
 import { BatonError } from '../protocol/errors.js';
 import { consistencyProof, EMPTY_ROOT, inclusionProof, leafHash, type Hash } from '../protocol/merkle.js';
 import { NOTE_ED25519, signNote, verifierKey, type VerifierKey } from '../protocol/note.js';
@@ -243,8 +244,22 @@ export async function servedCheckpoint(
     return { size: 0, root: EMPTY_ROOT, note: signCheckpoint(signer, origin, 0, EMPTY_ROOT) };
   }
   // A signed note ends in its signature lines, so cosignature lines (checked when stored) append.
-  const lines = await cosignatureLines(db, tenantId, row.treeSize);
+  const lines = (await cosignatureLines(db, tenantId, row.treeSize)).filter(servableCosignatureLine);
   return { size: row.treeSize, root: row.rootHash, note: row.note + lines.map((l) => `${l}\n`).join('') };
+}
+
+/**
+ * Whether a stored cosignature line (`— <name> <signature>`) names its witness as the log takes one
+ * today. Lines stored before witness names were limited may not: two with 130 KB names took the
+ * served note past the 256 KiB every client reads, so such a line is kept but no longer served.
+ */
+function servableCosignatureLine(line: string): boolean {
+  try {
+    checkWitnessName(line.slice(2, line.lastIndexOf(' ')));
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** The tlog-proof bundle of leaf `index` under a served checkpoint. */

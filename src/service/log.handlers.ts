@@ -174,6 +174,13 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     const stored = checkpoint.origin === originOf(tenantId) ? await checkpointOfSize(db(), tenantId, checkpoint.size) : undefined;
     if (stored === undefined || parseNote(stored.note).text !== opened.text)
       throw notFound('This log never signed that checkpoint.', { tree_size: checkpoint.size });
+    // A witness cannot have seen a checkpoint before the log signed it: an earlier date is a wrong
+    // clock or a made-up cosignature, and would tell auditors the checkpoint is older than it is.
+    if (cosig.timestamp < Math.floor(stored.createdAt.getTime() / 1000) - MAX_COSIGNATURE_CLOCK_SKEW)
+      throw new BatonError('NOTE_NOT_VERIFIED', {
+        message: `The cosignature is dated ${cosig.timestamp}, before the log signed that checkpoint (${stored.createdAt.toISOString()}).`,
+        suggestion: "Check the witness's clock, then cosign again.",
+      });
     // A witness named as the log would add a second signature line with the log's own name.
     if (witness.name === checkpoint.origin)
       throw new BatonError('INVALID_VERIFIER_KEY', { message: "A witness key may not carry the log's own name." });

@@ -332,6 +332,42 @@ describe('witnesses', () => {
     expect((await post(other, 'w'.repeat(256))).status).toBe(201);
   });
 
+  it('refuses a cosignature dated before the log signed the checkpoint, and serves no stored line whose witness name it would refuse now', async () => {
+    await receipt(tenant.id, 8300);
+    await integrateOnce(integrator());
+    const cp = await svc.call('GET', '/v1/log/checkpoint', { key: tenant.keys.audit });
+    const seed = randomBytes(32);
+    const post = (at: number) =>
+      svc.call('POST', '/v1/log/cosignatures', {
+        key: tenant.keys.audit,
+        json: {
+          witness_key: formatVerifierKey(verifierKey('early.example', COSIGNATURE_V1, publicKeyFromSeed(seed))),
+          checkpoint: signNote(parseNote(cp.body), [cosignatureSigner('early.example', seed, at)]),
+        },
+      });
+    const signedAt = Math.floor(Date.now() / 1000);
+    for (const at of [0, signedAt - 3_600]) {
+      const refused = await post(at);
+      expect(refused.status, String(at)).toBe(403);
+      expect(refused.body.error.code).toBe('NOTE_NOT_VERIFIED');
+      expect(refused.body.error.message).toMatch(/before the log signed that checkpoint/);
+    }
+    expect((await post(signedAt)).status).toBe(201);
+
+    // Lines stored before witness names were limited: kept, but served no more (one made the note unreadable).
+    const size = Number(cp.body.split('\n')[1]);
+    for (const name of ['x'.repeat(130_000), 'spoof.example\u202e']) {
+      await svc.store.db.execute(
+        sql`insert into log_cosignatures (tenant_id, tree_size, witness_key, line, posted_by_key)
+            values (${tenant.id}, ${size}, ${`${name.slice(0, 20)}+legacy`}, ${`\u2014 ${name} AAAA`}, null)`,
+      );
+    }
+    const served = await svc.call('GET', '/v1/log/checkpoint', { key: tenant.keys.audit });
+    const lines = served.body.split('\n').filter((l: string) => l.startsWith('\u2014 '));
+    expect(lines.map((l: string) => l.split(' ')[1])).toEqual([cp.body.split('\n')[0], 'early.example']);
+    expect(parseNote(served.body).signatures).toHaveLength(2);
+  });
+
   it('the caps hold for posts that arrive together', async () => {
     await receipt(tenant.id, 8200);
     await integrateOnce(integrator());
