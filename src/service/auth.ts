@@ -338,7 +338,8 @@ export function requireMetricsReader(deps: ServiceDeps): MiddlewareHandler<AppEn
 
 /** authenticate() for a Hono request; sets c.get('auth') on success. */
 export async function authenticateRequest(deps: ServiceDeps, c: Context<AppEnv>, useCache = false): Promise<AuthContext> {
-  const auth = await authenticate(deps, c.req.header('authorization'), c.get('requestId'), useCache, c.get('deadline'));
+  const requestId = c.get('requestId');
+  const auth = { ...(await authenticate(deps, c.req.header('authorization'), requestId, useCache, c.get('deadline'))), requestId };
   c.set('auth', auth);
   return auth;
 }

@@ -14,6 +14,8 @@ export interface AuthContext {
   readonly scopes: readonly ApiKeyScope[];
   /** A verify key bound to one tool server only verifies invocations naming it. */
   readonly toolServer: string | null;
+  /** The request this key came with (set per request: the cached context has none), for logs. */
+  readonly requestId?: string;
 }
 
 export interface ServiceDeps {

@@ -528,7 +528,7 @@ function logDecision(
 /** 401 for a key revoked since this node cached it; forgets it here too. */
 function keyRevoked(deps: ServiceDeps, auth: AuthContext): BatonError {
   evictApiKey(deps, auth.keyId);
-  return deadKeyRefused(deps, auth.keyId, 'revoked or expired');
+  return deadKeyRefused(deps, auth.keyId, 'revoked or expired', auth.requestId);
 }
 
 /** Re-reads the caller's key (the auth cache may be stale) before work no statement re-checks. */

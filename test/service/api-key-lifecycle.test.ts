@@ -9,6 +9,7 @@ import { createApp } from '../../src/service/app.js';
 import { apiKeyCacheOf, authenticate, LAST_USED_INTERVAL_MS } from '../../src/service/auth.js';
 import type { Db } from '../../src/store/db.js';
 import { rows } from '../../src/store/rows.js';
+import { silentLogger } from '../../src/service/log.js';
 import type { ServiceDeps } from '../../src/service/types.js';
 import { apiKeys } from '../../src/store/schema/index.js';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
@@ -37,9 +38,9 @@ const withKey =
   (method, path, key, json) =>
     call(method, path, { key, ...(json !== undefined ? { json } : {}) });
 
-/** A second service node: its own caches, the same database. */
-function otherNode(): { deps: ServiceDeps; call: Call } {
-  const deps: ServiceDeps = { ...svc.deps };
+/** A second service node: its own caches (and, if given, its own log), the same database. */
+function otherNode(log: ServiceDeps['log'] = svc.deps.log): { deps: ServiceDeps; call: Call } {
+  const deps: ServiceDeps = { ...svc.deps, log };
   return { deps, call: withKey(callerOf(createApp(deps))) };
 }
 
@@ -188,6 +189,19 @@ describe('rotation', () => {
     expect((await b.call('POST', '/v1/verify', created.key, await bundle())).status).toBe(401);
     expect((await svc.call('POST', '/v1/verify', { key: created.key, json: await bundle() })).status).toBe(401);
     expect((await b.call('POST', '/v1/verify', now.body.key.key, await bundle())).status).toBe(200);
+  });
+
+  it('a node that cached a key revoked since refuses its verify with the same 401, and logs the key with the request id', async () => {
+    const k = await newKey({ scopes: ['verify'] });
+    const infos: Record<string, unknown>[] = [];
+    const b = otherNode({ ...silentLogger, info: (_msg, fields) => void infos.push(fields ?? {}) });
+    expect((await b.call('POST', '/v1/verify', k.key, await bundle())).status).toBe(200);
+    expect((await svc.call('DELETE', `/v1/admin/api-keys/${k.id}`, admin())).status).toBe(204);
+    const refused = await b.call('POST', '/v1/verify', k.key, await bundle());
+    expect(refused.status).toBe(401);
+    expect(infos.filter((f) => f['key_id'] === k.id && 'reason' in f)).toEqual([
+      { key_id: k.id, reason: 'revoked or expired', request_id: refused.headers.get('x-request-id') },
+    ]);
   });
 
   it("an empty body takes the defaults (24 h grace); expires_in_seconds sets the new key's lifetime", async () => {

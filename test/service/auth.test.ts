@@ -81,7 +81,13 @@ describe('tenant API keys', () => {
     const k = await newKey({ scopes: ['verify', 'report'], tool_server: 'mcp://tools.example.com' });
     const res = await call(probe, '/probe/verify', `Bearer ${k.key}`);
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ keyId: k.id, tenantId: tenant, scopes: ['verify', 'report'], toolServer: 'mcp://tools.example.com' });
+    expect(res.body).toEqual({
+      keyId: k.id,
+      tenantId: tenant,
+      scopes: ['verify', 'report'],
+      toolServer: 'mcp://tools.example.com',
+      requestId: res.headers.get('x-request-id'),
+    });
 
     const denied = await call(probe, '/probe/audit', `Bearer ${k.key}`);
     expect(denied.status).toBe(403);
@@ -184,7 +190,13 @@ describe('the environment admin key', () => {
   it('passes only routes whose scopes include admin, and has no tenant', async () => {
     const ok = await call(probe, '/probe/audit-or-admin', `Bearer ${svc.adminKey}`);
     expect(ok.status).toBe(200);
-    expect(ok.body).toEqual({ keyId: ENV_ADMIN_KEY_ID, tenantId: null, scopes: ['admin'], toolServer: null });
+    expect(ok.body).toEqual({
+      keyId: ENV_ADMIN_KEY_ID,
+      tenantId: null,
+      scopes: ['admin'],
+      toolServer: null,
+      requestId: ok.headers.get('x-request-id'),
+    });
 
     const res = await call(probe, '/probe/verify', `Bearer ${svc.adminKey}`);
     expect(res.status).toBe(403);
