@@ -450,9 +450,21 @@ function gatherDelegations(
 
 // ---------------------------------------------------------------- block B
 
-/** A command may only be narrowed by appending path segments. */
+/**
+ * A command may only be narrowed by appending path segments, except a command that names a tool:
+ * it names exactly that one, so it covers only itself. Tool names may hold `/` (MCP namespaces
+ * tools so: github/delete_repo), and a grant of /mcp/tools/call/fs covered
+ * /mcp/tools/call/fs/delete_all, another tool (an outside probe).
+ */
 export function commandCovers(parent: string, child: string): boolean {
-  return child === parent || child.startsWith(parent.endsWith('/') ? parent : `${parent}/`);
+  if (child === parent) return true;
+  if (toolNamedByCmd(parent) !== undefined) return false;
+  return child.startsWith(parent.endsWith('/') ? parent : `${parent}/`);
+}
+
+/** What a command under `parent` must be, as a violation's `required` says it. */
+export function commandsCoveredBy(parent: string): string {
+  return toolNamedByCmd(parent) === undefined ? `${parent} or a sub-path` : `${parent} exactly (it names one tool)`;
 }
 
 /** The command of an MCP tools/call; a grant narrowed to one tool appends its name: /mcp/tools/call/<tool>. */
@@ -501,7 +513,7 @@ function checkDelegationLinkage(drs: readonly VerifiedDelegation[], segment: boo
       });
     }
     if (!commandCovers(parent.payload.cmd, p.cmd)) {
-      out.push({ ...at, code: 'COMMAND_MISMATCH', field: 'cmd', required: `${parent.payload.cmd} or a sub-path`, actual: p.cmd });
+      out.push({ ...at, code: 'COMMAND_MISMATCH', field: 'cmd', required: commandsCoveredBy(parent.payload.cmd), actual: p.cmd });
     }
   });
   return out;
@@ -548,7 +560,7 @@ function checkInvocationLinkage(drs: readonly VerifiedDelegation[], inv: Verifie
     out.push({ code: 'SUBJECT_MISMATCH', field: 'invocation.sub', required: root.sub, actual: ip.sub });
   }
   if (!commandCovers(leaf.cmd, ip.cmd)) {
-    out.push({ code: 'COMMAND_MISMATCH', field: 'invocation.cmd', required: `${leaf.cmd} or a sub-path`, actual: ip.cmd });
+    out.push({ code: 'COMMAND_MISMATCH', field: 'invocation.cmd', required: commandsCoveredBy(leaf.cmd), actual: ip.cmd });
   }
   // A cmd that names a tool calls that tool: otherwise a grant narrowed to one tool by its cmd
   // (and no allowed_tools) would cover a call of any other tool in args.

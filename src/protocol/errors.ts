@@ -97,7 +97,8 @@ const SERVICE_ERRORS = {
   },
   COMMAND_MISMATCH: {
     block: 'B',
-    message: 'A command (cmd) is not equal to, or a sub-path of, the command of the record before it.',
+    message:
+      'A command (cmd) is not equal to, or a sub-path of, the command of the record before it (a command naming a tool, /mcp/tools/call/<tool>, covers only itself).',
     suggestion: 'Narrow cmd only by appending path segments, e.g. /mcp/tools/call/search under /mcp/tools/call.',
   },
   // Block C: signatures and trust

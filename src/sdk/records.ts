@@ -4,7 +4,7 @@
  * server applies, so a client learns of an escalation without a round trip.
  */
 import { randomUUID } from 'node:crypto';
-import { checkTimeNesting, commandCovers, inBlockOrder } from '../protocol/chain.js';
+import { checkTimeNesting, commandCovers, commandsCoveredBy, inBlockOrder } from '../protocol/chain.js';
 import { BatonError, type Violation } from '../protocol/errors.js';
 import { decodeJws, signJws } from '../protocol/jws.js';
 import { checkAttenuation, type Policy } from '../protocol/policy.js';
@@ -82,7 +82,7 @@ export function createSubDelegation(input: SubDelegationInput): SignedDelegation
 export function subDelegationViolations(parent: DelegationPayload, child: DelegationPayload): Violation[] {
   const out = [...checkAttenuation(parent.policy, child.policy), ...checkTimeNesting(parent, child)];
   if (!commandCovers(parent.cmd, child.cmd)) {
-    out.push({ code: 'COMMAND_MISMATCH', field: 'cmd', required: `${parent.cmd} or a sub-path`, actual: child.cmd });
+    out.push({ code: 'COMMAND_MISMATCH', field: 'cmd', required: commandsCoveredBy(parent.cmd), actual: child.cmd });
   }
   return inBlockOrder(out);
 }

@@ -1,7 +1,9 @@
 /** Adversarial cases: one or more per verification code of DESIGN section 4. */
 import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
 import {
   bindingDifference,
+  commandCovers,
   DelegationCache,
   verifyChain,
   verifyDelegationSegment,
@@ -15,7 +17,7 @@ import { signJws } from '../../src/protocol/jws.js';
 import { canonicalJson, utf8Encode } from '../../src/protocol/jcs.js';
 import { signEd25519 } from '../../src/protocol/ed25519.js';
 import { generateKeyPair } from '../../src/sdk/keys.js';
-import { createInvocation, makeBundle } from '../../src/sdk/records.js';
+import { createInvocation, makeBundle, subDelegationViolations, type SignedDelegation } from '../../src/sdk/records.js';
 import { buildChain, createSubDelegationUnchecked, ARGS, T0 } from '../support/fixtures.js';
 
 const policy = { allowed_tools: ['web_search', 'file_read'], max_cost_usd: 10, pii_access: false, write_access: false };
@@ -204,6 +206,45 @@ describe('verifyChain: block B (linkage)', () => {
     const { tool: _omitted, ...noTool } = ARGS as Record<string, unknown>;
     expectDenied(call(noTool), 'COMMAND_MISMATCH', 'B');
     expect(call({ ...ARGS, tool: 'web_search' }).valid).toBe(true);
+  });
+  it('COMMAND_MISMATCH when a cmd naming a tool is narrowed further: that names another tool (names may hold /)', () => {
+    const chain = buildChain([{}]); // no allowed_tools: the cmd is the grant's only narrowing
+    const grant = (cmd: string) =>
+      createSubDelegationUnchecked(chain.drs[0]!, { issuer: chain.keys[1]!, audience: chain.keys[1]!.did, policy: {} }, { cmd });
+    const call = (drs: SignedDelegation[], cmd: string, tool: string) =>
+      verify(
+        makeBundle(createInvocation({ chain: drs, invoker: chain.keys[1]!, args: { ...ARGS, tool }, cmd, toolServer: 't', iat: T0 }), drs),
+        chain.keys[0]!.did,
+      );
+    const fs = [chain.drs[0]!, grant('/mcp/tools/call/fs')];
+    const deeper = call(fs, '/mcp/tools/call/fs/delete_all', 'fs/delete_all');
+    expectDenied(deeper, 'COMMAND_MISMATCH', 'B');
+    expect(deeper.valid ? [] : deeper.violations).toContainEqual(
+      expect.objectContaining({ field: 'invocation.cmd', required: '/mcp/tools/call/fs exactly (it names one tool)' }),
+    );
+    expect(call(fs, '/mcp/tools/call/fs', 'fs').valid).toBe(true);
+    // A namespaced tool granted by its whole name is called by it.
+    const namespaced = [chain.drs[0]!, grant('/mcp/tools/call/github/delete_repo')];
+    expect(call(namespaced, '/mcp/tools/call/github/delete_repo', 'github/delete_repo').valid).toBe(true);
+    // Nor may a delegation below such a grant name another tool, and the SDK will not sign one.
+    const below = createSubDelegationUnchecked(
+      fs[1]!,
+      { issuer: chain.keys[1]!, audience: chain.keys[1]!.did, policy: {} },
+      { cmd: '/mcp/tools/call/fs/delete_all' },
+    );
+    expectDenied(call([...fs, below], '/mcp/tools/call/fs/delete_all', 'fs/delete_all'), 'COMMAND_MISMATCH', 'B');
+    expect(subDelegationViolations(fs[1]!.payload, below.payload)).toContainEqual(
+      expect.objectContaining({ code: 'COMMAND_MISMATCH', field: 'cmd' }),
+    );
+  });
+  it('a cmd naming a tool covers exactly that tool, whatever the names hold (property)', () => {
+    const name = fc.stringMatching(/^[A-Za-z0-9_][A-Za-z0-9_./-]{0,15}$/).filter((n) => !n.includes('//') && !n.endsWith('/'));
+    fc.assert(fc.property(name, name, (a, b) => commandCovers(`/mcp/tools/call/${a}`, `/mcp/tools/call/${b}`) === (a === b)));
+    // The pairs random names rarely make: one tool's name inside another's namespace.
+    fc.assert(fc.property(name, name, (a, rest) => !commandCovers(`/mcp/tools/call/${a}`, `/mcp/tools/call/${a}/${rest}`)));
+    fc.assert(
+      fc.property(name, (a) => commandCovers('/mcp/tools/call', `/mcp/tools/call/${a}`) && commandCovers('/mcp', `/mcp/tools/call/${a}`)),
+    );
   });
   it('COMMAND_MISMATCH when a child widens cmd', () => {
     const chain = buildChain([policy]);
