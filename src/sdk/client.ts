@@ -23,6 +23,7 @@ import { BatonTools } from './tools.js';
 import { decodeBase64url } from '../protocol/base64url.js';
 import { ERROR_TABLE, isErrorCode, type ClientErrorCode, type ErrorCode, type Violation } from '../protocol/errors.js';
 import { utf8Decode } from '../protocol/jcs.js';
+import { decodeJws } from '../protocol/jws.js';
 import type { Bundle } from '../protocol/records.js';
 import { verifyServiceReceipt, type ServiceReceiptVerification, type ServiceVerificationKey } from '../protocol/service-receipt.js';
 import type { components } from '../api/wire-types.js';
@@ -339,13 +340,20 @@ export class BatonClient {
       { method: 'POST', path: '/v1/verify', body, auth: 'key', answerStatuses: (status, b) => status === 403 && isDenyBody(b) },
       opts,
     );
-    if (answer.body.valid !== true && answer.body.valid !== false) {
+    const problem =
+      answer.body.valid !== true && answer.body.valid !== false
+        ? 'carries no boolean "valid"'
+        : answer.body.valid
+          ? allowNotForThisCall(answer.status, answer.body, bundle, opts.dryRun === true)
+          : undefined;
+    if (problem !== undefined) {
       throw new BatonApiError({
         status: answer.status,
         code: 'UNEXPECTED_RESPONSE',
         method: 'POST',
         url: this.#url('/v1/verify'),
-        message: 'The verify answer carries no boolean "valid"; refuse the call.',
+        message: `The verify answer ${problem}; refuse the call.`,
+        suggestion: 'Check that the base URL points at Baton itself, not a proxy or another service.',
         requestId: answer.requestId ?? undefined,
       });
     }
@@ -652,6 +660,7 @@ export class BatonClient {
     url: string;
     where: string;
     headerId: string | undefined;
+    contentType: string | undefined;
     sentKey: boolean;
   }> {
     const url = this.#url(spec.path, spec.query);
@@ -685,6 +694,9 @@ export class BatonClient {
         const res = await this.#fetch(url, {
           method: spec.method,
           headers,
+          // Baton never redirects: a 3xx is someone else's answer (and is refused as such), and an
+          // allow fetched from where a redirect points is not Baton's.
+          redirect: 'manual',
           signal: controller.signal,
           ...(spec.body !== undefined ? { body: JSON.stringify(spec.body) } : {}),
         });
@@ -694,7 +706,8 @@ export class BatonClient {
       exchange.catch(() => {}); // settled after a timeout or cancel, nobody waits for it any more
       const { res, bytes } = await Promise.race([exchange, stopped]);
       const headerId = res.headers.get('x-request-id') ?? undefined;
-      return { status: res.status, ok: res.ok, bytes, method: spec.method, url, where, headerId, sentKey: key !== undefined };
+      const contentType = res.headers.get('content-type') ?? undefined;
+      return { status: res.status, ok: res.ok, bytes, method: spec.method, url, where, headerId, contentType, sentKey: key !== undefined };
     } catch (cause) {
       if (timedOut) {
         throw new BatonApiError({
@@ -738,14 +751,15 @@ export class BatonClient {
     const { parsed, parsedOk } = text.length === 0 ? { parsed: undefined, parsedOk: true } : parseJsonText(text);
 
     if (ex.ok || spec.answerStatuses?.(ex.status, parsed)) {
-      if (!parsedOk || (parsed === undefined && ex.status !== 204)) {
+      const labelledJson = text.length === 0 || JSON_CONTENT_TYPE.test(ex.contentType ?? '');
+      if (!parsedOk || (parsed === undefined && ex.status !== 204) || !labelledJson) {
         throw new BatonApiError({
           status: ex.status,
           code: 'UNEXPECTED_RESPONSE',
           method: spec.method,
           url: ex.url,
           requestId: ex.headerId,
-          message: `Baton answered ${ex.where} with HTTP ${ex.status} but not with JSON: ${snippet(text)}`,
+          message: `Baton answered ${ex.where} with HTTP ${ex.status} but not with JSON (content type ${ex.contentType ?? 'none'}): ${snippet(text)}`,
           suggestion: 'Check that the base URL points at Baton itself, not a proxy or another service.',
         });
       }
@@ -753,6 +767,29 @@ export class BatonClient {
     }
     throw errorFromResponse(ex.status, parsed, parsedOk ? undefined : text, ex);
   }
+}
+
+/** application/json, or a JSON media type (application/problem+json, say); parameters may follow. */
+const JSON_CONTENT_TYPE = /^application\/([\w.+-]+\+)?json\s*(;|$)/i;
+
+/**
+ * Why an answer saying `valid: true` is not Baton's allow of this very call, or undefined when it
+ * is. A tool runs on an allow, so one from a proxy, a wrong base URL or a cache (a bare
+ * `{"valid":true}`, a 202, another call's allow, a dry run's) must not pass for it.
+ */
+function allowNotForThisCall(status: number, body: Record<string, unknown>, bundle: Bundle, dryRun: boolean): string | undefined {
+  if (status !== 200) return `says valid with HTTP ${status}, where Baton answers an allow with 200`;
+  let jti: unknown;
+  try {
+    jti = (decodeJws(bundle.invocation, 'invocation').payload as { jti?: unknown }).jti;
+  } catch {
+    jti = undefined;
+  }
+  if (typeof jti !== 'string' || body['invocation_id'] !== jti)
+    return `allows invocation ${JSON.stringify(body['invocation_id'] ?? null)}, not the one sent (${JSON.stringify(jti ?? null)})`;
+  if (body['dry_run'] !== dryRun) return dryRun ? 'is not the dry run asked for' : "is a dry run's, which allows nothing";
+  if (typeof body['retry'] !== 'boolean') return 'does not say whether it answers a re-send ("retry")';
+  return undefined;
 }
 
 /** Admin routes (the admin key): tenants, their trusted roots, their API keys. */

@@ -463,6 +463,45 @@ describe('transport failures', () => {
     }
   });
 
+  it("an answer saying valid that is not Baton's allow of this call is UNEXPECTED_RESPONSE, so no tool runs on it", async () => {
+    const { b, chain } = await storedChain();
+    const { inv, bundle } = bundleFor(b, chain);
+    const allow = { valid: true, invocation_id: inv.payload.jti, dry_run: false, retry: false };
+    // Each answer a proxy, a wrong base URL or a cache could give; the fake answers them in turn.
+    const answers: { status: number; type?: string; body?: unknown; location?: string }[] = [
+      { status: 200, body: { valid: true } },
+      { status: 202, body: allow },
+      { status: 200, body: { ...allow, invocation_id: 'inv:another-call' } },
+      { status: 200, body: { ...allow, dry_run: true } },
+      { status: 200, body: { ...allow, retry: undefined } },
+      { status: 200, type: 'text/html', body: allow },
+      { status: 307, location: '/elsewhere' },
+    ];
+    let next = 0;
+    const fake = createHttpServer((req, res) => {
+      if (req.url === '/elsewhere') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        return res.end(JSON.stringify(allow));
+      }
+      const a = answers[next++]!;
+      res.writeHead(a.status, { 'content-type': a.type ?? 'application/json', ...(a.location ? { location: a.location } : {}) });
+      res.end(a.body === undefined ? '' : JSON.stringify(a.body));
+    });
+    await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve));
+    const client = new BatonClient({ baseUrl: `http://127.0.0.1:${(fake.address() as { port: number }).port}`, apiKey: 'bt_x' });
+    try {
+      for (const a of answers) {
+        const e = await rejection(client.verify(bundle));
+        expect(e.code, JSON.stringify(a)).toBe('UNEXPECTED_RESPONSE');
+      }
+      // The allow itself, as Baton gives it, is taken.
+      answers.push({ status: 200, body: allow });
+      expect((await client.verify(bundle)).valid).toBe(true);
+    } finally {
+      await new Promise<void>((resolve) => fake.close(() => resolve()));
+    }
+  });
+
   it('a non-Baton answer is UNEXPECTED_RESPONSE, with the status', async () => {
     const proxy = createHttpServer((_req, res) => {
       res.writeHead(502, { 'content-type': 'text/html' });
