@@ -1314,7 +1314,7 @@ export interface components {
      * @example did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK
      */
     DidKey: string;
-    /** @description 1-200 characters after trimming, no control, bidi or zero-width characters; stored trimmed. */
+    /** @description 1-200 characters after trimming, no control, bidi, zero-width or other invisible characters; stored trimmed. */
     DisplayName: string;
     /** @description The tightest limit of every record in the chain, per field. */
     EffectiveLimits: {

@@ -102,9 +102,11 @@ describe('approval rules: schema', () => {
   it('a rule description is plain text, as approval reasons are: it is copied into what approvers read', () => {
     const rule = (description: string) => ({ ...DEFAULT_TOOL_SETTINGS, rules: [{ id: 'a', when: {}, decision: 'allow', description }] });
     expect(parseTenantToolSettings(rule('Line one.\n\tLine two.')).rules[0]!.description).toBe('Line one.\n\tLine two.');
-    for (const bad of ['x\u001b[2Jy', 'x\u202ey', 'x\u200by', 'x\u2066y', 'x\ufeffy', 'x\u0085y']) {
+    for (const bad of ['x\u001b[2Jy', 'x\u202ey', 'x\u200by', 'x\u2066y', 'x\ufeffy', 'x\u0085y', 'x\u00ady', 'x\u{e0041}y']) {
       const issues = settingsIssueList(rule(bad));
-      expect(issues).toEqual([{ field: 'rules.0.description', message: 'must not contain control, bidi or zero-width characters' }]);
+      expect(issues).toEqual([
+        { field: 'rules.0.description', message: 'must not contain control, bidi, zero-width or other invisible characters' },
+      ]);
     }
   });
 });
