@@ -42,7 +42,9 @@ export const DisplayName = z
   .min(1, 'must not be empty or only whitespace')
   .max(200, 'must be at most 200 characters')
   .regex(PLAIN_NAME, NOT_PLAIN)
-  .openapi('DisplayName', { description: '1-200 characters after trimming, no control, bidi, zero-width or other invisible characters; stored trimmed.' });
+  .openapi('DisplayName', {
+    description: '1-200 characters after trimming, no control, bidi, zero-width or other invisible characters; stored trimmed.',
+  });
 
 export const CreateTenantRequest = z.strictObject({ name: DisplayName }).openapi('CreateTenantRequest');
 
