@@ -34,18 +34,19 @@ export const MAX_WITNESS_NAME_BYTES = 256;
 /** Characters that print as nothing or reorder text (format, default-ignorable, separators): a name is read by people. */
 const INVISIBLE_IN_NAME = /[\p{Cf}\p{Default_Ignorable_Code_Point}\u2028\u2029]/u;
 
+/** Why a log would not serve a witness name (too long, or printing as another), or undefined if it would. */
+export function witnessNameProblem(name: string): string | undefined {
+  const bytes = utf8(name).length;
+  if (bytes > MAX_WITNESS_NAME_BYTES) return `A witness name is at most ${MAX_WITNESS_NAME_BYTES} bytes of UTF-8 (this one has ${bytes}).`;
+  if (INVISIBLE_IN_NAME.test(name))
+    return 'A witness name may not hold invisible or bidirectional formatting characters (they would make it read as another name).';
+  return undefined;
+}
+
 /** Throws INVALID_VERIFIER_KEY unless a witness name is one a log serves: short, and printing as it reads. */
 export function checkWitnessName(name: string): void {
-  check(
-    utf8(name).length <= MAX_WITNESS_NAME_BYTES,
-    'INVALID_VERIFIER_KEY',
-    `A witness name is at most ${MAX_WITNESS_NAME_BYTES} bytes of UTF-8 (this one has ${utf8(name).length}).`,
-  );
-  check(
-    !INVISIBLE_IN_NAME.test(name),
-    'INVALID_VERIFIER_KEY',
-    'A witness name may not hold invisible or bidirectional formatting characters (they would make it read as another name).',
-  );
+  const problem = witnessNameProblem(name);
+  check(problem === undefined, 'INVALID_VERIFIER_KEY', problem ?? '');
 }
 
 export interface Cosignature {

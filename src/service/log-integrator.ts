@@ -18,7 +18,7 @@ import type { Store } from '../store/db.js';
 import { errorForLog } from '../store/errors.js';
 import { appendRound, claimPending, fixLogName, preferIndexes, type NewLeaf, type PendingLeaf } from '../store/log.js';
 import type { Logger } from './log.js';
-import { appendLeaves, logOrigin, serviceReceiptLeafHash, signCheckpoint, type TreeEdges } from './log-tree.js';
+import { appendLeaves, fixedNameRefusal, logOrigin, serviceReceiptLeafHash, signCheckpoint, type TreeEdges } from './log-tree.js';
 import type { ServiceSigner } from './signer.js';
 
 /** Service receipts integrated per round at most. */
@@ -86,8 +86,7 @@ export async function integrateOnce(
       const fixed = await fixLogName(tx, deps.logName);
       if (fixed !== deps.logName)
         throw new Error(
-          `BATON_TLOG_NAME is "${deps.logName}", but this database's transparency logs are named "${fixed}" (fixed by their first checkpoint): ` +
-            `this node signs no checkpoint. Restart it with BATON_TLOG_NAME=${fixed}.`,
+          `${fixedNameRefusal(deps.logName, fixed)}: this node signs no checkpoint. Restart it with BATON_TLOG_NAME=${fixed}.`,
         );
     }
     const leaves: NewLeaf[] = [];

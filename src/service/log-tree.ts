@@ -10,7 +10,7 @@
  * visible to another tenant.
  */
 import { formatCheckpoint } from '../protocol/checkpoint.js';
-import { checkWitnessName } from '../protocol/cosignature.js';
+import { witnessNameProblem } from '../protocol/cosignature.js';
 import { BatonError } from '../protocol/errors.js';
 import { consistencyProof, EMPTY_ROOT, inclusionProof, leafHash, type Hash } from '../protocol/merkle.js';
 import { NOTE_ED25519, signNote, verifierKey, type VerifierKey } from '../protocol/note.js';
@@ -62,10 +62,7 @@ export async function storedLogNames(db: Db, configured: string): Promise<Stored
     // No checkpoint read; a name the log_name table holds still decides (it is written with the first).
     const fixed = await fixedLogName(db);
     if (fixed !== undefined && fixed !== configured) {
-      throw new Error(
-        `BATON_TLOG_NAME is "${configured}", but this database's transparency logs are named "${fixed}" (fixed by their first checkpoint). ` +
-          `Start with BATON_TLOG_NAME=${fixed} (a new name needs a new database)`,
-      );
+      throw new Error(`${fixedNameRefusal(configured, fixed)}. Start with BATON_TLOG_NAME=${fixed} (a new name needs a new database)`);
     }
     return undefined;
   }
@@ -80,6 +77,11 @@ export async function storedLogNames(db: Db, configured: string): Promise<Stored
     );
   }
   return { current, others };
+}
+
+/** Why a node under BATON_TLOG_NAME `configured` may sign no checkpoint here: the first one fixed `fixed`. */
+export function fixedNameRefusal(configured: string, fixed: string): string {
+  return `BATON_TLOG_NAME is "${configured}", but this database's transparency logs are named "${fixed}" (fixed by their first checkpoint)`;
 }
 
 /** The note verifier keys of a tenant's log: one per published service key, current first. */
@@ -254,12 +256,7 @@ export async function servedCheckpoint(
  * served note past the 256 KiB every client reads, so such a line is kept but no longer served.
  */
 function servableCosignatureLine(line: string): boolean {
-  try {
-    checkWitnessName(line.slice(2, line.lastIndexOf(' ')));
-    return true;
-  } catch {
-    return false;
-  }
+  return witnessNameProblem(line.slice(2, line.lastIndexOf(' '))) === undefined;
 }
 
 /** The tlog-proof bundle of leaf `index` under a served checkpoint. */
