@@ -84,7 +84,7 @@ export interface Config {
   readonly verifyDeadlineMs: number;
   /**
    * A write (any method but GET and HEAD, verify aside) that waits longer for the database answers
-   * 503 saying it may still be applied (ms; never less than verifyDeadlineMs).
+   * 503, and its work rolls back rather than commit later (ms; never less than verifyDeadlineMs).
    */
   readonly writeDeadlineMs: number;
   /** Service processes (node:cluster), one per core; 1 = no cluster. */

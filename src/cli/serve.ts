@@ -45,8 +45,9 @@ takes its default:
                                does a key lookup or a read that waits as
                                long for the database (default 5000)
   BATON_WRITE_DEADLINE_MS      any other write that waits longer for the
-                               database answers 503, saying it may still be
-                               applied (default 30000; at least the verify's)
+                               database answers 503 and is rolled back, not
+                               applied late (default 30000; at least the
+                               verify's)
   BATON_TLOG_INTERVAL_MS       how often this node integrates the transparency
                                log; 0 = never on this node (default 250)
   BATON_TLOG_NAME              start of every tenant log's origin: set it once,

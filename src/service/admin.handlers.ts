@@ -9,6 +9,7 @@ import { publicKeyFromDidKey } from '../protocol/did-key.js';
 import { BatonError, isBatonError } from '../protocol/errors.js';
 import { createTenantApiKey, listTenantApiKeys, revokeApiKey } from '../store/api-keys.js';
 import { apiKeyJson, createdApiKeyJson, type ApiKeyJson, type CreatedApiKeyJson } from './api-key-views.js';
+import { transactionBehind, type CommitCheck } from '../store/db.js';
 import type { Tenant, TrustedRoot } from '../store/schema/index.js';
 import { addTrustedRoot, createTenant, listTenants, listTrustedRoots, removeTrustedRoot } from '../store/tenants.js';
 import { evictApiKey } from './auth.js';
@@ -39,8 +40,12 @@ const rootJson = (r: TrustedRoot): RootJson => ({
 
 // ---------------------------------------------------------------- decisions
 
-export async function createTenantHandler(deps: ServiceDeps, body: z.output<typeof CreateTenantRequest>): Promise<TenantJson> {
-  const tenant = await createTenant(deps.store.db, body.name);
+export async function createTenantHandler(
+  deps: ServiceDeps,
+  body: z.output<typeof CreateTenantRequest>,
+  gate: CommitCheck | undefined,
+): Promise<TenantJson> {
+  const tenant = await transactionBehind(deps.store.db, gate, (tx) => createTenant(tx, body.name));
   deps.log.info('tenant created', { tenant_id: tenant.id });
   return tenantJson(tenant);
 }
@@ -54,6 +59,7 @@ export async function addRootHandler(
   deps: ServiceDeps,
   tenantId: string,
   body: z.output<typeof AddRootRequest>,
+  gate: CommitCheck | undefined,
 ): Promise<{ created: boolean; root: RootJson }> {
   try {
     publicKeyFromDidKey(body.did);
@@ -61,7 +67,7 @@ export async function addRootHandler(
     if (isBatonError(e)) throw new BatonError(e.code, { message: e.message, details: { field: 'did', ...(e.details ?? {}) } });
     throw e;
   }
-  const result = await addTrustedRoot(deps.store.db, tenantId, body.did, body.label ?? null);
+  const result = await addTrustedRoot(deps.store.db, tenantId, body.did, body.label ?? null, gate);
   switch (result.kind) {
     case 'no-tenant':
       throw noTenant();
@@ -93,8 +99,8 @@ export async function listRootsHandler(deps: ServiceDeps, tenantId: string): Pro
   return { roots: (await listTrustedRoots(deps.store.db, tenantId)).map(rootJson) };
 }
 
-export async function removeRootHandler(deps: ServiceDeps, tenantId: string, did: string): Promise<void> {
-  if (!(await removeTrustedRoot(deps.store.db, tenantId, did))) {
+export async function removeRootHandler(deps: ServiceDeps, tenantId: string, did: string, gate: CommitCheck | undefined): Promise<void> {
+  if (!(await transactionBehind(deps.store.db, gate, (tx) => removeTrustedRoot(tx, tenantId, did)))) {
     throw new BatonError('NOT_FOUND', { message: 'This tenant does not trust this root DID (or the tenant does not exist).' });
   }
   deps.log.info('trusted root removed', { tenant_id: tenantId, did });
@@ -105,15 +111,18 @@ export async function createApiKeyHandler(
   deps: ServiceDeps,
   tenantId: string,
   body: z.output<typeof CreateApiKeyRequest>,
+  gate: CommitCheck | undefined,
 ): Promise<CreatedApiKeyJson> {
   await requireTenant(deps, tenantId);
-  const created = await createTenantApiKey(deps.store.db, {
-    tenantId,
-    scopes: body.scopes,
-    name: body.name ?? null,
-    toolServer: body.tool_server ?? null,
-    expiresInSeconds: body.expires_in_seconds ?? null,
-  });
+  const created = await transactionBehind(deps.store.db, gate, (tx) =>
+    createTenantApiKey(tx, {
+      tenantId,
+      scopes: body.scopes,
+      name: body.name ?? null,
+      toolServer: body.tool_server ?? null,
+      expiresInSeconds: body.expires_in_seconds ?? null,
+    }),
+  );
   const answer = createdApiKeyJson(created.key, created.info);
   deps.log.info('api key created', { tenant_id: tenantId, key_id: answer.id, scopes: answer.scopes, expires_at: answer.expires_at });
   return answer;
@@ -128,8 +137,8 @@ export async function listApiKeysHandler(deps: ServiceDeps, tenantId: string): P
  * Revokes (idempotently) and evicts the key from this node's auth cache.
  * Other nodes may accept it until their cache entry expires (at most 10 s).
  */
-export async function revokeApiKeyHandler(deps: ServiceDeps, keyId: string): Promise<void> {
-  const row = await revokeApiKey(deps.store.db, keyId);
+export async function revokeApiKeyHandler(deps: ServiceDeps, keyId: string, gate: CommitCheck | undefined): Promise<void> {
+  const row = await revokeApiKey(deps.store.db, keyId, gate);
   if (!row) throw new BatonError('NOT_FOUND', { message: 'No API key has this id.' });
   evictApiKey(deps, row.id);
   deps.log.info('api key revoked', { key_id: row.id, tenant_id: row.tenantId });

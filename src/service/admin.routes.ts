@@ -57,33 +57,33 @@ export function adminRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
 
   serve(r, createTenantRoute, admin, async (c) => {
     const input = await parseJsonBody(c, deps.config.maxBodyBytes, CreateTenantRequest);
-    return c.json(await createTenantHandler(deps, input), 201);
+    return c.json(await createTenantHandler(deps, input, c.get('commitGate')), 201);
   });
 
   serve(r, listTenantsRoute, admin, async (c) => c.json(await listTenantsHandler(deps), 200));
 
   serve(r, addTrustedRootRoute, admin, async (c) => {
     const input = await parseJsonBody(c, deps.config.maxBodyBytes, AddRootRequest);
-    const { created, root } = await addRootHandler(deps, c.req.param('tenant'), input);
+    const { created, root } = await addRootHandler(deps, c.req.param('tenant'), input, c.get('commitGate'));
     return c.json(root, created ? 201 : 200);
   });
 
   serve(r, listTrustedRootsRoute, admin, async (c) => c.json(await listRootsHandler(deps, c.req.param('tenant')), 200));
 
   serve(r, removeTrustedRootRoute, admin, async (c) => {
-    await removeRootHandler(deps, c.req.param('tenant'), c.req.param('did'));
+    await removeRootHandler(deps, c.req.param('tenant'), c.req.param('did'), c.get('commitGate'));
     return c.body(null, 204);
   });
 
   serve(r, createApiKeyRoute, admin, async (c) => {
     const input = await parseJsonBody(c, deps.config.maxBodyBytes, CreateApiKeyRequest);
-    return c.json(await createApiKeyHandler(deps, c.req.param('tenant'), input), 201);
+    return c.json(await createApiKeyHandler(deps, c.req.param('tenant'), input, c.get('commitGate')), 201);
   });
 
   serve(r, listApiKeysRoute, admin, async (c) => c.json(await listApiKeysHandler(deps, c.req.param('tenant')), 200));
 
   serve(r, revokeApiKeyRoute, admin, async (c) => {
-    await revokeApiKeyHandler(deps, c.req.param('id'));
+    await revokeApiKeyHandler(deps, c.req.param('id'), c.get('commitGate'));
     return c.body(null, 204);
   });
 

@@ -6,6 +6,7 @@ import type { OpenAPIHono, z } from '@hono/zod-openapi';
 import { BatonError } from '../protocol/errors.js';
 import { DEFAULT_ROTATION_GRACE_SECONDS, RotateApiKeyBody, rotateApiKeyRoute } from '../api/api-keys.js';
 import { rotateApiKey } from '../store/api-keys.js';
+import type { CommitCheck } from '../store/db.js';
 import { apiKeyJson, createdApiKeyJson, type ApiKeyJson, type CreatedApiKeyJson } from './api-key-views.js';
 import { assertScope, authenticateRequest, evictApiKey } from './auth.js';
 import { hasBody, readJsonBody } from './body.js';
@@ -17,11 +18,17 @@ export async function rotateApiKeyHandler(
   deps: ServiceDeps,
   keyId: string,
   body: z.output<typeof RotateApiKeyBody>,
+  gate: CommitCheck | undefined,
 ): Promise<{ key: CreatedApiKeyJson; previous: ApiKeyJson }> {
-  const outcome = await rotateApiKey(deps.store.db, keyId, {
-    graceSeconds: body.grace_seconds ?? DEFAULT_ROTATION_GRACE_SECONDS,
-    expiresInSeconds: body.expires_in_seconds ?? null,
-  });
+  const outcome = await rotateApiKey(
+    deps.store.db,
+    keyId,
+    {
+      graceSeconds: body.grace_seconds ?? DEFAULT_ROTATION_GRACE_SECONDS,
+      expiresInSeconds: body.expires_in_seconds ?? null,
+    },
+    gate,
+  );
   switch (outcome.kind) {
     case 'not-found':
       throw new BatonError('NOT_FOUND', { message: 'No tenant API key has this id.' });
@@ -59,7 +66,12 @@ export function apiKeyLifecycleRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     const auth = await authenticateRequest(deps, c);
     assertScope(auth, ['admin']);
     const raw = (await hasBody(c, deps.config.maxBodyBytes)) ? await readJsonBody(c, deps.config.maxBodyBytes) : {};
-    const answer = await rotateApiKeyHandler(deps, c.req.param('id'), parseRequest(RotateApiKeyBody, raw, 'request body'));
+    const answer = await rotateApiKeyHandler(
+      deps,
+      c.req.param('id'),
+      parseRequest(RotateApiKeyBody, raw, 'request body'),
+      c.get('commitGate'),
+    );
     c.header('Cache-Control', 'no-store');
     return c.json(answer, 201);
   });

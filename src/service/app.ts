@@ -25,7 +25,7 @@ import { toolRoutes } from './tools.handlers.js';
 import { approvalRoutes } from './approvals.handlers.js';
 import { explainRoutes } from './explain.handlers.js';
 import { metrics } from './metrics.js';
-import { withinDeadline } from './deadline.js';
+import { CommitGate, withinDeadline, withinDeadlineOr } from './deadline.js';
 import { methodsServingPath } from './method-not-allowed.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 import { verifyDrsRoute, verifyRoute } from '../api/verify.js';
@@ -92,9 +92,11 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     c.set('deadline', new Date(arrived + deps.config.verifyDeadlineMs));
     // A read changes nothing, so it stops waiting for a database that does not answer at the
     // deadline. A write gets longer (BATON_WRITE_DEADLINE_MS), and then stops waiting too rather
-    // than hang with its client for as long as a partition lasts; its 503 cannot say whether the
-    // change happened, so it says so. A verify's own, shorter deadline answers first.
-    // /metrics bounds its own waits (the backlog read, the workers' answers) and says so in its answer.
+    // than hang with its client for as long as a partition lasts. Its work goes on, and its
+    // commits pass the request's CommitGate, which the 503 closes: the 503 can say that nothing
+    // was changed unless a commit had already gone through. A verify's own, shorter deadline
+    // answers first. /metrics bounds its own waits (the backlog read, the workers' answers) and
+    // says so in its answer.
     if ((c.req.method === 'GET' || c.req.method === 'HEAD') && c.req.path !== '/metrics') {
       await withinDeadline(
         next(),
@@ -104,13 +106,21 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       return;
     }
     if (VERIFY_PATHS.has(c.req.path)) return next(); // its own deadline, and no second timer on the hot path
-    await withinDeadline(
-      next(),
-      new Date(arrived + deps.config.writeDeadlineMs),
-      `The database did not answer within ${deps.config.writeDeadlineMs} ms, so Baton stopped waiting for it. ` +
-        'The change may still be applied when the database recovers.',
-      'Read it back (the GET of what you changed) once the service answers again, and send it again only if it is not there.',
-    );
+    const gate = new CommitGate();
+    c.set('commitGate', gate);
+    await withinDeadlineOr(next(), new Date(arrived + deps.config.writeDeadlineMs), () => {
+      const waited = `The database did not answer within ${deps.config.writeDeadlineMs} ms, so Baton stopped waiting for it.`;
+      return gate.abandon()
+        ? new BatonError('STORAGE_UNAVAILABLE', {
+            message: `${waited} A commit of this change had already been sent, so it may be applied in part or whole.`,
+            suggestion:
+              'Read it back (the GET of what you changed) once the service answers again, and send it again only if it is not there.',
+          })
+        : new BatonError('STORAGE_UNAVAILABLE', {
+            message: `${waited} The change was not applied, and will not be when the database answers again.`,
+            suggestion: 'Send it again once the service answers (GET /readyz tells when the database is back).',
+          });
+    });
   });
 
   app.route('/', healthRoutes(deps));

@@ -48,7 +48,7 @@ export function approvalRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       const { id } = parseParams(c, ApprovalIdParams);
       const decision = await triple(c);
       const auth = c.get('auth');
-      const decided = await decideApproval(deps, tenantOf(auth), id, outcome, decision, auth.keyId);
+      const decided = await decideApproval(deps, tenantOf(auth), id, outcome, decision, auth.keyId, c.get('commitGate'));
       deps.log.info('approval decided', { tenant_id: tenantOf(auth), approval_id: id, status: decided.status, decided_by: auth.keyId });
       return c.json(decided, 200);
     });
@@ -59,7 +59,7 @@ export function approvalRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     const { id } = parseParams(c, ApprovalIdParams);
     const body = await parseJsonBody(c, deps.config.maxBodyBytes, SignedDecisionRequest);
     // decideApprovalSigned logs the decision: it knows the approval's tenant.
-    const decided = await decideApprovalSigned(deps, id, body.signed_decision);
+    const decided = await decideApprovalSigned(deps, id, body.signed_decision, c.get('commitGate'));
     return c.json(decided, 200);
   });
 
@@ -76,7 +76,7 @@ export function approvalRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       const { hash } = parseParams(c, DelegationHashParams);
       const decision = await triple(c);
       const auth = c.get('auth');
-      const decided = await decideGrant(deps, tenantOf(auth), hash, outcome, decision, auth.keyId);
+      const decided = await decideGrant(deps, tenantOf(auth), hash, outcome, decision, auth.keyId, c.get('commitGate'));
       deps.log.info('grant decided', { tenant_id: tenantOf(auth), dr_hash: hash, status: decided.status, decided_by: auth.keyId });
       return c.json(decided, 200);
     });

@@ -31,7 +31,7 @@ import { delegationsByHash } from '../store/delegations.js';
 import { rotationLineage } from '../store/api-keys.js';
 import { findInvocation } from '../store/invocations.js';
 import { readChainState } from '../store/runtime.js';
-import type { Db } from '../store/db.js';
+import { transactionBehind, type CommitCheck, type Db } from '../store/db.js';
 import { insertServiceReceipt } from '../store/service-receipts.js';
 import { currentToolDocument } from '../store/tools.js';
 import type { ApprovalRow } from '../store/schema/index.js';
@@ -282,6 +282,7 @@ export async function decideApproval(
   outcome: DecisionOutcome,
   triple: GuardrailTriple,
   decidedBy: string,
+  gate: CommitCheck | undefined,
   signed?: SignedDecision & { readonly hash: string },
 ): Promise<ApprovalJson> {
   const db = deps.store.db;
@@ -301,7 +302,7 @@ export async function decideApproval(
   });
   // A key rotated from or into one that asked is the same holder: it may not decide either.
   const decider = await rotationLineage(db, decidedBy);
-  const decided = await db.transaction(async (tx) => {
+  const decided = await transactionBehind(db, gate, async (tx) => {
     const row = await decideApprovalRow(tx, tenantId, id, outcome, {
       decidedBy,
       decider,
@@ -356,7 +357,12 @@ function decidedSuggestion(id: string, status: ApprovalStatus, expiresAt: number
  * signer the tenant does not list get the same 404. Only a listed approver
  * learns the approval's state.
  */
-export async function decideApprovalSigned(deps: ServiceDeps, id: string, jws: string): Promise<ApprovalJson> {
+export async function decideApprovalSigned(
+  deps: ServiceDeps,
+  id: string,
+  jws: string,
+  gate: CommitCheck | undefined,
+): Promise<ApprovalJson> {
   const record = readApprovalDecision(jws, { approvalId: id, now: deps.now(), clockSkewSeconds: deps.config.clockSkewSeconds });
   const signer = record.payload.iss;
   const notAnApprover = () =>
@@ -372,7 +378,7 @@ export async function decideApprovalSigned(deps: ServiceDeps, id: string, jws: s
     await refuseChainParty(deps, row, signer);
     const signed = { jws: record.jws, jti: record.payload.jti, hash: record.hash, listedIn: doc.version };
     try {
-      const decided = await decideApproval(deps, row.tenantId, id, record.outcome, record.triple, signer, signed);
+      const decided = await decideApproval(deps, row.tenantId, id, record.outcome, record.triple, signer, gate, signed);
       deps.log.info('approval decided', { tenant_id: row.tenantId, approval_id: id, status: decided.status, decided_by: signer });
       return decided;
     } catch (err) {

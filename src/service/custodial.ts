@@ -13,7 +13,7 @@
 import { BatonError } from '../protocol/errors.js';
 import { generateSeed } from '../protocol/ed25519.js';
 import { keyPairFromSeed, type KeyPair } from '../protocol/key-pair.js';
-import type { Db } from '../store/db.js';
+import { transactionBehind, type CommitCheck, type Db } from '../store/db.js';
 import type { CustodialKey } from '../store/schema/index.js';
 import { findCustodialKey, insertCustodialKeyIfAbsent, trustRoot } from '../store/service-keys.js';
 import { openSecret, sealSecret } from './secrets.js';
@@ -46,7 +46,7 @@ function inconsistent(tenantId: string, reason: string): BatonError {
  * first use. Concurrent first uses converge on one key (the insert that
  * loses the race on the tenant_id primary key reads the winner's).
  */
-export async function custodialRootKey(db: Db, tenantId: string, masterKey: Uint8Array): Promise<KeyPair> {
+export async function custodialRootKey(db: Db, tenantId: string, masterKey: Uint8Array, gate?: CommitCheck): Promise<KeyPair> {
   const existing = await findCustodialKey(db, tenantId);
   if (existing) return fromRow(existing, masterKey);
 
@@ -55,7 +55,7 @@ export async function custodialRootKey(db: Db, tenantId: string, masterKey: Uint
   try {
     created = keyPairFromSeed(seed);
     const encryptedSeed = sealSecret(seed, masterKey, context(tenantId));
-    const won = await db.transaction(async (tx) => {
+    const won = await transactionBehind(db, gate, async (tx) => {
       const inserted = await insertCustodialKeyIfAbsent(tx, { tenantId, did: created.did, encryptedSeed });
       if (!inserted) return false;
       await trustRoot(tx, tenantId, created.did, CUSTODIAL_ROOT_LABEL);

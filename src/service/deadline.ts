@@ -6,8 +6,9 @@
  * the verify race it, and a wait past it is answered 503 STORAGE_UNAVAILABLE.
  * The work itself is abandoned, not cancelled: a read changes nothing, and the
  * verify's statement refuses to commit after the same deadline. Other writes
- * race a longer deadline (BATON_WRITE_DEADLINE_MS), and their 503 says the
- * change may still be applied.
+ * race a longer deadline (BATON_WRITE_DEADLINE_MS) and pass a CommitGate
+ * before each commit: once their 503 is out, the gate refuses, so the work
+ * rolls back when the database answers again, and the 503 can say so.
  */
 import { BatonError } from '../protocol/errors.js';
 
@@ -16,9 +17,18 @@ import { BatonError } from '../protocol/errors.js';
  * where the code's own, that nothing was counted, would not be true).
  */
 export async function withinDeadline<T>(work: Promise<T>, deadline: Date, message: string, suggestion?: string): Promise<T> {
+  return withinDeadlineOr(
+    work,
+    deadline,
+    () => new BatonError('STORAGE_UNAVAILABLE', suggestion === undefined ? { message } : { message, suggestion }),
+  );
+}
+
+/** `work`, or the error `refusal` makes once `deadline` passes first (made then, so it can say what happened by that moment). */
+export async function withinDeadlineOr<T>(work: Promise<T>, deadline: Date, refusal: () => BatonError): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
-    const refuse = () => reject(new BatonError('STORAGE_UNAVAILABLE', suggestion === undefined ? { message } : { message, suggestion }));
+    const refuse = () => reject(refusal());
     timer = setTimeout(refuse, Math.max(0, deadline.getTime() - Date.now()));
   });
   try {
@@ -26,5 +36,34 @@ export async function withinDeadline<T>(work: Promise<T>, deadline: Date, messag
   } finally {
     clearTimeout(timer);
     work.catch(() => {}); // settles after the deadline answered: nobody waits for it any more
+  }
+}
+
+/**
+ * Stands between a write request's work and its commits. The write deadline answers 503 while the
+ * work may still be waiting for the database; the work goes on when the database answers again,
+ * and each of its commits asks the gate first (`beforeCommit`, last thing inside a transaction).
+ * Once the 503 is out (`abandon`), the gate throws, so the transaction rolls back instead of
+ * applying a change its client was told failed. `abandon` says whether a commit had already been
+ * let through, and so whether the 503 may say that nothing was changed.
+ */
+export class CommitGate {
+  #abandoned = false;
+  #letThrough = false;
+
+  /** Throws once the request was answered 503; otherwise notes that a commit is on its way. */
+  beforeCommit(): void {
+    if (this.#abandoned) {
+      throw new BatonError('STORAGE_UNAVAILABLE', {
+        message: 'This request was already answered 503 (the database was too slow), so its change was rolled back.',
+      });
+    }
+    this.#letThrough = true;
+  }
+
+  /** No commit passes from now on. True when one already did, so the change may be applied in part or whole. */
+  abandon(): boolean {
+    this.#abandoned = true;
+    return this.#letThrough;
   }
 }

@@ -17,7 +17,7 @@ import {
 } from '../protocol/chain.js';
 import { BatonError, type ErrorCode, type Violation } from '../protocol/errors.js';
 import { SubmissionRefusal } from './error-status.js';
-import type { Db } from '../store/db.js';
+import { transactionBehind, type CommitCheck, type Db } from '../store/db.js';
 import {
   delegationsByHash,
   findDelegation,
@@ -173,6 +173,8 @@ export async function submitDelegations(
   jwsList: readonly string[],
   /** The API key submitting (null keyless): a trifecta grant held here may not be approved by it. */
   submittedByKey: string | null,
+  /** The write request's (deadline.ts); none when the caller bounds its own wait (a verify storing its records). */
+  gate?: CommitCheck,
 ): Promise<SubmitResult> {
   const { tenantId, now, ancestors, submitted, replayed } = await checkSubmission(deps, callerTenant, jwsList);
   if (replayed) {
@@ -197,7 +199,7 @@ export async function submitDelegations(
     ancestors.map((a) => a.policy as Policy),
     submittedByKey,
   );
-  const result = await deps.store.db.transaction(async (tx) => {
+  const result = await transactionBehind(deps.store.db, gate, async (tx) => {
     let parent: Delegation | null = ancestors[ancestors.length - 1] ?? null;
     let created = false;
     const stored: { row: Delegation; serviceReceipt: ServiceReceiptView | null }[] = [];

@@ -34,13 +34,13 @@ export function delegationRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     const body = await parseJsonBody(c, deps.config.maxBodyBytes, SubmitDelegationsRequest);
     const list = 'receipts' in body ? body.receipts : [body.receipt];
     const auth = c.get('auth');
-    const result = await submitDelegations(deps, auth ? tenantOf(auth) : null, list, auth?.keyId ?? null);
+    const result = await submitDelegations(deps, auth ? tenantOf(auth) : null, list, auth?.keyId ?? null, c.get('commitGate'));
     return c.json(result, result.created ? 201 : 200);
   });
 
   serve(r, issueDelegationRoute, requireScope(deps, 'issue'), async (c) => {
     const body = await parseJsonBody(c, deps.config.maxBodyBytes, IssueRequest);
-    const result = await issueCustodialRoot(deps, tenantOf(c.get('auth')), body, c.get('auth').keyId);
+    const result = await issueCustodialRoot(deps, tenantOf(c.get('auth')), body, c.get('auth').keyId, c.get('commitGate'));
     return c.json(result.body, result.created ? 201 : 200);
   });
 

@@ -19,7 +19,7 @@ import { sha256Hex } from '../protocol/hash.js';
 import { canonicalJson, utf8Decode, utf8Encode } from '../protocol/jcs.js';
 import { MAX_INVOCATION_USD, microsToUsd, usdToMicros, type Micros } from '../protocol/money.js';
 import { adjustReservedSpend, findActual, insertActual } from '../store/actuals.js';
-import type { Db } from '../store/db.js';
+import { transactionBehind, type CommitCheck, type Db } from '../store/db.js';
 import { findDelegation } from '../store/delegations.js';
 import {
   actualsOf,
@@ -148,6 +148,7 @@ export async function recordActual(
   tenantId: string,
   jti: string,
   body: ActualRequest,
+  gate: CommitCheck | undefined,
 ): Promise<{ status: 200 | 201; body: ActualView }> {
   const source = body.source;
   if (source !== 'unavailable' && body.cost_usd! > MAX_INVOCATION_USD) {
@@ -168,7 +169,7 @@ export async function recordActual(
   const bodyHash = `sha256:${sha256Hex(canonicalJson(normalized))}`;
   const now = deps.now();
 
-  return deps.store.db.transaction(async (tx) => {
+  return transactionBehind(deps.store.db, gate, async (tx) => {
     const inv = await findInvocation(tx, tenantId, jti);
     if (!inv) throw invocationNotFound(jti);
     if (auth.toolServer !== null && toolServerOf(inv.jws) !== auth.toolServer) {

@@ -29,7 +29,7 @@ export function invocationRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     const tenantId = tenantOf(auth);
     const { jti } = parseParams(c, InvocationJtiParams);
     const body = await parseJsonBody(c, deps.config.maxBodyBytes, ActualRequest);
-    const result = await recordActual(deps, auth, tenantId, jti, body);
+    const result = await recordActual(deps, auth, tenantId, jti, body, c.get('commitGate'));
     return c.json(result.body, result.status);
   });
 

@@ -11,12 +11,19 @@ import { randomUUID } from 'node:crypto';
 import { signRootDelegation } from '../protocol/root-delegation.js';
 import { custodialRootKey } from './custodial.js';
 import { submitDelegations } from './delegation-submission.js';
+import type { CommitCheck } from '../store/db.js';
 import type { ServiceDeps } from './types.js';
 
 const DEFAULT_LIFETIME_SECONDS = 24 * 3600;
 export type IssueRequest = z.output<typeof IssueRequestBody>;
 
-export async function issueCustodialRoot(deps: ServiceDeps, tenantId: string, req: IssueRequest, issuedByKey: string) {
+export async function issueCustodialRoot(
+  deps: ServiceDeps,
+  tenantId: string,
+  req: IssueRequest,
+  issuedByKey: string,
+  gate: CommitCheck | undefined,
+) {
   for (const [field, did] of [
     ['audience', req.audience],
     ['subject', req.subject],
@@ -29,7 +36,7 @@ export async function issueCustodialRoot(deps: ServiceDeps, tenantId: string, re
       throw e;
     }
   }
-  const issuer = await custodialRootKey(deps.store.db, tenantId, deps.masterKey);
+  const issuer = await custodialRootKey(deps.store.db, tenantId, deps.masterKey, gate);
   const now = deps.now();
   const signed = signRootDelegation({
     issuer,
@@ -44,7 +51,7 @@ export async function issueCustodialRoot(deps: ServiceDeps, tenantId: string, re
     ...(req.consent ? { consent: req.consent } : {}),
     jti: req.jti ?? `dr:${randomUUID()}`,
   });
-  const result = await submitDelegations(deps, tenantId, [signed.jws], issuedByKey);
+  const result = await submitDelegations(deps, tenantId, [signed.jws], issuedByKey, gate);
   // The same request with a fixed jti in the same second signs the same bytes: stored already.
   return { created: result.created, body: { tenant_id: tenantId, custodial_did: issuer.did, delegation: result.delegations[0]! } };
 }

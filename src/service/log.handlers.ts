@@ -196,6 +196,7 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       db(),
       { tenantId, treeSize: checkpoint.size, witnessKey, line, postedByKey: keyId },
       { perKey: MAX_COSIGNATURES_PER_KEY, perCheckpoint: MAX_COSIGNATURES_PER_CHECKPOINT },
+      c.get('commitGate'),
     );
     if (outcome === 'key-full')
       throw new BatonError('CONFLICT', {

@@ -27,6 +27,7 @@ import { decodeBase64url } from '../protocol/base64url.js';
 import { BatonError } from '../protocol/errors.js';
 import { utf8Decode } from '../protocol/jcs.js';
 import { mayRevoke, readRevocation, type RevocationAuthority, type VerifiedRevocation } from '../protocol/revocation.js';
+import { transactionBehind, type CommitCheck } from '../store/db.js';
 import { findDelegation, tenantsHoldingDelegation } from '../store/delegations.js';
 import { firstServiceReceipt } from '../store/service-receipts.js';
 import { chainPartiesByTenant, countDescendants, markRevoked } from '../store/revocations.js';
@@ -48,17 +49,23 @@ function notFound(hash: string, scope: string): BatonError {
 }
 
 /** Revocation with an `issue` key (its tenant) or an admin key (every tenant holding the hash). */
-export async function revokeWithKey(deps: ServiceDeps, auth: AuthContext, hash: string, body: RevokeWithKey): Promise<RevokeResult> {
+export async function revokeWithKey(
+  deps: ServiceDeps,
+  auth: AuthContext,
+  hash: string,
+  body: RevokeWithKey,
+  gate: CommitCheck | undefined,
+): Promise<RevokeResult> {
   const db = deps.store.db;
   const reason = body.reason.trim();
   if (auth.tenantId !== null) {
     if (!(await findDelegation(db, auth.tenantId, hash))) throw notFound(hash, ' for this tenant');
-    const [r] = await applyRevocation(deps, [auth.tenantId], hash, reason, { kind: 'api_key', id: auth.keyId }, {});
+    const [r] = await applyRevocation(deps, [auth.tenantId], hash, reason, { kind: 'api_key', id: auth.keyId }, {}, gate);
     return { ...summary(hash, r!), tenant_id: r!.tenant_id };
   }
   const tenants = [...new Set(await tenantsHoldingDelegation(db, hash))].sort();
   if (tenants.length === 0) throw notFound(hash, ' in any tenant');
-  const results = await applyRevocation(deps, tenants, hash, reason, { kind: 'admin', id: auth.keyId }, {});
+  const results = await applyRevocation(deps, tenants, hash, reason, { kind: 'admin', id: auth.keyId }, {}, gate);
   return {
     ...summary(hash, results[0]!),
     tenant_id: results[0]!.tenant_id,
@@ -76,7 +83,12 @@ export async function revokeWithKey(deps: ServiceDeps, auth: AuthContext, hash: 
  * revoke the grant it received. The answer names no tenant: no tenant id and
  * no service receipt (its signed claims name the tenant); a key of the tenant reads it.
  */
-export async function revokeWithSignature(deps: ServiceDeps, hash: string, jws: string): Promise<RevokeResult> {
+export async function revokeWithSignature(
+  deps: ServiceDeps,
+  hash: string,
+  jws: string,
+  gate: CommitCheck | undefined,
+): Promise<RevokeResult> {
   const db = deps.store.db;
   const rev: VerifiedRevocation = readRevocation(jws, { target: hash, now: deps.now(), clockSkewSeconds: deps.config.clockSkewSeconds });
   const iss = rev.payload.iss;
@@ -107,6 +119,7 @@ export async function revokeWithSignature(deps: ServiceDeps, hash: string, jws: 
     {
       revocation: { hash: rev.hash, jti: rev.payload.jti, iat: rev.payload.iat, signer_role: as },
     },
+    gate,
   );
   return { ...keylessView(summary(hash, results[0]!), results[0]!.revokerRecorded), service_receipt: null };
 }
@@ -153,9 +166,10 @@ async function applyRevocation(
   reason: string | null,
   revokedBy: RevokedBy,
   extra: Record<string, unknown>,
+  gate: CommitCheck | undefined,
 ): Promise<TenantRevocation[]> {
   const now = deps.now();
-  const results = await deps.store.db.transaction(async (tx) => {
+  const results = await transactionBehind(deps.store.db, gate, async (tx) => {
     const out: TenantRevocation[] = [];
     for (const tenantId of tenants) {
       const mark = await markRevoked(tx, tenantId, hash, reason);

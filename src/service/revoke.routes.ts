@@ -33,12 +33,12 @@ export function revokeRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
         });
       }
       const body = parseRequest(RevokeWithSignatureRequest, raw, 'request body');
-      return c.json(await revokeWithSignature(deps, hash, body.revocation), 200);
+      return c.json(await revokeWithSignature(deps, hash, body.revocation, c.get('commitGate')), 200);
     }
     const auth = await authenticateRequest(deps, c);
     assertScope(auth, ['issue', 'admin']);
     const body = await parseJsonBody(c, deps.config.maxBodyBytes, RevokeWithKeyRequest);
-    return c.json(await revokeWithKey(deps, auth, hash, body), 200);
+    return c.json(await revokeWithKey(deps, auth, hash, body, c.get('commitGate')), 200);
   });
 
   return r;

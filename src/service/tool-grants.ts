@@ -19,7 +19,7 @@ import { BatonError } from '../protocol/errors.js';
 import type { DecisionOutcome, GrantStatus } from '../protocol/lists.js';
 import { effectiveLimits, type Policy } from '../protocol/policy.js';
 import { detectTrifecta, explainTrifecta } from '../protocol/trifecta.js';
-import type { Db } from '../store/db.js';
+import { transactionBehind, type CommitCheck, type Db } from '../store/db.js';
 import { rotationLineage } from '../store/api-keys.js';
 import { decideGrantRow, findGrant, insertPendingGrant, listGrants, type GrantRow } from '../store/approvals.js';
 import { insertServiceReceipt } from '../store/service-receipts.js';
@@ -132,6 +132,7 @@ export async function decideGrant(
   outcome: DecisionOutcome,
   triple: GuardrailTriple,
   decidedBy: string,
+  gate: CommitCheck | undefined,
 ): Promise<GrantJson> {
   const now = deps.now();
   const serviceReceipt = signServiceReceipt(deps.signer, {
@@ -143,7 +144,7 @@ export async function decideGrant(
   });
   // A key rotated from or into the one that submitted the held record is the same holder.
   const decider = await rotationLineage(deps.store.db, decidedBy);
-  const decided = await deps.store.db.transaction(async (tx) => {
+  const decided = await transactionBehind(deps.store.db, gate, async (tx) => {
     const row = await decideGrantRow(tx, tenantId, hash, outcome, { decidedBy, decider, actor: triple.actor, reason: triple.reason, now });
     if (row) await insertServiceReceipt(tx, serviceReceipt);
     return row;

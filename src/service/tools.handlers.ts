@@ -15,7 +15,7 @@ export function toolRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
 
   serve(app, publishToolsRoute, adminOnly(deps), async (c) => {
     const body = await parseJsonBody(c, deps.config.maxBodyBytes, PublishToolsRequest);
-    const stored = await publishToolDocument(deps, c.req.param('tenant'), body, c.get('auth').keyId);
+    const stored = await publishToolDocument(deps, c.req.param('tenant'), body, c.get('auth').keyId, c.get('commitGate'));
     const published = toolDocumentJson(stored);
     deps.log.info('tool catalog published', {
       tenant_id: c.req.param('tenant'),

@@ -24,6 +24,7 @@ import {
 import { BatonError } from '../protocol/errors.js';
 import { sha256Hex } from '../protocol/hash.js';
 import { canonicalJson } from '../protocol/jcs.js';
+import { transactionBehind, type CommitCheck } from '../store/db.js';
 import { insertServiceReceipt } from '../store/service-receipts.js';
 import { currentToolDocument, insertToolDocument, toolDocumentVersion, type StoredToolDocument } from '../store/tools.js';
 import { signServiceReceipt } from './service-receipts.js';
@@ -142,6 +143,7 @@ export async function publishToolDocument(
   tenantId: string,
   input: PublishToolsInput,
   publishedBy: string,
+  gate: CommitCheck | undefined,
 ): Promise<StoredToolDocument> {
   const version = input.base_version + 1;
   const catalog = parseCatalog({ version, tools: input.tools });
@@ -172,7 +174,7 @@ export async function publishToolDocument(
       published_by: publishedBy,
     },
   });
-  await deps.store.db.transaction(async (tx) => {
+  await transactionBehind(deps.store.db, gate, async (tx) => {
     // Another publish took this version since the check above: the base is stale.
     if (!(await insertToolDocument(tx, { tenantId, version, document, hash, createdBy: publishedBy })))
       throw staleBase(input.base_version, version);

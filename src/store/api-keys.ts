@@ -3,7 +3,7 @@
 // in the result of the function that minted it, and is never stored or logged.
 import { createHash, randomBytes } from 'node:crypto';
 import { and, asc, eq, gt, isNull, or, sql } from 'drizzle-orm';
-import type { Db } from './db.js';
+import { transactionBehind, type CommitCheck, type Db } from './db.js';
 import { inExistingTenant } from './errors.js';
 import { newId } from './ids.js';
 import { rows } from './rows.js';
@@ -119,12 +119,14 @@ export function listTenantApiKeys(db: Db, tenantId: string): Promise<ApiKeyInfo[
  * live began before it. revoked_at is only ever tested for NULL, so a later
  * time lets nothing through. `db` must not be inside a transaction.
  */
-export async function revokeApiKey(db: Db, id: string): Promise<ApiKeyInfo | undefined> {
-  const [revoked] = await db
-    .update(apiKeys)
-    .set({ revokedAt: sql`now()` })
-    .where(and(eq(apiKeys.id, id), isNull(apiKeys.revokedAt)))
-    .returning(infoColumns);
+export async function revokeApiKey(db: Db, id: string, gate?: CommitCheck): Promise<ApiKeyInfo | undefined> {
+  const [revoked] = await transactionBehind(db, gate, (tx) =>
+    tx
+      .update(apiKeys)
+      .set({ revokedAt: sql`now()` })
+      .where(and(eq(apiKeys.id, id), isNull(apiKeys.revokedAt)))
+      .returning(infoColumns),
+  );
   if (!revoked) {
     const [already] = await db.select(infoColumns).from(apiKeys).where(eq(apiKeys.id, id));
     return already;
@@ -234,8 +236,9 @@ export async function rotateApiKey(
   db: Db,
   id: string,
   opts: { graceSeconds: number; expiresInSeconds: number | null },
+  gate?: CommitCheck,
 ): Promise<RotateOutcome> {
-  const outcome = await rotateInTransaction(db, id, opts);
+  const outcome = await rotateInTransaction(db, id, opts, gate);
   // A grace of a minute or more outlasts any transaction: the expiry cannot have passed at the commit.
   if (outcome.kind !== 'rotated' || opts.graceSeconds >= 60) return outcome;
   const [stamped] = await bestEffortAfterCommit(
@@ -265,8 +268,13 @@ function bestEffortAfterCommit<T>(write: Promise<T[]>): Promise<T[]> {
   return Promise.race([write.catch(() => []), waited]).finally(() => clearTimeout(timer));
 }
 
-function rotateInTransaction(db: Db, id: string, opts: { graceSeconds: number; expiresInSeconds: number | null }): Promise<RotateOutcome> {
-  return db.transaction(async (tx) => {
+function rotateInTransaction(
+  db: Db,
+  id: string,
+  opts: { graceSeconds: number; expiresInSeconds: number | null },
+  gate: CommitCheck | undefined,
+): Promise<RotateOutcome> {
+  return transactionBehind(db, gate, async (tx) => {
     const [old] = await tx
       .select({ ...infoColumns, live: sql<boolean>`${isLive()}` })
       .from(apiKeys)

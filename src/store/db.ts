@@ -32,6 +32,24 @@ export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
  */
 export type RawQuery = (text: string, params: readonly unknown[]) => Promise<Record<string, unknown>[]>;
 
+/** Asked just before a commit; throws to roll the transaction back instead (the service's CommitGate). */
+export interface CommitCheck {
+  beforeCommit(): void;
+}
+
+/**
+ * `db.transaction(fn)`, asking `gate` after `fn` and before the commit: a write request answered
+ * 503 while its work waited for the database rolls back when the database answers. With no gate
+ * (work no request waits for), it commits as `db.transaction` does.
+ */
+export async function transactionBehind<T>(db: Db, gate: CommitCheck | undefined, fn: (tx: Tx) => Promise<T>): Promise<T> {
+  return db.transaction(async (tx) => {
+    const result = await fn(tx);
+    gate?.beforeCommit();
+    return result;
+  });
+}
+
 export interface Store {
   db: Db;
   kind: 'postgres' | 'pglite';

@@ -2,7 +2,7 @@
 // checkpoints and cosignatures are append-only; only the pending queue
 // loses rows, when the integrator has turned them into leaves.
 import { and, asc, desc, eq, gte, lt, sql } from 'drizzle-orm';
-import type { Db } from './db.js';
+import { transactionBehind, type CommitCheck, type Db } from './db.js';
 import { rows } from './rows.js';
 import {
   logCheckpoints,
@@ -309,8 +309,9 @@ export async function insertCosignatureWithinCaps(
   db: Db,
   row: { tenantId: string; treeSize: number; witnessKey: string; line: string; postedByKey: string },
   caps: { readonly perKey: number; readonly perCheckpoint: number },
+  gate?: CommitCheck,
 ): Promise<CosignatureStored> {
-  return db.transaction(async (tx) => {
+  return transactionBehind(db, gate, async (tx) => {
     await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`cosignatures of ${row.tenantId} ${row.treeSize}`}, 0))`);
     const cosigned = await tx
       .select({ witnessKey: logCosignatures.witnessKey, postedByKey: logCosignatures.postedByKey })

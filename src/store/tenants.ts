@@ -1,7 +1,7 @@
 // Tenants and the root DIDs each tenant trusts. Query functions only: they
 // report what they found as data; the service decides what that means in HTTP.
 import { and, asc, eq, ne, sql } from 'drizzle-orm';
-import type { Db } from './db.js';
+import { transactionBehind, type CommitCheck, type Db } from './db.js';
 import { newId } from './ids.js';
 import { delegations, tenants, trustedRoots, type Tenant, type TrustedRoot } from './schema/index.js';
 
@@ -41,8 +41,14 @@ export type AddTrustedRootResult =
  * scoped advisory lock, so two concurrent adds of one DID to two tenants cannot
  * both pass the "no other tenant trusts it" check.
  */
-export function addTrustedRoot(db: Db, tenantId: string, did: string, label: string | null): Promise<AddTrustedRootResult> {
-  return db.transaction(async (tx) => {
+export function addTrustedRoot(
+  db: Db,
+  tenantId: string,
+  did: string,
+  label: string | null,
+  gate?: CommitCheck,
+): Promise<AddTrustedRootResult> {
+  return transactionBehind(db, gate, async (tx) => {
     await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`baton:trusted-root:${did}`}, 0))`);
     const [tenant] = await tx.select({ id: tenants.id }).from(tenants).where(eq(tenants.id, tenantId)).limit(1);
     if (!tenant) return { kind: 'no-tenant' } as const;

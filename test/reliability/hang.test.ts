@@ -12,8 +12,11 @@
  *   changes nothing: the API key lookup (a key the node has not cached) and
  *   every read answer 503, where they used to wait as long as the pool did.
  * - A write (a revocation, say) stops waiting at its own, longer deadline: a
- *   503 that says the change may still be applied, which it is once the
- *   database resumes. Before, it waited as long as the database was paused.
+ *   503 that says the change was not applied. Its work goes on once the
+ *   database resumes, and rolls back instead of committing (a revocation its
+ *   client was told failed stays unapplied); sent again, it is applied. Before,
+ *   it waited as long as the database was paused, then (stop 40) committed
+ *   after its 503.
  *
  * The processes are always resumed (finally), also when the test fails.
  */
@@ -160,7 +163,7 @@ describe('a hanging database', () => {
     expect(again.body.retry).toBe(false);
   }, 90_000);
 
-  it('a write stops waiting at its own deadline: 503 saying it may still be applied, and it is', async () => {
+  it('a write stops waiting at its own deadline: 503 saying it was not applied, and it is not when PostgreSQL resumes', async () => {
     const root = grantRoot(tenant, { max_calls: 100 });
     const leaf = grantSub(root, { max_calls: 100 });
     await registerDelegations(node!.url, tenant, [root.dr, leaf.dr]);
@@ -182,17 +185,29 @@ describe('a hanging database', () => {
     const waited = performance.now() - started;
     expect(reply.status, JSON.stringify(reply.body ?? reply.error)).toBe(503);
     expect(reply.body.error.code).toBe('STORAGE_UNAVAILABLE');
-    expect(reply.body.error.message).toMatch(/may still be applied/);
-    expect(reply.body.error.suggestion).toMatch(/Read it back/);
+    expect(reply.body.error.message).toMatch(/The change was not applied/);
+    expect(reply.body.error.suggestion).toMatch(/^Send it again/);
     // Not at the verify's shorter deadline: a write gets its own.
     expect(waited).toBeGreaterThanOrEqual(WRITE_DEADLINE_MS - 50);
 
-    // The abandoned write committed once PostgreSQL resumed, as the answer warned.
-    let read = await request(node!.url, 'GET', `/v1/delegations/${leaf.dr.hash}`, { key: tenant.keys.issue, timeoutMs: 20_000 });
-    for (let i = 0; i < 50 && (read.status !== 200 || read.body.status !== 'revoked'); i++) {
+    // Once PostgreSQL answers again, the abandoned work finishes by rolling back; the record stays active.
+    const read = async () => request(node!.url, 'GET', `/v1/delegations/${leaf.dr.hash}`, { key: tenant.keys.issue, timeoutMs: 20_000 });
+    let before = await read();
+    for (let i = 0; i < 50 && before.status !== 200; i++) {
       await sleep(200);
-      read = await request(node!.url, 'GET', `/v1/delegations/${leaf.dr.hash}`, { key: tenant.keys.issue, timeoutMs: 20_000 });
+      before = await read();
     }
-    expect(read.body.status).toBe('revoked');
+    expect(before.status).toBe(200);
+    await sleep(1_000); // long past the few statements the abandoned work had left
+    expect((await read()).body.status).toBe('active');
+
+    // Sent again, as the answer said: revoked now, by this request (not found already revoked).
+    const again = await request(node!.url, 'POST', `/v1/delegations/${leaf.dr.hash}/revoke`, {
+      json: { revocation: revocation.jws },
+      timeoutMs: 20_000,
+    });
+    expect(again.status, JSON.stringify(again.body ?? again.error)).toBe(200);
+    expect(again.body.already_revoked).toBe(false);
+    expect((await read()).body.status).toBe('revoked');
   }, 90_000);
 });
