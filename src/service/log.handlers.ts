@@ -22,9 +22,17 @@ import { checkWitnessName, cosignatureVerifier, cosignaturesOf, MAX_COSIGNATURE_
 import { BatonError } from '../protocol/errors.js';
 import { formatEntryBundle, parseTilePath, tileInTree, TILE_WIDTH } from '../protocol/tiles.js';
 import { bytesEqual, encodeBase64, utf8 } from '../protocol/tlog-input.js';
-import { checkpointOfSize, entriesAt, insertCosignatureWithinCaps, isPending, leafOfServiceReceipt } from '../store/log.js';
+import { checkpointOfSize, entriesAt, fixedLogName, insertCosignatureWithinCaps, isPending, leafOfServiceReceipt } from '../store/log.js';
 import { requireScope, tenantOf } from './auth.js';
-import { consistencyHashes, inclusionBundle, logOrigin, logVerifierKeys, readTile, servedCheckpoint } from './log-tree.js';
+import {
+  consistencyHashes,
+  fixedNameRefusal,
+  inclusionBundle,
+  logOrigin,
+  logVerifierKeys,
+  readTile,
+  servedCheckpoint,
+} from './log-tree.js';
 import { newRouter, serve } from './router.js';
 import { parseJsonBody } from './validate.js';
 import { publishedServiceKeys } from './signer.js';
@@ -53,15 +61,31 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   const app = newRouter();
   // Read deps only when a request runs: route registration must touch no dependency.
   const db = () => deps.store.db;
-  const originOf = (tenantId: string) => logOrigin(deps.config.tlogName, tenantId);
+  // The logs' name is the one their first checkpoint fixed (log_name). A node started under another
+  // BATON_TLOG_NAME (two nodes on a new database, each with its own, both past the start's check)
+  // serves it too: under its own, it published verifier keys and signed size-0 checkpoints that no
+  // other node's checkpoints match, and refused every witness. Read until it is fixed, then kept.
+  let fixedName: string | undefined;
+  const servedLogName = async (): Promise<string> => {
+    if (fixedName === undefined) {
+      fixedName = await fixedLogName(db());
+      if (fixedName !== undefined && fixedName !== deps.config.tlogName) {
+        deps.log.warn(
+          `${fixedNameRefusal(deps.config.tlogName, fixedName)}: this node serves the logs under that name and integrates nothing into them. Restart it with BATON_TLOG_NAME=${fixedName}.`,
+        );
+      }
+    }
+    return fixedName ?? deps.config.tlogName;
+  };
+  const originOf = async (tenantId: string) => logOrigin(await servedLogName(), tenantId);
   const tenant = (c: Context<AppEnv>) => tenantOf(c.get('auth'));
-  const latest = (tenantId: string) => servedCheckpoint(db(), deps.signer, originOf(tenantId), tenantId);
+  const latest = async (tenantId: string) => servedCheckpoint(db(), deps.signer, await originOf(tenantId), tenantId);
 
   // Per route, not app.use: the sub-app adds no catch-all middleware to the app's routes.
   const audit = requireScope(deps, 'audit');
   app.openapi({ ...logInfoRoute, middleware: [audit] }, async (c) => {
     const tenantId = tenant(c);
-    const origin = originOf(tenantId);
+    const origin = await originOf(tenantId);
     const [cp, keys] = await Promise.all([latest(tenantId), publishedServiceKeys(db())]);
     return c.json(
       {
@@ -81,7 +105,7 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   app.openapi({ ...checkpointOfSizeRoute, middleware: [audit] }, async (c) => {
     const tenantId = tenant(c);
     const { size } = c.req.valid('param');
-    const cp = await servedCheckpoint(db(), deps.signer, originOf(tenantId), tenantId, size);
+    const cp = await servedCheckpoint(db(), deps.signer, await originOf(tenantId), tenantId, size);
     if (cp === undefined) throw notFound(`This log has no checkpoint of size ${size}.`);
     // Cosignatures may still be added, so even a past checkpoint is cached briefly.
     return c.text(cp.note, 200, { 'cache-control': SHORT });
@@ -137,7 +161,7 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     }
     if (leaf.jws === null)
       throw new BatonError('INTERNAL', { message: `The service receipt at log index ${leaf.leafIndex} is missing from the database.` });
-    const cp = await servedCheckpoint(db(), deps.signer, originOf(tenantId), tenantId, treeSize);
+    const cp = await servedCheckpoint(db(), deps.signer, await originOf(tenantId), tenantId, treeSize);
     if (cp === undefined || cp.size <= leaf.leafIndex)
       throw notFound(`Service receipt ${id} is not in a checkpoint of size ${treeSize ?? 'latest'}.`, { leaf_index: leaf.leafIndex });
     const proof = await inclusionBundle(db(), tenantId, leaf.leafIndex, cp);
@@ -171,7 +195,7 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     if (cosig === undefined || cosig.timestamp > deps.now() + MAX_COSIGNATURE_CLOCK_SKEW)
       throw new BatonError('NOTE_NOT_VERIFIED', { message: 'The cosignature is dated in the future.' });
     const checkpoint = parseCheckpoint(opened.text);
-    const stored = checkpoint.origin === originOf(tenantId) ? await checkpointOfSize(db(), tenantId, checkpoint.size) : undefined;
+    const stored = checkpoint.origin === (await originOf(tenantId)) ? await checkpointOfSize(db(), tenantId, checkpoint.size) : undefined;
     if (stored === undefined || parseNote(stored.note).text !== opened.text)
       throw notFound('This log never signed that checkpoint.', { tree_size: checkpoint.size });
     // A witness cannot have seen a checkpoint before the log signed it: an earlier date is a wrong

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cosignatureSigner } from '../../src/protocol/cosignature.js';
+import { cosignatureSigner, cosignedMessage } from '../../src/protocol/cosignature.js';
 import { rootOf } from '../../src/protocol/merkle.js';
 import {
   COSIGNATURE_V1,
@@ -19,7 +19,7 @@ import {
   signNote,
   verifierKey,
 } from '../../src/protocol/note.js';
-import { publicKeyFromSeed } from '../../src/protocol/ed25519.js';
+import { publicKeyFromSeed, signEd25519 } from '../../src/protocol/ed25519.js';
 import {
   auditLog,
   serviceReceiptLeafHash,
@@ -37,7 +37,17 @@ import { rows } from '../../src/store/rows.js';
 import { tryIntegratorLock } from '../../src/store/log.js';
 import { createDatabase, freshPglite } from '../setup/db.js';
 import { loadConfig } from '../../src/config.js';
-import { createTenantKey, serverConfigOf, setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+import {
+  callerOf,
+  createTenantKey,
+  serverConfigOf,
+  setupTenant,
+  startTestService,
+  type TestService,
+  type TestTenant,
+} from '../support/service.js';
+import { createApp } from '../../src/service/app.js';
+import { createServiceDeps } from '../../src/service/deps.js';
 
 let svc: TestService;
 let tenant: TestTenant;
@@ -293,6 +303,26 @@ describe('witnesses', () => {
       json: { witness_key: formatVerifierKey(witnessKey), checkpoint: forged },
     });
     expect(refused.status).toBe(404);
+  });
+
+  it('a cosignature dated past 2^53 is refused as dated in the future, not as a bad signature', async () => {
+    await receipt(tenant.id, 8050);
+    await integrateOnce(integrator());
+    const cp = await svc.call('GET', '/v1/log/checkpoint', { key: tenant.keys.audit });
+    const seed = randomBytes(32);
+    const witnessKey = verifierKey('far-future.example', COSIGNATURE_V1, publicKeyFromSeed(seed));
+    const t = 2n ** 64n - 1n;
+    const time = new Uint8Array(8);
+    new DataView(time.buffer).setBigUint64(0, t);
+    const cosigned = signNote(parseNote(cp.body), [
+      { key: witnessKey, sign: (text) => new Uint8Array([...time, ...signEd25519(seed, cosignedMessage(t, text))]) },
+    ]);
+    const refused = await svc.call('POST', '/v1/log/cosignatures', {
+      key: tenant.keys.audit,
+      json: { witness_key: formatVerifierKey(witnessKey), checkpoint: cosigned },
+    });
+    expect(refused.status, JSON.stringify(refused.body)).toBe(403);
+    expect(refused.body.error).toMatchObject({ code: 'NOTE_NOT_VERIFIED', message: 'The cosignature is dated in the future.' });
   });
 
   it('one audit key cannot take the slots of a checkpoint the other witnesses need, nor name a witness as the log', async () => {
@@ -646,6 +676,34 @@ describe("the logs' name", () => {
     expect(await rows<{ n: number }>(svc.store.db, sql`select count(*)::int as n from log_checkpoints`)).toEqual(before);
     // The node under the fixed name integrates what the other left pending.
     expect((await integrateOnce(integrator())).leaves).toBe(1);
+  });
+
+  it('a node under another name serves the logs under the fixed one, and says to restart it', async () => {
+    await receipt(tenant.id, 9160);
+    await integrateOnce(integrator());
+    const warned: string[] = [];
+    const other = await createServiceDeps({
+      store: svc.store,
+      config: loadConfig({
+        BATON_ADMIN_KEY: svc.adminKey,
+        BATON_MASTER_KEY: Buffer.from(svc.deps.masterKey).toString('hex'),
+        BATON_TLOG_NAME: 'two.example',
+      }),
+      log: { ...silentLogger, warn: (m: string) => void warned.push(m) },
+      masterKey: svc.deps.masterKey,
+      now: svc.deps.now,
+    });
+    const callOther = callerOf(createApp(other));
+    const idle = await setupTenant(svc, 'no receipts yet');
+    for (const t of [tenant, idle]) {
+      const [here, there] = await Promise.all([svc.call, callOther].map((call) => call('GET', '/v1/log', { key: t.keys.audit })));
+      expect(there!.body.origin).toBe(`baton.test/baton/${t.id}`);
+      expect(there!.body).toEqual(here!.body);
+      // The size-0 checkpoint of a log with no receipt is signed on demand: the same note on both nodes.
+      const notes = await Promise.all([svc.call, callOther].map((call) => call('GET', '/v1/log/checkpoint', { key: t.keys.audit })));
+      expect(notes[1]!.body).toBe(notes[0]!.body);
+    }
+    expect(warned).toEqual([expect.stringContaining('Restart it with BATON_TLOG_NAME=baton.test.')]);
   });
 
   it('a start reads the fixed name too: refused under another even before any checkpoint of its own', async () => {
