@@ -51,20 +51,27 @@ export function checkWitnessName(name: string): void {
 
 export interface Cosignature {
   readonly key: VerifierKey;
-  /** Unix seconds at which the witness cosigned. */
+  /**
+   * Unix seconds at which the witness cosigned: exact up to 2^53 - 1; above it (the u64 goes on to
+   * 2^64 - 1) a number past every real clock, so such a cosignature is dated in the future wherever
+   * times are compared, and counts for nothing.
+   */
   readonly timestamp: number;
 }
 
 /** The exact bytes a cosignature/v1 signature covers: header, time line, checkpoint text. */
-export function cosignedMessage(timestamp: number, checkpointText: Uint8Array): Uint8Array {
+export function cosignedMessage(timestamp: number | bigint, checkpointText: Uint8Array): Uint8Array {
   return concatBytes(utf8(`cosignature/v1\ntime ${timestamp}\n`), checkpointText);
 }
 
-/** Reads the u64 timestamp; undefined above 2^53 - 1 (the spec allows up to 2^63 - 1, no real clock gets there). */
-function timestampOf(signature: Uint8Array): number | undefined {
+/**
+ * Reads the u64 timestamp, whole: the signature covers its exact decimal, so one dated past 2^53
+ * still verifies as the witness's (reading it as unverifiable refused the whole note, the log's own
+ * signature with it, and told a witness its signature was bad where only its date was).
+ */
+function timestampOf(signature: Uint8Array): bigint | undefined {
   if (signature.length !== COSIGNATURE_BYTES) return undefined;
-  const t = new DataView(signature.buffer, signature.byteOffset, TIMESTAMP_BYTES).getBigUint64(0);
-  return t <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(t) : undefined;
+  return new DataView(signature.buffer, signature.byteOffset, TIMESTAMP_BYTES).getBigUint64(0);
 }
 
 /** A witness signer that cosigns at `timestamp`; it refuses texts that are not checkpoints. */
@@ -100,7 +107,7 @@ export function cosignatureVerifier(key: VerifierKey): NoteVerifier {
 export function cosignaturesOf(note: VerifiedNote): Cosignature[] {
   return note.verified.flatMap(({ key, signature }) => {
     const timestamp = key.type === COSIGNATURE_V1 ? timestampOf(signature) : undefined;
-    return timestamp === undefined ? [] : [{ key, timestamp }];
+    return timestamp === undefined ? [] : [{ key, timestamp: Number(timestamp) }];
   });
 }
 

@@ -10,6 +10,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { formatCheckpoint } from '../../src/protocol/checkpoint.js';
 import { cosignatureSigner, cosignedMessage, MAX_COSIGNATURE_CLOCK_SKEW } from '../../src/protocol/cosignature.js';
+import { signEd25519 } from '../../src/protocol/ed25519.js';
 import { inclusionProof, leafHash, rootOf, subtreeHashesOf, type Hash } from '../../src/protocol/merkle.js';
 import { COSIGNATURE_V1, ed25519NoteSigner, parseNote, signNote, verifierKey, type NoteSigner } from '../../src/protocol/note.js';
 import { formatTlogProof, openCheckpoint, parseTlogProof, verifyTlogProof, type LogPolicy } from '../../src/protocol/tlog-proof.js';
@@ -101,6 +102,22 @@ describe('openCheckpoint', () => {
     ]);
     expect(openCheckpoint(note, policy(1), NOW).cosignatures).toHaveLength(2);
     expect(codeOf(() => openCheckpoint(note, policy(2), NOW))).toBe('COSIGNATURES_INSUFFICIENT');
+  });
+
+  it('takes a cosignature dated past 2^53 (the u64 allows it) as the witness signed it: verified, and dated in the future', () => {
+    const witness = witnesses[0]!(0);
+    for (const t of [2n ** 53n + 5n, 2n ** 64n - 1n]) {
+      const time = new Uint8Array(8);
+      new DataView(time.buffer).setBigUint64(0, t);
+      const dated: NoteSigner = {
+        key: witness.key,
+        sign: (text) => new Uint8Array([...time, ...signEd25519(seed(11), cosignedMessage(t, text))]),
+      };
+      const note = signedCheckpoint(1, root, [log, dated]);
+      // The log's own signature stands: the note is not refused for the witness's date.
+      expect(openCheckpoint(note, policy(0), NOW).cosignatures.map((c) => c.timestamp > NOW + MAX_COSIGNATURE_CLOCK_SKEW)).toEqual([true]);
+      expect(codeOf(() => openCheckpoint(note, policy(1), NOW))).toBe('COSIGNATURES_INSUFFICIENT');
+    }
   });
 
   it('rejects the checkpoint when a trusted witness cosignature does not verify', () => {
