@@ -183,6 +183,13 @@ function proofAnswerFrom(value: unknown, where: string, help: string): ServiceRe
       `${where} is not a proof answer: expected {"service_receipt": {"id", "jws"}, "leaf_index", "tree_size", "proof"} (baton log proof --save)`,
       help,
     );
+  // A bundle that cannot be read (CR LF line endings, a missing line) proves nothing either way.
+  try {
+    parseTlogProof(a.proof!);
+  } catch (e) {
+    if (e instanceof BatonError) throw new UsageError(`${where}: its proof cannot be read: ${e.code}: ${e.message}`, help);
+    throw e;
+  }
   return a as ServiceReceiptLogProof;
 }
 

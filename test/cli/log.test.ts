@@ -160,6 +160,14 @@ describe('baton log proof and check', () => {
       expect(r.out, name).toMatch(/^INVALID/);
       expect(r.out, name).toMatch(reason);
     }
+    // A proof saved with CR LF line endings cannot be read: unusable input, not a verdict on the receipt.
+    writeFileSync(
+      join(dir, 'crlf.json'),
+      JSON.stringify({ ...saved, proof: (saved as unknown as { proof: string }).proof.replace(/\n/g, '\r\n') }),
+    );
+    const crlf = await run(['log', 'check', join(dir, 'crlf.json'), '--trust', trust]);
+    expect(crlf.code, crlf.out + crlf.err).toBe(2);
+    expect(crlf.err).toMatch(/its proof cannot be read: MALFORMED_LOG_PROOF: .*CR LF/);
     // Keys of another log: the checkpoint does not open.
     const info = JSON.parse(readFileSync(trust, 'utf8')) as { origin: string; logKeys: string[] };
     writeFileSync(join(dir, 'other-origin.json'), JSON.stringify({ ...info, origin: `${info.origin}-elsewhere` }));
