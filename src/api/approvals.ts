@@ -184,7 +184,9 @@ const decideApprovalRoute = (what: 'approve' | 'reject') =>
         'The key lacks the `approve` scope or is the admin key (`FORBIDDEN`), or it asked for this approval itself (`SELF_APPROVAL`).',
       ),
       404: NotFoundResponse('This tenant has no such approval (`NOT_FOUND`).'),
-      409: ConflictResponse('The approval is no longer pending (`CONFLICT`).'),
+      409: ConflictResponse(
+        'The approval is no longer pending, or (approving) a delegation of its chain was revoked, so the call can never run (`CONFLICT`, `details.revoked_dr`).',
+      ),
       ...decisionRefusals,
     },
   });
@@ -219,7 +221,9 @@ export const signedDecisionRoute = createRoute({
       'The signature does not verify (`SIGNATURE_INVALID`); the signer requested this approval itself (`SELF_APPROVAL`); or the approval expired (`APPROVAL_EXPIRED`).',
     ),
     404: NotFoundResponse('No approval with this id accepts decisions from the signer: unknown id or unlisted signer alike (`NOT_FOUND`).'),
-    409: ConflictResponse("The approval is no longer pending, or this signer already used the record's `jti` (`CONFLICT`)."),
+    409: ConflictResponse(
+      "The approval is no longer pending, an approving record's call goes through a revoked delegation (`details.revoked_dr`), or this signer already used the record's `jti` (`CONFLICT`).",
+    ),
     413: PayloadTooLargeResponse(),
     ...failures,
   },

@@ -3427,7 +3427,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The approval is no longer pending (`CONFLICT`). */
+      /** @description The approval is no longer pending, or (approving) a delegation of its chain was revoked, so the call can never run (`CONFLICT`, `details.revoked_dr`). */
       409: {
         headers: {
           [name: string]: unknown;
@@ -3526,7 +3526,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The approval is no longer pending (`CONFLICT`). */
+      /** @description The approval is no longer pending, or (approving) a delegation of its chain was revoked, so the call can never run (`CONFLICT`, `details.revoked_dr`). */
       409: {
         headers: {
           [name: string]: unknown;
@@ -3616,7 +3616,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The approval is no longer pending, or this signer already used the record's `jti` (`CONFLICT`). */
+      /** @description The approval is no longer pending, an approving record's call goes through a revoked delegation (`details.revoked_dr`), or this signer already used the record's `jti` (`CONFLICT`). */
       409: {
         headers: {
           [name: string]: unknown;

@@ -34,7 +34,7 @@ import { readChainState } from '../store/runtime.js';
 import { transactionBehind, type CommitCheck, type Db } from '../store/db.js';
 import { insertServiceReceipt } from '../store/service-receipts.js';
 import { currentToolDocument } from '../store/tools.js';
-import type { ApprovalRow } from '../store/schema/index.js';
+import type { ApprovalRow, Delegation } from '../store/schema/index.js';
 import { pushPendingApproval } from './approval-webhook.js';
 import { signServiceReceipt } from './service-receipts.js';
 import { toolDocumentOf } from './tools.js';
@@ -324,7 +324,18 @@ export async function decideApproval(
     });
   }
   const transition = (outcome === 'approved' ? approve : reject)(asProtocolApproval(row), triple, { decided_by: decidedBy, now });
-  if (transition.ok) throw new BatonError('CONFLICT', { message: `Approval ${id} changed while it was being decided; read it again.` });
+  if (transition.ok) {
+    const stored = outcome === 'approved' ? await delegationsByHash(db, tenantId, row.drChain) : new Map<string, Delegation>();
+    const revoked = row.drChain.find((hash) => stored.get(hash)?.revokedAt != null);
+    if (revoked !== undefined) {
+      throw new BatonError('CONFLICT', {
+        message: `Approval ${id} is for a call through delegation ${revoked}, which was revoked: the call can never run, so it cannot be approved.`,
+        suggestion: `Reject it (POST /v1/approvals/${id}/reject, or baton approvals reject), or leave it to expire.`,
+        details: { approval_id: id, status: row.status, revoked_dr: revoked },
+      });
+    }
+    throw new BatonError('CONFLICT', { message: `Approval ${id} changed while it was being decided; read it again.` });
+  }
   // CONFLICT here means already decided (or used): the generic "fresh identifier / resend" advice fits nothing.
   const suggestion = transition.code === 'CONFLICT' ? decidedSuggestion(id, transition.status, row.expiresAt) : undefined;
   throw new BatonError(transition.code, {

@@ -6,7 +6,7 @@ import { and, asc, count, desc, eq, gt, inArray, lte, ne, sql } from 'drizzle-or
 import type { Db } from './db.js';
 import { textArray } from './rows.js';
 import type { ApprovalStatus, DecisionOutcome } from '../protocol/lists.js';
-import { approvals, grantApprovals, toolCatalogs, type ApprovalRow } from './schema/index.js';
+import { approvals, delegations, grantApprovals, toolCatalogs, type ApprovalRow } from './schema/index.js';
 
 export type NewApprovalRow = typeof approvals.$inferInsert;
 
@@ -177,6 +177,12 @@ export async function decideApprovalRow(
         // Nor any key of the decider's rotation lineage: a successor is the same holder.
         sql`(${approvals.requestedByKey} is null or not (${approvals.requestedByKey} = any(${textArray(d.decider)})))`,
         sql`not (${approvals.askedByKeys} && ${textArray(d.decider)})`,
+        // A call through a revoked delegation can never run: approving it would record a permission nothing can use.
+        ...(outcome === 'approved'
+          ? [
+              sql`not exists (select 1 from ${delegations} where ${delegations.tenantId} = ${tenantId} and ${delegations.hash} = any(${approvals.drChain}) and ${delegations.revokedAt} is not null)`,
+            ]
+          : []),
         // The signer was listed in this version: no newer one may have replaced the approvers meanwhile.
         ...(signed === undefined
           ? []

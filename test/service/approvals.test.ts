@@ -234,6 +234,30 @@ describe('require_approval', () => {
   });
 });
 
+describe('an approval whose chain was revoked', () => {
+  it('cannot be approved (the call can never run), and can still be rejected', async () => {
+    const c = chain();
+    const id = (await verify(c.invoke(ARGS, { iat: T0 }).bundle)).body.approval.id as string;
+    const revoked = await svc.call('POST', `/v1/delegations/${encodeURIComponent(c.drs[0]!.hash)}/revoke`, {
+      key: tenant.keys.issue,
+      json: { confirm: true, reason: 'root withdrawn' },
+    });
+    expect(revoked.status).toBe(200);
+    const approved = await decide(id, 'approve', triple);
+    expect(approved.status, JSON.stringify(approved.body)).toBe(409);
+    expect(approved.body.error).toMatchObject({
+      code: 'CONFLICT',
+      details: { approval_id: id, status: 'pending', revoked_dr: c.drs[0]!.hash },
+    });
+    expect(approved.body.error.message).toContain('was revoked');
+    const [row] = await svc.store.db.select().from(approvals).where(eq(approvals.id, id));
+    expect(row!.status).toBe('pending');
+    const rejected = await decide(id, 'reject', triple);
+    expect(rejected.status, JSON.stringify(rejected.body)).toBe(200);
+    expect(rejected.body.status).toBe('rejected');
+  });
+});
+
 describe('what an approval covers', () => {
   it('the approver sees the call: its command and its args as signed', async () => {
     const c = chain();
