@@ -121,6 +121,31 @@ describe('a hanging database', () => {
     expect(again.body.retry).toBe(false);
   }, 90_000);
 
+  it('a node that stalls past the deadline while PostgreSQL answers: no verify answered 503 was counted', async () => {
+    // A long collection, CPU throttling or a paused process: the statements are decided and their
+    // answers wait in the node's sockets, but its deadline timers run first when it resumes.
+    const root = grantRoot(tenant, { max_calls: 1_000 });
+    const leaf = grantSub(root, { max_calls: 1_000 });
+    await registerDelegations(node!.url, tenant, [root.dr, leaf.dr]);
+    const [warm, ...calls] = preSign([leaf], 41, 'node-stall');
+    expect((await verify(node!.url, tenant, warm!.bundle)).status).toBe(200);
+
+    const replies = calls.map((call) => verify(node!.url, tenant, call.bundle, 20_000));
+    await sleep(15);
+    signalAll([node!.pid], 'SIGSTOP');
+    try {
+      await sleep(DEADLINE_MS + 500);
+    } finally {
+      signalAll([node!.pid], 'SIGCONT');
+    }
+    const answered = await Promise.all(replies);
+    const stored = (await auditDatabase(dbUrl, tenant.id)).storedJtis;
+    const wrong = calls.filter((call, i) => (answered[i]!.status === 503) === stored.has(call.jti));
+    expect(answered.map((r) => r.status).filter((s) => s !== 200 && s !== 503)).toEqual([]);
+    // Counted exactly when allowed: an answer that arrived in time is read, and a 503 counted nothing.
+    expect(wrong.map((call) => `${call.jti}: ${answered[calls.indexOf(call)]!.status}`)).toEqual([]);
+  }, 90_000);
+
   it('a key lookup and a read stop waiting at the deadline too: 503, not a hang', async () => {
     const root = grantRoot(tenant, { max_calls: 100 });
     const leaf = grantSub(root, { max_calls: 100 });
