@@ -56,7 +56,9 @@ Options:
                            receipts and the served log keys are checked against them
   --previous <file>        an earlier checkpoint note to check consistency with
   --root <did>             a root DID the tenant trusts (repeatable); without it a
-                           decision's root is not checked for trust, and the report says so
+                           decision's root is not checked for trust, and the report says so.
+                           Pin the custodial root too if the tenant issues through Baton
+                           (custodial_did in the answer of POST /v1/delegations/issue)
   --max-pending <s>        report a service receipt still outside the log after this
                            long: a stopped log or a stale checkpoint (default 600)
   --invocation-max-age <s> the service's BATON_INVOCATION_MAX_AGE (default 300)

@@ -240,6 +240,25 @@ function servedSubstitutions(chain: ServedChain, leaf: string): DecisionProblem[
   return out;
 }
 
+/**
+ * What a chain that does not verify is found to be. A root that is only missing from the pinned
+ * roots is said as such, not as the protocol's "not a trusted root here": a tenant also trusts the
+ * custodial root Baton signs with for it, which auditors tend not to know to pin (an outside probe
+ * read the finding as tampering).
+ */
+function chainInvalid(what: string, decision: { readonly violations: readonly Violation[] }): DecisionProblem {
+  const roots = decision.violations.filter((v) => v.code === 'UNTRUSTED_ROOT');
+  if (roots.length > 0 && roots.length === decision.violations.length) {
+    return {
+      kind: 'chain-invalid',
+      detail:
+        `${what}: its root is issued by ${String(roots[0]!.actual)}, which is not among the roots this audit pins (--root, trustedRoots). ` +
+        'If the tenant trusts it (as it does its custodial root, the custodial_did that POST /v1/delegations/issue answers), pin it too; if not, the service accepted a chain from a root the tenant does not trust.',
+    };
+  }
+  return { kind: 'chain-invalid', detail: `${what}: ${violationText(decision)}` };
+}
+
 const violationText = (v: { readonly violations: readonly Violation[] }) =>
   v.violations
     .map((x) => `${x.code} at ${x.dr_index === undefined ? '' : `dr ${x.dr_index} `}${x.field}${x.message ? ` (${x.message})` : ''}`)
@@ -274,8 +293,7 @@ function checkAllow(d: LoggedDecision, r: DecisionRecords, o: DecisionCheckOptio
   if (problems.length > 0) return problems;
 
   const decision = verifyChain({ bundle_version: DRS_VERSION, invocation: r.invocation, receipts: r.chain.receipts }, verifyOptions(d, o));
-  if (!decision.valid)
-    return [{ kind: 'chain-invalid', detail: `the chain does not authorise the invocation: ${violationText(decision)}` }];
+  if (!decision.valid) return [chainInvalid('the chain does not authorise the invocation', decision)];
   const c = decision.context;
   const differs = (what: string, signed: unknown, logged: unknown) =>
     signed === logged
@@ -305,7 +323,7 @@ function checkAccepted(d: LoggedDecision, r: DecisionRecords, o: DecisionCheckOp
   ];
   // A DR may be stored before its nbf; everything else must hold when it was accepted.
   const decision = verifyDelegations(r.chain.receipts, { ...verifyOptions(d, o), allowNotYetValid: true });
-  if (!decision.valid) shape.push({ kind: 'chain-invalid', detail: `the accepted chain does not verify: ${violationText(decision)}` });
+  if (!decision.valid) shape.push(chainInvalid('the accepted chain does not verify', decision));
   return shape;
 }
 
