@@ -278,7 +278,8 @@ const SERVICE_ERRORS = {
   },
   PAYLOAD_TOO_LARGE: {
     message: 'The request body is larger than Baton accepts.',
-    suggestion: 'Send chains by reference (empty receipts) or split the request.',
+    suggestion:
+      'Send a smaller body (the limit is BATON_MAX_BODY_BYTES, 256 KiB by default). A verify can send its stored chain by reference (empty receipts), and many records can be submitted in several requests.',
   },
   UNPROCESSABLE: {
     message: 'The request is well-formed but Baton refuses it.',

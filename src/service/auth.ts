@@ -290,8 +290,15 @@ export function assertScope(auth: AuthContext, scopes: readonly ApiKeyScope[]): 
       ? scopes.includes('admin') && auth.scopes.includes('admin')
       : scopes.some((s) => s !== 'admin' && auth.scopes.includes(s));
   if (!allowed) {
+    const tenantScopes = scopes.filter((s) => s !== 'admin');
     throw new BatonError('FORBIDDEN', {
       message: `This route needs an API key with one of the scopes: ${scopes.join(', ')}.`,
+      // The operator holding the admin key cannot "ask the operator": what it lacks is a key of a tenant.
+      ...(auth.tenantId === null && tenantScopes.length > 0
+        ? {
+            suggestion: `The admin key belongs to no tenant, and this route serves a tenant's data. Create a key of the tenant with the scope ${tenantScopes.join(' or ')} (POST /v1/admin/tenants/{tenant}/api-keys, or baton keys create) and use it here.`,
+          }
+        : {}),
       details: { required_scopes: [...scopes] },
     });
   }

@@ -167,6 +167,13 @@ describe('POST /v1/admin/tenants', () => {
     });
   });
 
+  it('says a missing name is required, and a name of another type is not a string', async () => {
+    const missing = await svc.call('POST', '/v1/admin/tenants', { key: admin, json: {} });
+    expect(missing.body.error.message).toBe('The request body is not valid: name is required (a string).');
+    const number = await svc.call('POST', '/v1/admin/tenants', { key: admin, json: { name: 42 } });
+    expect(number.body.error.message).toBe('The request body is not valid: name must be a string.');
+  });
+
   it.each([
     ['a duplicate key', '{"name":"a","name":"b"}'],
     ['invalid JSON', '{"name":'],
@@ -182,7 +189,30 @@ describe('POST /v1/admin/tenants', () => {
     await storesNothing(async () => {
       const res = await svc.call('POST', '/v1/admin/tenants', { key: admin, json: { name: 'x'.repeat(svc.deps.config.maxBodyBytes) } });
       expectError(res, 413, 'PAYLOAD_TOO_LARGE');
+      // The advice fits any route: the limit, and the verify-only way round it named as such.
+      expect(res.body.error.suggestion).toMatch(/^Send a smaller body \(the limit is BATON_MAX_BODY_BYTES/);
     });
+  });
+
+  it("the admin key on a tenant's route: 403 that says to make a key of the tenant, not to ask the operator", async () => {
+    const tenant = await newTenant('admin-on-tenant-route');
+    const routes: [string, string][] = [
+      ['GET', '/v1/invocations'],
+      ['GET', `/v1/delegations/sha256:${'0'.repeat(64)}`],
+      ['POST', '/v1/verify'],
+    ];
+    for (const [method, path] of routes) {
+      const res = await svc.call(method, path, { key: admin, json: method === 'POST' ? {} : undefined });
+      expectError(res, 403, 'FORBIDDEN');
+      expect(res.body.error.suggestion, path).toMatch(
+        /^The admin key belongs to no tenant.*POST \/v1\/admin\/tenants\/\{tenant\}\/api-keys/,
+      );
+    }
+    // A tenant's key without the scope keeps the general advice.
+    const { key } = await newKey(tenant, { scopes: ['verify'] });
+    const res = await svc.call('GET', '/v1/invocations', { key });
+    expectError(res, 403, 'FORBIDDEN');
+    expect(res.body.error.suggestion).toMatch(/scope named in details/);
   });
 });
 
