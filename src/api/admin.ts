@@ -37,7 +37,7 @@ export const TenantList = z.strictObject({ tenants: z.array(Tenant) }).openapi('
 // The request schemas below are the ones the service parses with (parseRequest), so their
 // messages are predicates, like those of wholeSeconds.
 export const DisplayName = z
-  .string({ error: 'must be a string' })
+  .string({ error: (iss) => (iss.input === undefined ? 'is required (a string)' : 'must be a string') })
   .trim()
   .min(1, 'must not be empty or only whitespace')
   .max(200, 'must be at most 200 characters')

@@ -139,7 +139,7 @@ function closestBranch(branches: readonly (readonly z.core.$ZodIssue[])[]): read
  * a schema wrote itself ("must name at least one scope") is kept as written.
  */
 function issuePhrase(issue: z.core.$ZodIssue): string {
-  if (!/^(Too (big|small)|Invalid input)\b/.test(issue.message)) return issue.message;
+  if (!/^(Too (big|small)|Invalid (input|option))\b/.test(issue.message)) return issue.message;
   const countable: Record<string, [string, string]> = {
     string: ['character', 'characters'],
     array: ['item', 'items'],
@@ -163,6 +163,10 @@ function issuePhrase(issue: z.core.$ZodIssue): string {
       return unit === undefined
         ? `must be ${bound} ${String(limit)}`
         : `must have ${bound} ${String(limit)} ${Number(limit) === 1 ? unit[0] : unit[1]}`;
+    }
+    case 'invalid_value': {
+      const said = issue.values.map((v) => (typeof v === 'string' ? JSON.stringify(v) : String(v)));
+      return said.length === 1 ? `must be ${said[0]!}` : `must be one of ${said.join(', ')}`;
     }
     case 'invalid_type':
       return /received undefined$/.test(issue.message)

@@ -46,6 +46,8 @@ describe('parseWith and unions', () => {
       'scopes must name at least one scope',
     ],
     [z.strictObject({ n: z.int({ error: 'must be a whole number of tokens' }) }), { n: 1.5 }, 'n must be a whole number of tokens'],
+    [z.strictObject({ v: z.literal('4.0') }), { v: '3.0' }, 'v must be "4.0"'],
+    [z.strictObject({ outcome: z.enum(['allowed', 'denied']) }), { outcome: 'maybe' }, 'outcome must be one of "allowed", "denied"'],
   ])("says common issues plainly, not in zod's words: %#", (schema, value, said) => {
     try {
       parseWith(schema as z.ZodType<unknown>, value, 'query', 'INVALID_REQUEST');
