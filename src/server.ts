@@ -279,7 +279,10 @@ export async function runService(): Promise<void> {
     const force = setTimeout(() => process.exit(1), 10_000);
     force.unref();
     server.close().then(
-      () => process.exit(0),
+      () => {
+        log.info('stopped: requests in flight answered, database closed');
+        process.exit(0);
+      },
       (e) => {
         log.error('shutdown failed', errorForLog(e));
         process.exit(1);

@@ -38,9 +38,10 @@ Without --parent it is a root DR, signed by your key as the root principal
 --parent it is a sub-delegation of a DR you hold (you are its aud): the new
 policy must narrow the parent's, and this is checked before signing.
 
-Prints the signed record (compact JWS) on stdout, or with --out writes the
+Prints the signed record (compact JWS) on stdout. With --out it writes the
 chain root-to-new as {"receipts": [...]}, the file invoke --chain, submit and
-a later delegate --parent read.
+a later delegate --parent read, and prints only the new record's hash (so
+ROOT=$(baton delegate ... --out root.json) captures it).
 
 Policy (a file or inline JSON, and/or flags; flags override the file):
   --policy <file|json>     e.g. '{"allowed_tools":["search"],"max_calls":10}'
@@ -70,7 +71,7 @@ Record options:
   --root-type <type>       root only: organisation (default), automated-system, human
   --consent <file|json>    root only: drs_consent {method, timestamp, ...} (required for human)
   --jti <dr:id>            record id (default: a random dr:uuid)
-  --out <file>             write the chain file instead of printing the JWS
+  --out <file>             write the chain file, and print the hash, not the JWS
   --submit                 also POST the chain to the service
   --json                   print {hash, jws, payload, chain, submitted?}
   -h, --help               show this help

@@ -55,7 +55,7 @@ Options:
   --jti <inv:id>          invocation id (default: a random inv:uuid)
   --by-reference          leave receipts empty: the service resolves the chain
                           by hash (it must be stored; keeps requests small)
-  --out <file>            write the bundle there instead of printing it
+  --out <file>            write the bundle there, and print only its jti
   --json                  print {jti, hash, bundle}
   -h, --help              show this help
 

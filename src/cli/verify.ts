@@ -7,7 +7,6 @@
  * 2 unusable input (unreadable file, not JSON, not a bundle, bad flags, no invocation
  * without --chain-only).
  */
-import { readFile } from 'node:fs/promises';
 import { parseCliArgs } from './args.js';
 import { verifyChain, verifyDelegations, type ChainDecision, type DelegationsDecision } from '../protocol/chain.js';
 import { decodeBase64url } from '../protocol/base64url.js';
@@ -15,7 +14,7 @@ import { utf8Decode } from '../protocol/jcs.js';
 import { ERROR_TABLE, requirementText, type ErrorCode } from '../protocol/errors.js';
 import { publicKeyFromDidKey } from '../protocol/did-key.js';
 import { UsageError, type CliIo } from './io.js';
-import { parseJsonDocument } from './basics.js';
+import { parseJsonDocument, readText } from './basics.js';
 
 export const VERIFY_HELP = `Usage: baton verify <bundle.json> --trust <did> [--trust <did> ...] [options]
        baton verify <chain.json> --chain-only --trust <did> [--trust <did> ...] [options]
@@ -85,7 +84,7 @@ export async function runVerify(argv: string[], io: CliIo): Promise<number> {
   if (chainOnly && values['max-age'] !== undefined)
     throw new UsageError('--max-age limits the invocation; --chain-only verifies a chain without one', VERIFY_HELP);
 
-  const input = parseBundleFile(await readInput(file), file);
+  const input = parseBundleFile(await readText(file, 'bundle file'), file);
   const now = values.at !== undefined ? integerFlag('--at', values.at) : Math.floor(Date.now() / 1000);
   const maxDepth = values['max-depth'] !== undefined ? { maxDepth: integerFlag('--max-depth', values['max-depth']) } : {};
   const isObject = input !== null && typeof input === 'object' && !Array.isArray(input);
@@ -186,20 +185,6 @@ const OFFLINE_SUGGESTIONS: Partial<Record<ErrorCode, string>> = {
   UNTRUSTED_ROOT:
     'If you trust the root issuer (its DID is under "got" above), pass it with --trust <did>; offline, no tenant decides trust.',
 };
-
-async function readInput(file: string): Promise<string> {
-  try {
-    return file === '-' ? await readStdin() : await readFile(file, 'utf8');
-  } catch (e) {
-    throw new UsageError(`cannot read ${file}: ${(e as Error).message}`);
-  }
-}
-
-async function readStdin(): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString('utf8');
-}
 
 function integerFlag(name: string, raw: string): number {
   const n = Number(raw);

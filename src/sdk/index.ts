@@ -126,8 +126,7 @@ export type {
   VerifiedDelegation,
   VerifiedInvocation,
 } from '../protocol/chain.js';
-// Pure in behaviour (no I/O, never throws); its module sits in the service
-// layer and loads the store schema (drizzle-orm) with it.
+// Pure (no I/O, never throws): checks a service receipt against the service's published keys.
 export { verifyServiceReceipt } from '../protocol/service-receipt.js';
 export type { ServiceReceiptVerification, ServiceVerificationKey } from '../protocol/service-receipt.js';
 

@@ -93,6 +93,10 @@ describe('baton verify', () => {
     const empty = join(dir, 'empty.json');
     writeFileSync(empty, '{}');
     expect((await run(['verify', empty, '--trust', root, '--at', at])).code).toBe(2);
+    // A file that is not there is said as every command says it, not as the system error.
+    const missing = await run(['verify', join(dir, 'nonexistent.json'), '--trust', root, '--at', at]);
+    expect(missing.code).toBe(2);
+    expect(missing.err).toContain(`cannot read bundle file ${join(dir, 'nonexistent.json')}: no such file`);
 
     // Asked for, the chain alone verifies: exit 0 for a valid chain, 1 for an untrusted root.
     const ok = await run(['verify', stripped, '--chain-only', '--trust', root, '--at', at, '--json']);
