@@ -5,7 +5,8 @@
  * it arrives (BATON_VERIFY_DEADLINE_MS); the API key lookup, every read and
  * the verify race it, and a wait past it is answered 503 STORAGE_UNAVAILABLE.
  * The work itself is abandoned, not cancelled: a read changes nothing, and the
- * verify's statement refuses to commit after the same deadline. Other writes
+ * verify's statements refuse to commit after a deadline earlier than the
+ * request's (commitMarginMs, verify.handlers.ts). Other writes
  * race a longer deadline (BATON_WRITE_DEADLINE_MS) and pass a CommitGate
  * before each commit: once their 503 is out, the gate refuses, so the work
  * rolls back when the database answers again, and the 503 can say so.

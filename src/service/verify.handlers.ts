@@ -48,6 +48,7 @@ import { findGrant } from '../store/approvals.js';
 import { findInvocation } from '../store/invocations.js';
 import { parseStrictJson } from './body.js';
 import { withinDeadline } from './deadline.js';
+import { isDeadlineRefusal } from '../store/errors.js';
 import { metrics } from './metrics.js';
 import { parseRequest } from './validate.js';
 import { checkSubmission, submitDelegations } from './delegation-submission.js';
@@ -182,19 +183,20 @@ export async function verifyWithinDeadline(
   path: '/v1/verify' | '/verify',
 ): Promise<VerifyResponse> {
   const refused = `Baton had no decision from the database for this verify within the ${deps.config.verifyDeadlineMs} ms deadline, so it refuses it: the call was not allowed. `;
-  const statementsBy = new Date(deadline.getTime() - commitMarginMs(deps.config.verifyDeadlineMs));
-  return withinDeadline(
-    verifyInvocation(deps, auth, tenantId, req, bundle, statementsBy),
-    deadline,
+  const message =
     path === '/v1/verify'
       ? refused +
-          'Re-send the same invocation with the same key to learn whether the database counted it anyway (retry: true), or sign a new one.'
+        'Re-send the same invocation with the same key to learn whether the database counted it anyway (retry: true), or sign a new one.'
       : refused +
-          'On this path a re-send is never answered with its original allow: the same invocation sent here again is refused REPLAY_DETECTED if the database counted it anyway, and decided afresh if not. ' +
-          'Sent by the same key to POST /v1/verify instead, it answers its original allow (retry: true) if it was counted. Or sign a new one.',
-    undefined,
-    { lastLook: true },
-  );
+        'On this path a re-send is never answered with its original allow: the same invocation sent here again is refused REPLAY_DETECTED if the database counted it anyway, and decided afresh if not. ' +
+        'Sent by the same key to POST /v1/verify instead, it answers its original allow (retry: true) if it was counted. Or sign a new one.';
+  const statementsBy = new Date(deadline.getTime() - commitMarginMs(deps.config.verifyDeadlineMs));
+  // A statement the database refused for its deadline (a lock wait that ended, a late start) is the
+  // same answer as the deadline passing here, with the same advice.
+  const decided = verifyInvocation(deps, auth, tenantId, req, bundle, statementsBy).catch((err: unknown) => {
+    throw isDeadlineRefusal(err) ? new BatonError('STORAGE_UNAVAILABLE', { message }) : err;
+  });
+  return withinDeadline(decided, deadline, message, undefined, { lastLook: true });
 }
 
 /**

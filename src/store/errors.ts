@@ -72,6 +72,16 @@ const UNAVAILABLE_CODES = new Set([
   'CONNECTION_DESTROYED',
 ]);
 
+/** True when the database refused a statement for its deadline: 57014 (its own check, or a statement timeout) or 55P03 (a lock wait ended). */
+export function isDeadlineRefusal(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; e && typeof e === 'object' && depth < 5; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (code === '57014' || code === '55P03') return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
 /**
  * True when an error means the database could not answer now (down, restarting,
  * out of connections, timed out, contention the caller may retry), so the

@@ -130,8 +130,12 @@ describe('a hanging database', () => {
     const [warm, ...calls] = preSign([leaf], 41, 'node-stall');
     expect((await verify(node!.url, tenant, warm!.bundle)).status).toBe(200);
 
-    const replies = calls.map((call) => verify(node!.url, tenant, call.bundle, 20_000));
-    await sleep(15);
+    const answeredAt: number[] = [];
+    const replies = calls.map((call, i) =>
+      verify(node!.url, tenant, call.bundle, 20_000).finally(() => (answeredAt[i] = performance.now())),
+    );
+    await sleep(10);
+    const stoppedAt = performance.now();
     signalAll([node!.pid], 'SIGSTOP');
     try {
       await sleep(DEADLINE_MS + 500);
@@ -139,6 +143,9 @@ describe('a hanging database', () => {
       signalAll([node!.pid], 'SIGCONT');
     }
     const answered = await Promise.all(replies);
+    // The stall caught verifies in flight (else this test would show nothing about them).
+    const inFlight = answeredAt.filter((t) => t > stoppedAt).length;
+    expect(inFlight).toBeGreaterThan(0);
     const stored = (await auditDatabase(dbUrl, tenant.id)).storedJtis;
     const wrong = calls.filter((call, i) => (answered[i]!.status === 503) === stored.has(call.jti));
     expect(answered.map((r) => r.status).filter((s) => s !== 200 && s !== 503)).toEqual([]);

@@ -8,7 +8,7 @@
  * (EXCLUSIVE: reads go on, writes wait), released after the 503. Real PostgreSQL: the rollback is
  * PostgreSQL's. test/reliability/hang.test.ts does the same with every PostgreSQL process paused.
  */
-import { eq } from 'drizzle-orm';
+import { and, eq, isNull } from 'drizzle-orm';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKeyPair } from '../../src/sdk/keys.js';
@@ -153,38 +153,103 @@ describe('a write answered 503 at its deadline is not committed when the databas
     expect(await svc.store.db.$count(delegations, eq(delegations.tenantId, fresh.id))).toBe(1);
   });
 
+  it("a verify held up by a lock gets the verify's own deadline answer, and is not counted", async () => {
+    const holder = generateKeyPair();
+    const dr = createRootDelegation({
+      issuer: tenant.root,
+      audience: holder.did,
+      policy: { max_calls: 5 },
+      iat: T0,
+      nbf: T0 - 100,
+      exp: T0 + 3600,
+    });
+    expect((await svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipt: dr.jws } })).status).toBe(201);
+    const invocation = createInvocation({
+      chain: [dr],
+      invoker: holder,
+      args: { tool: 'web_search', pii_access: false, write_access: false },
+      toolServer: TOOL_SERVER,
+      iat: T0,
+      jti: `inv:locked-verify-${Date.now()}`,
+    });
+    // The statement's lock wait ends before the request's deadline (commitMarginMs): the answer is the deadline's all the same.
+    const reply = await answeredWhileLocked('delegations', () =>
+      svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(invocation, [dr]) }),
+    );
+    expect(reply.status, JSON.stringify(reply.body)).toBe(503);
+    expect(reply.body.error.code).toBe('STORAGE_UNAVAILABLE');
+    expect(reply.body.error.message).toMatch(/^Baton had no decision from the database for this verify within the 300 ms deadline/);
+    expect(reply.body.error.message).toContain('retry: true');
+    expect((await svc.call('GET', `/v1/delegations/${dr.hash}`, { key: tenant.keys.audit })).body.usage.calls_used).toBe(0);
+  });
+
   // The admin writes, each against the table it writes: refused at the deadline, nothing stored, and accepted when sent again.
   const admin = (method: string, path: string, json?: unknown) => () =>
     svc.call(method, path, { key: svc.adminKey, ...(json === undefined ? {} : { json }) });
+  const keyOf = async (scopes: string[]) =>
+    (await svc.call('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, { key: svc.adminKey, json: { scopes } })).body.id as string;
+  const liveKeys = () => svc.store.db.$count(apiKeys, and(eq(apiKeys.tenantId, tenant.id), isNull(apiKeys.revokedAt)));
   it.each([
     {
       route: 'trusting a root',
       table: 'trusted_roots',
-      send: () => admin('POST', `/v1/admin/tenants/${tenant.id}/roots`, { did: generateKeyPair().did }),
+      send: async () => admin('POST', `/v1/admin/tenants/${tenant.id}/roots`, { did: generateKeyPair().did }),
       rows: () => svc.store.db.$count(trustedRoots, eq(trustedRoots.tenantId, tenant.id)),
       again: 201,
+      change: 1,
+    },
+    {
+      route: 'removing a trusted root',
+      table: 'trusted_roots',
+      send: async () => {
+        const did = generateKeyPair().did;
+        expect((await admin('POST', `/v1/admin/tenants/${tenant.id}/roots`, { did })()).status).toBe(201);
+        return admin('DELETE', `/v1/admin/tenants/${tenant.id}/roots/${encodeURIComponent(did)}`);
+      },
+      rows: () => svc.store.db.$count(trustedRoots, eq(trustedRoots.tenantId, tenant.id)),
+      again: 204,
+      change: -1,
     },
     {
       route: 'creating an API key',
       table: 'api_keys',
-      send: () => admin('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, { scopes: ['audit'] }),
-      rows: () => svc.store.db.$count(apiKeys, eq(apiKeys.tenantId, tenant.id)),
+      send: async () => admin('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, { scopes: ['audit'] }),
+      rows: liveKeys,
       again: 201,
+      change: 1,
+    },
+    {
+      route: 'revoking an API key',
+      table: 'api_keys',
+      send: async () => admin('DELETE', `/v1/admin/api-keys/${await keyOf(['audit'])}`),
+      rows: liveKeys,
+      again: 204,
+      change: -1,
+    },
+    {
+      route: 'rotating an API key',
+      table: 'api_keys',
+      send: async () => admin('POST', `/v1/admin/api-keys/${await keyOf(['audit'])}/rotate`, { grace_seconds: 600 }),
+      rows: liveKeys,
+      again: 201,
+      change: 1,
     },
     {
       route: 'publishing a tool catalog',
       table: 'tool_catalogs',
-      send: () => admin('POST', `/v1/admin/tenants/${tenant.id}/tools`, { base_version: 0, strict: false, tools: [tool('web_search')] }),
+      send: async () =>
+        admin('POST', `/v1/admin/tenants/${tenant.id}/tools`, { base_version: 0, strict: false, tools: [tool('web_search')] }),
       rows: () => svc.store.db.$count(toolCatalogs, eq(toolCatalogs.tenantId, tenant.id)),
       again: 201,
+      change: 1,
     },
-  ])('$route', async ({ table, send, rows, again }) => {
-    const request = send();
+  ])('$route', async ({ table, send, rows, again, change }) => {
+    const request = await send();
     const before = await rows();
     expectNotApplied(await answeredWhileLocked(table, request));
     expect(await rows()).toBe(before);
     const resent = await request();
     expect(resent.status, JSON.stringify(resent.body)).toBe(again);
-    expect(await rows()).toBe(before + 1);
+    expect(await rows()).toBe(before + change);
   });
 });
