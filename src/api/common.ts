@@ -260,7 +260,7 @@ export const UnprocessableResponse = (description = 'Well-formed but refused; `d
 });
 
 export const StorageUnavailableResponse = (
-  description = 'The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request.',
+  description = 'The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there).',
 ) => ({ description, content: { 'application/json': { schema: ErrorEnvelope } } });
 
 export const InternalResponse = (description = 'Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator.') => ({

@@ -2131,7 +2131,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -2412,7 +2412,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -2510,7 +2510,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -2566,7 +2566,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -2644,7 +2644,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -2711,7 +2711,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -2800,7 +2800,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -2867,7 +2867,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -2974,7 +2974,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -3041,7 +3041,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -3109,7 +3109,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -3208,7 +3208,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -3278,7 +3278,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -3355,7 +3355,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -3454,7 +3454,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -3553,7 +3553,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -3643,7 +3643,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -3748,7 +3748,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -3825,7 +3825,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -3902,7 +3902,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -3984,7 +3984,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -4074,7 +4074,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -4151,7 +4151,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -4256,7 +4256,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -4343,7 +4343,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -4413,7 +4413,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -4512,7 +4512,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -4611,7 +4611,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -4693,7 +4693,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -4770,7 +4770,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -4878,7 +4878,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -4916,7 +4916,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -4972,7 +4972,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -5028,7 +5028,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -5105,7 +5105,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -5184,7 +5184,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -5289,7 +5289,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -5369,7 +5369,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -5446,7 +5446,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -5523,7 +5523,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -5588,7 +5588,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;
@@ -5665,7 +5665,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed; retry. A write the database had begun to commit when it failed may still have been applied: re-send the same request. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
           [name: string]: unknown;

@@ -138,7 +138,7 @@ function closestBranch(branches: readonly (readonly z.core.$ZodIssue[])[]): read
  * number to be <=500" there, so bounds, missing members and wrong types are said plainly; a message
  * a schema wrote itself ("must name at least one scope") is kept as written.
  */
-function issuePhrase(issue: z.core.$ZodIssue): string {
+function issuePhrase(issue: z.core.$ZodIssue, missing: boolean): string {
   if (!/^(Too (big|small)|Invalid (input|option))\b/.test(issue.message)) return issue.message;
   const countable: Record<string, [string, string]> = {
     string: ['character', 'characters'],
@@ -166,7 +166,8 @@ function issuePhrase(issue: z.core.$ZodIssue): string {
     }
     case 'invalid_value': {
       const said = issue.values.map((v) => (typeof v === 'string' ? JSON.stringify(v) : String(v)));
-      return said.length === 1 ? `must be ${said[0]!}` : `must be one of ${said.join(', ')}`;
+      const fits = said.length === 1 ? said[0]! : `one of ${said.join(', ')}`;
+      return missing ? `is required (${fits})` : `must be ${fits}`;
     }
     case 'invalid_type':
       return /received undefined$/.test(issue.message)
@@ -175,6 +176,16 @@ function issuePhrase(issue: z.core.$ZodIssue): string {
     default:
       return issue.message;
   }
+}
+
+/** Whether `path` names a member `value` has (zod's issues do not carry the input, so a missing member is told this way). */
+function presentAt(value: unknown, path: readonly PropertyKey[]): boolean {
+  let at: unknown = value;
+  for (const key of path) {
+    if (at === null || typeof at !== 'object' || !Object.prototype.hasOwnProperty.call(at, key)) return false;
+    at = (at as Record<PropertyKey, unknown>)[key];
+  }
+  return at !== undefined;
 }
 
 /**
@@ -200,7 +211,7 @@ export function parseWith<T>(
       else if (issue.code === 'unrecognized_keys') {
         for (const key of issue.keys) issues.push({ field: base ? `${base}.${key}` : key, message: 'is not a field Baton accepts here' });
       } else {
-        issues.push({ field: base || whole, message: issuePhrase(issue) });
+        issues.push({ field: base || whole, message: issuePhrase(issue, path.length > 0 && !presentAt(value, path)) });
       }
     }
   };

@@ -29,6 +29,7 @@ import { CommitGate, withinDeadline, withinDeadlineOr } from './deadline.js';
 import { methodsServingPath } from './method-not-allowed.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 import { verifyDrsRoute, verifyRoute } from '../api/verify.js';
+import { explainRoute } from '../api/explain.js';
 
 /** The verify routes race their own deadline (verify.handlers.ts). */
 const VERIFY_PATHS: ReadonlySet<string> = new Set([verifyRoute.path, verifyDrsRoute.path]);
@@ -90,14 +91,15 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   app.use('*', async (c, next) => {
     const arrived = Date.now();
     c.set('deadline', new Date(arrived + deps.config.verifyDeadlineMs));
-    // A read changes nothing, so it stops waiting for a database that does not answer at the
+    // A read (and POST /v1/explain, which only reads) changes nothing, so it stops waiting for a database that does not answer at the
     // deadline. A write gets longer (BATON_WRITE_DEADLINE_MS), and then stops waiting too rather
     // than hang with its client for as long as a partition lasts. Its work goes on, and its
     // commits pass the request's CommitGate, which the 503 closes: the 503 can say that nothing
     // was changed unless a commit had already gone through. A verify's own, shorter deadline
     // answers first. /metrics bounds its own waits (the backlog read, the workers' answers) and
     // says so in its answer.
-    if ((c.req.method === 'GET' || c.req.method === 'HEAD') && c.req.path !== '/metrics') {
+    const reads = c.req.method === 'GET' || c.req.method === 'HEAD' || (c.req.method === 'POST' && c.req.path === explainRoute.path);
+    if (reads && c.req.path !== '/metrics') {
       await withinDeadline(
         next(),
         c.get('deadline'),

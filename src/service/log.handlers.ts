@@ -65,14 +65,20 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   // BATON_TLOG_NAME (two nodes on a new database, each with its own, both past the start's check)
   // serves it too: under its own, it published verifier keys and signed size-0 checkpoints that no
   // other node's checkpoints match, and refused every witness. Read until it is fixed, then kept.
+  // One reading at a time, shared by the requests that arrive during it, so the warning is said once.
   let fixedName: string | undefined;
+  let reading: Promise<string | undefined> | undefined;
   const servedLogName = async (): Promise<string> => {
     if (fixedName === undefined) {
-      fixedName = await fixedLogName(db());
-      if (fixedName !== undefined && fixedName !== deps.config.tlogName) {
-        deps.log.warn(
-          `${fixedNameRefusal(deps.config.tlogName, fixedName)}: this node serves the logs under that name and integrates nothing into them. Restart it with BATON_TLOG_NAME=${fixedName}.`,
-        );
+      reading ??= fixedLogName(db()).finally(() => (reading = undefined));
+      const found = await reading;
+      if (found !== undefined && fixedName === undefined) {
+        fixedName = found;
+        if (found !== deps.config.tlogName) {
+          deps.log.warn(
+            `${fixedNameRefusal(deps.config.tlogName, found)}: this node serves the logs under that name and integrates nothing into them. Restart it with BATON_TLOG_NAME=${found}.`,
+          );
+        }
       }
     }
     return fixedName ?? deps.config.tlogName;

@@ -47,6 +47,7 @@ describe('parseWith and unions', () => {
     ],
     [z.strictObject({ n: z.int({ error: 'must be a whole number of tokens' }) }), { n: 1.5 }, 'n must be a whole number of tokens'],
     [z.strictObject({ v: z.literal('4.0') }), { v: '3.0' }, 'v must be "4.0"'],
+    [z.strictObject({ v: z.literal('4.0') }), {}, 'v is required ("4.0")'],
     [z.strictObject({ outcome: z.enum(['allowed', 'denied']) }), { outcome: 'maybe' }, 'outcome must be one of "allowed", "denied"'],
   ])("says common issues plainly, not in zod's words: %#", (schema, value, said) => {
     try {
