@@ -11,11 +11,11 @@
 import { and, eq, isNull } from 'drizzle-orm';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Policy } from '../../src/protocol/policy.js';
 import { generateKeyPair } from '../../src/sdk/keys.js';
-import { createInvocation, createRootDelegation, makeBundle } from '../../src/sdk/records.js';
 import { actuals, apiKeys, custodialKeys, delegations, tenants, toolCatalogs, trustedRoots } from '../../src/store/schema/index.js';
 import { tool } from '../support/tools.js';
-import { T0, TOOL_SERVER } from '../support/fixtures.js';
+import { buildChain, type TestChain } from '../support/fixtures.js';
 import { setupTenant, startTestService, type CallResult, type TestService, type TestTenant } from '../support/service.js';
 
 const WRITE_DEADLINE_MS = 600;
@@ -66,6 +66,13 @@ async function serviceConnectionsIdle(): Promise<void> {
   throw new Error('the service still had work in the database 5 s after the lock was released');
 }
 
+/** A one-DR chain under the tenant's root, stored. */
+async function storedChain(policy: Policy): Promise<TestChain> {
+  const chain = buildChain([policy], { keys: [tenant.root, generateKeyPair()] });
+  expect((await svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipt: chain.drs[0]!.jws } })).status).toBe(201);
+  return chain;
+}
+
 function expectNotApplied(reply: CallResult): void {
   expect(reply.status, JSON.stringify(reply.body)).toBe(503);
   expect(reply.body.error.code).toBe('STORAGE_UNAVAILABLE');
@@ -86,9 +93,7 @@ describe('a write answered 503 at its deadline is not committed when the databas
   });
 
   it('revoking a delegation: it stays active, and revoking it again revokes it (with one service receipt)', async () => {
-    const holder = generateKeyPair();
-    const dr = createRootDelegation({ issuer: tenant.root, audience: holder.did, policy: {}, iat: T0, nbf: T0 - 100, exp: T0 + 3600 });
-    expect((await svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipt: dr.jws } })).status).toBe(201);
+    const dr = (await storedChain({})).drs[0]!;
     const revoke = () =>
       svc.call('POST', `/v1/delegations/${dr.hash}/revoke`, { key: tenant.keys.issue, json: { confirm: true, reason: 'deadline test' } });
 
@@ -102,26 +107,10 @@ describe('a write answered 503 at its deadline is not committed when the databas
   });
 
   it('reporting an actual: nothing is recorded, and the same report sent again is recorded (201, not 409)', async () => {
-    const holder = generateKeyPair();
-    const dr = createRootDelegation({
-      issuer: tenant.root,
-      audience: holder.did,
-      policy: { allowed_tools: ['web_search'], max_cost_usd: 10 },
-      iat: T0,
-      nbf: T0 - 100,
-      exp: T0 + 3600,
-    });
-    expect((await svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipt: dr.jws } })).status).toBe(201);
+    const chain = await storedChain({ allowed_tools: ['web_search'], max_cost_usd: 10 });
     const jti = `inv:write-deadline-${Date.now()}`;
-    const invocation = createInvocation({
-      chain: [dr],
-      invoker: holder,
-      args: { tool: 'web_search', estimated_cost_usd: 1, pii_access: false, write_access: false },
-      toolServer: TOOL_SERVER,
-      iat: T0,
-      jti,
-    });
-    expect((await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(invocation, [dr]) })).status).toBe(200);
+    const { bundle } = chain.invoke({ tool: 'web_search', estimated_cost_usd: 1, pii_access: false, write_access: false }, { jti });
+    expect((await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: bundle })).status).toBe(200);
     const report = () =>
       svc.call('POST', `/v1/invocations/${jti}/actuals`, { key: tenant.keys.report, json: { source: 'api-usage', cost_usd: 0.25 } });
 
@@ -154,28 +143,14 @@ describe('a write answered 503 at its deadline is not committed when the databas
   });
 
   it("a verify held up by a lock gets the verify's own deadline answer, and is not counted", async () => {
-    const holder = generateKeyPair();
-    const dr = createRootDelegation({
-      issuer: tenant.root,
-      audience: holder.did,
-      policy: { max_calls: 5 },
-      iat: T0,
-      nbf: T0 - 100,
-      exp: T0 + 3600,
-    });
-    expect((await svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipt: dr.jws } })).status).toBe(201);
-    const invocation = createInvocation({
-      chain: [dr],
-      invoker: holder,
-      args: { tool: 'web_search', pii_access: false, write_access: false },
-      toolServer: TOOL_SERVER,
-      iat: T0,
-      jti: `inv:locked-verify-${Date.now()}`,
-    });
-    // The statement's lock wait ends before the request's deadline (commitMarginMs): the answer is the deadline's all the same.
-    const reply = await answeredWhileLocked('delegations', () =>
-      svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(invocation, [dr]) }),
+    const chain = await storedChain({ max_calls: 5 });
+    const dr = chain.drs[0]!;
+    const { bundle } = chain.invoke(
+      { tool: 'web_search', pii_access: false, write_access: false },
+      { jti: `inv:locked-verify-${Date.now()}` },
     );
+    // The statement's lock wait ends before the request's deadline (commitMarginMs): the answer is the deadline's all the same.
+    const reply = await answeredWhileLocked('delegations', () => svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: bundle }));
     expect(reply.status, JSON.stringify(reply.body)).toBe(503);
     expect(reply.body.error.code).toBe('STORAGE_UNAVAILABLE');
     expect(reply.body.error.message).toMatch(/^Baton had no decision from the database for this verify within the 300 ms deadline/);
