@@ -27,14 +27,14 @@ import {
   type SignedDecision,
 } from '../store/approvals.js';
 import { isUniqueViolation } from '../store/errors.js';
-import { delegationsByHash } from '../store/delegations.js';
+import { delegationsByHash, revokedInChain } from '../store/delegations.js';
 import { rotationLineage } from '../store/api-keys.js';
 import { findInvocation } from '../store/invocations.js';
 import { readChainState } from '../store/runtime.js';
 import { transactionBehind, type CommitCheck, type Db } from '../store/db.js';
 import { insertServiceReceipt } from '../store/service-receipts.js';
 import { currentToolDocument } from '../store/tools.js';
-import type { ApprovalRow, Delegation } from '../store/schema/index.js';
+import type { ApprovalRow } from '../store/schema/index.js';
 import { pushPendingApproval } from './approval-webhook.js';
 import { signServiceReceipt } from './service-receipts.js';
 import { toolDocumentOf } from './tools.js';
@@ -325,9 +325,10 @@ export async function decideApproval(
   }
   const transition = (outcome === 'approved' ? approve : reject)(asProtocolApproval(row), triple, { decided_by: decidedBy, now });
   if (transition.ok) {
-    const stored = outcome === 'approved' ? await delegationsByHash(db, tenantId, row.drChain) : new Map<string, Delegation>();
-    const revoked = row.drChain.find((hash) => stored.get(hash)?.revokedAt != null);
-    if (revoked !== undefined) {
+    // The decision's UPDATE also refuses to approve a call through a revoked delegation: say so.
+    const [leaf, ...ancestors] = [...row.drChain].reverse();
+    const revoked = outcome === 'approved' && leaf !== undefined ? await revokedInChain(db, tenantId, { hash: leaf, ancestors }) : null;
+    if (revoked !== null) {
       throw new BatonError('CONFLICT', {
         message: `Approval ${id} is for a call through delegation ${revoked}, which was revoked: the call can never run, so it cannot be approved.`,
         suggestion: `Reject it (POST /v1/approvals/${id}/reject, or baton approvals reject), or leave it to expire.`,
