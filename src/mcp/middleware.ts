@@ -114,6 +114,11 @@ export interface BatonConnection {
   readonly reportKey?: string;
   /** Per-request timeout towards Baton (default 10 s). */
   readonly timeoutMs?: number;
+  /**
+   * The did:key of the Baton service keys trusted to sign allows (BatonClientOptions.serviceDids):
+   * given, a tool runs only on an allow whose service receipt one of them signed for its call.
+   */
+  readonly serviceDids?: readonly string[];
 }
 
 export interface BatonMcpOptions {
@@ -292,6 +297,7 @@ function clientOf(options: BatonMcpOptions): { client: BatonClient; reportKey: s
     baseUrl: c.baseUrl,
     apiKey: c.verifyKey,
     ...(c.timeoutMs !== undefined ? { timeoutMs: c.timeoutMs } : {}),
+    ...(c.serviceDids !== undefined ? { serviceDids: c.serviceDids } : {}),
   });
   return { client, reportKey: options.reportKey ?? c.reportKey };
 }

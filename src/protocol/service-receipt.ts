@@ -10,12 +10,21 @@
 import { decodeBase64url, encodeBase64url } from './base64url.js';
 import { didKeyFromPublicKey } from './did-key.js';
 import { verifyEd25519 } from './ed25519.js';
+import { sha256Hex } from './hash.js';
 import { canonicalJson, parseCanonicalJson, utf8Encode, type JsonValue } from './jcs.js';
 
 /** A published verification key, as an auditor holds it. */
 export interface ServiceVerificationKey {
   readonly kid: string;
   readonly publicKey: Uint8Array;
+}
+
+/**
+ * The kid of a service key: 'svc_' + the first 16 hex digits of SHA-256 over its raw public key.
+ * Derived, never chosen, so a client that pins a key by its did:key knows its kid too.
+ */
+export function serviceKid(publicKey: Uint8Array): string {
+  return `svc_${sha256Hex(publicKey).slice(0, 16)}`;
 }
 
 /** Receipts are small; anything larger is refused before parsing. */

@@ -25,7 +25,14 @@ import { ERROR_TABLE, isErrorCode, type ClientErrorCode, type ErrorCode, type Vi
 import { utf8Decode } from '../protocol/jcs.js';
 import { decodeJws } from '../protocol/jws.js';
 import type { Bundle } from '../protocol/records.js';
-import { verifyServiceReceipt, type ServiceReceiptVerification, type ServiceVerificationKey } from '../protocol/service-receipt.js';
+import {
+  serviceKid,
+  verifyServiceReceipt,
+  type ServiceReceiptVerification,
+  type ServiceVerificationKey,
+} from '../protocol/service-receipt.js';
+import { publicKeyFromDidKey } from '../protocol/did-key.js';
+import { recordHash } from '../protocol/hash.js';
 import type { components } from '../api/wire-types.js';
 import type { KeyPair } from './keys.js';
 import type { SignedDelegation } from './records.js';
@@ -223,6 +230,15 @@ export interface BatonClientOptions {
   readonly fetch?: typeof fetch;
   /** Extra headers on every request. */
   readonly headers?: Readonly<Record<string, string>>;
+  /**
+   * The did:key of each Baton service key this client trusts to sign allows (each key's `did` at
+   * GET /v1/keys, saved with the tool server's configuration). Given, verify() takes an allow only
+   * with a service receipt one of them signed for the very invocation it sent; any other answer
+   * throws UNEXPECTED_RESPONSE. Without it an allow is taken on the answer's word, so the
+   * connection (TLS, the right base URL) is all that makes it Baton's. After the service rotates its
+   * key, add the new one's did here.
+   */
+  readonly serviceDids?: readonly string[];
 }
 
 export interface RequestOptions {
@@ -266,6 +282,8 @@ export class BatonClient {
   readonly #fetch: typeof fetch;
   readonly #headers: Readonly<Record<string, string>>;
   #keys: ServiceVerificationKey[] | undefined;
+  /** The keys of options.serviceDids; when set, the only ones verify() and verifyServiceReceipt() trust. */
+  readonly #pinnedKeys: readonly ServiceVerificationKey[] | undefined;
 
   constructor(options: BatonClientOptions) {
     const unusable = () =>
@@ -288,6 +306,7 @@ export class BatonClient {
     if (typeof f !== 'function') throw new TypeError('No fetch implementation: run on Node 20+ or pass options.fetch.');
     this.#fetch = f;
     this.#headers = { ...(options.headers ?? {}) };
+    this.#pinnedKeys = options.serviceDids === undefined ? undefined : pinnedServiceKeys(options.serviceDids);
     this.admin = new BatonAdmin((spec, opts) => this.#call(spec, opts));
     this.tools = new BatonTools((spec, opts) => this.#call(spec, opts));
   }
@@ -344,7 +363,7 @@ export class BatonClient {
       answer.body.valid !== true && answer.body.valid !== false
         ? 'carries no boolean "valid"'
         : answer.body.valid
-          ? allowNotForThisCall(answer.status, answer.body, bundle, opts.dryRun === true)
+          ? allowNotForThisCall(answer.status, answer.body, bundle, opts.dryRun === true, this.#pinnedKeys)
           : undefined;
     if (problem !== undefined) {
       throw new BatonApiError({
@@ -585,9 +604,11 @@ export class BatonClient {
   /**
    * Checks a service receipt (from any response's `service_receipt.jws`) offline
    * against the published keys, fetched once and again when an unknown kid
-   * appears (a rotation). Never throws on a bad service receipt: see `valid`/`reason`.
+   * appears (a rotation); or, when the client pins its service keys (serviceDids), against those
+   * alone, fetching nothing. Never throws on a bad service receipt: see `valid`/`reason`.
    */
   async verifyServiceReceipt(jws: string, opts: Omit<RequestOptions, 'apiKey'> = {}): Promise<ServiceReceiptVerification> {
+    if (this.#pinnedKeys !== undefined) return verifyServiceReceipt(jws, this.#pinnedKeys);
     const fetchKeys = async () => {
       const { keys } = await this.keys(opts);
       this.#keys = keys.map((k) => ({ kid: k.kid, publicKey: decodeBase64url(k.public_key, 'service public key') }));
@@ -777,7 +798,13 @@ const JSON_CONTENT_TYPE = /^application\/([\w.+-]+\+)?json\s*(;|$)/i;
  * is. A tool runs on an allow, so one from a proxy, a wrong base URL or a cache (a bare
  * `{"valid":true}`, a 202, another call's allow, a dry run's) must not pass for it.
  */
-function allowNotForThisCall(status: number, body: Record<string, unknown>, bundle: Bundle, dryRun: boolean): string | undefined {
+function allowNotForThisCall(
+  status: number,
+  body: Record<string, unknown>,
+  bundle: Bundle,
+  dryRun: boolean,
+  pinnedKeys: readonly ServiceVerificationKey[] | undefined,
+): string | undefined {
   if (status !== 200) return `says valid with HTTP ${status}, where Baton answers an allow with 200`;
   let jti: unknown;
   try {
@@ -789,7 +816,51 @@ function allowNotForThisCall(status: number, body: Record<string, unknown>, bund
     return `allows invocation ${JSON.stringify(body['invocation_id'] ?? null)}, not the one sent (${JSON.stringify(jti ?? null)})`;
   if (body['dry_run'] !== dryRun) return dryRun ? 'is not the dry run asked for' : "is a dry run's, which allows nothing";
   if (typeof body['retry'] !== 'boolean') return 'does not say whether it answers a re-send ("retry")';
+  // A dry run counts nothing and signs nothing: there is no receipt to hold it to.
+  if (pinnedKeys === undefined || dryRun) return undefined;
+  return allowReceiptProblem(body['service_receipt'], jti, bundle.invocation, pinnedKeys);
+}
+
+/**
+ * Why an allow's service receipt does not prove that a pinned service key allowed this invocation:
+ * a receipt of kind invocation.allowed whose subject is its jti and whose invocation_hash is the
+ * hash of the exact invocation sent (a retry's original allow has the same). Undefined when it does.
+ */
+function allowReceiptProblem(
+  receipt: unknown,
+  jti: string,
+  invocation: string,
+  pinnedKeys: readonly ServiceVerificationKey[],
+): string | undefined {
+  const jws = receipt !== null && typeof receipt === 'object' ? (receipt as { jws?: unknown }).jws : undefined;
+  if (typeof jws !== 'string')
+    return 'carries no service receipt, and this client takes an allow only with one a pinned service key signed';
+  const checked = verifyServiceReceipt(jws, pinnedKeys);
+  if (!checked.valid || checked.payload === null)
+    return `carries a service receipt that no pinned service key signed (${checked.reason ?? 'it does not verify'})`;
+  const { baton_receipt: kind, subject, data } = checked.payload;
+  if (kind !== 'invocation.allowed') return `carries a service receipt of ${JSON.stringify(kind ?? null)}, not of an allowed invocation`;
+  const hash = data !== null && typeof data === 'object' && !Array.isArray(data) ? data['invocation_hash'] : undefined;
+  if (subject !== jti || hash !== recordHash(invocation))
+    return `carries the signed allow of another invocation (${JSON.stringify(subject ?? null)}), not of the one sent`;
   return undefined;
+}
+
+/** The pinned service keys of `dids`, refused at construction when any is not an Ed25519 did:key. */
+function pinnedServiceKeys(dids: readonly string[]): ServiceVerificationKey[] {
+  if (!Array.isArray(dids) || dids.length === 0)
+    throw new TypeError('serviceDids must list at least one did:key (the `did` of a key at GET /v1/keys), or be left out.');
+  return dids.map((did) => {
+    let publicKey: Uint8Array;
+    try {
+      publicKey = publicKeyFromDidKey(did);
+    } catch (e) {
+      throw new TypeError(
+        `serviceDids: ${JSON.stringify(did)} is not an Ed25519 did:key (${e instanceof Error ? e.message : String(e)}). Copy the \`did\` of a key at GET /v1/keys.`,
+      );
+    }
+    return { kid: serviceKid(publicKey), publicKey };
+  });
 }
 
 /** Admin routes (the admin key): tenants, their trusted roots, their API keys. */

@@ -18,14 +18,13 @@ import { decodeBase64url, encodeBase64url } from '../protocol/base64url.js';
 import { didKeyFromPublicKey } from '../protocol/did-key.js';
 import { ed25519Signer, generateSeed, publicKeyFromSeed } from '../protocol/ed25519.js';
 import { BatonError } from '../protocol/errors.js';
-import { sha256Hex } from '../protocol/hash.js';
 import { canonicalJson, utf8Encode } from '../protocol/jcs.js';
 import { ed25519NoteSigner, type NoteSigner } from '../protocol/note.js';
 import type { Db } from '../store/db.js';
 import { isUniqueViolation } from '../store/errors.js';
 import type { ServiceKey } from '../store/schema/index.js';
 import { activeServiceKey, insertServiceKey, serviceKeyByKid, listServiceKeys, retireActiveServiceKey } from '../store/service-keys.js';
-import { serviceReceiptHeaderFor, type ServiceVerificationKey } from '../protocol/service-receipt.js';
+import { serviceKid, serviceReceiptHeaderFor, type ServiceVerificationKey } from '../protocol/service-receipt.js';
 import type { Logger } from './log.js';
 import { openSecret, sealSecret } from './secrets.js';
 
@@ -57,11 +56,6 @@ const KEY_CONTEXT = (kid: string) => `service-key:${kid}`;
 const MAX_LOAD_ATTEMPTS = 5;
 /** Note signers kept per signing key (one per log name, i.e. per tenant); past this many they are made again. */
 const MAX_NOTE_SIGNERS = 10_000;
-
-/** 'svc_' + first 16 hex digits of SHA-256 over the raw public key. */
-export function serviceKid(publicKey: Uint8Array): string {
-  return `svc_${sha256Hex(publicKey).slice(0, 16)}`;
-}
 
 function signerFromSeed(kid: string, seed: Uint8Array): ServiceSigner {
   const secret = Uint8Array.from(seed);

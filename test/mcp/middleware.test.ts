@@ -403,6 +403,20 @@ describe('refused calls never run the tool', () => {
     expect(refusalOf(result)!.suggestion).toContain('sign a new invocation for the call');
   });
 
+  it('serviceDids: the tool runs on an allow signed by a pinned service key, not on one it cannot check', async () => {
+    const c = await storedChain();
+    const { keys } = await new BatonClient({ baseUrl: live.baseUrl }).keys();
+    const connection = { baseUrl: live.baseUrl, verifyKey: live.tenant.keys.verify, reportKey: live.tenant.keys.report };
+    const trusting = toolServer(batonOptions({ baton: { ...connection, serviceDids: keys.map((k) => k.did) } }));
+    expect((await searchOnce(await connect(trusting.server), c, 'q')).isError).toBeFalsy();
+    expect(trusting.search).toHaveBeenCalledTimes(1);
+    // Pinned to a key Baton does not sign with: the allow cannot be told from a forgery.
+    const pinnedElsewhere = toolServer(batonOptions({ baton: { ...connection, serviceDids: [generateKeyPair().did] } }));
+    const refused = await searchOnce(await connect(pinnedElsewhere.server), c, 'q');
+    expect(pinnedElsewhere.search).not.toHaveBeenCalled();
+    expect(refusalOf(refused)).toMatchObject({ code: 'UNEXPECTED_RESPONSE' });
+  });
+
   it('Baton answering 503 (storage down): refused, the tool does not run', async () => {
     const c = await storedChain();
     const down: HttpServer = createHttpServer((_req, res) => {

@@ -502,6 +502,80 @@ describe('transport failures', () => {
     }
   });
 
+  it("with serviceDids, an allow counts only with a pinned key's signed receipt for this very invocation", async () => {
+    const { b, chain } = await storedChain();
+    const { keys } = await clients.anonymous.keys();
+    const serviceDid = keys.find((k) => k.status === 'current')!.did;
+    const pinned = new BatonClient({ baseUrl: live.baseUrl, apiKey: live.tenant.keys.verify, serviceDids: [serviceDid] });
+    const other = new BatonClient({ baseUrl: live.baseUrl, apiKey: live.tenant.keys.verify, serviceDids: [generateKeyPair().did] });
+
+    // Baton's own answers are taken: the allow, a dry run (it signs nothing) and a retry's original allow.
+    const first = bundleFor(b, chain);
+    expect(await pinned.verify(first.bundle, { dryRun: true })).toMatchObject({ valid: true, dry_run: true });
+    const allowed = await pinned.verify(first.bundle);
+    expect(allowed).toMatchObject({ valid: true, retry: false });
+    expect(await pinned.verify(first.bundle)).toMatchObject({ valid: true, retry: true });
+    expect(await pinned.verifyServiceReceipt((allowed as { service_receipt: { jws: string } }).service_receipt.jws)).toMatchObject({
+      valid: true,
+    });
+    // The same real allow, to a client that pins another key: not Baton's as far as it knows.
+    const unpinned = await rejection(other.verify(bundleFor(b, chain).bundle));
+    expect(unpinned.code).toBe('UNEXPECTED_RESPONSE');
+    expect(unpinned.message).toMatch(/no pinned service key signed/);
+
+    // A forger who holds earlier real allows, answering new calls with them (a replayed allow, the
+    // same jti signed again over other arguments, a tampered signature, none at all).
+    const sameJti = createInvocation({
+      chain,
+      invoker: b,
+      args: { ...ARGS, query: 'something else' },
+      toolServer: 'mcp://search',
+      jti: first.inv.payload.jti,
+    });
+    const next = bundleFor(b, chain);
+    const body = allowed as unknown as Record<string, unknown> & { service_receipt: { jws: string } };
+    const forged: { bundle: ReturnType<typeof makeBundle>; answer: unknown; why: RegExp }[] = [
+      { bundle: next.bundle, answer: { ...body, invocation_id: next.inv.payload.jti }, why: /another invocation/ },
+      { bundle: makeBundle(sameJti, chain, 'reference'), answer: body, why: /another invocation/ },
+      {
+        bundle: next.bundle,
+        answer: {
+          ...body,
+          invocation_id: next.inv.payload.jti,
+          service_receipt: {
+            ...body.service_receipt,
+            jws: body.service_receipt.jws.slice(0, -2) + (body.service_receipt.jws.endsWith('AA') ? 'BA' : 'AA'),
+          },
+        },
+        why: /no pinned service key signed/,
+      },
+      { bundle: next.bundle, answer: { ...body, invocation_id: next.inv.payload.jti, service_receipt: null }, why: /no service receipt/ },
+    ];
+    let turn = 0;
+    const fake = createHttpServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(forged[turn++]!.answer));
+    });
+    await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve));
+    const baseUrl = `http://127.0.0.1:${(fake.address() as { port: number }).port}`;
+    try {
+      const forgedTo = new BatonClient({ baseUrl, apiKey: 'bt_x', serviceDids: [serviceDid] });
+      for (const f of forged) {
+        const e = await rejection(forgedTo.verify(f.bundle));
+        expect(e.code).toBe('UNEXPECTED_RESPONSE');
+        expect(e.message).toMatch(f.why);
+      }
+      // Without pins, the first forgery passes: the answer's word is all such a client has.
+      turn = 0;
+      expect(await new BatonClient({ baseUrl, apiKey: 'bt_x' }).verify(forged[0]!.bundle)).toMatchObject({ valid: true });
+    } finally {
+      await new Promise<void>((resolve) => fake.close(() => resolve()));
+    }
+
+    expect(() => new BatonClient({ baseUrl: live.baseUrl, serviceDids: [] })).toThrow(/at least one did:key/);
+    expect(() => new BatonClient({ baseUrl: live.baseUrl, serviceDids: ['did:key:z6Mk-not-a-key'] })).toThrow(/not an Ed25519 did:key/);
+  });
+
   it('a non-Baton answer is UNEXPECTED_RESPONSE, with the status', async () => {
     const proxy = createHttpServer((_req, res) => {
       res.writeHead(502, { 'content-type': 'text/html' });

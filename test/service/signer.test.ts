@@ -8,6 +8,7 @@ import { BatonError } from '../../src/protocol/errors.js';
 import { sha256Hex } from '../../src/protocol/hash.js';
 import { canonicalJson, utf8Encode } from '../../src/protocol/jcs.js';
 import { signJws } from '../../src/protocol/jws.js';
+import { serviceKid } from '../../src/protocol/service-receipt.js';
 import { createLogger, silentLogger } from '../../src/service/log.js';
 import { recordServiceReceipt } from '../../src/service/service-receipts.js';
 import { openSecret } from '../../src/service/secrets.js';
@@ -15,7 +16,6 @@ import {
   loadServiceSigner,
   publishedServiceKeys,
   rotateServiceKey,
-  serviceKid,
   verifyServiceReceipt,
   type ServiceSigner,
 } from '../../src/service/signer.js';
