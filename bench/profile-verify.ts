@@ -1,5 +1,5 @@
 /**
- * npm run bench:profile [-- --seconds N --warmup N --inflight N --warmup-inflight N --depth N --bulk N --max-calls N --perf --perf-record --table-stats --cpu-prof --statements --durable --env K=V --sql TEXT --node-arg FLAG --source]
+ * npm run bench:profile [-- --seconds N --warmup N --inflight N --warmup-inflight N --depth N --bulk N --max-calls N --perf --perf-record --table-stats --wal --cpu-prof --statements --durable --env K=V --sql TEXT --node-arg FLAG --source]
  *
  * CPU cost of one allowed /v1/verify, for finding where it goes: the service
  * and PostgreSQL CPU per verify (from /proc, stable on a shared machine,
@@ -52,6 +52,12 @@ const usePerf = process.argv.includes('--perf');
 const recordPostgres = process.argv.includes('--perf-record');
 /** Time per SQL statement, those inside the verify functions included (pg_stat_statements, track=all). */
 const statementStats = process.argv.includes('--statements');
+/**
+ * WAL bytes and MultiXact ids per verify (each read after a CHECKPOINT on either side of the load).
+ * A row locked by several transactions at once (a foreign key's parent, FOR KEY SHARE) takes a new
+ * MultiXact for every further locker: ids that run out at a rate of their own, vacuum's to reclaim.
+ */
+const walStats = process.argv.includes('--wal');
 /**
  * Every value of a repeatable flag: `--env NAME=VALUE` (service environment), `--sql TEXT` (run
  * before the load, to try a schema change), `--node-arg FLAG` (a Node or V8 flag for the service,
@@ -188,6 +194,13 @@ async function main(): Promise<void> {
     await statsSql`create extension if not exists pg_stat_statements`;
     await statsSql`select pg_stat_statements_reset()`;
   }
+  const walSql = walStats ? postgres(pg.url, { max: 1, onnotice: () => {} }) : undefined;
+  const walPosition = async (q: postgres.Sql) => {
+    await q`checkpoint`;
+    const [row] = await q`select pg_current_wal_lsn()::text as lsn, (select next_multixact_id::text from pg_control_checkpoint()) as mxid`;
+    return { lsn: String(row!['lsn']), mxid: BigInt(String(row!['mxid'])) };
+  };
+  const walBefore = walSql ? await walPosition(walSql) : undefined;
   const cpu = startCpuSample({
     service: () => [service.pid, ...childrenOf(service.pid)],
     postgres: () => pg!.pids(),
@@ -224,6 +237,14 @@ async function main(): Promise<void> {
       `group commit (/metrics): ${batches.statements} statements, ${(batches.items / batches.statements).toFixed(1)} verifies each (${Math.round((100 * batches.alone) / batches.statements)}% alone), round trip ${((1000 * batches.seconds) / batches.statements).toFixed(2)} ms on average as the service saw it; its event loop ran its timers ${(1000 * after.loop.mean).toFixed(2)} ms late on average (p99 ${(1000 * after.loop.p99).toFixed(2)} ms)\n` +
       `garbage collection (/metrics): ${describeGc(gcPausesDelta(scraped.gc, after.gc), r.seconds)}\n`,
   );
+  if (walSql && walBefore) {
+    const after = await walPosition(walSql);
+    const [row] = await walSql`select pg_wal_lsn_diff(${after.lsn}::pg_lsn, ${walBefore.lsn}::pg_lsn)::float8 as bytes`;
+    process.stdout.write(
+      `WAL per verify: ${Math.round(Number(row!['bytes']) / r.ok)} bytes (checkpoints included); MultiXact ids per verify: ${(Number(after.mxid - walBefore.mxid) / r.ok).toFixed(2)}\n`,
+    );
+    await walSql.end();
+  }
   if (statsSql) {
     const [batch] = await statsSql`select calls, total_exec_time / nullif(calls, 0) as ms from pg_stat_statements
                                     where toplevel and query like 'select baton_verify_batch(%' order by calls desc limit 1`;
