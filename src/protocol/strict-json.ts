@@ -6,7 +6,10 @@
  * the service, the CLI offline or the MCP middleware, refuses such a document
  * rather than guess, and bounds its nesting (the service checks before JSON.parse,
  * which then never recurses deeply; the offline readers, whose input is the
- * user's own file, after it).
+ * user's own file, after it). Numbers likewise: a literal a double cannot hold as
+ * written (0.1000000000000000000000001, 12345678901234567891, 1e400, 1e-400) is
+ * read as another value by JSON.parse and as itself by a reader of big decimals,
+ * so it is refused rather than silently changed.
  */
 
 /** Nesting that any document Baton reads as text may reach (a request body, a bundle, a saved answer). */
@@ -15,9 +18,10 @@ export const DOCUMENT_MAX_NESTING = 64;
 /**
  * Why `text` is ambiguous or too deep, as a phrase that completes "<the
  * document> ...": a key repeated in one object (escapes decoded, so "a" and
- * "\u0061" are the same key), or nesting deeper than `maxNesting`. Undefined
- * when neither. One linear pass before JSON.parse; syntax errors are left to
- * JSON.parse, so this only has to be right on valid JSON.
+ * "\u0061" are the same key), a number JSON.parse would not hold as written, or
+ * nesting deeper than `maxNesting`. Undefined when none. One linear pass before
+ * JSON.parse; syntax errors are left to JSON.parse, so this only has to be right
+ * on valid JSON.
  */
 export function jsonAmbiguity(text: string, maxNesting: number): string | undefined {
   const keyStack: (Set<string> | null)[] = [];
@@ -45,10 +49,61 @@ export function jsonAmbiguity(text: string, maxNesting: number): string | undefi
       if (keyStack.length > maxNesting) return `nests deeper than ${maxNesting} levels`;
     } else if (ch === '}' || ch === ']') {
       keyStack.pop();
+    } else if (ch === '-' || (ch >= '0' && ch <= '9')) {
+      const end = numberEnd(text, i);
+      const literal = text.slice(i, end);
+      const held = heldAs(literal);
+      if (held !== undefined) return `holds the number ${literal.slice(0, 40)}${literal.length > 40 ? '…' : ''}, ${held}`;
+      i = end;
+      continue;
     }
     i++;
   }
   return undefined;
+}
+
+/** Index just past the number token that starts at `start`. */
+function numberEnd(text: string, start: number): number {
+  let i = start + 1;
+  while (i < text.length && NUMBER_CHARS.includes(text[i]!)) i++;
+  return i;
+}
+
+const NUMBER_CHARS = '0123456789.eE+-';
+const DECIMAL = /^-?(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/;
+/** A double holds every decimal of up to 15 significant digits (DBL_DIG) as written. */
+const DIGITS_ALWAYS_HELD = 15;
+
+/**
+ * How JSON.parse would read `literal` when that is not the number written (the rest of a phrase),
+ * else undefined. A double's value is taken as its shortest decimal form, as everywhere else
+ * here (money, JCS): 0.1 is held as written, 0.1000000000000000000000001 is read as 0.1.
+ */
+function heldAs(literal: string): string | undefined {
+  const m = DECIMAL.exec(literal);
+  if (m === null) return undefined; // not a JSON number: JSON.parse will explain
+  // The common case, decided without parsing: few digits and no exponent.
+  if (m[3] === undefined && m[1]!.length + (m[2]?.length ?? 0) <= DIGITS_ALWAYS_HELD) return undefined;
+  const value = Number(literal);
+  if (!Number.isFinite(value)) return 'beyond the largest number a double holds (about 1.8e308)';
+  if (sameDecimal(literal, String(value))) return undefined;
+  return `which a double holds only as ${String(value)} (it keeps about 15 significant digits): send the number that is meant, as a double holds it`;
+}
+
+/** Whether two decimal literals (JSON or String(number) forms) denote the same number. */
+function sameDecimal(a: string, b: string): boolean {
+  const x = decimalParts(a);
+  const y = decimalParts(b);
+  return x.digits === y.digits && x.point === y.point && (x.digits === '' || x.negative === y.negative);
+}
+
+/** value = (negative ? -1 : 1) * 0.<digits> * 10^point, digits with no leading or trailing zeros ('' for zero). */
+function decimalParts(literal: string): { negative: boolean; digits: string; point: number } {
+  const m = DECIMAL.exec(literal)!;
+  const all = m[1]! + (m[2] ?? '');
+  const leading = all.length - all.replace(/^0+/, '').length;
+  const digits = all.slice(leading).replace(/0+$/, '');
+  return { negative: literal.startsWith('-'), digits, point: m[1]!.length + Number(m[3] ?? 0) - leading };
 }
 
 /** Index of the quote that closes the string opened at `start` (or the last index, unterminated). */

@@ -891,7 +891,7 @@ describe('(d) every JSON body is read by the one strict reader', () => {
   // A route validated by the OpenAPI library instead answered another media type with a 500
   // and kept the last of two repeated keys (POST /v1/log/cosignatures, until it read its body
   // as every other route does).
-  it('another media type, a repeated key or deep nesting is a 400 INVALID_REQUEST on every operation with a body', async () => {
+  it('another media type, a repeated key, deep nesting or a number read as another is a 400 INVALID_REQUEST on every operation with a body', async () => {
     const made = new Map<string, string>([['admin', svc.adminKey]]);
     /** A key with the operation's first scope (made once), or none for a keyless operation. */
     const keyFor = async (scopes: string[]) => {
@@ -905,6 +905,13 @@ describe('(d) every JSON body is read by the one strict reader', () => {
       ['text/plain', { 'content-type': 'text/plain' }, '{}', /application\/json/],
       ['a repeated key', { 'content-type': 'application/json' }, '{"a":1,"a":2}', /repeats the key/],
       ['100 levels of nesting', { 'content-type': 'application/json' }, `{"a":${deep}}`, /nest/],
+      // Read as 0.1 by JSON.parse: the route would act on a value the client did not send.
+      [
+        'a number a double cannot hold',
+        { 'content-type': 'application/json' },
+        '{"a":0.1000000000000000000000001}',
+        /holds only as 0\.1\b/,
+      ],
     ];
     let checked = 0;
     for (const o of contract.operations) {

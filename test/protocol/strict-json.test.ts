@@ -1,4 +1,4 @@
-/** jsonAmbiguity: a key repeated in one object, or nesting too deep, found before any reader picks a value. */
+/** jsonAmbiguity: a key repeated in one object, a number read as another, or nesting too deep, found before any reader picks a value. */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DOCUMENT_MAX_NESTING, jsonAmbiguity } from '../../src/protocol/strict-json.js';
@@ -24,6 +24,48 @@ describe('jsonAmbiguity', () => {
     '{}',
   ])('reads %s as unambiguous: equal keys in different objects, or inside strings, are not repeats', (text) => {
     expect(jsonAmbiguity(text, DOCUMENT_MAX_NESTING)).toBeUndefined();
+  });
+
+  it.each([
+    ['{"max_cost_usd":0.1000000000000000000000001}', '0.1000000000000000000000001, which a double holds only as 0.1 '],
+    ['[12345678901234567891]', '12345678901234567891, which a double holds only as 12345678901234567000 '],
+    ['[9007199254740993]', '9007199254740993, which a double holds only as 9007199254740992 '],
+    ['{"a":[1,{"b":-1e-400}]}', '-1e-400, which a double holds only as 0 '],
+    ['[1e400]', '1e400, beyond the largest number a double holds'],
+    ['[-1E+309]', '-1E+309, beyond the largest number a double holds'],
+  ])('refuses %s: it would be read as another number', (text, why) => {
+    expect(jsonAmbiguity(text, DOCUMENT_MAX_NESTING)).toContain(`holds the number ${why}`);
+  });
+
+  it.each([
+    '[0.1,1.0,1E2,1e+2,-0,-0.0,0.000,0.30000000000000004,1e21,1.5e-7,5e-324,1.7976931348623157e308]',
+    '[100000000000000000000]',
+    '["1e400"]',
+  ])('reads %s as written (the value a double holds, in any spelling; numbers inside strings are text)', (text) => {
+    expect(jsonAmbiguity(text, DOCUMENT_MAX_NESTING)).toBeUndefined();
+  });
+
+  it('holds every double as JSON.stringify writes it, and refuses any literal with more digits than a double keeps', () => {
+    fc.assert(
+      fc.property(
+        fc.double({ noNaN: true, noDefaultInfinity: true }),
+        (d) => jsonAmbiguity(`[${JSON.stringify(d)}]`, DOCUMENT_MAX_NESTING) === undefined,
+      ),
+    );
+    // A nonzero digit 25 places past the shortest form of a double of at least 1 (so no leading
+    // zeros, and no exponent): no double's shortest form has 26 significant digits.
+    fc.assert(
+      fc.property(
+        fc.double({ noNaN: true, min: 1, max: 1e15 }),
+        fc.boolean(),
+        fc.integer({ min: 1, max: 9 }),
+        (magnitude, negative, digit) => {
+          const shortest = JSON.stringify(negative ? -magnitude : magnitude);
+          const literal = `${shortest}${shortest.includes('.') ? '' : '.'}${'0'.repeat(24)}${digit}`;
+          return jsonAmbiguity(`[${literal}]`, DOCUMENT_MAX_NESTING)?.startsWith(`holds the number ${literal.slice(0, 40)}`) === true;
+        },
+      ),
+    );
   });
 
   it('refuses nesting past its limit, and no less', () => {
