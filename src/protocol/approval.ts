@@ -128,13 +128,19 @@ export function statusAt(approval: Approval, now: number): ApprovalStatus {
   return approval.status;
 }
 
+/** Unix seconds for a message: readable (RFC 3339, UTC), and as the approval's own field holds them. */
+function isoTime(seconds: number): string {
+  return `${new Date(seconds * 1000).toISOString().replace('.000Z', 'Z')} (unix ${seconds})`;
+}
+
 function refuse(code: ErrorCode, status: ApprovalStatus, message: string): Transition {
   return { ok: false, code, status, message };
 }
 
 /** Why an approval that is no longer pending cannot be decided. */
 function notPending(approval: Approval, status: ApprovalStatus): Transition {
-  if (status === 'expired') return refuse('APPROVAL_EXPIRED', status, `Approval ${approval.id} expired at ${approval.expires_at}.`);
+  if (status === 'expired')
+    return refuse('APPROVAL_EXPIRED', status, `Approval ${approval.id} expired at ${isoTime(approval.expires_at)}.`);
   return refuse('CONFLICT', status, `Approval ${approval.id} is already ${status}; a decision is final.`);
 }
 
@@ -187,7 +193,7 @@ export function use(approval: Approval, call: { binding: string; now: number; ca
     case 'used':
       return refuse('APPROVAL_USED', status, `Approval ${approval.id} has already allowed its one call.`);
     default: // expired (an approved one past its deadline reads as expired)
-      return refuse('APPROVAL_EXPIRED', status, `Approval ${approval.id} expired at ${approval.expires_at}.`);
+      return refuse('APPROVAL_EXPIRED', status, `Approval ${approval.id} expired at ${isoTime(approval.expires_at)}.`);
   }
 }
 
@@ -196,7 +202,7 @@ export function expire(approval: Approval, now: number): Transition {
   const status = statusAt(approval, now);
   if (approval.status === 'expired') return refuse('CONFLICT', status, `Approval ${approval.id} is already expired.`);
   if (status !== 'expired') {
-    const why = status === 'pending' || status === 'approved' ? `good until ${approval.expires_at}` : 'final';
+    const why = status === 'pending' || status === 'approved' ? `good until ${isoTime(approval.expires_at)}` : 'final';
     return refuse('CONFLICT', status, `Approval ${approval.id} is ${status} and ${why}.`);
   }
   const decided = approval.status === 'approved' ? { decision: approval.decision } : {};

@@ -11,6 +11,7 @@
 import type { ChainDecision } from '../protocol/chain.js';
 import { ERROR_TABLE, type Violation } from '../protocol/errors.js';
 import { approvalBinding } from '../protocol/approval.js';
+import { canonicalJson, type JsonValue } from '../protocol/jcs.js';
 import {
   DEFAULT_COST_CALIBRATION,
   evaluateRules,
@@ -440,8 +441,35 @@ function grantViolation(hash: string, status: string, decision: Verified): Viola
   };
 }
 
+/**
+ * What differs between the call approval `named` was granted for and this one, for APPROVAL_MISMATCH:
+ * the error's own text leaves the caller to guess, and a catalog published since (even one with the
+ * same content) is the difference a caller sending the very same call cannot see. Names no part of
+ * the approved call (its arguments may be another's), only which part differs.
+ */
+export function approvalMismatchMessage(named: ApprovalRow, decision: Verified, catalogVersion: number): string {
+  const inv = decision.invocation.payload;
+  const differs: string[] = [];
+  if (named.catalogVersion !== catalogVersion)
+    differs.push(
+      `it was granted under tool catalog version ${named.catalogVersion}, and the catalog is now version ${catalogVersion}: an approval covers only the catalog it was granted under, so send the call without approval_id to ask again`,
+    );
+  if (named.drChain.join(' ') !== inv.dr_chain.join(' ')) differs.push('it was granted for another delegation chain');
+  if (named.cmd !== null && named.cmd !== inv.cmd) differs.push('it was granted for another command');
+  if (named.toolServer !== inv.tool_server) differs.push('it was granted for another tool server');
+  if (named.args !== null && canonicalJson(named.args as JsonValue) !== canonicalJson(inv.args as JsonValue))
+    differs.push('it was granted for other arguments');
+  return `Approval ${named.id} does not cover this call: ${differs.length > 0 ? differs.join('; ') : 'it was granted for another call'}.`;
+}
+
 /** The violation for a refusal of the in-statement gate (CATALOG_CHANGED, COST_CALIBRATION_FLAGGED and NEAR_LIMIT_REACHED are decided again, never answered). */
-export function toolGateViolation(refusal: ToolGateRefusal, decision: Verified, grantStatus = 'pending'): Violation {
+export function toolGateViolation(
+  refusal: ToolGateRefusal,
+  decision: Verified,
+  grantStatus = 'pending',
+  /** For APPROVAL_MISMATCH: the approval the call named, and the catalog version it was decided under. */
+  mismatched?: { readonly approval: ApprovalRow; readonly catalogVersion: number },
+): Violation {
   switch (refusal.o) {
     case 'GRANT_PENDING_APPROVAL':
       return grantViolation(refusal.h ?? '', grantStatus, decision);
@@ -460,6 +488,13 @@ export function toolGateViolation(refusal: ToolGateRefusal, decision: Verified, 
     case 'NEAR_LIMIT_REACHED':
       return { code: 'STORAGE_UNAVAILABLE', field: 'near_limit', actual: true };
     default:
-      return { code: refusal.o, field: 'approval_id', actual: refusal.a ?? null };
+      return {
+        code: refusal.o,
+        field: 'approval_id',
+        actual: refusal.a ?? null,
+        ...(refusal.o === 'APPROVAL_MISMATCH' && mismatched !== undefined
+          ? { message: approvalMismatchMessage(mismatched.approval, decision, mismatched.catalogVersion) }
+          : {}),
+      };
   }
 }

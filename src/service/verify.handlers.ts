@@ -44,7 +44,7 @@ import { DENIAL_STATUS, SubmissionRefusal } from './error-status.js';
 import { hotPathCacheOf, type HotPathCache, type StoredDelegation } from './hot-cache.js';
 import type { Db } from '../store/db.js';
 import type { AuthContext, ServiceDeps } from './types.js';
-import { findGrant } from '../store/approvals.js';
+import { findApproval, findGrant } from '../store/approvals.js';
 import { findInvocation } from '../store/invocations.js';
 import { parseStrictJson } from './body.js';
 import { withinDeadline } from './deadline.js';
@@ -406,6 +406,13 @@ export async function verifyInvocation(
         catalogVersion: gate.catalogVersion,
         violations: [refused?.violation ?? gate.required],
         ...(refused?.approval === undefined ? {} : { approval: refused.approval }),
+        // APPROVAL_REQUIRED's own advice waits for the approval the answer names: a dry run opens none.
+        ...(refused === undefined
+          ? {
+              suggestion:
+                'A dry run opens no approval. Send the call without dry_run: its answer names the approval of the call (`approval`: its id and expiry), opening one when none waits; once an approver approves it, send the same call once more.',
+            }
+          : {}),
       };
     } else {
       const asked = await askForApproval(deps, gate, auth.keyId);
@@ -500,9 +507,16 @@ export async function verifyInvocation(
       outcome.reason === 'TOOL_GATE' && outcome.refusal.o === 'GRANT_PENDING_APPROVAL' && outcome.refusal.h !== undefined
         ? await findGrant(db, tenantId, outcome.refusal.h)
         : undefined;
+    // Likewise the approval a mismatch names (it exists: the gate refused a missing one itself), to say what differs.
+    const mismatchedApproval =
+      outcome.reason === 'TOOL_GATE' && outcome.refusal.o === 'APPROVAL_MISMATCH' && outcome.refusal.a !== undefined && gate.kind === 'go'
+        ? await findApproval(db, tenantId, outcome.refusal.a)
+        : undefined;
+    const mismatched =
+      mismatchedApproval && gate.kind === 'go' ? { approval: mismatchedApproval, catalogVersion: gate.catalogVersion } : undefined;
     const denial =
       outcome.reason === 'TOOL_GATE'
-        ? deny([toolGateViolation(outcome.refusal, decision, heldGrant?.status)], {
+        ? deny([toolGateViolation(outcome.refusal, decision, heldGrant?.status, mismatched)], {
             invocation: decision.invocation,
             dr_chain: inv.dr_chain,
           })

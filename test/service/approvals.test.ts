@@ -144,6 +144,8 @@ describe('require_approval', () => {
     const other = c.invoke({ ...ARGS, estimated_cost_usd: 0.02 }, { iat: T0 }).bundle;
     const mismatch = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: { ...other, approval_id: idA } });
     expect(mismatch.body.error.code).toBe('APPROVAL_MISMATCH');
+    // What differs, never what the approved call held.
+    expect(mismatch.body.violations[0].message).toBe(`Approval ${idA} does not cover this call: it was granted for other arguments.`);
 
     const b = await verify(c.invoke({ ...ARGS, estimated_cost_usd: 0.03 }, { iat: T0 }).bundle);
     const idB = b.body.approval.id as string;
@@ -161,6 +163,10 @@ describe('require_approval', () => {
       const late = await decide(idD, 'approve', triple);
       expect(late.status).toBe(403);
       expect(late.body.error.code).toBe('APPROVAL_EXPIRED');
+      const deadline = d.body.approval.expires_at as number;
+      expect(late.body.error.message).toContain(
+        `expired at ${new Date(deadline * 1000).toISOString().replace('.000Z', 'Z')} (unix ${deadline})`,
+      );
       // Approved in time but used late: expired too.
       const used = await svc.call('POST', '/v1/verify', {
         key: tenant.keys.verify,
@@ -288,6 +294,7 @@ describe('what an approval covers', () => {
     });
     expect(named.status).toBe(403);
     expect(named.body.error.code).toBe('APPROVAL_MISMATCH');
+    expect(named.body.violations[0].message).toBe(`Approval ${approvalId} does not cover this call: it was granted for another command.`);
     const unnamed = await verify(other);
     expect(unnamed.body.error.code).toBe('APPROVAL_REQUIRED');
     expect(unnamed.body.approval.id).not.toBe(approvalId);
@@ -371,6 +378,11 @@ describe('approvals and catalog versions', () => {
       json: { ...(c.invoke(ARGS, { iat: T0 }).bundle as object), approval_id: approvalId },
     });
     expect(named.body.error.code).toBe('APPROVAL_MISMATCH');
+    // The very call it approved: only the catalog differs, and the answer says so (the generic text
+    // told the caller to retry exactly what it had just sent).
+    expect(named.body.violations[0].message).toBe(
+      `Approval ${approvalId} does not cover this call: it was granted under tool catalog version ${current.body.version}, and the catalog is now version ${republished.body.version}: an approval covers only the catalog it was granted under, so send the call without approval_id to ask again.`,
+    );
     const unnamed = await verify(c.invoke(ARGS, { iat: T0 }).bundle);
     expect(unnamed.body.error.code).toBe('APPROVAL_REQUIRED');
     expect(unnamed.body.approval.id).not.toBe(approvalId);
@@ -617,6 +629,9 @@ describe('retries and replays of an approval-gated call', () => {
     expect(whilePending.status).toBe(403);
     expect(whilePending.body.error.code).toBe('APPROVAL_REQUIRED');
     expect(whilePending.body.violations[0].message).toContain(`Approval ${id} waits for an approver`);
+    // The answer names no approval (a dry run opens and shows none), so its advice does not send the caller to one.
+    expect(whilePending.body.approval).toBeUndefined();
+    expect(whilePending.body.error.suggestion).toMatch(/^A dry run opens no approval\. Send the call without dry_run/);
 
     await decide(id, 'approve', triple);
     const dry = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: dryJson });
