@@ -18,6 +18,18 @@ const int = (name: string, min: number, max: number, fallback: number) =>
       return n;
     });
 
+/** The longest bearer token the service reads from an Authorization header. */
+export const BEARER_TOKEN_MAX_LENGTH = 512;
+
+/** A secret presented as `Authorization: Bearer <token>`: only what that header can carry (printable ASCII, no spaces). */
+const bearerToken = (name: string) =>
+  z
+    .string()
+    .regex(
+      new RegExp(`^[\\x21-\\x7e]{24,${BEARER_TOKEN_MAX_LENGTH}}$`),
+      `${name} must be 24 to ${BEARER_TOKEN_MAX_LENGTH} printable ASCII characters without spaces (an Authorization: Bearer header carries no other); check for a trailing space or carriage return`,
+    );
+
 /** The transparency logs' name when BATON_TLOG_NAME is unset: fit for a development machine only. */
 export const DEFAULT_TLOG_NAME = 'localhost';
 
@@ -31,12 +43,11 @@ const EnvSchema = z.object({
       (v) => v === undefined || v === '' || /^postgres(ql)?:\/\//.test(v),
       'DATABASE_URL must start with postgres:// or postgresql://',
     ),
-  BATON_ADMIN_KEY: z.string().min(24, 'BATON_ADMIN_KEY must be at least 24 characters').optional(),
+  // A key that no Authorization header can carry would revoke the generated admin key and log in
+  // nowhere, leaving no admin key at all: refused at start, as the bearer reader would refuse it.
+  BATON_ADMIN_KEY: bearerToken('BATON_ADMIN_KEY').optional(),
   // A bearer token that reads /metrics and nothing else, for a Prometheus scraper.
-  BATON_METRICS_TOKEN: z
-    .string()
-    .regex(/^[\x21-\x7e]{24,512}$/, 'BATON_METRICS_TOKEN must be 24 to 512 printable ASCII characters without spaces')
-    .optional(),
+  BATON_METRICS_TOKEN: bearerToken('BATON_METRICS_TOKEN').optional(),
   BATON_DATA_DIR: z.string().min(1).default('./.baton/data'),
   BATON_MASTER_KEY: z
     .string()

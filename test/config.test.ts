@@ -41,6 +41,19 @@ describe('loadConfig', () => {
     expect(loadConfig({ BATON_WORKERS: '2', DATABASE_URL: 'postgres://x/y', BATON_MASTER_KEY: MASTER }).workers).toBe(2);
   });
 
+  it('refuses an admin key or metrics token no Authorization header can carry (it would revoke the generated admin key and log in nowhere)', () => {
+    const good = 'abcdefghijklmnopqrstuvwx-0123';
+    expect(loadConfig({ BATON_ADMIN_KEY: good }).adminKey).toBe(good);
+    for (const bad of ['my admin key with spaces 12345', `${good}\r`, `${good} `, `clé-${good}`, 'x'.repeat(513), 'short']) {
+      expect(() => loadConfig({ BATON_ADMIN_KEY: bad }), JSON.stringify(bad)).toThrow(ConfigError);
+      expect(() => loadConfig({ BATON_ADMIN_KEY: bad }), JSON.stringify(bad)).toThrow(
+        /BATON_ADMIN_KEY must be 24 to 512 printable ASCII characters without spaces/,
+      );
+      expect(() => loadConfig({ BATON_METRICS_TOKEN: bad }), JSON.stringify(bad)).toThrow(/BATON_METRICS_TOKEN must be 24 to 512/);
+    }
+    expect(loadConfig({ BATON_ADMIN_KEY: 'x'.repeat(512) }).adminKey).toHaveLength(512);
+  });
+
   it('gives writes their own deadline, never shorter than the verify deadline', () => {
     expect(loadConfig({}).writeDeadlineMs).toBe(30_000);
     expect(loadConfig({ BATON_WRITE_DEADLINE_MS: '8000' }).writeDeadlineMs).toBe(8_000);

@@ -41,6 +41,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Context, MiddlewareHandler } from 'hono';
+import { BEARER_TOKEN_MAX_LENGTH } from '../config.js';
 import { BatonError } from '../protocol/errors.js';
 import { API_KEY_SCOPES, type ApiKeyScope } from '../protocol/lists.js';
 import {
@@ -60,7 +61,7 @@ export const KEY_CACHE_MAX = 10_000;
 /** How often one node records a key's use (api_keys.last_used_at) at most. */
 export const LAST_USED_INTERVAL_MS = 60_000;
 /** A bearer token longer than this is refused before it is hashed or looked up. */
-const MAX_TOKEN_LENGTH = 512;
+const MAX_TOKEN_LENGTH = BEARER_TOKEN_MAX_LENGTH;
 /** The key id reported for the environment admin key (it has no api_keys row). */
 export const ENV_ADMIN_KEY_ID = 'admin:env';
 
