@@ -10,7 +10,7 @@ import { z } from 'zod';
 import { BatonError } from './errors.js';
 import { isRecordHash, type RecordHash } from './hash.js';
 import { ROOT_TYPES } from './lists.js';
-import { PolicySchema } from './policy.js';
+import { MAX_NAME_LENGTH, PolicySchema } from './policy.js';
 
 export const DRS_VERSION = '4.0';
 /** More than 16 DRs in a chain is refused (configurable lower). */
@@ -94,13 +94,24 @@ export const DelegationPayloadSchema = z
 
 export type DelegationPayload = z.infer<typeof DelegationPayloadSchema>;
 
+/**
+ * An invocation's args. The tool it names is bounded as a policy's tool names are: the service
+ * stores and indexes it (a name of kilobytes failed the insert of every verify batched with it,
+ * whatever the chain allowed), and no tool of a catalog or a grant can have a longer one.
+ */
+const InvocationArgsSchema = JsonObjectSchema.superRefine((args, ctx) => {
+  const tool = args['tool'];
+  if (typeof tool === 'string' && tool.length > MAX_NAME_LENGTH)
+    ctx.addIssue({ code: 'custom', path: ['tool'], message: `must be a tool name of at most ${MAX_NAME_LENGTH} characters` });
+});
+
 export const InvocationPayloadSchema = z.strictObject({
   iss: DidKeySchema,
   sub: DidKeySchema,
   drs_v: z.literal(DRS_VERSION),
   drs_type: z.literal('invocation-receipt'),
   cmd: CommandSchema,
-  args: JsonObjectSchema,
+  args: InvocationArgsSchema,
   dr_chain: z.array(RecordHashSchema).min(1).max(MAX_LISTED_RECORDS),
   tool_server: z.string().min(1).max(512),
   iat: unixSeconds,

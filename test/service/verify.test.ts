@@ -1,10 +1,13 @@
 /** POST /v1/verify and /verify on real PostgreSQL: allow, deny, replay, dry run, binding, DRS transport. */
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { and, count, eq, sql } from 'drizzle-orm';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
 import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
 import { encodeBase64url } from '../../src/protocol/base64url.js';
 import { utf8Encode } from '../../src/protocol/jcs.js';
+import { signJws } from '../../src/protocol/jws.js';
+import { observeVerifyBatches, type BatchObservation } from '../../src/store/verify-batch.js';
 import { delegations, denials, invocations, serviceReceipts } from '../../src/store/schema/index.js';
 import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
 import { T0 } from '../support/fixtures.js';
@@ -314,6 +317,61 @@ describe('verify: deny', () => {
     expect((await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(denied, [root, leaf]) })).status).toBe(403);
     const fine = invoke(ARGS, { jti });
     expect((await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(fine, [root, leaf]) })).status).toBe(200);
+  });
+
+  it('a tool name longer than any a policy may hold is refused INVALID_FIELD and recorded, and fails no verify batched with it', async () => {
+    // A chain that allows every tool, so only the name's length can refuse it (the statement
+    // stores and indexes the name: 3,000 random characters failed the insert of the whole batch).
+    const holder = generateKeyPair();
+    const open = createRootDelegation({
+      issuer: tenant.root,
+      audience: holder.did,
+      policy: { allowed_tools: ['*'], max_calls: 100 },
+      iat: T0,
+      nbf: T0 - 10,
+    });
+    const signedRaw = (tool: string) => {
+      const payload = {
+        iss: holder.did,
+        sub: open.payload.sub,
+        drs_v: '4.0',
+        drs_type: 'invocation-receipt',
+        cmd: open.payload.cmd,
+        args: { tool, pii_access: false, write_access: false },
+        dr_chain: [open.hash],
+        tool_server: 'mcp://tools.example.com',
+        iat: T0,
+        jti: `inv:long-tool-${Math.random().toString(36).slice(2)}`,
+      };
+      return signJws(payload, holder.seed);
+    };
+    expect(() => createInvocation({ chain: [open], invoker: holder, args: { tool: 'x'.repeat(257) }, toolServer: 'mcp://t' })).toThrow(
+      /args\.tool must be a tool name of at most 256 characters/,
+    );
+    const longest = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(signedRaw('t'.repeat(256)), [open]) });
+    expect(longest.status).toBe(200);
+
+    const seen: BatchObservation[] = [];
+    const stop = observeVerifyBatches((b) => seen.push(b));
+    const deniedBefore = await tableCount(denials);
+    const honest = Array.from({ length: 4 }, () => makeBundle(signedRaw('web_search'), [open]));
+    // Random hex: a repetitive name compresses under the index's row limit, and would show nothing.
+    const hostile = Array.from({ length: 4 }, () => makeBundle(signedRaw(randomBytes(1500).toString('hex')), [open]));
+    const answers = await Promise.all(
+      [...honest, ...hostile].map((json) => svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json })),
+    );
+    stop();
+    expect(answers.slice(0, 4).map((r) => r.status)).toEqual([200, 200, 200, 200]);
+    for (const r of answers.slice(4)) {
+      expect(r.status).toBe(403);
+      expect(r.body.error.code).toBe('INVALID_FIELD');
+      expect(r.body.violations[0]).toMatchObject({
+        code: 'INVALID_FIELD',
+        message: 'The invocation payload is not valid: args.tool must be a tool name of at most 256 characters.',
+      });
+    }
+    expect(await tableCount(denials)).toBe(deniedBefore + 4);
+    expect(seen.filter((b) => b.failed)).toEqual([]);
   });
 
   it('a stale invocation is denied INVOCATION_STALE', async () => {
