@@ -264,7 +264,10 @@ export class VerifyBatcher {
       this.#alone += batch.length;
       await Promise.all(
         batch.map(async (p) => {
-          if (p.deadline <= Date.now()) return p.reject(err);
+          // Refused for its own deadline, as if still queued: the batch's error may be another
+          // item's (a bug, a bad value), and must not become this request's answer.
+          if (p.deadline <= Date.now())
+            return p.reject(new ItemError('57014', 'verify deadline passed while its failed batch was retried'));
           try {
             const [answer] = await this.#decide([p]);
             p.resolve(answer!);
