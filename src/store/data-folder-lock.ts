@@ -372,8 +372,18 @@ function sleepSync(ms: number): void {
 function processIsAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (e) {
     return (e as NodeJS.ErrnoException).code === 'EPERM';
   }
+  // A process killed but not yet reaped by its parent (a zombie, Linux state Z) still takes signal
+  // 0, and holds nothing: a restart right after kill -9 was refused until its parent reaped it.
+  return !isZombie(pid);
+}
+
+function isZombie(pid: number): boolean {
+  const state = readOrUndefined(() => {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0];
+  });
+  return state === 'Z' || state === 'X';
 }

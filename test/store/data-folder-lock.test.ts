@@ -51,6 +51,30 @@ describe('lockDataFolder', () => {
     release();
   });
 
+  it.skipIf(!existsSync('/proc/self/stat'))(
+    'takes over a lock whose process was killed but not yet reaped (a zombie still takes signal 0; skipped without /proc)',
+    async () => {
+      const dir = folder();
+      // `sleep 0` ends at once and stays a zombie: its parent execs into a sleep that never reaps it.
+      const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 30']);
+      try {
+        const zombie = Number(
+          await new Promise<string>((resolve) => parent.stdout.once('data', (b: Buffer) => resolve(b.toString().trim()))),
+        );
+        const stateOf = () => readFileSync(`/proc/${zombie}/stat`, 'utf8').split(') ')[1]!.split(' ')[0];
+        for (let i = 0; i < 200 && stateOf() !== 'Z'; i++) await new Promise((r) => setTimeout(r, 10));
+        expect(stateOf()).toBe('Z');
+        const start = readFileSync(`/proc/${zombie}/stat`, 'utf8').split(') ')[1]!.split(' ')[19]!;
+        writeFileSync(lockOf(dir), lockText({ pid: zombie, start }));
+        const release = lockDataFolder(dir);
+        expect(holderPid(dir)).toBe(process.pid);
+        release();
+      } finally {
+        parent.kill('SIGKILL');
+      }
+    },
+  );
+
   it('in its own pid space, takes over a lock naming a pid that is now another process (a restarted container is pid 1 again)', () => {
     const dir = folder();
     // A former holder with this very pid: this process holds no lock there, so it is not the holder.
