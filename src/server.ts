@@ -4,7 +4,7 @@
  */
 import cluster, { type Worker } from 'node:cluster';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { createServer as createTcpServer } from 'node:net';
 import { join } from 'node:path';
@@ -48,6 +48,31 @@ export interface RunningServer {
 }
 
 /**
+ * The embedded database's data folder, open to its owner only. PGlite writes its files
+ * world-writable (0666 whatever the umask: postgresql.conf, pg_hba.conf, the catalogs that hold the
+ * verify functions), so the folder is what keeps other local users from reading or changing the
+ * database; PostgreSQL likewise refuses to start on a data directory open to others. A folder
+ * created here is 0700; an existing one open to others is restricted, and the log says so.
+ */
+export function restrictDataFolder(dataDir: string, log: Logger): void {
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const mode = statSync(dataDir).mode & 0o777;
+  if ((mode & 0o077) === 0) return;
+  try {
+    chmodSync(dataDir, 0o700);
+  } catch (e) {
+    throw new Error(
+      `the data folder ${dataDir} is open to other users (mode ${mode.toString(8)}) and Baton cannot restrict it (${(e as Error).message}). As its owner run chmod 700 ${dataDir}, or use another folder (BATON_DATA_DIR, baton serve --data-dir).`,
+    );
+  }
+  log.warn('restricted the data folder to its owner: other local users could read or change the embedded database in it', {
+    data_dir: dataDir,
+    mode_was: mode.toString(8),
+    mode: '700',
+  });
+}
+
+/**
  * The master key encrypts signing keys at rest. Without BATON_MASTER_KEY a
  * dev run keeps a generated one in the data folder, and says so loudly:
  * whoever can read that folder can read the keys.
@@ -61,7 +86,7 @@ export function resolveMasterKey(config: Config, log: Logger): Uint8Array {
     log.warn('using the development master key from the data folder; set BATON_MASTER_KEY in production', { file });
     return key;
   }
-  mkdirSync(config.dataDir, { recursive: true });
+  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   const key = randomBytes(32);
   writeFileSync(file, `${key.toString('hex')}\n`, { mode: 0o600 });
   chmodSync(file, 0o600);
@@ -77,6 +102,7 @@ export async function startServer(
   if (config.databaseUrl && !(await postgresDriverGuarded())) throw new Error(MISSING_DRIVER_GUARD);
   // Workers share the supervisor's port (node:cluster), which checked it before forking them.
   if (!cluster.isWorker) await assertPortFree(config);
+  if (!config.databaseUrl && !config.dataDir.includes('://')) restrictDataFolder(config.dataDir, log);
   const masterKey = resolveMasterKey(config, log);
   // A first start on an empty folder creates the database and applies every migration: seconds of silence otherwise.
   log.info('opening the store and applying pending migrations', {

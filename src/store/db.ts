@@ -119,7 +119,8 @@ async function openPostgres(databaseUrl: string, max: number, migrationsFolder: 
 
 async function openPglite(dataDir: string, migrationsFolder?: string, lock?: DataFolderLockOptions): Promise<Store> {
   const onDisk = !dataDir.includes('://');
-  if (onDisk) mkdirSync(dataDir, { recursive: true });
+  // Owner only: PGlite's own files are world-writable (see restrictDataFolder in server.ts).
+  if (onDisk) mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const unlock = onDisk ? lockDataFolder(dataDir, lock) : () => {};
   let client: PGlite;
   try {

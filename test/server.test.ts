@@ -1,0 +1,71 @@
+/**
+ * src/server.ts: the embedded database's data folder is its owner's alone. PGlite writes its files
+ * world-writable (postgresql.conf and the catalogs among them), so the folder's own mode is what
+ * keeps other local users out.
+ */
+import { randomBytes } from 'node:crypto';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.js';
+import { createLogger } from '../src/service/log.js';
+import { restrictDataFolder, startServer } from '../src/server.js';
+
+const roots: string[] = [];
+afterAll(() => {
+  for (const r of roots) rmSync(r, { recursive: true, force: true });
+});
+const scratch = () => {
+  const r = mkdtempSync(join(tmpdir(), 'baton-server-'));
+  roots.push(r);
+  return r;
+};
+const modeOf = (path: string) => (statSync(path).mode & 0o777).toString(8);
+
+/** A logger that keeps what it logs, as the JSON lines the service writes. */
+function recordingLogger() {
+  const lines: Record<string, unknown>[] = [];
+  return { log: createLogger('info', (line) => lines.push(JSON.parse(line) as Record<string, unknown>)), lines };
+}
+
+describe('restrictDataFolder', () => {
+  it('creates a missing folder (and its parents) for its owner only', () => {
+    const dir = join(scratch(), '.baton', 'data');
+    const { log, lines } = recordingLogger();
+    restrictDataFolder(dir, log);
+    expect(modeOf(dir)).toBe('700');
+    expect(lines).toEqual([]);
+  });
+
+  it('restricts an existing folder open to others, and says so; leaves a private one as it is', () => {
+    const dir = join(scratch(), 'data');
+    mkdirSync(dir);
+    chmodSync(dir, 0o757);
+    const { log, lines } = recordingLogger();
+    restrictDataFolder(dir, log);
+    expect(modeOf(dir)).toBe('700');
+    expect(lines).toMatchObject([{ level: 'warn', data_dir: dir, mode_was: '757', mode: '700' }]);
+    restrictDataFolder(dir, log);
+    expect(lines).toHaveLength(1);
+  });
+
+  it('a start on the embedded database leaves its folder private, though PGlite writes its files open to all', async () => {
+    const dir = join(scratch(), 'data');
+    mkdirSync(dir, { mode: 0o755 });
+    chmodSync(dir, 0o755);
+    const { log } = recordingLogger();
+    const server = await startServer(
+      loadConfig({ PORT: '0', BATON_DATA_DIR: dir, BATON_ADMIN_KEY: `folder-admin-${randomBytes(16).toString('hex')}` }),
+      log,
+      () => {},
+    );
+    try {
+      expect(modeOf(dir)).toBe('700');
+      // What the folder guards: PGlite's own configuration, writable by anyone who can reach it.
+      expect(statSync(join(dir, 'postgresql.conf')).isFile()).toBe(true);
+    } finally {
+      await server.close();
+    }
+  }, 60_000);
+});
