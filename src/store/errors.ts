@@ -134,9 +134,44 @@ export function errorForLog(err: unknown, withStack = false): { error: string; c
   };
 }
 
+/**
+ * The errors PGlite's file system throws (Emscripten's ErrnoError: no message, not an Error, a WASI
+ * errno) that a start can meet, as text that says what to do; a disk filling on the first start
+ * printed "[object Object]".
+ */
+const EMBEDDED_FS_ERRNO: Readonly<Record<number, string>> = {
+  2: 'permission denied (EACCES): let the user running Baton write the data folder',
+  19: 'disk quota exceeded (EDQUOT): free space where the data folder is, or set BATON_DATA_DIR to a folder with room',
+  29: 'an input/output error (EIO): check the disk the data folder is on',
+  44: 'a file or folder is missing (ENOENT): check that the data folder exists and was not removed while Baton ran',
+  51: 'no space left on the device (ENOSPC): free space where the data folder is, or set BATON_DATA_DIR to a folder with room',
+  63: 'operation not permitted (EPERM): let the user running Baton write the data folder',
+  69: 'the file system is read-only (EROFS): set BATON_DATA_DIR to a writable folder',
+};
+
+function embeddedFsErrorText(err: unknown): string | undefined {
+  if (err === null || typeof err !== 'object') return undefined;
+  const { name, errno } = err as { name?: unknown; errno?: unknown };
+  if (name !== 'ErrnoError' || typeof errno !== 'number') return undefined;
+  return `the embedded database could not use its data folder: ${EMBEDDED_FS_ERRNO[errno] ?? `file system error number ${errno} (WASI)`}`;
+}
+
 /** errorForLog as one line of text, for a message printed rather than logged (a failed start). */
 export function errorText(err: unknown): string {
-  if (!(err instanceof Error)) return String(err);
+  if (!(err instanceof Error)) {
+    const fs = embeddedFsErrorText(err);
+    if (fs !== undefined) return fs;
+    // Something thrown that is no Error: its own fields, not "[object Object]".
+    if (err !== null && typeof err === 'object') {
+      try {
+        const json = JSON.stringify(err);
+        if (json !== undefined && json !== '{}') return `${(err as object).constructor?.name ?? 'Object'} ${json.slice(0, 500)}`;
+      } catch {
+        // A cycle, or a getter that throws: say what it is, at least.
+      }
+    }
+    return String(err);
+  }
   const { error, cause } = errorForLog(err);
   // A message of Baton's own already says what failed; only a driver's needs its cause beside it.
   const own = error.startsWith(`${err.name}: `) ? error.slice(err.name.length + 2) : error;

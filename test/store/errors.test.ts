@@ -90,6 +90,17 @@ describe('errorForLog', () => {
     );
     expect(errorText(new Error('could not listen on 127.0.0.1:8080: port in use'))).toBe('could not listen on 127.0.0.1:8080: port in use');
     expect(errorText('boom')).toBe('boom');
+    // PGlite's file system throws Emscripten's ErrnoError (no Error, no message): a full disk on a
+    // first start printed "[object Object]".
+    class ErrnoError {
+      readonly name = 'ErrnoError';
+      constructor(readonly errno: number) {}
+    }
+    expect(errorText(new ErrnoError(51))).toBe(
+      'the embedded database could not use its data folder: no space left on the device (ENOSPC): free space where the data folder is, or set BATON_DATA_DIR to a folder with room',
+    );
+    expect(errorText(new ErrnoError(12))).toBe('the embedded database could not use its data folder: file system error number 12 (WASI)');
+    expect(errorText({ status: 'odd', detail: 7 })).toBe('Object {"status":"odd","detail":7}');
   });
 
   it('keeps any other error as it is, and a thrown non-error as text', () => {
