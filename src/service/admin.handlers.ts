@@ -8,7 +8,7 @@ import type { AddRootRequest, CreateApiKeyRequest, CreateTenantRequest } from '.
 import { publicKeyFromDidKey } from '../protocol/did-key.js';
 import { BatonError, isBatonError } from '../protocol/errors.js';
 import { createTenantApiKey, listTenantApiKeys, revokeApiKey } from '../store/api-keys.js';
-import { apiKeyJson, createdApiKeyJson, type ApiKeyJson, type CreatedApiKeyJson } from './api-key-views.js';
+import { apiKeyJson, createdApiKeyJson, UNKNOWN_KEY_ID, type ApiKeyJson, type CreatedApiKeyJson } from './api-key-views.js';
 import { transactionBehind, type CommitCheck } from '../store/db.js';
 import type { Tenant, TrustedRoot } from '../store/schema/index.js';
 import { addTrustedRoot, createTenant, listTenants, listTrustedRoots, removeTrustedRoot } from '../store/tenants.js';
@@ -134,12 +134,13 @@ export async function listApiKeysHandler(deps: ServiceDeps, tenantId: string): P
 }
 
 /**
- * Revokes (idempotently) and evicts the key from this node's auth cache.
- * Other nodes may accept it until their cache entry expires (at most 10 s).
+ * Revokes (idempotently) and evicts the key from this node's auth cache. Other nodes refuse it
+ * too from their next request: every use re-checks the key in the database (the verify statement,
+ * or a fresh read before work no statement re-checks).
  */
 export async function revokeApiKeyHandler(deps: ServiceDeps, keyId: string, gate: CommitCheck | undefined): Promise<void> {
   const row = await revokeApiKey(deps.store.db, keyId, gate);
-  if (!row) throw new BatonError('NOT_FOUND', { message: 'No API key has this id.' });
+  if (!row) throw new BatonError('NOT_FOUND', { message: 'No API key has this id.', suggestion: UNKNOWN_KEY_ID });
   evictApiKey(deps, row.id);
   deps.log.info('api key revoked', { key_id: row.id, tenant_id: row.tenantId });
 }

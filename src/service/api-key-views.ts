@@ -34,3 +34,7 @@ export function createdApiKeyJson(key: string, k: ApiKeyInfo): CreatedApiKeyJson
   const { revoked_at: _revoked, last_used_at: _used, ...info } = apiKeyJson(k);
   return { key, ...info };
 }
+
+/** NOT_FOUND's advice on the admin key routes, where no tenant is involved to check the key against. */
+export const UNKNOWN_KEY_ID =
+  "Key ids look like key_…: list a tenant's keys for theirs (GET /v1/admin/tenants/{tenant}/api-keys, or baton keys list). The key in BATON_ADMIN_KEY has no id: to retire it, unset the variable and restart.";

@@ -7,7 +7,7 @@ import { BatonError } from '../protocol/errors.js';
 import { DEFAULT_ROTATION_GRACE_SECONDS, RotateApiKeyBody, rotateApiKeyRoute } from '../api/api-keys.js';
 import { rotateApiKey } from '../store/api-keys.js';
 import type { CommitCheck } from '../store/db.js';
-import { apiKeyJson, createdApiKeyJson, type ApiKeyJson, type CreatedApiKeyJson } from './api-key-views.js';
+import { apiKeyJson, createdApiKeyJson, UNKNOWN_KEY_ID, type ApiKeyJson, type CreatedApiKeyJson } from './api-key-views.js';
 import { assertScope, authenticateRequest, evictApiKey } from './auth.js';
 import { hasBody, readJsonBody } from './body.js';
 import { newRouter, serve } from './router.js';
@@ -31,7 +31,7 @@ export async function rotateApiKeyHandler(
   );
   switch (outcome.kind) {
     case 'not-found':
-      throw new BatonError('NOT_FOUND', { message: 'No tenant API key has this id.' });
+      throw new BatonError('NOT_FOUND', { message: 'No tenant API key has this id.', suggestion: UNKNOWN_KEY_ID });
     case 'not-live':
       throw new BatonError('CONFLICT', {
         message: 'This API key is revoked or expired: rotation keeps a live key working while its successor is deployed.',

@@ -553,7 +553,15 @@ describe('API keys', () => {
     const [second] = await svc.store.db.select().from(apiKeys).where(eq(apiKeys.id, k.id));
     expect(second?.revokedAt?.getTime()).toBe(first?.revokedAt?.getTime());
     await storesNothing(async () => {
-      expectError(await svc.call('DELETE', '/v1/admin/api-keys/key_nobody', { key: admin }), 404, 'NOT_FOUND');
+      const unknown = await svc.call('DELETE', '/v1/admin/api-keys/key_nobody', { key: admin });
+      expectError(unknown, 404, 'NOT_FOUND');
+      const rotated = await svc.call('POST', '/v1/admin/api-keys/key_nobody/rotate', { key: admin, json: {} });
+      expectError(rotated, 404, 'NOT_FOUND');
+      // No tenant is involved on these routes: the advice says where key ids are, not to check a tenant.
+      for (const res of [unknown, rotated]) {
+        expect(res.body.error.suggestion).toMatch(/^Key ids look like key_…: list a tenant's keys/);
+        expect(res.body.error.suggestion).not.toMatch(/belongs to the tenant/);
+      }
     });
   });
 });
