@@ -6,7 +6,7 @@ import cluster, { type Worker } from 'node:cluster';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import { createServer as createTcpServer } from 'node:net';
+import { createServer as createTcpServer, Server as NetServer } from 'node:net';
 import { join } from 'node:path';
 import { serve, type ServerType } from '@hono/node-server';
 import { ConfigError, decodeMasterKey, DEFAULT_TLOG_NAME, loadConfig, type Config } from './config.js';
@@ -214,9 +214,15 @@ export async function startServer(
       close: async () => {
         // Stop accepting, let in-flight requests finish, then release the database. A keep-alive
         // connection busy at this moment would otherwise go on carrying new requests until the
-        // forced exit cut them off: each answer from now on closes its connection, and idle ones close now.
+        // forced exit cut them off: each answer from now on closes its connection.
         closeEachConnectionAfterItsAnswer();
-        const closed = new Promise<void>((resolve) => bound.close(() => resolve()));
+        // An idle keep-alive connection's client may be sending its next request right now, and
+        // one closed under it is reset unanswered (an outside probe: 3 of 271 verifies of 8 busy
+        // clients at a stop). So idle connections get a moment first, in which a request is
+        // answered with Connection: close; those idle all along are closed after it. http.Server's
+        // own close() would close them at once, so listening stops through net.Server's.
+        const closed = new Promise<void>((resolve) => NetServer.prototype.close.call(bound, () => resolve()));
+        await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, IDLE_CONNECTION_CLOSE_GRACE_MS).unref())]);
         (bound as Server).closeIdleConnections();
         await closed;
         await integrator?.stop(); // its round commits or rolls back before the pool closes
@@ -241,6 +247,9 @@ export async function startServer(
     throw e;
   }
 }
+
+/** How long a stopping server keeps idle keep-alive connections open for a request already on its way. */
+export const IDLE_CONNECTION_CLOSE_GRACE_MS = 500;
 
 /**
  * Request headers Node accepts (its default is 16 KiB). A DRS client may send a whole chain by

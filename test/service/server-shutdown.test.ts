@@ -8,7 +8,7 @@
  */
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServer } from '../../src/server.js';
+import { IDLE_CONNECTION_CLOSE_GRACE_MS, startServer } from '../../src/server.js';
 import { silentLogger } from '../../src/service/log.js';
 import { serverConfigOf, startTestService, type TestService } from '../support/service.js';
 
@@ -66,6 +66,51 @@ describe('stopping the server', () => {
       expect(second.text.toLowerCase()).toContain('connection: close');
       expect(second.ended).toBe(true);
       await stopped;
+    } finally {
+      socket.destroy();
+    }
+  });
+
+  it('answers a request sent on an idle keep-alive connection just after the stop began, rather than reset it', async () => {
+    const config = serverConfigOf(svc, { BATON_TLOG_INTERVAL_MS: '0' });
+    const server = await startServer(config, silentLogger, () => {});
+    const socket = connect(server.port, '127.0.0.1');
+    await new Promise((resolve) => socket.once('connect', resolve));
+    const errors: Error[] = [];
+    socket.on('error', (e) => errors.push(e));
+    try {
+      socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+      expect((await readUntil(socket, (t) => /\r\n\r\n[\s\S]*\}/.test(t))).text).toMatch(/^HTTP\/1\.1 200/);
+      // The connection is idle when the stop begins; its client sends the next request a moment later
+      // (a busy tool server's loop), before it could learn of the stop.
+      const stopped = server.close();
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+      const next = await readUntil(socket, () => false);
+      expect(errors).toEqual([]);
+      expect(next.text).toMatch(/^HTTP\/1\.1 200/);
+      expect(next.text.toLowerCase()).toContain('connection: close');
+      expect(next.ended).toBe(true);
+      await stopped;
+    } finally {
+      socket.destroy();
+    }
+  });
+
+  it('closes a keep-alive connection idle all through the grace, and stops', async () => {
+    const config = serverConfigOf(svc, { BATON_TLOG_INTERVAL_MS: '0' });
+    const server = await startServer(config, silentLogger, () => {});
+    const socket = connect(server.port, '127.0.0.1');
+    await new Promise((resolve) => socket.once('connect', resolve));
+    try {
+      socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+      await readUntil(socket, (t) => /\r\n\r\n[\s\S]*\}/.test(t));
+      const ended = readUntil(socket, () => false);
+      const started = performance.now();
+      await server.close();
+      expect((await ended).ended).toBe(true);
+      // The grace, not the keep-alive timeout (minutes): the stop does not wait on idle clients.
+      expect(performance.now() - started).toBeLessThan(IDLE_CONNECTION_CLOSE_GRACE_MS + 5_000);
     } finally {
       socket.destroy();
     }
