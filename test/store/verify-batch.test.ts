@@ -23,17 +23,18 @@ const denial = (subj: string): BatchItem => ({
 });
 
 /**
- * A database whose batches holding the item `poison` fail with an error of that item's own (after
- * `failAfterMs`, as an insert deep in the statement would), and which answers every other batch.
+ * A database whose batches holding the item `poison` fail with an error of that item's own (at
+ * `failAt`, a Date.now() time, as an insert deep in a slow statement would), and which answers every
+ * other batch at once.
  */
-function scriptedDatabase(poison: string, failAfterMs: number): { query: RawQuery; batches: string[][] } {
+function scriptedDatabase(poison: string, failAt: number): { query: RawQuery; batches: string[][] } {
   const batches: string[][] = [];
   const query: RawQuery = async (text, params) => {
     if (!text.includes('baton_verify_batch')) return [{ ms: Date.now() }]; // the database clock reading
     const items = JSON.parse(params[1] as string) as { subj: string }[];
     batches.push(items.map((i) => i.subj));
     if (items.some((i) => i.subj === poison)) {
-      await new Promise((r) => setTimeout(r, failAfterMs));
+      await new Promise((r) => setTimeout(r, Math.max(0, failAt - Date.now())));
       throw Object.assign(new Error('index row size 8064 exceeds btree version 4 maximum 2704'), { code: '54000' });
     }
     return [{ r: items.map((_, i) => ({ o: 'DENIED', rid: i + 1 })) }];
@@ -43,9 +44,10 @@ function scriptedDatabase(poison: string, failAfterMs: number): { query: RawQuer
 
 describe('VerifyBatcher, when a batch fails', () => {
   it("answers a verify whose deadline passed meanwhile with its own deadline (57014), never with another item's error", async () => {
-    const { query, batches } = scriptedDatabase('poison', 600);
+    // `due` has a second to be sent (ample on a loaded machine); the batch fails just after its deadline.
+    const soon = new Date(Date.now() + 1_000);
+    const { query, batches } = scriptedDatabase('poison', soon.getTime() + 100);
     const batcher = new VerifyBatcher(query, { maxInFlight: 1 });
-    const soon = new Date(Date.now() + 300);
     const later = new Date(Date.now() + 5_000);
     const outcome = (p: Promise<unknown>) =>
       p.then(
