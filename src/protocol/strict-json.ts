@@ -50,10 +50,22 @@ export function jsonAmbiguity(text: string, maxNesting: number): string | undefi
     } else if (ch === '}' || ch === ']') {
       keyStack.pop();
     } else if (ch === '-' || (ch >= '0' && ch <= '9')) {
-      const end = numberEnd(text, i);
-      const literal = text.slice(i, end);
-      const held = heldAs(literal);
-      if (held !== undefined) return `holds the number ${literal.slice(0, 40)}${literal.length > 40 ? '…' : ''}, ${held}`;
+      // One pass over the token; the common number (few digits, no exponent) is decided here.
+      let end = i + 1;
+      let digits = ch === '-' ? 0 : 1;
+      let exponent = false;
+      for (; end < text.length; end++) {
+        const c = text.charCodeAt(end);
+        if (c >= 48 && c <= 57) digits++;
+        else if (c === 101 || c === 69)
+          exponent = true; // e, E
+        else if (c !== 46 && c !== 43 && c !== 45) break; // . + -
+      }
+      if (exponent || digits > DIGITS_ALWAYS_HELD) {
+        const literal = text.slice(i, end);
+        const held = heldAs(literal);
+        if (held !== undefined) return `holds the number ${literal.slice(0, 40)}${literal.length > 40 ? '…' : ''}, ${held}`;
+      }
       i = end;
       continue;
     }
@@ -62,14 +74,6 @@ export function jsonAmbiguity(text: string, maxNesting: number): string | undefi
   return undefined;
 }
 
-/** Index just past the number token that starts at `start`. */
-function numberEnd(text: string, start: number): number {
-  let i = start + 1;
-  while (i < text.length && NUMBER_CHARS.includes(text[i]!)) i++;
-  return i;
-}
-
-const NUMBER_CHARS = '0123456789.eE+-';
 const DECIMAL = /^-?(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/;
 /** A double holds every decimal of up to 15 significant digits (DBL_DIG) as written. */
 const DIGITS_ALWAYS_HELD = 15;
@@ -77,33 +81,41 @@ const DIGITS_ALWAYS_HELD = 15;
 /**
  * How JSON.parse would read `literal` when that is not the number written (the rest of a phrase),
  * else undefined. A double's value is taken as its shortest decimal form, as everywhere else
- * here (money, JCS): 0.1 is held as written, 0.1000000000000000000000001 is read as 0.1.
+ * here (money, JCS): 0.1 is held as written, 0.1000000000000000000000001 is read as 0.1. An
+ * integer a double holds exactly is held as written too, in full (2^60 = 1152921504606846976,
+ * whose shortest form is 1152921504606847000).
  */
 function heldAs(literal: string): string | undefined {
-  const m = DECIMAL.exec(literal);
-  if (m === null) return undefined; // not a JSON number: JSON.parse will explain
-  // The common case, decided without parsing: few digits and no exponent.
-  if (m[3] === undefined && m[1]!.length + (m[2]?.length ?? 0) <= DIGITS_ALWAYS_HELD) return undefined;
+  if (!DECIMAL.test(literal)) return undefined; // not a JSON number: JSON.parse will explain
   const value = Number(literal);
   if (!Number.isFinite(value)) return 'beyond the largest number a double holds (about 1.8e308)';
-  if (sameDecimal(literal, String(value))) return undefined;
-  return `which a double holds only as ${String(value)} (it keeps about 15 significant digits): send the number that is meant, as a double holds it`;
+  const shortest = String(value);
+  if (shortest === literal || sameDecimal(literal, shortest)) return undefined;
+  if (Number.isInteger(value) && sameDecimal(literal, BigInt(value).toString())) return undefined;
+  return `which a double holds only as ${shortest} (it keeps about 15 significant digits): send the number that is meant, as a double holds it`;
 }
 
 /** Whether two decimal literals (JSON or String(number) forms) denote the same number. */
 function sameDecimal(a: string, b: string): boolean {
   const x = decimalParts(a);
   const y = decimalParts(b);
-  return x.digits === y.digits && x.point === y.point && (x.digits === '' || x.negative === y.negative);
+  if (x.digits === '' || y.digits === '') return x.digits === y.digits; // zero, whatever its sign or exponent
+  return x.digits === y.digits && x.point === y.point && x.negative === y.negative;
 }
 
-/** value = (negative ? -1 : 1) * 0.<digits> * 10^point, digits with no leading or trailing zeros ('' for zero). */
+/**
+ * value = (negative ? -1 : 1) * 0.<digits> * 10^point, digits with no leading or trailing zeros
+ * ('' for zero). Linear in the literal's length: a regex trimming trailing zeros backtracked at
+ * every zero, and one number of 120,000 digits held the event loop for seconds.
+ */
 function decimalParts(literal: string): { negative: boolean; digits: string; point: number } {
   const m = DECIMAL.exec(literal)!;
   const all = m[1]! + (m[2] ?? '');
-  const leading = all.length - all.replace(/^0+/, '').length;
-  const digits = all.slice(leading).replace(/0+$/, '');
-  return { negative: literal.startsWith('-'), digits, point: m[1]!.length + Number(m[3] ?? 0) - leading };
+  let start = 0;
+  while (start < all.length && all.charCodeAt(start) === 48) start++;
+  let end = all.length;
+  while (end > start && all.charCodeAt(end - 1) === 48) end--;
+  return { negative: literal.startsWith('-'), digits: all.slice(start, end), point: m[1]!.length + Number(m[3] ?? 0) - start };
 }
 
 /** Index of the quote that closes the string opened at `start` (or the last index, unterminated). */
