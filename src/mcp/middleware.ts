@@ -116,9 +116,12 @@ export interface BatonConnection {
   readonly timeoutMs?: number;
   /**
    * The did:key of the Baton service keys trusted to sign allows (BatonClientOptions.serviceDids):
-   * given, a tool runs only on an allow whose service receipt one of them signed for its call.
+   * given, a tool runs only on an allow whose service receipt one of them signed for its call, in
+   * `tenantId`'s name (required with it).
    */
   readonly serviceDids?: readonly string[];
+  /** The tenant of verifyKey (`ten_…`): required with serviceDids. */
+  readonly tenantId?: string;
 }
 
 export interface BatonMcpOptions {
@@ -285,6 +288,25 @@ function isToolsCall(schema: AnyObjectSchema): boolean {
   }
 }
 
+/**
+ * The invocations a wrapped server ran lately, by jti: the last MAX_REMEMBERED. Baton refuses an
+ * invocation past its maximum age (minutes), so a re-send older than what this holds is Baton's to
+ * refuse; what this adds is that a server never runs one twice on an answer it cannot check.
+ */
+class RecentInvocations {
+  static readonly MAX_REMEMBERED = 100_000;
+  readonly #seen = new Set<string>();
+
+  /** True the first time `jti` is given; false on every later time while it is remembered. */
+  firstRun(jti: string): boolean {
+    if (this.#seen.has(jti)) return false;
+    this.#seen.add(jti);
+    // A Set iterates in insertion order: the first is the oldest.
+    if (this.#seen.size > RecentInvocations.MAX_REMEMBERED) this.#seen.delete(this.#seen.values().next().value!);
+    return true;
+  }
+}
+
 function clientOf(options: BatonMcpOptions): { client: BatonClient; reportKey: string | undefined } {
   if (options.baton instanceof BatonClient || typeof (options.baton as { verify?: unknown }).verify === 'function') {
     return { client: options.baton as BatonClient, reportKey: options.reportKey };
@@ -298,6 +320,7 @@ function clientOf(options: BatonMcpOptions): { client: BatonClient; reportKey: s
     apiKey: c.verifyKey,
     ...(c.timeoutMs !== undefined ? { timeoutMs: c.timeoutMs } : {}),
     ...(c.serviceDids !== undefined ? { serviceDids: c.serviceDids } : {}),
+    ...(c.tenantId !== undefined ? { tenantId: c.tenantId } : {}),
   });
   return { client, reportKey: options.reportKey ?? c.reportKey };
 }
@@ -326,6 +349,7 @@ function makeGate(options: BatonMcpOptions): (next: AnyHandler) => AnyHandler {
   };
   const refuseAs = options.refuseAs ?? 'tool-result';
   const defaultSource = options.defaultCostSource ?? 'harness-reported';
+  const ran = new RecentInvocations();
 
   const refuse = (refusal: BatonRefusal): CallToolResult => {
     emit({ type: 'refused', tool: refusal.tool, refusal });
@@ -435,7 +459,10 @@ function makeGate(options: BatonMcpOptions): (next: AnyHandler) => AnyHandler {
       });
     }
     const invocationId = decision.invocation_id;
-    if (decision.retry) {
+    // `retry` is the answer's word, and no signature covers it: an allow replayed by whoever sits
+    // between here and Baton could say false. An invocation this server already ran is refused
+    // whatever the answer says.
+    if (decision.retry || !ran.firstRun(invocationId)) {
       // Baton answers a re-send of an allowed invocation by the same key with
       // the original allow, counting nothing. This server verifies each
       // request once, with one key for every caller, so this request was seen

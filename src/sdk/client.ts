@@ -24,6 +24,7 @@ import { decodeBase64url } from '../protocol/base64url.js';
 import { ERROR_TABLE, isErrorCode, type ClientErrorCode, type ErrorCode, type Violation } from '../protocol/errors.js';
 import { utf8Decode } from '../protocol/jcs.js';
 import { decodeJws } from '../protocol/jws.js';
+import { compareBinding } from '../protocol/chain.js';
 import type { Bundle } from '../protocol/records.js';
 import {
   serviceKid,
@@ -239,6 +240,13 @@ export interface BatonClientOptions {
    * key, add the new one's did here.
    */
   readonly serviceDids?: readonly string[];
+  /**
+   * The tenant this client's key belongs to (`ten_…`); required with serviceDids. A pinned
+   * service signs for every tenant it serves, so an allow is taken only when its receipt names
+   * this tenant: another tenant's real allow of the same invocation (one whose roots an attacker
+   * controls) proves nothing of this one's policies.
+   */
+  readonly tenantId?: string;
 }
 
 export interface RequestOptions {
@@ -282,8 +290,8 @@ export class BatonClient {
   readonly #fetch: typeof fetch;
   readonly #headers: Readonly<Record<string, string>>;
   #keys: ServiceVerificationKey[] | undefined;
-  /** The keys of options.serviceDids; when set, the only ones verify() and verifyServiceReceipt() trust. */
-  readonly #pinnedKeys: readonly ServiceVerificationKey[] | undefined;
+  /** The keys of options.serviceDids (the only ones verify() and verifyServiceReceipt() then trust), and the tenant. */
+  readonly #pinned: PinnedService | undefined;
 
   constructor(options: BatonClientOptions) {
     const unusable = () =>
@@ -306,7 +314,13 @@ export class BatonClient {
     if (typeof f !== 'function') throw new TypeError('No fetch implementation: run on Node 20+ or pass options.fetch.');
     this.#fetch = f;
     this.#headers = { ...(options.headers ?? {}) };
-    this.#pinnedKeys = options.serviceDids === undefined ? undefined : pinnedServiceKeys(options.serviceDids);
+    if (options.serviceDids !== undefined) {
+      if (typeof options.tenantId !== 'string' || !/^ten_\S+$/.test(options.tenantId))
+        throw new TypeError(
+          'serviceDids needs tenantId, the id (ten_…) of the tenant whose key this client uses: the service signs for every tenant, so the receipt must name yours.',
+        );
+      this.#pinned = { keys: pinnedServiceKeys(options.serviceDids), tenantId: options.tenantId };
+    }
     this.admin = new BatonAdmin((spec, opts) => this.#call(spec, opts));
     this.tools = new BatonTools((spec, opts) => this.#call(spec, opts));
   }
@@ -363,7 +377,7 @@ export class BatonClient {
       answer.body.valid !== true && answer.body.valid !== false
         ? 'carries no boolean "valid"'
         : answer.body.valid
-          ? allowNotForThisCall(answer.status, answer.body, bundle, opts.dryRun === true, this.#pinnedKeys)
+          ? allowNotForThisCall(answer.status, answer.body, bundle, opts, this.#pinned)
           : undefined;
     if (problem !== undefined) {
       throw new BatonApiError({
@@ -608,7 +622,7 @@ export class BatonClient {
    * alone, fetching nothing. Never throws on a bad service receipt: see `valid`/`reason`.
    */
   async verifyServiceReceipt(jws: string, opts: Omit<RequestOptions, 'apiKey'> = {}): Promise<ServiceReceiptVerification> {
-    if (this.#pinnedKeys !== undefined) return verifyServiceReceipt(jws, this.#pinnedKeys);
+    if (this.#pinned !== undefined) return verifyServiceReceipt(jws, this.#pinned.keys);
     const fetchKeys = async () => {
       const { keys } = await this.keys(opts);
       this.#keys = keys.map((k) => ({ kid: k.kid, publicKey: decodeBase64url(k.public_key, 'service public key') }));
@@ -802,44 +816,56 @@ function allowNotForThisCall(
   status: number,
   body: Record<string, unknown>,
   bundle: Bundle,
-  dryRun: boolean,
-  pinnedKeys: readonly ServiceVerificationKey[] | undefined,
+  opts: VerifyOptions,
+  pinned: PinnedService | undefined,
 ): string | undefined {
   if (status !== 200) return `says valid with HTTP ${status}, where Baton answers an allow with 200`;
-  let jti: unknown;
+  const dryRun = opts.dryRun === true;
+  let payload: { jti?: unknown; args?: unknown } = {};
   try {
-    jti = (decodeJws(bundle.invocation, 'invocation').payload as { jti?: unknown }).jti;
+    payload = decodeJws(bundle.invocation, 'invocation').payload as typeof payload;
   } catch {
-    jti = undefined;
+    // No jti: refused just below.
   }
+  const jti = payload.jti;
   if (typeof jti !== 'string' || body['invocation_id'] !== jti)
     return `allows invocation ${JSON.stringify(body['invocation_id'] ?? null)}, not the one sent (${JSON.stringify(jti ?? null)})`;
   if (body['dry_run'] !== dryRun) return dryRun ? 'is not the dry run asked for' : "is a dry run's, which allows nothing";
   if (typeof body['retry'] !== 'boolean') return 'does not say whether it answers a re-send ("retry")';
+  // Checked here as well: an answer's `binding` is not signed, and an allow of the invocation
+  // verified without the body (forwarded without it) would otherwise run a body nobody signed.
+  const args = payload.args;
+  const signedArgs = args !== null && typeof args === 'object' && !Array.isArray(args) ? (args as Record<string, unknown>) : undefined;
+  if (opts.requireBinding === true && (signedArgs === undefined || compareBinding(signedArgs, opts.body) !== 'match'))
+    return 'allows a call whose body is not the signed args, which require_binding refuses';
   // A dry run counts nothing and signs nothing: there is no receipt to hold it to.
-  if (pinnedKeys === undefined || dryRun) return undefined;
-  return allowReceiptProblem(body['service_receipt'], jti, bundle.invocation, pinnedKeys);
+  if (pinned === undefined || dryRun) return undefined;
+  return allowReceiptProblem(body['service_receipt'], jti, bundle.invocation, pinned);
+}
+
+/** The service keys a client trusts to sign allows, and the tenant whose allows it takes. */
+interface PinnedService {
+  readonly keys: readonly ServiceVerificationKey[];
+  readonly tenantId: string;
 }
 
 /**
- * Why an allow's service receipt does not prove that a pinned service key allowed this invocation:
- * a receipt of kind invocation.allowed whose subject is its jti and whose invocation_hash is the
- * hash of the exact invocation sent (a retry's original allow has the same). Undefined when it does.
+ * Why an allow's service receipt does not prove that a pinned service key allowed this invocation
+ * for this client's tenant: a receipt of kind invocation.allowed, naming the tenant, whose subject
+ * is the jti and whose invocation_hash is the hash of the exact invocation sent (a retry's
+ * original allow has the same). Undefined when it does.
  */
-function allowReceiptProblem(
-  receipt: unknown,
-  jti: string,
-  invocation: string,
-  pinnedKeys: readonly ServiceVerificationKey[],
-): string | undefined {
+function allowReceiptProblem(receipt: unknown, jti: string, invocation: string, pinned: PinnedService): string | undefined {
   const jws = receipt !== null && typeof receipt === 'object' ? (receipt as { jws?: unknown }).jws : undefined;
   if (typeof jws !== 'string')
     return 'carries no service receipt, and this client takes an allow only with one a pinned service key signed';
-  const checked = verifyServiceReceipt(jws, pinnedKeys);
+  const checked = verifyServiceReceipt(jws, pinned.keys);
   if (!checked.valid || checked.payload === null)
     return `carries a service receipt that no pinned service key signed (${checked.reason ?? 'it does not verify'})`;
-  const { baton_receipt: kind, subject, data } = checked.payload;
+  const { baton_receipt: kind, subject, data, tenant } = checked.payload;
   if (kind !== 'invocation.allowed') return `carries a service receipt of ${JSON.stringify(kind ?? null)}, not of an allowed invocation`;
+  if (tenant !== pinned.tenantId)
+    return `carries the signed allow of another tenant (${JSON.stringify(tenant ?? null)}), not of ${pinned.tenantId}`;
   const hash = data !== null && typeof data === 'object' && !Array.isArray(data) ? data['invocation_hash'] : undefined;
   if (subject !== jti || hash !== recordHash(invocation))
     return `carries the signed allow of another invocation (${JSON.stringify(subject ?? null)}), not of the one sent`;

@@ -407,14 +407,36 @@ describe('refused calls never run the tool', () => {
     const c = await storedChain();
     const { keys } = await new BatonClient({ baseUrl: live.baseUrl }).keys();
     const connection = { baseUrl: live.baseUrl, verifyKey: live.tenant.keys.verify, reportKey: live.tenant.keys.report };
-    const trusting = toolServer(batonOptions({ baton: { ...connection, serviceDids: keys.map((k) => k.did) } }));
+    const trusting = toolServer(batonOptions({ baton: { ...connection, serviceDids: keys.map((k) => k.did), tenantId: live.tenant.id } }));
     expect((await searchOnce(await connect(trusting.server), c, 'q')).isError).toBeFalsy();
     expect(trusting.search).toHaveBeenCalledTimes(1);
     // Pinned to a key Baton does not sign with: the allow cannot be told from a forgery.
-    const pinnedElsewhere = toolServer(batonOptions({ baton: { ...connection, serviceDids: [generateKeyPair().did] } }));
+    const pinnedElsewhere = toolServer(
+      batonOptions({ baton: { ...connection, serviceDids: [generateKeyPair().did], tenantId: live.tenant.id } }),
+    );
     const refused = await searchOnce(await connect(pinnedElsewhere.server), c, 'q');
     expect(pinnedElsewhere.search).not.toHaveBeenCalled();
     expect(refusalOf(refused)).toMatchObject({ code: 'UNEXPECTED_RESPONSE' });
+  });
+
+  it('an invocation this server ran is not run again, whatever an answer says of it (retry is not signed)', async () => {
+    const c = await storedChain();
+    const { inv, bundle } = signed(c, { tool: 'web_search', query: 'q', ...DECLARED });
+    // What sits between the server and Baton answers every request with the same allow, retry: false.
+    const replaying: HttpServer = createHttpServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ valid: true, invocation_id: inv.payload.jti, dry_run: false, retry: false, counters: [], warnings: [] }));
+    });
+    await new Promise<void>((resolve) => replaying.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise<void>((resolve) => replaying.close(() => resolve())));
+    const url = `http://127.0.0.1:${(replaying.address() as { port: number }).port}`;
+    const { server, search } = toolServer(batonOptions({ baton: { baseUrl: url, verifyKey: 'whatever-key' } }));
+    const client = await connect(server);
+    const send = () => callToolWithBundle(client, 'web_search', { tool: 'web_search', query: 'q', ...DECLARED }, bundle);
+    expect((await send()).isError).toBeFalsy();
+    const again = await send();
+    expect(refusalOf(again)).toMatchObject({ code: 'REPLAY_DETECTED' });
+    expect(search).toHaveBeenCalledTimes(1);
   });
 
   it('Baton answering 503 (storage down): refused, the tool does not run', async () => {

@@ -506,8 +506,11 @@ describe('transport failures', () => {
     const { b, chain } = await storedChain();
     const { keys } = await clients.anonymous.keys();
     const serviceDid = keys.find((k) => k.status === 'current')!.did;
-    const pinned = new BatonClient({ baseUrl: live.baseUrl, apiKey: live.tenant.keys.verify, serviceDids: [serviceDid] });
-    const other = new BatonClient({ baseUrl: live.baseUrl, apiKey: live.tenant.keys.verify, serviceDids: [generateKeyPair().did] });
+    const pin = { serviceDids: [serviceDid], tenantId: live.tenant.id };
+    const pinned = new BatonClient({ baseUrl: live.baseUrl, apiKey: live.tenant.keys.verify, ...pin });
+    const other = new BatonClient({ ...pin, baseUrl: live.baseUrl, apiKey: live.tenant.keys.verify, serviceDids: [generateKeyPair().did] });
+    // The service signs for every tenant: a client of another tenant takes none of this one's allows.
+    const elsewhere = new BatonClient({ ...pin, baseUrl: live.baseUrl, apiKey: live.tenant.keys.verify, tenantId: 'ten_another' });
 
     // Baton's own answers are taken: the allow, a dry run (it signs nothing) and a retry's original allow.
     const first = bundleFor(b, chain);
@@ -522,6 +525,9 @@ describe('transport failures', () => {
     const unpinned = await rejection(other.verify(bundleFor(b, chain).bundle));
     expect(unpinned.code).toBe('UNEXPECTED_RESPONSE');
     expect(unpinned.message).toMatch(/no pinned service key signed/);
+    const otherTenant = await rejection(elsewhere.verify(bundleFor(b, chain).bundle));
+    expect(otherTenant.code).toBe('UNEXPECTED_RESPONSE');
+    expect(otherTenant.message).toContain(`the signed allow of another tenant ("${live.tenant.id}"), not of ten_another`);
 
     // A forger who holds earlier real allows, answering new calls with them (a replayed allow, the
     // same jti signed again over other arguments, a tampered signature, none at all).
@@ -559,7 +565,7 @@ describe('transport failures', () => {
     await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve));
     const baseUrl = `http://127.0.0.1:${(fake.address() as { port: number }).port}`;
     try {
-      const forgedTo = new BatonClient({ baseUrl, apiKey: 'bt_x', serviceDids: [serviceDid] });
+      const forgedTo = new BatonClient({ baseUrl, apiKey: 'bt_x', ...pin });
       for (const f of forged) {
         const e = await rejection(forgedTo.verify(f.bundle));
         expect(e.code).toBe('UNEXPECTED_RESPONSE');
@@ -572,8 +578,34 @@ describe('transport failures', () => {
       await new Promise<void>((resolve) => fake.close(() => resolve()));
     }
 
-    expect(() => new BatonClient({ baseUrl: live.baseUrl, serviceDids: [] })).toThrow(/at least one did:key/);
-    expect(() => new BatonClient({ baseUrl: live.baseUrl, serviceDids: ['did:key:z6Mk-not-a-key'] })).toThrow(/not an Ed25519 did:key/);
+    expect(() => new BatonClient({ baseUrl: live.baseUrl, tenantId: live.tenant.id, serviceDids: [] })).toThrow(/at least one did:key/);
+    expect(() => new BatonClient({ baseUrl: live.baseUrl, tenantId: live.tenant.id, serviceDids: ['did:key:z6Mk-not-a-key'] })).toThrow(
+      /not an Ed25519 did:key/,
+    );
+    expect(() => new BatonClient({ baseUrl: live.baseUrl, serviceDids: [serviceDid] })).toThrow(/serviceDids needs tenantId/);
+  });
+
+  it('with requireBinding, an allow of a body that is not the signed args is refused by the client itself', async () => {
+    const { b, chain } = await storedChain();
+    const { inv, bundle } = bundleFor(b, chain);
+    // A forwarder that dropped the body got Baton's real allow of the signed args (binding absent)
+    // and hands it back; `binding` is not signed, so the client compares for itself.
+    const fake = createHttpServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ valid: true, invocation_id: inv.payload.jti, dry_run: false, retry: false, binding: 'match' }));
+    });
+    await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve));
+    try {
+      const client = new BatonClient({ baseUrl: `http://127.0.0.1:${(fake.address() as { port: number }).port}`, apiKey: 'bt_x' });
+      const e = await rejection(client.verify(bundle, { body: { ...ARGS, query: 'rm -rf /' }, requireBinding: true }));
+      expect(e.code).toBe('UNEXPECTED_RESPONSE');
+      expect(e.message).toMatch(/body is not the signed args/);
+      // The signed args themselves, and no binding asked: taken.
+      expect(await client.verify(bundle, { body: ARGS, requireBinding: true })).toMatchObject({ valid: true });
+      expect(await client.verify(bundle, { body: { other: 1 } })).toMatchObject({ valid: true });
+    } finally {
+      await new Promise<void>((resolve) => fake.close(() => resolve()));
+    }
   });
 
   it('a non-Baton answer is UNEXPECTED_RESPONSE, with the status', async () => {
