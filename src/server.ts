@@ -4,7 +4,7 @@
  */
 import cluster, { type Worker } from 'node:cluster';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { createServer as createTcpServer, Server as NetServer } from 'node:net';
 import { join } from 'node:path';
@@ -20,6 +20,7 @@ import { startIntegrator, type RunningIntegrator } from './service/log-integrato
 import { startIntegratorThread } from './service/log-integrator-thread.js';
 import { storedLogNames } from './service/log-tree.js';
 import { openStore } from './store/db.js';
+import { DATA_FOLDER_LOCK } from './store/data-folder-lock.js';
 import { errorForLog } from './store/errors.js';
 
 /** A failed start's error as one line, without a failed query's parameters (for `baton serve`). */
@@ -52,25 +53,45 @@ export interface RunningServer {
  * world-writable (0666 whatever the umask: postgresql.conf, pg_hba.conf, the catalogs that hold the
  * verify functions), so the folder is what keeps other local users from reading or changing the
  * database; PostgreSQL likewise refuses to start on a data directory open to others. A folder
- * created here is 0700; an existing one open to others is restricted, and the log says so.
+ * created here is 0700. An existing one open to others is restricted (its group and others lose
+ * every right; set-group-id and sticky bits stay) only when it is this process's and Baton's: empty,
+ * or holding the embedded database or Baton's files. Any other (a volume another user owns, a
+ * mistaken BATON_DATA_DIR such as /tmp or a home folder) is left as it is, and the log says so.
  */
 export function restrictDataFolder(dataDir: string, log: Logger): void {
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  const mode = statSync(dataDir).mode & 0o777;
-  if ((mode & 0o077) === 0) return;
-  try {
-    chmodSync(dataDir, 0o700);
-  } catch (e) {
-    throw new Error(
-      `the data folder ${dataDir} is open to other users (mode ${mode.toString(8)}) and Baton cannot restrict it (${(e as Error).message}). As its owner run chmod 700 ${dataDir}, or use another folder (BATON_DATA_DIR, baton serve --data-dir).`,
+  const folder = statSync(dataDir);
+  const open = folder.mode & 0o077;
+  if (open === 0) return;
+  const entries = readdirSync(dataDir);
+  const ours = process.getuid === undefined || folder.uid === process.getuid();
+  const batons = entries.length === 0 || entries.some((e) => BATON_DATA_MARKERS.has(e));
+  const fields = { data_dir: dataDir, mode: (folder.mode & 0o7777).toString(8) };
+  if (!ours || !batons) {
+    log.warn(
+      `the data folder is open to other local users, who could read or change the embedded database in it; Baton leaves it as it is because ${ours ? "it holds files that are not Baton's" : 'another user owns it'}: give Baton a folder of its own (BATON_DATA_DIR), or run chmod go-rwx on it`,
+      fields,
     );
+    return;
+  }
+  const restricted = folder.mode & 0o7700;
+  try {
+    chmodSync(dataDir, restricted);
+  } catch (e) {
+    log.warn(
+      `the data folder is open to other local users and could not be restricted (${(e as Error).message}): run chmod go-rwx on it`,
+      fields,
+    );
+    return;
   }
   log.warn('restricted the data folder to its owner: other local users could read or change the embedded database in it', {
-    data_dir: dataDir,
-    mode_was: mode.toString(8),
-    mode: '700',
+    ...fields,
+    mode_now: restricted.toString(8),
   });
 }
+
+/** Names only Baton's data folder holds: PGlite's version file, the development master key, the lock. */
+const BATON_DATA_MARKERS = new Set(['PG_VERSION', 'master.key', DATA_FOLDER_LOCK]);
 
 /**
  * The master key encrypts signing keys at rest. Without BATON_MASTER_KEY a

@@ -4,7 +4,7 @@
  * keeps other local users out.
  */
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -38,17 +38,48 @@ describe('restrictDataFolder', () => {
     expect(lines).toEqual([]);
   });
 
-  it('restricts an existing folder open to others, and says so; leaves a private one as it is', () => {
+  it("restricts an existing folder of Baton's open to others, and says so; leaves a private one as it is", () => {
     const dir = join(scratch(), 'data');
     mkdirSync(dir);
     chmodSync(dir, 0o757);
     const { log, lines } = recordingLogger();
     restrictDataFolder(dir, log);
     expect(modeOf(dir)).toBe('700');
-    expect(lines).toMatchObject([{ level: 'warn', data_dir: dir, mode_was: '757', mode: '700' }]);
+    expect(lines).toMatchObject([{ level: 'warn', data_dir: dir, mode: '757', mode_now: '700' }]);
     restrictDataFolder(dir, log);
     expect(lines).toHaveLength(1);
+    // Holding the embedded database, with a set-group-id bit (a volume's group): the bit stays.
+    writeFileSync(join(dir, 'PG_VERSION'), '16\n');
+    chmodSync(dir, 0o2775);
+    restrictDataFolder(dir, log);
+    expect((statSync(dir).mode & 0o7777).toString(8)).toBe('2700');
   });
+
+  it("leaves a folder that holds others' files as it is (a mistaken BATON_DATA_DIR such as /tmp), and says so", () => {
+    const dir = join(scratch(), 'shared');
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'notes.txt'), 'not Baton');
+    chmodSync(dir, 0o1777);
+    const { log, lines } = recordingLogger();
+    restrictDataFolder(dir, log);
+    expect((statSync(dir).mode & 0o7777).toString(8)).toBe('1777');
+    expect(lines).toMatchObject([{ level: 'warn', data_dir: dir, mode: '1777' }]);
+    expect(String(lines[0]!['msg'])).toMatch(/leaves it as it is because it holds files that are not Baton's/);
+  });
+
+  it.skipIf(process.getuid?.() !== 0)(
+    "leaves a folder another user owns as it is (a volume's owner), and starts (skipped unless root)",
+    () => {
+      const dir = join(scratch(), 'volume');
+      mkdirSync(dir);
+      chmodSync(dir, 0o775);
+      chownSync(dir, 65534, 65534);
+      const { log, lines } = recordingLogger();
+      restrictDataFolder(dir, log);
+      expect(modeOf(dir)).toBe('775');
+      expect(String(lines[0]!['msg'])).toMatch(/because another user owns it/);
+    },
+  );
 
   it('a start on the embedded database leaves its folder private, though PGlite writes its files open to all', async () => {
     const dir = join(scratch(), 'data');
