@@ -244,7 +244,9 @@ export async function startServer(
         // own close() would close them at once, so listening stops through net.Server's.
         const closed = new Promise<void>((resolve) => NetServer.prototype.close.call(bound, () => resolve()));
         await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, IDLE_CONNECTION_CLOSE_GRACE_MS).unref())]);
-        (bound as Server).closeIdleConnections();
+        // http.Server's close now: it closes the idle connections and clears its timer of
+        // connection checks (its stop of listening, done already, answers the ignored callback).
+        (bound as Server).close(() => {});
         await closed;
         await integrator?.stop(); // its round commits or rolls back before the pool closes
         await store.close();
