@@ -444,17 +444,20 @@ function grantViolation(hash: string, status: string, decision: Verified): Viola
 /**
  * What differs between the call approval `named` was granted for and this one, for APPROVAL_MISMATCH:
  * the error's own text leaves the caller to guess, and a catalog published since (even one with the
- * same content) is the difference a caller sending the very same call cannot see. Names no part of
- * the approved call (its arguments may be another's), only which part differs.
+ * same content) is the difference a caller sending the very same call cannot see. Said only to a
+ * call through the approval's own chain (its agent's): to any other, which part differs would tell
+ * whether a guess of the approved call's command, tool server or arguments was right. Names no part
+ * of the approved call either way.
  */
 export function approvalMismatchMessage(named: ApprovalRow, decision: Verified, catalogVersion: number): string {
   const inv = decision.invocation.payload;
+  if (named.drChain.join(' ') !== inv.dr_chain.join(' '))
+    return `Approval ${named.id} does not cover this call: it was granted for another call.`;
   const differs: string[] = [];
   if (named.catalogVersion !== catalogVersion)
     differs.push(
       `it was granted under tool catalog version ${named.catalogVersion}, and the catalog is now version ${catalogVersion}: an approval covers only the catalog it was granted under, so send the call without approval_id to ask again`,
     );
-  if (named.drChain.join(' ') !== inv.dr_chain.join(' ')) differs.push('it was granted for another delegation chain');
   if (named.cmd !== null && named.cmd !== inv.cmd) differs.push('it was granted for another command');
   if (named.toolServer !== inv.tool_server) differs.push('it was granted for another tool server');
   if (named.args !== null && canonicalJson(named.args as JsonValue) !== canonicalJson(inv.args as JsonValue))

@@ -161,14 +161,12 @@ export function errorText(err: unknown): string {
   if (!(err instanceof Error)) {
     const fs = embeddedFsErrorText(err);
     if (fs !== undefined) return fs;
-    // Something thrown that is no Error: its own fields, not "[object Object]".
+    // Something thrown that is no Error: what it is and the names of its fields, not "[object
+    // Object]"; not their values, which may hold a secret (a connection string, say).
     if (err !== null && typeof err === 'object') {
-      try {
-        const json = JSON.stringify(err);
-        if (json !== undefined && json !== '{}') return `${(err as object).constructor?.name ?? 'Object'} ${json.slice(0, 500)}`;
-      } catch {
-        // A cycle, or a getter that throws: say what it is, at least.
-      }
+      const keys = Object.keys(err).slice(0, 20);
+      const kind = (err as object).constructor?.name ?? 'Object';
+      return keys.length > 0 ? `a thrown ${kind} with the fields ${keys.join(', ')}` : `a thrown ${kind}`;
     }
     return String(err);
   }

@@ -146,6 +146,14 @@ describe('require_approval', () => {
     expect(mismatch.body.error.code).toBe('APPROVAL_MISMATCH');
     // What differs, never what the approved call held.
     expect(mismatch.body.violations[0].message).toBe(`Approval ${idA} does not cover this call: it was granted for other arguments.`);
+    // Through another chain (another agent holding the id): no detail, which would tell it whether
+    // its guess of the approved arguments was right.
+    const guessed = await svc.call('POST', '/v1/verify', {
+      key: tenant.keys.verify,
+      json: { ...chain().invoke({ ...ARGS, estimated_cost_usd: 0.02 }, { iat: T0 }).bundle, approval_id: idA },
+    });
+    expect(guessed.body.error.code).toBe('APPROVAL_MISMATCH');
+    expect(guessed.body.violations[0].message).toBe(`Approval ${idA} does not cover this call: it was granted for another call.`);
 
     const b = await verify(c.invoke({ ...ARGS, estimated_cost_usd: 0.03 }, { iat: T0 }).bundle);
     const idB = b.body.approval.id as string;

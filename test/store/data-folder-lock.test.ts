@@ -55,8 +55,9 @@ describe('lockDataFolder', () => {
     'takes over a lock whose process was killed but not yet reaped (a zombie still takes signal 0; skipped without /proc)',
     async () => {
       const dir = folder();
-      // `sleep 0` ends at once and stays a zombie: its parent execs into a sleep that never reaps it.
-      const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 30']);
+      // A child that exits at once and stays a zombie: its parent (perl, which Debian always has)
+      // prints its pid and never waits for it. (A shell may reap its background job before exec.)
+      const parent = spawn('perl', ['-e', '$| = 1; my $pid = fork(); if ($pid == 0) { exit 0 } print "$pid\n"; sleep 30']);
       try {
         const zombie = Number(
           await new Promise<string>((resolve) => parent.stdout.once('data', (b: Buffer) => resolve(b.toString().trim()))),

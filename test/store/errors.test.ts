@@ -100,7 +100,8 @@ describe('errorForLog', () => {
       'the embedded database could not use its data folder: no space left on the device (ENOSPC): free space where the data folder is, or set BATON_DATA_DIR to a folder with room',
     );
     expect(errorText(new ErrnoError(12))).toBe('the embedded database could not use its data folder: file system error number 12 (WASI)');
-    expect(errorText({ status: 'odd', detail: 7 })).toBe('Object {"status":"odd","detail":7}');
+    // Another non-Error object: its kind and field names, never their values (they may hold a secret).
+    expect(errorText({ status: 'odd', url: 'postgres://user:secret@db/baton' })).toBe('a thrown Object with the fields status, url');
   });
 
   it('keeps any other error as it is, and a thrown non-error as text', () => {
