@@ -290,8 +290,9 @@ function isToolsCall(schema: AnyObjectSchema): boolean {
 
 /**
  * The invocations a wrapped server ran lately, by jti: the last MAX_REMEMBERED. Baton refuses an
- * invocation past its maximum age (minutes), so a re-send older than what this holds is Baton's to
- * refuse; what this adds is that a server never runs one twice on an answer it cannot check.
+ * invocation past its maximum age (BATON_INVOCATION_MAX_AGE, 300 s by default), so at up to 300
+ * calls a second this covers every re-send Baton could still allow; past that rate an older one
+ * rests on Baton's answer alone, as every re-send did before.
  */
 class RecentInvocations {
   static readonly MAX_REMEMBERED = 100_000;
