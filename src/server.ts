@@ -401,7 +401,10 @@ async function runPrimary(config: Config, log: Logger): Promise<void> {
       if (stopping) {
         // A worker that did not stop cleanly makes the whole stop unclean.
         if (code !== 0) process.exitCode = 1;
-      } else if (!listened && started < config.workers) {
+      } else if (!listened && initial) {
+        // One of the first workers: the start failed. (A replacement exists only once a worker has
+        // served; counting the first workers that listen instead stopped the service when a
+        // replacement failed during an outage before the last first worker had listened.)
         log.error('a worker failed to start; stopping', { worker: worker.id, pid: worker.process.pid, code, signal });
         stopping = true;
         process.exitCode = 1;

@@ -55,7 +55,9 @@ async function until(what: string, check: () => boolean | Promise<boolean>, ms: 
 
 describe('BATON_WORKERS=2 during a database outage', () => {
   it('a worker crashing while PostgreSQL is down is replaced once it is back; the service never stops', async () => {
-    await until('two workers', () => workerPidsOf(node!).length === 2, 30_000);
+    // Both listening (the supervisor's line), not only forked: a first worker still starting when
+    // the database stops fails its start, which stops the service by design.
+    await until('two workers listening', () => workerPidsOf(node!).length === 2 && /Baton is listening on/.test(node!.output(400)), 30_000);
     await cluster!.stop('immediate');
     try {
       const [victim] = workerPidsOf(node!);
