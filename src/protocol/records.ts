@@ -50,6 +50,13 @@ const jtiWithPrefix = (prefix: string) =>
 
 const JsonObjectSchema = z.record(z.string(), z.unknown());
 
+/**
+ * DRS's optional trace fields (drs-verify's types): kept as signed, read and enforced by nobody.
+ * A correlation_id links a record to a session or workflow; an invocation's result_hash and
+ * policy_evaluation are its issuer's notes. Bounded, as every text a record may carry is.
+ */
+const DrsTraceText = (max: number) => z.string().min(1).max(max);
+
 export const RootTypeSchema = z.enum(ROOT_TYPES);
 
 export const ConsentSchema = z.looseObject({
@@ -75,6 +82,9 @@ export const DelegationPayloadSchema = z
     drs_consent: ConsentSchema.optional(),
     drs_regulatory: JsonObjectSchema.optional(),
     drs_status_list_index: safeInt.min(0).optional(),
+    correlation_id: DrsTraceText(256).optional(),
+    // DRS: an opaque object "for the tool server to enforce". Baton enforces `policy` only.
+    budget: JsonObjectSchema.optional(),
   })
   .superRefine((p, ctx) => {
     const isRoot = p.prev_dr_hash == null;
@@ -116,6 +126,9 @@ export const InvocationPayloadSchema = z.strictObject({
   tool_server: z.string().min(1).max(512),
   iat: unixSeconds,
   jti: jtiWithPrefix('inv:'),
+  result_hash: DrsTraceText(256).optional(),
+  policy_evaluation: DrsTraceText(4096).optional(),
+  correlation_id: DrsTraceText(256).optional(),
 });
 
 export type InvocationPayload = z.infer<typeof InvocationPayloadSchema>;

@@ -14,6 +14,7 @@ import {
 import { encodeBase58btc } from '../../src/protocol/base58.js';
 import { encodeBase64url } from '../../src/protocol/base64url.js';
 import { signJws } from '../../src/protocol/jws.js';
+import { recordHash } from '../../src/protocol/hash.js';
 import { canonicalJson, utf8Encode } from '../../src/protocol/jcs.js';
 import { signEd25519 } from '../../src/protocol/ed25519.js';
 import { generateKeyPair } from '../../src/sdk/keys.js';
@@ -45,6 +46,39 @@ function rawJws(headerText: string, payloadText: string, seed: Uint8Array): stri
   const input = `${encodeBase64url(utf8Encode(headerText))}.${encodeBase64url(utf8Encode(payloadText))}`;
   return `${input}.${encodeBase64url(signEd25519(seed, utf8Encode(input)))}`;
 }
+
+describe("verifyChain: DRS's optional trace fields", () => {
+  /** A one-hop chain whose root and invocation carry `drExtra` and `invExtra`, signed as DRS's tools sign them. */
+  function withExtras(drExtra: Record<string, unknown>, invExtra: Record<string, unknown>) {
+    const chain = buildChain([policy]);
+    const root = signJws({ ...chain.drs[0]!.payload, ...drExtra }, chain.keys[0]!.seed);
+    const { invocation: inv } = chain.invoke();
+    const invocation = signJws({ ...inv.payload, dr_chain: [recordHash(root)], ...invExtra }, chain.invoker.seed);
+    return { bundle: { bundle_version: '4.0', invocation, receipts: [root] }, root: chain.keys[0]!.did };
+  }
+
+  it('verifies records carrying correlation_id, budget, result_hash and policy_evaluation (drs-verify accepts them)', () => {
+    const { bundle, root } = withExtras(
+      { correlation_id: 'workflow-42', budget: { max_tokens: 1000, max_cost_usd: 5 } },
+      { correlation_id: 'workflow-42', result_hash: `sha256:${'ab'.repeat(32)}`, policy_evaluation: 'pass' },
+    );
+    const decision = verify(bundle, root);
+    expect(decision.valid, JSON.stringify(decision)).toBe(true);
+  });
+
+  it('bounds them, and still refuses a field DRS does not define', () => {
+    for (const [dr, invocation] of [
+      [{ correlation_id: 'x'.repeat(257) }, {}],
+      [{}, { policy_evaluation: '' }],
+      [{ budget: [1] }, {}],
+      [{ surprise: 1 }, {}],
+      [{}, { surprise: 1 }],
+    ] as const) {
+      const { bundle, root } = withExtras(dr, invocation);
+      expectDenied(verify(bundle, root), 'INVALID_FIELD', 'A');
+    }
+  });
+});
 
 describe('verifyChain: allow', () => {
   it('allows a valid 3-hop chain and reports context', () => {
