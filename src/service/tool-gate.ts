@@ -471,7 +471,7 @@ export function toolGateViolation(
   decision: Verified,
   grantStatus = 'pending',
   /** For APPROVAL_MISMATCH: the approval the call named, and the catalog version it was decided under. */
-  mismatched?: { readonly approval: ApprovalRow; readonly catalogVersion: number },
+  mismatched?: { readonly approval: ApprovalRow | undefined; readonly catalogVersion: number },
 ): Violation {
   switch (refusal.o) {
     case 'GRANT_PENDING_APPROVAL':
@@ -495,7 +495,7 @@ export function toolGateViolation(
         code: refusal.o,
         field: 'approval_id',
         actual: refusal.a ?? null,
-        ...(refusal.o === 'APPROVAL_MISMATCH' && mismatched !== undefined
+        ...(refusal.o === 'APPROVAL_MISMATCH' && mismatched?.approval !== undefined
           ? { message: approvalMismatchMessage(mismatched.approval, decision, mismatched.catalogVersion) }
           : {}),
       };

@@ -508,12 +508,10 @@ export async function verifyInvocation(
         ? await findGrant(db, tenantId, outcome.refusal.h)
         : undefined;
     // Likewise the approval a mismatch names (it exists: the gate refused a missing one itself), to say what differs.
-    const mismatchedApproval =
-      outcome.reason === 'TOOL_GATE' && outcome.refusal.o === 'APPROVAL_MISMATCH' && outcome.refusal.a !== undefined && gate.kind === 'go'
-        ? await findApproval(db, tenantId, outcome.refusal.a)
-        : undefined;
     const mismatched =
-      mismatchedApproval && gate.kind === 'go' ? { approval: mismatchedApproval, catalogVersion: gate.catalogVersion } : undefined;
+      outcome.reason === 'TOOL_GATE' && outcome.refusal.o === 'APPROVAL_MISMATCH' && outcome.refusal.a !== undefined && gate.kind === 'go'
+        ? { approval: await findApproval(db, tenantId, outcome.refusal.a), catalogVersion: gate.catalogVersion }
+        : undefined;
     const denial =
       outcome.reason === 'TOOL_GATE'
         ? deny([toolGateViolation(outcome.refusal, decision, heldGrant?.status, mismatched)], {

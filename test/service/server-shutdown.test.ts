@@ -40,16 +40,28 @@ function readUntil(socket: Socket, done: (text: string) => boolean): Promise<{ t
   });
 }
 
+const HEALTHZ = 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n';
+
+/**
+ * A started server and a connection to it that has had one exchange (GET /healthz), so it is kept
+ * alive as a tool server's is; `errors` collects the socket's errors (a reset, say).
+ */
+async function serverWithKeptAliveConnection() {
+  const server = await startServer(serverConfigOf(svc, { BATON_TLOG_INTERVAL_MS: '0' }), silentLogger, () => {});
+  const socket = connect(server.port, '127.0.0.1');
+  await new Promise((resolve) => socket.once('connect', resolve));
+  const errors: Error[] = [];
+  socket.on('error', (e) => errors.push(e));
+  socket.write(HEALTHZ);
+  const first = await readUntil(socket, (t) => /\r\n\r\n[\s\S]*\}/.test(t));
+  return { server, socket, errors, first };
+}
+
 describe('stopping the server', () => {
   it('answers the request in flight on a keep-alive connection with Connection: close, then the connection ends', async () => {
-    const config = serverConfigOf(svc, { BATON_TLOG_INTERVAL_MS: '0' });
-    const server = await startServer(config, silentLogger, () => {});
-    const socket = connect(server.port, '127.0.0.1');
-    await new Promise((resolve) => socket.once('connect', resolve));
+    // A first exchange: kept alive, as a tool server's connection is.
+    const { server, socket, first } = await serverWithKeptAliveConnection();
     try {
-      // A first exchange: kept alive, as a tool server's connection is.
-      socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
-      const first = await readUntil(socket, (t) => /\r\n\r\n[\s\S]*\}/.test(t));
       expect(first.text).toMatch(/^HTTP\/1\.1 200/);
       expect(first.text.toLowerCase()).not.toContain('connection: close');
 
@@ -72,19 +84,13 @@ describe('stopping the server', () => {
   });
 
   it('answers a request sent on an idle keep-alive connection just after the stop began, rather than reset it', async () => {
-    const config = serverConfigOf(svc, { BATON_TLOG_INTERVAL_MS: '0' });
-    const server = await startServer(config, silentLogger, () => {});
-    const socket = connect(server.port, '127.0.0.1');
-    await new Promise((resolve) => socket.once('connect', resolve));
-    const errors: Error[] = [];
-    socket.on('error', (e) => errors.push(e));
+    const { server, socket, errors, first } = await serverWithKeptAliveConnection();
     try {
-      socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
-      expect((await readUntil(socket, (t) => /\r\n\r\n[\s\S]*\}/.test(t))).text).toMatch(/^HTTP\/1\.1 200/);
+      expect(first.text).toMatch(/^HTTP\/1\.1 200/);
       // The connection is idle when the stop begins; its client sends the next request right then
       // (a busy tool server's loop), before it could learn of the stop.
       const stopped = server.close();
-      socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+      socket.write(HEALTHZ);
       const next = await readUntil(socket, () => false);
       expect(errors).toEqual([]);
       expect(next.text).toMatch(/^HTTP\/1\.1 200/);
@@ -97,13 +103,8 @@ describe('stopping the server', () => {
   });
 
   it('closes a keep-alive connection idle all through the grace, and stops', async () => {
-    const config = serverConfigOf(svc, { BATON_TLOG_INTERVAL_MS: '0' });
-    const server = await startServer(config, silentLogger, () => {});
-    const socket = connect(server.port, '127.0.0.1');
-    await new Promise((resolve) => socket.once('connect', resolve));
+    const { server, socket } = await serverWithKeptAliveConnection();
     try {
-      socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
-      await readUntil(socket, (t) => /\r\n\r\n[\s\S]*\}/.test(t));
       const ended = readUntil(socket, () => false);
       const started = performance.now();
       await server.close();
