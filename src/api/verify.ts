@@ -43,7 +43,6 @@ const verifyMembers = {
     .max(64)
     .openapi({ description: 'Root-to-leaf DR JWS list, or empty when every `dr_chain` hash is stored.' })
     .optional(),
-  dry_run: z.boolean().openapi({ description: 'Run every check and read counters, consume nothing.', default: false }).optional(),
   body: z
     .unknown()
     .openapi({ description: 'The request body the tool server received, compared with the signed `args` under JCS.' })
@@ -63,9 +62,40 @@ const verifyMembers = {
     .optional(),
 };
 
+/**
+ * A dry run is asked for in the query, never in the body. The body may be an agent's bundle as a
+ * tool server forwarded it (DRS clients post it members and all), and a dry run's allow counts
+ * nothing: a `dry_run: true` written into the bundle by the agent would run the tool uncounted, on
+ * no approval, as often as the agent liked, for any client reading `valid`. The URL is the tool
+ * server's own.
+ */
+function refuseDryRunMember(value: Record<string, unknown>, ctx: z.RefinementCtx): void {
+  if (Object.hasOwn(value, 'dry_run')) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['dry_run'],
+      message:
+        "is asked for in the query (POST /v1/verify?dry_run=true), not in the body: the body may be the agent's own bundle, and a dry run's allow counts nothing",
+    });
+  }
+}
+
 export const VerifyRequest = z.strictObject(verifyMembers).openapi('VerifyRequest', {
   description:
-    'The bundle fields, judged by the verifier (a malformed bundle is a 403 deny in block A), plus options. Any other member is refused (400): a misspelled option, `require_bindings` say, would otherwise be ignored and the call judged without it.',
+    'The bundle fields, judged by the verifier (a malformed bundle is a 403 deny in block A), plus options. Any other member is refused (400): a misspelled option, `require_bindings` say, would otherwise be ignored and the call judged without it. A dry run is asked for in the query (`?dry_run=true`), never here: `dry_run` in the body is refused (400).',
+});
+
+/** POST /v1/verify's query: only `dry_run`. */
+export const VerifyQuery = z.strictObject({
+  dry_run: z
+    .enum(['true', 'false'])
+    .optional()
+    .openapi({
+      param: { name: 'dry_run', in: 'query' },
+      description:
+        "`true`: run every check and read counters, consume nothing (see above). In the query, not the body, because the body may be the agent's bundle: an agent must not be able to turn a tool server's verify into a dry run.",
+      default: 'false',
+    }),
 });
 
 /**
@@ -75,22 +105,26 @@ export const VerifyRequest = z.strictObject(verifyMembers).openapi('VerifyReques
  * are refused: an agent that wrote `dry_run: true` into its bundle got `valid: true` with nothing
  * counted and no approval spent, and a DRS client, which reads only `valid`, ran the tool each time.
  */
-const { dry_run: _dryRun, require_binding: _requireBinding, approval_id: _approvalId, ...drsMembers } = verifyMembers;
+const { require_binding: _requireBinding, approval_id: _approvalId, ...drsMembers } = verifyMembers;
 const BATON_ONLY_OPTIONS = ['dry_run', 'require_binding', 'approval_id'] as const;
-function refuseBatonOptions(value: Record<string, unknown>, ctx: z.RefinementCtx): void {
-  for (const option of BATON_ONLY_OPTIONS) {
-    if (Object.hasOwn(value, option)) {
-      ctx.addIssue({
-        code: 'custom',
-        path: [option],
-        message:
-          "is an option of POST /v1/verify only: on /verify the body may be the agent's own bundle (DRS middlewares forward it), so Baton takes no option from it",
-      });
+const refuseBatonOptions =
+  (why: string) =>
+  (value: Record<string, unknown>, ctx: z.RefinementCtx): void => {
+    for (const option of BATON_ONLY_OPTIONS) {
+      if (Object.hasOwn(value, option))
+        ctx.addIssue({ code: 'custom', path: [option], message: `is an option of POST /v1/verify only: ${why}` });
     }
-  }
-}
+  };
+const refuseBatonOptionsInBody = refuseBatonOptions(
+  "on /verify the body may be the agent's own bundle (DRS middlewares forward it), so Baton takes no option from it",
+);
 
-export const VerifyRequestDrs = z.looseObject(drsMembers).superRefine(refuseBatonOptions).openapi('VerifyRequestDrs', {
+/** /verify takes none of Baton's options from its query either (DRS clients read only `valid`); other parameters are ignored, as drs-verify ignores them. */
+export const VerifyQueryDrs = z
+  .looseObject({})
+  .superRefine(refuseBatonOptions('DRS clients read only `valid`, so a dry run here would read as an allow'));
+
+export const VerifyRequestDrs = z.looseObject(drsMembers).superRefine(refuseBatonOptionsInBody).openapi('VerifyRequestDrs', {
   description:
     "The bundle fields and `body`, as DRS clients send them. Members Baton does not know are ignored; Baton's options (`dry_run`, `require_binding`, `approval_id`) are refused (400): this body may be the agent's own bundle. Send them to `POST /v1/verify`.",
 });
@@ -105,8 +139,11 @@ const bundleMembersUnjudged = {
   invocation: z.unknown().optional(),
   receipts: z.unknown().optional(),
 };
-export const VerifyRequestBody = VerifyRequest.extend(bundleMembersUnjudged);
-export const VerifyRequestBodyDrs = z.looseObject({ ...drsMembers, ...bundleMembersUnjudged }).superRefine(refuseBatonOptions);
+// `dry_run` is named here only to be refused with a message that says where it goes.
+export const VerifyRequestBody = z
+  .strictObject({ ...verifyMembers, ...bundleMembersUnjudged, dry_run: z.unknown().optional() })
+  .superRefine(refuseDryRunMember);
+export const VerifyRequestBodyDrs = z.looseObject({ ...drsMembers, ...bundleMembersUnjudged }).superRefine(refuseBatonOptionsInBody);
 
 export const Binding = z
   .enum(['match', 'mismatch', 'absent'])
@@ -212,10 +249,16 @@ const VERIFY_UNAVAILABLE =
   'The database did not decide the verify within the verify deadline (BATON_VERIFY_DEADLINE_MS, default 5000 ms), or did not answer (`STORAGE_UNAVAILABLE`). Nothing was allowed: a tool server runs no tool on this answer. A commit the database had begun before the deadline may still have counted the call.';
 
 /** Request and responses: the same on both paths (POST /verify is the DRS path), but for unknown members and a re-send. */
-const verifyExchange = (schema: typeof VerifyRequest | typeof VerifyRequestDrs, options: string, unavailable: string) => ({
+const verifyExchange = (
+  schema: typeof VerifyRequest | typeof VerifyRequestDrs,
+  query: typeof VerifyQuery | typeof VerifyQueryDrs,
+  options: string,
+  unavailable: string,
+) => ({
   'x-baton-scopes': ['verify'],
   security: [{ bearerAuth: [] }],
   request: {
+    query,
     headers: z.object({ 'X-DRS-Bundle': XDrsBundle.optional() }),
     body: {
       required: false,
@@ -247,10 +290,11 @@ export const verifyRoute = createRoute({
   operationId: 'verify',
   summary: 'Verify an invocation against its delegation chain and count it',
   description:
-    "Runs blocks A-F of the verification pipeline (shape, linkage, signatures and trust,\nattenuation and policy, time, revocation) and, in one database statement, block G\n(the API key still active, the root still trusted, no DR revoked, replay, `max_calls`\non every counted DR, `max_spend_usd`, and the service receipt).\n\n- **Retry after a lost answer.** The same invocation (same `jti` and same signed bytes)\n  sent again by the same API key is answered with its original allow: the same\n  `service_receipt`, `retry: true`, and nothing counted again; `counters` are the stored\n  values now. The revocation, root trust and API key are re-checked first, so a chain\n  revoked since then is refused, and so is its time: a retry more than\n  `BATON_INVOCATION_MAX_AGE` (default 300 s) after the invocation's `iat` is refused\n  `INVOCATION_STALE`, as any invocation that old. A retry of a call a human approved\n  spends no approval and asks for none. Any other caller (another key, or a different\n  invocation reusing the `jti`) gets `REPLAY_DETECTED`. A denial never consumes the\n  `jti`, so a denied invocation sent again is simply decided again.\n- **Deadline.** A verify that cannot be decided within the service's deadline\n  (`BATON_VERIFY_DEADLINE_MS`, default 5000 ms) is answered `503 STORAGE_UNAVAILABLE`,\n  and the database refuses to commit it afterwards: nothing is counted. (Only a commit the\n  database had already begun, e.g. waiting for a stalled synchronous replica, or an answer\n  lost after the commit leaves a call counted; send it again to learn, and to get its\n  service receipt, see retry above.)\n- A key revoked on any node is refused (401) by the next verify on every node.\n\n- Trust is the calling key's tenant's trusted roots. A key bound to a tool server only verifies invocations naming it (`TOOL_SERVER_MISMATCH`).\n- `receipts` may be empty when every `dr_chain` hash is already stored (chain by reference). Delegation receipts Baton has not seen are verified in full and stored.\n- `dry_run: true` runs every check and reports counters, but consumes nothing: no counter, no jti, no service receipt, no denial record, and embedded records are not stored. It refuses whatever the real call would refuse at that moment (including the `409` below), so a dry run never says allow where the real call would not: the tool gate's checks (rate window, held grants, the named approval's status and binding, the catalog version) run as the real call runs them, in a transaction that is rolled back.\n- `body` is compared with the signed `args` under JCS and reported as `binding`; with `require_binding: true` anything but `match` is a deny (`BINDING_MISMATCH`).\n- A malformed bundle is a deny (403, block A), not a 400: only an unreadable request is 400.\n- Denials are recorded for auditors (unless dry run) and never consume the jti.\n- `args.estimated_cost_usd`, when present, must be a finite, non-negative JSON number of US dollars of at most 1,000,000 (the per-invocation maximum); it is required wherever any record of the chain sets `max_cost_usd` or `max_spend_usd`. A missing or unusable estimate there (a string, null, negative, too large) is a deny, `POLICY_VIOLATION` (block D) naming `args.estimated_cost_usd`: a call under a budget is never counted as free.\n\nThe bundle may instead come base64url-encoded in the `X-DRS-Bundle` header (DRS transport), or the same bundle in both, as DRS's `VerifyClient` sends it. An empty header is no header. A header that is there must be readable, whatever the body holds; and when the body also carries a bundle member (`invocation`, `receipts`, `bundle_version`), the two must hold the same bundle and the header nothing else (`400` otherwise: Baton does not guess which one the call is).",
+    "Runs blocks A-F of the verification pipeline (shape, linkage, signatures and trust,\nattenuation and policy, time, revocation) and, in one database statement, block G\n(the API key still active, the root still trusted, no DR revoked, replay, `max_calls`\non every counted DR, `max_spend_usd`, and the service receipt).\n\n- **Retry after a lost answer.** The same invocation (same `jti` and same signed bytes)\n  sent again by the same API key is answered with its original allow: the same\n  `service_receipt`, `retry: true`, and nothing counted again; `counters` are the stored\n  values now. The revocation, root trust and API key are re-checked first, so a chain\n  revoked since then is refused, and so is its time: a retry more than\n  `BATON_INVOCATION_MAX_AGE` (default 300 s) after the invocation's `iat` is refused\n  `INVOCATION_STALE`, as any invocation that old. A retry of a call a human approved\n  spends no approval and asks for none. Any other caller (another key, or a different\n  invocation reusing the `jti`) gets `REPLAY_DETECTED`. A denial never consumes the\n  `jti`, so a denied invocation sent again is simply decided again.\n- **Deadline.** A verify that cannot be decided within the service's deadline\n  (`BATON_VERIFY_DEADLINE_MS`, default 5000 ms) is answered `503 STORAGE_UNAVAILABLE`,\n  and the database refuses to commit it afterwards: nothing is counted. (Only a commit the\n  database had already begun, e.g. waiting for a stalled synchronous replica, or an answer\n  lost after the commit leaves a call counted; send it again to learn, and to get its\n  service receipt, see retry above.)\n- A key revoked on any node is refused (401) by the next verify on every node.\n\n- Trust is the calling key's tenant's trusted roots. A key bound to a tool server only verifies invocations naming it (`TOOL_SERVER_MISMATCH`).\n- `receipts` may be empty when every `dr_chain` hash is already stored (chain by reference). Delegation receipts Baton has not seen are verified in full and stored.\n- `?dry_run=true` (in the query: the body may be the agent's bundle, so `dry_run` there is refused, `400`) runs every check and reports counters, but consumes nothing: no counter, no jti, no service receipt, no denial record, and embedded records are not stored. It refuses whatever the real call would refuse at that moment (including the `409` below), so a dry run never says allow where the real call would not: the tool gate's checks (rate window, held grants, the named approval's status and binding, the catalog version) run as the real call runs them, in a transaction that is rolled back.\n- `body` is compared with the signed `args` under JCS and reported as `binding`; with `require_binding: true` anything but `match` is a deny (`BINDING_MISMATCH`).\n- A malformed bundle is a deny (403, block A), not a 400: only an unreadable request is 400.\n- Denials are recorded for auditors (unless dry run) and never consume the jti.\n- `args.estimated_cost_usd`, when present, must be a finite, non-negative JSON number of US dollars of at most 1,000,000 (the per-invocation maximum); it is required wherever any record of the chain sets `max_cost_usd` or `max_spend_usd`. A missing or unusable estimate there (a string, null, negative, too large) is a deny, `POLICY_VIOLATION` (block D) naming `args.estimated_cost_usd`: a call under a budget is never counted as free.\n\nThe bundle may instead come base64url-encoded in the `X-DRS-Bundle` header (DRS transport), or the same bundle in both, as DRS's `VerifyClient` sends it. An empty header is no header. A header that is there must be readable, whatever the body holds; and when the body also carries a bundle member (`invocation`, `receipts`, `bundle_version`), the two must hold the same bundle and the header nothing else (`400` otherwise: Baton does not guess which one the call is).",
   ...verifyExchange(
     VerifyRequest,
-    ', `dry_run` / `require_binding` are not booleans, a member is not one of those listed',
+    VerifyQuery,
+    ', `require_binding` is not a boolean, a member is not one of those listed (`dry_run` among them: it goes in the query), the query has a parameter other than `dry_run` or a `dry_run` other than `true` / `false`',
     'To learn it, re-send the same invocation with the same key: it answers its original allow (`retry: true`) if it was counted, and is decided afresh if not.',
   ),
 });
@@ -262,10 +306,11 @@ export const verifyDrsRoute = createRoute({
   operationId: 'verifyDrs',
   summary: 'DRS-compatible verify (as POST /v1/verify, but a re-send is a replay)',
   description:
-    "The path DRS clients (`VerifyClient`) call. As `POST /v1/verify` in request, responses and effects, with three differences, all because DRS clients read only `valid`:\n\n- An invocation already allowed, sent again by the same API key, is refused `REPLAY_DETECTED` here rather than answered with its original allow (`retry: true`): a DRS client would run the tool again.\n- Baton's options (`dry_run`, `require_binding`, `approval_id`) are refused (400). DRS clients send the agent's bundle as the body, members and all, so an option here may be the agent's: `dry_run: true` answered `valid: true` with nothing counted. Members Baton does not know are ignored.\n- A `body` that is not the signed `args` is a deny (`BINDING_MISMATCH`), as `require_binding` makes it on `/v1/verify`: a DRS client that reads only `valid` would run that body. With no `body` nothing is compared (`binding: absent`; DRS's MCP middleware sends none), and a `match` is only as good as whoever put `body` there: the agent's bundle may carry one.\n\nDRS clients typically send the bundle in `X-DRS-Bundle` and the tool's request body as `body`.",
+    "The path DRS clients (`VerifyClient`) call. As `POST /v1/verify` in request, responses and effects, with three differences, all because DRS clients read only `valid`:\n\n- An invocation already allowed, sent again by the same API key, is refused `REPLAY_DETECTED` here rather than answered with its original allow (`retry: true`): a DRS client would run the tool again.\n- Baton's options (`dry_run`, `require_binding`, `approval_id`) are refused (400), in the body and in the query. DRS clients send the agent's bundle as the body, members and all, so an option there may be the agent's: `dry_run: true` answered `valid: true` with nothing counted. Members and query parameters Baton does not know are ignored.\n- A `body` that is not the signed `args` is a deny (`BINDING_MISMATCH`), as `require_binding` makes it on `/v1/verify`: a DRS client that reads only `valid` would run that body. With no `body` nothing is compared (`binding: absent`; DRS's MCP middleware sends none), and a `match` is only as good as whoever put `body` there: the agent's bundle may carry one.\n\nDRS clients typically send the bundle in `X-DRS-Bundle` and the tool's request body as `body`.",
   ...verifyExchange(
     VerifyRequestDrs,
-    ", the body carries one of `/v1/verify`'s options (`dry_run`, `require_binding`, `approval_id`)",
+    VerifyQueryDrs,
+    ", the body or the query carries one of `/v1/verify`'s options (`dry_run`, `require_binding`, `approval_id`)",
     'Here a re-send is never answered with its original allow: the same invocation sent to this path again is refused with a 403 REPLAY_DETECTED deny if it was counted, and decided afresh if not. Sent by the same key to `POST /v1/verify` instead, it answers its original allow (`retry: true`) if it was counted.',
   ),
 });

@@ -921,7 +921,7 @@ export interface paths {
      *
      *     - Trust is the calling key's tenant's trusted roots. A key bound to a tool server only verifies invocations naming it (`TOOL_SERVER_MISMATCH`).
      *     - `receipts` may be empty when every `dr_chain` hash is already stored (chain by reference). Delegation receipts Baton has not seen are verified in full and stored.
-     *     - `dry_run: true` runs every check and reports counters, but consumes nothing: no counter, no jti, no service receipt, no denial record, and embedded records are not stored. It refuses whatever the real call would refuse at that moment (including the `409` below), so a dry run never says allow where the real call would not: the tool gate's checks (rate window, held grants, the named approval's status and binding, the catalog version) run as the real call runs them, in a transaction that is rolled back.
+     *     - `?dry_run=true` (in the query: the body may be the agent's bundle, so `dry_run` there is refused, `400`) runs every check and reports counters, but consumes nothing: no counter, no jti, no service receipt, no denial record, and embedded records are not stored. It refuses whatever the real call would refuse at that moment (including the `409` below), so a dry run never says allow where the real call would not: the tool gate's checks (rate window, held grants, the named approval's status and binding, the catalog version) run as the real call runs them, in a transaction that is rolled back.
      *     - `body` is compared with the signed `args` under JCS and reported as `binding`; with `require_binding: true` anything but `match` is a deny (`BINDING_MISMATCH`).
      *     - A malformed bundle is a deny (403, block A), not a 400: only an unreadable request is 400.
      *     - Denials are recorded for auditors (unless dry run) and never consume the jti.
@@ -950,7 +950,7 @@ export interface paths {
      * @description The path DRS clients (`VerifyClient`) call. As `POST /v1/verify` in request, responses and effects, with three differences, all because DRS clients read only `valid`:
      *
      *     - An invocation already allowed, sent again by the same API key, is refused `REPLAY_DETECTED` here rather than answered with its original allow (`retry: true`): a DRS client would run the tool again.
-     *     - Baton's options (`dry_run`, `require_binding`, `approval_id`) are refused (400). DRS clients send the agent's bundle as the body, members and all, so an option here may be the agent's: `dry_run: true` answered `valid: true` with nothing counted. Members Baton does not know are ignored.
+     *     - Baton's options (`dry_run`, `require_binding`, `approval_id`) are refused (400), in the body and in the query. DRS clients send the agent's bundle as the body, members and all, so an option there may be the agent's: `dry_run: true` answered `valid: true` with nothing counted. Members and query parameters Baton does not know are ignored.
      *     - A `body` that is not the signed `args` is a deny (`BINDING_MISMATCH`), as `require_binding` makes it on `/v1/verify`: a DRS client that reads only `valid` would run that body. With no `body` nothing is compared (`binding: absent`; DRS's MCP middleware sends none), and a `match` is only as good as whoever put `body` there: the agent's bundle may carry one.
      *
      *     DRS clients typically send the bundle in `X-DRS-Bundle` and the tool's request body as `body`.
@@ -2035,7 +2035,7 @@ export interface components {
       valid: false;
       violations: components['schemas']['Violation'][];
     };
-    /** @description The bundle fields, judged by the verifier (a malformed bundle is a 403 deny in block A), plus options. Any other member is refused (400): a misspelled option, `require_bindings` say, would otherwise be ignored and the call judged without it. */
+    /** @description The bundle fields, judged by the verifier (a malformed bundle is a 403 deny in block A), plus options. Any other member is refused (400): a misspelled option, `require_bindings` say, would otherwise be ignored and the call judged without it. A dry run is asked for in the query (`?dry_run=true`), never here: `dry_run` in the body is refused (400). */
     VerifyRequest: {
       /** @description The approval this call spends (a new invocation of an approved call). Without it, the live approval of the same call is found. Read only when a rule sends the call to a human: a call no rule holds is decided without it, and spends nothing. */
       approval_id?: string;
@@ -2043,11 +2043,6 @@ export interface components {
       body?: unknown;
       /** @enum {string} */
       bundle_version?: '4.0';
-      /**
-       * @description Run every check and read counters, consume nothing.
-       * @default false
-       */
-      dry_run: boolean;
       invocation?: components['schemas']['Jws'];
       /** @description Root-to-leaf DR JWS list, or empty when every `dr_chain` hash is stored. */
       receipts?: components['schemas']['Jws'][];
@@ -5678,7 +5673,10 @@ export interface operations {
   };
   verify: {
     parameters: {
-      query?: never;
+      query?: {
+        /** @description `true`: run every check and read counters, consume nothing (see above). In the query, not the body, because the body may be the agent's bundle: an agent must not be able to turn a tool server's verify into a dry run. */
+        dry_run?: 'true' | 'false';
+      };
       header?: {
         /** @description DRS transport: base64url (no padding) of the bundle JSON (`Bundle`). The body may carry the same bundle too (as the DRS `VerifyClient` sends it), but not another one (400); an empty header is none. Baton takes request headers up to 64 KiB (a 16-record chain fits; past that Node answers a bare `431`), but proxies often allow less: prefer chains by reference (`receipts: []`). */
         'X-DRS-Bundle'?: components['schemas']['XDrsBundle'];
@@ -5702,7 +5700,7 @@ export interface operations {
           'application/json': components['schemas']['VerifyAllow'];
         };
       };
-      /** @description The body is not strict JSON, `dry_run` / `require_binding` are not booleans, a member is not one of those listed, `X-DRS-Bundle` is not base64url bundle JSON, or the body and `X-DRS-Bundle` carry different bundles (`INVALID_REQUEST`). */
+      /** @description The body is not strict JSON, `require_binding` is not a boolean, a member is not one of those listed (`dry_run` among them: it goes in the query), the query has a parameter other than `dry_run` or a `dry_run` other than `true` / `false`, `X-DRS-Bundle` is not base64url bundle JSON, or the body and `X-DRS-Bundle` carry different bundles (`INVALID_REQUEST`). */
       400: {
         headers: {
           [name: string]: unknown;
@@ -5793,7 +5791,7 @@ export interface operations {
           'application/json': components['schemas']['VerifyAllow'];
         };
       };
-      /** @description The body is not strict JSON, the body carries one of `/v1/verify`'s options (`dry_run`, `require_binding`, `approval_id`), `X-DRS-Bundle` is not base64url bundle JSON, or the body and `X-DRS-Bundle` carry different bundles (`INVALID_REQUEST`). */
+      /** @description The body is not strict JSON, the body or the query carries one of `/v1/verify`'s options (`dry_run`, `require_binding`, `approval_id`), `X-DRS-Bundle` is not base64url bundle JSON, or the body and `X-DRS-Bundle` carry different bundles (`INVALID_REQUEST`). */
       400: {
         headers: {
           [name: string]: unknown;

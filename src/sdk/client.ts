@@ -154,7 +154,7 @@ export type Counter = Schemas['Counter'];
 export type LimitWarning = Schemas['Warning'];
 
 export interface VerifyOptions extends RequestOptions {
-  /** Run every check and report counters, consuming nothing. */
+  /** Run every check and report counters, consuming nothing (sent as `?dry_run=true`: Baton refuses it in the body). */
   readonly dryRun?: boolean;
   /** The request body the tool received, compared with the signed args under JCS. */
   readonly body?: unknown;
@@ -364,13 +364,20 @@ export class BatonClient {
       bundle_version: bundle.bundle_version,
       invocation: bundle.invocation,
       receipts: bundle.receipts,
-      ...(opts.dryRun ? { dry_run: true } : {}),
       ...(opts.body !== undefined ? { body: opts.body } : {}),
       ...(opts.requireBinding ? { require_binding: true } : {}),
       ...(opts.approvalId !== undefined ? { approval_id: opts.approvalId } : {}),
     };
     const answer = await this.#call<Omit<VerifyAllowed, 'request_id'> | Omit<VerifyDenied, 'request_id'>>(
-      { method: 'POST', path: '/v1/verify', body, auth: 'key', answerStatuses: (status, b) => status === 403 && isDenyBody(b) },
+      {
+        method: 'POST',
+        path: '/v1/verify',
+        // In the query, where Baton takes it: never in the body, which may be an agent's bundle.
+        query: { dry_run: opts.dryRun ? 'true' : undefined },
+        body,
+        auth: 'key',
+        answerStatuses: (status, b) => status === 403 && isDenyBody(b),
+      },
       opts,
     );
     const problem =
@@ -384,7 +391,7 @@ export class BatonClient {
         status: answer.status,
         code: 'UNEXPECTED_RESPONSE',
         method: 'POST',
-        url: this.#url('/v1/verify'),
+        url: this.#url('/v1/verify', { dry_run: opts.dryRun ? 'true' : undefined }),
         message: `The verify answer ${problem}; refuse the call.`,
         suggestion: 'Check that the base URL points at Baton itself, not a proxy or another service.',
         requestId: answer.requestId ?? undefined,

@@ -60,6 +60,8 @@ import type { Policy } from '../protocol/policy.js';
 import type { ApprovalJson } from './approvals.js';
 
 export type VerifyRequest = z.output<typeof VerifyRequestBody> & {
+  /** From the query (`?dry_run=true`), never the body: see VerifyQuery. */
+  readonly dry_run: boolean;
   /**
    * Answer the same key's re-send of an allowed invocation REPLAY_DETECTED, not with its original
    * allow (`retry: true`): set on the DRS-compatible route, whose clients read only `valid` and would
@@ -410,7 +412,7 @@ export async function verifyInvocation(
         ...(refused === undefined
           ? {
               suggestion:
-                'A dry run opens no approval. Send the call without dry_run: its answer names the approval of the call (`approval`: its id and expiry), opening one when none waits; once an approver approves it, send the same call once more.',
+                'A dry run opens no approval. Send the call without ?dry_run=true: its answer names the approval of the call (`approval`: its id and expiry), opening one when none waits; once an approver approves it, send the same call once more.',
             }
           : {}),
       };

@@ -1,10 +1,10 @@
 /** POST /v1/verify and the DRS-compatible POST /verify (a `verify` key). */
 import type { OpenAPIHono } from '@hono/zod-openapi';
-import { verifyDrsRoute, VerifyRequestBody, VerifyRequestBodyDrs, verifyRoute } from '../api/verify.js';
+import { verifyDrsRoute, VerifyQuery, VerifyQueryDrs, VerifyRequestBody, VerifyRequestBodyDrs, verifyRoute } from '../api/verify.js';
 import { requireScopeWithCache, tenantOf } from './auth.js';
 import { hasBody, readJsonBody } from './body.js';
 import { bundleFrom, verifyWithinDeadline } from './verify.handlers.js';
-import { parseRequest } from './validate.js';
+import { parseQuery, parseRequest } from './validate.js';
 import { newRouter, serve } from './router.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
@@ -14,20 +14,21 @@ export function verifyRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     // The verify statements re-check the key in their transaction, so the hot path may use the key cache.
     serve(r, route, requireScopeWithCache(deps, 'verify'), async (c) => {
       const auth = c.get('auth');
+      const drs = route === verifyDrsRoute;
+      // Read first: a dry run asked for wrongly is refused before the body is read. (Most verifies
+      // carry no query at all, and skip the parse.)
+      const dryRun = c.req.url.includes('?') && parseQuery(c, drs ? VerifyQueryDrs : VerifyQuery).dry_run === 'true';
       // DRS clients may send the bundle only in X-DRS-Bundle, with no body at all. An empty header is none.
       const drsHeader = c.req.header('x-drs-bundle')?.trim() || undefined;
       const raw =
         drsHeader !== undefined && !(await hasBody(c, deps.config.maxBodyBytes)) ? {} : await readJsonBody(c, deps.config.maxBodyBytes);
-      const parsed = parseRequest(route === verifyDrsRoute ? VerifyRequestBodyDrs : VerifyRequestBody, raw, 'request body');
+      const parsed = { ...parseRequest(drs ? VerifyRequestBodyDrs : VerifyRequestBody, raw, 'request body'), dry_run: dryRun };
       // DRS clients read only `valid`: a re-sent invocation is a replay to them (it would run the tool
       // again), and a body that is not the signed args is a deny, as require_binding makes it on
       // /v1/verify: a DRS client that does not check `binding` itself would run the body, not what was
       // signed. (With no body nothing is compared: DRS's MCP middleware sends none.)
-      const req =
-        route === verifyDrsRoute
-          ? { ...parsed, retryAsReplay: true, ...(parsed.body !== undefined ? { require_binding: true } : {}) }
-          : parsed;
-      const path = route === verifyDrsRoute ? '/verify' : '/v1/verify';
+      const req = drs ? { ...parsed, retryAsReplay: true, ...(parsed.body !== undefined ? { require_binding: true } : {}) } : parsed;
+      const path = drs ? '/verify' : '/v1/verify';
       const result = await verifyWithinDeadline(deps, auth, tenantOf(auth), req, bundleFrom(req, drsHeader), c.get('deadline'), path);
       return c.json(result.body, result.status);
     });

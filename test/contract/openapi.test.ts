@@ -399,8 +399,8 @@ describe('(b) verify', () => {
     unavailableJti = second.payload.jti;
     await api(
       'POST',
-      '/v1/verify',
-      { key, json: { ...makeBundle(invocation([root, mid, leaf], C), [root, mid, leaf], 'reference'), dry_run: true, body: ARGS } },
+      '/v1/verify?dry_run=true',
+      { key, json: { ...makeBundle(invocation([root, mid, leaf], C), [root, mid, leaf], 'reference'), body: ARGS } },
       200,
     );
     // Through the tight leaf: NEAR_LIMIT warnings, then exhaustion.
@@ -428,7 +428,8 @@ describe('(b) verify', () => {
     await api('POST', '/v1/verify', { key, json: { bundle_version: '4.0', invocation: 'garbage', receipts: [] } }, 403);
     await api('POST', '/v1/verify', { key: tenant.keys.audit, json: makeBundle(first, [root, mid, leaf]) }, 403);
     await api('POST', '/v1/verify', { key, body: '{"invocation":' }, 400);
-    await api('POST', '/v1/verify', { key, json: { dry_run: 'yes' } }, 400);
+    await api('POST', '/v1/verify', { key, json: { require_binding: 'yes' } }, 400);
+    await api('POST', '/v1/verify?dry_run=yes', { key, json: makeBundle(first, [root, mid, leaf]) }, 400);
     await api('POST', '/v1/verify', { json: makeBundle(first, [root, mid, leaf]) }, 401);
     // An embedded, unstored root reusing a stored root's jti cannot be stored.
     const clash = createRootDelegation({

@@ -46,8 +46,8 @@ async function verify(root: Root, estimate: unknown, opts: { dryRun?: boolean } 
   const args: Record<string, unknown> = { tool: 'web_search', pii_access: false, write_access: false };
   if (estimate !== NO_ESTIMATE) args['estimated_cost_usd'] = estimate;
   const invocation = createInvocation({ chain: [root.dr], invoker: root.holder, args, toolServer: TOOL_SERVER, iat: T0, jti });
-  const json = { ...makeBundle(invocation, [root.dr]), ...(opts.dryRun ? { dry_run: true } : {}) };
-  return { jti, res: await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json }) };
+  const json = makeBundle(invocation, [root.dr]);
+  return { jti, res: await svc.call('POST', opts.dryRun ? '/v1/verify?dry_run=true' : '/v1/verify', { key: tenant.keys.verify, json }) };
 }
 
 async function allowed(root: Root, estimate: number): Promise<string> {

@@ -48,7 +48,7 @@ describe('decision log', () => {
         toolServer: 'mcp://t',
         iat: T0,
       });
-    const verify = (body: unknown) => svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: body });
+    const verify = (body: unknown, query = '') => svc.call('POST', `/v1/verify${query}`, { key: tenant.keys.verify, json: body });
 
     const allowed = invoke('web_search');
     const bundle = makeBundle(allowed, [root, leaf]);
@@ -56,7 +56,7 @@ describe('decision log', () => {
     const again = await verify(bundle);
     const refused = invoke('delete_db');
     const denied = await verify(makeBundle(refused, [root, leaf]));
-    const dry = await verify({ ...makeBundle(invoke('web_search'), [root, leaf]), dry_run: true });
+    const dry = await verify(makeBundle(invoke('web_search'), [root, leaf]), '?dry_run=true');
     expect([first.status, again.status, denied.status, dry.status]).toEqual([200, 200, 403, 200]);
 
     const events = decisions();

@@ -106,6 +106,42 @@ describe('verify: allow', () => {
     expect({ denials: await tableCount(denials), invocations: await tableCount(invocations) }).toEqual(before);
   });
 
+  it("a dry run is the query's to ask for: an agent's dry_run: true in a forwarded bundle is refused, and counts nothing", async () => {
+    // A chain of its own, so the counts below are this test's.
+    const policy = { allowed_tools: ['web_search'], max_cost_usd: 1, max_calls: 10 };
+    const ownRoot = createRootDelegation({ issuer: tenant.root, audience: a.did, policy, iat: T0, nbf: T0 - 10 });
+    const ownLeaf = createSubDelegation({ parent: ownRoot, issuer: a, audience: b.did, policy, iat: T0 });
+    const inv = createInvocation({ chain: [ownRoot, ownLeaf], invoker: b, args: ARGS, toolServer: 'mcp://tools.example.com', iat: T0 });
+    const bundle = makeBundle(inv, [ownRoot, ownLeaf]);
+    const counted = async () =>
+      (await svc.store.db.select({ n: count() }).from(invocations).where(eq(invocations.leafHash, ownLeaf.hash)))[0]!.n;
+    const deniedBefore = await tableCount(denials);
+    // What a DRS client pointed at /v1/verify forwards: the agent's bundle, members and all.
+    for (const [what, path, json] of [
+      ['dry_run: true in the body', '/v1/verify', { ...bundle, dry_run: true }],
+      ['dry_run: false in the body', '/v1/verify', { ...bundle, dry_run: false }],
+      ['a dry_run that is not true or false', '/v1/verify?dry_run=1', bundle],
+      ['dry_run given twice', '/v1/verify?dry_run=true&dry_run=true', bundle],
+      ['another query parameter', '/v1/verify?dryrun=true', bundle],
+      ['a dry run on the DRS path', '/verify?dry_run=true', bundle],
+    ] as const) {
+      const r = await svc.call('POST', path, { key: tenant.keys.verify, json });
+      expect(r.status, `${what}: ${JSON.stringify(r.body)}`).toBe(400);
+      expect(r.body.valid, what).toBeUndefined();
+      expect(r.body.error.code, what).toBe('INVALID_REQUEST');
+    }
+    const inBody = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: { ...bundle, dry_run: true } });
+    expect(inBody.body.error.details.issues[0].message).toContain('POST /v1/verify?dry_run=true');
+    expect([await counted(), await tableCount(denials)]).toEqual([0, deniedBefore]);
+    // The tool server's own URL asks for one; `false` is no dry run: the same invocation is then counted once.
+    const dry = await svc.call('POST', '/v1/verify?dry_run=true', { key: tenant.keys.verify, json: bundle });
+    expect(dry.body).toMatchObject({ valid: true, dry_run: true, service_receipt: null });
+    expect(await counted()).toBe(0);
+    const real = await svc.call('POST', '/v1/verify?dry_run=false', { key: tenant.keys.verify, json: bundle });
+    expect(real.body).toMatchObject({ valid: true, dry_run: false, retry: false });
+    expect(await counted()).toBe(1);
+  });
+
   it("/verify takes none of Baton's options: its body may be the agent's bundle, and dry_run: true answered valid with nothing counted", async () => {
     const before = { denials: await tableCount(denials), invocations: await tableCount(invocations) };
     // What DRS's middleware forwards: the bundle as the agent attached it, members and all.
@@ -123,9 +159,9 @@ describe('verify: allow', () => {
     }
     expect({ denials: await tableCount(denials), invocations: await tableCount(invocations) }).toEqual(before);
     // The same option is /v1/verify's to take.
-    const known = await svc.call('POST', '/v1/verify', {
+    const known = await svc.call('POST', '/v1/verify?dry_run=true', {
       key: tenant.keys.verify,
-      json: { ...makeBundle(invoke(), [root, leaf]), dry_run: true },
+      json: { ...makeBundle(invoke(), [root, leaf]) },
     });
     expect(known.status).toBe(200);
   });
@@ -239,9 +275,9 @@ describe('verify: deny', () => {
     expect(r.body.context).toMatchObject({ root_type: 'human', consent_record: consent, session_id: 'sess-42' });
     expect(r.body.context).not.toHaveProperty('regulatory');
     // An organisation's root carries none of them, and the context says nothing of them.
-    const org = await svc.call('POST', '/v1/verify', {
+    const org = await svc.call('POST', '/v1/verify?dry_run=true', {
       key: tenant.keys.verify,
-      json: { ...makeBundle(invoke(), [root, leaf]), dry_run: true },
+      json: { ...makeBundle(invoke(), [root, leaf]) },
     });
     expect(Object.keys(org.body.context)).not.toEqual(expect.arrayContaining(['consent_record']));
     expect(org.body.context).not.toHaveProperty('session_id');
@@ -395,7 +431,7 @@ describe('verify: dry run and binding', () => {
     const inv = invoke();
     const before = await svc.store.db.select().from(delegations).where(eq(delegations.hash, leaf.hash));
     const invBefore = await tableCount(invocations);
-    const r = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: { ...makeBundle(inv, [root, leaf]), dry_run: true } });
+    const r = await svc.call('POST', '/v1/verify?dry_run=true', { key: tenant.keys.verify, json: { ...makeBundle(inv, [root, leaf]) } });
     expect(r.status).toBe(200);
     expect(r.body).toMatchObject({ valid: true, dry_run: true, service_receipt: null });
     expect(r.body.counters[1].calls_used).toBe(before[0]?.callsUsed ?? 0);
@@ -409,9 +445,9 @@ describe('verify: dry run and binding', () => {
   it('body is compared with args under JCS; require_binding makes a mismatch a deny', async () => {
     const inv = invoke();
     const reordered = { write_access: false, pii_access: false, estimated_cost_usd: 0.25, tool: 'web_search' };
-    const m = await svc.call('POST', '/v1/verify', {
+    const m = await svc.call('POST', '/v1/verify?dry_run=true', {
       key: tenant.keys.verify,
-      json: { ...makeBundle(inv, [root, leaf]), body: reordered, dry_run: true },
+      json: { ...makeBundle(inv, [root, leaf]), body: reordered },
     });
     expect(m.body.binding).toBe('match');
     const mm = await svc.call('POST', '/v1/verify', {
@@ -426,15 +462,15 @@ describe('verify: dry run and binding', () => {
     const used = invoke();
     expect((await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(used, [root, leaf]) })).status).toBe(200);
     const sameJti = invoke({ ...ARGS, estimated_cost_usd: 0.2 }, { jti: used.payload.jti });
-    const replay = await svc.call('POST', '/v1/verify', {
+    const replay = await svc.call('POST', '/v1/verify?dry_run=true', {
       key: tenant.keys.verify,
-      json: { ...makeBundle(sameJti, [root, leaf]), dry_run: true },
+      json: { ...makeBundle(sameJti, [root, leaf]) },
     });
     expect(replay.body.error.code).toBe('REPLAY_DETECTED');
     // The same invocation by the same key would be answered as a retry: the dry run says so.
-    const retry = await svc.call('POST', '/v1/verify', {
+    const retry = await svc.call('POST', '/v1/verify?dry_run=true', {
       key: tenant.keys.verify,
-      json: { ...makeBundle(used, [root, leaf]), dry_run: true },
+      json: { ...makeBundle(used, [root, leaf]) },
     });
     expect(retry.body).toMatchObject({ valid: true, dry_run: true, retry: true });
   });

@@ -193,17 +193,15 @@ const BODY_ROUTES: readonly BodyRoute[] = [
     verify: true,
     base: {
       ...bundle(invFresh('verify-base'), CHAIN_A),
-      dry_run: false,
       require_binding: false,
       body: { ...(invConsumed.payload['args'] as object) },
     },
-    idempotent: { path: '/v1/verify', body: { ...bundle(invFresh('verify-ct'), CHAIN_A), dry_run: true } },
+    idempotent: { path: '/v1/verify?dry_run=true', body: bundle(invFresh('verify-ct'), CHAIN_A) },
     fields: [
       { path: ['bundle_version'], accepts: ['string'], text: 'ident' },
       { path: ['invocation'], accepts: ['string'], text: 'ident' },
       { path: ['receipts'], accepts: ['array'] },
       { path: ['receipts', 0], accepts: ['string'], text: 'ident' },
-      { path: ['dry_run'], accepts: ['boolean'] },
       { path: ['require_binding'], accepts: ['boolean'] },
     ],
   },
@@ -214,7 +212,8 @@ const BODY_ROUTES: readonly BodyRoute[] = [
     auth: 'A.verify',
     verify: true,
     base: bundle(invFresh('verify-drs-base'), 'reference'),
-    idempotent: { path: '/verify', body: { ...bundle(invFresh('verify-drs-ct'), 'reference'), dry_run: true } },
+    // No dry run here (/verify takes none): a body read as JSON by mistake would count, and show.
+    idempotent: { path: '/verify', body: bundle(invFresh('verify-drs-ct'), 'reference') },
     fields: [
       { path: ['bundle_version'], accepts: ['string'], text: 'ident' },
       { path: ['invocation'], accepts: ['string'], text: 'ident' },
@@ -1148,14 +1147,33 @@ const NON_CANONICAL_DIDS: Record<string, string> = {
   v('receipts-incomplete', bundle(inv('incomplete'), [drA0]), { expect_status: [403] });
   v('receipts-of-other-tenant', { ...bundle(inv('other'), CHAIN_A), receipts: [drB0.jws] }, { expect_status: [403] });
   v('replayed-invocation', bundle(invConsumed, CHAIN_A), { expect_status: [403] });
-  v('replayed-invocation-dry-run', { ...bundle(invConsumed, CHAIN_A), dry_run: true }, { expect_status: [403] });
+  v(
+    'replayed-invocation-dry-run',
+    bundle(invConsumed, CHAIN_A),
+    { expect_status: [403], route: 'POST /v1/verify' },
+    '/v1/verify?dry_run=true',
+  );
   v(
     'binding-required-mismatch',
     { ...bundle(inv('bind'), CHAIN_A), require_binding: true, body: { tool: 'web_search', estimated_cost_usd: 99 } },
     { expect_status: [403] },
   );
   v('binding-required-absent', { ...bundle(inv('bind2'), CHAIN_A), require_binding: true }, { expect_status: [403] });
+  // A dry run is the query's to ask for: in the body it may be the agent's (a tool server forwarding its bundle).
+  v('dry_run-in-body', { ...bundle(inv('dr-b'), CHAIN_A), dry_run: true }, { expect_status: [400] });
   v('dry_run-string', { ...bundle(inv('dr-s'), CHAIN_A), dry_run: 'true' }, { expect_status: [400] });
+  v(
+    'dry_run-query-not-boolean',
+    bundle(inv('dr-q'), CHAIN_A),
+    { expect_status: [400], route: 'POST /v1/verify' },
+    '/v1/verify?dry_run=yes',
+  );
+  v(
+    'dry_run-query-on-drs-path',
+    bundle(inv('dr-drs'), 'reference'),
+    { expect_status: [400], route: 'POST /verify' },
+    '/verify?dry_run=true',
+  );
   v('require_binding-number', { ...bundle(inv('rb-n'), CHAIN_A), require_binding: 1 }, { expect_status: [400] });
   // A number no double holds: the strict reader refuses the request (400) before any reader acts on
   // Infinity (before, a binding mismatch, 403).

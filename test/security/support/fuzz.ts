@@ -807,11 +807,7 @@ export const FUZZ_TARGETS: readonly FuzzTarget[] = [
     verifyRoute: true,
     baseStatus: [403],
     base: (w) =>
-      bodyReq(
-        '/v1/verify',
-        { ...bundle(invConsumed, CHAIN_A), dry_run: false, require_binding: true, body: invConsumed.payload['args'] },
-        w.A.keys.verify,
-      ),
+      bodyReq('/v1/verify', { ...bundle(invConsumed, CHAIN_A), require_binding: true, body: invConsumed.payload['args'] }, w.A.keys.verify),
     judge2xx: () => NO,
   }),
   bodyTarget('POST /verify (bundle by reference, consumed jti)', {
