@@ -116,10 +116,10 @@ export const ToolDocument = z
     default_decision: RuleDecision,
     rules: z.array(ApprovalRule),
     approvers: z.array(DidKey).openapi({ description: 'DIDs whose signed approvals the tenant accepts.' }),
-    webhook_url: z
-      .string()
-      .nullable()
-      .openapi({ description: 'Where each new pending approval is pushed (best effort); `null` for none.' }),
+    webhook_url: z.string().nullable().openapi({
+      description:
+        "Where each new pending approval is pushed (best effort); `null` for none. Whole only to the admin key (publish, and the admin read). Tenant keys see its origin alone, with `/…` where a path or query was withheld (`https://hooks.slack.com/…`): a webhook URL is often its own credential, and a tenant key may be one tool server's.",
+    }),
     cost_calibration: CostCalibration,
     tools: z.array(ToolDeclaration),
     hash: RecordHash.openapi({ description: 'Hash of the whole version: catalog and settings.' }),

@@ -16,7 +16,7 @@ export function toolRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   serve(app, publishToolsRoute, adminOnly(deps), async (c) => {
     const body = await parseJsonBody(c, deps.config.maxBodyBytes, PublishToolsRequest);
     const stored = await publishToolDocument(deps, c.req.param('tenant'), body, c.get('auth').keyId, c.get('commitGate'));
-    const published = toolDocumentJson(stored);
+    const published = toolDocumentJson(stored, 'admin');
     deps.log.info('tool catalog published', {
       tenant_id: c.req.param('tenant'),
       version: published.version,
@@ -30,17 +30,17 @@ export function toolRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   serve(app, adminToolsRoute, adminOnly(deps), async (c) => {
     const tenantId = c.req.param('tenant');
     await requireTenant(deps, tenantId);
-    return c.json(toolDocumentJson(await storedToolDocument(deps, tenantId)), 200);
+    return c.json(toolDocumentJson(await storedToolDocument(deps, tenantId), 'admin'), 200);
   });
 
   const readers = requireScope(deps, ...TOOL_READ_SCOPES);
   app.openapi({ ...currentToolsRoute, middleware: [readers] }, async (c) =>
-    c.json(toolDocumentJson(await storedToolDocument(deps, tenantOf(c.get('auth')))), 200),
+    c.json(toolDocumentJson(await storedToolDocument(deps, tenantOf(c.get('auth'))), 'tenant'), 200),
   );
 
   app.openapi({ ...toolsVersionRoute, middleware: [readers] }, async (c) => {
     const { version } = c.req.valid('param');
-    return c.json(toolDocumentJson(await storedToolDocument(deps, tenantOf(c.get('auth')), version)), 200);
+    return c.json(toolDocumentJson(await storedToolDocument(deps, tenantOf(c.get('auth')), version), 'tenant'), 200);
   });
 
   return app;

@@ -71,15 +71,30 @@ function documentHash(catalog: Catalog, settings: TenantToolSettings): string {
   return `sha256:${sha256Hex(canonicalJson({ catalog_hash: catalogHash(catalog), settings }))}`;
 }
 
-export function toolDocumentJson(stored: StoredToolDocument): ToolDocumentJson {
+/**
+ * Who reads a document: the admin key, which published it and sees it whole, or a tenant key, which
+ * sees the webhook URL's origin alone. A webhook URL is often its own credential (a Slack incoming
+ * webhook is the URL), and a tenant key may be one tool server's verify key: with the URL it could
+ * post to the approvers' channel, forged "approval pending" messages included.
+ */
+export type ToolDocumentReader = 'admin' | 'tenant';
+
+/** The webhook URL as a tenant key sees it: the origin, and `/…` where a path or query was withheld. */
+export function webhookUrlForTenantKeys(url: string): string {
+  const u = new URL(url);
+  return u.pathname === '/' && u.search === '' && u.hash === '' ? url : `${u.origin}/…`;
+}
+
+export function toolDocumentJson(stored: StoredToolDocument, reader: ToolDocumentReader): ToolDocumentJson {
   const doc = documentOf(stored.version, stored.document);
+  const webhook = doc.settings.webhook_url;
   return {
     version: doc.version,
     strict: doc.settings.strict,
     default_decision: doc.settings.default_decision,
     rules: doc.settings.rules,
     approvers: doc.settings.approvers,
-    webhook_url: doc.settings.webhook_url ?? null,
+    webhook_url: webhook === undefined ? null : reader === 'admin' ? webhook : webhookUrlForTenantKeys(webhook),
     cost_calibration: doc.settings.cost_calibration ?? DEFAULT_COST_CALIBRATION,
     tools: doc.catalog.tools,
     hash: stored.hash,
