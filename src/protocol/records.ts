@@ -224,7 +224,20 @@ export function parseWith<T>(
 ): T {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
-  const whole = code === 'INVALID_FIELD' ? '(root)' : what === 'query' ? '(query)' : '(body)';
+  throw refusalOf(result.error, value, what, code);
+}
+
+/**
+ * The refusal of `value` that `error` found, every issue in Baton's words under one stable code:
+ * parseWith's, and the validation hook's of routes that @hono/zod-openapi validates.
+ */
+export function refusalOf(
+  error: z.ZodError,
+  value: unknown,
+  what: string,
+  code: 'INVALID_FIELD' | 'INVALID_REQUEST' = 'INVALID_FIELD',
+): BatonError {
+  const whole = code === 'INVALID_FIELD' ? '(root)' : `(${what === 'request body' ? 'body' : what})`;
   const issues: { field: string; message: string }[] = [];
   const collect = (list: readonly z.core.$ZodIssue[], prefix: readonly PropertyKey[]): void => {
     for (const issue of list) {
@@ -239,10 +252,10 @@ export function parseWith<T>(
       }
     }
   };
-  collect(result.error.issues, []);
+  collect(error.issues, []);
   const first = issues[0] ?? { field: whole, message: 'is not valid' };
   const more = issues.length > 1 ? ` (${issues.length - 1} more in details.issues)` : '';
-  throw new BatonError(code, {
+  return new BatonError(code, {
     message: `The ${what} is not valid: ${first.field} ${first.message}${more}.`,
     details: { what, issues: issues.slice(0, MAX_REPORTED_ISSUES) },
   });

@@ -14,17 +14,17 @@
 import { OpenAPIHono, type RouteConfig } from '@hono/zod-openapi';
 import type { Hook } from '@hono/zod-openapi';
 import type { Handler, MiddlewareHandler } from 'hono';
-import { BatonError } from '../protocol/errors.js';
+import type { z } from 'zod';
+import { refusalOf } from '../protocol/records.js';
 import type { AppEnv } from './types.js';
 
 const rejectInvalid: Hook<unknown, AppEnv, string, unknown> = (result) => {
   if (result.success) return;
-  const issues = result.error.issues.map((i) => ({ field: i.path.map(String).join('.') || `(${result.target})`, message: i.message }));
-  const first = issues[0] ?? { field: `(${result.target})`, message: 'is not valid' };
-  throw new BatonError('INVALID_REQUEST', {
-    message: `The ${result.target} is not valid: ${first.field} ${first.message}.`,
-    details: { what: result.target, issues: issues.slice(0, 20) },
-  });
+  // In the same words as every other refusal of a request (a missing parameter "is required", not
+  // zod's "Invalid input: expected string, received undefined").
+  // @hono/zod-validator passes the value it validated as `data` (zod-openapi's Hook type omits it).
+  const value = (result as { data?: unknown }).data;
+  throw refusalOf(result.error as z.ZodError, value, result.target === 'param' ? 'path' : result.target, 'INVALID_REQUEST');
 };
 
 export function newRouter(): OpenAPIHono<AppEnv> {

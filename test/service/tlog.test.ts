@@ -225,8 +225,17 @@ describe('integration', () => {
     expect(query.body.error.message).toMatch(/^The query is not valid: from /);
     expect(fields(query)).toEqual(['from', 'to']);
     const param = await svc.call('GET', '/v1/log/checkpoints/01', { key });
-    expect(param.body.error).toMatchObject({ code: 'INVALID_REQUEST', details: { what: 'param' } });
+    expect(param.body.error).toMatchObject({ code: 'INVALID_REQUEST', details: { what: 'path' } });
     expect(fields(param)).toEqual(['size']);
+    // In Baton's words, as every route says it: a missing parameter is required, not zod's "Invalid input".
+    const missing = await svc.call('GET', '/v1/log/consistency?old=1&new=2', { key });
+    expect(missing.body.error.details.issues).toEqual(
+      expect.arrayContaining([
+        { field: 'from', message: 'is required (string)' },
+        { field: 'old', message: 'is not a field Baton accepts here' },
+      ]),
+    );
+    expect(JSON.stringify(missing.body.error)).not.toMatch(/Invalid input|expected string/);
     // The same mistake on a route outside the log gets the same shape.
     const receipts = await svc.call('GET', '/v1/service-receipts?after=01', { key });
     expect(receipts.body.error).toMatchObject({ code: 'INVALID_REQUEST', details: { what: 'query' } });
