@@ -66,7 +66,9 @@ async function readBodyBytes(c: Context, maxBytes: number): Promise<Uint8Array> 
   if (request.body) {
     const reader = request.body.getReader();
     for (;;) {
-      const { done, value } = await reader.read();
+      const { done, value } = await reader.read().catch(() => {
+        throw cutShort();
+      });
       if (done) break;
       total += value.byteLength;
       if (total > maxBytes) {
@@ -106,9 +108,11 @@ function readIncoming(incoming: IncomingMessage, maxBytes: number): Promise<Uint
       } else chunks.push(chunk);
     };
     const onEnd = () => done(() => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total)));
-    const onError = (err: Error) => done(() => reject(err));
+    // The client's doing, not the database's: Node's 'aborted' error carries ECONNRESET, which
+    // storage errors carry too, and read as one it was logged and counted as a storage outage.
+    const onError = () => done(() => reject(cutShort()));
     const onClose = () => {
-      if (!incoming.readableEnded) done(() => reject(new Error('The client closed the connection before the request body ended.')));
+      if (!incoming.readableEnded) done(() => reject(cutShort()));
     };
     incoming.on('data', onData);
     incoming.on('end', onEnd);
@@ -154,6 +158,14 @@ export function parseStrictJson(text: string, where = 'The request body'): unkno
 
 function tooLarge(maxBytes: number): BatonError {
   return new BatonError('PAYLOAD_TOO_LARGE', { message: `The request body is larger than ${maxBytes} bytes.` });
+}
+
+/** A body whose sender closed (or broke) the connection before it was whole. */
+function cutShort(): BatonError {
+  return new BatonError('INVALID_REQUEST', {
+    message: 'The request body ended before it was complete: the connection was closed or broke while it was being sent.',
+    suggestion: 'Send the whole request again.',
+  });
 }
 
 /** A body that is not one readable JSON value: there are no field details to point at, so say what to send. */

@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { listenOnSocket, setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
 
 const LIMIT = 4096;
@@ -76,5 +77,41 @@ describe('request bodies over a socket', () => {
     // A whole, parsed body: the refusal is about the invocation, not about reading the body.
     const r = await post(chunks);
     expect(r.status).toBe(403);
+  });
+});
+
+describe('a body its sender cuts short', () => {
+  it('is the client leaving, not a storage outage: nothing is logged as an error, and later requests are served', async () => {
+    const errors: string[] = [];
+    const quiet = () => {};
+    const own = await startTestService({
+      log: { debug: quiet, info: quiet, warn: quiet, error: (msg, fields) => errors.push(`${msg} ${JSON.stringify(fields)}`) },
+    });
+    const listening = await listenOnSocket(own);
+    try {
+      const ownTenant = await setupTenant(own);
+      // A verify (keyed) and a keyless submit.
+      for (const path of ['/v1/verify', '/v1/delegations']) {
+        // Headers promise 100 bytes; one arrives, then the connection closes.
+        await new Promise<void>((resolve, reject) => {
+          const s = connect(listening.port, '127.0.0.1', () => {
+            s.write(
+              `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${path === '/v1/verify' ? `Authorization: Bearer ${ownTenant.keys.verify}\r\n` : ''}Content-Length: 100\r\n\r\n{`,
+            );
+            setTimeout(() => s.destroy(), 100);
+          });
+          s.on('close', () => resolve());
+          s.on('error', reject);
+        });
+      }
+      // The service reads the cut on its own time: wait until it has, then look.
+      const health = await fetch(`${listening.url}/healthz`);
+      expect(health.status).toBe(200);
+      await new Promise((r) => setTimeout(r, 200));
+      expect(errors).toEqual([]);
+    } finally {
+      await listening.close();
+      await own.close();
+    }
   });
 });
