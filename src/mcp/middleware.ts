@@ -70,7 +70,7 @@ import {
   type McpErrorCode,
   type Violation,
 } from '../protocol/errors.js';
-import { canonicalJson, utf8Decode, utf8Encode } from '../protocol/jcs.js';
+import { canonicalJson, notJsonAsIs, utf8Decode, utf8Encode } from '../protocol/jcs.js';
 import { ACTUAL_SOURCES, type ActualSource } from '../protocol/lists.js';
 import type { Bundle } from '../protocol/records.js';
 import { DOCUMENT_MAX_NESTING, jsonAmbiguity } from '../protocol/strict-json.js';
@@ -428,6 +428,18 @@ function makeGate(options: BatonMcpOptions): (next: AnyHandler) => AnyHandler {
           message: `The invocation was signed for cmd ${cmd === undefined ? '(none readable)' : JSON.stringify(cmd)}, but this request is a tools/call of "${tool}", which needs cmd "${TOOLS_CALL_CMD}" or "${toolCmd}".`,
           suggestion: `Sign the invocation with cmd "${TOOLS_CALL_CMD}" (invokeTool's default) or "${toolCmd}", under a delegation whose cmd covers it; a grant for another command does not allow tool calls.`,
           violations: [{ code: 'COMMAND_MISMATCH', field: 'invocation.cmd', required: `${TOOLS_CALL_CMD} or ${toolCmd}`, actual: cmd }],
+        }),
+      );
+    }
+
+    // Arguments JSON cannot carry as they are (1e999 parsed as Infinity) are not the signed args,
+    // which are JSON; sent on, they would reach Baton as others (null) and be counted.
+    const lossy = notJsonAsIs(args);
+    if (lossy !== undefined) {
+      return refuse(
+        local(tool, 'BINDING_MISMATCH', {
+          message: `The call's arguments hold a value JSON cannot carry as it is (${lossy}), so they are not the args the agent signed.`,
+          suggestion: "Send the signed args unchanged as the call's arguments (invokeTool does).",
         }),
       );
     }

@@ -271,6 +271,21 @@ export function canonicalJsonRfc8785(value: unknown): string {
   return write(value, WRITE_MAX_DEPTH, 'rfc', 'value');
 }
 
+/**
+ * Why JSON would not carry `value` as it is, or undefined when it would: JSON.stringify writes
+ * Infinity and NaN as null, drops an undefined member, and turns a Date into a string, so a body
+ * sent that way is not the body held.
+ */
+export function notJsonAsIs(value: unknown): string | undefined {
+  try {
+    canonicalJsonRfc8785(value);
+    return undefined;
+  } catch (e) {
+    if (e instanceof BatonError) return e.message;
+    throw e;
+  }
+}
+
 /** UTF-8 bytes of canonicalJson(value): the bytes that get base64url'd and signed. */
 export function canonicalBytes(value: unknown): Uint8Array {
   // canonicalJson output is well-formed (lone surrogates were refused), so

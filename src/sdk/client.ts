@@ -22,7 +22,7 @@
 import { BatonTools } from './tools.js';
 import { decodeBase64url } from '../protocol/base64url.js';
 import { ERROR_TABLE, isErrorCode, type ClientErrorCode, type ErrorCode, type Violation } from '../protocol/errors.js';
-import { utf8Decode } from '../protocol/jcs.js';
+import { notJsonAsIs, utf8Decode } from '../protocol/jcs.js';
 import { decodeJws } from '../protocol/jws.js';
 import { compareBinding } from '../protocol/chain.js';
 import type { Bundle } from '../protocol/records.js';
@@ -360,6 +360,10 @@ export class BatonClient {
    * throws BatonApiError, and the caller must then refuse the call too.
    */
   async verify(bundle: Bundle, opts: VerifyOptions = {}): Promise<VerifyResult> {
+    // Sent as JSON, such a body would reach Baton as another one (Infinity as null), and be compared as that.
+    const lossy = opts.body === undefined ? undefined : notJsonAsIs(opts.body);
+    if (lossy !== undefined)
+      throw new TypeError(`verify: body is not JSON as it is (${lossy}); Baton would compare another body. Refuse the call.`);
     const body = {
       bundle_version: bundle.bundle_version,
       invocation: bundle.invocation,

@@ -346,6 +346,23 @@ describe('refused calls never run the tool', () => {
     expect((await audit.getDelegation(c.sub.hash)).usage.calls_used).toBe(0);
   });
 
+  it('arguments JSON cannot carry as they are (1e999 read as Infinity) are refused before Baton counts anything', async () => {
+    const c = await storedChain();
+    const { server, search } = toolServer(batonOptions());
+    const client = await connect(server);
+    const args = { tool: 'web_search', query: 'q', limit: null, ...DECLARED };
+    const { bundle } = signed(c, args);
+    // Sent on as JSON, Infinity would become null: the signed args, so Baton would allow and count
+    // a call whose tool then ran on other arguments (or, as the client checks, did not run at all).
+    const result = await client.callTool(attachBundle({ name: 'web_search', arguments: { ...args, limit: Infinity } }, bundle));
+    expect(search).not.toHaveBeenCalled();
+    expect(refusalOf(result)).toMatchObject({ code: 'BINDING_MISMATCH' });
+    expect(refusalOf(result)?.message).toContain('Infinity');
+    expect((await audit.getDelegation(c.sub.hash)).usage.calls_used).toBe(0);
+    // The signed args themselves still run.
+    expect((await client.callTool(attachBundle({ name: 'web_search', arguments: args }, bundle))).isError).toBeFalsy();
+  });
+
   it('a signed call for one tool cannot run another: TOOL_MISMATCH, checked before Baton counts anything', async () => {
     const c = await storedChain();
     const { server, search, write } = toolServer(batonOptions());

@@ -257,6 +257,13 @@ describe('verify', () => {
     expect((await clients.audit.getDelegation(sub.hash)).usage.calls_used).toBe(0);
     const mismatch = await clients.verify.verify(bundle, { body: { ...ARGS, tool: 'fetch' }, requireBinding: true });
     expect(mismatch).toMatchObject({ valid: false, error: { code: 'BINDING_MISMATCH' } });
+    // A body JSON would carry as another (Infinity as null, an undefined member dropped) is not sent at all.
+    for (const lossy of [
+      { ...ARGS, limit: Infinity },
+      { ...ARGS, extra: undefined },
+      { ...ARGS, at: new Date(0) },
+    ])
+      await expect(clients.verify.verify(bundle, { body: lossy, requireBinding: true })).rejects.toThrow(/body is not JSON as it is/);
     // Nothing consumed: the real call still goes through, once.
     const real = await clients.verify.verify(bundle);
     expect(real).toMatchObject({ valid: true, retry: false });
