@@ -927,7 +927,7 @@ export interface paths {
      *     - Denials are recorded for auditors (unless dry run) and never consume the jti.
      *     - `args.estimated_cost_usd`, when present, must be a finite, non-negative JSON number of US dollars of at most 1,000,000 (the per-invocation maximum); it is required wherever any record of the chain sets `max_cost_usd` or `max_spend_usd`. A missing or unusable estimate there (a string, null, negative, too large) is a deny, `POLICY_VIOLATION` (block D) naming `args.estimated_cost_usd`: a call under a budget is never counted as free.
      *
-     *     The bundle may instead come base64url-encoded in the `X-DRS-Bundle` header (DRS transport), or the same bundle in both, as DRS's `VerifyClient` sends it. An empty header is no header. A header that is there must be readable, whatever the body holds; and when the body also carries a bundle member (`invocation`, `receipts`, `bundle_version`), the two must hold the same bundle and the header nothing else (`400` otherwise: Baton does not guess which one the call is).
+     *     The bundle may instead come base64url-encoded in the `X-DRS-Bundle` header (DRS transport), or the same bundle in both, as DRS's `VerifyClient` sends it. An empty header is no header. A header that is there must be readable, whatever the body holds; and when the body also carries a bundle member (`invocation`, `receipts`, `bundle_version`), the two must hold the same bundle and the header nothing else (`400` otherwise: Baton does not guess which one the call is). A bundle in the header alone is held to the rules of a body on the same path: a member that is not the bundle's is a `400` here.
      */
     post: operations['verify'];
     delete?: never;
@@ -950,7 +950,7 @@ export interface paths {
      * @description The path DRS clients (`VerifyClient`) call. As `POST /v1/verify` in request, responses and effects, with three differences, all because DRS clients read only `valid`:
      *
      *     - An invocation already allowed, sent again by the same API key, is refused `REPLAY_DETECTED` here rather than answered with its original allow (`retry: true`): a DRS client would run the tool again.
-     *     - Baton's options (`dry_run`, `require_binding`, `approval_id`) are refused (400), in the body and in the query. DRS clients send the agent's bundle as the body, members and all, so an option there may be the agent's: `dry_run: true` answered `valid: true` with nothing counted. Members and query parameters Baton does not know are ignored.
+     *     - Baton's options (`dry_run`, `require_binding`, `approval_id`) are refused (400), in the body and in the query. DRS clients send the agent's bundle as the body, members and all, so an option there may be the agent's: `dry_run: true` answered `valid: true` with nothing counted. Members and query parameters Baton does not know are ignored, in the body and in a bundle that comes in `X-DRS-Bundle` alone.
      *     - A `body` that is not the signed `args` is a deny (`BINDING_MISMATCH`), as `require_binding` makes it on `/v1/verify`: a DRS client that reads only `valid` would run that body. With no `body` nothing is compared (`binding: absent`; DRS's MCP middleware sends none), and a `match` is only as good as whoever put `body` there: the agent's bundle may carry one.
      *
      *     DRS clients typically send the bundle in `X-DRS-Bundle` and the tool's request body as `body`.

@@ -12,7 +12,7 @@
  * surfaces as 503 from the error mapper: never an allow.
  */
 import type { z } from 'zod';
-import type { VerifyRequestBody } from '../api/verify.js';
+import { BATON_ONLY_OPTIONS, type VerifyRequestBody } from '../api/verify.js';
 import {
   deny,
   verifyChain,
@@ -120,7 +120,7 @@ export function bundleFrom(req: VerifyRequest, drsHeader: string | undefined): u
   const inBody = { bundle_version: req.bundle_version, invocation: req.invocation, receipts: req.receipts };
   if (drsHeader === undefined) return inBody;
   const inHeader = bundleOfHeader(drsHeader);
-  if (BUNDLE_MEMBERS.every((k) => inBody[k] === undefined)) return inHeader;
+  if (BUNDLE_MEMBERS.every((k) => inBody[k] === undefined)) return headerBundleAsBody(inHeader, req.retryAsReplay === true);
   // Two different ones (or parts of one in the body, the rest in the header) leave a reader to
   // guess which was judged: refused rather than guessed at.
   if (!sameBundle(inBody, inHeader)) {
@@ -131,6 +131,27 @@ export function bundleFrom(req: VerifyRequest, drsHeader: string | undefined): u
     });
   }
   return inBody;
+}
+
+/**
+ * A bundle that came in the header alone, held to the rules of a body on the same path, so the two
+ * never answer differently: on /v1/verify a member that is not the bundle's is a 400; on /verify
+ * (DRS) Baton's options are a 400 and other members are ignored. Either way nothing is stored for
+ * them (judged by the verifier instead, they were a stored block-A denial).
+ */
+function headerBundleAsBody(inHeader: Record<string, unknown>, drs: boolean): Record<string, unknown> {
+  const extra = Object.keys(inHeader).filter((k) => !(BUNDLE_MEMBERS as readonly string[]).includes(k));
+  const refused = drs ? extra.filter((k) => (BATON_ONLY_OPTIONS as readonly string[]).includes(k)) : extra;
+  if (refused.length > 0) {
+    throw new BatonError('INVALID_REQUEST', {
+      message: `The X-DRS-Bundle header holds ${refused.map((k) => JSON.stringify(k)).join(', ')}, which ${refused.length === 1 ? 'is' : 'are'} not a bundle's: a bundle is {bundle_version, invocation, receipts}${drs ? ", and Baton takes no option from it (it may be the agent's)" : ''}.`,
+      suggestion: drs
+        ? 'Send the bundle alone in X-DRS-Bundle; Baton options belong to POST /v1/verify, in its body or query.'
+        : 'Send the bundle alone in X-DRS-Bundle, and options in the JSON body (a dry run in the query).',
+      details: { members: refused },
+    });
+  }
+  return { bundle_version: inHeader['bundle_version'], invocation: inHeader['invocation'], receipts: inHeader['receipts'] };
 }
 
 /** The same invocation and records, and nothing else in the header (a version one side leaves out is no difference). */
