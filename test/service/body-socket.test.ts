@@ -7,6 +7,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'node:http';
 import { connect } from 'node:net';
+import { generateKeyPair } from '../../src/sdk/keys.js';
+import { buildChain } from '../support/fixtures.js';
 import { listenOnSocket, setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
 
 const LIMIT = 4096;
@@ -109,6 +111,36 @@ describe('a body its sender cuts short', () => {
       expect(health.status).toBe(200);
       await new Promise((r) => setTimeout(r, 200));
       expect(errors).toEqual([]);
+    } finally {
+      await listening.close();
+      await own.close();
+    }
+  });
+});
+
+describe('a verify whose body arrives slowly', () => {
+  it('is decided: the deadline bounds the wait for the database, not the upload', async () => {
+    const own = await startTestService({ env: { BATON_VERIFY_DEADLINE_MS: '300' } });
+    const listening = await listenOnSocket(own);
+    try {
+      const ownTenant = await setupTenant(own);
+      const chain = buildChain([{ max_calls: 10 }, { max_calls: 10 }], { keys: [ownTenant.root, generateKeyPair(), generateKeyPair()] });
+      const body = JSON.stringify(chain.invoke({ tool: 'web_search', pii_access: false, write_access: false }).bundle);
+      const answer = await new Promise<string>((resolve, reject) => {
+        let text = '';
+        const s = connect(listening.port, '127.0.0.1', () => {
+          s.write(
+            `POST /v1/verify HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nAuthorization: Bearer ${ownTenant.keys.verify}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body.slice(0, 100)}`,
+          );
+          // The rest comes after twice the deadline.
+          setTimeout(() => s.write(body.slice(100)), 600);
+        });
+        s.on('data', (b: Buffer) => (text += b.toString('utf8')));
+        s.on('end', () => resolve(text));
+        s.on('error', reject);
+      });
+      expect(answer.split('\r\n')[0]).toBe('HTTP/1.1 200 OK');
+      expect(answer).toContain('"valid":true');
     } finally {
       await listening.close();
       await own.close();
