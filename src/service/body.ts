@@ -1,7 +1,8 @@
 /**
  * Request bodies are read strictly: a declared content type must be JSON's (an
  * undeclared body is read as JSON too, and always as UTF-8: RFC 8259 gives
- * JSON no other charset), at most maxBytes
+ * JSON no other charset, so a declared charset other than UTF-8 is refused, as
+ * is a Content-Encoding: bodies are read as sent), at most maxBytes
  * (counted while streaming, so a body without Content-Length cannot make the
  * service buffer more), valid UTF-8 without a byte-order mark, one JSON
  * value, no duplicate object keys (parsers disagree on which duplicate wins,
@@ -17,6 +18,7 @@ import { DOCUMENT_MAX_NESTING, jsonAmbiguity } from '../protocol/strict-json.js'
 const MAX_NESTING = DOCUMENT_MAX_NESTING;
 const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 const JSON_CONTENT_TYPE = /^application\/(?:[\w.+-]*\+)?json\s*(?:;.*)?$/i;
+const CHARSET = /;\s*charset\s*=\s*("?[^;\s]*"?)/i;
 
 /** Bytes already read per request, so hasBody and readJsonBody read the stream once. */
 const bodies = new WeakMap<Request, Uint8Array>();
@@ -25,6 +27,18 @@ export async function readJsonBody(c: Context, maxBytes: number): Promise<unknow
   const type = c.req.header('content-type');
   if (type !== undefined && !JSON_CONTENT_TYPE.test(type)) {
     throw invalid(`The request body is declared as ${JSON.stringify(type.slice(0, 100))}; this route takes application/json.`);
+  }
+  // Read as sent, in UTF-8: a body declared otherwise would be read as other text than a reader
+  // honouring the declaration sees (a decompressing proxy, a latin1 decoder).
+  const charset = type === undefined ? undefined : CHARSET.exec(type)?.[1];
+  if (charset !== undefined && !/^"?utf-8"?$/i.test(charset)) {
+    throw invalid(`The request body is declared in charset ${JSON.stringify(charset.slice(0, 40))}; JSON is read as UTF-8 only.`);
+  }
+  const encoding = c.req.header('content-encoding');
+  if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
+    throw invalid(
+      `The request body is declared with Content-Encoding ${JSON.stringify(encoding.slice(0, 40))}; Baton reads bodies as sent, uncompressed.`,
+    );
   }
   const buffer = await readBodyBytes(c, maxBytes);
   if (buffer.length === 0) throw invalid('The request body is empty; this route takes a JSON object.');

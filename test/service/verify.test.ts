@@ -95,6 +95,33 @@ describe('verify: allow', () => {
     }
   });
 
+  it('a body declared in a charset other than UTF-8, or with a Content-Encoding, is refused: Baton reads it as sent, in UTF-8', async () => {
+    const before = { denials: await tableCount(denials), invocations: await tableCount(invocations) };
+    const send = (headers: Record<string, string>) =>
+      svc.call('POST', '/v1/verify?dry_run=true', {
+        key: tenant.keys.verify,
+        body: JSON.stringify(makeBundle(invoke(), [root, leaf])),
+        headers: { 'content-type': 'application/json', ...headers },
+      });
+    for (const headers of <Record<string, string>[]>[
+      { 'content-type': 'application/json; charset=latin1' },
+      { 'content-type': 'application/json;charset="utf-16"' },
+      { 'content-encoding': 'gzip' },
+      { 'content-encoding': 'identity, gzip' },
+    ]) {
+      const r = await send(headers);
+      expect(r.status, JSON.stringify(headers)).toBe(400);
+      expect(r.body.error.code).toBe('INVALID_REQUEST');
+    }
+    expect({ denials: await tableCount(denials), invocations: await tableCount(invocations) }).toEqual(before);
+    for (const headers of <Record<string, string>[]>[
+      { 'content-type': 'application/json; charset=UTF-8' },
+      { 'content-type': 'application/json; charset="utf-8"' },
+      { 'content-encoding': 'identity' },
+    ])
+      expect((await send(headers)).status, JSON.stringify(headers)).toBe(200);
+  });
+
   it('an option Baton does not know is refused on /v1/verify: a misspelled one would go unapplied', async () => {
     const before = { denials: await tableCount(denials), invocations: await tableCount(invocations) };
     // require_bindings: the body does not match the signed args, so require_binding would deny.
