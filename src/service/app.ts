@@ -82,7 +82,7 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     deps.log.info('request', {
       request_id: c.get('requestId'),
       method: c.req.method,
-      path: c.req.path,
+      path: pathForLog(c.req.path),
       status: c.res.status,
       ms: Math.round(ms * 10) / 10,
     });
@@ -192,4 +192,12 @@ export function generatedApiDocument(): OpenApiDocument {
     },
   });
   return apiDocument(createApp(noDeps));
+}
+
+/** Longest request path logged whole: a path may be tens of kilobytes, and each request logs it. */
+const MAX_LOGGED_PATH = 1024;
+
+/** The path as the request log shows it: whole up to MAX_LOGGED_PATH characters, cut and marked past it. */
+export function pathForLog(path: string): string {
+  return path.length <= MAX_LOGGED_PATH ? path : `${path.slice(0, MAX_LOGGED_PATH)}… (${path.length} characters)`;
 }

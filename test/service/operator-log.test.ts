@@ -77,4 +77,11 @@ describe('the operator log', () => {
       { tenant_id: tenant.id, hash: root.hash, by: 'api_key', by_id: expect.stringMatching(/^key_/), descendants: 2 },
     ]);
   });
+
+  it('a long request path is logged cut, with its length: each request logs its path', async () => {
+    const long = `/v1/delegations/${'a'.repeat(20_000)}`;
+    await svc.call('GET', long, { key: tenant.keys.audit });
+    const [line] = logged('request').filter((f) => String(f['path']).startsWith('/v1/delegations/aaa'));
+    expect(line?.['path']).toBe(`${long.slice(0, 1024)}… (${long.length} characters)`);
+  });
 });
