@@ -63,11 +63,11 @@ const verifyMembers = {
 };
 
 /**
- * A dry run is asked for in the query, never in the body. The body may be an agent's bundle as a
- * tool server forwarded it (DRS clients post it members and all), and a dry run's allow counts
- * nothing: a `dry_run: true` written into the bundle by the agent would run the tool uncounted, on
- * no approval, as often as the agent liked, for any client reading `valid`. The URL is the tool
- * server's own.
+ * A dry run is its own path (POST /v1/verify/dry-run), never a body member. The body may be an
+ * agent's bundle as a tool server forwarded it (DRS clients post it members and all), and a dry
+ * run's allow counts nothing: a `dry_run: true` written into the bundle by the agent would run the
+ * tool uncounted, on no approval, as often as the agent liked, for any client reading `valid`. The
+ * URL is the tool server's own.
  */
 function refuseDryRunMember(value: Record<string, unknown>, ctx: z.RefinementCtx): void {
   if (Object.hasOwn(value, 'dry_run')) {
@@ -75,28 +75,21 @@ function refuseDryRunMember(value: Record<string, unknown>, ctx: z.RefinementCtx
       code: 'custom',
       path: ['dry_run'],
       message:
-        "is asked for in the query (POST /v1/verify?dry_run=true), not in the body: the body may be the agent's own bundle, and a dry run's allow counts nothing",
+        "is not a member: a dry run is POST /v1/verify/dry-run. The body may be the agent's own bundle, and a dry run's allow counts nothing",
     });
   }
 }
 
 export const VerifyRequest = z.strictObject(verifyMembers).openapi('VerifyRequest', {
   description:
-    'The bundle fields, judged by the verifier (a malformed bundle is a 403 deny in block A), plus options. Any other member is refused (400): a misspelled option, `require_bindings` say, would otherwise be ignored and the call judged without it. A dry run is asked for in the query (`?dry_run=true`), never here: `dry_run` in the body is refused (400).',
+    'The bundle fields, judged by the verifier (a malformed bundle is a 403 deny in block A), plus options. Any other member is refused (400): a misspelled option, `require_bindings` say, would otherwise be ignored and the call judged without it. A dry run is its own path (`POST /v1/verify/dry-run`), never a member: `dry_run` in the body is refused (400).',
 });
 
-/** POST /v1/verify's query: only `dry_run`. */
-export const VerifyQuery = z.strictObject({
-  dry_run: z
-    .enum(['true', 'false'])
-    .optional()
-    .openapi({
-      param: { name: 'dry_run', in: 'query' },
-      description:
-        "`true`: run every check and read counters, consume nothing (see above). In the query, not the body, because the body may be the agent's bundle: an agent must not be able to turn a tool server's verify into a dry run.",
-      default: 'false',
-    }),
-});
+/**
+ * POST /v1/verify and its dry run take no query parameter: a dry run is its own path, which a proxy
+ * cannot strip as it may a query parameter (a stripped `?dry_run=true` would be a real, counted call).
+ */
+export const VerifyQuery = z.strictObject({});
 
 /**
  * POST /verify reads what DRS clients send: their body is the agent's bundle with its members
@@ -235,7 +228,7 @@ export const XDrsBundle = z.string().openapi('XDrsBundle', {
   },
 });
 
-export const VerifyAllowedResponse = (description = 'Allowed. Counted (unless `dry_run`) and signed for.') => ({
+export const VerifyAllowedResponse = (description = 'Allowed. Counted and signed for.') => ({
   description,
   content: { 'application/json': { schema: VerifyAllow } },
 });
@@ -254,6 +247,7 @@ const verifyExchange = (
   query: typeof VerifyQuery | typeof VerifyQueryDrs,
   options: string,
   unavailable: string,
+  allowed?: string,
 ) => ({
   'x-baton-scopes': ['verify'],
   security: [{ bearerAuth: [] }],
@@ -268,7 +262,7 @@ const verifyExchange = (
     },
   },
   responses: {
-    200: VerifyAllowedResponse(),
+    200: VerifyAllowedResponse(allowed),
     400: BadRequestResponse(
       `The body is not strict JSON${options}, \`X-DRS-Bundle\` is not base64url bundle JSON, or the body and \`X-DRS-Bundle\` carry different bundles (\`INVALID_REQUEST\`).`,
     ),
@@ -290,12 +284,29 @@ export const verifyRoute = createRoute({
   operationId: 'verify',
   summary: 'Verify an invocation against its delegation chain and count it',
   description:
-    "Runs blocks A-F of the verification pipeline (shape, linkage, signatures and trust,\nattenuation and policy, time, revocation) and, in one database statement, block G\n(the API key still active, the root still trusted, no DR revoked, replay, `max_calls`\non every counted DR, `max_spend_usd`, and the service receipt).\n\n- **Retry after a lost answer.** The same invocation (same `jti` and same signed bytes)\n  sent again by the same API key is answered with its original allow: the same\n  `service_receipt`, `retry: true`, and nothing counted again; `counters` are the stored\n  values now. The revocation, root trust and API key are re-checked first, so a chain\n  revoked since then is refused, and so is its time: a retry more than\n  `BATON_INVOCATION_MAX_AGE` (default 300 s) after the invocation's `iat` is refused\n  `INVOCATION_STALE`, as any invocation that old. A retry of a call a human approved\n  spends no approval and asks for none. Any other caller (another key, or a different\n  invocation reusing the `jti`) gets `REPLAY_DETECTED`. A denial never consumes the\n  `jti`, so a denied invocation sent again is simply decided again.\n- **Deadline.** A verify that cannot be decided within the service's deadline\n  (`BATON_VERIFY_DEADLINE_MS`, default 5000 ms, from the request's arrival; the time its body takes to arrive does not count) is answered `503 STORAGE_UNAVAILABLE`,\n  and the database refuses to commit it afterwards: nothing is counted. (Only a commit the\n  database had already begun, e.g. waiting for a stalled synchronous replica, or an answer\n  lost after the commit leaves a call counted; send it again to learn, and to get its\n  service receipt, see retry above.)\n- A key revoked on any node is refused (401) by the next verify on every node.\n\n- Trust is the calling key's tenant's trusted roots. A key bound to a tool server only verifies invocations naming it (`TOOL_SERVER_MISMATCH`).\n- `receipts` may be empty when every `dr_chain` hash is already stored (chain by reference). Delegation receipts Baton has not seen are verified in full and stored.\n- `?dry_run=true` (in the query: the body may be the agent's bundle, so `dry_run` there is refused, `400`) runs every check and reports counters, but consumes nothing: no counter, no jti, no service receipt, no denial record, and embedded records are not stored. It refuses whatever the real call would refuse at that moment (including the `409` below), so a dry run never says allow where the real call would not: the tool gate's checks (rate window, held grants, the named approval's status and binding, the catalog version) run as the real call runs them, in a transaction that is rolled back.\n- `body` is compared with the signed `args` under JCS and reported as `binding`; with `require_binding: true` anything but `match` is a deny (`BINDING_MISMATCH`).\n- A malformed bundle is a deny (403, block A), not a 400: only an unreadable request is 400.\n- Denials are recorded for auditors (unless dry run) and never consume the jti.\n- `args.estimated_cost_usd`, when present, must be a finite, non-negative JSON number of US dollars of at most 1,000,000 (the per-invocation maximum); it is required wherever any record of the chain sets `max_cost_usd` or `max_spend_usd`. A missing or unusable estimate there (a string, null, negative, too large) is a deny, `POLICY_VIOLATION` (block D) naming `args.estimated_cost_usd`: a call under a budget is never counted as free.\n\nThe bundle may instead come base64url-encoded in the `X-DRS-Bundle` header (DRS transport), or the same bundle in both, as DRS's `VerifyClient` sends it. An empty header is no header. A header that is there must be readable, whatever the body holds; and when the body also carries a bundle member (`invocation`, `receipts`, `bundle_version`), the two must hold the same bundle and the header nothing else (`400` otherwise: Baton does not guess which one the call is). A bundle in the header alone is held to the rules of a body on the same path: a member that is not the bundle's is a `400` here.",
+    "Runs blocks A-F of the verification pipeline (shape, linkage, signatures and trust,\nattenuation and policy, time, revocation) and, in one database statement, block G\n(the API key still active, the root still trusted, no DR revoked, replay, `max_calls`\non every counted DR, `max_spend_usd`, and the service receipt).\n\n- **Retry after a lost answer.** The same invocation (same `jti` and same signed bytes)\n  sent again by the same API key is answered with its original allow: the same\n  `service_receipt`, `retry: true`, and nothing counted again; `counters` are the stored\n  values now. The revocation, root trust and API key are re-checked first, so a chain\n  revoked since then is refused, and so is its time: a retry more than\n  `BATON_INVOCATION_MAX_AGE` (default 300 s) after the invocation's `iat` is refused\n  `INVOCATION_STALE`, as any invocation that old. A retry of a call a human approved\n  spends no approval and asks for none. Any other caller (another key, or a different\n  invocation reusing the `jti`) gets `REPLAY_DETECTED`. A denial never consumes the\n  `jti`, so a denied invocation sent again is simply decided again.\n- **Deadline.** A verify that cannot be decided within the service's deadline\n  (`BATON_VERIFY_DEADLINE_MS`, default 5000 ms, from the request's arrival; the time its body takes to arrive does not count) is answered `503 STORAGE_UNAVAILABLE`,\n  and the database refuses to commit it afterwards: nothing is counted. (Only a commit the\n  database had already begun, e.g. waiting for a stalled synchronous replica, or an answer\n  lost after the commit leaves a call counted; send it again to learn, and to get its\n  service receipt, see retry above.)\n- A key revoked on any node is refused (401) by the next verify on every node.\n\n- Trust is the calling key's tenant's trusted roots. A key bound to a tool server only verifies invocations naming it (`TOOL_SERVER_MISMATCH`).\n- `receipts` may be empty when every `dr_chain` hash is already stored (chain by reference). Delegation receipts Baton has not seen are verified in full and stored.\n- A dry run is `POST /v1/verify/dry-run` (not a body member: the body may be the agent's bundle, so `dry_run` there is refused, `400`).\n- `body` is compared with the signed `args` under JCS and reported as `binding`; with `require_binding: true` anything but `match` is a deny (`BINDING_MISMATCH`).\n- A malformed bundle is a deny (403, block A), not a 400: only an unreadable request is 400.\n- Denials are recorded for auditors and never consume the jti.\n- `args.estimated_cost_usd`, when present, must be a finite, non-negative JSON number of US dollars of at most 1,000,000 (the per-invocation maximum); it is required wherever any record of the chain sets `max_cost_usd` or `max_spend_usd`. A missing or unusable estimate there (a string, null, negative, too large) is a deny, `POLICY_VIOLATION` (block D) naming `args.estimated_cost_usd`: a call under a budget is never counted as free.\n\nThe bundle may instead come base64url-encoded in the `X-DRS-Bundle` header (DRS transport), or the same bundle in both, as DRS's `VerifyClient` sends it. An empty header is no header. A header that is there must be readable, whatever the body holds; and when the body also carries a bundle member (`invocation`, `receipts`, `bundle_version`), the two must hold the same bundle and the header nothing else (`400` otherwise: Baton does not guess which one the call is). A bundle in the header alone is held to the rules of a body on the same path: a member that is not the bundle's is a `400` here.",
   ...verifyExchange(
     VerifyRequest,
     VerifyQuery,
-    ', `require_binding` is not a boolean, a member is not one of those listed (`dry_run` among them: it goes in the query), the query has a parameter other than `dry_run` or a `dry_run` other than `true` / `false`',
+    ", `require_binding` is not a boolean, a member is not one of those listed (`dry_run` among them: a dry run is `POST /v1/verify/dry-run`), the URL has a query (this path takes none), a bundle in `X-DRS-Bundle` alone holds a member that is not a bundle's",
     'To learn it, re-send the same invocation with the same key: it answers its original allow (`retry: true`) if it was counted, and is decided afresh if not.',
+  ),
+});
+
+export const verifyDryRunRoute = createRoute({
+  method: 'post',
+  path: '/v1/verify/dry-run',
+  tags: ['verify'],
+  operationId: 'verifyDryRun',
+  summary: 'Decide a verify as POST /v1/verify would, consuming nothing',
+  description:
+    "Runs every check `POST /v1/verify` runs and reports counters, but consumes nothing: no counter, no jti, no service receipt, no denial record, and embedded records are not stored. It refuses whatever the real call would refuse at that moment (including the `409` below), so a dry run never says allow where the real call would not: the tool gate's checks (rate window, held grants, the named approval's status and binding, the catalog version) run as the real call runs them, in a transaction that is rolled back. Request and answers are `POST /v1/verify`'s; an allow says `dry_run: true` and carries no service receipt.\n\nIts own path, not an option: a tool server may forward the agent's bundle as the body, and a proxy may strip a query parameter, and either way a dry run's allow (`valid: true`, nothing counted) would be taken for a call's.",
+  ...verifyExchange(
+    VerifyRequest,
+    VerifyQuery,
+    ", `require_binding` is not a boolean, a member is not one of those listed (`dry_run` among them), the URL has a query (this path takes none), a bundle in `X-DRS-Bundle` alone holds a member that is not a bundle's",
+    'A dry run counts nothing: send it again.',
+    'Would be allowed. Nothing was counted, stored or signed (`dry_run: true`, `service_receipt: null`).',
   ),
 });
 
@@ -310,7 +321,7 @@ export const verifyDrsRoute = createRoute({
   ...verifyExchange(
     VerifyRequestDrs,
     VerifyQueryDrs,
-    ", the body or the query carries one of `/v1/verify`'s options (`dry_run`, `require_binding`, `approval_id`)",
+    ", the body, the query or a bundle in `X-DRS-Bundle` alone carries one of `/v1/verify`'s options (`dry_run`, `require_binding`, `approval_id`) or, in the header, a `body`",
     'Here a re-send is never answered with its original allow: the same invocation sent to this path again is refused with a 403 REPLAY_DETECTED deny if it was counted, and decided afresh if not. Sent by the same key to `POST /v1/verify` instead, it answers its original allow (`retry: true`) if it was counted.',
   ),
 });

@@ -921,15 +921,37 @@ export interface paths {
      *
      *     - Trust is the calling key's tenant's trusted roots. A key bound to a tool server only verifies invocations naming it (`TOOL_SERVER_MISMATCH`).
      *     - `receipts` may be empty when every `dr_chain` hash is already stored (chain by reference). Delegation receipts Baton has not seen are verified in full and stored.
-     *     - `?dry_run=true` (in the query: the body may be the agent's bundle, so `dry_run` there is refused, `400`) runs every check and reports counters, but consumes nothing: no counter, no jti, no service receipt, no denial record, and embedded records are not stored. It refuses whatever the real call would refuse at that moment (including the `409` below), so a dry run never says allow where the real call would not: the tool gate's checks (rate window, held grants, the named approval's status and binding, the catalog version) run as the real call runs them, in a transaction that is rolled back.
+     *     - A dry run is `POST /v1/verify/dry-run` (not a body member: the body may be the agent's bundle, so `dry_run` there is refused, `400`).
      *     - `body` is compared with the signed `args` under JCS and reported as `binding`; with `require_binding: true` anything but `match` is a deny (`BINDING_MISMATCH`).
      *     - A malformed bundle is a deny (403, block A), not a 400: only an unreadable request is 400.
-     *     - Denials are recorded for auditors (unless dry run) and never consume the jti.
+     *     - Denials are recorded for auditors and never consume the jti.
      *     - `args.estimated_cost_usd`, when present, must be a finite, non-negative JSON number of US dollars of at most 1,000,000 (the per-invocation maximum); it is required wherever any record of the chain sets `max_cost_usd` or `max_spend_usd`. A missing or unusable estimate there (a string, null, negative, too large) is a deny, `POLICY_VIOLATION` (block D) naming `args.estimated_cost_usd`: a call under a budget is never counted as free.
      *
      *     The bundle may instead come base64url-encoded in the `X-DRS-Bundle` header (DRS transport), or the same bundle in both, as DRS's `VerifyClient` sends it. An empty header is no header. A header that is there must be readable, whatever the body holds; and when the body also carries a bundle member (`invocation`, `receipts`, `bundle_version`), the two must hold the same bundle and the header nothing else (`400` otherwise: Baton does not guess which one the call is). A bundle in the header alone is held to the rules of a body on the same path: a member that is not the bundle's is a `400` here.
      */
     post: operations['verify'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/verify/dry-run': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Decide a verify as POST /v1/verify would, consuming nothing
+     * @description Runs every check `POST /v1/verify` runs and reports counters, but consumes nothing: no counter, no jti, no service receipt, no denial record, and embedded records are not stored. It refuses whatever the real call would refuse at that moment (including the `409` below), so a dry run never says allow where the real call would not: the tool gate's checks (rate window, held grants, the named approval's status and binding, the catalog version) run as the real call runs them, in a transaction that is rolled back. Request and answers are `POST /v1/verify`'s; an allow says `dry_run: true` and carries no service receipt.
+     *
+     *     Its own path, not an option: a tool server may forward the agent's bundle as the body, and a proxy may strip a query parameter, and either way a dry run's allow (`valid: true`, nothing counted) would be taken for a call's.
+     */
+    post: operations['verifyDryRun'];
     delete?: never;
     options?: never;
     head?: never;
@@ -2035,7 +2057,7 @@ export interface components {
       valid: false;
       violations: components['schemas']['Violation'][];
     };
-    /** @description The bundle fields, judged by the verifier (a malformed bundle is a 403 deny in block A), plus options. Any other member is refused (400): a misspelled option, `require_bindings` say, would otherwise be ignored and the call judged without it. A dry run is asked for in the query (`?dry_run=true`), never here: `dry_run` in the body is refused (400). */
+    /** @description The bundle fields, judged by the verifier (a malformed bundle is a 403 deny in block A), plus options. Any other member is refused (400): a misspelled option, `require_bindings` say, would otherwise be ignored and the call judged without it. A dry run is its own path (`POST /v1/verify/dry-run`), never a member: `dry_run` in the body is refused (400). */
     VerifyRequest: {
       /** @description The approval this call spends (a new invocation of an approved call). Without it, the live approval of the same call is found. Read only when a rule sends the call to a human: a call no rule holds is decided without it, and spends nothing. */
       approval_id?: string;
@@ -5673,10 +5695,7 @@ export interface operations {
   };
   verify: {
     parameters: {
-      query?: {
-        /** @description `true`: run every check and read counters, consume nothing (see above). In the query, not the body, because the body may be the agent's bundle: an agent must not be able to turn a tool server's verify into a dry run. */
-        dry_run?: 'true' | 'false';
-      };
+      query?: never;
       header?: {
         /** @description DRS transport: base64url (no padding) of the bundle JSON (`Bundle`). The body may carry the same bundle too (as the DRS `VerifyClient` sends it), but not another one (400); an empty header is none. Baton takes request headers up to 64 KiB (a 16-record chain fits; past that Node answers a bare `431`), but proxies often allow less: prefer chains by reference (`receipts: []`). */
         'X-DRS-Bundle'?: components['schemas']['XDrsBundle'];
@@ -5691,7 +5710,7 @@ export interface operations {
       };
     };
     responses: {
-      /** @description Allowed. Counted (unless `dry_run`) and signed for. */
+      /** @description Allowed. Counted and signed for. */
       200: {
         headers: {
           [name: string]: unknown;
@@ -5700,7 +5719,7 @@ export interface operations {
           'application/json': components['schemas']['VerifyAllow'];
         };
       };
-      /** @description The body is not strict JSON, `require_binding` is not a boolean, a member is not one of those listed (`dry_run` among them: it goes in the query), the query has a parameter other than `dry_run` or a `dry_run` other than `true` / `false`, `X-DRS-Bundle` is not base64url bundle JSON, or the body and `X-DRS-Bundle` carry different bundles (`INVALID_REQUEST`). */
+      /** @description The body is not strict JSON, `require_binding` is not a boolean, a member is not one of those listed (`dry_run` among them: a dry run is `POST /v1/verify/dry-run`), the URL has a query (this path takes none), a bundle in `X-DRS-Bundle` alone holds a member that is not a bundle's, `X-DRS-Bundle` is not base64url bundle JSON, or the body and `X-DRS-Bundle` carry different bundles (`INVALID_REQUEST`). */
       400: {
         headers: {
           [name: string]: unknown;
@@ -5765,6 +5784,97 @@ export interface operations {
       };
     };
   };
+  verifyDryRun: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description DRS transport: base64url (no padding) of the bundle JSON (`Bundle`). The body may carry the same bundle too (as the DRS `VerifyClient` sends it), but not another one (400); an empty header is none. Baton takes request headers up to 64 KiB (a 16-record chain fits; past that Node answers a bare `431`), but proxies often allow less: prefer chains by reference (`receipts: []`). */
+        'X-DRS-Bundle'?: components['schemas']['XDrsBundle'];
+      };
+      path?: never;
+      cookie?: never;
+    };
+    /** @description A DRS 4.0 bundle plus Baton's options. It may be left out when the bundle travels in `X-DRS-Bundle` (and must be there otherwise). */
+    requestBody?: {
+      content: {
+        'application/json': components['schemas']['VerifyRequest'];
+      };
+    };
+    responses: {
+      /** @description Would be allowed. Nothing was counted, stored or signed (`dry_run: true`, `service_receipt: null`). */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['VerifyAllow'];
+        };
+      };
+      /** @description The body is not strict JSON, `require_binding` is not a boolean, a member is not one of those listed (`dry_run` among them), the URL has a query (this path takes none), a bundle in `X-DRS-Bundle` alone holds a member that is not a bundle's, `X-DRS-Bundle` is not base64url bundle JSON, or the body and `X-DRS-Bundle` carry different bundles (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description Denied by the chain or runtime state (`VerifyDeny`, every unmet condition of the stage that refused in `violations`: the chain first, then the tool catalog and rules, then runtime state; `POST /v1/explain` lists every stage at once), or the key lacks the `verify` scope / is the admin key (`ErrorEnvelope` with `FORBIDDEN`). */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['VerifyDeny'] | components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The bundle embeds a delegation record Baton had not stored, and a different record of the same issuer (`iss`) already uses its `jti` in this tenant, or the bundle holds two such records (`CONFLICT`). A dry run answers the same. A `jti` is unique per issuer, so no other holder can take the `jti` of a record it did not sign. */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description The database did not decide the verify within the verify deadline (BATON_VERIFY_DEADLINE_MS, default 5000 ms), or did not answer (`STORAGE_UNAVAILABLE`). Nothing was allowed: a tool server runs no tool on this answer. A commit the database had begun before the deadline may still have counted the call. A dry run counts nothing: send it again. */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+    };
+  };
   verifyDrs: {
     parameters: {
       query?: never;
@@ -5782,7 +5892,7 @@ export interface operations {
       };
     };
     responses: {
-      /** @description Allowed. Counted (unless `dry_run`) and signed for. */
+      /** @description Allowed. Counted and signed for. */
       200: {
         headers: {
           [name: string]: unknown;
@@ -5791,7 +5901,7 @@ export interface operations {
           'application/json': components['schemas']['VerifyAllow'];
         };
       };
-      /** @description The body is not strict JSON, the body or the query carries one of `/v1/verify`'s options (`dry_run`, `require_binding`, `approval_id`), `X-DRS-Bundle` is not base64url bundle JSON, or the body and `X-DRS-Bundle` carry different bundles (`INVALID_REQUEST`). */
+      /** @description The body is not strict JSON, the body, the query or a bundle in `X-DRS-Bundle` alone carries one of `/v1/verify`'s options (`dry_run`, `require_binding`, `approval_id`) or, in the header, a `body`, `X-DRS-Bundle` is not base64url bundle JSON, or the body and `X-DRS-Bundle` carry different bundles (`INVALID_REQUEST`). */
       400: {
         headers: {
           [name: string]: unknown;

@@ -1,6 +1,6 @@
 /**
  * `baton check <bundle.json>`: asks the service whether it WOULD allow a
- * bundle (POST /v1/verify?dry_run=true): every check the real verify
+ * bundle (POST /v1/verify/dry-run): every check the real verify
  * runs, the stored chain, revocation, replay and the counters, consuming
  * nothing and storing nothing. The answer comes with the full explanation.
  */
@@ -13,7 +13,7 @@ import type { Bundle } from '../protocol/records.js';
 export const CHECK_HELP = `Usage: baton check <bundle.json> [--body <json|file>] [--require-binding] [options]
 
 Asks the service whether it would allow this invocation now: a dry run of
-POST /v1/verify?dry_run=true with every check the real verify makes,
+POST /v1/verify/dry-run with every check the real verify makes,
 against the stored chain, revocations, replay and the call and budget
 counters. Nothing is consumed, counted or stored. "-" reads stdin.
 

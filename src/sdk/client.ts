@@ -154,7 +154,7 @@ export type Counter = Schemas['Counter'];
 export type LimitWarning = Schemas['Warning'];
 
 export interface VerifyOptions extends RequestOptions {
-  /** Run every check and report counters, consuming nothing (sent as `?dry_run=true`: Baton refuses it in the body). */
+  /** Run every check and report counters, consuming nothing (POST /v1/verify/dry-run). */
   readonly dryRun?: boolean;
   /** The request body the tool received, compared with the signed args under JCS. */
   readonly body?: unknown;
@@ -375,9 +375,8 @@ export class BatonClient {
     const answer = await this.#call<Omit<VerifyAllowed, 'request_id'> | Omit<VerifyDenied, 'request_id'>>(
       {
         method: 'POST',
-        path: '/v1/verify',
-        // In the query, where Baton takes it: never in the body, which may be an agent's bundle.
-        query: { dry_run: opts.dryRun ? 'true' : undefined },
+        // Its own path: never a body member, which may be an agent's bundle, nor a query parameter a proxy might strip.
+        path: opts.dryRun ? '/v1/verify/dry-run' : '/v1/verify',
         body,
         auth: 'key',
         answerStatuses: (status, b) => status === 403 && isDenyBody(b),
@@ -395,7 +394,7 @@ export class BatonClient {
         status: answer.status,
         code: 'UNEXPECTED_RESPONSE',
         method: 'POST',
-        url: this.#url('/v1/verify', { dry_run: opts.dryRun ? 'true' : undefined }),
+        url: this.#url(opts.dryRun ? '/v1/verify/dry-run' : '/v1/verify'),
         message: `The verify answer ${problem}; refuse the call.`,
         suggestion: 'Check that the base URL points at Baton itself, not a proxy or another service.',
         requestId: answer.requestId ?? undefined,

@@ -28,11 +28,11 @@ import { metrics } from './metrics.js';
 import { CommitGate, withinDeadline, withinDeadlineOr } from './deadline.js';
 import { methodsServingPath } from './method-not-allowed.js';
 import type { AppEnv, ServiceDeps } from './types.js';
-import { verifyDrsRoute, verifyRoute } from '../api/verify.js';
+import { verifyDrsRoute, verifyDryRunRoute, verifyRoute } from '../api/verify.js';
 import { explainRoute } from '../api/explain.js';
 
 /** The verify routes race their own deadline (verify.handlers.ts). */
-const VERIFY_PATHS: ReadonlySet<string> = new Set([verifyRoute.path, verifyDrsRoute.path]);
+const VERIFY_PATHS: ReadonlySet<string> = new Set([verifyRoute.path, verifyDryRunRoute.path, verifyDrsRoute.path]);
 
 /**
  * Path parameters and query values become database text; PostgreSQL cannot

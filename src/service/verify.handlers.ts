@@ -60,7 +60,7 @@ import type { Policy } from '../protocol/policy.js';
 import type { ApprovalJson } from './approvals.js';
 
 export type VerifyRequest = z.output<typeof VerifyRequestBody> & {
-  /** From the query (`?dry_run=true`), never the body: see VerifyQuery. */
+  /** From the path (POST /v1/verify/dry-run), never the body: see VerifyQuery. */
   readonly dry_run: boolean;
   /**
    * Answer the same key's re-send of an allowed invocation REPLAY_DETECTED, not with its original
@@ -146,8 +146,8 @@ function headerBundleAsBody(inHeader: Record<string, unknown>, drs: boolean): Re
     throw new BatonError('INVALID_REQUEST', {
       message: `The X-DRS-Bundle header holds ${refused.map((k) => JSON.stringify(k)).join(', ')}, which ${refused.length === 1 ? 'is' : 'are'} not a bundle's: a bundle is {bundle_version, invocation, receipts}${drs ? ", and Baton takes no option from it (it may be the agent's)" : ''}.`,
       suggestion: drs
-        ? 'Send the bundle alone in X-DRS-Bundle; Baton options belong to POST /v1/verify, in its body or query.'
-        : 'Send the bundle alone in X-DRS-Bundle, and options in the JSON body (a dry run in the query).',
+        ? 'Send the bundle alone in X-DRS-Bundle; Baton options belong to POST /v1/verify, in its body (a dry run is POST /v1/verify/dry-run).'
+        : 'Send the bundle alone in X-DRS-Bundle, and options in the JSON body (a dry run is POST /v1/verify/dry-run).',
       details: { members: refused },
     });
   }
@@ -203,16 +203,18 @@ export async function verifyWithinDeadline(
   req: VerifyRequest,
   bundle: unknown,
   deadline: Date,
-  path: '/v1/verify' | '/verify',
+  path: '/v1/verify' | '/v1/verify/dry-run' | '/verify',
 ): Promise<VerifyResponse> {
   const refused = `Baton had no decision from the database for this verify within the ${deps.config.verifyDeadlineMs} ms deadline, so it refuses it: the call was not allowed. `;
   const message =
-    path === '/v1/verify'
-      ? refused +
-        'Re-send the same invocation with the same key to learn whether the database counted it anyway (retry: true), or sign a new one.'
-      : refused +
-        'On this path a re-send is never answered with its original allow: the same invocation sent here again is refused REPLAY_DETECTED if the database counted it anyway, and decided afresh if not. ' +
-        'Sent by the same key to POST /v1/verify instead, it answers its original allow (retry: true) if it was counted. Or sign a new one.';
+    path === '/v1/verify/dry-run'
+      ? refused + 'A dry run counts nothing: send it again.'
+      : path === '/v1/verify'
+        ? refused +
+          'Re-send the same invocation with the same key to learn whether the database counted it anyway (retry: true), or sign a new one.'
+        : refused +
+          'On this path a re-send is never answered with its original allow: the same invocation sent here again is refused REPLAY_DETECTED if the database counted it anyway, and decided afresh if not. ' +
+          'Sent by the same key to POST /v1/verify instead, it answers its original allow (retry: true) if it was counted. Or sign a new one.';
   const statementsBy = new Date(deadline.getTime() - commitMarginMs(deps.config.verifyDeadlineMs));
   // A statement the database refused for its deadline (a lock wait that ended, a late start) is the
   // same answer as the deadline passing here, with the same advice.
@@ -433,7 +435,7 @@ export async function verifyInvocation(
         ...(refused === undefined
           ? {
               suggestion:
-                'A dry run opens no approval. Send the call without ?dry_run=true: its answer names the approval of the call (`approval`: its id and expiry), opening one when none waits; once an approver approves it, send the same call once more.',
+                'A dry run opens no approval. Send the call to POST /v1/verify, not its dry run: its answer names the approval of the call (`approval`: its id and expiry), opening one when none waits; once an approver approves it, send the same call once more.',
             }
           : {}),
       };

@@ -384,6 +384,19 @@ describe('(b) delegations', () => {
   });
 });
 
+/** A root of the same issuer reusing the stored root's jti (`iat` offset `n`): storing it would clash (409). */
+function clashingRoot(n: number) {
+  return createRootDelegation({
+    issuer: tenant.root,
+    audience: A.did,
+    policy: rootPolicy,
+    iat: T0 + n,
+    nbf: T0 - 100,
+    exp: T0 + 7200,
+    jti: root.payload.jti,
+  });
+}
+
 let allowedJti: string;
 let unavailableJti: string;
 let deniedJti: string;
@@ -399,7 +412,7 @@ describe('(b) verify', () => {
     unavailableJti = second.payload.jti;
     await api(
       'POST',
-      '/v1/verify?dry_run=true',
+      '/v1/verify/dry-run',
       { key, json: { ...makeBundle(invocation([root, mid, leaf], C), [root, mid, leaf], 'reference'), body: ARGS } },
       200,
     );
@@ -429,18 +442,10 @@ describe('(b) verify', () => {
     await api('POST', '/v1/verify', { key: tenant.keys.audit, json: makeBundle(first, [root, mid, leaf]) }, 403);
     await api('POST', '/v1/verify', { key, body: '{"invocation":' }, 400);
     await api('POST', '/v1/verify', { key, json: { require_binding: 'yes' } }, 400);
-    await api('POST', '/v1/verify?dry_run=yes', { key, json: makeBundle(first, [root, mid, leaf]) }, 400);
+    await api('POST', '/v1/verify?dry_run=true', { key, json: makeBundle(first, [root, mid, leaf]) }, 400);
     await api('POST', '/v1/verify', { json: makeBundle(first, [root, mid, leaf]) }, 401);
     // An embedded, unstored root reusing a stored root's jti cannot be stored.
-    const clash = createRootDelegation({
-      issuer: tenant.root,
-      audience: A.did,
-      policy: rootPolicy,
-      iat: T0 + 1,
-      nbf: T0 - 100,
-      exp: T0 + 7200,
-      jti: root.payload.jti,
-    });
+    const clash = clashingRoot(1);
     await api('POST', '/v1/verify', { key, json: makeBundle(invocation([clash], A), [clash]) }, 409);
     await api('POST', '/v1/verify', { key, body: OVERSIZE }, 413);
     await api('POST', '/v1/verify', { key, json: makeBundle(first, [root, mid, leaf]), app: downApp }, 503);
@@ -457,18 +462,24 @@ describe('(b) verify', () => {
     await api('POST', '/verify', { key, json: { body: ARGS }, headers: { 'x-drs-bundle': replayHeader } }, 403);
     await api('POST', '/verify', { key, json: {}, headers: { 'x-drs-bundle': '%%%' } }, 400);
     await api('POST', '/verify', { json: {}, headers: { 'x-drs-bundle': header } }, 401);
-    const clash = createRootDelegation({
-      issuer: tenant.root,
-      audience: A.did,
-      policy: rootPolicy,
-      iat: T0 + 2,
-      nbf: T0 - 100,
-      exp: T0 + 7200,
-      jti: root.payload.jti, // the same issuer's jti, on another record
-    });
+    const clash = clashingRoot(2);
     await api('POST', '/verify', { key, json: makeBundle(invocation([clash], A), [clash]) }, 409);
     await api('POST', '/verify', { key, body: OVERSIZE }, 413);
     await api('POST', '/verify', { key, json: {}, headers: { 'x-drs-bundle': header }, app: downApp }, 503);
+  });
+  it('POST /v1/verify/dry-run: would allow, would deny, and the same refusals, consuming nothing', async () => {
+    const key = tenant.keys.verify;
+    const inv = invocation([root, mid, leaf], C);
+    const would = await api('POST', '/v1/verify/dry-run', { key, json: makeBundle(inv, [root, mid, leaf], 'reference') }, 200);
+    expect(would.body).toMatchObject({ valid: true, dry_run: true, service_receipt: null });
+    const bad = invocation([root, mid, leaf], C, { tool: 'delete_db', estimated_cost_usd: 9, pii_access: false, write_access: false });
+    await api('POST', '/v1/verify/dry-run', { key, json: makeBundle(bad, [root, mid, leaf], 'reference') }, 403);
+    await api('POST', '/v1/verify/dry-run', { key, json: { ...makeBundle(inv, [root, mid, leaf]), dry_run: true } }, 400);
+    await api('POST', '/v1/verify/dry-run', { json: makeBundle(inv, [root, mid, leaf]) }, 401);
+    const clash = clashingRoot(3);
+    await api('POST', '/v1/verify/dry-run', { key, json: makeBundle(invocation([clash], A), [clash]) }, 409);
+    await api('POST', '/v1/verify/dry-run', { key, body: OVERSIZE }, 413);
+    await api('POST', '/v1/verify/dry-run', { key, json: makeBundle(inv, [root, mid, leaf]), app: downApp }, 503);
   });
 });
 

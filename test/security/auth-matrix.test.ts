@@ -114,6 +114,22 @@ const absentChainInv = signPayload(
   KEYS.a2,
 );
 
+/** The three verify paths: a deny (403 BUNDLE_INCOMPLETE) for another tenant, whose store knows A's chain no more than a chain nobody stored. */
+function verifyEntry(path: string): Entry {
+  return {
+    otherTenantStatus: [403],
+    access: { kind: 'tenant', scopes: ['verify'] },
+    call: () => post(path, bundle(matrixInv, 'reference')),
+    absent: () => post(path, { bundle_version: '4.0', invocation: absentChainInv, receipts: [] }),
+    ids: () => [
+      [drA0.hash, ABSENT_HASH],
+      [drA1.hash, recordHash('absent-leaf')],
+      [matrixInv.hash, recordHash(absentChainInv)],
+      ['inv:sec-matrix', 'inv:sec-matrix-absent'],
+    ],
+  };
+}
+
 const MATRIX_WITNESS_SEED = new Uint8Array(32).fill(3);
 const MATRIX_COSIGNATURE = {
   witness_key: formatVerifierKey(verifierKey('matrix.witness', COSIGNATURE_V1, publicKeyFromSeed(MATRIX_WITNESS_SEED))),
@@ -218,32 +234,9 @@ const MATRIX: Readonly<Record<string, Entry>> = {
     absent: () => post(`/v1/delegations/${ABSENT_HASH}/revoke`, { confirm: true, reason: 'matrix' }),
     ids: () => [[drLive.hash, ABSENT_HASH]],
   },
-  'POST /v1/verify': {
-    // A verify deny (403 BUNDLE_INCOMPLETE): A's stored chain is unknown to B, exactly like a chain nobody stored.
-    otherTenantStatus: [403],
-    access: { kind: 'tenant', scopes: ['verify'] },
-    call: () => post('/v1/verify', bundle(matrixInv, 'reference')),
-    absent: () => post('/v1/verify', { bundle_version: '4.0', invocation: absentChainInv, receipts: [] }),
-    ids: () => [
-      [drA0.hash, ABSENT_HASH],
-      [drA1.hash, recordHash('absent-leaf')],
-      [matrixInv.hash, recordHash(absentChainInv)],
-      ['inv:sec-matrix', 'inv:sec-matrix-absent'],
-    ],
-  },
-  'POST /verify': {
-    // A verify deny (403 BUNDLE_INCOMPLETE): A's stored chain is unknown to B, exactly like a chain nobody stored.
-    otherTenantStatus: [403],
-    access: { kind: 'tenant', scopes: ['verify'] },
-    call: () => post('/verify', bundle(matrixInv, 'reference')),
-    absent: () => post('/verify', { bundle_version: '4.0', invocation: absentChainInv, receipts: [] }),
-    ids: () => [
-      [drA0.hash, ABSENT_HASH],
-      [drA1.hash, recordHash('absent-leaf')],
-      [matrixInv.hash, recordHash(absentChainInv)],
-      ['inv:sec-matrix', 'inv:sec-matrix-absent'],
-    ],
-  },
+  'POST /v1/verify': verifyEntry('/v1/verify'),
+  'POST /v1/verify/dry-run': verifyEntry('/v1/verify/dry-run'),
+  'POST /verify': verifyEntry('/verify'),
   'POST /v1/invocations/:jti/actuals': {
     access: { kind: 'tenant', scopes: ['report'] },
     call: () => post('/v1/invocations/inv:sec-unmetered/actuals', ACTUAL_BASE),
@@ -556,7 +549,7 @@ function masked(res: Res, ids: readonly [string, string][]): unknown {
   return { status: res.status, body: JSON.parse(text) as unknown };
 }
 
-const isVerify = (route: string) => route === 'POST /v1/verify' || route === 'POST /verify';
+const isVerify = (route: string) => route === 'POST /v1/verify' || route === 'POST /v1/verify/dry-run' || route === 'POST /verify';
 
 async function runVariant(route: string, e: Entry, v: Variant): Promise<void> {
   const p = plan(e, v, ctx);

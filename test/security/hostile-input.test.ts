@@ -42,7 +42,7 @@ import {
 } from './support/harness.js';
 import { FUZZ_TARGETS, fuzzRequest, mutationArb, type FuzzTarget, type Verdict } from './support/fuzz.js';
 
-const VERIFY_ROUTES = new Set(['POST /v1/verify', 'POST /verify']);
+const VERIFY_ROUTES = new Set(['POST /v1/verify', 'POST /v1/verify/dry-run', 'POST /verify']);
 
 let world: World;
 let baseline: Snapshot;

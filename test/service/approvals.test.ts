@@ -328,7 +328,7 @@ describe('a rejected call', () => {
     expect(again.body.violations[0]).toMatchObject({ actual: id });
     expect(again.body.violations[0].message).toContain('Not this quarter.');
     expect(again.body.approval).toMatchObject({ id, status: 'rejected' });
-    const dry = await svc.call('POST', '/v1/verify?dry_run=true', {
+    const dry = await svc.call('POST', '/v1/verify/dry-run', {
       key: tenant.keys.verify,
       json: { ...(c.invoke(args, { iat: T0 }).bundle as object) },
     });
@@ -359,7 +359,7 @@ describe('a rejected call and a retry of its earlier allow', () => {
     const second = await verify(c.invoke(args, { iat: T0 }).bundle);
     await decide(second.body.approval.id as string, 'reject', { ...triple, reason: 'Once was enough.' });
 
-    const dry = await svc.call('POST', '/v1/verify?dry_run=true', { key: tenant.keys.verify, json: { ...(bundle as object) } });
+    const dry = await svc.call('POST', '/v1/verify/dry-run', { key: tenant.keys.verify, json: { ...(bundle as object) } });
     expect([dry.status, dry.body.retry]).toEqual([200, true]);
     const real = await verify(bundle);
     expect([real.status, real.body.retry]).toEqual([200, true]);
@@ -467,7 +467,7 @@ describe('separation of duties', () => {
     expect(self.body.error.code).toBe('SELF_APPROVAL');
     // Naming it in a dry run, or for a different call, asks for nothing.
     const bystander = await createTenantKey(svc, tenant.id, ['verify', 'approve'], 'dry runner that also approves');
-    const dry = await svc.call('POST', '/v1/verify?dry_run=true', {
+    const dry = await svc.call('POST', '/v1/verify/dry-run', {
       key: bystander,
       json: { ...(c.invoke(ARGS, { iat: T0 }).bundle as object), approval_id: id },
     });
@@ -494,7 +494,7 @@ describe('separation of duties', () => {
     const attempts = [
       { who: 'decider', key: decider.key, json: bundle },
       { who: 'decider naming it', key: decider.key, json: { ...bundle, approval_id: id } },
-      { who: 'decider, dry run', key: decider.key, json: bundle, query: '?dry_run=true' },
+      { who: 'decider, dry run', key: decider.key, json: bundle, query: '/dry-run' },
       { who: "decider's successor", key: successor, json: bundle },
     ];
     for (const a of attempts) {
@@ -561,7 +561,7 @@ describe('retries and replays of an approval-gated call', () => {
     expect(await denialsOf(jti)).toBe(deniedBefore);
 
     // A dry run of the retry says the same, and writes nothing either.
-    const dry = await svc.call('POST', '/v1/verify?dry_run=true', { key: tenant.keys.verify, json: { ...(bundle as object) } });
+    const dry = await svc.call('POST', '/v1/verify/dry-run', { key: tenant.keys.verify, json: { ...(bundle as object) } });
     expect(dry.status).toBe(200);
     expect(dry.body.retry).toBe(true);
     expect(await approvalsOfChain(leaf)).toHaveLength(1);
@@ -632,16 +632,18 @@ describe('retries and replays of an approval-gated call', () => {
     const asked = await verify(bundle);
     const id = asked.body.approval.id as string;
 
-    const whilePending = await svc.call('POST', '/v1/verify?dry_run=true', { key: tenant.keys.verify, json: bundle });
+    const whilePending = await svc.call('POST', '/v1/verify/dry-run', { key: tenant.keys.verify, json: bundle });
     expect(whilePending.status).toBe(403);
     expect(whilePending.body.error.code).toBe('APPROVAL_REQUIRED');
     expect(whilePending.body.violations[0].message).toContain(`Approval ${id} waits for an approver`);
     // The answer names no approval (a dry run opens and shows none), so its advice does not send the caller to one.
     expect(whilePending.body.approval).toBeUndefined();
-    expect(whilePending.body.error.suggestion).toMatch(/^A dry run opens no approval\. Send the call without \?dry_run=true/);
+    expect(whilePending.body.error.suggestion).toMatch(
+      /^A dry run opens no approval\. Send the call to POST \/v1\/verify, not its dry run/,
+    );
 
     await decide(id, 'approve', triple);
-    const dry = await svc.call('POST', '/v1/verify?dry_run=true', { key: tenant.keys.verify, json: bundle });
+    const dry = await svc.call('POST', '/v1/verify/dry-run', { key: tenant.keys.verify, json: bundle });
     expect(dry.status).toBe(200);
     expect(dry.body.dry_run).toBe(true);
     expect((await svc.call('GET', `/v1/approvals/${id}`, { key: approver })).body.status).toBe('approved');
@@ -707,7 +709,7 @@ describe('near_limit under concurrency', () => {
       await svc.call('POST', `/v1/admin/tenants/${own.id}/api-keys`, { key: svc.adminKey, json: { scopes: ['approve'], name: 'h' } })
     ).body.key as string;
     const send = (c: ReturnType<typeof buildChain>, cost: number, { dry_run = false } = {}) =>
-      svc.call('POST', dry_run ? '/v1/verify?dry_run=true' : '/v1/verify', {
+      svc.call('POST', dry_run ? '/v1/verify/dry-run' : '/v1/verify', {
         key: own.keys.verify,
         json: c.invoke({ tool: 'docs_lookup', estimated_cost_usd: cost, pii_access: false, write_access: false }, { iat: T0 }).bundle,
       });
@@ -786,8 +788,7 @@ describe("a dry run refuses what the real call's tool gate refuses, and consumes
     expect(published.status).toBe(201);
   });
   const ownChain = () => buildChain([POLICY, POLICY], { keys: [own.root, generateKeyPair(), generateKeyPair()] });
-  const send = (json: unknown, dry = false) =>
-    svc.call('POST', dry ? '/v1/verify?dry_run=true' : '/v1/verify', { key: own.keys.verify, json });
+  const send = (json: unknown, dry = false) => svc.call('POST', dry ? '/v1/verify/dry-run' : '/v1/verify', { key: own.keys.verify, json });
   const ownApprover = async () =>
     (await svc.call('POST', `/v1/admin/tenants/${own.id}/api-keys`, { key: svc.adminKey, json: { scopes: ['approve'], name: 'h' } })).body
       .key as string;
@@ -854,7 +855,7 @@ describe("a dry run refuses what the real call's tool gate refuses, and consumes
       await svc.call('POST', `/v1/admin/tenants/${mine.id}/api-keys`, { key: svc.adminKey, json: { scopes: ['approve'], name: 'h' } })
     ).body.key as string;
     const send = (json: unknown, dry = false) =>
-      svc.call('POST', dry ? '/v1/verify?dry_run=true' : '/v1/verify', { key: mine.keys.verify, json });
+      svc.call('POST', dry ? '/v1/verify/dry-run' : '/v1/verify', { key: mine.keys.verify, json });
     const c = buildChain([POLICY, POLICY], { keys: [mine.root, generateKeyPair(), generateKeyPair()] });
     const id = (await send(c.invoke(ARGS, { iat: T0 }).bundle)).body.approval.id as string;
     expect((await decide(id, 'approve', triple, human)).status).toBe(200);
@@ -907,7 +908,7 @@ describe('a dry run of a chain not yet stored whose reach is a trifecta, naming 
     expect(asked.body.error.code).toBe('APPROVAL_REQUIRED');
     const wide = buildChain([POLICY, POLICY], { keys: [own.root, generateKeyPair(), generateKeyPair()] }); // reach: every tool
     const send = (dry: boolean) =>
-      svc.call('POST', dry ? '/v1/verify?dry_run=true' : '/v1/verify', {
+      svc.call('POST', dry ? '/v1/verify/dry-run' : '/v1/verify', {
         key: own.keys.verify,
         json: { ...(wide.invoke(ARGS, { iat: T0 }).bundle as object), approval_id: asked.body.approval.id },
       });
@@ -949,7 +950,7 @@ describe('approvals waiting under one chain root are capped: a flood of distinct
     const stored = await svc.store.db.select({ n: count() }).from(approvals).where(eq(approvals.tenantId, own.id));
     expect(stored[0]!.n).toBe(MAX_PENDING_APPROVALS_PER_ROOT);
     // A dry run of a new call says what the real call says.
-    const dry = await svc.call('POST', '/v1/verify?dry_run=true', {
+    const dry = await svc.call('POST', '/v1/verify/dry-run', {
       key: own.keys.verify,
       json: { ...(c.invoke({ ...ARGS, note: 'dry' }, { iat: T0 }).bundle as object) },
     });
@@ -988,7 +989,7 @@ describe('approvals waiting under one chain root are capped: a flood of distinct
     expect(refused.body.violations[0]).toMatchObject({ dr_hash: c.drs[1]!.hash, actual: 2 });
     expect(refused.body.error.message).toContain(`delegation ${c.drs[1]!.hash} has 2 calls left and 2 approvals already wait`);
     // A dry run says the same; the parent's own calls (through the root alone) still reach a human.
-    const dry = await svc.call('POST', '/v1/verify?dry_run=true', {
+    const dry = await svc.call('POST', '/v1/verify/dry-run', {
       key: own.keys.verify,
       json: { ...(c.invoke({ ...ARGS, note: 'dry' }, { iat: T0 }).bundle as object) },
     });
@@ -1010,7 +1011,7 @@ describe('approvals waiting under one chain root are capped: a flood of distinct
     const { own, human } = await tenantWithApprover('stale approved');
     const c = buildChain([POLICY, POLICY], { keys: [own.root, generateKeyPair(), generateKeyPair()] });
     const send = (note: string, dry = false) =>
-      svc.call('POST', dry ? '/v1/verify?dry_run=true' : '/v1/verify', {
+      svc.call('POST', dry ? '/v1/verify/dry-run' : '/v1/verify', {
         key: own.keys.verify,
         json: c.invoke({ ...ARGS, note }, { iat: svc.clock.now }).bundle,
       });

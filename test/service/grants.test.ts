@@ -119,7 +119,7 @@ describe('a dry run of a chain not yet stored', () => {
     const c = buildChain([TRIFECTA, { ...TRIFECTA, max_calls: 10 }], { keys: [tenant.root, generateKeyPair(), generateKeyPair()] });
     const args = { tool: 'read_db', estimated_cost_usd: 0.01, pii_access: true, write_access: false };
     const send = (dry: boolean) =>
-      svc.call('POST', dry ? '/v1/verify?dry_run=true' : '/v1/verify', { key: verifier.key, json: c.invoke(args).bundle });
+      svc.call('POST', dry ? '/v1/verify/dry-run' : '/v1/verify', { key: verifier.key, json: c.invoke(args).bundle });
     const dry = await send(true);
     expect(dry.status, JSON.stringify(dry.body)).toBe(403);
     expect(dry.body.error.code).toBe('GRANT_PENDING_APPROVAL');

@@ -47,7 +47,7 @@ async function verify(root: Root, estimate: unknown, opts: { dryRun?: boolean } 
   if (estimate !== NO_ESTIMATE) args['estimated_cost_usd'] = estimate;
   const invocation = createInvocation({ chain: [root.dr], invoker: root.holder, args, toolServer: TOOL_SERVER, iat: T0, jti });
   const json = makeBundle(invocation, [root.dr]);
-  return { jti, res: await svc.call('POST', opts.dryRun ? '/v1/verify?dry_run=true' : '/v1/verify', { key: tenant.keys.verify, json }) };
+  return { jti, res: await svc.call('POST', opts.dryRun ? '/v1/verify/dry-run' : '/v1/verify', { key: tenant.keys.verify, json }) };
 }
 
 async function allowed(root: Root, estimate: number): Promise<string> {

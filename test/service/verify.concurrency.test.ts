@@ -114,7 +114,7 @@ describe('concurrent verifies against a shared root ceiling', () => {
     const root = createRootDelegation({ issuer: tenant.root, audience: agent.did, policy: { max_calls: 100 }, iat: T0, nbf: T0 - 10 });
     const inv = createInvocation({ chain: [root], invoker: agent, args: ARGS, toolServer: 'mcp://t', iat: T0 });
     const bundle = makeBundle(inv, [root]);
-    expect((await postForAnswer(bundle, tenant.keys.verify, '?dry_run=true')).status).toBe(200); // not stored by a dry run
+    expect((await postForAnswer(bundle, tenant.keys.verify, '/dry-run')).status).toBe(200); // not stored by a dry run
     const first = await fetch(`${baseUrl}/v1/delegations`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },

@@ -56,7 +56,7 @@ describe('decision log', () => {
     const again = await verify(bundle);
     const refused = invoke('delete_db');
     const denied = await verify(makeBundle(refused, [root, leaf]));
-    const dry = await verify(makeBundle(invoke('web_search'), [root, leaf]), '?dry_run=true');
+    const dry = await verify(makeBundle(invoke('web_search'), [root, leaf]), '/dry-run');
     expect([first.status, again.status, denied.status, dry.status]).toEqual([200, 200, 403, 200]);
 
     const events = decisions();

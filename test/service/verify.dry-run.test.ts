@@ -65,7 +65,7 @@ const outcome = (r: CallResult) => ({ status: r.status, code: codeOf(r) ?? null 
 
 /** The dry run, then the real call with the same bundle and key; both answers. */
 async function dryThenReal(bundle: object, key = tenant.keys.verify) {
-  const dry = await svc.call('POST', '/v1/verify?dry_run=true', { key, json: { ...bundle } });
+  const dry = await svc.call('POST', '/v1/verify/dry-run', { key, json: { ...bundle } });
   const real = await svc.call('POST', '/v1/verify', { key, json: bundle });
   if (dry.status === 200) expect(dry.body).toMatchObject({ valid: true, dry_run: true, service_receipt: null });
   return { dry, real };
@@ -110,7 +110,7 @@ describe('dry run: refusals of storing the embedded records', () => {
       [jti],
     );
     expect(Number(denied!['n'])).toBe(1);
-    const dry = await svc.call('POST', '/v1/verify?dry_run=true', { key: tenant.keys.verify, json: { ...bundle } });
+    const dry = await svc.call('POST', '/v1/verify/dry-run', { key: tenant.keys.verify, json: { ...bundle } });
     expect(outcome(dry)).toEqual(outcome(real));
   });
 
@@ -128,7 +128,7 @@ describe('dry run: refusals of storing the embedded records', () => {
     const bundle = bundleFor([top, sub(top, holder, invoker)], invoker);
     const real = await call(bundle);
     expect(outcome(real)).toEqual({ status: 403, code: 'UNTRUSTED_ROOT' });
-    expect(outcome(await call(bundle, '?dry_run=true'))).toEqual(outcome(real));
+    expect(outcome(await call(bundle, '/dry-run'))).toEqual(outcome(real));
   });
 
   it('two embedded DRs of one issuer under one jti: the dry run answers the 409 the real call does', async () => {

@@ -98,7 +98,7 @@ describe('verify: allow', () => {
   it('a body declared in a charset other than UTF-8, or with a Content-Encoding, is refused: Baton reads it as sent, in UTF-8', async () => {
     const before = { denials: await tableCount(denials), invocations: await tableCount(invocations) };
     const send = (headers: Record<string, string>) =>
-      svc.call('POST', '/v1/verify?dry_run=true', {
+      svc.call('POST', '/v1/verify/dry-run', {
         key: tenant.keys.verify,
         body: JSON.stringify(makeBundle(invoke(), [root, leaf])),
         headers: { 'content-type': 'application/json', ...headers },
@@ -133,7 +133,7 @@ describe('verify: allow', () => {
     expect({ denials: await tableCount(denials), invocations: await tableCount(invocations) }).toEqual(before);
   });
 
-  it("a dry run is the query's to ask for: an agent's dry_run: true in a forwarded bundle is refused, and counts nothing", async () => {
+  it("a dry run is its own path: an agent's dry_run: true in a forwarded bundle is refused, and counts nothing", async () => {
     // A chain of its own, so the counts below are this test's.
     const policy = { allowed_tools: ['web_search'], max_cost_usd: 1, max_calls: 10 };
     const ownRoot = createRootDelegation({ issuer: tenant.root, audience: a.did, policy, iat: T0, nbf: T0 - 10 });
@@ -147,10 +147,12 @@ describe('verify: allow', () => {
     for (const [what, path, json] of [
       ['dry_run: true in the body', '/v1/verify', { ...bundle, dry_run: true }],
       ['dry_run: false in the body', '/v1/verify', { ...bundle, dry_run: false }],
-      ['a dry_run that is not true or false', '/v1/verify?dry_run=1', bundle],
-      ['dry_run given twice', '/v1/verify?dry_run=true&dry_run=true', bundle],
-      ['another query parameter', '/v1/verify?dryrun=true', bundle],
+      ['dry_run in the body of the dry run', '/v1/verify/dry-run', { ...bundle, dry_run: true }],
+      // A query parameter a proxy could strip, making the dry run a counted call: no such option.
+      ['a dry_run query parameter', '/v1/verify?dry_run=true', bundle],
+      ['a query parameter on the dry run', '/v1/verify/dry-run?dry_run=true', bundle],
       ['a dry run on the DRS path', '/verify?dry_run=true', bundle],
+      ['a dry run on the DRS path, twice', '/verify?dry_run=true&dry_run=false', bundle],
     ] as const) {
       const r = await svc.call('POST', path, { key: tenant.keys.verify, json });
       expect(r.status, `${what}: ${JSON.stringify(r.body)}`).toBe(400);
@@ -158,13 +160,14 @@ describe('verify: allow', () => {
       expect(r.body.error.code, what).toBe('INVALID_REQUEST');
     }
     const inBody = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: { ...bundle, dry_run: true } });
-    expect(inBody.body.error.details.issues[0].message).toContain('POST /v1/verify?dry_run=true');
+    expect(inBody.body.error.details.issues[0].message).toContain('POST /v1/verify/dry-run');
     expect([await counted(), await tableCount(denials)]).toEqual([0, deniedBefore]);
-    // The tool server's own URL asks for one; `false` is no dry run: the same invocation is then counted once.
-    const dry = await svc.call('POST', '/v1/verify?dry_run=true', { key: tenant.keys.verify, json: bundle });
+    // The tool server's own URL asks for one.
+    const dry = await svc.call('POST', '/v1/verify/dry-run', { key: tenant.keys.verify, json: bundle });
     expect(dry.body).toMatchObject({ valid: true, dry_run: true, service_receipt: null });
     expect(await counted()).toBe(0);
-    const real = await svc.call('POST', '/v1/verify?dry_run=false', { key: tenant.keys.verify, json: bundle });
+    // /verify ignores query parameters it does not know, as drs-verify does, repeated or not; the real call is counted once.
+    const real = await svc.call('POST', '/verify?trace=1&trace=2', { key: tenant.keys.verify, json: bundle });
     expect(real.body).toMatchObject({ valid: true, dry_run: false, retry: false });
     expect(await counted()).toBe(1);
   });
@@ -186,7 +189,7 @@ describe('verify: allow', () => {
     }
     expect({ denials: await tableCount(denials), invocations: await tableCount(invocations) }).toEqual(before);
     // The same option is /v1/verify's to take.
-    const known = await svc.call('POST', '/v1/verify?dry_run=true', {
+    const known = await svc.call('POST', '/v1/verify/dry-run', {
       key: tenant.keys.verify,
       json: { ...makeBundle(invoke(), [root, leaf]) },
     });
@@ -302,7 +305,7 @@ describe('verify: deny', () => {
     expect(r.body.context).toMatchObject({ root_type: 'human', consent_record: consent, session_id: 'sess-42' });
     expect(r.body.context).not.toHaveProperty('regulatory');
     // An organisation's root carries none of them, and the context says nothing of them.
-    const org = await svc.call('POST', '/v1/verify?dry_run=true', {
+    const org = await svc.call('POST', '/v1/verify/dry-run', {
       key: tenant.keys.verify,
       json: { ...makeBundle(invoke(), [root, leaf]) },
     });
@@ -458,7 +461,7 @@ describe('verify: dry run and binding', () => {
     const inv = invoke();
     const before = await svc.store.db.select().from(delegations).where(eq(delegations.hash, leaf.hash));
     const invBefore = await tableCount(invocations);
-    const r = await svc.call('POST', '/v1/verify?dry_run=true', { key: tenant.keys.verify, json: { ...makeBundle(inv, [root, leaf]) } });
+    const r = await svc.call('POST', '/v1/verify/dry-run', { key: tenant.keys.verify, json: { ...makeBundle(inv, [root, leaf]) } });
     expect(r.status).toBe(200);
     expect(r.body).toMatchObject({ valid: true, dry_run: true, service_receipt: null });
     expect(r.body.counters[1].calls_used).toBe(before[0]?.callsUsed ?? 0);
@@ -472,7 +475,7 @@ describe('verify: dry run and binding', () => {
   it('body is compared with args under JCS; require_binding makes a mismatch a deny', async () => {
     const inv = invoke();
     const reordered = { write_access: false, pii_access: false, estimated_cost_usd: 0.25, tool: 'web_search' };
-    const m = await svc.call('POST', '/v1/verify?dry_run=true', {
+    const m = await svc.call('POST', '/v1/verify/dry-run', {
       key: tenant.keys.verify,
       json: { ...makeBundle(inv, [root, leaf]), body: reordered },
     });
@@ -489,13 +492,13 @@ describe('verify: dry run and binding', () => {
     const used = invoke();
     expect((await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: makeBundle(used, [root, leaf]) })).status).toBe(200);
     const sameJti = invoke({ ...ARGS, estimated_cost_usd: 0.2 }, { jti: used.payload.jti });
-    const replay = await svc.call('POST', '/v1/verify?dry_run=true', {
+    const replay = await svc.call('POST', '/v1/verify/dry-run', {
       key: tenant.keys.verify,
       json: { ...makeBundle(sameJti, [root, leaf]) },
     });
     expect(replay.body.error.code).toBe('REPLAY_DETECTED');
     // The same invocation by the same key would be answered as a retry: the dry run says so.
-    const retry = await svc.call('POST', '/v1/verify?dry_run=true', {
+    const retry = await svc.call('POST', '/v1/verify/dry-run', {
       key: tenant.keys.verify,
       json: { ...makeBundle(used, [root, leaf]) },
     });

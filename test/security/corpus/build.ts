@@ -196,7 +196,7 @@ const BODY_ROUTES: readonly BodyRoute[] = [
       require_binding: false,
       body: { ...(invConsumed.payload['args'] as object) },
     },
-    idempotent: { path: '/v1/verify?dry_run=true', body: bundle(invFresh('verify-ct'), CHAIN_A) },
+    idempotent: { path: '/v1/verify/dry-run', body: bundle(invFresh('verify-ct'), CHAIN_A) },
     fields: [
       { path: ['bundle_version'], accepts: ['string'], text: 'ident' },
       { path: ['invocation'], accepts: ['string'], text: 'ident' },
@@ -1150,8 +1150,8 @@ const NON_CANONICAL_DIDS: Record<string, string> = {
   v(
     'replayed-invocation-dry-run',
     bundle(invConsumed, CHAIN_A),
-    { expect_status: [403], route: 'POST /v1/verify' },
-    '/v1/verify?dry_run=true',
+    { expect_status: [403], route: 'POST /v1/verify/dry-run' },
+    '/v1/verify/dry-run',
   );
   v(
     'binding-required-mismatch',
@@ -1162,12 +1162,7 @@ const NON_CANONICAL_DIDS: Record<string, string> = {
   // A dry run is the query's to ask for: in the body it may be the agent's (a tool server forwarding its bundle).
   v('dry_run-in-body', { ...bundle(inv('dr-b'), CHAIN_A), dry_run: true }, { expect_status: [400] });
   v('dry_run-string', { ...bundle(inv('dr-s'), CHAIN_A), dry_run: 'true' }, { expect_status: [400] });
-  v(
-    'dry_run-query-not-boolean',
-    bundle(inv('dr-q'), CHAIN_A),
-    { expect_status: [400], route: 'POST /v1/verify' },
-    '/v1/verify?dry_run=yes',
-  );
+  v('dry_run-query', bundle(inv('dr-q'), CHAIN_A), { expect_status: [400], route: 'POST /v1/verify' }, '/v1/verify?dry_run=true');
   v(
     'dry_run-query-on-drs-path',
     bundle(inv('dr-drs'), 'reference'),
