@@ -119,14 +119,13 @@ const BUNDLE_MEMBERS = ['bundle_version', 'invocation', 'receipts'] as const;
 export function bundleFrom(req: VerifyRequest, drsHeader: string | undefined): unknown {
   const inBody = { bundle_version: req.bundle_version, invocation: req.invocation, receipts: req.receipts };
   if (drsHeader === undefined) return inBody;
-  const inHeader = bundleOfHeader(drsHeader);
-  if (BUNDLE_MEMBERS.every((k) => inBody[k] === undefined)) return headerBundleAsBody(inHeader, req.retryAsReplay === true);
+  const inHeader = headerBundleAsBody(bundleOfHeader(drsHeader), req.retryAsReplay === true);
+  if (BUNDLE_MEMBERS.every((k) => inBody[k] === undefined)) return inHeader;
   // Two different ones (or parts of one in the body, the rest in the header) leave a reader to
   // guess which was judged: refused rather than guessed at.
   if (!sameBundle(inBody, inHeader)) {
     throw new BatonError('INVALID_REQUEST', {
-      message:
-        'The body and the X-DRS-Bundle header carry different bundles (or the header holds members a bundle has not); Baton cannot tell which one the call is.',
+      message: 'The body and the X-DRS-Bundle header carry different bundles; Baton cannot tell which one the call is.',
       suggestion: 'Send one bundle: in the body, or in X-DRS-Bundle, or the same one in both.',
     });
   }
@@ -134,14 +133,15 @@ export function bundleFrom(req: VerifyRequest, drsHeader: string | undefined): u
 }
 
 /**
- * A bundle that came in the header alone, held to the rules of a body on the same path, so the two
- * never answer differently: on /v1/verify a member that is not the bundle's is a 400; on /verify
- * (DRS) Baton's options are a 400 and other members are ignored. Either way nothing is stored for
- * them (judged by the verifier instead, they were a stored block-A denial).
+ * The bundle in the header, held to the rules of a body on the same path, whether the body carries
+ * a copy or not: on /v1/verify a member that is not the bundle's is a 400; on /verify (DRS) Baton's
+ * options and `body` are a 400 and other members are ignored. Either way nothing is stored for them
+ * (judged by the verifier instead, they were a stored block-A denial).
  */
 function headerBundleAsBody(inHeader: Record<string, unknown>, drs: boolean): Record<string, unknown> {
   const extra = Object.keys(inHeader).filter((k) => !(BUNDLE_MEMBERS as readonly string[]).includes(k));
-  const refused = drs ? extra.filter((k) => (BATON_ONLY_OPTIONS as readonly string[]).includes(k)) : extra;
+  // `body` too: in the header it is the agent's, and binding would compare the body it chose.
+  const refused = drs ? extra.filter((k) => (BATON_ONLY_OPTIONS as readonly string[]).includes(k) || k === 'body') : extra;
   if (refused.length > 0) {
     throw new BatonError('INVALID_REQUEST', {
       message: `The X-DRS-Bundle header holds ${refused.map((k) => JSON.stringify(k)).join(', ')}, which ${refused.length === 1 ? 'is' : 'are'} not a bundle's: a bundle is {bundle_version, invocation, receipts}${drs ? ", and Baton takes no option from it (it may be the agent's)" : ''}.`,
@@ -154,11 +154,10 @@ function headerBundleAsBody(inHeader: Record<string, unknown>, drs: boolean): Re
   return { bundle_version: inHeader['bundle_version'], invocation: inHeader['invocation'], receipts: inHeader['receipts'] };
 }
 
-/** The same invocation and records, and nothing else in the header (a version one side leaves out is no difference). */
+/** The same invocation and records (a version one side leaves out is no difference). */
 function sameBundle(inBody: Record<(typeof BUNDLE_MEMBERS)[number], unknown>, inHeader: Record<string, unknown>): boolean {
   const same = (k: (typeof BUNDLE_MEMBERS)[number]) => JSON.stringify(inBody[k]) === JSON.stringify(inHeader[k]);
   return (
-    Object.keys(inHeader).every((k) => (BUNDLE_MEMBERS as readonly string[]).includes(k)) &&
     same('invocation') &&
     same('receipts') &&
     (inBody.bundle_version === undefined || inHeader['bundle_version'] === undefined || same('bundle_version'))

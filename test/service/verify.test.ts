@@ -629,9 +629,6 @@ describe('verify: the DRS path', () => {
       // Part of a bundle in the body, the rest in the header: which receipts were judged?
       ['only the records in the body', { receipts, bundle_version }, header(one)],
       ['the same invocation, other records', { ...one, receipts: [] }, header(one)],
-      // What the header would have been refused for alone (an option there is no option) is not
-      // waved through because the body carries a copy.
-      ['members beyond a bundle in the header', one, header({ ...one, dry_run: true, approval_id: 'apr_x' })],
     ];
     for (const path of ['/verify', '/v1/verify']) {
       for (const [what, json, headers] of refused) {
@@ -675,13 +672,35 @@ describe('verify: the DRS path', () => {
       expect(r.body.error.code).toBe('INVALID_REQUEST');
       expect(r.body.error.details.members).toEqual(['dry_run', 'approval_id']);
     }
-    // Another member: 400 on /v1/verify, as in its body; ignored on /verify, as in its body.
+    // ... and is not waved through because the body carries a copy of the bundle.
+    for (const path of ['/verify', '/v1/verify']) {
+      const one = bundle();
+      const r = await svc.call('POST', path, {
+        key: tenant.keys.verify,
+        json: one,
+        headers: { 'x-drs-bundle': encodeBase64url(utf8Encode(JSON.stringify({ ...one, dry_run: true }))) },
+      });
+      expect(r.status, `${path}: ${JSON.stringify(r.body)}`).toBe(400);
+      expect(r.body.error.details.members).toEqual(['dry_run']);
+    }
+    // A body in the header is the agent's: on /verify it would choose what binding compares.
+    const chosen = await viaHeader('/verify', { ...bundle(), body: { tool: 'other' } });
+    expect(chosen.status, JSON.stringify(chosen.body)).toBe(400);
+    // Another member: 400 on /v1/verify, as in its body; ignored on /verify, as in its body, with
+    // or without a copy of the bundle in the body (DRS's VerifyClient sends both).
     const v1 = await viaHeader('/v1/verify', { ...bundle(), include_timestamps: true });
     expect(v1.status, JSON.stringify(v1.body)).toBe(400);
     expect([await used(), await tableCount(denials)]).toEqual([0, deniedBefore]);
     const drs = await viaHeader('/verify', { ...bundle(), include_timestamps: true });
     expect(drs.status, JSON.stringify(drs.body)).toBe(200);
-    expect(await used()).toBe(1);
+    const copy = bundle();
+    const both = await svc.call('POST', '/verify', {
+      key: tenant.keys.verify,
+      json: { ...copy, include_timestamps: true },
+      headers: { 'x-drs-bundle': encodeBase64url(utf8Encode(JSON.stringify({ ...copy, include_timestamps: true }))) },
+    });
+    expect(both.status, JSON.stringify(both.body)).toBe(200);
+    expect(await used()).toBe(2);
   });
 });
 
