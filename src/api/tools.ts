@@ -118,7 +118,7 @@ export const ToolDocument = z
     approvers: z.array(DidKey).openapi({ description: 'DIDs whose signed approvals the tenant accepts.' }),
     webhook_url: z.string().nullable().openapi({
       description:
-        "Where each new pending approval is pushed (best effort); `null` for none. Whole only to the admin key (publish, and the admin read). Tenant keys see its origin alone, with `/…` where a path or query was withheld (`https://hooks.slack.com/…`): a webhook URL is often its own credential, and a tenant key may be one tool server's.",
+        "Where each new pending approval is pushed (best effort); `null` for none. Whole only to the admin key (publish, and the admin read). Tenant keys see that one is set, and its scheme: `https://…`. A webhook URL is often its own credential (in its path, or its host name), and a tenant key may be one tool server's.",
     }),
     cost_calibration: CostCalibration,
     tools: z.array(ToolDeclaration),

@@ -1951,7 +1951,7 @@ export interface components {
       strict: boolean;
       tools: components['schemas']['ToolDeclaration'][];
       version: number;
-      /** @description Where each new pending approval is pushed (best effort); `null` for none. Whole only to the admin key (publish, and the admin read). Tenant keys see its origin alone, with `/…` where a path or query was withheld (`https://hooks.slack.com/…`): a webhook URL is often its own credential, and a tenant key may be one tool server's. */
+      /** @description Where each new pending approval is pushed (best effort); `null` for none. Whole only to the admin key (publish, and the admin read). Tenant keys see that one is set, and its scheme: `https://…`. A webhook URL is often its own credential (in its path, or its host name), and a tenant key may be one tool server's. */
       webhook_url: string | null;
     };
     TreeNode: {

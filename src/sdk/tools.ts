@@ -33,7 +33,7 @@ export interface ToolDocumentView {
   readonly default_decision: RuleDecision;
   readonly rules: readonly ApprovalRule[];
   readonly approvers: readonly string[];
-  /** Where new pending approvals are POSTed, or null; a tenant key sees its origin alone (`https://hooks.slack.com/…`). */
+  /** Where new pending approvals are POSTed, or null; a tenant key sees only that one is set (`https://…`). */
   readonly webhook_url: string | null;
   readonly cost_calibration: { readonly ratio_above: number; readonly min_metered_invocations: number };
   readonly tools: readonly ToolDeclaration[];

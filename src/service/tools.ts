@@ -73,16 +73,16 @@ function documentHash(catalog: Catalog, settings: TenantToolSettings): string {
 
 /**
  * Who reads a document: the admin key, which published it and sees it whole, or a tenant key, which
- * sees the webhook URL's origin alone. A webhook URL is often its own credential (a Slack incoming
- * webhook is the URL), and a tenant key may be one tool server's verify key: with the URL it could
- * post to the approvers' channel, forged "approval pending" messages included.
+ * learns only that a webhook is set, and its scheme. A webhook URL is often its own credential, in
+ * the path (a Slack incoming webhook) or in the host name (a Lambda function URL), and a tenant key
+ * may be one tool server's verify key: with the URL it could post to the approvers' channel, forged
+ * "approval pending" messages included.
  */
 export type ToolDocumentReader = 'admin' | 'tenant';
 
-/** The webhook URL as a tenant key sees it: the origin, and `/…` where a path or query was withheld. */
+/** The webhook URL as a tenant key sees it: `https://…` (or `http://…`). */
 export function webhookUrlForTenantKeys(url: string): string {
-  const u = new URL(url);
-  return u.pathname === '/' && u.search === '' && u.hash === '' ? url : `${u.origin}/…`;
+  return `${new URL(url).protocol}//…`;
 }
 
 export function toolDocumentJson(stored: StoredToolDocument, reader: ToolDocumentReader): ToolDocumentJson {
