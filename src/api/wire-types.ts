@@ -912,7 +912,7 @@ export interface paths {
      *       invocation reusing the `jti`) gets `REPLAY_DETECTED`. A denial never consumes the
      *       `jti`, so a denied invocation sent again is simply decided again.
      *     - **Deadline.** A verify that cannot be decided within the service's deadline
-     *       (`BATON_VERIFY_DEADLINE_MS`, default 5000 ms, from the request's arrival; the time its body takes to arrive does not count) is answered `503 STORAGE_UNAVAILABLE`,
+     *       (`BATON_VERIFY_DEADLINE_MS`, default 5000 ms, from the request's arrival; the time its body takes to arrive does not count, up to the deadline again) is answered `503 STORAGE_UNAVAILABLE`,
      *       and the database refuses to commit it afterwards: nothing is counted. (Only a commit the
      *       database had already begun, e.g. waiting for a stalled synchronous replica, or an answer
      *       lost after the commit leaves a call counted; send it again to learn, and to get its
