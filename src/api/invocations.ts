@@ -99,7 +99,10 @@ export const Denial = z
   .strictObject({
     code: ErrorCode,
     block: orNull(Block),
-    dr_chain: z.array(RecordHash),
+    dr_chain: z.array(RecordHash).openapi({
+      description:
+        "The invocation's `dr_chain`, once its linkage and every signature verified (a refusal in block D or later); empty when refused before that, since it is then only what the request claimed.",
+    }),
     invocation_hash: orNull(RecordHash),
     caller_key_id: z.string(),
     created_at: Timestamp,
@@ -186,7 +189,10 @@ export const DenialListItem = z
   .strictObject({
     decision: z.literal('denied'),
     denial_id: z.int().min(1),
-    jti: z.string().nullable().openapi({ description: 'Null when the invocation was too malformed to read one.' }),
+    jti: z.string().nullable().openapi({
+      description:
+        'Null when the invocation was too malformed to read one, or was refused before its linkage and every signature verified (blocks A-C): its jti was then only what the request claimed, which anyone may write. `invocation_hash` still names the bytes sent.',
+    }),
     ...Denial.shape,
   })
   .openapi('DenialListItem', { description: 'A recorded denial (it consumed nothing).' });

@@ -924,7 +924,7 @@ export interface paths {
      *     - A dry run is `POST /v1/verify/dry-run` (not a body member: the body may be the agent's bundle, so `dry_run` there is refused, `400`).
      *     - `body` is compared with the signed `args` under JCS and reported as `binding`; with `require_binding: true` anything but `match` is a deny (`BINDING_MISMATCH`).
      *     - A malformed bundle is a deny (403, block A), not a 400: only an unreadable request is 400.
-     *     - Denials are recorded for auditors and never consume the jti.
+     *     - Denials are recorded for auditors and never consume the jti. A denial in blocks A-C (before linkage and every signature verified) is recorded without the `jti` and `dr_chain` the invocation claims, which anyone may write: it is listed under no DR and no jti.
      *     - `args.estimated_cost_usd`, when present, must be a finite, non-negative JSON number of US dollars of at most 1,000,000 (the per-invocation maximum); it is required wherever any record of the chain sets `max_cost_usd` or `max_spend_usd`. A missing or unusable estimate there (a string, null, negative, too large) is a deny, `POLICY_VIOLATION` (block D) naming `args.estimated_cost_usd`: a call under a budget is never counted as free.
      *
      *     The bundle may instead come base64url-encoded in the `X-DRS-Bundle` header (DRS transport), or the same bundle in both, as DRS's `VerifyClient` sends it. An empty header is no header. A header that is there must be readable, whatever the body holds; and when the body also carries a bundle member (`invocation`, `receipts`, `bundle_version`), the two must hold the same bundle and the header nothing else (`400` otherwise: Baton does not guess which one the call is). A bundle in the header alone is held to the rules of a body on the same path: a member that is not the bundle's is a `400` here.
@@ -1312,6 +1312,7 @@ export interface components {
       caller_key_id: string;
       code: components['schemas']['ErrorCode'];
       created_at: components['schemas']['Timestamp'];
+      /** @description The invocation's `dr_chain`, once its linkage and every signature verified (a refusal in block D or later); empty when refused before that, since it is then only what the request claimed. */
       dr_chain: components['schemas']['RecordHash'][];
       invocation_hash: components['schemas']['RecordHash'] | null;
       violations: components['schemas']['Violation'][];
@@ -1325,9 +1326,10 @@ export interface components {
       /** @enum {string} */
       decision: 'denied';
       denial_id: number;
+      /** @description The invocation's `dr_chain`, once its linkage and every signature verified (a refusal in block D or later); empty when refused before that, since it is then only what the request claimed. */
       dr_chain: components['schemas']['RecordHash'][];
       invocation_hash: components['schemas']['RecordHash'] | null;
-      /** @description Null when the invocation was too malformed to read one. */
+      /** @description Null when the invocation was too malformed to read one, or was refused before its linkage and every signature verified (blocks A-C): its jti was then only what the request claimed, which anyone may write. `invocation_hash` still names the bytes sent. */
       jti: string | null;
       violations: components['schemas']['Violation'][];
     };

@@ -840,6 +840,20 @@ export function inBlockOrder(violations: readonly Violation[]): Violation[] {
 
 export type ChainDenial = Extract<ChainDecision, { valid: false }>;
 
+/** Codes of a record whose signature could not be checked, or did not verify. */
+const SIGNATURE_CODES: ReadonlySet<string> = new Set<ErrorCode>(['SIGNATURE_INVALID', 'WEAK_KEY', 'INVALID_DID']);
+
+/**
+ * Whether what a denial's invocation claims (its jti, its dr_chain) is its signers' word: true once
+ * it was refused after block B with every signature verified. Refused earlier, they are whatever the
+ * request wrote, and anyone may write any: recorded under them, a forged invocation would be listed
+ * under any DR and any jti it named.
+ */
+export function denialClaimsVerified(d: ChainDenial): boolean {
+  const block = d.error.block;
+  return block !== null && block !== 'A' && block !== 'B' && !d.violations.some((v) => SIGNATURE_CODES.has(v.code));
+}
+
 export function deny(
   violations: readonly Violation[],
   partial: { invocation?: VerifiedInvocation; dr_chain?: readonly RecordHash[] } = {},

@@ -14,6 +14,7 @@
 import type { z } from 'zod';
 import { BATON_ONLY_OPTIONS, type VerifyRequestBody } from '../api/verify.js';
 import {
+  denialClaimsVerified,
   deny,
   verifyChain,
   type ChainContext,
@@ -833,7 +834,12 @@ function denialToRecord(
   gated: ToolGateFacts = {},
 ): DenialToRecord {
   const inv = decision.invocation;
-  const subject = inv?.payload.jti ?? inv?.hash ?? 'unreadable-invocation';
+  // Unverified claims are not recorded as the invocation's: kept, they would list a forged
+  // invocation under any jti and any DR it named (GET /v1/invocations?dr=, /v1/invocations/{jti}).
+  const verified = denialClaimsVerified(decision);
+  const jti = verified ? (inv?.payload.jti ?? null) : null;
+  const drChain = verified ? (decision.dr_chain ?? []) : [];
+  const subject = jti ?? inv?.hash ?? 'unreadable-invocation';
   const serviceReceipt = signServiceReceipt(deps.signer, {
     tenantId,
     kind: 'invocation.denied',
@@ -842,7 +848,7 @@ function denialToRecord(
     data: {
       code: decision.error.code,
       block: decision.error.block,
-      dr_chain: decision.dr_chain ?? [],
+      dr_chain: drChain,
       caller_key_id: auth.keyId,
       catalog_version: gated.catalog_version,
       approval_id: gated.approval?.id,
@@ -851,11 +857,11 @@ function denialToRecord(
   return {
     tenantId,
     callerKeyId: auth.keyId,
-    jti: inv?.payload.jti ?? null,
+    jti,
     invocationHash: inv?.hash ?? null,
     code: decision.error.code,
     block: blockOf(decision.error.code as ErrorCode) ?? null,
-    drChain: decision.dr_chain ?? [],
+    drChain,
     violations: storableJson(decision.violations),
     serviceReceipt: { subject, jws: serviceReceipt.jws, kid: serviceReceipt.kid },
   };
