@@ -101,7 +101,7 @@ export const Denial = z
     block: orNull(Block),
     dr_chain: z.array(RecordHash).openapi({
       description:
-        "The invocation's `dr_chain`, once its linkage and every signature verified (a refusal in block D or later); empty when refused before that, since it is then only what the request claimed.",
+        "The invocation's `dr_chain`, once its linkage, every signature and its root's trust held (a refusal in block D or later); empty when refused before that, since it is then only what the request claimed.",
     }),
     invocation_hash: orNull(RecordHash),
     caller_key_id: z.string(),
@@ -114,7 +114,10 @@ export const InvocationAllowed = z
   .strictObject({
     ...InvocationSummary.shape,
     jws: Jws,
-    denials: z.array(Denial).openapi({ description: 'Later denials of this jti (replay attempts).' }),
+    denials: z.array(Denial).openapi({
+      description:
+        'Later denials recorded under this jti: the same invocation sent again by another key, or another invocation reusing the jti (`invocation_hash` tells which), signed on a chain of this tenant that verified through block C. A denial refused earlier is recorded under no jti.',
+    }),
   })
   .openapi('InvocationAllowed');
 
@@ -191,7 +194,7 @@ export const DenialListItem = z
     denial_id: z.int().min(1),
     jti: z.string().nullable().openapi({
       description:
-        'Null when the invocation was too malformed to read one, or was refused before its linkage and every signature verified (blocks A-C): its jti was then only what the request claimed, which anyone may write. `invocation_hash` still names the bytes sent.',
+        "Null when the invocation was too malformed to read one, or was refused before its linkage, every signature and its root's trust held (blocks A-C): its jti was then only what the request claimed, which anyone may write. `invocation_hash` still names the bytes sent.",
     }),
     ...Denial.shape,
   })

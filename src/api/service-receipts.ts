@@ -19,7 +19,10 @@ export const ServiceReceipt = z
   .strictObject({
     id: z.int().min(1).openapi({ description: 'Paging cursor (`after`).' }),
     kind: ServiceReceiptKind,
-    subject: z.string().openapi({ description: 'What it is about, e.g. a DR hash or an invocation jti.' }),
+    subject: z.string().openapi({
+      description:
+        "What it is about, e.g. a DR hash or an invocation jti (a denial refused before its chain verified names the invocation's hash instead: its jti was only claimed).",
+    }),
     kid: z.string(),
     jws: Jws,
     created_at: Timestamp,

@@ -924,10 +924,10 @@ export interface paths {
      *     - A dry run is `POST /v1/verify/dry-run` (not a body member: the body may be the agent's bundle, so `dry_run` there is refused, `400`).
      *     - `body` is compared with the signed `args` under JCS and reported as `binding`; with `require_binding: true` anything but `match` is a deny (`BINDING_MISMATCH`).
      *     - A malformed bundle is a deny (403, block A), not a 400: only an unreadable request is 400.
-     *     - Denials are recorded for auditors and never consume the jti. A denial in blocks A-C (before linkage and every signature verified) is recorded without the `jti` and `dr_chain` the invocation claims, which anyone may write: it is listed under no DR and no jti.
+     *     - Denials are recorded for auditors and never consume the jti. A denial in blocks A-C (before linkage, every signature and the root's trust held) is recorded without the `jti` and `dr_chain` the invocation claims, which anyone may write: it is listed under no DR and no jti.
      *     - `args.estimated_cost_usd`, when present, must be a finite, non-negative JSON number of US dollars of at most 1,000,000 (the per-invocation maximum); it is required wherever any record of the chain sets `max_cost_usd` or `max_spend_usd`. A missing or unusable estimate there (a string, null, negative, too large) is a deny, `POLICY_VIOLATION` (block D) naming `args.estimated_cost_usd`: a call under a budget is never counted as free.
      *
-     *     The bundle may instead come base64url-encoded in the `X-DRS-Bundle` header (DRS transport), or the same bundle in both, as DRS's `VerifyClient` sends it. An empty header is no header. A header that is there must be readable, whatever the body holds; and when the body also carries a bundle member (`invocation`, `receipts`, `bundle_version`), the two must hold the same bundle and the header nothing else (`400` otherwise: Baton does not guess which one the call is). A bundle in the header alone is held to the rules of a body on the same path: a member that is not the bundle's is a `400` here.
+     *     The bundle may instead come base64url-encoded in the `X-DRS-Bundle` header (DRS transport), or the same bundle in both, as DRS's `VerifyClient` sends it. An empty header is no header. A header that is there must be readable, whatever the body holds; and when the body also carries a bundle member (`invocation`, `receipts`, `bundle_version`), the two must hold the same bundle and the header nothing else (`400` otherwise: Baton does not guess which one the call is). The bundle in the header is held to the rules of a body on the same path, with or without a copy in the body: a member that is not the bundle's is a `400` here.
      */
     post: operations['verify'];
     delete?: never;
@@ -972,7 +972,7 @@ export interface paths {
      * @description The path DRS clients (`VerifyClient`) call. As `POST /v1/verify` in request, responses and effects, with three differences, all because DRS clients read only `valid`:
      *
      *     - An invocation already allowed, sent again by the same API key, is refused `REPLAY_DETECTED` here rather than answered with its original allow (`retry: true`): a DRS client would run the tool again.
-     *     - Baton's options (`dry_run`, `require_binding`, `approval_id`) are refused (400), in the body and in the query. DRS clients send the agent's bundle as the body, members and all, so an option there may be the agent's: `dry_run: true` answered `valid: true` with nothing counted. Members and query parameters Baton does not know are ignored, in the body and in a bundle that comes in `X-DRS-Bundle` alone.
+     *     - Baton's options (`dry_run`, `require_binding`, `approval_id`) are refused (400), in the body and in the query. DRS clients send the agent's bundle as the body, members and all, so an option there may be the agent's: `dry_run: true` answered `valid: true` with nothing counted. Members and query parameters Baton does not know are ignored, in the body and in the bundle in `X-DRS-Bundle`, where a `body` is refused (`400`): there it would be the agent's.
      *     - A `body` that is not the signed `args` is a deny (`BINDING_MISMATCH`), as `require_binding` makes it on `/v1/verify`: a DRS client that reads only `valid` would run that body. With no `body` nothing is compared (`binding: absent`; DRS's MCP middleware sends none), and a `match` is only as good as whoever put `body` there: the agent's bundle may carry one.
      *
      *     DRS clients typically send the bundle in `X-DRS-Bundle` and the tool's request body as `body`.
@@ -1312,7 +1312,7 @@ export interface components {
       caller_key_id: string;
       code: components['schemas']['ErrorCode'];
       created_at: components['schemas']['Timestamp'];
-      /** @description The invocation's `dr_chain`, once its linkage and every signature verified (a refusal in block D or later); empty when refused before that, since it is then only what the request claimed. */
+      /** @description The invocation's `dr_chain`, once its linkage, every signature and its root's trust held (a refusal in block D or later); empty when refused before that, since it is then only what the request claimed. */
       dr_chain: components['schemas']['RecordHash'][];
       invocation_hash: components['schemas']['RecordHash'] | null;
       violations: components['schemas']['Violation'][];
@@ -1326,10 +1326,10 @@ export interface components {
       /** @enum {string} */
       decision: 'denied';
       denial_id: number;
-      /** @description The invocation's `dr_chain`, once its linkage and every signature verified (a refusal in block D or later); empty when refused before that, since it is then only what the request claimed. */
+      /** @description The invocation's `dr_chain`, once its linkage, every signature and its root's trust held (a refusal in block D or later); empty when refused before that, since it is then only what the request claimed. */
       dr_chain: components['schemas']['RecordHash'][];
       invocation_hash: components['schemas']['RecordHash'] | null;
-      /** @description Null when the invocation was too malformed to read one, or was refused before its linkage and every signature verified (blocks A-C): its jti was then only what the request claimed, which anyone may write. `invocation_hash` still names the bytes sent. */
+      /** @description Null when the invocation was too malformed to read one, or was refused before its linkage, every signature and its root's trust held (blocks A-C): its jti was then only what the request claimed, which anyone may write. `invocation_hash` still names the bytes sent. */
       jti: string | null;
       violations: components['schemas']['Violation'][];
     };
@@ -1522,7 +1522,7 @@ export interface components {
       /** @enum {string} */
       decision: 'allowed';
       declared_usd: components['schemas']['Usd'] & unknown;
-      /** @description Later denials of this jti (replay attempts). */
+      /** @description Later denials recorded under this jti: the same invocation sent again by another key, or another invocation reusing the jti (`invocation_hash` tells which), signed on a chain of this tenant that verified through block C. A denial refused earlier is recorded under no jti. */
       denials: components['schemas']['Denial'][];
       dr_chain: components['schemas']['RecordHash'][];
       hash: components['schemas']['RecordHash'];
@@ -1804,7 +1804,7 @@ export interface components {
       jws: components['schemas']['Jws'];
       kid: string;
       kind: components['schemas']['ServiceReceiptKind'];
-      /** @description What it is about, e.g. a DR hash or an invocation jti. */
+      /** @description What it is about, e.g. a DR hash or an invocation jti (a denial refused before its chain verified names the invocation's hash instead: its jti was only claimed). */
       subject: string;
     };
     /** @enum {string} */
@@ -5721,7 +5721,7 @@ export interface operations {
           'application/json': components['schemas']['VerifyAllow'];
         };
       };
-      /** @description The body is not strict JSON, `require_binding` is not a boolean, a member is not one of those listed (`dry_run` among them: a dry run is `POST /v1/verify/dry-run`), the URL has a query (this path takes none), a bundle in `X-DRS-Bundle` alone holds a member that is not a bundle's, `X-DRS-Bundle` is not base64url bundle JSON, or the body and `X-DRS-Bundle` carry different bundles (`INVALID_REQUEST`). */
+      /** @description The body is not strict JSON, `require_binding` is not a boolean, a member is not one of those listed (`dry_run` among them: a dry run is `POST /v1/verify/dry-run`), the URL has a query (this path takes none), a bundle in `X-DRS-Bundle` (with or without a copy in the body) holds a member that is not a bundle's, `X-DRS-Bundle` is not base64url bundle JSON, or the body and `X-DRS-Bundle` carry different bundles (`INVALID_REQUEST`). */
       400: {
         headers: {
           [name: string]: unknown;
@@ -5812,7 +5812,7 @@ export interface operations {
           'application/json': components['schemas']['VerifyAllow'];
         };
       };
-      /** @description The body is not strict JSON, `require_binding` is not a boolean, a member is not one of those listed (`dry_run` among them), the URL has a query (this path takes none), a bundle in `X-DRS-Bundle` alone holds a member that is not a bundle's, `X-DRS-Bundle` is not base64url bundle JSON, or the body and `X-DRS-Bundle` carry different bundles (`INVALID_REQUEST`). */
+      /** @description The body is not strict JSON, `require_binding` is not a boolean, a member is not one of those listed (`dry_run` among them), the URL has a query (this path takes none), a bundle in `X-DRS-Bundle` (with or without a copy in the body) holds a member that is not a bundle's, `X-DRS-Bundle` is not base64url bundle JSON, or the body and `X-DRS-Bundle` carry different bundles (`INVALID_REQUEST`). */
       400: {
         headers: {
           [name: string]: unknown;
@@ -5903,7 +5903,7 @@ export interface operations {
           'application/json': components['schemas']['VerifyAllow'];
         };
       };
-      /** @description The body is not strict JSON, the body, the query or a bundle in `X-DRS-Bundle` alone carries one of `/v1/verify`'s options (`dry_run`, `require_binding`, `approval_id`) or, in the header, a `body`, `X-DRS-Bundle` is not base64url bundle JSON, or the body and `X-DRS-Bundle` carry different bundles (`INVALID_REQUEST`). */
+      /** @description The body is not strict JSON, the body, the query or a bundle in `X-DRS-Bundle` (with or without a copy in the body) carries one of `/v1/verify`'s options (`dry_run`, `require_binding`, `approval_id`) or, in the header, a `body`, `X-DRS-Bundle` is not base64url bundle JSON, or the body and `X-DRS-Bundle` carry different bundles (`INVALID_REQUEST`). */
       400: {
         headers: {
           [name: string]: unknown;

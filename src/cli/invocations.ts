@@ -58,7 +58,8 @@ function line(d: DecisionPage['invocations'][number]): string {
     return `${d.created_at}  ALLOWED  ${d.tool ?? '-'}  ${d.jti}  leaf ${shortHash(d.leaf)}`;
   }
   const leaf = d.dr_chain.at(-1);
-  return `${d.created_at}  DENIED   ${d.code}  ${d.jti ?? '(no jti)'}${leaf ? `  leaf ${shortHash(leaf)}` : ''}`;
+  // No jti: the invocation was unreadable, or its chain did not verify (its jti was only claimed).
+  return `${d.created_at}  DENIED   ${d.code}  ${d.jti ?? `(no jti; invocation ${d.invocation_hash ? shortHash(d.invocation_hash) : 'unreadable'})`}${leaf ? `  leaf ${shortHash(leaf)}` : ''}`;
 }
 
 export async function runInvocations(argv: string[], io: CliIo): Promise<number> {

@@ -840,18 +840,16 @@ export function inBlockOrder(violations: readonly Violation[]): Violation[] {
 
 export type ChainDenial = Extract<ChainDecision, { valid: false }>;
 
-/** Codes of a record whose signature could not be checked, or did not verify. */
-const SIGNATURE_CODES: ReadonlySet<string> = new Set<ErrorCode>(['SIGNATURE_INVALID', 'WEAK_KEY', 'INVALID_DID']);
-
 /**
- * Whether what a denial's invocation claims (its jti, its dr_chain) is its signers' word: true once
- * it was refused after block B with every signature verified. Refused earlier, they are whatever the
- * request wrote, and anyone may write any: recorded under them, a forged invocation would be listed
- * under any DR and any jti it named.
+ * Whether what the invocation of a denial verifyChain returned claims (its jti, its dr_chain) is
+ * its signers' word: true when it was refused in block D or later. verifyChain gathers every
+ * violation of blocks B-F in one list, in block order, so such a refusal means linkage, every
+ * signature and the root's trust all held. Refused earlier, they are whatever the request wrote,
+ * and anyone may write any (under a root of their own, every signature verifies): recorded under
+ * them, a forged invocation would be listed under any jti it named.
  */
 export function denialClaimsVerified(d: ChainDenial): boolean {
-  const block = d.error.block;
-  return block !== null && block !== 'A' && block !== 'B' && !d.violations.some((v) => SIGNATURE_CODES.has(v.code));
+  return d.error.block !== null && BLOCK_ORDER.indexOf(d.error.block) >= BLOCK_ORDER.indexOf('D');
 }
 
 export function deny(

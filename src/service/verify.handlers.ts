@@ -275,7 +275,11 @@ export async function verifyInvocation(
     ...(req.body !== undefined ? { body: req.body } : {}),
     ...(req.require_binding ? { requireBinding: true } : {}),
   });
-  if (!decision.valid) return refuse(deps, auth, tenantId, decision, dryRun, deadline, started);
+  if (!decision.valid) {
+    // The one refusal whose invocation may be anyone's words: the chain was not verified through.
+    const claims = denialClaimsVerified(decision) ? 'verified' : 'unverified';
+    return refuse(deps, auth, tenantId, decision, dryRun, deadline, started, {}, claims);
+  }
 
   const inv = decision.invocation.payload;
   if (auth.toolServer !== null && inv.tool_server !== auth.toolServer) {
@@ -562,17 +566,22 @@ function logDecision(
   auth: AuthContext,
   tenantId: string,
   decision: ChainDecision,
-  d: { dryRun: boolean; codes: readonly string[]; serviceReceiptId: number | null; started: number },
+  d: { dryRun: boolean; codes: readonly string[]; serviceReceiptId: number | null; started: number; claims?: Claims },
 ): void {
   const inv = decision.invocation?.payload;
   const tool = inv?.args['tool'];
+  const drChain = (decision.valid ? decision.context.dr_chain : decision.dr_chain) ?? inv?.dr_chain ?? [];
+  // An unverified invocation's jti and chain are logged as its claims, not as its own (see Claims).
+  const said =
+    d.claims === 'unverified'
+      ? { jti: null, dr_chain: [], claimed_jti: inv?.jti ?? null, claimed_dr_chain: drChain }
+      : { jti: inv?.jti ?? null, dr_chain: drChain };
   deps.log.info('verify decision', {
     tenant_id: tenantId,
     key_id: auth.keyId,
     invoker: inv?.iss ?? null,
     tool: typeof tool === 'string' ? tool : null,
-    jti: inv?.jti ?? null,
-    dr_chain: (decision.valid ? decision.context.dr_chain : decision.dr_chain) ?? inv?.dr_chain ?? [],
+    ...said,
     outcome: decision.valid ? 'allow' : 'deny',
     codes: d.codes,
     dry_run: d.dryRun,
@@ -793,15 +802,23 @@ async function refuse(
   deadline: Date,
   started: number,
   gated: ToolGateFacts = {},
+  claims: Claims = 'verified',
 ): Promise<VerifyResponse> {
   let serviceReceiptId: number | null = null;
   if (!dryRun) {
-    const recorded = await recordDenial(deps.store.query, denialToRecord(deps, auth, tenantId, decision, gated), deadline);
+    const recorded = await recordDenial(deps.store.query, denialToRecord(deps, auth, tenantId, decision, gated, claims), deadline);
     if (recorded === null) throw keyRevoked(deps, auth);
     serviceReceiptId = recorded;
   }
-  return refused(deps, auth, tenantId, decision, { dryRun, serviceReceiptId, started }, gated);
+  return refused(deps, auth, tenantId, decision, { dryRun, serviceReceiptId, started, claims }, gated);
 }
+
+/**
+ * Whether a denial's invocation claims (jti, dr_chain) are its signers' word: 'unverified' only for
+ * a chain refused before block D (see denialClaimsVerified). Every denial made after the chain
+ * verified is 'verified', whatever its code's block (the statement's BUNDLE_INCOMPLETE, say).
+ */
+type Claims = 'verified' | 'unverified';
 
 /** Tool gate facts of a decision: the catalog version decided with (recorded in the service receipt), the approval asked for. */
 interface ToolGateFacts {
@@ -815,7 +832,7 @@ function refused(
   auth: AuthContext,
   tenantId: string,
   decision: Extract<ChainDecision, { valid: false }>,
-  d: { dryRun: boolean; serviceReceiptId: number | null; started: number },
+  d: { dryRun: boolean; serviceReceiptId: number | null; started: number; claims?: Claims },
   gated: ToolGateFacts = {},
 ): VerifyResponse {
   metrics.observeDecision('deny', decision.error.code);
@@ -832,11 +849,12 @@ function denialToRecord(
   tenantId: string,
   decision: Extract<ChainDecision, { valid: false }>,
   gated: ToolGateFacts = {},
+  claims: Claims = 'verified',
 ): DenialToRecord {
   const inv = decision.invocation;
   // Unverified claims are not recorded as the invocation's: kept, they would list a forged
   // invocation under any jti and any DR it named (GET /v1/invocations?dr=, /v1/invocations/{jti}).
-  const verified = denialClaimsVerified(decision);
+  const verified = claims === 'verified';
   const jti = verified ? (inv?.payload.jti ?? null) : null;
   const drChain = verified ? (decision.dr_chain ?? []) : [];
   const subject = jti ?? inv?.hash ?? 'unreadable-invocation';

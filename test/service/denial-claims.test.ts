@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKeyPair } from '../../src/sdk/keys.js';
-import { createInvocation, type SignedDelegation } from '../../src/sdk/records.js';
+import { createInvocation, createRootDelegation, type SignedDelegation } from '../../src/sdk/records.js';
 import { T0, TOOL_SERVER } from '../support/fixtures.js';
 import { setupTenant, startTestService, storeTwoLeaves, verifyInvocation, type TestService, type TestTenant } from '../support/service.js';
 
@@ -55,13 +55,20 @@ describe('what a denial records of its invocation', () => {
       json: { bundle_version: '4.0', invocation: tampered, receipts: [] },
     });
     expect(badSignature.body.error.code).toBe('SIGNATURE_INVALID');
+    // A chain of the stranger's own, every signature and link valid, under a root nobody trusts here
+    // (block C): its jti is still only the stranger's word.
+    const ownRoot = generateKeyPair(),
+      holder = generateKeyPair();
+    const theirs = createRootDelegation({ issuer: ownRoot, audience: holder.did, policy: {}, iat: T0, nbf: T0 - 100, exp: T0 + 3600 });
+    const untrusted = await verifyInvocation(svc, tenant.keys.verify, [theirs], holder, {}, honest.jti);
+    expect(untrusted.res.body.error.code).toBe('UNTRUSTED_ROOT');
     // The holder's own call of a tool the chain does not allow (block D): its claims are verified.
     const policy = await verifyInvocation(svc, tenant.keys.verify, [root, leafA], B, { tool: 'delete_everything' });
     expect(policy.res.body.error.code).toBe('POLICY_VIOLATION');
 
     const denied = (await svc.call('GET', '/v1/invocations?outcome=denied', { key: tenant.keys.audit })).body.invocations as Denied[];
     const byCode = new Map(denied.map((d) => [d.code, d]));
-    for (const code of ['ISSUER_AUDIENCE_GAP', 'SIGNATURE_INVALID']) {
+    for (const code of ['ISSUER_AUDIENCE_GAP', 'SIGNATURE_INVALID', 'UNTRUSTED_ROOT']) {
       expect(byCode.get(code), code).toMatchObject({ jti: null, dr_chain: [] });
       expect(byCode.get(code)?.invocation_hash, code).toMatch(/^sha256:/);
     }

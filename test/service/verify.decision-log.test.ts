@@ -82,5 +82,23 @@ describe('decision log', () => {
     expect(events[2]!['service_receipt_id']).toBe(Number(deniedReceipt!['id']));
     expect(events[3]).toMatchObject({ ...common, outcome: 'allow', codes: ['ALLOWED'], dry_run: true, service_receipt_id: null });
     for (const e of events) expect(typeof e['ms']).toBe('number');
+
+    // A stranger's invocation under the holder's jti and chain (block B): logged as its claims, not as that jti's.
+    const stranger = createInvocation({
+      chain: [root, leaf],
+      invoker: generateKeyPair(),
+      args: { tool: 'web_search', pii_access: false, write_access: false },
+      toolServer: 'mcp://t',
+      iat: T0,
+      jti: allowed.payload.jti,
+    });
+    expect((await verify(makeBundle(stranger, [root, leaf]))).body.error.code).toBe('ISSUER_AUDIENCE_GAP');
+    expect(decisions()[4]).toMatchObject({
+      outcome: 'deny',
+      jti: null,
+      dr_chain: [],
+      claimed_jti: allowed.payload.jti,
+      claimed_dr_chain: [root.hash, leaf.hash],
+    });
   });
 });
