@@ -4,23 +4,15 @@
  * keeps other local users out.
  */
 import { randomBytes } from 'node:crypto';
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, chownSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/service/log.js';
 import { restrictDataFolder, startServer } from '../src/server.js';
+import { scratchFolders } from './support/scratch.js';
 
-const roots: string[] = [];
-afterAll(() => {
-  for (const r of roots) rmSync(r, { recursive: true, force: true });
-});
-const scratch = () => {
-  const r = mkdtempSync(join(tmpdir(), 'baton-server-'));
-  roots.push(r);
-  return r;
-};
+const scratch = scratchFolders('baton-server-');
 const modeOf = (path: string) => (statSync(path).mode & 0o777).toString(8);
 
 /** A logger that keeps what it logs, as the JSON lines the service writes. */

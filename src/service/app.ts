@@ -198,6 +198,6 @@ export function generatedApiDocument(): OpenApiDocument {
 const MAX_LOGGED_PATH = 1024;
 
 /** The path as the request log shows it: whole up to MAX_LOGGED_PATH characters, cut and marked past it. */
-export function pathForLog(path: string): string {
+function pathForLog(path: string): string {
   return path.length <= MAX_LOGGED_PATH ? path : `${path.slice(0, MAX_LOGGED_PATH)}… (${path.length} characters)`;
 }

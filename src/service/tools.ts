@@ -81,7 +81,7 @@ function documentHash(catalog: Catalog, settings: TenantToolSettings): string {
 export type ToolDocumentReader = 'admin' | 'tenant';
 
 /** The webhook URL as a tenant key sees it: `https://…` (or `http://…`). */
-export function webhookUrlForTenantKeys(url: string): string {
+function webhookUrlForTenantKeys(url: string): string {
   return `${new URL(url).protocol}//…`;
 }
 

@@ -4,11 +4,11 @@
  * over a lease later). Real threads cannot be made to fail on cue, so `node:worker_threads` is
  * replaced here by one whose Worker fails as each test says, or is the real one.
  */
-import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type * as WorkerThreads from 'node:worker_threads';
-import { afterAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
+import { scratchFolders } from '../support/scratch.js';
 
 const thread = vi.hoisted(() => ({ fails: 'no' as 'no' | 'at-start' | 'later' | 'later-after-release' }));
 
@@ -36,15 +36,7 @@ vi.mock('node:worker_threads', async (importActual) => {
 
 const { DATA_FOLDER_LOCK, lockDataFolder } = await import('../../src/store/data-folder-lock.js');
 
-const dirs: string[] = [];
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
-const folder = () => {
-  const d = mkdtempSync(join(tmpdir(), 'baton-lock-thread-'));
-  dirs.push(d);
-  return d;
-};
+const folder = scratchFolders('baton-lock-thread-');
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('the data folder lock when its heartbeat thread fails', () => {

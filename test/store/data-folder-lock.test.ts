@@ -3,24 +3,17 @@
  * data folder is refused while the first holds it, and a lock left by a
  * process that is gone is taken over.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { hostname, tmpdir } from 'node:os';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { DATA_FOLDER_LOCK, lockDataFolder } from '../../src/store/data-folder-lock.js';
 import { openStore } from '../../src/store/db.js';
 import { freshPglite } from '../setup/db.js';
+import { scratchFolders } from '../support/scratch.js';
 
-const dirs: string[] = [];
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
-const folder = () => {
-  const d = mkdtempSync(join(tmpdir(), 'baton-lock-'));
-  dirs.push(d);
-  return d;
-};
+const folder = scratchFolders('baton-lock-');
 
 /** The pid of a process that has exited. */
 function deadPid(): number {
