@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { serve, type ServerType } from '@hono/node-server';
 import { ConfigError, decodeMasterKey, DEFAULT_TLOG_NAME, loadConfig, type Config } from './config.js';
 import { createApp } from './service/app.js';
+import { answerUnreadRequest } from './service/http.js';
 import { ensureAdminKey } from './service/auth.js';
 import { withdrawBootstrapAdminKey } from './store/api-keys.js';
 import { createServiceDeps } from './service/deps.js';
@@ -183,6 +184,8 @@ export async function startServer(
       // A port in use (or not ours to bind) is a start that failed, said plainly, not a crash.
       const refused = (e: NodeJS.ErrnoException) => reject(listenError(e, config));
       s.once('error', refused);
+      // What Node's parser refuses is answered in Baton's envelope too, not as a bare status line.
+      s.on('clientError', answerUnreadRequest);
       // Not a createServer option on Node 20; read per connection, so set before the first one.
       (s as Server).keepAliveTimeout = config.http.keepAliveTimeoutMs;
     });

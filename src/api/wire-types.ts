@@ -1403,6 +1403,8 @@ export interface components {
       | 'CONFLICT'
       | 'SELF_APPROVAL'
       | 'PAYLOAD_TOO_LARGE'
+      | 'HEADERS_TOO_LARGE'
+      | 'REQUEST_TIMEOUT'
       | 'UNPROCESSABLE'
       | 'RATE_LIMITED'
       | 'STORAGE_UNAVAILABLE'

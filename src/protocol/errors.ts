@@ -281,6 +281,16 @@ const SERVICE_ERRORS = {
     suggestion:
       'Send a smaller body (the limit is BATON_MAX_BODY_BYTES, 256 KiB by default). A verify can send its stored chain by reference (empty receipts), and many records can be submitted in several requests.',
   },
+  HEADERS_TOO_LARGE: {
+    message: 'The request headers are larger than Baton accepts (64 KiB in all).',
+    suggestion:
+      'Send smaller headers. A bundle too large for X-DRS-Bundle goes in the body, and a verify can send its stored chain by reference (empty receipts).',
+  },
+  REQUEST_TIMEOUT: {
+    message: 'The request did not arrive in full within the time Baton waits for one.',
+    suggestion:
+      'Send each request whole and at once: its headers within BATON_HEADERS_TIMEOUT_MS (66 s by default) and all of it within BATON_REQUEST_TIMEOUT_MS (120 s). Nothing was read, so nothing was done; send it again.',
+  },
   UNPROCESSABLE: {
     message: 'The request is well-formed but Baton refuses it.',
     suggestion: 'Read details.violations for every unmet condition.',

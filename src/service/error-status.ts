@@ -23,7 +23,7 @@ import {
 /** Codes the service never answers with: the SDK client's and the MCP middleware's own. */
 export const NOT_HTTP = 'not-http';
 
-type HttpStatus = 400 | 401 | 403 | 404 | 405 | 409 | 413 | 422 | 429 | 500 | 503;
+type HttpStatus = 400 | 401 | 403 | 404 | 405 | 408 | 409 | 413 | 422 | 429 | 431 | 500 | 503;
 
 /** Every code, with the status the service answers it with, or NOT_HTTP. The type makes the map complete. */
 export const ERROR_STATUS: { readonly [C in AnyErrorCode]: C extends ClientErrorCode | McpErrorCode ? typeof NOT_HTTP : HttpStatus } = {
@@ -81,6 +81,8 @@ export const ERROR_STATUS: { readonly [C in AnyErrorCode]: C extends ClientError
   CONFLICT: 409,
   SELF_APPROVAL: 403,
   PAYLOAD_TOO_LARGE: 413,
+  HEADERS_TOO_LARGE: 431,
+  REQUEST_TIMEOUT: 408,
   UNPROCESSABLE: 422,
   RATE_LIMITED: 429,
   STORAGE_UNAVAILABLE: 503,

@@ -2,6 +2,8 @@
  * The one place errors become HTTP. Every refusal leaves in the same
  * envelope: {error:{code, message, suggestion, details?}, request_id}.
  */
+import { randomUUID } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
 import type { Context } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import { BatonError, ERROR_TABLE, errorBody, type ErrorEnvelope } from '../protocol/errors.js';
@@ -37,4 +39,46 @@ export function handleError(err: unknown, c: Context<AppEnv>, log: Logger): Resp
     });
   }
   return c.json(errorEnvelope(e, requestId), status);
+}
+
+/** What Node's HTTP parser reports of a request it could not read, and the socket it came on. */
+interface UnreadRequestSocket {
+  readonly writable: boolean;
+  /** The answer in progress on this connection, if any (Node's own field, read as its default handler reads it). */
+  readonly _httpMessage?: { readonly headersSent: boolean } | null;
+  end(data: string): unknown;
+  destroy(): unknown;
+}
+
+/**
+ * Node refuses some requests before Baton sees them: a request line or header it cannot parse, headers
+ * past the limit, a request not in within the timeouts. Its own answer is a bare status line; this one
+ * is Baton's envelope with a stable code, at the status Node would have chosen, and closes the
+ * connection as Node's does (what follows on it cannot be framed). Nothing was read, so nothing is done.
+ */
+export function answerUnreadRequest(err: Error & { code?: string }, socket: UnreadRequestSocket): void {
+  // The client left, or an answer already began on this connection: anything written now would corrupt it.
+  if (err.code === 'ECONNRESET' || err.code === 'EPIPE' || !socket.writable || socket._httpMessage?.headersSent === true) {
+    socket.destroy();
+    return;
+  }
+  const e =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? new BatonError('HEADERS_TOO_LARGE')
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? new BatonError('REQUEST_TIMEOUT')
+        : err.code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW'
+          ? new BatonError('PAYLOAD_TOO_LARGE', { message: 'A chunk of the request body carries more extension bytes than Baton reads.' })
+          : new BatonError('INVALID_REQUEST', {
+              message: `The request is not HTTP/1.1 that Baton can read${err.code?.startsWith('HPE_') ? ` (${err.code})` : ''}.`,
+              suggestion:
+                'Send one well-formed HTTP/1.1 request: a request line, headers, and a body framed by Content-Length or chunked encoding (not both).',
+            });
+  const status = httpStatusOf(e);
+  const requestId = randomUUID();
+  const body = JSON.stringify(errorEnvelope(e, requestId));
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\ncontent-type: application/json\r\nx-request-id: ${requestId}\r\n` +
+      `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
 }

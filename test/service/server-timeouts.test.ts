@@ -13,6 +13,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/service/log.js';
 import { MAX_HEADER_BYTES, startServer, type RunningServer } from '../../src/server.js';
+import { answerUnreadRequest } from '../../src/service/http.js';
 import { createDatabase, type FreshDatabase } from '../setup/db.js';
 
 const cleanup: (() => Promise<void>)[] = [];
@@ -167,7 +168,7 @@ describe('HTTP timeouts', () => {
     expect(res.status).toBe(200);
   }, 60_000);
 
-  it('takes request headers up to 64 KiB (a whole chain in X-DRS-Bundle); beyond, Node refuses them (431)', async () => {
+  it('takes request headers up to 64 KiB (a whole chain in X-DRS-Bundle); beyond, a 431 HEADERS_TOO_LARGE in the envelope', async () => {
     const server = await start();
     const within = await open(server.port);
     try {
@@ -185,8 +186,91 @@ describe('HTTP timeouts', () => {
         beyond.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nx-drs-bundle: ${'A'.repeat(MAX_HEADER_BYTES)}\r\n\r\n`);
       });
       expect(answer).toMatch(/^HTTP\/1\.1 431/);
+      expect(envelopeOf(answer)).toMatchObject({ error: { code: 'HEADERS_TOO_LARGE' } });
     } finally {
       beyond.destroy();
     }
+  }, 60_000);
+});
+
+/** Sends `raw` on a fresh connection and resolves with everything the server wrote before it closed. */
+async function exchange(port: number, raw: string): Promise<string> {
+  const socket = await open(port);
+  try {
+    return await new Promise<string>((resolve) => {
+      let got = '';
+      socket.on('data', (c: Buffer) => (got += c.toString('latin1')));
+      socket.once('close', () => resolve(got));
+      socket.write(raw);
+    });
+  } finally {
+    socket.destroy();
+  }
+}
+
+/** The JSON body of a raw answer, checked to be Baton's envelope whose request_id is its X-Request-Id. */
+function envelopeOf(raw: string): { error: { code: string; message: string; suggestion: string }; request_id: string } {
+  const end = raw.indexOf('\r\n\r\n');
+  const head = raw.slice(0, end);
+  expect(head).toMatch(/\r\ncontent-type: application\/json\r\n/i);
+  expect(head).toMatch(/\r\nconnection: close(\r\n|$)/i);
+  const body = raw.slice(end + 4);
+  expect(Number(/\r\ncontent-length: (\d+)/i.exec(head)?.[1])).toBe(Buffer.byteLength(body, 'latin1'));
+  const parsed = JSON.parse(body) as ReturnType<typeof envelopeOf>;
+  expect(/\r\nx-request-id: ([^\r]+)/i.exec(head)?.[1]).toBe(parsed.request_id);
+  expect(parsed.error.suggestion.length).toBeGreaterThan(0);
+  return parsed;
+}
+
+describe('requests Node refuses before Baton reads them', () => {
+  it('are answered in the envelope with a stable code at the status Node chose, and the connection closes', async () => {
+    const server = await start();
+    const garbage = await exchange(server.port, 'NOT HTTP AT ALL\r\n\r\n');
+    expect(garbage).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+    expect(envelopeOf(garbage).error).toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringMatching(/not HTTP\/1\.1/) });
+    // Both framings at once: a request smuggling shape, refused by the parser.
+    const smuggled = await exchange(
+      server.port,
+      'POST /v1/verify HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
+    );
+    expect(smuggled).toMatch(/^HTTP\/1\.1 400 /);
+    expect(envelopeOf(smuggled).error.code).toBe('INVALID_REQUEST');
+    // The server goes on answering.
+    const socket = await open(server.port);
+    try {
+      expect(await get(socket)).toMatch(/^HTTP\/1\.1 200/);
+    } finally {
+      socket.destroy();
+    }
+  }, 60_000);
+
+  it('a request not in within the timeouts is a 408 REQUEST_TIMEOUT; a connection whose answer began gets nothing more', async () => {
+    // Node checks its timeouts every 30 s, so the handler gets Node's own timeout error on a real socket here.
+    const listener = createServer();
+    cleanup.push(() => new Promise((r) => listener.close(() => r())));
+    await new Promise<void>((r) => listener.listen(0, '127.0.0.1', r));
+    const accepted = new Promise<Socket>((resolve) => listener.once('connection', resolve));
+    const client = await open((listener.address() as { port: number }).port);
+    const received = new Promise<string>((resolve) => {
+      let got = '';
+      client.on('data', (c: Buffer) => (got += c.toString('latin1')));
+      client.once('close', () => resolve(got));
+    });
+    answerUnreadRequest(Object.assign(new Error('Request timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }), await accepted);
+    const answer = await received;
+    expect(answer).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
+    expect(envelopeOf(answer).error.code).toBe('REQUEST_TIMEOUT');
+
+    const written: string[] = [];
+    let destroyed = false;
+    const midAnswer = {
+      writable: true,
+      _httpMessage: { headersSent: true },
+      end: (data: string) => written.push(data),
+      destroy: () => (destroyed = true),
+    };
+    answerUnreadRequest(Object.assign(new Error('Parse Error'), { code: 'HPE_INVALID_CHUNK_SIZE' }), midAnswer);
+    expect(written).toEqual([]);
+    expect(destroyed).toBe(true);
   }, 60_000);
 });
