@@ -113,7 +113,7 @@ export const tileRoute = createRoute({
     401: UnauthorizedResponse(),
     403: forbidden,
     500: InternalResponse(
-      'Baton failed unexpectedly, or the service receipts of an entry bundle can no longer be read (`INTERNAL`, `details.missing_indexes` or `details.oversized_indexes`).',
+      'Baton failed unexpectedly, or the service receipts of an entry bundle can no longer be read (`INTERNAL`, `details.missing_indexes` or `details.oversized_indexes`; `details.present_entries` lists `{index, service_receipt_id}` of the entries still there, each readable from `GET /v1/service-receipts`).',
     ),
     503: StorageUnavailableResponse(),
   },

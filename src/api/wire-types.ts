@@ -5458,7 +5458,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description Baton failed unexpectedly, or the service receipts of an entry bundle can no longer be read (`INTERNAL`, `details.missing_indexes` or `details.oversized_indexes`). */
+      /** @description Baton failed unexpectedly, or the service receipts of an entry bundle can no longer be read (`INTERNAL`, `details.missing_indexes` or `details.oversized_indexes`; `details.present_entries` lists `{index, service_receipt_id}` of the entries still there, each readable from `GET /v1/service-receipts`). */
       500: {
         headers: {
           [name: string]: unknown;

@@ -356,6 +356,8 @@ export function checkDecision(d: LoggedDecision, records: DecisionRecords, opts:
 
 export type AuditFinding =
   | { readonly kind: 'missing'; readonly index: number; readonly detail: string }
+  /** Entries of a bundle the service could not serve whose receipts it did not name either: nothing about them is known. */
+  | { readonly kind: 'unchecked'; readonly index: number; readonly detail: string }
   | { readonly kind: 'rewritten'; readonly index: number; readonly detail: string }
   | { readonly kind: 'reordered'; readonly index: number; readonly detail: string }
   | { readonly kind: 'bad-service-receipt'; readonly index: number; readonly detail: string }
@@ -528,6 +530,26 @@ const hex = (h: Uint8Array) => Buffer.from(h).toString('hex');
 function cannotProduce(status: number, body: unknown): boolean {
   const details = (body as { error?: { details?: { missing_indexes?: unknown } } } | null)?.error?.details;
   return status === 404 || Array.isArray(details?.missing_indexes);
+}
+
+/**
+ * The receipts the service names at the indexes of a bundle it cannot serve (details.present_entries):
+ * only whole-number ids at indexes of this bundle, each index once and none it calls missing. Anything
+ * else the service says there is ignored, and those indexes are reported as not checked.
+ */
+function presentEntries(
+  served: unknown,
+  inTile: (i: unknown) => i is number,
+  missing: ReadonlySet<number>,
+): { index: number; id: number }[] {
+  if (!Array.isArray(served)) return [];
+  const out = new Map<number, number>();
+  for (const e of served as { index?: unknown; service_receipt_id?: unknown }[]) {
+    const id = e?.service_receipt_id;
+    if (!inTile(e?.index) || missing.has(e.index) || out.has(e.index) || !Number.isSafeInteger(id) || (id as number) < 1) continue;
+    out.set(e.index, id as number);
+  }
+  return [...out].map(([index, id]) => ({ index, id }));
 }
 
 function servedChain(h: Http, path: string, body: unknown): ServedChain {
@@ -713,48 +735,22 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
     const tile = { level: 0, index, width };
     const hashes = tileHashes(tile, await h.bytes(`/v1/log/${tilePath(tile)}`));
     treeLeaves.push(...hashes);
-    const bundle = await h.bytesOrAnswer(`/v1/log/${entryBundlePath(index, width)}`, cannotProduce);
-    if (!bundle.ok) {
-      const missing = (bundle.body as { error?: { details?: { missing_indexes?: number[] } } })?.error?.details?.missing_indexes;
-      const indexes = missing && missing.length > 0 ? missing : Array.from({ length: width }, (_, i) => first + i);
-      for (const i of indexes)
-        findings.push({
-          kind: 'missing',
-          index: i,
-          detail: `the service cannot produce the service receipt of entry ${i} (HTTP ${bundle.status})`,
-        });
-      o.onProgress?.(first + width, size);
-      continue;
-    }
-    let entries: Uint8Array[] = [];
-    try {
-      entries = parseEntryBundle(bundle.bytes);
-    } catch {
-      /* counted as wrong below */
-    }
-    if (entries.length !== width) {
-      findings.push({ kind: 'missing', index: first, detail: `entry bundle ${index} holds ${entries.length} entries, not ${width}` });
-    }
     const positions = new Map(hashes.map((x, i) => [hex(x), first + i]));
     const decisions: LoggedDecision[] = [];
-    entries.forEach((entry, i) => {
-      const at = first + i;
+    /** The checks of one entry at its index: its leaf, its signature and tenant, and (later) its decision. */
+    const checkEntry = (at: number, entry: Uint8Array) => {
       entriesChecked++;
       const lh = leafHash(entry);
       entryHashes.add(hex(lh));
-      if (!bytesEqual(lh, hashes[i] ?? new Uint8Array(0))) {
+      const logged = hashes[at - first] ?? new Uint8Array(0);
+      if (!bytesEqual(lh, logged)) {
         const elsewhere = positions.get(hex(lh));
         if (elsewhere !== undefined)
           findings.push({ kind: 'reordered', index: at, detail: `entry ${at} is the leaf logged at index ${elsewhere}` });
         else
-          findings.push({
-            kind: 'rewritten',
-            index: at,
-            detail: `entry ${at} does not hash to the logged leaf ${encodeBase64(hashes[i] ?? new Uint8Array(0))}`,
-          });
+          findings.push({ kind: 'rewritten', index: at, detail: `entry ${at} does not hash to the logged leaf ${encodeBase64(logged)}` });
       }
-      const jws = new TextDecoder().decode(entry);
-      const verified = verifyServiceReceipt(jws, keys);
+      const verified = verifyServiceReceipt(decodeText(entry), keys);
       if (!verified.valid)
         findings.push({ kind: 'bad-service-receipt', index: at, detail: `service receipt signature: ${verified.reason}` });
       else if (verified.payload?.['tenant'] !== tenantId)
@@ -767,7 +763,56 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
         const decision = asDecision(at, verified.payload);
         if (decision !== null) decisions.push(decision);
       }
-    });
+    };
+    const bundle = await h.bytesOrAnswer(`/v1/log/${entryBundlePath(index, width)}`, cannotProduce);
+    if (!bundle.ok) {
+      const details = (bundle.body as { error?: { details?: { missing_indexes?: unknown; present_entries?: unknown } } } | null)?.error
+        ?.details;
+      const inTile = (i: unknown): i is number => Number.isSafeInteger(i) && (i as number) >= first && (i as number) < first + width;
+      const missing = Array.isArray(details?.missing_indexes) ? details.missing_indexes.filter(inTile) : [];
+      for (const i of missing.length > 0 ? missing : Array.from({ length: width }, (_, k) => first + k))
+        findings.push({
+          kind: 'missing',
+          index: i,
+          detail: `the service cannot produce the service receipt of entry ${i} (HTTP ${bundle.status})`,
+        });
+      // One entry gone must not hide what the others hold: each one still there is read on its own
+      // (the service names the receipt at each index) and checked at its index as the bundle's would be.
+      const present = presentEntries(details?.present_entries, inTile, new Set(missing));
+      const checked = new Set<number>(missing);
+      await inPool(present, o.concurrency ?? 8, async ({ index: at, id }) => {
+        const page = (await h.json(`/v1/service-receipts?after=${id - 1}&limit=1`)) as {
+          service_receipts?: { id?: unknown; jws?: unknown }[];
+        };
+        const listed = page.service_receipts?.[0];
+        checked.add(at);
+        if (listed?.id !== id || typeof listed.jws !== 'string')
+          findings.push({
+            kind: 'missing',
+            index: at,
+            detail: `the service names service receipt ${id} at entry ${at} but does not list it`,
+          });
+        else checkEntry(at, utf8(listed.jws));
+      });
+      const unchecked = Array.from({ length: width }, (_, k) => first + k).filter((i) => !checked.has(i));
+      if (missing.length > 0 && unchecked.length > 0)
+        findings.push({
+          kind: 'unchecked',
+          index: unchecked[0]!,
+          detail: `${unchecked.length} entries of entry bundle ${index} were not checked (${unchecked.length <= 8 ? unchecked.join(', ') : `${unchecked[0]} to ${unchecked.at(-1)}`}): the service serves no bundle and names no receipt for them`,
+        });
+    } else {
+      let entries: Uint8Array[] = [];
+      try {
+        entries = parseEntryBundle(bundle.bytes);
+      } catch {
+        /* counted as wrong below */
+      }
+      if (entries.length !== width) {
+        findings.push({ kind: 'missing', index: first, detail: `entry bundle ${index} holds ${entries.length} entries, not ${width}` });
+      }
+      entries.forEach((entry, i) => checkEntry(first + i, entry));
+    }
     const served = await inPool(decisions, o.concurrency ?? 8, recordsOf);
     decisions.forEach((d, i) => {
       decisionsChecked++;

@@ -140,7 +140,13 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       if (entries.length !== parsed.width || missing.length > 0 || tooLong.length > 0) {
         throw new BatonError('INTERNAL', {
           message: `Entries of ${path} cannot be served: ${missing.length > 0 ? 'their service receipts are missing from the database' : 'an entry is over 65535 bytes'}.`,
-          details: { missing_indexes: missing, oversized_indexes: tooLong },
+          // Which receipt stands at each index that is still there, so an auditor checks those one by one
+          // (GET /v1/service-receipts) instead of losing the whole bundle's checks to one gone entry.
+          details: {
+            missing_indexes: missing,
+            oversized_indexes: tooLong,
+            present_entries: entries.filter((e) => e.jws !== null).map((e) => ({ index: e.leafIndex, service_receipt_id: e.receiptId })),
+          },
         });
       }
       bytes = formatEntryBundle(entries.map((e) => utf8(e.jws!)));

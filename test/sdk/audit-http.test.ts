@@ -144,5 +144,54 @@ describe('auditLog against a live service: a failed entry bundle', () => {
     });
     expect(report.ok).toBe(false);
     expect(report.findings).toContainEqual(expect.objectContaining({ kind: 'missing', index: 1 }));
+    // Nothing names the receipts at 0 and 2, so the report says they went unchecked rather than pass them.
+    expect(report.findings).toContainEqual(
+      expect.objectContaining({ kind: 'unchecked', index: 0, detail: expect.stringMatching(/^2 entries .* not checked \(0, 2\)/) }),
+    );
+    expect(report.entriesChecked).toBe(0);
+  });
+
+  it('the receipts the service names beside a missing entry are checked at their indexes; what it names wrongly is not taken', async () => {
+    const leaves = (await live.svc.store.query(
+      `select receipt_id::int, leaf_index::int from log_leaves where tenant_id = $1 order by leaf_index`,
+      [live.tenant.id],
+    )) as { receipt_id: number }[];
+    const [at0, at1, at2] = leaves.map((l) => l.receipt_id);
+    const named = (present: unknown[]) =>
+      auditLog({
+        baseUrl: live.baseUrl,
+        apiKey: live.tenant.keys.audit,
+        fetch: entriesAnswer(500, {
+          error: { code: 'INTERNAL', message: 'gone', details: { missing_indexes: [1], present_entries: present } },
+        }),
+      });
+    const honest = await named([
+      { index: 0, service_receipt_id: at0 },
+      { index: 2, service_receipt_id: at2 },
+    ]);
+    expect(honest.findings.map((f) => f.kind)).toEqual(['missing']);
+    expect(honest.entriesChecked).toBe(2);
+    // Two receipts named at each other's index: each entry is another index's leaf.
+    const swapped = await named([
+      { index: 0, service_receipt_id: at2 },
+      { index: 2, service_receipt_id: at0 },
+    ]);
+    expect(swapped.findings.map((f) => [f.kind, 'index' in f ? f.index : null])).toEqual([
+      ['reordered', 0],
+      ['missing', 1],
+      ['reordered', 2],
+    ]);
+    // The missing one named as present, an index outside the bundle, a second name for 0: ignored, so 2 is unchecked.
+    const wrong = await named([
+      { index: 1, service_receipt_id: at1 },
+      { index: 0, service_receipt_id: at0 },
+      { index: 0, service_receipt_id: at2 },
+      { index: 7, service_receipt_id: at2 },
+      { index: 2, service_receipt_id: 'x' },
+    ]);
+    expect(wrong.findings.map((f) => [f.kind, 'index' in f ? f.index : null])).toEqual([
+      ['missing', 1],
+      ['unchecked', 2],
+    ]);
   });
 });

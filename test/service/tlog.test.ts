@@ -452,12 +452,12 @@ describe('auditLog', () => {
     expect(clean.ok).toBe(true);
     expect(progress.at(-1)).toBe(clean.treeSize);
 
-    // Two leaves in different entry bundles (tiles 0 and 1).
+    // Leaves in different entry bundles (tiles 0 and 1), and two more beside the deleted one in tile 0.
     const leaves = await rows<{ receipt_id: string | number; leaf_index: string | number }>(
       svc.store.db,
-      sql`select receipt_id, leaf_index from log_leaves where tenant_id = ${tenant.id} and leaf_index in (10, 300) order by leaf_index`,
+      sql`select receipt_id, leaf_index from log_leaves where tenant_id = ${tenant.id} and leaf_index in (10, 20, 21, 300) order by leaf_index`,
     );
-    const [victim, changed] = leaves.map((l) => ({ id: Number(l.receipt_id), index: Number(l.leaf_index) }));
+    const [victim, swappedA, swappedB, changed] = leaves.map((l) => ({ id: Number(l.receipt_id), index: Number(l.leaf_index) }));
     // A superuser, bypassing the append-only triggers.
     const su = postgres(svc.url, { max: 1, onnotice: () => {} });
     try {
@@ -465,6 +465,9 @@ describe('auditLog', () => {
         await tx`set local session_replication_role = replica`;
         await tx`delete from receipts where id = ${victim!.id}`;
         await tx`update receipts set jws = jws || 'x' where id = ${changed!.id}`;
+        // Two receipts of the same bundle exchanged: found only if the deletion beside them hides nothing.
+        await tx`update receipts r set jws = o.jws from receipts o
+                  where (r.id, o.id) in ((${swappedA!.id}, ${swappedB!.id}), (${swappedB!.id}, ${swappedA!.id}))`;
       });
     } finally {
       await su.end();
@@ -473,10 +476,14 @@ describe('auditLog', () => {
     expect(report.ok).toBe(false);
     expect(report.findings).toContainEqual(expect.objectContaining({ kind: 'missing', index: victim!.index }));
     expect(report.findings).toContainEqual(expect.objectContaining({ kind: 'rewritten', index: changed!.index }));
+    expect(report.findings).toContainEqual(expect.objectContaining({ kind: 'reordered', index: swappedA!.index }));
+    expect(report.findings).toContainEqual(expect.objectContaining({ kind: 'reordered', index: swappedB!.index }));
+    // Every other entry of the damaged bundle was still checked, one by one.
+    expect(report.entriesChecked).toBe(report.treeSize - 1);
     // The listing's copy of the changed receipt is not the logged one either; nothing else is reported.
     expect(report.findings).toContainEqual(expect.objectContaining({ kind: 'not-in-log', serviceReceiptId: changed!.id }));
     expect(new Set(report.findings.map((f) => ('index' in f ? f.index : f.kind)))).toEqual(
-      new Set([victim!.index, changed!.index, 'not-in-log']),
+      new Set([victim!.index, swappedA!.index, swappedB!.index, changed!.index, 'not-in-log']),
     );
   });
 
