@@ -737,7 +737,6 @@ export function explainRefusal(refusal: BatonRefusal): string {
     });
   }
   lines.push('', `What to do: ${r.suggestion}`);
-  lines.push('Nothing in this call is at fault: the tool server could not reach Baton. Its operator can check its Baton address and key.');
   if (r.approval) {
     const until = new Date(r.approval.expires_at * 1000).toISOString();
     lines.push(
