@@ -52,7 +52,6 @@
  * stripped. invokeTool / callToolWithBundle build such calls for agents.
  */
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { RequestOptions as McpRequestOptions } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import { getLiteralValue, getObjectShape, type AnyObjectSchema } from '@modelcontextprotocol/sdk/server/zod-compat.js';
@@ -221,12 +220,27 @@ type AnyHandler = (request: any, extra: any) => unknown;
 type SetRequestHandler = (schema: AnyObjectSchema, handler: AnyHandler) => void;
 
 /**
+ * What withBaton uses of a low-level MCP Server. Named by shape, not by the SDK's classes: a
+ * CommonJS project's McpServer is the SDK's CommonJS build, another class than the ESM one this
+ * package names (private members make the two incompatible to TypeScript), and either must do.
+ */
+export interface McpLowLevelServerLike {
+  setRequestHandler(schema: never, handler: never): unknown;
+  assertCanSetRequestHandler(method: string): void;
+}
+
+/** An McpServer by its shape (see McpLowLevelServerLike): the low-level server it wraps. */
+export interface McpServerLike {
+  readonly server: McpLowLevelServerLike;
+}
+
+/**
  * Puts Baton in front of every tool of `server` (an McpServer, or a low-level
  * Server with its own tools/call handler), whether the tools were registered
  * before or after this call. Returns the same server. Wrapping twice throws:
  * a second gate would verify the same invocation twice (REPLAY_DETECTED).
  */
-export function withBaton<S extends McpServer | Server>(server: S, options: BatonMcpOptions): S {
+export function withBaton<S extends McpServerLike | McpLowLevelServerLike>(server: S, options: BatonMcpOptions): S {
   const low = lowLevelServer(server);
   const tagged = low as unknown as Record<symbol, unknown>;
   if (tagged[GATED]) throw new Error('withBaton: this MCP server is already wrapped; wrap it once.');
@@ -271,7 +285,7 @@ export function batonCall(extra: unknown): BatonCall | undefined {
   return (extra as Record<symbol, BatonCall | undefined>)[CALL];
 }
 
-function lowLevelServer(server: McpServer | Server): Server {
+function lowLevelServer(server: McpServerLike | McpLowLevelServerLike): Server {
   const inner = (server as { server?: unknown }).server;
   if (inner && typeof (inner as Server).setRequestHandler === 'function') return inner as Server;
   if (typeof (server as Server).setRequestHandler === 'function') return server as Server;
@@ -786,13 +800,18 @@ export function attachBundle(params: ToolCallParams, bundle: Bundle, options: At
 
 export type ToolCallResult = Awaited<ReturnType<Client['callTool']>>;
 
+/** What callToolWithBundle and invokeTool use of an MCP Client, by its shape (from either of the SDK's builds). */
+export interface McpClientLike {
+  callTool(params: never, resultSchema?: never, options?: never): Promise<unknown>;
+}
+
 /**
  * Calls `name` with `args` and the bundle attached. Checks first, locally,
  * what the tool server would refuse: the signed args must equal `args` and
  * name the tool (throws a TypeError saying what differs).
  */
 export async function callToolWithBundle(
-  client: Client,
+  client: McpClientLike,
   name: string,
   args: Record<string, unknown>,
   bundle: Bundle,
@@ -809,7 +828,7 @@ export async function callToolWithBundle(
       'callToolWithBundle: args differ from the args the invocation signed; the tool server would refuse BINDING_MISMATCH. Sign a new invocation for these args.',
     );
   }
-  return client.callTool(attachBundle({ name, arguments: args }, bundle, options), undefined, options.requestOptions);
+  return (client as Client).callTool(attachBundle({ name, arguments: args }, bundle, options), undefined, options.requestOptions);
 }
 
 export interface InvokeToolInput {
@@ -831,7 +850,7 @@ export interface InvokeToolInput {
 }
 
 /** Signs a fresh invocation for one tool call and makes it with the bundle attached: one call per tool use. */
-export async function invokeTool(client: Client, input: InvokeToolInput): Promise<ToolCallResult> {
+export async function invokeTool(client: McpClientLike, input: InvokeToolInput): Promise<ToolCallResult> {
   if (input.arguments['tool'] !== undefined && input.arguments['tool'] !== input.name) {
     throw new TypeError(
       `invokeTool: arguments.tool is ${input.arguments['tool'] === undefined ? '(absent)' : shownValue(input.arguments['tool'])} but the tool called is "${input.name}".`,

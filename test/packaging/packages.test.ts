@@ -157,6 +157,41 @@ const gated = withBaton(server, { baton: new BatonClient({ baseUrl: 'http://127.
 console.log(\`mcp ok: \${gated === server ? 'wrapped in place' : 'wrapped'}\`);
 `;
 
+// The same in a CommonJS file of a TypeScript project (a .cts file, as in a project without
+// "type": "module"): its McpServer and Client are the MCP SDK's CommonJS build, other classes than
+// the ESM ones the middleware's types were written against. Both must type-check, and the gate must
+// be installed: a call without a bundle is refused and the tool does not run.
+const MCP_CJS_PROGRAM = `import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { callToolWithBundle, invokeTool, refusalOf, withBaton } from '@baton-drs/mcp';
+import { BatonClient } from '@baton-drs/sdk';
+
+async function main(): Promise<void> {
+  const server = new McpServer({ name: 'search', version: '1.0.0' });
+  withBaton(server, { baton: new BatonClient({ baseUrl: 'http://127.0.0.1:9', apiKey: 'verify-key' }), toolServer: 'mcp://search' });
+  let ran = 0;
+  server.registerTool('search', { description: 'search' }, async () => {
+    ran++;
+    return { content: [{ type: 'text', text: 'ran' }] };
+  });
+  const [serverSide, clientSide] = InMemoryTransport.createLinkedPair();
+  await server.connect(serverSide);
+  const client = new Client({ name: 'agent', version: '1.0.0' });
+  await client.connect(clientSide);
+  // The CommonJS Client is what the agent-side helpers take, too.
+  const helpers: [typeof callToolWithBundle, typeof invokeTool] = [callToolWithBundle, invokeTool];
+  const takesClient: Parameters<(typeof helpers)[1]>[0] = client;
+  const result = await client.callTool({ name: 'search', arguments: { tool: 'search' } });
+  const refusal = refusalOf(result);
+  if (ran !== 0 || refusal?.code !== 'BUNDLE_MISSING' || takesClient !== client) throw new Error('the CommonJS server ran a call Baton never saw');
+  console.log(\`mcp cjs ok: \${refusal.code}, the tool did not run\`);
+  await client.close();
+}
+// A rejection is unhandled, so Node exits 1 with it (the program has no Node types for process).
+void main();
+`;
+
 const SERVER_PROGRAM = `import { ConfigError, createLogger, loadConfig, startServer, type RunningServer } from '@baton-drs/server';
 
 // An embedder starts Baton from code: configuration from an environment of its own, a quiet logger.
@@ -200,6 +235,12 @@ describe('packages', () => {
 
     const strict = await project('mcp-ts', [packed('sdk'), packed('mcp')], true, ['@modelcontextprotocol/sdk']);
     expect(await typeCheckAndRun(strict, MCP_PROGRAM)).toMatch(/^mcp ok/);
+
+    // A CommonJS file of the same project, under the same strict options.
+    writeFileSync(join(strict, 'program.cts'), MCP_CJS_PROGRAM);
+    writeFileSync(join(strict, 'tsconfig.cjs.json'), JSON.stringify({ extends: './tsconfig.json', include: ['program.cts'] }));
+    await ok(process.execPath, [TSC, '-p', 'tsconfig.cjs.json'], strict);
+    expect(await ok(process.execPath, ['out/program.cjs'], strict)).toMatch(/^mcp cjs ok: BUNDLE_MISSING, the tool did not run/);
   }, 600_000);
 
   it('server: the baton CLI runs; the service serves on PGlite and on PostgreSQL, and refuses an unguarded driver', async () => {
