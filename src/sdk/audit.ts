@@ -567,6 +567,12 @@ function servedChain(h: Http, path: string, body: unknown): ServedChain {
   return { receipts, hashes: hashes as string[] };
 }
 
+/**
+ * Seconds within which a service receipt may commit after a later one was logged: its transaction
+ * (a verify's ends within BATON_VERIFY_DEADLINE_MS, 5 s by default) and an integration round.
+ */
+const LATE_COMMIT_SECONDS = 60;
+
 /** Chains fetched once per leaf (most decisions share a few chains); the memo is bounded. */
 const CHAIN_MEMO = 10_000;
 
@@ -843,19 +849,14 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
     // A server that answers an earlier page again would keep this audit reading forever.
     after = followCursorOnce(seenAfter, page.next_after, '/v1/service-receipts');
   }
-  // A service receipt older than some logged one and still outside the log is not merely pending;
-  // nor is one that has waited longer than the integrator ever takes.
+  // A service receipt outside the log is pending while the integrator may not have seen it yet.
+  // Its id is drawn when it is inserted and it is seen when its transaction commits, so one with a
+  // lower id than a logged one may still be on its way for as long as a commit can take; past that
+  // (or past maxPending, for any) it was left out, or the checkpoint is stale.
   const maxPending = o.maxPendingSeconds ?? 600;
+  const lateCommit = Math.min(LATE_COMMIT_SECONDS, maxPending);
   let pendingServiceReceipts = 0;
   for (const r of unlogged) {
-    if (r.id < lastLogged.id) {
-      findings.push({
-        kind: 'not-in-log',
-        serviceReceiptId: r.id,
-        detail: `service receipt ${r.id} is listed by the service but is not in the log`,
-      });
-      continue;
-    }
     const verified = verifyServiceReceipt(r.jws, keys);
     if (!verified.valid) {
       findings.push({
@@ -865,13 +866,22 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
       });
       continue;
     }
-    pendingServiceReceipts++;
-    const iat = verified.payload?.['iat'];
-    if (typeof iat === 'number' && now - iat > maxPending)
+    const signed = verified.payload?.['iat'];
+    const age = typeof signed === 'number' ? now - signed : Infinity;
+    if (r.id < lastLogged.id && age > lateCommit) {
       findings.push({
         kind: 'not-in-log',
         serviceReceiptId: r.id,
-        detail: `service receipt ${r.id} was signed ${now - iat} s ago and is still not in the log (at most ${maxPending} s expected): the log stopped, or this checkpoint is stale`,
+        detail: `service receipt ${r.id} is listed by the service but is not in the log, though service receipt ${lastLogged.id} (a later one) is`,
+      });
+      continue;
+    }
+    pendingServiceReceipts++;
+    if (typeof signed === 'number' && age > maxPending)
+      findings.push({
+        kind: 'not-in-log',
+        serviceReceiptId: r.id,
+        detail: `service receipt ${r.id} was signed ${age} s ago and is still not in the log (at most ${maxPending} s expected): the log stopped, or this checkpoint is stale`,
       });
   }
   findings.sort((a, b) => ('index' in a ? a.index : -1) - ('index' in b ? b.index : -1));

@@ -527,6 +527,38 @@ describe('auditLog', () => {
     expect(rollback && 'finding' in rollback ? rollback.finding.older.checkpoint.size : undefined).toBe(size + 5);
   });
 
+  it('a receipt that commits after a later one was logged is pending, not missing, until a late commit cannot explain it', async () => {
+    const t = await setupTenant(svc, 'late-commit');
+    // Its id is drawn at the insert, its row seen only at the commit: one verify's transaction
+    // still open while another's receipt is committed and logged.
+    let release = () => {};
+    const held = new Promise<void>((r) => (release = r));
+    let inserted = () => {};
+    const insertedFirst = new Promise<void>((r) => (inserted = r));
+    let early: { id: number } | undefined;
+    const open = svc.store.db.transaction(async (tx) => {
+      early = await receipt(t.id, 1, tx as unknown as typeof svc.store.db);
+      inserted();
+      await held;
+    });
+    await insertedFirst;
+    const later = await receipt(t.id, 2);
+    expect(later.id).toBeGreaterThan(early!.id);
+    await integrateOnce(integrator());
+    release();
+    await open;
+    const audit = (now: number) => auditLog({ baseUrl: 'http://baton.test', apiKey: t.keys.audit, fetch: appFetch, now });
+    const fresh = await audit(svc.clock.now);
+    expect(fresh.findings).toEqual([]);
+    expect(fresh.pendingServiceReceipts).toBe(1);
+    // A minute on, still outside while a later one is in: no commit takes that long, so it was left out.
+    const after = await audit(svc.clock.now + 61);
+    expect(after.findings).toEqual([
+      expect.objectContaining({ kind: 'not-in-log', serviceReceiptId: early!.id, detail: expect.stringContaining('is not in the log') }),
+    ]);
+    await integrateOnce(integrator());
+  });
+
   it('counts service receipts after the checkpoint as pending, and reports one left out longer than the log ever takes', async () => {
     const t = await setupTenant(svc, 'stale-log');
     await receipt(t.id, 1);
