@@ -88,7 +88,7 @@ export const tileRoute = createRoute({
   operationId: 'getLogTile',
   summary: 'A hash tile or entry bundle (C2SP tlog-tiles)',
   description:
-    'Full tiles never change and are cached for a year (`immutable`); partial tiles (`.p/<W>`) are replaced as the log grows and are cached for 5 seconds. An entry bundle holds the service receipt JWSs of its leaves, each uint16 length-prefixed.',
+    'A tile never changes at its path, so every one is cached for a year (`immutable`, as C2SP tlog-tiles asks): the path of a partial tile names its width (`.p/<W>`), and as the log grows clients ask for a wider one or the full tile. An entry bundle holds the service receipt JWSs of its leaves, each uint16 length-prefixed.',
   ...scopes,
   request: {
     params: z.object({
@@ -108,7 +108,7 @@ export const tileRoute = createRoute({
       description: 'The tile or entry bundle.',
       content: { 'application/octet-stream': { schema: z.string().openapi({ description: 'Raw bytes.' }) } },
     },
-    400: BadRequestResponse('The path is not a canonical tile path (`MALFORMED_TILE`).'),
+    400: BadRequestResponse('The path is not a canonical tile path (`MALFORMED_TILE`), or a query was given (`INVALID_REQUEST`).'),
     404: NotFoundResponse('The log does not reach this tile yet (`NOT_FOUND`, `details.tree_size`).'),
     401: UnauthorizedResponse(),
     403: forbidden,

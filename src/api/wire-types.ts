@@ -820,7 +820,7 @@ export interface paths {
     };
     /**
      * A hash tile or entry bundle (C2SP tlog-tiles)
-     * @description Full tiles never change and are cached for a year (`immutable`); partial tiles (`.p/<W>`) are replaced as the log grows and are cached for 5 seconds. An entry bundle holds the service receipt JWSs of its leaves, each uint16 length-prefixed.
+     * @description A tile never changes at its path, so every one is cached for a year (`immutable`, as C2SP tlog-tiles asks): the path of a partial tile names its width (`.p/<W>`), and as the log grows clients ask for a wider one or the full tile. An entry bundle holds the service receipt JWSs of its leaves, each uint16 length-prefixed.
      */
     get: operations['getLogTile'];
     put?: never;
@@ -5422,7 +5422,7 @@ export interface operations {
           'application/octet-stream': string;
         };
       };
-      /** @description The path is not a canonical tile path (`MALFORMED_TILE`). */
+      /** @description The path is not a canonical tile path (`MALFORMED_TILE`), or a query was given (`INVALID_REQUEST`). */
       400: {
         headers: {
           [name: string]: unknown;

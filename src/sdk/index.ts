@@ -152,3 +152,8 @@ export { defaultEd25519Backend } from '../protocol/ed25519.js';
 // Transparency log: inclusion and consistency checks offline, and a full replay (baton audit).
 export { auditLog, logPolicy, serviceReceiptLeafHash, verifyCheckpointConsistency, verifyServiceReceiptInclusion } from './audit.js';
 export type { AuditFinding, AuditOptions, AuditReport, ConsistencyFinding, ConsistencyResult, LogTrust, RollbackFinding } from './audit.js';
+// Witnesses: a cosignature/v1 line added to the served checkpoint, signNote(parseNote(note), [cosignatureSigner(name,
+// seed, now)]), posted (POST /v1/log/cosignatures) with formatVerifierKey(verifierKey(name, COSIGNATURE_V1, publicKey)).
+export { COSIGNATURE_V1, formatVerifierKey, parseNote, parseVerifierKey, signNote, verifierKey } from '../protocol/note.js';
+export type { Note, NoteSigner, VerifierKey } from '../protocol/note.js';
+export { cosignatureSigner } from '../protocol/cosignature.js';

@@ -28,6 +28,7 @@ import {
   consistencyHashes,
   fixedNameRefusal,
   inclusionBundle,
+  logNameOf,
   logOrigin,
   logVerifierKeys,
   readTile,
@@ -38,7 +39,7 @@ import { parseJsonBody } from './validate.js';
 import { publishedServiceKeys } from './signer.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
-/** Full tiles never change; partial ones are replaced as the log grows. */
+/** A tile or entry bundle at its path never changes (a partial one's `.p/<W>` path names its width). */
 const IMMUTABLE = 'private, max-age=31536000, immutable';
 const SHORT = 'private, max-age=5';
 /** Witness cosignatures served with one checkpoint at most (a note holds at most 100 signature lines). */
@@ -124,13 +125,18 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   app.get(TILE_ROUTING_PATH, audit, async (c) => {
     const tenantId = tenant(c);
     const path = `tile/${c.req.param('path')}`;
+    // As the routes declared with a strict query: a parameter this route does not read is refused.
+    if (c.req.url.includes('?'))
+      throw new BatonError('INVALID_REQUEST', {
+        message: 'A tile path takes no query parameters.',
+        suggestion: 'Ask for the tile by its path alone, e.g. /v1/log/tile/0/000.p/17.',
+      });
     const parsed = parseTilePath(path);
     const size = (await latest(tenantId))!.size;
     const level = parsed.kind === 'entries' ? 0 : parsed.level;
     const available = tileInTree(level, parsed.index, size);
     if (available === undefined || available.width < parsed.width)
       throw notFound(`The log of ${size} leaves has no ${path} yet.`, { tree_size: size });
-    const cache = parsed.width === TILE_WIDTH ? IMMUTABLE : SHORT;
     let bytes: Uint8Array | undefined;
     if (parsed.kind === 'entries') {
       const from = parsed.index * TILE_WIDTH;
@@ -154,7 +160,7 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       bytes = await readTile(db(), tenantId, { level, index: parsed.index, width: parsed.width });
     }
     if (bytes === undefined) throw notFound(`${path} is not stored yet.`);
-    return c.body(Buffer.from(bytes), 200, { 'content-type': 'application/octet-stream', 'cache-control': cache });
+    return c.body(Buffer.from(bytes), 200, { 'content-type': 'application/octet-stream', 'cache-control': IMMUTABLE });
   });
 
   app.openapi({ ...serviceReceiptProofRoute, middleware: [audit] }, async (c) => {
@@ -174,8 +180,21 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     if (leaf.jws === null)
       throw new BatonError('INTERNAL', { message: `The service receipt at log index ${leaf.leafIndex} is missing from the database.` });
     const cp = await servedCheckpoint(db(), deps.signer, await originOf(tenantId), tenantId, treeSize);
-    if (cp === undefined || cp.size <= leaf.leafIndex)
-      throw notFound(`Service receipt ${id} is not in a checkpoint of size ${treeSize ?? 'latest'}.`, { leaf_index: leaf.leafIndex });
+    if (cp === undefined) {
+      // The log signs checkpoints only at the sizes its rounds ended at: say so, and where it is now.
+      const now = (await latest(tenantId))!.size;
+      throw notFound(
+        `This log never signed a checkpoint of size ${treeSize}; its latest is of size ${now}.`,
+        { leaf_index: leaf.leafIndex, tree_size: now },
+        'Omit tree_size for the latest checkpoint, or give the size of a checkpoint you hold (its second line).',
+      );
+    }
+    if (cp.size <= leaf.leafIndex)
+      throw notFound(
+        `Service receipt ${id} is at log index ${leaf.leafIndex}, after the checkpoint of size ${cp.size}.`,
+        { leaf_index: leaf.leafIndex, tree_size: cp.size },
+        'Ask for a checkpoint of a larger size, or omit tree_size for the latest.',
+      );
     const proof = await inclusionBundle(db(), tenantId, leaf.leafIndex, cp);
     return c.json({ service_receipt: { id, jws: leaf.jws }, leaf_index: leaf.leafIndex, tree_size: cp.size, proof }, 200);
   });
@@ -217,9 +236,13 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
         message: `The cosignature is dated ${cosig.timestamp}, before the log signed that checkpoint (${stored.createdAt.toISOString()}).`,
         suggestion: "Check the witness's clock, then cosign again.",
       });
-    // A witness named as the log would add a second signature line with the log's own name.
-    if (witness.name === checkpoint.origin)
-      throw new BatonError('INVALID_VERIFIER_KEY', { message: "A witness key may not carry the log's own name." });
+    // A witness named as the log would add a second signature line with the log's own name; one
+    // named as another tenant's log of this service would read, to a person, as that log's line.
+    if (witness.name === checkpoint.origin || witness.name.startsWith(`${logNameOf(checkpoint.origin)}/baton/`))
+      throw new BatonError('INVALID_VERIFIER_KEY', {
+        message: `A witness key may not carry the name of a log of this service (${logNameOf(checkpoint.origin)}/baton/...).`,
+        suggestion: 'Name the witness key after the witness itself, e.g. its own host name.',
+      });
     const text = opened.text;
     const line = formatNote({ text, signatures: [{ name: witness.name, keyId: witness.keyId, signature: signed.signature }] })
       .slice(text.length + 1)

@@ -209,10 +209,23 @@ describe('integration', () => {
     const full = await svc.app.request('/v1/log/tile/0/000', { headers: { authorization: `Bearer ${tenant.keys.audit}` } });
     expect(full.status).toBe(200);
     expect(full.headers.get('cache-control')).toContain('immutable');
+    // A partial tile never changes at its path either (C2SP tlog-tiles): the path names its width.
+    const partialWidth = newSize % 256;
+    if (partialWidth > 0) {
+      const partial = await svc.app.request(`/v1/log/tile/0/${String(Math.floor(newSize / 256)).padStart(3, '0')}.p/${partialWidth}`, {
+        headers: { authorization: `Bearer ${tenant.keys.audit}` },
+      });
+      expect(partial.status).toBe(200);
+      expect(partial.headers.get('cache-control')).toContain('immutable');
+    }
     expect((await full.arrayBuffer()).byteLength).toBe(256 * 32);
     const beyond = await svc.call('GET', '/v1/log/tile/2/000', { key: tenant.keys.audit });
     expect(beyond.status).toBe(404);
     expect((await svc.call('GET', '/v1/log/tile/0/0', { key: tenant.keys.audit })).status).toBe(400);
+    // A query is refused, as on the log's other routes.
+    const queried = await svc.call('GET', '/v1/log/tile/0/000?x=1', { key: tenant.keys.audit });
+    expect(queried.status).toBe(400);
+    expect(queried.body.error).toMatchObject({ code: 'INVALID_REQUEST', message: 'A tile path takes no query parameters.' });
   });
 
   it('refuses bad parameters in the envelope every route uses: INVALID_REQUEST, details.issues by field', async () => {
@@ -293,6 +306,16 @@ describe('witnesses', () => {
     const p = await svc.call('GET', `/v1/log/service-receipts/${someReceipt[0]!.id}/proof?tree_size=${size}`, { key: tenant.keys.audit });
     expect(p.status, JSON.stringify(p.body)).toBe(200);
     expect(verifyServiceReceiptInclusion(someReceipt[0]!.jws, p.body.proof, need1, svc.clock.now).checkpoint.cosignatures).toHaveLength(1);
+    // A size the log never signed says so, and names the latest, rather than blame the identifier.
+    const unsigned = await svc.call('GET', `/v1/log/service-receipts/${someReceipt[0]!.id}/proof?tree_size=${Number(size) + 1000}`, {
+      key: tenant.keys.audit,
+    });
+    expect(unsigned.status).toBe(404);
+    expect(unsigned.body.error).toMatchObject({
+      message: `This log never signed a checkpoint of size ${Number(size) + 1000}; its latest is of size ${size}.`,
+      details: { tree_size: Number(size) },
+      suggestion: expect.stringMatching(/Omit tree_size/),
+    });
     const other = verifierKey('witness2.example', COSIGNATURE_V1, publicKeyFromSeed(randomBytes(32)));
     expect(() =>
       verifyServiceReceiptInclusion(
@@ -334,6 +357,34 @@ describe('witnesses', () => {
     expect(refused.body.error).toMatchObject({ code: 'NOTE_NOT_VERIFIED', message: 'The cosignature is dated in the future.' });
   });
 
+  it("a witness needs only the SDK's exports to cosign a checkpoint, and its cosignature then counts", async () => {
+    const sdk = await import('../../src/sdk/index.js');
+    await receipt(tenant.id, 8050);
+    await integrateOnce(integrator());
+    const cp = await svc.call('GET', '/v1/log/checkpoint', { key: tenant.keys.audit });
+    const witness = sdk.generateKeyPair();
+    const vkey = sdk.formatVerifierKey(sdk.verifierKey('sdk-witness.example', sdk.COSIGNATURE_V1, witness.publicKey));
+    const posted = await svc.call('POST', '/v1/log/cosignatures', {
+      key: tenant.keys.audit,
+      json: {
+        witness_key: vkey,
+        checkpoint: sdk.signNote(sdk.parseNote(cp.body), [sdk.cosignatureSigner('sdk-witness.example', witness.seed, svc.clock.now)]),
+      },
+    });
+    expect(posted.status, JSON.stringify(posted.body)).toBe(201);
+    const trust = { ...(await trustOf(tenant)), witnesses: [vkey], requiredCosignatures: 1 };
+    const served = await svc.call('GET', '/v1/log/checkpoint', { key: tenant.keys.audit });
+    const report = await sdk.auditLog({
+      baseUrl: 'http://baton.test',
+      apiKey: tenant.keys.audit,
+      fetch: appFetch,
+      now: svc.clock.now,
+      trust,
+    });
+    expect(served.body).toContain('\u2014 sdk-witness.example ');
+    expect(report.checkpoint).toBe(served.body);
+  });
+
   it('one audit key cannot take the slots of a checkpoint the other witnesses need, nor name a witness as the log', async () => {
     await receipt(tenant.id, 8100);
     await integrateOnce(integrator());
@@ -362,6 +413,10 @@ describe('witnesses', () => {
     const impostor = await post(other, origin);
     expect(impostor.status).toBe(400);
     expect(impostor.body.error.code).toBe('INVALID_VERIFIER_KEY');
+    // So is one named as another tenant's log of this service: a person would read it as that log's line.
+    const neighbour = await post(other, origin.replace(/\/baton\/[^/]+$/, '/baton/ten_someone_else'));
+    expect(neighbour.status).toBe(400);
+    expect(neighbour.body.error).toMatchObject({ code: 'INVALID_VERIFIER_KEY', message: expect.stringMatching(/a log of this service/) });
     // A name the served note could not carry readably: too long, or printing as another name.
     for (const name of ['w'.repeat(257), 'w5.example\u202e', 'w6\u200b.example']) {
       const refused = await post(other, name);
