@@ -18,7 +18,16 @@ export function keyPairToFile(key: KeyPair): KeyFile {
   return { did: key.did, seed_hex: Buffer.from(key.seed).toString('hex') };
 }
 
+/**
+ * The key pair of a key file's parsed JSON (`baton keygen --out` writes one), not of its path:
+ * `keyPairFromFile(JSON.parse(readFileSync(path, 'utf8')))`.
+ */
 export function keyPairFromFile(file: unknown): KeyPair {
+  if (typeof file === 'string') {
+    throw new TypeError(
+      "keyPairFromFile takes the key file's parsed JSON, not its path or text: keyPairFromFile(JSON.parse(readFileSync(path, 'utf8'))).",
+    );
+  }
   const f = file as Partial<KeyFile> | null;
   if (!f || typeof f.seed_hex !== 'string' || !/^[0-9a-fA-F]{64}$/.test(f.seed_hex)) {
     throw new TypeError('A key file is JSON {"did": "...", "seed_hex": "<64 hex digits>"}.');

@@ -18,6 +18,8 @@ describe('baton keygen', () => {
     expect(Object.keys(json).sort()).toEqual(['did', 'seed_hex']);
     expect(json.did).toBe(did);
     expect(keyPairFromFile(json).did).toBe(did); // the seed belongs to the DID
+    // Its path (or its text) is not the file: the error says what to pass instead.
+    expect(() => keyPairFromFile(file)).toThrow(/parsed JSON, not its path.*JSON\.parse\(readFileSync/);
     expect(mode(file)).toBe(0o600);
     expect(r.out).not.toContain(json.seed_hex);
     expect(r.err).toContain('0600');
