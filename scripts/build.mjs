@@ -446,6 +446,8 @@ async function assemble(pkg, built, outDir) {
   };
   writeFileSync(join(pkgDir, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
   writeFileSync(join(pkgDir, 'README.md'), README[pkg.dir](pkg));
+  // The licence the manifest names, in each package (npm packs a LICENSE file whatever `files` says).
+  cpSync(join(ROOT, 'LICENSE'), join(pkgDir, 'LICENSE'));
   return { name: pkg.name, keys, dir: pkgDir };
 }
 

@@ -65,6 +65,7 @@ const kb = (n: number) => `${(n / 1024).toFixed(0)} kB`;
 let work: string;
 const tarballs: Partial<Record<'sdk' | 'mcp' | 'server', PackedTarball>> = {};
 const sizes: string[] = [];
+const packedFiles: Partial<Record<'sdk' | 'mcp' | 'server', string[]>> = {};
 
 function packed(pkg: 'sdk' | 'mcp' | 'server'): PackedTarball {
   const t = tarballs[pkg];
@@ -119,7 +120,14 @@ beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'baton-packages-'));
   for (const pkg of ['sdk', 'mcp', 'server'] as const) {
     const out = await ok('npm', ['pack', '--json', '--pack-destination', work], join(ROOT, 'dist/packages', pkg));
-    const [info] = JSON.parse(out) as { filename: string; integrity: string; size: number; unpackedSize: number; files: unknown[] }[];
+    const [info] = JSON.parse(out) as {
+      filename: string;
+      integrity: string;
+      size: number;
+      unpackedSize: number;
+      files: { path: string }[];
+    }[];
+    packedFiles[pkg] = info!.files.map((f) => f.path);
     const manifest = JSON.parse(readFileSync(join(ROOT, 'dist/packages', pkg, 'package.json'), 'utf8')) as PackedTarball['manifest'];
     tarballs[pkg] = { filename: info!.filename, integrity: info!.integrity, manifest };
     sizes.push(`${info!.filename}: packed ${kb(info!.size)}, unpacked ${kb(info!.unpackedSize)}, ${info!.files.length} files`);
@@ -215,6 +223,16 @@ console.log(\`server ok: \${ready.status} on \${server.store.kind}\`);
 `;
 
 describe('packages', () => {
+  it('each package carries the licence its manifest names', () => {
+    const licence = readFileSync(join(ROOT, 'LICENSE'), 'utf8');
+    expect(licence).toMatch(/Apache License\s+Version 2\.0/);
+    for (const pkg of ['sdk', 'mcp', 'server'] as const) {
+      expect(packed(pkg).manifest).toMatchObject({ license: 'Apache-2.0' });
+      expect(packedFiles[pkg], pkg).toContain('LICENSE');
+      expect(readFileSync(join(ROOT, 'dist/packages', pkg, 'LICENSE'), 'utf8')).toBe(licence);
+    }
+  });
+
   it('SDK: plain JS and strict TypeScript consumers sign and verify offline; noble libraries only, <= 2 MB installed', async () => {
     const js = await project('sdk-js', [packed('sdk')], false);
     const deps = readdirSync(join(js, 'node_modules')).filter((d) => !d.startsWith('.'));
