@@ -282,7 +282,8 @@ export const IDLE_CONNECTION_CLOSE_GRACE_MS = 500;
 /**
  * Request headers Node accepts (its default is 16 KiB). A DRS client may send a whole chain by
  * value in X-DRS-Bundle: 16 records (BATON_MAX_CHAIN_DEPTH's ceiling) take about 20-40 KiB there,
- * and past Node's limit it answers a bare 431 before Baton sees the request.
+ * and past this limit Node refuses the request before Baton sees it (answerUnreadRequest: 431
+ * HEADERS_TOO_LARGE in the envelope).
  */
 export const MAX_HEADER_BYTES = 64 * 1024;
 

@@ -224,7 +224,7 @@ export const XDrsBundle = z.string().openapi('XDrsBundle', {
     name: 'X-DRS-Bundle',
     in: 'header',
     description:
-      'DRS transport: base64url (no padding) of the bundle JSON (`Bundle`). The body may carry the same bundle too (as the DRS `VerifyClient` sends it), but not another one (400); an empty header is none. Baton takes request headers up to 64 KiB (a 16-record chain fits; past that Node answers a bare `431`), but proxies often allow less: prefer chains by reference (`receipts: []`).',
+      'DRS transport: base64url (no padding) of the bundle JSON (`Bundle`). The body may carry the same bundle too (as the DRS `VerifyClient` sends it), but not another one (400); an empty header is none. Baton takes request headers up to 64 KiB (a 16-record chain fits; past that a `431 HEADERS_TOO_LARGE`), but proxies often allow less: prefer chains by reference (`receipts: []`).',
   },
 });
 

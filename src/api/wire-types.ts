@@ -5701,7 +5701,7 @@ export interface operations {
     parameters: {
       query?: never;
       header?: {
-        /** @description DRS transport: base64url (no padding) of the bundle JSON (`Bundle`). The body may carry the same bundle too (as the DRS `VerifyClient` sends it), but not another one (400); an empty header is none. Baton takes request headers up to 64 KiB (a 16-record chain fits; past that Node answers a bare `431`), but proxies often allow less: prefer chains by reference (`receipts: []`). */
+        /** @description DRS transport: base64url (no padding) of the bundle JSON (`Bundle`). The body may carry the same bundle too (as the DRS `VerifyClient` sends it), but not another one (400); an empty header is none. Baton takes request headers up to 64 KiB (a 16-record chain fits; past that a `431 HEADERS_TOO_LARGE`), but proxies often allow less: prefer chains by reference (`receipts: []`). */
         'X-DRS-Bundle'?: components['schemas']['XDrsBundle'];
       };
       path?: never;
@@ -5792,7 +5792,7 @@ export interface operations {
     parameters: {
       query?: never;
       header?: {
-        /** @description DRS transport: base64url (no padding) of the bundle JSON (`Bundle`). The body may carry the same bundle too (as the DRS `VerifyClient` sends it), but not another one (400); an empty header is none. Baton takes request headers up to 64 KiB (a 16-record chain fits; past that Node answers a bare `431`), but proxies often allow less: prefer chains by reference (`receipts: []`). */
+        /** @description DRS transport: base64url (no padding) of the bundle JSON (`Bundle`). The body may carry the same bundle too (as the DRS `VerifyClient` sends it), but not another one (400); an empty header is none. Baton takes request headers up to 64 KiB (a 16-record chain fits; past that a `431 HEADERS_TOO_LARGE`), but proxies often allow less: prefer chains by reference (`receipts: []`). */
         'X-DRS-Bundle'?: components['schemas']['XDrsBundle'];
       };
       path?: never;
@@ -5883,7 +5883,7 @@ export interface operations {
     parameters: {
       query?: never;
       header?: {
-        /** @description DRS transport: base64url (no padding) of the bundle JSON (`Bundle`). The body may carry the same bundle too (as the DRS `VerifyClient` sends it), but not another one (400); an empty header is none. Baton takes request headers up to 64 KiB (a 16-record chain fits; past that Node answers a bare `431`), but proxies often allow less: prefer chains by reference (`receipts: []`). */
+        /** @description DRS transport: base64url (no padding) of the bundle JSON (`Bundle`). The body may carry the same bundle too (as the DRS `VerifyClient` sends it), but not another one (400); an empty header is none. Baton takes request headers up to 64 KiB (a 16-record chain fits; past that a `431 HEADERS_TOO_LARGE`), but proxies often allow less: prefer chains by reference (`receipts: []`). */
         'X-DRS-Bundle'?: components['schemas']['XDrsBundle'];
       };
       path?: never;

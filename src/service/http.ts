@@ -45,8 +45,8 @@ export function handleError(err: unknown, c: Context<AppEnv>, log: Logger): Resp
 interface UnreadRequestSocket {
   readonly writable: boolean;
   /** The answer in progress on this connection, if any (Node's own field, read as its default handler reads it). */
-  readonly _httpMessage?: { readonly headersSent: boolean } | null;
-  end(data: string): unknown;
+  readonly _httpMessage?: object | null;
+  end(data: string, done: () => void): unknown;
   destroy(): unknown;
 }
 
@@ -57,8 +57,9 @@ interface UnreadRequestSocket {
  * connection as Node's does (what follows on it cannot be framed). Nothing was read, so nothing is done.
  */
 export function answerUnreadRequest(err: Error & { code?: string }, socket: UnreadRequestSocket): void {
-  // The client left, or an answer already began on this connection: anything written now would corrupt it.
-  if (err.code === 'ECONNRESET' || err.code === 'EPIPE' || !socket.writable || socket._httpMessage?.headersSent === true) {
+  // The client left, or a request read before this one is still being answered (a pipelined client):
+  // written now, this answer would read as that request's, and its "nothing was done" as a lie.
+  if (err.code === 'ECONNRESET' || err.code === 'EPIPE' || !socket.writable || socket._httpMessage) {
     socket.destroy();
     return;
   }
@@ -68,7 +69,10 @@ export function answerUnreadRequest(err: Error & { code?: string }, socket: Unre
       : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
         ? new BatonError('REQUEST_TIMEOUT')
         : err.code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW'
-          ? new BatonError('PAYLOAD_TOO_LARGE', { message: 'A chunk of the request body carries more extension bytes than Baton reads.' })
+          ? new BatonError('PAYLOAD_TOO_LARGE', {
+              message: 'A chunk of the request body carries more extension bytes than Baton reads.',
+              suggestion: 'Send the body without chunk extensions (or with Content-Length instead of chunked encoding).',
+            })
           : new BatonError('INVALID_REQUEST', {
               message: `The request is not HTTP/1.1 that Baton can read${err.code?.startsWith('HPE_') ? ` (${err.code})` : ''}.`,
               suggestion:
@@ -77,8 +81,11 @@ export function answerUnreadRequest(err: Error & { code?: string }, socket: Unre
   const status = httpStatusOf(e);
   const requestId = randomUUID();
   const body = JSON.stringify(errorEnvelope(e, requestId));
+  // Closed once written, not only ended: the server's sockets allow half-open connections, and one
+  // whose client never closes would otherwise stay open (and hold up a graceful stop).
   socket.end(
     `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\ncontent-type: application/json\r\nx-request-id: ${requestId}\r\n` +
       `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    () => socket.destroy(),
   );
 }

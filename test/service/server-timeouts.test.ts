@@ -244,33 +244,49 @@ describe('requests Node refuses before Baton reads them', () => {
     }
   }, 60_000);
 
-  it('a request not in within the timeouts is a 408 REQUEST_TIMEOUT; a connection whose answer began gets nothing more', async () => {
-    // Node checks its timeouts every 30 s, so the handler gets Node's own timeout error on a real socket here.
-    const listener = createServer();
+  it('a request not in within the timeouts is a 408 REQUEST_TIMEOUT, and the connection is closed even if the client keeps its half open', async () => {
+    // Node checks its timeouts every 30 s, so the handler gets Node's own timeout error on a real socket
+    // here; both ends allow half-open connections, as the HTTP server's sockets do.
+    const listener = createServer({ allowHalfOpen: true });
     cleanup.push(() => new Promise((r) => listener.close(() => r())));
     await new Promise<void>((r) => listener.listen(0, '127.0.0.1', r));
     const accepted = new Promise<Socket>((resolve) => listener.once('connection', resolve));
-    const client = await open((listener.address() as { port: number }).port);
+    const client = await new Promise<Socket>((resolve, reject) => {
+      const s = connect({ port: (listener.address() as { port: number }).port, host: '127.0.0.1', allowHalfOpen: true }, () => resolve(s));
+      s.once('error', reject);
+    });
+    cleanup.push(async () => void client.destroy());
     const received = new Promise<string>((resolve) => {
       let got = '';
       client.on('data', (c: Buffer) => (got += c.toString('latin1')));
-      client.once('close', () => resolve(got));
+      client.once('end', () => resolve(got));
     });
-    answerUnreadRequest(Object.assign(new Error('Request timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }), await accepted);
+    const serverSide = await accepted;
+    const serverClosed = new Promise<void>((resolve) => serverSide.once('close', () => resolve()));
+    answerUnreadRequest(Object.assign(new Error('Request timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }), serverSide);
     const answer = await received;
     expect(answer).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
     expect(envelopeOf(answer).error.code).toBe('REQUEST_TIMEOUT');
-
-    const written: string[] = [];
-    let destroyed = false;
-    const midAnswer = {
-      writable: true,
-      _httpMessage: { headersSent: true },
-      end: (data: string) => written.push(data),
-      destroy: () => (destroyed = true),
-    };
-    answerUnreadRequest(Object.assign(new Error('Parse Error'), { code: 'HPE_INVALID_CHUNK_SIZE' }), midAnswer);
-    expect(written).toEqual([]);
-    expect(destroyed).toBe(true);
+    // The client never ends its side; the server's socket closes all the same.
+    await serverClosed;
+    expect(serverSide.destroyed).toBe(true);
   }, 60_000);
+
+  it('a refusal on a connection with a request still being answered writes nothing: it would read as that answer', () => {
+    // A pipelined client: its first request is complete and its handler still running (no head
+    // written yet) when the next one times out or cannot be parsed.
+    for (const headersSent of [false, true]) {
+      const written: string[] = [];
+      let destroyed = false;
+      const pipelined = {
+        writable: true,
+        _httpMessage: { headersSent },
+        end: (data: string) => written.push(data),
+        destroy: () => (destroyed = true),
+      };
+      answerUnreadRequest(Object.assign(new Error('Request timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }), pipelined);
+      expect(written).toEqual([]);
+      expect(destroyed).toBe(true);
+    }
+  });
 });
