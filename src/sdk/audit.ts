@@ -569,9 +569,13 @@ function servedChain(h: Http, path: string, body: unknown): ServedChain {
 
 /**
  * Seconds within which a service receipt may commit after a later one was logged: its transaction
- * (a verify's ends within BATON_VERIFY_DEADLINE_MS, 5 s by default) and an integration round.
+ * (a verify's ends within BATON_VERIFY_DEADLINE_MS, 5 s by default), then the next integration
+ * round (BATON_TLOG_INTERVAL_MS, at most 60 s), with a margin.
  */
-const LATE_COMMIT_SECONDS = 60;
+const LATE_COMMIT_SECONDS = 120;
+
+/** Seconds a service receipt's iat may lie ahead of the auditor's clock (the service's BATON_CLOCK_SKEW default). */
+const RECEIPT_CLOCK_SKEW_SECONDS = 60;
 
 /** Chains fetched once per leaf (most decisions share a few chains); the memo is bounded. */
 const CHAIN_MEMO = 10_000;
@@ -775,22 +779,24 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
       const details = (bundle.body as { error?: { details?: { missing_indexes?: unknown; present_entries?: unknown } } } | null)?.error
         ?.details;
       const inTile = (i: unknown): i is number => Number.isSafeInteger(i) && (i as number) >= first && (i as number) < first + width;
-      const missing = Array.isArray(details?.missing_indexes) ? details.missing_indexes.filter(inTile) : [];
-      for (const i of missing.length > 0 ? missing : Array.from({ length: width }, (_, k) => first + k))
+      const named = Array.isArray(details?.missing_indexes) ? details.missing_indexes.filter(inTile) : [];
+      // One entry gone must not hide what the others hold: each one still there is read on its own
+      // (the service names the receipt at each index) and checked at its index as the bundle's would be.
+      const present = presentEntries(details?.present_entries, inTile, new Set(named));
+      // The service names what is gone, what is there, or neither (a 404, an older service): then all is missing.
+      const missing = named.length > 0 || present.length > 0 ? named : Array.from({ length: width }, (_, k) => first + k);
+      for (const i of missing)
         findings.push({
           kind: 'missing',
           index: i,
           detail: `the service cannot produce the service receipt of entry ${i} (HTTP ${bundle.status})`,
         });
-      // One entry gone must not hide what the others hold: each one still there is read on its own
-      // (the service names the receipt at each index) and checked at its index as the bundle's would be.
-      const present = presentEntries(details?.present_entries, inTile, new Set(missing));
       const checked = new Set<number>(missing);
       await inPool(present, o.concurrency ?? 8, async ({ index: at, id }) => {
         const page = (await h.json(`/v1/service-receipts?after=${id - 1}&limit=1`)) as {
           service_receipts?: { id?: unknown; jws?: unknown }[];
-        };
-        const listed = page.service_receipts?.[0];
+        } | null;
+        const listed = page?.service_receipts?.[0];
         checked.add(at);
         if (listed?.id !== id || typeof listed.jws !== 'string')
           findings.push({
@@ -801,7 +807,7 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
         else checkEntry(at, utf8(listed.jws));
       });
       const unchecked = Array.from({ length: width }, (_, k) => first + k).filter((i) => !checked.has(i));
-      if (missing.length > 0 && unchecked.length > 0)
+      if (unchecked.length > 0)
         findings.push({
           kind: 'unchecked',
           index: unchecked[0]!,
@@ -866,8 +872,17 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
       });
       continue;
     }
+    // A receipt dated ahead of the auditor's clock (or not dated) would stay "pending" for good.
     const signed = verified.payload?.['iat'];
-    const age = typeof signed === 'number' ? now - signed : Infinity;
+    if (typeof signed !== 'number' || signed > now + RECEIPT_CLOCK_SKEW_SECONDS) {
+      findings.push({
+        kind: 'not-in-log',
+        serviceReceiptId: r.id,
+        detail: `service receipt ${r.id} is outside the log and ${typeof signed === 'number' ? `dated ${signed - now} s in the future` : 'carries no iat'}, so it cannot be pending`,
+      });
+      continue;
+    }
+    const age = now - signed;
     if (r.id < lastLogged.id && age > lateCommit) {
       findings.push({
         kind: 'not-in-log',
@@ -877,7 +892,7 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
       continue;
     }
     pendingServiceReceipts++;
-    if (typeof signed === 'number' && age > maxPending)
+    if (age > maxPending)
       findings.push({
         kind: 'not-in-log',
         serviceReceiptId: r.id,

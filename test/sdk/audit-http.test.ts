@@ -157,12 +157,12 @@ describe('auditLog against a live service: a failed entry bundle', () => {
       [live.tenant.id],
     )) as { receipt_id: number }[];
     const [at0, at1, at2] = leaves.map((l) => l.receipt_id);
-    const named = (present: unknown[]) =>
+    const named = (present: unknown[], missing = [1]) =>
       auditLog({
         baseUrl: live.baseUrl,
         apiKey: live.tenant.keys.audit,
         fetch: entriesAnswer(500, {
-          error: { code: 'INTERNAL', message: 'gone', details: { missing_indexes: [1], present_entries: present } },
+          error: { code: 'INTERNAL', message: 'gone', details: { missing_indexes: missing, present_entries: present } },
         }),
       });
     const honest = await named([
@@ -181,6 +181,17 @@ describe('auditLog against a live service: a failed entry bundle', () => {
       ['missing', 1],
       ['reordered', 2],
     ]);
+    // A bundle refused with nothing missing (an entry too long for a bundle): every entry is checked one by one.
+    const allThere = await named(
+      [
+        { index: 0, service_receipt_id: at0 },
+        { index: 1, service_receipt_id: at1 },
+        { index: 2, service_receipt_id: at2 },
+      ],
+      [],
+    );
+    expect(allThere.findings).toEqual([]);
+    expect(allThere.entriesChecked).toBe(3);
     // The missing one named as present, an index outside the bundle, a second name for 0: ignored, so 2 is unchecked.
     const wrong = await named([
       { index: 1, service_receipt_id: at1 },

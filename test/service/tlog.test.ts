@@ -606,8 +606,9 @@ describe('auditLog', () => {
     const fresh = await audit(svc.clock.now);
     expect(fresh.findings).toEqual([]);
     expect(fresh.pendingServiceReceipts).toBe(1);
-    // A minute on, still outside while a later one is in: no commit takes that long, so it was left out.
-    const after = await audit(svc.clock.now + 61);
+    // Two minutes on, still outside while a later one is in: no commit and round take that long, so it was left out.
+    expect((await audit(svc.clock.now + 110)).findings).toEqual([]);
+    const after = await audit(svc.clock.now + 121);
     expect(after.findings).toEqual([
       expect.objectContaining({ kind: 'not-in-log', serviceReceiptId: early!.id, detail: expect.stringContaining('is not in the log') }),
     ]);
@@ -643,6 +644,18 @@ describe('auditLog', () => {
       expect.objectContaining({ kind: 'not-in-log', serviceReceiptId: late.id + 1000, detail: expect.stringContaining('does not verify') }),
     ]);
     expect(forged.pendingServiceReceipts).toBe(1);
+    // One dated a day ahead would never grow old enough to be reported: it is reported now.
+    const ahead = await recordServiceReceipt(svc.store.db, svc.deps.signer, {
+      tenantId: t.id,
+      kind: 'invocation.denied',
+      subject: 'inv:ahead',
+      data: {},
+      now: svc.clock.now + 86_400,
+    });
+    const withAhead = await audit(svc.clock.now);
+    expect(withAhead.findings).toEqual([
+      expect.objectContaining({ kind: 'not-in-log', serviceReceiptId: ahead.id, detail: expect.stringContaining('86400 s in the future') }),
+    ]);
     await integrateOnce(integrator());
   });
 
