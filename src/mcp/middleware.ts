@@ -227,6 +227,8 @@ type SetRequestHandler = (schema: AnyObjectSchema, handler: AnyHandler) => void;
 export interface McpLowLevelServerLike {
   setRequestHandler(schema: never, handler: never): unknown;
   assertCanSetRequestHandler(method: string): void;
+  /** A server's own member (a Client has setRequestHandler too, and wrapping one would gate nothing). */
+  getClientCapabilities(): unknown;
 }
 
 /** An McpServer by its shape (see McpLowLevelServerLike): the low-level server it wraps. */
@@ -286,9 +288,12 @@ export function batonCall(extra: unknown): BatonCall | undefined {
 }
 
 function lowLevelServer(server: McpServerLike | McpLowLevelServerLike): Server {
+  // A Client answers setRequestHandler too: only a server's tools/call handler is what a gate guards.
+  const isServer = (s: unknown): s is Server =>
+    typeof (s as Server | null)?.setRequestHandler === 'function' && typeof (s as Server).getClientCapabilities === 'function';
   const inner = (server as { server?: unknown }).server;
-  if (inner && typeof (inner as Server).setRequestHandler === 'function') return inner as Server;
-  if (typeof (server as Server).setRequestHandler === 'function') return server as Server;
+  if (isServer(inner)) return inner;
+  if (isServer(server)) return server;
   throw new TypeError('withBaton: expected an McpServer or a Server from @modelcontextprotocol/sdk.');
 }
 

@@ -661,4 +661,10 @@ describe('wrapping', () => {
     expect(() => withBaton(server, batonOptions())).toThrow(/already wrapped/);
     expect(() => withBaton(new McpServer({ name: 'x', version: '1' }), { ...batonOptions(), toolServer: '' })).toThrow(/toolServer/);
   });
+
+  it('a Client is not a server: it is refused, at compile time and at run time, rather than gate nothing', () => {
+    const client = new Client({ name: 'agent', version: '1.0.0' });
+    // @ts-expect-error a Client has setRequestHandler, but no tools/call of its own to gate
+    expect(() => withBaton(client, batonOptions())).toThrow(/expected an McpServer or a Server/);
+  });
 });
