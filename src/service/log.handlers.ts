@@ -160,7 +160,12 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       bytes = await readTile(db(), tenantId, { level, index: parsed.index, width: parsed.width });
     }
     if (bytes === undefined) throw notFound(`${path} is not stored yet.`);
-    return c.body(Buffer.from(bytes), 200, { 'content-type': 'application/octet-stream', 'cache-control': IMMUTABLE });
+    // Each tenant's tile sits at the same path: a shared cache must key it by the API key too.
+    return c.body(Buffer.from(bytes), 200, {
+      'content-type': 'application/octet-stream',
+      'cache-control': IMMUTABLE,
+      vary: 'Authorization',
+    });
   });
 
   app.openapi({ ...serviceReceiptProofRoute, middleware: [audit] }, async (c) => {
@@ -238,7 +243,9 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       });
     // A witness named as the log would add a second signature line with the log's own name; one
     // named as another tenant's log of this service would read, to a person, as that log's line.
-    if (witness.name === checkpoint.origin || witness.name.startsWith(`${logNameOf(checkpoint.origin)}/baton/`))
+    // Compared without case, as a person reading the note would (host names have none).
+    const served = `${logNameOf(checkpoint.origin)}/baton/`.toLowerCase();
+    if (witness.name === checkpoint.origin || witness.name.toLowerCase().startsWith(served))
       throw new BatonError('INVALID_VERIFIER_KEY', {
         message: `A witness key may not carry the name of a log of this service (${logNameOf(checkpoint.origin)}/baton/...).`,
         suggestion: 'Name the witness key after the witness itself, e.g. its own host name.',

@@ -209,6 +209,7 @@ describe('integration', () => {
     const full = await svc.app.request('/v1/log/tile/0/000', { headers: { authorization: `Bearer ${tenant.keys.audit}` } });
     expect(full.status).toBe(200);
     expect(full.headers.get('cache-control')).toContain('immutable');
+    expect(full.headers.get('vary')).toBe('Authorization');
     // A partial tile never changes at its path either (C2SP tlog-tiles): the path names its width.
     const partialWidth = newSize % 256;
     if (partialWidth > 0) {
@@ -414,9 +415,11 @@ describe('witnesses', () => {
     expect(impostor.status).toBe(400);
     expect(impostor.body.error.code).toBe('INVALID_VERIFIER_KEY');
     // So is one named as another tenant's log of this service: a person would read it as that log's line.
-    const neighbour = await post(other, origin.replace(/\/baton\/[^/]+$/, '/baton/ten_someone_else'));
-    expect(neighbour.status).toBe(400);
-    expect(neighbour.body.error).toMatchObject({ code: 'INVALID_VERIFIER_KEY', message: expect.stringMatching(/a log of this service/) });
+    for (const name of [origin.replace(/\/baton\/[^/]+$/, '/baton/ten_someone_else'), origin.toUpperCase()]) {
+      const neighbour = await post(other, name);
+      expect(neighbour.status, name).toBe(400);
+      expect(neighbour.body.error).toMatchObject({ code: 'INVALID_VERIFIER_KEY', message: expect.stringMatching(/a log of this service/) });
+    }
     // A name the served note could not carry readably: too long, or printing as another name.
     for (const name of ['w'.repeat(257), 'w5.example\u202e', 'w6\u200b.example']) {
       const refused = await post(other, name);
