@@ -44,8 +44,11 @@ export function handleError(err: unknown, c: Context<AppEnv>, log: Logger): Resp
 /** What Node's HTTP parser reports of a request it could not read, and the socket it came on. */
 interface UnreadRequestSocket {
   readonly writable: boolean;
-  /** The answer in progress on this connection, if any (Node's own field, read as its default handler reads it). */
-  readonly _httpMessage?: object | null;
+  /**
+   * The answer attached to this connection, if any (Node's own field): Node attaches it once a
+   * request's headers are read, and detaches it when the answer is finished.
+   */
+  readonly _httpMessage?: { readonly headersSent?: boolean; readonly req?: { readonly complete?: boolean } } | null;
   end(data: string, done: () => void): unknown;
   destroy(): unknown;
 }
@@ -57,9 +60,14 @@ interface UnreadRequestSocket {
  * connection as Node's does (what follows on it cannot be framed). Nothing was read, so nothing is done.
  */
 export function answerUnreadRequest(err: Error & { code?: string }, socket: UnreadRequestSocket): void {
-  // The client left, or a request read before this one is still being answered (a pipelined client):
-  // written now, this answer would read as that request's, and its "nothing was done" as a lie.
-  if (err.code === 'ECONNRESET' || err.code === 'EPIPE' || !socket.writable || socket._httpMessage) {
+  // Answered only what the parser or the timeouts refused (a socket error is a client gone), and only
+  // when no request read in full is still being answered on this connection (a pipelined client):
+  // written then, this answer would read as that request's, and its "nothing was done" as a lie. A
+  // request whose own body failed is not read in full, so it gets the answer, as Node's would.
+  const attached = socket._httpMessage;
+  const answering = attached != null && (attached.headersSent === true || attached.req?.complete !== false);
+  const refusal = err.code?.startsWith('HPE_') === true || err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
+  if (!refusal || !socket.writable || answering) {
     socket.destroy();
     return;
   }

@@ -280,7 +280,7 @@ describe('requests Node refuses before Baton reads them', () => {
       let destroyed = false;
       const pipelined = {
         writable: true,
-        _httpMessage: { headersSent },
+        _httpMessage: { headersSent, req: { complete: true } },
         end: (data: string) => written.push(data),
         destroy: () => (destroyed = true),
       };
@@ -288,5 +288,27 @@ describe('requests Node refuses before Baton reads them', () => {
       expect(written).toEqual([]);
       expect(destroyed).toBe(true);
     }
+    // A socket error is a client gone, not a request refused: nothing is written.
+    const written: string[] = [];
+    answerUnreadRequest(Object.assign(new Error('read ETIMEDOUT'), { code: 'ETIMEDOUT' }), {
+      writable: true,
+      end: (data: string) => written.push(data),
+      destroy: () => undefined,
+    });
+    expect(written).toEqual([]);
   });
+
+  it('a request whose own body the parser refuses gets the envelope: it was never read in full, so nothing ran', async () => {
+    const server = await start();
+    // Node has attached this request's answer when its chunked body turns out unreadable.
+    const badChunk = await exchange(
+      server.port,
+      'POST /v1/verify HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n',
+    );
+    expect(badChunk).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+    expect(envelopeOf(badChunk).error).toMatchObject({
+      code: 'INVALID_REQUEST',
+      message: expect.stringContaining('HPE_INVALID_CHUNK_SIZE'),
+    });
+  }, 60_000);
 });
