@@ -105,7 +105,7 @@ export const tileRoute = createRoute({
   },
   responses: {
     200: {
-      description: 'The tile or entry bundle.',
+      description: "The tile or entry bundle, with `Vary: Authorization` (each tenant's tile sits at the same path).",
       content: { 'application/octet-stream': { schema: z.string().openapi({ description: 'Raw bytes.' }) } },
     },
     400: BadRequestResponse('The path is not a canonical tile path (`MALFORMED_TILE`), or a query was given (`INVALID_REQUEST`).'),
@@ -153,7 +153,7 @@ export const serviceReceiptProofRoute = createRoute({
       '`id` or `tree_size` is not a decimal without leading zeros, or an unknown parameter is given (`INVALID_REQUEST`).',
     ),
     404: NotFoundResponse(
-      'This tenant has no such service receipt, it is not integrated yet (`details.status: pending`), or it is not in the checkpoint of `tree_size` (`NOT_FOUND`).',
+      "This tenant has no such service receipt, it is not integrated yet (`details.status: pending`), the log never signed a checkpoint of `tree_size`, or the receipt is after that checkpoint (`NOT_FOUND`; then `details.tree_size` is the latest size, or that size, and `details.leaf_index` the receipt's index).",
     ),
     ...common,
   },
@@ -218,7 +218,7 @@ export const cosignRoute = createRoute({
     },
     201: { description: 'Stored.', content: { 'application/json': { schema: CosignatureStored } } },
     400: BadRequestResponse(
-      'The body is not `CosignatureSubmission` (`INVALID_REQUEST`), the key is not a cosignature key, is a service key, is named as the log itself, or has a name over 256 bytes or with invisible characters (`INVALID_VERIFIER_KEY`), or the note or checkpoint is malformed (`MALFORMED_NOTE`, `MALFORMED_CHECKPOINT`).',
+      'The body is not `CosignatureSubmission` (`INVALID_REQUEST`), the key is not a cosignature key, is a service key, is named as the log itself or as another log of this service (`<BATON_TLOG_NAME>/baton/...`, in any case), or has a name over 256 bytes or with invisible characters (`INVALID_VERIFIER_KEY`), or the note or checkpoint is malformed (`MALFORMED_NOTE`, `MALFORMED_CHECKPOINT`).',
     ),
     401: UnauthorizedResponse(),
     403: ForbiddenResponse(

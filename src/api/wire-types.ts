@@ -5247,7 +5247,7 @@ export interface operations {
           'application/json': components['schemas']['CosignatureStored'];
         };
       };
-      /** @description The body is not `CosignatureSubmission` (`INVALID_REQUEST`), the key is not a cosignature key, is a service key, is named as the log itself, or has a name over 256 bytes or with invisible characters (`INVALID_VERIFIER_KEY`), or the note or checkpoint is malformed (`MALFORMED_NOTE`, `MALFORMED_CHECKPOINT`). */
+      /** @description The body is not `CosignatureSubmission` (`INVALID_REQUEST`), the key is not a cosignature key, is a service key, is named as the log itself or as another log of this service (`<BATON_TLOG_NAME>/baton/...`, in any case), or has a name over 256 bytes or with invisible characters (`INVALID_VERIFIER_KEY`), or the note or checkpoint is malformed (`MALFORMED_NOTE`, `MALFORMED_CHECKPOINT`). */
       400: {
         headers: {
           [name: string]: unknown;
@@ -5372,7 +5372,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description This tenant has no such service receipt, it is not integrated yet (`details.status: pending`), or it is not in the checkpoint of `tree_size` (`NOT_FOUND`). */
+      /** @description This tenant has no such service receipt, it is not integrated yet (`details.status: pending`), the log never signed a checkpoint of `tree_size`, or the receipt is after that checkpoint (`NOT_FOUND`; then `details.tree_size` is the latest size, or that size, and `details.leaf_index` the receipt's index). */
       404: {
         headers: {
           [name: string]: unknown;
@@ -5413,7 +5413,7 @@ export interface operations {
     };
     requestBody?: never;
     responses: {
-      /** @description The tile or entry bundle. */
+      /** @description The tile or entry bundle, with `Vary: Authorization` (each tenant's tile sits at the same path). */
       200: {
         headers: {
           [name: string]: unknown;

@@ -72,7 +72,8 @@ ${SERVER_HELP}
 
 ${EXIT_HELP}
 Findings (exit 1): missing, rewritten or reordered entries (and unchecked
-ones beside a missing entry that the service names no receipt for), bad service
+ones: in a bundle the service would not serve, those it names no receipt
+for), bad service
 receipts, service receipts not in the log, a root mismatch, a split view; for
 decisions: substituted records, a chain that does not verify (chain-invalid),
 an allow that does not match its invocation (mismatch), records the service

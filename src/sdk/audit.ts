@@ -574,7 +574,7 @@ function servedChain(h: Http, path: string, body: unknown): ServedChain {
  */
 const LATE_COMMIT_SECONDS = 120;
 
-/** Seconds a service receipt's iat may lie ahead of the auditor's clock (the service's BATON_CLOCK_SKEW default). */
+/** Seconds a service receipt's iat may lie ahead of the auditor's clock, unless decisions.clockSkewSeconds says (the service's BATON_CLOCK_SKEW default). */
 const RECEIPT_CLOCK_SKEW_SECONDS = 60;
 
 /** Chains fetched once per leaf (most decisions share a few chains); the memo is bounded. */
@@ -776,8 +776,11 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
     };
     const bundle = await h.bytesOrAnswer(`/v1/log/${entryBundlePath(index, width)}`, cannotProduce);
     if (!bundle.ok) {
-      const details = (bundle.body as { error?: { details?: { missing_indexes?: unknown; present_entries?: unknown } } } | null)?.error
-        ?.details;
+      const details = (
+        bundle.body as {
+          error?: { details?: { missing_indexes?: unknown; oversized_indexes?: unknown; present_entries?: unknown } };
+        } | null
+      )?.error?.details;
       const inTile = (i: unknown): i is number => Number.isSafeInteger(i) && (i as number) >= first && (i as number) < first + width;
       const named = Array.isArray(details?.missing_indexes) ? details.missing_indexes.filter(inTile) : [];
       // One entry gone must not hide what the others hold: each one still there is read on its own
@@ -806,6 +809,16 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
           });
         else checkEntry(at, utf8(listed.jws));
       });
+      // A bundle no tlog-tiles client can read is a finding even when every entry checks out one by one.
+      const oversized = Array.isArray(details?.oversized_indexes) ? details.oversized_indexes.filter(inTile) : [];
+      for (const i of oversized)
+        findings.push({ kind: 'missing', index: i, detail: `entry ${i} is over 65,535 bytes, more than an entry bundle can carry` });
+      if (missing.length === 0 && oversized.length === 0)
+        findings.push({
+          kind: 'missing',
+          index: first,
+          detail: `the service refused entry bundle ${index} (HTTP ${bundle.status}) but names no entry missing or too long`,
+        });
       const unchecked = Array.from({ length: width }, (_, k) => first + k).filter((i) => !checked.has(i));
       if (unchecked.length > 0)
         findings.push({
@@ -874,7 +887,7 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
     }
     // A receipt dated ahead of the auditor's clock (or not dated) would stay "pending" for good.
     const signed = verified.payload?.['iat'];
-    if (typeof signed !== 'number' || signed > now + RECEIPT_CLOCK_SKEW_SECONDS) {
+    if (typeof signed !== 'number' || signed > now + (o.decisions?.clockSkewSeconds ?? RECEIPT_CLOCK_SKEW_SECONDS)) {
       findings.push({
         kind: 'not-in-log',
         serviceReceiptId: r.id,

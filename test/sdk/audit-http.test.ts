@@ -157,12 +157,16 @@ describe('auditLog against a live service: a failed entry bundle', () => {
       [live.tenant.id],
     )) as { receipt_id: number }[];
     const [at0, at1, at2] = leaves.map((l) => l.receipt_id);
-    const named = (present: unknown[], missing = [1]) =>
+    const named = (present: unknown[], missing = [1], oversized: number[] = []) =>
       auditLog({
         baseUrl: live.baseUrl,
         apiKey: live.tenant.keys.audit,
         fetch: entriesAnswer(500, {
-          error: { code: 'INTERNAL', message: 'gone', details: { missing_indexes: missing, present_entries: present } },
+          error: {
+            code: 'INTERNAL',
+            message: 'gone',
+            details: { missing_indexes: missing, oversized_indexes: oversized, present_entries: present },
+          },
         }),
       });
     const honest = await named([
@@ -181,7 +185,7 @@ describe('auditLog against a live service: a failed entry bundle', () => {
       ['missing', 1],
       ['reordered', 2],
     ]);
-    // A bundle refused with nothing missing (an entry too long for a bundle): every entry is checked one by one.
+    // A bundle refused with nothing missing: every entry is checked one by one, and the refusal itself is a finding.
     const allThere = await named(
       [
         { index: 0, service_receipt_id: at0 },
@@ -190,8 +194,22 @@ describe('auditLog against a live service: a failed entry bundle', () => {
       ],
       [],
     );
-    expect(allThere.findings).toEqual([]);
+    expect(allThere.findings.map((f) => [f.kind, 'index' in f ? f.index : null])).toEqual([['missing', 0]]);
+    expect(allThere.findings[0]!.detail).toMatch(/refused entry bundle 0 .* names no entry missing/);
     expect(allThere.entriesChecked).toBe(3);
+    // An entry too long for a bundle: checked, and named for what it is.
+    const tooLong = await named(
+      [
+        { index: 0, service_receipt_id: at0 },
+        { index: 1, service_receipt_id: at1 },
+        { index: 2, service_receipt_id: at2 },
+      ],
+      [],
+      [2],
+    );
+    expect(tooLong.findings.map((f) => [f.kind, 'index' in f ? f.index : null, f.detail])).toEqual([
+      ['missing', 2, 'entry 2 is over 65,535 bytes, more than an entry bundle can carry'],
+    ]);
     // The missing one named as present, an index outside the bundle, a second name for 0: ignored, so 2 is unchecked.
     const wrong = await named([
       { index: 1, service_receipt_id: at1 },

@@ -659,6 +659,15 @@ describe('auditLog', () => {
     expect(withAhead.findings).toEqual([
       expect.objectContaining({ kind: 'not-in-log', serviceReceiptId: ahead.id, detail: expect.stringContaining('86400 s in the future') }),
     ]);
+    // Unless the auditor allows that much skew (baton audit --clock-skew): then it is pending.
+    const skewed = await auditLog({
+      baseUrl: 'http://baton.test',
+      apiKey: t.keys.audit,
+      fetch: appFetch,
+      now: svc.clock.now,
+      decisions: { clockSkewSeconds: 90_000 },
+    });
+    expect(skewed.findings).toEqual([]);
     await integrateOnce(integrator());
   });
 
