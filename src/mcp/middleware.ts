@@ -299,11 +299,17 @@ function lowLevelServer(server: McpServerLike | McpLowLevelServerLike): Server {
 
 function isToolsCall(schema: AnyObjectSchema): boolean {
   if (schema === (CallToolRequestSchema as unknown)) return true;
+  // A CommonJS server's schemas are never this module's objects, so most are read. One that cannot
+  // be read may be tools/call's: guessing "no" would install it ungated, so the start fails instead.
+  let method: unknown;
   try {
-    const method = getObjectShape(schema)?.['method'];
-    return method !== undefined && getLiteralValue(method) === 'tools/call';
-  } catch {
-    return false;
+    method = getObjectShape(schema)?.['method'];
+    return method !== undefined && getLiteralValue(method as never) === 'tools/call';
+  } catch (e) {
+    throw new Error(
+      'withBaton: cannot tell whether a request handler is tools/call (its schema cannot be read by this @modelcontextprotocol/sdk version); refusing to install it rather than run tools unverified.',
+      { cause: e },
+    );
   }
 }
 

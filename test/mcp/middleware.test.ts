@@ -662,6 +662,22 @@ describe('wrapping', () => {
     expect(() => withBaton(new McpServer({ name: 'x', version: '1' }), { ...batonOptions(), toolServer: '' })).toThrow(/toolServer/);
   });
 
+  it('a request handler whose schema cannot be read is refused, never installed ungated', () => {
+    const low = new Server({ name: 'opaque', version: '1.0.0' }, { capabilities: { tools: {} } });
+    withBaton(low, batonOptions());
+    const unreadable = new Proxy(
+      {},
+      {
+        get() {
+          throw new Error('unreadable schema');
+        },
+      },
+    );
+    expect(() => low.setRequestHandler(unreadable as never, async () => ({}) as never)).toThrow(
+      /cannot tell whether a request handler is tools\/call/,
+    );
+  });
+
   it('a Client is not a server: it is refused, at compile time and at run time, rather than gate nothing', () => {
     const client = new Client({ name: 'agent', version: '1.0.0' });
     // @ts-expect-error a Client has setRequestHandler, but no tools/call of its own to gate
