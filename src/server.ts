@@ -362,7 +362,7 @@ export async function runService(): Promise<void> {
  * service (its own pool, caches and signer) listening on the one shared port
  * (node:cluster hands out connections). Nodes are stateless, so workers are
  * just more nodes on one database. A worker that dies is replaced. One of the
- * first workers that dies before it listens stops the start (exit 1): a
+ * first workers that dies before it listens stops the start (with its exit code): a
  * replacement would fail the same way. Once the service has started, a
  * replacement that cannot start (the database is down, say) is tried again
  * with a growing pause, while the other workers go on answering (503 until
@@ -405,15 +405,17 @@ async function runPrimary(config: Config, log: Logger): Promise<void> {
       running.delete(worker);
       listening.delete(worker);
       if (stopping) {
-        // A worker that did not stop cleanly makes the whole stop unclean.
-        if (code !== 0) process.exitCode = 1;
+        // A worker that did not stop cleanly makes the whole stop unclean. One still starting when the
+        // stop came has no handler yet, and ends by the supervisor's own SIGTERM: that is the stop asked for.
+        if (code !== 0 && !(code === null && signal === 'SIGTERM')) process.exitCode = 1;
       } else if (!listened && initial) {
         // One of the first workers: the start failed. (A replacement exists only once a worker has
         // served; counting the first workers that listen instead stopped the service when a
         // replacement failed during an outage before the last first worker had listened.)
         log.error('a worker failed to start; stopping', { worker: worker.id, pid: worker.process.pid, code, signal });
         stopping = true;
-        process.exitCode = 1;
+        // The worker's own exit code says why (2 a configuration refused, 3 a start that failed), as one process's would.
+        process.exitCode = typeof code === 'number' && code > 0 ? code : 1;
         stopAll();
       } else if (!listened) {
         retryMs = Math.min(30_000, Math.max(1_000, retryMs * 2));

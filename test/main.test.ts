@@ -43,5 +43,14 @@ describe('main.js', () => {
     const start = runMain([], { DATABASE_URL: 'postgres://postgres@127.0.0.1:9/none', BATON_MASTER_KEY: 'a'.repeat(64) });
     expect(start.code, start.err).toBe(3);
     expect(start.err).toMatch(/Baton failed to start/);
+    // The same with worker processes: the supervisor passes on its worker's code, not a plain 1.
+    const workers = runMain([], {
+      PORT: '0',
+      BATON_WORKERS: '2',
+      DATABASE_URL: 'postgres://postgres@127.0.0.1:9/none',
+      BATON_MASTER_KEY: 'a'.repeat(64),
+    });
+    expect(workers.code, workers.err).toBe(3);
+    expect(workers.out + workers.err).toMatch(/a worker failed to start; stopping/);
   });
 });
