@@ -235,10 +235,42 @@ const isMessageOf = <T extends { type: string }>(type: T['type'], m: unknown): m
  * histograms summed; each gauge as it declares). A worker still starting is not asked
  * (baton_workers_listening says how many were); when one that listens does not answer in time,
  * the scrape fails rather than show a partial sum.
+ *
+ * A worker that exits takes its counts with it, and a sum that goes down reads to Prometheus as a
+ * reset, after which it counts every other worker's total again. So the counters and histograms
+ * each worker showed in its last scrape are kept when it exits, and added to every later sum: the
+ * node's counters never go down (only what an exited worker counted after its last scrape is lost).
+ * Its gauges are not kept: they were its own state.
  */
 export function serveClusterMetrics(listening: () => readonly Worker[]): void {
   let asked = 0;
   const pending = new Map<number, (answer: WorkerMetricsAnswer) => void>();
+  type WorkerMetrics = NonNullable<WorkerMetricsAnswer['metrics']>;
+  const lastScraped = new Map<number, WorkerMetrics>();
+  let exitedCounts: WorkerMetrics[] = [];
+  cluster.on('exit', (worker) => {
+    const last = lastScraped.get(worker.id);
+    lastScraped.delete(worker.id);
+    // prom-client's types call `type` an enum; at run time it is the name ('counter', 'gauge', ...).
+    if (last !== undefined) exitedCounts.push(last.filter((m) => ['counter', 'histogram'].includes(String(m.type))) as WorkerMetrics);
+  });
+  /**
+   * The exited workers' counts, folded into one set at a scrape so that a node whose workers are
+   * replaced often keeps one. One fold at a time; a scrape meanwhile sums the sets as they are.
+   */
+  let folding = false;
+  const exitedSum = async (): Promise<WorkerMetrics[]> => {
+    const sets = [...exitedCounts];
+    if (folding || sets.length <= 1) return sets;
+    folding = true;
+    try {
+      const folded = (await AggregatorRegistry.aggregate(sets).getMetricsAsJSON()) as WorkerMetrics;
+      exitedCounts = [folded, ...exitedCounts.slice(sets.length)]; // those that exited meanwhile were appended
+      return [folded];
+    } finally {
+      folding = false;
+    }
+  };
   cluster.on('message', (worker, message: unknown) => {
     if (isMessageOf<WorkerMetricsAnswer>(WORKER_METRICS_ANSWER, message)) {
       pending.get(message.id)?.(message);
@@ -269,12 +301,14 @@ export function serveClusterMetrics(listening: () => readonly Worker[]): void {
     void (async () => {
       let answer: Omit<ClusterMetricsAnswer, 'type' | 'id'>;
       try {
-        const each = (await Promise.all(workers.map(ownMetrics))).filter((m) => m !== undefined);
+        const answers = await Promise.all(workers.map(ownMetrics));
+        const each = answers.filter((m) => m !== undefined);
         // A sum without a worker is lower than the last one: Prometheus reads that as a counter
         // reset and counts the rest again. No answer leaves a gap in the series instead.
         if (each.length < workers.length)
           throw new Error(`${workers.length - each.length} of ${workers.length} workers gave no metrics (late, exited, or failing)`);
-        const summed = await AggregatorRegistry.aggregate(each).metrics();
+        workers.forEach((w, i) => lastScraped.set(w.id, answers[i]!));
+        const summed = await AggregatorRegistry.aggregate([...each, ...(await exitedSum())]).metrics();
         answer = { text: summed + workersSummed(workers.length) };
       } catch (e) {
         answer = { error: e instanceof Error ? e.message : String(e) };

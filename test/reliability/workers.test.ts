@@ -135,6 +135,37 @@ describe('BATON_WORKERS=2', () => {
   }, 60_000);
 });
 
+describe('BATON_WORKERS=2: a replaced worker', () => {
+  it("takes none of its counts out of /metrics: the node's counters never go down", async () => {
+    const pids = await workers(2);
+    expect(pids).toHaveLength(2);
+    const listeningBoth = async () => {
+      for (let i = 0; i < 100; i++) {
+        const r = await scrape();
+        if (r.status === 200 && /^baton_workers_listening 2$/m.test(r.text)) return r.text;
+        await sleep(200);
+      }
+      throw new Error('the node did not list two listening workers again');
+    };
+    const count = (text: string, series: RegExp) => Number(series.exec(text)?.[1] ?? NaN);
+    const healthz = /^baton_http_requests_total\{method="GET",route="\/healthz",status="200"\} (\d+)$/m;
+    const durations = /^baton_http_request_duration_seconds_count\{method="GET",route="\/healthz"\} (\d+)$/m;
+    await listeningBoth();
+    // Each new connection goes to the next worker: both count some of these.
+    for (let i = 0; i < 20; i++) expect((await get('/healthz')).status).toBe(200);
+    const before = await listeningBoth();
+    process.kill(pids[0]!, 'SIGKILL');
+    for (let i = 0; i < 150 && (workerPidsOf(node!).length !== 2 || workerPidsOf(node!).includes(pids[0]!)); i++) await sleep(200);
+    const after = await listeningBoth();
+    // Every scrape answered on a surviving or a new worker; the sum still holds the killed one's counts.
+    expect(count(before, healthz)).toBeGreaterThanOrEqual(20);
+    expect(count(after, healthz)).toBeGreaterThanOrEqual(count(before, healthz));
+    expect(count(after, durations)).toBeGreaterThanOrEqual(count(before, durations));
+    // What was a gauge of the killed worker is not kept: the node's listening workers are the two alive.
+    expect(after).toMatch(/^baton_workers_listening 2$/m);
+  }, 90_000);
+});
+
 /** A GET on a new connection, so the cluster hands each to the next worker in turn. */
 function get(path: string, key?: string): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
