@@ -405,9 +405,12 @@ async function runPrimary(config: Config, log: Logger): Promise<void> {
       running.delete(worker);
       listening.delete(worker);
       if (stopping) {
-        // A worker that did not stop cleanly makes the whole stop unclean. One still starting when the
-        // stop came has no handler yet, and ends by the supervisor's own SIGTERM: that is the stop asked for.
-        if (code !== 0 && !(code === null && signal === 'SIGTERM')) process.exitCode = 1;
+        // A worker that did not stop cleanly makes the whole stop unclean, unless an earlier worker's
+        // exit code already says why (all workers fail a start at once: the first's 3 stays). One still
+        // starting when the stop came has no handler yet and ends by the signal (the supervisor's
+        // SIGTERM, or Ctrl+C's SIGINT to the group): that is the stop asked for.
+        const stoppedWhileStarting = code === null && !listened;
+        if (code !== 0 && !stoppedWhileStarting && !process.exitCode) process.exitCode = 1;
       } else if (!listened && initial) {
         // One of the first workers: the start failed. (A replacement exists only once a worker has
         // served; counting the first workers that listen instead stopped the service when a
