@@ -246,13 +246,15 @@ export function serveClusterMetrics(listening: () => readonly Worker[]): void {
   let asked = 0;
   const pending = new Map<number, (answer: WorkerMetricsAnswer) => void>();
   type WorkerMetrics = NonNullable<WorkerMetricsAnswer['metrics']>;
-  const lastScraped = new Map<number, WorkerMetrics>();
+  /** Each live worker's newest answer that a scrape served (`asked` orders answers of concurrent scrapes). */
+  const lastScraped = new Map<number, { readonly asked: number; readonly metrics: WorkerMetrics }>();
   let exitedCounts: WorkerMetrics[] = [];
   cluster.on('exit', (worker) => {
     const last = lastScraped.get(worker.id);
     lastScraped.delete(worker.id);
     // prom-client's types call `type` an enum; at run time it is the name ('counter', 'gauge', ...).
-    if (last !== undefined) exitedCounts.push(last.filter((m) => ['counter', 'histogram'].includes(String(m.type))) as WorkerMetrics);
+    if (last !== undefined)
+      exitedCounts.push(last.metrics.filter((m) => ['counter', 'histogram'].includes(String(m.type))) as WorkerMetrics);
   });
   /**
    * The exited workers' counts, folded into one set at a scrape so that a node whose workers are
@@ -279,13 +281,13 @@ export function serveClusterMetrics(listening: () => readonly Worker[]): void {
     if (!isMessageOf<{ type: typeof CLUSTER_METRICS_REQUEST; id: number }>(CLUSTER_METRICS_REQUEST, message)) return;
     const workers = listening().filter((w) => w.isConnected());
     const ownMetrics = (w: Worker) =>
-      new Promise<WorkerMetricsAnswer['metrics']>((resolve) => {
+      new Promise<{ asked: number; metrics: WorkerMetrics } | undefined>((resolve) => {
         const id = ++asked;
         const settle = (metrics: WorkerMetricsAnswer['metrics']) => {
           clearTimeout(timer);
           pending.delete(id);
           w.off('exit', gone);
-          resolve(metrics);
+          resolve(metrics === undefined ? undefined : { asked: id, metrics });
         };
         // A worker that exits meanwhile answers nothing: no need to wait out the timer.
         const gone = () => settle(undefined);
@@ -302,13 +304,15 @@ export function serveClusterMetrics(listening: () => readonly Worker[]): void {
       let answer: Omit<ClusterMetricsAnswer, 'type' | 'id'>;
       try {
         const answers = await Promise.all(workers.map(ownMetrics));
-        const each = answers.filter((m) => m !== undefined);
+        const missing = answers.filter((m) => m === undefined).length;
         // A sum without a worker is lower than the last one: Prometheus reads that as a counter
         // reset and counts the rest again. No answer leaves a gap in the series instead.
-        if (each.length < workers.length)
-          throw new Error(`${workers.length - each.length} of ${workers.length} workers gave no metrics (late, exited, or failing)`);
-        workers.forEach((w, i) => lastScraped.set(w.id, answers[i]!));
-        const summed = await AggregatorRegistry.aggregate([...each, ...(await exitedSum())]).metrics();
+        if (missing > 0) throw new Error(`${missing} of ${workers.length} workers gave no metrics (late, exited, or failing)`);
+        // A worker that exited after it answered had its previous answer kept when it exited: this
+        // one is left out, or it would count twice now and be gone from the next sum.
+        const live = workers.flatMap((w, i) => (w.isDead() ? [] : [{ id: w.id, answer: answers[i]! }]));
+        for (const { id, answer: a } of live) if ((lastScraped.get(id)?.asked ?? 0) < a.asked) lastScraped.set(id, a);
+        const summed = await AggregatorRegistry.aggregate([...live.map((l) => l.answer.metrics), ...(await exitedSum())]).metrics();
         answer = { text: summed + workersSummed(workers.length) };
       } catch (e) {
         answer = { error: e instanceof Error ? e.message : String(e) };
