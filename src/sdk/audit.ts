@@ -574,7 +574,7 @@ function servedChain(h: Http, path: string, body: unknown): ServedChain {
  */
 const LATE_COMMIT_SECONDS = 120;
 
-/** Seconds a service receipt's iat may lie ahead of the auditor's clock, unless decisions.clockSkewSeconds says (the service's BATON_CLOCK_SKEW default). */
+/** Seconds a service receipt's iat may lie ahead of the auditor's clock at least (more if decisions.clockSkewSeconds says). */
 const RECEIPT_CLOCK_SKEW_SECONDS = 60;
 
 /** Chains fetched once per leaf (most decisions share a few chains); the memo is bounded. */
@@ -887,7 +887,9 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
     }
     // A receipt dated ahead of the auditor's clock (or not dated) would stay "pending" for good.
     const signed = verified.payload?.['iat'];
-    if (typeof signed !== 'number' || signed > now + (o.decisions?.clockSkewSeconds ?? RECEIPT_CLOCK_SKEW_SECONDS)) {
+    // The service's own skew (decisions.clockSkewSeconds) may be 0 while the two clocks still differ a little.
+    const ahead = Math.max(RECEIPT_CLOCK_SKEW_SECONDS, o.decisions?.clockSkewSeconds ?? 0);
+    if (typeof signed !== 'number' || signed > now + ahead) {
       findings.push({
         kind: 'not-in-log',
         serviceReceiptId: r.id,

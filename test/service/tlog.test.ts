@@ -659,6 +659,22 @@ describe('auditLog', () => {
     expect(withAhead.findings).toEqual([
       expect.objectContaining({ kind: 'not-in-log', serviceReceiptId: ahead.id, detail: expect.stringContaining('86400 s in the future') }),
     ]);
+    // One a little ahead (two clocks) is pending, even when the service allows no skew itself.
+    await recordServiceReceipt(svc.store.db, svc.deps.signer, {
+      tenantId: t.id,
+      kind: 'invocation.denied',
+      subject: 'inv:slightly-ahead',
+      data: {},
+      now: svc.clock.now + 30,
+    });
+    const noSkew = await auditLog({
+      baseUrl: 'http://baton.test',
+      apiKey: t.keys.audit,
+      fetch: appFetch,
+      now: svc.clock.now,
+      decisions: { clockSkewSeconds: 0 },
+    });
+    expect(noSkew.findings).toEqual([expect.objectContaining({ kind: 'not-in-log', serviceReceiptId: ahead.id })]);
     // Unless the auditor allows that much skew (baton audit --clock-skew): then it is pending.
     const skewed = await auditLog({
       baseUrl: 'http://baton.test',
