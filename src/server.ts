@@ -406,11 +406,11 @@ async function runPrimary(config: Config, log: Logger): Promise<void> {
       listening.delete(worker);
       if (stopping) {
         // A worker that did not stop cleanly makes the whole stop unclean, unless an earlier worker's
-        // exit code already says why (all workers fail a start at once: the first's 3 stays). One still
-        // starting when the stop came has no handler yet and ends by the signal (the supervisor's
-        // SIGTERM, or Ctrl+C's SIGINT to the group): that is the stop asked for.
-        const stoppedWhileStarting = code === null && !listened;
-        if (code !== 0 && !stoppedWhileStarting && !process.exitCode) process.exitCode = 1;
+        // exit code already says why (all workers fail a start at once: the first's 3 stays). A worker
+        // with its handlers never dies by SIGTERM or SIGINT: one that does had none yet (still
+        // starting) when the stop came, by the supervisor's SIGTERM or Ctrl+C's SIGINT to the group.
+        const stoppedBySignal = code === null && (signal === 'SIGTERM' || signal === 'SIGINT');
+        if (code !== 0 && !stoppedBySignal && !process.exitCode) process.exitCode = 1;
       } else if (!listened && initial) {
         // One of the first workers: the start failed. (A replacement exists only once a worker has
         // served; counting the first workers that listen instead stopped the service when a

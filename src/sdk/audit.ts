@@ -888,7 +888,8 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
     // A receipt dated ahead of the auditor's clock (or not dated) would stay "pending" for good.
     const signed = verified.payload?.['iat'];
     // The service's own skew (decisions.clockSkewSeconds) may be 0 while the two clocks still differ a little.
-    const ahead = Math.max(RECEIPT_CLOCK_SKEW_SECONDS, o.decisions?.clockSkewSeconds ?? 0);
+    const skew = o.decisions?.clockSkewSeconds;
+    const ahead = Math.max(RECEIPT_CLOCK_SKEW_SECONDS, Number.isFinite(skew) ? skew! : 0);
     if (typeof signed !== 'number' || signed > now + ahead) {
       findings.push({
         kind: 'not-in-log',
