@@ -577,6 +577,69 @@ const LATE_COMMIT_SECONDS = 120;
 /** Seconds a service receipt's iat may lie ahead of the auditor's clock at least (more if decisions.clockSkewSeconds says). */
 const RECEIPT_CLOCK_SKEW_SECONDS = 60;
 
+/** The leaf indexes of one entry bundle, in order. */
+const indexesOf = (first: number, width: number): number[] => Array.from({ length: width }, (_, k) => first + k);
+
+/**
+ * The findings of an entry bundle the service refused to serve. It names the indexes whose receipts
+ * are gone (details.missing_indexes) or too long for a bundle (details.oversized_indexes), and the
+ * receipt at each index still there (details.present_entries): each of those is read on its own from
+ * the listing and handed to `checkEntry` at its index, so one entry gone does not hide what the
+ * others hold. Whatever nothing names is `unchecked`; the refusal itself is always a finding.
+ */
+async function checkUnservedBundle(
+  h: Http,
+  bundle: { status: number; body: unknown },
+  { index, first, width }: { index: number; first: number; width: number },
+  checkEntry: (at: number, entry: Uint8Array) => void,
+  concurrency: number,
+): Promise<AuditFinding[]> {
+  const findings: AuditFinding[] = [];
+  const details = (
+    bundle.body as { error?: { details?: { missing_indexes?: unknown; oversized_indexes?: unknown; present_entries?: unknown } } } | null
+  )?.error?.details;
+  const inTile = (i: unknown): i is number => Number.isSafeInteger(i) && (i as number) >= first && (i as number) < first + width;
+  const named = Array.isArray(details?.missing_indexes) ? details.missing_indexes.filter(inTile) : [];
+  const present = presentEntries(details?.present_entries, inTile, new Set(named));
+  // The service names what is gone, what is there, or neither (a 404, an older service): then all is missing.
+  const missing = named.length > 0 || present.length > 0 ? named : indexesOf(first, width);
+  for (const i of missing)
+    findings.push({
+      kind: 'missing',
+      index: i,
+      detail: `the service cannot produce the service receipt of entry ${i} (HTTP ${bundle.status})`,
+    });
+  const checked = new Set<number>(missing);
+  await inPool(present, concurrency, async ({ index: at, id }) => {
+    const page = (await h.json(`/v1/service-receipts?after=${id - 1}&limit=1`)) as {
+      service_receipts?: { id?: unknown; jws?: unknown }[];
+    } | null;
+    const listed = page?.service_receipts?.[0];
+    checked.add(at);
+    if (listed?.id !== id || typeof listed.jws !== 'string')
+      findings.push({ kind: 'missing', index: at, detail: `the service names service receipt ${id} at entry ${at} but does not list it` });
+    else checkEntry(at, utf8(listed.jws));
+  });
+  // A bundle no tlog-tiles client can read is a finding even when every entry checks out one by one.
+  const oversized = Array.isArray(details?.oversized_indexes) ? details.oversized_indexes.filter(inTile) : [];
+  for (const i of oversized)
+    findings.push({ kind: 'missing', index: i, detail: `entry ${i} is over 65,535 bytes, more than an entry bundle can carry` });
+  if (missing.length === 0 && oversized.length === 0)
+    findings.push({
+      kind: 'missing',
+      index: first,
+      detail: `the service refused entry bundle ${index} (HTTP ${bundle.status}) but names no entry missing or too long`,
+    });
+  const unchecked = indexesOf(first, width).filter((i) => !checked.has(i));
+  if (unchecked.length > 0)
+    findings.push({
+      kind: 'unchecked',
+      index: unchecked[0]!,
+      detail: `${unchecked.length} entries of entry bundle ${index} were not checked (${unchecked.length <= 8 ? unchecked.join(', ') : `${unchecked[0]} to ${unchecked.at(-1)}`}): the service serves no bundle and names no receipt for them`,
+    });
+  return findings;
+}
+
 /** Chains fetched once per leaf (most decisions share a few chains); the memo is bounded. */
 const CHAIN_MEMO = 10_000;
 
@@ -776,56 +839,7 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
     };
     const bundle = await h.bytesOrAnswer(`/v1/log/${entryBundlePath(index, width)}`, cannotProduce);
     if (!bundle.ok) {
-      const details = (
-        bundle.body as {
-          error?: { details?: { missing_indexes?: unknown; oversized_indexes?: unknown; present_entries?: unknown } };
-        } | null
-      )?.error?.details;
-      const inTile = (i: unknown): i is number => Number.isSafeInteger(i) && (i as number) >= first && (i as number) < first + width;
-      const named = Array.isArray(details?.missing_indexes) ? details.missing_indexes.filter(inTile) : [];
-      // One entry gone must not hide what the others hold: each one still there is read on its own
-      // (the service names the receipt at each index) and checked at its index as the bundle's would be.
-      const present = presentEntries(details?.present_entries, inTile, new Set(named));
-      // The service names what is gone, what is there, or neither (a 404, an older service): then all is missing.
-      const missing = named.length > 0 || present.length > 0 ? named : Array.from({ length: width }, (_, k) => first + k);
-      for (const i of missing)
-        findings.push({
-          kind: 'missing',
-          index: i,
-          detail: `the service cannot produce the service receipt of entry ${i} (HTTP ${bundle.status})`,
-        });
-      const checked = new Set<number>(missing);
-      await inPool(present, o.concurrency ?? 8, async ({ index: at, id }) => {
-        const page = (await h.json(`/v1/service-receipts?after=${id - 1}&limit=1`)) as {
-          service_receipts?: { id?: unknown; jws?: unknown }[];
-        } | null;
-        const listed = page?.service_receipts?.[0];
-        checked.add(at);
-        if (listed?.id !== id || typeof listed.jws !== 'string')
-          findings.push({
-            kind: 'missing',
-            index: at,
-            detail: `the service names service receipt ${id} at entry ${at} but does not list it`,
-          });
-        else checkEntry(at, utf8(listed.jws));
-      });
-      // A bundle no tlog-tiles client can read is a finding even when every entry checks out one by one.
-      const oversized = Array.isArray(details?.oversized_indexes) ? details.oversized_indexes.filter(inTile) : [];
-      for (const i of oversized)
-        findings.push({ kind: 'missing', index: i, detail: `entry ${i} is over 65,535 bytes, more than an entry bundle can carry` });
-      if (missing.length === 0 && oversized.length === 0)
-        findings.push({
-          kind: 'missing',
-          index: first,
-          detail: `the service refused entry bundle ${index} (HTTP ${bundle.status}) but names no entry missing or too long`,
-        });
-      const unchecked = Array.from({ length: width }, (_, k) => first + k).filter((i) => !checked.has(i));
-      if (unchecked.length > 0)
-        findings.push({
-          kind: 'unchecked',
-          index: unchecked[0]!,
-          detail: `${unchecked.length} entries of entry bundle ${index} were not checked (${unchecked.length <= 8 ? unchecked.join(', ') : `${unchecked[0]} to ${unchecked.at(-1)}`}): the service serves no bundle and names no receipt for them`,
-        });
+      findings.push(...(await checkUnservedBundle(h, bundle, { index, first, width }, checkEntry, o.concurrency ?? 8)));
     } else {
       let entries: Uint8Array[] = [];
       try {
@@ -874,6 +888,9 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
   // (or past maxPending, for any) it was left out, or the checkpoint is stale.
   const maxPending = o.maxPendingSeconds ?? 600;
   const lateCommit = Math.min(LATE_COMMIT_SECONDS, maxPending);
+  // The service's own skew (decisions.clockSkewSeconds) may be 0 while the two clocks still differ a little.
+  const skew = o.decisions?.clockSkewSeconds;
+  const ahead = Math.max(RECEIPT_CLOCK_SKEW_SECONDS, Number.isFinite(skew) ? skew! : 0);
   let pendingServiceReceipts = 0;
   for (const r of unlogged) {
     const verified = verifyServiceReceipt(r.jws, keys);
@@ -887,9 +904,6 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
     }
     // A receipt dated ahead of the auditor's clock (or not dated) would stay "pending" for good.
     const signed = verified.payload?.['iat'];
-    // The service's own skew (decisions.clockSkewSeconds) may be 0 while the two clocks still differ a little.
-    const skew = o.decisions?.clockSkewSeconds;
-    const ahead = Math.max(RECEIPT_CLOCK_SKEW_SECONDS, Number.isFinite(skew) ? skew! : 0);
     if (typeof signed !== 'number' || signed > now + ahead) {
       findings.push({
         kind: 'not-in-log',
