@@ -57,6 +57,16 @@ function get(socket: Socket, extraHeader = ''): Promise<string> {
   });
 }
 
+/** The server on `port` still answers GET /healthz with a 200, on a fresh connection. */
+async function expectServing(port: number): Promise<void> {
+  const socket = await open(port);
+  try {
+    expect(await get(socket)).toMatch(/^HTTP\/1\.1 200/);
+  } finally {
+    socket.destroy();
+  }
+}
+
 function open(port: number): Promise<Socket> {
   return new Promise((resolve, reject) => {
     const s = connect(port, '127.0.0.1', () => resolve(s));
@@ -107,12 +117,7 @@ describe('HTTP timeouts', () => {
     const first = await start();
     await expect(start({ PORT: String(first.port) })).rejects.toThrow(/127\.0\.0\.1:\d+ is already in use.*PORT, or baton serve --port/);
     // The first server is untouched.
-    const socket = await open(first.port);
-    try {
-      expect(await get(socket)).toMatch(/^HTTP\/1\.1 200/);
-    } finally {
-      socket.destroy();
-    }
+    await expectServing(first.port);
   }, 60_000);
 
   it('a port already in use fails the start before anything is created: no database, no keys in the data folder', async () => {
@@ -236,12 +241,7 @@ describe('requests Node refuses before Baton reads them', () => {
     expect(smuggled).toMatch(/^HTTP\/1\.1 400 /);
     expect(envelopeOf(smuggled).error.code).toBe('INVALID_REQUEST');
     // The server goes on answering.
-    const socket = await open(server.port);
-    try {
-      expect(await get(socket)).toMatch(/^HTTP\/1\.1 200/);
-    } finally {
-      socket.destroy();
-    }
+    await expectServing(server.port);
   }, 60_000);
 
   it('a request not in within the timeouts is a 408 REQUEST_TIMEOUT, and the connection is closed even if the client keeps its half open', async () => {

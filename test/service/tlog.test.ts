@@ -25,6 +25,7 @@ import {
   serviceReceiptLeafHash,
   verifyCheckpointConsistency,
   verifyServiceReceiptInclusion,
+  type DecisionCheckOptions,
   type LogTrust,
 } from '../../src/sdk/audit.js';
 import { startServer } from '../../src/server.js';
@@ -63,13 +64,14 @@ afterAll(() => svc.close());
 const integrator = () => ({ store: svc.store, signer: svc.deps.signer, log: silentLogger, logName: 'baton.test' });
 
 // Denials naming no chain: signed receipts like any other, with no decision records for the audit to fetch.
-async function receipt(tenantId: string, n = 0, db = svc.store.db) {
+/** A denial's service receipt in `tenantId`, signed at `at` (default the service's clock). */
+async function receipt(tenantId: string, n = 0, db = svc.store.db, at = svc.clock.now) {
   return recordServiceReceipt(db, svc.deps.signer, {
     tenantId,
     kind: 'invocation.denied',
     subject: `inv:${n}`,
     data: { n },
-    now: svc.clock.now,
+    now: at,
   });
 }
 
@@ -623,7 +625,8 @@ describe('auditLog', () => {
     await receipt(t.id, 1);
     await integrateOnce(integrator());
     const late = await receipt(t.id, 2); // committed after the checkpoint: not integrated
-    const audit = (now: number) => auditLog({ baseUrl: 'http://baton.test', apiKey: t.keys.audit, fetch: appFetch, now });
+    const audit = (now: number, decisions?: DecisionCheckOptions) =>
+      auditLog({ baseUrl: 'http://baton.test', apiKey: t.keys.audit, fetch: appFetch, now, ...(decisions ? { decisions } : {}) });
     const fresh = await audit(svc.clock.now);
     expect(fresh.findings).toEqual([]);
     expect(fresh.pendingServiceReceipts).toBe(1);
@@ -648,41 +651,17 @@ describe('auditLog', () => {
     ]);
     expect(forged.pendingServiceReceipts).toBe(1);
     // One dated a day ahead would never grow old enough to be reported: it is reported now.
-    const ahead = await recordServiceReceipt(svc.store.db, svc.deps.signer, {
-      tenantId: t.id,
-      kind: 'invocation.denied',
-      subject: 'inv:ahead',
-      data: {},
-      now: svc.clock.now + 86_400,
-    });
+    const ahead = await receipt(t.id, 3, undefined, svc.clock.now + 86_400);
     const withAhead = await audit(svc.clock.now);
     expect(withAhead.findings).toEqual([
       expect.objectContaining({ kind: 'not-in-log', serviceReceiptId: ahead.id, detail: expect.stringContaining('86400 s in the future') }),
     ]);
     // One a little ahead (two clocks) is pending, even when the service allows no skew itself.
-    await recordServiceReceipt(svc.store.db, svc.deps.signer, {
-      tenantId: t.id,
-      kind: 'invocation.denied',
-      subject: 'inv:slightly-ahead',
-      data: {},
-      now: svc.clock.now + 30,
-    });
-    const noSkew = await auditLog({
-      baseUrl: 'http://baton.test',
-      apiKey: t.keys.audit,
-      fetch: appFetch,
-      now: svc.clock.now,
-      decisions: { clockSkewSeconds: 0 },
-    });
+    await receipt(t.id, 4, undefined, svc.clock.now + 30);
+    const noSkew = await audit(svc.clock.now, { clockSkewSeconds: 0 });
     expect(noSkew.findings).toEqual([expect.objectContaining({ kind: 'not-in-log', serviceReceiptId: ahead.id })]);
     // Unless the auditor allows that much skew (baton audit --clock-skew): then it is pending.
-    const skewed = await auditLog({
-      baseUrl: 'http://baton.test',
-      apiKey: t.keys.audit,
-      fetch: appFetch,
-      now: svc.clock.now,
-      decisions: { clockSkewSeconds: 90_000 },
-    });
+    const skewed = await audit(svc.clock.now, { clockSkewSeconds: 90_000 });
     expect(skewed.findings).toEqual([]);
     await integrateOnce(integrator());
   });
