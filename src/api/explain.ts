@@ -26,7 +26,7 @@ export const ExplainBody = z
     args: z.record(z.string(), z.unknown()).openapi({ description: 'The args the call would carry.' }),
     context: z
       .strictObject({ near_limit: z.boolean().optional(), cost_calibration: z.boolean().optional() })
-      .openapi({ description: 'Runtime facts to assume; by default `near_limit` is read from the store and the rest is false.' })
+      .openapi({ description: 'Runtime facts to assume; by default each is read from the store as verify reads it for this call.' })
       .optional(),
   })
   .openapi('ExplainRequest');

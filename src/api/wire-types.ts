@@ -1467,7 +1467,7 @@ export interface components {
       args: {
         [key: string]: unknown;
       };
-      /** @description Runtime facts to assume; by default `near_limit` is read from the store and the rest is false. */
+      /** @description Runtime facts to assume; by default each is read from the store as verify reads it for this call. */
       context?: {
         cost_calibration?: boolean;
         near_limit?: boolean;

@@ -29,12 +29,21 @@ export interface ExplainContext {
   readonly approved_grants?: readonly boolean[];
 }
 
+/** What a tenant's published tool document gives explain. */
+export interface ExplainTools {
+  readonly catalog: Catalog;
+  readonly settings: TenantToolSettings;
+}
+
 export interface ExplainInput {
   readonly args: Record<string, unknown>;
   /** The chain's policies, root first. */
   readonly policies: readonly Policy[];
-  readonly catalog: Catalog;
-  readonly settings: TenantToolSettings;
+  /**
+   * The tenant's tool document; null when it has published none. Verify then applies no tool gate
+   * (no declared-tool requirements, trifecta holds or rules), so explain applies none either.
+   */
+  readonly tools: ExplainTools | null;
   readonly context?: ExplainContext;
 }
 
@@ -170,20 +179,28 @@ function ruleViolation(outcome: RuleOutcome, settings: TenantToolSettings): Expl
   };
 }
 
+/** What evaluateArgs finds against each DR's policy, as verify runs it, each with a remediation. */
+function argViolations(args: Record<string, unknown>, policies: readonly Policy[], tool: ResolvedTool): ExplainedViolation[] {
+  return policies.flatMap((policy, i) =>
+    evaluateArgs(policy, args).map((found) => {
+      const v = { ...found, dr_index: i };
+      return { ...v, remediation: remediationFor(v, tool) };
+    }),
+  );
+}
+
 /** Every unmet condition of a hypothetical call, each with a remediation. */
 export function explain(input: ExplainInput): Explanation {
-  const { args, policies, catalog, settings } = input;
+  if (input.tools === null) return explainWithoutToolGate(input.args, input.policies);
+  const { args, policies } = input;
+  const { catalog, settings } = input.tools;
   const context = input.context ?? {};
   const tool = resolveTool(catalog, argOf(args, 'tool'));
   const estimate = estimateWithFloor(argOf(args, 'estimated_cost_usd'), tool);
   const trifectaOpts = { catalog, strict: settings.strict };
 
-  const violations: ExplainedViolation[] = [];
-  const withRemedy = (v: Violation) => violations.push({ ...v, remediation: remediationFor(v, tool) });
-  policies.forEach((policy, i) => {
-    for (const v of evaluateArgs(policy, args)) withRemedy({ ...v, dr_index: i });
-  });
-  for (const v of checkToolRequirements(tool, policies, trifectaOpts)) withRemedy(v);
+  const violations: ExplainedViolation[] = argViolations(args, policies, tool);
+  for (const v of checkToolRequirements(tool, policies, trifectaOpts)) violations.push({ ...v, remediation: remediationFor(v, tool) });
 
   // A DR's reach is what it and every DR above it allow (attenuation keeps a valid child within its parent).
   const grants = policies.map((_, i) => detectTrifecta(effectiveLimits(policies.slice(0, i + 1)).allowed_tools, trifectaOpts));
@@ -211,5 +228,35 @@ export function explain(input: ExplainInput): Explanation {
     grants,
     chain_trifecta: chainTrifecta,
     rule,
+  };
+}
+
+const NOTHING_DECLARED: Catalog = { version: 0, tools: [] };
+
+/**
+ * A tenant with no tool document: only the chain's policies judge the call, as in verify. No tool is
+ * declared, and no undeclared one is judged a risk (that is the gate's, and there is none), so no
+ * reach is a trifecta.
+ */
+function explainWithoutToolGate(args: Record<string, unknown>, policies: readonly Policy[]): Explanation {
+  const tool = resolveTool(NOTHING_DECLARED, argOf(args, 'tool'));
+  const estimate = estimateWithFloor(argOf(args, 'estimated_cost_usd'), tool);
+  const violations = argViolations(args, policies, tool);
+  const unjudged = (limit: readonly Policy[]) =>
+    detectTrifecta(effectiveLimits(limit).allowed_tools, { catalog: NOTHING_DECLARED, strict: true });
+  return {
+    decision: violations.length > 0 ? 'deny' : 'allow',
+    violations,
+    catalog_version: 0,
+    tool,
+    estimate_usd: estimate.micros === undefined ? null : microsToUsd(estimate.micros),
+    estimate_raised: estimate.raised,
+    grants: policies.map((_, i) => unjudged(policies.slice(0, i + 1))),
+    chain_trifecta: unjudged(policies),
+    rule: {
+      decision: 'allow',
+      source: 'default',
+      why: ['the tenant has published no tool document, so verify applies no tool gate: no declared-tool requirement, hold or rule'],
+    },
   };
 }

@@ -5,12 +5,13 @@
  */
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import { explainRoute, ExplainBody } from '../api/explain.js';
-import { DEFAULT_COST_CALIBRATION, DEFAULT_TOOL_SETTINGS } from '../protocol/approval-rules.js';
+import { DEFAULT_COST_CALIBRATION } from '../protocol/approval-rules.js';
 import { BatonError } from '../protocol/errors.js';
-import { parsePolicy } from '../protocol/policy.js';
+import { argOf, parsePolicy } from '../protocol/policy.js';
 import { explain } from '../protocol/explain.js';
 import { TOOL_READ_SCOPES } from '../protocol/lists.js';
-import type { Catalog } from '../protocol/tool-catalog.js';
+import { resolveTool, type Catalog } from '../protocol/tool-catalog.js';
+import { estimateWithFloor } from '../protocol/tool-requirements.js';
 import { findGrant } from '../store/approvals.js';
 import { delegationsByHash } from '../store/delegations.js';
 import { requireScope, tenantOf } from './auth.js';
@@ -41,7 +42,7 @@ function assertLinkedFromRoot(chain: readonly string[], parentOf: (hash: string)
   });
 }
 
-/** A tenant without a catalog: nothing declared, the default settings. */
+/** A tenant without a catalog: nothing declared. */
 const NO_CATALOG: Catalog = { version: 0, tools: [] };
 
 export function explainRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
@@ -57,22 +58,20 @@ export function explainRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     const policies = body.dr_chain.map((h) => parsePolicy(stored.get(h)!.policy));
     const doc = await toolDocumentOf(deps, tenantId);
     const grants = await Promise.all(body.dr_chain.map((h) => findGrant(db, tenantId, h)));
+    // NEAR_LIMIT as verify reads it: with the call's estimate, raised to the tool's cost floor.
+    const tool = resolveTool(doc?.catalog ?? NO_CATALOG, argOf(body.args, 'tool'));
+    const estimate = estimateWithFloor(argOf(body.args, 'estimated_cost_usd'), tool).micros ?? 0;
     const explanation = explain({
       args: body.args,
       policies,
-      catalog: doc?.catalog ?? NO_CATALOG,
-      settings: doc?.settings ?? DEFAULT_TOOL_SETTINGS,
+      tools: doc,
       context: {
-        near_limit: body.context?.near_limit ?? (await nearLimit(deps, tenantId, body.dr_chain, 0)),
+        near_limit: body.context?.near_limit ?? (doc !== null && (await nearLimit(deps, tenantId, body.dr_chain, estimate))),
         // The same flag verify evaluates, with the same thresholds.
         cost_calibration:
           body.context?.cost_calibration ??
-          (await flaggedDelegation(
-            deps,
-            tenantId,
-            body.dr_chain,
-            (doc?.settings ?? DEFAULT_TOOL_SETTINGS).cost_calibration ?? DEFAULT_COST_CALIBRATION,
-          )) !== null,
+          (doc !== null &&
+            (await flaggedDelegation(deps, tenantId, body.dr_chain, doc.settings.cost_calibration ?? DEFAULT_COST_CALIBRATION)) !== null),
         // Held only where a human has not approved; a DR never held needs no approval.
         approved_grants: grants.map((g) => g === undefined || g.status === 'approved'),
       },

@@ -24,8 +24,11 @@ const catalog: Catalog = {
 /** A strict tenant: in a non-strict one every unrestricted DR reaches "any undeclared tool", a trifecta. */
 const settings: TenantToolSettings = { ...DEFAULT_TOOL_SETTINGS, strict: true, approvers: [APPROVER] };
 
-function run(over: Partial<ExplainInput> & Pick<ExplainInput, 'args' | 'policies'>) {
-  return explain({ catalog, settings, ...over });
+function run({
+  settings: own = settings,
+  ...over
+}: Partial<Omit<ExplainInput, 'tools'>> & Pick<ExplainInput, 'args' | 'policies'> & { settings?: TenantToolSettings }) {
+  return explain({ tools: { catalog, settings: own }, ...over });
 }
 
 const quiet = { pii_access: false, write_access: false };
@@ -189,7 +192,7 @@ describe('explain (properties)', () => {
   it('reports exactly what evaluateArgs reports for the args, every condition has a remediation, and the decision follows', () => {
     fc.assert(
       fc.property(input, ({ args, policies, context, strict }) => {
-        const result = explain({ args, policies, catalog, settings: { ...settings, strict }, context });
+        const result = explain({ args, policies, tools: { catalog, settings: { ...settings, strict } }, context });
         const fromArgs = policies.flatMap((p, i) => evaluateArgs(p, args).map((v) => ({ ...v, dr_index: i })));
         expect(
           result.violations
@@ -207,6 +210,20 @@ describe('explain (properties)', () => {
     );
   });
 
+  it('without a tool document only the policies decide, as in verify: no requirement, hold or rule', () => {
+    fc.assert(
+      fc.property(input, ({ args, policies, context }) => {
+        const result = explain({ args, policies, tools: null, context });
+        const fromArgs = policies.flatMap((p, i) => evaluateArgs(p, args).map((v) => ({ ...v, dr_index: i })));
+        expect(result.violations.map(({ remediation: _, ...v }) => v)).toEqual(fromArgs);
+        expect(result.decision).toBe(fromArgs.length > 0 ? 'deny' : 'allow');
+        expect(result.chain_trifecta.detected).toBe(false);
+        expect(result.rule).toMatchObject({ decision: 'allow', source: 'default' });
+      }),
+      { numRuns: 300 },
+    );
+  });
+
   it('a write tool is never allowed without write_access in every DR, whatever the args say', () => {
     fc.assert(
       fc.property(input, fc.nat(2), ({ args, policies, context, strict }, drop) => {
@@ -214,8 +231,7 @@ describe('explain (properties)', () => {
         const result = explain({
           args: { ...args, tool: 'wipe_workspace' },
           policies: without,
-          catalog,
-          settings: { ...settings, strict },
+          tools: { catalog, settings: { ...settings, strict } },
           context,
         });
         expect(result.decision).toBe('deny');

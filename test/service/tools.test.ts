@@ -522,6 +522,65 @@ describe('a tenant without a catalog', () => {
   });
 });
 
+describe('explain agrees with verify', () => {
+  async function explainAndVerify(t: TestTenant, c: ReturnType<typeof buildChain>, args: Record<string, unknown>) {
+    await svc.call('POST', '/v1/delegations', { key: t.keys.issue, json: { receipts: c.drs.map((d) => d.jws) } });
+    const call = { ...DECLARED, ...args };
+    const explained = await svc.call('POST', '/v1/explain', {
+      key: t.keys.verify,
+      json: { dr_chain: c.drs.map((d) => d.hash), args: call },
+    });
+    expect(explained.status, JSON.stringify(explained.body)).toBe(200);
+    const verified = await svc.call('POST', '/v1/verify', { key: t.keys.verify, json: c.invoke(call, { iat: T0 }).bundle });
+    return { explained: explained.body, verified };
+  }
+
+  it('for a tenant with no tool document: no tool gate, only the policies', async () => {
+    const bare = await setupTenant(svc, 'explain-without-catalog');
+    // Unrestricted and calling a tool nothing declares: a trifecta hold under any catalog, and no gate without one.
+    const open = buildChain([{ max_cost_usd: 1 }], { keys: [bare.root, generateKeyPair()] });
+    const allowed = await explainAndVerify(bare, open, { tool: 'web_search' });
+    expect(allowed.verified.status, JSON.stringify(allowed.verified.body)).toBe(200);
+    expect(allowed.explained).toMatchObject({ decision: 'allow', violations: [], catalog_version: 0, chain_trifecta: { detected: false } });
+    expect(allowed.explained.rule.why.join(' ')).toMatch(/no tool document/);
+
+    const over = await explainAndVerify(bare, buildChain([{ max_cost_usd: 1 }], { keys: [bare.root, generateKeyPair()] }), {
+      tool: 'web_search',
+      estimated_cost_usd: 2,
+    });
+    expect(over.verified.status).toBe(403);
+    expect(over.explained.decision).toBe('deny');
+    expect(over.explained.violations.map((v: { field: string }) => v.field)).toEqual(['args.estimated_cost_usd']);
+  });
+
+  it('NEAR_LIMIT counts the call about to be made, raised to its cost floor, as verify does', async () => {
+    const own = await setupTenant(svc, 'explain-near-limit');
+    const published = await publish(
+      [tool('buy', { action_type: 'shop:buy', cost_per_invocation_usd: 9 }), tool('quote', { action_type: 'shop:quote' })],
+      { rules: [{ id: 'near', when: { near_limit: true }, decision: 'require_approval' }] },
+      own,
+    );
+    expect(published.status, JSON.stringify(published.body)).toBe(201);
+    const budget = (tools: string[]) =>
+      buildChain([{ allowed_tools: tools, max_spend_usd: 10, max_cost_usd: 10 }], { keys: [own.root, generateKeyPair()] });
+    // 9 USD of a 10 USD budget: by the tool's floor, then by the declared estimate.
+    for (const [name, estimate] of [
+      ['buy', 0.01],
+      ['quote', 9],
+    ] as const) {
+      const { explained, verified } = await explainAndVerify(own, budget([name]), { tool: name, estimated_cost_usd: estimate });
+      expect(verified.status, name).toBe(403);
+      expect(verified.body.error.code, name).toBe('APPROVAL_REQUIRED');
+      expect(explained.decision, name).toBe('require_approval');
+      expect(explained.rule, name).toMatchObject({ rule: { id: 'near' } });
+    }
+    // Under the line both allow.
+    const { explained, verified } = await explainAndVerify(own, budget(['quote']), { tool: 'quote', estimated_cost_usd: 1 });
+    expect(verified.status).toBe(200);
+    expect(explained.decision).toBe('allow');
+  });
+});
+
 describe('versions stored under older publish rules', () => {
   it('still read and decide; the newer rules apply at the next publish', async () => {
     const own = await setupTenant(svc, 'stored-before-an-upgrade');
