@@ -27,6 +27,7 @@ import { explainRoutes } from './explain.handlers.js';
 import { metrics } from './metrics.js';
 import { CommitGate, withinDeadline, withinDeadlineOr } from './deadline.js';
 import { methodsServingPath } from './method-not-allowed.js';
+import { refuseUndeclaredQuery } from './undeclared-query.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 import { verifyDrsRoute, verifyDryRunRoute, verifyRoute } from '../api/verify.js';
 import { explainRoute } from '../api/explain.js';
@@ -73,6 +74,7 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
 
   app.use('*', requestId({ headerName: 'X-Request-Id', limitLength: 64 }));
   app.use('*', refuseControlCharactersInUrl);
+  app.use('*', refuseUndeclaredQuery(app));
   app.use('*', async (c, next) => {
     const started = performance.now();
     const done = metrics.startRequest();

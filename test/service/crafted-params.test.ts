@@ -9,6 +9,7 @@ import { generateKeyPair } from '../../src/sdk/keys.js';
 import { createRootDelegation, type SignedDelegation } from '../../src/sdk/records.js';
 import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
 import { T0 } from '../support/fixtures.js';
+import { generatedApiDocument } from '../../src/service/app.js';
 
 let svc: TestService;
 let tenant: TestTenant;
@@ -110,5 +111,52 @@ describe('crafted path and query parameters', () => {
       expect(r.status, `${t}: ${JSON.stringify(r.body)}`).toBe(200);
       expect(r.body).toEqual({ invocations: [], next_cursor: null });
     }
+  });
+});
+
+describe('a query on a route that declares none', () => {
+  it('is refused before anything runs: ?dry_run=true on a revoke does not revoke', async () => {
+    const leaf = createRootDelegation({ issuer: tenant.root, audience: generateKeyPair().did, policy: {}, iat: T0 });
+    expect((await svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipt: leaf.jws } })).status).toBe(201);
+    const r = await svc.call('POST', `/v1/delegations/${leaf.hash}/revoke?dry_run=true`, {
+      key: tenant.keys.issue,
+      json: { confirm: true, reason: 'trying a dry run' },
+    });
+    expect(r.status).toBe(400);
+    expect(r.body.error).toMatchObject({ code: 'INVALID_REQUEST', details: { parameters: ['dry_run'] } });
+    const read = await svc.call('GET', `/v1/delegations/${leaf.hash}`, { key: tenant.keys.audit });
+    expect(read.body.status).toBe('active');
+    // The same request without the query revokes.
+    const revoked = await svc.call('POST', `/v1/delegations/${leaf.hash}/revoke`, {
+      key: tenant.keys.issue,
+      json: { confirm: true, reason: 'trying a dry run' },
+    });
+    expect(revoked.status, JSON.stringify(revoked.body)).toBe(200);
+  });
+
+  it('on every route of the document that takes no query (with any key, or none)', async () => {
+    const document = generatedApiDocument();
+    const wrong: string[] = [];
+    let checked = 0;
+    for (const [path, operations] of Object.entries(document.paths)) {
+      for (const [method, operation] of Object.entries(operations)) {
+        const takesQuery = (operation.parameters ?? []).some((p) => 'in' in p && p.in === 'query');
+        // The tile route refuses one itself; /v1/verify too, after the key check, and DRS's /verify ignores
+        // what it does not know, as drs-verify does (verify.test.ts).
+        if (takesQuery || path.startsWith('/v1/log/tile/') || path.endsWith('/verify') || path.endsWith('/verify/dry-run')) continue;
+        checked++;
+        const concrete = path.replace(/\{[^}]+\}/g, 'x');
+        const r = await svc.call(method.toUpperCase(), `${concrete}?dry_run=true`, method === 'post' ? { json: {} } : {});
+        if (r.status !== 400 || r.body?.error?.code !== 'INVALID_REQUEST')
+          wrong.push(`${method} ${path}: ${r.status} ${JSON.stringify(r.body).slice(0, 160)}`);
+      }
+    }
+    expect(checked).toBeGreaterThan(30);
+    expect(wrong).toEqual([]);
+  });
+
+  it('a route that declares one still reads it, and an empty query is none', async () => {
+    expect((await svc.call('GET', `/v1/delegations/${dr.hash}/invocations?limit=5`, { key: tenant.keys.audit })).status).toBe(200);
+    expect((await svc.call('GET', `/v1/delegations/${dr.hash}?`, { key: tenant.keys.audit })).status).toBe(200);
   });
 });
