@@ -5,13 +5,13 @@
 import cluster, { type Worker } from 'node:cluster';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createTcpServer, Server as NetServer } from 'node:net';
 import { join } from 'node:path';
-import { serve, type ServerType } from '@hono/node-server';
+import { getRequestListener, type ServerType } from '@hono/node-server';
 import { ConfigError, decodeMasterKey, DEFAULT_TLOG_NAME, loadConfig, type Config } from './config.js';
 import { createApp } from './service/app.js';
-import { answerUnreadRequest } from './service/http.js';
+import { answerUnreadRequest, answerUnbuildableRequest } from './service/http.js';
 import { ensureAdminKey } from './service/auth.js';
 import { withdrawBootstrapAdminKey } from './store/api-keys.js';
 import { createServiceDeps } from './service/deps.js';
@@ -165,22 +165,23 @@ export async function startServer(
     generatedAdminKey = await ensureAdminKey(deps);
     const app = createApp(deps);
     const listening: Promise<ServerType> = new Promise((resolve, reject) => {
-      const s = serve(
+      // node-server's serve() takes no errorHandler: its listener, on a server made here, does.
+      const s = createHttpServer(
         {
-          fetch: app.fetch,
-          port: config.port,
+          headersTimeout: config.http.headersTimeoutMs,
+          requestTimeout: config.http.requestTimeoutMs,
+          maxHeaderSize: MAX_HEADER_BYTES,
+        },
+        getRequestListener(app.fetch, {
           hostname: config.host,
-          serverOptions: {
-            headersTimeout: config.http.headersTimeoutMs,
-            requestTimeout: config.http.requestTimeoutMs,
-            maxHeaderSize: MAX_HEADER_BYTES,
-          },
-        },
-        () => {
-          s.off('error', refused);
-          resolve(s);
-        },
+          // What node-server cannot make a Request of is answered in Baton's envelope, not a bare 400.
+          errorHandler: (err) => answerUnbuildableRequest(err, log),
+        }),
       );
+      s.listen(config.port, config.host, () => {
+        s.off('error', refused);
+        resolve(s);
+      });
       // A port in use (or not ours to bind) is a start that failed, said plainly, not a crash.
       const refused = (e: NodeJS.ErrnoException) => reject(listenError(e, config));
       s.once('error', refused);

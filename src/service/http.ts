@@ -41,6 +41,36 @@ export function handleError(err: unknown, c: Context<AppEnv>, log: Logger): Resp
   return c.json(errorEnvelope(e, requestId), status);
 }
 
+/** @hono/node-server's reasons, in Baton's words; another (a newer version's) gets the general one. */
+const UNBUILDABLE_REASONS: Readonly<Record<string, string>> = {
+  'Missing host header': 'it has no Host header',
+  'Invalid host header': 'its Host header is not a host name (with an optional port)',
+  'Backslash in request path': 'its path contains a backslash',
+};
+
+/**
+ * What @hono/node-server parsed but could not make a Request of (no Host header, a Host that is no
+ * host name, a backslash in the path, a target such as `*` that is not a path): answered in the
+ * envelope with `connection: close`, as answerUnreadRequest answers what Node's parser refuses.
+ * Nothing ran. Anything else reaching node-server's error handler escaped the app's error mapper
+ * (which catches every error a route throws): a 500 in the envelope, logged.
+ */
+export function answerUnbuildableRequest(err: unknown, log: Logger): Response {
+  const requestId = randomUUID();
+  const unbuildable = err instanceof Error && err.name === 'RequestError';
+  const e = unbuildable
+    ? new BatonError('INVALID_REQUEST', {
+        message: `Baton cannot read this request: ${UNBUILDABLE_REASONS[err.message] ?? 'its target is not a path Baton serves'}.`,
+        suggestion: 'Send an HTTP/1.1 request with a Host header and a target that is a path starting with "/" (see GET /docs).',
+      })
+    : new BatonError('INTERNAL');
+  if (!unbuildable) log.error('unhandled error', { request_id: requestId, ...errorForLog(err, true) });
+  return new Response(JSON.stringify(errorEnvelope(e, requestId)), {
+    status: httpStatusOf(e),
+    headers: { 'content-type': 'application/json', 'x-request-id': requestId, connection: 'close' },
+  });
+}
+
 /** What Node's HTTP parser reports of a request it could not read, and the socket it came on. */
 interface UnreadRequestSocket {
   readonly writable: boolean;

@@ -244,6 +244,23 @@ describe('requests Node refuses before Baton reads them', () => {
     await expectServing(server.port);
   }, 60_000);
 
+  it('a request the parser reads but no URL can be made of (a bad Host, a backslash, `*`) gets the envelope too, and the connection closes', async () => {
+    const server = await start();
+    for (const raw of [
+      'GET /v1/keys HTTP/1.1\r\nHost: a b\r\n\r\n',
+      'GET /v1\\keys HTTP/1.1\r\nHost: x\r\n\r\n',
+      'OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n',
+    ]) {
+      const answer = await exchange(server.port, raw);
+      expect(answer, raw).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+      expect(envelopeOf(answer).error, raw).toMatchObject({
+        code: 'INVALID_REQUEST',
+        message: expect.stringMatching(/^Baton cannot read this request: /),
+      });
+    }
+    await expectServing(server.port);
+  }, 60_000);
+
   it('a request not in within the timeouts is a 408 REQUEST_TIMEOUT, and the connection is closed even if the client keeps its half open', async () => {
     // Node checks its timeouts every 30 s, so the handler gets Node's own timeout error on a real socket
     // here; both ends allow half-open connections, as the HTTP server's sockets do.
