@@ -109,7 +109,8 @@ export const explainRoute = createRoute({
   tags: ['tools'],
   operationId: 'explainCall',
   summary: 'Every unmet condition of a hypothetical call, each with a remediation',
-  description: 'Reads only: nothing is counted, consumed or recorded.',
+  description:
+    "What verify would refuse of this call now: the chain's standing (its root's trust, each delegation's time window, revocation and counters), its policies against `args`, the catalog's requirements, held grants and the tenant's rules. Reads only: nothing is counted, consumed or recorded.",
   'x-baton-scopes': [...TOOL_READ_SCOPES],
   security: [{ bearerAuth: [] }],
   request: { body: { required: true, content: { 'application/json': { schema: ExplainBody } } } },

@@ -535,7 +535,7 @@ export interface paths {
     put?: never;
     /**
      * Every unmet condition of a hypothetical call, each with a remediation
-     * @description Reads only: nothing is counted, consumed or recorded.
+     * @description What verify would refuse of this call now: the chain's standing (its root's trust, each delegation's time window, revocation and counters), its policies against `args`, the catalog's requirements, held grants and the tenant's rules. Reads only: nothing is counted, consumed or recorded.
      */
     post: operations['explainCall'];
     delete?: never;

@@ -13,12 +13,31 @@
  * Pure: no I/O, no clock.
  */
 import { ERROR_TABLE, type Violation } from './errors.js';
-import { microsToUsd } from './money.js';
+import { addMicros, microsToUsd, ZERO_MICROS, type Micros } from './money.js';
+import type { TemporalVerdict } from './chain.js';
 import { argOf, effectiveLimits, evaluateArgs, type Policy } from './policy.js';
 import { evaluateRules, type RuleDecision, type RuleOutcome, type TenantToolSettings } from './approval-rules.js';
 import { resolveTool, type Catalog, type ResolvedTool } from './tool-catalog.js';
 import { checkToolRequirements, estimateWithFloor } from './tool-requirements.js';
 import { describeUndeclared, detectTrifecta, explainTrifecta, type TrifectaReport } from './trifecta.js';
+
+/** What the store holds now of one delegation, as verify reads it: block E's clock, F's status, G's counters. */
+export interface DelegationStanding {
+  readonly time: TemporalVerdict;
+  readonly nbf: number;
+  readonly exp: number | null;
+  readonly revoked: boolean;
+  readonly calls: { readonly used: number; readonly max: number } | null;
+  /** Micro-dollars: the subtree's spend so far (metered, else declared) and the ceiling. */
+  readonly spend: { readonly reserved: Micros; readonly max: Micros } | null;
+}
+
+/** What verify would find standing in the way of any call through the chain, whatever its args. */
+export interface ChainStanding {
+  readonly root_trusted: boolean;
+  /** Root first, one per delegation. */
+  readonly delegations: readonly DelegationStanding[];
+}
 
 export interface ExplainContext {
   /** Calls or budget of the chain have passed 80% of a ceiling. Default false. */
@@ -27,6 +46,8 @@ export interface ExplainContext {
   readonly cost_calibration?: boolean;
   /** Per delegation (root first), whether a human approved it as a trifecta grant. Default: none approved. */
   readonly approved_grants?: readonly boolean[];
+  /** The chain's standing now (trust, time, revocation, counters). Default: nothing stands in the way. */
+  readonly standing?: ChainStanding;
 }
 
 /** What a tenant's published tool document gives explain. */
@@ -179,6 +200,68 @@ function ruleViolation(outcome: RuleOutcome, settings: TenantToolSettings): Expl
   };
 }
 
+const REISSUE_BELOW = 'issue a new delegation (and the chain below it) from an ancestor that verify still accepts';
+
+/**
+ * Block-E, F and G refusals the chain's standing makes certain, in verify's violation shape (the first
+ * exhausted counter is what its statement names; every one is listed here).
+ */
+function standingViolations(standing: ChainStanding | undefined, estimate: Micros | undefined): ExplainedViolation[] {
+  if (standing === undefined) return [];
+  const out: ExplainedViolation[] = [];
+  if (!standing.root_trusted) {
+    out.push({
+      code: 'UNTRUSTED_ROOT',
+      dr_index: 0,
+      field: 'iss',
+      message: 'The root delegation is issued by a DID this tenant does not trust (it was removed from its trusted roots).',
+      remediation: "ask the operator to trust the root's issuer again (baton roots add), or use a chain from a trusted root",
+    });
+  }
+  standing.delegations.forEach((d, i) => {
+    const at = dr(i);
+    if (d.time === 'RECEIPT_NOT_YET_VALID')
+      out.push({
+        code: d.time,
+        dr_index: i,
+        field: 'nbf',
+        actual: d.nbf,
+        remediation: `wait until ${at} is valid (nbf ${d.nbf}), or ${REISSUE_BELOW}`,
+      });
+    if (d.time === 'RECEIPT_EXPIRED')
+      out.push({ code: d.time, dr_index: i, field: 'exp', actual: d.exp, remediation: `${at} has expired: ${REISSUE_BELOW}` });
+    if (d.revoked)
+      out.push({
+        code: 'RECEIPT_REVOKED',
+        dr_index: i,
+        field: 'status',
+        required: 'active',
+        actual: 'revoked',
+        remediation: `${at} is revoked for good: ${REISSUE_BELOW}`,
+      });
+    if (d.calls !== null && d.calls.used >= d.calls.max)
+      out.push({
+        code: 'CALLS_EXHAUSTED',
+        dr_index: i,
+        field: 'max_calls',
+        required: `< ${d.calls.max} calls used`,
+        actual: d.calls.used,
+        remediation: `${at} has used all ${d.calls.max} of its max_calls, which never come back: ${REISSUE_BELOW}`,
+      });
+    const wouldReserve = d.spend === null ? undefined : addMicros(d.spend.reserved, estimate ?? ZERO_MICROS);
+    if (d.spend !== null && wouldReserve !== undefined && wouldReserve > d.spend.max)
+      out.push({
+        code: 'BUDGET_EXHAUSTED',
+        dr_index: i,
+        field: 'max_spend_usd',
+        required: `<= ${microsToUsd(d.spend.max)}`,
+        actual: microsToUsd(wouldReserve),
+        remediation: `${at} has spent ${microsToUsd(d.spend.reserved)} of its ${microsToUsd(d.spend.max)} USD, and this call's estimate does not fit: lower args.estimated_cost_usd, or ${REISSUE_BELOW}`,
+      });
+  });
+  return out;
+}
+
 /** What evaluateArgs finds against each DR's policy, as verify runs it, each with a remediation. */
 function argViolations(args: Record<string, unknown>, policies: readonly Policy[], tool: ResolvedTool): ExplainedViolation[] {
   return policies.flatMap((policy, i) =>
@@ -191,7 +274,7 @@ function argViolations(args: Record<string, unknown>, policies: readonly Policy[
 
 /** Every unmet condition of a hypothetical call, each with a remediation. */
 export function explain(input: ExplainInput): Explanation {
-  if (input.tools === null) return explainWithoutToolGate(input.args, input.policies);
+  if (input.tools === null) return explainWithoutToolGate(input.args, input.policies, input.context?.standing);
   const { args, policies } = input;
   const { catalog, settings } = input.tools;
   const context = input.context ?? {};
@@ -199,7 +282,10 @@ export function explain(input: ExplainInput): Explanation {
   const estimate = estimateWithFloor(argOf(args, 'estimated_cost_usd'), tool);
   const trifectaOpts = { catalog, strict: settings.strict };
 
-  const violations: ExplainedViolation[] = argViolations(args, policies, tool);
+  const violations: ExplainedViolation[] = [
+    ...standingViolations(context.standing, estimate.micros),
+    ...argViolations(args, policies, tool),
+  ];
   for (const v of checkToolRequirements(tool, policies, trifectaOpts)) violations.push({ ...v, remediation: remediationFor(v, tool) });
 
   // A DR's reach is what it and every DR above it allow (attenuation keeps a valid child within its parent).
@@ -238,10 +324,14 @@ const NOTHING_DECLARED: Catalog = { version: 0, tools: [] };
  * declared, and no undeclared one is judged a risk (that is the gate's, and there is none), so no
  * reach is a trifecta.
  */
-function explainWithoutToolGate(args: Record<string, unknown>, policies: readonly Policy[]): Explanation {
+function explainWithoutToolGate(
+  args: Record<string, unknown>,
+  policies: readonly Policy[],
+  standing: ChainStanding | undefined,
+): Explanation {
   const tool = resolveTool(NOTHING_DECLARED, argOf(args, 'tool'));
   const estimate = estimateWithFloor(argOf(args, 'estimated_cost_usd'), tool);
-  const violations = argViolations(args, policies, tool);
+  const violations = [...standingViolations(standing, estimate.micros), ...argViolations(args, policies, tool)];
   const unjudged = (limit: readonly Policy[]) =>
     detectTrifecta(effectiveLimits(limit).allowed_tools, { catalog: NOTHING_DECLARED, strict: true });
   return {

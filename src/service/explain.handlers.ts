@@ -8,12 +8,15 @@ import { explainRoute, ExplainBody } from '../api/explain.js';
 import { DEFAULT_COST_CALIBRATION } from '../protocol/approval-rules.js';
 import { BatonError } from '../protocol/errors.js';
 import { argOf, parsePolicy } from '../protocol/policy.js';
-import { explain } from '../protocol/explain.js';
+import { explain, type ChainStanding } from '../protocol/explain.js';
 import { TOOL_READ_SCOPES } from '../protocol/lists.js';
 import { resolveTool, type Catalog } from '../protocol/tool-catalog.js';
 import { estimateWithFloor } from '../protocol/tool-requirements.js';
 import { findGrant } from '../store/approvals.js';
-import { delegationsByHash } from '../store/delegations.js';
+import { delegationsByHash, trustedRootsOf } from '../store/delegations.js';
+import type { Delegation } from '../store/schema/index.js';
+import { temporalStatus } from '../protocol/chain.js';
+import { asMicros } from '../protocol/money.js';
 import { requireScope, tenantOf } from './auth.js';
 import { newRouter, serve } from './router.js';
 import { flaggedDelegation, nearLimit } from './tool-gate.js';
@@ -45,6 +48,26 @@ function assertLinkedFromRoot(chain: readonly string[], parentOf: (hash: string)
 /** A tenant without a catalog: nothing declared. */
 const NO_CATALOG: Catalog = { version: 0, tools: [] };
 
+/**
+ * What verify would find in the way of any call through the chain now: the root's trust, each DR's
+ * time window (by the service's clock), revocation and counters, read as its statement reads them.
+ */
+async function standingOf(deps: ServiceDeps, tenantId: string, chain: readonly Delegation[]): Promise<ChainStanding> {
+  const now = deps.now();
+  const roots = await trustedRootsOf(deps.store.db, tenantId);
+  return {
+    root_trusted: roots.has(chain[0]!.iss),
+    delegations: chain.map((d) => ({
+      time: temporalStatus(d.nbf, d.exp, now),
+      nbf: d.nbf,
+      exp: d.exp,
+      revoked: d.revokedAt !== null,
+      calls: d.maxCalls === null ? null : { used: d.callsUsed, max: d.maxCalls },
+      spend: d.maxSpendMicros === null ? null : { reserved: asMicros(d.spendReservedMicros), max: asMicros(d.maxSpendMicros) },
+    })),
+  };
+}
+
 export function explainRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   const app = newRouter();
   serve(app, explainRoute, requireScope(deps, ...TOOL_READ_SCOPES), async (c) => {
@@ -74,6 +97,11 @@ export function explainRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
             (await flaggedDelegation(deps, tenantId, body.dr_chain, doc.settings.cost_calibration ?? DEFAULT_COST_CALIBRATION)) !== null),
         // Held only where a human has not approved; a DR never held needs no approval.
         approved_grants: grants.map((g) => g === undefined || g.status === 'approved'),
+        standing: await standingOf(
+          deps,
+          tenantId,
+          body.dr_chain.map((h) => stored.get(h)!),
+        ),
       },
     });
     return c.json(explanation, 200);

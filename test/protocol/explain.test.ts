@@ -4,6 +4,7 @@ import { DEFAULT_TOOL_SETTINGS, type TenantToolSettings } from '../../src/protoc
 import { ERROR_TABLE } from '../../src/protocol/errors.js';
 import { explain, type ExplainInput } from '../../src/protocol/explain.js';
 import { evaluateArgs, type Policy } from '../../src/protocol/policy.js';
+import { asMicros } from '../../src/protocol/money.js';
 import type { Catalog } from '../../src/protocol/tool-catalog.js';
 import { tool } from '../support/tools.js';
 
@@ -142,6 +143,33 @@ describe('explain', () => {
     expect(run({ settings: lax, args: { tool: 'summarise', ...quiet }, policies: [{ allowed_tools: ['summarise'] }] }).decision).toBe(
       'allow',
     );
+  });
+
+  it("lists what stands in the chain's way now, each with a remediation, and denies", () => {
+    const ok = { time: 'valid', nbf: 0, exp: null, revoked: false, calls: null, spend: null } as const;
+    const standing = {
+      root_trusted: false,
+      delegations: [
+        { ...ok, calls: { used: 3, max: 3 }, spend: { reserved: asMicros(900_000), max: asMicros(1_000_000) } },
+        { ...ok, time: 'RECEIPT_EXPIRED', exp: 5, revoked: true, calls: { used: 2, max: 3 } },
+      ],
+    } as const;
+    const args = { tool: 'summarise', estimated_cost_usd: 0.2, ...quiet };
+    const policies: Policy[] = [{ allowed_tools: ['summarise'] }, { allowed_tools: ['summarise'] }];
+    const result = run({ args, policies, context: { standing } });
+    expect(result.decision).toBe('deny');
+    expect(result.violations.map((v) => `${v.code}@${v.dr_index}`)).toEqual([
+      'UNTRUSTED_ROOT@0',
+      'CALLS_EXHAUSTED@0',
+      'BUDGET_EXHAUSTED@0',
+      'RECEIPT_EXPIRED@1',
+      'RECEIPT_REVOKED@1',
+    ]);
+    for (const v of result.violations) expect(v.remediation).not.toBe(ERROR_TABLE[v.code].suggestion);
+    // The same standing without a tool document, and a call that fits the budget: only the rest.
+    const fits = explain({ args: { ...args, estimated_cost_usd: 0.1 }, policies, tools: null, context: { standing } });
+    expect(fits.violations.map((v) => v.code)).toEqual(['UNTRUSTED_ROOT', 'CALLS_EXHAUSTED', 'RECEIPT_EXPIRED', 'RECEIPT_REVOKED']);
+    expect(run({ args, policies, context: { standing: { root_trusted: true, delegations: [ok, ok] } } }).decision).toBe('allow');
   });
 
   it('tells a strict tenant to declare the tool, and a look-alike to use the exact name', () => {

@@ -531,7 +531,7 @@ describe('explain agrees with verify', () => {
       json: { dr_chain: c.drs.map((d) => d.hash), args: call },
     });
     expect(explained.status, JSON.stringify(explained.body)).toBe(200);
-    const verified = await svc.call('POST', '/v1/verify', { key: t.keys.verify, json: c.invoke(call, { iat: T0 }).bundle });
+    const verified = await svc.call('POST', '/v1/verify', { key: t.keys.verify, json: c.invoke(call, { iat: svc.clock.now }).bundle });
     return { explained: explained.body, verified };
   }
 
@@ -551,6 +551,60 @@ describe('explain agrees with verify', () => {
     expect(over.verified.status).toBe(403);
     expect(over.explained.decision).toBe('deny');
     expect(over.explained.violations.map((v: { field: string }) => v.field)).toEqual(['args.estimated_cost_usd']);
+  });
+
+  it("denies what stands in the chain's way now, as verify does: revoked, used up, over budget, expired, untrusted", async () => {
+    const own = await setupTenant(svc, 'explain-standing');
+    const fresh = (policy: Policy = {}) => buildChain([policy, policy], { keys: [own.root, generateKeyPair(), generateKeyPair()] });
+    const codes = (e: { violations: { code: string; dr_index?: number }[] }) => e.violations.map((v) => `${v.code}@${v.dr_index}`);
+
+    const revoked = fresh();
+    await explainAndVerify(own, revoked, { tool: 'web_search' });
+    const r = await svc.call('POST', `/v1/delegations/${revoked.drs[1]!.hash}/revoke`, {
+      key: own.keys.issue,
+      json: { confirm: true, reason: 'explain test' },
+    });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    let got = await explainAndVerify(own, revoked, { tool: 'web_search' });
+    expect([got.verified.status, got.verified.body.error.code]).toEqual([403, 'RECEIPT_REVOKED']);
+    expect(got.explained.decision).toBe('deny');
+    expect(codes(got.explained)).toEqual(['RECEIPT_REVOKED@1']);
+
+    const once = fresh({ max_calls: 1 });
+    expect((await explainAndVerify(own, once, { tool: 'web_search' })).verified.status).toBe(200);
+    got = await explainAndVerify(own, once, { tool: 'web_search' });
+    expect(got.verified.body.error.code).toBe('CALLS_EXHAUSTED');
+    expect(codes(got.explained)).toEqual(['CALLS_EXHAUSTED@0', 'CALLS_EXHAUSTED@1']);
+
+    const budget = fresh({ max_spend_usd: 1, max_cost_usd: 1 });
+    got = await explainAndVerify(own, budget, { tool: 'web_search', estimated_cost_usd: 0.75 });
+    expect(got.verified.status).toBe(200);
+    got = await explainAndVerify(own, budget, { tool: 'web_search', estimated_cost_usd: 0.5 });
+    expect(got.verified.body.error.code).toBe('BUDGET_EXHAUSTED');
+    expect(codes(got.explained)).toEqual(['BUDGET_EXHAUSTED@0', 'BUDGET_EXHAUSTED@1']);
+    // A call that still fits is not refused for the budget.
+    got = await explainAndVerify(own, budget, { tool: 'web_search', estimated_cost_usd: 0.25 });
+    expect([got.verified.status, got.explained.decision]).toEqual([200, 'allow']);
+
+    const later = fresh();
+    await svc.call('POST', '/v1/delegations', { key: own.keys.issue, json: { receipts: later.drs.map((d) => d.jws) } });
+    const start = svc.clock.now;
+    try {
+      svc.clock.now = T0 + 3601;
+      got = await explainAndVerify(own, later, { tool: 'web_search' });
+      expect(got.verified.body.error.code).toBe('RECEIPT_EXPIRED');
+      expect(codes(got.explained)).toEqual(['RECEIPT_EXPIRED@0', 'RECEIPT_EXPIRED@1']);
+    } finally {
+      svc.clock.now = start;
+    }
+
+    const distrusted = fresh();
+    expect((await explainAndVerify(own, distrusted, { tool: 'web_search' })).verified.status).toBe(200);
+    const removed = await svc.call('DELETE', `/v1/admin/tenants/${own.id}/roots/${own.root.did}`, { key: svc.adminKey });
+    expect(removed.status, JSON.stringify(removed.body)).toBe(204);
+    got = await explainAndVerify(own, distrusted, { tool: 'web_search' });
+    expect(got.verified.body.error.code).toBe('UNTRUSTED_ROOT');
+    expect(codes(got.explained)).toEqual(['UNTRUSTED_ROOT@0']);
   });
 
   it('NEAR_LIMIT counts the call about to be made, raised to its cost floor, as verify does', async () => {
