@@ -163,6 +163,14 @@ describe('require_approval', () => {
       json: { ...c.invoke({ ...ARGS, estimated_cost_usd: 0.03 }, { iat: T0 }).bundle, approval_id: idB },
     });
     expect(rejected.body.error.code).toBe('APPROVAL_REJECTED');
+    // Any call it was not granted for learns only that: not that it was rejected, used, or waits.
+    const e = await verify(c.invoke({ ...ARGS, estimated_cost_usd: 0.05 }, { iat: T0 }).bundle);
+    for (const id of [idB, idA, e.body.approval.id as string]) {
+      for (const elsewhere of [c.invoke({ ...ARGS, estimated_cost_usd: 0.06 }, { iat: T0 }), chain().invoke(ARGS, { iat: T0 })]) {
+        const named = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: { ...elsewhere.bundle, approval_id: id } });
+        expect(named.body.error.code, id).toBe('APPROVAL_MISMATCH');
+      }
+    }
 
     const d = await verify(c.invoke({ ...ARGS, estimated_cost_usd: 0.04 }, { iat: T0 }).bundle);
     const idD = d.body.approval.id as string;
@@ -825,11 +833,11 @@ describe("a dry run refuses what the real call's tool gate refuses, and consumes
     const rejectedId = (await send(other.invoke(ARGS, { iat: T0 }).bundle)).body.approval.id as string;
     expect((await decide(rejectedId, 'reject', triple, human)).status).toBe(200);
 
-    for (const [id, code] of [
-      [usedId, 'APPROVAL_USED'],
-      [rejectedId, 'APPROVAL_REJECTED'],
+    for (const [id, code, through] of [
+      [usedId, 'APPROVAL_USED', c],
+      [rejectedId, 'APPROVAL_REJECTED', other],
     ] as const) {
-      const call = { ...(c.invoke(ARGS, { iat: T0 }).bundle as object), approval_id: id };
+      const call = { ...(through.invoke(ARGS, { iat: T0 }).bundle as object), approval_id: id };
       const dry = await send(call, true);
       expect(dry.status, `${code}: ${JSON.stringify(dry.body)}`).toBe(403);
       expect(dry.body.error.code).toBe(code);
