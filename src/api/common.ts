@@ -36,7 +36,7 @@ export const Block = z.enum(['A', 'B', 'C', 'D', 'E', 'F', 'G']).openapi('Block'
  */
 export const WholeNumberText = z
   .string()
-  .regex(/^(0|[1-9][0-9]{0,14})$/, 'must be a non-negative whole number')
+  .regex(/^(0|[1-9][0-9]{0,14})$/, 'must be a non-negative whole number of at most 15 digits, without leading zeros')
   .transform(Number);
 
 export const RecordHash = z

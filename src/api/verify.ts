@@ -115,7 +115,11 @@ const refuseBatonOptionsInBody = refuseBatonOptions(
 /** /verify takes none of Baton's options from its query either (DRS clients read only `valid`); other parameters are ignored, as drs-verify ignores them. */
 export const VerifyQueryDrs = z
   .looseObject({})
-  .superRefine(refuseBatonOptions('DRS clients read only `valid`, so a dry run here would read as an allow'));
+  .superRefine(
+    refuseBatonOptions(
+      'DRS clients read only `valid`, so Baton takes no option on /verify (a dry run there would read as an allow, a binding or an approval go unchecked by the client)',
+    ),
+  );
 
 export const VerifyRequestDrs = z.looseObject(drsMembers).superRefine(refuseBatonOptionsInBody).openapi('VerifyRequestDrs', {
   description:

@@ -385,7 +385,8 @@ export function decodeInvocation(jws: string): VerifiedInvocation {
 export function decodeDelegation(jws: string, index: number, cache?: DelegationCache): VerifiedDelegation {
   const known = cache?.getByJws(jws);
   if (known) return known;
-  const what = index === 0 ? 'root delegation record (receipts[0])' : `delegation record receipts[${index}]`;
+  // Not "the root" at 0: a submission may start below one, with a child.
+  const what = `delegation record receipts[${index}]`;
   const decoded = decodeJws(jws, what);
   const cached = cache?.get(decoded.hash);
   if (cached) return cached;

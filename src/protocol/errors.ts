@@ -302,7 +302,7 @@ const SERVICE_ERRORS = {
   STORAGE_UNAVAILABLE: {
     message: 'The database is unavailable, so Baton cannot decide safely and refuses.',
     suggestion:
-      'Nothing was allowed: a tool server runs no tool on this answer. Retry shortly. A change the database had begun to commit when it failed may still have been applied: a verify re-sent to /v1/verify as the same invocation with the same key answers its original allow (retry: true) if it was counted (on the DRS path /verify, any re-send is REPLAY_DETECTED).',
+      'Nothing was allowed: a tool server runs no tool on this answer. Retry shortly (GET /readyz tells when the database is back). A change the database had begun to commit when it failed may still have been applied: read it back before sending a write again; a verify re-sent to /v1/verify as the same invocation with the same key answers its original allow (retry: true) if it was counted (on the DRS path /verify, any re-send is REPLAY_DETECTED).',
   },
   INTERNAL: {
     message: 'Baton failed unexpectedly.',

@@ -41,7 +41,10 @@ function refusal(code: ErrorCode, message: string, violations: readonly Violatio
 }
 
 function refusalFrom(decision: Extract<DelegationsDecision, { valid: false }>, storedAncestors: number): BatonError {
-  return refusal(decision.error.code, decision.error.message, decision.violations, {
+  // Indexes in the messages are the verified chain's too: say where the request's records start.
+  const counted =
+    storedAncestors === 0 ? '' : ` Indexes count from the stored chain's root: the first record sent is receipts[${storedAncestors}] here.`;
+  return refusal(decision.error.code, `${decision.error.message}${counted}`, decision.violations, {
     // Violation dr_index counts from the root; the submitted records start here.
     submitted_from_index: storedAncestors,
   });

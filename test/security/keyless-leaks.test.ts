@@ -201,6 +201,8 @@ describe('keyless submit of a child before proof', () => {
     expect(fields).toEqual(expect.arrayContaining(['policy.allowed_tools', 'policy.max_cost_usd', 'policy.max_calls', 'nbf', 'exp']));
     expect(JSON.stringify(r.body)).toContain(SECRET_TOOL);
     expect(r.body.error.details.submitted_from_index).toBe(1);
+    // Its indexes are the stored chain's, and the message says where the request's records start.
+    expect(r.body.error.message).toMatch(/the first record sent is receipts\[1\] here\.$/);
     expect(JSON.stringify(r.body)).not.toContain(owner.id);
   });
 });
