@@ -16,8 +16,12 @@
  * - No network error or timeout is ever mistaken for an allow: both throw
  *   (code NETWORK_ERROR / TIMEOUT), and the caller must refuse the tool call.
  * - Every call is bounded by timeoutMs (default 10 s), response body included.
+ * - An answer is taken only in the shape Baton gives it (answer-shape.ts), and a chain fetched by
+ *   hash only when it is the chain of that hash (fetched-chain.ts): anything else throws
+ *   UNEXPECTED_RESPONSE.
  * - Nothing is retried: a verify consumes a call, so retrying is the caller's
- *   decision (a retried verify of the same invocation is REPLAY_DETECTED).
+ *   decision (BatonApiError.retryable says when it can help; the same invocation re-sent with
+ *   the same key gets its original allow back, `retry: true`, counted once).
  */
 import { BatonTools } from './tools.js';
 import { decodeBase64url } from '../protocol/base64url.js';
@@ -38,8 +42,12 @@ import type { components } from '../api/wire-types.js';
 import type { KeyPair } from './keys.js';
 import type { SignedDelegation } from './records.js';
 import { createRevocation } from './revocation.js';
+import * as answers from './answer-shape.js';
+import { fetchedChainProblem } from './fetched-chain.js';
 
 export const DEFAULT_TIMEOUT_MS = 10_000;
+/** The longest delay a timer takes (2^31 - 1 ms, about 24.8 days); a longer one fires at once. */
+const MAX_TIMEOUT_MS = 2_147_483_647;
 const SDK_USER_AGENT = 'baton-sdk/0.1.0';
 
 // ---------------------------------------------------------------- errors
@@ -93,9 +101,17 @@ export class BatonApiError extends Error {
     return typeof b === 'string' ? b : undefined;
   }
 
-  /** Whether trying again later can help: no answer, 429, or 503 (nothing was counted). */
+  /**
+   * Whether trying again later can help: no answer, or an answer saying "busy" or "not reachable
+   * now" (429, 502, 503, 504), whether Baton or a proxy or load balancer before it gave it. Like a
+   * timeout, a 502 or 504 does not say the request did nothing: reads are safe to repeat, and so is
+   * a verify of the same invocation (the same key gets its original allow back, counted once) or a
+   * submission or revocation (idempotent); a create may have been applied, so read it back first.
+   * Baton's 500 (INTERNAL) is not retryable: it is a fault of the service, which the same request
+   * most likely meets again. An answer of the wrong shape is not either, whatever its status says.
+   */
   get retryable(): boolean {
-    return this.code === 'NETWORK_ERROR' || this.code === 'TIMEOUT' || this.status === 429 || this.status === 503;
+    return this.code === 'NETWORK_ERROR' || this.code === 'TIMEOUT' || RETRYABLE_STATUSES.has(this.status);
   }
 }
 
@@ -124,6 +140,8 @@ export function followCursorOnce<C extends string | number>(
   seen.add(key);
   return next;
 }
+
+const RETRYABLE_STATUSES: ReadonlySet<number> = new Set([429, 502, 503, 504]);
 
 export function isBatonApiError(e: unknown): e is BatonApiError {
   return e instanceof BatonApiError;
@@ -267,6 +285,12 @@ interface CallSpec {
   readonly auth: AuthMode;
   /** Non-2xx statuses whose JSON body is an answer, not an error (verify's 403 deny, readyz's 503). */
   readonly answerStatuses?: (status: number, body: unknown) => boolean;
+  /**
+   * The shape the answer must have (or a choice of one by the body), or null when no body is due
+   * (204). Absent only in the specs of the sub-clients (BatonTools, adminKeys), whose shapes the
+   * client finds by route.
+   */
+  readonly answer?: answers.Shape | ((body: unknown) => answers.Shape) | null;
 }
 
 interface Answer<T> {
@@ -305,10 +329,7 @@ export class BatonClient {
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw unusable();
     if (url.search || url.hash) throw new TypeError('baseUrl must not carry a query or fragment.');
     this.baseUrl = url.toString().replace(/\/+$/, '');
-    const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-    if (!Number.isFinite(timeoutMs) || timeoutMs <= 0)
-      throw new TypeError(`timeoutMs must be a positive number of milliseconds, got ${timeoutMs}.`);
-    this.timeoutMs = timeoutMs;
+    this.timeoutMs = usableTimeoutMs(options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
     this.#apiKey = options.apiKey || undefined;
     const f = options.fetch ?? globalThis.fetch;
     if (typeof f !== 'function') throw new TypeError('No fetch implementation: run on Node 20+ or pass options.fetch.');
@@ -343,12 +364,19 @@ export class BatonClient {
       typeof records === 'string' || !Array.isArray(records)
         ? { receipt: jws(records as string | SignedDelegation) }
         : { receipts: (records as readonly (string | SignedDelegation)[]).map(jws) };
-    return (await this.#call<SubmitResult>({ method: 'POST', path: '/v1/delegations', body, auth: 'key' }, opts)).body;
+    return (
+      await this.#call<SubmitResult>({ method: 'POST', path: '/v1/delegations', body, auth: 'key', answer: answers.SUBMIT_RESULT }, opts)
+    ).body;
   }
 
   /** POST /v1/delegations/issue: the service signs a root DR with the tenant's custodial root key (issue scope). */
   async issue(request: IssueRequest, opts: RequestOptions = {}): Promise<IssueResult> {
-    return (await this.#call<IssueResult>({ method: 'POST', path: '/v1/delegations/issue', body: request, auth: 'key' }, opts)).body;
+    return (
+      await this.#call<IssueResult>(
+        { method: 'POST', path: '/v1/delegations/issue', body: request, auth: 'key', answer: answers.ISSUE_RESULT },
+        opts,
+      )
+    ).body;
   }
 
   // ------------------------------------------------------------ the hot path
@@ -372,30 +400,27 @@ export class BatonClient {
       ...(opts.requireBinding ? { require_binding: true } : {}),
       ...(opts.approvalId !== undefined ? { approval_id: opts.approvalId } : {}),
     };
+    // Its own path: never a body member, which may be an agent's bundle, nor a query parameter a proxy might strip.
+    const path = opts.dryRun ? '/v1/verify/dry-run' : '/v1/verify';
     const answer = await this.#call<Omit<VerifyAllowed, 'request_id'> | Omit<VerifyDenied, 'request_id'>>(
       {
         method: 'POST',
-        // Its own path: never a body member, which may be an agent's bundle, nor a query parameter a proxy might strip.
-        path: opts.dryRun ? '/v1/verify/dry-run' : '/v1/verify',
+        path,
         body,
         auth: 'key',
         answerStatuses: (status, b) => status === 403 && isDenyBody(b),
+        answer: (b) => ((b as { valid?: unknown } | null)?.valid === false ? answers.VERIFY_DENY : answers.VERIFY_ALLOW),
       },
       opts,
     );
-    const problem =
-      answer.body.valid !== true && answer.body.valid !== false
-        ? 'carries no boolean "valid"'
-        : answer.body.valid
-          ? allowNotForThisCall(answer.status, answer.body, bundle, opts, this.#pinned)
-          : undefined;
+    const problem = answer.body.valid ? allowNotForThisCall(answer.status, answer.body, bundle, opts, this.#pinned) : undefined;
     if (problem !== undefined) {
       throw new BatonApiError({
         status: answer.status,
         code: 'UNEXPECTED_RESPONSE',
         method: 'POST',
-        url: this.#url(opts.dryRun ? '/v1/verify/dry-run' : '/v1/verify'),
-        message: `The verify answer ${problem}; refuse the call.`,
+        url: this.#url(path),
+        message: `The answer to POST ${path} ${problem}; refuse the call.`,
         suggestion: 'Check that the base URL points at Baton itself, not a proxy or another service.',
         requestId: answer.requestId ?? undefined,
       });
@@ -409,7 +434,13 @@ export class BatonClient {
   async revoke(hash: string, reason: string, opts: RequestOptions = {}): Promise<RevokeResult> {
     return (
       await this.#call<RevokeResult>(
-        { method: 'POST', path: `/v1/delegations/${enc(hash)}/revoke`, body: { confirm: true, reason }, auth: 'key' },
+        {
+          method: 'POST',
+          path: `/v1/delegations/${enc(hash)}/revoke`,
+          body: { confirm: true, reason },
+          auth: 'key',
+          answer: answers.REVOKE_RESULT,
+        },
         opts,
       )
     ).body;
@@ -441,7 +472,13 @@ export class BatonClient {
     // No Authorization header: with one, the service takes the API-key path.
     return (
       await this.#call<RevokeResult>(
-        { method: 'POST', path: `/v1/delegations/${enc(target)}/revoke`, body: { revocation: jws }, auth: 'none' },
+        {
+          method: 'POST',
+          path: `/v1/delegations/${enc(target)}/revoke`,
+          body: { revocation: jws },
+          auth: 'none',
+          answer: answers.REVOKE_RESULT,
+        },
         opts,
       )
     ).body;
@@ -451,32 +488,67 @@ export class BatonClient {
 
   /** POST /v1/invocations/{jti}/actuals (report scope): the metered cost of an allowed invocation, with provenance. */
   async reportActual(jti: string, actual: ActualReport, opts: RequestOptions = {}): Promise<ActualView> {
-    return (await this.#call<ActualView>({ method: 'POST', path: `/v1/invocations/${enc(jti)}/actuals`, body: actual, auth: 'key' }, opts))
-      .body;
+    return (
+      await this.#call<ActualView>(
+        { method: 'POST', path: `/v1/invocations/${enc(jti)}/actuals`, body: actual, auth: 'key', answer: answers.ACTUAL },
+        opts,
+      )
+    ).body;
   }
 
   // ------------------------------------------------------------ reads
 
   /** GET /v1/delegations/{hash}: the record, its status and its subtree's usage. */
   async getDelegation(hash: string, opts: RequestOptions = {}): Promise<DelegationDetail> {
-    return (await this.#call<DelegationDetail>({ method: 'GET', path: `/v1/delegations/${enc(hash)}`, auth: 'key' }, opts)).body;
+    return (
+      await this.#call<DelegationDetail>(
+        { method: 'GET', path: `/v1/delegations/${enc(hash)}`, auth: 'key', answer: answers.DELEGATION_DETAIL },
+        opts,
+      )
+    ).body;
   }
 
   /** GET /v1/delegations/{hash}/chain: root-to-leaf delegation receipts, each record with its acceptance service receipt. */
   async getChain(hash: string, opts: RequestOptions = {}): Promise<ChainResult> {
-    return (await this.#call<ChainResult>({ method: 'GET', path: `/v1/delegations/${enc(hash)}/chain`, auth: 'key' }, opts)).body;
+    const path = `/v1/delegations/${enc(hash)}/chain`;
+    const answer = await this.#call<ChainResult>({ method: 'GET', path, auth: 'key', answer: answers.DELEGATION_CHAIN }, opts);
+    // Callers sign under this chain (a sub-delegation, an invocation): only the one of `hash` will do.
+    const problem = fetchedChainProblem(hash, answer.body);
+    if (problem !== undefined) {
+      throw new BatonApiError({
+        status: answer.status,
+        code: 'UNEXPECTED_RESPONSE',
+        method: 'GET',
+        url: this.#url(path),
+        message: `Baton answered GET ${path} with a chain that is not the one of ${hash}: ${problem}; it is not taken.`,
+        suggestion: 'Check that the base URL points at Baton itself, not a proxy or another service, and that the hash is the one meant.',
+        requestId: answer.requestId ?? undefined,
+      });
+    }
+    return answer.body;
   }
 
   /** GET /v1/delegations/{hash}/tree: the record and its descendants, nested. */
   async getTree(hash: string, opts: RequestOptions = {}): Promise<TreeResult> {
-    return (await this.#call<TreeResult>({ method: 'GET', path: `/v1/delegations/${enc(hash)}/tree`, auth: 'key' }, opts)).body;
+    return (
+      await this.#call<TreeResult>(
+        { method: 'GET', path: `/v1/delegations/${enc(hash)}/tree`, auth: 'key', answer: answers.DELEGATION_TREE },
+        opts,
+      )
+    ).body;
   }
 
   /** GET /v1/delegations/{hash}/invocations: one page of the subtree's allowed invocations, newest first. */
   async listInvocations(hash: string, page: { cursor?: string; limit?: number } = {}, opts: RequestOptions = {}): Promise<InvocationPage> {
     return (
       await this.#call<InvocationPage>(
-        { method: 'GET', path: `/v1/delegations/${enc(hash)}/invocations`, query: { cursor: page.cursor, limit: page.limit }, auth: 'key' },
+        {
+          method: 'GET',
+          path: `/v1/delegations/${enc(hash)}/invocations`,
+          query: { cursor: page.cursor, limit: page.limit },
+          auth: 'key',
+          answer: answers.INVOCATION_PAGE,
+        },
         opts,
       )
     ).body;
@@ -519,7 +591,9 @@ export class BatonClient {
       cursor: filter.cursor,
       limit: filter.limit,
     };
-    return (await this.#call<DecisionPage>({ method: 'GET', path: '/v1/invocations', query, auth: 'key' }, opts)).body;
+    return (
+      await this.#call<DecisionPage>({ method: 'GET', path: '/v1/invocations', query, auth: 'key', answer: answers.DECISION_PAGE }, opts)
+    ).body;
   }
 
   /** Every decision matching `filter`, newest first, paged lazily (the cursor keeps the filters' order). */
@@ -539,7 +613,12 @@ export class BatonClient {
 
   /** GET /v1/invocations/{jti}: the invocation, its decision, service receipt and actual (or its denials). */
   async getInvocation(jti: string, opts: RequestOptions = {}): Promise<InvocationDetail> {
-    return (await this.#call<InvocationDetail>({ method: 'GET', path: `/v1/invocations/${enc(jti)}`, auth: 'key' }, opts)).body;
+    return (
+      await this.#call<InvocationDetail>(
+        { method: 'GET', path: `/v1/invocations/${enc(jti)}`, auth: 'key', answer: answers.INVOCATION_DETAIL },
+        opts,
+      )
+    ).body;
   }
 
   /** GET /v1/service-receipts (audit scope): one page of the tenant's service receipts, oldest first. */
@@ -555,7 +634,12 @@ export class BatonClient {
       since: instantText(page.since),
       until: instantText(page.until),
     };
-    return (await this.#call<ServiceReceiptPage>({ method: 'GET', path: '/v1/service-receipts', query, auth: 'key' }, opts)).body;
+    return (
+      await this.#call<ServiceReceiptPage>(
+        { method: 'GET', path: '/v1/service-receipts', query, auth: 'key', answer: answers.SERVICE_RECEIPT_PAGE },
+        opts,
+      )
+    ).body;
   }
 
   /** Every page of listServiceReceipts from `after`, fetched as you iterate. */
@@ -585,7 +669,7 @@ export class BatonClient {
 
   /** GET /v1/log (audit scope): the tenant's log origin, tree size, root and note verifier keys. */
   async logInfo(opts: RequestOptions = {}): Promise<LogInfo> {
-    return (await this.#call<LogInfo>({ method: 'GET', path: '/v1/log', auth: 'key' }, opts)).body;
+    return (await this.#call<LogInfo>({ method: 'GET', path: '/v1/log', auth: 'key', answer: answers.LOG_INFO }, opts)).body;
   }
 
   /**
@@ -601,6 +685,7 @@ export class BatonClient {
           path: `/v1/log/service-receipts/${serviceReceiptId}/proof`,
           query: { tree_size: page.treeSize },
           auth: 'key',
+          answer: answers.LOG_PROOF,
         },
         opts,
       )
@@ -609,20 +694,30 @@ export class BatonClient {
 
   /** GET /v1/log/consistency (audit scope): the proof that the tree of size `to` extends the one of size `from`. */
   async logConsistency(from: number, to: number, opts: RequestOptions = {}): Promise<LogConsistencyProof> {
-    return (await this.#call<LogConsistencyProof>({ method: 'GET', path: '/v1/log/consistency', query: { from, to }, auth: 'key' }, opts))
-      .body;
+    return (
+      await this.#call<LogConsistencyProof>(
+        { method: 'GET', path: '/v1/log/consistency', query: { from, to }, auth: 'key', answer: answers.LOG_CONSISTENCY },
+        opts,
+      )
+    ).body;
   }
 
   // ------------------------------------------------------------ service keys
 
   /** GET /v1/keys: the service's service-receipt-signing keys, current and retired (public). */
   async keys(opts: Omit<RequestOptions, 'apiKey'> = {}): Promise<{ keys: ServiceKeyView[] }> {
-    return (await this.#call<{ keys: ServiceKeyView[] }>({ method: 'GET', path: '/v1/keys', auth: 'none' }, opts)).body;
+    return (
+      await this.#call<{ keys: ServiceKeyView[] }>(
+        { method: 'GET', path: '/v1/keys', auth: 'none', answer: answers.SERVICE_KEY_LIST },
+        opts,
+      )
+    ).body;
   }
 
   /** GET /.well-known/jwks.json: the same keys as a JWK set (public). */
   async jwks(opts: Omit<RequestOptions, 'apiKey'> = {}): Promise<{ keys: Jwk[] }> {
-    return (await this.#call<{ keys: Jwk[] }>({ method: 'GET', path: '/.well-known/jwks.json', auth: 'none' }, opts)).body;
+    return (await this.#call<{ keys: Jwk[] }>({ method: 'GET', path: '/.well-known/jwks.json', auth: 'none', answer: answers.JWKS }, opts))
+      .body;
   }
 
   /**
@@ -647,7 +742,7 @@ export class BatonClient {
 
   /** GET /healthz: the process answers. */
   async health(opts: Omit<RequestOptions, 'apiKey'> = {}): Promise<{ status: 'ok' }> {
-    return (await this.#call<{ status: 'ok' }>({ method: 'GET', path: '/healthz', auth: 'none' }, opts)).body;
+    return (await this.#call<{ status: 'ok' }>({ method: 'GET', path: '/healthz', auth: 'none', answer: answers.STATUS }, opts)).body;
   }
 
   /** GET /readyz: whether the database answers (an unready service is an answer, not an error). */
@@ -658,6 +753,7 @@ export class BatonClient {
           method: 'GET',
           path: '/readyz',
           auth: 'none',
+          answer: answers.STATUS,
           answerStatuses: (s, b) => s === 503 && (b as { status?: unknown } | null)?.status === 'unready',
         },
         opts,
@@ -683,7 +779,8 @@ export class BatonClient {
     path: string,
     opts: RequestOptions & { readonly answerStatuses?: (status: number, body: unknown) => boolean } = {},
   ): Promise<{ status: number; bytes: Uint8Array; body: unknown; requestId: string | null }> {
-    const spec: CallSpec = { method: 'GET', path, auth: 'key' };
+    // Bytes: the caller reads them (tiles, notes), so no shape is due here.
+    const spec: CallSpec = { method: 'GET', path, auth: 'key', answer: null };
     const ex = await this.#exchange(spec, opts);
     if (ex.status >= 200 && ex.status < 300) return { status: ex.status, bytes: ex.bytes, body: undefined, requestId: ex.headerId ?? null };
     const text = new TextDecoder().decode(ex.bytes);
@@ -714,7 +811,7 @@ export class BatonClient {
     if (key) headers['authorization'] = `Bearer ${key}`;
     if (spec.body !== undefined) headers['content-type'] = 'application/json';
 
-    const timeoutMs = opts.timeoutMs ?? this.timeoutMs;
+    const timeoutMs = opts.timeoutMs === undefined ? this.timeoutMs : usableTimeoutMs(opts.timeoutMs);
     const controller = new AbortController();
     // The deadline and the caller's cancel end the wait themselves, not only through the signal: a
     // fetch (or a response body) that ignores its signal is bounded too.
@@ -806,6 +903,21 @@ export class BatonClient {
           requestId: ex.headerId,
           message: `Baton answered ${ex.where} with HTTP ${ex.status} but not with JSON (content type ${ex.contentType ?? 'none'}): ${snippet(text)}`,
           suggestion: 'Check that the base URL points at Baton itself, not a proxy or another service.',
+        });
+      }
+      const answer = spec.answer === undefined ? answers.subClientAnswer(spec.method, spec.path) : spec.answer;
+      const shape = typeof answer === 'function' ? answer(parsed) : answer;
+      const problem = shape === null ? undefined : answers.shapeProblem(parsed, shape);
+      if (problem !== undefined) {
+        throw new BatonApiError({
+          status: ex.status,
+          code: 'UNEXPECTED_RESPONSE',
+          method: spec.method,
+          url: ex.url,
+          requestId: ex.headerId,
+          message: `Baton answered ${ex.where} with HTTP ${ex.status} but not with its answer: ${problem}.`,
+          suggestion:
+            "Check that the base URL points at Baton itself, not a proxy or another service, and that the service is this SDK's version.",
         });
       }
       return { status: ex.status, body: parsed as T, requestId: ex.headerId ?? null };
@@ -904,26 +1016,45 @@ export class BatonAdmin {
   constructor(private readonly call: <T>(spec: CallSpec, opts: RequestOptions) => Promise<Answer<T>>) {}
 
   async createTenant(name: string, opts: RequestOptions = {}): Promise<TenantView> {
-    return (await this.call<TenantView>({ method: 'POST', path: '/v1/admin/tenants', body: { name }, auth: 'key' }, opts)).body;
+    return (
+      await this.call<TenantView>({ method: 'POST', path: '/v1/admin/tenants', body: { name }, auth: 'key', answer: answers.TENANT }, opts)
+    ).body;
   }
 
   async listTenants(opts: RequestOptions = {}): Promise<{ tenants: TenantView[] }> {
-    return (await this.call<{ tenants: TenantView[] }>({ method: 'GET', path: '/v1/admin/tenants', auth: 'key' }, opts)).body;
+    return (
+      await this.call<{ tenants: TenantView[] }>(
+        { method: 'GET', path: '/v1/admin/tenants', auth: 'key', answer: answers.TENANT_LIST },
+        opts,
+      )
+    ).body;
   }
 
   /** Trusts a root did:key for the tenant (idempotent: the stored row when already trusted). */
   async addRoot(tenantId: string, did: string, label?: string | null, opts: RequestOptions = {}): Promise<RootView> {
     const body = { did, ...(label !== undefined ? { label } : {}) };
-    return (await this.call<RootView>({ method: 'POST', path: `/v1/admin/tenants/${enc(tenantId)}/roots`, body, auth: 'key' }, opts)).body;
+    return (
+      await this.call<RootView>(
+        { method: 'POST', path: `/v1/admin/tenants/${enc(tenantId)}/roots`, body, auth: 'key', answer: answers.TRUSTED_ROOT },
+        opts,
+      )
+    ).body;
   }
 
   async listRoots(tenantId: string, opts: RequestOptions = {}): Promise<{ roots: RootView[] }> {
-    return (await this.call<{ roots: RootView[] }>({ method: 'GET', path: `/v1/admin/tenants/${enc(tenantId)}/roots`, auth: 'key' }, opts))
-      .body;
+    return (
+      await this.call<{ roots: RootView[] }>(
+        { method: 'GET', path: `/v1/admin/tenants/${enc(tenantId)}/roots`, auth: 'key', answer: answers.TRUSTED_ROOT_LIST },
+        opts,
+      )
+    ).body;
   }
 
   async removeRoot(tenantId: string, did: string, opts: RequestOptions = {}): Promise<void> {
-    await this.call<void>({ method: 'DELETE', path: `/v1/admin/tenants/${enc(tenantId)}/roots/${enc(did)}`, auth: 'key' }, opts);
+    await this.call<void>(
+      { method: 'DELETE', path: `/v1/admin/tenants/${enc(tenantId)}/roots/${enc(did)}`, auth: 'key', answer: null },
+      opts,
+    );
   }
 
   /** A tenant API key; the secret is in this response only. `tool_server` binds a verify key to one tool server. */
@@ -934,7 +1065,7 @@ export class BatonAdmin {
   ): Promise<CreatedApiKey> {
     return (
       await this.call<CreatedApiKey>(
-        { method: 'POST', path: `/v1/admin/tenants/${enc(tenantId)}/api-keys`, body: input, auth: 'key' },
+        { method: 'POST', path: `/v1/admin/tenants/${enc(tenantId)}/api-keys`, body: input, auth: 'key', answer: answers.CREATED_API_KEY },
         opts,
       )
     ).body;
@@ -942,16 +1073,26 @@ export class BatonAdmin {
 
   async listApiKeys(tenantId: string, opts: RequestOptions = {}): Promise<{ api_keys: ApiKeyView[] }> {
     return (
-      await this.call<{ api_keys: ApiKeyView[] }>({ method: 'GET', path: `/v1/admin/tenants/${enc(tenantId)}/api-keys`, auth: 'key' }, opts)
+      await this.call<{ api_keys: ApiKeyView[] }>(
+        { method: 'GET', path: `/v1/admin/tenants/${enc(tenantId)}/api-keys`, auth: 'key', answer: answers.API_KEY_LIST },
+        opts,
+      )
     ).body;
   }
 
   async revokeApiKey(keyId: string, opts: RequestOptions = {}): Promise<void> {
-    await this.call<void>({ method: 'DELETE', path: `/v1/admin/api-keys/${enc(keyId)}`, auth: 'key' }, opts);
+    await this.call<void>({ method: 'DELETE', path: `/v1/admin/api-keys/${enc(keyId)}`, auth: 'key', answer: null }, opts);
   }
 }
 
 // ---------------------------------------------------------------- helpers
+
+/** A timeout a timer can keep: a positive number of milliseconds (NaN, 0 or Infinity would end every call at once as TIMEOUT). */
+function usableTimeoutMs(timeoutMs: unknown): number {
+  if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs <= 0 || timeoutMs > MAX_TIMEOUT_MS)
+    throw new TypeError(`timeoutMs must be a positive number of milliseconds, at most ${MAX_TIMEOUT_MS}, got ${String(timeoutMs)}.`);
+  return timeoutMs;
+}
 
 function isDenyBody(body: unknown): boolean {
   if (!body || typeof body !== 'object') return false;

@@ -473,7 +473,7 @@ describe('transport failures', () => {
   it("an answer saying valid that is not Baton's allow of this call is UNEXPECTED_RESPONSE, so no tool runs on it", async () => {
     const { b, chain } = await storedChain();
     const { inv, bundle } = bundleFor(b, chain);
-    const allow = { valid: true, invocation_id: inv.payload.jti, dry_run: false, retry: false };
+    const allow = { valid: true, invocation_id: inv.payload.jti, dry_run: false, retry: false, counters: [], warnings: [] };
     // Each answer a proxy, a wrong base URL or a cache could give; the fake answers them in turn.
     const answers: { status: number; type?: string; body?: unknown; location?: string }[] = [
       { status: 200, body: { valid: true } },
@@ -599,7 +599,17 @@ describe('transport failures', () => {
     // and hands it back; `binding` is not signed, so the client compares for itself.
     const fake = createHttpServer((_req, res) => {
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ valid: true, invocation_id: inv.payload.jti, dry_run: false, retry: false, binding: 'match' }));
+      res.end(
+        JSON.stringify({
+          valid: true,
+          invocation_id: inv.payload.jti,
+          dry_run: false,
+          retry: false,
+          binding: 'match',
+          counters: [],
+          warnings: [],
+        }),
+      );
     });
     await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve));
     try {
@@ -639,7 +649,8 @@ describe('transport failures', () => {
       fetch: async (input, init) => {
         const h = new Headers(init?.headers);
         seen.push({ url: String(input), auth: h.get('authorization'), ua: h.get('user-agent'), type: h.get('content-type') });
-        return new Response(JSON.stringify({ receipts: [], next_after: null }), {
+        const body = String(input).includes('/v1/keys') ? { keys: [] } : { service_receipts: [], next_after: null };
+        return new Response(JSON.stringify(body), {
           status: 200,
           headers: { 'content-type': 'application/json' },
         });

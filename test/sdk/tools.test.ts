@@ -6,8 +6,14 @@
 import { describe, expect, it } from 'vitest';
 import { BatonApiError, BatonClient } from '../../src/sdk/client.js';
 
+/** An item of the list `field` as the service answers it, named `id`. */
+function listItem(field: string, id: string): Record<string, unknown> {
+  if (field === 'grants') return { dr_hash: id, status: 'pending', explanation: 'trifecta', catalog_version: 1, decision: null };
+  return { id, status: 'pending', tool_server: 'mcp://search', invocation_jti: `inv:${id}`, dr_chain: [], expires_at: 0, decision: null };
+}
+
 /** A server whose answer to each cursor (the first page: '') is `pages[cursor]`; it records the cursors asked. */
-function pagedServer(field: string, pages: Record<string, { items: unknown[]; next: string | null }>) {
+function pagedServer(field: string, pages: Record<string, { items: string[]; next: string | null }>) {
   const asked: string[] = [];
   const fetch = (input: string | URL | Request): Promise<Response> => {
     const url = new URL(typeof input === 'string' || input instanceof URL ? input : input.url);
@@ -17,7 +23,7 @@ function pagedServer(field: string, pages: Record<string, { items: unknown[]; ne
     if (asked.length > 20) return Promise.reject(new Error('the client kept paging in a circle'));
     const page = pages[cursor];
     if (page === undefined) return Promise.reject(new Error(`no page for cursor "${cursor}"`));
-    const body = JSON.stringify({ [field]: page.items, next_cursor: page.next });
+    const body = JSON.stringify({ [field]: page.items.map((id) => listItem(field, id)), next_cursor: page.next });
     return Promise.resolve(new Response(body, { status: 200, headers: { 'content-type': 'application/json', 'x-request-id': 'req_p' } }));
   };
   return { asked, client: new BatonClient({ baseUrl: 'http://baton.test', apiKey: 'bt_x', fetch }) };
@@ -26,9 +32,9 @@ function pagedServer(field: string, pages: Record<string, { items: unknown[]; ne
 describe('BatonTools: every page of a list', () => {
   it('follows next_cursor until it is null, in order', async () => {
     const { asked, client } = pagedServer('approvals', {
-      '': { items: [{ id: 'apr_1' }], next: 'c1' },
-      c1: { items: [{ id: 'apr_2' }], next: 'c2' },
-      c2: { items: [{ id: 'apr_3' }], next: null },
+      '': { items: ['apr_1'], next: 'c1' },
+      c1: { items: ['apr_2'], next: 'c2' },
+      c2: { items: ['apr_3'], next: null },
     });
     const { approvals } = await client.tools.approvals('pending');
     expect(approvals.map((a) => a.id)).toEqual(['apr_1', 'apr_2', 'apr_3']);
@@ -36,10 +42,10 @@ describe('BatonTools: every page of a list', () => {
   });
 
   it.each([
-    ['the same cursor again', { '': { items: [1], next: 'c1' }, c1: { items: [2], next: 'c1' } }, ['', 'c1']],
+    ['the same cursor again', { '': { items: ['i1'], next: 'c1' }, c1: { items: ['i2'], next: 'c1' } }, ['', 'c1']],
     [
       'an earlier cursor',
-      { '': { items: [1], next: 'c1' }, c1: { items: [2], next: 'c2' }, c2: { items: [3], next: 'c1' } },
+      { '': { items: ['i1'], next: 'c1' }, c1: { items: ['i2'], next: 'c2' }, c2: { items: ['i3'], next: 'c1' } },
       ['', 'c1', 'c2'],
     ],
   ])('a server that answers %s is refused, not followed forever', async (_what, pages, expectedAsked) => {

@@ -1,0 +1,62 @@
+/**
+ * A chain fetched by hash is signed under (baton delegate --parent, baton invoke --chain), so the
+ * client takes only the chain of the hash it asked for, whoever answered: a wrong base URL, a proxy
+ * or a hostile server must not have the user sign under another chain (one granting max_calls 50
+ * instead of 3, say). Pure and cheap: one hash and one signature check per record, no trust
+ * decision (roots, revocation and expiry are the service's to judge when the new record is used).
+ */
+import { decodeJws, signatureValid, type DecodedJws } from '../protocol/jws.js';
+import { DelegationPayloadSchema, parseWith, type DelegationPayload } from '../protocol/records.js';
+import type { components } from '../api/wire-types.js';
+
+type DelegationChain = components['schemas']['DelegationChain'];
+
+/**
+ * Why `chain` is not the chain of the record `requested`, or undefined when it is: root first, each
+ * record names the one before it (the root none) and verifies under its own issuer's did:key, the
+ * last one is `requested`, and the records beside the receipts are the same records.
+ */
+export function fetchedChainProblem(requested: string, chain: DelegationChain): string | undefined {
+  const { receipts } = chain;
+  if (receipts.length === 0) return 'it holds no delegation record';
+  const hashes: string[] = [];
+  let rootIssuer: string | undefined;
+  for (const [i, jws] of receipts.entries()) {
+    let decoded: DecodedJws;
+    let payload: DelegationPayload;
+    try {
+      decoded = decodeJws(jws, `delegation record receipts[${i}]`);
+      payload = parseWith(DelegationPayloadSchema, decoded.payload, `payload of receipts[${i}]`);
+    } catch (e) {
+      return `receipts[${i}] is not a delegation record (${errorText(e)})`;
+    }
+    const parent = payload.prev_dr_hash ?? null;
+    const before = hashes[i - 1];
+    if (before === undefined && parent !== null)
+      return `its receipts[0] names a parent (${parent}), so the chain does not start at its root`;
+    if (before !== undefined && parent !== before)
+      return `receipts[${i}] names parent ${parent ?? 'none'}, not receipts[${i - 1}] (${before})`;
+    let signed: boolean;
+    try {
+      signed = signatureValid(decoded, payload.iss);
+    } catch (e) {
+      return `the issuer of receipts[${i}] is not a usable did:key (${errorText(e)})`;
+    }
+    if (!signed) return `the signature of receipts[${i}] does not verify under its issuer ${payload.iss}`;
+    hashes.push(decoded.hash);
+    rootIssuer ??= payload.iss;
+  }
+  const leaf = hashes[hashes.length - 1];
+  if (leaf !== requested) return `it ends at ${leaf}, another record`;
+  // Readers show these beside the receipts (baton chain): they must be the records just checked.
+  if (chain.hash !== requested) return `it is labelled ${JSON.stringify(chain.hash)}`;
+  if (chain.root_principal !== rootIssuer)
+    return `it names ${JSON.stringify(chain.root_principal)} as root principal, not the root's issuer ${rootIssuer}`;
+  const records = chain.records;
+  if (records.length !== receipts.length) return `it lists ${records.length} records for ${receipts.length} receipts`;
+  const differs = records.findIndex((r, i) => r.jws !== receipts[i] || r.hash !== hashes[i]);
+  if (differs !== -1) return `records[${differs}] is not receipts[${differs}]`;
+  return undefined;
+}
+
+const errorText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
