@@ -148,5 +148,13 @@ export async function runSubcommand(
     const hint = didYouMean(name, Object.keys(table), (n) => `"baton ${group} ${n}"`);
     throw new UsageError(`unknown command "${group} ${name}"${hint}`, help);
   }
-  return sub.run(rest, io);
+  try {
+    return await sub.run(rest, io);
+  } catch (e) {
+    if (e !== null && typeof e === 'object' && !failedSubcommand.has(e)) failedSubcommand.set(e, `${group} ${name}`);
+    throw e;
+  }
 }
+
+/** The subcommand ("keys rotate") an error thrown out of runSubcommand came from, so main can name it. */
+export const failedSubcommand = new WeakMap<object, string>();

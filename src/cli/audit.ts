@@ -73,11 +73,10 @@ ${SERVER_HELP}
 ${EXIT_HELP}
 Findings (exit 1): missing, rewritten or reordered entries (and unchecked
 ones: in a bundle the service would not serve, those it names no receipt
-for), bad service
-receipts, service receipts not in the log, a root mismatch, a split view; for
-decisions: substituted records, a chain that does not verify (chain-invalid),
-an allow that does not match its invocation (mismatch), records the service
-cannot produce (records-missing).`;
+for), bad service receipts, service receipts not in the log, a root
+mismatch, a split view; for decisions: substituted records, a chain that
+does not verify (chain-invalid), an allow that does not match its invocation
+(mismatch), records the service cannot produce (records-missing).`;
 
 function summary(report: AuditReport): string {
   const lines = [
@@ -128,13 +127,12 @@ export async function runAudit(argv: string[], io: CliIo): Promise<number> {
     return 0;
   }
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`, AUDIT_HELP);
-  // Server and key as every online command resolves them: --context/$BATON_CONTEXT, the flags and
-  // environment, else the current context (src/cli/context.ts).
-  const { server, apiKey, context } = resolveTarget(values, io, DEFAULT_SERVER);
-  const where = context !== undefined ? `context "${context}"` : '--server';
+  // Server and key as every online command resolves them: flags, then environment, then the
+  // context (src/cli/context.ts).
+  const { server, serverFrom, apiKey, context, keyWithheld } = resolveTarget(values, io, DEFAULT_SERVER);
   if (!apiKey)
     throw new UsageError(
-      `give --api-key (an audit-scope key), set BATON_API_KEY, or use a context that has one${context !== undefined ? ` (${where} has no key)` : ''}`,
+      `give --api-key (an audit-scope key), set BATON_API_KEY, or use a context that has one${keyWithheld !== undefined ? ` (${keyWithheld})` : context !== undefined ? ` (context "${context}" has no key)` : ''}`,
       AUDIT_HELP,
     );
   const timeoutMs = values.timeout !== undefined ? integerFlag('--timeout', values.timeout, 1) : DEFAULT_TIMEOUT_MS;
@@ -143,7 +141,7 @@ export async function runAudit(argv: string[], io: CliIo): Promise<number> {
     // The same check of the URL as every other online command's client (BatonClient).
     baseUrl = new BatonClient({ baseUrl: server, timeoutMs }).baseUrl;
   } catch (e) {
-    throw new UsageError(`${where}: ${(e as Error).message}`);
+    throw new UsageError(`${serverFrom}: ${(e as Error).message}`);
   }
   const decisions = {
     ...(values.root !== undefined ? { trustedRoots: values.root } : {}),

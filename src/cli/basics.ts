@@ -4,8 +4,10 @@
  * common.ts (the HTTP client, refusals) so the offline commands load only
  * this: see test/cli/startup.test.ts.
  */
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
 import { isRecordHash } from '../protocol/hash.js';
 import type { Policy } from '../protocol/policy.js';
 import { DOCUMENT_MAX_NESTING, jsonAmbiguity } from '../protocol/strict-json.js';
@@ -23,12 +25,14 @@ export const SERVER_OPTIONS = {
   timeout: { type: 'string' },
 } as const;
 
-export const SERVER_HELP = `Server options:
-  --server <url>       the Baton service (default: $BATON_URL, else ${DEFAULT_SERVER})
-  --api-key <key>      API key sent as a Bearer token (default: $BATON_API_KEY)
-  --context <name>     a saved context's server and key (default: $BATON_CONTEXT,
-                       else the current context when no --server or $BATON_URL
-                       is given; see baton context --help)
+export const SERVER_HELP = `Server options (each from its flag, else its variable, else the context):
+  --server <url>       the Baton service (default: $BATON_URL, else the
+                       context's server, else ${DEFAULT_SERVER})
+  --api-key <key>      API key sent as a Bearer token (default: $BATON_API_KEY,
+                       else the context's key, which goes only to the context's
+                       own server: not to another --server or $BATON_URL)
+  --context <name>     the saved context (default: $BATON_CONTEXT, else the
+                       current one; see baton context --help)
   --timeout <ms>       per-request timeout in milliseconds (default 10000)`;
 
 export const COMMON_OPTIONS = {
@@ -36,8 +40,8 @@ export const COMMON_OPTIONS = {
   help: { type: 'boolean', short: 'h', default: false },
 } as const;
 
-export const EXIT_HELP =
-  'Exit codes: 0 ok, 1 refused or denied, 2 bad flags or unusable input, 3 server unreachable, timed out or failing.';
+export const EXIT_HELP = `Exit codes: 0 ok, 1 refused or denied, 2 bad flags or unusable input,
+3 server unreachable, timed out, failing or answering unexpectedly.`;
 
 // ---------------------------------------------------------------- input
 
@@ -59,6 +63,50 @@ export async function writeOutputFile(path: string, text: string, flag: string, 
     throw new UsageError(`${flag}: cannot write ${path}: ${(e as Error).message}`, help);
   }
 }
+
+/** `--out -`: the output goes to stdout, as "-" reads stdin for inputs. */
+export const STDOUT_PATH = '-';
+
+/**
+ * An output file for work that is sent after it is made (`delegate --out --submit`): the content
+ * is written now to a temporary file beside `path`, so a path that cannot be written is refused
+ * before anything is stored; `commit` puts it in place once the work is done, `discard` drops it
+ * when the work failed (no file then claims what was not stored).
+ */
+export async function stageOutputFile(
+  path: string,
+  text: string,
+  flag: string,
+  help?: string,
+): Promise<{ commit(): Promise<void>; discard(): Promise<void> }> {
+  const cannot = (e: unknown) => new UsageError(`${flag}: cannot write ${path}: ${(e as Error).message}`, help);
+  const staged = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString('hex')}.tmp`);
+  const discard = () => unlink(staged).catch(() => undefined);
+  try {
+    if ((await stat(path).catch(() => undefined))?.isDirectory()) throw new Error('it is a directory');
+    await writeFile(staged, text, { flag: 'wx' });
+  } catch (e) {
+    await discard();
+    throw cannot(e);
+  }
+  return {
+    commit: async () => {
+      try {
+        await rename(staged, path);
+      } catch (e) {
+        await discard();
+        throw cannot(e);
+      }
+    },
+    discard,
+  };
+}
+
+/** What a delegation stored "held" waits for, and how to act on it. */
+export const HELD_ADVICE =
+  'held: a held delegation grants tools that together form the lethal trifecta (or sits below one that does), and ' +
+  'allows no call until a person approves that grant. See why: baton approvals grants; decide: ' +
+  'baton approvals approve <hash> --actor <name> --reason <text> (an approve-scope key).';
 
 export async function readText(path: string, what: string): Promise<string> {
   try {

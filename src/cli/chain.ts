@@ -99,8 +99,11 @@ export async function runChain(argv: string[], io: CliIo): Promise<number> {
 
   const full = values.full;
   const onPath = new Set(chain.records.map((r) => r.hash));
+  // With --whole-tree the tree fetched is the root's: the records below <hash> are its subtree there.
+  const below = values['whole-tree'] ? belowIn(tree.tree, hash) : tree.count - 1;
   const lines = [
-    `Delegation ${shortHash(hash, full)}: ${chain.records.length} record(s) from the root, ${tree.count - 1} below it${tree.truncated ? ' (tree truncated)' : ''}`,
+    `Delegation ${shortHash(hash, full)}: ${chain.records.length} record(s) from the root, ${below} below it` +
+      `${values['whole-tree'] ? `, ${tree.count} in the root's whole tree` : ''}${tree.truncated ? ' (tree truncated)' : ''}`,
     `Root principal ${shortDid(chain.root_principal, full)}`,
     '',
   ];
@@ -123,6 +126,12 @@ function pathTo(chain: ChainResult, target: TreeNode): Node {
 
 function flatten(t: TreeNode): TreeNode[] {
   return [t, ...t.children.flatMap(flatten)];
+}
+
+/** How many records the tree holds below the one with `hash` (0 when it is not in the tree). */
+function belowIn(tree: TreeNode, hash: string): number {
+  const node = flatten(tree).find((n) => n.hash === hash);
+  return node === undefined ? 0 : flatten(node).length - 1;
 }
 
 function withUsage(t: TreeNode, details: Map<string, DelegationDetail>): unknown {

@@ -12,13 +12,17 @@ import { EXIT_DENIED, EXIT_UNREACHABLE, EXIT_USAGE, UsageError, type CliIo } fro
 export * from './basics.js';
 
 export function clientFrom(values: ServerValues, io: CliIo): BatonClient {
-  const { server: baseUrl, apiKey, context } = resolveTarget(values, io, DEFAULT_SERVER);
+  const { server: baseUrl, serverFrom, apiKey, keyWithheld } = resolveTarget(values, io, DEFAULT_SERVER);
   const timeoutMs = values.timeout !== undefined ? integerFlag('--timeout', values.timeout, 1) : undefined;
+  let client: BatonClient;
   try {
-    return new BatonClient({ baseUrl, ...(apiKey ? { apiKey } : {}), ...(timeoutMs !== undefined ? { timeoutMs } : {}) });
+    client = new BatonClient({ baseUrl, ...(apiKey ? { apiKey } : {}), ...(timeoutMs !== undefined ? { timeoutMs } : {}) });
   } catch (e) {
-    throw new UsageError(`${context !== undefined ? `context "${context}"` : '--server'}: ${(e as Error).message}`);
+    throw new UsageError(`${serverFrom}: ${(e as Error).message}`);
   }
+  // Said before any request: a refusal for want of a key then explains itself.
+  if (keyWithheld !== undefined) io.err(`note: ${keyWithheld}`);
+  return client;
 }
 
 // ---------------------------------------------------------------- refusals and exit codes

@@ -13,7 +13,7 @@
 import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { parseCliArgs, groupHelp, runSubcommand, type Subcommand } from './args.js';
-import { readText } from './basics.js';
+import { COMMON_OPTIONS, printJson, readText } from './basics.js';
 import { UsageError, type CliIo } from './io.js';
 
 export interface SavedContext {
@@ -102,42 +102,88 @@ function unknownContext(name: string, file: ContextsFile): UsageError {
   );
 }
 
+/** Where an online command sends its requests, with which key, and where each came from. */
+export interface Target {
+  readonly server: string;
+  /** Where the server came from, to name in a message about it: --server, $BATON_URL, a context, the default. */
+  readonly serverFrom: string;
+  readonly apiKey: string | undefined;
+  /** The context whose server or key is used, if any. */
+  readonly context: string | undefined;
+  /** Why no key is sent although the context holds one (its key is saved for another server). */
+  readonly keyWithheld?: string | undefined;
+}
+
+/** Two server URLs name the same service: compared as URLs (case of the host, a trailing slash). */
+function sameServer(a: string, b: string): boolean {
+  const normal = (url: string) => {
+    try {
+      return new URL(url).href.replace(/\/+$/, '');
+    } catch {
+      return url;
+    }
+  };
+  return normal(a) === normal(b);
+}
+
 /**
- * Where an online command sends its requests, and with which key. A context
- * gives server and key together, so a saved key never goes to another server:
- *   1. --context <name> or $BATON_CONTEXT: that context (flags still override each field);
- *   2. else --server, $BATON_URL or $BATON_API_KEY: the flags and environment, no saved key;
- *   3. else --api-key alone or nothing: the current context (with --api-key replacing its key);
- *   4. else the built-in default server.
+ * Where an online command sends its requests, and with which key. Each setting is taken from the
+ * first that gives it: its flag, its environment variable, the context (--context, else
+ * $BATON_CONTEXT, else the current one), the default:
+ *   server: --server, $BATON_URL, the context's server, else `defaultServer`;
+ *   key:    --api-key, $BATON_API_KEY, the context's key.
+ * A context's key is saved for its server and is sent nowhere else: when --server or $BATON_URL
+ * names another server, the context's key is left out (keyWithheld says so).
  */
 export function resolveTarget(
   values: { server?: string | undefined; 'api-key'?: string | undefined; context?: string | undefined },
   io: CliIo,
   defaultServer: string,
-): { server: string; apiKey: string | undefined; context: string | undefined } {
+): Target {
   const env = envOf(io);
-  const named = values.context ?? (env['BATON_CONTEXT'] || undefined);
-  const flagKey = values['api-key'];
-  if (named !== undefined) {
-    const file = loadContexts(env);
-    const ctx = Object.hasOwn(file.contexts, named) ? file.contexts[named] : undefined;
-    if (!ctx) throw unknownContext(named, file);
-    return { server: values.server ?? ctx.server, apiKey: flagKey ?? ctx.api_key, context: named };
-  }
   const envServer = env['BATON_URL'] || undefined;
-  const envKey = env['BATON_API_KEY'] || undefined;
-  if (values.server !== undefined || envServer !== undefined || envKey !== undefined) {
-    return { server: values.server ?? envServer ?? defaultServer, apiKey: flagKey ?? envKey, context: undefined };
+  const givenServer = values.server ?? envServer;
+  const givenFrom = values.server !== undefined ? '--server' : '$BATON_URL';
+  const givenKey = values['api-key'] ?? (env['BATON_API_KEY'] || undefined);
+  const named = values.context ?? (env['BATON_CONTEXT'] || undefined);
+
+  let name: string | undefined;
+  let ctx: SavedContext | undefined;
+  // A named context is always read (an unknown name is an error); the current one only when it fills something in.
+  if (named !== undefined || givenServer === undefined || givenKey === undefined) {
+    const file = loadContexts(env);
+    name = named ?? file.current ?? undefined;
+    ctx = name !== undefined && Object.hasOwn(file.contexts, name) ? file.contexts[name] : undefined;
+    if (named !== undefined && !ctx) throw unknownContext(named, file);
   }
-  const file = loadContexts(env);
-  const current = file.current === null ? undefined : file.contexts[file.current];
-  if (current) return { server: current.server, apiKey: flagKey ?? current.api_key, context: file.current ?? undefined };
-  return { server: defaultServer, apiKey: flagKey, context: undefined };
+  if (!ctx || name === undefined) {
+    return {
+      server: givenServer ?? defaultServer,
+      serverFrom: givenServer !== undefined ? givenFrom : 'the default server',
+      apiKey: givenKey,
+      context: undefined,
+    };
+  }
+  const server = givenServer ?? ctx.server;
+  const ownServer = sameServer(server, ctx.server);
+  const apiKey = givenKey ?? (ownServer ? ctx.api_key : undefined);
+  const keyWithheld =
+    givenKey === undefined && ctx.api_key !== undefined && !ownServer
+      ? `the key of context "${name}" is saved for ${ctx.server}, so it is not sent to ${server} (${givenFrom}); ` +
+        "give that server's key with --api-key or $BATON_API_KEY"
+      : undefined;
+  return {
+    server,
+    serverFrom: givenServer !== undefined ? givenFrom : `context "${name}"`,
+    apiKey,
+    context: givenServer === undefined || (givenKey === undefined && apiKey !== undefined) ? name : undefined,
+    ...(keyWithheld !== undefined ? { keyWithheld } : {}),
+  };
 }
 
 // ---------------------------------------------------------------- commands
 
-const ADD_HELP = `Usage: baton context add <name> --server <url> [--key <key> | --key-stdin] [options]
+const ADD_HELP = `Usage: baton context add <name> --server <url> [--key <key> | --key-stdin] [--use] [--json]
 
 Saves a context: the Baton server and the API key to use with it (for
 operators, the admin key). The first context saved becomes the current one.
@@ -151,9 +197,11 @@ Options:
   --key <key>        the API key
   --key-stdin        read the API key from stdin (one line)
   --use              make it the current context
+  --json             print {name, server, key (masked), current, file}
   -h, --help         show this help
 
-The file: $XDG_CONFIG_HOME/baton/contexts.json (else ~/.config/baton/contexts.json), mode 0600.
+The file: $XDG_CONFIG_HOME/baton/contexts.json (else
+~/.config/baton/contexts.json), mode 0600.
 Exit codes: 0 saved, 2 bad flags.`;
 
 async function runAdd(argv: string[], io: CliIo): Promise<number> {
@@ -165,7 +213,7 @@ async function runAdd(argv: string[], io: CliIo): Promise<number> {
       key: { type: 'string' },
       'key-stdin': { type: 'boolean', default: false },
       use: { type: 'boolean', default: false },
-      help: { type: 'boolean', short: 'h', default: false },
+      ...COMMON_OPTIONS,
     },
   });
   if (values.help) {
@@ -185,6 +233,11 @@ async function runAdd(argv: string[], io: CliIo): Promise<number> {
     throw new UsageError(`--server must be an http(s) URL, got "${values.server}"`, ADD_HELP);
   if (values.key !== undefined && values['key-stdin']) throw new UsageError('give --key or --key-stdin, not both', ADD_HELP);
   const key = values['key-stdin'] ? (await readText('-', 'API key from stdin')).trim() : values.key?.trim();
+  if (values['key-stdin'] && key === '')
+    throw new UsageError(
+      `stdin was empty: pipe the key in, as in baton context add ${name} --server <url> --key-stdin < admin.key`,
+      ADD_HELP,
+    );
   if (key !== undefined && !/^[\x21-\x7e]{1,512}$/.test(key))
     throw new UsageError('the API key must be one word of printable characters (at most 512)', ADD_HELP);
 
@@ -193,16 +246,25 @@ async function runAdd(argv: string[], io: CliIo): Promise<number> {
   file.contexts[name] = { server: server.toString().replace(/\/+$/, ''), ...(key ? { api_key: key } : {}) };
   if (values.use || file.current === null) file.current = name;
   const path = saveContexts(env, file);
-  io.out(`SAVED: context "${name}": ${file.contexts[name]!.server} with key ${maskKey(key)}${file.current === name ? ' (current)' : ''}`);
-  io.err(`in ${path}`);
+  const saved = file.contexts[name]!;
+  if (values.json) printJson(io, { name, server: saved.server, key: maskKey(key), current: file.current === name, file: path });
+  else {
+    io.out(`SAVED: context "${name}": ${saved.server} with key ${maskKey(key)}${file.current === name ? ' (current)' : ''}`);
+    io.err(`in ${path}`);
+  }
   return 0;
 }
 
-const USE_HELP = `Usage: baton context use <name>
+const USE_HELP = `Usage: baton context use <name> [--json]
 
-Makes a saved context the current one: online commands use its server and
-key unless --context, --server, $BATON_CONTEXT, $BATON_URL or $BATON_API_KEY
-say otherwise.
+Makes a saved context the current one: online commands take its server and
+key for what no flag or variable gives (--server, $BATON_URL, --api-key,
+$BATON_API_KEY), unless --context or $BATON_CONTEXT names another. Its key
+goes only to its own server.
+
+Options:
+  --json             print {current, server}
+  -h, --help         show this help
 
 Exit codes: 0 done, 2 no such context.`;
 
@@ -210,7 +272,7 @@ async function runUse(argv: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseCliArgs('context use', {
     args: argv,
     allowPositionals: true,
-    options: { help: { type: 'boolean', short: 'h', default: false } },
+    options: COMMON_OPTIONS,
   });
   if (values.help) {
     io.out(USE_HELP);
@@ -222,7 +284,8 @@ async function runUse(argv: string[], io: CliIo): Promise<number> {
   if (!Object.hasOwn(file.contexts, name)) throw unknownContext(name, file);
   file.current = name;
   saveContexts(env, file);
-  io.out(`CURRENT: context "${name}" (${file.contexts[name]!.server})`);
+  if (values.json) printJson(io, { current: name, server: file.contexts[name]!.server });
+  else io.out(`CURRENT: context "${name}" (${file.contexts[name]!.server})`);
   return 0;
 }
 
@@ -235,7 +298,7 @@ Exit codes: 0 listed.`;
 async function runList(argv: string[], io: CliIo): Promise<number> {
   const { values } = parseCliArgs('context list', {
     args: argv,
-    options: { json: { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h', default: false } },
+    options: COMMON_OPTIONS,
   });
   if (values.help) {
     io.out(LIST_HELP);
@@ -261,10 +324,14 @@ async function runList(argv: string[], io: CliIo): Promise<number> {
   return 0;
 }
 
-const REMOVE_HELP = `Usage: baton context remove <name>
+const REMOVE_HELP = `Usage: baton context remove <name> [--json]
 
 Forgets a saved context and its key. Removing the current context leaves
 none current.
+
+Options:
+  --json             print {removed, current}
+  -h, --help         show this help
 
 Exit codes: 0 removed, 2 no such context.`;
 
@@ -272,7 +339,7 @@ async function runRemove(argv: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseCliArgs('context remove', {
     args: argv,
     allowPositionals: true,
-    options: { help: { type: 'boolean', short: 'h', default: false } },
+    options: COMMON_OPTIONS,
   });
   if (values.help) {
     io.out(REMOVE_HELP);
@@ -285,7 +352,8 @@ async function runRemove(argv: string[], io: CliIo): Promise<number> {
   delete file.contexts[name];
   if (file.current === name) file.current = null;
   saveContexts(env, file);
-  io.out(`REMOVED: context "${name}"${file.current === null ? ' (no context is current now)' : ''}`);
+  if (values.json) printJson(io, { removed: name, current: file.current });
+  else io.out(`REMOVED: context "${name}"${file.current === null ? ' (no context is current now)' : ''}`);
   return 0;
 }
 
@@ -298,7 +366,11 @@ const SUBCOMMANDS: Record<string, Subcommand> = {
 
 export const CONTEXT_HELP = groupHelp(
   'context',
-  'Saved servers and keys for online commands (like kubectl or zed contexts).\nOnline commands take --context <name>; $BATON_CONTEXT does the same.',
+  'Saved servers and keys for online commands (like kubectl or zed contexts).\n' +
+    'Online commands take --context <name> ($BATON_CONTEXT does the same), else the\n' +
+    'current context. Each setting comes from its flag, else its variable\n' +
+    "($BATON_URL, $BATON_API_KEY), else the context; a context's key goes only to\n" +
+    "the context's own server, never to another --server or $BATON_URL.",
   SUBCOMMANDS,
   'Exit codes: 0 done, 2 bad flags or no such context.',
 );

@@ -14,6 +14,7 @@ import {
   durationFlag,
   EXIT_HELP,
   formatPolicy,
+  HELD_ADVICE,
   integerFlag,
   lazyClientFrom,
   listFlag,
@@ -26,7 +27,8 @@ import {
   SERVER_OPTIONS,
   shortDid,
   shortHash,
-  writeOutputFile,
+  stageOutputFile,
+  STDOUT_PATH,
 } from './basics.js';
 import { UsageError, type CliIo } from './io.js';
 
@@ -72,7 +74,9 @@ Record options:
   --consent <file|json>    root only: drs_consent {method, timestamp, ...} (required for human)
   --jti <dr:id>            record id (default: a random dr:uuid)
   --out <file>             write the chain file, and print the hash, not the JWS
-  --submit                 also POST the chain to the service
+                           ("-": the chain file on stdout, the hash on stderr)
+  --submit                 also POST the chain to the service (with --out, the
+                           file is put in place only once the chain is stored)
   --json                   print {hash, jws, payload, chain, submitted?}
   -h, --help               show this help
 
@@ -122,6 +126,8 @@ export async function runDelegate(argv: string[], io: CliIo): Promise<number> {
   if (!values.key) throw new UsageError('give --key <keyfile> (the key that signs this delegation)', DELEGATE_HELP);
   if (!values.to) throw new UsageError('give --to <did:key:...> (the agent receiving the authority)', DELEGATE_HELP);
   if (values.ttl !== undefined && values.exp !== undefined) throw new UsageError('give --ttl or --exp, not both', DELEGATE_HELP);
+  if (values.out === STDOUT_PATH && values.json)
+    throw new UsageError('--out - prints the chain file on stdout, and --json prints its own answer there: give one', DELEGATE_HELP);
   const isSub = values.parent !== undefined;
   for (const rootOnly of ['subject', 'root-type', 'consent'] as const) {
     if (isSub && values[rootOnly] !== undefined)
@@ -172,21 +178,39 @@ export async function runDelegate(argv: string[], io: CliIo): Promise<number> {
       `${formatPolicy(p.policy)}, expires ${p.exp === null ? 'never' : new Date(p.exp * 1000).toISOString()}`,
   );
 
+  const chainFile = `${JSON.stringify({ receipts: chain }, null, 2)}\n`;
+  // Written before anything is submitted: a path that cannot be written is refused before a store.
+  const staged =
+    values.out !== undefined && values.out !== STDOUT_PATH
+      ? await stageOutputFile(values.out, chainFile, '--out', DELEGATE_HELP)
+      : undefined;
   let submitted: unknown;
   if (values.submit) {
-    const client = await lazyClientFrom(values, io);
-    io.err(`submitting ${chain.length} record(s) to ${client.baseUrl} ...`);
-    const result = await client.submit(chain);
-    const mine = result.delegations[result.delegations.length - 1]!;
-    io.err(
-      `${result.created ? 'stored' : 'already stored'}: ${shortHash(mine.hash)} depth ${mine.depth}${mine.status === undefined ? '' : `, ${mine.status}`}${result.tenant_id ? `, tenant ${result.tenant_id}` : ''}`,
-    );
-    submitted = result;
+    try {
+      const client = await lazyClientFrom(values, io);
+      io.err(`submitting ${chain.length} record(s) to ${client.baseUrl} ...`);
+      const result = await client.submit(chain);
+      const mine = result.delegations[result.delegations.length - 1]!;
+      io.err(
+        `${result.created ? 'stored' : 'already stored'}: ${shortHash(mine.hash)} depth ${mine.depth}${mine.status === undefined ? '' : `, ${mine.status}`}${result.tenant_id ? `, tenant ${result.tenant_id}` : ''}`,
+      );
+      if (mine.status === 'held') io.err(HELD_ADVICE);
+      submitted = result;
+    } catch (e) {
+      await staged?.discard();
+      throw e;
+    }
+  }
+  if (staged !== undefined) {
+    try {
+      await staged.commit();
+    } catch (e) {
+      // Only if the path changed under us since it was staged; the record's hash must still be told.
+      if (values.submit) io.err(`the chain was stored as ${signed.hash}, but not written:`);
+      throw e;
+    }
   }
 
-  if (values.out !== undefined) {
-    await writeOutputFile(values.out, `${JSON.stringify({ receipts: chain }, null, 2)}\n`, '--out');
-  }
   if (values.json) {
     printJson(io, {
       hash: signed.hash,
@@ -196,6 +220,9 @@ export async function runDelegate(argv: string[], io: CliIo): Promise<number> {
       ...(values.out ? { file: values.out } : {}),
       ...(submitted ? { submitted } : {}),
     });
+  } else if (values.out === STDOUT_PATH) {
+    io.out(chainFile.trimEnd());
+    io.err(`wrote the chain (${chain.length} record(s), root first) to stdout; the new record is ${signed.hash}`);
   } else if (values.out !== undefined) {
     // stdout carries only the hash, so scripts can capture it; the note goes to stderr.
     io.out(signed.hash);

@@ -19,6 +19,7 @@ import {
   SERVER_HELP,
   SERVER_OPTIONS,
   shortHash,
+  STDOUT_PATH,
   writeOutputFile,
 } from './basics.js';
 import { UsageError, type CliIo } from './io.js';
@@ -56,6 +57,7 @@ Options:
   --by-reference          leave receipts empty: the service resolves the chain
                           by hash (it must be stored; keeps requests small)
   --out <file>            write the bundle there, and print only its jti
+                          ("-": the bundle on stdout, the jti on stderr)
   --json                  print {jti, hash, bundle}
   -h, --help              show this help
 
@@ -96,6 +98,8 @@ export async function runInvoke(argv: string[], io: CliIo): Promise<number> {
   if (chainArgs.length === 0) throw new UsageError('give --chain <file|hash>: the delegation chain you act under, root first', INVOKE_HELP);
   if (!values['tool-server'])
     throw new UsageError('give --tool-server <uri> (the tool server that will verify and run the call)', INVOKE_HELP);
+  if (values.out === STDOUT_PATH && values.json)
+    throw new UsageError('--out - prints the bundle on stdout, and --json prints its own answer there: give one', INVOKE_HELP);
 
   const extra = values.args !== undefined ? await readJsonArg(values.args, '--args') : {};
   if (!extra || typeof extra !== 'object' || Array.isArray(extra))
@@ -147,6 +151,12 @@ export async function runInvoke(argv: string[], io: CliIo): Promise<number> {
   warnIfItCannotPass(invocation.payload.jti, makeBundle(invocation, chain, 'value'), io);
 
   const text = JSON.stringify(bundle, null, 2);
+  if (values.out === STDOUT_PATH) {
+    // The bundle on stdout is what invoke prints without --out; the jti goes to stderr.
+    io.out(text);
+    io.err(`wrote the bundle to stdout; its jti is ${invocation.payload.jti}`);
+    return 0;
+  }
   if (values.out !== undefined) {
     await writeOutputFile(values.out, `${text}\n`, '--out');
   }

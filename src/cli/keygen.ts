@@ -7,7 +7,7 @@ import { open, rename, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { parseCliArgs } from './args.js';
 import { generateKeyPair, keyPairToFile } from '../sdk/keys.js';
-import { COMMON_OPTIONS, printJson } from './basics.js';
+import { COMMON_OPTIONS, printJson, STDOUT_PATH } from './basics.js';
 import { UsageError, type CliIo } from './io.js';
 
 export const KEYGEN_HELP = `Usage: baton keygen --out <file> [--force] [--json]
@@ -21,7 +21,8 @@ The seed is the secret: whoever holds the file acts as this DID. It is
 never printed.
 
 Options:
-  -o, --out <file>   where to write the key file (required)
+  -o, --out <file>   where to write the key file (required; not "-": the
+                     seed is never printed)
   --force            replace an existing file (otherwise refused)
   --json             print {"did", "file"}
   -h, --help         show this help
@@ -41,6 +42,9 @@ export async function runKeygen(argv: string[], io: CliIo): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`, KEYGEN_HELP);
   const out = values.out;
   if (!out) throw new UsageError('give --out <file> for the key file (it holds a secret, so Baton never prints it)', KEYGEN_HELP);
+  // "-" is stdout for other commands' --out: a secret seed there would land in terminals, logs and scrollback.
+  if (out === STDOUT_PATH)
+    throw new UsageError('--out - would print the secret seed; give a file path (it is written with mode 0600)', KEYGEN_HELP);
 
   const key = generateKeyPair();
   await writeSecretFile(out, `${JSON.stringify(keyPairToFile(key), null, 2)}\n`, values.force);

@@ -317,7 +317,9 @@ async function runProof(argv: string[], io: CliIo): Promise<number> {
   const answer = await client.logProof(id, treeSize !== undefined ? { treeSize } : {});
   if (values.save !== undefined) {
     await writeOutputFile(values.save, `${JSON.stringify(answer, null, 2)}\n`, '--save', PROOF_HELP);
-    io.err(`saved the proof to ${values.save}: check it again with baton log check ${values.save} --trust <file>`);
+    // The trust file this run pinned or saved, when there is one: the advice is then a command to run as is.
+    const trustFile = values.trust ?? values['save-trust'] ?? '<file>';
+    io.err(`saved the proof to ${values.save}: check it again with baton log check ${values.save} --trust ${trustFile}`);
   }
   const result = checkInclusion(answer, `#${id}`, trust, Math.floor(Date.now() / 1000), { held, treeSize });
   if (result.included && result.claimed_id !== id)

@@ -1,10 +1,10 @@
 /** `baton` command: dispatches to one module per subcommand. */
 import { existsSync } from 'node:fs';
 import { BatonError } from '../protocol/errors.js';
-import { didYouMean } from './args.js';
+import { didYouMean, failedSubcommand } from './args.js';
 import { DEFAULT_SERVER } from './basics.js';
 import { batonVersionInfo } from '../version.js';
-import { EXIT_USAGE, processIo, terminalSafeIo, UsageError, type CliIo } from './io.js';
+import { EXIT_UNREACHABLE, EXIT_USAGE, oneLine, processIo, terminalSafeIo, UsageError, type CliIo } from './io.js';
 
 type Command = (argv: string[], io: CliIo) => Promise<number>;
 
@@ -156,23 +156,30 @@ A first chain:
   baton invoke --key agent.key --chain a.chain.json --tool search --tool-server mcp://search --out bundle.json
   baton chain <hash> --api-key <audit key>
 
-Online commands take --server <url> (default $BATON_URL, else ${DEFAULT_SERVER}),
---api-key <key> (default $BATON_API_KEY), --context <name> (a saved server
-and key: baton context --help) and --timeout <ms>. Every command
-but serve takes --json for output meant for scripts (refusals too: the
-service's error envelope, on stdout); progress goes to stderr.
+Online commands take --server <url>, --api-key <key>, --context <name> (a
+saved server and key: baton context --help) and --timeout <ms>. Each setting
+comes from its flag, else its variable ($BATON_URL, $BATON_API_KEY), else the
+context ($BATON_CONTEXT, else the current one), else the default server
+${DEFAULT_SERVER}. A context's key goes only to the context's own server.
+Every command but serve takes --json for output meant for scripts (refusals
+too: the service's error envelope, on stdout); progress goes to stderr.
 
 Exit codes:
   0  done (allowed, stored, revoked, ...)
   1  refused or denied (by the service, or by the same checks run locally)
   2  bad flags or unusable input (unreadable file, malformed record, 400)
-  3  the server could not be reached, timed out, or failed (5xx)
+  3  the server could not be reached, timed out, failed (5xx) or answered
+     unexpectedly (not a Baton answer, or an error baton did not expect)
 
-Run "baton <command> --help" for a command's options; "baton --version" prints the version.`;
+Run "baton help <command>" or "baton <command> --help" for a command's
+options; "baton --version" prints the version.`;
 
 export async function main(argv: string[], rawIo: CliIo = processIo): Promise<number> {
   const io = terminalSafeIo(rawIo);
-  const [name, ...rest] = argv;
+  const [first, ...afterFirst] = argv;
+  // `baton help keygen` is `baton keygen --help`.
+  const helpFor = first === 'help' && afterFirst.length > 0;
+  const [name, ...rest] = helpFor ? [...afterFirst, '--help'] : argv;
   if (!name || name === '--help' || name === '-h' || name === 'help') {
     io.out(MAIN_HELP());
     return name ? 0 : EXIT_USAGE;
@@ -197,8 +204,10 @@ export async function main(argv: string[], rawIo: CliIo = processIo): Promise<nu
     const run = await command.load();
     return await run(rest, io);
   } catch (e) {
+    // `baton keys rotate: ...`, not `baton keys: ...`, when the subcommand ran.
+    const label = `baton ${(e !== null && typeof e === 'object' && failedSubcommand.get(e)) || name}`;
     if (e instanceof UsageError || (e as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
-      io.err(`baton ${name}: ${(e as Error).message}`);
+      io.err(`${label}: ${(e as Error).message}`);
       // The synopsis, not the whole help: a long help would scroll the error out of sight.
       if (e instanceof UsageError && e.help) {
         const synopsis = synopsisOf(e.help);
@@ -212,10 +221,17 @@ export async function main(argv: string[], rawIo: CliIo = processIo): Promise<nu
       const { errorJson, exitCodeFor, explainRefusal } = await import('./common.js');
       // --json callers get the service's error envelope on stdout, like every other answer.
       if (rest.includes('--json')) io.out(JSON.stringify(errorJson(e), null, 2));
-      else io.err(explainRefusal(e, `baton ${name}`));
+      else io.err(explainRefusal(e, label));
       return exitCodeFor(e);
     }
-    throw e;
+    // Anything else is a failure baton did not foresee, most often an answer of a shape it cannot
+    // read: one line saying what to do, not a stack trace.
+    io.err(
+      `FAILED: ${label}: unexpected error: ${oneLine(e instanceof Error ? `${e.name}: ${e.message}` : String(e))}. ` +
+        'If this command asked a server, check that --server, $BATON_URL or the context names a Baton service; ' +
+        'if it does, or no server was asked, report this line as a bug in baton.',
+    );
+    return EXIT_UNREACHABLE;
   }
 }
 

@@ -1,6 +1,6 @@
 /** `baton serve`: runs the Baton service (the same as npm start). */
 import { parseCliArgs } from './args.js';
-import { ConfigError, loadConfig } from '../config.js';
+import { BEARER_TOKEN_MAX_LENGTH, ConfigError, loadConfig } from '../config.js';
 import { errorText, runService } from '../server.js';
 import { COMMON_OPTIONS } from './common.js';
 import { EXIT_UNREACHABLE, UsageError, type CliIo } from './io.js';
@@ -24,12 +24,14 @@ Options (each overrides its environment variable):
 Environment: these and the five above (PORT, HOST, BATON_DATA_DIR,
 DATABASE_URL, BATON_WORKERS) are every variable Baton reads; an unset one
 takes its default:
-  BATON_ADMIN_KEY              the admin API key, at least 24 characters
-                               (default: generated and printed once)
+  BATON_ADMIN_KEY              the admin API key: 24 to ${BEARER_TOKEN_MAX_LENGTH} printable ASCII
+                               characters, no spaces (default: generated and
+                               printed once)
   BATON_METRICS_TOKEN          a bearer token that reads GET /metrics and
                                nothing else, for a Prometheus scraper (24 to
-                               512 characters; default: unset, and /metrics
-                               takes only the admin key)
+                               ${BEARER_TOKEN_MAX_LENGTH} printable ASCII characters, no spaces;
+                               default: unset, and /metrics takes only the
+                               admin key)
   BATON_MASTER_KEY             32 bytes as 64 hex digits or base64; encrypts
                                signing keys at rest. Required with
                                DATABASE_URL, the same on every node (default:

@@ -12,6 +12,9 @@ import { UsageError, type CliIo } from './io.js';
 import { verifyServiceReceipt, type ServiceVerificationKey } from '../protocol/service-receipt.js';
 import type { BatonClient } from '../sdk/client.js';
 
+/** How many service receipts --fetch checks when no --limit is given. */
+const FETCH_LIMIT = 1000;
+
 const VERIFY_HELP = `Usage: baton service-receipt verify [<file|-> ...] [--fetch] [--keys <file>] [options]
 
 Checks service receipts: the header, the Ed25519 signature under the
@@ -19,9 +22,11 @@ published key its kid names, that the payload's iss and kid name that key,
 and that each is about what it is attached to (a verify answer's
 invocation_id, a record's hash, a listed subject): a valid receipt of
 another call swapped in is INVALID. A verify answer must also say what its
-receipt signed: valid, context.dr_chain and context.tool (its other
-members are not signed; the receipt is what vouches for the call). Service receipts come from files (any service answer that carries
-them: a service receipt JWS, a submit/verify/revoke answer, a chain, a
+receipt signed: valid, context.dr_chain and context.tool (its other members
+are not signed; the receipt is what vouches for the call).
+
+Service receipts come from files (any service answer that carries them: a
+service receipt JWS, a submit/verify/revoke answer, a chain, a
 GET /v1/service-receipts page; "-" reads stdin), or with --fetch from
 GET /v1/service-receipts (audit key).
 
@@ -37,14 +42,19 @@ Options:
   --fetch              verify the tenant's service receipts from
                        GET /v1/service-receipts (needs an audit key)
   --after <id>         with --fetch: start after this service receipt id
-  --limit <n>          with --fetch: check at most n service receipts (default 1000)
+  --limit <n>          with --fetch: check at most n service receipts (default
+                       ${FETCH_LIMIT}); when more follow, a "more:" line (next_after in
+                       --json) gives the --after to go on from
+  --all                with --fetch: check every service receipt, no limit
   --json               print each result as JSON
   -h, --help           show this help
 
 ${SERVER_HELP}
 
-Exit codes: 0 every service receipt valid, 1 some service receipt invalid,
-2 unusable input or no service receipt found, 3 server unreachable, timed out or failing.`;
+Exit codes: 0 every service receipt checked is valid (with --fetch, past
+--limit more may follow unchecked: see "more:"; --all checks every one),
+1 some service receipt invalid, 2 unusable input or no service receipt
+found, 3 server unreachable, timed out, failing or answering unexpectedly.`;
 
 interface Checked {
   readonly where: string;
@@ -203,6 +213,7 @@ async function runVerifyServiceReceipts(argv: string[], io: CliIo): Promise<numb
       fetch: { type: 'boolean', default: false },
       after: { type: 'string' },
       limit: { type: 'string' },
+      all: { type: 'boolean', default: false },
       ...SERVER_OPTIONS,
       ...COMMON_OPTIONS,
     },
@@ -214,9 +225,10 @@ async function runVerifyServiceReceipts(argv: string[], io: CliIo): Promise<numb
   if (positionals.length === 0 && !values.fetch) throw new UsageError('give service receipt files, or --fetch', VERIFY_HELP);
   if (values.keys !== undefined && values['save-keys'] !== undefined)
     throw new UsageError('--save-keys saves fetched keys; with --keys nothing is fetched', VERIFY_HELP);
-  if (!values.fetch && (values.after !== undefined || values.limit !== undefined))
-    throw new UsageError('--after and --limit go with --fetch', VERIFY_HELP);
-  const limit = values.limit !== undefined ? integerFlag('--limit', values.limit, 1) : 1000;
+  if (!values.fetch && (values.after !== undefined || values.limit !== undefined || values.all))
+    throw new UsageError('--after, --limit and --all go with --fetch', VERIFY_HELP);
+  if (values.all && values.limit !== undefined) throw new UsageError('give --limit or --all, not both', VERIFY_HELP);
+  const limit = values.all ? Infinity : values.limit !== undefined ? integerFlag('--limit', values.limit, 1) : FETCH_LIMIT;
   const after = values.after !== undefined ? integerFlag('--after', values.after) : undefined;
 
   // Inputs are read and parsed before anything is fetched.
@@ -230,10 +242,11 @@ async function runVerifyServiceReceipts(argv: string[], io: CliIo): Promise<numb
     inputs.push(...serviceReceipts.map((r) => ({ where: `${file}: ${r.where}`, jws: r.jws, attachments: attached.get(r.jws) })));
   }
   // --fetch reads a route that needs an audit key: without one, say so before any request.
-  if (values.fetch && !resolveTarget(values, io, DEFAULT_SERVER).apiKey) {
+  const target = values.fetch ? resolveTarget(values, io, DEFAULT_SERVER) : undefined;
+  if (target !== undefined && !target.apiKey) {
     throw new UsageError(
       '--fetch reads GET /v1/service-receipts, which needs an API key with the audit scope (the published keys need none): ' +
-        'pass --api-key <key>, set BATON_API_KEY, or use a context that holds one (--context <name>, baton context --help)',
+        `pass --api-key <key>, set BATON_API_KEY, or use a context that holds one (--context <name>, baton context --help)${target.keyWithheld !== undefined ? `; ${target.keyWithheld}` : ''}`,
       VERIFY_HELP,
     );
   }
@@ -243,17 +256,38 @@ async function runVerifyServiceReceipts(argv: string[], io: CliIo): Promise<numb
 
   const tenant = values.tenant;
   const results: Checked[] = inputs.map((r) => check(r.jws, r.where, keys, { attachments: r.attachments, tenant }));
+  /** With --fetch, the id of the last service receipt checked when more follow it unchecked (past --limit). */
+  let nextAfter: number | null = null;
   if (values.fetch) {
     io.err(`fetching service receipts from ${clientOnce().baseUrl}/v1/service-receipts (audit key) ...`);
     let n = 0;
+    let lastId: number | undefined;
     for await (const item of clientOnce().iterateServiceReceipts(after !== undefined ? { after } : {})) {
+      // One past the limit is read, not checked: it says more follow.
+      if (n === limit) {
+        nextAfter = lastId ?? null;
+        break;
+      }
       results.push(check(item.jws, `service receipt #${item.id}`, keys, { attachments: [{ ids: new Set([item.subject]) }], tenant }));
-      if (++n >= limit) break;
+      lastId = item.id;
+      n++;
     }
     if (n === 0 && inputs.length === 0) io.err("the service holds no service receipts for this key's tenant (after the given id)");
   }
   const invalid = results.filter((r) => !r.valid).length;
-  if (values.json) printJson(io, { valid: invalid === 0, checked: results.length, invalid, results });
+  const more =
+    nextAfter === null
+      ? undefined
+      : `more: service receipts after #${nextAfter} were not checked (--limit ${limit}): ` +
+        `baton service-receipt verify --fetch --after ${nextAfter} ...   (or --all)`;
+  if (values.json)
+    printJson(io, {
+      valid: invalid === 0,
+      checked: results.length,
+      invalid,
+      ...(values.fetch ? { next_after: nextAfter } : {}),
+      results,
+    });
   else {
     for (const r of results) {
       io.out(
@@ -264,7 +298,10 @@ async function runVerifyServiceReceipts(argv: string[], io: CliIo): Promise<numb
         ),
       );
     }
-    io.out(`\n${results.length - invalid} of ${results.length} service receipt(s) valid${invalid > 0 ? `, ${invalid} INVALID` : ''}.`);
+    io.out(
+      `\n${results.length - invalid} of ${results.length} service receipt(s) valid${invalid > 0 ? `, ${invalid} INVALID` : ''}${more !== undefined ? '; more follow, not checked' : ''}.`,
+    );
+    if (more !== undefined) io.out(more);
   }
   return invalid === 0 ? 0 : 1;
 }

@@ -4,6 +4,7 @@ import {
   clientFrom,
   COMMON_OPTIONS,
   EXIT_HELP,
+  HELD_ADVICE,
   printJson,
   readRecordFile,
   SERVER_HELP,
@@ -67,5 +68,6 @@ export async function runSubmit(argv: string[], io: CliIo): Promise<number> {
   }
   const leaf = result.delegations[result.delegations.length - 1]!;
   io.out(`\nLeaf: ${leaf.hash}\nRead it back with: baton chain ${shortHash(leaf.hash, true)}`);
+  if (result.delegations.some((d) => d.status === 'held')) io.out(`\n${HELD_ADVICE}`);
   return 0;
 }

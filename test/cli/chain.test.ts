@@ -62,6 +62,8 @@ describe('baton chain', () => {
     await new BatonClient({ baseUrl: live.baseUrl, apiKey: live.tenant.keys.issue }).revoke(c.sub.hash, 'rotated');
     const r = await run(['chain', c.sub.hash, '--whole-tree', ...A]);
     expect(r.code, r.err).toBe(0);
+    // Below the record: its own subtree (none), not the root's; the whole tree is counted apart.
+    expect(r.out.split('\n')[0]).toBe(`Delegation ${short(c.sub.hash)}: 2 record(s) from the root, 0 below it, 3 in the root's whole tree`);
     expect(r.out).toMatch(new RegExp(`├─ ${short(c.sub.hash)}  \\[REVOKED\\].*◀ this record`));
     expect(r.out).toMatch(new RegExp(`└─ ${short(c.sibling.hash)}  \\[active`));
     expect(r.out).toMatch(/revoked \S+: rotated/);

@@ -117,14 +117,121 @@ describe('baton context', () => {
       await run(['tenants', 'list'], { ...env, BATON_URL: other.url });
       expect(other.seen).toHaveLength(2);
       for (const headers of other.seen) expect(headers.authorization).toBeUndefined();
-      // --context (or $BATON_CONTEXT) picks the context's server and key even when $BATON_URL is set.
-      ok(await run(['tenants', 'list', '--context', 'prod'], { ...env, BATON_URL: other.url }), 'explicit context');
-      ok(await run(['tenants', 'list'], { ...env, BATON_URL: other.url, BATON_CONTEXT: 'prod' }), '$BATON_CONTEXT');
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('a named context ($BATON_CONTEXT, --context) never sends its key to another --server or $BATON_URL, and says so', async () => {
+    const other = await recordingServer();
+    try {
+      const env = { XDG_CONFIG_HOME: tempDir() };
+      ok(await run(['context', 'add', 'local', '--server', live.baseUrl, '--key', live.svc.adminKey], env), 'add');
+      const flag = await run(['chain', `sha256:${'ab'.repeat(32)}`, '--server', other.url], { ...env, BATON_CONTEXT: 'local' });
+      const named = await run(['tenants', 'list', '--context', 'local', '--server', other.url], env);
+      expect(other.seen).toHaveLength(2);
+      for (const headers of other.seen) expect(headers.authorization).toBeUndefined();
+      for (const r of [flag, named]) {
+        expect(r.err).toContain(
+          `note: the key of context "local" is saved for ${live.baseUrl}, so it is not sent to ${other.url} (--server)`,
+        );
+        expect(r.err).toContain('--api-key or $BATON_API_KEY');
+        expect(r.out + r.err).not.toContain(live.svc.adminKey);
+      }
+      // The same server, however written (a trailing slash, the host's case), gets the key.
+      const same = live.baseUrl.replace('http://', 'HTTP://') + '/';
+      const own = ok(await run(['tenants', 'list', '--server', same], { ...env, BATON_CONTEXT: 'local' }), 'its own server');
+      expect(own.err).not.toContain('note:');
+      // A key given for the other server is sent there, with no note.
+      const given = await run(['tenants', 'list', '--server', other.url, '--api-key', 'bt_admin_given_for_other_server'], {
+        ...env,
+        BATON_CONTEXT: 'local',
+      });
+      expect(other.seen.at(-1)?.authorization).toBe('Bearer bt_admin_given_for_other_server');
+      expect(given.err).not.toContain('note:');
+    } finally {
+      await other.close();
+    }
+  });
+
+  it("each setting comes from its flag, else its variable, else the context: $BATON_URL beats $BATON_CONTEXT's server", async () => {
+    const other = await recordingServer();
+    try {
+      const env = { XDG_CONFIG_HOME: tempDir() };
+      ok(await run(['context', 'add', 'local', '--server', live.baseUrl, '--key', live.svc.adminKey], env), 'add');
+      const byEnv = await run(['tenants', 'list'], { ...env, BATON_CONTEXT: 'local', BATON_URL: other.url });
+      const byFlag = await run(['tenants', 'list', '--context', 'local'], { ...env, BATON_URL: other.url });
+      expect(other.seen).toHaveLength(2);
+      for (const headers of other.seen) expect(headers.authorization).toBeUndefined();
+      for (const r of [byEnv, byFlag]) {
+        expect(r.code).toBe(3);
+        expect(r.err).toContain(`not sent to ${other.url} ($BATON_URL)`);
+      }
+      // --server beats $BATON_URL; the context fills in the key for its own server.
+      ok(await run(['tenants', 'list', '--server', live.baseUrl], { ...env, BATON_CONTEXT: 'local', BATON_URL: other.url }), '--server');
       expect(other.seen).toHaveLength(2);
     } finally {
       await other.close();
     }
   });
+
+  it("$BATON_API_KEY alone replaces the current context's key, and the context's server is kept", async () => {
+    const ctxServer = await recordingServer();
+    try {
+      const env = { XDG_CONFIG_HOME: tempDir() };
+      ok(await run(['context', 'add', 'here', '--server', ctxServer.url, '--key', 'bt_admin_saved_key_of_the_context'], env), 'add');
+      const r = await run(['invocations'], { ...env, BATON_API_KEY: 'bt_key_from_the_environment' });
+      expect(r.code).toBe(3);
+      expect(ctxServer.seen).toHaveLength(1);
+      expect(ctxServer.seen[0]?.authorization).toBe('Bearer bt_key_from_the_environment');
+    } finally {
+      await ctxServer.close();
+    }
+  });
+
+  it('--help says the rule: flag, then variable, then context; the key only to its own server', async () => {
+    const help = (await run(['tenants', 'list', '--help'])).out;
+    expect(help).toContain('Server options (each from its flag, else its variable, else the context):');
+    expect(help).toMatch(/--server <url> +the Baton service \(default: \$BATON_URL, else the\n\s+context's server/);
+    expect(help).toMatch(/else the context's key, which goes only to the context's\n\s+own server/);
+    expect((await run(['--help'])).out).toMatch(/Each setting\ncomes from its flag, else its variable/);
+  });
+
+  it('add, use and remove take --json, like every command but serve', async () => {
+    const env = { XDG_CONFIG_HOME: tempDir() };
+    const key = 'bt_admin_' + 'j'.repeat(39) + 'JSON';
+    const add = ok(await run(['context', 'add', 'a', '--server', 'http://127.0.0.1:9', '--key', key, '--json'], env), 'add');
+    expect(JSON.parse(add.out)).toEqual({
+      name: 'a',
+      server: 'http://127.0.0.1:9',
+      key: 'bt_admin_…JSON',
+      current: true,
+      file: join(env.XDG_CONFIG_HOME, 'baton', 'contexts.json'),
+    });
+    expect(add.out + add.err).not.toContain(key);
+    ok(await run(['context', 'add', 'b', '--server', 'http://127.0.0.1:10'], env), 'add b');
+    expect(JSON.parse(ok(await run(['context', 'use', 'b', '--json'], env), 'use').out)).toEqual({
+      current: 'b',
+      server: 'http://127.0.0.1:10',
+    });
+    expect(JSON.parse(ok(await run(['context', 'remove', 'b', '--json'], env), 'remove').out)).toEqual({ removed: 'b', current: null });
+  });
+
+  it('--key-stdin with nothing on stdin says stdin was empty (through the real bin)', async () => {
+    const home = tempDir();
+    const r = await new Promise<{ code: number | null; err: string }>((resolve) => {
+      const child = spawn(process.execPath, [BIN, 'context', 'add', 'empty', '--server', 'http://127.0.0.1:9', '--key-stdin'], {
+        env: { ...process.env, XDG_CONFIG_HOME: home },
+        stdio: ['pipe', 'ignore', 'pipe'],
+      });
+      let err = '';
+      child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+      child.on('close', (code) => resolve({ code, err }));
+      child.stdin.end();
+    });
+    expect(r.code).toBe(2);
+    expect(r.err).toContain('baton context add: stdin was empty: pipe the key in');
+  }, 60_000);
 });
 
 describe('operator commands through the current context', () => {
@@ -183,6 +290,11 @@ describe('operator commands through the current context', () => {
     expect(listed).toMatch(new RegExp(`^${id} .* active .*replaces ${old.id}$`, 'm'));
     expect(listed).toMatch(new RegExp(`^${old.id} .* expires \\d{4}-.* last used `, 'm'));
 
+    // The refusal names the subcommand that was refused, not only its group.
+    const again = await run(['keys', 'rotate', old.id], env);
+    expect(again.code).toBe(1);
+    expect(again.err).toMatch(/^REFUSED: baton keys rotate: CONFLICT/);
+
     const bad = await run(['keys', 'rotate', old.id, '--grace', 'soon'], env);
     expect(bad.code).toBe(2);
     expect(bad.err).toContain('--grace takes a duration');
@@ -193,7 +305,7 @@ describe('operator commands through the current context', () => {
     ok(await run(['context', 'add', 'nokey', '--server', live.baseUrl], env), 'context');
     const r = await run(['tenants', 'list'], env);
     expect(r.code).toBe(1);
-    expect(r.err).toMatch(/REFUSED: baton tenants: UNAUTHORIZED/);
+    expect(r.err).toMatch(/REFUSED: baton tenants list: UNAUTHORIZED/);
     const flag = await run(['keys', 'list'], env);
     expect(flag.code).toBe(2);
     expect(flag.err).toContain('give --tenant <id>');

@@ -3,14 +3,14 @@
  * escalations refused before signing (exit 1, server-style explanation),
  * --submit, --parent by hash, usage errors.
  */
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeJws } from '../../src/protocol/jws.js';
 import { generateKeyPair, keyPairToFile, type KeyPair } from '../../src/sdk/keys.js';
 import { BatonClient } from '../../src/sdk/client.js';
 import { closedPortUrl, startLiveService, type LiveService } from '../sdk/live-service.js';
-import { run, tempDir } from './helpers.js';
+import { run, runBin, tempDir } from './helpers.js';
 
 let live: LiveService;
 let dir: string;
@@ -152,7 +152,57 @@ describe('baton delegate: root', () => {
     ]);
     expect(r.code).toBe(3);
     expect(() => readFileSync(out)).toThrow();
+    // Nor is the file staged for it left behind.
+    expect(readdirSync(dir).filter((f) => f.startsWith('.never.json'))).toEqual([]);
   });
+
+  it('--out that cannot be written is refused before --submit stores anything (exit 2)', async () => {
+    const { aFile, chainFile, hash } = await rootChain();
+    const r = await run([
+      'delegate',
+      '--key',
+      aFile,
+      '--parent',
+      chainFile,
+      '--to',
+      generateKeyPair().did,
+      '--tools',
+      'search',
+      '--max-calls',
+      '1',
+      '--max-cost',
+      '1',
+      '--out',
+      '/nonexistent/r.json',
+      '--submit',
+      ...S,
+    ]);
+    expect(r.code, r.err).toBe(2);
+    expect(r.err).toContain('baton delegate: --out: cannot write /nonexistent/r.json');
+    expect(r.err).not.toMatch(/submitting|stored/);
+    // Nothing below the parent: the sub-delegation was never sent.
+    expect((await new BatonClient({ baseUrl: live.baseUrl, apiKey: live.tenant.keys.audit }).getTree(hash)).count).toBe(1);
+  });
+
+  it('--out - prints the chain file on stdout and the hash on stderr, writing no file named "-" (through the real bin)', async () => {
+    const cwd = tempDir();
+    const op = generateKeyPair();
+    const r = await runBin(
+      ['delegate', '--key', keyFile(op, 'o-stdout.json'), '--to', generateKeyPair().did, '--tools', 'x', '--out', '-'],
+      {},
+      60_000,
+      cwd,
+    );
+    expect(r.code, r.err).toBe(0);
+    const file = JSON.parse(r.out) as { receipts: string[] };
+    expect(file.receipts).toHaveLength(1);
+    expect(payloadOf(file.receipts[0]!)).toMatchObject({ iss: op.did });
+    expect(r.err).toMatch(/wrote the chain \(1 record\(s\), root first\) to stdout; the new record is sha256:[0-9a-f]{64}/);
+    expect(existsSync(join(cwd, '-'))).toBe(false);
+    const both = await run(['delegate', '--key', keyFile(op, 'o-stdout.json'), '--to', op.did, '--tools', 'x', '--out', '-', '--json']);
+    expect(both.code).toBe(2);
+    expect(both.err).toContain('--out - prints the chain file on stdout, and --json prints its own answer there');
+  }, 60_000);
 });
 
 describe('baton delegate: sub-delegation', () => {

@@ -22,12 +22,13 @@ export async function run(argv: string[], env: Record<string, string | undefined
 
 export const BIN = fileURLToPath(new URL('../../bin/baton.mjs', import.meta.url));
 
-/** Through bin/baton.mjs in a child process, as `npx baton` runs it. */
-export function runBin(argv: string[], env: Record<string, string> = {}, timeoutMs = 30_000): Promise<RunResult> {
+/** Through bin/baton.mjs in a child process, as `npx baton` runs it; in `cwd` when given (a file it writes lands there). */
+export function runBin(argv: string[], env: Record<string, string> = {}, timeoutMs = 30_000, cwd?: string): Promise<RunResult> {
   return new Promise((resolve) => {
     const cleanEnv: Record<string, string> = {};
     for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('BATON_')) cleanEnv[k] = v;
-    execFile(process.execPath, [BIN, ...argv], { env: { ...cleanEnv, ...env }, timeout: timeoutMs }, (error, stdout, stderr) => {
+    const options = { env: { ...cleanEnv, ...env }, timeout: timeoutMs, ...(cwd !== undefined ? { cwd } : {}) };
+    execFile(process.execPath, [BIN, ...argv], options, (error, stdout, stderr) => {
       const code = error ? (typeof error.code === 'number' ? error.code : -1) : 0;
       resolve({ code, out: stdout, err: stderr });
     });

@@ -253,6 +253,33 @@ describe('baton service-receipt verify', () => {
     expect(out.checked).toBeGreaterThanOrEqual(2);
   });
 
+  it('--fetch past --limit says more follow and the --after to go on from, in text and --json; --all checks every one', async () => {
+    const A = ['service-receipt', 'verify', '--fetch', '--server', live.baseUrl, '--api-key', live.tenant.keys.audit];
+    const all = JSON.parse((await run([...A, '--all', '--json'])).out) as {
+      checked: number;
+      next_after: number | null;
+      results: unknown[];
+    };
+    expect(all.checked).toBeGreaterThanOrEqual(2);
+    expect(all.next_after).toBeNull();
+
+    const first = await run([...A, '--limit', '1']);
+    expect(first.code, first.err).toBe(0);
+    const id = Number(/VALID {4}service receipt #(\d+) /.exec(first.out)?.[1]);
+    expect(first.out).toContain('1 of 1 service receipt(s) valid; more follow, not checked.');
+    expect(first.out).toContain(
+      `more: service receipts after #${id} were not checked (--limit 1): baton service-receipt verify --fetch --after ${id}`,
+    );
+    const json = JSON.parse((await run([...A, '--limit', '1', '--json'])).out) as { checked: number; next_after: number | null };
+    expect(json).toMatchObject({ valid: true, checked: 1, next_after: id });
+
+    // Going on from there checks the rest; the last page says nothing more follows.
+    const rest = JSON.parse((await run([...A, '--after', String(id), '--json'])).out) as { checked: number; next_after: number | null };
+    expect(rest).toMatchObject({ checked: all.checked - 1, next_after: null });
+    expect((await run([...A])).out).not.toContain('more:');
+    expect((await run([...A, '--all', '--limit', '5'])).code).toBe(2);
+  });
+
   it('--fetch without an API key is refused before any request, naming the route that needs the audit key', async () => {
     // Nothing listens at --server: a request would be exit 3, so exit 2 shows nothing was sent.
     const r = await run(['service-receipt', 'verify', '--fetch', '--server', await closedPortUrl()]);

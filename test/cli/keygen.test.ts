@@ -3,7 +3,7 @@ import { chmodSync, existsSync, readdirSync, readFileSync, statSync, writeFileSy
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { keyPairFromFile } from '../../src/sdk/keys.js';
-import { run, tempDir } from './helpers.js';
+import { run, runBin, tempDir } from './helpers.js';
 
 const mode = (file: string) => statSync(file).mode & 0o777;
 
@@ -60,6 +60,15 @@ describe('baton keygen', () => {
     expect(r.code).toBe(2);
     expect(existsSync(missingDir)).toBe(false);
   });
+
+  it('--out - is refused: the seed is never printed, nor written to a file named "-" (through the real bin)', async () => {
+    const cwd = tempDir();
+    const r = await runBin(['keygen', '--out', '-'], {}, 60_000, cwd);
+    expect(r.code).toBe(2);
+    expect(r.err).toContain('baton keygen: --out - would print the secret seed; give a file path');
+    expect(r.out).toBe('');
+    expect(readdirSync(cwd)).toEqual([]);
+  }, 60_000);
 
   it('--help explains the key file and exit codes', async () => {
     const r = await run(['keygen', '--help']);

@@ -74,6 +74,8 @@ describe('baton log proof and check', () => {
     expect(r.out).toMatch(/service receipt ids the answers carry are not signed/);
     expect(r.out).toMatch(/taken from the service itself .*pin them with --trust/);
     expect(r.out).toMatch(/pass --jws <file>/);
+    // The advice names the trust file just saved, so it runs as printed.
+    expect(r.err).toContain(`check it again with baton log check ${proof} --trust ${trust}\n`);
     const offline = await run(['log', 'check', proof, '--trust', trust]);
     expect(offline.code, offline.out + offline.err).toBe(0);
     expect(offline.out).toMatch(

@@ -1,7 +1,9 @@
 /** The `baton` dispatcher: help, unknown commands, exit codes, and the error paths every online command shares. */
 import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { closedPortUrl, startSilentServer } from '../sdk/live-service.js';
+import { main } from '../../src/cli/main.js';
 import { buildPackages, run, runBin, runPackaged } from './helpers.js';
 
 const COMMANDS = [
@@ -68,6 +70,24 @@ describe('baton (top level)', () => {
       expect(r.out, c).toMatch(new RegExp(`^Usage: baton ${c}`));
       expect(r.out, c).toMatch(/Exit codes/);
     }
+  });
+
+  it('"baton help <command>" prints that command\'s help, as <command> --help does', async () => {
+    for (const argv of [['keygen'], ['keys', 'rotate'], ['service-receipt', 'verify']]) {
+      const help = await run(['help', ...argv]);
+      expect(help.code, argv.join(' ')).toBe(0);
+      expect(help.out, argv.join(' ')).toBe((await run([...argv, '--help'])).out);
+      expect(help.out, argv.join(' ')).toMatch(new RegExp(`^Usage: baton ${argv.join(' ')}`));
+    }
+    const unknown = await run(['help', 'keygn']);
+    expect(unknown.code).toBe(2);
+    expect(unknown.err).toContain('unknown command "keygn" (did you mean "baton keygen"?)');
+  });
+
+  it('help prose wraps where it should: no runaway line in service-receipt verify, no stray break in audit', async () => {
+    const verify = (await run(['service-receipt', 'verify', '--help'])).out.split('\n');
+    expect(verify.slice(1).filter((line) => line.length > 80)).toEqual([]);
+    expect((await run(['audit', '--help'])).out).toContain('for), bad service receipts, service receipts not in the log, a root\n');
   });
 
   it('--version prints the package version and exits 0', async () => {
@@ -197,6 +217,59 @@ describe('server unreachable: exit 3 with what to check', () => {
     const bad = await run(['chain', HASH, '--server', 'not a url']);
     expect(bad.code).toBe(2);
     expect(bad.err).toMatch(/--server: baseUrl must be an absolute http\(s\) URL/);
+  });
+
+  it('an answer of a shape baton does not expect: one line saying what to check, no stack trace, exit 3', async () => {
+    const odd = createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end('{"weird":true}'));
+    await new Promise<void>((resolve) => odd.listen(0, '127.0.0.1', resolve));
+    const address = odd.address();
+    const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+    try {
+      for (const argv of [
+        ['chain', HASH, '--api-key', 'bt_some_audit_key'],
+        ['chain', HASH, '--whole-tree', '--api-key', 'bt_some_audit_key'],
+        ['tenants', 'list', '--api-key', 'bt_admin_some_admin_key'],
+      ]) {
+        const r = await run([...argv, '--server', url]);
+        expect(r.code, argv.join(' ')).toBe(3);
+        const failure = r.err.split('\n').filter((l) => l.startsWith('FAILED:'));
+        expect(failure, r.err).toHaveLength(1);
+        expect(failure[0]).toMatch(/^FAILED: baton (chain|tenants list): /);
+        expect(failure[0]).toMatch(/check that --server, \$BATON_URL or the context names a Baton service|UNEXPECTED_RESPONSE/);
+        expect(r.err).not.toMatch(/^\s+at /m);
+      }
+      const bin = await runBin(['chain', HASH, '--server', url, '--api-key', 'bt_some_audit_key'], {}, 60_000);
+      expect(bin.code, bin.err).toBe(3);
+      expect(bin.err).not.toMatch(/^\s+at /m);
+    } finally {
+      await new Promise<void>((resolve) => odd.close(() => resolve()));
+    }
+  }, 90_000);
+
+  it('an error baton did not expect is one FAILED line with what to do, exit 3, no stack trace', async () => {
+    // Thrown from inside a command (here by the output itself), not by the HTTP client: main's last resort.
+    let err = '';
+    const io = {
+      out: () => {
+        throw new TypeError("Cannot read properties of undefined (reading 'children')");
+      },
+      err: (text: string) => (err += `${text}\n`),
+      env: {},
+    };
+    const code = await main(['keys', 'rotate', '--help'], io);
+    expect(code).toBe(3);
+    expect(err).toBe(
+      "FAILED: baton keys rotate: unexpected error: TypeError: Cannot read properties of undefined (reading 'children'). " +
+        'If this command asked a server, check that --server, $BATON_URL or the context names a Baton service; ' +
+        'if it does, or no server was asked, report this line as a bug in baton.\n',
+    );
+  });
+
+  it('the help documents exit 3 for an answer that is not what baton expects', async () => {
+    expect((await run(['--help'])).out).toMatch(
+      /\n {2}3 {2}the server could not be reached, timed out, failed \(5xx\) or answered\n\s+unexpectedly/,
+    );
+    expect((await run(['chain', '--help'])).out).toContain('3 server unreachable, timed out, failing or answering unexpectedly.');
   });
 
   it('through the real bin: the same exit codes', async () => {

@@ -36,6 +36,18 @@ describe('baton serve --help and the configuration it documents', () => {
     expect(names.filter((n) => !documents(r.out, n))).toEqual([]);
   });
 
+  it('gives the bearer tokens the form the code accepts: 24 to 512 printable ASCII characters, no spaces', async () => {
+    const help = (await run(['serve', '--help'])).out;
+    expect(help).toMatch(/^ {2}BATON_ADMIN_KEY +the admin API key: 24 to 512 printable ASCII\n +characters, no spaces/m);
+    expect(help).toMatch(/\(24 to\n +512 printable ASCII characters, no spaces;/);
+    // What the help says is what the check takes: 24 to 512 pass; 23, 513 or a space do not.
+    for (const good of ['k'.repeat(24), '~'.repeat(512)]) expect(loadConfig({ BATON_ADMIN_KEY: good }).adminKey).toBe(good);
+    for (const bad of ['k'.repeat(23), `${'k'.repeat(24)} x`, 'k'.repeat(513)])
+      expect(() => loadConfig({ BATON_ADMIN_KEY: bad })).toThrow(
+        /BATON_ADMIN_KEY must be 24 to 512 printable ASCII characters without spaces/,
+      );
+  });
+
   it('gives the master key the formats the code accepts: 64 hex digits or base64 of 32 bytes', async () => {
     const key = randomBytes(32);
     expect(decodeMasterKey(key.toString('hex'))).not.toBeNull();

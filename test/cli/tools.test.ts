@@ -1,4 +1,6 @@
 /** `baton tools` and `baton approvals` against a live service: publish, show, list, approve (calls and held grants). */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { and, eq } from 'drizzle-orm';
 import { approvals as approvalRows } from '../../src/store/schema/index.js';
@@ -91,6 +93,27 @@ describe('baton tools / approvals', () => {
     const release = await run(['approvals', 'approve', wide.hash, '--actor', 'dana', '--reason', 'Reviewed.', ...S, '--api-key', approver]);
     expect(release.code, release.err).toBe(0);
     expect(release.out).toMatch(/^APPROVED: sha256:/);
+  });
+
+  it('submit and delegate --submit say why a delegation is held, and name baton approvals grants', async () => {
+    // The catalog published above has tools that together form the lethal trifecta: a delegation reaching them all is held.
+    const dir = tempDir();
+    const agent = generateKeyPair();
+    const wide = createRootDelegation({ issuer: live.tenant.root, audience: agent.did, policy: { max_cost_usd: 1 } });
+    writeFileSync(join(dir, 'wide.jws'), wide.jws);
+    const I = [...S, '--api-key', live.tenant.keys.issue];
+    const submitted = await run(['submit', join(dir, 'wide.jws'), ...I]);
+    expect(submitted.code, submitted.err).toBe(0);
+    expect(submitted.out).toMatch(new RegExp(`${wide.hash} {2}depth 0 {2}held `));
+    expect(submitted.out).toContain('held: a held delegation grants tools that together form the lethal trifecta');
+    expect(submitted.out).toContain('See why: baton approvals grants');
+
+    const rootKey = writeKeyFile(dir, live.tenant.root);
+    const policy = ['--policy', '{"max_cost_usd":1}', '--pii', '--write'];
+    const delegated = await run(['delegate', '--key', rootKey, '--to', agent.did, ...policy, '--submit', ...I]);
+    expect(delegated.code, delegated.err).toBe(0);
+    expect(delegated.err).toMatch(/stored: \S+ depth 0, held, tenant /);
+    expect(delegated.err).toContain('See why: baton approvals grants');
   });
 
   it('approvals approve --sign-with: an approver DID the tenant lists decides without an API key', async () => {
