@@ -74,7 +74,6 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
 
   app.use('*', requestId({ headerName: 'X-Request-Id', limitLength: 64 }));
   app.use('*', refuseControlCharactersInUrl);
-  app.use('*', refuseUndeclaredQuery(app));
   app.use('*', async (c, next) => {
     const started = performance.now();
     const done = metrics.startRequest();
@@ -89,6 +88,9 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       ms: Math.round(ms * 10) / 10,
     });
   });
+
+  // After the request log and metrics, so a refused query is logged and counted as other refusals.
+  app.use('*', refuseUndeclaredQuery(app));
 
   app.use('*', async (c, next) => {
     const arrived = Date.now();

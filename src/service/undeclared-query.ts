@@ -5,7 +5,9 @@
  * strictly themselves (parseQuery), or ignore what they do not know on purpose (DRS's /verify).
  *
  * Which routes declare one is read from the contract (src/api), so a new route is covered as it is
- * declared. Routes outside the document (none today) are left alone.
+ * declared (its Hono path must be its document path, `{x}` as `:x`: the tile route, the one other,
+ * refuses a query itself). Public reads (no key: health, JWKS, the document) ignore one, as a probe
+ * with parameters or a cache-busting fetcher expects; they change nothing and take no option.
  */
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import type { MiddlewareHandler } from 'hono';
@@ -17,7 +19,11 @@ interface DeclaredRoute {
   readonly method: string;
   readonly path: string;
   readonly request?: { readonly query?: unknown };
+  readonly security?: readonly unknown[];
 }
+
+/** A GET that asks for no key (security: [] declared; a route that declares none inherits the document's). */
+const publicRead = (r: DeclaredRoute) => r.method.toLowerCase() === 'get' && r.security !== undefined && r.security.length === 0;
 
 /** `METHOD path` as Hono matches it (`/v1/delegations/:hash`), from the OpenAPI form (`{hash}`). */
 function routeKey(method: string, honoPath: string): string {
@@ -30,7 +36,9 @@ export function refuseUndeclaredQuery(app: OpenAPIHono<AppEnv>): MiddlewareHandl
   const table = () => {
     const routes = app.openAPIRegistry.definitions.flatMap((d) => (d.type === 'route' ? [d.route as DeclaredRoute] : []));
     return new Set(
-      routes.filter((r) => r.request?.query === undefined).map((r) => routeKey(r.method, r.path.replace(/\{([^}]+)\}/g, ':$1'))),
+      routes
+        .filter((r) => r.request?.query === undefined && !publicRead(r))
+        .map((r) => routeKey(r.method, r.path.replace(/\{([^}]+)\}/g, ':$1'))),
     );
   };
   return async (c, next) => {

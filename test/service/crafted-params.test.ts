@@ -141,13 +141,21 @@ describe('a query on a route that declares none', () => {
     for (const [path, operations] of Object.entries(document.paths)) {
       for (const [method, operation] of Object.entries(operations)) {
         const takesQuery = (operation.parameters ?? []).some((p) => 'in' in p && p.in === 'query');
+        const publicRead = method === 'get' && operation.security !== undefined && operation.security.length === 0;
+        if (publicRead) {
+          // A probe or fetcher's parameters are ignored there: they read, and take no option.
+          const r = await svc.call('GET', `${path.replace(/\{[^}]+\}/g, 'x')}?nocache=1`);
+          if (r.status === 400 && r.body?.error?.details?.parameters !== undefined) wrong.push(`public ${path} refused a query`);
+          continue;
+        }
         // The tile route refuses one itself; /v1/verify too, after the key check, and DRS's /verify ignores
         // what it does not know, as drs-verify does (verify.test.ts).
         if (takesQuery || path.startsWith('/v1/log/tile/') || path.endsWith('/verify') || path.endsWith('/verify/dry-run')) continue;
         checked++;
         const concrete = path.replace(/\{[^}]+\}/g, 'x');
         const r = await svc.call(method.toUpperCase(), `${concrete}?dry_run=true`, method === 'post' ? { json: {} } : {});
-        if (r.status !== 400 || r.body?.error?.code !== 'INVALID_REQUEST')
+        // By this middleware, not by a body or key check that refuses the request anyway.
+        if (r.status !== 400 || r.body?.error?.code !== 'INVALID_REQUEST' || r.body.error.details?.parameters?.[0] !== 'dry_run')
           wrong.push(`${method} ${path}: ${r.status} ${JSON.stringify(r.body).slice(0, 160)}`);
       }
     }
