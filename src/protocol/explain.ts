@@ -34,6 +34,8 @@ export interface DelegationStanding {
 
 /** What verify would find standing in the way of any call through the chain, whatever its args. */
 export interface ChainStanding {
+  /** The clock the time windows were judged by (unix seconds). */
+  readonly now: number;
   readonly root_trusted: boolean;
   /** Root first, one per delegation. */
   readonly delegations: readonly DelegationStanding[];
@@ -225,11 +227,19 @@ function standingViolations(standing: ChainStanding | undefined, estimate: Micro
         code: d.time,
         dr_index: i,
         field: 'nbf',
+        required: `<= ${standing.now}`,
         actual: d.nbf,
         remediation: `wait until ${at} is valid (nbf ${d.nbf}), or ${REISSUE_BELOW}`,
       });
     if (d.time === 'RECEIPT_EXPIRED')
-      out.push({ code: d.time, dr_index: i, field: 'exp', actual: d.exp, remediation: `${at} has expired: ${REISSUE_BELOW}` });
+      out.push({
+        code: d.time,
+        dr_index: i,
+        field: 'exp',
+        required: `>= ${standing.now}`,
+        actual: d.exp,
+        remediation: `${at} has expired: ${REISSUE_BELOW}`,
+      });
     if (d.revoked)
       out.push({
         code: 'RECEIPT_REVOKED',
@@ -256,7 +266,10 @@ function standingViolations(standing: ChainStanding | undefined, estimate: Micro
         field: 'max_spend_usd',
         required: `<= ${microsToUsd(d.spend.max)}`,
         actual: microsToUsd(wouldReserve),
-        remediation: `${at} has spent ${microsToUsd(d.spend.reserved)} of its ${microsToUsd(d.spend.max)} USD, and this call's estimate does not fit: lower args.estimated_cost_usd, or ${REISSUE_BELOW}`,
+        remediation:
+          d.spend.reserved >= d.spend.max
+            ? `${at} has spent all ${microsToUsd(d.spend.max)} USD of its max_spend_usd: ${REISSUE_BELOW}`
+            : `${at} has spent ${microsToUsd(d.spend.reserved)} of its ${microsToUsd(d.spend.max)} USD, and this call's estimate does not fit: lower args.estimated_cost_usd, or ${REISSUE_BELOW}`,
       });
   });
   return out;

@@ -9,7 +9,7 @@ import { DEFAULT_COST_CALIBRATION } from '../protocol/approval-rules.js';
 import { BatonError } from '../protocol/errors.js';
 import { argOf, parsePolicy } from '../protocol/policy.js';
 import { explain, type ChainStanding } from '../protocol/explain.js';
-import { TOOL_READ_SCOPES } from '../protocol/lists.js';
+import { READ_SCOPES, TOOL_READ_SCOPES } from '../protocol/lists.js';
 import { resolveTool, type Catalog } from '../protocol/tool-catalog.js';
 import { estimateWithFloor } from '../protocol/tool-requirements.js';
 import { findGrant } from '../store/approvals.js';
@@ -56,6 +56,7 @@ async function standingOf(deps: ServiceDeps, tenantId: string, chain: readonly D
   const now = deps.now();
   const roots = await trustedRootsOf(deps.store.db, tenantId);
   return {
+    now,
     root_trusted: roots.has(chain[0]!.iss),
     delegations: chain.map((d) => ({
       time: temporalStatus(d.nbf, d.exp, now),
@@ -97,11 +98,17 @@ export function explainRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
             (await flaggedDelegation(deps, tenantId, body.dr_chain, doc.settings.cost_calibration ?? DEFAULT_COST_CALIBRATION)) !== null),
         // Held only where a human has not approved; a DR never held needs no approval.
         approved_grants: grants.map((g) => g === undefined || g.status === 'approved'),
-        standing: await standingOf(
-          deps,
-          tenantId,
-          body.dr_chain.map((h) => stored.get(h)!),
-        ),
+        // Usage, revocation and trust are the delegation reads' to show: an approve-only key, which
+        // cannot read a delegation, is not shown them here either (explain then judges the call alone).
+        ...(c.get('auth').scopes.some((scope) => (READ_SCOPES as readonly string[]).includes(scope))
+          ? {
+              standing: await standingOf(
+                deps,
+                tenantId,
+                body.dr_chain.map((h) => stored.get(h)!),
+              ),
+            }
+          : {}),
       },
     });
     return c.json(explanation, 200);

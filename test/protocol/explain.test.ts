@@ -148,6 +148,7 @@ describe('explain', () => {
   it("lists what stands in the chain's way now, each with a remediation, and denies", () => {
     const ok = { time: 'valid', nbf: 0, exp: null, revoked: false, calls: null, spend: null } as const;
     const standing = {
+      now: 10,
       root_trusted: false,
       delegations: [
         { ...ok, calls: { used: 3, max: 3 }, spend: { reserved: asMicros(900_000), max: asMicros(1_000_000) } },
@@ -169,7 +170,7 @@ describe('explain', () => {
     // The same standing without a tool document, and a call that fits the budget: only the rest.
     const fits = explain({ args: { ...args, estimated_cost_usd: 0.1 }, policies, tools: null, context: { standing } });
     expect(fits.violations.map((v) => v.code)).toEqual(['UNTRUSTED_ROOT', 'CALLS_EXHAUSTED', 'RECEIPT_EXPIRED', 'RECEIPT_REVOKED']);
-    expect(run({ args, policies, context: { standing: { root_trusted: true, delegations: [ok, ok] } } }).decision).toBe('allow');
+    expect(run({ args, policies, context: { standing: { now: 10, root_trusted: true, delegations: [ok, ok] } } }).decision).toBe('allow');
   });
 
   it('tells a strict tenant to declare the tool, and a look-alike to use the exact name', () => {

@@ -569,6 +569,14 @@ describe('explain agrees with verify', () => {
     expect([got.verified.status, got.verified.body.error.code]).toEqual([403, 'RECEIPT_REVOKED']);
     expect(got.explained.decision).toBe('deny');
     expect(codes(got.explained)).toEqual(['RECEIPT_REVOKED@1']);
+    // A key that cannot read delegations (approve alone) is not shown their standing by explain either.
+    const approver = await createTenantKey(svc, own.id, ['approve'], 'approver');
+    const asApprover = await svc.call('POST', '/v1/explain', {
+      key: approver,
+      json: { dr_chain: revoked.drs.map((d) => d.hash), args: { ...DECLARED, tool: 'web_search' } },
+    });
+    expect(asApprover.status).toBe(200);
+    expect(codes(asApprover.body)).toEqual([]);
 
     const once = fresh({ max_calls: 1 });
     expect((await explainAndVerify(own, once, { tool: 'web_search' })).verified.status).toBe(200);
