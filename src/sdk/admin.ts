@@ -7,6 +7,7 @@
  *   const { key, previous } = await keys.rotate('key_…', { grace_seconds: 3600 });
  */
 import type { ApiKeyView, BatonClient, CreatedApiKey, RequestOptions, TenantScope } from './client.js';
+import { API_KEY_LIST, CREATED_API_KEY, ROTATED_API_KEY, type Shape } from './answer-shape.js';
 
 /** What the lifecycle adds to every API-key view. */
 export interface ApiKeyLifecycleView {
@@ -44,7 +45,7 @@ export interface RotatedApiKey {
 }
 
 type Call = <T>(
-  spec: { method: 'GET' | 'POST' | 'DELETE'; path: string; body?: unknown; auth: 'key' | 'none' },
+  spec: { method: 'GET' | 'POST' | 'DELETE'; path: string; body?: unknown; auth: 'key' | 'none'; answer: Shape },
   opts: RequestOptions,
 ) => Promise<{ body: T }>;
 
@@ -69,7 +70,7 @@ export function adminKeys(client: BatonClient) {
     async create(tenantId: string, input: CreateApiKeyInput, opts: RequestOptions = {}): Promise<CreatedLifecycleApiKey> {
       return (
         await call<CreatedLifecycleApiKey>(
-          { method: 'POST', path: `/v1/admin/tenants/${enc(tenantId)}/api-keys`, body: input, auth: 'key' },
+          { method: 'POST', path: `/v1/admin/tenants/${enc(tenantId)}/api-keys`, body: input, auth: 'key', answer: CREATED_API_KEY },
           opts,
         )
       ).body;
@@ -79,7 +80,7 @@ export function adminKeys(client: BatonClient) {
     async list(tenantId: string, opts: RequestOptions = {}): Promise<{ api_keys: LifecycleApiKey[] }> {
       return (
         await call<{ api_keys: LifecycleApiKey[] }>(
-          { method: 'GET', path: `/v1/admin/tenants/${enc(tenantId)}/api-keys`, auth: 'key' },
+          { method: 'GET', path: `/v1/admin/tenants/${enc(tenantId)}/api-keys`, auth: 'key', answer: API_KEY_LIST },
           opts,
         )
       ).body;
@@ -88,7 +89,10 @@ export function adminKeys(client: BatonClient) {
     /** POST /v1/admin/api-keys/{id}/rotate: a new key now, the old one valid for the grace period. */
     async rotate(keyId: string, input: RotateApiKeyInput = {}, opts: RequestOptions = {}): Promise<RotatedApiKey> {
       return (
-        await call<RotatedApiKey>({ method: 'POST', path: `/v1/admin/api-keys/${enc(keyId)}/rotate`, body: input, auth: 'key' }, opts)
+        await call<RotatedApiKey>(
+          { method: 'POST', path: `/v1/admin/api-keys/${enc(keyId)}/rotate`, body: input, auth: 'key', answer: ROTATED_API_KEY },
+          opts,
+        )
       ).body;
     },
   };

@@ -238,33 +238,4 @@ export const APPROVAL: Shape = {
 export const GRANT: Shape = { dr_hash: 'string', status: 'string', explanation: 'string', decision: nullable('object') };
 
 /** One page of a keyset-paged list of `field`. */
-const pageOf = (field: string, item: Shape): Shape => ({ [field]: listOf(item), next_cursor: nullable('string') });
-
-/**
- * The answers of the routes BatonTools (tools.ts) and adminKeys (admin.ts) call through the
- * client's transport: their call specs name no shape, so the client finds it here by route.
- */
-const SUB_CLIENT_ANSWERS: readonly (readonly ['GET' | 'POST' | 'DELETE', RegExp, Shape])[] = [
-  ['GET', /^\/v1\/tools(\/versions\/[^/]+)?$/, TOOL_DOCUMENT],
-  ['GET', /^\/v1\/admin\/tenants\/[^/]+\/tools$/, TOOL_DOCUMENT],
-  ['POST', /^\/v1\/admin\/tenants\/[^/]+\/tools$/, TOOL_DOCUMENT],
-  ['GET', /^\/v1\/approvals$/, pageOf('approvals', APPROVAL)],
-  ['GET', /^\/v1\/approvals\/[^/]+$/, APPROVAL],
-  ['POST', /^\/v1\/approvals\/[^/]+\/(approve|reject|signed-decision)$/, APPROVAL],
-  ['GET', /^\/v1\/grants$/, pageOf('grants', GRANT)],
-  ['POST', /^\/v1\/grants\/[^/]+\/(approve|reject)$/, GRANT],
-  ['POST', /^\/v1\/admin\/tenants\/[^/]+\/api-keys$/, CREATED_API_KEY],
-  ['GET', /^\/v1\/admin\/tenants\/[^/]+\/api-keys$/, API_KEY_LIST],
-  ['POST', /^\/v1\/admin\/api-keys\/[^/]+\/rotate$/, ROTATED_API_KEY],
-];
-
-/**
- * The shape of a sub-client route's answer. A route not listed is a programming error, thrown
- * rather than let through unchecked: each answer the SDK hands out is one it checked.
- */
-export function subClientAnswer(method: string, path: string): Shape {
-  const found = SUB_CLIENT_ANSWERS.find(([m, route]) => m === method && route.test(path));
-  if (found === undefined)
-    throw new TypeError(`BatonClient knows no answer shape for ${method} ${path}: add it to src/sdk/answer-shape.ts.`);
-  return found[2];
-}
+export const pageOf = (field: string, item: Shape): Shape => ({ [field]: listOf(item), next_cursor: nullable('string') });

@@ -285,12 +285,8 @@ interface CallSpec {
   readonly auth: AuthMode;
   /** Non-2xx statuses whose JSON body is an answer, not an error (verify's 403 deny, readyz's 503). */
   readonly answerStatuses?: (status: number, body: unknown) => boolean;
-  /**
-   * The shape the answer must have (or a choice of one by the body), or null when no body is due
-   * (204). Absent only in the specs of the sub-clients (BatonTools, adminKeys), whose shapes the
-   * client finds by route.
-   */
-  readonly answer?: answers.Shape | ((body: unknown) => answers.Shape) | null;
+  /** The shape the answer must have (or a choice of one by the body), or null when no body is due (204). */
+  readonly answer: answers.Shape | ((body: unknown) => answers.Shape) | null;
 }
 
 interface Answer<T> {
@@ -414,17 +410,7 @@ export class BatonClient {
       opts,
     );
     const problem = answer.body.valid ? allowNotForThisCall(answer.status, answer.body, bundle, opts, this.#pinned) : undefined;
-    if (problem !== undefined) {
-      throw new BatonApiError({
-        status: answer.status,
-        code: 'UNEXPECTED_RESPONSE',
-        method: 'POST',
-        url: this.#url(path),
-        message: `The answer to POST ${path} ${problem}; refuse the call.`,
-        suggestion: 'Check that the base URL points at Baton itself, not a proxy or another service.',
-        requestId: answer.requestId ?? undefined,
-      });
-    }
+    if (problem !== undefined) throw this.#notTaken(answer, 'POST', path, `The answer to POST ${path} ${problem}; refuse the call.`);
     return { ...answer.body, request_id: answer.requestId } as VerifyResult;
   }
 
@@ -514,17 +500,14 @@ export class BatonClient {
     const answer = await this.#call<ChainResult>({ method: 'GET', path, auth: 'key', answer: answers.DELEGATION_CHAIN }, opts);
     // Callers sign under this chain (a sub-delegation, an invocation): only the one of `hash` will do.
     const problem = fetchedChainProblem(hash, answer.body);
-    if (problem !== undefined) {
-      throw new BatonApiError({
-        status: answer.status,
-        code: 'UNEXPECTED_RESPONSE',
-        method: 'GET',
-        url: this.#url(path),
-        message: `Baton answered GET ${path} with a chain that is not the one of ${hash}: ${problem}; it is not taken.`,
-        suggestion: 'Check that the base URL points at Baton itself, not a proxy or another service, and that the hash is the one meant.',
-        requestId: answer.requestId ?? undefined,
-      });
-    }
+    if (problem !== undefined)
+      throw this.#notTaken(
+        answer,
+        'GET',
+        path,
+        `Baton answered GET ${path} with a chain that is not the one of ${hash}: ${problem}; it is not taken.`,
+        ', and that the hash is the one meant',
+      );
     return answer.body;
   }
 
@@ -887,6 +870,19 @@ export class BatonClient {
     }
   }
 
+  /** An answer of the right shape that is not the one asked for (another call's allow, another chain). */
+  #notTaken(answer: Answer<unknown>, method: string, path: string, message: string, check = ''): BatonApiError {
+    return new BatonApiError({
+      status: answer.status,
+      code: 'UNEXPECTED_RESPONSE',
+      method,
+      url: this.#url(path),
+      message,
+      suggestion: `Check that the base URL points at Baton itself, not a proxy or another service${check}.`,
+      requestId: answer.requestId ?? undefined,
+    });
+  }
+
   async #call<T>(spec: CallSpec, opts: RequestOptions): Promise<Answer<T>> {
     const ex = await this.#exchange(spec, opts);
     const text = new TextDecoder().decode(ex.bytes);
@@ -905,8 +901,7 @@ export class BatonClient {
           suggestion: 'Check that the base URL points at Baton itself, not a proxy or another service.',
         });
       }
-      const answer = spec.answer === undefined ? answers.subClientAnswer(spec.method, spec.path) : spec.answer;
-      const shape = typeof answer === 'function' ? answer(parsed) : answer;
+      const shape = typeof spec.answer === 'function' ? spec.answer(parsed) : spec.answer;
       const problem = shape === null ? undefined : answers.shapeProblem(parsed, shape);
       if (problem !== undefined) {
         throw new BatonApiError({

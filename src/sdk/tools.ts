@@ -12,6 +12,7 @@ import { utf8Decode } from '../protocol/jcs.js';
 import { signJws } from '../protocol/jws.js';
 import { DRS_VERSION, parseWith } from '../protocol/records.js';
 // client.js imports this module too; followCursorOnce is only called when a method runs, after both loaded.
+import { APPROVAL, GRANT, pageOf, TOOL_DOCUMENT, type Shape } from './answer-shape.js';
 import { followCursorOnce } from './client.js';
 import type { KeyPair } from './keys.js';
 
@@ -23,6 +24,8 @@ export type SubCall = <T>(
     query?: Record<string, string | number | undefined>;
     body?: unknown;
     auth: 'key' | 'none';
+    /** What the answer must hold (answer-shape.ts): the client refuses any other as UNEXPECTED_RESPONSE. */
+    answer: Shape;
   },
   opts: Record<string, unknown>,
 ) => Promise<{ status: number; body: T; requestId?: string | null }>;
@@ -135,32 +138,39 @@ export class BatonTools {
 
   /** GET /v1/tools: the current catalog and approval settings of the key's tenant. */
   async current(opts: Record<string, unknown> = {}): Promise<ToolDocumentView> {
-    return (await this.call<ToolDocumentView>({ method: 'GET', path: '/v1/tools', auth: 'key' }, opts)).body;
+    return (await this.call<ToolDocumentView>({ method: 'GET', path: '/v1/tools', auth: 'key', answer: TOOL_DOCUMENT }, opts)).body;
   }
 
   /** GET /v1/tools/versions/{version}: one immutable version. */
   async version(version: number, opts: Record<string, unknown> = {}): Promise<ToolDocumentView> {
-    return (await this.call<ToolDocumentView>({ method: 'GET', path: `/v1/tools/versions/${version}`, auth: 'key' }, opts)).body;
+    return (
+      await this.call<ToolDocumentView>({ method: 'GET', path: `/v1/tools/versions/${version}`, auth: 'key', answer: TOOL_DOCUMENT }, opts)
+    ).body;
   }
 
   /** GET /v1/admin/tenants/{tenant}/tools (admin key): a tenant's current version, whose `version` is the next base_version. */
   async currentOf(tenantId: string, opts: Record<string, unknown> = {}): Promise<ToolDocumentView> {
-    return (await this.call<ToolDocumentView>({ method: 'GET', path: `/v1/admin/tenants/${enc(tenantId)}/tools`, auth: 'key' }, opts)).body;
+    return (
+      await this.call<ToolDocumentView>(
+        { method: 'GET', path: `/v1/admin/tenants/${enc(tenantId)}/tools`, auth: 'key', answer: TOOL_DOCUMENT },
+        opts,
+      )
+    ).body;
   }
 
   /** POST /v1/admin/tenants/{tenant}/tools (admin key): publishes base_version + 1. */
   async publish(tenantId: string, input: PublishToolsInput, opts: Record<string, unknown> = {}): Promise<ToolDocumentView> {
     const path = `/v1/admin/tenants/${enc(tenantId)}/tools`;
-    return (await this.call<ToolDocumentView>({ method: 'POST', path, body: input, auth: 'key' }, opts)).body;
+    return (await this.call<ToolDocumentView>({ method: 'POST', path, body: input, auth: 'key', answer: TOOL_DOCUMENT }, opts)).body;
   }
 
   /** GET /v1/approvals (approve or audit scope), oldest first: every page, followed to the last. */
   async approvals(status?: ApprovalStatus, opts: Record<string, unknown> = {}): Promise<{ approvals: ApprovalView[] }> {
-    return { approvals: await this.#everyPage<ApprovalView>('/v1/approvals', 'approvals', status, opts) };
+    return { approvals: await this.#everyPage<ApprovalView>('/v1/approvals', 'approvals', APPROVAL, status, opts) };
   }
 
   async approval(id: string, opts: Record<string, unknown> = {}): Promise<ApprovalView> {
-    return (await this.call<ApprovalView>({ method: 'GET', path: `/v1/approvals/${enc(id)}`, auth: 'key' }, opts)).body;
+    return (await this.call<ApprovalView>({ method: 'GET', path: `/v1/approvals/${enc(id)}`, auth: 'key', answer: APPROVAL }, opts)).body;
   }
 
   /** POST /v1/approvals/{id}/approve (approve scope) with {actor, confirm: true, reason}. */
@@ -181,12 +191,13 @@ export class BatonTools {
     const jws = typeof decision === 'string' ? decision : decision.jws;
     const id = typeof decision === 'string' ? approvalIdOf(jws) : decision.payload.approval_id;
     const path = `/v1/approvals/${enc(id)}/signed-decision`;
-    return (await this.call<ApprovalView>({ method: 'POST', path, body: { signed_decision: jws }, auth: 'none' }, opts)).body;
+    return (await this.call<ApprovalView>({ method: 'POST', path, body: { signed_decision: jws }, auth: 'none', answer: APPROVAL }, opts))
+      .body;
   }
 
   /** GET /v1/grants (approve or audit scope): delegations held because their tools form the lethal trifecta, every page. */
   async grants(status?: GrantView['status'], opts: Record<string, unknown> = {}): Promise<{ grants: GrantView[] }> {
-    return { grants: await this.#everyPage<GrantView>('/v1/grants', 'grants', status, opts) };
+    return { grants: await this.#everyPage<GrantView>('/v1/grants', 'grants', GRANT, status, opts) };
   }
 
   /**
@@ -194,11 +205,14 @@ export class BatonTools {
    * cursor the server already returned would page in a circle, collecting forever: that answer
    * is refused (UNEXPECTED_RESPONSE) instead.
    */
-  async #everyPage<T>(path: string, field: string, status: string | undefined, opts: Record<string, unknown>): Promise<T[]> {
+  async #everyPage<T>(path: string, field: string, item: Shape, status: string | undefined, opts: Record<string, unknown>): Promise<T[]> {
     const items: T[] = [];
     const seen = new Set<string>();
     for (let cursor: string | undefined; ;) {
-      const answer = await this.call<Record<string, unknown>>({ method: 'GET', path, query: { status, cursor }, auth: 'key' }, opts);
+      const answer = await this.call<Record<string, unknown>>(
+        { method: 'GET', path, query: { status, cursor }, auth: 'key', answer: pageOf(field, item) },
+        opts,
+      );
       const page = answer.body;
       items.push(...(page[field] as T[]));
       const next = page['next_cursor'];
@@ -215,12 +229,15 @@ export class BatonTools {
     opts: Record<string, unknown> = {},
   ): Promise<GrantView> {
     const body = { actor: input.actor, confirm: true, reason: input.reason };
-    return (await this.call<GrantView>({ method: 'POST', path: `/v1/grants/${enc(hash)}/${what}`, body, auth: 'key' }, opts)).body;
+    return (await this.call<GrantView>({ method: 'POST', path: `/v1/grants/${enc(hash)}/${what}`, body, auth: 'key', answer: GRANT }, opts))
+      .body;
   }
 
   async #decide(id: string, what: 'approve' | 'reject', input: DecisionInput, opts: Record<string, unknown>): Promise<ApprovalView> {
     const body = { actor: input.actor, confirm: true, reason: input.reason };
-    return (await this.call<ApprovalView>({ method: 'POST', path: `/v1/approvals/${enc(id)}/${what}`, body, auth: 'key' }, opts)).body;
+    return (
+      await this.call<ApprovalView>({ method: 'POST', path: `/v1/approvals/${enc(id)}/${what}`, body, auth: 'key', answer: APPROVAL }, opts)
+    ).body;
   }
 }
 
