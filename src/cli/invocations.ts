@@ -112,7 +112,7 @@ export async function runInvocations(argv: string[], io: CliIo): Promise<number>
     if (!values.json) for (const d of page.invocations) io.out(line(d));
     cursor = page.next_cursor ?? undefined;
     // --all reads to the end: a cursor the service answered before would never get there.
-    if (values.all && cursor !== undefined) cursor = followCursorOnce(seen, cursor, '/v1/invocations');
+    if (values.all && cursor !== undefined) cursor = followCursorOnce(seen, cursor, '/v1/invocations', page.invocations.length);
   } while (values.all && cursor !== undefined);
 
   if (values.json) {

@@ -28,8 +28,13 @@ class ModifiedShape {
 }
 
 export const listOf = (item: Shape): Shape => new ListShape(item);
-export const optional = (shape: Shape): Shape => new ModifiedShape(shape, true, false);
-export const nullable = (shape: Shape): Shape => new ModifiedShape(shape, false, true);
+/** Modifiers compose: optional(nullable(x)) may be absent or null. */
+const modified = (shape: Shape, mayBeAbsent: boolean, mayBeNull: boolean): Shape =>
+  shape instanceof ModifiedShape
+    ? new ModifiedShape(shape.shape, mayBeAbsent || shape.mayBeAbsent, mayBeNull || shape.mayBeNull)
+    : new ModifiedShape(shape, mayBeAbsent, mayBeNull);
+export const optional = (shape: Shape): Shape => modified(shape, true, false);
+export const nullable = (shape: Shape): Shape => modified(shape, false, true);
 
 /**
  * Deeper than any answer of Baton's (a delegation tree is at most 16 records deep): a body nested

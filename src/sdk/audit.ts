@@ -880,7 +880,7 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
     }
     if (page.next_after === null) break;
     // A server that answers an earlier page again would keep this audit reading forever.
-    after = followCursorOnce(seenAfter, page.next_after, '/v1/service-receipts');
+    after = followCursorOnce(seenAfter, page.next_after, '/v1/service-receipts', page.service_receipts.length);
   }
   // A service receipt outside the log is pending while the integrator may not have seen it yet.
   // Its id is drawn when it is inserted and it is seen when its transaction commits, so one with a

@@ -116,23 +116,30 @@ export class BatonApiError extends Error {
 }
 
 /**
- * Records a page's next cursor, refusing one the server answered before: following it would page
- * in a circle, and a loop reading every page would never end (UNEXPECTED_RESPONSE instead).
+ * Records a page's next cursor, refusing one the server answered before, or one named by a page that
+ * held nothing: following either, a loop reading every page would never end (a server may page in a
+ * circle, or hand out fresh cursors to empty pages forever). UNEXPECTED_RESPONSE instead.
  */
 export function followCursorOnce<C extends string | number>(
   seen: Set<string>,
   next: C,
   path: string,
+  itemsOnPage: number,
   answer: { status?: number; requestId?: string | null } = {},
 ): C {
   const key = String(next);
-  if (seen.has(key)) {
+  const problem = seen.has(key)
+    ? `answered ${JSON.stringify(next)} as the next page, which it had answered before`
+    : itemsOnPage === 0
+      ? `answered an empty page that names a next one (${JSON.stringify(next)})`
+      : undefined;
+  if (problem !== undefined) {
     throw new BatonApiError({
       status: answer.status ?? 200,
       code: 'UNEXPECTED_RESPONSE',
       method: 'GET',
       url: path,
-      message: `The server repeated a cursor: GET ${path} answered ${JSON.stringify(next)} as the next page, which it had answered before, so paging would never end.`,
+      message: `The server pages GET ${path} wrongly: it ${problem}, so paging would never end.`,
       suggestion: 'The service pages this list wrongly; report it to its operator with this cursor.',
       requestId: answer.requestId ?? undefined,
     });
@@ -142,6 +149,42 @@ export function followCursorOnce<C extends string | number>(
 }
 
 const RETRYABLE_STATUSES: ReadonlySet<number> = new Set([429, 502, 503, 504]);
+
+/**
+ * The most an answer may hold. Baton's largest are a delegation tree of 1000 records and a page of
+ * 500 service receipts, a few MB; a verify's is a few KB.
+ */
+export const MAX_ANSWER_BYTES = 32 * 1024 * 1024;
+
+class AnswerTooLarge extends Error {
+  constructor(readonly status: number) {
+    super('answer too large');
+  }
+}
+
+/** The body, refused (AnswerTooLarge) once past `max` bytes, whether it says its length or not. */
+async function bodyWithin(res: Response, max: number): Promise<Uint8Array> {
+  if (Number(res.headers.get('content-length') ?? 0) > max) throw new AnswerTooLarge(res.status);
+  if (res.body === null) return new Uint8Array(0);
+  const parts: Uint8Array[] = [];
+  let total = 0;
+  const reader = res.body.getReader();
+  for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
+    total += chunk.value.byteLength;
+    if (total > max) {
+      void reader.cancel().catch(() => {});
+      throw new AnswerTooLarge(res.status);
+    }
+    parts.push(chunk.value);
+  }
+  const bytes = new Uint8Array(total);
+  let at = 0;
+  for (const part of parts) {
+    bytes.set(part, at);
+    at += part.byteLength;
+  }
+  return bytes;
+}
 
 export function isBatonApiError(e: unknown): e is BatonApiError {
   return e instanceof BatonApiError;
@@ -553,7 +596,7 @@ export class BatonClient {
       );
       yield p;
       if (p.next_cursor === null) return;
-      cursor = followCursorOnce(seen, p.next_cursor, `/v1/delegations/${hash}/invocations`);
+      cursor = followCursorOnce(seen, p.next_cursor, `/v1/delegations/${hash}/invocations`, p.invocations.length);
     }
   }
 
@@ -590,7 +633,7 @@ export class BatonClient {
       const p = await this.listDecisions({ ...filter, ...(cursor !== undefined ? { cursor } : {}) }, opts);
       yield* p.invocations;
       if (p.next_cursor === null) return;
-      cursor = followCursorOnce(seen, p.next_cursor, '/v1/invocations');
+      cursor = followCursorOnce(seen, p.next_cursor, '/v1/invocations', p.invocations.length);
     }
   }
 
@@ -636,7 +679,7 @@ export class BatonClient {
       const p = await this.listServiceReceipts({ ...page, ...(after !== undefined ? { after } : {}) }, opts);
       yield p;
       if (p.next_after === null) return;
-      after = followCursorOnce(seen, p.next_after, '/v1/service-receipts');
+      after = followCursorOnce(seen, p.next_after, '/v1/service-receipts', p.service_receipts.length);
     }
   }
 
@@ -825,8 +868,9 @@ export class BatonClient {
           signal: controller.signal,
           ...(spec.body !== undefined ? { body: JSON.stringify(spec.body) } : {}),
         });
-        // The body is read under the same deadline: a server may stall after the headers.
-        return { res, bytes: new Uint8Array(await res.arrayBuffer()) };
+        // The body is read under the same deadline (a server may stall after the headers), and up to
+        // MAX_ANSWER_BYTES: a server that never stops sending must not take the caller's memory.
+        return { res, bytes: await bodyWithin(res, MAX_ANSWER_BYTES) };
       })();
       exchange.catch(() => {}); // settled after a timeout or cancel, nobody waits for it any more
       const { res, bytes } = await Promise.race([exchange, stopped]);
@@ -834,6 +878,17 @@ export class BatonClient {
       const contentType = res.headers.get('content-type') ?? undefined;
       return { status: res.status, ok: res.ok, bytes, method: spec.method, url, where, headerId, contentType, sentKey: key !== undefined };
     } catch (cause) {
+      if (cause instanceof AnswerTooLarge) {
+        controller.abort(); // stops the rest of the body
+        throw new BatonApiError({
+          status: cause.status,
+          code: 'UNEXPECTED_RESPONSE',
+          method: spec.method,
+          url,
+          message: `Baton answered ${where} with more than ${MAX_ANSWER_BYTES} bytes, more than any answer of Baton's; it was not read.`,
+          suggestion: 'Check that the base URL points at Baton itself, not a proxy or another service.',
+        });
+      }
       if (timedOut) {
         throw new BatonApiError({
           status: 0,
@@ -1173,7 +1228,7 @@ function errorFromResponse(
   let suggestion = typeof err.suggestion === 'string' ? err.suggestion : undefined;
   if (status === 401 && !ctx.sentKey) {
     suggestion =
-      "This client sent no API key: pass apiKey to new BatonClient({...}) (CLI: --api-key, BATON_API_KEY, or --context <name>; --server without --context never sends a saved context's key).";
+      "This client sent no API key: pass apiKey to new BatonClient({...}) (CLI: --api-key, $BATON_API_KEY, or a context saved for this server: a context's key is never sent to another server).";
   }
   return new BatonApiError({
     status,

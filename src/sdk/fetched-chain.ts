@@ -6,7 +6,8 @@
  * decision (roots, revocation and expiry are the service's to judge when the new record is used).
  */
 import { decodeJws, signatureValid, type DecodedJws } from '../protocol/jws.js';
-import { DelegationPayloadSchema, parseWith, type DelegationPayload } from '../protocol/records.js';
+import { canonicalJson } from '../protocol/jcs.js';
+import { DelegationPayloadSchema, MAX_CHAIN_DEPTH, parseWith, type DelegationPayload } from '../protocol/records.js';
 import type { components } from '../api/wire-types.js';
 
 type DelegationChain = components['schemas']['DelegationChain'];
@@ -14,12 +15,15 @@ type DelegationChain = components['schemas']['DelegationChain'];
 /**
  * Why `chain` is not the chain of the record `requested`, or undefined when it is: root first, each
  * record names the one before it (the root none) and verifies under its own issuer's did:key, the
- * last one is `requested`, and the records beside the receipts are the same records.
+ * last one is `requested`, and the records shown beside the receipts say what the receipts sign.
  */
 export function fetchedChainProblem(requested: string, chain: DelegationChain): string | undefined {
   const { receipts } = chain;
   if (receipts.length === 0) return 'it holds no delegation record';
+  // A chain is at most a root and MAX_CHAIN_DEPTH records below it; more is not checked, one signature each.
+  if (receipts.length > MAX_CHAIN_DEPTH + 1) return `it holds ${receipts.length} records, more than any chain`;
   const hashes: string[] = [];
+  const payloads: DelegationPayload[] = [];
   let rootIssuer: string | undefined;
   for (const [i, jws] of receipts.entries()) {
     let decoded: DecodedJws;
@@ -44,6 +48,7 @@ export function fetchedChainProblem(requested: string, chain: DelegationChain): 
     }
     if (!signed) return `the signature of receipts[${i}] does not verify under its issuer ${payload.iss}`;
     hashes.push(decoded.hash);
+    payloads.push(payload);
     rootIssuer ??= payload.iss;
   }
   const leaf = hashes[hashes.length - 1];
@@ -54,9 +59,37 @@ export function fetchedChainProblem(requested: string, chain: DelegationChain): 
     return `it names ${JSON.stringify(chain.root_principal)} as root principal, not the root's issuer ${rootIssuer}`;
   const records = chain.records;
   if (records.length !== receipts.length) return `it lists ${records.length} records for ${receipts.length} receipts`;
-  const differs = records.findIndex((r, i) => r.jws !== receipts[i] || r.hash !== hashes[i]);
-  if (differs !== -1) return `records[${differs}] is not receipts[${differs}]`;
+  for (const [i, record] of records.entries()) {
+    if (record.jws !== receipts[i] || record.hash !== hashes[i]) return `records[${i}] is not receipts[${i}]`;
+    const member = differingMember(record, payloads[i]!, i, hashes);
+    if (member !== undefined) return `records[${i}].${member} is not what receipts[${i}] signs`;
+  }
   return undefined;
+}
+
+/** The first member of a decoded record view that says something other than the signed record it is beside. */
+function differingMember(
+  record: DelegationChain['records'][number],
+  payload: DelegationPayload,
+  index: number,
+  hashes: readonly string[],
+): string | undefined {
+  const signed: Record<string, unknown> = {
+    jti: payload.jti,
+    iss: payload.iss,
+    sub: payload.sub,
+    aud: payload.aud,
+    cmd: payload.cmd,
+    policy: payload.policy,
+    nbf: payload.nbf,
+    exp: payload.exp ?? null,
+    iat: payload.iat,
+    parent_hash: payload.prev_dr_hash ?? null,
+    depth: index,
+    root_hash: hashes[0],
+  };
+  const shown = record as unknown as Record<string, unknown>;
+  return Object.keys(signed).find((k) => canonicalJson(shown[k] ?? null) !== canonicalJson(signed[k] ?? null));
 }
 
 const errorText = (e: unknown): string => (e instanceof Error ? e.message : String(e));

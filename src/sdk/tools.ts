@@ -217,7 +217,7 @@ export class BatonTools {
       items.push(...(page[field] as T[]));
       const next = page['next_cursor'];
       if (typeof next !== 'string') return items;
-      cursor = followCursorOnce(seen, next, path, answer);
+      cursor = followCursorOnce(seen, next, path, (page[field] as T[]).length, answer);
     }
   }
 

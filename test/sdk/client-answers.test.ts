@@ -10,6 +10,7 @@ import { generateKeyPair } from '../../src/sdk/keys.js';
 import { createRootDelegation, createSubDelegation, type SignedDelegation } from '../../src/sdk/records.js';
 import { signJws } from '../../src/protocol/jws.js';
 import { recordHash } from '../../src/protocol/hash.js';
+import { MAX_ANSWER_BYTES } from '../../src/sdk/client.js';
 
 interface FakeAnswer {
   readonly status?: number;
@@ -118,6 +119,22 @@ describe('getChain takes only the chain of the hash asked for', () => {
       what: 'records that are not the receipts',
       body: { ...servedChain([root, asked]), records: servedChain([root, wider]).records },
       why: /records\[1\] is not receipts\[1\]/,
+    },
+    // What `baton chain` shows beside each receipt must be what it signs, not a proxy's rewrite.
+    ...(['policy', 'exp', 'aud', 'depth'] as const).map((member) => ({
+      what: `records[1].${member} rewritten beside the right receipt`,
+      body: {
+        ...servedChain([root, asked]),
+        records: servedChain([root, asked]).records.map((r, i) =>
+          i === 1 ? { ...r, [member]: member === 'policy' ? { max_calls: 50 } : member === 'aud' ? agent.did : 7 } : r,
+        ),
+      },
+      why: new RegExp(`records\\[1\\]\\.${member} is not what receipts\\[1\\] signs`),
+    })),
+    {
+      what: 'more records than any chain holds',
+      body: { ...servedChain([root, asked]), receipts: Array.from({ length: 40 }, () => root.jws) },
+      why: /holds 40 records, more than any chain/,
     },
   ];
 
@@ -300,5 +317,52 @@ describe('a per-call timeoutMs is checked like the constructor one', () => {
   it('a good one is used', async () => {
     const { client } = fakeBaton(() => ({ body: { status: 'ok' } }));
     expect(await client.health({ timeoutMs: 50 })).toEqual({ status: 'ok' });
+  });
+});
+
+// ---------------------------------------------------------------- answer size
+
+describe('an answer past MAX_ANSWER_BYTES is not read', () => {
+  const streamed = (declared: boolean) => {
+    let sent = 0;
+    const chunk = new Uint8Array(1024 * 1024).fill(0x20);
+    const client = new BatonClient({
+      baseUrl: 'http://baton.test',
+      apiKey: 'bt_x',
+      fetch: () => {
+        const body = new ReadableStream<Uint8Array>({
+          pull(controller) {
+            sent += chunk.byteLength;
+            controller.enqueue(chunk); // never closes: a server that never stops sending
+          },
+        });
+        const headers: Record<string, string> = { 'content-type': 'application/json' };
+        if (declared) headers['content-length'] = String(MAX_ANSWER_BYTES + 1);
+        return Promise.resolve(new Response(body, { status: 200, headers }));
+      },
+    });
+    return { client, sent: () => sent };
+  };
+
+  it.each([
+    ['sent without end', false],
+    ['declared too long', true],
+  ])('an answer %s is UNEXPECTED_RESPONSE, and reading stops at the limit', async (_what, declared) => {
+    const { client, sent } = streamed(declared);
+    const e = await rejection(client.verify({ bundle_version: '4.0', invocation: 'a.b.c', receipts: [] }));
+    expect(e.code).toBe('UNEXPECTED_RESPONSE');
+    expect(e.message).toMatch(/more than \d+ bytes/);
+    expect(sent()).toBeLessThanOrEqual(MAX_ANSWER_BYTES + 2 * 1024 * 1024);
+  });
+});
+
+describe('shape modifiers compose', () => {
+  it('a deny whose block is null is a deny, as the contract allows (optional and nullable)', async () => {
+    const { client } = fakeBaton(() => ({
+      status: 403,
+      body: { valid: false, error: { code: 'UNTRUSTED_ROOT', message: 'm', suggestion: 's', block: null }, violations: [] },
+    }));
+    const result = await client.verify({ bundle_version: '4.0', invocation: 'a.b.c', receipts: [] });
+    expect(result.valid).toBe(false);
   });
 });

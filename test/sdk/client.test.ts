@@ -281,9 +281,7 @@ describe('verify', () => {
     expect(forbidden).toMatchObject({ status: 403, code: 'FORBIDDEN' });
     const anonymous = await rejection(clients.anonymous.verify(bundle));
     expect(anonymous).toMatchObject({ status: 401, code: 'UNAUTHORIZED' });
-    expect(anonymous.suggestion).toMatch(
-      /no API key.*apiKey.*--context <name>; --server without --context never sends a saved context's key/,
-    );
+    expect(anonymous.suggestion).toMatch(/no API key.*apiKey.*a context's key is never sent to another server/);
   });
 });
 

@@ -9,6 +9,7 @@ import { BatonApiError, BatonClient } from '../../src/sdk/client.js';
 /** An item of the list `field` as the service answers it, named `id`. */
 function listItem(field: string, id: string): Record<string, unknown> {
   if (field === 'grants') return { dr_hash: id, status: 'pending', explanation: 'trifecta', catalog_version: 1, decision: null };
+  if (field === 'invocations') return { jti: id, decision: 'allowed', created_at: '2026-11-29T00:00:00.000000Z', dr_chain: [] };
   return { id, status: 'pending', tool_server: 'mcp://search', invocation_jti: `inv:${id}`, dr_chain: [], expires_at: 0, decision: null };
 }
 
@@ -59,7 +60,7 @@ describe('BatonTools: every page of a list', () => {
       );
       expect(e, list).toBeInstanceOf(BatonApiError);
       expect(e, list).toMatchObject({ code: 'UNEXPECTED_RESPONSE', status: 200, method: 'GET', requestId: 'req_p' });
-      expect((e as Error).message, list).toMatch(/server repeated a cursor/);
+      expect((e as Error).message, list).toMatch(/as the next page, which it had answered before/);
       expect((e as Error).message, list).toContain('"c1"');
       // Each page asked once: the repeat is caught before asking for it again.
       expect(asked, list).toEqual(expectedAsked);
@@ -78,12 +79,30 @@ async function failureOf(items: AsyncIterable<unknown>): Promise<{ error: unknow
   return { error: new Error('the iteration did not fail'), read };
 }
 
+describe('a page that holds nothing but names a next one', () => {
+  it('is refused: a server handing out fresh cursors to empty pages would be followed forever', async () => {
+    const endless = Object.fromEntries(Array.from({ length: 30 }, (_, i) => [i === 0 ? '' : `c${i}`, { items: [], next: `c${i + 1}` }]));
+    for (const list of ['approvals', 'grants'] as const) {
+      const { asked, client } = pagedServer(list, endless);
+      await expect(list === 'approvals' ? client.tools.approvals() : client.tools.grants()).rejects.toMatchObject({
+        code: 'UNEXPECTED_RESPONSE',
+        message: expect.stringMatching(/an empty page that names a next one/),
+      });
+      expect(asked).toEqual(['']);
+    }
+    const { asked, client } = pagedServer('invocations', endless);
+    expect((await failureOf(client.iterateDecisions())).error).toMatchObject({ code: 'UNEXPECTED_RESPONSE' });
+    expect((await failureOf(client.invocationPages(`sha256:${'a'.repeat(64)}`))).error).toMatchObject({ code: 'UNEXPECTED_RESPONSE' });
+    expect(asked).toEqual(['', '']);
+  });
+});
+
 describe('BatonClient: lazily paged lists refuse a repeated cursor too', () => {
   it('invocationPages: a cursor answered twice stops the iteration with UNEXPECTED_RESPONSE', async () => {
     const { asked, client } = pagedServer('invocations', {
-      '': { items: [], next: 'c1' },
-      c1: { items: [], next: 'c2' },
-      c2: { items: [], next: 'c1' },
+      '': { items: ['i1'], next: 'c1' },
+      c1: { items: ['i2'], next: 'c2' },
+      c2: { items: ['i3'], next: 'c1' },
     });
     const { error, read } = await failureOf(client.invocationPages(`sha256:${'a'.repeat(64)}`));
     expect(error).toMatchObject({ code: 'UNEXPECTED_RESPONSE' });
@@ -92,7 +111,7 @@ describe('BatonClient: lazily paged lists refuse a repeated cursor too', () => {
   });
 
   it('iterateDecisions: a cursor answered twice stops the iteration', async () => {
-    const { asked, client } = pagedServer('invocations', { '': { items: [], next: 'c1' }, c1: { items: [], next: 'c1' } });
+    const { asked, client } = pagedServer('invocations', { '': { items: ['i1'], next: 'c1' }, c1: { items: ['i2'], next: 'c1' } });
     expect((await failureOf(client.iterateDecisions())).error).toMatchObject({ code: 'UNEXPECTED_RESPONSE' });
     expect(asked).toEqual(['', 'c1']);
   });
@@ -104,7 +123,8 @@ describe('BatonClient: lazily paged lists refuse a repeated cursor too', () => {
       const after = new URL(typeof input === 'string' || input instanceof URL ? input : input.url).searchParams.get('after') ?? '';
       asked.push(after);
       if (asked.length > 20) return Promise.reject(new Error('the client kept paging in a circle'));
-      const body = JSON.stringify({ service_receipts: [], next_after: nextOf[after] ?? null });
+      const receipt = { id: Number(after || 1), kind: 'verify.allowed', subject: 'inv:x', jws: 'a.b.c', kid: 'k' };
+      const body = JSON.stringify({ service_receipts: [receipt], next_after: nextOf[after] ?? null });
       return Promise.resolve(new Response(body, { status: 200, headers: { 'content-type': 'application/json' } }));
     };
     const client = new BatonClient({ baseUrl: 'http://baton.test', apiKey: 'bt_x', fetch });
