@@ -18,7 +18,13 @@ import { writeConsumerProject, type PackedTarball } from './consumer-lock.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const TSC = join(ROOT, 'node_modules/typescript/bin/tsc');
-const MAX_SDK_INSTALLED_BYTES = 2 * 1024 * 1024;
+/**
+ * The SDK installed with its noble libraries. It stood 2.5 kB under 2 MiB at 37b5620; checking the
+ * shape of every answer and the chains getChain returns (stop 45) added 22 kB. Most of the package
+ * is type declarations: zod's (about 580 kB, vendored for the record schemas' types) and the wire
+ * types (260 kB). A budget, so that growth is seen and decided, not a size anyone promised.
+ */
+const MAX_SDK_INSTALLED_BYTES = 2.25 * 1024 * 1024;
 
 /** The environment without npm's run-script variables (they would steer the child npm) or Baton settings. */
 function cleanEnv(extra: Record<string, string> = {}): Record<string, string> {
@@ -233,7 +239,7 @@ describe('packages', () => {
     }
   });
 
-  it('SDK: plain JS and strict TypeScript consumers sign and verify offline; noble libraries only, <= 2 MB installed', async () => {
+  it('SDK: plain JS and strict TypeScript consumers sign and verify offline; noble libraries only, <= 2.25 MiB installed', async () => {
     const js = await project('sdk-js', [packed('sdk')], false);
     const deps = readdirSync(join(js, 'node_modules')).filter((d) => !d.startsWith('.'));
     expect(deps.sort()).toEqual(['@baton-drs', '@noble']);
