@@ -28,6 +28,7 @@ import { isRecordHash, recordHash } from '../protocol/hash.js';
 import { DRS_VERSION } from '../protocol/records.js';
 import { DOCUMENT_MAX_NESTING, jsonAmbiguity } from '../protocol/strict-json.js';
 import type { JsonValue } from '../protocol/jcs.js';
+import { listOf, LOG_CONSISTENCY, SERVICE_RECEIPT_PAGE, shapeProblem, type Shape } from './answer-shape.js';
 import { BatonApiError, BatonClient, DEFAULT_TIMEOUT_MS, followCursorOnce } from './client.js';
 
 /** What an auditor trusts about one tenant's log, as strings it can keep in a file. */
@@ -424,7 +425,8 @@ export interface AuditOptions {
 
 interface Http {
   url(path: string): string;
-  json(path: string): Promise<unknown>;
+  /** The JSON answer, refused (UNEXPECTED_RESPONSE) unless it has `shape`: the audit reads these members. */
+  json(path: string, shape: Shape): Promise<unknown>;
   /** As json, but null for a 404. */
   jsonOrNull(path: string): Promise<unknown>;
   text(path: string): Promise<string>;
@@ -459,7 +461,7 @@ function http(o: AuditOptions): Http {
       throw withAuditScope(e);
     }
   };
-  const jsonOf = (path: string, bytes: Uint8Array): unknown => {
+  const jsonOf = (path: string, bytes: Uint8Array, shape?: Shape): unknown => {
     const text = decodeText(bytes);
     const unexpected = (message: string) =>
       new BatonApiError({
@@ -480,11 +482,13 @@ function http(o: AuditOptions): Http {
     // (which keeps the first) other records than this one checked.
     const ambiguity = jsonAmbiguity(text, DOCUMENT_MAX_NESTING);
     if (ambiguity !== undefined) throw unexpected(`Baton's answer to GET ${path} ${ambiguity}; readers disagree on which value it holds.`);
+    const problem = shape === undefined ? undefined : shapeProblem(value, shape);
+    if (problem !== undefined) throw unexpected(`Baton's answer to GET ${path} is not the answer of that route: ${problem}.`);
     return value;
   };
   return {
     url: (path) => `${base}${path}`,
-    json: async (path) => jsonOf(path, (await get(path)).bytes),
+    json: async (path, shape) => jsonOf(path, (await get(path)).bytes, shape),
     async jsonOrNull(path) {
       const a = await get(path, (status) => status === 404);
       return a.status === 404 ? null : jsonOf(path, a.bytes);
@@ -567,6 +571,10 @@ function servedChain(h: Http, path: string, body: unknown): ServedChain {
   return { receipts, hashes: hashes as string[] };
 }
 
+/** What the audit reads of GET /v1/log and GET /v1/keys (and no more: each is checked for these). */
+const LOG_NAMES: Shape = { origin: 'string', verifier_keys: listOf('string') };
+const KEYS_READ: Shape = { keys: listOf({ kid: 'string', public_key: 'string' }) };
+
 /**
  * Seconds within which a service receipt may commit after a later one was logged: its transaction
  * (a verify's ends within BATON_VERIFY_DEADLINE_MS, 5 s by default), then the next integration
@@ -611,7 +619,8 @@ async function checkUnservedBundle(
     });
   const checked = new Set<number>(missing);
   await inPool(present, concurrency, async ({ index: at, id }) => {
-    const page = (await h.json(`/v1/service-receipts?after=${id - 1}&limit=1`)) as {
+    // Read member by member below: a page not as listed is a finding here, not the end of the audit.
+    const page = (await h.json(`/v1/service-receipts?after=${id - 1}&limit=1`, 'object')) as {
       service_receipts?: { id?: unknown; jws?: unknown }[];
     } | null;
     const listed = page?.service_receipts?.[0];
@@ -759,10 +768,10 @@ function otherLogHint(note: string, which: 'current' | 'previous', origin: strin
 export async function auditLog(o: AuditOptions): Promise<AuditReport> {
   const now = o.now ?? Math.floor(Date.now() / 1000);
   const h = http(o);
-  const info = (await h.json('/v1/log')) as { origin: string; verifier_keys: string[] };
+  const info = (await h.json('/v1/log', LOG_NAMES)) as { origin: string; verifier_keys: string[] };
   const keys =
     o.serviceKeys ??
-    ((await h.json('/v1/keys')) as { keys: { kid: string; public_key: string }[] }).keys.map((k): ServiceVerificationKey => ({
+    ((await h.json('/v1/keys', KEYS_READ)) as { keys: { kid: string; public_key: string }[] }).keys.map((k): ServiceVerificationKey => ({
       kid: k.kid,
       publicKey: decodeBase64url(k.public_key, 'service public key'),
     }));
@@ -783,7 +792,9 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
     } else {
       let proof: Hash[] = [];
       if (previous.checkpoint.size > 0 && previous.checkpoint.size !== size) {
-        const served = (await h.json(`/v1/log/consistency?from=${previous.checkpoint.size}&to=${size}`)) as { proof: string[] };
+        const served = (await h.json(`/v1/log/consistency?from=${previous.checkpoint.size}&to=${size}`, LOG_CONSISTENCY)) as {
+          proof: string[];
+        };
         proof = served.proof.map((p) => decodeBase64(p) ?? new Uint8Array(0));
       }
       const finding = findSplitView(previous, current, proof);
@@ -869,7 +880,7 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
   const unlogged: { id: number; jws: string }[] = [];
   const seenAfter = new Set<string>(['0']);
   for (let after = 0; ;) {
-    const page = (await h.json(`/v1/service-receipts?after=${after}&limit=500`)) as {
+    const page = (await h.json(`/v1/service-receipts?after=${after}&limit=500`, SERVICE_RECEIPT_PAGE)) as {
       service_receipts: { id: number; jws: string }[];
       next_after: number | null;
     };

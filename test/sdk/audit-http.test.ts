@@ -94,6 +94,13 @@ describe('auditLog: failures are BatonApiErrors', () => {
     const repeated = await failure({ fetch: () => answer(200, '{"tree_size":1,"tree_size":2}', 'application/json') });
     expect(repeated).toMatchObject({ status: 200, code: 'UNEXPECTED_RESPONSE' });
     expect(repeated.message).toContain('repeats the key "tree_size"');
+    // JSON of another shape: named, not a TypeError deep in the audit.
+    const log = { origin: 'example.com/baton/t', tree_size: 0, root_hash: 'x', verifier_keys: [] };
+    const otherShape = await failure({
+      fetch: (url) => answer(200, JSON.stringify(String(url).endsWith('/v1/log') ? log : { hello: 'world' }), 'application/json'),
+    });
+    expect(otherShape).toMatchObject({ status: 200, code: 'UNEXPECTED_RESPONSE' });
+    expect(otherShape.message).toMatch(/GET \/v1\/keys is not the answer of that route: `keys` is missing/);
   });
 });
 
