@@ -103,7 +103,25 @@ const RECORD: ObjectShape = {
   sub: 'string',
   cmd: 'string',
   policy: 'object',
+  nbf: 'number',
+  exp: nullable('number'),
   parent_hash: nullable('string'),
+  revoked_by: optional(nullable('string')),
+};
+
+/** A subtree's use, as `baton chain` shows it. */
+const USAGE: Shape = {
+  calls_used: 'number',
+  max_calls: nullable('number'),
+  declared_usd: 'number',
+  metered_usd: 'number',
+  metered_invocations: 'number',
+  unmetered_invocations: 'number',
+  unavailable_invocations: 'number',
+  calibration: nullable('number'),
+  calibration_flag: nullable('string'),
+  max_spend_usd: nullable('number'),
+  spend_reserved_usd: nullable('number'),
 };
 
 export const SUBMIT_RESULT: Shape = {
@@ -160,7 +178,7 @@ export const DELEGATION_DETAIL: Shape = {
   status: 'string',
   depth: 'number',
   root_hash: 'string',
-  usage: 'object',
+  usage: USAGE,
   revoked_reason: nullable('string'),
 };
 
@@ -171,7 +189,16 @@ export const DELEGATION_CHAIN: Shape = {
   records: listOf({ ...RECORD, status: 'string', depth: 'number', service_receipt: SERVICE_RECEIPT_REF }),
 };
 
-const TREE_NODE: { [member: string]: Shape } = { hash: 'string', status: 'string', calls_used: 'number', max_calls: nullable('number') };
+const TREE_NODE: { [member: string]: Shape } = {
+  hash: 'string',
+  status: 'string',
+  iss: 'string',
+  aud: 'string',
+  policy: 'object',
+  exp: nullable('number'),
+  calls_used: 'number',
+  max_calls: nullable('number'),
+};
 // A node's children are nodes: readers walk the whole tree (at most 1000 records).
 TREE_NODE['children'] = listOf(TREE_NODE);
 export const DELEGATION_TREE: Shape = { count: 'number', truncated: 'boolean', tree: TREE_NODE };

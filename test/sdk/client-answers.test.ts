@@ -228,13 +228,7 @@ describe('a 2xx answer of the wrong shape is UNEXPECTED_RESPONSE naming the rout
       body: {
         count: 2,
         truncated: false,
-        tree: {
-          hash,
-          status: 'active',
-          calls_used: 0,
-          max_calls: null,
-          children: [{ hash, status: 'active', calls_used: 0, max_calls: null }],
-        },
+        tree: { ...nestedTree(hash, 1), children: [{ ...nestedTree(hash, 1), children: undefined }] },
       },
       member: '`tree.children[0].children`',
     },
@@ -263,8 +257,9 @@ describe('a 2xx answer of the wrong shape is UNEXPECTED_RESPONSE naming the rout
 
 /** A delegation tree `depth` nodes deep, one child each. */
 function nestedTree(hash: string, depth: number): Record<string, unknown> {
-  let node: Record<string, unknown> = { hash, status: 'active', calls_used: 0, max_calls: null, children: [] };
-  for (let i = 1; i < depth; i++) node = { hash, status: 'active', calls_used: 0, max_calls: null, children: [node] };
+  const view = { hash, status: 'active', iss: 'did:key:z', aud: 'did:key:z', policy: {}, exp: null, calls_used: 0, max_calls: null };
+  let node: Record<string, unknown> = { ...view, children: [] };
+  for (let i = 1; i < depth; i++) node = { ...view, children: [node] };
   return node;
 }
 
