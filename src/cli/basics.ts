@@ -5,9 +5,9 @@
  * this: see test/cli/startup.test.ts.
  */
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
+import { readFileSync, renameSync, rmSync } from 'node:fs';
+import { readFile, readlink, realpath, rename, stat, unlink, writeFile } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
 import { isRecordHash } from '../protocol/hash.js';
 import type { Policy } from '../protocol/policy.js';
 import { DOCUMENT_MAX_NESTING, jsonAmbiguity } from '../protocol/strict-json.js';
@@ -32,7 +32,9 @@ export const SERVER_HELP = `Server options (each from its flag, else its variabl
                        else the context's key, which goes only to the context's
                        own server: not to another --server or $BATON_URL)
   --context <name>     the saved context (default: $BATON_CONTEXT, else the
-                       current one; see baton context --help)
+                       current one; see baton context --help). Given as a flag,
+                       it outranks $BATON_URL and $BATON_API_KEY: its server
+                       and key are used unless --server or --api-key is given
   --timeout <ms>       per-request timeout in milliseconds (default 10000)`;
 
 export const COMMON_OPTIONS = {
@@ -67,39 +69,93 @@ export async function writeOutputFile(path: string, text: string, flag: string, 
 /** `--out -`: the output goes to stdout, as "-" reads stdin for inputs. */
 export const STDOUT_PATH = '-';
 
+/** An output file written beside its place and put there later: see stageOutputFile. */
+export interface StagedOutputFile {
+  /** Puts the file in place. */
+  commit(): Promise<void>;
+  /** Drops the file. */
+  discard(): Promise<void>;
+  /**
+   * From now on a SIGINT or SIGTERM puts the file in place rather than dropping it, then calls
+   * `onKept` with where the content is (the temporary file, if it could not be moved): for while
+   * the work it records may be done with no answer seen.
+   */
+  keepIfInterrupted(onKept: (where: string) => void): void;
+}
+
 /**
  * An output file for work that is sent after it is made (`delegate --out --submit`): the content
  * is written now to a temporary file beside `path`, so a path that cannot be written is refused
  * before anything is stored; `commit` puts it in place once the work is done, `discard` drops it
- * when the work failed (no file then claims what was not stored).
+ * when the work failed (no file then claims what was not stored). A SIGINT or SIGTERM while it is
+ * staged drops it too (or keeps it: keepIfInterrupted), so no temporary file is left behind. A
+ * symbolic link at `path` is written through, as writeFile does, not replaced by the file.
  */
-export async function stageOutputFile(
-  path: string,
-  text: string,
-  flag: string,
-  help?: string,
-): Promise<{ commit(): Promise<void>; discard(): Promise<void> }> {
+export async function stageOutputFile(path: string, text: string, flag: string, help?: string): Promise<StagedOutputFile> {
   const cannot = (e: unknown) => new UsageError(`${flag}: cannot write ${path}: ${(e as Error).message}`, help);
-  const staged = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString('hex')}.tmp`);
-  const discard = () => unlink(staged).catch(() => undefined);
+  const target = await writtenPath(path);
+  const staged = join(dirname(target), `.${basename(target)}.${randomBytes(6).toString('hex')}.tmp`);
+  let onInterrupt = () => rmSync(staged, { force: true });
+  const interrupted = (signal: NodeJS.Signals) => {
+    stopWatching();
+    try {
+      onInterrupt();
+    } catch {
+      // The process ends all the same; keepIfInterrupted names what is left.
+    }
+    // With no listener left, the signal ends the process as it would have without this one.
+    process.kill(process.pid, signal);
+  };
+  const stopWatching = () => {
+    process.off('SIGINT', interrupted);
+    process.off('SIGTERM', interrupted);
+  };
+  const discard = async () => {
+    stopWatching();
+    await unlink(staged).catch(() => undefined);
+  };
   try {
-    if ((await stat(path).catch(() => undefined))?.isDirectory()) throw new Error('it is a directory');
+    if ((await stat(target).catch(() => undefined))?.isDirectory()) throw new Error('it is a directory');
     await writeFile(staged, text, { flag: 'wx' });
   } catch (e) {
     await discard();
     throw cannot(e);
   }
+  process.on('SIGINT', interrupted);
+  process.on('SIGTERM', interrupted);
   return {
     commit: async () => {
+      stopWatching();
       try {
-        await rename(staged, path);
+        await rename(staged, target);
       } catch (e) {
         await discard();
         throw cannot(e);
       }
     },
     discard,
+    keepIfInterrupted: (onKept) => {
+      onInterrupt = () => {
+        let where = path;
+        try {
+          renameSync(staged, target);
+        } catch {
+          where = staged;
+        }
+        onKept(where);
+      };
+    },
   };
+}
+
+/** Where writing `path` lands: through a symbolic link (even one to a file not made yet), its target. */
+async function writtenPath(path: string): Promise<string> {
+  try {
+    return await realpath(path);
+  } catch {
+    const link = await readlink(path).catch(() => undefined);
+    return link === undefined ? path : resolve(dirname(path), link);
+  }
 }
 
 /** What a delegation stored "held" waits for, and how to act on it. */

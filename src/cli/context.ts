@@ -132,6 +132,9 @@ function sameServer(a: string, b: string): boolean {
  * $BATON_CONTEXT, else the current one), the default:
  *   server: --server, $BATON_URL, the context's server, else `defaultServer`;
  *   key:    --api-key, $BATON_API_KEY, the context's key.
+ * A --context flag outranks $BATON_URL and $BATON_API_KEY: a context named on the command line is
+ * meant for this command, and an ambient variable must not send it (or its key) elsewhere; only
+ * --server and --api-key replace its server and key. $BATON_CONTEXT is a variable like the others.
  * A context's key is saved for its server and is sent nowhere else: when --server or $BATON_URL
  * names another server, the context's key is left out (keyWithheld says so).
  */
@@ -141,11 +144,12 @@ export function resolveTarget(
   defaultServer: string,
 ): Target {
   const env = envOf(io);
-  const envServer = env['BATON_URL'] || undefined;
-  const givenServer = values.server ?? envServer;
+  const contextFlag = values.context;
+  const fromEnv = (name: string) => (contextFlag === undefined ? env[name] || undefined : undefined);
+  const givenServer = values.server ?? fromEnv('BATON_URL');
   const givenFrom = values.server !== undefined ? '--server' : '$BATON_URL';
-  const givenKey = values['api-key'] ?? (env['BATON_API_KEY'] || undefined);
-  const named = values.context ?? (env['BATON_CONTEXT'] || undefined);
+  const givenKey = values['api-key'] ?? fromEnv('BATON_API_KEY');
+  const named = contextFlag ?? (env['BATON_CONTEXT'] || undefined);
 
   let name: string | undefined;
   let ctx: SavedContext | undefined;
@@ -170,7 +174,7 @@ export function resolveTarget(
   const keyWithheld =
     givenKey === undefined && ctx.api_key !== undefined && !ownServer
       ? `the key of context "${name}" is saved for ${ctx.server}, so it is not sent to ${server} (${givenFrom}); ` +
-        "give that server's key with --api-key or $BATON_API_KEY"
+        `give that server's key with --api-key${contextFlag === undefined ? ' or $BATON_API_KEY' : ''}`
       : undefined;
   return {
     server,
@@ -367,10 +371,12 @@ const SUBCOMMANDS: Record<string, Subcommand> = {
 export const CONTEXT_HELP = groupHelp(
   'context',
   'Saved servers and keys for online commands (like kubectl or zed contexts).\n' +
-    'Online commands take --context <name> ($BATON_CONTEXT does the same), else the\n' +
-    'current context. Each setting comes from its flag, else its variable\n' +
-    "($BATON_URL, $BATON_API_KEY), else the context; a context's key goes only to\n" +
-    "the context's own server, never to another --server or $BATON_URL.",
+    'Online commands take --context <name> (else $BATON_CONTEXT), else the current\n' +
+    'context. Each setting comes from its flag, else its variable ($BATON_URL,\n' +
+    '$BATON_API_KEY), else the context; but a --context flag outranks $BATON_URL\n' +
+    'and $BATON_API_KEY: its server and key are used unless --server or --api-key\n' +
+    "is given. A context's key goes only to the context's own server, never to\n" +
+    'another --server or $BATON_URL.',
   SUBCOMMANDS,
   'Exit codes: 0 done, 2 bad flags or no such context.',
 );

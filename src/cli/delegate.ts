@@ -76,7 +76,9 @@ Record options:
   --out <file>             write the chain file, and print the hash, not the JWS
                            ("-": the chain file on stdout, the hash on stderr)
   --submit                 also POST the chain to the service (with --out, the
-                           file is put in place only once the chain is stored)
+                           file is put in place once stored, or when it may be:
+                           no answer, a timeout, a 5xx; send it again with
+                           baton submit. A refusal leaves no file)
   --json                   print {hash, jws, payload, chain, submitted?}
   -h, --help               show this help
 
@@ -186,9 +188,12 @@ export async function runDelegate(argv: string[], io: CliIo): Promise<number> {
       : undefined;
   let submitted: unknown;
   if (values.submit) {
+    let sent = false;
     try {
       const client = await lazyClientFrom(values, io);
       io.err(`submitting ${chain.length} record(s) to ${client.baseUrl} ...`);
+      staged?.keepIfInterrupted((where) => io.err(mayBeStoredNote(where)));
+      sent = true;
       const result = await client.submit(chain);
       const mine = result.delegations[result.delegations.length - 1]!;
       io.err(
@@ -197,7 +202,18 @@ export async function runDelegate(argv: string[], io: CliIo): Promise<number> {
       if (mine.status === 'held') io.err(HELD_ADVICE);
       submitted = result;
     } catch (e) {
-      await staged?.discard();
+      if (staged === undefined) throw e;
+      if (!sent || !(await mayBeStored(e))) {
+        await staged.discard();
+        throw e;
+      }
+      // The chain is kept to be sent again: signing anew would make another record, not this one.
+      try {
+        await staged.commit();
+        io.err(mayBeStoredNote(values.out!));
+      } catch (notWritten) {
+        io.err(`${(notWritten as Error).message}; the new record, which may be stored: ${signed.jws}`);
+      }
       throw e;
     }
   }
@@ -234,6 +250,20 @@ export async function runDelegate(argv: string[], io: CliIo): Promise<number> {
 }
 
 type Values = Record<string, string | boolean | undefined>;
+
+/**
+ * Whether a submission that failed may have stored the records all the same: only an answer
+ * refusing them (4xx) says they were not; with no answer (a timeout, a dropped connection), a 5xx
+ * or an answer baton cannot read, the service may have stored them before the failure.
+ */
+async function mayBeStored(e: unknown): Promise<boolean> {
+  const { BatonApiError } = await import('../sdk/client.js');
+  return !(e instanceof BatonApiError && e.status >= 400 && e.status < 500);
+}
+
+const mayBeStoredNote = (file: string) =>
+  `the record may be stored all the same: the chain is in ${file}; send it again with ` +
+  `baton submit ${file} (with the same server options; sending it again is harmless)`;
 
 async function policyFrom(values: Values): Promise<Policy> {
   const base = typeof values['policy'] === 'string' ? await readJsonArg(values['policy'], '--policy') : undefined;

@@ -160,7 +160,9 @@ Online commands take --server <url>, --api-key <key>, --context <name> (a
 saved server and key: baton context --help) and --timeout <ms>. Each setting
 comes from its flag, else its variable ($BATON_URL, $BATON_API_KEY), else the
 context ($BATON_CONTEXT, else the current one), else the default server
-${DEFAULT_SERVER}. A context's key goes only to the context's own server.
+${DEFAULT_SERVER}. A --context flag outranks $BATON_URL and $BATON_API_KEY:
+its server and key are used unless --server or --api-key is given. A
+context's key goes only to the context's own server.
 Every command but serve takes --json for output meant for scripts (refusals
 too: the service's error envelope, on stdout); progress goes to stderr.
 
@@ -172,7 +174,9 @@ Exit codes:
      unexpectedly (not a Baton answer, or an error baton did not expect)
 
 Run "baton help <command>" or "baton <command> --help" for a command's
-options; "baton --version" prints the version.`;
+options; "baton --version" prints the version. An error baton did not expect
+is one FAILED line (with --json, an UNEXPECTED_ERROR envelope on stdout too);
+BATON_DEBUG=1 adds its stack trace on stderr.`;
 
 export async function main(argv: string[], rawIo: CliIo = processIo): Promise<number> {
   const io = terminalSafeIo(rawIo);
@@ -225,12 +229,14 @@ export async function main(argv: string[], rawIo: CliIo = processIo): Promise<nu
       return exitCodeFor(e);
     }
     // Anything else is a failure baton did not foresee, most often an answer of a shape it cannot
-    // read: one line saying what to do, not a stack trace.
-    io.err(
-      `FAILED: ${label}: unexpected error: ${oneLine(e instanceof Error ? `${e.name}: ${e.message}` : String(e))}. ` +
-        'If this command asked a server, check that --server, $BATON_URL or the context names a Baton service; ' +
-        'if it does, or no server was asked, report this line as a bug in baton.',
-    );
+    // read: one line saying what to do, not a stack trace (BATON_DEBUG=1 adds it).
+    const message = `${label}: unexpected error: ${oneLine(e instanceof Error ? `${e.name}: ${e.message}` : String(e))}`;
+    const suggestion =
+      'If this command asked a server, check that --server, $BATON_URL or the context names a Baton service; ' +
+      'if it does, or no server was asked, report this line as a bug in baton.';
+    if (rest.includes('--json')) io.out(JSON.stringify({ error: { code: 'UNEXPECTED_ERROR', message, suggestion } }, null, 2));
+    io.err(`FAILED: ${message}. ${suggestion}`);
+    if ((io.env ?? process.env)['BATON_DEBUG'] === '1' && e instanceof Error && e.stack) io.err(e.stack);
     return EXIT_UNREACHABLE;
   }
 }

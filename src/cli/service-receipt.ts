@@ -33,7 +33,9 @@ GET /v1/service-receipts (audit key).
 The keys come from --keys (a saved GET /v1/keys or /.well-known/jwks.json
 answer: offline, nothing is fetched), else from the server's /v1/keys
 (no API key needed). --save-keys writes the fetched keys for later offline
-runs: fetch them once from a source you trust, then verify anywhere.
+runs: fetch them once from a source you trust, then verify anywhere. With
+--fetch and no --keys, receipts and keys both come from the service checked,
+and a note (on stderr, "note" in --json) says so.
 
 Options:
   --keys <file>        the service's published keys (v1/keys or JWKS form)
@@ -275,6 +277,14 @@ async function runVerifyServiceReceipts(argv: string[], io: CliIo): Promise<numb
     if (n === 0 && inputs.length === 0) io.err("the service holds no service receipts for this key's tenant (after the given id)");
   }
   const invalid = results.filter((r) => !r.valid).length;
+  // Receipts and keys from the same service prove only that it agrees with itself (as audit and log
+  // proof say when they take their keys from the service checked).
+  const note =
+    values.fetch && values.keys === undefined
+      ? `the keys came from the service being checked (${clientOnce().baseUrl}/v1/keys), so a service that forged ` +
+        'its receipts would serve keys that match them; pin the keys with --keys <file> (saved with --save-keys from a source you trust)'
+      : undefined;
+  if (note !== undefined) io.err(`note: ${note}`);
   const more =
     nextAfter === null
       ? undefined
@@ -286,6 +296,7 @@ async function runVerifyServiceReceipts(argv: string[], io: CliIo): Promise<numb
       checked: results.length,
       invalid,
       ...(values.fetch ? { next_after: nextAfter } : {}),
+      ...(note !== undefined ? { note } : {}),
       results,
     });
   else {

@@ -94,7 +94,9 @@ describe('baton chain', () => {
     const noKey = await run(['chain', c.sub.hash, '--server', live.baseUrl]);
     expect(noKey.code).toBe(1);
     expect(noKey.err).toMatch(/UNAUTHORIZED/);
-    expect(noKey.err).toMatch(/--api-key, BATON_API_KEY, or --context <name>/);
+    expect(noKey.err).toContain(
+      "--api-key, $BATON_API_KEY, or a context saved for this server: a context's key is never sent to another server",
+    );
     expect((await run(['chain', 'sha256:xyz', ...A])).code).toBe(2);
     expect((await run(['chain', ...A])).code).toBe(2);
   });

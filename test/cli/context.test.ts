@@ -135,9 +135,11 @@ describe('baton context', () => {
         expect(r.err).toContain(
           `note: the key of context "local" is saved for ${live.baseUrl}, so it is not sent to ${other.url} (--server)`,
         );
-        expect(r.err).toContain('--api-key or $BATON_API_KEY');
         expect(r.out + r.err).not.toContain(live.svc.adminKey);
       }
+      // A --context flag outranks $BATON_API_KEY, so only --api-key is offered with it.
+      expect(flag.err).toContain("give that server's key with --api-key or $BATON_API_KEY\n");
+      expect(named.err).toContain("give that server's key with --api-key\n");
       // The same server, however written (a trailing slash, the host's case), gets the key.
       const same = live.baseUrl.replace('http://', 'HTTP://') + '/';
       const own = ok(await run(['tenants', 'list', '--server', same], { ...env, BATON_CONTEXT: 'local' }), 'its own server');
@@ -160,18 +162,41 @@ describe('baton context', () => {
       const env = { XDG_CONFIG_HOME: tempDir() };
       ok(await run(['context', 'add', 'local', '--server', live.baseUrl, '--key', live.svc.adminKey], env), 'add');
       const byEnv = await run(['tenants', 'list'], { ...env, BATON_CONTEXT: 'local', BATON_URL: other.url });
-      const byFlag = await run(['tenants', 'list', '--context', 'local'], { ...env, BATON_URL: other.url });
-      expect(other.seen).toHaveLength(2);
-      for (const headers of other.seen) expect(headers.authorization).toBeUndefined();
-      for (const r of [byEnv, byFlag]) {
-        expect(r.code).toBe(3);
-        expect(r.err).toContain(`not sent to ${other.url} ($BATON_URL)`);
-      }
+      expect(other.seen).toHaveLength(1);
+      expect(other.seen[0]?.authorization).toBeUndefined();
+      expect(byEnv.code).toBe(3);
+      expect(byEnv.err).toContain(`not sent to ${other.url} ($BATON_URL)`);
       // --server beats $BATON_URL; the context fills in the key for its own server.
       ok(await run(['tenants', 'list', '--server', live.baseUrl], { ...env, BATON_CONTEXT: 'local', BATON_URL: other.url }), '--server');
-      expect(other.seen).toHaveLength(2);
+      expect(other.seen).toHaveLength(1);
     } finally {
       await other.close();
+    }
+  });
+
+  it('a --context flag outranks $BATON_URL and $BATON_API_KEY: its server and key, unless --server or --api-key', async () => {
+    const other = await recordingServer();
+    const ctxServer = await recordingServer();
+    try {
+      const env = { XDG_CONFIG_HOME: tempDir() };
+      ok(await run(['context', 'add', 'local', '--server', live.baseUrl, '--key', live.svc.adminKey], env), 'add');
+      ok(await run(['context', 'add', 'nokey', '--server', ctxServer.url], env), 'add nokey');
+      const ambient = { ...env, BATON_URL: other.url, BATON_API_KEY: 'bt_admin_ambient_key_for_other' };
+      // The context's own server and key, whatever the variables say.
+      ok(await run(['tenants', 'list', '--context', 'local'], ambient), '--context local');
+      // The review's case: a key given for the flag's context goes to its server, not to $BATON_URL.
+      await run(['chain', `sha256:${'ab'.repeat(32)}`, '--context', 'nokey', '--api-key', 'bt_key_given_on_the_line'], ambient);
+      // A context without a key gets no key from $BATON_API_KEY either: that key is for $BATON_URL's server.
+      await run(['tenants', 'list', '--context', 'nokey'], ambient);
+      expect(other.seen).toHaveLength(0);
+      expect(ctxServer.seen.map((h) => h.authorization)).toEqual(['Bearer bt_key_given_on_the_line', undefined]);
+      // --server still replaces the context's server; its key is then withheld, and only --api-key can give one.
+      const flagged = await run(['tenants', 'list', '--context', 'local', '--server', other.url], ambient);
+      expect(other.seen.map((h) => h.authorization)).toEqual([undefined]);
+      expect(flagged.err).toContain(`not sent to ${other.url} (--server); give that server's key with --api-key\n`);
+    } finally {
+      await other.close();
+      await ctxServer.close();
     }
   });
 
@@ -192,6 +217,13 @@ describe('baton context', () => {
   it('--help says the rule: flag, then variable, then context; the key only to its own server', async () => {
     const help = (await run(['tenants', 'list', '--help'])).out;
     expect(help).toContain('Server options (each from its flag, else its variable, else the context):');
+    expect(help).toMatch(
+      /Given as a flag,\n\s+it outranks \$BATON_URL and \$BATON_API_KEY: its server\n\s+and key are used unless --server or --api-key is given/,
+    );
+    expect((await run(['context', '--help'])).out).toMatch(/a --context flag outranks \$BATON_URL\nand \$BATON_API_KEY/);
+    expect((await run(['--help'])).out).toMatch(
+      /A --context flag outranks \$BATON_URL and \$BATON_API_KEY:\nits server and key are used unless --server or --api-key is given/,
+    );
     expect(help).toMatch(/--server <url> +the Baton service \(default: \$BATON_URL, else the\n\s+context's server/);
     expect(help).toMatch(/else the context's key, which goes only to the context's\n\s+own server/);
     expect((await run(['--help'])).out).toMatch(/Each setting\ncomes from its flag, else its variable/);

@@ -3,14 +3,16 @@
  * escalations refused before signing (exit 1, server-style explanation),
  * --submit, --parent by hash, usage errors.
  */
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, lstatSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeJws } from '../../src/protocol/jws.js';
 import { generateKeyPair, keyPairToFile, type KeyPair } from '../../src/sdk/keys.js';
 import { BatonClient } from '../../src/sdk/client.js';
-import { closedPortUrl, startLiveService, type LiveService } from '../sdk/live-service.js';
-import { run, runBin, tempDir } from './helpers.js';
+import { closedPortUrl, startLiveService, startSilentServer, type LiveService } from '../sdk/live-service.js';
+import { BIN, run, runBin, tempDir } from './helpers.js';
 
 let live: LiveService;
 let dir: string;
@@ -134,28 +136,6 @@ describe('baton delegate: root', () => {
     expect(r.err).toMatch(/Request id: /);
   });
 
-  it('--submit with the server down: exit 3, and --out still not written', async () => {
-    const out = join(dir, 'never.json');
-    const r = await run([
-      'delegate',
-      '--key',
-      keyFile(generateKeyPair(), 'o3.json'),
-      '--to',
-      generateKeyPair().did,
-      '--tools',
-      'x',
-      '--submit',
-      '--out',
-      out,
-      '--server',
-      await closedPortUrl(),
-    ]);
-    expect(r.code).toBe(3);
-    expect(() => readFileSync(out)).toThrow();
-    // Nor is the file staged for it left behind.
-    expect(readdirSync(dir).filter((f) => f.startsWith('.never.json'))).toEqual([]);
-  });
-
   it('--out that cannot be written is refused before --submit stores anything (exit 2)', async () => {
     const { aFile, chainFile, hash } = await rootChain();
     const r = await run([
@@ -203,6 +183,104 @@ describe('baton delegate: root', () => {
     expect(both.code).toBe(2);
     expect(both.err).toContain('--out - prints the chain file on stdout, and --json prints its own answer there');
   }, 60_000);
+});
+
+/** A root delegation's argv, signed by the tenant's trusted root (else by `signer`), written to `out` and submitted to `server`. */
+function submitRootTo(out: string, server: string, signer = live.tenant.root): string[] {
+  const key = keyFile(signer, `o-${signer.did.slice(-8)}.json`);
+  return ['delegate', '--key', key, '--to', generateKeyPair().did, '--tools', 'x', '--out', out, '--submit', '--server', server];
+}
+
+/** The temporary files staged for `out` and left beside it. */
+const leftovers = (out: string) => readdirSync(dir).filter((f) => f.startsWith(`.${out.split('/').pop()}.`));
+
+describe('baton delegate --out --submit: the file when the store is not known', () => {
+  it('no answer (nothing listening, a timeout) or a 5xx: the chain is kept with how to send it again, exit 3', async () => {
+    const silent = await startSilentServer();
+    const unavailable = createServer((_req, res) =>
+      res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":{"code":"STORAGE_UNAVAILABLE","message":"test"}}'),
+    );
+    await new Promise<void>((resolve) => unavailable.listen(0, '127.0.0.1', resolve));
+    const address = unavailable.address();
+    const unavailableUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+    try {
+      for (const [what, server, extra] of [
+        ['nothing listening', await closedPortUrl(), []],
+        ['a timeout', silent.url, ['--timeout', '300']],
+        ['503', unavailableUrl, []],
+      ] as const) {
+        const out = join(dir, `kept-${what.replace(/\W/g, '')}.json`);
+        const r = await run([...submitRootTo(out, server), ...extra]);
+        expect(r.code, what).toBe(3);
+        expect(r.err, what).toContain(
+          `the record may be stored all the same: the chain is in ${out}; send it again with baton submit ${out}`,
+        );
+        expect((JSON.parse(readFileSync(out, 'utf8')) as { receipts: string[] }).receipts, what).toHaveLength(1);
+        expect(leftovers(out), what).toEqual([]);
+      }
+      // What was kept is what a later submit stores.
+      const kept = join(dir, 'kept-nothinglistening.json');
+      expect((await run(['submit', kept, ...S])).code).toBe(0);
+    } finally {
+      await silent.close();
+      await new Promise<void>((resolve) => unavailable.close(() => resolve()));
+    }
+  });
+
+  it('a refusal (4xx) leaves no file: nothing was stored', async () => {
+    const out = join(dir, 'refused.json');
+    const r = await run(submitRootTo(out, live.baseUrl, generateKeyPair()));
+    expect(r.code).toBe(1);
+    expect(r.err).toContain('UNTRUSTED_ROOT');
+    expect(r.err).not.toContain('may be stored');
+    expect(existsSync(out)).toBe(false);
+    expect(leftovers(out)).toEqual([]);
+  });
+
+  it('SIGINT while the submission waits for an answer: the chain is kept, no temporary file left (through the real bin)', async () => {
+    const silent = await startSilentServer();
+    const out = join(dir, 'interrupted.json');
+    try {
+      const child = spawn(process.execPath, [BIN, ...submitRootTo(out, silent.url)], {
+        env: { PATH: process.env['PATH'] ?? '', HOME: tempDir() },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      let err = '';
+      const ended = new Promise<NodeJS.Signals | null>((resolve) => child.on('close', (_code, signal) => resolve(signal)));
+      await new Promise<void>((resolve) =>
+        child.stderr.on('data', (chunk: Buffer) => {
+          err += chunk.toString();
+          if (err.includes('submitting')) resolve();
+        }),
+      );
+      child.kill('SIGINT');
+      expect(await ended, err).toBe('SIGINT');
+      expect(err).toContain(`the record may be stored all the same: the chain is in ${out}`);
+      expect(existsSync(out)).toBe(true);
+      expect(leftovers(out)).toEqual([]);
+    } finally {
+      await silent.close();
+    }
+  }, 60_000);
+
+  it('--out naming a symbolic link writes through it, as before: the link stays, its target gets the chain', async () => {
+    const op = keyFile(generateKeyPair(), 'o-link.json');
+    const to = generateKeyPair().did;
+    const target = join(dir, 'link-target.json');
+    const dangling = join(dir, 'dangling-target.json');
+    writeFileSync(target, 'old');
+    symlinkSync(target, join(dir, 'link.json'));
+    symlinkSync('dangling-target.json', join(dir, 'dangling-link.json'));
+    for (const [link, written] of [
+      [join(dir, 'link.json'), target],
+      [join(dir, 'dangling-link.json'), dangling],
+    ]) {
+      const r = await run(['delegate', '--key', op, '--to', to, '--tools', 'x', '--out', link!]);
+      expect(r.code, r.err).toBe(0);
+      expect(lstatSync(link!).isSymbolicLink()).toBe(true);
+      expect((JSON.parse(readFileSync(written!, 'utf8')) as { receipts: string[] }).receipts).toHaveLength(1);
+    }
+  });
 });
 
 describe('baton delegate: sub-delegation', () => {

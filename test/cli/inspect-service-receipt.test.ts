@@ -248,9 +248,36 @@ describe('baton service-receipt verify', () => {
   it("--fetch checks the tenant's service receipts from GET /v1/service-receipts", async () => {
     const r = await run(['service-receipt', 'verify', '--fetch', '--server', live.baseUrl, '--api-key', live.tenant.keys.audit, '--json']);
     expect(r.code, r.err).toBe(0);
-    const out = JSON.parse(r.out) as { valid: boolean; checked: number };
+    const out = JSON.parse(r.out) as { valid: boolean; checked: number; note?: string };
     expect(out.valid).toBe(true);
     expect(out.checked).toBeGreaterThanOrEqual(2);
+    // Receipts and keys both from the service checked: said, with how to pin the keys.
+    const tofu = `the keys came from the service being checked (${live.baseUrl}/v1/keys)`;
+    expect(out.note).toContain(tofu);
+    expect(out.note).toContain('pin the keys with --keys <file> (saved with --save-keys from a source you trust)');
+    const text = await run(['service-receipt', 'verify', '--fetch', '--server', live.baseUrl, '--api-key', live.tenant.keys.audit]);
+    expect(text.code, text.err).toBe(0);
+    expect(text.err).toContain(`note: ${tofu}`);
+    expect(text.out).not.toContain('note:');
+
+    // With pinned keys there is nothing to say.
+    const keysFile = join(dir, 'pinned-keys.json');
+    writeFileSync(keysFile, JSON.stringify(await new BatonClient({ baseUrl: live.baseUrl }).keys()));
+    const pinned = await run([
+      'service-receipt',
+      'verify',
+      '--fetch',
+      '--keys',
+      keysFile,
+      '--server',
+      live.baseUrl,
+      '--api-key',
+      live.tenant.keys.audit,
+      '--json',
+    ]);
+    expect(pinned.code, pinned.err).toBe(0);
+    expect(JSON.parse(pinned.out)).not.toHaveProperty('note');
+    expect(pinned.err).not.toContain('note:');
   });
 
   it('--fetch past --limit says more follow and the --after to go on from, in text and --json; --all checks every one', async () => {

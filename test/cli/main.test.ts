@@ -265,6 +265,44 @@ describe('server unreachable: exit 3 with what to check', () => {
     );
   });
 
+  it('with --json, an unexpected error is an UNEXPECTED_ERROR envelope on stdout too; BATON_DEBUG=1 adds the stack', async () => {
+    // The first output line throws (as in the test above); what follows is recorded.
+    const failingOnce = (env: Record<string, string>) => {
+      const seen = { out: '', err: '', thrown: false };
+      const io = {
+        out: (text: string) => {
+          if (!seen.thrown) {
+            seen.thrown = true;
+            throw new TypeError("Cannot read properties of undefined (reading 'children')");
+          }
+          seen.out += `${text}\n`;
+        },
+        err: (text: string) => (seen.err += `${text}\n`),
+        env,
+      };
+      return { io, seen };
+    };
+    const plain = failingOnce({});
+    expect(await main(['keys', 'rotate', '--help', '--json'], plain.io)).toBe(3);
+    expect(JSON.parse(plain.seen.out)).toEqual({
+      error: {
+        code: 'UNEXPECTED_ERROR',
+        message: "baton keys rotate: unexpected error: TypeError: Cannot read properties of undefined (reading 'children')",
+        suggestion: expect.stringContaining('report this line as a bug in baton'),
+      },
+    });
+    expect(plain.seen.err).toMatch(/^FAILED: baton keys rotate: unexpected error: TypeError/);
+    expect(plain.seen.err).not.toMatch(/^\s+at /m);
+
+    const debug = failingOnce({ BATON_DEBUG: '1' });
+    expect(await main(['keys', 'rotate', '--help'], debug.io)).toBe(3);
+    expect(debug.seen.out).toBe('');
+    expect(debug.seen.err).toMatch(
+      /^FAILED: baton keys rotate: unexpected error: TypeError.*\nTypeError: Cannot read properties.*\n\s+at /,
+    );
+    expect((await run(['--help'])).out).toContain('BATON_DEBUG=1 adds its stack trace on stderr');
+  });
+
   it('the help documents exit 3 for an answer that is not what baton expects', async () => {
     expect((await run(['--help'])).out).toMatch(
       /\n {2}3 {2}the server could not be reached, timed out, failed \(5xx\) or answered\n\s+unexpectedly/,
