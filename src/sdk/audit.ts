@@ -28,7 +28,7 @@ import { isRecordHash, recordHash } from '../protocol/hash.js';
 import { DRS_VERSION } from '../protocol/records.js';
 import { DOCUMENT_MAX_NESTING, jsonAmbiguity } from '../protocol/strict-json.js';
 import type { JsonValue } from '../protocol/jcs.js';
-import { listOf, LOG_CONSISTENCY, SERVICE_RECEIPT_PAGE, shapeProblem, type Shape } from './answer-shape.js';
+import { listOf, LOG_CONSISTENCY, nullable, SERVICE_RECEIPT_PAGE, shapeProblem, type Shape } from './answer-shape.js';
 import { BatonApiError, BatonClient, DEFAULT_TIMEOUT_MS, followCursorOnce } from './client.js';
 
 /** What an auditor trusts about one tenant's log, as strings it can keep in a file. */
@@ -620,7 +620,7 @@ async function checkUnservedBundle(
   const checked = new Set<number>(missing);
   await inPool(present, concurrency, async ({ index: at, id }) => {
     // Read member by member below: a page not as listed is a finding here, not the end of the audit.
-    const page = (await h.json(`/v1/service-receipts?after=${id - 1}&limit=1`, 'object')) as {
+    const page = (await h.json(`/v1/service-receipts?after=${id - 1}&limit=1`, nullable('object'))) as {
       service_receipts?: { id?: unknown; jws?: unknown }[];
     } | null;
     const listed = page?.service_receipts?.[0];

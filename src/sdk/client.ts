@@ -151,10 +151,14 @@ export function followCursorOnce<C extends string | number>(
 const RETRYABLE_STATUSES: ReadonlySet<number> = new Set([429, 502, 503, 504]);
 
 /**
- * The most an answer may hold. Baton's largest are a delegation tree of 1000 records and a page of
- * 500 service receipts, a few MB; a verify's is a few KB.
+ * The most an answer may hold, so that a server which never stops sending cannot take the caller's
+ * memory. Baton's largest answer is a delegation tree of 1000 records, each with its decoded policy
+ * (up to about 48 KB under the 64 KiB record limit): about 50 MB at worst. A verify's answer names one
+ * chain's leaf policy and limits, at most a few hundred KB; a tool server's memory is the one a hostile
+ * answer to verify would take, so that route reads less (MAX_VERIFY_ANSWER_BYTES).
  */
-export const MAX_ANSWER_BYTES = 32 * 1024 * 1024;
+export const MAX_ANSWER_BYTES = 128 * 1024 * 1024;
+export const MAX_VERIFY_ANSWER_BYTES = 4 * 1024 * 1024;
 
 class AnswerTooLarge extends Error {
   constructor(readonly status: number) {
@@ -166,6 +170,12 @@ class AnswerTooLarge extends Error {
 async function bodyWithin(res: Response, max: number): Promise<Uint8Array> {
   if (Number(res.headers.get('content-length') ?? 0) > max) throw new AnswerTooLarge(res.status);
   if (res.body === null) return new Uint8Array(0);
+  // A custom fetch's Response-like answer may hold a body that is no web stream: read whole, then judged.
+  if (typeof (res.body as { getReader?: unknown }).getReader !== 'function') {
+    const whole = new Uint8Array(await res.arrayBuffer());
+    if (whole.byteLength > max) throw new AnswerTooLarge(res.status);
+    return whole;
+  }
   const parts: Uint8Array[] = [];
   let total = 0;
   const reader = res.body.getReader();
@@ -328,6 +338,8 @@ interface CallSpec {
   readonly auth: AuthMode;
   /** Non-2xx statuses whose JSON body is an answer, not an error (verify's 403 deny, readyz's 503). */
   readonly answerStatuses?: (status: number, body: unknown) => boolean;
+  /** The most its answer may hold; MAX_ANSWER_BYTES unless the route's answers are smaller. */
+  readonly maxAnswerBytes?: number;
   /** The shape the answer must have (or a choice of one by the body), or null when no body is due (204). */
   readonly answer: answers.Shape | ((body: unknown) => answers.Shape) | null;
 }
@@ -449,6 +461,7 @@ export class BatonClient {
         auth: 'key',
         answerStatuses: (status, b) => status === 403 && isDenyBody(b),
         answer: (b) => ((b as { valid?: unknown } | null)?.valid === false ? answers.VERIFY_DENY : answers.VERIFY_ALLOW),
+        maxAnswerBytes: MAX_VERIFY_ANSWER_BYTES,
       },
       opts,
     );
@@ -857,6 +870,7 @@ export class BatonClient {
     else opts.signal?.addEventListener('abort', onAbort, { once: true });
 
     const where = `${spec.method} ${spec.path}`;
+    const maxBytes = spec.maxAnswerBytes ?? MAX_ANSWER_BYTES;
     try {
       const exchange = (async () => {
         const res = await this.#fetch(url, {
@@ -869,8 +883,8 @@ export class BatonClient {
           ...(spec.body !== undefined ? { body: JSON.stringify(spec.body) } : {}),
         });
         // The body is read under the same deadline (a server may stall after the headers), and up to
-        // MAX_ANSWER_BYTES: a server that never stops sending must not take the caller's memory.
-        return { res, bytes: await bodyWithin(res, MAX_ANSWER_BYTES) };
+        // its route's limit: a server that never stops sending must not take the caller's memory.
+        return { res, bytes: await bodyWithin(res, maxBytes) };
       })();
       exchange.catch(() => {}); // settled after a timeout or cancel, nobody waits for it any more
       const { res, bytes } = await Promise.race([exchange, stopped]);
@@ -885,7 +899,7 @@ export class BatonClient {
           code: 'UNEXPECTED_RESPONSE',
           method: spec.method,
           url,
-          message: `Baton answered ${where} with more than ${MAX_ANSWER_BYTES} bytes, more than any answer of Baton's; it was not read.`,
+          message: `Baton answered ${where} with more than ${maxBytes} bytes, more than any answer of Baton's to it; it was not read.`,
           suggestion: 'Check that the base URL points at Baton itself, not a proxy or another service.',
         });
       }

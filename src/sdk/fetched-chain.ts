@@ -89,7 +89,14 @@ function differingMember(
     root_hash: hashes[0],
   };
   const shown = record as unknown as Record<string, unknown>;
-  return Object.keys(signed).find((k) => canonicalJson(shown[k] ?? null) !== canonicalJson(signed[k] ?? null));
+  const same = (k: string) => {
+    try {
+      return canonicalJson(shown[k] ?? null) === canonicalJson(signed[k] ?? null);
+    } catch {
+      return false; // no JSON a record signs (a number out of range, a lone surrogate): not what it signs
+    }
+  };
+  return Object.keys(signed).find((k) => !same(k));
 }
 
 const errorText = (e: unknown): string => (e instanceof Error ? e.message : String(e));

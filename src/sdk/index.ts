@@ -37,7 +37,15 @@ export type { RevocationInput, SignedRevocation } from './revocation.js';
 export type { RevocationPayload } from '../protocol/revocation.js';
 
 // HTTP client
-export { BatonAdmin, BatonApiError, BatonClient, DEFAULT_TIMEOUT_MS, isBatonApiError } from './client.js';
+export {
+  BatonAdmin,
+  BatonApiError,
+  BatonClient,
+  DEFAULT_TIMEOUT_MS,
+  isBatonApiError,
+  MAX_ANSWER_BYTES,
+  MAX_VERIFY_ANSWER_BYTES,
+} from './client.js';
 // API-key lifecycle (expiry, rotation) for operators.
 export { adminKeys } from './admin.js';
 export type {

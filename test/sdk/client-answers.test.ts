@@ -10,7 +10,7 @@ import { generateKeyPair } from '../../src/sdk/keys.js';
 import { createRootDelegation, createSubDelegation, type SignedDelegation } from '../../src/sdk/records.js';
 import { signJws } from '../../src/protocol/jws.js';
 import { recordHash } from '../../src/protocol/hash.js';
-import { MAX_ANSWER_BYTES } from '../../src/sdk/client.js';
+import { MAX_ANSWER_BYTES, MAX_VERIFY_ANSWER_BYTES } from '../../src/sdk/client.js';
 
 interface FakeAnswer {
   readonly status?: number;
@@ -317,8 +317,8 @@ describe('a per-call timeoutMs is checked like the constructor one', () => {
 
 // ---------------------------------------------------------------- answer size
 
-describe('an answer past MAX_ANSWER_BYTES is not read', () => {
-  const streamed = (declared: boolean) => {
+describe("an answer past its route's limit is not read", () => {
+  const streamed = (declared: number | undefined) => {
     let sent = 0;
     const chunk = new Uint8Array(1024 * 1024).fill(0x20);
     const client = new BatonClient({
@@ -332,22 +332,43 @@ describe('an answer past MAX_ANSWER_BYTES is not read', () => {
           },
         });
         const headers: Record<string, string> = { 'content-type': 'application/json' };
-        if (declared) headers['content-length'] = String(MAX_ANSWER_BYTES + 1);
+        if (declared !== undefined) headers['content-length'] = String(declared);
         return Promise.resolve(new Response(body, { status: 200, headers }));
       },
     });
     return { client, sent: () => sent };
   };
+  const bundle = { bundle_version: '4.0' as const, invocation: 'a.b.c', receipts: [] };
 
-  it.each([
-    ['sent without end', false],
-    ['declared too long', true],
-  ])('an answer %s is UNEXPECTED_RESPONSE, and reading stops at the limit', async (_what, declared) => {
-    const { client, sent } = streamed(declared);
-    const e = await rejection(client.verify({ bundle_version: '4.0', invocation: 'a.b.c', receipts: [] }));
+  it("a verify's answer sent without end stops at MAX_VERIFY_ANSWER_BYTES: UNEXPECTED_RESPONSE", async () => {
+    const { client, sent } = streamed(undefined);
+    const e = await rejection(client.verify(bundle));
     expect(e.code).toBe('UNEXPECTED_RESPONSE');
-    expect(e.message).toMatch(/more than \d+ bytes/);
-    expect(sent()).toBeLessThanOrEqual(MAX_ANSWER_BYTES + 2 * 1024 * 1024);
+    expect(e.message).toContain(`more than ${MAX_VERIFY_ANSWER_BYTES} bytes`);
+    expect(sent()).toBeLessThanOrEqual(MAX_VERIFY_ANSWER_BYTES + 2 * 1024 * 1024);
+  });
+
+  it('an answer declared longer than MAX_ANSWER_BYTES is refused before its body is read', async () => {
+    const { client, sent } = streamed(MAX_ANSWER_BYTES + 1);
+    const e = await rejection(client.getTree(`sha256:${'a'.repeat(64)}`));
+    expect(e.message).toContain(`more than ${MAX_ANSWER_BYTES} bytes`);
+    expect(sent()).toBeLessThanOrEqual(2 * 1024 * 1024);
+  });
+
+  it("a custom fetch's answer whose body is no web stream is read whole, as before", async () => {
+    const text = JSON.stringify({ status: 'ok' });
+    const client = new BatonClient({
+      baseUrl: 'http://baton.test',
+      fetch: () =>
+        Promise.resolve({
+          status: 200,
+          ok: true,
+          headers: new Headers({ 'content-type': 'application/json' }),
+          body: { pipe: () => undefined },
+          arrayBuffer: () => Promise.resolve(new TextEncoder().encode(text).buffer),
+        } as unknown as Response),
+    });
+    expect(await client.health()).toMatchObject({ status: 'ok' });
   });
 });
 
