@@ -50,6 +50,8 @@ export interface ExplainContext {
   readonly approved_grants?: readonly boolean[];
   /** The chain's standing now (trust, time, revocation, counters). Default: nothing stands in the way. */
   readonly standing?: ChainStanding;
+  /** The declared tool has had its rate_limit_per_minute calls this minute. Default false. */
+  readonly tool_rate_limited?: boolean;
 }
 
 /** What a tenant's published tool document gives explain. */
@@ -300,6 +302,16 @@ export function explain(input: ExplainInput): Explanation {
     ...argViolations(args, policies, tool),
   ];
   for (const v of checkToolRequirements(tool, policies, trifectaOpts)) violations.push({ ...v, remediation: remediationFor(v, tool) });
+  const rateLimit = tool.kind === 'declared' ? tool.tool.rate_limit_per_minute : undefined;
+  if (context.tool_rate_limited === true && rateLimit !== undefined && tool.kind === 'declared') {
+    violations.push({
+      code: 'TOOL_RATE_LIMITED',
+      field: 'args.tool',
+      required: `at most ${rateLimit} calls a minute`,
+      actual: tool.tool.name,
+      remediation: `wait for the next minute (of the database clock), or raise rate_limit_per_minute of ${JSON.stringify(tool.tool.name)} in the tool catalog`,
+    });
+  }
 
   // A DR's reach is what it and every DR above it allow (attenuation keeps a valid child within its parent).
   const grants = policies.map((_, i) => detectTrifecta(effectiveLimits(policies.slice(0, i + 1)).allowed_tools, trifectaOpts));

@@ -21,6 +21,7 @@ import { requireScope, tenantOf } from './auth.js';
 import { newRouter, serve } from './router.js';
 import { flaggedDelegation, nearLimit } from './tool-gate.js';
 import { toolDocumentOf } from './tools.js';
+import { toolCallsThisMinute } from '../store/tools.js';
 import { parseJsonBody } from './validate.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 
@@ -96,6 +97,11 @@ export function explainRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
           body.context?.cost_calibration ??
           (doc !== null &&
             (await flaggedDelegation(deps, tenantId, body.dr_chain, doc.settings.cost_calibration ?? DEFAULT_COST_CALIBRATION)) !== null),
+        // The tool's window this minute, as the statement counts it (every key may call the tool).
+        tool_rate_limited:
+          tool.kind === 'declared' &&
+          tool.tool.rate_limit_per_minute !== undefined &&
+          (await toolCallsThisMinute(db, tenantId, tool.tool.name)) >= tool.tool.rate_limit_per_minute,
         // Held only where a human has not approved; a DR never held needs no approval.
         approved_grants: grants.map((g) => g === undefined || g.status === 'approved'),
         // Usage, revocation and trust are the delegation reads' to show: an approve-only key, which

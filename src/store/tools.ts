@@ -5,7 +5,7 @@
 import { and, desc, eq, inArray, sql } from 'drizzle-orm';
 import type { Db } from './db.js';
 import { inExistingTenant } from './errors.js';
-import { drCostCalibration, toolCatalogs } from './schema/index.js';
+import { drCostCalibration, toolCatalogs, toolRateWindows } from './schema/index.js';
 
 export interface StoredToolDocument {
   readonly version: number;
@@ -95,4 +95,22 @@ export async function costCalibrationFlagged(
     )
     .limit(1);
   return row?.hash ?? null;
+}
+
+/**
+ * The calls a tool has had in the current minute of the database clock, as the verify statement
+ * counts them (fixed one-minute windows, baton_tool_gate_checks); 0 when none.
+ */
+export async function toolCallsThisMinute(db: Db, tenantId: string, tool: string): Promise<number> {
+  const [row] = await db
+    .select({ calls: toolRateWindows.calls })
+    .from(toolRateWindows)
+    .where(
+      and(
+        eq(toolRateWindows.tenantId, tenantId),
+        eq(toolRateWindows.tool, tool),
+        eq(toolRateWindows.windowStart, sql`floor(extract(epoch FROM clock_timestamp()) / 60)::bigint * 60`),
+      ),
+    );
+  return row?.calls ?? 0;
 }

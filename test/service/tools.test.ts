@@ -1,6 +1,6 @@
 /** Tool catalogs per tenant (versioned, with receipts) and what verify derives from them, on real PostgreSQL. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { and, count, eq } from 'drizzle-orm';
+import { and, count, eq, sql } from 'drizzle-orm';
 import { generateKeyPair } from '../../src/sdk/keys.js';
 import type { Policy } from '../../src/protocol/policy.js';
 import type { ToolDeclaration } from '../../src/protocol/tool-catalog.js';
@@ -613,6 +613,24 @@ describe('explain agrees with verify', () => {
     got = await explainAndVerify(own, distrusted, { tool: 'web_search' });
     expect(got.verified.body.error.code).toBe('UNTRUSTED_ROOT');
     expect(codes(got.explained)).toEqual(['UNTRUSTED_ROOT@0']);
+  });
+
+  it('a tool that has had its calls this minute is TOOL_RATE_LIMITED in explain as in verify', async () => {
+    const own = await setupTenant(svc, 'explain-rate-limit');
+    const published = await publish([tool('sms', { action_type: 'sms:send', rate_limit_per_minute: 2 })], {}, own);
+    expect(published.status, JSON.stringify(published.body)).toBe(201);
+    const c = buildChain([{ allowed_tools: ['sms'], max_cost_usd: 1 }], { keys: [own.root, generateKeyPair()] });
+    expect((await explainAndVerify(own, c, { tool: 'sms' })).explained.decision).toBe('allow');
+    // Full windows for this minute of the database clock and the next two: the test cannot straddle one.
+    await svc.store.db.execute(
+      sql`INSERT INTO tool_rate_windows (tenant_id, tool, window_start, calls)
+          SELECT ${own.id}, 'sms', floor(extract(epoch FROM clock_timestamp()) / 60)::bigint * 60 + m * 60, 2 FROM generate_series(0, 2) AS m
+          ON CONFLICT (tenant_id, tool, window_start) DO UPDATE SET calls = 2`,
+    );
+    const { explained, verified } = await explainAndVerify(own, c, { tool: 'sms' });
+    expect(verified.body.error.code).toBe('TOOL_RATE_LIMITED');
+    expect(explained.decision).toBe('deny');
+    expect(explained.violations.map((v: { code: string }) => v.code)).toEqual(['TOOL_RATE_LIMITED']);
   });
 
   it('NEAR_LIMIT counts the call about to be made, raised to its cost floor, as verify does', async () => {
