@@ -129,10 +129,10 @@ export async function runAudit(argv: string[], io: CliIo): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`, AUDIT_HELP);
   // Server and key as every online command resolves them: flags, then environment, then the
   // context (src/cli/context.ts).
-  const { server, serverFrom, apiKey, context, keyWithheld } = resolveTarget(values, io, DEFAULT_SERVER);
+  const { server, serverFrom, apiKey, context, keyWithheld, envSetAside } = resolveTarget(values, io, DEFAULT_SERVER);
   if (!apiKey)
     throw new UsageError(
-      `give --api-key (an audit-scope key), set BATON_API_KEY, or use a context that has one${keyWithheld !== undefined ? ` (${keyWithheld})` : context !== undefined ? ` (context "${context}" has no key)` : ''}`,
+      `give --api-key (an audit-scope key)${values.context === undefined ? ', set BATON_API_KEY,' : ''} or use a context that has one${keyWithheld !== undefined ? ` (${keyWithheld})` : context !== undefined ? ` (context "${context}" has no key)` : ''}${envSetAside !== undefined ? `; ${envSetAside}` : ''}`,
       AUDIT_HELP,
     );
   const timeoutMs = values.timeout !== undefined ? integerFlag('--timeout', values.timeout, 1) : DEFAULT_TIMEOUT_MS;

@@ -12,7 +12,7 @@ import { EXIT_DENIED, EXIT_UNREACHABLE, EXIT_USAGE, UsageError, type CliIo } fro
 export * from './basics.js';
 
 export function clientFrom(values: ServerValues, io: CliIo): BatonClient {
-  const { server: baseUrl, serverFrom, apiKey, keyWithheld } = resolveTarget(values, io, DEFAULT_SERVER);
+  const { server: baseUrl, serverFrom, apiKey, keyWithheld, envSetAside } = resolveTarget(values, io, DEFAULT_SERVER);
   const timeoutMs = values.timeout !== undefined ? integerFlag('--timeout', values.timeout, 1) : undefined;
   let client: BatonClient;
   try {
@@ -22,6 +22,7 @@ export function clientFrom(values: ServerValues, io: CliIo): BatonClient {
   }
   // Said before any request: a refusal for want of a key then explains itself.
   if (keyWithheld !== undefined) io.err(`note: ${keyWithheld}`);
+  if (envSetAside !== undefined) io.err(`note: ${envSetAside}`);
   return client;
 }
 

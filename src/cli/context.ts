@@ -112,6 +112,8 @@ export interface Target {
   readonly context: string | undefined;
   /** Why no key is sent although the context holds one (its key is saved for another server). */
   readonly keyWithheld?: string | undefined;
+  /** Which environment variables an explicit --context set aside, said so a set one is not a mystery. */
+  readonly envSetAside?: string | undefined;
 }
 
 /** Two server URLs name the same service: compared as URLs (case of the host, a trailing slash). */
@@ -150,6 +152,11 @@ export function resolveTarget(
   const givenFrom = values.server !== undefined ? '--server' : '$BATON_URL';
   const givenKey = values['api-key'] ?? fromEnv('BATON_API_KEY');
   const named = contextFlag ?? (env['BATON_CONTEXT'] || undefined);
+  const setAside = contextFlag === undefined ? [] : ['BATON_URL', 'BATON_API_KEY'].filter((v) => env[v]);
+  const envSetAside =
+    setAside.length === 0
+      ? undefined
+      : `${setAside.map((v) => `$${v}`).join(' and ')} ${setAside.length === 1 ? 'is' : 'are'} not read with --context ${contextFlag}: its own server and key are used (--server and --api-key replace them)`;
 
   let name: string | undefined;
   let ctx: SavedContext | undefined;
@@ -166,6 +173,7 @@ export function resolveTarget(
       serverFrom: givenServer !== undefined ? givenFrom : 'the default server',
       apiKey: givenKey,
       context: undefined,
+      ...(envSetAside !== undefined ? { envSetAside } : {}),
     };
   }
   const server = givenServer ?? ctx.server;
@@ -182,6 +190,7 @@ export function resolveTarget(
     apiKey,
     context: givenServer === undefined || (givenKey === undefined && apiKey !== undefined) ? name : undefined,
     ...(keyWithheld !== undefined ? { keyWithheld } : {}),
+    ...(envSetAside !== undefined ? { envSetAside } : {}),
   };
 }
 

@@ -248,7 +248,7 @@ async function runVerifyServiceReceipts(argv: string[], io: CliIo): Promise<numb
   if (target !== undefined && !target.apiKey) {
     throw new UsageError(
       '--fetch reads GET /v1/service-receipts, which needs an API key with the audit scope (the published keys need none): ' +
-        `pass --api-key <key>, set BATON_API_KEY, or use a context that holds one (--context <name>, baton context --help)${target.keyWithheld !== undefined ? `; ${target.keyWithheld}` : ''}`,
+        `pass --api-key <key>${values.context === undefined ? ', set BATON_API_KEY,' : ''} or use a context that holds one (--context <name>, baton context --help)${target.keyWithheld !== undefined ? `; ${target.keyWithheld}` : ''}${target.envSetAside !== undefined ? `; ${target.envSetAside}` : ''}`,
       VERIFY_HELP,
     );
   }
