@@ -302,16 +302,6 @@ export function explain(input: ExplainInput): Explanation {
     ...argViolations(args, policies, tool),
   ];
   for (const v of checkToolRequirements(tool, policies, trifectaOpts)) violations.push({ ...v, remediation: remediationFor(v, tool) });
-  const rateLimit = tool.kind === 'declared' ? tool.tool.rate_limit_per_minute : undefined;
-  if (context.tool_rate_limited === true && rateLimit !== undefined && tool.kind === 'declared') {
-    violations.push({
-      code: 'TOOL_RATE_LIMITED',
-      field: 'args.tool',
-      required: `at most ${rateLimit} calls a minute`,
-      actual: tool.tool.name,
-      remediation: `wait for the next minute (of the database clock), or raise rate_limit_per_minute of ${JSON.stringify(tool.tool.name)} in the tool catalog`,
-    });
-  }
 
   // A DR's reach is what it and every DR above it allow (attenuation keeps a valid child within its parent).
   const grants = policies.map((_, i) => detectTrifecta(effectiveLimits(policies.slice(0, i + 1)).allowed_tools, trifectaOpts));
@@ -327,6 +317,18 @@ export function explain(input: ExplainInput): Explanation {
   });
   const gate = ruleViolation(rule, settings);
   if (gate !== undefined) violations.push(gate);
+  // The window is the gate's last step: a call a rule holds for a human (or denies) never meets it.
+  const rateLimit = tool.kind === 'declared' ? tool.tool.rate_limit_per_minute : undefined;
+  if (context.tool_rate_limited === true && rateLimit !== undefined && tool.kind === 'declared' && rule.decision === 'allow') {
+    violations.push({
+      code: 'TOOL_RATE_LIMITED',
+      field: 'args.tool',
+      required: `at most ${rateLimit} calls a minute`,
+      actual: tool.tool.name,
+      message: `Tool ${JSON.stringify(tool.tool.name)} has had its ${rateLimit} calls this minute.`,
+      remediation: `wait for the next minute (of the database clock), or raise rate_limit_per_minute of ${JSON.stringify(tool.tool.name)} in the tool catalog`,
+    });
+  }
 
   const blocking = violations.some((v) => v.code !== 'APPROVAL_REQUIRED');
   return {

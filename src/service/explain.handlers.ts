@@ -86,6 +86,8 @@ export function explainRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     // NEAR_LIMIT as verify reads it: with the call's estimate, raised to the tool's cost floor.
     const tool = resolveTool(doc?.catalog ?? NO_CATALOG, argOf(body.args, 'tool'));
     const estimate = estimateWithFloor(argOf(body.args, 'estimated_cost_usd'), tool).micros ?? 0;
+    // Usage, revocation, trust and tool activity are the tenant's records: shown to keys that read them.
+    const readsRecords = c.get('auth').scopes.some((scope) => (READ_SCOPES as readonly string[]).includes(scope));
     const explanation = explain({
       args: body.args,
       policies,
@@ -97,16 +99,17 @@ export function explainRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
           body.context?.cost_calibration ??
           (doc !== null &&
             (await flaggedDelegation(deps, tenantId, body.dr_chain, doc.settings.cost_calibration ?? DEFAULT_COST_CALIBRATION)) !== null),
-        // The tool's window this minute, as the statement counts it (every key may call the tool).
+        // The tool's window this minute, as the statement counts it: the tenant's tool activity, so
+        // only for keys that read the tenant's records (not an approve-only key), as the standing.
         tool_rate_limited:
+          readsRecords &&
           tool.kind === 'declared' &&
           tool.tool.rate_limit_per_minute !== undefined &&
           (await toolCallsThisMinute(db, tenantId, tool.tool.name)) >= tool.tool.rate_limit_per_minute,
         // Held only where a human has not approved; a DR never held needs no approval.
         approved_grants: grants.map((g) => g === undefined || g.status === 'approved'),
-        // Usage, revocation and trust are the delegation reads' to show: an approve-only key, which
-        // cannot read a delegation, is not shown them here either (explain then judges the call alone).
-        ...(c.get('auth').scopes.some((scope) => (READ_SCOPES as readonly string[]).includes(scope))
+        // An approve-only key cannot read a delegation: explain then judges the call alone.
+        ...(readsRecords
           ? {
               standing: await standingOf(
                 deps,

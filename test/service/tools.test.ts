@@ -631,6 +631,24 @@ describe('explain agrees with verify', () => {
     expect(verified.body.error.code).toBe('TOOL_RATE_LIMITED');
     expect(explained.decision).toBe('deny');
     expect(explained.violations.map((v: { code: string }) => v.code)).toEqual(['TOOL_RATE_LIMITED']);
+    // The tenant's tool activity is not an approve-only key's to read.
+    const approver = await createTenantKey(svc, own.id, ['approve'], 'approver');
+    const asApprover = await svc.call('POST', '/v1/explain', {
+      key: approver,
+      json: { dr_chain: c.drs.map((d) => d.hash), args: { ...DECLARED, tool: 'sms' } },
+    });
+    expect(asApprover.body.decision).toBe('allow');
+    // A call a rule holds for a human never reaches the window: verify asks for approval, and so does explain.
+    const held = await publish(
+      [tool('sms', { action_type: 'sms:send', rate_limit_per_minute: 2 })],
+      { rules: [{ id: 'every-sms', when: {}, decision: 'require_approval' }] },
+      own,
+    );
+    expect(held.status, JSON.stringify(held.body)).toBe(201);
+    const asked = await explainAndVerify(own, c, { tool: 'sms' });
+    expect(asked.verified.body.error.code).toBe('APPROVAL_REQUIRED');
+    expect(asked.explained.decision).toBe('require_approval');
+    expect(asked.explained.violations.map((v: { code: string }) => v.code)).toEqual(['APPROVAL_REQUIRED']);
   });
 
   it('NEAR_LIMIT counts the call about to be made, raised to its cost floor, as verify does', async () => {
