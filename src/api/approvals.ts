@@ -69,7 +69,8 @@ export const DecisionRequest = GuardrailTripleSchema.extend({
   reason: fromProtocol(GuardrailTripleSchema.shape.reason).openapi({ minLength: 1, description: 'Why; not blank, plain text.' }),
 }).openapi('ApprovalDecision', { description: 'The guardrail triple: who, an explicit confirmation, and why.' });
 
-const APPROVAL_ID = /^apr_[0-9a-f]{32}$/;
+/** `apr_` and 32 lowercase hex digits, as approvals.ts makes them: anything else names no approval. */
+export const APPROVAL_ID = /^apr_[0-9a-f]{32}$/;
 const approvalCursor = z
   .string()
   .regex(APPROVAL_ID, 'must be next_cursor of the previous page (an approval id)')

@@ -1,5 +1,5 @@
 import { createRoute, z } from '@hono/zod-openapi';
-import { Approval } from './approvals.js';
+import { Approval, APPROVAL_ID } from './approvals.js';
 import {
   ErrorEnvelope,
   ErrorCode,
@@ -53,9 +53,10 @@ const verifyMembers = {
     .optional(),
   approval_id: z
     .string()
-    .min(1)
-    .max(64)
+    // A text no approval can have is the caller's mistake (400, nothing stored), not a denial to record.
+    .regex(APPROVAL_ID, 'must be an approval id: apr_ followed by 32 lowercase hex digits')
     .openapi({
+      example: 'apr_5f2c9a0e7b1d4c3a8e6f0b2d9c7a1e4f',
       description:
         'The approval this call spends (a new invocation of an approved call). Without it, the live approval of the same call is found. Read only when a rule sends the call to a human: a call no rule holds is decided without it, and spends nothing.',
     })

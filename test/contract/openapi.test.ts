@@ -767,8 +767,15 @@ describe('(b) tools and approvals', () => {
     const waiting = await api('POST', '/v1/verify', { key: other.keys.verify, json: call() }, 403);
     expect(waiting.body.error.code).toBe('APPROVAL_REQUIRED');
     const id = waiting.body.approval.id as string;
-    const second = await api('POST', '/v1/verify', { key: other.keys.verify, json: { ...call(), approval_id: 'apr_nobody' } }, 403);
+    const second = await api(
+      'POST',
+      '/v1/verify',
+      { key: other.keys.verify, json: { ...call(), approval_id: `apr_${'0'.repeat(32)}` } },
+      403,
+    );
     expect(second.body.error.code).toBe('APPROVAL_MISMATCH');
+    // Text no approval can have is the caller's mistake: 400, nothing stored.
+    await api('POST', '/v1/verify', { key: other.keys.verify, json: { ...call(), approval_id: 'apr_nobody' } }, 400);
 
     await api('GET', '/v1/approvals?status=pending', approver, 200);
     await api('GET', '/v1/approvals?status=maybe', approver, 400);

@@ -154,6 +154,14 @@ describe('require_approval', () => {
     });
     expect(guessed.body.error.code).toBe('APPROVAL_MISMATCH');
     expect(guessed.body.violations[0].message).toBe(`Approval ${idA} does not cover this call: it was granted for another call.`);
+    // Text no approval can have is the caller's mistake: a 400, and no denial stored.
+    const [before] = await svc.store.db.select({ n: count() }).from(denials);
+    for (const junk of ['junk', 'apr_nobody', `APR_${'0'.repeat(32)}`, `apr_${'0'.repeat(33)}`]) {
+      const r = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: { ...other, approval_id: junk } });
+      expect([r.status, r.body.error?.code], junk).toEqual([400, 'INVALID_REQUEST']);
+      expect(JSON.stringify(r.body.error.details), junk).toContain('approval_id');
+    }
+    expect((await svc.store.db.select({ n: count() }).from(denials))[0]).toEqual(before);
 
     const b = await verify(c.invoke({ ...ARGS, estimated_cost_usd: 0.03 }, { iat: T0 }).bundle);
     const idB = b.body.approval.id as string;
