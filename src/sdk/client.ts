@@ -26,7 +26,7 @@
 import { BatonTools } from './tools.js';
 import { decodeBase64url } from '../protocol/base64url.js';
 import { ERROR_TABLE, isErrorCode, type ClientErrorCode, type ErrorCode, type Violation } from '../protocol/errors.js';
-import { notJsonAsIs, utf8Decode } from '../protocol/jcs.js';
+import { notJsonAsIs, utf8Decode, utf8Encode } from '../protocol/jcs.js';
 import { decodeJws } from '../protocol/jws.js';
 import { compareBinding } from '../protocol/chain.js';
 import type { Bundle } from '../protocol/records.js';
@@ -170,22 +170,30 @@ class AnswerTooLarge extends Error {
 async function bodyWithin(res: Response, max: number): Promise<Uint8Array> {
   if (Number(res.headers.get('content-length') ?? 0) > max) throw new AnswerTooLarge(res.status);
   if (res.body === null) return new Uint8Array(0);
-  // A custom fetch's Response-like answer may hold a body that is no web stream: read whole, then judged.
-  if (typeof (res.body as { getReader?: unknown }).getReader !== 'function') {
+  const parts: Uint8Array[] = [];
+  let total = 0;
+  const take = (chunk: Uint8Array): void => {
+    total += chunk.byteLength;
+    if (total > max) throw new AnswerTooLarge(res.status);
+    parts.push(chunk);
+  };
+  const body = res.body as unknown as { getReader?: unknown; [Symbol.asyncIterator]?: unknown } | undefined;
+  if (typeof body?.getReader === 'function') {
+    const reader = res.body.getReader();
+    try {
+      for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) take(chunk.value);
+    } catch (e) {
+      void reader.cancel().catch(() => {});
+      throw e;
+    }
+  } else if (typeof body?.[Symbol.asyncIterator] === 'function') {
+    // A custom fetch's Response-like answer (node-fetch's body is a Node stream): counted as it comes.
+    for await (const chunk of body as AsyncIterable<Uint8Array | string>) take(typeof chunk === 'string' ? utf8Encode(chunk) : chunk);
+  } else {
+    // Nothing to read piecewise: read whole, then judged.
     const whole = new Uint8Array(await res.arrayBuffer());
     if (whole.byteLength > max) throw new AnswerTooLarge(res.status);
     return whole;
-  }
-  const parts: Uint8Array[] = [];
-  let total = 0;
-  const reader = res.body.getReader();
-  for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
-    total += chunk.value.byteLength;
-    if (total > max) {
-      void reader.cancel().catch(() => {});
-      throw new AnswerTooLarge(res.status);
-    }
-    parts.push(chunk.value);
   }
   const bytes = new Uint8Array(total);
   let at = 0;

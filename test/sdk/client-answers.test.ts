@@ -370,6 +370,38 @@ describe("an answer past its route's limit is not read", () => {
     });
     expect(await client.health()).toMatchObject({ status: 'ok' });
   });
+
+  const responseLike = (body: unknown) =>
+    new BatonClient({
+      baseUrl: 'http://baton.test',
+      apiKey: 'bt_x',
+      fetch: () =>
+        Promise.resolve({
+          status: 200,
+          ok: true,
+          headers: new Headers({ 'content-type': 'application/json' }),
+          body,
+          arrayBuffer: () => Promise.resolve(new TextEncoder().encode(JSON.stringify({ status: 'ok' })).buffer),
+        } as unknown as Response),
+    });
+
+  it("a node-fetch-like body (a Node stream) is counted as it comes: a verify's stops at its limit", async () => {
+    let sent = 0;
+    async function* endless() {
+      for (;;) {
+        sent += 1024 * 1024;
+        yield Buffer.alloc(1024 * 1024, 0x20);
+      }
+    }
+    const e = await rejection(responseLike(endless()).verify(bundle));
+    expect(e.code).toBe('UNEXPECTED_RESPONSE');
+    expect(e.message).toContain(`more than ${MAX_VERIFY_ANSWER_BYTES} bytes`);
+    expect(sent).toBeLessThanOrEqual(MAX_VERIFY_ANSWER_BYTES + 2 * 1024 * 1024);
+  });
+
+  it('a Response-like answer with no body member is read whole', async () => {
+    expect(await responseLike(undefined).health()).toMatchObject({ status: 'ok' });
+  });
 });
 
 describe('shape modifiers compose', () => {
