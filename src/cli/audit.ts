@@ -135,6 +135,7 @@ export async function runAudit(argv: string[], io: CliIo): Promise<number> {
       `give --api-key (an audit-scope key)${values.context === undefined ? ', set BATON_API_KEY,' : ''} or use a context that has one${keyWithheld !== undefined ? ` (${keyWithheld})` : context !== undefined ? ` (context "${context}" has no key)` : ''}${envSetAside !== undefined ? `; ${envSetAside}` : ''}`,
       AUDIT_HELP,
     );
+  if (envSetAside !== undefined) io.err(`note: ${envSetAside}`);
   const timeoutMs = values.timeout !== undefined ? integerFlag('--timeout', values.timeout, 1) : DEFAULT_TIMEOUT_MS;
   let baseUrl: string;
   try {

@@ -156,7 +156,7 @@ export function resolveTarget(
   const envSetAside =
     setAside.length === 0
       ? undefined
-      : `${setAside.map((v) => `$${v}`).join(' and ')} ${setAside.length === 1 ? 'is' : 'are'} not read with --context ${contextFlag}: its own server and key are used (--server and --api-key replace them)`;
+      : `${setAside.map((v) => `$${v}`).join(' and ')} ${setAside.length === 1 ? 'is' : 'are'} not read with --context ${contextFlag}: the context gives the server and key, and only --server and --api-key replace them`;
 
   let name: string | undefined;
   let ctx: SavedContext | undefined;
