@@ -58,7 +58,7 @@ const verifyMembers = {
     .openapi({
       example: 'apr_5f2c9a0e7b1d4c3a8e6f0b2d9c7a1e4f',
       description:
-        'The approval this call spends (a new invocation of an approved call). Without it, the live approval of the same call is found. Read only when a rule sends the call to a human: a call no rule holds is decided without it, and spends nothing.',
+        'The approval this call spends (a new invocation of an approved call). Without it, the live approval of the same call is found. Its form (`apr_` and 32 lowercase hex digits) is always checked (400 otherwise); the approval itself is read only when a rule sends the call to a human: a call no rule holds is decided without it, and spends nothing.',
     })
     .optional(),
 };

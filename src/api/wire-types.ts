@@ -535,7 +535,7 @@ export interface paths {
     put?: never;
     /**
      * Every unmet condition of a hypothetical call, each with a remediation
-     * @description What verify would refuse of this call now: its policies against `args`, the catalog's requirements, held grants and the tenant's rules; and, for a key that reads the tenant's records (`issue`, `verify`, `audit`; not `approve` alone), the chain's standing (its root's trust, each delegation's time window, revocation and counters) and the tool's rate window this minute. Reads only: nothing is counted, consumed or recorded.
+     * @description What verify would refuse of this call now: its policies against `args`, the catalog's requirements, held grants and the tenant's rules; and, for a key that reads the tenant's records (`issue`, `verify`, `report`, `audit`; not `approve` alone), the chain's standing (its root's trust, each delegation's time window, revocation and counters) and the tool's rate window this minute. Reads only: nothing is counted, consumed or recorded.
      */
     post: operations['explainCall'];
     delete?: never;
@@ -2064,7 +2064,7 @@ export interface components {
     /** @description The bundle fields, judged by the verifier (a malformed bundle is a 403 deny in block A), plus options. Any other member is refused (400): a misspelled option, `require_bindings` say, would otherwise be ignored and the call judged without it. A dry run is its own path (`POST /v1/verify/dry-run`), never a member: `dry_run` in the body is refused (400). */
     VerifyRequest: {
       /**
-       * @description The approval this call spends (a new invocation of an approved call). Without it, the live approval of the same call is found. Read only when a rule sends the call to a human: a call no rule holds is decided without it, and spends nothing.
+       * @description The approval this call spends (a new invocation of an approved call). Without it, the live approval of the same call is found. Its form (`apr_` and 32 lowercase hex digits) is always checked (400 otherwise); the approval itself is read only when a rule sends the call to a human: a call no rule holds is decided without it, and spends nothing.
        * @example apr_5f2c9a0e7b1d4c3a8e6f0b2d9c7a1e4f
        */
       approval_id?: string;

@@ -315,11 +315,20 @@ export function explain(input: ExplainInput): Explanation {
     cost_calibration: context.cost_calibration ?? false,
     estimate_micros: estimate.micros,
   });
-  const gate = ruleViolation(rule, settings);
-  if (gate !== undefined) violations.push(gate);
-  // The window is the gate's last step: a call a rule holds for a human (or denies) never meets it.
+  // The window is the gate's last step: a call a rule denies never meets it, and one a rule holds for
+  // a human meets it only once approved (said with the approval, not as a refusal now).
   const rateLimit = tool.kind === 'declared' ? tool.tool.rate_limit_per_minute : undefined;
-  if (context.tool_rate_limited === true && rateLimit !== undefined && tool.kind === 'declared' && rule.decision === 'allow') {
+  const windowFull = context.tool_rate_limited === true && rateLimit !== undefined && tool.kind === 'declared';
+  const held = ruleViolation(rule, settings);
+  const gate =
+    held !== undefined && windowFull && held.code === 'APPROVAL_REQUIRED'
+      ? {
+          ...held,
+          remediation: `${held.remediation}; the tool has had its ${rateLimit} calls this minute, so the approved call is refused TOOL_RATE_LIMITED until the next minute of the database clock`,
+        }
+      : held;
+  if (gate !== undefined) violations.push(gate);
+  if (windowFull && tool.kind === 'declared' && rule.decision === 'allow') {
     violations.push({
       code: 'TOOL_RATE_LIMITED',
       field: 'args.tool',

@@ -649,6 +649,8 @@ describe('explain agrees with verify', () => {
     expect(asked.verified.body.error.code).toBe('APPROVAL_REQUIRED');
     expect(asked.explained.decision).toBe('require_approval');
     expect(asked.explained.violations.map((v: { code: string }) => v.code)).toEqual(['APPROVAL_REQUIRED']);
+    // Once approved it meets the window, as verify's statement counts it after the approval: said now.
+    expect(asked.explained.violations[0].remediation).toMatch(/approved call is refused TOOL_RATE_LIMITED until the next minute/);
   });
 
   it('NEAR_LIMIT counts the call about to be made, raised to its cost floor, as verify does', async () => {
