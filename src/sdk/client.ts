@@ -26,7 +26,7 @@
 import { BatonTools } from './tools.js';
 import { decodeBase64url } from '../protocol/base64url.js';
 import { ERROR_TABLE, isErrorCode, type ClientErrorCode, type ErrorCode, type Violation } from '../protocol/errors.js';
-import { notJsonAsIs, utf8Decode, utf8Encode } from '../protocol/jcs.js';
+import { notJsonAsIs, utf8Decode } from '../protocol/jcs.js';
 import { decodeJws } from '../protocol/jws.js';
 import { compareBinding } from '../protocol/chain.js';
 import type { Bundle } from '../protocol/records.js';
@@ -166,13 +166,26 @@ class AnswerTooLarge extends Error {
   }
 }
 
-/** The body, refused (AnswerTooLarge) once past `max` bytes, whether it says its length or not. */
-async function bodyWithin(res: Response, max: number): Promise<Uint8Array> {
+/** A body whose pieces are not bytes (an object-mode stream, text of an unknown encoding). */
+class AnswerNotBytes extends Error {
+  constructor(readonly status: number) {
+    super('answer not bytes');
+  }
+}
+
+/**
+ * The body, refused (AnswerTooLarge) once past `max` bytes, whether it says its length or not.
+ * Reading stops when `stopped` aborts (a timeout, a cancel): a body that ignores the signal is not
+ * read on in the background.
+ */
+async function bodyWithin(res: Response, max: number, stopped: AbortSignal): Promise<Uint8Array> {
   if (Number(res.headers.get('content-length') ?? 0) > max) throw new AnswerTooLarge(res.status);
   if (res.body === null) return new Uint8Array(0);
   const parts: Uint8Array[] = [];
   let total = 0;
-  const take = (chunk: Uint8Array): void => {
+  const take = (chunk: unknown): void => {
+    if (stopped.aborted) throw stopped.reason;
+    if (!(chunk instanceof Uint8Array)) throw new AnswerNotBytes(res.status);
     total += chunk.byteLength;
     if (total > max) throw new AnswerTooLarge(res.status);
     parts.push(chunk);
@@ -188,7 +201,7 @@ async function bodyWithin(res: Response, max: number): Promise<Uint8Array> {
     }
   } else if (typeof body?.[Symbol.asyncIterator] === 'function') {
     // A custom fetch's Response-like answer (node-fetch's body is a Node stream): counted as it comes.
-    for await (const chunk of body as AsyncIterable<Uint8Array | string>) take(typeof chunk === 'string' ? utf8Encode(chunk) : chunk);
+    for await (const chunk of body as AsyncIterable<unknown>) take(chunk);
   } else {
     // Nothing to read piecewise: read whole, then judged.
     const whole = new Uint8Array(await res.arrayBuffer());
@@ -892,7 +905,7 @@ export class BatonClient {
         });
         // The body is read under the same deadline (a server may stall after the headers), and up to
         // its route's limit: a server that never stops sending must not take the caller's memory.
-        return { res, bytes: await bodyWithin(res, maxBytes) };
+        return { res, bytes: await bodyWithin(res, maxBytes, controller.signal) };
       })();
       exchange.catch(() => {}); // settled after a timeout or cancel, nobody waits for it any more
       const { res, bytes } = await Promise.race([exchange, stopped]);
@@ -900,6 +913,17 @@ export class BatonClient {
       const contentType = res.headers.get('content-type') ?? undefined;
       return { status: res.status, ok: res.ok, bytes, method: spec.method, url, where, headerId, contentType, sentKey: key !== undefined };
     } catch (cause) {
+      if (cause instanceof AnswerNotBytes) {
+        controller.abort();
+        throw new BatonApiError({
+          status: cause.status,
+          code: 'UNEXPECTED_RESPONSE',
+          method: spec.method,
+          url,
+          message: `Baton answered ${where} with a body whose pieces are not bytes; it was not read.`,
+          suggestion: 'A custom fetch must answer a body of bytes, as fetch does.',
+        });
+      }
       if (cause instanceof AnswerTooLarge) {
         controller.abort(); // stops the rest of the body
         throw new BatonApiError({

@@ -399,6 +399,15 @@ describe("an answer past its route's limit is not read", () => {
     expect(sent).toBeLessThanOrEqual(MAX_VERIFY_ANSWER_BYTES + 2 * 1024 * 1024);
   });
 
+  it('a body whose pieces are not bytes (an object-mode stream) is refused, not counted as nothing', async () => {
+    async function* objects() {
+      for (;;) yield { not: 'bytes' };
+    }
+    const e = await rejection(responseLike(objects()).verify(bundle));
+    expect(e.code).toBe('UNEXPECTED_RESPONSE');
+    expect(e.message).toMatch(/pieces are not bytes/);
+  });
+
   it('a Response-like answer with no body member is read whole', async () => {
     expect(await responseLike(undefined).health()).toMatchObject({ status: 'ok' });
   });
