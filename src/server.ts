@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { getRequestListener, type ServerType } from '@hono/node-server';
 import { ConfigError, decodeMasterKey, DEFAULT_TLOG_NAME, loadConfig, type Config } from './config.js';
 import { createApp } from './service/app.js';
-import { answerUnreadRequest, answerUnbuildableRequest } from './service/http.js';
+import { answerHostless, answerUnbuildableRequest, answerUnreadRequest, isHostlessHttp11 } from './service/http.js';
 import { ensureAdminKey } from './service/auth.js';
 import { withdrawBootstrapAdminKey } from './store/api-keys.js';
 import { createServiceDeps } from './service/deps.js';
@@ -166,17 +166,21 @@ export async function startServer(
     const app = createApp(deps);
     const listening: Promise<ServerType> = new Promise((resolve, reject) => {
       // node-server's serve() takes no errorHandler: its listener, on a server made here, does.
+      const answer = getRequestListener(app.fetch, {
+        hostname: config.host,
+        // What node-server cannot make a Request of is answered in Baton's envelope, not a bare 400.
+        errorHandler: (err) => answerUnbuildableRequest(err, log),
+      });
       const s = createHttpServer(
         {
           headersTimeout: config.http.headersTimeoutMs,
           requestTimeout: config.http.requestTimeoutMs,
           maxHeaderSize: MAX_HEADER_BYTES,
+          // HTTP/1.1 without Host is still refused (RFC 9112), but here, in the envelope: Node's own
+          // refusal is a bare 400.
+          requireHostHeader: false,
         },
-        getRequestListener(app.fetch, {
-          hostname: config.host,
-          // What node-server cannot make a Request of is answered in Baton's envelope, not a bare 400.
-          errorHandler: (err) => answerUnbuildableRequest(err, log),
-        }),
+        (req, res) => (isHostlessHttp11(req) ? answerHostless(res) : answer(req, res)),
       );
       s.listen(config.port, config.host, () => {
         s.off('error', refused);

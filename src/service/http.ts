@@ -71,6 +71,35 @@ export function answerUnbuildableRequest(err: unknown, log: Logger): Response {
   });
 }
 
+/** An HTTP/1.1 request with no Host header, which RFC 9112 has a server refuse with 400. */
+export function isHostlessHttp11(req: { readonly httpVersion: string; readonly headers: { readonly host?: string | undefined } }): boolean {
+  return req.httpVersion === '1.1' && (req.headers.host === undefined || req.headers.host === '');
+}
+
+/** The 400 for a request without Host, in the envelope, closing the connection; nothing ran. */
+export function answerHostless(res: {
+  writeHead(status: number, headers: Record<string, string | number>): unknown;
+  end(body: string): unknown;
+}): void {
+  const requestId = randomUUID();
+  const body = JSON.stringify(
+    errorEnvelope(
+      new BatonError('INVALID_REQUEST', {
+        message: 'Baton cannot read this request: it is HTTP/1.1 with no Host header.',
+        suggestion: 'Send a Host header naming this service, as HTTP/1.1 requires.',
+      }),
+      requestId,
+    ),
+  );
+  res.writeHead(400, {
+    'content-type': 'application/json',
+    'x-request-id': requestId,
+    'content-length': Buffer.byteLength(body),
+    connection: 'close',
+  });
+  res.end(body);
+}
+
 /** What Node's HTTP parser reports of a request it could not read, and the socket it came on. */
 interface UnreadRequestSocket {
   readonly writable: boolean;

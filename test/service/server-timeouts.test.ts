@@ -250,6 +250,8 @@ describe('requests Node refuses before Baton reads them', () => {
       'GET /v1/keys HTTP/1.1\r\nHost: a b\r\n\r\n',
       'GET /v1\\keys HTTP/1.1\r\nHost: x\r\n\r\n',
       'OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n',
+      'GET /v1/keys HTTP/1.1\r\n\r\n',
+      'POST /v1/verify HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}',
     ]) {
       const answer = await exchange(server.port, raw);
       expect(answer, raw).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
