@@ -152,11 +152,18 @@ export function resolveTarget(
   const givenFrom = values.server !== undefined ? '--server' : '$BATON_URL';
   const givenKey = values['api-key'] ?? fromEnv('BATON_API_KEY');
   const named = contextFlag ?? (env['BATON_CONTEXT'] || undefined);
-  const setAside = contextFlag === undefined ? [] : ['BATON_URL', 'BATON_API_KEY'].filter((v) => env[v]);
+  // Only what the environment would have given here: a variable a flag replaces anyway goes unsaid.
+  const setAside =
+    contextFlag === undefined
+      ? []
+      : [
+          ...(values.server === undefined && env['BATON_URL'] ? ["$BATON_URL (--server replaces the context's server)"] : []),
+          ...(values['api-key'] === undefined && env['BATON_API_KEY'] ? ['$BATON_API_KEY (--api-key gives a key)'] : []),
+        ];
   const envSetAside =
     setAside.length === 0
       ? undefined
-      : `${setAside.map((v) => `$${v}`).join(' and ')} ${setAside.length === 1 ? 'is' : 'are'} not read with --context ${contextFlag}: the context gives the server and key, and only --server and --api-key replace them`;
+      : `a --context flag outranks the environment: ${setAside.join(' and ')} not read with --context ${contextFlag}`;
 
   let name: string | undefined;
   let ctx: SavedContext | undefined;

@@ -189,7 +189,9 @@ describe('baton context', () => {
       // A context without a key gets no key from $BATON_API_KEY either: that key is for $BATON_URL's server.
       // Said, so a variable that is set and not read is no mystery.
       const noKey = await run(['tenants', 'list', '--context', 'nokey'], ambient);
-      expect(noKey.err).toContain('note: $BATON_URL and $BATON_API_KEY are not read with --context nokey');
+      expect(noKey.err).toContain(
+        "note: a --context flag outranks the environment: $BATON_URL (--server replaces the context's server) and $BATON_API_KEY (--api-key gives a key) not read with --context nokey",
+      );
       expect(other.seen).toHaveLength(0);
       expect(ctxServer.seen.map((h) => h.authorization)).toEqual(['Bearer bt_key_given_on_the_line', undefined]);
       // --server still replaces the context's server; its key is then withheld, and only --api-key can give one.
