@@ -208,6 +208,7 @@ async function bodyWithin(res: Response, max: number, stopped: AbortSignal): Pro
     if (whole.byteLength > max) throw new AnswerTooLarge(res.status);
     return whole;
   }
+  // Joined here, not with concatBytes(...parts): a body of millions of tiny pieces would overflow a spread.
   const bytes = new Uint8Array(total);
   let at = 0;
   for (const part of parts) {
@@ -990,31 +991,30 @@ export class BatonClient {
     const { parsed, parsedOk } = text.length === 0 ? { parsed: undefined, parsedOk: true } : parseJsonText(text);
 
     if (ex.ok || spec.answerStatuses?.(ex.status, parsed)) {
-      const labelledJson = text.length === 0 || JSON_CONTENT_TYPE.test(ex.contentType ?? '');
-      if (!parsedOk || (parsed === undefined && ex.status !== 204) || !labelledJson) {
-        throw new BatonApiError({
+      const notBatons = (why: string, suggestion: string) =>
+        new BatonApiError({
           status: ex.status,
           code: 'UNEXPECTED_RESPONSE',
           method: spec.method,
           url: ex.url,
           requestId: ex.headerId,
-          message: `Baton answered ${ex.where} with HTTP ${ex.status} but not with JSON (content type ${ex.contentType ?? 'none'}): ${snippet(text)}`,
-          suggestion: 'Check that the base URL points at Baton itself, not a proxy or another service.',
+          message: `Baton answered ${ex.where} with HTTP ${ex.status} but ${why}`,
+          suggestion,
         });
+      const labelledJson = text.length === 0 || JSON_CONTENT_TYPE.test(ex.contentType ?? '');
+      if (!parsedOk || (parsed === undefined && ex.status !== 204) || !labelledJson) {
+        throw notBatons(
+          `not with JSON (content type ${ex.contentType ?? 'none'}): ${snippet(text)}`,
+          'Check that the base URL points at Baton itself, not a proxy or another service.',
+        );
       }
       const shape = typeof spec.answer === 'function' ? spec.answer(parsed) : spec.answer;
       const problem = shape === null ? undefined : answers.shapeProblem(parsed, shape);
       if (problem !== undefined) {
-        throw new BatonApiError({
-          status: ex.status,
-          code: 'UNEXPECTED_RESPONSE',
-          method: spec.method,
-          url: ex.url,
-          requestId: ex.headerId,
-          message: `Baton answered ${ex.where} with HTTP ${ex.status} but not with its answer: ${problem}.`,
-          suggestion:
-            "Check that the base URL points at Baton itself, not a proxy or another service, and that the service is this SDK's version.",
-        });
+        throw notBatons(
+          `not with its answer: ${problem}.`,
+          "Check that the base URL points at Baton itself, not a proxy or another service, and that the service is this SDK's version.",
+        );
       }
       return { status: ex.status, body: parsed as T, requestId: ex.headerId ?? null };
     }
