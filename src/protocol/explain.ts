@@ -353,7 +353,8 @@ export function explain(input: ExplainInput): Explanation {
   };
 }
 
-const NOTHING_DECLARED: Catalog = { version: 0, tools: [] };
+/** The catalog of a tenant that has published no tool document: nothing declared. */
+export const NOTHING_DECLARED: Catalog = { version: 0, tools: [] };
 
 /**
  * A tenant with no tool document: only the chain's policies judge the call, as in verify. No tool is

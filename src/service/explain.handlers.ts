@@ -8,9 +8,9 @@ import { explainRoute, ExplainBody } from '../api/explain.js';
 import { DEFAULT_COST_CALIBRATION } from '../protocol/approval-rules.js';
 import { BatonError } from '../protocol/errors.js';
 import { argOf, parsePolicy } from '../protocol/policy.js';
-import { explain, type ChainStanding } from '../protocol/explain.js';
+import { explain, NOTHING_DECLARED, type ChainStanding } from '../protocol/explain.js';
 import { READ_SCOPES, TOOL_READ_SCOPES } from '../protocol/lists.js';
-import { resolveTool, type Catalog } from '../protocol/tool-catalog.js';
+import { resolveTool } from '../protocol/tool-catalog.js';
 import { estimateWithFloor } from '../protocol/tool-requirements.js';
 import { findGrant } from '../store/approvals.js';
 import { delegationsByHash, trustedRootsOf } from '../store/delegations.js';
@@ -45,9 +45,6 @@ function assertLinkedFromRoot(chain: readonly string[], parentOf: (hash: string)
     });
   });
 }
-
-/** A tenant without a catalog: nothing declared. */
-const NO_CATALOG: Catalog = { version: 0, tools: [] };
 
 /**
  * What verify would find in the way of any call through the chain now: the root's trust, each DR's
@@ -84,7 +81,7 @@ export function explainRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     const doc = await toolDocumentOf(deps, tenantId);
     const grants = await Promise.all(body.dr_chain.map((h) => findGrant(db, tenantId, h)));
     // NEAR_LIMIT as verify reads it: with the call's estimate, raised to the tool's cost floor.
-    const tool = resolveTool(doc?.catalog ?? NO_CATALOG, argOf(body.args, 'tool'));
+    const tool = resolveTool(doc?.catalog ?? NOTHING_DECLARED, argOf(body.args, 'tool'));
     const estimate = estimateWithFloor(argOf(body.args, 'estimated_cost_usd'), tool).micros ?? 0;
     // Usage, revocation, trust and tool activity are the tenant's records: shown to keys that read them.
     const readsRecords = c.get('auth').scopes.some((scope) => (READ_SCOPES as readonly string[]).includes(scope));
