@@ -10,6 +10,12 @@
  *   withBaton(server, { baton: { baseUrl, verifyKey, reportKey }, toolServer: 'mcp://search' });
  *
  * What a wrapped server does with each tools/call, in order:
+ *  0. an McpServer refuses a call to a tool it does not have (or has disabled),
+ *     or with arguments the tool's input schema refuses, as it always does,
+ *     before Baton is asked: such a call runs nothing, and verified first it
+ *     would be counted (a max_calls used, its estimate held against the
+ *     budget) for a tool that never ran. A low-level Server's own handler
+ *     checks its arguments after the verify.
  *  1. reads the DRS bundle from `params._meta`: "xyz.okeyamy.drs/bundle" (newer
  *     DRS: base64url JSON or an object), "X-DRS-Bundle" (DRS: base64url JSON),
  *     or "bundle" (an object). None: refused, saying how to attach one.
@@ -34,6 +40,10 @@
  *     to /v1/invocations/{jti}/actuals (source defaults to 'harness-reported').
  *     A failed report is logged (onEvent 'report-failed'), never turned into
  *     a failed tool result: the tool has already run.
+ *
+ * Baton gates tool calls only. The requests that hand the agent content
+ * otherwise (resources/read, prompts/get, completion/complete) are refused by
+ * a wrapped server unless `ungated: 'serve'`; the list requests stay open.
  *
  * Refusals are tool results with `isError: true` (default), not JSON-RPC
  * errors: the MCP specification reserves protocol errors for malformed
@@ -137,6 +147,13 @@ export interface BatonMcpOptions {
   /** Report costs without holding the tool result back (default false: the result waits for the report). */
   readonly reportInBackground?: boolean;
   /**
+   * What the server does with the requests that hand the agent content but are no tool call
+   * (UNGATED_METHODS: resources/read, prompts/get, completion/complete). Baton gates tools/call
+   * only, so by default ('refuse') a wrapped server refuses these rather than serve what no
+   * delegation was checked for; 'serve' serves them as an unwrapped server would, ungated.
+   */
+  readonly ungated?: 'refuse' | 'serve';
+  /**
    * What happened to each call. Default: report failures and replayed
    * requests (a 'refused' event with code REPLAY_DETECTED) are written to
    * stderr, everything else is quiet. A custom handler replaces the default.
@@ -193,7 +210,13 @@ export type BatonMcpEvent =
       readonly warnings: readonly LimitWarning[];
       readonly requestId: string | null;
     }
-  | { readonly type: 'refused'; readonly tool: string; readonly refusal: BatonRefusal }
+  | {
+      readonly type: 'refused';
+      readonly tool: string;
+      readonly refusal: BatonRefusal;
+      /** When Baton could not decide: the client's error, with what the agent is not shown (Baton's address). */
+      readonly error?: unknown;
+    }
   | {
       readonly type: 'reported';
       readonly tool: string;
@@ -249,36 +272,92 @@ export function withBaton<S extends McpServerLike | McpLowLevelServerLike>(serve
   if (typeof options.toolServer !== 'string' || options.toolServer.length === 0) {
     throw new TypeError("withBaton: give toolServer, the tool_server invocations must name (e.g. 'mcp://search').");
   }
-  const gate = makeGate(options);
+  if (options.ungated !== undefined && options.ungated !== 'refuse' && options.ungated !== 'serve') {
+    throw new TypeError(`withBaton: ungated is 'refuse' (the default) or 'serve', not ${JSON.stringify(options.ungated)}.`);
+  }
+  const refuseUngated = options.ungated !== 'serve';
+  const gate = makeGate(options, ownRefusalOf(server));
+  const guarded = (method: string | undefined, handler: AnyHandler): AnyHandler =>
+    method === 'tools/call' ? gate(handler) : refuseUngated && isUngated(method) ? ungatedRefusal(method) : handler;
 
   // Handlers installed from now on (McpServer installs its own at the first registerTool).
   const original = low.setRequestHandler.bind(low) as unknown as SetRequestHandler;
-  const patched: SetRequestHandler = (schema, handler) => original(schema, isToolsCall(schema) ? gate(handler) : handler);
+  const patched: SetRequestHandler = (schema, handler) => original(schema, guarded(methodOf(schema), handler));
   (low as unknown as { setRequestHandler: SetRequestHandler }).setRequestHandler = patched;
 
-  // A handler installed already (tools registered before withBaton, or
+  // Handlers installed already (tools registered before withBaton, or
   // capabilities.tools given to the McpServer constructor).
-  let installed = false;
-  try {
-    low.assertCanSetRequestHandler('tools/call');
-  } catch {
-    installed = true;
-  }
-  if (installed) {
+  for (const method of ['tools/call', ...(refuseUngated ? UNGATED_METHODS : [])]) {
+    let installed = false;
+    try {
+      low.assertCanSetRequestHandler(method);
+    } catch {
+      installed = true;
+    }
+    if (!installed) continue;
     // The SDK offers no public way to read an installed handler; it keeps
     // them in Protocol#_requestHandlers. If that ever moves, fail at startup,
-    // never run tools unverified.
+    // never serve unverified.
     const handlers = (low as unknown as { _requestHandlers?: unknown })._requestHandlers;
-    const existing = handlers instanceof Map ? (handlers.get('tools/call') as AnyHandler | undefined) : undefined;
+    const existing = handlers instanceof Map ? (handlers.get(method) as AnyHandler | undefined) : undefined;
     if (!existing) {
       throw new Error(
-        'withBaton: a tools/call handler is installed but this @modelcontextprotocol/sdk version hides it; call withBaton(server, ...) before registering tools.',
+        `withBaton: a ${method} handler is installed but this @modelcontextprotocol/sdk version hides it; call withBaton(server, ...) before registering tools, resources or prompts.`,
       );
     }
-    (handlers as Map<string, AnyHandler>).set('tools/call', gate(existing));
+    (handlers as Map<string, AnyHandler>).set(method, guarded(method, existing));
   }
   tagged[GATED] = true;
   return server;
+}
+
+/**
+ * The requests besides tools/call that hand the agent content (a resource, a prompt, completions
+ * of their arguments). Baton gates tool calls only, so a wrapped server refuses these unless its
+ * operator chose `ungated: 'serve'`. The list requests (tools/list, resources/list, ...) stay open.
+ */
+export const UNGATED_METHODS = ['resources/read', 'prompts/get', 'completion/complete'] as const;
+
+function isUngated(method: string | undefined): method is (typeof UNGATED_METHODS)[number] {
+  return (UNGATED_METHODS as readonly (string | undefined)[]).includes(method);
+}
+
+function ungatedRefusal(method: string): AnyHandler {
+  return () => {
+    throw new McpError(
+      BATON_REFUSAL_ERROR_CODE,
+      `This server checks its tool calls with Baton and refuses ${method}, which Baton does not check. Its operator can serve ${method} ungated with withBaton(server, { ..., ungated: 'serve' }).`,
+      { code: 'UNGATED_REQUEST', method },
+    );
+  };
+}
+
+type OwnRefusal = (tool: string, args: Record<string, unknown>) => Promise<CallToolResult | undefined>;
+
+/**
+ * What an McpServer answers, running nothing, to a call of a tool it does not have (or has
+ * disabled), or with arguments the tool's input schema refuses: asked after Baton's verify, such a
+ * call would be counted (a max_calls used, its estimate held against the budget) for a tool that
+ * never ran. Read from the SDK's internals (_registeredTools, validateToolInput), as its own
+ * tools/call handler does; a server without them (a low-level Server) is asked nothing.
+ */
+function ownRefusalOf(server: McpServerLike | McpLowLevelServerLike): OwnRefusal | undefined {
+  const s = server as { _registeredTools?: unknown; validateToolInput?: unknown };
+  const tools = s._registeredTools;
+  const validate = s.validateToolInput;
+  if (!isRecord(tools) || typeof validate !== 'function') return undefined;
+  return async (name, args) => {
+    try {
+      const tool = Object.hasOwn(tools, name) ? tools[name] : undefined;
+      if (!isRecord(tool)) throw new McpError(ErrorCode.InvalidParams, `Tool ${name} not found`);
+      if (!tool['enabled']) throw new McpError(ErrorCode.InvalidParams, `Tool ${name} disabled`);
+      await (validate as (tool: unknown, args: unknown, name: string) => Promise<unknown>).call(server, tool, args, name);
+      return undefined;
+    } catch (e) {
+      // The McpServer's own answer: a tool result with isError, holding the error's message.
+      return { content: [{ type: 'text', text: e instanceof Error ? e.message : String(e) }], isError: true };
+    }
+  };
 }
 
 /** The Baton context of an allowed call, from a tool handler's `extra`; undefined outside withBaton. */
@@ -297,17 +376,18 @@ function lowLevelServer(server: McpServerLike | McpLowLevelServerLike): Server {
   throw new TypeError('withBaton: expected an McpServer or a Server from @modelcontextprotocol/sdk.');
 }
 
-function isToolsCall(schema: AnyObjectSchema): boolean {
-  if (schema === (CallToolRequestSchema as unknown)) return true;
+/** The method a request handler's schema answers. */
+function methodOf(schema: AnyObjectSchema): string | undefined {
+  if (schema === (CallToolRequestSchema as unknown)) return 'tools/call';
   // A CommonJS server's schemas are never this module's objects, so most are read. One that cannot
   // be read may be tools/call's: guessing "no" would install it ungated, so the start fails instead.
-  let method: unknown;
   try {
-    method = getObjectShape(schema)?.['method'];
-    return method !== undefined && getLiteralValue(method as never) === 'tools/call';
+    const method = getObjectShape(schema)?.['method'];
+    const literal: unknown = method === undefined ? undefined : getLiteralValue(method as never);
+    return typeof literal === 'string' ? literal : undefined;
   } catch (e) {
     throw new Error(
-      'withBaton: cannot tell whether a request handler is tools/call (its schema cannot be read by this @modelcontextprotocol/sdk version); refusing to install it rather than run tools unverified.',
+      'withBaton: cannot tell which request a handler answers (its schema cannot be read by this @modelcontextprotocol/sdk version); refusing to install it rather than serve tools unverified.',
       { cause: e },
     );
   }
@@ -355,8 +435,14 @@ function defaultOnEvent(event: BatonMcpEvent): void {
   if (event.type === 'refused' && event.refusal.code === 'REPLAY_DETECTED') {
     // Usually someone re-sending a request they saw: operators should hear of it without a custom handler.
     process.stderr.write(
-      `baton-mcp: refused a replayed call to ${event.tool}: ${event.refusal.message} (Baton request ${event.refusal.request_id ?? 'none'})\n`,
+      `baton-mcp: refused a re-sent call to ${event.tool} (a replay, or a retry after a lost answer): ${event.refusal.message} (Baton request ${event.refusal.request_id ?? 'none'})\n`,
     );
+    return;
+  }
+  if (event.type === 'refused' && event.error !== undefined) {
+    // Baton did not decide: the agent was told without the detail, which the operator needs.
+    const why = event.error instanceof Error ? event.error.message : String(event.error);
+    process.stderr.write(`baton-mcp: refused a call to ${event.tool}, Baton did not decide: ${why}\n`);
     return;
   }
   if (event.type !== 'report-failed') return;
@@ -364,7 +450,7 @@ function defaultOnEvent(event: BatonMcpEvent): void {
   process.stderr.write(`baton-mcp: could not report the cost of ${event.tool} (${event.invocationId}): ${why}\n`);
 }
 
-function makeGate(options: BatonMcpOptions): (next: AnyHandler) => AnyHandler {
+function makeGate(options: BatonMcpOptions, ownRefusal: OwnRefusal | undefined): (next: AnyHandler) => AnyHandler {
   const { client, reportKey } = clientOf(options);
   const emit = (event: BatonMcpEvent) => {
     try {
@@ -377,8 +463,8 @@ function makeGate(options: BatonMcpOptions): (next: AnyHandler) => AnyHandler {
   const defaultSource = options.defaultCostSource ?? 'harness-reported';
   const ran = new RecentInvocations();
 
-  const refuse = (refusal: BatonRefusal): CallToolResult => {
-    emit({ type: 'refused', tool: refusal.tool, refusal });
+  const refuse = (refusal: BatonRefusal, error?: unknown): CallToolResult => {
+    emit({ type: 'refused', tool: refusal.tool, refusal, ...(error !== undefined ? { error } : {}) });
     if (refuseAs === 'protocol-error') {
       throw new McpError(BATON_REFUSAL_ERROR_CODE, `Baton refused ${refusal.tool}: ${refusal.code}: ${refusal.message}`, refusal);
     }
@@ -407,6 +493,10 @@ function makeGate(options: BatonMcpOptions): (next: AnyHandler) => AnyHandler {
     const rawArgs = params['arguments'] ?? {};
     if (!isRecord(rawArgs)) throw new McpError(ErrorCode.InvalidParams, 'Invalid tools/call request: params.arguments must be an object.');
     const args: Record<string, unknown> = rawArgs;
+    // 0. the server's own refusal, which runs nothing, before Baton counts the call
+    const own = await ownRefusal?.(tool, args);
+    if (own) return own;
+
     const meta = isRecord(params['_meta'])
       ? params['_meta']
       : isRecord(extra?._meta)
@@ -478,7 +568,7 @@ function makeGate(options: BatonMcpOptions): (next: AnyHandler) => AnyHandler {
         ...(extra?.signal instanceof AbortSignal ? { signal: extra.signal } : {}),
       });
     } catch (e) {
-      return refuse(unavailable(tool, e));
+      return refuse(unavailable(tool, e), e);
     }
     if (!decision.valid) {
       return refuse({
@@ -507,7 +597,7 @@ function makeGate(options: BatonMcpOptions): (next: AnyHandler) => AnyHandler {
       // before: running the tool would bypass max_calls, budgets and approvals.
       return refuse({
         ...local(tool, 'REPLAY_DETECTED', {
-          message: `This signed invocation (${invocationId}) was already allowed once, and Baton counted it then; a re-send of it does not run the tool. Each tool call needs a freshly signed invocation.`,
+          message: `This signed invocation (${invocationId}) was already allowed once, and Baton counted it then (perhaps its answer was lost on the way); a re-send of it does not run the tool. Each tool call needs a freshly signed invocation.`,
           suggestion:
             'Sign a new invocation (a fresh jti) for every tool call, even to repeat one with the same arguments; invokeTool signs one per call.',
           violations: [{ code: 'REPLAY_DETECTED', field: 'invocation.jti', actual: invocationId }],
@@ -585,33 +675,40 @@ function local(
 const RETRY_FRESH =
   'To retry, sign a new invocation for the call (invokeTool signs one per call): re-sending this one may be refused as a replay.';
 
+/**
+ * The refusal the agent sees when Baton did not decide. What only the tool server's operator can
+ * use (Baton's address, the client's advice on base URLs, Baton's advice to re-send the same
+ * invocation, which this middleware refuses as a replay) stays out of it; the 'refused' event
+ * carries the error whole.
+ */
 function unavailable(tool: string, e: unknown): BatonRefusal {
   if (e instanceof BatonApiError) {
-    const down = e.status === 0 || e.status >= 500 || e.code === 'UNEXPECTED_RESPONSE';
+    // No answer of Baton's (unreachable, timed out, aborted, not Baton's answer): the client's
+    // texts name the address and the configuration.
+    const clientMade = e.status === 0 || e.code === 'UNEXPECTED_RESPONSE';
+    const down = clientMade || e.status >= 500;
+    const message = clientMade
+      ? (ERROR_TABLE[e.code as keyof typeof ERROR_TABLE]?.message ?? ERROR_TABLE.BATON_UNAVAILABLE.message)
+      : e.message;
     return {
       tool,
       code: e.code,
       block: e.block ?? null,
-      message: down
-        ? `Baton could not decide, so the tool did not run: ${e.message}`
-        : `Baton refused the verification request: ${e.message}`,
-      suggestion: withRetryAdvice(e.suggestion ?? ERROR_TABLE.BATON_UNAVAILABLE.suggestion, e.retryable),
+      message: down ? `Baton could not decide, so the tool did not run: ${message}` : `Baton refused the verification request: ${message}`,
+      suggestion: e.retryable
+        ? `${ERROR_TABLE.BATON_UNAVAILABLE.suggestion} ${RETRY_FRESH}`
+        : clientMade
+          ? ERROR_TABLE.BATON_UNAVAILABLE.suggestion
+          : (e.suggestion ?? ERROR_TABLE.BATON_UNAVAILABLE.suggestion),
       violations: e.violations,
       request_id: e.requestId ?? null,
       retryable: e.retryable,
     };
   }
   return {
-    ...local(tool, 'BATON_UNAVAILABLE', {
-      message: `Baton could not decide, so the tool did not run: ${e instanceof Error ? e.message : String(e)}`,
-      suggestion: withRetryAdvice(ERROR_TABLE.BATON_UNAVAILABLE.suggestion, true),
-    }),
+    ...local(tool, 'BATON_UNAVAILABLE', { suggestion: `${ERROR_TABLE.BATON_UNAVAILABLE.suggestion} ${RETRY_FRESH}` }),
     retryable: true,
   };
-}
-
-function withRetryAdvice(suggestion: string, retryable: boolean): string {
-  return retryable ? `${suggestion} ${RETRY_FRESH}` : suggestion;
 }
 
 function decorate(result: unknown, verified: Record<string, unknown>): unknown {
@@ -627,8 +724,10 @@ function costFromResult(result: unknown): CostReport | undefined {
   if (!('cost_usd' in m) && m['source'] !== 'unavailable') return undefined;
   const num = (k: string): number | null | undefined => {
     const v = m[k];
-    if (v === undefined || v === null || typeof v === 'number') return v;
-    throw new TypeError(`The tool result's _meta.${k} must be a number, got ${JSON.stringify(v)}.`);
+    if (v === undefined || v === null || Number.isFinite(v)) return v as number | null | undefined;
+    throw new TypeError(
+      `The tool result's _meta.${k} must be a finite number, got ${typeof v === 'number' ? String(v) : JSON.stringify(v)}.`,
+    );
   };
   const source = m['source'];
   if (source !== undefined && !(ACTUAL_SOURCES as readonly unknown[]).includes(source)) {
@@ -645,6 +744,11 @@ function costFromResult(result: unknown): CostReport | undefined {
 }
 
 function toActual(cost: CostReport, defaultSource: ActualSource): ActualReport {
+  for (const k of ['cost_usd', 'tokens_in', 'tokens_out'] as const) {
+    const v = cost[k];
+    // JSON would send NaN or Infinity as null, and Baton would answer about a missing cost.
+    if (typeof v === 'number' && !Number.isFinite(v)) throw new TypeError(`The reported ${k} must be a finite number, got ${v}.`);
+  }
   const source = cost.source ?? defaultSource;
   return {
     source,

@@ -251,6 +251,33 @@ describe('allowed calls', () => {
   });
 });
 
+describe('costs that JSON cannot carry', () => {
+  it('a cost of NaN or Infinity is a failed report that says so, never a report of null', async () => {
+    const c = await storedChain();
+    const events: BatonMcpEvent[] = [];
+    const { server, search } = toolServer(batonOptions({ onEvent: (e) => events.push(e) }), {
+      searchResult: (extra) => {
+        batonCall(extra)?.reportCost({ cost_usd: Number.POSITIVE_INFINITY });
+        return { content: [{ type: 'text', text: 'r' }] } as ToolCallResult;
+      },
+    });
+    const client = await connect(server);
+    await searchOnce(client, c, 'one');
+    const failed = events.filter((e) => e.type === 'report-failed');
+    expect(failed).toHaveLength(1);
+    expect(String((failed[0] as { error: Error }).error.message)).toContain('finite number');
+    expect(events.some((e) => e.type === 'reported')).toBe(false);
+
+    const fromMeta = toolServer(batonOptions({ onEvent: (e) => events.push(e) }), {
+      searchResult: () => ({ content: [{ type: 'text', text: 'r' }], _meta: { cost_usd: Number.NaN } }) as ToolCallResult,
+    });
+    await searchOnce(await connect(fromMeta.server), c, 'two');
+    expect(String((events.filter((e) => e.type === 'report-failed')[1] as { error: Error }).error.message)).toContain('finite number');
+    expect(search).toHaveBeenCalledTimes(1);
+    expect((await audit.getDelegation(c.sub.hash)).usage).toMatchObject({ calls_used: 2, unmetered_invocations: 2 });
+  });
+});
+
 describe('refused calls never run the tool', () => {
   it("deny: the result says Baton's code, message, suggestion and every violation; nothing runs", async () => {
     const c = await storedChain();
@@ -407,10 +434,20 @@ describe('refused calls never run the tool', () => {
 
   it('Baton unreachable: refused as retryable, the tool does not run', async () => {
     const c = await storedChain();
-    const { server, search } = toolServer(batonOptions({ baton: { baseUrl: await closedPortUrl(), verifyKey: live.tenant.keys.verify } }));
+    const closed = await closedPortUrl();
+    const events: BatonMcpEvent[] = [];
+    const { server, search } = toolServer(
+      batonOptions({ baton: { baseUrl: closed, verifyKey: live.tenant.keys.verify }, onEvent: (e) => events.push(e) }),
+    );
     const client = await connect(server);
     const result = await searchOnce(client, c, 'q');
     expect(search).not.toHaveBeenCalled();
+    // The agent is not shown where Baton is, nor how to configure the tool server; the operator's event has it.
+    expect(text(result)).not.toContain(closed);
+    expect(text(result)).not.toContain('BATON_URL');
+    const refused = events.find((e) => e.type === 'refused');
+    expect(refused).toMatchObject({ type: 'refused', refusal: { code: 'NETWORK_ERROR' } });
+    expect(String((refused as { error?: Error }).error?.message)).toContain(closed);
     expect(result.isError).toBe(true);
     expect(refusalOf(result)).toMatchObject({ code: 'NETWORK_ERROR', retryable: true });
     expect(text(result)).toContain('Baton could not decide, so the tool did not run');
@@ -464,7 +501,11 @@ describe('refused calls never run the tool', () => {
       res.writeHead(503, { 'content-type': 'application/json', 'x-request-id': 'req-503' });
       res.end(
         JSON.stringify({
-          error: { code: 'STORAGE_UNAVAILABLE', message: 'The database is unavailable.', suggestion: 'Retry shortly.' },
+          error: {
+            code: 'STORAGE_UNAVAILABLE',
+            message: 'The database is unavailable.',
+            suggestion: 'A verify re-sent to /v1/verify as the same invocation with the same key answers its original allow (retry: true).',
+          },
           request_id: 'req-503',
         }),
       );
@@ -478,6 +519,9 @@ describe('refused calls never run the tool', () => {
     const result = await searchOnce(client, c, 'q');
     expect(search).not.toHaveBeenCalled();
     expect(refusalOf(result)).toMatchObject({ code: 'STORAGE_UNAVAILABLE', retryable: true, request_id: 'req-503' });
+    // Baton's advice to re-send the same invocation is the one this middleware refuses as a replay.
+    expect(refusalOf(result)!.suggestion).not.toContain('same invocation');
+    expect(refusalOf(result)!.suggestion).toContain('sign a new invocation for the call');
   });
 
   it("refuseAs 'protocol-error': a JSON-RPC error carrying the refusal", async () => {
@@ -554,10 +598,89 @@ describe('replayed requests never run the tool', () => {
     const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
     try {
       await client.callTool(request);
-      expect(stderr.mock.calls.map((call) => String(call[0])).join('')).toContain('baton-mcp: refused a replayed call to web_search');
+      expect(stderr.mock.calls.map((call) => String(call[0])).join('')).toContain(
+        'baton-mcp: refused a re-sent call to web_search (a replay, or a retry after a lost answer)',
+      );
     } finally {
       stderr.mockRestore();
     }
+  });
+});
+
+describe('what the server refuses itself is refused before Baton counts it', () => {
+  it("arguments the input schema refuses, an unknown tool, a disabled one: the SDK's own answer, nothing counted", async () => {
+    // One call allowed in all: a single counted refusal would leave the valid call CALLS_EXHAUSTED.
+    const c = await storedChain({ allowed_tools: ['web_search', 'file_write'], max_calls: 1, max_cost_usd: 0.01 });
+    // web_search wants a query of 3 characters at least; file_write is not registered.
+    const server = new McpServer({ name: 'strict-tools', version: '1.0.0' });
+    const search = vi.fn(async () => ({ content: [{ type: 'text' as const, text: 'found' }] }));
+    const webSearch = server.registerTool('web_search', { inputSchema: { query: z.string().min(3) } }, search);
+    withBaton(server, batonOptions());
+    const client = await connect(server);
+    const call = (name: string, args: Record<string, unknown>) =>
+      invokeTool(client, { chain: c.chain, invoker: c.b, toolServer: TOOL_SERVER, name, arguments: { ...args, ...DECLARED } });
+
+    const tooShort = await call('web_search', { query: 'ab' });
+    expect(tooShort.isError).toBe(true);
+    expect(text(tooShort)).toContain('Input validation error: Invalid arguments for tool web_search');
+    expect(tooShort._meta?.[VERIFIED_META_KEY]).toBeUndefined();
+    expect(text(await call('file_write', { path: '/x' }))).toContain('Tool file_write not found');
+    webSearch.disable();
+    expect(text(await call('web_search', { query: 'weather' }))).toContain('Tool web_search disabled');
+    webSearch.enable();
+    expect(search).not.toHaveBeenCalled();
+    expect((await audit.getDelegation(c.sub.hash)).usage).toMatchObject({ calls_used: 0 });
+
+    const valid = await call('web_search', { query: 'weather' });
+    expect(valid.isError).toBeFalsy();
+    expect(search).toHaveBeenCalledTimes(1);
+  });
+});
+
+describe('resources, prompts and completions: refused unless served ungated', () => {
+  function richServer(options: BatonMcpOptions, wrapFirst: boolean) {
+    const server = new McpServer({ name: 'rich', version: '1.0.0' });
+    if (wrapFirst) withBaton(server, options);
+    const read = vi.fn(async (uri: URL) => ({ contents: [{ uri: uri.href, text: 'TOP SECRET' }] }));
+    server.registerResource('secrets', 'file:///etc/secrets', {}, read);
+    server.registerPrompt('greet', { argsSchema: { name: z.string() } }, ({ name }) => ({
+      messages: [{ role: 'user', content: { type: 'text', text: `hello ${name}` } }],
+    }));
+    if (!wrapFirst) withBaton(server, options);
+    return { server, read };
+  }
+
+  for (const wrapFirst of [false, true]) {
+    it(`refused by default (wrapped ${wrapFirst ? 'before' : 'after'} registering them); the lists stay open`, async () => {
+      const { server, read } = richServer(batonOptions(), wrapFirst);
+      const client = await connect(server);
+      expect((await client.listResources()).resources.map((r) => r.uri)).toEqual(['file:///etc/secrets']);
+      expect((await client.listPrompts()).prompts.map((p) => p.name)).toEqual(['greet']);
+      const refusal = (p: Promise<unknown>) =>
+        p.then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+      const resource = await refusal(client.readResource({ uri: 'file:///etc/secrets' }));
+      expect(resource).toBeInstanceOf(McpError);
+      expect(resource).toMatchObject({ code: BATON_REFUSAL_ERROR_CODE, data: { code: 'UNGATED_REQUEST', method: 'resources/read' } });
+      expect((resource as Error).message).toContain("ungated: 'serve'");
+      expect(await refusal(client.getPrompt({ name: 'greet', arguments: { name: 'x' } }))).toMatchObject({
+        code: BATON_REFUSAL_ERROR_CODE,
+        data: { method: 'prompts/get' },
+      });
+      expect(read).not.toHaveBeenCalled();
+    });
+  }
+
+  it("ungated: 'serve' serves them as an unwrapped server does", async () => {
+    const { server, read } = richServer(batonOptions({ ungated: 'serve' }), false);
+    const client = await connect(server);
+    expect((await client.readResource({ uri: 'file:///etc/secrets' })).contents).toEqual([
+      { uri: 'file:///etc/secrets', text: 'TOP SECRET' },
+    ]);
+    expect(read).toHaveBeenCalledTimes(1);
+    expect(() => withBaton(new McpServer({ name: 'x', version: '1' }), batonOptions({ ungated: 'open' as never }))).toThrow(/ungated/);
   });
 });
 
@@ -674,7 +797,7 @@ describe('wrapping', () => {
       },
     );
     expect(() => low.setRequestHandler(unreadable as never, async () => ({}) as never)).toThrow(
-      /cannot tell whether a request handler is tools\/call/,
+      /cannot tell which request a handler answers/,
     );
   });
 
