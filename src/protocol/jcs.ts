@@ -115,7 +115,11 @@ function writeString(s: string, mode: Mode): string {
 function writeNumber(n: number, mode: Mode): string {
   if (!Number.isFinite(n)) throw new WriteFault('non-finite', `${String(n)} is not a finite number`);
   if (mode !== 'rfc' && Number.isInteger(n) && !Number.isSafeInteger(n)) {
-    throw new WriteFault('unsafe-integer', `integer ${String(n)} is outside the safe range ±(2^53-1)`);
+    // 1e300 and 6.02e23 are whole numbers too, which is why they land here.
+    throw new WriteFault(
+      'unsafe-integer',
+      `number ${String(n)} is a whole number beyond ±(2^53-1) (written with an exponent or not), which JSON readers hold only approximately; send such a value as a string`,
+    );
   }
   return String(n);
 }

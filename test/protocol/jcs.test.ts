@@ -92,6 +92,9 @@ describe('cyberphone JCS vectors (test/vectors/jcs)', () => {
         it('Baton profile refuses the unsafe integer 1e+30 when writing and reading', () => {
           const w = expectCode(() => canonicalJson(parsedInput), 'NUMBER_OUT_OF_RANGE');
           expect(w.details?.['path']).toBe('/numbers/1');
+          // Written with an exponent, a signer thinks of it as a float: the message says why it is refused and what to send.
+          expect(w.message).toContain('1e+30 is a whole number beyond');
+          expect(w.message).toContain('send such a value as a string');
           const r = expectCode(() => parseCanonicalJson(outputBytes, `vector ${name}`), 'NUMBER_OUT_OF_RANGE');
           expect(r.details?.['path']).toBe('/numbers/1');
           expectCode(() => parseCanonicalJson(inputText, `vector ${name}`), 'NUMBER_OUT_OF_RANGE');
