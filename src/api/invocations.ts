@@ -143,7 +143,7 @@ export const recordActualRoute = createRoute({
   operationId: 'recordActual',
   summary: 'Report the metered cost of an allowed invocation',
   description:
-    "One actual per invocation, with provenance (`source`). `source: unavailable` needs a non-blank `unavailable_reason` and no `cost_usd`; every other source needs `cost_usd` and no reason. Costs are rounded up to whole micro-dollars. A `cost_usd` above the per-invocation maximum of 1,000,000 USD is refused with `400` `NUMBER_OUT_OF_RANGE` (`details.field` `cost_usd`) and nothing is stored.\n\nThe same body again is idempotent (`200`, the stored actual); a different body is `409`. A metered cost replaces the invocation's declared estimate in the `max_spend_usd` budgets of its chain. An actual with `source: unavailable` leaves the declared estimate reserved against those budgets for good (an unmetered call never makes a budget look unused); the usage rollup counts it under `unmetered_invocations` and `unavailable_invocations`. A key bound to a tool server may only report for invocations naming it.",
+    "One actual per invocation, with provenance (`source`). `source: unavailable` needs a non-blank `unavailable_reason` and no `cost_usd`; every other source needs `cost_usd` and no reason. Costs are rounded up to whole micro-dollars. A `cost_usd` above the per-invocation maximum of 1,000,000 USD is refused with `400` `NUMBER_OUT_OF_RANGE` (`details.field` `cost_usd`) and nothing is stored.\n\nThe same body again is idempotent (`200`, the stored actual); a different body is `409`. A metered cost replaces the invocation's declared estimate in the `max_spend_usd` budgets of its chain. An actual with `source: unavailable` leaves the declared estimate reserved against those budgets for good (an unmetered call never makes a budget look unused); the usage rollup counts it under `unmetered_invocations` and `unavailable_invocations`. A key bound to a tool server may only report for invocations naming it; another server's invocation is answered `404` exactly as an unknown jti.",
   'x-baton-scopes': ['report'],
   security: [{ bearerAuth: [] }],
   request: {
@@ -157,8 +157,10 @@ export const recordActualRoute = createRoute({
       'The jti or body is invalid, e.g. no `source` (`INVALID_REQUEST`), or the cost is above the per-invocation maximum of 1,000,000 USD (`NUMBER_OUT_OF_RANGE`).',
     ),
     401: UnauthorizedResponse(),
-    403: ForbiddenResponse('The key lacks the `report` scope, is the admin key, or is bound to another tool server (`FORBIDDEN`).'),
-    404: NotFoundResponse("No allowed invocation with this jti in the key's tenant (`NOT_FOUND`)."),
+    403: ForbiddenResponse('The key lacks the `report` scope, or is the admin key (`FORBIDDEN`).'),
+    404: NotFoundResponse(
+      "No allowed invocation with this jti in the key's tenant, or, for a key bound to a tool server, none naming that server (answered the same) (`NOT_FOUND`).",
+    ),
     409: ConflictResponse('A different actual is already recorded for this invocation; `details.stored` shows it (`CONFLICT`).'),
     413: PayloadTooLargeResponse(),
     500: InternalResponse(),
@@ -173,7 +175,7 @@ export const getInvocationRoute = createRoute({
   operationId: 'getInvocation',
   summary: 'An invocation, its decision, service receipt, actual and denials',
   description:
-    'An allowed invocation comes with its JWS, chain, declared estimate, service receipt, actual and any later denials of the same jti (replay attempts). A jti that was only ever denied comes back as `decision: denied` with every recorded denial.',
+    "An allowed invocation comes with its JWS, chain, declared estimate, service receipt, actual and any later denials of the same jti (replay attempts). A jti that was only ever denied comes back as `decision: denied` with every recorded denial. A key bound to a tool server (`tool_server`) without `issue` or `audit` reads only invocations naming its server, and only the denials recorded by its server's keys or replaying that invocation; anything else is `404` exactly as an unknown jti.",
   'x-baton-scopes': ['audit', 'report', 'verify', 'issue'],
   security: [{ bearerAuth: [] }],
   request: { params: InvocationJtiParams },

@@ -305,6 +305,35 @@ export function assertScope(auth: AuthContext, scopes: readonly ApiKeyScope[]): 
   }
 }
 
+/**
+ * Whether `auth` is a key confined to one tool server: bound to it (`tool_server`) and holding
+ * neither `issue` nor `audit`, the two explicit tenant-wide grants. Such a key verifies, reports
+ * actuals for, and reads only the invocations naming its server (design.md §1); it reads no
+ * delegation. The one place this rule is written: every read route asks it.
+ */
+export function boundToolServerOf(auth: Pick<AuthContext, 'scopes' | 'toolServer'>): string | null {
+  if (auth.toolServer === null || auth.scopes.includes('issue') || auth.scopes.includes('audit')) return null;
+  return auth.toolServer;
+}
+
+/**
+ * The guard of the delegation reads, after requireScope: a key bound to one tool server (see
+ * boundToolServerOf) is refused 403 before anything is looked up, so the answer says nothing about
+ * what exists; delegations and their rollups span every server's calls.
+ */
+export const refuseBoundKeys: MiddlewareHandler<AppEnv> = async (c, next) => {
+  const toolServer = boundToolServerOf(c.get('auth'));
+  if (toolServer !== null) {
+    throw new BatonError('FORBIDDEN', {
+      message: `This API key is bound to tool server ${toolServer}. A key bound to a tool server reads only the invocations naming its server; use an \`audit\` key to read delegations.`,
+      suggestion:
+        'Read this delegation with a key of the tenant holding the `audit` scope (or `issue`), or read your own calls with GET /v1/invocations/{jti}.',
+      details: { required_scopes: ['audit', 'issue'] },
+    });
+  }
+  await next();
+};
+
 /** Authenticates the caller (401) and requires one of `scopes` (403); sets c.get('auth'). */
 export function requireScope(deps: ServiceDeps, ...scopes: ApiKeyScope[]): MiddlewareHandler<AppEnv> {
   return scopeGuard(deps, scopes, false);

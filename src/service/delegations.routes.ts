@@ -11,7 +11,7 @@ import {
   SubmitDelegationsRequest,
   submitDelegationsRoute,
 } from '../api/delegations.js';
-import { requireScope, tenantOf } from './auth.js';
+import { refuseBoundKeys, requireScope, tenantOf } from './auth.js';
 import { submitDelegations } from './delegation-submission.js';
 import { chainOfDelegation, describeDelegation, treeOfDelegation } from './delegations.handlers.js';
 import { issueCustodialRoot } from './issue.handlers.js';
@@ -22,6 +22,8 @@ import { READ_SCOPES } from '../protocol/lists.js';
 
 export function delegationRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   const r = newRouter();
+  // A key bound to one tool server reads only its server's invocations, never a delegation: the
+  // record, chain and tree carry every server's calls and spend (refuseBoundKeys, before any lookup).
   const readers = requireScope(deps, ...READ_SCOPES);
 
   // Agents prove themselves by signature, so a key is optional here; with one, it picks the tenant.
@@ -44,13 +46,13 @@ export function delegationRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     return c.json(result.body, result.created ? 201 : 200);
   });
 
-  serve(r, getDelegationRoute, readers, async (c) =>
+  serve(r, getDelegationRoute, readers, refuseBoundKeys, async (c) =>
     c.json(await describeDelegation(deps, tenantOf(c.get('auth')), parseParams(c, DelegationHashParams).hash)),
   );
-  serve(r, getDelegationChainRoute, readers, async (c) =>
+  serve(r, getDelegationChainRoute, readers, refuseBoundKeys, async (c) =>
     c.json(await chainOfDelegation(deps, tenantOf(c.get('auth')), parseParams(c, DelegationHashParams).hash)),
   );
-  serve(r, getDelegationTreeRoute, readers, async (c) =>
+  serve(r, getDelegationTreeRoute, readers, refuseBoundKeys, async (c) =>
     c.json(await treeOfDelegation(deps, tenantOf(c.get('auth')), parseParams(c, DelegationHashParams).hash)),
   );
   return r;

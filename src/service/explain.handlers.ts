@@ -17,7 +17,7 @@ import { delegationsByHash, trustedRootsOf } from '../store/delegations.js';
 import type { Delegation } from '../store/schema/index.js';
 import { temporalStatus } from '../protocol/chain.js';
 import { asMicros } from '../protocol/money.js';
-import { requireScope, tenantOf } from './auth.js';
+import { boundToolServerOf, requireScope, tenantOf } from './auth.js';
 import { newRouter, serve } from './router.js';
 import { flaggedDelegation, nearLimit } from './tool-gate.js';
 import { toolDocumentOf } from './tools.js';
@@ -83,8 +83,11 @@ export function explainRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     // NEAR_LIMIT as verify reads it: with the call's estimate, raised to the tool's cost floor.
     const tool = resolveTool(doc?.catalog ?? NOTHING_DECLARED, argOf(body.args, 'tool'));
     const estimate = estimateWithFloor(argOf(body.args, 'estimated_cost_usd'), tool).micros ?? 0;
-    // Usage, revocation, trust and tool activity are the tenant's records: shown to keys that read them.
-    const readsRecords = c.get('auth').scopes.some((scope) => (READ_SCOPES as readonly string[]).includes(scope));
+    // Usage, revocation, trust and tool activity are the tenant's records: shown to keys that read
+    // them, which a key confined to one tool server does not (it reads no delegation).
+    const auth = c.get('auth');
+    const readsRecords =
+      boundToolServerOf(auth) === null && auth.scopes.some((scope) => (READ_SCOPES as readonly string[]).includes(scope));
     const explanation = explain({
       args: body.args,
       policies,

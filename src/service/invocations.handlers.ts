@@ -11,6 +11,10 @@
  *   DR's whole subtree, newest first, keyset-paged.
  * - listTenantDecisions: GET /v1/invocations, the auditor's list of allowed
  *   invocations and denials, filtered and keyset-paged.
+ *
+ * A key bound to one tool server without `issue` or `audit` (boundToolServerOf)
+ * reads only invocations naming its server, and any bound key reports only for
+ * those; any other is answered exactly as an unknown jti.
  */
 import type { z } from 'zod';
 import { decodeBase64url, encodeBase64url } from '../protocol/base64url.js';
@@ -171,13 +175,9 @@ export async function recordActual(
 
   return transactionBehind(deps.store.db, gate, async (tx) => {
     const inv = await findInvocation(tx, tenantId, jti);
-    if (!inv) throw invocationNotFound(jti);
-    if (auth.toolServer !== null && toolServerOf(inv.jws) !== auth.toolServer) {
-      throw new BatonError('FORBIDDEN', {
-        message: `This API key is bound to tool server ${auth.toolServer}; invocation ${jti} names another.`,
-        suggestion: 'Report the actual with the key of the tool server that ran the invocation.',
-      });
-    }
+    // A key bound to a tool server reports only invocations naming it; another server's call is
+    // answered exactly as an unknown jti, so the key learns nothing of which jtis exist.
+    if (!inv || (auth.toolServer !== null && toolServerOf(inv.jws) !== auth.toolServer)) throw invocationNotFound(jti);
     const inserted = await insertActual(tx, {
       tenantId,
       jti,
@@ -231,9 +231,23 @@ export async function recordActual(
 
 const MAX_DENIALS_SHOWN = 100;
 
-export async function describeInvocation(deps: ServiceDeps, tenantId: string, jti: string) {
+/**
+ * `toolServer`: the server a key confined to one tool server is bound to (boundToolServerOf), or
+ * null. Such a key sees an allowed invocation only when it names that server, and only the denials
+ * its server's keys recorded or exact replays of that invocation; anything else is answered exactly
+ * as an unknown jti.
+ */
+export async function describeInvocation(deps: ServiceDeps, tenantId: string, jti: string, toolServer: string | null = null) {
   const db = deps.store.db;
-  const [inv, denied] = await Promise.all([findInvocation(db, tenantId, jti), denialsOf(db, tenantId, jti, MAX_DENIALS_SHOWN)]);
+  let inv: Invocation | undefined;
+  let denied: Denial[];
+  if (toolServer === null) {
+    [inv, denied] = await Promise.all([findInvocation(db, tenantId, jti), denialsOf(db, tenantId, jti, MAX_DENIALS_SHOWN)]);
+  } else {
+    const found = await findInvocation(db, tenantId, jti);
+    inv = found !== undefined && toolServerOf(found.jws) === toolServer ? found : undefined;
+    denied = await denialsOf(db, tenantId, jti, MAX_DENIALS_SHOWN, { toolServer, invocationHash: inv?.hash ?? null });
+  }
   if (!inv) {
     if (denied.length === 0) {
       throw new BatonError('NOT_FOUND', { message: `No invocation ${jti} is recorded for this tenant, allowed or denied.` });
@@ -357,18 +371,28 @@ export async function listTenantDecisions(
   };
 }
 
+/**
+ * `toolServer`: as for describeInvocation. Such a key lists only the invocations naming its server
+ * (filtered in the query, so pages and cursors are exact), and a record none of them passes through
+ * is answered exactly as an unknown one: the key learns nothing of the tenant's other delegations.
+ */
 export async function invocationsOfDelegation(
   deps: ServiceDeps,
   tenantId: string,
   hash: string,
   q: { cursor?: string | undefined; limit: number },
+  toolServer: string | null = null,
 ) {
   const db = deps.store.db;
   const after = q.cursor === undefined ? null : decodeCursor(q.cursor);
-  if (!(await findDelegation(db, tenantId, hash))) {
+  const known =
+    toolServer === null
+      ? (await findDelegation(db, tenantId, hash)) !== undefined
+      : (await invocationsThrough(db, tenantId, hash, null, 0, toolServer)).length > 0;
+  if (!known) {
     throw new BatonError('NOT_FOUND', { message: `No delegation record ${hash} is stored for this tenant.` });
   }
-  const found = await invocationsThrough(db, tenantId, hash, after, q.limit);
+  const found = await invocationsThrough(db, tenantId, hash, after, q.limit, toolServer);
   const page = found.slice(0, q.limit);
   const itemOf = await allowedItems(db, tenantId, page);
   return {

@@ -2,6 +2,7 @@
  * /v1/invocations: metered actuals (a `report` key) and audit reads (the
  * filtered decision list needs an `audit` key); and
  * GET /v1/delegations/{hash}/invocations (a DR's subtree, newest first).
+ * A key bound to one tool server reads only invocations naming that server.
  */
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import { DelegationHashParams, InvocationsPageQuery, listDelegationInvocationsRoute } from '../api/delegations.js';
@@ -14,7 +15,7 @@ import {
   recordActualRoute,
 } from '../api/invocations.js';
 import { READ_SCOPES } from '../protocol/lists.js';
-import { requireScope, tenantOf } from './auth.js';
+import { boundToolServerOf, requireScope, tenantOf } from './auth.js';
 import { describeInvocation, invocationsOfDelegation, listTenantDecisions, recordActual } from './invocations.handlers.js';
 import { parseJsonBody, parseParams, parseQuery } from './validate.js';
 import { newRouter, serve } from './router.js';
@@ -37,15 +38,19 @@ export function invocationRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     c.json(await listTenantDecisions(deps, tenantOf(c.get('auth')), parseQuery(c, DecisionsQuery))),
   );
 
-  serve(r, getInvocationRoute, readers, async (c) =>
-    c.json(await describeInvocation(deps, tenantOf(c.get('auth')), parseParams(c, InvocationJtiParams).jti)),
-  );
+  // A key bound to one tool server (without issue or audit) reads only the invocations naming it.
+  serve(r, getInvocationRoute, readers, async (c) => {
+    const auth = c.get('auth');
+    const { jti } = parseParams(c, InvocationJtiParams);
+    return c.json(await describeInvocation(deps, tenantOf(auth), jti, boundToolServerOf(auth)));
+  });
 
   serve(r, listDelegationInvocationsRoute, readers, async (c) => {
-    const tenantId = tenantOf(c.get('auth'));
+    const auth = c.get('auth');
+    const tenantId = tenantOf(auth);
     const { hash } = parseParams(c, DelegationHashParams);
     const q = parseQuery(c, InvocationsPageQuery);
-    return c.json(await invocationsOfDelegation(deps, tenantId, hash, q));
+    return c.json(await invocationsOfDelegation(deps, tenantId, hash, q, boundToolServerOf(auth)));
   });
 
   return r;

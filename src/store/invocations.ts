@@ -2,9 +2,9 @@
  * Reads over allowed invocations, recorded denials and the service receipts and
  * actuals attached to them. Every query is scoped by tenant.
  */
-import { and, asc, desc, eq, inArray, isNotNull, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, inArray, isNotNull, or, sql } from 'drizzle-orm';
 import type { Db } from './db.js';
-import { actuals, denials, invocations, type Actual, type Denial, type Invocation } from './schema/index.js';
+import { actuals, apiKeys, denials, invocations, type Actual, type Denial, type Invocation } from './schema/index.js';
 
 export async function findInvocation(db: Db, tenantId: string, jti: string): Promise<Invocation | undefined> {
   const [row] = await db
@@ -15,15 +15,47 @@ export async function findInvocation(db: Db, tenantId: string, jti: string): Pro
   return row;
 }
 
-/** Recorded denials of a jti, oldest first (bounded). */
-export async function denialsOf(db: Db, tenantId: string, jti: string, limit: number): Promise<Denial[]> {
+/**
+ * Which denials a key confined to one tool server may see: those recorded by a key bound to that
+ * same server (its own verify traffic), and exact replays of `invocationHash` (an invocation it may
+ * read). A denial stores no tool_server of its own, so nothing else can be shown to be its server's.
+ */
+export interface DenialScope {
+  readonly toolServer: string;
+  readonly invocationHash: string | null;
+}
+
+/** Recorded denials of a jti, oldest first (bounded); only those `scope` allows when given. */
+export async function denialsOf(db: Db, tenantId: string, jti: string, limit: number, scope?: DenialScope): Promise<Denial[]> {
+  const where = [eq(denials.tenantId, tenantId), eq(denials.jti, jti)];
+  if (scope) {
+    const boundKeys = db
+      .select({ id: apiKeys.id })
+      .from(apiKeys)
+      .where(and(eq(apiKeys.tenantId, tenantId), eq(apiKeys.toolServer, scope.toolServer)));
+    where.push(
+      scope.invocationHash === null
+        ? inArray(denials.callerKeyId, boundKeys)
+        : or(inArray(denials.callerKeyId, boundKeys), eq(denials.invocationHash, scope.invocationHash))!,
+    );
+  }
   return db
     .select()
     .from(denials)
-    .where(and(eq(denials.tenantId, tenantId), eq(denials.jti, jti)))
+    .where(and(...where))
     .orderBy(asc(denials.id))
     .limit(limit);
 }
+
+/**
+ * The tool_server an allowed invocation names, read from its stored JWS in SQL (the payload is
+ * base64url JCS, verified when it was stored; PostgreSQL's decoder wants standard base64 with
+ * padding). Lets a list confined to one tool server filter in the query, so pages stay exact.
+ */
+const invocationPayload = sql`split_part(${invocations.jws}, '.', 2)`;
+export const invocationToolServer = sql<
+  string | null
+>`(convert_from(decode(rpad(translate(${invocationPayload}, '-_', '+/'), ((length(${invocationPayload}) + 3) / 4) * 4, '='), 'base64'), 'UTF8')::jsonb ->> 'tool_server')`;
 
 export async function actualsOf(db: Db, tenantId: string, jtis: readonly string[]): Promise<Map<string, Actual>> {
   if (jtis.length === 0) return new Map();
@@ -52,8 +84,10 @@ export type InvocationWithKey = Invocation & { readonly key: InvocationKey };
 
 /**
  * One page of the invocations made through `hash` (any DR of its subtree:
- * dr_chain contains it), newest first, strictly after `after` in that order.
- * Returns limit + 1 rows at most so the caller can tell whether more follow.
+ * dr_chain contains it), newest first, strictly after `after` in that order;
+ * with `toolServer`, only those naming that tool server (filtered here, so
+ * pages and cursors stay exact). Returns limit + 1 rows at most so the caller
+ * can tell whether more follow.
  */
 export async function invocationsThrough(
   db: Db,
@@ -61,8 +95,10 @@ export async function invocationsThrough(
   hash: string,
   after: InvocationKey | null,
   limit: number,
+  toolServer: string | null = null,
 ): Promise<InvocationWithKey[]> {
   const conditions = [eq(invocations.tenantId, tenantId), sql`${invocations.drChain} @> array[${hash}]::text[]`];
+  if (toolServer !== null) conditions.push(sql`${invocationToolServer} = ${toolServer}`);
   if (after) conditions.push(sql`(${invocations.createdAt}, ${invocations.jti}) < (${after.createdAt}::timestamptz, ${after.jti})`);
   const found = await db
     .select({ row: invocations, createdAtText })

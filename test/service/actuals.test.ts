@@ -195,9 +195,10 @@ describe('provenance and input rules', () => {
     expect(own.status).toBe(201);
     const call = await allowed(await chainWith([base]), 0.5);
     const before = await stored();
+    // Answered exactly as an unknown jti: the key learns nothing of which jtis exist elsewhere.
     const wrong = await report(call, { source: 'api-usage', cost_usd: 0 }, elsewhere.body.key as string);
-    expect(wrong.status).toBe(403);
-    expect(wrong.body.error.message).toContain('bound to tool server mcp://billing.example');
+    expect(wrong.status).toBe(404);
+    expect(wrong.body.error.code).toBe('NOT_FOUND');
     expect(await stored()).toEqual(before);
     expect((await report(call, { source: 'api-usage', cost_usd: 0.4 }, own.body.key as string)).status).toBe(201);
   });

@@ -577,6 +577,18 @@ describe('explain agrees with verify', () => {
     });
     expect(asApprover.status).toBe(200);
     expect(codes(asApprover.body)).toEqual([]);
+    // Nor is a verify key confined to one tool server, which reads no delegation either.
+    const bound = await svc.call('POST', `/v1/admin/tenants/${own.id}/api-keys`, {
+      key: svc.adminKey,
+      json: { scopes: ['verify'], name: 'bound verifier', tool_server: 'mcp://elsewhere' },
+    });
+    expect(bound.status).toBe(201);
+    const asBound = await svc.call('POST', '/v1/explain', {
+      key: bound.body.key as string,
+      json: { dr_chain: revoked.drs.map((d) => d.hash), args: { ...DECLARED, tool: 'web_search' } },
+    });
+    expect(asBound.status).toBe(200);
+    expect(codes(asBound.body)).toEqual([]);
 
     const once = fresh({ max_calls: 1 });
     expect((await explainAndVerify(own, once, { tool: 'web_search' })).verified.status).toBe(200);
