@@ -105,6 +105,12 @@ async function readBodyBytes(c: Context, maxBytes: number): Promise<Uint8Array> 
 /** The whole body of a Node request, refusing (413) as soon as it passes maxBytes. */
 function readIncoming(incoming: IncomingMessage, maxBytes: number): Promise<Uint8Array> {
   return new Promise((resolve, reject) => {
+    // Closed while the handler awaited something else (the key's lookup): a destroyed stream emits
+    // nothing more, so waiting for its end would keep the request open for ever.
+    if (incoming.destroyed) {
+      reject(cutShort());
+      return;
+    }
     const chunks: Buffer[] = [];
     let total = 0;
     const done = (settle: () => void) => {

@@ -9,6 +9,7 @@ import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect, createServer, type Socket } from 'node:net';
+import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/service/log.js';
@@ -21,13 +22,17 @@ afterAll(async () => {
   for (const f of cleanup.reverse()) await f();
 });
 
-async function start(env: Record<string, string> = {}): Promise<RunningServer> {
-  const db: FreshDatabase = await createDatabase();
-  cleanup.push(db.drop);
+const ADMIN_KEY = `timeouts-admin-${randomBytes(16).toString('hex')}`;
+
+async function start(env: Record<string, string> = {}, db?: FreshDatabase): Promise<RunningServer> {
+  if (!db) {
+    db = await createDatabase();
+    cleanup.push(db.drop);
+  }
   const config = loadConfig({
     PORT: '0',
     DATABASE_URL: db.url,
-    BATON_ADMIN_KEY: `timeouts-admin-${randomBytes(16).toString('hex')}`,
+    BATON_ADMIN_KEY: ADMIN_KEY,
     BATON_MASTER_KEY: randomBytes(32).toString('hex'),
     ...env,
   });
@@ -330,4 +335,62 @@ describe('requests Node refuses before Baton reads them', () => {
       message: expect.stringContaining('HPE_INVALID_CHUNK_SIZE'),
     });
   }, 60_000);
+});
+
+describe('a client that leaves while its request waits', () => {
+  it('is let go when the handler comes to read the body of a connection already gone: no request open for ever', async () => {
+    const db = await createDatabase();
+    cleanup.push(db.drop);
+    const server = await start({}, db);
+    const admin = { authorization: `Bearer ${ADMIN_KEY}`, 'content-type': 'application/json' };
+    const tenant = (await (
+      await fetch(`${server.url}/v1/admin/tenants`, { method: 'POST', headers: admin, body: '{"name":"leaver"}' })
+    ).json()) as { id: string };
+    const made = await fetch(`${server.url}/v1/admin/tenants/${tenant.id}/api-keys`, {
+      method: 'POST',
+      headers: admin,
+      body: JSON.stringify({ scopes: ['issue'], name: 'issuer' }),
+    });
+    const issueKey = ((await made.json()) as { key: string }).key;
+    const inFlight = async () => {
+      const text = await (await fetch(`${server.url}/metrics`, { headers: admin })).text();
+      return Number(/^baton_http_requests_in_flight (\S+)$/m.exec(text)?.[1]);
+    };
+    expect(await inFlight()).toBe(1); // the scrape itself
+
+    // Hold the key's first lookup: the handler waits on it, with the body not yet read.
+    const sql = postgres(db.url, { max: 1, onnotice: () => {} });
+    cleanup.push(() => sql.end({ timeout: 1 }));
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let locked!: () => void;
+    const isLocked = new Promise<void>((resolve) => (locked = resolve));
+    const holding = sql.begin(async (tx) => {
+      await tx`lock table api_keys in access exclusive mode`;
+      locked();
+      await released;
+    });
+    await isLocked;
+
+    // The whole request, then a reset while its key is being looked up.
+    const socket = await open(server.port);
+    const body = '{"receipts":[]}';
+    socket.write(
+      `POST /v1/delegations HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${issueKey}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+    );
+    await new Promise((r) => setTimeout(r, 200));
+    socket.resetAndDestroy();
+    await new Promise((r) => setTimeout(r, 200));
+    release();
+    await holding;
+
+    // Without the check the request never ends: the gauge stays one up for ever.
+    const deadline = Date.now() + 5_000;
+    let seen = await inFlight();
+    while (seen !== 1 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+      seen = await inFlight();
+    }
+    expect(seen).toBe(1);
+  });
 });
