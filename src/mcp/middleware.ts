@@ -10,12 +10,6 @@
  *   withBaton(server, { baton: { baseUrl, verifyKey, reportKey }, toolServer: 'mcp://search' });
  *
  * What a wrapped server does with each tools/call, in order:
- *  0. an McpServer refuses a call to a tool it does not have (or has disabled),
- *     or with arguments the tool's input schema refuses, as it always does,
- *     before Baton is asked: such a call runs nothing, and verified first it
- *     would be counted (a max_calls used, its estimate held against the
- *     budget) for a tool that never ran. A low-level Server's own handler
- *     checks its arguments after the verify.
  *  1. reads the DRS bundle from `params._meta`: "xyz.okeyamy.drs/bundle" (newer
  *     DRS: base64url JSON or an object), "X-DRS-Bundle" (DRS: base64url JSON),
  *     or "bundle" (an object). None: refused, saying how to attach one.
@@ -24,6 +18,14 @@
  *     names this tool server (`tool_server`), and that its `cmd` is
  *     "/mcp/tools/call" or "/mcp/tools/call/<the tool called>" (a chain
  *     delegated for another command, say /mcp/resources/read, runs no tool).
+ *  2b. on an McpServer, makes the server's own refusals, as it always does: a
+ *     tool it does not have (or has disabled, or that needs a task request),
+ *     arguments the tool's input schema refuses. The tool does not run, and
+ *     verified first the call would be counted (a max_calls used, its
+ *     estimate held against the budget) for a tool that never ran. The input
+ *     schema's code runs here, before the verify, and again when the tool
+ *     runs: keep it free of side effects. A low-level Server's own handler
+ *     checks its arguments after the verify.
  *  3. POST /v1/verify with the call's arguments as `body` and require_binding,
  *     so arguments changed after signing are refused (BINDING_MISMATCH).
  *     A deny is refused with Baton's code, message, suggestion and every
@@ -307,6 +309,21 @@ export function withBaton<S extends McpServerLike | McpLowLevelServerLike>(serve
     }
     (handlers as Map<string, AnyHandler>).set(method, guarded(method, existing));
   }
+  // A method with no handler of its own goes to fallbackRequestHandler, which setRequestHandler
+  // never sees: a fallback answering tools/call or resources/read would serve them unchecked.
+  let fallback = (low as unknown as { fallbackRequestHandler?: AnyHandler }).fallbackRequestHandler;
+  const guardedFallback: AnyHandler = (request, extra) => {
+    const method: unknown = (request as { method?: unknown } | null)?.method;
+    return guarded(typeof method === 'string' ? method : undefined, fallback!)(request, extra);
+  };
+  Object.defineProperty(low, 'fallbackRequestHandler', {
+    configurable: true,
+    enumerable: true,
+    get: () => (fallback === undefined ? undefined : guardedFallback),
+    set: (handler: AnyHandler | undefined) => {
+      fallback = handler;
+    },
+  });
   tagged[GATED] = true;
   return server;
 }
@@ -324,7 +341,7 @@ function isUngated(method: string | undefined): method is (typeof UNGATED_METHOD
 
 function ungatedRefusal(method: string): AnyHandler {
   return () => {
-    throw new McpError(
+    throw protocolError(
       BATON_REFUSAL_ERROR_CODE,
       `This server checks its tool calls with Baton and refuses ${method}, which Baton does not check. Its operator can serve ${method} ungated with withBaton(server, { ..., ungated: 'serve' }).`,
       { code: 'UNGATED_REQUEST', method },
@@ -332,25 +349,48 @@ function ungatedRefusal(method: string): AnyHandler {
   };
 }
 
-type OwnRefusal = (tool: string, args: Record<string, unknown>) => Promise<CallToolResult | undefined>;
+/**
+ * An McpError sent with its message as written. The SDK's constructor puts "MCP error <code>: "
+ * before it, and the client's McpError does again: the agent read the prefix twice.
+ */
+function protocolError(code: number, message: string, data: unknown): McpError {
+  const error = new McpError(code, message, data);
+  error.message = message;
+  return error;
+}
+
+type OwnRefusal = (tool: string, args: Record<string, unknown>, params: Record<string, unknown>) => Promise<CallToolResult | undefined>;
 
 /**
- * What an McpServer answers, running nothing, to a call of a tool it does not have (or has
- * disabled), or with arguments the tool's input schema refuses: asked after Baton's verify, such a
- * call would be counted (a max_calls used, its estimate held against the budget) for a tool that
- * never ran. Read from the SDK's internals (_registeredTools, validateToolInput), as its own
- * tools/call handler does; a server without them (a low-level Server) is asked nothing.
+ * What an McpServer answers, without running the tool, to a call of a tool it does not have (or has
+ * disabled, or that needs a task request it did not get), or with arguments the tool's input schema
+ * refuses: asked after Baton's verify, such a call would be counted (a max_calls used, its estimate
+ * held against the budget) for a tool that never ran. The same checks as the SDK's own tools/call
+ * handler, read from its internals (_registeredTools, validateToolInput); a server without them (a
+ * low-level Server) is asked nothing.
  */
 function ownRefusalOf(server: McpServerLike | McpLowLevelServerLike): OwnRefusal | undefined {
   const s = server as { _registeredTools?: unknown; validateToolInput?: unknown };
   const tools = s._registeredTools;
   const validate = s.validateToolInput;
   if (!isRecord(tools) || typeof validate !== 'function') return undefined;
-  return async (name, args) => {
+  return async (name, args, params) => {
     try {
       const tool = Object.hasOwn(tools, name) ? tools[name] : undefined;
       if (!isRecord(tool)) throw new McpError(ErrorCode.InvalidParams, `Tool ${name} not found`);
       if (!tool['enabled']) throw new McpError(ErrorCode.InvalidParams, `Tool ${name} disabled`);
+      const taskSupport = isRecord(tool['execution']) ? tool['execution']['taskSupport'] : undefined;
+      const handler = tool['handler'];
+      const isTaskHandler = (typeof handler === 'object' || typeof handler === 'function') && handler !== null && 'createTask' in handler;
+      if ((taskSupport === 'required' || taskSupport === 'optional') && !isTaskHandler) {
+        throw new McpError(
+          ErrorCode.InternalError,
+          `Tool ${name} has taskSupport '${String(taskSupport)}' but was not registered with registerToolTask`,
+        );
+      }
+      if (taskSupport === 'required' && !params['task']) {
+        throw new McpError(ErrorCode.MethodNotFound, `Tool ${name} requires task augmentation (taskSupport: 'required')`);
+      }
       await (validate as (tool: unknown, args: unknown, name: string) => Promise<unknown>).call(server, tool, args, name);
       return undefined;
     } catch (e) {
@@ -466,7 +506,7 @@ function makeGate(options: BatonMcpOptions, ownRefusal: OwnRefusal | undefined):
   const refuse = (refusal: BatonRefusal, error?: unknown): CallToolResult => {
     emit({ type: 'refused', tool: refusal.tool, refusal, ...(error !== undefined ? { error } : {}) });
     if (refuseAs === 'protocol-error') {
-      throw new McpError(BATON_REFUSAL_ERROR_CODE, `Baton refused ${refusal.tool}: ${refusal.code}: ${refusal.message}`, refusal);
+      throw protocolError(BATON_REFUSAL_ERROR_CODE, `Baton refused ${refusal.tool}: ${refusal.code}: ${refusal.message}`, refusal);
     }
     return { content: [{ type: 'text', text: explainRefusal(refusal) }], isError: true, _meta: { [REFUSAL_META_KEY]: refusal } };
   };
@@ -493,10 +533,6 @@ function makeGate(options: BatonMcpOptions, ownRefusal: OwnRefusal | undefined):
     const rawArgs = params['arguments'] ?? {};
     if (!isRecord(rawArgs)) throw new McpError(ErrorCode.InvalidParams, 'Invalid tools/call request: params.arguments must be an object.');
     const args: Record<string, unknown> = rawArgs;
-    // 0. the server's own refusal, which runs nothing, before Baton counts the call
-    const own = await ownRefusal?.(tool, args);
-    if (own) return own;
-
     const meta = isRecord(params['_meta'])
       ? params['_meta']
       : isRecord(extra?._meta)
@@ -558,6 +594,10 @@ function makeGate(options: BatonMcpOptions, ownRefusal: OwnRefusal | undefined):
         }),
       );
     }
+
+    // 2b. the server's own refusals, before Baton counts the call
+    const own = await ownRefusal?.(tool, args, params);
+    if (own) return own;
 
     // 3. Baton decides
     let decision: VerifyResult;
@@ -686,10 +726,13 @@ function unavailable(tool: string, e: unknown): BatonRefusal {
     // No answer of Baton's (unreachable, timed out, aborted, not Baton's answer): the client's
     // texts name the address and the configuration.
     const clientMade = e.status === 0 || e.code === 'UNEXPECTED_RESPONSE';
+    // Baton refused the tool server's own key: nothing the agent can change.
+    const keyRefused = e.status === 401 || e.status === 403;
     const down = clientMade || e.status >= 500;
-    const message = clientMade
-      ? (ERROR_TABLE[e.code as keyof typeof ERROR_TABLE]?.message ?? ERROR_TABLE.BATON_UNAVAILABLE.message)
-      : e.message;
+    const message =
+      clientMade || keyRefused
+        ? (ERROR_TABLE[e.code as keyof typeof ERROR_TABLE]?.message ?? ERROR_TABLE.BATON_UNAVAILABLE.message)
+        : e.message;
     return {
       tool,
       code: e.code,
@@ -697,9 +740,11 @@ function unavailable(tool: string, e: unknown): BatonRefusal {
       message: down ? `Baton could not decide, so the tool did not run: ${message}` : `Baton refused the verification request: ${message}`,
       suggestion: e.retryable
         ? `${ERROR_TABLE.BATON_UNAVAILABLE.suggestion} ${RETRY_FRESH}`
-        : clientMade
-          ? ERROR_TABLE.BATON_UNAVAILABLE.suggestion
-          : (e.suggestion ?? ERROR_TABLE.BATON_UNAVAILABLE.suggestion),
+        : keyRefused
+          ? "The tool server's own access to Baton was refused, so no call through it can run until its operator fixes it; retrying will not help."
+          : clientMade
+            ? ERROR_TABLE.BATON_UNAVAILABLE.suggestion
+            : (e.suggestion ?? ERROR_TABLE.BATON_UNAVAILABLE.suggestion),
       violations: e.violations,
       request_id: e.requestId ?? null,
       retryable: e.retryable,

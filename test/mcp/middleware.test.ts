@@ -7,8 +7,9 @@ import { createServer as createHttpServer, type Server as HttpServer } from 'nod
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { completable } from '@modelcontextprotocol/sdk/server/completable.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { CallToolRequestSchema, ListToolsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolRequestSchema, ListToolsRequestSchema, McpError, ReadResourceRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import {
@@ -637,13 +638,70 @@ describe('what the server refuses itself is refused before Baton counts it', () 
   });
 });
 
+describe("the server's own checks come after the bundle's and before the verify", () => {
+  it("a tool's input schema does not run for a call without a bundle", async () => {
+    const effects: string[] = [];
+    const server = new McpServer({ name: 'effects', version: '1.0.0' });
+    server.registerTool(
+      'web_search',
+      {
+        inputSchema: {
+          query: z.string().refine(async (q) => {
+            effects.push(q);
+            return true;
+          }),
+        },
+      },
+      async () => ({ content: [{ type: 'text' as const, text: 'ran' }] }),
+    );
+    withBaton(server, batonOptions());
+    const client = await connect(server);
+    const refused = await client.callTool({ name: 'web_search', arguments: { tool: 'web_search', query: 'no-bundle' } });
+    expect(refusalOf(refused as ToolCallResult)).toMatchObject({ code: 'BUNDLE_MISSING' });
+    expect(effects).toEqual([]);
+  });
+
+  it('a task tool called without a task request is refused before Baton counts it', async () => {
+    const c = await storedChain({ allowed_tools: ['web_search'], max_calls: 1, max_cost_usd: 0.01 });
+    const server = new McpServer({ name: 'tasks', version: '1.0.0' });
+    withBaton(server, batonOptions());
+    const createTask = vi.fn();
+    server.experimental.tasks.registerToolTask('web_search', { inputSchema: { query: z.string() } }, {
+      createTask,
+      getTask: vi.fn(),
+      getTaskResult: vi.fn(),
+    } as never);
+    const client = await connect(server);
+    const refused = await searchOnce(client, c, 'q');
+    expect(refused.isError).toBe(true);
+    expect(text(refused)).toContain('requires task augmentation');
+    expect(createTask).not.toHaveBeenCalled();
+    expect((await audit.getDelegation(c.sub.hash)).usage).toMatchObject({ calls_used: 0 });
+  });
+
+  it("Baton refusing the tool server's own key is told to the agent without the operator's instructions", async () => {
+    const c = await storedChain();
+    const events: BatonMcpEvent[] = [];
+    const { server, search } = toolServer(
+      batonOptions({ baton: { baseUrl: live.baseUrl, verifyKey: 'bk_wrong_key', timeoutMs: 5000 }, onEvent: (e) => events.push(e) }),
+    );
+    const refused = await searchOnce(await connect(server), c, 'q');
+    expect(search).not.toHaveBeenCalled();
+    expect(refusalOf(refused)).toMatchObject({ code: 'UNAUTHORIZED', retryable: false });
+    expect(refusalOf(refused)!.suggestion).not.toContain('Authorization');
+    expect(refusalOf(refused)!.suggestion).toContain('operator');
+    expect(events.find((e) => e.type === 'refused')).toMatchObject({ error: { code: 'UNAUTHORIZED' } });
+  });
+});
+
 describe('resources, prompts and completions: refused unless served ungated', () => {
   function richServer(options: BatonMcpOptions, wrapFirst: boolean) {
     const server = new McpServer({ name: 'rich', version: '1.0.0' });
     if (wrapFirst) withBaton(server, options);
     const read = vi.fn(async (uri: URL) => ({ contents: [{ uri: uri.href, text: 'TOP SECRET' }] }));
     server.registerResource('secrets', 'file:///etc/secrets', {}, read);
-    server.registerPrompt('greet', { argsSchema: { name: z.string() } }, ({ name }) => ({
+    // A completable argument makes the McpServer answer completion/complete.
+    server.registerPrompt('greet', { argsSchema: { name: completable(z.string(), () => ['alice']) } }, ({ name }) => ({
       messages: [{ role: 'user', content: { type: 'text', text: `hello ${name}` } }],
     }));
     if (!wrapFirst) withBaton(server, options);
@@ -665,6 +723,8 @@ describe('resources, prompts and completions: refused unless served ungated', ()
       expect(resource).toBeInstanceOf(McpError);
       expect(resource).toMatchObject({ code: BATON_REFUSAL_ERROR_CODE, data: { code: 'UNGATED_REQUEST', method: 'resources/read' } });
       expect((resource as Error).message).toContain("ungated: 'serve'");
+      // The SDK's McpError prefixes its message, and the client's does again: sent once, read once.
+      expect((resource as Error).message).toMatch(/^MCP error -32003: This server checks its tool calls with Baton/);
       expect(await refusal(client.getPrompt({ name: 'greet', arguments: { name: 'x' } }))).toMatchObject({
         code: BATON_REFUSAL_ERROR_CODE,
         data: { method: 'prompts/get' },
@@ -672,6 +732,52 @@ describe('resources, prompts and completions: refused unless served ungated', ()
       expect(read).not.toHaveBeenCalled();
     });
   }
+
+  it('completion/complete is refused too', async () => {
+    const { server } = richServer(batonOptions(), false);
+    const client = await connect(server);
+    const refused = await client.complete({ ref: { type: 'ref/prompt', name: 'greet' }, argument: { name: 'name', value: 'a' } }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(refused).toMatchObject({ code: BATON_REFUSAL_ERROR_CODE, data: { code: 'UNGATED_REQUEST', method: 'completion/complete' } });
+  });
+
+  for (const wrapFirst of [false, true]) {
+    it(`a low-level Server's own resources/read handler is refused (installed ${wrapFirst ? 'after' : 'before'} wrapping)`, async () => {
+      const low = new Server({ name: 'low-resources', version: '1.0.0' }, { capabilities: { resources: {}, tools: {} } });
+      const read = vi.fn(async () => ({ contents: [{ uri: 'file:///s', text: 'TOP SECRET' }] }));
+      if (wrapFirst) withBaton(low, batonOptions());
+      low.setRequestHandler(ReadResourceRequestSchema, read);
+      if (!wrapFirst) withBaton(low, batonOptions());
+      const client = await connect(low);
+      const refused = await client.readResource({ uri: 'file:///s' }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(refused).toMatchObject({ code: BATON_REFUSAL_ERROR_CODE, data: { method: 'resources/read' } });
+      expect(read).not.toHaveBeenCalled();
+    });
+  }
+
+  it('a fallbackRequestHandler serves neither a tool call nor a resource unchecked', async () => {
+    const low = new Server({ name: 'fallback', version: '1.0.0' }, { capabilities: { resources: {}, tools: {} } });
+    withBaton(low, batonOptions());
+    const served: string[] = [];
+    low.fallbackRequestHandler = async (request) => {
+      served.push(request.method);
+      return (request.method === 'tools/call' ? { content: [{ type: 'text', text: 'ran' }] } : { contents: [] }) as never;
+    };
+    const client = await connect(low);
+    const resource = await client.readResource({ uri: 'file:///s' }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(resource).toMatchObject({ code: BATON_REFUSAL_ERROR_CODE, data: { method: 'resources/read' } });
+    const tool = await client.callTool({ name: 'anything', arguments: { tool: 'anything' } });
+    expect(refusalOf(tool as ToolCallResult)).toMatchObject({ code: 'BUNDLE_MISSING' });
+    expect(served).toEqual([]);
+  });
 
   it("ungated: 'serve' serves them as an unwrapped server does", async () => {
     const { server, read } = richServer(batonOptions({ ungated: 'serve' }), false);
