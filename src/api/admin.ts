@@ -83,7 +83,7 @@ export const CreateApiKeyRequest = z
       .nullable()
       .openapi({
         description:
-          'Binds a `verify` or `report` key to invocations naming this tool server: it verifies, and reports actual costs for, only those (only with one of those scopes; no surrounding whitespace). Unless it also holds `issue` or `audit`, it also reads only those invocations, and no delegation.',
+          'Binds a `verify` or `report` key to invocations naming this tool server: it verifies, and reports actual costs for, only those (only with one of those scopes; no surrounding whitespace). Unless it also holds `issue`, `audit` or `approve`, it also reads only those invocations, and no delegation.',
       })
       .optional(),
     expires_in_seconds: keyLifetimeSeconds().openapi({ description: "The key's lifetime; default: it never expires." }),
@@ -258,7 +258,7 @@ export const createApiKeyRoute = createRoute({
   operationId: 'createApiKey',
   summary: 'Issue an API key for a tenant',
   description:
-    'The plaintext `key` is in this response only; Baton stores its SHA-256. `tool_server` binds a `verify` or `report` key to invocations naming that tool server (it verifies, reports for and, without `issue` or `audit`, reads only those). Responses are `Cache-Control: no-store`.',
+    'The plaintext `key` is in this response only; Baton stores its SHA-256. `tool_server` binds a `verify` or `report` key to invocations naming that tool server (it verifies, reports for and, without `issue`, `audit` or `approve`, reads only those). Responses are `Cache-Control: no-store`.',
   'x-baton-scopes': ['admin'],
   security: [{ bearerAuth: [] }],
   request: {

@@ -363,7 +363,7 @@ const readDelegationRoute = <P extends string>(o: {
       400: BadRequestResponse('The path is not a record hash (`INVALID_REQUEST`).'),
       401: UnauthorizedResponse(),
       403: ForbiddenResponse(
-        'The key lacks a read scope, is the admin key (reads are per tenant), or is bound to a tool server without `issue` or `audit` (such a key reads only the invocations naming its server; refused before any lookup) (`FORBIDDEN`).',
+        'The key lacks a read scope, is the admin key (reads are per tenant), or is bound to a tool server without `issue`, `audit` or `approve` (such a key reads only the invocations naming its server; refused before any lookup) (`FORBIDDEN`).',
       ),
       404: NotFoundResponse(),
       500: InternalResponse(),
@@ -404,7 +404,7 @@ export const listDelegationInvocationsRoute = createRoute({
   operationId: 'listDelegationInvocations',
   summary: "Allowed invocations through a record's subtree, newest first",
   description:
-    'Every allowed invocation whose `dr_chain` contains the record, newest first, keyset paged: pass `next_cursor` back as `cursor` until it is `null`. Denials are not invocations and are not listed (see `GET /v1/invocations/{jti}`). A key bound to a tool server (`tool_server`) without `issue` or `audit` sees only the invocations naming its server, and a record none of them passes through is `404` like an unknown one.',
+    'Every allowed invocation whose `dr_chain` contains the record, newest first, keyset paged: pass `next_cursor` back as `cursor` until it is `null`. Denials are not invocations and are not listed (see `GET /v1/invocations/{jti}`). A key bound to a tool server (`tool_server`) without `issue`, `audit` or `approve` sees only the invocations naming its server, and a record none of them passes through is `404` like an unknown one.',
   'x-baton-scopes': ['audit', 'report', 'verify', 'issue'],
   security: [{ bearerAuth: [] }],
   request: {

@@ -175,7 +175,7 @@ export const getInvocationRoute = createRoute({
   operationId: 'getInvocation',
   summary: 'An invocation, its decision, service receipt, actual and denials',
   description:
-    "An allowed invocation comes with its JWS, chain, declared estimate, service receipt, actual and any later denials of the same jti (replay attempts). A jti that was only ever denied comes back as `decision: denied` with every recorded denial. A key bound to a tool server (`tool_server`) without `issue` or `audit` reads only invocations naming its server, and only the denials recorded by its server's keys or replaying that invocation; anything else is `404` exactly as an unknown jti.",
+    "An allowed invocation comes with its JWS, chain, declared estimate, service receipt, actual and any later denials of the same jti (replay attempts). A jti that was only ever denied comes back as `decision: denied` with every recorded denial. A key bound to a tool server (`tool_server`) without `issue`, `audit` or `approve` reads only invocations naming its server, and only the denials recorded by its server's keys or replaying that invocation; anything else is `404` exactly as an unknown jti.",
   'x-baton-scopes': ['audit', 'report', 'verify', 'issue'],
   security: [{ bearerAuth: [] }],
   request: { params: InvocationJtiParams },

@@ -204,7 +204,7 @@ export interface paths {
     put?: never;
     /**
      * Issue an API key for a tenant
-     * @description The plaintext `key` is in this response only; Baton stores its SHA-256. `tool_server` binds a `verify` or `report` key to invocations naming that tool server (it verifies, reports for and, without `issue` or `audit`, reads only those). Responses are `Cache-Control: no-store`.
+     * @description The plaintext `key` is in this response only; Baton stores its SHA-256. `tool_server` binds a `verify` or `report` key to invocations naming that tool server (it verifies, reports for and, without `issue`, `audit` or `approve`, reads only those). Responses are `Cache-Control: no-store`.
      */
     post: operations['createApiKey'];
     delete?: never;
@@ -448,7 +448,7 @@ export interface paths {
     };
     /**
      * Allowed invocations through a record's subtree, newest first
-     * @description Every allowed invocation whose `dr_chain` contains the record, newest first, keyset paged: pass `next_cursor` back as `cursor` until it is `null`. Denials are not invocations and are not listed (see `GET /v1/invocations/{jti}`). A key bound to a tool server (`tool_server`) without `issue` or `audit` sees only the invocations naming its server, and a record none of them passes through is `404` like an unknown one.
+     * @description Every allowed invocation whose `dr_chain` contains the record, newest first, keyset paged: pass `next_cursor` back as `cursor` until it is `null`. Denials are not invocations and are not listed (see `GET /v1/invocations/{jti}`). A key bound to a tool server (`tool_server`) without `issue`, `audit` or `approve` sees only the invocations naming its server, and a record none of them passes through is `404` like an unknown one.
      */
     get: operations['listDelegationInvocations'];
     put?: never;
@@ -535,7 +535,7 @@ export interface paths {
     put?: never;
     /**
      * Every unmet condition of a hypothetical call, each with a remediation
-     * @description What verify would refuse of this call now: its policies against `args`, the catalog's requirements, held grants and the tenant's rules; and, for a key that reads the tenant's records (`issue`, `verify`, `report`, `audit`; not `approve` alone, nor a `verify` or `report` key bound to a tool server without `issue` or `audit`), the chain's standing (its root's trust, each delegation's time window, revocation and counters) and the tool's rate window this minute. Reads only: nothing is counted, consumed or recorded.
+     * @description What verify would refuse of this call now: its policies against `args`, the catalog's requirements, held grants and the tenant's rules; and, for a key that reads the tenant's records (`issue`, `verify`, `report`, `audit`; not `approve` alone, nor a `verify` or `report` key bound to a tool server without `issue`, `audit` or `approve`), the chain's standing (its root's trust, each delegation's time window, revocation and counters) and the tool's rate window this minute. Reads only: nothing is counted, consumed or recorded.
      */
     post: operations['explainCall'];
     delete?: never;
@@ -641,7 +641,7 @@ export interface paths {
     };
     /**
      * An invocation, its decision, service receipt, actual and denials
-     * @description An allowed invocation comes with its JWS, chain, declared estimate, service receipt, actual and any later denials of the same jti (replay attempts). A jti that was only ever denied comes back as `decision: denied` with every recorded denial. A key bound to a tool server (`tool_server`) without `issue` or `audit` reads only invocations naming its server, and only the denials recorded by its server's keys or replaying that invocation; anything else is `404` exactly as an unknown jti.
+     * @description An allowed invocation comes with its JWS, chain, declared estimate, service receipt, actual and any later denials of the same jti (replay attempts). A jti that was only ever denied comes back as `decision: denied` with every recorded denial. A key bound to a tool server (`tool_server`) without `issue`, `audit` or `approve` reads only invocations naming its server, and only the denials recorded by its server's keys or replaying that invocation; anything else is `404` exactly as an unknown jti.
      */
     get: operations['getInvocation'];
     put?: never;
@@ -1169,7 +1169,7 @@ export interface components {
       expires_in_seconds?: number | null;
       name?: components['schemas']['DisplayName'] | null;
       scopes: components['schemas']['TenantScope'][];
-      /** @description Binds a `verify` or `report` key to invocations naming this tool server: it verifies, and reports actual costs for, only those (only with one of those scopes; no surrounding whitespace). Unless it also holds `issue` or `audit`, it also reads only those invocations, and no delegation. */
+      /** @description Binds a `verify` or `report` key to invocations naming this tool server: it verifies, and reports actual costs for, only those (only with one of those scopes; no surrounding whitespace). Unless it also holds `issue`, `audit` or `approve`, it also reads only those invocations, and no delegation. */
       tool_server?: string | null;
     };
     CreatedApiKey: {
@@ -3822,7 +3822,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The key lacks a read scope, is the admin key (reads are per tenant), or is bound to a tool server without `issue` or `audit` (such a key reads only the invocations naming its server; refused before any lookup) (`FORBIDDEN`). */
+      /** @description The key lacks a read scope, is the admin key (reads are per tenant), or is bound to a tool server without `issue`, `audit` or `approve` (such a key reads only the invocations naming its server; refused before any lookup) (`FORBIDDEN`). */
       403: {
         headers: {
           [name: string]: unknown;
@@ -3899,7 +3899,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The key lacks a read scope, is the admin key (reads are per tenant), or is bound to a tool server without `issue` or `audit` (such a key reads only the invocations naming its server; refused before any lookup) (`FORBIDDEN`). */
+      /** @description The key lacks a read scope, is the admin key (reads are per tenant), or is bound to a tool server without `issue`, `audit` or `approve` (such a key reads only the invocations naming its server; refused before any lookup) (`FORBIDDEN`). */
       403: {
         headers: {
           [name: string]: unknown;
@@ -4148,7 +4148,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The key lacks a read scope, is the admin key (reads are per tenant), or is bound to a tool server without `issue` or `audit` (such a key reads only the invocations naming its server; refused before any lookup) (`FORBIDDEN`). */
+      /** @description The key lacks a read scope, is the admin key (reads are per tenant), or is bound to a tool server without `issue`, `audit` or `approve` (such a key reads only the invocations naming its server; refused before any lookup) (`FORBIDDEN`). */
       403: {
         headers: {
           [name: string]: unknown;

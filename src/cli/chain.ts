@@ -28,7 +28,9 @@ DR: its parties, status (active, revoked, expired, not_yet_valid), policy,
 calls used of max_calls, and the spend of its subtree as agents declared it
 next to what tool servers metered (with the calibration metered/declared).
 
-Needs an API key of the DR's tenant with issue, verify, report or audit scope.
+Needs an API key of the DR's tenant with issue, verify, report or audit scope
+(a verify or report key bound to a tool server reads no delegation unless it
+also holds issue, audit or approve).
 
 Options:
   --whole-tree         show the whole tree under the chain's root, not only

@@ -305,14 +305,18 @@ export function assertScope(auth: AuthContext, scopes: readonly ApiKeyScope[]): 
   }
 }
 
+/** The scopes that read the whole tenant whatever a key is bound to. */
+const TENANT_WIDE_SCOPES = ['issue', 'audit', 'approve'] as const satisfies readonly ApiKeyScope[];
+
 /**
  * Whether `auth` is a key confined to one tool server: bound to it (`tool_server`) and holding
- * neither `issue` nor `audit`, the two explicit tenant-wide grants. Such a key verifies, reports
+ * none of `issue`, `audit` and `approve`, the tenant-wide grants (an approver reads every call held
+ * for a human, whatever its server). Such a key verifies, reports
  * actuals for, and reads only the invocations naming its server (design.md §1); it reads no
  * delegation. The one place this rule is written: every read route asks it.
  */
 export function boundToolServerOf(auth: Pick<AuthContext, 'scopes' | 'toolServer'>): string | null {
-  if (auth.toolServer === null || auth.scopes.includes('issue') || auth.scopes.includes('audit')) return null;
+  if (auth.toolServer === null || TENANT_WIDE_SCOPES.some((scope) => auth.scopes.includes(scope))) return null;
   return auth.toolServer;
 }
 

@@ -12,7 +12,7 @@
  * - listTenantDecisions: GET /v1/invocations, the auditor's list of allowed
  *   invocations and denials, filtered and keyset-paged.
  *
- * A key bound to one tool server without `issue` or `audit` (boundToolServerOf)
+ * A key bound to one tool server without `issue`, `audit` or `approve` (boundToolServerOf)
  * reads only invocations naming its server, and any bound key reports only for
  * those; any other is answered exactly as an unknown jti.
  */

@@ -38,7 +38,7 @@ export function invocationRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     c.json(await listTenantDecisions(deps, tenantOf(c.get('auth')), parseQuery(c, DecisionsQuery))),
   );
 
-  // A key bound to one tool server (without issue or audit) reads only the invocations naming it.
+  // A key bound to one tool server (without issue, audit or approve) reads only the invocations naming it.
   serve(r, getInvocationRoute, readers, async (c) => {
     const auth = c.get('auth');
     const { jti } = parseParams(c, InvocationJtiParams);

@@ -1,6 +1,6 @@
 /**
  * Keys bound to one tool server, on real PostgreSQL (design.md §1): a key with
- * `tool_server` and neither `issue` nor `audit` reads, and reports actuals for,
+ * `tool_server` and none of `issue`, `audit` and `approve` reads, and reports actuals for,
  * only the invocations naming its server. Another server's invocation is
  * answered exactly as an unknown jti; the list under a record holds only its
  * server's calls, paged exactly; the delegation reads (record, chain, tree)
@@ -35,6 +35,7 @@ const keys = {} as {
   reportOther: string; // report, bound to OTHER_SERVER
   bothOther: string; // verify + report, bound to OTHER_SERVER
   auditOther: string; // verify + audit, bound to OTHER_SERVER: audit is a tenant-wide grant
+  approveOther: string; // verify + approve, bound to OTHER_SERVER: an approver reads every held call
 };
 
 // R -> A (root); A -> B (leafA); A -> C (leafB)
@@ -107,6 +108,7 @@ beforeAll(async () => {
   keys.reportOther = await boundKey(['report'], OTHER_SERVER);
   keys.bothOther = await boundKey(['verify', 'report'], OTHER_SERVER);
   keys.auditOther = await boundKey(['verify', 'audit'], OTHER_SERVER);
+  keys.approveOther = await boundKey(['verify', 'approve'], OTHER_SERVER);
   // 5 calls naming TOOL_SERVER and 4 naming OTHER_SERVER, interleaved, through leafA.
   for (let i = 0; i < 9; i++) {
     if (i % 2 === 0) mine.push(await allowedCall([root, leafA], B, TOOL_SERVER));
@@ -228,13 +230,16 @@ describe('POST /v1/invocations/{jti}/actuals with a key bound to a tool server',
 });
 
 describe('keys that read the whole tenant', () => {
-  it('a bound key that also holds audit still reads every invocation and delegation', async () => {
-    const key = keys.auditOther;
-    expect((await get(`/v1/invocations/${mine[3]!}`, key)).status).toBe(200);
-    const listed = (await listAll(leafA.hash, key, 100)).flat();
-    for (const jti of [...mine, ...theirs]) expect(listed).toContain(jti);
-    for (const suffix of ['', '/chain', '/tree']) expect((await get(`/v1/delegations/${root.hash}${suffix}`, key)).status).toBe(200);
-  });
+  // audit and issue read the tenant; approve too: its approvals show every server's held calls.
+  for (const which of ['auditOther', 'approveOther'] as const) {
+    it(`a bound key that also holds ${which === 'auditOther' ? 'audit' : 'approve'} still reads every invocation and delegation`, async () => {
+      const key = keys[which];
+      expect((await get(`/v1/invocations/${mine[3]!}`, key)).status).toBe(200);
+      const listed = (await listAll(leafA.hash, key, 100)).flat();
+      for (const jti of [...mine, ...theirs]) expect(listed).toContain(jti);
+      for (const suffix of ['', '/chain', '/tree']) expect((await get(`/v1/delegations/${root.hash}${suffix}`, key)).status).toBe(200);
+    });
+  }
 
   it('an unbound verify key is unchanged: every invocation, the whole list, delegations', async () => {
     const key = tenant.keys.verify;
