@@ -18,6 +18,7 @@ import {
 } from './common.js';
 import { resolveTarget } from './context.js';
 import { UsageError, type CliIo } from './io.js';
+import { printable } from './inspect.js';
 import { readLogTrust } from './log.js';
 import { publishedKeysFromText } from './service-receipt.js';
 
@@ -55,6 +56,10 @@ Options:
                            JWKS, e.g. from baton service-receipt verify --save-keys):
                            receipts and the served log keys are checked against them
   --previous <file>        an earlier checkpoint note to check consistency with
+  --tree-size <n>          audit under the signed checkpoint of this size (default: the
+                           latest), e.g. the one your witnesses cosigned when the log has
+                           grown since: its entries are replayed, and the latest checkpoint
+                           must extend it (GET /v1/log/checkpoints/{n})
   --root <did>             a root DID the tenant trusts (repeatable); without it a
                            decision's root is not checked for trust, and the report says so.
                            Pin the custodial root too if the tenant issues through Baton
@@ -63,7 +68,9 @@ Options:
                            long: a stopped log or a stale checkpoint (default 600)
   --invocation-max-age <s> the service's BATON_INVOCATION_MAX_AGE (default 300)
   --clock-skew <s>         the service's BATON_CLOCK_SKEW (default 60)
-  --save-checkpoint <file> write the checkpoint audited, for the next --previous
+  --save-checkpoint <file> write the checkpoint audited, for the next --previous; only
+                           when the audit found nothing (a file already there is kept
+                           otherwise, and the output says so)
   --quiet                  no progress lines
   --json                   print the report as JSON
   -h, --help               show this help
@@ -73,26 +80,60 @@ ${SERVER_HELP}
 ${EXIT_HELP}
 Findings (exit 1): missing, rewritten or reordered entries (and unchecked
 ones: in a bundle the service would not serve, those it names no receipt
-for), bad service receipts, service receipts not in the log, a root
-mismatch, a split view; for decisions: substituted records, a chain that
-does not verify (chain-invalid), an allow that does not match its invocation
-(mismatch), records the service cannot produce (records-missing).`;
+for), an entry logged twice (duplicate), an entry of the tenant the service
+does not list (not-listed), bad service receipts, service receipts not in
+the log, a root mismatch, a split view or rollback, a tile or checkpoint the
+log served that cannot be read (malformed: the service's fault, not your
+input); for decisions: substituted records, a chain that does not verify
+(chain-invalid), an allow that does not match its invocation (mismatch),
+records the service cannot produce (records-missing).`;
 
 function summary(report: AuditReport): string {
+  if (!report.checkpointRead)
+    return [
+      `FINDINGS: log ${report.origin}: its checkpoint could not be read, so nothing else was audited`,
+      ...report.findings.map((f) => `  ${f.kind.padEnd(19)} ${'source' in f ? f.source : 'log'}: ${f.detail}`),
+    ]
+      .map(printable)
+      .join('\n');
   const lines = [
-    `${report.ok ? 'OK' : 'FINDINGS'}: log ${report.origin}, ${report.treeSize} entries`,
+    `${report.ok ? 'OK' : 'FINDINGS'}: log ${report.origin}, ${report.treeSize} entries${report.latestCheckpoint !== undefined ? ` (the checkpoint of that size; the latest is of ${report.latestCheckpoint.split('\n')[1] ?? '?'})` : ''}`,
     `  entries checked    ${report.entriesChecked}`,
-    `  service receipts   ${report.serviceReceiptsChecked} (${report.pendingServiceReceipts} after the checkpoint, not yet logged)`,
+    `  service receipts   ${report.serviceReceiptsChecked} (${report.pendingServiceReceipts} after the checkpoint${report.latestCheckpoint !== undefined ? ' audited, logged since or pending' : ', not yet logged'})`,
     `  decisions checked  ${report.decisionsChecked}`,
     `  not checked        ${report.notChecked}`,
   ];
   if (!report.rootsPinned) lines.push('  note               decision roots not checked for trust; pin them with --root');
   if (report.trustedOnFirstUse) lines.push('  note               keys taken from the service audited; pin them with --trust or --keys');
   for (const f of report.findings) {
-    const where = 'index' in f ? `entry ${f.index}` : 'serviceReceiptId' in f ? `service receipt ${f.serviceReceiptId}` : 'log';
+    const where =
+      'source' in f
+        ? f.source
+        : 'index' in f
+          ? `entry ${f.index}`
+          : 'serviceReceiptId' in f
+            ? `service receipt ${f.serviceReceiptId}`
+            : 'log';
     lines.push(`  ${f.kind.padEnd(19)} ${where}: ${f.detail}`);
   }
-  return lines.join('\n');
+  // A rollback or split view is proven by two signed notes: print both, not only under --json.
+  for (const f of report.findings) {
+    if (f.kind !== 'rollback' && f.kind !== 'split-view') continue;
+    const [a, b] = f.finding.kind === 'same-size-different-roots' ? f.finding.checkpoints : [f.finding.older, f.finding.newer];
+    for (const [title, note] of [
+      [`the earlier note, of ${a.checkpoint.size} leaves (evidence)`, a.note],
+      [`the note served, of ${b.checkpoint.size} leaves (evidence)`, b.note],
+    ] as const) {
+      lines.push('', `--- ${title}`, ...note.replace(/\n$/, '').split('\n'));
+    }
+  }
+  return lines.map(printable).join('\n');
+}
+
+/** Why the baseline is not replaced: the kinds found, at most a few. */
+function keptBecause(report: AuditReport): string {
+  const kinds = [...new Set(report.findings.map((f) => f.kind))];
+  return kinds.length <= 4 ? kinds.join(', ') : `${kinds.slice(0, 4).join(', ')} and more`;
 }
 
 /**
@@ -117,6 +158,7 @@ export async function runAudit(argv: string[], io: CliIo): Promise<number> {
       keys: { type: 'string' },
       'clock-skew': { type: 'string' },
       'save-checkpoint': { type: 'string' },
+      'tree-size': { type: 'string' },
       quiet: { type: 'boolean', default: false },
       ...SERVER_OPTIONS,
       ...COMMON_OPTIONS,
@@ -158,6 +200,8 @@ export async function runAudit(argv: string[], io: CliIo): Promise<number> {
     timeoutMs,
     ...(values.trust !== undefined ? { trust: readLogTrust(values.trust, AUDIT_HELP) } : {}),
     ...(values.previous !== undefined ? { previousCheckpoint: readLocalText(values.previous, '--previous', AUDIT_HELP) } : {}),
+    // Parsed as baton log proof parses it: a checkpoint has at least one leaf to audit.
+    ...(values['tree-size'] !== undefined ? { treeSize: integerFlag('--tree-size', values['tree-size'], 1) } : {}),
     ...(values['max-pending'] !== undefined ? { maxPendingSeconds: integerFlag('--max-pending', values['max-pending'], 1) } : {}),
     ...(values.keys !== undefined
       ? { serviceKeys: publishedKeysFromText(readLocalText(values.keys, '--keys', AUDIT_HELP), values.keys) }
@@ -179,8 +223,16 @@ export async function runAudit(argv: string[], io: CliIo): Promise<number> {
     io.err(explainAuditRefusal(e));
     return exitCodeFor(e);
   }
-  if (values['save-checkpoint'] !== undefined)
-    await writeOutputFile(values['save-checkpoint'], report.checkpoint, '--save-checkpoint', AUDIT_HELP);
+  // The saved checkpoint is the next run's baseline: replaced only by one the audit found nothing
+  // wrong with, or a rollback or split view served once would become the view checked against.
+  const save = values['save-checkpoint'];
+  if (save !== undefined && report.ok) await writeOutputFile(save, report.checkpoint, '--save-checkpoint', AUDIT_HELP);
+  else if (save !== undefined)
+    io.err(
+      printable(
+        `note: ${save} was not written, so the baseline it holds is kept: the audit found ${keptBecause(report)}. Keep using it as --previous, and keep this report (it holds the checkpoint served) as evidence until the findings are explained.`,
+      ),
+    );
   if (values.json) printJson(io, report);
   else io.out(summary(report));
   return report.ok ? 0 : 1;

@@ -23,7 +23,7 @@ import { UsageError, type CliIo } from './io.js';
 import { BatonError } from '../protocol/errors.js';
 import { openCheckpoint, parseTlogProof } from '../protocol/tlog-proof.js';
 import { logPolicy, verifyCheckpointConsistency, verifyServiceReceiptInclusion, type LogTrust } from '../sdk/audit.js';
-import type { BatonClient, ServiceReceiptLogProof } from '../sdk/client.js';
+import { BatonApiError, type BatonClient, type ServiceReceiptLogProof } from '../sdk/client.js';
 
 const TRUST_HELP = `The log's keys: --trust <file> pins them, as JSON {"origin": "...",
 "logKeys": ["<note verifier key>", ...], "witnesses"?: [...],
@@ -393,6 +393,31 @@ function consistencyProofFrom(value: unknown, where: string, sizes: readonly [nu
   return proof as string[];
 }
 
+/**
+ * The consistency proof the log serves between two of its checkpoints. The log signed both, so a
+ * refusal to join them (a 4xx answer other than a refused key) says so in those words: it is the
+ * log's failure to show it only appended, and both notes are the evidence.
+ */
+async function servedConsistency(client: BatonClient, from: number, to: number): Promise<string[]> {
+  try {
+    return (await client.logConsistency(from, to)).proof;
+  } catch (e) {
+    if (!(e instanceof BatonApiError) || e.status < 400 || e.status >= 500 || e.status === 401 || e.status === 403) throw e;
+    throw new BatonApiError({
+      status: e.status,
+      code: e.code,
+      message: `The log would not prove these checkpoints consistent (${from} to ${to} leaves); keep both notes. It answered: ${e.message}`,
+      suggestion:
+        'Keep both checkpoint notes as evidence: the log signed both and will not show that one extends the other. Ask the operator why.',
+      details: e.details,
+      requestId: e.requestId,
+      method: e.method,
+      url: e.url,
+      cause: e,
+    });
+  }
+}
+
 async function runConsistency(argv: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseCliArgs('log consistency', {
     args: argv,
@@ -424,7 +449,7 @@ async function runConsistency(argv: string[], io: CliIo): Promise<number> {
     proof = consistencyProofFrom(parseJson(readLocalText(where, '--proof', CONSISTENCY_HELP), where, CONSISTENCY_HELP), where, sizes);
   } else {
     // Equal sizes need no proof (the roots must match); from size 0 the service proves nothing either.
-    proof = from === to || from === 0 ? [] : (await clientFrom(values, io).logConsistency(from, to)).proof;
+    proof = from === to || from === 0 ? [] : await servedConsistency(clientFrom(values, io), from, to);
   }
   const result = verifyCheckpointConsistency(olderNote, newerNote, proof, trust, now);
   // Only the log's own failure to link two of its checkpoints is evidence against it: a saved file

@@ -34,12 +34,19 @@ export const MAX_WITNESS_NAME_BYTES = 256;
 /** Characters that print as nothing or reorder text (format, default-ignorable, separators): a name is read by people. */
 const INVISIBLE_IN_NAME = /[\p{Cf}\p{Default_Ignorable_Code_Point}\u2028\u2029]/u;
 
-/** Why a log would not serve a witness name (too long, or printing as another), or undefined if it would. */
+/**
+ * Why a log would not serve a witness name (too long, printing as another, or not printable ASCII),
+ * or undefined if it would. Witnesses are named by ASCII host and path names (C2SP key names); a
+ * letter from another script (a Cyrillic о in lоcalhost/...) reads as a name it is not.
+ */
 export function witnessNameProblem(name: string): string | undefined {
   const bytes = utf8(name).length;
   if (bytes > MAX_WITNESS_NAME_BYTES) return `A witness name is at most ${MAX_WITNESS_NAME_BYTES} bytes of UTF-8 (this one has ${bytes}).`;
   if (INVISIBLE_IN_NAME.test(name))
     return 'A witness name may not hold invisible or bidirectional formatting characters (they would make it read as another name).';
+  const other = /[^\x21-\x7e]/u.exec(name);
+  if (other !== null)
+    return `A witness name is printable ASCII, as the host and path names witnesses go by are; this one holds U+${other[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}, which could make it read as another name.`;
   return undefined;
 }
 
@@ -74,6 +81,9 @@ function timestampOf(signature: Uint8Array): bigint | undefined {
   return new DataView(signature.buffer, signature.byteOffset, TIMESTAMP_BYTES).getBigUint64(0);
 }
 
+/** The largest timestamp C2SP tlog-cosignature allows (it MUST NOT exceed 2^63 - 1). */
+export const MAX_COSIGNATURE_TIMESTAMP = 2n ** 63n - 1n;
+
 /** A witness signer that cosigns at `timestamp`; it refuses texts that are not checkpoints. */
 export function cosignatureSigner(name: string, seed: Uint8Array, timestamp: number): NoteSigner {
   check(isSafeUint(timestamp), 'INVALID_REQUEST', 'A cosignature timestamp is a non-negative safe integer of Unix seconds.', { timestamp });
@@ -103,11 +113,14 @@ export function cosignatureVerifier(key: VerifierKey): NoteVerifier {
   };
 }
 
-/** The cosignatures among a note's verified signatures. */
+/**
+ * The cosignatures among a note's verified signatures. One dated past 2^63 - 1, which C2SP forbids,
+ * is no cosignature: it is left out here, whatever clock it is compared with later.
+ */
 export function cosignaturesOf(note: VerifiedNote): Cosignature[] {
   return note.verified.flatMap(({ key, signature }) => {
     const timestamp = key.type === COSIGNATURE_V1 ? timestampOf(signature) : undefined;
-    return timestamp === undefined ? [] : [{ key, timestamp: Number(timestamp) }];
+    return timestamp === undefined || timestamp > MAX_COSIGNATURE_TIMESTAMP ? [] : [{ key, timestamp: Number(timestamp) }];
   });
 }
 

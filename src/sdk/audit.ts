@@ -23,7 +23,7 @@ import { entryBundlePath, parseEntryBundle, tileHashes, tilePath, TILE_WIDTH } f
 import { openCheckpoint, verifyTlogProof, type LogPolicy, type SignedCheckpoint, type VerifiedTlogProof } from '../protocol/tlog-proof.js';
 import { bytesEqual, decodeBase64, encodeBase64, utf8 } from '../protocol/tlog-input.js';
 import { verifyChain, verifyDelegations } from '../protocol/chain.js';
-import { BatonError, type Violation } from '../protocol/errors.js';
+import { BatonError, isMalformed, type Violation } from '../protocol/errors.js';
 import { isRecordHash, recordHash } from '../protocol/hash.js';
 import { DRS_VERSION } from '../protocol/records.js';
 import { DOCUMENT_MAX_NESTING, jsonAmbiguity } from '../protocol/strict-json.js';
@@ -364,6 +364,13 @@ export type AuditFinding =
   | { readonly kind: 'bad-service-receipt'; readonly index: number; readonly detail: string }
   | { readonly kind: DecisionProblemKind; readonly index: number; readonly detail: string }
   | { readonly kind: 'not-in-log'; readonly serviceReceiptId: number; readonly detail: string }
+  /** Something the log served that cannot be read (a tile, a checkpoint, a verifier key): `source` names the request. */
+  | { readonly kind: 'malformed'; readonly index: number; readonly source: string; readonly detail: string }
+  | { readonly kind: 'malformed'; readonly source: string; readonly detail: string }
+  /** A leaf logged twice: the second index holds the same service receipt as an earlier one. */
+  | { readonly kind: 'duplicate'; readonly index: number; readonly detail: string }
+  /** An entry of this tenant, validly signed, that GET /v1/service-receipts does not list. */
+  | { readonly kind: 'not-listed'; readonly index: number; readonly detail: string }
   | { readonly kind: 'root-mismatch'; readonly detail: string }
   | { readonly kind: 'split-view'; readonly detail: string; readonly finding: SplitViewFinding }
   | { readonly kind: 'rollback'; readonly detail: string; readonly finding: RollbackFinding };
@@ -373,6 +380,13 @@ export interface AuditReport {
   readonly treeSize: number;
   /** The checkpoint the audit checked against, verbatim. */
   readonly checkpoint: string;
+  /**
+   * False when the checkpoint to audit could not be read (a `malformed` finding): nothing else was
+   * audited, and `treeSize` is 0.
+   */
+  readonly checkpointRead: boolean;
+  /** The log's latest checkpoint, verbatim, when the audit was of an earlier one (`treeSize` option). */
+  readonly latestCheckpoint?: string;
   readonly entriesChecked: number;
   readonly serviceReceiptsChecked: number;
   /** Service receipts listed after the last logged one: committed after the checkpoint, or a log that stopped. */
@@ -397,6 +411,13 @@ export interface AuditOptions {
   readonly trust?: LogTrust;
   /** An earlier checkpoint note to check the current one against (split views, rollbacks). */
   readonly previousCheckpoint?: string;
+  /**
+   * Audit the log under its signed checkpoint of this size (GET /v1/log/checkpoints/{size}), not the
+   * latest: e.g. the one the witnesses cosigned. The latest checkpoint is still read, opened with the
+   * log's keys alone, and must extend it; the leaves after it tell which listed service receipts were
+   * logged later.
+   */
+  readonly treeSize?: number;
   /**
    * The service's published keys, pinned (a saved GET /v1/keys, from a source you trust): service
    * receipts are checked against them, and so are the log keys the service names when `trust` is
@@ -728,6 +749,7 @@ function openAudited(
   policy: LogPolicy,
   pinned: boolean,
   now: number,
+  path = '/v1/log/checkpoint',
 ): SignedCheckpoint {
   try {
     return openCheckpoint(note, policy, now);
@@ -735,7 +757,7 @@ function openAudited(
     if (!(e instanceof BatonError)) throw e;
     const what =
       which === 'current'
-        ? "The log's current checkpoint (GET /v1/log/checkpoint)"
+        ? `The log's ${path === '/v1/log/checkpoint' ? 'current checkpoint' : `checkpoint of size ${path.slice(path.lastIndexOf('/') + 1)}`} (GET ${path})`
         : 'The earlier checkpoint given to compare with (previousCheckpoint; baton audit --previous)';
     const keys = pinned ? 'the pinned log keys (trust; baton audit --trust)' : 'the log keys the service serves (GET /v1/log)';
     const against =
@@ -758,15 +780,89 @@ function otherLogHint(note: string, which: 'current' | 'previous', origin: strin
     : `That note names the log ${named}, not ${origin}: likely a checkpoint of another tenant's log (each has its own name and key), or of another service. Give a checkpoint saved from the log audited (baton audit --save-checkpoint, with the same API key).`;
 }
 
+/** A level-0 tile as the log serves it: its hashes, or why they cannot be read (the log's fault, a finding). */
+async function readLeafTile(
+  h: Http,
+  tile: { level: number; index: number; width: number },
+): Promise<{ hashes: Hash[] | null; problem?: string }> {
+  const bytes = await h.bytes(`/v1/log/${tilePath(tile)}`);
+  try {
+    return { hashes: tileHashes(tile, bytes) };
+  } catch (e) {
+    if (!(e instanceof BatonError) || !isMalformed(e.code)) throw e;
+    return { hashes: null, problem: `${e.code}: ${e.message} It has ${bytes.length} bytes.` };
+  }
+}
+
 /**
- * Replays a tenant's log (see the module comment). Findings never throw;
- * a checkpoint that does not verify does (a BatonError), and so does a service
+ * Whether `newer` extends `older`, both verified and signed by the log: a rollback when it is smaller,
+ * else a split view unless the consistency proof the log serves joins them. A log that refuses the
+ * proof (a 4xx answer) between two checkpoints it signed is a split view too: it would not show it
+ * only appended.
+ */
+async function consistencyFindings(h: Http, older: SignedCheckpoint, newer: SignedCheckpoint): Promise<AuditFinding[]> {
+  const [from, to] = [older.checkpoint.size, newer.checkpoint.size];
+  if (from > to) {
+    // A rolled-back log, or a stale view, cannot prove consistency up to the larger size, so none
+    // is asked for: the two signed notes are the evidence.
+    const finding = rollbackFinding(older, newer);
+    return [{ kind: 'rollback', detail: finding.reason, finding }];
+  }
+  let proof: Hash[] = [];
+  let refused: string | undefined;
+  if (from > 0 && from !== to) {
+    try {
+      const served = (await h.json(`/v1/log/consistency?from=${from}&to=${to}`, LOG_CONSISTENCY)) as { proof: string[] };
+      proof = served.proof.map((p) => decodeBase64(p) ?? new Uint8Array(0));
+    } catch (e) {
+      if (!(e instanceof BatonApiError) || e.status < 400 || e.status >= 500 || e.status === 401 || e.status === 403) throw e;
+      refused = `HTTP ${e.status} ${e.code}: ${e.message}`;
+    }
+  }
+  const finding = findSplitView(older, newer, proof);
+  if (finding === null) return [];
+  const detail =
+    refused !== undefined
+      ? `the log would not prove its checkpoints of sizes ${from} and ${to} consistent (${refused}); keep both notes`
+      : `checkpoints of sizes ${from} and ${to} do not agree (${finding.kind})`;
+  return [{ kind: 'split-view', detail, finding }];
+}
+
+/** The report of an audit that could not read the checkpoint to audit: one finding, nothing audited. */
+function emptyReport(origin: string, note: string, o: AuditOptions, finding: AuditFinding): AuditReport {
+  return {
+    origin,
+    treeSize: 0,
+    checkpoint: note,
+    checkpointRead: false,
+    entriesChecked: 0,
+    serviceReceiptsChecked: 0,
+    pendingServiceReceipts: 0,
+    decisionsChecked: 0,
+    rootsPinned: o.decisions?.trustedRoots !== undefined,
+    notChecked: OFFLINE_LIMITS,
+    findings: [finding],
+    trustedOnFirstUse: o.trust === undefined && o.serviceKeys === undefined,
+    ok: false,
+  };
+}
+
+/**
+ * Replays a tenant's log (see the module comment). Findings never throw, and what the log serves
+ * that cannot be read (a tile, a checkpoint, an unpinned verifier key) is a `malformed` finding;
+ * a checkpoint that does not verify throws (a BatonError), as does a caller's own input that cannot
+ * be read (trust, previousCheckpoint, treeSize), and so does a service
  * that cannot be read (a BatonApiError, as BatonClient throws: NETWORK_ERROR,
  * TIMEOUT, the service's refusal such as UNAUTHORIZED or FORBIDDEN, or
  * UNEXPECTED_RESPONSE): there is nothing to audit against.
  */
 export async function auditLog(o: AuditOptions): Promise<AuditReport> {
   const now = o.now ?? Math.floor(Date.now() / 1000);
+  if (o.treeSize !== undefined && (!Number.isSafeInteger(o.treeSize) || o.treeSize < 1))
+    throw new BatonError('INVALID_REQUEST', {
+      message: `treeSize is ${String(o.treeSize)}: give the size of a checkpoint the log signed, a whole number from 1.`,
+      suggestion: 'Omit treeSize to audit the latest checkpoint.',
+    });
   const h = http(o);
   const info = (await h.json('/v1/log', LOG_NAMES)) as { origin: string; verifier_keys: string[] };
   const keys =
@@ -775,41 +871,82 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
       kid: k.kid,
       publicKey: decodeBase64url(k.public_key, 'service public key'),
     }));
-  const trust: LogTrust = o.trust ?? { origin: info.origin, logKeys: publishedLogKeys(info.verifier_keys, keys) };
-  const policy = logPolicy(trust);
-  const note = await h.text('/v1/log/checkpoint');
-  const current = openAudited(note, 'current', trust, policy, o.trust !== undefined, now);
+  const pinned = o.trust !== undefined;
+  /** Nothing more can be audited: the report of what the log served that could not be read. */
+  const unreadable = (origin: string, note: string, source: string, what: string, e: BatonError): AuditReport =>
+    emptyReport(origin, note, o, {
+      kind: 'malformed',
+      source,
+      detail: `the log served ${what} that cannot be read (${e.code}: ${e.message}); nothing else was audited`,
+    });
+  let trust: LogTrust;
+  let policy: LogPolicy;
+  if (o.trust !== undefined) {
+    // The caller's own trust: a mistake in it is theirs (thrown), not the log's.
+    trust = o.trust;
+    policy = logPolicy(trust);
+  } else {
+    try {
+      trust = { origin: info.origin, logKeys: publishedLogKeys(info.verifier_keys, keys) };
+      policy = logPolicy(trust);
+    } catch (e) {
+      if (!(e instanceof BatonError) || !isMalformed(e.code)) throw e;
+      return unreadable(info.origin, '', 'GET /v1/log', 'a verifier key', e);
+    }
+  }
+  // What the log serves is the log's: a checkpoint that cannot be read is a finding, not the caller's bad input.
+  const latestNote = await h.text('/v1/log/checkpoint');
+  const auditedPath = o.treeSize === undefined ? '/v1/log/checkpoint' : `/v1/log/checkpoints/${o.treeSize}`;
+  const note = o.treeSize === undefined ? latestNote : await h.text(auditedPath);
+  let current: SignedCheckpoint;
+  try {
+    current = openAudited(note, 'current', trust, policy, pinned, now, auditedPath);
+  } catch (e) {
+    if (!(e instanceof BatonError) || !isMalformed(e.code)) throw e;
+    return unreadable(trust.origin, note, `GET ${auditedPath}`, 'a checkpoint', e);
+  }
   const size = current.checkpoint.size;
   const findings: AuditFinding[] = [];
+  if (o.treeSize !== undefined && size !== o.treeSize)
+    return emptyReport(trust.origin, note, o, {
+      kind: 'malformed',
+      source: `GET ${auditedPath}`,
+      detail: `asked for the checkpoint of size ${o.treeSize}, the log served one of size ${size}; nothing else was audited`,
+    });
+  // Auditing an earlier checkpoint, the latest must extend it: opened with the log's keys alone (the
+  // witnesses may not have cosigned it yet). undefined when the latest could not be read.
+  let latest: SignedCheckpoint | undefined = current;
+  if (o.treeSize !== undefined) {
+    try {
+      latest = openAudited(latestNote, 'current', trust, { ...policy, requiredCosignatures: 0 }, pinned, now);
+    } catch (e) {
+      if (!(e instanceof BatonError) || !isMalformed(e.code)) throw e;
+      latest = undefined;
+      findings.push({
+        kind: 'malformed',
+        source: 'GET /v1/log/checkpoint',
+        detail: `the log served a latest checkpoint that cannot be read (${e.code}: ${e.message}): not checked to extend the one audited, and service receipts outside the one audited are not judged`,
+      });
+    }
+    if (latest !== undefined) findings.push(...(await consistencyFindings(h, current, latest)));
+  }
 
   if (o.previousCheckpoint !== undefined) {
-    const previous = openAudited(o.previousCheckpoint, 'previous', trust, policy, o.trust !== undefined, now);
-    if (previous.checkpoint.size > size) {
-      // A rolled-back log, or a stale view, cannot prove consistency up to the larger size, so none
-      // is asked for: the two signed notes are the evidence.
-      const finding = rollbackFinding(previous, current);
-      findings.push({ kind: 'rollback', detail: finding.reason, finding });
-    } else {
-      let proof: Hash[] = [];
-      if (previous.checkpoint.size > 0 && previous.checkpoint.size !== size) {
-        const served = (await h.json(`/v1/log/consistency?from=${previous.checkpoint.size}&to=${size}`, LOG_CONSISTENCY)) as {
-          proof: string[];
-        };
-        proof = served.proof.map((p) => decodeBase64(p) ?? new Uint8Array(0));
-      }
-      const finding = findSplitView(previous, current, proof);
-      if (finding !== null)
-        findings.push({
-          kind: 'split-view',
-          detail: `checkpoints of sizes ${previous.checkpoint.size} and ${size} do not agree (${finding.kind})`,
-          finding,
-        });
-    }
+    const previous = openAudited(o.previousCheckpoint, 'previous', trust, policy, pinned, now);
+    // The log's view now is its latest checkpoint: an earlier one audited may well be smaller than the
+    // previous (and without the latest, only one at least as large says anything).
+    if (latest !== undefined || previous.checkpoint.size <= size)
+      findings.push(...(await consistencyFindings(h, previous, latest ?? current)));
   }
 
   const tenantId = trust.origin.slice(trust.origin.lastIndexOf('/') + 1);
   const treeLeaves: Hash[] = [];
-  const entryHashes = new Set<string>();
+  /** Each leaf of the tree audited, at the first index it is logged at. */
+  const firstIndexOf = new Map<string, number>();
+  /** Each entry that verified as this tenant's service receipt, at its first index: all must be listed. */
+  const tenantEntries = new Map<string, number>();
+  /** False once a tile could not be read and no entry bundle stood in for it: the root cannot be recomputed. */
+  let rootKnown = true;
   let entriesChecked = 0;
   let decisionsChecked = 0;
   const recordsOf = decisionRecordsFrom(h);
@@ -817,22 +954,26 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
     const width = Math.min(TILE_WIDTH, size - index * TILE_WIDTH);
     const first = index * TILE_WIDTH;
     const tile = { level: 0, index, width };
-    const hashes = tileHashes(tile, await h.bytes(`/v1/log/${tilePath(tile)}`));
-    treeLeaves.push(...hashes);
-    const positions = new Map(hashes.map((x, i) => [hex(x), first + i]));
+    const read = await readLeafTile(h, tile);
+    const hashes = read.hashes;
+    const positions = new Map((hashes ?? []).map((x, i) => [hex(x), first + i]));
     const decisions: LoggedDecision[] = [];
     /** The checks of one entry at its index: its leaf, its signature and tenant, and (later) its decision. */
     const checkEntry = (at: number, entry: Uint8Array) => {
       entriesChecked++;
       const lh = leafHash(entry);
-      entryHashes.add(hex(lh));
-      const logged = hashes[at - first] ?? new Uint8Array(0);
-      if (!bytesEqual(lh, logged)) {
+      const logged = hashes?.[at - first];
+      // Without the tile (it could not be read), the entry's leaf is known only from the entry.
+      if (hashes !== null && (logged === undefined || !bytesEqual(lh, logged))) {
         const elsewhere = positions.get(hex(lh));
         if (elsewhere !== undefined)
           findings.push({ kind: 'reordered', index: at, detail: `entry ${at} is the leaf logged at index ${elsewhere}` });
         else
-          findings.push({ kind: 'rewritten', index: at, detail: `entry ${at} does not hash to the logged leaf ${encodeBase64(logged)}` });
+          findings.push({
+            kind: 'rewritten',
+            index: at,
+            detail: `entry ${at} does not hash to the logged leaf ${encodeBase64(logged ?? new Uint8Array(0))}`,
+          });
       }
       const verified = verifyServiceReceipt(decodeText(entry), keys);
       if (!verified.valid)
@@ -844,25 +985,55 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
           detail: `service receipt belongs to tenant ${String(verified.payload?.['tenant'])}`,
         });
       else {
+        if (!tenantEntries.has(hex(lh))) tenantEntries.set(hex(lh), at);
         const decision = asDecision(at, verified.payload);
         if (decision !== null) decisions.push(decision);
       }
     };
     const bundle = await h.bytesOrAnswer(`/v1/log/${entryBundlePath(index, width)}`, cannotProduce);
+    let fromBundle: Hash[] | null = null;
     if (!bundle.ok) {
       findings.push(...(await checkUnservedBundle(h, bundle, { index, first, width }, checkEntry, o.concurrency ?? 8)));
     } else {
       let entries: Uint8Array[] = [];
+      let problem = '';
       try {
         entries = parseEntryBundle(bundle.bytes);
-      } catch {
+      } catch (e) {
         /* counted as wrong below */
+        if (e instanceof BatonError) problem = `: ${e.message}`;
       }
       if (entries.length !== width) {
-        findings.push({ kind: 'missing', index: first, detail: `entry bundle ${index} holds ${entries.length} entries, not ${width}` });
-      }
+        findings.push({
+          kind: 'missing',
+          index: first,
+          detail: `entry bundle ${index} holds ${entries.length} entries, not ${width}${problem}`,
+        });
+      } else fromBundle = entries.map((e) => leafHash(e));
       entries.forEach((entry, i) => checkEntry(first + i, entry));
     }
+    // A tile that cannot be read: its leaves are taken from the entry bundle, which the root then checks.
+    const leaves = hashes ?? fromBundle;
+    if (read.problem !== undefined)
+      findings.push({
+        kind: 'malformed',
+        index: first,
+        source: `GET /v1/log/${tilePath(tile)}`,
+        detail: `the log served a level-0 tile that cannot be read (${read.problem}); ${leaves !== null ? "its entries were checked, and the root recomputed, from the entry bundle's" : 'the root could not be recomputed'}`,
+      });
+    if (leaves === null) rootKnown = false;
+    (leaves ?? indexesOf(first, width).map(() => new Uint8Array(32))).forEach((leaf, i) => {
+      treeLeaves.push(leaf);
+      if (leaves === null) return;
+      const earlier = firstIndexOf.get(hex(leaf));
+      if (earlier === undefined) firstIndexOf.set(hex(leaf), first + i);
+      else
+        findings.push({
+          kind: 'duplicate',
+          index: first + i,
+          detail: `entry ${first + i} is the leaf logged at index ${earlier} again: a service receipt is logged once`,
+        });
+    });
     const served = await inPool(decisions, o.concurrency ?? 8, recordsOf);
     decisions.forEach((d, i) => {
       decisionsChecked++;
@@ -870,14 +1041,55 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
     });
     o.onProgress?.(first + width, size);
   }
-  if (!bytesEqual(rootOf(treeLeaves), current.checkpoint.rootHash))
+  if (rootKnown && !bytesEqual(rootOf(treeLeaves), current.checkpoint.rootHash))
     findings.push({ kind: 'root-mismatch', detail: `the tiles hash to ${encodeBase64(rootOf(treeLeaves))}, not the checkpoint's root` });
 
-  // Every service receipt the service lists must be in the log, unless it came after the checkpoint.
-  const logged = new Set(treeLeaves.map(hex));
+  // Auditing an earlier checkpoint: the leaves the log added since, up to its latest (whose root they
+  // must rebuild, with those audited), tell a service receipt logged later from one left out.
+  const later = new Set<string>();
+  let laterKnown = latest !== undefined;
+  if (latest !== undefined && latest.checkpoint.size > size) {
+    const end = latest.checkpoint.size;
+    const laterLeaves: Hash[] = [];
+    for (let index = Math.floor(size / TILE_WIDTH); index * TILE_WIDTH < end; index++) {
+      const first = index * TILE_WIDTH;
+      const tile = { level: 0, index, width: Math.min(TILE_WIDTH, end - first) };
+      const read = await readLeafTile(h, tile);
+      if (read.hashes === null) {
+        laterKnown = false;
+        findings.push({
+          kind: 'malformed',
+          index: first,
+          source: `GET /v1/log/${tilePath(tile)}`,
+          detail: `the log served a level-0 tile of its latest tree that cannot be read (${read.problem})`,
+        });
+        continue;
+      }
+      read.hashes.forEach((leaf, i) => {
+        if (first + i >= size) laterLeaves.push(leaf);
+      });
+    }
+    if (laterKnown && rootKnown) {
+      const all = [...treeLeaves, ...laterLeaves];
+      if (!bytesEqual(rootOf(all), latest.checkpoint.rootHash)) {
+        laterKnown = false;
+        findings.push({
+          kind: 'root-mismatch',
+          detail: `the checkpoint audited (${size} leaves) and the tiles after it hash to ${encodeBase64(rootOf(all))}, not the root of the latest checkpoint (${end} leaves)`,
+        });
+      }
+    }
+    for (const leaf of laterLeaves) later.add(hex(leaf));
+  }
+
+  // Every service receipt the service lists must be in the log, unless it came after the checkpoint;
+  // and every entry of the tenant in the log must be listed.
+  const logged = new Set(firstIndexOf.keys());
+  const listed = new Set<string>();
   let serviceReceiptsChecked = 0;
   const lastLogged = { id: 0 };
   const unlogged: { id: number; jws: string }[] = [];
+  let loggedLater = 0;
   const seenAfter = new Set<string>(['0']);
   for (let after = 0; ;) {
     const page = (await h.json(`/v1/service-receipts?after=${after}&limit=500`, SERVICE_RECEIPT_PAGE)) as {
@@ -886,13 +1098,28 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
     };
     for (const r of page.service_receipts) {
       serviceReceiptsChecked++;
-      if (logged.has(hex(serviceReceiptLeafHash(r.jws)))) lastLogged.id = Math.max(lastLogged.id, r.id);
-      else unlogged.push(r);
+      const leaf = hex(serviceReceiptLeafHash(r.jws));
+      listed.add(leaf);
+      if (logged.has(leaf)) lastLogged.id = Math.max(lastLogged.id, r.id);
+      else if (later.has(leaf)) {
+        // In the log, after the checkpoint audited.
+        lastLogged.id = Math.max(lastLogged.id, r.id);
+        loggedLater++;
+      } else unlogged.push(r);
     }
     if (page.next_after === null) break;
     // A server that answers an earlier page again would keep this audit reading forever.
     after = followCursorOnce(seenAfter, page.next_after, '/v1/service-receipts', page.service_receipts.length);
   }
+  // Every entry was committed before the checkpoint that holds it was signed, so before this listing
+  // was read: the service lists it, unless it hides it (or it is another tenant's, reported above).
+  for (const [leaf, at] of tenantEntries)
+    if (!listed.has(leaf))
+      findings.push({
+        kind: 'not-listed',
+        index: at,
+        detail: `entry ${at} is a service receipt of this tenant that GET /v1/service-receipts does not list`,
+      });
   // A service receipt outside the log is pending while the integrator may not have seen it yet.
   // Its id is drawn when it is inserted and it is seen when its transaction commits, so one with a
   // lower id than a logged one may still be on its way for as long as a commit can take; past that
@@ -902,7 +1129,8 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
   // The service's own skew (decisions.clockSkewSeconds) may be 0 while the two clocks still differ a little.
   const skew = o.decisions?.clockSkewSeconds;
   const ahead = Math.max(RECEIPT_CLOCK_SKEW_SECONDS, Number.isFinite(skew) ? skew! : 0);
-  let pendingServiceReceipts = 0;
+  // Service receipts logged after an earlier checkpoint audited count as after it, as pending ones do.
+  let pendingServiceReceipts = loggedLater;
   for (const r of unlogged) {
     const verified = verifyServiceReceipt(r.jws, keys);
     if (!verified.valid) {
@@ -911,6 +1139,11 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
         serviceReceiptId: r.id,
         detail: `service receipt ${r.id} is outside the log and does not verify: ${verified.reason}`,
       });
+      continue;
+    }
+    // Without the latest tree (it could not be read), one outside the tree audited may have been logged since.
+    if (!laterKnown) {
+      pendingServiceReceipts++;
       continue;
     }
     // A receipt dated ahead of the auditor's clock (or not dated) would stay "pending" for good.
@@ -945,6 +1178,8 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
     origin: trust.origin,
     treeSize: size,
     checkpoint: note,
+    checkpointRead: true,
+    ...(o.treeSize !== undefined ? { latestCheckpoint: latestNote } : {}),
     entriesChecked,
     serviceReceiptsChecked,
     pendingServiceReceipts,

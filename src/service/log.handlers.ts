@@ -54,6 +54,25 @@ const TILE_ROUTING_PATH = '/v1/log/tile/:path{.+}';
 /** An entry is a uint16-length-prefixed service receipt JWS in an entry bundle. */
 const MAX_ENTRY_BYTES = 0xffff;
 
+/**
+ * The tile path as the client spelled it, for parseTilePath to judge: the routed parameter is
+ * percent-decoded (0%2F000 read as 0/000) and the URL already normalised (x001/../000 read as
+ * 000), and a non-canonical spelling must not be served as the tile, let alone cached as immutable.
+ * Over a socket the request target is node's raw one (c.env.incoming.url); else the URL, whose
+ * percent-escapes are kept as sent.
+ */
+function rawTilePath(c: Context<AppEnv>): string {
+  const incoming = (c.env as { incoming?: { url?: unknown } } | undefined)?.incoming?.url;
+  let target = typeof incoming === 'string' && incoming !== '' ? incoming : c.req.url;
+  // An absolute-form target (or the URL): drop the scheme and authority, then the query.
+  target = target.replace(/^[a-zA-Z][a-zA-Z0-9+.-]*:\/\/[^/?#]*/, '');
+  const end = target.search(/[?#]/);
+  if (end >= 0) target = target.slice(0, end);
+  const prefix = '/v1/log/';
+  // Anything else (an escaped or dotted prefix) is refused by parseTilePath, which sees it whole.
+  return target.startsWith(prefix) ? target.slice(prefix.length) : target;
+}
+
 function notFound(message: string, details?: Record<string, unknown>, suggestion?: string): BatonError {
   return new BatonError('NOT_FOUND', { message, ...(details ? { details } : {}), ...(suggestion ? { suggestion } : {}) });
 }
@@ -124,7 +143,7 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   app.openAPIRegistry.registerPath(tileRoute);
   app.get(TILE_ROUTING_PATH, audit, async (c) => {
     const tenantId = tenant(c);
-    const path = `tile/${c.req.param('path')}`;
+    const path = rawTilePath(c);
     // As the routes declared with a strict query: a parameter this route does not read is refused.
     if (c.req.url.includes('?'))
       throw new BatonError('INVALID_REQUEST', {
@@ -269,6 +288,12 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
         message: `API key ${keyId} has already posted ${MAX_COSIGNATURES_PER_KEY} cosignatures on this checkpoint, the most one key may.`,
         suggestion: 'Each witness posts its own cosignature with its own audit key.',
         details: { tree_size: checkpoint.size },
+      });
+    if (outcome === 'key-id-taken')
+      throw new BatonError('CONFLICT', {
+        message: `Another key named ${witness.name} with key ID ${witness.keyId.toString(16).padStart(8, '0')} already cosigned this checkpoint: a note names a signer by name and key ID only, so the two could not be told apart.`,
+        suggestion: 'A witness posts with the key it is known by; a new key of its own needs a name or key ID no stored cosignature has.',
+        details: { tree_size: checkpoint.size, witness_key: witnessKey },
       });
     if (outcome === 'checkpoint-full')
       throw new BatonError('CONFLICT', {

@@ -296,8 +296,17 @@ export async function storedCosignatures(
     .orderBy(asc(logCosignatures.createdAt), asc(logCosignatures.witnessKey));
 }
 
-/** What storing a cosignature did: stored, already there (this witness key cosigned it), or refused by a cap. */
-export type CosignatureStored = 'stored' | 'already' | 'key-full' | 'checkpoint-full';
+/**
+ * What storing a cosignature did: stored, already there (this witness key cosigned it), refused by a
+ * cap, or refused because another key with the same witness name and key ID cosigned it (`key-id-taken`).
+ */
+export type CosignatureStored = 'stored' | 'already' | 'key-full' | 'checkpoint-full' | 'key-id-taken';
+
+/**
+ * A verifier key string's name and key ID (`<name>+<hex key ID>+<base64 key>`): what a note's
+ * signature line names. A name holds no `+`, the base64 key may.
+ */
+const nameAndKeyId = (vkey: string): string => vkey.slice(0, vkey.indexOf('+', vkey.indexOf('+') + 1));
 
 /**
  * Stores a witness's cosignature unless this witness key already cosigned the checkpoint, or the
@@ -318,6 +327,10 @@ export async function insertCosignatureWithinCaps(
       .from(logCosignatures)
       .where(and(eq(logCosignatures.tenantId, row.tenantId), eq(logCosignatures.treeSize, row.treeSize)));
     if (cosigned.some((c) => c.witnessKey === row.witnessKey)) return 'already';
+    // A reader looks a signature line up by (name, key ID) alone: a second key under the pair of a
+    // stored one would meet a trusted key whose signature fails, and the whole note be refused by
+    // every client that trusts the first (the table is append-only).
+    if (cosigned.some((c) => nameAndKeyId(c.witnessKey) === nameAndKeyId(row.witnessKey))) return 'key-id-taken';
     if (cosigned.filter((c) => c.postedByKey === row.postedByKey).length >= caps.perKey) return 'key-full';
     if (cosigned.length >= caps.perCheckpoint) return 'checkpoint-full';
     await tx.insert(logCosignatures).values(row);

@@ -2,6 +2,7 @@
  * `baton audit` over real HTTP: a clean log passes; a receipt deleted behind the service is reported (exit 1);
  * a checkpoint that does not open is named, with a hint when it is another tenant's.
  */
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { readFileSync, writeFileSync } from 'node:fs';
 import postgres from 'postgres';
@@ -35,6 +36,54 @@ beforeAll(async () => {
 afterAll(async () => {
   await live?.close();
 });
+
+/**
+ * An HTTP proxy in front of the live service: `rewrite` may answer a path itself (a hostile or broken
+ * log); everything else is forwarded as it is.
+ */
+async function startProxy(
+  rewrite: (path: string) => Promise<{ status?: number; body: string | Uint8Array; type?: string } | undefined>,
+): Promise<{ url: string; close(): Promise<void> }> {
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    void (async () => {
+      const path = req.url ?? '/';
+      const own = await rewrite(new URL(path, 'http://proxy').pathname);
+      if (own !== undefined) {
+        res.writeHead(own.status ?? 200, { 'content-type': own.type ?? 'text/plain; charset=utf-8' });
+        res.end(typeof own.body === 'string' ? own.body : Buffer.from(own.body));
+        return;
+      }
+      const upstream = await fetch(`${live.baseUrl}${path}`, { headers: { authorization: req.headers.authorization ?? '' } });
+      res.writeHead(upstream.status, { 'content-type': upstream.headers.get('content-type') ?? 'application/octet-stream' });
+      res.end(Buffer.from(await upstream.arrayBuffer()));
+    })();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  return {
+    url: `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+/** A tenant of its own on the live service, with `n` denials logged. */
+async function loggedTenant(name: string, n: number) {
+  const t = await setupTenant(live.svc, name);
+  await addReceipts(t.id, n);
+  return t;
+}
+
+async function addReceipts(tenantId: string, n: number) {
+  for (let i = 0; i < n; i++)
+    await recordServiceReceipt(live.svc.store.db, live.svc.deps.signer, {
+      tenantId,
+      kind: 'invocation.denied',
+      subject: `inv:${tenantId}:${i}:${Math.random()}`,
+      data: { i },
+      now: live.svc.clock.now,
+    });
+  await integrateOnce({ store: live.svc.store, signer: live.svc.deps.signer, log: silentLogger, logName: live.svc.deps.config.tlogName });
+}
 
 describe('baton audit', () => {
   it('--help explains what is checked', async () => {
@@ -212,6 +261,105 @@ describe('baton audit', () => {
     } finally {
       await silent.close();
     }
+  });
+
+  it('keeps the --save-checkpoint baseline when the log serves a rollback, and prints both notes', async () => {
+    const dir = tempDir();
+    const cp = join(dir, 'cp.txt');
+    const t = await loggedTenant('h1', 5);
+    const key = t.keys.audit;
+    const first = await run(['audit', '--server', live.baseUrl, '--api-key', key, '--quiet', '--save-checkpoint', cp]);
+    expect(first.code, first.out + first.err).toBe(0);
+    await addReceipts(t.id, 7);
+    const grown = await run(['audit', '--server', live.baseUrl, '--api-key', key, '--quiet', '--previous', cp, '--save-checkpoint', cp]);
+    expect(grown.code, grown.out + grown.err).toBe(0);
+    expect(readFileSync(cp, 'utf8')).toContain('\n12\n');
+    const baseline = readFileSync(cp, 'utf8');
+    // The genuinely signed checkpoint of size 5, served as the latest.
+    const old = await (await fetch(`${live.baseUrl}/v1/log/checkpoints/5`, { headers: { authorization: `Bearer ${key}` } })).text();
+    const proxy = await startProxy(async (path) => (path === '/v1/log/checkpoint' ? { body: old } : undefined));
+    try {
+      const rolled = await run(['audit', '--server', proxy.url, '--api-key', key, '--quiet', '--previous', cp, '--save-checkpoint', cp]);
+      expect(rolled.code, rolled.out + rolled.err).toBe(1);
+      expect(rolled.out).toMatch(/rollback +log: the log shrank from 12 to 5/);
+      expect(readFileSync(cp, 'utf8')).toBe(baseline);
+      expect(rolled.err).toMatch(/cp\.txt was not written, so the baseline it holds is kept: the audit found rollback/);
+      // Both signed notes, in the text output too.
+      expect(rolled.out).toContain(`--- the earlier note, of 12 leaves (evidence)\n${baseline.trimEnd()}`);
+      expect(rolled.out).toContain(`--- the note served, of 5 leaves (evidence)\n${old.trimEnd()}`);
+    } finally {
+      await proxy.close();
+    }
+    // The next run still compares with the kept baseline.
+    const next = await run(['audit', '--server', live.baseUrl, '--api-key', key, '--quiet', '--previous', cp, '--save-checkpoint', cp]);
+    expect(next.code, next.out + next.err).toBe(0);
+    // --tree-size audits the checkpoint of that size, which the latest must extend; --previous larger is no rollback.
+    const sized = await run(['audit', '--server', live.baseUrl, '--api-key', key, '--quiet', '--tree-size', '5', '--previous', cp]);
+    expect(sized.code, sized.out + sized.err).toBe(0);
+    expect(sized.out).toMatch(/^OK: log .*, 5 entries \(the checkpoint of that size; the latest is of 12\)/);
+    expect(sized.out).toMatch(/service receipts +12 \(7 after the checkpoint/);
+    const never = await run(['audit', '--server', live.baseUrl, '--api-key', key, '--quiet', '--tree-size', '6']);
+    expect(never.code).toBe(1);
+    expect(never.err).toMatch(/no checkpoint of size 6/);
+    expect((await run(['audit', '--server', live.baseUrl, '--api-key', key, '--tree-size', '0'])).code).toBe(2);
+  });
+
+  it("a malformed tile or checkpoint served by the log is a finding (exit 1) naming it, not the user's unusable input", async () => {
+    const t = await loggedTenant('h2', 5);
+    const key = t.keys.audit;
+    const A2 = ['--server', '', '--api-key', key, '--quiet'];
+    const real = async (path: string) =>
+      new Uint8Array(await (await fetch(`${live.baseUrl}${path}`, { headers: { authorization: `Bearer ${key}` } })).arrayBuffer());
+    const note = new TextDecoder().decode(await real('/v1/log/checkpoint'));
+    const cases: { name: string; rewrite: (path: string) => Promise<{ body: string | Uint8Array } | undefined>; expect: RegExp }[] = [
+      {
+        name: 'a level-0 tile cut by one byte',
+        rewrite: async (path) => (path === '/v1/log/tile/0/000.p/5' ? { body: (await real(path)).slice(0, -1) } : undefined),
+        expect: /malformed +GET \/v1\/log\/tile\/0\/000\.p\/5: the log served a level-0 tile that cannot be read \(MALFORMED_TILE/,
+      },
+      {
+        name: 'a checkpoint with a carriage return',
+        rewrite: async (path) => (path === '/v1/log/checkpoint' ? { body: note.replace('\n', '\r\n') } : undefined),
+        expect: /malformed +GET \/v1\/log\/checkpoint: the log served a checkpoint that cannot be read \(MALFORMED_NOTE/,
+      },
+      {
+        name: 'a checkpoint with a 300 KB signature line',
+        rewrite: async (path) =>
+          path === '/v1/log/checkpoint' ? { body: `${note}\u2014 other.example ${Buffer.alloc(300_000).toString('base64')}\n` } : undefined,
+        expect: /malformed +GET \/v1\/log\/checkpoint: the log served a checkpoint that cannot be read \(MALFORMED_NOTE/,
+      },
+    ];
+    for (const c of cases) {
+      const proxy = await startProxy(c.rewrite);
+      try {
+        A2[1] = proxy.url;
+        const r = await run(['audit', ...A2]);
+        expect(r.code, `${c.name}: ${r.out}${r.err}`).toBe(1);
+        expect(r.out, c.name).toMatch(c.expect);
+        expect(r.err, c.name).not.toMatch(/UNUSABLE INPUT|INVALID_REQUEST/);
+        const json = await run(['audit', ...A2, '--json']);
+        expect(json.code, c.name).toBe(1);
+        expect(JSON.parse(json.out).findings[0]).toMatchObject({ kind: 'malformed', source: expect.stringMatching(/^GET \/v1\/log\//) });
+      } finally {
+        await proxy.close();
+      }
+    }
+    // The tile's entries are still checked, and the root recomputed from the entry bundle.
+    const proxy = await startProxy(cases[0]!.rewrite);
+    try {
+      const r = await run(['audit', '--server', proxy.url, '--api-key', key, '--json']);
+      const report = JSON.parse(r.out);
+      expect(report.entriesChecked).toBe(5);
+      expect(report.findings.map((f: { kind: string }) => f.kind)).toEqual(['malformed']);
+      expect(report.findings[0].detail).toMatch(/root recomputed, from the entry bundle/);
+    } finally {
+      await proxy.close();
+    }
+    // The user's own unreadable --previous is still unusable input (exit 2).
+    const dir = tempDir();
+    writeFileSync(join(dir, 'bad.txt'), note.replace('\n', '\r\n'));
+    const own = await run(['audit', '--server', live.baseUrl, '--api-key', key, '--quiet', '--previous', join(dir, 'bad.txt')]);
+    expect(own.code, own.out + own.err).toBe(2);
   });
 
   it('needs an API key', async () => {

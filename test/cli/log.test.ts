@@ -333,6 +333,21 @@ describe('baton log consistency', () => {
       await new Promise<void>((resolve) => lying.close(() => resolve()));
     }
 
+    // A log that refuses the proof between two of its own checkpoints says so, and to keep both notes.
+    const refusing = createServer((_req, res) => {
+      res.writeHead(404, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: { code: 'NOT_FOUND', message: 'The log has 1 leaves.', suggestion: '' }, request_id: 'req_x' }));
+    });
+    await new Promise<void>((resolve) => refusing.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(refusing.address() as AddressInfo).port}`;
+      const r = await run(['log', 'consistency', older, newer, '--trust', trust, '--server', url, '--api-key', 'bt_x']);
+      expect(r.code, r.out + r.err).toBe(1);
+      expect(r.err).toContain(`The log would not prove these checkpoints consistent (${from} to ${to} leaves); keep both notes.`);
+    } finally {
+      await new Promise<void>((resolve) => refusing.close(() => resolve()));
+    }
+
     // Two checkpoints of one size with different roots, both signed by the log: evidence whatever proof file is given.
     const forked = join(dir, 'forked.txt');
     writeFileSync(forked, signCheckpoint(live.svc.deps.signer, info.origin, to, new Uint8Array(32).fill(9)));

@@ -9,7 +9,10 @@ import { sql } from 'drizzle-orm';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cosignatureSigner, cosignedMessage } from '../../src/protocol/cosignature.js';
-import { rootOf } from '../../src/protocol/merkle.js';
+import { leafHash, rootOf } from '../../src/protocol/merkle.js';
+import { formatEntryBundle } from '../../src/protocol/tiles.js';
+import { request as httpRequest } from 'node:http';
+import { serve } from '@hono/node-server';
 import {
   COSIGNATURE_V1,
   ed25519NoteSigner,
@@ -229,6 +232,45 @@ describe('integration', () => {
     const queried = await svc.call('GET', '/v1/log/tile/0/000?x=1', { key: tenant.keys.audit });
     expect(queried.status).toBe(400);
     expect(queried.body.error).toMatchObject({ code: 'INVALID_REQUEST', message: 'A tile path takes no query parameters.' });
+  });
+
+  it('serves a tile only at its canonical path, judged as sent: no escaped or dotted spelling', async () => {
+    await receipt(tenant.id, 9000);
+    await integrateOnce(integrator());
+    const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
+      const s = serve({ fetch: svc.app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s));
+    });
+    const address = server.address();
+    const port = typeof address === 'object' && address ? address.port : 0;
+    // node's http client sends the path as given (fetch would normalise the dots).
+    const get = (path: string) =>
+      new Promise<{ status: number; cache: string | undefined }>((resolve, reject) => {
+        const req = httpRequest({ host: '127.0.0.1', port, path, headers: { authorization: `Bearer ${tenant.keys.audit}` } }, (res) => {
+          res.resume();
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, cache: res.headers['cache-control'] }));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    try {
+      expect((await get('/v1/log/tile/0/000.p/1')).status).toBe(200);
+      expect((await get('/v1/log/tile/entries/000.p/1')).status).toBe(200);
+      for (const path of [
+        '/v1/log/tile/0%2F000.p/1',
+        '/v1/log/tile/%30/000.p/1',
+        '/v1/log/tile/0/%30%30%30.p/1',
+        '/v1/log/tile/0/000.p%2F1',
+        '/v1/log/tile/0/000%2Ep/1',
+        '/v1/log/tile/entries%2F000.p/1',
+        '/v1/log/tile/0/x001/../000.p/1',
+      ]) {
+        const res = await get(path);
+        expect(res.status, path).toBe(400);
+        expect(res.cache ?? '', path).not.toMatch(/immutable/);
+      }
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 
   it('refuses bad parameters in the envelope every route uses: INVALID_REQUEST, details.issues by field', async () => {
@@ -467,6 +509,40 @@ describe('witnesses', () => {
     expect(parseNote(served.body).signatures).toHaveLength(2);
   });
 
+  it("refuses a witness name that is not printable ASCII (one that reads as the log's own), and a second key under a stored (name, key ID)", async () => {
+    await receipt(tenant.id, 8400);
+    await integrateOnce(integrator());
+    const cp = await svc.call('GET', '/v1/log/checkpoint', { key: tenant.keys.audit });
+    const post = (name: string, seed = randomBytes(32)) =>
+      svc.call('POST', '/v1/log/cosignatures', {
+        key: tenant.keys.audit,
+        json: {
+          witness_key: formatVerifierKey(verifierKey(name, COSIGNATURE_V1, publicKeyFromSeed(seed))),
+          checkpoint: signNote(parseNote(cp.body), [cosignatureSigner(name, seed, svc.clock.now)]),
+        },
+      });
+    const origin = cp.body.split('\n')[0] as string;
+    for (const name of [origin.replace('o', '\u043e'), 'w\u00e9.example']) {
+      const refused = await post(name);
+      expect(refused.status, name).toBe(400);
+      expect(refused.body.error).toMatchObject({ code: 'INVALID_VERIFIER_KEY', message: expect.stringContaining('printable ASCII') });
+    }
+    // A key under the name and key ID of a stored cosignature (a 4-byte key ID can be ground): stored,
+    // every client trusting the first would meet a signature line of it that fails, and refuse the note.
+    const size = Number(cp.body.split('\n')[1]);
+    const seed = randomBytes(32);
+    const genuine = verifierKey('twin.example', COSIGNATURE_V1, publicKeyFromSeed(seed));
+    const [name, keyId] = formatVerifierKey(genuine).split('+');
+    const twin = `${name}+${keyId}+${Buffer.concat([Buffer.of(COSIGNATURE_V1), publicKeyFromSeed(randomBytes(32))]).toString('base64')}`;
+    await svc.store.db.execute(
+      sql`insert into log_cosignatures (tenant_id, tree_size, witness_key, line, posted_by_key)
+          values (${tenant.id}, ${size}, ${twin}, ${'\u2014 twin.example AAAA'}, null)`,
+    );
+    const second = await post('twin.example', seed);
+    expect(second.status, JSON.stringify(second.body)).toBe(409);
+    expect(second.body.error).toMatchObject({ code: 'CONFLICT', message: expect.stringContaining('key ID') });
+  });
+
   it('the caps hold for posts that arrive together', async () => {
     await receipt(tenant.id, 8200);
     await integrateOnce(integrator());
@@ -664,6 +740,120 @@ describe('auditLog', () => {
     const skewed = await audit(svc.clock.now, { clockSkewSeconds: 90_000 });
     expect(skewed.findings).toEqual([]);
     await integrateOnce(integrator());
+  });
+
+  it('reports a leaf logged twice, and an entry of the tenant the service does not list; an honest log neither', async () => {
+    const t = await setupTenant(svc, 'repeated-leaf');
+    const trust = await trustOf(t);
+    const [r0, r1, r2] = [await receipt(t.id, 1), await receipt(t.id, 2), await receipt(t.id, 3)];
+    await integrateOnce(integrator());
+    const options = { baseUrl: 'http://baton.test', apiKey: t.keys.audit, now: svc.clock.now };
+    expect((await auditLog({ ...options, fetch: appFetch })).findings).toEqual([]);
+    // A log [r0, r1, r1, r2], signed by the log's own key: every listed receipt is in it.
+    const entries = [r0, r1, r1, r2].map((r) => new TextEncoder().encode(r.jws));
+    const leaves = entries.map((e) => leafHash(e));
+    const note = signCheckpoint(svc.deps.signer, trust.origin, 4, rootOf(leaves));
+    const repeated = async (url: string, init: { headers: Record<string, string> }) => {
+      const path = new URL(url).pathname;
+      if (path === '/v1/log/checkpoint') return new Response(note);
+      if (path === '/v1/log/tile/0/000.p/4') return new Response(Buffer.concat(leaves));
+      if (path === '/v1/log/tile/entries/000.p/4') return new Response(formatEntryBundle(entries));
+      return svc.app.request(url, init);
+    };
+    const twice = await auditLog({ ...options, fetch: repeated });
+    expect(twice.ok).toBe(false);
+    expect(twice.findings).toEqual([
+      expect.objectContaining({ kind: 'duplicate', index: 2, detail: expect.stringContaining('the leaf logged at index 1 again') }),
+    ]);
+    // The real log, with the listing leaving r1 out: the entry is this tenant's, signed, and hidden.
+    const hiding = async (url: string, init: { headers: Record<string, string> }) => {
+      const res = await svc.app.request(url, init);
+      if (new URL(url).pathname !== '/v1/service-receipts') return res;
+      const page = (await res.json()) as { service_receipts: { id: number }[] };
+      return Response.json({ ...page, service_receipts: page.service_receipts.filter((r) => r.id !== r1.id) });
+    };
+    const hidden = await auditLog({ ...options, fetch: hiding });
+    expect(hidden.findings).toEqual([expect.objectContaining({ kind: 'not-listed', index: 1 })]);
+  });
+
+  it('audits under the checkpoint of a given size: the one witnesses cosigned, while the log grew past it', async () => {
+    const t = await setupTenant(svc, 'cosigned-size');
+    for (let i = 0; i < 3; i++) await receipt(t.id, i);
+    await integrateOnce(integrator());
+    const cp = await svc.call('GET', '/v1/log/checkpoint', { key: t.keys.audit });
+    const seed = randomBytes(32);
+    const witness = formatVerifierKey(verifierKey('quorum.example', COSIGNATURE_V1, publicKeyFromSeed(seed)));
+    const posted = await svc.call('POST', '/v1/log/cosignatures', {
+      key: t.keys.audit,
+      json: { witness_key: witness, checkpoint: signNote(parseNote(cp.body), [cosignatureSigner('quorum.example', seed, svc.clock.now)]) },
+    });
+    expect(posted.status).toBe(201);
+    for (let i = 3; i < 5; i++) await receipt(t.id, i);
+    await integrateOnce(integrator());
+    const trust = { ...(await trustOf(t)), witnesses: [witness], requiredCosignatures: 1 };
+    const options = { baseUrl: 'http://baton.test', apiKey: t.keys.audit, fetch: appFetch, now: svc.clock.now, trust };
+    // The head moved past the cosigned checkpoint: the latest is not cosigned.
+    await expect(auditLog(options)).rejects.toMatchObject({ code: 'COSIGNATURES_INSUFFICIENT' });
+    const sized = await auditLog({ ...options, treeSize: 3 });
+    expect(sized.findings).toEqual([]);
+    expect(sized).toMatchObject({ ok: true, treeSize: 3, entriesChecked: 3, serviceReceiptsChecked: 5, pendingServiceReceipts: 2 });
+    expect(sized.checkpoint).toContain('\u2014 quorum.example ');
+    expect(sized.latestCheckpoint).toContain('\n5\n');
+    // Long after, the two logged since are still not "left out": they are in the latest tree.
+    expect((await auditLog({ ...options, treeSize: 3, now: svc.clock.now + 3_600 })).findings).toEqual([]);
+    // A latest checkpoint that the tiles after the one audited do not rebuild is reported.
+    const forgedLatest = signCheckpoint(svc.deps.signer, trust.origin, 5, new Uint8Array(32).fill(3));
+    const forked = await auditLog({
+      ...options,
+      treeSize: 3,
+      fetch: async (url, init) =>
+        new URL(url).pathname === '/v1/log/checkpoint' ? new Response(forgedLatest) : svc.app.request(url, init),
+    });
+    expect(forked.findings.map((f) => f.kind)).toEqual(['split-view', 'root-mismatch']);
+  });
+
+  it("a verifier key the log serves that cannot be read is a malformed finding, not the caller's bad input", async () => {
+    const garbled = async (url: string, init: { headers: Record<string, string> }) => {
+      const res = await svc.app.request(url, init);
+      if (new URL(url).pathname !== '/v1/log') return res;
+      return Response.json({ ...((await res.json()) as object), verifier_keys: ['not+a+key'] });
+    };
+    const options = { baseUrl: 'http://baton.test', apiKey: other.keys.audit, now: svc.clock.now };
+    const report = await auditLog({ ...options, fetch: garbled });
+    expect(report).toMatchObject({ ok: false, checkpointRead: false, treeSize: 0 });
+    expect(report.findings).toEqual([
+      expect.objectContaining({ kind: 'malformed', source: 'GET /v1/log', detail: expect.stringContaining('a verifier key') }),
+    ]);
+    // The caller's own treeSize that is no size is its mistake.
+    await expect(auditLog({ ...options, fetch: appFetch, treeSize: 0 })).rejects.toMatchObject({ code: 'INVALID_REQUEST' });
+  });
+
+  it('a log that will not prove two of its checkpoints consistent is a split view, saying so', async () => {
+    const t = await setupTenant(svc, 'no-proof');
+    await receipt(t.id, 1);
+    await integrateOnce(integrator());
+    const older = (await svc.call('GET', '/v1/log/checkpoint', { key: t.keys.audit })).body as string;
+    await receipt(t.id, 2);
+    await integrateOnce(integrator());
+    const refusing = async (url: string, init: { headers: Record<string, string> }) =>
+      new URL(url).pathname === '/v1/log/consistency'
+        ? Response.json({ error: { code: 'NOT_FOUND', message: 'No.', suggestion: '' }, request_id: 'r' }, { status: 404 })
+        : svc.app.request(url, init);
+    const report = await auditLog({
+      baseUrl: 'http://baton.test',
+      apiKey: t.keys.audit,
+      fetch: refusing,
+      now: svc.clock.now,
+      previousCheckpoint: older,
+    });
+    expect(report.findings).toEqual([
+      expect.objectContaining({
+        kind: 'split-view',
+        detail: expect.stringContaining(
+          'the log would not prove its checkpoints of sizes 1 and 2 consistent (HTTP 404 NOT_FOUND: No.); keep both notes',
+        ),
+      }),
+    ]);
   });
 
   it('without pinned keys, refuses a log whose verifier key the service does not publish', async () => {
