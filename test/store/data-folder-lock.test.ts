@@ -353,4 +353,13 @@ describe('the embedded store', () => {
       await drop();
     }
   });
+
+  it('a folder PGlite cannot open is named, with what to do, and is given back', { timeout: 90_000 }, async () => {
+    const dir = folder();
+    writeFileSync(join(dir, 'PG_VERSION'), 'not a database\n');
+    const opening = openStore({ dataDir: dir });
+    await expect(opening).rejects.toThrow(`the embedded database in ${dir} could not be opened`);
+    await expect(opening).rejects.toThrow(/move it aside.*BATON_DATA_DIR/);
+    expect(existsSync(join(dir, DATA_FOLDER_LOCK))).toBe(false);
+  });
 });
