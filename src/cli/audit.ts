@@ -14,6 +14,7 @@ import {
   readLocalText,
   SERVER_HELP,
   SERVER_OPTIONS,
+  refuseStdoutPath,
   writeOutputFile,
 } from './common.js';
 import { resolveTarget } from './context.js';
@@ -169,6 +170,7 @@ export async function runAudit(argv: string[], io: CliIo): Promise<number> {
     return 0;
   }
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`, AUDIT_HELP);
+  refuseStdoutPath(values['save-checkpoint'], '--save-checkpoint', AUDIT_HELP);
   // Server and key as every online command resolves them: flags, then environment, then the
   // context (src/cli/context.ts).
   const { server, serverFrom, apiKey, context, keyWithheld, envSetAside } = resolveTarget(values, io, DEFAULT_SERVER);

@@ -6,7 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync, renameSync, rmSync } from 'node:fs';
-import { readFile, readlink, realpath, rename, stat, unlink, writeFile } from 'node:fs/promises';
+import { chmod, readFile, readlink, realpath, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { isRecordHash } from '../protocol/hash.js';
 import type { Policy } from '../protocol/policy.js';
@@ -59,6 +59,7 @@ export function readLocalText(path: string, what: string, help?: string): string
 
 /** Writes an output file the user named; a path that cannot be written is a usage error (exit 2) naming its flag. */
 export async function writeOutputFile(path: string, text: string, flag: string, help?: string): Promise<void> {
+  refuseStdoutPath(path, flag, help);
   try {
     await writeFile(path, text);
   } catch (e) {
@@ -69,6 +70,15 @@ export async function writeOutputFile(path: string, text: string, flag: string, 
 /** `--out -`: the output goes to stdout, as "-" reads stdin for inputs. */
 export const STDOUT_PATH = '-';
 
+/**
+ * Refuses "-" for a flag that saves a file for a later run (--save-keys, --save-trust, --save,
+ * --save-checkpoint): written, it would be a file named "-", which no later --keys, --trust or
+ * --previous is given. Called when the flags are read, before any work.
+ */
+export function refuseStdoutPath(path: string | undefined, flag: string, help?: string): void {
+  if (path === STDOUT_PATH) throw new UsageError(`${flag} writes a file for a later run to read: give its path, not "-".`, help);
+}
+
 /** An output file written beside its place and put there later: see stageOutputFile. */
 export interface StagedOutputFile {
   /** Puts the file in place. */
@@ -76,19 +86,22 @@ export interface StagedOutputFile {
   /** Drops the file. */
   discard(): Promise<void>;
   /**
-   * From now on a SIGINT or SIGTERM puts the file in place rather than dropping it, then calls
+   * From now on a SIGINT, SIGTERM or SIGHUP puts the file in place rather than dropping it, then calls
    * `onKept` with where the content is (the temporary file, if it could not be moved): for while
    * the work it records may be done with no answer seen.
    */
   keepIfInterrupted(onKept: (where: string) => void): void;
 }
 
+/** The signals that end a staged output's wait: a terminal closed (SIGHUP) as well as Ctrl-C or kill. */
+const INTERRUPTS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+
 /**
  * An output file for work that is sent after it is made (`delegate --out --submit`): the content
  * is written now to a temporary file beside `path`, so a path that cannot be written is refused
  * before anything is stored; `commit` puts it in place once the work is done, `discard` drops it
- * when the work failed (no file then claims what was not stored). A SIGINT or SIGTERM while it is
- * staged drops it too (or keeps it: keepIfInterrupted), so no temporary file is left behind. A
+ * when the work failed (no file then claims what was not stored). A SIGINT, SIGTERM or SIGHUP while
+ * it is staged drops it too (or keeps it: keepIfInterrupted), so no temporary file is left behind. A
  * symbolic link at `path` is written through, as writeFile does, not replaced by the file.
  */
 export async function stageOutputFile(path: string, text: string, flag: string, help?: string): Promise<StagedOutputFile> {
@@ -107,22 +120,23 @@ export async function stageOutputFile(path: string, text: string, flag: string, 
     process.kill(process.pid, signal);
   };
   const stopWatching = () => {
-    process.off('SIGINT', interrupted);
-    process.off('SIGTERM', interrupted);
+    for (const signal of INTERRUPTS) process.off(signal, interrupted);
   };
   const discard = async () => {
     stopWatching();
     await unlink(staged).catch(() => undefined);
   };
   try {
-    if ((await stat(target).catch(() => undefined))?.isDirectory()) throw new Error('it is a directory');
+    const existing = await stat(target).catch(() => undefined);
+    if (existing?.isDirectory()) throw new Error('it is a directory');
     await writeFile(staged, text, { flag: 'wx' });
+    // A file replaced keeps the access its owner gave it (a 0600 file stays 0600).
+    if (existing) await chmod(staged, existing.mode & 0o7777);
   } catch (e) {
     await discard();
     throw cannot(e);
   }
-  process.on('SIGINT', interrupted);
-  process.on('SIGTERM', interrupted);
+  for (const signal of INTERRUPTS) process.on(signal, interrupted);
   return {
     commit: async () => {
       stopWatching();

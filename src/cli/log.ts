@@ -16,6 +16,7 @@ import {
   readText,
   SERVER_HELP,
   SERVER_OPTIONS,
+  refuseStdoutPath,
   writeOutputFile,
 } from './common.js';
 import { findServiceReceipts, inspectJws, printable } from './inspect.js';
@@ -297,6 +298,8 @@ async function runProof(argv: string[], io: CliIo): Promise<number> {
   if (positionals.length !== 1) throw new UsageError('give one service receipt id (GET /v1/service-receipts lists them)', PROOF_HELP);
   const id = integerFlag('service receipt id', positionals[0]!, 1);
   const treeSize = values['tree-size'] !== undefined ? integerFlag('--tree-size', values['tree-size'], 1) : undefined;
+  refuseStdoutPath(values['save-trust'], '--save-trust', PROOF_HELP);
+  refuseStdoutPath(values.save, '--save', PROOF_HELP);
   if (values.trust !== undefined && values['save-trust'] !== undefined)
     throw new UsageError('--save-trust saves the keys the service serves; with --trust they are not fetched', PROOF_HELP);
   const pinned = values.trust !== undefined ? readLogTrust(values.trust, PROOF_HELP) : undefined;

@@ -4,7 +4,17 @@
  * check is offline; --save-keys keeps fetched keys for that.
  */
 import { parseCliArgs, groupHelp, runSubcommand, type Subcommand } from './args.js';
-import { clientFrom, COMMON_OPTIONS, integerFlag, printJson, readText, SERVER_HELP, SERVER_OPTIONS, writeOutputFile } from './common.js';
+import {
+  clientFrom,
+  COMMON_OPTIONS,
+  integerFlag,
+  printJson,
+  readText,
+  SERVER_HELP,
+  SERVER_OPTIONS,
+  refuseStdoutPath,
+  writeOutputFile,
+} from './common.js';
 import { findServiceReceipts, printable } from './inspect.js';
 import { resolveTarget } from './context.js';
 import { DEFAULT_SERVER, parseJsonDocument } from './basics.js';
@@ -227,6 +237,7 @@ async function runVerifyServiceReceipts(argv: string[], io: CliIo): Promise<numb
   if (positionals.length === 0 && !values.fetch) throw new UsageError('give service receipt files, or --fetch', VERIFY_HELP);
   if (values.keys !== undefined && values['save-keys'] !== undefined)
     throw new UsageError('--save-keys saves fetched keys; with --keys nothing is fetched', VERIFY_HELP);
+  refuseStdoutPath(values['save-keys'], '--save-keys', VERIFY_HELP);
   if (!values.fetch && (values.after !== undefined || values.limit !== undefined || values.all))
     throw new UsageError('--after, --limit and --all go with --fetch', VERIFY_HELP);
   if (values.all && values.limit !== undefined) throw new UsageError('give --limit or --all, not both', VERIFY_HELP);

@@ -4,7 +4,7 @@
  * --submit, --parent by hash, usage errors.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, lstatSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -210,7 +210,10 @@ describe('baton delegate --out --submit: the file when the store is not known', 
         ['503', unavailableUrl, []],
       ] as const) {
         const out = join(dir, `kept-${what.replace(/\W/g, '')}.json`);
+        // A file replaced keeps the access its owner gave it.
+        writeFileSync(out, 'an earlier chain', { mode: 0o600 });
         const r = await run([...submitRootTo(out, server), ...extra]);
+        expect(statSync(out).mode & 0o777, what).toBe(0o600);
         expect(r.code, what).toBe(3);
         expect(r.err, what).toContain(
           `the record may be stored all the same: the chain is in ${out}; send it again with baton submit ${out}`,
@@ -237,31 +240,35 @@ describe('baton delegate --out --submit: the file when the store is not known', 
     expect(leftovers(out)).toEqual([]);
   });
 
-  it('SIGINT while the submission waits for an answer: the chain is kept, no temporary file left (through the real bin)', async () => {
-    const silent = await startSilentServer();
-    const out = join(dir, 'interrupted.json');
-    try {
-      const child = spawn(process.execPath, [BIN, ...submitRootTo(out, silent.url)], {
-        env: { PATH: process.env['PATH'] ?? '', HOME: tempDir() },
-        stdio: ['ignore', 'ignore', 'pipe'],
-      });
-      let err = '';
-      const ended = new Promise<NodeJS.Signals | null>((resolve) => child.on('close', (_code, signal) => resolve(signal)));
-      await new Promise<void>((resolve) =>
-        child.stderr.on('data', (chunk: Buffer) => {
-          err += chunk.toString();
-          if (err.includes('submitting')) resolve();
-        }),
-      );
-      child.kill('SIGINT');
-      expect(await ended, err).toBe('SIGINT');
-      expect(err).toContain(`the record may be stored all the same: the chain is in ${out}`);
-      expect(existsSync(out)).toBe(true);
-      expect(leftovers(out)).toEqual([]);
-    } finally {
-      await silent.close();
-    }
-  }, 60_000);
+  it.each(['SIGINT', 'SIGHUP'] as const)(
+    '%s while the submission waits for an answer: the chain is kept, no temporary file left (through the real bin)',
+    async (signal) => {
+      const silent = await startSilentServer();
+      const out = join(dir, `interrupted-${signal}.json`);
+      try {
+        const child = spawn(process.execPath, [BIN, ...submitRootTo(out, silent.url)], {
+          env: { PATH: process.env['PATH'] ?? '', HOME: tempDir() },
+          stdio: ['ignore', 'ignore', 'pipe'],
+        });
+        let err = '';
+        const ended = new Promise<NodeJS.Signals | null>((resolve) => child.on('close', (_code, signal) => resolve(signal)));
+        await new Promise<void>((resolve) =>
+          child.stderr.on('data', (chunk: Buffer) => {
+            err += chunk.toString();
+            if (err.includes('submitting')) resolve();
+          }),
+        );
+        child.kill(signal);
+        expect(await ended, err).toBe(signal);
+        expect(err).toContain(`the record may be stored all the same: the chain is in ${out}`);
+        expect(existsSync(out)).toBe(true);
+        expect(leftovers(out)).toEqual([]);
+      } finally {
+        await silent.close();
+      }
+    },
+    60_000,
+  );
 
   it('--out naming a symbolic link writes through it, as before: the link stays, its target gets the chain', async () => {
     const op = keyFile(generateKeyPair(), 'o-link.json');
@@ -495,5 +502,23 @@ describe('baton delegate: unusable input (exit 2)', () => {
       expect(r.err, argv.join(' ')).toMatch(message);
     }
     expect(existsSync(join(dir, 'bad-aud.json'))).toBe(false);
+  });
+});
+
+describe('flags that save a file for a later run', () => {
+  it('refuse "-" before any work: it would be a file named "-"', async () => {
+    const server = await closedPortUrl();
+    for (const [args, flag] of [
+      [['audit', '--server', server, '--api-key', 'k', '--save-checkpoint', '-'], '--save-checkpoint'],
+      [['log', 'proof', '1', '--server', server, '--api-key', 'k', '--save', '-'], '--save'],
+      [['log', 'proof', '1', '--server', server, '--api-key', 'k', '--save-trust', '-'], '--save-trust'],
+      [['service-receipt', 'verify', '--fetch', '--server', server, '--api-key', 'k', '--save-keys', '-'], '--save-keys'],
+    ] as const) {
+      const r = await run([...args]);
+      // A usage error (2), not the closed port's network error (3): nothing was sent.
+      expect(r.code, r.err).toBe(2);
+      expect(r.err).toContain(`${flag} writes a file for a later run to read: give its path, not "-".`);
+      expect(existsSync('-')).toBe(false);
+    }
   });
 });
