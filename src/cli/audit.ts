@@ -1,4 +1,5 @@
 /** `baton audit`: replay a tenant's transparency log offline and report what does not add up. */
+import { existsSync } from 'node:fs';
 import { BatonError } from '../protocol/errors.js';
 import { auditLog, type AuditOptions, type AuditReport } from '../sdk/audit.js';
 import { BatonClient, DEFAULT_TIMEOUT_MS } from '../sdk/client.js';
@@ -69,9 +70,10 @@ Options:
                            long: a stopped log or a stale checkpoint (default 600)
   --invocation-max-age <s> the service's BATON_INVOCATION_MAX_AGE (default 300)
   --clock-skew <s>         the service's BATON_CLOCK_SKEW (default 60)
-  --save-checkpoint <file> write the checkpoint audited, for the next --previous; only
-                           when the audit found nothing (a file already there is kept
-                           otherwise, and the output says so)
+  --save-checkpoint <file> write the checkpoint audited (with --tree-size, the latest,
+                           which extends it), for the next --previous; only when the
+                           audit found nothing (a file already there is kept otherwise,
+                           and the output says so)
   --quiet                  no progress lines
   --json                   print the report as JSON
   -h, --help               show this help
@@ -227,12 +229,18 @@ export async function runAudit(argv: string[], io: CliIo): Promise<number> {
   }
   // The saved checkpoint is the next run's baseline: replaced only by one the audit found nothing
   // wrong with, or a rollback or split view served once would become the view checked against.
+  // With --tree-size it is the latest checkpoint, which --previous was compared with and which
+  // extends the one audited: saving the smaller one would let the next run accept a log rolled
+  // back to anything that extends it.
   const save = values['save-checkpoint'];
-  if (save !== undefined && report.ok) await writeOutputFile(save, report.checkpoint, '--save-checkpoint', AUDIT_HELP);
+  if (save !== undefined && report.ok)
+    await writeOutputFile(save, report.latestCheckpoint ?? report.checkpoint, '--save-checkpoint', AUDIT_HELP);
   else if (save !== undefined)
     io.err(
       printable(
-        `note: ${save} was not written, so the baseline it holds is kept: the audit found ${keptBecause(report)}. Keep using it as --previous, and keep this report (it holds the checkpoint served) as evidence until the findings are explained.`,
+        existsSync(save)
+          ? `note: ${save} was not written, so the baseline it holds is kept: the audit found ${keptBecause(report)}. Keep using it as --previous, and keep this report (it holds the checkpoint served) as evidence until the findings are explained.`
+          : `note: ${save} was not written: the audit found ${keptBecause(report)}. Keep this report (it holds the checkpoint served) as evidence until the findings are explained.`,
       ),
     );
   if (values.json) printJson(io, report);

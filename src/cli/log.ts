@@ -23,7 +23,7 @@ import { findServiceReceipts, inspectJws, printable } from './inspect.js';
 import { UsageError, type CliIo } from './io.js';
 import { BatonError } from '../protocol/errors.js';
 import { openCheckpoint, parseTlogProof } from '../protocol/tlog-proof.js';
-import { logPolicy, verifyCheckpointConsistency, verifyServiceReceiptInclusion, type LogTrust } from '../sdk/audit.js';
+import { logPolicy, logRefusedProof, verifyCheckpointConsistency, verifyServiceReceiptInclusion, type LogTrust } from '../sdk/audit.js';
 import { BatonApiError, type BatonClient, type ServiceReceiptLogProof } from '../sdk/client.js';
 
 const TRUST_HELP = `The log's keys: --trust <file> pins them, as JSON {"origin": "...",
@@ -398,14 +398,15 @@ function consistencyProofFrom(value: unknown, where: string, sizes: readonly [nu
 
 /**
  * The consistency proof the log serves between two of its checkpoints. The log signed both, so a
- * refusal to join them (a 4xx answer other than a refused key) says so in those words: it is the
- * log's failure to show it only appended, and both notes are the evidence.
+ * refusal to join them (logRefusedProof: 400, 404, 422; not a busy proxy's 408 or 429, nor a refused
+ * key) says so in those words: it is the log's failure to show it only appended, and both notes
+ * are the evidence.
  */
 async function servedConsistency(client: BatonClient, from: number, to: number): Promise<string[]> {
   try {
     return (await client.logConsistency(from, to)).proof;
   } catch (e) {
-    if (!(e instanceof BatonApiError) || e.status < 400 || e.status >= 500 || e.status === 401 || e.status === 403) throw e;
+    if (!(e instanceof BatonApiError) || !logRefusedProof(e)) throw e;
     throw new BatonApiError({
       status: e.status,
       code: e.code,

@@ -35,25 +35,34 @@ export const MAX_WITNESS_NAME_BYTES = 256;
 const INVISIBLE_IN_NAME = /[\p{Cf}\p{Default_Ignorable_Code_Point}\u2028\u2029]/u;
 
 /**
- * Why a log would not serve a witness name (too long, printing as another, or not printable ASCII),
- * or undefined if it would. Witnesses are named by ASCII host and path names (C2SP key names); a
- * letter from another script (a Cyrillic о in lоcalhost/...) reads as a name it is not.
+ * Why a log would not serve a witness name (too long, or printing as another), or undefined if it
+ * would. Stored cosignatures are served under this rule; new ones meet checkWitnessName's.
  */
 export function witnessNameProblem(name: string): string | undefined {
   const bytes = utf8(name).length;
   if (bytes > MAX_WITNESS_NAME_BYTES) return `A witness name is at most ${MAX_WITNESS_NAME_BYTES} bytes of UTF-8 (this one has ${bytes}).`;
   if (INVISIBLE_IN_NAME.test(name))
     return 'A witness name may not hold invisible or bidirectional formatting characters (they would make it read as another name).';
-  const other = /[^\x21-\x7e]/u.exec(name);
-  if (other !== null)
-    return `A witness name is printable ASCII, as the host and path names witnesses go by are; this one holds U+${other[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}, which could make it read as another name.`;
   return undefined;
 }
 
-/** Throws INVALID_VERIFIER_KEY unless a witness name is one a log serves: short, and printing as it reads. */
+/**
+ * Throws INVALID_VERIFIER_KEY unless a witness name is one a log takes from now on: served
+ * (witnessNameProblem), and printable ASCII. Witnesses go by ASCII host and path names; a letter of
+ * another script (a Cyrillic о in lоcalhost/...) reads as a name it is not. Cosignatures stored
+ * before this rule keep being served.
+ */
 export function checkWitnessName(name: string): void {
   const problem = witnessNameProblem(name);
   check(problem === undefined, 'INVALID_VERIFIER_KEY', problem ?? '');
+  const other = /[^\x21-\x7e]/u.exec(name);
+  if (other === null) return;
+  const codePoint = other[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0');
+  check(
+    false,
+    'INVALID_VERIFIER_KEY',
+    `A witness name is printable ASCII, as the host and path names witnesses go by are; this one holds U+${codePoint}, which could make it read as another name.`,
+  );
 }
 
 export interface Cosignature {

@@ -531,6 +531,21 @@ function auditFetch(f: NonNullable<AuditOptions['fetch']>): typeof fetch {
 
 /** A refused key: say which key the audit needs, not only that this one was refused. */
 function withAuditScope(e: unknown): unknown {
+  if (e instanceof BatonApiError && (e.status === 400 || e.status === 413)) {
+    // The audit builds its own requests from what the log served: a refusal of one as malformed
+    // is the service's (or a proxy's) doing, not the caller's input, which is checked before.
+    return new BatonApiError({
+      status: e.status,
+      code: 'UNEXPECTED_RESPONSE',
+      message: `The service refused a request the audit made itself (${e.method ?? 'GET'} ${e.url ?? ''}: HTTP ${e.status} ${e.code}: ${e.message}).`,
+      suggestion: 'Check that the base URL points at Baton itself, not at a proxy that rewrites requests; then report it to the operator.',
+      details: e.details,
+      requestId: e.requestId,
+      method: e.method,
+      url: e.url,
+      cause: e,
+    });
+  }
   if (!(e instanceof BatonApiError) || (e.status !== 401 && e.status !== 403)) return e;
   return new BatonApiError({
     status: e.status,
@@ -544,6 +559,9 @@ function withAuditScope(e: unknown): unknown {
     cause: e,
   });
 }
+
+/** The largest tree size the service's routes take (15 decimal digits, as WholeNumberText). */
+const MAX_TREE_SIZE = 999_999_999_999_999;
 
 const hex = (h: Uint8Array) => Buffer.from(h).toString('hex');
 
@@ -800,6 +818,17 @@ async function readLeafTile(
  * proof (a 4xx answer) between two checkpoints it signed is a split view too: it would not show it
  * only appended.
  */
+/**
+ * Whether an error is the log refusing a consistency proof between two checkpoints it signed (400,
+ * 404, 422, or a refusal of the request, which the audit builds itself): evidence of a split view.
+ * Not a busy proxy (408, 429), a key refused (401, 403) or a failure (5xx), which prove nothing.
+ */
+export function logRefusedProof(e: unknown): boolean {
+  if (!(e instanceof BatonApiError)) return false;
+  const status = e.cause instanceof BatonApiError ? e.cause.status : e.status;
+  return status === 400 || status === 404 || status === 422;
+}
+
 async function consistencyFindings(h: Http, older: SignedCheckpoint, newer: SignedCheckpoint): Promise<AuditFinding[]> {
   const [from, to] = [older.checkpoint.size, newer.checkpoint.size];
   if (from > to) {
@@ -815,8 +844,8 @@ async function consistencyFindings(h: Http, older: SignedCheckpoint, newer: Sign
       const served = (await h.json(`/v1/log/consistency?from=${from}&to=${to}`, LOG_CONSISTENCY)) as { proof: string[] };
       proof = served.proof.map((p) => decodeBase64(p) ?? new Uint8Array(0));
     } catch (e) {
-      if (!(e instanceof BatonApiError) || e.status < 400 || e.status >= 500 || e.status === 401 || e.status === 403) throw e;
-      refused = `HTTP ${e.status} ${e.code}: ${e.message}`;
+      if (!logRefusedProof(e)) throw e;
+      refused = `HTTP ${(e as BatonApiError).status} ${(e as BatonApiError).code}: ${(e as BatonApiError).message}`;
     }
   }
   const finding = findSplitView(older, newer, proof);
@@ -858,19 +887,13 @@ function emptyReport(origin: string, note: string, o: AuditOptions, finding: Aud
  */
 export async function auditLog(o: AuditOptions): Promise<AuditReport> {
   const now = o.now ?? Math.floor(Date.now() / 1000);
-  if (o.treeSize !== undefined && (!Number.isSafeInteger(o.treeSize) || o.treeSize < 1))
+  if (o.treeSize !== undefined && (!Number.isSafeInteger(o.treeSize) || o.treeSize < 1 || o.treeSize > MAX_TREE_SIZE))
     throw new BatonError('INVALID_REQUEST', {
-      message: `treeSize is ${String(o.treeSize)}: give the size of a checkpoint the log signed, a whole number from 1.`,
+      message: `treeSize is ${String(o.treeSize)}: give the size of a checkpoint the log signed, a whole number from 1 to ${MAX_TREE_SIZE}.`,
       suggestion: 'Omit treeSize to audit the latest checkpoint.',
     });
   const h = http(o);
   const info = (await h.json('/v1/log', LOG_NAMES)) as { origin: string; verifier_keys: string[] };
-  const keys =
-    o.serviceKeys ??
-    ((await h.json('/v1/keys', KEYS_READ)) as { keys: { kid: string; public_key: string }[] }).keys.map((k): ServiceVerificationKey => ({
-      kid: k.kid,
-      publicKey: decodeBase64url(k.public_key, 'service public key'),
-    }));
   const pinned = o.trust !== undefined;
   /** Nothing more can be audited: the report of what the log served that could not be read. */
   const unreadable = (origin: string, note: string, source: string, what: string, e: BatonError): AuditReport =>
@@ -879,6 +902,17 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
       source,
       detail: `the log served ${what} that cannot be read (${e.code}: ${e.message}); nothing else was audited`,
     });
+  let keys: readonly ServiceVerificationKey[];
+  if (o.serviceKeys !== undefined) keys = o.serviceKeys;
+  else {
+    const served = ((await h.json('/v1/keys', KEYS_READ)) as { keys: { kid: string; public_key: string }[] }).keys;
+    try {
+      keys = served.map((k): ServiceVerificationKey => ({ kid: k.kid, publicKey: decodeBase64url(k.public_key, 'service public key') }));
+    } catch (e) {
+      if (!(e instanceof BatonError) || !isMalformed(e.code)) throw e;
+      return unreadable(info.origin, '', 'GET /v1/keys', 'a service key', e);
+    }
+  }
   let trust: LogTrust;
   let policy: LogPolicy;
   if (o.trust !== undefined) {

@@ -66,7 +66,8 @@ function rawTilePath(c: Context<AppEnv>): string {
   let target = typeof incoming === 'string' && incoming !== '' ? incoming : c.req.url;
   // An absolute-form target (or the URL): drop the scheme and authority, then the query.
   target = target.replace(/^[a-zA-Z][a-zA-Z0-9+.-]*:\/\/[^/?#]*/, '');
-  const end = target.search(/[?#]/);
+  // Only the query is cut: a '#' is no part of a request target, and parseTilePath refuses it.
+  const end = target.indexOf('?');
   if (end >= 0) target = target.slice(0, end);
   const prefix = '/v1/log/';
   // Anything else (an escaped or dotted prefix) is refused by parseTilePath, which sees it whole.

@@ -130,7 +130,7 @@ async function openPglite(dataDir: string, migrationsFolder?: string, lock?: Dat
     // PGlite says only that it "failed to initialize properly": name the folder and the way out.
     const why = err instanceof Error ? err.message : String(err);
     throw new Error(
-      `the embedded database in ${dataDir} could not be opened (${why}): the folder is damaged, unreadable, or not a database of this version. Restore it from a backup or move it aside and start again (a new folder starts empty), or set BATON_DATA_DIR (baton serve --data-dir) to another folder.`,
+      `the embedded database in ${dataDir} could not be opened (${why}). Check that the folder is readable and writable and the disk has room. If it is damaged or not a Baton data folder, restore it from a backup, or move it aside and start again (a new folder starts empty), or set BATON_DATA_DIR (baton serve --data-dir) to another folder.`,
       { cause: err },
     );
   }

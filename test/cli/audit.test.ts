@@ -4,7 +4,7 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { join } from 'node:path';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { integrateOnce } from '../../src/service/log-integrator.js';
@@ -360,6 +360,106 @@ describe('baton audit', () => {
     writeFileSync(join(dir, 'bad.txt'), note.replace('\n', '\r\n'));
     const own = await run(['audit', '--server', live.baseUrl, '--api-key', key, '--quiet', '--previous', join(dir, 'bad.txt')]);
     expect(own.code, own.out + own.err).toBe(2);
+  });
+
+  it('--tree-size with --save-checkpoint saves the latest checkpoint, so a later rollback below it is still caught', async () => {
+    const dir = tempDir();
+    const cp = join(dir, 'cp.txt');
+    const t = await loggedTenant('rv-h1', 5);
+    const key = t.keys.audit;
+    await addReceipts(t.id, 7);
+    expect((await run(['audit', '--server', live.baseUrl, '--api-key', key, '--quiet', '--save-checkpoint', cp])).code).toBe(0);
+    const sized = await run([
+      'audit',
+      '--server',
+      live.baseUrl,
+      '--api-key',
+      key,
+      '--quiet',
+      '--tree-size',
+      '5',
+      '--previous',
+      cp,
+      '--save-checkpoint',
+      cp,
+    ]);
+    expect(sized.code, sized.out + sized.err).toBe(0);
+    // The baseline is the latest (12), which extends the checkpoint audited: not the smaller one.
+    expect(readFileSync(cp, 'utf8')).toContain('\n12\n');
+    const old = await (await fetch(`${live.baseUrl}/v1/log/checkpoints/5`, { headers: { authorization: `Bearer ${key}` } })).text();
+    const proxy = await startProxy(async (path) => (path === '/v1/log/checkpoint' ? { body: old } : undefined));
+    try {
+      const rolled = await run(['audit', '--server', proxy.url, '--api-key', key, '--quiet', '--previous', cp]);
+      expect(rolled.code, rolled.out + rolled.err).toBe(1);
+      expect(rolled.out).toMatch(/rollback +log: the log shrank from 12 to 5/);
+    } finally {
+      await proxy.close();
+    }
+    // A first run with findings has no baseline to keep, and says only that nothing was written.
+    const fresh = join(dir, 'fresh.txt');
+    const proxied = await startProxy(async (path) => (path === '/v1/log/checkpoint' ? { body: old.replace('\n', '\r\n') } : undefined));
+    try {
+      const r = await run(['audit', '--server', proxied.url, '--api-key', key, '--quiet', '--save-checkpoint', fresh]);
+      expect(r.code).toBe(1);
+      expect(r.err).toContain(`note: ${fresh} was not written: the audit found malformed.`);
+      expect(existsSync(fresh)).toBe(false);
+    } finally {
+      await proxied.close();
+    }
+  });
+
+  it("a busy proxy on the consistency proof is no split view; a refusal of the audit's own request or a bad key served is the service's fault", async () => {
+    const dir = tempDir();
+    const cp = join(dir, 'cp.txt');
+    const t = await loggedTenant('rv-m1', 3);
+    const key = t.keys.audit;
+    expect((await run(['audit', '--server', live.baseUrl, '--api-key', key, '--quiet', '--save-checkpoint', cp])).code).toBe(0);
+    await addReceipts(t.id, 2);
+    for (const status of [429, 408]) {
+      const busy = await startProxy(async (path) =>
+        path === '/v1/log/consistency'
+          ? { status, type: 'application/json', body: '{"error":{"code":"RATE_LIMITED","message":"Slow down."}}' }
+          : undefined,
+      );
+      try {
+        const r = await run(['audit', '--server', busy.url, '--api-key', key, '--quiet', '--previous', cp]);
+        expect(r.out + r.err, String(status)).not.toMatch(/split-view|keep both notes/);
+        expect(r.code, String(status)).not.toBe(0);
+      } finally {
+        await busy.close();
+      }
+    }
+    // A 400 to a tile request the audit built itself: the service's (or a proxy's) doing, exit 3, not unusable input.
+    const refusing = await startProxy(async (path) =>
+      path.startsWith('/v1/log/tile/')
+        ? { status: 400, type: 'application/json', body: '{"error":{"code":"INVALID_REQUEST","message":"no"}}' }
+        : undefined,
+    );
+    try {
+      const r = await run(['audit', '--server', refusing.url, '--api-key', key, '--quiet']);
+      expect(r.code, r.out + r.err).toBe(3);
+      expect(r.err).toMatch(/UNEXPECTED_RESPONSE/);
+      expect(r.err).toMatch(/refused a request the audit made itself/);
+      expect(r.err).not.toMatch(/UNUSABLE INPUT/);
+    } finally {
+      await refusing.close();
+    }
+    // A service key the service publishes unreadably: a finding, not the user's input.
+    const badKey = await startProxy(async (path) =>
+      path === '/v1/keys'
+        ? {
+            type: 'application/json',
+            body: JSON.stringify({ keys: [{ kid: 'k1', public_key: 'abcde', did: 'did:key:zX', alg: 'EdDSA' }] }),
+          }
+        : undefined,
+    );
+    try {
+      const r = await run(['audit', '--server', badKey.url, '--api-key', key, '--quiet']);
+      expect(r.code, r.out + r.err).toBe(1);
+      expect(r.out).toMatch(/malformed +GET \/v1\/keys: the log served a service key that cannot be read/);
+    } finally {
+      await badKey.close();
+    }
   });
 
   it('needs an API key', async () => {

@@ -263,6 +263,7 @@ describe('integration', () => {
         '/v1/log/tile/0/000%2Ep/1',
         '/v1/log/tile/entries%2F000.p/1',
         '/v1/log/tile/0/x001/../000.p/1',
+        '/v1/log/tile/0/000.p/1#x',
       ]) {
         const res = await get(path);
         expect(res.status, path).toBe(400);
@@ -527,6 +528,13 @@ describe('witnesses', () => {
       expect(refused.status, name).toBe(400);
       expect(refused.body.error).toMatchObject({ code: 'INVALID_VERIFIER_KEY', message: expect.stringContaining('printable ASCII') });
     }
+    // The rule refuses new posts only: a cosignature stored under another script before it is still served.
+    const stored = `\u2014 w\u00e9.example ${Buffer.alloc(72).toString('base64')}`;
+    await svc.store.db.execute(
+      sql`insert into log_cosignatures (tenant_id, tree_size, witness_key, line, posted_by_key)
+          values (${tenant.id}, ${Number(cp.body.split('\n')[1])}, ${'w\u00e9.example+00000000+AQ=='}, ${stored}, null)`,
+    );
+    expect((await svc.call('GET', '/v1/log/checkpoint', { key: tenant.keys.audit })).body).toContain(`${stored}\n`);
     // A key under the name and key ID of a stored cosignature (a 4-byte key ID can be ground): stored,
     // every client trusting the first would meet a signature line of it that fails, and refuse the note.
     const size = Number(cp.body.split('\n')[1]);
