@@ -487,7 +487,12 @@ function defaultOnEvent(event: BatonMcpEvent): void {
   }
   if (event.type !== 'report-failed') return;
   const why = event.error instanceof Error ? event.error.message : String(event.error);
-  process.stderr.write(`baton-mcp: could not report the cost of ${event.tool} (${event.invocationId}): ${why}\n`);
+  // A key without the report scope fails every report the same way: say what fixes it.
+  const fix =
+    event.error instanceof BatonApiError && event.error.status === 403
+      ? ' Give withBaton a reportKey (baton.reportKey, or reportKey beside a client) holding the report scope.'
+      : '';
+  process.stderr.write(`baton-mcp: could not report the cost of ${event.tool} (${event.invocationId}): ${why}${fix}\n`);
 }
 
 function makeGate(options: BatonMcpOptions, ownRefusal: OwnRefusal | undefined): (next: AnyHandler) => AnyHandler {

@@ -588,6 +588,24 @@ describe('replayed requests never run the tool', () => {
     expect((await audit.getDelegation(c.sub.hash)).usage.calls_used).toBe(2);
   });
 
+  it('the default onEvent says how to fix a report key without the report scope', async () => {
+    const c = await storedChain();
+    const { onEvent: _quiet, ...withDefaultOnEvent } = batonOptions({
+      baton: { baseUrl: live.baseUrl, verifyKey: live.tenant.keys.verify, reportKey: live.tenant.keys.audit },
+    });
+    const { server } = toolServer(withDefaultOnEvent);
+    const client = await connect(server);
+    const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+    try {
+      await searchOnce(client, c, 'q');
+      expect(stderr.mock.calls.map((call) => String(call[0])).join('')).toContain(
+        'Give withBaton a reportKey (baton.reportKey, or reportKey beside a client) holding the report scope.',
+      );
+    } finally {
+      stderr.mockRestore();
+    }
+  });
+
   it('the default onEvent writes a replay to stderr', async () => {
     const c = await storedChain();
     const { onEvent: _quiet, ...withDefaultOnEvent } = batonOptions();
