@@ -1,0 +1,123 @@
+/**
+ * Two verify statements never deadlock (migration 0036): besides the chains' DRs, every row an item
+ * may wait on (its jti, a named approval, a rate-limited tool's window) is keyed and locked in one
+ * order before any row. Each case runs two batches at once that name the same two of those in
+ * opposite orders, with padding between so each holds the first while it reaches the second: under
+ * item order they deadlocked in most rounds (40P01, after deadlock_timeout). Real PostgreSQL, one
+ * connection per batch.
+ */
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Store } from '../../src/store/db.js';
+import type { BatchItem } from '../../src/store/verify-batch.js';
+import { freshDatabase } from '../setup/db.js';
+import { seedDelegation } from '../support/fixtures.js';
+import { allowItem, decideBatch, seedVerifyCaller, type AllowItem, type VerifyCaller } from '../support/verify-statement.js';
+
+const ROUNDS = 4;
+const PADDING = 25;
+
+let db: Awaited<ReturnType<typeof freshDatabase>>;
+let store: Store;
+let caller: VerifyCaller;
+
+beforeAll(async () => {
+  db = await freshDatabase({ max: 4 });
+  store = db.store;
+  caller = await seedVerifyCaller(store, 'lock-order', 'did:key:zLockOrder');
+  // A catalog at version 1, which the gates below name.
+  await store.query(`insert into tool_catalogs (tenant_id, version, document, hash, created_by) values ($1, 1, '{}', 'h', 'test')`, [
+    caller.tenantId,
+  ]);
+});
+afterAll(async () => db?.drop());
+
+/** An unmetered root of the caller's: its chain is locked FOR SHARE only, so nothing else orders the batches. */
+async function unmeteredRoot(): Promise<string> {
+  return (await seedDelegation(store.db, caller.tenantId, undefined, { iss: caller.rootDid })).hash;
+}
+
+/**
+ * A gate for `tool` (catalog v1): rate-limited far above what the test sends, or naming `approval`
+ * (and then not rate-limited, so the tool's window orders nothing).
+ */
+function gated(item: AllowItem, tool: string, approval?: string): AllowItem {
+  const limit = approval === undefined ? { rl: 1_000_000 } : {};
+  return {
+    ...item,
+    tool,
+    gate: { v: 1, n: Math.floor(Date.now() / 1000), t: tool, ...limit, a: approval ?? null, b: `binding-of-${item.jti}`, cc: null },
+  } as AllowItem;
+}
+
+/** Runs two batches at once, ROUNDS times; any error (a deadlock is 40P01) fails the test. */
+async function neverDeadlock(pair: () => Promise<[BatchItem[], BatchItem[]]>): Promise<void> {
+  for (let round = 0; round < ROUNDS; round++) {
+    const [a, b] = await pair();
+    const settled = await Promise.allSettled([decideBatch(store, a), decideBatch(store, b)]);
+    const errors = settled.flatMap((s) =>
+      s.status === 'rejected' ? [`${(s.reason as { code?: string }).code}: ${String(s.reason)}`] : [],
+    );
+    expect(errors, `round ${round}`).toEqual([]);
+  }
+}
+
+describe('verify statements never deadlock', () => {
+  it('on the same two jtis in opposite orders (a tenant sending one set of invocations to two nodes)', async () => {
+    const root = await unmeteredRoot();
+    await neverDeadlock(async () => {
+      const x = allowItem(caller, [root], { mt: 'none' });
+      const y = allowItem(caller, [root], { mt: 'none' });
+      const pad = () => Array.from({ length: PADDING }, () => allowItem(caller, [root], { mt: 'none' }));
+      return [
+        [x, ...pad(), y],
+        [y, ...pad(), x],
+      ];
+    });
+    // Each jti stored once: the second of each pair saw the first committed.
+    const [row] = await store.query(`select count(*)::int as n, count(distinct jti)::int as d from invocations where tenant_id = $1`, [
+      caller.tenantId,
+    ]);
+    expect(row!['n']).toBe(row!['d']);
+  });
+
+  it('on two rate-limited tools in opposite orders (honest traffic on two such tools)', async () => {
+    const [r1, r2] = [await unmeteredRoot(), await unmeteredRoot()];
+    await neverDeadlock(async () => {
+      const item = (root: string, tool: string) => gated(allowItem(caller, [root], { mt: 'none' }), tool);
+      const pad = (root: string) => Array.from({ length: PADDING }, () => item(root, 'pad'));
+      return [
+        [item(r1, 'search'), ...pad(r1), item(r1, 'fetch')],
+        [item(r2, 'fetch'), ...pad(r2), item(r2, 'search')],
+      ];
+    });
+    const [row] = await store.query(
+      `select coalesce(sum(calls), 0)::int as calls from tool_rate_windows where tenant_id = $1 and tool <> 'pad'`,
+      [caller.tenantId],
+    );
+    expect(row!['calls']).toBe(ROUNDS * 4);
+  });
+
+  it('on two named approvals in opposite orders (any call may name any approval id)', async () => {
+    const root = await unmeteredRoot();
+    const approval = async () => {
+      const id = `apr_${randomBytes(16).toString('hex')}`;
+      const now = Math.floor(Date.now() / 1000);
+      await store.query(
+        `insert into approvals (tenant_id, id, binding, status, requested_by, invocation_jti, dr_chain, tool_server, catalog_version, rule, explanation, created_at, expires_at)
+         values ($1, $2, $3, 'pending', 'did:key:zAgent', $4, $5, 'mcp://t', 1, 'test', 'test', $6, $7)`,
+        [caller.tenantId, id, `binding-${id}`, `inv-${id}`, [root], now, now + 600],
+      );
+      return id;
+    };
+    await neverDeadlock(async () => {
+      const [p1, p2] = [await approval(), await approval()];
+      const item = (tool: string, named: string) => gated(allowItem(caller, [root], { mt: 'none' }), tool, named);
+      const pad = () => Array.from({ length: PADDING }, () => allowItem(caller, [root], { mt: 'none' }));
+      return [
+        [item('search', p1), ...pad(), item('search', p2)],
+        [item('search', p2), ...pad(), item('search', p1)],
+      ];
+    });
+  });
+});
