@@ -39,17 +39,25 @@ BEGIN
   -- rate-limited tool's windows (the upsert). Held to the commit, a key another statement holds
   -- makes this one wait here, before it holds any row: no statement then waits inside its items
   -- on a row another holds while that one waits on a row it holds.
-  PERFORM pg_advisory_xact_lock(k) FROM unnest(ARRAY(
-    SELECT DISTINCT hashtextextended(x, 0)
-      FROM jsonb_array_elements(p_items) i
-     CROSS JOIN LATERAL (VALUES
-       ('baton:verify:jti:' || (i->>'t') || ':' || (i->>'jti')),
-       (CASE WHEN i->'gate'->>'a' IS NOT NULL AND NOT coalesce((i->'gate'->>'d')::boolean, false)
-             THEN 'baton:verify:approval:' || (i->>'t') || ':' || (i->'gate'->>'a') END),
-       (CASE WHEN i->'gate'->>'rl' IS NOT NULL AND NOT coalesce((i->'gate'->>'d')::boolean, false)
-             THEN 'baton:verify:rate:' || (i->>'t') || ':' || (i->'gate'->>'t') END)) v(x)
-     WHERE i->>'k' = 'a' AND x IS NOT NULL
-     ORDER BY 1)) AS k;
+  --
+  -- A lone item with no gate has one key: taken as it is (the usual 1-in-flight verify).
+  IF jsonb_array_length(p_items) = 1 AND p_items->0->'gate'->>'a' IS NULL AND p_items->0->'gate'->>'rl' IS NULL THEN
+    IF p_items->0->>'k' = 'a' THEN
+      PERFORM pg_advisory_xact_lock(hashtextextended('baton:verify:jti:' || (p_items->0->>'t') || ':' || (p_items->0->>'jti'), 0));
+    END IF;
+  ELSE
+    PERFORM pg_advisory_xact_lock(k) FROM unnest(ARRAY(
+      SELECT DISTINCT hashtextextended(x, 0)
+        FROM jsonb_array_elements(p_items) i
+       CROSS JOIN LATERAL (VALUES
+         ('baton:verify:jti:' || (i->>'t') || ':' || (i->>'jti')),
+         (CASE WHEN i->'gate'->>'a' IS NOT NULL AND NOT coalesce((i->'gate'->>'d')::boolean, false)
+               THEN 'baton:verify:approval:' || (i->>'t') || ':' || (i->'gate'->>'a') END),
+         (CASE WHEN i->'gate'->>'rl' IS NOT NULL AND NOT coalesce((i->'gate'->>'d')::boolean, false)
+               THEN 'baton:verify:rate:' || (i->>'t') || ':' || (i->'gate'->>'t') END)) v(x)
+       WHERE i->>'k' = 'a' AND x IS NOT NULL
+       ORDER BY 1)) AS k;
+  END IF;
 
   -- Every DR any allow of the batch names, locked in the one global order (0004, 0020), one key
   -- probe each in that order: a DR's depth is its place in its chain (the items check it). A
