@@ -16,6 +16,9 @@
 -- batch then waits only where it holds no row; inside its items it meets none
 -- of these rows held by another batch. Keys are 64-bit hashes: a collision
 -- makes two batches take turns, never deadlock. Dry runs lock nothing (0028).
+-- lock_timeout is set again from what is left of the deadline after the keys
+-- and after the chains' locks (it bounds each wait, not their sum: a statement
+-- held its locks well past its deadline before its commit check refused it).
 -- The function is 0020's otherwise, with 0033's jit = off kept.
 CREATE OR REPLACE FUNCTION "baton_verify_batch"("p_deadline" timestamptz, "p_items" jsonb) RETURNS jsonb
 LANGUAGE plpgsql
@@ -58,6 +61,9 @@ BEGIN
        WHERE i->>'k' = 'a' AND x IS NOT NULL
        ORDER BY 1)) AS k;
   END IF;
+  -- lock_timeout bounds each wait, not their sum: what is left of the deadline bounds the next.
+  left_ := baton_deadline_check(p_deadline, 'while its keys were taken');
+  PERFORM set_config('lock_timeout', greatest(1, ceil(extract(epoch FROM left_) * 1000))::bigint::text, true);
 
   -- Every DR any allow of the batch names, locked in the one global order (0004, 0020), one key
   -- probe each in that order: a DR's depth is its place in its chain (the items check it). A
@@ -82,6 +88,8 @@ BEGIN
                             WHERE d.tenant_id = w.tenant AND d.hash = w.hash AND (d.max_calls IS NOT NULL OR d.max_spend_micros IS NOT NULL)
                               FOR NO KEY UPDATE) l;
     END IF;
+    left_ := baton_deadline_check(p_deadline, 'while its chains were locked');
+    PERFORM set_config('lock_timeout', greatest(1, ceil(extract(epoch FROM left_) * 1000))::bigint::text, true);
   END IF;
 
   FOR item IN SELECT value FROM jsonb_array_elements(p_items)

@@ -55,19 +55,27 @@ export async function findStandingRejection(db: Db, tenantId: string, binding: s
   return row;
 }
 
-/** Records as expired every live approval past its deadline (of one call, or all of the tenant). */
+/**
+ * Records as expired every live approval past its deadline (of one call, or all of the tenant).
+ * The tenant-wide sweep skips rows another transaction holds: it locked its rows in index order
+ * while a verify statement locks the approvals its calls name in theirs, and the two deadlocked
+ * (an outside review). What it skips stays live in the table only: every reader and the verify's
+ * gate judge the deadline themselves, and the next sweep records it. One call's approval (at most
+ * one is live) is a single row, waited for as before.
+ */
 export async function expireApprovals(db: Db, tenantId: string, now: number, binding?: string): Promise<ApprovalRow[]> {
+  const live = and(eq(approvals.tenantId, tenantId), inArray(approvals.status, ['pending', 'approved']), lte(approvals.expiresAt, now));
+  if (binding !== undefined)
+    return db
+      .update(approvals)
+      .set({ status: 'expired' })
+      .where(and(live, eq(approvals.binding, binding)))
+      .returning();
+  const free = db.select({ id: approvals.id }).from(approvals).where(live).for('update', { skipLocked: true });
   return db
     .update(approvals)
     .set({ status: 'expired' })
-    .where(
-      and(
-        eq(approvals.tenantId, tenantId),
-        inArray(approvals.status, ['pending', 'approved']),
-        lte(approvals.expiresAt, now),
-        ...(binding === undefined ? [] : [eq(approvals.binding, binding)]),
-      ),
-    )
+    .where(and(eq(approvals.tenantId, tenantId), inArray(approvals.id, free)))
     .returning();
 }
 

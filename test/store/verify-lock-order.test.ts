@@ -7,7 +7,9 @@
  * connection per batch.
  */
 import { randomBytes } from 'node:crypto';
+import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expireApprovals } from '../../src/store/approvals.js';
 import type { Store } from '../../src/store/db.js';
 import type { BatchItem } from '../../src/store/verify-batch.js';
 import { freshDatabase } from '../setup/db.js';
@@ -48,6 +50,40 @@ function gated(item: AllowItem, tool: string, approval?: string): AllowItem {
     tool,
     gate: { v: 1, n: Math.floor(Date.now() / 1000), t: tool, ...limit, a: approval ?? null, b: `binding-of-${item.jti}`, cc: null },
   } as AllowItem;
+}
+
+/** A pending approval of the caller's through `root`, expiring `ttl` seconds from now (in the past when negative). */
+async function approval(root: string, ttl = 600): Promise<string> {
+  const id = `apr_${randomBytes(16).toString('hex')}`;
+  const now = Math.floor(Date.now() / 1000);
+  await store.query(
+    `insert into approvals (tenant_id, id, binding, status, requested_by, invocation_jti, dr_chain, tool_server, catalog_version, rule, explanation, created_at, expires_at)
+     values ($1, $2, $3, 'pending', 'did:key:zAgent', $4, $5, 'mcp://t', 1, 'test', 'test', $6, $7)`,
+    [caller.tenantId, id, `binding-${id}`, `inv-${id}`, [root], now - 1_000, now + ttl],
+  );
+  return id;
+}
+
+/** A session of its own that holds what `lock` locks until `release` is called. */
+async function holding(lock: (tx: postgres.TransactionSql) => Promise<unknown>): Promise<{ release(): Promise<void> }> {
+  const sql = postgres(db.url, { max: 1, onnotice: () => {} });
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let locked!: () => void;
+  const isLocked = new Promise<void>((resolve) => (locked = resolve));
+  const done = sql.begin(async (tx) => {
+    await lock(tx);
+    locked();
+    await released;
+  });
+  await isLocked;
+  return {
+    release: async () => {
+      release();
+      await done;
+      await sql.end({ timeout: 1 });
+    },
+  };
 }
 
 /** Runs two batches at once, ROUNDS times; any error (a deadlock is 40P01) fails the test. */
@@ -100,18 +136,8 @@ describe('verify statements never deadlock', () => {
 
   it('on two named approvals in opposite orders (any call may name any approval id)', async () => {
     const root = await unmeteredRoot();
-    const approval = async () => {
-      const id = `apr_${randomBytes(16).toString('hex')}`;
-      const now = Math.floor(Date.now() / 1000);
-      await store.query(
-        `insert into approvals (tenant_id, id, binding, status, requested_by, invocation_jti, dr_chain, tool_server, catalog_version, rule, explanation, created_at, expires_at)
-         values ($1, $2, $3, 'pending', 'did:key:zAgent', $4, $5, 'mcp://t', 1, 'test', 'test', $6, $7)`,
-        [caller.tenantId, id, `binding-${id}`, `inv-${id}`, [root], now, now + 600],
-      );
-      return id;
-    };
     await neverDeadlock(async () => {
-      const [p1, p2] = [await approval(), await approval()];
+      const [p1, p2] = [await approval(root), await approval(root)];
       const item = (tool: string, named: string) => gated(allowItem(caller, [root], { mt: 'none' }), tool, named);
       const pad = () => Array.from({ length: PADDING }, () => allowItem(caller, [root], { mt: 'none' }));
       return [
@@ -119,5 +145,48 @@ describe('verify statements never deadlock', () => {
         [item('search', p2), ...pad(), item('search', p1)],
       ];
     });
+  });
+
+  it("with the tenant's approval expiry sweep: the sweep skips an approval a verify holds (it locked its rows in index order)", async () => {
+    const root = await unmeteredRoot();
+    const [held, free] = [await approval(root, -60), await approval(root, -60)];
+    // A verify statement holding `held`, as a batch spending or refusing it does until its commit.
+    const verify = await holding((tx) => tx`select 1 from approvals where tenant_id = ${caller.tenantId} and id = ${held} for update`);
+    try {
+      const swept = await Promise.race([
+        expireApprovals(store.db, caller.tenantId, Math.floor(Date.now() / 1000)),
+        new Promise<'waited'>((resolve) => setTimeout(() => resolve('waited'), 3_000)),
+      ]);
+      expect(swept, 'the sweep waited on the held approval').not.toBe('waited');
+      expect((swept as { id: string }[]).map((r) => r.id)).toContain(free);
+      expect((swept as { id: string }[]).map((r) => r.id)).not.toContain(held);
+    } finally {
+      await verify.release();
+    }
+  });
+
+  it('each lock wait is bounded by what is left of the deadline, not by the whole of it again', async () => {
+    const root = await seedDelegation(store.db, caller.tenantId, undefined, { iss: caller.rootDid, maxCalls: 100 });
+    const item = allowItem(caller, [root.hash], { mt: 'all' });
+    // Another statement holds the item's jti key until 700 ms, and its DR for longer.
+    const key = await holding(
+      (tx) => tx`select pg_advisory_xact_lock(hashtextextended(${`baton:verify:jti:${caller.tenantId}:${item.jti}`}, 0))`,
+    );
+    const dr = await holding((tx) => tx`select 1 from delegations where tenant_id = ${caller.tenantId} and hash = ${root.hash} for update`);
+    const started = Date.now();
+    const deadline = new Date(started + 1_000).toISOString();
+    const deciding = store.query('select baton_verify_batch($1, $2::text::jsonb) as r', [deadline, JSON.stringify([item])]).then(
+      () => 'decided',
+      (e: { code?: string }) => e.code,
+    );
+    setTimeout(() => void key.release(), 700);
+    try {
+      const outcome = await deciding;
+      // Refused at its deadline (55P03 or 57014), not after a second full wait on the DR (about 1.7 s).
+      expect(['55P03', '57014']).toContain(outcome);
+      expect(Date.now() - started).toBeLessThan(1_400);
+    } finally {
+      await dr.release();
+    }
   });
 });
