@@ -437,7 +437,8 @@ export const APPROVALS_PAGE_SIZE = 100;
 
 /**
  * A page of the tenant's approvals, oldest first, after the approval `cursor` (the previous page's
- * `next_cursor`); expired ones are recorded as such first.
+ * `next_cursor`); expired ones are recorded as such first (all but those a verify holds at that
+ * moment, which the status filter and each approval's status judge by the deadline all the same).
  */
 export async function approvalsOf(
   deps: ServiceDeps,
@@ -447,7 +448,7 @@ export async function approvalsOf(
 ): Promise<{ approvals: ApprovalJson[]; next_cursor: string | null }> {
   const now = deps.now();
   await expireApprovals(deps.store.db, tenantId, now);
-  const found = await listApprovals(deps.store.db, tenantId, status, cursor, APPROVALS_PAGE_SIZE + 1);
+  const found = await listApprovals(deps.store.db, tenantId, status, cursor, APPROVALS_PAGE_SIZE + 1, now);
   if (found === undefined) {
     throw new BatonError('INVALID_REQUEST', {
       message: `The cursor ${cursor} is not an approval of this tenant.`,

@@ -2,7 +2,7 @@
 // (WHERE status = the state it leaves), so two nodes racing on the same
 // approval serialise on its row and exactly one wins; the spending of an
 // approved one happens inside the verify statement (baton_tool_gate).
-import { and, asc, count, desc, eq, gt, inArray, lte, ne, sql } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gt, inArray, lte, ne, or, sql } from 'drizzle-orm';
 import type { Db } from './db.js';
 import { textArray } from './rows.js';
 import type { ApprovalStatus, DecisionOutcome } from '../protocol/lists.js';
@@ -71,7 +71,7 @@ export async function expireApprovals(db: Db, tenantId: string, now: number, bin
       .set({ status: 'expired' })
       .where(and(live, eq(approvals.binding, binding)))
       .returning();
-  const free = db.select({ id: approvals.id }).from(approvals).where(live).for('update', { skipLocked: true });
+  const free = db.select({ id: approvals.id }).from(approvals).where(live).for('no key update', { skipLocked: true });
   return db
     .update(approvals)
     .set({ status: 'expired' })
@@ -220,13 +220,25 @@ export async function listApprovals(
   status: ApprovalStatus | undefined,
   after: string | undefined,
   limit: number,
+  now: number,
 ): Promise<ApprovalRow[] | undefined> {
   let from: ApprovalRow | undefined;
   if (after !== undefined) {
     from = await findApproval(db, tenantId, after);
     if (from === undefined) return undefined;
   }
-  return approvalsPage(db, tenantId, status, from, limit);
+  return approvalsPage(db, tenantId, status, from, limit, now);
+}
+
+/**
+ * Approvals in `status` as of `now`: a live one past its deadline is expired, recorded or not (the
+ * tenant-wide sweep skips a row a verify holds at that moment).
+ */
+function inStatus(status: ApprovalStatus, now: number) {
+  if (status === 'pending' || status === 'approved') return and(eq(approvals.status, status), gt(approvals.expiresAt, now));
+  if (status === 'expired')
+    return or(eq(approvals.status, 'expired'), and(inArray(approvals.status, ['pending', 'approved']), lte(approvals.expiresAt, now)));
+  return eq(approvals.status, status);
 }
 
 /**
@@ -239,6 +251,7 @@ export function approvalsPage(
   status: ApprovalStatus | undefined,
   from: Pick<ApprovalRow, 'createdAt' | 'id'> | undefined,
   limit: number,
+  now: number,
 ) {
   return db
     .select()
@@ -246,7 +259,7 @@ export function approvalsPage(
     .where(
       and(
         eq(approvals.tenantId, tenantId),
-        ...(status === undefined ? [] : [eq(approvals.status, status)]),
+        ...(status === undefined ? [] : [inStatus(status, now)]),
         ...(from === undefined ? [] : [sql`(${approvals.createdAt}, ${approvals.id}) > (${from.createdAt}, ${from.id})`]),
       ),
     )
