@@ -59,7 +59,6 @@ export function readLocalText(path: string, what: string, help?: string): string
 
 /** Writes an output file the user named; a path that cannot be written is a usage error (exit 2) naming its flag. */
 export async function writeOutputFile(path: string, text: string, flag: string, help?: string): Promise<void> {
-  refuseStdoutPath(path, flag, help);
   try {
     await writeFile(path, text);
   } catch (e) {
@@ -130,8 +129,11 @@ export async function stageOutputFile(path: string, text: string, flag: string, 
     const existing = await stat(target).catch(() => undefined);
     if (existing?.isDirectory()) throw new Error('it is a directory');
     await writeFile(staged, text, { flag: 'wx' });
-    // A file replaced keeps the access its owner gave it (a 0600 file stays 0600).
-    if (existing) await chmod(staged, existing.mode & 0o7777);
+    // A file replaced keeps the access its owner gave it (a 0600 file stays 0600): only the
+    // permission bits, only when it is this user's own (root replacing a user's 0600 file would
+    // leave the user unable to read it), and never at the cost of the write (a file system that
+    // refuses chmod).
+    if (existing && existing.uid === process.getuid?.()) await chmod(staged, existing.mode & 0o777).catch(() => undefined);
   } catch (e) {
     await discard();
     throw cannot(e);
