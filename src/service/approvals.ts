@@ -323,7 +323,11 @@ export async function decideApproval(
       details: { approval_id: id, status: row.status },
     });
   }
-  const transition = (outcome === 'approved' ? approve : reject)(asProtocolApproval(row), triple, { decided_by: decidedBy, now });
+  // Judged as the UPDATE judged it: after the wait for the row, which may have passed the deadline.
+  const transition = (outcome === 'approved' ? approve : reject)(asProtocolApproval(row), triple, {
+    decided_by: decidedBy,
+    now: Math.max(now, deps.now()),
+  });
   if (transition.ok) {
     // The decision's UPDATE also refuses to approve a call through a revoked delegation: say so.
     const [leaf, ...ancestors] = [...row.drChain].reverse();

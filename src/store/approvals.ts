@@ -165,6 +165,14 @@ export async function decideApprovalRow(
   },
 ): Promise<ApprovalRow | undefined> {
   const signed = d.signed;
+  // The row first, waited for if a verify holds it: the deadline below is then judged after the
+  // wait, on the database's clock too (`now` was read before it; an outside probe had an approval
+  // approved two seconds past its deadline, decided_at before it). Called inside a transaction.
+  await db
+    .select({ id: approvals.id })
+    .from(approvals)
+    .where(and(eq(approvals.tenantId, tenantId), eq(approvals.id, id)))
+    .for('no key update');
   const [row] = await db
     .update(approvals)
     .set({
@@ -180,7 +188,7 @@ export async function decideApprovalRow(
         eq(approvals.tenantId, tenantId),
         eq(approvals.id, id),
         eq(approvals.status, 'pending'),
-        sql`${approvals.expiresAt} > ${d.now}`,
+        sql`${approvals.expiresAt} > greatest(${d.now}::bigint, floor(extract(epoch from clock_timestamp()))::bigint)`,
         sql`${approvals.requestedBy} <> ${d.decidedBy}`,
         // Nor any key of the decider's rotation lineage: a successor is the same holder.
         sql`(${approvals.requestedByKey} is null or not (${approvals.requestedByKey} = any(${textArray(d.decider)})))`,

@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expireApprovals, listApprovals } from '../../src/store/approvals.js';
+import { decideApprovalRow, expireApprovals, listApprovals } from '../../src/store/approvals.js';
 import type { Store } from '../../src/store/db.js';
 import type { BatchItem } from '../../src/store/verify-batch.js';
 import { freshDatabase } from '../setup/db.js';
@@ -195,5 +195,50 @@ describe('verify statements never deadlock', () => {
     } finally {
       await dr.release();
     }
+  });
+});
+
+describe("an approval's deadline is judged after the waits, on the database's clock too", () => {
+  /** An approval of the caller's through `root`, `status` as given, whose deadline passed 5 s ago on the database's clock. */
+  async function lapsed(root: string, status: 'pending' | 'approved'): Promise<{ id: string; binding: string }> {
+    const id = `apr_${randomBytes(16).toString('hex')}`;
+    const binding = `binding-${id}`;
+    const [row] = await store.query(`select floor(extract(epoch from clock_timestamp()))::bigint as now`, []);
+    const now = Number(row!['now']);
+    const decided = status === 'approved' ? [`key_other`, 'alice', 'ok', now - 50] : [null, null, null, null];
+    await store.query(
+      `insert into approvals (tenant_id, id, binding, status, requested_by, invocation_jti, dr_chain, tool_server, catalog_version, rule, explanation, created_at, expires_at, decided_by, actor, reason, decided_at)
+       values ($1, $2, $3, $4, 'did:key:zAgent', $5, $6, 'mcp://t', 1, 'test', 'test', $7, $8, $9, $10, $11, $12)`,
+      [caller.tenantId, id, binding, status, `inv-${id}`, [root], now - 1_000, now - 5, ...decided],
+    );
+    return { id, binding };
+  }
+  const nodeClockBehind = () => Math.floor(Date.now() / 1000) - 100;
+
+  it('a verify that names it does not spend it, though the node judged it live before the statement waited', async () => {
+    const root = await unmeteredRoot();
+    const { id, binding } = await lapsed(root, 'approved');
+    const item = allowItem(caller, [root], { mt: 'none' });
+    const [answer] = await decideBatch(store, [
+      { ...item, gate: { v: 1, n: nodeClockBehind(), t: 'search', a: id, b: binding, cc: null } } as AllowItem,
+    ]);
+    expect(answer).toMatchObject({ o: 'APPROVAL_EXPIRED' });
+    const [row] = await store.query(`select status from approvals where tenant_id = $1 and id = $2`, [caller.tenantId, id]);
+    expect(row!['status']).toBe('approved');
+  });
+
+  it('a decision made on a clock read before the wait does not approve it', async () => {
+    const root = await unmeteredRoot();
+    const { id } = await lapsed(root, 'pending');
+    const decided = await store.db.transaction((tx) =>
+      decideApprovalRow(tx as never, caller.tenantId, id, 'approved', {
+        decidedBy: 'key_decider',
+        decider: ['key_decider'],
+        actor: 'bob',
+        reason: 'late',
+        now: nodeClockBehind(),
+      }),
+    );
+    expect(decided).toBeUndefined();
   });
 });
