@@ -110,7 +110,7 @@ export const explainRoute = createRoute({
   operationId: 'explainCall',
   summary: 'Every unmet condition of a hypothetical call, each with a remediation',
   description:
-    "What verify would refuse of this call now: its policies against `args`, the catalog's requirements, held grants and the tenant's rules; and, for a key that reads the tenant's records (`issue`, `verify`, `report`, `audit`; not `approve` alone, nor a `verify` or `report` key bound to a tool server without `issue`, `audit` or `approve`), the chain's standing (its root's trust, each delegation's time window, revocation and counters) and the tool's rate window this minute. Reads only: nothing is counted, consumed or recorded.",
+    "What verify would refuse of this call now: its policies against `args`, the catalog's requirements, held grants and the tenant's rules; and, for a key that reads the tenant's records (`issue`, `verify`, `report`, `audit`; not `approve` alone, nor a `verify` or `report` key bound to a tool server without `issue`, `audit` or `approve`), the chain's standing (its root's trust, each delegation's time window, revocation and counters), the tool's rate window this minute, and NEAR_LIMIT and cost calibration as verify reads them (false for other keys unless `context` gives them). Reads only: nothing is counted, consumed or recorded.",
   'x-baton-scopes': [...TOOL_READ_SCOPES],
   security: [{ bearerAuth: [] }],
   request: { body: { required: true, content: { 'application/json': { schema: ExplainBody } } } },

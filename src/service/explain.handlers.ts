@@ -93,11 +93,16 @@ export function explainRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       policies,
       tools: doc,
       context: {
-        near_limit: body.context?.near_limit ?? (doc !== null && (await nearLimit(deps, tenantId, body.dr_chain, estimate))),
+        // The chain's use and spend are the tenant's records too: a key that does not read them gets
+        // both flags false unless it says otherwise (an estimate of its choosing would otherwise
+        // bisect where NEAR_LIMIT turns, reading the spend of every server's calls to the micro-dollar).
+        near_limit:
+          body.context?.near_limit ?? (readsRecords && doc !== null && (await nearLimit(deps, tenantId, body.dr_chain, estimate))),
         // The same flag verify evaluates, with the same thresholds.
         cost_calibration:
           body.context?.cost_calibration ??
-          (doc !== null &&
+          (readsRecords &&
+            doc !== null &&
             (await flaggedDelegation(deps, tenantId, body.dr_chain, doc.settings.cost_calibration ?? DEFAULT_COST_CALIBRATION)) !== null),
         // The tool's window this minute, as the statement counts it: the tenant's tool activity, so
         // only for keys that read the tenant's records (not an approve-only key), as the standing.

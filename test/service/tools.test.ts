@@ -690,6 +690,20 @@ describe('explain agrees with verify', () => {
     const { explained, verified } = await explainAndVerify(own, budget(['quote']), { tool: 'quote', estimated_cost_usd: 1 });
     expect(verified.status).toBe(200);
     expect(explained.decision).toBe('allow');
+    // A key that does not read the chain's spend (bound to a tool server) is not told where it stands:
+    // an estimate of its choosing would bisect the line. It gets the call judged alone.
+    const bound = await svc.call('POST', `/v1/admin/tenants/${own.id}/api-keys`, {
+      key: svc.adminKey,
+      json: { scopes: ['verify'], name: 'bound verifier', tool_server: 'mcp://elsewhere' },
+    });
+    const nearLine = budget(['quote']);
+    await svc.call('POST', '/v1/delegations', { key: own.keys.issue, json: { receipts: nearLine.drs.map((d) => d.jws) } });
+    const asBound = await svc.call('POST', '/v1/explain', {
+      key: bound.body.key as string,
+      json: { dr_chain: nearLine.drs.map((d) => d.hash), args: { ...DECLARED, tool: 'quote', estimated_cost_usd: 9 } },
+    });
+    expect(asBound.status, JSON.stringify(asBound.body)).toBe(200);
+    expect(asBound.body.decision).toBe('allow');
   });
 });
 
