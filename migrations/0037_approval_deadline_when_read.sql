@@ -1,13 +1,14 @@
--- An approval's deadline is judged when the approval is read, on the database's clock too.
+-- An approval's deadline is judged when the approval is read, the statement's waits counted.
 --
 -- The gate compared an approval's expires_at with the node's clock as read
 -- before the statement ran (the gate's n). A statement that waited (for the
 -- approval's row, a chain's, a batch's keys) could spend an approval seconds
 -- after its deadline, with used_at before it, while a listing already showed it
--- expired (an outside probe: allowed at E+1.99 s, used_at E-2). The gate now
--- takes the later of the two clocks once the approval is read (locked, on a
--- real call), for the deadline and for used_at. The function is 0035's
--- otherwise unchanged.
+-- expired (an outside probe: allowed at E+1.99 s, used_at E-2). Once the
+-- approval is read (locked, on a real call) the gate moves n on by the time the
+-- statement has run, for the deadline and for used_at: the node's clock stays
+-- the one deadlines are set and judged on, the wait is counted. The function is
+-- 0035's otherwise unchanged.
 CREATE OR REPLACE FUNCTION "baton_tool_gate_checks"("p_tenant" text, "p_chain" text[], "p_jti" text, "p_gate" jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -60,10 +61,10 @@ BEGIN
       SELECT status, binding, expires_at, decided_by INTO appr FROM approvals
        WHERE tenant_id = p_tenant AND id = p_gate->>'a' FOR UPDATE;
     END IF;
-    -- Its deadline is judged now, on the database's clock too: the node read its clock before the
-    -- statement waited (for this row, the chain's, a batch's keys), and an approval it judged live
-    -- then may have expired since.
-    now_ := greatest(now_, floor(extract(epoch FROM clock_timestamp()))::bigint);
+    -- Its deadline is judged now: the node read its clock (n) before the statement waited (for this
+    -- row, the chain's, a batch's keys), and an approval it judged live then may have expired
+    -- since. n is moved on by the time the statement has run, on the database's clock.
+    now_ := now_ + floor(extract(epoch FROM clock_timestamp() - now()))::bigint;
     IF NOT FOUND OR appr.binding IS DISTINCT FROM p_gate->>'b' THEN
       -- Another call learns only that: never whether the approval waits, was used, rejected or expired.
       refusal := jsonb_build_object('o', 'APPROVAL_MISMATCH', 'a', p_gate->>'a');

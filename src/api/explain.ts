@@ -26,7 +26,10 @@ export const ExplainBody = z
     args: z.record(z.string(), z.unknown()).openapi({ description: 'The args the call would carry.' }),
     context: z
       .strictObject({ near_limit: z.boolean().optional(), cost_calibration: z.boolean().optional() })
-      .openapi({ description: 'Runtime facts to assume; by default each is read from the store as verify reads it for this call.' })
+      .openapi({
+        description:
+          "Runtime facts to assume; by default each is read from the store as verify reads it for this call, for a key that reads the tenant's records (false for other keys).",
+      })
       .optional(),
   })
   .openapi('ExplainRequest');

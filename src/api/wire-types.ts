@@ -1467,7 +1467,7 @@ export interface components {
       args: {
         [key: string]: unknown;
       };
-      /** @description Runtime facts to assume; by default each is read from the store as verify reads it for this call. */
+      /** @description Runtime facts to assume; by default each is read from the store as verify reads it for this call, for a key that reads the tenant's records (false for other keys). */
       context?: {
         cost_calibration?: boolean;
         near_limit?: boolean;

@@ -166,8 +166,8 @@ export async function decideApprovalRow(
 ): Promise<ApprovalRow | undefined> {
   const signed = d.signed;
   // The row first, waited for if a verify holds it: the deadline below is then judged after the
-  // wait, on the database's clock too (`now` was read before it; an outside probe had an approval
-  // approved two seconds past its deadline, decided_at before it). Called inside a transaction.
+  // wait, counted (an outside probe had an approval approved two seconds past its deadline,
+  // decided_at before it). Called inside a transaction, which starts before the wait.
   await db
     .select({ id: approvals.id })
     .from(approvals)
@@ -188,7 +188,8 @@ export async function decideApprovalRow(
         eq(approvals.tenantId, tenantId),
         eq(approvals.id, id),
         eq(approvals.status, 'pending'),
-        sql`${approvals.expiresAt} > greatest(${d.now}::bigint, floor(extract(epoch from clock_timestamp()))::bigint)`,
+        // `now` was read before this transaction waited for the row: the wait is counted.
+        sql`${approvals.expiresAt} > ${d.now}::bigint + floor(extract(epoch from clock_timestamp() - now()))::bigint`,
         sql`${approvals.requestedBy} <> ${d.decidedBy}`,
         // Nor any key of the decider's rotation lineage: a successor is the same holder.
         sql`(${approvals.requestedByKey} is null or not (${approvals.requestedByKey} = any(${textArray(d.decider)})))`,

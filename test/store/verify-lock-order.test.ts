@@ -198,45 +198,50 @@ describe('verify statements never deadlock', () => {
   });
 });
 
-describe("an approval's deadline is judged after the waits, on the database's clock too", () => {
-  /** An approval of the caller's through `root`, `status` as given, whose deadline passed 5 s ago on the database's clock. */
-  async function lapsed(root: string, status: 'pending' | 'approved'): Promise<{ id: string; binding: string }> {
+describe("an approval's deadline is judged after the waits, which are counted", () => {
+  /** An approval of the caller's through `root`, `status` as given, whose deadline is `deadline` (node seconds). */
+  async function expiringAt(root: string, status: 'pending' | 'approved', deadline: number): Promise<{ id: string; binding: string }> {
     const id = `apr_${randomBytes(16).toString('hex')}`;
     const binding = `binding-${id}`;
-    const [row] = await store.query(`select floor(extract(epoch from clock_timestamp()))::bigint as now`, []);
-    const now = Number(row!['now']);
-    const decided = status === 'approved' ? [`key_other`, 'alice', 'ok', now - 50] : [null, null, null, null];
+    const decided = status === 'approved' ? ['key_other', 'alice', 'ok', deadline - 50] : [null, null, null, null];
     await store.query(
       `insert into approvals (tenant_id, id, binding, status, requested_by, invocation_jti, dr_chain, tool_server, catalog_version, rule, explanation, created_at, expires_at, decided_by, actor, reason, decided_at)
        values ($1, $2, $3, $4, 'did:key:zAgent', $5, $6, 'mcp://t', 1, 'test', 'test', $7, $8, $9, $10, $11, $12)`,
-      [caller.tenantId, id, binding, status, `inv-${id}`, [root], now - 1_000, now - 5, ...decided],
+      [caller.tenantId, id, binding, status, `inv-${id}`, [root], deadline - 1_000, deadline, ...decided],
     );
     return { id, binding };
   }
-  const nodeClockBehind = () => Math.floor(Date.now() / 1000) - 100;
+  /** Holds the approval's row for 2.5 s, as a verify spending it or a decision does. */
+  const heldFor2500ms = async (id: string) => {
+    const held = await holding((tx) => tx`select 1 from approvals where tenant_id = ${caller.tenantId} and id = ${id} for update`);
+    setTimeout(() => void held.release(), 2_500);
+  };
 
-  it('a verify that names it does not spend it, though the node judged it live before the statement waited', async () => {
+  it('a verify that waited past the deadline of the approval it names does not spend it', async () => {
     const root = await unmeteredRoot();
-    const { id, binding } = await lapsed(root, 'approved');
+    // The node's clock says one second is left when the call is queued; the row is held for 2.5.
+    const n = Math.floor(Date.now() / 1000);
+    const { id, binding } = await expiringAt(root, 'approved', n + 1);
+    await heldFor2500ms(id);
     const item = allowItem(caller, [root], { mt: 'none' });
-    const [answer] = await decideBatch(store, [
-      { ...item, gate: { v: 1, n: nodeClockBehind(), t: 'search', a: id, b: binding, cc: null } } as AllowItem,
-    ]);
+    const [answer] = await decideBatch(store, [{ ...item, gate: { v: 1, n, t: 'search', a: id, b: binding, cc: null } } as AllowItem]);
     expect(answer).toMatchObject({ o: 'APPROVAL_EXPIRED' });
     const [row] = await store.query(`select status from approvals where tenant_id = $1 and id = $2`, [caller.tenantId, id]);
     expect(row!['status']).toBe('approved');
   });
 
-  it('a decision made on a clock read before the wait does not approve it', async () => {
+  it('a decision that waited past the deadline does not approve it', async () => {
     const root = await unmeteredRoot();
-    const { id } = await lapsed(root, 'pending');
+    const now = Math.floor(Date.now() / 1000);
+    const { id } = await expiringAt(root, 'pending', now + 1);
+    await heldFor2500ms(id);
     const decided = await store.db.transaction((tx) =>
       decideApprovalRow(tx as never, caller.tenantId, id, 'approved', {
         decidedBy: 'key_decider',
         decider: ['key_decider'],
         actor: 'bob',
         reason: 'late',
-        now: nodeClockBehind(),
+        now,
       }),
     );
     expect(decided).toBeUndefined();
