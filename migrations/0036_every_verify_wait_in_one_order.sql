@@ -19,7 +19,17 @@
 -- lock_timeout is set again from what is left of the deadline after the keys
 -- and after the chains' locks (it bounds each wait, not their sum: a statement
 -- held its locks well past its deadline before its commit check refused it).
+-- baton_lock_waits_until does the deadline check and the setting, for all three.
 -- The function is 0020's otherwise, with 0033's jit = off kept.
+-- Refuses a statement past its deadline (57014) and bounds its next lock waits by what is left.
+CREATE OR REPLACE FUNCTION "baton_lock_waits_until"("p_deadline" timestamptz, "p_where" text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM set_config('lock_timeout',
+    greatest(1, ceil(extract(epoch FROM baton_deadline_check(p_deadline, p_where)) * 1000))::bigint::text, true);
+END;
+$$;
+--> statement-breakpoint
 CREATE OR REPLACE FUNCTION "baton_verify_batch"("p_deadline" timestamptz, "p_items" jsonb) RETURNS jsonb
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
@@ -27,14 +37,12 @@ SET enable_seqscan = off
 SET jit = off
 AS $$
 DECLARE
-  left_ interval;
   item jsonb;
   answer jsonb;
   answers jsonb := '[]';
 BEGIN
-  left_ := baton_deadline_check(p_deadline, 'before the statement ran');
   -- Lock waits end at the deadline too (55P03, also a 503).
-  PERFORM set_config('lock_timeout', greatest(1, ceil(extract(epoch FROM left_) * 1000))::bigint::text, true);
+  PERFORM baton_lock_waits_until(p_deadline, 'before the statement ran');
 
   -- The rows an item may wait on besides its chain's DRs, keyed and locked first, in one order
   -- (sorted keys), by every statement, a lone item's too: its jti (the invocation's insert waits
@@ -62,8 +70,7 @@ BEGIN
        ORDER BY 1)) AS k;
   END IF;
   -- lock_timeout bounds each wait, not their sum: what is left of the deadline bounds the next.
-  left_ := baton_deadline_check(p_deadline, 'while its keys were taken');
-  PERFORM set_config('lock_timeout', greatest(1, ceil(extract(epoch FROM left_) * 1000))::bigint::text, true);
+  PERFORM baton_lock_waits_until(p_deadline, 'while its keys were taken');
 
   -- Every DR any allow of the batch names, locked in the one global order (0004, 0020), one key
   -- probe each in that order: a DR's depth is its place in its chain (the items check it). A
@@ -88,8 +95,7 @@ BEGIN
                             WHERE d.tenant_id = w.tenant AND d.hash = w.hash AND (d.max_calls IS NOT NULL OR d.max_spend_micros IS NOT NULL)
                               FOR NO KEY UPDATE) l;
     END IF;
-    left_ := baton_deadline_check(p_deadline, 'while its chains were locked');
-    PERFORM set_config('lock_timeout', greatest(1, ceil(extract(epoch FROM left_) * 1000))::bigint::text, true);
+    PERFORM baton_lock_waits_until(p_deadline, 'while its chains were locked');
   END IF;
 
   FOR item IN SELECT value FROM jsonb_array_elements(p_items)
