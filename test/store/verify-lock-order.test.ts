@@ -196,6 +196,30 @@ describe('verify statements never deadlock', () => {
       await dr.release();
     }
   });
+
+  it('a lone item naming an approval: its wait on the approval is bounded by what its chain left (0038)', async () => {
+    const root = await seedDelegation(store.db, caller.tenantId, undefined, { iss: caller.rootDid, maxCalls: 100 });
+    const named = await approval(root.hash);
+    const item = gated(allowItem(caller, [root.hash], { mt: 'all' }), 'search', named);
+    // An actuals report holds the item's DR until 800 ms; a decision holds the approval for longer.
+    const dr = await holding((tx) => tx`select 1 from delegations where tenant_id = ${caller.tenantId} and hash = ${root.hash} for update`);
+    const decision = await holding((tx) => tx`select 1 from approvals where tenant_id = ${caller.tenantId} and id = ${named} for update`);
+    const started = Date.now();
+    const deadline = new Date(started + 1_000).toISOString();
+    const deciding = store.query('select baton_verify_batch($1, $2::text::jsonb) as r', [deadline, JSON.stringify([item])]).then(
+      () => 'decided',
+      (e: { code?: string }) => e.code,
+    );
+    setTimeout(() => void dr.release(), 800);
+    try {
+      const outcome = await deciding;
+      // Refused at its deadline, not after a second wait of a whole deadline on the approval (about 1.8 s).
+      expect(['55P03', '57014']).toContain(outcome);
+      expect(Date.now() - started).toBeLessThan(1_500);
+    } finally {
+      await decision.release();
+    }
+  });
 });
 
 describe("an approval's deadline is judged after the waits, which are counted", () => {
