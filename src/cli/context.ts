@@ -13,8 +13,9 @@
 import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { parseCliArgs, groupHelp, runSubcommand, type Subcommand } from './args.js';
-import { COMMON_OPTIONS, printJson, readText } from './basics.js';
+import { COMMON_OPTIONS, printJson } from './basics.js';
 import { UsageError, type CliIo } from './io.js';
+import { readSecret, secretIsTyped } from './secret-input.js';
 
 export interface SavedContext {
   readonly server: string;
@@ -215,7 +216,8 @@ history and is visible to other users in the process list.
 Options:
   --server <url>     the Baton service, e.g. https://baton.example
   --key <key>        the API key
-  --key-stdin        read the API key from stdin (one line)
+  --key-stdin        read the API key from stdin (one line); at a terminal it
+                     is typed after a prompt, not echoed
   --use              make it the current context
   --json             print {name, server, key (masked), current, file}
   -h, --help         show this help
@@ -252,10 +254,11 @@ async function runAdd(argv: string[], io: CliIo): Promise<number> {
   if (server.protocol !== 'http:' && server.protocol !== 'https:')
     throw new UsageError(`--server must be an http(s) URL, got "${values.server}"`, ADD_HELP);
   if (values.key !== undefined && values['key-stdin']) throw new UsageError('give --key or --key-stdin, not both', ADD_HELP);
-  const key = values['key-stdin'] ? (await readText('-', 'API key from stdin')).trim() : values.key?.trim();
+  const stdin = io.stdin ?? process.stdin;
+  const key = values['key-stdin'] ? (await readSecret('API key', { input: stdin })).trim() : values.key?.trim();
   if (values['key-stdin'] && key === '')
     throw new UsageError(
-      `stdin was empty: pipe the key in, as in baton context add ${name} --server <url> --key-stdin < admin.key`,
+      `${secretIsTyped(stdin) ? 'no key was typed: type it at the prompt, or pipe it in' : 'stdin was empty: pipe the key in'}, as in baton context add ${name} --server <url> --key-stdin < admin.key`,
       ADD_HELP,
     );
   if (key !== undefined && !/^[\x21-\x7e]{1,512}$/.test(key))

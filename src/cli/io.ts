@@ -4,6 +4,15 @@ export interface CliIo {
   err(text: string): void;
   /** Environment for defaults (BATON_URL, BATON_API_KEY); process.env when absent. */
   readonly env?: Readonly<Record<string, string | undefined>>;
+  /** Where a secret is read from (`--key-stdin`); process.stdin when absent. */
+  readonly stdin?: CliStdin;
+}
+
+/** What a command uses of stdin: a stream, and at a terminal its raw mode (process.stdin's shape). */
+export interface CliStdin extends NodeJS.ReadableStream {
+  readonly isTTY?: boolean;
+  readonly isRaw?: boolean;
+  setRawMode?(mode: boolean): unknown;
 }
 
 /**
