@@ -41,7 +41,10 @@
  *     calling `batonCall(extra).reportCost({...})`; the middleware posts it
  *     to /v1/invocations/{jti}/actuals (source defaults to 'harness-reported').
  *     A failed report is logged (onEvent 'report-failed'), never turned into
- *     a failed tool result: the tool has already run.
+ *     a failed tool result: the tool has already run. A task tool's handler
+ *     returns before its work is done: its cost is reported when the task's
+ *     result, with that `_meta`, is stored through `extra.taskStore`, or when
+ *     the handler calls reportCost later (in the background either way).
  *
  * Baton gates tool calls only. The requests that hand the agent content
  * otherwise (resources/read, prompts/get, completion/complete) are refused by
@@ -199,7 +202,10 @@ export interface BatonCall {
   readonly counters: readonly Counter[];
   readonly warnings: readonly LimitWarning[];
   readonly requestId: string | null;
-  /** Records the call's cost; it is reported once the handler returns (the last value wins over result _meta). */
+  /**
+   * Records the call's cost; it is reported once the handler returns (the last value wins over result _meta).
+   * A task tool may call it after its handler returned, until its task's result is stored: it is reported then.
+   */
   reportCost(cost: CostReport): void;
 }
 
@@ -482,7 +488,10 @@ function defaultOnEvent(event: BatonMcpEvent): void {
   if (event.type === 'refused' && event.error !== undefined) {
     // Baton did not decide: the agent was told without the detail, which the operator needs.
     const why = event.error instanceof Error ? event.error.message : String(event.error);
-    process.stderr.write(`baton-mcp: refused a call to ${event.tool}, Baton did not decide: ${why}\n`);
+    // Baton's advice on its own limits (BATON_MAX_BODY_BYTES) is the operator's: the agent was not shown it.
+    const advice =
+      event.error instanceof BatonApiError && event.error.status === 413 && event.error.suggestion ? ` ${event.error.suggestion}` : '';
+    process.stderr.write(`baton-mcp: refused a call to ${event.tool}, Baton did not decide: ${why}${advice}\n`);
     return;
   }
   if (event.type !== 'report-failed') return;
@@ -652,8 +661,28 @@ function makeGate(options: BatonMcpOptions, ownRefusal: OwnRefusal | undefined):
     }
     emit({ type: 'allowed', tool, invocationId, counters: decision.counters, warnings: decision.warnings, requestId: decision.request_id });
 
-    // 4. run the tool, then report what it cost
+    // 4. run the tool, then report what it cost. A task tool's handler returns once it has
+    //    created its task (a CreateTaskResult), before the work is done: its cost is read when the
+    //    task's result is stored through the request's task store (extra.taskStore), or when the
+    //    handler reports it with batonCall(extra).reportCost after returning; reported once.
     let costFromCallback: CostReport | undefined;
+    /** 'running': the handler runs; 'task': it returned a task whose cost is still to come; 'done': the cost was read. */
+    let phase: 'running' | 'task' | 'done' = 'running';
+    /** The result of this call's task, stored before the handler returned (a task that finished at once, or polled). */
+    let taskResult: { readonly result: unknown } | undefined;
+    const taskCost = (stored: unknown): void => {
+      let cost: CostReport | undefined;
+      try {
+        cost = costFromCallback ?? costFromResult(stored);
+      } catch (error) {
+        phase = 'done';
+        emit({ type: 'report-failed', tool, invocationId, actual: null, error });
+        return;
+      }
+      if (cost === undefined) return; // still 'task': the handler may report it yet
+      phase = 'done';
+      void report(tool, invocationId, cost); // the call's answer has gone: in the background
+    };
     const call: BatonCall = {
       tool,
       invocationId,
@@ -663,20 +692,45 @@ function makeGate(options: BatonMcpOptions, ownRefusal: OwnRefusal | undefined):
       requestId: decision.request_id,
       reportCost: (cost) => {
         costFromCallback = cost;
+        if (phase === 'task') taskCost(undefined);
+        else if (phase === 'done') {
+          emit({
+            type: 'report-failed',
+            tool,
+            invocationId,
+            actual: null,
+            error: new Error(
+              "batonCall(extra).reportCost was called after the call's cost was read (when its handler returned, or its task's result was stored); this cost was not reported.",
+            ),
+          });
+        }
       },
     };
+    const ownTasks = new Set<string>();
+    const taskStore = watchTaskStore(isRecord(extra) ? extra['taskStore'] : undefined, ownTasks, (stored) => {
+      if (phase === 'running') taskResult = { result: stored };
+      else if (phase === 'task') taskCost(stored);
+    });
     let result: unknown;
     let failure: { error: unknown } | undefined;
     try {
-      result = await next(request, { ...(isRecord(extra) ? extra : {}), [CALL]: call });
+      result = await next(request, { ...(isRecord(extra) ? extra : {}), ...(taskStore !== undefined ? { taskStore } : {}), [CALL]: call });
     } catch (error) {
       failure = { error };
     }
 
+    const createdTask = failure ? undefined : taskIdOf(result);
+    if (createdTask !== undefined && taskResult === undefined && costFromCallback === undefined) {
+      // The task is still running: its cost comes later (taskCost).
+      ownTasks.add(createdTask);
+      phase = 'task';
+      return result;
+    }
+    phase = 'done';
     let costReported: boolean | null = null;
     let cost: CostReport | undefined;
     try {
-      cost = costFromCallback ?? costFromResult(result);
+      cost = costFromCallback ?? costFromResult(taskResult !== undefined ? taskResult.result : result);
     } catch (error) {
       costReported = false;
       emit({ type: 'report-failed', tool, invocationId, actual: null, error });
@@ -727,6 +781,22 @@ const RETRY_FRESH =
  * carries the error whole.
  */
 function unavailable(tool: string, e: unknown): BatonRefusal {
+  if (e instanceof BatonApiError && e.code === 'PAYLOAD_TOO_LARGE') {
+    // Baton's advice names its own limit (BATON_MAX_BODY_BYTES), the operator's to change, not the
+    // agent's: the agent is told what it can change, the 'refused' event carries Baton's advice.
+    return {
+      tool,
+      code: e.code,
+      block: e.block ?? null,
+      message:
+        "This call is too large for Baton to check: its arguments and bundle together exceed the size the tool server's Baton accepts, so the tool did not run.",
+      suggestion:
+        "Call the tool with smaller arguments, or send the chain by reference (invokeTool's mode: 'reference', for a chain stored in Baton) so the bundle carries only its hashes; then sign a new invocation for the call.",
+      violations: [],
+      request_id: e.requestId ?? null,
+      retryable: false,
+    };
+  }
   if (e instanceof BatonApiError) {
     // No answer of Baton's (unreachable, timed out, aborted, not Baton's answer): the client's
     // texts name the address and the configuration.
@@ -765,6 +835,43 @@ function decorate(result: unknown, verified: Record<string, unknown>): unknown {
   if (!isRecord(result) || !Array.isArray(result['content'])) return result; // e.g. a task result: untouched
   const meta = isRecord(result['_meta']) ? result['_meta'] : {};
   return { ...result, _meta: { ...meta, [VERIFIED_META_KEY]: verified } };
+}
+
+/** The task id of a CreateTaskResult (what a task tool's handler returns); undefined for any other result. */
+function taskIdOf(result: unknown): string | undefined {
+  if (!isRecord(result) || Array.isArray(result['content']) || !isRecord(result['task'])) return undefined;
+  const id = result['task']['taskId'];
+  return typeof id === 'string' ? id : undefined;
+}
+
+/**
+ * The request's task store (extra.taskStore) as the handler gets it: the same store, telling
+ * `onStored` the result of each task of this call (created through it, or named in the handler's
+ * answer) once it is stored. Undefined when the request has no task store.
+ */
+function watchTaskStore(store: unknown, ownTasks: Set<string>, onStored: (result: unknown) => void): object | undefined {
+  if (!isRecord(store) || typeof store['createTask'] !== 'function' || typeof store['storeTaskResult'] !== 'function') return undefined;
+  type Fn = (...args: unknown[]) => Promise<unknown>;
+  return new Proxy(store, {
+    get(target, prop) {
+      if (prop === 'createTask') {
+        return async (...args: unknown[]) => {
+          const task = await (target['createTask'] as Fn).apply(target, args);
+          if (isRecord(task) && typeof task['taskId'] === 'string') ownTasks.add(task['taskId']);
+          return task;
+        };
+      }
+      if (prop === 'storeTaskResult') {
+        return async (...args: unknown[]) => {
+          const stored = await (target['storeTaskResult'] as Fn).apply(target, args);
+          if (typeof args[0] === 'string' && ownTasks.has(args[0])) onStored(args[2]);
+          return stored;
+        };
+      }
+      const value: unknown = Reflect.get(target, prop, target);
+      return typeof value === 'function' ? (value as Fn).bind(target) : value;
+    },
+  });
 }
 
 /** A cost the tool returned in its result's `_meta` (cost_usd, tokens_in, tokens_out, source, unavailable_reason). */
@@ -856,10 +963,11 @@ function parseBundleValue(value: unknown, key: string): Bundle | string {
   if (typeof value === 'string') {
     let text: string;
     try {
-      text = utf8Decode(decodeBase64url(value.trim().replace(/=+$/, ''), `_meta["${key}"]`));
+      // Canonical unpadded base64url, as Baton reads the X-DRS-Bundle header: no '=' padding.
+      text = utf8Decode(decodeBase64url(value.trim(), `_meta["${key}"]`));
       obj = JSON.parse(text);
     } catch {
-      return `_meta["${key}"] is not base64url-encoded bundle JSON.`;
+      return `_meta["${key}"] is not base64url-encoded bundle JSON (unpadded base64url, as encodeBundle writes it).`;
     }
     // Baton would judge the bundle this middleware re-encodes, not the text a reader keeping the first key sees.
     const ambiguity = jsonAmbiguity(text, DOCUMENT_MAX_NESTING);
