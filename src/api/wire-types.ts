@@ -2123,7 +2123,10 @@ export interface components {
   responses: never;
   parameters: never;
   requestBodies: never;
-  headers: never;
+  headers: {
+    /** @description The request's id: the caller's own `X-Request-Id` when it sent a valid one (up to 64 letters, digits, `_`, `-` or `=`), otherwise one Baton generated. Equal to `request_id` in an error body; give it to the operator when reporting a problem. */
+    RequestId: string;
+  };
   pathItems: never;
 }
 export type $defs = Record<string, never>;
@@ -2140,15 +2143,27 @@ export interface operations {
       /** @description The key set. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
           'application/json': components['schemas']['Jwks'];
         };
       };
+      /** @description The URL is not validly percent-encoded, or holds a control character (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2158,6 +2173,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2178,15 +2194,27 @@ export interface operations {
       /** @description The page. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
           'text/html': string;
         };
       };
+      /** @description The URL is not validly percent-encoded, or holds a control character (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2207,15 +2235,27 @@ export interface operations {
       /** @description Alive. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
           'application/json': components['schemas']['Health'];
         };
       };
+      /** @description The URL is not validly percent-encoded, or holds a control character (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2236,15 +2276,27 @@ export interface operations {
       /** @description The metrics. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
           'text/plain': string;
         };
       };
+      /** @description The URL is not validly percent-encoded or holds a control character, or the query holds a parameter this operation does not list (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
       /** @description Neither the metrics token nor a valid API key (`UNAUTHORIZED`). */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2254,6 +2306,7 @@ export interface operations {
       /** @description A tenant key: the metrics are the operator's (`FORBIDDEN`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2263,6 +2316,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2272,6 +2326,7 @@ export interface operations {
       /** @description A stored admin key could not be looked up in time (`STORAGE_UNAVAILABLE`); the metrics token needs no database to be let in (the backlog gauges then read NaN). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2292,6 +2347,7 @@ export interface operations {
       /** @description The OpenAPI 3.1 document, as JSON. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2304,9 +2360,20 @@ export interface operations {
           };
         };
       };
+      /** @description The URL is not validly percent-encoded, or holds a control character (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2327,15 +2394,27 @@ export interface operations {
       /** @description The OpenAPI 3.1 document, as written. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
           'text/yaml': string;
         };
       };
+      /** @description The URL is not validly percent-encoded, or holds a control character (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2356,15 +2435,27 @@ export interface operations {
       /** @description Ready. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
           'application/json': components['schemas']['Readiness'];
         };
       };
+      /** @description The URL is not validly percent-encoded, or holds a control character (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2374,6 +2465,7 @@ export interface operations {
       /** @description Not ready. This body is not the error envelope. */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2396,13 +2488,25 @@ export interface operations {
       /** @description Revoked (now or before). */
       204: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content?: never;
       };
+      /** @description The URL is not validly percent-encoded or holds a control character, or the query holds a parameter this operation does not list (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2412,6 +2516,7 @@ export interface operations {
       /** @description The key does not have a scope this route accepts (`FORBIDDEN`, `details.required_scopes`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2421,6 +2526,7 @@ export interface operations {
       /** @description No API key has this id (`NOT_FOUND`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2430,6 +2536,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2439,6 +2546,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2465,6 +2573,7 @@ export interface operations {
       /** @description The new key (secret shown once) and the old key with its new expiry. */
       201: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2474,6 +2583,7 @@ export interface operations {
       /** @description The body is invalid (`INVALID_REQUEST`); `details.issues` lists every field problem as `{field, message}`. */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2483,6 +2593,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2492,6 +2603,7 @@ export interface operations {
       /** @description Not the admin key (`FORBIDDEN`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2501,6 +2613,7 @@ export interface operations {
       /** @description No tenant API key has this id (`NOT_FOUND`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2510,6 +2623,7 @@ export interface operations {
       /** @description The key is revoked or expired: there is nothing to keep alive; create a new key. Or it was rotated already and its successor is live (`details.successor`): rotate that one instead (`CONFLICT`). */
       409: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2519,6 +2633,7 @@ export interface operations {
       /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
       413: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2528,6 +2643,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2537,6 +2653,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2557,15 +2674,27 @@ export interface operations {
       /** @description Every tenant. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
           'application/json': components['schemas']['TenantList'];
         };
       };
+      /** @description The URL is not validly percent-encoded or holds a control character, or the query holds a parameter this operation does not list (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2575,6 +2704,7 @@ export interface operations {
       /** @description The key does not have a scope this route accepts (`FORBIDDEN`, `details.required_scopes`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2584,6 +2714,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2593,6 +2724,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2617,6 +2749,7 @@ export interface operations {
       /** @description Created. */
       201: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2626,6 +2759,7 @@ export interface operations {
       /** @description The body is invalid (`INVALID_REQUEST`); `details.issues` lists every field problem as `{field, message}`. */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2635,6 +2769,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2644,6 +2779,7 @@ export interface operations {
       /** @description The key does not have a scope this route accepts (`FORBIDDEN`, `details.required_scopes`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2653,6 +2789,7 @@ export interface operations {
       /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
       413: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2662,6 +2799,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2671,6 +2809,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2693,15 +2832,27 @@ export interface operations {
       /** @description The keys, revoked ones included. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
           'application/json': components['schemas']['ApiKeyList'];
         };
       };
+      /** @description The URL is not validly percent-encoded or holds a control character, or the query holds a parameter this operation does not list (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2711,6 +2862,7 @@ export interface operations {
       /** @description The key does not have a scope this route accepts (`FORBIDDEN`, `details.required_scopes`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2720,6 +2872,7 @@ export interface operations {
       /** @description No such tenant (or, for a tenant key, another tenant) (`NOT_FOUND`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2729,6 +2882,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2738,6 +2892,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2764,6 +2919,7 @@ export interface operations {
       /** @description The new key, shown once. */
       201: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2773,6 +2929,7 @@ export interface operations {
       /** @description The body is invalid (`INVALID_REQUEST`); `details.issues` lists every field problem as `{field, message}`. */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2782,6 +2939,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2791,6 +2949,7 @@ export interface operations {
       /** @description The key does not have a scope this route accepts (`FORBIDDEN`, `details.required_scopes`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2800,6 +2959,7 @@ export interface operations {
       /** @description No such tenant (or, for a tenant key, another tenant) (`NOT_FOUND`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2809,6 +2969,7 @@ export interface operations {
       /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
       413: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2818,6 +2979,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2827,6 +2989,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2849,15 +3012,27 @@ export interface operations {
       /** @description The roots. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
           'application/json': components['schemas']['TrustedRootList'];
         };
       };
+      /** @description The URL is not validly percent-encoded or holds a control character, or the query holds a parameter this operation does not list (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2867,6 +3042,7 @@ export interface operations {
       /** @description The key does not have a scope this route accepts (`FORBIDDEN`, `details.required_scopes`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2876,6 +3052,7 @@ export interface operations {
       /** @description No such tenant (or, for a tenant key, another tenant) (`NOT_FOUND`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2885,6 +3062,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2894,6 +3072,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2920,6 +3099,7 @@ export interface operations {
       /** @description The tenant already trusts this DID; the stored row. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2929,6 +3109,7 @@ export interface operations {
       /** @description Trusted. */
       201: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2938,6 +3119,7 @@ export interface operations {
       /** @description The body is invalid (`INVALID_REQUEST`), or `did` is not a canonical Ed25519 did:key (`INVALID_DID`) or names a small-order key (`WEAK_KEY`). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2947,6 +3129,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2956,6 +3139,7 @@ export interface operations {
       /** @description The key does not have a scope this route accepts (`FORBIDDEN`, `details.required_scopes`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2965,6 +3149,7 @@ export interface operations {
       /** @description No such tenant (or, for a tenant key, another tenant) (`NOT_FOUND`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2974,6 +3159,7 @@ export interface operations {
       /** @description Another tenant already trusts this DID, or stores delegations rooted at it (their counters, revocations and used invocations stay there) (`CONFLICT`). */
       409: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2983,6 +3169,7 @@ export interface operations {
       /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
       413: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -2992,6 +3179,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3001,6 +3189,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3025,13 +3214,25 @@ export interface operations {
       /** @description Removed. */
       204: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content?: never;
       };
+      /** @description The URL is not validly percent-encoded or holds a control character, or the query holds a parameter this operation does not list (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3041,6 +3242,7 @@ export interface operations {
       /** @description The key does not have a scope this route accepts (`FORBIDDEN`, `details.required_scopes`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3050,6 +3252,7 @@ export interface operations {
       /** @description The tenant does not trust this DID, or does not exist (`NOT_FOUND`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3059,6 +3262,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3068,6 +3272,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3091,15 +3296,27 @@ export interface operations {
       /** @description The current version. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
           'application/json': components['schemas']['ToolDocument'];
         };
       };
+      /** @description The URL is not validly percent-encoded or holds a control character, or the query holds a parameter this operation does not list (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3109,6 +3326,7 @@ export interface operations {
       /** @description Not the admin key (`FORBIDDEN`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3118,6 +3336,7 @@ export interface operations {
       /** @description No tenant has this id, or it has not published a catalog yet (`NOT_FOUND`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3127,6 +3346,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3136,6 +3356,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3163,6 +3384,7 @@ export interface operations {
       /** @description The new version. */
       201: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3172,6 +3394,7 @@ export interface operations {
       /** @description The body is invalid (`INVALID_REQUEST`); `details.issues` lists every field problem as `{field, message}`. */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3181,6 +3404,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3190,6 +3414,7 @@ export interface operations {
       /** @description Not the admin key (`FORBIDDEN`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3199,6 +3424,7 @@ export interface operations {
       /** @description No tenant has this id (`NOT_FOUND`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3208,6 +3434,7 @@ export interface operations {
       /** @description `base_version` is not the current version (`CONFLICT`): read the catalog again. */
       409: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3217,6 +3444,7 @@ export interface operations {
       /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
       413: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3226,6 +3454,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3235,6 +3464,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3260,6 +3490,7 @@ export interface operations {
       /** @description A page of approvals. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3269,6 +3500,7 @@ export interface operations {
       /** @description `status` is not a status, `cursor` is not an approval of this tenant, a parameter is repeated, or an unknown parameter is given (`INVALID_REQUEST`). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3278,6 +3510,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3287,6 +3520,7 @@ export interface operations {
       /** @description The key has neither the `approve` nor the `audit` scope, or is the admin key (`FORBIDDEN`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3296,6 +3530,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3305,6 +3540,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3328,6 +3564,7 @@ export interface operations {
       /** @description The approval. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3337,6 +3574,7 @@ export interface operations {
       /** @description `id` is not an approval id (`INVALID_REQUEST`). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3346,6 +3584,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3355,6 +3594,7 @@ export interface operations {
       /** @description The key has neither the `approve` nor the `audit` scope, or is the admin key (`FORBIDDEN`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3364,6 +3604,7 @@ export interface operations {
       /** @description This tenant has no such approval (`NOT_FOUND`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3373,6 +3614,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3382,6 +3624,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3409,6 +3652,7 @@ export interface operations {
       /** @description Decided. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3418,6 +3662,7 @@ export interface operations {
       /** @description The path names no approval or delegation, or the body is not a valid `ApprovalDecision` (`INVALID_REQUEST`). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3427,6 +3672,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3436,6 +3682,7 @@ export interface operations {
       /** @description The key lacks the `approve` scope or is the admin key (`FORBIDDEN`), or it asked for this approval itself (`SELF_APPROVAL`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3445,6 +3692,7 @@ export interface operations {
       /** @description This tenant has no such approval (`NOT_FOUND`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3454,6 +3702,7 @@ export interface operations {
       /** @description The approval is no longer pending, or (approving) a delegation of its chain was revoked, so the call can never run (`CONFLICT`, `details.revoked_dr`). */
       409: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3463,6 +3712,7 @@ export interface operations {
       /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
       413: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3472,6 +3722,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3481,6 +3732,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3508,6 +3760,7 @@ export interface operations {
       /** @description Decided. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3517,6 +3770,7 @@ export interface operations {
       /** @description The path names no approval or delegation, or the body is not a valid `ApprovalDecision` (`INVALID_REQUEST`). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3526,6 +3780,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3535,6 +3790,7 @@ export interface operations {
       /** @description The key lacks the `approve` scope or is the admin key (`FORBIDDEN`), or it asked for this approval itself (`SELF_APPROVAL`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3544,6 +3800,7 @@ export interface operations {
       /** @description This tenant has no such approval (`NOT_FOUND`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3553,6 +3810,7 @@ export interface operations {
       /** @description The approval is no longer pending, or (approving) a delegation of its chain was revoked, so the call can never run (`CONFLICT`, `details.revoked_dr`). */
       409: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3562,6 +3820,7 @@ export interface operations {
       /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
       413: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3571,6 +3830,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3580,6 +3840,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3607,6 +3868,7 @@ export interface operations {
       /** @description Decided. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3616,6 +3878,7 @@ export interface operations {
       /** @description `id` is not an approval id or the body is invalid (`INVALID_REQUEST`), or the record is malformed, names another approval, or its `iat` is in the future or too old (`MALFORMED_JWS`, `NON_CANONICAL_JSON`, `INVALID_FIELD`, `INVALID_DID`, `WEAK_KEY`, ...). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3625,6 +3888,7 @@ export interface operations {
       /** @description The signature does not verify (`SIGNATURE_INVALID`); the signer requested this approval itself (`SELF_APPROVAL`); or the approval expired (`APPROVAL_EXPIRED`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3634,6 +3898,7 @@ export interface operations {
       /** @description No approval with this id accepts decisions from the signer: unknown id or unlisted signer alike (`NOT_FOUND`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3643,6 +3908,7 @@ export interface operations {
       /** @description The approval is no longer pending, an approving record's call goes through a revoked delegation (`details.revoked_dr`), or this signer already used the record's `jti` (`CONFLICT`). */
       409: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3652,6 +3918,7 @@ export interface operations {
       /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
       413: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3661,6 +3928,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3670,6 +3938,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3694,6 +3963,7 @@ export interface operations {
       /** @description Every record was already stored; nothing changed. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3703,6 +3973,7 @@ export interface operations {
       /** @description At least one record was newly stored and signed for. */
       201: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3712,6 +3983,7 @@ export interface operations {
       /** @description The body is not `{receipt}` or `{receipts:[1..16]}` (`INVALID_REQUEST`), or a record is not a well-formed DRS 4.0 JWS (`MALFORMED_JWS`, `UNSUPPORTED_ALG`, `NON_CANONICAL_JSON`, `NUMBER_OUT_OF_RANGE`, `INVALID_FIELD`), or names a did:key that is not an acceptable Ed25519 key (`INVALID_DID`, `WEAK_KEY`). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3721,6 +3993,7 @@ export interface operations {
       /** @description An Authorization header was sent but the key is not valid. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3730,6 +4003,7 @@ export interface operations {
       /** @description A key was sent that lacks the `issue` scope (`FORBIDDEN`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3739,6 +4013,7 @@ export interface operations {
       /** @description A different delegation record of the same issuer (`iss`) already uses this `jti` in the tenant, or two submitted records share an issuer and a `jti` (`CONFLICT`). A `jti` is unique per issuer, so no other holder can take the `jti` of a record it did not sign. */
       409: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3748,6 +4023,7 @@ export interface operations {
       /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
       413: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3757,6 +4033,7 @@ export interface operations {
       /** @description The chain does not verify. `error.code` is the first protocol code (for example `UNTRUSTED_ROOT`, `BUNDLE_INCOMPLETE` for an unknown parent, `ISSUER_AUDIENCE_GAP`, `CHAIN_HASH_MISMATCH`, `SIGNATURE_INVALID`, `POLICY_ESCALATION`, `COMMAND_MISMATCH`, `RECEIPT_EXPIRED`, `RECEIPT_REVOKED`, `CHAIN_TOO_DEEP`) and `details.violations` lists every unmet condition; `details.submitted_from_index` is the chain index of the first submitted record (`0` when a keyless submission was refused on the submitted records alone). Nothing is stored. */
       422: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3766,6 +4043,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3775,6 +4053,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3798,6 +4077,7 @@ export interface operations {
       /** @description The record. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3807,6 +4087,7 @@ export interface operations {
       /** @description The path is not a record hash (`INVALID_REQUEST`). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3816,6 +4097,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3825,6 +4107,7 @@ export interface operations {
       /** @description The key lacks a read scope, is the admin key (reads are per tenant), or is bound to a tool server without `issue`, `audit` or `approve` (such a key reads only the invocations naming its server; refused before any lookup) (`FORBIDDEN`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3834,6 +4117,7 @@ export interface operations {
       /** @description Nothing exists at this address for this tenant (`NOT_FOUND`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3843,6 +4127,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3852,6 +4137,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3875,6 +4161,7 @@ export interface operations {
       /** @description The chain. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3884,6 +4171,7 @@ export interface operations {
       /** @description The path is not a record hash (`INVALID_REQUEST`). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3893,6 +4181,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3902,6 +4191,7 @@ export interface operations {
       /** @description The key lacks a read scope, is the admin key (reads are per tenant), or is bound to a tool server without `issue`, `audit` or `approve` (such a key reads only the invocations naming its server; refused before any lookup) (`FORBIDDEN`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3911,6 +4201,7 @@ export interface operations {
       /** @description Nothing exists at this address for this tenant (`NOT_FOUND`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3920,6 +4211,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3929,6 +4221,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3957,6 +4250,7 @@ export interface operations {
       /** @description One page. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3966,6 +4260,7 @@ export interface operations {
       /** @description The hash, `limit` or `cursor` is invalid (a cursor this service did not issue, such as one naming an impossible date), a parameter is repeated, or an unknown parameter is given (`INVALID_REQUEST`). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3975,6 +4270,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3984,6 +4280,7 @@ export interface operations {
       /** @description The key lacks a read scope, or is the admin key (`FORBIDDEN`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -3993,6 +4290,7 @@ export interface operations {
       /** @description Nothing exists at this address for this tenant (`NOT_FOUND`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4002,6 +4300,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4011,6 +4310,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4038,6 +4338,7 @@ export interface operations {
       /** @description Revoked (now or before). */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4047,6 +4348,7 @@ export interface operations {
       /** @description The path is not a record hash, or the body is invalid (`INVALID_REQUEST`); or the revocation record is malformed, targets another hash, or claims a future `iat` (`MALFORMED_JWS`, `NON_CANONICAL_JSON`, `INVALID_FIELD`, `INVALID_DID`, `WEAK_KEY`, ...). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4056,6 +4358,7 @@ export interface operations {
       /** @description The key is not valid, or `{confirm, reason}` was sent without a key (`UNAUTHORIZED`). */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4065,6 +4368,7 @@ export interface operations {
       /** @description The key lacks the `issue` scope (`FORBIDDEN`); the revocation record is signed by the holder of this record, who cannot revoke the grant it received (`FORBIDDEN`); or its signature does not verify (`SIGNATURE_INVALID`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4074,6 +4378,7 @@ export interface operations {
       /** @description No such record for the key's tenant; or, without a key, no stored record with this hash that the signer may revoke (the same answer whether the hash is unknown or the signer has no part in its chain) (`NOT_FOUND`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4083,6 +4388,7 @@ export interface operations {
       /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
       413: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4092,6 +4398,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4101,6 +4408,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4124,6 +4432,7 @@ export interface operations {
       /** @description The tree. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4133,6 +4442,7 @@ export interface operations {
       /** @description The path is not a record hash (`INVALID_REQUEST`). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4142,6 +4452,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4151,6 +4462,7 @@ export interface operations {
       /** @description The key lacks a read scope, is the admin key (reads are per tenant), or is bound to a tool server without `issue`, `audit` or `approve` (such a key reads only the invocations naming its server; refused before any lookup) (`FORBIDDEN`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4160,6 +4472,7 @@ export interface operations {
       /** @description Nothing exists at this address for this tenant (`NOT_FOUND`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4169,6 +4482,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4178,6 +4492,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4202,6 +4517,7 @@ export interface operations {
       /** @description This very record was issued before: the same request with the same `jti`, in the same second of the service clock, signs the same bytes. Already stored; nothing changed. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4211,6 +4527,7 @@ export interface operations {
       /** @description The root DR, signed, stored and signed for. */
       201: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4220,6 +4537,7 @@ export interface operations {
       /** @description The body does not match `IssueRequest` (`INVALID_REQUEST`), or the record it describes is invalid (`INVALID_FIELD`, e.g. `exp` before `nbf`). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4229,6 +4547,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4238,6 +4557,7 @@ export interface operations {
       /** @description The key does not have a scope this route accepts (`FORBIDDEN`, `details.required_scopes`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4247,6 +4567,7 @@ export interface operations {
       /** @description A different record issued with the tenant's custodial root key already uses the requested `jti` (`CONFLICT`); a `jti` is unique per issuer. */
       409: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4256,6 +4577,7 @@ export interface operations {
       /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
       413: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4265,6 +4587,7 @@ export interface operations {
       /** @description The signed record would not verify now, e.g. `exp` already passed (`RECEIPT_EXPIRED`). */
       422: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4274,6 +4597,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4283,6 +4607,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4307,6 +4632,7 @@ export interface operations {
       /** @description The explanation. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4316,6 +4642,7 @@ export interface operations {
       /** @description The body is not a valid `ExplainRequest`, or `dr_chain` is not a chain from its root, each DR the child of the one before (`INVALID_REQUEST`). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4325,6 +4652,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4334,6 +4662,7 @@ export interface operations {
       /** @description The key has none of the scopes `issue`, `verify`, `audit`, `approve`, or is the admin key (`FORBIDDEN`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4343,6 +4672,7 @@ export interface operations {
       /** @description A delegation of `dr_chain` is not stored for this tenant (`NOT_FOUND`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4352,6 +4682,7 @@ export interface operations {
       /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
       413: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4361,6 +4692,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4370,6 +4702,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4395,6 +4728,7 @@ export interface operations {
       /** @description A page of held delegations. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4404,6 +4738,7 @@ export interface operations {
       /** @description `status` is not a status, `cursor` is not a record hash, a parameter is repeated, or an unknown parameter is given (`INVALID_REQUEST`). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4413,6 +4748,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4422,6 +4758,7 @@ export interface operations {
       /** @description The key has neither the `approve` nor the `audit` scope, or is the admin key (`FORBIDDEN`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4431,6 +4768,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4440,6 +4778,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4467,6 +4806,7 @@ export interface operations {
       /** @description Decided. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4476,6 +4816,7 @@ export interface operations {
       /** @description The path names no approval or delegation, or the body is not a valid `ApprovalDecision` (`INVALID_REQUEST`). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4485,6 +4826,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4494,6 +4836,7 @@ export interface operations {
       /** @description The key lacks the `approve` scope, or is the admin key (`FORBIDDEN`); or it is the key that submitted the held record (`SELF_APPROVAL`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4503,6 +4846,7 @@ export interface operations {
       /** @description No such delegation is held in this tenant (`NOT_FOUND`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4512,6 +4856,7 @@ export interface operations {
       /** @description The grant is already decided (`CONFLICT`). */
       409: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4521,6 +4866,7 @@ export interface operations {
       /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
       413: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4530,6 +4876,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4539,6 +4886,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4566,6 +4914,7 @@ export interface operations {
       /** @description Decided. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4575,6 +4924,7 @@ export interface operations {
       /** @description The path names no approval or delegation, or the body is not a valid `ApprovalDecision` (`INVALID_REQUEST`). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4584,6 +4934,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4593,6 +4944,7 @@ export interface operations {
       /** @description The key lacks the `approve` scope, or is the admin key (`FORBIDDEN`); or it is the key that submitted the held record (`SELF_APPROVAL`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4602,6 +4954,7 @@ export interface operations {
       /** @description No such delegation is held in this tenant (`NOT_FOUND`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4611,6 +4964,7 @@ export interface operations {
       /** @description The grant is already decided (`CONFLICT`). */
       409: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4620,6 +4974,7 @@ export interface operations {
       /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
       413: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4629,6 +4984,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4638,6 +4994,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4675,6 +5032,7 @@ export interface operations {
       /** @description One page. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4684,6 +5042,7 @@ export interface operations {
       /** @description A filter, `limit` or `cursor` is invalid (an unknown code, a date-time without a zone, a cursor this service did not issue), filters contradict each other, a parameter is repeated, or an unknown parameter is given (`INVALID_REQUEST`, `details.issues`). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4693,6 +5052,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4702,6 +5062,7 @@ export interface operations {
       /** @description The key lacks the `audit` scope, or is the admin key (`FORBIDDEN`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4711,6 +5072,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4720,6 +5082,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4743,6 +5106,7 @@ export interface operations {
       /** @description The invocation. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4752,6 +5116,7 @@ export interface operations {
       /** @description The jti is not 1-160 printable ASCII characters (`INVALID_REQUEST`). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4761,6 +5126,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4770,6 +5136,7 @@ export interface operations {
       /** @description The key lacks a read scope, or is the admin key (`FORBIDDEN`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4779,6 +5146,7 @@ export interface operations {
       /** @description Nothing exists at this address for this tenant (`NOT_FOUND`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4788,6 +5156,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4797,6 +5166,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4824,6 +5194,7 @@ export interface operations {
       /** @description This actual was already recorded with the same body. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4833,6 +5204,7 @@ export interface operations {
       /** @description Recorded and signed for. */
       201: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4842,6 +5214,7 @@ export interface operations {
       /** @description The jti or body is invalid, e.g. no `source` (`INVALID_REQUEST`), or the cost is above the per-invocation maximum of 1,000,000 USD (`NUMBER_OUT_OF_RANGE`). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4851,6 +5224,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4860,6 +5234,7 @@ export interface operations {
       /** @description The key lacks the `report` scope, or is the admin key (`FORBIDDEN`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4869,6 +5244,7 @@ export interface operations {
       /** @description No allowed invocation with this jti in the key's tenant, or, for a key bound to a tool server, none naming that server (answered the same) (`NOT_FOUND`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4878,6 +5254,7 @@ export interface operations {
       /** @description A different actual is already recorded for this invocation; `details.stored` shows it (`CONFLICT`). */
       409: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4887,6 +5264,7 @@ export interface operations {
       /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
       413: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4896,6 +5274,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4905,6 +5284,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4925,15 +5305,27 @@ export interface operations {
       /** @description The keys. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
           'application/json': components['schemas']['ServiceKeyList'];
         };
       };
+      /** @description The URL is not validly percent-encoded, or holds a control character (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4943,6 +5335,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4963,15 +5356,27 @@ export interface operations {
       /** @description The log. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
           'application/json': components['schemas']['LogInfo'];
         };
       };
+      /** @description The URL is not validly percent-encoded or holds a control character, or the query holds a parameter this operation does not list (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4981,6 +5386,7 @@ export interface operations {
       /** @description The key lacks the `audit` scope, or is the admin key (`FORBIDDEN`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4990,6 +5396,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -4999,6 +5406,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5019,15 +5427,27 @@ export interface operations {
       /** @description The signed checkpoint. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
           'text/plain': string;
         };
       };
+      /** @description The URL is not validly percent-encoded or holds a control character, or the query holds a parameter this operation does not list (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5037,6 +5457,7 @@ export interface operations {
       /** @description The key lacks the `audit` scope, or is the admin key (`FORBIDDEN`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5046,6 +5467,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5055,6 +5477,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5078,6 +5501,7 @@ export interface operations {
       /** @description The signed checkpoint. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5087,6 +5511,7 @@ export interface operations {
       /** @description `size` is not a decimal without leading zeros (`INVALID_REQUEST`). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5096,6 +5521,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5105,6 +5531,7 @@ export interface operations {
       /** @description The key lacks the `audit` scope, or is the admin key (`FORBIDDEN`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5114,6 +5541,7 @@ export interface operations {
       /** @description The log never signed a checkpoint of this size (`NOT_FOUND`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5123,6 +5551,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5132,6 +5561,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5157,6 +5587,7 @@ export interface operations {
       /** @description The proof. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5166,6 +5597,7 @@ export interface operations {
       /** @description `from` or `to` is missing or not a decimal, an unknown parameter is given, or not `1 <= from <= to` (`INVALID_REQUEST`). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5175,6 +5607,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5184,6 +5617,7 @@ export interface operations {
       /** @description The key lacks the `audit` scope, or is the admin key (`FORBIDDEN`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5193,6 +5627,7 @@ export interface operations {
       /** @description The log is smaller than `to` (`NOT_FOUND`, `details.tree_size`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5202,6 +5637,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5211,6 +5647,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5235,6 +5672,7 @@ export interface operations {
       /** @description This witness had already cosigned this checkpoint. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5244,6 +5682,7 @@ export interface operations {
       /** @description Stored. */
       201: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5253,6 +5692,7 @@ export interface operations {
       /** @description The body is not `CosignatureSubmission` (`INVALID_REQUEST`), the key is not a cosignature key, is a service key, is named as the log itself or as another log of this service (`<BATON_TLOG_NAME>/baton/...`, in any case), or has a name over 256 bytes or with invisible characters (`INVALID_VERIFIER_KEY`), or the note or checkpoint is malformed (`MALFORMED_NOTE`, `MALFORMED_CHECKPOINT`). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5262,6 +5702,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5271,6 +5712,7 @@ export interface operations {
       /** @description The key lacks the `audit` scope or is the admin key (`FORBIDDEN`), or the cosignature does not verify, is dated in the future, or is dated before the log signed the checkpoint (`NOTE_NOT_VERIFIED`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5280,6 +5722,7 @@ export interface operations {
       /** @description This tenant's log never signed that checkpoint (`NOT_FOUND`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5289,6 +5732,7 @@ export interface operations {
       /** @description The checkpoint already carries 32 cosignatures, the most the log serves, or this API key already posted 2 on it, the most one key may (`CONFLICT`). */
       409: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5298,6 +5742,7 @@ export interface operations {
       /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
       413: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5307,6 +5752,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5316,6 +5762,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5342,6 +5789,7 @@ export interface operations {
       /** @description The service receipt and its proof. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5351,6 +5799,7 @@ export interface operations {
       /** @description `id` or `tree_size` is not a decimal without leading zeros, or an unknown parameter is given (`INVALID_REQUEST`). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5360,6 +5809,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5369,6 +5819,7 @@ export interface operations {
       /** @description The key lacks the `audit` scope, or is the admin key (`FORBIDDEN`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5378,6 +5829,7 @@ export interface operations {
       /** @description This tenant has no such service receipt, it is not integrated yet (`details.status: pending`), the log never signed a checkpoint of `tree_size`, or the receipt is after that checkpoint (`NOT_FOUND`; then `details.tree_size` is the latest size, or that size, and `details.leaf_index` the receipt's index). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5387,6 +5839,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5396,6 +5849,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5419,6 +5873,7 @@ export interface operations {
       /** @description The tile or entry bundle, with `Vary: Authorization` (each tenant's tile sits at the same path). */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5428,6 +5883,7 @@ export interface operations {
       /** @description The path is not a canonical tile path (`MALFORMED_TILE`), or a query was given (`INVALID_REQUEST`). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5437,6 +5893,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5446,6 +5903,7 @@ export interface operations {
       /** @description The key lacks the `audit` scope, or is the admin key (`FORBIDDEN`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5455,6 +5913,7 @@ export interface operations {
       /** @description The log does not reach this tile yet (`NOT_FOUND`, `details.tree_size`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5464,6 +5923,7 @@ export interface operations {
       /** @description Baton failed unexpectedly, or the service receipts of an entry bundle can no longer be read (`INTERNAL`, `details.missing_indexes` or `details.oversized_indexes`; `details.present_entries` lists `{index, service_receipt_id}` of the entries still there, each readable from `GET /v1/service-receipts`). */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5473,6 +5933,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5505,6 +5966,7 @@ export interface operations {
       /** @description One page. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5514,6 +5976,7 @@ export interface operations {
       /** @description A parameter is invalid (`after`, `limit`, an unknown `kind`, a date-time without a zone, `until` not after `since`), repeated, or unknown (`INVALID_REQUEST`). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5523,6 +5986,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5532,6 +5996,7 @@ export interface operations {
       /** @description The key lacks the `audit` scope, or is the admin key (`FORBIDDEN`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5541,6 +6006,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5550,6 +6016,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5570,15 +6037,27 @@ export interface operations {
       /** @description The current version. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
           'application/json': components['schemas']['ToolDocument'];
         };
       };
+      /** @description The URL is not validly percent-encoded or holds a control character, or the query holds a parameter this operation does not list (`INVALID_REQUEST`). */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5588,6 +6067,7 @@ export interface operations {
       /** @description The key has none of the scopes `issue`, `verify`, `audit`, `approve`, or is the admin key (`FORBIDDEN`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5597,6 +6077,7 @@ export interface operations {
       /** @description The tenant has not published a catalog yet (`NOT_FOUND`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5606,6 +6087,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5615,6 +6097,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5638,6 +6121,7 @@ export interface operations {
       /** @description That version. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5647,6 +6131,7 @@ export interface operations {
       /** @description `version` is not a whole number from 1 (`INVALID_REQUEST`). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5656,6 +6141,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5665,6 +6151,7 @@ export interface operations {
       /** @description The key has none of the scopes `issue`, `verify`, `audit`, `approve`, or is the admin key (`FORBIDDEN`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5674,6 +6161,7 @@ export interface operations {
       /** @description The tenant has no such version (`NOT_FOUND`). */
       404: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5683,6 +6171,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5692,6 +6181,7 @@ export interface operations {
       /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5720,6 +6210,7 @@ export interface operations {
       /** @description Allowed. Counted and signed for. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5729,6 +6220,7 @@ export interface operations {
       /** @description The body is not strict JSON, `require_binding` is not a boolean, a member is not one of those listed (`dry_run` among them: a dry run is `POST /v1/verify/dry-run`), the URL has a query (this path takes none), a bundle in `X-DRS-Bundle` (with or without a copy in the body) holds a member that is not a bundle's, `X-DRS-Bundle` is not base64url bundle JSON, or the body and `X-DRS-Bundle` carry different bundles (`INVALID_REQUEST`). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5738,6 +6230,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5747,6 +6240,7 @@ export interface operations {
       /** @description Denied by the chain or runtime state (`VerifyDeny`, every unmet condition of the stage that refused in `violations`: the chain first, then the tool catalog and rules, then runtime state; `POST /v1/explain` lists every stage at once), or the key lacks the `verify` scope / is the admin key (`ErrorEnvelope` with `FORBIDDEN`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5756,6 +6250,7 @@ export interface operations {
       /** @description The bundle embeds a delegation record Baton had not stored, and a different record of the same issuer (`iss`) already uses its `jti` in this tenant, or the bundle holds two such records (`CONFLICT`). A dry run answers the same. A `jti` is unique per issuer, so no other holder can take the `jti` of a record it did not sign. */
       409: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5765,6 +6260,7 @@ export interface operations {
       /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
       413: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5774,6 +6270,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5783,6 +6280,7 @@ export interface operations {
       /** @description The database did not decide the verify within the verify deadline (BATON_VERIFY_DEADLINE_MS, default 5000 ms), or did not answer (`STORAGE_UNAVAILABLE`). Nothing was allowed: a tool server runs no tool on this answer. A commit the database had begun before the deadline may still have counted the call. To learn it, re-send the same invocation with the same key: it answers its original allow (`retry: true`) if it was counted, and is decided afresh if not. */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5811,6 +6309,7 @@ export interface operations {
       /** @description Would be allowed. Nothing was counted, stored or signed (`dry_run: true`, `service_receipt: null`). */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5820,6 +6319,7 @@ export interface operations {
       /** @description The body is not strict JSON, `require_binding` is not a boolean, a member is not one of those listed (`dry_run` among them), the URL has a query (this path takes none), a bundle in `X-DRS-Bundle` (with or without a copy in the body) holds a member that is not a bundle's, `X-DRS-Bundle` is not base64url bundle JSON, or the body and `X-DRS-Bundle` carry different bundles (`INVALID_REQUEST`). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5829,6 +6329,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5838,6 +6339,7 @@ export interface operations {
       /** @description Denied by the chain or runtime state (`VerifyDeny`, every unmet condition of the stage that refused in `violations`: the chain first, then the tool catalog and rules, then runtime state; `POST /v1/explain` lists every stage at once), or the key lacks the `verify` scope / is the admin key (`ErrorEnvelope` with `FORBIDDEN`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5847,6 +6349,7 @@ export interface operations {
       /** @description The bundle embeds a delegation record Baton had not stored, and a different record of the same issuer (`iss`) already uses its `jti` in this tenant, or the bundle holds two such records (`CONFLICT`). A dry run answers the same. A `jti` is unique per issuer, so no other holder can take the `jti` of a record it did not sign. */
       409: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5856,6 +6359,7 @@ export interface operations {
       /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
       413: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5865,6 +6369,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5874,6 +6379,7 @@ export interface operations {
       /** @description The database did not decide the verify within the verify deadline (BATON_VERIFY_DEADLINE_MS, default 5000 ms), or did not answer (`STORAGE_UNAVAILABLE`). Nothing was allowed: a tool server runs no tool on this answer. A commit the database had begun before the deadline may still have counted the call. A dry run counts nothing: send it again. */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5902,6 +6408,7 @@ export interface operations {
       /** @description Allowed. Counted and signed for. */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5911,6 +6418,7 @@ export interface operations {
       /** @description The body is not strict JSON, the body, the query or a bundle in `X-DRS-Bundle` (with or without a copy in the body) carries one of `/v1/verify`'s options (`dry_run`, `require_binding`, `approval_id`) or, in the header, a `body`, `X-DRS-Bundle` is not base64url bundle JSON, or the body and `X-DRS-Bundle` carry different bundles (`INVALID_REQUEST`). */
       400: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5920,6 +6428,7 @@ export interface operations {
       /** @description No valid API key (`UNAUTHORIZED`). Missing, malformed, unknown and revoked keys get the same answer. */
       401: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5929,6 +6438,7 @@ export interface operations {
       /** @description Denied by the chain or runtime state (`VerifyDeny`, every unmet condition of the stage that refused in `violations`: the chain first, then the tool catalog and rules, then runtime state; `POST /v1/explain` lists every stage at once), or the key lacks the `verify` scope / is the admin key (`ErrorEnvelope` with `FORBIDDEN`). */
       403: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5938,6 +6448,7 @@ export interface operations {
       /** @description The bundle embeds a delegation record Baton had not stored, and a different record of the same issuer (`iss`) already uses its `jti` in this tenant, or the bundle holds two such records (`CONFLICT`). A dry run answers the same. A `jti` is unique per issuer, so no other holder can take the `jti` of a record it did not sign. */
       409: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5947,6 +6458,7 @@ export interface operations {
       /** @description The body is larger than `BATON_MAX_BODY_BYTES` (`PAYLOAD_TOO_LARGE`). */
       413: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5956,6 +6468,7 @@ export interface operations {
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
@@ -5965,6 +6478,7 @@ export interface operations {
       /** @description The database did not decide the verify within the verify deadline (BATON_VERIFY_DEADLINE_MS, default 5000 ms), or did not answer (`STORAGE_UNAVAILABLE`). Nothing was allowed: a tool server runs no tool on this answer. A commit the database had begun before the deadline may still have counted the call. Here a re-send is never answered with its original allow: the same invocation sent to this path again is refused with a 403 REPLAY_DETECTED deny if it was counted, and decided afresh if not. Sent by the same key to `POST /v1/verify` instead, it answers its original allow (`retry: true`) if it was counted. */
       503: {
         headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {

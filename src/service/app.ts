@@ -65,7 +65,46 @@ const refuseControlCharactersInUrl: MiddlewareHandler<AppEnv> = async (c, next) 
  * it declares, including sub-apps mounted with app.route(...).
  */
 export function apiDocument(app: OpenAPIHono<AppEnv>): OpenApiDocument {
-  return app.getOpenAPI31Document(DOCUMENT_CONFIG) as unknown as OpenApiDocument;
+  return withRequestWideAnswers(app.getOpenAPI31Document(DOCUMENT_CONFIG) as unknown as OpenApiDocument);
+}
+
+/**
+ * What every operation answers whatever its route declares, put in each operation so that a
+ * client or a validator reading one sees it, not only the conventions' prose: the `X-Request-Id`
+ * header on every response, and a `400` for a URL Baton cannot read (refuseControlCharactersInUrl)
+ * or, on an operation that takes a key, a query it does not list (refuseUndeclaredQuery).
+ */
+function withRequestWideAnswers(doc: OpenApiDocument): OpenApiDocument {
+  const requestId = { $ref: '#/components/headers/RequestId' };
+  for (const operations of Object.values(doc.paths)) {
+    for (const operation of Object.values(operations)) {
+      const responses = operation.responses;
+      if (responses['400'] === undefined) {
+        const keyless = operation.security !== undefined && operation.security.length === 0;
+        responses['400'] = {
+          description: keyless
+            ? 'The URL is not validly percent-encoded, or holds a control character (`INVALID_REQUEST`).'
+            : 'The URL is not validly percent-encoded or holds a control character, or the query holds a parameter this operation does not list (`INVALID_REQUEST`).',
+          content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } } },
+        };
+      }
+      for (const response of Object.values(responses)) {
+        if (!('$ref' in response)) response.headers = { ...response.headers, 'X-Request-Id': requestId };
+      }
+    }
+  }
+  doc.components = {
+    ...doc.components,
+    headers: {
+      ...doc.components?.headers,
+      RequestId: {
+        description:
+          "The request's id: the caller's own `X-Request-Id` when it sent a valid one (up to 64 letters, digits, `_`, `-` or `=`), otherwise one Baton generated. Equal to `request_id` in an error body; give it to the operator when reporting a problem.",
+        schema: { type: 'string', maxLength: 64 },
+      },
+    },
+  };
+  return doc;
 }
 
 export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {

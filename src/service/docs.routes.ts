@@ -63,6 +63,7 @@ export interface OpenApiDocument {
     responses?: Record<string, ResponseObject>;
     requestBodies?: Record<string, RequestBody>;
     securitySchemes?: Record<string, { type: string; scheme?: string; description?: string }>;
+    headers?: Record<string, { description?: string; schema?: Schema }>;
   };
 }
 
@@ -96,6 +97,7 @@ interface RequestBody {
 interface ResponseObject {
   description?: string;
   content?: Record<string, { schema?: Schema }>;
+  headers?: Record<string, Ref | { description?: string; schema?: Schema }>;
 }
 
 export const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;

@@ -81,6 +81,11 @@ async function api(method: string, path: string, o: CallOptions = {}, expected?:
     expect(res.status, `${method} ${path}: ${JSON.stringify(res.body)?.slice(0, 600)}`).toBe(expected);
   }
   const found = contract.check(op, res.status, res.contentType, res.body);
+  // Every response carries X-Request-Id (components/headers/RequestId), equal to an error body's request_id.
+  const requestId = res.headers.get('x-request-id');
+  if (requestId === null) found.push(`${method} ${path} ${res.status}: no X-Request-Id header`);
+  else if (typeof (res.body as { request_id?: unknown } | undefined)?.request_id === 'string' && res.body.request_id !== requestId)
+    found.push(`${method} ${path} ${res.status}: X-Request-Id ${requestId} is not the body's request_id ${res.body.request_id}`);
   if (res.status < 300 && o.json !== undefined) found.push(...contract.checkRequest(op, o.headers?.['content-type'], o.json));
   problems.push(...found);
   expect(found, found.join('\n')).toEqual([]);
@@ -901,6 +906,18 @@ describe('(c) authentication and scopes match the spec', () => {
         ).toBe(!scopes.includes(scope));
         const required = res.body?.error?.details?.required_scopes as string[] | undefined;
         if (forbidden && required) expect([...required].sort(), `${o.id}: required_scopes`).toEqual([...scopes].sort());
+      }
+    }
+  });
+});
+
+describe('(c) a URL Baton cannot read', () => {
+  it('every operation answers 400 INVALID_REQUEST to a query that is not validly percent-encoded, key or none', async () => {
+    for (const o of contract.operations) {
+      for (const key of [undefined, tenant.keys.audit]) {
+        const res = await api(o.method.toUpperCase(), `${concretePath(o.path)}?x=%ZZ`, { ...(key ? { key } : {}) });
+        expect(res.status, `${o.id} with a query of a lone %`).toBe(400);
+        expect(res.body.error.code).toBe('INVALID_REQUEST');
       }
     }
   });
