@@ -296,6 +296,24 @@ describe('requests Node refuses before Baton reads them', () => {
     expect(serverSide.destroyed).toBe(true);
   }, 60_000);
 
+  it("a headers timeout of 1 s answers its 408 within about a second on a real server, not at Node's 30 s check", async () => {
+    const server = await start({ BATON_HEADERS_TIMEOUT_MS: '1000', BATON_REQUEST_TIMEOUT_MS: '1000', BATON_KEEP_ALIVE_TIMEOUT_MS: '500' });
+    const socket = await open(server.port);
+    cleanup.push(async () => void socket.destroy());
+    const started = Date.now();
+    const answer = new Promise<string>((resolve) => {
+      let got = '';
+      socket.on('data', (c: Buffer) => (got += c.toString('latin1')));
+      socket.once('close', () => resolve(got));
+    });
+    socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n'); // and never the blank line
+    const got = await answer;
+    expect(got).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
+    expect(envelopeOf(got).error.code).toBe('REQUEST_TIMEOUT');
+    // The timeout (1 s) plus one check interval (250 ms) and scheduling: 30 s without the setting.
+    expect(Date.now() - started).toBeLessThan(3_000);
+  }, 60_000);
+
   it('a refusal on a connection with a request still being answered writes nothing: it would read as that answer', () => {
     // A pipelined client: its first request is complete and its handler still running (no head
     // written yet) when the next one times out or cannot be parsed.
