@@ -194,6 +194,9 @@ export async function startServer(
       s.once('error', refused);
       // What Node's parser refuses is answered in Baton's envelope too, not as a bare status line.
       s.on('clientError', answerUnreadRequest);
+      // An expectation other than 100-continue: Node alone answers a bare 417 (no envelope, no
+      // X-Request-Id). RFC 9110 lets a server ignore it instead, so the request is served as any other.
+      s.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => s.emit('request', req, res));
       // Not a createServer option on Node 20; read per connection, so set before the first one.
       (s as Server).keepAliveTimeout = config.http.keepAliveTimeoutMs;
     });

@@ -296,6 +296,18 @@ describe('requests Node refuses before Baton reads them', () => {
     expect(serverSide.destroyed).toBe(true);
   }, 60_000);
 
+  it('an Expect other than 100-continue is ignored, as RFC 9110 allows: the request is served (Node alone answered a bare 417)', async () => {
+    const server = await start();
+    const socket = await open(server.port);
+    try {
+      const head = await get(socket, 'Expect: something-else\r\n');
+      expect(head).toMatch(/^HTTP\/1\.1 200/);
+      expect(head).toMatch(/\r\nx-request-id: /i);
+    } finally {
+      socket.destroy();
+    }
+  }, 60_000);
+
   it("a headers timeout of 1 s answers its 408 within about a second on a real server, not at Node's 30 s check", async () => {
     const server = await start({ BATON_HEADERS_TIMEOUT_MS: '1000', BATON_REQUEST_TIMEOUT_MS: '1000', BATON_KEEP_ALIVE_TIMEOUT_MS: '500' });
     const socket = await open(server.port);
