@@ -1,7 +1,8 @@
 // Database selection: postgres.js against a real server when a URL is given,
 // otherwise embedded PGlite in a data folder. Both are drizzle PgDatabases over
 // one schema, so one body of query code runs on either.
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
@@ -117,13 +118,23 @@ async function openPostgres(databaseUrl: string, max: number, migrationsFolder: 
   };
 }
 
+/**
+ * A file that marks a database in a folder: initdb writes the control file after PG_VERSION, so a
+ * first start cut short before PG_VERSION (which PGlite then creates again) leaves none.
+ */
+const CLUSTER_CONTROL_FILE = join('global', 'pg_control');
+
 async function openPglite(dataDir: string, migrationsFolder?: string, lock?: DataFolderLockOptions): Promise<Store> {
   const onDisk = !dataDir.includes('://');
   // Owner only: PGlite's own files are world-writable (see restrictDataFolder in server.ts).
   if (onDisk) mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const unlock = onDisk ? lockDataFolder(dataDir, lock) : () => {};
+  // PGlite alone would create a new, empty database over a cluster that lost its PG_VERSION: every
+  // tenant, counter and used jti gone without a word (an outside probe). Such a folder is damaged.
+  const lostVersion = onDisk && !existsSync(join(dataDir, 'PG_VERSION')) && existsSync(join(dataDir, CLUSTER_CONTROL_FILE));
   let client: PGlite;
   try {
+    if (lostVersion) throw new Error(`it holds a database whose PG_VERSION file is missing`);
     client = await PGlite.create(dataDir);
   } catch (err) {
     unlock();

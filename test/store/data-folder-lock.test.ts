@@ -362,4 +362,27 @@ describe('the embedded store', () => {
     await expect(opening).rejects.toThrow(/move it aside.*BATON_DATA_DIR/);
     expect(existsSync(join(dir, DATA_FOLDER_LOCK))).toBe(false);
   });
+
+  it('a database that lost its PG_VERSION is refused as damaged, never created again empty over it', { timeout: 90_000 }, async () => {
+    const { dataDir, store, drop } = await freshPglite();
+    try {
+      await store.query(`insert into tenants (id, name) values ('ten_kept', 'kept')`, []);
+      await store.close();
+      const version = readFileSync(join(dataDir, 'PG_VERSION'));
+      rmSync(join(dataDir, 'PG_VERSION'));
+      const opening = openStore({ dataDir });
+      await expect(opening).rejects.toThrow(/could not be opened \(it holds a database whose PG_VERSION file is missing\)/);
+      expect(existsSync(join(dataDir, DATA_FOLDER_LOCK))).toBe(false);
+      // Nothing was written over it: put the file back and the tenant is there.
+      writeFileSync(join(dataDir, 'PG_VERSION'), version);
+      const again = await openStore({ dataDir });
+      try {
+        expect(await again.query(`select name from tenants where id = 'ten_kept'`, [])).toEqual([{ name: 'kept' }]);
+      } finally {
+        await again.close();
+      }
+    } finally {
+      await drop();
+    }
+  });
 });
