@@ -20,7 +20,7 @@ import { serveClusterMetrics, SUPERVISED_WORKER_ENV } from './service/metrics.js
 import { startIntegrator, type RunningIntegrator } from './service/log-integrator.js';
 import { startIntegratorThread } from './service/log-integrator-thread.js';
 import { storedLogNames } from './service/log-tree.js';
-import { openStore } from './store/db.js';
+import { openStore, type Store } from './store/db.js';
 import { DATA_FOLDER_LOCK } from './store/data-folder-lock.js';
 import { errorForLog } from './store/errors.js';
 
@@ -116,6 +116,19 @@ export function resolveMasterKey(config: Config, log: Logger): Uint8Array {
   return Uint8Array.from(key);
 }
 
+/**
+ * A data folder the process may not write (EACCES, EPERM, EROFS on a path in it) said with what to
+ * do: the errno alone named the file but not the way out. Any other error is returned as it is.
+ */
+export function dataFolderRefusal(e: unknown, dataDir: string): unknown {
+  const code = (e as NodeJS.ErrnoException | undefined)?.code;
+  if (code !== 'EACCES' && code !== 'EPERM' && code !== 'EROFS') return e;
+  const user = process.getuid === undefined ? 'this user' : `the user running Baton (uid ${process.getuid()})`;
+  return new Error(
+    `Baton cannot write its data folder ${dataDir} (${(e as Error).message}). Give ${user} write access to it (chown or chmod the folder${code === 'EROFS' ? ', on a file system mounted read-write' : ''}), or set BATON_DATA_DIR (baton serve --data-dir) to a folder it can write.`,
+  );
+}
+
 export async function startServer(
   config: Config,
   log: Logger,
@@ -124,23 +137,29 @@ export async function startServer(
   if (config.databaseUrl && !(await postgresDriverGuarded())) throw new Error(MISSING_DRIVER_GUARD);
   // Workers share the supervisor's port (node:cluster), which checked it before forking them.
   if (!cluster.isWorker) await assertPortFree(config);
-  if (!config.databaseUrl && !config.dataDir.includes('://')) restrictDataFolder(config.dataDir, log);
-  const masterKey = resolveMasterKey(config, log);
-  // A first start on an empty folder creates the database and applies every migration: seconds of silence otherwise.
-  log.info('opening the store and applying pending migrations', {
-    database: config.databaseUrl ? 'postgres' : 'pglite',
-    ...(config.databaseUrl ? {} : { data_dir: config.dataDir }),
-  });
-  const store = await openStore(
-    config.databaseUrl
-      ? { databaseUrl: config.databaseUrl, max: config.dbPoolSize }
-      : {
-          dataDir: config.dataDir,
-          // A lost lock ends the process from the heartbeat's own thread (data-folder-lock.ts): the
-          // main thread may be too busy running queries to hear of it.
-          lock: { onWait: (message) => log.warn(message) },
-        },
-  );
+  let masterKey: Uint8Array;
+  let store: Store;
+  try {
+    if (!config.databaseUrl && !config.dataDir.includes('://')) restrictDataFolder(config.dataDir, log);
+    masterKey = resolveMasterKey(config, log);
+    // A first start on an empty folder creates the database and applies every migration: seconds of silence otherwise.
+    log.info('opening the store and applying pending migrations', {
+      database: config.databaseUrl ? 'postgres' : 'pglite',
+      ...(config.databaseUrl ? {} : { data_dir: config.dataDir }),
+    });
+    store = await openStore(
+      config.databaseUrl
+        ? { databaseUrl: config.databaseUrl, max: config.dbPoolSize }
+        : {
+            dataDir: config.dataDir,
+            // A lost lock ends the process from the heartbeat's own thread (data-folder-lock.ts): the
+            // main thread may be too busy running queries to hear of it.
+            lock: { onWait: (message) => log.warn(message) },
+          },
+    );
+  } catch (e) {
+    throw dataFolderRefusal(e, config.dataDir);
+  }
   log.info('store ready', { database: store.kind, ...(store.kind === 'pglite' ? { data_dir: config.dataDir } : {}) });
   // The generated admin key is shown once, so only by a start that serves: a start that fails
   // before showing it withdraws it (nobody saw it), and the next start mints and shows another.

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/service/log.js';
-import { restrictDataFolder, startServer } from '../src/server.js';
+import { dataFolderRefusal, restrictDataFolder, startServer } from '../src/server.js';
 import { scratchFolders } from './support/scratch.js';
 
 const scratch = scratchFolders('baton-server-');
@@ -91,4 +91,23 @@ describe('restrictDataFolder', () => {
       await server.close();
     }
   }, 60_000);
+});
+
+describe('dataFolderRefusal', () => {
+  const errno = (code: string, path: string) => Object.assign(new Error(`${code}: permission denied, open '${path}'`), { code, path });
+
+  it('says what to do when the data folder cannot be written (the errno alone named only the file)', () => {
+    for (const code of ['EACCES', 'EPERM', 'EROFS']) {
+      const said = dataFolderRefusal(errno(code, '/srv/baton/data/baton.pid.tmp'), '/srv/baton/data') as Error;
+      expect(said.message).toMatch(/^Baton cannot write its data folder \/srv\/baton\/data \(/);
+      expect(said.message).toContain(code);
+      expect(said.message).toMatch(/chown or chmod the folder.*BATON_DATA_DIR \(baton serve --data-dir\)/);
+    }
+  });
+
+  it('leaves any other error as it is', () => {
+    const other = errno('ENOSPC', '/srv/baton/data/x');
+    expect(dataFolderRefusal(other, '/srv/baton/data')).toBe(other);
+    expect(dataFolderRefusal('text', '/d')).toBe('text');
+  });
 });
