@@ -205,7 +205,7 @@ export async function verifyWithinDeadline(
   deadline: Date,
   path: '/v1/verify' | '/v1/verify/dry-run' | '/verify',
 ): Promise<VerifyResponse> {
-  const refused = `Baton had no decision from the database for this verify within the ${deps.config.verifyDeadlineMs} ms deadline, so it refuses it: the call was not allowed. `;
+  const refused = `Baton had no decision from the database for this verify within the ${deps.config.verifyDeadlineMs} ms deadline, so it refuses it: do not run the call on this answer. `;
   const message =
     path === '/v1/verify/dry-run'
       ? refused + 'A dry run counts nothing: send it again.'
@@ -577,6 +577,9 @@ function logDecision(
       ? { jti: null, dr_chain: [], claimed_jti: inv?.jti ?? null, claimed_dr_chain: drChain }
       : { jti: inv?.jti ?? null, dr_chain: drChain };
   deps.log.info('verify decision', {
+    // The request's line (its status) is found by this id: a decision logged after the deadline was
+    // answered 503 (unless it arrived just in time), though the database counted it.
+    request_id: auth.requestId ?? null,
     tenant_id: tenantId,
     key_id: auth.keyId,
     invoker: inv?.iss ?? null,

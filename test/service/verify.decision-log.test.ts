@@ -82,6 +82,9 @@ describe('decision log', () => {
     expect(events[2]!['service_receipt_id']).toBe(Number(deniedReceipt!['id']));
     expect(events[3]).toMatchObject({ ...common, outcome: 'allow', codes: ['ALLOWED'], dry_run: true, service_receipt_id: null });
     for (const e of events) expect(typeof e['ms']).toBe('number');
+    // Each names its request, whose own log line holds the status the caller got.
+    const answers = [first, again, denied, dry];
+    events.forEach((e, i) => expect(e['request_id'], `decision ${i}`).toBe(answers[i]!.headers.get('x-request-id')));
 
     // A stranger's invocation under the holder's jti and chain (block B): logged as its claims, not as that jti's.
     const stranger = createInvocation({
