@@ -42,9 +42,14 @@
  *     to /v1/invocations/{jti}/actuals (source defaults to 'harness-reported').
  *     A failed report is logged (onEvent 'report-failed'), never turned into
  *     a failed tool result: the tool has already run. A task tool's handler
- *     returns before its work is done: its cost is reported when the task's
- *     result, with that `_meta`, is stored through `extra.taskStore`, or when
- *     the handler calls reportCost later (in the background either way).
+ *     returns before its work is done. For a task created through
+ *     `extra.taskStore`, its cost is read when its result is stored through
+ *     `extra.taskStore` (even if the store refuses it, as for a task the
+ *     agent cancelled) or its status is set terminal there: the last
+ *     reportCost until then wins over the result's `_meta`. For a task
+ *     created elsewhere, whose result the middleware may never see, the
+ *     first reportCost after the handler returned is the one reported.
+ *     Either way it is reported in the background.
  *
  * Baton gates tool calls only. The requests that hand the agent content
  * otherwise (resources/read, prompts/get, completion/complete) are refused by
@@ -204,7 +209,9 @@ export interface BatonCall {
   readonly requestId: string | null;
   /**
    * Records the call's cost; it is reported once the handler returns (the last value wins over result _meta).
-   * A task tool may call it after its handler returned, until its task's result is stored: it is reported then.
+   * A task tool may call it after its handler returned: for a task created through `extra.taskStore` the last
+   * value is reported when the task's result is stored (or its status set terminal) through `extra.taskStore`;
+   * for a task created elsewhere, which the middleware cannot watch, the first call is the one reported.
    */
   reportCost(cost: CostReport): void;
 }
@@ -662,26 +669,34 @@ function makeGate(options: BatonMcpOptions, ownRefusal: OwnRefusal | undefined):
     emit({ type: 'allowed', tool, invocationId, counters: decision.counters, warnings: decision.warnings, requestId: decision.request_id });
 
     // 4. run the tool, then report what it cost. A task tool's handler returns once it has
-    //    created its task (a CreateTaskResult), before the work is done: its cost is read when the
-    //    task's result is stored through the request's task store (extra.taskStore), or when the
-    //    handler reports it with batonCall(extra).reportCost after returning; reported once.
+    //    created its task (a CreateTaskResult), before the work is done. A task created through
+    //    the request's task store (extra.taskStore) has its cost read when its result is stored
+    //    through that store, accepted or not: batonCall(extra).reportCost only records until then,
+    //    the last value winning (a task whose status is set terminal there with no result stored
+    //    has the value recorded, or the next one, reported). A task created elsewhere may end
+    //    unseen: the first reportCost after the handler returned is reported at once. Once each.
     let costFromCallback: CostReport | undefined;
-    /** 'running': the handler runs; 'task': it returned a task whose cost is still to come; 'done': the cost was read. */
-    let phase: 'running' | 'task' | 'done' = 'running';
+    /**
+     * 'running': the handler runs; 'task': it returned a task created through extra.taskStore, whose
+     * cost is read when its result is stored; 'unseen-task': it returned a task created elsewhere,
+     * whose cost is the first reportCost (or its result, if stored through extra.taskStore first);
+     * 'done': the cost was read.
+     */
+    let phase: 'running' | 'task' | 'unseen-task' | 'done' = 'running';
     /** The result of this call's task, stored before the handler returned (a task that finished at once, or polled). */
     let taskResult: { readonly result: unknown } | undefined;
+    /** The task's status was set terminal through extra.taskStore (failed or cancelled, perhaps with no result to come). */
+    let taskEnded = false;
     const taskCost = (stored: unknown): void => {
+      phase = 'done';
       let cost: CostReport | undefined;
       try {
         cost = costFromCallback ?? costFromResult(stored);
       } catch (error) {
-        phase = 'done';
         emit({ type: 'report-failed', tool, invocationId, actual: null, error });
         return;
       }
-      if (cost === undefined) return; // still 'task': the handler may report it yet
-      phase = 'done';
-      void report(tool, invocationId, cost); // the call's answer has gone: in the background
+      if (cost !== undefined) void report(tool, invocationId, cost); // the call's answer has gone: in the background
     };
     const call: BatonCall = {
       tool,
@@ -691,8 +706,8 @@ function makeGate(options: BatonMcpOptions, ownRefusal: OwnRefusal | undefined):
       warnings: decision.warnings,
       requestId: decision.request_id,
       reportCost: (cost) => {
-        costFromCallback = cost;
-        if (phase === 'task') taskCost(undefined);
+        if (phase !== 'done') costFromCallback = cost;
+        if (phase === 'unseen-task' || (phase === 'task' && taskEnded)) taskCost(undefined);
         else if (phase === 'done') {
           emit({
             type: 'report-failed',
@@ -707,10 +722,19 @@ function makeGate(options: BatonMcpOptions, ownRefusal: OwnRefusal | undefined):
       },
     };
     const ownTasks = new Set<string>();
-    const taskStore = watchTaskStore(isRecord(extra) ? extra['taskStore'] : undefined, ownTasks, (stored) => {
-      if (phase === 'running') taskResult = { result: stored };
-      else if (phase === 'task') taskCost(stored);
-    });
+    const taskStore = watchTaskStore(
+      isRecord(extra) ? extra['taskStore'] : undefined,
+      ownTasks,
+      (stored) => {
+        if (phase === 'running')
+          taskResult ??= { result: stored }; // the first result stored is the task's
+        else if (phase === 'task' || phase === 'unseen-task') taskCost(stored);
+      },
+      () => {
+        taskEnded = true;
+        if ((phase === 'task' || phase === 'unseen-task') && costFromCallback !== undefined) taskCost(undefined);
+      },
+    );
     let result: unknown;
     let failure: { error: unknown } | undefined;
     try {
@@ -719,12 +743,18 @@ function makeGate(options: BatonMcpOptions, ownRefusal: OwnRefusal | undefined):
       failure = { error };
     }
 
-    const createdTask = failure ? undefined : taskIdOf(result);
-    if (createdTask !== undefined && taskResult === undefined && costFromCallback === undefined) {
+    const createdTask = failure ? undefined : taskIdOf(result, params);
+    if (createdTask !== undefined && taskResult === undefined) {
       // The task is still running: its cost comes later (taskCost).
-      ownTasks.add(createdTask);
-      phase = 'task';
-      return result;
+      if (ownTasks.has(createdTask) && !(taskEnded && costFromCallback !== undefined)) {
+        phase = 'task';
+        return result;
+      }
+      if (costFromCallback === undefined) {
+        ownTasks.add(createdTask); // its result may yet be stored through extra.taskStore
+        phase = 'unseen-task';
+        return result;
+      }
     }
     phase = 'done';
     let costReported: boolean | null = null;
@@ -837,8 +867,17 @@ function decorate(result: unknown, verified: Record<string, unknown>): unknown {
   return { ...result, _meta: { ...meta, [VERIFIED_META_KEY]: verified } };
 }
 
-/** The task id of a CreateTaskResult (what a task tool's handler returns); undefined for any other result. */
-function taskIdOf(result: unknown): string | undefined {
+/** A task in one of these has ended (the MCP tasks specification's terminal statuses). */
+const TERMINAL_TASK_STATUSES: ReadonlySet<unknown> = new Set(['completed', 'failed', 'cancelled']);
+
+/**
+ * The task id of a CreateTaskResult (what a task tool's handler returns to a task request);
+ * undefined for any other result. The SDK answers with a CreateTaskResult only a request that asked
+ * for a task (`params.task`), and checks every other answer as a CallToolResult, which may carry
+ * no content and a field named `task`: without `params.task` it is not a task.
+ */
+function taskIdOf(result: unknown, params: Record<string, unknown>): string | undefined {
+  if (!isRecord(params['task'])) return undefined;
   if (!isRecord(result) || Array.isArray(result['content']) || !isRecord(result['task'])) return undefined;
   const id = result['task']['taskId'];
   return typeof id === 'string' ? id : undefined;
@@ -847,9 +886,16 @@ function taskIdOf(result: unknown): string | undefined {
 /**
  * The request's task store (extra.taskStore) as the handler gets it: the same store, telling
  * `onStored` the result of each task of this call (created through it, or named in the handler's
- * answer) once it is stored. Undefined when the request has no task store.
+ * answer) once it is stored, whether or not the store accepts it (it refuses a result for a task
+ * the agent cancelled, and the work that ran still cost what it says), and `onEnded` once such a
+ * task's status is set terminal through it. Undefined when the request has no task store.
  */
-function watchTaskStore(store: unknown, ownTasks: Set<string>, onStored: (result: unknown) => void): object | undefined {
+function watchTaskStore(
+  store: unknown,
+  ownTasks: Set<string>,
+  onStored: (result: unknown) => void,
+  onEnded: () => void,
+): object | undefined {
   if (!isRecord(store) || typeof store['createTask'] !== 'function' || typeof store['storeTaskResult'] !== 'function') return undefined;
   type Fn = (...args: unknown[]) => Promise<unknown>;
   return new Proxy(store, {
@@ -863,13 +909,29 @@ function watchTaskStore(store: unknown, ownTasks: Set<string>, onStored: (result
       }
       if (prop === 'storeTaskResult') {
         return async (...args: unknown[]) => {
-          const stored = await (target['storeTaskResult'] as Fn).apply(target, args);
-          if (typeof args[0] === 'string' && ownTasks.has(args[0])) onStored(args[2]);
-          return stored;
+          try {
+            return await (target['storeTaskResult'] as Fn).apply(target, args);
+          } finally {
+            if (typeof args[0] === 'string' && ownTasks.has(args[0])) onStored(args[2]);
+          }
+        };
+      }
+      if (prop === 'updateTaskStatus' && typeof target['updateTaskStatus'] === 'function') {
+        return async (...args: unknown[]) => {
+          try {
+            return await (target['updateTaskStatus'] as Fn).apply(target, args);
+          } finally {
+            // A task may end without a result (failed, cancelled): its cost is then the one reported, if any.
+            if (typeof args[0] === 'string' && ownTasks.has(args[0]) && TERMINAL_TASK_STATUSES.has(args[1])) onEnded();
+          }
         };
       }
       const value: unknown = Reflect.get(target, prop, target);
       return typeof value === 'function' ? (value as Fn).bind(target) : value;
+    },
+    // A write goes to the store itself, so a setter touching its #private fields gets the store as `this`.
+    set(target, prop, value) {
+      return Reflect.set(target, prop, value, target);
     },
   });
 }

@@ -8,6 +8,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTaskStore } from '@modelcontextprotocol/sdk/experimental/tasks/stores/in-memory.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import {
@@ -127,11 +128,16 @@ describe('a bundle in _meta is read as strictly as the X-DRS-Bundle header', () 
 });
 
 describe('a task tool reports its cost when the task completes', () => {
-  /** An McpServer with a task store and a web_search task tool, whose work `finish` does later. */
+  /**
+   * An McpServer with a task store and a web_search task tool, whose work `finish` does later. The
+   * task is created through the request's task store (extra.taskStore, as the SDK's examples do),
+   * or with `createdThrough: 'server'` through the server's own store, which the middleware does not see.
+   */
   function taskServer(
     options: BatonMcpOptions,
     finish: (extra: never, taskId: string, store: InMemoryTaskStore) => Promise<void>,
     taskSupport: 'required' | 'optional' = 'required',
+    createdThrough: 'request' | 'server' = 'request',
   ) {
     const taskStore = new InMemoryTaskStore();
     const server = new McpServer(
@@ -141,9 +147,16 @@ describe('a task tool reports its cost when the task completes', () => {
     server.experimental.tasks.registerToolTask('web_search', { inputSchema: { query: z.string() }, execution: { taskSupport } }, {
       createTask: async (
         _args: unknown,
-        extra: { taskStore: { createTask(p: { ttl: number; pollInterval: number }): Promise<{ taskId: string }> } },
+        extra: {
+          taskStore: { createTask(p: { ttl: number; pollInterval: number }): Promise<{ taskId: string }> };
+          requestId: string | number;
+          sessionId?: string;
+        },
       ) => {
-        const task = await extra.taskStore.createTask({ ttl: 60_000, pollInterval: 20 });
+        const task =
+          createdThrough === 'request'
+            ? await extra.taskStore.createTask({ ttl: 60_000, pollInterval: 20 })
+            : await taskStore.createTask({ ttl: 60_000, pollInterval: 20 }, extra.requestId, { method: 'tools/call' }, extra.sessionId);
         setTimeout(() => void finish(extra as never, task.taskId, taskStore), 30);
         return { task };
       },
@@ -187,19 +200,156 @@ describe('a task tool reports its cost when the task completes', () => {
     expect(inv).toMatchObject({ actual: { cost_usd: 0.0021, source: 'api-usage' } });
   });
 
-  it('a cost given to batonCall(extra).reportCost after the handler returned', async () => {
+  it('the last cost given to batonCall(extra).reportCost before the result is stored', async () => {
     const c = await storedChain();
     const events: BatonMcpEvent[] = [];
-    const server = taskServer(batonOptions({ onEvent: (e) => events.push(e) }), async (extra, taskId, store) => {
-      batonCall(extra)!.reportCost({ cost_usd: 0.0013, tokens_in: 10 });
-      // Stored through the server's own store, which the middleware does not see.
-      await store.storeTaskResult(taskId, 'completed', { content: [{ type: 'text', text: 'done' }] });
+    const server = taskServer(batonOptions({ onEvent: (e) => events.push(e) }), async (extra, taskId) => {
+      const call = batonCall(extra)!;
+      call.reportCost({ cost_usd: 0.001 });
+      call.reportCost({ cost_usd: 0.04, tokens_in: 40 });
+      const store = (extra as { taskStore: { storeTaskResult(id: string, s: string, r: unknown): Promise<void> } }).taskStore;
+      await store.storeTaskResult(taskId, 'completed', { content: [{ type: 'text', text: 'done' }], _meta: { cost_usd: 0.002 } });
     });
     await runTask(await connect(server), c);
     const event = await reported(events);
-    expect(event).toMatchObject({ type: 'reported', actual: { cost_usd: 0.0013, tokens_in: 10, source: 'harness-reported' } });
+    expect(event).toMatchObject({ type: 'reported', actual: { cost_usd: 0.04, tokens_in: 40, source: 'harness-reported' } });
+    const inv = await audit.getInvocation((event as { invocationId: string }).invocationId);
+    expect(inv).toMatchObject({ actual: { cost_usd: 0.04, tokens_in: 40 } });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(events.filter((e) => e.type === 'reported' || e.type === 'report-failed')).toHaveLength(1);
+  });
+
+  it('a task that fails with no result stored: the cost given to reportCost is reported when its status is set', async () => {
+    const c = await storedChain();
+    const events: BatonMcpEvent[] = [];
+    const server = taskServer(batonOptions({ onEvent: (e) => events.push(e) }), async (extra, taskId) => {
+      batonCall(extra)!.reportCost({ cost_usd: 0.0025 });
+      const store = (extra as { taskStore: { updateTaskStatus(id: string, s: string, m?: string): Promise<void> } }).taskStore;
+      await store.updateTaskStatus(taskId, 'failed', 'the search engine is down');
+    });
+    await runTask(await connect(server), c);
+    const event = await reported(events);
+    expect(event).toMatchObject({ type: 'reported', actual: { cost_usd: 0.0025 } });
+    const inv = await audit.getInvocation((event as { invocationId: string }).invocationId);
+    expect(inv).toMatchObject({ actual: { cost_usd: 0.0025 } });
+  });
+
+  it('a task the agent cancelled: the cost in the result the store refuses is still reported', async () => {
+    const c = await storedChain();
+    const events: BatonMcpEvent[] = [];
+    let cancelled!: () => void;
+    const cancelledNow = new Promise<void>((r) => (cancelled = r));
+    let refusal: unknown;
+    const server = taskServer(batonOptions({ onEvent: (e) => events.push(e) }), async (extra, taskId) => {
+      await cancelledNow;
+      // The work ran to the end, and cost what it says; the store refuses its result.
+      const store = (extra as { taskStore: { storeTaskResult(id: string, s: string, r: unknown): Promise<void> } }).taskStore;
+      await store
+        .storeTaskResult(taskId, 'completed', {
+          content: [{ type: 'text', text: 'done' }],
+          _meta: { cost_usd: 0.0031, source: 'api-usage' },
+        })
+        .catch((e: unknown) => (refusal = e));
+    });
+    const client = await connect(server);
+    const args = { tool: 'web_search', query: 'cancelled', ...DECLARED };
+    const params = attachBundle({ name: 'web_search', arguments: args }, signed(c, args));
+    const created = await client.request({ method: 'tools/call', params: { ...params, task: { ttl: 60_000 } } }, CreateTaskResultSchema);
+    await client.experimental.tasks.cancelTask(created.task.taskId);
+    cancelled();
+    const event = await reported(events);
+    expect(String(refusal)).toContain("terminal status 'cancelled'");
+    expect(event).toMatchObject({ type: 'reported', tool: 'web_search', actual: { cost_usd: 0.0031, source: 'api-usage' } });
+    const inv = await audit.getInvocation((event as { invocationId: string }).invocationId);
+    expect(inv).toMatchObject({ actual: { cost_usd: 0.0031, source: 'api-usage' } });
+  });
+
+  it('a task created where the middleware cannot see it: the first reportCost after the handler returned', async () => {
+    const c = await storedChain();
+    const events: BatonMcpEvent[] = [];
+    const server = taskServer(
+      batonOptions({ onEvent: (e) => events.push(e) }),
+      async (extra, taskId, store) => {
+        batonCall(extra)!.reportCost({ cost_usd: 0.0013, tokens_in: 10 });
+        // Its result may never be seen: this one is stored through the server's own store too.
+        await store.storeTaskResult(taskId, 'completed', { content: [{ type: 'text', text: 'done' }] });
+        batonCall(extra)!.reportCost({ cost_usd: 0.002 });
+      },
+      'required',
+      'server',
+    );
+    await runTask(await connect(server), c);
+    // The later reportCost is refused at once (an event, 'report-failed'), before the report's answer.
+    await vi.waitFor(() => expect(events.filter((e) => e.type === 'reported')).toHaveLength(1), { timeout: 5000 });
+    const event = events.find((e) => e.type === 'reported')!;
+    expect(event).toMatchObject({ actual: { cost_usd: 0.0013, tokens_in: 10, source: 'harness-reported' } });
     const inv = await audit.getInvocation((event as { invocationId: string }).invocationId);
     expect(inv).toMatchObject({ actual: { cost_usd: 0.0013, tokens_in: 10 } });
+    expect(events.filter((e) => e.type === 'report-failed')).toMatchObject([
+      { actual: null, error: { message: expect.stringContaining('was not reported') } },
+    ]);
+  });
+});
+
+describe("a tool's answer is read as a task only for a task request", () => {
+  it('an answer with no content and a task field, to a plain call: its cost is reported at once', async () => {
+    const c = await storedChain();
+    const events: BatonMcpEvent[] = [];
+    const server = new McpServer({ name: 'edge', version: '1.0.0' });
+    // Wrapped before the tool is registered, the gate sees the handler's answer before the SDK
+    // checks it as a CallToolResult (which gives it `content: []`).
+    withBaton(server, batonOptions({ onEvent: (e) => events.push(e) }));
+    server.registerTool('web_search', { inputSchema: { query: z.string() } }, async () => ({
+      content: undefined as never,
+      task: { taskId: 'not-a-task' },
+      _meta: { cost_usd: 0.0011 },
+    }));
+    const client = await connect(server);
+    const args = { tool: 'web_search', query: 'plain', ...DECLARED };
+    const result = await client.callTool(attachBundle({ name: 'web_search', arguments: args }, signed(c, args)));
+    expect(result.isError, JSON.stringify(result)).toBeFalsy();
+    const event = events.find((e) => e.type === 'reported');
+    expect(event).toMatchObject({ actual: { cost_usd: 0.0011 } });
+    const inv = await audit.getInvocation((event as { invocationId: string }).invocationId);
+    expect(inv).toMatchObject({ actual: { cost_usd: 0.0011 } });
+  });
+});
+
+describe("the request's task store, as the handler gets it", () => {
+  /** A task store of a class with #private state behind a setter (extra.taskStore is the SDK's plain object otherwise). */
+  class LabelledStore {
+    #label = '';
+    constructor(private readonly inner: Record<string, unknown>) {
+      Object.assign(this, inner);
+    }
+    get label(): string {
+      return this.#label;
+    }
+    set label(value: string) {
+      this.#label = value;
+    }
+  }
+
+  it("takes writes itself, so a setter touching the store's #private fields works", async () => {
+    const c = await storedChain();
+    const server = new McpServer(
+      { name: 'tasks', version: '1.0.0' },
+      { capabilities: { tasks: { requests: { tools: { call: {} } } } }, taskStore: new InMemoryTaskStore() },
+    );
+    const low = server.server as unknown as { requestTaskStore(request: unknown, sessionId?: string): Record<string, unknown> };
+    const requestTaskStore = low.requestTaskStore.bind(low);
+    low.requestTaskStore = (request, sessionId) => new LabelledStore(requestTaskStore(request, sessionId)) as never;
+    server.registerTool('web_search', { inputSchema: { query: z.string() } }, async (_args, extra) => {
+      const store = extra.taskStore as unknown as LabelledStore;
+      store.label = 'set';
+      return { content: [{ type: 'text' as const, text: store.label }] };
+    });
+    withBaton(server, batonOptions());
+    const client = await connect(server);
+    const args = { tool: 'web_search', query: 'label', ...DECLARED };
+    const result = await client.callTool(attachBundle({ name: 'web_search', arguments: args }, signed(c, args)));
+    expect(result.isError, JSON.stringify(result)).toBeFalsy();
+    expect(text(result)).toBe('set');
   });
 });
 
