@@ -4,6 +4,7 @@
  * the terminal is put in raw mode so nothing typed is echoed, then put back as it was, however
  * the reading ends.
  */
+import { StringDecoder } from 'node:string_decoder';
 import { readText } from './basics.js';
 import { UsageError, type CliStdin } from './io.js';
 
@@ -50,11 +51,18 @@ const CTRL_U = '\u0015';
 const BACKSPACE = new Set(['\u007f', '\b']);
 const ESC = '\u001b';
 
+/** Signals whose default action ends the process: while a key is read, they put the terminal back first. */
+const ENDING_SIGNALS: readonly NodeJS.Signals[] = ['SIGHUP', 'SIGTERM', 'SIGQUIT'];
+
 /**
- * One line typed at a terminal in raw mode, not echoed. Enter (or Ctrl-D, or the end of input)
- * ends it; Backspace removes the last character and Ctrl-U the whole line; Ctrl-C stops with a
- * UsageError (nothing is read). Other control characters and the escape sequences of cursor and
- * function keys are dropped. The terminal's mode is restored in every case.
+ * One line typed at a terminal in raw mode, not echoed. Enter (or the end of input) ends it;
+ * Ctrl-D ends it on an empty line (as a terminal ends input, giving '') and is ignored after
+ * characters were typed; Backspace removes the last character and Ctrl-U the whole line; Ctrl-C
+ * stops with a UsageError (nothing is read). Other control characters and the escape sequences of
+ * cursor and function keys (ESC [ … or ESC O …) are dropped; ESC followed by anything else is
+ * dropped alone (Esc pressed, or Alt with a key: the key counts). Bytes are decoded as UTF-8 across
+ * chunks. The terminal's mode is restored in every case: SIGHUP, SIGTERM or SIGQUIT during the
+ * reading restore it, then end the process as the signal would have.
  */
 function readHiddenLine(input: SecretInput, prompt: string, write: (text: string) => void): Promise<string> {
   const wasRaw = input.isRaw === true;
@@ -65,12 +73,14 @@ function readHiddenLine(input: SecretInput, prompt: string, write: (text: string
     /** 0: plain text; 1: after ESC; 2: inside a CSI/SS3 sequence, until its final byte. */
     let escape = 0;
     let done = false;
+    const decoder = new StringDecoder('utf8');
     const finish = (outcome: () => void) => {
       if (done) return;
       done = true;
       input.removeListener('data', onData);
       input.removeListener('end', onEnd);
       input.removeListener('error', onError);
+      for (const signal of ENDING_SIGNALS) process.removeListener(signal, onSignal);
       try {
         input.setRawMode!(wasRaw);
       } finally {
@@ -80,17 +90,25 @@ function readHiddenLine(input: SecretInput, prompt: string, write: (text: string
       }
     };
     const onData = (chunk: Buffer | string) => {
-      const text = typeof chunk === 'string' ? chunk : chunk.toString('utf8');
+      // A character's bytes may come in two chunks: the decoder keeps a partial one for the next.
+      const text = typeof chunk === 'string' ? chunk : decoder.write(chunk);
       for (const ch of text) {
         if (escape === 1) {
-          escape = ch === '[' || ch === 'O' ? 2 : 0;
-          continue;
-        }
-        if (escape === 2) {
+          escape = 0;
+          if (ch === '[' || ch === 'O') {
+            escape = 2;
+            continue;
+          }
+          // Not a key's sequence: the ESC alone is dropped, this character is read as typed.
+        } else if (escape === 2) {
           if (ch >= '@' && ch <= '~') escape = 0;
           continue;
         }
-        if (ENTER.has(ch) || ch === CTRL_D) return finish(() => resolve(typed.join('')));
+        if (ENTER.has(ch)) return finish(() => resolve(typed.join('')));
+        if (ch === CTRL_D) {
+          if (typed.length === 0) return finish(() => resolve(''));
+          continue; // a terminal ends input on Ctrl-D only at an empty line
+        }
         if (ch === CTRL_C) return finish(() => reject(new UsageError('interrupted (Ctrl-C): no key was read, nothing was saved')));
         if (BACKSPACE.has(ch)) typed = typed.slice(0, -1);
         else if (ch === CTRL_U) typed = [];
@@ -100,6 +118,12 @@ function readHiddenLine(input: SecretInput, prompt: string, write: (text: string
     };
     const onEnd = () => finish(() => resolve(typed.join('')));
     const onError = (e: Error) => finish(() => reject(new UsageError(`cannot read the key from the terminal: ${e.message}`)));
+    const onSignal = (signal: NodeJS.Signals) => {
+      finish(() => reject(new UsageError(`interrupted (${signal}): no key was read, nothing was saved`)));
+      // The terminal is back as it was and this handler removed: the signal now does what it would have.
+      process.kill(process.pid, signal);
+    };
+    for (const signal of ENDING_SIGNALS) process.once(signal, onSignal);
     input.on('data', onData);
     input.on('end', onEnd);
     input.on('error', onError);

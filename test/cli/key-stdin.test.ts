@@ -95,6 +95,71 @@ describe('--key-stdin at a terminal', () => {
   });
 });
 
+describe('--key-stdin at a terminal, typed as people type', () => {
+  it('Ctrl-D after characters were typed is ignored, as a terminal ignores it mid-line', async () => {
+    const tty = fakeTerminal();
+    const r = await add(tty, (t) => (t as PassThrough).write(`${KEY.slice(0, 10)}\u0004${KEY.slice(10)}\r`));
+    expect(r.code, r.err).toBe(0);
+    expect(savedKey(r.file)).toBe(KEY);
+    expect(tty.modes).toEqual([true, false]);
+  });
+
+  it('a character whose bytes come in two chunks is one character (Backspace removes it whole)', async () => {
+    const tty = fakeTerminal();
+    const e = Buffer.from('é'); // two bytes
+    const r = await add(tty, (t) => {
+      const p = t as PassThrough;
+      p.write(Buffer.concat([Buffer.from(KEY), e.subarray(0, 1)]));
+      setTimeout(() => {
+        p.write(e.subarray(1));
+        setTimeout(() => p.write('\u007f\r'), 5);
+      }, 5);
+    });
+    expect(r.code, r.err).toBe(0);
+    expect(savedKey(r.file)).toBe(KEY);
+  });
+
+  it('Esc not starting a key sequence is dropped alone: the next character counts', async () => {
+    const tty = fakeTerminal();
+    const r = await add(tty, (t) => (t as PassThrough).write(`${KEY.slice(0, -1)}\u001b${KEY.slice(-1)}\r`));
+    expect(r.code, r.err).toBe(0);
+    expect(savedKey(r.file)).toBe(KEY);
+  });
+
+  it('SIGHUP while reading restores the mode, then ends the process as SIGHUP would', async () => {
+    const before = new Set(process.listeners('SIGHUP'));
+    const kill = vi.spyOn(process, 'kill').mockImplementation(() => true);
+    const tty = fakeTerminal();
+    let added: NodeJS.SignalsListener[] = [];
+    const r = await add(tty, (t) => {
+      added = process.listeners('SIGHUP').filter((l) => !before.has(l));
+      for (const l of added) l('SIGHUP');
+      if (added.length === 0) (t as PassThrough).end(); // no handler: end the reading rather than wait
+    });
+    expect(added).toHaveLength(1);
+    expect(r.code).toBe(2);
+    expect(r.err).toContain('interrupted (SIGHUP)');
+    expect(() => readFileSync(r.file)).toThrow();
+    expect(tty.modes).toEqual([true, false]);
+    expect(kill).toHaveBeenCalledWith(process.pid, 'SIGHUP');
+    // Its handler is gone, so the signal re-raised does what it would have (the kill is mocked here).
+    expect(process.listeners('SIGHUP').filter((l) => !before.has(l))).toEqual([]);
+  });
+
+  it('the signal handlers are gone once the key is read', async () => {
+    const counts = () => ['SIGHUP', 'SIGTERM', 'SIGQUIT'].map((s) => process.listenerCount(s));
+    const before = counts();
+    let during: number[] = [];
+    const r = await add(fakeTerminal(), (t) => {
+      during = counts();
+      (t as PassThrough).write(`${KEY}\r`);
+    });
+    expect(r.code, r.err).toBe(0);
+    expect(during).toEqual(before.map((n) => n + 1));
+    expect(counts()).toEqual(before);
+  });
+});
+
 describe('--key-stdin from a pipe', () => {
   it('reads stdin whole, with no prompt and no raw mode', async () => {
     const pipe = new PassThrough();
