@@ -9,7 +9,7 @@ import { InMemoryTaskStore } from '@modelcontextprotocol/sdk/experimental/tasks/
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import {
   attachBundle,
@@ -24,57 +24,18 @@ import {
   type BatonMcpOptions,
   type ToolCallResult,
 } from '../../src/mcp/middleware.js';
-import { BatonClient } from '../../src/sdk/client.js';
-import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
-import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
-import { startLiveService, type LiveService } from '../sdk/live-service.js';
+import { createInvocation, makeBundle } from '../../src/sdk/records.js';
+import { audit, batonOptions, cleanups, DECLARED, live, storedChain, useLiveBaton, type Chain } from './live-baton.js';
 
 const TOOL_SERVER = 'mcp://edge-tools';
-const DECLARED = { estimated_cost_usd: 0.003, pii_access: false, write_access: false };
+useLiveBaton(TOOL_SERVER);
 
-let live: LiveService;
-let audit: BatonClient;
-const cleanups: (() => Promise<unknown>)[] = [];
-
-beforeAll(async () => {
-  live = await startLiveService();
-  audit = new BatonClient({ baseUrl: live.baseUrl, apiKey: live.tenant.keys.audit });
-});
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => undefined);
-});
-afterAll(async () => {
-  await live?.close();
-});
-
-interface Chain {
-  readonly b: KeyPair;
-  readonly sub: SignedDelegation;
-  readonly chain: readonly SignedDelegation[];
-}
-
-async function storedChain(): Promise<Chain> {
-  const a = generateKeyPair();
-  const b = generateKeyPair();
-  const policy = { allowed_tools: ['web_search'], max_calls: 10, max_cost_usd: 0.05, write_access: false, pii_access: false };
-  const root = createRootDelegation({ issuer: live.tenant.root, audience: a.did, policy });
-  const sub = createSubDelegation({ parent: root, issuer: a, audience: b.did, policy });
-  await new BatonClient({ baseUrl: live.baseUrl }).submit([root, sub]);
-  return { b, sub, chain: [root, sub] };
-}
+const EDGE_POLICY = { allowed_tools: ['web_search'], max_calls: 10, max_cost_usd: 0.05, write_access: false, pii_access: false };
+const edgeChain = () => storedChain(EDGE_POLICY, { rootPolicy: EDGE_POLICY });
 
 function signed(c: Chain, args: Record<string, unknown>) {
   const inv = createInvocation({ chain: c.chain, invoker: c.b, args, toolServer: TOOL_SERVER });
   return makeBundle(inv, c.chain, 'reference');
-}
-
-function batonOptions(overrides: Partial<BatonMcpOptions> = {}): BatonMcpOptions {
-  return {
-    baton: { baseUrl: live.baseUrl, verifyKey: live.tenant.keys.verify, reportKey: live.tenant.keys.report, timeoutMs: 5000 },
-    toolServer: TOOL_SERVER,
-    onEvent: () => undefined,
-    ...overrides,
-  };
 }
 
 async function connect(server: McpServer): Promise<Client> {
@@ -93,7 +54,7 @@ const text = (r: ToolCallResult): string => ((r as { content: { text?: string }[
 
 describe('a bundle in _meta is read as strictly as the X-DRS-Bundle header', () => {
   it('padded base64url is refused in _meta, as Baton refuses it in the header; unpadded runs', async () => {
-    const c = await storedChain();
+    const c = await edgeChain();
     const server = new McpServer({ name: 'edge', version: '1.0.0' });
     const search = vi.fn(async () => ({ content: [{ type: 'text' as const, text: 'ok' }] }));
     server.registerTool('web_search', { inputSchema: { query: z.string() } }, search);
@@ -183,7 +144,7 @@ describe('a task tool reports its cost when the task completes', () => {
   }
 
   it("the cost in the task result's _meta, stored through the request's task store", async () => {
-    const c = await storedChain();
+    const c = await edgeChain();
     const events: BatonMcpEvent[] = [];
     const server = taskServer(batonOptions({ onEvent: (e) => events.push(e) }), async (extra, taskId) => {
       const store = (extra as { taskStore: { storeTaskResult(id: string, s: string, r: unknown): Promise<void> } }).taskStore;
@@ -201,7 +162,7 @@ describe('a task tool reports its cost when the task completes', () => {
   });
 
   it('the last cost given to batonCall(extra).reportCost before the result is stored', async () => {
-    const c = await storedChain();
+    const c = await edgeChain();
     const events: BatonMcpEvent[] = [];
     const server = taskServer(batonOptions({ onEvent: (e) => events.push(e) }), async (extra, taskId) => {
       const call = batonCall(extra)!;
@@ -220,7 +181,7 @@ describe('a task tool reports its cost when the task completes', () => {
   });
 
   it('a task that fails with no result stored: the cost given to reportCost is reported when its status is set', async () => {
-    const c = await storedChain();
+    const c = await edgeChain();
     const events: BatonMcpEvent[] = [];
     const server = taskServer(batonOptions({ onEvent: (e) => events.push(e) }), async (extra, taskId) => {
       batonCall(extra)!.reportCost({ cost_usd: 0.0025 });
@@ -235,7 +196,7 @@ describe('a task tool reports its cost when the task completes', () => {
   });
 
   it('a task the agent cancelled: the cost in the result the store refuses is still reported', async () => {
-    const c = await storedChain();
+    const c = await edgeChain();
     const events: BatonMcpEvent[] = [];
     let cancelled!: () => void;
     const cancelledNow = new Promise<void>((r) => (cancelled = r));
@@ -265,7 +226,7 @@ describe('a task tool reports its cost when the task completes', () => {
   });
 
   it('a task created where the middleware cannot see it: the first reportCost after the handler returned', async () => {
-    const c = await storedChain();
+    const c = await edgeChain();
     const events: BatonMcpEvent[] = [];
     const server = taskServer(
       batonOptions({ onEvent: (e) => events.push(e) }),
@@ -293,7 +254,7 @@ describe('a task tool reports its cost when the task completes', () => {
 
 describe("a tool's answer is read as a task only for a task request", () => {
   it('an answer with no content and a task field, to a plain call: its cost is reported at once', async () => {
-    const c = await storedChain();
+    const c = await edgeChain();
     const events: BatonMcpEvent[] = [];
     const server = new McpServer({ name: 'edge', version: '1.0.0' });
     // Wrapped before the tool is registered, the gate sees the handler's answer before the SDK
@@ -331,7 +292,7 @@ describe("the request's task store, as the handler gets it", () => {
   }
 
   it("takes writes itself, so a setter touching the store's #private fields works", async () => {
-    const c = await storedChain();
+    const c = await edgeChain();
     const server = new McpServer(
       { name: 'tasks', version: '1.0.0' },
       { capabilities: { tasks: { requests: { tools: { call: {} } } } }, taskStore: new InMemoryTaskStore() },
@@ -355,7 +316,7 @@ describe("the request's task store, as the handler gets it", () => {
 
 describe('a task tool called without a task request (taskSupport optional)', () => {
   it('answers once the task is done, with its cost reported once, before the answer', async () => {
-    const c = await storedChain();
+    const c = await edgeChain();
     const events: BatonMcpEvent[] = [];
     const taskStore = new InMemoryTaskStore();
     const server = new McpServer(
@@ -401,7 +362,7 @@ describe('a task tool called without a task request (taskSupport optional)', () 
 
 describe('a call too large for Baton', () => {
   it("is explained to the agent without the operator's settings; the operator's event has them", async () => {
-    const c = await storedChain();
+    const c = await edgeChain();
     const events: BatonMcpEvent[] = [];
     const server = new McpServer({ name: 'edge', version: '1.0.0' });
     const search = vi.fn(async () => ({ content: [{ type: 'text' as const, text: 'ok' }] }));

@@ -10,7 +10,7 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { completable } from '@modelcontextprotocol/sdk/server/completable.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { CallToolRequestSchema, ListToolsRequestSchema, McpError, ReadResourceRequestSchema } from '@modelcontextprotocol/sdk/types.js';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import {
   attachBundle,
@@ -31,56 +31,16 @@ import {
   type BatonRefusal,
   type ToolCallResult,
 } from '../../src/mcp/middleware.js';
-import type { Policy } from '../../src/protocol/policy.js';
 import { encodeBase64url } from '../../src/protocol/base64url.js';
 import { utf8Encode } from '../../src/protocol/jcs.js';
 import { BatonClient } from '../../src/sdk/client.js';
-import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
-import { createInvocation, createRootDelegation, createSubDelegation, makeBundle, type SignedDelegation } from '../../src/sdk/records.js';
-import { closedPortUrl, startLiveService, type LiveService } from '../sdk/live-service.js';
+import { generateKeyPair } from '../../src/sdk/keys.js';
+import { createInvocation, makeBundle } from '../../src/sdk/records.js';
+import { closedPortUrl } from '../sdk/live-service.js';
+import { audit, batonOptions, cleanups, DECLARED, live, storedChain, useLiveBaton, type Chain } from './live-baton.js';
 
 const TOOL_SERVER = 'mcp://test-tools';
-const DECLARED = { estimated_cost_usd: 0.003, pii_access: false, write_access: false };
-
-let live: LiveService;
-let audit: BatonClient;
-const cleanups: (() => Promise<unknown>)[] = [];
-
-beforeAll(async () => {
-  live = await startLiveService();
-  audit = new BatonClient({ baseUrl: live.baseUrl, apiKey: live.tenant.keys.audit });
-});
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => undefined);
-});
-afterAll(async () => {
-  await live?.close();
-});
-
-interface Chain {
-  readonly b: KeyPair;
-  readonly root: SignedDelegation;
-  readonly sub: SignedDelegation;
-  readonly chain: readonly SignedDelegation[];
-}
-
-/** operator (trusted root) -> A -> B, stored in Baton; `cmd` is the root's (the sub inherits it), default /mcp/tools/call. */
-async function storedChain(
-  subPolicy: Policy = { allowed_tools: ['web_search'], max_calls: 5, max_cost_usd: 0.01, write_access: false, pii_access: false },
-  opts: { cmd?: string } = {},
-): Promise<Chain> {
-  const a = generateKeyPair();
-  const b = generateKeyPair();
-  const root = createRootDelegation({
-    issuer: live.tenant.root,
-    audience: a.did,
-    policy: { allowed_tools: ['web_search', 'file_write'], max_calls: 10, max_cost_usd: 0.05, write_access: true, pii_access: false },
-    ...(opts.cmd !== undefined ? { cmd: opts.cmd } : {}),
-  });
-  const sub = createSubDelegation({ parent: root, issuer: a, audience: b.did, policy: subPolicy });
-  await new BatonClient({ baseUrl: live.baseUrl }).submit([root, sub]);
-  return { b, root, sub, chain: [root, sub] };
-}
+useLiveBaton(TOOL_SERVER);
 
 /** One web_search call through invokeTool: a freshly signed invocation by the chain's leaf holder. */
 function searchOnce(client: Client, c: Chain, query = 'q'): ReturnType<typeof invokeTool> {
@@ -91,15 +51,6 @@ function searchOnce(client: Client, c: Chain, query = 'q'): ReturnType<typeof in
     name: 'web_search',
     arguments: { query, ...DECLARED },
   });
-}
-
-function batonOptions(overrides: Partial<BatonMcpOptions> = {}): BatonMcpOptions {
-  return {
-    baton: { baseUrl: live.baseUrl, verifyKey: live.tenant.keys.verify, reportKey: live.tenant.keys.report, timeoutMs: 5000 },
-    toolServer: TOOL_SERVER,
-    onEvent: () => undefined,
-    ...overrides,
-  };
 }
 
 /** An McpServer with spied web_search and file_write handlers, wrapped (after registration unless `wrapFirst`). */
