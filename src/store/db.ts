@@ -78,12 +78,19 @@ export interface OpenStoreOptions {
   migrate?: boolean;
   /** PGlite on disk: how the data folder's lock reports a wait, and a lock lost while held (./data-folder-lock.ts). */
   lock?: DataFolderLockOptions;
+  /**
+   * PGlite: told once, with what to do, when the embedded database stopped for good (see
+   * guardAgainstAbort); every statement fails at once from then on. Without it (the default) the
+   * message goes to stderr and the process ends (exit code 1), as a lost lock ends it, so that a
+   * supervisor starts it again.
+   */
+  onStopped?: (message: string) => void;
 }
 
 /** Opens the store and applies pending migrations before returning it. */
 export async function openStore(opts: OpenStoreOptions): Promise<Store> {
   if (opts.databaseUrl) return openPostgres(opts.databaseUrl, opts.max ?? 10, opts.migrate === false ? null : opts.migrationsFolder);
-  if (opts.dataDir) return openPglite(opts.dataDir, opts.migrationsFolder, opts.lock);
+  if (opts.dataDir) return openPglite(opts.dataDir, opts.migrationsFolder, opts.lock, opts.onStopped);
   throw new Error('openStore: give databaseUrl (PostgreSQL) or dataDir (embedded PGlite)');
 }
 
@@ -124,7 +131,12 @@ async function openPostgres(databaseUrl: string, max: number, migrationsFolder: 
  */
 const CLUSTER_CONTROL_FILE = join('global', 'pg_control');
 
-async function openPglite(dataDir: string, migrationsFolder?: string, lock?: DataFolderLockOptions): Promise<Store> {
+async function openPglite(
+  dataDir: string,
+  migrationsFolder?: string,
+  lock?: DataFolderLockOptions,
+  onStopped: (message: string) => void = endProcess,
+): Promise<Store> {
   const onDisk = !dataDir.includes('://');
   // Owner only: PGlite's own files are world-writable (see restrictDataFolder in server.ts).
   if (onDisk) mkdirSync(dataDir, { recursive: true, mode: 0o700 });
@@ -145,6 +157,10 @@ async function openPglite(dataDir: string, migrationsFolder?: string, lock?: Dat
       { cause: err },
     );
   }
+  const stopped = guardAgainstAbort(client, dataDir, (message) => {
+    unlock(); // the aborted instance writes nothing more: the next start need not take the lock over
+    onStopped(message);
+  });
   try {
     const db = drizzlePglite({ client, schema });
     await migratePgliteDb(db, migrationsFolder);
@@ -157,7 +173,8 @@ async function openPglite(dataDir: string, migrationsFolder?: string, lock?: Dat
       },
       close: once(async () => {
         try {
-          await client.close();
+          // Closing runs statements in the aborted instance too: give the folder back without them.
+          if (!stopped()) await client.close();
         } finally {
           unlock();
         }
@@ -165,10 +182,78 @@ async function openPglite(dataDir: string, migrationsFolder?: string, lock?: Dat
     };
   } catch (err) {
     // The migration's error is the one to tell, and the folder is given back even if closing fails too.
-    await client.close().catch(() => {});
+    if (!stopped()) await client.close().catch(() => {});
     unlock();
     throw err;
   }
+}
+
+/**
+ * A PANIC in PGlite's PostgreSQL (the disk filled while it wrote its WAL: "could not write to file
+ * pg_wal/xlogtemp…: No space left on device") aborts its WebAssembly instance. PGlite swallows the
+ * abort, hands that statement's error back, and runs the next statement in the aborted instance,
+ * which spins in it for good: the event loop blocked, /healthz unanswered, a CPU busy, nothing
+ * logged, even once space is freed (an outside probe). So from the abort on, every statement fails
+ * at once with a storage error (57P02, as PostgreSQL's own backends are told after a crash: a 503,
+ * never an allow), and `onStopped` is told once. What was committed is safe on disk: the next start
+ * recovers it from the WAL. Returns whether the database has stopped.
+ */
+function guardAgainstAbort(client: PGlite, dataDir: string, onStopped: (message: string) => void): () => boolean {
+  let aborted = false;
+  let panic: unknown; // the error PostgreSQL sent as it aborted, for the message
+  let stopped: Error | undefined;
+  const stoppedError = (): Error => {
+    if (stopped) return stopped;
+    const why = panic instanceof Error ? `PostgreSQL aborted: ${panic.message}` : 'PostgreSQL aborted';
+    stopped = Object.assign(
+      new Error(
+        `the embedded database in ${dataDir} cannot go on in this process (${why}): its committed data is safe on disk. Free space on the disk the data folder is on (or check that disk), then start Baton again.`,
+        { cause: panic },
+      ),
+      { code: '57P02' },
+    );
+    return stopped;
+  };
+  // Emscripten calls Module.onAbort as the instance aborts, inside the statement that aborted it.
+  const mod = client.Module as unknown as { onAbort?: (what: unknown) => void };
+  const priorOnAbort = mod.onAbort;
+  mod.onAbort = (what) => {
+    if (!aborted) {
+      aborted = true;
+      // Once the statement's own error (the PANIC) has been handed back.
+      setImmediate(() => onStopped(stoppedError().message));
+    }
+    priorOnAbort?.(what);
+  };
+  // Every statement PGlite runs (query, exec, transaction, close) enters PostgreSQL here.
+  const runSync = client.execProtocolRawSync.bind(client);
+  client.execProtocolRawSync = (message) => {
+    if (aborted) throw stoppedError();
+    try {
+      return runSync(message);
+    } catch (err) {
+      // An abort PGlite let through (a RuntimeError) is a storage failure too, not a query's error.
+      if (!aborted) throw err;
+      panic ??= err;
+      throw stoppedError();
+    }
+  };
+  const stream = client.execProtocolStream.bind(client);
+  client.execProtocolStream = async (message, options) => {
+    try {
+      return await stream(message, options);
+    } catch (err) {
+      if (aborted) panic ??= err;
+      throw err;
+    }
+  };
+  return () => aborted;
+}
+
+/** The default onStopped: the database cannot answer again in this process, so a new one must start. */
+function endProcess(message: string): void {
+  process.stderr.write(`baton: ${message}\n`);
+  process.exit(1);
 }
 
 function once(fn: () => Promise<void>): () => Promise<void> {
