@@ -21,6 +21,7 @@ import { startIntegrator, type RunningIntegrator } from './service/log-integrato
 import { startIntegratorThread } from './service/log-integrator-thread.js';
 import { storedLogNames } from './service/log-tree.js';
 import { openStore, type Store } from './store/db.js';
+import type { MigrationPlan } from './store/migrate.js';
 import { DATA_FOLDER_LOCK } from './store/data-folder-lock.js';
 import { errorForLog } from './store/errors.js';
 
@@ -147,16 +148,35 @@ export async function startServer(
       database: config.databaseUrl ? 'postgres' : 'pglite',
       ...(config.databaseUrl ? {} : { data_dir: config.dataDir }),
     });
+    let migrating: { count: number; started: number } | undefined;
+    const onMigrations = (plan: MigrationPlan) => {
+      if (plan.unknown > 0) {
+        log.warn(
+          `this database was migrated by a newer Baton: it holds ${plan.unknown} migration(s) this build does not know, so this build serves it with older rules (approvals it opens are bound its own way). Run that version or a newer one; see "Upgrading" in the README.`,
+          { unknown_migrations: plan.unknown },
+        );
+      }
+      if (plan.pending.length === 0) return;
+      migrating = { count: plan.pending.length, started: performance.now() };
+      log.info(
+        `applying ${plan.pending.length} migration(s): ${plan.pending[0]}${plan.pending.length > 1 ? ` to ${plan.pending.at(-1)}` : ''}`,
+        {
+          migrations: plan.pending.length,
+        },
+      );
+    };
     store = await openStore(
       config.databaseUrl
-        ? { databaseUrl: config.databaseUrl, max: config.dbPoolSize }
+        ? { databaseUrl: config.databaseUrl, max: config.dbPoolSize, onMigrations }
         : {
             dataDir: config.dataDir,
             // A lost lock ends the process from the heartbeat's own thread (data-folder-lock.ts): the
             // main thread may be too busy running queries to hear of it.
             lock: { onWait: (message) => log.warn(message) },
+            onMigrations,
           },
     );
+    if (migrating) log.info(`applied ${migrating.count} migration(s)`, { ms: Math.round(performance.now() - migrating.started) });
   } catch (e) {
     throw dataFolderRefusal(e, config.dataDir);
   }

@@ -10,7 +10,7 @@ import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { lockDataFolder, type DataFolderLockOptions } from './data-folder-lock.js';
-import { migratePgliteDb, migratePostgresUrl } from './migrate.js';
+import { migratePgliteDb, migratePostgresUrl, type MigrationPlanListener } from './migrate.js';
 import * as schema from './schema/index.js';
 import { VERIFY_STATEMENTS_IN_FLIGHT } from './verify-batch.js';
 
@@ -85,18 +85,26 @@ export interface OpenStoreOptions {
    * supervisor starts it again.
    */
   onStopped?: (message: string) => void;
+  /** Told what the start is about to apply, before it applies it (not called when `migrate` is false). */
+  onMigrations?: MigrationPlanListener;
 }
 
 /** Opens the store and applies pending migrations before returning it. */
 export async function openStore(opts: OpenStoreOptions): Promise<Store> {
-  if (opts.databaseUrl) return openPostgres(opts.databaseUrl, opts.max ?? 10, opts.migrate === false ? null : opts.migrationsFolder);
-  if (opts.dataDir) return openPglite(opts.dataDir, opts.migrationsFolder, opts.lock, opts.onStopped);
+  if (opts.databaseUrl)
+    return openPostgres(opts.databaseUrl, opts.max ?? 10, opts.migrate === false ? null : opts.migrationsFolder, opts.onMigrations);
+  if (opts.dataDir) return openPglite(opts.dataDir, opts.migrationsFolder, opts.lock, opts.onStopped, opts.onMigrations);
   throw new Error('openStore: give databaseUrl (PostgreSQL) or dataDir (embedded PGlite)');
 }
 
 /** `migrationsFolder` null: do not migrate. */
-async function openPostgres(databaseUrl: string, max: number, migrationsFolder: string | null | undefined): Promise<Store> {
-  if (migrationsFolder !== null) await migratePostgresUrl(databaseUrl, migrationsFolder);
+async function openPostgres(
+  databaseUrl: string,
+  max: number,
+  migrationsFolder: string | null | undefined,
+  onMigrations?: MigrationPlanListener,
+): Promise<Store> {
+  if (migrationsFolder !== null) await migratePostgresUrl(databaseUrl, migrationsFolder, undefined, onMigrations);
   const options = {
     connect_timeout: 5,
     // Reconnect quickly: the driver's default backoff grows to 10-20 s, and
@@ -136,6 +144,7 @@ async function openPglite(
   migrationsFolder?: string,
   lock?: DataFolderLockOptions,
   onStopped: (message: string) => void = endProcess,
+  onMigrations?: MigrationPlanListener,
 ): Promise<Store> {
   const onDisk = !dataDir.includes('://');
   // Owner only: PGlite's own files are world-writable (see restrictDataFolder in server.ts).
@@ -163,7 +172,7 @@ async function openPglite(
   });
   try {
     const db = drizzlePglite({ client, schema });
-    await migratePgliteDb(db, migrationsFolder);
+    await migratePgliteDb(db, migrationsFolder, onMigrations);
     return {
       db,
       kind: 'pglite',

@@ -1,5 +1,5 @@
 // Applies the committed SQL in migrations/ (drizzle-kit's format) at start.
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sql } from 'drizzle-orm';
@@ -31,6 +31,38 @@ export function findMigrationsFolder(from: string = dirname(fileURLToPath(import
   }
 }
 
+/** What a start is about to apply, told before it applies it. */
+export interface MigrationPlan {
+  /** The journal's migrations the database lacks, in the order they are applied (their tags). */
+  readonly pending: readonly string[];
+  /** Migrations the database holds that this build does not know: a newer Baton applied them. */
+  readonly unknown: number;
+}
+
+/** Told the plan before anything is applied (the log says how many, first to last). */
+export type MigrationPlanListener = (plan: MigrationPlan) => void;
+
+interface JournalEntry {
+  readonly tag: string;
+  readonly when: number;
+}
+
+/**
+ * The plan from the journal and the database's drizzle.__drizzle_migrations, by drizzle's own rule:
+ * a migration is applied when its journal time is later than the last applied one's.
+ */
+async function migrationPlan(folder: string, query: (text: string) => Promise<Record<string, unknown>[]>): Promise<MigrationPlan> {
+  const journal = (JSON.parse(readFileSync(join(folder, 'meta', '_journal.json'), 'utf8')) as { entries: JournalEntry[] }).entries;
+  const newest = Math.max(0, ...journal.map((e) => e.when));
+  const [exists] = await query(`select to_regclass('drizzle.__drizzle_migrations') is not null as e`);
+  if (exists?.['e'] !== true) return { pending: journal.map((e) => e.tag), unknown: 0 };
+  const [row] = await query(
+    `select coalesce(max(created_at), 0)::float8 as last, (count(*) filter (where created_at > ${newest}))::int as unknown from drizzle.__drizzle_migrations`,
+  );
+  const last = Number(row?.['last'] ?? 0);
+  return { pending: journal.filter((e) => e.when > last).map((e) => e.tag), unknown: Number(row?.['unknown'] ?? 0) };
+}
+
 /**
  * Migrates a real Postgres over its own single connection: the advisory lock is
  * per session, and drizzle's migrator reads the applied list outside its
@@ -40,6 +72,7 @@ export async function migratePostgresUrl(
   databaseUrl: string,
   migrationsFolder = findMigrationsFolder(),
   firstAnswerMs = FIRST_ANSWER_TIMEOUT_MS,
+  onPlan?: MigrationPlanListener,
 ): Promise<void> {
   const client = postgres(databaseUrl, {
     max: 1,
@@ -53,6 +86,8 @@ export async function migratePostgresUrl(
     await answersWithin(db.execute(sql`select 1`), firstAnswerMs, client);
     await db.execute(sql`select pg_advisory_lock(${MIGRATION_LOCK_KEY})`);
     try {
+      // Read under the lock: a node that started first has applied what it applied.
+      onPlan?.(await migrationPlan(migrationsFolder, async (text) => [...(await client.unsafe(text))]));
       await migratePostgres(db, { migrationsFolder });
     } finally {
       await db.execute(sql`select pg_advisory_unlock(${MIGRATION_LOCK_KEY})`);
@@ -124,6 +159,8 @@ export function redactUrl(url: string): string {
 export async function migratePgliteDb(
   db: PgliteDatabase<Record<string, unknown>>,
   migrationsFolder = findMigrationsFolder(),
+  onPlan?: MigrationPlanListener,
 ): Promise<void> {
+  onPlan?.(await migrationPlan(migrationsFolder, async (text) => (await db.execute(sql.raw(text))).rows as Record<string, unknown>[]));
   await migratePglite(db, { migrationsFolder });
 }

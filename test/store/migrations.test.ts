@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/db.js';
-import { findMigrationsFolder, migratePostgresUrl, redactUrl } from '../../src/store/migrate.js';
+import { findMigrationsFolder, migratePostgresUrl, redactUrl, type MigrationPlan } from '../../src/store/migrate.js';
 import { rows } from '../../src/store/rows.js';
 import { tenants } from '../../src/store/schema/index.js';
 import { createDatabase, freshPglite } from '../setup/db.js';
@@ -33,7 +33,15 @@ const TABLES = [
   'trusted_roots',
 ];
 const journal = JSON.parse(readFileSync(join(findMigrationsFolder(), 'meta', '_journal.json'), 'utf8')) as {
-  entries: { tag: string }[];
+  entries: { tag: string; when: number }[];
+};
+/** A migration a newer build applied: later than every entry of this build's journal. */
+const fromANewerBuild = sql`insert into drizzle.__drizzle_migrations (hash, created_at) values ('newer', ${
+  Math.max(...journal.entries.map((e) => e.when)) + 1_000_000
+})`;
+const plans = () => {
+  const seen: MigrationPlan[] = [];
+  return { seen, onMigrations: (plan: MigrationPlan) => void seen.push(plan) };
 };
 
 const listTables = sql`select table_name::text as name from information_schema.tables
@@ -60,18 +68,25 @@ describe('migrations', () => {
     it('create every table and record every journal entry, and re-opening is a no-op', async () => {
       const database = await createDatabase();
       cleanup.push(database.drop);
-      const first = await openStore({ databaseUrl: database.url, max: 2 });
+      const told = plans();
+      const first = await openStore({ databaseUrl: database.url, max: 2, onMigrations: told.onMigrations });
       cleanup.push(first.close);
+      // Told before applying: every journal entry, in order, and nothing unknown.
+      expect(told.seen).toEqual([{ pending: journal.entries.map((e) => e.tag), unknown: 0 }]);
       expect(first.kind).toBe('postgres');
       await first.ping();
       expect((await rows<{ name: string }>(first.db, listTables)).map((r) => r.name)).toEqual(TABLES);
       expect((await rows<{ n: number }>(first.db, appliedCount))[0]?.n).toBe(journal.entries.length);
 
       await first.db.insert(tenants).values({ id: 'ten_keep', name: 'kept' });
-      const second = await openStore({ databaseUrl: database.url, max: 2 });
+      await first.db.execute(fromANewerBuild);
+      const again = plans();
+      const second = await openStore({ databaseUrl: database.url, max: 2, onMigrations: again.onMigrations });
       cleanup.push(second.close);
-      expect((await rows<{ n: number }>(second.db, appliedCount))[0]?.n).toBe(journal.entries.length);
+      expect((await rows<{ n: number }>(second.db, appliedCount))[0]?.n).toBe(journal.entries.length + 1);
       expect(await second.db.select().from(tenants)).toHaveLength(1);
+      // Nothing to apply, and the newer build's migration is told (the start warns of a rollback).
+      expect(again.seen).toEqual([{ pending: [], unknown: 1 }]);
     });
   });
 
@@ -84,9 +99,13 @@ describe('migrations', () => {
         await store.ping();
         expect((await rows<{ name: string }>(store.db, listTables)).map((r) => r.name)).toEqual(TABLES);
         await store.db.insert(tenants).values({ id: 'ten_keep', name: 'kept' });
+        await store.db.execute(fromANewerBuild);
         await store.close();
 
-        reopened = await openStore({ dataDir });
+        const told = plans();
+        reopened = await openStore({ dataDir, onMigrations: told.onMigrations });
+        expect(told.seen).toEqual([{ pending: [], unknown: 1 }]);
+        await reopened.db.execute(sql`delete from drizzle.__drizzle_migrations where hash = 'newer'`);
         expect((await rows<{ n: number }>(reopened.db, appliedCount))[0]?.n).toBe(journal.entries.length);
         expect((await reopened.db.select().from(tenants)).map((t) => t.id)).toEqual(['ten_keep']);
       } finally {
