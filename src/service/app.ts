@@ -3,7 +3,7 @@
  * error mapper. Handlers stay thin; decisions live in their own functions.
  */
 import type { OpenAPIHono } from '@hono/zod-openapi';
-import type { MiddlewareHandler } from 'hono';
+import type { Context, MiddlewareHandler } from 'hono';
 import { DOCUMENT_CONFIG, registerDocumentComponents } from '../api/document.js';
 import { isWellFormedString } from '../protocol/jcs.js';
 import { requestId } from 'hono/request-id';
@@ -26,7 +26,7 @@ import { approvalRoutes } from './approvals.handlers.js';
 import { explainRoutes } from './explain.handlers.js';
 import { metrics } from './metrics.js';
 import { CommitGate, withinDeadline, withinDeadlineOr } from './deadline.js';
-import { methodsServingPath } from './method-not-allowed.js';
+import { literalPathsOtherRoutesMatch, methodsServingPath } from './method-not-allowed.js';
 import { refuseUndeclaredQuery } from './undeclared-query.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 import { verifyDrsRoute, verifyDryRunRoute, verifyRoute } from '../api/verify.js';
@@ -131,6 +131,29 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   // After the request log and metrics, so a refused query is logged and counted as other refusals.
   app.use('*', refuseUndeclaredQuery(app));
 
+  // A path a route names literally answers only its own methods: GET /v1/delegations/issue would
+  // otherwise reach GET /v1/delegations/{hash} and be refused as a malformed hash (400).
+  const methodsServing = methodsServingPath(app.routes);
+  const methodNotAllowed = (c: Context<AppEnv>, allowed: readonly string[]) => {
+    c.header('Allow', allowed.join(', '));
+    return c.json(
+      errorEnvelope(
+        new BatonError('METHOD_NOT_ALLOWED', {
+          message: `${c.req.path} does not answer ${c.req.method}; it answers ${allowed.join(', ')}.`,
+          details: { allow: allowed },
+        }),
+        c.get('requestId'),
+      ),
+      405,
+    );
+  };
+  const shadowedPaths = literalPathsOtherRoutesMatch(app.routes);
+  app.use('*', async (c, next) => {
+    const allowed = shadowedPaths().get(c.req.path);
+    if (allowed !== undefined && !allowed.includes(c.req.method)) return methodNotAllowed(c, allowed);
+    return next();
+  });
+
   app.use('*', async (c, next) => {
     const arrived = Date.now();
     c.set('deadline', new Date(arrived + deps.config.verifyDeadlineMs));
@@ -186,22 +209,9 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   app.route('/', approvalRoutes(deps));
   app.route('/', explainRoutes(deps));
 
-  const methodsServing = methodsServingPath(app.routes);
   app.notFound((c) => {
     const allowed = methodsServing(c.req.path);
-    if (allowed.length > 0) {
-      c.header('Allow', allowed.join(', '));
-      return c.json(
-        errorEnvelope(
-          new BatonError('METHOD_NOT_ALLOWED', {
-            message: `${c.req.path} does not answer ${c.req.method}; it answers ${allowed.join(', ')}.`,
-            details: { allow: allowed },
-          }),
-          c.get('requestId'),
-        ),
-        405,
-      );
-    }
+    if (allowed.length > 0) return methodNotAllowed(c, allowed);
     // No route ends in "/"; say so when the path without it is a route.
     const withoutSlash = c.req.path.replace(/\/+$/, '');
     const servedWithout = withoutSlash !== c.req.path && withoutSlash !== '' ? methodsServing(withoutSlash) : [];
