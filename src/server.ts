@@ -20,7 +20,7 @@ import { serveClusterMetrics, SUPERVISED_WORKER_ENV } from './service/metrics.js
 import { startIntegrator, type RunningIntegrator } from './service/log-integrator.js';
 import { startIntegratorThread } from './service/log-integrator-thread.js';
 import { storedLogNames } from './service/log-tree.js';
-import { openStore, type Store } from './store/db.js';
+import { DATABASE_MARKER_FILE, openStore, type Store } from './store/db.js';
 import type { MigrationPlan } from './store/migrate.js';
 import { DATA_FOLDER_LOCK } from './store/data-folder-lock.js';
 import { errorForLog } from './store/errors.js';
@@ -92,8 +92,8 @@ export function restrictDataFolder(dataDir: string, log: Logger): void {
   });
 }
 
-/** Names only Baton's data folder holds: PGlite's version file, the development master key, the lock. */
-const BATON_DATA_MARKERS = new Set(['PG_VERSION', 'master.key', DATA_FOLDER_LOCK]);
+/** Names only Baton's data folder holds: PGlite's version file, the development master key, the lock, the database marker. */
+const BATON_DATA_MARKERS = new Set(['PG_VERSION', 'master.key', DATA_FOLDER_LOCK, DATABASE_MARKER_FILE]);
 
 /**
  * The master key encrypts signing keys at rest. Without BATON_MASTER_KEY a

@@ -1,7 +1,7 @@
 // Database selection: postgres.js against a real server when a URL is given,
 // otherwise embedded PGlite in a data folder. Both are drizzle PgDatabases over
 // one schema, so one body of query code runs on either.
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { sql } from 'drizzle-orm';
@@ -134,10 +134,14 @@ async function openPostgres(
 }
 
 /**
- * A file that marks a database in a folder: initdb writes the control file after PG_VERSION, so a
- * first start cut short before PG_VERSION (which PGlite then creates again) leaves none.
+ * Written once a start has opened and migrated the folder's database: from then on the folder holds
+ * one. PostgreSQL's own files cannot say so: PGlite copies a new cluster into the folder in no
+ * set order (global/pg_control long before PG_VERSION), so a first start cut short leaves some of
+ * them, which PGlite then creates again.
  */
-const CLUSTER_CONTROL_FILE = join('global', 'pg_control');
+export const DATABASE_MARKER_FILE = 'baton-database';
+const DATABASE_MARKER_TEXT =
+  "This folder holds Baton's embedded database (PGlite). Keep every file in it: without PG_VERSION, PGlite would create an empty database over it, so Baton refuses to start.\n";
 
 async function openPglite(
   dataDir: string,
@@ -151,8 +155,9 @@ async function openPglite(
   if (onDisk) mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const unlock = onDisk ? lockDataFolder(dataDir, lock) : () => {};
   // PGlite alone would create a new, empty database over a cluster that lost its PG_VERSION: every
-  // tenant, counter and used jti gone without a word (an outside probe). Such a folder is damaged.
-  const lostVersion = onDisk && !existsSync(join(dataDir, 'PG_VERSION')) && existsSync(join(dataDir, CLUSTER_CONTROL_FILE));
+  // tenant, counter and used jti gone without a word (an outside probe). A folder a start has
+  // migrated (its marker) without PG_VERSION is damaged.
+  const lostVersion = onDisk && !existsSync(join(dataDir, 'PG_VERSION')) && existsSync(join(dataDir, DATABASE_MARKER_FILE));
   let client: PGlite;
   try {
     if (lostVersion) throw new Error(`it holds a database whose PG_VERSION file is missing`);
@@ -173,6 +178,8 @@ async function openPglite(
   try {
     const db = drizzlePglite({ client, schema });
     await migratePgliteDb(db, migrationsFolder, onMigrations);
+    if (onDisk && !existsSync(join(dataDir, DATABASE_MARKER_FILE)))
+      writeFileSync(join(dataDir, DATABASE_MARKER_FILE), DATABASE_MARKER_TEXT, { mode: 0o600 });
     return {
       db,
       kind: 'pglite',
@@ -241,7 +248,9 @@ function guardAgainstAbort(client: PGlite, dataDir: string, onStopped: (message:
     try {
       return runSync(message);
     } catch (err) {
-      // An abort PGlite let through (a RuntimeError) is a storage failure too, not a query's error.
+      // An abort PGlite let through (a RuntimeError, after onAbort) is a storage failure too, not a
+      // query's error. A trap that bypasses abort() (unreachable, out of bounds) PGlite swallows
+      // inside its own loop before it reaches here: that one this guard does not see.
       if (!aborted) throw err;
       panic ??= err;
       throw stoppedError();

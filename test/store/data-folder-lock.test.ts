@@ -3,13 +3,13 @@
  * data folder is refused while the first holds it, and a lock left by a
  * process that is gone is taken over.
  */
-import { existsSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DATA_FOLDER_LOCK, lockDataFolder } from '../../src/store/data-folder-lock.js';
-import { openStore } from '../../src/store/db.js';
+import { DATABASE_MARKER_FILE, openStore } from '../../src/store/db.js';
 import { freshPglite } from '../setup/db.js';
 import { scratchFolders } from '../support/scratch.js';
 
@@ -362,6 +362,24 @@ describe('the embedded store', () => {
     await expect(opening).rejects.toThrow(/move it aside.*BATON_DATA_DIR/);
     expect(existsSync(join(dir, DATA_FOLDER_LOCK))).toBe(false);
   });
+
+  it(
+    'a first start cut short (cluster files, no PG_VERSION, no marker) is created again, as PGlite does',
+    { timeout: 90_000 },
+    async () => {
+      const dir = folder();
+      // PGlite copies a new cluster in no set order: global/pg_control may be there before PG_VERSION.
+      mkdirSync(join(dir, 'global'));
+      writeFileSync(join(dir, 'global', 'pg_control'), Buffer.alloc(8192));
+      const store = await openStore({ dataDir: dir });
+      try {
+        await store.ping();
+        expect(existsSync(join(dir, DATABASE_MARKER_FILE))).toBe(true);
+      } finally {
+        await store.close();
+      }
+    },
+  );
 
   it('a database that lost its PG_VERSION is refused as damaged, never created again empty over it', { timeout: 90_000 }, async () => {
     const { dataDir, store, drop } = await freshPglite();
