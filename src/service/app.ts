@@ -128,9 +128,6 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     });
   });
 
-  // After the request log and metrics, so a refused query is logged and counted as other refusals.
-  app.use('*', refuseUndeclaredQuery(app));
-
   // A path a route names literally answers only its own methods: GET /v1/delegations/issue would
   // otherwise reach GET /v1/delegations/{hash} and be refused as a malformed hash (400).
   const methodsServing = methodsServingPath(app.routes);
@@ -153,6 +150,9 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     if (allowed !== undefined && !allowed.includes(c.req.method)) return methodNotAllowed(c, allowed);
     return next();
   });
+
+  // After the request log and metrics, so a refused query is logged and counted as other refusals.
+  app.use('*', refuseUndeclaredQuery(app));
 
   app.use('*', async (c, next) => {
     const arrived = Date.now();

@@ -14,6 +14,7 @@ import type { MiddlewareHandler } from 'hono';
 import { matchedRoutes } from 'hono/route';
 import { BatonError } from '../protocol/errors.js';
 import type { AppEnv } from './types.js';
+import { verifyDrsRoute } from '../api/verify.js';
 
 interface DeclaredRoute {
   readonly method: string;
@@ -30,24 +31,38 @@ function routeKey(method: string, honoPath: string): string {
   return `${method.toUpperCase()} ${honoPath}`;
 }
 
-/** Call with the app whose routes are all declared; the table is built at the first request. */
+/** A `name=value` pair of the query with no name (`?=1`, `&=x`): Hono's parser drops it without a word. */
+const hasNamelessParameter = (query: string): boolean => query.split('&').some((pair) => pair.startsWith('='));
+
+/** Call with the app whose routes are all declared; the tables are built at the first request. */
 export function refuseUndeclaredQuery(app: OpenAPIHono<AppEnv>): MiddlewareHandler<AppEnv> {
-  let takesNone: ReadonlySet<string> | undefined;
-  const table = () => {
+  let tables: { readonly takesNone: ReadonlySet<string>; readonly readsStrictly: ReadonlySet<string> } | undefined;
+  const build = () => {
     const routes = app.openAPIRegistry.definitions.flatMap((d) => (d.type === 'route' ? [d.route as DeclaredRoute] : []));
-    return new Set(
-      routes
-        .filter((r) => r.request?.query === undefined && !publicRead(r))
-        .map((r) => routeKey(r.method, r.path.replace(/\{([^}]+)\}/g, ':$1'))),
-    );
+    const key = (r: DeclaredRoute) => routeKey(r.method, r.path.replace(/\{([^}]+)\}/g, ':$1'));
+    return {
+      takesNone: new Set(routes.filter((r) => r.request?.query === undefined && !publicRead(r)).map(key)),
+      // Routes that read a query they declare, strictly: all but the public reads and DRS's /verify.
+      readsStrictly: new Set(
+        routes.filter((r) => r.request?.query !== undefined && !publicRead(r) && r.path !== verifyDrsRoute.path).map(key),
+      ),
+    };
   };
   return async (c, next) => {
     const url = c.req.url;
     const q = url.indexOf('?');
     if (q === -1 || q === url.length - 1) return next();
     const route = matchedRoutes(c).at(-1);
-    takesNone ??= table();
-    if (route !== undefined && takesNone.has(routeKey(route.method, route.path))) {
+    tables ??= build();
+    const routeAt = route === undefined ? undefined : routeKey(route.method, route.path);
+    if (routeAt !== undefined && tables.readsStrictly.has(routeAt) && hasNamelessParameter(url.slice(q + 1).split('#')[0]!)) {
+      throw new BatonError('INVALID_REQUEST', {
+        message: 'The query holds a parameter with no name (such as "?=1"); Baton refuses it rather than ignore it.',
+        suggestion: 'Send only the query parameters this operation lists, each as name=value (see GET /docs).',
+        details: { parameter: '' },
+      });
+    }
+    if (route !== undefined && routeAt !== undefined && tables.takesNone.has(routeAt)) {
       throw new BatonError('INVALID_REQUEST', {
         message: `${c.req.method} ${route.path.replace(/:([^/{]+)/g, '{$1}')} takes no query parameters; Baton refuses them rather than ignore them.`,
         suggestion: 'Send the request without a query: options of this route go in its JSON body or its path (see GET /docs).',

@@ -68,6 +68,9 @@ function cases(): [name: string, method: string, path: string, key: string][] {
   for (const q of ['=1', 'limit=1&=x', '='])
     for (const path of [inv, '/v1/service-receipts', '/v1/invocations'])
       out.push([`nameless parameter ${q} on ${path}`, 'GET', `${path}?${q}`, tenant.keys.audit]);
+  // Routes that read their query through the route's own validator, not parseQuery.
+  out.push(['nameless parameter on the consistency proof', 'GET', '/v1/log/consistency?from=1&to=1&=x', tenant.keys.audit]);
+  out.push(['nameless parameter on a receipt proof', 'GET', '/v1/log/service-receipts/1/proof?=x', tenant.keys.audit]);
   for (const [what, x] of Object.entries(BAD_TEXT)) {
     for (const path of [
       `/v1/delegations/${x}`,

@@ -309,6 +309,7 @@ describe('unknown routes', () => {
       ['GET', '/v1/delegations/issue', 'POST'],
       ['HEAD', '/v1/delegations/issue', 'POST'],
       ['PUT', '/v1/delegations/issue', 'POST'],
+      ['GET', '/v1/delegations/issue?x=1', 'POST'], // not the query refusal of the route it never reaches
     ] as const) {
       const r = await svc.call(method, path);
       expect(r.status, `${method} ${path}`).toBe(405);
