@@ -1,7 +1,7 @@
 // Database selection: postgres.js against a real server when a URL is given,
 // otherwise embedded PGlite in a data folder. Both are drizzle PgDatabases over
 // one schema, so one body of query code runs on either.
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { sql } from 'drizzle-orm';
@@ -140,6 +140,21 @@ async function openPostgres(
  * them, which PGlite then creates again.
  */
 export const DATABASE_MARKER_FILE = 'baton-database';
+
+/**
+ * Whether a cluster's folder holds a relation created after initdb (a file numbered from 16384,
+ * PostgreSQL's first normal object id, in base/<database>/): a folder an earlier build migrated,
+ * before it wrote the marker. A new cluster, whole or copied in part, has none.
+ */
+function holdsTablesOfItsOwn(dataDir: string): boolean {
+  try {
+    return readdirSync(join(dataDir, 'base')).some((database) =>
+      readdirSync(join(dataDir, 'base', database)).some((file) => /^\d+$/.test(file) && Number(file) >= 16_384),
+    );
+  } catch {
+    return false; // no base/ (or not readable): PGlite judges the rest
+  }
+}
 const DATABASE_MARKER_TEXT =
   "This folder holds Baton's embedded database (PGlite). Keep every file in it: without PG_VERSION, PGlite would create an empty database over it, so Baton refuses to start.\n";
 
@@ -157,7 +172,8 @@ async function openPglite(
   // PGlite alone would create a new, empty database over a cluster that lost its PG_VERSION: every
   // tenant, counter and used jti gone without a word (an outside probe). A folder a start has
   // migrated (its marker) without PG_VERSION is damaged.
-  const lostVersion = onDisk && !existsSync(join(dataDir, 'PG_VERSION')) && existsSync(join(dataDir, DATABASE_MARKER_FILE));
+  const lostVersion =
+    onDisk && !existsSync(join(dataDir, 'PG_VERSION')) && (existsSync(join(dataDir, DATABASE_MARKER_FILE)) || holdsTablesOfItsOwn(dataDir));
   let client: PGlite;
   try {
     if (lostVersion) throw new Error(`it holds a database whose PG_VERSION file is missing`);

@@ -381,6 +381,32 @@ describe('the embedded store', () => {
     },
   );
 
+  it(
+    'a folder an earlier build migrated (no marker) that lost its PG_VERSION is refused too; a start writes the marker',
+    { timeout: 90_000 },
+    async () => {
+      const { dataDir, store, drop } = await freshPglite();
+      try {
+        await store.query(`insert into tenants (id, name) values ('ten_earlier', 'earlier')`, []);
+        await store.close();
+        rmSync(join(dataDir, DATABASE_MARKER_FILE)); // as an earlier build left it
+        const version = readFileSync(join(dataDir, 'PG_VERSION'));
+        rmSync(join(dataDir, 'PG_VERSION'));
+        await expect(openStore({ dataDir })).rejects.toThrow(/PG_VERSION file is missing/);
+        writeFileSync(join(dataDir, 'PG_VERSION'), version);
+        const again = await openStore({ dataDir });
+        try {
+          expect(await again.query(`select name from tenants where id = 'ten_earlier'`, [])).toEqual([{ name: 'earlier' }]);
+          expect(existsSync(join(dataDir, DATABASE_MARKER_FILE))).toBe(true);
+        } finally {
+          await again.close();
+        }
+      } finally {
+        await drop();
+      }
+    },
+  );
+
   it('a database that lost its PG_VERSION is refused as damaged, never created again empty over it', { timeout: 90_000 }, async () => {
     const { dataDir, store, drop } = await freshPglite();
     try {
