@@ -48,7 +48,16 @@ const EnvSchema = z.object({
   BATON_ADMIN_KEY: bearerToken('BATON_ADMIN_KEY').optional(),
   // A bearer token that reads /metrics and nothing else, for a Prometheus scraper.
   BATON_METRICS_TOKEN: bearerToken('BATON_METRICS_TOKEN').optional(),
-  BATON_DATA_DIR: z.string().min(1).default('./.baton/data'),
+  // A folder, or memory:// (nothing kept). Any other URL PGlite may still open as a folder (file://)
+  // while Baton, taking it for no folder, would skip the folder's lock, checks and permissions.
+  BATON_DATA_DIR: z
+    .string()
+    .min(1)
+    .default('./.baton/data')
+    .refine(
+      (v) => !v.includes('://') || v.startsWith('memory://'),
+      'BATON_DATA_DIR must be a folder path (or memory:// for a database kept in memory only); give a file:// URL as a plain path',
+    ),
   BATON_MASTER_KEY: z
     .string()
     .optional()

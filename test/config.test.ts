@@ -34,6 +34,15 @@ describe('loadConfig', () => {
     );
   });
 
+  it('takes a folder or memory:// as BATON_DATA_DIR, and refuses any other URL (file:// would skip the folder lock and checks)', () => {
+    expect(loadConfig({ BATON_DATA_DIR: '/var/lib/baton' }).dataDir).toBe('/var/lib/baton');
+    expect(loadConfig({ BATON_DATA_DIR: 'memory://' }).dataDir).toBe('memory://');
+    for (const url of ['file:///var/lib/baton', 'idb://baton', 'opfs-ahp://baton']) {
+      expect(() => loadConfig({ BATON_DATA_DIR: url }), url).toThrow(ConfigError);
+      expect(() => loadConfig({ BATON_DATA_DIR: url }), url).toThrow(/BATON_DATA_DIR must be a folder path/);
+    }
+  });
+
   it('refuses several workers on the embedded database at start, as a configuration error naming what to set', () => {
     expect(() => loadConfig({ BATON_WORKERS: '2' })).toThrow(ConfigError);
     expect(() => loadConfig({ BATON_WORKERS: '2' })).toThrow(/BATON_WORKERS: more than 1 needs DATABASE_URL[\s\S]*--database-url/);
