@@ -15,7 +15,7 @@ import { answerHostless, answerUnbuildableRequest, answerUnreadRequest, isHostle
 import { ensureAdminKey } from './service/auth.js';
 import { withdrawBootstrapAdminKey } from './store/api-keys.js';
 import { createServiceDeps } from './service/deps.js';
-import { createLogger, type Logger } from './service/log.js';
+import { createLogger, flushLogs, type Logger } from './service/log.js';
 import { serveClusterMetrics, SUPERVISED_WORKER_ENV } from './service/metrics.js';
 import { startIntegrator, type RunningIntegrator } from './service/log-integrator.js';
 import { startIntegratorThread } from './service/log-integrator-thread.js';
@@ -102,6 +102,11 @@ const BATON_DATA_MARKERS = new Set(['PG_VERSION', 'master.key', DATA_FOLDER_LOCK
  */
 export function resolveMasterKey(config: Config, log: Logger): Uint8Array {
   if (config.masterKey) return config.masterKey;
+  if (config.dataDir.startsWith('memory://')) {
+    // Nothing is kept, the key neither: a file for it would be a folder named "memory:" here.
+    log.warn('generated a development master key held in memory only (BATON_DATA_DIR=memory:// keeps nothing)');
+    return Uint8Array.from(randomBytes(32));
+  }
   const file = join(config.dataDir, 'master.key');
   if (existsSync(file)) {
     const key = decodeMasterKey(readFileSync(file, 'utf8'));
@@ -133,7 +138,10 @@ export function dataFolderRefusal(e: unknown, dataDir: string): unknown {
 export async function startServer(
   config: Config,
   log: Logger,
-  announce: (text: string) => void = (t) => process.stderr.write(t),
+  announce: (text: string) => void = (t) => {
+    flushLogs(); // the log lines before it (the migrations) come first
+    process.stderr.write(t);
+  },
 ): Promise<RunningServer> {
   if (config.databaseUrl && !(await postgresDriverGuarded())) throw new Error(MISSING_DRIVER_GUARD);
   // Workers share the supervisor's port (node:cluster), which checked it before forking them.
@@ -388,8 +396,8 @@ export async function runService(): Promise<void> {
   if (config.workers > 1 && cluster.isPrimary) return runPrimary(config, log);
   const server = await startServer(config, log);
   // Under BATON_WORKERS the supervisor says it once, when every worker listens (runPrimary).
-  if (!cluster.isWorker)
-    process.stderr.write(`Baton is listening on ${server.url} (database: ${server.store.kind}). Press Ctrl+C to stop.\n`);
+  if (!cluster.isWorker) flushLogs();
+  process.stderr.write(`Baton is listening on ${server.url} (database: ${server.store.kind}). Press Ctrl+C to stop.\n`);
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
@@ -453,6 +461,7 @@ async function runPrimary(config: Config, log: Logger): Promise<void> {
       started++;
       if (started === config.workers) {
         const url = listeningUrl(config.host, address.port);
+        flushLogs();
         process.stderr.write(`Baton is listening on ${url} (database: postgres, ${config.workers} workers). Press Ctrl+C to stop.\n`);
       }
     });

@@ -4,12 +4,12 @@
  * keeps other local users out.
  */
 import { randomBytes } from 'node:crypto';
-import { chmodSync, chownSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/service/log.js';
-import { dataFolderRefusal, restrictDataFolder, startServer } from '../src/server.js';
+import { dataFolderRefusal, resolveMasterKey, restrictDataFolder, startServer } from '../src/server.js';
 import { scratchFolders } from './support/scratch.js';
 
 const scratch = scratchFolders('baton-server-');
@@ -109,5 +109,25 @@ describe('dataFolderRefusal', () => {
     const other = errno('ENOSPC', '/srv/baton/data/x');
     expect(dataFolderRefusal(other, '/srv/baton/data')).toBe(other);
     expect(dataFolderRefusal('text', '/d')).toBe('text');
+  });
+});
+
+describe('resolveMasterKey', () => {
+  it('keeps the development key of a memory:// database in memory: no file, no folder named "memory:"', () => {
+    const cwd = process.cwd();
+    const here = scratch();
+    process.chdir(here);
+    try {
+      const { log, lines } = recordingLogger();
+      const config = loadConfig({ BATON_DATA_DIR: 'memory://' });
+      const key = resolveMasterKey(config, log);
+      expect(key).toHaveLength(32);
+      expect(existsSync(join(here, 'memory:'))).toBe(false);
+      expect(lines.map((l) => l['msg'])).toEqual([expect.stringMatching(/held in memory only/)]);
+      // Another start keeps nothing either: a new key.
+      expect(Buffer.from(resolveMasterKey(config, log)).equals(Buffer.from(key))).toBe(false);
+    } finally {
+      process.chdir(cwd);
+    }
   });
 });

@@ -30,6 +30,7 @@ function bufferedStdout(): (line: string) => void {
     process.stdout.write(text);
   };
   process.on('exit', flush);
+  flushPending = flush;
   return (line) => {
     pending.push(line);
     if (!scheduled) {
@@ -37,6 +38,17 @@ function bufferedStdout(): (line: string) => void {
       setImmediate(flush);
     }
   };
+}
+
+let flushPending: (() => void) | undefined;
+
+/**
+ * Writes the log lines still waiting for the end of the turn, now: before a text written straight
+ * to stderr (the start's banner), which would otherwise read as coming before them. A start's
+ * migrations on PGlite hold the turn for their whole length.
+ */
+export function flushLogs(): void {
+  flushPending?.();
 }
 
 let stdoutWriter: ((line: string) => void) | undefined;
