@@ -396,8 +396,10 @@ export async function runService(): Promise<void> {
   if (config.workers > 1 && cluster.isPrimary) return runPrimary(config, log);
   const server = await startServer(config, log);
   // Under BATON_WORKERS the supervisor says it once, when every worker listens (runPrimary).
-  if (!cluster.isWorker) flushLogs();
-  process.stderr.write(`Baton is listening on ${server.url} (database: ${server.store.kind}). Press Ctrl+C to stop.\n`);
+  if (!cluster.isWorker) {
+    flushLogs();
+    process.stderr.write(`Baton is listening on ${server.url} (database: ${server.store.kind}). Press Ctrl+C to stop.\n`);
+  }
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
