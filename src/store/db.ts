@@ -2,7 +2,6 @@
 // otherwise embedded PGlite in a data folder. Both are drizzle PgDatabases over
 // one schema, so one body of query code runs on either.
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { sql } from 'drizzle-orm';
@@ -106,8 +105,6 @@ async function openPostgres(
   onMigrations?: MigrationPlanListener,
 ): Promise<Store> {
   if (migrationsFolder !== null) await migratePostgresUrl(databaseUrl, migrationsFolder, undefined, onMigrations);
-  // This store's sessions, by name: see endReadOnlySessions.
-  const applicationName = `baton ${randomBytes(6).toString('hex')}`;
   const options = {
     connect_timeout: 5,
     // Reconnect quickly: the driver's default backoff grows to 10-20 s, and
@@ -115,10 +112,8 @@ async function openPostgres(
     // instead of prompt 503s, and recovery lagged the database by as long.
     backoff: () => 0.2,
     onnotice: () => {},
-    connection: { application_name: applicationName },
   };
   const client = postgres(databaseUrl, { ...options, max });
-  const endReadOnlySessions = readOnlySessionsEnder(databaseUrl, applicationName);
   // The hot path's statements get connections of their own, as many as the batcher runs at once.
   // The pool hands out its idle connections in turn, so once a busy minute had opened all of
   // them, each verify ran on another backend whose plans and memory had gone cold in the CPU's
@@ -128,43 +123,13 @@ async function openPostgres(
   return {
     db,
     kind: 'postgres',
-    query: async (text, params) => {
-      try {
-        return await hot.unsafe(text, params as postgres.ParameterOrJSON<never>[], { prepare: true });
-      } catch (err) {
-        if ((err as { code?: unknown }).code === READ_ONLY_TRANSACTION) endReadOnlySessions();
-        throw err;
-      }
-    },
+    query: async (text, params) => hot.unsafe(text, params as postgres.ParameterOrJSON<never>[], { prepare: true }),
     ping: async () => {
       await db.execute(sql`select 1`);
     },
     close: once(async () => {
       await Promise.all([client.end({ timeout: 5 }), hot.end({ timeout: 5 })]);
     }),
-  };
-}
-
-/** SQLSTATE of a write in a read-only transaction. */
-const READ_ONLY_TRANSACTION = '25006';
-
-/**
- * A session keeps the database's default_transaction_read_only as it was when it began. Sessions
- * opened while a database was read-only (ALTER DATABASE ... SET default_transaction_read_only, a
- * failover's standby) refused every write for as long as the driver kept them, 30 to 60 minutes,
- * though the database could write again: every verify a 503 (an outside probe). On such a refusal
- * the store ends its own sessions (found by their application_name, from a connection of its own),
- * at most once a second; the driver opens new ones, which read the database's setting as it is now.
- */
-function readOnlySessionsEnder(databaseUrl: string, applicationName: string): () => void {
-  let last = -Infinity;
-  return () => {
-    if (performance.now() - last < 1_000) return;
-    last = performance.now();
-    const once = postgres(databaseUrl, { max: 1, connect_timeout: 5, onnotice: () => {} });
-    void once`select pg_terminate_backend(pid) from pg_stat_activity where application_name = ${applicationName} and pid <> pg_backend_pid()`
-      .catch(() => {}) // the database is failing anyway: the next refusal tries again
-      .finally(() => void once.end({ timeout: 1 }));
   };
 }
 
