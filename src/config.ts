@@ -33,6 +33,9 @@ const bearerToken = (name: string) =>
 /** The transparency logs' name when BATON_TLOG_NAME is unset: fit for a development machine only. */
 export const DEFAULT_TLOG_NAME = 'localhost';
 
+const GENERATE_MASTER_KEY = `Generate one with: node -e "console.log(require('crypto').randomBytes(32).toString('hex'))"`;
+const LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const;
+
 const EnvSchema = z.object({
   PORT: int('PORT', 0, 65535, 8080),
   HOST: z.string().min(1).default('127.0.0.1'),
@@ -61,7 +64,10 @@ const EnvSchema = z.object({
   BATON_MASTER_KEY: z
     .string()
     .optional()
-    .refine((v) => v === undefined || decodeMasterKey(v) !== null, 'BATON_MASTER_KEY must be 32 bytes as 64 hex digits or base64'),
+    .refine(
+      (v) => v === undefined || decodeMasterKey(v) !== null,
+      `BATON_MASTER_KEY must be 32 bytes as 64 hex digits or base64. ${GENERATE_MASTER_KEY}`,
+    ),
   BATON_MAX_BODY_BYTES: int('BATON_MAX_BODY_BYTES', 1024, 16 * 1024 * 1024, 256 * 1024),
   BATON_MAX_CHAIN_DEPTH: int('BATON_MAX_CHAIN_DEPTH', 1, 16, 16),
   BATON_INVOCATION_MAX_AGE: int('BATON_INVOCATION_MAX_AGE', 1, 86_400, 300),
@@ -77,7 +83,16 @@ const EnvSchema = z.object({
     .string()
     .regex(/^[A-Za-z0-9][A-Za-z0-9.:/_-]{0,199}$/, 'BATON_TLOG_NAME must be a host name or path (letters, digits, . : / _ -)')
     .default(DEFAULT_TLOG_NAME),
-  BATON_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
+  // Any case (INFO is info), and a refusal that names the value, as the other variables' do.
+  BATON_LOG_LEVEL: z
+    .string()
+    .default('info')
+    .transform((v) => v.toLowerCase())
+    .pipe(
+      z.enum(LOG_LEVELS, {
+        error: (issue) => `BATON_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got "${String(issue.input)}"`,
+      }),
+    ),
   // HTTP timeouts: an idle keep-alive connection outlives common load-balancer idle timeouts (60 s),
   // so the balancer, never the service, closes it first; see README "Running behind a load balancer".
   BATON_KEEP_ALIVE_TIMEOUT_MS: int('BATON_KEEP_ALIVE_TIMEOUT_MS', 1_000, 3_600_000, 65_000),
@@ -152,7 +167,7 @@ function unsafeCombinations(env: Environment): string[] {
     // database could not open the signing keys the first one sealed there.
     problems.push(
       'BATON_MASTER_KEY: is required with DATABASE_URL: every node sharing the database must use the same master key to open the keys sealed in it. ' +
-        `Generate one with: node -e "console.log(require('crypto').randomBytes(32).toString('hex'))" and set the same value on every node`,
+        `${GENERATE_MASTER_KEY} and set the same value on every node`,
     );
   }
   const workers = Number(env['BATON_WORKERS'] ?? '1');

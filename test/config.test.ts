@@ -43,6 +43,18 @@ describe('loadConfig', () => {
     }
   });
 
+  it('takes BATON_LOG_LEVEL in any case, and refuses another value naming it', () => {
+    expect(loadConfig({ BATON_LOG_LEVEL: 'INFO' }).logLevel).toBe('info');
+    expect(loadConfig({}).logLevel).toBe('info');
+    expect(() => loadConfig({ BATON_LOG_LEVEL: 'verbose' })).toThrow(
+      /BATON_LOG_LEVEL: BATON_LOG_LEVEL must be one of debug, info, warn, error, silent, got "verbose"/,
+    );
+  });
+
+  it('an invalid BATON_MASTER_KEY is refused with how to make one', () => {
+    expect(() => loadConfig({ BATON_MASTER_KEY: 'deadbeef' })).toThrow(/must be 32 bytes[\s\S]*randomBytes\(32\)/);
+  });
+
   it('refuses several workers on the embedded database at start, as a configuration error naming what to set', () => {
     expect(() => loadConfig({ BATON_WORKERS: '2' })).toThrow(ConfigError);
     expect(() => loadConfig({ BATON_WORKERS: '2' })).toThrow(/BATON_WORKERS: more than 1 needs DATABASE_URL[\s\S]*--database-url/);
