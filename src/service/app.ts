@@ -144,7 +144,7 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       405,
     );
   };
-  const shadowedPaths = literalPathsOtherRoutesMatch(app.routes);
+  const shadowedPaths = literalPathsOtherRoutesMatch(app.routes, methodsServing);
   app.use('*', async (c, next) => {
     const allowed = shadowedPaths().get(c.req.path);
     if (allowed !== undefined && !allowed.includes(c.req.method)) return methodNotAllowed(c, allowed);

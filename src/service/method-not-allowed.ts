@@ -48,11 +48,13 @@ export function methodsServingPath(routes: readonly RouterRoute[]): (path: strin
  * Hono would hand such a path asked with another method to the parameter's route. Built once, at
  * the first request, so that each request costs one lookup.
  */
-export function literalPathsOtherRoutesMatch(routes: readonly RouterRoute[]): () => ReadonlyMap<string, readonly string[]> {
+export function literalPathsOtherRoutesMatch(
+  routes: readonly RouterRoute[],
+  serving: (path: string) => string[],
+): () => ReadonlyMap<string, readonly string[]> {
   let shadowed: Map<string, readonly string[]> | undefined;
   return () => {
     if (shadowed) return shadowed;
-    const serving = methodsServingPath(routes);
     const withParams = routes.filter((r) => r.method !== 'ALL' && /[:*]/.test(r.path)).map((r) => patternOf(r.path));
     shadowed = new Map(
       routes

@@ -86,6 +86,31 @@ async function holding(lock: (tx: postgres.TransactionSql) => Promise<unknown>):
   };
 }
 
+/**
+ * Decides `item` alone with a deadline 1 s away while `first` holds one lock until 800 ms and
+ * `second` another for longer: the statement must be refused at its deadline (55P03 or 57014), its
+ * second wait bounded by what the first left, so well before a second whole deadline (1.8 s).
+ */
+async function expectRefusedAtItsDeadline(
+  item: BatchItem,
+  first: { release(): Promise<void> },
+  second: { release(): Promise<void> },
+): Promise<void> {
+  const started = Date.now();
+  const deadline = new Date(started + 1_000).toISOString();
+  const deciding = store.query('select baton_verify_batch($1, $2::text::jsonb) as r', [deadline, JSON.stringify([item])]).then(
+    () => 'decided',
+    (e: { code?: string }) => e.code,
+  );
+  setTimeout(() => void first.release(), 800);
+  try {
+    expect(['55P03', '57014']).toContain(await deciding);
+    expect(Date.now() - started).toBeLessThan(1_500);
+  } finally {
+    await second.release();
+  }
+}
+
 /** Runs two batches at once, ROUNDS times; any error (a deadlock is 40P01) fails the test. */
 async function neverDeadlock(pair: () => Promise<[BatchItem[], BatchItem[]]>): Promise<void> {
   for (let round = 0; round < ROUNDS; round++) {
@@ -179,22 +204,8 @@ describe('verify statements never deadlock', () => {
       (tx) => tx`select pg_advisory_xact_lock(hashtextextended(${`baton:verify:jti:${caller.tenantId}:${item.jti}`}, 0))`,
     );
     const dr = await holding((tx) => tx`select 1 from delegations where tenant_id = ${caller.tenantId} and hash = ${root.hash} for update`);
-    const started = Date.now();
-    const deadline = new Date(started + 1_000).toISOString();
-    const deciding = store.query('select baton_verify_batch($1, $2::text::jsonb) as r', [deadline, JSON.stringify([item])]).then(
-      () => 'decided',
-      (e: { code?: string }) => e.code,
-    );
-    setTimeout(() => void key.release(), 800);
-    try {
-      const outcome = await deciding;
-      // Refused at its deadline, 1 s (55P03 or 57014), not after a second full wait on the DR (about
-      // 1.8 s): the bound sits between the two, half a second past the deadline.
-      expect(['55P03', '57014']).toContain(outcome);
-      expect(Date.now() - started).toBeLessThan(1_500);
-    } finally {
-      await dr.release();
-    }
+    // Refused at its deadline, 1 s (55P03 or 57014), not after a second full wait on the DR (about 1.8 s).
+    await expectRefusedAtItsDeadline(item, key, dr);
   });
 
   it('a lone item naming an approval: its wait on the approval is bounded by what its chain left (0038)', async () => {
@@ -204,21 +215,8 @@ describe('verify statements never deadlock', () => {
     // An actuals report holds the item's DR until 800 ms; a decision holds the approval for longer.
     const dr = await holding((tx) => tx`select 1 from delegations where tenant_id = ${caller.tenantId} and hash = ${root.hash} for update`);
     const decision = await holding((tx) => tx`select 1 from approvals where tenant_id = ${caller.tenantId} and id = ${named} for update`);
-    const started = Date.now();
-    const deadline = new Date(started + 1_000).toISOString();
-    const deciding = store.query('select baton_verify_batch($1, $2::text::jsonb) as r', [deadline, JSON.stringify([item])]).then(
-      () => 'decided',
-      (e: { code?: string }) => e.code,
-    );
-    setTimeout(() => void dr.release(), 800);
-    try {
-      const outcome = await deciding;
-      // Refused at its deadline, not after a second wait of a whole deadline on the approval (about 1.8 s).
-      expect(['55P03', '57014']).toContain(outcome);
-      expect(Date.now() - started).toBeLessThan(1_500);
-    } finally {
-      await decision.release();
-    }
+    // Refused at its deadline, not after a second wait of a whole deadline on the approval (about 1.8 s).
+    await expectRefusedAtItsDeadline(item, dr, decision);
   });
 });
 
