@@ -1,10 +1,9 @@
 /** Running `baton` in tests: in-process through main(argv, io), or through the real bin. */
 import { execFile, type ChildProcess } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { main } from '../../src/cli/main.js';
+import { scratchFolders } from '../support/scratch.js';
 
 export interface RunResult {
   code: number;
@@ -64,9 +63,8 @@ export function runPackaged(argv: string[], timeoutMs = 30_000): Promise<RunResu
   });
 }
 
-export function tempDir(): string {
-  return mkdtempSync(join(tmpdir(), 'baton-cli-'));
-}
+/** A new empty folder, removed after the tests of the file that imports these helpers. */
+export const tempDir = scratchFolders('baton-cli-');
 
 /**
  * The URL from a starting service's "Baton is listening on …" line, read from

@@ -1,7 +1,6 @@
 /** `baton verify`: exit codes, --json shape, readable output; in-process and through the real bin. */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
@@ -9,10 +8,11 @@ import { main } from '../../src/cli/main.js';
 import { encodeBase64url } from '../../src/protocol/base64url.js';
 import { utf8Encode } from '../../src/protocol/jcs.js';
 import { buildChain, T0 } from '../support/fixtures.js';
+import { scratchFolders } from '../support/scratch.js';
 
 const fixture = JSON.parse(readFileSync(new URL('../vectors/drs-conformance/receipts/full-chain-bundle.json', import.meta.url), 'utf8'));
 const ALICE = fixture.keys.alice.did as string;
-const dir = mkdtempSync(join(tmpdir(), 'baton-cli-'));
+const dir = scratchFolders('baton-cli-')();
 
 async function run(argv: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = '';

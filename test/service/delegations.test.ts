@@ -6,6 +6,7 @@ import { createRootDelegation, createSubDelegation, type SignedDelegation } from
 import { delegations, serviceReceipts } from '../../src/store/schema/index.js';
 import { verifyServiceReceipt } from '../../src/service/signer.js';
 import { main as cli } from '../../src/cli/main.js';
+import { scratchFolders } from '../support/scratch.js';
 import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
 import { createSubDelegationUnchecked, T0 } from '../support/fixtures.js';
 import { encodeBase58btc } from '../../src/protocol/base58.js';
@@ -15,6 +16,8 @@ let tenant: TestTenant;
 let agentA: KeyPair;
 let agentB: KeyPair;
 let root: SignedDelegation;
+
+const scratch = scratchFolders('chain-');
 
 const policy = { allowed_tools: ['web_search', 'file_read'], max_cost_usd: 10, max_calls: 100 };
 
@@ -243,10 +246,9 @@ describe('reading delegations', () => {
     expect(r.status).toBe(200);
     expect(r.body.receipts).toHaveLength(3);
     expect(r.body.records.map((x: { depth: number }) => x.depth)).toEqual([0, 1, 2]);
-    const { writeFileSync, mkdtempSync } = await import('node:fs');
+    const { writeFileSync } = await import('node:fs');
     const { join } = await import('node:path');
-    const { tmpdir } = await import('node:os');
-    const file = join(mkdtempSync(join(tmpdir(), 'chain-')), 'chain.json');
+    const file = join(scratch(), 'chain.json');
     writeFileSync(file, JSON.stringify(r.body));
     let out = '';
     const code = await cli(['verify', file, '--chain-only', '--trust', tenant.root.did, '--at', String(T0 + 10), '--json'], {

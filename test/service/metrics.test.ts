@@ -2,8 +2,7 @@
 // every family, _total counters, process/runtime/pool metrics and build info.
 import { execFile, execFileSync } from 'node:child_process';
 import { promisify } from 'node:util';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKeyPair } from '../../src/sdk/keys.js';
@@ -11,9 +10,11 @@ import { integrateOnce } from '../../src/service/log-integrator.js';
 import { silentLogger } from '../../src/service/log.js';
 import { countPending } from '../../src/store/log.js';
 import { verifyBatcherOf } from '../../src/store/verify-batch.js';
+import { scratchFolders } from '../support/scratch.js';
 import { setupTenant, startTestService, storeTwoLeaves, verifyInvocation, type TestService } from '../support/service.js';
 
 const execFileAsync = promisify(execFile);
+const scratch = scratchFolders('baton-cluster-');
 let svc: TestService;
 let text: string;
 const METRICS_TOKEN = `metrics-${'t'.repeat(24)}`;
@@ -152,7 +153,7 @@ describe('GET /metrics', () => {
         const text = await metrics.render();
         process.send({ served: text.includes('baton_build_info') });
       }`;
-    const file = join(mkdtempSync(join(tmpdir(), 'baton-cluster-')), 'host.mjs');
+    const file = join(scratch(), 'host.mjs');
     writeFileSync(file, script);
     const { stdout } = await execFileAsync(process.execPath, ['--import', 'tsx', file], {
       cwd: new URL('../..', import.meta.url).pathname,

@@ -5,8 +5,7 @@
  * just closed. Checked on a real listening server over a raw socket.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect, createServer, type Socket } from 'node:net';
 import postgres from 'postgres';
@@ -16,8 +15,10 @@ import { silentLogger } from '../../src/service/log.js';
 import { MAX_HEADER_BYTES, startServer, type RunningServer } from '../../src/server.js';
 import { answerUnreadRequest } from '../../src/service/http.js';
 import { createDatabase, type FreshDatabase } from '../setup/db.js';
+import { scratchFolders } from '../support/scratch.js';
 
 const cleanup: (() => Promise<void>)[] = [];
+const scratch = scratchFolders('baton-busy-port-');
 afterAll(async () => {
   for (const f of cleanup.reverse()) await f();
 });
@@ -127,7 +128,7 @@ describe('HTTP timeouts', () => {
 
   it('a port already in use fails the start before anything is created: no database, no keys in the data folder', async () => {
     const first = await start();
-    const dataDir = join(mkdtempSync(join(tmpdir(), 'baton-busy-port-')), 'data');
+    const dataDir = join(scratch(), 'data');
     await expect(startServer(loadConfig({ BATON_DATA_DIR: dataDir, PORT: String(first.port) }), silentLogger, () => {})).rejects.toThrow(
       /already in use/,
     );
