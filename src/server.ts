@@ -15,7 +15,7 @@ import { answerHostless, answerUnbuildableRequest, answerUnreadRequest, isHostle
 import { ensureAdminKey } from './service/auth.js';
 import { withdrawBootstrapAdminKey } from './store/api-keys.js';
 import { createServiceDeps } from './service/deps.js';
-import { createLogger, flushLogs, logReadOnly, type Logger } from './service/log.js';
+import { createLogger, flushLogs, type Logger } from './service/log.js';
 import { serveClusterMetrics, SUPERVISED_WORKER_ENV } from './service/metrics.js';
 import { startIntegrator, type RunningIntegrator } from './service/log-integrator.js';
 import { startIntegratorThread } from './service/log-integrator-thread.js';
@@ -175,7 +175,7 @@ export async function startServer(
     };
     store = await openStore(
       config.databaseUrl
-        ? { databaseUrl: config.databaseUrl, max: config.dbPoolSize, onMigrations, onReadOnly: logReadOnly(log) }
+        ? { databaseUrl: config.databaseUrl, max: config.dbPoolSize, onMigrations }
         : {
             dataDir: config.dataDir,
             // A lost lock ends the process from the heartbeat's own thread (data-folder-lock.ts): the

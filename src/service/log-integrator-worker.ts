@@ -9,7 +9,7 @@ import { openStore } from '../store/db.js';
 import { errorForLog } from '../store/errors.js';
 import { startIntegrator } from './log-integrator.js';
 import type { FromIntegratorThread, IntegratorThreadData, ToIntegratorThread } from './log-integrator-thread.js';
-import { logReadOnly, type Logger } from './log.js';
+import type { Logger } from './log.js';
 import { loadServiceSignerByKid, type ServiceSigner } from './signer.js';
 
 if (!parentPort) throw new Error('log-integrator-worker runs only as a worker thread');
@@ -44,7 +44,7 @@ const pause = (ms: number) =>
 
 async function run(): Promise<void> {
   // The main thread has migrated the database already.
-  const store = await openStore({ databaseUrl: data.databaseUrl, max: 1, migrate: false, onReadOnly: logReadOnly(log) });
+  const store = await openStore({ databaseUrl: data.databaseUrl, max: 1, migrate: false });
   try {
     let signer: ServiceSigner | undefined;
     while (!signer && !stopping) {

@@ -66,8 +66,3 @@ export function createLogger(level: LogLevel, write: (line: string) => void = wr
 }
 
 export const silentLogger: Logger = createLogger('silent');
-
-/** The store's read-only watch (ReadOnlyListener in src/store/db.ts) as log lines: a warning, then the recovery. */
-export function logReadOnly(log: Logger): (event: 'read-only' | 'writable', message: string) => void {
-  return (event, message) => (event === 'read-only' ? log.warn(message) : log.info(message));
-}

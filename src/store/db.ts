@@ -87,20 +87,12 @@ export interface OpenStoreOptions {
   onStopped?: (message: string) => void;
   /** Told what the start is about to apply, before it applies it (not called when `migrate` is false). */
   onMigrations?: MigrationPlanListener;
-  /** PostgreSQL: told when sessions began read-only, and when the store has writable ones again (watchForWritableSessions). */
-  onReadOnly?: ReadOnlyListener;
 }
 
 /** Opens the store and applies pending migrations before returning it. */
 export async function openStore(opts: OpenStoreOptions): Promise<Store> {
   if (opts.databaseUrl)
-    return openPostgres(
-      opts.databaseUrl,
-      opts.max ?? 10,
-      opts.migrate === false ? null : opts.migrationsFolder,
-      opts.onMigrations,
-      opts.onReadOnly,
-    );
+    return openPostgres(opts.databaseUrl, opts.max ?? 10, opts.migrate === false ? null : opts.migrationsFolder, opts.onMigrations);
   if (opts.dataDir) return openPglite(opts.dataDir, opts.migrationsFolder, opts.lock, opts.onStopped, opts.onMigrations);
   throw new Error('openStore: give databaseUrl (PostgreSQL) or dataDir (embedded PGlite)');
 }
@@ -111,118 +103,33 @@ async function openPostgres(
   max: number,
   migrationsFolder: string | null | undefined,
   onMigrations?: MigrationPlanListener,
-  onReadOnly?: ReadOnlyListener,
 ): Promise<Store> {
   if (migrationsFolder !== null) await migratePostgresUrl(databaseUrl, migrationsFolder, undefined, onMigrations);
-  const recovery = watchForWritableSessions(databaseUrl, () => renewPools(), onReadOnly);
-  const openPools = () => {
-    const options = {
-      connect_timeout: 5,
-      // Reconnect quickly: the driver's default backoff grows to 10-20 s, and
-      // queries wait behind it, so an outage turned into hanging requests
-      // instead of prompt 503s, and recovery lagged the database by as long.
-      backoff: () => 0.2,
-      onnotice: () => {},
-      onparameter: recovery.onParameter,
-    };
-    const client = postgres(databaseUrl, { ...options, max });
-    // The hot path's statements get connections of their own, as many as the batcher runs at once.
-    // The pool hands out its idle connections in turn, so once a busy minute had opened all of
-    // them, each verify ran on another backend whose plans and memory had gone cold in the CPU's
-    // caches: a 1-in-flight verify took 1.3x as long after a 32-in-flight load as before it.
-    const hot = postgres(databaseUrl, { ...options, max: VERIFY_STATEMENTS_IN_FLIGHT });
-    drizzlePostgres({ client, schema }); // sets drizzle's type parsers on this client's options, as `db` expects
-    return { client, hot };
+  const options = {
+    connect_timeout: 5,
+    // Reconnect quickly: the driver's default backoff grows to 10-20 s, and
+    // queries wait behind it, so an outage turned into hanging requests
+    // instead of prompt 503s, and recovery lagged the database by as long.
+    backoff: () => 0.2,
+    onnotice: () => {},
   };
-  let pools = openPools();
-  const retiring = new Set<Promise<unknown>>();
-  // New pools in place of pools whose sessions began read-only: what the old ones run finishes there.
-  function renewPools(): void {
-    const old = pools;
-    pools = openPools();
-    const ending = Promise.all([old.client.end({ timeout: 5 }), old.hot.end({ timeout: 5 })]).finally(() => retiring.delete(ending));
-    retiring.add(ending);
-  }
-  // drizzle holds the client it is given: this one is always the current pool.
-  const currentClient = new Proxy(pools.client, {
-    get: (_target, key) => Reflect.get(pools.client, key) as unknown,
-    apply: (_target, self, args) => Reflect.apply(pools.client, self, args) as unknown,
-  });
-  const db = drizzlePostgres({ client: currentClient, schema });
+  const client = postgres(databaseUrl, { ...options, max });
+  // The hot path's statements get connections of their own, as many as the batcher runs at once.
+  // The pool hands out its idle connections in turn, so once a busy minute had opened all of
+  // them, each verify ran on another backend whose plans and memory had gone cold in the CPU's
+  // caches: a 1-in-flight verify took 1.3x as long after a 32-in-flight load as before it.
+  const hot = postgres(databaseUrl, { ...options, max: VERIFY_STATEMENTS_IN_FLIGHT });
+  const db = drizzlePostgres({ client, schema });
   return {
     db,
     kind: 'postgres',
-    query: async (text, params) => pools.hot.unsafe(text, params as postgres.ParameterOrJSON<never>[], { prepare: true }),
+    query: async (text, params) => hot.unsafe(text, params as postgres.ParameterOrJSON<never>[], { prepare: true }),
     ping: async () => {
       await db.execute(sql`select 1`);
     },
     close: once(async () => {
-      recovery.stop();
-      await Promise.all([pools.client.end({ timeout: 5 }), pools.hot.end({ timeout: 5 }), ...retiring]);
+      await Promise.all([client.end({ timeout: 5 }), hot.end({ timeout: 5 })]);
     }),
-  };
-}
-
-/** Told when the store's sessions began read-only, and again when it has sessions that can write. */
-export type ReadOnlyListener = (event: 'read-only' | 'writable', message: string) => void;
-
-/** How often a store whose sessions began read-only asks a new session whether it can write. */
-export const READ_ONLY_RECHECK_MS = 1_000;
-
-/**
- * PostgreSQL gives a session the database's and role's `default_transaction_read_only` (ALTER
- * DATABASE ... SET) once, when it begins, so sessions a pool opened while the database was
- * read-only refused every write (25006, a 503) after it could write again, for as long as the
- * driver kept them: 30 to 60 minutes (an outside probe). postgres.js's `target_session_attrs:
- * 'read-write'` would refuse such sessions, but lets one through when an error reaches it while
- * it starts (seen here), and nothing outside the driver can close one chosen session. So a pool
- * that reports a session read-only (the server reports the setting, and `in_hot_standby`, when a
- * session begins) has a new session asked every second whether it can write; once it can, the
- * store opens new pools (`renew`). Sessions that began before the read-only spell write as
- * PostgreSQL lets them; nothing here makes a session writable that PostgreSQL keeps read-only.
- */
-function watchForWritableSessions(
-  databaseUrl: string,
-  renew: () => void,
-  tell: ReadOnlyListener = () => {},
-): { onParameter: (name: string, value: string) => void; stop: () => void } {
-  let timer: NodeJS.Timeout | undefined;
-  let stopped = false;
-  const askAgainSoon = () => {
-    if (stopped) return;
-    timer = setTimeout(() => void askWhetherWritable(), READ_ONLY_RECHECK_MS);
-    timer.unref();
-  };
-  async function askWhetherWritable(): Promise<void> {
-    const probe = postgres(databaseUrl, { max: 1, connect_timeout: 5, onnotice: () => {} });
-    let writable = false;
-    try {
-      const [row] = await probe`select current_setting('transaction_read_only') as read_only`;
-      writable = row?.read_only === 'off';
-    } catch {
-      // The database cannot answer now: ask again.
-    } finally {
-      await probe.end({ timeout: 1 }).catch(() => {});
-    }
-    if (stopped) return;
-    if (!writable) return askAgainSoon();
-    timer = undefined;
-    renew();
-    tell('writable', 'the database takes writes again: the store opened new connections in place of those that began read-only');
-  }
-  return {
-    onParameter: (name, value) => {
-      if (stopped || timer || value !== 'on' || (name !== 'default_transaction_read_only' && name !== 'in_hot_standby')) return;
-      tell(
-        'read-only',
-        'a database connection began read-only (the database or its role is set read-only, or it is a standby): writes answer 503 while it is; the store opens new connections once it can write',
-      );
-      askAgainSoon();
-    },
-    stop: () => {
-      stopped = true;
-      clearTimeout(timer);
-    },
   };
 }
 
