@@ -87,12 +87,27 @@ export interface OpenStoreOptions {
   onStopped?: (message: string) => void;
   /** Told what the start is about to apply, before it applies it (not called when `migrate` is false). */
   onMigrations?: MigrationPlanListener;
+  /** PostgreSQL: how long a session serves before the driver replaces it (default SESSION_LIFETIME_SECONDS). */
+  sessionLifetimeSeconds?: () => number;
 }
+
+/**
+ * A session takes the database's and role's settings (ALTER DATABASE ... SET) once, when it begins:
+ * sessions a pool opened while the database was read-only (a primary set read-only, a standby
+ * during a failover) refused every write (25006, a 503) after it could write again, for as long as
+ * the driver kept them, 30 to 60 minutes by default (an outside probe). The driver now replaces
+ * each session after about a minute, each at its own time, letting it finish what it runs first.
+ * Closing one chosen session, or whole pools, from outside the driver did not hold up in review.
+ */
+export const SESSION_LIFETIME_SECONDS = (): number => 45 + Math.random() * 30;
 
 /** Opens the store and applies pending migrations before returning it. */
 export async function openStore(opts: OpenStoreOptions): Promise<Store> {
   if (opts.databaseUrl)
-    return openPostgres(opts.databaseUrl, opts.max ?? 10, opts.migrate === false ? null : opts.migrationsFolder, opts.onMigrations);
+    return openPostgres(opts.databaseUrl, opts.max ?? 10, opts.migrate === false ? null : opts.migrationsFolder, {
+      onMigrations: opts.onMigrations,
+      sessionLifetimeSeconds: opts.sessionLifetimeSeconds ?? SESSION_LIFETIME_SECONDS,
+    });
   if (opts.dataDir) return openPglite(opts.dataDir, opts.migrationsFolder, opts.lock, opts.onStopped, opts.onMigrations);
   throw new Error('openStore: give databaseUrl (PostgreSQL) or dataDir (embedded PGlite)');
 }
@@ -102,11 +117,14 @@ async function openPostgres(
   databaseUrl: string,
   max: number,
   migrationsFolder: string | null | undefined,
-  onMigrations?: MigrationPlanListener,
+  { onMigrations, sessionLifetimeSeconds }: { onMigrations?: MigrationPlanListener; sessionLifetimeSeconds: () => number },
 ): Promise<Store> {
   if (migrationsFolder !== null) await migratePostgresUrl(databaseUrl, migrationsFolder, undefined, onMigrations);
   const options = {
     connect_timeout: 5,
+    // A function, asked once per connection so that they end at different times, as the driver's own
+    // default is (its types say only number).
+    max_lifetime: sessionLifetimeSeconds as unknown as number,
     // Reconnect quickly: the driver's default backoff grows to 10-20 s, and
     // queries wait behind it, so an outage turned into hanging requests
     // instead of prompt 503s, and recovery lagged the database by as long.
