@@ -16,7 +16,15 @@ import { z } from 'zod';
 import { BatonError, type Violation } from './errors.js';
 import { clipText } from './jcs.js';
 import { compareUsd, invocationAmountProblem, MAX_INVOCATION_USD, MAX_USD, microsToUsd, usdToMicros, type Micros } from './money.js';
-import { isValidResourcePattern, normalizeResourcePattern, normalizeResourceUri, patternCovers, resourceCovered } from './resource.js';
+import {
+  formatResourcePattern,
+  isValidResourcePattern,
+  normalizeResourceUri,
+  parseResourcePattern,
+  ResourcePatternIndex,
+  resourceListIndex,
+  type ResourcePattern,
+} from './resource.js';
 import { PLAIN_NAME } from './text.js';
 
 export const MAX_LIST_ITEMS = 256;
@@ -149,7 +157,8 @@ function checkList(
   field: ListField,
   parent: Policy,
   child: Policy,
-  covers: (parentEntry: string, childEntry: string) => boolean,
+  /** Whether the parent's list (`allowed`, restricting) grants everything `entry` does. */
+  covers: (allowed: readonly string[], entry: string) => boolean,
 ): Violation[] {
   const allowed = restriction(parent[field]);
   if (allowed === undefined) return [];
@@ -169,7 +178,7 @@ function checkList(
       escalation(field, allowed, granted, `The child sets ${field} to "*" (everything), but the parent restricts it to ${show(allowed)}.`),
     ];
   }
-  const extra = granted.filter((entry) => !allowed.some((a) => covers(a, entry)));
+  const extra = granted.filter((entry) => !covers(allowed, entry));
   if (extra.length === 0) return [];
   return [
     escalation(
@@ -249,16 +258,27 @@ function checkFlag(field: FlagField, parent: Policy, child: Policy): Violation[]
   return [escalation(field, false, true, `The child grants ${field}, which the parent does not grant (absent means false).`)];
 }
 
+/** Whether a restricting list of patterns grants everything `entry` does; an entry that does not parse is granted nothing. */
+function patternsCover(allowed: readonly string[], entry: string): boolean {
+  let pattern;
+  try {
+    pattern = parseResourcePattern(entry);
+  } catch {
+    return false;
+  }
+  return resourceListIndex(allowed).ownersCovering(pattern).size > 0;
+}
+
 /** Every way the child policy grants more than the parent; [] when it only narrows. */
 export function checkAttenuation(parent: Policy, child: Policy): Violation[] {
-  const exact = (a: string, b: string): boolean => a === b;
+  const exact = (allowed: readonly string[], entry: string): boolean => allowed.includes(entry);
   return [
     ...checkList('allowed_tools', parent, child, exact),
     ...checkCeiling('max_cost_usd', parent, child),
     ...checkFlag('pii_access', parent, child),
     ...checkFlag('write_access', parent, child),
     ...checkCeiling('max_calls', parent, child),
-    ...checkList('allowed_resources', parent, child, patternCovers),
+    ...checkList('allowed_resources', parent, child, patternsCover),
     ...checkList('allowed_data_classes', parent, child, exact),
     ...checkCeiling('max_spend_usd', parent, child),
     ...checkDepth(parent, child),
@@ -396,7 +416,7 @@ const RESOURCE_CHECK: AllowListCheck = {
       return e instanceof BatonError ? e.message : 'The resource URI is not valid.';
     }
   },
-  allows: (allowed, uri) => allowed.some((pattern) => resourceCovered(pattern, uri)),
+  allows: (allowed, uri) => resourceListIndex(allowed).grants(uri),
 };
 
 const DATA_CLASS_CHECK: AllowListCheck = {
@@ -457,20 +477,33 @@ function intersectNames(lists: readonly (readonly string[] | undefined)[]): stri
   const restricting = lists.map(restriction).filter((l): l is readonly string[] => l !== undefined);
   const [first, ...others] = restricting;
   if (first === undefined) return undefined;
-  return [...new Set(first)].filter((n) => others.every((o) => o.includes(n)));
+  const otherSets = others.map((o) => new Set(o));
+  return [...new Set(first)].filter((n) => otherSets.every((o) => o.has(n)));
 }
 
 /**
  * Intersection of pattern lists. Two patterns that share a URI are nested, so
  * the intersection is exactly the candidates (from any list) that every list
  * covers; kept in normal form, without duplicates or entries another covers.
+ * Each list is indexed once (ResourcePatternIndex): time linear in the lists' length.
  */
 function intersectPatterns(lists: readonly (readonly string[] | undefined)[]): string[] | undefined {
   const restricting = lists.map(restriction).filter((l): l is readonly string[] => l !== undefined);
   if (restricting.length === 0) return undefined;
-  const candidates = [...new Set(restricting.flat().map(normalizeResourcePattern))];
-  const shared = candidates.filter((c) => restricting.every((l) => l.some((p) => patternCovers(p, c))));
-  return shared.filter((c) => !shared.some((other) => other !== c && patternCovers(other, c)));
+  const byList = new ResourcePatternIndex();
+  const candidates = new Map<string, ResourcePattern>();
+  restricting.forEach((list, owner) => {
+    for (const entry of list) {
+      const pattern = parseResourcePattern(entry); // a policy's entries parsed when it was read
+      byList.add(owner, pattern);
+      candidates.set(formatResourcePattern(pattern), pattern);
+    }
+  });
+  const shared = [...candidates].filter(([, pattern]) => byList.ownersCovering(pattern).size === restricting.length);
+  // Distinct normal forms never cover each other both ways: drop each one another covers.
+  const bySharedEntry = new ResourcePatternIndex();
+  for (const [, pattern] of shared) bySharedEntry.add(0, pattern);
+  return shared.filter(([, pattern]) => bySharedEntry.ownersCovering(pattern, true).size === 0).map(([normal]) => normal);
 }
 
 function minMoney(values: readonly (number | undefined)[]): number | undefined {

@@ -212,8 +212,22 @@ export function normalizeResourceUri(uri: string): string {
   return formatUri(parseUri(uri));
 }
 
+/** Patterns parsed lately, by their text: a policy's entries are parsed when it is read, then again when compared. */
+const parsedPatterns = new Map<string, ResourcePattern>();
+/** Enough for the patterns of a few long chains; at 2,048 characters each, at most about 16 MB of text. */
+const PARSED_PATTERNS_KEPT = 4_096;
+
 /** Parses `*`, an exact URI, or a `/*` prefix; throws INVALID_FIELD for anything else. */
 export function parseResourcePattern(pattern: string): ResourcePattern {
+  const known = parsedPatterns.get(pattern);
+  if (known !== undefined) return known;
+  const parsed = Object.freeze(parsePatternText(pattern));
+  if (parsedPatterns.size >= PARSED_PATTERNS_KEPT) parsedPatterns.delete(parsedPatterns.keys().next().value as string);
+  parsedPatterns.set(pattern, parsed);
+  return parsed;
+}
+
+function parsePatternText(pattern: string): ResourcePattern {
   if (pattern === '*') return { kind: 'all' };
   if (typeof pattern === 'string' && pattern.endsWith('/*')) {
     const base = parseUri(pattern.slice(0, -1)); // keeps the trailing '/'
@@ -235,14 +249,14 @@ export function isValidResourcePattern(pattern: string): boolean {
 
 /** The normal form of a pattern, for display and de-duplication. */
 export function normalizeResourcePattern(pattern: string): string {
-  const p = parseResourcePattern(pattern);
+  return formatResourcePattern(parseResourcePattern(pattern));
+}
+
+/** A parsed pattern written in its normal form. */
+export function formatResourcePattern(p: ResourcePattern): string {
   if (p.kind === 'all') return '*';
   if (p.kind === 'exact') return p.uri;
   return `${formatUri({ scheme: p.scheme, authority: p.authority, path: p.path, query: null })}*`;
-}
-
-function prefixCovers(p: ResourcePattern & { kind: 'prefix' }, u: UriParts): boolean {
-  return u.scheme === p.scheme && u.authority === p.authority && u.path.length > p.path.length && u.path.startsWith(p.path);
 }
 
 function tryParse<T>(f: () => T): T | undefined {
@@ -253,18 +267,142 @@ function tryParse<T>(f: () => T): T | undefined {
   }
 }
 
+/** A prefix pattern's path as segments: `/a/b/` is `['', 'a', 'b']` (its trailing '/' ends the last). */
+function prefixSegments(path: string): string[] {
+  return path.slice(0, -1).split('/');
+}
+
+interface PrefixNode {
+  /** Owners of a prefix pattern whose path ends here. */
+  owners: number[] | undefined;
+  readonly next: Map<string, PrefixNode>;
+}
+
+/**
+ * Patterns from several owners (the lists of a chain, or the entries of one list), parsed once and
+ * indexed so that "which owners cover this?" costs time linear in the asked URI's length, whatever
+ * the number of patterns. Comparing every pattern with every other, parsing both each time, let
+ * one request of 16 records of 256 prefixes each hold the service's thread for 12 to 80 s (an
+ * outside probe). Prefixes sit in a trie of path segments per scheme and authority; a pattern
+ * that fails to parse covers nothing (fail closed), as in patternCovers.
+ */
+export class ResourcePatternIndex {
+  private readonly everything: number[] = [];
+  private readonly exact = new Map<string, number[]>();
+  private readonly prefixes = new Map<string, PrefixNode>();
+
+  /** `owner`: a small number naming who holds the pattern, reported back by ownersCovering. */
+  add(owner: number, pattern: ResourcePattern): void {
+    if (pattern.kind === 'all') return void this.everything.push(owner);
+    if (pattern.kind === 'exact') return void getOrAdd(this.exact, pattern.uri, () => []).push(owner);
+    let node = getOrAdd(this.prefixes, originKey(pattern.scheme, pattern.authority), newPrefixNode);
+    for (const segment of prefixSegments(pattern.path)) node = getOrAdd(node.next, segment, newPrefixNode);
+    (node.owners ??= []).push(owner);
+  }
+
+  /**
+   * The owners holding a pattern that covers `pattern` (set inclusion, as patternCovers), each
+   * once. `strictly`: not counting a pattern equal to it.
+   */
+  ownersCovering(pattern: ResourcePattern, strictly = false): Set<number> {
+    const found = new Set<number>();
+    const take = (owners: readonly number[] | undefined) => owners?.forEach((o) => found.add(o));
+    if (pattern.kind === 'all') {
+      if (!strictly) take(this.everything);
+      return found;
+    }
+    if (pattern.kind === 'exact') {
+      this.ownersGranting(parseUri(pattern.uri), pattern.uri, strictly, take);
+      return found;
+    }
+    take(this.everything);
+    const segments = prefixSegments(pattern.path);
+    this.walkPrefixes(pattern.scheme, pattern.authority, segments, take, (depth) => !strictly || depth < segments.length);
+    return found;
+  }
+
+  /** Whether some pattern grants the URI (as resourceCovered): false for a URI that does not parse. */
+  grants(uri: string): boolean {
+    const parts = tryParse(() => parseUri(uri));
+    if (parts === undefined) return false;
+    let granted = false;
+    this.ownersGranting(parts, formatUri(parts), false, (owners) => (granted ||= owners !== undefined && owners.length > 0));
+    return granted;
+  }
+
+  /** Takes the owners of patterns granting one URI (`normal`: its normal form); `strictly`: not an equal exact pattern. */
+  private ownersGranting(uri: UriParts, normal: string, strictly: boolean, take: (owners: readonly number[] | undefined) => void): void {
+    take(this.everything);
+    if (!strictly) take(this.exact.get(normal));
+    this.walkPrefixes(uri.scheme, uri.authority, uri.path.split('/'), take, (depth, segments) => hasMoreAfter(segments, depth));
+  }
+
+  /** Takes the owners of the prefixes along `segments` whose depth `counts`. */
+  private walkPrefixes(
+    scheme: string,
+    authority: string | null,
+    segments: readonly string[],
+    take: (owners: readonly number[] | undefined) => void,
+    counts: (depth: number, segments: readonly string[]) => boolean,
+  ): void {
+    let node = this.prefixes.get(originKey(scheme, authority));
+    for (let depth = 0; node !== undefined; depth++) {
+      if (node.owners !== undefined && counts(depth, segments)) take(node.owners);
+      if (depth === segments.length) return;
+      node = node.next.get(segments[depth] as string);
+    }
+  }
+}
+
+/**
+ * Whether a URI path, as segments, goes on past its first `depth` segments and the '/' after them:
+ * a prefix grants what lies under it (`/a/x` under `/a/*`), not `/a/` itself.
+ */
+function hasMoreAfter(segments: readonly string[], depth: number): boolean {
+  return segments.length > depth + 1 || (segments.length === depth + 1 && segments[depth] !== '');
+}
+
+function originKey(scheme: string, authority: string | null): string {
+  // Neither a scheme nor an authority holds a NUL; a missing authority differs from an empty one.
+  return authority === null ? `${scheme}\u0000` : `${scheme}\u0000\u0000${authority}`;
+}
+
+function newPrefixNode(): PrefixNode {
+  return { owners: undefined, next: new Map() };
+}
+
+function getOrAdd<K, V>(map: Map<K, V>, key: K, make: () => V): V {
+  let value = map.get(key);
+  if (value === undefined) map.set(key, (value = make()));
+  return value;
+}
+
+/** An index of one list's patterns, all held by owner 0; a pattern that does not parse is left out (it grants nothing). */
+function indexList(list: readonly string[]): ResourcePatternIndex {
+  const index = new ResourcePatternIndex();
+  for (const pattern of list) {
+    const parsed = tryParse(() => parseResourcePattern(pattern));
+    if (parsed !== undefined) index.add(0, parsed);
+  }
+  return index;
+}
+
+const listIndexes = new WeakMap<readonly string[], ResourcePatternIndex>();
+
+/** One allow-list's index, built once per list: a cached delegation's policy keeps its arrays. */
+export function resourceListIndex(list: readonly string[]): ResourcePatternIndex {
+  let index = listIndexes.get(list);
+  if (index === undefined) listIndexes.set(list, (index = indexList(list)));
+  return index;
+}
+
 /**
  * Whether a pattern grants a URI. Never throws: an invalid pattern or URI is
  * simply not covered (fail closed); callers wanting the reason call
  * normalizeResourceUri first.
  */
 export function resourceCovered(pattern: string, uri: string): boolean {
-  const p = tryParse(() => parseResourcePattern(pattern));
-  const u = tryParse(() => parseUri(uri));
-  if (p === undefined || u === undefined) return false;
-  if (p.kind === 'all') return true;
-  if (p.kind === 'exact') return p.uri === formatUri(u);
-  return prefixCovers(p, u);
+  return indexList([pattern]).grants(uri);
 }
 
 /**
@@ -272,12 +410,6 @@ export function resourceCovered(pattern: string, uri: string): boolean {
  * (set inclusion), for attenuation of allowed_resources. Invalid → false.
  */
 export function patternCovers(parentPattern: string, childPattern: string): boolean {
-  const parent = tryParse(() => parseResourcePattern(parentPattern));
   const child = tryParse(() => parseResourcePattern(childPattern));
-  if (parent === undefined || child === undefined) return false;
-  if (parent.kind === 'all') return true;
-  if (child.kind === 'all') return false;
-  if (parent.kind === 'exact') return child.kind === 'exact' && child.uri === parent.uri;
-  if (child.kind === 'exact') return prefixCovers(parent, parseUri(child.uri));
-  return child.scheme === parent.scheme && child.authority === parent.authority && child.path.startsWith(parent.path);
+  return child !== undefined && indexList([parentPattern]).ownersCovering(child).size > 0;
 }
