@@ -32,13 +32,49 @@ export function handleError(err: unknown, c: Context<AppEnv>, log: Logger): Resp
   const e = toBatonError(err);
   const status = httpStatusOf(e);
   const requestId = c.get('requestId') ?? 'unknown';
-  if (status >= 500) {
-    log.error(e.code === 'STORAGE_UNAVAILABLE' ? 'storage unavailable' : 'unhandled error', {
-      request_id: requestId,
-      ...errorForLog(err, e.code === 'INTERNAL'),
-    });
-  }
+  if (e.code === 'STORAGE_UNAVAILABLE') logStorageUnavailable(log, { request_id: requestId, ...errorForLog(err) });
+  else if (status >= 500) log.error('unhandled error', { request_id: requestId, ...errorForLog(err, e.code === 'INTERNAL') });
   return c.json(errorEnvelope(e, requestId), status);
+}
+
+/** At most one `storage unavailable` line per logger in this time; the rest are counted. */
+export const STORAGE_LOG_INTERVAL_MS = 1_000;
+const storageLogs = new WeakMap<Logger, { loggedAt: number; unlogged: number; requestIds: string[]; timer?: NodeJS.Timeout }>();
+/** How many request ids a summary line names: enough to find a few of its 503s, not a wall of them. */
+const SUMMARY_REQUEST_IDS = 5;
+
+/**
+ * While the database is down every request fails the same way: a node answering a few thousand
+ * verifies a second wrote as many identical error lines, enough to fill a disk (maybe the one the
+ * database waits on) and to bury everything else. The first failure in each interval is logged
+ * with its cause; the others are counted and told in one line at the interval's end.
+ */
+function logStorageUnavailable(log: Logger, fields: Record<string, unknown> & { request_id: string }): void {
+  const now = performance.now();
+  let state = storageLogs.get(log);
+  if (!state) storageLogs.set(log, (state = { loggedAt: -Infinity, unlogged: 0, requestIds: [] }));
+  if (now - state.loggedAt >= STORAGE_LOG_INTERVAL_MS) {
+    state.loggedAt = now;
+    log.error('storage unavailable', fields);
+    return;
+  }
+  state.unlogged++;
+  if (state.requestIds.length < SUMMARY_REQUEST_IDS) state.requestIds.push(fields.request_id);
+  if (state.timer) return;
+  const told = state;
+  told.timer = setTimeout(
+    () => {
+      log.error(`storage unavailable: ${told.unlogged} more request(s) answered 503 in the last second, not logged one by one`, {
+        requests: told.unlogged,
+        request_ids: told.requestIds,
+      });
+      told.unlogged = 0;
+      told.requestIds = [];
+      told.timer = undefined;
+    },
+    Math.max(0, told.loggedAt + STORAGE_LOG_INTERVAL_MS - now),
+  );
+  told.timer.unref();
 }
 
 /** @hono/node-server's reasons, in Baton's words; another (a newer version's) gets the general one. */
