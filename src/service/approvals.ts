@@ -149,8 +149,10 @@ export type PendingLimit =
  * and no delegation with a max_calls holds more waiting approvals than it has calls left, since no
  * more of them could ever run: one sub-agent with one call left opened 50 (found by a probe) and
  * filled its root's cap, so its parent's and its siblings' calls were refused for the approvals'
- * lifetime. `lock`: take the root's transaction lock first (inside the inserting transaction), so
- * concurrent asks count one after another; a dry run reads without it.
+ * lifetime. Only approvals asked under `catalogVersion` (the current catalog) count: one asked under
+ * an older catalog can never run, and after a publish it held the very place its call needed to ask
+ * again (an outside probe). `lock`: take the root's transaction lock first (inside the inserting
+ * transaction), so concurrent asks count one after another; a dry run reads without it.
  */
 export async function pendingLimitFor(
   db: Db,
@@ -158,14 +160,17 @@ export async function pendingLimitFor(
   chain: readonly string[],
   now: number,
   lock: boolean,
+  catalogVersion: number,
 ): Promise<PendingLimit | undefined> {
   const root = chain[0]!;
-  const underRoot = lock ? await pendingApprovalsUnderRoot(db, tenantId, root, now) : await countPendingUnderRoot(db, tenantId, root, now);
+  const underRoot = lock
+    ? await pendingApprovalsUnderRoot(db, tenantId, root, now, catalogVersion)
+    : await countPendingUnderRoot(db, tenantId, root, now, catalogVersion);
   if (underRoot >= MAX_PENDING_APPROVALS_PER_ROOT) return { kind: 'root', root };
   for (const s of await readChainState(db, tenantId, chain)) {
     if (s.maxCalls === null) continue;
     const callsLeft = Math.max(0, s.maxCalls - s.callsUsed);
-    const waiting = await countPendingThrough(db, tenantId, root, s.hash, now);
+    const waiting = await countPendingThrough(db, tenantId, root, s.hash, now, catalogVersion);
     if (waiting >= callsLeft) return { kind: 'calls', dr: s.hash, callsLeft, waiting };
   }
   return undefined;
@@ -211,7 +216,7 @@ export async function requestApproval(
     });
     const created = await db.transaction(async (tx) => {
       if ((await findInvocation(tx, r.tenantId, r.invocationJti)) !== undefined) return INVOCATION_STORED;
-      const limit = await pendingLimitFor(tx, r.tenantId, r.drChain, now, true);
+      const limit = await pendingLimitFor(tx, r.tenantId, r.drChain, now, true, r.catalogVersion);
       if (limit) return limit;
       const inserted = await insertApproval(tx, {
         tenantId: r.tenantId,
@@ -337,6 +342,14 @@ export async function decideApproval(
         message: `Approval ${id} is for a call through delegation ${revoked}, which was revoked: the call can never run, so it cannot be approved.`,
         suggestion: `Reject it (POST /v1/approvals/${id}/reject, or baton approvals reject), or leave it to expire.`,
         details: { approval_id: id, status: row.status, revoked_dr: revoked },
+      });
+    }
+    const current = outcome === 'approved' ? await currentToolDocument(db, tenantId) : undefined;
+    if (current !== undefined && current.version > row.catalogVersion) {
+      throw new BatonError('CONFLICT', {
+        message: `Approval ${id} was asked under tool catalog version ${row.catalogVersion}, and version ${current.version} has replaced it: the call can never run on this approval (the agent's retry asks again under version ${current.version}), so it cannot be approved.`,
+        suggestion: `Reject it (POST /v1/approvals/${id}/reject, or baton approvals reject), or leave it to expire; decide the new approval the call asks for instead.`,
+        details: { approval_id: id, status: row.status, catalog_version: row.catalogVersion, current_catalog_version: current.version },
       });
     }
     throw new BatonError('CONFLICT', { message: `Approval ${id} changed while it was being decided; read it again.` });

@@ -272,7 +272,7 @@ export async function decideToolGate(
     if (rejected) dryRunRefusal = { violation: rejectedViolation(rejected), approval: approvalJson(rejected, now) };
     // A new approval past the root's cap, or past a delegation's calls left, would not be opened: the real call says so, and so does this.
     else if (!live) {
-      const limit = await pendingLimitFor(deps.store.db, tenantId, inv.dr_chain, now, false);
+      const limit = await pendingLimitFor(deps.store.db, tenantId, inv.dr_chain, now, false, catalogVersion);
       if (limit) dryRunRefusal = { violation: pendingLimitViolation(required, limit) };
     }
     const waiting = live?.status === 'pending' ? ` Approval ${live.id} waits for an approver.` : '';

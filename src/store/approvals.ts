@@ -99,14 +99,20 @@ export async function recordAskingKey(db: Db, tenantId: string, id: string, key:
  * counted after taking a transaction lock on that root: concurrent asks under one root count one
  * after another, so a cap on the count holds exactly. Call inside the transaction that inserts.
  */
-export async function pendingApprovalsUnderRoot(db: Db, tenantId: string, root: string, now: number): Promise<number> {
+export async function pendingApprovalsUnderRoot(
+  db: Db,
+  tenantId: string,
+  root: string,
+  now: number,
+  catalogVersion: number,
+): Promise<number> {
   await db.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`approvals under ${tenantId} ${root}`}, 0))`);
-  return countPendingUnderRoot(db, tenantId, root, now);
+  return countPendingUnderRoot(db, tenantId, root, now, catalogVersion);
 }
 
 /** The same count, read without the lock: what a dry run predicts. */
-export async function countPendingUnderRoot(db: Db, tenantId: string, root: string, now: number): Promise<number> {
-  const [row] = await pendingUnderRootQuery(db, tenantId, root, now);
+export async function countPendingUnderRoot(db: Db, tenantId: string, root: string, now: number, catalogVersion: number): Promise<number> {
+  const [row] = await pendingUnderRootQuery(db, tenantId, root, now, catalogVersion);
   return row?.n ?? 0;
 }
 
@@ -114,16 +120,24 @@ export async function countPendingUnderRoot(db: Db, tenantId: string, root: stri
  * How many approvals wait for a human under `root` with `dr` in their chain: the root's partial index
  * finds the live rows (at most the root's cap of them), and the chain is filtered among those.
  */
-export async function countPendingThrough(db: Db, tenantId: string, root: string, dr: string, now: number): Promise<number> {
-  const [row] = await pendingUnderRootQuery(db, tenantId, root, now, dr);
+export async function countPendingThrough(
+  db: Db,
+  tenantId: string,
+  root: string,
+  dr: string,
+  now: number,
+  catalogVersion: number,
+): Promise<number> {
+  const [row] = await pendingUnderRootQuery(db, tenantId, root, now, catalogVersion, dr);
   return row?.n ?? 0;
 }
 
 /**
  * The count's query: found by the partial index on (tenant, root, deadline), reading only live rows
- * (0032); with `through`, only those whose chain holds that delegation.
+ * (0032) asked under `catalogVersion`, the current catalog; with `through`, only those whose chain
+ * holds that delegation.
  */
-export function pendingUnderRootQuery(db: Db, tenantId: string, root: string, now: number, through?: string) {
+export function pendingUnderRootQuery(db: Db, tenantId: string, root: string, now: number, catalogVersion: number, through?: string) {
   return db
     .select({ n: count() })
     .from(approvals)
@@ -133,6 +147,8 @@ export function pendingUnderRootQuery(db: Db, tenantId: string, root: string, no
         sql`(${approvals.drChain})[1] = ${root}`,
         eq(approvals.status, 'pending'),
         sql`${approvals.expiresAt} > ${now}`,
+        // Asked under an older tool catalog: it can never run (the call asks again under the current one), so it holds no place.
+        eq(approvals.catalogVersion, catalogVersion),
         through === undefined ? undefined : sql`${through} = any(${approvals.drChain})`,
       ),
     );
@@ -198,6 +214,8 @@ export async function decideApprovalRow(
         ...(outcome === 'approved'
           ? [
               sql`not exists (select 1 from ${delegations} where ${delegations.tenantId} = ${tenantId} and ${delegations.hash} = any(${approvals.drChain}) and ${delegations.revokedAt} is not null)`,
+              // Nor a call asked under a catalog a newer one replaced: it asks again under that one.
+              sql`not exists (select 1 from ${toolCatalogs} where ${toolCatalogs.tenantId} = ${tenantId} and ${toolCatalogs.version} > ${approvals.catalogVersion})`,
             ]
           : []),
         // The signer was listed in this version: no newer one may have replaced the approvers meanwhile.

@@ -412,6 +412,50 @@ describe('approvals and catalog versions', () => {
     expect(unnamed.body.approval.id).not.toBe(approvalId);
     expect(await callsUsed(c.drs[0]!.hash)).toBe(0);
   });
+
+  it('after a publish, approvals asked under the old catalog hold no place and cannot be approved: the same calls ask again', async () => {
+    const { own, human } = await tenantWithApprover('republished');
+    // The root to A, A to B with 2 calls: two waiting approvals fill B's places.
+    const c = buildChain([POLICY, { ...POLICY, max_calls: 2 }], { keys: [own.root, generateKeyPair(), generateKeyPair()] });
+    const ask = (note: string) =>
+      svc.call('POST', '/v1/verify', { key: own.keys.verify, json: c.invoke({ ...ARGS, note }, { iat: T0 }).bundle });
+    const [first, second] = [await ask('first'), await ask('second')];
+    expect([first.body.error.code, second.body.error.code]).toEqual(['APPROVAL_REQUIRED', 'APPROVAL_REQUIRED']);
+    expect((await ask('third')).body.error.code).toBe('APPROVALS_PENDING_LIMIT');
+
+    const republished = await svc.call('POST', `/v1/admin/tenants/${own.id}/tools`, {
+      key: svc.adminKey,
+      json: { base_version: 1, strict: true, tools: [EXPORT] },
+    });
+    expect(republished.status).toBe(201);
+    // Both calls ask again under version 2: their old approvals, which can never run, no longer fill B's places.
+    const [firstAgain, secondAgain] = [await ask('first'), await ask('second')];
+    expect([firstAgain.body.error.code, secondAgain.body.error.code]).toEqual(['APPROVAL_REQUIRED', 'APPROVAL_REQUIRED']);
+    expect(secondAgain.body.approval).toMatchObject({ catalog_version: 2 });
+    expect(secondAgain.body.approval.id).not.toBe(second.body.approval.id);
+    // The cap still holds among the current ones, in a dry run as for real.
+    expect((await ask('third')).body.error.code).toBe('APPROVALS_PENDING_LIMIT');
+    const dry = await svc.call('POST', '/v1/verify/dry-run', {
+      key: own.keys.verify,
+      json: c.invoke({ ...ARGS, note: 'third' }, { iat: T0 }).bundle,
+    });
+    expect(dry.body.error.code).toBe('APPROVALS_PENDING_LIMIT');
+
+    // An approver who approves an old one is told it can never run, and what to do; rejecting it works.
+    const old = second.body.approval.id as string;
+    const refused = await decide(old, 'approve', triple, human);
+    expect(refused.status).toBe(409);
+    expect(refused.body.error.message).toContain(`asked under tool catalog version 1, and version 2 has replaced it`);
+    expect(refused.body.error.details).toMatchObject({
+      approval_id: old,
+      status: 'pending',
+      catalog_version: 1,
+      current_catalog_version: 2,
+    });
+    expect((await svc.call('GET', `/v1/approvals/${old}`, { key: human })).body.status).toBe('pending');
+    expect((await decide(old, 'reject', triple, human)).status).toBe(200);
+    expect((await decide(secondAgain.body.approval.id as string, 'approve', triple, human)).status).toBe(200);
+  });
 });
 
 describe('separation of duties', () => {

@@ -92,7 +92,7 @@ describe('a page of approvals', () => {
 
 describe('the count of approvals waiting under a root (the cap)', () => {
   it('reads the live ones by index, the deadline part of the index condition: rows past it are not read', async () => {
-    const { sql: text, params } = pendingUnderRootQuery(store.db, tenantId, 'sha256:root', 1_800_000_100).toSQL();
+    const { sql: text, params } = pendingUnderRootQuery(store.db, tenantId, 'sha256:root', 1_800_000_100, 1).toSQL();
     const plan = await explained(text, params);
     const scans = nodesOf(plan).filter((n) => n['Index Name'] === 'approvals_pending_by_root');
     expect(scans).toHaveLength(1);
