@@ -10,6 +10,7 @@
  * the signed approval.requested service receipt, so a receiver can check it
  * came from Baton against the service keys (GET /v1/keys).
  */
+import { errorForLog } from '../store/errors.js';
 import type { ApprovalJson } from './approvals.js';
 import { toolDocumentOf } from './tools.js';
 import type { ServiceDeps } from './types.js';
@@ -26,11 +27,8 @@ export interface PendingApprovalEvent {
 /** Starts the push and returns at once; the promise it keeps settles within WEBHOOK_TIMEOUT_MS and never rejects. */
 export function pushPendingApproval(deps: ServiceDeps, tenantId: string, event: PendingApprovalEvent): Promise<void> {
   return deliver(deps, tenantId, event).catch((err: unknown) => {
-    deps.log.warn('approval webhook failed', {
-      tenant: tenantId,
-      approval: event.approval.id,
-      error: err instanceof Error ? err.message : String(err),
-    });
+    // With its cause: fetch says only "fetch failed" for a refused connection, a reset or a name not found.
+    deps.log.warn('approval webhook failed', { tenant: tenantId, approval: event.approval.id, ...errorForLog(err) });
   });
 }
 

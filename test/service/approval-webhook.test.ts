@@ -137,6 +137,32 @@ describe('approval webhook', () => {
     expect(r.body.error.code).toBe('APPROVAL_REQUIRED');
   });
 
+  it('logs a failed push with its cause: a refused connection is told as such, not only "fetch failed"', async () => {
+    const lines: { msg: string; fields: Record<string, unknown> }[] = [];
+    const capture = (msg: string, fields: Record<string, unknown> = {}) => void lines.push({ msg, fields });
+    const logged = await startTestService({ log: { debug: () => {}, info: () => {}, warn: capture, error: capture } });
+    try {
+      const gone = await listen();
+      await gone.close(); // nothing listens on this port any more
+      const tenant = await setupTenant(logged);
+      const published = await logged.call('POST', `/v1/admin/tenants/${tenant.id}/tools`, {
+        key: logged.adminKey,
+        json: { base_version: 0, strict: true, tools: [ORG_WRITE], webhook_url: gone.url },
+      });
+      expect(published.status).toBe(201);
+      const r = await logged.call('POST', '/v1/verify', { key: tenant.keys.verify, json: gatedCall(tenant) });
+      const failed = () => lines.find((l) => l.msg === 'approval webhook failed');
+      expect(await until(() => failed() !== undefined, WEBHOOK_TIMEOUT_MS), 'no failure logged').toBe(true);
+      expect(failed()!.fields).toMatchObject({
+        tenant: tenant.id,
+        approval: r.body.approval.id,
+        cause: expect.stringMatching(/ECONNREFUSED/),
+      });
+    } finally {
+      await logged.close();
+    }
+  });
+
   it('a tenant without a webhook serves webhook_url null and gets the same verify answer', async () => {
     const tenant = await tenantWithHook(undefined);
     const doc = await svc.call('GET', '/v1/tools', { key: tenant.keys.audit });
