@@ -59,6 +59,9 @@ export type {
 } from './admin.js';
 // Tool catalogs and approvals (BatonClient.tools)
 export { BatonTools, createApprovalDecision } from './tools.js';
+// What an approval's service receipt binds (its `binding`): a webhook receiver recomputes it from the approval it shows.
+export { approvalBinding } from '../protocol/approval.js';
+export type { ApprovalSubject } from '../protocol/approval.js';
 export type {
   ApprovalDecisionInput,
   ApprovalStatus,

@@ -8,6 +8,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { approvalBinding, type ApprovalSubject } from '../../src/sdk/index.js';
 import { generateKeyPair } from '../../src/sdk/keys.js';
 import type { Policy } from '../../src/protocol/policy.js';
 import { WEBHOOK_TIMEOUT_MS } from '../../src/service/approval-webhook.js';
@@ -103,6 +104,11 @@ describe('approval webhook', () => {
       expect(event.event).toBe('approval.pending');
       expect(event.approval).toEqual(first.body.approval);
       expect(payloadOf(event.service_receipt)).toMatchObject({ baton_receipt: 'approval.requested', subject: id, tenant: tenant.id });
+      // The receipt binds the call the approver is shown: a receiver recomputes its binding from the approval (SDK).
+      const { args, catalog_version, cmd, dr_chain, tool_server } = event.approval as unknown as ApprovalSubject;
+      const bound = (payloadOf(event.service_receipt).data as { binding: string }).binding;
+      expect(approvalBinding({ args, catalog_version, cmd, dr_chain, tool_server })).toBe(bound);
+      expect(approvalBinding({ args: { ...args, write_access: false }, catalog_version, cmd, dr_chain, tool_server })).not.toBe(bound);
 
       // A retry while the human decides finds the same approval: nobody is pushed twice.
       const retry = await svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: bundle });
