@@ -15,7 +15,7 @@
 import { ERROR_TABLE, type Violation } from './errors.js';
 import { addMicros, microsToUsd, ZERO_MICROS, type Micros } from './money.js';
 import type { TemporalVerdict } from './chain.js';
-import { argOf, effectiveLimits, evaluateArgs, type Policy } from './policy.js';
+import { argOf, evaluateArgs, namesByPrefix, type Policy } from './policy.js';
 import { evaluateRules, type RuleDecision, type RuleOutcome, type TenantToolSettings } from './approval-rules.js';
 import { resolveTool, type Catalog, type ResolvedTool } from './tool-catalog.js';
 import { checkToolRequirements, estimateWithFloor } from './tool-requirements.js';
@@ -304,10 +304,11 @@ export function explain(input: ExplainInput): Explanation {
   for (const v of checkToolRequirements(tool, policies, trifectaOpts)) violations.push({ ...v, remediation: remediationFor(v, tool) });
 
   // A DR's reach is what it and every DR above it allow (attenuation keeps a valid child within its parent).
-  const grants = policies.map((_, i) => detectTrifecta(effectiveLimits(policies.slice(0, i + 1)).allowed_tools, trifectaOpts));
+  const toolsByPrefix = namesByPrefix(policies.map((p) => p.allowed_tools));
+  const grants = toolsByPrefix.map((tools) => detectTrifecta(tools, trifectaOpts));
   violations.push(...grantViolations(grants, policies, context.approved_grants ?? []));
 
-  const chainTrifecta = detectTrifecta(effectiveLimits(policies).allowed_tools, trifectaOpts);
+  const chainTrifecta = detectTrifecta(toolsByPrefix.at(-1), trifectaOpts);
   const rule = evaluateRules(settings.rules, settings.default_decision, {
     tool,
     trifecta: chainTrifecta.detected,
@@ -369,8 +370,8 @@ function explainWithoutToolGate(
   const tool = resolveTool(NOTHING_DECLARED, argOf(args, 'tool'));
   const estimate = estimateWithFloor(argOf(args, 'estimated_cost_usd'), tool);
   const violations = [...standingViolations(standing, estimate.micros), ...argViolations(args, policies, tool)];
-  const unjudged = (limit: readonly Policy[]) =>
-    detectTrifecta(effectiveLimits(limit).allowed_tools, { catalog: NOTHING_DECLARED, strict: true });
+  const unjudged = (tools: readonly string[] | undefined) => detectTrifecta(tools, { catalog: NOTHING_DECLARED, strict: true });
+  const toolsByPrefix = namesByPrefix(policies.map((p) => p.allowed_tools));
   return {
     decision: violations.length > 0 ? 'deny' : 'allow',
     violations,
@@ -378,8 +379,8 @@ function explainWithoutToolGate(
     tool,
     estimate_usd: estimate.micros === undefined ? null : microsToUsd(estimate.micros),
     estimate_raised: estimate.raised,
-    grants: policies.map((_, i) => unjudged(policies.slice(0, i + 1))),
-    chain_trifecta: unjudged(policies),
+    grants: toolsByPrefix.map(unjudged),
+    chain_trifecta: unjudged(toolsByPrefix.at(-1)),
     rule: {
       decision: 'allow',
       source: 'default',

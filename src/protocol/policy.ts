@@ -21,8 +21,9 @@ import {
   isValidResourcePattern,
   normalizeResourceUri,
   parseResourcePattern,
+  indexResourceList,
+  listGrants,
   ResourcePatternIndex,
-  resourceListIndex,
   type ResourcePattern,
 } from './resource.js';
 import { PLAIN_NAME } from './text.js';
@@ -37,7 +38,9 @@ export const PolicyNameSchema = z
   .string()
   .min(1)
   .max(MAX_NAME_LENGTH)
-  .regex(PLAIN_NAME, { message: 'Names cannot contain control characters.' })
+  .regex(PLAIN_NAME, {
+    message: 'Names cannot contain control, format or invisible characters (such as a soft hyphen or a zero-width space).',
+  })
   // "web_*" is not a glob here; refuse it rather than let it read like one.
   .refine((s) => s === WILDCARD || !s.includes(WILDCARD), { message: 'Only the whole entry "*" may contain *; globs are not supported.' });
 
@@ -157,8 +160,8 @@ function checkList(
   field: ListField,
   parent: Policy,
   child: Policy,
-  /** Whether the parent's list (`allowed`, restricting) grants everything `entry` does. */
-  covers: (allowed: readonly string[], entry: string) => boolean,
+  /** For the parent's list (`allowed`, restricting): whether it grants everything an entry does. */
+  coverage: (allowed: readonly string[]) => (entry: string) => boolean,
 ): Violation[] {
   const allowed = restriction(parent[field]);
   if (allowed === undefined) return [];
@@ -178,7 +181,8 @@ function checkList(
       escalation(field, allowed, granted, `The child sets ${field} to "*" (everything), but the parent restricts it to ${show(allowed)}.`),
     ];
   }
-  const extra = granted.filter((entry) => !covers(allowed, entry));
+  const covers = coverage(allowed);
+  const extra = granted.filter((entry) => !covers(entry));
   if (extra.length === 0) return [];
   return [
     escalation(
@@ -258,27 +262,33 @@ function checkFlag(field: FlagField, parent: Policy, child: Policy): Violation[]
   return [escalation(field, false, true, `The child grants ${field}, which the parent does not grant (absent means false).`)];
 }
 
-/** Whether a restricting list of patterns grants everything `entry` does; an entry that does not parse is granted nothing. */
-function patternsCover(allowed: readonly string[], entry: string): boolean {
-  let pattern;
-  try {
-    pattern = parseResourcePattern(entry);
-  } catch {
-    return false;
-  }
-  return resourceListIndex(allowed).ownersCovering(pattern).size > 0;
+/** Whether a restricting list of patterns grants everything an entry does: one index of the list per check. */
+function patternCoverage(allowed: readonly string[]): (entry: string) => boolean {
+  const index = indexResourceList(allowed);
+  return (entry) => {
+    let pattern;
+    try {
+      pattern = parseResourcePattern(entry);
+    } catch {
+      return false; // an entry that does not parse is granted nothing
+    }
+    return index.ownersCovering(pattern).size > 0;
+  };
 }
 
 /** Every way the child policy grants more than the parent; [] when it only narrows. */
 export function checkAttenuation(parent: Policy, child: Policy): Violation[] {
-  const exact = (allowed: readonly string[], entry: string): boolean => allowed.includes(entry);
+  const exact = (allowed: readonly string[]) => {
+    const names = new Set(allowed);
+    return (entry: string) => names.has(entry);
+  };
   return [
     ...checkList('allowed_tools', parent, child, exact),
     ...checkCeiling('max_cost_usd', parent, child),
     ...checkFlag('pii_access', parent, child),
     ...checkFlag('write_access', parent, child),
     ...checkCeiling('max_calls', parent, child),
-    ...checkList('allowed_resources', parent, child, patternsCover),
+    ...checkList('allowed_resources', parent, child, patternCoverage),
     ...checkList('allowed_data_classes', parent, child, exact),
     ...checkCeiling('max_spend_usd', parent, child),
     ...checkDepth(parent, child),
@@ -416,7 +426,7 @@ const RESOURCE_CHECK: AllowListCheck = {
       return e instanceof BatonError ? e.message : 'The resource URI is not valid.';
     }
   },
-  allows: (allowed, uri) => resourceListIndex(allowed).grants(uri),
+  allows: listGrants,
 };
 
 const DATA_CLASS_CHECK: AllowListCheck = {
@@ -472,13 +482,34 @@ export interface EffectiveLimits {
   allowed_data_classes?: string[];
 }
 
+/**
+ * The intersection of the restricting name lists of each prefix of `lists` (the first 1, 2, … of
+ * them), each in the order of its first restricting list; undefined while none restricts. One pass:
+ * explain reads every prefix of a chain, and computing each afresh was quadratic in the chain.
+ */
+export function namesByPrefix(lists: readonly (readonly string[] | undefined)[]): (string[] | undefined)[] {
+  let shared: string[] | undefined;
+  return lists.map((list) => {
+    const restricting = restriction(list);
+    if (restricting !== undefined) {
+      if (shared === undefined) shared = [...new Set(restricting)];
+      else {
+        const allowed = new Set(restricting);
+        shared = shared.filter((n) => allowed.has(n));
+      }
+    }
+    return shared;
+  });
+}
+
+/** effectiveLimits(policies).allowed_tools without the rest: the tool gate reads only this, on every verify. */
+export function effectiveAllowedTools(policies: readonly Policy[]): string[] | undefined {
+  return intersectNames(policies.map((p) => p.allowed_tools));
+}
+
 /** Intersection of the restricting name lists, in the order of the first; undefined if none restricts. */
 function intersectNames(lists: readonly (readonly string[] | undefined)[]): string[] | undefined {
-  const restricting = lists.map(restriction).filter((l): l is readonly string[] => l !== undefined);
-  const [first, ...others] = restricting;
-  if (first === undefined) return undefined;
-  const otherSets = others.map((o) => new Set(o));
-  return [...new Set(first)].filter((n) => otherSets.every((o) => o.has(n)));
+  return namesByPrefix(lists).at(-1);
 }
 
 /**

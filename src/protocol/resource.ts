@@ -272,32 +272,33 @@ function prefixSegments(path: string): string[] {
   return path.slice(0, -1).split('/');
 }
 
-interface PrefixNode {
-  /** Owners of a prefix pattern whose path ends here. */
-  owners: number[] | undefined;
-  readonly next: Map<string, PrefixNode>;
-}
-
 /**
  * Patterns from several owners (the lists of a chain, or the entries of one list), parsed once and
  * indexed so that "which owners cover this?" costs time linear in the asked URI's length, whatever
  * the number of patterns. Comparing every pattern with every other, parsing both each time, let
  * one request of 16 records of 256 prefixes each hold the service's thread for 12 to 80 s (an
- * outside probe). Prefixes sit in a trie of path segments per scheme and authority; a pattern
- * that fails to parse covers nothing (fail closed), as in patternCovers.
+ * outside probe). Prefixes sit in a trie of path segments per scheme and authority, its edges in
+ * one map (a map per node held 37 times the list's size); an index is built for one check and
+ * dropped, never kept with a policy. A pattern that fails to parse covers nothing (fail closed).
  */
 export class ResourcePatternIndex {
   private readonly everything: number[] = [];
   private readonly exact = new Map<string, number[]>();
-  private readonly prefixes = new Map<string, PrefixNode>();
+  /** The trie's root node of each scheme and authority. */
+  private readonly roots = new Map<string, number>();
+  /** `${node}/${segment}` to the child node: a node is a number, and a segment holds no '/'. */
+  private readonly edges = new Map<string, number>();
+  /** Owners of a prefix pattern whose path ends at the node. */
+  private readonly ownersAt = new Map<number, number[]>();
+  private nodes = 0;
 
   /** `owner`: a small number naming who holds the pattern, reported back by ownersCovering. */
   add(owner: number, pattern: ResourcePattern): void {
     if (pattern.kind === 'all') return void this.everything.push(owner);
     if (pattern.kind === 'exact') return void getOrAdd(this.exact, pattern.uri, () => []).push(owner);
-    let node = getOrAdd(this.prefixes, originKey(pattern.scheme, pattern.authority), newPrefixNode);
-    for (const segment of prefixSegments(pattern.path)) node = getOrAdd(node.next, segment, newPrefixNode);
-    (node.owners ??= []).push(owner);
+    let node = getOrAdd(this.roots, originKey(pattern.scheme, pattern.authority), () => this.nodes++);
+    for (const segment of prefixSegments(pattern.path)) node = getOrAdd(this.edges, `${node}/${segment}`, () => this.nodes++);
+    getOrAdd(this.ownersAt, node, () => []).push(owner);
   }
 
   /**
@@ -311,30 +312,17 @@ export class ResourcePatternIndex {
       if (!strictly) take(this.everything);
       return found;
     }
+    take(this.everything);
     if (pattern.kind === 'exact') {
-      this.ownersGranting(parseUri(pattern.uri), pattern.uri, strictly, take);
+      if (!strictly) take(this.exact.get(pattern.uri));
+      const uri = parseUri(pattern.uri);
+      const segments = uri.path.split('/');
+      this.walkPrefixes(uri.scheme, uri.authority, segments, take, (depth) => hasMoreAfter(segments, depth));
       return found;
     }
-    take(this.everything);
     const segments = prefixSegments(pattern.path);
     this.walkPrefixes(pattern.scheme, pattern.authority, segments, take, (depth) => !strictly || depth < segments.length);
     return found;
-  }
-
-  /** Whether some pattern grants the URI (as resourceCovered): false for a URI that does not parse. */
-  grants(uri: string): boolean {
-    const parts = tryParse(() => parseUri(uri));
-    if (parts === undefined) return false;
-    let granted = false;
-    this.ownersGranting(parts, formatUri(parts), false, (owners) => (granted ||= owners !== undefined && owners.length > 0));
-    return granted;
-  }
-
-  /** Takes the owners of patterns granting one URI (`normal`: its normal form); `strictly`: not an equal exact pattern. */
-  private ownersGranting(uri: UriParts, normal: string, strictly: boolean, take: (owners: readonly number[] | undefined) => void): void {
-    take(this.everything);
-    if (!strictly) take(this.exact.get(normal));
-    this.walkPrefixes(uri.scheme, uri.authority, uri.path.split('/'), take, (depth, segments) => hasMoreAfter(segments, depth));
   }
 
   /** Takes the owners of the prefixes along `segments` whose depth `counts`. */
@@ -343,13 +331,14 @@ export class ResourcePatternIndex {
     authority: string | null,
     segments: readonly string[],
     take: (owners: readonly number[] | undefined) => void,
-    counts: (depth: number, segments: readonly string[]) => boolean,
+    counts: (depth: number) => boolean,
   ): void {
-    let node = this.prefixes.get(originKey(scheme, authority));
+    let node = this.roots.get(originKey(scheme, authority));
     for (let depth = 0; node !== undefined; depth++) {
-      if (node.owners !== undefined && counts(depth, segments)) take(node.owners);
+      const owners = this.ownersAt.get(node);
+      if (owners !== undefined && counts(depth)) take(owners);
       if (depth === segments.length) return;
-      node = node.next.get(segments[depth] as string);
+      node = this.edges.get(`${node}/${segments[depth]}`);
     }
   }
 }
@@ -367,10 +356,6 @@ function originKey(scheme: string, authority: string | null): string {
   return authority === null ? `${scheme}\u0000` : `${scheme}\u0000\u0000${authority}`;
 }
 
-function newPrefixNode(): PrefixNode {
-  return { owners: undefined, next: new Map() };
-}
-
 function getOrAdd<K, V>(map: Map<K, V>, key: K, make: () => V): V {
   let value = map.get(key);
   if (value === undefined) map.set(key, (value = make()));
@@ -378,7 +363,7 @@ function getOrAdd<K, V>(map: Map<K, V>, key: K, make: () => V): V {
 }
 
 /** An index of one list's patterns, all held by owner 0; a pattern that does not parse is left out (it grants nothing). */
-function indexList(list: readonly string[]): ResourcePatternIndex {
+export function indexResourceList(list: readonly string[]): ResourcePatternIndex {
   const index = new ResourcePatternIndex();
   for (const pattern of list) {
     const parsed = tryParse(() => parseResourcePattern(pattern));
@@ -387,13 +372,21 @@ function indexList(list: readonly string[]): ResourcePatternIndex {
   return index;
 }
 
-const listIndexes = new WeakMap<readonly string[], ResourcePatternIndex>();
-
-/** One allow-list's index, built once per list: a cached delegation's policy keeps its arrays. */
-export function resourceListIndex(list: readonly string[]): ResourcePatternIndex {
-  let index = listIndexes.get(list);
-  if (index === undefined) listIndexes.set(list, (index = indexList(list)));
-  return index;
+/**
+ * Whether some pattern of `list` grants the URI: one pass over the list (its patterns parsed once,
+ * see parseResourcePattern), the URI parsed once. False for a URI that does not parse.
+ */
+export function listGrants(list: readonly string[], uri: string): boolean {
+  const u = tryParse(() => parseUri(uri));
+  if (u === undefined) return false;
+  const normal = formatUri(u);
+  return list.some((entry) => {
+    const p = tryParse(() => parseResourcePattern(entry));
+    if (p === undefined) return false;
+    if (p.kind === 'all') return true;
+    if (p.kind === 'exact') return p.uri === normal;
+    return u.scheme === p.scheme && u.authority === p.authority && u.path.length > p.path.length && u.path.startsWith(p.path);
+  });
 }
 
 /**
@@ -402,7 +395,7 @@ export function resourceListIndex(list: readonly string[]): ResourcePatternIndex
  * normalizeResourceUri first.
  */
 export function resourceCovered(pattern: string, uri: string): boolean {
-  return indexList([pattern]).grants(uri);
+  return listGrants([pattern], uri);
 }
 
 /**
@@ -411,5 +404,5 @@ export function resourceCovered(pattern: string, uri: string): boolean {
  */
 export function patternCovers(parentPattern: string, childPattern: string): boolean {
   const child = tryParse(() => parseResourcePattern(childPattern));
-  return child !== undefined && indexList([parentPattern]).ownersCovering(child).size > 0;
+  return child !== undefined && indexResourceList([parentPattern]).ownersCovering(child).size > 0;
 }

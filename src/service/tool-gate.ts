@@ -19,7 +19,7 @@ import {
   type RuleOutcome,
   type TenantToolSettings,
 } from '../protocol/approval-rules.js';
-import { argOf, effectiveLimits } from '../protocol/policy.js';
+import { argOf, effectiveAllowedTools } from '../protocol/policy.js';
 import { resolveTool } from '../protocol/tool-catalog.js';
 import { checkToolRequirements, estimateWithFloor } from '../protocol/tool-requirements.js';
 import { detectTrifecta, explainTrifecta } from '../protocol/trifecta.js';
@@ -147,7 +147,7 @@ export async function decideToolGate(
     v.dr_index === undefined ? v : { ...v, dr_hash: decision.delegations[v.dr_index]!.hash },
   );
   const estimate = estimateWithFloor(argOf(inv.args, 'estimated_cost_usd'), tool);
-  const chainTrifecta = detectTrifecta(effectiveLimits(policies).allowed_tools, opts2);
+  const chainTrifecta = detectTrifecta(effectiveAllowedTools(policies), opts2);
   const usesNearLimit = settings.rules.some((r) => r.when.near_limit !== undefined);
   const near = opts.nearLimitReached === true || (usesNearLimit && (await nearLimit(deps, tenantId, inv.dr_chain, estimate.micros ?? 0)));
   const subject = { tool, trifecta: chainTrifecta.detected, estimate_micros: estimate.micros };

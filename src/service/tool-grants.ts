@@ -17,7 +17,7 @@
 import type { GuardrailTriple } from '../protocol/approval.js';
 import { BatonError } from '../protocol/errors.js';
 import type { DecisionOutcome, GrantStatus } from '../protocol/lists.js';
-import { effectiveLimits, type Policy } from '../protocol/policy.js';
+import { effectiveAllowedTools, type Policy } from '../protocol/policy.js';
 import { detectTrifecta, explainTrifecta } from '../protocol/trifecta.js';
 import { transactionBehind, type CommitCheck, type Db } from '../store/db.js';
 import { rotationLineage } from '../store/api-keys.js';
@@ -96,7 +96,7 @@ type ToolDocument = Awaited<ReturnType<typeof toolDocumentOf>>;
 /** The trifecta report of a chain's reach under the tenant's catalog, when it is one (a hold). */
 function trifectaReach(doc: ToolDocument, policies: readonly Policy[]): ReturnType<typeof detectTrifecta> | null {
   if (doc === null) return null;
-  const report = detectTrifecta(effectiveLimits(policies).allowed_tools, { catalog: doc.catalog, strict: doc.settings.strict });
+  const report = detectTrifecta(effectiveAllowedTools(policies), { catalog: doc.catalog, strict: doc.settings.strict });
   return report.detected ? report : null;
 }
 

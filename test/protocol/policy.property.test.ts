@@ -8,7 +8,15 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { resourceCovered } from '../../src/protocol/resource.js';
-import { checkAttenuation, effectiveLimits, evaluateArgs, parsePolicy, restriction, type Policy } from '../../src/protocol/policy.js';
+import {
+  checkAttenuation,
+  effectiveLimits,
+  evaluateArgs,
+  namesByPrefix,
+  parsePolicy,
+  restriction,
+  type Policy,
+} from '../../src/protocol/policy.js';
 
 const TOOLS = ['web_search', 'file_read', 'summarise', 'delete_db'] as const;
 const CLASSES = ['public', 'internal', 'secret'] as const;
@@ -271,6 +279,23 @@ describe('attenuation as an order', () => {
 });
 
 describe('chains', () => {
+  it("namesByPrefix gives each prefix's effective allowed_tools: the names every restricting list of it holds", () => {
+    // Written apart from src (which computes effectiveLimits' lists with namesByPrefix): the first
+    // restricting list's names, in its order, kept when every other restricting list holds them.
+    const reference = (prefix: readonly Policy[]): string[] | undefined => {
+      const [first, ...others] = prefix.map((p) => restriction(p.allowed_tools)).filter((l) => l !== undefined);
+      return first === undefined ? undefined : [...new Set(first)].filter((n) => others.every((o) => o.includes(n)));
+    };
+    fc.assert(
+      fc.property(fc.array(policyArb, { minLength: 1, maxLength: 6 }), (chain) => {
+        const byPrefix = namesByPrefix(chain.map((p) => p.allowed_tools));
+        expect(byPrefix).toEqual(chain.map((_, i) => reference(chain.slice(0, i + 1))));
+        expect(byPrefix.at(-1)).toEqual(effectiveLimits(chain).allowed_tools);
+      }),
+      { numRuns: RUNS },
+    );
+  });
+
   it('a chain allows args iff every member does, and effectiveLimits says the same', () => {
     let allowedChains = 0;
     let deniedByOneMemberOnly = 0;

@@ -84,6 +84,17 @@ describe('DRS full-chain fixture args', () => {
   });
 });
 
+describe('attenuation of a policy changed in place', () => {
+  it('judges the list as it is now, not as it was when first checked (checkAttenuation is public in the SDK)', () => {
+    const parent = parsePolicy({ allowed_resources: ['mcp://h/a/*', 'mcp://h/admin/*'] });
+    const child = parsePolicy({ allowed_resources: ['mcp://h/admin/x'] });
+    expect(checkAttenuation(parent, child)).toEqual([]);
+    parent.allowed_resources!.pop();
+    expect(fields(checkAttenuation(parent, child))).toEqual(['policy.allowed_resources']);
+    expect(evaluateArgs(parent, { tool: 't', pii_access: false, write_access: false, resource_uri: 'mcp://h/admin/x' })).toHaveLength(1);
+  });
+});
+
 describe('PolicySchema / parsePolicy', () => {
   it('accepts every field at its limits', () => {
     const full: Policy = {

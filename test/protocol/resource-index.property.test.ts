@@ -13,7 +13,8 @@ import {
   patternCovers,
   resourceCovered,
   ResourcePatternIndex,
-  resourceListIndex,
+  indexResourceList,
+  listGrants,
 } from '../../src/protocol/resource.js';
 
 const ORIGINS = ['mcp://h', 'MCP://H', 'mcp://h:7', 'mcp://', 'mcp:', 'urn:', 'https://h:443', 'https://h'] as const;
@@ -76,7 +77,16 @@ describe('ResourcePatternIndex against the pairwise reference', () => {
     fc.assert(
       fc.property(fc.array(patternArb, { maxLength: 8 }), uriArb, (list, uri) => {
         const expected = list.some((p) => referenceGrants(p, uri));
-        expect(resourceListIndex(list).grants(uri)).toBe(expected);
+        expect(listGrants(list, uri)).toBe(expected);
+        const asked = ((): ReturnType<typeof parseResourcePattern> | undefined => {
+          try {
+            return parseResourcePattern(uri);
+          } catch {
+            return undefined;
+          }
+        })();
+        // The index grants an exact URI pattern what the list grants the URI itself (queries aside, a prefix has none).
+        if (asked?.kind === 'exact') expect(indexResourceList(list).ownersCovering(asked).size > 0).toBe(expected);
         expect(list.some((p) => resourceCovered(p, uri))).toBe(expected);
         seen[expected ? 'granted' : 'refused']++;
       }),
