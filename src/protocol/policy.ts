@@ -90,7 +90,8 @@ export function parsePolicy(raw: unknown, field = 'policy'): Policy {
   }));
   const first = issues[0];
   throw new BatonError('INVALID_FIELD', {
-    message: `The ${field} is not a valid DRS 4.0 policy${first ? `: ${first.path}: ${first.message}` : ''}.`,
+    // zod's messages end with or without a period: one, not two.
+    message: `The ${field} is not a valid DRS 4.0 policy${first ? `: ${first.path}: ${first.message.replace(/\.$/, '')}` : ''}.`,
     suggestion:
       'Use only the fields allowed_tools, max_cost_usd, pii_access, write_access, max_calls, allowed_resources, allowed_data_classes, max_spend_usd and max_depth, within the limits listed for the Policy schema at GET /docs.',
     details: { field, issues },

@@ -96,6 +96,15 @@ describe('attenuation of a policy changed in place', () => {
 });
 
 describe('PolicySchema / parsePolicy', () => {
+  it('refuses an invisible character in a name saying what it is, in a sentence with one period', () => {
+    for (const name of ['crm\u00adexport', 'crm\u200bexport']) {
+      expect(parseError({ allowed_tools: [name] }).message).toBe(
+        'The policy is not a valid DRS 4.0 policy: policy.allowed_tools.0: Names cannot contain control, format or invisible characters (such as a soft hyphen or a zero-width space).',
+      );
+    }
+    expect(parseError({ allowed_tools: ['web_*'] }).message).toMatch(/globs are not supported\.$/);
+  });
+
   it('accepts every field at its limits', () => {
     const full: Policy = {
       allowed_tools: ['web_search'],
