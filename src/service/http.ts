@@ -32,14 +32,27 @@ export function handleError(err: unknown, c: Context<AppEnv>, log: Logger): Resp
   const e = toBatonError(err);
   const status = httpStatusOf(e);
   const requestId = c.get('requestId') ?? 'unknown';
-  if (e.code === 'STORAGE_UNAVAILABLE') logStorageUnavailable(log, { request_id: requestId, ...errorForLog(err) });
+  if (e.code === 'STORAGE_UNAVAILABLE') logStorageUnavailable(log, err, { request_id: requestId, ...errorForLog(err) });
   else if (status >= 500) log.error('unhandled error', { request_id: requestId, ...errorForLog(err, e.code === 'INTERNAL') });
   return c.json(errorEnvelope(e, requestId), status);
 }
 
+/** The SQLSTATE (or driver code such as CONNECTION_CLOSED) an error or one of its causes carries. */
+function sqlStateOf(err: unknown): string | undefined {
+  for (let e: unknown = err, depth = 0; e && typeof e === 'object' && depth < 5; depth++) {
+    const { code, cause } = e as { code?: unknown; cause?: unknown };
+    if (typeof code === 'string') return code;
+    e = cause;
+  }
+  return undefined;
+}
+
 /** At most one `storage unavailable` line per logger in this time; the rest are counted. */
 export const STORAGE_LOG_INTERVAL_MS = 1_000;
-const storageLogs = new WeakMap<Logger, { loggedAt: number; unlogged: number; requestIds: string[]; timer?: NodeJS.Timeout }>();
+const storageLogs = new WeakMap<
+  Logger,
+  { loggedAt: number; unlogged: number; requestIds: string[]; codes: Record<string, number>; timer?: NodeJS.Timeout }
+>();
 /** How many request ids a summary line names: enough to find a few of its 503s, not a wall of them. */
 const SUMMARY_REQUEST_IDS = 5;
 
@@ -49,16 +62,18 @@ const SUMMARY_REQUEST_IDS = 5;
  * database waits on) and to bury everything else. The first failure in each interval is logged
  * with its cause; the others are counted and told in one line at the interval's end.
  */
-function logStorageUnavailable(log: Logger, fields: Record<string, unknown> & { request_id: string }): void {
+function logStorageUnavailable(log: Logger, err: unknown, fields: Record<string, unknown> & { request_id: string }): void {
   const now = performance.now();
   let state = storageLogs.get(log);
-  if (!state) storageLogs.set(log, (state = { loggedAt: -Infinity, unlogged: 0, requestIds: [] }));
+  if (!state) storageLogs.set(log, (state = { loggedAt: -Infinity, unlogged: 0, requestIds: [], codes: {} }));
   if (now - state.loggedAt >= STORAGE_LOG_INTERVAL_MS) {
     state.loggedAt = now;
     log.error('storage unavailable', fields);
     return;
   }
   state.unlogged++;
+  const code = sqlStateOf(err) ?? 'other';
+  state.codes[code] = (state.codes[code] ?? 0) + 1;
   if (state.requestIds.length < SUMMARY_REQUEST_IDS) state.requestIds.push(fields.request_id);
   if (state.timer) return;
   const told = state;
@@ -67,9 +82,11 @@ function logStorageUnavailable(log: Logger, fields: Record<string, unknown> & { 
       log.error(`storage unavailable: ${told.unlogged} more request(s) answered 503 in the last second, not logged one by one`, {
         requests: told.unlogged,
         request_ids: told.requestIds,
+        sqlstates: told.codes,
       });
       told.unlogged = 0;
       told.requestIds = [];
+      told.codes = {};
       told.timer = undefined;
     },
     Math.max(0, told.loggedAt + STORAGE_LOG_INTERVAL_MS - now),

@@ -118,7 +118,7 @@ export async function countPendingUnderRoot(db: Db, tenantId: string, root: stri
 
 /**
  * How many approvals wait for a human under `root` with `dr` in their chain: the root's partial index
- * finds the live rows (at most the root's cap of them), and the chain is filtered among those.
+ * finds the live rows (the root's cap of them per catalog version at most), and the chain is filtered among those.
  */
 export async function countPendingThrough(
   db: Db,

@@ -53,7 +53,7 @@ describe('storage errors in the log', () => {
     await pause(STORAGE_LOG_INTERVAL_MS + 200);
     expect(lines).toHaveLength(2);
     expect(lines[1]?.msg).toMatch(/^storage unavailable: 11 more request\(s\) answered 503/);
-    expect(lines[1]?.fields).toEqual({ requests: 11, request_ids: ids.slice(1, 6) });
+    expect(lines[1]?.fields).toEqual({ requests: 11, request_ids: ids.slice(1, 6), sqlstates: { '08006': 11 } });
 
     // A new interval: the next failure is logged with its cause again, and a lone one has no summary.
     const [next] = await requestIdsOf(app, '/down', 1);
