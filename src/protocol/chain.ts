@@ -247,7 +247,11 @@ export function verifyChain(bundleInput: unknown, opts: ChainOptions): ChainDeci
       subject: root.sub,
       chain_depth: delegations.length,
       leaf_policy: leaf.policy,
-      effective_limits: effectiveLimits(delegations.map((d) => d.payload.policy)),
+      // Attenuation held along this chain (checked above, or when its structure was cached).
+      effective_limits: effectiveLimits(
+        delegations.map((d) => d.payload.policy),
+        { attenuated: true },
+      ),
       invoker: invocation.payload.iss,
       tool_server: invocation.payload.tool_server,
       cmd: invocation.payload.cmd,

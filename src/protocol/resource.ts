@@ -256,8 +256,13 @@ export function normalizeResourcePattern(pattern: string): string {
 export function formatResourcePattern(p: ResourcePattern): string {
   if (p.kind === 'all') return '*';
   if (p.kind === 'exact') return p.uri;
-  return `${formatUri({ scheme: p.scheme, authority: p.authority, path: p.path, query: null })}*`;
+  let text = formattedPrefixes.get(p);
+  if (text === undefined)
+    formattedPrefixes.set(p, (text = `${formatUri({ scheme: p.scheme, authority: p.authority, path: p.path, query: null })}*`));
+  return text;
 }
+/** A prefix's normal form, kept with its parsed pattern (which parseResourcePattern keeps): a chain's effective limits write each once. */
+const formattedPrefixes = new WeakMap<ResourcePattern, string>();
 
 function tryParse<T>(f: () => T): T | undefined {
   try {
@@ -295,10 +300,16 @@ export class ResourcePatternIndex {
   /** `owner`: a small number naming who holds the pattern, reported back by ownersCovering. */
   add(owner: number, pattern: ResourcePattern): void {
     if (pattern.kind === 'all') return void this.everything.push(owner);
-    if (pattern.kind === 'exact') return void getOrAdd(this.exact, pattern.uri, () => []).push(owner);
+    if (pattern.kind === 'exact') {
+      const owners = getOrAdd(this.exact, pattern.uri, (): number[] => []);
+      if (owners.at(-1) !== owner) owners.push(owner);
+      return;
+    }
     let node = getOrAdd(this.roots, originKey(pattern.scheme, pattern.authority), () => this.nodes++);
     for (const segment of prefixSegments(pattern.path)) node = getOrAdd(this.edges, `${node}/${segment}`, () => this.nodes++);
-    getOrAdd(this.ownersAt, node, () => []).push(owner);
+    const owners = getOrAdd(this.ownersAt, node, (): number[] => []);
+    // A list may repeat an entry: one owner once, or each walk through it pays for every copy.
+    if (owners.at(-1) !== owner) owners.push(owner);
   }
 
   /**

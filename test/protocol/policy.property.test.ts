@@ -319,6 +319,23 @@ describe('chains', () => {
     expect(deniedByOneMemberOnly).toBeGreaterThan(RUNS * 0.04);
   });
 
+  it('in a validly attenuated chain, effective limits read from the last list are those of every list', () => {
+    let valid = 0;
+    let restricted = 0;
+    fc.assert(
+      fc.property(chainArb, (chain) => {
+        if (!chain.every((p, i) => i === 0 || accepts(chain[i - 1] ?? {}, p))) return;
+        valid++;
+        const attenuated = effectiveLimits(chain, { attenuated: true });
+        expect(attenuated).toEqual(effectiveLimits(chain));
+        if ((attenuated.allowed_resources?.length ?? 0) > 0) restricted++;
+      }),
+      { numRuns: RUNS },
+    );
+    expect(valid).toBeGreaterThan(RUNS * 0.08);
+    expect(restricted).toBeGreaterThan(RUNS * 0.03);
+  });
+
   it('in a validly attenuated chain, the leaf allowing means every DR allows', () => {
     let valid = 0;
     let leafAllows = 0;
