@@ -33,7 +33,7 @@ import { findInvocation } from '../store/invocations.js';
 import { readChainState } from '../store/runtime.js';
 import { transactionBehind, type CommitCheck, type Db } from '../store/db.js';
 import { insertServiceReceipt } from '../store/service-receipts.js';
-import { currentToolDocument } from '../store/tools.js';
+import { currentToolDocument, newerCatalogExists } from '../store/tools.js';
 import type { ApprovalRow } from '../store/schema/index.js';
 import { pushPendingApproval } from './approval-webhook.js';
 import { signServiceReceipt } from './service-receipts.js';
@@ -132,6 +132,14 @@ export interface ApprovalRequest {
 export const INVOCATION_STORED = 'invocation-stored';
 
 /**
+ * requestApproval's answer when the tool catalog the gate decided under (a node's cached copy, up
+ * to 2 s old) has been replaced: nothing is opened, and the call is to be decided again under the
+ * current one. Opened anyway, the approval asked a human about a call that could never run, signed
+ * a receipt under the old catalog, and was pushed to the webhook the new one had replaced (a probe).
+ */
+export const CATALOG_CHANGED = 'catalog-changed';
+
+/**
  * Approvals that may wait for a human at once under one chain root (a delegation the tenant
  * issued). Each distinct call a rule sends to a human opens one, so without a cap an agent could
  * bury the approvers (and the list) in calls nobody will approve. Re-asking a call that already
@@ -179,9 +187,10 @@ export async function pendingLimitFor(
 export async function requestApproval(
   deps: ServiceDeps,
   r: ApprovalRequest,
-): Promise<ApprovalRow | typeof INVOCATION_STORED | PendingLimit> {
+): Promise<ApprovalRow | typeof INVOCATION_STORED | typeof CATALOG_CHANGED | PendingLimit> {
   const db = deps.store.db;
   const now = deps.now();
+  if (await newerCatalogExists(db, r.tenantId, r.catalogVersion)) return CATALOG_CHANGED;
   await expireApprovals(db, r.tenantId, now, r.binding);
   for (let attempt = 0; attempt < 3; attempt++) {
     const live = await findLiveApproval(db, r.tenantId, r.binding);
@@ -216,6 +225,7 @@ export async function requestApproval(
     });
     const created = await db.transaction(async (tx) => {
       if ((await findInvocation(tx, r.tenantId, r.invocationJti)) !== undefined) return INVOCATION_STORED;
+      if (await newerCatalogExists(tx, r.tenantId, r.catalogVersion)) return CATALOG_CHANGED;
       const limit = await pendingLimitFor(tx, r.tenantId, r.drChain, now, true, r.catalogVersion);
       if (limit) return limit;
       const inserted = await insertApproval(tx, {
@@ -241,7 +251,7 @@ export async function requestApproval(
       if (inserted) await insertServiceReceipt(tx, serviceReceipt);
       return inserted;
     });
-    if (created === INVOCATION_STORED || (typeof created === 'object' && 'kind' in created)) return created;
+    if (created === INVOCATION_STORED || created === CATALOG_CHANGED || (typeof created === 'object' && 'kind' in created)) return created;
     if (created) {
       const row = (await findApproval(db, r.tenantId, id))!;
       // Not awaited: a webhook never delays the verify that asked for the approval.

@@ -28,6 +28,7 @@ import { readChainState, type ToolGateParams, type ToolGateRefusal } from '../st
 import { costCalibrationFlagged } from '../store/tools.js';
 import {
   approvalJson,
+  CATALOG_CHANGED,
   INVOCATION_STORED,
   MAX_PENDING_APPROVALS_PER_ROOT,
   pendingLimitFor,
@@ -306,16 +307,17 @@ export async function decideToolGate(
  * The live approval of the call `ask` describes (requestApproval): an approved one runs the call
  * through the gate on it, anything else refuses it, naming the approval that waits.
  * INVOCATION_STORED: the call itself was allowed meanwhile, so no approval was opened.
+ * CATALOG_CHANGED: the gate decided under a catalog a newer one replaced; nothing was opened.
  */
 export async function askForApproval(
   deps: ServiceDeps,
   ask: Extract<ToolGate, { kind: 'ask' }>,
   /** The API key whose verify asks: recorded, so it cannot decide the approval (SELF_APPROVAL). */
   requestedByKey: string,
-): Promise<GoGate | Extract<ToolGate, { kind: 'refuse' }> | typeof INVOCATION_STORED> {
+): Promise<GoGate | Extract<ToolGate, { kind: 'refuse' }> | typeof INVOCATION_STORED | typeof CATALOG_CHANGED> {
   const now = deps.now();
   const approval = await requestApproval(deps, { ...ask.request, requestedByKey });
-  if (approval === INVOCATION_STORED) return approval;
+  if (approval === INVOCATION_STORED || approval === CATALOG_CHANGED) return approval;
   if ('kind' in approval) {
     return { kind: 'refuse', catalogVersion: ask.catalogVersion, violations: [pendingLimitViolation(ask.required, approval)] };
   }

@@ -54,9 +54,10 @@ import { metrics } from './metrics.js';
 import { parseRequest } from './validate.js';
 import { checkSubmission, submitDelegations } from './delegation-submission.js';
 import { signServiceReceipt, type SignedServiceReceipt } from './service-receipts.js';
-import { INVOCATION_STORED } from './approvals.js';
+import { CATALOG_CHANGED, INVOCATION_STORED } from './approvals.js';
 import { askForApproval, decideToolGate, mustRedecide, toolGateViolation, type ToolGate } from './tool-gate.js';
 import { predictTrifectaHold } from './tool-grants.js';
+import { forgetToolDocument } from './tools.js';
 import type { Policy } from '../protocol/policy.js';
 import type { ApprovalJson } from './approvals.js';
 
@@ -255,6 +256,20 @@ export async function verifyInvocation(
   const now = deps.now();
   const dryRun = req.dry_run === true;
   const cache = hotPathCacheOf(deps);
+  /** The tool gate's facts changed under this decision: made again with what the statement reported. */
+  const decideAgain = (redecide: 'catalog' | 'flagged' | 'near'): Promise<VerifyResponse> => {
+    // Each fact the statement reports is kept for the next decision, so they add up: a flagged
+    // chain that also crossed 80% is decided again twice at most, never in a loop.
+    const rounds = (redecided?.rounds ?? (redecided ? 1 : 0)) + 1;
+    if (rounds > 2)
+      throw new BatonError('STORAGE_UNAVAILABLE', { message: 'The tool gate changed three times during this verify; retry.' });
+    const next = {
+      chainFlagged: redecided?.chainFlagged === true || redecide === 'flagged',
+      nearLimitReached: redecided?.nearLimitReached === true || redecide === 'near',
+      rounds,
+    };
+    return verifyInvocation(deps, auth, tenantId, req, bundle, deadline, next);
+  };
 
   // A dry run reads every fact fresh (it runs no statement that re-checks them).
   if (dryRun) await assertKeyActive(deps, auth);
@@ -445,6 +460,12 @@ export async function verifyInvocation(
       };
     } else {
       const asked = await askForApproval(deps, gate, auth.keyId);
+      // The gate decided under a catalog a newer one replaced (its cached copy): no approval was
+      // opened under the old one; the call is decided again under the current one.
+      if (asked === CATALOG_CHANGED) {
+        forgetToolDocument(deps, tenantId);
+        return decideAgain('catalog');
+      }
       if (asked === INVOCATION_STORED) {
         // A duplicate of this call was allowed between the probe and the approval's insert (it spent
         // the approval this one would have used): answered as that allow, never with a new approval.
@@ -517,20 +538,7 @@ export async function verifyInvocation(
       throw new BatonError('INTERNAL', { message: 'A verify signed for its allow was refused as unpredicted.' });
     learnFromRefusal(cache, tenantId, outcome, dryRun);
     const redecide = outcome.reason === 'TOOL_GATE' ? mustRedecide(deps, tenantId, outcome.refusal) : false;
-    if (redecide) {
-      // Each fact the statement reports is kept for the next decision, so they add up: a flagged
-      // chain that also crossed 80% is decided again twice at most, never in a loop.
-      const rounds = (redecided?.rounds ?? (redecided ? 1 : 0)) + 1;
-      if (rounds <= 2) {
-        const next = {
-          chainFlagged: redecided?.chainFlagged === true || redecide === 'flagged',
-          nearLimitReached: redecided?.nearLimitReached === true || redecide === 'near',
-          rounds,
-        };
-        return verifyInvocation(deps, auth, tenantId, req, bundle, deadline, next);
-      }
-      throw new BatonError('STORAGE_UNAVAILABLE', { message: 'The tool gate changed three times during this verify; retry.' });
-    }
+    if (redecide) return decideAgain(redecide);
     // The statement names the held grant, not its status: read it, so a rejected grant is not called pending.
     const heldGrant =
       outcome.reason === 'TOOL_GATE' && outcome.refusal.o === 'GRANT_PENDING_APPROVAL' && outcome.refusal.h !== undefined

@@ -2,7 +2,7 @@
 // refuses UPDATE and DELETE): publishing inserts the next version, and the
 // primary key (tenant, version) makes two concurrent publishers on the same
 // base collide instead of both succeeding.
-import { and, desc, eq, inArray, sql } from 'drizzle-orm';
+import { and, desc, eq, gt, inArray, sql } from 'drizzle-orm';
 import type { Db } from './db.js';
 import { inExistingTenant } from './errors.js';
 import { drCostCalibration, toolCatalogs, toolRateWindows } from './schema/index.js';
@@ -113,4 +113,14 @@ export async function toolCallsThisMinute(db: Db, tenantId: string, tool: string
       ),
     );
   return row?.calls ?? 0;
+}
+
+/** Whether the tenant has published a catalog after `version`: a decision made under it is stale. */
+export async function newerCatalogExists(db: Db, tenantId: string, version: number): Promise<boolean> {
+  const [row] = await db
+    .select({ version: toolCatalogs.version })
+    .from(toolCatalogs)
+    .where(and(eq(toolCatalogs.tenantId, tenantId), gt(toolCatalogs.version, version)))
+    .limit(1);
+  return row !== undefined;
 }

@@ -413,6 +413,25 @@ describe('approvals and catalog versions', () => {
     expect(await callsUsed(c.drs[0]!.hash)).toBe(0);
   });
 
+  it('a node deciding from a catalog another node just replaced opens no approval under it: the call is decided under the new one', async () => {
+    const { own } = await tenantWithApprover('stale gate');
+    const c = buildChain([POLICY, POLICY], { keys: [own.root, generateKeyPair(), generateKeyPair()] });
+    const [, nodeB] = nodes;
+    // Node B reads version 1 (EXPORT to a human) and keeps it in its cache.
+    const warm = await nodeB.post('/v1/verify', own.keys.verify, c.invoke({ ...ARGS, note: 'warm' }, { iat: T0 }).bundle);
+    expect(warm.body.error.code).toBe('APPROVAL_REQUIRED');
+    // Another node publishes version 2: every call is now denied by a rule.
+    const published = await svc.call('POST', `/v1/admin/tenants/${own.id}/tools`, {
+      key: svc.adminKey,
+      json: { base_version: 1, strict: true, tools: [EXPORT], rules: [{ id: 'closed', when: {}, decision: 'deny' }] },
+    });
+    expect(published.status).toBe(201);
+    const during = await nodeB.post('/v1/verify', own.keys.verify, c.invoke({ ...ARGS, note: 'right after' }, { iat: T0 }).bundle);
+    expect(during.body.error.code).toBe('RULE_DENIED');
+    const opened = await svc.store.db.select({ v: approvals.catalogVersion }).from(approvals).where(eq(approvals.tenantId, own.id));
+    expect(opened).toEqual([{ v: 1 }]); // the warm-up's alone
+  });
+
   it('after a publish, approvals asked under the old catalog hold no place and cannot be approved: the same calls ask again', async () => {
     const { own, human } = await tenantWithApprover('republished');
     // The root to A, A to B with 2 calls: two waiting approvals fill B's places.
