@@ -33,9 +33,9 @@ export function pushPendingApproval(deps: ServiceDeps, tenantId: string, event: 
 }
 
 async function deliver(deps: ServiceDeps, tenantId: string, event: PendingApprovalEvent): Promise<void> {
-  // The URL of the catalog the approval was opened under; a cached copy of an older one is read again.
+  // The current catalog's URL: a cached copy older than the approval's catalog (or none) is read again.
   let doc = await toolDocumentOf(deps, tenantId);
-  if (doc !== null && doc.version < event.approval.catalog_version) doc = await toolDocumentOf(deps, tenantId, true);
+  if (doc === null || doc.version < event.approval.catalog_version) doc = await toolDocumentOf(deps, tenantId, true);
   const url = doc?.settings.webhook_url;
   if (url === undefined) return;
   const res = await fetch(url, {

@@ -124,6 +124,8 @@ export async function decideToolGate(
     chainFlagged?: boolean | undefined;
     /** The statement refused this very request's earlier decision as NEAR_LIMIT_REACHED. */
     nearLimitReached?: boolean | undefined;
+    /** The catalog changed under this request's earlier decision: read it from the database. */
+    freshCatalog?: boolean | undefined;
     /**
      * The API key whose verify this is. Naming a waiting approval of this call asks for it too
      * (SELF_APPROVAL); the statement refuses it an approval it decided itself (APPROVAL_DECIDED_BY_CALLER).
@@ -135,7 +137,7 @@ export async function decideToolGate(
 ): Promise<ToolGate> {
   // A dry run reads the catalog fresh (no statement re-checks its version); a real verify's
   // statement refuses CATALOG_CHANGED when the cached version, or "none", is stale (0005, 0027).
-  const doc = await toolDocumentOf(deps, tenantId, opts.dryRun);
+  const doc = await toolDocumentOf(deps, tenantId, opts.dryRun || opts.freshCatalog === true);
   if (doc === null) return { kind: 'none' };
   const { catalog, settings } = doc;
   const inv = decision.invocation.payload;

@@ -249,7 +249,13 @@ export async function verifyInvocation(
    * calibration, or storing the chain found a cached fact stale, it is made again (`redecided`
    * says whether the chain was flagged; set on the second time only).
    */
-  redecided?: { readonly chainFlagged: boolean; readonly nearLimitReached?: boolean; readonly rounds?: number },
+  redecided?: {
+    readonly chainFlagged: boolean;
+    readonly nearLimitReached?: boolean;
+    readonly rounds?: number;
+    /** The catalog changed under an earlier decision: read it fresh, not through the node's cache. */
+    readonly catalogChanged?: boolean;
+  },
 ): Promise<VerifyResponse> {
   const started = performance.now();
   const db = deps.store.db;
@@ -266,6 +272,9 @@ export async function verifyInvocation(
     const next = {
       chainFlagged: redecided?.chainFlagged === true || redecide === 'flagged',
       nearLimitReached: redecided?.nearLimitReached === true || redecide === 'near',
+      // A request on this node that read the catalog before the publish may put the old one back in
+      // its cache after it was forgotten: the decision made again reads it from the database.
+      catalogChanged: redecided?.catalogChanged === true || redecide === 'catalog',
       rounds,
     };
     return verifyInvocation(deps, auth, tenantId, req, bundle, deadline, next);
@@ -394,6 +403,7 @@ export async function verifyInvocation(
     approvalId: req.approval_id,
     chainFlagged: redecided?.chainFlagged,
     nearLimitReached: redecided?.nearLimitReached,
+    freshCatalog: redecided?.catalogChanged === true,
     callerKey: auth.keyId,
     wouldHold,
   });
