@@ -109,11 +109,19 @@ export function toolDocumentJson(stored: StoredToolDocument, reader: ToolDocumen
 /** How long a node trusts its copy; the verify statement re-checks the version anyway. */
 const CACHE_MS = 2_000;
 const caches = new WeakMap<ServiceDeps, Map<string, { at: number; doc: ToolDocument | null }>>();
+/** The newest version each tenant's document was read at on this node (versions only go up). */
+const newestRead = new WeakMap<ServiceDeps, Map<string, number>>();
 
 function cacheOf(deps: ServiceDeps) {
   let c = caches.get(deps);
   if (!c) caches.set(deps, (c = new Map()));
   return c;
+}
+
+function newestReadOf(deps: ServiceDeps) {
+  let n = newestRead.get(deps);
+  if (!n) newestRead.set(deps, (n = new Map()));
+  return n;
 }
 
 export function forgetToolDocument(deps: ServiceDeps, tenantId: string): void {
@@ -127,7 +135,13 @@ export async function toolDocumentOf(deps: ServiceDeps, tenantId: string, fresh 
   if (!fresh && hit && performance.now() - hit.at < CACHE_MS) return hit.doc;
   const stored = await currentToolDocument(deps.store.db, tenantId);
   const doc = stored === undefined ? null : documentOf(stored.version, stored.document);
-  cache.set(tenantId, { at: performance.now(), doc });
+  // A read that began before a publish may end after a newer one: it decides its own request (the
+  // statement re-checks the version), but does not put the old version back for the node's others.
+  const version = doc?.version ?? 0;
+  if (version >= (newestReadOf(deps).get(tenantId) ?? 0)) {
+    newestReadOf(deps).set(tenantId, version);
+    cache.set(tenantId, { at: performance.now(), doc });
+  }
   return doc;
 }
 

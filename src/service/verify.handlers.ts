@@ -245,9 +245,9 @@ export async function verifyInvocation(
   bundle: unknown,
   deadline: Date = new Date(Date.now() + deps.config.verifyDeadlineMs),
   /**
-   * Once: when the tool catalog changed under a decision, the chain turned out flagged for cost
-   * calibration, or storing the chain found a cached fact stale, it is made again (`redecided`
-   * says whether the chain was flagged; set on the second time only).
+   * When the tool catalog changed under a decision, the chain turned out flagged for cost
+   * calibration or near its limit, or storing the chain found a cached fact stale, the decision is
+   * made again, at most twice (`redecided`: what the earlier rounds learned, and how many there were).
    */
   redecided?: {
     readonly chainFlagged: boolean;
