@@ -58,6 +58,7 @@ import { CATALOG_CHANGED, INVOCATION_STORED } from './approvals.js';
 import { askForApproval, decideToolGate, mustRedecide, toolGateViolation, type ToolGate } from './tool-gate.js';
 import { predictTrifectaHold } from './tool-grants.js';
 import { forgetToolDocument } from './tools.js';
+import { newerCatalogExists } from '../store/tools.js';
 import type { Policy } from '../protocol/policy.js';
 import type { ApprovalJson } from './approvals.js';
 
@@ -487,6 +488,13 @@ export async function verifyInvocation(
     }
   }
   if (gate.kind === 'refuse') {
+    // Refused under the node's cached catalog: one published since (on another node, within the
+    // cache's 2 s) may allow the call, so the refusal is made again under it. A dry run and a
+    // decision made again after a catalog change read the catalog fresh already.
+    if (!dryRun && redecided?.catalogChanged !== true && (await newerCatalogExists(db, tenantId, gate.catalogVersion))) {
+      forgetToolDocument(deps, tenantId);
+      return decideAgain('catalog');
+    }
     const denied = deny(gate.violations, { invocation: decision.invocation, dr_chain: inv.dr_chain });
     const refusedByGate = gate.suggestion === undefined ? denied : { ...denied, error: { ...denied.error, suggestion: gate.suggestion } };
     return refuse(deps, auth, tenantId, refusedByGate, dryRun, deadline, started, { ...gated, approval: gate.approval });

@@ -432,6 +432,29 @@ describe('approvals and catalog versions', () => {
     expect(opened).toEqual([{ v: 1 }]); // the warm-up's alone
   });
 
+  it('a node refusing from a catalog another node just replaced decides again under the new one', async () => {
+    const { own } = await tenantWithApprover('stale refusal');
+    const closed = await svc.call('POST', `/v1/admin/tenants/${own.id}/tools`, {
+      key: svc.adminKey,
+      json: { base_version: 1, strict: true, tools: [EXPORT], rules: [{ id: 'closed', when: {}, decision: 'deny' }] },
+    });
+    expect(closed.status).toBe(201);
+    const c = buildChain([POLICY, POLICY], { keys: [own.root, generateKeyPair(), generateKeyPair()] });
+    const [, nodeB] = nodes;
+    // Node B reads version 2 (every call denied) and keeps it in its cache.
+    const warm = await nodeB.post('/v1/verify', own.keys.verify, c.invoke({ ...ARGS, note: 'warm' }, { iat: T0 }).bundle);
+    expect(warm.body.error.code).toBe('RULE_DENIED');
+    // Another node publishes version 3 without the rule: EXPORT goes to a human again.
+    const reopened = await svc.call('POST', `/v1/admin/tenants/${own.id}/tools`, {
+      key: svc.adminKey,
+      json: { base_version: 2, strict: true, tools: [EXPORT] },
+    });
+    expect(reopened.status).toBe(201);
+    const after = await nodeB.post('/v1/verify', own.keys.verify, c.invoke({ ...ARGS, note: 'right after' }, { iat: T0 }).bundle);
+    expect(after.body.error.code).toBe('APPROVAL_REQUIRED');
+    expect(after.body.approval).toMatchObject({ catalog_version: 3 });
+  });
+
   it('after a publish, approvals asked under the old catalog hold no place and cannot be approved: the same calls ask again', async () => {
     const { own, human } = await tenantWithApprover('republished');
     // The root to A, A to B with 2 calls: two waiting approvals fill B's places.
