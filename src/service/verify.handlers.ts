@@ -453,6 +453,7 @@ export async function verifyInvocation(
     const answered = await answerPriorUse(gate.kind === 'ask');
     if (answered) return answered;
   }
+  let catalogChecked = false;
   if (gate.kind === 'ask') {
     if (dryRun) {
       const refused = gate.dryRunRefusal;
@@ -471,6 +472,7 @@ export async function verifyInvocation(
       };
     } else {
       const asked = await askForApproval(deps, gate, auth.keyId);
+      catalogChecked = true; // requestApproval read whether a newer catalog exists
       // The gate decided under a catalog a newer one replaced (its cached copy): no approval was
       // opened under the old one; the call is decided again under the current one.
       if (asked === CATALOG_CHANGED) {
@@ -490,8 +492,9 @@ export async function verifyInvocation(
   if (gate.kind === 'refuse') {
     // Refused under the node's cached catalog: one published since (on another node, within the
     // cache's 2 s) may allow the call, so the refusal is made again under it. A dry run and a
-    // decision made again after a catalog change read the catalog fresh already.
-    if (!dryRun && redecided?.catalogChanged !== true && (await newerCatalogExists(db, tenantId, gate.catalogVersion))) {
+    // decision made again after a catalog change read the catalog fresh already, and a refusal
+    // from asking for an approval was checked while asking.
+    if (!dryRun && !catalogChecked && redecided?.catalogChanged !== true && (await newerCatalogExists(db, tenantId, gate.catalogVersion))) {
       forgetToolDocument(deps, tenantId);
       return decideAgain('catalog');
     }
