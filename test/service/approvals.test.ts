@@ -421,11 +421,7 @@ describe('approvals and catalog versions', () => {
     const warm = await nodeB.post('/v1/verify', own.keys.verify, c.invoke({ ...ARGS, note: 'warm' }, { iat: T0 }).bundle);
     expect(warm.body.error.code).toBe('APPROVAL_REQUIRED');
     // Another node publishes version 2: every call is now denied by a rule.
-    const published = await svc.call('POST', `/v1/admin/tenants/${own.id}/tools`, {
-      key: svc.adminKey,
-      json: { base_version: 1, strict: true, tools: [EXPORT], rules: [{ id: 'closed', when: {}, decision: 'deny' }] },
-    });
-    expect(published.status).toBe(201);
+    await publishExport(own.id, 1, DENY_EVERY_CALL);
     const during = await nodeB.post('/v1/verify', own.keys.verify, c.invoke({ ...ARGS, note: 'right after' }, { iat: T0 }).bundle);
     expect(during.body.error.code).toBe('RULE_DENIED');
     const opened = await svc.store.db.select({ v: approvals.catalogVersion }).from(approvals).where(eq(approvals.tenantId, own.id));
@@ -434,22 +430,14 @@ describe('approvals and catalog versions', () => {
 
   it('a node refusing from a catalog another node just replaced decides again under the new one', async () => {
     const { own } = await tenantWithApprover('stale refusal');
-    const closed = await svc.call('POST', `/v1/admin/tenants/${own.id}/tools`, {
-      key: svc.adminKey,
-      json: { base_version: 1, strict: true, tools: [EXPORT], rules: [{ id: 'closed', when: {}, decision: 'deny' }] },
-    });
-    expect(closed.status).toBe(201);
+    await publishExport(own.id, 1, DENY_EVERY_CALL);
     const c = buildChain([POLICY, POLICY], { keys: [own.root, generateKeyPair(), generateKeyPair()] });
     const [, nodeB] = nodes;
     // Node B reads version 2 (every call denied) and keeps it in its cache.
     const warm = await nodeB.post('/v1/verify', own.keys.verify, c.invoke({ ...ARGS, note: 'warm' }, { iat: T0 }).bundle);
     expect(warm.body.error.code).toBe('RULE_DENIED');
     // Another node publishes version 3 without the rule: EXPORT goes to a human again.
-    const reopened = await svc.call('POST', `/v1/admin/tenants/${own.id}/tools`, {
-      key: svc.adminKey,
-      json: { base_version: 2, strict: true, tools: [EXPORT] },
-    });
-    expect(reopened.status).toBe(201);
+    await publishExport(own.id, 2);
     const after = await nodeB.post('/v1/verify', own.keys.verify, c.invoke({ ...ARGS, note: 'right after' }, { iat: T0 }).bundle);
     expect(after.body.error.code).toBe('APPROVAL_REQUIRED');
     expect(after.body.approval).toMatchObject({ catalog_version: 3 });
@@ -465,11 +453,7 @@ describe('approvals and catalog versions', () => {
     expect([first.body.error.code, second.body.error.code]).toEqual(['APPROVAL_REQUIRED', 'APPROVAL_REQUIRED']);
     expect((await ask('third')).body.error.code).toBe('APPROVALS_PENDING_LIMIT');
 
-    const republished = await svc.call('POST', `/v1/admin/tenants/${own.id}/tools`, {
-      key: svc.adminKey,
-      json: { base_version: 1, strict: true, tools: [EXPORT] },
-    });
-    expect(republished.status).toBe(201);
+    await publishExport(own.id, 1);
     // Both calls ask again under version 2: their old approvals, which can never run, no longer fill B's places.
     const [firstAgain, secondAgain] = [await ask('first'), await ask('second')];
     expect([firstAgain.body.error.code, secondAgain.body.error.code]).toEqual(['APPROVAL_REQUIRED', 'APPROVAL_REQUIRED']);
@@ -1021,6 +1005,17 @@ describe('a dry run of a chain not yet stored whose reach is a trifecta, naming 
     expect(real.body.violations).toEqual(dry.body.violations);
   });
 });
+
+/** Publishes the tenant's next catalog (EXPORT alone) on the main node, with `rules` if given. */
+async function publishExport(tenantId: string, baseVersion: number, rules?: unknown[]): Promise<void> {
+  const published = await svc.call('POST', `/v1/admin/tenants/${tenantId}/tools`, {
+    key: svc.adminKey,
+    json: { base_version: baseVersion, strict: true, tools: [EXPORT], ...(rules === undefined ? {} : { rules }) },
+  });
+  expect(published.status).toBe(201);
+}
+
+const DENY_EVERY_CALL = [{ id: 'closed', when: {}, decision: 'deny' }];
 
 /** A tenant of its own whose catalog sends EXPORT to a human, and a key of its approver. */
 async function tenantWithApprover(name: string): Promise<{ own: TestTenant; human: string }> {
