@@ -4,7 +4,6 @@
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
-import { sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
@@ -56,7 +55,10 @@ export interface Store {
   kind: 'postgres' | 'pglite';
   /** The hot path's statements (see RawQuery). */
   query: RawQuery;
-  /** Throws when the database cannot answer (for /readyz). */
+  /**
+   * Throws when the database cannot take this node's writes (for /readyz): it does not answer, or
+   * the sessions the node's requests and verifies run on are read-only.
+   */
   ping(): Promise<void>;
   /** Idempotent: a second call (e.g. shutdown racing a test's cleanup) is a no-op. */
   close(): Promise<void>;
@@ -101,6 +103,17 @@ export interface OpenStoreOptions {
  */
 export const SESSION_LIFETIME_SECONDS = (): number => 45 + Math.random() * 30;
 
+/**
+ * A session that answers but refuses writes (a primary set `default_transaction_read_only`, a
+ * standby after a failover the node's address still points at) fails every verify with a 503: a
+ * node on one is not ready, though `select 1` answers.
+ */
+const WRITABLE_SESSION_QUERY = "select current_setting('transaction_read_only') as read_only";
+
+function assertWritableSession(rows: readonly Record<string, unknown>[]): void {
+  if (rows[0]?.read_only !== 'off') throw new Error('the database session is read-only: writes would be refused');
+}
+
 /** Opens the store and applies pending migrations before returning it. */
 export async function openStore(opts: OpenStoreOptions): Promise<Store> {
   if (opts.databaseUrl)
@@ -142,8 +155,10 @@ async function openPostgres(
     db,
     kind: 'postgres',
     query: async (text, params) => hot.unsafe(text, params as postgres.ParameterOrJSON<never>[], { prepare: true }),
+    // Both pools: verifies run on `hot`, every other request on `client`, and either may hold sessions
+    // a read-only spell left behind after the other's were renewed.
     ping: async () => {
-      await db.execute(sql`select 1`);
+      await Promise.all([client, hot].map(async (pool) => assertWritableSession(await pool.unsafe(WRITABLE_SESSION_QUERY))));
     },
     close: once(async () => {
       await Promise.all([client.end({ timeout: 5 }), hot.end({ timeout: 5 })]);
@@ -219,7 +234,7 @@ async function openPglite(
       kind: 'pglite',
       query: async (text, params) => (await client.query<Record<string, unknown>>(text, [...params])).rows,
       ping: async () => {
-        await db.execute(sql`select 1`);
+        assertWritableSession((await client.query<Record<string, unknown>>(WRITABLE_SESSION_QUERY)).rows);
       },
       close: once(async () => {
         try {

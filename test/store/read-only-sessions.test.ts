@@ -45,6 +45,14 @@ async function write(through: 'hot' | 'drizzle'): Promise<string> {
   }
 }
 
+/** What the store's readiness check (for /readyz) says: 'ready', or why not. */
+async function readiness(): Promise<string> {
+  return store.ping().then(
+    () => 'ready',
+    (e: unknown) => (e instanceof Error ? e.message : String(e)),
+  );
+}
+
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Writes through both pools every 100 ms for `ms`: what each answered. */
@@ -60,6 +68,7 @@ async function writeFor(ms: number, until?: (answers: string[]) => boolean): Pro
 describe('a database that was read-only for a while', () => {
   it('is written to through both pools soon after it can be, and not while it cannot', async () => {
     expect([await write('hot'), await write('drizzle')]).toEqual(['ok', 'ok']);
+    expect(await readiness()).toBe('ready');
     await admin.unsafe(`alter database "${databaseName}" set default_transaction_read_only = on`);
     // The store's sessions end (a restart, a failover): the driver opens new ones, read-only now.
     await admin`select pg_terminate_backend(pid) from pg_stat_activity where datname = ${databaseName} and pid <> pg_backend_pid()`;
@@ -69,6 +78,8 @@ describe('a database that was read-only for a while', () => {
     expect(during, 'writes refused as read-only while the database is').toContain('hot:25006');
     expect(during).toContain('drizzle:25006');
     expect(during.filter((answer) => answer.endsWith(':ok'))).toEqual([]);
+    // A node whose every write is refused is not ready, though the database answers `select 1`.
+    expect(await readiness()).toMatch(/read-only/);
 
     await admin.unsafe(`alter database "${databaseName}" reset default_transaction_read_only`);
     const after = await writeFor(15_000, (answers) => answers.slice(-2).join() === 'hot:ok,drizzle:ok');
@@ -78,5 +89,6 @@ describe('a database that was read-only for a while', () => {
     await pause(1_000 * LIFETIME_SECONDS);
     const later = await writeFor(1_000 * LIFETIME_SECONDS);
     expect(later.filter((answer) => !answer.endsWith(':ok'))).toEqual([]);
+    expect(await readiness()).toBe('ready');
   }, 60_000);
 });
