@@ -16,7 +16,9 @@ Decodes signed records WITHOUT checking them: delegation records,
 invocations, bundles (JSON or the base64url X-DRS-Bundle form), chains, and
 service receipts (or any service answer that carries them). For each: the
 header, the payload, the record hash computed from the exact JWS, the
-issuer's did:key with its Ed25519 public key, and the times in UTC.
+issuer's did:key with its Ed25519 public key, and the times in UTC. The
+first 1000 records are shown; past that the output says how many were
+found ("total" in --json).
 
 Everything printed is UNVERIFIED: signatures, trust, revocation and time are
 not checked. To check, use baton verify (bundles and chains) or baton
@@ -28,8 +30,14 @@ Options:
 
 Exit codes: 0 decoded, 2 no signed record found or unreadable input.`;
 
-/** At most this many records are decoded from one input. */
-const MAX_RECORDS = 1000;
+/** At most this many records are shown from one input; past it, the output says how many it left out. */
+const MAX_SHOWN = 1000;
+/**
+ * At most this many service receipts are checked from one input. Every one found is checked, or
+ * none: an input holding more is refused whole, since checking only some would let a forgery past
+ * the cap go unseen.
+ */
+export const MAX_SERVICE_RECEIPTS = 10_000;
 const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 
 export interface InspectedRecord {
@@ -56,12 +64,14 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
-/** Whether `s` reads as a compact JWS whose header is a JSON object naming an alg. */
-function looksLikeJws(s: string): boolean {
-  if (s.length > 1024 * 1024 || !COMPACT_JWS.test(s)) return false;
+/** The header of `s` when it reads as a compact JWS whose header is a JSON object naming an alg. */
+function jwsHeader(s: string): Record<string, unknown> | undefined {
+  if (s.length > 1024 * 1024 || !COMPACT_JWS.test(s)) return undefined;
   const header = decodePart(s.split('.')[0]!).value;
-  return isObject(header) && typeof header['alg'] === 'string';
+  return isObject(header) && typeof header['alg'] === 'string' ? header : undefined;
 }
+
+const looksLikeJws = (s: string): boolean => jwsHeader(s) !== undefined;
 
 function kindOf(header: unknown, payload: unknown): string {
   if (isObject(payload) && typeof payload['drs_type'] === 'string') return payload['drs_type'];
@@ -112,9 +122,14 @@ export function inspectJws(jws: string, where: string): InspectedRecord {
   };
 }
 
+/** A signed record found in an input, with where: its JSON path, or its line. */
+export interface FoundRecord {
+  readonly where: string;
+  readonly jws: string;
+}
+
 /** Every string in `value` that reads as a compact JWS, with its JSON path. */
-function collectJws(value: unknown, path: string, out: { where: string; jws: string }[]): void {
-  if (out.length >= MAX_RECORDS) return;
+function collectJws(value: unknown, path: string, out: FoundRecord[]): void {
   if (typeof value === 'string') {
     if (looksLikeJws(value)) out.push({ where: path || '(top)', jws: value });
   } else if (Array.isArray(value)) {
@@ -124,21 +139,31 @@ function collectJws(value: unknown, path: string, out: { where: string; jws: str
   }
 }
 
-/** The signed records an input holds: JWS lines, any JSON carrying JWS strings, or a base64url bundle. */
-/** The service receipts among the signed records in `text` (findRecords): those whose header names a kid. */
-export function findServiceReceipts(text: string, name: string): { where: string; jws: string }[] {
-  return findRecords(text, name).filter((r) => typeof (inspectJws(r.jws, r.where).header as { kid?: unknown } | null)?.kid === 'string');
+/**
+ * The service receipts among the signed records in `text` (findRecords): those whose header names a
+ * kid. All of them, or a usage error when there are more than MAX_SERVICE_RECEIPTS: the caller
+ * checks every one it gets.
+ */
+export function findServiceReceipts(text: string, name: string): FoundRecord[] {
+  const receipts = findRecords(text, name).filter((r) => typeof jwsHeader(r.jws)?.['kid'] === 'string');
+  if (receipts.length > MAX_SERVICE_RECEIPTS)
+    throw new UsageError(
+      `${name} holds ${receipts.length} service receipts, more than the ${MAX_SERVICE_RECEIPTS} checked from one input; ` +
+        `none was checked. Split it into files of at most ${MAX_SERVICE_RECEIPTS} service receipts and check each.`,
+    );
+  return receipts;
 }
 
-export function findRecords(text: string, name: string): { where: string; jws: string }[] {
+/** Every signed record an input holds: JWS lines, any JSON carrying JWS strings, or a base64url bundle. */
+export function findRecords(text: string, name: string): FoundRecord[] {
   const trimmed = text.trim();
   if (trimmed === '') throw new UsageError(`${name} is empty`);
-  const found: { where: string; jws: string }[] = [];
+  const found: FoundRecord[] = [];
   if (trimmed.startsWith('{') || trimmed.startsWith('[')) {
     collectJws(parseJsonDocument(trimmed, name), '', found);
   } else {
     const words = trimmed.split(/\s+/);
-    if (words.every(looksLikeJws)) words.slice(0, MAX_RECORDS).forEach((jws, i) => found.push({ where: `line ${i + 1}`, jws }));
+    if (words.every(looksLikeJws)) words.forEach((jws, i) => found.push({ where: `line ${i + 1}`, jws }));
     else if (words.length === 1) {
       // The X-DRS-Bundle header form: base64url of the bundle JSON.
       const bundle = decodePart(trimmed).value;
@@ -156,10 +181,14 @@ export function printable(text: string): string {
   return text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
-function explain(records: readonly InspectedRecord[]): string {
+const shownOnly = (shown: number, total: number): string =>
+  `SHOWN: the first ${shown} of the ${total} signed records found; the other ${total - shown} are not shown.`;
+
+function explain(records: readonly InspectedRecord[], total: number): string {
   const lines = [
     'UNVERIFIED: decoded only. Signatures, trust, revocation and time were NOT checked.',
     '  Check with: baton verify <bundle> --trust <root did>, or baton service-receipt verify <service receipt>.',
+    ...(total > records.length ? [shownOnly(records.length, total)] : []),
   ];
   records.forEach((r, i) => {
     lines.push('', printable(`[${i + 1}] ${r.where}: ${r.kind}`), `  hash       ${r.hash}`);
@@ -199,8 +228,11 @@ export async function runInspect(argv: string[], io: CliIo): Promise<number> {
   }
   const file = positionals[0];
   if (!file || positionals.length > 1) throw new UsageError('give one file, or - for stdin', INSPECT_HELP);
-  const records = findRecords(await readText(file, 'input'), file === '-' ? 'stdin' : file).map((r) => inspectJws(r.jws, r.where));
-  if (values.json) printJson(io, { unverified: true, records });
-  else io.out(explain(records));
+  const found = findRecords(await readText(file, 'input'), file === '-' ? 'stdin' : file);
+  const records = found.slice(0, MAX_SHOWN).map((r) => inspectJws(r.jws, r.where));
+  if (values.json) {
+    printJson(io, { unverified: true, total: found.length, records });
+    if (found.length > records.length) io.err(`note: ${shownOnly(records.length, found.length)}`);
+  } else io.out(explain(records, found.length));
   return 0;
 }

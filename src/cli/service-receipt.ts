@@ -15,7 +15,7 @@ import {
   refuseStdoutPath,
   writeOutputFile,
 } from './common.js';
-import { findServiceReceipts, printable } from './inspect.js';
+import { findServiceReceipts, MAX_SERVICE_RECEIPTS, printable } from './inspect.js';
 import { resolveTarget } from './context.js';
 import { DEFAULT_SERVER, parseJsonDocument } from './basics.js';
 import { UsageError, type CliIo } from './io.js';
@@ -38,7 +38,9 @@ are not signed; the receipt is what vouches for the call).
 Service receipts come from files (any service answer that carries them: a
 service receipt JWS, a submit/verify/revoke answer, a chain, a
 GET /v1/service-receipts page; "-" reads stdin), or with --fetch from
-GET /v1/service-receipts (audit key).
+GET /v1/service-receipts (audit key). Every service receipt in a file is
+checked: a file holding more than ${MAX_SERVICE_RECEIPTS} is refused whole (exit 2);
+split it.
 
 The keys come from --keys (a saved GET /v1/keys or /.well-known/jwks.json
 answer: offline, nothing is fetched), else from the server's /v1/keys

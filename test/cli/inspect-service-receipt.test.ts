@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MAX_SERVICE_RECEIPTS } from '../../src/cli/inspect.js';
 import { recordHash } from '../../src/protocol/hash.js';
 import { BatonClient, type SubmitResult } from '../../src/sdk/client.js';
 import { generateKeyPair } from '../../src/sdk/keys.js';
@@ -94,6 +95,21 @@ describe('baton inspect', () => {
     expect(r.code).toBe(0);
     expect(r.out).toContain('did:key:z\\u001b]0;owned\\u0007\\u009b2J');
     expect(r.out).not.toMatch(/[\u001b\u0007\u009b]/);
+  });
+
+  it('past the first 1000 records, says how many it found and did not show', async () => {
+    const file = join(dir, 'many-records.txt');
+    writeFileSync(file, `${Array<string>(1001).fill(chain.root.jws).join('\n')}\n`);
+    const r = await run(['inspect', file]);
+    expect(r.code, r.err).toBe(0);
+    const shownOnly = 'SHOWN: the first 1000 of the 1001 signed records found; the other 1 are not shown.';
+    expect(r.out.split('\n')[2]).toBe(shownOnly);
+    expect(r.out).not.toContain('[1001]');
+    const asJson = await run(['inspect', file, '--json']);
+    expect(asJson.err).toContain(`note: ${shownOnly}`);
+    const json = JSON.parse(asJson.out) as { total: number; records: unknown[] };
+    expect(json.total).toBe(1001);
+    expect(json.records).toHaveLength(1000);
   });
 
   it('input without a signed record is exit 2', async () => {
@@ -320,6 +336,38 @@ describe('baton service-receipt verify', () => {
     expect(env.code, env.err).toBe(0);
     expect(env.err).toContain(`${live.baseUrl}/v1/keys (public, no API key needed)`);
     expect(env.err).toContain(`fetching service receipts from ${live.baseUrl}/v1/service-receipts (audit key)`);
+  });
+
+  it('checks every service receipt of a file: a forgery past the first 1000 records is INVALID', async () => {
+    const keysFile = join(dir, 'keys-many.json');
+    writeFileSync(keysFile, JSON.stringify(await new BatonClient({ baseUrl: live.baseUrl }).keys()));
+    const serviceReceipt = submitted.delegations[0]!.service_receipt!.jws;
+    const forged = tampered(serviceReceipt, (p) => (p['subject'] = 'sha256:' + '0'.repeat(64)));
+    const lines = (records: readonly string[]) => `${records.join('\n')}\n`;
+
+    const afterReceipts = join(dir, 'many-receipts.txt');
+    writeFileSync(afterReceipts, lines([...Array<string>(1000).fill(serviceReceipt), forged]));
+    const r = await run(['service-receipt', 'verify', afterReceipts, '--keys', keysFile]);
+    expect(r.code, r.err).toBe(1);
+    expect(r.out).toMatch(/^INVALID {2}.*line 1001 /m);
+    expect(r.out).toContain('1000 of 1001 service receipt(s) valid, 1 INVALID.');
+
+    // DRS records ahead of it do not count towards any limit: the service receipt is still found.
+    const afterRecords = join(dir, 'many-records-one-receipt.txt');
+    writeFileSync(afterRecords, lines([...Array<string>(1000).fill(chain.root.jws), forged]));
+    const behind = await run(['service-receipt', 'verify', afterRecords, '--keys', keysFile, '--json']);
+    expect(behind.code, behind.err).toBe(1);
+    expect(JSON.parse(behind.out)).toMatchObject({ valid: false, checked: 1, invalid: 1 });
+
+    // Past the limit, the whole file is refused, never checked in part.
+    const tooMany = join(dir, 'too-many-receipts.txt');
+    writeFileSync(tooMany, lines(Array<string>(MAX_SERVICE_RECEIPTS + 1).fill(serviceReceipt)));
+    const refused = await run(['service-receipt', 'verify', tooMany, '--keys', keysFile]);
+    expect(refused.code).toBe(2);
+    expect(refused.err).toContain(
+      `holds ${MAX_SERVICE_RECEIPTS + 1} service receipts, more than the ${MAX_SERVICE_RECEIPTS} checked from one input; none was checked. Split it`,
+    );
+    expect(refused.out).not.toContain('VALID');
   });
 
   it('a file with DRS records but no service receipt, or no input, is exit 2', async () => {
