@@ -57,6 +57,11 @@ Options:
   --keys <file>            the service's published keys, pinned (a saved GET /v1/keys or
                            JWKS, e.g. from baton service-receipt verify --save-keys):
                            receipts and the served log keys are checked against them
+  --tenant <id>            the tenant whose log this must be (your audit key's): the log
+                           the service names must be <log name>/baton/<id>. Every tenant's
+                           log is signed with the same service key, so --keys alone does
+                           not tell yours from another's; without --tenant or --trust the
+                           report says which log it took from the service
   --previous <file>        an earlier checkpoint note to check consistency with
   --tree-size <n>          audit under the signed checkpoint of this size (default: the
                            latest), e.g. the one your witnesses cosigned when the log has
@@ -108,6 +113,10 @@ function summary(report: AuditReport): string {
   ];
   if (!report.rootsPinned) lines.push('  note               decision roots not checked for trust; pin them with --root');
   if (report.trustedOnFirstUse) lines.push('  note               keys taken from the service audited; pin them with --trust or --keys');
+  if (!report.originPinned)
+    lines.push(
+      `  note               which log this is (${report.origin}) taken from the service audited; pin it with --tenant <id> or --trust`,
+    );
   for (const f of report.findings) {
     const where =
       'source' in f
@@ -159,6 +168,7 @@ export async function runAudit(argv: string[], io: CliIo): Promise<number> {
       'invocation-max-age': { type: 'string' },
       'max-pending': { type: 'string' },
       keys: { type: 'string' },
+      tenant: { type: 'string' },
       'clock-skew': { type: 'string' },
       'save-checkpoint': { type: 'string' },
       'tree-size': { type: 'string' },
@@ -173,6 +183,7 @@ export async function runAudit(argv: string[], io: CliIo): Promise<number> {
   }
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`, AUDIT_HELP);
   refuseStdoutPath(values['save-checkpoint'], '--save-checkpoint', AUDIT_HELP);
+  if (values.tenant === '') throw new UsageError('--tenant takes a tenant id (ten_...)', AUDIT_HELP);
   // Server and key as every online command resolves them: flags, then environment, then the
   // context (src/cli/context.ts).
   const { server, serverFrom, apiKey, context, keyWithheld, envSetAside } = resolveTarget(values, io, DEFAULT_SERVER);
@@ -203,6 +214,7 @@ export async function runAudit(argv: string[], io: CliIo): Promise<number> {
     apiKey,
     timeoutMs,
     ...(values.trust !== undefined ? { trust: readLogTrust(values.trust, AUDIT_HELP) } : {}),
+    ...(values.tenant !== undefined ? { tenantId: values.tenant } : {}),
     ...(values.previous !== undefined ? { previousCheckpoint: readLocalText(values.previous, '--previous', AUDIT_HELP) } : {}),
     // Parsed as baton log proof parses it: a checkpoint has at least one leaf to audit.
     ...(values['tree-size'] !== undefined ? { treeSize: integerFlag('--tree-size', values['tree-size'], 1) } : {}),

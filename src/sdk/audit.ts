@@ -400,6 +400,12 @@ export interface AuditReport {
   readonly findings: readonly AuditFinding[];
   /** True when neither the log's keys (trust) nor the service's keys (serviceKeys) were pinned: both came from the service audited. */
   readonly trustedOnFirstUse: boolean;
+  /**
+   * Whether which tenant's log this is was pinned (trust's origin, or tenantId). False: it is the
+   * log the service named (GET /v1/log), and every tenant's log is signed with the same service key,
+   * so pinned keys alone do not tell the auditor's tenant's log from another's.
+   */
+  readonly originPinned: boolean;
   readonly ok: boolean;
 }
 
@@ -409,6 +415,12 @@ export interface AuditOptions {
   readonly apiKey: string;
   /** Pin the log's identity; without it the keys the service serves are used (and the report says so). */
   readonly trust?: LogTrust;
+  /**
+   * The tenant whose log this must be (the audit key's): the log's origin must be
+   * `<log name>/baton/<tenantId>`, as the service names a tenant's log. Without it or `trust`, the
+   * log audited is whichever the service names (GET /v1/log), and the report says so (originPinned).
+   */
+  readonly tenantId?: string;
   /** An earlier checkpoint note to check the current one against (split views, rollbacks). */
   readonly previousCheckpoint?: string;
   /**
@@ -857,6 +869,33 @@ async function consistencyFindings(h: Http, older: SignedCheckpoint, newer: Sign
   return [{ kind: 'split-view', detail, finding }];
 }
 
+const originPinned = (o: AuditOptions): boolean => o.trust !== undefined || o.tenantId !== undefined;
+
+/** The tenant a log origin names: its last part after `/baton/` (`<log name>/baton/<tenant>`, as the service forms it). */
+function originTenant(origin: string): string | undefined {
+  const at = origin.lastIndexOf('/baton/');
+  return at > 0 ? origin.slice(at + '/baton/'.length) : undefined;
+}
+
+/**
+ * Refuses a log that is not `tenantId`'s. Every tenant's log is signed with the same service key, so
+ * keys pinned without an origin would accept another tenant's log the service passes off as this
+ * one; its origin names the tenant, and the checkpoints are opened under that origin.
+ */
+function requireTenantLog(origin: string, tenantId: string, from: 'trust' | 'service'): void {
+  if (originTenant(origin) === tenantId) return;
+  if (from === 'trust')
+    throw new BatonError('INVALID_REQUEST', {
+      message: `The pinned log ${origin} (trust) is not the log of tenant ${tenantId} (tenantId): a tenant's log is <log name>/baton/${tenantId}.`,
+      suggestion: "Pin the tenant's own log (its GET /v1/log, with an audit key of that tenant), or give the tenant that log is of.",
+    });
+  throw new BatonError('NOTE_NOT_VERIFIED', {
+    message: `The service names the log ${origin} (GET /v1/log), not the log of tenant ${tenantId}, which must be <log name>/baton/${tenantId}: another tenant's log, or another service's.`,
+    suggestion: `Check the audit key is of tenant ${tenantId}; if it is, the service served another log than this key's, so keep this output as evidence.`,
+    details: { origin, tenant: tenantId },
+  });
+}
+
 /** The report of an audit that could not read the checkpoint to audit: one finding, nothing audited. */
 function emptyReport(origin: string, note: string, o: AuditOptions, finding: AuditFinding): AuditReport {
   return {
@@ -872,6 +911,7 @@ function emptyReport(origin: string, note: string, o: AuditOptions, finding: Aud
     notChecked: OFFLINE_LIMITS,
     findings: [finding],
     trustedOnFirstUse: o.trust === undefined && o.serviceKeys === undefined,
+    originPinned: originPinned(o),
     ok: false,
   };
 }
@@ -892,8 +932,10 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
       message: `treeSize is ${String(o.treeSize)}: give the size of a checkpoint the log signed, a whole number from 1 to ${MAX_TREE_SIZE}.`,
       suggestion: 'Omit treeSize to audit the latest checkpoint.',
     });
+  if (o.tenantId !== undefined && o.trust !== undefined) requireTenantLog(o.trust.origin, o.tenantId, 'trust');
   const h = http(o);
   const info = (await h.json('/v1/log', LOG_NAMES)) as { origin: string; verifier_keys: string[] };
+  if (o.tenantId !== undefined && o.trust === undefined) requireTenantLog(info.origin, o.tenantId, 'service');
   const pinned = o.trust !== undefined;
   /** Nothing more can be audited: the report of what the log served that could not be read. */
   const unreadable = (origin: string, note: string, source: string, what: string, e: BatonError): AuditReport =>
@@ -966,7 +1008,11 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
   }
 
   if (o.previousCheckpoint !== undefined) {
-    const previous = openAudited(o.previousCheckpoint, 'previous', trust, policy, pinned, now);
+    // Opened with the log's keys alone, as the latest is above: it is a checkpoint the log signed and
+    // this auditor kept (with --tree-size, the latest, which the witnesses may not have cosigned yet),
+    // and the log's own signature on both notes is what makes a fork between them evidence. The
+    // witness quorum vouches for the checkpoint audited now, not for the baseline.
+    const previous = openAudited(o.previousCheckpoint, 'previous', trust, { ...policy, requiredCosignatures: 0 }, pinned, now);
     // The log's view now is its latest checkpoint: an earlier one audited may well be smaller than the
     // previous (and without the latest, only one at least as large says anything).
     if (latest !== undefined || previous.checkpoint.size <= size)
@@ -1222,6 +1268,7 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
     notChecked: OFFLINE_LIMITS,
     findings,
     trustedOnFirstUse: o.trust === undefined && o.serviceKeys === undefined,
+    originPinned: originPinned(o),
     ok: findings.length === 0,
   };
 }

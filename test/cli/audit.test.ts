@@ -7,6 +7,10 @@ import { join } from 'node:path';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import { cosignatureSigner } from '../../src/protocol/cosignature.js';
+import { publicKeyFromSeed } from '../../src/protocol/ed25519.js';
+import { COSIGNATURE_V1, formatVerifierKey, parseNote, signNote, verifierKey } from '../../src/protocol/note.js';
 import { integrateOnce } from '../../src/service/log-integrator.js';
 import { silentLogger } from '../../src/service/log.js';
 import { recordServiceReceipt } from '../../src/service/service-receipts.js';
@@ -460,6 +464,107 @@ describe('baton audit', () => {
     } finally {
       await badKey.close();
     }
+  });
+
+  it("--tenant pins whose log it is: another tenant's log passed off with the same service key is refused; unpinned, the output says so", async () => {
+    const dir = tempDir();
+    const mine = await loggedTenant('pin-mine', 2);
+    const theirs = await loggedTenant('pin-theirs', 3);
+    const keysFile = join(dir, 'keys.json');
+    writeFileSync(keysFile, await (await fetch(`${live.baseUrl}/v1/keys`)).text());
+    // A proxy that answers every request with the other tenant's key: its whole log, consistently.
+    const swap = createServer((req: IncomingMessage, res: ServerResponse) => {
+      void (async () => {
+        const upstream = await fetch(`${live.baseUrl}${req.url ?? '/'}`, { headers: { authorization: `Bearer ${theirs.keys.audit}` } });
+        res.writeHead(upstream.status, { 'content-type': upstream.headers.get('content-type') ?? 'application/octet-stream' });
+        res.end(Buffer.from(await upstream.arrayBuffer()));
+      })();
+    });
+    await new Promise<void>((resolve) => swap.listen(0, '127.0.0.1', resolve));
+    const address = swap.address();
+    const swapUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+    try {
+      const base = ['audit', '--server', swapUrl, '--api-key', mine.keys.audit, '--quiet', '--keys', keysFile];
+      // --keys alone: every tenant's log verifies under the service key, so the log is the service's word, and said to be.
+      const unpinned = await run(base);
+      expect(unpinned.code, unpinned.out + unpinned.err).toBe(0);
+      expect(unpinned.out).toMatch(
+        new RegExp(
+          `note +which log this is \\(.*/baton/${theirs.id}\\) taken from the service audited; pin it with --tenant <id> or --trust`,
+        ),
+      );
+      expect(JSON.parse((await run([...base, '--json'])).out)).toMatchObject({ ok: true, trustedOnFirstUse: false, originPinned: false });
+
+      const pinned = await run([...base, '--tenant', mine.id]);
+      expect(pinned.code, pinned.out + pinned.err).toBe(1);
+      expect(pinned.err).toMatch(/^REFUSED: baton audit: NOTE_NOT_VERIFIED/);
+      expect(pinned.err).toContain(`/baton/${theirs.id} (GET /v1/log), not the log of tenant ${mine.id}`);
+      expect(pinned.out).not.toMatch(/^OK/m);
+    } finally {
+      await new Promise<void>((resolve) => swap.close(() => resolve()));
+    }
+    // Its own log passes under --tenant, with nothing more to note.
+    const own = await run([
+      'audit',
+      '--server',
+      live.baseUrl,
+      '--api-key',
+      mine.keys.audit,
+      '--quiet',
+      '--keys',
+      keysFile,
+      '--tenant',
+      mine.id,
+    ]);
+    expect(own.code, own.out + own.err).toBe(0);
+    expect(own.out).toMatch(/^OK: log .*, 2 entries/);
+    expect(own.out).not.toMatch(/which log this is/);
+    // A pinned trust of another tenant's log than --tenant is the caller's mistake, refused before any request.
+    const info = await (await fetch(`${live.baseUrl}/v1/log`, { headers: { authorization: `Bearer ${theirs.keys.audit}` } })).text();
+    writeFileSync(join(dir, 'their-log.json'), info);
+    const mixed = await run([
+      'audit',
+      '--server',
+      await closedPortUrl(),
+      '--api-key',
+      mine.keys.audit,
+      '--trust',
+      join(dir, 'their-log.json'),
+      '--tenant',
+      mine.id,
+    ]);
+    expect(mixed.code).toBe(2);
+    expect(mixed.err).toContain(`is not the log of tenant ${mine.id}`);
+  });
+
+  it('--tree-size with --save-checkpoint under a witness quorum: the saved latest (not yet cosigned) opens as the next --previous', async () => {
+    const dir = tempDir();
+    const cp = join(dir, 'cp.txt');
+    const t = await loggedTenant('w-quorum', 4);
+    const key = t.keys.audit;
+    const read = async (path: string) => (await fetch(`${live.baseUrl}${path}`, { headers: { authorization: `Bearer ${key}` } })).text();
+    // A witness cosigns the checkpoint of 4; the log then grows to 6, past what it cosigned.
+    const seed = randomBytes(32);
+    const witnessKey = formatVerifierKey(verifierKey('witness.example', COSIGNATURE_V1, publicKeyFromSeed(seed)));
+    const cosigned = signNote(parseNote(await read('/v1/log/checkpoint')), [
+      cosignatureSigner('witness.example', seed, live.svc.clock.now),
+    ]);
+    const sent = await live.svc.call('POST', '/v1/log/cosignatures', { key, json: { witness_key: witnessKey, checkpoint: cosigned } });
+    expect(sent.status).toBe(201);
+    await addReceipts(t.id, 2);
+    const info = JSON.parse(await read('/v1/log')) as { origin: string; verifier_keys: string[] };
+    const trust = join(dir, 'trust.json');
+    writeFileSync(
+      trust,
+      JSON.stringify({ origin: info.origin, logKeys: info.verifier_keys, witnesses: [witnessKey], requiredCosignatures: 1 }),
+    );
+    const A3 = ['audit', '--server', live.baseUrl, '--api-key', key, '--quiet', '--trust', trust, '--tree-size', '4'];
+    const first = await run([...A3, '--save-checkpoint', cp]);
+    expect(first.code, first.out + first.err).toBe(0);
+    expect(readFileSync(cp, 'utf8')).toContain('\n6\n');
+    const next = await run([...A3, '--previous', cp]);
+    expect(next.code, next.out + next.err).toBe(0);
+    expect(next.out).toMatch(/^OK: log .*, 4 entries/);
   });
 
   it('needs an API key', async () => {
