@@ -5,7 +5,7 @@
  */
 import { parseCliArgs, groupHelp, runSubcommand, type Subcommand } from './args.js';
 import { clientFrom, COMMON_OPTIONS, durationFlag, EXIT_HELP, listFlag, printJson, SERVER_HELP, SERVER_OPTIONS } from './common.js';
-import { UsageError, type CliIo } from './io.js';
+import { oneLine, UsageError, type CliIo } from './io.js';
 import { TENANT_KEY_SCOPES, type TenantKeyScope } from '../protocol/lists.js';
 import { adminKeys, type LifecycleApiKey } from '../sdk/admin.js';
 
@@ -79,7 +79,7 @@ const tenantsCreate = adminCommand(
   async (values, [name], io) => {
     const tenant = await clientOf(values, io).admin.createTenant(name!);
     if (values['json']) printJson(io, tenant);
-    else io.out(`CREATED: tenant ${tenant.id} "${tenant.name}"`);
+    else io.out(oneLine(`CREATED: tenant ${tenant.id} "${tenant.name}"`));
     return 0;
   },
 );
@@ -95,7 +95,7 @@ const tenantsList = adminCommand(
     const { tenants } = await clientOf(values, io).admin.listTenants();
     if (values['json']) printJson(io, { tenants });
     else if (tenants.length === 0) io.out('No tenants yet: baton tenants create <name>');
-    else for (const t of tenants) io.out(`${t.id}  ${t.created_at}  ${t.name}`);
+    else for (const t of tenants) io.out(oneLine(`${t.id}  ${t.created_at}  ${t.name}`));
     return 0;
   },
 );
@@ -124,7 +124,9 @@ function keyLine(k: LifecycleApiKey): string {
     ...(k.name ? [`"${k.name}"`] : []),
     ...(k.tool_server ? [`tool server ${k.tool_server}`] : []),
     ...(k.rotated_from ? [`replaces ${k.rotated_from}`] : []),
-  ].join('  ');
+  ]
+    .map(oneLine)
+    .join('  ');
 }
 
 const keysCreate = adminCommand(
@@ -249,7 +251,7 @@ const rootsAdd = adminCommand(
     const label = str(values['label']);
     const root = await clientOf(values, io).admin.addRoot(requireTenantFlag(values, help), did!, label);
     if (values['json']) printJson(io, root);
-    else io.out(`TRUSTED: ${root.did} for tenant ${root.tenant_id}${root.label ? ` "${root.label}"` : ''}`);
+    else io.out(oneLine(`TRUSTED: ${root.did} for tenant ${root.tenant_id}${root.label ? ` "${root.label}"` : ''}`));
     return 0;
   },
 );
@@ -265,7 +267,7 @@ const rootsList = adminCommand(
     const { roots } = await clientOf(values, io).admin.listRoots(requireTenantFlag(values, help));
     if (values['json']) printJson(io, { roots });
     else if (roots.length === 0) io.out('No trusted roots: baton roots add <did:key> --tenant <id>');
-    else for (const r of roots) io.out(`${r.did}  ${r.created_at}${r.label ? `  "${r.label}"` : ''}`);
+    else for (const r of roots) io.out(oneLine(`${r.did}  ${r.created_at}${r.label ? `  "${r.label}"` : ''}`));
     return 0;
   },
 );

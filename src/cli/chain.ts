@@ -18,7 +18,7 @@ import {
   shortDid,
   shortHash,
 } from './common.js';
-import { UsageError, type CliIo } from './io.js';
+import { oneLine, UsageError, type CliIo } from './io.js';
 
 export const CHAIN_HELP = `Usage: baton chain <hash> [--whole-tree] [--full] [--json] [options]
 
@@ -111,7 +111,8 @@ export async function runChain(argv: string[], io: CliIo): Promise<number> {
   ];
   render(display, '', true, true, lines, { target: hash, onPath, details, full });
   lines.push('', "calls: used of max_calls, counted over the subtree; spend: the subtree's declared estimates vs metered actuals.");
-  io.out(lines.join('\n'));
+  // The lines hold the service's text (a revocation reason, tool names in a policy): each kept on its one line.
+  io.out(lines.map(oneLine).join('\n'));
   return 0;
 }
 

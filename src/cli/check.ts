@@ -6,7 +6,7 @@
  */
 import { parseCliArgs } from './args.js';
 import { clientFrom, COMMON_OPTIONS, printJson, readJsonArg, readText, SERVER_HELP, SERVER_OPTIONS } from './common.js';
-import { UsageError, type CliIo } from './io.js';
+import { oneLine, UsageError, type CliIo } from './io.js';
 import { explainDecision, parseBundleFile } from './verify.js';
 import type { Bundle } from '../protocol/records.js';
 
@@ -82,7 +82,7 @@ export async function runCheck(argv: string[], io: CliIo): Promise<number> {
     // Counters as they stand; the warnings count this call, as the real call would.
     const before = result.retry ? '' : ' (before this call)';
     for (const c of result.counters) lines.push(`  counter      ${c.dr}: ${c.calls_used} of ${c.max_calls} calls used${before}`);
-    for (const w of result.warnings) lines.push(`  warning      ${w.message}`);
+    for (const w of result.warnings) lines.push(`  warning      ${oneLine(w.message)}`);
     if (result.retry)
       lines.push(
         '',

@@ -7,7 +7,7 @@ import { ERROR_TABLE, BatonError, errorBody, isErrorCode, isMalformed, requireme
 import { BatonApiError, BatonClient } from '../sdk/client.js';
 import { DEFAULT_SERVER, integerFlag, type ServerValues } from './basics.js';
 import { resolveTarget } from './context.js';
-import { EXIT_DENIED, EXIT_UNREACHABLE, EXIT_USAGE, UsageError, type CliIo } from './io.js';
+import { EXIT_DENIED, EXIT_UNREACHABLE, EXIT_USAGE, oneLine, UsageError, type CliIo } from './io.js';
 
 export * from './basics.js';
 
@@ -103,5 +103,7 @@ export function explainRefusal(
   if (suggestions.size > 0) lines.push('', 'What to do:', ...[...suggestions].map((s) => `  - ${s}`));
   if (e instanceof BatonError) lines.push('', foundLocally);
   if (requestId) lines.push('', `Request id: ${requestId} (quote it to the operator)`);
-  return lines.join('\n');
+  // Each line holds the service's text (or a proxy's): kept on its one line, so an answer cannot
+  // print lines of its own that read as this command's (a fake "What to do", say).
+  return lines.map(oneLine).join('\n');
 }

@@ -13,7 +13,7 @@ import {
   SERVER_OPTIONS,
   shortHash,
 } from './common.js';
-import { UsageError, type CliIo } from './io.js';
+import { oneLine, UsageError, type CliIo } from './io.js';
 
 export const INVOCATIONS_HELP = `Usage: baton invocations [filters] [options]
 
@@ -55,11 +55,13 @@ function instantFlag(name: string, raw: string, now: number): string {
 
 function line(d: DecisionPage['invocations'][number]): string {
   if (d.decision === 'allowed') {
-    return `${d.created_at}  ALLOWED  ${d.tool ?? '-'}  ${d.jti}  leaf ${shortHash(d.leaf)}`;
+    return oneLine(`${d.created_at}  ALLOWED  ${d.tool ?? '-'}  ${d.jti}  leaf ${shortHash(d.leaf)}`);
   }
   const leaf = d.dr_chain.at(-1);
   // No jti: the invocation was unreadable, or its chain did not verify (its jti was only claimed).
-  return `${d.created_at}  DENIED   ${d.code}  ${d.jti ?? `(no jti; invocation ${d.invocation_hash ? shortHash(d.invocation_hash) : 'unreadable'})`}${leaf ? `  leaf ${shortHash(leaf)}` : ''}`;
+  return oneLine(
+    `${d.created_at}  DENIED   ${d.code}  ${d.jti ?? `(no jti; invocation ${d.invocation_hash ? shortHash(d.invocation_hash) : 'unreadable'})`}${leaf ? `  leaf ${shortHash(leaf)}` : ''}`,
+  );
 }
 
 export async function runInvocations(argv: string[], io: CliIo): Promise<number> {

@@ -12,7 +12,7 @@ import {
   SERVER_HELP,
   SERVER_OPTIONS,
 } from './common.js';
-import { UsageError, type CliIo } from './io.js';
+import { oneLine, UsageError, type CliIo } from './io.js';
 
 export const REPORT_HELP = `Usage: baton report --jti <inv:id> --source <source> (--cost <usd> | --unavailable-reason <text>) [options]
 
@@ -101,7 +101,9 @@ export async function runReport(argv: string[], io: CliIo): Promise<number> {
       `  declared    ${formatUsd(actual.declared_usd)}`,
       ...(tokens ? [tokens] : []),
       `  recorded    ${actual.recorded_at}${actual.service_receipt ? `, service receipt #${actual.service_receipt.id}` : ''}`,
-    ].join('\n'),
+    ]
+      .map(oneLine)
+      .join('\n'),
   );
   return 0;
 }

@@ -15,7 +15,7 @@ import {
   SERVER_OPTIONS,
   shortHash,
 } from './common.js';
-import { UsageError, type CliIo } from './io.js';
+import { oneLine, UsageError, type CliIo } from './io.js';
 
 export const REVOKE_HELP = `Usage: baton revoke <hash> --reason <text> [--api-key <key>]
        baton revoke <hash> --key <keyfile> [--reason <text>]
@@ -85,7 +85,10 @@ export async function runRevoke(argv: string[], io: CliIo): Promise<number> {
       `  reason           ${result.reason ?? (withheld ? withheldReason(result.revoked_by.kind, who) : '(none given)')}`,
       `  descendants      ${result.descendants} more delegation record(s) under it are denied too`,
       ...(result.service_receipt ? [`  service receipt  #${result.service_receipt.id} (signed by ${result.service_receipt.kid})`] : []),
-    ].join('\n'),
+    ]
+      // The reason is another party's text: kept on its one line, so it cannot fake the lines after it.
+      .map(oneLine)
+      .join('\n'),
   );
   return 0;
 }

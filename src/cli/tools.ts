@@ -106,10 +106,12 @@ export async function runTools(argv: string[], io: CliIo): Promise<number> {
           t.external_communication && 'external',
         ].filter(Boolean);
         io.out(
-          `  ${t.name}  ${t.type}  ${t.blast_radius}  ${t.action_type}${flags.length ? `  [${flags.join(',')}]` : ''}${t.tags.length ? `  tags ${t.tags.join(',')}` : ''}`,
+          oneLine(
+            `  ${t.name}  ${t.type}  ${t.blast_radius}  ${t.action_type}${flags.length ? `  [${flags.join(',')}]` : ''}${t.tags.length ? `  tags ${t.tags.join(',')}` : ''}`,
+          ),
         );
       }
-      io.out(`  rules: ${doc.rules.map((r) => `${r.id}->${r.decision}`).join(', ') || '(none)'}`);
+      io.out(oneLine(`  rules: ${doc.rules.map((r) => `${r.id}->${r.decision}`).join(', ') || '(none)'}`));
     }
     return 0;
   }

@@ -13,11 +13,12 @@ import { decodeBase64url } from '../protocol/base64url.js';
 import { utf8Decode } from '../protocol/jcs.js';
 import { ERROR_TABLE, requirementText, type ErrorCode } from '../protocol/errors.js';
 import { publicKeyFromDidKey } from '../protocol/did-key.js';
-import { UsageError, type CliIo } from './io.js';
+import { oneLine, UsageError, type CliIo } from './io.js';
 import { parseJsonDocument, readText } from './basics.js';
+import { isRecordHash, recordHash } from '../protocol/hash.js';
 
 export const VERIFY_HELP = `Usage: baton verify <bundle.json> --trust <did> [--trust <did> ...] [options]
-       baton verify <chain.json> --chain-only --trust <did> [--trust <did> ...] [options]
+       baton verify <chain.json> --chain-only --trust <did> [--trust <did> ...] [--leaf <hash>] [options]
 
 Verifies a DRS 4.0 bundle (invocation + delegation chain) offline, with the
 same rules the Baton service applies: JCS, Ed25519, linkage, attenuation,
@@ -31,11 +32,15 @@ unusable input (exit 2): there is no call to allow.
 With --chain-only the file must be a chain without an invocation
 ({receipts: [...]}, as GET /v1/delegations/{hash}/chain returns), and only
 its delegation records are verified; exit 0 then says the chain is valid,
-not that any call is allowed.
+not that any call is allowed. The hash of its last record (the leaf) is
+printed. A file that says whose chain it is (the answer's "hash", and the
+"hash" of each of its "records") must say what its receipts are, or it is
+refused (exit 1); --leaf <hash> requires the chain to end at that record.
 
 Options:
   --trust <did>        a trusted root did:key (repeatable; at least one)
   --chain-only         verify a chain alone (no invocation in the file)
+  --leaf <hash>        with --chain-only: the chain must end at this record
   --at <unix-seconds>  verify as of this time instead of now
   --max-age <seconds>  how old the invocation may be (default 300)
   --max-depth <n>      longest chain accepted (default 16)
@@ -56,6 +61,7 @@ export async function runVerify(argv: string[], io: CliIo): Promise<number> {
     options: {
       trust: { type: 'string', multiple: true },
       'chain-only': { type: 'boolean', default: false },
+      leaf: { type: 'string' },
       at: { type: 'string' },
       'max-age': { type: 'string' },
       'max-depth': { type: 'string' },
@@ -83,6 +89,11 @@ export async function runVerify(argv: string[], io: CliIo): Promise<number> {
   const chainOnly = values['chain-only'];
   if (chainOnly && values['max-age'] !== undefined)
     throw new UsageError('--max-age limits the invocation; --chain-only verifies a chain without one', VERIFY_HELP);
+  const wantedLeaf = values.leaf;
+  if (wantedLeaf !== undefined && !chainOnly)
+    throw new UsageError('--leaf goes with --chain-only: a bundle is verified against the chain its invocation names', VERIFY_HELP);
+  if (wantedLeaf !== undefined && !isRecordHash(wantedLeaf))
+    throw new UsageError(`--leaf must be "sha256:" followed by 64 lowercase hex digits, got "${wantedLeaf}"`, VERIFY_HELP);
 
   const input = parseBundleFile(await readText(file, 'bundle file'), file);
   const now = values.at !== undefined ? integerFlag('--at', values.at) : Math.floor(Date.now() / 1000);
@@ -100,13 +111,24 @@ export async function runVerify(argv: string[], io: CliIo): Promise<number> {
       );
     if (!isChain(input)) throw new UsageError(`${name} is not a delegation chain: --chain-only expects {"receipts": ["<JWS>", ...]}`);
     // A chain fetched from GET /v1/delegations/{hash}/chain: no invocation to judge.
+    const hashes = input.receipts.map((jws) => recordHash(jws));
+    const leaf = hashes[hashes.length - 1] ?? null;
+    const mismatch = notTheChain(input, hashes, wantedLeaf);
+    if (mismatch !== undefined) {
+      io.out(
+        values.json
+          ? JSON.stringify({ valid: false, leaf_hash: leaf, mismatch }, null, 2)
+          : `NOT THAT CHAIN: ${oneLine(mismatch)}\n  leaf         ${leaf ?? '(no record)'}\n  Its receipts were not verified: get the chain of the record meant (baton chain <hash> --json).`,
+      );
+      return 1;
+    }
     const decision = verifyDelegations(input.receipts, { now, trustedRoots: trust, ...maxDepth });
     io.out(
       values.json
         ? JSON.stringify(
             decision.valid
-              ? { valid: true, chain_depth: decision.delegations.length }
-              : { valid: false, error: decision.error, violations: decision.violations },
+              ? { valid: true, chain_depth: decision.delegations.length, leaf_hash: leaf }
+              : { valid: false, leaf_hash: leaf, error: decision.error, violations: decision.violations },
             null,
             2,
           )
@@ -158,21 +180,48 @@ function notABundle(value: unknown): string {
   return `it has no "invocation" (its members: ${shown.join(', ')}${keys.length > 5 ? ', ...' : ''})`;
 }
 
-function isChain(value: unknown): value is { receipts: string[] } {
+function isChain(value: unknown): value is Record<string, unknown> & { receipts: string[] } {
   if (!value || typeof value !== 'object' || 'invocation' in value) return false;
   const receipts = (value as { receipts?: unknown }).receipts;
   return Array.isArray(receipts) && receipts.every((r) => typeof r === 'string');
 }
 
+/**
+ * Why a chain file is not the chain it says or is asked to be, if it is not: --leaf, or the members
+ * GET /v1/delegations/{hash}/chain answers beside the receipts (`hash`, `records`), which a reader
+ * takes for what the file holds. A valid chain of another record must not pass as this one.
+ */
+function notTheChain(
+  input: Record<string, unknown> & { receipts: string[] },
+  hashes: readonly string[],
+  wanted?: string,
+): string | undefined {
+  const leaf = hashes[hashes.length - 1] ?? '(no record)';
+  if (wanted !== undefined && leaf !== wanted) return `its receipts end at ${leaf}, not at --leaf ${wanted}`;
+  if ('hash' in input && input['hash'] !== leaf)
+    return `it says it is the chain of ${JSON.stringify(input['hash'])}, but its receipts end at ${leaf}`;
+  if (!('records' in input)) return undefined;
+  const records = input['records'];
+  if (!Array.isArray(records) || records.length !== hashes.length)
+    return `its records do not list its ${hashes.length} receipt(s) one for one`;
+  const differing = records.findIndex((r: unknown, i) => {
+    const record = (r !== null && typeof r === 'object' ? r : {}) as Record<string, unknown>;
+    return record['hash'] !== hashes[i] || ('jws' in record && record['jws'] !== input.receipts[i]);
+  });
+  if (differing >= 0) return `records[${differing}] says another record than receipts[${differing}], which hashes to ${hashes[differing]}`;
+  return undefined;
+}
+
 function explainChain(decision: DelegationsDecision): string {
   if (decision.valid) {
     const root = decision.delegations[0]!.payload;
-    const leaf = decision.delegations[decision.delegations.length - 1]!.payload;
+    const leaf = decision.delegations[decision.delegations.length - 1]!;
     return [
       `VALID CHAIN: ${decision.delegations.length} delegation record(s)`,
       `  root         ${root.iss} (${root.drs_root_type ?? 'root'})`,
-      `  held by      ${leaf.aud}`,
-      `  leaf policy  ${JSON.stringify(leaf.policy)}`,
+      `  leaf         ${leaf.hash}`,
+      `  held by      ${leaf.payload.aud}`,
+      `  leaf policy  ${JSON.stringify(leaf.payload.policy)}`,
     ].join('\n');
   }
   return explainDecision({ valid: false, error: decision.error, violations: decision.violations }, OFFLINE_SUGGESTIONS);
@@ -233,7 +282,9 @@ export function explainDecision(
       `  invoked by   ${c.invoker}`,
       `  on behalf of ${c.root_principal} (${c.root_type ?? 'root'})`,
       `  chain        ${c.chain_depth} delegation record(s), leaf policy ${JSON.stringify(c.leaf_policy)}`,
-    ].join('\n');
+    ]
+      .map(oneLine)
+      .join('\n');
   }
   const { error, violations } = decision;
   const lines = [
@@ -261,5 +312,6 @@ export function explainDecision(
     ]),
   ];
   lines.push('', 'What to do:', ...suggestions.map((s) => `  - ${s}`));
-  return lines.join('\n');
+  // baton check prints the service's decision here: each line kept on its one line, as explainRefusal's.
+  return lines.map(oneLine).join('\n');
 }

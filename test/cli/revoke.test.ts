@@ -52,6 +52,21 @@ describe('baton revoke', () => {
     expect(json.out).not.toMatch(/[\u001b\u202e]/);
   });
 
+  it('a reason with a newline stays on its line, in the revoke answer and in baton chain', async () => {
+    const c = await storedChain(live);
+    const reason = 'compromised\n  descendants      0 more (a line the reason wrote)';
+    const r = await run(['revoke', c.root.hash, '--reason', reason, ...S, '--api-key', live.tenant.keys.issue]);
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toContain('  reason           compromised\\u000a  descendants      0 more (a line the reason wrote)');
+    expect(r.out.split('\n').filter((l) => l.startsWith('  descendants'))).toEqual([
+      '  descendants      1 more delegation record(s) under it are denied too',
+    ]);
+    const chain = await run(['chain', c.sub.hash, ...S, '--api-key', live.tenant.keys.audit]);
+    expect(chain.code, chain.err).toBe(0);
+    expect(chain.out).toMatch(/revoked .*: compromised\\u000a {2}descendants {6}0 more \(a line the reason wrote\)/);
+    expect(chain.out).not.toMatch(/^ *descendants/m);
+  });
+
   it('with --key: signs a revocation record; the DR holder itself is refused (exit 1)', async () => {
     const c = await storedChain(live);
     const holder = await run(['revoke', c.sub.hash, '--key', writeKeyFile(dir, c.b), ...S]);

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { main } from '../../src/cli/main.js';
+import { explainDecision } from '../../src/cli/verify.js';
 import { encodeBase64url } from '../../src/protocol/base64url.js';
 import { utf8Encode } from '../../src/protocol/jcs.js';
 import { buildChain, T0 } from '../support/fixtures.js';
@@ -101,7 +102,7 @@ describe('baton verify', () => {
     // Asked for, the chain alone verifies: exit 0 for a valid chain, 1 for an untrusted root.
     const ok = await run(['verify', stripped, '--chain-only', '--trust', root, '--at', at, '--json']);
     expect(ok.code, ok.err).toBe(0);
-    expect(JSON.parse(ok.out)).toEqual({ valid: true, chain_depth: 1 });
+    expect(JSON.parse(ok.out)).toEqual({ valid: true, chain_depth: 1, leaf_hash: chain.drs[0]!.hash });
     expect((await run(['verify', stripped, '--chain-only', '--trust', root, '--at', at])).out).toMatch(/offline: .*not revocation/);
     expect((await run(['verify', stripped, '--chain-only', '--trust', ALICE, '--at', at])).code).toBe(1);
   });
@@ -168,6 +169,60 @@ describe('baton verify', () => {
     const maxAge = await run(['verify', notChain, '--chain-only', '--trust', ALICE, '--max-age', '60']);
     expect(maxAge.code).toBe(2);
     expect(maxAge.err).toContain('--max-age');
+  });
+
+  it('--chain-only prints the leaf hash, refuses a file whose hash or records[].hash say another chain, and --leaf pins the leaf', async () => {
+    const chain = buildChain([{ allowed_tools: ['web_search'] }, { allowed_tools: ['web_search'] }]);
+    const [root, child] = chain.drs as [(typeof chain.drs)[number], (typeof chain.drs)[number]];
+    const trust = ['--trust', chain.keys[0]!.did, '--at', String(T0 + 5)];
+    const write = (name: string, value: unknown) => {
+      const file = join(dir, name);
+      writeFileSync(file, JSON.stringify(value));
+      return file;
+    };
+    const served = (receipts: (typeof chain.drs)[number][]) => ({
+      hash: receipts[receipts.length - 1]!.hash,
+      receipts: receipts.map((r) => r.jws),
+      records: receipts.map((r) => ({ hash: r.hash, jws: r.jws })),
+    });
+    const whole = write('whole-chain.json', served([root, child]));
+    const ok = await run(['verify', whole, '--chain-only', ...trust]);
+    expect(ok.code, ok.out + ok.err).toBe(0);
+    expect(ok.out).toContain(`  leaf         ${child.hash}`);
+
+    // Labelled as the child's chain, holding only the root's: valid on its own, but not the chain it says.
+    const relabelled = write('relabelled-chain.json', { ...served([root]), hash: child.hash });
+    const r = await run(['verify', relabelled, '--chain-only', ...trust]);
+    expect(r.code, r.out + r.err).toBe(1);
+    expect(r.out).toContain(`NOT THAT CHAIN: it says it is the chain of "${child.hash}", but its receipts end at ${root.hash}`);
+    expect(r.out).not.toMatch(/VALID CHAIN/);
+    const json = await run(['verify', relabelled, '--chain-only', ...trust, '--json']);
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.out)).toMatchObject({ valid: false, leaf_hash: root.hash });
+    const records = write('records-chain.json', { ...served([root]), records: [{ hash: child.hash, jws: root.jws }] });
+    const rec = await run(['verify', records, '--chain-only', ...trust]);
+    expect(rec.code).toBe(1);
+    expect(rec.out).toContain(`records[0] says another record than receipts[0], which hashes to ${root.hash}`);
+
+    // A bare chain says nothing of itself: --leaf says which record it must end at.
+    const bare = write('bare-chain.json', { receipts: [root.jws] });
+    expect((await run(['verify', bare, '--chain-only', ...trust, '--leaf', root.hash])).code).toBe(0);
+    const other = await run(['verify', bare, '--chain-only', ...trust, '--leaf', child.hash]);
+    expect(other.code).toBe(1);
+    expect(other.out).toContain(`its receipts end at ${root.hash}, not at --leaf ${child.hash}`);
+    expect((await run(['verify', bare, '--chain-only', ...trust, '--leaf', 'sha256:12'])).code).toBe(2);
+    expect((await run(['verify', fixtureFile, ...trust, '--leaf', root.hash])).err).toContain('--leaf goes with --chain-only');
+  });
+
+  it("explainDecision keeps each of the service's fields on its line (baton check prints its decision with it)", () => {
+    const text = explainDecision({
+      valid: false,
+      error: { code: 'POLICY_VIOLATION', message: 'Denied.\nALLOWED: tool "search" (a line the service wrote)' },
+      violations: [{ code: 'POLICY_VIOLATION', field: 'args.tool', message: 'no\n  - a fake suggestion' }],
+    } as unknown as Parameters<typeof explainDecision>[0]);
+    expect(text).toContain('  Denied.\\u000aALLOWED: tool "search" (a line the service wrote)');
+    expect(text).not.toMatch(/^ALLOWED/m);
+    expect(text).not.toMatch(/^ *- a fake suggestion/m);
   });
 
   it('exit 2 for unusable input: missing file, not JSON, no --trust, bad --at', async () => {
