@@ -45,6 +45,10 @@ const EnvSchema = z.object({
     .refine(
       (v) => v === undefined || v === '' || /^postgres(ql)?:\/\//.test(v),
       'DATABASE_URL must start with postgres:// or postgresql://',
+    )
+    .refine(
+      (v) => v === undefined || !/^postgres(ql)?:\/\//.test(v) || readableDatabaseUrl(v),
+      'DATABASE_URL is not a URL the PostgreSQL client can read: percent-encode the special characters of its user name and password (% as %25, @ as %40, : as %3A, / as %2F)',
     ),
   // A key that no Authorization header can carry would revoke the generated admin key and log in
   // nowhere, leaving no admin key at all: refused at start, as the bearer reader would refuse it.
@@ -149,6 +153,24 @@ export function decodeMasterKey(raw: string): Uint8Array | null {
   return bytes.length === 32 ? Uint8Array.from(bytes) : null;
 }
 
+/**
+ * Whether postgres.js can read `url`, read its way (its parseUrl: the hosts after the user info
+ * percent-decoded, the first of a list put in the URL, then the user name and password
+ * percent-decoded): a stray % in a password otherwise ended the start with only "URI malformed".
+ */
+function readableDatabaseUrl(url: string): boolean {
+  try {
+    const authority = url.slice(url.indexOf('://') + 3).split(/[?/]/)[0]!;
+    const hosts = decodeURIComponent(authority.slice(authority.indexOf('@') + 1));
+    const parsed = new URL(url.replace(hosts, hosts.split(',')[0]!));
+    decodeURIComponent(parsed.username);
+    decodeURIComponent(parsed.password);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export class ConfigError extends Error {
   override name = 'ConfigError';
 }
@@ -170,8 +192,9 @@ function unsafeCombinations(env: Environment): string[] {
         `${GENERATE_MASTER_KEY} and set the same value on every node`,
     );
   }
-  const workers = Number(env['BATON_WORKERS'] ?? '1');
-  if (Number.isInteger(workers) && workers > 1 && !env['DATABASE_URL']) {
+  // Only a value BATON_WORKERS itself accepts: any other is refused as such, once.
+  const workers = /^\d+$/.test(env['BATON_WORKERS'] ?? '') ? Number(env['BATON_WORKERS']) : 1;
+  if (workers > 1 && !env['DATABASE_URL']) {
     problems.push(
       'BATON_WORKERS: more than 1 needs DATABASE_URL: the embedded database belongs to one process. Set DATABASE_URL (baton serve --database-url), or run 1 worker',
     );
@@ -179,14 +202,17 @@ function unsafeCombinations(env: Environment): string[] {
   return problems;
 }
 
+/** `VARIABLE: problem`, the variable named once (most messages begin with it already). */
+function issueLine(issue: { readonly path: readonly PropertyKey[]; readonly message: string }): string {
+  const variable = issue.path.map(String).join('.') || 'environment';
+  return issue.message.startsWith(`${variable} `) ? issue.message : `${variable}: ${issue.message}`;
+}
+
 export function loadConfig(env: Environment = process.env): Config {
   const parsed = EnvSchema.safeParse(env);
   const unsafe = unsafeCombinations(env);
   if (!parsed.success || unsafe.length > 0) {
-    const lines = [
-      ...(parsed.success ? [] : parsed.error.issues.map((i) => `${i.path.join('.') || 'environment'}: ${i.message}`)),
-      ...unsafe,
-    ].map((line) => `  - ${line}`);
+    const lines = [...(parsed.success ? [] : parsed.error.issues.map(issueLine)), ...unsafe].map((line) => `  - ${line}`);
     throw new ConfigError(
       `Baton cannot start: invalid configuration.\n${lines.join('\n')}\nFix the variables above and start again ("baton serve --help" lists every variable with its default, as does the README's "Configuration" section).`,
     );

@@ -1,6 +1,7 @@
 /** `npm start`: the service on the embedded default (or DATABASE_URL). */
 import { ConfigError } from './config.js';
 import { runService } from './server.js';
+import { flushLogs } from './service/log.js';
 import { errorText } from './store/errors.js';
 
 // Configuration is the environment's; an argument would be silently ignored (a `--help` started a
@@ -19,6 +20,7 @@ if (args.length > 0) {
 // The exit codes of `baton serve`: 2 for a configuration it refuses, 3 for a start that failed (the
 // database unreachable, the data folder in use), so a supervisor reads either command the same way.
 runService().catch((e) => {
+  flushLogs(); // the lines logged before the failure come first
   process.stderr.write(`Baton failed to start: ${errorText(e)}\n`);
   process.exit(e instanceof ConfigError ? 2 : 3);
 });

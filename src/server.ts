@@ -32,7 +32,7 @@ import { MISSING_DRIVER_GUARD, postgresDriverGuarded } from './store/driver-guar
 // For a program that starts Baton itself: read the configuration from an environment (refused
 // with a ConfigError saying what to fix), make the logger, then startServer(config, log).
 export { ConfigError, loadConfig, type Config } from './config.js';
-export { createLogger, type Logger, type LogLevel } from './service/log.js';
+export { createLogger, flushLogs, type Logger, type LogLevel } from './service/log.js';
 
 /**
  * What a caller of startServer uses of the store. Not the full Store: its

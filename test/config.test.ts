@@ -47,8 +47,10 @@ describe('loadConfig', () => {
     expect(loadConfig({ BATON_LOG_LEVEL: 'INFO' }).logLevel).toBe('info');
     expect(loadConfig({}).logLevel).toBe('info');
     expect(() => loadConfig({ BATON_LOG_LEVEL: 'verbose' })).toThrow(
-      /BATON_LOG_LEVEL: BATON_LOG_LEVEL must be one of debug, info, warn, error, silent, got "verbose"/,
+      /- BATON_LOG_LEVEL must be one of debug, info, warn, error, silent, got "verbose"/,
     );
+    // The variable is named once: its own message begins with it.
+    expect(() => loadConfig({ BATON_LOG_LEVEL: 'verbose' })).not.toThrow(/BATON_LOG_LEVEL: BATON_LOG_LEVEL/);
   });
 
   it('an invalid BATON_MASTER_KEY is refused with how to make one', () => {
@@ -60,6 +62,30 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ BATON_WORKERS: '2' })).toThrow(/BATON_WORKERS: more than 1 needs DATABASE_URL[\s\S]*--database-url/);
     expect(loadConfig({ BATON_WORKERS: '1' }).workers).toBe(1);
     expect(loadConfig({ BATON_WORKERS: '2', DATABASE_URL: 'postgres://x/y', BATON_MASTER_KEY: MASTER }).workers).toBe(2);
+  });
+
+  it('tells one problem once: a BATON_WORKERS it refuses is not also "more than 1 without DATABASE_URL"', () => {
+    let message = '';
+    try {
+      loadConfig({ BATON_WORKERS: '2.0' });
+    } catch (e) {
+      message = (e as Error).message;
+    }
+    expect(message).toMatch(/- BATON_WORKERS must be a whole number from 1 to 256, got "2.0"/);
+    expect(message).not.toMatch(/needs DATABASE_URL/);
+  });
+
+  it('refuses a DATABASE_URL the PostgreSQL client could not read, saying to percent-encode (not only "URI malformed" at start)', () => {
+    for (const url of ['postgres://baton:50%off@db.internal/baton', 'postgres://ba%ton@db.internal/baton', 'postgres://u@db%zz/baton']) {
+      expect(() => loadConfig({ DATABASE_URL: url, BATON_MASTER_KEY: MASTER }), url).toThrow(/DATABASE_URL is not a URL[\s\S]*% as %25/);
+    }
+    for (const url of [
+      'postgres://baton:50%25off@db.internal/baton',
+      'postgres://db1,db2:5433/baton',
+      'postgresql://[::1]:5432/baton?sslmode=require',
+    ]) {
+      expect(loadConfig({ DATABASE_URL: url, BATON_MASTER_KEY: MASTER }).databaseUrl, url).toBe(url);
+    }
   });
 
   it('refuses an admin key or metrics token no Authorization header can carry (it would revoke the generated admin key and log in nowhere)', () => {

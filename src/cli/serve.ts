@@ -1,7 +1,7 @@
 /** `baton serve`: runs the Baton service (the same as npm start). */
 import { parseCliArgs } from './args.js';
 import { BEARER_TOKEN_MAX_LENGTH, ConfigError, loadConfig } from '../config.js';
-import { errorText, runService } from '../server.js';
+import { errorText, flushLogs, runService } from '../server.js';
 import { COMMON_OPTIONS } from './common.js';
 import { EXIT_UNREACHABLE, UsageError, type CliIo } from './io.js';
 
@@ -109,6 +109,7 @@ export async function runServe(argv: string[], io: CliIo): Promise<number> {
   try {
     await runService();
   } catch (e) {
+    flushLogs(); // the lines logged before the failure come first
     io.err(`baton serve: Baton failed to start: ${errorText(e)}`);
     return EXIT_UNREACHABLE;
   }
