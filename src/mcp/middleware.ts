@@ -40,16 +40,25 @@
  *     returning `_meta: { cost_usd, tokens_in?, tokens_out?, source? }` or by
  *     calling `batonCall(extra).reportCost({...})`; the middleware posts it
  *     to /v1/invocations/{jti}/actuals (source defaults to 'harness-reported').
- *     A failed report is logged (onEvent 'report-failed'), never turned into
- *     a failed tool result: the tool has already run. A task tool's handler
- *     returns before its work is done. For a task created through
- *     `extra.taskStore`, its cost is read when its result is stored through
- *     `extra.taskStore` (even if the store refuses it, as for a task the
- *     agent cancelled) or its status is set terminal there: the last
- *     reportCost until then wins over the result's `_meta`. For a task
+ *     A call that fails (the handler throws, or answers isError) without a
+ *     cost is reported as `source: 'unavailable'`, saying it failed, so the
+ *     audit shows it unmetered rather than silent; one that succeeds without
+ *     a cost is not reported. A failed report is logged (onEvent
+ *     'report-failed'), never turned into a failed tool result: the tool has
+ *     already run. A task tool's handler returns before its work is done.
+ *     For a task created through `extra.taskStore`, its cost is read when its
+ *     result is stored through `extra.taskStore` (even if the store refuses
+ *     it, as for a task the agent cancelled) or its status is set terminal
+ *     there: the last reportCost until then wins over the result's `_meta`.
+ *     A task that ends otherwise (the agent's tasks/cancel, which the SDK
+ *     writes into the store itself; a terminal status read through
+ *     `extra.taskStore`, or found by a reportCost) leaves the work
+ *     `taskEndGraceMs` (30 s) to store its result or status, or reportCost,
+ *     before the last cost recorded is reported: a cancelled task should
+ *     still store its result or status, with what its work cost. For a task
  *     created elsewhere, whose result the middleware may never see, the
  *     first reportCost after the handler returned is the one reported.
- *     Either way it is reported in the background.
+ *     Either way it is reported in the background, once.
  *
  * Baton gates tool calls only. The requests that hand the agent content
  * otherwise (resources/read, prompts/get, completion/complete) are refused by
@@ -82,7 +91,9 @@ import { stringField } from '../protocol/tool-catalog.js';
 import type { ChainContext } from '../sdk/client.js';
 import {
   ERROR_TABLE,
+  isErrorCode,
   requirementText,
+  SERVICE_ERROR_CODES,
   shownValue,
   type AnyErrorCode,
   type ErrorCode as BatonErrorCode,
@@ -157,6 +168,13 @@ export interface BatonMcpOptions {
   /** Report costs without holding the tool result back (default false: the result waits for the report). */
   readonly reportInBackground?: boolean;
   /**
+   * How long a task tool's handler has to say what its work cost once its task ended where it did
+   * not end it (the agent's tasks/cancel, or a terminal status it only read) by storing the task's
+   * result or status through `extra.taskStore`, or calling reportCost; then the last cost recorded
+   * is reported (default 30 000 ms).
+   */
+  readonly taskEndGraceMs?: number;
+  /**
    * What the server does with the requests that hand the agent content but are no tool call
    * (UNGATED_METHODS: resources/read, prompts/get, completion/complete). Baton gates tools/call
    * only, so by default ('refuse') a wrapped server refuses these rather than serve what no
@@ -211,7 +229,9 @@ export interface BatonCall {
    * Records the call's cost; it is reported once the handler returns (the last value wins over result _meta).
    * A task tool may call it after its handler returned: for a task created through `extra.taskStore` the last
    * value is reported when the task's result is stored (or its status set terminal) through `extra.taskStore`;
-   * for a task created elsewhere, which the middleware cannot watch, the first call is the one reported.
+   * once the task has ended otherwise (a tasks/cancel), the next call is reported at once, and with none the
+   * last value is reported `taskEndGraceMs` after the end. For a task created elsewhere, which the middleware
+   * cannot watch, the first call is the one reported.
    */
   reportCost(cost: CostReport): void;
 }
@@ -290,10 +310,20 @@ export function withBaton<S extends McpServerLike | McpLowLevelServerLike>(serve
   if (options.ungated !== undefined && options.ungated !== 'refuse' && options.ungated !== 'serve') {
     throw new TypeError(`withBaton: ungated is 'refuse' (the default) or 'serve', not ${JSON.stringify(options.ungated)}.`);
   }
+  if (options.taskEndGraceMs !== undefined && !(Number.isFinite(options.taskEndGraceMs) && options.taskEndGraceMs >= 0)) {
+    throw new TypeError(`withBaton: taskEndGraceMs is a number of milliseconds, 0 or more, not ${String(options.taskEndGraceMs)}.`);
+  }
   const refuseUngated = options.ungated !== 'serve';
-  const gate = makeGate(options, ownRefusalOf(server));
+  const cancelWatch = new TaskCancelWatch();
+  const gate = makeGate(options, ownRefusalOf(server), cancelWatch);
   const guarded = (method: string | undefined, handler: AnyHandler): AnyHandler =>
-    method === 'tools/call' ? gate(handler) : refuseUngated && isUngated(method) ? ungatedRefusal(method) : handler;
+    method === 'tools/call'
+      ? gate(handler)
+      : method === 'tasks/cancel'
+        ? cancelWatch.wrap(handler)
+        : refuseUngated && isUngated(method)
+          ? ungatedRefusal(method)
+          : handler;
 
   // Handlers installed from now on (McpServer installs its own at the first registerTool).
   const original = low.setRequestHandler.bind(low) as unknown as SetRequestHandler;
@@ -301,7 +331,11 @@ export function withBaton<S extends McpServerLike | McpLowLevelServerLike>(serve
   (low as unknown as { setRequestHandler: SetRequestHandler }).setRequestHandler = patched;
 
   // Handlers installed already (tools registered before withBaton, or
-  // capabilities.tools given to the McpServer constructor).
+  // capabilities.tools given to the McpServer constructor). The SDK offers no
+  // public way to read an installed handler; it keeps them in
+  // Protocol#_requestHandlers.
+  const handlers = (low as unknown as { _requestHandlers?: unknown })._requestHandlers;
+  const installedHandler = (method: string) => (handlers instanceof Map ? (handlers.get(method) as AnyHandler | undefined) : undefined);
   for (const method of ['tools/call', ...(refuseUngated ? UNGATED_METHODS : [])]) {
     let installed = false;
     try {
@@ -310,11 +344,8 @@ export function withBaton<S extends McpServerLike | McpLowLevelServerLike>(serve
       installed = true;
     }
     if (!installed) continue;
-    // The SDK offers no public way to read an installed handler; it keeps
-    // them in Protocol#_requestHandlers. If that ever moves, fail at startup,
-    // never serve unverified.
-    const handlers = (low as unknown as { _requestHandlers?: unknown })._requestHandlers;
-    const existing = handlers instanceof Map ? (handlers.get(method) as AnyHandler | undefined) : undefined;
+    // If the SDK ever moves its handlers, fail at startup, never serve unverified.
+    const existing = installedHandler(method);
     if (!existing) {
       throw new Error(
         `withBaton: a ${method} handler is installed but this @modelcontextprotocol/sdk version hides it; call withBaton(server, ...) before registering tools, resources or prompts.`,
@@ -322,6 +353,10 @@ export function withBaton<S extends McpServerLike | McpLowLevelServerLike>(serve
     }
     (handlers as Map<string, AnyHandler>).set(method, guarded(method, existing));
   }
+  // The SDK's own tasks/cancel handler, installed with a server given a task store. Left unwrapped
+  // (a hidden handler), a cancelled task's cost still goes once its work reports or stores anything.
+  const cancel = installedHandler('tasks/cancel');
+  if (cancel) (handlers as Map<string, AnyHandler>).set('tasks/cancel', guarded('tasks/cancel', cancel));
   // A method with no handler of its own goes to fallbackRequestHandler, which setRequestHandler
   // never sees: a fallback answering tools/call or resources/read would serve them unchecked.
   let fallback = (low as unknown as { fallbackRequestHandler?: AnyHandler }).fallbackRequestHandler;
@@ -466,6 +501,57 @@ class RecentInvocations {
   }
 }
 
+/**
+ * The tasks of calls whose cost is still to be read, by task id. The SDK answers tasks/cancel
+ * itself, writing `cancelled` into the server's task store past the store a call's handler gets
+ * (extra.taskStore), so the call would never hear of it: the wrapped tasks/cancel handler tells it
+ * after each cancel, and the call reads its task's status itself before taking the task as ended.
+ */
+class TaskCancelWatch {
+  /** A task that never ends is forgotten once this many newer ones are watched (reportCost still reads its status). */
+  static readonly MAX_WATCHED = 100_000;
+  readonly #byTask = new Map<string, (taskId: string) => void>();
+
+  watch(taskId: string, onCancel: (taskId: string) => void): void {
+    this.#byTask.delete(taskId);
+    this.#byTask.set(taskId, onCancel);
+    // A Map iterates in insertion order: the first is the oldest.
+    if (this.#byTask.size > TaskCancelWatch.MAX_WATCHED) this.#byTask.delete(this.#byTask.keys().next().value!);
+  }
+
+  unwatch(taskId: string, onCancel: (taskId: string) => void): void {
+    if (this.#byTask.get(taskId) === onCancel) this.#byTask.delete(taskId);
+  }
+
+  /** The tasks/cancel handler, telling the call of the task named once the handler is done (refused or not: the call checks). */
+  wrap(handler: AnyHandler): AnyHandler {
+    return async (request, extra) => {
+      try {
+        return await handler(request, extra);
+      } finally {
+        const taskId: unknown = (request as { params?: { taskId?: unknown } } | undefined)?.params?.taskId;
+        if (typeof taskId === 'string') this.#byTask.get(taskId)?.(taskId);
+      }
+    };
+  }
+}
+
+const DEFAULT_TASK_END_GRACE_MS = 30_000;
+
+/**
+ * The cost reported for an allowed call that failed without saying what it cost: its handler threw,
+ * or answered isError (how an McpServer answers a handler's exception). Baton's audit then shows the
+ * call as unmetered, with why, rather than silent; the declared estimate stays reserved.
+ */
+const FAILED_CALL_COST: CostReport = {
+  source: 'unavailable',
+  unavailable_reason: 'The tool call failed (an error or an isError answer) without reporting what it cost.',
+};
+
+function isErrorResult(result: unknown): boolean {
+  return isRecord(result) && result['isError'] === true;
+}
+
 function clientOf(options: BatonMcpOptions): { client: BatonClient; reportKey: string | undefined } {
   if (options.baton instanceof BatonClient || typeof (options.baton as { verify?: unknown }).verify === 'function') {
     return { client: options.baton as BatonClient, reportKey: options.reportKey };
@@ -511,8 +597,13 @@ function defaultOnEvent(event: BatonMcpEvent): void {
   process.stderr.write(`baton-mcp: could not report the cost of ${event.tool} (${event.invocationId}): ${why}${fix}\n`);
 }
 
-function makeGate(options: BatonMcpOptions, ownRefusal: OwnRefusal | undefined): (next: AnyHandler) => AnyHandler {
+function makeGate(
+  options: BatonMcpOptions,
+  ownRefusal: OwnRefusal | undefined,
+  cancelWatch: TaskCancelWatch,
+): (next: AnyHandler) => AnyHandler {
   const { client, reportKey } = clientOf(options);
+  const taskEndGraceMs = options.taskEndGraceMs ?? DEFAULT_TASK_END_GRACE_MS;
   const emit = (event: BatonMcpEvent) => {
     try {
       (options.onEvent ?? defaultOnEvent)(event);
@@ -671,33 +762,82 @@ function makeGate(options: BatonMcpOptions, ownRefusal: OwnRefusal | undefined):
     // 4. run the tool, then report what it cost. A task tool's handler returns once it has
     //    created its task (a CreateTaskResult), before the work is done. A task created through
     //    the request's task store (extra.taskStore) has its cost read when its result is stored
-    //    through that store, accepted or not: batonCall(extra).reportCost only records until then,
-    //    the last value winning (a task whose status is set terminal there with no result stored
-    //    has the value recorded, or the next one, reported). A task created elsewhere may end
-    //    unseen: the first reportCost after the handler returned is reported at once. Once each.
+    //    through that store, accepted or not, or its status set terminal there: reportCost only
+    //    records until then, the last value winning (with no value yet, the next one is reported).
+    //    A task that ends where its handler did not end it (the agent's tasks/cancel, which the SDK
+    //    writes past extra.taskStore, or a terminal status only read through it) leaves the handler
+    //    taskEndGraceMs to say what the work cost (store its result or status, or reportCost)
+    //    before the last value recorded is reported. A task created elsewhere may end unseen: the
+    //    first reportCost after the handler returned is reported at once. Once each.
     let costFromCallback: CostReport | undefined;
     /**
      * 'running': the handler runs; 'task': it returned a task created through extra.taskStore, whose
-     * cost is read when its result is stored; 'unseen-task': it returned a task created elsewhere,
-     * whose cost is the first reportCost (or its result, if stored through extra.taskStore first);
+     * cost is read when the task ends; 'unseen-task': it returned a task created elsewhere, whose
+     * cost is the first reportCost (or its result, if stored through extra.taskStore first);
      * 'done': the cost was read.
      */
     let phase: 'running' | 'task' | 'unseen-task' | 'done' = 'running';
-    /** The result of this call's task, stored before the handler returned (a task that finished at once, or polled). */
+    /** The result of this call's task, stored (or read) through extra.taskStore before its cost was read. */
     let taskResult: { readonly result: unknown } | undefined;
-    /** The task's status was set terminal through extra.taskStore (failed or cancelled, perhaps with no result to come). */
-    let taskEnded = false;
-    const taskCost = (stored: unknown): void => {
+    /**
+     * How this call's task ended, once it has: 'tool' when its status was set terminal through
+     * extra.taskStore (the handler's own word), 'elsewhere' when the middleware only learnt of it
+     * (the agent's tasks/cancel, a terminal status or a result read through extra.taskStore).
+     */
+    let taskEnded: 'tool' | 'elsewhere' | undefined;
+    /** The task the handler answered with, in phase 'task'. */
+    let callTask: string | undefined;
+    let graceTimer: ReturnType<typeof setTimeout> | undefined;
+    const ownTasks = new Set<string>();
+
+    /** The cost of the call's answer (or its task's result): what the handler reported, the answer's _meta, or, for a call that failed, that it is unmetered. */
+    const costOf = (answer: unknown, threw: boolean): CostReport | undefined =>
+      costFromCallback ?? costFromResult(answer) ?? (threw || isErrorResult(answer) ? FAILED_CALL_COST : undefined);
+    const finish = (): void => {
       phase = 'done';
+      clearTimeout(graceTimer);
+      for (const taskId of ownTasks) cancelWatch.unwatch(taskId, onCancel);
+    };
+    const taskCost = (stored: unknown): void => {
+      finish();
       let cost: CostReport | undefined;
       try {
-        cost = costFromCallback ?? costFromResult(stored);
+        cost = costOf(stored, false);
       } catch (error) {
         emit({ type: 'report-failed', tool, invocationId, actual: null, error });
         return;
       }
       if (cost !== undefined) void report(tool, invocationId, cost); // the call's answer has gone: in the background
     };
+    const startGrace = (): void => {
+      if (graceTimer !== undefined) return;
+      graceTimer = setTimeout(() => {
+        if ((phase === 'task' || phase === 'unseen-task') && (costFromCallback !== undefined || taskResult !== undefined)) {
+          taskCost(taskResult?.result);
+        }
+      }, taskEndGraceMs);
+      graceTimer.unref?.();
+    };
+    const taskEnd = (by: 'tool' | 'elsewhere'): void => {
+      if (taskEnded === undefined || by === 'tool') taskEnded = by;
+      if (phase !== 'task' && phase !== 'unseen-task') return; // still running: read when the handler returns
+      if (by === 'elsewhere') startGrace();
+      else if (costFromCallback !== undefined) taskCost(undefined);
+    };
+    /** Whether the store says the task has ended; if so, it is taken as ended (a route the middleware does not see, or a tasks/cancel). */
+    const checkTaskEnded = async (taskId: string): Promise<boolean> => {
+      // Read through the call's own store: a cancel naming a task of another session, or one the store refused, changes nothing.
+      const status = await watched?.statusOf(taskId).catch(() => undefined);
+      if (!TERMINAL_TASK_STATUSES.has(status)) return false;
+      taskEnd('elsewhere');
+      return true;
+    };
+    const onCancel = (taskId: string): void => void checkTaskEnded(taskId);
+    const adopt = (taskId: string): void => {
+      ownTasks.add(taskId);
+      cancelWatch.watch(taskId, onCancel);
+    };
+
     const call: BatonCall = {
       tool,
       invocationId,
@@ -706,39 +846,50 @@ function makeGate(options: BatonMcpOptions, ownRefusal: OwnRefusal | undefined):
       warnings: decision.warnings,
       requestId: decision.request_id,
       reportCost: (cost) => {
-        if (phase !== 'done') costFromCallback = cost;
-        if (phase === 'unseen-task' || (phase === 'task' && taskEnded)) taskCost(undefined);
-        else if (phase === 'done') {
+        if (phase === 'done') {
           emit({
             type: 'report-failed',
             tool,
             invocationId,
             actual: null,
             error: new Error(
-              "batonCall(extra).reportCost was called after the call's cost was read (when its handler returned, or its task's result was stored); this cost was not reported.",
+              "batonCall(extra).reportCost was called after the call's cost was read (when its handler returned, or its task ended); this cost was not reported.",
             ),
+          });
+          return;
+        }
+        costFromCallback = cost;
+        if (phase === 'unseen-task' || (phase === 'task' && taskEnded !== undefined)) taskCost(undefined);
+        else if (phase === 'task') {
+          // A cost reported after the task ended where the middleware did not see it is the last one.
+          void checkTaskEnded(callTask!).then((ended) => {
+            if (ended && phase === 'task') taskCost(undefined);
           });
         }
       },
     };
-    const ownTasks = new Set<string>();
-    const taskStore = watchTaskStore(
-      isRecord(extra) ? extra['taskStore'] : undefined,
-      ownTasks,
-      (stored) => {
+    const watched = watchTaskStore(isRecord(extra) ? extra['taskStore'] : undefined, {
+      isOwn: (taskId) => ownTasks.has(taskId),
+      created: adopt,
+      stored: (result) => {
         if (phase === 'running')
-          taskResult ??= { result: stored }; // the first result stored is the task's
-        else if (phase === 'task' || phase === 'unseen-task') taskCost(stored);
+          taskResult ??= { result }; // the first result stored is the task's
+        else if (phase === 'task' || phase === 'unseen-task') taskCost(result);
       },
-      () => {
-        taskEnded = true;
-        if ((phase === 'task' || phase === 'unseen-task') && costFromCallback !== undefined) taskCost(undefined);
+      ended: () => taskEnd('tool'),
+      seenEnded: (result) => {
+        if (result !== undefined) taskResult ??= result;
+        taskEnd('elsewhere');
       },
-    );
+    });
     let result: unknown;
     let failure: { error: unknown } | undefined;
     try {
-      result = await next(request, { ...(isRecord(extra) ? extra : {}), ...(taskStore !== undefined ? { taskStore } : {}), [CALL]: call });
+      result = await next(request, {
+        ...(isRecord(extra) ? extra : {}),
+        ...(watched !== undefined ? { taskStore: watched.store } : {}),
+        [CALL]: call,
+      });
     } catch (error) {
       failure = { error };
     }
@@ -746,21 +897,23 @@ function makeGate(options: BatonMcpOptions, ownRefusal: OwnRefusal | undefined):
     const createdTask = failure ? undefined : taskIdOf(result, params);
     if (createdTask !== undefined && taskResult === undefined) {
       // The task is still running: its cost comes later (taskCost).
-      if (ownTasks.has(createdTask) && !(taskEnded && costFromCallback !== undefined)) {
+      if (ownTasks.has(createdTask) && !(taskEnded === 'tool' && costFromCallback !== undefined)) {
         phase = 'task';
+        callTask = createdTask;
+        if (taskEnded === 'elsewhere') startGrace();
         return result;
       }
       if (costFromCallback === undefined) {
-        ownTasks.add(createdTask); // its result may yet be stored through extra.taskStore
+        adopt(createdTask); // its result may yet be stored through extra.taskStore
         phase = 'unseen-task';
         return result;
       }
     }
-    phase = 'done';
+    finish();
     let costReported: boolean | null = null;
     let cost: CostReport | undefined;
     try {
-      cost = costFromCallback ?? costFromResult(taskResult !== undefined ? taskResult.result : result);
+      cost = costOf(taskResult !== undefined ? taskResult.result : result, failure !== undefined);
     } catch (error) {
       costReported = false;
       emit({ type: 'report-failed', tool, invocationId, actual: null, error });
@@ -807,8 +960,8 @@ const RETRY_FRESH =
 /**
  * The refusal the agent sees when Baton did not decide. What only the tool server's operator can
  * use (Baton's address, the client's advice on base URLs, Baton's advice to re-send the same
- * invocation, which this middleware refuses as a replay) stays out of it; the 'refused' event
- * carries the error whole.
+ * invocation, which this middleware refuses as a replay, the text of an answer that is not Baton
+ * refusing the request) stays out of it; the 'refused' event carries the error whole.
  */
 function unavailable(tool: string, e: unknown): BatonRefusal {
   if (e instanceof BatonApiError && e.code === 'PAYLOAD_TOO_LARGE') {
@@ -834,23 +987,32 @@ function unavailable(tool: string, e: unknown): BatonRefusal {
     // Baton refused the tool server's own key: nothing the agent can change.
     const keyRefused = e.status === 401 || e.status === 403;
     const down = clientMade || e.status >= 500;
-    const message =
-      clientMade || keyRefused
-        ? (ERROR_TABLE[e.code as keyof typeof ERROR_TABLE]?.message ?? ERROR_TABLE.BATON_UNAVAILABLE.message)
-        : e.message;
+    // Only Baton's own refusal of the request (a 4xx with one of its codes) is passed on as written.
+    // A 5xx, or a code Baton never sends, may be a proxy's or a backend's text (a database error
+    // with its connection string): the agent gets the table's text, the 'refused' event the answer.
+    const batonCode = isServiceErrorCode(e.code);
+    const code: AnyErrorCode = batonCode || (clientMade && isErrorCode(e.code)) ? (e.code as AnyErrorCode) : 'BATON_UNAVAILABLE';
+    const passedOn = batonCode && !down;
+    const tableMessage = ERROR_TABLE[code].message;
+    const message = passedOn && !keyRefused ? e.message : tableMessage;
     return {
       tool,
-      code: e.code,
-      block: e.block ?? null,
-      message: down ? `Baton could not decide, so the tool did not run: ${message}` : `Baton refused the verification request: ${message}`,
+      code,
+      block: passedOn ? (e.block ?? null) : null,
+      message:
+        code === 'BATON_UNAVAILABLE'
+          ? tableMessage
+          : down
+            ? `Baton could not decide, so the tool did not run: ${message}`
+            : `Baton refused the verification request: ${message}`,
       suggestion: e.retryable
         ? `${ERROR_TABLE.BATON_UNAVAILABLE.suggestion} ${RETRY_FRESH}`
         : keyRefused
           ? "The tool server's own access to Baton was refused, so no call through it can run until its operator fixes it; retrying will not help."
-          : clientMade
-            ? ERROR_TABLE.BATON_UNAVAILABLE.suggestion
-            : (e.suggestion ?? ERROR_TABLE.BATON_UNAVAILABLE.suggestion),
-      violations: e.violations,
+          : passedOn
+            ? (e.suggestion ?? ERROR_TABLE.BATON_UNAVAILABLE.suggestion)
+            : ERROR_TABLE.BATON_UNAVAILABLE.suggestion,
+      violations: passedOn ? e.violations : [],
       request_id: e.requestId ?? null,
       retryable: e.retryable,
     };
@@ -859,6 +1021,10 @@ function unavailable(tool: string, e: unknown): BatonRefusal {
     ...local(tool, 'BATON_UNAVAILABLE', { suggestion: `${ERROR_TABLE.BATON_UNAVAILABLE.suggestion} ${RETRY_FRESH}` }),
     retryable: true,
   };
+}
+
+function isServiceErrorCode(code: string): boolean {
+  return (SERVICE_ERROR_CODES as readonly string[]).includes(code);
 }
 
 function decorate(result: unknown, verified: Record<string, unknown>): unknown {
@@ -883,27 +1049,38 @@ function taskIdOf(result: unknown, params: Record<string, unknown>): string | un
   return typeof id === 'string' ? id : undefined;
 }
 
+/** What watchTaskStore tells a call of its tasks (created through the store, or named in the handler's answer). */
+interface TaskStoreHooks {
+  isOwn(taskId: string): boolean;
+  /** A task was created through the store: it is the call's. */
+  created(taskId: string): void;
+  /** A result was stored for a task of the call, whether or not the store accepted it. */
+  stored(result: unknown): void;
+  /** A task's status was set terminal (failed, cancelled, perhaps with no result to come). */
+  ended(): void;
+  /** A task was read as ended: a terminal status, or its result (given). */
+  seenEnded(result?: { readonly result: unknown }): void;
+}
+
 /**
- * The request's task store (extra.taskStore) as the handler gets it: the same store, telling
- * `onStored` the result of each task of this call (created through it, or named in the handler's
- * answer) once it is stored, whether or not the store accepts it (it refuses a result for a task
- * the agent cancelled, and the work that ran still cost what it says), and `onEnded` once such a
- * task's status is set terminal through it. Undefined when the request has no task store.
+ * The request's task store (extra.taskStore) as the handler gets it: the same store, telling the
+ * call of each of its tasks what the hooks say, and reading a task's status (statusOf) for it.
+ * A result is told of whether or not the store accepts it (it refuses one for a task the agent
+ * cancelled, and the work that ran still cost what it says). Undefined when the request has no task store.
  */
 function watchTaskStore(
   store: unknown,
-  ownTasks: Set<string>,
-  onStored: (result: unknown) => void,
-  onEnded: () => void,
-): object | undefined {
+  hooks: TaskStoreHooks,
+): { readonly store: object; statusOf(taskId: string): Promise<unknown> } | undefined {
   if (!isRecord(store) || typeof store['createTask'] !== 'function' || typeof store['storeTaskResult'] !== 'function') return undefined;
   type Fn = (...args: unknown[]) => Promise<unknown>;
-  return new Proxy(store, {
+  const own = (taskId: unknown): taskId is string => typeof taskId === 'string' && hooks.isOwn(taskId);
+  const proxy = new Proxy(store, {
     get(target, prop) {
       if (prop === 'createTask') {
         return async (...args: unknown[]) => {
           const task = await (target['createTask'] as Fn).apply(target, args);
-          if (isRecord(task) && typeof task['taskId'] === 'string') ownTasks.add(task['taskId']);
+          if (isRecord(task) && typeof task['taskId'] === 'string') hooks.created(task['taskId']);
           return task;
         };
       }
@@ -912,7 +1089,7 @@ function watchTaskStore(
           try {
             return await (target['storeTaskResult'] as Fn).apply(target, args);
           } finally {
-            if (typeof args[0] === 'string' && ownTasks.has(args[0])) onStored(args[2]);
+            if (own(args[0])) hooks.stored(args[2]);
           }
         };
       }
@@ -922,8 +1099,23 @@ function watchTaskStore(
             return await (target['updateTaskStatus'] as Fn).apply(target, args);
           } finally {
             // A task may end without a result (failed, cancelled): its cost is then the one reported, if any.
-            if (typeof args[0] === 'string' && ownTasks.has(args[0]) && TERMINAL_TASK_STATUSES.has(args[1])) onEnded();
+            if (own(args[0]) && TERMINAL_TASK_STATUSES.has(args[1])) hooks.ended();
           }
+        };
+      }
+      // A handler that honours tasks/cancel learns of it here: the SDK wrote it into the store.
+      if (prop === 'getTask' && typeof target['getTask'] === 'function') {
+        return async (...args: unknown[]) => {
+          const task = await (target['getTask'] as Fn).apply(target, args);
+          if (own(args[0]) && isRecord(task) && TERMINAL_TASK_STATUSES.has(task['status'])) hooks.seenEnded();
+          return task;
+        };
+      }
+      if (prop === 'getTaskResult' && typeof target['getTaskResult'] === 'function') {
+        return async (...args: unknown[]) => {
+          const result = await (target['getTaskResult'] as Fn).apply(target, args);
+          if (own(args[0])) hooks.seenEnded({ result });
+          return result;
         };
       }
       const value: unknown = Reflect.get(target, prop, target);
@@ -934,6 +1126,12 @@ function watchTaskStore(
       return Reflect.set(target, prop, value, target);
     },
   });
+  const statusOf = async (taskId: string): Promise<unknown> => {
+    if (typeof store['getTask'] !== 'function') return undefined;
+    const task: unknown = await (store['getTask'] as Fn).call(store, taskId);
+    return isRecord(task) ? task['status'] : undefined;
+  };
+  return { store: proxy, statusOf };
 }
 
 /** A cost the tool returned in its result's `_meta` (cost_usd, tokens_in, tokens_out, source, unavailable_reason). */

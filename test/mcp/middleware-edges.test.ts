@@ -250,6 +250,149 @@ describe('a task tool reports its cost when the task completes', () => {
       { actual: null, error: { message: expect.stringContaining('was not reported') } },
     ]);
   });
+
+  /** A task store as a task tool's work uses it (extra.taskStore). */
+  type WorkStore = {
+    getTask(id: string): Promise<{ status: string }>;
+    storeTaskResult(id: string, s: string, r: unknown): Promise<void>;
+  };
+  const workStore = (extra: never) => (extra as { taskStore: WorkStore }).taskStore;
+
+  /** Asks for a task of web_search; its task id. */
+  async function createTask(client: Client, c: Chain, query: string): Promise<string> {
+    const args = { tool: 'web_search', query, ...DECLARED };
+    const params = attachBundle({ name: 'web_search', arguments: args }, signed(c, args));
+    return (await client.request({ method: 'tools/call', params: { ...params, task: { ttl: 60_000 } } }, CreateTaskResultSchema)).task
+      .taskId;
+  }
+
+  const costEvents = (events: BatonMcpEvent[]) => events.filter((e) => e.type === 'reported' || e.type === 'report-failed');
+
+  it('a task the agent cancels, whose work stops on seeing it: the cost recorded is reported, for that task only', async () => {
+    const c = await edgeChain();
+    const events: BatonMcpEvent[] = [];
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    /** What the n-th task's work costs: after its first part, and in all if it runs to the end. */
+    const costs = [
+      { firstPart: 0.001, whole: 0.0015 },
+      { firstPart: 0.002, whole: 0.0025 },
+    ];
+    const invocationOf = new Map<string, { jti: string; cost: (typeof costs)[number] }>();
+    const server = taskServer(batonOptions({ onEvent: (e) => events.push(e), taskEndGraceMs: 100 }), async (extra, taskId) => {
+      const call = batonCall(extra)!;
+      const cost = costs[invocationOf.size]!;
+      invocationOf.set(taskId, { jti: call.invocationId, cost });
+      call.reportCost({ cost_usd: cost.firstPart }); // the expensive part ran, metered
+      await released;
+      // A task that honours tasks/cancel learns of it from the store, and stops: no result, no status.
+      if ((await workStore(extra).getTask(taskId)).status === 'cancelled') return;
+      call.reportCost({ cost_usd: cost.whole });
+      await workStore(extra).storeTaskResult(taskId, 'completed', { content: [{ type: 'text', text: 'done' }] });
+    });
+    const client = await connect(server);
+    const cancelled = await createTask(client, c, 'one');
+    const running = await createTask(client, c, 'two');
+    await vi.waitFor(() => expect(invocationOf.size).toBe(2));
+    await client.experimental.tasks.cancelTask(cancelled);
+    // The cancel reports nothing of the other task, still running.
+    await new Promise((r) => setTimeout(r, 150));
+    expect(costEvents(events).map((e) => e.invocationId)).not.toContain(invocationOf.get(running)!.jti);
+    release();
+    await vi.waitFor(() => expect(costEvents(events)).toHaveLength(2), { timeout: 5000 });
+    const stored = async (taskId: string) => ((await audit.getInvocation(invocationOf.get(taskId)!.jti)) as { actual?: unknown }).actual;
+    expect(await stored(cancelled)).toMatchObject({ cost_usd: invocationOf.get(cancelled)!.cost.firstPart });
+    expect(await stored(running)).toMatchObject({ cost_usd: invocationOf.get(running)!.cost.whole });
+    expect(costEvents(events).every((e) => e.type === 'reported')).toBe(true);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(costEvents(events)).toHaveLength(2);
+  });
+
+  it('a task the agent cancels, whose work says nothing more: the cost recorded is reported after taskEndGraceMs', async () => {
+    const c = await edgeChain();
+    const events: BatonMcpEvent[] = [];
+    let recorded!: () => void;
+    const costRecorded = new Promise<void>((r) => (recorded = r));
+    const server = taskServer(batonOptions({ onEvent: (e) => events.push(e), taskEndGraceMs: 50 }), async (extra) => {
+      batonCall(extra)!.reportCost({ cost_usd: 0.0019 });
+      recorded(); // and nothing more: only the agent's tasks/cancel ends the task
+    });
+    const client = await connect(server);
+    const taskId = await createTask(client, c, 'cancel-silent');
+    await costRecorded;
+    await client.experimental.tasks.cancelTask(taskId);
+    const event = await reported(events);
+    expect(event).toMatchObject({ type: 'reported', actual: { cost_usd: 0.0019 } });
+    const inv = await audit.getInvocation((event as { invocationId: string }).invocationId);
+    expect(inv).toMatchObject({ actual: { cost_usd: 0.0019 } });
+  });
+
+  it('a task cancelled before any cost, and again: the cost its work reports afterwards is reported, once', async () => {
+    const c = await edgeChain();
+    const events: BatonMcpEvent[] = [];
+    let cancelled!: () => void;
+    const cancelledNow = new Promise<void>((r) => (cancelled = r));
+    const server = taskServer(batonOptions({ onEvent: (e) => events.push(e), taskEndGraceMs: 20 }), async (extra, taskId) => {
+      await cancelledNow;
+      expect((await workStore(extra).getTask(taskId)).status).toBe('cancelled');
+      await new Promise((r) => setTimeout(r, 100)); // past the grace: nothing was recorded to report then
+      batonCall(extra)!.reportCost({ cost_usd: 0.0016 }); // what ran before the work stopped
+      batonCall(extra)!.reportCost({ cost_usd: 0.0001 }); // after the cost was read: refused
+    });
+    const client = await connect(server);
+    const taskId = await createTask(client, c, 'cancel-early');
+    await client.experimental.tasks.cancelTask(taskId);
+    await expect(client.experimental.tasks.cancelTask(taskId)).rejects.toThrow(/terminal status/);
+    await expect(client.experimental.tasks.cancelTask('no-such-task')).rejects.toThrow(/not found/i);
+    cancelled();
+    await vi.waitFor(() => expect(costEvents(events)).toHaveLength(2), { timeout: 5000 });
+    // The later reportCost is refused at once, before the report's answer.
+    const reportedEvent = events.find((e) => e.type === 'reported');
+    const refusedEvent = events.find((e) => e.type === 'report-failed');
+    expect(reportedEvent).toMatchObject({ type: 'reported', actual: { cost_usd: 0.0016 } });
+    expect(refusedEvent).toMatchObject({ type: 'report-failed', error: { message: expect.stringContaining('was not reported') } });
+    const inv = await audit.getInvocation((reportedEvent as { invocationId: string }).invocationId);
+    expect(inv).toMatchObject({ actual: { cost_usd: 0.0016 } });
+  });
+
+  it('a task cancelled mid-way: the cost its work reports before taskEndGraceMs is past wins over the one recorded before', async () => {
+    const c = await edgeChain();
+    const events: BatonMcpEvent[] = [];
+    let cancelled!: () => void;
+    const cancelledNow = new Promise<void>((r) => (cancelled = r));
+    let firstStepDone!: () => void;
+    const firstStep = new Promise<void>((r) => (firstStepDone = r));
+    const server = taskServer(batonOptions({ onEvent: (e) => events.push(e) }), async (extra) => {
+      batonCall(extra)!.reportCost({ cost_usd: 0.0001 });
+      firstStepDone();
+      await cancelledNow; // the second step, running when the agent cancels, costs more
+      batonCall(extra)!.reportCost({ cost_usd: 0.0042 });
+    });
+    const client = await connect(server);
+    const taskId = await createTask(client, c, 'cancel-mid-way');
+    await firstStep;
+    await client.experimental.tasks.cancelTask(taskId);
+    cancelled();
+    const event = await reported(events);
+    expect(event).toMatchObject({ type: 'reported', actual: { cost_usd: 0.0042 } });
+    expect(costEvents(events)).toHaveLength(1);
+  });
+
+  it('a task ended where the middleware does not see it: the cost reported after its end is reported at once', async () => {
+    const c = await edgeChain();
+    const events: BatonMcpEvent[] = [];
+    const server = taskServer(batonOptions({ onEvent: (e) => events.push(e) }), async (extra, taskId, store) => {
+      // The server's own store, not extra.taskStore: the middleware is not told.
+      await store.updateTaskStatus(taskId, 'failed', 'the search engine is down');
+      batonCall(extra)!.reportCost({ cost_usd: 0.0017 });
+    });
+    await createTask(await connect(server), c, 'unseen-end');
+    // The default grace (30 s) is not waited for: the report follows the reportCost.
+    const event = await reported(events);
+    expect(event).toMatchObject({ type: 'reported', actual: { cost_usd: 0.0017 } });
+    const inv = await audit.getInvocation((event as { invocationId: string }).invocationId);
+    expect(inv).toMatchObject({ actual: { cost_usd: 0.0017 } });
+  });
 });
 
 describe("a tool's answer is read as a task only for a task request", () => {

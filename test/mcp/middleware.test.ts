@@ -94,6 +94,17 @@ function signed(c: Chain, args: Record<string, unknown>, opts: { toolServer?: st
   return { inv, bundle: makeBundle(inv, c.chain, opts.mode ?? 'reference') };
 }
 
+/** An HTTP server in Baton's place answering every request with `status` and `body`; its base URL. Closed after the test. */
+async function fakeBaton(status: number, body: unknown): Promise<string> {
+  const fake: HttpServer = createHttpServer((_req, res) => {
+    res.writeHead(status, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(body));
+  });
+  await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve));
+  cleanups.push(() => new Promise<void>((resolve) => fake.close(() => resolve())));
+  return `http://127.0.0.1:${(fake.address() as { port: number }).port}`;
+}
+
 const text = (r: ToolCallResult): string => ((r as { content: { text?: string }[] }).content ?? []).map((c) => c.text ?? '').join('\n');
 
 describe('allowed calls', () => {
@@ -200,6 +211,41 @@ describe('allowed calls', () => {
       error: { code: 'FORBIDDEN' },
     });
     expect((await audit.getDelegation(c.sub.hash)).usage).toMatchObject({ calls_used: 1, metered_usd: 0, unmetered_invocations: 1 });
+  });
+  it('a tool that fails without a cost is reported unmetered, with why; a cost it reported first is the one reported', async () => {
+    const c = await storedChain();
+    const events: BatonMcpEvent[] = [];
+    const costs = [undefined, 0.0012];
+    const { server } = toolServer(batonOptions({ onEvent: (e) => events.push(e) }), {
+      searchResult: (extra) => {
+        const cost = costs.shift();
+        if (cost !== undefined) batonCall(extra)!.reportCost({ cost_usd: cost });
+        throw new Error('the search engine is down');
+      },
+    });
+    const client = await connect(server);
+    // An McpServer answers a handler's exception with an isError result.
+    expect((await searchOnce(client, c, 'a')).isError).toBe(true);
+    expect((await searchOnce(client, c, 'b')).isError).toBe(true);
+    // A low-level Server's handler throws to the gate itself.
+    const low = new Server({ name: 'low', version: '1.0.0' }, { capabilities: { tools: {} } });
+    low.setRequestHandler(CallToolRequestSchema, async () => {
+      throw new Error('the search engine is down');
+    });
+    withBaton(low, batonOptions({ onEvent: (e) => events.push(e) }));
+    await expect(searchOnce(await connect(low), c, 'c')).rejects.toThrow('the search engine is down');
+
+    const reported = events.filter((e) => e.type === 'reported');
+    expect(reported.map((e) => e.actual)).toEqual([
+      { source: 'unavailable', unavailable_reason: expect.stringContaining('failed') },
+      { source: 'harness-reported', cost_usd: 0.0012 },
+      { source: 'unavailable', unavailable_reason: expect.stringContaining('failed') },
+    ]);
+    const first = await audit.getInvocation(reported[0]!.invocationId);
+    expect(first).toMatchObject({
+      actual: { source: 'unavailable', cost_usd: null, unavailable_reason: expect.stringContaining('failed') },
+    });
+    expect((await audit.getDelegation(c.sub.hash)).usage).toMatchObject({ calls_used: 3, metered_usd: 0.0012, unmetered_invocations: 2 });
   });
 });
 
@@ -449,23 +495,14 @@ describe('refused calls never run the tool', () => {
 
   it('Baton answering 503 (storage down): refused, the tool does not run', async () => {
     const c = await storedChain();
-    const down: HttpServer = createHttpServer((_req, res) => {
-      res.writeHead(503, { 'content-type': 'application/json', 'x-request-id': 'req-503' });
-      res.end(
-        JSON.stringify({
-          error: {
-            code: 'STORAGE_UNAVAILABLE',
-            message: 'The database is unavailable.',
-            suggestion: 'A verify re-sent to /v1/verify as the same invocation with the same key answers its original allow (retry: true).',
-          },
-          request_id: 'req-503',
-        }),
-      );
+    const url = await fakeBaton(503, {
+      error: {
+        code: 'STORAGE_UNAVAILABLE',
+        message: 'The database is unavailable.',
+        suggestion: 'A verify re-sent to /v1/verify as the same invocation with the same key answers its original allow (retry: true).',
+      },
+      request_id: 'req-503',
     });
-    await new Promise<void>((resolve) => down.listen(0, '127.0.0.1', resolve));
-    cleanups.push(() => new Promise<void>((resolve) => down.close(() => resolve())));
-    const address = down.address();
-    const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
     const { server, search } = toolServer(batonOptions({ baton: { baseUrl: url, verifyKey: 'whatever-key' } }));
     const client = await connect(server);
     const result = await searchOnce(client, c, 'q');
@@ -474,6 +511,39 @@ describe('refused calls never run the tool', () => {
     // Baton's advice to re-send the same invocation is the one this middleware refuses as a replay.
     expect(refusalOf(result)!.suggestion).not.toContain('same invocation');
     expect(refusalOf(result)!.suggestion).toContain('sign a new invocation for the call');
+  });
+
+  it("an answer's own text reaches the agent only from Baton refusing the request (a 4xx with one of its codes)", async () => {
+    const c = await storedChain();
+    const leak = 'pg: connection to db.internal failed, password=hunter2';
+    const answers: [status: number, code: string, expected: { code: string; message: string }][] = [
+      [500, 'INTERNAL', { code: 'INTERNAL', message: 'Baton could not decide, so the tool did not run: Baton failed unexpectedly.' }],
+      [502, 'PROXY_UPSTREAM_ERROR', { code: 'BATON_UNAVAILABLE', message: 'Baton could not decide, so the tool did not run.' }],
+      [400, 'PROXY_BAD_REQUEST', { code: 'BATON_UNAVAILABLE', message: 'Baton could not decide, so the tool did not run.' }],
+    ];
+    for (const [status, code, expected] of answers) {
+      const events: BatonMcpEvent[] = [];
+      const url = await fakeBaton(status, {
+        error: { code, message: leak, suggestion: leak, details: { block: 'X', violations: [{ code, field: 'x', message: leak }] } },
+      });
+      const { server, search } = toolServer(
+        batonOptions({ baton: { baseUrl: url, verifyKey: 'whatever-key' }, onEvent: (e) => events.push(e) }),
+      );
+      const result = await searchOnce(await connect(server), c, 'q');
+      expect(search).not.toHaveBeenCalled();
+      expect(JSON.stringify(result), `HTTP ${status} ${code}`).not.toContain('hunter2');
+      expect(refusalOf(result)).toMatchObject({ ...expected, block: null, violations: [] });
+      // The operator's event keeps the answer whole.
+      expect(String((events.find((e) => e.type === 'refused') as { error?: Error }).error?.message)).toContain('hunter2');
+    }
+    // Baton's own refusal of the request is passed on as it wrote it.
+    const url = await fakeBaton(400, { error: { code: 'INVALID_REQUEST', message: 'body.estimated_cost_usd: must be a number' } });
+    const { server } = toolServer(batonOptions({ baton: { baseUrl: url, verifyKey: 'whatever-key' } }));
+    const refused = await searchOnce(await connect(server), c, 'q');
+    expect(refusalOf(refused)).toMatchObject({
+      code: 'INVALID_REQUEST',
+      message: 'Baton refused the verification request: body.estimated_cost_usd: must be a number',
+    });
   });
 
   it("refuseAs 'protocol-error': a JSON-RPC error carrying the refusal", async () => {
