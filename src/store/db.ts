@@ -110,6 +110,9 @@ export const SESSION_LIFETIME_SECONDS = (): number => 45 + Math.random() * 30;
  */
 const WRITABLE_SESSION_QUERY = "select current_setting('transaction_read_only') as read_only";
 
+/** SQLSTATE read_only_sql_transaction: a write in a read-only session. */
+const READ_ONLY_SQLSTATE = '25006';
+
 function assertWritableSession(rows: readonly Record<string, unknown>[]): void {
   if (rows[0]?.read_only !== 'off') throw new Error('the database session is read-only: writes would be refused');
 }
@@ -150,15 +153,28 @@ async function openPostgres(
   // them, each verify ran on another backend whose plans and memory had gone cold in the CPU's
   // caches: a 1-in-flight verify took 1.3x as long after a 32-in-flight load as before it.
   const hot = postgres(databaseUrl, { ...options, max: VERIFY_STATEMENTS_IN_FLIGHT });
+  /** Whether the last statement on `hot` was refused as read-only (and none has gone through since). */
+  let verifiesReadOnly = false;
   const db = drizzlePostgres({ client, schema });
   return {
     db,
     kind: 'postgres',
-    query: async (text, params) => hot.unsafe(text, params as postgres.ParameterOrJSON<never>[], { prepare: true }),
-    // Both pools: verifies run on `hot`, every other request on `client`, and either may hold sessions
-    // a read-only spell left behind after the other's were renewed.
+    query: async (text, params) => {
+      try {
+        const rows = await hot.unsafe(text, params as postgres.ParameterOrJSON<never>[], { prepare: true });
+        verifiesReadOnly = false;
+        return rows;
+      } catch (err) {
+        if ((err as { code?: unknown }).code === READ_ONLY_SQLSTATE) verifiesReadOnly = true;
+        throw err;
+      }
+    },
+    // Every other request runs on `client`: one of its sessions is asked. The verifies' own pool is
+    // never queried for it (a query there waits behind their statements, which a slow database
+    // holds for seconds: every node would turn unready at once); its last statement tells instead.
     ping: async () => {
-      await Promise.all([client, hot].map(async (pool) => assertWritableSession(await pool.unsafe(WRITABLE_SESSION_QUERY))));
+      if (verifiesReadOnly) throw new Error('verifies were refused as read-only: writes would be refused');
+      assertWritableSession(await client.unsafe(WRITABLE_SESSION_QUERY));
     },
     close: once(async () => {
       await Promise.all([client.end({ timeout: 5 }), hot.end({ timeout: 5 })]);

@@ -91,4 +91,55 @@ describe('a database that was read-only for a while', () => {
     expect(later.filter((answer) => !answer.endsWith(':ok'))).toEqual([]);
     expect(await readiness()).toBe('ready');
   }, 60_000);
+
+  it("is not ready while either pool's sessions are read-only, each pool told apart", async () => {
+    // Sessions that outlive the test: the read-only ones stay so until the test ends them.
+    const other = await openStore({ databaseUrl: fresh.url, max: 2, migrate: false, sessionLifetimeSeconds: () => 600 });
+    try {
+      const readinessOf = () =>
+        other.ping().then(
+          () => 'ready',
+          (e: unknown) => (e instanceof Error ? e.message : String(e)),
+        );
+      await admin.unsafe(`alter database "${databaseName}" set default_transaction_read_only = on`);
+      // The requests' pool: its first session begins read-only, and no verify has run yet.
+      expect(await readinessOf()).toMatch(/session is read-only/);
+      const hotWrite = () =>
+        other.query(`insert into tenants (id, name) values ($1, 'read-only probe')`, [`ten_ro_hot_${++written}_${Date.now()}`]).then(
+          () => 'ok',
+          (e: { code?: unknown }) => String(e.code),
+        );
+      expect(await hotWrite()).toBe('25006');
+      await admin.unsafe(`alter database "${databaseName}" reset default_transaction_read_only`);
+      // The requests' read-only session ends (the one that last asked for transaction_read_only).
+      await admin`select pg_terminate_backend(pid) from pg_stat_activity where datname = ${databaseName} and pid <> pg_backend_pid() and query like ${'%transaction_read_only%'}`;
+      await pause(200);
+      // The requests' pool now writes; the verifies' session is still read-only, and readiness is
+      // told by its last statement, never by a query queued behind the verifies.
+      expect(await hotWrite()).toBe('25006');
+      expect(await readinessOf()).toMatch(/verifies were refused as read-only/);
+      await admin`select pg_terminate_backend(pid) from pg_stat_activity where datname = ${databaseName} and pid <> pg_backend_pid()`;
+      // A terminated session's next query fails (57P01); the driver then opens a writable one.
+      const afterTermination: string[] = [];
+      for (const end = Date.now() + 5_000; Date.now() < end && afterTermination.at(-1) !== 'ok';) afterTermination.push(await hotWrite());
+      expect(afterTermination.at(-1), afterTermination.join(' ')).toBe('ok');
+      expect(await readinessOf()).toBe('ready');
+
+      // Readiness never waits behind the verifies' statements (a slow database would turn every node unready).
+      let verifiesDone = false;
+      const sleepOnVerifiesPool = async (): Promise<unknown> =>
+        // A session terminated above fails its next query (57P01, admin shutdown); the driver then opens another.
+        other
+          .query('select pg_sleep(3)', [])
+          .catch((e: { code?: unknown }) => (e.code === '57P01' ? sleepOnVerifiesPool() : Promise.reject(e)));
+      const busy = Promise.all([sleepOnVerifiesPool(), sleepOnVerifiesPool()]).then(() => (verifiesDone = true));
+      await pause(100);
+      expect(await readinessOf()).toBe('ready');
+      expect(verifiesDone, 'readiness answered only after the statements on the verifies pool').toBe(false);
+      await busy;
+    } finally {
+      await admin.unsafe(`alter database "${databaseName}" reset default_transaction_read_only`);
+      await other.close();
+    }
+  }, 60_000);
 });
