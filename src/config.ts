@@ -48,7 +48,7 @@ const EnvSchema = z.object({
     )
     .refine(
       (v) => v === undefined || !/^postgres(ql)?:\/\//.test(v) || readableDatabaseUrl(v),
-      'DATABASE_URL is not a URL the PostgreSQL client can read: percent-encode the special characters of its user name and password (% as %25, @ as %40, : as %3A, / as %2F)',
+      'DATABASE_URL is not a URL the PostgreSQL client can read: check its host and port, and percent-encode the special characters of its user name and password (% as %25, @ as %40, : as %3A, / as %2F)',
     ),
   // A key that no Authorization header can carry would revoke the generated admin key and log in
   // nowhere, leaving no admin key at all: refused at start, as the bearer reader would refuse it.
@@ -193,8 +193,8 @@ function unsafeCombinations(env: Environment): string[] {
     );
   }
   // Only a value BATON_WORKERS itself accepts: any other is refused as such, once.
-  const workers = /^\d+$/.test(env['BATON_WORKERS'] ?? '') ? Number(env['BATON_WORKERS']) : 1;
-  if (workers > 1 && !env['DATABASE_URL']) {
+  const workers = EnvSchema.shape.BATON_WORKERS.safeParse(env['BATON_WORKERS']);
+  if (workers.success && workers.data > 1 && !env['DATABASE_URL']) {
     problems.push(
       'BATON_WORKERS: more than 1 needs DATABASE_URL: the embedded database belongs to one process. Set DATABASE_URL (baton serve --database-url), or run 1 worker',
     );

@@ -73,6 +73,7 @@ describe('loadConfig', () => {
     }
     expect(message).toMatch(/- BATON_WORKERS must be a whole number from 1 to 256, got "2.0"/);
     expect(message).not.toMatch(/needs DATABASE_URL/);
+    expect(() => loadConfig({ BATON_WORKERS: '300' })).toThrow(/^(?![\s\S]*needs DATABASE_URL)[\s\S]*from 1 to 256, got "300"/);
   });
 
   it('refuses a DATABASE_URL the PostgreSQL client could not read, saying to percent-encode (not only "URI malformed" at start)', () => {
