@@ -33,8 +33,41 @@ export interface SignedDelegation {
   readonly payload: DelegationPayload;
 }
 
+/** The lists a DRS verifier reads, whose empty form it reads as unrestricted (`len(list) > 0` guards its check). */
+const DRS_LISTS = ['allowed_tools', 'allowed_resources'] as const;
+
+/**
+ * Refuses a policy that would mean more to a DRS verifier (drs-verify) than to Baton, since a signed
+ * record is checked by both: an empty tool or resource list allows nothing to Baton but everything
+ * to drs-verify (its check is guarded by `len(list) > 0`), and no list says "nothing" to both.
+ */
+export function refuseDrsWiderPolicy(policy: unknown): void {
+  if (policy === null || typeof policy !== 'object' || Array.isArray(policy)) return; // the schema refuses it
+  for (const list of DRS_LISTS) {
+    const value = (policy as Record<string, unknown>)[list];
+    if (Array.isArray(value) && value.length === 0)
+      throw new BatonError('INVALID_FIELD', {
+        message: `policy.${list} is empty: Baton reads that as nothing allowed, a DRS verifier as no restriction, so it is never signed.`,
+        suggestion: `List what the holder may use, or delegate nothing; leave ${list} out to keep the parent's (or, on a root, no restriction).`,
+        violations: [{ code: 'INVALID_FIELD', field: `policy.${list}`, actual: '[]', message: `${list} must not be empty.` }],
+      });
+  }
+}
+
+/**
+ * The policy as signed, meaning to a DRS verifier what it means to Baton (refuseDrsWiderPolicy).
+ * Absent PII and write access mean false to Baton but unrestricted to drs-verify, which would then
+ * allow what Baton denies: they are signed as false.
+ */
+function drsReadablePolicy(policy: unknown): unknown {
+  refuseDrsWiderPolicy(policy);
+  if (policy === null || typeof policy !== 'object' || Array.isArray(policy)) return policy;
+  return { pii_access: false, write_access: false, ...policy };
+}
+
 /** Signs a payload after checking it is a well-formed DR (so nothing malformed is ever signed). */
-export function signDelegation(payload: Record<string, unknown>, issuer: KeyPair): SignedDelegation {
+export function signDelegation(unsigned: Record<string, unknown>, issuer: KeyPair): SignedDelegation {
+  const payload = 'policy' in unsigned ? { ...unsigned, policy: drsReadablePolicy(unsigned['policy']) } : unsigned;
   const checked = parseWith(DelegationPayloadSchema, payload, 'delegation payload');
   // The schema checks a DID's form; a verifier also decodes it to an Ed25519 key (INVALID_DID,
   // WEAK_KEY). Decoded here too, so no record is signed that every verifier would refuse.

@@ -8,7 +8,7 @@ import type { IssueRequest as IssueRequestBody } from '../api/delegations.js';
 import { publicKeyFromDidKey } from '../protocol/did-key.js';
 import { BatonError } from '../protocol/errors.js';
 import { randomUUID } from 'node:crypto';
-import { signRootDelegation } from '../protocol/root-delegation.js';
+import { refuseDrsWiderPolicy, signRootDelegation } from '../protocol/root-delegation.js';
 import { custodialRootKey } from './custodial.js';
 import { submitDelegations } from './delegation-submission.js';
 import type { CommitCheck } from '../store/db.js';
@@ -36,6 +36,8 @@ export async function issueCustodialRoot(
       throw e;
     }
   }
+  // Before the tenant's custodial key is made: a refused request stores nothing.
+  refuseDrsWiderPolicy(req.policy);
   const issuer = await custodialRootKey(deps.store.db, tenantId, deps.masterKey, gate);
   const now = deps.now();
   const signed = signRootDelegation({

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { count, eq } from 'drizzle-orm';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
 import { createRootDelegation, createSubDelegation, type SignedDelegation } from '../../src/sdk/records.js';
-import { delegations, serviceReceipts } from '../../src/store/schema/index.js';
+import { custodialKeys, delegations, serviceReceipts } from '../../src/store/schema/index.js';
 import { verifyServiceReceipt } from '../../src/service/signer.js';
 import { main as cli } from '../../src/cli/main.js';
 import { scratchFolders } from '../support/scratch.js';
@@ -208,6 +208,26 @@ describe('POST /v1/delegations/issue (custodial root)', () => {
     });
     expect(bad.status).toBe(400);
     expect(bad.body.error.code).toBe('INVALID_REQUEST');
+  });
+
+  it('signs what it means to DRS verifiers too: access not granted as false, an empty tool list refused, storing nothing', async () => {
+    const fresh = await setupTenant(svc, 'drs-readable');
+    const empty = await svc.call('POST', '/v1/delegations/issue', {
+      key: fresh.keys.issue,
+      json: { audience: agentA.did, policy: { allowed_tools: [] } },
+    });
+    expect(empty.status).toBe(400);
+    expect(empty.body.error.code).toBe('INVALID_FIELD');
+    expect(empty.body.error.message).toMatch(/DRS verifier/);
+    // Refused before the tenant's custodial key is made.
+    expect(await svc.store.db.select().from(custodialKeys).where(eq(custodialKeys.tenantId, fresh.id))).toHaveLength(0);
+
+    const r = await svc.call('POST', '/v1/delegations/issue', {
+      key: fresh.keys.issue,
+      json: { audience: agentA.did, policy: { allowed_tools: ['web_search'], max_calls: 3 } },
+    });
+    expect(r.status).toBe(201);
+    expect(r.body.delegation.policy).toEqual({ allowed_tools: ['web_search'], max_calls: 3, pii_access: false, write_access: false });
   });
 });
 

@@ -1,0 +1,65 @@
+/**
+ * What a signed delegation's policy means to a DRS verifier (drs-verify) as well as to Baton: a
+ * record Baton signs is checked by both, and must never grant more to one of them.
+ */
+import { describe, expect, it } from 'vitest';
+import { BatonError } from '../../src/protocol/errors.js';
+import { generateKeyPair } from '../../src/sdk/keys.js';
+import { createRootDelegation, createSubDelegation } from '../../src/sdk/records.js';
+
+const operator = generateKeyPair();
+const agent = generateKeyPair();
+const child = generateKeyPair();
+
+function refusal(sign: () => unknown): BatonError {
+  try {
+    sign();
+  } catch (e) {
+    if (e instanceof BatonError) return e;
+    throw e;
+  }
+  throw new Error('signed');
+}
+
+describe('signing a delegation', () => {
+  it('signs absent PII and write access as false, which drs-verify otherwise reads as no restriction', () => {
+    const root = createRootDelegation({ issuer: operator, audience: agent.did, policy: { allowed_tools: ['web_search'], max_calls: 3 } });
+    expect(root.payload.policy).toEqual({ allowed_tools: ['web_search'], max_calls: 3, pii_access: false, write_access: false });
+    const sub = createSubDelegation({
+      parent: root,
+      issuer: agent,
+      audience: child.did,
+      policy: { allowed_tools: ['web_search'], max_calls: 2 },
+    });
+    expect(sub.payload.policy).toMatchObject({ pii_access: false, write_access: false });
+    // What the record holds is what was signed.
+    const signed = JSON.parse(Buffer.from(sub.jws.split('.')[1]!, 'base64url').toString('utf8')) as { policy: unknown };
+    expect(signed.policy).toEqual({ allowed_tools: ['web_search'], max_calls: 2, pii_access: false, write_access: false });
+  });
+
+  it('keeps access that is granted', () => {
+    const root = createRootDelegation({ issuer: operator, audience: agent.did, policy: { pii_access: true, write_access: true } });
+    expect(root.payload.policy).toEqual({ pii_access: true, write_access: true });
+  });
+
+  it('refuses an empty tool or resource list (nothing to Baton, everything to drs-verify), on a root and a sub-delegation', () => {
+    const root = createRootDelegation({ issuer: operator, audience: agent.did, policy: { allowed_tools: ['web_search'] } });
+    for (const list of ['allowed_tools', 'allowed_resources'] as const) {
+      const onRoot = refusal(() => createRootDelegation({ issuer: operator, audience: agent.did, policy: { [list]: [] } }));
+      expect(onRoot.code).toBe('INVALID_FIELD');
+      expect(onRoot.violations[0]).toMatchObject({ field: `policy.${list}` });
+      expect(onRoot.message).toMatch(/DRS verifier/);
+      expect(
+        refusal(() =>
+          createSubDelegation({ parent: root, issuer: agent, audience: child.did, policy: { allowed_tools: ['web_search'], [list]: [] } }),
+        ).code,
+      ).toBe('INVALID_FIELD');
+    }
+    // Baton's own list, which DRS verifiers do not read: empty means none, to everyone who reads it.
+    expect(
+      createRootDelegation({ issuer: operator, audience: agent.did, policy: { allowed_data_classes: [] } }).payload.policy,
+    ).toMatchObject({
+      allowed_data_classes: [],
+    });
+  });
+});
