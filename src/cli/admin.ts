@@ -163,9 +163,14 @@ const keysCreate = adminCommand(
       printJson(io, created);
       return 0;
     }
-    io.out(`CREATED: API key ${created.id} for tenant ${created.tenant_id} [${created.scopes.join(',')}]`);
-    if (created.expires_at) io.out(`  expires  ${created.expires_at}`);
-    io.out(`  key      ${created.key}`);
+    // Each line holds the service's text: kept on its one line (as keyLine's are).
+    [
+      `CREATED: API key ${created.id} for tenant ${created.tenant_id} [${created.scopes.join(',')}]`,
+      ...(created.expires_at ? [`  expires  ${created.expires_at}`] : []),
+      `  key      ${created.key}`,
+    ]
+      .map(oneLine)
+      .forEach((l) => io.out(l));
     io.err('The key is shown this once: store it now.');
     return 0;
   },
@@ -221,10 +226,14 @@ const keysRotate = adminCommand(
       printJson(io, rotated);
       return 0;
     }
-    io.out(`ROTATED: ${rotated.previous.id} -> ${rotated.key.id} [${rotated.key.scopes.join(',')}]`);
-    io.out(`  old key valid until  ${rotated.previous.expires_at}`);
-    if (rotated.key.expires_at) io.out(`  new key expires      ${rotated.key.expires_at}`);
-    io.out(`  new key              ${rotated.key.key}`);
+    [
+      `ROTATED: ${rotated.previous.id} -> ${rotated.key.id} [${rotated.key.scopes.join(',')}]`,
+      `  old key valid until  ${rotated.previous.expires_at}`,
+      ...(rotated.key.expires_at ? [`  new key expires      ${rotated.key.expires_at}`] : []),
+      `  new key              ${rotated.key.key}`,
+    ]
+      .map(oneLine)
+      .forEach((l) => io.out(l));
     io.err('The new key is shown this once: store it now, and deploy it before the old one expires.');
     return 0;
   },

@@ -61,7 +61,9 @@ Options:
                            the service names must be <log name>/baton/<id>. Every tenant's
                            log is signed with the same service key, so --keys alone does
                            not tell yours from another's; without --tenant or --trust the
-                           report says which log it took from the service
+                           report says which log it took from the service. --tenant pins
+                           the tenant, not the log name: the report says the name came
+                           from the service (pin the whole origin with --trust)
   --previous <file>        an earlier checkpoint note to check consistency with
   --tree-size <n>          audit under the signed checkpoint of this size (default: the
                            latest), e.g. the one your witnesses cosigned when the log has
@@ -116,6 +118,10 @@ function summary(report: AuditReport): string {
   if (!report.originPinned)
     lines.push(
       `  note               which log this is (${report.origin}) taken from the service audited; pin it with --tenant <id> or --trust`,
+    );
+  else if (!report.logNamePinned)
+    lines.push(
+      `  note               the log's name (${report.origin}) taken from the service audited, its tenant pinned by --tenant; pin the whole log with --trust`,
     );
   for (const f of report.findings) {
     const where =

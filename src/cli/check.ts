@@ -81,7 +81,7 @@ export async function runCheck(argv: string[], io: CliIo): Promise<number> {
   if (result.valid) {
     // Counters as they stand; the warnings count this call, as the real call would.
     const before = result.retry ? '' : ' (before this call)';
-    for (const c of result.counters) lines.push(`  counter      ${c.dr}: ${c.calls_used} of ${c.max_calls} calls used${before}`);
+    for (const c of result.counters) lines.push(oneLine(`  counter      ${c.dr}: ${c.calls_used} of ${c.max_calls} calls used${before}`));
     for (const w of result.warnings) lines.push(`  warning      ${oneLine(w.message)}`);
     if (result.retry)
       lines.push(
@@ -90,7 +90,7 @@ export async function runCheck(argv: string[], io: CliIo): Promise<number> {
       );
     lines.push('', 'Dry run: nothing was counted or stored.');
   }
-  if (result.request_id) lines.push('', `Request id: ${result.request_id}`);
+  if (result.request_id) lines.push('', oneLine(`Request id: ${result.request_id}`));
   io.out(lines.join('\n'));
   return result.valid ? 0 : 1;
 }

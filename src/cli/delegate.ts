@@ -30,7 +30,7 @@ import {
   stageOutputFile,
   STDOUT_PATH,
 } from './basics.js';
-import { UsageError, type CliIo } from './io.js';
+import { oneLine, UsageError, type CliIo } from './io.js';
 
 export const DELEGATE_HELP = `Usage: baton delegate --key <keyfile> --to <did> [--parent <chain-file|hash>] <policy> [options]
 
@@ -197,7 +197,9 @@ export async function runDelegate(argv: string[], io: CliIo): Promise<number> {
       const result = await client.submit(chain);
       const mine = result.delegations[result.delegations.length - 1]!;
       io.err(
-        `${result.created ? 'stored' : 'already stored'}: ${shortHash(mine.hash)} depth ${mine.depth}${mine.status === undefined ? '' : `, ${mine.status}`}${result.tenant_id ? `, tenant ${result.tenant_id}` : ''}`,
+        oneLine(
+          `${result.created ? 'stored' : 'already stored'}: ${shortHash(mine.hash)} depth ${mine.depth}${mine.status === undefined ? '' : `, ${mine.status}`}${result.tenant_id ? `, tenant ${result.tenant_id}` : ''}`,
+        ),
       );
       if (mine.status === 'held') io.err(HELD_ADVICE);
       submitted = result;

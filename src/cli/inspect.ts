@@ -32,12 +32,6 @@ Exit codes: 0 decoded, 2 no signed record found or unreadable input.`;
 
 /** At most this many records are shown from one input; past it, the output says how many it left out. */
 const MAX_SHOWN = 1000;
-/**
- * At most this many service receipts are checked from one input. Every one found is checked, or
- * none: an input holding more is refused whole, since checking only some would let a forgery past
- * the cap go unseen.
- */
-export const MAX_SERVICE_RECEIPTS = 10_000;
 const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 
 export interface InspectedRecord {
@@ -64,14 +58,18 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
-/** The header of `s` when it reads as a compact JWS whose header is a JSON object naming an alg. */
-function jwsHeader(s: string): Record<string, unknown> | undefined {
-  if (s.length > 1024 * 1024 || !COMPACT_JWS.test(s)) return undefined;
-  const header = decodePart(s.split('.')[0]!).value;
+/**
+ * The header of `s` when it reads as a compact JWS whose header is a JSON object naming an alg. Of
+ * any length: one too long to be a record is still found, so that a check refuses it rather than
+ * never sees it.
+ */
+export function jwsHeader(s: string): Record<string, unknown> | undefined {
+  if (!COMPACT_JWS.test(s)) return undefined;
+  const header = decodePart(s.slice(0, s.indexOf('.'))).value;
   return isObject(header) && typeof header['alg'] === 'string' ? header : undefined;
 }
 
-const looksLikeJws = (s: string): boolean => jwsHeader(s) !== undefined;
+export const looksLikeJws = (s: string): boolean => jwsHeader(s) !== undefined;
 
 function kindOf(header: unknown, payload: unknown): string {
   if (isObject(payload) && typeof payload['drs_type'] === 'string') return payload['drs_type'];
@@ -128,52 +126,52 @@ export interface FoundRecord {
   readonly jws: string;
 }
 
+/** Where a member or an item of the JSON value at `path` is, as records found are located ('' is the top). */
+export const memberPath = (path: string, key: string): string => (path ? `${path}.${key}` : key);
+export const itemPath = (path: string, index: number): string => `${path}[${index}]`;
+
 /** Every string in `value` that reads as a compact JWS, with its JSON path. */
 function collectJws(value: unknown, path: string, out: FoundRecord[]): void {
   if (typeof value === 'string') {
     if (looksLikeJws(value)) out.push({ where: path || '(top)', jws: value });
   } else if (Array.isArray(value)) {
-    value.forEach((v, i) => collectJws(v, `${path}[${i}]`, out));
+    value.forEach((v, i) => collectJws(v, itemPath(path, i), out));
   } else if (isObject(value)) {
-    for (const [k, v] of Object.entries(value)) collectJws(v, path ? `${path}.${k}` : k, out);
+    for (const [k, v] of Object.entries(value)) collectJws(v, memberPath(path, k), out);
   }
 }
+
+/** The signed records of an input, and the JSON it was read as (undefined for JWS lines, or input that is neither). */
+export interface FoundRecords {
+  readonly records: readonly FoundRecord[];
+  readonly document: unknown;
+}
+
+export const noSignedRecord = (name: string): UsageError =>
+  new UsageError(`${name} holds no signed record (a compact JWS, or JSON or a base64url bundle carrying some)`);
 
 /**
- * The service receipts among the signed records in `text` (findRecords): those whose header names a
- * kid. All of them, or a usage error when there are more than MAX_SERVICE_RECEIPTS: the caller
- * checks every one it gets.
+ * Every signed record an input holds: JWS lines, any JSON carrying JWS strings, or a base64url
+ * bundle; none is a usage error (noSignedRecord). The document is returned whichever form held it,
+ * so that what the records are attached to is read the same from JSON and from a bundle.
  */
-export function findServiceReceipts(text: string, name: string): FoundRecord[] {
-  const receipts = findRecords(text, name).filter((r) => typeof jwsHeader(r.jws)?.['kid'] === 'string');
-  if (receipts.length > MAX_SERVICE_RECEIPTS)
-    throw new UsageError(
-      `${name} holds ${receipts.length} service receipts, more than the ${MAX_SERVICE_RECEIPTS} checked from one input; ` +
-        `none was checked. Split it into files of at most ${MAX_SERVICE_RECEIPTS} service receipts and check each.`,
-    );
-  return receipts;
-}
-
-/** Every signed record an input holds: JWS lines, any JSON carrying JWS strings, or a base64url bundle. */
-export function findRecords(text: string, name: string): FoundRecord[] {
+export function findRecords(text: string, name: string): FoundRecords {
+  // trim() also drops a leading byte-order mark, which some editors write before JSON.
   const trimmed = text.trim();
   if (trimmed === '') throw new UsageError(`${name} is empty`);
-  const found: FoundRecord[] = [];
+  const records: FoundRecord[] = [];
+  let document: unknown;
   if (trimmed.startsWith('{') || trimmed.startsWith('[')) {
-    collectJws(parseJsonDocument(trimmed, name), '', found);
+    document = parseJsonDocument(trimmed, name);
   } else {
     const words = trimmed.split(/\s+/);
-    if (words.every(looksLikeJws)) words.forEach((jws, i) => found.push({ where: `line ${i + 1}`, jws }));
-    else if (words.length === 1) {
-      // The X-DRS-Bundle header form: base64url of the bundle JSON.
-      const bundle = decodePart(trimmed).value;
-      if (bundle !== undefined) collectJws(bundle, '', found);
-    }
+    if (words.every(looksLikeJws)) words.forEach((jws, i) => records.push({ where: `line ${i + 1}`, jws }));
+    // The X-DRS-Bundle header form: base64url of the bundle JSON, read as strictly as a JSON file.
+    else if (words.length === 1 && decodePart(trimmed).value !== undefined)
+      document = parseJsonDocument(Buffer.from(trimmed, 'base64url').toString('utf8'), `${name} (a base64url bundle)`);
   }
-  if (found.length === 0) {
-    throw new UsageError(`${name} holds no signed record (a compact JWS, or JSON or a base64url bundle carrying some)`);
-  }
-  return found;
+  collectJws(document, '', records);
+  return { records, document };
 }
 
 /** Untrusted text for a terminal: control characters (C0, DEL, C1) shown escaped, never sent raw. */
@@ -228,7 +226,9 @@ export async function runInspect(argv: string[], io: CliIo): Promise<number> {
   }
   const file = positionals[0];
   if (!file || positionals.length > 1) throw new UsageError('give one file, or - for stdin', INSPECT_HELP);
-  const found = findRecords(await readText(file, 'input'), file === '-' ? 'stdin' : file);
+  const name = file === '-' ? 'stdin' : file;
+  const found = findRecords(await readText(file, 'input'), name).records;
+  if (found.length === 0) throw noSignedRecord(name);
   const records = found.slice(0, MAX_SHOWN).map((r) => inspectJws(r.jws, r.where));
   if (values.json) {
     printJson(io, { unverified: true, total: found.length, records });

@@ -123,6 +123,6 @@ export async function runInvocations(argv: string[], io: CliIo): Promise<number>
   }
   const count = pages.reduce((n, p) => n + p.invocations.length, 0);
   io.err(count === 0 ? 'no decisions match' : `${count} decision(s)`);
-  if (cursor !== undefined) io.err(`more: baton invocations ... --cursor ${cursor}   (or --all)`);
+  if (cursor !== undefined) io.err(oneLine(`more: baton invocations ... --cursor ${cursor}   (or --all)`));
   return 0;
 }

@@ -19,7 +19,8 @@ import {
   refuseStdoutPath,
   writeOutputFile,
 } from './common.js';
-import { findServiceReceipts, inspectJws, printable } from './inspect.js';
+import { inspectJws, looksLikeJws, printable } from './inspect.js';
+import { findServiceReceipts } from './service-receipt.js';
 import { UsageError, type CliIo } from './io.js';
 import { BatonError } from '../protocol/errors.js';
 import { openCheckpoint, parseTlogProof } from '../protocol/tlog-proof.js';
@@ -200,7 +201,10 @@ function proofAnswerFrom(value: unknown, where: string, help: string): ServiceRe
  */
 async function heldReceiptFrom(file: string, help: string): Promise<string> {
   const found = findServiceReceipts(await readText(file, '--jws file'), file === '-' ? 'stdin' : file);
-  if (found.length === 1) return found[0]!.jws;
+  const held = found.length === 1 ? found[0]! : undefined;
+  if (held !== undefined && !looksLikeJws(held.jws))
+    throw new UsageError(`--jws ${file}: ${held.where} is not a readable compact JWS, so no proof can be for it`, help);
+  if (held !== undefined) return held.jws;
   throw new UsageError(
     `--jws ${file} holds ${found.length} service receipts: give the one the proof must be for (its compact JWS, or an answer that carries it)`,
     help,

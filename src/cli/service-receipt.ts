@@ -15,7 +15,7 @@ import {
   refuseStdoutPath,
   writeOutputFile,
 } from './common.js';
-import { findServiceReceipts, MAX_SERVICE_RECEIPTS, printable } from './inspect.js';
+import { findRecords, itemPath, jwsHeader, looksLikeJws, memberPath, noSignedRecord, printable, type FoundRecord } from './inspect.js';
 import { resolveTarget } from './context.js';
 import { DEFAULT_SERVER, parseJsonDocument } from './basics.js';
 import { UsageError, type CliIo } from './io.js';
@@ -24,6 +24,12 @@ import type { BatonClient } from '../sdk/client.js';
 
 /** How many service receipts --fetch checks when no --limit is given. */
 const FETCH_LIMIT = 1000;
+/**
+ * At most this many service receipts are checked from one input. Every one found is checked, or
+ * none: an input holding more is refused whole, since checking only some would let a forgery past
+ * the cap go unseen.
+ */
+export const MAX_SERVICE_RECEIPTS = 10_000;
 
 const VERIFY_HELP = `Usage: baton service-receipt verify [<file|-> ...] [--fetch] [--keys <file>] [options]
 
@@ -39,8 +45,10 @@ Service receipts come from files (any service answer that carries them: a
 service receipt JWS, a submit/verify/revoke answer, a chain, a
 GET /v1/service-receipts page; "-" reads stdin), or with --fetch from
 GET /v1/service-receipts (audit key). Every service receipt in a file is
-checked: a file holding more than ${MAX_SERVICE_RECEIPTS} is refused whole (exit 2);
-split it.
+checked: each signed record whose header names a kid, and each string where
+an answer carries a receipt (service_receipt, service_receipt.jws, a listed
+jws), whatever it holds: one that is not a readable compact JWS is INVALID.
+A file holding more than ${MAX_SERVICE_RECEIPTS} is refused whole (exit 2); split it.
 
 The keys come from --keys (a saved GET /v1/keys or /.well-known/jwks.json
 answer: offline, nothing is fetched), else from the server's /v1/keys
@@ -121,37 +129,84 @@ interface Attachment {
   readonly answer?: { readonly valid: boolean; readonly dr_chain: unknown; readonly tool: unknown };
 }
 
+/** A string in a service receipt's place in a service answer, and what it is attached to there. */
+interface ReceiptSlot {
+  readonly where: string;
+  readonly jws: string;
+  /** None when the object holding it names nothing it could be about. */
+  readonly attachment?: Attachment;
+}
+
 /**
- * What each service receipt in a service answer is attached to, by its JWS: for each place it was
- * found, the identifiers of the object holding it, one of which it must be about. A receipt under
- * `service_receipt` is about its object's call (`invocation_id`, `jti`) or record (`hash`); one
- * listed with its `subject` (GET /v1/service-receipts) is about that subject. A signature alone does
- * not say a receipt belongs where it was found: a valid receipt of another call or record could be
- * swapped in, and its subject is then none of these. Nor does it vouch for the answer around it: a
- * verify answer's `valid`, `context.dr_chain` and `context.tool` must say what its receipt signed.
+ * Every string in a service receipt's place in a service answer, with its JSON path and what it is
+ * attached to: the identifiers of the object holding it, one of which it must be about. A receipt
+ * under `service_receipt` (or `service_receipt.jws`) is about its object's call (`invocation_id`,
+ * `jti`) or record (`hash`); one listed with its `kind` and `subject` (GET /v1/service-receipts) is
+ * about that subject. A signature alone does not say a receipt belongs where it was found: a valid
+ * receipt of another call or record could be swapped in, and its subject is then none of these. Nor
+ * does it vouch for the answer around it: a verify answer's `valid`, `context.dr_chain` and
+ * `context.tool` must say what its receipt signed.
  */
-function attachedSubjects(value: unknown, out = new Map<string, Attachment[]>()): Map<string, Attachment[]> {
-  const attach = (jws: unknown, idList: readonly unknown[], answer?: Attachment['answer']) => {
+function receiptSlots(value: unknown, path = '', out: ReceiptSlot[] = []): ReceiptSlot[] {
+  const slot = (where: string, jws: unknown, idList: readonly unknown[], answer?: Attachment['answer']) => {
+    if (typeof jws !== 'string') return;
     const ids = new Set(idList.filter((id): id is string => typeof id === 'string'));
-    if (typeof jws !== 'string' || ids.size === 0) return;
-    out.set(jws, [...(out.get(jws) ?? []), answer === undefined ? { ids } : { ids, answer }]);
+    out.push({ where, jws, ...(ids.size > 0 ? { attachment: answer === undefined ? { ids } : { ids, answer } } : {}) });
   };
-  if (Array.isArray(value)) for (const v of value) attachedSubjects(v, out);
+  if (Array.isArray(value)) value.forEach((v, i) => receiptSlots(v, itemPath(path, i), out));
   else if (value !== null && typeof value === 'object') {
     const o = value as Record<string, unknown>;
     const ref = o['service_receipt'];
-    const refJws =
-      typeof ref === 'string' ? ref : ref !== null && typeof ref === 'object' ? (ref as Record<string, unknown>)['jws'] : undefined;
+    const refPath = memberPath(path, 'service_receipt');
     const context = o['context'] !== null && typeof o['context'] === 'object' ? (o['context'] as Record<string, unknown>) : {};
     const answer =
       typeof o['valid'] === 'boolean' && typeof o['invocation_id'] === 'string'
         ? { valid: o['valid'], dr_chain: context['dr_chain'], tool: context['tool'] }
         : undefined;
-    attach(refJws, [o['invocation_id'], o['jti'], o['hash']], answer);
-    if (typeof o['jws'] === 'string' && typeof o['kind'] === 'string') attach(o['jws'], [o['subject']]);
-    for (const v of Object.values(o)) attachedSubjects(v, out);
+    const ids = [o['invocation_id'], o['jti'], o['hash']];
+    if (typeof ref === 'string') slot(refPath, ref, ids, answer);
+    else if (ref !== null && typeof ref === 'object')
+      slot(memberPath(refPath, 'jws'), (ref as Record<string, unknown>)['jws'], ids, answer);
+    if (typeof o['kind'] === 'string') slot(memberPath(path, 'jws'), o['jws'], [o['subject']]);
+    for (const [k, v] of Object.entries(o)) receiptSlots(v, memberPath(path, k), out);
   }
   return out;
+}
+
+/** A service receipt found in an input, with what it is attached to wherever it was found (receiptSlots). */
+export interface FoundServiceReceipt extends FoundRecord {
+  readonly attachments: readonly Attachment[] | undefined;
+}
+
+/**
+ * The service receipts in `text`, every one to be checked: each signed record whose header names a
+ * kid (the DRS records beside them name none), and each string in a service receipt's place in an
+ * answer (receiptSlots) whatever it holds, so that one that cannot be read as a service receipt (a
+ * header without alg, a leading space, a string too long) is checked and fails rather than is passed
+ * over. All of them, or a usage error when there are more than MAX_SERVICE_RECEIPTS.
+ */
+export function findServiceReceipts(text: string, name: string): FoundServiceReceipt[] {
+  const { records, document } = findRecords(text, name);
+  const slots = receiptSlots(document);
+  const found = records.filter((r) => typeof jwsHeader(r.jws)?.['kid'] === 'string');
+  const seen = new Set(found.map((r) => r.where));
+  for (const s of slots) {
+    if (seen.has(s.where)) continue;
+    found.push(s);
+    seen.add(s.where);
+  }
+  if (found.length === 0)
+    throw records.length === 0
+      ? noSignedRecord(name)
+      : new UsageError(`${name} holds signed records but no service receipt (they carry a kid)`);
+  if (found.length > MAX_SERVICE_RECEIPTS)
+    throw new UsageError(
+      `${name} holds ${found.length} service receipts, more than the ${MAX_SERVICE_RECEIPTS} checked from one input; ` +
+        `none was checked. Split it into files of at most ${MAX_SERVICE_RECEIPTS} service receipts and check each.`,
+    );
+  const attached = new Map<string, Attachment[]>();
+  for (const s of slots) if (s.attachment) attached.set(s.jws, [...(attached.get(s.jws) ?? []), s.attachment]);
+  return found.map((r) => ({ where: r.where, jws: r.jws, attachments: attached.get(r.jws) }));
 }
 
 /** Where a verify answer says other than the receipt it carries signed, if it does. */
@@ -198,6 +253,8 @@ function misplacement(
 }
 
 function check(jws: string, where: string, keys: readonly ServiceVerificationKey[], expected: Expected = {}): Checked {
+  const none = { kid: null, kind: null, subject: null, tenant: null };
+  if (!looksLikeJws(jws)) return { where, valid: false, ...none, reason: 'not a readable compact JWS' };
   const result = verifyServiceReceipt(jws, keys);
   // Kind and subject are shown from the payload only once the signature held.
   const payload = result.valid ? result.payload : null;
@@ -247,14 +304,10 @@ async function runVerifyServiceReceipts(argv: string[], io: CliIo): Promise<numb
   const after = values.after !== undefined ? integerFlag('--after', values.after) : undefined;
 
   // Inputs are read and parsed before anything is fetched.
-  const inputs: { where: string; jws: string; attachments: readonly Attachment[] | undefined }[] = [];
+  const inputs: FoundServiceReceipt[] = [];
   for (const file of positionals) {
-    const text = await readText(file, 'service receipt file');
-    // Service receipts name a kid in their header; the DRS records beside them do not.
-    const serviceReceipts = findServiceReceipts(text, file === '-' ? 'stdin' : file);
-    const attached = /^\s*[[{]/.test(text) ? attachedSubjects(JSON.parse(text)) : new Map<string, Attachment[]>();
-    if (serviceReceipts.length === 0) throw new UsageError(`${file} holds signed records but no service receipt (they carry a kid)`);
-    inputs.push(...serviceReceipts.map((r) => ({ where: `${file}: ${r.where}`, jws: r.jws, attachments: attached.get(r.jws) })));
+    const serviceReceipts = findServiceReceipts(await readText(file, 'service receipt file'), file === '-' ? 'stdin' : file);
+    inputs.push(...serviceReceipts.map((r) => ({ ...r, where: `${file}: ${r.where}` })));
   }
   // --fetch reads a route that needs an audit key: without one, say so before any request.
   const target = values.fetch ? resolveTarget(values, io, DEFAULT_SERVER) : undefined;

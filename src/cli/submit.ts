@@ -12,7 +12,8 @@ import {
   shortDid,
   shortHash,
 } from './common.js';
-import { UsageError, type CliIo } from './io.js';
+import { oneLine, UsageError, type CliIo } from './io.js';
+import { recordHash } from '../protocol/hash.js';
 
 export const SUBMIT_HELP = `Usage: baton submit <file> [<file> ...] [options]
 
@@ -34,8 +35,22 @@ Options:
 ${SERVER_HELP}
 
 ${EXIT_HELP}
-Refused (exit 1): untrusted root, unknown or revoked parent, escalation.
+Refused (exit 1): untrusted root, unknown or revoked parent, escalation; an
+answer about other records than those sent (nothing of it is shown as theirs).
 Malformed records (exit 2).`;
+
+/**
+ * Why the service's answer is not about the records sent, if it is not: it lists one stored record
+ * for each sent, in order. Printed as theirs, a hostile or mistaken server's answer would pass off
+ * other records (another chain, another status) as the ones just stored.
+ */
+function notTheRecordsSent(sent: readonly string[], answered: readonly { readonly hash: string }[]): string | undefined {
+  if (answered.length !== sent.length) return `it lists ${answered.length} record(s) for the ${sent.length} sent`;
+  const hashes = sent.map((jws) => recordHash(jws));
+  const differing = answered.findIndex((d, i) => d.hash !== hashes[i]);
+  if (differing < 0) return undefined;
+  return `delegations[${differing}] is ${JSON.stringify(answered[differing]!.hash)}, but the record sent there hashes to ${hashes[differing]}`;
+}
 
 export async function runSubmit(argv: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseCliArgs('submit', {
@@ -53,17 +68,30 @@ export async function runSubmit(argv: string[], io: CliIo): Promise<number> {
   const client = clientFrom(values, io);
   io.err(`submitting ${records.length} record(s) to ${client.baseUrl} ...`);
   const result = await client.submit(records);
+  const mismatch = notTheRecordsSent(records, result.delegations);
+  if (mismatch !== undefined) {
+    const message = `The service answered about other records than those sent: ${mismatch}.`;
+    const suggestion = `Check that --server names the Baton service meant; whether the records were stored: baton chain ${recordHash(records[records.length - 1]!)}.`;
+    if (values.json) printJson(io, { error: { code: 'UNEXPECTED_RESPONSE', message, suggestion } });
+    else io.out([`NOT THESE RECORDS: ${message}`, `  Nothing of its answer is shown as theirs. ${suggestion}`].map(oneLine).join('\n'));
+    return 1;
+  }
   if (values.json) {
     printJson(io, result);
     return 0;
   }
+  // Each line holds the service's text: kept on its one line.
   io.out(
-    `${result.created ? 'STORED' : 'ALREADY STORED'}: ${result.delegations.length} delegation record(s)${result.tenant_id ? ` for tenant ${result.tenant_id}` : ''}`,
+    oneLine(
+      `${result.created ? 'STORED' : 'ALREADY STORED'}: ${result.delegations.length} delegation record(s)${result.tenant_id ? ` for tenant ${result.tenant_id}` : ''}`,
+    ),
   );
   for (const d of result.delegations) {
     io.out(
-      // A keyless answer shows no status (nothing stored about a record): the column is left out.
-      `  ${d.hash}  ${d.depth === undefined ? '' : `depth ${d.depth}  `}${d.status === undefined ? '' : `${d.status.padEnd(7)}  `}${shortDid(d.iss)} -> ${shortDid(d.aud)}${d.service_receipt ? `  service receipt #${d.service_receipt.id}` : ''}`,
+      oneLine(
+        // A keyless answer shows no status (nothing stored about a record): the column is left out.
+        `  ${d.hash}  ${d.depth === undefined ? '' : `depth ${d.depth}  `}${d.status === undefined ? '' : `${d.status.padEnd(7)}  `}${shortDid(d.iss)} -> ${shortDid(d.aud)}${d.service_receipt ? `  service receipt #${d.service_receipt.id}` : ''}`,
+      ),
     );
   }
   const leaf = result.delegations[result.delegations.length - 1]!;

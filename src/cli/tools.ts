@@ -98,7 +98,9 @@ export async function runTools(argv: string[], io: CliIo): Promise<number> {
           : await client.tools.version(integerFlag('--version', values.version, 1));
     if (values.json) printJson(io, doc);
     else {
-      io.out(`tool catalog v${doc.version} (${doc.strict ? 'strict' : 'not strict'}, default ${doc.default_decision}), ${doc.hash}`);
+      io.out(
+        oneLine(`tool catalog v${doc.version} (${doc.strict ? 'strict' : 'not strict'}, default ${doc.default_decision}), ${doc.hash}`),
+      );
       for (const t of doc.tools) {
         const flags = [
           t.untrusted_content && 'untrusted',
@@ -121,7 +123,7 @@ export async function runTools(argv: string[], io: CliIo): Promise<number> {
     const input = (await readJsonArg(arg, 'catalog')) as PublishToolsInput;
     const doc = await client.tools.publish(values.tenant, input);
     if (values.json) printJson(io, doc);
-    else io.out(`PUBLISHED: tool catalog v${doc.version} (${doc.tools.length} tools), ${doc.hash}`);
+    else io.out(oneLine(`PUBLISHED: tool catalog v${doc.version} (${doc.tools.length} tools), ${doc.hash}`));
     return 0;
   }
   throw new UsageError(`unknown subcommand "${sub}"`, TOOLS_HELP);

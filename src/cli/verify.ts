@@ -110,15 +110,25 @@ export async function runVerify(argv: string[], io: CliIo): Promise<number> {
         `${name} carries an invocation: --chain-only verifies a chain without one. Drop --chain-only to verify the invocation against its chain.`,
       );
     if (!isChain(input)) throw new UsageError(`${name} is not a delegation chain: --chain-only expects {"receipts": ["<JWS>", ...]}`);
+    if (input.receipts.length === 0)
+      throw new UsageError(`${name} holds no receipts: a delegation chain has at least its root record, {"receipts": ["<JWS>", ...]}`);
     // A chain fetched from GET /v1/delegations/{hash}/chain: no invocation to judge.
     const hashes = input.receipts.map((jws) => recordHash(jws));
-    const leaf = hashes[hashes.length - 1] ?? null;
+    const leaf = hashes[hashes.length - 1]!; // receipts is not empty (above)
     const mismatch = notTheChain(input, hashes, wantedLeaf);
     if (mismatch !== undefined) {
+      // In --json an invalid answer carries its error as every other does: DR_CHAIN_MISMATCH, as for
+      // an invocation whose dr_chain does not list the hashes of the receipts beside it.
+      const error = {
+        code: 'DR_CHAIN_MISMATCH',
+        block: ERROR_TABLE.DR_CHAIN_MISMATCH.block,
+        message: `Not that chain: ${mismatch}.`,
+        suggestion: 'Get the chain of the record meant (baton chain <hash> --json); its receipts were not verified.',
+      };
       io.out(
         values.json
-          ? JSON.stringify({ valid: false, leaf_hash: leaf, mismatch }, null, 2)
-          : `NOT THAT CHAIN: ${oneLine(mismatch)}\n  leaf         ${leaf ?? '(no record)'}\n  Its receipts were not verified: get the chain of the record meant (baton chain <hash> --json).`,
+          ? JSON.stringify({ valid: false, leaf_hash: leaf, mismatch, error, violations: [] }, null, 2)
+          : `NOT THAT CHAIN: ${oneLine(mismatch)}\n  leaf         ${leaf}\n  Its receipts were not verified: get the chain of the record meant (baton chain <hash> --json).`,
       );
       return 1;
     }
@@ -196,7 +206,7 @@ function notTheChain(
   hashes: readonly string[],
   wanted?: string,
 ): string | undefined {
-  const leaf = hashes[hashes.length - 1] ?? '(no record)';
+  const leaf = hashes[hashes.length - 1]!;
   if (wanted !== undefined && leaf !== wanted) return `its receipts end at ${leaf}, not at --leaf ${wanted}`;
   if ('hash' in input && input['hash'] !== leaf)
     return `it says it is the chain of ${JSON.stringify(input['hash'])}, but its receipts end at ${leaf}`;

@@ -406,6 +406,12 @@ export interface AuditReport {
    * so pinned keys alone do not tell the auditor's tenant's log from another's.
    */
   readonly originPinned: boolean;
+  /**
+   * Whether the log's name (the `<log name>` of its origin) was pinned too (trust). False with
+   * tenantId alone: the tenant is pinned, the name is the service's, so another log of that tenant
+   * signed with the same key (one kept from before the log was renamed, say) would pass as this one.
+   */
+  readonly logNamePinned: boolean;
   readonly ok: boolean;
 }
 
@@ -419,6 +425,7 @@ export interface AuditOptions {
    * The tenant whose log this must be (the audit key's): the log's origin must be
    * `<log name>/baton/<tenantId>`, as the service names a tenant's log. Without it or `trust`, the
    * log audited is whichever the service names (GET /v1/log), and the report says so (originPinned).
+   * It pins the tenant, not the log's name (logNamePinned): pin the whole origin with `trust`.
    */
   readonly tenantId?: string;
   /** An earlier checkpoint note to check the current one against (split views, rollbacks). */
@@ -869,7 +876,11 @@ async function consistencyFindings(h: Http, older: SignedCheckpoint, newer: Sign
   return [{ kind: 'split-view', detail, finding }];
 }
 
-const originPinned = (o: AuditOptions): boolean => o.trust !== undefined || o.tenantId !== undefined;
+/** How much of the log's origin the auditor pinned: the report's originPinned and logNamePinned. */
+const pinnedOrigin = (o: AuditOptions): { originPinned: boolean; logNamePinned: boolean } => ({
+  originPinned: o.trust !== undefined || o.tenantId !== undefined,
+  logNamePinned: o.trust !== undefined,
+});
 
 /** The tenant a log origin names: its last part after `/baton/` (`<log name>/baton/<tenant>`, as the service forms it). */
 function originTenant(origin: string): string | undefined {
@@ -911,7 +922,7 @@ function emptyReport(origin: string, note: string, o: AuditOptions, finding: Aud
     notChecked: OFFLINE_LIMITS,
     findings: [finding],
     trustedOnFirstUse: o.trust === undefined && o.serviceKeys === undefined,
-    originPinned: originPinned(o),
+    ...pinnedOrigin(o),
     ok: false,
   };
 }
@@ -931,6 +942,11 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
     throw new BatonError('INVALID_REQUEST', {
       message: `treeSize is ${String(o.treeSize)}: give the size of a checkpoint the log signed, a whole number from 1 to ${MAX_TREE_SIZE}.`,
       suggestion: 'Omit treeSize to audit the latest checkpoint.',
+    });
+  if (o.tenantId === '')
+    throw new BatonError('INVALID_REQUEST', {
+      message: 'tenantId is empty: give the id of the tenant whose log this must be (ten_...), or leave it out.',
+      suggestion: "Pass the audit key's tenant id, or pin the whole log with trust.",
     });
   if (o.tenantId !== undefined && o.trust !== undefined) requireTenantLog(o.trust.origin, o.tenantId, 'trust');
   const h = http(o);
@@ -1019,7 +1035,8 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
       findings.push(...(await consistencyFindings(h, previous, latest ?? current)));
   }
 
-  const tenantId = trust.origin.slice(trust.origin.lastIndexOf('/') + 1);
+  // As requireTenantLog reads it: a tenant id is the origin's part after its last `/baton/`.
+  const tenantId = originTenant(trust.origin);
   const treeLeaves: Hash[] = [];
   /** Each leaf of the tree audited, at the first index it is logged at. */
   const firstIndexOf = new Map<string, number>();
@@ -1058,11 +1075,11 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
       const verified = verifyServiceReceipt(decodeText(entry), keys);
       if (!verified.valid)
         findings.push({ kind: 'bad-service-receipt', index: at, detail: `service receipt signature: ${verified.reason}` });
-      else if (verified.payload?.['tenant'] !== tenantId)
+      else if (tenantId === undefined || verified.payload?.['tenant'] !== tenantId)
         findings.push({
           kind: 'bad-service-receipt',
           index: at,
-          detail: `service receipt belongs to tenant ${String(verified.payload?.['tenant'])}`,
+          detail: `service receipt belongs to tenant ${String(verified.payload?.['tenant'])}${tenantId === undefined ? `; the log's origin ${trust.origin} names no tenant (<log name>/baton/<tenant>)` : ''}`,
         });
       else {
         if (!tenantEntries.has(hex(lh))) tenantEntries.set(hex(lh), at);
@@ -1268,7 +1285,7 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
     notChecked: OFFLINE_LIMITS,
     findings,
     trustedOnFirstUse: o.trust === undefined && o.serviceKeys === undefined,
-    originPinned: originPinned(o),
+    ...pinnedOrigin(o),
     ok: findings.length === 0,
   };
 }

@@ -14,6 +14,7 @@ import { COSIGNATURE_V1, formatVerifierKey, parseNote, signNote, verifierKey } f
 import { integrateOnce } from '../../src/service/log-integrator.js';
 import { silentLogger } from '../../src/service/log.js';
 import { recordServiceReceipt } from '../../src/service/service-receipts.js';
+import { auditLog } from '../../src/sdk/audit.js';
 import { createTenantKey, setupTenant } from '../support/service.js';
 import { closedPortUrl, startLiveService, startSilentServer, type LiveService } from '../sdk/live-service.js';
 import { run, tempDir } from './helpers.js';
@@ -519,9 +520,23 @@ describe('baton audit', () => {
     expect(own.code, own.out + own.err).toBe(0);
     expect(own.out).toMatch(/^OK: log .*, 2 entries/);
     expect(own.out).not.toMatch(/which log this is/);
+    // --tenant pins the tenant, not the log's name: another log of this tenant under the same key
+    // (one recorded before a rename) would pass too, so the output says where the name came from.
+    expect(own.out).toMatch(
+      new RegExp(
+        `note +the log's name \\(.*/baton/${mine.id}\\) taken from the service audited, its tenant pinned by --tenant; pin the whole log with --trust`,
+      ),
+    );
+    const ownArgs = ['audit', '--server', live.baseUrl, '--api-key', mine.keys.audit, '--keys', keysFile, '--tenant', mine.id, '--json'];
+    expect(JSON.parse((await run(ownArgs)).out)).toMatchObject({ ok: true, originPinned: true, logNamePinned: false });
+    const info = await (await fetch(`${live.baseUrl}/v1/log`, { headers: { authorization: `Bearer ${mine.keys.audit}` } })).text();
+    writeFileSync(join(dir, 'my-log.json'), info);
+    const whole = await run([...ownArgs.slice(0, -1), '--trust', join(dir, 'my-log.json')]);
+    expect(whole.code, whole.out + whole.err).toBe(0);
+    expect(whole.out).not.toMatch(/note +(which log this is|the log's name)/);
     // A pinned trust of another tenant's log than --tenant is the caller's mistake, refused before any request.
-    const info = await (await fetch(`${live.baseUrl}/v1/log`, { headers: { authorization: `Bearer ${theirs.keys.audit}` } })).text();
-    writeFileSync(join(dir, 'their-log.json'), info);
+    const theirInfo = await (await fetch(`${live.baseUrl}/v1/log`, { headers: { authorization: `Bearer ${theirs.keys.audit}` } })).text();
+    writeFileSync(join(dir, 'their-log.json'), theirInfo);
     const mixed = await run([
       'audit',
       '--server',
@@ -565,6 +580,14 @@ describe('baton audit', () => {
     const next = await run([...A3, '--previous', cp]);
     expect(next.code, next.out + next.err).toBe(0);
     expect(next.out).toMatch(/^OK: log .*, 4 entries/);
+  });
+
+  it('the SDK refuses an empty tenantId before any request (as the CLI refuses --tenant "")', async () => {
+    const refused = auditLog({ baseUrl: await closedPortUrl(), apiKey: 'bt_some_audit_key', tenantId: '' });
+    await expect(refused).rejects.toMatchObject({
+      code: 'INVALID_REQUEST',
+      message: expect.stringContaining('tenantId is empty') as unknown,
+    });
   });
 
   it('needs an API key', async () => {

@@ -1,5 +1,6 @@
 /** Running `baton` in tests: in-process through main(argv, io), or through the real bin. */
 import { execFile, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { main } from '../../src/cli/main.js';
@@ -94,4 +95,38 @@ export function waitForListeningLine(child: ChildProcess, timeoutMs: number): Pr
       reject(new Error(`exited ${code} before listening:\n${output}`));
     });
   });
+}
+
+/** What a request to answeringServer asked: its method, path and JSON body (undefined when none). */
+export interface AskedRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly body: unknown;
+}
+
+/**
+ * A server on 127.0.0.1 answering every request with `answer`'s status and JSON: a hostile or
+ * mistaken service, for what baton makes of its answers. Close it when done.
+ */
+export async function answeringServer(
+  answer: (asked: AskedRequest) => { status: number; json: unknown },
+): Promise<{ url: string; close(): Promise<void> }> {
+  const server = createServer((req, res) => {
+    let text = '';
+    req.on('data', (chunk: Buffer) => (text += chunk.toString()));
+    req.on('end', () => {
+      const { status, json } = answer({
+        method: req.method ?? 'GET',
+        path: req.url ?? '/',
+        body: text === '' ? undefined : JSON.parse(text),
+      });
+      res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(json));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  return {
+    url: `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
 }

@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MAX_SERVICE_RECEIPTS } from '../../src/cli/inspect.js';
+import { MAX_SERVICE_RECEIPTS } from '../../src/cli/service-receipt.js';
 import { recordHash } from '../../src/protocol/hash.js';
 import { BatonClient, type SubmitResult } from '../../src/sdk/client.js';
 import { generateKeyPair } from '../../src/sdk/keys.js';
@@ -368,6 +368,72 @@ describe('baton service-receipt verify', () => {
       `holds ${MAX_SERVICE_RECEIPTS + 1} service receipts, more than the ${MAX_SERVICE_RECEIPTS} checked from one input; none was checked. Split it`,
     );
     expect(refused.out).not.toContain('VALID');
+  });
+
+  it('every string where an answer carries a receipt is checked: one that cannot be read is INVALID, never skipped', async () => {
+    const keysFile = join(dir, 'keys-unreadable.json');
+    writeFileSync(keysFile, JSON.stringify(await new BatonClient({ baseUrl: live.baseUrl }).keys()));
+    const genuine = submitted.delegations[1]!.service_receipt!.jws;
+    const [header, payload, signature] = genuine.split('.') as [string, string, string];
+    const kid = submitted.delegations[1]!.service_receipt!.kid;
+    const noAlg = `${Buffer.from(JSON.stringify({ kid })).toString('base64url')}.${payload}.${signature}`;
+    const padded = Buffer.from(JSON.stringify({ pad: 'x'.repeat(1024 * 1024) })).toString('base64url');
+    const tooLong = `${header}.${padded}.${signature}`;
+    const withReceipt = (jws: string, extra: Record<string, unknown> = {}) => ({
+      ...submitted,
+      ...extra,
+      delegations: [submitted.delegations[0], { ...submitted.delegations[1], service_receipt: { kid, jws } }],
+    });
+    const cases: [string, unknown, RegExp][] = [
+      ['no alg', withReceipt(noAlg), /^INVALID {2}.*delegations\[1\]\.service_receipt\.jws {2}not a readable compact JWS$/m],
+      [
+        'a leading space',
+        withReceipt(` ${genuine}`),
+        /^INVALID {2}.*delegations\[1\]\.service_receipt\.jws {2}not a readable compact JWS$/m,
+      ],
+      [
+        'a bare string',
+        { hash: submitted.delegations[1]!.hash, service_receipt: `${genuine}\n` },
+        /^INVALID {2}.*: service_receipt {2}not a readable/m,
+      ],
+      [
+        'over 1 MiB',
+        withReceipt(tooLong),
+        /^INVALID {2}.*delegations\[1\]\.service_receipt\.jws {2}not a compact JWS string of acceptable length/m,
+      ],
+      // Not in a receipt's place, but shaped like one and naming a kid: found whatever its length.
+      [
+        'over 1 MiB elsewhere',
+        withReceipt(genuine, { note: tooLong }),
+        /^INVALID {2}.*: note {2}not a compact JWS string of acceptable length/m,
+      ],
+    ];
+    for (const [what, answer, why] of cases) {
+      const file = join(dir, 'unreadable-receipt.json');
+      writeFileSync(file, JSON.stringify(answer));
+      const r = await run(['service-receipt', 'verify', file, '--keys', keysFile]);
+      expect(r.code, `${what}: ${r.out}${r.err}`).toBe(1);
+      expect(r.out, what).toMatch(why);
+      expect(r.out, what).toMatch(/ service receipt\(s\) valid, 1 INVALID\.$/m);
+    }
+  });
+
+  it('the base64url bundle form is checked as its JSON is (a swapped receipt is INVALID); a byte-order mark is read past', async () => {
+    const keysFile = join(dir, 'keys-forms.json');
+    writeFileSync(keysFile, JSON.stringify(await new BatonClient({ baseUrl: live.baseUrl }).keys()));
+    const [first, second] = submitted.delegations as [(typeof submitted.delegations)[number], (typeof submitted.delegations)[number]];
+    const swapped = { hash: first.hash, service_receipt: second.service_receipt };
+    const encoded = join(dir, 'swapped.b64');
+    writeFileSync(encoded, Buffer.from(JSON.stringify(swapped)).toString('base64url'));
+    const r = await run(['service-receipt', 'verify', encoded, '--keys', keysFile]);
+    expect(r.code, r.out + r.err).toBe(1);
+    expect(r.out).toMatch(new RegExp(`^INVALID {2}.*: service_receipt\\.jws {2}signed, but about ${second.hash}, not ${first.hash}`, 'm'));
+
+    const withMark = join(dir, 'bom.json');
+    writeFileSync(withMark, `\ufeff${JSON.stringify(submitted)}`);
+    const marked = await run(['service-receipt', 'verify', withMark, '--keys', keysFile]);
+    expect(marked.code, marked.out + marked.err).toBe(0);
+    expect(marked.out).toContain('2 of 2 service receipt(s) valid.');
   });
 
   it('a file with DRS records but no service receipt, or no input, is exit 2', async () => {

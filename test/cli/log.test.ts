@@ -110,6 +110,16 @@ describe('baton log proof and check', () => {
     expect(other.out).toMatch(/^INVALID .*the proof is for another service receipt than the one given with --jws/);
     const same = await run(['log', 'check', proof, '--trust', trust, '--jws', join(dir, 'answer.json')]);
     expect(same.code, same.out + same.err).toBe(0);
+    // A receipt's place holding what cannot be read counts: it is not passed over for the one that can.
+    const unreadable = { service_receipt: { jws: ` ${saved.service_receipt.jws}` } };
+    writeFileSync(join(dir, 'two.json'), JSON.stringify([{ service_receipt: { jws: saved.service_receipt.jws } }, unreadable]));
+    const two = await run(['log', 'check', proof, '--trust', trust, '--jws', join(dir, 'two.json')]);
+    expect(two.code).toBe(2);
+    expect(two.err).toContain('holds 2 service receipts');
+    writeFileSync(join(dir, 'unreadable.json'), JSON.stringify(unreadable));
+    const none = await run(['log', 'check', proof, '--trust', trust, '--jws', join(dir, 'unreadable.json')]);
+    expect(none.code).toBe(2);
+    expect(none.err).toContain('service_receipt.jws is not a readable compact JWS');
     const online = await run(['log', 'proof', String(ids[4]), ...A, '--trust', trust, '--jws', join(dir, 'mine.jws')]);
     expect(online.code).toBe(1);
     expect((await run(['log', 'proof', String(ids[1]), ...A, '--trust', trust, '--jws', join(dir, 'mine.jws')])).code).toBe(0);

@@ -5,8 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKeyPair } from '../../src/sdk/keys.js';
 import { createRootDelegation, createSubDelegation } from '../../src/sdk/records.js';
 import { startLiveService, type LiveService } from '../sdk/live-service.js';
-import { run, tempDir } from './helpers.js';
+import { answeringServer, run, tempDir } from './helpers.js';
 import { shortDid } from '../../src/cli/basics.js';
+import { recordHash } from '../../src/protocol/hash.js';
 
 let live: LiveService;
 let dir: string;
@@ -88,5 +89,45 @@ describe('baton submit', () => {
     const bad = await run(['submit', join(dir, 'bad.jws'), ...S]);
     expect(bad.code).toBe(2);
     expect(bad.err).toMatch(/\[HTTP 400\]/);
+  });
+
+  it('an answer about other records than those sent is refused (exit 1), none of it shown as theirs', async () => {
+    const { root, sub } = records();
+    const other = records().root;
+    // Answers every submit with the stored view of `answered`: another record, or too few.
+    let answered: string[] = [];
+    const server = await answeringServer(() => ({
+      status: 201,
+      json: {
+        created: true,
+        delegations: answered.map((jws, depth) => ({
+          hash: recordHash(jws),
+          jws,
+          ...{ iss: 'did:key:z6MkI', aud: 'did:key:z6MkA', sub: 's', cmd: '/', policy: {}, nbf: 0, exp: null, parent_hash: null },
+          depth,
+          service_receipt: null,
+        })),
+      },
+    }));
+    try {
+      const file = join(dir, 'sent.json');
+      writeFileSync(file, JSON.stringify({ receipts: [root.jws, sub.jws] }));
+      answered = [root.jws, other.jws];
+      const swapped = await run(['submit', file, '--server', server.url]);
+      expect(swapped.code, swapped.err).toBe(1);
+      expect(swapped.out).toMatch(
+        new RegExp(`^NOT THESE RECORDS: .*: delegations\\[1\\] is "${other.hash}", but the record sent there hashes to ${sub.hash}\\.`),
+      );
+      expect(swapped.out).not.toMatch(/STORED/);
+      const json = await run(['submit', file, '--server', server.url, '--json']);
+      expect(json.code).toBe(1);
+      expect(JSON.parse(json.out)).toMatchObject({ error: { code: 'UNEXPECTED_RESPONSE' } });
+      answered = [root.jws];
+      expect((await run(['submit', file, '--server', server.url])).out).toContain('it lists 1 record(s) for the 2 sent');
+      answered = [root.jws, sub.jws];
+      expect((await run(['submit', file, '--server', server.url])).code).toBe(0);
+    } finally {
+      await server.close();
+    }
   });
 });

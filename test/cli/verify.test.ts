@@ -198,7 +198,13 @@ describe('baton verify', () => {
     expect(r.out).not.toMatch(/VALID CHAIN/);
     const json = await run(['verify', relabelled, '--chain-only', ...trust, '--json']);
     expect(json.code).toBe(1);
-    expect(JSON.parse(json.out)).toMatchObject({ valid: false, leaf_hash: root.hash });
+    // An error as every invalid answer carries one, beside what the mismatch is.
+    expect(JSON.parse(json.out)).toMatchObject({
+      valid: false,
+      leaf_hash: root.hash,
+      error: { code: 'DR_CHAIN_MISMATCH', message: expect.stringContaining(`it says it is the chain of "${child.hash}"`) as unknown },
+      violations: [],
+    });
     const records = write('records-chain.json', { ...served([root]), records: [{ hash: child.hash, jws: root.jws }] });
     const rec = await run(['verify', records, '--chain-only', ...trust]);
     expect(rec.code).toBe(1);
@@ -212,6 +218,10 @@ describe('baton verify', () => {
     expect(other.out).toContain(`its receipts end at ${root.hash}, not at --leaf ${child.hash}`);
     expect((await run(['verify', bare, '--chain-only', ...trust, '--leaf', 'sha256:12'])).code).toBe(2);
     expect((await run(['verify', fixtureFile, ...trust, '--leaf', root.hash])).err).toContain('--leaf goes with --chain-only');
+    // No receipts at all is no chain: unusable input, not a denial of some invocation.
+    const empty = await run(['verify', write('empty-chain.json', { receipts: [] }), '--chain-only', ...trust]);
+    expect(empty.code, empty.out + empty.err).toBe(2);
+    expect(empty.err).toContain('empty-chain.json holds no receipts: a delegation chain has at least its root record');
   });
 
   it("explainDecision keeps each of the service's fields on its line (baton check prints its decision with it)", () => {

@@ -1,0 +1,122 @@
+/**
+ * What baton prints of a service's answers: every field stays on its own line, so a hostile server
+ * (or a proxy) cannot print lines that read as baton's own.
+ */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { recordHash } from '../../src/protocol/hash.js';
+import { generateKeyPair, keyPairToFile } from '../../src/sdk/keys.js';
+import { createInvocation, createRootDelegation, makeBundle } from '../../src/sdk/records.js';
+import { answeringServer, run, tempDir, type AskedRequest } from './helpers.js';
+
+/** A value that, printed raw, would start lines of its own. */
+const FORGED = '\n\nFORGED: this line is the server’s';
+const forgedLine = /^FORGED:/m;
+
+/** A stored record as the service echoes it, for a JWS sent. */
+function echoed(jws: string, depth: number) {
+  return {
+    hash: recordHash(jws),
+    jws,
+    iss: 'did:key:z6MkIssuer',
+    aud: 'did:key:z6MkAudience',
+    sub: 'sub',
+    cmd: '/mcp/tools/call',
+    policy: {},
+    nbf: 0,
+    exp: null,
+    parent_hash: null,
+    depth,
+    status: `active${FORGED}`,
+    service_receipt: null,
+  };
+}
+
+/** The jti an invocation JWS names: the client checks the allow is of the call it sent. */
+const jtiOf = (jws: string): string => (JSON.parse(Buffer.from(jws.split('.')[1]!, 'base64url').toString('utf8')) as { jti: string }).jti;
+
+function hostileAnswer({ method, path, body }: AskedRequest): { status: number; json: unknown } {
+  if (method === 'POST' && path === '/v1/delegations') {
+    const sent = (body as { receipts?: string[]; receipt?: string }).receipts ?? [(body as { receipt: string }).receipt];
+    return { status: 201, json: { created: true, tenant_id: `ten_x${FORGED}`, delegations: sent.map((jws, i) => echoed(jws, i)) } };
+  }
+  if (path.startsWith('/v1/verify'))
+    return {
+      status: 200,
+      json: {
+        valid: true,
+        invocation_id: jtiOf((body as { invocation: string }).invocation),
+        dry_run: true,
+        retry: false,
+        counters: [{ dr: `sha256:00${FORGED}`, calls_used: 0, max_calls: 1 }],
+        warnings: [],
+        context: {
+          tool: 'search',
+          tool_server: 'mcp://search',
+          invoker: 'did:key:z6MkInvoker',
+          root_principal: 'did:key:z6MkRoot',
+          chain_depth: 1,
+          leaf_policy: {},
+        },
+        request_id: `req_1${FORGED}`,
+      },
+    };
+  const apiKey = { id: `key_1${FORGED}`, scopes: ['verify'], tenant_id: `ten_x${FORGED}`, tool_server: null };
+  const created = { ...apiKey, key: `bt_secret${FORGED}`, expires_at: `2030-01-01${FORGED}` };
+  if (path.endsWith('/api-keys')) return { status: 201, json: created };
+  if (path.endsWith('/rotate')) return { status: 200, json: { key: created, previous: { ...apiKey, expires_at: `2030-01-02${FORGED}` } } };
+  if (path.startsWith('/v1/tools'))
+    return {
+      status: 200,
+      json: {
+        version: 1,
+        strict: false,
+        default_decision: `allow${FORGED}`,
+        rules: [],
+        approvers: [],
+        webhook_url: null,
+        tools: [],
+        hash: `sha256:ab${FORGED}`,
+        catalog_hash: 'sha256:ab',
+      },
+    };
+  if (path.startsWith('/v1/invocations')) return { status: 200, json: { invocations: [], next_cursor: `c1${FORGED}` } };
+  return { status: 404, json: { error: { code: 'NOT_FOUND', message: 'no such route' } } };
+}
+
+let server: Awaited<ReturnType<typeof answeringServer>>;
+let dir: string;
+beforeAll(async () => {
+  server = await answeringServer(hostileAnswer);
+  dir = tempDir();
+});
+afterAll(async () => {
+  await server?.close();
+});
+
+describe("a service answer's text stays on its line", () => {
+  const S = () => ['--server', server.url, '--api-key', 'bt_some_key'];
+  const issuer = generateKeyPair();
+  const root = createRootDelegation({ issuer, audience: generateKeyPair().did, policy: { allowed_tools: ['search'] } });
+
+  it.each([
+    ['submit', () => ['submit', join(dir, 'root.jws')]],
+    ['delegate --submit', () => ['delegate', '--key', join(dir, 'issuer.json'), '--to', generateKeyPair().did, '--tools', 'x', '--submit']],
+    ['check', () => ['check', join(dir, 'bundle.json')]],
+    ['keys create', () => ['keys', 'create', '--tenant', 'ten_x', '--scopes', 'verify']],
+    ['keys rotate', () => ['keys', 'rotate', 'key_1']],
+    ['tools show', () => ['tools', 'show']],
+    ['invocations', () => ['invocations']],
+  ])('%s', async (_what, argv) => {
+    writeFileSync(join(dir, 'root.jws'), root.jws);
+    writeFileSync(join(dir, 'issuer.json'), JSON.stringify(keyPairToFile(issuer)));
+    const inv = createInvocation({ chain: [root], invoker: generateKeyPair(), args: { tool: 'search' }, toolServer: 'mcp://search' });
+    writeFileSync(join(dir, 'bundle.json'), JSON.stringify(makeBundle(inv, [root], 'value')));
+    const r = await run([...argv(), ...S()]);
+    expect(r.code, r.out + r.err).toBe(0);
+    expect(`${r.out}${r.err}`).toContain('\\u000a\\u000aFORGED: this line');
+    expect(r.out).not.toMatch(forgedLine);
+    expect(r.err).not.toMatch(forgedLine);
+  });
+});
