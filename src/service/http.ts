@@ -32,9 +32,17 @@ export function handleError(err: unknown, c: Context<AppEnv>, log: Logger): Resp
   const e = toBatonError(err);
   const status = httpStatusOf(e);
   const requestId = c.get('requestId') ?? 'unknown';
+  // An INTERNAL error's own text is the operator's (a master key that does not match, a row to
+  // restore from a backup): the caller, perhaps a tenant, gets the table's; the log gets it whole.
+  const shown = e.code === 'INTERNAL' ? new BatonError('INTERNAL') : e;
+  const operatorText =
+    shown === e
+      ? {}
+      : { ...(e.suggestion !== shown.suggestion ? { suggestion: e.suggestion } : {}), ...(e.details ? { details: e.details } : {}) };
   if (e.code === 'STORAGE_UNAVAILABLE') logStorageUnavailable(log, err, { request_id: requestId, ...errorForLog(err) });
-  else if (status >= 500) log.error('unhandled error', { request_id: requestId, ...errorForLog(err, e.code === 'INTERNAL') });
-  return c.json(errorEnvelope(e, requestId), status);
+  else if (status >= 500)
+    log.error('unhandled error', { request_id: requestId, ...errorForLog(err, e.code === 'INTERNAL'), ...operatorText });
+  return c.json(errorEnvelope(shown, requestId), status);
 }
 
 /** The SQLSTATE (or driver code such as CONNECTION_CLOSED) an error or one of its causes carries. */

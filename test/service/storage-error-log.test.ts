@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { Hono } from 'hono';
 import { describe, expect, it } from 'vitest';
+import { BatonError, ERROR_TABLE } from '../../src/protocol/errors.js';
 import { handleError, STORAGE_LOG_INTERVAL_MS } from '../../src/service/http.js';
 import type { Logger } from '../../src/service/log.js';
 import type { AppEnv } from '../../src/service/types.js';
@@ -25,6 +26,13 @@ function appLogging(): { app: Hono<AppEnv>; lines: { msg: string; fields: Record
   });
   app.get('/bug', () => {
     throw new TypeError('a bug');
+  });
+  app.get('/sealed', () => {
+    throw new BatonError('INTERNAL', {
+      message: 'A secret stored by Baton (custodial:ten_x) cannot be opened: BATON_MASTER_KEY does not match.',
+      suggestion: 'Start Baton with the same BATON_MASTER_KEY as the nodes that sealed it.',
+      details: { context: 'custodial:ten_x', reason: 'authentication failed' },
+    });
   });
   app.onError((err, c) => handleError(err, c, log));
   return { app, lines };
@@ -65,5 +73,21 @@ describe('storage errors in the log', () => {
     const { app, lines } = appLogging();
     const ids = await requestIdsOf(app, '/bug', 5);
     expect(lines.map((l) => [l.msg, l.fields.request_id])).toEqual(ids.map((id) => ['unhandled error', id]));
+  });
+
+  it("an internal error's own text (the operator's: keys, backups) goes to the log, the caller gets the general one", async () => {
+    const { app, lines } = appLogging();
+    const res = await app.request('/sealed');
+    const body = (await res.json()) as { request_id: string; error: Record<string, unknown> };
+    expect(res.status).toBe(500);
+    expect(body.error).toEqual({ code: 'INTERNAL', message: ERROR_TABLE.INTERNAL.message, suggestion: ERROR_TABLE.INTERNAL.suggestion });
+    expect(JSON.stringify(body)).not.toMatch(/MASTER_KEY|custodial|authentication/);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]?.fields).toMatchObject({
+      request_id: body.request_id,
+      error: expect.stringMatching(/BATON_MASTER_KEY does not match/),
+      suggestion: expect.stringMatching(/same BATON_MASTER_KEY/),
+      details: { context: 'custodial:ten_x', reason: 'authentication failed' },
+    });
   });
 });
