@@ -114,6 +114,12 @@ export function resolveMasterKey(config: Config, log: Logger): Uint8Array {
     log.warn('using the development master key from the data folder; set BATON_MASTER_KEY in production', { file });
     return key;
   }
+  // A folder holding a database whose secrets the missing file sealed: a new key opens none of them,
+  // and written there it would stand in the way of the one restored from a backup.
+  if (existsSync(join(config.dataDir, DATABASE_MARKER_FILE)))
+    throw new Error(
+      `${file} is missing, but ${config.dataDir} holds a database whose keys it sealed: restore master.key from a backup of this folder, or set BATON_MASTER_KEY to the key it held.`,
+    );
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   const key = randomBytes(32);
   writeFileSync(file, `${key.toString('hex')}\n`, { mode: 0o600 });

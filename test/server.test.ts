@@ -4,12 +4,13 @@
  * keeps other local users out.
  */
 import { randomBytes } from 'node:crypto';
-import { chmodSync, chownSync, existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/service/log.js';
 import { dataFolderRefusal, resolveMasterKey, restrictDataFolder, startServer } from '../src/server.js';
+import { DATABASE_MARKER_FILE } from '../src/store/db.js';
 import { scratchFolders } from './support/scratch.js';
 
 const scratch = scratchFolders('baton-server-');
@@ -129,5 +130,16 @@ describe('resolveMasterKey', () => {
     } finally {
       process.chdir(cwd);
     }
+  });
+  it('never generates a key into a folder holding a database the missing one sealed', () => {
+    const dataDir = scratch();
+    const { log } = recordingLogger();
+    const config = loadConfig({ BATON_DATA_DIR: dataDir });
+    const first = resolveMasterKey(config, log); // a new folder: a development key is generated
+    writeFileSync(join(dataDir, DATABASE_MARKER_FILE), 'x'); // as a start writes once its database is made
+    expect(Buffer.from(resolveMasterKey(config, log)).equals(Buffer.from(first))).toBe(true);
+    rmSync(join(dataDir, 'master.key'));
+    expect(() => resolveMasterKey(config, log)).toThrow(/master\.key is missing[\s\S]*restore master\.key from a backup/);
+    expect(existsSync(join(dataDir, 'master.key'))).toBe(false);
   });
 });
