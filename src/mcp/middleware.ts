@@ -40,25 +40,28 @@
  *     returning `_meta: { cost_usd, tokens_in?, tokens_out?, source? }` or by
  *     calling `batonCall(extra).reportCost({...})`; the middleware posts it
  *     to /v1/invocations/{jti}/actuals (source defaults to 'harness-reported').
- *     A call that fails (the handler throws, or answers isError) without a
- *     cost is reported as `source: 'unavailable'`, saying it failed, so the
- *     audit shows it unmetered rather than silent; one that succeeds without
- *     a cost is not reported. A failed report is logged (onEvent
- *     'report-failed'), never turned into a failed tool result: the tool has
- *     already run. A task tool's handler returns before its work is done.
- *     For a task created through `extra.taskStore`, its cost is read when its
- *     result is stored through `extra.taskStore` (even if the store refuses
- *     it, as for a task the agent cancelled) or its status is set terminal
- *     there: the last reportCost until then wins over the result's `_meta`.
- *     A task that ends otherwise (the agent's tasks/cancel, which the SDK
- *     writes into the store itself; a terminal status read through
- *     `extra.taskStore`, or found by a reportCost) leaves the work
- *     `taskEndGraceMs` (30 s) to store its result or status, or reportCost,
- *     before the last cost recorded is reported: a cancelled task should
- *     still store its result or status, with what its work cost. For a task
- *     created elsewhere, whose result the middleware may never see, the
- *     first reportCost after the handler returned is the one reported.
- *     Either way it is reported in the background, once.
+ *     A call without a cost (one that failed too) is not reported: a tool
+ *     that paid and then fails should reportCost before it fails, or report
+ *     out of band under batonCall(extra).invocationId (Baton keeps one report
+ *     per call). A failed report is logged (onEvent 'report-failed'), never
+ *     turned into a failed tool result: the tool has already run.
+ *     A task's work outlasts its handler (so does an McpServer's own polling
+ *     of a task for a call made without a task request, once the agent
+ *     cancels it): for a task created through `extra.taskStore`, its cost is
+ *     read when the work says it is done there, storing the task's result
+ *     (even if the store refuses it, as for a task the agent cancelled) or
+ *     setting a terminal status; the last reportCost until then wins over the
+ *     result's `_meta`. A task that ends otherwise (the agent's tasks/cancel,
+ *     which the SDK writes into the store itself; a terminal status or a
+ *     result read through `extra.taskStore`, or a terminal status a
+ *     reportCost finds) leaves the work `taskEndGraceMs` (30 s), restarted by
+ *     each reportCost and capped at ten of it, before the last cost recorded
+ *     (or the read result's) is reported, or nothing if there is none: a
+ *     cancelled task should still store its result or status, with what its
+ *     work cost. A task created elsewhere, whose end the middleware may never
+ *     see, is taken as ended `taskEndGraceMs` after its last reportCost.
+ *     A cost still waited for when the server closes is read then. Either
+ *     way it is reported in the background, once.
  *
  * Baton gates tool calls only. The requests that hand the agent content
  * otherwise (resources/read, prompts/get, completion/complete) are refused by
@@ -168,10 +171,12 @@ export interface BatonMcpOptions {
   /** Report costs without holding the tool result back (default false: the result waits for the report). */
   readonly reportInBackground?: boolean;
   /**
-   * How long a task tool's handler has to say what its work cost once its task ended where it did
-   * not end it (the agent's tasks/cancel, or a terminal status it only read) by storing the task's
-   * result or status through `extra.taskStore`, or calling reportCost; then the last cost recorded
-   * is reported (default 30 000 ms).
+   * How long a task tool's work has to say what it cost once its task ended where the work did not
+   * end it (the agent's tasks/cancel, a terminal status or result only read through
+   * `extra.taskStore`, a terminal status a reportCost found): storing the task's result or status
+   * through `extra.taskStore` reads the cost at once, each reportCost restarts the wait (up to 10
+   * times this from the end). Then the last cost recorded is reported, or nothing if none was
+   * (default 30 000 ms). A cost still waited for when the server closes is read then.
    */
   readonly taskEndGraceMs?: number;
   /**
@@ -197,7 +202,7 @@ export interface BatonRefusal {
   readonly message: string;
   readonly suggestion: string;
   readonly violations: readonly Violation[];
-  /** Baton's request id, when Baton answered. */
+  /** Baton's request id, when Baton answered (null for one not shaped as Baton's ids, which a proxy may have written). */
   readonly request_id: string | null;
   /** Whether the call (same tool and arguments, in a freshly signed invocation) may succeed later (Baton unreachable, 429, 5xx, or once a human approves it). */
   readonly retryable: boolean;
@@ -226,12 +231,13 @@ export interface BatonCall {
   readonly warnings: readonly LimitWarning[];
   readonly requestId: string | null;
   /**
-   * Records the call's cost; it is reported once the handler returns (the last value wins over result _meta).
-   * A task tool may call it after its handler returned: for a task created through `extra.taskStore` the last
-   * value is reported when the task's result is stored (or its status set terminal) through `extra.taskStore`;
-   * once the task has ended otherwise (a tasks/cancel), the next call is reported at once, and with none the
-   * last value is reported `taskEndGraceMs` after the end. For a task created elsewhere, which the middleware
-   * cannot watch, the first call is the one reported.
+   * Records the call's cost; the last value recorded before the cost is read wins over a result's
+   * `_meta`. The cost is read when the handler returns, or, for a task whose work outlasts it, when
+   * the work stores the task's result or sets a terminal status through `extra.taskStore`, or
+   * `taskEndGraceMs` after the last reportCost once the task has ended otherwise (a tasks/cancel).
+   * A task created elsewhere, whose end the middleware may not see, is taken as ended
+   * `taskEndGraceMs` after its last reportCost. A call after the cost was read is not reported
+   * (a 'report-failed' event). A tool that pays and then fails should call it before failing.
    */
   reportCost(cost: CostReport): void;
 }
@@ -372,6 +378,20 @@ export function withBaton<S extends McpServerLike | McpLowLevelServerLike>(serve
       fallback = handler;
     },
   });
+  // A task's cost waiting for its grace when the server closes is read then: the grace's timer is
+  // unref'd, and a process exiting after close would drop it. The operator's own onclose still runs.
+  let onclose = (low as { onclose?: () => void }).onclose;
+  Object.defineProperty(low, 'onclose', {
+    configurable: true,
+    enumerable: true,
+    get: () => () => {
+      cancelWatch.serverClosed();
+      onclose?.();
+    },
+    set: (handler: (() => void) | undefined) => {
+      onclose = handler;
+    },
+  });
   tagged[GATED] = true;
   return server;
 }
@@ -501,26 +521,40 @@ class RecentInvocations {
   }
 }
 
+/** A call whose task is watched: what TaskCancelWatch tells it. */
+interface TaskWatcher {
+  /** A tasks/cancel named the task (refused or not: the call reads its status itself). */
+  taskNews(taskId: string): void;
+  /** The server closed: the cost still waited for is read now, before the process may exit (the grace's timer is unref'd). */
+  serverClosed(): void;
+}
+
 /**
  * The tasks of calls whose cost is still to be read, by task id. The SDK answers tasks/cancel
  * itself, writing `cancelled` into the server's task store past the store a call's handler gets
  * (extra.taskStore), so the call would never hear of it: the wrapped tasks/cancel handler tells it
  * after each cancel, and the call reads its task's status itself before taking the task as ended.
+ * A call is unwatched when its cost is read, which is bounded once its task has ended (the work
+ * saying so, or the grace); a task that never ends is forgotten past MAX_WATCHED newer ones.
  */
 class TaskCancelWatch {
-  /** A task that never ends is forgotten once this many newer ones are watched (reportCost still reads its status). */
+  /**
+   * At most this many tasks are watched: past it the oldest is forgotten, and its call no longer
+   * hears of a tasks/cancel or of the server closing (its work storing a result or status, or a
+   * reportCost finding its end, still ends it).
+   */
   static readonly MAX_WATCHED = 100_000;
-  readonly #byTask = new Map<string, (taskId: string) => void>();
+  readonly #byTask = new Map<string, TaskWatcher>();
 
-  watch(taskId: string, onCancel: (taskId: string) => void): void {
+  watch(taskId: string, watcher: TaskWatcher): void {
     this.#byTask.delete(taskId);
-    this.#byTask.set(taskId, onCancel);
+    this.#byTask.set(taskId, watcher);
     // A Map iterates in insertion order: the first is the oldest.
     if (this.#byTask.size > TaskCancelWatch.MAX_WATCHED) this.#byTask.delete(this.#byTask.keys().next().value!);
   }
 
-  unwatch(taskId: string, onCancel: (taskId: string) => void): void {
-    if (this.#byTask.get(taskId) === onCancel) this.#byTask.delete(taskId);
+  unwatch(taskId: string, watcher: TaskWatcher): void {
+    if (this.#byTask.get(taskId) === watcher) this.#byTask.delete(taskId);
   }
 
   /** The tasks/cancel handler, telling the call of the task named once the handler is done (refused or not: the call checks). */
@@ -530,27 +564,20 @@ class TaskCancelWatch {
         return await handler(request, extra);
       } finally {
         const taskId: unknown = (request as { params?: { taskId?: unknown } } | undefined)?.params?.taskId;
-        if (typeof taskId === 'string') this.#byTask.get(taskId)?.(taskId);
+        if (typeof taskId === 'string') this.#byTask.get(taskId)?.taskNews(taskId);
       }
     };
+  }
+
+  /** Tells every watched call that the server closed (each unwatches itself as it reads its cost). */
+  serverClosed(): void {
+    for (const watcher of new Set(this.#byTask.values())) watcher.serverClosed();
   }
 }
 
 const DEFAULT_TASK_END_GRACE_MS = 30_000;
-
-/**
- * The cost reported for an allowed call that failed without saying what it cost: its handler threw,
- * or answered isError (how an McpServer answers a handler's exception). Baton's audit then shows the
- * call as unmetered, with why, rather than silent; the declared estimate stays reserved.
- */
-const FAILED_CALL_COST: CostReport = {
-  source: 'unavailable',
-  unavailable_reason: 'The tool call failed (an error or an isError answer) without reporting what it cost.',
-};
-
-function isErrorResult(result: unknown): boolean {
-  return isRecord(result) && result['isError'] === true;
-}
+/** However often reportCost restarts it, the grace ends this many graces after the task's end was learnt. */
+const TASK_END_GRACE_CAP = 10;
 
 function clientOf(options: BatonMcpOptions): { client: BatonClient; reportKey: string | undefined } {
   if (options.baton instanceof BatonClient || typeof (options.baton as { verify?: unknown }).verify === 'function') {
@@ -760,82 +787,89 @@ function makeGate(
     emit({ type: 'allowed', tool, invocationId, counters: decision.counters, warnings: decision.warnings, requestId: decision.request_id });
 
     // 4. run the tool, then report what it cost. A task tool's handler returns once it has
-    //    created its task (a CreateTaskResult), before the work is done. A task created through
-    //    the request's task store (extra.taskStore) has its cost read when its result is stored
-    //    through that store, accepted or not, or its status set terminal there: reportCost only
-    //    records until then, the last value winning (with no value yet, the next one is reported).
-    //    A task that ends where its handler did not end it (the agent's tasks/cancel, which the SDK
-    //    writes past extra.taskStore, or a terminal status only read through it) leaves the handler
-    //    taskEndGraceMs to say what the work cost (store its result or status, or reportCost)
-    //    before the last value recorded is reported. A task created elsewhere may end unseen: the
-    //    first reportCost after the handler returned is reported at once. Once each.
-    let costFromCallback: CostReport | undefined;
+    //    created its task, before the work is done (or, called without a task request, the
+    //    McpServer polls the task inside the handler and answers with an error if the agent
+    //    cancels it). For a task created through the request's task store (extra.taskStore) the
+    //    cost is read when the work says it is done there: a result stored (accepted or not) or a
+    //    terminal status set. reportCost records until then, the last value winning. A task that
+    //    ends otherwise (the agent's tasks/cancel, which the SDK writes past extra.taskStore, a
+    //    terminal status or a result only read through it, a terminal status a reportCost finds)
+    //    leaves the work taskEndGraceMs, restarted by each reportCost and capped, before the last
+    //    value recorded is reported, or nothing if none was. Once each.
+    /** The last cost given to reportCost: it wins over any result's `_meta`. */
+    let recordedCost: CostReport | undefined;
     /**
-     * 'running': the handler runs; 'task': it returned a task created through extra.taskStore, whose
-     * cost is read when the task ends; 'unseen-task': it returned a task created elsewhere, whose
-     * cost is the first reportCost (or its result, if stored through extra.taskStore first);
-     * 'done': the cost was read.
+     * 'running': the handler runs; 'task': it returned while the work of a task it created through
+     * extra.taskStore goes on; 'unseen-task': it answered with a task created elsewhere, whose end
+     * the middleware may never learn; 'done': the cost was read.
      */
     let phase: 'running' | 'task' | 'unseen-task' | 'done' = 'running';
-    /** The result of this call's task, stored (or read) through extra.taskStore before its cost was read. */
+    /** The result of this call's task, stored (or read) through extra.taskStore. */
     let taskResult: { readonly result: unknown } | undefined;
-    /**
-     * How this call's task ended, once it has: 'tool' when its status was set terminal through
-     * extra.taskStore (the handler's own word), 'elsewhere' when the middleware only learnt of it
-     * (the agent's tasks/cancel, a terminal status or a result read through extra.taskStore).
-     */
-    let taskEnded: 'tool' | 'elsewhere' | undefined;
-    /** The task the handler answered with, in phase 'task'. */
+    /** Whether the work said it is done through extra.taskStore (a result stored, accepted or not, or a terminal status set). */
+    let workDone = false;
+    /** When the middleware learnt that the task ended where the work did not say so: the grace is capped from then. */
+    let endLearntAt: number | undefined;
+    /** Whether the server closed while the handler ran: its cost is then read when it returns. */
+    let serverClosed = false;
+    /** The task whose status a reportCost reads: the one the handler answered with, or the one it created. */
     let callTask: string | undefined;
     let graceTimer: ReturnType<typeof setTimeout> | undefined;
     const ownTasks = new Set<string>();
 
-    /** The cost of the call's answer (or its task's result): what the handler reported, the answer's _meta, or, for a call that failed, that it is unmetered. */
-    const costOf = (answer: unknown, threw: boolean): CostReport | undefined =>
-      costFromCallback ?? costFromResult(answer) ?? (threw || isErrorResult(answer) ? FAILED_CALL_COST : undefined);
     const finish = (): void => {
       phase = 'done';
       clearTimeout(graceTimer);
-      for (const taskId of ownTasks) cancelWatch.unwatch(taskId, onCancel);
+      for (const taskId of ownTasks) cancelWatch.unwatch(taskId, watcher);
+      ownTasks.clear();
+      // The request's task store holds the request (its arguments, its bundle): a call that is done lets go of it.
+      watched = undefined;
+      taskResult = undefined;
     };
-    const taskCost = (stored: unknown): void => {
+    /** Reads the cost of a call whose answer has gone (its task's) and reports it in the background, if there is one. */
+    const readTaskCost = (): void => {
+      const stored = taskResult?.result;
       finish();
       let cost: CostReport | undefined;
       try {
-        cost = costOf(stored, false);
+        cost = recordedCost ?? costFromResult(stored);
       } catch (error) {
         emit({ type: 'report-failed', tool, invocationId, actual: null, error });
         return;
       }
-      if (cost !== undefined) void report(tool, invocationId, cost); // the call's answer has gone: in the background
+      if (cost !== undefined) void report(tool, invocationId, cost);
     };
-    const startGrace = (): void => {
-      if (graceTimer !== undefined) return;
-      graceTimer = setTimeout(() => {
-        if ((phase === 'task' || phase === 'unseen-task') && (costFromCallback !== undefined || taskResult !== undefined)) {
-          taskCost(taskResult?.result);
-        }
-      }, taskEndGraceMs);
+    /** (Re)starts the grace after which the cost is read, never past TASK_END_GRACE_CAP graces from the end being learnt. */
+    const armGrace = (): void => {
+      clearTimeout(graceTimer);
+      const cappedAt = endLearntAt! + TASK_END_GRACE_CAP * taskEndGraceMs;
+      graceTimer = setTimeout(readTaskCost, Math.max(0, Math.min(taskEndGraceMs, cappedAt - Date.now())));
       graceTimer.unref?.();
     };
-    const taskEnd = (by: 'tool' | 'elsewhere'): void => {
-      if (taskEnded === undefined || by === 'tool') taskEnded = by;
-      if (phase !== 'task' && phase !== 'unseen-task') return; // still running: read when the handler returns
-      if (by === 'elsewhere') startGrace();
-      else if (costFromCallback !== undefined) taskCost(undefined);
+    const learnEnd = (): void => {
+      if (endLearntAt !== undefined || phase === 'done') return;
+      endLearntAt = Date.now();
+      if (phase !== 'running') armGrace(); // a running handler's return arms it
     };
-    /** Whether the store says the task has ended; if so, it is taken as ended (a route the middleware does not see, or a tasks/cancel). */
-    const checkTaskEnded = async (taskId: string): Promise<boolean> => {
-      // Read through the call's own store: a cancel naming a task of another session, or one the store refused, changes nothing.
+    const workSaysDone = (): void => {
+      workDone = true;
+      if (phase === 'task' || phase === 'unseen-task') readTaskCost(); // a running handler's return reads it
+    };
+    /** Reads the task's status through the call's own store: a cancel naming a task of another session, or one the store refused, changes nothing. */
+    const checkTaskEnded = async (taskId: string): Promise<void> => {
       const status = await watched?.statusOf(taskId).catch(() => undefined);
-      if (!TERMINAL_TASK_STATUSES.has(status)) return false;
-      taskEnd('elsewhere');
-      return true;
+      if (TERMINAL_TASK_STATUSES.has(status)) learnEnd();
     };
-    const onCancel = (taskId: string): void => void checkTaskEnded(taskId);
+    const watcher: TaskWatcher = {
+      taskNews: (taskId) => void checkTaskEnded(taskId),
+      serverClosed: () => {
+        if (phase === 'running') serverClosed = true;
+        else if (phase !== 'done') readTaskCost();
+      },
+    };
     const adopt = (taskId: string): void => {
       ownTasks.add(taskId);
-      cancelWatch.watch(taskId, onCancel);
+      cancelWatch.watch(taskId, watcher);
     };
 
     const call: BatonCall = {
@@ -853,33 +887,33 @@ function makeGate(
             invocationId,
             actual: null,
             error: new Error(
-              "batonCall(extra).reportCost was called after the call's cost was read (when its handler returned, or its task ended); this cost was not reported.",
+              "batonCall(extra).reportCost was called after the call's cost was read (when its handler returned, its work stored its task's result or status, or taskEndGraceMs after its task ended); this cost was not reported.",
             ),
           });
           return;
         }
-        costFromCallback = cost;
-        if (phase === 'unseen-task' || (phase === 'task' && taskEnded !== undefined)) taskCost(undefined);
-        else if (phase === 'task') {
-          // A cost reported after the task ended where the middleware did not see it is the last one.
-          void checkTaskEnded(callTask!).then((ended) => {
-            if (ended && phase === 'task') taskCost(undefined);
-          });
-        }
+        recordedCost = cost;
+        if (phase === 'running') return;
+        if (endLearntAt !== undefined) armGrace();
+        // The end of a task created elsewhere may never be learnt: quiet for the grace after its last cost, it is taken as ended.
+        else if (phase === 'unseen-task') learnEnd();
+        // The task may have ended where the middleware does not see it (the server's own store).
+        else void checkTaskEnded(callTask!);
       },
     };
-    const watched = watchTaskStore(isRecord(extra) ? extra['taskStore'] : undefined, {
+    let watched = watchTaskStore(isRecord(extra) ? extra['taskStore'] : undefined, {
       isOwn: (taskId) => ownTasks.has(taskId),
-      created: adopt,
-      stored: (result) => {
-        if (phase === 'running')
-          taskResult ??= { result }; // the first result stored is the task's
-        else if (phase === 'task' || phase === 'unseen-task') taskCost(result);
+      created: (taskId) => {
+        if (phase !== 'done') adopt(taskId);
       },
-      ended: () => taskEnd('tool'),
+      stored: (result) => {
+        taskResult ??= { result }; // the first result stored is the task's
+        workSaysDone();
+      },
+      ended: workSaysDone,
       seenEnded: (result) => {
         if (result !== undefined) taskResult ??= result;
-        taskEnd('elsewhere');
+        learnEnd();
       },
     });
     let result: unknown;
@@ -894,26 +928,31 @@ function makeGate(
       failure = { error };
     }
 
-    const createdTask = failure ? undefined : taskIdOf(result, params);
-    if (createdTask !== undefined && taskResult === undefined) {
-      // The task is still running: its cost comes later (taskCost).
-      if (ownTasks.has(createdTask) && !(taskEnded === 'tool' && costFromCallback !== undefined)) {
+    const verified = { invocation_id: invocationId, request_id: decision.request_id, warnings: decision.warnings };
+    const answeredTask = failure ? undefined : taskIdOf(result, params);
+    const createdTask = [...ownTasks].at(-1);
+    if (!workDone && taskResult === undefined && !serverClosed && (answeredTask ?? createdTask) !== undefined) {
+      // The work goes on past the handler: a task it created (also one the McpServer polled for a
+      // call without a task request and answered with an error once the agent cancelled it), or
+      // one created elsewhere, which it answered with.
+      if (answeredTask === undefined || ownTasks.has(answeredTask)) {
         phase = 'task';
-        callTask = createdTask;
-        if (taskEnded === 'elsewhere') startGrace();
-        return result;
-      }
-      if (costFromCallback === undefined) {
-        adopt(createdTask); // its result may yet be stored through extra.taskStore
+        callTask = answeredTask ?? createdTask;
+        if (endLearntAt !== undefined) armGrace();
+      } else {
+        adopt(answeredTask); // its result may yet be stored through extra.taskStore
         phase = 'unseen-task';
-        return result;
+        if (recordedCost !== undefined) learnEnd();
       }
+      if (failure) throw failure.error;
+      return decorate(result, verified);
     }
+    const answer = taskResult !== undefined ? taskResult.result : result;
     finish();
     let costReported: boolean | null = null;
     let cost: CostReport | undefined;
     try {
-      cost = costOf(taskResult !== undefined ? taskResult.result : result, failure !== undefined);
+      cost = recordedCost ?? costFromResult(answer);
     } catch (error) {
       costReported = false;
       emit({ type: 'report-failed', tool, invocationId, actual: null, error });
@@ -924,12 +963,7 @@ function makeGate(
       else costReported = await pending;
     }
     if (failure) throw failure.error;
-    return decorate(result, {
-      invocation_id: invocationId,
-      request_id: decision.request_id,
-      warnings: decision.warnings,
-      ...(costReported !== null ? { cost_reported: costReported } : {}),
-    });
+    return decorate(result, { ...verified, ...(costReported !== null ? { cost_reported: costReported } : {}) });
   };
 }
 
@@ -961,7 +995,8 @@ const RETRY_FRESH =
  * The refusal the agent sees when Baton did not decide. What only the tool server's operator can
  * use (Baton's address, the client's advice on base URLs, Baton's advice to re-send the same
  * invocation, which this middleware refuses as a replay, the text of an answer that is not Baton
- * refusing the request) stays out of it; the 'refused' event carries the error whole.
+ * refusing the request, a request id not shaped as Baton's) stays out of it; the 'refused' event
+ * carries the error whole.
  */
 function unavailable(tool: string, e: unknown): BatonRefusal {
   if (e instanceof BatonApiError && e.code === 'PAYLOAD_TOO_LARGE') {
@@ -976,7 +1011,7 @@ function unavailable(tool: string, e: unknown): BatonRefusal {
       suggestion:
         "Call the tool with smaller arguments, or send the chain by reference (invokeTool's mode: 'reference', for a chain stored in Baton) so the bundle carries only its hashes; then sign a new invocation for the call.",
       violations: [],
-      request_id: e.requestId ?? null,
+      request_id: batonRequestId(e.requestId),
       retryable: false,
     };
   }
@@ -1013,7 +1048,7 @@ function unavailable(tool: string, e: unknown): BatonRefusal {
             ? (e.suggestion ?? ERROR_TABLE.BATON_UNAVAILABLE.suggestion)
             : ERROR_TABLE.BATON_UNAVAILABLE.suggestion,
       violations: passedOn ? e.violations : [],
-      request_id: e.requestId ?? null,
+      request_id: batonRequestId(e.requestId),
       retryable: e.retryable,
     };
   }
@@ -1021,6 +1056,17 @@ function unavailable(tool: string, e: unknown): BatonRefusal {
     ...local(tool, 'BATON_UNAVAILABLE', { suggestion: `${ERROR_TABLE.BATON_UNAVAILABLE.suggestion} ${RETRY_FRESH}` }),
     retryable: true,
   };
+}
+
+/**
+ * The shape of Baton's request ids: one it generated (a UUID) or a caller's X-Request-Id it took
+ * (up to 64 letters, digits, '_', '-' or '=', as src/service/app.ts accepts them).
+ */
+const BATON_REQUEST_ID = /^[\w=-]{1,64}$/;
+
+/** The request id of an answer, for the agent: only one shaped as Baton's (a proxy's or a backend's text may hold anything). */
+function batonRequestId(id: string | undefined): string | null {
+  return id !== undefined && BATON_REQUEST_ID.test(id) ? id : null;
 }
 
 function isServiceErrorCode(code: string): boolean {

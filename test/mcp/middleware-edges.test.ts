@@ -103,7 +103,7 @@ describe('a task tool reports its cost when the task completes', () => {
     const taskStore = new InMemoryTaskStore();
     const server = new McpServer(
       { name: 'tasks', version: '1.0.0' },
-      { capabilities: { tasks: { requests: { tools: { call: {} } } } }, taskStore },
+      { capabilities: { tasks: { requests: { tools: { call: {} } }, list: {}, cancel: {} } }, taskStore },
     );
     server.experimental.tasks.registerToolTask('web_search', { inputSchema: { query: z.string() }, execution: { taskSupport } }, {
       createTask: async (
@@ -142,6 +142,24 @@ describe('a task tool reports its cost when the task completes', () => {
     await vi.waitFor(() => expect(events.some((e) => e.type === 'reported' || e.type === 'report-failed')).toBe(true), { timeout: 5000 });
     return events.find((e) => e.type === 'reported' || e.type === 'report-failed')!;
   }
+
+  /** A task store as a task tool's work uses it (extra.taskStore). */
+  type WorkStore = {
+    getTask(id: string): Promise<{ status: string }>;
+    storeTaskResult(id: string, s: string, r: unknown): Promise<void>;
+    updateTaskStatus(id: string, s: string, m?: string): Promise<void>;
+  };
+  const workStore = (extra: never) => (extra as { taskStore: WorkStore }).taskStore;
+
+  /** Asks for a task of web_search; its task id. */
+  async function createTask(client: Client, c: Chain, query: string): Promise<string> {
+    const args = { tool: 'web_search', query, ...DECLARED };
+    const params = attachBundle({ name: 'web_search', arguments: args }, signed(c, args));
+    return (await client.request({ method: 'tools/call', params: { ...params, task: { ttl: 60_000 } } }, CreateTaskResultSchema)).task
+      .taskId;
+  }
+
+  const costEvents = (events: BatonMcpEvent[]) => events.filter((e) => e.type === 'reported' || e.type === 'report-failed');
 
   it("the cost in the task result's _meta, stored through the request's task store", async () => {
     const c = await edgeChain();
@@ -225,48 +243,27 @@ describe('a task tool reports its cost when the task completes', () => {
     expect(inv).toMatchObject({ actual: { cost_usd: 0.0031, source: 'api-usage' } });
   });
 
-  it('a task created where the middleware cannot see it: the first reportCost after the handler returned', async () => {
+  it('a task created where the middleware cannot see it: the last reportCost, taskEndGraceMs after it', async () => {
     const c = await edgeChain();
     const events: BatonMcpEvent[] = [];
     const server = taskServer(
-      batonOptions({ onEvent: (e) => events.push(e) }),
+      batonOptions({ onEvent: (e) => events.push(e), taskEndGraceMs: 100 }),
       async (extra, taskId, store) => {
         batonCall(extra)!.reportCost({ cost_usd: 0.0013, tokens_in: 10 });
-        // Its result may never be seen: this one is stored through the server's own store too.
+        // Its result may never be seen: this one is stored through the server's own store.
         await store.storeTaskResult(taskId, 'completed', { content: [{ type: 'text', text: 'done' }] });
-        batonCall(extra)!.reportCost({ cost_usd: 0.002 });
+        batonCall(extra)!.reportCost({ cost_usd: 0.002, tokens_in: 10 });
       },
       'required',
       'server',
     );
     await runTask(await connect(server), c);
-    // The later reportCost is refused at once (an event, 'report-failed'), before the report's answer.
-    await vi.waitFor(() => expect(events.filter((e) => e.type === 'reported')).toHaveLength(1), { timeout: 5000 });
-    const event = events.find((e) => e.type === 'reported')!;
-    expect(event).toMatchObject({ actual: { cost_usd: 0.0013, tokens_in: 10, source: 'harness-reported' } });
+    const event = await reported(events);
+    expect(event).toMatchObject({ type: 'reported', actual: { cost_usd: 0.002, tokens_in: 10, source: 'harness-reported' } });
     const inv = await audit.getInvocation((event as { invocationId: string }).invocationId);
-    expect(inv).toMatchObject({ actual: { cost_usd: 0.0013, tokens_in: 10 } });
-    expect(events.filter((e) => e.type === 'report-failed')).toMatchObject([
-      { actual: null, error: { message: expect.stringContaining('was not reported') } },
-    ]);
+    expect(inv).toMatchObject({ actual: { cost_usd: 0.002, tokens_in: 10 } });
+    expect(costEvents(events)).toHaveLength(1);
   });
-
-  /** A task store as a task tool's work uses it (extra.taskStore). */
-  type WorkStore = {
-    getTask(id: string): Promise<{ status: string }>;
-    storeTaskResult(id: string, s: string, r: unknown): Promise<void>;
-  };
-  const workStore = (extra: never) => (extra as { taskStore: WorkStore }).taskStore;
-
-  /** Asks for a task of web_search; its task id. */
-  async function createTask(client: Client, c: Chain, query: string): Promise<string> {
-    const args = { tool: 'web_search', query, ...DECLARED };
-    const params = attachBundle({ name: 'web_search', arguments: args }, signed(c, args));
-    return (await client.request({ method: 'tools/call', params: { ...params, task: { ttl: 60_000 } } }, CreateTaskResultSchema)).task
-      .taskId;
-  }
-
-  const costEvents = (events: BatonMcpEvent[]) => events.filter((e) => e.type === 'reported' || e.type === 'report-failed');
 
   it('a task the agent cancels, whose work stops on seeing it: the cost recorded is reported, for that task only', async () => {
     const c = await edgeChain();
@@ -327,17 +324,20 @@ describe('a task tool reports its cost when the task completes', () => {
     expect(inv).toMatchObject({ actual: { cost_usd: 0.0019 } });
   });
 
-  it('a task cancelled before any cost, and again: the cost its work reports afterwards is reported, once', async () => {
+  it('a task cancelled before any cost, and again: the running total its work reports within taskEndGraceMs is reported, once', async () => {
     const c = await edgeChain();
     const events: BatonMcpEvent[] = [];
     let cancelled!: () => void;
     const cancelledNow = new Promise<void>((r) => (cancelled = r));
-    const server = taskServer(batonOptions({ onEvent: (e) => events.push(e), taskEndGraceMs: 20 }), async (extra, taskId) => {
+    const server = taskServer(batonOptions({ onEvent: (e) => events.push(e), taskEndGraceMs: 100 }), async (extra, taskId) => {
       await cancelledNow;
       expect((await workStore(extra).getTask(taskId)).status).toBe('cancelled');
-      await new Promise((r) => setTimeout(r, 100)); // past the grace: nothing was recorded to report then
-      batonCall(extra)!.reportCost({ cost_usd: 0.0016 }); // what ran before the work stopped
-      batonCall(extra)!.reportCost({ cost_usd: 0.0001 }); // after the cost was read: refused
+      // What ran before the work stopped, as a running total: each value restarts the grace.
+      batonCall(extra)!.reportCost({ cost_usd: 0.0001 });
+      await new Promise((r) => setTimeout(r, 60));
+      batonCall(extra)!.reportCost({ cost_usd: 0.0016 });
+      await new Promise((r) => setTimeout(r, 300));
+      batonCall(extra)!.reportCost({ cost_usd: 0.0018 }); // after the cost was read: refused
     });
     const client = await connect(server);
     const taskId = await createTask(client, c, 'cancel-early');
@@ -346,27 +346,34 @@ describe('a task tool reports its cost when the task completes', () => {
     await expect(client.experimental.tasks.cancelTask('no-such-task')).rejects.toThrow(/not found/i);
     cancelled();
     await vi.waitFor(() => expect(costEvents(events)).toHaveLength(2), { timeout: 5000 });
-    // The later reportCost is refused at once, before the report's answer.
-    const reportedEvent = events.find((e) => e.type === 'reported');
-    const refusedEvent = events.find((e) => e.type === 'report-failed');
-    expect(reportedEvent).toMatchObject({ type: 'reported', actual: { cost_usd: 0.0016 } });
-    expect(refusedEvent).toMatchObject({ type: 'report-failed', error: { message: expect.stringContaining('was not reported') } });
-    const inv = await audit.getInvocation((reportedEvent as { invocationId: string }).invocationId);
+    expect(costEvents(events)).toMatchObject([
+      { type: 'reported', actual: { cost_usd: 0.0016 } },
+      { type: 'report-failed', error: { message: expect.stringContaining('was not reported') } },
+    ]);
+    const inv = await audit.getInvocation(costEvents(events)[0]!.invocationId);
     expect(inv).toMatchObject({ actual: { cost_usd: 0.0016 } });
   });
 
-  it('a task cancelled mid-way: the cost its work reports before taskEndGraceMs is past wins over the one recorded before', async () => {
+  it('a task cancelled mid-way whose work goes on: the last running total, read when it stores its result', async () => {
     const c = await edgeChain();
     const events: BatonMcpEvent[] = [];
     let cancelled!: () => void;
     const cancelledNow = new Promise<void>((r) => (cancelled = r));
     let firstStepDone!: () => void;
     const firstStep = new Promise<void>((r) => (firstStepDone = r));
-    const server = taskServer(batonOptions({ onEvent: (e) => events.push(e) }), async (extra) => {
-      batonCall(extra)!.reportCost({ cost_usd: 0.0001 });
+    let refusal: unknown;
+    // The default grace (30 s) is not waited for: storing the result reads the cost.
+    const server = taskServer(batonOptions({ onEvent: (e) => events.push(e) }), async (extra, taskId) => {
+      const call = batonCall(extra)!;
+      call.reportCost({ cost_usd: 0.0001 });
       firstStepDone();
-      await cancelledNow; // the second step, running when the agent cancels, costs more
-      batonCall(extra)!.reportCost({ cost_usd: 0.0042 });
+      await cancelledNow; // the work does not look for the cancel, and runs its next steps
+      call.reportCost({ cost_usd: 0.003 });
+      await new Promise((r) => setTimeout(r, 20));
+      call.reportCost({ cost_usd: 0.0045 });
+      await workStore(extra)
+        .storeTaskResult(taskId, 'completed', { content: [{ type: 'text', text: 'done' }] })
+        .catch((e: unknown) => (refusal = e));
     });
     const client = await connect(server);
     const taskId = await createTask(client, c, 'cancel-mid-way');
@@ -374,24 +381,104 @@ describe('a task tool reports its cost when the task completes', () => {
     await client.experimental.tasks.cancelTask(taskId);
     cancelled();
     const event = await reported(events);
-    expect(event).toMatchObject({ type: 'reported', actual: { cost_usd: 0.0042 } });
+    expect(String(refusal)).toContain("terminal status 'cancelled'");
+    expect(event).toMatchObject({ type: 'reported', actual: { cost_usd: 0.0045 } });
+    const inv = await audit.getInvocation((event as { invocationId: string }).invocationId);
+    expect(inv).toMatchObject({ actual: { cost_usd: 0.0045 } });
+    await new Promise((r) => setTimeout(r, 100));
     expect(costEvents(events)).toHaveLength(1);
   });
 
-  it('a task ended where the middleware does not see it: the cost reported after its end is reported at once', async () => {
+  it('a task its work sets failed with no cost: the call ends unreported, and a later reportCost is refused', async () => {
     const c = await edgeChain();
     const events: BatonMcpEvent[] = [];
-    const server = taskServer(batonOptions({ onEvent: (e) => events.push(e) }), async (extra, taskId, store) => {
+    let jti = '';
+    const server = taskServer(batonOptions({ onEvent: (e) => events.push(e) }), async (extra, taskId) => {
+      jti = batonCall(extra)!.invocationId;
+      await workStore(extra).updateTaskStatus(taskId, 'failed', 'the search engine is down');
+      batonCall(extra)!.reportCost({ cost_usd: 0.0012 });
+    });
+    await createTask(await connect(server), c, 'failed-unmetered');
+    await vi.waitFor(() => expect(costEvents(events)).toHaveLength(1), { timeout: 5000 });
+    expect(costEvents(events)).toMatchObject([
+      { type: 'report-failed', actual: null, error: { message: expect.stringContaining('was not reported') } },
+    ]);
+    expect(await audit.getInvocation(jti)).toMatchObject({ actual: null });
+  });
+
+  it('a task ended where the middleware does not see it: the last cost reported after its end, taskEndGraceMs after it', async () => {
+    const c = await edgeChain();
+    const events: BatonMcpEvent[] = [];
+    const server = taskServer(batonOptions({ onEvent: (e) => events.push(e), taskEndGraceMs: 100 }), async (extra, taskId, store) => {
       // The server's own store, not extra.taskStore: the middleware is not told.
       await store.updateTaskStatus(taskId, 'failed', 'the search engine is down');
       batonCall(extra)!.reportCost({ cost_usd: 0.0017 });
+      await new Promise((r) => setTimeout(r, 20));
+      batonCall(extra)!.reportCost({ cost_usd: 0.0019 });
     });
     await createTask(await connect(server), c, 'unseen-end');
-    // The default grace (30 s) is not waited for: the report follows the reportCost.
     const event = await reported(events);
-    expect(event).toMatchObject({ type: 'reported', actual: { cost_usd: 0.0017 } });
+    expect(event).toMatchObject({ type: 'reported', actual: { cost_usd: 0.0019 } });
     const inv = await audit.getInvocation((event as { invocationId: string }).invocationId);
-    expect(inv).toMatchObject({ actual: { cost_usd: 0.0017 } });
+    expect(inv).toMatchObject({ actual: { cost_usd: 0.0019 } });
+  });
+
+  it('a cost waiting for taskEndGraceMs when the server closes is reported then', async () => {
+    const c = await edgeChain();
+    const events: BatonMcpEvent[] = [];
+    let recorded!: () => void;
+    const costRecorded = new Promise<void>((r) => (recorded = r));
+    const server = taskServer(batonOptions({ onEvent: (e) => events.push(e) }), async (extra) => {
+      batonCall(extra)!.reportCost({ cost_usd: 0.0014 });
+      recorded();
+    });
+    const client = await connect(server);
+    const taskId = await createTask(client, c, 'closing');
+    await costRecorded;
+    await client.experimental.tasks.cancelTask(taskId);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(costEvents(events)).toHaveLength(0); // the default grace (30 s) runs
+    await server.close();
+    const event = await reported(events);
+    expect(event).toMatchObject({ type: 'reported', actual: { cost_usd: 0.0014 } });
+    const inv = await audit.getInvocation((event as { invocationId: string }).invocationId);
+    expect(inv).toMatchObject({ actual: { cost_usd: 0.0014 } });
+  });
+
+  it('a call without a task request whose task the McpServer polls: cancelled, the cost its work reports afterwards is reported', async () => {
+    const c = await edgeChain();
+    const events: BatonMcpEvent[] = [];
+    let cancelled!: () => void;
+    const cancelledNow = new Promise<void>((r) => (cancelled = r));
+    const server = taskServer(
+      batonOptions({ onEvent: (e) => events.push(e) }),
+      async (extra, taskId) => {
+        await cancelledNow; // the paid step, in flight when the agent cancels
+        batonCall(extra)!.reportCost({ cost_usd: 0.004 });
+        await workStore(extra)
+          .storeTaskResult(taskId, 'completed', { content: [{ type: 'text', text: 'done' }] })
+          .catch(() => undefined); // refused: the task was cancelled
+      },
+      'optional',
+    );
+    const client = await connect(server);
+    const args = { tool: 'web_search', query: 'polled-cancelled', ...DECLARED };
+    const answer = client.callTool(attachBundle({ name: 'web_search', arguments: args }, signed(c, args)));
+    // The agent finds the task behind its call, and cancels it.
+    const tasks = await vi.waitFor(async () => {
+      const listed = (await client.experimental.tasks.listTasks()).tasks;
+      expect(listed).toHaveLength(1);
+      return listed;
+    });
+    await client.experimental.tasks.cancelTask(tasks[0]!.taskId);
+    // The McpServer answers with an error at once (the task has no result), while the work goes on.
+    expect((await answer).isError).toBe(true);
+    expect(costEvents(events)).toHaveLength(0);
+    cancelled();
+    const event = await reported(events);
+    expect(event).toMatchObject({ type: 'reported', actual: { cost_usd: 0.004, source: 'harness-reported' } });
+    const inv = await audit.getInvocation((event as { invocationId: string }).invocationId);
+    expect(inv).toMatchObject({ actual: { cost_usd: 0.004 } });
   });
 });
 

@@ -212,20 +212,26 @@ describe('allowed calls', () => {
     });
     expect((await audit.getDelegation(c.sub.hash)).usage).toMatchObject({ calls_used: 1, metered_usd: 0, unmetered_invocations: 1 });
   });
-  it('a tool that fails without a cost is reported unmetered, with why; a cost it reported first is the one reported', async () => {
+  it('a tool that fails without a cost is not reported, so its own report out of band is the one; a cost it reported first is', async () => {
     const c = await storedChain();
     const events: BatonMcpEvent[] = [];
-    const costs = [undefined, 0.0012];
+    const billing = new BatonClient({ baseUrl: live.baseUrl, apiKey: live.tenant.keys.report });
+    let billedInvocation = '';
+    const failures: ((extra: unknown) => void)[] = [
+      (extra) => (billedInvocation = batonCall(extra)!.invocationId),
+      (extra) => batonCall(extra)!.reportCost({ cost_usd: 0.0012 }),
+    ];
     const { server } = toolServer(batonOptions({ onEvent: (e) => events.push(e) }), {
       searchResult: (extra) => {
-        const cost = costs.shift();
-        if (cost !== undefined) batonCall(extra)!.reportCost({ cost_usd: cost });
+        failures.shift()?.(extra);
         throw new Error('the search engine is down');
       },
     });
     const client = await connect(server);
     // An McpServer answers a handler's exception with an isError result.
     expect((await searchOnce(client, c, 'a')).isError).toBe(true);
+    // The tool server's own billing reports what the failed call cost, under its invocation id.
+    await billing.reportActual(billedInvocation, { source: 'api-usage', cost_usd: 0.0009 });
     expect((await searchOnce(client, c, 'b')).isError).toBe(true);
     // A low-level Server's handler throws to the gate itself.
     const low = new Server({ name: 'low', version: '1.0.0' }, { capabilities: { tools: {} } });
@@ -235,17 +241,10 @@ describe('allowed calls', () => {
     withBaton(low, batonOptions({ onEvent: (e) => events.push(e) }));
     await expect(searchOnce(await connect(low), c, 'c')).rejects.toThrow('the search engine is down');
 
-    const reported = events.filter((e) => e.type === 'reported');
-    expect(reported.map((e) => e.actual)).toEqual([
-      { source: 'unavailable', unavailable_reason: expect.stringContaining('failed') },
-      { source: 'harness-reported', cost_usd: 0.0012 },
-      { source: 'unavailable', unavailable_reason: expect.stringContaining('failed') },
-    ]);
-    const first = await audit.getInvocation(reported[0]!.invocationId);
-    expect(first).toMatchObject({
-      actual: { source: 'unavailable', cost_usd: null, unavailable_reason: expect.stringContaining('failed') },
-    });
-    expect((await audit.getDelegation(c.sub.hash)).usage).toMatchObject({ calls_used: 3, metered_usd: 0.0012, unmetered_invocations: 2 });
+    expect(events.filter((e) => e.type === 'reported' || e.type === 'report-failed').map((e) => e.type === 'reported' && e.actual)).toEqual(
+      [{ source: 'harness-reported', cost_usd: 0.0012 }],
+    );
+    expect((await audit.getDelegation(c.sub.hash)).usage).toMatchObject({ calls_used: 3, metered_usd: 0.0021, unmetered_invocations: 1 });
   });
 });
 
@@ -511,6 +510,19 @@ describe('refused calls never run the tool', () => {
     // Baton's advice to re-send the same invocation is the one this middleware refuses as a replay.
     expect(refusalOf(result)!.suggestion).not.toContain('same invocation');
     expect(refusalOf(result)!.suggestion).toContain('sign a new invocation for the call');
+  });
+
+  it("a request id not shaped as Baton's (a proxy's 502 may hold anything) is not passed to the agent", async () => {
+    const c = await storedChain();
+    const events: BatonMcpEvent[] = [];
+    const hostile = 'postgres://baton:hunter2@db.internal/baton';
+    const url = await fakeBaton(502, { error: { code: 'BAD_GATEWAY', message: 'upstream down' }, request_id: hostile });
+    const { server } = toolServer(batonOptions({ baton: { baseUrl: url, verifyKey: 'whatever-key' }, onEvent: (e) => events.push(e) }));
+    const result = await searchOnce(await connect(server), c, 'q');
+    expect(refusalOf(result)).toMatchObject({ code: 'BATON_UNAVAILABLE', request_id: null });
+    expect(JSON.stringify(result)).not.toContain('hunter2');
+    // The operator's event keeps the answer whole.
+    expect((events.find((e) => e.type === 'refused') as { error?: { requestId?: string } }).error?.requestId).toBe(hostile);
   });
 
   it("an answer's own text reaches the agent only from Baton refusing the request (a 4xx with one of its codes)", async () => {
