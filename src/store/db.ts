@@ -113,8 +113,8 @@ const WRITABLE_SESSION_QUERY = "select current_setting('transaction_read_only') 
 /** SQLSTATE read_only_sql_transaction: a write in a read-only session. */
 const READ_ONLY_SQLSTATE = '25006';
 
-function assertWritableSession(rows: readonly Record<string, unknown>[]): void {
-  if (rows[0]?.read_only !== 'off') throw new Error('the database session is read-only: writes would be refused');
+function assertWritableSession(rows: readonly Record<string, unknown>[], what = 'the database session is read-only'): void {
+  if (rows[0]?.read_only !== 'off') throw new Error(`${what}: writes would be refused`);
 }
 
 /** Opens the store and applies pending migrations before returning it. */
@@ -170,10 +170,15 @@ async function openPostgres(
       }
     },
     // Every other request runs on `client`: one of its sessions is asked. The verifies' own pool is
-    // never queried for it (a query there waits behind their statements, which a slow database
-    // holds for seconds: every node would turn unready at once); its last statement tells instead.
+    // not queried while its last statement went through (a query there waits behind their
+    // statements, which a slow database holds for seconds: every node would turn unready at once).
+    // Once one was refused as read-only it is asked until a session answers writable: a node out of
+    // its load balancer's rotation gets no verifies that could tell it so.
     ping: async () => {
-      if (verifiesReadOnly) throw new Error('verifies were refused as read-only: writes would be refused');
+      if (verifiesReadOnly) {
+        assertWritableSession(await hot.unsafe(WRITABLE_SESSION_QUERY), 'verifies were refused as read-only');
+        verifiesReadOnly = false;
+      }
       assertWritableSession(await client.unsafe(WRITABLE_SESSION_QUERY));
     },
     close: once(async () => {
