@@ -59,8 +59,9 @@
  *     (or the read result's) is reported, or nothing if there is none: a
  *     cancelled task should still store its result or status, with what its
  *     work cost. A task created elsewhere, whose end the middleware may never
- *     see, is taken as ended `taskEndGraceMs` after its last reportCost.
- *     A cost still waited for when the server closes is read then. Either
+ *     see, is taken as ended `taskEndGraceMs` after its last reportCost
+ *     (uncapped). The session closing reads nothing early (the agent closes
+ *     it); a grace still running when the process exits is lost. Either
  *     way it is reported in the background, once.
  *
  * Baton gates tool calls only. The requests that hand the agent content
@@ -176,7 +177,7 @@ export interface BatonMcpOptions {
    * `extra.taskStore`, a terminal status a reportCost found): storing the task's result or status
    * through `extra.taskStore` reads the cost at once, each reportCost restarts the wait (up to 10
    * times this from the end). Then the last cost recorded is reported, or nothing if none was
-   * (default 30 000 ms). A cost still waited for when the server closes is read then.
+   * (default 30 000 ms). A grace still running when the process exits is lost.
    */
   readonly taskEndGraceMs?: number;
   /**
@@ -378,20 +379,6 @@ export function withBaton<S extends McpServerLike | McpLowLevelServerLike>(serve
       fallback = handler;
     },
   });
-  // A task's cost waiting for its grace when the server closes is read then: the grace's timer is
-  // unref'd, and a process exiting after close would drop it. The operator's own onclose still runs.
-  let onclose = (low as { onclose?: () => void }).onclose;
-  Object.defineProperty(low, 'onclose', {
-    configurable: true,
-    enumerable: true,
-    get: () => () => {
-      cancelWatch.serverClosed();
-      onclose?.();
-    },
-    set: (handler: (() => void) | undefined) => {
-      onclose = handler;
-    },
-  });
   tagged[GATED] = true;
   return server;
 }
@@ -525,8 +512,6 @@ class RecentInvocations {
 interface TaskWatcher {
   /** A tasks/cancel named the task (refused or not: the call reads its status itself). */
   taskNews(taskId: string): void;
-  /** The server closed: the cost still waited for is read now, before the process may exit (the grace's timer is unref'd). */
-  serverClosed(): void;
 }
 
 /**
@@ -540,8 +525,8 @@ interface TaskWatcher {
 class TaskCancelWatch {
   /**
    * At most this many tasks are watched: past it the oldest is forgotten, and its call no longer
-   * hears of a tasks/cancel or of the server closing (its work storing a result or status, or a
-   * reportCost finding its end, still ends it).
+   * hears of a tasks/cancel (its work storing a result or status, or a reportCost finding its end,
+   * still ends it).
    */
   static readonly MAX_WATCHED = 100_000;
   readonly #byTask = new Map<string, TaskWatcher>();
@@ -567,11 +552,6 @@ class TaskCancelWatch {
         if (typeof taskId === 'string') this.#byTask.get(taskId)?.taskNews(taskId);
       }
     };
-  }
-
-  /** Tells every watched call that the server closed (each unwatches itself as it reads its cost). */
-  serverClosed(): void {
-    for (const watcher of new Set(this.#byTask.values())) watcher.serverClosed();
   }
 }
 
@@ -810,8 +790,6 @@ function makeGate(
     let workDone = false;
     /** When the middleware learnt that the task ended where the work did not say so: the grace is capped from then. */
     let endLearntAt: number | undefined;
-    /** Whether the server closed while the handler ran: its cost is then read when it returns. */
-    let serverClosed = false;
     /** The task whose status a reportCost reads: the one the handler answered with, or the one it created. */
     let callTask: string | undefined;
     let graceTimer: ReturnType<typeof setTimeout> | undefined;
@@ -839,11 +817,18 @@ function makeGate(
       }
       if (cost !== undefined) void report(tool, invocationId, cost);
     };
-    /** (Re)starts the grace after which the cost is read, never past TASK_END_GRACE_CAP graces from the end being learnt. */
+    /**
+     * (Re)starts the grace after which the cost is read: once the task was seen to end, never past
+     * TASK_END_GRACE_CAP graces from then; for a task created elsewhere, whose end is never seen, a
+     * quiet grace after each cost reported, uncapped (a long task reporting as it goes is no end).
+     */
     const armGrace = (): void => {
       clearTimeout(graceTimer);
-      const cappedAt = endLearntAt! + TASK_END_GRACE_CAP * taskEndGraceMs;
-      graceTimer = setTimeout(readTaskCost, Math.max(0, Math.min(taskEndGraceMs, cappedAt - Date.now())));
+      const wait =
+        endLearntAt === undefined
+          ? taskEndGraceMs
+          : Math.min(taskEndGraceMs, endLearntAt + TASK_END_GRACE_CAP * taskEndGraceMs - Date.now());
+      graceTimer = setTimeout(readTaskCost, Math.max(0, wait));
       graceTimer.unref?.();
     };
     const learnEnd = (): void => {
@@ -860,13 +845,7 @@ function makeGate(
       const status = await watched?.statusOf(taskId).catch(() => undefined);
       if (TERMINAL_TASK_STATUSES.has(status)) learnEnd();
     };
-    const watcher: TaskWatcher = {
-      taskNews: (taskId) => void checkTaskEnded(taskId),
-      serverClosed: () => {
-        if (phase === 'running') serverClosed = true;
-        else if (phase !== 'done') readTaskCost();
-      },
-    };
+    const watcher: TaskWatcher = { taskNews: (taskId) => void checkTaskEnded(taskId) };
     const adopt = (taskId: string): void => {
       ownTasks.add(taskId);
       cancelWatch.watch(taskId, watcher);
@@ -894,9 +873,8 @@ function makeGate(
         }
         recordedCost = cost;
         if (phase === 'running') return;
-        if (endLearntAt !== undefined) armGrace();
         // The end of a task created elsewhere may never be learnt: quiet for the grace after its last cost, it is taken as ended.
-        else if (phase === 'unseen-task') learnEnd();
+        if (endLearntAt !== undefined || phase === 'unseen-task') armGrace();
         // The task may have ended where the middleware does not see it (the server's own store).
         else void checkTaskEnded(callTask!);
       },
@@ -931,7 +909,7 @@ function makeGate(
     const verified = { invocation_id: invocationId, request_id: decision.request_id, warnings: decision.warnings };
     const answeredTask = failure ? undefined : taskIdOf(result, params);
     const createdTask = [...ownTasks].at(-1);
-    if (!workDone && taskResult === undefined && !serverClosed && (answeredTask ?? createdTask) !== undefined) {
+    if (!workDone && taskResult === undefined && (answeredTask ?? createdTask) !== undefined) {
       // The work goes on past the handler: a task it created (also one the McpServer polled for a
       // call without a task request and answered with an error once the agent cancelled it), or
       // one created elsewhere, which it answered with.
@@ -942,7 +920,7 @@ function makeGate(
       } else {
         adopt(answeredTask); // its result may yet be stored through extra.taskStore
         phase = 'unseen-task';
-        if (recordedCost !== undefined) learnEnd();
+        if (recordedCost !== undefined || endLearntAt !== undefined) armGrace();
       }
       if (failure) throw failure.error;
       return decorate(result, verified);

@@ -423,26 +423,50 @@ describe('a task tool reports its cost when the task completes', () => {
     expect(inv).toMatchObject({ actual: { cost_usd: 0.0019 } });
   });
 
-  it('a cost waiting for taskEndGraceMs when the server closes is reported then', async () => {
+  it('the agent closing its session reads no cost early: the work goes on, and what it stores afterwards is reported', async () => {
     const c = await edgeChain();
     const events: BatonMcpEvent[] = [];
-    let recorded!: () => void;
-    const costRecorded = new Promise<void>((r) => (recorded = r));
-    const server = taskServer(batonOptions({ onEvent: (e) => events.push(e) }), async (extra) => {
-      batonCall(extra)!.reportCost({ cost_usd: 0.0014 });
-      recorded();
+    let closed!: () => void;
+    const sessionClosed = new Promise<void>((r) => (closed = r));
+    const server = taskServer(batonOptions({ onEvent: (e) => events.push(e) }), async (extra, taskId) => {
+      await sessionClosed; // the paid step, in flight when the agent hangs up
+      await workStore(extra)
+        .storeTaskResult(taskId, 'completed', { content: [{ type: 'text', text: 'done' }], _meta: { cost_usd: 0.009 } })
+        .catch(() => undefined);
     });
     const client = await connect(server);
-    const taskId = await createTask(client, c, 'closing');
-    await costRecorded;
-    await client.experimental.tasks.cancelTask(taskId);
+    await createTask(client, c, 'hung-up');
+    await client.close();
     await new Promise((r) => setTimeout(r, 50));
-    expect(costEvents(events)).toHaveLength(0); // the default grace (30 s) runs
-    await server.close();
+    expect(costEvents(events)).toHaveLength(0);
+    closed();
     const event = await reported(events);
-    expect(event).toMatchObject({ type: 'reported', actual: { cost_usd: 0.0014 } });
-    const inv = await audit.getInvocation((event as { invocationId: string }).invocationId);
-    expect(inv).toMatchObject({ actual: { cost_usd: 0.0014 } });
+    expect(event).toMatchObject({ type: 'reported', actual: { cost_usd: 0.009 } });
+    expect(await audit.getInvocation((event as { invocationId: string }).invocationId)).toMatchObject({ actual: { cost_usd: 0.009 } });
+  });
+
+  it('a task created elsewhere reporting a running total is read after a quiet grace, however long it runs (no cap)', async () => {
+    const c = await edgeChain();
+    const events: BatonMcpEvent[] = [];
+    const steps = 36;
+    const server = taskServer(
+      batonOptions({ onEvent: (e) => events.push(e), taskEndGraceMs: 500 }),
+      async (extra) => {
+        // Longer in all than ten graces (5.4 s against 5 s), never quiet for one (150 ms against 500).
+        for (let step = 1; step <= steps; step++) {
+          batonCall(extra)!.reportCost({ cost_usd: step / 1000 });
+          await new Promise((r) => setTimeout(r, 150));
+        }
+      },
+      'required',
+      'server',
+    );
+    await createTask(await connect(server), c, 'long-unseen');
+    await vi.waitFor(() => expect(costEvents(events)).toHaveLength(1), { timeout: 20_000, interval: 100 });
+    const event = costEvents(events)[0]!;
+    expect(event).toMatchObject({ type: 'reported', actual: { cost_usd: steps / 1000 } });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(costEvents(events)).toHaveLength(1);
   });
 
   it('a call without a task request whose task the McpServer polls: cancelled, the cost its work reports afterwards is reported', async () => {
