@@ -24,6 +24,19 @@ export function toBatonError(err: unknown): BatonError {
   return new BatonError('INTERNAL');
 }
 
+/** INTERNAL errors whose text and details are meant for the caller (shownToCaller). */
+const callerFacing = new WeakSet<BatonError>();
+
+/**
+ * Marks an INTERNAL error whose text and details the caller needs, as documented for its route (a
+ * log entry bundle that cannot be served names the entries still there, for an auditor to check one
+ * by one). Every other INTERNAL error reaches the caller as the general text only.
+ */
+export function shownToCaller(e: BatonError): BatonError {
+  callerFacing.add(e);
+  return e;
+}
+
 export function errorEnvelope(e: BatonError, requestId: string): ErrorEnvelope {
   return { error: errorBody(e), request_id: requestId };
 }
@@ -33,8 +46,9 @@ export function handleError(err: unknown, c: Context<AppEnv>, log: Logger): Resp
   const status = httpStatusOf(e);
   const requestId = c.get('requestId') ?? 'unknown';
   // An INTERNAL error's own text is the operator's (a master key that does not match, a row to
-  // restore from a backup): the caller, perhaps a tenant, gets the table's; the log gets it whole.
-  const shown = e.code === 'INTERNAL' ? new BatonError('INTERNAL') : e;
+  // restore from a backup): the caller, perhaps a tenant, gets the table's, unless the error was
+  // made for callers (shownToCaller); the log gets it whole.
+  const shown = e.code === 'INTERNAL' && !callerFacing.has(e) ? new BatonError('INTERNAL') : e;
   const operatorText =
     shown === e
       ? {}

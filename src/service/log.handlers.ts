@@ -4,6 +4,7 @@
  * comes from the audit key, so another tenant's service receipt or checkpoint is a
  * plain 404.
  */
+import { shownToCaller } from './http.js';
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import {
@@ -164,16 +165,18 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       const missing = entries.filter((e) => e.jws === null).map((e) => e.leafIndex);
       const tooLong = entries.filter((e) => e.jws !== null && utf8(e.jws).length > MAX_ENTRY_BYTES).map((e) => e.leafIndex);
       if (entries.length !== parsed.width || missing.length > 0 || tooLong.length > 0) {
-        throw new BatonError('INTERNAL', {
-          message: `Entries of ${path} cannot be served: ${missing.length > 0 ? 'their service receipts are missing from the database' : 'an entry is over 65535 bytes'}.`,
-          // Which receipt stands at each index that is still there, so an auditor checks those one by one
-          // (GET /v1/service-receipts) instead of losing the whole bundle's checks to one gone entry.
-          details: {
-            missing_indexes: missing,
-            oversized_indexes: tooLong,
-            present_entries: entries.filter((e) => e.jws !== null).map((e) => ({ index: e.leafIndex, service_receipt_id: e.receiptId })),
-          },
-        });
+        throw shownToCaller(
+          new BatonError('INTERNAL', {
+            message: `Entries of ${path} cannot be served: ${missing.length > 0 ? 'their service receipts are missing from the database' : 'an entry is over 65535 bytes'}.`,
+            // Which receipt stands at each index that is still there, so an auditor checks those one by one
+            // (GET /v1/service-receipts) instead of losing the whole bundle's checks to one gone entry.
+            details: {
+              missing_indexes: missing,
+              oversized_indexes: tooLong,
+              present_entries: entries.filter((e) => e.jws !== null).map((e) => ({ index: e.leafIndex, service_receipt_id: e.receiptId })),
+            },
+          }),
+        );
       }
       bytes = formatEntryBundle(entries.map((e) => utf8(e.jws!)));
     } else {
@@ -203,7 +206,9 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       throw notFound(`This tenant has no service receipt ${id}.`);
     }
     if (leaf.jws === null)
-      throw new BatonError('INTERNAL', { message: `The service receipt at log index ${leaf.leafIndex} is missing from the database.` });
+      throw shownToCaller(
+        new BatonError('INTERNAL', { message: `The service receipt at log index ${leaf.leafIndex} is missing from the database.` }),
+      );
     const cp = await servedCheckpoint(db(), deps.signer, await originOf(tenantId), tenantId, treeSize);
     if (cp === undefined) {
       // The log signs checkpoints only at the sizes its rounds ended at: say so, and where it is now.

@@ -9,6 +9,7 @@
  * aggregation), so a scrape never shows one worker's counters and the next
  * another's (Prometheus read that as counter resets).
  */
+import { shownToCaller } from './http.js';
 import cluster, { type Worker } from 'node:cluster';
 import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { BatonError } from '../protocol/errors.js';
@@ -345,7 +346,9 @@ function answerSupervisorRequests(registry: Registry): void {
 
 /** The scrape fails (and Prometheus keeps a gap) rather than show a sum without some worker's counters. */
 function gatheringFailed(why: string): BatonError {
-  return new BatonError('INTERNAL', { message: `The node's metrics could not be gathered from every worker: ${why}. Scrape again.` });
+  return shownToCaller(
+    new BatonError('INTERNAL', { message: `The node's metrics could not be gathered from every worker: ${why}. Scrape again.` }),
+  );
 }
 
 const awaitingSupervisor = new Map<number, { resolve: (text: string) => void; reject: (e: Error) => void }>();

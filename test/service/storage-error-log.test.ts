@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { Hono } from 'hono';
 import { describe, expect, it } from 'vitest';
 import { BatonError, ERROR_TABLE } from '../../src/protocol/errors.js';
-import { handleError, STORAGE_LOG_INTERVAL_MS } from '../../src/service/http.js';
+import { handleError, shownToCaller, STORAGE_LOG_INTERVAL_MS } from '../../src/service/http.js';
 import type { Logger } from '../../src/service/log.js';
 import type { AppEnv } from '../../src/service/types.js';
 
@@ -26,6 +26,11 @@ function appLogging(): { app: Hono<AppEnv>; lines: { msg: string; fields: Record
   });
   app.get('/bug', () => {
     throw new TypeError('a bug');
+  });
+  app.get('/documented', () => {
+    throw shownToCaller(
+      new BatonError('INTERNAL', { message: 'Entries of tile/entries/000 cannot be served.', details: { missing_indexes: [3] } }),
+    );
   });
   app.get('/sealed', () => {
     throw new BatonError('INTERNAL', {
@@ -83,6 +88,9 @@ describe('storage errors in the log', () => {
     expect(body.error).toEqual({ code: 'INTERNAL', message: ERROR_TABLE.INTERNAL.message, suggestion: ERROR_TABLE.INTERNAL.suggestion });
     expect(JSON.stringify(body)).not.toMatch(/MASTER_KEY|custodial|authentication/);
     expect(lines).toHaveLength(1);
+    // One its route documents for callers (a log entry bundle naming the entries still there) keeps them.
+    const documented = (await (await app.request('/documented')).json()) as { error: Record<string, unknown> };
+    expect(documented.error).toMatchObject({ message: 'Entries of tile/entries/000 cannot be served.', details: { missing_indexes: [3] } });
     expect(lines[0]?.fields).toMatchObject({
       request_id: body.request_id,
       error: expect.stringMatching(/BATON_MASTER_KEY does not match/),
