@@ -30,7 +30,15 @@ export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
  * itself: prepared once per connection (postgres.js) and never built per
  * request. Rows come back with the driver's own value mapping (jsonb parsed).
  */
-export type RawQuery = (text: string, params: readonly unknown[]) => Promise<Record<string, unknown>[]>;
+export type RawQuery = (text: string, params: readonly unknown[], opts?: RawQueryOptions) => Promise<Record<string, unknown>[]>;
+
+export interface RawQueryOptions {
+  /**
+   * The statement only reads (the database clock): its success says nothing of whether the
+   * session can write, so it leaves the readiness judgement of the verifies' pool as it was.
+   */
+  readonly readsOnly?: boolean;
+}
 
 /** Asked just before a commit; throws to roll the transaction back instead (the service's CommitGate). */
 export interface CommitCheck {
@@ -159,10 +167,10 @@ async function openPostgres(
   return {
     db,
     kind: 'postgres',
-    query: async (text, params) => {
+    query: async (text, params, opts) => {
       try {
         const rows = await hot.unsafe(text, params as postgres.ParameterOrJSON<never>[], { prepare: true });
-        verifiesReadOnly = false;
+        if (opts?.readsOnly !== true) verifiesReadOnly = false;
         return rows;
       } catch (err) {
         if ((err as { code?: unknown }).code === READ_ONLY_SQLSTATE) verifiesReadOnly = true;
@@ -200,7 +208,7 @@ export const DATABASE_MARKER_FILE = 'baton-database';
  * PostgreSQL's first normal object id, in base/<database>/): a folder an earlier build migrated,
  * before it wrote the marker. A new cluster, whole or copied in part, has none.
  */
-function holdsTablesOfItsOwn(dataDir: string): boolean {
+export function holdsTablesOfItsOwn(dataDir: string): boolean {
   try {
     return readdirSync(join(dataDir, 'base')).some((database) =>
       readdirSync(join(dataDir, 'base', database)).some((file) => /^\d+$/.test(file) && Number(file) >= 16_384),

@@ -118,6 +118,10 @@ describe('a database that was read-only for a while', () => {
       // told by its last statement, never by a query queued behind the verifies.
       expect(await hotWrite()).toBe('25006');
       expect(await readinessOf()).toMatch(/verifies were refused as read-only/);
+      // A read there (the database clock the verifies read each minute) goes through on a read-only
+      // session too: it says nothing of writes.
+      await other.query('select 1', [], { readsOnly: true });
+      expect(await readinessOf()).toMatch(/verifies were refused as read-only/);
       await admin`select pg_terminate_backend(pid) from pg_stat_activity where datname = ${databaseName} and pid <> pg_backend_pid()`;
       // No verify comes (a load balancer sends none to a node that is not ready): readiness itself
       // asks the verifies' pool again and finds it writable. A terminated session's next query
