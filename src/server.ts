@@ -20,7 +20,7 @@ import { serveClusterMetrics, SUPERVISED_WORKER_ENV } from './service/metrics.js
 import { startIntegrator, type RunningIntegrator } from './service/log-integrator.js';
 import { startIntegratorThread } from './service/log-integrator-thread.js';
 import { storedLogNames } from './service/log-tree.js';
-import { DATABASE_MARKER_FILE, openStore, type Store } from './store/db.js';
+import { DATABASE_MARKER_FILE, holdsTablesOfItsOwn, openStore, type Store } from './store/db.js';
 import type { MigrationPlan } from './store/migrate.js';
 import { DATA_FOLDER_LOCK } from './store/data-folder-lock.js';
 import { errorForLog } from './store/errors.js';
@@ -114,9 +114,10 @@ export function resolveMasterKey(config: Config, log: Logger): Uint8Array {
     log.warn('using the development master key from the data folder; set BATON_MASTER_KEY in production', { file });
     return key;
   }
-  // A folder holding a database whose secrets the missing file sealed: a new key opens none of them,
+  // A folder holding a database whose secrets the missing file sealed (marked, or migrated by a build
+  // from before the marker): a new key opens none of them,
   // and written there it would stand in the way of the one restored from a backup.
-  if (existsSync(join(config.dataDir, DATABASE_MARKER_FILE)))
+  if (existsSync(join(config.dataDir, DATABASE_MARKER_FILE)) || holdsTablesOfItsOwn(config.dataDir))
     throw new Error(
       `${file} is missing, but ${config.dataDir} holds a database whose keys it sealed: restore master.key from a backup of this folder, or set BATON_MASTER_KEY to the key it held.`,
     );

@@ -142,4 +142,15 @@ describe('resolveMasterKey', () => {
     expect(() => resolveMasterKey(config, log)).toThrow(/master\.key is missing[\s\S]*restore master\.key from a backup/);
     expect(existsSync(join(dataDir, 'master.key'))).toBe(false);
   });
+
+  it('nor into a folder an older build migrated before it wrote the marker', () => {
+    const dataDir = scratch();
+    const { log } = recordingLogger();
+    // What such a folder holds: a cluster with a table of its own (an object id past PostgreSQL's first 16384).
+    mkdirSync(join(dataDir, 'base', '5'), { recursive: true });
+    writeFileSync(join(dataDir, 'PG_VERSION'), '17\n');
+    writeFileSync(join(dataDir, 'base', '5', '16384'), '');
+    expect(() => resolveMasterKey(loadConfig({ BATON_DATA_DIR: dataDir }), log)).toThrow(/master\.key is missing/);
+    expect(existsSync(join(dataDir, 'master.key'))).toBe(false);
+  });
 });
