@@ -34,12 +34,12 @@ export interface SignedDelegation {
 }
 
 /** The lists a DRS verifier reads, whose empty form it reads as unrestricted (`len(list) > 0` guards its check). */
-const DRS_LISTS = ['allowed_tools', 'allowed_resources'] as const;
+const DRS_LISTS = ['allowed_tools', 'allowed_resources', 'allowed_data_classes'] as const;
 
 /**
  * Refuses a policy that would mean more to a DRS verifier (drs-verify) than to Baton, since a signed
- * record is checked by both: an empty tool or resource list allows nothing to Baton but everything
- * to drs-verify (its check is guarded by `len(list) > 0`), and no list says "nothing" to both.
+ * record is checked by both: an empty tool, resource or data-class list allows nothing to Baton but
+ * everything to drs-verify (its check is guarded by `len(list) > 0`), and no list says "nothing" to both.
  */
 export function refuseDrsWiderPolicy(policy: unknown): void {
   if (policy === null || typeof policy !== 'object' || Array.isArray(policy)) return; // the schema refuses it
@@ -48,7 +48,7 @@ export function refuseDrsWiderPolicy(policy: unknown): void {
     if (Array.isArray(value) && value.length === 0)
       throw new BatonError('INVALID_FIELD', {
         message: `policy.${list} is empty: Baton reads that as nothing allowed, a DRS verifier as no restriction, so it is never signed.`,
-        suggestion: `List what the holder may use, or delegate nothing; leave ${list} out to keep the parent's (or, on a root, no restriction).`,
+        suggestion: `List what the holder may use (under a parent that lists ${list}, a subset of its list), or delegate nothing; on a root, leave ${list} out for no restriction.`,
         violations: [{ code: 'INVALID_FIELD', field: `policy.${list}`, actual: '[]', message: `${list} must not be empty.` }],
       });
   }
