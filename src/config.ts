@@ -214,7 +214,7 @@ export function loadConfig(env: Environment = process.env): Config {
   if (!parsed.success || unsafe.length > 0) {
     const lines = [...(parsed.success ? [] : parsed.error.issues.map(issueLine)), ...unsafe].map((line) => `  - ${line}`);
     throw new ConfigError(
-      `Baton cannot start: invalid configuration.\n${lines.join('\n')}\nFix the variables above and start again ("baton serve --help" lists every variable with its default, as does the README's "Configuration" section).`,
+      `Baton cannot start: invalid configuration.\n${lines.join('\n')}\nFix the settings above (an environment variable, or its baton serve flag) and start again ("baton serve --help" lists every variable with its default, as does the README's "Configuration" section).`,
     );
   }
   const e = parsed.data;

@@ -293,8 +293,8 @@ export async function startServer(
       announce(
         `\n  Baton generated an admin API key. It is shown only this once; store it now:\n\n    ${generatedAdminKey}\n\n` +
           `  Use it as "Authorization: Bearer <key>" on /v1/admin routes, or set BATON_ADMIN_KEY to choose your own.\n` +
-          `  Next: save it once (baton context add local --server ${url} --key-stdin), create a tenant\n` +
-          `  (baton tenants create <name>), then follow the README's Quickstart; ${url}/docs lists every route.\n\n`,
+          `  Next: save it once (npx baton context add local --server ${url} --key-stdin), create a tenant\n` +
+          `  (npx baton tenants create <name>), then follow the README's Quickstart; ${url}/docs lists every route.\n\n`,
       );
       shown = true;
     }

@@ -198,7 +198,9 @@ export function findServiceReceipts(text: string, name: string): FoundServiceRec
   if (found.length === 0)
     throw records.length === 0
       ? noSignedRecord(name)
-      : new UsageError(`${name} holds signed records but no service receipt (they carry a kid)`);
+      : new UsageError(
+          `${name} holds ${records.length} signed record(s) but no service receipt (a service receipt's header names a kid; these do not). For a chain or a bundle, use baton verify (--chain-only for a chain).`,
+        );
   if (found.length > MAX_SERVICE_RECEIPTS)
     throw new UsageError(
       `${name} holds ${found.length} service receipts, more than the ${MAX_SERVICE_RECEIPTS} checked from one input; ` +
