@@ -55,12 +55,12 @@
  *     which the SDK writes into the store itself; a terminal status or a
  *     result read through `extra.taskStore`, or a terminal status a
  *     reportCost finds) leaves the work `taskEndGraceMs` (30 s), restarted by
- *     each reportCost and capped at ten of it, before the last cost recorded
+ *     each reportCost (a cost reported says the work goes on), before the last cost recorded
  *     (or the read result's) is reported, or nothing if there is none: a
  *     cancelled task should still store its result or status, with what its
  *     work cost. A task created elsewhere, whose end the middleware may never
- *     see, is taken as ended `taskEndGraceMs` after its last reportCost
- *     (uncapped). The session closing reads nothing early (the agent closes
+ *     see, is taken as ended `taskEndGraceMs` after its last reportCost.
+ *     The session closing reads nothing early (the agent closes
  *     it); a grace still running when the process exits is lost. Either
  *     way it is reported in the background, once.
  *
@@ -175,9 +175,11 @@ export interface BatonMcpOptions {
    * How long a task tool's work has to say what it cost once its task ended where the work did not
    * end it (the agent's tasks/cancel, a terminal status or result only read through
    * `extra.taskStore`, a terminal status a reportCost found): storing the task's result or status
-   * through `extra.taskStore` reads the cost at once, each reportCost restarts the wait (up to 10
-   * times this from the end). Then the last cost recorded is reported, or nothing if none was
-   * (default 30 000 ms). A grace still running when the process exits is lost.
+   * through `extra.taskStore` reads the cost at once, each reportCost restarts the wait. Then the
+   * last cost recorded is reported, or nothing if none was. Also how long a task created outside
+   * `extra.taskStore`, whose end the middleware never sees, stays quiet after its last reportCost
+   * before that cost is reported (default 30 000 ms). A grace still running when the process exits
+   * is lost.
    */
   readonly taskEndGraceMs?: number;
   /**
@@ -556,8 +558,6 @@ class TaskCancelWatch {
 }
 
 const DEFAULT_TASK_END_GRACE_MS = 30_000;
-/** However often reportCost restarts it, the grace ends this many graces after the task's end was learnt. */
-const TASK_END_GRACE_CAP = 10;
 
 function clientOf(options: BatonMcpOptions): { client: BatonClient; reportKey: string | undefined } {
   if (options.baton instanceof BatonClient || typeof (options.baton as { verify?: unknown }).verify === 'function') {
@@ -774,7 +774,7 @@ function makeGate(
     //    terminal status set. reportCost records until then, the last value winning. A task that
     //    ends otherwise (the agent's tasks/cancel, which the SDK writes past extra.taskStore, a
     //    terminal status or a result only read through it, a terminal status a reportCost finds)
-    //    leaves the work taskEndGraceMs, restarted by each reportCost and capped, before the last
+    //    leaves the work taskEndGraceMs, restarted by each reportCost, before the last
     //    value recorded is reported, or nothing if none was. Once each.
     /** The last cost given to reportCost: it wins over any result's `_meta`. */
     let recordedCost: CostReport | undefined;
@@ -788,8 +788,8 @@ function makeGate(
     let taskResult: { readonly result: unknown } | undefined;
     /** Whether the work said it is done through extra.taskStore (a result stored, accepted or not, or a terminal status set). */
     let workDone = false;
-    /** When the middleware learnt that the task ended where the work did not say so: the grace is capped from then. */
-    let endLearntAt: number | undefined;
+    /** Whether the middleware learnt that the task ended where the work did not say so: the grace runs from then. */
+    let endLearnt = false;
     /** The task whose status a reportCost reads: the one the handler answered with, or the one it created. */
     let callTask: string | undefined;
     let graceTimer: ReturnType<typeof setTimeout> | undefined;
@@ -818,22 +818,18 @@ function makeGate(
       if (cost !== undefined) void report(tool, invocationId, cost);
     };
     /**
-     * (Re)starts the grace after which the cost is read: once the task was seen to end, never past
-     * TASK_END_GRACE_CAP graces from then; for a task created elsewhere, whose end is never seen, a
-     * quiet grace after each cost reported, uncapped (a long task reporting as it goes is no end).
+     * (Re)starts the grace after which the cost is read. Never capped: a cost reported says the work
+     * goes on, whatever an agent's cancel wrote into the store (a cap let a cancel cut a long task's
+     * running total short), and silent work is bounded by the grace itself.
      */
     const armGrace = (): void => {
       clearTimeout(graceTimer);
-      const wait =
-        endLearntAt === undefined
-          ? taskEndGraceMs
-          : Math.min(taskEndGraceMs, endLearntAt + TASK_END_GRACE_CAP * taskEndGraceMs - Date.now());
-      graceTimer = setTimeout(readTaskCost, Math.max(0, wait));
+      graceTimer = setTimeout(readTaskCost, taskEndGraceMs);
       graceTimer.unref?.();
     };
     const learnEnd = (): void => {
-      if (endLearntAt !== undefined || phase === 'done') return;
-      endLearntAt = Date.now();
+      if (endLearnt || phase === 'done') return;
+      endLearnt = true;
       if (phase !== 'running') armGrace(); // a running handler's return arms it
     };
     const workSaysDone = (): void => {
@@ -874,7 +870,7 @@ function makeGate(
         recordedCost = cost;
         if (phase === 'running') return;
         // The end of a task created elsewhere may never be learnt: quiet for the grace after its last cost, it is taken as ended.
-        if (endLearntAt !== undefined || phase === 'unseen-task') armGrace();
+        if (endLearnt || phase === 'unseen-task') armGrace();
         // The task may have ended where the middleware does not see it (the server's own store).
         else void checkTaskEnded(callTask!);
       },
@@ -916,11 +912,11 @@ function makeGate(
       if (answeredTask === undefined || ownTasks.has(answeredTask)) {
         phase = 'task';
         callTask = answeredTask ?? createdTask;
-        if (endLearntAt !== undefined) armGrace();
+        if (endLearnt) armGrace();
       } else {
         adopt(answeredTask); // its result may yet be stored through extra.taskStore
         phase = 'unseen-task';
-        if (recordedCost !== undefined || endLearntAt !== undefined) armGrace();
+        if (recordedCost !== undefined || endLearnt) armGrace();
       }
       if (failure) throw failure.error;
       return decorate(result, verified);

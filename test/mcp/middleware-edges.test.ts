@@ -445,29 +445,36 @@ describe('a task tool reports its cost when the task completes', () => {
     expect(await audit.getInvocation((event as { invocationId: string }).invocationId)).toMatchObject({ actual: { cost_usd: 0.009 } });
   });
 
-  it('a task created elsewhere reporting a running total is read after a quiet grace, however long it runs (no cap)', async () => {
-    const c = await edgeChain();
-    const events: BatonMcpEvent[] = [];
-    const steps = 36;
-    const server = taskServer(
-      batonOptions({ onEvent: (e) => events.push(e), taskEndGraceMs: 500 }),
-      async (extra) => {
-        // Longer in all than ten graces (5.4 s against 5 s), never quiet for one (150 ms against 500).
-        for (let step = 1; step <= steps; step++) {
-          batonCall(extra)!.reportCost({ cost_usd: step / 1000 });
-          await new Promise((r) => setTimeout(r, 150));
-        }
-      },
-      'required',
-      'server',
-    );
-    await createTask(await connect(server), c, 'long-unseen');
-    await vi.waitFor(() => expect(costEvents(events)).toHaveLength(1), { timeout: 20_000, interval: 100 });
-    const event = costEvents(events)[0]!;
-    expect(event).toMatchObject({ type: 'reported', actual: { cost_usd: steps / 1000 } });
-    await new Promise((r) => setTimeout(r, 100));
-    expect(costEvents(events)).toHaveLength(1);
-  });
+  for (const [createdThrough, cancelled] of [
+    ['server', false],
+    ['request', true],
+  ] as const) {
+    it(`a long task reporting a running total is read after a quiet grace, however long it runs (created through the ${createdThrough === 'server' ? "server's own store" : 'request store'}${cancelled ? ', the agent cancelling it at once' : ''})`, async () => {
+      const c = await edgeChain();
+      const events: BatonMcpEvent[] = [];
+      const steps = 36;
+      const server = taskServer(
+        batonOptions({ onEvent: (e) => events.push(e), taskEndGraceMs: 500 }),
+        async (extra) => {
+          // Longer in all than ten graces (5.4 s against 5 s), never quiet for one (150 ms against 500):
+          // a cap (once, ten graces from a cancel) would read the total a few steps short.
+          for (let step = 1; step <= steps; step++) {
+            batonCall(extra)!.reportCost({ cost_usd: step / 1000 });
+            await new Promise((r) => setTimeout(r, 150));
+          }
+        },
+        'required',
+        createdThrough,
+      );
+      const client = await connect(server);
+      const taskId = await createTask(client, c, `long-${createdThrough}`);
+      if (cancelled) await client.experimental.tasks.cancelTask(taskId);
+      await vi.waitFor(() => expect(costEvents(events)).toHaveLength(1), { timeout: 20_000, interval: 100 });
+      expect(costEvents(events)[0]).toMatchObject({ type: 'reported', actual: { cost_usd: steps / 1000 } });
+      await new Promise((r) => setTimeout(r, 100));
+      expect(costEvents(events)).toHaveLength(1);
+    });
+  }
 
   it('a call without a task request whose task the McpServer polls: cancelled, the cost its work reports afterwards is reported', async () => {
     const c = await edgeChain();
