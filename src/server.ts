@@ -119,7 +119,7 @@ export function resolveMasterKey(config: Config, log: Logger): Uint8Array {
   // and written there it would stand in the way of the one restored from a backup.
   if (existsSync(join(config.dataDir, DATABASE_MARKER_FILE)) || holdsTablesOfItsOwn(config.dataDir))
     throw new Error(
-      `${file} is missing, but ${config.dataDir} holds a database whose keys it sealed: restore master.key from a backup of this folder, or set BATON_MASTER_KEY to the key it held.`,
+      `${file} is missing, but ${config.dataDir} holds a database whose keys it sealed: restore master.key from a backup of this folder, or set BATON_MASTER_KEY to the key it held. If the folder holds nothing you need, move it aside and start again with a new one.`,
     );
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   const key = randomBytes(32);
@@ -293,8 +293,8 @@ export async function startServer(
       announce(
         `\n  Baton generated an admin API key. It is shown only this once; store it now:\n\n    ${generatedAdminKey}\n\n` +
           `  Use it as "Authorization: Bearer <key>" on /v1/admin routes, or set BATON_ADMIN_KEY to choose your own.\n` +
-          `  Next: save it once (npx baton context add local --server ${url} --key-stdin), create a tenant\n` +
-          `  (npx baton tenants create <name>), then follow the README's Quickstart; ${url}/docs lists every route.\n\n`,
+          `  Next: save it once (npx --no baton context add local --server ${url} --key-stdin), create a tenant\n` +
+          `  (npx --no baton tenants create <name>), then follow the README's Quickstart; ${url}/docs lists every route.\n\n`,
       );
       shown = true;
     }

@@ -9,7 +9,6 @@
  * key, with that origin as the key name. Nothing about a tenant's log is
  * visible to another tenant.
  */
-import { shownToCaller } from './http.js';
 import { formatCheckpoint } from '../protocol/checkpoint.js';
 import { witnessNameProblem } from '../protocol/cosignature.js';
 import { BatonError } from '../protocol/errors.js';
@@ -164,13 +163,11 @@ export async function appendLeaves(
 }
 
 function corruptLog(tenantId: string, reason: string): BatonError {
-  return shownToCaller(
-    new BatonError('INTERNAL', {
-      message: `The transparency log of tenant ${tenantId} is inconsistent: ${reason}.`,
-      suggestion: 'Restore the log tables from a backup; never edit log rows by hand.',
-      details: { reason },
-    }),
-  );
+  return new BatonError('INTERNAL', {
+    message: `The transparency log of tenant ${tenantId} is inconsistent: ${reason}.`,
+    suggestion: 'Restore the log tables from a backup; never edit log rows by hand.',
+    details: { reason },
+  });
 }
 
 function concat(hashes: readonly Hash[]): Uint8Array {
