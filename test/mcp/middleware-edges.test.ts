@@ -143,6 +143,14 @@ describe('a task tool reports its cost when the task completes', () => {
     return events.find((e) => e.type === 'reported' || e.type === 'report-failed')!;
   }
 
+  /** The call's one cost report: `actual` reported, and what Baton then holds for the invocation. */
+  async function expectCostReported(events: BatonMcpEvent[], actual: Record<string, unknown>) {
+    const event = await reported(events);
+    expect(event).toMatchObject({ type: 'reported', tool: 'web_search', actual });
+    expect(await audit.getInvocation((event as { invocationId: string }).invocationId)).toMatchObject({ actual });
+    return event;
+  }
+
   /** A task store as a task tool's work uses it (extra.taskStore). */
   type WorkStore = {
     getTask(id: string): Promise<{ status: string }>;
@@ -173,10 +181,7 @@ describe('a task tool reports its cost when the task completes', () => {
     });
     const messages = await runTask(await connect(server), c);
     expect(messages.at(-1)).toMatchObject({ type: 'result' });
-    const event = await reported(events);
-    expect(event).toMatchObject({ type: 'reported', tool: 'web_search', actual: { cost_usd: 0.0021, source: 'api-usage' } });
-    const inv = await audit.getInvocation((event as { invocationId: string }).invocationId);
-    expect(inv).toMatchObject({ actual: { cost_usd: 0.0021, source: 'api-usage' } });
+    await expectCostReported(events, { cost_usd: 0.0021, source: 'api-usage' });
   });
 
   it('the last cost given to batonCall(extra).reportCost before the result is stored', async () => {
@@ -207,10 +212,7 @@ describe('a task tool reports its cost when the task completes', () => {
       await store.updateTaskStatus(taskId, 'failed', 'the search engine is down');
     });
     await runTask(await connect(server), c);
-    const event = await reported(events);
-    expect(event).toMatchObject({ type: 'reported', actual: { cost_usd: 0.0025 } });
-    const inv = await audit.getInvocation((event as { invocationId: string }).invocationId);
-    expect(inv).toMatchObject({ actual: { cost_usd: 0.0025 } });
+    await expectCostReported(events, { cost_usd: 0.0025 });
   });
 
   it('a task the agent cancelled: the cost in the result the store refuses is still reported', async () => {
@@ -236,11 +238,8 @@ describe('a task tool reports its cost when the task completes', () => {
     const created = await client.request({ method: 'tools/call', params: { ...params, task: { ttl: 60_000 } } }, CreateTaskResultSchema);
     await client.experimental.tasks.cancelTask(created.task.taskId);
     cancelled();
-    const event = await reported(events);
+    await expectCostReported(events, { cost_usd: 0.0031, source: 'api-usage' });
     expect(String(refusal)).toContain("terminal status 'cancelled'");
-    expect(event).toMatchObject({ type: 'reported', tool: 'web_search', actual: { cost_usd: 0.0031, source: 'api-usage' } });
-    const inv = await audit.getInvocation((event as { invocationId: string }).invocationId);
-    expect(inv).toMatchObject({ actual: { cost_usd: 0.0031, source: 'api-usage' } });
   });
 
   it('a task created where the middleware cannot see it: the last reportCost, taskEndGraceMs after it', async () => {
@@ -318,10 +317,7 @@ describe('a task tool reports its cost when the task completes', () => {
     const taskId = await createTask(client, c, 'cancel-silent');
     await costRecorded;
     await client.experimental.tasks.cancelTask(taskId);
-    const event = await reported(events);
-    expect(event).toMatchObject({ type: 'reported', actual: { cost_usd: 0.0019 } });
-    const inv = await audit.getInvocation((event as { invocationId: string }).invocationId);
-    expect(inv).toMatchObject({ actual: { cost_usd: 0.0019 } });
+    await expectCostReported(events, { cost_usd: 0.0019 });
   });
 
   it('a task cancelled before any cost, and again: the running total its work reports within taskEndGraceMs is reported, once', async () => {
@@ -380,11 +376,8 @@ describe('a task tool reports its cost when the task completes', () => {
     await firstStep;
     await client.experimental.tasks.cancelTask(taskId);
     cancelled();
-    const event = await reported(events);
+    await expectCostReported(events, { cost_usd: 0.0045 });
     expect(String(refusal)).toContain("terminal status 'cancelled'");
-    expect(event).toMatchObject({ type: 'reported', actual: { cost_usd: 0.0045 } });
-    const inv = await audit.getInvocation((event as { invocationId: string }).invocationId);
-    expect(inv).toMatchObject({ actual: { cost_usd: 0.0045 } });
     await new Promise((r) => setTimeout(r, 100));
     expect(costEvents(events)).toHaveLength(1);
   });
@@ -417,10 +410,7 @@ describe('a task tool reports its cost when the task completes', () => {
       batonCall(extra)!.reportCost({ cost_usd: 0.0019 });
     });
     await createTask(await connect(server), c, 'unseen-end');
-    const event = await reported(events);
-    expect(event).toMatchObject({ type: 'reported', actual: { cost_usd: 0.0019 } });
-    const inv = await audit.getInvocation((event as { invocationId: string }).invocationId);
-    expect(inv).toMatchObject({ actual: { cost_usd: 0.0019 } });
+    await expectCostReported(events, { cost_usd: 0.0019 });
   });
 
   it('the agent closing its session reads no cost early: the work goes on, and what it stores afterwards is reported', async () => {
@@ -440,9 +430,7 @@ describe('a task tool reports its cost when the task completes', () => {
     await new Promise((r) => setTimeout(r, 50));
     expect(costEvents(events)).toHaveLength(0);
     closed();
-    const event = await reported(events);
-    expect(event).toMatchObject({ type: 'reported', actual: { cost_usd: 0.009 } });
-    expect(await audit.getInvocation((event as { invocationId: string }).invocationId)).toMatchObject({ actual: { cost_usd: 0.009 } });
+    await expectCostReported(events, { cost_usd: 0.009 });
   });
 
   for (const [createdThrough, cancelled] of [

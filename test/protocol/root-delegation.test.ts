@@ -3,23 +3,13 @@
  * record Baton signs is checked by both, and must never grant more to one of them.
  */
 import { describe, expect, it } from 'vitest';
-import { BatonError } from '../../src/protocol/errors.js';
 import { generateKeyPair } from '../../src/sdk/keys.js';
 import { createRootDelegation, createSubDelegation } from '../../src/sdk/records.js';
+import { batonErrorOf } from '../support/errors.js';
 
 const operator = generateKeyPair();
 const agent = generateKeyPair();
 const child = generateKeyPair();
-
-function refusal(sign: () => unknown): BatonError {
-  try {
-    sign();
-  } catch (e) {
-    if (e instanceof BatonError) return e;
-    throw e;
-  }
-  throw new Error('signed');
-}
 
 describe('signing a delegation', () => {
   it('signs absent PII and write access as false, which drs-verify otherwise reads as no restriction', () => {
@@ -45,12 +35,12 @@ describe('signing a delegation', () => {
   it('refuses an empty tool, resource or data-class list (nothing to Baton, everything to drs-verify), on a root and a sub-delegation', () => {
     const root = createRootDelegation({ issuer: operator, audience: agent.did, policy: { allowed_tools: ['web_search'] } });
     for (const list of ['allowed_tools', 'allowed_resources', 'allowed_data_classes'] as const) {
-      const onRoot = refusal(() => createRootDelegation({ issuer: operator, audience: agent.did, policy: { [list]: [] } }));
+      const onRoot = batonErrorOf(() => createRootDelegation({ issuer: operator, audience: agent.did, policy: { [list]: [] } }));
       expect(onRoot.code).toBe('INVALID_FIELD');
       expect(onRoot.violations[0]).toMatchObject({ field: `policy.${list}` });
       expect(onRoot.message).toMatch(/DRS verifier/);
       expect(
-        refusal(() =>
+        batonErrorOf(() =>
           createSubDelegation({ parent: root, issuer: agent, audience: child.did, policy: { allowed_tools: ['web_search'], [list]: [] } }),
         ).code,
       ).toBe('INVALID_FIELD');

@@ -1,20 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { decodeBase64url, encodeBase64url } from '../../src/protocol/base64url.js';
-import { BatonError } from '../../src/protocol/errors.js';
+import { batonErrorOf } from '../support/errors.js';
 import { openSecret, sealSecret } from '../../src/service/secrets.js';
 
 const masterKey = () => new Uint8Array(randomBytes(32));
-
-function refusal(fn: () => unknown): BatonError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(BatonError);
-    return err as BatonError;
-  }
-  throw new Error('expected a refusal');
-}
 
 describe('sealSecret / openSecret', () => {
   it('round-trips, in the versioned format, with a fresh nonce each time', () => {
@@ -48,7 +38,7 @@ describe('sealSecret / openSecret', () => {
 
   it('refuses the wrong master key, saying what to check', () => {
     const sealed = sealSecret(new Uint8Array(randomBytes(32)), masterKey(), 'service-key:svc_1');
-    const e = refusal(() => openSecret(sealed, masterKey(), 'service-key:svc_1'));
+    const e = batonErrorOf(() => openSecret(sealed, masterKey(), 'service-key:svc_1'));
     expect(e.code).toBe('INTERNAL');
     expect(e.message).toMatch(/BATON_MASTER_KEY does not match the master key that sealed the data/);
     expect(e.suggestion).toMatch(/same BATON_MASTER_KEY/);
@@ -58,7 +48,7 @@ describe('sealSecret / openSecret', () => {
     const key = masterKey();
     const sealed = sealSecret(new Uint8Array(randomBytes(32)), key, 'custodial:ten_a');
     for (const other of ['custodial:ten_b', 'custodial:ten_a ', 'service-key:ten_a', 'custodial:ten_']) {
-      expect(refusal(() => openSecret(sealed, key, other)).code).toBe('INTERNAL');
+      expect(batonErrorOf(() => openSecret(sealed, key, other)).code).toBe('INTERNAL');
     }
   });
 
@@ -69,7 +59,7 @@ describe('sealSecret / openSecret', () => {
     for (let i = 0; i < bytes.length; i++) {
       const tampered = bytes.slice();
       tampered[i] = tampered[i]! ^ 0x01;
-      expect(refusal(() => openSecret(`v1.${encodeBase64url(tampered)}`, key, 'c')).code).toBe('INTERNAL');
+      expect(batonErrorOf(() => openSecret(`v1.${encodeBase64url(tampered)}`, key, 'c')).code).toBe('INTERNAL');
     }
   });
 
@@ -89,23 +79,23 @@ describe('sealSecret / openSecret', () => {
       `${sealed}=`,
       `v1.${'A'.repeat(10_000)}`,
     ];
-    for (const c of cases) expect(refusal(() => openSecret(c, key, 'c')).code).toBe('INTERNAL');
+    for (const c of cases) expect(batonErrorOf(() => openSecret(c, key, 'c')).code).toBe('INTERNAL');
   });
 
   it('refuses a master key that is not 32 bytes, and an empty context', () => {
     const plain = new Uint8Array(32);
-    expect(refusal(() => sealSecret(plain, new Uint8Array(16), 'c')).message).toMatch(/32 bytes/);
-    expect(refusal(() => sealSecret(plain, masterKey(), '')).code).toBe('INTERNAL');
+    expect(batonErrorOf(() => sealSecret(plain, new Uint8Array(16), 'c')).message).toMatch(/32 bytes/);
+    expect(batonErrorOf(() => sealSecret(plain, masterKey(), '')).code).toBe('INTERNAL');
     const key = masterKey();
     const sealed = sealSecret(plain, key, 'c');
-    expect(refusal(() => openSecret(sealed, key.subarray(0, 31), 'c')).code).toBe('INTERNAL');
+    expect(batonErrorOf(() => openSecret(sealed, key.subarray(0, 31), 'c')).code).toBe('INTERNAL');
   });
 
   it('puts neither the plaintext nor the master key in the error', () => {
     const key = masterKey();
     const plain = new Uint8Array(randomBytes(32));
     const sealed = sealSecret(plain, key, 'c');
-    const e = refusal(() => openSecret(sealed, masterKey(), 'c'));
+    const e = batonErrorOf(() => openSecret(sealed, masterKey(), 'c'));
     const text = JSON.stringify({ m: e.message, s: e.suggestion, d: e.details });
     expect(text).not.toContain(Buffer.from(plain).toString('hex'));
     expect(text).not.toContain(Buffer.from(key).toString('hex'));
