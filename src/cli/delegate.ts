@@ -289,10 +289,9 @@ async function policyFrom(values: Values): Promise<Policy> {
       DELEGATE_HELP,
     );
   }
-  // parsePolicy refuses unknown fields and out-of-range values (INVALID_FIELD, exit 2). PII and
-  // write access are signed as false when not granted: absent means false to Baton, but unrestricted
-  // to a DRS verifier, which would then allow what Baton denies.
-  return parsePolicy({ pii_access: false, write_access: false, ...(base as object | undefined), ...flags });
+  // parsePolicy refuses unknown fields and out-of-range values (INVALID_FIELD, exit 2). Access not
+  // granted is signed as false by signDelegation, as every signing path does.
+  return parsePolicy({ ...(base as object | undefined), ...flags });
 }
 
 /** The chain root -> parent: from a chain/JWS file, or fetched from the service by hash. */
