@@ -49,10 +49,7 @@ export function handleError(err: unknown, c: Context<AppEnv>, log: Logger): Resp
   // restore from a backup): the caller, perhaps a tenant, gets the table's, unless the error was
   // made for callers (shownToCaller); the log gets it whole.
   const shown = e.code === 'INTERNAL' && !callerFacing.has(e) ? new BatonError('INTERNAL') : e;
-  const operatorText =
-    shown === e
-      ? {}
-      : { ...(e.suggestion !== shown.suggestion ? { suggestion: e.suggestion } : {}), ...(e.details ? { details: e.details } : {}) };
+  const operatorText = shown === e ? {} : { suggestion: e.suggestion, ...(e.details ? { details: e.details } : {}) };
   if (e.code === 'STORAGE_UNAVAILABLE') logStorageUnavailable(log, err, { request_id: requestId, ...errorForLog(err) });
   else if (status >= 500)
     log.error('unhandled error', { request_id: requestId, ...errorForLog(err, e.code === 'INTERNAL'), ...operatorText });
