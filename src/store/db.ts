@@ -30,15 +30,7 @@ export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
  * itself: prepared once per connection (postgres.js) and never built per
  * request. Rows come back with the driver's own value mapping (jsonb parsed).
  */
-export type RawQuery = (text: string, params: readonly unknown[], opts?: RawQueryOptions) => Promise<Record<string, unknown>[]>;
-
-export interface RawQueryOptions {
-  /**
-   * The statement only reads (the database clock): its success says nothing of whether the
-   * session can write, so it leaves the readiness judgement of the verifies' pool as it was.
-   */
-  readonly readsOnly?: boolean;
-}
+export type RawQuery = (text: string, params: readonly unknown[]) => Promise<Record<string, unknown>[]>;
 
 /** Asked just before a commit; throws to roll the transaction back instead (the service's CommitGate). */
 export interface CommitCheck {
@@ -161,27 +153,30 @@ async function openPostgres(
   // them, each verify ran on another backend whose plans and memory had gone cold in the CPU's
   // caches: a 1-in-flight verify took 1.3x as long after a 32-in-flight load as before it.
   const hot = postgres(databaseUrl, { ...options, max: VERIFY_STATEMENTS_IN_FLIGHT });
-  /** Whether the last statement on `hot` was refused as read-only (and none has gone through since). */
+  /**
+   * Whether a statement on `hot` was refused as read-only, and readiness has not found its session
+   * writable since. A statement that goes through does not clear it: a verify the statement refuses
+   * early (KEY_REVOKED, UNTRUSTED_ROOT) or the clock read writes nothing, and goes through on a
+   * read-only session too.
+   */
   let verifiesReadOnly = false;
   const db = drizzlePostgres({ client, schema });
   return {
     db,
     kind: 'postgres',
-    query: async (text, params, opts) => {
+    query: async (text, params) => {
       try {
-        const rows = await hot.unsafe(text, params as postgres.ParameterOrJSON<never>[], { prepare: true });
-        if (opts?.readsOnly !== true) verifiesReadOnly = false;
-        return rows;
+        return await hot.unsafe(text, params as postgres.ParameterOrJSON<never>[], { prepare: true });
       } catch (err) {
         if ((err as { code?: unknown }).code === READ_ONLY_SQLSTATE) verifiesReadOnly = true;
         throw err;
       }
     },
     // Every other request runs on `client`: one of its sessions is asked. The verifies' own pool is
-    // not queried while its last statement went through (a query there waits behind their
-    // statements, which a slow database holds for seconds: every node would turn unready at once).
-    // Once one was refused as read-only it is asked until a session answers writable: a node out of
-    // its load balancer's rotation gets no verifies that could tell it so.
+    // not queried until one of its statements is refused as read-only (a query there waits behind
+    // their statements, which a slow database holds for seconds: every node would turn unready at
+    // once). From then it is asked until a session answers writable: a node out of its load
+    // balancer's rotation gets no verifies that could tell it so.
     ping: async () => {
       if (verifiesReadOnly) {
         assertWritableSession(await hot.unsafe(WRITABLE_SESSION_QUERY), 'verifies were refused as read-only');

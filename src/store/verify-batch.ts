@@ -139,7 +139,7 @@ export class DatabaseClockOffset {
     try {
       // The round trip on the monotonic clock: a step of the host's during a reading must not make a slow one look fast.
       const sent = performance.now();
-      const [row] = await this.query(DATABASE_CLOCK_SQL, [], { readsOnly: true });
+      const [row] = await this.query(DATABASE_CLOCK_SQL, []);
       const back = Date.now();
       const ms = Number(row?.['ms']);
       if (Number.isFinite(ms) && performance.now() - sent <= this.maxRoundTripMs) {

@@ -118,9 +118,15 @@ describe('a database that was read-only for a while', () => {
       // told by its last statement, never by a query queued behind the verifies.
       expect(await hotWrite()).toBe('25006');
       expect(await readinessOf()).toMatch(/verifies were refused as read-only/);
-      // A read there (the database clock the verifies read each minute) goes through on a read-only
-      // session too: it says nothing of writes.
-      await other.query('select 1', [], { readsOnly: true });
+      // A statement there that writes nothing goes through on a read-only session too (the database
+      // clock the verifies read each minute; a verify the statement refuses early, KEY_REVOKED or
+      // UNTRUSTED_ROOT): it says nothing of writes.
+      await other.query('select 1', []);
+      const item = { k: 'a', t: 'ten_none', key: 'key_none', root: 'did:key:none', chain: ['h'], jti: 'j', hash: 'h', tool: 't', est: 0 };
+      const [refused] = await other.query(`select baton_verify_batch(now() + interval '5 seconds', $1::text::jsonb) as r`, [
+        JSON.stringify([item]),
+      ]);
+      expect(refused?.['r']).toEqual([{ o: 'KEY_REVOKED' }]);
       expect(await readinessOf()).toMatch(/verifies were refused as read-only/);
       await admin`select pg_terminate_backend(pid) from pg_stat_activity where datname = ${databaseName} and pid <> pg_backend_pid()`;
       // No verify comes (a load balancer sends none to a node that is not ready): readiness itself
