@@ -54,6 +54,8 @@ import {
 } from '../store/api-keys.js';
 import type { AppEnv, AuthContext, ServiceDeps } from './types.js';
 import { withinDeadline } from './deadline.js';
+import { httpStatusOf } from './error-status.js';
+import { handleError } from './http.js';
 import { errorForLog } from '../store/errors.js';
 
 export const KEY_CACHE_TTL_MS = 10_000;
@@ -357,7 +359,31 @@ function scopeGuard(deps: ServiceDeps, scopes: readonly ApiKeyScope[], useCache:
     const auth = await authenticateRequest(deps, c, useCache);
     assertScope(auth, scopes);
     await next();
+    if (useCache) await refuseDeadKeyOfRefusedRequest(deps, c, auth);
   };
+}
+
+/**
+ * A request a key from the cache made, refused before any verify statement re-checked the key (an
+ * unreadable bundle, a body too large: thrown, where decisions are answered), is asked about the
+ * key once more: a key revoked or expired on another node within KEY_CACHE_TTL_MS gets the 401 any
+ * route gives it, not the 400 that tells its holder how to mend the request. The database's
+ * answer replaces the refusal only when it refuses the key: a database that does not answer leaves
+ * the refusal as it was (a bad request stays a 400, not a 503).
+ */
+async function refuseDeadKeyOfRefusedRequest(deps: ServiceDeps, c: Context<AppEnv>, auth: AuthContext): Promise<void> {
+  const refusal = c.error;
+  if (!(refusal instanceof BatonError) || refusal.code === 'UNAUTHORIZED' || httpStatusOf(refusal) >= 500) return;
+  if (auth.tenantId === null) return; // the environment admin key has no row, and a stored admin key passes no verify route
+  try {
+    await authenticateRequest(deps, c, false);
+  } catch (err) {
+    if (!(err instanceof BatonError) || err.code !== 'UNAUTHORIZED') return;
+    evictApiKey(deps, auth.keyId);
+    c.error = err;
+    c.res = undefined;
+    c.res = handleError(err, c, deps.log);
+  }
 }
 
 /**

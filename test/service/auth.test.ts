@@ -288,6 +288,51 @@ describe('the key cache and revocation', () => {
     expect(KEY_CACHE_TTL_MS).toBeLessThanOrEqual(10_000);
   });
 
+  it('a verify a cached key sends refused before the statement (400, 413) is the 401 any route gives the key once it is revoked on another node', async () => {
+    const k = await newKey({ scopes: ['verify'] });
+    const otherNode: ServiceDeps = { ...svc.deps }; // its own cache, same database
+    const other = createApp(otherNode);
+    const badVerify = async (path: string, body: string) => {
+      const res = await other.request(path, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${k.key}`, 'content-type': 'application/json' },
+        body,
+      });
+      return { status: res.status, code: ((await res.json()) as { error?: { code?: string } }).error?.code, headers: res.headers };
+    };
+    const malformed = JSON.stringify({ foo: 1 });
+    const tooLarge = JSON.stringify({ pad: 'x'.repeat(svc.deps.config.maxBodyBytes) });
+    // Live and cached: the request's own fault.
+    expect(await badVerify('/v1/verify', malformed)).toMatchObject({ status: 400, code: 'INVALID_REQUEST' });
+    expect(apiKeyCacheOf(otherNode).get(sha256Hex(k.key))?.keyId).toBe(k.id);
+    await revoke(k.id);
+    for (const path of ['/v1/verify', '/v1/verify/dry-run', '/verify']) {
+      const refused = await badVerify(path, malformed);
+      expect(refused, path).toMatchObject({ status: 401, code: 'UNAUTHORIZED' });
+      // The headers any 401 carries (request id, security headers), and no stale length.
+      const keyless = await other.request(path, { method: 'POST', body: malformed });
+      expect(keyless.status).toBe(401);
+      expect([...refused.headers.keys()].sort(), path).toEqual([...keyless.headers.keys()].sort());
+    }
+    expect(apiKeyCacheOf(otherNode).get(sha256Hex(k.key))).toBeUndefined();
+    apiKeyCacheOf(otherNode).set(sha256Hex(k.key), { keyId: k.id, tenantId: tenant, scopes: ['verify'], toolServer: null });
+    expect(await badVerify('/v1/verify', tooLarge)).toMatchObject({ status: 401, code: 'UNAUTHORIZED' });
+
+    // A database that does not answer leaves the request's own refusal (a 400, not a 503).
+    const live = await newKey({ scopes: ['verify'] });
+    const down = await freshDatabase();
+    await down.store.close();
+    const downNode: ServiceDeps = { ...svc.deps, store: down.store };
+    apiKeyCacheOf(downNode).set(sha256Hex(live.key), { keyId: live.id, tenantId: tenant, scopes: ['verify'], toolServer: null });
+    const res = await createApp(downNode).request('/v1/verify', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${live.key}`, 'content-type': 'application/json' },
+      body: malformed,
+    });
+    await down.drop();
+    expect(res.status).toBe(400);
+  });
+
   it('keeps the cached (verify) path to one query per key per TTL; other routes look the key up each time', async () => {
     const k = await newKey({ scopes: ['verify'] });
     let selects = 0;
