@@ -25,7 +25,7 @@ import { toolRoutes } from './tools.handlers.js';
 import { approvalRoutes } from './approvals.handlers.js';
 import { explainRoutes } from './explain.handlers.js';
 import { metrics } from './metrics.js';
-import { CommitGate, withinDeadline, withinDeadlineOr } from './deadline.js';
+import { CommitGate, UploadClock, uploadTooSlow, withinDeadline, withinDeadlineOr, type LateBy } from './deadline.js';
 import { literalPathsOtherRoutesMatch, methodsServingPath } from './method-not-allowed.js';
 import { refuseUndeclaredQuery } from './undeclared-query.js';
 import type { AppEnv, ServiceDeps } from './types.js';
@@ -156,7 +156,13 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
 
   app.use('*', async (c, next) => {
     const arrived = Date.now();
-    c.set('deadline', new Date(arrived + deps.config.verifyDeadlineMs));
+    const { verifyDeadlineMs, writeDeadlineMs } = deps.config;
+    c.set('deadline', new Date(arrived + verifyDeadlineMs));
+    // The time the body takes to arrive is the client's: every deadline moves on by it, by at most
+    // its own length, so an answer still comes within twice it (a client timing out in between
+    // would not learn whether its change was made).
+    const upload = new UploadClock((ms) => c.set('deadline', new Date(arrived + verifyDeadlineMs + Math.min(ms, verifyDeadlineMs))));
+    c.set('upload', upload);
     // A read (and POST /v1/explain, which only reads) changes nothing, so it stops waiting for a database that does not answer at the
     // deadline. A write gets longer (BATON_WRITE_DEADLINE_MS), and then stops waiting too rather
     // than hang with its client for as long as a partition lasts. Its work goes on, and its
@@ -169,16 +175,20 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       await withinDeadline(
         next(),
         c.get('deadline'),
-        `The database did not answer within ${deps.config.verifyDeadlineMs} ms, so Baton could not read what was asked; nothing was changed. Retry shortly.`,
+        `The database did not answer within ${verifyDeadlineMs} ms, so Baton could not read what was asked; nothing was changed. Retry shortly.`,
+        undefined,
+        { upload: { clock: upload, capMs: verifyDeadlineMs } },
       );
       return;
     }
     if (VERIFY_PATHS.has(c.req.path)) return next(); // its own deadline, and no second timer on the hot path
     const gate = new CommitGate();
     c.set('commitGate', gate);
-    await withinDeadlineOr(next(), new Date(arrived + deps.config.writeDeadlineMs), () => {
-      const waited = `The database did not answer within ${deps.config.writeDeadlineMs} ms, so Baton stopped waiting for it.`;
-      return gate.abandon()
+    const refuseLateWrite = (late: LateBy) => {
+      const waited = `The database did not answer within ${writeDeadlineMs} ms, so Baton stopped waiting for it.`;
+      const committed = gate.abandon();
+      if (late.uploadMs !== undefined && !committed) return uploadTooSlow(late.uploadMs, 'the change was not applied, and will not be');
+      return committed
         ? new BatonError('STORAGE_UNAVAILABLE', {
             message: `${waited} A commit of this change had already been sent, so it may be applied in part or whole.`,
             suggestion:
@@ -188,6 +198,9 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
             message: `${waited} The change was not applied, and will not be when the database answers again.`,
             suggestion: 'Send it again once the service answers (GET /readyz tells when the database is back).',
           });
+    };
+    await withinDeadlineOr(next(), new Date(arrived + writeDeadlineMs), refuseLateWrite, {
+      upload: { clock: upload, capMs: writeDeadlineMs },
     });
   });
 

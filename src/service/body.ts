@@ -14,6 +14,8 @@ import type { Context } from 'hono';
 import { BatonError } from '../protocol/errors.js';
 import { isWellFormedString } from '../protocol/jcs.js';
 import { DOCUMENT_MAX_NESTING, jsonAmbiguity } from '../protocol/strict-json.js';
+import type { UploadClock } from './deadline.js';
+import type { AppEnv } from './types.js';
 
 const MAX_NESTING = DOCUMENT_MAX_NESTING;
 const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
@@ -66,6 +68,17 @@ async function readBodyBytes(c: Context, maxBytes: number): Promise<Uint8Array> 
   if (cached) return cached;
   const declared = Number(c.req.header('content-length') ?? '0');
   if (declared > maxBytes) throw tooLarge(maxBytes);
+  // The upload's time is the client's: the request's deadlines move on by it (deadline.ts).
+  const upload = (c as Context<AppEnv>).get('upload') as UploadClock | undefined;
+  upload?.start();
+  try {
+    return await receiveBody(c, request, maxBytes);
+  } finally {
+    upload?.end();
+  }
+}
+
+async function receiveBody(c: Context, request: Request, maxBytes: number): Promise<Uint8Array> {
   // Served by @hono/node-server: read the Node stream itself. Reading through
   // request.body would first build a web Request and a ReadableStream around
   // it, which cost the verify hot path more CPU than everything it parses.

@@ -27,9 +27,29 @@ export async function withinDeadline<T>(
   return withinDeadlineOr(
     work,
     deadline,
-    () => new BatonError('STORAGE_UNAVAILABLE', suggestion === undefined ? { message } : { message, suggestion }),
+    (late) =>
+      late.uploadMs !== undefined
+        ? uploadTooSlow(late.uploadMs, 'nothing was changed')
+        : new BatonError('STORAGE_UNAVAILABLE', suggestion === undefined ? { message } : { message, suggestion }),
     opts,
   );
+}
+
+/**
+ * Why a deadline passed: `uploadMs` is set when the body took longer to arrive than the deadline's
+ * own length (`capMs`), so the database had less than its whole time: the client's slowness, not
+ * the database's, and not to be logged or counted as a storage outage.
+ */
+export interface LateBy {
+  readonly uploadMs?: number;
+}
+
+/** The refusal of a request whose body took longer to arrive than the time Baton waits for the database. */
+export function uploadTooSlow(uploadMs: number, outcome: string): BatonError {
+  return new BatonError('REQUEST_TIMEOUT', {
+    message: `The request's body took ${Math.round(uploadMs)} ms to arrive, longer than Baton waits for the database, and the answer did not come in the time that was left; ${outcome}.`,
+    suggestion: 'Send the body whole and at once, then send the request again.',
+  });
 }
 
 export interface DeadlineOptions {
@@ -41,26 +61,85 @@ export interface DeadlineOptions {
    * Not for writes: there, going on would let the work send a COMMIT the 503 must forbid (CommitGate).
    */
   readonly lastLook?: boolean;
+  /**
+   * The request's body upload: the time it takes is the client's, not the database's, so the
+   * deadline moves on by it, by at most `capMs`. A deadline that passes while the body is still
+   * arriving waits for its end (the server's request timeout ends an upload that never does).
+   */
+  readonly upload?: { readonly clock: UploadClock; readonly capMs: number };
+}
+
+/**
+ * How long a request has spent receiving its body (body.ts starts and ends it). A slow upload was
+ * answered 503 "the database did not answer", logged and counted as a storage outage, on a
+ * healthy database: anyone, keyless too, could raise that alarm at will (an outside probe).
+ */
+export class UploadClock {
+  #startedAt: number | undefined;
+  #ms = 0;
+  #waiting: (() => void)[] = [];
+
+  constructor(private readonly onEnd: (totalMs: number) => void = () => {}) {}
+
+  start(): void {
+    this.#startedAt ??= performance.now();
+  }
+
+  end(): void {
+    if (this.#startedAt === undefined) return;
+    this.#ms += performance.now() - this.#startedAt;
+    this.#startedAt = undefined;
+    this.onEnd(this.#ms);
+    const waiting = this.#waiting;
+    this.#waiting = [];
+    for (const resume of waiting) resume();
+  }
+
+  get uploading(): boolean {
+    return this.#startedAt !== undefined;
+  }
+
+  /** Milliseconds spent receiving the body, the upload in progress included. */
+  get ms(): number {
+    return this.#ms + (this.#startedAt === undefined ? 0 : performance.now() - this.#startedAt);
+  }
+
+  /** Runs `resume` when the upload in progress ends. */
+  whenDone(resume: () => void): void {
+    this.#waiting.push(resume);
+  }
 }
 
 /** `work`, or the error `refusal` makes once `deadline` passes first (made then, so it can say what happened by that moment). */
 export async function withinDeadlineOr<T>(
   work: Promise<T>,
   deadline: Date,
-  refusal: () => BatonError,
+  refusal: (late: LateBy) => BatonError,
   opts: DeadlineOptions = {},
 ): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   let lastLook: NodeJS.Immediate | undefined;
+  let settled = false;
   const late = new Promise<never>((_, reject) => {
-    const refuse = () => reject(refusal());
+    const { upload } = opts;
+    const refuse = () => reject(refusal(upload !== undefined && upload.clock.ms > upload.capMs ? { uploadMs: upload.clock.ms } : {}));
     // setImmediate runs after the event loop's poll phase, so every answer already received is read (and its promises settled) first.
     const onDeadline = opts.lastLook ? () => (lastLook = setImmediate(refuse)) : refuse;
-    timer = setTimeout(onDeadline, Math.max(0, deadline.getTime() - Date.now()));
+    const check = () => {
+      if (settled) return;
+      if (upload !== undefined) {
+        if (upload.clock.uploading) return upload.clock.whenDone(check);
+        const left = deadline.getTime() + Math.min(upload.clock.ms, upload.capMs) - Date.now();
+        if (left > 0) return void (timer = setTimeout(check, left));
+      }
+      onDeadline();
+    };
+    timer = setTimeout(check, Math.max(0, deadline.getTime() - Date.now()));
   });
   try {
     return await Promise.race([work, late]);
   } finally {
+    settled = true;
     clearTimeout(timer);
     clearImmediate(lastLook);
     work.catch(() => {}); // settles after the deadline answered: nobody waits for it any more

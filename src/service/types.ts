@@ -5,7 +5,7 @@ import type { Config } from '../config.js';
 import type { Store } from '../store/db.js';
 import type { Logger } from './log.js';
 import type { ServiceSigner } from './signer.js';
-import type { CommitGate } from './deadline.js';
+import type { CommitGate, UploadClock } from './deadline.js';
 
 /** Who is calling, established by auth middleware from the API key. */
 export interface AuthContext {
@@ -38,6 +38,8 @@ export interface AppEnv {
     auth: AuthContext;
     /** When this request stops waiting for the database (deadline.ts). */
     deadline: Date;
+    /** Time spent receiving the body, which moves the deadlines on (deadline.ts). */
+    upload: UploadClock;
     /** A write request's: each commit of its work passes it, and none does once it was answered 503 (deadline.ts). */
     commitGate: CommitGate | undefined;
   };

@@ -34,15 +34,11 @@ export function verifyRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       }
       // DRS clients may send the bundle only in X-DRS-Bundle, with no body at all. An empty header is none.
       const drsHeader = c.req.header('x-drs-bundle')?.trim() || undefined;
-      const reading = Date.now();
+      // Reading the body moves the deadline on by the upload's time (deadline.ts, UploadClock): it
+      // bounds the wait for a decision, not the client's link (a slow one was answered 503 "no
+      // decision from the database").
       const raw =
         drsHeader !== undefined && !(await hasBody(c, deps.config.maxBodyBytes)) ? {} : await readJsonBody(c, deps.config.maxBodyBytes);
-      // The deadline bounds the wait for a decision, not the client's upload: time spent receiving
-      // the body moves it on (a slow link was answered 503 "no decision from the database"), by at
-      // most the deadline itself, so an answer still comes within twice it of the request's arrival
-      // (a client timing out in between would not learn that its call was counted).
-      const uploadMs = Math.min(Date.now() - reading, deps.config.verifyDeadlineMs);
-      if (uploadMs > 0) c.set('deadline', new Date(c.get('deadline').getTime() + uploadMs));
       const parsed = { ...parseRequest(drs ? VerifyRequestBodyDrs : VerifyRequestBody, raw, 'request body'), dry_run: dryRun };
       // DRS clients read only `valid`: a re-sent invocation is a replay to them (it would run the tool
       // again), and a body that is not the signed args is a deny, as require_binding makes it on

@@ -152,3 +152,56 @@ describe('a verify whose body arrives slowly', () => {
     }
   });
 });
+
+describe('a request other than a verify whose body arrives slowly', () => {
+  it("is answered as its body says, not 503: the upload is the client's time; one slower than the deadline is a 408, never a storage outage", async () => {
+    const errors: string[] = [];
+    const quiet = () => {};
+    const own = await startTestService({
+      env: { BATON_VERIFY_DEADLINE_MS: '400', BATON_WRITE_DEADLINE_MS: '800' },
+      log: { debug: quiet, info: quiet, warn: quiet, error: (msg, fields) => errors.push(`${msg} ${JSON.stringify(fields)}`) },
+    });
+    const listening = await listenOnSocket(own);
+    try {
+      const ownTenant = await setupTenant(own);
+      /** Sends the headers and 10 bytes at once, the rest after `pauseMs`; resolves with the status line and error code. */
+      const slowly = (path: string, body: string, pauseMs: number, key?: string) =>
+        new Promise<string>((resolve, reject) => {
+          let text = '';
+          const s = connect(listening.port, '127.0.0.1', () => {
+            s.write(
+              `POST ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n${key ? `Authorization: Bearer ${key}\r\n` : ''}Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body.slice(0, 10)}`,
+            );
+            setTimeout(() => s.write(body.slice(10)), pauseMs);
+          });
+          s.on('data', (b: Buffer) => (text += b.toString('utf8')));
+          s.on('end', () => {
+            const code = /"code":"([A-Z_]+)"/.exec(text)?.[1];
+            resolve(`${text.split('\r\n')[0]!.replace('HTTP/1.1 ', '')}${code ? ` ${code}` : ''}`);
+          });
+          s.on('error', reject);
+        });
+      const chain = buildChain([{ max_calls: 10 }], { keys: [ownTenant.root, generateKeyPair()] });
+      const submit = (pauseMs: number) => slowly('/v1/delegations', JSON.stringify({ receipt: chain.drs[0]!.jws }), pauseMs);
+      const explain = (pauseMs: number) =>
+        slowly(
+          '/v1/explain',
+          JSON.stringify({ dr_chain: [chain.drs[0]!.hash], args: { tool: 'web_search' } }),
+          pauseMs,
+          ownTenant.keys.audit,
+        );
+
+      // A keyless write (storing a DR) whose body takes longer than the write deadline: stored (201).
+      expect(await submit(1_000)).toBe('201 Created');
+      // A read that takes a body (explain), longer than the read deadline: answered.
+      expect(await explain(600)).toMatch(/^200 /);
+      // Slower than the deadline and then some: the client's fault, 408, and no storage outage logged.
+      expect(await submit(2_000)).toBe('408 Request Timeout REQUEST_TIMEOUT');
+      expect(await explain(1_000)).toBe('408 Request Timeout REQUEST_TIMEOUT');
+      expect(errors).toEqual([]);
+    } finally {
+      await listening.close();
+      await own.close();
+    }
+  });
+});
