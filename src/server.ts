@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { getRequestListener, type ServerType } from '@hono/node-server';
 import { ConfigError, decodeMasterKey, DEFAULT_TLOG_NAME, loadConfig, type Config } from './config.js';
 import { createApp } from './service/app.js';
-import { answerHostless, answerUnbuildableRequest, answerUnreadRequest, isHostlessHttp11 } from './service/http.js';
+import { answerConnect, answerHostless, answerUnbuildableRequest, answerUnreadRequest, isHostlessHttp11 } from './service/http.js';
 import { ensureAdminKey } from './service/auth.js';
 import { withdrawBootstrapAdminKey } from './store/api-keys.js';
 import { createServiceDeps } from './service/deps.js';
@@ -248,6 +248,7 @@ export async function startServer(
       s.once('error', refused);
       // What Node's parser refuses is answered in Baton's envelope too, not as a bare status line.
       s.on('clientError', answerUnreadRequest);
+      s.on('connect', answerConnect);
       // An expectation other than 100-continue: Node alone answers a bare 417 (no envelope, no
       // X-Request-Id). RFC 9110 lets a server ignore it instead, so the request is served as any other.
       s.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => s.emit('request', req, res));

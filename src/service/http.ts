@@ -217,6 +217,26 @@ export function answerUnreadRequest(err: Error & { code?: string }, socket: Unre
               suggestion:
                 'Send one well-formed HTTP/1.1 request: a request line, headers, and a body framed by Content-Length or chunked encoding (not both).',
             });
+  answerAndClose(socket, e);
+}
+
+/**
+ * A CONNECT request (the server's 'connect' event): with no listener Node closed the connection
+ * without a word. Baton is not a proxy: it answers in its envelope, as any request it cannot
+ * serve, and closes the connection (its bytes after the head are the tunnel's, never read).
+ */
+export function answerConnect(_req: unknown, socket: UnreadRequestSocket): void {
+  answerAndClose(
+    socket,
+    new BatonError('INVALID_REQUEST', {
+      message: 'Baton does not serve CONNECT: it is not a proxy.',
+      suggestion: "Send the request to Baton's own routes (GET /docs lists them), with a path as its target.",
+    }),
+  );
+}
+
+/** Writes `e` in the envelope as a whole HTTP/1.1 answer, outside any route, then closes the connection. */
+function answerAndClose(socket: UnreadRequestSocket, e: BatonError): void {
   const status = httpStatusOf(e);
   const requestId = randomUUID();
   const body = JSON.stringify(errorEnvelope(e, requestId));

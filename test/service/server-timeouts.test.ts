@@ -269,6 +269,19 @@ describe('requests Node refuses before Baton reads them', () => {
     await expectServing(server.port);
   }, 60_000);
 
+  it('a CONNECT gets the envelope (Baton is no proxy), where Node alone closed the connection without a word', async () => {
+    const server = await start();
+    for (const raw of [
+      'CONNECT 127.0.0.1:5432 HTTP/1.1\r\nHost: 127.0.0.1:5432\r\n\r\n',
+      'CONNECT /v1/keys HTTP/1.1\r\nHost: x\r\n\r\ntunnel bytes',
+    ]) {
+      const answer = await exchange(server.port, raw);
+      expect(answer, raw).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+      expect(envelopeOf(answer).error, raw).toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringMatching(/CONNECT/) });
+    }
+    await expectServing(server.port);
+  }, 60_000);
+
   it('a request not in within the timeouts is a 408 REQUEST_TIMEOUT, and the connection is closed even if the client keeps its half open', async () => {
     // Node checks its timeouts every 30 s, so the handler gets Node's own timeout error on a real socket
     // here; both ends allow half-open connections, as the HTTP server's sockets do.
