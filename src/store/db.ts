@@ -12,6 +12,7 @@ import { lockDataFolder, type DataFolderLockOptions } from './data-folder-lock.j
 import { migratePgliteDb, migratePostgresUrl, type MigrationPlanListener } from './migrate.js';
 import * as schema from './schema/index.js';
 import { VERIFY_STATEMENTS_IN_FLIGHT } from './verify-batch.js';
+import { errorText } from './errors.js';
 
 export type Schema = typeof schema;
 
@@ -238,7 +239,7 @@ async function openPglite(
   } catch (err) {
     unlock();
     // PGlite says only that it "failed to initialize properly": name the folder and the way out.
-    const why = err instanceof Error ? err.message : String(err);
+    const why = errorText(err);
     throw new Error(
       `the embedded database in ${dataDir} could not be opened (${why}). Check that the folder is readable and writable and the disk has room. If it is damaged or not a Baton data folder, restore it from a backup, or move it aside and start again (a new folder starts empty), or set BATON_DATA_DIR (baton serve --data-dir) to another folder.`,
       { cause: err },

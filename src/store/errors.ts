@@ -125,7 +125,7 @@ export function errorForLog(err: unknown, withStack = false): { error: string; c
       ? `${cause.name}: ${cause.message}${typeof causeCode === 'string' ? ` (${causeCode})` : ''}`
       : cause === undefined
         ? undefined
-        : String(cause);
+        : errorText(cause); // PGlite's file-system errors are no Error: String() said "[object Object]"
   const frames = withStack ? (err.stack ?? '').split('\n').filter((line) => /^\s+at /.test(line)) : [];
   return {
     error,

@@ -100,6 +100,12 @@ describe('errorForLog', () => {
       'the embedded database could not use its data folder: no space left on the device (ENOSPC): free space where the data folder is, or set BATON_DATA_DIR to a folder with room',
     );
     expect(errorText(new ErrnoError(12))).toBe('the embedded database could not use its data folder: file system error number 12 (WASI)');
+    // As the start wraps it (naming the folder), the cause is told too, not "([object Object])".
+    const wrapped = new Error('the embedded database in /d could not be opened', { cause: new ErrnoError(51) });
+    expect(errorText(wrapped)).toBe(
+      'the embedded database in /d could not be opened (the embedded database could not use its data folder: no space left on the device (ENOSPC): free space where the data folder is, or set BATON_DATA_DIR to a folder with room)',
+    );
+    expect(errorForLog(wrapped).cause).toMatch(/ENOSPC/);
     // Another non-Error object: its kind and field names, never their values (they may hold a secret).
     expect(errorText({ status: 'odd', url: 'postgres://user:secret@db/baton' })).toBe('a thrown Object with the fields status, url');
   });
