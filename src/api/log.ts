@@ -208,7 +208,7 @@ export const cosignRoute = createRoute({
   operationId: 'addLogCosignature',
   summary: 'A witness adds its cosignature (C2SP tlog-cosignature) to a checkpoint it checked',
   description:
-    "The cosignature must verify, not be dated in the future, come from a key that is not a service key, and cover a checkpoint this tenant's log signed. The checkpoint is then served with it. At most 32 witnesses per checkpoint, and at most 2 cosignatures posted by one API key on it (any audit key can make witness keys: one key must not take the slots the tenant's witnesses need); a witness posts with its own audit key. Posts to one checkpoint are counted one at a time, so posts that arrive together cannot pass the caps. A witness name is at most 256 bytes of UTF-8 and holds no invisible or bidirectional formatting characters, so every served note stays readable.",
+    "The cosignature must verify, not be dated in the future, come from a key that is not a service key, and cover a checkpoint this tenant's log signed. The checkpoint is then served with it. At most 32 witnesses per checkpoint, and at most 2 cosignatures posted by one API key on it (any audit key can make witness keys: one key must not take the slots the tenant's witnesses need); a witness posts with its own audit key. Posts to one checkpoint are counted one at a time, so posts that arrive together cannot pass the caps. A witness name is at most 256 bytes of printable ASCII (`!` to `~`, no spaces), so every served note stays readable and no name prints as another.",
   ...scopes,
   request: { body: { required: true, content: { 'application/json': { schema: CosignatureSubmission } } } },
   responses: {
@@ -218,7 +218,7 @@ export const cosignRoute = createRoute({
     },
     201: { description: 'Stored.', content: { 'application/json': { schema: CosignatureStored } } },
     400: BadRequestResponse(
-      'The body is not `CosignatureSubmission` (`INVALID_REQUEST`), the key is not a cosignature key, is a service key, is named as the log itself or as another log of this service (`<BATON_TLOG_NAME>/baton/...`, in any case), or has a name over 256 bytes or with invisible characters (`INVALID_VERIFIER_KEY`), or the note or checkpoint is malformed (`MALFORMED_NOTE`, `MALFORMED_CHECKPOINT`).',
+      'The body is not `CosignatureSubmission` (`INVALID_REQUEST`), the key is not a cosignature key, is a service key, is named as the log itself, as the log name of this service or as a log of this service (`<BATON_TLOG_NAME>`, `<BATON_TLOG_NAME>/baton` or `<BATON_TLOG_NAME>/baton/...`, in any case), or has a name over 256 bytes or with a character outside printable ASCII (`INVALID_VERIFIER_KEY`), or the note or checkpoint is malformed (`MALFORMED_NOTE`, `MALFORMED_CHECKPOINT`).',
     ),
     401: UnauthorizedResponse(),
     403: ForbiddenResponse(
@@ -226,7 +226,7 @@ export const cosignRoute = createRoute({
     ),
     404: NotFoundResponse("This tenant's log never signed that checkpoint (`NOT_FOUND`)."),
     409: ConflictResponse(
-      'The checkpoint already carries 32 cosignatures, the most the log serves, or this API key already posted 2 on it, the most one key may (`CONFLICT`).',
+      'The checkpoint already carries 32 cosignatures, the most the log serves, this API key already posted 2 on it, the most one key may, or another key with the same witness name and key ID already cosigned it (`CONFLICT`).',
     ),
     413: PayloadTooLargeResponse(),
     500: InternalResponse(),

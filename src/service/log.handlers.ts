@@ -269,8 +269,10 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     // A witness named as the log would add a second signature line with the log's own name; one
     // named as another tenant's log of this service would read, to a person, as that log's line.
     // Compared without case, as a person reading the note would (host names have none).
-    const served = `${logNameOf(checkpoint.origin)}/baton/`.toLowerCase();
-    if (witness.name === checkpoint.origin || witness.name.toLowerCase().startsWith(served))
+    // The log name alone, and `<name>/baton`, would read as the service's own line too.
+    const logName = logNameOf(checkpoint.origin).toLowerCase();
+    const named = witness.name.toLowerCase();
+    if (named === logName || named === `${logName}/baton` || named.startsWith(`${logName}/baton/`))
       throw new BatonError('INVALID_VERIFIER_KEY', {
         message: `A witness key may not carry the name of a log of this service (${logNameOf(checkpoint.origin)}/baton/...).`,
         suggestion: 'Name the witness key after the witness itself, e.g. its own host name.',

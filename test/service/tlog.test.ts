@@ -460,7 +460,15 @@ describe('witnesses', () => {
     expect(impostor.status).toBe(400);
     expect(impostor.body.error.code).toBe('INVALID_VERIFIER_KEY');
     // So is one named as another tenant's log of this service: a person would read it as that log's line.
-    for (const name of [origin.replace(/\/baton\/[^/]+$/, '/baton/ten_someone_else'), origin.toUpperCase()]) {
+    // And one named as the service's log name itself, or its `<name>/baton` (outside probe).
+    const logName = origin.replace(/\/baton\/[^/]+$/, '');
+    for (const name of [
+      origin.replace(/\/baton\/[^/]+$/, '/baton/ten_someone_else'),
+      origin.toUpperCase(),
+      logName,
+      `${logName}/baton`,
+      `${logName.toUpperCase()}/Baton`,
+    ]) {
       const neighbour = await post(other, name);
       expect(neighbour.status, name).toBe(400);
       expect(neighbour.body.error).toMatchObject({ code: 'INVALID_VERIFIER_KEY', message: expect.stringMatching(/a log of this service/) });
