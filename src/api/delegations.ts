@@ -326,7 +326,7 @@ export const issueDelegationRoute = createRoute({
     },
     201: { description: 'The root DR, signed, stored and signed for.', content: { 'application/json': { schema: IssueResult } } },
     400: BadRequestResponse(
-      'The body does not match `IssueRequest` (`INVALID_REQUEST`), or the record it describes is invalid (`INVALID_FIELD`, e.g. `exp` before `nbf`).',
+      'The body does not match `IssueRequest` (`INVALID_REQUEST`), or the record it describes is invalid (`INVALID_FIELD`, e.g. `exp` before `nbf`, or not after now).',
     ),
     401: UnauthorizedResponse(),
     403: ForbiddenResponse(),

@@ -38,8 +38,16 @@ export async function issueCustodialRoot(
   }
   // Before the tenant's custodial key is made: a refused request stores nothing.
   refuseDrsWiderPolicy(req.policy);
-  const issuer = await custodialRootKey(deps.store.db, tenantId, deps.masterKey, gate);
   const now = deps.now();
+  // Said as what it is: with no nbf (now, by default) a past exp read "exp must not be before nbf",
+  // of an nbf the caller never sent (outside probe); with one, the record was refused as expired.
+  if (req.exp !== undefined && req.exp !== null && req.exp <= now)
+    throw new BatonError('INVALID_FIELD', {
+      message: `exp (${req.exp}) is not after now (${now}, the service's clock): the delegation would be expired when issued.`,
+      suggestion: `Give an exp later than now, or leave it out for the default lifetime (${DEFAULT_LIFETIME_SECONDS} s).`,
+      details: { field: 'exp' },
+    });
+  const issuer = await custodialRootKey(deps.store.db, tenantId, deps.masterKey, gate);
   const signed = signRootDelegation({
     issuer,
     audience: req.audience,
