@@ -270,7 +270,7 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     // named as another tenant's log of this service would read, to a person, as that log's line.
     // Compared without case, as a person reading the note would (host names have none).
     // The log name alone, and `<name>/baton`, would read as the service's own line too.
-    const logName = logNameOf(checkpoint.origin).toLowerCase();
+    const logName = (logNameOf(checkpoint.origin) ?? checkpoint.origin).toLowerCase();
     const named = witness.name.toLowerCase();
     if (named === logName || named === `${logName}/baton` || named.startsWith(`${logName}/baton/`))
       throw new BatonError('INVALID_VERIFIER_KEY', {
