@@ -211,6 +211,8 @@ export interface BatonRefusal {
   readonly retryable: boolean;
   /** With APPROVAL_REQUIRED: the approval a human must decide before the same call is retried. */
   readonly approval?: { readonly id: string; readonly status: string; readonly expires_at: number };
+  /** With UNGATED_REQUEST: the request refused (resources/read, prompts/get, completion/complete); `tool` is then "". */
+  readonly method?: string;
 }
 
 /** The cost of one call, as the tool knows it. */
@@ -398,11 +400,10 @@ function isUngated(method: string | undefined): method is (typeof UNGATED_METHOD
 
 function ungatedRefusal(method: string): AnyHandler {
   return () => {
-    throw protocolError(
-      BATON_REFUSAL_ERROR_CODE,
-      `This server checks its tool calls with Baton and refuses ${method}, which Baton does not check. Its operator can serve ${method} ungated with withBaton(server, { ..., ungated: 'serve' }).`,
-      { code: 'UNGATED_REQUEST', method },
-    );
+    const message = `This server checks its tool calls with Baton and refuses ${method}, which Baton does not check. Its operator can serve ${method} ungated with withBaton(server, { ..., ungated: 'serve' }).`;
+    // A whole BatonRefusal, as every other refusal, so that refusalOf and explainRefusal read it; no tool was called.
+    const refusal: BatonRefusal = { ...local('', 'UNGATED_REQUEST', { message }), method };
+    throw protocolError(BATON_REFUSAL_ERROR_CODE, message, refusal);
   };
 }
 
@@ -491,10 +492,10 @@ function methodOf(schema: AnyObjectSchema): string | undefined {
 }
 
 /**
- * The invocations a wrapped server ran lately, by jti: the last MAX_REMEMBERED. Baton refuses an
- * invocation past its maximum age (BATON_INVOCATION_MAX_AGE, 300 s by default), so at up to 300
- * calls a second this covers every re-send Baton could still allow; past that rate an older one
- * rests on Baton's answer alone, as every re-send did before.
+ * The invocations the process's wrapped servers ran lately, by jti: the last MAX_REMEMBERED. Baton
+ * refuses an invocation past its maximum age (BATON_INVOCATION_MAX_AGE, 300 s by default), so at up
+ * to 300 calls a second this covers every re-send Baton could still allow; past that rate an older
+ * one rests on Baton's answer alone, as every re-send did before.
  */
 class RecentInvocations {
   static readonly MAX_REMEMBERED = 100_000;
@@ -509,6 +510,18 @@ class RecentInvocations {
     return true;
   }
 }
+
+/**
+ * One memory for every server this process wraps, whichever copy of this module wrapped it (a
+ * bundle may hold two). Each withBaton kept its own: a tool server that makes a server per session,
+ * or per request as the MCP SDK's stateless HTTP pattern does, ran an allow replayed with `retry:
+ * false` once in every session, all under one verify key (an outside probe).
+ */
+function processRecentInvocations(): Pick<RecentInvocations, 'firstRun'> {
+  const shared = globalThis as { [RECENT_INVOCATIONS_KEY]?: Pick<RecentInvocations, 'firstRun'> };
+  return (shared[RECENT_INVOCATIONS_KEY] ??= new RecentInvocations());
+}
+const RECENT_INVOCATIONS_KEY = Symbol.for('@baton-drs/mcp: invocations this process ran');
 
 /** A call whose task is watched: what TaskCancelWatch tells it. */
 interface TaskWatcher {
@@ -620,7 +633,7 @@ function makeGate(
   };
   const refuseAs = options.refuseAs ?? 'tool-result';
   const defaultSource = options.defaultCostSource ?? 'harness-reported';
-  const ran = new RecentInvocations();
+  const ran = processRecentInvocations();
 
   const refuse = (refusal: BatonRefusal, error?: unknown): CallToolResult => {
     emit({ type: 'refused', tool: refusal.tool, refusal, ...(error !== undefined ? { error } : {}) });
@@ -747,8 +760,8 @@ function makeGate(
     }
     const invocationId = decision.invocation_id;
     // `retry` is the answer's word, and no signature covers it: an allow replayed by whoever sits
-    // between here and Baton could say false. An invocation this server already ran is refused
-    // whatever the answer says.
+    // between here and Baton could say false. An invocation a server of this process already ran
+    // is refused whatever the answer says.
     if (decision.retry || !ran.firstRun(invocationId)) {
       // Baton answers a re-send of an allowed invocation by the same key with
       // the original allow, counting nothing. This server verifies each
@@ -1285,16 +1298,20 @@ function invocationPayload(jws: string): Record<string, unknown> | undefined {
  * it, it reads the refusal out of it, and throws a TypeError saying so when there is none.
  */
 export function explainRefusal(refusal: BatonRefusal): string {
-  const r = Array.isArray((refusal as Partial<BatonRefusal> | null)?.violations) ? refusal : refusalOf(refusal);
+  const r = Array.isArray((refusal as Partial<BatonRefusal> | null)?.violations)
+    ? refusal
+    : (refusalOf(refusal) ?? (isRecord(refusal) ? wholeRefusal(refusal) : null));
   if (r === null)
     throw new TypeError('explainRefusal takes a Baton refusal: pass refusalOf(result), which is null when Baton did not refuse the call');
   // Baton's service decides most refusals, but the middleware makes some itself (a bundle missing,
   // a tool server or command that does not match, a retry it will not run twice, Baton unreachable):
   // the line names neither, and the codes and advice below say which.
-  const lines = [
-    `This call to "${r.tool}" was refused: ${r.code}${r.block ? ` (block ${r.block})` : ''}. The tool did not run.`,
-    r.message,
-  ];
+  // A request that calls no tool (UNGATED_REQUEST) is named by its method.
+  const [what, outcome] =
+    r.tool === '' && typeof r.method === 'string'
+      ? [`This ${r.method} request`, 'It was not served.']
+      : [`This call to "${r.tool}"`, 'The tool did not run.'];
+  const lines = [`${what} was refused: ${r.code}${r.block ? ` (block ${r.block})` : ''}. ${outcome}`, r.message];
   if (r.violations.length > 0) {
     lines.push('', `Unmet conditions (${r.violations.length}):`);
     r.violations.forEach((v, i) => {
@@ -1315,16 +1332,48 @@ export function explainRefusal(refusal: BatonRefusal): string {
   return lines.join('\n');
 }
 
-/** The refusal in a tool result (or a protocol-error's data), or null when the call ran. */
+/**
+ * The refusal in a tool result (or a protocol-error's data), or null when the call ran. A refusal
+ * that lacks members (another middleware's, an older release's) has them filled: tool "", block
+ * and request_id null, no violations, not retryable, message and suggestion from the code's
+ * ERROR_TABLE entry; one without a string code is not a refusal.
+ */
 export function refusalOf(resultOrError: unknown): BatonRefusal | null {
   if (resultOrError instanceof McpError) {
-    return resultOrError.code === BATON_REFUSAL_ERROR_CODE && isRecord(resultOrError.data)
-      ? (resultOrError.data as unknown as BatonRefusal)
-      : null;
+    return resultOrError.code === BATON_REFUSAL_ERROR_CODE && isRecord(resultOrError.data) ? wholeRefusal(resultOrError.data) : null;
   }
   if (!isRecord(resultOrError) || !isRecord(resultOrError['_meta'])) return null;
   const r = resultOrError['_meta'][REFUSAL_META_KEY];
-  return isRecord(r) && typeof r['code'] === 'string' ? (r as unknown as BatonRefusal) : null;
+  return isRecord(r) ? wholeRefusal(r) : null;
+}
+
+/** `r` as a BatonRefusal: itself when whole, else a copy with the missing or mistyped members filled; null without a string code. */
+function wholeRefusal(r: Record<string, unknown>): BatonRefusal | null {
+  const code = r['code'];
+  if (typeof code !== 'string') return null;
+  const whole =
+    typeof r['tool'] === 'string' &&
+    (r['block'] === null || typeof r['block'] === 'string') &&
+    typeof r['message'] === 'string' &&
+    typeof r['suggestion'] === 'string' &&
+    Array.isArray(r['violations']) &&
+    r['violations'].every(isRecord) &&
+    (r['request_id'] === null || typeof r['request_id'] === 'string') &&
+    typeof r['retryable'] === 'boolean';
+  if (whole) return r as unknown as BatonRefusal;
+  const spec = isErrorCode(code) ? ERROR_TABLE[code] : undefined;
+  const text = (v: unknown) => (typeof v === 'string' ? v : undefined);
+  return {
+    ...r,
+    tool: text(r['tool']) ?? '',
+    code,
+    block: text(r['block']) ?? null,
+    message: text(r['message']) ?? spec?.message ?? `The call was refused (${code}).`,
+    suggestion: text(r['suggestion']) ?? spec?.suggestion ?? 'Read the refusal code; the tool did not run.',
+    violations: Array.isArray(r['violations']) ? (r['violations'].filter(isRecord) as unknown as Violation[]) : [],
+    request_id: text(r['request_id']) ?? null,
+    retryable: typeof r['retryable'] === 'boolean' ? r['retryable'] : false,
+  } as BatonRefusal;
 }
 
 // ---------------------------------------------------------------- agent-side

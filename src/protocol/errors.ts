@@ -395,6 +395,12 @@ const MCP_ERRORS = {
     message: 'Baton could not decide, so the tool did not run.',
     suggestion: "Retry shortly. If it persists, check the tool server's Baton configuration (base URL and a verify-scope API key).",
   },
+  UNGATED_REQUEST: {
+    message:
+      'This server checks its tool calls with Baton and refuses requests Baton does not check (resources/read, prompts/get, completion/complete).',
+    suggestion:
+      "Use the server's tools, which Baton checks. Its operator can serve these requests ungated with withBaton(server, { ..., ungated: 'serve' }).",
+  },
 } as const satisfies Record<string, CodeSpec>;
 
 export const ERROR_TABLE = { ...SERVICE_ERRORS, ...CLIENT_ERRORS, ...MCP_ERRORS } as const;

@@ -105,6 +105,7 @@ export const ERROR_STATUS: { readonly [C in AnyErrorCode]: C extends ClientError
   BUNDLE_MALFORMED: NOT_HTTP,
   TOOL_MISMATCH: NOT_HTTP,
   BATON_UNAVAILABLE: NOT_HTTP,
+  UNGATED_REQUEST: NOT_HTTP,
 };
 
 /**

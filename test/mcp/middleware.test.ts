@@ -32,6 +32,7 @@ import {
   type ToolCallResult,
 } from '../../src/mcp/middleware.js';
 import { encodeBase64url } from '../../src/protocol/base64url.js';
+import { ERROR_TABLE, isErrorCode } from '../../src/protocol/errors.js';
 import { utf8Encode } from '../../src/protocol/jcs.js';
 import { BatonClient } from '../../src/sdk/client.js';
 import { generateKeyPair } from '../../src/sdk/keys.js';
@@ -490,6 +491,17 @@ describe('refused calls never run the tool', () => {
     const again = await send();
     expect(refusalOf(again)).toMatchObject({ code: 'REPLAY_DETECTED' });
     expect(search).toHaveBeenCalledTimes(1);
+    // Nor by another server of the process, as tool servers that make one per session or per
+    // request do (each wrapped on its own): the memory is the process's, not one server's.
+    const perSession = toolServer(batonOptions({ baton: { baseUrl: url, verifyKey: 'whatever-key' } }));
+    const elsewhere = await callToolWithBundle(
+      await connect(perSession.server),
+      'web_search',
+      { tool: 'web_search', query: 'q', ...DECLARED },
+      bundle,
+    );
+    expect(refusalOf(elsewhere)).toMatchObject({ code: 'REPLAY_DETECTED' });
+    expect(perSession.search).not.toHaveBeenCalled();
   });
 
   it('Baton answering 503 (storage down): refused, the tool does not run', async () => {
@@ -792,6 +804,60 @@ describe('resources, prompts and completions: refused unless served ungated', ()
       (e: unknown) => e,
     );
     expect(refused).toMatchObject({ code: BATON_REFUSAL_ERROR_CODE, data: { code: 'UNGATED_REQUEST', method: 'completion/complete' } });
+  });
+
+  it('the refusal is a whole BatonRefusal: refusalOf and explainRefusal read it, and UNGATED_REQUEST is in ERROR_TABLE', async () => {
+    const { server } = richServer(batonOptions(), false);
+    const client = await connect(server);
+    const refused = await client.readResource({ uri: 'file:///etc/secrets' }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(isErrorCode('UNGATED_REQUEST')).toBe(true);
+    const refusal = refusalOf(refused);
+    expect(refusal).toEqual({
+      tool: '',
+      code: 'UNGATED_REQUEST',
+      method: 'resources/read',
+      block: null,
+      message: (refused as McpError).message.replace(/^MCP error -32003: /, ''),
+      suggestion: ERROR_TABLE.UNGATED_REQUEST.suggestion,
+      violations: [],
+      request_id: null,
+      retryable: false,
+    });
+    // Sent whole, not filled in by refusalOf.
+    expect((refused as McpError).data).toEqual(refusal);
+    const text = explainRefusal(refusal!);
+    expect(text).toMatch(/^This resources\/read request was refused: UNGATED_REQUEST\. It was not served\./);
+    expect(text).toContain(`What to do: ${ERROR_TABLE.UNGATED_REQUEST.suggestion}`);
+  });
+
+  it('refusalOf fills the members a partial refusal lacks, and is null without a code', () => {
+    const partial = new McpError(BATON_REFUSAL_ERROR_CODE, 'refused', { code: 'UNGATED_REQUEST', method: 'prompts/get' });
+    const refusal = refusalOf(partial)!;
+    expect(refusal).toEqual({
+      tool: '',
+      code: 'UNGATED_REQUEST',
+      method: 'prompts/get',
+      block: null,
+      message: ERROR_TABLE.UNGATED_REQUEST.message,
+      suggestion: ERROR_TABLE.UNGATED_REQUEST.suggestion,
+      violations: [],
+      request_id: null,
+      retryable: false,
+    });
+    expect(refusal.violations.length).toBe(0);
+    expect(explainRefusal(refusal)).toContain('This prompts/get request was refused: UNGATED_REQUEST.');
+    // An unknown code, with members of the wrong type: still whole.
+    const odd = refusalOf({
+      _meta: { 'baton/refusal': { code: 'SOMETHING_ELSE', tool: 'search', violations: 'none', retryable: 'yes' } },
+    })!;
+    expect(odd).toMatchObject({ code: 'SOMETHING_ELSE', tool: 'search', violations: [], retryable: false, block: null, request_id: null });
+    expect(typeof odd.message).toBe('string');
+    expect(typeof odd.suggestion).toBe('string');
+    expect(explainRefusal({ code: 'SOMETHING_ELSE' } as unknown as BatonRefusal)).toContain('SOMETHING_ELSE');
+    expect(refusalOf(new McpError(BATON_REFUSAL_ERROR_CODE, 'other', { reason: 'not Baton' }))).toBeNull();
   });
 
   for (const wrapFirst of [false, true]) {

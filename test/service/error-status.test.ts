@@ -40,7 +40,16 @@ describe('ERROR_TABLE: every code a client can see', () => {
       else expect(status, code).toBe(NOT_HTTP);
     }
     // The middleware's and the client's own codes are in the table, outside the service's.
-    for (const code of ['TOOL_MISMATCH', 'BUNDLE_MISSING', 'BUNDLE_MALFORMED', 'BATON_UNAVAILABLE', 'NETWORK_ERROR', 'TIMEOUT', 'ABORTED'])
+    for (const code of [
+      'TOOL_MISMATCH',
+      'BUNDLE_MISSING',
+      'BUNDLE_MALFORMED',
+      'BATON_UNAVAILABLE',
+      'UNGATED_REQUEST',
+      'NETWORK_ERROR',
+      'TIMEOUT',
+      'ABORTED',
+    ])
       expect(ERROR_STATUS[code as AnyErrorCode], code).toBe(NOT_HTTP);
   });
 
