@@ -169,7 +169,10 @@ too: the service's error envelope, on stdout); progress goes to stderr.
 Exit codes:
   0  done (allowed, stored, revoked, ...)
   1  refused or denied (by the service, or by the same checks run locally)
-  2  bad flags or unusable input (unreadable file, malformed record, 400)
+  2  bad flags or unusable input (unreadable file, malformed record, 400);
+     but verify and check judge a bundle: a malformed record inside one is
+     a denial (exit 1, DENIED: MALFORMED_JWS, ...), as POST /v1/verify
+     answers it
   3  the server could not be reached, timed out, failed (5xx) or answered
      unexpectedly (not a Baton answer, or an error baton did not expect)
 

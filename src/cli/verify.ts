@@ -16,6 +16,7 @@ import { publicKeyFromDidKey } from '../protocol/did-key.js';
 import { oneLine, UsageError, type CliIo } from './io.js';
 import { parseJsonDocument, readText } from './basics.js';
 import { isRecordHash, recordHash } from '../protocol/hash.js';
+import { fetchedChainProblem } from '../sdk/fetched-chain.js';
 
 export const VERIFY_HELP = `Usage: baton verify <bundle.json> --trust <did> [--trust <did> ...] [options]
        baton verify <chain.json> --chain-only --trust <did> [--trust <did> ...] [--leaf <hash>] [options]
@@ -35,7 +36,10 @@ its delegation records are verified; exit 0 then says the chain is valid,
 not that any call is allowed. The hash of its last record (the leaf) is
 printed. A file that says whose chain it is (the answer's "hash", and the
 "hash" of each of its "records") must say what its receipts are, or it is
-refused (exit 1); --leaf <hash> requires the chain to end at that record.
+refused (exit 1); so is one whose "records" (the decoded copies the answer
+shows beside the receipts) or "root_principal" say other than its receipts
+sign, as "baton chain" refuses such an answer. --leaf <hash> requires the
+chain to end at that record.
 
 Options:
   --trust <did>        a trusted root did:key (repeatable; at least one)
@@ -115,24 +119,41 @@ export async function runVerify(argv: string[], io: CliIo): Promise<number> {
     // A chain fetched from GET /v1/delegations/{hash}/chain: no invocation to judge.
     const hashes = input.receipts.map((jws) => recordHash(jws));
     const leaf = hashes[hashes.length - 1]!; // receipts is not empty (above)
-    const mismatch = notTheChain(input, hashes, wantedLeaf);
-    if (mismatch !== undefined) {
-      // In --json an invalid answer carries its error as every other does: DR_CHAIN_MISMATCH, as for
-      // an invocation whose dr_chain does not list the hashes of the receipts beside it.
+    // In --json an invalid answer carries its error as every other does: DR_CHAIN_MISMATCH, as for
+    // an invocation whose dr_chain does not list the hashes of the receipts beside it.
+    const notThatChain = (mismatch: string, verified: boolean): number => {
+      const advice = verified
+        ? 'Its receipts verify, but what the file shows beside them is not what they sign: get the chain of the record meant (baton chain <hash> --json).'
+        : 'Its receipts were not verified: get the chain of the record meant (baton chain <hash> --json).';
       const error = {
         code: 'DR_CHAIN_MISMATCH',
         block: ERROR_TABLE.DR_CHAIN_MISMATCH.block,
         message: `Not that chain: ${mismatch}.`,
-        suggestion: 'Get the chain of the record meant (baton chain <hash> --json); its receipts were not verified.',
+        suggestion: verified
+          ? 'Get the chain of the record meant (baton chain <hash> --json); the records beside its receipts are not what the receipts sign.'
+          : 'Get the chain of the record meant (baton chain <hash> --json); its receipts were not verified.',
       };
       io.out(
         values.json
           ? JSON.stringify({ valid: false, leaf_hash: leaf, mismatch, error, violations: [] }, null, 2)
-          : `NOT THAT CHAIN: ${oneLine(mismatch)}\n  leaf         ${leaf}\n  Its receipts were not verified: get the chain of the record meant (baton chain <hash> --json).`,
+          : `NOT THAT CHAIN: ${oneLine(mismatch)}\n  leaf         ${leaf}\n  ${advice}`,
       );
       return 1;
-    }
+    };
+    const mismatch = notTheChain(input, hashes, wantedLeaf);
+    if (mismatch !== undefined) return notThatChain(mismatch, false);
     const decision = verifyDelegations(input.receipts, { now, trustedRoots: trust, ...maxDepth });
+    // The decoded records of a GET /v1/delegations/{hash}/chain answer are what a reader of the file
+    // takes for its policies: checked against the receipts as the SDK's getChain checks them. The
+    // answer's "hash" and "root_principal", when the file leaves them out, claim nothing.
+    if (decision.valid && 'records' in input) {
+      const problem = fetchedChainProblem(leaf, {
+        ...input,
+        hash: 'hash' in input ? input['hash'] : leaf,
+        root_principal: 'root_principal' in input ? input['root_principal'] : decision.delegations[0]!.payload.iss,
+      } as unknown as Parameters<typeof fetchedChainProblem>[1]);
+      if (problem !== undefined) return notThatChain(problem, true);
+    }
     io.out(
       values.json
         ? JSON.stringify(

@@ -1,11 +1,13 @@
 /** `baton chain <hash>`: the tree with policies, status, calls and declared vs metered spend. */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BatonClient } from '../../src/sdk/client.js';
 import { generateKeyPair } from '../../src/sdk/keys.js';
 import { createSubDelegation } from '../../src/sdk/records.js';
 import { startLiveService, type LiveService } from '../sdk/live-service.js';
 import { storedChain } from '../sdk/chains.js';
-import { run } from './helpers.js';
+import { run, tempDir } from './helpers.js';
 
 let live: LiveService;
 let A: string[];
@@ -99,5 +101,46 @@ describe('baton chain', () => {
     );
     expect((await run(['chain', 'sha256:xyz', ...A])).code).toBe(2);
     expect((await run(['chain', ...A])).code).toBe(2);
+  });
+
+  it("baton verify --chain-only takes the service's chain answer as it is, and refuses it when its records say other than its receipts sign", async () => {
+    const c = await storedChain(live);
+    const res = await fetch(`${live.baseUrl}/v1/delegations/${c.sub.hash}/chain`, {
+      headers: { authorization: `Bearer ${live.tenant.keys.audit}` },
+    });
+    expect(res.status).toBe(200);
+    const answer = (await res.json()) as { records: { policy: Record<string, unknown> }[]; root_principal: string };
+    const dir = tempDir();
+    const write = (name: string, value: unknown) => {
+      const file = join(dir, name);
+      writeFileSync(file, JSON.stringify(value));
+      return file;
+    };
+    const trust = ['--chain-only', '--trust', live.tenant.root.did];
+    const ok = await run(['verify', write('answer.json', answer), ...trust]);
+    expect(ok.code, ok.out + ok.err).toBe(0);
+    expect(ok.out).toContain('VALID CHAIN: 2 delegation record(s)');
+
+    // The readable copy says max_calls 50; the signed record says 5. A reader of the file would believe the copy.
+    const edited = structuredClone(answer);
+    edited.records[1]!.policy['max_calls'] = 50;
+    const r = await run(['verify', write('edited.json', edited), ...trust]);
+    expect(r.code, r.out + r.err).toBe(1);
+    expect(r.out).toContain('NOT THAT CHAIN: records[1].policy is not what receipts[1] signs');
+    expect(r.out).not.toMatch(/VALID CHAIN/);
+    const json = await run(['verify', write('edited.json', edited), ...trust, '--json']);
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.out)).toMatchObject({
+      valid: false,
+      leaf_hash: c.sub.hash,
+      mismatch: 'records[1].policy is not what receipts[1] signs',
+      error: { code: 'DR_CHAIN_MISMATCH' },
+      violations: [],
+    });
+    // As the SDK's getChain refuses it (UNEXPECTED_RESPONSE), so does the CLI: the root principal too.
+    const otherRoot = { ...answer, root_principal: c.a.did };
+    const root = await run(['verify', write('other-root.json', otherRoot), ...trust]);
+    expect(root.code, root.out + root.err).toBe(1);
+    expect(root.out).toContain(`NOT THAT CHAIN: it names "${c.a.did}" as root principal`);
   });
 });

@@ -180,15 +180,42 @@ describe('baton verify', () => {
       writeFileSync(file, JSON.stringify(value));
       return file;
     };
+    // As GET /v1/delegations/{hash}/chain answers: each receipt beside its decoded record.
     const served = (receipts: (typeof chain.drs)[number][]) => ({
       hash: receipts[receipts.length - 1]!.hash,
+      root_principal: receipts[0]!.payload.iss,
       receipts: receipts.map((r) => r.jws),
-      records: receipts.map((r) => ({ hash: r.hash, jws: r.jws })),
+      records: receipts.map((r, depth) => ({
+        hash: r.hash,
+        jws: r.jws,
+        jti: r.payload.jti,
+        iss: r.payload.iss,
+        sub: r.payload.sub,
+        aud: r.payload.aud,
+        cmd: r.payload.cmd,
+        policy: r.payload.policy,
+        nbf: r.payload.nbf,
+        exp: r.payload.exp ?? null,
+        iat: r.payload.iat,
+        parent_hash: r.payload.prev_dr_hash ?? null,
+        depth,
+        root_hash: receipts[0]!.hash,
+      })),
     });
     const whole = write('whole-chain.json', served([root, child]));
     const ok = await run(['verify', whole, '--chain-only', ...trust]);
     expect(ok.code, ok.out + ok.err).toBe(0);
     expect(ok.out).toContain(`  leaf         ${child.hash}`);
+    // Its records are what a reader takes for the policies: one that says other than its receipt signs is refused, as getChain refuses it.
+    const wider = served([root, child]);
+    wider.records[1]!.policy = { ...wider.records[1]!.policy, max_calls: 50 };
+    const edited = await run(['verify', write('edited-records.json', wider), '--chain-only', ...trust]);
+    expect(edited.code, edited.out + edited.err).toBe(1);
+    expect(edited.out).toContain('NOT THAT CHAIN: records[1].policy is not what receipts[1] signs');
+    expect(edited.out).not.toMatch(/VALID CHAIN/);
+    // A bare chain beside records that leave out hash and root_principal claims nothing of those two.
+    const { hash: _h, root_principal: _p, ...unlabelled } = served([root, child]);
+    expect((await run(['verify', write('unlabelled-chain.json', unlabelled), '--chain-only', ...trust])).code).toBe(0);
 
     // Labelled as the child's chain, holding only the root's: valid on its own, but not the chain it says.
     const relabelled = write('relabelled-chain.json', { ...served([root]), hash: child.hash });
