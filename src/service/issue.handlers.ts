@@ -10,6 +10,7 @@ import { BatonError } from '../protocol/errors.js';
 import { randomUUID } from 'node:crypto';
 import { refuseDrsWiderPolicy, signRootDelegation } from '../protocol/root-delegation.js';
 import { custodialRootKey } from './custodial.js';
+import { SubmissionRefusal } from './error-status.js';
 import { submitDelegations } from './delegation-submission.js';
 import type { CommitCheck } from '../store/db.js';
 import type { ServiceDeps } from './types.js';
@@ -39,10 +40,11 @@ export async function issueCustodialRoot(
   // Before the tenant's custodial key is made: a refused request stores nothing.
   refuseDrsWiderPolicy(req.policy);
   const now = deps.now();
-  // Said as what it is: with no nbf (now, by default) a past exp read "exp must not be before nbf",
-  // of an nbf the caller never sent (outside probe); with one, the record was refused as expired.
+  // Said as what it is, as the stored record's check says it (422 RECEIPT_EXPIRED), before the
+  // custodial key is made: with no nbf (now, by default) a past exp read "exp must not be before
+  // nbf", of an nbf the caller never sent (outside probe).
   if (req.exp !== undefined && req.exp !== null && req.exp <= now)
-    throw new BatonError('INVALID_FIELD', {
+    throw new SubmissionRefusal('RECEIPT_EXPIRED', {
       message: `exp (${req.exp}) is not after now (${now}, the service's clock): the delegation would be expired when issued.`,
       suggestion: `Give an exp later than now, or leave it out for the default lifetime (${DEFAULT_LIFETIME_SECONDS} s).`,
       details: { field: 'exp' },

@@ -237,8 +237,8 @@ describe('POST /v1/delegations/issue (custodial root)', () => {
         key: fresh.keys.issue,
         json: { audience: agentA.did, policy: { allowed_tools: ['web_search'] }, ...times },
       });
-      expect(r.status, JSON.stringify(times)).toBe(400);
-      expect(r.body.error).toMatchObject({ code: 'INVALID_FIELD', message: expect.stringMatching(/^exp \(\d+\) is not after now/) });
+      expect(r.status, JSON.stringify(times)).toBe(422);
+      expect(r.body.error).toMatchObject({ code: 'RECEIPT_EXPIRED', message: expect.stringMatching(/^exp \(\d+\) is not after now/) });
       expect(r.body.error.details).toMatchObject({ field: 'exp' });
     }
     expect(await svc.store.db.select().from(custodialKeys).where(eq(custodialKeys.tenantId, fresh.id))).toHaveLength(0);
