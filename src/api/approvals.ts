@@ -182,11 +182,11 @@ const decideApprovalRoute = (what: 'approve' | 'reject') =>
     responses: {
       200: json(Approval, 'Decided.'),
       403: ForbiddenResponse(
-        'The key lacks the `approve` scope or is the admin key (`FORBIDDEN`), or it asked for this approval itself (`SELF_APPROVAL`).',
+        'The key lacks the `approve` scope or is the admin key (`FORBIDDEN`), it asked for this approval itself (`SELF_APPROVAL`), or the approval passed its deadline while pending (`APPROVAL_EXPIRED`).',
       ),
       404: NotFoundResponse('This tenant has no such approval (`NOT_FOUND`).'),
       409: ConflictResponse(
-        'The approval is no longer pending, or (approving) a delegation of its chain was revoked, so the call can never run (`CONFLICT`, `details.revoked_dr`).',
+        'The approval is no longer pending, or (approving) the call can never run: a delegation of its chain was revoked (`details.revoked_dr`), or it was asked under a tool catalog version a newer one has replaced (`details.current_catalog_version`) (`CONFLICT`).',
       ),
       ...decisionRefusals,
     },
@@ -223,7 +223,7 @@ export const signedDecisionRoute = createRoute({
     ),
     404: NotFoundResponse('No approval with this id accepts decisions from the signer: unknown id or unlisted signer alike (`NOT_FOUND`).'),
     409: ConflictResponse(
-      "The approval is no longer pending, an approving record's call goes through a revoked delegation (`details.revoked_dr`), or this signer already used the record's `jti` (`CONFLICT`).",
+      "The approval is no longer pending, an approving record's call goes through a revoked delegation (`details.revoked_dr`) or was asked under a tool catalog version a newer one has replaced (`details.current_catalog_version`), or this signer already used the record's `jti` (`CONFLICT`).",
     ),
     413: PayloadTooLargeResponse(),
     ...failures,
@@ -280,7 +280,9 @@ const decideGrantRoute = (what: 'approve' | 'reject') =>
         'The key lacks the `approve` scope, or is the admin key (`FORBIDDEN`); or it is the key that submitted the held record (`SELF_APPROVAL`).',
       ),
       404: NotFoundResponse('No such delegation is held in this tenant (`NOT_FOUND`).'),
-      409: ConflictResponse('The grant is already decided (`CONFLICT`).'),
+      409: ConflictResponse(
+        'The grant is already decided, or (approving) the held delegation or one of its ancestors was revoked, so no call can run through it (`CONFLICT`, `details.revoked_dr`).',
+      ),
       ...decisionRefusals,
     },
   });

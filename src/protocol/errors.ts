@@ -452,13 +452,15 @@ export class BatonError extends Error {
       suggestion?: string | undefined;
       details?: Record<string, unknown> | undefined;
       violations?: readonly Violation[] | undefined;
+      /** null: the refusal is no step of the verify pipeline (a decision route's APPROVAL_EXPIRED), whatever the code's block. */
+      block?: null;
     } = {},
   ) {
     const spec: CodeSpec = ERROR_TABLE[code];
     super(opts.message ?? spec.message);
     this.name = 'BatonError';
     this.code = code;
-    this.block = spec.block;
+    this.block = opts.block === null ? undefined : spec.block;
     this.suggestion = opts.suggestion ?? spec.suggestion;
     this.details = opts.details;
     this.violations = opts.violations ?? [];

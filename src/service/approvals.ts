@@ -366,10 +366,12 @@ export async function decideApproval(
   }
   // CONFLICT here means already decided (or used): the generic "fresh identifier / resend" advice fits nothing.
   const suggestion = transition.code === 'CONFLICT' ? decidedSuggestion(id, transition.status, row.expiresAt) : undefined;
+  // APPROVAL_EXPIRED's block letter (G) names a step of the verify pipeline; a decision is none, so its answer carries no `block`.
   throw new BatonError(transition.code, {
     message: transition.message,
     suggestion,
     details: { approval_id: id, status: transition.status },
+    block: null,
   });
 }
 

@@ -22,6 +22,7 @@ import { detectTrifecta, explainTrifecta } from '../protocol/trifecta.js';
 import { transactionBehind, type CommitCheck, type Db } from '../store/db.js';
 import { rotationLineage } from '../store/api-keys.js';
 import { decideGrantRow, findGrant, insertPendingGrant, listGrants, type GrantRow } from '../store/approvals.js';
+import { findDelegation, revokedInChain } from '../store/delegations.js';
 import { insertServiceReceipt } from '../store/service-receipts.js';
 import { decisionOf, type DecisionJson } from './approvals.js';
 import { signServiceReceipt } from './service-receipts.js';
@@ -157,6 +158,19 @@ export async function decideGrant(
       message: `API key ${decidedBy} submitted delegation ${hash}, whose grant is held, and cannot decide it.`,
       details: { dr_hash: hash, status: row.status },
     });
+  }
+  if (row.status === 'pending') {
+    // The decision's UPDATE also refuses to approve a delegation whose chain holds a revoked record: say so.
+    const dr = outcome === 'approved' ? await findDelegation(deps.store.db, tenantId, hash) : undefined;
+    const revoked = dr === undefined ? null : await revokedInChain(deps.store.db, tenantId, dr);
+    if (revoked !== null) {
+      throw new BatonError('CONFLICT', {
+        message: `Delegation ${hash} is held for approval, and ${revoked === hash ? 'it' : `delegation ${revoked} of its chain`} was revoked: no call can run through it, so its grant cannot be approved.`,
+        suggestion: `Reject it (POST /v1/grants/${hash}/reject, or baton approvals reject ${hash}), or leave it held.`,
+        details: { dr_hash: hash, status: row.status, revoked_dr: revoked },
+      });
+    }
+    throw new BatonError('CONFLICT', { message: `The grant of ${hash} changed while it was being decided; read it again.` });
   }
   throw new BatonError('CONFLICT', { message: `The grant of ${hash} is already ${row.status}; a decision is final.` });
 }

@@ -328,7 +328,8 @@ export async function unapprovedGrantInChain(db: Db, tenantId: string, chain: re
 
 /**
  * pending -> approved | rejected, only while pending and by a key other than
- * the one that submitted the held record. Undefined when the row did not qualify.
+ * the one that submitted the held record, and approved only while no record of
+ * its chain is revoked. Undefined when the row did not qualify.
  */
 export async function decideGrantRow(
   db: Db,
@@ -347,6 +348,13 @@ export async function decideGrantRow(
         eq(grantApprovals.status, 'pending'),
         // In the UPDATE itself, so no check-then-write gap; NULL (keyless, or held before 0024) refuses no key.
         sql`(${grantApprovals.requestedByKey} is null or not (${grantApprovals.requestedByKey} = any(${textArray(d.decider)})))`,
+        // As for a call approval: a delegation whose chain (the record or any ancestor) holds a revoked
+        // record is refused at every verify, so approving it would record a permission nothing can use.
+        ...(outcome === 'approved'
+          ? [
+              sql`not exists (select 1 from ${delegations} held join ${delegations} c on c.tenant_id = held.tenant_id and (c.hash = held.hash or c.hash = any(held.ancestors)) where held.tenant_id = ${tenantId} and held.hash = ${grantApprovals.drHash} and c.revoked_at is not null)`,
+            ]
+          : []),
       ),
     )
     .returning();

@@ -187,6 +187,10 @@ describe('require_approval', () => {
       const late = await decide(idD, 'approve', triple);
       expect(late.status).toBe(403);
       expect(late.body.error.code).toBe('APPROVAL_EXPIRED');
+      // A decision route is no verify step: no pipeline block letter in its details.
+      expect(late.body.error.details).toEqual({ approval_id: idD, status: 'expired' });
+      const lateReject = (await decide(idD, 'reject', triple)).body.error;
+      expect([lateReject.code, lateReject.details]).toEqual(['APPROVAL_EXPIRED', { approval_id: idD, status: 'expired' }]);
       const deadline = d.body.approval.expires_at as number;
       expect(late.body.error.message).toContain(
         `expired at ${new Date(deadline * 1000).toISOString().replace('.000Z', 'Z')} (unix ${deadline})`,
@@ -197,6 +201,8 @@ describe('require_approval', () => {
         json: { ...c.invoke(ARGS, { iat: svc.clock.now }).bundle, approval_id: idA },
       });
       expect(used.body.error.code).toBe('APPROVAL_EXPIRED');
+      // A verify keeps it.
+      expect(used.body.error.block).toBe('G');
     } finally {
       svc.clock.now -= APPROVAL_TTL_SECONDS;
     }

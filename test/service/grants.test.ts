@@ -113,6 +113,62 @@ describe('a held grant is never decided by the API key that submitted it', () =>
   });
 });
 
+describe('a held grant whose chain was revoked', () => {
+  const revoke = async (hash: string) => {
+    const r = await svc.call('POST', `/v1/delegations/${encodeURIComponent(hash)}/revoke`, {
+      key: tenant.keys.issue,
+      json: { confirm: true, reason: 'withdrawn' },
+    });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+  };
+  const receipts = async (hash: string, kind: 'grant.approved' | 'grant.rejected') =>
+    svc.store.db
+      .select()
+      .from(serviceReceipts)
+      .where(and(eq(serviceReceipts.tenantId, tenant.id), eq(serviceReceipts.kind, kind), eq(serviceReceipts.subject, hash)));
+
+  it('cannot be approved when the held record itself was revoked (no call can use it), and can still be rejected', async () => {
+    const approver = await apiKey(['approve']);
+    const dr = trifectaRoot();
+    expect((await svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipt: dr.jws } })).status).toBe(201);
+    expect((await grantRow(dr.hash)).status).toBe('pending');
+    await revoke(dr.hash);
+
+    const approved = await decide(dr.hash, 'approve', approver.key);
+    expect(approved.status, JSON.stringify(approved.body)).toBe(409);
+    expect(approved.body.error).toMatchObject({ code: 'CONFLICT', details: { dr_hash: dr.hash, status: 'pending', revoked_dr: dr.hash } });
+    expect(approved.body.error.message).toContain('was revoked');
+    expect((await grantRow(dr.hash)).status).toBe('pending');
+    expect(await receipts(dr.hash, 'grant.approved')).toHaveLength(0);
+
+    const rejected = await decide(dr.hash, 'reject', approver.key);
+    expect(rejected.status, JSON.stringify(rejected.body)).toBe(200);
+    expect(rejected.body.status).toBe('rejected');
+    expect(await receipts(dr.hash, 'grant.rejected')).toHaveLength(1);
+  });
+
+  it('cannot be approved when an ancestor was revoked, though the held record itself was not', async () => {
+    const approver = await apiKey(['approve']);
+    const c = buildChain([TRIFECTA, { ...TRIFECTA, max_calls: 10 }], { keys: [tenant.root, generateKeyPair(), generateKeyPair()] });
+    const [root, child] = [c.drs[0]!, c.drs[1]!];
+    const stored = await svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipts: c.drs.map((d) => d.jws) } });
+    expect(stored.status, JSON.stringify(stored.body)).toBe(201);
+    expect((await grantRow(child.hash)).status).toBe('pending');
+    expect((await decide(root.hash, 'approve', approver.key)).status).toBe(200);
+    await revoke(root.hash);
+
+    const approved = await decide(child.hash, 'approve', approver.key);
+    expect(approved.status, JSON.stringify(approved.body)).toBe(409);
+    expect(approved.body.error).toMatchObject({
+      code: 'CONFLICT',
+      details: { dr_hash: child.hash, status: 'pending', revoked_dr: root.hash },
+    });
+    expect((await grantRow(child.hash)).status).toBe('pending');
+    expect(await receipts(child.hash, 'grant.approved')).toHaveLength(0);
+    expect((await decide(child.hash, 'reject', approver.key)).body.status).toBe('rejected');
+  });
+});
+
 describe('a dry run of a chain not yet stored', () => {
   it('refuses what storing it would hold, as the real call is refused, and stores nothing', async () => {
     const verifier = await apiKey(['verify']);
