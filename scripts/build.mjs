@@ -438,6 +438,10 @@ async function assemble(pkg, built, outDir) {
     engines: rootPkg.engines,
     exports: exportsField,
     types: exportsField['.'].types,
+    // TypeScript's node10 resolution (the default with module commonjs) reads no `exports`: the MCP
+    // middleware's declarations import the SDK's internal/ paths, whose types became `any` there
+    // (an outside probe). typesVersions maps them for it; node16, nodenext and bundler use exports.
+    ...(pkg.internalExports ? { typesVersions: { '*': { 'internal/*': ['lib/*'] } } } : {}),
     ...(pkg.bin ? { bin: pkg.bin } : {}),
     files: ['lib', 'cli', 'vendor', 'bin', ...(pkg.assets ?? [])].filter((f) => existsSync(join(pkgDir, f))),
     sideEffects: false,

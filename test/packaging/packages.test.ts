@@ -265,6 +265,28 @@ describe('packages', () => {
     writeFileSync(join(strict, 'tsconfig.cjs.json'), JSON.stringify({ extends: './tsconfig.json', include: ['program.cts'] }));
     await ok(process.execPath, [TSC, '-p', 'tsconfig.cjs.json'], strict);
     expect(await ok(process.execPath, ['out/program.cjs'], strict)).toMatch(/^mcp cjs ok: BUNDLE_MISSING, the tool did not run/);
+
+    // TypeScript's node10 resolution (the default with module commonjs) reads no `exports`: the
+    // middleware's types must still reach the SDK's (typesVersions), not turn into `any`, where the
+    // expected error below would be missing (TS2578) or the imports unresolved (TS2307).
+    writeFileSync(
+      join(strict, 'program-node10.ts'),
+      [
+        "import type { InvokeToolInput } from '@baton-drs/mcp';",
+        '// @ts-expect-error an invoker is a key pair: an error only while the types resolve',
+        "export const wrong: InvokeToolInput['invoker'] = 'not a key pair';",
+        '',
+      ].join('\n'),
+    );
+    writeFileSync(
+      join(strict, 'tsconfig.node10.json'),
+      JSON.stringify({
+        extends: './tsconfig.json',
+        compilerOptions: { module: 'CommonJS', moduleResolution: 'Node10', esModuleInterop: true, noEmit: true },
+        include: ['program-node10.ts'],
+      }),
+    );
+    await ok(process.execPath, [TSC, '-p', 'tsconfig.node10.json'], strict);
   }, 600_000);
 
   it('server: the baton CLI runs; the service serves on PGlite and on PostgreSQL, and refuses an unguarded driver', async () => {
