@@ -326,7 +326,7 @@ export const issueDelegationRoute = createRoute({
     },
     201: { description: 'The root DR, signed, stored and signed for.', content: { 'application/json': { schema: IssueResult } } },
     400: BadRequestResponse(
-      'The body does not match `IssueRequest` (`INVALID_REQUEST`), or the record it describes is invalid (`INVALID_FIELD`, e.g. `exp` before `nbf`, or not after now).',
+      'The body does not match `IssueRequest` (`INVALID_REQUEST`), or the record it describes is invalid (`INVALID_FIELD`, e.g. `exp` before `nbf`).',
     ),
     401: UnauthorizedResponse(),
     403: ForbiddenResponse(),
@@ -334,7 +334,7 @@ export const issueDelegationRoute = createRoute({
       "A different record issued with the tenant's custodial root key already uses the requested `jti` (`CONFLICT`); a `jti` is unique per issuer.",
     ),
     413: PayloadTooLargeResponse(),
-    422: UnprocessableResponse('The signed record would not verify now, e.g. `exp` already passed (`RECEIPT_EXPIRED`).'),
+    422: UnprocessableResponse('The signed record would not verify now, e.g. `exp` is not after now (`RECEIPT_EXPIRED`).'),
     500: InternalResponse(),
     503: StorageUnavailableResponse(),
   },

@@ -782,7 +782,7 @@ export interface paths {
     put?: never;
     /**
      * A witness adds its cosignature (C2SP tlog-cosignature) to a checkpoint it checked
-     * @description The cosignature must verify, not be dated in the future, come from a key that is not a service key, and cover a checkpoint this tenant's log signed. The checkpoint is then served with it. At most 32 witnesses per checkpoint, and at most 2 cosignatures posted by one API key on it (any audit key can make witness keys: one key must not take the slots the tenant's witnesses need); a witness posts with its own audit key. Posts to one checkpoint are counted one at a time, so posts that arrive together cannot pass the caps. A witness name is at most 256 bytes of UTF-8 and holds no invisible or bidirectional formatting characters, so every served note stays readable.
+     * @description The cosignature must verify, not be dated in the future, come from a key that is not a service key, and cover a checkpoint this tenant's log signed. The checkpoint is then served with it. At most 32 witnesses per checkpoint, and at most 2 cosignatures posted by one API key on it (any audit key can make witness keys: one key must not take the slots the tenant's witnesses need); a witness posts with its own audit key. Posts to one checkpoint are counted one at a time, so posts that arrive together cannot pass the caps. A witness name is at most 256 bytes of printable ASCII (`!` to `~`, no spaces), so every served note stays readable and no name prints as another.
      */
     post: operations['addLogCosignature'];
     delete?: never;
@@ -3679,7 +3679,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The key lacks the `approve` scope or is the admin key (`FORBIDDEN`), or it asked for this approval itself (`SELF_APPROVAL`). */
+      /** @description The key lacks the `approve` scope or is the admin key (`FORBIDDEN`), it asked for this approval itself (`SELF_APPROVAL`), or the approval passed its deadline while pending (`APPROVAL_EXPIRED`). */
       403: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -3699,7 +3699,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The approval is no longer pending, or (approving) a delegation of its chain was revoked, so the call can never run (`CONFLICT`, `details.revoked_dr`). */
+      /** @description The approval is no longer pending, or (approving) the call can never run: a delegation of its chain was revoked (`details.revoked_dr`), or it was asked under a tool catalog version a newer one has replaced (`details.current_catalog_version`) (`CONFLICT`). */
       409: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -3787,7 +3787,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The key lacks the `approve` scope or is the admin key (`FORBIDDEN`), or it asked for this approval itself (`SELF_APPROVAL`). */
+      /** @description The key lacks the `approve` scope or is the admin key (`FORBIDDEN`), it asked for this approval itself (`SELF_APPROVAL`), or the approval passed its deadline while pending (`APPROVAL_EXPIRED`). */
       403: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -3807,7 +3807,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The approval is no longer pending, or (approving) a delegation of its chain was revoked, so the call can never run (`CONFLICT`, `details.revoked_dr`). */
+      /** @description The approval is no longer pending, or (approving) the call can never run: a delegation of its chain was revoked (`details.revoked_dr`), or it was asked under a tool catalog version a newer one has replaced (`details.current_catalog_version`) (`CONFLICT`). */
       409: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -3905,7 +3905,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The approval is no longer pending, an approving record's call goes through a revoked delegation (`details.revoked_dr`), or this signer already used the record's `jti` (`CONFLICT`). */
+      /** @description The approval is no longer pending, an approving record's call goes through a revoked delegation (`details.revoked_dr`) or was asked under a tool catalog version a newer one has replaced (`details.current_catalog_version`), or this signer already used the record's `jti` (`CONFLICT`). */
       409: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -4584,7 +4584,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The signed record would not verify now, e.g. `exp` already passed (`RECEIPT_EXPIRED`). */
+      /** @description The signed record would not verify now, e.g. `exp` is not after now (`RECEIPT_EXPIRED`). */
       422: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -4853,7 +4853,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The grant is already decided (`CONFLICT`). */
+      /** @description The grant is already decided, or (approving) the held delegation or one of its ancestors was revoked, so no call can run through it (`CONFLICT`, `details.revoked_dr`). */
       409: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -4961,7 +4961,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The grant is already decided (`CONFLICT`). */
+      /** @description The grant is already decided, or (approving) the held delegation or one of its ancestors was revoked, so no call can run through it (`CONFLICT`, `details.revoked_dr`). */
       409: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -5689,7 +5689,7 @@ export interface operations {
           'application/json': components['schemas']['CosignatureStored'];
         };
       };
-      /** @description The body is not `CosignatureSubmission` (`INVALID_REQUEST`), the key is not a cosignature key, is a service key, is named as the log itself or as another log of this service (`<BATON_TLOG_NAME>/baton/...`, in any case), or has a name over 256 bytes or with invisible characters (`INVALID_VERIFIER_KEY`), or the note or checkpoint is malformed (`MALFORMED_NOTE`, `MALFORMED_CHECKPOINT`). */
+      /** @description The body is not `CosignatureSubmission` (`INVALID_REQUEST`), the key is not a cosignature key, is a service key, is named as the log itself, as the log name of this service or as a log of this service (`<BATON_TLOG_NAME>`, `<BATON_TLOG_NAME>/baton` or `<BATON_TLOG_NAME>/baton/...`, in any case), or has a name over 256 bytes or with a character outside printable ASCII (`INVALID_VERIFIER_KEY`), or the note or checkpoint is malformed (`MALFORMED_NOTE`, `MALFORMED_CHECKPOINT`). */
       400: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -5729,7 +5729,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The checkpoint already carries 32 cosignatures, the most the log serves, or this API key already posted 2 on it, the most one key may (`CONFLICT`). */
+      /** @description The checkpoint already carries 32 cosignatures, the most the log serves, this API key already posted 2 on it, the most one key may, or another key with the same witness name and key ID already cosigned it (`CONFLICT`). */
       409: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
