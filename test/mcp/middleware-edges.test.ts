@@ -246,7 +246,7 @@ describe('a task tool reports its cost when the task completes', () => {
     const c = await edgeChain();
     const events: BatonMcpEvent[] = [];
     const server = taskServer(
-      batonOptions({ onEvent: (e) => events.push(e), taskEndGraceMs: 100 }),
+      batonOptions({ onEvent: (e) => events.push(e), taskEndGraceMs: 1_000 }),
       async (extra, taskId, store) => {
         batonCall(extra)!.reportCost({ cost_usd: 0.0013, tokens_in: 10 });
         // Its result may never be seen: this one is stored through the server's own store.
@@ -325,14 +325,16 @@ describe('a task tool reports its cost when the task completes', () => {
     const events: BatonMcpEvent[] = [];
     let cancelled!: () => void;
     const cancelledNow = new Promise<void>((r) => (cancelled = r));
-    const server = taskServer(batonOptions({ onEvent: (e) => events.push(e), taskEndGraceMs: 100 }), async (extra, taskId) => {
+    // The grace is long beside the work's steps, so that a loaded machine's late timers cannot end
+    // it between two of them (a 100 ms grace against a 60 ms step failed so under load).
+    const server = taskServer(batonOptions({ onEvent: (e) => events.push(e), taskEndGraceMs: 1_000 }), async (extra, taskId) => {
       await cancelledNow;
       expect((await workStore(extra).getTask(taskId)).status).toBe('cancelled');
       // What ran before the work stopped, as a running total: each value restarts the grace.
       batonCall(extra)!.reportCost({ cost_usd: 0.0001 });
-      await new Promise((r) => setTimeout(r, 60));
+      await new Promise((r) => setTimeout(r, 20));
       batonCall(extra)!.reportCost({ cost_usd: 0.0016 });
-      await new Promise((r) => setTimeout(r, 300));
+      await vi.waitFor(() => expect(costEvents(events)).toHaveLength(1), { timeout: 5000 });
       batonCall(extra)!.reportCost({ cost_usd: 0.0018 }); // after the cost was read: refused
     });
     const client = await connect(server);
@@ -402,7 +404,7 @@ describe('a task tool reports its cost when the task completes', () => {
   it('a task ended where the middleware does not see it: the last cost reported after its end, taskEndGraceMs after it', async () => {
     const c = await edgeChain();
     const events: BatonMcpEvent[] = [];
-    const server = taskServer(batonOptions({ onEvent: (e) => events.push(e), taskEndGraceMs: 100 }), async (extra, taskId, store) => {
+    const server = taskServer(batonOptions({ onEvent: (e) => events.push(e), taskEndGraceMs: 1_000 }), async (extra, taskId, store) => {
       // The server's own store, not extra.taskStore: the middleware is not told.
       await store.updateTaskStatus(taskId, 'failed', 'the search engine is down');
       batonCall(extra)!.reportCost({ cost_usd: 0.0017 });
@@ -440,15 +442,16 @@ describe('a task tool reports its cost when the task completes', () => {
     it(`a long task reporting a running total is read after a quiet grace, however long it runs (created through the ${createdThrough === 'server' ? "server's own store" : 'request store'}${cancelled ? ', the agent cancelling it at once' : ''})`, async () => {
       const c = await edgeChain();
       const events: BatonMcpEvent[] = [];
-      const steps = 36;
+      const steps = 56;
       const server = taskServer(
         batonOptions({ onEvent: (e) => events.push(e), taskEndGraceMs: 500 }),
         async (extra) => {
-          // Longer in all than ten graces (5.4 s against 5 s), never quiet for one (150 ms against 500):
-          // a cap (once, ten graces from a cancel) would read the total a few steps short.
+          // Longer in all than ten graces (5.6 s against 5 s), never quiet for one (100 ms against 500,
+          // slack for a loaded machine's late timers): a cap (once, ten graces from a cancel) would
+          // read the total a few steps short.
           for (let step = 1; step <= steps; step++) {
             batonCall(extra)!.reportCost({ cost_usd: step / 1000 });
-            await new Promise((r) => setTimeout(r, 150));
+            await new Promise((r) => setTimeout(r, 100));
           }
         },
         'required',
