@@ -32,6 +32,25 @@ export function logNameOf(origin: string): string | undefined {
   return at > 0 ? origin.slice(0, at) : undefined;
 }
 
+/**
+ * Whether a witness name reads, to a person, as this service's log (its name, `<name>/baton`, a
+ * tenant's `<name>/baton/<tenant>`) or as a name under it: a cosignature line so named would read
+ * as the log's own. Compared as a reader would: without case, a host's trailing dots, or repeated
+ * and trailing slashes (`baton.test.`, `baton.test//baton/t` were taken, an outside review).
+ */
+export function readsAsTheLog(witnessName: string, origin: string): boolean {
+  const plain = (name: string) =>
+    name
+      .toLowerCase()
+      .split('/')
+      .filter((part) => part !== '')
+      .map((part) => part.replace(/\.+$/, ''))
+      .join('/');
+  const log = plain(logNameOf(origin) ?? origin);
+  const name = plain(witnessName);
+  return name === log || name.startsWith(`${log}/`);
+}
+
 /** The names the stored logs carry: the one the integrator wrote last, and any others, with how many tenants' logs carry each. */
 export interface StoredLogNames {
   readonly current: string;
@@ -246,17 +265,19 @@ export async function servedCheckpoint(
     return { size: 0, root: EMPTY_ROOT, note: signCheckpoint(signer, origin, 0, EMPTY_ROOT) };
   }
   // A signed note ends in its signature lines, so cosignature lines (checked when stored) append.
-  const lines = (await cosignatureLines(db, tenantId, row.treeSize)).filter(servableCosignatureLine);
+  const lines = (await cosignatureLines(db, tenantId, row.treeSize)).filter((line) => servableCosignatureLine(line, origin));
   return { size: row.treeSize, root: row.rootHash, note: row.note + lines.map((l) => `${l}\n`).join('') };
 }
 
 /**
  * Whether a stored cosignature line (`— <name> <signature>`) names its witness as the log takes one
  * today. Lines stored before witness names were limited may not: two with 130 KB names took the
- * served note past the 256 KiB every client reads, so such a line is kept but no longer served.
+ * served note past the 256 KiB every client reads, and names that read as the log's own were taken
+ * until the check above: such a line is kept but no longer served.
  */
-function servableCosignatureLine(line: string): boolean {
-  return witnessNameProblem(line.slice(2, line.lastIndexOf(' '))) === undefined;
+function servableCosignatureLine(line: string, origin: string): boolean {
+  const name = line.slice(2, line.lastIndexOf(' '));
+  return witnessNameProblem(name) === undefined && !readsAsTheLog(name, origin);
 }
 
 /** The tlog-proof bundle of leaf `index` under a served checkpoint. */

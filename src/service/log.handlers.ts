@@ -30,6 +30,7 @@ import {
   fixedNameRefusal,
   inclusionBundle,
   logNameOf,
+  readsAsTheLog,
   logOrigin,
   logVerifierKeys,
   readTile,
@@ -267,14 +268,11 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
         suggestion: "Check the witness's clock, then cosign again.",
       });
     // A witness named as the log would add a second signature line with the log's own name; one
-    // named as another tenant's log of this service would read, to a person, as that log's line.
-    // Compared without case, as a person reading the note would (host names have none).
-    // The log name alone, and `<name>/baton`, would read as the service's own line too.
-    const logName = (logNameOf(checkpoint.origin) ?? checkpoint.origin).toLowerCase();
-    const named = witness.name.toLowerCase();
-    if (named === logName || named === `${logName}/baton` || named.startsWith(`${logName}/baton/`))
+    // named as another tenant's log of this service, or as anything under the log's name, would
+    // read, to a person, as that log's line.
+    if (readsAsTheLog(witness.name, checkpoint.origin))
       throw new BatonError('INVALID_VERIFIER_KEY', {
-        message: `A witness key may not carry the name of a log of this service (${logNameOf(checkpoint.origin)}/baton/...).`,
+        message: `A witness key may not carry the name of this service's log, or a name under it (${logNameOf(checkpoint.origin) ?? checkpoint.origin}, ${logNameOf(checkpoint.origin) ?? checkpoint.origin}/...).`,
         suggestion: 'Name the witness key after the witness itself, e.g. its own host name.',
       });
     const text = opened.text;

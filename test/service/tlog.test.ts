@@ -460,19 +460,41 @@ describe('witnesses', () => {
     expect(impostor.status).toBe(400);
     expect(impostor.body.error.code).toBe('INVALID_VERIFIER_KEY');
     // So is one named as another tenant's log of this service: a person would read it as that log's line.
-    // And one named as the service's log name itself, or its `<name>/baton` (outside probe).
+    // And one named as the service's log name itself, `<name>/baton`, or any name under it, as a
+    // person reads it: a host's trailing dot, repeated or trailing slashes (outside probe, review).
     const logName = origin.replace(/\/baton\/[^/]+$/, '');
+    const tenantPart = origin.slice(logName.length);
     for (const name of [
       origin.replace(/\/baton\/[^/]+$/, '/baton/ten_someone_else'),
       origin.toUpperCase(),
       logName,
       `${logName}/baton`,
       `${logName.toUpperCase()}/Baton`,
+      `${logName}.`,
+      `${logName}/`,
+      `${logName}/${tenantPart}`,
+      `${logName}.${tenantPart}`,
+      `${logName}/witness`,
     ]) {
       const neighbour = await post(other, name);
       expect(neighbour.status, name).toBe(400);
-      expect(neighbour.body.error).toMatchObject({ code: 'INVALID_VERIFIER_KEY', message: expect.stringMatching(/a log of this service/) });
+      expect(neighbour.body.error).toMatchObject({
+        code: 'INVALID_VERIFIER_KEY',
+        message: expect.stringMatching(/the name of this service's log/),
+      });
     }
+    // A witness whose host merely starts as the log's is its own.
+    const thirdWitness = await createTenantKey(svc, tenant.id, ['audit'], 'third witness');
+    expect((await post(thirdWitness, `${logName}-witness.example`)).status).toBe(201);
+    // A line so named, stored before the rule, is kept but no longer served.
+    const impostorLine = `\u2014 ${logName} ${Buffer.alloc(72).toString('base64')}`;
+    await svc.store.db.execute(
+      sql`insert into log_cosignatures (tenant_id, tree_size, witness_key, line, posted_by_key)
+          values (${tenant.id}, ${Number(cp.body.split('\n')[1])}, ${`${logName}+00000000+AQ==`}, ${impostorLine}, null)`,
+    );
+    const served = (await svc.call('GET', '/v1/log/checkpoint', { key: tenant.keys.audit })).body as string;
+    expect(served).toContain('\u2014 w1.example ');
+    expect(served).not.toContain(impostorLine);
     // A name the served note could not carry readably: too long, or printing as another name.
     for (const name of ['w'.repeat(257), 'w5.example\u202e', 'w6\u200b.example']) {
       const refused = await post(other, name);
