@@ -218,7 +218,7 @@ export const cosignRoute = createRoute({
     },
     201: { description: 'Stored.', content: { 'application/json': { schema: CosignatureStored } } },
     400: BadRequestResponse(
-      'The body is not `CosignatureSubmission` (`INVALID_REQUEST`), the key is not a cosignature key, is a service key, is named as the log itself, as the log name of this service or as a log of this service (`<BATON_TLOG_NAME>`, `<BATON_TLOG_NAME>/baton` or `<BATON_TLOG_NAME>/baton/...`, in any case), or has a name over 256 bytes or with a character outside printable ASCII (`INVALID_VERIFIER_KEY`), or the note or checkpoint is malformed (`MALFORMED_NOTE`, `MALFORMED_CHECKPOINT`).',
+      'The body is not `CosignatureSubmission` (`INVALID_REQUEST`), the key is not a cosignature key, is a service key, is named as the log name of this service or a name under it (`<BATON_TLOG_NAME>`, `<BATON_TLOG_NAME>/...`, which holds the logs of every tenant; in any case, without trailing dots of a host or repeated and trailing slashes), or has a name over 256 bytes or with a character outside printable ASCII (`INVALID_VERIFIER_KEY`), or the note or checkpoint is malformed (`MALFORMED_NOTE`, `MALFORMED_CHECKPOINT`).',
     ),
     401: UnauthorizedResponse(),
     403: ForbiddenResponse(
