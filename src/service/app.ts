@@ -186,8 +186,10 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     c.set('commitGate', gate);
     const refuseLateWrite = (late: LateBy) => {
       const waited = `The database did not answer within ${writeDeadlineMs} ms, so Baton stopped waiting for it.`;
-      const committed = gate.abandon();
-      if (late.uploadMs !== undefined && !committed) return uploadTooSlow(late.uploadMs, 'the change was not applied, and will not be');
+      // A body slower than the deadline is the client's doing, unless a commit already went through.
+      const uploadMs = gate.letThrough ? undefined : late.uploadMs;
+      const committed = gate.abandon(uploadMs !== undefined ? '408 (its body took too long to arrive)' : '503 (the database was too slow)');
+      if (uploadMs !== undefined) return uploadTooSlow(uploadMs, 'the change was not applied, and will not be');
       return committed
         ? new BatonError('STORAGE_UNAVAILABLE', {
             message: `${waited} A commit of this change had already been sent, so it may be applied in part or whole.`,

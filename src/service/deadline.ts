@@ -147,30 +147,52 @@ export async function withinDeadlineOr<T>(
 }
 
 /**
- * Stands between a write request's work and its commits. The write deadline answers 503 while the
- * work may still be waiting for the database; the work goes on when the database answers again,
- * and each of its commits asks the gate first (`beforeCommit`, last thing inside a transaction).
- * Once the 503 is out (`abandon`), the gate throws, so the transaction rolls back instead of
- * applying a change its client was told failed. `abandon` says whether a commit had already been
- * let through, and so whether the 503 may say that nothing was changed.
+ * Stands between a write request's work and its commits. The write deadline answers (503, or 408
+ * for a body too slow to arrive) while the work may still be waiting for the database; the work
+ * goes on when the database answers again, and each of its commits asks the gate first
+ * (`beforeCommit`, last thing inside a transaction). Once the answer is out (`abandon`), the gate
+ * throws, so the transaction rolls back instead of applying a change its client was told failed.
+ * `abandon` says whether a commit had already been let through, and so whether the answer may say
+ * that nothing was changed.
  */
 export class CommitGate {
-  #abandoned = false;
+  #answered: string | undefined;
   #letThrough = false;
 
-  /** Throws once the request was answered 503; otherwise notes that a commit is on its way. */
+  /** Throws once the request was answered; otherwise notes that a commit is on its way. */
   beforeCommit(): void {
-    if (this.#abandoned) {
-      throw new BatonError('STORAGE_UNAVAILABLE', {
-        message: 'This request was already answered 503 (the database was too slow), so its change was rolled back.',
+    if (this.#answered !== undefined) {
+      const rolledBack = new BatonError('STORAGE_UNAVAILABLE', {
+        message: `This request was already answered ${this.#answered}, so its change was rolled back.`,
       });
+      rolledBackAfterAnswer.add(rolledBack);
+      throw rolledBack;
     }
     this.#letThrough = true;
   }
 
-  /** No commit passes from now on. True when one already did, so the change may be applied in part or whole. */
-  abandon(): boolean {
-    this.#abandoned = true;
+  /** Whether a commit was let through (the change may be applied in part or whole). */
+  get letThrough(): boolean {
     return this.#letThrough;
   }
+
+  /**
+   * No commit passes from now on: the request was answered as `answered` says (its status and why,
+   * for the rollback's own text). True when a commit already passed.
+   */
+  abandon(answered: string): boolean {
+    this.#answered = answered;
+    return this.#letThrough;
+  }
+}
+
+const rolledBackAfterAnswer = new WeakSet<Error>();
+
+/**
+ * Whether `err` is a write's rollback after its answer went out (CommitGate). That answer was
+ * logged and counted when it was made; this is no second outage, and after a 408 none at all (a
+ * slow upload, logged as a storage outage, let anyone raise that alarm: a review).
+ */
+export function isRollbackAfterAnswer(err: unknown): boolean {
+  return err instanceof Error && rolledBackAfterAnswer.has(err);
 }

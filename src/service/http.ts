@@ -8,6 +8,7 @@ import type { Context } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import { BatonError, ERROR_TABLE, errorBody, type ErrorEnvelope } from '../protocol/errors.js';
 import { errorForLog, isStorageUnavailable } from '../store/errors.js';
+import { isRollbackAfterAnswer } from './deadline.js';
 import { httpStatusOf } from './error-status.js';
 import type { AppEnv } from './types.js';
 import type { Logger } from './log.js';
@@ -50,7 +51,9 @@ export function handleError(err: unknown, c: Context<AppEnv>, log: Logger): Resp
   // made for callers (shownToCaller); the log gets it whole.
   const shown = e.code === 'INTERNAL' && !callerFacing.has(e) ? new BatonError('INTERNAL') : e;
   const operatorText = shown === e ? {} : { suggestion: e.suggestion, ...(e.details ? { details: e.details } : {}) };
-  if (e.code === 'STORAGE_UNAVAILABLE') logStorageUnavailable(log, err, { request_id: requestId, ...errorForLog(err) });
+  // A write rolled back after its answer went out: that answer was logged; this is no outage of its own.
+  if (isRollbackAfterAnswer(err)) log.debug('rolled back after its answer', { request_id: requestId, ...errorForLog(err) });
+  else if (e.code === 'STORAGE_UNAVAILABLE') logStorageUnavailable(log, err, { request_id: requestId, ...errorForLog(err) });
   else if (status >= 500)
     log.error('unhandled error', { request_id: requestId, ...errorForLog(err, e.code === 'INTERNAL'), ...operatorText });
   return c.json(errorEnvelope(shown, requestId), status);
@@ -195,10 +198,8 @@ export function answerUnreadRequest(err: Error & { code?: string }, socket: Unre
   // when no request read in full is still being answered on this connection (a pipelined client):
   // written then, this answer would read as that request's, and its "nothing was done" as a lie. A
   // request whose own body failed is not read in full, so it gets the answer, as Node's would.
-  const attached = socket._httpMessage;
-  const answering = attached != null && (attached.headersSent === true || attached.req?.complete !== false);
   const refusal = err.code?.startsWith('HPE_') === true || err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
-  if (!refusal || !socket.writable || answering) {
+  if (!refusal || !socket.writable || answeringRequestRead(socket)) {
     socket.destroy();
     return;
   }
@@ -226,6 +227,11 @@ export function answerUnreadRequest(err: Error & { code?: string }, socket: Unre
  * serve, and closes the connection (its bytes after the head are the tunnel's, never read).
  */
 export function answerConnect(_req: unknown, socket: UnreadRequestSocket): void {
+  // Pipelined behind a request still being answered, the refusal would read as that answer.
+  if (!socket.writable || answeringRequestRead(socket)) {
+    socket.destroy();
+    return;
+  }
   answerAndClose(
     socket,
     new BatonError('INVALID_REQUEST', {
@@ -233,6 +239,12 @@ export function answerConnect(_req: unknown, socket: UnreadRequestSocket): void 
       suggestion: "Send the request to Baton's own routes (GET /docs lists them), with a path as its target.",
     }),
   );
+}
+
+/** Whether a request read in full is still being answered on this connection (Node attaches its answer to the socket). */
+function answeringRequestRead(socket: UnreadRequestSocket): boolean {
+  const attached = socket._httpMessage;
+  return attached != null && (attached.headersSent === true || attached.req?.complete !== false);
 }
 
 /** Writes `e` in the envelope as a whole HTTP/1.1 answer, outside any route, then closes the connection. */

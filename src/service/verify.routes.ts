@@ -12,6 +12,7 @@ import {
 } from '../api/verify.js';
 import { requireScopeWithCache, tenantOf } from './auth.js';
 import { hasBody, readJsonBody } from './body.js';
+import { uploadTooSlow } from './deadline.js';
 import { bundleFrom, verifyWithinDeadline } from './verify.handlers.js';
 import { parseQuery, parseRequest } from './validate.js';
 import { newRouter, serve } from './router.js';
@@ -39,6 +40,9 @@ export function verifyRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       // decision from the database").
       const raw =
         drsHeader !== undefined && !(await hasBody(c, deps.config.maxBodyBytes)) ? {} : await readJsonBody(c, deps.config.maxBodyBytes);
+      // A body so slow that the deadline passed before it was whole: the client's doing, and nothing
+      // was sent to the database, so nothing was counted (a 503 said the database was too slow).
+      if (Date.now() >= c.get('deadline').getTime()) throw uploadTooSlow(c.get('upload').ms, 'nothing was decided or counted');
       const parsed = { ...parseRequest(drs ? VerifyRequestBodyDrs : VerifyRequestBody, raw, 'request body'), dry_run: dryRun };
       // DRS clients read only `valid`: a re-sent invocation is a replay to them (it would run the tool
       // again), and a body that is not the signed args is a deny, as require_binding makes it on
