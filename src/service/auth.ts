@@ -64,6 +64,10 @@ export const KEY_CACHE_MAX = 10_000;
 export const LAST_USED_INTERVAL_MS = 60_000;
 /** A bearer token longer than this is refused before it is hashed or looked up. */
 const MAX_TOKEN_LENGTH = BEARER_TOKEN_MAX_LENGTH;
+/** How often a node asks about a cached key again after a verify refused before its statement (refuseDeadKeyOfRefusedRequest). */
+const KEY_RECHECK_INTERVAL_MS = 1_000;
+/** How long that lookup waits for the database before the refusal is answered as it was. */
+const KEY_RECHECK_WAIT_MS = 250;
 /** The key id reported for the environment admin key (it has no api_keys row). */
 export const ENV_ADMIN_KEY_ID = 'admin:env';
 
@@ -122,6 +126,8 @@ interface AuthState {
   readonly lastRecordedUse: Map<string, number>;
   /** Key id -> when this node last logged a use of it revoked or expired (monotonic ms). */
   readonly lastRefusalLogged: Map<string, number>;
+  /** Key id -> when this node last asked about it after a refused verify (monotonic ms). */
+  readonly lastRecheck: Map<string, number>;
 }
 
 /** Per app instance (one ServiceDeps), so tests with separate apps never share a cache. */
@@ -137,6 +143,7 @@ function stateOf(deps: ServiceDeps): AuthState {
       metricsTokenDigest: metricsToken ? sha256(metricsToken) : null,
       lastRecordedUse: new Map(),
       lastRefusalLogged: new Map(),
+      lastRecheck: new Map(),
     };
     states.set(deps, state);
   }
@@ -375,8 +382,18 @@ async function refuseDeadKeyOfRefusedRequest(deps: ServiceDeps, c: Context<AppEn
   const refusal = c.error;
   if (!(refusal instanceof BatonError) || refusal.code === 'UNAUTHORIZED' || httpStatusOf(refusal) >= 500) return;
   if (auth.tenantId === null) return; // the environment admin key has no row, and a stored admin key passes no verify route
+  // At most one such lookup per key and second on a node (a client looping on a malformed verify
+  // would otherwise cost one per request), each waiting KEY_RECHECK_WAIT_MS at most: a slow
+  // database held every malformed verify for its whole deadline (a review).
+  const state = stateOf(deps);
+  const now = performance.now();
+  const last = state.lastRecheck.get(auth.keyId);
+  if (last !== undefined && now - last < KEY_RECHECK_INTERVAL_MS) return;
+  if (state.lastRecheck.size >= KEY_CACHE_MAX) state.lastRecheck.clear();
+  state.lastRecheck.set(auth.keyId, now);
+  const wait = new Date(Math.min(c.get('deadline').getTime(), Date.now() + KEY_RECHECK_WAIT_MS));
   try {
-    await authenticateRequest(deps, c, false);
+    await authenticate(deps, c.req.header('authorization'), c.get('requestId'), false, wait);
   } catch (err) {
     if (!(err instanceof BatonError) || err.code !== 'UNAUTHORIZED') return;
     evictApiKey(deps, auth.keyId);

@@ -1,6 +1,7 @@
 // API-key authentication on real PostgreSQL: bearer parsing, scopes, the
 // bounded TTL cache and revocation, the environment and bootstrap admin keys.
 import { createHash } from 'node:crypto';
+import { createServer, type AddressInfo } from 'node:net';
 import { eq } from 'drizzle-orm';
 import { Hono } from 'hono';
 import { requestId } from 'hono/request-id';
@@ -20,7 +21,7 @@ import { createApp } from '../../src/service/app.js';
 import { handleError } from '../../src/service/http.js';
 import type { AppEnv, AuthContext, ServiceDeps } from '../../src/service/types.js';
 import { createBootstrapAdminKey, retireStoredAdminKeys } from '../../src/store/api-keys.js';
-import type { Db, Store } from '../../src/store/db.js';
+import { openStore, type Db, type Store } from '../../src/store/db.js';
 import { apiKeys } from '../../src/store/schema/index.js';
 import { freshDatabase, freshPglite } from '../setup/db.js';
 import { startTestService, type CallResult, type TestService } from '../support/service.js';
@@ -306,6 +307,8 @@ describe('the key cache and revocation', () => {
     expect(await badVerify('/v1/verify', malformed)).toMatchObject({ status: 400, code: 'INVALID_REQUEST' });
     expect(apiKeyCacheOf(otherNode).get(sha256Hex(k.key))?.keyId).toBe(k.id);
     await revoke(k.id);
+    // That refusal asked about the key (live then); the node asks again a second later at most.
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
     for (const path of ['/v1/verify', '/v1/verify/dry-run', '/verify']) {
       const refused = await badVerify(path, malformed);
       expect(refused, path).toMatchObject({ status: 401, code: 'UNAUTHORIZED' });
@@ -315,7 +318,11 @@ describe('the key cache and revocation', () => {
       expect([...refused.headers.keys()].sort(), path).toEqual([...keyless.headers.keys()].sort());
     }
     expect(apiKeyCacheOf(otherNode).get(sha256Hex(k.key))).toBeUndefined();
+    // A node asks about one key at most once a second this way (a client looping on a malformed
+    // verify would otherwise cost a lookup each): cached again within it, the refusal stands.
     apiKeyCacheOf(otherNode).set(sha256Hex(k.key), { keyId: k.id, tenantId: tenant, scopes: ['verify'], toolServer: null });
+    expect(await badVerify('/v1/verify', tooLarge)).toMatchObject({ status: 413, code: 'PAYLOAD_TOO_LARGE' });
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
     expect(await badVerify('/v1/verify', tooLarge)).toMatchObject({ status: 401, code: 'UNAUTHORIZED' });
 
     // A database that does not answer leaves the request's own refusal (a 400, not a 503).
@@ -331,6 +338,30 @@ describe('the key cache and revocation', () => {
     });
     await down.drop();
     expect(res.status).toBe(400);
+
+    // Nor does one that hangs hold the refusal for the request's whole deadline (5 s): the lookup
+    // waits a quarter of a second.
+    const silent = createServer(() => {}); // accepts, never answers
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const hanging = await openStore({
+      databaseUrl: `postgres://postgres@127.0.0.1:${(silent.address() as AddressInfo).port}/none`,
+      migrate: false,
+    });
+    const hangingNode: ServiceDeps = { ...svc.deps, store: hanging };
+    apiKeyCacheOf(hangingNode).set(sha256Hex(live.key), { keyId: live.id, tenantId: tenant, scopes: ['verify'], toolServer: null });
+    try {
+      const started = Date.now();
+      const slow = await createApp(hangingNode).request('/v1/verify', {
+        method: 'POST',
+        headers: { authorization: `Bearer ${live.key}`, 'content-type': 'application/json' },
+        body: malformed,
+      });
+      expect(slow.status).toBe(400);
+      expect(Date.now() - started).toBeLessThan(svc.deps.config.verifyDeadlineMs / 2);
+    } finally {
+      void hanging.close();
+      silent.close();
+    }
   });
 
   it('keeps the cached (verify) path to one query per key per TTL; other routes look the key up each time', async () => {
