@@ -279,6 +279,10 @@ describe('requests Node refuses before Baton reads them', () => {
       expect(answer, raw).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
       expect(envelopeOf(answer).error, raw).toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringMatching(/CONNECT/) });
     }
+    // Pipelined behind a request still being answered, it writes nothing: it would read as that answer.
+    const pipelined = await exchange(server.port, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nCONNECT a:1 HTTP/1.1\r\nHost: a:1\r\n\r\n');
+    expect(pipelined).not.toMatch(/CONNECT/);
+    expect(pipelined === '' || /^HTTP\/1\.1 200 OK\r\n/.test(pipelined), pipelined).toBe(true);
     await expectServing(server.port);
   }, 60_000);
 
