@@ -238,11 +238,11 @@ async function openPglite(
     client = await PGlite.create(dataDir);
   } catch (err) {
     unlock();
-    // PGlite says only that it "failed to initialize properly": name the folder and the way out.
+    // PGlite says only that it "failed to initialize properly": name the folder and the way out. The
+    // cause is told in the message, not attached as well: a failed start prints both (twice, then).
     const why = errorText(err);
     throw new Error(
       `the embedded database in ${dataDir} could not be opened (${why}). Check that the folder is readable and writable and the disk has room. If it is damaged or not a Baton data folder, restore it from a backup, or move it aside and start again (a new folder starts empty), or set BATON_DATA_DIR (baton serve --data-dir) to another folder.`,
-      { cause: err },
     );
   }
   const stopped = guardAgainstAbort(client, dataDir, (message) => {

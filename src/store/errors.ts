@@ -114,7 +114,7 @@ export function isStorageUnavailable(err: unknown): boolean {
  * SQLSTATE), and keeps the stack's frames without that message.
  */
 export function errorForLog(err: unknown, withStack = false): { error: string; cause?: string; stack?: string } {
-  if (!(err instanceof Error)) return { error: String(err) };
+  if (!(err instanceof Error)) return { error: errorText(err) }; // an object thrown: not "[object Object]"
   const query = (err as { query?: unknown }).query;
   const redacted = typeof query === 'string' && 'params' in err;
   const error = redacted ? `Failed query: ${query}` : `${err.name}: ${err.message}`;

@@ -106,6 +106,8 @@ describe('errorForLog', () => {
       'the embedded database in /d could not be opened (the embedded database could not use its data folder: no space left on the device (ENOSPC): free space where the data folder is, or set BATON_DATA_DIR to a folder with room)',
     );
     expect(errorForLog(wrapped).cause).toMatch(/ENOSPC/);
+    // Thrown as it is, to a request's log line.
+    expect(errorForLog(new ErrnoError(51)).error).toMatch(/ENOSPC/);
     // Another non-Error object: its kind and field names, never their values (they may hold a secret).
     expect(errorText({ status: 'odd', url: 'postgres://user:secret@db/baton' })).toBe('a thrown Object with the fields status, url');
   });
