@@ -334,7 +334,7 @@ export const issueDelegationRoute = createRoute({
       "A different record issued with the tenant's custodial root key already uses the requested `jti` (`CONFLICT`); a `jti` is unique per issuer.",
     ),
     413: PayloadTooLargeResponse(),
-    422: UnprocessableResponse('The signed record would not verify now, e.g. `exp` is not after now (`RECEIPT_EXPIRED`).'),
+    422: UnprocessableResponse('The signed record would not verify now, e.g. `exp` is before now (`RECEIPT_EXPIRED`).'),
     500: InternalResponse(),
     503: StorageUnavailableResponse(),
   },

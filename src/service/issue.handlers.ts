@@ -43,11 +43,12 @@ export async function issueCustodialRoot(
   // Said as what it is, as the stored record's check says it (422 RECEIPT_EXPIRED), before the
   // custodial key is made: with no nbf (now, by default) a past exp read "exp must not be before
   // nbf", of an nbf the caller never sent (outside probe).
-  if (req.exp !== undefined && req.exp !== null && req.exp <= now)
+  // exp is the last second the record is valid (the chain's check: expired once now > exp).
+  if (req.exp !== undefined && req.exp !== null && req.exp < now)
     throw new SubmissionRefusal('RECEIPT_EXPIRED', {
-      message: `exp (${req.exp}) is not after now (${now}, the service's clock): the delegation would be expired when issued.`,
-      suggestion: `Give an exp later than now, or leave it out for the default lifetime (${DEFAULT_LIFETIME_SECONDS} s).`,
-      details: { field: 'exp' },
+      message: `exp (${req.exp}) is before now (${now}, the service's clock): the delegation would be expired when issued.`,
+      suggestion: `Give an exp of now or later, or leave it out for the default lifetime (${DEFAULT_LIFETIME_SECONDS} s).`,
+      violations: [{ code: 'RECEIPT_EXPIRED', field: 'exp', required: `>= ${now}`, actual: req.exp }],
     });
   const issuer = await custodialRootKey(deps.store.db, tenantId, deps.masterKey, gate);
   const signed = signRootDelegation({

@@ -230,18 +230,24 @@ describe('POST /v1/delegations/issue (custodial root)', () => {
     expect(r.body.delegation.policy).toEqual({ allowed_tools: ['web_search'], max_calls: 3, pii_access: false, write_access: false });
   });
 
-  it('refuses an exp not after now as what it is, with or without an nbf, before the custodial key is made', async () => {
+  it('refuses an exp before now as what it is, with or without an nbf, before the custodial key is made', async () => {
     const fresh = await setupTenant(svc, 'past-exp');
-    for (const times of [{ exp: T0 - 100 }, { exp: T0 }, { nbf: T0 - 200, exp: T0 - 100 }]) {
+    for (const times of [{ exp: T0 - 100 }, { exp: T0 - 1 }, { nbf: T0 - 200, exp: T0 - 100 }]) {
       const r = await svc.call('POST', '/v1/delegations/issue', {
         key: fresh.keys.issue,
         json: { audience: agentA.did, policy: { allowed_tools: ['web_search'] }, ...times },
       });
       expect(r.status, JSON.stringify(times)).toBe(422);
-      expect(r.body.error).toMatchObject({ code: 'RECEIPT_EXPIRED', message: expect.stringMatching(/^exp \(\d+\) is not after now/) });
-      expect(r.body.error.details).toMatchObject({ field: 'exp' });
+      expect(r.body.error).toMatchObject({ code: 'RECEIPT_EXPIRED', message: expect.stringMatching(/^exp \(\d+\) is before now/) });
+      expect(r.body.error.details.violations).toEqual([{ code: 'RECEIPT_EXPIRED', field: 'exp', required: `>= ${T0}`, actual: times.exp }]);
     }
     expect(await svc.store.db.select().from(custodialKeys).where(eq(custodialKeys.tenantId, fresh.id))).toHaveLength(0);
+    // exp is the last second the record is valid: an exp of now is issued, and active.
+    const lastSecond = await svc.call('POST', '/v1/delegations/issue', {
+      key: fresh.keys.issue,
+      json: { audience: agentA.did, policy: { allowed_tools: ['web_search'] }, exp: T0 },
+    });
+    expect(lastSecond.status, JSON.stringify(lastSecond.body)).toBe(201);
   });
 });
 
