@@ -182,7 +182,7 @@ const decideApprovalRoute = (what: 'approve' | 'reject') =>
     responses: {
       200: json(Approval, 'Decided.'),
       403: ForbiddenResponse(
-        'The key lacks the `approve` scope or is the admin key (`FORBIDDEN`), it asked for this approval itself (`SELF_APPROVAL`), or the approval passed its deadline while pending (`APPROVAL_EXPIRED`).',
+        'The key lacks the `approve` scope or is the admin key (`FORBIDDEN`), it asked for this approval itself (`SELF_APPROVAL`), or the approval passed its deadline, pending or approved and unused (`APPROVAL_EXPIRED`).',
       ),
       404: NotFoundResponse('This tenant has no such approval (`NOT_FOUND`).'),
       409: ConflictResponse(

@@ -3679,7 +3679,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The key lacks the `approve` scope or is the admin key (`FORBIDDEN`), it asked for this approval itself (`SELF_APPROVAL`), or the approval passed its deadline while pending (`APPROVAL_EXPIRED`). */
+      /** @description The key lacks the `approve` scope or is the admin key (`FORBIDDEN`), it asked for this approval itself (`SELF_APPROVAL`), or the approval passed its deadline, pending or approved and unused (`APPROVAL_EXPIRED`). */
       403: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -3787,7 +3787,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The key lacks the `approve` scope or is the admin key (`FORBIDDEN`), it asked for this approval itself (`SELF_APPROVAL`), or the approval passed its deadline while pending (`APPROVAL_EXPIRED`). */
+      /** @description The key lacks the `approve` scope or is the admin key (`FORBIDDEN`), it asked for this approval itself (`SELF_APPROVAL`), or the approval passed its deadline, pending or approved and unused (`APPROVAL_EXPIRED`). */
       403: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -4584,7 +4584,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The signed record would not verify now, e.g. `exp` is not after now (`RECEIPT_EXPIRED`). */
+      /** @description The signed record would not verify now, e.g. `exp` is before now (`RECEIPT_EXPIRED`). */
       422: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];

@@ -166,7 +166,7 @@ export async function decideGrant(
     if (revoked !== null) {
       throw new BatonError('CONFLICT', {
         message: `Delegation ${hash} is held for approval, and ${revoked === hash ? 'it' : `delegation ${revoked} of its chain`} was revoked: no call can run through it, so its grant cannot be approved.`,
-        suggestion: `Reject it (POST /v1/grants/${hash}/reject, or baton approvals reject ${hash}), or leave it held.`,
+        suggestion: `Reject it (POST /v1/grants/${hash}/reject, or baton approvals reject ${hash} --actor <name> --reason <text>), or leave it held.`,
         details: { dr_hash: hash, status: row.status, revoked_dr: revoked },
       });
     }

@@ -352,7 +352,7 @@ export async function decideGrantRow(
         // record is refused at every verify, so approving it would record a permission nothing can use.
         ...(outcome === 'approved'
           ? [
-              sql`not exists (select 1 from ${delegations} held join ${delegations} c on c.tenant_id = held.tenant_id and (c.hash = held.hash or c.hash = any(held.ancestors)) where held.tenant_id = ${tenantId} and held.hash = ${grantApprovals.drHash} and c.revoked_at is not null)`,
+              sql`not exists (select 1 from ${delegations} held join ${delegations} c on c.tenant_id = held.tenant_id and c.hash = any(held.ancestors || held.hash) where held.tenant_id = ${tenantId} and held.hash = ${grantApprovals.drHash} and c.revoked_at is not null)`,
             ]
           : []),
       ),
