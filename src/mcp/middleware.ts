@@ -104,6 +104,7 @@ import {
   type McpErrorCode,
   type Violation,
 } from '../protocol/errors.js';
+import { sha256Hex } from '../protocol/hash.js';
 import { canonicalJson, notJsonAsIs, utf8Decode, utf8Encode } from '../protocol/jcs.js';
 import { ACTUAL_SOURCES, type ActualSource } from '../protocol/lists.js';
 import type { Bundle } from '../protocol/records.js';
@@ -492,19 +493,20 @@ function methodOf(schema: AnyObjectSchema): string | undefined {
 }
 
 /**
- * The invocations the process's wrapped servers ran lately, by jti: the last MAX_REMEMBERED. Baton
- * refuses an invocation past its maximum age (BATON_INVOCATION_MAX_AGE, 300 s by default), so at up
- * to 300 calls a second this covers every re-send Baton could still allow; past that rate an older
- * one rests on Baton's answer alone, as every re-send did before.
+ * The invocations the process's wrapped servers ran lately, by the namespace Baton counts them in
+ * and jti (see replayNamespace): the last MAX_REMEMBERED. Baton refuses an invocation past its
+ * maximum age (BATON_INVOCATION_MAX_AGE, 300 s by default), so at up to 300 calls a second this
+ * covers every re-send Baton could still allow; past that rate an older one rests on Baton's answer
+ * alone, as every re-send did before.
  */
 class RecentInvocations {
   static readonly MAX_REMEMBERED = 100_000;
   readonly #seen = new Set<string>();
 
-  /** True the first time `jti` is given; false on every later time while it is remembered. */
-  firstRun(jti: string): boolean {
-    if (this.#seen.has(jti)) return false;
-    this.#seen.add(jti);
+  /** True the first time `key` (a namespace and a jti) is given; false on every later time while it is remembered. */
+  firstRun(key: string): boolean {
+    if (this.#seen.has(key)) return false;
+    this.#seen.add(key);
     // A Set iterates in insertion order: the first is the oldest.
     if (this.#seen.size > RecentInvocations.MAX_REMEMBERED) this.#seen.delete(this.#seen.values().next().value!);
     return true;
@@ -515,13 +517,38 @@ class RecentInvocations {
  * One memory for every server this process wraps, whichever copy of this module wrapped it (a
  * bundle may hold two). Each withBaton kept its own: a tool server that makes a server per session,
  * or per request as the MCP SDK's stateless HTTP pattern does, ran an allow replayed with `retry:
- * false` once in every session, all under one verify key (an outside probe).
+ * false` once in every session, all under one verify key (an outside probe). Its entries are kept
+ * apart by namespace (replayNamespace), so one tenant's call never refuses another's.
  */
 function processRecentInvocations(): Pick<RecentInvocations, 'firstRun'> {
   const shared = globalThis as { [RECENT_INVOCATIONS_KEY]?: Pick<RecentInvocations, 'firstRun'> };
   return (shared[RECENT_INVOCATIONS_KEY] ??= new RecentInvocations());
 }
-const RECENT_INVOCATIONS_KEY = Symbol.for('@baton-drs/mcp: invocations this process ran');
+/** Versioned: a release that stores another shape uses another key, so an older copy of this module never reads it. */
+const RECENT_INVOCATIONS_KEY = Symbol.for('@baton-drs/mcp: invocations this process ran/v1');
+
+/** A client's identity in the process, for a client that names no tenant of its own. */
+const clientIdentities = new WeakMap<object, number>();
+let nextClientIdentity = 0;
+
+/**
+ * Whose invocations a server's memory entries are: Baton counts a jti per tenant, so two tenants'
+ * calls with the same jti are two calls. With the tenant pinned (serviceDids and tenantId), an
+ * allow is the tenant's: its entries are the tenant's. Unpinned, an allow is taken on the answer's
+ * word, so the entries are the connection's: Baton's base URL and a digest of the verify key (the
+ * key itself is not kept). A BatonClient passed in exposes neither its tenant nor its key: the
+ * entries are that client object's (every server given the same client shares them).
+ */
+function replayNamespace(baton: BatonMcpOptions['baton'], client: BatonClient): string {
+  if (!(baton instanceof BatonClient) && typeof (baton as { verify?: unknown }).verify !== 'function') {
+    const c = baton as BatonConnection;
+    if (c.serviceDids !== undefined && typeof c.tenantId === 'string') return `tenant\0${c.tenantId}`;
+    return `connection\0${client.baseUrl}\0${sha256Hex(c.verifyKey)}`;
+  }
+  let id = clientIdentities.get(client);
+  if (id === undefined) clientIdentities.set(client, (id = ++nextClientIdentity));
+  return `client\0${id}`;
+}
 
 /** A call whose task is watched: what TaskCancelWatch tells it. */
 interface TaskWatcher {
@@ -634,6 +661,7 @@ function makeGate(
   const refuseAs = options.refuseAs ?? 'tool-result';
   const defaultSource = options.defaultCostSource ?? 'harness-reported';
   const ran = processRecentInvocations();
+  const namespace = replayNamespace(options.baton, client);
 
   const refuse = (refusal: BatonRefusal, error?: unknown): CallToolResult => {
     emit({ type: 'refused', tool: refusal.tool, refusal, ...(error !== undefined ? { error } : {}) });
@@ -762,14 +790,19 @@ function makeGate(
     // `retry` is the answer's word, and no signature covers it: an allow replayed by whoever sits
     // between here and Baton could say false. An invocation a server of this process already ran
     // is refused whatever the answer says.
-    if (decision.retry || !ran.firstRun(invocationId)) {
+    if (decision.retry || !ran.firstRun(`${namespace}\0${invocationId}`)) {
       // Baton answers a re-send of an allowed invocation by the same key with
       // the original allow, counting nothing. This server verifies each
       // request once, with one key for every caller, so this request was seen
       // before: running the tool would bypass max_calls, budgets and approvals.
+      // Baton's retry says it counted the first allow; the memory only that this process ran it (an
+      // answer saying retry: false of it is a replayed one, or Baton's memory is not this process's).
+      const before = decision.retry
+        ? 'was already allowed once, and Baton counted it then (perhaps its answer was lost on the way)'
+        : 'was already allowed once, and this tool server ran it then';
       return refuse({
         ...local(tool, 'REPLAY_DETECTED', {
-          message: `This signed invocation (${invocationId}) was already allowed once, and Baton counted it then (perhaps its answer was lost on the way); a re-send of it does not run the tool. Each tool call needs a freshly signed invocation.`,
+          message: `This signed invocation (${invocationId}) ${before}; a re-send of it does not run the tool. Each tool call needs a freshly signed invocation.`,
           suggestion:
             'Sign a new invocation (a fresh jti) for every tool call, even to repeat one with the same arguments; invokeTool signs one per call.',
           violations: [{ code: 'REPLAY_DETECTED', field: 'invocation.jti', actual: invocationId }],
@@ -1300,7 +1333,13 @@ function invocationPayload(jws: string): Record<string, unknown> | undefined {
 export function explainRefusal(refusal: BatonRefusal): string {
   const r = Array.isArray((refusal as Partial<BatonRefusal> | null)?.violations)
     ? refusal
-    : (refusalOf(refusal) ?? (isRecord(refusal) ? wholeRefusal(refusal) : null));
+    : (refusalOf(refusal) ??
+      // A partial refusal passed as it is (another middleware's, an older release's): filled when its
+      // code is one of Baton's. Anything else with a string code (an Error's 'ECONNREFUSED', {code: 'ok'})
+      // is no refusal, and the TypeError below says so.
+      (isRecord(refusal) && !(refusal instanceof Error) && typeof refusal['code'] === 'string' && isErrorCode(refusal['code'])
+        ? wholeRefusal(refusal)
+        : null));
   if (r === null)
     throw new TypeError('explainRefusal takes a Baton refusal: pass refusalOf(result), which is null when Baton did not refuse the call');
   // Baton's service decides most refusals, but the middleware makes some itself (a bundle missing,

@@ -3,6 +3,7 @@
  * Server), talking to a real MCP client in-process, verifying against the
  * real Baton service over a real socket on real PostgreSQL.
  */
+import { randomUUID } from 'node:crypto';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
@@ -36,8 +37,9 @@ import { ERROR_TABLE, isErrorCode } from '../../src/protocol/errors.js';
 import { utf8Encode } from '../../src/protocol/jcs.js';
 import { BatonClient } from '../../src/sdk/client.js';
 import { generateKeyPair } from '../../src/sdk/keys.js';
-import { createInvocation, makeBundle } from '../../src/sdk/records.js';
+import { createInvocation, createRootDelegation, createSubDelegation, makeBundle } from '../../src/sdk/records.js';
 import { closedPortUrl } from '../sdk/live-service.js';
+import { setupTenant } from '../support/service.js';
 import { audit, batonOptions, cleanups, DECLARED, live, storedChain, useLiveBaton, type Chain } from './live-baton.js';
 
 const TOOL_SERVER = 'mcp://test-tools';
@@ -502,6 +504,70 @@ describe('refused calls never run the tool', () => {
     );
     expect(refusalOf(elsewhere)).toMatchObject({ code: 'REPLAY_DETECTED' });
     expect(perSession.search).not.toHaveBeenCalled();
+    // The memory's refusal says what it knows: this process ran the call, not that Baton counted it now.
+    expect(refusalOf(elsewhere)!.message).toContain('was already allowed once, and this tool server ran it then');
+    // Unpinned, the memory is the connection's (base URL and verify key): another key's call with the
+    // same jti is another tenant's as far as this process can tell, and Baton's to judge.
+    const otherKey = toolServer(batonOptions({ baton: { baseUrl: url, verifyKey: 'another-tenants-key' } }));
+    const args = { tool: 'web_search', query: 'q', ...DECLARED };
+    expect((await callToolWithBundle(await connect(otherKey.server), 'web_search', args, bundle)).isError).toBeFalsy();
+    expect(otherKey.search).toHaveBeenCalledTimes(1);
+    // A BatonClient passed in names no tenant: the memory is that client's, shared by every server given it.
+    const shared = new BatonClient({ baseUrl: url, apiKey: 'whatever-key' });
+    const first = toolServer(batonOptions({ baton: shared }));
+    expect((await callToolWithBundle(await connect(first.server), 'web_search', args, bundle)).isError).toBeFalsy();
+    const second = toolServer(batonOptions({ baton: shared }));
+    expect(refusalOf(await callToolWithBundle(await connect(second.server), 'web_search', args, bundle))).toMatchObject({
+      code: 'REPLAY_DETECTED',
+    });
+    expect(second.search).not.toHaveBeenCalled();
+  });
+
+  it('the memory is kept under a versioned key: what an older release keeps under its own key is not read', async () => {
+    // An older copy of the module (another shape) under the unversioned key would throw inside the gate.
+    const older = Symbol.for('@baton-drs/mcp: invocations this process ran');
+    const shared = globalThis as { [older]?: unknown };
+    const before = shared[older];
+    shared[older] = { firstRun: 'not a function' };
+    cleanups.push(async () => {
+      shared[older] = before;
+    });
+    const { server, search } = toolServer(batonOptions());
+    expect((await searchOnce(await connect(server), await storedChain(), 'q')).isError).toBeFalsy();
+    expect(search).toHaveBeenCalledTimes(1);
+  });
+
+  it("the memory of invocations run is per tenant, as Baton's: another tenant's call with the same jti runs", async () => {
+    // Two tenants of one Baton, each server pinned to its own (serviceDids and tenantId), one jti in both.
+    const other = await setupTenant(live.svc, 'other-tenant');
+    const { keys } = await new BatonClient({ baseUrl: live.baseUrl }).keys();
+    const serviceDids = keys.map((k) => k.did);
+    const chainOf = async (rootKey: typeof other.root): Promise<Chain> => {
+      const a = generateKeyPair();
+      const b = generateKeyPair();
+      const policy = { allowed_tools: ['web_search'], max_calls: 5, max_cost_usd: 0.01, write_access: false, pii_access: false };
+      const root = createRootDelegation({ issuer: rootKey, audience: a.did, policy });
+      const sub = createSubDelegation({ parent: root, issuer: a, audience: b.did, policy });
+      await new BatonClient({ baseUrl: live.baseUrl }).submit([root, sub]);
+      return { b, root, sub, chain: [root, sub] };
+    };
+    const jti = `inv:${randomUUID()}`;
+    const args = { tool: 'web_search', query: 'q', ...DECLARED };
+    const run = async (c: Chain, tenant: typeof other) => {
+      const inv = createInvocation({ chain: c.chain, invoker: c.b, args, toolServer: TOOL_SERVER, jti });
+      const server = toolServer(
+        batonOptions({
+          baton: { baseUrl: live.baseUrl, verifyKey: tenant.keys.verify, reportKey: tenant.keys.report, serviceDids, tenantId: tenant.id },
+        }),
+      );
+      const result = await callToolWithBundle(await connect(server.server), 'web_search', args, makeBundle(inv, c.chain, 'reference'));
+      return { result, search: server.search };
+    };
+    const mine = await run(await storedChain(), live.tenant);
+    expect(mine.result.isError, text(mine.result)).toBeFalsy();
+    const theirs = await run(await chainOf(other.root), other);
+    expect(theirs.result.isError, text(theirs.result)).toBeFalsy();
+    expect(theirs.search).toHaveBeenCalledTimes(1);
   });
 
   it('Baton answering 503 (storage down): refused, the tool does not run', async () => {
@@ -856,7 +922,17 @@ describe('resources, prompts and completions: refused unless served ungated', ()
     expect(odd).toMatchObject({ code: 'SOMETHING_ELSE', tool: 'search', violations: [], retryable: false, block: null, request_id: null });
     expect(typeof odd.message).toBe('string');
     expect(typeof odd.suggestion).toBe('string');
-    expect(explainRefusal({ code: 'SOMETHING_ELSE' } as unknown as BatonRefusal)).toContain('SOMETHING_ELSE');
+    // explainRefusal fills a partial refusal of one of Baton's codes; anything else with a string code
+    // (an unknown code, an Error's 'ECONNREFUSED') is no refusal: the TypeError its docstring promises.
+    expect(explainRefusal({ code: 'UNGATED_REQUEST', method: 'prompts/get' } as unknown as BatonRefusal)).toContain(
+      'This prompts/get request was refused: UNGATED_REQUEST.',
+    );
+    expect(() => explainRefusal({ code: 'SOMETHING_ELSE' } as unknown as BatonRefusal)).toThrow(TypeError);
+    expect(() => explainRefusal({ code: 'ok' } as unknown as BatonRefusal)).toThrow(TypeError);
+    const refusedConnection = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' });
+    expect(() => explainRefusal(refusedConnection as unknown as BatonRefusal)).toThrow(TypeError);
+    // An Error is no refusal even when its code is one of Baton's (a client's TIMEOUT, say).
+    expect(() => explainRefusal(Object.assign(new Error('timed out'), { code: 'TIMEOUT' }) as unknown as BatonRefusal)).toThrow(TypeError);
     expect(refusalOf(new McpError(BATON_REFUSAL_ERROR_CODE, 'other', { reason: 'not Baton' }))).toBeNull();
   });
 
