@@ -37,9 +37,12 @@ not that any call is allowed. The hash of its last record (the leaf) is
 printed. A file that says whose chain it is (the answer's "hash", and the
 "hash" of each of its "records") must say what its receipts are, or it is
 refused (exit 1); so is one whose "records" (the decoded copies the answer
-shows beside the receipts) or "root_principal" say other than its receipts
-sign, as "baton chain" refuses such an answer. --leaf <hash> requires the
-chain to end at that record.
+shows beside the receipts), "chain" (the same copies, as "baton chain --json"
+writes them) or "root_principal" say other than its receipts sign, as
+"baton chain" refuses such an answer. What no receipt signs is not checked:
+the usage, status and revocation members beside each record, and the whole
+"tree" of a "baton chain --json" file (the output says so when it has one).
+--leaf <hash> requires the chain to end at that record.
 
 Options:
   --trust <did>        a trusted root did:key (repeatable; at least one)
@@ -143,27 +146,48 @@ export async function runVerify(argv: string[], io: CliIo): Promise<number> {
     const mismatch = notTheChain(input, hashes, wantedLeaf);
     if (mismatch !== undefined) return notThatChain(mismatch, false);
     const decision = verifyDelegations(input.receipts, { now, trustedRoots: trust, ...maxDepth });
-    // The decoded records of a GET /v1/delegations/{hash}/chain answer are what a reader of the file
-    // takes for its policies: checked against the receipts as the SDK's getChain checks them. The
-    // answer's "hash" and "root_principal", when the file leaves them out, claim nothing.
-    if (decision.valid && 'records' in input) {
-      const problem = fetchedChainProblem(leaf, {
-        ...input,
-        hash: 'hash' in input ? input['hash'] : leaf,
-        root_principal: 'root_principal' in input ? input['root_principal'] : decision.delegations[0]!.payload.iss,
-      } as unknown as Parameters<typeof fetchedChainProblem>[1]);
-      if (problem !== undefined) return notThatChain(problem, true);
+    // The decoded records beside the receipts are what a reader of the file takes for its policies:
+    // a GET /v1/delegations/{hash}/chain answer's "records", and "baton chain --json"'s "chain".
+    // Each is checked against the receipts as the SDK's getChain checks them (the signed members
+    // only: a chain entry's usage and revoked_reason are the service's state, which no receipt
+    // signs), and "root_principal" whenever the file has it. A file that leaves out "hash" or
+    // "root_principal" claims nothing of them.
+    if (decision.valid) {
+      const rootIssuer = decision.delegations[0]!.payload.iss;
+      if ('root_principal' in input && input['root_principal'] !== rootIssuer)
+        return notThatChain(
+          `it names ${JSON.stringify(input['root_principal'])} as root principal, not the root's issuer ${rootIssuer}`,
+          true,
+        );
+      for (const member of DECODED_MEMBERS) {
+        if (!(member in input)) continue;
+        const problem = fetchedChainProblem(leaf, {
+          hash: leaf,
+          root_principal: rootIssuer,
+          receipts: input.receipts,
+          records: input[member],
+        } as unknown as Parameters<typeof fetchedChainProblem>[1]);
+        // Named as the file names them: records[1].policy, or chain[1].policy.
+        if (problem !== undefined) return notThatChain(problem.replace(/^records\[/, `${member}[`), true);
+      }
     }
+    // What the file shows that no receipt signs ("baton chain --json"'s tree): said, not passed off as checked.
+    const unchecked = UNCHECKED_MEMBERS.filter((m) => m in input);
     io.out(
       values.json
         ? JSON.stringify(
             decision.valid
-              ? { valid: true, chain_depth: decision.delegations.length, leaf_hash: leaf }
+              ? {
+                  valid: true,
+                  chain_depth: decision.delegations.length,
+                  leaf_hash: leaf,
+                  ...(unchecked.length > 0 ? { unchecked } : {}),
+                }
               : { valid: false, leaf_hash: leaf, error: decision.error, violations: decision.violations },
             null,
             2,
           )
-        : explainChain(decision) + (decision.valid ? OFFLINE_ONLY : ''),
+        : explainChain(decision) + (decision.valid ? OFFLINE_ONLY : '') + (decision.valid && unchecked.length > 0 ? NOT_SIGNED : ''),
     );
     return decision.valid ? 0 : 1;
   }
@@ -193,6 +217,10 @@ export async function runVerify(argv: string[], io: CliIo): Promise<number> {
   return decision.valid ? 0 : 1;
 }
 
+/** A chain file's "tree" (as "baton chain --json" writes it) is the service's word: no receipt in the file signs it. */
+const NOT_SIGNED =
+  '\n  not checked  the file\'s "tree" (the delegation tree the service showed, with usage and status): no receipt in the file signs it';
+
 /** An offline allow says what it could not check, so it is not read as the service's allow. */
 const OFFLINE_ONLY =
   '\n  checked      offline: signatures, chain, policy and time only; not revocation, max_calls, replay or tool rules (ask the service: baton check)';
@@ -219,8 +247,9 @@ function isChain(value: unknown): value is Record<string, unknown> & { receipts:
 
 /**
  * Why a chain file is not the chain it says or is asked to be, if it is not: --leaf, or the members
- * GET /v1/delegations/{hash}/chain answers beside the receipts (`hash`, `records`), which a reader
- * takes for what the file holds. A valid chain of another record must not pass as this one.
+ * GET /v1/delegations/{hash}/chain answers beside the receipts (`hash`, `records`; `chain` where
+ * "baton chain --json" wrote the file), which a reader takes for what the file holds. A valid chain
+ * of another record must not pass as this one.
  */
 function notTheChain(
   input: Record<string, unknown> & { receipts: string[] },
@@ -231,17 +260,29 @@ function notTheChain(
   if (wanted !== undefined && leaf !== wanted) return `its receipts end at ${leaf}, not at --leaf ${wanted}`;
   if ('hash' in input && input['hash'] !== leaf)
     return `it says it is the chain of ${JSON.stringify(input['hash'])}, but its receipts end at ${leaf}`;
-  if (!('records' in input)) return undefined;
-  const records = input['records'];
-  if (!Array.isArray(records) || records.length !== hashes.length)
-    return `its records do not list its ${hashes.length} receipt(s) one for one`;
-  const differing = records.findIndex((r: unknown, i) => {
-    const record = (r !== null && typeof r === 'object' ? r : {}) as Record<string, unknown>;
-    return record['hash'] !== hashes[i] || ('jws' in record && record['jws'] !== input.receipts[i]);
-  });
-  if (differing >= 0) return `records[${differing}] says another record than receipts[${differing}], which hashes to ${hashes[differing]}`;
+  for (const member of DECODED_MEMBERS) {
+    if (!(member in input)) continue;
+    const records = input[member];
+    if (!Array.isArray(records) || records.length !== hashes.length)
+      return `its ${member} do${member === 'chain' ? 'es' : ''} not list its ${hashes.length} receipt(s) one for one`;
+    const differing = records.findIndex((r: unknown, i) => {
+      const record = (r !== null && typeof r === 'object' ? r : {}) as Record<string, unknown>;
+      return record['hash'] !== hashes[i] || ('jws' in record && record['jws'] !== input.receipts[i]);
+    });
+    if (differing >= 0)
+      return `${member}[${differing}] says another record than receipts[${differing}], which hashes to ${hashes[differing]}`;
+  }
   return undefined;
 }
+
+/**
+ * Where a chain file shows its records decoded beside the receipts: "records" in a GET
+ * /v1/delegations/{hash}/chain answer, "chain" in what "baton chain --json" prints.
+ */
+const DECODED_MEMBERS = ['records', 'chain'] as const;
+
+/** What a chain file may hold that no receipt in it signs: said beside a valid chain, so that it is not read as checked. */
+const UNCHECKED_MEMBERS = ['tree'] as const;
 
 function explainChain(decision: DelegationsDecision): string {
   if (decision.valid) {

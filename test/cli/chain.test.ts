@@ -143,4 +143,48 @@ describe('baton chain', () => {
     expect(root.code, root.out + root.err).toBe(1);
     expect(root.out).toContain(`NOT THAT CHAIN: it names "${c.a.did}" as root principal`);
   });
+
+  it('baton verify --chain-only checks what "baton chain --json" writes: its chain[] and root_principal; its tree is said unchecked', async () => {
+    const c = await withSibling();
+    const printed = await run(['chain', c.sub.hash, '--json', ...A]);
+    expect(printed.code, printed.err).toBe(0);
+    const file = JSON.parse(printed.out) as {
+      chain: { policy: Record<string, unknown>; usage: unknown; revoked_reason: unknown }[];
+      root_principal: string;
+      tree: { policy: Record<string, unknown> };
+    };
+    // Beside the signed members, each chain[] entry has the service's usage and revoked_reason.
+    expect(file.chain[1]!.usage).not.toBeNull();
+    expect('revoked_reason' in file.chain[1]!).toBe(true);
+    const dir = tempDir();
+    const write = (name: string, value: unknown) => {
+      const path = join(dir, name);
+      writeFileSync(path, JSON.stringify(value));
+      return path;
+    };
+    const trust = ['--chain-only', '--trust', live.tenant.root.did];
+    const ok = await run(['verify', write('printed.json', file), ...trust]);
+    expect(ok.code, ok.out + ok.err).toBe(0);
+    expect(ok.out).toContain('VALID CHAIN: 2 delegation record(s)');
+    // Its tree is the service's word, which no receipt in the file signs: said, not passed off as checked.
+    expect(ok.out).toContain('not checked  the file\'s "tree"');
+    const okJson = await run(['verify', write('printed.json', file), ...trust, '--json']);
+    expect(JSON.parse(okJson.out)).toMatchObject({ valid: true, leaf_hash: c.sub.hash, unchecked: ['tree'] });
+
+    // The printed chain says max_calls 50 where the signed record says 5.
+    const edited = structuredClone(file);
+    edited.chain[1]!.policy['max_calls'] = 50;
+    const r = await run(['verify', write('edited-chain.json', edited), ...trust]);
+    expect(r.code, r.out + r.err).toBe(1);
+    expect(r.out).toContain('NOT THAT CHAIN: chain[1].policy is not what receipts[1] signs');
+    expect(r.out).not.toMatch(/VALID CHAIN/);
+    // Another root principal than the root's issuer.
+    const otherRoot = await run(['verify', write('other-root.json', { ...file, root_principal: c.a.did }), ...trust]);
+    expect(otherRoot.code, otherRoot.out + otherRoot.err).toBe(1);
+    expect(otherRoot.out).toContain(`NOT THAT CHAIN: it names "${c.a.did}" as root principal`);
+    // A chain[] that leaves out a record is not the chain of its receipts.
+    const short = await run(['verify', write('short-chain.json', { ...file, chain: file.chain.slice(1) }), ...trust]);
+    expect(short.code).toBe(1);
+    expect(short.out).toContain('NOT THAT CHAIN: its chain does not list its 2 receipt(s) one for one');
+  });
 });
