@@ -440,8 +440,9 @@ async function assemble(pkg, built, outDir) {
     types: exportsField['.'].types,
     // TypeScript's node10 resolution (the default with module commonjs) reads no `exports`: the MCP
     // middleware's declarations import the SDK's internal/ paths, whose types became `any` there
-    // (an outside probe). typesVersions maps them for it; node16, nodenext and bundler use exports.
-    ...(pkg.internalExports ? { typesVersions: { '*': { 'internal/*': ['lib/*'] } } } : {}),
+    // (an outside probe). typesVersions maps each to its .d.ts for it (a .js target would be read as
+    // an untyped module); node16, nodenext and bundler use exports.
+    ...(pkg.internalExports ? { typesVersions: { '*': { 'internal/*.js': ['lib/*.d.ts'] } } } : {}),
     ...(pkg.bin ? { bin: pkg.bin } : {}),
     files: ['lib', 'cli', 'vendor', 'bin', ...(pkg.assets ?? [])].filter((f) => existsSync(join(pkgDir, f))),
     sideEffects: false,
