@@ -533,17 +533,19 @@ let nextClientIdentity = 0;
 
 /**
  * Whose invocations a server's memory entries are: Baton counts a jti per tenant, so two tenants'
- * calls with the same jti are two calls. With the tenant pinned (serviceDids and tenantId), an
- * allow is the tenant's: its entries are the tenant's. Unpinned, an allow is taken on the answer's
- * word, so the entries are the connection's: Baton's base URL and a digest of the verify key (the
- * key itself is not kept). A BatonClient passed in exposes neither its tenant nor its key: the
- * entries are that client object's (every server given the same client shares them).
+ * calls with the same jti are two calls. With the tenant pinned (serviceDids and tenantId, given as
+ * a connection or on a BatonClient), an allow is the tenant's: its entries are the tenant's, however
+ * many clients a process makes (one per session, say; a review replayed an allow to each when they
+ * were kept per client). Unpinned, an allow is taken on the answer's word, so the entries are the
+ * connection's: Baton's base URL and a digest of the verify key (the key itself is not kept); for a
+ * client passed in, which does not expose its key, that client object's.
  */
 function replayNamespace(baton: BatonMcpOptions['baton'], client: BatonClient): string {
+  // Read as a property, not through instanceof: a client from another copy of the SDK has it too.
+  const pinned: unknown = (client as { pinnedTenantId?: unknown }).pinnedTenantId;
+  if (typeof pinned === 'string') return `tenant\0${pinned}`;
   if (!(baton instanceof BatonClient) && typeof (baton as { verify?: unknown }).verify !== 'function') {
-    const c = baton as BatonConnection;
-    if (c.serviceDids !== undefined && typeof c.tenantId === 'string') return `tenant\0${c.tenantId}`;
-    return `connection\0${client.baseUrl}\0${sha256Hex(c.verifyKey)}`;
+    return `connection\0${client.baseUrl}\0${sha256Hex((baton as BatonConnection).verifyKey)}`;
   }
   let id = clientIdentities.get(client);
   if (id === undefined) clientIdentities.set(client, (id = ++nextClientIdentity));

@@ -419,6 +419,11 @@ export class BatonClient {
     this.tools = new BatonTools((spec, opts) => this.#call(spec, opts));
   }
 
+  /** The tenant whose signed allows alone this client takes (options.tenantId, with serviceDids), or undefined when it pins none. */
+  get pinnedTenantId(): string | undefined {
+    return this.#pinned?.tenantId;
+  }
+
   // ------------------------------------------------------------ issuance
 
   /**

@@ -523,6 +523,50 @@ describe('refused calls never run the tool', () => {
     expect(second.search).not.toHaveBeenCalled();
   });
 
+  it("pinned, the memory is the tenant's however the servers get their clients: an allow replayed with retry false runs once", async () => {
+    const c = await storedChain();
+    const { keys } = await new BatonClient({ baseUrl: live.baseUrl }).keys();
+    const serviceDids = keys.map((k) => k.did);
+    const args = { tool: 'web_search', query: 'q', ...DECLARED };
+    const { bundle } = signed(c, args);
+    // Whoever sits on the path to Baton: passes every request on, and turns the answer's retry: true to false.
+    const relay: HttpServer = createHttpServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (d: Buffer) => chunks.push(d));
+      req.on('end', () => {
+        const headers: Record<string, string> = {};
+        for (const [k, v] of Object.entries(req.headers))
+          if (typeof v === 'string' && k !== 'host' && k !== 'content-length') headers[k] = v;
+        void fetch(live.baseUrl + (req.url ?? '/'), {
+          method: req.method,
+          headers,
+          ...(req.method === 'GET' ? {} : { body: Buffer.concat(chunks) }),
+        })
+          .then(async (answer) => {
+            const body = (await answer.text()).replace('"retry":true', '"retry":false');
+            res.writeHead(answer.status, { 'content-type': answer.headers.get('content-type') ?? 'application/json' });
+            res.end(body);
+          })
+          .catch(() => res.destroy());
+      });
+    });
+    await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise<void>((resolve) => relay.close(() => resolve())));
+    const url = `http://127.0.0.1:${(relay.address() as { port: number }).port}`;
+    // A server per session, each with its own pinned client; then one given the pinned connection.
+    const pinnedClient = () => new BatonClient({ baseUrl: url, apiKey: live.tenant.keys.verify, serviceDids, tenantId: live.tenant.id });
+    const servers = [
+      toolServer(batonOptions({ baton: pinnedClient() })),
+      toolServer(batonOptions({ baton: pinnedClient() })),
+      toolServer(batonOptions({ baton: { baseUrl: url, verifyKey: live.tenant.keys.verify, serviceDids, tenantId: live.tenant.id } })),
+    ];
+    const results = [];
+    for (const s of servers) results.push(await callToolWithBundle(await connect(s.server), 'web_search', args, bundle));
+    expect(results[0]!.isError, text(results[0]!)).toBeFalsy();
+    for (const r of results.slice(1)) expect(refusalOf(r)).toMatchObject({ code: 'REPLAY_DETECTED' });
+    expect(servers.reduce((n, s) => n + s.search.mock.calls.length, 0)).toBe(1);
+  });
+
   it('the memory is kept under a versioned key: what an older release keeps under its own key is not read', async () => {
     // An older copy of the module (another shape) under the unversioned key would throw inside the gate.
     const older = Symbol.for('@baton-drs/mcp: invocations this process ran');
