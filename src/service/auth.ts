@@ -385,13 +385,14 @@ async function refuseDeadKeyOfRefusedRequest(deps: ServiceDeps, c: Context<AppEn
   // At most one such lookup per key and second on a node (a client looping on a malformed verify
   // would otherwise cost one per request), each waiting KEY_RECHECK_WAIT_MS at most: a slow
   // database held every malformed verify for its whole deadline (a review).
+  const wait = new Date(Math.min(c.get('deadline').getTime(), Date.now() + KEY_RECHECK_WAIT_MS));
+  if (wait.getTime() <= Date.now()) return; // the deadline has passed: no time to ask, and no second spent
   const state = stateOf(deps);
   const now = performance.now();
   const last = state.lastRecheck.get(auth.keyId);
   if (last !== undefined && now - last < KEY_RECHECK_INTERVAL_MS) return;
   if (state.lastRecheck.size >= KEY_CACHE_MAX) state.lastRecheck.clear();
   state.lastRecheck.set(auth.keyId, now);
-  const wait = new Date(Math.min(c.get('deadline').getTime(), Date.now() + KEY_RECHECK_WAIT_MS));
   try {
     await authenticate(deps, c.req.header('authorization'), c.get('requestId'), false, wait);
   } catch (err) {

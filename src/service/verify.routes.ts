@@ -40,9 +40,12 @@ export function verifyRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       // decision from the database").
       const raw =
         drsHeader !== undefined && !(await hasBody(c, deps.config.maxBodyBytes)) ? {} : await readJsonBody(c, deps.config.maxBodyBytes);
-      // A body so slow that the deadline passed before it was whole: the client's doing, and nothing
-      // was sent to the database, so nothing was counted (a 503 said the database was too slow).
-      if (Date.now() >= c.get('deadline').getTime()) throw uploadTooSlow(c.get('upload').ms, 'nothing was decided or counted');
+      // A body slower than the deadline, which then passed before the body was whole: the client's
+      // doing, and nothing was sent to the database, so nothing was counted (a 503 said the database
+      // was too slow). A deadline passed for another reason (a slow key lookup) keeps its 503.
+      const upload = c.get('upload');
+      if (upload.ms > deps.config.verifyDeadlineMs && Date.now() >= c.get('deadline').getTime())
+        throw uploadTooSlow(upload.ms, 'nothing was decided or counted');
       const parsed = { ...parseRequest(drs ? VerifyRequestBodyDrs : VerifyRequestBody, raw, 'request body'), dry_run: dryRun };
       // DRS clients read only `valid`: a re-sent invocation is a replay to them (it would run the tool
       // again), and a body that is not the signed args is a deny, as require_binding makes it on
