@@ -171,8 +171,9 @@ export async function runVerify(argv: string[], io: CliIo): Promise<number> {
         if (problem !== undefined) return notThatChain(problem.replace(/^records\[/, `${member}[`), true);
       }
     }
-    // What the file shows that no receipt signs ("baton chain --json"'s tree): said, not passed off as checked.
-    const unchecked = UNCHECKED_MEMBERS.filter((m) => m in input);
+    // What the file shows that no receipt signs (the service's view: "baton chain --json"'s tree,
+    // each record's status, usage and revocation): said, not passed off as checked.
+    const unchecked = uncheckedMembers(input);
     io.out(
       values.json
         ? JSON.stringify(
@@ -187,7 +188,9 @@ export async function runVerify(argv: string[], io: CliIo): Promise<number> {
             null,
             2,
           )
-        : explainChain(decision) + (decision.valid ? OFFLINE_ONLY : '') + (decision.valid && unchecked.length > 0 ? NOT_SIGNED : ''),
+        : explainChain(decision) +
+            (decision.valid ? OFFLINE_ONLY : '') +
+            (decision.valid && unchecked.length > 0 ? notSigned(unchecked) : ''),
     );
     return decision.valid ? 0 : 1;
   }
@@ -217,9 +220,10 @@ export async function runVerify(argv: string[], io: CliIo): Promise<number> {
   return decision.valid ? 0 : 1;
 }
 
-/** A chain file's "tree" (as "baton chain --json" writes it) is the service's word: no receipt in the file signs it. */
-const NOT_SIGNED =
-  '\n  not checked  the file\'s "tree" (the delegation tree the service showed, with usage and status): no receipt in the file signs it';
+/** What of a chain file is the service's word (its view of usage, status, revocation, the tree): no receipt in the file signs it. */
+function notSigned(members: readonly string[]): string {
+  return `\n  not checked  the file's ${members.map((m) => JSON.stringify(m)).join(', ')} (the service's view of usage, status and revocation): no receipt in the file signs them`;
+}
 
 /** An offline allow says what it could not check, so it is not read as the service's allow. */
 const OFFLINE_ONLY =
@@ -282,7 +286,21 @@ function notTheChain(
 const DECODED_MEMBERS = ['records', 'chain'] as const;
 
 /** What a chain file may hold that no receipt in it signs: said beside a valid chain, so that it is not read as checked. */
-const UNCHECKED_MEMBERS = ['tree'] as const;
+/** A chain file's members no receipt signs, at its top and in each decoded record. */
+const UNCHECKED_MEMBERS = ['tree', 'tree_count', 'truncated'] as const;
+const UNCHECKED_RECORD_MEMBERS = ['status', 'usage', 'revoked_at', 'revoked_by', 'revoked_reason', 'created_at'] as const;
+
+/** The members of `input` a chain check leaves to the service's word: `tree`, `chain[].status`, ... */
+function uncheckedMembers(input: Record<string, unknown>): string[] {
+  const found: string[] = UNCHECKED_MEMBERS.filter((m) => m in input);
+  for (const list of ['records', 'chain'] as const) {
+    const records = input[list];
+    if (!Array.isArray(records)) continue;
+    for (const m of UNCHECKED_RECORD_MEMBERS)
+      if (records.some((r) => r !== null && typeof r === 'object' && m in r)) found.push(`${list}[].${m}`);
+  }
+  return found;
+}
 
 function explainChain(decision: DelegationsDecision): string {
   if (decision.valid) {
