@@ -541,9 +541,10 @@ let nextClientIdentity = 0;
  * client passed in, which does not expose its key, that client object's.
  */
 function replayNamespace(baton: BatonMcpOptions['baton'], client: BatonClient): string {
-  // Read as a property, not through instanceof: a client from another copy of the SDK has it too.
-  const pinned: unknown = (client as { pinnedTenantId?: unknown }).pinnedTenantId;
-  if (typeof pinned === 'string') return `tenant\0${pinned}`;
+  // Taken from this SDK's own client only: another object's word for its tenant would let it share
+  // (and spend) that tenant's entries (a review). A client of another copy of the SDK is kept per object.
+  const pinned = client instanceof BatonClient ? client.pinnedTenantId : undefined;
+  if (pinned !== undefined) return `tenant\0${pinned}`;
   if (!(baton instanceof BatonClient) && typeof (baton as { verify?: unknown }).verify !== 'function') {
     return `connection\0${client.baseUrl}\0${sha256Hex((baton as BatonConnection).verifyKey)}`;
   }

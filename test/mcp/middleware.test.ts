@@ -567,6 +567,39 @@ describe('refused calls never run the tool', () => {
     expect(servers.reduce((n, s) => n + s.search.mock.calls.length, 0)).toBe(1);
   });
 
+  it("an object that only says it pins a tenant does not share (or spend) that tenant's memory", async () => {
+    const c = await storedChain();
+    const args = { tool: 'web_search', query: 'q', ...DECLARED };
+    const { inv, bundle } = signed(c, args);
+    // Something that answers every verify with an allow of this invocation, and claims the tenant.
+    const answering: HttpServer = createHttpServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ valid: true, invocation_id: inv.payload.jti, dry_run: false, retry: false, counters: [], warnings: [] }));
+    });
+    await new Promise<void>((resolve) => answering.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise<void>((resolve) => answering.close(() => resolve())));
+    const unpinned = new BatonClient({
+      baseUrl: `http://127.0.0.1:${(answering.address() as { port: number }).port}`,
+      apiKey: 'whatever-key',
+    });
+    const claiming = {
+      pinnedTenantId: live.tenant.id,
+      verify: (...a: Parameters<BatonClient['verify']>) => unpinned.verify(...a),
+    } as unknown as BatonClient;
+    const first = toolServer(batonOptions({ baton: claiming }));
+    expect((await callToolWithBundle(await connect(first.server), 'web_search', args, bundle)).isError).toBeFalsy();
+    // The tenant's own pinned server, the same invocation: Baton allows it once, and it runs.
+    const { keys } = await new BatonClient({ baseUrl: live.baseUrl }).keys();
+    const pinned = toolServer(
+      batonOptions({
+        baton: { baseUrl: live.baseUrl, verifyKey: live.tenant.keys.verify, serviceDids: keys.map((k) => k.did), tenantId: live.tenant.id },
+      }),
+    );
+    const own = await callToolWithBundle(await connect(pinned.server), 'web_search', args, bundle);
+    expect(own.isError, text(own)).toBeFalsy();
+    expect(pinned.search).toHaveBeenCalledTimes(1);
+  });
+
   it('the memory is kept under a versioned key: what an older release keeps under its own key is not read', async () => {
     // An older copy of the module (another shape) under the unversioned key would throw inside the gate.
     const older = Symbol.for('@baton-drs/mcp: invocations this process ran');
