@@ -16,7 +16,7 @@ import { publicKeyFromDidKey } from '../protocol/did-key.js';
 import { oneLine, UsageError, type CliIo } from './io.js';
 import { parseJsonDocument, readText } from './basics.js';
 import { isRecordHash, recordHash } from '../protocol/hash.js';
-import { fetchedChainProblem } from '../sdk/fetched-chain.js';
+import { fetchedChainProblem, SIGNED_RECORD_MEMBERS } from '../sdk/fetched-chain.js';
 
 export const VERIFY_HELP = `Usage: baton verify <bundle.json> --trust <did> [--trust <did> ...] [options]
        baton verify <chain.json> --chain-only --trust <did> [--trust <did> ...] [--leaf <hash>] [options]
@@ -286,18 +286,27 @@ function notTheChain(
 const DECODED_MEMBERS = ['records', 'chain'] as const;
 
 /** What a chain file may hold that no receipt in it signs: said beside a valid chain, so that it is not read as checked. */
-/** A chain file's members no receipt signs, at its top and in each decoded record. */
-const UNCHECKED_MEMBERS = ['tree', 'tree_count', 'truncated'] as const;
-const UNCHECKED_RECORD_MEMBERS = ['status', 'usage', 'revoked_at', 'revoked_by', 'revoked_reason', 'created_at'] as const;
+/**
+ * What a chain check compares of a file, at its top (and a bundle's version, which says how to read
+ * it, not what it grants): every other member is the service's word, or anyone's.
+ */
+const CHECKED_MEMBERS = new Set(['receipts', 'hash', 'root_principal', 'bundle_version', ...DECODED_MEMBERS]);
+const CHECKED_RECORD_MEMBERS = new Set<string>(SIGNED_RECORD_MEMBERS);
 
-/** The members of `input` a chain check leaves to the service's word: `tree`, `chain[].status`, ... */
+/**
+ * Every member of `input` a chain check leaves unchecked, at its top (`tree`, ...) and in each
+ * decoded record (`chain[].status`, ...): whatever no receipt signs, by name, so an added
+ * `"verified": true` is named too, not only the members the service writes today (a review).
+ */
 function uncheckedMembers(input: Record<string, unknown>): string[] {
-  const found: string[] = UNCHECKED_MEMBERS.filter((m) => m in input);
-  for (const list of ['records', 'chain'] as const) {
+  const found = Object.keys(input).filter((m) => !CHECKED_MEMBERS.has(m));
+  for (const list of DECODED_MEMBERS) {
     const records = input[list];
     if (!Array.isArray(records)) continue;
-    for (const m of UNCHECKED_RECORD_MEMBERS)
-      if (records.some((r) => r !== null && typeof r === 'object' && m in r)) found.push(`${list}[].${m}`);
+    const members = new Set<string>();
+    for (const r of records)
+      if (r !== null && typeof r === 'object') for (const m of Object.keys(r)) if (!CHECKED_RECORD_MEMBERS.has(m)) members.add(m);
+    for (const m of members) found.push(`${list}[].${m}`);
   }
   return found;
 }

@@ -67,6 +67,24 @@ export function fetchedChainProblem(requested: string, chain: DelegationChain): 
   return undefined;
 }
 
+/** The members of a decoded record view checked against the signed record beside it (the rest is the service's view). */
+export const SIGNED_RECORD_MEMBERS = [
+  'jws',
+  'hash',
+  'jti',
+  'iss',
+  'sub',
+  'aud',
+  'cmd',
+  'policy',
+  'nbf',
+  'exp',
+  'iat',
+  'parent_hash',
+  'depth',
+  'root_hash',
+] as const;
+
 /** The first member of a decoded record view that says something other than the signed record it is beside. */
 function differingMember(
   record: DelegationChain['records'][number],

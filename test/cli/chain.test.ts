@@ -174,6 +174,15 @@ describe('baton chain', () => {
       leaf_hash: c.sub.hash,
       unchecked: expect.arrayContaining(['tree', 'chain[].status']),
     });
+    // Whatever else a file claims beside the receipts is named too, not only what the service writes.
+    const claims = { ...file, verified: true, chain: file.chain.map((r) => ({ ...r, approved_by: 'security' })) };
+    const claimed = await run(['verify', write('claims.json', claims), ...trust, '--json']);
+    expect(claimed.code, claimed.out + claimed.err).toBe(0);
+    const unchecked = (JSON.parse(claimed.out) as { unchecked: string[] }).unchecked;
+    expect(unchecked).toEqual(expect.arrayContaining(['verified', 'chain[].approved_by', 'tree', 'chain[].usage']));
+    // And nothing the check compares is named.
+    for (const checked of ['receipts', 'root_principal', 'chain', 'chain[].policy', 'chain[].jws', 'chain[].depth'])
+      expect(unchecked).not.toContain(checked);
 
     // The printed chain says max_calls 50 where the signed record says 5.
     const edited = structuredClone(file);
