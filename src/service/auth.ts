@@ -160,6 +160,19 @@ export function evictApiKey(deps: ServiceDeps, keyId: string): void {
   stateOf(deps).cache.evictKeyId(keyId);
 }
 
+/**
+ * Whether `keyId`'s next once-per-`intervalMs` event on this node is due (monotonic clock); if so,
+ * notes it as happening now. The map is cleared rather than grown past KEY_CACHE_MAX keys.
+ */
+function dueOncePer(lastAt: Map<string, number>, keyId: string, intervalMs: number): boolean {
+  const now = performance.now();
+  const last = lastAt.get(keyId);
+  if (last !== undefined && now - last < intervalMs) return false;
+  if (lastAt.size >= KEY_CACHE_MAX) lastAt.clear();
+  lastAt.set(keyId, now);
+  return true;
+}
+
 function sha256(text: string): Buffer {
   return createHash('sha256').update(text, 'utf8').digest();
 }
@@ -181,12 +194,7 @@ export function deadKeyRefused(
   reason: 'revoked' | 'expired' | 'revoked or expired',
   requestId?: string,
 ): BatonError {
-  const state = stateOf(deps);
-  const now = performance.now();
-  const last = state.lastRefusalLogged.get(keyId);
-  if (last === undefined || now - last >= LAST_USED_INTERVAL_MS) {
-    if (state.lastRefusalLogged.size >= KEY_CACHE_MAX) state.lastRefusalLogged.clear();
-    state.lastRefusalLogged.set(keyId, now);
+  if (dueOncePer(stateOf(deps).lastRefusalLogged, keyId, LAST_USED_INTERVAL_MS)) {
     deps.log.info(`an api key ${reason === 'expired' ? 'past its expiry' : reason} was used (refused 401)`, {
       request_id: requestId,
       key_id: keyId,
@@ -280,11 +288,7 @@ export async function authenticate(
  * costs an older last_used_at.
  */
 function recordUse(deps: ServiceDeps, state: AuthState, keyId: string): void {
-  const now = performance.now();
-  const last = state.lastRecordedUse.get(keyId);
-  if (last !== undefined && now - last < LAST_USED_INTERVAL_MS) return;
-  if (state.lastRecordedUse.size >= KEY_CACHE_MAX) state.lastRecordedUse.clear();
-  state.lastRecordedUse.set(keyId, now);
+  if (!dueOncePer(state.lastRecordedUse, keyId, LAST_USED_INTERVAL_MS)) return;
   touchApiKeyLastUsed(deps.store.db, keyId).catch((err: unknown) => {
     deps.log.debug('api key last use not recorded', { key_id: keyId, ...errorForLog(err) });
   });
@@ -387,12 +391,7 @@ async function refuseDeadKeyOfRefusedRequest(deps: ServiceDeps, c: Context<AppEn
   // database held every malformed verify for its whole deadline (a review).
   const wait = new Date(Math.min(c.get('deadline').getTime(), Date.now() + KEY_RECHECK_WAIT_MS));
   if (wait.getTime() <= Date.now()) return; // the deadline has passed: no time to ask, and no second spent
-  const state = stateOf(deps);
-  const now = performance.now();
-  const last = state.lastRecheck.get(auth.keyId);
-  if (last !== undefined && now - last < KEY_RECHECK_INTERVAL_MS) return;
-  if (state.lastRecheck.size >= KEY_CACHE_MAX) state.lastRecheck.clear();
-  state.lastRecheck.set(auth.keyId, now);
+  if (!dueOncePer(stateOf(deps).lastRecheck, auth.keyId, KEY_RECHECK_INTERVAL_MS)) return;
   try {
     await authenticate(deps, c.req.header('authorization'), c.get('requestId'), false, wait);
   } catch (err) {
