@@ -157,11 +157,12 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   app.use('*', async (c, next) => {
     const arrived = Date.now();
     const { verifyDeadlineMs, writeDeadlineMs } = deps.config;
-    c.set('deadline', new Date(arrived + verifyDeadlineMs));
+    const deadline = new Date(arrived + verifyDeadlineMs);
+    c.set('deadline', deadline);
     // The time the body takes to arrive is the client's: every deadline moves on by it, by at most
     // its own length, so an answer still comes within twice it (a client timing out in between
     // would not learn whether its change was made).
-    const upload = new UploadClock((ms) => c.set('deadline', new Date(arrived + verifyDeadlineMs + Math.min(ms, verifyDeadlineMs))));
+    const upload: UploadClock = new UploadClock(() => c.set('deadline', upload.moved(deadline, verifyDeadlineMs)));
     c.set('upload', upload);
     // A read (and POST /v1/explain, which only reads) changes nothing, so it stops waiting for a database that does not answer at the
     // deadline. A write gets longer (BATON_WRITE_DEADLINE_MS), and then stops waiting too rather

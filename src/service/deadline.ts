@@ -79,7 +79,7 @@ export class UploadClock {
   #ms = 0;
   #waiting: (() => void)[] = [];
 
-  constructor(private readonly onEnd: (totalMs: number) => void = () => {}) {}
+  constructor(private readonly onEnd: () => void = () => {}) {}
 
   start(): void {
     this.#startedAt ??= performance.now();
@@ -89,7 +89,7 @@ export class UploadClock {
     if (this.#startedAt === undefined) return;
     this.#ms += performance.now() - this.#startedAt;
     this.#startedAt = undefined;
-    this.onEnd(this.#ms);
+    this.onEnd();
     const waiting = this.#waiting;
     this.#waiting = [];
     for (const resume of waiting) resume();
@@ -102,6 +102,16 @@ export class UploadClock {
   /** Milliseconds spent receiving the body, the upload in progress included. */
   get ms(): number {
     return this.#ms + (this.#startedAt === undefined ? 0 : performance.now() - this.#startedAt);
+  }
+
+  /** `deadline` moved on by the upload's time, by at most `capMs`. */
+  moved(deadline: Date, capMs: number): Date {
+    return new Date(deadline.getTime() + Math.min(this.ms, capMs));
+  }
+
+  /** Whether the upload took longer than `capMs`: then a deadline passed is the client's doing. */
+  outlasted(capMs: number): boolean {
+    return this.ms > capMs;
   }
 
   /** Runs `resume` when the upload in progress ends. */
@@ -122,14 +132,14 @@ export async function withinDeadlineOr<T>(
   let settled = false;
   const late = new Promise<never>((_, reject) => {
     const { upload } = opts;
-    const refuse = () => reject(refusal(upload !== undefined && upload.clock.ms > upload.capMs ? { uploadMs: upload.clock.ms } : {}));
+    const refuse = () => reject(refusal(upload?.clock.outlasted(upload.capMs) === true ? { uploadMs: upload.clock.ms } : {}));
     // setImmediate runs after the event loop's poll phase, so every answer already received is read (and its promises settled) first.
     const onDeadline = opts.lastLook ? () => (lastLook = setImmediate(refuse)) : refuse;
     const check = () => {
       if (settled) return;
       if (upload !== undefined) {
         if (upload.clock.uploading) return upload.clock.whenDone(check);
-        const left = deadline.getTime() + Math.min(upload.clock.ms, upload.capMs) - Date.now();
+        const left = upload.clock.moved(deadline, upload.capMs).getTime() - Date.now();
         if (left > 0) return void (timer = setTimeout(check, left));
       }
       onDeadline();

@@ -44,7 +44,7 @@ export function verifyRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       // doing, and nothing was sent to the database, so nothing was counted (a 503 said the database
       // was too slow). A deadline passed for another reason (a slow key lookup) keeps its 503.
       const upload = c.get('upload');
-      if (upload.ms > deps.config.verifyDeadlineMs && Date.now() >= c.get('deadline').getTime())
+      if (upload.outlasted(deps.config.verifyDeadlineMs) && Date.now() >= c.get('deadline').getTime())
         throw uploadTooSlow(upload.ms, 'nothing was decided or counted');
       const parsed = { ...parseRequest(drs ? VerifyRequestBodyDrs : VerifyRequestBody, raw, 'request body'), dry_run: dryRun };
       // DRS clients read only `valid`: a re-sent invocation is a replay to them (it would run the tool
