@@ -67,10 +67,8 @@ export function fetchedChainProblem(requested: string, chain: DelegationChain): 
   return undefined;
 }
 
-/** The members of a decoded record view checked against the signed record beside it (the rest is the service's view). */
-export const SIGNED_RECORD_MEMBERS = [
-  'jws',
-  'hash',
+/** The members of a decoded record view that restate what the record beside it signs. */
+const SIGNED_VIEW_MEMBERS = [
   'jti',
   'iss',
   'sub',
@@ -85,6 +83,9 @@ export const SIGNED_RECORD_MEMBERS = [
   'root_hash',
 ] as const;
 
+/** The members of a decoded record view checked against the signed record beside it (the rest is the service's view). */
+export const SIGNED_RECORD_MEMBERS = ['jws', 'hash', ...SIGNED_VIEW_MEMBERS] as const;
+
 /** The first member of a decoded record view that says something other than the signed record it is beside. */
 function differingMember(
   record: DelegationChain['records'][number],
@@ -92,7 +93,7 @@ function differingMember(
   index: number,
   hashes: readonly string[],
 ): string | undefined {
-  const signed: Record<string, unknown> = {
+  const signed: Record<(typeof SIGNED_VIEW_MEMBERS)[number], unknown> = {
     jti: payload.jti,
     iss: payload.iss,
     sub: payload.sub,
@@ -107,14 +108,14 @@ function differingMember(
     root_hash: hashes[0],
   };
   const shown = record as unknown as Record<string, unknown>;
-  const same = (k: string) => {
+  const same = (k: (typeof SIGNED_VIEW_MEMBERS)[number]) => {
     try {
       return canonicalJson(shown[k] ?? null) === canonicalJson(signed[k] ?? null);
     } catch {
       return false; // no JSON a record signs (a number out of range, a lone surrogate): not what it signs
     }
   };
-  return Object.keys(signed).find((k) => !same(k));
+  return SIGNED_VIEW_MEMBERS.find((k) => !same(k));
 }
 
 const errorText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
