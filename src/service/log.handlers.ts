@@ -30,9 +30,9 @@ import {
   fixedNameRefusal,
   inclusionBundle,
   logNameOf,
-  readsAsTheLog,
   logOrigin,
   logVerifierKeys,
+  readsAsTheLog,
   readTile,
   servedCheckpoint,
 } from './log-tree.js';
@@ -270,9 +270,10 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     // A witness named as the log would add a second signature line with the log's own name; one
     // named as another tenant's log of this service, or as anything under the log's name, would
     // read, to a person, as that log's line.
+    const logName = logNameOf(checkpoint.origin) ?? checkpoint.origin;
     if (readsAsTheLog(witness.name, checkpoint.origin))
       throw new BatonError('INVALID_VERIFIER_KEY', {
-        message: `A witness key may not carry the name of this service's log, or a name under it (${logNameOf(checkpoint.origin) ?? checkpoint.origin}, ${logNameOf(checkpoint.origin) ?? checkpoint.origin}/...).`,
+        message: `A witness key may not carry the name of this service's log, or a name under it (${logName}, ${logName}/...).`,
         suggestion: 'Name the witness key after the witness itself, e.g. its own host name.',
       });
     const text = opened.text;
