@@ -38,8 +38,9 @@ published key its kid names, that the payload's iss and kid name that key,
 and that each is about what it is attached to (a verify answer's
 invocation_id, a record's hash, a listed subject): a valid receipt of
 another call swapped in is INVALID. A verify answer must also say what its
-receipt signed: valid, context.dr_chain and context.tool (its other members
-are not signed; the receipt is what vouches for the call).
+receipt signed: valid, and context.dr_chain, context.tool,
+context.tool_server and context.invocation_hash (its other members are not
+signed; the receipt is what vouches for the call); a dry run carries none.
 
 Service receipts come from files (any service answer that carries them: a
 service receipt JWS, a submit/verify/revoke answer, a chain, a
@@ -126,7 +127,7 @@ async function keysFor(values: { keys?: string | undefined; 'save-keys'?: string
 interface Attachment {
   readonly ids: ReadonlySet<string>;
   /** The verify answer holding it: its unsigned members, which the receipt's signed ones must match. */
-  readonly answer?: { readonly valid: boolean; readonly dr_chain: unknown; readonly tool: unknown };
+  readonly answer?: { readonly valid: boolean; readonly dry_run: unknown; readonly context: Readonly<Record<string, unknown>> };
 }
 
 /** A string in a service receipt's place in a service answer, and what it is attached to there. */
@@ -144,8 +145,8 @@ interface ReceiptSlot {
  * `jti`) or record (`hash`); one listed with its `kind` and `subject` (GET /v1/service-receipts) is
  * about that subject. A signature alone does not say a receipt belongs where it was found: a valid
  * receipt of another call or record could be swapped in, and its subject is then none of these. Nor
- * does it vouch for the answer around it: a verify answer's `valid`, `context.dr_chain` and
- * `context.tool` must say what its receipt signed.
+ * does it vouch for the answer around it: a verify answer's `valid` and the members of its
+ * `context` that the receipt signs too (SIGNED_CONTEXT_MEMBERS) must say what its receipt signed.
  */
 function receiptSlots(value: unknown, path = '', out: ReceiptSlot[] = []): ReceiptSlot[] {
   const slot = (where: string, jws: unknown, idList: readonly unknown[], answer?: Attachment['answer']) => {
@@ -161,7 +162,7 @@ function receiptSlots(value: unknown, path = '', out: ReceiptSlot[] = []): Recei
     const context = o['context'] !== null && typeof o['context'] === 'object' ? (o['context'] as Record<string, unknown>) : {};
     const answer =
       typeof o['valid'] === 'boolean' && typeof o['invocation_id'] === 'string'
-        ? { valid: o['valid'], dr_chain: context['dr_chain'], tool: context['tool'] }
+        ? { valid: o['valid'], dry_run: o['dry_run'], context }
         : undefined;
     const ids = [o['invocation_id'], o['jti'], o['hash']];
     if (typeof ref === 'string') slot(refPath, ref, ids, answer);
@@ -211,20 +212,27 @@ export function findServiceReceipts(text: string, name: string): FoundServiceRec
   return found.map((r) => ({ where: r.where, jws: r.jws, attachments: attached.get(r.jws) }));
 }
 
+/**
+ * The members of a verify answer's `context` that its invocation.allowed receipt signs in its
+ * `data` under the same names: each one the answer states must be what was signed (a tampered
+ * tool server would otherwise pass as VALID beside a receipt of another).
+ */
+const SIGNED_CONTEXT_MEMBERS = ['dr_chain', 'tool', 'tool_server', 'invocation_hash'] as const;
+
 /** Where a verify answer says other than the receipt it carries signed, if it does. */
 function contradicted(payload: Record<string, unknown>, answer: NonNullable<Attachment['answer']>): string | undefined {
   const kind = payload['baton_receipt'];
   const data = payload['data'] !== null && typeof payload['data'] === 'object' ? (payload['data'] as Record<string, unknown>) : {};
   if ((kind === 'invocation.allowed') !== answer.valid)
     return `signed ${String(kind)}, but the answer around it says valid: ${answer.valid}`;
-  if (
-    answer.dr_chain !== undefined &&
-    data['dr_chain'] !== undefined &&
-    JSON.stringify(answer.dr_chain) !== JSON.stringify(data['dr_chain'])
-  )
-    return 'signed, but the answer around it names another dr_chain than the one signed';
-  if (answer.tool !== undefined && data['tool'] !== undefined && answer.tool !== data['tool'])
-    return `signed for tool ${String(data['tool'])}, but the answer around it says ${String(answer.tool)}`;
+  // A dry run counts nothing and is given no receipt: one beside it is a counted call's.
+  if (answer.dry_run === true) return `signed ${String(kind)}, but the answer around it says dry_run: true (a dry run carries no service receipt)`;
+  for (const member of SIGNED_CONTEXT_MEMBERS) {
+    const stated = answer.context[member];
+    const signed = data[member];
+    if (stated === undefined || signed === undefined || JSON.stringify(stated) === JSON.stringify(signed)) continue;
+    return `signed context.${member} ${JSON.stringify(signed)}, but the answer around it says ${JSON.stringify(stated)}`;
+  }
   return undefined;
 }
 

@@ -246,13 +246,24 @@ describe('baton service-receipt verify', () => {
       [
         'another chain',
         { ...allowed, context: { ...allowed.context, dr_chain: ['sha256:' + '1'.repeat(64)] } },
-        /names another dr_chain than the one signed/,
+        /signed context\.dr_chain \["sha256:[0-9a-f]{64}"(,"sha256:[0-9a-f]{64}")*\], but the answer around it says \["sha256:1{64}"\]/,
       ],
       [
         'another tool',
         { ...allowed, context: { ...allowed.context, tool: 'file_write' } },
-        /signed for tool search, but the answer around it says file_write/,
+        /signed context\.tool "search", but the answer around it says "file_write"/,
       ],
+      [
+        'another tool server',
+        { ...allowed, context: { ...allowed.context, tool_server: 'mcp://evil' } },
+        /signed context\.tool_server "[^"]+", but the answer around it says "mcp:\/\/evil"/,
+      ],
+      [
+        'another invocation hash',
+        { ...allowed, context: { ...allowed.context, invocation_hash: 'sha256:' + '2'.repeat(64) } },
+        /signed context\.invocation_hash "sha256:[0-9a-f]{64}", but the answer around it says "sha256:2{64}"/,
+      ],
+      ['a dry run', { ...allowed, dry_run: true }, /says dry_run: true \(a dry run carries no service receipt\)/],
     ];
     for (const [what, answer, why] of edits) {
       const r = await check(answer);
