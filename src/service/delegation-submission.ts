@@ -21,6 +21,7 @@ import { transactionBehind, type CommitCheck, type Db } from '../store/db.js';
 import {
   delegationsByHash,
   findDelegation,
+  firstRevokedLocked,
   holdersOfDelegation,
   insertDelegation,
   jtisTakenByOthers,
@@ -38,6 +39,13 @@ import { delegationView, heldAlongChain, type DelegationView, type ServiceReceip
 
 function refusal(code: ErrorCode, message: string, violations: readonly Violation[], details: Record<string, unknown> = {}): BatonError {
   return new SubmissionRefusal(code, { message, violations, details });
+}
+
+/** A record of the chain (dr_index counted from its root) is revoked: nothing can extend it. */
+function revokedInSubmission(hash: string, index: number): BatonError {
+  return refusal('RECEIPT_REVOKED', `Delegation record ${hash} has been revoked; nothing can extend it.`, [
+    { code: 'RECEIPT_REVOKED', dr_index: index, dr_hash: hash, field: 'status', required: 'active', actual: 'revoked' },
+  ]);
 }
 
 function refusalFrom(decision: Extract<DelegationsDecision, { valid: false }>, storedAncestors: number): BatonError {
@@ -153,13 +161,7 @@ export async function checkSubmission(
   const submitted = decision.delegations.slice(ancestors.length);
   const known = ownStored ?? (await storedOf(submitted.map((d) => d.hash)));
   const revokedSubmitted = submitted.findIndex((d) => known.get(d.hash)?.revokedAt != null);
-  if (revokedSubmitted >= 0) {
-    const d = submitted[revokedSubmitted]!;
-    const index = ancestors.length + revokedSubmitted;
-    throw refusal('RECEIPT_REVOKED', `Delegation record ${d.hash} has been revoked; nothing can extend it.`, [
-      { code: 'RECEIPT_REVOKED', dr_index: index, dr_hash: d.hash, field: 'status', required: 'active', actual: 'revoked' },
-    ]);
-  }
+  if (revokedSubmitted >= 0) throw revokedInSubmission(submitted[revokedSubmitted]!.hash, ancestors.length + revokedSubmitted);
   refuseTakenJtis(submitted, await jtisTakenByOthers(db, tenantId, submitted));
   return { tenantId, now, ancestors, submitted, replayed: null };
 }
@@ -203,6 +205,11 @@ export async function submitDelegations(
     submittedByKey,
   );
   const result = await transactionBehind(deps.store.db, gate, async (tx) => {
+    // Checked above outside this transaction: a revocation committed since would otherwise see no
+    // descendant here and answer first, and these records be accepted under it after its answer.
+    const chainSoFar = [...ancestors.map((a) => a.hash), ...submitted.map((d) => d.hash)];
+    const revoked = await firstRevokedLocked(tx, tenantId, chainSoFar);
+    if (revoked !== null) throw revokedInSubmission(revoked, chainSoFar.indexOf(revoked));
     let parent: Delegation | null = ancestors[ancestors.length - 1] ?? null;
     let created = false;
     const stored: { row: Delegation; serviceReceipt: ServiceReceiptView | null }[] = [];

@@ -190,6 +190,49 @@ export async function spendRollup(db: Db, tenantId: string, hash: string): Promi
   };
 }
 
+/**
+ * Allowed calls through each of `hashes`, counted from the invocations: the count a DR with no
+ * max_calls has, since the verify statement counts only DRs with one in their own row.
+ */
+export async function callsThrough(db: Db, tenantId: string, hashes: readonly string[]): Promise<Map<string, number>> {
+  if (hashes.length === 0) return new Map();
+  const list = textArray(hashes);
+  const found = await rows<{ hash: string; calls: number }>(
+    db,
+    sql`select h as hash, count(*)::int as calls
+        from invocations i cross join lateral unnest(i.dr_chain) as h
+        where i.tenant_id = ${tenantId} and i.dr_chain && ${list} and h = any(${list})
+        group by h`,
+  );
+  return new Map(found.map((r) => [r.hash, Number(r.calls)]));
+}
+
+/**
+ * Locks the stored ones of `hashes` (one chain) FOR SHARE, root first as the verify statement orders
+ * its locks, and returns the first of them that is revoked. A revocation's row lock (markRevoked)
+ * then waits for this transaction, or this one reads the revocation it committed: a record stored
+ * under a DR is never accepted after that DR's revocation has answered, unseen by its count.
+ */
+export async function firstRevokedLocked(db: Db, tenantId: string, hashes: readonly string[]): Promise<string | null> {
+  if (hashes.length === 0) return null;
+  const locked = await rows<{ hash: string; revoked: boolean }>(
+    db,
+    sql`select hash, revoked_at is not null as revoked from delegations
+        where tenant_id = ${tenantId} and hash = any(${textArray(hashes)})
+        order by depth, hash
+        for share`,
+  );
+  return locked.find((r) => r.revoked)?.hash ?? null;
+}
+
+/** A text[] parameter list: one bound parameter per element. */
+function textArray(values: readonly string[]) {
+  return sql`array[${sql.join(
+    values.map((v) => sql`${v}`),
+    sql`, `,
+  )}]::text[]`;
+}
+
 /** Whether the DR or any of its ancestors is revoked, and which one. */
 export async function revokedInChain(db: Db, tenantId: string, row: Pick<Delegation, 'hash' | 'ancestors'>): Promise<string | null> {
   const [found] = await db

@@ -486,3 +486,47 @@ describe('revoking with a signed revocation record (no API key)', () => {
     }
   });
 });
+
+describe('a revocation committed while a record is being stored under it', () => {
+  // The submission checks its chain before its transaction; a revocation committing in between
+  // answered first (counting no such descendant) and the record was then accepted under it.
+  it.each([
+    ['its parent', 'mid'],
+    ['an ancestor above its parent', 'root'],
+  ] as const)('a record under %s is refused RECEIPT_REVOKED, nothing stored', async (_what, revokedOne) => {
+    // Submitted with a key: the root is trusted by two tenants since the test above.
+    const [A, B, C] = [generateKeyPair(), generateKeyPair(), generateKeyPair()];
+    const r = root(tenant.root, A);
+    const mid = sub(r, A, B);
+    const leaf = sub(mid, B, C);
+    await submit([r, mid, leaf], tenant.keys.issue);
+    const target = revokedOne === 'mid' ? mid : r;
+    const child = sub(leaf, C, generateKeyPair());
+    const waitingForRowLocks = async () => {
+      const [w] = await rows<{ n: number }>(svc.store.db, sql`select count(*)::int as n from pg_locks where not granted`);
+      return w!.n;
+    };
+    let submission: ReturnType<typeof svc.call> | undefined;
+    await svc.store.db.transaction(async (tx) => {
+      // markRevoked's lock, taken before the submission reaches its own transaction.
+      await tx.execute(sql`select 1 from delegations where tenant_id = ${tenant.id} and hash = ${target.hash} for no key update`);
+      submission = svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipts: [child.jws] } });
+      // Until the submission waits for this row (or, unfixed, it has finished without waiting).
+      for (let i = 0; i < 100 && (await waitingForRowLocks()) === 0; i++) await new Promise((ok) => setTimeout(ok, 20));
+      await tx.execute(
+        sql`update delegations set revoked_at = clock_timestamp(), revoked_reason = 'racing' where tenant_id = ${tenant.id} and hash = ${target.hash}`,
+      );
+    });
+    const res = await submission!;
+    expect(res.status, JSON.stringify(res.body)).toBe(422);
+    expect(res.body.error.code).toBe('RECEIPT_REVOKED');
+    expect(res.body.error.details.violations[0]).toMatchObject({ dr_hash: target.hash, dr_index: revokedOne === 'mid' ? 1 : 0 });
+    const [stored] = await svc.store.db.select({ n: count() }).from(delegations).where(eq(delegations.hash, child.hash));
+    expect(stored!.n).toBe(0);
+    const [accepted] = await svc.store.db
+      .select({ n: count() })
+      .from(serviceReceipts)
+      .where(and(eq(serviceReceipts.kind, 'delegation.accepted'), eq(serviceReceipts.subject, child.hash)));
+    expect(accepted!.n).toBe(0);
+  });
+});
