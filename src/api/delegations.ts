@@ -179,7 +179,14 @@ export const DelegationChain = z
   })
   .openapi('DelegationChain');
 
-const TreeNodeBase = z.strictObject({ ...DelegationView.shape, calls_used: z.int().min(0), max_calls: z.int().nullable() });
+const TreeNodeBase = z.strictObject({
+  ...DelegationView.shape,
+  calls_used: z
+    .int()
+    .min(0)
+    .openapi({ description: 'Allowed calls through this delegation (its own and those of its subtree), as its `usage.calls_used`.' }),
+  max_calls: z.int().nullable(),
+});
 type TreeNodeShape = z.infer<typeof TreeNodeBase> & { children: TreeNodeShape[] };
 export const TreeNode: z.ZodType<TreeNodeShape> = TreeNodeBase.extend({
   children: z.array(z.lazy(() => TreeNode)),

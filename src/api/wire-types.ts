@@ -1960,6 +1960,7 @@ export interface components {
     };
     TreeNode: {
       aud: components['schemas']['DidKey'];
+      /** @description Allowed calls through this delegation (its own and those of its subtree), as its `usage.calls_used`. */
       calls_used: number;
       children: components['schemas']['TreeNode'][];
       cmd: string;

@@ -6,7 +6,7 @@ import { BatonError } from '../protocol/errors.js';
 import type { DelegationStatus } from '../protocol/lists.js';
 import { microsToUsd, saturatingMicros, type Micros } from '../protocol/money.js';
 import type { Db } from '../store/db.js';
-import { findDelegation, revokedInChain, spendRollup, storedChainTo, subtreeOf } from '../store/delegations.js';
+import { callsThrough, findDelegation, revokedInChain, spendRollup, storedChainTo, subtreeOf } from '../store/delegations.js';
 import { firstServiceReceipt } from '../store/service-receipts.js';
 import { unapprovedGrants } from '../store/approvals.js';
 import type { Delegation } from '../store/schema/index.js';
@@ -190,6 +190,12 @@ export async function treeOfDelegation(deps: ServiceDeps, tenantId: string, hash
   const inTree = rowsInTree.slice(0, TREE_LIMIT);
   const heldHashes = new Set((await unapprovedGrants(db, tenantId, [...top.ancestors, ...inTree.map((r) => r.hash)])).map((g) => g.drHash));
   const aboveHeld = top.ancestors.some((h) => heldHashes.has(h));
+  // A DR without max_calls is not counted in its own row: its calls are read as usageOf reads them.
+  const uncounted = await callsThrough(
+    db,
+    tenantId,
+    inTree.filter((r) => r.maxCalls === null).map((r) => r.hash),
+  );
   const nodes = new Map<string, TreeNode>();
   let root: TreeNode | undefined;
   const heldNodes = new Set<string>();
@@ -201,7 +207,7 @@ export async function treeOfDelegation(deps: ServiceDeps, tenantId: string, hash
     if (held) heldNodes.add(row.hash);
     const node: TreeNode = {
       ...delegationView(row, now, revokedBy, held),
-      calls_used: row.callsUsed,
+      calls_used: row.maxCalls === null ? (uncounted.get(row.hash) ?? 0) : row.callsUsed,
       max_calls: row.maxCalls,
       children: [],
     };

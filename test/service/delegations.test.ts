@@ -7,7 +7,7 @@ import { custodialKeys, delegations, serviceReceipts } from '../../src/store/sch
 import { verifyServiceReceipt } from '../../src/service/signer.js';
 import { main as cli } from '../../src/cli/main.js';
 import { scratchFolders } from '../support/scratch.js';
-import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+import { setupTenant, startTestService, verifyInvocation, type TestService, type TestTenant } from '../support/service.js';
 import { createSubDelegationUnchecked, T0 } from '../support/fixtures.js';
 import { encodeBase58btc } from '../../src/protocol/base58.js';
 
@@ -311,6 +311,33 @@ describe('reading delegations', () => {
     };
     walk(r.body.tree);
     expect(flat).toContain(leaf.hash);
+  });
+
+  it('GET …/tree counts the calls of a DR without max_calls as GET /v1/delegations/{hash} does', async () => {
+    // The verify statement counts only DRs with a max_calls in their own row: the others' calls are read.
+    const uncounted = { allowed_tools: ['web_search'], max_cost_usd: 10 };
+    const [A, B, C, D] = [generateKeyPair(), generateKeyPair(), generateKeyPair(), generateKeyPair()];
+    const top = createRootDelegation({ issuer: tenant.root, audience: A.did, policy: uncounted, iat: T0, nbf: T0 - 10, exp: T0 + 3600 });
+    const used = createSubDelegation({ parent: top, issuer: A, audience: B.did, policy: uncounted, iat: T0 });
+    const counted = createSubDelegation({ parent: top, issuer: A, audience: C.did, policy: { ...uncounted, max_calls: 9 }, iat: T0 });
+    const idle = createSubDelegation({ parent: top, issuer: A, audience: D.did, policy: uncounted, iat: T0 });
+    for (const receipts of [[top.jws, used.jws], [counted.jws], [idle.jws]])
+      expect((await svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipts } })).status).toBe(201);
+    for (let i = 0; i < 2; i++) expect((await verifyInvocation(svc, tenant.keys.verify, [top, used], B)).res.status).toBe(200);
+    expect((await verifyInvocation(svc, tenant.keys.verify, [top, counted], C)).res.status).toBe(200);
+    const r = await svc.call('GET', `/v1/delegations/${top.hash}/tree`, { key: tenant.keys.audit });
+    expect(r.status).toBe(200);
+    const callsIn = new Map<string, number>();
+    const walk = (n: { hash: string; calls_used: number; children: unknown[] }) => {
+      callsIn.set(n.hash, n.calls_used);
+      n.children.forEach((c) => walk(c as never));
+    };
+    walk(r.body.tree);
+    expect(Object.fromEntries(callsIn)).toEqual({ [top.hash]: 3, [used.hash]: 2, [counted.hash]: 1, [idle.hash]: 0 });
+    for (const dr of [top, counted, used, idle]) {
+      const one = await svc.call('GET', `/v1/delegations/${dr.hash}`, { key: tenant.keys.audit });
+      expect(one.body.usage.calls_used, dr.hash).toBe(callsIn.get(dr.hash));
+    }
   });
 
   it('another tenant sees 404, never the record; no key is 401; bad hash is 400', async () => {
