@@ -1231,12 +1231,16 @@ function describeNetworkError(cause: unknown): string {
   while (e && typeof e === 'object' && !seen.has(e)) {
     seen.add(e);
     const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string' && !code.startsWith('UND_ERR_') && code !== 'ERR_INVALID_URL') {
+    // undici's own codes name nothing a user can act on, save a connection the server closed.
+    const closed = code === 'UND_ERR_SOCKET' || code === 'UND_ERR_CLOSED';
+    if (typeof code === 'string' && (closed || !code.startsWith('UND_ERR_')) && code !== 'ERR_INVALID_URL') {
       const hint: Record<string, string> = {
         ECONNREFUSED: 'connection refused (nothing listens there)',
         ENOTFOUND: 'host name not found',
         EAI_AGAIN: 'host name lookup failed',
         ECONNRESET: 'connection reset',
+        UND_ERR_SOCKET: 'the server closed the connection before it answered',
+        UND_ERR_CLOSED: 'the connection was closed',
         EHOSTUNREACH: 'host unreachable',
         ETIMEDOUT: 'connection timed out',
       };
@@ -1261,14 +1265,19 @@ function errorFromResponse(
   const envelope = body as
     { error?: { code?: unknown; message?: unknown; suggestion?: unknown; details?: unknown }; request_id?: unknown } | undefined;
   const err = envelope?.error;
-  if (!err || typeof err.code !== 'string') {
+  // Baton never redirects: a 3xx is another server's answer, whatever envelope it carries, and
+  // taken at its word it would pass as Baton's refusal with any code its sender chose.
+  const redirect = status >= 300 && status < 400;
+  if (redirect || !err || typeof err.code !== 'string') {
     return new BatonApiError({
       status,
       code: 'UNEXPECTED_RESPONSE',
       method: ctx.method,
       url: ctx.url,
       requestId: ctx.headerId,
-      message: `Baton answered ${ctx.where} with HTTP ${status} and no error envelope: ${snippet(rawText ?? JSON.stringify(body) ?? '')}`,
+      message: redirect
+        ? `Baton answered ${ctx.where} with a redirect (HTTP ${status}), which Baton never sends; it was not followed.`
+        : `Baton answered ${ctx.where} with HTTP ${status} and no error envelope: ${snippet(rawText ?? JSON.stringify(body) ?? '')}`,
       suggestion:
         status >= 500
           ? 'Check the service logs and health (GET /readyz).'

@@ -468,6 +468,30 @@ describe('transport failures', () => {
     }
   });
 
+  it('a redirect is UNEXPECTED_RESPONSE whatever envelope it carries; a dropped connection says so', async () => {
+    // A proxy's 3xx taken at its word would pass as Baton's refusal, with any code its sender chose.
+    const fake = createHttpServer((req, res) => {
+      if (req.url?.includes('a'.repeat(64))) return req.socket.destroy();
+      res.writeHead(req.url === '/healthz' ? 302 : 307, { 'content-type': 'application/json', location: 'http://127.0.0.1:1/elsewhere' });
+      res.end(JSON.stringify({ valid: false, error: { code: 'NOT_FOUND', message: 'as the redirect says' } }));
+    });
+    await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve));
+    const client = new BatonClient({ baseUrl: `http://127.0.0.1:${(fake.address() as { port: number }).port}`, apiKey: 'bt_x' });
+    try {
+      for (const call of [client.health(), client.verify({ bundle_version: '4.0', invocation: 'a.b.c', receipts: [] })]) {
+        const e = await rejection(call);
+        expect(e.code).toBe('UNEXPECTED_RESPONSE');
+        expect(e.message).toMatch(/with a redirect \(HTTP 30[27]\), which Baton never sends; it was not followed/);
+      }
+      const dropped = await rejection(client.getDelegation('sha256:' + 'a'.repeat(64)));
+      expect(dropped).toMatchObject({ code: 'NETWORK_ERROR', retryable: true });
+      expect(dropped.message).toMatch(/the server closed the connection before it answered/);
+    } finally {
+      fake.closeAllConnections();
+      await new Promise<void>((resolve) => fake.close(() => resolve()));
+    }
+  });
+
   it("an answer saying valid that is not Baton's allow of this call is UNEXPECTED_RESPONSE, so no tool runs on it", async () => {
     const { b, chain } = await storedChain();
     const { inv, bundle } = bundleFor(b, chain);
