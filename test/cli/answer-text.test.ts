@@ -120,3 +120,25 @@ describe("a service answer's text stays on its line", () => {
     expect(r.err).not.toMatch(forgedLine);
   });
 });
+
+describe("a refusal's text is printed at a length a terminal can show", () => {
+  it('a huge message is cut on its line, and unmet conditions past 50 are counted, not printed', async () => {
+    const huge = 'A'.repeat(5_000_000);
+    const violations = Array.from({ length: 500 }, (_, i) => ({ code: 'POLICY_VIOLATION', field: `f${i}`, message: 'x'.repeat(100) }));
+    const refusing = await answeringServer(() => ({
+      status: 403,
+      json: { error: { code: 'FORBIDDEN', message: huge, suggestion: `do ${huge}`, details: { violations } }, request_id: huge },
+    }));
+    try {
+      const r = await run(['chain', `sha256:${'a'.repeat(64)}`, '--server', refusing.url, '--api-key', 'bt_some_key']);
+      expect(r.code).toBe(1);
+      const text = r.out + r.err;
+      expect(text).toMatch(/^REFUSED: .*FORBIDDEN \[HTTP 403\]$/m);
+      expect(text).toMatch(/^ {2}A{3998}\.\.\. \(4996002 more characters\)$/m);
+      expect(text).toMatch(/^ {2}50\. POLICY_VIOLATION, f49\n.*\n {2}\(and 450 more\)$/m);
+      expect(text.length).toBeLessThan(100_000);
+    } finally {
+      await refusing.close();
+    }
+  });
+});
