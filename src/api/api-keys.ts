@@ -59,7 +59,7 @@ export const rotateApiKeyRoute = createRoute({
     403: ForbiddenResponse('Not the admin key (`FORBIDDEN`).'),
     404: NotFoundResponse('No tenant API key has this id (`NOT_FOUND`).'),
     409: ConflictResponse(
-      'The key is revoked or expired: there is nothing to keep alive; create a new key. Or it was rotated already and its successor is live (`details.successor`): rotate that one instead (`CONFLICT`).',
+      'The key is revoked or expired: there is nothing to keep alive; create a new key. Or it was rotated already and a successor (rotated from it, or from a successor of it) is live (`details.successor`): rotate that one instead (`CONFLICT`).',
     ),
     413: PayloadTooLargeResponse(),
     500: InternalResponse(),

@@ -2621,7 +2621,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The key is revoked or expired: there is nothing to keep alive; create a new key. Or it was rotated already and its successor is live (`details.successor`): rotate that one instead (`CONFLICT`). */
+      /** @description The key is revoked or expired: there is nothing to keep alive; create a new key. Or it was rotated already and a successor (rotated from it, or from a successor of it) is live (`details.successor`): rotate that one instead (`CONFLICT`). */
       409: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];

@@ -191,11 +191,12 @@ export async function retireStoredAdminKeys(db: Db): Promise<number> {
 }
 
 /**
- * The key and every key it was rotated from or into (rotated_from, both ways): one holder's
- * credentials over time. An id that is no key (a DID) is its own lineage.
+ * The key's rotation family: every key it was rotated from, and every key rotated from any of those
+ * (rotated_from, both ways, siblings included): one holder's credentials over time. An id that is
+ * no key (a DID) is its own lineage.
  */
 export async function rotationLineage(db: Db, id: string): Promise<string[]> {
-  // One definition, shared with the verify statement's approval check (migration 0033).
+  // One definition, shared with the verify statement's approval check (migrations 0033, 0039).
   const [row] = await rows<{ ids: string[] }>(db, sql`select baton_key_lineage(${id}) as ids`);
   return row?.ids ?? [id];
 }
@@ -282,11 +283,17 @@ function rotateInTransaction(
       .for('update');
     if (!old) return { kind: 'not-found' } as const;
     if (!old.live) return { kind: 'not-live' } as const;
-    const [successor] = await tx
-      .select({ id: apiKeys.id })
-      .from(apiKeys)
-      .where(and(eq(apiKeys.rotatedFrom, old.id), isLive()))
-      .limit(1);
+    // Any live key rotated from it, directly or through a retired successor: a second line of
+    // successors would be a live key nobody deployed (and one holder on two lines, each able to
+    // decide what the other asked, until baton_key_lineage reads the whole family: 0039).
+    const [successor] = await rows<{ id: string }>(
+      tx,
+      sql`with recursive newer(id) as (
+            select id from api_keys where rotated_from = ${old.id}
+            union select k.id from api_keys k join newer on k.rotated_from = newer.id
+          )
+          select api_keys.id from api_keys join newer using (id) where ${isLive()} order by api_keys.created_at limit 1`,
+    );
     if (successor) return { kind: 'already-rotated', successor: successor.id } as const;
     const { key, info: created } = await createTenantApiKey(tx, {
       tenantId: old.tenantId!,

@@ -183,6 +183,16 @@ describe('rotation', () => {
     expect(again.status, JSON.stringify(again.body)).toBe(201);
     expect(again.body.previous.expires_at).toBe(first.body.previous.expires_at);
 
+    // Nor while a successor of its successor is live: K1 -> K2 -> K3 with K2 retired at once left K1
+    // in its grace, and a rotation of K1 would mint K4 beside K3 (two live lines of one holder).
+    const k1 = await newKey({ scopes: ['verify'], name: 'gateway' });
+    const k2 = await svc.call('POST', `/v1/admin/api-keys/${k1.id}/rotate`, { ...admin(), json: { grace_seconds: 3600 } });
+    const k3 = await svc.call('POST', `/v1/admin/api-keys/${k2.body.key.id}/rotate`, { ...admin(), json: { grace_seconds: 0 } });
+    expect(k3.status).toBe(201);
+    const fork = await svc.call('POST', `/v1/admin/api-keys/${k1.id}/rotate`, admin());
+    expect(fork.status, JSON.stringify(fork.body)).toBe(409);
+    expect(fork.body.error.details).toEqual({ successor: k3.body.key.id });
+
     // grace 0 retires the old key now: verify refuses it at once on the node that cached it.
     const now = await svc.call('POST', `/v1/admin/api-keys/${created.id}/rotate`, { ...admin(), json: { grace_seconds: 0 } });
     expect(now.status).toBe(201);

@@ -601,6 +601,25 @@ describe('separation of duties', () => {
     expect(await callsUsed(c.drs[0]!.hash)).toBe(1);
     expect((await svc.call('GET', `/v1/approvals/${id}`, { key: approver })).body.status).toBe('used');
   });
+
+  it('a sibling in the rotation family is the same holder: a successor minted after another was revoked cannot spend its decision', async () => {
+    // The documented recovery (revoke the successor, rotate again) leaves two successors of one key.
+    const first = await createTenantKeyWithId(svc, tenant.id, ['verify', 'approve'], 'approver rotated twice');
+    const rotate = (id: string) => svc.call('POST', `/v1/admin/api-keys/${id}/rotate`, { key: svc.adminKey, json: { grace_seconds: 600 } });
+    const lost = await rotate(first.id);
+    expect(lost.status).toBe(201);
+    const c = chain();
+    const asked = await verify(c.invoke(ARGS, { iat: T0 }).bundle);
+    const id = asked.body.approval.id as string;
+    expect((await decide(id, 'approve', triple, lost.body.key.key as string)).body.status).toBe('approved');
+    expect((await svc.call('DELETE', `/v1/admin/api-keys/${lost.body.key.id}`, { key: svc.adminKey })).status).toBe(204);
+    const sibling = await rotate(first.id);
+    expect(sibling.status, JSON.stringify(sibling.body)).toBe(201);
+    const spent = await svc.call('POST', '/v1/verify', { key: sibling.body.key.key as string, json: c.invoke(ARGS, { iat: T0 }).bundle });
+    expect(spent.status).toBe(403);
+    expect(spent.body.error.code).toBe('APPROVAL_DECIDED_BY_CALLER');
+    expect(await callsUsed(c.drs[0]!.hash)).toBe(0);
+  });
 });
 
 describe('retries and replays of an approval-gated call', () => {
