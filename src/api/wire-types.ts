@@ -389,7 +389,7 @@ export interface paths {
      * @description Stores one signed DR, a DRS delegation receipt (`{receipt}`), or a root-to-leaf list of them (`{receipts}`). The first record is either a root signed by a trusted root of a tenant, or a sub-DR whose parent is already stored. The chain it extends must verify: linked hand-offs, valid signatures, attenuation and time nesting, live and unrevoked ancestors.
      *
      *     - Agents prove themselves by signature, so no API key is needed. With a key (`issue` scope), the records must belong to that key's tenant; without one, the tenant follows from the chain (and a chain several tenants could own is `422 UNPROCESSABLE`).
-     *     - Resubmitting the same records is idempotent: `200` with the stored rows and their original service receipts. `201` when at least one record was newly stored, each with a fresh service receipt.
+     *     - Resubmitting the same records is idempotent: `200` with the stored rows and their original service receipts. With a key they are judged again, against the clock and the store: a stored record since expired or revoked is `422` (`RECEIPT_EXPIRED`, `RECEIPT_REVOKED`), as a new record extending it would be. `201` when at least one record was newly stored, each with a fresh service receipt.
      *     - Without a key, the answer reveals nothing stored until the caller's signatures prove a part in the chain. The submitted records are first judged on their own (shape, each signature by its own `iss`, linkage, attenuation and time between them). A stored parent then counts only if the first record is signed by the parent's holder (its `aud`): an unknown parent and a parent held by someone else get the same `422 BUNDLE_INCOMPLETE`. A root whose signature verifies learns whether some tenant trusts its issuer, never which. A keyless answer names no tenant: no `tenant_id`, and `service_receipt` is `null` (a service receipt's signed claims name the tenant); read service receipts with a key of the tenant. Nor does it show what is stored about a record (no `status`, `revoked_at`, `revoked_by` or `created_at`): records travel in every bundle, so holding one proves nothing. Records that are all stored already are answered as stored without being judged against the store again, so a revoked chain re-submitted without a key gets the answer a live one gets; a new record extending a revoked one is refused (`422 RECEIPT_REVOKED`).
      */
     post: operations['submitDelegations'];
@@ -515,7 +515,7 @@ export interface paths {
     put?: never;
     /**
      * Issue a root delegation signed with the tenant's custodial root key
-     * @description The service signs a root DR with a root key it holds for the tenant (generated on first use, encrypted at rest, trusted as a root of the tenant with label `custodial`) and stores it like any submitted DR. Defaults: `cmd` `/mcp/tools/call`, `subject` the custodial DID, `nbf` now, `exp` now + 24 h (`null` for no expiry), `root_type` `organisation`, a random `jti`.
+     * @description The service signs a root DR with a root key it holds for the tenant (generated on first use, encrypted at rest, trusted as a root of the tenant with label `custodial`) and stores it like any submitted DR. Defaults: `cmd` `/mcp/tools/call`, `subject` the custodial DID, `nbf` now, `exp` 24 h after `nbf` (or after now when `nbf` is earlier; `null` for no expiry), `root_type` `organisation`, a random `jti`.
      */
     post: operations['issueDelegation'];
     delete?: never;

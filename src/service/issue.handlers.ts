@@ -50,14 +50,17 @@ export async function issueCustodialRoot(
       suggestion: `Give an exp of now or later, or leave it out for the default lifetime (${DEFAULT_LIFETIME_SECONDS} s).`,
       violations: [{ code: 'RECEIPT_EXPIRED', field: 'exp', required: `>= ${now}`, actual: req.exp }],
     });
+  const nbf = req.nbf ?? now;
   const issuer = await custodialRootKey(deps.store.db, tenantId, deps.masterKey, gate);
   const signed = signRootDelegation({
     issuer,
     audience: req.audience,
     policy: req.policy,
     iat: now,
-    nbf: req.nbf ?? now,
-    exp: req.exp === undefined ? now + DEFAULT_LIFETIME_SECONDS : req.exp,
+    nbf,
+    // The default lifetime runs from when the record starts to be valid: from now + 24 h, an nbf
+    // two days ahead read "exp must not be before nbf", of an exp the caller never sent.
+    exp: req.exp === undefined ? Math.max(nbf, now) + DEFAULT_LIFETIME_SECONDS : req.exp,
     rootType: req.root_type ?? 'organisation',
     ...(req.subject ? { subject: req.subject } : {}),
     ...(req.cmd ? { cmd: req.cmd } : {}),

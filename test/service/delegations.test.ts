@@ -249,6 +249,22 @@ describe('POST /v1/delegations/issue (custodial root)', () => {
     });
     expect(lastSecond.status, JSON.stringify(lastSecond.body)).toBe(201);
   });
+
+  it('runs the default lifetime from nbf: a record valid from two days ahead is issued for 24 h from then', async () => {
+    const later = T0 + 2 * 86_400;
+    const r = await svc.call('POST', '/v1/delegations/issue', {
+      key: tenant.keys.issue,
+      json: { audience: agentA.did, policy: { allowed_tools: ['web_search'] }, nbf: later },
+    });
+    expect(r.status, JSON.stringify(r.body)).toBe(201);
+    expect(r.body.delegation).toMatchObject({ nbf: later, exp: later + 86_400 });
+    // An nbf already passed changes nothing: 24 h from now.
+    const past = await svc.call('POST', '/v1/delegations/issue', {
+      key: tenant.keys.issue,
+      json: { audience: agentB.did, policy: { allowed_tools: ['web_search'] }, nbf: T0 - 600 },
+    });
+    expect(past.body.delegation).toMatchObject({ nbf: T0 - 600, exp: T0 + 86_400 });
+  });
 });
 
 describe('reading delegations', () => {
