@@ -48,7 +48,15 @@ export interface RunningServer {
   readonly port: number;
   readonly store: RunningStore;
   close(): Promise<void>;
+  /** What close() waits for now (none before it is called): what a forced exit names. */
+  readonly closing: () => StopStage | null;
 }
+
+/** The steps of a stop, in order. */
+export type StopStage = 'requests in flight' | 'the log integrator' | 'the database to close';
+
+/** How long a stop may take before the process exits 1 (README, "Stopping"). */
+const STOP_LIMIT_MS = 10_000;
 
 /**
  * The embedded database's data folder, open to its owner only. PGlite writes its files
@@ -299,11 +307,14 @@ export async function startServer(
       );
       shown = true;
     }
+    let stage: StopStage | null = null;
     return {
       url,
       port,
       store,
+      closing: () => stage,
       close: async () => {
+        stage = 'requests in flight';
         // Stop accepting, let in-flight requests finish, then release the database. A keep-alive
         // connection busy at this moment would otherwise go on carrying new requests until the
         // forced exit cut them off: each answer from now on closes its connection.
@@ -319,7 +330,9 @@ export async function startServer(
         // connection checks (its stop of listening, done already, answers the ignored callback).
         (bound as Server).close(() => {});
         await closed;
+        stage = 'the log integrator';
         await integrator?.stop(); // its round commits or rolls back before the pool closes
+        stage = 'the database to close';
         await store.close();
       },
     };
@@ -413,7 +426,12 @@ export async function runService(): Promise<void> {
     if (stopping) return;
     stopping = true;
     log.info('shutting down', { signal });
-    const force = setTimeout(() => process.exit(1), 10_000);
+    const force = setTimeout(() => {
+      // Said, so an exit 1 after a stop is not read as a crash: what the stop was still waiting for.
+      log.error(`forced exit: the stop did not finish within ${STOP_LIMIT_MS / 1000} s`, { waiting_for: server.closing() });
+      flushLogs();
+      process.exit(1);
+    }, STOP_LIMIT_MS);
     force.unref();
     server.close().then(
       () => {
@@ -522,7 +540,14 @@ async function runPrimary(config: Config, log: Logger): Promise<void> {
     if (stopping) return;
     stopping = true;
     log.info('shutting down workers', { signal });
-    const force = setTimeout(() => process.exit(1), 12_000);
+    // Past each worker's own limit, so a worker's forced exit (and its line) comes first.
+    const force = setTimeout(() => {
+      log.error(`forced exit: ${running.size} worker(s) still running ${(STOP_LIMIT_MS + 2_000) / 1000} s after the stop`, {
+        workers: [...running].map((w) => ({ worker: w.id, pid: w.process.pid })),
+      });
+      flushLogs();
+      process.exit(1);
+    }, STOP_LIMIT_MS + 2_000);
     force.unref();
     if (running.size === 0) process.exit();
     stopAll();

@@ -34,8 +34,12 @@ export type FromIntegratorThread = {
   readonly fields?: Record<string, unknown>;
 };
 
-/** How long stop() lets the thread finish its round and close its connection before ending it. */
-const STOP_GRACE_MS = 10_000;
+/**
+ * How long stop() lets the thread finish its round and close its connection before ending it (its
+ * transaction then rolls back, and the next start integrates those receipts): a round stuck on a
+ * hung database must leave the stop's 10 s (server.ts) time to close the pool.
+ */
+const STOP_GRACE_MS = 3_000;
 /** A thread that died (a bug, not a failed round: those it retries itself) is replaced after the interval, at least this. */
 const MIN_RESPAWN_MS = 1_000;
 
