@@ -202,6 +202,61 @@ function unsafeCombinations(env: Environment): string[] {
   return problems;
 }
 
+/**
+ * BATON_ variables something other than the service reads: the CLI (its server, key, context and
+ * stack traces), the supervisor's mark on its workers, and the test and CI tools.
+ */
+const READ_ELSEWHERE = new Set([
+  'BATON_URL',
+  'BATON_API_KEY',
+  'BATON_CONTEXT',
+  'BATON_DEBUG',
+  'BATON_SUPERVISED_WORKER',
+  'BATON_PG_BIN',
+  'BATON_TEST_DATABASE_URL',
+  'BATON_TEST_RESULTS',
+  'BATON_CI_PG_PORT',
+  'BATON_TRACE_FILE',
+]);
+
+/**
+ * One line for each BATON_ variable set that no setting reads: a misspelled setting (BATON_WORKER=4)
+ * would otherwise start with its default in silence. Warned, not refused: a variable meant for
+ * another version, or another tool, stops no start.
+ */
+export function unreadSettings(env: Environment = process.env): string[] {
+  const settings = Object.keys(EnvSchema.shape);
+  return Object.keys(env)
+    .filter((name) => name.startsWith('BATON_') && !settings.includes(name) && !READ_ELSEWHERE.has(name))
+    .sort()
+    .map((name) => {
+      const near = closestName(name, settings);
+      return `${name} is set but is no setting of Baton's: it is ignored${near === undefined ? '' : ` (did you mean ${near}?)`}`;
+    });
+}
+
+/** The setting nearest to `name` by edit distance, if one is near enough to be a misspelling of it. */
+function closestName(name: string, settings: readonly string[]): string | undefined {
+  let best: { name: string; distance: number } | undefined;
+  for (const s of settings) {
+    const distance = editDistance(name, s);
+    if (best === undefined || distance < best.distance) best = { name: s, distance };
+  }
+  return best !== undefined && best.distance <= Math.max(2, Math.floor(name.length / 4)) ? best.name : undefined;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      row[j] = Math.min(previous[j]! + 1, row[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = row;
+  }
+  return previous[b.length]!;
+}
+
 /** `VARIABLE: problem`, the variable named once (most messages begin with it already). */
 function issueLine(issue: { readonly path: readonly PropertyKey[]; readonly message: string }): string {
   const variable = issue.path.map(String).join('.') || 'environment';

@@ -1,7 +1,7 @@
 // Configuration: unsafe combinations refuse to start and name what to set.
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../src/config.js';
+import { ConfigError, loadConfig, unreadSettings } from '../src/config.js';
 
 const MASTER = randomBytes(32).toString('hex');
 
@@ -108,5 +108,26 @@ describe('loadConfig', () => {
     // A write waiting less than a verify would cut the verify's own answer short.
     expect(loadConfig({ BATON_VERIFY_DEADLINE_MS: '9000', BATON_WRITE_DEADLINE_MS: '2000' }).writeDeadlineMs).toBe(9_000);
     expect(() => loadConfig({ BATON_WRITE_DEADLINE_MS: '10' })).toThrow(/BATON_WRITE_DEADLINE_MS/);
+  });
+});
+
+describe('unreadSettings', () => {
+  it('names each BATON_ variable no setting reads, with the setting it may misspell', () => {
+    expect(
+      unreadSettings({
+        BATON_WORKER: '4',
+        BATON_DB_POOLSIZE: '3',
+        BATON_FROBNICATE: '1',
+        BATON_WORKERS: '2',
+        BATON_API_KEY: 'bt_read_by_the_cli',
+        PATH: '/usr/bin',
+      }),
+    ).toEqual([
+      "BATON_DB_POOLSIZE is set but is no setting of Baton's: it is ignored (did you mean BATON_DB_POOL?)",
+      "BATON_FROBNICATE is set but is no setting of Baton's: it is ignored",
+      "BATON_WORKER is set but is no setting of Baton's: it is ignored (did you mean BATON_WORKERS?)",
+    ]);
+    // Every setting the service reads, and what the CLI and the tools read, pass in silence.
+    expect(unreadSettings({ BATON_URL: 'x', BATON_CONTEXT: 'x', BATON_DEBUG: '1', BATON_DATA_DIR: 'x', BATON_TLOG_NAME: 'x' })).toEqual([]);
   });
 });

@@ -43,6 +43,15 @@ describe('main.js', () => {
     const start = runMain([], { DATABASE_URL: 'postgres://postgres@127.0.0.1:9/none', BATON_MASTER_KEY: 'a'.repeat(64) });
     expect(start.code, start.err).toBe(3);
     expect(start.err).toMatch(/Baton failed to start/);
+    // A misspelled setting is said before the start, not taken for its default in silence.
+    const misspelled = runMain([], {
+      DATABASE_URL: 'postgres://postgres@127.0.0.1:9/none',
+      BATON_MASTER_KEY: 'a'.repeat(64),
+      BATON_WORKER: '4',
+    });
+    expect(misspelled.out + misspelled.err).toMatch(
+      /BATON_WORKER is set but is no setting of Baton's: it is ignored \(did you mean BATON_WORKERS\?\)/,
+    );
     // The same with worker processes: the supervisor passes on its worker's code, not a plain 1.
     const workers = runMain([], {
       PORT: '0',
