@@ -20,6 +20,8 @@ import { resolveTarget } from './context.js';
 import { DEFAULT_SERVER, parseJsonDocument } from './basics.js';
 import { UsageError, type CliIo } from './io.js';
 import { verifyServiceReceipt, type ServiceVerificationKey } from '../protocol/service-receipt.js';
+import { canonicalJson } from '../protocol/jcs.js';
+import { microsToUsd, type Micros } from '../protocol/money.js';
 import type { BatonClient } from '../sdk/client.js';
 
 /** How many service receipts --fetch checks when no --limit is given. */
@@ -123,53 +125,59 @@ async function keysFor(values: { keys?: string | undefined; 'save-keys'?: string
   return parsePublishedKeys(answer, `${c.baseUrl}/v1/keys`);
 }
 
-/** One place a service receipt was found: what it may be about, and what a verify answer around it claims. */
+/** One place a service receipt was found: what it may be about, and what the answer around it claims. */
 interface Attachment {
+  /** Identifiers it may be about: its holder's, or (none there) those of the nearest object around it that names one. */
   readonly ids: ReadonlySet<string>;
-  /** The verify answer holding it: its unsigned members, which the receipt's signed ones must match. */
-  readonly answer?: { readonly valid: boolean; readonly dry_run: unknown; readonly context: Readonly<Record<string, unknown>> };
+  /** The object holding it: each member it states that the receipt signs too must be what was signed. */
+  readonly holder: Readonly<Record<string, unknown>>;
+  /** The listing form (GET /v1/service-receipts): `{kind, subject, jws}`, whose `kind` names the receipt's. */
+  readonly listed: boolean;
+  /** Identifier members of the holder that are not strings (a call named by a number names nothing). */
+  readonly badIds: readonly string[];
 }
 
 /** A string in a service receipt's place in a service answer, and what it is attached to there. */
 interface ReceiptSlot {
   readonly where: string;
   readonly jws: string;
-  /** None when the object holding it names nothing it could be about. */
-  readonly attachment?: Attachment;
+  readonly attachment: Attachment;
 }
+
+/** Members that name what an object is about: a call (`invocation_id`, `jti`) or a record (`hash`). */
+const ID_MEMBERS = ['invocation_id', 'jti', 'hash'] as const;
 
 /**
  * Every string in a service receipt's place in a service answer, with its JSON path and what it is
- * attached to: the identifiers of the object holding it, one of which it must be about. A receipt
+ * attached to: the identifiers of the object holding it (or, where it names none, of the nearest
+ * object around it that does: an invocation's `actual`), one of which it must be about. A receipt
  * under `service_receipt` (or `service_receipt.jws`) is about its object's call (`invocation_id`,
  * `jti`) or record (`hash`); one listed with its `kind` and `subject` (GET /v1/service-receipts) is
  * about that subject. A signature alone does not say a receipt belongs where it was found: a valid
  * receipt of another call or record could be swapped in, and its subject is then none of these. Nor
- * does it vouch for the answer around it: a verify answer's `valid` and the members of its
- * `context` that the receipt signs too (SIGNED_CONTEXT_MEMBERS) must say what its receipt signed.
+ * does it vouch for the answer around it: what the holder states of what the receipt signs must be
+ * what it signed (SIGNED_MEMBERS).
  */
-function receiptSlots(value: unknown, path = '', out: ReceiptSlot[] = []): ReceiptSlot[] {
-  const slot = (where: string, jws: unknown, idList: readonly unknown[], answer?: Attachment['answer']) => {
-    if (typeof jws !== 'string') return;
-    const ids = new Set(idList.filter((id): id is string => typeof id === 'string'));
-    out.push({ where, jws, ...(ids.size > 0 ? { attachment: answer === undefined ? { ids } : { ids, answer } } : {}) });
-  };
-  if (Array.isArray(value)) value.forEach((v, i) => receiptSlots(v, itemPath(path, i), out));
+function receiptSlots(value: unknown, path = '', out: ReceiptSlot[] = [], around: ReadonlySet<string> = new Set()): ReceiptSlot[] {
+  if (Array.isArray(value)) value.forEach((v, i) => receiptSlots(v, itemPath(path, i), out, around));
   else if (value !== null && typeof value === 'object') {
     const o = value as Record<string, unknown>;
+    const own = ID_MEMBERS.map((m) => o[m]).filter((id): id is string => typeof id === 'string');
+    const ids = own.length > 0 ? new Set(own) : around;
+    const badIds = ID_MEMBERS.filter((m) => o[m] !== undefined && o[m] !== null && typeof o[m] !== 'string');
+    const slot = (where: string, jws: unknown, attachment: Attachment) => {
+      if (typeof jws === 'string') out.push({ where, jws, attachment });
+    };
     const ref = o['service_receipt'];
     const refPath = memberPath(path, 'service_receipt');
-    const context = o['context'] !== null && typeof o['context'] === 'object' ? (o['context'] as Record<string, unknown>) : {};
-    const answer =
-      typeof o['valid'] === 'boolean' && typeof o['invocation_id'] === 'string'
-        ? { valid: o['valid'], dry_run: o['dry_run'], context }
-        : undefined;
-    const ids = [o['invocation_id'], o['jti'], o['hash']];
-    if (typeof ref === 'string') slot(refPath, ref, ids, answer);
-    else if (ref !== null && typeof ref === 'object')
-      slot(memberPath(refPath, 'jws'), (ref as Record<string, unknown>)['jws'], ids, answer);
-    if (typeof o['kind'] === 'string') slot(memberPath(path, 'jws'), o['jws'], [o['subject']]);
-    for (const [k, v] of Object.entries(o)) receiptSlots(v, memberPath(path, k), out);
+    const held: Attachment = { ids, holder: o, listed: false, badIds };
+    if (typeof ref === 'string') slot(refPath, ref, held);
+    else if (ref !== null && typeof ref === 'object') slot(memberPath(refPath, 'jws'), (ref as Record<string, unknown>)['jws'], held);
+    if (typeof o['kind'] === 'string') {
+      const subject = typeof o['subject'] === 'string' ? new Set([o['subject']]) : new Set<string>();
+      slot(memberPath(path, 'jws'), o['jws'], { ids: subject, holder: o, listed: true, badIds: [] });
+    }
+    for (const [k, v] of Object.entries(o)) receiptSlots(v, memberPath(path, k), out, ids);
   }
   return out;
 }
@@ -208,30 +216,115 @@ export function findServiceReceipts(text: string, name: string): FoundServiceRec
         `none was checked. Split it into files of at most ${MAX_SERVICE_RECEIPTS} service receipts and check each.`,
     );
   const attached = new Map<string, Attachment[]>();
-  for (const s of slots) if (s.attachment) attached.set(s.jws, [...(attached.get(s.jws) ?? []), s.attachment]);
+  for (const s of slots) attached.set(s.jws, [...(attached.get(s.jws) ?? []), s.attachment]);
   return found.map((r) => ({ where: r.where, jws: r.jws, attachments: attached.get(r.jws) }));
 }
 
-/**
- * The members of a verify answer's `context` that its invocation.allowed receipt signs in its
- * `data` under the same names: each one the answer states must be what was signed (a tampered
- * tool server would otherwise pass as VALID beside a receipt of another).
- */
-const SIGNED_CONTEXT_MEMBERS = ['dr_chain', 'tool', 'tool_server', 'invocation_hash'] as const;
+/** A value as signed: the receipt's `data` member, or its `subject`; `as` turns it into the answer's form. */
+interface SignedMember {
+  readonly stated: string;
+  readonly signed: string;
+  readonly as?: (signed: unknown) => unknown;
+}
 
-/** Where a verify answer says other than the receipt it carries signed, if it does. */
-function contradicted(payload: Record<string, unknown>, answer: NonNullable<Attachment['answer']>): string | undefined {
+const micros = (signed: unknown) => (typeof signed === 'number' ? microsToUsd(signed as Micros) : signed);
+
+/**
+ * For each kind of receipt, the members an answer holding it states that the receipt signs too
+ * (`stated` a path in the holder, `signed` a member of its `data`, or `subject`): each one the
+ * answer states must be what was signed, so an edited tool server, chain, cost or revoker does not
+ * pass as VALID beside an untouched receipt. Members an answer recounts or reads fresh (a
+ * revocation's `descendants`, an invocation's current standing) are not among them.
+ */
+const SIGNED_MEMBERS: Readonly<Record<string, readonly SignedMember[]>> = {
+  'invocation.allowed': [
+    // A verify answer states them in its context; an invocation read (GET /v1/invocations) at top level.
+    { stated: 'context.dr_chain', signed: 'dr_chain' },
+    { stated: 'context.tool', signed: 'tool' },
+    { stated: 'context.tool_server', signed: 'tool_server' },
+    { stated: 'context.invocation_hash', signed: 'invocation_hash' },
+    { stated: 'context.invocation_jti', signed: 'subject' },
+    { stated: 'dr_chain', signed: 'dr_chain' },
+    { stated: 'tool', signed: 'tool' },
+    { stated: 'tool_server', signed: 'tool_server' },
+    { stated: 'caller_key_id', signed: 'caller_key_id' },
+  ],
+  'actual.recorded': [
+    { stated: 'cost_usd', signed: 'cost_micros', as: micros },
+    { stated: 'source', signed: 'source' },
+    { stated: 'tokens_in', signed: 'tokens_in' },
+    { stated: 'tokens_out', signed: 'tokens_out' },
+    { stated: 'unavailable_reason', signed: 'unavailable_reason' },
+  ],
+  'delegation.accepted': [
+    { stated: 'jti', signed: 'jti' },
+    { stated: 'iss', signed: 'iss' },
+    { stated: 'aud', signed: 'aud' },
+    { stated: 'depth', signed: 'depth' },
+    { stated: 'parent_hash', signed: 'parent_hash' },
+    { stated: 'root_hash', signed: 'root_hash' },
+  ],
+  'delegation.revoked': [
+    { stated: 'reason', signed: 'reason' },
+    { stated: 'revoked_at', signed: 'revoked_at' },
+    { stated: 'revoked_by', signed: 'revoked_by' },
+  ],
+};
+
+/**
+ * Members that say what kind of answer holds a receipt, and the kinds of receipt it may hold: a
+ * valid receipt of the same call but another kind (the allow's, in the place of its actual's)
+ * would otherwise pass where it was swapped in.
+ */
+const KINDS_HELD_BY: readonly (readonly [member: string, kinds: readonly string[]])[] = [
+  ['valid', ['invocation.allowed', 'invocation.denied']],
+  ['decision', ['invocation.allowed', 'invocation.denied']],
+  ['source', ['actual.recorded']],
+  ['descendants', ['delegation.revoked']],
+  ['parent_hash', ['delegation.accepted']],
+];
+
+/** The value at a dotted path of members, or undefined where the path leaves the objects. */
+function memberAt(holder: Readonly<Record<string, unknown>>, path: string): unknown {
+  let at: unknown = holder;
+  for (const name of path.split('.')) {
+    if (at === null || typeof at !== 'object' || Array.isArray(at)) return undefined;
+    at = (at as Record<string, unknown>)[name];
+  }
+  return at;
+}
+
+const shown = (value: unknown) => JSON.stringify(value) ?? String(value);
+
+/** Where the answer holding a receipt says other than the receipt signed, if it does. */
+function contradicted(payload: Record<string, unknown>, a: Attachment): string | undefined {
   const kind = payload['baton_receipt'];
   const data = payload['data'] !== null && typeof payload['data'] === 'object' ? (payload['data'] as Record<string, unknown>) : {};
-  if ((kind === 'invocation.allowed') !== answer.valid)
-    return `signed ${String(kind)}, but the answer around it says valid: ${answer.valid}`;
-  // A dry run counts nothing and is given no receipt: one beside it is a counted call's.
-  if (answer.dry_run === true) return `signed ${String(kind)}, but the answer around it says dry_run: true (a dry run carries no service receipt)`;
-  for (const member of SIGNED_CONTEXT_MEMBERS) {
-    const stated = answer.context[member];
-    const signed = data[member];
-    if (stated === undefined || signed === undefined || JSON.stringify(stated) === JSON.stringify(signed)) continue;
-    return `signed context.${member} ${JSON.stringify(signed)}, but the answer around it says ${JSON.stringify(stated)}`;
+  const h = a.holder;
+  if (a.badIds.length > 0) return `signed, but the answer around it names what it is about with a non-string ${a.badIds.join(', ')}`;
+  if (a.listed) return h['kind'] === kind ? undefined : `signed ${String(kind)}, but listed as ${shown(h['kind'])}`;
+  for (const [member, kinds] of KINDS_HELD_BY) {
+    if (member in h && !kinds.includes(String(kind)))
+      return `signed ${String(kind)}, but it is where an answer with ${member} holds its ${kinds.join(' or ')} receipt`;
+  }
+  if (kind === 'invocation.allowed' || kind === 'invocation.denied') {
+    const allowed = kind === 'invocation.allowed';
+    // What a DRS client reads: valid. Any value but the boolean the receipt signed (a string "true", say) is a contradiction.
+    if ('valid' in h && h['valid'] !== allowed) return `signed ${kind}, but the answer around it says valid: ${shown(h['valid'])}`;
+    if ('valid' in h && a.ids.size === 0) return `signed ${kind}, but the answer around it names no invocation (invocation_id)`;
+    if ('decision' in h && h['decision'] !== (allowed ? 'allowed' : 'denied'))
+      return `signed ${kind}, but the answer around it says decision: ${shown(h['decision'])}`;
+    // A dry run counts nothing and is given no receipt: one beside it is a counted call's.
+    if ('dry_run' in h && h['dry_run'] !== false)
+      return `signed ${kind}, but the answer around it says dry_run: ${shown(h['dry_run'])} (a dry run carries no service receipt)`;
+  }
+  for (const m of typeof kind === 'string' ? (SIGNED_MEMBERS[kind] ?? []) : []) {
+    const stated = memberAt(h, m.stated);
+    const raw = m.signed === 'subject' ? payload['subject'] : data[m.signed];
+    if (stated === undefined || raw === undefined) continue;
+    const signed = m.as ? m.as(raw) : raw;
+    if (canonicalJson(stated) === canonicalJson(signed)) continue;
+    return `signed ${m.stated} ${shown(signed)}, but the answer around it says ${shown(stated)}`;
   }
   return undefined;
 }
@@ -250,11 +343,11 @@ function misplacement(
   tenant: string | null,
   expected: Expected,
 ): string | undefined {
-  const elsewhere = expected.attachments?.find((a) => subject === null || !a.ids.has(subject));
+  const elsewhere = expected.attachments?.find((a) => a.ids.size > 0 && (subject === null || !a.ids.has(subject)));
   if (elsewhere !== undefined)
     return `signed, but about ${subject ?? '(no subject)'}, not ${[...elsewhere.ids].join(' or ')} it is attached to`;
   for (const a of expected.attachments ?? []) {
-    const why = a.answer && contradicted(payload, a.answer);
+    const why = contradicted(payload, a);
     if (why !== undefined) return why;
   }
   if (expected.tenant !== undefined && tenant !== expected.tenant)
@@ -346,7 +439,8 @@ async function runVerifyServiceReceipts(argv: string[], io: CliIo): Promise<numb
         nextAfter = lastId ?? null;
         break;
       }
-      results.push(check(item.jws, `service receipt #${item.id}`, keys, { attachments: [{ ids: new Set([item.subject]) }], tenant }));
+      const listing = { ids: new Set([item.subject]), holder: item as unknown as Record<string, unknown>, listed: true, badIds: [] };
+      results.push(check(item.jws, `service receipt #${item.id}`, keys, { attachments: [listing], tenant }));
       lastId = item.id;
       n++;
     }

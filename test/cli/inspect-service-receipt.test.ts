@@ -272,6 +272,89 @@ describe('baton service-receipt verify', () => {
     }
   });
 
+  it('every answer kind holding a receipt: real answers are VALID, and each signed member edited is INVALID', async () => {
+    const keysFile = join(dir, 'keys-kinds.json');
+    writeFileSync(keysFile, JSON.stringify(await new BatonClient({ baseUrl: live.baseUrl }).keys()));
+    const a = generateKeyPair();
+    const b = generateKeyPair();
+    const root = createRootDelegation({ issuer: live.tenant.root, audience: a.did, policy: { allowed_tools: ['search'], max_calls: 9 } });
+    const sub = createSubDelegation({ parent: root, issuer: a, audience: b.did, policy: { allowed_tools: ['search'], max_calls: 9 } });
+    const post = async (path: string, key: string, body: unknown) => {
+      const res = await fetch(`${live.baseUrl}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+        body: JSON.stringify(body),
+      });
+      return (await res.json()) as Record<string, unknown>;
+    };
+    const get = async (path: string) =>
+      (await (await fetch(`${live.baseUrl}${path}`, { headers: { authorization: `Bearer ${live.tenant.keys.audit}` } })).json()) as Record<
+        string,
+        unknown
+      >;
+    const submission = await post('/v1/delegations', live.tenant.keys.issue, { receipts: [root.jws, sub.jws] });
+    const args = { tool: 'search', pii_access: false, write_access: false };
+    const inv = createInvocation({ chain: [root, sub], invoker: b, args, toolServer: 'mcp://tools.example.com' });
+    const allowed = await post('/v1/verify', live.tenant.keys.verify, makeBundle(inv, [root, sub], 'reference'));
+    const jti = inv.payload.jti;
+    const actual = await post(`/v1/invocations/${encodeURIComponent(jti)}/actuals`, live.tenant.keys.report, {
+      cost_usd: 0.25,
+      source: 'api-usage',
+    });
+    const read = await get(`/v1/invocations/${encodeURIComponent(jti)}`);
+    const listed = await get(`/v1/invocations?dr=${encodeURIComponent(sub.hash)}`);
+    const revoked = await post(`/v1/delegations/${sub.hash}/revoke`, live.tenant.keys.issue, { confirm: true, reason: 'done' });
+    const verifyFile = async (answer: unknown) => {
+      const file = join(dir, `kinds-${Math.random().toString(36).slice(2)}.json`);
+      writeFileSync(file, JSON.stringify(answer));
+      return run(['service-receipt', 'verify', file, '--keys', keysFile]);
+    };
+    for (const [what, answer] of Object.entries({ submission, allowed, actual, read, listed, revoked })) {
+      const r = await verifyFile(answer);
+      expect(r.code, `${what}: ${r.out}${r.err}`).toBe(0);
+    }
+    const items = listed['invocations'] as Record<string, unknown>[];
+    const item = items[0]!;
+    const otherActual = { ...(item['actual'] as object), service_receipt: allowed['service_receipt'] };
+    const context = allowed['context'] as Record<string, unknown>;
+    const delegations = submission['delegations'] as Record<string, unknown>[];
+    const edits: [string, unknown, RegExp][] = [
+      ['valid as a string', { ...allowed, valid: 'true', context: { ...context, tool_server: 'mcp://evil' } }, /says valid: "true"/],
+      [
+        'valid left out',
+        { ...allowed, valid: undefined, context: { ...context, tool_server: 'mcp://evil' } },
+        /signed context\.tool_server/,
+      ],
+      ['a number for the call', { ...allowed, invocation_id: 1 }, /non-string invocation_id/],
+      ['dry_run as a string', { ...allowed, dry_run: 'true' }, /says dry_run: "true"/],
+      [
+        'another jti in the context',
+        { ...allowed, context: { ...context, invocation_jti: 'inv:other' } },
+        /signed context\.invocation_jti/,
+      ],
+      ['a listed call: another tool', { ...listed, invocations: [{ ...item, tool: 'delete_everything' }] }, /signed tool "search"/],
+      ['a listed call: another caller', { ...listed, invocations: [{ ...item, caller_key_id: 'key_x' }] }, /signed caller_key_id/],
+      ['a listed call: denied', { ...listed, invocations: [{ ...item, decision: 'denied' }] }, /says decision: "denied"/],
+      [
+        'a nested actual: the allow swapped in',
+        { ...listed, invocations: [{ ...item, actual: otherActual }] },
+        /signed invocation\.allowed, but it is where an answer with source holds its actual\.recorded receipt/,
+      ],
+      ['an actual: another cost', { ...actual, cost_usd: 0.01 }, /signed cost_usd 0\.25, but the answer around it says 0\.01/],
+      ['a revocation: another reason', { ...revoked, reason: 'never' }, /signed reason "done"/],
+      [
+        'a submission: another depth',
+        { ...submission, delegations: [delegations[0], { ...delegations[1], depth: 0 }] },
+        /signed depth 1, but the answer around it says 0/,
+      ],
+    ];
+    for (const [what, answer, why] of edits) {
+      const r = await verifyFile(answer);
+      expect(r.code, `${what}: ${r.out}${r.err}`).toBe(1);
+      expect(r.out, what).toMatch(why);
+    }
+  });
+
   it("--fetch checks the tenant's service receipts from GET /v1/service-receipts", async () => {
     const r = await run(['service-receipt', 'verify', '--fetch', '--server', live.baseUrl, '--api-key', live.tenant.keys.audit, '--json']);
     expect(r.code, r.err).toBe(0);
