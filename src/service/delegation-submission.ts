@@ -42,10 +42,14 @@ function refusal(code: ErrorCode, message: string, violations: readonly Violatio
 }
 
 /** A record of the chain (dr_index counted from its root) is revoked: nothing can extend it. */
-function revokedInSubmission(hash: string, index: number): BatonError {
-  return refusal('RECEIPT_REVOKED', `Delegation record ${hash} has been revoked; nothing can extend it.`, [
-    { code: 'RECEIPT_REVOKED', dr_index: index, dr_hash: hash, field: 'status', required: 'active', actual: 'revoked' },
-  ]);
+function revokedInSubmission(hash: string, index: number, storedAncestors: number): BatonError {
+  return refusal(
+    'RECEIPT_REVOKED',
+    `Delegation record ${hash} has been revoked; nothing can extend it.`,
+    [{ code: 'RECEIPT_REVOKED', dr_index: index, dr_hash: hash, field: 'status', required: 'active', actual: 'revoked' }],
+    // As refusalFrom says it: violation dr_index counts from the root; the submitted records start here.
+    { submitted_from_index: storedAncestors },
+  );
 }
 
 function refusalFrom(decision: Extract<DelegationsDecision, { valid: false }>, storedAncestors: number): BatonError {
@@ -161,7 +165,8 @@ export async function checkSubmission(
   const submitted = decision.delegations.slice(ancestors.length);
   const known = ownStored ?? (await storedOf(submitted.map((d) => d.hash)));
   const revokedSubmitted = submitted.findIndex((d) => known.get(d.hash)?.revokedAt != null);
-  if (revokedSubmitted >= 0) throw revokedInSubmission(submitted[revokedSubmitted]!.hash, ancestors.length + revokedSubmitted);
+  if (revokedSubmitted >= 0)
+    throw revokedInSubmission(submitted[revokedSubmitted]!.hash, ancestors.length + revokedSubmitted, ancestors.length);
   refuseTakenJtis(submitted, await jtisTakenByOthers(db, tenantId, submitted));
   return { tenantId, now, ancestors, submitted, replayed: null };
 }
@@ -209,12 +214,16 @@ export async function submitDelegations(
     // descendant here and answer first, and these records be accepted under it after its answer.
     const chainSoFar = [...ancestors.map((a) => a.hash), ...submitted.map((d) => d.hash)];
     const revoked = await firstRevokedLocked(tx, tenantId, chainSoFar);
-    if (revoked !== null) throw revokedInSubmission(revoked, chainSoFar.indexOf(revoked));
+    if (revoked !== null) throw revokedInSubmission(revoked, chainSoFar.indexOf(revoked), ancestors.length);
     let parent: Delegation | null = ancestors[ancestors.length - 1] ?? null;
     let created = false;
     const stored: { row: Delegation; serviceReceipt: ServiceReceiptView | null }[] = [];
     for (const dr of submitted) {
       const inserted = await insertDelegation(tx, tenantId, dr, parent);
+      // Stored by another request meanwhile (unseen, so unlocked, above): locked and read now, so a
+      // revocation of it waits for the records below it here, or is seen.
+      if (!inserted && (await firstRevokedLocked(tx, tenantId, [dr.hash])) !== null)
+        throw revokedInSubmission(dr.hash, chainSoFar.indexOf(dr.hash), ancestors.length);
       const row = await findDelegation(tx, tenantId, dr.hash);
       // Checked above; a DR stored meanwhile by a concurrent request still lands here.
       if (!row) throw jtiConflict(dr);

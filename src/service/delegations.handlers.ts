@@ -194,6 +194,7 @@ export async function treeOfDelegation(deps: ServiceDeps, tenantId: string, hash
   const uncounted = await callsThrough(
     db,
     tenantId,
+    hash,
     inTree.filter((r) => r.maxCalls === null).map((r) => r.hash),
   );
   const nodes = new Map<string, TreeNode>();

@@ -191,27 +191,32 @@ export async function spendRollup(db: Db, tenantId: string, hash: string): Promi
 }
 
 /**
- * Allowed calls through each of `hashes`, counted from the invocations: the count a DR with no
- * max_calls has, since the verify statement counts only DRs with one in their own row.
+ * Allowed calls through each of `hashes`, DRs of the subtree under `top`, counted from the
+ * invocations: the count a DR with no max_calls has, since the verify statement counts only DRs
+ * with one in their own row. Every call through the subtree goes through `top`, which the GIN index
+ * finds; each call's chain is then joined to the list by hash (not compared element by element).
  */
-export async function callsThrough(db: Db, tenantId: string, hashes: readonly string[]): Promise<Map<string, number>> {
+export async function callsThrough(db: Db, tenantId: string, top: string, hashes: readonly string[]): Promise<Map<string, number>> {
   if (hashes.length === 0) return new Map();
-  const list = textArray(hashes);
   const found = await rows<{ hash: string; calls: number }>(
     db,
-    sql`select h as hash, count(*)::int as calls
-        from invocations i cross join lateral unnest(i.dr_chain) as h
-        where i.tenant_id = ${tenantId} and i.dr_chain && ${list} and h = any(${list})
-        group by h`,
+    sql`select l.h as hash, count(*)::int as calls
+        from invocations i
+        cross join lateral unnest(i.dr_chain) as c(h)
+        join unnest(${textArray(hashes)}) as l(h) on l.h = c.h
+        where i.tenant_id = ${tenantId} and i.dr_chain @> array[${top}]::text[]
+        group by l.h`,
   );
   return new Map(found.map((r) => [r.hash, Number(r.calls)]));
 }
 
 /**
- * Locks the stored ones of `hashes` (one chain) FOR SHARE, root first as the verify statement orders
- * its locks, and returns the first of them that is revoked. A revocation's row lock (markRevoked)
- * then waits for this transaction, or this one reads the revocation it committed: a record stored
- * under a DR is never accepted after that DR's revocation has answered, unseen by its count.
+ * Locks the stored ones of `hashes` (one chain) FOR KEY SHARE, root first as the verify statement
+ * orders its locks, and returns the first of them that is revoked. A revocation's row lock
+ * (markRevoked, FOR UPDATE) then waits for this transaction, or this one reads the revocation it
+ * committed: a record stored under a DR is never accepted after that DR's revocation has answered,
+ * unseen by its count. KEY SHARE, the foreign key's own lock, does not wait for a verify counting
+ * through the DR (FOR NO KEY UPDATE), so a submission holds up no verify.
  */
 export async function firstRevokedLocked(db: Db, tenantId: string, hashes: readonly string[]): Promise<string | null> {
   if (hashes.length === 0) return null;
@@ -220,7 +225,7 @@ export async function firstRevokedLocked(db: Db, tenantId: string, hashes: reado
     sql`select hash, revoked_at is not null as revoked from delegations
         where tenant_id = ${tenantId} and hash = any(${textArray(hashes)})
         order by depth, hash
-        for share`,
+        for key share`,
   );
   return locked.find((r) => r.revoked)?.hash ?? null;
 }

@@ -39,7 +39,9 @@ export async function markRevoked(db: Db, tenantId: string, hash: string, reason
     .from(delegations)
     .where(thisRow)
     .limit(1)
-    .for('no key update');
+    // FOR UPDATE, not NO KEY UPDATE: it must wait for a submission under this DR, which locks its
+    // chain FOR KEY SHARE (firstRevokedLocked), so the record is counted here or refused there.
+    .for('update');
   if (!locked) return undefined;
   if (locked.revokedAt) return { revokedAt: locked.revokedAt, reason: locked.reason, newly: false };
   const [set] = await db

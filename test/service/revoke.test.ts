@@ -503,13 +503,16 @@ describe('a revocation committed while a record is being stored under it', () =>
     const target = revokedOne === 'mid' ? mid : r;
     const child = sub(leaf, C, generateKeyPair());
     const waitingForRowLocks = async () => {
-      const [w] = await rows<{ n: number }>(svc.store.db, sql`select count(*)::int as n from pg_locks where not granted`);
+      const [w] = await rows<{ n: number }>(
+        svc.store.db,
+        sql`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`,
+      );
       return w!.n;
     };
     let submission: ReturnType<typeof svc.call> | undefined;
     await svc.store.db.transaction(async (tx) => {
       // markRevoked's lock, taken before the submission reaches its own transaction.
-      await tx.execute(sql`select 1 from delegations where tenant_id = ${tenant.id} and hash = ${target.hash} for no key update`);
+      await tx.execute(sql`select 1 from delegations where tenant_id = ${tenant.id} and hash = ${target.hash} for update`);
       submission = svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipts: [child.jws] } });
       // Until the submission waits for this row (or, unfixed, it has finished without waiting).
       for (let i = 0; i < 100 && (await waitingForRowLocks()) === 0; i++) await new Promise((ok) => setTimeout(ok, 20));
