@@ -7,7 +7,7 @@ import { ERROR_TABLE, BatonError, errorBody, isErrorCode, isMalformed, requireme
 import { BatonApiError, BatonClient } from '../sdk/client.js';
 import { DEFAULT_SERVER, integerFlag, type ServerValues } from './basics.js';
 import { resolveTarget } from './context.js';
-import { EXIT_DENIED, EXIT_UNREACHABLE, EXIT_USAGE, oneLine, UsageError, type CliIo } from './io.js';
+import { EXIT_DENIED, EXIT_UNREACHABLE, EXIT_USAGE, printableLines, printedItems, UsageError, type CliIo } from './io.js';
 
 export * from './basics.js';
 
@@ -78,13 +78,12 @@ export function explainRefusal(
   ];
   if (r.violations.length > 0) {
     lines.push('', `Unmet conditions (${r.violations.length}):`);
-    r.violations.slice(0, MAX_PRINTED_ITEMS).forEach((v, i) => {
-      const where = v.dr_index === undefined ? '' : ` at receipts[${v.dr_index}]`;
-      const req = requirementText(v);
-      lines.push(`  ${i + 1}. ${v.code}${where}, ${v.field}${req}`);
-      if (v.message) lines.push(`     ${v.message}`);
-    });
-    if (r.violations.length > MAX_PRINTED_ITEMS) lines.push(`  (and ${r.violations.length - MAX_PRINTED_ITEMS} more)`);
+    lines.push(
+      ...printedItems(r.violations, (v, i) => {
+        const where = v.dr_index === undefined ? '' : ` at receipts[${v.dr_index}]`;
+        return [`  ${i + 1}. ${v.code}${where}, ${v.field}${requirementText(v)}`, ...(v.message ? [`     ${v.message}`] : [])];
+      }),
+    );
   }
   const issues = r.details?.['issues'];
   if (Array.isArray(issues) && issues.length > 0) {
@@ -104,20 +103,6 @@ export function explainRefusal(
   if (suggestions.size > 0) lines.push('', 'What to do:', ...[...suggestions].map((s) => `  - ${s}`));
   if (e instanceof BatonError) lines.push('', foundLocally);
   if (requestId) lines.push('', `Request id: ${requestId} (quote it to the operator)`);
-  // Each line holds the service's text (or a proxy's): kept on its one line, so an answer cannot
-  // print lines of its own that read as this command's (a fake "What to do", say), and cut to a
-  // length a terminal can show (an answer's 20 MB message would otherwise be printed whole).
-  return lines.map((line) => oneLine(cutToPrintable(line))).join('\n');
-}
-
-/** Unmet conditions printed of one refusal (the answer itself holds every one). */
-const MAX_PRINTED_ITEMS = 50;
-/** Characters printed of one line of a refusal. */
-const MAX_PRINTED_LINE = 4_000;
-
-function cutToPrintable(line: string): string {
-  if (line.length <= MAX_PRINTED_LINE) return line;
-  // Never half a surrogate pair: the cut would print as an escaped lone surrogate.
-  const end = /[\uD800-\uDBFF]/.test(line[MAX_PRINTED_LINE - 1]!) ? MAX_PRINTED_LINE - 1 : MAX_PRINTED_LINE;
-  return `${line.slice(0, end)}... (${line.length - end} more characters)`;
+  // Each line holds the service's text (or a proxy's): kept on its one line and cut (printableLines).
+  return printableLines(lines);
 }

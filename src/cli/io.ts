@@ -43,6 +43,35 @@ export function oneLine(text: string): string {
   return text.replace(INVISIBLE, escaped);
 }
 
+/** Characters printed of one line of a server's refusal or denial. */
+export const MAX_PRINTED_LINE = 4_000;
+/** Unmet conditions printed of one refusal or denial (the answer itself holds every one). */
+export const MAX_PRINTED_ITEMS = 50;
+
+/** `line` cut to MAX_PRINTED_LINE characters, with the count of what was left off. */
+export function cutToPrintable(line: string): string {
+  if (line.length <= MAX_PRINTED_LINE) return line;
+  // Never half a surrogate pair: the cut would print as an escaped lone surrogate.
+  const end = /[\uD800-\uDBFF]/.test(line[MAX_PRINTED_LINE - 1]!) ? MAX_PRINTED_LINE - 1 : MAX_PRINTED_LINE;
+  return `${line.slice(0, end)}... (${line.length - end} more characters)`;
+}
+
+/**
+ * Lines holding a server's text (a refusal, a denial), as printed: each kept on its one line, so an
+ * answer cannot print lines of its own that read as baton's (a fake "What to do", say), and cut to a
+ * length a terminal can show (an answer's 20 MB message would otherwise be printed whole).
+ */
+export function printableLines(lines: readonly string[]): string {
+  return lines.map((line) => oneLine(cutToPrintable(line))).join('\n');
+}
+
+/** The lines of the first MAX_PRINTED_ITEMS of `items` (an answer's unmet conditions), and a count of the rest. */
+export function printedItems<T>(items: readonly T[], show: (item: T, index: number) => string[]): string[] {
+  const lines = items.slice(0, MAX_PRINTED_ITEMS).flatMap(show);
+  if (items.length > MAX_PRINTED_ITEMS) lines.push(`  (and ${items.length - MAX_PRINTED_ITEMS} more)`);
+  return lines;
+}
+
 /** `io` writing only terminal-safe text: every command prints through it (main). */
 export function terminalSafeIo(io: CliIo): CliIo {
   return { ...io, out: (text) => io.out(terminalSafe(text)), err: (text) => io.err(terminalSafe(text)) };

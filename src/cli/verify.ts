@@ -11,9 +11,9 @@ import { parseCliArgs } from './args.js';
 import { verifyChain, verifyDelegations, type ChainDecision, type DelegationsDecision } from '../protocol/chain.js';
 import { decodeBase64url } from '../protocol/base64url.js';
 import { utf8Decode } from '../protocol/jcs.js';
-import { ERROR_TABLE, requirementText, type ErrorCode } from '../protocol/errors.js';
+import { ERROR_TABLE, isErrorCode, requirementText, type ErrorCode } from '../protocol/errors.js';
 import { publicKeyFromDidKey } from '../protocol/did-key.js';
-import { oneLine, UsageError, type CliIo } from './io.js';
+import { oneLine, printableLines, printedItems, UsageError, type CliIo } from './io.js';
 import { parseJsonDocument, readText } from './basics.js';
 import { isRecordHash, recordHash } from '../protocol/hash.js';
 import { fetchedChainProblem, SIGNED_RECORD_MEMBERS } from '../sdk/fetched-chain.js';
@@ -392,25 +392,30 @@ export function explainDecision(
     '',
     `Unmet conditions (${violations.length}):`,
   ];
-  violations.forEach((v, i) => {
-    const where = v.dr_index === undefined ? 'invocation' : `receipts[${v.dr_index}]`;
-    let req = requirementText(v);
-    if (TIME_FIELDS.has(v.field)) req = withUtc(req);
-    lines.push(`  ${i + 1}. ${v.code} at ${where}, ${v.field}${req}`);
-    if (v.message) lines.push(`     ${v.message}`);
-  });
+  lines.push(
+    ...printedItems(violations, (v, i) => {
+      const where = v.dr_index === undefined ? 'invocation' : `receipts[${v.dr_index}]`;
+      let req = requirementText(v);
+      if (TIME_FIELDS.has(v.field)) req = withUtc(req);
+      return [`  ${i + 1}. ${v.code} at ${where}, ${v.field}${req}`, ...(v.message ? [`     ${v.message}`] : [])];
+    }),
+  );
   // The service's own advice for this refusal, where it wrote one, replaces its code's (see explainRefusal).
   const given = decision.error.suggestion;
-  const replaced = given !== undefined && given !== ERROR_TABLE[decision.error.code].suggestion;
+  // A server's answer may name a code this client does not know: its advice is then only the server's.
+  const known = (code: string) => (isErrorCode(code) ? ERROR_TABLE[code].suggestion : undefined);
+  const replaced = given !== undefined && given !== known(decision.error.code);
   const suggestions = [
     ...new Set([
       ...(replaced ? [given] : []),
       ...violations
         .filter((v) => !(replaced && v.code === decision.error.code))
-        .map((v) => suggestionFor[v.code] ?? ERROR_TABLE[v.code].suggestion),
+        .map((v) => suggestionFor[v.code] ?? known(v.code))
+        .filter((s): s is string => s !== undefined),
     ]),
   ];
   lines.push('', 'What to do:', ...suggestions.map((s) => `  - ${s}`));
-  // baton check prints the service's decision here: each line kept on its one line, as explainRefusal's.
-  return lines.map(oneLine).join('\n');
+  // baton check prints the service's decision here: each line kept on its one line and cut, as
+  // explainRefusal's (a denial's huge message or thousands of unmet conditions are not printed whole).
+  return printableLines(lines);
 }

@@ -166,6 +166,13 @@ class AnswerTooLarge extends Error {
   }
 }
 
+/** An answer a fetch got by following a redirect (a caller's fetch may, whatever `redirect` says). */
+class AnswerRedirected extends Error {
+  constructor(readonly status: number) {
+    super('answer redirected');
+  }
+}
+
 /** A body whose pieces are not bytes (an object-mode stream, text of an unknown encoding). */
 class AnswerNotBytes extends Error {
   constructor(readonly status: number) {
@@ -909,6 +916,9 @@ export class BatonClient {
           signal: controller.signal,
           ...(spec.body !== undefined ? { body: JSON.stringify(spec.body) } : {}),
         });
+        // A caller's fetch may follow a redirect whatever `redirect` says (one that drops it, say): the
+        // answer is then the redirect target's, not Baton's, and is refused unread like a 3xx.
+        if ((res as { redirected?: unknown }).redirected === true) throw new AnswerRedirected(res.status);
         // The body is read under the same deadline (a server may stall after the headers), and up to
         // its route's limit: a server that never stops sending must not take the caller's memory.
         return { res, bytes: await bodyWithin(res, maxBytes, controller.signal) };
@@ -919,6 +929,18 @@ export class BatonClient {
       const contentType = res.headers.get('content-type') ?? undefined;
       return { status: res.status, ok: res.ok, bytes, method: spec.method, url, where, headerId, contentType, sentKey: key !== undefined };
     } catch (cause) {
+      if (cause instanceof AnswerRedirected) {
+        controller.abort(); // its body is not read
+        throw new BatonApiError({
+          status: cause.status,
+          code: 'UNEXPECTED_RESPONSE',
+          method: spec.method,
+          url,
+          message: `Baton answered ${where} through a redirect, which Baton never sends; the fetch used followed it, and the answer it got was not read.`,
+          suggestion:
+            'Check that the base URL points at Baton itself, not a proxy or another service; a custom fetch must not follow redirects (pass redirect: "manual" on to fetch).',
+        });
+      }
       if (cause instanceof AnswerNotBytes) {
         controller.abort();
         throw new BatonApiError({
@@ -1239,7 +1261,7 @@ function describeNetworkError(cause: unknown): string {
         ENOTFOUND: 'host name not found',
         EAI_AGAIN: 'host name lookup failed',
         ECONNRESET: 'connection reset',
-        UND_ERR_SOCKET: 'the server closed the connection before it answered',
+        UND_ERR_SOCKET: 'the server closed the connection',
         UND_ERR_CLOSED: 'the connection was closed',
         EHOSTUNREACH: 'host unreachable',
         ETIMEDOUT: 'connection timed out',

@@ -141,4 +141,61 @@ describe("a refusal's text is printed at a length a terminal can show", () => {
       await refusing.close();
     }
   });
+
+  it("baton check's denial is cut the same way: its message on its line, unmet conditions past 50 counted", async () => {
+    const huge = 'B'.repeat(1_000_000);
+    const violations = Array.from({ length: 5_000 }, (_, i) => ({ code: 'POLICY_VIOLATION', field: `f${i}`, message: 'y'.repeat(100) }));
+    const denying = await answeringServer(({ path }) =>
+      path === '/v1/verify/dry-run'
+        ? { status: 403, json: { valid: false, error: { code: 'POLICY_VIOLATION', message: huge, suggestion: `do ${huge}` }, violations } }
+        : { status: 404, json: { error: { code: 'NOT_FOUND', message: 'no such route' } } },
+    );
+    const issuer = generateKeyPair();
+    const root = createRootDelegation({ issuer, audience: generateKeyPair().did, policy: { allowed_tools: ['search'] } });
+    const inv = createInvocation({ chain: [root], invoker: generateKeyPair(), args: { tool: 'search' }, toolServer: 'mcp://search' });
+    writeFileSync(join(dir, 'denied.json'), JSON.stringify(makeBundle(inv, [root], 'value')));
+    try {
+      const r = await run(['check', join(dir, 'denied.json'), '--server', denying.url, '--api-key', 'bt_some_key']);
+      expect(r.code, r.err).toBe(1);
+      const text = r.out + r.err;
+      expect(text).toMatch(/^WOULD BE DENIED: POLICY_VIOLATION/m);
+      expect(text).toMatch(/^ {2}B{3998}\.\.\. \(996002 more characters\)$/m);
+      expect(text).toMatch(/^ {2}- do B{3993}\.\.\. \(996007 more characters\)$/m);
+      expect(text).toMatch(/^ {2}50\. POLICY_VIOLATION at invocation, f49\n.*\n {2}\(and 4950 more\)$/m);
+      expect(text).not.toMatch(/ 51\. POLICY_VIOLATION/);
+      expect(text.length).toBeLessThan(100_000);
+    } finally {
+      await denying.close();
+    }
+  });
+
+  it("baton check prints a denial whose codes this client does not know: the service's own advice, exit 1", async () => {
+    const denying = await answeringServer(({ path }) =>
+      path === '/v1/verify/dry-run'
+        ? {
+            status: 403,
+            json: {
+              valid: false,
+              error: { code: 'A_NEWER_CODE', message: 'refused for a reason from a newer service', suggestion: 'upgrade the client' },
+              violations: [{ code: 'A_NEWER_CODE', field: 'args', message: 'new' }],
+            },
+          }
+        : { status: 404, json: { error: { code: 'NOT_FOUND', message: 'no such route' } } },
+    );
+    const root = createRootDelegation({
+      issuer: generateKeyPair(),
+      audience: generateKeyPair().did,
+      policy: { allowed_tools: ['search'] },
+    });
+    const inv = createInvocation({ chain: [root], invoker: generateKeyPair(), args: { tool: 'search' }, toolServer: 'mcp://search' });
+    writeFileSync(join(dir, 'newer.json'), JSON.stringify(makeBundle(inv, [root], 'value')));
+    try {
+      const r = await run(['check', join(dir, 'newer.json'), '--server', denying.url, '--api-key', 'bt_some_key']);
+      expect(r.code, r.out + r.err).toBe(1);
+      expect(r.out + r.err).toMatch(/^WOULD BE DENIED: A_NEWER_CODE/m);
+      expect(r.out + r.err).toContain('  - upgrade the client');
+    } finally {
+      await denying.close();
+    }
+  });
 });

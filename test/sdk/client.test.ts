@@ -485,7 +485,64 @@ describe('transport failures', () => {
       }
       const dropped = await rejection(client.getDelegation('sha256:' + 'a'.repeat(64)));
       expect(dropped).toMatchObject({ code: 'NETWORK_ERROR', retryable: true });
-      expect(dropped.message).toMatch(/the server closed the connection before it answered/);
+      expect(dropped.message).toMatch(/UND_ERR_SOCKET, the server closed the connection\.$/);
+    } finally {
+      fake.closeAllConnections();
+      await new Promise<void>((resolve) => fake.close(() => resolve()));
+    }
+  });
+
+  it('a connection closed halfway through the body is not said to have closed before the answer', async () => {
+    // The status and headers came: the hint must hold for a drop during the body too.
+    const fake = createHttpServer((req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '1000' });
+      res.write('{"status":"ok"', () => req.socket.destroy());
+    });
+    await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve));
+    try {
+      const dropped = await rejection(
+        new BatonClient({ baseUrl: `http://127.0.0.1:${(fake.address() as { port: number }).port}` }).health(),
+      );
+      expect(dropped).toMatchObject({ code: 'NETWORK_ERROR', retryable: true });
+      expect(dropped.message).toMatch(/UND_ERR_SOCKET, the server closed the connection\.$/);
+      expect(dropped.message).not.toMatch(/before it answered/);
+    } finally {
+      fake.closeAllConnections();
+      await new Promise<void>((resolve) => fake.close(() => resolve()));
+    }
+  });
+
+  it("an answer a caller's fetch got by following a redirect is UNEXPECTED_RESPONSE, not the target's answer", async () => {
+    // The audit's fetch wrapper drops `redirect`; a fetch that follows it answers with the target's 200.
+    const fake = createHttpServer((req, res) => {
+      if (req.url?.startsWith('/elsewhere')) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        return res.end(JSON.stringify({ status: 'ok', valid: true, error: { code: 'NOT_FOUND', message: 'the target says' } }));
+      }
+      res.writeHead(302, { location: `/elsewhere${req.url ?? ''}` });
+      res.end();
+    });
+    await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve));
+    const following: typeof fetch = async (input, init) => {
+      const { redirect: _dropped, ...rest } = init ?? {};
+      return fetch(input, { ...rest, redirect: 'follow' });
+    };
+    const client = new BatonClient({
+      baseUrl: `http://127.0.0.1:${(fake.address() as { port: number }).port}`,
+      apiKey: 'bt_x',
+      fetch: following,
+    });
+    try {
+      for (const call of [
+        () => client.health(),
+        () => client.getDelegation('sha256:' + 'a'.repeat(64)),
+        () => client.verify({ bundle_version: '4.0', invocation: 'a.b.c', receipts: [] }),
+      ]) {
+        const e = await rejection(call());
+        expect(e).toMatchObject({ code: 'UNEXPECTED_RESPONSE', status: 200 });
+        expect(e.message).toMatch(/through a redirect, which Baton never sends; the fetch used followed it/);
+        expect(e.suggestion).toMatch(/must not follow redirects/);
+      }
     } finally {
       fake.closeAllConnections();
       await new Promise<void>((resolve) => fake.close(() => resolve()));
