@@ -57,6 +57,8 @@ Options:
   --keys <file>            the service's published keys, pinned (a saved GET /v1/keys or
                            JWKS, e.g. from baton service-receipt verify --save-keys):
                            receipts and the served log keys are checked against them
+                           (default: GET /v1/keys of the service audited, even with
+                           --trust, and the output says so)
   --tenant <id>            the tenant whose log this must be (your audit key's): the log
                            the service names must be <log name>/baton/<id>. Every tenant's
                            log is signed with the same service key, so --keys alone does
@@ -96,7 +98,14 @@ the log, a root mismatch, a split view or rollback, a tile or checkpoint the
 log served that cannot be read (malformed: the service's fault, not your
 input); for decisions: substituted records, a chain that does not verify
 (chain-invalid), an allow that does not match its invocation (mismatch),
-records the service cannot produce (records-missing).`;
+records the service cannot produce (records-missing).
+
+A read that fails once the checkpoints are verified (a tile, an entry
+bundle, a chain or GET /v1/service-receipts answering 5xx, a timeout) ends
+the audit without dropping what it found: the findings are printed with the
+notes and what could not be read (incomplete), exit 1; a split view or
+rollback proven by the signed notes stands whatever the service answers
+next. With nothing found, such a failure is exit 3.`;
 
 function summary(report: AuditReport): string {
   if (!report.checkpointRead)
@@ -107,14 +116,20 @@ function summary(report: AuditReport): string {
       .map(printable)
       .join('\n');
   const lines = [
-    `${report.ok ? 'OK' : 'FINDINGS'}: log ${report.origin}, ${report.treeSize} entries${report.latestCheckpoint !== undefined ? ` (the checkpoint of that size; the latest is of ${report.latestCheckpoint.split('\n')[1] ?? '?'})` : ''}`,
+    `${report.ok ? 'OK' : report.incomplete !== undefined ? 'FINDINGS, AUDIT INCOMPLETE' : 'FINDINGS'}: log ${report.origin}, ${report.treeSize} entries${report.latestCheckpoint !== undefined ? ` (the checkpoint of that size; the latest is of ${report.latestCheckpoint.split('\n')[1] ?? '?'})` : ''}`,
     `  entries checked    ${report.entriesChecked}`,
     `  service receipts   ${report.serviceReceiptsChecked} (${report.pendingServiceReceipts} after the checkpoint${report.latestCheckpoint !== undefined ? ' audited, logged since or pending' : ', not yet logged'})`,
     `  decisions checked  ${report.decisionsChecked}`,
     `  not checked        ${report.notChecked}`,
   ];
   if (!report.rootsPinned) lines.push('  note               decision roots not checked for trust; pin them with --root');
-  if (report.trustedOnFirstUse) lines.push('  note               keys taken from the service audited; pin them with --trust or --keys');
+  // Receipt signatures are judged against the service keys: unpinned, they are the audited service's own, --trust or not.
+  if (!report.serviceKeysPinned)
+    lines.push(
+      '  note               service keys taken from the service audited (GET /v1/keys): receipt signatures were checked against them; pin them with --keys',
+    );
+  if (report.trustedOnFirstUse)
+    lines.push('  note               log keys taken from the service audited (GET /v1/log); pin them with --trust or --keys');
   if (!report.originPinned)
     lines.push(
       `  note               which log this is (${report.origin}) taken from the service audited; pin it with --tenant <id> or --trust`,
@@ -134,6 +149,11 @@ function summary(report: AuditReport): string {
             : 'log';
     lines.push(`  ${f.kind.padEnd(19)} ${where}: ${f.detail}`);
   }
+  // What could not be read once the checkpoints were verified: the findings above stand, the rest was not checked.
+  for (const x of report.incomplete ?? [])
+    lines.push(
+      `  ${'incomplete'.padEnd(19)} ${x.source}: ${x.status === 0 ? '' : `HTTP ${x.status} `}${x.code}: ${x.detail} Not checked: ${x.notChecked}.`,
+    );
   // A rollback or split view is proven by two signed notes: print both, not only under --json.
   for (const f of report.findings) {
     if (f.kind !== 'rollback' && f.kind !== 'split-view') continue;
@@ -151,7 +171,8 @@ function summary(report: AuditReport): string {
 /** Why the baseline is not replaced: the kinds found, at most a few. */
 function keptBecause(report: AuditReport): string {
   const kinds = [...new Set(report.findings.map((f) => f.kind))];
-  return kinds.length <= 4 ? kinds.join(', ') : `${kinds.slice(0, 4).join(', ')} and more`;
+  const found = kinds.length <= 4 ? kinds.join(', ') : `${kinds.slice(0, 4).join(', ')} and more`;
+  return report.incomplete !== undefined ? `${found}, and could not finish` : found;
 }
 
 /**
@@ -263,5 +284,8 @@ export async function runAudit(argv: string[], io: CliIo): Promise<number> {
     );
   if (values.json) printJson(io, report);
   else io.out(summary(report));
-  return report.ok ? 0 : 1;
+  // An audit that could not finish still proved what it found (a split view or rollback from the
+  // signed notes outranks "could not check"): exit 1. Only with nothing found is it the service's
+  // failure, exit 3 (auditLog throws then; this is in case a report says so itself).
+  return report.ok ? 0 : report.findings.length > 0 ? 1 : 3;
 }

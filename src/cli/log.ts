@@ -82,6 +82,12 @@ not signed: a receipt is named by what its proven payload says, and --jws
 receipt's own signature is checked by "baton service-receipt verify" on the
 same file.
 
+A proof holds under any checkpoint the log's key signed. Unless the trust
+requires witness cosignatures (requiredCosignatures), that includes a
+forked view shown only to you, so INCLUDED does not rule out a split view
+and the output says so: check the checkpoint extends one you saved earlier
+with "baton log consistency", or require witnesses.
+
 ${TRUST_HELP}
 
 Options:
@@ -261,6 +267,25 @@ function originHint(bundle: string, trust: LogTrust): string {
   }
 }
 
+/**
+ * With no witness cosignatures required, a proof holds under any checkpoint the log's key signed,
+ * including one of a fork shown to this auditor alone: INCLUDED does not rule out a split view.
+ */
+function splitViewNote(trust: LogTrust, results: readonly InclusionResult[]): string | undefined {
+  if ((trust.requiredCosignatures ?? 0) > 0 || !results.some((r) => r.included)) return undefined;
+  return (
+    'the trust requires no witness cosignatures, so a proof holds under any checkpoint the log key signed, ' +
+    'a forked view shown only to you included: this check does not rule out a split view. ' +
+    'Check the checkpoint extends one you saved earlier (baton log consistency <saved note> <newer note> --trust <file>; ' +
+    'baton audit --save-checkpoint keeps one), or require witnesses (witnesses and requiredCosignatures in the trust file)'
+  );
+}
+
+const joinNotes = (...notes: (string | undefined)[]): string | undefined => {
+  const some = notes.filter((n): n is string => n !== undefined);
+  return some.length > 0 ? some.join('; ') : undefined;
+};
+
 function printInclusion(io: CliIo, results: readonly InclusionResult[], json: boolean, note?: string): number {
   const failed = results.filter((r) => !r.included).length;
   if (json) printJson(io, { valid: failed === 0, checked: results.length, failed, results, ...(note ? { note } : {}) });
@@ -336,10 +361,8 @@ async function runProof(argv: string[], io: CliIo): Promise<number> {
       values.json,
     );
   if (held === undefined && result.included)
-    note = [note, 'pass --jws <file> with the service receipt you hold to check the proof is for exactly it']
-      .filter((n) => n !== undefined)
-      .join('; ');
-  return printInclusion(io, [result], values.json, note);
+    note = joinNotes(note, 'pass --jws <file> with the service receipt you hold to check the proof is for exactly it');
+  return printInclusion(io, [result], values.json, joinNotes(note, splitViewNote(trust, [result])));
 }
 
 async function runCheck(argv: string[], io: CliIo): Promise<number> {
@@ -370,11 +393,8 @@ async function runCheck(argv: string[], io: CliIo): Promise<number> {
     answers.push({ where, answer: proofAnswerFrom(parseJson(await readText(file, 'proof file'), where, CHECK_HELP), where, CHECK_HELP) });
   }
   const now = Math.floor(Date.now() / 1000);
-  return printInclusion(
-    io,
-    answers.map((a) => checkInclusion(a.answer, a.where, trust, now, { held })),
-    values.json,
-  );
+  const results = answers.map((a) => checkInclusion(a.answer, a.where, trust, now, { held }));
+  return printInclusion(io, results, values.json, splitViewNote(trust, results));
 }
 
 /**

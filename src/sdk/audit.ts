@@ -401,6 +401,12 @@ export interface AuditReport {
   /** True when neither the log's keys (trust) nor the service's keys (serviceKeys) were pinned: both came from the service audited. */
   readonly trustedOnFirstUse: boolean;
   /**
+   * Whether the service's keys were pinned (serviceKeys). False: every service receipt's signature
+   * was judged against the keys GET /v1/keys of the service audited serves, even when the log's keys
+   * were pinned (trust), so a service that re-keys with a key of its own passes that check.
+   */
+  readonly serviceKeysPinned: boolean;
+  /**
    * Whether which tenant's log this is was pinned (trust's origin, or tenantId). False: it is the
    * log the service named (GET /v1/log), and every tenant's log is signed with the same service key,
    * so pinned keys alone do not tell the auditor's tenant's log from another's.
@@ -412,7 +418,28 @@ export interface AuditReport {
    * signed with the same key (one kept from before the log was renamed, say) would pass as this one.
    */
   readonly logNamePinned: boolean;
+  /**
+   * Present when the audit could not finish: reads that failed after the checkpoints were verified
+   * (a tile, an entry bundle, a proof, GET /v1/service-receipts answering 5xx, a timeout), each with
+   * what it left unchecked. The findings made before are kept (a split view or rollback proven from
+   * the notes stands whatever the service answers next), and `ok` is false. An audit that finds
+   * nothing and cannot finish throws the first such failure instead, as it did before.
+   */
+  readonly incomplete?: readonly AuditReadFailure[];
   readonly ok: boolean;
+}
+
+/** A read the audit could not make after the checkpoints were verified, and what that left unchecked. */
+export interface AuditReadFailure {
+  /** The request, e.g. `GET /v1/log/tile/0/001`. */
+  readonly source: string;
+  /** The HTTP status answered; 0 when no answer came (NETWORK_ERROR, TIMEOUT). */
+  readonly status: number;
+  /** The error code (the service's, or the client's: NETWORK_ERROR, TIMEOUT, UNEXPECTED_RESPONSE). */
+  readonly code: string;
+  readonly detail: string;
+  /** What the audit could not check because of it. */
+  readonly notChecked: string;
 }
 
 export interface AuditOptions {
@@ -587,9 +614,12 @@ const hex = (h: Uint8Array) => Buffer.from(h).toString('hex');
 /**
  * An entry bundle the service cannot produce is a finding: it answers 500 with the indexes whose
  * service receipts are gone (details.missing_indexes), or 404. Any other failure (a refused key,
- * storage unavailable, a proxy's error page) says nothing about the log and is thrown.
+ * storage unavailable, a proxy's error page) says nothing about the log and is thrown; so is a
+ * redirect, whatever its body says (Baton never redirects: it is another server's answer, and
+ * BatonClient refuses it as UNEXPECTED_RESPONSE).
  */
 function cannotProduce(status: number, body: unknown): boolean {
+  if (status < 400) return false;
   const details = (body as { error?: { details?: { missing_indexes?: unknown } } } | null)?.error?.details;
   return status === 404 || Array.isArray(details?.missing_indexes);
 }
@@ -817,17 +847,32 @@ function otherLogHint(note: string, which: 'current' | 'previous', origin: strin
     : `That note names the log ${named}, not ${origin}: likely a checkpoint of another tenant's log (each has its own name and key), or of another service. Give a checkpoint saved from the log audited (baton audit --save-checkpoint, with the same API key).`;
 }
 
-/** A level-0 tile as the log serves it: its hashes, or why they cannot be read (the log's fault, a finding). */
+/**
+ * A level-0 tile as the log serves it: its hashes, or why they cannot be read (the log's fault, a
+ * finding). A 404 is one too: the audit asks only for tiles a checkpoint the log signed commits to,
+ * so a log that says it has none of them cannot produce what it signed (as an entry bundle's 404 is
+ * `missing`). Any other failure says nothing about the log and is thrown.
+ */
 async function readLeafTile(
   h: Http,
   tile: { level: number; index: number; width: number },
-): Promise<{ hashes: Hash[] | null; problem?: string }> {
-  const bytes = await h.bytes(`/v1/log/${tilePath(tile)}`);
+): Promise<{ hashes: Hash[] | null; problem?: string; what?: string }> {
+  const answer = await h.bytesOrAnswer(`/v1/log/${tilePath(tile)}`, (status) => status === 404);
+  if (!answer.ok) {
+    const error = (answer.body as { error?: { code?: unknown } } | null)?.error;
+    const code = typeof error?.code === 'string' ? ` ${error.code}` : '';
+    return { hashes: null, problem: `HTTP ${answer.status}${code}`, what: 'does not serve a level-0 tile that its checkpoint commits to' };
+  }
+  const bytes = answer.bytes;
   try {
     return { hashes: tileHashes(tile, bytes) };
   } catch (e) {
     if (!(e instanceof BatonError) || !isMalformed(e.code)) throw e;
-    return { hashes: null, problem: `${e.code}: ${e.message} It has ${bytes.length} bytes.` };
+    return {
+      hashes: null,
+      problem: `${e.code}: ${e.message} It has ${bytes.length} bytes.`,
+      what: 'served a level-0 tile that cannot be read',
+    };
   }
 }
 
@@ -882,6 +927,19 @@ const pinnedOrigin = (o: AuditOptions): { originPinned: boolean; logNamePinned: 
   logNamePinned: o.trust !== undefined,
 });
 
+/** Which keys the auditor pinned: the report's trustedOnFirstUse and serviceKeysPinned. */
+const pinnedKeys = (o: AuditOptions): { trustedOnFirstUse: boolean; serviceKeysPinned: boolean } => ({
+  trustedOnFirstUse: o.trust === undefined && o.serviceKeys === undefined,
+  serviceKeysPinned: o.serviceKeys !== undefined,
+});
+
+/** A read that failed (a BatonApiError), as the report names it: the request, its answer, and what it left unchecked. */
+function readFailure(base: string, e: BatonApiError, notChecked: string): AuditReadFailure {
+  const url = e.url ?? '';
+  const path = base !== '' && url.startsWith(base) ? url.slice(base.length) : url;
+  return { source: `${e.method ?? 'GET'} ${path}`, status: e.status, code: String(e.code), detail: e.message, notChecked };
+}
+
 /** The tenant a log origin names: its last part after `/baton/` (`<log name>/baton/<tenant>`, as the service forms it). */
 function originTenant(origin: string): string | undefined {
   const at = origin.lastIndexOf('/baton/');
@@ -921,7 +979,7 @@ function emptyReport(origin: string, note: string, o: AuditOptions, finding: Aud
     rootsPinned: o.decisions?.trustedRoots !== undefined,
     notChecked: OFFLINE_LIMITS,
     findings: [finding],
-    trustedOnFirstUse: o.trust === undefined && o.serviceKeys === undefined,
+    ...pinnedKeys(o),
     ...pinnedOrigin(o),
     ok: false,
   };
@@ -932,9 +990,12 @@ function emptyReport(origin: string, note: string, o: AuditOptions, finding: Aud
  * that cannot be read (a tile, a checkpoint, an unpinned verifier key) is a `malformed` finding;
  * a checkpoint that does not verify throws (a BatonError), as does a caller's own input that cannot
  * be read (trust, previousCheckpoint, treeSize), and so does a service
- * that cannot be read (a BatonApiError, as BatonClient throws: NETWORK_ERROR,
- * TIMEOUT, the service's refusal such as UNAUTHORIZED or FORBIDDEN, or
- * UNEXPECTED_RESPONSE): there is nothing to audit against.
+ * that cannot be read before the checkpoints are verified (a BatonApiError, as BatonClient throws:
+ * NETWORK_ERROR, TIMEOUT, the service's refusal such as UNAUTHORIZED or FORBIDDEN, or
+ * UNEXPECTED_RESPONSE): there is nothing to audit against. A read that fails after that (a proof,
+ * a tile, an entry bundle, a chain, GET /v1/service-receipts) ends the audit with the findings made
+ * so far kept: the report is returned with `incomplete` naming what could not be read and what it
+ * left unchecked, `ok` false. Only when nothing was found is that failure thrown instead.
  */
 export async function auditLog(o: AuditOptions): Promise<AuditReport> {
   const now = o.now ?? Math.floor(Date.now() / 1000);
@@ -1020,19 +1081,46 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
         detail: `the log served a latest checkpoint that cannot be read (${e.code}: ${e.message}): not checked to extend the one audited, and service receipts outside the one audited are not judged`,
       });
     }
-    if (latest !== undefined) findings.push(...(await consistencyFindings(h, current, latest)));
   }
+  // Opened with the log's keys alone, as the latest is above: it is a checkpoint the log signed and
+  // this auditor kept (with --tree-size, the latest, which the witnesses may not have cosigned yet),
+  // and the log's own signature on both notes is what makes a fork between them evidence. The
+  // witness quorum vouches for the checkpoint audited now, not for the baseline. Opened before any
+  // proof is read: it is the caller's input, and a refusal of it must not wait on the service.
+  const previous =
+    o.previousCheckpoint === undefined
+      ? undefined
+      : openAudited(o.previousCheckpoint, 'previous', trust, { ...policy, requiredCosignatures: 0 }, pinned, now);
 
-  if (o.previousCheckpoint !== undefined) {
-    // Opened with the log's keys alone, as the latest is above: it is a checkpoint the log signed and
-    // this auditor kept (with --tree-size, the latest, which the witnesses may not have cosigned yet),
-    // and the log's own signature on both notes is what makes a fork between them evidence. The
-    // witness quorum vouches for the checkpoint audited now, not for the baseline.
-    const previous = openAudited(o.previousCheckpoint, 'previous', trust, { ...policy, requiredCosignatures: 0 }, pinned, now);
-    // The log's view now is its latest checkpoint: an earlier one audited may well be smaller than the
-    // previous (and without the latest, only one at least as large says anything).
-    if (latest !== undefined || previous.checkpoint.size <= size)
-      findings.push(...(await consistencyFindings(h, previous, latest ?? current)));
+  // From here on every check starts from notes already verified. A read that fails now (a tile, an
+  // entry bundle, a proof, the listing answering 5xx, a timeout) must not take the findings already
+  // made with it: a log that forks could otherwise turn every audit that would expose it into
+  // "server failing". Each failure is recorded with what it left unchecked, and the report is
+  // returned incomplete (or, with nothing found, the failure is thrown as before).
+  const failures: { error: BatonApiError; failure: AuditReadFailure }[] = [];
+  const failed = (e: unknown, notChecked: string): void => {
+    if (!(e instanceof BatonApiError)) throw e;
+    failures.push({ error: e, failure: readFailure(h.url(''), e, notChecked) });
+  };
+  if (o.treeSize !== undefined && latest !== undefined) {
+    try {
+      findings.push(...(await consistencyFindings(h, current, latest)));
+    } catch (e) {
+      failed(e, `whether the latest checkpoint (${latest.checkpoint.size} leaves) extends the one audited (${size} leaves)`);
+    }
+  }
+  // The log's view now is its latest checkpoint: an earlier one audited may well be smaller than the
+  // previous (and without the latest, only one at least as large says anything).
+  if (previous !== undefined && (latest !== undefined || previous.checkpoint.size <= size)) {
+    const served = latest ?? current;
+    try {
+      findings.push(...(await consistencyFindings(h, previous, served)));
+    } catch (e) {
+      failed(
+        e,
+        `whether the checkpoint served (${served.checkpoint.size} leaves) extends the earlier one given (previousCheckpoint, ${previous.checkpoint.size} leaves)`,
+      );
+    }
   }
 
   // As requireTenantLog reads it: a tenant id is the origin's part after its last `/baton/`.
@@ -1047,96 +1135,132 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
   let entriesChecked = 0;
   let decisionsChecked = 0;
   const recordsOf = decisionRecordsFrom(h);
-  for (let index = 0; index * TILE_WIDTH < size; index++) {
-    const width = Math.min(TILE_WIDTH, size - index * TILE_WIDTH);
-    const first = index * TILE_WIDTH;
-    const tile = { level: 0, index, width };
-    const read = await readLeafTile(h, tile);
-    const hashes = read.hashes;
-    const positions = new Map((hashes ?? []).map((x, i) => [hex(x), first + i]));
-    const decisions: LoggedDecision[] = [];
-    /** The checks of one entry at its index: its leaf, its signature and tenant, and (later) its decision. */
-    const checkEntry = (at: number, entry: Uint8Array) => {
-      entriesChecked++;
-      const lh = leafHash(entry);
-      const logged = hashes?.[at - first];
-      // Without the tile (it could not be read), the entry's leaf is known only from the entry.
-      if (hashes !== null && (logged === undefined || !bytesEqual(lh, logged))) {
-        const elsewhere = positions.get(hex(lh));
-        if (elsewhere !== undefined)
-          findings.push({ kind: 'reordered', index: at, detail: `entry ${at} is the leaf logged at index ${elsewhere}` });
+  /** The first leaf index not yet replayed: where a failed read stopped the replay. */
+  let replayedTo = 0;
+  /** The report as it stands; with nothing found and a read failed, that failure is thrown. */
+  const report = (): AuditReport => {
+    findings.sort((a, b) => ('index' in a ? a.index : -1) - ('index' in b ? b.index : -1));
+    if (findings.length === 0 && failures.length > 0) throw failures[0]!.error;
+    return {
+      origin: trust.origin,
+      treeSize: size,
+      checkpoint: note,
+      checkpointRead: true,
+      ...(o.treeSize !== undefined ? { latestCheckpoint: latestNote } : {}),
+      entriesChecked,
+      serviceReceiptsChecked,
+      pendingServiceReceipts,
+      decisionsChecked,
+      rootsPinned: o.decisions?.trustedRoots !== undefined,
+      notChecked: OFFLINE_LIMITS,
+      findings,
+      ...pinnedKeys(o),
+      ...pinnedOrigin(o),
+      ...(failures.length > 0 ? { incomplete: failures.map((f) => f.failure) } : {}),
+      ok: findings.length === 0 && failures.length === 0,
+    };
+  };
+  let serviceReceiptsChecked = 0;
+  let pendingServiceReceipts = 0;
+  try {
+    for (let index = 0; index * TILE_WIDTH < size; index++) {
+      const width = Math.min(TILE_WIDTH, size - index * TILE_WIDTH);
+      const first = index * TILE_WIDTH;
+      replayedTo = first;
+      const tile = { level: 0, index, width };
+      const read = await readLeafTile(h, tile);
+      const hashes = read.hashes;
+      const positions = new Map((hashes ?? []).map((x, i) => [hex(x), first + i]));
+      const decisions: LoggedDecision[] = [];
+      /** The checks of one entry at its index: its leaf, its signature and tenant, and (later) its decision. */
+      const checkEntry = (at: number, entry: Uint8Array) => {
+        entriesChecked++;
+        const lh = leafHash(entry);
+        const logged = hashes?.[at - first];
+        // Without the tile (it could not be read), the entry's leaf is known only from the entry.
+        if (hashes !== null && (logged === undefined || !bytesEqual(lh, logged))) {
+          const elsewhere = positions.get(hex(lh));
+          if (elsewhere !== undefined)
+            findings.push({ kind: 'reordered', index: at, detail: `entry ${at} is the leaf logged at index ${elsewhere}` });
+          else
+            findings.push({
+              kind: 'rewritten',
+              index: at,
+              detail: `entry ${at} does not hash to the logged leaf ${encodeBase64(logged ?? new Uint8Array(0))}`,
+            });
+        }
+        const verified = verifyServiceReceipt(decodeText(entry), keys);
+        if (!verified.valid)
+          findings.push({ kind: 'bad-service-receipt', index: at, detail: `service receipt signature: ${verified.reason}` });
+        else if (tenantId === undefined || verified.payload?.['tenant'] !== tenantId)
+          findings.push({
+            kind: 'bad-service-receipt',
+            index: at,
+            detail: `service receipt belongs to tenant ${String(verified.payload?.['tenant'])}${tenantId === undefined ? `; the log's origin ${trust.origin} names no tenant (<log name>/baton/<tenant>)` : ''}`,
+          });
+        else {
+          if (!tenantEntries.has(hex(lh))) tenantEntries.set(hex(lh), at);
+          const decision = asDecision(at, verified.payload);
+          if (decision !== null) decisions.push(decision);
+        }
+      };
+      const bundle = await h.bytesOrAnswer(`/v1/log/${entryBundlePath(index, width)}`, cannotProduce);
+      let fromBundle: Hash[] | null = null;
+      if (!bundle.ok) {
+        findings.push(...(await checkUnservedBundle(h, bundle, { index, first, width }, checkEntry, o.concurrency ?? 8)));
+      } else {
+        let entries: Uint8Array[] = [];
+        let problem = '';
+        try {
+          entries = parseEntryBundle(bundle.bytes);
+        } catch (e) {
+          /* counted as wrong below */
+          if (e instanceof BatonError) problem = `: ${e.message}`;
+        }
+        if (entries.length !== width) {
+          findings.push({
+            kind: 'missing',
+            index: first,
+            detail: `entry bundle ${index} holds ${entries.length} entries, not ${width}${problem}`,
+          });
+        } else fromBundle = entries.map((e) => leafHash(e));
+        entries.forEach((entry, i) => checkEntry(first + i, entry));
+      }
+      // A tile that cannot be read: its leaves are taken from the entry bundle, which the root then checks.
+      const leaves = hashes ?? fromBundle;
+      if (read.problem !== undefined)
+        findings.push({
+          kind: 'malformed',
+          index: first,
+          source: `GET /v1/log/${tilePath(tile)}`,
+          detail: `the log ${read.what} (${read.problem}); ${leaves !== null ? "its entries were checked, and the root recomputed, from the entry bundle's" : 'the root could not be recomputed'}`,
+        });
+      if (leaves === null) rootKnown = false;
+      (leaves ?? indexesOf(first, width).map(() => new Uint8Array(32))).forEach((leaf, i) => {
+        treeLeaves.push(leaf);
+        if (leaves === null) return;
+        const earlier = firstIndexOf.get(hex(leaf));
+        if (earlier === undefined) firstIndexOf.set(hex(leaf), first + i);
         else
           findings.push({
-            kind: 'rewritten',
-            index: at,
-            detail: `entry ${at} does not hash to the logged leaf ${encodeBase64(logged ?? new Uint8Array(0))}`,
+            kind: 'duplicate',
+            index: first + i,
+            detail: `entry ${first + i} is the leaf logged at index ${earlier} again: a service receipt is logged once`,
           });
-      }
-      const verified = verifyServiceReceipt(decodeText(entry), keys);
-      if (!verified.valid)
-        findings.push({ kind: 'bad-service-receipt', index: at, detail: `service receipt signature: ${verified.reason}` });
-      else if (tenantId === undefined || verified.payload?.['tenant'] !== tenantId)
-        findings.push({
-          kind: 'bad-service-receipt',
-          index: at,
-          detail: `service receipt belongs to tenant ${String(verified.payload?.['tenant'])}${tenantId === undefined ? `; the log's origin ${trust.origin} names no tenant (<log name>/baton/<tenant>)` : ''}`,
-        });
-      else {
-        if (!tenantEntries.has(hex(lh))) tenantEntries.set(hex(lh), at);
-        const decision = asDecision(at, verified.payload);
-        if (decision !== null) decisions.push(decision);
-      }
-    };
-    const bundle = await h.bytesOrAnswer(`/v1/log/${entryBundlePath(index, width)}`, cannotProduce);
-    let fromBundle: Hash[] | null = null;
-    if (!bundle.ok) {
-      findings.push(...(await checkUnservedBundle(h, bundle, { index, first, width }, checkEntry, o.concurrency ?? 8)));
-    } else {
-      let entries: Uint8Array[] = [];
-      let problem = '';
-      try {
-        entries = parseEntryBundle(bundle.bytes);
-      } catch (e) {
-        /* counted as wrong below */
-        if (e instanceof BatonError) problem = `: ${e.message}`;
-      }
-      if (entries.length !== width) {
-        findings.push({
-          kind: 'missing',
-          index: first,
-          detail: `entry bundle ${index} holds ${entries.length} entries, not ${width}${problem}`,
-        });
-      } else fromBundle = entries.map((e) => leafHash(e));
-      entries.forEach((entry, i) => checkEntry(first + i, entry));
-    }
-    // A tile that cannot be read: its leaves are taken from the entry bundle, which the root then checks.
-    const leaves = hashes ?? fromBundle;
-    if (read.problem !== undefined)
-      findings.push({
-        kind: 'malformed',
-        index: first,
-        source: `GET /v1/log/${tilePath(tile)}`,
-        detail: `the log served a level-0 tile that cannot be read (${read.problem}); ${leaves !== null ? "its entries were checked, and the root recomputed, from the entry bundle's" : 'the root could not be recomputed'}`,
       });
-    if (leaves === null) rootKnown = false;
-    (leaves ?? indexesOf(first, width).map(() => new Uint8Array(32))).forEach((leaf, i) => {
-      treeLeaves.push(leaf);
-      if (leaves === null) return;
-      const earlier = firstIndexOf.get(hex(leaf));
-      if (earlier === undefined) firstIndexOf.set(hex(leaf), first + i);
-      else
-        findings.push({
-          kind: 'duplicate',
-          index: first + i,
-          detail: `entry ${first + i} is the leaf logged at index ${earlier} again: a service receipt is logged once`,
-        });
-    });
-    const served = await inPool(decisions, o.concurrency ?? 8, recordsOf);
-    decisions.forEach((d, i) => {
-      decisionsChecked++;
-      for (const p of checkDecision(d, served[i]!, o.decisions)) findings.push({ ...p, index: d.index });
-    });
-    o.onProgress?.(first + width, size);
+      const served = await inPool(decisions, o.concurrency ?? 8, recordsOf);
+      decisions.forEach((d, i) => {
+        decisionsChecked++;
+        for (const p of checkDecision(d, served[i]!, o.decisions)) findings.push({ ...p, index: d.index });
+      });
+      o.onProgress?.(first + width, size);
+    }
+  } catch (e) {
+    failed(
+      e,
+      `entries ${replayedTo} to ${size - 1} of the ${size} audited (the replay stopped at the tile holding entry ${replayedTo}: their leaves, service receipts and decisions, not all checked), the root, and GET /v1/service-receipts against the log`,
+    );
+    return report();
   }
   if (rootKnown && !bytesEqual(rootOf(treeLeaves), current.checkpoint.rootHash))
     findings.push({ kind: 'root-mismatch', detail: `the tiles hash to ${encodeBase64(rootOf(treeLeaves))}, not the checkpoint's root` });
@@ -1148,23 +1272,29 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
   if (latest !== undefined && latest.checkpoint.size > size) {
     const end = latest.checkpoint.size;
     const laterLeaves: Hash[] = [];
-    for (let index = Math.floor(size / TILE_WIDTH); index * TILE_WIDTH < end; index++) {
-      const first = index * TILE_WIDTH;
-      const tile = { level: 0, index, width: Math.min(TILE_WIDTH, end - first) };
-      const read = await readLeafTile(h, tile);
-      if (read.hashes === null) {
-        laterKnown = false;
-        findings.push({
-          kind: 'malformed',
-          index: first,
-          source: `GET /v1/log/${tilePath(tile)}`,
-          detail: `the log served a level-0 tile of its latest tree that cannot be read (${read.problem})`,
+    try {
+      for (let index = Math.floor(size / TILE_WIDTH); index * TILE_WIDTH < end; index++) {
+        const first = index * TILE_WIDTH;
+        const tile = { level: 0, index, width: Math.min(TILE_WIDTH, end - first) };
+        const read = await readLeafTile(h, tile);
+        if (read.hashes === null) {
+          laterKnown = false;
+          findings.push({
+            kind: 'malformed',
+            index: first,
+            source: `GET /v1/log/${tilePath(tile)}`,
+            detail: `in its latest tree, the log ${read.what} (${read.problem})`,
+          });
+          continue;
+        }
+        read.hashes.forEach((leaf, i) => {
+          if (first + i >= size) laterLeaves.push(leaf);
         });
-        continue;
       }
-      read.hashes.forEach((leaf, i) => {
-        if (first + i >= size) laterLeaves.push(leaf);
-      });
+    } catch (e) {
+      // Without the latest tree, a listed receipt outside the one audited may have been logged since.
+      laterKnown = false;
+      failed(e, `the leaves logged after the checkpoint audited, up to the latest checkpoint (${end} leaves), and its root`);
     }
     if (laterKnown && rootKnown) {
       const all = [...treeLeaves, ...laterLeaves];
@@ -1183,30 +1313,37 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
   // and every entry of the tenant in the log must be listed.
   const logged = new Set(firstIndexOf.keys());
   const listed = new Set<string>();
-  let serviceReceiptsChecked = 0;
   const lastLogged = { id: 0 };
   const unlogged: { id: number; jws: string }[] = [];
   let loggedLater = 0;
   const seenAfter = new Set<string>(['0']);
-  for (let after = 0; ;) {
-    const page = (await h.json(`/v1/service-receipts?after=${after}&limit=500`, SERVICE_RECEIPT_PAGE)) as {
-      service_receipts: { id: number; jws: string }[];
-      next_after: number | null;
-    };
-    for (const r of page.service_receipts) {
-      serviceReceiptsChecked++;
-      const leaf = hex(serviceReceiptLeafHash(r.jws));
-      listed.add(leaf);
-      if (logged.has(leaf)) lastLogged.id = Math.max(lastLogged.id, r.id);
-      else if (later.has(leaf)) {
-        // In the log, after the checkpoint audited.
-        lastLogged.id = Math.max(lastLogged.id, r.id);
-        loggedLater++;
-      } else unlogged.push(r);
+  try {
+    for (let after = 0; ;) {
+      const page = (await h.json(`/v1/service-receipts?after=${after}&limit=500`, SERVICE_RECEIPT_PAGE)) as {
+        service_receipts: { id: number; jws: string }[];
+        next_after: number | null;
+      };
+      for (const r of page.service_receipts) {
+        serviceReceiptsChecked++;
+        const leaf = hex(serviceReceiptLeafHash(r.jws));
+        listed.add(leaf);
+        if (logged.has(leaf)) lastLogged.id = Math.max(lastLogged.id, r.id);
+        else if (later.has(leaf)) {
+          // In the log, after the checkpoint audited.
+          lastLogged.id = Math.max(lastLogged.id, r.id);
+          loggedLater++;
+        } else unlogged.push(r);
+      }
+      if (page.next_after === null) break;
+      // A server that answers an earlier page again would keep this audit reading forever.
+      after = followCursorOnce(seenAfter, page.next_after, '/v1/service-receipts', page.service_receipts.length);
     }
-    if (page.next_after === null) break;
-    // A server that answers an earlier page again would keep this audit reading forever.
-    after = followCursorOnce(seenAfter, page.next_after, '/v1/service-receipts', page.service_receipts.length);
+  } catch (e) {
+    failed(
+      e,
+      'GET /v1/service-receipts to its end: which entries of the log it does not list (not-listed), and which receipts it lists are not in the log (not-in-log)',
+    );
+    return report();
   }
   // Every entry was committed before the checkpoint that holds it was signed, so before this listing
   // was read: the service lists it, unless it hides it (or it is another tenant's, reported above).
@@ -1227,7 +1364,7 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
   const skew = o.decisions?.clockSkewSeconds;
   const ahead = Math.max(RECEIPT_CLOCK_SKEW_SECONDS, Number.isFinite(skew) ? skew! : 0);
   // Service receipts logged after an earlier checkpoint audited count as after it, as pending ones do.
-  let pendingServiceReceipts = loggedLater;
+  pendingServiceReceipts = loggedLater;
   for (const r of unlogged) {
     const verified = verifyServiceReceipt(r.jws, keys);
     if (!verified.valid) {
@@ -1270,22 +1407,5 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
         detail: `service receipt ${r.id} was signed ${age} s ago and is still not in the log (at most ${maxPending} s expected): the log stopped, or this checkpoint is stale`,
       });
   }
-  findings.sort((a, b) => ('index' in a ? a.index : -1) - ('index' in b ? b.index : -1));
-  return {
-    origin: trust.origin,
-    treeSize: size,
-    checkpoint: note,
-    checkpointRead: true,
-    ...(o.treeSize !== undefined ? { latestCheckpoint: latestNote } : {}),
-    entriesChecked,
-    serviceReceiptsChecked,
-    pendingServiceReceipts,
-    decisionsChecked,
-    rootsPinned: o.decisions?.trustedRoots !== undefined,
-    notChecked: OFFLINE_LIMITS,
-    findings,
-    trustedOnFirstUse: o.trust === undefined && o.serviceKeys === undefined,
-    ...pinnedOrigin(o),
-    ok: findings.length === 0,
-  };
+  return report();
 }

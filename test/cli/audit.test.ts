@@ -582,6 +582,113 @@ describe('baton audit', () => {
     expect(next.out).toMatch(/^OK: log .*, 4 entries/);
   });
 
+  it('a rollback found before a later read fails is still exit 1 with both notes and the notes; nothing proven is exit 3', async () => {
+    const dir = tempDir();
+    const cp = join(dir, 'cp.txt');
+    const t = await loggedTenant('inc-1', 5);
+    const key = t.keys.audit;
+    const old = await (await fetch(`${live.baseUrl}/v1/log/checkpoint`, { headers: { authorization: `Bearer ${key}` } })).text();
+    await addReceipts(t.id, 3);
+    expect((await run(['audit', '--server', live.baseUrl, '--api-key', key, '--quiet', '--save-checkpoint', cp])).code).toBe(0);
+    const baseline = readFileSync(cp, 'utf8');
+    const down = {
+      status: 503,
+      type: 'application/json',
+      body: '{"error":{"code":"STORAGE_UNAVAILABLE","message":"The database is not answering."}}',
+    };
+    // The log rolled back to 5 leaves, then fails the listing: the rollback is proven by the notes alone.
+    const proxy = await startProxy(async (path) =>
+      path === '/v1/log/checkpoint' ? { body: old } : path === '/v1/service-receipts' ? down : undefined,
+    );
+    try {
+      const args = ['audit', '--server', proxy.url, '--api-key', key, '--quiet', '--previous', cp];
+      const r = await run([...args, '--save-checkpoint', cp]);
+      expect(r.code, r.out + r.err).toBe(1);
+      expect(r.out).toMatch(/^FINDINGS, AUDIT INCOMPLETE: log .*, 5 entries/);
+      expect(r.out).toMatch(/rollback +log: the log shrank from 8 to 5/);
+      expect(r.out).toMatch(
+        /incomplete +GET \/v1\/service-receipts\?after=0&limit=500: HTTP 503 STORAGE_UNAVAILABLE: The database is not answering\. Not checked: GET \/v1\/service-receipts to its end/,
+      );
+      expect(r.out).toMatch(/note +log keys taken from the service audited/);
+      expect(r.out).toContain(`--- the earlier note, of 8 leaves (evidence)\n${baseline.trimEnd()}`);
+      expect(r.out).toContain(`--- the note served, of 5 leaves (evidence)\n${old.trimEnd()}`);
+      expect(r.err).not.toMatch(/FAILED|UNAVAILABLE/);
+      expect(r.err).toMatch(/the audit found rollback, and could not finish/);
+      expect(readFileSync(cp, 'utf8')).toBe(baseline);
+      const json = await run([...args, '--json']);
+      expect(json.code, json.out + json.err).toBe(1);
+      const report = JSON.parse(json.out);
+      expect(report).toMatchObject({ ok: false, checkpointRead: true, treeSize: 5, trustedOnFirstUse: true, serviceKeysPinned: false });
+      expect(report.findings.map((f: { kind: string }) => f.kind)).toEqual(['rollback']);
+      expect(report.findings[0].finding.older.note).toBe(baseline);
+      expect(report.incomplete).toEqual([
+        expect.objectContaining({ source: 'GET /v1/service-receipts?after=0&limit=500', status: 503, code: 'STORAGE_UNAVAILABLE' }),
+      ]);
+      // Without --previous nothing is proven: the failure is the service's, exit 3, as before.
+      const plain = await run(['audit', '--server', proxy.url, '--api-key', key, '--quiet']);
+      expect(plain.code, plain.out + plain.err).toBe(3);
+      expect(plain.err).toMatch(/^FAILED: baton audit: STORAGE_UNAVAILABLE/);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('a level-0 tile the checkpoint commits to answered 404 is a finding (exit 1), not a refusal', async () => {
+    const t = await loggedTenant('inc-2', 4);
+    const key = t.keys.audit;
+    const proxy = await startProxy(async (path) =>
+      path === '/v1/log/tile/0/000.p/4'
+        ? {
+            status: 404,
+            type: 'application/json',
+            body: '{"error":{"code":"NOT_FOUND","message":"The log does not reach this tile yet."}}',
+          }
+        : undefined,
+    );
+    try {
+      const r = await run(['audit', '--server', proxy.url, '--api-key', key, '--quiet']);
+      expect(r.code, r.out + r.err).toBe(1);
+      expect(r.out).toMatch(
+        /malformed +GET \/v1\/log\/tile\/0\/000\.p\/4: the log does not serve a level-0 tile that its checkpoint commits to \(HTTP 404 NOT_FOUND\)/,
+      );
+      expect(r.err).toBe('');
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('says the service keys came from the service audited whenever --keys is not given, --trust or not', async () => {
+    const dir = tempDir();
+    // A tenant of its own: an earlier test removed a receipt of the shared one behind the service.
+    const key = (await loggedTenant('inc-3', 3)).keys.audit;
+    const A = ['--server', live.baseUrl, '--api-key', key];
+    const get = async (path: string) => (await fetch(`${live.baseUrl}${path}`, { headers: { authorization: `Bearer ${key}` } })).text();
+    writeFileSync(join(dir, 'log.json'), await get('/v1/log'));
+    writeFileSync(join(dir, 'keys.json'), await get('/v1/keys'));
+    const serviceNote =
+      /note +service keys taken from the service audited \(GET \/v1\/keys\): receipt signatures were checked against them; pin them with --keys/;
+    const trusted = await run(['audit', ...A, '--quiet', '--trust', join(dir, 'log.json')]);
+    expect(trusted.code, trusted.out + trusted.err).toBe(0);
+    expect(trusted.out).toMatch(serviceNote);
+    expect(trusted.out).not.toMatch(/log keys taken from the service/);
+    expect(JSON.parse((await run(['audit', ...A, '--json', '--trust', join(dir, 'log.json')])).out)).toMatchObject({
+      trustedOnFirstUse: false,
+      serviceKeysPinned: false,
+    });
+    const both = await run(['audit', ...A, '--quiet', '--trust', join(dir, 'log.json'), '--keys', join(dir, 'keys.json')]);
+    expect(both.code, both.out + both.err).toBe(0);
+    expect(both.out).not.toMatch(/keys taken from the service/);
+    const keysOnly = await run(['audit', ...A, '--quiet', '--keys', join(dir, 'keys.json')]);
+    expect(keysOnly.code, keysOnly.out + keysOnly.err).toBe(0);
+    expect(keysOnly.out).not.toMatch(/keys taken from the service/);
+    const neither = await run(['audit', ...A, '--quiet']);
+    expect(neither.out).toMatch(serviceNote);
+    expect(neither.out).toMatch(/note +log keys taken from the service audited \(GET \/v1\/log\); pin them with --trust or --keys/);
+    expect((await run(['audit', '--help'])).out).toMatch(
+      /default: GET \/v1\/keys of the service audited, even with\s+--trust, and the output says so/,
+    );
+  });
+
   it('the SDK refuses an empty tenantId before any request (as the CLI refuses --tenant "")', async () => {
     const refused = auditLog({ baseUrl: await closedPortUrl(), apiKey: 'bt_some_audit_key', tenantId: '' });
     await expect(refused).rejects.toMatchObject({

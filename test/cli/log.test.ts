@@ -15,6 +15,10 @@ import { integrateOnce } from '../../src/service/log-integrator.js';
 import { signCheckpoint } from '../../src/service/log-tree.js';
 import { silentLogger } from '../../src/service/log.js';
 import { recordServiceReceipt } from '../../src/service/service-receipts.js';
+import { randomBytes } from 'node:crypto';
+import { publicKeyFromSeed } from '../../src/protocol/ed25519.js';
+import { parseNote, signNote } from '../../src/protocol/note.js';
+import { setupTenant } from '../support/service.js';
 import { startLiveService, type LiveService } from '../sdk/live-service.js';
 import { run, tempDir } from './helpers.js';
 
@@ -216,6 +220,68 @@ describe('baton log proof and check', () => {
     const notProof = await run(['log', 'check', join(dir, 'other.json'), '--trust', join(dir, 'trust.json')]);
     expect(notProof.code).toBe(2);
     expect(notProof.err).toMatch(/is not a proof answer/);
+  });
+
+  it('INCLUDED under a trust that requires no witness says a split view is not ruled out; a witness quorum met drops the note', async () => {
+    const dir = tempDir();
+    const t = await setupTenant(live.svc, 'log-witnessed');
+    for (let i = 0; i < 2; i++)
+      await recordServiceReceipt(live.svc.store.db, live.svc.deps.signer, {
+        tenantId: t.id,
+        kind: 'invocation.denied',
+        subject: `inv:w:${i}`,
+        data: { i },
+        now: live.svc.clock.now,
+      });
+    await integrate();
+    const key = t.keys.audit;
+    const read = async (path: string) => (await fetch(`${live.baseUrl}${path}`, { headers: { authorization: `Bearer ${key}` } })).text();
+    // A witness cosigns the checkpoint of 2.
+    const seed = randomBytes(32);
+    const witnessKey = formatVerifierKey(verifierKey('witness.example', COSIGNATURE_V1, publicKeyFromSeed(seed)));
+    const cosigned = signNote(parseNote(await read('/v1/log/checkpoint')), [
+      cosignatureSigner('witness.example', seed, live.svc.clock.now),
+    ]);
+    expect(
+      (await live.svc.call('POST', '/v1/log/cosignatures', { key, json: { witness_key: witnessKey, checkpoint: cosigned } })).status,
+    ).toBe(201);
+    const info = JSON.parse(await read('/v1/log')) as { origin: string; verifier_keys: string[] };
+    const [none, witnessed, proof] = [join(dir, 'none.json'), join(dir, 'witnessed.json'), join(dir, 'proof.json')];
+    writeFileSync(none, JSON.stringify({ origin: info.origin, logKeys: info.verifier_keys }));
+    writeFileSync(
+      witnessed,
+      JSON.stringify({ origin: info.origin, logKeys: info.verifier_keys, witnesses: [witnessKey], requiredCosignatures: 1 }),
+    );
+    const id = (JSON.parse(await read('/v1/service-receipts?after=0&limit=1')) as { service_receipts: { id: number }[] })
+      .service_receipts[0]!.id;
+    const B = ['--server', live.baseUrl, '--api-key', key];
+    const fetched = await run(['log', 'proof', String(id), ...B, '--trust', witnessed, '--tree-size', '2', '--save', proof]);
+    expect(fetched.code, fetched.out + fetched.err).toBe(0);
+    expect(fetched.out).not.toMatch(/split view/);
+    const splitNote =
+      /note: .*the trust requires no witness cosignatures.*does not rule out a split view.*baton log consistency <saved note> <newer note> --trust <file>.*require witnesses/;
+    const unwitnessed = await run(['log', 'check', proof, '--trust', none]);
+    expect(unwitnessed.code, unwitnessed.out + unwitnessed.err).toBe(0);
+    expect(unwitnessed.out).toMatch(/^INCLUDED /);
+    expect(unwitnessed.out).toMatch(splitNote);
+    expect(JSON.parse((await run(['log', 'check', proof, '--trust', none, '--json'])).out).note).toMatch(/does not rule out a split view/);
+    // The same proof under the witness quorum it meets: no such note.
+    const quorum = await run(['log', 'check', proof, '--trust', witnessed]);
+    expect(quorum.code, quorum.out + quorum.err).toBe(0);
+    expect(quorum.out).not.toMatch(/split view/);
+    expect(JSON.parse((await run(['log', 'check', proof, '--trust', witnessed, '--json'])).out).note).toBeUndefined();
+    // baton log proof says the same under a trust without witnesses, beside its other notes.
+    const online = await run(['log', 'proof', String(id), ...B, '--trust', none]);
+    expect(online.code, online.out + online.err).toBe(0);
+    expect(online.out).toMatch(/note: pass --jws <file> .*; the trust requires no witness cosignatures/);
+    // A proof that does not hold gets no such note: nothing was said to be included.
+    const saved = JSON.parse(readFileSync(proof, 'utf8')) as { leaf_index: number };
+    writeFileSync(join(dir, 'moved.json'), JSON.stringify({ ...saved, leaf_index: saved.leaf_index + 1 }));
+    const invalid = await run(['log', 'check', join(dir, 'moved.json'), '--trust', none]);
+    expect(invalid.code, invalid.out + invalid.err).toBe(1);
+    expect(invalid.out).toMatch(/^INVALID /);
+    expect(invalid.out).not.toMatch(/split view/);
+    expect((await run(['log', 'check', '--help'])).out).toMatch(/INCLUDED does not rule out a split view/);
   });
 
   it('a service receipt not yet in the log is refused by the service (pending), not reported as included', async () => {

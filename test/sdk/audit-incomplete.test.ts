@@ -1,0 +1,196 @@
+/**
+ * auditLog when a read fails after the checkpoints were verified: the findings already made (a
+ * rollback or split view proven by the two signed notes) are kept in a report marked incomplete,
+ * not dropped for a thrown "server failing"; with nothing found the failure is still thrown. A
+ * level-0 tile the checkpoint commits to that the log answers 404 for is a finding, and a redirect
+ * is never "the service cannot produce" an entry bundle. The report says whether the service keys
+ * were pinned, --trust or not.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { decodeBase64url } from '../../src/protocol/base64url.js';
+import { auditLog, type AuditOptions, type AuditReport } from '../../src/sdk/audit.js';
+import { BatonApiError } from '../../src/sdk/client.js';
+import { integrateOnce } from '../../src/service/log-integrator.js';
+import { silentLogger } from '../../src/service/log.js';
+import { recordServiceReceipt } from '../../src/service/service-receipts.js';
+import { startLiveService, type LiveService } from './live-service.js';
+
+let live: LiveService;
+/** The log's genuinely signed checkpoints of 3 and of 5 leaves. */
+let note3: string;
+let note5: string;
+
+async function record(n: number, from: number): Promise<void> {
+  for (let i = 0; i < n; i++)
+    await recordServiceReceipt(live.svc.store.db, live.svc.deps.signer, {
+      tenantId: live.tenant.id,
+      kind: 'invocation.denied',
+      subject: `inv:${from + i}`,
+      data: { i: from + i },
+      now: live.svc.clock.now,
+    });
+  await integrateOnce({ store: live.svc.store, signer: live.svc.deps.signer, log: silentLogger, logName: live.svc.deps.config.tlogName });
+}
+
+const read = async (path: string) =>
+  (await fetch(`${live.baseUrl}${path}`, { headers: { authorization: `Bearer ${live.tenant.keys.audit}` } })).text();
+
+beforeAll(async () => {
+  live = await startLiveService();
+  await record(3, 0);
+  note3 = await read('/v1/log/checkpoint');
+  await record(2, 3);
+  note5 = await read('/v1/log/checkpoint');
+  expect(note3.split('\n')[1]).toBe('3');
+  expect(note5.split('\n')[1]).toBe('5');
+});
+afterAll(async () => {
+  await live?.close();
+});
+
+const envelope = (code: string, message: string, details?: object) =>
+  JSON.stringify({ error: { code, message, ...(details ? { details } : {}) }, request_id: 'req_x' });
+const answer = (status: number, body: string, headers: Record<string, string> = {}) =>
+  Promise.resolve(new Response(body, { status, headers: { 'content-type': 'application/json', ...headers } }));
+const unavailable = () => answer(503, envelope('STORAGE_UNAVAILABLE', 'The database is not answering.'));
+
+/** The live service, except where `own` answers a path (by its pathname) itself. */
+const through =
+  (own: (path: string) => Promise<Response> | undefined): AuditOptions['fetch'] =>
+  (url, init) =>
+    own(new URL(url).pathname) ?? fetch(url, init);
+
+const audit = (o: Partial<AuditOptions>) => auditLog({ baseUrl: live.baseUrl, apiKey: live.tenant.keys.audit, ...o });
+
+async function thrown(o: Partial<AuditOptions>): Promise<BatonApiError> {
+  const e = await audit(o).then(
+    (r: AuditReport) => r,
+    (err: unknown) => err,
+  );
+  expect(e).toBeInstanceOf(BatonApiError);
+  return e as BatonApiError;
+}
+
+describe('auditLog: a read that fails after the notes are verified keeps the findings made', () => {
+  it('a rollback stands when GET /v1/service-receipts then answers 503: the report is incomplete, not thrown', async () => {
+    const report = await audit({
+      previousCheckpoint: note5,
+      fetch: through((path) =>
+        path === '/v1/log/checkpoint' ? answer(200, note3) : path === '/v1/service-receipts' ? unavailable() : undefined,
+      ),
+    });
+    expect(report.ok).toBe(false);
+    expect(report.findings.map((f) => f.kind)).toEqual(['rollback']);
+    expect(report.findings[0]!.detail).toMatch(/the log shrank from 5 to 3/);
+    // The tree served was replayed before the listing failed.
+    expect(report.entriesChecked).toBe(3);
+    expect(report.incomplete).toEqual([
+      {
+        source: 'GET /v1/service-receipts?after=0&limit=500',
+        status: 503,
+        code: 'STORAGE_UNAVAILABLE',
+        detail: 'The database is not answering.',
+        notChecked: expect.stringMatching(/not-listed.*not-in-log/) as unknown,
+      },
+    ]);
+    // The rest of the report's shape is as before.
+    expect(report).toMatchObject({ checkpointRead: true, treeSize: 3, checkpoint: note3, trustedOnFirstUse: true });
+  });
+
+  it('a rollback stands when the first level-0 tile fails, and when the entry bundle does', async () => {
+    for (const failing of ['/v1/log/tile/0/000.p/3', '/v1/log/tile/entries/000.p/3']) {
+      const report = await audit({
+        previousCheckpoint: note5,
+        fetch: through((path) => (path === '/v1/log/checkpoint' ? answer(200, note3) : path === failing ? unavailable() : undefined)),
+      });
+      expect(report.ok, failing).toBe(false);
+      expect(
+        report.findings.map((f) => f.kind),
+        failing,
+      ).toEqual(['rollback']);
+      expect(report.incomplete, failing).toEqual([
+        expect.objectContaining({
+          source: `GET ${failing}`,
+          status: 503,
+          code: 'STORAGE_UNAVAILABLE',
+          notChecked: expect.stringMatching(/^entries 0 to 2 of the 3 audited .*the root, and GET \/v1\/service-receipts/) as unknown,
+        }),
+      ]);
+    }
+  });
+
+  it('a split view (the log refuses to prove two notes it signed consistent) stands when the entry bundle then fails', async () => {
+    const report = await audit({
+      previousCheckpoint: note3,
+      fetch: through((path) =>
+        path === '/v1/log/consistency'
+          ? answer(404, envelope('NOT_FOUND', 'No such proof.'))
+          : path.startsWith('/v1/log/tile/entries/')
+            ? answer(500, '<html>oops</html>', { 'content-type': 'text/html' })
+            : undefined,
+      ),
+    });
+    expect(report.ok).toBe(false);
+    expect(report.findings.map((f) => f.kind)).toEqual(['split-view']);
+    expect(report.findings[0]!.detail).toMatch(/would not prove its checkpoints of sizes 3 and 5 consistent/);
+    expect(report.incomplete).toEqual([expect.objectContaining({ source: 'GET /v1/log/tile/entries/000.p/5', status: 500 })]);
+    expect(report.entriesChecked).toBe(0);
+  });
+
+  it('with nothing found, a failed read is still thrown (the service failing, not a clean or failed audit)', async () => {
+    const tile = await thrown({ fetch: through((path) => (path === '/v1/log/tile/0/000.p/5' ? unavailable() : undefined)) });
+    expect(tile).toMatchObject({ status: 503, code: 'STORAGE_UNAVAILABLE' });
+    // A consistency proof the log cannot serve right now proves nothing either way.
+    const proof = await thrown({
+      previousCheckpoint: note3,
+      fetch: through((path) => (path === '/v1/log/consistency' ? unavailable() : undefined)),
+    });
+    expect(proof).toMatchObject({ status: 503, code: 'STORAGE_UNAVAILABLE' });
+  });
+});
+
+describe('auditLog: what the log owes as signed', () => {
+  it('a level-0 tile the checkpoint commits to answered 404 is a finding; its entries are checked from the entry bundle', async () => {
+    const report = await audit({
+      fetch: through((path) =>
+        path === '/v1/log/tile/0/000.p/5' ? answer(404, envelope('NOT_FOUND', 'The log does not reach this tile yet.')) : undefined,
+      ),
+    });
+    expect(report.ok).toBe(false);
+    expect(report.incomplete).toBeUndefined();
+    expect(report.findings).toEqual([
+      {
+        kind: 'malformed',
+        index: 0,
+        source: 'GET /v1/log/tile/0/000.p/5',
+        detail: expect.stringMatching(
+          /^the log does not serve a level-0 tile that its checkpoint commits to \(HTTP 404 NOT_FOUND\); its entries were checked, and the root recomputed, from the entry bundle's$/,
+        ) as unknown,
+      },
+    ]);
+    expect(report.entriesChecked).toBe(5);
+  });
+
+  it('a redirect on an entry bundle is not the service saying it cannot produce it, whatever its body names', async () => {
+    const e = await thrown({
+      fetch: through((path) =>
+        path.startsWith('/v1/log/tile/entries/')
+          ? answer(302, envelope('INTERNAL', 'gone', { missing_indexes: [0, 1, 2, 3, 4] }), { location: 'http://elsewhere.test/' })
+          : undefined,
+      ),
+    });
+    expect(e).toMatchObject({ status: 302, code: 'UNEXPECTED_RESPONSE' });
+  });
+
+  it('says whether the service keys were pinned: --trust alone leaves receipts judged by the keys the service serves', async () => {
+    const info = JSON.parse(await read('/v1/log')) as { origin: string; verifier_keys: string[] };
+    const trust = { origin: info.origin, logKeys: info.verifier_keys };
+    const keys = (JSON.parse(await read('/v1/keys')) as { keys: { kid: string; public_key: string }[] }).keys.map((k) => ({
+      kid: k.kid,
+      publicKey: decodeBase64url(k.public_key, 'key'),
+    }));
+    expect(await audit({ trust })).toMatchObject({ ok: true, trustedOnFirstUse: false, serviceKeysPinned: false });
+    expect(await audit({ trust, serviceKeys: keys })).toMatchObject({ ok: true, trustedOnFirstUse: false, serviceKeysPinned: true });
+    expect(await audit({})).toMatchObject({ ok: true, trustedOnFirstUse: true, serviceKeysPinned: false });
+  });
+});
