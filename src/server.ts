@@ -48,8 +48,8 @@ export interface RunningServer {
   readonly port: number;
   readonly store: RunningStore;
   close(): Promise<void>;
-  /** What close() waits for now (none before it is called): what a forced exit names. */
-  readonly closing: () => StopStage | null;
+  /** What close() still waits for (nothing before it is called): what a forced exit names. */
+  readonly closing: () => readonly StopStage[];
 }
 
 /** The steps of a stop, in order. */
@@ -307,14 +307,19 @@ export async function startServer(
       );
       shown = true;
     }
-    let stage: StopStage | null = null;
+    const pending = new Set<StopStage>();
     return {
       url,
       port,
       store,
-      closing: () => stage,
+      closing: () => [...pending],
       close: async () => {
-        stage = 'requests in flight';
+        pending.add('requests in flight');
+        // Stopped beside the drain, not after it: a round stuck on a hung database and the requests
+        // waiting on it would otherwise add up their waits (a verify's 5 s deadline, then the
+        // thread's 3 s) against the stop's 10 s. Both end before the pool closes.
+        pending.add('the log integrator');
+        const integratorStopped = (integrator?.stop() ?? Promise.resolve()).finally(() => pending.delete('the log integrator'));
         // Stop accepting, let in-flight requests finish, then release the database. A keep-alive
         // connection busy at this moment would otherwise go on carrying new requests until the
         // forced exit cut them off: each answer from now on closes its connection.
@@ -330,10 +335,11 @@ export async function startServer(
         // connection checks (its stop of listening, done already, answers the ignored callback).
         (bound as Server).close(() => {});
         await closed;
-        stage = 'the log integrator';
-        await integrator?.stop(); // its round commits or rolls back before the pool closes
-        stage = 'the database to close';
+        pending.delete('requests in flight');
+        await integratorStopped; // its round commits or rolls back before the pool closes
+        pending.add('the database to close');
         await store.close();
+        pending.delete('the database to close');
       },
     };
   } catch (e) {

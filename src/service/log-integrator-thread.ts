@@ -93,7 +93,12 @@ export function startIntegratorThread(data: IntegratorThreadData, log: Logger): 
       if (!w) return;
       w.postMessage({ type: 'stop' } satisfies ToIntegratorThread);
       // An upper bound only: a round stuck on a dead connection must not hold the shutdown.
-      const force = setTimeout(() => void w.terminate(), STOP_GRACE_MS);
+      const force = setTimeout(() => {
+        log.warn(
+          `the log integrator's round did not end within ${STOP_GRACE_MS / 1000} s of the stop (a database that does not answer?): ended; the receipts it held are integrated at the next start`,
+        );
+        void w.terminate();
+      }, STOP_GRACE_MS);
       await exited;
       clearTimeout(force);
     },

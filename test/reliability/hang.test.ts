@@ -270,4 +270,30 @@ describe('a hanging database', () => {
     // and the pool's 5 s raced the 10 s limit (9.5 s to an exit 1), far from any load's noise.
     expect(took).toBeLessThan(8_500);
   }, 60_000);
+
+  it('a stop with a verify in flight on the hung database exits 0: the integrator is stopped beside the drain', async () => {
+    // The verify waits out its deadline (6 s here, from just before the stop); the integrator's 3 s
+    // and the pool's 2 s used to come after it, one after another, past the stop's 10 s limit.
+    const stopping = await startNode('hang-stop-busy', { ...nodeSettings, env: { ...nodeSettings.env, BATON_VERIFY_DEADLINE_MS: '6000' } });
+    const root = grantRoot(tenant, { max_calls: 100 });
+    await registerDelegations(node!.url, tenant, [root.dr]);
+    const [call] = preSign([root], 1, 'stop-busy');
+    const pids = cluster!.pids();
+    let exit;
+    let answer;
+    signalAll(pids, 'SIGSTOP');
+    try {
+      await sleep(500);
+      const inFlight = verify(stopping.url, tenant, call!.bundle, 20_000);
+      await sleep(500);
+      exit = await stopping.stop(20_000);
+      answer = await inFlight;
+    } finally {
+      signalAll(pids, 'SIGCONT');
+      await killAll([stopping]);
+    }
+    expect(answer.status, JSON.stringify(answer.body ?? answer.error)).toBe(503);
+    expect(exit, stopping.output(40)).toEqual({ code: 0, signal: null });
+    expect(stopping.output(40)).not.toMatch(/forced exit/);
+  }, 60_000);
 });
