@@ -228,11 +228,28 @@ export function unreadSettings(env: Environment = process.env): string[] {
   const settings = Object.keys(EnvSchema.shape);
   return Object.keys(env)
     .filter((name) => name.startsWith('BATON_') && !settings.includes(name) && !READ_ELSEWHERE.has(name))
+    .filter((name) => !isKubernetesServiceLink(name, env[name]))
     .sort()
     .map((name) => {
-      const near = closestName(name, settings);
+      // BATON_DATABASE_URL means DATABASE_URL: the settings without the prefix are compared bare.
+      const near = closestName(name, settings) ?? closestName(name.slice('BATON_'.length), UNPREFIXED);
       return `${name} is set but is no setting of Baton's: it is ignored${near === undefined ? '' : ` (did you mean ${near}?)`}`;
     });
+}
+
+/** The settings without the BATON_ prefix. */
+const UNPREFIXED = Object.keys(EnvSchema.shape).filter((name) => !name.startsWith('BATON_'));
+
+/**
+ * What Kubernetes sets in every pod for a Service named `baton` (BATON_SERVICE_HOST,
+ * BATON_SERVICE_PORT[_<name>], BATON_PORT=tcp://..., BATON_PORT_<n>_TCP[_PROTO|_PORT|_ADDR]): no
+ * setting misspelled, and warned about at every start of every pod it would teach operators to
+ * read past the warning.
+ */
+function isKubernetesServiceLink(name: string, value: string | undefined): boolean {
+  if (/^BATON_SERVICE_(HOST|PORT(_.+)?)$/.test(name)) return true;
+  if (/^BATON_PORT_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?$/.test(name)) return true;
+  return name === 'BATON_PORT' && /^(tcp|udp|sctp):\/\//.test(value ?? '');
 }
 
 /** The setting nearest to `name` by edit distance, if one is near enough to be a misspelling of it. */
@@ -268,8 +285,11 @@ export function loadConfig(env: Environment = process.env): Config {
   const unsafe = unsafeCombinations(env);
   if (!parsed.success || unsafe.length > 0) {
     const lines = [...(parsed.success ? [] : parsed.error.issues.map(issueLine)), ...unsafe].map((line) => `  - ${line}`);
+    // A misspelled setting is often why one is missing: said here, where the start stops.
+    const unread = unreadSettings(env).map((line) => `  - ${line}`);
+    const misspelled = unread.length === 0 ? '' : `\nNot read (a misspelling?):\n${unread.join('\n')}`;
     throw new ConfigError(
-      `Baton cannot start: invalid configuration.\n${lines.join('\n')}\nFix the settings above (an environment variable, or its baton serve flag) and start again ("baton serve --help" lists every variable with its default, as does the README's "Configuration" section).`,
+      `Baton cannot start: invalid configuration.\n${lines.join('\n')}${misspelled}\nFix the settings above (an environment variable, or its baton serve flag) and start again ("baton serve --help" lists every variable with its default, as does the README's "Configuration" section).`,
     );
   }
   const e = parsed.data;

@@ -130,4 +130,35 @@ describe('unreadSettings', () => {
     // Every setting the service reads, and what the CLI and the tools read, pass in silence.
     expect(unreadSettings({ BATON_URL: 'x', BATON_CONTEXT: 'x', BATON_DEBUG: '1', BATON_DATA_DIR: 'x', BATON_TLOG_NAME: 'x' })).toEqual([]);
   });
+
+  it('says nothing of a Kubernetes Service named baton, and names DATABASE_URL for BATON_DATABASE_URL', () => {
+    const kubernetes = {
+      BATON_SERVICE_HOST: '10.0.0.7',
+      BATON_SERVICE_PORT: '8080',
+      BATON_SERVICE_PORT_HTTP: '8080',
+      BATON_PORT: 'tcp://10.0.0.7:8080',
+      BATON_PORT_8080_TCP: 'tcp://10.0.0.7:8080',
+      BATON_PORT_8080_TCP_PROTO: 'tcp',
+      BATON_PORT_8080_TCP_PORT: '8080',
+      BATON_PORT_8080_TCP_ADDR: '10.0.0.7',
+    };
+    expect(unreadSettings(kubernetes)).toEqual([]);
+    expect(unreadSettings({ BATON_DATABASE_URL: 'postgres://db/baton', BATON_PORT: '9000' })).toEqual([
+      "BATON_DATABASE_URL is set but is no setting of Baton's: it is ignored (did you mean DATABASE_URL?)",
+      "BATON_PORT is set but is no setting of Baton's: it is ignored (did you mean PORT?)",
+    ]);
+  });
+
+  it('names a misspelled setting where a refused configuration stops the start', () => {
+    let message = '';
+    try {
+      loadConfig({ DATABASE_URL: 'postgres://db.internal/baton', BATON_MASTERKEY: MASTER });
+    } catch (e) {
+      message = (e as Error).message;
+    }
+    expect(message).toMatch(/BATON_MASTER_KEY: is required with DATABASE_URL/);
+    expect(message).toContain(
+      "Not read (a misspelling?):\n  - BATON_MASTERKEY is set but is no setting of Baton's: it is ignored (did you mean BATON_MASTER_KEY?)",
+    );
+  });
 });
