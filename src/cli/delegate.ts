@@ -58,8 +58,10 @@ Policy (a file or inline JSON, and/or flags; flags override the file):
                            so a DRS verifier, reading absent as unrestricted, agrees)
   Give at least one (use --policy '{}' for a root without limits).
 
-Validity (default: 1 hour for a root, the parent's window for a sub-DR):
-  --ttl <duration>         expires this long from now: 3600, 30m, 12h, 7d
+Validity (default: 1 hour for a root, from --nbf when later than now; the
+parent's window for a sub-DR):
+  --ttl <duration>         expires this long from now (from --nbf when later):
+                           3600, 30m, 12h, 7d
   --exp <unix|never>       expires at this time (never = no expiry)
   --nbf <unix>             not valid before this time
 
@@ -139,10 +141,12 @@ export async function runDelegate(argv: string[], io: CliIo): Promise<number> {
   const issuer = await readKeyFile(values.key);
   const policy = await policyFrom(values);
   const now = Math.floor(Date.now() / 1000);
+  const nbf = values.nbf !== undefined ? integerFlag('--nbf', values.nbf) : undefined;
   const time = {
     iat: now,
-    ...(values.nbf !== undefined ? { nbf: integerFlag('--nbf', values.nbf) } : {}),
-    ...(values.ttl !== undefined ? { exp: now + durationFlag('--ttl', values.ttl) } : {}),
+    ...(nbf !== undefined ? { nbf } : {}),
+    // A lifetime runs from when the record starts to be valid.
+    ...(values.ttl !== undefined ? { exp: Math.max(nbf ?? now, now) + durationFlag('--ttl', values.ttl) } : {}),
     ...(values.exp !== undefined ? { exp: values.exp === 'never' ? null : integerFlag('--exp', values.exp) } : {}),
   };
   const common = {

@@ -97,7 +97,9 @@ export function signRootDelegation(input: RootDelegationInput & { readonly iat: 
     cmd: input.cmd ?? '/mcp/tools/call',
     policy: input.policy,
     nbf: input.nbf ?? iat,
-    exp: input.exp === undefined ? iat + 3600 : input.exp,
+    // The default hour runs from when the record starts to be valid: from iat, an nbf hours ahead
+    // was refused "exp must not be before nbf", of an exp the caller never gave.
+    exp: input.exp === undefined ? Math.max(input.nbf ?? iat, iat) + 3600 : input.exp,
     iat,
     jti: input.jti,
     drs_root_type: input.rootType ?? 'organisation',

@@ -51,6 +51,15 @@ export async function issueCustodialRoot(
       violations: [{ code: 'RECEIPT_EXPIRED', field: 'exp', required: `>= ${now}`, actual: req.exp }],
     });
   const nbf = req.nbf ?? now;
+  // At most the largest time a record may carry: an nbf near it leaves less than the default lifetime.
+  const exp = req.exp === undefined ? Math.min(Number.MAX_SAFE_INTEGER, Math.max(nbf, now) + DEFAULT_LIFETIME_SECONDS) : req.exp;
+  // Before the tenant's custodial key is made, as the past exp above: a refused request stores nothing.
+  if (exp !== null && exp < nbf)
+    throw new BatonError('INVALID_FIELD', {
+      message: `exp (${exp}) is before nbf (${nbf}): the delegation would never be valid.`,
+      suggestion: 'Give an exp at or after nbf, or leave exp out for the default lifetime.',
+      details: { field: 'exp' },
+    });
   const issuer = await custodialRootKey(deps.store.db, tenantId, deps.masterKey, gate);
   const signed = signRootDelegation({
     issuer,
@@ -60,7 +69,7 @@ export async function issueCustodialRoot(
     nbf,
     // The default lifetime runs from when the record starts to be valid: from now + 24 h, an nbf
     // two days ahead read "exp must not be before nbf", of an exp the caller never sent.
-    exp: req.exp === undefined ? Math.max(nbf, now) + DEFAULT_LIFETIME_SECONDS : req.exp,
+    exp,
     rootType: req.root_type ?? 'organisation',
     ...(req.subject ? { subject: req.subject } : {}),
     ...(req.cmd ? { cmd: req.cmd } : {}),

@@ -283,7 +283,8 @@ function rotateInTransaction(
       .for('update');
     if (!old) return { kind: 'not-found' } as const;
     if (!old.live) return { kind: 'not-live' } as const;
-    // Any live key rotated from it, directly or through a retired successor: a second line of
+    // Any live key rotated from it, directly or through a retired successor (the newest named: the
+    // one to rotate instead): a second line of
     // successors would be a live key nobody deployed (and one holder on two lines, each able to
     // decide what the other asked, until baton_key_lineage reads the whole family: 0039).
     const [successor] = await rows<{ id: string }>(
@@ -292,7 +293,7 @@ function rotateInTransaction(
             select id from api_keys where rotated_from = ${old.id}
             union select k.id from api_keys k join newer on k.rotated_from = newer.id
           )
-          select api_keys.id from api_keys join newer using (id) where ${isLive()} order by api_keys.created_at limit 1`,
+          select api_keys.id from api_keys join newer using (id) where ${isLive()} order by api_keys.created_at desc limit 1`,
     );
     if (successor) return { kind: 'already-rotated', successor: successor.id } as const;
     const { key, info: created } = await createTenantApiKey(tx, {

@@ -122,6 +122,17 @@ describe('baton delegate: root', () => {
 
     const inline = await run(['delegate', '--key', op, '--to', to, '--policy', '{}', '--exp', 'never', '--json']);
     expect(JSON.parse(inline.out).payload).toMatchObject({ policy: {}, exp: null });
+
+    // A lifetime, given or the default hour, runs from --nbf when that is later than now.
+    const later = Math.floor(Date.now() / 1000) + 2 * 86_400;
+    for (const [ttl, seconds] of [
+      [[], 3600],
+      [['--ttl', '2h'], 7200],
+    ] as const) {
+      const r2 = await run(['delegate', '--key', op, '--to', to, '--policy', '{}', '--nbf', String(later), ...ttl, '--json']);
+      expect(r2.code, r2.err).toBe(0);
+      expect(JSON.parse(r2.out).payload).toMatchObject({ nbf: later, exp: later + seconds });
+    }
   });
 
   it('--submit stores it; a root the tenant does not trust is refused by the service (exit 1)', async () => {

@@ -27,6 +27,14 @@ describe('signing a delegation', () => {
     expect(signed.policy).toEqual({ allowed_tools: ['web_search'], max_calls: 2, pii_access: false, write_access: false });
   });
 
+  it('runs the default hour from nbf when that is later than iat, never an exp before nbf', () => {
+    const later = 2_000_000_000;
+    const ahead = createRootDelegation({ issuer: operator, audience: agent.did, policy: {}, iat: later - 86_400, nbf: later });
+    expect(ahead.payload).toMatchObject({ nbf: later, exp: later + 3600 });
+    const past = createRootDelegation({ issuer: operator, audience: agent.did, policy: {}, iat: later, nbf: later - 600 });
+    expect(past.payload).toMatchObject({ nbf: later - 600, exp: later + 3600 });
+  });
+
   it('keeps access that is granted', () => {
     const root = createRootDelegation({ issuer: operator, audience: agent.did, policy: { pii_access: true, write_access: true } });
     expect(root.payload.policy).toEqual({ pii_access: true, write_access: true });

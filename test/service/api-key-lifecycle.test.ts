@@ -192,6 +192,13 @@ describe('rotation', () => {
     const fork = await svc.call('POST', `/v1/admin/api-keys/${k1.id}/rotate`, admin());
     expect(fork.status, JSON.stringify(fork.body)).toBe(409);
     expect(fork.body.error.details).toEqual({ successor: k3.body.key.id });
+    // With two live below it, the newest is named: the one to rotate instead.
+    const j1 = await newKey({ scopes: ['verify'], name: 'gateway' });
+    const j2 = await svc.call('POST', `/v1/admin/api-keys/${j1.id}/rotate`, { ...admin(), json: { grace_seconds: 3600 } });
+    const j3 = await svc.call('POST', `/v1/admin/api-keys/${j2.body.key.id}/rotate`, { ...admin(), json: { grace_seconds: 3600 } });
+    const named = await svc.call('POST', `/v1/admin/api-keys/${j1.id}/rotate`, admin());
+    expect(named.status).toBe(409);
+    expect(named.body.error.details).toEqual({ successor: j3.body.key.id });
 
     // grace 0 retires the old key now: verify refuses it at once on the node that cached it.
     const now = await svc.call('POST', `/v1/admin/api-keys/${created.id}/rotate`, { ...admin(), json: { grace_seconds: 0 } });

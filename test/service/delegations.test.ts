@@ -264,6 +264,22 @@ describe('POST /v1/delegations/issue (custodial root)', () => {
       json: { audience: agentB.did, policy: { allowed_tools: ['web_search'] }, nbf: T0 - 600 },
     });
     expect(past.body.delegation).toMatchObject({ nbf: T0 - 600, exp: T0 + 86_400 });
+    // Near the largest time a record holds, the default stops there; an exp before nbf is refused
+    // before a new tenant's custodial key is made.
+    const last = await svc.call('POST', '/v1/delegations/issue', {
+      key: tenant.keys.issue,
+      json: { audience: agentA.did, policy: { allowed_tools: ['web_search'] }, nbf: Number.MAX_SAFE_INTEGER - 10 },
+    });
+    expect(last.status, JSON.stringify(last.body)).toBe(201);
+    expect(last.body.delegation.exp).toBe(Number.MAX_SAFE_INTEGER);
+    const fresh = await setupTenant(svc, 'exp-before-nbf');
+    const never = await svc.call('POST', '/v1/delegations/issue', {
+      key: fresh.keys.issue,
+      json: { audience: agentA.did, policy: { allowed_tools: ['web_search'] }, nbf: T0 + 600, exp: T0 + 300 },
+    });
+    expect(never.status).toBe(400);
+    expect(never.body.error).toMatchObject({ code: 'INVALID_FIELD', message: expect.stringMatching(/^exp \(\d+\) is before nbf/) });
+    expect(await svc.store.db.select().from(custodialKeys).where(eq(custodialKeys.tenantId, fresh.id))).toHaveLength(0);
   });
 });
 
