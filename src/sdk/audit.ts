@@ -921,6 +921,40 @@ async function consistencyFindings(h: Http, older: SignedCheckpoint, newer: Sign
   return [{ kind: 'split-view', detail, finding }];
 }
 
+/**
+ * A split view between `previous` (an earlier checkpoint the log signed) and `served`, found from the
+ * leaves of `served`'s tree: the root of their first `previous.size` must be `previous`'s. None when
+ * one was found already (by the consistency proof), or `previous` is not within the leaves.
+ */
+function prefixDisagrees(
+  previous: SignedCheckpoint | undefined,
+  leaves: readonly Hash[],
+  served: SignedCheckpoint,
+  found: readonly AuditFinding[],
+): AuditFinding[] {
+  if (previous === undefined || previous.checkpoint.size > leaves.length || found.some((f) => f.kind === 'split-view')) return [];
+  const prefix = rootOf(leaves.slice(0, previous.checkpoint.size));
+  if (bytesEqual(prefix, previous.checkpoint.rootHash)) return [];
+  const [from, to] = [previous.checkpoint.size, served.checkpoint.size];
+  const finding: SplitViewFinding =
+    from === to
+      ? { kind: 'same-size-different-roots', origin: served.checkpoint.origin, size: to, checkpoints: [previous, served] }
+      : {
+          kind: 'not-consistent',
+          origin: served.checkpoint.origin,
+          older: previous,
+          newer: served,
+          reason: `the first ${from} leaves of the tree served hash to ${encodeBase64(prefix)}, not the earlier checkpoint's root`,
+        };
+  return [
+    {
+      kind: 'split-view',
+      detail: `checkpoints of sizes ${from} and ${to} do not agree (${finding.kind}): the tiles of the larger do not hold the smaller`,
+      finding,
+    },
+  ];
+}
+
 /** How much of the log's origin the auditor pinned: the report's originPinned and logNamePinned. */
 const pinnedOrigin = (o: AuditOptions): { originPinned: boolean; logNamePinned: boolean } => ({
   originPinned: o.trust !== undefined || o.tenantId !== undefined,
@@ -1307,7 +1341,14 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
       }
     }
     for (const leaf of laterLeaves) later.add(hex(leaf));
+    if (laterKnown && rootKnown) findings.push(...prefixDisagrees(previous, [...treeLeaves, ...laterLeaves], latest, findings));
   }
+  // The leaves replayed are a tree the log served: an earlier checkpoint it signed must be its
+  // prefix. Needs no proof, so a fork stays found when the consistency proof could not be read.
+  // Only tiles that rebuild the checkpoint's root are the tree it signed (else root-mismatch says so).
+  const tilesAreTheTree = rootKnown && bytesEqual(rootOf(treeLeaves), current.checkpoint.rootHash);
+  if (tilesAreTheTree && (latest === undefined || latest.checkpoint.size <= size))
+    findings.push(...prefixDisagrees(previous, treeLeaves, current, findings));
 
   // Every service receipt the service lists must be in the log, unless it came after the checkpoint;
   // and every entry of the tenant in the log must be listed.

@@ -13,6 +13,8 @@ import { BatonApiError } from '../../src/sdk/client.js';
 import { integrateOnce } from '../../src/service/log-integrator.js';
 import { silentLogger } from '../../src/service/log.js';
 import { recordServiceReceipt } from '../../src/service/service-receipts.js';
+import { signCheckpoint } from '../../src/service/log-tree.js';
+import { randomBytes } from 'node:crypto';
 import { startLiveService, type LiveService } from './live-service.js';
 
 let live: LiveService;
@@ -146,6 +148,26 @@ describe('auditLog: a read that fails after the notes are verified keeps the fin
       fetch: through((path) => (path === '/v1/log/consistency' ? unavailable() : undefined)),
     });
     expect(proof).toMatchObject({ status: 503, code: 'STORAGE_UNAVAILABLE' });
+  });
+
+  it('a fork from an earlier checkpoint is found from the tiles when the consistency proof cannot be read', async () => {
+    // The log signed a 3-leaf checkpoint of another tree: the 5 leaves it serves now do not hold it.
+    const origin = (JSON.parse(await read('/v1/log')) as { origin: string }).origin;
+    const forked3 = signCheckpoint(live.svc.deps.signer, origin, 3, new Uint8Array(randomBytes(32)));
+    for (const proofAnswer of [undefined, unavailable] as const) {
+      const report = await audit({
+        previousCheckpoint: forked3,
+        fetch: through((path) => (path === '/v1/log/consistency' && proofAnswer ? proofAnswer() : undefined)),
+      });
+      expect(report.ok).toBe(false);
+      expect(report.findings.map((f) => f.kind)).toEqual(['split-view']);
+      if (proofAnswer !== undefined) {
+        expect(report.findings[0]!.detail).toMatch(/the tiles of the larger do not hold the smaller/);
+        expect(report.incomplete).toEqual([
+          expect.objectContaining({ source: expect.stringMatching(/^GET \/v1\/log\/consistency/), status: 503 }),
+        ]);
+      }
+    }
   });
 });
 
