@@ -213,7 +213,7 @@ export async function submitDelegations(
     // Checked above outside this transaction: a revocation committed since would otherwise see no
     // descendant here and answer first, and these records be accepted under it after its answer.
     const chainSoFar = [...ancestors.map((a) => a.hash), ...submitted.map((d) => d.hash)];
-    const revoked = await firstRevokedLocked(tx, tenantId, chainSoFar);
+    const { revoked, locked } = await firstRevokedLocked(tx, tenantId, chainSoFar);
     if (revoked !== null) throw revokedInSubmission(revoked, chainSoFar.indexOf(revoked), ancestors.length);
     let parent: Delegation | null = ancestors[ancestors.length - 1] ?? null;
     let created = false;
@@ -222,7 +222,7 @@ export async function submitDelegations(
       const inserted = await insertDelegation(tx, tenantId, dr, parent);
       // Stored by another request meanwhile (unseen, so unlocked, above): locked and read now, so a
       // revocation of it waits for the records below it here, or is seen.
-      if (!inserted && (await firstRevokedLocked(tx, tenantId, [dr.hash])) !== null)
+      if (!inserted && !locked.has(dr.hash) && (await firstRevokedLocked(tx, tenantId, [dr.hash])).revoked !== null)
         throw revokedInSubmission(dr.hash, chainSoFar.indexOf(dr.hash), ancestors.length);
       const row = await findDelegation(tx, tenantId, dr.hash);
       // Checked above; a DR stored meanwhile by a concurrent request still lands here.

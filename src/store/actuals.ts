@@ -61,7 +61,9 @@ export async function adjustReservedSpend(db: Db, tenantId: string, chain: reado
              )}]::text[])
              and max_spend_micros is not null
            order by depth
-           for update
+           -- NO KEY UPDATE, the UPDATE's own lock (no key changes): FOR UPDATE made a cost report
+           -- and a submission under the same budgeted DR (its chain locked FOR KEY SHARE) take turns.
+           for no key update
         )
         update delegations d
            set spend_reserved_micros = least(${MAX_EXACT_MICROS}::bigint, greatest(0, d.spend_reserved_micros + ${deltaMicros}::bigint))

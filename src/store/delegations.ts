@@ -218,8 +218,12 @@ export async function callsThrough(db: Db, tenantId: string, top: string, hashes
  * unseen by its count. KEY SHARE, the foreign key's own lock, does not wait for a verify counting
  * through the DR (FOR NO KEY UPDATE), so a submission holds up no verify.
  */
-export async function firstRevokedLocked(db: Db, tenantId: string, hashes: readonly string[]): Promise<string | null> {
-  if (hashes.length === 0) return null;
+export async function firstRevokedLocked(
+  db: Db,
+  tenantId: string,
+  hashes: readonly string[],
+): Promise<{ readonly revoked: string | null; readonly locked: ReadonlySet<string> }> {
+  if (hashes.length === 0) return { revoked: null, locked: new Set() };
   const locked = await rows<{ hash: string; revoked: boolean }>(
     db,
     sql`select hash, revoked_at is not null as revoked from delegations
@@ -227,7 +231,7 @@ export async function firstRevokedLocked(db: Db, tenantId: string, hashes: reado
         order by depth, hash
         for key share`,
   );
-  return locked.find((r) => r.revoked)?.hash ?? null;
+  return { revoked: locked.find((r) => r.revoked)?.hash ?? null, locked: new Set(locked.map((r) => r.hash)) };
 }
 
 /** A text[] parameter list: one bound parameter per element. */
