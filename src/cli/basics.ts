@@ -361,3 +361,15 @@ export type ServerValues = {
   context?: string | undefined;
   timeout?: string | undefined;
 };
+
+/** The largest instant a Date holds, in seconds (8.64e15 ms). */
+const LAST_DATE_SECONDS = 8.64e12;
+
+/**
+ * A record's time (unix seconds) as UTC, or as the number itself where no calendar date exists: a
+ * record may carry any time up to 2^53 - 1, and a Date past year 275760 throws.
+ */
+export function unixTimeText(seconds: number): string {
+  if (Math.abs(seconds) > LAST_DATE_SECONDS) return `${seconds} (unix seconds, past any calendar date)`;
+  return new Date(seconds * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z');
+}

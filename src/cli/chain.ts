@@ -17,6 +17,7 @@ import {
   SERVER_OPTIONS,
   shortDid,
   shortHash,
+  unixTimeText,
 } from './common.js';
 import { oneLine, UsageError, type CliIo } from './io.js';
 
@@ -175,7 +176,7 @@ function render(node: Node, prefix: string, isLast: boolean, isTop: boolean, out
 }
 
 function statusText(v: DelegationView, ctx: RenderCtx): string {
-  const exp = v.exp === null ? 'no expiry' : `exp ${new Date(v.exp * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z')}`;
+  const exp = v.exp === null ? 'no expiry' : `exp ${unixTimeText(v.exp)}`;
   if (v.status === 'revoked') {
     const by = v.revoked_by && v.revoked_by !== v.hash ? ` via ${shortHash(v.revoked_by, ctx.full)}` : '';
     return `[REVOKED${by}]`;

@@ -29,6 +29,7 @@ import {
   shortHash,
   stageOutputFile,
   STDOUT_PATH,
+  unixTimeText,
 } from './basics.js';
 import { oneLine, UsageError, type CliIo } from './io.js';
 
@@ -181,7 +182,7 @@ export async function runDelegate(argv: string[], io: CliIo): Promise<number> {
   const p = signed.payload;
   io.err(
     `signed ${isSub ? `sub-delegation (depth ${above.length})` : 'root delegation'} ${shortHash(signed.hash)}: ${shortDid(p.iss)} -> ${shortDid(p.aud)}, ` +
-      `${formatPolicy(p.policy)}, expires ${p.exp === null ? 'never' : new Date(p.exp * 1000).toISOString()}`,
+      `${formatPolicy(p.policy)}, expires ${p.exp === null ? 'never' : unixTimeText(p.exp)}`,
   );
 
   const chainFile = `${JSON.stringify({ receipts: chain }, null, 2)}\n`;

@@ -123,6 +123,11 @@ describe('baton delegate: root', () => {
     const inline = await run(['delegate', '--key', op, '--to', to, '--policy', '{}', '--exp', 'never', '--json']);
     expect(JSON.parse(inline.out).payload).toMatchObject({ policy: {}, exp: null });
 
+    // The largest time a record may carry has no calendar date: said as the number, not a crash.
+    const last = await run(['delegate', '--key', op, '--to', to, '--policy', '{}', '--exp', String(Number.MAX_SAFE_INTEGER)]);
+    expect(last.code, last.err).toBe(0);
+    expect(last.err).toContain(`expires ${Number.MAX_SAFE_INTEGER} (unix seconds, past any calendar date)`);
+
     // A lifetime, given or the default hour, runs from --nbf when that is later than now.
     const later = Math.floor(Date.now() / 1000) + 2 * 86_400;
     for (const [ttl, seconds] of [
