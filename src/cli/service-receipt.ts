@@ -39,10 +39,14 @@ Checks service receipts: the header, the Ed25519 signature under the
 published key its kid names, that the payload's iss and kid name that key,
 and that each is about what it is attached to (a verify answer's
 invocation_id, a record's hash, a listed subject): a valid receipt of
-another call swapped in is INVALID. A verify answer must also say what its
-receipt signed: valid, and context.dr_chain, context.tool,
-context.tool_server and context.invocation_hash (its other members are not
-signed; the receipt is what vouches for the call); a dry run carries none.
+another call swapped in is INVALID. The answer around a receipt must also
+say what the receipt signed, wherever it states it: a verify answer's valid
+and its context's chain, tool, tool server and invocation; an invocation's
+chain, tool, caller, hash and declared estimate; an actual's cost, tokens and
+source; a submitted record's parties, depth and parents; a revocation's
+reason, time and revoker; a tenant_id beside any of them. An answer holds
+only its own kind of receipt (an actual's place takes no allow), and a dry
+run carries none. Other members are not signed: the receipt is what vouches.
 
 Service receipts come from files (any service answer that carries them: a
 service receipt JWS, a submit/verify/revoke answer, a chain, a
@@ -248,9 +252,13 @@ const SIGNED_MEMBERS: Readonly<Record<string, readonly SignedMember[]>> = {
     { stated: 'tool', signed: 'tool' },
     { stated: 'tool_server', signed: 'tool_server' },
     { stated: 'caller_key_id', signed: 'caller_key_id' },
+    { stated: 'hash', signed: 'invocation_hash' },
+    // The estimate the call was counted at: what its budgets were charged.
+    { stated: 'declared_usd', signed: 'estimated_micros', as: micros },
   ],
   'actual.recorded': [
     { stated: 'cost_usd', signed: 'cost_micros', as: micros },
+    { stated: 'declared_usd', signed: 'estimated_micros', as: micros },
     { stated: 'source', signed: 'source' },
     { stated: 'tokens_in', signed: 'tokens_in' },
     { stated: 'tokens_out', signed: 'tokens_out' },
@@ -284,6 +292,22 @@ const KINDS_HELD_BY: readonly (readonly [member: string, kinds: readonly string[
   ['parent_hash', ['delegation.accepted']],
 ];
 
+/**
+ * For each kind of receipt the table holds, the members an answer holding it shows one of: what
+ * kind of answer it is. Without one, a receipt of the same call but another kind could sit where
+ * that member was taken out (an allow's in an actual whose `source` was removed).
+ */
+const MARKS_OF_HOLDER: Readonly<Record<string, readonly string[]>> = {
+  'invocation.allowed': ['valid', 'decision'],
+  'invocation.denied': ['valid', 'decision'],
+  'actual.recorded': ['source'],
+  'delegation.accepted': ['parent_hash'],
+  'delegation.revoked': ['descendants'],
+};
+
+/** A log proof answer (GET /v1/log/service-receipts/{id}/proof) holds its leaf, a receipt of any kind. */
+const isProofAnswer = (h: Readonly<Record<string, unknown>>) => 'leaf_index' in h && 'proof' in h;
+
 /** The value at a dotted path of members, or undefined where the path leaves the objects. */
 function memberAt(holder: Readonly<Record<string, unknown>>, path: string): unknown {
   let at: unknown = holder;
@@ -307,6 +331,11 @@ function contradicted(payload: Record<string, unknown>, a: Attachment): string |
     if (member in h && !kinds.includes(String(kind)))
       return `signed ${String(kind)}, but it is where an answer with ${member} holds its ${kinds.join(' or ')} receipt`;
   }
+  const marks = typeof kind === 'string' ? MARKS_OF_HOLDER[kind] : undefined;
+  if (marks !== undefined && !isProofAnswer(h) && !marks.some((m) => m in h))
+    return `signed ${String(kind)}, but the answer around it shows none of ${marks.join(', ')}, as one holding that kind of receipt does`;
+  if ('tenant_id' in h && h['tenant_id'] !== payload['tenant'])
+    return `signed for tenant ${shown(payload['tenant'])}, but the answer around it says tenant_id ${shown(h['tenant_id'])}`;
   if (kind === 'invocation.allowed' || kind === 'invocation.denied') {
     const allowed = kind === 'invocation.allowed';
     // What a DRS client reads: valid. Any value but the boolean the receipt signed (a string "true", say) is a contradiction.

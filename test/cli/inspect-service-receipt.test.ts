@@ -323,7 +323,7 @@ describe('baton service-receipt verify', () => {
       [
         'valid left out',
         { ...allowed, valid: undefined, context: { ...context, tool_server: 'mcp://evil' } },
-        /signed context\.tool_server/,
+        /shows none of valid, decision/,
       ],
       ['a number for the call', { ...allowed, invocation_id: 1 }, /non-string invocation_id/],
       ['dry_run as a string', { ...allowed, dry_run: 'true' }, /says dry_run: "true"/],
@@ -341,6 +341,18 @@ describe('baton service-receipt verify', () => {
         /signed invocation\.allowed, but it is where an answer with source holds its actual\.recorded receipt/,
       ],
       ['an actual: another cost', { ...actual, cost_usd: 0.01 }, /signed cost_usd 0\.25, but the answer around it says 0\.01/],
+      [
+        'an actual without its source, the allow swapped in',
+        { ...actual, source: undefined, cost_usd: 0.000001, service_receipt: allowed['service_receipt'] },
+        /signed invocation\.allowed, but the answer around it shows none of valid, decision/,
+      ],
+      [
+        'a listed call: another estimate',
+        { ...listed, invocations: [{ ...item, declared_usd: 5 }] },
+        /signed declared_usd 0, but the answer around it says 5/,
+      ],
+      ['a listed call: another hash', { ...listed, invocations: [{ ...item, hash: 'sha256:' + '3'.repeat(64) }] }, /signed hash/],
+      ['a revocation: another tenant', { ...revoked, tenant_id: 'ten_other' }, /says tenant_id "ten_other"/],
       ['a revocation: another reason', { ...revoked, reason: 'never' }, /signed reason "done"/],
       [
         'a submission: another depth',
