@@ -478,8 +478,12 @@ export interface AuditOptions {
   readonly concurrency?: number;
   /** Per-request bound in milliseconds, response body included (default 10 000, as BatonClient's). */
   readonly timeoutMs?: number;
-  /** A fetch implementation (tests, proxies); `signal` aborts the request at the timeout. */
-  readonly fetch?: (url: string, init: { headers: Record<string, string>; signal: AbortSignal }) => Promise<Response>;
+  /**
+   * A fetch implementation (tests, proxies); `signal` aborts the request at the timeout. Pass
+   * `redirect` on: Baton never redirects, and an answer reached through one is refused anyway, but a
+   * fetch that follows it has sent the audit key on to wherever it pointed.
+   */
+  readonly fetch?: (url: string, init: { headers: Record<string, string>; signal: AbortSignal; redirect: 'manual' }) => Promise<Response>;
   /**
    * Seconds a service receipt may wait outside the log before the audit reports it `not-in-log`
    * (default 600): the integrator logs receipts within seconds, so one older than this points at a
@@ -572,7 +576,11 @@ function http(o: AuditOptions): Http {
 /** The audit's narrower fetch option, as the client's. */
 function auditFetch(f: NonNullable<AuditOptions['fetch']>): typeof fetch {
   return (input, init) =>
-    f(String(input), { headers: (init?.headers ?? {}) as Record<string, string>, signal: init?.signal ?? new AbortController().signal });
+    f(String(input), {
+      headers: (init?.headers ?? {}) as Record<string, string>,
+      signal: init?.signal ?? new AbortController().signal,
+      redirect: 'manual',
+    });
 }
 
 /** A refused key: say which key the audit needs, not only that this one was refused. */
@@ -857,7 +865,11 @@ async function readLeafTile(
   h: Http,
   tile: { level: number; index: number; width: number },
 ): Promise<{ hashes: Hash[] | null; problem?: string; what?: string }> {
-  const answer = await h.bytesOrAnswer(`/v1/log/${tilePath(tile)}`, (status) => status === 404);
+  // Baton's own 404 (its envelope), not a proxy's page: that says nothing about the log, and is thrown.
+  const answer = await h.bytesOrAnswer(
+    `/v1/log/${tilePath(tile)}`,
+    (status, body) => status === 404 && (body as { error?: { code?: unknown } } | null)?.error?.code === 'NOT_FOUND',
+  );
   if (!answer.ok) {
     const error = (answer.body as { error?: { code?: unknown } } | null)?.error;
     const code = typeof error?.code === 'string' ? ` ${error.code}` : '';

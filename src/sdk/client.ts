@@ -931,12 +931,14 @@ export class BatonClient {
     } catch (cause) {
       if (cause instanceof AnswerRedirected) {
         controller.abort(); // its body is not read
+        // No answer of Baton's arrived (status 0): the status is the redirect target's, which a
+        // retry would reach again, so it must not read as retryable (a 503 there, say).
         throw new BatonApiError({
-          status: cause.status,
+          status: 0,
           code: 'UNEXPECTED_RESPONSE',
           method: spec.method,
           url,
-          message: `Baton answered ${where} through a redirect, which Baton never sends; the fetch used followed it, and the answer it got was not read.`,
+          message: `Baton answered ${where} through a redirect, which Baton never sends; the fetch used followed it, and the answer it got there (HTTP ${cause.status}) was not read.`,
           suggestion:
             'Check that the base URL points at Baton itself, not a proxy or another service; a custom fetch must not follow redirects (pass redirect: "manual" on to fetch).',
         });

@@ -191,6 +191,13 @@ describe('auditLog: what the log owes as signed', () => {
       },
     ]);
     expect(report.entriesChecked).toBe(5);
+    // A proxy's 404 page is not the log's answer: it says nothing about the log, and is thrown.
+    const proxied = await thrown({
+      fetch: through((path) =>
+        path === '/v1/log/tile/0/000.p/5' ? answer(404, '<html>Not Found</html>', { 'content-type': 'text/html' }) : undefined,
+      ),
+    });
+    expect(proxied).toMatchObject({ status: 404, code: 'UNEXPECTED_RESPONSE' });
   });
 
   it('a redirect on an entry bundle is not the service saying it cannot produce it, whatever its body names', async () => {

@@ -515,8 +515,9 @@ describe('transport failures', () => {
   it("an answer a caller's fetch got by following a redirect is UNEXPECTED_RESPONSE, not the target's answer", async () => {
     // The audit's fetch wrapper drops `redirect`; a fetch that follows it answers with the target's 200.
     const fake = createHttpServer((req, res) => {
+      // The target's 503 is not Baton's: retried, the redirect would lead there again.
       if (req.url?.startsWith('/elsewhere')) {
-        res.writeHead(200, { 'content-type': 'application/json' });
+        res.writeHead(503, { 'content-type': 'application/json' });
         return res.end(JSON.stringify({ status: 'ok', valid: true, error: { code: 'NOT_FOUND', message: 'the target says' } }));
       }
       res.writeHead(302, { location: `/elsewhere${req.url ?? ''}` });
@@ -539,8 +540,11 @@ describe('transport failures', () => {
         () => client.verify({ bundle_version: '4.0', invocation: 'a.b.c', receipts: [] }),
       ]) {
         const e = await rejection(call());
-        expect(e).toMatchObject({ code: 'UNEXPECTED_RESPONSE', status: 200 });
-        expect(e.message).toMatch(/through a redirect, which Baton never sends; the fetch used followed it/);
+        // No answer of Baton's: status 0, never retryable, whatever the target answered.
+        expect(e).toMatchObject({ code: 'UNEXPECTED_RESPONSE', status: 0, retryable: false });
+        expect(e.message).toMatch(
+          /through a redirect, which Baton never sends; the fetch used followed it, and the answer it got there \(HTTP 503\)/,
+        );
         expect(e.suggestion).toMatch(/must not follow redirects/);
       }
     } finally {
