@@ -6,7 +6,7 @@
  */
 import { parseCliArgs } from './args.js';
 import { clientFrom, COMMON_OPTIONS, printJson, readJsonArg, readText, SERVER_HELP, SERVER_OPTIONS } from './common.js';
-import { oneLine, UsageError, type CliIo } from './io.js';
+import { printableLines, printedItems, UsageError, type CliIo } from './io.js';
 import { explainDecision, parseBundleFile } from './verify.js';
 import type { Bundle } from '../protocol/records.js';
 
@@ -81,8 +81,11 @@ export async function runCheck(argv: string[], io: CliIo): Promise<number> {
   if (result.valid) {
     // Counters as they stand; the warnings count this call, as the real call would.
     const before = result.retry ? '' : ' (before this call)';
-    for (const c of result.counters) lines.push(oneLine(`  counter      ${c.dr}: ${c.calls_used} of ${c.max_calls} calls used${before}`));
-    for (const w of result.warnings) lines.push(`  warning      ${oneLine(w.message)}`);
+    const counters = printedItems(result.counters, (c) => [
+      `  counter      ${c.dr}: ${c.calls_used} of ${c.max_calls} calls used${before}`,
+    ]);
+    const warnings = printedItems(result.warnings, (w) => [`  warning      ${w.message}`]);
+    if (counters.length + warnings.length > 0) lines.push(printableLines([...counters, ...warnings]));
     if (result.retry)
       lines.push(
         '',
@@ -90,7 +93,7 @@ export async function runCheck(argv: string[], io: CliIo): Promise<number> {
       );
     lines.push('', 'Dry run: nothing was counted or stored.');
   }
-  if (result.request_id) lines.push('', oneLine(`Request id: ${result.request_id}`));
+  if (result.request_id) lines.push('', printableLines([`Request id: ${result.request_id}`]));
   io.out(lines.join('\n'));
   return result.valid ? 0 : 1;
 }

@@ -13,7 +13,7 @@ import {
   SERVER_OPTIONS,
   shortHash,
 } from './common.js';
-import { oneLine, UsageError, type CliIo } from './io.js';
+import { oneLine, printableLines, UsageError, type CliIo } from './io.js';
 
 export const INVOCATIONS_HELP = `Usage: baton invocations [filters] [options]
 
@@ -53,15 +53,16 @@ function instantFlag(name: string, raw: string, now: number): string {
   return raw;
 }
 
+/** One decision on its line, cut to a length a terminal can show (every member is the service's text). */
 function line(d: DecisionPage['invocations'][number]): string {
   if (d.decision === 'allowed') {
-    return oneLine(`${d.created_at}  ALLOWED  ${d.tool ?? '-'}  ${d.jti}  leaf ${shortHash(d.leaf)}`);
+    return printableLines([`${d.created_at}  ALLOWED  ${d.tool ?? '-'}  ${d.jti}  leaf ${shortHash(d.leaf)}`]);
   }
   const leaf = d.dr_chain.at(-1);
   // No jti: the invocation was unreadable, or its chain did not verify (its jti was only claimed).
-  return oneLine(
+  return printableLines([
     `${d.created_at}  DENIED   ${d.code}  ${d.jti ?? `(no jti; invocation ${d.invocation_hash ? shortHash(d.invocation_hash) : 'unreadable'})`}${leaf ? `  leaf ${shortHash(leaf)}` : ''}`,
-  );
+  ]);
 }
 
 export async function runInvocations(argv: string[], io: CliIo): Promise<number> {

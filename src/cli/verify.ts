@@ -376,14 +376,13 @@ export function explainDecision(
 ): string {
   if (decision.valid) {
     const c = decision.context;
-    return [
+    // An allow's text is the service's too (baton check): each line kept on its line and cut.
+    return printableLines([
       `ALLOWED: ${c.tool ? `tool "${c.tool}"` : c.cmd} on ${c.tool_server}`,
       `  invoked by   ${c.invoker}`,
       `  on behalf of ${c.root_principal} (${c.root_type ?? 'root'})`,
       `  chain        ${c.chain_depth} delegation record(s), leaf policy ${JSON.stringify(c.leaf_policy)}`,
-    ]
-      .map(oneLine)
-      .join('\n');
+    ]);
   }
   const { error, violations } = decision;
   const lines = [

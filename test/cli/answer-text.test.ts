@@ -198,4 +198,60 @@ describe("a refusal's text is printed at a length a terminal can show", () => {
       await denying.close();
     }
   });
+
+  it("baton check's allow and baton invocations' lines are cut too", async () => {
+    const huge = 'C'.repeat(500_000);
+    const counters = Array.from({ length: 2_000 }, (_, i) => ({ dr: `sha256:${i}`, calls_used: 0, max_calls: 1 }));
+    const hostile = await answeringServer(({ path, body }) => {
+      if (path === '/v1/verify/dry-run')
+        return {
+          status: 200,
+          json: {
+            valid: true,
+            invocation_id: jtiOf((body as { invocation: string }).invocation),
+            dry_run: true,
+            retry: false,
+            counters,
+            warnings: [{ code: 'NEAR_LIMIT', message: huge }],
+            context: {
+              tool: huge,
+              tool_server: 'mcp://search',
+              invoker: 'did:key:z6MkI',
+              root_principal: 'did:key:z6MkR',
+              chain_depth: 1,
+              leaf_policy: {},
+            },
+          },
+        };
+      if (path.startsWith('/v1/invocations'))
+        return {
+          status: 200,
+          json: {
+            invocations: [{ decision: 'denied', code: huge, jti: 'inv:x', dr_chain: [], created_at: '2026-01-01T00:00:00Z' }],
+            next_cursor: null,
+          },
+        };
+      return { status: 404, json: { error: { code: 'NOT_FOUND', message: 'no such route' } } };
+    });
+    const root = createRootDelegation({
+      issuer: generateKeyPair(),
+      audience: generateKeyPair().did,
+      policy: { allowed_tools: ['search'] },
+    });
+    const inv = createInvocation({ chain: [root], invoker: generateKeyPair(), args: { tool: 'search' }, toolServer: 'mcp://search' });
+    writeFileSync(join(dir, 'allowed.json'), JSON.stringify(makeBundle(inv, [root], 'value')));
+    try {
+      const allowed = await run(['check', join(dir, 'allowed.json'), '--server', hostile.url, '--api-key', 'bt_some_key']);
+      expect(allowed.code, allowed.err).toBe(0);
+      expect(allowed.out).toMatch(/^WOULD BE ALLOWED: tool "C{3970,}\.\.\. \(\d+ more characters\)$/m);
+      expect(allowed.out).toMatch(/^ {2}\(and 1950 more\)$/m);
+      expect(allowed.out.length).toBeLessThan(100_000);
+      const listed = await run(['invocations', '--server', hostile.url, '--api-key', 'bt_some_key']);
+      expect(listed.code, listed.err).toBe(0);
+      expect(listed.out).toMatch(/DENIED {3}C+\.\.\. \(\d+ more characters\)$/m);
+      expect(listed.out.length).toBeLessThan(10_000);
+    } finally {
+      await hostile.close();
+    }
+  });
 });
