@@ -241,15 +241,17 @@ export function unreadSettings(env: Environment = process.env): string[] {
 const UNPREFIXED = Object.keys(EnvSchema.shape).filter((name) => !name.startsWith('BATON_'));
 
 /**
- * What Kubernetes sets in every pod for a Service named `baton` (BATON_SERVICE_HOST,
- * BATON_SERVICE_PORT[_<name>], BATON_PORT=tcp://..., BATON_PORT_<n>_TCP[_PROTO|_PORT|_ADDR]): no
+ * What Kubernetes sets in every pod for a Service named `baton` or `baton-<x>` (BATON_SERVICE_HOST,
+ * BATON_SERVICE_PORT[_<name>], BATON_PORT=tcp://..., BATON_PORT_<n>_TCP[_PROTO|_PORT|_ADDR], and the
+ * same with BATON_<X>_ before them): no
  * setting misspelled, and warned about at every start of every pod it would teach operators to
  * read past the warning.
  */
 function isKubernetesServiceLink(name: string, value: string | undefined): boolean {
-  if (/^BATON_SERVICE_(HOST|PORT(_.+)?)$/.test(name)) return true;
-  if (/^BATON_PORT_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?$/.test(name)) return true;
-  return name === 'BATON_PORT' && /^(tcp|udp|sctp):\/\//.test(value ?? '');
+  // Any Service whose name starts with baton (baton-db, a Helm release's baton-baton): <NAME>_SERVICE_HOST, ...
+  if (/^BATON_(?:[A-Z0-9_]+_)?SERVICE_(HOST|PORT(_.+)?)$/.test(name)) return true;
+  if (/^BATON_(?:[A-Z0-9_]+_)?PORT_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?$/.test(name)) return true;
+  return /^BATON_(?:[A-Z0-9_]+_)?PORT$/.test(name) && /^(tcp|udp|sctp):\/\//.test(value ?? '');
 }
 
 /** The setting nearest to `name` by edit distance, if one is near enough to be a misspelling of it. */

@@ -143,6 +143,15 @@ describe('unreadSettings', () => {
       BATON_PORT_8080_TCP_ADDR: '10.0.0.7',
     };
     expect(unreadSettings(kubernetes)).toEqual([]);
+    // And for any Service whose name starts with baton (baton-db; a Helm release baton-baton).
+    const others = {
+      BATON_DB_SERVICE_HOST: '10.0.0.2',
+      BATON_DB_SERVICE_PORT: '5432',
+      BATON_DB_PORT: 'tcp://10.0.0.2:5432',
+      BATON_DB_PORT_5432_TCP_ADDR: '10.0.0.2',
+      BATON_BATON_SERVICE_PORT_HTTP: '8080',
+    };
+    expect(unreadSettings(others)).toEqual([]);
     expect(unreadSettings({ BATON_DATABASE_URL: 'postgres://db/baton', BATON_PORT: '9000' })).toEqual([
       "BATON_DATABASE_URL is set but is no setting of Baton's: it is ignored (did you mean DATABASE_URL?)",
       "BATON_PORT is set but is no setting of Baton's: it is ignored (did you mean PORT?)",

@@ -100,10 +100,14 @@ export async function runServe(argv: string[], io: CliIo): Promise<number> {
     // values the message quotes ("got ...") are left as typed, even one that spells a variable's name.
     const named = (text: string) =>
       overrides.reduce((t, [name, flag, value]) => (value === undefined ? t : t.replace(new RegExp(`\\b${name}\\b`, 'g'), flag)), text);
-    const message = e.message
-      .split(/("(?:[^"\\]|\\.)*")/)
-      .map((part, i) => (i % 2 === 1 ? part : named(part)))
-      .join('');
+    // The "Not read" lines name variables as set (BATON_PORT for --port is the user's, not a flag).
+    const at = e.message.indexOf('\nNot read');
+    const [problems, unread] = at < 0 ? [e.message, ''] : [e.message.slice(0, at), e.message.slice(at)];
+    const message =
+      problems
+        .split(/("(?:[^"\\]|\\.)*")/)
+        .map((part, i) => (i % 2 === 1 ? part : named(part)))
+        .join('') + unread;
     throw new UsageError(message, SERVE_HELP);
   }
   try {

@@ -140,6 +140,11 @@ describe('baton serve', () => {
     const fromEnv = await runBin(['serve'], { PORT: '99999' });
     expect(fromEnv.code).toBe(2);
     expect(fromEnv.err).toMatch(/\bPORT must be a whole number from 0 to 65535/);
+    // A variable not read is named as set, and what it may mean as a variable, beside a flag's refusal.
+    const unread = await runBin(['serve', '--port', 'abc'], { BATON_PORT: '9000' });
+    expect(unread.code).toBe(2);
+    expect(unread.err).toMatch(/--port must be a whole number/);
+    expect(unread.err).toContain("BATON_PORT is set but is no setting of Baton's: it is ignored (did you mean PORT?)");
   }, 90_000);
 });
 
