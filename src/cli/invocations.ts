@@ -13,7 +13,7 @@ import {
   SERVER_OPTIONS,
   shortHash,
 } from './common.js';
-import { oneLine, printableLines, UsageError, type CliIo } from './io.js';
+import { MAX_PRINTED_LINE, oneLine, printableLines, UsageError, type CliIo } from './io.js';
 
 export const INVOCATIONS_HELP = `Usage: baton invocations [filters] [options]
 
@@ -44,7 +44,12 @@ ${EXIT_HELP}`;
 
 /** An RFC 3339 date-time as given, or a duration back from now. */
 function instantFlag(name: string, raw: string, now: number): string {
-  if (/^\d+[smhd]?$/.test(raw.trim())) return new Date(now - durationFlag(name, raw) * 1000).toISOString();
+  if (/^\d+[smhd]?$/.test(raw.trim())) {
+    const at = now - durationFlag(name, raw) * 1000;
+    // Before the first instant a date can name (271,821 BC): no calendar time, said as a usage error.
+    if (at < -8.64e15) throw new UsageError(`${name} ${raw} reaches back past any calendar date: give a shorter duration, or a date-time`);
+    return new Date(at).toISOString();
+  }
   if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i.test(raw) || Number.isNaN(Date.parse(raw))) {
     throw new UsageError(
       `${name} takes an RFC 3339 date-time with a zone (2026-11-23T09:00:00Z) or a duration (30m, 12h, 7d), got "${raw}"`,
@@ -124,6 +129,12 @@ export async function runInvocations(argv: string[], io: CliIo): Promise<number>
   }
   const count = pages.reduce((n, p) => n + p.invocations.length, 0);
   io.err(count === 0 ? 'no decisions match' : `${count} decision(s)`);
-  if (cursor !== undefined) io.err(oneLine(`more: baton invocations ... --cursor ${cursor}   (or --all)`));
+  // A cursor is only of use whole: one too long to print is not cut but pointed past.
+  if (cursor !== undefined)
+    io.err(
+      cursor.length > MAX_PRINTED_LINE
+        ? `more: the next page's cursor is ${cursor.length} characters, too long to print: use --all, or --json to read it`
+        : oneLine(`more: baton invocations ... --cursor ${cursor}   (or --all)`),
+    );
   return 0;
 }

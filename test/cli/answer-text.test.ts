@@ -228,7 +228,7 @@ describe("a refusal's text is printed at a length a terminal can show", () => {
           status: 200,
           json: {
             invocations: [{ decision: 'denied', code: huge, jti: 'inv:x', dr_chain: [], created_at: '2026-01-01T00:00:00Z' }],
-            next_cursor: null,
+            next_cursor: huge,
           },
         };
       return { status: 404, json: { error: { code: 'NOT_FOUND', message: 'no such route' } } };
@@ -250,6 +250,13 @@ describe("a refusal's text is printed at a length a terminal can show", () => {
       expect(listed.code, listed.err).toBe(0);
       expect(listed.out).toMatch(/DENIED {3}C+\.\.\. \(\d+ more characters\)$/m);
       expect(listed.out.length).toBeLessThan(10_000);
+      // A cursor is of use only whole: pointed past, not printed.
+      expect(listed.err).toContain("more: the next page's cursor is 500000 characters, too long to print: use --all, or --json to read it");
+      expect(listed.err.length).toBeLessThan(10_000);
+      // A duration back past any calendar date is a usage error, not a crash.
+      const far = await run(['invocations', '--since', '200000000d', '--server', hostile.url, '--api-key', 'bt_some_key']);
+      expect(far.code).toBe(2);
+      expect(far.err).toContain('--since 200000000d reaches back past any calendar date');
     } finally {
       await hostile.close();
     }
