@@ -561,7 +561,8 @@ function http(o: AuditOptions): Http {
     url: (path) => `${base}${path}`,
     json: async (path, shape) => jsonOf(path, (await get(path)).bytes, shape),
     async jsonOrNull(path) {
-      const a = await get(path, (status) => status === 404);
+      // Baton's own 404 (its envelope): a proxy's page says nothing of what is stored, and is thrown.
+      const a = await get(path, (status, body) => status === 404 && isBatonNotFound(body));
       return a.status === 404 ? null : jsonOf(path, a.bytes);
     },
     text: async (path) => decodeText((await get(path)).bytes),
@@ -629,7 +630,12 @@ const hex = (h: Uint8Array) => Buffer.from(h).toString('hex');
 function cannotProduce(status: number, body: unknown): boolean {
   if (status < 400) return false;
   const details = (body as { error?: { details?: { missing_indexes?: unknown } } } | null)?.error?.details;
-  return status === 404 || Array.isArray(details?.missing_indexes);
+  return (status === 404 && isBatonNotFound(body)) || Array.isArray(details?.missing_indexes);
+}
+
+/** Baton's own NOT_FOUND envelope, not a proxy's or gateway's 404 page (which says nothing about the log). */
+function isBatonNotFound(body: unknown): boolean {
+  return (body as { error?: { code?: unknown } } | null)?.error?.code === 'NOT_FOUND';
 }
 
 /**
@@ -866,10 +872,7 @@ async function readLeafTile(
   tile: { level: number; index: number; width: number },
 ): Promise<{ hashes: Hash[] | null; problem?: string; what?: string }> {
   // Baton's own 404 (its envelope), not a proxy's page: that says nothing about the log, and is thrown.
-  const answer = await h.bytesOrAnswer(
-    `/v1/log/${tilePath(tile)}`,
-    (status, body) => status === 404 && (body as { error?: { code?: unknown } } | null)?.error?.code === 'NOT_FOUND',
-  );
+  const answer = await h.bytesOrAnswer(`/v1/log/${tilePath(tile)}`, (status, body) => status === 404 && isBatonNotFound(body));
   if (!answer.ok) {
     const error = (answer.body as { error?: { code?: unknown } } | null)?.error;
     const code = typeof error?.code === 'string' ? ` ${error.code}` : '';
@@ -1308,8 +1311,15 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
     );
     return report();
   }
-  if (rootKnown && !bytesEqual(rootOf(treeLeaves), current.checkpoint.rootHash))
-    findings.push({ kind: 'root-mismatch', detail: `the tiles hash to ${encodeBase64(rootOf(treeLeaves))}, not the checkpoint's root` });
+  const tilesRoot = rootKnown ? rootOf(treeLeaves) : undefined;
+  // Only tiles that rebuild the checkpoint's root are the tree it signed (else root-mismatch says so).
+  const tilesAreTheTree = tilesRoot !== undefined && bytesEqual(tilesRoot, current.checkpoint.rootHash);
+  if (tilesRoot !== undefined && !tilesAreTheTree)
+    findings.push({ kind: 'root-mismatch', detail: `the tiles hash to ${encodeBase64(tilesRoot)}, not the checkpoint's root` });
+  // The leaves replayed are a tree the log served: an earlier checkpoint it signed within them must
+  // be their prefix. Needs no proof, so a fork stays found when the consistency proof (or a later
+  // tile) could not be read.
+  if (tilesAreTheTree) findings.push(...prefixDisagrees(previous, treeLeaves, current, findings));
 
   // Auditing an earlier checkpoint: the leaves the log added since, up to its latest (whose root they
   // must rebuild, with those audited), tell a service receipt logged later from one left out.
@@ -1355,12 +1365,6 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
     for (const leaf of laterLeaves) later.add(hex(leaf));
     if (laterKnown && rootKnown) findings.push(...prefixDisagrees(previous, [...treeLeaves, ...laterLeaves], latest, findings));
   }
-  // The leaves replayed are a tree the log served: an earlier checkpoint it signed must be its
-  // prefix. Needs no proof, so a fork stays found when the consistency proof could not be read.
-  // Only tiles that rebuild the checkpoint's root are the tree it signed (else root-mismatch says so).
-  const tilesAreTheTree = rootKnown && bytesEqual(rootOf(treeLeaves), current.checkpoint.rootHash);
-  if (tilesAreTheTree && (latest === undefined || latest.checkpoint.size <= size))
-    findings.push(...prefixDisagrees(previous, treeLeaves, current, findings));
 
   // Every service receipt the service lists must be in the log, unless it came after the checkpoint;
   // and every entry of the tenant in the log must be listed.

@@ -168,6 +168,16 @@ describe('auditLog: a read that fails after the notes are verified keeps the fin
         ]);
       }
     }
+    // Auditing an earlier checkpoint (--tree-size 3) whose tiles hold the fork's size: found from them,
+    // though the proof and a later tile both fail.
+    const forked2 = signCheckpoint(live.svc.deps.signer, origin, 2, new Uint8Array(randomBytes(32)));
+    const earlier = await audit({
+      treeSize: 3,
+      previousCheckpoint: forked2,
+      fetch: through((path) => (path === '/v1/log/consistency' || path === '/v1/log/tile/0/000.p/5' ? unavailable() : undefined)),
+    });
+    expect(earlier.ok).toBe(false);
+    expect(earlier.findings.map((f) => f.kind)).toEqual(['split-view']);
   });
 });
 
@@ -191,7 +201,14 @@ describe('auditLog: what the log owes as signed', () => {
       },
     ]);
     expect(report.entriesChecked).toBe(5);
-    // A proxy's 404 page is not the log's answer: it says nothing about the log, and is thrown.
+    // A proxy's 404 page is not the log's answer: it says nothing about the log, and is thrown; so for
+    // an entry bundle (not every entry "missing").
+    const bundle = await thrown({
+      fetch: through((path) =>
+        path.startsWith('/v1/log/tile/entries/') ? answer(404, '<html>Not Found</html>', { 'content-type': 'text/html' }) : undefined,
+      ),
+    });
+    expect(bundle).toMatchObject({ status: 404, code: 'UNEXPECTED_RESPONSE' });
     const proxied = await thrown({
       fetch: through((path) =>
         path === '/v1/log/tile/0/000.p/5' ? answer(404, '<html>Not Found</html>', { 'content-type': 'text/html' }) : undefined,

@@ -513,7 +513,7 @@ describe('transport failures', () => {
   });
 
   it("an answer a caller's fetch got by following a redirect is UNEXPECTED_RESPONSE, not the target's answer", async () => {
-    // The audit's fetch wrapper drops `redirect`; a fetch that follows it answers with the target's 200.
+    // A caller's fetch may drop `redirect` and follow it: the answer is then the target's (a 503 here).
     const fake = createHttpServer((req, res) => {
       // The target's 503 is not Baton's: retried, the redirect would lead there again.
       if (req.url?.startsWith('/elsewhere')) {
