@@ -287,7 +287,14 @@ const SIGNED_MEMBERS: Readonly<Record<string, readonly SignedMember[]>> = {
 const KINDS_HELD_BY: readonly (readonly [member: string, kinds: readonly string[]])[] = [
   ['valid', ['invocation.allowed', 'invocation.denied']],
   ['decision', ['invocation.allowed', 'invocation.denied']],
+  // An actual's own members: an answer stating any of them is an actual's, whatever else it adds
+  // (an allow's receipt beside an edited cost, with a decision added to pass as an invocation's).
   ['source', ['actual.recorded']],
+  ['cost_usd', ['actual.recorded']],
+  ['tokens_in', ['actual.recorded']],
+  ['tokens_out', ['actual.recorded']],
+  ['unavailable_reason', ['actual.recorded']],
+  ['recorded_at', ['actual.recorded']],
   ['descendants', ['delegation.revoked']],
   ['parent_hash', ['delegation.accepted']],
 ];

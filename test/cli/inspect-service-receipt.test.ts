@@ -344,7 +344,12 @@ describe('baton service-receipt verify', () => {
       [
         'an actual without its source, the allow swapped in',
         { ...actual, source: undefined, cost_usd: 0.000001, service_receipt: allowed['service_receipt'] },
-        /signed invocation\.allowed, but the answer around it shows none of valid, decision/,
+        /signed invocation\.allowed, but it is where an answer with cost_usd holds its actual\.recorded receipt/,
+      ],
+      [
+        'an actual passing as an invocation, the allow swapped in',
+        { ...actual, source: undefined, decision: 'allowed', cost_usd: 0.000001, service_receipt: allowed['service_receipt'] },
+        /signed invocation\.allowed, but it is where an answer with cost_usd holds its actual\.recorded receipt/,
       ],
       [
         'a listed call: another estimate',
