@@ -42,12 +42,17 @@ ${SERVER_HELP}
 
 ${EXIT_HELP}`;
 
-/** An RFC 3339 date-time as given, or a duration back from now. */
+/** The instants the service takes in a query (InstantQuery, src/api/common.ts): UTC years 1 to 9999. */
+const FIRST_INSTANT_MS = Date.parse('0001-01-01T00:00:00Z');
+const LAST_INSTANT_MS = Date.parse('9999-12-31T23:59:59.999Z');
+
+/** An RFC 3339 date-time as given, or a duration back from now: an instant the service takes. */
 function instantFlag(name: string, raw: string, now: number): string {
   if (/^\d+[smhd]?$/.test(raw.trim())) {
     const at = now - durationFlag(name, raw) * 1000;
-    // Before the first instant a date can name (271,821 BC): no calendar time, said as a usage error.
-    if (at < -8.64e15) throw new UsageError(`${name} ${raw} reaches back past any calendar date: give a shorter duration, or a date-time`);
+    // Said here as a usage error, not refused by the service (or, before any date, a crash).
+    if (at < FIRST_INSTANT_MS)
+      throw new UsageError(`${name} ${raw} reaches back before the year 1: give a shorter duration, or a date-time`);
     return new Date(at).toISOString();
   }
   if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i.test(raw) || Number.isNaN(Date.parse(raw))) {
@@ -55,6 +60,9 @@ function instantFlag(name: string, raw: string, now: number): string {
       `${name} takes an RFC 3339 date-time with a zone (2026-11-23T09:00:00Z) or a duration (30m, 12h, 7d), got "${raw}"`,
     );
   }
+  const at = Date.parse(raw);
+  if (at < FIRST_INSTANT_MS || at > LAST_INSTANT_MS)
+    throw new UsageError(`${name} must fall in UTC years 0001 to 9999 (after its offset), got "${raw}"`);
   return raw;
 }
 
@@ -132,8 +140,9 @@ export async function runInvocations(argv: string[], io: CliIo): Promise<number>
   // A cursor is only of use whole: one too long to print is not cut but pointed past.
   if (cursor !== undefined)
     io.err(
-      cursor.length > MAX_PRINTED_LINE
-        ? `more: the next page's cursor is ${cursor.length} characters, too long to print: use --all, or --json to read it`
+      // An escaped cursor (control characters) is of no use pasted back either.
+      oneLine(cursor) !== cursor || cursor.length > MAX_PRINTED_LINE
+        ? `more: the next page's cursor (${cursor.length} characters) cannot be printed as it is: use --all, or --json to read it`
         : oneLine(`more: baton invocations ... --cursor ${cursor}   (or --all)`),
     );
   return 0;

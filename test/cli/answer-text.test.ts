@@ -108,14 +108,16 @@ describe("a service answer's text stays on its line", () => {
     ['keys rotate', () => ['keys', 'rotate', 'key_1']],
     ['tools show', () => ['tools', 'show']],
     ['invocations', () => ['invocations']],
-  ])('%s', async (_what, argv) => {
+  ])('%s', async (what, argv) => {
     writeFileSync(join(dir, 'root.jws'), root.jws);
     writeFileSync(join(dir, 'issuer.json'), JSON.stringify(keyPairToFile(issuer)));
     const inv = createInvocation({ chain: [root], invoker: generateKeyPair(), args: { tool: 'search' }, toolServer: 'mcp://search' });
     writeFileSync(join(dir, 'bundle.json'), JSON.stringify(makeBundle(inv, [root], 'value')));
     const r = await run([...argv(), ...S()]);
     expect(r.code, r.out + r.err).toBe(0);
-    expect(`${r.out}${r.err}`).toContain('\\u000a\\u000aFORGED: this line');
+    // A cursor is printed only as it is, to be pasted back: one holding control characters is pointed past.
+    if (what === 'invocations') expect(r.err).toContain("more: the next page's cursor (37 characters) cannot be printed as it is");
+    else expect(`${r.out}${r.err}`).toContain('\\u000a\\u000aFORGED: this line');
     expect(r.out).not.toMatch(forgedLine);
     expect(r.err).not.toMatch(forgedLine);
   });
@@ -251,12 +253,19 @@ describe("a refusal's text is printed at a length a terminal can show", () => {
       expect(listed.out).toMatch(/DENIED {3}C+\.\.\. \(\d+ more characters\)$/m);
       expect(listed.out.length).toBeLessThan(10_000);
       // A cursor is of use only whole: pointed past, not printed.
-      expect(listed.err).toContain("more: the next page's cursor is 500000 characters, too long to print: use --all, or --json to read it");
+      expect(listed.err).toContain(
+        "more: the next page's cursor (500000 characters) cannot be printed as it is: use --all, or --json to read it",
+      );
       expect(listed.err.length).toBeLessThan(10_000);
       // A duration back past any calendar date is a usage error, not a crash.
       const far = await run(['invocations', '--since', '200000000d', '--server', hostile.url, '--api-key', 'bt_some_key']);
       expect(far.code).toBe(2);
-      expect(far.err).toContain('--since 200000000d reaches back past any calendar date');
+      expect(far.err).toContain('--since 200000000d reaches back before the year 1');
+      // Nor one the service would refuse: before the year 1, or year 0000 as written.
+      for (const since of ['800000d', '0000-06-01T00:00:00Z']) {
+        const refused = await run(['invocations', '--since', since, '--server', hostile.url, '--api-key', 'bt_some_key']);
+        expect(refused.code, since).toBe(2);
+      }
     } finally {
       await hostile.close();
     }
