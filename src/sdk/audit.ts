@@ -1363,7 +1363,9 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
       }
     }
     for (const leaf of laterLeaves) later.add(hex(leaf));
-    if (laterKnown && rootKnown) findings.push(...prefixDisagrees(previous, [...treeLeaves, ...laterLeaves], latest, findings));
+    // An earlier checkpoint past the audited tree (within it, the check below the replay made it).
+    if (laterKnown && rootKnown && previous !== undefined && previous.checkpoint.size > size)
+      findings.push(...prefixDisagrees(previous, [...treeLeaves, ...laterLeaves], latest, findings));
   }
 
   // Every service receipt the service lists must be in the log, unless it came after the checkpoint;
