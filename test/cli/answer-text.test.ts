@@ -85,6 +85,13 @@ function hostileAnswer({ method, path, body }: AskedRequest): { status: number; 
   return { status: 404, json: { error: { code: 'NOT_FOUND', message: 'no such route' } } };
 }
 
+/** A bundle file of one call through a fresh root (a hostile server judges it, not the records). */
+function writeCallBundle(name: string): void {
+  const root = createRootDelegation({ issuer: generateKeyPair(), audience: generateKeyPair().did, policy: { allowed_tools: ['search'] } });
+  const inv = createInvocation({ chain: [root], invoker: generateKeyPair(), args: { tool: 'search' }, toolServer: 'mcp://search' });
+  writeFileSync(join(dir, name), JSON.stringify(makeBundle(inv, [root], 'value')));
+}
+
 let server: Awaited<ReturnType<typeof answeringServer>>;
 let dir: string;
 beforeAll(async () => {
@@ -152,10 +159,7 @@ describe("a refusal's text is printed at a length a terminal can show", () => {
         ? { status: 403, json: { valid: false, error: { code: 'POLICY_VIOLATION', message: huge, suggestion: `do ${huge}` }, violations } }
         : { status: 404, json: { error: { code: 'NOT_FOUND', message: 'no such route' } } },
     );
-    const issuer = generateKeyPair();
-    const root = createRootDelegation({ issuer, audience: generateKeyPair().did, policy: { allowed_tools: ['search'] } });
-    const inv = createInvocation({ chain: [root], invoker: generateKeyPair(), args: { tool: 'search' }, toolServer: 'mcp://search' });
-    writeFileSync(join(dir, 'denied.json'), JSON.stringify(makeBundle(inv, [root], 'value')));
+    writeCallBundle('denied.json');
     try {
       const r = await run(['check', join(dir, 'denied.json'), '--server', denying.url, '--api-key', 'bt_some_key']);
       expect(r.code, r.err).toBe(1);
@@ -184,13 +188,7 @@ describe("a refusal's text is printed at a length a terminal can show", () => {
           }
         : { status: 404, json: { error: { code: 'NOT_FOUND', message: 'no such route' } } },
     );
-    const root = createRootDelegation({
-      issuer: generateKeyPair(),
-      audience: generateKeyPair().did,
-      policy: { allowed_tools: ['search'] },
-    });
-    const inv = createInvocation({ chain: [root], invoker: generateKeyPair(), args: { tool: 'search' }, toolServer: 'mcp://search' });
-    writeFileSync(join(dir, 'newer.json'), JSON.stringify(makeBundle(inv, [root], 'value')));
+    writeCallBundle('newer.json');
     try {
       const r = await run(['check', join(dir, 'newer.json'), '--server', denying.url, '--api-key', 'bt_some_key']);
       expect(r.code, r.out + r.err).toBe(1);
@@ -235,13 +233,7 @@ describe("a refusal's text is printed at a length a terminal can show", () => {
         };
       return { status: 404, json: { error: { code: 'NOT_FOUND', message: 'no such route' } } };
     });
-    const root = createRootDelegation({
-      issuer: generateKeyPair(),
-      audience: generateKeyPair().did,
-      policy: { allowed_tools: ['search'] },
-    });
-    const inv = createInvocation({ chain: [root], invoker: generateKeyPair(), args: { tool: 'search' }, toolServer: 'mcp://search' });
-    writeFileSync(join(dir, 'allowed.json'), JSON.stringify(makeBundle(inv, [root], 'value')));
+    writeCallBundle('allowed.json');
     try {
       const allowed = await run(['check', join(dir, 'allowed.json'), '--server', hostile.url, '--api-key', 'bt_some_key']);
       expect(allowed.code, allowed.err).toBe(0);
