@@ -1363,8 +1363,9 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
       }
     }
     for (const leaf of laterLeaves) later.add(hex(leaf));
-    // An earlier checkpoint past the audited tree (within it, the check below the replay made it).
-    if (laterKnown && rootKnown && previous !== undefined && previous.checkpoint.size > size)
+    // An earlier checkpoint past the audited tree, or within it when its tiles did not rebuild its
+    // root (else the check after the replay made it).
+    if (laterKnown && rootKnown && previous !== undefined && (previous.checkpoint.size > size || !tilesAreTheTree))
       findings.push(...prefixDisagrees(previous, [...treeLeaves, ...laterLeaves], latest, findings));
   }
 

@@ -178,6 +178,17 @@ describe('auditLog: a read that fails after the notes are verified keeps the fin
     });
     expect(earlier.ok).toBe(false);
     expect(earlier.findings.map((f) => f.kind)).toEqual(['split-view']);
+    // And when the audited checkpoint's own tiles do not rebuild it (a root-mismatch), the fork is
+    // still found from the tiles that rebuild the latest.
+    const forgedAudited = signCheckpoint(live.svc.deps.signer, origin, 3, new Uint8Array(randomBytes(32)));
+    const mismatched = await audit({
+      treeSize: 3,
+      previousCheckpoint: forked2,
+      fetch: through((path) =>
+        path === '/v1/log/checkpoints/3' ? answer(200, forgedAudited) : path === '/v1/log/consistency' ? unavailable() : undefined,
+      ),
+    });
+    expect(mismatched.findings.map((f) => f.kind).sort()).toEqual(['root-mismatch', 'split-view']);
   });
 });
 
