@@ -55,7 +55,7 @@ function instantFlag(name: string, raw: string, now: number): string {
       throw new UsageError(`${name} ${raw} reaches back before the year 1: give a shorter duration, or a date-time`);
     return new Date(at).toISOString();
   }
-  if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i.test(raw) || Number.isNaN(Date.parse(raw))) {
+  if (!isCalendarDateTime(raw)) {
     throw new UsageError(
       `${name} takes an RFC 3339 date-time with a zone (2026-11-23T09:00:00Z) or a duration (30m, 12h, 7d), got "${raw}"`,
     );
@@ -64,6 +64,21 @@ function instantFlag(name: string, raw: string, now: number): string {
   if (at < FIRST_INSTANT_MS || at > LAST_INSTANT_MS)
     throw new UsageError(`${name} must fall in UTC years 0001 to 9999 (after its offset), got "${raw}"`);
   return raw;
+}
+
+/**
+ * An RFC 3339 date-time with a zone, as the service reads one: upper-case T and Z, a day its month
+ * has, hours to 23 (Date.parse alone takes 2026-02-30 and 24:00, which the service refuses).
+ */
+function isCalendarDateTime(raw: string): boolean {
+  const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|[+-](\d{2}):(\d{2}))$/.exec(raw);
+  if (!m) return false;
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+  const date = new Date(0);
+  date.setUTCFullYear(year, month - 1, day);
+  const dayExists = date.getUTCFullYear() === year && date.getUTCMonth() === month - 1 && date.getUTCDate() === day;
+  const offsetOk = m[9] === undefined || (Number(m[9]) <= 23 && Number(m[10]) <= 59);
+  return dayExists && hour <= 23 && minute <= 59 && second <= 59 && offsetOk && !Number.isNaN(Date.parse(raw));
 }
 
 /** One decision on its line, cut to a length a terminal can show (every member is the service's text). */

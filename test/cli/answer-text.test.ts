@@ -81,7 +81,16 @@ function hostileAnswer({ method, path, body }: AskedRequest): { status: number; 
         catalog_hash: 'sha256:ab',
       },
     };
-  if (path.startsWith('/v1/invocations')) return { status: 200, json: { invocations: [], next_cursor: `c1${FORGED}` } };
+  if (path.startsWith('/v1/invocations'))
+    return {
+      status: 200,
+      json: {
+        invocations: [
+          { decision: 'denied', code: `DENIED${FORGED}`, jti: `inv:x${FORGED}`, dr_chain: [], created_at: '2026-01-01T00:00:00Z' },
+        ],
+        next_cursor: `c1${FORGED}`,
+      },
+    };
   return { status: 404, json: { error: { code: 'NOT_FOUND', message: 'no such route' } } };
 }
 
@@ -124,7 +133,7 @@ describe("a service answer's text stays on its line", () => {
     expect(r.code, r.out + r.err).toBe(0);
     // A cursor is printed only as it is, to be pasted back: one holding control characters is pointed past.
     if (what === 'invocations') expect(r.err).toContain("more: the next page's cursor (37 characters) cannot be printed as it is");
-    else expect(`${r.out}${r.err}`).toContain('\\u000a\\u000aFORGED: this line');
+    expect(`${r.out}${r.err}`).toContain('\\u000a\\u000aFORGED: this line');
     expect(r.out).not.toMatch(forgedLine);
     expect(r.err).not.toMatch(forgedLine);
   });
@@ -254,7 +263,7 @@ describe("a refusal's text is printed at a length a terminal can show", () => {
       expect(far.code).toBe(2);
       expect(far.err).toContain('--since 200000000d reaches back before the year 1');
       // Nor one the service would refuse: before the year 1, or year 0000 as written.
-      for (const since of ['800000d', '0000-06-01T00:00:00Z']) {
+      for (const since of ['800000d', '0000-06-01T00:00:00Z', '2026-02-30T00:00:00Z', '2026-01-01T24:00:00Z', '2026-01-01t00:00:00z']) {
         const refused = await run(['invocations', '--since', since, '--server', hostile.url, '--api-key', 'bt_some_key']);
         expect(refused.code, since).toBe(2);
       }
