@@ -362,14 +362,16 @@ export type ServerValues = {
   timeout?: string | undefined;
 };
 
-/** The largest instant a Date holds, in seconds (8.64e15 ms). */
-const LAST_DATE_SECONDS = 8.64e12;
-
 /**
- * A record's time (unix seconds) as UTC, or as the number itself where no calendar date exists: a
+ * A record's time (unix seconds) as an ISO instant, or undefined where no calendar date exists: a
  * record may carry any time up to 2^53 - 1, and a Date past year 275760 throws.
  */
+export function calendarIso(seconds: number): string | undefined {
+  const ms = seconds * 1000;
+  return Number.isFinite(ms) && Math.abs(ms) <= 8.64e15 ? new Date(ms).toISOString() : undefined;
+}
+
+/** A record's time as UTC, or as the number itself where no calendar date exists (calendarIso). */
 export function unixTimeText(seconds: number): string {
-  if (Math.abs(seconds) > LAST_DATE_SECONDS) return `${seconds} (unix seconds, past any calendar date)`;
-  return new Date(seconds * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z');
+  return calendarIso(seconds)?.replace(/\.\d{3}Z$/, 'Z') ?? `${seconds} (unix seconds, past any calendar date)`;
 }

@@ -14,6 +14,7 @@ import {
   readKeyFile,
   SERVER_HELP,
   SERVER_OPTIONS,
+  calendarIso,
 } from './common.js';
 import { oneLine, UsageError, type CliIo } from './io.js';
 import type { GrantStatus } from '../protocol/lists.js';
@@ -241,12 +242,11 @@ function shown(value: unknown, id: string, limits: Limits): string {
 
 /** A unix time in seconds as a readable UTC time (the raw value is in --json). */
 function utc(seconds: number): string {
-  const ms = seconds * 1000;
-  if (!Number.isFinite(ms) || Math.abs(ms) > 8.64e15) return String(seconds);
-  return new Date(ms)
-    .toISOString()
-    .replace('T', ' ')
-    .replace(/\.\d{3}Z$/, ' UTC');
+  return (
+    calendarIso(seconds)
+      ?.replace('T', ' ')
+      .replace(/\.\d{3}Z$/, ' UTC') ?? String(seconds)
+  );
 }
 
 /** A header line (id, status, tool, tool server, requester, deadline), then what is approved, indented. */

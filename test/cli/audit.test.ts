@@ -7,17 +7,13 @@ import { join } from 'node:path';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { randomBytes } from 'node:crypto';
-import { cosignatureSigner } from '../../src/protocol/cosignature.js';
-import { publicKeyFromSeed } from '../../src/protocol/ed25519.js';
-import { COSIGNATURE_V1, formatVerifierKey, parseNote, signNote, verifierKey } from '../../src/protocol/note.js';
 import { integrateOnce } from '../../src/service/log-integrator.js';
 import { silentLogger } from '../../src/service/log.js';
 import { recordServiceReceipt } from '../../src/service/service-receipts.js';
 import { auditLog } from '../../src/sdk/audit.js';
 import { createTenantKey, setupTenant } from '../support/service.js';
 import { closedPortUrl, startLiveService, startSilentServer, type LiveService } from '../sdk/live-service.js';
-import { run, tempDir } from './helpers.js';
+import { run, tempDir, witnessCosigned } from './helpers.js';
 
 let live: LiveService;
 let A: string[];
@@ -559,11 +555,7 @@ describe('baton audit', () => {
     const key = t.keys.audit;
     const read = async (path: string) => (await fetch(`${live.baseUrl}${path}`, { headers: { authorization: `Bearer ${key}` } })).text();
     // A witness cosigns the checkpoint of 4; the log then grows to 6, past what it cosigned.
-    const seed = randomBytes(32);
-    const witnessKey = formatVerifierKey(verifierKey('witness.example', COSIGNATURE_V1, publicKeyFromSeed(seed)));
-    const cosigned = signNote(parseNote(await read('/v1/log/checkpoint')), [
-      cosignatureSigner('witness.example', seed, live.svc.clock.now),
-    ]);
+    const { witnessKey, cosigned } = witnessCosigned(await read('/v1/log/checkpoint'), live.svc.clock.now);
     const sent = await live.svc.call('POST', '/v1/log/cosignatures', { key, json: { witness_key: witnessKey, checkpoint: cosigned } });
     expect(sent.status).toBe(201);
     await addReceipts(t.id, 2);

@@ -1,3 +1,7 @@
+import { randomBytes } from 'node:crypto';
+import { cosignatureSigner } from '../../src/protocol/cosignature.js';
+import { publicKeyFromSeed } from '../../src/protocol/ed25519.js';
+import { COSIGNATURE_V1, formatVerifierKey, parseNote, signNote, verifierKey } from '../../src/protocol/note.js';
 /** Running `baton` in tests: in-process through main(argv, io), or through the real bin. */
 import { execFile, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:http';
@@ -129,4 +133,11 @@ export async function answeringServer(
     url: `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
+}
+
+/** A fresh witness (witness.example) cosigning a checkpoint note: its verifier key and the cosigned note. */
+export function witnessCosigned(note: string, now: number): { witnessKey: string; cosigned: string } {
+  const seed = randomBytes(32);
+  const witnessKey = formatVerifierKey(verifierKey('witness.example', COSIGNATURE_V1, publicKeyFromSeed(seed)));
+  return { witnessKey, cosigned: signNote(parseNote(note), [cosignatureSigner('witness.example', seed, now)]) };
 }

@@ -15,12 +15,9 @@ import { integrateOnce } from '../../src/service/log-integrator.js';
 import { signCheckpoint } from '../../src/service/log-tree.js';
 import { silentLogger } from '../../src/service/log.js';
 import { recordServiceReceipt } from '../../src/service/service-receipts.js';
-import { randomBytes } from 'node:crypto';
-import { publicKeyFromSeed } from '../../src/protocol/ed25519.js';
-import { parseNote, signNote } from '../../src/protocol/note.js';
 import { setupTenant } from '../support/service.js';
 import { startLiveService, type LiveService } from '../sdk/live-service.js';
-import { run, tempDir } from './helpers.js';
+import { run, tempDir, witnessCosigned } from './helpers.js';
 
 let live: LiveService;
 let A: string[];
@@ -237,11 +234,7 @@ describe('baton log proof and check', () => {
     const key = t.keys.audit;
     const read = async (path: string) => (await fetch(`${live.baseUrl}${path}`, { headers: { authorization: `Bearer ${key}` } })).text();
     // A witness cosigns the checkpoint of 2.
-    const seed = randomBytes(32);
-    const witnessKey = formatVerifierKey(verifierKey('witness.example', COSIGNATURE_V1, publicKeyFromSeed(seed)));
-    const cosigned = signNote(parseNote(await read('/v1/log/checkpoint')), [
-      cosignatureSigner('witness.example', seed, live.svc.clock.now),
-    ]);
+    const { witnessKey, cosigned } = witnessCosigned(await read('/v1/log/checkpoint'), live.svc.clock.now);
     expect(
       (await live.svc.call('POST', '/v1/log/cosignatures', { key, json: { witness_key: witnessKey, checkpoint: cosigned } })).status,
     ).toBe(201);
