@@ -721,10 +721,15 @@ function makeGate(
     }
     const signed = invocationPayload(bundle.invocation);
     const named = stringField(signed, 'tool_server');
-    if (named !== undefined && named !== options.toolServer) {
+    // Fail closed here too, not only at Baton: an invocation that names no tool server (or not as
+    // a string) was not signed for this one.
+    if (named !== options.toolServer) {
       return refuse(
         local(tool, 'TOOL_SERVER_MISMATCH', {
-          message: `The invocation was signed for tool server ${JSON.stringify(named)}, not this one (${options.toolServer}).`,
+          message:
+            named === undefined
+              ? `The invocation names no tool server (tool_server missing or not a string), so it was not signed for this one (${options.toolServer}).`
+              : `The invocation was signed for tool server ${JSON.stringify(named)}, not this one (${options.toolServer}).`,
           suggestion: `Sign the invocation with toolServer "${options.toolServer}".`,
           violations: [{ code: 'TOOL_SERVER_MISMATCH', field: 'invocation.tool_server', required: options.toolServer, actual: named }],
         }),
@@ -732,7 +737,7 @@ function makeGate(
     }
     // Baton checks that the chain covers the invocation's cmd and that a cmd naming a tool
     // names this one; a grant for another command (with no allowed_tools) must not run a tool
-    // either, so a cmd that is no tools/call is refused here. Unlike tool_server, an
+    // either, so a cmd that is no tools/call is refused here. As for tool_server, an
     // unreadable cmd is refused too: fail closed.
     const cmd = stringField(signed, 'cmd');
     const toolCmd = `${TOOLS_CALL_CMD}/${tool}`;

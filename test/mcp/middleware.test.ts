@@ -35,6 +35,7 @@ import {
 import { encodeBase64url } from '../../src/protocol/base64url.js';
 import { ERROR_TABLE, isErrorCode } from '../../src/protocol/errors.js';
 import { utf8Encode } from '../../src/protocol/jcs.js';
+import { signJws } from '../../src/protocol/jws.js';
 import { BatonClient } from '../../src/sdk/client.js';
 import { generateKeyPair } from '../../src/sdk/keys.js';
 import { createInvocation, createRootDelegation, createSubDelegation, makeBundle } from '../../src/sdk/records.js';
@@ -419,6 +420,26 @@ describe('refused calls never run the tool', () => {
       code: 'TOOL_SERVER_MISMATCH',
       violations: [{ required: TOOL_SERVER, actual: 'mcp://elsewhere' }],
     });
+  });
+
+  it('an invocation naming no tool server, or not as a string, is refused here: TOOL_SERVER_MISMATCH, nothing counted', async () => {
+    const c = await storedChain();
+    const { server, search } = toolServer(batonOptions());
+    const client = await connect(server);
+    const args = { tool: 'web_search', query: 'q', ...DECLARED };
+    const { inv } = signed(c, args);
+    const { tool_server: _named, ...unnamed } = inv.payload as Record<string, unknown>;
+    for (const payload of [unnamed, { ...unnamed, tool_server: [TOOL_SERVER] }, { ...unnamed, tool_server: 7 }]) {
+      const jws = signJws({ ...payload, jti: `inv:${randomUUID()}` }, c.b.seed);
+      const result = await client.callTool(attachBundle({ name: 'web_search', arguments: args }, makeBundle(jws, c.chain, 'reference')));
+      expect(refusalOf(result), JSON.stringify(payload.tool_server)).toMatchObject({
+        code: 'TOOL_SERVER_MISMATCH',
+        violations: [{ required: TOOL_SERVER }],
+      });
+    }
+    expect(search).not.toHaveBeenCalled();
+    // Refused before Baton: nothing reached the verify statement.
+    expect((await audit.getDelegation(c.sub.hash)).usage.calls_used).toBe(0);
   });
 
   it('max_calls used up: CALLS_EXHAUSTED', async () => {
