@@ -2494,7 +2494,7 @@ export interface operations {
         };
         content?: never;
       };
-      /** @description The URL is not validly percent-encoded or holds a control character, or the query holds a parameter this operation does not list (`INVALID_REQUEST`). */
+      /** @description The URL is not validly percent-encoded or holds a control character, or the query holds a parameter this operation does not list, or the request has a body, which this operation does not take (`INVALID_REQUEST`). */
       400: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -2526,6 +2526,16 @@ export interface operations {
       };
       /** @description No API key has this id (`NOT_FOUND`). */
       404: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description This operation takes no body; one larger than `BATON_MAX_BODY_BYTES` is refused before it is read whole (`PAYLOAD_TOO_LARGE`). */
+      413: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
@@ -3220,7 +3230,7 @@ export interface operations {
         };
         content?: never;
       };
-      /** @description The URL is not validly percent-encoded or holds a control character, or the query holds a parameter this operation does not list (`INVALID_REQUEST`). */
+      /** @description The URL is not validly percent-encoded or holds a control character, or the query holds a parameter this operation does not list, or the request has a body, which this operation does not take (`INVALID_REQUEST`). */
       400: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -3252,6 +3262,16 @@ export interface operations {
       };
       /** @description The tenant does not trust this DID, or does not exist (`NOT_FOUND`). */
       404: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ErrorEnvelope'];
+        };
+      };
+      /** @description This operation takes no body; one larger than `BATON_MAX_BODY_BYTES` is refused before it is read whole (`PAYLOAD_TOO_LARGE`). */
+      413: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;

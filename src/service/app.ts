@@ -27,7 +27,7 @@ import { explainRoutes } from './explain.handlers.js';
 import { metrics } from './metrics.js';
 import { CommitGate, UploadClock, uploadTooSlow, withinDeadline, withinDeadlineOr, type LateBy } from './deadline.js';
 import { literalPathsOtherRoutesMatch, methodsServingPath } from './method-not-allowed.js';
-import { refuseUndeclaredQuery } from './undeclared-query.js';
+import { refuseUndeclaredBody, refuseUndeclaredQuery } from './undeclared-input.js';
 import type { AppEnv, ServiceDeps } from './types.js';
 import { verifyDrsRoute, verifyDryRunRoute, verifyRoute } from '../api/verify.js';
 import { explainRoute } from '../api/explain.js';
@@ -72,19 +72,21 @@ export function apiDocument(app: OpenAPIHono<AppEnv>): OpenApiDocument {
  * What every operation answers whatever its route declares, put in each operation so that a
  * client or a validator reading one sees it, not only the conventions' prose: the `X-Request-Id`
  * header on every response, and a `400` for a URL Baton cannot read (refuseControlCharactersInUrl)
- * or, on an operation that takes a key, a query it does not list (refuseUndeclaredQuery).
+ * or, on an operation that takes a key, a query it does not list (refuseUndeclaredQuery), and on a
+ * write that declares no body, a body (refuseUndeclaredBody).
  */
 function withRequestWideAnswers(doc: OpenApiDocument): OpenApiDocument {
   const requestId = { $ref: '#/components/headers/RequestId' };
   for (const operations of Object.values(doc.paths)) {
-    for (const operation of Object.values(operations)) {
+    for (const [method, operation] of Object.entries(operations)) {
       const responses = operation.responses;
       if (responses['400'] === undefined) {
         const keyless = operation.security !== undefined && operation.security.length === 0;
+        const bodyless = method !== 'get' && method !== 'head' && operation.requestBody === undefined;
         responses['400'] = {
           description: keyless
             ? 'The URL is not validly percent-encoded, or holds a control character (`INVALID_REQUEST`).'
-            : 'The URL is not validly percent-encoded or holds a control character, or the query holds a parameter this operation does not list (`INVALID_REQUEST`).',
+            : `The URL is not validly percent-encoded or holds a control character, or the query holds a parameter this operation does not list${bodyless ? ', or the request has a body, which this operation does not take' : ''} (\`INVALID_REQUEST\`).`,
           content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } } },
         };
       }
@@ -206,6 +208,12 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       upload: { clock: upload, capMs: writeDeadlineMs },
     });
   });
+
+  // Inside the deadline: the body's upload time is the client's (deadline.ts).
+  app.use(
+    '*',
+    refuseUndeclaredBody(app, () => deps.config.maxBodyBytes),
+  );
 
   app.route('/', healthRoutes(deps));
   app.route(

@@ -21,7 +21,7 @@ export function parseParams<S extends z.ZodType>(c: Context, schema: S): z.outpu
 
 /**
  * Each query parameter at most once: a repeated one is ambiguous, so it is refused. (One with no
- * name, which Hono's parser drops, was refused before: see undeclared-query.ts.)
+ * name, which Hono's parser drops, was refused before: see undeclared-input.ts.)
  */
 function singleValuedQuery(c: Context): Record<string, string> {
   const out: Record<string, string> = {};

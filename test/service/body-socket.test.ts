@@ -82,6 +82,36 @@ describe('request bodies over a socket', () => {
   });
 });
 
+describe('a body on a DELETE, which takes none', () => {
+  /** DELETEs an unknown API key with the admin key over a raw socket, with `framing` and `body`; resolves with status and code. */
+  function deleteWith(framing: string, body = ''): Promise<{ status: number; code: string | undefined }> {
+    return new Promise((resolve, reject) => {
+      let text = '';
+      const s = connect(port, '127.0.0.1', () =>
+        s.write(
+          `DELETE /v1/admin/api-keys/key_unknown HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer ${svc.adminKey}\r\n${framing}\r\n${body}`,
+        ),
+      );
+      s.on('data', (b: Buffer) => (text += b.toString('utf8')));
+      s.on('end', () => resolve({ status: Number(text.split(' ')[1]), code: /"code":"([A-Z_]+)"/.exec(text)?.[1] }));
+      s.on('error', reject);
+    });
+  }
+  const chunked = (...pieces: string[]) => pieces.map((p) => `${Buffer.byteLength(p).toString(16)}\r\n${p}\r\n`).join('') + '0\r\n\r\n';
+
+  it('is refused 400 chunked or with a length, 413 past the limit; without one the route answers (404 for an unknown key)', async () => {
+    expect(await deleteWith('Transfer-Encoding: chunked\r\n', chunked('{"dry_', 'run":true}'))).toEqual({
+      status: 400,
+      code: 'INVALID_REQUEST',
+    });
+    expect(await deleteWith('Content-Length: 2\r\n', '{}')).toEqual({ status: 400, code: 'INVALID_REQUEST' });
+    const big = Array.from({ length: 8 }, () => 'x'.repeat(1024));
+    expect(await deleteWith('Transfer-Encoding: chunked\r\n', chunked(...big))).toEqual({ status: 413, code: 'PAYLOAD_TOO_LARGE' });
+    expect(await deleteWith('')).toEqual({ status: 404, code: 'NOT_FOUND' });
+    expect(await deleteWith('Content-Length: 0\r\n')).toEqual({ status: 404, code: 'NOT_FOUND' });
+  });
+});
+
 describe('a body its sender cuts short', () => {
   it('is the client leaving, not a storage outage: nothing is logged as an error, and later requests are served', async () => {
     const errors: string[] = [];

@@ -175,3 +175,66 @@ describe('a query on a route that declares none', () => {
     expect((await svc.call('GET', `/v1/delegations/${dr.hash}?`, { key: tenant.keys.audit })).status).toBe(200);
   });
 });
+
+describe('a body on a write that declares none', () => {
+  it('is refused before anything runs: a dry_run body on removing a trusted root removes nothing', async () => {
+    const admin = { key: svc.adminKey };
+    const root = generateKeyPair();
+    expect(
+      (await svc.call('POST', `/v1/admin/tenants/${tenant.id}/roots`, { ...admin, json: { did: root.did, label: 'kept' } })).status,
+    ).toBe(201);
+    const path = `/v1/admin/tenants/${tenant.id}/roots/${root.did}`;
+    const r = await svc.call('DELETE', path, { ...admin, json: { dry_run: true } });
+    expect(r.status).toBe(400);
+    expect(r.body.error.code).toBe('INVALID_REQUEST');
+    expect(r.body.error.message).toMatch(/takes no request body/);
+    const trusted = async () => {
+      const list = await svc.call('GET', `/v1/admin/tenants/${tenant.id}/roots`, admin);
+      return JSON.stringify(list.body).includes(root.did);
+    };
+    expect(await trusted()).toBe(true);
+    // The same request without a body removes it.
+    expect((await svc.call('DELETE', path, admin)).status).toBe(204);
+    expect(await trusted()).toBe(false);
+  });
+
+  it('an API key revocation with a text body revokes nothing; without one it revokes', async () => {
+    const made = await svc.call('POST', `/v1/admin/tenants/${tenant.id}/api-keys`, {
+      key: svc.adminKey,
+      json: { scopes: ['audit'], name: 'kept' },
+    });
+    expect(made.status).toBe(201);
+    const { id, key } = made.body as { id: string; key: string };
+    const works = async () => (await svc.call('GET', `/v1/delegations/${dr.hash}`, { key })).status;
+    const r = await svc.call('DELETE', `/v1/admin/api-keys/${id}`, {
+      key: svc.adminKey,
+      body: 'dry_run=true, this is not JSON at all',
+      headers: { 'content-type': 'text/plain' },
+    });
+    expect(r.status).toBe(400);
+    expect(r.body.error.code).toBe('INVALID_REQUEST');
+    expect(await works()).toBe(200);
+    expect((await svc.call('DELETE', `/v1/admin/api-keys/${id}`, { key: svc.adminKey })).status).toBe(204);
+    expect(await works()).toBe(401);
+  });
+
+  it('on every operation of the document that writes and declares no body, whatever the key; its 400 says so', async () => {
+    const document = generatedApiDocument();
+    const wrong: string[] = [];
+    let checked = 0;
+    for (const [path, operations] of Object.entries(document.paths)) {
+      for (const [method, operation] of Object.entries(operations)) {
+        if (method === 'get' || method === 'head' || operation.requestBody !== undefined) continue;
+        checked++;
+        if (!String(operation.responses['400']?.description).includes('has a body')) wrong.push(`${method} ${path}: 400 not documented`);
+        for (const key of [svc.adminKey, undefined]) {
+          const r = await svc.call(method.toUpperCase(), path.replace(/\{[^}]+\}/g, 'x'), { ...(key ? { key } : {}), json: { x: 1 } });
+          if (r.status !== 400 || !/takes no request body/.test(r.body?.error?.message ?? ''))
+            wrong.push(`${method} ${path}: ${r.status} ${JSON.stringify(r.body).slice(0, 160)}`);
+        }
+      }
+    }
+    expect(checked).toBeGreaterThanOrEqual(2);
+    expect(wrong).toEqual([]);
+  });
+});
