@@ -66,7 +66,8 @@ export const checkpointOfSizeRoute = createRoute({
   tags,
   operationId: 'getCheckpoint',
   summary: 'The signed checkpoint of one tree size, with its witness cosignatures',
-  description: 'Witnesses may still add cosignatures, so even a past checkpoint is cached for 5 seconds only.',
+  description:
+    "Witnesses may still add cosignatures, so even a past checkpoint is cached for 5 seconds only. Size 0 is always the empty tree's checkpoint (root SHA-256 of nothing), signed on demand and never cosigned.",
   ...scopes,
   request: {
     params: z.object({
@@ -208,7 +209,7 @@ export const cosignRoute = createRoute({
   operationId: 'addLogCosignature',
   summary: 'A witness adds its cosignature (C2SP tlog-cosignature) to a checkpoint it checked',
   description:
-    "The cosignature must verify, not be dated in the future, come from a key that is not a service key, and cover a checkpoint this tenant's log signed. The checkpoint is then served with it. At most 32 witnesses per checkpoint, and at most 2 cosignatures posted by one API key on it (any audit key can make witness keys: one key must not take the slots the tenant's witnesses need); a witness posts with its own audit key. Posts to one checkpoint are counted one at a time, so posts that arrive together cannot pass the caps. A witness name is at most 256 bytes of printable ASCII (`!` to `~`, no spaces), so every served note stays readable and no name prints as another.",
+    "The cosignature must verify, not be dated in the future, come from a key that is not a service key, and cover a checkpoint of size 1 or more this tenant's log signed (the size-0 checkpoint, the empty tree, takes none: every empty log has the same root, so a cosignature of it vouches for nothing). The checkpoint is then served with it. At most 32 witnesses per checkpoint, and at most 2 cosignatures posted by one API key on it (any audit key can make witness keys: one key must not take the slots the tenant's witnesses need); a witness posts with its own audit key. Posts to one checkpoint are counted one at a time, so posts that arrive together cannot pass the caps. A witness name is at most 256 bytes of printable ASCII (`!` to `~`, no spaces), so every served note stays readable and no name prints as another.",
   ...scopes,
   request: { body: { required: true, content: { 'application/json': { schema: CosignatureSubmission } } } },
   responses: {
@@ -218,11 +219,11 @@ export const cosignRoute = createRoute({
     },
     201: { description: 'Stored.', content: { 'application/json': { schema: CosignatureStored } } },
     400: BadRequestResponse(
-      'The body is not `CosignatureSubmission` (`INVALID_REQUEST`), the key is not a cosignature key, is a service key, is named as the log name of this service or a name under it (`<BATON_TLOG_NAME>`, `<BATON_TLOG_NAME>/...`, which holds the logs of every tenant; in any case, without trailing dots of a host or repeated and trailing slashes), or has a name over 256 bytes or with a character outside printable ASCII (`INVALID_VERIFIER_KEY`), or the note or checkpoint is malformed (`MALFORMED_NOTE`, `MALFORMED_CHECKPOINT`).',
+      'The body is not `CosignatureSubmission`, or the checkpoint is of size 0 (`INVALID_REQUEST`), the key is not a cosignature key, is a service key, is named as the log name of this service or a name under it (`<BATON_TLOG_NAME>`, `<BATON_TLOG_NAME>/...`, which holds the logs of every tenant; read as a person reads it: in any case, without a scheme, a `user@`, a port, percent-escapes, trailing dots of a host or repeated and trailing slashes, and with look-alike letters as the letters they look like), or has a name over 256 bytes or with a character outside printable ASCII (`INVALID_VERIFIER_KEY`), or the note or checkpoint is malformed (`MALFORMED_NOTE`, `MALFORMED_CHECKPOINT`).',
     ),
     401: UnauthorizedResponse(),
     403: ForbiddenResponse(
-      'The key lacks the `audit` scope or is the admin key (`FORBIDDEN`), or the cosignature does not verify, is dated in the future, or is dated before the log signed the checkpoint (`NOTE_NOT_VERIFIED`).',
+      'The key lacks the `audit` scope or is the admin key (`FORBIDDEN`), or the cosignature does not verify, is dated past 2^63 - 1 (no cosignature at all), is dated in the future, or is dated before the log signed the checkpoint (`NOTE_NOT_VERIFIED`).',
     ),
     404: NotFoundResponse("This tenant's log never signed that checkpoint (`NOT_FOUND`)."),
     409: ConflictResponse(

@@ -33,22 +33,87 @@ export function logNameOf(origin: string): string | undefined {
 }
 
 /**
+ * Letters that print as a Latin letter or digit, by what they stand for once lowercased (Cyrillic,
+ * Greek, and ASCII look-alikes: 0 and o, 1, i and l), and pairs that print as one letter. New witness
+ * names are printable ASCII (checkWitnessName); lines stored before that rule may hold any script.
+ */
+const LOOK_ALIKES: Readonly<Record<string, string>> = {
+  ...Object.fromEntries([...'аαɑ'].map((c) => [c, 'a'])),
+  ...Object.fromEntries([...'вβь'].map((c) => [c, 'b'])),
+  ...Object.fromEntries([...'сϲ'].map((c) => [c, 'c'])),
+  ...Object.fromEntries([...'ԁ'].map((c) => [c, 'd'])),
+  ...Object.fromEntries([...'еεѐё'].map((c) => [c, 'e'])),
+  ...Object.fromEntries([...'ɡ'].map((c) => [c, 'g'])),
+  ...Object.fromEntries([...'нηһ'].map((c) => [c, 'h'])),
+  ...Object.fromEntries([...'ј'].map((c) => [c, 'j'])),
+  ...Object.fromEntries([...'кκ'].map((c) => [c, 'k'])),
+  ...Object.fromEntries([...'1iıіιӏ|ǀ'].map((c) => [c, 'l'])),
+  ...Object.fromEntries([...'мμ'].map((c) => [c, 'm'])),
+  ...Object.fromEntries([...'ν'].map((c) => [c, 'v'])),
+  ...Object.fromEntries([...'0оοσ'].map((c) => [c, 'o'])),
+  ...Object.fromEntries([...'рρ'].map((c) => [c, 'p'])),
+  ...Object.fromEntries([...'ԛ'].map((c) => [c, 'q'])),
+  ...Object.fromEntries([...'ѕ'].map((c) => [c, 's'])),
+  ...Object.fromEntries([...'тτ'].map((c) => [c, 't'])),
+  ...Object.fromEntries([...'υ'].map((c) => [c, 'u'])),
+  ...Object.fromEntries([...'ԝ'].map((c) => [c, 'w'])),
+  ...Object.fromEntries([...'хχ'].map((c) => [c, 'x'])),
+  ...Object.fromEntries([...'уүγ'].map((c) => [c, 'y'])),
+  ...Object.fromEntries([...'ζ'].map((c) => [c, 'z'])),
+};
+const LOOK_ALIKE_PAIRS: readonly (readonly [RegExp, string])[] = [
+  [/rn/g, 'm'],
+  [/vv/g, 'w'],
+  [/cl/g, 'd'],
+];
+
+/** Percent-escapes decoded, as often as they nest (`%2562` is `b`); a malformed escape stays as written. */
+function percentDecoded(name: string): string {
+  for (let i = 0; i < 8; i++) {
+    let next: string;
+    try {
+      next = decodeURIComponent(name);
+    } catch {
+      next = name.replace(/%([0-7][0-9a-f])/gi, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+    }
+    if (next === name) break;
+    name = next;
+  }
+  return name;
+}
+
+/**
+ * The ways a person may read a name, each as path segments in one spelling: without case, accents,
+ * percent-escapes, spaces and look-alike letters; the first segment read as a host (without a user
+ * `x@` or what follows an `@`, a port `:443` or a bare `:`, trailing dots) and, when the name starts
+ * with a scheme (`https://`), read with it and without.
+ */
+function readingsOf(name: string): string[] {
+  const plain = percentDecoded(name).normalize('NFKD').replace(/\p{M}/gu, '').toLowerCase().replace(/\s/gu, '').replace(/\\/g, '/');
+  const lookedAt = (text: string) =>
+    LOOK_ALIKE_PAIRS.reduce((t, [pair, letter]) => t.replace(pair, letter), [...text].map((c) => LOOK_ALIKES[c] ?? c).join(''));
+  const withoutScheme = plain.replace(/^[a-z][a-z0-9+.-]*:\/+/, '');
+  const readings = new Set<string>();
+  for (const text of new Set([plain, withoutScheme])) {
+    const [first = '', ...rest] = text.split('/').filter((part) => part !== '');
+    const path = rest.map((part) => part.replace(/\.+$/, ''));
+    // `x@host` is host to a browser, but a person may read the part before the `@` as the host too.
+    const hosts = first.includes('@') ? [first, first.slice(first.lastIndexOf('@') + 1), first.slice(0, first.indexOf('@'))] : [first];
+    for (const host of hosts) readings.add(lookedAt([host.replace(/(?:\.|:\d*)+$/, ''), ...path].join('/')));
+  }
+  return [...readings];
+}
+
+/**
  * Whether a witness name reads, to a person, as this service's log (its name, `<name>/baton`, a
  * tenant's `<name>/baton/<tenant>`) or as a name under it: a cosignature line so named would read
- * as the log's own. Compared as a reader would: without case, a host's trailing dots, or repeated
- * and trailing slashes (`baton.test.`, `baton.test//baton/t` were taken, an outside review).
+ * as the log's own. Compared as a reader would (readingsOf): `baton.test.`, `baton.test//baton/t`
+ * (an outside review) and `baton.test:443/baton/t` (an outside probe) were taken. The log's name is
+ * read the same way, in its plain reading.
  */
 export function readsAsTheLog(witnessName: string, origin: string): boolean {
-  const plain = (name: string) =>
-    name
-      .toLowerCase()
-      .split('/')
-      .filter((part) => part !== '')
-      .map((part) => part.replace(/\.+$/, ''))
-      .join('/');
-  const log = plain(logNameOf(origin) ?? origin);
-  const name = plain(witnessName);
-  return name === log || name.startsWith(`${log}/`);
+  const logNameRead = readingsOf(logNameOf(origin) ?? origin)[0]!;
+  return readingsOf(witnessName).some((name) => name === logNameRead || name.startsWith(`${logNameRead}/`));
 }
 
 /** The names the stored logs carry: the one the integrator wrote last, and any others, with how many tenants' logs carry each. */

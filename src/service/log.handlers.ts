@@ -19,7 +19,13 @@ import {
 } from '../api/log.js';
 import { parseCheckpoint } from '../protocol/checkpoint.js';
 import { COSIGNATURE_V1, formatNote, formatVerifierKey, openNote, parseNote, parseVerifierKey } from '../protocol/note.js';
-import { checkWitnessName, cosignatureVerifier, cosignaturesOf, MAX_COSIGNATURE_CLOCK_SKEW } from '../protocol/cosignature.js';
+import {
+  checkWitnessName,
+  cosignatureVerifier,
+  cosignaturesOf,
+  MAX_COSIGNATURE_CLOCK_SKEW,
+  MAX_COSIGNATURE_TIMESTAMP,
+} from '../protocol/cosignature.js';
 import { BatonError } from '../protocol/errors.js';
 import { formatEntryBundle, parseTilePath, tileInTree, TILE_WIDTH } from '../protocol/tiles.js';
 import { bytesEqual, encodeBase64, utf8 } from '../protocol/tlog-input.js';
@@ -254,9 +260,28 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     const opened = openNote(body.checkpoint, [cosignatureVerifier(witness)]);
     const [cosig] = cosignaturesOf(opened);
     const signed = opened.verified[0]!;
-    if (cosig === undefined || cosig.timestamp > deps.now() + MAX_COSIGNATURE_CLOCK_SKEW)
-      throw new BatonError('NOTE_NOT_VERIFIED', { message: 'The cosignature is dated in the future.' });
+    // The witness's signature verified, so cosignaturesOf left it out for its timestamp alone.
+    if (cosig === undefined)
+      throw new BatonError('NOTE_NOT_VERIFIED', {
+        message: `The cosignature's timestamp is past ${MAX_COSIGNATURE_TIMESTAMP} (2^63 - 1), which C2SP tlog-cosignature forbids: it is no cosignature at all.`,
+        suggestion: "Date the cosignature with the witness's clock, in Unix seconds, then cosign again.",
+      });
+    if (cosig.timestamp > deps.now() + MAX_COSIGNATURE_CLOCK_SKEW)
+      throw new BatonError('NOTE_NOT_VERIFIED', {
+        message: 'The cosignature is dated in the future.',
+        suggestion: `Check the witness's clock: the cosignature is dated more than ${MAX_COSIGNATURE_CLOCK_SKEW} seconds after the log's (Unix ${deps.now()}). Then cosign again.`,
+        details: { log_time: deps.now() },
+      });
     const checkpoint = parseCheckpoint(opened.text);
+    // Every log's empty tree has the same root, so a cosignature of it vouches for nothing: no proof
+    // is read under it (an inclusion proof needs a leaf, a consistency proof from size 0 is refused).
+    if (checkpoint.size === 0)
+      throw new BatonError('INVALID_REQUEST', {
+        message:
+          'The checkpoint of size 0 (the empty tree) takes no cosignature: every empty log has the same root, so it vouches for nothing.',
+        suggestion: 'Cosign a checkpoint of size 1 or more, once the log has a service receipt.',
+        details: { tree_size: 0 },
+      });
     const stored = checkpoint.origin === (await originOf(tenantId)) ? await checkpointOfSize(db(), tenantId, checkpoint.size) : undefined;
     if (stored === undefined || parseNote(stored.note).text !== opened.text)
       throw notFound('This log never signed that checkpoint.', { tree_size: checkpoint.size });
@@ -273,7 +298,7 @@ export function logRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     const logName = logNameOf(checkpoint.origin) ?? checkpoint.origin;
     if (readsAsTheLog(witness.name, checkpoint.origin))
       throw new BatonError('INVALID_VERIFIER_KEY', {
-        message: `A witness key may not carry the name of this service's log, or a name under it (${logName}, ${logName}/...).`,
+        message: `A witness key may not carry the name of this service's log, or a name under it (${logName}, ${logName}/...), in any spelling that reads as it (case, a port, a scheme, a user@, percent-escapes, trailing dots or slashes, look-alike letters).`,
         suggestion: 'Name the witness key after the witness itself, e.g. its own host name.',
       });
     const text = opened.text;
