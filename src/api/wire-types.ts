@@ -743,7 +743,7 @@ export interface paths {
     };
     /**
      * The signed checkpoint of one tree size, with its witness cosignatures
-     * @description Witnesses may still add cosignatures, so even a past checkpoint is cached for 5 seconds only.
+     * @description Witnesses may still add cosignatures, so even a past checkpoint is cached for 5 seconds only. Size 0 is always the empty tree's checkpoint (root SHA-256 of nothing), signed on demand and never cosigned.
      */
     get: operations['getCheckpoint'];
     put?: never;
@@ -782,7 +782,7 @@ export interface paths {
     put?: never;
     /**
      * A witness adds its cosignature (C2SP tlog-cosignature) to a checkpoint it checked
-     * @description The cosignature must verify, not be dated in the future, come from a key that is not a service key, and cover a checkpoint this tenant's log signed. The checkpoint is then served with it. At most 32 witnesses per checkpoint, and at most 2 cosignatures posted by one API key on it (any audit key can make witness keys: one key must not take the slots the tenant's witnesses need); a witness posts with its own audit key. Posts to one checkpoint are counted one at a time, so posts that arrive together cannot pass the caps. A witness name is at most 256 bytes of printable ASCII (`!` to `~`, no spaces), so every served note stays readable and no name prints as another.
+     * @description The cosignature must verify, not be dated in the future, come from a key that is not a service key, and cover a checkpoint of size 1 or more this tenant's log signed (the size-0 checkpoint, the empty tree, takes none: every empty log has the same root, so a cosignature of it vouches for nothing). The checkpoint is then served with it. At most 32 witnesses per checkpoint, and at most 2 cosignatures posted by one API key on it (any audit key can make witness keys: one key must not take the slots the tenant's witnesses need); a witness posts with its own audit key. Posts to one checkpoint are counted one at a time, so posts that arrive together cannot pass the caps. A witness name is at most 256 bytes of printable ASCII (`!` to `~`, no spaces), so every served note stays readable and no name prints as another.
      */
     post: operations['addLogCosignature'];
     delete?: never;
@@ -5710,7 +5710,7 @@ export interface operations {
           'application/json': components['schemas']['CosignatureStored'];
         };
       };
-      /** @description The body is not `CosignatureSubmission` (`INVALID_REQUEST`), the key is not a cosignature key, is a service key, is named as the log name of this service or a name under it (`<BATON_TLOG_NAME>`, `<BATON_TLOG_NAME>/...`, which holds the logs of every tenant; in any case, without trailing dots of a host or repeated and trailing slashes), or has a name over 256 bytes or with a character outside printable ASCII (`INVALID_VERIFIER_KEY`), or the note or checkpoint is malformed (`MALFORMED_NOTE`, `MALFORMED_CHECKPOINT`). */
+      /** @description The body is not `CosignatureSubmission`, or the checkpoint is of size 0 (`INVALID_REQUEST`), the key is not a cosignature key, is a service key, is named as the log name of this service or a name under it (`<BATON_TLOG_NAME>`, `<BATON_TLOG_NAME>/...`, which holds the logs of every tenant; read as a person reads it: in any case, without a scheme, a `user@`, a port, percent-escapes, trailing dots of a host or repeated and trailing slashes, and with look-alike letters as the letters they look like), or has a name over 256 bytes or with a character outside printable ASCII (`INVALID_VERIFIER_KEY`), or the note or checkpoint is malformed (`MALFORMED_NOTE`, `MALFORMED_CHECKPOINT`). */
       400: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -5730,7 +5730,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The key lacks the `audit` scope or is the admin key (`FORBIDDEN`), or the cosignature does not verify, is dated in the future, or is dated before the log signed the checkpoint (`NOTE_NOT_VERIFIED`). */
+      /** @description The key lacks the `audit` scope or is the admin key (`FORBIDDEN`), or the cosignature does not verify, is dated past 2^63 - 1 (no cosignature at all), is dated in the future, or is dated before the log signed the checkpoint (`NOTE_NOT_VERIFIED`). */
       403: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
