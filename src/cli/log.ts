@@ -422,8 +422,9 @@ function consistencyProofFrom(value: unknown, where: string, sizes: readonly [nu
 
 /**
  * The consistency proof the log serves between two of its checkpoints. The log signed both, so a
- * refusal to join them (logRefusedProof: 400, 404, 422; not a busy proxy's 408 or 429, nor a refused
- * key) says so in those words: it is the log's failure to show it only appended, and both notes
+ * refusal to join them (logRefusedProof: Baton's own 400 INVALID_REQUEST or MALFORMED_LOG_PROOF, or
+ * 404 NOT_FOUND, in its envelope; not a proxy's page, a busy proxy's 408 or 429, nor a refused key)
+ * says so in those words: it is the log's failure to show it only appended, and both notes
  * are the evidence.
  */
 async function servedConsistency(client: BatonClient, from: number, to: number): Promise<string[]> {

@@ -892,22 +892,42 @@ async function readLeafTile(
 }
 
 /**
- * Whether `newer` extends `older`, both verified and signed by the log: a rollback when it is smaller,
- * else a split view unless the consistency proof the log serves joins them. A log that refuses the
- * proof (a 4xx answer) between two checkpoints it signed is a split view too: it would not show it
- * only appended.
+ * How Baton itself refuses a consistency proof (GET /v1/log/consistency, src/service/log.handlers.ts):
+ * sizes out of order or a request it cannot read (400 INVALID_REQUEST, or MALFORMED_LOG_PROOF from
+ * the proof's own check), and a log smaller than `to` (404 NOT_FOUND). Each in its error envelope.
  */
+const PROOF_REFUSALS: readonly { readonly status: number; readonly code: string }[] = [
+  { status: 400, code: 'INVALID_REQUEST' },
+  { status: 400, code: 'MALFORMED_LOG_PROOF' },
+  { status: 404, code: 'NOT_FOUND' },
+];
+
 /**
- * Whether an error is the log refusing a consistency proof between two checkpoints it signed (400,
- * 404, 422, or a refusal of the request, which the audit builds itself): evidence of a split view.
- * Not a busy proxy (408, 429), a key refused (401, 403) or a failure (5xx), which prove nothing.
+ * Whether an error is the log refusing a consistency proof between two checkpoints it signed:
+ * evidence of a split view. Only Baton's own refusal counts, its envelope carrying one of the codes
+ * it refuses a proof with (PROOF_REFUSALS). A proxy's or gateway's 404, 400 or 422 page, a
+ * misrouted path, a busy proxy (408, 429), a key refused (401, 403) or a failure (5xx) proves
+ * nothing about the log: that is a failed read, as a 503 is.
  */
 export function logRefusedProof(e: unknown): boolean {
   if (!(e instanceof BatonApiError)) return false;
-  const status = e.cause instanceof BatonApiError ? e.cause.status : e.status;
-  return status === 400 || status === 404 || status === 422;
+  const answered = answerOf(e);
+  return PROOF_REFUSALS.some((r) => r.status === answered.status && r.code === answered.code);
 }
 
+/**
+ * The service's answer behind an error: withAuditScope wraps a 400 as UNEXPECTED_RESPONSE, the answer
+ * itself its cause. An answer with no envelope is UNEXPECTED_RESPONSE from the start, a code no
+ * refusal carries.
+ */
+const answerOf = (e: BatonApiError): BatonApiError => (e.cause instanceof BatonApiError ? e.cause : e);
+
+/**
+ * Whether `newer` extends `older`, both verified and signed by the log: a rollback when it is smaller,
+ * else a split view unless the consistency proof the log serves joins them. A log that refuses the
+ * proof between two checkpoints it signed (logRefusedProof) is a split view too: it would not show it
+ * only appended.
+ */
 async function consistencyFindings(h: Http, older: SignedCheckpoint, newer: SignedCheckpoint): Promise<AuditFinding[]> {
   const [from, to] = [older.checkpoint.size, newer.checkpoint.size];
   if (from > to) {
@@ -924,7 +944,8 @@ async function consistencyFindings(h: Http, older: SignedCheckpoint, newer: Sign
       proof = served.proof.map((p) => decodeBase64(p) ?? new Uint8Array(0));
     } catch (e) {
       if (!logRefusedProof(e)) throw e;
-      refused = `HTTP ${(e as BatonApiError).status} ${(e as BatonApiError).code}: ${(e as BatonApiError).message}`;
+      const answered = answerOf(e as BatonApiError);
+      refused = `HTTP ${answered.status} ${answered.code}: ${answered.message}`;
     }
   }
   const finding = findSplitView(older, newer, proof);
@@ -936,10 +957,26 @@ async function consistencyFindings(h: Http, older: SignedCheckpoint, newer: Sign
   return [{ kind: 'split-view', detail, finding }];
 }
 
+/** Two checkpoints are one when they have the same size and root (a cosignature more changes neither). */
+const sameCheckpoint = (a: SignedCheckpoint, b: SignedCheckpoint): boolean =>
+  a.checkpoint.size === b.checkpoint.size && bytesEqual(a.checkpoint.rootHash, b.checkpoint.rootHash);
+
+/** Whether a split view between `a` and `b` (either order) is among the findings already made. */
+function splitViewFound(found: readonly AuditFinding[], a: SignedCheckpoint, b: SignedCheckpoint): boolean {
+  return found.some((f) => {
+    if (f.kind !== 'split-view') return false;
+    const [x, y] = f.finding.kind === 'same-size-different-roots' ? f.finding.checkpoints : [f.finding.older, f.finding.newer];
+    return (sameCheckpoint(x, a) && sameCheckpoint(y, b)) || (sameCheckpoint(x, b) && sameCheckpoint(y, a));
+  });
+}
+
 /**
  * A split view between `previous` (an earlier checkpoint the log signed) and `served`, found from the
- * leaves of `served`'s tree: the root of their first `previous.size` must be `previous`'s. None when
- * one was found already (by the consistency proof), or `previous` is not within the leaves.
+ * leaves of `served`'s tree, which the caller has checked rebuild its root: the root of their first
+ * `previous.size` must be `previous`'s. None when this pair's split view was found already (by the
+ * consistency proof: each pair is judged on its own, so one fork found never hides another), or
+ * `previous` is not within the leaves. Both notes are signed and the leaves are `served`'s own, so
+ * an honest log (however flaky what is in front of it) is never reported here.
  */
 function prefixDisagrees(
   previous: SignedCheckpoint | undefined,
@@ -947,7 +984,7 @@ function prefixDisagrees(
   served: SignedCheckpoint,
   found: readonly AuditFinding[],
 ): AuditFinding[] {
-  if (previous === undefined || previous.checkpoint.size > leaves.length || found.some((f) => f.kind === 'split-view')) return [];
+  if (previous === undefined || previous.checkpoint.size > leaves.length || splitViewFound(found, previous, served)) return [];
   const prefix = rootOf(leaves.slice(0, previous.checkpoint.size));
   if (bytesEqual(prefix, previous.checkpoint.rootHash)) return [];
   const [from, to] = [previous.checkpoint.size, served.checkpoint.size];
@@ -1321,15 +1358,21 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
   // tile) could not be read.
   if (tilesAreTheTree) findings.push(...prefixDisagrees(previous, treeLeaves, current, findings));
 
-  // Auditing an earlier checkpoint: the leaves the log added since, up to its latest (whose root they
-  // must rebuild, with those audited), tell a service receipt logged later from one left out.
+  // Auditing an earlier checkpoint: the latest tree's leaves, read from its own tiles (the full tiles
+  // before the audited tree's last one are the same tiles, read above), must rebuild its root. Then the
+  // leaves the log added since tell a service receipt logged later from one left out, and the
+  // checkpoint audited, signed by the log, must be their prefix.
   const later = new Set<string>();
   let laterKnown = latest !== undefined;
   if (latest !== undefined && latest.checkpoint.size > size) {
     const end = latest.checkpoint.size;
-    const laterLeaves: Hash[] = [];
+    const boundary = Math.floor(size / TILE_WIDTH) * TILE_WIDTH;
+    // The whole of the latest's tile holding the audited tree's last leaves is kept, not only the
+    // leaves after it: a log serving the audited tree a partial tile of another history would
+    // otherwise have its leaves stand in for the latest's own.
+    const latestLeaves: Hash[] = treeLeaves.slice(0, boundary);
     try {
-      for (let index = Math.floor(size / TILE_WIDTH); index * TILE_WIDTH < end; index++) {
+      for (let index = boundary / TILE_WIDTH; index * TILE_WIDTH < end; index++) {
         const first = index * TILE_WIDTH;
         const tile = { level: 0, index, width: Math.min(TILE_WIDTH, end - first) };
         const read = await readLeafTile(h, tile);
@@ -1343,30 +1386,35 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
           });
           continue;
         }
-        read.hashes.forEach((leaf, i) => {
-          if (first + i >= size) laterLeaves.push(leaf);
-        });
+        latestLeaves.push(...read.hashes);
       }
     } catch (e) {
       // Without the latest tree, a listed receipt outside the one audited may have been logged since.
       laterKnown = false;
       failed(e, `the leaves logged after the checkpoint audited, up to the latest checkpoint (${end} leaves), and its root`);
     }
+    // The full tiles before the boundary come from the replay: unknown there, the root cannot be rebuilt.
     if (laterKnown && rootKnown) {
-      const all = [...treeLeaves, ...laterLeaves];
-      if (!bytesEqual(rootOf(all), latest.checkpoint.rootHash)) {
+      const latestRoot = rootOf(latestLeaves);
+      if (!bytesEqual(latestRoot, latest.checkpoint.rootHash)) {
         laterKnown = false;
         findings.push({
           kind: 'root-mismatch',
-          detail: `the checkpoint audited (${size} leaves) and the tiles after it hash to ${encodeBase64(rootOf(all))}, not the root of the latest checkpoint (${end} leaves)`,
+          detail: `the tiles of the latest checkpoint (${end} leaves; those before entry ${boundary} as read for the one audited) hash to ${encodeBase64(latestRoot)}, not its root`,
         });
       }
     }
-    for (const leaf of laterLeaves) later.add(hex(leaf));
-    // An earlier checkpoint past the audited tree, or within it when its tiles did not rebuild its
-    // root (else the check after the replay made it).
-    if (laterKnown && rootKnown && previous !== undefined && (previous.checkpoint.size > size || !tilesAreTheTree))
-      findings.push(...prefixDisagrees(previous, [...treeLeaves, ...laterLeaves], latest, findings));
+    if (laterKnown) for (const leaf of latestLeaves.slice(size)) later.add(hex(leaf));
+    if (laterKnown && rootKnown) {
+      // The leaves rebuild the latest root, so they are the tree it signed: the checkpoint audited
+      // must be their prefix. Found here without the proof (which may not be readable), and whether
+      // or not the audited tree's own tiles rebuilt the audited root (they may be another history's).
+      findings.push(...prefixDisagrees(current, latestLeaves, latest, findings));
+      // An earlier checkpoint past the audited tree, or within it when its tiles did not rebuild its
+      // root (else the check after the replay made it).
+      if (previous !== undefined && (previous.checkpoint.size > size || !tilesAreTheTree))
+        findings.push(...prefixDisagrees(previous, latestLeaves, latest, findings));
+    }
   }
 
   // Every service receipt the service lists must be in the log, unless it came after the checkpoint;

@@ -4,10 +4,12 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { integrateOnce } from '../../src/service/log-integrator.js';
+import { signCheckpoint } from '../../src/service/log-tree.js';
 import { silentLogger } from '../../src/service/log.js';
 import { recordServiceReceipt } from '../../src/service/service-receipts.js';
 import { auditLog } from '../../src/sdk/audit.js';
@@ -460,6 +462,76 @@ describe('baton audit', () => {
       expect(r.out).toMatch(/malformed +GET \/v1\/keys: the log served a service key that cannot be read/);
     } finally {
       await badKey.close();
+    }
+  });
+
+  it("a proxy's 404, 400 or 422 page on the consistency proof is no split view (exit 3); the log's own refusal is, with both notes", async () => {
+    const dir = tempDir();
+    const cp = join(dir, 'cp.txt');
+    const t = await loggedTenant('rv-g1', 3);
+    const key = t.keys.audit;
+    expect((await run(['audit', '--server', live.baseUrl, '--api-key', key, '--quiet', '--save-checkpoint', cp])).code).toBe(0);
+    await addReceipts(t.id, 2);
+    const baseline = readFileSync(cp, 'utf8');
+    const pages = [
+      { status: 404, type: 'text/html', body: '<html>Not Found</html>' },
+      { status: 400, type: 'text/html', body: '<html>Bad Request</html>' },
+      { status: 422, type: 'application/json', body: '{"detail":"Unprocessable Entity"}' },
+    ];
+    for (const page of pages) {
+      const proxy = await startProxy(async (path) => (path === '/v1/log/consistency' ? page : undefined));
+      try {
+        const r = await run(['audit', '--server', proxy.url, '--api-key', key, '--quiet', '--previous', cp, '--save-checkpoint', cp]);
+        // An honest log behind it: nothing found, a read failed (the service failing), never a fork.
+        expect(r.code, `${page.status}: ${r.out}${r.err}`).toBe(3);
+        expect(r.out + r.err, String(page.status)).not.toMatch(/split-view|keep both notes|evidence/);
+        expect(r.err, String(page.status)).toMatch(/UNEXPECTED_RESPONSE/);
+        expect(readFileSync(cp, 'utf8')).toBe(baseline);
+      } finally {
+        await proxy.close();
+      }
+    }
+    // Baton's own refusal (its NOT_FOUND envelope) between two notes it signed: a split view, both notes printed.
+    const refusing = await startProxy(async (path) =>
+      path === '/v1/log/consistency'
+        ? { status: 404, type: 'application/json', body: '{"error":{"code":"NOT_FOUND","message":"The log has 2 leaves, fewer than 5."}}' }
+        : undefined,
+    );
+    try {
+      const r = await run(['audit', '--server', refusing.url, '--api-key', key, '--quiet', '--previous', cp, '--save-checkpoint', cp]);
+      expect(r.code, r.out + r.err).toBe(1);
+      expect(r.out).toMatch(/split-view +log: the log would not prove its checkpoints of sizes 3 and 5 consistent \(HTTP 404 NOT_FOUND/);
+      expect(r.out).toContain(`--- the earlier note, of 3 leaves (evidence)\n${baseline.trimEnd()}`);
+      expect(readFileSync(cp, 'utf8')).toBe(baseline);
+    } finally {
+      await refusing.close();
+    }
+  });
+
+  it('--tree-size: an audited checkpoint the log signed that its latest tree does not hold is a split view, both notes printed', async () => {
+    const t = await loggedTenant('rv-g2', 3);
+    const key = t.keys.audit;
+    await addReceipts(t.id, 2);
+    const origin = (
+      (await (await fetch(`${live.baseUrl}/v1/log`, { headers: { authorization: `Bearer ${key}` } })).json()) as { origin: string }
+    ).origin;
+    const forged = signCheckpoint(live.svc.deps.signer, origin, 3, new Uint8Array(randomBytes(32)));
+    const proxy = await startProxy(async (path) =>
+      path === '/v1/log/checkpoints/3'
+        ? { body: forged }
+        : path === '/v1/log/consistency'
+          ? { status: 503, type: 'application/json', body: '{"error":{"code":"STORAGE_UNAVAILABLE","message":"Down."}}' }
+          : undefined,
+    );
+    try {
+      const r = await run(['audit', '--server', proxy.url, '--api-key', key, '--quiet', '--tree-size', '3']);
+      expect(r.code, r.out + r.err).toBe(1);
+      expect(r.out).toMatch(/^FINDINGS, AUDIT INCOMPLETE/);
+      expect(r.out).toMatch(/split-view +log: checkpoints of sizes 3 and 5 do not agree \(not-consistent\)/);
+      expect(r.out).toContain(`--- the earlier note, of 3 leaves (evidence)\n${forged.trimEnd()}`);
+      expect(r.out).toMatch(/--- the note served, of 5 leaves \(evidence\)/);
+    } finally {
+      await proxy.close();
     }
   });
 
