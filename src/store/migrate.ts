@@ -50,17 +50,34 @@ interface JournalEntry {
 /**
  * The plan from the journal and the database's drizzle.__drizzle_migrations, by drizzle's own rule:
  * a migration is applied when its journal time is later than the last applied one's.
+ *
+ * That rule skips, without a word, a journal migration the database lacks but dated before one it
+ * holds: a database migrated by a build off this line of history (a development branch whose
+ * journal dated its migrations otherwise) would be served without the tables those create. Refused
+ * here, naming them, before anything is applied. A newer Baton's database holds every migration of
+ * this journal, and later ones: no gap, so it is served (with the warning `unknown` brings).
  */
 async function migrationPlan(folder: string, query: (text: string) => Promise<Record<string, unknown>[]>): Promise<MigrationPlan> {
   const journal = (JSON.parse(readFileSync(join(folder, 'meta', '_journal.json'), 'utf8')) as { entries: JournalEntry[] }).entries;
   const newest = Math.max(0, ...journal.map((e) => e.when));
   const [exists] = await query(`select to_regclass('drizzle.__drizzle_migrations') is not null as e`);
   if (exists?.['e'] !== true) return { pending: journal.map((e) => e.tag), unknown: 0 };
-  const [row] = await query(
-    `select coalesce(max(created_at), 0)::float8 as last, (count(*) filter (where created_at > ${newest}))::int as unknown from drizzle.__drizzle_migrations`,
-  );
-  const last = Number(row?.['last'] ?? 0);
-  return { pending: journal.filter((e) => e.when > last).map((e) => e.tag), unknown: Number(row?.['unknown'] ?? 0) };
+  const applied = (await query(`select created_at::float8 as at from drizzle.__drizzle_migrations`)).map((r) => Number(r['at']));
+  const appliedAt = new Set(applied);
+  const last = Math.max(0, ...applied);
+  const skipped = journal.filter((e) => e.when < last && !appliedAt.has(e.when)).map((e) => e.tag);
+  if (skipped.length > 0) throw new SkippedMigrationsError(skipped);
+  return { pending: journal.filter((e) => e.when > last).map((e) => e.tag), unknown: applied.filter((at) => at > newest).length };
+}
+
+/** A database this build cannot migrate: it lacks migrations dated before one it holds (migrationPlan). */
+export class SkippedMigrationsError extends Error {
+  constructor(readonly skipped: readonly string[]) {
+    super(
+      `this database lacks ${skipped.length} of this build's migrations (${skipped.slice(0, 3).join(', ')}${skipped.length > 3 ? ', ...' : ''}), dated before migrations it already holds, so they would be skipped: a development build off this release line migrated it. Nothing was applied. Run it with the build that migrated it, or start on a new database (or a new data folder, --data-dir) and move what you need over.`,
+    );
+    this.name = 'SkippedMigrationsError';
+  }
 }
 
 /**
@@ -87,7 +104,9 @@ export async function migratePostgresUrl(
     await db.execute(sql`select pg_advisory_lock(${MIGRATION_LOCK_KEY})`);
     try {
       // Read under the lock: a node that started first has applied what it applied.
-      onPlan?.(await migrationPlan(migrationsFolder, async (text) => [...(await client.unsafe(text))]));
+      // Always read (it refuses a database drizzle's rule would skip migrations of), told if asked.
+      const plan = await migrationPlan(migrationsFolder, async (text) => [...(await client.unsafe(text))]);
+      onPlan?.(plan);
       await migratePostgres(db, { migrationsFolder });
     } finally {
       await db.execute(sql`select pg_advisory_unlock(${MIGRATION_LOCK_KEY})`);
@@ -161,6 +180,7 @@ export async function migratePgliteDb(
   migrationsFolder = findMigrationsFolder(),
   onPlan?: MigrationPlanListener,
 ): Promise<void> {
-  onPlan?.(await migrationPlan(migrationsFolder, async (text) => (await db.execute(sql.raw(text))).rows as Record<string, unknown>[]));
+  const plan = await migrationPlan(migrationsFolder, async (text) => (await db.execute(sql.raw(text))).rows as Record<string, unknown>[]);
+  onPlan?.(plan);
   await migratePglite(db, { migrationsFolder });
 }

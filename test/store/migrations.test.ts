@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
+import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/db.js';
 import { findMigrationsFolder, migratePostgresUrl, redactUrl, type MigrationPlan } from '../../src/store/migrate.js';
@@ -43,6 +44,9 @@ const plans = () => {
   const seen: MigrationPlan[] = [];
   return { seen, onMigrations: (plan: MigrationPlan) => void seen.push(plan) };
 };
+
+/** A plain client on `url`, which neither opens a store nor migrates. */
+const openStoreUnmigrated = (url: string) => postgres(url, { max: 1, onnotice: () => {} });
 
 const listTables = sql`select table_name::text as name from information_schema.tables
   where table_schema = 'public' order by 1`;
@@ -87,6 +91,46 @@ describe('migrations', () => {
       expect(await second.db.select().from(tenants)).toHaveLength(1);
       // Nothing to apply, and the newer build's migration is told (the start warns of a rollback).
       expect(again.seen).toEqual([{ pending: [], unknown: 1 }]);
+    });
+  });
+
+  describe('a database migrated off this line of history (drizzle would skip what it lacks)', () => {
+    /** The journal entry a database "lacks": one in the middle, dated before others it holds. */
+    const lacked = journal.entries[5]!;
+    const forget = sql`delete from drizzle.__drizzle_migrations where created_at = ${lacked.when}`;
+
+    it('on PostgreSQL: refused before anything is applied, naming what it lacks and what to do', async () => {
+      const database = await createDatabase();
+      try {
+        const first = await openStore({ databaseUrl: database.url, max: 1 });
+        await first.db.execute(forget);
+        await first.close();
+        const err = await failureOf(openStore({ databaseUrl: database.url, max: 1 }));
+        expect(err?.message).toContain(`lacks 1 of this build's migrations (${lacked.tag})`);
+        expect(err?.message).toMatch(/Nothing was applied\. Run it with the build that migrated it, or start on a new database/);
+        const after = await openStoreUnmigrated(database.url);
+        try {
+          expect((await after.unsafe('select count(*)::int as n from drizzle.__drizzle_migrations'))[0]?.['n']).toBe(
+            journal.entries.length - 1,
+          );
+        } finally {
+          await after.end();
+        }
+      } finally {
+        await database.drop();
+      }
+    });
+
+    it('on PGlite: the same', async () => {
+      const { dataDir, store, drop } = await freshPglite();
+      try {
+        await store.db.execute(forget);
+        await store.close();
+        const err = await failureOf(openStore({ dataDir }));
+        expect(err?.message).toContain(`lacks 1 of this build's migrations (${lacked.tag})`);
+      } finally {
+        await drop();
+      }
     });
   });
 
