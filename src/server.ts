@@ -4,7 +4,7 @@
  */
 import cluster, { type Worker } from 'node:cluster';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, linkSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createTcpServer, Server as NetServer } from 'node:net';
 import { join } from 'node:path';
@@ -131,10 +131,39 @@ export function resolveMasterKey(config: Config, log: Logger): Uint8Array {
     );
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   const key = randomBytes(32);
-  writeFileSync(file, `${key.toString('hex')}\n`, { mode: 0o600 });
-  chmodSync(file, 0o600);
+  const kept = keepKeyFileOnce(file, key);
+  if (kept !== key) {
+    log.warn('using the development master key another start wrote to the data folder a moment ago; set BATON_MASTER_KEY in production', {
+      file,
+    });
+    return Uint8Array.from(kept);
+  }
   log.warn('generated a development master key; set BATON_MASTER_KEY (32 bytes as 64 hex digits or base64) in production', { file });
   return Uint8Array.from(key);
+}
+
+/**
+ * Writes `key` to `file` only if no file is there, whole or not at all (a temporary file linked into
+ * place: link refuses an existing name), and returns the key the file then holds: `key` itself, or
+ * the one another start wrote first. Two first starts on one folder both get here before either
+ * takes the folder lock; the second's key written over the first's would leave the keys the first
+ * sealed unopenable.
+ */
+export function keepKeyFileOnce(file: string, key: Buffer): Buffer {
+  const temporary = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  writeFileSync(temporary, `${key.toString('hex')}\n`, { mode: 0o600, flag: 'wx' });
+  try {
+    chmodSync(temporary, 0o600);
+    linkSync(temporary, file);
+    return key;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    const theirs = decodeMasterKey(readFileSync(file, 'utf8'));
+    if (!theirs) throw new Error(`${file} does not hold a 32-byte key; restore it or set BATON_MASTER_KEY.`, { cause: err });
+    return Buffer.from(theirs);
+  } finally {
+    rmSync(temporary, { force: true });
+  }
 }
 
 /**

@@ -4,12 +4,12 @@
  * keeps other local users out.
  */
 import { randomBytes } from 'node:crypto';
-import { chmodSync, chownSync, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/service/log.js';
-import { dataFolderRefusal, resolveMasterKey, restrictDataFolder, startServer } from '../src/server.js';
+import { dataFolderRefusal, keepKeyFileOnce, resolveMasterKey, restrictDataFolder, startServer } from '../src/server.js';
 import { DATABASE_MARKER_FILE } from '../src/store/db.js';
 import { scratchFolders } from './support/scratch.js';
 
@@ -141,6 +141,20 @@ describe('resolveMasterKey', () => {
     rmSync(join(dataDir, 'master.key'));
     expect(() => resolveMasterKey(config, log)).toThrow(/master\.key is missing[\s\S]*restore master\.key from a backup/);
     expect(existsSync(join(dataDir, 'master.key'))).toBe(false);
+  });
+
+  it("two first starts on one folder keep one key: the second reads the first one's, never writes over it", () => {
+    const dataDir = scratch();
+    const file = join(dataDir, 'master.key');
+    const first = randomBytes(32);
+    const second = randomBytes(32);
+    // The first start's key lands between the second's check for the file and its write.
+    expect(keepKeyFileOnce(file, first)).toBe(first);
+    expect(keepKeyFileOnce(file, second).equals(first)).toBe(true);
+    expect(readFileSync(file, 'utf8')).toBe(`${first.toString('hex')}\n`);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    // No temporary file is left beside it.
+    expect(readdirSync(dataDir)).toEqual(['master.key']);
   });
 
   it('nor into a folder an older build migrated before it wrote the marker', () => {
