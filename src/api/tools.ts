@@ -121,9 +121,19 @@ export const ToolDocument = z
         "Where each new pending approval is pushed (best effort); `null` for none. Whole only to the admin key (publish, and the admin read). Tenant keys see that one is set, and its scheme: `https://…`. A webhook URL is often its own credential (in its path, or its host name), and a tenant key may be one tool server's.",
     }),
     cost_calibration: CostCalibration,
+    cost_calibration_default: z.boolean().openapi({
+      description:
+        '`true` when the version was published without `cost_calibration`: the defaults shown apply, and `hash` does not cover them (it covers the settings as published).',
+    }),
     tools: z.array(ToolDeclaration),
-    hash: RecordHash.openapi({ description: 'Hash of the whole version: catalog and settings.' }),
-    catalog_hash: RecordHash.openapi({ description: 'Hash of the canonical catalog alone.' }),
+    hash: RecordHash.openapi({
+      description:
+        'Hash of the whole version: `sha256:` + hex SHA-256 of the JCS form of `{catalog_hash, settings}`, `settings` being `strict`, `rules`, `default_decision`, `approvers`, `webhook_url` when set and `cost_calibration` when `cost_calibration_default` is `false` (SDK `toolDocumentHashes`).',
+    }),
+    catalog_hash: RecordHash.openapi({
+      description:
+        'Hash of the canonical catalog alone: `{version, tools}`, tools sorted by name, tags sorted, optional fields only when set.',
+    }),
     created_by: z.string().openapi({ description: 'The id of the key that published it.' }),
     created_at: Timestamp,
   })

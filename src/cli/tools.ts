@@ -16,20 +16,30 @@ import {
   SERVER_OPTIONS,
   calendarIso,
 } from './common.js';
-import { oneLine, UsageError, type CliIo } from './io.js';
+import { oneLine, printableLines, UsageError, type CliIo } from './io.js';
 import type { GrantStatus } from '../protocol/lists.js';
-import { createApprovalDecision, type ApprovalStatus, type ApprovalView, type PublishToolsInput } from '../sdk/tools.js';
+import {
+  createApprovalDecision,
+  type ApprovalStatus,
+  type ApprovalView,
+  type PublishToolsInput,
+  type ToolDocumentView,
+} from '../sdk/tools.js';
 
 export const TOOLS_HELP = `Usage: baton tools show [--version <n>]
        baton tools show --tenant <id>                         (admin key)
        baton tools publish <file.json|-|JSON> --tenant <id>   (admin key)
 
-show     prints the tenant's current tool catalog and approval settings (or one version).
-         With --tenant and the admin key: that tenant's current version.
+show     prints the tenant's current tool catalog and approval settings (or one version):
+         each tool with its cost floor and rate limit, the rules, the approver DIDs,
+         the webhook and cost calibration. With --tenant and the admin key: that
+         tenant's current version, its webhook URL whole (other keys see its scheme).
 publish  publishes the next version: the file holds {base_version, strict, tools,
-         rules?, default_decision?, approvers?}; base_version must be the current
-         version (0 for the first, else what show --tenant prints), so concurrent
-         publishers cannot overwrite each other.
+         rules?, default_decision?, approvers?, webhook_url?, cost_calibration?}
+         (webhook_url: where each new pending approval is POSTed; cost_calibration:
+         {ratio_above, min_metered_invocations}, default 1.2 and 3); base_version
+         must be the current version (0 for the first, else what show --tenant
+         prints), so concurrent publishers cannot overwrite each other.
 
 Options:
   --version <n>        a past version (versions are immutable)
@@ -98,24 +108,7 @@ export async function runTools(argv: string[], io: CliIo): Promise<number> {
           ? await client.tools.current()
           : await client.tools.version(integerFlag('--version', values.version, 1));
     if (values.json) printJson(io, doc);
-    else {
-      io.out(
-        oneLine(`tool catalog v${doc.version} (${doc.strict ? 'strict' : 'not strict'}, default ${doc.default_decision}), ${doc.hash}`),
-      );
-      for (const t of doc.tools) {
-        const flags = [
-          t.untrusted_content && 'untrusted',
-          t.private_data_access && 'private',
-          t.external_communication && 'external',
-        ].filter(Boolean);
-        io.out(
-          oneLine(
-            `  ${t.name}  ${t.type}  ${t.blast_radius}  ${t.action_type}${flags.length ? `  [${flags.join(',')}]` : ''}${t.tags.length ? `  tags ${t.tags.join(',')}` : ''}`,
-          ),
-        );
-      }
-      io.out(oneLine(`  rules: ${doc.rules.map((r) => `${r.id}->${r.decision}`).join(', ') || '(none)'}`));
-    }
+    else io.out(describeToolDocument(doc));
     return 0;
   }
   if (sub === 'publish') {
@@ -128,6 +121,37 @@ export async function runTools(argv: string[], io: CliIo): Promise<number> {
     return 0;
   }
   throw new UsageError(`unknown subcommand "${sub}"`, TOOLS_HELP);
+}
+
+/**
+ * A tool document as the operator reads it: every setting that decides a call (each tool's cost floor
+ * and rate limit, the rules, the approvers, the webhook and cost calibration). The server's strings
+ * are kept to one line each and cut to a printable length; --json has them whole.
+ */
+function describeToolDocument(doc: ToolDocumentView): string {
+  const lines = [`tool catalog v${doc.version} (${doc.strict ? 'strict' : 'not strict'}, default ${doc.default_decision}), ${doc.hash}`];
+  for (const t of doc.tools) {
+    const flags = [t.untrusted_content && 'untrusted', t.private_data_access && 'private', t.external_communication && 'external'].filter(
+      Boolean,
+    );
+    const limits = [
+      t.cost_per_invocation_usd === undefined ? '' : `  cost ${t.cost_per_invocation_usd} USD/call`,
+      t.rate_limit_per_minute === undefined ? '' : `  ${t.rate_limit_per_minute} calls/min`,
+    ].join('');
+    lines.push(
+      `  ${t.name}  ${t.type}  ${t.blast_radius}  ${t.action_type}${flags.length ? `  [${flags.join(',')}]` : ''}${t.tags.length ? `  tags ${t.tags.join(',')}` : ''}${limits}`,
+    );
+  }
+  lines.push(`  rules: ${doc.rules.map((r) => `${r.id}->${r.decision}`).join(', ') || '(none)'}`);
+  lines.push(`  approvers: ${doc.approvers.join(', ') || '(none: API keys with the approve scope only)'}`);
+  lines.push(`  webhook: ${doc.webhook_url ?? '(none)'}`);
+  // Optional here: the answer's shape does not require it (a server older than cost calibration sends none).
+  const calibration = doc.cost_calibration as ToolDocumentView['cost_calibration'] | undefined;
+  if (calibration !== undefined)
+    lines.push(
+      `  cost calibration: flagged above ${calibration.ratio_above}x the declared cost, over at least ${calibration.min_metered_invocations} metered invocations${doc.cost_calibration_default === true ? ' (the default)' : ''}`,
+    );
+  return printableLines(lines);
 }
 
 export async function runApprovals(argv: string[], io: CliIo): Promise<number> {

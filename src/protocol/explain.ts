@@ -3,16 +3,18 @@
  * the tenant's catalog and settings, EVERY unmet condition with a remediation,
  * in the verify violations shape plus a `remediation` sentence. Nothing is
  * counted or consumed; runtime state the caller knows (NEAR_LIMIT, cost
- * calibration, which delegations a human approved) comes in as context and
- * defaults to the fail-closed answer.
+ * calibration, the stored trifecta grants) comes in as context and defaults
+ * to the fail-closed answer.
  *
  * The policy part is evaluateArgs per delegation, exactly as verify runs it;
- * the catalog part is checkToolRequirements; then the trifecta of each
- * delegation and the tenant's approval rules.
+ * the catalog part is checkToolRequirements; then the holds of the stored
+ * grants (or, for a chain not stored, the trifecta of each delegation) and
+ * the tenant's approval rules.
  *
  * Pure: no I/O, no clock.
  */
 import { ERROR_TABLE, type Violation } from './errors.js';
+import type { GrantStatus } from './lists.js';
 import { addMicros, microsToUsd, ZERO_MICROS, type Micros } from './money.js';
 import type { TemporalVerdict } from './chain.js';
 import { argOf, evaluateArgs, namesByPrefix, type Policy } from './policy.js';
@@ -46,12 +48,28 @@ export interface ExplainContext {
   readonly near_limit?: boolean;
   /** A delegation of the chain is flagged for cost calibration. Default false. */
   readonly cost_calibration?: boolean;
-  /** Per delegation (root first), whether a human approved it as a trifecta grant. Default: none approved. */
-  readonly approved_grants?: readonly boolean[];
+  /**
+   * Per delegation (root first), its stored trifecta grant, or null where it has none: these decide
+   * which delegations are held, exactly as the verify statement reads them (any grant not approved
+   * refuses every call, whatever the current catalog says; a delegation without one is never held).
+   * Default: the chain is judged as storing it now would judge it, every reach that is a trifecta
+   * under the current catalog held.
+   */
+  readonly stored_grants?: readonly (StoredGrant | null)[];
   /** The chain's standing now (trust, time, revocation, counters). Default: nothing stands in the way. */
   readonly standing?: ChainStanding;
   /** The declared tool has had its rate_limit_per_minute calls this minute. Default false. */
   readonly tool_rate_limited?: boolean;
+}
+
+/** A delegation's trifecta grant as stored when it was held: judged once, under the catalog current then. */
+export interface StoredGrant {
+  readonly dr_hash: string;
+  readonly status: GrantStatus;
+  /** Why it was held, as judged when it was stored. */
+  readonly explanation: string;
+  /** The catalog version it was judged under. */
+  readonly catalog_version: number;
 }
 
 /** What a tenant's published tool document gives explain. */
@@ -150,14 +168,42 @@ function remediationFor(v: Violation, tool: ResolvedTool): string {
   }
 }
 
-function grantViolations(
-  grants: readonly TrifectaReport[],
-  policies: readonly Policy[],
-  approved: readonly boolean[],
-): ExplainedViolation[] {
+const LEAVE_OUT_A_RISK = 'allowed_tools that leave out every source of one of the three risks';
+
+/**
+ * The holds verify's statement refuses: every stored grant not approved (pending or rejected), judged
+ * when its delegation was stored and standing until an approver decides, whatever the catalog is now.
+ */
+function storedGrantViolations(stored: readonly (StoredGrant | null)[]): ExplainedViolation[] {
+  const out: ExplainedViolation[] = [];
+  stored.forEach((grant, i) => {
+    if (grant === null || grant.status === 'approved') return;
+    const judged = `when it was stored, under tool catalog version ${grant.catalog_version}: ${grant.explanation}`;
+    const rejected = grant.status === 'rejected';
+    out.push({
+      code: 'GRANT_PENDING_APPROVAL',
+      dr_index: i,
+      dr_hash: grant.dr_hash,
+      field: 'status',
+      required: 'approved',
+      actual: grant.status,
+      message: rejected
+        ? `An approver rejected ${dr(i)} for good (it was held ${judged}): no call through it will run.`
+        : `${dr(i)} is held for a human (judged ${judged}); the hold stands until an approver decides, whatever a newer catalog says.`,
+      // A rejection is final: asking an approver again would only meet a 409.
+      remediation: rejected
+        ? `issue a new delegation in place of ${dr(i)}, with ${LEAVE_OUT_A_RISK}`
+        : `have an approver approve ${dr(i)} (GET /v1/grants), or re-issue it with ${LEAVE_OUT_A_RISK}`,
+    });
+  });
+  return out;
+}
+
+/** The holds storing the chain now would make: every reach that is a trifecta under the current catalog. */
+function grantViolations(grants: readonly TrifectaReport[], policies: readonly Policy[]): ExplainedViolation[] {
   const out: ExplainedViolation[] = [];
   grants.forEach((report, i) => {
-    if (!report.detected || approved[i] === true) return;
+    if (!report.detected) return;
     out.push({
       code: 'GRANT_PENDING_APPROVAL',
       dr_index: i,
@@ -166,7 +212,7 @@ function grantViolations(
       actual: policies[i]?.allowed_tools ?? null,
       message: `The tools ${dr(i)} allows combine all three risks (${explainTrifecta(report)}).`,
       remediation:
-        `have an approver approve ${dr(i)}, or re-issue it with allowed_tools that leave out every source of one of the three risks` +
+        `have an approver approve ${dr(i)}, or re-issue it with ${LEAVE_OUT_A_RISK}` +
         (describeUndeclared(report) === undefined ? '' : ' (declared tools only, or make the tenant strict)'),
     });
   });
@@ -306,7 +352,11 @@ export function explain(input: ExplainInput): Explanation {
   // A DR's reach is what it and every DR above it allow (attenuation keeps a valid child within its parent).
   const toolsByPrefix = namesByPrefix(policies.map((p) => p.allowed_tools));
   const grants = toolsByPrefix.map((tools) => detectTrifecta(tools, trifectaOpts));
-  violations.push(...grantViolations(grants, policies, context.approved_grants ?? []));
+  // Stored grants decide, as in verify: a hold is judged when the delegation is stored and lasts until
+  // a human decides, so a newer catalog neither lifts one nor holds a delegation stored without one.
+  violations.push(
+    ...(context.stored_grants === undefined ? grantViolations(grants, policies) : storedGrantViolations(context.stored_grants)),
+  );
 
   const chainTrifecta = detectTrifecta(toolsByPrefix.at(-1), trifectaOpts);
   const rule = evaluateRules(settings.rules, settings.default_decision, {

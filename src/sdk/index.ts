@@ -58,7 +58,7 @@ export type {
   RotatedApiKey,
 } from './admin.js';
 // Tool catalogs and approvals (BatonClient.tools)
-export { BatonTools, createApprovalDecision } from './tools.js';
+export { BatonTools, createApprovalDecision, toolDocumentHashes } from './tools.js';
 // What an approval's service receipt binds (its `binding`): a webhook receiver recomputes it from the approval it shows.
 export { approvalBinding } from '../protocol/approval.js';
 export type { ApprovalSubject } from '../protocol/approval.js';

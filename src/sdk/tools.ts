@@ -2,13 +2,13 @@
  * Client methods for tool governance: the tenant's versioned tool catalog
  * (with its approval settings) and human approvals of calls.
  */
-import type { ToolDeclaration } from '../protocol/tool-catalog.js';
+import { catalogHash, type ToolDeclaration } from '../protocol/tool-catalog.js';
 import type { ApprovalRule, RuleDecision } from '../protocol/approval-rules.js';
 import type { ApprovalStatus, GrantStatus } from '../protocol/lists.js';
 import { APPROVAL_DECISION_TYPE, ApprovalDecisionPayloadSchema, type ApprovalDecisionPayload } from '../protocol/approval-decision.js';
 import { decodeBase64url } from '../protocol/base64url.js';
-import { recordHash, type RecordHash } from '../protocol/hash.js';
-import { utf8Decode } from '../protocol/jcs.js';
+import { recordHash, sha256Hex, type RecordHash } from '../protocol/hash.js';
+import { canonicalJson, utf8Decode } from '../protocol/jcs.js';
 import { signJws } from '../protocol/jws.js';
 import { DRS_VERSION, parseWith } from '../protocol/records.js';
 // client.js imports this module too; followCursorOnce is only called when a method runs, after both loaded.
@@ -39,11 +39,59 @@ export interface ToolDocumentView {
   /** Where new pending approvals are POSTed, or null; a tenant key sees only that one is set (`https://…`). */
   readonly webhook_url: string | null;
   readonly cost_calibration: { readonly ratio_above: number; readonly min_metered_invocations: number };
+  /** True when the version set no cost_calibration: the defaults shown apply, and `hash` does not cover them. */
+  readonly cost_calibration_default: boolean;
   readonly tools: readonly ToolDeclaration[];
   readonly hash: string;
   readonly catalog_hash: string;
   readonly created_by: string;
   readonly created_at: string;
+}
+
+/** The webhook URL as a tenant key is served it: only its scheme (`https://…`). */
+const MASKED_WEBHOOK = /^[a-z][a-z0-9+.-]*:\/\/\u2026$/;
+
+/**
+ * Recomputes a served tool document version's `hash` and `catalog_hash` from the answer, as the
+ * service computed them when it was published: compare them with the answer's own to check that
+ * what was served is what was published (and recorded in its `tools.catalog.published` receipt).
+ *
+ * `catalog_hash` is over the canonical `{version, tools}`; `hash` over `{catalog_hash, settings}`,
+ * with the settings as published: `webhook_url` only when one is set, `cost_calibration` only when
+ * `cost_calibration_default` is false. An admin key's answer holds everything. A tenant key is served
+ * only the webhook's scheme (`https://…`): pass the URL you believe is set as `webhook_url`, and the
+ * recomputed `hash` equals the served one only if the guess is right.
+ */
+export function toolDocumentHashes(
+  served: Pick<
+    ToolDocumentView,
+    | 'version'
+    | 'strict'
+    | 'default_decision'
+    | 'rules'
+    | 'approvers'
+    | 'webhook_url'
+    | 'cost_calibration'
+    | 'cost_calibration_default'
+    | 'tools'
+  >,
+  opts: { readonly webhook_url?: string } = {},
+): { hash: string; catalog_hash: string } {
+  const webhook = opts.webhook_url ?? served.webhook_url;
+  if (opts.webhook_url === undefined && webhook !== null && MASKED_WEBHOOK.test(webhook))
+    throw new TypeError(
+      `This answer shows only the webhook URL's scheme (${webhook}), which the hash does not cover: pass the URL you believe is set as webhook_url, or read the version with the admin key.`,
+    );
+  const catalog_hash = catalogHash({ version: served.version, tools: [...served.tools] });
+  const settings = {
+    strict: served.strict,
+    rules: served.rules,
+    default_decision: served.default_decision,
+    approvers: served.approvers,
+    ...(webhook === null ? {} : { webhook_url: webhook }),
+    ...(served.cost_calibration_default ? {} : { cost_calibration: served.cost_calibration }),
+  };
+  return { hash: `sha256:${sha256Hex(canonicalJson({ catalog_hash, settings }))}`, catalog_hash };
 }
 
 export interface PublishToolsInput {

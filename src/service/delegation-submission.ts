@@ -210,6 +210,9 @@ export async function submitDelegations(
     submittedByKey,
   );
   const result = await transactionBehind(deps.store.db, gate, async (tx) => {
+    // First, so no catalog is published between the trifecta judgement and this commit (a publish
+    // waits for it, or it for the publish and judges under the new version).
+    await trifecta.pin(tx);
     // Checked above outside this transaction: a revocation committed since would otherwise see no
     // descendant here and answer first, and these records be accepted under it after its answer.
     const chainSoFar = [...ancestors.map((a) => a.hash), ...submitted.map((d) => d.hash)];

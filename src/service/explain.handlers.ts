@@ -1,7 +1,7 @@
 /**
  * POST /v1/explain: the pure explain() over the tenant's stored chain, its
- * current tool catalog and rules, and the runtime facts it would see (held
- * grants, NEAR_LIMIT, cost calibration). Reads only: nothing is counted, consumed or recorded.
+ * current tool catalog and rules (read fresh, as a dry run reads them), and the
+ * runtime facts it would see (stored grants, NEAR_LIMIT, cost calibration). Reads only: nothing is counted, consumed or recorded.
  */
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import { explainRoute, ExplainBody } from '../api/explain.js';
@@ -78,7 +78,8 @@ export function explainRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     if (missing !== undefined) throw new BatonError('NOT_FOUND', { message: `Delegation ${missing} is not stored for this tenant.` });
     assertLinkedFromRoot(body.dr_chain, (h) => stored.get(h)!.parentHash);
     const policies = body.dr_chain.map((h) => parsePolicy(stored.get(h)!.policy));
-    const doc = await toolDocumentOf(deps, tenantId);
+    // Fresh, as a dry run reads it: a node's cached copy may be a version behind (no statement re-checks it here).
+    const doc = await toolDocumentOf(deps, tenantId, true);
     const grants = await Promise.all(body.dr_chain.map((h) => findGrant(db, tenantId, h)));
     // NEAR_LIMIT as verify reads it: with the call's estimate, raised to the tool's cost floor.
     const tool = resolveTool(doc?.catalog ?? NOTHING_DECLARED, argOf(body.args, 'tool'));
@@ -111,8 +112,11 @@ export function explainRoutes(deps: ServiceDeps): OpenAPIHono<AppEnv> {
           tool.kind === 'declared' &&
           tool.tool.rate_limit_per_minute !== undefined &&
           (await toolCallsThisMinute(db, tenantId, tool.tool.name)) >= tool.tool.rate_limit_per_minute,
-        // Held only where a human has not approved; a DR never held needs no approval.
-        approved_grants: grants.map((g) => g === undefined || g.status === 'approved'),
+        // The stored grants decide, as the verify statement reads them: any not approved holds the
+        // chain whatever the current catalog says, and a DR stored without one is never held.
+        stored_grants: grants.map((g) =>
+          g === undefined ? null : { dr_hash: g.drHash, status: g.status, explanation: g.explanation, catalog_version: g.catalogVersion },
+        ),
         // An approve-only key cannot read a delegation: explain then judges the call alone.
         ...(readsRecords
           ? {

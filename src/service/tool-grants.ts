@@ -26,7 +26,7 @@ import { findDelegation, revokedInChain } from '../store/delegations.js';
 import { insertServiceReceipt } from '../store/service-receipts.js';
 import { decisionOf, type DecisionJson } from './approvals.js';
 import { signServiceReceipt } from './service-receipts.js';
-import { toolDocumentOf } from './tools.js';
+import { toolDocumentOf, toolDocumentWhileStoring } from './tools.js';
 import type { ServiceDeps } from './types.js';
 
 export interface GrantJson {
@@ -62,10 +62,16 @@ export async function trifectaAtIssuance(
   tenantId: string,
   ancestorPolicies: readonly Policy[],
   requestedByKey: string | null = null,
-): Promise<{ next(tx: Db, dr: { hash: string; policy: Policy }, inserted: boolean): Promise<void> }> {
-  const doc = await toolDocumentOf(deps, tenantId, true);
+): Promise<{ pin(tx: Db): Promise<void>; next(tx: Db, dr: { hash: string; policy: Policy }, inserted: boolean): Promise<void> }> {
+  // Read before the storing transaction, and pinned in it: a publish between the two would otherwise
+  // leave records judged under a version no longer current when they commit.
+  let doc = await toolDocumentOf(deps, tenantId, true);
   const policies = [...ancestorPolicies];
   return {
+    /** First in the storing transaction: the version judged with is the one current until it commits. */
+    async pin(tx) {
+      doc = await toolDocumentWhileStoring(tx, tenantId, doc);
+    },
     async next(tx, dr, inserted) {
       policies.push(dr.policy);
       const report = inserted ? trifectaReach(doc, policies) : null;

@@ -24,9 +24,16 @@ import {
 import { BatonError } from '../protocol/errors.js';
 import { sha256Hex } from '../protocol/hash.js';
 import { canonicalJson } from '../protocol/jcs.js';
-import { transactionBehind, type CommitCheck } from '../store/db.js';
+import { transactionBehind, type CommitCheck, type Db } from '../store/db.js';
 import { insertServiceReceipt } from '../store/service-receipts.js';
-import { currentToolDocument, insertToolDocument, toolDocumentVersion, type StoredToolDocument } from '../store/tools.js';
+import {
+  currentToolDocument,
+  currentToolDocumentVersion,
+  insertToolDocument,
+  lockToolCatalog,
+  toolDocumentVersion,
+  type StoredToolDocument,
+} from '../store/tools.js';
 import { signServiceReceipt } from './service-receipts.js';
 import type { ServiceDeps } from './types.js';
 
@@ -44,6 +51,8 @@ export interface ToolDocument {
 export interface ToolDocumentJson extends Omit<TenantToolSettings, 'webhook_url' | 'cost_calibration'> {
   webhook_url: string | null;
   cost_calibration: CostCalibrationSettings;
+  /** True when the version set no cost_calibration: the defaults shown apply, and `hash` does not cover them. */
+  cost_calibration_default: boolean;
   version: number;
   tools: Catalog['tools'];
   hash: string;
@@ -96,6 +105,9 @@ export function toolDocumentJson(stored: StoredToolDocument, reader: ToolDocumen
     approvers: doc.settings.approvers,
     webhook_url: webhook === undefined ? null : reader === 'admin' ? webhook : webhookUrlForTenantKeys(webhook),
     cost_calibration: doc.settings.cost_calibration ?? DEFAULT_COST_CALIBRATION,
+    // The hash covers the settings as published: say which of those shown were filled in, so that a
+    // reader can recompute it (SDK toolDocumentHashes).
+    cost_calibration_default: doc.settings.cost_calibration === undefined,
     tools: doc.catalog.tools,
     hash: stored.hash,
     catalog_hash: catalogHash(doc.catalog),
@@ -143,6 +155,19 @@ export async function toolDocumentOf(deps: ServiceDeps, tenantId: string, fresh 
     cache.set(tenantId, { at: performance.now(), doc });
   }
   return doc;
+}
+
+/**
+ * Inside a transaction storing delegations: takes the tenant's catalog lock (shared; a publish takes it
+ * exclusive) and returns the document current under it, `judged` itself when still current (read
+ * before the transaction, to keep the read out of it) or the newer version read here. Held to the
+ * commit, so no version is published between this judgement and the records' commit.
+ */
+export async function toolDocumentWhileStoring(tx: Db, tenantId: string, judged: ToolDocument | null): Promise<ToolDocument | null> {
+  await lockToolCatalog(tx, tenantId, 'store');
+  if ((await currentToolDocumentVersion(tx, tenantId)) === (judged?.version ?? 0)) return judged;
+  const stored = await currentToolDocument(tx, tenantId);
+  return stored === undefined ? null : documentOf(stored.version, stored.document);
 }
 
 export async function storedToolDocument(deps: ServiceDeps, tenantId: string, version?: number): Promise<StoredToolDocument> {
@@ -204,6 +229,9 @@ export async function publishToolDocument(
     },
   });
   await transactionBehind(deps.store.db, gate, async (tx) => {
+    // Waits for the submissions storing delegations under the current version, and they for this one
+    // (toolDocumentWhileStoring): each record is judged under the version current when it commits.
+    await lockToolCatalog(tx, tenantId, 'publish');
     // Another publish took this version since the check above: the base is stale.
     if (!(await insertToolDocument(tx, { tenantId, version, document, hash, createdBy: publishedBy })))
       throw staleBase(input.base_version, version);

@@ -57,6 +57,28 @@ export async function listToolDocumentVersions(db: Db, tenantId: string): Promis
     .orderBy(desc(toolCatalogs.version));
 }
 
+/**
+ * The tenant's catalog lock, held to the end of the transaction: a publish takes it exclusive, a
+ * transaction storing delegations shared, so a stored record was judged under the version that is
+ * current when it commits (a publish waits for the submissions storing, and they for it). Nothing
+ * else takes it: a submission waits on a publish only, never on a verify.
+ */
+export async function lockToolCatalog(tx: Db, tenantId: string, mode: 'publish' | 'store'): Promise<void> {
+  const key = sql`hashtextextended(${`baton:tool-catalog:${tenantId}`}, 0)`;
+  await tx.execute(mode === 'publish' ? sql`select pg_advisory_xact_lock(${key})` : sql`select pg_advisory_xact_lock_shared(${key})`);
+}
+
+/** The tenant's current version number, 0 before the first publish. */
+export async function currentToolDocumentVersion(db: Db, tenantId: string): Promise<number> {
+  const [row] = await db
+    .select({ version: toolCatalogs.version })
+    .from(toolCatalogs)
+    .where(eq(toolCatalogs.tenantId, tenantId))
+    .orderBy(desc(toolCatalogs.version))
+    .limit(1);
+  return row?.version ?? 0;
+}
+
 /** Inserts a new version; a unique violation means someone published on the same base first. */
 /** Stores one version; false when the tenant already has that version (another publish won), NOT_FOUND for an unknown tenant. */
 export async function insertToolDocument(

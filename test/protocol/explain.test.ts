@@ -22,6 +22,14 @@ const catalog: Catalog = {
   ],
 };
 
+/** A grant held when its DR was stored, under an older catalog. */
+const held = {
+  dr_hash: `sha256:${'ab'.repeat(32)}`,
+  status: 'pending',
+  explanation: 'Its tools combine all three risks (…).',
+  catalog_version: 3,
+} as const;
+
 /** A strict tenant: in a non-strict one every unrestricted DR reaches "any undeclared tool", a trifecta. */
 const settings: TenantToolSettings = { ...DEFAULT_TOOL_SETTINGS, strict: true, approvers: [APPROVER] };
 
@@ -113,12 +121,51 @@ describe('explain', () => {
     const args = { tool: 'read_inbox', ...quiet, pii_access: true };
     const withPii: Policy[] = [{ ...policies[0], pii_access: true }];
     expect(run({ args, policies: withPii }).violations.map((v) => v.code)).toEqual(['GRANT_PENDING_APPROVAL']);
-    expect(run({ args, policies: withPii, context: { approved_grants: [true] } })).toMatchObject({ decision: 'allow', violations: [] });
+    const approved = { ...held, status: 'approved' as const };
+    expect(run({ args, policies: withPii, context: { stored_grants: [approved] } })).toMatchObject({ decision: 'allow', violations: [] });
+  });
+
+  it('judges holds by the stored grants, as the verify statement does, whatever the current catalog says', () => {
+    const args = { tool: 'summarise', ...quiet };
+    // Not a trifecta under this catalog, but held when stored under an older one: still held.
+    const harmless: Policy[] = [{ allowed_tools: ['summarise'] }, { allowed_tools: ['summarise'] }];
+    const pending = run({ args, policies: harmless, context: { stored_grants: [null, held] } });
+    expect(pending.decision).toBe('deny');
+    expect(pending.grants.map((g) => g.detected)).toEqual([false, false]);
+    expect(pending.violations).toEqual([
+      {
+        code: 'GRANT_PENDING_APPROVAL',
+        dr_index: 1,
+        dr_hash: held.dr_hash,
+        field: 'status',
+        required: 'approved',
+        actual: 'pending',
+        message:
+          'DR #1 is held for a human (judged when it was stored, under tool catalog version 3: Its tools combine all three risks (…).); the hold stands until an approver decides, whatever a newer catalog says.',
+        remediation:
+          'have an approver approve DR #1 (GET /v1/grants), or re-issue it with allowed_tools that leave out every source of one of the three risks',
+      },
+    ]);
+    const rejected = run({ args, policies: harmless, context: { stored_grants: [{ ...held, status: 'rejected' }, null] } });
+    expect(rejected.violations.map((v) => [v.code, v.dr_index, v.actual])).toEqual([['GRANT_PENDING_APPROVAL', 0, 'rejected']]);
+    expect(rejected.violations[0]!.message).toMatch(
+      /^An approver rejected DR #0 \(the root\) for good \(it was held when it was stored, under tool catalog version 3:/,
+    );
+    expect(rejected.violations[0]!.remediation).toMatch(/^issue a new delegation in place of DR #0/);
+    // A trifecta under this catalog that was stored without a grant is not held: verify lets it through.
+    const trifecta: Policy[] = [{ allowed_tools: ['fetch_page', 'read_inbox', 'send_mail'], pii_access: true }];
+    const unheld = run({
+      args: { tool: 'read_inbox', ...quiet, pii_access: true },
+      policies: trifecta,
+      context: { stored_grants: [null] },
+    });
+    expect(unheld.grants[0]!.detected).toBe(true);
+    expect(unheld.violations.map((v) => v.code)).not.toContain('GRANT_PENDING_APPROVAL');
   });
 
   it('gates the exfiltration leg of a trifecta chain through the default rules', () => {
     const policies: Policy[] = [{ allowed_tools: ['fetch_page', 'read_inbox', 'send_mail'], pii_access: true }];
-    const context = { approved_grants: [true] };
+    const context = { stored_grants: [{ ...held, status: 'approved' as const }] };
     const send = run({ args: { tool: 'send_mail', ...quiet }, policies, context });
     expect(send).toMatchObject({
       decision: 'require_approval',
@@ -209,7 +256,9 @@ describe('explain (properties)', () => {
   const contextArb = fc.record({
     near_limit: fc.boolean(),
     cost_calibration: fc.boolean(),
-    approved_grants: fc.array(fc.boolean(), { maxLength: 3 }),
+    stored_grants: fc.array(fc.option(fc.constantFrom('pending', 'approved', 'rejected').map((status) => ({ ...held, status }))), {
+      maxLength: 3,
+    }),
   });
   const input = fc.record({
     args: argsArb,
