@@ -31,8 +31,26 @@ export const Decision = z
     decided_by: z.string().openapi({ description: 'The id of the key that recorded the decision, or the approver DID that signed it.' }),
     reason: z.string(),
     at: UnixSeconds,
+    record: z.string().optional().openapi({
+      description:
+        "Only on a decision signed by an approver DID: the decision record itself (compact JWS), as posted to `/v1/approvals/{id}/signed-decision`. Its hash is `decision_record` in the decision's service receipt; check the signature, the approval it names and that hash offline (SDK `verifyApprovalDecision`). Absent on a decision recorded with an API key, and on grants.",
+    }),
   })
   .openapi('Decision', { description: 'A recorded human decision.' });
+
+export const CannotRun = z
+  .strictObject({
+    code: z.enum(['RECEIPT_REVOKED', 'RECEIPT_EXPIRED', 'UNTRUSTED_ROOT']).openapi({ description: 'What every verify of the call meets.' }),
+    dr_hash: RecordHash.openapi({
+      description:
+        'The delegation of the chain revoked or expired (nearest the root), or the root record whose issuer is no longer trusted.',
+    }),
+    message: z.string(),
+  })
+  .openapi('ApprovalCannotRun', {
+    description:
+      "Why the call of a live approval can never run, whatever is decided: it cannot be approved (`409`), holds no place under its root's cap of waiting approvals, and can be rejected or left to expire.",
+  });
 
 export const Approval = z
   .strictObject({
@@ -55,6 +73,10 @@ export const Approval = z
     expires_at: UnixSeconds,
     decision: z.union([Decision, z.null()]),
     used_at: UnixSeconds.nullable(),
+    cannot_run: CannotRun.optional().openapi({
+      description:
+        'Present only on a pending or approved approval (inside its deadline) whose call can never run: a delegation of its chain was revoked or has expired, or the tenant no longer trusts its root. Served by `GET /v1/approvals` and `GET /v1/approvals/{id}`.',
+    }),
   })
   .openapi('Approval', { description: 'A call that waits for, or got, a human decision.' });
 
@@ -186,7 +208,7 @@ const decideApprovalRoute = (what: 'approve' | 'reject') =>
       ),
       404: NotFoundResponse('This tenant has no such approval (`NOT_FOUND`).'),
       409: ConflictResponse(
-        'The approval is no longer pending, or (approving) the call can never run: a delegation of its chain was revoked (`details.revoked_dr`), or it was asked under a tool catalog version a newer one has replaced (`details.current_catalog_version`) (`CONFLICT`).',
+        'The approval is no longer pending, or (approving) the call can never run: a delegation of its chain was revoked (`details.revoked_dr`) or has expired (`details.expired_dr`), the tenant no longer trusts its root (`details.untrusted_root`), or it was asked under a tool catalog version a newer one has replaced (`details.current_catalog_version`) (`CONFLICT`).',
       ),
       ...decisionRefusals,
     },
@@ -209,7 +231,7 @@ export const signedDecisionRoute = createRoute({
   tags,
   operationId: 'decideApprovalSigned',
   summary: 'Approve or reject a pending approval with a record signed by an approver DID',
-  description: `No API key is needed (one sent is ignored): the signature is the authority. The record's payload is \`{iss, drs_v: "4.0", drs_type: "${APPROVAL_DECISION_TYPE}", approval_id, decision: "approve"|"reject", confirm: true, reason, iat, jti}\`, encoded like a delegation record. It is accepted when \`approval_id\` is the path id, \`iat\` is at most ${APPROVAL_DECISION_MAX_AGE_SECONDS} s old, the signature verifies, \`iss\` is in the \`approvers\` of the approval's tenant in the tool document version current when the decision is stored, and the approval is pending and unexpired. The decision is then stored like a key holder's, with \`iss\` as actor and decider, and its service receipt names the record. A record decides once: its \`jti\` is kept per signer. An unknown approval id and a signer the tenant does not list get the same \`404\`.`,
+  description: `No API key is needed (one sent is ignored): the signature is the authority. The record's payload is \`{iss, drs_v: "4.0", drs_type: "${APPROVAL_DECISION_TYPE}", approval_id, decision: "approve"|"reject", confirm: true, reason, iat, jti}\`, encoded like a delegation record. It is accepted when \`approval_id\` is the path id, \`iat\` is at most ${APPROVAL_DECISION_MAX_AGE_SECONDS} s old, the signature verifies, \`iss\` is in the \`approvers\` of the approval's tenant in the tool document version current when the decision is stored, and the approval is pending and unexpired. The decision is then stored like a key holder's, with \`iss\` as actor and decider, and its service receipt names the record; the record itself is served as \`decision.record\` of the approval. A record decides once: its \`jti\` is kept per signer. An unknown approval id and a signer the tenant does not list get the same \`404\`.`,
   'x-baton-scopes': [],
   security: [],
   request: { params: approvalId, body: { required: true, content: { 'application/json': { schema: SignedDecisionRequest } } } },
@@ -223,7 +245,7 @@ export const signedDecisionRoute = createRoute({
     ),
     404: NotFoundResponse('No approval with this id accepts decisions from the signer: unknown id or unlisted signer alike (`NOT_FOUND`).'),
     409: ConflictResponse(
-      "The approval is no longer pending, an approving record's call goes through a revoked delegation (`details.revoked_dr`) or was asked under a tool catalog version a newer one has replaced (`details.current_catalog_version`), or this signer already used the record's `jti` (`CONFLICT`).",
+      "The approval is no longer pending, an approving record's call can never run (a delegation of its chain revoked, `details.revoked_dr`, or expired, `details.expired_dr`; its root no longer trusted, `details.untrusted_root`) or was asked under a tool catalog version a newer one has replaced (`details.current_catalog_version`), or this signer already used the record's `jti` (`CONFLICT`).",
     ),
     413: PayloadTooLargeResponse(),
     ...failures,
@@ -281,7 +303,7 @@ const decideGrantRoute = (what: 'approve' | 'reject') =>
       ),
       404: NotFoundResponse('No such delegation is held in this tenant (`NOT_FOUND`).'),
       409: ConflictResponse(
-        'The grant is already decided, or (approving) the held delegation or one of its ancestors was revoked, so no call can run through it (`CONFLICT`, `details.revoked_dr`).',
+        'The grant is already decided, or (approving) no call can run through the held delegation: it or one of its ancestors was revoked (`details.revoked_dr`) or has expired (`details.expired_dr`), or the tenant no longer trusts its root (`details.untrusted_root`) (`CONFLICT`).',
       ),
       ...decisionRefusals,
     },

@@ -20,6 +20,7 @@
 import { z } from 'zod';
 import { GuardrailTripleSchema, type GuardrailTriple } from './approval.js';
 import { BatonError } from './errors.js';
+import type { RecordHash } from './hash.js';
 import { decodeJws, signatureValid } from './jws.js';
 import { DidKeySchema, DRS_VERSION, parseWith } from './records.js';
 
@@ -50,7 +51,7 @@ export type ApprovalDecisionPayload = z.infer<typeof ApprovalDecisionPayloadSche
 
 export interface VerifiedApprovalDecision {
   readonly jws: string;
-  readonly hash: string;
+  readonly hash: RecordHash;
   readonly payload: ApprovalDecisionPayload;
   /** The guardrail triple it carries, with iss as the actor. */
   readonly triple: GuardrailTriple;
@@ -76,23 +77,42 @@ export interface ApprovalDecisionCheckOptions {
  * of these answers depends on the approval or its tenant.
  */
 export function readApprovalDecision(jws: unknown, opts: ApprovalDecisionCheckOptions): VerifiedApprovalDecision {
+  return readDecisionRecord(jws, opts.approvalId, (payload) => {
+    const maxAge = opts.maxAgeSeconds ?? APPROVAL_DECISION_MAX_AGE_SECONDS;
+    if (payload.iat > opts.now + opts.clockSkewSeconds || payload.iat < opts.now - maxAge) {
+      throw new BatonError('INVALID_FIELD', {
+        message: `The decision record claims iat ${payload.iat}; it must lie within ${maxAge} s before and ${opts.clockSkewSeconds} s after the service time ${opts.now}.`,
+        suggestion: 'Sign the decision just before sending it, with iat taken from an accurate clock.',
+        details: { field: 'iat', required: `${opts.now - maxAge}..${opts.now + opts.clockSkewSeconds}`, actual: payload.iat },
+      });
+    }
+  });
+}
+
+/**
+ * A decision record as kept with its approval (`decision.record`), checked as an auditor checks it
+ * later: encoding and shape, that it names `approvalId`, and the signature of iss; not its age,
+ * which only mattered when it arrived. Throws as readApprovalDecision does.
+ */
+export function readStoredApprovalDecision(jws: unknown, approvalId: string): VerifiedApprovalDecision {
+  return readDecisionRecord(jws, approvalId);
+}
+
+function readDecisionRecord(
+  jws: unknown,
+  approvalId: string,
+  fresh?: (payload: ApprovalDecisionPayload) => void,
+): VerifiedApprovalDecision {
   const decoded = decodeJws(jws, 'approval decision record');
   const payload = parseWith(ApprovalDecisionPayloadSchema, decoded.payload, 'approval decision payload');
-  if (payload.approval_id !== opts.approvalId) {
+  if (payload.approval_id !== approvalId) {
     throw new BatonError('INVALID_FIELD', {
-      message: `The decision record names approval ${payload.approval_id}, but the request addresses ${opts.approvalId}.`,
+      message: `The decision record names approval ${payload.approval_id}, but the request addresses ${approvalId}.`,
       suggestion: 'Post a decision record to /v1/approvals/{id}/signed-decision for the approval it names.',
-      details: { field: 'approval_id', required: opts.approvalId, actual: payload.approval_id },
+      details: { field: 'approval_id', required: approvalId, actual: payload.approval_id },
     });
   }
-  const maxAge = opts.maxAgeSeconds ?? APPROVAL_DECISION_MAX_AGE_SECONDS;
-  if (payload.iat > opts.now + opts.clockSkewSeconds || payload.iat < opts.now - maxAge) {
-    throw new BatonError('INVALID_FIELD', {
-      message: `The decision record claims iat ${payload.iat}; it must lie within ${maxAge} s before and ${opts.clockSkewSeconds} s after the service time ${opts.now}.`,
-      suggestion: 'Sign the decision just before sending it, with iat taken from an accurate clock.',
-      details: { field: 'iat', required: `${opts.now - maxAge}..${opts.now + opts.clockSkewSeconds}`, actual: payload.iat },
-    });
-  }
+  fresh?.(payload);
   if (!signatureValid(decoded, payload.iss)) {
     throw new BatonError('SIGNATURE_INVALID', {
       message: `The signature of the decision record does not verify under its issuer ${payload.iss}.`,

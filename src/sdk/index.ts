@@ -59,6 +59,8 @@ export type {
 } from './admin.js';
 // Tool catalogs and approvals (BatonClient.tools)
 export { BatonTools, createApprovalDecision, toolDocumentHashes } from './tools.js';
+// Signed decisions afterwards: check the record GET /v1/approvals/{id} serves as decision.record, offline.
+export { verifyApprovalDecision, type ApprovalDecisionCheck, type ApprovalDecisionVerification } from './approval-decision.js';
 // What an approval's service receipt binds (its `binding`): a webhook receiver recomputes it from the approval it shows.
 export { approvalBinding } from '../protocol/approval.js';
 export type { ApprovalSubject } from '../protocol/approval.js';

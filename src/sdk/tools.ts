@@ -125,8 +125,11 @@ export interface ApprovalView {
   readonly explanation: string;
   readonly created_at: number;
   readonly expires_at: number;
-  readonly decision: { actor: string; decided_by: string; reason: string; at: number } | null;
+  /** `record`: the decision record an approver DID signed (compact JWS), for a signed decision only (verifyApprovalDecision). */
+  readonly decision: { actor: string; decided_by: string; reason: string; at: number; record?: string } | null;
   readonly used_at: number | null;
+  /** Why the call can never run (a record of its chain revoked or expired, its root untrusted), while pending or approved. */
+  readonly cannot_run?: { code: 'RECEIPT_REVOKED' | 'RECEIPT_EXPIRED' | 'UNTRUSTED_ROOT'; dr_hash: string; message: string };
 }
 
 export interface GrantView {

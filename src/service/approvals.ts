@@ -12,6 +12,7 @@ import { readApprovalDecision } from '../protocol/approval-decision.js';
 import { BatonError } from '../protocol/errors.js';
 import type { ApprovalStatus, DecisionOutcome } from '../protocol/lists.js';
 import {
+  chainStandings,
   decideApprovalRow,
   expireApprovals,
   findApproval,
@@ -27,7 +28,7 @@ import {
   type SignedDecision,
 } from '../store/approvals.js';
 import { isUniqueViolation } from '../store/errors.js';
-import { delegationsByHash, revokedInChain } from '../store/delegations.js';
+import { delegationsByHash, trustedRootsOf } from '../store/delegations.js';
 import { rotationLineage } from '../store/api-keys.js';
 import { findInvocation } from '../store/invocations.js';
 import { readChainState } from '../store/runtime.js';
@@ -60,9 +61,15 @@ export interface ApprovalJson {
   expires_at: number;
   decision: DecisionJson;
   used_at: number | null;
+  /** Present only on a live (pending or approved) approval whose call can never run: why not. */
+  cannot_run?: CannotRun;
 }
 
-export type DecisionJson = { actor: string; decided_by: string; reason: string; at: number } | null;
+/**
+ * A recorded decision; `record` only for one signed by an approver DID: the decision record itself
+ * (its compact JWS), whose hash the decision's service receipt names as `decision_record`.
+ */
+export type DecisionJson = { actor: string; decided_by: string; reason: string; at: number; record?: string } | null;
 
 /** The recorded decision of an approval or a held grant row, or null while undecided. */
 export function decisionOf(row: {
@@ -70,18 +77,73 @@ export function decisionOf(row: {
   actor: string | null;
   reason: string | null;
   decidedAt: number | null;
+  decisionJws?: string | null;
 }): DecisionJson {
-  return row.decidedBy === null
-    ? null
-    : { actor: row.actor ?? '', decided_by: row.decidedBy, reason: row.reason ?? '', at: row.decidedAt ?? 0 };
+  if (row.decidedBy === null) return null;
+  const decision = { actor: row.actor ?? '', decided_by: row.decidedBy, reason: row.reason ?? '', at: row.decidedAt ?? 0 };
+  return row.decisionJws == null ? decision : { ...decision, record: row.decisionJws };
 }
 
-/** The row as served; a live one past its deadline reads as expired, whether or not that was recorded yet. */
-export function approvalJson(row: ApprovalRow, now: number): ApprovalJson {
+/**
+ * Why a call through a chain can never run, whatever a human decides: the refusal every verify of it
+ * meets (a delegation revoked or expired, nearest the root first, or the root's issuer no longer
+ * trusted).
+ */
+export interface CannotRun {
+  code: 'RECEIPT_REVOKED' | 'RECEIPT_EXPIRED' | 'UNTRUSTED_ROOT';
+  dr_hash: string;
+  message: string;
+}
+
+/**
+ * For each chain (root first), why a call through it can never run at `now`, or undefined when it
+ * still can: one read of the records of every chain and one of the tenant's trusted roots. A record
+ * not stored is judged by nothing (verify stores a chain before an approval is asked through it).
+ */
+export async function cannotRunOf(
+  db: Db,
+  tenantId: string,
+  chains: readonly (readonly string[])[],
+  now: number,
+): Promise<(CannotRun | undefined)[]> {
+  if (chains.length === 0) return [];
+  const standings = await chainStandings(db, tenantId, chains.flat());
+  const trusted = await trustedRootsOf(db, tenantId);
+  return chains.map((chain) => {
+    const records = chain.flatMap((hash) => standings.get(hash) ?? []).sort((a, b) => a.depth - b.depth);
+    const revoked = records.find((r) => r.revoked);
+    if (revoked) return { code: 'RECEIPT_REVOKED', dr_hash: revoked.hash, message: `Delegation ${revoked.hash} of its chain was revoked.` };
+    // Expired as verify judges it: once now > exp.
+    const expired = records.find((r) => r.exp !== null && now > r.exp);
+    if (expired) {
+      return {
+        code: 'RECEIPT_EXPIRED',
+        dr_hash: expired.hash,
+        message: `Delegation ${expired.hash} of its chain expired at ${new Date(expired.exp! * 1000).toISOString()}.`,
+      };
+    }
+    const root = records[0];
+    if (root !== undefined && root.depth === 0 && !trusted.has(root.iss)) {
+      return {
+        code: 'UNTRUSTED_ROOT',
+        dr_hash: root.hash,
+        message: `Its root delegation ${root.hash} is issued by ${root.iss}, which the tenant no longer trusts.`,
+      };
+    }
+    return undefined;
+  });
+}
+
+/**
+ * The row as served; a live one past its deadline reads as expired, whether or not that was recorded
+ * yet. `cannotRun` (from cannotRunOf) is shown only while the approval is live.
+ */
+export function approvalJson(row: ApprovalRow, now: number, cannotRun?: CannotRun): ApprovalJson {
   const live = row.status === 'pending' || row.status === 'approved';
+  const liveNow = live && now < row.expiresAt;
   return {
     id: row.id,
-    status: live && now >= row.expiresAt ? 'expired' : row.status,
+    status: live && !liveNow ? 'expired' : row.status,
     tool: row.tool,
     tool_server: row.toolServer,
     cmd: row.cmd,
@@ -96,7 +158,21 @@ export function approvalJson(row: ApprovalRow, now: number): ApprovalJson {
     expires_at: row.expiresAt,
     decision: decisionOf(row),
     used_at: row.usedAt,
+    ...(liveNow && cannotRun !== undefined ? { cannot_run: cannotRun } : {}),
   };
+}
+
+/** Approvals as served to an approver or an auditor, each live one saying whether its call can never run. */
+async function approvalsServed(deps: ServiceDeps, tenantId: string, rows: readonly ApprovalRow[], now: number): Promise<ApprovalJson[]> {
+  const live = rows.filter((r) => (r.status === 'pending' || r.status === 'approved') && now < r.expiresAt);
+  const why = await cannotRunOf(
+    deps.store.db,
+    tenantId,
+    live.map((r) => r.drChain),
+    now,
+  );
+  const byId = new Map(live.map((r, i) => [r.id, why[i]]));
+  return rows.map((r) => approvalJson(r, now, byId.get(r.id)));
 }
 
 export interface ApprovalRequest {
@@ -147,9 +223,18 @@ export const CATALOG_CHANGED = 'catalog-changed';
  */
 export const MAX_PENDING_APPROVALS_PER_ROOT = 50;
 
+/**
+ * Pending approvals that may be open at once under one chain root, counting those that hold no place
+ * (their chain holds a revoked or expired record). Without it an agent could free its places by
+ * revoking its own sub-delegations (or letting short-lived ones expire) and ask again without end,
+ * growing what every count and the approvers' list read.
+ */
+export const MAX_OPEN_APPROVALS_PER_ROOT = 4 * MAX_PENDING_APPROVALS_PER_ROOT;
+
 /** Why no new approval may wait now: the root's cap, or a delegation with no call left for another. */
 export type PendingLimit =
   | { readonly kind: 'root'; readonly root: string }
+  | { readonly kind: 'open'; readonly root: string; readonly open: number }
   | { readonly kind: 'calls'; readonly dr: string; readonly callsLeft: number; readonly waiting: number };
 
 /**
@@ -159,7 +244,9 @@ export type PendingLimit =
  * filled its root's cap, so its parent's and its siblings' calls were refused for the approvals'
  * lifetime. Only approvals asked under `catalogVersion` (the current catalog) count: one asked under
  * an older catalog can never run, and after a publish it held the very place its call needed to ask
- * again (an outside probe). `lock`: take the root's transaction lock first (inside the inserting
+ * again (an outside probe). Nor does one whose chain holds a revoked or expired record: its call can
+ * never run, and after the operator revoked a runaway sub-agent its approvals kept its siblings
+ * refused (an outside probe); MAX_OPEN_APPROVALS_PER_ROOT bounds those. `lock`: take the root's transaction lock first (inside the inserting
  * transaction), so concurrent asks count one after another; a dry run reads without it.
  */
 export async function pendingLimitFor(
@@ -174,7 +261,8 @@ export async function pendingLimitFor(
   const underRoot = lock
     ? await pendingApprovalsUnderRoot(db, tenantId, root, now, catalogVersion)
     : await countPendingUnderRoot(db, tenantId, root, now, catalogVersion);
-  if (underRoot >= MAX_PENDING_APPROVALS_PER_ROOT) return { kind: 'root', root };
+  if (underRoot.waiting >= MAX_PENDING_APPROVALS_PER_ROOT) return { kind: 'root', root };
+  if (underRoot.open >= MAX_OPEN_APPROVALS_PER_ROOT) return { kind: 'open', root, open: underRoot.open };
   for (const s of await readChainState(db, tenantId, chain)) {
     if (s.maxCalls === null) continue;
     const callsLeft = Math.max(0, s.maxCalls - s.callsUsed);
@@ -329,7 +417,7 @@ export async function decideApproval(
     if (row) await insertServiceReceipt(tx, serviceReceipt);
     return row;
   });
-  if (decided) return approvalJson(decided, now);
+  if (decided) return (await approvalsServed(deps, tenantId, [decided], now))[0]!;
   const row = await findApproval(db, tenantId, id);
   if (!row) throw new BatonError('NOT_FOUND', { message: `No approval ${id} exists for this tenant.` });
   if (decider.some((k) => k === row.requestedByKey || row.askedByKeys.includes(k))) {
@@ -339,21 +427,22 @@ export async function decideApproval(
     });
   }
   // Judged as the UPDATE judged it: after the wait for the row, which may have passed the deadline.
+  const judgedAt = Math.max(now, deps.now());
   const transition = (outcome === 'approved' ? approve : reject)(asProtocolApproval(row), triple, {
     decided_by: decidedBy,
-    now: Math.max(now, deps.now()),
+    now: judgedAt,
   });
   if (transition.ok) {
-    // The decision's UPDATE also refuses to approve a call through a revoked delegation: say so.
-    const [leaf, ...ancestors] = [...row.drChain].reverse();
-    const revoked = outcome === 'approved' && leaf !== undefined ? await revokedInChain(db, tenantId, { hash: leaf, ancestors }) : null;
-    if (revoked !== null) {
-      throw new BatonError('CONFLICT', {
-        message: `Approval ${id} is for a call through delegation ${revoked}, which was revoked: the call can never run, so it cannot be approved.`,
-        suggestion: `Reject it (POST /v1/approvals/${id}/reject, or baton approvals reject), or leave it to expire.`,
-        details: { approval_id: id, status: row.status, revoked_dr: revoked },
-      });
-    }
+    // The decision's UPDATE also refuses to approve a call that can never run (a delegation of its
+    // chain revoked or expired, its root no longer trusted): say which.
+    const [why] = outcome === 'approved' ? await cannotRunOf(db, tenantId, [row.drChain], judgedAt) : [];
+    if (why !== undefined)
+      throw cannotApprove(
+        `Approval ${id} is for a call that can never run`,
+        { approval_id: id, status: row.status },
+        why,
+        approvalRejection(id),
+      );
     const current = outcome === 'approved' ? await currentToolDocument(db, tenantId) : undefined;
     if (current !== undefined && current.version > row.catalogVersion) {
       throw new BatonError('CONFLICT', {
@@ -372,6 +461,22 @@ export async function decideApproval(
     suggestion,
     details: { approval_id: id, status: transition.status },
     block: null,
+  });
+}
+
+const approvalRejection = (id: string) => `Reject it (POST /v1/approvals/${id}/reject, or baton approvals reject), or leave it to expire.`;
+
+/**
+ * CONFLICT for approving what can never run: `what` names the approval or the held grant (`details`
+ * say which, and its status), `why` says what every verify through it meets. The details keep `revoked_dr` for a revoked delegation,
+ * as before; an expired one is `expired_dr`, an untrusted root `untrusted_root` (its record's hash).
+ */
+export function cannotApprove(what: string, details: Record<string, unknown>, why: CannotRun, suggestion: string): BatonError {
+  const field = why.code === 'RECEIPT_REVOKED' ? 'revoked_dr' : why.code === 'RECEIPT_EXPIRED' ? 'expired_dr' : 'untrusted_root';
+  return new BatonError('CONFLICT', {
+    message: `${what}: ${why.message} Every verify through it is refused ${why.code}, so it cannot be approved (an approval would record a permission nothing can use).`,
+    suggestion,
+    details: { ...details, [field]: why.dr_hash },
   });
 }
 
@@ -458,7 +563,7 @@ async function refuseChainParty(deps: ServiceDeps, row: ApprovalRow, signer: str
 export async function approvalOf(deps: ServiceDeps, tenantId: string, id: string): Promise<ApprovalJson> {
   const row = await findApproval(deps.store.db, tenantId, id);
   if (!row) throw new BatonError('NOT_FOUND', { message: `No approval ${id} exists for this tenant.` });
-  return approvalJson(row, deps.now());
+  return (await approvalsServed(deps, tenantId, [row], deps.now()))[0]!;
 }
 
 /** Approvals per page: however many an agent opens, the next page starts where this one ended. */
@@ -487,7 +592,7 @@ export async function approvalsOf(
   }
   const page = found.slice(0, APPROVALS_PAGE_SIZE);
   return {
-    approvals: page.map((r) => approvalJson(r, now)),
+    approvals: await approvalsServed(deps, tenantId, page, now),
     next_cursor: found.length > APPROVALS_PAGE_SIZE ? page[page.length - 1]!.id : null,
   };
 }

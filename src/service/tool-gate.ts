@@ -30,6 +30,7 @@ import {
   approvalJson,
   CATALOG_CHANGED,
   INVOCATION_STORED,
+  MAX_OPEN_APPROVALS_PER_ROOT,
   MAX_PENDING_APPROVALS_PER_ROOT,
   pendingLimitFor,
   requestApproval,
@@ -341,7 +342,10 @@ export async function askForApproval(
   };
 }
 
-/** A call a rule sends to a human while no other approval may wait (the root's cap, or a delegation's calls left). */
+/**
+ * A call a rule sends to a human while no other approval may wait (the root's cap, the bound on
+ * those open under it counting the ones that can never run, or a delegation's calls left).
+ */
 function pendingLimitViolation(required: Violation, limit: PendingLimit): Violation {
   if (limit.kind === 'root') {
     return {
@@ -350,6 +354,15 @@ function pendingLimitViolation(required: Violation, limit: PendingLimit): Violat
       required: `fewer than ${MAX_PENDING_APPROVALS_PER_ROOT} approvals waiting under the chain root`,
       actual: MAX_PENDING_APPROVALS_PER_ROOT,
       message: `${required.message ?? ''} No approval was opened: ${MAX_PENDING_APPROVALS_PER_ROOT} approvals already wait for a human under the chain root ${limit.root}.`,
+    };
+  }
+  if (limit.kind === 'open') {
+    return {
+      code: 'APPROVALS_PENDING_LIMIT',
+      field: 'approval_id',
+      required: `fewer than ${MAX_OPEN_APPROVALS_PER_ROOT} pending approvals under the chain root`,
+      actual: limit.open,
+      message: `${required.message ?? ''} No approval was opened: ${limit.open} approvals are pending under the chain root ${limit.root}, most of them for calls through revoked or expired delegations that can never run. Reject those (or wait for them to expire).`,
     };
   }
   const calls = `${limit.callsLeft} call${limit.callsLeft === 1 ? '' : 's'} left`;

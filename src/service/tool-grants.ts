@@ -22,9 +22,9 @@ import { detectTrifecta, explainTrifecta } from '../protocol/trifecta.js';
 import { transactionBehind, type CommitCheck, type Db } from '../store/db.js';
 import { rotationLineage } from '../store/api-keys.js';
 import { decideGrantRow, findGrant, insertPendingGrant, listGrants, type GrantRow } from '../store/approvals.js';
-import { findDelegation, revokedInChain } from '../store/delegations.js';
+import { findDelegation } from '../store/delegations.js';
 import { insertServiceReceipt } from '../store/service-receipts.js';
-import { decisionOf, type DecisionJson } from './approvals.js';
+import { cannotApprove, cannotRunOf, decisionOf, type DecisionJson } from './approvals.js';
 import { signServiceReceipt } from './service-receipts.js';
 import { toolDocumentOf, toolDocumentWhileStoring } from './tools.js';
 import type { ServiceDeps } from './types.js';
@@ -166,15 +166,17 @@ export async function decideGrant(
     });
   }
   if (row.status === 'pending') {
-    // The decision's UPDATE also refuses to approve a delegation whose chain holds a revoked record: say so.
+    // The decision's UPDATE also refuses to approve a delegation through which no call can run (a
+    // record of its chain revoked or expired, its root no longer trusted): say which.
     const dr = outcome === 'approved' ? await findDelegation(deps.store.db, tenantId, hash) : undefined;
-    const revoked = dr === undefined ? null : await revokedInChain(deps.store.db, tenantId, dr);
-    if (revoked !== null) {
-      throw new BatonError('CONFLICT', {
-        message: `Delegation ${hash} is held for approval, and ${revoked === hash ? 'it' : `delegation ${revoked} of its chain`} was revoked: no call can run through it, so its grant cannot be approved.`,
-        suggestion: `Reject it (POST /v1/grants/${hash}/reject, or baton approvals reject ${hash} --actor <name> --reason <text>), or leave it held.`,
-        details: { dr_hash: hash, status: row.status, revoked_dr: revoked },
-      });
+    const [why] = dr === undefined ? [] : await cannotRunOf(deps.store.db, tenantId, [[...dr.ancestors, dr.hash]], now);
+    if (why !== undefined) {
+      throw cannotApprove(
+        `Delegation ${hash} is held for approval, and no call can run through it`,
+        { dr_hash: hash, status: row.status },
+        why,
+        `Reject it (POST /v1/grants/${hash}/reject, or baton approvals reject ${hash} --actor <name> --reason <text>), or leave it held.`,
+      );
     }
     throw new BatonError('CONFLICT', { message: `The grant of ${hash} changed while it was being decided; read it again.` });
   }

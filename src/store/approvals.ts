@@ -2,11 +2,11 @@
 // (WHERE status = the state it leaves), so two nodes racing on the same
 // approval serialise on its row and exactly one wins; the spending of an
 // approved one happens inside the verify statement (baton_tool_gate).
-import { and, asc, count, desc, eq, gt, inArray, lte, ne, or, sql } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gt, inArray, lte, ne, or, sql, type SQL } from 'drizzle-orm';
 import type { Db } from './db.js';
 import { textArray } from './rows.js';
 import type { ApprovalStatus, DecisionOutcome } from '../protocol/lists.js';
-import { approvals, delegations, grantApprovals, toolCatalogs, type ApprovalRow } from './schema/index.js';
+import { approvals, delegations, grantApprovals, toolCatalogs, trustedRoots, type ApprovalRow } from './schema/index.js';
 
 export type NewApprovalRow = typeof approvals.$inferInsert;
 
@@ -95,6 +95,30 @@ export async function recordAskingKey(db: Db, tenantId: string, id: string, key:
 }
 
 /**
+ * Whether the call of an approval whose chain is `chain` can never run, whatever a human decides:
+ * a record of the chain is revoked, or past its exp at `now` (RECEIPT_EXPIRED, judged as verify
+ * judges it: expired once now > exp). Each record is one primary-key probe.
+ */
+function chainCannotRun(tenantId: string, chain: SQL, now: SQL | number): SQL {
+  return sql`exists (select 1 from ${delegations} where ${delegations.tenantId} = ${tenantId} and ${delegations.hash} = any(${chain}) and (${delegations.revokedAt} is not null or ${delegations.exp} < ${now}))`;
+}
+
+/** Whether the root record `rootHash` is issued by a DID the tenant no longer trusts (UNTRUSTED_ROOT at every verify). */
+function rootUntrusted(tenantId: string, rootHash: SQL): SQL {
+  return sql`exists (select 1 from ${delegations} where ${delegations.tenantId} = ${tenantId} and ${delegations.hash} = ${rootHash} and not exists (select 1 from ${trustedRoots} where ${trustedRoots.tenantId} = ${tenantId} and ${trustedRoots.did} = ${delegations.iss}))`;
+}
+
+/**
+ * Approvals under one chain root: `waiting`, those that hold a place under the cap (their call can
+ * still run), and `open`, every pending one inside its deadline asked under the current catalog,
+ * including those whose chain holds a revoked or expired record.
+ */
+export interface PendingUnderRoot {
+  readonly waiting: number;
+  readonly open: number;
+}
+
+/**
  * How many approvals wait for a human under the chain root `root` (pending, not past their deadline),
  * counted after taking a transaction lock on that root: concurrent asks under one root count one
  * after another, so a cap on the count holds exactly. Call inside the transaction that inserts.
@@ -105,20 +129,27 @@ export async function pendingApprovalsUnderRoot(
   root: string,
   now: number,
   catalogVersion: number,
-): Promise<number> {
+): Promise<PendingUnderRoot> {
   await db.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`approvals under ${tenantId} ${root}`}, 0))`);
   return countPendingUnderRoot(db, tenantId, root, now, catalogVersion);
 }
 
 /** The same count, read without the lock: what a dry run predicts. */
-export async function countPendingUnderRoot(db: Db, tenantId: string, root: string, now: number, catalogVersion: number): Promise<number> {
+export async function countPendingUnderRoot(
+  db: Db,
+  tenantId: string,
+  root: string,
+  now: number,
+  catalogVersion: number,
+): Promise<PendingUnderRoot> {
   const [row] = await pendingUnderRootQuery(db, tenantId, root, now, catalogVersion);
-  return row?.n ?? 0;
+  return { waiting: row?.waiting ?? 0, open: row?.open ?? 0 };
 }
 
 /**
- * How many approvals wait for a human under `root` with `dr` in their chain: the root's partial index
- * finds the live rows (the root's cap of them per catalog version at most), and the chain is filtered among those.
+ * How many approvals wait for a human under `root` with `dr` in their chain, and whose call can
+ * still run: the root's partial index finds the live rows (bounded per catalog version by the
+ * service's caps), and the chain is filtered among those.
  */
 export async function countPendingThrough(
   db: Db,
@@ -129,17 +160,22 @@ export async function countPendingThrough(
   catalogVersion: number,
 ): Promise<number> {
   const [row] = await pendingUnderRootQuery(db, tenantId, root, now, catalogVersion, dr);
-  return row?.n ?? 0;
+  return row?.waiting ?? 0;
 }
 
 /**
  * The count's query: found by the partial index on (tenant, root, deadline), reading only live rows
  * (0032) asked under `catalogVersion`, the current catalog; with `through`, only those whose chain
- * holds that delegation.
+ * holds that delegation. `waiting` leaves out an approval whose chain holds a revoked or expired
+ * record: its call can never run, so it holds no place (an outside probe: a sub-agent the operator
+ * revoked kept its 50 places, and its siblings stayed refused until they expired).
  */
 export function pendingUnderRootQuery(db: Db, tenantId: string, root: string, now: number, catalogVersion: number, through?: string) {
   return db
-    .select({ n: count() })
+    .select({
+      waiting: sql<number>`count(*) filter (where not ${chainCannotRun(tenantId, sql`${approvals.drChain}`, now)})`.mapWith(Number),
+      open: count(),
+    })
     .from(approvals)
     .where(
       and(
@@ -152,6 +188,32 @@ export function pendingUnderRootQuery(db: Db, tenantId: string, root: string, no
         through === undefined ? undefined : sql`${through} = any(${approvals.drChain})`,
       ),
     );
+}
+
+/** A record of a chain as far as whether a call through it can run: its issuer, its exp, whether it is revoked. */
+export interface ChainRecordStanding {
+  readonly hash: string;
+  readonly iss: string;
+  readonly depth: number;
+  readonly exp: number | null;
+  readonly revoked: boolean;
+}
+
+/** The standing of the stored records among `hashes`, keyed by hash (unknown hashes are absent). */
+export async function chainStandings(db: Db, tenantId: string, hashes: readonly string[]): Promise<Map<string, ChainRecordStanding>> {
+  const unique = [...new Set(hashes)];
+  if (unique.length === 0) return new Map();
+  const found = await db
+    .select({
+      hash: delegations.hash,
+      iss: delegations.iss,
+      depth: delegations.depth,
+      exp: delegations.exp,
+      revoked: sql<boolean>`${delegations.revokedAt} is not null`,
+    })
+    .from(delegations)
+    .where(and(eq(delegations.tenantId, tenantId), inArray(delegations.hash, unique)));
+  return new Map(found.map((r) => [r.hash, r]));
 }
 
 /** Inserts a pending approval; false when the call already has a live one (a concurrent request made it). */
@@ -189,6 +251,7 @@ export async function decideApprovalRow(
     .from(approvals)
     .where(and(eq(approvals.tenantId, tenantId), eq(approvals.id, id)))
     .for('no key update');
+  const decidedNow = sql`(${d.now}::bigint + floor(extract(epoch from clock_timestamp() - now()))::bigint)`;
   const [row] = await db
     .update(approvals)
     .set({
@@ -205,15 +268,17 @@ export async function decideApprovalRow(
         eq(approvals.id, id),
         eq(approvals.status, 'pending'),
         // `now` was read before this transaction waited for the row: the wait is counted.
-        sql`${approvals.expiresAt} > ${d.now}::bigint + floor(extract(epoch from clock_timestamp() - now()))::bigint`,
+        sql`${approvals.expiresAt} > ${decidedNow}`,
         sql`${approvals.requestedBy} <> ${d.decidedBy}`,
         // Nor any key of the decider's rotation lineage: a successor is the same holder.
         sql`(${approvals.requestedByKey} is null or not (${approvals.requestedByKey} = any(${textArray(d.decider)})))`,
         sql`not (${approvals.askedByKeys} && ${textArray(d.decider)})`,
-        // A call through a revoked delegation can never run: approving it would record a permission nothing can use.
+        // A call through a revoked or expired delegation, or under a root the tenant no longer trusts, can
+        // never run: approving it would record a permission nothing can use. Expiry by the deadline's clock.
         ...(outcome === 'approved'
           ? [
-              sql`not exists (select 1 from ${delegations} where ${delegations.tenantId} = ${tenantId} and ${delegations.hash} = any(${approvals.drChain}) and ${delegations.revokedAt} is not null)`,
+              sql`not ${chainCannotRun(tenantId, sql`${approvals.drChain}`, decidedNow)}`,
+              sql`not ${rootUntrusted(tenantId, sql`(${approvals.drChain})[1]`)}`,
               // Nor a call asked under a catalog a newer one replaced: it asks again under that one.
               sql`not exists (select 1 from ${toolCatalogs} where ${toolCatalogs.tenantId} = ${tenantId} and ${toolCatalogs.version} > ${approvals.catalogVersion})`,
             ]
@@ -329,7 +394,8 @@ export async function unapprovedGrantInChain(db: Db, tenantId: string, chain: re
 /**
  * pending -> approved | rejected, only while pending and by a key other than
  * the one that submitted the held record, and approved only while no record of
- * its chain is revoked. Undefined when the row did not qualify.
+ * its chain is revoked or expired and its root is trusted. Undefined when the
+ * row did not qualify.
  */
 export async function decideGrantRow(
   db: Db,
@@ -348,11 +414,13 @@ export async function decideGrantRow(
         eq(grantApprovals.status, 'pending'),
         // In the UPDATE itself, so no check-then-write gap; NULL (keyless, or held before 0024) refuses no key.
         sql`(${grantApprovals.requestedByKey} is null or not (${grantApprovals.requestedByKey} = any(${textArray(d.decider)})))`,
-        // As for a call approval: a delegation whose chain (the record or any ancestor) holds a revoked
-        // record is refused at every verify, so approving it would record a permission nothing can use.
+        // As for a call approval: a delegation whose chain (the record or any ancestor) holds a revoked or
+        // expired record, or whose root the tenant no longer trusts, is refused at every verify, so
+        // approving it would record a permission nothing can use.
         ...(outcome === 'approved'
           ? [
-              sql`not exists (select 1 from ${delegations} held join ${delegations} c on c.tenant_id = held.tenant_id and c.hash = any(held.ancestors || held.hash) where held.tenant_id = ${tenantId} and held.hash = ${grantApprovals.drHash} and c.revoked_at is not null)`,
+              sql`not exists (select 1 from ${delegations} held join ${delegations} c on c.tenant_id = held.tenant_id and c.hash = any(held.ancestors || held.hash) where held.tenant_id = ${tenantId} and held.hash = ${grantApprovals.drHash} and (c.revoked_at is not null or c.exp < ${d.now}))`,
+              sql`not exists (select 1 from ${delegations} held join ${delegations} r on r.tenant_id = held.tenant_id and r.hash = held.root_hash where held.tenant_id = ${tenantId} and held.hash = ${grantApprovals.drHash} and not exists (select 1 from ${trustedRoots} t where t.tenant_id = r.tenant_id and t.did = r.iss))`,
             ]
           : []),
       ),

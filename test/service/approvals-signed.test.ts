@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { and, eq } from 'drizzle-orm';
 import { generateKeyPair, type KeyPair } from '../../src/sdk/keys.js';
 import { createApprovalDecision } from '../../src/sdk/tools.js';
+import { verifyApprovalDecision, verifyServiceReceipt } from '../../src/sdk/index.js';
 import { APPROVAL_DECISION_MAX_AGE_SECONDS } from '../../src/protocol/approval-decision.js';
 import { encodeBase64url } from '../../src/protocol/base64url.js';
 import type { Policy } from '../../src/protocol/policy.js';
@@ -102,6 +103,60 @@ describe('signed approval decisions', () => {
     const other = await pendingApproval();
     const rejected = await send(other.id, sign(other.id, { decision: 'reject' }));
     expect(rejected.body).toMatchObject({ status: 'rejected', decision: { actor: human.did } });
+  });
+
+  it("the decision record is served with the approval; an auditor checks the human's signature offline and matches the service receipt", async () => {
+    const { id } = await pendingApproval();
+    const jws = sign(id);
+    expect((await send(id, jws)).status).toBe(200);
+    const served = await svc.call('GET', `/v1/approvals/${id}`, { key: tenant.keys.audit });
+    expect(served.status).toBe(200);
+    expect(served.body.decision.record).toBe(jws);
+    const listed = await svc.call('GET', '/v1/approvals?status=approved', { key: tenant.keys.audit });
+    expect((listed.body.approvals as { id: string; decision: { record?: string } }[]).find((a) => a.id === id)!.decision.record).toBe(jws);
+
+    // Offline, later than a decision may arrive: the record's age no longer matters.
+    svc.clock.now += 24 * 3600;
+    try {
+      const checked = verifyApprovalDecision(served.body.decision.record as string, { approvalId: id, approvers: [human.did] });
+      expect(checked).toMatchObject({ valid: true, outcome: 'approved', payload: { iss: human.did, approval_id: id } });
+      // The service receipt of the decision, checked against the published keys, names this very record.
+      const receipts = await svc.call('GET', `/v1/service-receipts?subject=${id}`, { key: tenant.keys.audit });
+      const approvedReceipt = (receipts.body.service_receipts as { kind: string; jws: string }[]).find(
+        (r) => r.kind === 'approval.approved',
+      )!;
+      const keys = (await svc.call('GET', '/v1/keys')).body.keys as { kid: string; public_key: string }[];
+      const receipt = verifyServiceReceipt(
+        approvedReceipt.jws,
+        keys.map((k) => ({ kid: k.kid, publicKey: new Uint8Array(Buffer.from(k.public_key, 'base64url')) })),
+      );
+      expect(receipt.valid).toBe(true);
+      expect((receipt.payload!.data as { decision_record: string }).decision_record).toBe(checked.hash);
+    } finally {
+      svc.clock.now -= 24 * 3600;
+    }
+
+    // An edited record, a record for another approval, and a signer not among the approvers fail.
+    const [h, p, sig] = jws.split('.') as [string, string, string];
+    const payload = JSON.parse(Buffer.from(p, 'base64url').toString());
+    const edited = `${h}.${encodeBase64url(new TextEncoder().encode(JSON.stringify({ ...payload, reason: 'Someone else said so.' })))}.${sig}`;
+    expect(verifyApprovalDecision(edited, { approvalId: id })).toMatchObject({ valid: false, code: 'SIGNATURE_INVALID', hash: null });
+    const other = `apr_${'f'.repeat(32)}`;
+    expect(verifyApprovalDecision(jws, { approvalId: other })).toMatchObject({ valid: false, code: 'INVALID_FIELD' });
+    expect(verifyApprovalDecision(jws, { approvalId: id, approvers: [outsider.did] })).toMatchObject({
+      valid: false,
+      code: 'NOT_AN_APPROVER',
+    });
+    expect(verifyApprovalDecision('not a jws', { approvalId: id }).valid).toBe(false);
+
+    // A decision recorded with an API key has no record to serve.
+    const keyed = await pendingApproval();
+    const decided = await svc.call('POST', `/v1/approvals/${keyed.id}/approve`, {
+      key: approverKey,
+      json: { actor: 'bob', confirm: true, reason: REASON },
+    });
+    expect(decided.status).toBe(200);
+    expect(decided.body.decision).not.toHaveProperty('record');
   });
 
   it('an approver DID that holds a delegation of the chain cannot approve a call made through it', async () => {

@@ -4,7 +4,7 @@ import { and, eq } from 'drizzle-orm';
 import { generateKeyPair } from '../../src/sdk/keys.js';
 import type { Policy } from '../../src/protocol/policy.js';
 import { grantApprovals, serviceReceipts } from '../../src/store/schema/index.js';
-import { buildChain } from '../support/fixtures.js';
+import { buildChain, T0 } from '../support/fixtures.js';
 import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
 import { tool } from '../support/tools.js';
 
@@ -166,6 +166,56 @@ describe('a held grant whose chain was revoked', () => {
     expect((await grantRow(child.hash)).status).toBe('pending');
     expect(await receipts(child.hash, 'grant.approved')).toHaveLength(0);
     expect((await decide(child.hash, 'reject', approver.key)).body.status).toBe('rejected');
+  });
+});
+
+describe('a held grant through which no call can ever run', () => {
+  it('cannot be approved once a record of its chain has expired (409, expired_dr), and can still be rejected', async () => {
+    const approver = await apiKey(['approve']);
+    const dr = buildChain([TRIFECTA], { keys: [tenant.root, generateKeyPair()], exp: T0 + 60 }).drs[0]!;
+    expect((await svc.call('POST', '/v1/delegations', { key: tenant.keys.issue, json: { receipt: dr.jws } })).status).toBe(201);
+    const at = svc.clock.now;
+    svc.clock.now = T0 + 61;
+    try {
+      const approved = await decide(dr.hash, 'approve', approver.key);
+      expect(approved.status, JSON.stringify(approved.body)).toBe(409);
+      expect(approved.body.error).toMatchObject({
+        code: 'CONFLICT',
+        details: { dr_hash: dr.hash, status: 'pending', expired_dr: dr.hash },
+      });
+      expect(approved.body.error.message).toContain('RECEIPT_EXPIRED');
+      expect((await grantRow(dr.hash)).status).toBe('pending');
+      expect((await decide(dr.hash, 'reject', approver.key)).body.status).toBe('rejected');
+    } finally {
+      svc.clock.now = at;
+    }
+  });
+
+  it('cannot be approved once the tenant no longer trusts its root (409, untrusted_root), and can still be rejected', async () => {
+    const own = await setupTenant(svc, 'untrusting');
+    expect(
+      (
+        await svc.call('POST', `/v1/admin/tenants/${own.id}/tools`, {
+          key: svc.adminKey,
+          json: { base_version: 0, strict: true, tools: TOOLS, rules: [] },
+        })
+      ).status,
+    ).toBe(201);
+    const approver = await svc.call('POST', `/v1/admin/tenants/${own.id}/api-keys`, { key: svc.adminKey, json: { scopes: ['approve'] } });
+    const dr = buildChain([TRIFECTA], { keys: [own.root, generateKeyPair()] }).drs[0]!;
+    expect((await svc.call('POST', '/v1/delegations', { key: own.keys.issue, json: { receipt: dr.jws } })).status).toBe(201);
+    const removed = await svc.call('DELETE', `/v1/admin/tenants/${own.id}/roots/${encodeURIComponent(own.root.did)}`, {
+      key: svc.adminKey,
+    });
+    expect(removed.status).toBeLessThan(300);
+    const approved = await svc.call('POST', `/v1/grants/${dr.hash}/approve`, { key: approver.body.key, json: TRIPLE });
+    expect(approved.status, JSON.stringify(approved.body)).toBe(409);
+    expect(approved.body.error).toMatchObject({
+      code: 'CONFLICT',
+      details: { dr_hash: dr.hash, status: 'pending', untrusted_root: dr.hash },
+    });
+    const rejected = await svc.call('POST', `/v1/grants/${dr.hash}/reject`, { key: approver.body.key, json: TRIPLE });
+    expect(rejected.body.status).toBe('rejected');
   });
 });
 

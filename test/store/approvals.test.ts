@@ -15,6 +15,7 @@ import { seedTenant } from '../support/fixtures.js';
 interface PlanNode {
   'Node Type': string;
   'Index Name'?: string;
+  'Relation Name'?: string;
   'Index Cond'?: string;
   Plans?: PlanNode[];
 }
@@ -97,5 +98,13 @@ describe('the count of approvals waiting under a root (the cap)', () => {
     const scans = nodesOf(plan).filter((n) => n['Index Name'] === 'approvals_pending_by_root');
     expect(scans).toHaveLength(1);
     expect(scans[0]!['Index Cond']).toMatch(/expires_at/);
+  });
+
+  it("judges each live row's chain (revoked or expired: no place) by the delegations' primary key, not by reading them all", async () => {
+    const { sql: text, params } = pendingUnderRootQuery(store.db, tenantId, 'sha256:root', 1_800_000_100, 1).toSQL();
+    const nodes = nodesOf(await explained(text, params));
+    const onDelegations = nodes.filter((n) => n['Relation Name'] === 'delegations');
+    expect(onDelegations.length).toBeGreaterThan(0);
+    for (const n of onDelegations) expect(n['Index Name']).toBe('delegations_tenant_id_hash_pk');
   });
 });
