@@ -366,7 +366,7 @@ export interface paths {
     put?: never;
     /**
      * Approve or reject a pending approval with a record signed by an approver DID
-     * @description No API key is needed (one sent is ignored): the signature is the authority. The record's payload is `{iss, drs_v: "4.0", drs_type: "baton-approval-decision", approval_id, decision: "approve"|"reject", confirm: true, reason, iat, jti}`, encoded like a delegation record. It is accepted when `approval_id` is the path id, `iat` is at most 300 s old, the signature verifies, `iss` is in the `approvers` of the approval's tenant in the tool document version current when the decision is stored, and the approval is pending and unexpired. The decision is then stored like a key holder's, with `iss` as actor and decider, and its service receipt names the record. A record decides once: its `jti` is kept per signer. An unknown approval id and a signer the tenant does not list get the same `404`.
+     * @description No API key is needed (one sent is ignored): the signature is the authority. The record's payload is `{iss, drs_v: "4.0", drs_type: "baton-approval-decision", approval_id, decision: "approve"|"reject", confirm: true, reason, iat, jti}`, encoded like a delegation record. It is accepted when `approval_id` is the path id, `iat` is at most 300 s old, the signature verifies, `iss` is in the `approvers` of the approval's tenant in the tool document version current when the decision is stored, and the approval is pending and unexpired. The decision is then stored like a key holder's, with `iss` as actor and decider, and its service receipt names the record; the record itself is served as `decision.record` of the approval. A record decides once: its `jti` is kept per signer. An unknown approval id and a signer the tenant does not list get the same `404`.
      */
     post: operations['decideApprovalSigned'];
     delete?: never;
@@ -1041,6 +1041,7 @@ export interface components {
       args: {
         [key: string]: unknown;
       } | null;
+      cannot_run?: components['schemas']['ApprovalCannotRun'];
       catalog_version: number;
       /** @description The command of the call (null on approvals requested before Baton kept it). */
       cmd: string | null;
@@ -1063,6 +1064,16 @@ export interface components {
       tool: string | null;
       tool_server: string;
       used_at: number | null;
+    };
+    /** @description Present only on a pending or approved approval (inside its deadline) whose call can never run: a delegation of its chain was revoked or has expired, or the tenant no longer trusts its root. Served by `GET /v1/approvals` and `GET /v1/approvals/{id}`. */
+    ApprovalCannotRun: {
+      /**
+       * @description What every verify of the call meets.
+       * @enum {string}
+       */
+      code: 'RECEIPT_REVOKED' | 'RECEIPT_EXPIRED' | 'UNTRUSTED_ROOT';
+      dr_hash: components['schemas']['RecordHash'] & unknown;
+      message: string;
     };
     /** @description The guardrail triple: who, an explicit confirmation, and why. */
     ApprovalDecision: {
@@ -1199,6 +1210,8 @@ export interface components {
       /** @description The id of the key that recorded the decision, or the approver DID that signed it. */
       decided_by: string;
       reason: string;
+      /** @description Only on a decision signed by an approver DID: the decision record itself (compact JWS), as posted to `/v1/approvals/{id}/signed-decision`. Its hash is `decision_record` in the decision's service receipt; check the signature, the approval it names and that hash offline (SDK `verifyApprovalDecision`). Absent on a decision recorded with an API key, and on grants. */
+      record?: string;
     };
     /** @description The first violation's code, block, and the table message and suggestion. */
     DecisionError: {
@@ -1945,6 +1958,8 @@ export interface components {
       approvers: components['schemas']['DidKey'][];
       catalog_hash: components['schemas']['RecordHash'] & unknown;
       cost_calibration: components['schemas']['CostCalibrationSettings'];
+      /** @description `true` when the version was published without `cost_calibration`: the defaults shown apply, and `hash` does not cover them (it covers the settings as published). */
+      cost_calibration_default: boolean;
       created_at: components['schemas']['Timestamp'];
       /** @description The id of the key that published it. */
       created_by: string;
@@ -3720,7 +3735,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The approval is no longer pending, or (approving) the call can never run: a delegation of its chain was revoked (`details.revoked_dr`), or it was asked under a tool catalog version a newer one has replaced (`details.current_catalog_version`) (`CONFLICT`). */
+      /** @description The approval is no longer pending, or (approving) the call can never run: a delegation of its chain was revoked (`details.revoked_dr`) or has expired (`details.expired_dr`), the tenant no longer trusts its root (`details.untrusted_root`), or it was asked under a tool catalog version a newer one has replaced (`details.current_catalog_version`) (`CONFLICT`). */
       409: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -3828,7 +3843,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The approval is no longer pending, or (approving) the call can never run: a delegation of its chain was revoked (`details.revoked_dr`), or it was asked under a tool catalog version a newer one has replaced (`details.current_catalog_version`) (`CONFLICT`). */
+      /** @description The approval is no longer pending, or (approving) the call can never run: a delegation of its chain was revoked (`details.revoked_dr`) or has expired (`details.expired_dr`), the tenant no longer trusts its root (`details.untrusted_root`), or it was asked under a tool catalog version a newer one has replaced (`details.current_catalog_version`) (`CONFLICT`). */
       409: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -3926,7 +3941,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The approval is no longer pending, an approving record's call goes through a revoked delegation (`details.revoked_dr`) or was asked under a tool catalog version a newer one has replaced (`details.current_catalog_version`), or this signer already used the record's `jti` (`CONFLICT`). */
+      /** @description The approval is no longer pending, an approving record's call can never run (a delegation of its chain revoked, `details.revoked_dr`, or expired, `details.expired_dr`; its root no longer trusted, `details.untrusted_root`) or was asked under a tool catalog version a newer one has replaced (`details.current_catalog_version`), or this signer already used the record's `jti` (`CONFLICT`). */
       409: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -4874,7 +4889,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The grant is already decided, or (approving) the held delegation or one of its ancestors was revoked, so no call can run through it (`CONFLICT`, `details.revoked_dr`). */
+      /** @description The grant is already decided, or (approving) no call can run through the held delegation: it or one of its ancestors was revoked (`details.revoked_dr`) or has expired (`details.expired_dr`), or the tenant no longer trusts its root (`details.untrusted_root`) (`CONFLICT`). */
       409: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -4982,7 +4997,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The grant is already decided, or (approving) the held delegation or one of its ancestors was revoked, so no call can run through it (`CONFLICT`, `details.revoked_dr`). */
+      /** @description The grant is already decided, or (approving) no call can run through the held delegation: it or one of its ancestors was revoked (`details.revoked_dr`) or has expired (`details.expired_dr`), or the tenant no longer trusts its root (`details.untrusted_root`) (`CONFLICT`). */
       409: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
