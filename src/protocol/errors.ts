@@ -196,7 +196,7 @@ const SERVICE_ERRORS = {
   GRANT_PENDING_APPROVAL: {
     block: 'F',
     message:
-      'A delegation record in the chain waits for human approval: its tools together read untrusted content, access private data and communicate externally.',
+      'A delegation record in the chain waits for human approval: when it was stored, its tools together read untrusted content, accessed private data and communicated externally, under the tool catalog then current.',
     suggestion: 'Ask an approver to approve the delegation, or issue one whose allowed_tools leave out one of the three risks.',
   },
   // Block G: runtime state

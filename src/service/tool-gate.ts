@@ -208,11 +208,11 @@ export async function decideToolGate(
   const wouldHold = opts.dryRun && opts.wouldHold ? opts.wouldHold : null;
   const heldGrant = async () =>
     (await unapprovedGrantInChain(deps.store.db, tenantId, inv.dr_chain)) ??
-    (wouldHold === null ? undefined : { drHash: wouldHold, status: 'pending' as const });
+    (wouldHold === null ? undefined : { drHash: wouldHold, status: 'pending' as const, catalogVersion });
   // What the statement answers first when the chain holds a grant, before any approval check.
   const refusedAsHeld = async (): Promise<ToolGate | undefined> => {
     const held = wouldHold === null ? undefined : await heldGrant();
-    return held && { kind: 'refuse', catalogVersion, violations: [grantViolation(held.drHash, held.status, decision)] };
+    return held && { kind: 'refuse', catalogVersion, violations: [grantViolation(held, decision)] };
   };
   if (rule.decision === 'allow') return (await refusedAsHeld()) ?? params(null, null);
 
@@ -253,7 +253,7 @@ export async function decideToolGate(
   const held = await heldGrant();
   if (held) {
     const notAsked = `${required.message ?? ''} No approval is requested while grant ${held.drHash} is ${held.status}: an approver decides the grant first (POST /v1/grants/{hash}/approve).`;
-    const grant = grantViolation(held.drHash, held.status, decision);
+    const grant = grantViolation(held, decision);
     return {
       kind: 'refuse',
       catalogVersion,
@@ -441,20 +441,28 @@ export function mustRedecide(deps: ServiceDeps, tenantId: string, refusal: ToolG
 }
 
 /** A grant of the chain not approved: every call through it is refused. */
-function grantViolation(hash: string, status: string, decision: Verified): Violation {
+/**
+ * A held grant of the chain, as verify and dry-run say it: the hold was judged when the record was
+ * stored, under the catalog version then current (`judgedUnder`, when known), and stands until an
+ * approver decides, whatever a newer catalog says of its tools.
+ */
+function grantViolation(
+  held: { readonly drHash: string; readonly status: string; readonly catalogVersion?: number },
+  decision: Verified,
+): Violation {
+  const when = `held when it was stored${held.catalogVersion === undefined ? '' : `, under tool catalog version ${held.catalogVersion}`}, as its tools together then combined all three risks`;
   return {
     code: 'GRANT_PENDING_APPROVAL',
-    dr_index: decision.delegations.findIndex((d) => d.hash === hash),
-    dr_hash: hash,
+    dr_index: decision.delegations.findIndex((d) => d.hash === held.drHash),
+    dr_hash: held.drHash,
     field: 'status',
     required: 'approved',
-    actual: status,
+    actual: held.status,
     // Rejected is final: asking an approver again would only meet a 409.
-    ...(status === 'rejected'
-      ? {
-          message: `An approver rejected delegation ${hash} for good (its tools together combine all three risks): no call through it will run. Issue a delegation whose allowed_tools leave out one of the three risks.`,
-        }
-      : {}),
+    message:
+      held.status === 'rejected'
+        ? `An approver rejected delegation ${held.drHash} for good (${when}): no call through it will run. Issue a delegation whose allowed_tools leave out one of the three risks.`
+        : `Delegation ${held.drHash} waits for a human approver (${when}); the hold stands until an approver decides, whatever a newer catalog says.`,
   };
 }
 
@@ -486,13 +494,21 @@ export function approvalMismatchMessage(named: ApprovalRow, decision: Verified, 
 export function toolGateViolation(
   refusal: ToolGateRefusal,
   decision: Verified,
-  grantStatus = 'pending',
+  /** For GRANT_PENDING_APPROVAL: the held grant the statement named, read (its status and the version it was judged under). */
+  heldGrant?: { readonly status: string; readonly catalogVersion: number },
   /** For APPROVAL_MISMATCH: the approval the call named, and the catalog version it was decided under. */
   mismatched?: { readonly approval: ApprovalRow | undefined; readonly catalogVersion: number },
 ): Violation {
   switch (refusal.o) {
     case 'GRANT_PENDING_APPROVAL':
-      return grantViolation(refusal.h ?? '', grantStatus, decision);
+      return grantViolation(
+        {
+          drHash: refusal.h ?? '',
+          status: heldGrant?.status ?? 'pending',
+          ...(heldGrant ? { catalogVersion: heldGrant.catalogVersion } : {}),
+        },
+        decision,
+      );
     case 'TOOL_RATE_LIMITED':
       return {
         code: 'TOOL_RATE_LIMITED',

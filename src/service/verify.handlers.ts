@@ -572,7 +572,7 @@ export async function verifyInvocation(
         : undefined;
     const denial =
       outcome.reason === 'TOOL_GATE'
-        ? deny([toolGateViolation(outcome.refusal, decision, heldGrant?.status, mismatched)], {
+        ? deny([toolGateViolation(outcome.refusal, decision, heldGrant, mismatched)], {
             invocation: decision.invocation,
             dr_chain: inv.dr_chain,
           })

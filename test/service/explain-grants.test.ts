@@ -57,6 +57,11 @@ describe('explain and held grants', () => {
       { code: 'GRANT_PENDING_APPROVAL', dr_index: 0, dr_hash: c.drs[0]!.hash, field: 'status', required: 'approved', actual: 'pending' },
     ]);
     expect(pending.explained.violations[0].message).toContain('under tool catalog version 1: Its tools combine all three risks');
+    // Verify and dry-run say it the same way: judged when stored, under version 1, not of today's catalog.
+    for (const answer of [pending.verified, pending.dryRun]) {
+      expect(answer.body.violations[0].message).toContain('held when it was stored, under tool catalog version 1');
+      expect(answer.body.violations[0].message).toContain('whatever a newer catalog says');
+    }
 
     // Rejected is final, in explain as in verify.
     const approver = await createTenantKey(svc, t.id, ['approve'], 'approver');
@@ -64,6 +69,9 @@ describe('explain and held grants', () => {
     expect((await svc.call('POST', `/v1/grants/${c.drs[0]!.hash}/reject`, { key: approver, json: triple })).status).toBe(200);
     const rejected = await judge(t, c, { tool: 'u' });
     expect(rejected.verified.body.violations[0]).toMatchObject({ code: 'GRANT_PENDING_APPROVAL', actual: 'rejected' });
+    expect(rejected.verified.body.violations[0].message).toMatch(
+      /rejected delegation .* for good \(held when it was stored, under tool catalog version 1/,
+    );
     expect(rejected.explained.violations).toMatchObject([{ code: 'GRANT_PENDING_APPROVAL', actual: 'rejected' }]);
     expect(rejected.explained.violations[0].message).toMatch(/rejected DR #0 \(the root\) for good/);
   });
