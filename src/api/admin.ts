@@ -246,9 +246,6 @@ export const removeTrustedRootRoute = createRoute({
     401: UnauthorizedResponse(),
     403: ForbiddenResponse(),
     404: NotFoundResponse('The tenant does not trust this DID, or does not exist (`NOT_FOUND`).'),
-    413: PayloadTooLargeResponse(
-      'This operation takes no body; one larger than `BATON_MAX_BODY_BYTES` is refused before it is read whole (`PAYLOAD_TOO_LARGE`).',
-    ),
     500: InternalResponse(),
     503: StorageUnavailableResponse(),
   },
@@ -314,9 +311,6 @@ export const revokeApiKeyRoute = createRoute({
     401: UnauthorizedResponse(),
     403: ForbiddenResponse(),
     404: NotFoundResponse('No API key has this id (`NOT_FOUND`).'),
-    413: PayloadTooLargeResponse(
-      'This operation takes no body; one larger than `BATON_MAX_BODY_BYTES` is refused before it is read whole (`PAYLOAD_TOO_LARGE`).',
-    ),
     500: InternalResponse(),
     503: StorageUnavailableResponse(),
   },

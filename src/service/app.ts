@@ -155,6 +155,7 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
 
   // After the request log and metrics, so a refused query is logged and counted as other refusals.
   app.use('*', refuseUndeclaredQuery(app));
+  app.use('*', refuseUndeclaredBody(app));
 
   app.use('*', async (c, next) => {
     const arrived = Date.now();
@@ -208,12 +209,6 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
       upload: { clock: upload, capMs: writeDeadlineMs },
     });
   });
-
-  // Inside the deadline: the body's upload time is the client's (deadline.ts).
-  app.use(
-    '*',
-    refuseUndeclaredBody(app, () => deps.config.maxBodyBytes),
-  );
 
   app.route('/', healthRoutes(deps));
   app.route(

@@ -9,7 +9,8 @@
  * expects; they change nothing and take no option.
  *
  * A body on a write that declares none (the two DELETEs): `{"dry_run": true}` sent to remove a
- * trusted root or revoke an API key would otherwise be dropped unread and the removal done.
+ * trusted root or revoke an API key would otherwise be dropped unread and the removal done. Judged
+ * from the headers, before the key is read: nothing of the body is read.
  *
  * Which routes declare what is read from the contract (src/api), so a new route is covered as it is
  * declared (its Hono path must be its document path, `{x}` as `:x`: the tile route, the one other,
@@ -21,7 +22,6 @@ import { matchedRoutes } from 'hono/route';
 import { BatonError } from '../protocol/errors.js';
 import type { AppEnv } from './types.js';
 import { verifyDrsRoute } from '../api/verify.js';
-import { hasBody } from './body.js';
 
 interface DeclaredRoute {
   readonly method: string;
@@ -94,25 +94,39 @@ export function refuseUndeclaredQuery(app: OpenAPIHono<AppEnv>): MiddlewareHandl
 }
 
 /**
- * Call with the app whose routes are all declared, inside the request's deadline (the body's upload
- * time is the client's); the table is built at the first request. Reads (GET, HEAD) are left alone:
- * a body on one has no meaning in HTTP and changes nothing.
+ * Whether the request announces a body: a Content-Length above 0, or any Transfer-Encoding (chunked,
+ * even if it then sends none: a client that frames a body meant to send one). Read from the headers
+ * alone, so a caller with no key makes the service read nothing.
  */
-export function refuseUndeclaredBody(app: OpenAPIHono<AppEnv>, maxBodyBytes: () => number): MiddlewareHandler<AppEnv> {
-  let takesNone: ReadonlySet<string> | undefined;
+function announcesBody(c: Context<AppEnv>): boolean {
+  const length = c.req.header('content-length');
+  if (c.req.header('transfer-encoding') !== undefined || (length !== undefined && !/^\s*0+\s*$/.test(length))) return true;
+  // Served by @hono/node-server, the headers are what the client sent; a Request built in process
+  // (app.request, a test) carries its body without them.
+  return (c.env as { incoming?: unknown } | undefined)?.incoming === undefined && c.req.raw.body !== null;
+}
+
+/**
+ * Call with the app whose routes are all declared; the table is built at the first request. Judged by
+ * the headers before the key is read, as an undeclared query is, and before any byte of the body is:
+ * reading a body of up to BATON_MAX_BODY_BYTES for a caller with no key would be work an admin route
+ * otherwise never does for one. Only methods some such route answers are looked at.
+ */
+export function refuseUndeclaredBody(app: OpenAPIHono<AppEnv>): MiddlewareHandler<AppEnv> {
+  let table: { readonly takesNone: ReadonlySet<string>; readonly methods: ReadonlySet<string> } | undefined;
   const writes = (r: DeclaredRoute) => r.method.toLowerCase() !== 'get' && r.method.toLowerCase() !== 'head';
   return async (c, next) => {
-    if (c.req.method === 'GET' || c.req.method === 'HEAD') return next();
-    takesNone ??= new Set(
-      declaredRoutes(app)
-        .filter((r) => writes(r) && r.request?.body === undefined)
-        .map(keyOf),
-    );
+    table ??= (() => {
+      const routes = declaredRoutes(app).filter((r) => writes(r) && r.request?.body === undefined);
+      return { takesNone: new Set(routes.map(keyOf)), methods: new Set(routes.map((r) => r.method.toUpperCase())) };
+    })();
+    if (!table.methods.has(c.req.method) || !announcesBody(c)) return next();
     const route = matchedRouteKey(c);
-    if (route !== undefined && takesNone.has(route.key) && (await hasBody(c, maxBodyBytes()))) {
+    if (route !== undefined && table.takesNone.has(route.key)) {
       throw new BatonError('INVALID_REQUEST', {
         message: `${c.req.method} ${route.path} takes no request body; Baton refuses one rather than ignore it, and did nothing.`,
-        suggestion: 'Send the request without a body: this operation takes everything it needs from its path (see GET /docs).',
+        suggestion:
+          'Send the request without a body (no Content-Length above 0, no Transfer-Encoding): this operation takes everything it needs from its path (see GET /docs).',
       });
     }
     return next();
