@@ -2549,16 +2549,6 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description This operation takes no body; one larger than `BATON_MAX_BODY_BYTES` is refused before it is read whole (`PAYLOAD_TOO_LARGE`). */
-      413: {
-        headers: {
-          'X-Request-Id': components['headers']['RequestId'];
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['ErrorEnvelope'];
-        };
-      };
       /** @description Baton failed unexpectedly (`INTERNAL`); report the `request_id` to the operator. */
       500: {
         headers: {
@@ -3277,16 +3267,6 @@ export interface operations {
       };
       /** @description The tenant does not trust this DID, or does not exist (`NOT_FOUND`). */
       404: {
-        headers: {
-          'X-Request-Id': components['headers']['RequestId'];
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['ErrorEnvelope'];
-        };
-      };
-      /** @description This operation takes no body; one larger than `BATON_MAX_BODY_BYTES` is refused before it is read whole (`PAYLOAD_TOO_LARGE`). */
-      413: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
