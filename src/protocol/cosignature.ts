@@ -48,20 +48,29 @@ export function witnessNameProblem(name: string): string | undefined {
 
 /**
  * Throws INVALID_VERIFIER_KEY unless a witness name is one a log takes from now on: served
- * (witnessNameProblem), and printable ASCII. Witnesses go by ASCII host and path names; a letter of
- * another script (a Cyrillic о in lоcalhost/...) reads as a name it is not. Cosignatures stored
- * before this rule keep being served.
+ * (witnessNameProblem), printable ASCII, and without `%`. Witnesses go by ASCII host and path names;
+ * a letter of another script (a Cyrillic о in lоcalhost/...) reads as a name it is not. A
+ * percent-escape is the same trap spelt in ASCII: `%D0%BE` is that о, `%E2%80%8B` a zero-width
+ * space, `%2E` a dot, and escapes nest (`%252E`); a host name needs none, so none is taken (checking
+ * what they decode to instead would leave the printed name and the name it stands for apart).
+ * Cosignatures stored before these rules keep being served, unless their names read as the log's.
  */
 export function checkWitnessName(name: string): void {
   const problem = witnessNameProblem(name);
   check(problem === undefined, 'INVALID_VERIFIER_KEY', problem ?? '');
   const other = /[^\x21-\x7e]/u.exec(name);
-  if (other === null) return;
-  const codePoint = other[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0');
+  if (other !== null) {
+    const codePoint = other[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0');
+    check(
+      false,
+      'INVALID_VERIFIER_KEY',
+      `A witness name is printable ASCII, as the host and path names witnesses go by are; this one holds U+${codePoint}, which could make it read as another name.`,
+    );
+  }
   check(
-    false,
+    !name.includes('%'),
     'INVALID_VERIFIER_KEY',
-    `A witness name is printable ASCII, as the host and path names witnesses go by are; this one holds U+${codePoint}, which could make it read as another name.`,
+    'A witness name holds no `%`: a percent-escape (`%2E` for `.`, `%E2%80%8B` for a zero-width space) stands for other characters than it prints, so the name could read as another. Write the host and path name as it is.',
   );
 }
 

@@ -9,6 +9,7 @@
  * key, with that origin as the key name. Nothing about a tenant's log is
  * visible to another tenant.
  */
+import { domainToUnicode } from 'node:url';
 import { formatCheckpoint } from '../protocol/checkpoint.js';
 import { witnessNameProblem } from '../protocol/cosignature.js';
 import { BatonError } from '../protocol/errors.js';
@@ -34,8 +35,9 @@ export function logNameOf(origin: string): string | undefined {
 
 /**
  * Letters that print as a Latin letter or digit, by what they stand for once lowercased (Cyrillic,
- * Greek, and ASCII look-alikes: 0 and o, 1, i and l), and pairs that print as one letter. New witness
- * names are printable ASCII (checkWitnessName); lines stored before that rule may hold any script.
+ * Greek, Armenian, and ASCII look-alikes: 0 and o, 1, i and l), and pairs that print as one letter.
+ * New witness names are printable ASCII without `%` (checkWitnessName); lines stored before that
+ * rule may hold any script, as letters or as percent-escapes.
  */
 const LOOK_ALIKES: Readonly<Record<string, string>> = {
   ...Object.fromEntries([...'аαɑ'].map((c) => [c, 'a'])),
@@ -43,19 +45,20 @@ const LOOK_ALIKES: Readonly<Record<string, string>> = {
   ...Object.fromEntries([...'сϲ'].map((c) => [c, 'c'])),
   ...Object.fromEntries([...'ԁ'].map((c) => [c, 'd'])),
   ...Object.fromEntries([...'еεѐё'].map((c) => [c, 'e'])),
-  ...Object.fromEntries([...'ɡ'].map((c) => [c, 'g'])),
-  ...Object.fromEntries([...'нηһ'].map((c) => [c, 'h'])),
+  ...Object.fromEntries([...'ɡց'].map((c) => [c, 'g'])),
+  ...Object.fromEntries([...'нηһհ'].map((c) => [c, 'h'])),
   ...Object.fromEntries([...'ј'].map((c) => [c, 'j'])),
   ...Object.fromEntries([...'кκ'].map((c) => [c, 'k'])),
   ...Object.fromEntries([...'1iıіιӏ|ǀ'].map((c) => [c, 'l'])),
   ...Object.fromEntries([...'мμ'].map((c) => [c, 'm'])),
   ...Object.fromEntries([...'ν'].map((c) => [c, 'v'])),
-  ...Object.fromEntries([...'0оοσ'].map((c) => [c, 'o'])),
+  ...Object.fromEntries([...'ո'].map((c) => [c, 'n'])),
+  ...Object.fromEntries([...'0оοσօ'].map((c) => [c, 'o'])),
   ...Object.fromEntries([...'рρ'].map((c) => [c, 'p'])),
-  ...Object.fromEntries([...'ԛ'].map((c) => [c, 'q'])),
+  ...Object.fromEntries([...'ԛզ'].map((c) => [c, 'q'])),
   ...Object.fromEntries([...'ѕ'].map((c) => [c, 's'])),
   ...Object.fromEntries([...'тτ'].map((c) => [c, 't'])),
-  ...Object.fromEntries([...'υ'].map((c) => [c, 'u'])),
+  ...Object.fromEntries([...'υս'].map((c) => [c, 'u'])),
   ...Object.fromEntries([...'ԝ'].map((c) => [c, 'w'])),
   ...Object.fromEntries([...'хχ'].map((c) => [c, 'x'])),
   ...Object.fromEntries([...'уүγ'].map((c) => [c, 'y'])),
@@ -83,13 +86,42 @@ function percentDecoded(name: string): string {
 }
 
 /**
+ * What prints as nothing (spaces, controls such as NUL, format and default-ignorable characters: a
+ * soft hyphen, a zero-width space), and what prints as a dot or reads as one (`,`, an ideographic
+ * full stop and its fullwidth and halfwidth forms).
+ */
+const PRINTS_AS_NOTHING = /[\s\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}]/gu;
+const READS_AS_A_DOT = /[,\u3002\uff0e\uff61]/gu;
+
+/** A name without case, accents, what prints as nothing, and with what reads as a dot as one dot. */
+function folded(text: string): string {
+  return text
+    .normalize('NFKD')
+    .replace(/\p{M}/gu, '')
+    .replace(PRINTS_AS_NOTHING, '')
+    .toLowerCase()
+    .replace(READS_AS_A_DOT, '.')
+    .replace(/\.{2,}/g, '.');
+}
+
+/**
+ * Punycode labels (`xn--...`, what a browser shows as a name in another script) as the letters they
+ * stand for; a label that is no valid punycode stays as written.
+ */
+function punycodeDecoded(text: string): string {
+  return text.replace(/(?<![^./\\:@])xn--[a-z0-9-]+/g, (label) => domainToUnicode(label) || label);
+}
+
+/**
  * The ways a person may read a name, each as path segments in one spelling: without case, accents,
- * percent-escapes, spaces and look-alike letters; the first segment read as a host (without a user
- * `x@` or what follows an `@`, a port `:443` or a bare `:`, trailing dots) and, when the name starts
- * with a scheme (`https://`), read with it and without.
+ * percent-escapes, punycode, spaces and what prints as nothing, with `,` and full stops of other
+ * scripts as dots, repeated dots as one, and look-alike letters as the letters they look like; the
+ * first segment read as a host (without a user `x@` or what follows an `@`, a port `:443` or a bare
+ * `:`, leading and trailing dots) and, when the name starts with a scheme (`https://`), read with it
+ * and without. Names stored before checkWitnessName's rules are read the same way.
  */
 function readingsOf(name: string): string[] {
-  const plain = percentDecoded(name).normalize('NFKD').replace(/\p{M}/gu, '').toLowerCase().replace(/\s/gu, '').replace(/\\/g, '/');
+  const plain = folded(punycodeDecoded(folded(percentDecoded(name)))).replace(/\\/g, '/');
   const lookedAt = (text: string) =>
     LOOK_ALIKE_PAIRS.reduce((t, [pair, letter]) => t.replace(pair, letter), [...text].map((c) => LOOK_ALIKES[c] ?? c).join(''));
   const withoutScheme = plain.replace(/^[a-z][a-z0-9+.-]*:\/+/, '');
@@ -99,9 +131,29 @@ function readingsOf(name: string): string[] {
     const path = rest.map((part) => part.replace(/\.+$/, ''));
     // `x@host` is host to a browser, but a person may read the part before the `@` as the host too.
     const hosts = first.includes('@') ? [first, first.slice(first.lastIndexOf('@') + 1), first.slice(0, first.indexOf('@'))] : [first];
-    for (const host of hosts) readings.add(lookedAt([host.replace(/(?:\.|:\d*)+$/, ''), ...path].join('/')));
+    for (const host of hosts) readings.add(lookedAt([host.replace(/^\.+/, '').replace(/(?:\.|:\d*)+$/, ''), ...path].join('/')));
   }
   return [...readings];
+}
+
+/**
+ * Verdicts and log-name readings already reached. Every checkpoint and proof served judges each of
+ * its stored cosignature lines, and a stored line never changes, so each (witness name, log name) is
+ * read once; the maps are bounded (a full one forgets its oldest entry) as any audit key can post
+ * new names.
+ */
+const MAX_REMEMBERED_VERDICTS = 4096;
+const MAX_REMEMBERED_LOG_NAMES = 64;
+const verdicts = new Map<string, boolean>();
+const logNameReadings = new Map<string, readonly string[]>();
+
+function remembered<V>(map: Map<string, V>, max: number, key: string, reach: () => V): V {
+  const known = map.get(key);
+  if (known !== undefined) return known;
+  const value = reach();
+  if (map.size >= max) map.delete(map.keys().next().value!);
+  map.set(key, value);
+  return value;
 }
 
 /**
@@ -109,11 +161,16 @@ function readingsOf(name: string): string[] {
  * tenant's `<name>/baton/<tenant>`) or as a name under it: a cosignature line so named would read
  * as the log's own. Compared as a reader would (readingsOf): `baton.test.`, `baton.test//baton/t`
  * (an outside review) and `baton.test:443/baton/t` (an outside probe) were taken. The log's name is
- * read the same way, in its plain reading.
+ * read the same way, and every reading of it counts: under a BATON_TLOG_NAME of
+ * `https://baton.test`, `baton.test/x` reads as the log's own too.
  */
 export function readsAsTheLog(witnessName: string, origin: string): boolean {
-  const logNameRead = readingsOf(logNameOf(origin) ?? origin)[0]!;
-  return readingsOf(witnessName).some((name) => name === logNameRead || name.startsWith(`${logNameRead}/`));
+  const logName = logNameOf(origin) ?? origin;
+  // Names hold no newline (a note's lines would not parse), so the key is unambiguous.
+  return remembered(verdicts, MAX_REMEMBERED_VERDICTS, `${logName}\n${witnessName}`, () => {
+    const logReadings = remembered(logNameReadings, MAX_REMEMBERED_LOG_NAMES, logName, () => readingsOf(logName));
+    return readingsOf(witnessName).some((name) => logReadings.some((log) => name === log || name.startsWith(`${log}/`)));
+  });
 }
 
 /** The names the stored logs carry: the one the integrator wrote last, and any others, with how many tenants' logs carry each. */
