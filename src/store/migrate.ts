@@ -3,6 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sql } from 'drizzle-orm';
+import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator';
@@ -47,34 +48,70 @@ interface JournalEntry {
   readonly when: number;
 }
 
+/** The plan, and the migrations to catch up on before drizzle's own run (migrationPlan). */
+interface PlanRead {
+  readonly plan: MigrationPlan;
+  /** Journal migrations dated before the last applied one that the database lacks, in journal order. */
+  readonly catchUp: readonly string[];
+}
+
 /**
- * The plan from the journal and the database's drizzle.__drizzle_migrations, by drizzle's own rule:
- * a migration is applied when its journal time is later than the last applied one's.
- *
- * That rule skips, without a word, a journal migration the database lacks but dated before one it
- * holds: a database migrated by a build off this line of history (a development branch whose
- * journal dated its migrations otherwise) would be served without the tables those create. Refused
- * here, naming them, before anything is applied. A newer Baton's database holds every migration of
- * this journal, and later ones: no gap, so it is served (with the warning `unknown` brings).
+ * The plan from the journal and the database's drizzle.__drizzle_migrations. Drizzle's rule applies
+ * what is dated after the last applied migration, and so skips, without a word, a journal migration
+ * the database lacks but dated before one it holds. Main's own history made such a database: 0004 and
+ * 0005 were added dated before 0006, which had shipped before them. When every migration the
+ * database holds is one of this journal's (by its date), it was migrated along this line: the ones it
+ * lacks are caught up on first, in journal order (`catchUp`). When it also holds migrations this
+ * journal does not know, dated among its own, a build off this line (a development branch whose
+ * journal dated them otherwise) migrated it: refused before anything is applied, naming what it
+ * lacks. A newer Baton's database holds all of this journal and later ones: nothing to catch up on,
+ * and it is served (with the warning `unknown` brings).
  */
-async function migrationPlan(folder: string, query: (text: string) => Promise<Record<string, unknown>[]>): Promise<MigrationPlan> {
+async function migrationPlan(folder: string, query: (text: string) => Promise<Record<string, unknown>[]>): Promise<PlanRead> {
   const journal = (JSON.parse(readFileSync(join(folder, 'meta', '_journal.json'), 'utf8')) as { entries: JournalEntry[] }).entries;
   const newest = Math.max(0, ...journal.map((e) => e.when));
   const [exists] = await query(`select to_regclass('drizzle.__drizzle_migrations') is not null as e`);
-  if (exists?.['e'] !== true) return { pending: journal.map((e) => e.tag), unknown: 0 };
+  if (exists?.['e'] !== true) return { plan: { pending: journal.map((e) => e.tag), unknown: 0 }, catchUp: [] };
   const applied = (await query(`select created_at::float8 as at from drizzle.__drizzle_migrations`)).map((r) => Number(r['at']));
   const appliedAt = new Set(applied);
   const last = Math.max(0, ...applied);
   const skipped = journal.filter((e) => e.when < last && !appliedAt.has(e.when)).map((e) => e.tag);
-  if (skipped.length > 0) throw new SkippedMigrationsError(skipped);
-  return { pending: journal.filter((e) => e.when > last).map((e) => e.tag), unknown: applied.filter((at) => at > newest).length };
+  const known = new Set(journal.map((e) => e.when));
+  const foreignAmongOurs = applied.filter((at) => !known.has(at) && at <= newest).length;
+  if (skipped.length > 0 && foreignAmongOurs > 0) throw new SkippedMigrationsError(skipped);
+  const later = journal.filter((e) => e.when > last).map((e) => e.tag);
+  return { plan: { pending: [...skipped, ...later], unknown: applied.filter((at) => at > newest).length }, catchUp: skipped };
 }
 
-/** A database this build cannot migrate: it lacks migrations dated before one it holds (migrationPlan). */
+/**
+ * Applies the journal migrations `tags` (ones drizzle's rule would skip: migrationPlan), each in its
+ * own transaction with its row in drizzle.__drizzle_migrations, as drizzle records one (the file's
+ * SHA-256 and its journal date).
+ */
+async function catchUpOn(
+  folder: string,
+  tags: readonly string[],
+  inTransaction: (statements: readonly string[], hash: string, createdAt: number) => Promise<void>,
+): Promise<void> {
+  if (tags.length === 0) return;
+  const journal = (JSON.parse(readFileSync(join(folder, 'meta', '_journal.json'), 'utf8')) as { entries: JournalEntry[] }).entries;
+  const files = readMigrationFiles({ migrationsFolder: folder });
+  for (const tag of tags) {
+    const index = journal.findIndex((e) => e.tag === tag);
+    const file = files[index]!;
+    await inTransaction(
+      file.sql.filter((statement) => statement.trim() !== ''),
+      file.hash,
+      file.folderMillis,
+    );
+  }
+}
+
+/** A database this build cannot migrate: it lacks migrations dated before one it holds, and holds ones this build does not know among them (migrationPlan). */
 export class SkippedMigrationsError extends Error {
   constructor(readonly skipped: readonly string[]) {
     super(
-      `this database lacks ${skipped.length} of this build's migrations (${skipped.slice(0, 3).join(', ')}${skipped.length > 3 ? ', ...' : ''}), dated before migrations it already holds, so they would be skipped: a development build off this release line migrated it. Nothing was applied. Run it with the build that migrated it, or start on a new database (or a new data folder, --data-dir) and move what you need over.`,
+      `this database lacks ${skipped.length} of this build's migrations (${skipped.slice(0, 3).join(', ')}${skipped.length > 3 ? ', ...' : ''}), dated before migrations it already holds, and holds migrations this build does not know among them: a development build off this release line migrated it. Nothing was applied. Run it with the build that migrated it, or start on a new database (or a new data folder, --data-dir) and move what you need over.`,
     );
     this.name = 'SkippedMigrationsError';
   }
@@ -104,9 +141,15 @@ export async function migratePostgresUrl(
     await db.execute(sql`select pg_advisory_lock(${MIGRATION_LOCK_KEY})`);
     try {
       // Read under the lock: a node that started first has applied what it applied.
-      // Always read (it refuses a database drizzle's rule would skip migrations of), told if asked.
-      const plan = await migrationPlan(migrationsFolder, async (text) => [...(await client.unsafe(text))]);
+      // Always read: it refuses a database migrated off this line, and finds what drizzle would skip.
+      const { plan, catchUp } = await migrationPlan(migrationsFolder, async (text) => [...(await client.unsafe(text))]);
       onPlan?.(plan);
+      await catchUpOn(migrationsFolder, catchUp, (statements, hash, createdAt) =>
+        client.begin(async (tx) => {
+          for (const statement of statements) await tx.unsafe(statement);
+          await tx.unsafe('insert into drizzle.__drizzle_migrations ("hash", "created_at") values ($1, $2)', [hash, createdAt]);
+        }),
+      );
       await migratePostgres(db, { migrationsFolder });
     } finally {
       await db.execute(sql`select pg_advisory_unlock(${MIGRATION_LOCK_KEY})`);
@@ -180,7 +223,16 @@ export async function migratePgliteDb(
   migrationsFolder = findMigrationsFolder(),
   onPlan?: MigrationPlanListener,
 ): Promise<void> {
-  const plan = await migrationPlan(migrationsFolder, async (text) => (await db.execute(sql.raw(text))).rows as Record<string, unknown>[]);
+  const { plan, catchUp } = await migrationPlan(
+    migrationsFolder,
+    async (text) => (await db.execute(sql.raw(text))).rows as Record<string, unknown>[],
+  );
   onPlan?.(plan);
+  await catchUpOn(migrationsFolder, catchUp, (statements, hash, createdAt) =>
+    db.transaction(async (tx) => {
+      for (const statement of statements) await tx.execute(sql.raw(statement));
+      await tx.execute(sql`insert into drizzle.__drizzle_migrations ("hash", "created_at") values (${hash}, ${createdAt})`);
+    }),
+  );
   await migratePglite(db, { migrationsFolder });
 }

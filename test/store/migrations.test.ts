@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
@@ -95,9 +96,11 @@ describe('migrations', () => {
   });
 
   describe('a database migrated off this line of history (drizzle would skip what it lacks)', () => {
-    /** The journal entry a database "lacks": one in the middle, dated before others it holds. */
+    /** The journal entry a database "lacks": one in the middle, dated before others it holds (migrated off this line). */
     const lacked = journal.entries[5]!;
-    const forget = sql`delete from drizzle.__drizzle_migrations where created_at = ${lacked.when}`;
+    /** As a development build leaves it: one of this journal's migrations missing, and one of its own dated among them. */
+    const forget = sql`with gone as (delete from drizzle.__drizzle_migrations where created_at = ${lacked.when})
+      insert into drizzle.__drizzle_migrations (hash, created_at) values ('dev-branch', ${Math.floor((lacked.when + journal.entries[6]!.when) / 2)})`;
 
     it('on PostgreSQL: refused before anything is applied, naming what it lacks and what to do', async () => {
       const database = await createDatabase();
@@ -111,7 +114,7 @@ describe('migrations', () => {
         const after = await openStoreUnmigrated(database.url);
         try {
           expect((await after.unsafe('select count(*)::int as n from drizzle.__drizzle_migrations'))[0]?.['n']).toBe(
-            journal.entries.length - 1,
+            journal.entries.length,
           );
         } finally {
           await after.end();
@@ -119,6 +122,52 @@ describe('migrations', () => {
       } finally {
         await database.drop();
       }
+    });
+
+    it("a database main's own history made (0004 and 0005 added dated before 0006, which shipped first) is caught up, in journal order", async () => {
+      // The journal of 8a1883f on main's first-parent history: 0000-0003 and 0006; the files are today's.
+      const early = mkdtempSync(join(tmpdir(), 'baton-early-journal-'));
+      try {
+        const folder = findMigrationsFolder();
+        mkdirSync(join(early, 'meta'));
+        const kept = journal.entries.filter((e) => /^(0000|0001|0002|0003|0006)_/.test(e.tag));
+        expect(kept).toHaveLength(5);
+        writeFileSync(join(early, 'meta', '_journal.json'), JSON.stringify({ ...journal, entries: kept }));
+        for (const e of kept) copyFileSync(join(folder, `${e.tag}.sql`), join(early, `${e.tag}.sql`));
+        const database = await createDatabase();
+        try {
+          await migratePostgresUrl(database.url, early);
+          const told = plans();
+          const store = await openStore({ databaseUrl: database.url, max: 1, onMigrations: told.onMigrations });
+          try {
+            const lacked = journal.entries.filter((e) => !kept.includes(e)).map((e) => e.tag);
+            expect(told.seen).toEqual([{ pending: lacked, unknown: 0 }]);
+            expect(lacked.slice(0, 2)).toEqual([expect.stringMatching(/^0004_/), expect.stringMatching(/^0005_/)]);
+            expect((await rows<{ name: string }>(store.db, listTables)).map((r) => r.name)).toEqual(TABLES);
+            expect((await rows<{ n: number }>(store.db, appliedCount))[0]?.n).toBe(journal.entries.length);
+          } finally {
+            await store.close();
+          }
+          // Opened again: nothing left to apply.
+          const again = plans();
+          const reopened = await openStore({ databaseUrl: database.url, max: 1, onMigrations: again.onMigrations });
+          await reopened.close();
+          expect(again.seen).toEqual([{ pending: [], unknown: 0 }]);
+        } finally {
+          await database.drop();
+        }
+      } finally {
+        rmSync(early, { recursive: true, force: true });
+      }
+    });
+
+    it('journal dates only grow with the index, so no later migration is dated before one already shipped', () => {
+      const whens = journal.entries.map((e) => e.when);
+      // 0004 and 0005 are the one exception, caught up on (above); every migration after them is dated after all before it.
+      const after0006 = journal.entries.findIndex((e) => e.tag.startsWith('0006_'));
+      for (let i = after0006 + 1; i < whens.length; i++)
+        expect(whens[i], journal.entries[i]!.tag).toBeGreaterThan(Math.max(...whens.slice(0, i)));
+      expect(new Set(whens).size).toBe(whens.length);
     });
 
     it('on PGlite: the same', async () => {
