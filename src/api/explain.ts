@@ -98,7 +98,10 @@ export const Explanation = z
       .nullable()
       .openapi({ description: "The estimate verify would count (after the catalog's cost floor)." }),
     estimate_raised: z.boolean(),
-    grants: z.array(TrifectaReport).openapi({ description: "The trifecta judgement of each delegation's reach, root first." }),
+    grants: z.array(TrifectaReport).openapi({
+      description:
+        "The trifecta judgement of each delegation's reach under the current catalog (`catalog_version`), root first. It does not decide holds: the stored grants do, judged when each delegation was stored (a held one is a GRANT_PENDING_APPROVAL violation whatever `detected` says here, and one stored without a grant is never held), as verify reads them.",
+    }),
     chain_trifecta: TrifectaReport,
     rule: RuleOutcome,
   })

@@ -2,8 +2,8 @@
  * Client methods for tool governance: the tenant's versioned tool catalog
  * (with its approval settings) and human approvals of calls.
  */
-import { catalogHash, type ToolDeclaration } from '../protocol/tool-catalog.js';
-import type { ApprovalRule, RuleDecision } from '../protocol/approval-rules.js';
+import { catalogHash, ToolDeclarationSchema, type ToolDeclaration } from '../protocol/tool-catalog.js';
+import { DEFAULT_COST_CALIBRATION, type ApprovalRule, type RuleDecision } from '../protocol/approval-rules.js';
 import type { ApprovalStatus, GrantStatus } from '../protocol/lists.js';
 import { APPROVAL_DECISION_TYPE, ApprovalDecisionPayloadSchema, type ApprovalDecisionPayload } from '../protocol/approval-decision.js';
 import { decodeBase64url } from '../protocol/base64url.js';
@@ -51,6 +51,18 @@ export interface ToolDocumentView {
 /** The webhook URL as a tenant key is served it: only its scheme (`https://…`). */
 const MASKED_WEBHOOK = /^[a-z][a-z0-9+.-]*:\/\/\u2026$/;
 
+/** The members a tool declaration may have: `catalog_hash` covers these, and an answer showing any other is refused. */
+const TOOL_MEMBERS: ReadonlySet<string> = new Set(Object.keys(ToolDeclarationSchema.shape));
+
+/** What a tenant key is served of `url`: its scheme only, as the service masks it. */
+function maskedWebhook(url: string): string {
+  try {
+    return `${new URL(url).protocol}//…`;
+  } catch {
+    throw new TypeError(`webhook_url ${JSON.stringify(url)} is not a URL: pass the whole URL you believe is set (https://…).`);
+  }
+}
+
 /**
  * Recomputes a served tool document version's `hash` and `catalog_hash` from the answer, as the
  * service computed them when it was published: compare them with the answer's own to check that
@@ -58,9 +70,21 @@ const MASKED_WEBHOOK = /^[a-z][a-z0-9+.-]*:\/\/\u2026$/;
  *
  * `catalog_hash` is over the canonical `{version, tools}`; `hash` over `{catalog_hash, settings}`,
  * with the settings as published: `webhook_url` only when one is set, `cost_calibration` only when
- * `cost_calibration_default` is false. An admin key's answer holds everything. A tenant key is served
- * only the webhook's scheme (`https://…`): pass the URL you believe is set as `webhook_url`, and the
- * recomputed `hash` equals the served one only if the guess is right.
+ * `cost_calibration_default` is false. Covered: `version`, `tools` (each member a declaration has;
+ * a tool showing any other member is refused, as the service would never serve it), `strict`,
+ * `rules`, `default_decision`, `approvers`, `webhook_url`, and `cost_calibration` with its flag. Not
+ * covered: the answer's other members (`created_at`, `created_by`, ...).
+ *
+ * When `cost_calibration_default` is true the calibration shown is not hashed, yet decides which
+ * delegations are flagged: it must equal this SDK build's defaults (DEFAULT_COST_CALIBRATION), or
+ * this throws. Those defaults are this build's, signed by nothing: a server built with other defaults
+ * is refused here. An answer without `cost_calibration_default` (a server older than it) cannot be
+ * recomputed: this throws rather than report a mismatch for an honest answer.
+ *
+ * An admin key's answer holds everything. A tenant key is served only the webhook's scheme
+ * (`https://…`): pass the URL you believe is set as `webhook_url`, and the recomputed `hash` equals
+ * the served one only if the guess is right. A guess the answer contradicts (no webhook, another
+ * URL, another scheme) is refused.
  */
 export function toolDocumentHashes(
   served: Pick<
@@ -77,11 +101,32 @@ export function toolDocumentHashes(
   >,
   opts: { readonly webhook_url?: string } = {},
 ): { hash: string; catalog_hash: string } {
+  const calibrationDefault: unknown = served.cost_calibration_default;
+  if (typeof calibrationDefault !== 'boolean')
+    throw new TypeError(
+      'This answer has no cost_calibration_default (a Baton server older than it): it does not say whether cost_calibration was published, so its hash cannot be recomputed. Read the version from an up-to-date server.',
+    );
+  // Not hashed when default, yet the flagging reads it: only the defaults themselves may be shown.
+  if (calibrationDefault && canonicalJson(served.cost_calibration) !== canonicalJson(DEFAULT_COST_CALIBRATION))
+    throw new TypeError(
+      `This answer says cost_calibration_default but shows cost_calibration ${canonicalJson(served.cost_calibration)}, not this SDK's defaults ${canonicalJson(DEFAULT_COST_CALIBRATION)}: the hash does not cover it, so it cannot be checked. Do not rely on this answer's calibration; read the version again, or from a server of this build.`,
+    );
+  if (opts.webhook_url !== undefined && served.webhook_url !== opts.webhook_url && served.webhook_url !== maskedWebhook(opts.webhook_url))
+    throw new TypeError(
+      `This answer shows webhook_url ${JSON.stringify(served.webhook_url)}, which the webhook_url passed (${opts.webhook_url}) cannot be: pass a guess the answer shows masked (${maskedWebhook(opts.webhook_url)}), or none.`,
+    );
   const webhook = opts.webhook_url ?? served.webhook_url;
   if (opts.webhook_url === undefined && webhook !== null && MASKED_WEBHOOK.test(webhook))
     throw new TypeError(
       `This answer shows only the webhook URL's scheme (${webhook}), which the hash does not cover: pass the URL you believe is set as webhook_url, or read the version with the admin key.`,
     );
+  served.tools.forEach((tool, i) => {
+    const unknown = Object.keys(tool).filter((k) => !TOOL_MEMBERS.has(k));
+    if (unknown.length > 0)
+      throw new TypeError(
+        `This answer's tools[${i}] has member${unknown.length === 1 ? '' : 's'} ${unknown.join(', ')}, which no tool declaration has and catalog_hash does not cover: the answer is not a version as published.`,
+      );
+  });
   const catalog_hash = catalogHash({ version: served.version, tools: [...served.tools] });
   const settings = {
     strict: served.strict,
@@ -89,7 +134,7 @@ export function toolDocumentHashes(
     default_decision: served.default_decision,
     approvers: served.approvers,
     ...(webhook === null ? {} : { webhook_url: webhook }),
-    ...(served.cost_calibration_default ? {} : { cost_calibration: served.cost_calibration }),
+    ...(calibrationDefault ? {} : { cost_calibration: served.cost_calibration }),
   };
   return { hash: `sha256:${sha256Hex(canonicalJson({ catalog_hash, settings }))}`, catalog_hash };
 }

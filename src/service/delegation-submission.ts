@@ -210,17 +210,17 @@ export async function submitDelegations(
     submittedByKey,
   );
   const result = await transactionBehind(deps.store.db, gate, async (tx) => {
-    // First, so no catalog is published between the trifecta judgement and this commit (a publish
-    // waits for it, or it for the publish and judges under the new version).
-    await trifecta.pin(tx);
+    // Every row lock and insert comes first, before the tenant's catalog lock (trifecta.pin below): a
+    // submission that waits here (on a revocation's row lock, on a concurrent insert of the same record)
+    // holds no catalog lock, so a publish does not queue behind it, nor every later submission of the
+    // tenant behind the publish, each holding a pool connection.
     // Checked above outside this transaction: a revocation committed since would otherwise see no
     // descendant here and answer first, and these records be accepted under it after its answer.
     const chainSoFar = [...ancestors.map((a) => a.hash), ...submitted.map((d) => d.hash)];
     const { revoked, locked } = await firstRevokedLocked(tx, tenantId, chainSoFar);
     if (revoked !== null) throw revokedInSubmission(revoked, chainSoFar.indexOf(revoked), ancestors.length);
     let parent: Delegation | null = ancestors[ancestors.length - 1] ?? null;
-    let created = false;
-    const stored: { row: Delegation; serviceReceipt: ServiceReceiptView | null }[] = [];
+    const written: { dr: VerifiedDelegation; row: Delegation; inserted: boolean }[] = [];
     for (const dr of submitted) {
       const inserted = await insertDelegation(tx, tenantId, dr, parent);
       // Stored by another request meanwhile (unseen, so unlocked, above): locked and read now, so a
@@ -230,6 +230,16 @@ export async function submitDelegations(
       const row = await findDelegation(tx, tenantId, dr.hash);
       // Checked above; a DR stored meanwhile by a concurrent request still lands here.
       if (!row) throw jtiConflict(dr);
+      written.push({ dr, row, inserted });
+      parent = row;
+    }
+    // Then the catalog lock, held to the commit, so no catalog is published between the trifecta
+    // judgement and this commit (a publish waits for it, or it for the publish and judges under the
+    // new version). Nothing below waits on a row another transaction may hold.
+    await trifecta.pin(tx);
+    let created = false;
+    const stored: { row: Delegation; serviceReceipt: ServiceReceiptView | null }[] = [];
+    for (const { dr, row, inserted } of written) {
       let serviceReceipt: ServiceReceiptView | null;
       if (inserted) {
         created = true;
@@ -252,7 +262,6 @@ export async function submitDelegations(
       }
       await trifecta.next(tx, { hash: dr.hash, policy: dr.payload.policy }, inserted);
       stored.push({ row, serviceReceipt });
-      parent = row;
     }
     // Held (by trifecta.next above, or before): a keyed answer shows it; a keyless one shows no status.
     const chain = [...ancestors, ...stored.map((s) => s.row)].map((r) => r.hash);

@@ -48,8 +48,8 @@ export function grantJson(row: GrantRow): GrantJson {
 }
 
 /**
- * For one submission: call `next` for each DR root to leaf, inside the
- * storing transaction; a newly stored DR whose reach is a trifecta is held.
+ * For one submission, inside the storing transaction: `pin` once its records are inserted and locked,
+ * then `next` for each DR root to leaf; a newly stored DR whose reach is a trifecta is held.
  *
  * `requestedByKey` is the id of the API key that submitted the records (POST
  * /v1/delegations with a key, custodial issuance, a verify storing unknown
@@ -66,13 +66,21 @@ export async function trifectaAtIssuance(
   // Read before the storing transaction, and pinned in it: a publish between the two would otherwise
   // leave records judged under a version no longer current when they commit.
   let doc = await toolDocumentOf(deps, tenantId, true);
+  let pinned = false;
   const policies = [...ancestorPolicies];
   return {
-    /** First in the storing transaction: the version judged with is the one current until it commits. */
+    /**
+     * In the storing transaction, after its row locks and inserts and before the first `next`: the
+     * version judged with is the one current until it commits. Never before a wait on a row lock:
+     * the catalog lock it takes would then stop a publish, and every submission queued behind it.
+     */
     async pin(tx) {
       doc = await toolDocumentWhileStoring(tx, tenantId, doc);
+      pinned = true;
     },
     async next(tx, dr, inserted) {
+      // Judged unpinned, a record could commit judged under a version a publish replaced meanwhile.
+      if (!pinned) throw new Error('trifectaAtIssuance: pin(tx) must be called before next()');
       policies.push(dr.policy);
       const report = inserted ? trifectaReach(doc, policies) : null;
       if (doc === null || report === null) return;

@@ -161,7 +161,9 @@ export async function toolDocumentOf(deps: ServiceDeps, tenantId: string, fresh 
  * Inside a transaction storing delegations: takes the tenant's catalog lock (shared; a publish takes it
  * exclusive) and returns the document current under it, `judged` itself when still current (read
  * before the transaction, to keep the read out of it) or the newer version read here. Held to the
- * commit, so no version is published between this judgement and the records' commit.
+ * commit, so no version is published between this judgement and the records' commit. Called last,
+ * once the records are inserted and their rows locked: a publish waiting for the lock queues every
+ * later shared request behind it, so none may be held across a wait on another transaction's row.
  */
 export async function toolDocumentWhileStoring(tx: Db, tenantId: string, judged: ToolDocument | null): Promise<ToolDocument | null> {
   await lockToolCatalog(tx, tenantId, 'store');

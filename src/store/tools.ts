@@ -61,7 +61,9 @@ export async function listToolDocumentVersions(db: Db, tenantId: string): Promis
  * The tenant's catalog lock, held to the end of the transaction: a publish takes it exclusive, a
  * transaction storing delegations shared, so a stored record was judged under the version that is
  * current when it commits (a publish waits for the submissions storing, and they for it). Nothing
- * else takes it: a submission waits on a publish only, never on a verify.
+ * else takes it: a submission waits on a publish only, never on a verify. A submission takes it
+ * after its row locks, never before a wait: a publish waiting for it would queue every later
+ * submission of the tenant behind that wait.
  */
 export async function lockToolCatalog(tx: Db, tenantId: string, mode: 'publish' | 'store'): Promise<void> {
   const key = sql`hashtextextended(${`baton:tool-catalog:${tenantId}`}, 0)`;

@@ -24,6 +24,15 @@ const tools = [
 ];
 const rules = [{ id: 'mail', description: 'Mail needs a human.', when: { action_type: ['mail:*'] }, decision: 'require_approval' }];
 
+/** The recomputed hash, or the refusal's message. */
+function hashOrRefusal(answer: Parameters<typeof toolDocumentHashes>[0], opts?: Parameters<typeof toolDocumentHashes>[1]): string {
+  try {
+    return toolDocumentHashes(answer, opts).hash;
+  } catch (e) {
+    return `refused: ${(e as Error).message}`;
+  }
+}
+
 describe('toolDocumentHashes', () => {
   it("recomputes each version's hash and catalog_hash from what GET /v1/tools/versions/{n} serves, and no edited answer's", async () => {
     const published = [
@@ -77,12 +86,55 @@ describe('toolDocumentHashes', () => {
         { ...full, rules: [{ ...rules[0], decision: 'allow' }] },
         { ...full, webhook_url: over.webhook_url === undefined ? WEBHOOK : null },
       ]) {
-        // Changing the calibration a version did not publish changes nothing the hash covers.
-        if (full.cost_calibration_default && edited.cost_calibration !== full.cost_calibration) continue;
-        expect(toolDocumentHashes(edited).hash, `v${version}`).not.toBe(full.hash);
+        // Refused (a calibration shown as the defaults that is not them) or hashed otherwise.
+        expect(hashOrRefusal(edited), `v${version}`).not.toBe(full.hash);
       }
       const retooled = toolDocumentHashes({ ...full, tools: [{ ...full.tools[0], rate_limit_per_minute: 31 }, full.tools[1]] });
       expect([retooled.hash === full.hash, retooled.catalog_hash === full.catalog_hash]).toEqual([false, false]);
     }
+  });
+
+  it('refuses what the hash cannot cover: a calibration shown as the defaults that is not them, an answer without the flag, a contradicted webhook guess, an unknown tool member', async () => {
+    const t = await setupTenant(svc, 'document-hash-refusals');
+    for (const [i, over] of [{}, { webhook_url: WEBHOOK }].entries()) {
+      const r = await svc.call('POST', `/v1/admin/tenants/${t.id}/tools`, {
+        key: svc.adminKey,
+        json: { base_version: i, strict: true, tools, rules, ...over },
+      });
+      expect(r.status, JSON.stringify(r.body)).toBe(201);
+    }
+    const plain = (await svc.call('GET', '/v1/tools/versions/1', { key: t.keys.audit })).body;
+    const masked = (await svc.call('GET', '/v1/tools/versions/2', { key: t.keys.audit })).body;
+    const asAdmin = (await svc.call('GET', `/v1/admin/tenants/${t.id}/tools`, { key: svc.adminKey })).body;
+    expect([plain.cost_calibration_default, plain.cost_calibration]).toEqual([true, DEFAULT_COST_CALIBRATION]);
+    expect(toolDocumentHashes(plain).hash).toBe(plain.hash);
+
+    // The calibration flagging reads is not hashed when default: edited, it would still "recompute".
+    for (const cost_calibration of [
+      { ratio_above: 1000, min_metered_invocations: 1_000_000 },
+      { ...DEFAULT_COST_CALIBRATION, extra: 1 },
+      { ratio_above: DEFAULT_COST_CALIBRATION.ratio_above },
+    ])
+      expect(() => toolDocumentHashes({ ...plain, cost_calibration })).toThrow(
+        /says cost_calibration_default but shows .* not this SDK's defaults/,
+      );
+
+    // An older server's answer, without the flag: refused, not a mismatch reported for an honest answer.
+    const { cost_calibration_default: _flag, ...older } = plain;
+    expect(() => toolDocumentHashes(older)).toThrow(/no cost_calibration_default/);
+
+    // A guess must be what the answer shows, whole or masked.
+    expect(() => toolDocumentHashes(plain, { webhook_url: WEBHOOK })).toThrow(/shows webhook_url null/);
+    expect(() => toolDocumentHashes(masked, { webhook_url: WEBHOOK.replace('https:', 'http:') })).toThrow(
+      /pass a guess the answer shows masked \(http:\/\/…\)/,
+    );
+    expect(() => toolDocumentHashes(asAdmin, { webhook_url: `${WEBHOOK}x` })).toThrow(/cannot be/);
+    expect(() => toolDocumentHashes(masked, { webhook_url: 'not a url' })).toThrow(/is not a URL/);
+    expect(toolDocumentHashes(masked, { webhook_url: WEBHOOK }).hash).toBe(masked.hash);
+    expect(toolDocumentHashes(asAdmin, { webhook_url: WEBHOOK }).hash).toBe(asAdmin.hash);
+
+    // A member no declaration has is dropped by the canonical form: refused rather than passed.
+    const extra = { ...plain, tools: [{ ...plain.tools[0], requires_human: true }, plain.tools[1]] };
+    expect(() => toolDocumentHashes(extra)).toThrow(/tools\[0\] has member requires_human/);
   });
 });
