@@ -147,22 +147,43 @@ export function resolveMasterKey(config: Config, log: Logger): Uint8Array {
  * place: link refuses an existing name), and returns the key the file then holds: `key` itself, or
  * the one another start wrote first. Two first starts on one folder both get here before either
  * takes the folder lock; the second's key written over the first's would leave the keys the first
- * sealed unopenable.
+ * sealed unopenable. On a file system without hard links (FAT, some network and FUSE mounts) the
+ * file is created exclusively instead, and a reader that finds it not yet whole waits a moment.
  */
-export function keepKeyFileOnce(file: string, key: Buffer): Buffer {
+export function keepKeyFileOnce(file: string, key: Buffer, link: (from: string, to: string) => void = linkSync): Buffer {
+  const text = `${key.toString('hex')}\n`;
   const temporary = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-  writeFileSync(temporary, `${key.toString('hex')}\n`, { mode: 0o600, flag: 'wx' });
+  writeFileSync(temporary, text, { mode: 0o600, flag: 'wx' });
   try {
     chmodSync(temporary, 0o600);
-    linkSync(temporary, file);
+    link(temporary, file);
     return key;
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-    const theirs = decodeMasterKey(readFileSync(file, 'utf8'));
-    if (!theirs) throw new Error(`${file} does not hold a 32-byte key; restore it or set BATON_MASTER_KEY.`, { cause: err });
-    return Buffer.from(theirs);
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== undefined && NO_HARD_LINKS.has(code)) {
+      try {
+        writeFileSync(file, text, { mode: 0o600, flag: 'wx' });
+        return key;
+      } catch (exclusive) {
+        if ((exclusive as NodeJS.ErrnoException).code !== 'EEXIST') throw exclusive;
+      }
+    } else if (code !== 'EEXIST') throw err;
+    return keyWrittenByAnother(file);
   } finally {
     rmSync(temporary, { force: true });
+  }
+}
+
+/** What link(2) answers on a file system without hard links. */
+const NO_HARD_LINKS = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS', 'EXDEV']);
+
+/** The key another start wrote: read again for up to a second while it is not yet whole. */
+function keyWrittenByAnother(file: string): Buffer {
+  for (let attempt = 0; ; attempt++) {
+    const theirs = decodeMasterKey(readFileSync(file, 'utf8'));
+    if (theirs) return Buffer.from(theirs);
+    if (attempt >= 20) throw new Error(`${file} does not hold a 32-byte key; restore it or set BATON_MASTER_KEY.`);
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
   }
 }
 

@@ -157,6 +157,25 @@ describe('resolveMasterKey', () => {
     expect(readdirSync(dataDir)).toEqual(['master.key']);
   });
 
+  it('on a file system without hard links, the key file is created exclusively instead, and still kept once', () => {
+    const dataDir = scratch();
+    const file = join(dataDir, 'master.key');
+    const noLinks = () => {
+      throw Object.assign(new Error('operation not permitted'), { code: 'EPERM' });
+    };
+    const first = randomBytes(32);
+    expect(keepKeyFileOnce(file, first, noLinks)).toBe(first);
+    expect(keepKeyFileOnce(file, randomBytes(32), noLinks).equals(first)).toBe(true);
+    expect(readFileSync(file, 'utf8')).toBe(`${first.toString('hex')}\n`);
+    expect(readdirSync(dataDir)).toEqual(['master.key']);
+    // Another failure of the link is no such file system: it is said, not worked around.
+    const full = () => {
+      throw Object.assign(new Error('no space left'), { code: 'ENOSPC' });
+    };
+    expect(() => keepKeyFileOnce(join(dataDir, 'other.key'), randomBytes(32), full)).toThrow(/no space left/);
+    expect(readdirSync(dataDir)).toEqual(['master.key']);
+  });
+
   it('nor into a folder an older build migrated before it wrote the marker', () => {
     const dataDir = scratch();
     const { log } = recordingLogger();
