@@ -24,7 +24,15 @@ import { findServiceReceipts } from './service-receipt.js';
 import { UsageError, type CliIo } from './io.js';
 import { BatonError } from '../protocol/errors.js';
 import { openCheckpoint, parseTlogProof } from '../protocol/tlog-proof.js';
-import { logPolicy, logRefusedProof, verifyCheckpointConsistency, verifyServiceReceiptInclusion, type LogTrust } from '../sdk/audit.js';
+import {
+  logPolicy,
+  logRefusedProof,
+  verifyCheckpointConsistency,
+  verifyServiceReceiptInclusion,
+  type ConsistencyFinding,
+  type ConsistencyResult,
+  type LogTrust,
+} from '../sdk/audit.js';
 import { BatonApiError, type BatonClient, type ServiceReceiptLogProof } from '../sdk/client.js';
 
 const TRUST_HELP = `The log's keys: --trust <file> pins them, as JSON {"origin": "...",
@@ -421,23 +429,41 @@ function consistencyProofFrom(value: unknown, where: string, sizes: readonly [nu
 }
 
 /**
- * The consistency proof the log serves between two of its checkpoints. The log signed both, so a
- * refusal to join them (logRefusedProof: Baton's own 400 INVALID_REQUEST or MALFORMED_LOG_PROOF, or
- * 404 NOT_FOUND, in its envelope; not a proxy's page, a busy proxy's 408 or 429, nor a refused key)
- * says so in those words: it is the log's failure to show it only appended, and both notes
- * are the evidence.
+ * The consistency proof the log serves between two of its checkpoints, or the log's own refusal to
+ * serve it (logRefusedProof: Baton's 404 NOT_FOUND saying it has fewer than `to` leaves, or
+ * MALFORMED_LOG_PROOF, in its envelope; not a proxy's page, a mangled query's 400 INVALID_REQUEST,
+ * a busy proxy's 408 or 429, nor a refused key, which are thrown as the failures they are). The
+ * log is read first (GET /v1/log): the proof is only asked of the log the trust file pins, or a key
+ * of another tenant (a saved context, say) would ask another tenant's log and report a false fork.
  */
-async function servedConsistency(client: BatonClient, from: number, to: number): Promise<string[]> {
+async function servedConsistency(
+  client: BatonClient,
+  trust: LogTrust,
+  from: number,
+  to: number,
+): Promise<{ proof: string[] } | { refused: string }> {
+  const served = (await client.logInfo()).origin;
+  if (served !== trust.origin)
+    throw new UsageError(
+      `the service names the log ${printable(served)} for this API key (GET /v1/log), not ${trust.origin} that --trust pins: ` +
+        'the key is of another tenant (a context or BATON_API_KEY of another), or the server is another service. ' +
+        `Give an audit key of the tenant of ${trust.origin}, or the trust file of ${printable(served)}.`,
+      CONSISTENCY_HELP,
+    );
   try {
-    return (await client.logConsistency(from, to)).proof;
+    return { proof: (await client.logConsistency(from, to)).proof };
   } catch (e) {
-    if (!(e instanceof BatonApiError) || !logRefusedProof(e)) throw e;
+    if (!(e instanceof BatonApiError)) throw e;
+    if (logRefusedProof(e, to)) return { refused: `HTTP ${e.status} ${e.code}: ${e.message}` };
+    // Asked 1 <= from < to: a 400, or a 404 that names no size below `to`, is not how the log
+    // refuses this request, but what a proxy that rewrote it gets: the service failing (exit 3),
+    // neither the caller's input (exit 2) nor the log's refusal.
+    if (e.status !== 400 && e.status !== 404) throw e;
     throw new BatonApiError({
       status: e.status,
-      code: e.code,
-      message: `The log would not prove these checkpoints consistent (${from} to ${to} leaves); keep both notes. It answered: ${e.message}`,
-      suggestion:
-        'Keep both checkpoint notes as evidence: the log signed both and will not show that one extends the other. Ask the operator why.',
+      code: 'UNEXPECTED_RESPONSE',
+      message: `The service answered the consistency proof of ${from} to ${to} leaves with HTTP ${e.status} ${e.code} (${e.message}), which is not how the log refuses it (a 404 naming fewer than ${to} leaves): something in front of the log likely rewrote the request.`,
+      suggestion: 'Check that --server points at Baton itself, not at a proxy that rewrites queries; then ask again.',
       details: e.details,
       requestId: e.requestId,
       method: e.method,
@@ -445,6 +471,18 @@ async function servedConsistency(client: BatonClient, from: number, to: number):
       cause: e,
     });
   }
+}
+
+/**
+ * The finding of a proof the log refused: the pair as checked with no proof (which cannot verify),
+ * its reason the log's own answer.
+ */
+function refusedFinding(checked: ConsistencyFinding, refused: string, from: number, to: number): ConsistencyFinding {
+  if (checked.kind !== 'not-consistent') return checked;
+  return {
+    ...checked,
+    reason: `the log would not prove its checkpoints of ${from} and ${to} leaves consistent (${refused}); keep both notes`,
+  };
 }
 
 async function runConsistency(argv: string[], io: CliIo): Promise<number> {
@@ -471,16 +509,25 @@ async function runConsistency(argv: string[], io: CliIo): Promise<number> {
       throw new UsageError(`${p} does not open under the pinned log keys: ${e.code}: ${e.message}`, CONSISTENCY_HELP);
     }
   }) as [number, number];
-  let proof: string[];
+  let proof: string[] = [];
+  let refused: string | undefined;
   const [from, to] = [Math.min(...sizes), Math.max(...sizes)];
   if (values.proof !== undefined) {
     const where = values.proof;
     proof = consistencyProofFrom(parseJson(readLocalText(where, '--proof', CONSISTENCY_HELP), where, CONSISTENCY_HELP), where, sizes);
-  } else {
+  } else if (from !== to && from !== 0) {
     // Equal sizes need no proof (the roots must match); from size 0 the service proves nothing either.
-    proof = from === to || from === 0 ? [] : await servedConsistency(clientFrom(values, io), from, to);
+    const served = await servedConsistency(clientFrom(values, io), trust, from, to);
+    if ('proof' in served) proof = served.proof;
+    else refused = served.refused;
   }
-  const result = verifyCheckpointConsistency(olderNote, newerNote, proof, trust, now);
+  const checked = verifyCheckpointConsistency(olderNote, newerNote, proof, trust, now);
+  // The log refusing to join two checkpoints it signed is a split view, reported as `baton audit`
+  // reports it: the two notes as evidence, and the finding under --json.
+  const result: ConsistencyResult =
+    refused === undefined || checked.consistent
+      ? checked
+      : { consistent: false, finding: refusedFinding(checked.finding, refused, from, to) };
   // Only the log's own failure to link two of its checkpoints is evidence against it: a saved file
   // that does not link them may be corrupt, or for another pair. (A finding that needs no proof,
   // equal sizes with different roots, or a size-0 checkpoint with another root, still stands.)

@@ -892,27 +892,34 @@ async function readLeafTile(
 }
 
 /**
- * How Baton itself refuses a consistency proof (GET /v1/log/consistency, src/service/log.handlers.ts):
- * sizes out of order or a request it cannot read (400 INVALID_REQUEST, or MALFORMED_LOG_PROOF from
- * the proof's own check), and a log smaller than `to` (404 NOT_FOUND). Each in its error envelope.
+ * How Baton itself refuses a consistency proof (GET /v1/log/consistency, src/service/log.handlers.ts)
+ * that the audit asks for: a log smaller than `to` (404 NOT_FOUND, saying its size in
+ * details.tree_size), or MALFORMED_LOG_PROOF from the proof's own check. Each in its error envelope.
+ * Not 400 INVALID_REQUEST: the audit always asks `1 <= from < to`, so that answer only comes when
+ * something in the path changed the query (dropped it, or added a parameter): a failed read.
  */
 const PROOF_REFUSALS: readonly { readonly status: number; readonly code: string }[] = [
-  { status: 400, code: 'INVALID_REQUEST' },
   { status: 400, code: 'MALFORMED_LOG_PROOF' },
   { status: 404, code: 'NOT_FOUND' },
 ];
 
 /**
- * Whether an error is the log refusing a consistency proof between two checkpoints it signed:
- * evidence of a split view. Only Baton's own refusal counts, its envelope carrying one of the codes
- * it refuses a proof with (PROOF_REFUSALS). A proxy's or gateway's 404, 400 or 422 page, a
- * misrouted path, a busy proxy (408, 429), a key refused (401, 403) or a failure (5xx) proves
- * nothing about the log: that is a failed read, as a 503 is.
+ * Whether an error is the log refusing the consistency proof up to `to` leaves between two
+ * checkpoints it signed. Only Baton's own refusal counts, its envelope carrying one of the codes it
+ * refuses a proof with (PROOF_REFUSALS), and a 404 only as the route words it: a size below `to`
+ * (details.tree_size), so the log contradicts its own note of `to` leaves. A proxy's or gateway's
+ * 404, 400 or 422 page, a misrouted path or mangled query (400 INVALID_REQUEST), a busy proxy
+ * (408, 429), a key refused (401, 403) or a failure (5xx) proves nothing about the log: that is a
+ * failed read, as a 503 is. Anyone in the path can still forge this answer: the audit lets the
+ * tiles overrule it whenever they rebuild the larger root.
  */
-export function logRefusedProof(e: unknown): boolean {
+export function logRefusedProof(e: unknown, to: number): boolean {
   if (!(e instanceof BatonApiError)) return false;
   const answered = answerOf(e);
-  return PROOF_REFUSALS.some((r) => r.status === answered.status && r.code === answered.code);
+  if (!PROOF_REFUSALS.some((r) => r.status === answered.status && r.code === answered.code)) return false;
+  if (answered.code !== 'NOT_FOUND') return true;
+  const size = answered.details?.['tree_size'];
+  return typeof size === 'number' && Number.isSafeInteger(size) && size >= 0 && size < to;
 }
 
 /**
@@ -922,39 +929,144 @@ export function logRefusedProof(e: unknown): boolean {
  */
 const answerOf = (e: BatonApiError): BatonApiError => (e.cause instanceof BatonApiError ? e.cause : e);
 
+/** What the log answered when asked for the consistency proof between two checkpoints of a pair. */
+type ProofAnswer =
+  | { readonly kind: 'verified' }
+  /** The proof served does not join them (or is not even well-formed): anyone in the path can forge this. */
+  | { readonly kind: 'not-verified'; readonly reason: string }
+  /** The log's own refusal (logRefusedProof), its answer as text. */
+  | { readonly kind: 'refused'; readonly answer: string }
+  /** Not asked (equal sizes, size 0, a pair judged from the tiles alone), or the read failed (recorded as such). */
+  | { readonly kind: 'none' };
+
 /**
- * Whether `newer` extends `older`, both verified and signed by the log: a rollback when it is smaller,
- * else a split view unless the consistency proof the log serves joins them. A log that refuses the
- * proof between two checkpoints it signed (logRefusedProof) is a split view too: it would not show it
- * only appended.
+ * Two checkpoints the log signed, to be judged. `older` and `newer` are as the auditor came by them
+ * (a --previous, then what the log serves): a newer one smaller than the older is a rollback unless
+ * shown a stale view. `ordered` false: no order is implied (an audited earlier checkpoint and a
+ * --previous may come in either), so only a fork is looked for.
  */
-async function consistencyFindings(h: Http, older: SignedCheckpoint, newer: SignedCheckpoint): Promise<AuditFinding[]> {
-  const [from, to] = [older.checkpoint.size, newer.checkpoint.size];
-  if (from > to) {
-    // A rolled-back log, or a stale view, cannot prove consistency up to the larger size, so none
-    // is asked for: the two signed notes are the evidence.
-    const finding = rollbackFinding(older, newer);
-    return [{ kind: 'rollback', detail: finding.reason, finding }];
+interface CheckpointPair {
+  readonly older: SignedCheckpoint;
+  readonly newer: SignedCheckpoint;
+  readonly ordered: boolean;
+  proof: ProofAnswer;
+}
+
+/** A tree whose leaves the log served and which rebuild the root of `note`, a checkpoint it signed. */
+interface RebuiltTree {
+  readonly note: SignedCheckpoint;
+  readonly leaves: readonly Hash[];
+}
+
+const bySize = (a: SignedCheckpoint, b: SignedCheckpoint): [SignedCheckpoint, SignedCheckpoint] =>
+  a.checkpoint.size <= b.checkpoint.size ? [a, b] : [b, a];
+
+/**
+ * Asks the log for the proof joining a pair of different sizes (the smaller above 0). A failed read
+ * is thrown, for the caller to record; the log's own refusal and a proof that does not verify are
+ * answers, judged later with the tiles.
+ */
+async function askProof(h: Http, pair: CheckpointPair): Promise<ProofAnswer> {
+  const [smaller, larger] = bySize(pair.older, pair.newer);
+  const [from, to] = [smaller.checkpoint.size, larger.checkpoint.size];
+  let proof: Hash[];
+  try {
+    const served = (await h.json(`/v1/log/consistency?from=${from}&to=${to}`, LOG_CONSISTENCY)) as { proof: string[] };
+    proof = served.proof.map((p) => decodeBase64(p) ?? new Uint8Array(0));
+  } catch (e) {
+    if (!logRefusedProof(e, to)) throw e;
+    const answered = answerOf(e as BatonApiError);
+    return { kind: 'refused', answer: `HTTP ${answered.status} ${answered.code}: ${answered.message}` };
   }
-  let proof: Hash[] = [];
-  let refused: string | undefined;
-  if (from > 0 && from !== to) {
-    try {
-      const served = (await h.json(`/v1/log/consistency?from=${from}&to=${to}`, LOG_CONSISTENCY)) as { proof: string[] };
-      proof = served.proof.map((p) => decodeBase64(p) ?? new Uint8Array(0));
-    } catch (e) {
-      if (!logRefusedProof(e)) throw e;
-      const answered = answerOf(e as BatonApiError);
-      refused = `HTTP ${answered.status} ${answered.code}: ${answered.message}`;
-    }
-  }
-  const finding = findSplitView(older, newer, proof);
+  const finding = findSplitView(smaller, larger, proof);
+  return finding === null
+    ? { kind: 'verified' }
+    : { kind: 'not-verified', reason: finding.kind === 'not-consistent' ? finding.reason : finding.kind };
+}
+
+/**
+ * The findings of a pair that need no read: equal sizes with different roots, or a size-0
+ * checkpoint without the empty-tree root. Two notes the log signed are the whole proof, so they are
+ * made before anything is read, and no answer of the service can take them away.
+ */
+function noteFindings(pair: CheckpointPair): AuditFinding[] {
+  const [smaller, larger] = bySize(pair.older, pair.newer);
+  if (smaller.checkpoint.size !== larger.checkpoint.size && smaller.checkpoint.size > 0) return [];
+  const finding = findSplitView(smaller, larger, []);
   if (finding === null) return [];
+  return [
+    {
+      kind: 'split-view',
+      detail: `checkpoints of sizes ${smaller.checkpoint.size} and ${larger.checkpoint.size} do not agree (${finding.kind}): the two signed notes are the proof`,
+      finding,
+    },
+  ];
+}
+
+/**
+ * The verdict on a pair of different sizes, once the tiles were read. Evidence that anyone in the
+ * path could not forge outranks a proof answer, which they could: when the leaves of the larger
+ * checkpoint's tree were read and rebuild its root, they decide (the smaller's root must be that of
+ * their prefix, else a split view), and a proof answer that said otherwise is `malformed`, not a
+ * fork. Only without such leaves does a proof answer decide: the log's refusal, or a proof that does
+ * not verify, is a split view. A newer checkpoint smaller than the older one (`ordered`) is a
+ * rollback, unless the proof or the tiles show it is a prefix of the older: a stale view served in
+ * front of an honest log (a cache ignoring no-cache), returned as `stale` for the caller to report
+ * as a failed read.
+ */
+function judgePair(
+  pair: CheckpointPair,
+  trees: readonly RebuiltTree[],
+  found: readonly AuditFinding[],
+): { findings: AuditFinding[]; stale?: string } {
+  const [smaller, larger] = bySize(pair.older, pair.newer);
+  const [from, to] = [smaller.checkpoint.size, larger.checkpoint.size];
+  const rollback = pair.ordered && pair.newer.checkpoint.size < pair.older.checkpoint.size;
+  const staleText = `the log served its checkpoint of ${from} leaves after the one of ${to} leaves, which extends it`;
+  const tree = trees.find((t) => sameCheckpoint(t.note, larger));
+  if (tree !== undefined) {
+    const forks = prefixDisagrees(smaller, tree.leaves, larger, found);
+    if (forks.length > 0 || splitViewFound(found, smaller, larger)) return { findings: forks };
+    const findings: AuditFinding[] = [];
+    const source = `GET /v1/log/consistency?from=${from}&to=${to}`;
+    // Two pairs of one size each (the one audited and a --previous of its size) ask the same proof: said once.
+    const said = found.some((f) => f.kind === 'malformed' && f.source === source);
+    if ((pair.proof.kind === 'refused' || pair.proof.kind === 'not-verified') && !said)
+      findings.push({
+        kind: 'malformed',
+        source,
+        detail: `the consistency proof answer ${pair.proof.kind === 'refused' ? `refuses to join the checkpoints of ${from} and ${to} leaves (${pair.proof.answer})` : `does not join the checkpoints of ${from} and ${to} leaves (${pair.proof.reason})`}, yet the log's tiles rebuild the root of ${to} leaves and hold the one of ${from} as their prefix: not a split view, but an answer the log (or something in front of it) should not give`,
+      });
+    return rollback ? { findings, stale: `${staleText} (its tiles show it)` } : { findings };
+  }
+  if (splitViewFound(found, smaller, larger)) return { findings: [] };
+  const proof = pair.proof;
+  if (rollback) {
+    if (proof.kind === 'verified') return { findings: [], stale: `${staleText} (the consistency proof shows it)` };
+    const finding = rollbackFinding(pair.older, pair.newer);
+    const why =
+      proof.kind === 'refused'
+        ? `; the log would not prove the smaller a prefix of the larger (${proof.answer})`
+        : proof.kind === 'not-verified'
+          ? `; the consistency proof served does not show the smaller a prefix of the larger (${proof.reason})`
+          : from > 0
+            ? '; the consistency proof could not be read, so a stale view in front of the log is not ruled out'
+            : '';
+    return { findings: [{ kind: 'rollback', detail: `${finding.reason}${why}`, finding }] };
+  }
+  if (proof.kind !== 'refused' && proof.kind !== 'not-verified') return { findings: [] };
+  const finding: SplitViewFinding = {
+    kind: 'not-consistent',
+    origin: larger.checkpoint.origin,
+    older: smaller,
+    newer: larger,
+    reason: proof.kind === 'refused' ? 'the log refused the consistency proof' : proof.reason,
+  };
   const detail =
-    refused !== undefined
-      ? `the log would not prove its checkpoints of sizes ${from} and ${to} consistent (${refused}); keep both notes`
-      : `checkpoints of sizes ${from} and ${to} do not agree (${finding.kind})`;
-  return [{ kind: 'split-view', detail, finding }];
+    proof.kind === 'refused'
+      ? `the log would not prove its checkpoints of sizes ${from} and ${to} consistent (${proof.answer}); keep both notes`
+      : `checkpoints of sizes ${from} and ${to} do not agree (${finding.kind}: ${proof.reason}); the tiles of the larger could not be used to judge them`;
+  return { findings: [{ kind: 'split-view', detail, finding }] };
 }
 
 /** Two checkpoints are one when they have the same size and root (a cosignature more changes neither). */
@@ -1188,24 +1300,38 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
     if (!(e instanceof BatonApiError)) throw e;
     failures.push({ error: e, failure: readFailure(h.url(''), e, notChecked) });
   };
+  // The pairs of checkpoints the log signed that must agree, each judged on its own so one fork found
+  // never hides another: the one audited and the latest; a --previous and the latest (the log's view
+  // now: an earlier one audited may well be smaller than the previous; without the latest, only one
+  // audited at least as large says anything); and, auditing an earlier checkpoint, the --previous
+  // and the one audited, in no particular order (only a fork is looked for there).
+  const pairs: CheckpointPair[] = [];
+  const pairNotChecked = new Map<CheckpointPair, string>();
   if (o.treeSize !== undefined && latest !== undefined) {
-    try {
-      findings.push(...(await consistencyFindings(h, current, latest)));
-    } catch (e) {
-      failed(e, `whether the latest checkpoint (${latest.checkpoint.size} leaves) extends the one audited (${size} leaves)`);
-    }
+    const pair: CheckpointPair = { older: current, newer: latest, ordered: true, proof: { kind: 'none' } };
+    pairs.push(pair);
+    pairNotChecked.set(pair, `whether the latest checkpoint (${latest.checkpoint.size} leaves) extends the one audited (${size} leaves)`);
   }
-  // The log's view now is its latest checkpoint: an earlier one audited may well be smaller than the
-  // previous (and without the latest, only one at least as large says anything).
   if (previous !== undefined && (latest !== undefined || previous.checkpoint.size <= size)) {
     const served = latest ?? current;
+    const pair: CheckpointPair = { older: previous, newer: served, ordered: true, proof: { kind: 'none' } };
+    pairs.push(pair);
+    pairNotChecked.set(
+      pair,
+      `whether the checkpoint served (${served.checkpoint.size} leaves) extends the earlier one given (previousCheckpoint, ${previous.checkpoint.size} leaves)`,
+    );
+  }
+  if (previous !== undefined && o.treeSize !== undefined && latest !== undefined)
+    pairs.push({ older: previous, newer: current, ordered: false, proof: { kind: 'none' } });
+  // Two notes that disagree with no read needed (same size, different roots): found before any read.
+  for (const pair of pairs) findings.push(...noteFindings(pair));
+  for (const pair of pairs) {
+    const [smaller, larger] = bySize(pair.older, pair.newer);
+    if (!pairNotChecked.has(pair) || smaller.checkpoint.size === 0 || smaller.checkpoint.size === larger.checkpoint.size) continue;
     try {
-      findings.push(...(await consistencyFindings(h, previous, served)));
+      pair.proof = await askProof(h, pair);
     } catch (e) {
-      failed(
-        e,
-        `whether the checkpoint served (${served.checkpoint.size} leaves) extends the earlier one given (previousCheckpoint, ${previous.checkpoint.size} leaves)`,
-      );
+      failed(e, pairNotChecked.get(pair)!);
     }
   }
 
@@ -1223,9 +1349,13 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
   const recordsOf = decisionRecordsFrom(h);
   /** The first leaf index not yet replayed: where a failed read stopped the replay. */
   let replayedTo = 0;
+  /** True when a failed read stopped the replay: the entries and the listing are not judged. */
+  let replayStopped = false;
   /** The report as it stands; with nothing found and a read failed, that failure is thrown. */
   const report = (): AuditReport => {
-    findings.sort((a, b) => ('index' in a ? a.index : -1) - ('index' in b ? b.index : -1));
+    // A fork or rollback (two signed notes) first, then what concerns the log as a whole, then entries in order.
+    const rank = (f: AuditFinding) => ('index' in f ? f.index : f.kind === 'split-view' || f.kind === 'rollback' ? -2 : -1);
+    findings.sort((a, b) => rank(a) - rank(b));
     if (findings.length === 0 && failures.length > 0) throw failures[0]!.error;
     return {
       origin: trust.origin,
@@ -1346,27 +1476,27 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
       e,
       `entries ${replayedTo} to ${size - 1} of the ${size} audited (the replay stopped at the tile holding entry ${replayedTo}: their leaves, service receipts and decisions, not all checked), the root, and GET /v1/service-receipts against the log`,
     );
-    return report();
+    replayStopped = true;
   }
-  const tilesRoot = rootKnown ? rootOf(treeLeaves) : undefined;
+  // Trees whose leaves the log served and which rebuild a root it signed: what judges each pair.
+  const trees: RebuiltTree[] = [];
+  const tilesRoot = rootKnown && !replayStopped ? rootOf(treeLeaves) : undefined;
   // Only tiles that rebuild the checkpoint's root are the tree it signed (else root-mismatch says so).
   const tilesAreTheTree = tilesRoot !== undefined && bytesEqual(tilesRoot, current.checkpoint.rootHash);
   if (tilesRoot !== undefined && !tilesAreTheTree)
     findings.push({ kind: 'root-mismatch', detail: `the tiles hash to ${encodeBase64(tilesRoot)}, not the checkpoint's root` });
-  // The leaves replayed are a tree the log served: an earlier checkpoint it signed within them must
-  // be their prefix. Needs no proof, so a fork stays found when the consistency proof (or a later
-  // tile) could not be read.
-  if (tilesAreTheTree) findings.push(...prefixDisagrees(previous, treeLeaves, current, findings));
+  if (tilesAreTheTree) trees.push({ note: current, leaves: treeLeaves });
 
   // Auditing an earlier checkpoint: the latest tree's leaves, read from its own tiles (the full tiles
-  // before the audited tree's last one are the same tiles, read above), must rebuild its root. Then the
-  // leaves the log added since tell a service receipt logged later from one left out, and the
-  // checkpoint audited, signed by the log, must be their prefix.
+  // before the audited tree's last one are the same tiles, read above, unless the replay stopped:
+  // then all are read again), must rebuild its root. Then the leaves the log added since tell a
+  // service receipt logged later from one left out, and the pairs are judged against them. Done even
+  // when the replay stopped: a fork the latest's tiles prove needs nothing the replay could not read.
   const later = new Set<string>();
   let laterKnown = latest !== undefined;
   if (latest !== undefined && latest.checkpoint.size > size) {
     const end = latest.checkpoint.size;
-    const boundary = Math.floor(size / TILE_WIDTH) * TILE_WIDTH;
+    const boundary = replayStopped ? 0 : Math.floor(size / TILE_WIDTH) * TILE_WIDTH;
     // The whole of the latest's tile holding the audited tree's last leaves is kept, not only the
     // leaves after it: a log serving the audited tree a partial tile of another history would
     // otherwise have its leaves stand in for the latest's own.
@@ -1394,28 +1524,39 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
       failed(e, `the leaves logged after the checkpoint audited, up to the latest checkpoint (${end} leaves), and its root`);
     }
     // The full tiles before the boundary come from the replay: unknown there, the root cannot be rebuilt.
-    if (laterKnown && rootKnown) {
+    const latestKnown = laterKnown && (replayStopped || rootKnown);
+    if (latestKnown) {
       const latestRoot = rootOf(latestLeaves);
       if (!bytesEqual(latestRoot, latest.checkpoint.rootHash)) {
         laterKnown = false;
         findings.push({
           kind: 'root-mismatch',
-          detail: `the tiles of the latest checkpoint (${end} leaves; those before entry ${boundary} as read for the one audited) hash to ${encodeBase64(latestRoot)}, not its root`,
+          detail: `the tiles of the latest checkpoint (${end} leaves${boundary > 0 ? `; those before entry ${boundary} as read for the one audited` : ''}) hash to ${encodeBase64(latestRoot)}, not its root`,
         });
-      }
+      } else trees.push({ note: latest, leaves: latestLeaves });
     }
     if (laterKnown) for (const leaf of latestLeaves.slice(size)) later.add(hex(leaf));
-    if (laterKnown && rootKnown) {
-      // The leaves rebuild the latest root, so they are the tree it signed: the checkpoint audited
-      // must be their prefix. Found here without the proof (which may not be readable), and whether
-      // or not the audited tree's own tiles rebuilt the audited root (they may be another history's).
-      findings.push(...prefixDisagrees(current, latestLeaves, latest, findings));
-      // An earlier checkpoint past the audited tree, or within it when its tiles did not rebuild its
-      // root (else the check after the replay made it).
-      if (previous !== undefined && (previous.checkpoint.size > size || !tilesAreTheTree))
-        findings.push(...prefixDisagrees(previous, latestLeaves, latest, findings));
-    }
   }
+  // Each pair judged: by the tiles of its larger checkpoint when they rebuild its root, else by the
+  // proof the log answered. A stale view shown consistent is no finding, but a read that failed.
+  for (const pair of pairs) {
+    const judged = judgePair(pair, trees, findings);
+    findings.push(...judged.findings);
+    if (judged.stale !== undefined)
+      failed(
+        new BatonApiError({
+          status: 200,
+          code: 'UNEXPECTED_RESPONSE',
+          method: 'GET',
+          url: h.url('/v1/log/checkpoint'),
+          message: `GET /v1/log/checkpoint served a stale view: ${judged.stale}. A cache in front of the log that ignores no-cache serves that; a log that rolled back could not prove it.`,
+          suggestion: 'Ask the operator to keep caches off GET /v1/log/checkpoint (it is served no-cache), then audit again.',
+        }),
+        pairNotChecked.get(pair) ?? 'whether the log extends the checkpoint given',
+      );
+  }
+  // Without the tiles of the tree audited, the entries and the listing could not be judged.
+  if (replayStopped) return report();
 
   // Every service receipt the service lists must be in the log, unless it came after the checkpoint;
   // and every entry of the tenant in the log must be listed.

@@ -69,6 +69,17 @@ async function startProxy(
   };
 }
 
+/**
+ * What a log rolled back to `size` leaves answers for a consistency proof past it: Baton's own 404,
+ * its size in details. Without it, a genuine older note served as the latest is a stale view (a
+ * cache ignoring no-cache), which the proof the honest log serves shows.
+ */
+const rolledBackTo = (size: number) => ({
+  status: 404,
+  type: 'application/json',
+  body: JSON.stringify({ error: { code: 'NOT_FOUND', message: `The log has ${size} leaves.`, details: { tree_size: size } } }),
+});
+
 /** A tenant of its own on the live service, with `n` denials logged. */
 async function loggedTenant(name: string, n: number) {
   const t = await setupTenant(live.svc, name);
@@ -280,7 +291,22 @@ describe('baton audit', () => {
     const baseline = readFileSync(cp, 'utf8');
     // The genuinely signed checkpoint of size 5, served as the latest.
     const old = await (await fetch(`${live.baseUrl}/v1/log/checkpoints/5`, { headers: { authorization: `Bearer ${key}` } })).text();
-    const proxy = await startProxy(async (path) => (path === '/v1/log/checkpoint' ? { body: old } : undefined));
+    // Behind a cache that serves it, the honest log proves 5 a prefix of 12: a stale view, exit 3, no rollback.
+    const cached = await startProxy(async (path) => (path === '/v1/log/checkpoint' ? { body: old } : undefined));
+    try {
+      const stale = await run(['audit', '--server', cached.url, '--api-key', key, '--quiet', '--previous', cp, '--save-checkpoint', cp]);
+      expect(stale.code, stale.out + stale.err).toBe(3);
+      expect(stale.err).toMatch(
+        /served a stale view: the log served its checkpoint of 5 leaves after the one of 12 leaves, which extends it/,
+      );
+      expect(stale.out + stale.err).not.toMatch(/rollback/);
+      expect(readFileSync(cp, 'utf8')).toBe(baseline);
+    } finally {
+      await cached.close();
+    }
+    const proxy = await startProxy(async (path) =>
+      path === '/v1/log/checkpoint' ? { body: old } : path === '/v1/log/consistency' ? rolledBackTo(5) : undefined,
+    );
     try {
       const rolled = await run(['audit', '--server', proxy.url, '--api-key', key, '--quiet', '--previous', cp, '--save-checkpoint', cp]);
       expect(rolled.code, rolled.out + rolled.err).toBe(1);
@@ -390,7 +416,9 @@ describe('baton audit', () => {
     // The baseline is the latest (12), which extends the checkpoint audited: not the smaller one.
     expect(readFileSync(cp, 'utf8')).toContain('\n12\n');
     const old = await (await fetch(`${live.baseUrl}/v1/log/checkpoints/5`, { headers: { authorization: `Bearer ${key}` } })).text();
-    const proxy = await startProxy(async (path) => (path === '/v1/log/checkpoint' ? { body: old } : undefined));
+    const proxy = await startProxy(async (path) =>
+      path === '/v1/log/checkpoint' ? { body: old } : path === '/v1/log/consistency' ? rolledBackTo(5) : undefined,
+    );
     try {
       const rolled = await run(['audit', '--server', proxy.url, '--api-key', key, '--quiet', '--previous', cp]);
       expect(rolled.code, rolled.out + rolled.err).toBe(1);
@@ -491,16 +519,31 @@ describe('baton audit', () => {
         await proxy.close();
       }
     }
-    // Baton's own refusal (its NOT_FOUND envelope) between two notes it signed: a split view, both notes printed.
-    const refusing = await startProxy(async (path) =>
-      path === '/v1/log/consistency'
-        ? { status: 404, type: 'application/json', body: '{"error":{"code":"NOT_FOUND","message":"The log has 2 leaves, fewer than 5."}}' }
-        : undefined,
-    );
+    // The same envelope forged in front of the honest log: its tiles rebuild 5 and hold 3, so the
+    // forged answer is a malformed proof, never a split view.
+    const forging = await startProxy(async (path) => (path === '/v1/log/consistency' ? rolledBackTo(2) : undefined));
+    try {
+      const r = await run(['audit', '--server', forging.url, '--api-key', key, '--quiet', '--previous', cp, '--save-checkpoint', cp]);
+      expect(r.code, r.out + r.err).toBe(1);
+      expect(r.out).toMatch(/malformed +GET \/v1\/log\/consistency\?from=3&to=5: the consistency proof answer refuses/);
+      expect(r.out + r.err).not.toMatch(/split-view|\(evidence\)/);
+      expect(readFileSync(cp, 'utf8')).toBe(baseline);
+    } finally {
+      await forging.close();
+    }
+    // Baton's own refusal between two notes it signed, with no tiles to judge them (the log signed 7
+    // leaves it does not have: the live service says it has 5): a split view, both notes printed.
+    const origin = (
+      (await (await fetch(`${live.baseUrl}/v1/log`, { headers: { authorization: `Bearer ${key}` } })).json()) as { origin: string }
+    ).origin;
+    const forged7 = signCheckpoint(live.svc.deps.signer, origin, 7, new Uint8Array(randomBytes(32)));
+    const refusing = await startProxy(async (path) => (path === '/v1/log/checkpoint' ? { body: forged7 } : undefined));
     try {
       const r = await run(['audit', '--server', refusing.url, '--api-key', key, '--quiet', '--previous', cp, '--save-checkpoint', cp]);
       expect(r.code, r.out + r.err).toBe(1);
-      expect(r.out).toMatch(/split-view +log: the log would not prove its checkpoints of sizes 3 and 5 consistent \(HTTP 404 NOT_FOUND/);
+      expect(r.out).toMatch(
+        /split-view +log: the log would not prove its checkpoints of sizes 3 and 7 consistent \(HTTP 404 NOT_FOUND: The log has 5 leaves/,
+      );
       expect(r.out).toContain(`--- the earlier note, of 3 leaves (evidence)\n${baseline.trimEnd()}`);
       expect(readFileSync(cp, 'utf8')).toBe(baseline);
     } finally {
@@ -662,7 +705,13 @@ describe('baton audit', () => {
     };
     // The log rolled back to 5 leaves, then fails the listing: the rollback is proven by the notes alone.
     const proxy = await startProxy(async (path) =>
-      path === '/v1/log/checkpoint' ? { body: old } : path === '/v1/service-receipts' ? down : undefined,
+      path === '/v1/log/checkpoint'
+        ? { body: old }
+        : path === '/v1/log/consistency'
+          ? rolledBackTo(5)
+          : path === '/v1/service-receipts'
+            ? down
+            : undefined,
     );
     try {
       const args = ['audit', '--server', proxy.url, '--api-key', key, '--quiet', '--previous', cp];

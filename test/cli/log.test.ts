@@ -387,9 +387,10 @@ describe('baton log consistency', () => {
     }
 
     // The same proof served by the log itself is evidence: a split view, with both notes.
+    // Each fake log names the log the trust file pins (GET /v1/log), as the real one does.
     const lying = createServer((req, res) => {
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ from, to, ...(req.url?.startsWith('/v1/log/consistency') ? edited : {}) }));
+      res.end(JSON.stringify(req.url === '/v1/log' ? info : { from, to, ...(req.url?.startsWith('/v1/log/consistency') ? edited : {}) }));
     });
     await new Promise<void>((resolve) => lying.listen(0, '127.0.0.1', resolve));
     try {
@@ -402,19 +403,43 @@ describe('baton log consistency', () => {
       await new Promise<void>((resolve) => lying.close(() => resolve()));
     }
 
-    // A log that refuses the proof between two of its own checkpoints says so, and to keep both notes.
-    const refusing = createServer((_req, res) => {
-      res.writeHead(404, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ error: { code: 'NOT_FOUND', message: 'The log has 1 leaves.', suggestion: '' }, request_id: 'req_x' }));
-    });
-    await new Promise<void>((resolve) => refusing.listen(0, '127.0.0.1', resolve));
-    try {
-      const url = `http://127.0.0.1:${(refusing.address() as AddressInfo).port}`;
-      const r = await run(['log', 'consistency', older, newer, '--trust', trust, '--server', url, '--api-key', 'bt_x']);
-      expect(r.code, r.out + r.err).toBe(1);
-      expect(r.err).toContain(`The log would not prove these checkpoints consistent (${from} to ${to} leaves); keep both notes.`);
-    } finally {
-      await new Promise<void>((resolve) => refusing.close(() => resolve()));
+    // A log that refuses the proof between two of its own checkpoints (Baton's 404, saying it has
+    // fewer leaves than the newer note) is a split view, printed as the audit prints one: both notes
+    // as evidence, and the finding under --json. A 400 INVALID_REQUEST, or a 404 that names no
+    // smaller size, is what a proxy mangling the query gets: a failed read (exit 3), never a fork.
+    const refusal = (status: number, error: object) =>
+      createServer((req, res) => {
+        res.writeHead(req.url === '/v1/log' ? 200 : status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(req.url === '/v1/log' ? info : { error: { suggestion: '', ...error }, request_id: 'req_x' }));
+      });
+    const refusals: [string, ReturnType<typeof createServer>, number][] = [
+      ['the log says it is smaller', refusal(404, { code: 'NOT_FOUND', message: 'The log has 1 leaves.', details: { tree_size: 1 } }), 1],
+      ['a 404 naming no smaller size', refusal(404, { code: 'NOT_FOUND', message: 'The log has 1 leaves.' }), 3],
+      ['a mangled query', refusal(400, { code: 'INVALID_REQUEST', message: 'The query is not valid: from is required.' }), 3],
+    ];
+    for (const [what, server, exit] of refusals) {
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      try {
+        const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+        const r = await run(['log', 'consistency', older, newer, '--trust', trust, '--server', url, '--api-key', 'bt_x']);
+        expect(r.code, `${what}: ${r.out}${r.err}`).toBe(exit);
+        if (exit === 3) {
+          expect(r.out + r.err, what).not.toMatch(/SPLIT VIEW|would not prove|evidence/);
+          continue;
+        }
+        expect(r.out).toMatch(
+          new RegExp(`^SPLIT VIEW {2}the log would not prove its checkpoints of ${from} and ${to} leaves consistent \\(HTTP 404 NOT_FOUND`),
+        );
+        expect(r.out).toMatch(/--- the first note \(evidence\)\n[\s\S]*--- the second note \(evidence\)\n/);
+        const json = await run(['log', 'consistency', older, newer, '--trust', trust, '--server', url, '--api-key', 'bt_x', '--json']);
+        expect(json.code).toBe(1);
+        const answer = JSON.parse(json.out) as { consistent: boolean; finding: { kind: string; reason: string; older: { note: string } } };
+        expect(answer).toMatchObject({ consistent: false, finding: { kind: 'not-consistent' } });
+        expect(answer.finding.reason).toMatch(/would not prove/);
+        expect(answer.finding.older.note).toBe(readFileSync(older, 'utf8'));
+      } finally {
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+      }
     }
 
     // Two checkpoints of one size with different roots, both signed by the log: evidence whatever proof file is given.
@@ -423,6 +448,44 @@ describe('baton log consistency', () => {
     const fork = await run(['log', 'consistency', newer, forked, '--trust', trust, '--proof', join(dir, 'empty.json')]);
     expect(fork.code, fork.out + fork.err).toBe(1);
     expect(fork.out).toMatch(new RegExp(`^SPLIT VIEW {2}two checkpoints of ${to} leaves with different roots`));
+  });
+});
+
+describe('baton log consistency: the log asked is the one the trust file pins', () => {
+  it("another tenant's key (a saved context, say) is refused before any proof is asked (exit 2), never a false fork", async () => {
+    const dir = tempDir();
+    const trust = join(dir, 'trust.json');
+    writeFileSync(trust, await (await audited('/v1/log')).text());
+    const older = join(dir, 'older.txt');
+    writeFileSync(older, await (await audited('/v1/log/checkpoint')).text());
+    await record(2);
+    await integrate();
+    const newer = join(dir, 'newer.txt');
+    writeFileSync(newer, await (await audited('/v1/log/checkpoint')).text());
+    const own = await run(['log', 'consistency', older, newer, '--trust', trust, ...A]);
+    expect(own.code, own.out + own.err).toBe(0);
+    // Another tenant's log, smaller and larger than this one: its proof would not join these notes.
+    const origin = (JSON.parse(readFileSync(trust, 'utf8')) as { origin: string }).origin;
+    for (const [name, leaves] of [
+      ['small', 1],
+      ['big', 12],
+    ] as const) {
+      const other = await setupTenant(live.svc, `consistency-${name}`);
+      for (let i = 0; i < leaves; i++)
+        await recordServiceReceipt(live.svc.store.db, live.svc.deps.signer, {
+          tenantId: other.id,
+          kind: 'invocation.denied',
+          subject: `inv:${name}:${i}`,
+          data: { i },
+          now: live.svc.clock.now,
+        });
+      await integrate();
+      const r = await run(['log', 'consistency', older, newer, '--trust', trust, '--server', live.baseUrl, '--api-key', other.keys.audit]);
+      expect(r.code, `${name}: ${r.out}${r.err}`).toBe(2);
+      expect(r.out, name).toBe('');
+      expect(r.err, name).toContain(`/baton/${other.id} for this API key (GET /v1/log), not ${origin} that --trust pins`);
+      expect(r.err, name).not.toMatch(/SPLIT VIEW|would not prove/);
+    }
   });
 });
 

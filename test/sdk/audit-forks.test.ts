@@ -132,26 +132,162 @@ describe('auditLog: only the log itself refusing a consistency proof is a split 
     }
   });
 
-  it("Baton's own refusal (its 404 NOT_FOUND or 400 INVALID_REQUEST envelope) between two notes it signed is a split view", async () => {
-    // The live service's real refusals: asked past its size, and sizes out of order.
-    const refusals: [string, (q: URLSearchParams) => string][] = [
-      ['404 NOT_FOUND', (q) => `from=${q.get('from')}&to=99`],
-      ['400 INVALID_REQUEST', () => 'from=9&to=5'],
+  it("Baton's own refusal (its 404 NOT_FOUND: fewer leaves than a note it signed) is a split view when the tiles cannot judge the pair", async () => {
+    // The log signed a note of 7 leaves it does not have: the live service's real answers (the
+    // proof's 404 saying tree_size 5, the tile of 7's 404) are all there is to judge it by.
+    const forged7 = signCheckpoint(live.svc.deps.signer, origin, 7, new Uint8Array(randomBytes(32)));
+    const report = await audit({
+      previousCheckpoint: note3,
+      fetch: through((path) => (path === '/v1/log/checkpoint' ? answer(200, forged7, 'text/plain') : undefined)),
+    });
+    expect(splitViews(report).map(pairOf)).toEqual([[3, 7]]);
+    expect(splitViews(report)[0]!.detail).toMatch(
+      /would not prove its checkpoints of sizes 3 and 7 consistent \(HTTP 404 NOT_FOUND: The log has 5 leaves/,
+    );
+    expect(report.ok).toBe(false);
+  });
+
+  it('a 400 INVALID_REQUEST, or a 404 that does not say a size below the one asked, is a failed read: the audit asks well-formed sizes', async () => {
+    // R1: a proxy dropping the query string (nginx proxy_pass $uri), or adding a parameter; the
+    // live service's 404 for a query rewritten past its size (it has the 5 leaves asked for).
+    const rewrites: [string, (u: URL) => string][] = [
+      ['query dropped', (u) => `${u.origin}${u.pathname}`],
+      ['parameter added', (u) => `${u.href}&utm_source=gw`],
+      ['sizes swapped', (u) => `${u.origin}${u.pathname}?from=5&to=3`],
+      ['asked past its size', (u) => `${u.origin}${u.pathname}?from=3&to=99`],
     ];
-    for (const [what, query] of refusals) {
-      const report = await audit({
-        previousCheckpoint: note3,
-        fetch: (url, init) => {
-          const u = new URL(url);
-          return fetch(u.pathname === '/v1/log/consistency' ? `${u.origin}${u.pathname}?${query(u.searchParams)}` : url, init);
+    for (const [what, rewrite] of rewrites)
+      for (const o of [{ previousCheckpoint: note3 }, { treeSize: 3 }, { treeSize: 3, previousCheckpoint: note3 }]) {
+        const label = `${what}, ${JSON.stringify(Object.keys(o))}`;
+        const r = await outcome({
+          ...o,
+          fetch: (url, init) => {
+            const u = new URL(url);
+            return fetch(u.pathname === '/v1/log/consistency' ? rewrite(u) : url, init);
+          },
+        });
+        // Nothing found, a read failed: thrown, as a 503 is.
+        expect(r, label).toBeInstanceOf(BatonApiError);
+        expect((r as BatonApiError).url, label).toMatch(/\/v1\/log\/consistency\?from=3&to=5$/);
+      }
+  });
+});
+
+describe('auditLog: the tiles outrank a proof answer, and two signed notes outrank any read', () => {
+  const forgedRefusal = () =>
+    answer(404, JSON.stringify({ error: { code: 'NOT_FOUND', message: 'The log has 4 leaves.', details: { tree_size: 4 } } }));
+  const bitFlipped = async (url: string, init: Parameters<typeof fetch>[1]) => {
+    const served = (await (await fetch(url, init)).json()) as { from: number; to: number; proof: string[] };
+    const first = Buffer.from(served.proof[0]!, 'base64');
+    first[0] = first[0]! ^ 1;
+    return answer(200, JSON.stringify({ ...served, proof: [first.toString('base64'), ...served.proof.slice(1)] }));
+  };
+  const forgedProofs: [string, (url: string, init: Parameters<typeof fetch>[1]) => Promise<Response>][] = [
+    ["Baton's 404 envelope, forged", () => forgedRefusal()],
+    ['400 MALFORMED_LOG_PROOF, forged', () => answer(400, envelope('MALFORMED_LOG_PROOF', 'The proof is malformed.'))],
+    ['a bit-flipped proof', bitFlipped],
+  ];
+
+  it('R2: a proof answer a proxy forged is no split view when the tiles rebuild the newer root and hold the older: a malformed proof', async () => {
+    for (const [what, proofAnswer] of forgedProofs)
+      for (const o of [{ treeSize: 3 }, { previousCheckpoint: note3 }, { treeSize: 3, previousCheckpoint: note3 }]) {
+        const label = `${what}, ${JSON.stringify(Object.keys(o))}`;
+        const report = await audit({
+          ...o,
+          fetch: (url, init) => (new URL(url).pathname === '/v1/log/consistency' ? proofAnswer(url, init) : fetch(url, init)),
+        });
+        expect(kinds(report), label).not.toContain('split-view');
+        expect(kinds(report), label).toContain('malformed');
+        const malformed = report.findings.find((f) => f.kind === 'malformed')!;
+        expect('source' in malformed && malformed.source, label).toBe('GET /v1/log/consistency?from=3&to=5');
+        expect(malformed.detail, label).toMatch(
+          /tiles rebuild the root of 5 leaves and hold the one of 3 as their prefix: not a split view/,
+        );
+      }
+  });
+
+  it('R3: with --tree-size, a --previous of the same size and another root is a split view before any read', async () => {
+    const forked3 = signCheckpoint(live.svc.deps.signer, origin, 3, new Uint8Array(randomBytes(32)));
+    const failing = (p: string) => (p === '/v1/log/consistency' || p.startsWith('/v1/log/tile/') ? unavailable() : undefined);
+    // The --previous forked; then the audited checkpoint forged, the --previous genuine.
+    const cases: [string, Partial<AuditOptions>][] = [
+      ['previous forked', { previousCheckpoint: forked3, fetch: through(failing) }],
+      [
+        'audited forged',
+        {
+          previousCheckpoint: note3,
+          fetch: through((p) => (p === '/v1/log/checkpoints/3' ? answer(200, forked3, 'text/plain') : failing(p))),
         },
-      });
-      expect(kinds(report), what).toEqual(['split-view']);
-      expect(report.findings[0]!.detail, what).toMatch(
-        new RegExp(`would not prove its checkpoints of sizes 3 and 5 consistent \\(HTTP ${what.split(' ')[0]} `),
-      );
-      expect(report.incomplete, what).toBeUndefined();
+      ],
+    ];
+    for (const [what, o] of cases) {
+      const report = await audit({ treeSize: 3, ...o });
+      const found = splitViews(report);
+      expect(found.map(pairOf), what).toContainEqual([3, 3]);
+      expect(found.find((f) => f.finding.kind === 'same-size-different-roots')!.detail, what).toMatch(/the two signed notes are the proof/);
+      expect(report.incomplete, what).toBeDefined();
+      expect(report.ok, what).toBe(false);
     }
+  });
+
+  it('R4: a forged audited checkpoint is found from the latest tiles when the replay of the audited ones stops', async () => {
+    const forged3 = signCheckpoint(live.svc.deps.signer, origin, 3, new Uint8Array(randomBytes(32)));
+    for (const stopping of ['/v1/log/tile/0/000.p/3', '/v1/log/tile/entries/000.p/3']) {
+      const report = await audit({
+        treeSize: 3,
+        fetch: through((p) =>
+          p === '/v1/log/checkpoints/3'
+            ? answer(200, forged3, 'text/plain')
+            : p === '/v1/log/consistency' || p === stopping
+              ? unavailable()
+              : undefined,
+        ),
+      });
+      expect(splitViews(report).map(pairOf), stopping).toEqual([[3, 5]]);
+      expect(splitViews(report)[0]!.detail, stopping).toMatch(/the tiles of the larger do not hold the smaller/);
+      expect(
+        report.incomplete?.map((i) => i.source),
+        stopping,
+      ).toEqual(['GET /v1/log/consistency?from=3&to=5', `GET ${stopping}`]);
+      // The entries and the listing need the replay: not judged.
+      expect(kinds(report), stopping).toEqual(['split-view']);
+    }
+    // An honest log behind the same failures: nothing found, the failure thrown.
+    const e = await outcome({
+      treeSize: 3,
+      fetch: through((p) => (p === '/v1/log/consistency' || p === '/v1/log/tile/0/000.p/3' ? unavailable() : undefined)),
+    });
+    expect(e).toBeInstanceOf(BatonApiError);
+  });
+
+  it('R5: an older genuine note served as the latest (a cache ignoring no-cache) is a stale view, not a rollback', async () => {
+    const stale = (p: string) => (p === '/v1/log/checkpoint' ? answer(200, note3, 'text/plain') : undefined);
+    for (const o of [{ previousCheckpoint: note5 }, { treeSize: 5 }, { treeSize: 5, previousCheckpoint: note5 }]) {
+      const label = JSON.stringify(Object.keys(o));
+      const r = await outcome({ ...o, fetch: through(stale) });
+      expect(r, label).toBeInstanceOf(BatonApiError);
+      expect((r as BatonApiError).message, label).toMatch(
+        /served a stale view: the log served its checkpoint of 3 leaves after the one of 5 leaves, which extends it/,
+      );
+      // With the proof unreadable too, the tiles of 5 (read when auditing it) still show it.
+      if ('treeSize' in o) {
+        const t = await outcome({ ...o, fetch: through((p) => (p === '/v1/log/consistency' ? unavailable() : stale(p))) });
+        expect(t, label).toBeInstanceOf(BatonApiError);
+      }
+    }
+    // With something else found, the stale view is listed as incomplete, never a rollback.
+    const report = await audit({
+      previousCheckpoint: note5,
+      fetch: through((p) => (p === '/v1/log/tile/0/000.p/3' ? answer(404, envelope('NOT_FOUND', 'No such tile.')) : stale(p))),
+    });
+    expect(kinds(report)).toEqual(['malformed']);
+    expect(report.incomplete).toEqual([
+      expect.objectContaining({
+        source: 'GET /v1/log/checkpoint',
+        code: 'UNEXPECTED_RESPONSE',
+        detail: expect.stringMatching(/stale view/) as unknown,
+      }),
+    ]);
   });
 });
 
@@ -165,7 +301,7 @@ describe('auditLog --tree-size: the audited checkpoint against the latest tree',
       ),
     });
     // The audited tiles do not rebuild the forged root; the latest's do rebuild its own, and hold another 3.
-    expect(kinds(report)).toEqual(['root-mismatch', 'split-view']);
+    expect(kinds(report)).toEqual(['split-view', 'root-mismatch']);
     expect(pairOf(splitViews(report)[0]!)).toEqual([3, 5]);
     expect(splitViews(report)[0]!.detail).toMatch(/the tiles of the larger do not hold the smaller/);
     expect(report.incomplete).toEqual([expect.objectContaining({ source: 'GET /v1/log/consistency?from=3&to=5', status: 503 })]);

@@ -55,6 +55,11 @@ const envelope = (code: string, message: string, details?: object) =>
 const answer = (status: number, body: string, headers: Record<string, string> = {}) =>
   Promise.resolve(new Response(body, { status, headers: { 'content-type': 'application/json', ...headers } }));
 const unavailable = () => answer(503, envelope('STORAGE_UNAVAILABLE', 'The database is not answering.'));
+/**
+ * What a log rolled back to 3 leaves answers for the proof up to 5 (Baton's own 404, its size in
+ * details): without it, note 3 served after note 5 is only a stale view, which the proof shows.
+ */
+const rolledBack = () => answer(404, envelope('NOT_FOUND', 'The log has 3 leaves, fewer than 5.', { tree_size: 3 }));
 
 /** The live service, except where `own` answers a path (by its pathname) itself. */
 const through =
@@ -78,7 +83,13 @@ describe('auditLog: a read that fails after the notes are verified keeps the fin
     const report = await audit({
       previousCheckpoint: note5,
       fetch: through((path) =>
-        path === '/v1/log/checkpoint' ? answer(200, note3) : path === '/v1/service-receipts' ? unavailable() : undefined,
+        path === '/v1/log/checkpoint'
+          ? answer(200, note3)
+          : path === '/v1/log/consistency'
+            ? rolledBack()
+            : path === '/v1/service-receipts'
+              ? unavailable()
+              : undefined,
       ),
     });
     expect(report.ok).toBe(false);
@@ -103,7 +114,15 @@ describe('auditLog: a read that fails after the notes are verified keeps the fin
     for (const failing of ['/v1/log/tile/0/000.p/3', '/v1/log/tile/entries/000.p/3']) {
       const report = await audit({
         previousCheckpoint: note5,
-        fetch: through((path) => (path === '/v1/log/checkpoint' ? answer(200, note3) : path === failing ? unavailable() : undefined)),
+        fetch: through((path) =>
+          path === '/v1/log/checkpoint'
+            ? answer(200, note3)
+            : path === '/v1/log/consistency'
+              ? rolledBack()
+              : path === failing
+                ? unavailable()
+                : undefined,
+        ),
       });
       expect(report.ok, failing).toBe(false);
       expect(
@@ -126,7 +145,7 @@ describe('auditLog: a read that fails after the notes are verified keeps the fin
       previousCheckpoint: note3,
       fetch: through((path) =>
         path === '/v1/log/consistency'
-          ? answer(404, envelope('NOT_FOUND', 'No such proof.'))
+          ? answer(404, envelope('NOT_FOUND', 'The log has 2 leaves, fewer than 5.', { tree_size: 2 }))
           : path.startsWith('/v1/log/tile/entries/')
             ? answer(500, '<html>oops</html>', { 'content-type': 'text/html' })
             : undefined,

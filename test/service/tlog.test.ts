@@ -873,25 +873,29 @@ describe('auditLog', () => {
     const older = (await svc.call('GET', '/v1/log/checkpoint', { key: t.keys.audit })).body as string;
     await receipt(t.id, 2);
     await integrateOnce(integrator());
-    const refusing = async (url: string, init: { headers: Record<string, string> }) =>
-      new URL(url).pathname === '/v1/log/consistency'
-        ? Response.json({ error: { code: 'NOT_FOUND', message: 'No.', suggestion: '' }, request_id: 'r' }, { status: 404 })
+    // A hostile log shows a checkpoint of 9 it signed, then answers, as the service it is, that it holds
+    // 2 leaves: its own refusal (a 404 naming its smaller size) contradicts its own note. A proxy's
+    // 404 without that, or a query it mangled, is a failed read (test/sdk/audit-forks.test.ts).
+    const origin = older.split('\n')[0]!;
+    const forgedLatest = signCheckpoint(svc.deps.signer, origin, 9, new Uint8Array(32).fill(7));
+    const showingNine = async (url: string, init: { headers: Record<string, string> }) =>
+      new URL(url).pathname === '/v1/log/checkpoint'
+        ? new Response(forgedLatest, { headers: { 'content-type': 'text/plain; charset=utf-8' } })
         : svc.app.request(url, init);
     const report = await auditLog({
       baseUrl: 'http://baton.test',
       apiKey: t.keys.audit,
-      fetch: refusing,
+      fetch: showingNine,
       now: svc.clock.now,
       previousCheckpoint: older,
     });
-    expect(report.findings).toEqual([
+    expect(report.ok).toBe(false);
+    expect(report.findings).toContainEqual(
       expect.objectContaining({
         kind: 'split-view',
-        detail: expect.stringContaining(
-          'the log would not prove its checkpoints of sizes 1 and 2 consistent (HTTP 404 NOT_FOUND: No.); keep both notes',
-        ),
+        detail: expect.stringContaining('the log would not prove its checkpoints of sizes 1 and 9 consistent (HTTP 404 NOT_FOUND:'),
       }),
-    ]);
+    );
   });
 
   it('without pinned keys, refuses a log whose verifier key the service does not publish', async () => {
