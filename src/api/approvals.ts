@@ -33,23 +33,25 @@ export const Decision = z
     at: UnixSeconds,
     record: z.string().optional().openapi({
       description:
-        "Only on a decision signed by an approver DID: the decision record itself (compact JWS), as posted to `/v1/approvals/{id}/signed-decision`. Its hash is `decision_record` in the decision's service receipt; check the signature, the approval it names and that hash offline (SDK `verifyApprovalDecision`). Absent on a decision recorded with an API key, and on grants.",
+        "Only on a decision signed by an approver DID, where the approval is read (`GET /v1/approvals`, `GET /v1/approvals/{id}`, and a decision's answer): the decision record itself (compact JWS), as posted to `/v1/approvals/{id}/signed-decision`. Its hash is `decision_record` in the decision's service receipt; check the signature, the approval it names and that hash offline (SDK `verifyApprovalDecision`). Absent on a decision recorded with an API key, on grants, and in the `approval` a verify or dry-run answer names.",
     }),
   })
   .openapi('Decision', { description: 'A recorded human decision.' });
 
 export const CannotRun = z
   .strictObject({
-    code: z.enum(['RECEIPT_REVOKED', 'RECEIPT_EXPIRED', 'UNTRUSTED_ROOT']).openapi({ description: 'What every verify of the call meets.' }),
+    code: z
+      .enum(['RECEIPT_REVOKED', 'RECEIPT_EXPIRED', 'UNTRUSTED_ROOT'])
+      .openapi({ description: "What every verify of the call meets now: the first of these in verify's order (trust, time, revocation)." }),
     dr_hash: RecordHash.openapi({
       description:
-        'The delegation of the chain revoked or expired (nearest the root), or the root record whose issuer is no longer trusted.',
+        'The root record whose issuer is no longer trusted, or the delegation of the chain expired or revoked (nearest the root).',
     }),
-    message: z.string(),
+    message: z.string().openapi({ description: 'Says which in words; it names no time and no DID.' }),
   })
   .openapi('ApprovalCannotRun', {
     description:
-      "Why the call of a live approval can never run, whatever is decided: it cannot be approved (`409`), holds no place under its root's cap of waiting approvals, and can be rejected or left to expire.",
+      "Why the call of a live approval cannot run now, whatever is decided: it cannot be approved (`409`), and can be rejected or left to expire. A revocation ends the pending approvals through the revoked delegation (they read `expired`), and an approval's deadline is at most its chain's `exp`, so this is mostly seen on an approval whose root the tenant no longer trusts (which keeps its place under its root's cap: trust can come back) or on an approved one.",
   });
 
 export const Approval = z
@@ -75,7 +77,7 @@ export const Approval = z
     used_at: UnixSeconds.nullable(),
     cannot_run: CannotRun.optional().openapi({
       description:
-        'Present only on a pending or approved approval (inside its deadline) whose call can never run: a delegation of its chain was revoked or has expired, or the tenant no longer trusts its root. Served by `GET /v1/approvals` and `GET /v1/approvals/{id}`.',
+        'Present only on a pending or approved approval (inside its deadline) whose call cannot run now: the tenant no longer trusts its root, or a delegation of its chain has expired or was revoked. Served by `GET /v1/approvals` and `GET /v1/approvals/{id}`.',
     }),
   })
   .openapi('Approval', { description: 'A call that waits for, or got, a human decision.' });
@@ -208,7 +210,7 @@ const decideApprovalRoute = (what: 'approve' | 'reject') =>
       ),
       404: NotFoundResponse('This tenant has no such approval (`NOT_FOUND`).'),
       409: ConflictResponse(
-        'The approval is no longer pending, or (approving) the call can never run: a delegation of its chain was revoked (`details.revoked_dr`) or has expired (`details.expired_dr`), the tenant no longer trusts its root (`details.untrusted_root`), or it was asked under a tool catalog version a newer one has replaced (`details.current_catalog_version`) (`CONFLICT`).',
+        'The approval is no longer pending, or (approving) the call cannot run: a delegation of its chain was revoked (`details.revoked_dr`) or has expired (`details.expired_dr`), the tenant no longer trusts its root (`details.untrusted_root`), or it was asked under a tool catalog version a newer one has replaced (`details.current_catalog_version`) (`CONFLICT`).',
       ),
       ...decisionRefusals,
     },
@@ -245,7 +247,7 @@ export const signedDecisionRoute = createRoute({
     ),
     404: NotFoundResponse('No approval with this id accepts decisions from the signer: unknown id or unlisted signer alike (`NOT_FOUND`).'),
     409: ConflictResponse(
-      "The approval is no longer pending, an approving record's call can never run (a delegation of its chain revoked, `details.revoked_dr`, or expired, `details.expired_dr`; its root no longer trusted, `details.untrusted_root`) or was asked under a tool catalog version a newer one has replaced (`details.current_catalog_version`), or this signer already used the record's `jti` (`CONFLICT`).",
+      "The approval is no longer pending, an approving record's call cannot run (a delegation of its chain revoked, `details.revoked_dr`, or expired, `details.expired_dr`; its root no longer trusted, `details.untrusted_root`) or was asked under a tool catalog version a newer one has replaced (`details.current_catalog_version`), or this signer already used the record's `jti` (`CONFLICT`).",
     ),
     413: PayloadTooLargeResponse(),
     ...failures,

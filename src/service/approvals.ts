@@ -61,7 +61,7 @@ export interface ApprovalJson {
   expires_at: number;
   decision: DecisionJson;
   used_at: number | null;
-  /** Present only on a live (pending or approved) approval whose call can never run: why not. */
+  /** Present only on a live (pending or approved) approval, as read by an approver, whose call cannot run now: why not. */
   cannot_run?: CannotRun;
 }
 
@@ -85,9 +85,10 @@ export function decisionOf(row: {
 }
 
 /**
- * Why a call through a chain can never run, whatever a human decides: the refusal every verify of it
- * meets (a delegation revoked or expired, nearest the root first, or the root's issuer no longer
- * trusted).
+ * Why a call through a chain cannot run now, whatever a human decides: the refusal every verify of
+ * it meets, judged in verify's order (the root's issuer no longer trusted, block C; a delegation
+ * expired, block E; one revoked, block F; nearest the root first). The message names neither a
+ * time nor a DID: a key that may only approve reads it, and explain hides both from such keys.
  */
 export interface CannotRun {
   code: 'RECEIPT_REVOKED' | 'RECEIPT_EXPIRED' | 'UNTRUSTED_ROOT';
@@ -96,9 +97,10 @@ export interface CannotRun {
 }
 
 /**
- * For each chain (root first), why a call through it can never run at `now`, or undefined when it
- * still can: one read of the records of every chain and one of the tenant's trusted roots. A record
+ * For each chain (root first), why a call through it cannot run at `now`, or undefined when it
+ * can: one read of the records of every chain and one of the tenant's trusted roots. A record
  * not stored is judged by nothing (verify stores a chain before an approval is asked through it).
+ * An untrusted root can be trusted again; a revoked or expired delegation stays so.
  */
 export async function cannotRunOf(
   db: Db,
@@ -111,34 +113,27 @@ export async function cannotRunOf(
   const trusted = await trustedRootsOf(db, tenantId);
   return chains.map((chain) => {
     const records = chain.flatMap((hash) => standings.get(hash) ?? []).sort((a, b) => a.depth - b.depth);
-    const revoked = records.find((r) => r.revoked);
-    if (revoked) return { code: 'RECEIPT_REVOKED', dr_hash: revoked.hash, message: `Delegation ${revoked.hash} of its chain was revoked.` };
-    // Expired as verify judges it: once now > exp.
-    const expired = records.find((r) => r.exp !== null && now > r.exp);
-    if (expired) {
-      return {
-        code: 'RECEIPT_EXPIRED',
-        dr_hash: expired.hash,
-        message: `Delegation ${expired.hash} of its chain expired at ${new Date(expired.exp! * 1000).toISOString()}.`,
-      };
-    }
     const root = records[0];
     if (root !== undefined && root.depth === 0 && !trusted.has(root.iss)) {
-      return {
-        code: 'UNTRUSTED_ROOT',
-        dr_hash: root.hash,
-        message: `Its root delegation ${root.hash} is issued by ${root.iss}, which the tenant no longer trusts.`,
-      };
+      return { code: 'UNTRUSTED_ROOT', dr_hash: root.hash, message: 'The tenant no longer trusts the issuer of its root delegation.' };
     }
+    // Expired as verify judges it: once now > exp.
+    const expired = records.find((r) => r.exp !== null && now > r.exp);
+    if (expired) return { code: 'RECEIPT_EXPIRED', dr_hash: expired.hash, message: 'A delegation of its chain has expired.' };
+    const revoked = records.find((r) => r.revoked);
+    if (revoked) return { code: 'RECEIPT_REVOKED', dr_hash: revoked.hash, message: 'A delegation of its chain was revoked.' };
     return undefined;
   });
 }
 
 /**
  * The row as served; a live one past its deadline reads as expired, whether or not that was recorded
- * yet. `cannotRun` (from cannotRunOf) is shown only while the approval is live.
+ * yet. `read` is given where an approver or an auditor reads the approval (GET /v1/approvals, its
+ * decision routes): only there does `decision` carry the signed record, and `cannot_run` (from
+ * cannotRunOf) is shown while the approval is live. A verify's or a dry run's answer names the
+ * approval without them: the record is some 500 bytes on every refusal of the hot path.
  */
-export function approvalJson(row: ApprovalRow, now: number, cannotRun?: CannotRun): ApprovalJson {
+export function approvalJson(row: ApprovalRow, now: number, read?: { readonly cannotRun: CannotRun | undefined }): ApprovalJson {
   const live = row.status === 'pending' || row.status === 'approved';
   const liveNow = live && now < row.expiresAt;
   return {
@@ -156,13 +151,13 @@ export function approvalJson(row: ApprovalRow, now: number, cannotRun?: CannotRu
     explanation: row.explanation,
     created_at: row.createdAt,
     expires_at: row.expiresAt,
-    decision: decisionOf(row),
+    decision: decisionOf(read === undefined ? { ...row, decisionJws: null } : row),
     used_at: row.usedAt,
-    ...(liveNow && cannotRun !== undefined ? { cannot_run: cannotRun } : {}),
+    ...(liveNow && read?.cannotRun !== undefined ? { cannot_run: read.cannotRun } : {}),
   };
 }
 
-/** Approvals as served to an approver or an auditor, each live one saying whether its call can never run. */
+/** Approvals as served to an approver or an auditor, each live one saying whether its call cannot run now. */
 async function approvalsServed(deps: ServiceDeps, tenantId: string, rows: readonly ApprovalRow[], now: number): Promise<ApprovalJson[]> {
   const live = rows.filter((r) => (r.status === 'pending' || r.status === 'approved') && now < r.expiresAt);
   const why = await cannotRunOf(
@@ -172,7 +167,7 @@ async function approvalsServed(deps: ServiceDeps, tenantId: string, rows: readon
     now,
   );
   const byId = new Map(live.map((r, i) => [r.id, why[i]]));
-  return rows.map((r) => approvalJson(r, now, byId.get(r.id)));
+  return rows.map((r) => approvalJson(r, now, { cannotRun: byId.get(r.id) }));
 }
 
 export interface ApprovalRequest {
@@ -223,19 +218,22 @@ export const CATALOG_CHANGED = 'catalog-changed';
  */
 export const MAX_PENDING_APPROVALS_PER_ROOT = 50;
 
-/**
- * Pending approvals that may be open at once under one chain root, counting those that hold no place
- * (their chain holds a revoked or expired record). Without it an agent could free its places by
- * revoking its own sub-delegations (or letting short-lived ones expire) and ask again without end,
- * growing what every count and the approvers' list read.
- */
-export const MAX_OPEN_APPROVALS_PER_ROOT = 4 * MAX_PENDING_APPROVALS_PER_ROOT;
-
 /** Why no new approval may wait now: the root's cap, or a delegation with no call left for another. */
 export type PendingLimit =
   | { readonly kind: 'root'; readonly root: string }
-  | { readonly kind: 'open'; readonly root: string; readonly open: number }
   | { readonly kind: 'calls'; readonly dr: string; readonly callsLeft: number; readonly waiting: number };
+
+/**
+ * requestApproval's answer when the call's chain ended between the verify's checks and the
+ * approval's insert: a delegation of it was revoked (the revocation ended every approval through
+ * it, and this one would have outlived it) or has expired. Nothing is opened; the call is refused
+ * as its next verify will be.
+ */
+export interface ChainEnded {
+  readonly kind: 'chain-ended';
+  readonly code: 'RECEIPT_REVOKED' | 'RECEIPT_EXPIRED';
+  readonly dr: string;
+}
 
 /**
  * Whether one more approval may wait under this chain. The root's cap bounds how many wait at once;
@@ -244,10 +242,11 @@ export type PendingLimit =
  * filled its root's cap, so its parent's and its siblings' calls were refused for the approvals'
  * lifetime. Only approvals asked under `catalogVersion` (the current catalog) count: one asked under
  * an older catalog can never run, and after a publish it held the very place its call needed to ask
- * again (an outside probe). Nor does one whose chain holds a revoked or expired record: its call can
- * never run, and after the operator revoked a runaway sub-agent its approvals kept its siblings
- * refused (an outside probe); MAX_OPEN_APPROVALS_PER_ROOT bounds those. `lock`: take the root's transaction lock first (inside the inserting
- * transaction), so concurrent asks count one after another; a dry run reads without it.
+ * again (an outside probe). One whose chain holds a revoked or expired record is not pending any
+ * more: a revocation ends the approvals through it, and an approval's deadline is at most its
+ * chain's exp (requestApproval), so the count reads no delegation. `lock`: take the root's
+ * transaction lock first (inside the inserting transaction), so concurrent asks count one after
+ * another; a dry run reads without it.
  */
 export async function pendingLimitFor(
   db: Db,
@@ -261,8 +260,7 @@ export async function pendingLimitFor(
   const underRoot = lock
     ? await pendingApprovalsUnderRoot(db, tenantId, root, now, catalogVersion)
     : await countPendingUnderRoot(db, tenantId, root, now, catalogVersion);
-  if (underRoot.waiting >= MAX_PENDING_APPROVALS_PER_ROOT) return { kind: 'root', root };
-  if (underRoot.open >= MAX_OPEN_APPROVALS_PER_ROOT) return { kind: 'open', root, open: underRoot.open };
+  if (underRoot >= MAX_PENDING_APPROVALS_PER_ROOT) return { kind: 'root', root };
   for (const s of await readChainState(db, tenantId, chain)) {
     if (s.maxCalls === null) continue;
     const callsLeft = Math.max(0, s.maxCalls - s.callsUsed);
@@ -275,7 +273,7 @@ export async function pendingLimitFor(
 export async function requestApproval(
   deps: ServiceDeps,
   r: ApprovalRequest,
-): Promise<ApprovalRow | typeof INVOCATION_STORED | typeof CATALOG_CHANGED | PendingLimit> {
+): Promise<ApprovalRow | typeof INVOCATION_STORED | typeof CATALOG_CHANGED | PendingLimit | ChainEnded> {
   const db = deps.store.db;
   const now = deps.now();
   if (await newerCatalogExists(db, r.tenantId, r.catalogVersion)) return CATALOG_CHANGED;
@@ -291,31 +289,39 @@ export async function requestApproval(
     const rejected = await findStandingRejection(db, r.tenantId, r.binding, now);
     if (rejected) return rejected;
     const id = `apr_${randomBytes(16).toString('hex')}`;
-    const expiresAt = now + APPROVAL_TTL_SECONDS;
-    const serviceReceipt = signServiceReceipt(deps.signer, {
-      tenantId: r.tenantId,
-      kind: 'approval.requested',
-      subject: id,
-      now,
-      data: {
-        binding: r.binding,
-        tool: r.tool,
-        tool_server: r.toolServer,
-        cmd: r.cmd,
-        dr_chain: [...r.drChain],
-        invocation_jti: r.invocationJti,
-        requested_by: r.requestedBy,
-        requested_by_key: r.requestedByKey,
-        catalog_version: r.catalogVersion,
-        rule: r.rule,
-        expires_at: expiresAt,
-      },
-    });
+    // Signed in the transaction: its expires_at depends on the chain as read under the root's lock.
+    let requested: ReturnType<typeof signServiceReceipt> | undefined;
     const created = await db.transaction(async (tx) => {
       if ((await findInvocation(tx, r.tenantId, r.invocationJti)) !== undefined) return INVOCATION_STORED;
       if (await newerCatalogExists(tx, r.tenantId, r.catalogVersion)) return CATALOG_CHANGED;
       const limit = await pendingLimitFor(tx, r.tenantId, r.drChain, now, true, r.catalogVersion);
+      // Read under the root's lock (pendingLimitFor took it): a revocation of the chain either
+      // committed before it (read here) or ends this approval once it commits (endApprovalsThrough).
+      const chain = await chainEnd(tx, r.tenantId, r.drChain, now);
+      if ('kind' in chain) return chain;
       if (limit) return limit;
+      // An approval never outlives its call's chain: its deadline is at most the last second the
+      // chain runs (exp is inclusive), so one through a short-lived delegation holds no place past it.
+      const expiresAt = Math.min(now + APPROVAL_TTL_SECONDS, chain.lastSecond + 1);
+      const serviceReceipt = signServiceReceipt(deps.signer, {
+        tenantId: r.tenantId,
+        kind: 'approval.requested',
+        subject: id,
+        now,
+        data: {
+          binding: r.binding,
+          tool: r.tool,
+          tool_server: r.toolServer,
+          cmd: r.cmd,
+          dr_chain: [...r.drChain],
+          invocation_jti: r.invocationJti,
+          requested_by: r.requestedBy,
+          requested_by_key: r.requestedByKey,
+          catalog_version: r.catalogVersion,
+          rule: r.rule,
+          expires_at: expiresAt,
+        },
+      });
       const inserted = await insertApproval(tx, {
         tenantId: r.tenantId,
         id,
@@ -337,21 +343,37 @@ export async function requestApproval(
         expiresAt,
       });
       if (inserted) await insertServiceReceipt(tx, serviceReceipt);
+      requested = serviceReceipt;
       return inserted;
     });
     if (created === INVOCATION_STORED || created === CATALOG_CHANGED || (typeof created === 'object' && 'kind' in created)) return created;
-    if (created) {
+    if (created && requested !== undefined) {
       const row = (await findApproval(db, r.tenantId, id))!;
       // Not awaited: a webhook never delays the verify that asked for the approval.
       void pushPendingApproval(deps, r.tenantId, {
         event: 'approval.pending',
         approval: approvalJson(row, now),
-        service_receipt: serviceReceipt.jws,
+        service_receipt: requested.jws,
       });
       return row;
     }
   }
   throw new BatonError('STORAGE_UNAVAILABLE', { message: 'The approval of this call kept changing; retry.' });
+}
+
+/**
+ * Whether the chain still runs at `now`, read in the approval's transaction: the nearest revoked
+ * or expired record (ChainEnded), else the last second it runs (its records' earliest exp;
+ * Infinity when none has one). A record not stored is judged by nothing.
+ */
+async function chainEnd(db: Db, tenantId: string, chain: readonly string[], now: number): Promise<ChainEnded | { lastSecond: number }> {
+  const standings = await chainStandings(db, tenantId, chain);
+  const records = chain.flatMap((hash) => standings.get(hash) ?? []).sort((a, b) => a.depth - b.depth);
+  const expired = records.find((rec) => rec.exp !== null && now > rec.exp);
+  if (expired) return { kind: 'chain-ended', code: 'RECEIPT_EXPIRED', dr: expired.hash };
+  const revoked = records.find((rec) => rec.revoked);
+  if (revoked) return { kind: 'chain-ended', code: 'RECEIPT_REVOKED', dr: revoked.hash };
+  return { lastSecond: Math.min(Infinity, ...records.flatMap((rec) => (rec.exp === null ? [] : [rec.exp]))) };
 }
 
 function asProtocolApproval(row: ApprovalRow): Approval {
@@ -433,12 +455,12 @@ export async function decideApproval(
     now: judgedAt,
   });
   if (transition.ok) {
-    // The decision's UPDATE also refuses to approve a call that can never run (a delegation of its
-    // chain revoked or expired, its root no longer trusted): say which.
+    // The decision's UPDATE also refuses to approve a call that cannot run (its root no longer
+    // trusted, a delegation of its chain expired or revoked): say which.
     const [why] = outcome === 'approved' ? await cannotRunOf(db, tenantId, [row.drChain], judgedAt) : [];
     if (why !== undefined)
       throw cannotApprove(
-        `Approval ${id} is for a call that can never run`,
+        `Approval ${id} is for a call that cannot run`,
         { approval_id: id, status: row.status },
         why,
         approvalRejection(id),
@@ -467,14 +489,14 @@ export async function decideApproval(
 const approvalRejection = (id: string) => `Reject it (POST /v1/approvals/${id}/reject, or baton approvals reject), or leave it to expire.`;
 
 /**
- * CONFLICT for approving what can never run: `what` names the approval or the held grant (`details`
+ * CONFLICT for approving what cannot run: `what` names the approval or the held grant (`details`
  * say which, and its status), `why` says what every verify through it meets. The details keep `revoked_dr` for a revoked delegation,
  * as before; an expired one is `expired_dr`, an untrusted root `untrusted_root` (its record's hash).
  */
 export function cannotApprove(what: string, details: Record<string, unknown>, why: CannotRun, suggestion: string): BatonError {
   const field = why.code === 'RECEIPT_REVOKED' ? 'revoked_dr' : why.code === 'RECEIPT_EXPIRED' ? 'expired_dr' : 'untrusted_root';
   return new BatonError('CONFLICT', {
-    message: `${what}: ${why.message} Every verify through it is refused ${why.code}, so it cannot be approved (an approval would record a permission nothing can use).`,
+    message: `${what}: ${why.message} Every verify through it is refused ${why.code}${why.code === 'UNTRUSTED_ROOT' ? ' while the tenant does not trust that issuer' : ''}, so it cannot be approved (an approval would record a permission nothing can use).`,
     suggestion,
     details: { ...details, [field]: why.dr_hash },
   });

@@ -10,9 +10,11 @@
  *   leaving it live in one tenant would let that tenant keep allowing it.
  *
  * The mark and a 'delegation.revoked' service receipt are written in one
- * transaction. Descendants need no write: verification checks every DR of a
- * chain and the counting transaction re-reads revocation from the shared
- * database. Revoking again is idempotent: the original revoked_at, reason,
+ * transaction, which also ends (as expired) every pending approval whose chain
+ * holds the record: its call can never run, so it holds no place under its
+ * root's cap of waiting approvals. Descendants need no write: verification
+ * checks every DR of a chain and the counting transaction re-reads revocation
+ * from the shared database. Revoking again is idempotent: the original revoked_at, reason,
  * revoker and service receipt come back unchanged (a keyless answer carries no
  * service receipt: see revokeWithSignature).
  */
@@ -27,6 +29,7 @@ import { decodeBase64url } from '../protocol/base64url.js';
 import { BatonError } from '../protocol/errors.js';
 import { utf8Decode } from '../protocol/jcs.js';
 import { mayRevoke, readRevocation, type RevocationAuthority, type VerifiedRevocation } from '../protocol/revocation.js';
+import { endApprovalsThrough, endHeldApprovalsThrough, lockApprovalsUnderRoot } from '../store/approvals.js';
 import { transactionBehind, type CommitCheck } from '../store/db.js';
 import { findDelegation, tenantsHoldingDelegation } from '../store/delegations.js';
 import { firstServiceReceipt } from '../store/service-receipts.js';
@@ -158,7 +161,11 @@ function summary(hash: string, r: TenantRevocation): RevokeResult {
   };
 }
 
-/** Marks the DR revoked in each tenant and signs a service receipt for each new mark, all in one transaction. */
+/**
+ * Marks the DR revoked in each tenant, ends the pending approvals through it and signs a service
+ * receipt for each new mark, all in one transaction. An approval a verify or a decision holds at
+ * that moment is ended once the transaction has committed (endHeldApprovalsThrough).
+ */
 async function applyRevocation(
   deps: ServiceDeps,
   tenants: readonly string[],
@@ -169,11 +176,20 @@ async function applyRevocation(
   gate: CommitCheck | undefined,
 ): Promise<TenantRevocation[]> {
   const now = deps.now();
+  const held: { tenantId: string; root: string; ids: string[] }[] = [];
   const results = await transactionBehind(deps.store.db, gate, async (tx) => {
     const out: TenantRevocation[] = [];
     for (const tenantId of tenants) {
       const mark = await markRevoked(tx, tenantId, hash, reason);
       if (!mark) throw notFound(hash, ' for this tenant');
+      // An approval never outlives its call's chain: those through this record end now, so a revoked
+      // runaway agent's approvals free their places for its siblings at once (an outside review).
+      // Also when it was revoked already: ending them again is a no-op, and heals any a crash left.
+      // Under the root's lock, after the mark: an ask that raced this revocation has committed its
+      // approval (ended here), or will read the mark and open none (requestApproval).
+      await lockApprovalsUnderRoot(tx, tenantId, mark.rootHash);
+      const skipped = await endApprovalsThrough(tx, tenantId, mark.rootHash, hash, now);
+      if (skipped.length > 0) held.push({ tenantId, root: mark.rootHash, ids: skipped });
       const descendants = await countDescendants(tx, tenantId, hash);
       const revokedAt = mark.revokedAt.toISOString();
       const serviceReceipt = mark.newly
@@ -200,6 +216,7 @@ async function applyRevocation(
     }
     return out;
   });
+  for (const h of held) await endHeldApprovalsThrough(deps.store.db, h.tenantId, h.root, hash, now, h.ids);
   for (const r of results.filter((x) => !x.already_revoked)) {
     deps.log.info('delegation revoked', {
       tenant_id: r.tenant_id,

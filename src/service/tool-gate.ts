@@ -30,15 +30,16 @@ import {
   approvalJson,
   CATALOG_CHANGED,
   INVOCATION_STORED,
-  MAX_OPEN_APPROVALS_PER_ROOT,
   MAX_PENDING_APPROVALS_PER_ROOT,
   pendingLimitFor,
   requestApproval,
+  type ChainEnded,
   type PendingLimit,
   type ApprovalJson,
   type ApprovalRequest,
 } from './approvals.js';
 import type { ApprovalRow } from '../store/schema/index.js';
+import { hotPathCacheOf } from './hot-cache.js';
 import { forgetToolDocument, toolDocumentOf } from './tools.js';
 import type { ServiceDeps } from './types.js';
 
@@ -321,6 +322,12 @@ export async function askForApproval(
   const now = deps.now();
   const approval = await requestApproval(deps, { ...ask.request, requestedByKey });
   if (approval === INVOCATION_STORED || approval === CATALOG_CHANGED) return approval;
+  if ('kind' in approval && approval.kind === 'chain-ended') {
+    // The chain ended after this verify checked it: refused as its next verify will be, and no
+    // approval is opened that would outlive it. A revocation another node made is forgotten here.
+    if (approval.code === 'RECEIPT_REVOKED') hotPathCacheOf(deps).forgetDelegation(ask.request.tenantId, approval.dr);
+    return { kind: 'refuse', catalogVersion: ask.catalogVersion, violations: [chainEndedViolation(ask.request.drChain, approval)] };
+  }
   if ('kind' in approval) {
     return { kind: 'refuse', catalogVersion: ask.catalogVersion, violations: [pendingLimitViolation(ask.required, approval)] };
   }
@@ -342,10 +349,7 @@ export async function askForApproval(
   };
 }
 
-/**
- * A call a rule sends to a human while no other approval may wait (the root's cap, the bound on
- * those open under it counting the ones that can never run, or a delegation's calls left).
- */
+/** A call a rule sends to a human while no other approval may wait (the root's cap, or a delegation's calls left). */
 function pendingLimitViolation(required: Violation, limit: PendingLimit): Violation {
   if (limit.kind === 'root') {
     return {
@@ -354,15 +358,6 @@ function pendingLimitViolation(required: Violation, limit: PendingLimit): Violat
       required: `fewer than ${MAX_PENDING_APPROVALS_PER_ROOT} approvals waiting under the chain root`,
       actual: MAX_PENDING_APPROVALS_PER_ROOT,
       message: `${required.message ?? ''} No approval was opened: ${MAX_PENDING_APPROVALS_PER_ROOT} approvals already wait for a human under the chain root ${limit.root}.`,
-    };
-  }
-  if (limit.kind === 'open') {
-    return {
-      code: 'APPROVALS_PENDING_LIMIT',
-      field: 'approval_id',
-      required: `fewer than ${MAX_OPEN_APPROVALS_PER_ROOT} pending approvals under the chain root`,
-      actual: limit.open,
-      message: `${required.message ?? ''} No approval was opened: ${limit.open} approvals are pending under the chain root ${limit.root}, most of them for calls through revoked or expired delegations that can never run. Reject those (or wait for them to expire).`,
     };
   }
   const calls = `${limit.callsLeft} call${limit.callsLeft === 1 ? '' : 's'} left`;
@@ -374,6 +369,19 @@ function pendingLimitViolation(required: Violation, limit: PendingLimit): Violat
     actual: limit.waiting,
     message: `${required.message ?? ''} No approval was opened: delegation ${limit.dr} has ${calls} and ${limit.waiting} approval${limit.waiting === 1 ? '' : 's'} already wait${limit.waiting === 1 ? 's' : ''} for a human through it, so no more of its calls could run. Wait for those to be decided (or to expire).`,
   };
+}
+
+/** A call whose chain ended while its approval was being asked: the violation verify's block E or F gives. */
+function chainEndedViolation(chain: readonly string[], ended: ChainEnded): Violation {
+  const at = { dr_index: chain.indexOf(ended.dr), dr_hash: ended.dr };
+  return ended.code === 'RECEIPT_REVOKED'
+    ? { code: 'RECEIPT_REVOKED', ...at, field: 'status', required: 'active', actual: 'revoked' }
+    : {
+        code: 'RECEIPT_EXPIRED',
+        ...at,
+        field: 'exp',
+        message: 'A delegation of the chain expired while the approval of this call was being asked.',
+      };
 }
 
 /** A call a human rejected, answered with that rejection until the approval's deadline. */

@@ -97,7 +97,9 @@ export async function recordAskingKey(db: Db, tenantId: string, id: string, key:
 /**
  * Whether the call of an approval whose chain is `chain` can never run, whatever a human decides:
  * a record of the chain is revoked, or past its exp at `now` (RECEIPT_EXPIRED, judged as verify
- * judges it: expired once now > exp). Each record is one primary-key probe.
+ * judges it: expired once now > exp). Each record is one primary-key probe. Judged when an
+ * approval is approved only, never in the counts: an approval ends with its chain (a revocation
+ * ends it, its deadline is at most its chain's exp), so the counts read live rows alone.
  */
 function chainCannotRun(tenantId: string, chain: SQL, now: SQL | number): SQL {
   return sql`exists (select 1 from ${delegations} where ${delegations.tenantId} = ${tenantId} and ${delegations.hash} = any(${chain}) and (${delegations.revokedAt} is not null or ${delegations.exp} < ${now}))`;
@@ -109,19 +111,18 @@ function rootUntrusted(tenantId: string, rootHash: SQL): SQL {
 }
 
 /**
- * Approvals under one chain root: `waiting`, those that hold a place under the cap (their call can
- * still run), and `open`, every pending one inside its deadline asked under the current catalog,
- * including those whose chain holds a revoked or expired record.
+ * The transaction lock on the approvals under the chain root `root`: asks under one root count and
+ * insert one after another (so a cap on the count holds exactly), and a revocation under it ends
+ * the approvals through the revoked record after any insert it raced has committed (endApprovalsThrough).
  */
-export interface PendingUnderRoot {
-  readonly waiting: number;
-  readonly open: number;
+export async function lockApprovalsUnderRoot(db: Db, tenantId: string, root: string): Promise<void> {
+  await db.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`approvals under ${tenantId} ${root}`}, 0))`);
 }
 
 /**
  * How many approvals wait for a human under the chain root `root` (pending, not past their deadline),
- * counted after taking a transaction lock on that root: concurrent asks under one root count one
- * after another, so a cap on the count holds exactly. Call inside the transaction that inserts.
+ * counted after taking the root's transaction lock (lockApprovalsUnderRoot). Call inside the
+ * transaction that inserts.
  */
 export async function pendingApprovalsUnderRoot(
   db: Db,
@@ -129,27 +130,21 @@ export async function pendingApprovalsUnderRoot(
   root: string,
   now: number,
   catalogVersion: number,
-): Promise<PendingUnderRoot> {
-  await db.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`approvals under ${tenantId} ${root}`}, 0))`);
+): Promise<number> {
+  await lockApprovalsUnderRoot(db, tenantId, root);
   return countPendingUnderRoot(db, tenantId, root, now, catalogVersion);
 }
 
 /** The same count, read without the lock: what a dry run predicts. */
-export async function countPendingUnderRoot(
-  db: Db,
-  tenantId: string,
-  root: string,
-  now: number,
-  catalogVersion: number,
-): Promise<PendingUnderRoot> {
+export async function countPendingUnderRoot(db: Db, tenantId: string, root: string, now: number, catalogVersion: number): Promise<number> {
   const [row] = await pendingUnderRootQuery(db, tenantId, root, now, catalogVersion);
-  return { waiting: row?.waiting ?? 0, open: row?.open ?? 0 };
+  return row?.waiting ?? 0;
 }
 
 /**
- * How many approvals wait for a human under `root` with `dr` in their chain, and whose call can
- * still run: the root's partial index finds the live rows (bounded per catalog version by the
- * service's caps), and the chain is filtered among those.
+ * How many approvals wait for a human under `root` with `dr` in their chain: the root's partial
+ * index finds the live rows (bounded per catalog version by the service's caps), and the chain is
+ * filtered among those.
  */
 export async function countPendingThrough(
   db: Db,
@@ -166,28 +161,84 @@ export async function countPendingThrough(
 /**
  * The count's query: found by the partial index on (tenant, root, deadline), reading only live rows
  * (0032) asked under `catalogVersion`, the current catalog; with `through`, only those whose chain
- * holds that delegation. `waiting` leaves out an approval whose chain holds a revoked or expired
- * record: its call can never run, so it holds no place (an outside probe: a sub-agent the operator
- * revoked kept its 50 places, and its siblings stayed refused until they expired).
+ * holds that delegation. It reads no delegation: an approval whose chain holds a revoked record was
+ * ended by that revocation, and one whose chain expired is past its deadline, which is at most its
+ * chain's exp (requestApproval). Judging each row's chain here made every count several times
+ * slower, under the root's lock (an outside review).
  */
 export function pendingUnderRootQuery(db: Db, tenantId: string, root: string, now: number, catalogVersion: number, through?: string) {
   return db
-    .select({
-      waiting: sql<number>`count(*) filter (where not ${chainCannotRun(tenantId, sql`${approvals.drChain}`, now)})`.mapWith(Number),
-      open: count(),
-    })
+    .select({ waiting: count() })
     .from(approvals)
     .where(
       and(
-        eq(approvals.tenantId, tenantId),
-        sql`(${approvals.drChain})[1] = ${root}`,
-        eq(approvals.status, 'pending'),
-        sql`${approvals.expiresAt} > ${now}`,
+        ...livePendingUnderRoot(tenantId, root, now),
         // Asked under an older tool catalog: it can never run (the call asks again under the current one), so it holds no place.
         eq(approvals.catalogVersion, catalogVersion),
         through === undefined ? undefined : sql`${through} = any(${approvals.drChain})`,
       ),
     );
+}
+
+/** Pending approvals under `root` still inside their deadline: what the partial index of 0032 holds and finds. */
+function livePendingUnderRoot(tenantId: string, root: string, now: number): SQL[] {
+  return [
+    eq(approvals.tenantId, tenantId),
+    sql`(${approvals.drChain})[1] = ${root}`,
+    eq(approvals.status, 'pending'),
+    sql`${approvals.expiresAt} > ${now}`,
+  ];
+}
+
+/**
+ * Ends, as expired at `now`, every pending approval under `root` whose chain holds the revoked
+ * record `dr`: its call can never run, so it holds no place under the root's caps and reads
+ * expired. Called in the revoking transaction, after the record's mark, under the root's lock: an
+ * approval inserted through `dr` before the lock is seen here, one inserted after it sees the mark.
+ * Rows another transaction holds (a verify statement naming the approval, a decision) are skipped,
+ * not waited for: the revocation holds the record's row, and a statement holding one approval may
+ * wait on another this update holds. Returns the ids skipped; endHeldApprovalsThrough ends each
+ * once this transaction has committed.
+ */
+export async function endApprovalsThrough(db: Db, tenantId: string, root: string, dr: string, now: number): Promise<string[]> {
+  const through = [...livePendingUnderRoot(tenantId, root, now), sql`${dr} = any(${approvals.drChain})`];
+  const free = db
+    .select({ id: approvals.id })
+    .from(approvals)
+    .where(and(...through))
+    .for('no key update', { skipLocked: true });
+  await db
+    .update(approvals)
+    .set(endedAt(now))
+    .where(and(eq(approvals.tenantId, tenantId), inArray(approvals.id, free), ...through));
+  const held = await db
+    .select({ id: approvals.id })
+    .from(approvals)
+    .where(and(...through));
+  return held.map((r) => r.id);
+}
+
+/**
+ * Expired as of `now`: the status says so (every reader, count and the verify's gate go by it, on any
+ * node's clock), and the deadline shows when, never before its creation (a check of 0005).
+ */
+const endedAt = (now: number) => ({
+  status: 'expired' as const,
+  expiresAt: sql`least(${approvals.expiresAt}, greatest(${now}::bigint, ${approvals.createdAt} + 1))`,
+});
+
+/**
+ * The rows endApprovalsThrough skipped, ended one statement each once the revocation has
+ * committed: each waits for its holder alone, holding no other row meanwhile. One decided or
+ * spent meanwhile is left as it is.
+ */
+export async function endHeldApprovalsThrough(db: Db, tenantId: string, root: string, dr: string, now: number, ids: readonly string[]) {
+  for (const id of ids) {
+    await db
+      .update(approvals)
+      .set(endedAt(now))
+      .where(and(eq(approvals.id, id), ...livePendingUnderRoot(tenantId, root, now), sql`${dr} = any(${approvals.drChain})`));
+  }
 }
 
 /** A record of a chain as far as whether a call through it can run: its issuer, its exp, whether it is revoked. */

@@ -16,6 +16,8 @@ export interface RevocationMark {
   readonly reason: string | null;
   /** True when this call set the mark; false when it was already set. */
   readonly newly: boolean;
+  /** The root of the record's chain: the approvals through it are found under it (endApprovalsThrough). */
+  readonly rootHash: string;
 }
 
 /**
@@ -35,7 +37,7 @@ export interface RevocationMark {
 export async function markRevoked(db: Db, tenantId: string, hash: string, reason: string | null): Promise<RevocationMark | undefined> {
   const thisRow = and(eq(delegations.tenantId, tenantId), eq(delegations.hash, hash));
   const [locked] = await db
-    .select({ revokedAt: delegations.revokedAt, reason: delegations.revokedReason })
+    .select({ revokedAt: delegations.revokedAt, reason: delegations.revokedReason, rootHash: delegations.rootHash })
     .from(delegations)
     .where(thisRow)
     .limit(1)
@@ -43,7 +45,7 @@ export async function markRevoked(db: Db, tenantId: string, hash: string, reason
     // chain FOR KEY SHARE (firstRevokedLocked), so the record is counted here or refused there.
     .for('update');
   if (!locked) return undefined;
-  if (locked.revokedAt) return { revokedAt: locked.revokedAt, reason: locked.reason, newly: false };
+  if (locked.revokedAt) return { revokedAt: locked.revokedAt, reason: locked.reason, newly: false, rootHash: locked.rootHash };
   const [set] = await db
     .update(delegations)
     // Rounded up to the millisecond, the precision the API and the signed receipt carry: shown, it is
@@ -52,7 +54,7 @@ export async function markRevoked(db: Db, tenantId: string, hash: string, reason
     .where(thisRow)
     .returning({ revokedAt: delegations.revokedAt, reason: delegations.revokedReason });
   if (!set?.revokedAt) throw new Error(`the revocation mark of ${hash} was not written under its row lock`);
-  return { revokedAt: set.revokedAt, reason: set.reason, newly: true };
+  return { revokedAt: set.revokedAt, reason: set.reason, newly: true, rootHash: locked.rootHash };
 }
 
 /** Issuer and holder of one stored DR: what deciding who may revoke needs. */

@@ -61,9 +61,11 @@ async function pendingApproval() {
   const c = buildChain([POLICY], { keys: [tenant.root, generateKeyPair()] });
   const args = { tool: 'crm_export', estimated_cost_usd: 0.01 + (estimate += 0.0001), pii_access: false, write_access: true };
   const verify = () => svc.call('POST', '/v1/verify', { key: tenant.keys.verify, json: c.invoke(args, { iat: svc.clock.now }).bundle });
+  const dryRun = () =>
+    svc.call('POST', '/v1/verify/dry-run', { key: tenant.keys.verify, json: c.invoke(args, { iat: svc.clock.now }).bundle });
   const first = await verify();
   expect(first.body.error.code).toBe('APPROVAL_REQUIRED');
-  return { id: first.body.approval.id as string, verify };
+  return { id: first.body.approval.id as string, verify, dryRun };
 }
 
 function sign(id: string, over: { signer?: KeyPair; decision?: 'approve' | 'reject'; iat?: number; jti?: string } = {}) {
@@ -157,6 +159,19 @@ describe('signed approval decisions', () => {
     });
     expect(decided.status).toBe(200);
     expect(decided.body.decision).not.toHaveProperty('record');
+  });
+
+  it("a verify's and a dry run's answer name a signed rejection without its record; reading the approval serves it", async () => {
+    const { id, verify, dryRun } = await pendingApproval();
+    const jws = sign(id, { decision: 'reject' });
+    expect((await send(id, jws)).body.status).toBe('rejected');
+    for (const refused of [await verify(), await dryRun()]) {
+      expect(refused.body.error.code).toBe('APPROVAL_REJECTED');
+      expect(refused.body.approval).toMatchObject({ id, status: 'rejected', decision: { actor: human.did } });
+      expect(refused.body.approval.decision).not.toHaveProperty('record');
+    }
+    const served = await svc.call('GET', `/v1/approvals/${id}`, { key: tenant.keys.audit });
+    expect(served.body.decision.record).toBe(jws);
   });
 
   it('an approver DID that holds a delegation of the chain cannot approve a call made through it', async () => {

@@ -271,26 +271,42 @@ describe('require_approval', () => {
 });
 
 describe('an approval whose chain was revoked', () => {
-  it('cannot be approved (the call can never run), and can still be rejected', async () => {
+  it('ends with the revocation (reads expired, cannot be decided); one the revocation missed cannot be approved, and can still be rejected', async () => {
     const c = chain();
     const id = (await verify(c.invoke(ARGS, { iat: T0 }).bundle)).body.approval.id as string;
-    const revoked = await svc.call('POST', `/v1/delegations/${encodeURIComponent(c.drs[0]!.hash)}/revoke`, {
-      key: tenant.keys.issue,
-      json: { confirm: true, reason: 'root withdrawn' },
-    });
-    expect(revoked.status).toBe(200);
-    const approved = await decide(id, 'approve', triple);
-    expect(approved.status, JSON.stringify(approved.body)).toBe(409);
-    expect(approved.body.error).toMatchObject({
-      code: 'CONFLICT',
-      details: { approval_id: id, status: 'pending', revoked_dr: c.drs[0]!.hash },
-    });
-    expect(approved.body.error.message).toContain('was revoked');
-    const [row] = await svc.store.db.select().from(approvals).where(eq(approvals.id, id));
-    expect(row!.status).toBe('pending');
-    const rejected = await decide(id, 'reject', triple);
-    expect(rejected.status, JSON.stringify(rejected.body)).toBe(200);
-    expect(rejected.body.status).toBe('rejected');
+    svc.clock.now += 5;
+    try {
+      const revoked = await svc.call('POST', `/v1/delegations/${encodeURIComponent(c.drs[0]!.hash)}/revoke`, {
+        key: tenant.keys.issue,
+        json: { confirm: true, reason: 'root withdrawn' },
+      });
+      expect(revoked.status).toBe(200);
+      const [ended] = await svc.store.db.select().from(approvals).where(eq(approvals.id, id));
+      expect(ended).toMatchObject({ status: 'expired', expiresAt: svc.clock.now });
+      const late = await decide(id, 'approve', triple);
+      expect(late.status, JSON.stringify(late.body)).toBe(403);
+      expect(late.body.error.code).toBe('APPROVAL_EXPIRED');
+
+      // A pending one the revocation did not end (asked before this release): 409 naming the revoked delegation.
+      await svc.store.db
+        .update(approvals)
+        .set({ status: 'pending', expiresAt: T0 + 900 })
+        .where(eq(approvals.id, id));
+      const approved = await decide(id, 'approve', triple);
+      expect(approved.status, JSON.stringify(approved.body)).toBe(409);
+      expect(approved.body.error).toMatchObject({
+        code: 'CONFLICT',
+        details: { approval_id: id, status: 'pending', revoked_dr: c.drs[0]!.hash },
+      });
+      expect(approved.body.error.message).toContain('was revoked');
+      const [row] = await svc.store.db.select().from(approvals).where(eq(approvals.id, id));
+      expect(row!.status).toBe('pending');
+      const rejected = await decide(id, 'reject', triple);
+      expect(rejected.status, JSON.stringify(rejected.body)).toBe(200);
+      expect(rejected.body.status).toBe('rejected');
+    } finally {
+      svc.clock.now -= 5;
+    }
   });
 });
 

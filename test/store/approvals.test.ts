@@ -100,11 +100,12 @@ describe('the count of approvals waiting under a root (the cap)', () => {
     expect(scans[0]!['Index Cond']).toMatch(/expires_at/);
   });
 
-  it("judges each live row's chain (revoked or expired: no place) by the delegations' primary key, not by reading them all", async () => {
-    const { sql: text, params } = pendingUnderRootQuery(store.db, tenantId, 'sha256:root', 1_800_000_100, 1).toSQL();
-    const nodes = nodesOf(await explained(text, params));
-    const onDelegations = nodes.filter((n) => n['Relation Name'] === 'delegations');
-    expect(onDelegations.length).toBeGreaterThan(0);
-    for (const n of onDelegations) expect(n['Index Name']).toBe('delegations_tenant_id_hash_pk');
+  it("reads no delegation, with or without a delegation to count through: a revocation ends the approvals through it, and a deadline is at most the chain's exp", async () => {
+    for (const through of [undefined, 'sha256:dr']) {
+      const { sql: text, params } = pendingUnderRootQuery(store.db, tenantId, 'sha256:root', 1_800_000_100, 1, through).toSQL();
+      const nodes = nodesOf(await explained(text, params));
+      expect(nodes.filter((n) => n['Relation Name'] !== undefined && n['Relation Name'] !== 'approvals')).toEqual([]);
+      expect(nodes.filter((n) => n['Index Name'] === 'approvals_pending_by_root')).toHaveLength(1);
+    }
   });
 });
