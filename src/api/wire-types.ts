@@ -782,7 +782,7 @@ export interface paths {
     put?: never;
     /**
      * A witness adds its cosignature (C2SP tlog-cosignature) to a checkpoint it checked
-     * @description The cosignature must verify, not be dated in the future, come from a key that is not a service key, and cover a checkpoint of size 1 or more this tenant's log signed (the size-0 checkpoint, the empty tree, takes none: every empty log has the same root, so a cosignature of it vouches for nothing). The checkpoint is then served with it. At most 32 witnesses per checkpoint, and at most 2 cosignatures posted by one API key on it (any audit key can make witness keys: one key must not take the slots the tenant's witnesses need); a witness posts with its own audit key. Posts to one checkpoint are counted one at a time, so posts that arrive together cannot pass the caps. A witness name is at most 256 bytes of printable ASCII (`!` to `~`, no spaces), so every served note stays readable and no name prints as another.
+     * @description The cosignature must verify, not be dated in the future, come from a key that is not a service key, and cover a checkpoint of size 1 or more this tenant's log signed (the size-0 checkpoint, the empty tree, takes none: every empty log has the same root, so a cosignature of it vouches for nothing). The checkpoint is then served with it. At most 32 witnesses per checkpoint, and at most 2 cosignatures posted by one API key on it (any audit key can make witness keys: one key must not take the slots the tenant's witnesses need); a witness posts with its own audit key. Posts to one checkpoint are counted one at a time, so posts that arrive together cannot pass the caps. A witness name is at most 256 bytes of printable ASCII (`!` to `~`, no spaces) without `%` (a percent-escape stands for other characters than it prints), so every served note stays readable and no name prints as another.
      */
     post: operations['addLogCosignature'];
     delete?: never;
@@ -1065,14 +1065,15 @@ export interface components {
       tool_server: string;
       used_at: number | null;
     };
-    /** @description Present only on a pending or approved approval (inside its deadline) whose call can never run: a delegation of its chain was revoked or has expired, or the tenant no longer trusts its root. Served by `GET /v1/approvals` and `GET /v1/approvals/{id}`. */
+    /** @description Present only on a pending or approved approval (inside its deadline) whose call cannot run now: the tenant no longer trusts its root, or a delegation of its chain has expired or was revoked. Served by `GET /v1/approvals` and `GET /v1/approvals/{id}`. */
     ApprovalCannotRun: {
       /**
-       * @description What every verify of the call meets.
+       * @description What every verify of the call meets now: the first of these in verify's order (trust, time, revocation).
        * @enum {string}
        */
       code: 'RECEIPT_REVOKED' | 'RECEIPT_EXPIRED' | 'UNTRUSTED_ROOT';
       dr_hash: components['schemas']['RecordHash'] & unknown;
+      /** @description Says which in words; it names no time and no DID. */
       message: string;
     };
     /** @description The guardrail triple: who, an explicit confirmation, and why. */
@@ -1210,7 +1211,7 @@ export interface components {
       /** @description The id of the key that recorded the decision, or the approver DID that signed it. */
       decided_by: string;
       reason: string;
-      /** @description Only on a decision signed by an approver DID: the decision record itself (compact JWS), as posted to `/v1/approvals/{id}/signed-decision`. Its hash is `decision_record` in the decision's service receipt; check the signature, the approval it names and that hash offline (SDK `verifyApprovalDecision`). Absent on a decision recorded with an API key, and on grants. */
+      /** @description Only on a decision signed by an approver DID, where the approval is read (`GET /v1/approvals`, `GET /v1/approvals/{id}`, and a decision's answer): the decision record itself (compact JWS), as posted to `/v1/approvals/{id}/signed-decision`. Its hash is `decision_record` in the decision's service receipt; check the signature, the approval it names and that hash offline (SDK `verifyApprovalDecision`). Absent on a decision recorded with an API key, on grants, and in the `approval` a verify or dry-run answer names. */
       record?: string;
     };
     /** @description The first violation's code, block, and the table message and suggestion. */
@@ -1496,7 +1497,7 @@ export interface components {
       estimate_raised: boolean;
       /** @description The estimate verify would count (after the catalog's cost floor). */
       estimate_usd: number | null;
-      /** @description The trifecta judgement of each delegation's reach, root first. */
+      /** @description The trifecta judgement of each delegation's reach under the current catalog (`catalog_version`), root first. It does not decide holds: the stored grants do, judged when each delegation was stored (a held one is a GRANT_PENDING_APPROVAL violation whatever `detected` says here, and one stored without a grant is never held), as verify reads them. */
       grants: components['schemas']['TrifectaReport'][];
       rule: components['schemas']['RuleOutcome'];
       tool: components['schemas']['ResolvedTool'];
@@ -3715,7 +3716,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The approval is no longer pending, or (approving) the call can never run: a delegation of its chain was revoked (`details.revoked_dr`) or has expired (`details.expired_dr`), the tenant no longer trusts its root (`details.untrusted_root`), or it was asked under a tool catalog version a newer one has replaced (`details.current_catalog_version`) (`CONFLICT`). */
+      /** @description The approval is no longer pending, or (approving) the call cannot run: a delegation of its chain was revoked (`details.revoked_dr`) or has expired (`details.expired_dr`), the tenant no longer trusts its root (`details.untrusted_root`), or it was asked under a tool catalog version a newer one has replaced (`details.current_catalog_version`) (`CONFLICT`). */
       409: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -3823,7 +3824,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The approval is no longer pending, or (approving) the call can never run: a delegation of its chain was revoked (`details.revoked_dr`) or has expired (`details.expired_dr`), the tenant no longer trusts its root (`details.untrusted_root`), or it was asked under a tool catalog version a newer one has replaced (`details.current_catalog_version`) (`CONFLICT`). */
+      /** @description The approval is no longer pending, or (approving) the call cannot run: a delegation of its chain was revoked (`details.revoked_dr`) or has expired (`details.expired_dr`), the tenant no longer trusts its root (`details.untrusted_root`), or it was asked under a tool catalog version a newer one has replaced (`details.current_catalog_version`) (`CONFLICT`). */
       409: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -3921,7 +3922,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The approval is no longer pending, an approving record's call can never run (a delegation of its chain revoked, `details.revoked_dr`, or expired, `details.expired_dr`; its root no longer trusted, `details.untrusted_root`) or was asked under a tool catalog version a newer one has replaced (`details.current_catalog_version`), or this signer already used the record's `jti` (`CONFLICT`). */
+      /** @description The approval is no longer pending, an approving record's call cannot run (a delegation of its chain revoked, `details.revoked_dr`, or expired, `details.expired_dr`; its root no longer trusted, `details.untrusted_root`) or was asked under a tool catalog version a newer one has replaced (`details.current_catalog_version`), or this signer already used the record's `jti` (`CONFLICT`). */
       409: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -5705,7 +5706,7 @@ export interface operations {
           'application/json': components['schemas']['CosignatureStored'];
         };
       };
-      /** @description The body is not `CosignatureSubmission`, or the checkpoint is of size 0 (`INVALID_REQUEST`), the key is not a cosignature key, is a service key, is named as the log name of this service or a name under it (`<BATON_TLOG_NAME>`, `<BATON_TLOG_NAME>/...`, which holds the logs of every tenant; read as a person reads it: in any case, without a scheme, a `user@`, a port, percent-escapes, trailing dots of a host or repeated and trailing slashes, and with look-alike letters as the letters they look like), or has a name over 256 bytes or with a character outside printable ASCII (`INVALID_VERIFIER_KEY`), or the note or checkpoint is malformed (`MALFORMED_NOTE`, `MALFORMED_CHECKPOINT`). */
+      /** @description The body is not `CosignatureSubmission`, or the checkpoint is of size 0 (`INVALID_REQUEST`), the key is not a cosignature key, is a service key, is named as the log name of this service or a name under it (`<BATON_TLOG_NAME>`, `<BATON_TLOG_NAME>/...`, which holds the logs of every tenant; read as a person reads it, against every reading of the log name: in any case, without a scheme, a `user@`, a port, percent-escapes, characters that print as nothing, trailing dots of a host or repeated and trailing slashes, with punycode decoded, `,` and the full stops of other scripts as dots, and look-alike letters as the letters they look like), or has a name over 256 bytes, with a character outside printable ASCII, or with a `%` (`INVALID_VERIFIER_KEY`), or the note or checkpoint is malformed (`MALFORMED_NOTE`, `MALFORMED_CHECKPOINT`). */
       400: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
