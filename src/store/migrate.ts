@@ -61,10 +61,9 @@ interface PlanRead {
  * the database lacks but dated before one it holds. Main's own history made such a database: 0004 and
  * 0005 were added dated before 0006, which had shipped before them. When every migration the
  * database holds is one of this journal's (by its date), it was migrated along this line: the ones it
- * lacks are caught up on first, in journal order (`catchUp`). When it also holds migrations this
- * journal does not know, dated among its own, a build off this line (a development branch whose
- * journal dated them otherwise) migrated it: refused before anything is applied, naming what it
- * lacks. A newer Baton's database holds all of this journal and later ones: nothing to catch up on,
+ * lacks are caught up on first, in journal order (`catchUp`). When it also holds a migration this
+ * journal does not know (of any date), a build off this line (a development branch) migrated it:
+ * refused before anything is applied, naming what it lacks. A newer Baton's database holds all of this journal and later ones: nothing to catch up on,
  * and it is served (with the warning `unknown` brings).
  */
 async function migrationPlan(folder: string, query: (text: string) => Promise<Record<string, unknown>[]>): Promise<PlanRead> {
@@ -76,9 +75,11 @@ async function migrationPlan(folder: string, query: (text: string) => Promise<Re
   const appliedAt = new Set(applied);
   const last = Math.max(0, ...applied);
   const skipped = journal.filter((e) => e.when < last && !appliedAt.has(e.when)).map((e) => e.tag);
+  // A newer Baton on this line holds all of this journal: lacking some of it and holding any migration
+  // it does not know, whatever its date (drizzle-kit dates one when it is generated, so a branch's is
+  // often later than all of ours), is a database migrated off this line.
   const known = new Set(journal.map((e) => e.when));
-  const foreignAmongOurs = applied.filter((at) => !known.has(at) && at <= newest).length;
-  if (skipped.length > 0 && foreignAmongOurs > 0) throw new SkippedMigrationsError(skipped);
+  if (skipped.length > 0 && applied.some((at) => !known.has(at))) throw new SkippedMigrationsError(skipped);
   const later = journal.filter((e) => e.when > last).map((e) => e.tag);
   return { plan: { pending: [...skipped, ...later], unknown: applied.filter((at) => at > newest).length }, catchUp: skipped };
 }
@@ -107,11 +108,11 @@ async function catchUpOn(
   }
 }
 
-/** A database this build cannot migrate: it lacks migrations dated before one it holds, and holds ones this build does not know among them (migrationPlan). */
+/** A database this build cannot migrate: it lacks migrations dated before one it holds, and holds ones this build does not know (migrationPlan). */
 export class SkippedMigrationsError extends Error {
   constructor(readonly skipped: readonly string[]) {
     super(
-      `this database lacks ${skipped.length} of this build's migrations (${skipped.slice(0, 3).join(', ')}${skipped.length > 3 ? ', ...' : ''}), dated before migrations it already holds, and holds migrations this build does not know among them: a development build off this release line migrated it. Nothing was applied. Run it with the build that migrated it, or start on a new database (or a new data folder, --data-dir) and move what you need over.`,
+      `this database lacks ${skipped.length} of this build's migrations (${skipped.slice(0, 3).join(', ')}${skipped.length > 3 ? ', ...' : ''}), dated before migrations it already holds, and holds migrations this build does not know: a development build off this release line migrated it. Nothing was applied. Run it with the build that migrated it, or start on a new database (or a new data folder, --data-dir) and move what you need over.`,
     );
     this.name = 'SkippedMigrationsError';
   }

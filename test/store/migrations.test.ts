@@ -124,6 +124,21 @@ describe('migrations', () => {
       }
     });
 
+    it('also when the unknown migration is dated after all of ours (drizzle-kit dates a branch one when it is generated)', async () => {
+      const database = await createDatabase();
+      try {
+        const first = await openStore({ databaseUrl: database.url, max: 1 });
+        const newest = Math.max(...journal.entries.map((e) => e.when));
+        await first.db.execute(sql`with gone as (delete from drizzle.__drizzle_migrations where created_at = ${lacked.when})
+          insert into drizzle.__drizzle_migrations (hash, created_at) values ('dev-branch', ${newest + 86_400_000})`);
+        await first.close();
+        const err = await failureOf(openStore({ databaseUrl: database.url, max: 1 }));
+        expect(err?.message).toContain(`lacks 1 of this build's migrations (${lacked.tag})`);
+      } finally {
+        await database.drop();
+      }
+    });
+
     it("a database main's own history made (0004 and 0005 added dated before 0006, which shipped first) is caught up, in journal order", async () => {
       // The journal of 8a1883f on main's first-parent history: 0000-0003 and 0006; the files are today's.
       const early = mkdtempSync(join(tmpdir(), 'baton-early-journal-'));
