@@ -237,6 +237,22 @@ export function unreadSettings(env: Environment = process.env): string[] {
     });
 }
 
+/**
+ * One line for each setting given a value the start raises rather than refuses: a write deadline
+ * below the verify deadline is served as the verify deadline (a write is never given less time than
+ * a verify), which an operator who set it would otherwise not learn.
+ */
+export function raisedSettings(env: Environment = process.env): string[] {
+  const parsed = EnvSchema.safeParse(env);
+  if (!parsed.success || env['BATON_WRITE_DEADLINE_MS'] === undefined) return [];
+  const { BATON_WRITE_DEADLINE_MS: write, BATON_VERIFY_DEADLINE_MS: verify } = parsed.data;
+  return write < verify
+    ? [
+        `BATON_WRITE_DEADLINE_MS (${write}) is below BATON_VERIFY_DEADLINE_MS (${verify}): writes wait up to ${verify} ms, as a write is never given less time than a verify`,
+      ]
+    : [];
+}
+
 /** The settings without the BATON_ prefix. */
 const UNPREFIXED = Object.keys(EnvSchema.shape).filter((name) => !name.startsWith('BATON_'));
 

@@ -9,7 +9,7 @@ import { createServer as createHttpServer, type IncomingMessage, type Server, ty
 import { createServer as createTcpServer, Server as NetServer } from 'node:net';
 import { join } from 'node:path';
 import { getRequestListener, type ServerType } from '@hono/node-server';
-import { ConfigError, decodeMasterKey, DEFAULT_TLOG_NAME, loadConfig, unreadSettings, type Config } from './config.js';
+import { ConfigError, decodeMasterKey, DEFAULT_TLOG_NAME, loadConfig, raisedSettings, unreadSettings, type Config } from './config.js';
 import { createApp } from './service/app.js';
 import { answerConnect, answerHostless, answerUnbuildableRequest, answerUnreadRequest, isHostlessHttp11 } from './service/http.js';
 import { ensureAdminKey } from './service/auth.js';
@@ -471,7 +471,7 @@ export async function runService(): Promise<void> {
   // Under BATON_WORKERS every line says which worker wrote it (the supervisor's lines say none).
   const log = createLogger(config.logLevel, undefined, cluster.isWorker ? { worker: cluster.worker?.id, pid: process.pid } : {});
   // Once per start: by the one process, or the supervisor (its workers read the same environment).
-  if (!cluster.isWorker) for (const line of unreadSettings()) log.warn(line);
+  if (!cluster.isWorker) for (const line of [...unreadSettings(), ...raisedSettings()]) log.warn(line);
   if (config.workers > 1 && cluster.isPrimary) return runPrimary(config, log);
   const server = await startServer(config, log);
   // Under BATON_WORKERS the supervisor says it once, when every worker listens (runPrimary).

@@ -1,7 +1,7 @@
 // Configuration: unsafe combinations refuse to start and name what to set.
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, unreadSettings } from '../src/config.js';
+import { ConfigError, loadConfig, raisedSettings, unreadSettings } from '../src/config.js';
 
 const MASTER = randomBytes(32).toString('hex');
 
@@ -108,6 +108,18 @@ describe('loadConfig', () => {
     // A write waiting less than a verify would cut the verify's own answer short.
     expect(loadConfig({ BATON_VERIFY_DEADLINE_MS: '9000', BATON_WRITE_DEADLINE_MS: '2000' }).writeDeadlineMs).toBe(9_000);
     expect(() => loadConfig({ BATON_WRITE_DEADLINE_MS: '10' })).toThrow(/BATON_WRITE_DEADLINE_MS/);
+  });
+});
+
+describe('raisedSettings', () => {
+  it('says when a write deadline below the verify deadline is served as the verify deadline, and only then', () => {
+    expect(raisedSettings({ BATON_WRITE_DEADLINE_MS: '1000' })).toEqual([
+      'BATON_WRITE_DEADLINE_MS (1000) is below BATON_VERIFY_DEADLINE_MS (5000): writes wait up to 5000 ms, as a write is never given less time than a verify',
+    ]);
+    expect(loadConfig({ BATON_WRITE_DEADLINE_MS: '1000', BATON_MASTER_KEY: '00'.repeat(32) }).writeDeadlineMs).toBe(5000);
+    expect(raisedSettings({ BATON_WRITE_DEADLINE_MS: '1000', BATON_VERIFY_DEADLINE_MS: '800' })).toEqual([]);
+    expect(raisedSettings({})).toEqual([]); // the defaults are in order
+    expect(raisedSettings({ BATON_WRITE_DEADLINE_MS: 'soon' })).toEqual([]); // refused by loadConfig, said there
   });
 });
 
