@@ -245,7 +245,7 @@ export const DEFAULT_APPROVAL_RULES: readonly ApprovalRule[] = [
     when: { near_limit: true },
     decision: 'require_approval',
     description:
-      'This call would take the chain past 80% of a calls or budget ceiling (under max_calls 1, every call does): a human confirms it.',
+      'This call would take the chain past 80% of one of its calls or budget ceilings (NEAR_LIMIT): a human confirms it. A chain with a small ceiling meets this early: under max_calls 1, every call does.',
   },
   {
     id: 'cost-calibration',

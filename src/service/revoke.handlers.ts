@@ -48,7 +48,11 @@ type TenantRevocation = z.output<typeof TenantRevocationShape> & {
 };
 
 function notFound(hash: string, scope: string): BatonError {
-  return new BatonError('NOT_FOUND', { message: `No delegation record ${hash} is stored${scope}.` });
+  return new BatonError('NOT_FOUND', {
+    message: `No delegation record ${hash} is stored${scope}.`,
+    suggestion:
+      'Check the hash and that the key belongs to the tenant that holds the record. If you hold the record but Baton has not stored it, submit it first (POST /v1/delegations, no key needed), then revoke it by hash.',
+  });
 }
 
 /** Revocation with an `issue` key (its tenant) or an admin key (every tenant holding the hash). */
@@ -144,7 +148,7 @@ function noRevocableRecord(hash: string): BatonError {
   return new BatonError('NOT_FOUND', {
     message: `No delegation record ${hash} is stored that the signer of this revocation record may revoke.`,
     suggestion:
-      'Check the hash, and have the issuer of the delegation, the root issuer or the holder of one of its ancestors sign the revocation record.',
+      'Check the hash, and have the issuer of the delegation, the root issuer or the holder of one of its ancestors sign the revocation record. A record Baton has not stored is submitted first (POST /v1/delegations, no key needed).',
   });
 }
 

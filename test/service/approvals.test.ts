@@ -870,7 +870,7 @@ describe('near_limit under concurrency', () => {
     const near = await send(spend, 0.2);
     expect(near.body.error.code).toBe('APPROVAL_REQUIRED');
     // Said of this call, not of calls already made (none had passed 80% before it).
-    expect(near.body.error.message).toContain('This call would take the chain past 80% of a calls or budget ceiling');
+    expect(near.body.error.message).toContain('This call would take the chain past 80% of one of its calls or budget ceilings');
     expect(await approvalsOpened()).toBe(1);
 
     // max_calls 1: the only call is past 80%, so it is approved and runs; the next cannot run at all.

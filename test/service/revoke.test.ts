@@ -332,6 +332,8 @@ describe('revoking with an API key: refusals store nothing', () => {
     const r = await svc.call('POST', `/v1/delegations/${target.hash}/revoke`, { key: other.keys.issue, json: body });
     expect(r.status).toBe(404);
     expect(r.body.error.code).toBe('NOT_FOUND');
+    // What to do when the record is the caller's but was never stored, as the README says.
+    expect(r.body.error.suggestion).toContain('submit it first (POST /v1/delegations, no key needed), then revoke it by hash');
     expect(await revokedRows()).toBe(before);
   });
 
