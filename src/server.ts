@@ -177,11 +177,15 @@ export function keepKeyFileOnce(file: string, key: Buffer, link: (from: string, 
 /** What link(2) answers on a file system without hard links. */
 const NO_HARD_LINKS = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS', 'EXDEV']);
 
-/** The key another start wrote: read again for up to a second while it is not yet whole. */
+/**
+ * The key another start wrote: read again for up to a second while it is not yet whole. Only the
+ * form keepKeyFileOnce writes (64 hex digits and a newline) counts: a part of it can read as another
+ * key (43 of the hex digits decode as base64 to 32 bytes), which would seal under a key not in the file.
+ */
 function keyWrittenByAnother(file: string): Buffer {
   for (let attempt = 0; ; attempt++) {
-    const theirs = decodeMasterKey(readFileSync(file, 'utf8'));
-    if (theirs) return Buffer.from(theirs);
+    const text = readFileSync(file, 'utf8');
+    if (/^[0-9a-f]{64}\n$/.test(text)) return Buffer.from(text.slice(0, 64), 'hex');
     if (attempt >= 20) throw new Error(`${file} does not hold a 32-byte key; restore it or set BATON_MASTER_KEY.`);
     Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
   }

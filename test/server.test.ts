@@ -168,6 +168,12 @@ describe('resolveMasterKey', () => {
     expect(keepKeyFileOnce(file, randomBytes(32), noLinks).equals(first)).toBe(true);
     expect(readFileSync(file, 'utf8')).toBe(`${first.toString('hex')}\n`);
     expect(readdirSync(dataDir)).toEqual(['master.key']);
+    // A file another start has not finished writing is never read as a key: 43 of its hex digits
+    // would decode as base64 to 32 bytes of another key. Read again, then refused, never misread.
+    const partial = join(dataDir, 'partial.key');
+    writeFileSync(partial, first.toString('hex').slice(0, 43));
+    expect(() => keepKeyFileOnce(partial, randomBytes(32), noLinks)).toThrow(/does not hold a 32-byte key/);
+    rmSync(partial);
     // Another failure of the link is no such file system: it is said, not worked around.
     const full = () => {
       throw Object.assign(new Error('no space left'), { code: 'ENOSPC' });
