@@ -124,9 +124,12 @@ function readingsOf(name: string): string[] {
   const plain = folded(punycodeDecoded(folded(percentDecoded(name)))).replace(/\\/g, '/');
   const lookedAt = (text: string) =>
     LOOK_ALIKE_PAIRS.reduce((t, [pair, letter]) => t.replace(pair, letter), [...text].map((c) => LOOK_ALIKES[c] ?? c).join(''));
-  const withoutScheme = plain.replace(/^[a-z][a-z0-9+.-]*:\/+/, '');
+  // A scheme with or without its slashes (`https:baton.test` is host baton.test to a URL parser).
+  const withoutScheme = plain.replace(/^[a-z][a-z0-9+.-]*:\/*/, '');
+  // What a URL parser leaves out of host and path: a query, a fragment, parameters after `;`.
+  const cut = (text: string) => text.split(/[?#;]/)[0]!;
   const readings = new Set<string>();
-  for (const text of new Set([plain, withoutScheme])) {
+  for (const text of new Set([plain, withoutScheme, cut(plain), cut(withoutScheme)])) {
     const [first = '', ...rest] = text.split('/').filter((part) => part !== '');
     const path = rest.map((part) => part.replace(/\.+$/, ''));
     // `x@host` is host to a browser, but a person may read the part before the `@` as the host too.

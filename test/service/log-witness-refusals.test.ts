@@ -41,6 +41,11 @@ describe('readsAsTheLog', () => {
       'bat\u00f3n.test', // an accent
       'baton.test\\baton\\ten_x',
       'baton.test /baton/ten_x',
+      // A URL parser reads these as host baton.test too: a scheme without slashes, a query, a fragment, parameters.
+      'https:baton.test/baton/ten_x',
+      'baton.test?x/baton',
+      'baton.test#x',
+      'baton.test;x',
     ]) {
       expect(readsAsTheLog(name, ORIGIN), name).toBe(true);
     }
@@ -56,6 +61,8 @@ describe('readsAsTheLog', () => {
       'witness.example:443/baton/ten_x',
       'https://witness.example/baton.test',
       'baton.test.witness.example',
+      'witness.example/a?b',
+      'witness.example:8443',
     ]) {
       expect(readsAsTheLog(name, ORIGIN), name).toBe(false);
     }
