@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
@@ -174,6 +175,28 @@ describe('migrations', () => {
       } finally {
         rmSync(early, { recursive: true, force: true });
       }
+    });
+
+    it('a landed migration is never edited: each file hashes as when it landed (drizzle applies one once)', () => {
+      // A new migration is added to test/store/fixtures/landed-migrations.json with its SHA-256 when it lands;
+      // a change of a landed one goes in a new migration instead (see 0040 for why).
+      const landed = JSON.parse(readFileSync(join(import.meta.dirname, 'fixtures', 'landed-migrations.json'), 'utf8')) as Record<
+        string,
+        string
+      >;
+      const folder = findMigrationsFolder();
+      for (const [tag, hash] of Object.entries(landed)) {
+        expect(
+          createHash('sha256')
+            .update(readFileSync(join(folder, `${tag}.sql`)))
+            .digest('hex'),
+          tag,
+        ).toBe(hash);
+      }
+      expect(
+        journal.entries.map((e) => e.tag).filter((tag) => !(tag in landed)),
+        'journal entries not yet in landed-migrations.json',
+      ).toEqual([]);
     });
 
     it('journal dates only grow with the index, so no later migration is dated before one already shipped', () => {
