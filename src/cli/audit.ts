@@ -46,8 +46,12 @@ against its signed checkpoint:
     counters and budgets are service state: they are not re-derived;
   - pages GET /v1/service-receipts and reports service receipts the log does
     not contain;
-  - with --previous, checks the current checkpoint extends an earlier one
-    (a split view, or a rollback when the log is smaller, is reported).
+  - with --previous, checks the current checkpoint extends an earlier one,
+    by the level-0 tiles of the larger (a split view, or a rollback when the
+    log is smaller and its tiles do not hold it, is reported). A proof answer
+    alone (a refusal, a proof that does not verify) is never evidence, as
+    anyone in the path can forge it: without the tiles it is a failed read,
+    and so is a smaller checkpoint the tiles show to be a stale view.
 
 Options:
   --trust <file>           pin the log's identity: JSON {"origin", "logKeys": [...],
@@ -104,8 +108,8 @@ A read that fails once the checkpoints are verified (a tile, an entry
 bundle, a chain or GET /v1/service-receipts answering 5xx, a timeout) ends
 the audit without dropping what it found: the findings are printed with the
 notes and what could not be read (incomplete), exit 1; a split view or
-rollback proven by the signed notes stands whatever the service answers
-next. With nothing found, such a failure is exit 3.`;
+rollback proven by the signed notes (and the tiles) stands whatever the
+service answers next. With nothing found, such a failure is exit 3.`;
 
 function summary(report: AuditReport): string {
   if (!report.checkpointRead)

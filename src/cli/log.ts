@@ -25,11 +25,11 @@ import { UsageError, type CliIo } from './io.js';
 import { BatonError } from '../protocol/errors.js';
 import { openCheckpoint, parseTlogProof } from '../protocol/tlog-proof.js';
 import {
+  judgeCheckpointsByTiles,
   logPolicy,
   logRefusedProof,
   verifyCheckpointConsistency,
   verifyServiceReceiptInclusion,
-  type ConsistencyFinding,
   type ConsistencyResult,
   type LogTrust,
 } from '../sdk/audit.js';
@@ -109,20 +109,21 @@ Exit codes: 0 every proof holds, 1 some proof does not, 2 unusable input.`;
 const CONSISTENCY_HELP = `Usage: baton log consistency <older-note> <newer-note> --trust <file> [--proof <file>] [options]
 
 Checks that the newer signed checkpoint extends the older one: both notes
-must open under the pinned log keys, and a consistency proof must join them
-(RFC 9162). A proof from the log that fails, or equal sizes with different
-roots, is a split view; a newer checkpoint smaller than the older is a
-rollback. Either is printed with both notes as the evidence. The notes are
-files (baton audit --save-checkpoint, or saved GET /v1/log/checkpoint
-answers).
+must open under the pinned log keys. Equal sizes with different roots are a
+split view; a newer checkpoint smaller than the older is a rollback. Either
+is printed with both notes as the evidence. The notes are files (baton audit
+--save-checkpoint, or saved GET /v1/log/checkpoint answers).
 
-With --proof (a saved GET /v1/log/consistency answer for the two notes'
-sizes, or a JSON array of base64 hashes) nothing is fetched; otherwise the
-proof is fetched (GET /v1/log/consistency, audit key). A proof file that is
-not well-formed, is for other sizes, or does not link the two notes is
-unusable input (exit 2), not a split view: a saved file may be corrupt or for
-another pair, so only a proof the log serves can show a split view. Run
-without --proof to ask the log.
+Online (audit key), the larger checkpoint's level-0 tiles are read (GET
+/v1/log/tile/0/...): when they rebuild its signed root, the smaller must be
+their prefix, else it is a split view. Only when they cannot be read is the
+consistency proof asked (GET /v1/log/consistency, RFC 9162): a proof that
+verifies shows the pair consistent, and any other answer (a refusal, a proof
+that does not verify) is no evidence, as anyone in the path can forge it:
+exit 3, could not check. With --proof (a saved GET /v1/log/consistency
+answer for the two notes' sizes, or a JSON array of base64 hashes) nothing
+is fetched; a proof file that is not well-formed, is for other sizes, or
+does not link the two notes is unusable input (exit 2), not a split view.
 
 ${TRUST_HELP}
 
@@ -135,7 +136,7 @@ Options:
 ${SERVER_HELP}
 
 Exit codes: 0 consistent, 1 split view or rollback, 2 unusable input,
-3 server unreachable, timed out or failing.`;
+3 server unreachable, timed out or failing, or the pair could not be checked.`;
 
 function parseJson(text: string, what: string, help: string): unknown {
   return parseJsonDocument(text, what, () => new UsageError(`${what} is not JSON`, help));
@@ -429,19 +430,10 @@ function consistencyProofFrom(value: unknown, where: string, sizes: readonly [nu
 }
 
 /**
- * The consistency proof the log serves between two of its checkpoints, or the log's own refusal to
- * serve it (logRefusedProof: Baton's 404 NOT_FOUND saying it has fewer than `to` leaves, or
- * MALFORMED_LOG_PROOF, in its envelope; not a proxy's page, a mangled query's 400 INVALID_REQUEST,
- * a busy proxy's 408 or 429, nor a refused key, which are thrown as the failures they are). The
- * log is read first (GET /v1/log): the proof is only asked of the log the trust file pins, or a key
- * of another tenant (a saved context, say) would ask another tenant's log and report a false fork.
+ * Refuses a service that names another log than the trust file's (GET /v1/log): a key of another
+ * tenant (a saved context, say) would read another tenant's log and report a false fork.
  */
-async function servedConsistency(
-  client: BatonClient,
-  trust: LogTrust,
-  from: number,
-  to: number,
-): Promise<{ proof: string[] } | { refused: string }> {
+async function requirePinnedLog(client: BatonClient, trust: LogTrust): Promise<void> {
   const served = (await client.logInfo()).origin;
   if (served !== trust.origin)
     throw new UsageError(
@@ -450,39 +442,50 @@ async function servedConsistency(
         `Give an audit key of the tenant of ${trust.origin}, or the trust file of ${printable(served)}.`,
       CONSISTENCY_HELP,
     );
-  try {
-    return { proof: (await client.logConsistency(from, to)).proof };
-  } catch (e) {
-    if (!(e instanceof BatonApiError)) throw e;
-    if (logRefusedProof(e, to)) return { refused: `HTTP ${e.status} ${e.code}: ${e.message}` };
-    // Asked 1 <= from < to: a 400, or a 404 that names no size below `to`, is not how the log
-    // refuses this request, but what a proxy that rewrote it gets: the service failing (exit 3),
-    // neither the caller's input (exit 2) nor the log's refusal.
-    if (e.status !== 400 && e.status !== 404) throw e;
-    throw new BatonApiError({
-      status: e.status,
-      code: 'UNEXPECTED_RESPONSE',
-      message: `The service answered the consistency proof of ${from} to ${to} leaves with HTTP ${e.status} ${e.code} (${e.message}), which is not how the log refuses it (a 404 naming fewer than ${to} leaves): something in front of the log likely rewrote the request.`,
-      suggestion: 'Check that --server points at Baton itself, not at a proxy that rewrites queries; then ask again.',
-      details: e.details,
-      requestId: e.requestId,
-      method: e.method,
-      url: e.url,
-      cause: e,
-    });
-  }
 }
 
 /**
- * The finding of a proof the log refused: the pair as checked with no proof (which cannot verify),
- * its reason the log's own answer.
+ * The pair judged by the consistency proof the log serves, for a pair its tiles could not judge
+ * (`tilesWhy` says why). A proof that verifies settles it; anything else (a proof that does not
+ * verify, a refusal, even in Baton's envelope, a proxy's page, a failure) is no evidence on its own,
+ * since anyone in the path can forge it: it is thrown as a check that could not be made (exit 3).
  */
-function refusedFinding(checked: ConsistencyFinding, refused: string, from: number, to: number): ConsistencyFinding {
-  if (checked.kind !== 'not-consistent') return checked;
-  return {
-    ...checked,
-    reason: `the log would not prove its checkpoints of ${from} and ${to} leaves consistent (${refused}); keep both notes`,
+async function provenConsistent(
+  client: BatonClient,
+  notes: readonly [string, string],
+  trust: LogTrust,
+  now: number,
+  sizes: readonly [number, number],
+  tilesWhy: string,
+): Promise<ConsistencyResult> {
+  const [from, to] = [Math.min(...sizes), Math.max(...sizes)];
+  const couldNot = (answer: string, e?: BatonApiError) => {
+    const said = {
+      code: 'UNEXPECTED_RESPONSE' as const,
+      message:
+        `Could not check the checkpoints of ${from} and ${to} leaves: the log's tiles of ${to} leaves did not judge them (${tilesWhy}), ` +
+        `and the consistency proof ${answer}. A proof answer alone is no evidence against the log (anything in the path can forge it), so this is no split view.`,
+      suggestion: 'Ask again; if it persists, read the log through another path, or ask the operator, keeping both notes.',
+    };
+    const asked = { method: 'GET', url: `${client.baseUrl.replace(/\/+$/, '')}/v1/log/consistency?from=${from}&to=${to}` };
+    return e === undefined
+      ? new BatonApiError({ status: 200, ...said, ...asked })
+      : new BatonApiError({ status: e.status, ...said, ...asked, details: e.details, requestId: e.requestId, cause: e });
   };
+  let proof: string[];
+  try {
+    proof = (await client.logConsistency(from, to)).proof;
+  } catch (e) {
+    if (!(e instanceof BatonApiError) || e.status === 401 || e.status === 403) throw e;
+    const refusal = logRefusedProof(e, to) ? ', worded as the log refusing it' : '';
+    throw couldNot(`was answered HTTP ${e.status} ${e.code} (${e.message})${refusal}`, e);
+  }
+  const checked = verifyCheckpointConsistency(notes[0], notes[1], proof, trust, now);
+  if (!checked.consistent && checked.finding.kind !== 'rollback')
+    throw couldNot(
+      `served does not join them (${checked.finding.kind === 'not-consistent' ? checked.finding.reason : checked.finding.kind})`,
+    );
+  return checked;
 }
 
 async function runConsistency(argv: string[], io: CliIo): Promise<number> {
@@ -509,33 +512,32 @@ async function runConsistency(argv: string[], io: CliIo): Promise<number> {
       throw new UsageError(`${p} does not open under the pinned log keys: ${e.code}: ${e.message}`, CONSISTENCY_HELP);
     }
   }) as [number, number];
-  let proof: string[] = [];
-  let refused: string | undefined;
   const [from, to] = [Math.min(...sizes), Math.max(...sizes)];
+  let result: ConsistencyResult;
   if (values.proof !== undefined) {
     const where = values.proof;
-    proof = consistencyProofFrom(parseJson(readLocalText(where, '--proof', CONSISTENCY_HELP), where, CONSISTENCY_HELP), where, sizes);
+    const proof = consistencyProofFrom(parseJson(readLocalText(where, '--proof', CONSISTENCY_HELP), where, CONSISTENCY_HELP), where, sizes);
+    result = verifyCheckpointConsistency(olderNote, newerNote, proof, trust, now);
   } else if (from !== to && from !== 0) {
+    // As baton audit judges a pair: the larger's level-0 tiles first (nothing in the path can forge
+    // tiles that rebuild a signed root), and only when they cannot judge it, the proof.
+    const client = clientFrom(values, io);
+    await requirePinnedLog(client, trust);
+    const byTiles = await judgeCheckpointsByTiles(client, olderNote, newerNote, trust, now);
+    result =
+      byTiles.result ?? (await provenConsistent(client, [olderNote, newerNote], trust, now, sizes, (byTiles as { why: string }).why));
+  } else {
     // Equal sizes need no proof (the roots must match); from size 0 the service proves nothing either.
-    const served = await servedConsistency(clientFrom(values, io), trust, from, to);
-    if ('proof' in served) proof = served.proof;
-    else refused = served.refused;
+    result = verifyCheckpointConsistency(olderNote, newerNote, [], trust, now);
   }
-  const checked = verifyCheckpointConsistency(olderNote, newerNote, proof, trust, now);
-  // The log refusing to join two checkpoints it signed is a split view, reported as `baton audit`
-  // reports it: the two notes as evidence, and the finding under --json.
-  const result: ConsistencyResult =
-    refused === undefined || checked.consistent
-      ? checked
-      : { consistent: false, finding: refusedFinding(checked.finding, refused, from, to) };
-  // Only the log's own failure to link two of its checkpoints is evidence against it: a saved file
+  // Only evidence nothing in the path can forge counts against the log: a saved file
   // that does not link them may be corrupt, or for another pair. (A finding that needs no proof,
   // equal sizes with different roots, or a size-0 checkpoint with another root, still stands.)
   if (values.proof !== undefined && !result.consistent && result.finding.kind === 'not-consistent' && from > 0)
     throw new UsageError(
       `the saved proof ${values.proof} does not link these checkpoints (${from} to ${to} leaves): ${result.finding.reason}. ` +
         'It may be corrupt, or for another pair of checkpoints, so it is no evidence against the log. ' +
-        'Run without --proof to ask the log itself: a proof the log serves that does not link them would be evidence (a split view).',
+        'Run without --proof to ask the log itself: its level-0 tiles, when they rebuild the larger root, decide the pair.',
       CONSISTENCY_HELP,
     );
   if (values.json)

@@ -168,6 +168,70 @@ function rollbackFinding(older: SignedCheckpoint, newer: SignedCheckpoint): Roll
   };
 }
 
+/**
+ * Judges checkpoint `newerNote` against `olderNote` (both opened under the trust) by what nothing in
+ * the path can forge, reading the level-0 tiles of the larger from entry 0 with `client` (an audit
+ * key of the log's tenant): when they rebuild its signed root, the smaller must be their prefix, else
+ * a split view with both notes. A newer checkpoint smaller than the older is a rollback whatever is
+ * read (as verifyCheckpointConsistency judges the caller's order), or a split view when the tiles
+ * show it is no prefix. Otherwise `result` is null, with why the tiles did not judge the pair: then
+ * only a consistency proof that verifies can settle it, and any other answer is a failed read.
+ */
+export async function judgeCheckpointsByTiles(
+  client: BatonClient,
+  olderNote: string,
+  newerNote: string,
+  trust: LogTrust,
+  now: number,
+): Promise<{ result: ConsistencyResult } | { result: null; why: string }> {
+  const policy = logPolicy(trust);
+  const older = openCheckpoint(olderNote, policy, now);
+  const newer = openCheckpoint(newerNote, policy, now);
+  const [smaller, larger] = bySize(older, newer);
+  // Equal sizes, or a size-0 checkpoint: the notes alone decide.
+  if (smaller.checkpoint.size === larger.checkpoint.size || smaller.checkpoint.size === 0)
+    return { result: verifyCheckpointConsistency(olderNote, newerNote, [], trust, now) };
+  const read = await treeLeavesFrom(client, larger);
+  const rollback = newer.checkpoint.size < older.checkpoint.size;
+  if ('why' in read)
+    return rollback ? { result: { consistent: false, finding: rollbackFinding(older, newer) } } : { result: null, why: read.why };
+  const tree: RebuiltTree = { note: larger, leaves: read.leaves };
+  if (!holds(tree, smaller)) {
+    const prefix = encodeBase64(rootOf(read.leaves.slice(0, smaller.checkpoint.size)));
+    const finding: SplitViewFinding = {
+      kind: 'not-consistent',
+      origin: larger.checkpoint.origin,
+      older: smaller,
+      newer: larger,
+      reason: `the log's tiles of ${larger.checkpoint.size} leaves rebuild that checkpoint's root, and their first ${smaller.checkpoint.size} hash to ${prefix}, not the root of the checkpoint of ${smaller.checkpoint.size} leaves`,
+    };
+    return { result: { consistent: false, finding } };
+  }
+  return { result: rollback ? { consistent: false, finding: rollbackFinding(older, newer) } : { consistent: true, older, newer } };
+}
+
+/** The leaves of `note`'s tree from its level-0 tiles when they rebuild its root; else why not. */
+async function treeLeavesFrom(client: BatonClient, note: SignedCheckpoint): Promise<{ leaves: Hash[] } | { why: string }> {
+  const size = note.checkpoint.size;
+  const leaves: Hash[] = [];
+  for (let index = 0; index * TILE_WIDTH < size; index++) {
+    const tile = { level: 0, index, width: Math.min(TILE_WIDTH, size - index * TILE_WIDTH) };
+    const path = `/v1/log/${tilePath(tile)}`;
+    try {
+      const answer = await client.getBytes(path, { answerStatuses: (status, body) => status === 404 && isBatonNotFound(body) });
+      if (answer.status === 404) return { why: `GET ${path} answered 404 NOT_FOUND` };
+      leaves.push(...tileHashes(tile, answer.bytes));
+    } catch (e) {
+      if (e instanceof BatonError && isMalformed(e.code)) return { why: `GET ${path} served a tile that cannot be read (${e.code})` };
+      if (!(e instanceof BatonApiError) || e.status === 401 || e.status === 403) throw e;
+      return { why: `GET ${path} failed: HTTP ${e.status} ${e.code}: ${e.message}` };
+    }
+  }
+  return bytesEqual(rootOf(leaves), note.checkpoint.rootHash)
+    ? { leaves }
+    : { why: `the tiles of ${size} leaves hash to ${encodeBase64(rootOf(leaves))}, not that checkpoint's root` };
+}
+
 // ---------------------------------------------------------------------------
 // Decisions: the chain of every decision a service receipt records, re-verified offline.
 
@@ -904,14 +968,12 @@ const PROOF_REFUSALS: readonly { readonly status: number; readonly code: string 
 ];
 
 /**
- * Whether an error is the log refusing the consistency proof up to `to` leaves between two
- * checkpoints it signed. Only Baton's own refusal counts, its envelope carrying one of the codes it
- * refuses a proof with (PROOF_REFUSALS), and a 404 only as the route words it: a size below `to`
- * (details.tree_size), so the log contradicts its own note of `to` leaves. A proxy's or gateway's
- * 404, 400 or 422 page, a misrouted path or mangled query (400 INVALID_REQUEST), a busy proxy
- * (408, 429), a key refused (401, 403) or a failure (5xx) proves nothing about the log: that is a
- * failed read, as a 503 is. Anyone in the path can still forge this answer: the audit lets the
- * tiles overrule it whenever they rebuild the larger root.
+ * Whether an error reads as the log refusing the consistency proof up to `to` leaves between two
+ * checkpoints it signed: Baton's own envelope carrying one of the codes it refuses a proof with
+ * (PROOF_REFUSALS), and a 404 only as the route words it, a size below `to` (details.tree_size). It
+ * says how an answer is worded, never that the log refused: anyone in the path can forge this
+ * answer, so neither auditLog nor baton log consistency counts it as evidence. It is a failed read
+ * unless the level-0 tiles of the larger checkpoint decide the pair.
  */
 export function logRefusedProof(e: unknown, to: number): boolean {
   if (!(e instanceof BatonApiError)) return false;
@@ -929,27 +991,16 @@ export function logRefusedProof(e: unknown, to: number): boolean {
  */
 const answerOf = (e: BatonApiError): BatonApiError => (e.cause instanceof BatonApiError ? e.cause : e);
 
-/** What the log answered when asked for the consistency proof between two checkpoints of a pair. */
-type ProofAnswer =
-  | { readonly kind: 'verified' }
-  /** The proof served does not join them (or is not even well-formed): anyone in the path can forge this. */
-  | { readonly kind: 'not-verified'; readonly reason: string }
-  /** The log's own refusal (logRefusedProof), its answer as text. */
-  | { readonly kind: 'refused'; readonly answer: string }
-  /** Not asked (equal sizes, size 0, a pair judged from the tiles alone), or the read failed (recorded as such). */
-  | { readonly kind: 'none' };
-
 /**
  * Two checkpoints the log signed, to be judged. `older` and `newer` are as the auditor came by them
- * (a --previous, then what the log serves): a newer one smaller than the older is a rollback unless
- * shown a stale view. `ordered` false: no order is implied (an audited earlier checkpoint and a
- * --previous may come in either), so only a fork is looked for.
+ * (a --previous, then what the log serves): a newer one smaller than the older is rollback-shaped, a
+ * stale view or a rollback. `ordered` false: no order is implied (an audited earlier checkpoint and
+ * a --previous may come in either), so only a fork is looked for, and no proof is asked.
  */
 interface CheckpointPair {
   readonly older: SignedCheckpoint;
   readonly newer: SignedCheckpoint;
   readonly ordered: boolean;
-  proof: ProofAnswer;
 }
 
 /** A tree whose leaves the log served and which rebuild the root of `note`, a checkpoint it signed. */
@@ -961,27 +1012,39 @@ interface RebuiltTree {
 const bySize = (a: SignedCheckpoint, b: SignedCheckpoint): [SignedCheckpoint, SignedCheckpoint] =>
   a.checkpoint.size <= b.checkpoint.size ? [a, b] : [b, a];
 
+/** Whether `note`'s root is that of the first `note.size` leaves of `tree`: the tree the log signed holds it. */
+function holds(tree: RebuiltTree, note: SignedCheckpoint): boolean {
+  const n = note.checkpoint.size;
+  if (n > tree.leaves.length) return false;
+  const root = n === tree.leaves.length ? tree.note.checkpoint.rootHash : rootOf(tree.leaves.slice(0, n));
+  return bytesEqual(root, note.checkpoint.rootHash);
+}
+
 /**
- * Asks the log for the proof joining a pair of different sizes (the smaller above 0). A failed read
- * is thrown, for the caller to record; the log's own refusal and a proof that does not verify are
- * answers, judged later with the tiles.
+ * Asks the log for the proof joining a pair of different sizes (the smaller above 0), for a pair no
+ * rebuilt tree could judge. Returns when it verifies: nothing in the path can forge a proof that
+ * does. Anything else is thrown as the failed read it is: a refusal (even in Baton's envelope,
+ * logRefusedProof) or a proof that does not verify is no evidence on its own, since anyone in the
+ * path can forge it.
  */
-async function askProof(h: Http, pair: CheckpointPair): Promise<ProofAnswer> {
-  const [smaller, larger] = bySize(pair.older, pair.newer);
+async function proofJoins(h: Http, smaller: SignedCheckpoint, larger: SignedCheckpoint): Promise<void> {
   const [from, to] = [smaller.checkpoint.size, larger.checkpoint.size];
-  let proof: Hash[];
-  try {
-    const served = (await h.json(`/v1/log/consistency?from=${from}&to=${to}`, LOG_CONSISTENCY)) as { proof: string[] };
-    proof = served.proof.map((p) => decodeBase64(p) ?? new Uint8Array(0));
-  } catch (e) {
-    if (!logRefusedProof(e, to)) throw e;
-    const answered = answerOf(e as BatonApiError);
-    return { kind: 'refused', answer: `HTTP ${answered.status} ${answered.code}: ${answered.message}` };
-  }
-  const finding = findSplitView(smaller, larger, proof);
-  return finding === null
-    ? { kind: 'verified' }
-    : { kind: 'not-verified', reason: finding.kind === 'not-consistent' ? finding.reason : finding.kind };
+  const path = `/v1/log/consistency?from=${from}&to=${to}`;
+  const served = (await h.json(path, LOG_CONSISTENCY)) as { proof: string[] };
+  const finding = findSplitView(
+    smaller,
+    larger,
+    served.proof.map((p) => decodeBase64(p) ?? new Uint8Array(0)),
+  );
+  if (finding === null) return;
+  throw new BatonApiError({
+    status: 200,
+    code: 'UNEXPECTED_RESPONSE',
+    method: 'GET',
+    url: h.url(path),
+    message: `GET ${path} served a proof that does not join the checkpoints of ${from} and ${to} leaves (${finding.kind === 'not-consistent' ? finding.reason : finding.kind}). A proof answer is no evidence on its own: anything in the path can forge one.`,
+    suggestion: 'Audit again; if the tiles of the larger checkpoint still cannot be read, ask the operator why, keeping both notes.',
+  });
 }
 
 /**
@@ -1004,119 +1067,61 @@ function noteFindings(pair: CheckpointPair): AuditFinding[] {
 }
 
 /**
- * The verdict on a pair of different sizes, once the tiles were read. Evidence that anyone in the
- * path could not forge outranks a proof answer, which they could: when the leaves of the larger
- * checkpoint's tree were read and rebuild its root, they decide (the smaller's root must be that of
- * their prefix, else a split view), and a proof answer that said otherwise is `malformed`, not a
- * fork. Only without such leaves does a proof answer decide: the log's refusal, or a proof that does
- * not verify, is a split view. A newer checkpoint smaller than the older one (`ordered`) is a
- * rollback, unless the proof or the tiles show it is a prefix of the older: a stale view served in
- * front of an honest log (a cache ignoring no-cache), returned as `stale` for the caller to report
- * as a failed read.
+ * The verdict on a pair of different sizes from `tree`, leaves the log served that rebuild a root it
+ * signed and hold the larger checkpoint as their prefix: nothing in the path can forge those. The
+ * smaller must be their prefix too. When it is, a rollback-shaped pair is a stale view (an older
+ * genuine note served in front of an honest log), returned as `stale` for the caller to report as a
+ * failed read; when it is not, the log signed two checkpoints no tree joins: a split view, or a
+ * `rollback` when the smaller came as the newer (the log shrank to a tree it never held). Both
+ * notes are the evidence, with the tiles.
  */
-function judgePair(
-  pair: CheckpointPair,
-  trees: readonly RebuiltTree[],
-  found: readonly AuditFinding[],
-): { findings: AuditFinding[]; stale?: string } {
+function judgeByTree(pair: CheckpointPair, tree: RebuiltTree): { finding?: AuditFinding; stale?: string } {
   const [smaller, larger] = bySize(pair.older, pair.newer);
   const [from, to] = [smaller.checkpoint.size, larger.checkpoint.size];
   const rollback = pair.ordered && pair.newer.checkpoint.size < pair.older.checkpoint.size;
-  const staleText = `the log served its checkpoint of ${from} leaves after the one of ${to} leaves, which extends it`;
-  const tree = trees.find((t) => sameCheckpoint(t.note, larger));
-  if (tree !== undefined) {
-    const forks = prefixDisagrees(smaller, tree.leaves, larger, found);
-    if (forks.length > 0 || splitViewFound(found, smaller, larger)) return { findings: forks };
-    const findings: AuditFinding[] = [];
-    const source = `GET /v1/log/consistency?from=${from}&to=${to}`;
-    // Two pairs of one size each (the one audited and a --previous of its size) ask the same proof: said once.
-    const said = found.some((f) => f.kind === 'malformed' && f.source === source);
-    if ((pair.proof.kind === 'refused' || pair.proof.kind === 'not-verified') && !said)
-      findings.push({
-        kind: 'malformed',
-        source,
-        detail: `the consistency proof answer ${pair.proof.kind === 'refused' ? `refuses to join the checkpoints of ${from} and ${to} leaves (${pair.proof.answer})` : `does not join the checkpoints of ${from} and ${to} leaves (${pair.proof.reason})`}, yet the log's tiles rebuild the root of ${to} leaves and hold the one of ${from} as their prefix: not a split view, but an answer the log (or something in front of it) should not give`,
-      });
-    return rollback ? { findings, stale: `${staleText} (its tiles show it)` } : { findings };
-  }
-  if (splitViewFound(found, smaller, larger)) return { findings: [] };
-  const proof = pair.proof;
+  const tilesOf = `the tiles of ${tree.note.checkpoint.size === to ? 'the larger' : `a tree of ${tree.note.checkpoint.size} leaves the log signed, which holds the larger,`}`;
+  if (holds(tree, smaller))
+    return rollback
+      ? { stale: `the log served its checkpoint of ${from} leaves after the one of ${to} leaves, which extends it (${tilesOf} show it)` }
+      : {};
+  const prefix = encodeBase64(rootOf(tree.leaves.slice(0, from)));
   if (rollback) {
-    if (proof.kind === 'verified') return { findings: [], stale: `${staleText} (the consistency proof shows it)` };
-    const finding = rollbackFinding(pair.older, pair.newer);
-    const why =
-      proof.kind === 'refused'
-        ? `; the log would not prove the smaller a prefix of the larger (${proof.answer})`
-        : proof.kind === 'not-verified'
-          ? `; the consistency proof served does not show the smaller a prefix of the larger (${proof.reason})`
-          : from > 0
-            ? '; the consistency proof could not be read, so a stale view in front of the log is not ruled out'
-            : '';
-    return { findings: [{ kind: 'rollback', detail: `${finding.reason}${why}`, finding }] };
+    const finding: RollbackFinding = {
+      kind: 'rollback',
+      origin: larger.checkpoint.origin,
+      older: pair.older,
+      newer: pair.newer,
+      reason: `the log shrank from ${to} to ${from} leaves, and not to a prefix: ${tilesOf} do not hold the checkpoint of ${from} leaves (their first ${from} hash to ${prefix}), so it is no stale view`,
+    };
+    return { finding: { kind: 'rollback', detail: finding.reason, finding } };
   }
-  if (proof.kind !== 'refused' && proof.kind !== 'not-verified') return { findings: [] };
   const finding: SplitViewFinding = {
     kind: 'not-consistent',
     origin: larger.checkpoint.origin,
     older: smaller,
     newer: larger,
-    reason: proof.kind === 'refused' ? 'the log refused the consistency proof' : proof.reason,
+    reason: `the first ${from} leaves of the tree served hash to ${prefix}, not the smaller checkpoint's root`,
   };
-  const detail =
-    proof.kind === 'refused'
-      ? `the log would not prove its checkpoints of sizes ${from} and ${to} consistent (${proof.answer}); keep both notes`
-      : `checkpoints of sizes ${from} and ${to} do not agree (${finding.kind}: ${proof.reason}); the tiles of the larger could not be used to judge them`;
-  return { findings: [{ kind: 'split-view', detail, finding }] };
+  return {
+    finding: {
+      kind: 'split-view',
+      detail: `checkpoints of sizes ${from} and ${to} do not agree (${finding.kind}): ${tilesOf} do not hold the smaller`,
+      finding,
+    },
+  };
 }
 
 /** Two checkpoints are one when they have the same size and root (a cosignature more changes neither). */
 const sameCheckpoint = (a: SignedCheckpoint, b: SignedCheckpoint): boolean =>
   a.checkpoint.size === b.checkpoint.size && bytesEqual(a.checkpoint.rootHash, b.checkpoint.rootHash);
 
-/** Whether a split view between `a` and `b` (either order) is among the findings already made. */
-function splitViewFound(found: readonly AuditFinding[], a: SignedCheckpoint, b: SignedCheckpoint): boolean {
+/** Whether a split view or rollback between `a` and `b` (either order) is among the findings already made. */
+function forkFound(found: readonly AuditFinding[], a: SignedCheckpoint, b: SignedCheckpoint): boolean {
   return found.some((f) => {
-    if (f.kind !== 'split-view') return false;
+    if (f.kind !== 'split-view' && f.kind !== 'rollback') return false;
     const [x, y] = f.finding.kind === 'same-size-different-roots' ? f.finding.checkpoints : [f.finding.older, f.finding.newer];
     return (sameCheckpoint(x, a) && sameCheckpoint(y, b)) || (sameCheckpoint(x, b) && sameCheckpoint(y, a));
   });
-}
-
-/**
- * A split view between `previous` (an earlier checkpoint the log signed) and `served`, found from the
- * leaves of `served`'s tree, which the caller has checked rebuild its root: the root of their first
- * `previous.size` must be `previous`'s. None when this pair's split view was found already (by the
- * consistency proof: each pair is judged on its own, so one fork found never hides another), or
- * `previous` is not within the leaves. Both notes are signed and the leaves are `served`'s own, so
- * an honest log (however flaky what is in front of it) is never reported here.
- */
-function prefixDisagrees(
-  previous: SignedCheckpoint | undefined,
-  leaves: readonly Hash[],
-  served: SignedCheckpoint,
-  found: readonly AuditFinding[],
-): AuditFinding[] {
-  if (previous === undefined || previous.checkpoint.size > leaves.length || splitViewFound(found, previous, served)) return [];
-  const prefix = rootOf(leaves.slice(0, previous.checkpoint.size));
-  if (bytesEqual(prefix, previous.checkpoint.rootHash)) return [];
-  const [from, to] = [previous.checkpoint.size, served.checkpoint.size];
-  const finding: SplitViewFinding =
-    from === to
-      ? { kind: 'same-size-different-roots', origin: served.checkpoint.origin, size: to, checkpoints: [previous, served] }
-      : {
-          kind: 'not-consistent',
-          origin: served.checkpoint.origin,
-          older: previous,
-          newer: served,
-          reason: `the first ${from} leaves of the tree served hash to ${encodeBase64(prefix)}, not the earlier checkpoint's root`,
-        };
-  return [
-    {
-      kind: 'split-view',
-      detail: `checkpoints of sizes ${from} and ${to} do not agree (${finding.kind}): the tiles of the larger do not hold the smaller`,
-      finding,
-    },
-  ];
 }
 
 /** How much of the log's origin the auditor pinned: the report's originPinned and logNamePinned. */
@@ -1308,13 +1313,13 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
   const pairs: CheckpointPair[] = [];
   const pairNotChecked = new Map<CheckpointPair, string>();
   if (o.treeSize !== undefined && latest !== undefined) {
-    const pair: CheckpointPair = { older: current, newer: latest, ordered: true, proof: { kind: 'none' } };
+    const pair: CheckpointPair = { older: current, newer: latest, ordered: true };
     pairs.push(pair);
     pairNotChecked.set(pair, `whether the latest checkpoint (${latest.checkpoint.size} leaves) extends the one audited (${size} leaves)`);
   }
   if (previous !== undefined && (latest !== undefined || previous.checkpoint.size <= size)) {
     const served = latest ?? current;
-    const pair: CheckpointPair = { older: previous, newer: served, ordered: true, proof: { kind: 'none' } };
+    const pair: CheckpointPair = { older: previous, newer: served, ordered: true };
     pairs.push(pair);
     pairNotChecked.set(
       pair,
@@ -1322,18 +1327,10 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
     );
   }
   if (previous !== undefined && o.treeSize !== undefined && latest !== undefined)
-    pairs.push({ older: previous, newer: current, ordered: false, proof: { kind: 'none' } });
+    pairs.push({ older: previous, newer: current, ordered: false });
   // Two notes that disagree with no read needed (same size, different roots): found before any read.
+  // No proof is asked yet: only a pair that no rebuilt tree can judge needs one, once the tiles are read.
   for (const pair of pairs) findings.push(...noteFindings(pair));
-  for (const pair of pairs) {
-    const [smaller, larger] = bySize(pair.older, pair.newer);
-    if (!pairNotChecked.has(pair) || smaller.checkpoint.size === 0 || smaller.checkpoint.size === larger.checkpoint.size) continue;
-    try {
-      pair.proof = await askProof(h, pair);
-    } catch (e) {
-      failed(e, pairNotChecked.get(pair)!);
-    }
-  }
 
   // As requireTenantLog reads it: a tenant id is the origin's part after its last `/baton/`.
   const tenantId = originTenant(trust.origin);
@@ -1351,6 +1348,65 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
   let replayedTo = 0;
   /** True when a failed read stopped the replay: the entries and the listing are not judged. */
   let replayStopped = false;
+  // Level-0 leaves by tile path, each tile read once: a full tile is the same tile in every tree that
+  // holds it, so the replay's serve the latest's and any other tree's rebuilt to judge a pair.
+  const tileLeaves = new Map<string, Hash[]>();
+  /** Tiles the log answered for with no leaves (reported where first read), and tiles whose read failed (recorded). */
+  const tilesUnreadable = new Set<string>();
+  const tilesFailed = new Set<string>();
+  const readTile = async (tile: { level: number; index: number; width: number }) => {
+    try {
+      const read = await readLeafTile(h, tile);
+      if (read.hashes !== null) tileLeaves.set(tilePath(tile), read.hashes);
+      return read;
+    } catch (e) {
+      tilesFailed.add(tilePath(tile));
+      throw e;
+    }
+  };
+  /**
+   * The leaves of the tree of `treeSize` leaves, read from its level-0 tiles from entry 0 (those read
+   * already are not read again), or null when one cannot be read: a failed read is recorded with
+   * `notChecked`; a tile the log answers for with no leaves is reported by `unreadable` when given
+   * (the rest are read on, to report them all), else ends the read.
+   */
+  const leavesUpTo = async (
+    treeSize: number,
+    notChecked: string,
+    unreadable?: (first: number, tile: { level: number; index: number; width: number }, what: string) => AuditFinding,
+  ): Promise<Hash[] | null> => {
+    const leaves: Hash[] = [];
+    let known = true;
+    for (let index = 0; index * TILE_WIDTH < treeSize; index++) {
+      const first = index * TILE_WIDTH;
+      const tile = { level: 0, index, width: Math.min(TILE_WIDTH, treeSize - first) };
+      const path = tilePath(tile);
+      const cached = tileLeaves.get(path);
+      if (cached !== undefined) {
+        leaves.push(...cached);
+        continue;
+      }
+      if (tilesFailed.has(path)) return null;
+      if (!tilesUnreadable.has(path)) {
+        let read: Awaited<ReturnType<typeof readLeafTile>>;
+        try {
+          read = await readTile(tile);
+        } catch (e) {
+          failed(e, notChecked);
+          return null;
+        }
+        if (read.hashes !== null) {
+          leaves.push(...read.hashes);
+          continue;
+        }
+        tilesUnreadable.add(path);
+        if (unreadable !== undefined) findings.push(unreadable(first, tile, `${read.what} (${read.problem})`));
+      }
+      if (unreadable === undefined) return null;
+      known = false;
+    }
+    return known ? leaves : null;
+  };
   /** The report as it stands; with nothing found and a read failed, that failure is thrown. */
   const report = (): AuditReport => {
     // A fork or rollback (two signed notes) first, then what concerns the log as a whole, then entries in order.
@@ -1384,7 +1440,7 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
       const first = index * TILE_WIDTH;
       replayedTo = first;
       const tile = { level: 0, index, width };
-      const read = await readLeafTile(h, tile);
+      const read = await readTile(tile);
       const hashes = read.hashes;
       const positions = new Map((hashes ?? []).map((x, i) => [hex(x), first + i]));
       const decisions: LoggedDecision[] = [];
@@ -1452,6 +1508,9 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
           detail: `the log ${read.what} (${read.problem}); ${leaves !== null ? "its entries were checked, and the root recomputed, from the entry bundle's" : 'the root could not be recomputed'}`,
         });
       if (leaves === null) rootKnown = false;
+      // The entry bundle's leaves stand in for a tile that could not be read, for every tree that holds it.
+      if (leaves !== null) tileLeaves.set(tilePath(tile), leaves);
+      else tilesUnreadable.add(tilePath(tile));
       (leaves ?? indexesOf(first, width).map(() => new Uint8Array(32))).forEach((leaf, i) => {
         treeLeaves.push(leaf);
         if (leaves === null) return;
@@ -1480,76 +1539,145 @@ export async function auditLog(o: AuditOptions): Promise<AuditReport> {
   }
   // Trees whose leaves the log served and which rebuild a root it signed: what judges each pair.
   const trees: RebuiltTree[] = [];
-  const tilesRoot = rootKnown && !replayStopped ? rootOf(treeLeaves) : undefined;
-  // Only tiles that rebuild the checkpoint's root are the tree it signed (else root-mismatch says so).
-  const tilesAreTheTree = tilesRoot !== undefined && bytesEqual(tilesRoot, current.checkpoint.rootHash);
-  if (tilesRoot !== undefined && !tilesAreTheTree)
-    findings.push({ kind: 'root-mismatch', detail: `the tiles hash to ${encodeBase64(tilesRoot)}, not the checkpoint's root` });
-  if (tilesAreTheTree) trees.push({ note: current, leaves: treeLeaves });
+  /** The checkpoints whose own tiles were read (by size and root), so none is read twice. */
+  const treesRead = new Set<string>([`${size}:${hex(current.checkpoint.rootHash)}`]);
+  if (!replayStopped) {
+    const tilesRoot = rootKnown ? rootOf(treeLeaves) : undefined;
+    // Only tiles that rebuild the checkpoint's root are the tree it signed (else root-mismatch says so).
+    if (tilesRoot !== undefined && !bytesEqual(tilesRoot, current.checkpoint.rootHash))
+      findings.push({ kind: 'root-mismatch', detail: `the tiles hash to ${encodeBase64(tilesRoot)}, not the checkpoint's root` });
+    else if (tilesRoot !== undefined) trees.push({ note: current, leaves: treeLeaves });
+  } else {
+    // The replay stopped (a tile, an entry bundle or a chain could not be read): the tiles of the tree
+    // audited are still read to its end (tiles only, those read reused), so a fork they show is not
+    // hidden by a failing read of something else.
+    const leaves = await leavesUpTo(
+      size,
+      `the root of the checkpoint audited (${size} leaves), from its level-0 tiles`,
+      (first, tile, what) => ({
+        kind: 'malformed',
+        index: first,
+        source: `GET /v1/log/${tilePath(tile)}`,
+        detail: `the log ${what}; the root could not be recomputed`,
+      }),
+    );
+    if (leaves !== null) {
+      const root = rootOf(leaves);
+      if (!bytesEqual(root, current.checkpoint.rootHash))
+        findings.push({
+          kind: 'root-mismatch',
+          detail: `the tiles hash to ${encodeBase64(root)}, not the checkpoint's root (read to its end after the replay stopped)`,
+        });
+      else trees.push({ note: current, leaves });
+    }
+  }
 
   // Auditing an earlier checkpoint: the latest tree's leaves, read from its own tiles (the full tiles
-  // before the audited tree's last one are the same tiles, read above, unless the replay stopped:
-  // then all are read again), must rebuild its root. Then the leaves the log added since tell a
-  // service receipt logged later from one left out, and the pairs are judged against them. Done even
-  // when the replay stopped: a fork the latest's tiles prove needs nothing the replay could not read.
+  // of the tree audited are the same tiles, not read again; the latest's tile holding the audited
+  // tree's last leaves is read whole, not only the leaves after it, so a log serving the audited tree
+  // a partial tile of another history cannot have its leaves stand in for the latest's own), must
+  // rebuild its root. Then the leaves the log added since tell a service receipt logged later from
+  // one left out, and the pairs are judged against them. Done even when the replay stopped: a fork
+  // the latest's tiles prove needs nothing the replay could not read.
   const later = new Set<string>();
   let laterKnown = latest !== undefined;
   if (latest !== undefined && latest.checkpoint.size > size) {
     const end = latest.checkpoint.size;
-    const boundary = replayStopped ? 0 : Math.floor(size / TILE_WIDTH) * TILE_WIDTH;
-    // The whole of the latest's tile holding the audited tree's last leaves is kept, not only the
-    // leaves after it: a log serving the audited tree a partial tile of another history would
-    // otherwise have its leaves stand in for the latest's own.
-    const latestLeaves: Hash[] = treeLeaves.slice(0, boundary);
-    try {
-      for (let index = boundary / TILE_WIDTH; index * TILE_WIDTH < end; index++) {
-        const first = index * TILE_WIDTH;
-        const tile = { level: 0, index, width: Math.min(TILE_WIDTH, end - first) };
-        const read = await readLeafTile(h, tile);
-        if (read.hashes === null) {
-          laterKnown = false;
-          findings.push({
-            kind: 'malformed',
-            index: first,
-            source: `GET /v1/log/${tilePath(tile)}`,
-            detail: `in its latest tree, the log ${read.what} (${read.problem})`,
-          });
-          continue;
-        }
-        latestLeaves.push(...read.hashes);
-      }
-    } catch (e) {
-      // Without the latest tree, a listed receipt outside the one audited may have been logged since.
-      laterKnown = false;
-      failed(e, `the leaves logged after the checkpoint audited, up to the latest checkpoint (${end} leaves), and its root`);
-    }
-    // The full tiles before the boundary come from the replay: unknown there, the root cannot be rebuilt.
-    const latestKnown = laterKnown && (replayStopped || rootKnown);
-    if (latestKnown) {
+    treesRead.add(`${end}:${hex(latest.checkpoint.rootHash)}`);
+    // Without the latest tree, a listed receipt outside the one audited may have been logged since.
+    laterKnown = false;
+    const latestLeaves = await leavesUpTo(
+      end,
+      `the leaves logged after the checkpoint audited, up to the latest checkpoint (${end} leaves), and its root`,
+      (first, tile, what) => ({
+        kind: 'malformed',
+        index: first,
+        source: `GET /v1/log/${tilePath(tile)}`,
+        detail: `in its latest tree, the log ${what}`,
+      }),
+    );
+    if (latestLeaves !== null) {
       const latestRoot = rootOf(latestLeaves);
-      if (!bytesEqual(latestRoot, latest.checkpoint.rootHash)) {
-        laterKnown = false;
+      if (!bytesEqual(latestRoot, latest.checkpoint.rootHash))
         findings.push({
           kind: 'root-mismatch',
-          detail: `the tiles of the latest checkpoint (${end} leaves${boundary > 0 ? `; those before entry ${boundary} as read for the one audited` : ''}) hash to ${encodeBase64(latestRoot)}, not its root`,
+          detail: `the tiles of the latest checkpoint (${end} leaves; the full ones also the audited tree's, read once) hash to ${encodeBase64(latestRoot)}, not its root`,
         });
-      } else trees.push({ note: latest, leaves: latestLeaves });
+      else {
+        trees.push({ note: latest, leaves: latestLeaves });
+        laterKnown = true;
+        for (const leaf of latestLeaves.slice(size)) later.add(hex(leaf));
+      }
     }
-    if (laterKnown) for (const leaf of latestLeaves.slice(size)) later.add(hex(leaf));
   }
-  // Each pair judged: by the tiles of its larger checkpoint when they rebuild its root, else by the
-  // proof the log answered. A stale view shown consistent is no finding, but a read that failed.
+
+  // Each pair judged by a tree the log signed that holds its larger checkpoint (that checkpoint's
+  // own tiles, read now when no tree read so far holds it), which nothing in the path can forge.
+  // Only a pair no such tree judges asks the log for the proof: one that verifies settles it, and
+  // anything else (a refusal, a proof that does not verify, a failure) is a failed read, never a
+  // finding, since anyone in the path can forge it. A stale view is no finding either, but a read
+  // that failed.
+  const judged: CheckpointPair[] = [];
   for (const pair of pairs) {
-    const judged = judgePair(pair, trees, findings);
-    findings.push(...judged.findings);
-    if (judged.stale !== undefined)
+    const [smaller, larger] = bySize(pair.older, pair.newer);
+    const [from, to] = [smaller.checkpoint.size, larger.checkpoint.size];
+    // Equal sizes were judged from the notes alone; a pair seen before is judged once.
+    const again = judged.some(
+      (p) => p.ordered === pair.ordered && sameCheckpoint(p.older, pair.older) && sameCheckpoint(p.newer, pair.newer),
+    );
+    if (from === to || again || forkFound(findings, smaller, larger)) continue;
+    judged.push(pair);
+    const rollback = pair.ordered && pair.newer.checkpoint.size < pair.older.checkpoint.size;
+    const notChecked = rollback
+      ? `whether the checkpoint served (${from} leaves) is a stale view or a rollback of the earlier one (${to} leaves): keep both notes, and audit again`
+      : `${pairNotChecked.get(pair) ?? `whether the checkpoints of ${from} and ${to} leaves agree`} (the tiles of the larger could not be read, and a proof answer alone is no evidence)`;
+    let tree = trees.find((t) => holds(t, larger));
+    const key = `${to}:${hex(larger.checkpoint.rootHash)}`;
+    if (tree === undefined && !treesRead.has(key)) {
+      treesRead.add(key);
+      const leaves = await leavesUpTo(to, notChecked);
+      if (leaves !== null && bytesEqual(rootOf(leaves), larger.checkpoint.rootHash)) {
+        tree = { note: larger, leaves };
+        trees.push(tree);
+      }
+    }
+    let stale: string | undefined;
+    if (tree !== undefined) {
+      const verdict = judgeByTree(pair, tree);
+      if (verdict.finding !== undefined) findings.push(verdict.finding);
+      stale = verdict.stale;
+    } else {
+      // A --previous and an earlier checkpoint audited, in no order: only what needs no proof.
+      if (!pair.ordered) continue;
+      try {
+        // From size 0 no proof is served: only the tiles tell a stale view from a rollback.
+        if (from === 0) {
+          if (rollback)
+            throw new BatonApiError({
+              status: 200,
+              code: 'UNEXPECTED_RESPONSE',
+              method: 'GET',
+              url: h.url('/v1/log/checkpoint'),
+              message: `GET /v1/log/checkpoint served the checkpoint of 0 leaves after the one of ${to} leaves, whose tiles could not be read: a stale view or a rollback.`,
+              suggestion: 'Keep both notes, and audit again.',
+            });
+          continue;
+        }
+        await proofJoins(h, smaller, larger);
+        if (rollback)
+          stale = `the log served its checkpoint of ${from} leaves after the one of ${to} leaves, which extends it (the consistency proof shows it)`;
+      } catch (e) {
+        failed(e, notChecked);
+      }
+    }
+    if (stale !== undefined)
       failed(
         new BatonApiError({
           status: 200,
           code: 'UNEXPECTED_RESPONSE',
           method: 'GET',
           url: h.url('/v1/log/checkpoint'),
-          message: `GET /v1/log/checkpoint served a stale view: ${judged.stale}. A cache in front of the log that ignores no-cache serves that; a log that rolled back could not prove it.`,
+          message: `GET /v1/log/checkpoint served a stale view: ${stale}. A cache in front of the log that ignores no-cache serves that.`,
           suggestion: 'Ask the operator to keep caches off GET /v1/log/checkpoint (it is served no-cache), then audit again.',
         }),
         pairNotChecked.get(pair) ?? 'whether the log extends the checkpoint given',

@@ -71,14 +71,22 @@ async function startProxy(
 
 /**
  * What a log rolled back to `size` leaves answers for a consistency proof past it: Baton's own 404,
- * its size in details. Without it, a genuine older note served as the latest is a stale view (a
- * cache ignoring no-cache), which the proof the honest log serves shows.
+ * its size in details. Anyone in the path can forge it, so it is no evidence: a genuine older note
+ * served as the latest is a stale view (a cache ignoring no-cache) when the larger's tiles hold it.
  */
 const rolledBackTo = (size: number) => ({
   status: 404,
   type: 'application/json',
   body: JSON.stringify({ error: { code: 'NOT_FOUND', message: `The log has ${size} leaves.`, details: { tree_size: size } } }),
 });
+
+/** A checkpoint of `size` leaves the tenant's log signed over another history: a rollback no tile holds. */
+async function forgedNote(key: string, size: number): Promise<string> {
+  const info = (await (await fetch(`${live.baseUrl}/v1/log`, { headers: { authorization: `Bearer ${key}` } })).json()) as {
+    origin: string;
+  };
+  return signCheckpoint(live.svc.deps.signer, info.origin, size, new Uint8Array(randomBytes(32)));
+}
 
 /** A tenant of its own on the live service, with `n` denials logged. */
 async function loggedTenant(name: string, n: number) {
@@ -304,18 +312,21 @@ describe('baton audit', () => {
     } finally {
       await cached.close();
     }
+    // A log that rolled back to 5 leaves of another history: the tiles of 12 rebuild the baseline
+    // and do not hold it, whatever the proof answer says.
+    const rolledBack = await forgedNote(key, 5);
     const proxy = await startProxy(async (path) =>
-      path === '/v1/log/checkpoint' ? { body: old } : path === '/v1/log/consistency' ? rolledBackTo(5) : undefined,
+      path === '/v1/log/checkpoint' ? { body: rolledBack } : path === '/v1/log/consistency' ? rolledBackTo(5) : undefined,
     );
     try {
       const rolled = await run(['audit', '--server', proxy.url, '--api-key', key, '--quiet', '--previous', cp, '--save-checkpoint', cp]);
       expect(rolled.code, rolled.out + rolled.err).toBe(1);
-      expect(rolled.out).toMatch(/rollback +log: the log shrank from 12 to 5/);
+      expect(rolled.out).toMatch(/rollback +log: the log shrank from 12 to 5 leaves, and not to a prefix/);
       expect(readFileSync(cp, 'utf8')).toBe(baseline);
       expect(rolled.err).toMatch(/cp\.txt was not written, so the baseline it holds is kept: the audit found rollback/);
       // Both signed notes, in the text output too.
       expect(rolled.out).toContain(`--- the earlier note, of 12 leaves (evidence)\n${baseline.trimEnd()}`);
-      expect(rolled.out).toContain(`--- the note served, of 5 leaves (evidence)\n${old.trimEnd()}`);
+      expect(rolled.out).toContain(`--- the note served, of 5 leaves (evidence)\n${rolledBack.trimEnd()}`);
     } finally {
       await proxy.close();
     }
@@ -415,9 +426,9 @@ describe('baton audit', () => {
     expect(sized.code, sized.out + sized.err).toBe(0);
     // The baseline is the latest (12), which extends the checkpoint audited: not the smaller one.
     expect(readFileSync(cp, 'utf8')).toContain('\n12\n');
-    const old = await (await fetch(`${live.baseUrl}/v1/log/checkpoints/5`, { headers: { authorization: `Bearer ${key}` } })).text();
+    const rolledBack = await forgedNote(key, 5);
     const proxy = await startProxy(async (path) =>
-      path === '/v1/log/checkpoint' ? { body: old } : path === '/v1/log/consistency' ? rolledBackTo(5) : undefined,
+      path === '/v1/log/checkpoint' ? { body: rolledBack } : path === '/v1/log/consistency' ? rolledBackTo(5) : undefined,
     );
     try {
       const rolled = await run(['audit', '--server', proxy.url, '--api-key', key, '--quiet', '--previous', cp]);
@@ -428,7 +439,9 @@ describe('baton audit', () => {
     }
     // A first run with findings has no baseline to keep, and says only that nothing was written.
     const fresh = join(dir, 'fresh.txt');
-    const proxied = await startProxy(async (path) => (path === '/v1/log/checkpoint' ? { body: old.replace('\n', '\r\n') } : undefined));
+    const proxied = await startProxy(async (path) =>
+      path === '/v1/log/checkpoint' ? { body: rolledBack.replace('\n', '\r\n') } : undefined,
+    );
     try {
       const r = await run(['audit', '--server', proxied.url, '--api-key', key, '--quiet', '--save-checkpoint', fresh]);
       expect(r.code).toBe(1);
@@ -447,8 +460,9 @@ describe('baton audit', () => {
     expect((await run(['audit', '--server', live.baseUrl, '--api-key', key, '--quiet', '--save-checkpoint', cp])).code).toBe(0);
     await addReceipts(t.id, 2);
     for (const status of [429, 408]) {
+      // Busy on the proof and on the tile of 5 that would make it unnecessary.
       const busy = await startProxy(async (path) =>
-        path === '/v1/log/consistency'
+        path === '/v1/log/consistency' || path === '/v1/log/tile/0/000.p/5'
           ? { status, type: 'application/json', body: '{"error":{"code":"RATE_LIMITED","message":"Slow down."}}' }
           : undefined,
       );
@@ -493,7 +507,7 @@ describe('baton audit', () => {
     }
   });
 
-  it("a proxy's 404, 400 or 422 page on the consistency proof is no split view (exit 3); the log's own refusal is, with both notes", async () => {
+  it('a proof answer is no split view, whoever words it: the tiles judge the pair, and without them it is a failed read', async () => {
     const dir = tempDir();
     const cp = join(dir, 'cp.txt');
     const t = await loggedTenant('rv-g1', 3);
@@ -501,50 +515,53 @@ describe('baton audit', () => {
     expect((await run(['audit', '--server', live.baseUrl, '--api-key', key, '--quiet', '--save-checkpoint', cp])).code).toBe(0);
     await addReceipts(t.id, 2);
     const baseline = readFileSync(cp, 'utf8');
-    const pages = [
+    const answers = [
       { status: 404, type: 'text/html', body: '<html>Not Found</html>' },
       { status: 400, type: 'text/html', body: '<html>Bad Request</html>' },
       { status: 422, type: 'application/json', body: '{"detail":"Unprocessable Entity"}' },
+      // Baton's own envelope, forged in front of the honest log.
+      rolledBackTo(2),
     ];
-    for (const page of pages) {
-      const proxy = await startProxy(async (path) => (path === '/v1/log/consistency' ? page : undefined));
+    for (const answer of answers) {
+      // In front of the honest log, its tiles of 5 rebuild its root and hold 3: no proof is asked.
+      const proxy = await startProxy(async (path) => (path === '/v1/log/consistency' ? answer : undefined));
       try {
-        const r = await run(['audit', '--server', proxy.url, '--api-key', key, '--quiet', '--previous', cp, '--save-checkpoint', cp]);
-        // An honest log behind it: nothing found, a read failed (the service failing), never a fork.
-        expect(r.code, `${page.status}: ${r.out}${r.err}`).toBe(3);
-        expect(r.out + r.err, String(page.status)).not.toMatch(/split-view|keep both notes|evidence/);
-        expect(r.err, String(page.status)).toMatch(/UNEXPECTED_RESPONSE/);
-        expect(readFileSync(cp, 'utf8')).toBe(baseline);
+        const r = await run(['audit', '--server', proxy.url, '--api-key', key, '--quiet', '--previous', cp]);
+        expect(r.code, `${answer.status}: ${r.out}${r.err}`).toBe(0);
       } finally {
         await proxy.close();
       }
-    }
-    // The same envelope forged in front of the honest log: its tiles rebuild 5 and hold 3, so the
-    // forged answer is a malformed proof, never a split view.
-    const forging = await startProxy(async (path) => (path === '/v1/log/consistency' ? rolledBackTo(2) : undefined));
-    try {
-      const r = await run(['audit', '--server', forging.url, '--api-key', key, '--quiet', '--previous', cp, '--save-checkpoint', cp]);
-      expect(r.code, r.out + r.err).toBe(1);
-      expect(r.out).toMatch(/malformed +GET \/v1\/log\/consistency\?from=3&to=5: the consistency proof answer refuses/);
-      expect(r.out + r.err).not.toMatch(/split-view|\(evidence\)/);
-      expect(readFileSync(cp, 'utf8')).toBe(baseline);
-    } finally {
-      await forging.close();
+      // With the tile of 5 failing too: nothing found, a read failed (the service failing), never a fork.
+      const blind = await startProxy(async (path) =>
+        path === '/v1/log/consistency'
+          ? answer
+          : path === '/v1/log/tile/0/000.p/5'
+            ? { status: 503, type: 'application/json', body: '{"error":{"code":"STORAGE_UNAVAILABLE","message":"Down."}}' }
+            : undefined,
+      );
+      try {
+        const r = await run(['audit', '--server', blind.url, '--api-key', key, '--quiet', '--previous', cp, '--save-checkpoint', cp]);
+        expect(r.code, `${answer.status}: ${r.out}${r.err}`).toBe(3);
+        expect(r.out + r.err, String(answer.status)).not.toMatch(/split-view|keep both notes|evidence/);
+        expect(readFileSync(cp, 'utf8')).toBe(baseline);
+      } finally {
+        await blind.close();
+      }
     }
     // Baton's own refusal between two notes it signed, with no tiles to judge them (the log signed 7
-    // leaves it does not have: the live service says it has 5): a split view, both notes printed.
-    const origin = (
-      (await (await fetch(`${live.baseUrl}/v1/log`, { headers: { authorization: `Bearer ${key}` } })).json()) as { origin: string }
-    ).origin;
-    const forged7 = signCheckpoint(live.svc.deps.signer, origin, 7, new Uint8Array(randomBytes(32)));
+    // leaves it does not have: the live service says it has 5): a failed read, beside the tile of 7
+    // it does not serve (a finding of its own), never a split view.
+    const forged7 = await forgedNote(key, 7);
     const refusing = await startProxy(async (path) => (path === '/v1/log/checkpoint' ? { body: forged7 } : undefined));
     try {
       const r = await run(['audit', '--server', refusing.url, '--api-key', key, '--quiet', '--previous', cp, '--save-checkpoint', cp]);
       expect(r.code, r.out + r.err).toBe(1);
+      expect(r.out).toMatch(/^FINDINGS, AUDIT INCOMPLETE/);
+      expect(r.out).toMatch(/malformed +GET \/v1\/log\/tile\/0\/000\.p\/7/);
       expect(r.out).toMatch(
-        /split-view +log: the log would not prove its checkpoints of sizes 3 and 7 consistent \(HTTP 404 NOT_FOUND: The log has 5 leaves/,
+        /incomplete +GET \/v1\/log\/consistency\?from=3&to=7: HTTP 404 NOT_FOUND: The log has 5 leaves.*a proof answer alone is no evidence/,
       );
-      expect(r.out).toContain(`--- the earlier note, of 3 leaves (evidence)\n${baseline.trimEnd()}`);
+      expect(r.out + r.err).not.toMatch(/split-view|\(evidence\)/);
       expect(readFileSync(cp, 'utf8')).toBe(baseline);
     } finally {
       await refusing.close();
@@ -569,7 +586,8 @@ describe('baton audit', () => {
     try {
       const r = await run(['audit', '--server', proxy.url, '--api-key', key, '--quiet', '--tree-size', '3']);
       expect(r.code, r.out + r.err).toBe(1);
-      expect(r.out).toMatch(/^FINDINGS, AUDIT INCOMPLETE/);
+      // The latest's tiles judged the pair: the failing proof was never asked.
+      expect(r.out).toMatch(/^FINDINGS: /);
       expect(r.out).toMatch(/split-view +log: checkpoints of sizes 3 and 5 do not agree \(not-consistent\)/);
       expect(r.out).toContain(`--- the earlier note, of 3 leaves (evidence)\n${forged.trimEnd()}`);
       expect(r.out).toMatch(/--- the note served, of 5 leaves \(evidence\)/);
@@ -703,10 +721,14 @@ describe('baton audit', () => {
       type: 'application/json',
       body: '{"error":{"code":"STORAGE_UNAVAILABLE","message":"The database is not answering."}}',
     };
-    // The log rolled back to 5 leaves, then fails the listing: the rollback is proven by the notes alone.
+    // The log rolled back to 5 leaves of another history, then fails the listing: the rollback is
+    // proven by the notes and the tiles of 8, which do not hold it (the tiles of 5 it serves, the
+    // genuine ones, do not rebuild it either: a root-mismatch).
+    let served = await forgedNote(key, 5);
+    const rolledBack = served;
     const proxy = await startProxy(async (path) =>
       path === '/v1/log/checkpoint'
-        ? { body: old }
+        ? { body: served }
         : path === '/v1/log/consistency'
           ? rolledBackTo(5)
           : path === '/v1/service-receipts'
@@ -724,20 +746,22 @@ describe('baton audit', () => {
       );
       expect(r.out).toMatch(/note +log keys taken from the service audited/);
       expect(r.out).toContain(`--- the earlier note, of 8 leaves (evidence)\n${baseline.trimEnd()}`);
-      expect(r.out).toContain(`--- the note served, of 5 leaves (evidence)\n${old.trimEnd()}`);
+      expect(r.out).toContain(`--- the note served, of 5 leaves (evidence)\n${rolledBack.trimEnd()}`);
       expect(r.err).not.toMatch(/FAILED|UNAVAILABLE/);
-      expect(r.err).toMatch(/the audit found rollback, and could not finish/);
+      expect(r.err).toMatch(/the audit found rollback, root-mismatch, and could not finish/);
       expect(readFileSync(cp, 'utf8')).toBe(baseline);
       const json = await run([...args, '--json']);
       expect(json.code, json.out + json.err).toBe(1);
       const report = JSON.parse(json.out);
       expect(report).toMatchObject({ ok: false, checkpointRead: true, treeSize: 5, trustedOnFirstUse: true, serviceKeysPinned: false });
-      expect(report.findings.map((f: { kind: string }) => f.kind)).toEqual(['rollback']);
+      expect(report.findings.map((f: { kind: string }) => f.kind)).toEqual(['rollback', 'root-mismatch']);
       expect(report.findings[0].finding.older.note).toBe(baseline);
       expect(report.incomplete).toEqual([
         expect.objectContaining({ source: 'GET /v1/service-receipts?after=0&limit=500', status: 503, code: 'STORAGE_UNAVAILABLE' }),
       ]);
-      // Without --previous nothing is proven: the failure is the service's, exit 3, as before.
+      // The genuine older note served, without --previous: nothing is proven, the failure is the
+      // service's, exit 3, as before.
+      served = old;
       const plain = await run(['audit', '--server', proxy.url, '--api-key', key, '--quiet']);
       expect(plain.code, plain.out + plain.err).toBe(3);
       expect(plain.err).toMatch(/^FAILED: baton audit: STORAGE_UNAVAILABLE/);

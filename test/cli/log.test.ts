@@ -1,8 +1,9 @@
 /**
  * `baton log` over real HTTP: a service receipt's inclusion proof fetched, saved and checked again
  * offline; tampered proofs, answers and keys refused; checkpoints checked for consistency, online
- * and from a saved proof, a rollback and a forged proof from the log reported with both notes (a
- * saved proof that does not verify is unusable input); trust files whose witness quorum cannot hold.
+ * and from a saved proof, a rollback and a fork the log's tiles show reported with both notes (a
+ * proof answer alone is no evidence: a saved one that does not verify is unusable input, one served
+ * could not be checked); trust files whose witness quorum cannot hold.
  */
 import { join } from 'node:path';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -11,6 +12,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cosignatureSigner } from '../../src/protocol/cosignature.js';
 import { COSIGNATURE_V1, formatVerifierKey, verifierKey } from '../../src/protocol/note.js';
+import { rootOf } from '../../src/protocol/merkle.js';
 import { integrateOnce } from '../../src/service/log-integrator.js';
 import { signCheckpoint } from '../../src/service/log-tree.js';
 import { silentLogger } from '../../src/service/log.js';
@@ -355,7 +357,7 @@ describe('baton log consistency', () => {
     expect(bad.err).toMatch(/bad\.txt does not open under the pinned log keys/);
   });
 
-  it('a saved proof that does not link the notes is unusable input, not a split view; a proof the log serves, or equal sizes with other roots, is one', async () => {
+  it('a saved proof that does not link the notes is unusable input, a served one that does not is no evidence either: the tiles, or equal sizes with other roots, are', async () => {
     const dir = tempDir();
     const trust = join(dir, 'trust.json');
     const info = (await (await audited('/v1/log')).json()) as { origin: string; verifier_keys: string[] };
@@ -386,59 +388,111 @@ describe('baton log consistency', () => {
       expect(r.err, file).not.toMatch(/SPLIT VIEW|evidence\)/);
     }
 
-    // The same proof served by the log itself is evidence: a split view, with both notes.
-    // Each fake log names the log the trust file pins (GET /v1/log), as the real one does.
-    const lying = createServer((req, res) => {
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(req.url === '/v1/log' ? info : { from, to, ...(req.url?.startsWith('/v1/log/consistency') ? edited : {}) }));
-    });
-    await new Promise<void>((resolve) => lying.listen(0, '127.0.0.1', resolve));
+    // A proof answer alone is no evidence, whoever serves it: a log whose tiles cannot be read (here
+    // every other path answers JSON, no tile) and whose proof does not verify could not be checked,
+    // exit 3, never a split view. Each fake log names the log the trust file pins (GET /v1/log).
+    const serve = async (handler: (url: string) => { status: number; body: string | Uint8Array } | undefined) => {
+      const server = createServer((req, res) => {
+        void (async () => {
+          const own = handler(req.url ?? '');
+          if (own !== undefined) {
+            res.writeHead(own.status, { 'content-type': typeof own.body === 'string' ? 'application/json' : 'application/octet-stream' });
+            return res.end(own.body);
+          }
+          // Anything else is the live log's own answer.
+          const live = await audited(req.url ?? '');
+          res.writeHead(live.status, { 'content-type': live.headers.get('content-type') ?? 'application/octet-stream' });
+          res.end(Buffer.from(await live.arrayBuffer()));
+        })();
+      });
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      return {
+        args: ['--server', `http://127.0.0.1:${(server.address() as AddressInfo).port}`, '--api-key', 'bt_x'],
+        close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+      };
+    };
+    const lying = await serve((url) =>
+      url === '/v1/log'
+        ? { status: 200, body: JSON.stringify(info) }
+        : { status: 200, body: JSON.stringify({ from, to, ...(url.startsWith('/v1/log/consistency') ? edited : {}) }) },
+    );
     try {
-      const url = `http://127.0.0.1:${(lying.address() as AddressInfo).port}`;
-      const r = await run(['log', 'consistency', older, newer, '--trust', trust, '--server', url, '--api-key', 'bt_x']);
-      expect(r.code, r.out + r.err).toBe(1);
-      expect(r.out).toMatch(/^SPLIT VIEW {2}the consistency proof does not verify/);
-      expect(r.out).toMatch(/--- the first note \(evidence\)\n[\s\S]*--- the second note \(evidence\)\n/);
+      const r = await run(['log', 'consistency', older, newer, '--trust', trust, ...lying.args]);
+      expect(r.code, r.out + r.err).toBe(3);
+      expect(r.out).not.toMatch(/SPLIT VIEW/);
+      expect(r.err).toMatch(/the consistency proof served does not join them \(the consistency proof does not verify\)/);
+      expect(r.err).toMatch(/A proof answer alone is no evidence against the log/);
     } finally {
-      await new Promise<void>((resolve) => lying.close(() => resolve()));
+      await lying.close();
     }
 
-    // A log that refuses the proof between two of its own checkpoints (Baton's 404, saying it has
-    // fewer leaves than the newer note) is a split view, printed as the audit prints one: both notes
-    // as evidence, and the finding under --json. A 400 INVALID_REQUEST, or a 404 that names no
-    // smaller size, is what a proxy mangling the query gets: a failed read (exit 3), never a fork.
-    const refusal = (status: number, error: object) =>
-      createServer((req, res) => {
-        res.writeHead(req.url === '/v1/log' ? 200 : status, { 'content-type': 'application/json' });
-        res.end(JSON.stringify(req.url === '/v1/log' ? info : { error: { suggestion: '', ...error }, request_id: 'req_x' }));
-      });
-    const refusals: [string, ReturnType<typeof createServer>, number][] = [
-      ['the log says it is smaller', refusal(404, { code: 'NOT_FOUND', message: 'The log has 1 leaves.', details: { tree_size: 1 } }), 1],
-      ['a 404 naming no smaller size', refusal(404, { code: 'NOT_FOUND', message: 'The log has 1 leaves.' }), 3],
-      ['a mangled query', refusal(400, { code: 'INVALID_REQUEST', message: 'The query is not valid: from is required.' }), 3],
-    ];
-    for (const [what, server, exit] of refusals) {
-      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-      try {
-        const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-        const r = await run(['log', 'consistency', older, newer, '--trust', trust, '--server', url, '--api-key', 'bt_x']);
-        expect(r.code, `${what}: ${r.out}${r.err}`).toBe(exit);
-        if (exit === 3) {
-          expect(r.out + r.err, what).not.toMatch(/SPLIT VIEW|would not prove|evidence/);
-          continue;
-        }
+    // In front of the honest log, a forged proof answer changes nothing: its tiles judge the pair.
+    const forgedProof = await serve((url) =>
+      url.startsWith('/v1/log/consistency') ? { status: 200, body: JSON.stringify({ from, to, ...edited }) } : undefined,
+    );
+    try {
+      const r = await run(['log', 'consistency', older, newer, '--trust', trust, ...forgedProof.args]);
+      expect(r.code, r.out + r.err).toBe(0);
+      expect(r.out).toMatch(/^CONSISTENT/);
+    } finally {
+      await forgedProof.close();
+    }
+
+    // Evidence is a note the log signed and tiles that rebuild it without holding the other: the log
+    // signed a checkpoint of `to` leaves over other leaves and serves their tile.
+    expect(to).toBeLessThan(256);
+    const otherLeaves = Array.from({ length: to }, (_, i) => new Uint8Array(32).fill(i + 1));
+    const forkedNewer = join(dir, 'forked-newer.txt');
+    writeFileSync(forkedNewer, signCheckpoint(live.svc.deps.signer, info.origin, to, rootOf(otherLeaves)));
+    const hostile = await serve((url) =>
+      url === `/v1/log/tile/0/000.p/${to}`
+        ? { status: 200, body: Buffer.concat(otherLeaves) }
+        : url.startsWith('/v1/log/consistency')
+          ? { status: 503, body: JSON.stringify({ error: { code: 'STORAGE_UNAVAILABLE', message: 'Down.' } }) }
+          : undefined,
+    );
+    try {
+      for (const notes of [
+        [older, forkedNewer],
+        [forkedNewer, older],
+      ]) {
+        const r = await run(['log', 'consistency', ...notes, '--trust', trust, ...hostile.args]);
+        expect(r.code, r.out + r.err).toBe(1);
         expect(r.out).toMatch(
-          new RegExp(`^SPLIT VIEW {2}the log would not prove its checkpoints of ${from} and ${to} leaves consistent \\(HTTP 404 NOT_FOUND`),
+          new RegExp(`^SPLIT VIEW {2}the log's tiles of ${to} leaves rebuild that checkpoint's root, and their first ${from} hash to`),
         );
         expect(r.out).toMatch(/--- the first note \(evidence\)\n[\s\S]*--- the second note \(evidence\)\n/);
-        const json = await run(['log', 'consistency', older, newer, '--trust', trust, '--server', url, '--api-key', 'bt_x', '--json']);
-        expect(json.code).toBe(1);
-        const answer = JSON.parse(json.out) as { consistent: boolean; finding: { kind: string; reason: string; older: { note: string } } };
-        expect(answer).toMatchObject({ consistent: false, finding: { kind: 'not-consistent' } });
-        expect(answer.finding.reason).toMatch(/would not prove/);
-        expect(answer.finding.older.note).toBe(readFileSync(older, 'utf8'));
+      }
+    } finally {
+      await hostile.close();
+    }
+
+    // The log's refusal, even in Baton's envelope (a 404 saying it has fewer leaves), is no evidence
+    // either: with its tiles refused too, the pair could not be checked (exit 3), whatever the answer.
+    // Given larger first, the pair is a rollback by the order alone, never a split view (L2).
+    const refusal = (status: number, error: object) =>
+      serve((url) =>
+        url === '/v1/log'
+          ? { status: 200, body: JSON.stringify(info) }
+          : { status, body: JSON.stringify({ error: { suggestion: '', ...error }, request_id: 'req_x' }) },
+      );
+    const refusals: [string, number, object][] = [
+      ['the log says it is smaller', 404, { code: 'NOT_FOUND', message: 'The log has 1 leaves.', details: { tree_size: 1 } }],
+      ['a 404 naming no smaller size', 404, { code: 'NOT_FOUND', message: 'The log has 1 leaves.' }],
+      ['a mangled query', 400, { code: 'INVALID_REQUEST', message: 'The query is not valid: from is required.' }],
+    ];
+    for (const [what, status, error] of refusals) {
+      const server = await refusal(status, error);
+      try {
+        const r = await run(['log', 'consistency', older, newer, '--trust', trust, ...server.args]);
+        expect(r.code, `${what}: ${r.out}${r.err}`).toBe(3);
+        expect(r.out + r.err, what).not.toMatch(/SPLIT VIEW|evidence\)/);
+        expect(r.err, what).toMatch(/Could not check the checkpoints/);
+        const swapped = await run(['log', 'consistency', newer, older, '--trust', trust, ...server.args]);
+        expect(swapped.code, `${what}, swapped: ${swapped.out}${swapped.err}`).toBe(1);
+        expect(swapped.out, what).toMatch(/^ROLLBACK /);
       } finally {
-        await new Promise<void>((resolve) => server.close(() => resolve()));
+        await server.close();
       }
     }
 

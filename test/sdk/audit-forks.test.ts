@@ -1,11 +1,10 @@
 /**
- * auditLog's split views are only ever proven ones. A consistency proof refused by something in front
- * of the log (a proxy's or gateway's 404, 400 or 422 page) is a failed read, as a 503 is; only Baton's
- * own refusal, in its error envelope, is the log refusing to join two checkpoints it signed. And with
- * --tree-size, the audited checkpoint is compared with the latest's own leaves: a log that signed an
- * audited checkpoint its latest tree does not hold is a split view (two notes as evidence), found from
- * the tiles when the proof cannot be read, each pair of checkpoints on its own. An honest log behind a
- * flaky proxy is never one.
+ * auditLog's split views are only ever proven ones: two notes the log signed, or a note and level-0
+ * tiles that rebuild another note's signed root without holding it. A proof answer is never evidence
+ * on its own (a proxy's page, Baton's own refusal, a proof that does not verify: anyone in the path
+ * can forge each): it is a failed read, and it is only asked for when no rebuilt tree judges the pair.
+ * With --tree-size, the audited checkpoint is compared with the latest's own leaves, each pair of
+ * checkpoints on its own. An honest log behind a flaky proxy is never a split view.
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -95,84 +94,6 @@ const pairOf = (f: Extract<AuditFinding, { kind: 'split-view' }>): [number, numb
 const randomLeaves = (n: number): Hash[] => Array.from({ length: n }, () => new Uint8Array(randomBytes(32)));
 const tileBytes = (leaves: readonly Hash[]) => Buffer.concat(leaves.map((l) => Buffer.from(l)));
 
-describe('auditLog: only the log itself refusing a consistency proof is a split view', () => {
-  it("a proxy's 404, 400 or 422 on the proof between two genuine notes is a failed read, never a split view", async () => {
-    for (const [what, page] of notBaton) {
-      const e = await outcome({
-        previousCheckpoint: note3,
-        fetch: through((path) => (path === '/v1/log/consistency' ? page() : undefined)),
-      });
-      // Nothing found and a read failed: thrown, as a 503 is.
-      expect(e, what).toBeInstanceOf(BatonApiError);
-      expect((e as BatonApiError).url, what).toMatch(/\/v1\/log\/consistency\?from=3&to=5$/);
-      expect((e as BatonApiError).message, what).not.toMatch(/would not prove/);
-    }
-  });
-
-  it('with something else found, that failed read is listed as incomplete, and the finding is not a split view', async () => {
-    for (const [what, page] of notBaton) {
-      const report = await audit({
-        previousCheckpoint: note3,
-        fetch: through((path) =>
-          path === '/v1/log/consistency'
-            ? page()
-            : path === '/v1/log/tile/0/000.p/5'
-              ? answer(404, envelope('NOT_FOUND', 'The log does not reach this tile yet.'))
-              : undefined,
-        ),
-      });
-      expect(kinds(report), what).toEqual(['malformed']);
-      expect(report.ok, what).toBe(false);
-      expect(report.incomplete, what).toEqual([
-        expect.objectContaining({
-          source: 'GET /v1/log/consistency?from=3&to=5',
-          notChecked: expect.stringMatching(/extends the earlier one given/) as unknown,
-        }),
-      ]);
-    }
-  });
-
-  it("Baton's own refusal (its 404 NOT_FOUND: fewer leaves than a note it signed) is a split view when the tiles cannot judge the pair", async () => {
-    // The log signed a note of 7 leaves it does not have: the live service's real answers (the
-    // proof's 404 saying tree_size 5, the tile of 7's 404) are all there is to judge it by.
-    const forged7 = signCheckpoint(live.svc.deps.signer, origin, 7, new Uint8Array(randomBytes(32)));
-    const report = await audit({
-      previousCheckpoint: note3,
-      fetch: through((path) => (path === '/v1/log/checkpoint' ? answer(200, forged7, 'text/plain') : undefined)),
-    });
-    expect(splitViews(report).map(pairOf)).toEqual([[3, 7]]);
-    expect(splitViews(report)[0]!.detail).toMatch(
-      /would not prove its checkpoints of sizes 3 and 7 consistent \(HTTP 404 NOT_FOUND: The log has 5 leaves/,
-    );
-    expect(report.ok).toBe(false);
-  });
-
-  it('a 400 INVALID_REQUEST, or a 404 that does not say a size below the one asked, is a failed read: the audit asks well-formed sizes', async () => {
-    // R1: a proxy dropping the query string (nginx proxy_pass $uri), or adding a parameter; the
-    // live service's 404 for a query rewritten past its size (it has the 5 leaves asked for).
-    const rewrites: [string, (u: URL) => string][] = [
-      ['query dropped', (u) => `${u.origin}${u.pathname}`],
-      ['parameter added', (u) => `${u.href}&utm_source=gw`],
-      ['sizes swapped', (u) => `${u.origin}${u.pathname}?from=5&to=3`],
-      ['asked past its size', (u) => `${u.origin}${u.pathname}?from=3&to=99`],
-    ];
-    for (const [what, rewrite] of rewrites)
-      for (const o of [{ previousCheckpoint: note3 }, { treeSize: 3 }, { treeSize: 3, previousCheckpoint: note3 }]) {
-        const label = `${what}, ${JSON.stringify(Object.keys(o))}`;
-        const r = await outcome({
-          ...o,
-          fetch: (url, init) => {
-            const u = new URL(url);
-            return fetch(u.pathname === '/v1/log/consistency' ? rewrite(u) : url, init);
-          },
-        });
-        // Nothing found, a read failed: thrown, as a 503 is.
-        expect(r, label).toBeInstanceOf(BatonApiError);
-        expect((r as BatonApiError).url, label).toMatch(/\/v1\/log\/consistency\?from=3&to=5$/);
-      }
-  });
-});
-
 describe('auditLog: the tiles outrank a proof answer, and two signed notes outrank any read', () => {
   const forgedRefusal = () =>
     answer(404, JSON.stringify({ error: { code: 'NOT_FOUND', message: 'The log has 4 leaves.', details: { tree_size: 4 } } }));
@@ -188,22 +109,70 @@ describe('auditLog: the tiles outrank a proof answer, and two signed notes outra
     ['a bit-flipped proof', bitFlipped],
   ];
 
-  it('R2: a proof answer a proxy forged is no split view when the tiles rebuild the newer root and hold the older: a malformed proof', async () => {
-    for (const [what, proofAnswer] of forgedProofs)
+  /** Answers to the proof that are not Baton's envelope, and queries rewritten on the way (R1). */
+  const proxyAnswers: [string, (url: string, init: Parameters<typeof fetch>[1]) => Promise<Response>][] = [
+    ...notBaton.map(([what, page]): [string, () => Promise<Response>] => [what, page]),
+    ['query dropped', (url, init) => fetch(`${new URL(url).origin}/v1/log/consistency`, init)],
+    ['parameter added', (url, init) => fetch(`${url}&utm_source=gw`, init)],
+    ['asked past its size', (url, init) => fetch(`${new URL(url).origin}/v1/log/consistency?from=3&to=99`, init)],
+  ];
+
+  it('R2: when the tiles rebuild the larger root, no proof is asked: a forged or failing answer changes nothing', async () => {
+    for (const [what, proofAnswer] of [...forgedProofs, ...proxyAnswers, ['503', () => unavailable()] as const])
       for (const o of [{ treeSize: 3 }, { previousCheckpoint: note3 }, { treeSize: 3, previousCheckpoint: note3 }]) {
         const label = `${what}, ${JSON.stringify(Object.keys(o))}`;
+        let asked = 0;
         const report = await audit({
           ...o,
-          fetch: (url, init) => (new URL(url).pathname === '/v1/log/consistency' ? proofAnswer(url, init) : fetch(url, init)),
+          fetch: (url, init) => (new URL(url).pathname === '/v1/log/consistency' ? (asked++, proofAnswer(url, init)) : fetch(url, init)),
         });
-        expect(kinds(report), label).not.toContain('split-view');
-        expect(kinds(report), label).toContain('malformed');
-        const malformed = report.findings.find((f) => f.kind === 'malformed')!;
-        expect('source' in malformed && malformed.source, label).toBe('GET /v1/log/consistency?from=3&to=5');
-        expect(malformed.detail, label).toMatch(
-          /tiles rebuild the root of 5 leaves and hold the one of 3 as their prefix: not a split view/,
-        );
+        expect(report.findings, label).toEqual([]);
+        expect(report.ok, label).toBe(true);
+        expect(asked, label).toBe(0);
       }
+  });
+
+  it('a proof answer alone is never evidence: with the tiles of the larger unreadable, any answer but a verifying proof is a failed read', async () => {
+    // The tile and entry bundle of 5 answered with Baton's 404: findings of their own, and no tree of 5 to judge by.
+    const noTree = (p: string) =>
+      p === '/v1/log/tile/0/000.p/5' || p === '/v1/log/tile/entries/000.p/5'
+        ? answer(404, envelope('NOT_FOUND', 'No such tile.'))
+        : undefined;
+    for (const [what, proofAnswer] of [...forgedProofs, ...proxyAnswers]) {
+      const report = await audit({
+        previousCheckpoint: note3,
+        fetch: (url, init) =>
+          new URL(url).pathname === '/v1/log/consistency' ? proofAnswer(url, init) : (noTree(new URL(url).pathname) ?? fetch(url, init)),
+      });
+      expect(kinds(report), what).not.toContain('split-view');
+      expect(kinds(report), what).toContain('malformed');
+      expect(report.ok, what).toBe(false);
+      expect(report.incomplete, what).toEqual([
+        expect.objectContaining({
+          source: 'GET /v1/log/consistency?from=3&to=5',
+          notChecked: expect.stringMatching(/extends the earlier one given .*a proof answer alone is no evidence/) as unknown,
+        }),
+      ]);
+    }
+    // The proof that verifies settles the pair: nothing in the path can forge one.
+    const settled = await audit({ previousCheckpoint: note3, fetch: through(noTree) });
+    expect(settled.incomplete).toBeUndefined();
+    expect(kinds(settled)).not.toContain('split-view');
+  });
+
+  it("Baton's own refusal (its 404 NOT_FOUND: fewer leaves than a note it signed) is a failed read too: anyone in the path can forge it", async () => {
+    // The log signed a note of 7 leaves it does not have: the live service's real answers (the
+    // proof's 404 saying tree_size 5, the tile of 7's 404) are all there is to judge it by.
+    const forged7 = signCheckpoint(live.svc.deps.signer, origin, 7, new Uint8Array(randomBytes(32)));
+    const report = await audit({
+      previousCheckpoint: note3,
+      fetch: through((path) => (path === '/v1/log/checkpoint' ? answer(200, forged7, 'text/plain') : undefined)),
+    });
+    expect(splitViews(report)).toEqual([]);
+    expect(report.incomplete).toContainEqual(
+      expect.objectContaining({ source: 'GET /v1/log/consistency?from=3&to=7', status: 404, code: 'NOT_FOUND' }),
+    );
+    expect(report.ok).toBe(false);
   });
 
   it('R3: with --tree-size, a --previous of the same size and another root is a split view before any read', async () => {
@@ -245,12 +214,14 @@ describe('auditLog: the tiles outrank a proof answer, and two signed notes outra
       });
       expect(splitViews(report).map(pairOf), stopping).toEqual([[3, 5]]);
       expect(splitViews(report)[0]!.detail, stopping).toMatch(/the tiles of the larger do not hold the smaller/);
+      // The latest's tiles judged the pair: no proof was asked.
       expect(
         report.incomplete?.map((i) => i.source),
         stopping,
-      ).toEqual(['GET /v1/log/consistency?from=3&to=5', `GET ${stopping}`]);
-      // The entries and the listing need the replay: not judged.
-      expect(kinds(report), stopping).toEqual(['split-view']);
+      ).toEqual([`GET ${stopping}`]);
+      // The entries and the listing need the replay: not judged. The audited tiles, read to their end
+      // after a failed entry bundle, do not rebuild the forged root.
+      expect(kinds(report), stopping).toEqual(stopping.includes('entries') ? ['split-view', 'root-mismatch'] : ['split-view']);
     }
     // An honest log behind the same failures: nothing found, the failure thrown.
     const e = await outcome({
@@ -304,7 +275,8 @@ describe('auditLog --tree-size: the audited checkpoint against the latest tree',
     expect(kinds(report)).toEqual(['split-view', 'root-mismatch']);
     expect(pairOf(splitViews(report)[0]!)).toEqual([3, 5]);
     expect(splitViews(report)[0]!.detail).toMatch(/the tiles of the larger do not hold the smaller/);
-    expect(report.incomplete).toEqual([expect.objectContaining({ source: 'GET /v1/log/consistency?from=3&to=5', status: 503 })]);
+    // The latest's tiles judged the pair: the failing proof was never asked.
+    expect(report.incomplete).toBeUndefined();
   });
 
   it("a hostile log's partial tile that matches the forged audited checkpoint does not hide the latest tile's earlier leaves", async () => {
@@ -358,7 +330,14 @@ describe('auditLog --tree-size: the audited checkpoint against the latest tree',
       const clean = await audit(o);
       expect(clean.findings, String(treeSize)).toEqual([]);
       expect(clean, String(treeSize)).toMatchObject({ ok: true, entriesChecked: treeSize, pendingServiceReceipts: 263 - treeSize });
-      const e = await outcome({ ...o, fetch: through((path) => (path === '/v1/log/consistency' ? unavailable() : undefined)) });
+      // The latest's tiles judge the pair: a failing proof, never asked, leaves the audit clean (L1).
+      const failing = await audit({ ...o, fetch: through((path) => (path === '/v1/log/consistency' ? unavailable() : undefined)) });
+      expect(failing, String(treeSize)).toMatchObject({ ok: true, findings: [] });
+      // With the latest's last tile failing too, the failed proof is what is left: thrown, never a fork.
+      const e = await outcome({
+        ...o,
+        fetch: through((path) => (path === '/v1/log/consistency' || path === '/v1/log/tile/0/001.p/7' ? unavailable() : undefined)),
+      });
       expect(e, String(treeSize)).toMatchObject({ status: 503, code: 'STORAGE_UNAVAILABLE' });
     }
   });

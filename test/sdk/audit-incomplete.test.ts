@@ -8,6 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeBase64url } from '../../src/protocol/base64url.js';
+import { rootOf } from '../../src/protocol/merkle.js';
 import { auditLog, type AuditOptions, type AuditReport } from '../../src/sdk/audit.js';
 import { BatonApiError } from '../../src/sdk/client.js';
 import { integrateOnce } from '../../src/service/log-integrator.js';
@@ -57,9 +58,14 @@ const answer = (status: number, body: string, headers: Record<string, string> = 
 const unavailable = () => answer(503, envelope('STORAGE_UNAVAILABLE', 'The database is not answering.'));
 /**
  * What a log rolled back to 3 leaves answers for the proof up to 5 (Baton's own 404, its size in
- * details): without it, note 3 served after note 5 is only a stale view, which the proof shows.
+ * details). Anyone in the path can forge it: it is no evidence of a rollback on its own.
  */
 const rolledBack = () => answer(404, envelope('NOT_FOUND', 'The log has 3 leaves, fewer than 5.', { tree_size: 3 }));
+/** A checkpoint of 3 leaves the log signed over another history than the one its tiles of 5 hold: a real rollback. */
+const rolledBack3 = async () => {
+  const origin = (JSON.parse(await read('/v1/log')) as { origin: string }).origin;
+  return signCheckpoint(live.svc.deps.signer, origin, 3, new Uint8Array(randomBytes(32)));
+};
 
 /** The live service, except where `own` answers a path (by its pathname) itself. */
 const through =
@@ -80,11 +86,12 @@ async function thrown(o: Partial<AuditOptions>): Promise<BatonApiError> {
 
 describe('auditLog: a read that fails after the notes are verified keeps the findings made', () => {
   it('a rollback stands when GET /v1/service-receipts then answers 503: the report is incomplete, not thrown', async () => {
+    const forged3 = await rolledBack3();
     const report = await audit({
       previousCheckpoint: note5,
       fetch: through((path) =>
         path === '/v1/log/checkpoint'
-          ? answer(200, note3)
+          ? answer(200, forged3)
           : path === '/v1/log/consistency'
             ? rolledBack()
             : path === '/v1/service-receipts'
@@ -93,8 +100,9 @@ describe('auditLog: a read that fails after the notes are verified keeps the fin
       ),
     });
     expect(report.ok).toBe(false);
-    expect(report.findings.map((f) => f.kind)).toEqual(['rollback']);
-    expect(report.findings[0]!.detail).toMatch(/the log shrank from 5 to 3/);
+    // The tiles of 5 rebuild its root and do not hold the 3 served (nor do the tiles served for 3 rebuild it).
+    expect(report.findings.map((f) => f.kind)).toEqual(['rollback', 'root-mismatch']);
+    expect(report.findings[0]!.detail).toMatch(/the log shrank from 5 to 3 leaves, and not to a prefix/);
     // The tree served was replayed before the listing failed.
     expect(report.entriesChecked).toBe(3);
     expect(report.incomplete).toEqual([
@@ -107,16 +115,49 @@ describe('auditLog: a read that fails after the notes are verified keeps the fin
       },
     ]);
     // The rest of the report's shape is as before.
-    expect(report).toMatchObject({ checkpointRead: true, treeSize: 3, checkpoint: note3, trustedOnFirstUse: true });
+    expect(report).toMatchObject({ checkpointRead: true, treeSize: 3, checkpoint: forged3, trustedOnFirstUse: true });
+  });
+
+  it('a smaller latest whose larger tiles cannot be read is a stale view or a rollback: a failed read, never a finding', async () => {
+    // The genuine note of 3 served after the one of 5, the tiles of 5 failing and the proof refused
+    // (forged or not): nothing tells a stale view from a rollback. A tile of 3 answered 404 is a
+    // finding of its own, so the report is returned and shows what was left.
+    const report = await audit({
+      previousCheckpoint: note5,
+      fetch: through((path) =>
+        path === '/v1/log/checkpoint'
+          ? answer(200, note3)
+          : path === '/v1/log/consistency'
+            ? rolledBack()
+            : path === '/v1/log/tile/0/000.p/5'
+              ? unavailable()
+              : path === '/v1/log/tile/0/000.p/3'
+                ? answer(404, envelope('NOT_FOUND', 'No such tile.'))
+                : undefined,
+      ),
+    });
+    expect(report.findings.map((f) => f.kind)).toEqual(['malformed']);
+    expect(report.ok).toBe(false);
+    expect(report.incomplete).toEqual([
+      expect.objectContaining({
+        source: 'GET /v1/log/tile/0/000.p/5',
+        status: 503,
+        notChecked: expect.stringMatching(
+          /is a stale view or a rollback of the earlier one \(5 leaves\): keep both notes, and audit again/,
+        ) as unknown,
+      }),
+      expect.objectContaining({ source: 'GET /v1/log/consistency?from=3&to=5', status: 404, code: 'NOT_FOUND' }),
+    ]);
   });
 
   it('a rollback stands when the first level-0 tile fails, and when the entry bundle does', async () => {
+    const forged3 = await rolledBack3();
     for (const failing of ['/v1/log/tile/0/000.p/3', '/v1/log/tile/entries/000.p/3']) {
       const report = await audit({
         previousCheckpoint: note5,
         fetch: through((path) =>
           path === '/v1/log/checkpoint'
-            ? answer(200, note3)
+            ? answer(200, forged3)
             : path === '/v1/log/consistency'
               ? rolledBack()
               : path === failing
@@ -125,10 +166,12 @@ describe('auditLog: a read that fails after the notes are verified keeps the fin
         ),
       });
       expect(report.ok, failing).toBe(false);
+      // The tiles of 5 (read for the pair) show it; after a failed entry bundle the tile of 3, read to
+      // its end, does not rebuild the 3 served.
       expect(
         report.findings.map((f) => f.kind),
         failing,
-      ).toEqual(['rollback']);
+      ).toEqual(failing.includes('entries') ? ['rollback', 'root-mismatch'] : ['rollback']);
       expect(report.incomplete, failing).toEqual([
         expect.objectContaining({
           source: `GET ${failing}`,
@@ -140,31 +183,62 @@ describe('auditLog: a read that fails after the notes are verified keeps the fin
     }
   });
 
-  it('a split view (the log refuses to prove two notes it signed consistent) stands when the entry bundle then fails', async () => {
-    const report = await audit({
+  it('a split view the tiles show stands when the entry bundle then fails; a refused proof alone shows none', async () => {
+    // B1: the log signed a checkpoint of 5 over other leaves, and serves their tile, then fails the
+    // entry bundle and refuses the proof. The tile, read on after the replay stopped, rebuilds the
+    // forged root and does not hold the 3 given: that, not the refusal, is the evidence.
+    const origin = (JSON.parse(await read('/v1/log')) as { origin: string }).origin;
+    const leaves = Array.from({ length: 5 }, () => new Uint8Array(randomBytes(32)));
+    const forged5 = signCheckpoint(live.svc.deps.signer, origin, 5, rootOf(leaves));
+    const refused = () => answer(404, envelope('NOT_FOUND', 'The log has 2 leaves, fewer than 5.', { tree_size: 2 }));
+    const failingBundle = () => answer(500, '<html>oops</html>', { 'content-type': 'text/html' });
+    for (const proofAnswer of [refused, unavailable]) {
+      const report = await audit({
+        previousCheckpoint: note3,
+        fetch: through((path) =>
+          path === '/v1/log/checkpoint'
+            ? answer(200, forged5)
+            : path === '/v1/log/tile/0/000.p/5'
+              ? Promise.resolve(new Response(Buffer.concat(leaves), { status: 200 }))
+              : path === '/v1/log/consistency'
+                ? proofAnswer()
+                : path.startsWith('/v1/log/tile/entries/')
+                  ? failingBundle()
+                  : undefined,
+        ),
+      });
+      expect(report.ok).toBe(false);
+      expect(report.findings.map((f) => f.kind)).toEqual(['split-view']);
+      expect(report.findings[0]!.detail).toMatch(
+        /checkpoints of sizes 3 and 5 do not agree \(not-consistent\): the tiles of the larger do not hold the smaller/,
+      );
+      // The tiles judged the pair: no proof was asked.
+      expect(report.incomplete).toEqual([expect.objectContaining({ source: 'GET /v1/log/tile/entries/000.p/5', status: 500 })]);
+      expect(report.entriesChecked).toBe(0);
+    }
+    // The honest log behind the same refusal and failing bundle: its tile holds the 3 given, nothing is found.
+    const honest = await thrown({
       previousCheckpoint: note3,
       fetch: through((path) =>
-        path === '/v1/log/consistency'
-          ? answer(404, envelope('NOT_FOUND', 'The log has 2 leaves, fewer than 5.', { tree_size: 2 }))
-          : path.startsWith('/v1/log/tile/entries/')
-            ? answer(500, '<html>oops</html>', { 'content-type': 'text/html' })
-            : undefined,
+        path === '/v1/log/consistency' ? refused() : path.startsWith('/v1/log/tile/entries/') ? failingBundle() : undefined,
       ),
     });
-    expect(report.ok).toBe(false);
-    expect(report.findings.map((f) => f.kind)).toEqual(['split-view']);
-    expect(report.findings[0]!.detail).toMatch(/would not prove its checkpoints of sizes 3 and 5 consistent/);
-    expect(report.incomplete).toEqual([expect.objectContaining({ source: 'GET /v1/log/tile/entries/000.p/5', status: 500 })]);
-    expect(report.entriesChecked).toBe(0);
+    expect(honest).toMatchObject({ status: 500 });
   });
 
   it('with nothing found, a failed read is still thrown (the service failing, not a clean or failed audit)', async () => {
     const tile = await thrown({ fetch: through((path) => (path === '/v1/log/tile/0/000.p/5' ? unavailable() : undefined)) });
     expect(tile).toMatchObject({ status: 503, code: 'STORAGE_UNAVAILABLE' });
-    // A consistency proof the log cannot serve right now proves nothing either way.
-    const proof = await thrown({
+    // A consistency proof the log cannot serve right now proves nothing either way; with the tiles
+    // of 5 read, it is not even asked, so an honest audit stays clean (L1).
+    const clean = await audit({
       previousCheckpoint: note3,
       fetch: through((path) => (path === '/v1/log/consistency' ? unavailable() : undefined)),
+    });
+    expect(clean).toMatchObject({ ok: true, findings: [] });
+    const proof = await thrown({
+      previousCheckpoint: note3,
+      fetch: through((path) => (path === '/v1/log/consistency' || path === '/v1/log/tile/0/000.p/5' ? unavailable() : undefined)),
     });
     expect(proof).toMatchObject({ status: 503, code: 'STORAGE_UNAVAILABLE' });
   });
@@ -182,9 +256,8 @@ describe('auditLog: a read that fails after the notes are verified keeps the fin
       expect(report.findings.map((f) => f.kind)).toEqual(['split-view']);
       if (proofAnswer !== undefined) {
         expect(report.findings[0]!.detail).toMatch(/the tiles of the larger do not hold the smaller/);
-        expect(report.incomplete).toEqual([
-          expect.objectContaining({ source: expect.stringMatching(/^GET \/v1\/log\/consistency/), status: 503 }),
-        ]);
+        // The tiles judged the pair: the failing proof was never asked.
+        expect(report.incomplete).toBeUndefined();
       }
     }
     // Auditing an earlier checkpoint (--tree-size 3) whose tiles hold the fork's size: found from them,

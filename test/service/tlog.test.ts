@@ -680,25 +680,33 @@ describe('auditLog', () => {
     expect(report.findings.map((f) => f.kind)).toContain('split-view');
   });
 
-  it('reports a rollback, with both notes, when the log is smaller than a checkpoint seen before', async () => {
-    const trust = await trustOf(other);
-    await receipt(other.id, 3);
+  it('reports a rollback, with both notes, when the log is smaller than a checkpoint seen before and its tiles do not hold it', async () => {
+    const t = await setupTenant(svc, 'rolled-back');
+    const trust = await trustOf(t);
+    for (let i = 0; i < 3; i++) await receipt(t.id, i);
     await integrateOnce(integrator());
-    const now = await svc.call('GET', '/v1/log/checkpoint', { key: other.keys.audit });
-    const size = Number(String(now.body).split('\n')[1]);
-    // A checkpoint of a larger tree, signed by the log: what a stale or rolled-back log cannot prove consistent.
-    const larger = signCheckpoint(svc.deps.signer, trust.origin, size + 5, new Uint8Array(32).fill(9));
-    const report = await auditLog({
-      baseUrl: 'http://baton.test',
-      apiKey: other.keys.audit,
-      fetch: appFetch,
-      now: svc.clock.now,
-      previousCheckpoint: larger,
-    });
+    for (let i = 3; i < 8; i++) await receipt(t.id, i);
+    await integrateOnce(integrator());
+    const seen = (await svc.call('GET', '/v1/log/checkpoint', { key: t.keys.audit })).body as string;
+    expect(seen.split('\n')[1]).toBe('8');
+    // The log now serves a checkpoint of 3 leaves it signed over another tree: the tiles of the 8
+    // seen before rebuild that note's root and do not hold it, so it is no stale view.
+    const smaller = signCheckpoint(svc.deps.signer, trust.origin, 3, new Uint8Array(32).fill(9));
+    const servingSmaller = async (url: string, init: { headers: Record<string, string> }) =>
+      new URL(url).pathname === '/v1/log/checkpoint' ? new Response(smaller) : svc.app.request(url, init);
+    const options = { baseUrl: 'http://baton.test', apiKey: t.keys.audit, now: svc.clock.now, previousCheckpoint: seen };
+    const report = await auditLog({ ...options, fetch: servingSmaller });
     expect(report.ok).toBe(false);
     const rollback = report.findings.find((f) => f.kind === 'rollback');
-    expect(rollback).toMatchObject({ detail: expect.stringContaining(`shrank from ${size + 5} to ${size}`) });
-    expect(rollback && 'finding' in rollback ? rollback.finding.older.checkpoint.size : undefined).toBe(size + 5);
+    expect(rollback).toMatchObject({ detail: expect.stringContaining('shrank from 8 to 3 leaves, and not to a prefix') });
+    expect(rollback && 'finding' in rollback ? [rollback.finding.older.note, rollback.finding.newer.note] : undefined).toEqual([
+      seen,
+      smaller,
+    ]);
+    // A larger checkpoint seen before that the log has no tiles for: a stale view or a rollback, which
+    // only a failed read can say (its 404s and its refusal of the proof are anyone's to forge).
+    const larger = signCheckpoint(svc.deps.signer, trust.origin, 13, new Uint8Array(32).fill(9));
+    await expect(auditLog({ ...options, fetch: appFetch, previousCheckpoint: larger })).rejects.toMatchObject({ status: 404 });
   });
 
   it('a receipt that commits after a later one was logged is pending, not missing, until a late commit cannot explain it', async () => {
@@ -847,7 +855,12 @@ describe('auditLog', () => {
       fetch: async (url, init) =>
         new URL(url).pathname === '/v1/log/checkpoint' ? new Response(forgedLatest) : svc.app.request(url, init),
     });
-    expect(forked.findings.map((f) => f.kind)).toEqual(['split-view', 'root-mismatch']);
+    // Its tiles rebuild no note of 5 the auditor holds, and the proof the log serves joins 3 to its
+    // own tree of 5, not the forged one: a proof answer alone is no split view, but a failed read.
+    expect(forked.findings.map((f) => f.kind)).toEqual(['root-mismatch']);
+    expect(forked.incomplete).toEqual([
+      expect.objectContaining({ source: 'GET /v1/log/consistency?from=3&to=5', code: 'UNEXPECTED_RESPONSE' }),
+    ]);
   });
 
   it("a verifier key the log serves that cannot be read is a malformed finding, not the caller's bad input", async () => {
@@ -866,7 +879,7 @@ describe('auditLog', () => {
     await expect(auditLog({ ...options, fetch: appFetch, treeSize: 0 })).rejects.toMatchObject({ code: 'INVALID_REQUEST' });
   });
 
-  it('a log that will not prove two of its checkpoints consistent is a split view, saying so', async () => {
+  it('a log that will not prove two of its checkpoints consistent is no split view on its own: a failed read', async () => {
     const t = await setupTenant(svc, 'no-proof');
     await receipt(t.id, 1);
     await integrateOnce(integrator());
@@ -874,8 +887,8 @@ describe('auditLog', () => {
     await receipt(t.id, 2);
     await integrateOnce(integrator());
     // A hostile log shows a checkpoint of 9 it signed, then answers, as the service it is, that it holds
-    // 2 leaves: its own refusal (a 404 naming its smaller size) contradicts its own note. A proxy's
-    // 404 without that, or a query it mangled, is a failed read (test/sdk/audit-forks.test.ts).
+    // 2 leaves. Anyone in the path could forge that refusal, so it is a failed read; what the log owes
+    // under its note of 9 (the tile it does not serve) is the finding (test/sdk/audit-evidence.test.ts).
     const origin = older.split('\n')[0]!;
     const forgedLatest = signCheckpoint(svc.deps.signer, origin, 9, new Uint8Array(32).fill(7));
     const showingNine = async (url: string, init: { headers: Record<string, string> }) =>
@@ -890,10 +903,13 @@ describe('auditLog', () => {
       previousCheckpoint: older,
     });
     expect(report.ok).toBe(false);
-    expect(report.findings).toContainEqual(
+    expect(report.findings.map((f) => f.kind)).not.toContain('split-view');
+    expect(report.findings).toContainEqual(expect.objectContaining({ kind: 'malformed', source: 'GET /v1/log/tile/0/000.p/9' }));
+    expect(report.incomplete).toContainEqual(
       expect.objectContaining({
-        kind: 'split-view',
-        detail: expect.stringContaining('the log would not prove its checkpoints of sizes 1 and 9 consistent (HTTP 404 NOT_FOUND:'),
+        source: 'GET /v1/log/consistency?from=1&to=9',
+        status: 404,
+        notChecked: expect.stringMatching(/a proof answer alone is no evidence/) as unknown,
       }),
     );
   });
