@@ -150,8 +150,8 @@ export function resolveMasterKey(config: Config, log: Logger): Uint8Array {
  * sealed unopenable. On a file system without hard links (FAT, some network and FUSE mounts) the
  * file is created exclusively instead, and a reader that finds it not yet whole waits a moment.
  */
-export function keepKeyFileOnce(file: string, key: Buffer, link: (from: string, to: string) => void = linkSync): Buffer {
-  const text = `${key.toString('hex')}\n`;
+export function keepKeyFileOnce(file: string, key: Uint8Array, link: (from: string, to: string) => void = linkSync): Uint8Array {
+  const text = `${Buffer.from(key).toString('hex')}\n`;
   const temporary = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
   writeFileSync(temporary, text, { mode: 0o600, flag: 'wx' });
   try {
@@ -182,10 +182,10 @@ const NO_HARD_LINKS = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS', 'EXDE
  * form keepKeyFileOnce writes (64 hex digits and a newline) counts: a part of it can read as another
  * key (43 of the hex digits decode as base64 to 32 bytes), which would seal under a key not in the file.
  */
-function keyWrittenByAnother(file: string): Buffer {
+function keyWrittenByAnother(file: string): Uint8Array {
   for (let attempt = 0; ; attempt++) {
     const text = readFileSync(file, 'utf8');
-    if (/^[0-9a-f]{64}\n$/.test(text)) return Buffer.from(text.slice(0, 64), 'hex');
+    if (/^[0-9a-f]{64}\n$/.test(text)) return Uint8Array.from(Buffer.from(text.slice(0, 64), 'hex'));
     if (attempt >= 20) throw new Error(`${file} does not hold a 32-byte key; restore it or set BATON_MASTER_KEY.`);
     Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
   }
