@@ -110,17 +110,19 @@ const CONSISTENCY_HELP = `Usage: baton log consistency <older-note> <newer-note>
 
 Checks that the newer signed checkpoint extends the older one: both notes
 must open under the pinned log keys. Equal sizes with different roots are a
-split view; a newer checkpoint smaller than the older is a rollback. Either
-is printed with both notes as the evidence. The notes are files (baton audit
---save-checkpoint, or saved GET /v1/log/checkpoint answers).
+split view, printed with both notes as the evidence. A newer checkpoint
+smaller than the older, shown to be its prefix, is NOT CHECKED (exit 3): a
+stale view reads the same as a rollback, and the order is only yours. The
+notes are files (baton audit --save-checkpoint, or saved GET
+/v1/log/checkpoint answers).
 
-Online (audit key), the larger checkpoint's level-0 tiles are read (GET
-/v1/log/tile/0/...): when they rebuild its signed root, the smaller must be
-their prefix, else it is a split view. Only when they cannot be read is the
-consistency proof asked (GET /v1/log/consistency, RFC 9162): a proof that
-verifies shows the pair consistent, and any other answer (a refusal, a proof
-that does not verify) is no evidence, as anyone in the path can forge it:
-exit 3, could not check. With --proof (a saved GET /v1/log/consistency
+Online (audit key), the consistency proof is asked (GET /v1/log/consistency,
+RFC 9162): a proof that verifies settles the pair, as nothing in the path can
+forge one. Any other answer (a refusal, a proof that does not verify) is no
+evidence, as anyone in the path can forge it: then the larger checkpoint's
+level-0 tiles are read (GET /v1/log/tile/0/...), and when they rebuild its
+signed root the smaller must be their prefix, else it is a split view; when
+they cannot be read either, exit 3, could not check. With --proof (a saved GET /v1/log/consistency
 answer for the two notes' sizes, or a JSON array of base64 hashes) nothing
 is fetched; a proof file that is not well-formed, is for other sizes, or
 does not link the two notes is unusable input (exit 2), not a split view.
@@ -135,8 +137,9 @@ Options:
 
 ${SERVER_HELP}
 
-Exit codes: 0 consistent, 1 split view or rollback, 2 unusable input,
-3 server unreachable, timed out or failing, or the pair could not be checked.`;
+Exit codes: 0 consistent, 1 split view, 2 unusable input, 3 server
+unreachable, timed out or failing, or the pair could not be checked (a
+smaller second note included).`;
 
 function parseJson(text: string, what: string, help: string): unknown {
   return parseJsonDocument(text, what, () => new UsageError(`${what} is not JSON`, help));
@@ -445,47 +448,47 @@ async function requirePinnedLog(client: BatonClient, trust: LogTrust): Promise<v
 }
 
 /**
- * The pair judged by the consistency proof the log serves, for a pair its tiles could not judge
- * (`tilesWhy` says why). A proof that verifies settles it; anything else (a proof that does not
- * verify, a refusal, even in Baton's envelope, a proxy's page, a failure) is no evidence on its own,
- * since anyone in the path can forge it: it is thrown as a check that could not be made (exit 3).
+ * The pair judged online: the consistency proof the log serves first (one request; a proof that
+ * verifies settles it, and no proxy can forge one), and when it does not, the larger checkpoint's
+ * level-0 tiles, which nothing in the path can forge either when they rebuild its signed root. Any
+ * other proof answer (a proof that does not verify, a refusal, even in Baton's envelope, a proxy's
+ * page, a failure) is no evidence: with the tiles unreadable too, it is thrown as a check that could
+ * not be made (exit 3).
  */
-async function provenConsistent(
+async function judgedOnline(
   client: BatonClient,
   notes: readonly [string, string],
   trust: LogTrust,
   now: number,
   sizes: readonly [number, number],
-  tilesWhy: string,
 ): Promise<ConsistencyResult> {
   const [from, to] = [Math.min(...sizes), Math.max(...sizes)];
-  const couldNot = (answer: string, e?: BatonApiError) => {
-    const said = {
-      code: 'UNEXPECTED_RESPONSE' as const,
-      message:
-        `Could not check the checkpoints of ${from} and ${to} leaves: the log's tiles of ${to} leaves did not judge them (${tilesWhy}), ` +
-        `and the consistency proof ${answer}. A proof answer alone is no evidence against the log (anything in the path can forge it), so this is no split view.`,
-      suggestion: 'Ask again; if it persists, read the log through another path, or ask the operator, keeping both notes.',
-    };
-    const asked = { method: 'GET', url: `${client.baseUrl.replace(/\/+$/, '')}/v1/log/consistency?from=${from}&to=${to}` };
-    return e === undefined
-      ? new BatonApiError({ status: 200, ...said, ...asked })
-      : new BatonApiError({ status: e.status, ...said, ...asked, details: e.details, requestId: e.requestId, cause: e });
-  };
-  let proof: string[];
+  let proofSaid: string;
+  let failed: BatonApiError | undefined;
   try {
-    proof = (await client.logConsistency(from, to)).proof;
+    const checked = verifyCheckpointConsistency(notes[0], notes[1], (await client.logConsistency(from, to)).proof, trust, now);
+    // A rollback here is the order given: the proof showed the smaller a prefix of the larger.
+    if (checked.consistent || checked.finding.kind === 'rollback') return checked;
+    proofSaid = `served does not join them (${checked.finding.kind === 'not-consistent' ? checked.finding.reason : checked.finding.kind})`;
   } catch (e) {
     if (!(e instanceof BatonApiError) || e.status === 401 || e.status === 403) throw e;
     const refusal = logRefusedProof(e, to) ? ', worded as the log refusing it' : '';
-    throw couldNot(`was answered HTTP ${e.status} ${e.code} (${e.message})${refusal}`, e);
+    proofSaid = `was answered HTTP ${e.status} ${e.code} (${e.message})${refusal}`;
+    failed = e;
   }
-  const checked = verifyCheckpointConsistency(notes[0], notes[1], proof, trust, now);
-  if (!checked.consistent && checked.finding.kind !== 'rollback')
-    throw couldNot(
-      `served does not join them (${checked.finding.kind === 'not-consistent' ? checked.finding.reason : checked.finding.kind})`,
-    );
-  return checked;
+  const byTiles = await judgeCheckpointsByTiles(client, notes[0], notes[1], trust, now);
+  if (byTiles.result !== null) return byTiles.result;
+  const said = {
+    code: 'UNEXPECTED_RESPONSE' as const,
+    message:
+      `Could not check the checkpoints of ${from} and ${to} leaves: the consistency proof ${proofSaid}, and the log's tiles of ${to} leaves did not judge them (${byTiles.why}). ` +
+      'A proof answer alone is no evidence against the log (anything in the path can forge it), so this is no split view.',
+    suggestion: 'Ask again; if it persists, read the log through another path, or ask the operator, keeping both notes.',
+  };
+  const asked = { method: 'GET', url: `${client.baseUrl.replace(/\/+$/, '')}/v1/log/consistency?from=${from}&to=${to}` };
+  throw failed === undefined
+    ? new BatonApiError({ status: 200, ...said, ...asked })
+    : new BatonApiError({ status: failed.status, ...said, ...asked, details: failed.details, requestId: failed.requestId, cause: failed });
 }
 
 async function runConsistency(argv: string[], io: CliIo): Promise<number> {
@@ -519,13 +522,9 @@ async function runConsistency(argv: string[], io: CliIo): Promise<number> {
     const proof = consistencyProofFrom(parseJson(readLocalText(where, '--proof', CONSISTENCY_HELP), where, CONSISTENCY_HELP), where, sizes);
     result = verifyCheckpointConsistency(olderNote, newerNote, proof, trust, now);
   } else if (from !== to && from !== 0) {
-    // As baton audit judges a pair: the larger's level-0 tiles first (nothing in the path can forge
-    // tiles that rebuild a signed root), and only when they cannot judge it, the proof.
     const client = clientFrom(values, io);
     await requirePinnedLog(client, trust);
-    const byTiles = await judgeCheckpointsByTiles(client, olderNote, newerNote, trust, now);
-    result =
-      byTiles.result ?? (await provenConsistent(client, [olderNote, newerNote], trust, now, sizes, (byTiles as { why: string }).why));
+    result = await judgedOnline(client, [olderNote, newerNote], trust, now, sizes);
   } else {
     // Equal sizes need no proof (the roots must match); from size 0 the service proves nothing either.
     result = verifyCheckpointConsistency(olderNote, newerNote, [], trust, now);
@@ -540,6 +539,19 @@ async function runConsistency(argv: string[], io: CliIo): Promise<number> {
         'Run without --proof to ask the log itself: its level-0 tiles, when they rebuild the larger root, decide the pair.',
       CONSISTENCY_HELP,
     );
+  // The second note smaller than the first and shown its prefix (by a proof, the tiles, or size 0):
+  // the order is the caller's claim, and a stale cache serves the same pair, so it proves nothing.
+  if (!result.consistent && result.finding.kind === 'rollback') {
+    const reason = `the second note (${sizes[1]} leaves) is smaller than the first (${sizes[0]}) and its prefix: a stale view, or a rollback no note can prove`;
+    if (values.json) printJson(io, { consistent: null, checked: false, reason });
+    else {
+      io.out(printable(`NOT CHECKED  ${reason}`));
+      io.out(
+        'Keep both notes and check again later (or with a note saved after this one); if you gave them the other way round, swap them.',
+      );
+    }
+    return 3;
+  }
   if (values.json)
     printJson(
       io,
@@ -550,8 +562,7 @@ async function runConsistency(argv: string[], io: CliIo): Promise<number> {
     const f = result.finding;
     const [a, b] = f.kind === 'same-size-different-roots' ? f.checkpoints : [f.older, f.newer];
     const reason = f.kind === 'same-size-different-roots' ? `two checkpoints of ${f.size} leaves with different roots` : f.reason;
-    io.out(printable(`${f.kind === 'rollback' ? 'ROLLBACK' : 'SPLIT VIEW'}  ${reason}`));
-    if (f.kind === 'rollback') io.out('(the older note comes first: if you gave them the other way round, swap them)');
+    io.out(printable(`SPLIT VIEW  ${reason}`));
     for (const [title, note] of [
       ['the first note', a.note],
       ['the second note', b.note],

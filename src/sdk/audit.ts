@@ -172,10 +172,11 @@ function rollbackFinding(older: SignedCheckpoint, newer: SignedCheckpoint): Roll
  * Judges checkpoint `newerNote` against `olderNote` (both opened under the trust) by what nothing in
  * the path can forge, reading the level-0 tiles of the larger from entry 0 with `client` (an audit
  * key of the log's tenant): when they rebuild its signed root, the smaller must be their prefix, else
- * a split view with both notes. A newer checkpoint smaller than the older is a rollback whatever is
- * read (as verifyCheckpointConsistency judges the caller's order), or a split view when the tiles
- * show it is no prefix. Otherwise `result` is null, with why the tiles did not judge the pair: then
- * only a consistency proof that verifies can settle it, and any other answer is a failed read.
+ * a split view with both notes. A newer checkpoint smaller than the older that the tiles hold as
+ * their prefix is a `rollback` result in the caller's order, which no note can prove (a stale view
+ * reads the same: callers say so). When the tiles cannot be read or do not rebuild the larger root,
+ * `result` is null, with why: then only a consistency proof that verifies can settle the pair, and
+ * any other answer is a failed read.
  */
 export async function judgeCheckpointsByTiles(
   client: BatonClient,
@@ -193,8 +194,8 @@ export async function judgeCheckpointsByTiles(
     return { result: verifyCheckpointConsistency(olderNote, newerNote, [], trust, now) };
   const read = await treeLeavesFrom(client, larger);
   const rollback = newer.checkpoint.size < older.checkpoint.size;
-  if ('why' in read)
-    return rollback ? { result: { consistent: false, finding: rollbackFinding(older, newer) } } : { result: null, why: read.why };
+  // Unreadable tiles judge nothing, in either order: a smaller second note is a stale view as likely as a rollback.
+  if ('why' in read) return { result: null, why: read.why };
   const tree: RebuiltTree = { note: larger, leaves: read.leaves };
   if (!holds(tree, smaller)) {
     const prefix = encodeBase64(rootOf(read.leaves.slice(0, smaller.checkpoint.size)));

@@ -291,7 +291,7 @@ describe('baton log proof and check', () => {
 });
 
 describe('baton log consistency', () => {
-  it('a later checkpoint extends an earlier one, online and from a saved proof; swapped, it is a rollback; a forged proof file is unusable input', async () => {
+  it('a later checkpoint extends an earlier one, online and from a saved proof; swapped, it is not checked (a stale view reads the same); a forged proof file is unusable input', async () => {
     const dir = tempDir();
     const trust = join(dir, 'trust.json');
     const info = (await (await audited('/v1/log')).json()) as { origin: string; verifier_keys: string[] };
@@ -334,11 +334,17 @@ describe('baton log consistency', () => {
     const notHashes = await run(['log', 'consistency', older, newer, '--trust', trust, '--proof', join(dir, 'not-hashes.json')]);
     expect(notHashes.code, notHashes.out).toBe(2);
 
-    const swapped = await run(['log', 'consistency', newer, older, '--trust', trust, '--proof', proofFile]);
-    expect(swapped.code, swapped.out + swapped.err).toBe(1);
-    expect(swapped.out).toMatch(/^ROLLBACK .*shrank/);
-    expect(swapped.out).toMatch(/if you gave them the other way round, swap them/);
-    expect(swapped.out).toMatch(/--- the first note \(evidence\)\n/);
+    // Swapped, the proof shows the second a prefix of the first: a stale view reads the same as a
+    // rollback, and the order is only the caller's, so it proves nothing (exit 3), online or not.
+    for (const args of [['--proof', proofFile], A]) {
+      const swapped = await run(['log', 'consistency', newer, older, '--trust', trust, ...args]);
+      expect(swapped.code, swapped.out + swapped.err).toBe(3);
+      expect(swapped.out).toMatch(
+        new RegExp(`^NOT CHECKED {2}the second note \\(${sizes[0]} leaves\\) is smaller than the first \\(${sizes[1]}\\) and its prefix`),
+      );
+      expect(swapped.out).toMatch(/if you gave them the other way round, swap them/);
+      expect(swapped.out).not.toMatch(/ROLLBACK|SPLIT VIEW|evidence\)/);
+    }
 
     // A forged proof file accuses no one: it is unusable input (the next test has the details).
     const proof = JSON.parse(readFileSync(proofFile, 'utf8')) as { proof: string[] };
@@ -411,6 +417,16 @@ describe('baton log consistency', () => {
         close: () => new Promise<void>((resolve) => server.close(() => resolve())),
       };
     };
+    // An honest pair costs the proof alone: tiles are read only when it does not settle the pair.
+    const asked: string[] = [];
+    const watching = await serve((url) => void asked.push(url));
+    try {
+      expect((await run(['log', 'consistency', older, newer, '--trust', trust, ...watching.args])).code).toBe(0);
+    } finally {
+      await watching.close();
+    }
+    expect(asked.filter((url) => url.startsWith('/v1/log/tile/'))).toEqual([]);
+    expect(asked.filter((url) => url.startsWith('/v1/log/consistency'))).toHaveLength(1);
     const lying = await serve((url) =>
       url === '/v1/log'
         ? { status: 200, body: JSON.stringify(info) }
@@ -469,7 +485,7 @@ describe('baton log consistency', () => {
 
     // The log's refusal, even in Baton's envelope (a 404 saying it has fewer leaves), is no evidence
     // either: with its tiles refused too, the pair could not be checked (exit 3), whatever the answer.
-    // Given larger first, the pair is a rollback by the order alone, never a split view (L2).
+    // Given larger first, with nothing readable, it could not be checked either: never a rollback by order alone.
     const refusal = (status: number, error: object) =>
       serve((url) =>
         url === '/v1/log'
@@ -489,8 +505,8 @@ describe('baton log consistency', () => {
         expect(r.out + r.err, what).not.toMatch(/SPLIT VIEW|evidence\)/);
         expect(r.err, what).toMatch(/Could not check the checkpoints/);
         const swapped = await run(['log', 'consistency', newer, older, '--trust', trust, ...server.args]);
-        expect(swapped.code, `${what}, swapped: ${swapped.out}${swapped.err}`).toBe(1);
-        expect(swapped.out, what).toMatch(/^ROLLBACK /);
+        expect(swapped.code, `${what}, swapped: ${swapped.out}${swapped.err}`).toBe(3);
+        expect(swapped.out + swapped.err, what).not.toMatch(/ROLLBACK|SPLIT VIEW|evidence\)/);
       } finally {
         await server.close();
       }
