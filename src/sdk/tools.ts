@@ -173,7 +173,7 @@ export interface ApprovalView {
   /** `record`: the decision record an approver DID signed (compact JWS), for a signed decision only (verifyApprovalDecision). */
   readonly decision: { actor: string; decided_by: string; reason: string; at: number; record?: string } | null;
   readonly used_at: number | null;
-  /** Why the call can never run (a record of its chain revoked or expired, its root untrusted), while pending or approved. */
+  /** Why the call cannot run now, whatever is decided, while pending or approved: its root untrusted (trust can come back), or a record of its chain expired or revoked (for good). */
   readonly cannot_run?: { code: 'RECEIPT_REVOKED' | 'RECEIPT_EXPIRED' | 'UNTRUSTED_ROOT'; dr_hash: string; message: string };
 }
 

@@ -23,7 +23,8 @@ import {
   listApprovals,
   countPendingThrough,
   countPendingUnderRoot,
-  pendingApprovalsUnderRoot,
+  endApprovalsWhoseChainEnded,
+  lockApprovalsUnderRoot,
   recordAskingKey,
   type SignedDecision,
 } from '../store/approvals.js';
@@ -229,11 +230,10 @@ export type PendingLimit =
  * it, and this one would have outlived it) or has expired. Nothing is opened; the call is refused
  * as its next verify will be.
  */
-export interface ChainEnded {
-  readonly kind: 'chain-ended';
-  readonly code: 'RECEIPT_REVOKED' | 'RECEIPT_EXPIRED';
-  readonly dr: string;
-}
+export type ChainEnded =
+  | { readonly kind: 'chain-ended'; readonly code: 'RECEIPT_REVOKED'; readonly dr: string }
+  /** `exp` and the `now` it was judged at: what verify's block E names (required `>= now`, actual exp). */
+  | { readonly kind: 'chain-ended'; readonly code: 'RECEIPT_EXPIRED'; readonly dr: string; readonly exp: number; readonly now: number };
 
 /**
  * Whether one more approval may wait under this chain. The root's cap bounds how many wait at once;
@@ -247,6 +247,11 @@ export interface ChainEnded {
  * chain's exp (requestApproval), so the count reads no delegation. `lock`: take the root's
  * transaction lock first (inside the inserting transaction), so concurrent asks count one after
  * another; a dry run reads without it.
+ *
+ * An ask (`lock`) that meets a limit first ends the root's approvals whose chain has ended and
+ * counts again: those a revocation could not end (a verify held them past its wait after the
+ * commit, or its node died in between) would otherwise hold their places until their deadline.
+ * Only there, so the counts every other ask makes stay plain.
  */
 export async function pendingLimitFor(
   db: Db,
@@ -257,9 +262,23 @@ export async function pendingLimitFor(
   catalogVersion: number,
 ): Promise<PendingLimit | undefined> {
   const root = chain[0]!;
-  const underRoot = lock
-    ? await pendingApprovalsUnderRoot(db, tenantId, root, now, catalogVersion)
-    : await countPendingUnderRoot(db, tenantId, root, now, catalogVersion);
+  if (lock) await lockApprovalsUnderRoot(db, tenantId, root);
+  const limit = await pendingLimitNow(db, tenantId, chain, now, catalogVersion);
+  if (limit === undefined || !lock) return limit;
+  const healed = await endApprovalsWhoseChainEnded(db, tenantId, root, now, catalogVersion);
+  return healed === 0 ? limit : pendingLimitNow(db, tenantId, chain, now, catalogVersion);
+}
+
+/** pendingLimitFor's counts, as they stand (under the root's lock when the caller took it). */
+async function pendingLimitNow(
+  db: Db,
+  tenantId: string,
+  chain: readonly string[],
+  now: number,
+  catalogVersion: number,
+): Promise<PendingLimit | undefined> {
+  const root = chain[0]!;
+  const underRoot = await countPendingUnderRoot(db, tenantId, root, now, catalogVersion);
   if (underRoot >= MAX_PENDING_APPROVALS_PER_ROOT) return { kind: 'root', root };
   for (const s of await readChainState(db, tenantId, chain)) {
     if (s.maxCalls === null) continue;
@@ -370,7 +389,7 @@ async function chainEnd(db: Db, tenantId: string, chain: readonly string[], now:
   const standings = await chainStandings(db, tenantId, chain);
   const records = chain.flatMap((hash) => standings.get(hash) ?? []).sort((a, b) => a.depth - b.depth);
   const expired = records.find((rec) => rec.exp !== null && now > rec.exp);
-  if (expired) return { kind: 'chain-ended', code: 'RECEIPT_EXPIRED', dr: expired.hash };
+  if (expired) return { kind: 'chain-ended', code: 'RECEIPT_EXPIRED', dr: expired.hash, exp: expired.exp!, now };
   const revoked = records.find((rec) => rec.revoked);
   if (revoked) return { kind: 'chain-ended', code: 'RECEIPT_REVOKED', dr: revoked.hash };
   return { lastSecond: Math.min(Infinity, ...records.flatMap((rec) => (rec.exp === null ? [] : [rec.exp]))) };

@@ -12,7 +12,8 @@
  * The mark and a 'delegation.revoked' service receipt are written in one
  * transaction, which also ends (as expired) every pending approval whose chain
  * holds the record: its call can never run, so it holds no place under its
- * root's cap of waiting approvals. Descendants need no write: verification
+ * root's cap of waiting approvals (one a verify holds then is ended just after
+ * the commit, best effort: see applyRevocation). Descendants need no write: verification
  * checks every DR of a chain and the counting transaction re-reads revocation
  * from the shared database. Revoking again is idempotent: the original revoked_at, reason,
  * revoker and service receipt come back unchanged (a keyless answer carries no
@@ -29,11 +30,11 @@ import { decodeBase64url } from '../protocol/base64url.js';
 import { BatonError } from '../protocol/errors.js';
 import { utf8Decode } from '../protocol/jcs.js';
 import { mayRevoke, readRevocation, type RevocationAuthority, type VerifiedRevocation } from '../protocol/revocation.js';
-import { endApprovalsThrough, endHeldApprovalsThrough, lockApprovalsUnderRoot } from '../store/approvals.js';
+import { endApprovalsThrough, endHeldApprovalsThrough, hasPendingThrough, lockApprovalsUnderRoot } from '../store/approvals.js';
 import { transactionBehind, type CommitCheck } from '../store/db.js';
 import { findDelegation, tenantsHoldingDelegation } from '../store/delegations.js';
 import { firstServiceReceipt } from '../store/service-receipts.js';
-import { chainPartiesByTenant, countDescendants, markRevoked } from '../store/revocations.js';
+import { chainPartiesByTenant, countDescendants, markRevoked, revocationTarget } from '../store/revocations.js';
 import { recordServiceReceipt } from './service-receipts.js';
 import type { AuthContext, ServiceDeps } from './types.js';
 
@@ -168,7 +169,9 @@ function summary(hash: string, r: TenantRevocation): RevokeResult {
 /**
  * Marks the DR revoked in each tenant, ends the pending approvals through it and signs a service
  * receipt for each new mark, all in one transaction. An approval a verify or a decision holds at
- * that moment is ended once the transaction has committed (endHeldApprovalsThrough).
+ * that moment is ended once the transaction has committed (endHeldApprovalsThrough), best effort:
+ * the revocation has committed, so that pass never fails its answer nor waits past its bound; what
+ * it leaves is ended by the first ask that meets its root's cap (pendingLimitFor).
  */
 async function applyRevocation(
   deps: ServiceDeps,
@@ -180,20 +183,31 @@ async function applyRevocation(
   gate: CommitCheck | undefined,
 ): Promise<TenantRevocation[]> {
   const now = deps.now();
+  const startedAt = Date.now();
   const held: { tenantId: string; root: string; ids: string[] }[] = [];
   const results = await transactionBehind(deps.store.db, gate, async (tx) => {
     const out: TenantRevocation[] = [];
+    // In the tenants' order (both callers sort them): the root locks of two revocations of one hash
+    // are taken in one order.
     for (const tenantId of tenants) {
-      const mark = await markRevoked(tx, tenantId, hash, reason);
-      if (!mark) throw notFound(hash, ' for this tenant');
+      const target = await revocationTarget(tx, tenantId, hash);
+      if (!target) throw notFound(hash, ' for this tenant');
       // An approval never outlives its call's chain: those through this record end now, so a revoked
       // runaway agent's approvals free their places for its siblings at once (an outside review).
-      // Also when it was revoked already: ending them again is a no-op, and heals any a crash left.
-      // Under the root's lock, after the mark: an ask that raced this revocation has committed its
-      // approval (ended here), or will read the mark and open none (requestApproval).
-      await lockApprovalsUnderRoot(tx, tenantId, mark.rootHash);
-      const skipped = await endApprovalsThrough(tx, tenantId, mark.rootHash, hash, now);
-      if (skipped.length > 0) held.push({ tenantId, root: mark.rootHash, ids: skipped });
+      // Revoked already: only when some are still pending (a crash or a holder left them), so an
+      // agent re-signing revocations of its own revoked child does not queue with its siblings' asks.
+      const endsApprovals = !target.revoked || (await hasPendingThrough(tx, tenantId, target.rootHash, hash, now));
+      // The root's lock before the record's row lock: holding the record while queued for the root
+      // held up every verify through it and its descendants (an outside review). An ask that raced
+      // this revocation has committed its approval (ended below), or will read the mark and open
+      // none (requestApproval).
+      if (endsApprovals) await lockApprovalsUnderRoot(tx, tenantId, target.rootHash);
+      const mark = await markRevoked(tx, tenantId, hash, reason);
+      if (!mark) throw notFound(hash, ' for this tenant');
+      if (endsApprovals) {
+        const skipped = await endApprovalsThrough(tx, tenantId, target.rootHash, hash, now);
+        if (skipped.length > 0) held.push({ tenantId, root: target.rootHash, ids: skipped });
+      }
       const descendants = await countDescendants(tx, tenantId, hash);
       const revokedAt = mark.revokedAt.toISOString();
       const serviceReceipt = mark.newly
@@ -220,7 +234,7 @@ async function applyRevocation(
     }
     return out;
   });
-  for (const h of held) await endHeldApprovalsThrough(deps.store.db, h.tenantId, h.root, hash, now, h.ids);
+  await endHeldApprovals(deps, hash, now, held, heldApprovalsUntil(deps, startedAt));
   for (const r of results.filter((x) => !x.already_revoked)) {
     deps.log.info('delegation revoked', {
       tenant_id: r.tenant_id,
@@ -231,6 +245,49 @@ async function applyRevocation(
     });
   }
   return results;
+}
+
+/**
+ * Until when (Date.now() milliseconds) the pass after the commit may wait for the approvals a
+ * verify or a decision held: a verify holds one for at most its deadline, and the answer must go
+ * out well inside the request's write deadline, counted from before the request reached this
+ * handler, so no later than half of it after the revocation began (`startedAt`).
+ */
+function heldApprovalsUntil(deps: ServiceDeps, startedAt: number): number {
+  return Math.min(Date.now() + deps.config.verifyDeadlineMs, startedAt + deps.config.writeDeadlineMs / 2);
+}
+
+/**
+ * Ends the approvals the revoking transaction skipped (endHeldApprovalsThrough), waiting until
+ * `until` at most. The revocation has committed: a failure here is logged, never answered. What is
+ * left stays pending through the revoked record, unable to be approved or spent, until an ask under
+ * its root meets the cap and ends it (pendingLimitFor) or its deadline passes.
+ */
+async function endHeldApprovals(
+  deps: ServiceDeps,
+  hash: string,
+  now: number,
+  held: readonly { tenantId: string; root: string; ids: readonly string[] }[],
+  until: number,
+): Promise<void> {
+  for (const h of held) {
+    let left: readonly string[];
+    let error: string | undefined;
+    try {
+      left = await endHeldApprovalsThrough(deps.store.db, h.tenantId, h.root, hash, now, h.ids, until);
+    } catch (err) {
+      left = h.ids;
+      error = err instanceof Error ? err.message : String(err);
+    }
+    if (left.length === 0) continue;
+    deps.log.warn('approvals through a revoked delegation left pending', {
+      tenant_id: h.tenantId,
+      hash,
+      approval_ids: left,
+      ...(error === undefined ? { why: 'held past the wait' } : { error }),
+      healed_by: 'the next ask under the root that meets its cap',
+    });
+  }
 }
 
 /** data.revoked_by of a 'delegation.revoked' service receipt the service signed itself. */

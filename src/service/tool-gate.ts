@@ -371,17 +371,16 @@ function pendingLimitViolation(required: Violation, limit: PendingLimit): Violat
   };
 }
 
-/** A call whose chain ended while its approval was being asked: the violation verify's block E or F gives. */
+/**
+ * A call whose chain ended while its approval was being asked: the violation verify's block E
+ * (checkDelegationTimes) or F (checkStatus) gives, in the same shape, so the refusal reads as the
+ * call's next verify will answer.
+ */
 function chainEndedViolation(chain: readonly string[], ended: ChainEnded): Violation {
   const at = { dr_index: chain.indexOf(ended.dr), dr_hash: ended.dr };
   return ended.code === 'RECEIPT_REVOKED'
     ? { code: 'RECEIPT_REVOKED', ...at, field: 'status', required: 'active', actual: 'revoked' }
-    : {
-        code: 'RECEIPT_EXPIRED',
-        ...at,
-        field: 'exp',
-        message: 'A delegation of the chain expired while the approval of this call was being asked.',
-      };
+    : { code: 'RECEIPT_EXPIRED', ...at, field: 'exp', required: `>= ${ended.now}`, actual: ended.exp };
 }
 
 /** A call a human rejected, answered with that rejection until the approval's deadline. */

@@ -4,6 +4,7 @@
 // approved one happens inside the verify statement (baton_tool_gate).
 import { and, asc, count, desc, eq, gt, inArray, lte, ne, or, sql, type SQL } from 'drizzle-orm';
 import type { Db } from './db.js';
+import { isDeadlineRefusal } from './errors.js';
 import { textArray } from './rows.js';
 import type { ApprovalStatus, DecisionOutcome } from '../protocol/lists.js';
 import { approvals, delegations, grantApprovals, toolCatalogs, trustedRoots, type ApprovalRow } from './schema/index.js';
@@ -98,8 +99,9 @@ export async function recordAskingKey(db: Db, tenantId: string, id: string, key:
  * Whether the call of an approval whose chain is `chain` can never run, whatever a human decides:
  * a record of the chain is revoked, or past its exp at `now` (RECEIPT_EXPIRED, judged as verify
  * judges it: expired once now > exp). Each record is one primary-key probe. Judged when an
- * approval is approved only, never in the counts: an approval ends with its chain (a revocation
- * ends it, its deadline is at most its chain's exp), so the counts read live rows alone.
+ * approval is approved, and when an ask meets a cap (endApprovalsWhoseChainEnded), never in the
+ * counts: an approval ends with its chain (a revocation ends it, its deadline is at most its
+ * chain's exp), so the counts read live rows alone.
  */
 function chainCannotRun(tenantId: string, chain: SQL, now: SQL | number): SQL {
   return sql`exists (select 1 from ${delegations} where ${delegations.tenantId} = ${tenantId} and ${delegations.hash} = any(${chain}) and (${delegations.revokedAt} is not null or ${delegations.exp} < ${now}))`;
@@ -114,28 +116,18 @@ function rootUntrusted(tenantId: string, rootHash: SQL): SQL {
  * The transaction lock on the approvals under the chain root `root`: asks under one root count and
  * insert one after another (so a cap on the count holds exactly), and a revocation under it ends
  * the approvals through the revoked record after any insert it raced has committed (endApprovalsThrough).
+ * A revocation takes it before the record's row lock: an ask locks no record, a verify takes no
+ * root lock, and a revocation in several tenants takes them in the tenants' order.
  */
 export async function lockApprovalsUnderRoot(db: Db, tenantId: string, root: string): Promise<void> {
   await db.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`approvals under ${tenantId} ${root}`}, 0))`);
 }
 
 /**
- * How many approvals wait for a human under the chain root `root` (pending, not past their deadline),
- * counted after taking the root's transaction lock (lockApprovalsUnderRoot). Call inside the
- * transaction that inserts.
+ * How many approvals wait for a human under the chain root `root` (pending, not past their
+ * deadline). An ask counts inside the transaction that inserts, after taking the root's lock
+ * (lockApprovalsUnderRoot); a dry run reads without it.
  */
-export async function pendingApprovalsUnderRoot(
-  db: Db,
-  tenantId: string,
-  root: string,
-  now: number,
-  catalogVersion: number,
-): Promise<number> {
-  await lockApprovalsUnderRoot(db, tenantId, root);
-  return countPendingUnderRoot(db, tenantId, root, now, catalogVersion);
-}
-
-/** The same count, read without the lock: what a dry run predicts. */
 export async function countPendingUnderRoot(db: Db, tenantId: string, root: string, now: number, catalogVersion: number): Promise<number> {
   const [row] = await pendingUnderRootQuery(db, tenantId, root, now, catalogVersion);
   return row?.waiting ?? 0;
@@ -164,7 +156,8 @@ export async function countPendingThrough(
  * holds that delegation. It reads no delegation: an approval whose chain holds a revoked record was
  * ended by that revocation, and one whose chain expired is past its deadline, which is at most its
  * chain's exp (requestApproval). Judging each row's chain here made every count several times
- * slower, under the root's lock (an outside review).
+ * slower, under the root's lock (an outside review). The few a revocation could not end are ended
+ * by the first ask that meets a cap, which then counts again (endApprovalsWhoseChainEnded).
  */
 export function pendingUnderRootQuery(db: Db, tenantId: string, root: string, now: number, catalogVersion: number, through?: string) {
   return db
@@ -191,9 +184,24 @@ function livePendingUnderRoot(tenantId: string, root: string, now: number): SQL[
 }
 
 /**
+ * Whether any approval under `root` through `dr` is pending inside its deadline: a revocation of a
+ * record already revoked takes the root's lock and ends approvals only when one is (a revocation
+ * that crashed before ending those a verify held left it). Otherwise an agent re-signing
+ * revocations of its own revoked child queued with its siblings' asks for nothing.
+ */
+export async function hasPendingThrough(db: Db, tenantId: string, root: string, dr: string, now: number): Promise<boolean> {
+  const found = await db
+    .select({ id: approvals.id })
+    .from(approvals)
+    .where(and(...livePendingUnderRoot(tenantId, root, now), sql`${dr} = any(${approvals.drChain})`))
+    .limit(1);
+  return found.length > 0;
+}
+
+/**
  * Ends, as expired at `now`, every pending approval under `root` whose chain holds the revoked
  * record `dr`: its call can never run, so it holds no place under the root's caps and reads
- * expired. Called in the revoking transaction, after the record's mark, under the root's lock: an
+ * expired. Called in the revoking transaction, under the root's lock, after the record's mark: an
  * approval inserted through `dr` before the lock is seen here, one inserted after it sees the mark.
  * Rows another transaction holds (a verify statement naming the approval, a decision) are skipped,
  * not waited for: the revocation holds the record's row, and a statement holding one approval may
@@ -228,17 +236,81 @@ const endedAt = (now: number) => ({
 });
 
 /**
- * The rows endApprovalsThrough skipped, ended one statement each once the revocation has
- * committed: each waits for its holder alone, holding no other row meanwhile. One decided or
- * spent meanwhile is left as it is.
+ * The rows endApprovalsThrough skipped, ended one transaction each once the revocation has
+ * committed: each waits for its holder alone, holding no other row meanwhile, and no later than
+ * `until` (Date.now() milliseconds: its lock_timeout and statement_timeout). One decided or spent
+ * meanwhile is left as it is. Returns the ids not ended because their holder kept them past
+ * `until`: they stay pending through the revoked record until an ask meets a cap under their root
+ * (endApprovalsWhoseChainEnded) or their deadline passes. Other errors are thrown.
  */
-export async function endHeldApprovalsThrough(db: Db, tenantId: string, root: string, dr: string, now: number, ids: readonly string[]) {
+export async function endHeldApprovalsThrough(
+  db: Db,
+  tenantId: string,
+  root: string,
+  dr: string,
+  now: number,
+  ids: readonly string[],
+  until: number,
+): Promise<string[]> {
+  const left: string[] = [];
   for (const id of ids) {
-    await db
-      .update(approvals)
-      .set(endedAt(now))
-      .where(and(eq(approvals.id, id), ...livePendingUnderRoot(tenantId, root, now), sql`${dr} = any(${approvals.drChain})`));
+    const waitMs = Math.floor(until - Date.now());
+    // lock_timeout 0 would mean no bound at all.
+    if (waitMs < 1) {
+      left.push(id);
+      continue;
+    }
+    try {
+      await db.transaction(async (tx) => {
+        // Bounded whether it waits for the row or for a slow database (both refusals: isDeadlineRefusal).
+        await tx.execute(
+          sql`select set_config('lock_timeout', ${`${waitMs}ms`}, true), set_config('statement_timeout', ${`${waitMs}ms`}, true)`,
+        );
+        await tx
+          .update(approvals)
+          .set(endedAt(now))
+          .where(and(eq(approvals.id, id), ...livePendingUnderRoot(tenantId, root, now), sql`${dr} = any(${approvals.drChain})`));
+      });
+    } catch (err) {
+      if (!isDeadlineRefusal(err)) throw err;
+      left.push(id);
+    }
   }
+  return left;
+}
+
+/**
+ * Ends, as expired at `now`, the pending approvals under `root` asked under `catalogVersion` whose
+ * chain holds a revoked record or one past its exp (as verify judges it: once now > exp): those a
+ * revocation left pending because a holder kept them past its bounded wait, or its node died
+ * between its commit and endHeldApprovalsThrough, and those asked before an approval's deadline was
+ * bounded by its chain's exp. Called under the root's lock by an ask that met a cap only, so the
+ * counts stay plain (pendingUnderRootQuery): the healing depends on no revoking node. Rows another
+ * transaction holds are skipped. Returns how many it ended.
+ */
+export async function endApprovalsWhoseChainEnded(
+  db: Db,
+  tenantId: string,
+  root: string,
+  now: number,
+  catalogVersion: number,
+): Promise<number> {
+  const ended = [
+    ...livePendingUnderRoot(tenantId, root, now),
+    eq(approvals.catalogVersion, catalogVersion),
+    chainCannotRun(tenantId, sql`${approvals.drChain}`, now),
+  ];
+  const free = db
+    .select({ id: approvals.id })
+    .from(approvals)
+    .where(and(...ended))
+    .for('no key update', { skipLocked: true });
+  const done = await db
+    .update(approvals)
+    .set(endedAt(now))
+    .where(and(eq(approvals.tenantId, tenantId), inArray(approvals.id, free), ...ended))
+    .returning({ id: approvals.id });
+  return done.length;
 }
 
 /** A record of a chain as far as whether a call through it can run: its issuer, its exp, whether it is revoked. */

@@ -16,8 +16,29 @@ export interface RevocationMark {
   readonly reason: string | null;
   /** True when this call set the mark; false when it was already set. */
   readonly newly: boolean;
-  /** The root of the record's chain: the approvals through it are found under it (endApprovalsThrough). */
+}
+
+/** What a revocation reads of a stored DR before it locks anything (applyRevocation). */
+export interface RevocationTarget {
+  /** The root of the record's chain, under which the approvals through it are found (endApprovalsThrough): fixed once stored, so read without a lock. */
   readonly rootHash: string;
+  /** Whether a revocation of it has committed (read without a lock: markRevoked reads it again under one). */
+  readonly revoked: boolean;
+}
+
+/**
+ * The root of the DR's chain and whether it is revoked, unlocked; undefined when the tenant holds no
+ * such DR. A revocation takes its root's approvals lock before the record's row lock (markRevoked),
+ * so it needs the root first: holding the record while it queued for that lock held up every verify
+ * through the record and its descendants (an outside review measured 1.8 s behind a 2 s ask).
+ */
+export async function revocationTarget(db: Db, tenantId: string, hash: string): Promise<RevocationTarget | undefined> {
+  const [found] = await db
+    .select({ rootHash: delegations.rootHash, revoked: sql<boolean>`${delegations.revokedAt} is not null` })
+    .from(delegations)
+    .where(and(eq(delegations.tenantId, tenantId), eq(delegations.hash, hash)))
+    .limit(1);
+  return found;
 }
 
 /**
@@ -37,7 +58,7 @@ export interface RevocationMark {
 export async function markRevoked(db: Db, tenantId: string, hash: string, reason: string | null): Promise<RevocationMark | undefined> {
   const thisRow = and(eq(delegations.tenantId, tenantId), eq(delegations.hash, hash));
   const [locked] = await db
-    .select({ revokedAt: delegations.revokedAt, reason: delegations.revokedReason, rootHash: delegations.rootHash })
+    .select({ revokedAt: delegations.revokedAt, reason: delegations.revokedReason })
     .from(delegations)
     .where(thisRow)
     .limit(1)
@@ -45,7 +66,7 @@ export async function markRevoked(db: Db, tenantId: string, hash: string, reason
     // chain FOR KEY SHARE (firstRevokedLocked), so the record is counted here or refused there.
     .for('update');
   if (!locked) return undefined;
-  if (locked.revokedAt) return { revokedAt: locked.revokedAt, reason: locked.reason, newly: false, rootHash: locked.rootHash };
+  if (locked.revokedAt) return { revokedAt: locked.revokedAt, reason: locked.reason, newly: false };
   const [set] = await db
     .update(delegations)
     // Rounded up to the millisecond, the precision the API and the signed receipt carry: shown, it is
@@ -54,7 +75,7 @@ export async function markRevoked(db: Db, tenantId: string, hash: string, reason
     .where(thisRow)
     .returning({ revokedAt: delegations.revokedAt, reason: delegations.revokedReason });
   if (!set?.revokedAt) throw new Error(`the revocation mark of ${hash} was not written under its row lock`);
-  return { revokedAt: set.revokedAt, reason: set.reason, newly: true, rootHash: locked.rootHash };
+  return { revokedAt: set.revokedAt, reason: set.reason, newly: true };
 }
 
 /** Issuer and holder of one stored DR: what deciding who may revoke needs. */
