@@ -51,7 +51,7 @@ export const CannotRun = z
   })
   .openapi('ApprovalCannotRun', {
     description:
-      "Why the call of a live approval cannot run now, whatever is decided: it cannot be approved now (`409`), and can be rejected or left to expire. Under a root the tenant no longer trusts (`UNTRUSTED_ROOT`) this can change: the approval keeps its place under its root's cap, and can be approved once the root is trusted again; a delegation expired or revoked stays so. A revocation ends the pending approvals through the revoked delegation (they read `expired`; one a verify held at that moment is ended just after, or by the next ask that meets its root's cap), and an approval's deadline is at most its chain's `exp`, so this is mostly seen on an approval whose root the tenant no longer trusts or on an approved one.",
+      "Why the call of a live approval cannot run now, whatever is decided: it cannot be approved now (`409`), and can be rejected or left to expire. Under a root the tenant no longer trusts (`UNTRUSTED_ROOT`) this can change: the approval keeps its place under its root's cap, and can be approved once the root is trusted again; a delegation expired or revoked stays so. A revocation ends the pending approvals through the revoked delegation (they read `expired`; one a verify held at that moment is ended just after, or by the next ask that meets its root's cap, unless a decision recorded it meanwhile: an approved one cannot be spent), and an approval's deadline is at most its chain's `exp`, so this is mostly seen on an approval whose root the tenant no longer trusts or on an approved one.",
   });
 
 export const Approval = z
