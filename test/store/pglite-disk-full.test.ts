@@ -99,29 +99,38 @@ interface Line {
   closed?: boolean;
 }
 
-/** Runs the child until it exits; ends it (and says so) when it prints nothing for `quietMs`. */
-async function runChild(dataDir: string, filler: string, mode: 'told' | 'default', quietMs = 15_000) {
+/**
+ * Runs the child until it exits; ends it (and says so) when it prints nothing for `quietMs` once it
+ * has begun, or for `startMs` before its first line: opening the store (tsx, PGlite, every migration)
+ * takes longer than any statement, most on a busy machine, and is no hang of the aborted database.
+ */
+async function runChild(dataDir: string, filler: string, mode: 'told' | 'default', quietMs = 15_000, startMs = 90_000) {
   const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', CHILD, dataDir, filler, mode]);
   const lines: Line[] = [];
   let out = '';
   let err = '';
   let hung = false;
   let quiet: NodeJS.Timeout | undefined;
+  let begun = false;
   const arm = () => {
     clearTimeout(quiet);
-    quiet = setTimeout(() => {
-      hung = true;
-      child.kill('SIGKILL');
-    }, quietMs);
+    quiet = setTimeout(
+      () => {
+        hung = true;
+        child.kill('SIGKILL');
+      },
+      begun ? quietMs : startMs,
+    );
+    begun = true;
   };
   arm();
   child.stdout.on('data', (d: Buffer) => {
-    arm();
     out += d.toString();
     for (let i = out.indexOf('\n'); i >= 0; i = out.indexOf('\n')) {
       lines.push(JSON.parse(out.slice(0, i)) as Line);
       out = out.slice(i + 1);
     }
+    arm(); // after the first output, the shorter wait
   });
   child.stderr.on('data', (d: Buffer) => (err += d.toString()));
   try {
