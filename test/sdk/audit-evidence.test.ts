@@ -12,12 +12,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rootOf, type Hash } from '../../src/protocol/merkle.js';
 import { auditLog, type AuditFinding, type AuditOptions, type AuditReport } from '../../src/sdk/audit.js';
 import { BatonApiError } from '../../src/sdk/client.js';
-import { integrateOnce } from '../../src/service/log-integrator.js';
 import { signCheckpoint } from '../../src/service/log-tree.js';
-import { silentLogger } from '../../src/service/log.js';
-import { recordServiceReceipt } from '../../src/service/service-receipts.js';
 import { setupTenant } from '../support/service.js';
-import { startLiveService, type LiveService } from './live-service.js';
+import { readAsAuditor, recordIntoLog, startLiveService, type LiveService } from './live-service.js';
 
 let live: LiveService;
 /** The log's genuinely signed checkpoints of 3, 5 and 7 leaves, and its origin. */
@@ -26,20 +23,9 @@ let note5: string;
 let note7: string;
 let origin: string;
 
-async function record(n: number, from: number, tenantId = live.tenant.id): Promise<void> {
-  for (let i = 0; i < n; i++)
-    await recordServiceReceipt(live.svc.store.db, live.svc.deps.signer, {
-      tenantId,
-      kind: 'invocation.denied',
-      subject: `inv:${from + i}`,
-      data: { i: from + i },
-      now: live.svc.clock.now,
-    });
-  await integrateOnce({ store: live.svc.store, signer: live.svc.deps.signer, log: silentLogger, logName: live.svc.deps.config.tlogName });
-}
+const record = (n: number, from: number, tenantId = live.tenant.id) => recordIntoLog(live, n, from, tenantId);
 
-const read = async (path: string, key = live.tenant.keys.audit) =>
-  (await fetch(`${live.baseUrl}${path}`, { headers: { authorization: `Bearer ${key}` } })).text();
+const read = (path: string, key = live.tenant.keys.audit) => readAsAuditor(live, path, key);
 
 beforeAll(async () => {
   live = await startLiveService();

@@ -11,32 +11,18 @@ import { decodeBase64url } from '../../src/protocol/base64url.js';
 import { rootOf } from '../../src/protocol/merkle.js';
 import { auditLog, type AuditOptions, type AuditReport } from '../../src/sdk/audit.js';
 import { BatonApiError } from '../../src/sdk/client.js';
-import { integrateOnce } from '../../src/service/log-integrator.js';
-import { silentLogger } from '../../src/service/log.js';
-import { recordServiceReceipt } from '../../src/service/service-receipts.js';
 import { signCheckpoint } from '../../src/service/log-tree.js';
 import { randomBytes } from 'node:crypto';
-import { startLiveService, type LiveService } from './live-service.js';
+import { readAsAuditor, recordIntoLog, startLiveService, type LiveService } from './live-service.js';
 
 let live: LiveService;
 /** The log's genuinely signed checkpoints of 3 and of 5 leaves. */
 let note3: string;
 let note5: string;
 
-async function record(n: number, from: number): Promise<void> {
-  for (let i = 0; i < n; i++)
-    await recordServiceReceipt(live.svc.store.db, live.svc.deps.signer, {
-      tenantId: live.tenant.id,
-      kind: 'invocation.denied',
-      subject: `inv:${from + i}`,
-      data: { i: from + i },
-      now: live.svc.clock.now,
-    });
-  await integrateOnce({ store: live.svc.store, signer: live.svc.deps.signer, log: silentLogger, logName: live.svc.deps.config.tlogName });
-}
+const record = (n: number, from: number) => recordIntoLog(live, n, from);
 
-const read = async (path: string) =>
-  (await fetch(`${live.baseUrl}${path}`, { headers: { authorization: `Bearer ${live.tenant.keys.audit}` } })).text();
+const read = (path: string) => readAsAuditor(live, path);
 
 beforeAll(async () => {
   live = await startLiveService();

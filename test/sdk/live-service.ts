@@ -7,6 +7,9 @@ import type { Socket } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
 import { createServer, type Server } from 'node:net';
 import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+import { integrateOnce } from '../../src/service/log-integrator.js';
+import { silentLogger } from '../../src/service/log.js';
+import { recordServiceReceipt } from '../../src/service/service-receipts.js';
 
 export interface LiveService {
   readonly svc: TestService;
@@ -65,4 +68,22 @@ export async function closedPortUrl(): Promise<string> {
   const port = typeof address === 'object' && address ? address.port : 0;
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return `http://127.0.0.1:${port}`;
+}
+
+/** Records `n` service receipts (`inv:<from>`...) of the tenant and integrates them into its log. */
+export async function recordIntoLog(live: LiveService, n: number, from: number, tenantId = live.tenant.id): Promise<void> {
+  for (let i = 0; i < n; i++)
+    await recordServiceReceipt(live.svc.store.db, live.svc.deps.signer, {
+      tenantId,
+      kind: 'invocation.denied',
+      subject: `inv:${from + i}`,
+      data: { i: from + i },
+      now: live.svc.clock.now,
+    });
+  await integrateOnce({ store: live.svc.store, signer: live.svc.deps.signer, log: silentLogger, logName: live.svc.deps.config.tlogName });
+}
+
+/** The text of GET `path` as the tenant's auditor (or `key`) reads it. */
+export async function readAsAuditor(live: LiveService, path: string, key = live.tenant.keys.audit): Promise<string> {
+  return (await fetch(`${live.baseUrl}${path}`, { headers: { authorization: `Bearer ${key}` } })).text();
 }
