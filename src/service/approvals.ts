@@ -251,7 +251,8 @@ export type ChainEnded =
  * An ask (`lock`) that meets a limit first ends the root's approvals whose chain has ended and
  * counts again: those a revocation could not end (a verify held them past its wait after the
  * commit, or its node died in between) would otherwise hold their places until their deadline.
- * Only there, so the counts every other ask makes stay plain.
+ * Only there, so the counts every other ask makes stay plain. A dry run (no `lock`) that meets a
+ * limit counts again as that ask would after ending them, and ends nothing: it writes nothing.
  */
 export async function pendingLimitFor(
   db: Db,
@@ -263,27 +264,32 @@ export async function pendingLimitFor(
 ): Promise<PendingLimit | undefined> {
   const root = chain[0]!;
   if (lock) await lockApprovalsUnderRoot(db, tenantId, root);
-  const limit = await pendingLimitNow(db, tenantId, chain, now, catalogVersion);
-  if (limit === undefined || !lock) return limit;
+  const limit = await pendingLimitNow(db, tenantId, chain, now, catalogVersion, false);
+  if (limit === undefined) return limit;
+  if (!lock) return pendingLimitNow(db, tenantId, chain, now, catalogVersion, true);
   const healed = await endApprovalsWhoseChainEnded(db, tenantId, root, now, catalogVersion);
-  return healed === 0 ? limit : pendingLimitNow(db, tenantId, chain, now, catalogVersion);
+  return healed === 0 ? limit : pendingLimitNow(db, tenantId, chain, now, catalogVersion, false);
 }
 
-/** pendingLimitFor's counts, as they stand (under the root's lock when the caller took it). */
+/**
+ * pendingLimitFor's counts, as they stand (under the root's lock when the caller took it); `asHealed`
+ * leaves out the approvals whose chain ended, as an ask at a cap would once it had ended them.
+ */
 async function pendingLimitNow(
   db: Db,
   tenantId: string,
   chain: readonly string[],
   now: number,
   catalogVersion: number,
+  asHealed: boolean,
 ): Promise<PendingLimit | undefined> {
   const root = chain[0]!;
-  const underRoot = await countPendingUnderRoot(db, tenantId, root, now, catalogVersion);
+  const underRoot = await countPendingUnderRoot(db, tenantId, root, now, catalogVersion, asHealed);
   if (underRoot >= MAX_PENDING_APPROVALS_PER_ROOT) return { kind: 'root', root };
   for (const s of await readChainState(db, tenantId, chain)) {
     if (s.maxCalls === null) continue;
     const callsLeft = Math.max(0, s.maxCalls - s.callsUsed);
-    const waiting = await countPendingThrough(db, tenantId, root, s.hash, now, catalogVersion);
+    const waiting = await countPendingThrough(db, tenantId, root, s.hash, now, catalogVersion, asHealed);
     if (waiting >= callsLeft) return { kind: 'calls', dr: s.hash, callsLeft, waiting };
   }
   return undefined;

@@ -128,8 +128,15 @@ export async function lockApprovalsUnderRoot(db: Db, tenantId: string, root: str
  * deadline). An ask counts inside the transaction that inserts, after taking the root's lock
  * (lockApprovalsUnderRoot); a dry run reads without it.
  */
-export async function countPendingUnderRoot(db: Db, tenantId: string, root: string, now: number, catalogVersion: number): Promise<number> {
-  const [row] = await pendingUnderRootQuery(db, tenantId, root, now, catalogVersion);
+export async function countPendingUnderRoot(
+  db: Db,
+  tenantId: string,
+  root: string,
+  now: number,
+  catalogVersion: number,
+  asHealed = false,
+): Promise<number> {
+  const [row] = await pendingUnderRootQuery(db, tenantId, root, now, catalogVersion, undefined, asHealed);
   return row?.waiting ?? 0;
 }
 
@@ -145,8 +152,9 @@ export async function countPendingThrough(
   dr: string,
   now: number,
   catalogVersion: number,
+  asHealed = false,
 ): Promise<number> {
-  const [row] = await pendingUnderRootQuery(db, tenantId, root, now, catalogVersion, dr);
+  const [row] = await pendingUnderRootQuery(db, tenantId, root, now, catalogVersion, dr, asHealed);
   return row?.waiting ?? 0;
 }
 
@@ -158,8 +166,18 @@ export async function countPendingThrough(
  * chain's exp (requestApproval). Judging each row's chain here made every count several times
  * slower, under the root's lock (an outside review). The few a revocation could not end are ended
  * by the first ask that meets a cap, which then counts again (endApprovalsWhoseChainEnded).
+ * `asHealed`: count as that ask would after ending them, without ending them (a dry run at a cap),
+ * so a dry run answers what the real call would.
  */
-export function pendingUnderRootQuery(db: Db, tenantId: string, root: string, now: number, catalogVersion: number, through?: string) {
+export function pendingUnderRootQuery(
+  db: Db,
+  tenantId: string,
+  root: string,
+  now: number,
+  catalogVersion: number,
+  through?: string,
+  asHealed = false,
+) {
   return db
     .select({ waiting: count() })
     .from(approvals)
@@ -169,6 +187,7 @@ export function pendingUnderRootQuery(db: Db, tenantId: string, root: string, no
         // Asked under an older tool catalog: it can never run (the call asks again under the current one), so it holds no place.
         eq(approvals.catalogVersion, catalogVersion),
         through === undefined ? undefined : sql`${through} = any(${approvals.drChain})`,
+        asHealed ? sql`not ${chainCannotRun(tenantId, sql`${approvals.drChain}`, now)}` : undefined,
       ),
     );
 }
