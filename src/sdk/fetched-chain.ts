@@ -20,8 +20,8 @@ type DelegationChain = components['schemas']['DelegationChain'];
 export function fetchedChainProblem(requested: string, chain: DelegationChain): string | undefined {
   const { receipts } = chain;
   if (receipts.length === 0) return 'it holds no delegation record';
-  // A chain is at most a root and MAX_CHAIN_DEPTH records below it; more is not checked, one signature each.
-  if (receipts.length > MAX_CHAIN_DEPTH + 1) return `it holds ${receipts.length} records, more than any chain`;
+  // A chain is at most MAX_CHAIN_DEPTH records, its root among them (verify's CHAIN_TOO_DEEP); more is not checked, one signature each.
+  if (receipts.length > MAX_CHAIN_DEPTH) return `it holds ${receipts.length} records, more than any chain`;
   const hashes: string[] = [];
   const payloads: DelegationPayload[] = [];
   let rootIssuer: string | undefined;

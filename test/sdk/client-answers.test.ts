@@ -11,6 +11,7 @@ import { createRootDelegation, createSubDelegation, type SignedDelegation } from
 import { signJws } from '../../src/protocol/jws.js';
 import { recordHash } from '../../src/protocol/hash.js';
 import { MAX_ANSWER_BYTES, MAX_VERIFY_ANSWER_BYTES } from '../../src/sdk/client.js';
+import { MAX_CHAIN_DEPTH } from '../../src/protocol/records.js';
 
 interface FakeAnswer {
   readonly status?: number;
@@ -135,6 +136,12 @@ describe('getChain takes only the chain of the hash asked for', () => {
       what: 'more records than any chain holds',
       body: { ...servedChain([root, asked]), receipts: Array.from({ length: 40 }, () => root.jws) },
       why: /holds 40 records, more than any chain/,
+    },
+    {
+      // A chain is at most MAX_CHAIN_DEPTH records, the root among them (CHAIN_TOO_DEEP past that).
+      what: 'one record more than the deepest chain',
+      body: { ...servedChain([root, asked]), receipts: Array.from({ length: MAX_CHAIN_DEPTH + 1 }, () => root.jws) },
+      why: new RegExp(`holds ${MAX_CHAIN_DEPTH + 1} records, more than any chain`),
     },
   ];
 
