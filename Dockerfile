@@ -32,7 +32,7 @@ FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund --ignore-scripts
-COPY tsconfig.json tsconfig.build.json openapi.yaml ./
+COPY tsconfig.json tsconfig.build.json openapi.yaml LICENSE ./
 COPY scripts ./scripts
 COPY migrations ./migrations
 COPY src ./src

@@ -13,6 +13,7 @@ export const STAMP = join(PACKAGES_DIR, '.inputs');
 
 const INPUT_FOLDERS = ['src', 'migrations'];
 const INPUT_FILES = [
+  'LICENSE',
   'openapi.yaml',
   'package.json',
   'tsconfig.json',
@@ -21,6 +22,9 @@ const INPUT_FILES = [
   'scripts/build-inputs.mjs',
   'scripts/postgres-guard.mjs',
 ];
+
+/** Every path the build reads from the repository (folders and files): the image's build stage copies each (Dockerfile). */
+export const BUILD_INPUTS = [...INPUT_FOLDERS, ...INPUT_FILES];
 
 export function walkFiles(dir, out = []) {
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
