@@ -42,6 +42,9 @@ const EnvSchema = z.object({
   DATABASE_URL: z
     .string()
     .optional()
+    // Set but empty (a missing secret in a manifest) is not unset: it would run a node on an empty
+    // embedded database while its operator believes it is on PostgreSQL.
+    .refine((v) => v !== '', 'DATABASE_URL is set but empty: give a postgres:// URL, or unset it to run on the embedded database')
     .refine(
       (v) => v === undefined || v === '' || /^postgres(ql)?:\/\//.test(v),
       'DATABASE_URL must start with postgres:// or postgresql://',
@@ -70,7 +73,7 @@ const EnvSchema = z.object({
     .optional()
     .refine(
       (v) => v === undefined || decodeMasterKey(v) !== null,
-      `BATON_MASTER_KEY must be 32 bytes as 64 hex digits or base64. ${GENERATE_MASTER_KEY}`,
+      `BATON_MASTER_KEY must be 32 random bytes as 64 hex digits or base64 (43 characters, or 44 ending in =). ${GENERATE_MASTER_KEY}`,
     ),
   BATON_MAX_BODY_BYTES: int('BATON_MAX_BODY_BYTES', 1024, 16 * 1024 * 1024, 256 * 1024),
   BATON_MAX_CHAIN_DEPTH: int('BATON_MAX_CHAIN_DEPTH', 1, 16, 16),
@@ -146,11 +149,23 @@ export interface HttpTimeouts {
   readonly requestTimeoutMs: number;
 }
 
+/**
+ * A master key as written: 64 hex digits, or 32 bytes of base64 (either alphabet, 43 characters
+ * or 44 ending in `=`, with the last character's unused bits zero), surrounding whitespace
+ * aside. Anything else is null, as is the all-zero key: Buffer's base64 reader skips characters
+ * outside its alphabet, so `$$ key $$` and `key` read as one key, and a mistyped or templated
+ * value must not start a node with a key nobody chose.
+ */
 export function decodeMasterKey(raw: string): Uint8Array | null {
   const text = raw.trim();
-  if (/^[0-9a-fA-F]{64}$/.test(text)) return Uint8Array.from(Buffer.from(text, 'hex'));
-  const bytes = Buffer.from(text, 'base64');
-  return bytes.length === 32 ? Uint8Array.from(bytes) : null;
+  let bytes: Buffer;
+  if (/^[0-9a-fA-F]{64}$/.test(text)) bytes = Buffer.from(text, 'hex');
+  else if (/^(?:[A-Za-z0-9+/]{43}|[A-Za-z0-9_-]{43})=?$/.test(text)) {
+    const unpadded = text.replace(/=$/, '').replace(/\+/g, '-').replace(/\//g, '_');
+    bytes = Buffer.from(unpadded, 'base64url');
+    if (bytes.toString('base64url') !== unpadded) return null;
+  } else return null;
+  return bytes.length === 32 && bytes.some((b) => b !== 0) ? Uint8Array.from(bytes) : null;
 }
 
 /**

@@ -1,7 +1,7 @@
 // Configuration: unsafe combinations refuse to start and name what to set.
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, raisedSettings, unreadSettings } from '../src/config.js';
+import { ConfigError, decodeMasterKey, loadConfig, raisedSettings, unreadSettings } from '../src/config.js';
 
 const MASTER = randomBytes(32).toString('hex');
 
@@ -25,7 +25,48 @@ describe('loadConfig', () => {
       'postgres://db.internal/baton',
     );
     expect(loadConfig({}).databaseUrl).toBeUndefined();
-    expect(loadConfig({ DATABASE_URL: '' }).masterKey).toBeUndefined();
+    expect(loadConfig({}).masterKey).toBeUndefined();
+  });
+
+  it('refuses a DATABASE_URL set but empty (a missing secret), rather than run on the embedded database', () => {
+    for (const empty of ['', ' ']) {
+      expect(() => loadConfig({ DATABASE_URL: empty }), JSON.stringify(empty)).toThrow(/DATABASE_URL/);
+    }
+    expect(() => loadConfig({ DATABASE_URL: '' })).toThrow(/set but empty: give a postgres:\/\/ URL, or unset it/);
+  });
+
+  it('reads a master key as 64 hex digits or canonical base64 of 32 bytes, nothing looser, and never the all-zero key', () => {
+    const key = randomBytes(32);
+    for (const written of [
+      key.toString('hex'),
+      key.toString('hex').toUpperCase(),
+      key.toString('base64'),
+      key.toString('base64url'),
+      ` ${key.toString('base64')}\n`,
+    ]) {
+      expect(Buffer.from(decodeMasterKey(written)!).equals(key), written).toBe(true);
+    }
+    const b64 = key.toString('base64url');
+    // The last of 43 characters carries two unused bits, zero when written canonically (its index a
+    // multiple of 4): the next character in the alphabet sets one, and Buffer reads the same key.
+    const sloppy = b64.slice(0, 42) + String.fromCharCode(b64.charCodeAt(42) + 1);
+    expect(Buffer.from(sloppy, 'base64url').equals(key)).toBe(true);
+    const refused = [
+      `$$ ${b64} $$`, // characters outside the alphabet, which Buffer's reader skips
+      `${b64.slice(0, 20)} ${b64.slice(20)}`,
+      b64.slice(0, 42),
+      `${b64}==`,
+      `${b64}A`,
+      'A'.repeat(43),
+      '0'.repeat(64),
+      `${b64.slice(0, 10)}+${b64.slice(11, 20)}_${b64.slice(21)}`, // both alphabets at once
+      sloppy,
+      '',
+    ];
+    for (const written of refused) expect(decodeMasterKey(written), JSON.stringify(written)).toBeNull();
+    expect(() => loadConfig({ DATABASE_URL: 'postgres://x/y', BATON_MASTER_KEY: 'A'.repeat(43) })).toThrow(
+      /BATON_MASTER_KEY must be 32 random bytes/,
+    );
   });
 
   it('lists every problem at once', () => {
@@ -54,7 +95,7 @@ describe('loadConfig', () => {
   });
 
   it('an invalid BATON_MASTER_KEY is refused with how to make one', () => {
-    expect(() => loadConfig({ BATON_MASTER_KEY: 'deadbeef' })).toThrow(/must be 32 bytes[\s\S]*randomBytes\(32\)/);
+    expect(() => loadConfig({ BATON_MASTER_KEY: 'deadbeef' })).toThrow(/must be 32 random bytes[\s\S]*randomBytes\(32\)/);
   });
 
   it('refuses several workers on the embedded database at start, as a configuration error naming what to set', () => {
@@ -116,7 +157,7 @@ describe('raisedSettings', () => {
     expect(raisedSettings({ BATON_WRITE_DEADLINE_MS: '1000' })).toEqual([
       'BATON_WRITE_DEADLINE_MS (1000) is below BATON_VERIFY_DEADLINE_MS (5000): writes wait up to 5000 ms, as a write is never given less time than a verify',
     ]);
-    expect(loadConfig({ BATON_WRITE_DEADLINE_MS: '1000', BATON_MASTER_KEY: '00'.repeat(32) }).writeDeadlineMs).toBe(5000);
+    expect(loadConfig({ BATON_WRITE_DEADLINE_MS: '1000', BATON_MASTER_KEY: MASTER }).writeDeadlineMs).toBe(5000);
     expect(raisedSettings({ BATON_WRITE_DEADLINE_MS: '1000', BATON_VERIFY_DEADLINE_MS: '800' })).toEqual([]);
     expect(raisedSettings({})).toEqual([]); // the defaults are in order
     expect(raisedSettings({ BATON_WRITE_DEADLINE_MS: 'soon' })).toEqual([]); // refused by loadConfig, said there
