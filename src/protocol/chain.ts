@@ -37,17 +37,37 @@ export interface VerifiedInvocation {
 }
 
 /**
+ * What the cache may hold at most, by its estimate (recordCacheBytes): 64 MiB. At the default
+ * 10,000 records the count binds first for ordinary records (about 7 KB estimated, 2.4 KB held,
+ * for a 0.8 KB JWS), so the budget costs the hot path no hits; it binds for large or
+ * object-dense records, which would otherwise hold up to 17 times their JWS length each
+ * (~10 GB at 10,000 records of 60 KB).
+ */
+export const DEFAULT_DELEGATION_CACHE_BYTES = 64 * 1024 * 1024;
+
+/**
  * Decoded DRs whose signature verified. A DR is immutable and its hash names
  * its exact bytes, so a verdict once reached never changes; trust, time and
  * revocation are still checked on every call. A record is found by its hash,
  * or by its exact JWS text before any decoding: a chain sent by reference
  * resolves to the stored text, so a hit skips decoding, hashing and shape
  * checks of every link on every verify.
+ *
+ * Bounded by records and by an estimate of the bytes they hold, the oldest
+ * evicted first until both hold; a record estimated above the whole budget is
+ * not cached. Only records of a chain verified under a root the verifier
+ * trusts belong here: anyone can sign a chain under a key of their own.
  */
 export class DelegationCache {
   private readonly entries = new Map<RecordHash, VerifiedDelegation>();
   private readonly byJws = new Map<string, VerifiedDelegation>();
-  constructor(private readonly capacity = 10_000) {}
+  /** Each entry's estimate, apart from `entries` so that a hit reads nothing more. */
+  private readonly bytesOf = new Map<RecordHash, number>();
+  private heldBytes = 0;
+  constructor(
+    private readonly capacity = 10_000,
+    private readonly maxBytes = DEFAULT_DELEGATION_CACHE_BYTES,
+  ) {}
   get(hash: RecordHash): VerifiedDelegation | undefined {
     return this.entries.get(hash);
   }
@@ -56,18 +76,31 @@ export class DelegationCache {
     return this.byJws.get(jws);
   }
   set(dr: VerifiedDelegation): void {
-    if (this.entries.size >= this.capacity) {
-      const oldest = this.entries.entries().next();
-      if (!oldest.done) {
-        this.entries.delete(oldest.value[0]);
-        this.byJws.delete(oldest.value[1].jws);
-      }
+    const bytes = recordCacheBytes(dr);
+    this.evict(dr.hash);
+    if (bytes > this.maxBytes) return;
+    while (this.entries.size > 0 && (this.entries.size >= this.capacity || this.heldBytes + bytes > this.maxBytes)) {
+      this.evict(this.entries.keys().next().value!);
     }
     this.entries.set(dr.hash, dr);
     this.byJws.set(dr.jws, dr);
+    this.bytesOf.set(dr.hash, bytes);
+    this.heldBytes += bytes;
   }
   get size(): number {
     return this.entries.size;
+  }
+  /** The estimated bytes the cached records hold (recordCacheBytes), at most the budget. */
+  get bytes(): number {
+    return this.heldBytes;
+  }
+  private evict(hash: RecordHash): void {
+    const dr = this.entries.get(hash);
+    if (!dr) return;
+    this.entries.delete(hash);
+    this.byJws.delete(dr.jws);
+    this.heldBytes -= this.bytesOf.get(hash) ?? 0;
+    this.bytesOf.delete(hash);
   }
 
   /**
@@ -85,6 +118,62 @@ export class DelegationCache {
   rememberPassedStructure(drs: readonly VerifiedDelegation[]): void {
     this.passedChains.set(drs[drs.length - 1]!, [...drs]);
   }
+}
+
+/**
+ * One request's scratch: it reads through to a shared cache but keeps what it
+ * learns to itself, so records verified before their chain is established
+ * under a trusted root (a keyless submission's own records, judged alone
+ * first) are not verified twice in the request, nor held by the process once
+ * it ends. `keepIn` hands the shared cache the records of a chain that passed.
+ */
+export class RequestDelegationCache extends DelegationCache {
+  constructor(private readonly shared: DelegationCache) {
+    // A request holds at most a chain's stored ancestors and its submitted records.
+    super(2 * MAX_CHAIN_DEPTH);
+  }
+  override get(hash: RecordHash): VerifiedDelegation | undefined {
+    return super.get(hash) ?? this.shared.get(hash);
+  }
+  override getByJws(jws: string): VerifiedDelegation | undefined {
+    return super.getByJws(jws) ?? this.shared.getByJws(jws);
+  }
+  override passedStructure(drs: readonly VerifiedDelegation[]): boolean {
+    return super.passedStructure(drs) || this.shared.passedStructure(drs);
+  }
+  /** Caches in the shared cache these records (of a chain verified under a trusted root) it lacks. */
+  keepIn(records: readonly VerifiedDelegation[]): void {
+    for (const dr of records) if (!this.shared.get(dr.hash)) this.shared.set(dr);
+  }
+}
+
+/**
+ * What a cached record holds, over-estimated (measured with a forced GC over
+ * thousands of records of each shape, heap plus external memory): its JWS, the
+ * signed bytes and payload strings decoded beside it (under 3 bytes a JWS
+ * character), 96 bytes for every JSON value and object member of the payload
+ * (an empty object in an array holds ~68, a member of a large object ~200
+ * with the schema's copy of it), and 1 KB for the entry itself. Measured: 1.59 MB
+ * estimated for 1.0 MB held (59 KB of `[{},{},...]`), 710 KB for 607 KB (an
+ * object of 3,000 members, the closest), 6.7 KB for 2.4 KB (an ordinary record).
+ * Walked only when a record is cached, after its signature was verified.
+ */
+export function recordCacheBytes(dr: VerifiedDelegation): number {
+  let nodes = 0;
+  const pending: unknown[] = [dr.payload];
+  while (pending.length > 0) {
+    const value = pending.pop();
+    nodes++;
+    if (Array.isArray(value)) {
+      for (const item of value) pending.push(item);
+    } else if (value !== null && typeof value === 'object') {
+      for (const member of Object.values(value)) {
+        nodes++;
+        pending.push(member);
+      }
+    }
+  }
+  return 1024 + 3 * dr.jws.length + 96 * nodes;
 }
 
 export interface ChainOptions {
@@ -230,7 +319,7 @@ export function verifyChain(bundleInput: unknown, opts: ChainOptions): ChainDeci
   }
   if (violations.length > 0) return deny(violations, partial);
 
-  // Only signature-checked records reach the cache.
+  // Only records of a chain that passed every check, its root's trust included, reach the cache.
   for (const dr of delegations) if (fresh.has(dr.hash)) opts.cache?.set(dr);
   opts.cache?.rememberPassedStructure(delegations);
 
@@ -321,11 +410,19 @@ function verifyDelegationList(jwsList: readonly string[], opts: DelegationChainO
   if ('violations' in decoded) return deny(decoded.violations);
   const violations = delegationViolations(decoded.delegations, decoded.fresh, opts, segment);
   if (violations.length > 0) return deny(violations);
+  // As in verifyChain; a segment's cache is a request's scratch (verifyDelegationSegment).
   for (const dr of decoded.delegations) if (decoded.fresh.has(dr.hash)) opts.cache?.set(dr);
   return { valid: true, delegations: decoded.delegations };
 }
 
-export type DelegationSegmentOptions = Omit<DelegationChainOptions, 'trustedRoots' | 'isRevoked'>;
+export type DelegationSegmentOptions = Omit<DelegationChainOptions, 'trustedRoots' | 'isRevoked' | 'cache'> & {
+  /**
+   * Read through to a shared cache; the records verified here are kept for this request only. A
+   * segment establishes no trust (anyone can sign one under a key of their own), so what it
+   * verified never enters a shared cache from here.
+   */
+  readonly cache?: RequestDelegationCache;
+};
 
 /**
  * The checks of verifyDelegations that need nothing but the records given:
@@ -333,10 +430,13 @@ export type DelegationSegmentOptions = Omit<DelegationChainOptions, 'trustedRoot
  * time nesting and expiry between consecutive records. The list may start
  * below the root (its first record names a parent); trust, revocation and
  * the hand-off from that parent are the caller's to judge, on the full chain.
- * Every violation it reports echoes only the records given.
+ * Every violation it reports echoes only the records given. It caches only
+ * in the request's scratch (RequestDelegationCache).
  */
 export function verifyDelegationSegment(jwsList: readonly string[], opts: DelegationSegmentOptions): DelegationsDecision {
-  return verifyDelegationList(jwsList, { ...opts, trustedRoots: () => true }, true);
+  // Typed so already; a plain cache from untyped code is read through, never written.
+  const cache = opts.cache && !(opts.cache instanceof RequestDelegationCache) ? new RequestDelegationCache(opts.cache) : opts.cache;
+  return verifyDelegationList(jwsList, { ...opts, cache, trustedRoots: () => true }, true);
 }
 
 function decodeDelegations(

@@ -10,6 +10,7 @@
  */
 import {
   decodeDelegation,
+  RequestDelegationCache,
   verifyDelegationSegment,
   verifyDelegations,
   type DelegationsDecision,
@@ -122,7 +123,12 @@ export async function checkSubmission(
 ): Promise<CheckedSubmission> {
   const db = deps.store.db;
   const now = deps.now();
-  const verifyOptions = { now, maxDepth: deps.config.maxChainDepth, cache: deps.drCache, allowNotYetValid: true } as const;
+  // What this request verifies is kept in its own scratch, and enters the process-wide cache only
+  // once the whole chain passed under a root the tenant trusts (keepIn below): records judged on
+  // their own (rule 1) may be anyone's, signed under throwaway keys (an outside probe filled the
+  // cache with 400 MB of refused chains). Their signatures are still checked once in the request.
+  const scratch = new RequestDelegationCache(deps.drCache);
+  const verifyOptions = { now, maxDepth: deps.config.maxChainDepth, cache: scratch, allowNotYetValid: true } as const;
   let own: readonly VerifiedDelegation[] | undefined;
   if (callerTenant === null) {
     const segment = verifyDelegationSegment(jwsList, verifyOptions);
@@ -131,7 +137,7 @@ export async function checkSubmission(
   }
   let first: VerifiedDelegation;
   try {
-    first = decodeDelegation(jwsList[0]!, 0, deps.drCache);
+    first = decodeDelegation(jwsList[0]!, 0, scratch);
   } catch (e) {
     if (e instanceof BatonError)
       throw refusal(e.code, e.message, [{ code: e.code, dr_index: 0, field: 'receipts[0]', message: e.message }]);
@@ -168,6 +174,7 @@ export async function checkSubmission(
   if (revokedSubmitted >= 0)
     throw revokedInSubmission(submitted[revokedSubmitted]!.hash, ancestors.length + revokedSubmitted, ancestors.length);
   refuseTakenJtis(submitted, await jtisTakenByOthers(db, tenantId, submitted));
+  scratch.keepIn(decision.delegations);
   return { tenantId, now, ancestors, submitted, replayed: null };
 }
 
