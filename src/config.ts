@@ -76,6 +76,9 @@ const EnvSchema = z.object({
       `BATON_MASTER_KEY must be 32 random bytes as 64 hex digits or base64 (43 characters, or 44 ending in =). ${GENERATE_MASTER_KEY}`,
     ),
   BATON_MAX_BODY_BYTES: int('BATON_MAX_BODY_BYTES', 1024, 16 * 1024 * 1024, 256 * 1024),
+  // The request body bytes one process holds at once while they arrive, over every request: the
+  // time a body takes is the client's, so stalled uploads would otherwise grow memory with connections.
+  BATON_MAX_BODY_BUFFER_BYTES: int('BATON_MAX_BODY_BUFFER_BYTES', 1024, 16 * 1024 * 1024 * 1024, 64 * 1024 * 1024),
   BATON_MAX_CHAIN_DEPTH: int('BATON_MAX_CHAIN_DEPTH', 1, 16, 16),
   BATON_INVOCATION_MAX_AGE: int('BATON_INVOCATION_MAX_AGE', 1, 86_400, 300),
   BATON_CLOCK_SKEW: int('BATON_CLOCK_SKEW', 0, 3_600, 60),
@@ -118,6 +121,8 @@ export interface Config {
   /** 32 bytes, or undefined when a dev run must generate one. */
   readonly masterKey: Uint8Array | undefined;
   readonly maxBodyBytes: number;
+  /** Request body bytes this process holds at once while they arrive; a body past it answers 503 SERVICE_BUSY. */
+  readonly maxBodyBufferBytes: number;
   readonly maxChainDepth: number;
   readonly invocationMaxAgeSeconds: number;
   readonly clockSkewSeconds: number;
@@ -339,6 +344,13 @@ export function loadConfig(env: Environment = process.env): Config {
         `BATON_HEADERS_TIMEOUT_MS (${http.headersTimeoutMs}), which must be at most BATON_REQUEST_TIMEOUT_MS (${http.requestTimeoutMs}).`,
     );
   }
+  // A budget smaller than one body would refuse every body of the largest size accepted, whatever the load.
+  if (e.BATON_MAX_BODY_BUFFER_BYTES < e.BATON_MAX_BODY_BYTES) {
+    throw new ConfigError(
+      `Baton cannot start: invalid configuration.\n  - BATON_MAX_BODY_BUFFER_BYTES (${e.BATON_MAX_BODY_BUFFER_BYTES}) must be at least ` +
+        `BATON_MAX_BODY_BYTES (${e.BATON_MAX_BODY_BYTES}): a body of the largest size accepted must fit in it.`,
+    );
+  }
   return {
     port: e.PORT,
     host: e.HOST,
@@ -348,6 +360,7 @@ export function loadConfig(env: Environment = process.env): Config {
     dataDir: e.BATON_DATA_DIR,
     masterKey: e.BATON_MASTER_KEY ? (decodeMasterKey(e.BATON_MASTER_KEY) ?? undefined) : undefined,
     maxBodyBytes: e.BATON_MAX_BODY_BYTES,
+    maxBodyBufferBytes: e.BATON_MAX_BODY_BUFFER_BYTES,
     maxChainDepth: e.BATON_MAX_CHAIN_DEPTH,
     invocationMaxAgeSeconds: e.BATON_INVOCATION_MAX_AGE,
     clockSkewSeconds: e.BATON_CLOCK_SKEW,

@@ -3,7 +3,7 @@
  * PGlite), migrations, signing key, bootstrap admin key, HTTP listener.
  */
 import cluster, { type Worker } from 'node:cluster';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { chmodSync, existsSync, linkSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createTcpServer, Server as NetServer } from 'node:net';
@@ -11,7 +11,17 @@ import { join } from 'node:path';
 import { getRequestListener, type ServerType } from '@hono/node-server';
 import { ConfigError, decodeMasterKey, DEFAULT_TLOG_NAME, loadConfig, raisedSettings, unreadSettings, type Config } from './config.js';
 import { createApp } from './service/app.js';
-import { answerConnect, answerHostless, answerUnbuildableRequest, answerUnreadRequest, isHostlessHttp11 } from './service/http.js';
+import type { BatonError } from './protocol/errors.js';
+import { bodyBudget, unsupportedTransferCoding } from './service/body.js';
+import { httpStatusOf } from './service/error-status.js';
+import {
+  answerConnect,
+  answerHostless,
+  answerUnbuildableRequest,
+  answerUnreadRequest,
+  errorEnvelope,
+  isHostlessHttp11,
+} from './service/http.js';
 import { ensureAdminKey } from './service/auth.js';
 import { withdrawBootstrapAdminKey } from './store/api-keys.js';
 import { createServiceDeps } from './service/deps.js';
@@ -280,6 +290,8 @@ export async function startServer(
     const deps = await createServiceDeps({ store, config, log, masterKey });
     generatedAdminKey = await ensureAdminKey(deps);
     const app = createApp(deps);
+    // One budget for the whole process, as the memory it bounds is (body.ts).
+    bodyBudget.limit = config.maxBodyBufferBytes;
     const listening: Promise<ServerType> = new Promise((resolve, reject) => {
       // node-server's serve() takes no errorHandler: its listener, on a server made here, does.
       const answer = getRequestListener(app.fetch, {
@@ -299,7 +311,14 @@ export async function startServer(
           // refusal is a bare 400.
           requireHostHeader: false,
         },
-        (req, res) => (isHostlessHttp11(req) ? answerHostless(res) : answer(req, res)),
+        (req, res) => {
+          if (isHostlessHttp11(req)) return answerHostless(res);
+          // Judged from the headers before anything runs, as Node's parser judges Content-Length
+          // beside Transfer-Encoding: a body in a transfer coding Baton does not decode cannot be read.
+          const transferRefusal = unsupportedTransferCoding(req.headers['transfer-encoding']);
+          if (transferRefusal) return answerBeforeRouting(res, transferRefusal);
+          return answer(req, res);
+        },
       );
       s.listen(config.port, config.host, () => {
         s.off('error', refused);
@@ -413,6 +432,22 @@ export async function startServer(
     await store.close();
     throw e;
   }
+}
+
+/**
+ * `e` in the envelope, for a request refused from its head alone before any route runs, closing the
+ * connection: the body that may follow is left unread, so nothing after it on the connection can be framed.
+ */
+function answerBeforeRouting(res: ServerResponse, e: BatonError): void {
+  const requestId = randomUUID();
+  const body = JSON.stringify(errorEnvelope(e, requestId));
+  res.writeHead(httpStatusOf(e), {
+    'content-type': 'application/json',
+    'x-request-id': requestId,
+    'content-length': Buffer.byteLength(body),
+    connection: 'close',
+  });
+  res.end(body);
 }
 
 /** How long a stopping server keeps idle keep-alive connections open for a request already on its way. */

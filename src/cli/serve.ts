@@ -38,6 +38,9 @@ takes its default:
                                generated in the data folder, embedded only)
   BATON_MAX_BODY_BYTES         larger request bodies get 413 (1024 to
                                16777216; default 262144)
+  BATON_MAX_BODY_BUFFER_BYTES  request body bytes a process holds at once while
+                               they arrive; past it a body gets 503 (at least
+                               BATON_MAX_BODY_BYTES; default 67108864)
   BATON_MAX_CHAIN_DEPTH        the most DRs in a chain (1 to 16; default 16)
   BATON_INVOCATION_MAX_AGE     seconds an invocation is accepted after its
                                iat (default 300)

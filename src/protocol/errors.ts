@@ -299,6 +299,11 @@ const SERVICE_ERRORS = {
     message: 'Too many requests.',
     suggestion: 'Retry after the number of seconds in the Retry-After header.',
   },
+  SERVICE_BUSY: {
+    message: 'Baton is too busy to take this request now, so it refused it before doing anything.',
+    suggestion:
+      'Nothing was done: send the request again after the number of seconds in the Retry-After header. If this persists, the operator can raise BATON_MAX_BODY_BUFFER_BYTES (the request body bytes one Baton process receives at once, 64 MiB by default) or add nodes.',
+  },
   STORAGE_UNAVAILABLE: {
     message: 'The database is unavailable, so Baton cannot decide safely and refuses.',
     suggestion:

@@ -8,6 +8,14 @@
  * value, no duplicate object keys (parsers disagree on which duplicate wins,
  * so an ambiguous body is refused rather than guessed at), bounded nesting,
  * and only strings PostgreSQL can store (no U+0000, no lone surrogates).
+ * A Transfer-Encoding other than chunked is refused too: Node frames the body
+ * by its final chunked coding and decodes no other.
+ *
+ * The bytes of bodies still arriving are bounded over the whole process too
+ * (BATON_MAX_BODY_BUFFER_BYTES, bodyBudget): each body is bounded by
+ * maxBytes, but the time it takes to arrive is the client's (up to
+ * BATON_REQUEST_TIMEOUT_MS), so clients sending most of a body and stalling,
+ * keyless ones too, grew the process's memory with their connections.
  */
 import type { IncomingMessage } from 'node:http';
 import type { Context } from 'hono';
@@ -26,6 +34,8 @@ const CHARSET = /;\s*charset\s*=\s*("?[^;\s]*"?)/i;
 const bodies = new WeakMap<Request, Uint8Array>();
 
 export async function readJsonBody(c: Context, maxBytes: number): Promise<unknown> {
+  const transferRefusal = unsupportedTransferCoding(c.req.header('transfer-encoding'));
+  if (transferRefusal) throw transferRefusal;
   const type = c.req.header('content-type');
   if (type !== undefined && !JSON_CONTENT_TYPE.test(type)) {
     throw invalid(`The request body is declared as ${JSON.stringify(type.slice(0, 100))}; this route takes application/json.`);
@@ -61,30 +71,41 @@ export async function hasBody(c: Context, maxBytes: number): Promise<boolean> {
   return (await readBodyBytes(c, maxBytes)).length > 0;
 }
 
-/** Reads the body, refusing (413) as soon as it passes maxBytes, whatever Content-Length said. */
+/**
+ * Reads the body, refusing (413) as soon as it passes maxBytes, whatever Content-Length said, and
+ * (503 SERVICE_BUSY) as soon as it would take the bytes of bodies arriving past bodyBudget's limit.
+ */
 async function readBodyBytes(c: Context, maxBytes: number): Promise<Uint8Array> {
   const request = c.req.raw;
   const cached = bodies.get(request);
   if (cached) return cached;
+  const transferRefusal = unsupportedTransferCoding(c.req.header('transfer-encoding'));
+  if (transferRefusal) throw transferRefusal;
   const declared = Number(c.req.header('content-length') ?? '0');
   if (declared > maxBytes) throw tooLarge(maxBytes);
+  // A declared length is held whole before a byte is read: a client that sends part of it and
+  // stalls holds no more than it was given room for. A chunked body is held as it arrives.
+  const share = bodyBudget.share();
+  if (!share.cover(Number.isFinite(declared) && declared > 0 ? declared : 0)) throw busy(c);
   // The upload's time is the client's: the request's deadlines move on by it (deadline.ts).
   const upload = (c as Context<AppEnv>).get('upload') as UploadClock | undefined;
   upload?.start();
   try {
-    return await receiveBody(c, request, maxBytes);
+    return await receiveBody(c, request, maxBytes, share);
   } finally {
+    // Whole or not (cut short, 413, 503, the request timeout's close): the bytes are the budget's again.
+    share.release();
     upload?.end();
   }
 }
 
-async function receiveBody(c: Context, request: Request, maxBytes: number): Promise<Uint8Array> {
+async function receiveBody(c: Context, request: Request, maxBytes: number, share: BudgetShare): Promise<Uint8Array> {
   // Served by @hono/node-server: read the Node stream itself. Reading through
   // request.body would first build a web Request and a ReadableStream around
   // it, which cost the verify hot path more CPU than everything it parses.
   const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
   if (incoming && typeof incoming.on === 'function' && !incoming.readableDidRead) {
-    const bytes = await readIncoming(incoming, maxBytes);
+    const bytes = await readIncoming(incoming, maxBytes, share, () => busy(c));
     bodies.set(request, bytes);
     return bytes;
   }
@@ -102,6 +123,10 @@ async function receiveBody(c: Context, request: Request, maxBytes: number): Prom
         await reader.cancel().catch(() => {});
         throw tooLarge(maxBytes);
       }
+      if (!share.cover(total)) {
+        await reader.cancel().catch(() => {});
+        throw busy(c);
+      }
       chunks.push(value);
     }
   }
@@ -115,8 +140,11 @@ async function receiveBody(c: Context, request: Request, maxBytes: number): Prom
   return bytes;
 }
 
-/** The whole body of a Node request, refusing (413) as soon as it passes maxBytes. */
-function readIncoming(incoming: IncomingMessage, maxBytes: number): Promise<Uint8Array> {
+/**
+ * The whole body of a Node request, refusing (413) as soon as it passes maxBytes, and (`refuseBusy`)
+ * as soon as `share` cannot cover what has arrived.
+ */
+function readIncoming(incoming: IncomingMessage, maxBytes: number, share: BudgetShare, refuseBusy: () => BatonError): Promise<Uint8Array> {
   return new Promise((resolve, reject) => {
     // Closed while the handler awaited something else (the key's lookup): a destroyed stream emits
     // nothing more, so waiting for its end would keep the request open for ever.
@@ -138,6 +166,9 @@ function readIncoming(incoming: IncomingMessage, maxBytes: number): Promise<Uint
       if (total > maxBytes) {
         incoming.pause();
         done(() => reject(tooLarge(maxBytes)));
+      } else if (!share.cover(total)) {
+        incoming.pause();
+        done(() => reject(refuseBusy()));
       } else chunks.push(chunk);
     };
     const onEnd = () => done(() => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total)));
@@ -188,6 +219,79 @@ export function parseStrictJson(text: string, where = 'The request body'): unkno
   assertStorableStrings(value, where);
   return value;
 }
+
+/**
+ * The request's Transfer-Encoding refused, or undefined when it has none or only chunked (RFC 9112
+ * 6.1: any case, optional whitespace around it). Node's parser frames a body whose final coding is
+ * chunked and decodes none of the others: a body sent gzip-coded was read as its compressed bytes
+ * (400 "not valid UTF-8"), and one declared gzip but sent plain was read as if nothing were
+ * declared, as a reader honouring the declaration would not read it. Judged from the header alone.
+ */
+export function unsupportedTransferCoding(header: string | undefined): BatonError | undefined {
+  if (header === undefined || /^[ \t]*chunked[ \t]*$/i.test(header)) return undefined;
+  return new BatonError('INVALID_REQUEST', {
+    message: `The request is sent with Transfer-Encoding ${JSON.stringify(header.slice(0, 100))}; Baton reads only chunked, and no other transfer coding, so it read nothing and did nothing.`,
+    suggestion:
+      'Send the body as it is, uncompressed, framed by Content-Length or by Transfer-Encoding: chunked alone (curl: --data @body.json, without --tr-encoding).',
+  });
+}
+
+/** How many bytes of request bodies this process holds while they arrive, at most (BATON_MAX_BODY_BUFFER_BYTES). */
+export const DEFAULT_MAX_BODY_BUFFER_BYTES = 64 * 1024 * 1024;
+
+/** What one body holds of the budget: grown as the body arrives, given back once when it is done. */
+interface BudgetShare {
+  /** Holds `bytes` in all for this body; false, holding no more, when the budget has no room for them. */
+  cover(bytes: number): boolean;
+  release(): void;
+}
+
+/**
+ * The process's budget of request body bytes held at once while they arrive, over every request
+ * (each worker of BATON_WORKERS has its own). A body that would take the total past it is refused
+ * (503 SERVICE_BUSY) before more of it is read; its bytes, and those of every body done, whole or
+ * not, are given back.
+ */
+class BodyBudget {
+  /** Set from BATON_MAX_BODY_BUFFER_BYTES when the server starts. */
+  limit = DEFAULT_MAX_BODY_BUFFER_BYTES;
+  #held = 0;
+
+  /** Bytes held now: 0 whenever no body is arriving (what a leak would show). */
+  get held(): number {
+    return this.#held;
+  }
+
+  share(): BudgetShare {
+    let mine = 0;
+    return {
+      cover: (bytes) => {
+        if (bytes <= mine) return true;
+        if (this.#held + (bytes - mine) > this.limit) return false;
+        this.#held += bytes - mine;
+        mine = bytes;
+        return true;
+      },
+      release: () => {
+        this.#held -= mine;
+        mine = 0;
+      },
+    };
+  }
+}
+
+export const bodyBudget = new BodyBudget();
+
+/** A body refused for want of room in the budget: the client's to send again shortly, so said with Retry-After. */
+function busy(c: Context): BatonError {
+  c.header('Retry-After', String(BUSY_RETRY_AFTER_SECONDS));
+  return new BatonError('SERVICE_BUSY', {
+    message: 'Baton is receiving as many request bodies at once as it holds, so it refused this one before reading it, and did nothing.',
+  });
+}
+
+/** The Retry-After of a SERVICE_BUSY answer: bodies arriving at once are most often done within a second. */
+const BUSY_RETRY_AFTER_SECONDS = 1;
 
 function tooLarge(maxBytes: number): BatonError {
   return new BatonError('PAYLOAD_TOO_LARGE', { message: `The request body is larger than ${maxBytes} bytes.` });

@@ -85,6 +85,7 @@ export const ERROR_STATUS: { readonly [C in AnyErrorCode]: C extends ClientError
   REQUEST_TIMEOUT: 408,
   UNPROCESSABLE: 422,
   RATE_LIMITED: 429,
+  SERVICE_BUSY: 503,
   STORAGE_UNAVAILABLE: 503,
   INTERNAL: 500,
   // Transparency log

@@ -54,7 +54,8 @@ export function handleError(err: unknown, c: Context<AppEnv>, log: Logger): Resp
   // A write rolled back after its answer went out: that answer was logged; this is no outage of its own.
   if (isRollbackAfterAnswer(err)) log.debug('rolled back after its answer', { request_id: requestId, ...errorForLog(err) });
   else if (e.code === 'STORAGE_UNAVAILABLE') logStorageUnavailable(log, err, { request_id: requestId, ...errorForLog(err) });
-  else if (status >= 500)
+  // A body refused for the process's body budget is load, not a fault: its request line says so.
+  else if (status >= 500 && e.code !== 'SERVICE_BUSY')
     log.error('unhandled error', { request_id: requestId, ...errorForLog(err, e.code === 'INTERNAL'), ...operatorText });
   return c.json(errorEnvelope(shown, requestId), status);
 }
