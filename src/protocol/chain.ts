@@ -658,7 +658,7 @@ function checkInvocationLinkage(drs: readonly VerifiedDelegation[], inv: Verifie
       field: 'invocation.iss',
       required: leaf.aud,
       actual: ip.iss,
-      message: `The invocation is signed by ${ip.iss}, but the leaf delegation was granted to ${leaf.aud}.`,
+      message: `The invocation names ${ip.iss} as its signer (iss), but the leaf delegation was granted to ${leaf.aud}.`,
     });
   }
   if (ip.sub !== root.sub) {

@@ -57,7 +57,7 @@ class BatonMetrics {
 
   private readonly requests = new Counter({
     name: 'baton_http_requests_total',
-    help: 'HTTP requests answered, by method, route and status.',
+    help: 'HTTP requests answered, by method, route and status. A request no route could read (a Host that is no host name, a backslash in the path, one Node\'s parser refused) is counted under route "(unreadable)", method "unknown" when it was not read.',
     labelNames: ['method', 'route', 'status'] as const,
     registers: [this.registry],
   });
@@ -78,7 +78,7 @@ class BatonMetrics {
 
   private readonly decisions = new Counter({
     name: 'baton_verify_decisions_total',
-    help: 'Verify decisions, by outcome (allow or deny) and code.',
+    help: 'Verify decisions, by outcome (allow or deny) and code. A dry run decides nothing and is not counted here (baton_http_requests_total counts its requests, route /v1/verify/dry-run).',
     labelNames: ['outcome', 'code'] as const,
     registers: [this.registry],
   });
@@ -168,6 +168,14 @@ class BatonMetrics {
       this.requests.inc({ method, route, status: String(status) });
       this.latency.observe({ method, route }, seconds);
     };
+  }
+
+  /**
+   * A request answered outside the app (one no route could read: see UNREADABLE_ROUTE in http.ts):
+   * counted in baton_http_requests_total only, as it has no latency the app measured.
+   */
+  countRequest(method: string, route: string, status: number): void {
+    this.requests.inc({ method, route, status: String(status) });
   }
 
   observeDecision(outcome: 'allow' | 'deny', code: string): void {

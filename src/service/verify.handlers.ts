@@ -600,19 +600,29 @@ function logDecision(
   const inv = decision.invocation?.payload;
   const tool = inv?.args['tool'];
   const drChain = (decision.valid ? decision.context.dr_chain : decision.dr_chain) ?? inv?.dr_chain ?? [];
-  // An unverified invocation's jti and chain are logged as its claims, not as its own (see Claims).
+  const invoker = inv?.iss ?? null;
+  const toolName = typeof tool === 'string' ? tool : null;
+  // Everything read from an unverified invocation is logged as its claims, not as fact (see Claims):
+  // anyone holding a verify key could otherwise have the log name any DID as the invoker of any tool.
   const said =
     d.claims === 'unverified'
-      ? { jti: null, dr_chain: [], claimed_jti: inv?.jti ?? null, claimed_dr_chain: drChain }
-      : { jti: inv?.jti ?? null, dr_chain: drChain };
+      ? {
+          invoker: null,
+          tool: null,
+          jti: null,
+          dr_chain: [],
+          claimed_invoker: invoker,
+          claimed_tool: toolName,
+          claimed_jti: inv?.jti ?? null,
+          claimed_dr_chain: drChain,
+        }
+      : { invoker, tool: toolName, jti: inv?.jti ?? null, dr_chain: drChain };
   deps.log.info('verify decision', {
     // The request's line (its status) is found by this id: a decision logged after the deadline was
     // answered 503 (unless it arrived just in time), though the database counted it.
     request_id: auth.requestId ?? null,
     tenant_id: tenantId,
     key_id: auth.keyId,
-    invoker: inv?.iss ?? null,
-    tool: typeof tool === 'string' ? tool : null,
     ...said,
     outcome: decision.valid ? 'allow' : 'deny',
     codes: d.codes,
@@ -867,7 +877,9 @@ function refused(
   d: { dryRun: boolean; serviceReceiptId: number | null; started: number; claims?: Claims },
   gated: ToolGateFacts = {},
 ): VerifyResponse {
-  metrics.observeDecision('deny', decision.error.code);
+  // A dry run decides nothing (its allows are not counted either): counted, polling dry runs would
+  // inflate the denials an operator alerts on. baton_http_requests_total shows them by route.
+  if (!d.dryRun) metrics.observeDecision('deny', decision.error.code);
   const codes = [...new Set([decision.error.code, ...decision.violations.map((v) => v.code)])];
   logDecision(deps, auth, tenantId, decision, { ...d, codes });
   const approval = gated.approval === undefined ? {} : { approval: gated.approval };
