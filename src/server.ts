@@ -21,6 +21,8 @@ import {
   answerUnreadRequest,
   errorEnvelope,
   isHostlessHttp11,
+  recordUnreadableRequest,
+  type UnreadRequestSocket,
 } from './service/http.js';
 import { ensureAdminKey } from './service/auth.js';
 import { withdrawBootstrapAdminKey } from './store/api-keys.js';
@@ -312,11 +314,11 @@ export async function startServer(
           requireHostHeader: false,
         },
         (req, res) => {
-          if (isHostlessHttp11(req)) return answerHostless(res);
+          if (isHostlessHttp11(req)) return answerHostless(res, log);
           // Judged from the headers before anything runs, as Node's parser judges Content-Length
           // beside Transfer-Encoding: a body in a transfer coding Baton does not decode cannot be read.
           const transferRefusal = unsupportedTransferCoding(req.headers['transfer-encoding']);
-          if (transferRefusal) return answerBeforeRouting(res, transferRefusal);
+          if (transferRefusal) return answerBeforeRouting(req, res, transferRefusal, log);
           return answer(req, res);
         },
       );
@@ -328,7 +330,7 @@ export async function startServer(
       const refused = (e: NodeJS.ErrnoException) => reject(listenError(e, config));
       s.once('error', refused);
       // What Node's parser refuses is answered in Baton's envelope too, not as a bare status line.
-      s.on('clientError', answerUnreadRequest);
+      s.on('clientError', (err: Error, socket: UnreadRequestSocket) => answerUnreadRequest(err, socket, log));
       s.on('connect', answerConnect);
       // An expectation other than 100-continue: Node alone answers a bare 417 (no envelope, no
       // X-Request-Id). RFC 9110 lets a server ignore it instead, so the request is served as any other.
@@ -438,8 +440,15 @@ export async function startServer(
  * `e` in the envelope, for a request refused from its head alone before any route runs, closing the
  * connection: the body that may follow is left unread, so nothing after it on the connection can be framed.
  */
-function answerBeforeRouting(res: ServerResponse, e: BatonError): void {
+function answerBeforeRouting(req: IncomingMessage, res: ServerResponse, e: BatonError, log: Logger): void {
   const requestId = randomUUID();
+  recordUnreadableRequest(log, {
+    requestId,
+    method: req.method,
+    status: httpStatusOf(e),
+    code: e.code,
+    reason: 'unsupported transfer coding',
+  });
   const body = JSON.stringify(errorEnvelope(e, requestId));
   res.writeHead(httpStatusOf(e), {
     'content-type': 'application/json',

@@ -10,6 +10,7 @@ import { BatonError, ERROR_TABLE, errorBody, type ErrorEnvelope } from '../proto
 import { errorForLog, isStorageUnavailable } from '../store/errors.js';
 import { isRollbackAfterAnswer } from './deadline.js';
 import { httpStatusOf } from './error-status.js';
+import { metrics } from './metrics.js';
 import type { AppEnv } from './types.js';
 import type { Logger } from './log.js';
 
@@ -134,13 +135,23 @@ const UNBUILDABLE_REASONS: Readonly<Record<string, string>> = {
 export function answerUnbuildableRequest(err: unknown, log: Logger): Response {
   const requestId = randomUUID();
   const unbuildable = err instanceof Error && err.name === 'RequestError';
-  const e = unbuildable
-    ? new BatonError('INVALID_REQUEST', {
-        message: `Baton cannot read this request: ${UNBUILDABLE_REASONS[err.message] ?? 'its target is not a path Baton serves'}.`,
-        suggestion: 'Send an HTTP/1.1 request with a Host header and a target that is a path starting with "/" (see GET /docs).',
-      })
-    : new BatonError('INTERNAL');
+  const reason = unbuildable ? (UNBUILDABLE_REASONS[err.message] ?? 'its target is not a path Baton serves') : undefined;
+  const e =
+    reason !== undefined
+      ? new BatonError('INVALID_REQUEST', {
+          message: `Baton cannot read this request: ${reason}.`,
+          suggestion: 'Send an HTTP/1.1 request with a Host header and a target that is a path starting with "/" (see GET /docs).',
+        })
+      : new BatonError('INTERNAL');
   if (!unbuildable) log.error('unhandled error', { request_id: requestId, ...errorForLog(err, true) });
+  // node-server's error handler is given the error alone: the method is not known here.
+  recordUnreadableRequest(log, {
+    requestId,
+    method: undefined,
+    status: httpStatusOf(e),
+    code: e.code,
+    reason: reason ?? 'unhandled error',
+  });
   return new Response(JSON.stringify(errorEnvelope(e, requestId)), {
     status: httpStatusOf(e),
     headers: { 'content-type': 'application/json', 'x-request-id': requestId, connection: 'close' },
@@ -152,12 +163,53 @@ export function isHostlessHttp11(req: { readonly httpVersion: string; readonly h
   return req.httpVersion === '1.1' && (req.headers.host === undefined || req.headers.host === '');
 }
 
+/**
+ * The route label (baton_http_requests_total) of a request answered before any route could read it,
+ * and of its `request` log line: one fixed value, never its target or its Host, which may be
+ * anything a client sent (a label per value would grow without bound, and a log line would carry it).
+ */
+export const UNREADABLE_ROUTE = '(unreadable)';
+
+/**
+ * The `request` line and count of a request answered outside the app (which logs and counts every
+ * request a route reads): its answer carries a request_id to quote to the operator, who must find it.
+ * Logged at info, as the app logs every request line whatever its status. With no logger (a caller
+ * wired without one), it is counted only.
+ */
+export function recordUnreadableRequest(
+  log: Logger | undefined,
+  r: { requestId: string; method: string | undefined; status: number; code: string; reason: string },
+): void {
+  metrics.countRequest(r.method ?? 'unknown', UNREADABLE_ROUTE, r.status);
+  log?.info('request', {
+    request_id: r.requestId,
+    method: r.method ?? null,
+    path: null,
+    route: UNREADABLE_ROUTE,
+    status: r.status,
+    code: r.code,
+    reason: r.reason,
+  });
+}
+
 /** The 400 for a request without Host, in the envelope, closing the connection; nothing ran. */
-export function answerHostless(res: {
-  writeHead(status: number, headers: Record<string, string | number>): unknown;
-  end(body: string): unknown;
-}): void {
+export function answerHostless(
+  res: {
+    writeHead(status: number, headers: Record<string, string | number>): unknown;
+    end(body: string): unknown;
+    /** Node's own field: the request this answers (its method is one Node's parser knows). */
+    readonly req?: { readonly method?: string | undefined };
+  },
+  log?: Logger,
+): void {
   const requestId = randomUUID();
+  recordUnreadableRequest(log, {
+    requestId,
+    method: res.req?.method,
+    status: 400,
+    code: 'INVALID_REQUEST',
+    reason: 'it has no Host header',
+  });
   const body = JSON.stringify(
     errorEnvelope(
       new BatonError('INVALID_REQUEST', {
@@ -177,7 +229,7 @@ export function answerHostless(res: {
 }
 
 /** What Node's HTTP parser reports of a request it could not read, and the socket it came on. */
-interface UnreadRequestSocket {
+export interface UnreadRequestSocket {
   readonly writable: boolean;
   /**
    * The answer attached to this connection, if any (Node's own field): Node attaches it once a
@@ -194,7 +246,7 @@ interface UnreadRequestSocket {
  * is Baton's envelope with a stable code, at the status Node would have chosen, and closes the
  * connection as Node's does (what follows on it cannot be framed). Nothing was read, so nothing is done.
  */
-export function answerUnreadRequest(err: Error & { code?: string }, socket: UnreadRequestSocket): void {
+export function answerUnreadRequest(err: Error & { code?: string }, socket: UnreadRequestSocket, log?: Logger): void {
   // Answered only what the parser or the timeouts refused (a socket error is a client gone), and only
   // when no request read in full is still being answered on this connection (a pipelined client):
   // written then, this answer would read as that request's, and its "nothing was done" as a lie. A
@@ -219,7 +271,9 @@ export function answerUnreadRequest(err: Error & { code?: string }, socket: Unre
               suggestion:
                 'Send one well-formed HTTP/1.1 request: a request line, headers, and a body framed by Content-Length or chunked encoding (not both).',
             });
-  answerAndClose(socket, e);
+  const requestId = answerAndClose(socket, e);
+  // The parser's code (HPE_*) or the timeout's: a fixed set, never the bytes it could not read.
+  recordUnreadableRequest(log, { requestId, method: undefined, status: httpStatusOf(e), code: e.code, reason: err.code ?? 'unknown' });
 }
 
 /**
@@ -233,13 +287,15 @@ export function answerConnect(_req: unknown, socket: UnreadRequestSocket): void 
     socket.destroy();
     return;
   }
-  answerAndClose(
+  const requestId = answerAndClose(
     socket,
     new BatonError('INVALID_REQUEST', {
       message: 'Baton does not serve CONNECT: it is not a proxy.',
       suggestion: "Send the request to Baton's own routes (GET /docs lists them), with a path as its target.",
     }),
   );
+  // Counted only: Node calls this with (request, socket, head), so it is given no logger.
+  recordUnreadableRequest(undefined, { requestId, method: 'CONNECT', status: 400, code: 'INVALID_REQUEST', reason: 'CONNECT' });
 }
 
 /** Whether a request read in full is still being answered on this connection (Node attaches its answer to the socket). */
@@ -248,8 +304,8 @@ function answeringRequestRead(socket: UnreadRequestSocket): boolean {
   return attached != null && (attached.headersSent === true || attached.req?.complete !== false);
 }
 
-/** Writes `e` in the envelope as a whole HTTP/1.1 answer, outside any route, then closes the connection. */
-function answerAndClose(socket: UnreadRequestSocket, e: BatonError): void {
+/** Writes `e` in the envelope as a whole HTTP/1.1 answer, outside any route, then closes the connection; returns its request id. */
+function answerAndClose(socket: UnreadRequestSocket, e: BatonError): string {
   const status = httpStatusOf(e);
   const requestId = randomUUID();
   const body = JSON.stringify(errorEnvelope(e, requestId));
@@ -260,4 +316,5 @@ function answerAndClose(socket: UnreadRequestSocket, e: BatonError): void {
       `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
     () => socket.destroy(),
   );
+  return requestId;
 }
