@@ -24,11 +24,45 @@ export interface PendingApprovalEvent {
   readonly service_receipt: string;
 }
 
+/** Where the operator reads the URL: the admin key's view of the tool document (the log shows none of it). */
+const CHECK_WEBHOOK_URL =
+  "Check webhook_url in the tenant's tool document (the admin key reads it whole: GET /v1/admin/tenants/{tenant}/tools), and that its receiver is up and reachable from Baton.";
+
+/**
+ * A push that did not go through, told by its code only (ENOTFOUND, ECONNREFUSED, TIMEOUT, HTTP_503)
+ * and the URL's scheme (`https://…`, as tenant keys see it): a webhook URL is often its own
+ * credential, in its host name (a Lambda function URL) or path (a Slack incoming webhook), and log
+ * readers are not all admins. Node's own texts name the host ("getaddrinfo ENOTFOUND <host>", a
+ * certificate's altnames), so none is kept.
+ */
+class WebhookFailure extends Error {
+  constructor(
+    readonly code: string,
+    /** The URL as a tenant key sees it: its scheme only (`https://…`). */
+    readonly shownUrl: string,
+    readonly status?: number,
+  ) {
+    super(`the approval webhook push failed: ${code}`);
+  }
+}
+
 /** Starts the push and returns at once; the promise it keeps settles within WEBHOOK_TIMEOUT_MS and never rejects. */
 export function pushPendingApproval(deps: ServiceDeps, tenantId: string, event: PendingApprovalEvent): Promise<void> {
   return deliver(deps, tenantId, event).catch((err: unknown) => {
-    // With its cause: fetch says only "fetch failed" for a refused connection, a reset or a name not found.
-    deps.log.warn('approval webhook failed', { tenant: tenantId, approval: event.approval.id, ...errorForLog(err) });
+    const where = { tenant: tenantId, approval: event.approval.id };
+    if (err instanceof WebhookFailure) {
+      // fetch says only "fetch failed" for a refused connection, a reset or a name not found: its cause's code says which.
+      deps.log.warn('approval webhook failed', {
+        ...where,
+        cause: err.code,
+        ...(err.status === undefined ? {} : { status: err.status }),
+        webhook_url: err.shownUrl,
+        suggestion: CHECK_WEBHOOK_URL,
+      });
+    } else {
+      // Reading the tool document failed (the database): no URL was read, so none can be in the error.
+      deps.log.warn('approval webhook failed', { ...where, ...errorForLog(err) });
+    }
   });
 }
 
@@ -38,13 +72,39 @@ async function deliver(deps: ServiceDeps, tenantId: string, event: PendingApprov
   if (doc === null || doc.version < event.approval.catalog_version) doc = await toolDocumentOf(deps, tenantId, true);
   const url = doc?.settings.webhook_url;
   if (url === undefined) return;
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'user-agent': 'baton-approval-webhook' },
-    body: JSON.stringify(event),
-    redirect: 'manual',
-    signal: AbortSignal.timeout(WEBHOOK_TIMEOUT_MS),
-  });
-  await res.body?.cancel();
-  if (!res.ok) throw new Error(`the receiver answered ${res.status}`);
+  // As tenant keys are shown it (tools.ts): the scheme alone.
+  const shownUrl = url.startsWith('https:') ? 'https://…' : 'http://…';
+  let res: Response;
+  try {
+    res = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'user-agent': 'baton-approval-webhook' },
+      body: JSON.stringify(event),
+      redirect: 'manual',
+      signal: AbortSignal.timeout(WEBHOOK_TIMEOUT_MS),
+    });
+  } catch (err) {
+    throw new WebhookFailure(fetchFailureCode(err), shownUrl);
+  }
+  await res.body?.cancel().catch(() => undefined);
+  if (!res.ok) throw new WebhookFailure(`HTTP_${res.status}`, shownUrl, res.status);
+}
+
+/**
+ * The code of a failed fetch, never its text: TIMEOUT past WEBHOOK_TIMEOUT_MS, else the first code
+ * on the error's cause chain (a system error's ENOTFOUND, ECONNREFUSED, ECONNRESET; undici's
+ * UND_ERR_*; a TLS error's CERT_HAS_EXPIRED, ERR_TLS_CERT_ALTNAME_INVALID), else the cause's class.
+ */
+function fetchFailureCode(err: unknown): string {
+  if (err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError')) return 'TIMEOUT';
+  let name: string | undefined;
+  for (let e: unknown = err, depth = 0; e !== null && typeof e === 'object' && depth < 5; depth++) {
+    const { code, errors, cause } = e as { code?: unknown; errors?: unknown; cause?: unknown };
+    if (typeof code === 'string' && /^[A-Z0-9_]{1,64}$/.test(code)) return code;
+    if (e instanceof Error) name = e.name;
+    // Trying each address of a host (Happy Eyeballs) fails with an AggregateError of one error each.
+    const first: unknown = Array.isArray(errors) ? errors[0] : undefined;
+    e = cause ?? first;
+  }
+  return name !== undefined && /^[A-Za-z]{1,64}$/.test(name) ? name : 'UNKNOWN';
 }

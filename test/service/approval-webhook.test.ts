@@ -162,9 +162,55 @@ describe('approval webhook', () => {
       expect(failed()!.fields).toMatchObject({
         tenant: tenant.id,
         approval: r.body.approval.id,
-        cause: expect.stringMatching(/ECONNREFUSED/),
+        cause: 'ECONNREFUSED',
+        webhook_url: 'http://…',
+        suggestion: expect.stringContaining('GET /v1/admin/tenants/{tenant}/tools'),
       });
+      // Neither the address nor the path: the URL is shown whole to the admin key only.
+      const { port, pathname } = new URL(gone.url);
+      expect(JSON.stringify(failed())).not.toMatch(new RegExp(`127\\.0\\.0\\.1|:${port}|${pathname}`));
     } finally {
+      await logged.close();
+    }
+  });
+
+  // A webhook URL is often its own credential (docs/tools-and-approvals.md), and log readers are not
+  // all admins: a failed push is logged by its code and the URL's scheme, never its host or path.
+  it('never logs the webhook URL: a host name not found, a receiver that answers an error status', async () => {
+    const lines: { msg: string; fields: Record<string, unknown> }[] = [];
+    const capture = (msg: string, fields: Record<string, unknown> = {}) => void lines.push({ msg, fields });
+    const logged = await startTestService({ log: { debug: capture, info: capture, warn: capture, error: capture } });
+    const refusing = await listen((res) => res.writeHead(503).end('down'));
+    try {
+      const pushFrom = async (webhookUrl: string) => {
+        const tenant = await setupTenant(logged);
+        const published = await logged.call('POST', `/v1/admin/tenants/${tenant.id}/tools`, {
+          key: logged.adminKey,
+          json: { base_version: 0, strict: true, tools: [ORG_WRITE], webhook_url: webhookUrl },
+        });
+        expect(published.status).toBe(201);
+        const r = await logged.call('POST', '/v1/verify', { key: tenant.keys.verify, json: gatedCall(tenant) });
+        expect(r.body.error.code).toBe('APPROVAL_REQUIRED');
+        const failed = () => lines.find((l) => l.msg === 'approval webhook failed' && l.fields['tenant'] === tenant.id);
+        expect(await until(() => failed() !== undefined, WEBHOOK_TIMEOUT_MS + 1_000), `no failure logged for ${webhookUrl}`).toBe(true);
+        return failed()!.fields;
+      };
+
+      // No resolver answers for .invalid (RFC 6761): ENOTFOUND, or EAI_AGAIN where DNS is unreachable.
+      const unknownHost = await pushFrom('https://lambdasecrethosttoken.invalid/hook');
+      expect(unknownHost).toMatchObject({ cause: expect.stringMatching(/^(ENOTFOUND|EAI_AGAIN)$/), webhook_url: 'https://…' });
+      expect(unknownHost['status']).toBeUndefined();
+
+      const errorStatus = await pushFrom(`${refusing.url}/SECRETPATHTOKEN?token=SECRETQUERY`);
+      expect(errorStatus).toMatchObject({ cause: 'HTTP_503', status: 503, webhook_url: 'http://…' });
+      expect(refusing.received).toHaveLength(1); // the push did go out
+
+      const logText = JSON.stringify(lines);
+      for (const secret of ['lambdasecrethosttoken', 'SECRETPATHTOKEN', 'SECRETQUERY', `:${new URL(refusing.url).port}`]) {
+        expect(logText, secret).not.toContain(secret);
+      }
+    } finally {
+      await refusing.close();
       await logged.close();
     }
   });
