@@ -398,8 +398,9 @@ export class BatonClient {
   readonly #pinned: PinnedService | undefined;
 
   constructor(options: BatonClientOptions) {
-    const unusable = () =>
-      new TypeError(`baseUrl must be an absolute http(s) URL such as http://127.0.0.1:8080, got ${JSON.stringify(options.baseUrl)}.`);
+    // Echoed without any user information: a password in it would reach stderr and CI logs.
+    const shown = JSON.stringify(String(options.baseUrl).replace(/\/\/[^/?#]*@/, '//…@'));
+    const unusable = () => new TypeError(`baseUrl must be an absolute http(s) URL such as http://127.0.0.1:8080, got ${shown}.`);
     let url: URL;
     try {
       url = new URL(options.baseUrl);
@@ -408,6 +409,12 @@ export class BatonClient {
     }
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw unusable();
     if (url.search || url.hash) throw new TypeError('baseUrl must not carry a query or fragment.');
+    // fetch refuses such a URL at every call, which read as a service not reachable; Baton's key goes in apiKey.
+    if (url.username || url.password) {
+      throw new TypeError(
+        `baseUrl must not carry a user name or password (${shown}): give Baton's API key as apiKey (CLI: --api-key or a context).`,
+      );
+    }
     this.baseUrl = url.toString().replace(/\/+$/, '');
     this.timeoutMs = usableTimeoutMs(options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
     this.#apiKey = options.apiKey || undefined;

@@ -430,3 +430,19 @@ describe('shape modifiers compose', () => {
     expect(result.valid).toBe(false);
   });
 });
+
+// ---------------------------------------------------------------- base URL
+
+describe('a base URL carrying credentials is refused at construction, never echoed', () => {
+  it.each(['http://user:s3cret-pw@127.0.0.1:8080', 'https://s3cret-pw@baton.example', 'ftp://user:s3cret-pw@host/'])('%s', (baseUrl) => {
+    let thrown: unknown;
+    try {
+      new BatonClient({ baseUrl, apiKey: 'bt_x' });
+    } catch (e) {
+      thrown = e;
+    }
+    expect(thrown).toBeInstanceOf(TypeError);
+    expect((thrown as Error).message).toMatch(/baseUrl/);
+    expect((thrown as Error).message).not.toContain('s3cret-pw');
+  });
+});
