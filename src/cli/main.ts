@@ -164,7 +164,8 @@ ${DEFAULT_SERVER}. A --context flag outranks $BATON_URL and $BATON_API_KEY:
 its server and key are used unless --server or --api-key is given. A
 context's key goes only to the context's own server.
 Every command but serve takes --json for output meant for scripts (refusals
-too: the service's error envelope, on stdout); progress goes to stderr.
+and usage errors too: the service's error envelope, on stdout); progress goes
+to stderr.
 
 Exit codes:
   0  done (allowed, stored, revoked, ...)
@@ -204,7 +205,9 @@ export async function main(argv: string[], rawIo: CliIo = processIo): Promise<nu
           listedCommands().map(([n]) => n),
           (n) => `"baton ${n}"`,
         );
-    io.err(`baton: unknown ${name.startsWith('-') ? 'option' : 'command'} "${name}"${hint}\n\n${MAIN_HELP()}`);
+    const message = `baton: unknown ${name.startsWith('-') ? 'option' : 'command'} "${name}"${hint}`;
+    if (jsonAsked(rest)) io.out(usageErrorJson(message, 'Run "baton --help" for the commands.'));
+    io.err(`${message}\n\n${MAIN_HELP()}`);
     return EXIT_USAGE;
   }
   try {
@@ -214,12 +217,14 @@ export async function main(argv: string[], rawIo: CliIo = processIo): Promise<nu
     // `baton keys rotate: ...`, not `baton keys: ...`, when the subcommand ran.
     const label = `baton ${(e !== null && typeof e === 'object' && failedSubcommand.get(e)) || name}`;
     if (e instanceof UsageError || (e as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
-      io.err(`${label}: ${(e as Error).message}`);
+      const message = `${label}: ${(e as Error).message}`;
+      const synopsis = e instanceof UsageError && e.help ? synopsisOf(e.help) : undefined;
+      const helpCommand = synopsis === undefined ? undefined : `baton ${commandPathOf(synopsis, name)} --help`;
+      // Scripts read stdout: the envelope a service's 400 gets, with what the text below says.
+      if (jsonAsked(rest)) io.out(usageErrorJson(message, helpCommand && `Run "${helpCommand}" for every option.`));
+      io.err(message);
       // The synopsis, not the whole help: a long help would scroll the error out of sight.
-      if (e instanceof UsageError && e.help) {
-        const synopsis = synopsisOf(e.help);
-        io.err(`\n${synopsis}\n\nEvery option: baton ${commandPathOf(synopsis, name)} --help`);
-      }
+      if (synopsis !== undefined) io.err(`\n${synopsis}\n\nEvery option: ${helpCommand}`);
       return EXIT_USAGE;
     }
     // The HTTP client's module is loaded here, not up front: offline commands never need it.
@@ -227,7 +232,7 @@ export async function main(argv: string[], rawIo: CliIo = processIo): Promise<nu
     if (e instanceof BatonApiError || e instanceof BatonError) {
       const { errorJson, exitCodeFor, explainRefusal } = await import('./common.js');
       // --json callers get the service's error envelope on stdout, like every other answer.
-      if (rest.includes('--json')) io.out(JSON.stringify(errorJson(e), null, 2));
+      if (jsonAsked(rest)) io.out(JSON.stringify(errorJson(e), null, 2));
       else io.err(explainRefusal(e, label));
       return exitCodeFor(e);
     }
@@ -237,11 +242,28 @@ export async function main(argv: string[], rawIo: CliIo = processIo): Promise<nu
     const suggestion =
       'If this command asked a server, check that --server, $BATON_URL or the context names a Baton service; ' +
       'if it does, or no server was asked, report this line as a bug in baton.';
-    if (rest.includes('--json')) io.out(JSON.stringify({ error: { code: 'UNEXPECTED_ERROR', message, suggestion } }, null, 2));
+    if (jsonAsked(rest)) io.out(JSON.stringify({ error: { code: 'UNEXPECTED_ERROR', message, suggestion } }, null, 2));
     io.err(`FAILED: ${message}. ${suggestion}`);
     if ((io.env ?? process.env)['BATON_DEBUG'] === '1' && e instanceof Error && e.stack) io.err(e.stack);
     return EXIT_UNREACHABLE;
   }
+}
+
+/**
+ * Whether the command was asked for --json output, read from its arguments as typed, since a usage
+ * error may be in parsing them: an argument `--json` before any `--` (after it, `--json` is an
+ * operand). `--json=<value>` is not asked: the switch takes no value, so whether JSON was meant
+ * cannot be told, and its usage error is text on stderr only. An argument `--json` the parser
+ * refused to read as another option's value (`--out --json`) is asked.
+ */
+function jsonAsked(args: readonly string[]): boolean {
+  const operandsFrom = args.indexOf('--');
+  return (operandsFrom < 0 ? args : args.slice(0, operandsFrom)).includes('--json');
+}
+
+/** A local usage error as the service's error envelope (INVALID_REQUEST, as its 400), for --json. */
+function usageErrorJson(message: string, suggestion: string | undefined): string {
+  return JSON.stringify({ error: { code: 'INVALID_REQUEST', message, ...(suggestion === undefined ? {} : { suggestion }) } }, null, 2);
 }
 
 /** A help text's opening block (its "Usage:" lines), up to the first blank line. */

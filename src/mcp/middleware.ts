@@ -1380,34 +1380,41 @@ export function explainRefusal(refusal: BatonRefusal): string {
 }
 
 /**
- * The refusal in a tool result (or a protocol-error's data), or null when the call ran. A refusal
- * that lacks members (another middleware's, an older release's) has them filled: tool "", block
- * and request_id null, no violations, not retryable, message and suggestion from the code's
- * ERROR_TABLE entry; one without a string code is not a refusal.
+ * The refusal in a tool result (or a protocol-error's data: an McpError of either of the MCP SDK's
+ * builds, or an error of that shape), or null when the call ran. A refusal that lacks members
+ * (another middleware's, an older release's) has them filled: tool "", block and request_id null,
+ * no violations, not retryable, message and suggestion from the code's ERROR_TABLE entry; one
+ * without a string code is not a refusal, nor is a partial one in an error's data whose code is none of Baton's.
  */
 export function refusalOf(resultOrError: unknown): BatonRefusal | null {
-  if (resultOrError instanceof McpError) {
-    return resultOrError.code === BATON_REFUSAL_ERROR_CODE && isRecord(resultOrError.data) ? wholeRefusal(resultOrError.data) : null;
+  if (!isRecord(resultOrError)) return null;
+  // An error by its shape, not its class: the MCP SDK's CommonJS build has an McpError class of its
+  // own (a CommonJS tool server's or client's), and an error that crossed a transport may be a plain
+  // {code, message, data}. A tool result has no numeric code.
+  if (typeof resultOrError['code'] === 'number' && typeof resultOrError['message'] === 'string') {
+    return resultOrError['code'] === BATON_REFUSAL_ERROR_CODE ? refusalInErrorData(resultOrError['data']) : null;
   }
-  if (!isRecord(resultOrError) || !isRecord(resultOrError['_meta'])) return null;
+  if (!isRecord(resultOrError['_meta'])) return null;
   const r = resultOrError['_meta'][REFUSAL_META_KEY];
   return isRecord(r) ? wholeRefusal(r) : null;
+}
+
+/**
+ * The refusal in a -32003 error's data, or null. The code is in the JSON-RPC range any server may
+ * use, unlike the `baton/refusal` key: data is Baton's refusal only when it is whole, or names one of
+ * Baton's codes (a partial one, filled); another server's -32003 ({reason}, {code: 'RATE_LIMIT'}) is not.
+ */
+function refusalInErrorData(data: unknown): BatonRefusal | null {
+  if (!isRecord(data)) return null;
+  if (isWholeRefusal(data)) return data;
+  return typeof data['code'] === 'string' && isErrorCode(data['code']) ? wholeRefusal(data) : null;
 }
 
 /** `r` as a BatonRefusal: itself when whole, else a copy with the missing or mistyped members filled; null without a string code. */
 function wholeRefusal(r: Record<string, unknown>): BatonRefusal | null {
   const code = r['code'];
   if (typeof code !== 'string') return null;
-  const whole =
-    typeof r['tool'] === 'string' &&
-    (r['block'] === null || typeof r['block'] === 'string') &&
-    typeof r['message'] === 'string' &&
-    typeof r['suggestion'] === 'string' &&
-    Array.isArray(r['violations']) &&
-    r['violations'].every(isRecord) &&
-    (r['request_id'] === null || typeof r['request_id'] === 'string') &&
-    typeof r['retryable'] === 'boolean';
-  if (whole) return r as unknown as BatonRefusal;
+  if (isWholeRefusal(r)) return r;
   const spec = isErrorCode(code) ? ERROR_TABLE[code] : undefined;
   const text = (v: unknown) => (typeof v === 'string' ? v : undefined);
   return {
@@ -1421,6 +1428,21 @@ function wholeRefusal(r: Record<string, unknown>): BatonRefusal | null {
     request_id: text(r['request_id']) ?? null,
     retryable: typeof r['retryable'] === 'boolean' ? r['retryable'] : false,
   } as BatonRefusal;
+}
+
+/** Whether `r` has every member of a BatonRefusal, each of its type. */
+function isWholeRefusal(r: Record<string, unknown>): r is Record<string, unknown> & BatonRefusal {
+  return (
+    typeof r['code'] === 'string' &&
+    typeof r['tool'] === 'string' &&
+    (r['block'] === null || typeof r['block'] === 'string') &&
+    typeof r['message'] === 'string' &&
+    typeof r['suggestion'] === 'string' &&
+    Array.isArray(r['violations']) &&
+    r['violations'].every(isRecord) &&
+    (r['request_id'] === null || typeof r['request_id'] === 'string') &&
+    typeof r['retryable'] === 'boolean'
+  );
 }
 
 // ---------------------------------------------------------------- agent-side

@@ -174,6 +174,81 @@ describe('baton (top level)', () => {
   });
 });
 
+describe('with --json, a usage or input error is the error envelope on stdout too', () => {
+  const TRUSTED = 'did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK';
+  const envelope = (out: string) => JSON.parse(out) as { error: { code: string; message: string; suggestion?: string } };
+
+  it('INVALID_REQUEST, as a 400 from the service; the text stays on stderr and the exit 2', async () => {
+    expect((await run(['--help'])).out).toContain("(refusals\nand usage errors too: the service's error envelope, on stdout)");
+    const chain = await run(['chain', '--json', 'sha256:00']);
+    expect(chain.code).toBe(2);
+    expect(envelope(chain.out)).toEqual({
+      error: {
+        code: 'INVALID_REQUEST',
+        message: expect.stringMatching(/^baton chain: hash of a stored delegation record must be "sha256:" followed by 64/),
+        suggestion: 'Run "baton chain --help" for every option.',
+      },
+    });
+    expect(chain.err).toMatch(/^baton chain: hash of a stored delegation record must be/);
+    expect(chain.err.trimEnd()).toMatch(/Every option: baton chain --help$/);
+
+    // Unusable input, with no synopsis to point to: the message alone.
+    const verify = await run(['verify', '--json', 'nonexist.json', '--trust', TRUSTED]);
+    expect(verify.code).toBe(2);
+    expect(envelope(verify.out)).toEqual({
+      error: { code: 'INVALID_REQUEST', message: 'baton verify: cannot read bundle file nonexist.json: no such file' },
+    });
+    expect(verify.err).toContain('baton verify: cannot read bundle file nonexist.json: no such file');
+
+    // A subcommand's usage error points to the subcommand's help, as on stderr.
+    const rotate = await run(['keys', 'rotate', '--json']);
+    expect(rotate.code).toBe(2);
+    expect(envelope(rotate.out).error).toMatchObject({
+      code: 'INVALID_REQUEST',
+      message: expect.stringMatching(/^baton keys rotate: give the key id/),
+      suggestion: 'Run "baton keys rotate --help" for every option.',
+    });
+  });
+
+  it('also when the flags themselves do not parse, and for an unknown command', async () => {
+    for (const argv of [
+      ['keygen', '--json', '--bogus'],
+      ['keygen', '--json', '--out'],
+      // The parser would not read --json as --out's value: it was asked for.
+      ['keygen', '--out', '--json'],
+    ]) {
+      const r = await run(argv);
+      expect(r.code, argv.join(' ')).toBe(2);
+      const { error } = envelope(r.out);
+      expect(error.code, argv.join(' ')).toBe('INVALID_REQUEST');
+      expect(r.err, argv.join(' ')).toContain(error.message);
+    }
+    const unknown = await run(['delegat', '--json']);
+    expect(unknown.code).toBe(2);
+    expect(envelope(unknown.out)).toEqual({
+      error: {
+        code: 'INVALID_REQUEST',
+        message: 'baton: unknown command "delegat" (did you mean "baton delegate"?)',
+        suggestion: 'Run "baton --help" for the commands.',
+      },
+    });
+    expect(unknown.err).toContain('unknown command "delegat" (did you mean "baton delegate"?)');
+  });
+
+  it('not without --json: not after "--" (an operand), nor --json=<value>, which cannot tell', async () => {
+    for (const argv of [
+      ['chain', 'sha256:00'],
+      ['verify', '--trust', TRUSTED, '--', '--json'],
+      ['verify', '--json=yes', 'bundle.json', '--trust', TRUSTED],
+    ]) {
+      const r = await run(argv);
+      expect(r.code, argv.join(' ')).toBe(2);
+      expect(r.out, argv.join(' ')).toBe('');
+      expect(r.err, argv.join(' ')).toMatch(/^baton (chain|verify): /);
+    }
+  });
+});
+
 describe('server unreachable: exit 3 with what to check', () => {
   it('nothing listening: readable on stderr, or the error envelope on stdout with --json', async () => {
     const url = await closedPortUrl();

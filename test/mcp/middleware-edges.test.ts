@@ -1,23 +1,25 @@
 /**
  * withBaton at its edges, against the real Baton service on real PostgreSQL: a bundle in `_meta`
  * is read as strictly as Baton reads the X-DRS-Bundle header, a task tool's cost is reported when
- * its task completes, and an oversized call is explained to the agent without the operator's
- * settings.
+ * its task completes, an oversized call is explained to the agent without the operator's
+ * settings, and a refusal thrown as an error is read by its shape, whichever class carries it.
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTaskStore } from '@modelcontextprotocol/sdk/experimental/tasks/stores/in-memory.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import { CreateTaskResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import {
   attachBundle,
+  BATON_REFUSAL_ERROR_CODE,
   batonCall,
   bundleFromMeta,
   DRS_BUNDLE_META_KEY,
   DRS_BUNDLE_META_KEY_NEXT,
   encodeBundle,
+  explainRefusal,
   refusalOf,
   withBaton,
   type BatonMcpEvent,
@@ -630,5 +632,65 @@ describe('a call too large for Baton', () => {
     expect(refusalOf(refused)!.suggestion).toMatch(/smaller arguments/);
     const event = events.find((e) => e.type === 'refused') as Extract<BatonMcpEvent, { type: 'refused' }>;
     expect((event.error as { suggestion?: string }).suggestion).toContain('BATON_MAX_BODY_BYTES');
+  });
+});
+
+describe('a refusal thrown as an MCP error is read by its shape, not its class', () => {
+  /** The MCP SDK's CommonJS build's McpError: the same shape, another class than the ESM one. */
+  class OtherBuildMcpError extends Error {
+    constructor(
+      readonly code: number,
+      message: string,
+      readonly data?: unknown,
+    ) {
+      super(`MCP error ${code}: ${message}`);
+    }
+  }
+  const explainError = (e: unknown) => explainRefusal(e as Parameters<typeof explainRefusal>[0]);
+
+  it("another class's error, or one that crossed a transport as plain JSON, reads as the McpError it came from", async () => {
+    const server = new McpServer({ name: 'edge', version: '1.0.0' });
+    const read = vi.fn(async () => ({ contents: [{ uri: 'file:///s', text: 'TOP SECRET' }] }));
+    server.registerResource('s', 'file:///s', {}, read);
+    withBaton(server, batonOptions());
+    const client = await connect(server);
+    const thrown = (await client.readResource({ uri: 'file:///s' }).then(
+      () => undefined,
+      (e: unknown) => e,
+    )) as { code: number; message: string; data: unknown };
+    expect(read).not.toHaveBeenCalled();
+    const refusal = refusalOf(thrown);
+    expect(refusal).toMatchObject({ code: 'UNGATED_REQUEST', method: 'resources/read', tool: '' });
+    const otherClass = new OtherBuildMcpError(thrown.code, thrown.message, thrown.data);
+    const plain = JSON.parse(JSON.stringify({ code: thrown.code, message: thrown.message, data: thrown.data })) as unknown;
+    for (const e of [otherClass, plain]) {
+      expect(refusalOf(e)).toEqual(refusal);
+      expect(explainError(e)).toBe(explainRefusal(refusal!));
+    }
+    // A partial refusal of one of Baton's codes is filled, as an McpError's is.
+    expect(
+      refusalOf(new OtherBuildMcpError(BATON_REFUSAL_ERROR_CODE, 'refused', { code: 'BUNDLE_MISSING', tool: 'search' })),
+    ).toMatchObject({
+      code: 'BUNDLE_MISSING',
+      tool: 'search',
+      violations: [],
+      retryable: false,
+    });
+  });
+
+  it("another server's -32003, or Baton's refusal under another code, is no refusal", () => {
+    const lookAlikes = [
+      new OtherBuildMcpError(BATON_REFUSAL_ERROR_CODE, 'busy', { reason: 'not Baton' }),
+      new OtherBuildMcpError(BATON_REFUSAL_ERROR_CODE, 'busy', { code: 'RATE_LIMIT', retry_after: 5 }),
+      new OtherBuildMcpError(BATON_REFUSAL_ERROR_CODE, 'busy', 'UNGATED_REQUEST'),
+      new OtherBuildMcpError(BATON_REFUSAL_ERROR_CODE, 'busy'),
+      new OtherBuildMcpError(-32602, 'bad params', { code: 'UNGATED_REQUEST', method: 'prompts/get' }),
+      // The SDK's own class is held to the same rule.
+      new McpError(BATON_REFUSAL_ERROR_CODE, 'busy', { code: 'RATE_LIMIT' }),
+    ];
+    for (const e of lookAlikes) {
+      expect(refusalOf(e), JSON.stringify(e)).toBeNull();
+      expect(() => explainError(e), JSON.stringify(e)).toThrow(TypeError);
+    }
   });
 });

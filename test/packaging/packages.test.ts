@@ -174,25 +174,43 @@ console.log(\`mcp ok: \${gated === server ? 'wrapped in place' : 'wrapped'}\`);
 // The same in a CommonJS file of a TypeScript project (a .cts file, as in a project without
 // "type": "module"): its McpServer and Client are the MCP SDK's CommonJS build, other classes than
 // the ESM ones the middleware's types were written against. Both must type-check, and the gate must
-// be installed: a call without a bundle is refused and the tool does not run.
+// be installed: a call without a bundle is refused and the tool does not run. What the CommonJS
+// Client throws is the CommonJS build's McpError, another class than the ESM one: refusalOf and
+// explainRefusal read the refusal in it all the same (UNGATED_REQUEST, a protocol-error refusal).
 const MCP_CJS_PROGRAM = `import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
-import { callToolWithBundle, invokeTool, refusalOf, withBaton } from '@baton-drs/mcp';
+import { callToolWithBundle, explainRefusal, invokeTool, refusalOf, withBaton } from '@baton-drs/mcp';
 import { BatonClient } from '@baton-drs/sdk';
 
+async function connected(server: McpServer): Promise<Client> {
+  const [serverSide, clientSide] = InMemoryTransport.createLinkedPair();
+  await server.connect(serverSide);
+  const client = new Client({ name: 'agent', version: '1.0.0' });
+  await client.connect(clientSide);
+  return client;
+}
+
+/** What the promise rejected with; a fulfilled promise is a failure of this program. */
+async function thrown(what: string, promise: Promise<unknown>): Promise<unknown> {
+  return promise.then(
+    () => {
+      throw new Error(\`\${what} was served\`);
+    },
+    (e: unknown) => e,
+  );
+}
+
 async function main(): Promise<void> {
+  const baton = new BatonClient({ baseUrl: 'http://127.0.0.1:9', apiKey: 'verify-key' });
   const server = new McpServer({ name: 'search', version: '1.0.0' });
-  withBaton(server, { baton: new BatonClient({ baseUrl: 'http://127.0.0.1:9', apiKey: 'verify-key' }), toolServer: 'mcp://search' });
+  withBaton(server, { baton, toolServer: 'mcp://search' });
   let ran = 0;
   server.registerTool('search', { description: 'search' }, async () => {
     ran++;
     return { content: [{ type: 'text', text: 'ran' }] };
   });
-  const [serverSide, clientSide] = InMemoryTransport.createLinkedPair();
-  await server.connect(serverSide);
-  const client = new Client({ name: 'agent', version: '1.0.0' });
-  await client.connect(clientSide);
+  const client = await connected(server);
   // The CommonJS Client is what the agent-side helpers take, too.
   const helpers: [typeof callToolWithBundle, typeof invokeTool] = [callToolWithBundle, invokeTool];
   const takesClient: Parameters<(typeof helpers)[1]>[0] = client;
@@ -201,6 +219,35 @@ async function main(): Promise<void> {
   if (ran !== 0 || refusal?.code !== 'BUNDLE_MISSING' || takesClient !== client) throw new Error('the CommonJS server ran a call Baton never saw');
   console.log(\`mcp cjs ok: \${refusal.code}, the tool did not run\`);
   await client.close();
+
+  // Refused with protocol errors: thrown to the agent as the CommonJS build's McpError.
+  const strict = new McpServer({ name: 'files', version: '1.0.0' });
+  withBaton(strict, { baton, toolServer: 'mcp://files', refuseAs: 'protocol-error' });
+  strict.registerResource('secret', 'file:///secret', {}, async (uri) => {
+    ran++;
+    return { contents: [{ uri: uri.href, text: 'TOP SECRET' }] };
+  });
+  strict.registerPrompt('brief', { description: 'brief' }, () => {
+    ran++;
+    return { messages: [{ role: 'user', content: { type: 'text', text: 'brief' } }] };
+  });
+  strict.registerTool('write', { description: 'write' }, async () => {
+    ran++;
+    return { content: [{ type: 'text', text: 'written' }] };
+  });
+  const agent = await connected(strict);
+  const resource = await thrown('resources/read', agent.readResource({ uri: 'file:///secret' }));
+  const prompt = await thrown('prompts/get', agent.getPrompt({ name: 'brief' }));
+  const call = await thrown('tools/call', agent.callTool({ name: 'write', arguments: { tool: 'write' } }));
+  const codes = [resource, prompt, call].map((e) => refusalOf(e)?.code ?? \`none in \${String(e)}\`);
+  if (ran !== 0 || codes.join(' ') !== 'UNGATED_REQUEST UNGATED_REQUEST BUNDLE_MISSING') {
+    throw new Error(\`a CommonJS client's McpError was not read as Baton's refusal: \${codes.join(' ')}, ran \${ran}\`);
+  }
+  // Plain JavaScript may hand explainRefusal the error itself.
+  const explained = explainRefusal(call as Parameters<typeof explainRefusal>[0]);
+  if (!explained.startsWith('This call to "write" was refused: BUNDLE_MISSING.')) throw new Error(\`explainRefusal: \${explained}\`);
+  console.log(\`mcp cjs errors ok: \${codes.join(' ')}, nothing ran\`);
+  await agent.close();
 }
 // A rejection is unhandled, so Node exits 1 with it (the program has no Node types for process).
 void main();
@@ -264,7 +311,9 @@ describe('packages', () => {
     writeFileSync(join(strict, 'program.cts'), MCP_CJS_PROGRAM);
     writeFileSync(join(strict, 'tsconfig.cjs.json'), JSON.stringify({ extends: './tsconfig.json', include: ['program.cts'] }));
     await ok(process.execPath, [TSC, '-p', 'tsconfig.cjs.json'], strict);
-    expect(await ok(process.execPath, ['out/program.cjs'], strict)).toMatch(/^mcp cjs ok: BUNDLE_MISSING, the tool did not run/);
+    const cjs = await ok(process.execPath, ['out/program.cjs'], strict);
+    expect(cjs).toMatch(/^mcp cjs ok: BUNDLE_MISSING, the tool did not run$/m);
+    expect(cjs).toMatch(/^mcp cjs errors ok: UNGATED_REQUEST UNGATED_REQUEST BUNDLE_MISSING, nothing ran$/m);
 
     // TypeScript's node10 resolution (the default with module commonjs) reads no `exports`: the
     // middleware's types must still reach the SDK's (typesVersions), not turn into `any`, where the
