@@ -1421,6 +1421,7 @@ export interface components {
       | 'REQUEST_TIMEOUT'
       | 'UNPROCESSABLE'
       | 'RATE_LIMITED'
+      | 'SERVICE_BUSY'
       | 'STORAGE_UNAVAILABLE'
       | 'INTERNAL'
       | 'MALFORMED_NOTE'
