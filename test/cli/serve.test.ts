@@ -52,9 +52,13 @@ describe('baton serve --help and the configuration it documents', () => {
     const key = randomBytes(32);
     expect(decodeMasterKey(key.toString('hex'))).not.toBeNull();
     expect(decodeMasterKey(key.toString('base64'))).not.toBeNull();
+    expect(decodeMasterKey(key.toString('base64url'))).not.toBeNull();
+    expect(decodeMasterKey(Buffer.alloc(32).toString('hex'))).toBeNull();
     const entry = /^ {2}BATON_MASTER_KEY +(.*)$/m.exec((await run(['serve', '--help'])).out)?.[1];
-    expect(entry).toMatch(/32 bytes as 64 hex digits or base64/);
-    expect(read('README.md')).toMatch(/^\| `BATON_MASTER_KEY` \|.*32 bytes \(64 hex or base64\)/m);
+    expect(entry).toMatch(/32 random bytes as 64 hex digits or base64/);
+    expect(read('README.md')).toMatch(
+      /^\| `BATON_MASTER_KEY` \|.*32 random bytes \(64 hex digits, or base64 of either alphabet: 43 characters, or 44 ending in `=`; nothing looser, never all zero\)/m,
+    );
   });
 
   it("an invalid value's message points to places that list every variable, and they do", async () => {
