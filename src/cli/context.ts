@@ -16,6 +16,7 @@ import { parseCliArgs, groupHelp, runSubcommand, type Subcommand } from './args.
 import { COMMON_OPTIONS, printJson } from './basics.js';
 import { UsageError, type CliIo } from './io.js';
 import { readSecret, secretIsTyped } from './secret-input.js';
+import { urlWithoutUserInfo } from '../sdk/client.js';
 
 export interface SavedContext {
   readonly server: string;
@@ -246,13 +247,17 @@ async function runAdd(argv: string[], io: CliIo): Promise<number> {
   const name = requireName(positionals[0], ADD_HELP);
   if (!values.server) throw new UsageError('give --server <url>', ADD_HELP);
   let server: URL;
+  const shown = urlWithoutUserInfo(values.server);
   try {
     server = new URL(values.server);
   } catch {
-    throw new UsageError(`--server must be an absolute http(s) URL, got "${values.server}"`, ADD_HELP);
+    throw new UsageError(`--server must be an absolute http(s) URL, got "${shown}"`, ADD_HELP);
   }
   if (server.protocol !== 'http:' && server.protocol !== 'https:')
-    throw new UsageError(`--server must be an http(s) URL, got "${values.server}"`, ADD_HELP);
+    throw new UsageError(`--server must be an http(s) URL, got "${shown}"`, ADD_HELP);
+  // Saved, it would be printed by every list and refused at every use (the API key goes in --key).
+  if (server.username || server.password)
+    throw new UsageError(`--server must not carry a user name or password ("${shown}"): give the API key with --key-stdin`, ADD_HELP);
   if (values.key !== undefined && values['key-stdin']) throw new UsageError('give --key or --key-stdin, not both', ADD_HELP);
   const stdin = io.stdin ?? process.stdin;
   const key = values['key-stdin'] ? (await readSecret('API key', { input: stdin })).trim() : values.key?.trim();

@@ -383,6 +383,22 @@ const enc = encodeURIComponent;
 
 // ---------------------------------------------------------------- the client
 
+/**
+ * A server URL as a message may show it: without user information, since a password in it would
+ * reach stderr and CI logs. Judged as the URL parser reads it (`http:user:pw@host` holds a password
+ * too); text no parser reads that holds an `@` shows its scheme at most.
+ */
+export function urlWithoutUserInfo(raw: unknown): string {
+  const text = String(raw);
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return text.includes('@') ? `${/^[a-z][a-z0-9+.-]*:/i.exec(text)?.[0] ?? ''}… (not shown: it holds an @)` : text;
+  }
+  return url.username || url.password ? `${url.protocol}//…@${url.host}${url.pathname === '/' ? '' : url.pathname}` : text;
+}
+
 export class BatonClient {
   readonly baseUrl: string;
   readonly timeoutMs: number;
@@ -398,8 +414,7 @@ export class BatonClient {
   readonly #pinned: PinnedService | undefined;
 
   constructor(options: BatonClientOptions) {
-    // Echoed without any user information: a password in it would reach stderr and CI logs.
-    const shown = JSON.stringify(String(options.baseUrl).replace(/\/\/[^/?#]*@/, '//…@'));
+    const shown = JSON.stringify(urlWithoutUserInfo(options.baseUrl));
     const unusable = () => new TypeError(`baseUrl must be an absolute http(s) URL such as http://127.0.0.1:8080, got ${shown}.`);
     let url: URL;
     try {

@@ -95,6 +95,18 @@ describe('baton context', () => {
     expect((await run(['context', 'add', '../evil', '--server', 'http://x'], env)).err).toMatch(/a context name is 1-64/);
     expect((await run(['context', 'add', 'a', '--server', 'ftp://x'], env)).code).toBe(2);
     expect((await run(['context', 'add', 'a'], env)).err).toContain('give --server');
+    // A password in the URL is neither saved (every list would print it) nor echoed.
+    for (const server of [
+      'http://user:s3cret@127.0.0.1:9',
+      'http:user:s3cret@127.0.0.1:9',
+      'ftp://user:s3cret@x',
+      'http://u:pa/s3cret@x',
+    ]) {
+      const withPassword = await run(['context', 'add', 'a', '--server', server, '--key', 'bt_x'], env);
+      expect([withPassword.code, withPassword.out + withPassword.err].join(' '), server).toMatch(/^2 .*--server/s);
+      expect(withPassword.out + withPassword.err, server).not.toContain('s3cret');
+    }
+    expect((await run(['context', 'list'], env)).out).not.toContain('s3cret');
     const use = await run(['context', 'use', 'nope'], env);
     expect(use.code).toBe(2);
     expect(use.err).toContain('no context named "nope"');

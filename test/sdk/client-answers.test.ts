@@ -434,7 +434,18 @@ describe('shape modifiers compose', () => {
 // ---------------------------------------------------------------- base URL
 
 describe('a base URL carrying credentials is refused at construction, never echoed', () => {
-  it.each(['http://user:s3cret-pw@127.0.0.1:8080', 'https://s3cret-pw@baton.example', 'ftp://user:s3cret-pw@host/'])('%s', (baseUrl) => {
+  it.each([
+    'http://user:s3cret-pw@127.0.0.1:8080',
+    'https://s3cret-pw@baton.example',
+    'ftp://user:s3cret-pw@host/',
+    // Spellings the URL parser reads user information from as well
+    'http:user:s3cret-pw@127.0.0.1:9',
+    'http:/user:s3cret-pw@127.0.0.1:9',
+    'http:\\\\user:s3cret-pw@127.0.0.1:9',
+    // A password the parser cannot read past
+    'http://user:pa/s3cret-pw@host',
+    'http://user:pa#s3cret-pw@host',
+  ])('%s', (baseUrl) => {
     let thrown: unknown;
     try {
       new BatonClient({ baseUrl, apiKey: 'bt_x' });
