@@ -95,6 +95,7 @@ import { stringField } from '../protocol/tool-catalog.js';
 import type { ChainContext } from '../sdk/client.js';
 import {
   ERROR_TABLE,
+  isBatonSpecificCode,
   isErrorCode,
   requirementText,
   SERVICE_ERROR_CODES,
@@ -1401,13 +1402,15 @@ export function refusalOf(resultOrError: unknown): BatonRefusal | null {
 
 /**
  * The refusal in a -32003 error's data, or null. The code is in the JSON-RPC range any server may
- * use, unlike the `baton/refusal` key: data is Baton's refusal only when it is whole, or names one of
- * Baton's codes (a partial one, filled); another server's -32003 ({reason}, {code: 'RATE_LIMIT'}) is not.
+ * use, unlike the `baton/refusal` key: data is Baton's refusal only when it is whole, or names a code
+ * only Baton's checks produce (a partial one, filled: a verification code or the middleware's own).
+ * Another server's -32003 ({reason}, {code: 'RATE_LIMITED'}, {code: 'UNAUTHORIZED'}) is not: Baton's
+ * advice for a generic code would be read as the answer to another server's error.
  */
 function refusalInErrorData(data: unknown): BatonRefusal | null {
   if (!isRecord(data)) return null;
   if (isWholeRefusal(data)) return data;
-  return typeof data['code'] === 'string' && isErrorCode(data['code']) ? wholeRefusal(data) : null;
+  return typeof data['code'] === 'string' && isBatonSpecificCode(data['code']) ? wholeRefusal(data) : null;
 }
 
 /** `r` as a BatonRefusal: itself when whole, else a copy with the missing or mistyped members filled; null without a string code. */

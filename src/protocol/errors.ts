@@ -426,6 +426,15 @@ export function isErrorCode(code: string): code is AnyErrorCode {
 }
 
 /**
+ * Whether `code` is one only Baton's checks produce: a verification code (it names a block of the
+ * verify pipeline) or the MCP middleware's own. Generic codes (UNAUTHORIZED, NOT_FOUND, TIMEOUT,
+ * INTERNAL, ...) are any server's words as well.
+ */
+export function isBatonSpecificCode(code: string): boolean {
+  return Object.hasOwn(MCP_ERRORS, code) || (Object.hasOwn(SERVICE_ERRORS, code) && 'block' in SERVICE_ERRORS[code as ErrorCode]);
+}
+
+/**
  * One unmet condition. Verification collects every violation it can evaluate,
  * not only the first, so a caller can fix everything in one round trip.
  */

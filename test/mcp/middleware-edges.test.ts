@@ -667,7 +667,10 @@ describe('a refusal thrown as an MCP error is read by its shape, not its class',
       expect(refusalOf(e)).toEqual(refusal);
       expect(explainError(e)).toBe(explainRefusal(refusal!));
     }
-    // A partial refusal of one of Baton's codes is filled, as an McpError's is.
+    // A partial refusal of a code only Baton's checks produce is filled, as an McpError's is.
+    expect(
+      refusalOf(new OtherBuildMcpError(BATON_REFUSAL_ERROR_CODE, 'refused', { code: 'CALLS_EXHAUSTED', tool: 'search' })),
+    ).toMatchObject({ code: 'CALLS_EXHAUSTED', tool: 'search' });
     expect(
       refusalOf(new OtherBuildMcpError(BATON_REFUSAL_ERROR_CODE, 'refused', { code: 'BUNDLE_MISSING', tool: 'search' })),
     ).toMatchObject({
@@ -682,6 +685,10 @@ describe('a refusal thrown as an MCP error is read by its shape, not its class',
     const lookAlikes = [
       new OtherBuildMcpError(BATON_REFUSAL_ERROR_CODE, 'busy', { reason: 'not Baton' }),
       new OtherBuildMcpError(BATON_REFUSAL_ERROR_CODE, 'busy', { code: 'RATE_LIMIT', retry_after: 5 }),
+      // Generic codes are any server's words too: Baton's advice for them would answer another server's error.
+      ...['RATE_LIMITED', 'UNAUTHORIZED', 'NOT_FOUND', 'TIMEOUT', 'INTERNAL', 'INVALID_REQUEST'].map(
+        (code) => new OtherBuildMcpError(BATON_REFUSAL_ERROR_CODE, 'refused', { code }),
+      ),
       new OtherBuildMcpError(BATON_REFUSAL_ERROR_CODE, 'busy', 'UNGATED_REQUEST'),
       new OtherBuildMcpError(BATON_REFUSAL_ERROR_CODE, 'busy'),
       new OtherBuildMcpError(-32602, 'bad params', { code: 'UNGATED_REQUEST', method: 'prompts/get' }),
