@@ -104,19 +104,27 @@ export class DelegationCache {
   }
 
   /**
-   * Chains (by their cached record objects, root first) whose linkage and
-   * attenuation checks found nothing: those checks read only the records, so
-   * the same records in the same order pass again. Keyed by the leaf; a
-   * record evicted and decoded again is a new object and misses.
+   * Chains (by their records' hashes, root first) whose linkage and attenuation
+   * checks found nothing: those checks read only the records, and a hash names
+   * a record's exact bytes, so the same records in the same order pass again.
+   * Keyed by the cached leaf object, so an entry lives only as long as its leaf.
+   * Hashes, not the records: a leaf still cached would otherwise keep its
+   * evicted ancestors alive outside the byte budget (up to twice the budget);
+   * the hashes are the records' own strings, under 2 KB a leaf (16 of ~110
+   * bytes) once those are gone, within the margin of the leaf's estimate
+   * (recordCacheBytes: 6.7 KB for the 2.4 KB an ordinary record holds).
    */
-  private readonly passedChains = new WeakMap<VerifiedDelegation, readonly VerifiedDelegation[]>();
-  /** Whether exactly these record objects, in this order, passed linkage and attenuation before. */
+  private readonly passedChains = new WeakMap<VerifiedDelegation, readonly RecordHash[]>();
+  /** Whether these records, in this order, passed linkage and attenuation before (this very leaf object). */
   passedStructure(drs: readonly VerifiedDelegation[]): boolean {
     const known = this.passedChains.get(drs[drs.length - 1]!);
-    return known !== undefined && known.length === drs.length && known.every((dr, i) => dr === drs[i]);
+    return known !== undefined && known.length === drs.length && known.every((hash, i) => hash === drs[i]!.hash);
   }
   rememberPassedStructure(drs: readonly VerifiedDelegation[]): void {
-    this.passedChains.set(drs[drs.length - 1]!, [...drs]);
+    this.passedChains.set(
+      drs[drs.length - 1]!,
+      drs.map((dr) => dr.hash),
+    );
   }
 }
 
@@ -156,25 +164,39 @@ export class RequestDelegationCache extends DelegationCache {
  * with the schema's copy of it), and 1 KB for the entry itself. Measured: 1.59 MB
  * estimated for 1.0 MB held (59 KB of `[{},{},...]`), 710 KB for 607 KB (an
  * object of 3,000 members, the closest), 6.7 KB for 2.4 KB (an ordinary record).
+ * A string (value or member name) with one character above U+00FF is stored at
+ * 2 bytes a character: it counts 2 bytes a character more (one copy measured,
+ * a second allowed for). Measured: 46,000 ASCII characters and one 'ā' held
+ * 218 KB in a 62 KB JWS, estimated 283 KB (191 KB if weighed as ASCII).
  * Walked only when a record is cached, after its signature was verified.
  */
 export function recordCacheBytes(dr: VerifiedDelegation): number {
   let nodes = 0;
+  let twoByteChars = 0;
   const pending: unknown[] = [dr.payload];
   while (pending.length > 0) {
     const value = pending.pop();
     nodes++;
-    if (Array.isArray(value)) {
+    if (typeof value === 'string') {
+      twoByteChars += twoByteLength(value);
+    } else if (Array.isArray(value)) {
       for (const item of value) pending.push(item);
     } else if (value !== null && typeof value === 'object') {
-      for (const member of Object.values(value)) {
+      for (const [name, member] of Object.entries(value)) {
         nodes++;
+        twoByteChars += twoByteLength(name);
         pending.push(member);
       }
     }
   }
-  return 1024 + 3 * dr.jws.length + 96 * nodes;
+  return 1024 + 3 * dr.jws.length + 96 * nodes + 2 * twoByteChars;
 }
+
+/** A character above U+00FF makes V8 store the whole string at 2 bytes a character: its length then, else 0. */
+function twoByteLength(text: string): number {
+  return ABOVE_LATIN1.test(text) ? text.length : 0;
+}
+const ABOVE_LATIN1 = /[\u0100-\uffff]/;
 
 export interface ChainOptions {
   /** Unix seconds. Passed in: the protocol never reads a clock. */
