@@ -206,7 +206,8 @@ export async function main(argv: string[], rawIo: CliIo = processIo): Promise<nu
           (n) => `"baton ${n}"`,
         );
     const message = `baton: unknown ${name.startsWith('-') ? 'option' : 'command'} "${name}"${hint}`;
-    if (jsonAsked(rest)) io.out(usageErrorJson(message, 'Run "baton --help" for the commands.'));
+    // The whole line: `baton --json tools list` puts --json where the command goes.
+    if (jsonAsked(argv)) io.out(usageErrorJson(message, 'Run "baton --help" for the commands.'));
     io.err(`${message}\n\n${MAIN_HELP()}`);
     return EXIT_USAGE;
   }

@@ -167,7 +167,9 @@ export async function countPendingThrough(
  * slower, under the root's lock (an outside review). The few a revocation could not end are ended
  * by the first ask that meets a cap, which then counts again (endApprovalsWhoseChainEnded).
  * `asHealed`: count as that ask would after ending them, without ending them (a dry run at a cap),
- * so a dry run answers what the real call would.
+ * so a dry run answers what the real call would. It leaves out rows another transaction holds too,
+ * which that ask skips (SKIP LOCKED): racing a verify or a decision on one of them, a dry run may
+ * answer an ask the real call refuses for a moment. It writes nothing either way.
  */
 export function pendingUnderRootQuery(
   db: Db,

@@ -233,6 +233,13 @@ describe('with --json, a usage or input error is the error envelope on stdout to
       },
     });
     expect(unknown.err).toContain('unknown command "delegat" (did you mean "baton delegate"?)');
+    // --json where the command goes: the command is unknown, and the envelope still comes.
+    const first = await run(['--json', 'tools', 'list']);
+    expect(first.code).toBe(2);
+    expect(envelope(first.out).error).toMatchObject({
+      code: 'INVALID_REQUEST',
+      message: expect.stringContaining('unknown option "--json"'),
+    });
   });
 
   it('not without --json: not after "--" (an operand), nor --json=<value>, which cannot tell', async () => {
