@@ -190,7 +190,7 @@ export function resolveTarget(
   const apiKey = givenKey ?? (ownServer ? ctx.api_key : undefined);
   const keyWithheld =
     givenKey === undefined && ctx.api_key !== undefined && !ownServer
-      ? `the key of context "${name}" is saved for ${ctx.server}, so it is not sent to ${server} (${givenFrom}); ` +
+      ? `the key of context "${name}" is saved for ${urlWithoutUserInfo(ctx.server)}, so it is not sent to ${urlWithoutUserInfo(server)} (${givenFrom}); ` +
         `give that server's key with --api-key${contextFlag === undefined ? ' or $BATON_API_KEY' : ''}`
       : undefined;
   return {
@@ -312,8 +312,10 @@ async function runUse(argv: string[], io: CliIo): Promise<number> {
   if (!Object.hasOwn(file.contexts, name)) throw unknownContext(name, file);
   file.current = name;
   saveContexts(env, file);
-  if (values.json) printJson(io, { current: name, server: file.contexts[name]!.server });
-  else io.out(`CURRENT: context "${name}" (${file.contexts[name]!.server})`);
+  // Shown without user information: a context saved before add refused it may hold a password.
+  const server = urlWithoutUserInfo(file.contexts[name]!.server);
+  if (values.json) printJson(io, { current: name, server });
+  else io.out(`CURRENT: context "${name}" (${server})`);
   return 0;
 }
 
@@ -336,7 +338,7 @@ async function runList(argv: string[], io: CliIo): Promise<number> {
   const rows = Object.entries(file.contexts).map(([name, c]) => ({
     name,
     current: name === file.current,
-    server: c.server,
+    server: urlWithoutUserInfo(c.server),
     key: maskKey(c.api_key),
   }));
   if (values.json) {

@@ -32,9 +32,10 @@ takes its default:
                                ${BEARER_TOKEN_MAX_LENGTH} printable ASCII characters, no spaces;
                                default: unset, and /metrics takes only the
                                admin key)
-  BATON_MASTER_KEY             32 random bytes as 64 hex digits or base64 (43
-                               characters, or 44 ending in =; never all
-                               zero); encrypts signing keys at rest. Required with
+  BATON_MASTER_KEY             32 random bytes as 64 hex digits or base64 of
+                               either alphabet (43 characters, or 44 ending in
+                               =; never all zero); encrypts signing keys at
+                               rest. Required with
                                DATABASE_URL, the same on every node (default:
                                generated in the data folder, embedded only)
   BATON_MAX_BODY_BYTES         larger request bodies get 413 (1024 to

@@ -1408,6 +1408,8 @@ export function refusalOf(resultOrError: unknown): BatonRefusal | null {
  * advice for a generic code would be read as the answer to another server's error.
  */
 function refusalInErrorData(data: unknown): BatonRefusal | null {
+  // The middleware's own refusals are always whole, generic codes included (toRefusal): not reading
+  // a partial copy of one of those (UNAUTHORIZED, TIMEOUT, ...) is the price of reading no other server's error as Baton's.
   if (!isRecord(data)) return null;
   if (isWholeRefusal(data)) return data;
   return typeof data['code'] === 'string' && isBatonSpecificCode(data['code']) ? wholeRefusal(data) : null;

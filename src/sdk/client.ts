@@ -396,7 +396,9 @@ export function urlWithoutUserInfo(raw: unknown): string {
   } catch {
     return text.includes('@') ? `${/^[a-z][a-z0-9+.-]*:/i.exec(text)?.[0] ?? ''}… (not shown: it holds an @)` : text;
   }
-  return url.username || url.password ? `${url.protocol}//…@${url.host}${url.pathname === '/' ? '' : url.pathname}` : text;
+  if (url.username || url.password) return `${url.protocol}//…@${url.host}${url.pathname === '/' ? '' : url.pathname}`;
+  // An @ the parser read as no user information (http://user:12/pw@host, mailto:user:pw@host) may still be a password.
+  return text.includes('@') ? `${url.protocol}${url.host === '' ? '' : `//${url.host}`}… (not shown: it holds an @)` : text;
 }
 
 export class BatonClient {

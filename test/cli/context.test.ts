@@ -4,7 +4,7 @@
  */
 import { spawn } from 'node:child_process';
 import { createServer, type IncomingHttpHeaders } from 'node:http';
-import { readFileSync, statSync } from 'node:fs';
+import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKeyPair } from '../../src/sdk/keys.js';
@@ -107,6 +107,27 @@ describe('baton context', () => {
       expect(withPassword.out + withPassword.err, server).not.toContain('s3cret');
     }
     expect((await run(['context', 'list'], env)).out).not.toContain('s3cret');
+  });
+
+  it('a password in a server URL saved before add refused it, or given with --server or $BATON_URL, is never printed', async () => {
+    const env = { XDG_CONFIG_HOME: tempDir() };
+    mkdirSync(join(env.XDG_CONFIG_HOME, 'baton'), { recursive: true, mode: 0o700 });
+    writeFileSync(
+      join(env.XDG_CONFIG_HOME, 'baton', 'contexts.json'),
+      JSON.stringify({ current: 'old', contexts: { old: { server: 'http://u:s3cret@127.0.0.1:9', api_key: 'bt_' + 'o'.repeat(43) } } }),
+      { mode: 0o600 },
+    );
+    const shown = [
+      await run(['context', 'list'], env),
+      await run(['context', 'list', '--json'], env),
+      await run(['context', 'use', 'old'], env),
+      // The saved key is withheld from another server, and the refusal names both servers.
+      await run(['audit', '--server', 'http://u:s3cret@127.0.0.2:9'], env),
+      await run(['audit'], { ...env, BATON_URL: 'http://u:s3cret@127.0.0.2:9' }),
+      await run(['audit', '--json', '--server', 'http://u:12/s3cret@127.0.0.2'], env),
+    ];
+    for (const r of shown) expect(r.out + r.err).not.toContain('s3cret');
+    expect(shown[3]!.err).toMatch(/is saved for http:\/\/…@127\.0\.0\.1:9, so it is not sent to http:\/\/…@127\.0\.0\.2:9/);
     const use = await run(['context', 'use', 'nope'], env);
     expect(use.code).toBe(2);
     expect(use.err).toContain('no context named "nope"');
