@@ -344,11 +344,12 @@ export function loadConfig(env: Environment = process.env): Config {
         `BATON_HEADERS_TIMEOUT_MS (${http.headersTimeoutMs}), which must be at most BATON_REQUEST_TIMEOUT_MS (${http.requestTimeoutMs}).`,
     );
   }
-  // A budget smaller than one body would refuse every body of the largest size accepted, whatever the load.
-  if (e.BATON_MAX_BODY_BUFFER_BYTES < e.BATON_MAX_BODY_BYTES) {
+  // Keyless bodies hold half the budget at most (body.ts): a smaller one would refuse every keyless
+  // body of the largest size accepted, whatever the load.
+  if (e.BATON_MAX_BODY_BUFFER_BYTES < 2 * e.BATON_MAX_BODY_BYTES) {
     throw new ConfigError(
       `Baton cannot start: invalid configuration.\n  - BATON_MAX_BODY_BUFFER_BYTES (${e.BATON_MAX_BODY_BUFFER_BYTES}) must be at least ` +
-        `BATON_MAX_BODY_BYTES (${e.BATON_MAX_BODY_BYTES}): a body of the largest size accepted must fit in it.`,
+        `twice BATON_MAX_BODY_BYTES (${2 * e.BATON_MAX_BODY_BYTES}): keyless bodies hold half of it at most, and a body of the largest size accepted must fit in that half.`,
     );
   }
   return {

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { getRequestListener, type ServerType } from '@hono/node-server';
 import { ConfigError, decodeMasterKey, DEFAULT_TLOG_NAME, loadConfig, raisedSettings, unreadSettings, type Config } from './config.js';
 import { createApp } from './service/app.js';
-import type { BatonError } from './protocol/errors.js';
+import { BatonError } from './protocol/errors.js';
 import { bodyBudget, unsupportedTransferCoding } from './service/body.js';
 import { httpStatusOf } from './service/error-status.js';
 import {
@@ -318,7 +318,7 @@ export async function startServer(
           // Judged from the headers before anything runs, as Node's parser judges Content-Length
           // beside Transfer-Encoding: a body in a transfer coding Baton does not decode cannot be read.
           const transferRefusal = unsupportedTransferCoding(req.headers['transfer-encoding']);
-          if (transferRefusal) return answerBeforeRouting(req, res, transferRefusal, log);
+          if (transferRefusal) return answerBeforeRouting(req, res, transferRefusal, log, 'unsupported transfer coding');
           return answer(req, res);
         },
       );
@@ -335,6 +335,24 @@ export async function startServer(
       // An expectation other than 100-continue: Node alone answers a bare 417 (no envelope, no
       // X-Request-Id). RFC 9110 lets a server ignore it instead, so the request is served as any other.
       s.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => s.emit('request', req, res));
+      // Expect: 100-continue: with nothing listening Node sends 100 Continue at once, and a client
+      // whose declared body is over BATON_MAX_BODY_BYTES sent it all to be refused 413. Refused from
+      // the head here instead, before the client sends a byte of it (RFC 9110 10.1.1); a request the
+      // listener refuses from its head anyway gets no 100 Continue either. The body budget counts
+      // bytes as they arrive, so nothing else is known of a body before it is sent.
+      s.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+        const declared = Number(req.headers['content-length'] ?? '0');
+        if (declared > config.maxBodyBytes)
+          return answerBeforeRouting(
+            req,
+            res,
+            declaredTooLarge(declared, config.maxBodyBytes),
+            log,
+            'declared body over BATON_MAX_BODY_BYTES',
+          );
+        if (!isHostlessHttp11(req) && unsupportedTransferCoding(req.headers['transfer-encoding']) === undefined) res.writeContinue();
+        s.emit('request', req, res);
+      });
       // Not a createServer option on Node 20; read per connection, so set before the first one.
       (s as Server).keepAliveTimeout = config.http.keepAliveTimeoutMs;
     });
@@ -440,14 +458,14 @@ export async function startServer(
  * `e` in the envelope, for a request refused from its head alone before any route runs, closing the
  * connection: the body that may follow is left unread, so nothing after it on the connection can be framed.
  */
-function answerBeforeRouting(req: IncomingMessage, res: ServerResponse, e: BatonError, log: Logger): void {
+function answerBeforeRouting(req: IncomingMessage, res: ServerResponse, e: BatonError, log: Logger, reason: string): void {
   const requestId = randomUUID();
   recordUnreadableRequest(log, {
     requestId,
     method: req.method,
     status: httpStatusOf(e),
     code: e.code,
-    reason: 'unsupported transfer coding',
+    reason,
   });
   const body = JSON.stringify(errorEnvelope(e, requestId));
   res.writeHead(httpStatusOf(e), {
@@ -457,6 +475,13 @@ function answerBeforeRouting(req: IncomingMessage, res: ServerResponse, e: Baton
     connection: 'close',
   });
   res.end(body);
+}
+
+/** The 413 of a request that asks for 100 Continue for a body over BATON_MAX_BODY_BYTES. */
+function declaredTooLarge(declared: number, maxBodyBytes: number): BatonError {
+  return new BatonError('PAYLOAD_TOO_LARGE', {
+    message: `The request declares a body of ${declared} bytes, larger than the ${maxBodyBytes} bytes Baton reads (BATON_MAX_BODY_BYTES), so it was refused before the body was sent.`,
+  });
 }
 
 /** How long a stopping server keeps idle keep-alive connections open for a request already on its way. */

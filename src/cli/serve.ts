@@ -41,7 +41,8 @@ takes its default:
   BATON_MAX_BODY_BYTES         larger request bodies get 413 (1024 to
                                16777216; default 262144)
   BATON_MAX_BODY_BUFFER_BYTES  request body bytes a process holds at once while
-                               they arrive; past it a body gets 503 (at least
+                               they arrive, keyless ones half of it; past it a
+                               body gets 503 (at least twice
                                BATON_MAX_BODY_BYTES; default 67108864)
   BATON_MAX_CHAIN_DEPTH        the most DRs in a chain (1 to 16; default 16)
   BATON_INVOCATION_MAX_AGE     seconds an invocation is accepted after its

@@ -8,7 +8,7 @@ import { DOCUMENT_CONFIG, registerDocumentComponents } from '../api/document.js'
 import { isWellFormedString } from '../protocol/jcs.js';
 import { requestId } from 'hono/request-id';
 import { BatonError } from '../protocol/errors.js';
-import { errorEnvelope, handleError } from './http.js';
+import { errorCodeOf, errorEnvelope, handleError, noteErrorCode, readByRoute } from './http.js';
 import { adminRoutes } from './admin.routes.js';
 import { apiKeyLifecycleRoutes } from './api-keys.handlers.js';
 import { delegationRoutes } from './delegations.routes.js';
@@ -68,18 +68,35 @@ export function apiDocument(app: OpenAPIHono<AppEnv>): OpenApiDocument {
   return withRequestWideAnswers(app.getOpenAPI31Document(DOCUMENT_CONFIG) as unknown as OpenApiDocument);
 }
 
+/** What the 503 of an operation that takes a body adds: the body budget's refusal (body.ts), after which nothing ran. */
+const SERVICE_BUSY_ANSWER =
+  'Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`.';
+
 /**
  * What every operation answers whatever its route declares, put in each operation so that a
  * client or a validator reading one sees it, not only the conventions' prose: the `X-Request-Id`
  * header on every response, and a `400` for a URL Baton cannot read (refuseControlCharactersInUrl)
  * or, on an operation that takes a key, a query it does not list (refuseUndeclaredQuery), and on a
- * write that declares no body, a body (refuseUndeclaredBody).
+ * write that declares no body, a body (refuseUndeclaredBody); on an operation that takes a body,
+ * its `503` names `SERVICE_BUSY` too (the body budget), with its `Retry-After` header.
  */
 function withRequestWideAnswers(doc: OpenApiDocument): OpenApiDocument {
   const requestId = { $ref: '#/components/headers/RequestId' };
+  const retryAfter = { $ref: '#/components/headers/RetryAfter' };
   for (const operations of Object.values(doc.paths)) {
     for (const [method, operation] of Object.entries(operations)) {
       const responses = operation.responses;
+      // A new object, not the declared one changed: routes may share one (and the document is built per request).
+      const unavailable = responses['503'];
+      if (operation.requestBody !== undefined && (unavailable === undefined || !('$ref' in unavailable))) {
+        const said = unavailable?.description;
+        responses['503'] = {
+          content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } } },
+          ...unavailable,
+          description: said === undefined ? SERVICE_BUSY_ANSWER.replace(/^Or Baton/, 'Baton') : `${said} ${SERVICE_BUSY_ANSWER}`,
+          headers: { ...unavailable?.headers, 'Retry-After': retryAfter },
+        };
+      }
       if (responses['400'] === undefined) {
         const keyless = operation.security !== undefined && operation.security.length === 0;
         const bodyless = method !== 'get' && method !== 'head' && operation.requestBody === undefined;
@@ -104,6 +121,11 @@ function withRequestWideAnswers(doc: OpenApiDocument): OpenApiDocument {
           "The request's id: the caller's own `X-Request-Id` when it sent a valid one (up to 64 letters, digits, `_`, `-` or `=`), otherwise one Baton generated. Equal to `request_id` in an error body; give it to the operator when reporting a problem.",
         schema: { type: 'string', maxLength: 64 },
       },
+      RetryAfter: {
+        description:
+          'On a `503 SERVICE_BUSY`: the seconds to wait before sending the request again (RFC 9110 10.2.3). A `503 STORAGE_UNAVAILABLE` carries none.',
+        schema: { type: 'integer', minimum: 0 },
+      },
     },
   };
   return doc;
@@ -118,14 +140,24 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   app.use('*', async (c, next) => {
     const started = performance.now();
     const done = metrics.startRequest();
+    // Served by @hono/node-server: a request timeout or a parser error cutting the body short is
+    // answered outside the app (answerUnreadRequest), and told here, in this request's one line.
+    const outgoing = (c.env as { outgoing?: object } | undefined)?.outgoing;
+    const reading = outgoing === undefined ? undefined : readByRoute(outgoing, c.get('requestId'));
     await next(); // Hono's onError has already turned a thrown error into c.res here
     const ms = performance.now() - started;
-    done(c.req.method, c.req.routePath, c.res.status, ms / 1000);
+    const outside = reading?.answeredOutside;
+    const status = outside?.status ?? c.res.status;
+    // The error's code, so that a busy 503 (SERVICE_BUSY) is told from a storage one: errors only.
+    const code = outside?.code ?? (status >= 400 ? errorCodeOf(c) : undefined);
+    done(c.req.method, c.req.routePath, status, ms / 1000);
     deps.log.info('request', {
       request_id: c.get('requestId'),
       method: c.req.method,
       path: pathForLog(c.req.path),
-      status: c.res.status,
+      status,
+      ...(code !== undefined ? { code } : {}),
+      ...(outside !== undefined ? { reason: outside.reason } : {}),
       ms: Math.round(ms * 10) / 10,
     });
   });
@@ -135,6 +167,7 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
   const methodsServing = methodsServingPath(app.routes);
   const methodNotAllowed = (c: Context<AppEnv>, allowed: readonly string[]) => {
     c.header('Allow', allowed.join(', '));
+    noteErrorCode(c, 'METHOD_NOT_ALLOWED');
     return c.json(
       errorEnvelope(
         new BatonError('METHOD_NOT_ALLOWED', {
@@ -234,6 +267,7 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     // No route ends in "/"; say so when the path without it is a route.
     const withoutSlash = c.req.path.replace(/\/+$/, '');
     const servedWithout = withoutSlash !== c.req.path && withoutSlash !== '' ? methodsServing(withoutSlash) : [];
+    noteErrorCode(c, 'NOT_FOUND');
     return c.json(
       errorEnvelope(
         new BatonError('NOT_FOUND', {

@@ -15,7 +15,10 @@
  * (BATON_MAX_BODY_BUFFER_BYTES, bodyBudget): each body is bounded by
  * maxBytes, but the time it takes to arrive is the client's (up to
  * BATON_REQUEST_TIMEOUT_MS), so clients sending most of a body and stalling,
- * keyless ones too, grew the process's memory with their connections.
+ * keyless ones too, grew the process's memory with their connections. Bytes
+ * are counted as they arrive, never by a declared length, and requests without
+ * a valid key hold at most half of the budget, so that keyless clients can
+ * make only other keyless bodies wait, never a keyed request (a verify).
  */
 import type { IncomingMessage } from 'node:http';
 import type { Context } from 'hono';
@@ -83,10 +86,11 @@ async function readBodyBytes(c: Context, maxBytes: number): Promise<Uint8Array> 
   if (transferRefusal) throw transferRefusal;
   const declared = Number(c.req.header('content-length') ?? '0');
   if (declared > maxBytes) throw tooLarge(maxBytes);
-  // A declared length is held whole before a byte is read: a client that sends part of it and
-  // stalls holds no more than it was given room for. A chunked body is held as it arrives.
-  const share = bodyBudget.share();
-  if (!share.cover(Number.isFinite(declared) && declared > 0 ? declared : 0)) throw busy(c);
+  // Held as it arrives, never by its declared length: Node holds nothing of a body before its
+  // bytes come, and a length held up front let connections that sent none fill the budget.
+  // A request with a valid key has been authenticated by now (c.get('auth')): every route reads
+  // the key before the body, and refuses an invalid one 401 unread.
+  const share = bodyBudget.share((c as Context<AppEnv>).get('auth') !== undefined);
   // The upload's time is the client's: the request's deadlines move on by it (deadline.ts).
   const upload = (c as Context<AppEnv>).get('upload') as UploadClock | undefined;
   upload?.start();
@@ -246,34 +250,57 @@ interface BudgetShare {
   release(): void;
 }
 
+/** Whose bodies a share of the budget holds: requests with a valid key, or without one (a metrics label). */
+export type BodyCaller = 'keyed' | 'keyless';
+
 /**
  * The process's budget of request body bytes held at once while they arrive, over every request
  * (each worker of BATON_WORKERS has its own). A body that would take the total past it is refused
  * (503 SERVICE_BUSY) before more of it is read; its bytes, and those of every body done, whole or
- * not, are given back.
+ * not, are given back. Bodies of requests without a valid key hold at most keylessLimit of it
+ * together: whoever sends them, with no key needed, can fill only that half, and the other half is
+ * always there for keyed requests (which may use the whole budget).
  */
 class BodyBudget {
   /** Set from BATON_MAX_BODY_BUFFER_BYTES when the server starts. */
   limit = DEFAULT_MAX_BODY_BUFFER_BYTES;
   #held = 0;
+  #heldKeyless = 0;
 
   /** Bytes held now: 0 whenever no body is arriving (what a leak would show). */
   get held(): number {
     return this.#held;
   }
 
-  share(): BudgetShare {
+  /** Of `held`, the bytes of requests without a valid key. */
+  get heldKeyless(): number {
+    return this.#heldKeyless;
+  }
+
+  /** The most the bodies of requests without a valid key hold together: half the budget. */
+  get keylessLimit(): number {
+    return Math.floor(this.limit / 2);
+  }
+
+  /** A share for one body; `keyed`: its request carries a valid key. */
+  share(keyed: boolean): BudgetShare {
     let mine = 0;
     return {
       cover: (bytes) => {
         if (bytes <= mine) return true;
-        if (this.#held + (bytes - mine) > this.limit) return false;
-        this.#held += bytes - mine;
+        const more = bytes - mine;
+        if (this.#held + more > this.limit) return false;
+        if (!keyed) {
+          if (this.#heldKeyless + more > this.keylessLimit) return false;
+          this.#heldKeyless += more;
+        }
+        this.#held += more;
         mine = bytes;
         return true;
       },
       release: () => {
         this.#held -= mine;
+        if (!keyed) this.#heldKeyless -= mine;
         mine = 0;
       },
     };
@@ -286,7 +313,7 @@ export const bodyBudget = new BodyBudget();
 function busy(c: Context): BatonError {
   c.header('Retry-After', String(BUSY_RETRY_AFTER_SECONDS));
   return new BatonError('SERVICE_BUSY', {
-    message: 'Baton is receiving as many request bodies at once as it holds, so it refused this one before reading it, and did nothing.',
+    message: 'Baton is receiving as many request body bytes at once as it holds, so it stopped reading this body, and did nothing.',
   });
 }
 

@@ -8,6 +8,7 @@ import type { Context } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import { BatonError, ERROR_TABLE, errorBody, type ErrorEnvelope } from '../protocol/errors.js';
 import { errorForLog, isStorageUnavailable } from '../store/errors.js';
+import { bodyBudget, type BodyCaller } from './body.js';
 import { isRollbackAfterAnswer } from './deadline.js';
 import { httpStatusOf } from './error-status.js';
 import { metrics } from './metrics.js';
@@ -43,10 +44,24 @@ export function errorEnvelope(e: BatonError, requestId: string): ErrorEnvelope {
   return { error: errorBody(e), request_id: requestId };
 }
 
+/** The code of each error answer a route gave, for its request line (app.ts): set only when answering an error. */
+const answeredErrorCodes = new WeakMap<Context, string>();
+
+/** Notes the code of the error `c` answers with, for its request line. */
+export function noteErrorCode(c: Context, code: string): void {
+  answeredErrorCodes.set(c, code);
+}
+
+/** The code of the error `c` answered with, if it answered one. */
+export function errorCodeOf(c: Context): string | undefined {
+  return answeredErrorCodes.get(c);
+}
+
 export function handleError(err: unknown, c: Context<AppEnv>, log: Logger): Response {
   const e = toBatonError(err);
   const status = httpStatusOf(e);
   const requestId = c.get('requestId') ?? 'unknown';
+  noteErrorCode(c, e.code);
   // An INTERNAL error's own text is the operator's (a master key that does not match, a row to
   // restore from a backup): the caller, perhaps a tenant, gets the table's, unless the error was
   // made for callers (shownToCaller); the log gets it whole.
@@ -55,8 +70,12 @@ export function handleError(err: unknown, c: Context<AppEnv>, log: Logger): Resp
   // A write rolled back after its answer went out: that answer was logged; this is no outage of its own.
   if (isRollbackAfterAnswer(err)) log.debug('rolled back after its answer', { request_id: requestId, ...errorForLog(err) });
   else if (e.code === 'STORAGE_UNAVAILABLE') logStorageUnavailable(log, err, { request_id: requestId, ...errorForLog(err) });
-  // A body refused for the process's body budget is load, not a fault: its request line says so.
-  else if (status >= 500 && e.code !== 'SERVICE_BUSY')
+  // A body refused for the process's body budget is load, not a fault: counted, and told at warn.
+  else if (e.code === 'SERVICE_BUSY') {
+    const caller: BodyCaller = c.get('auth') !== undefined ? 'keyed' : 'keyless';
+    metrics.countBodyBudgetRefusal(caller);
+    logServiceBusy(log, requestId, caller);
+  } else if (status >= 500)
     log.error('unhandled error', { request_id: requestId, ...errorForLog(err, e.code === 'INTERNAL'), ...operatorText });
   return c.json(errorEnvelope(shown, requestId), status);
 }
@@ -111,6 +130,59 @@ function logStorageUnavailable(log: Logger, err: unknown, fields: Record<string,
       told.unlogged = 0;
       told.requestIds = [];
       told.codes = {};
+      told.timer = undefined;
+    },
+    Math.max(0, told.loggedAt + STORAGE_LOG_INTERVAL_MS - now),
+  );
+  told.timer.unref();
+}
+
+/** At most one `request body budget full` line per logger in this time; the rest are counted. */
+const busyLogs = new WeakMap<
+  Logger,
+  { loggedAt: number; unlogged: number; requestIds: string[]; callers: Record<BodyCaller, number>; timer?: NodeJS.Timeout }
+>();
+
+/**
+ * A body refused 503 SERVICE_BUSY (body.ts's budget): load, not a fault, but the operator must be
+ * able to tell it from a storage 503. While bodies are refused they are refused by the hundred, so
+ * as logStorageUnavailable does: the first in each interval is logged with the budget's state, and
+ * the others are counted and told in one line at the interval's end.
+ */
+function logServiceBusy(log: Logger, requestId: string, caller: BodyCaller): void {
+  const now = performance.now();
+  let state = busyLogs.get(log);
+  if (!state) busyLogs.set(log, (state = { loggedAt: -Infinity, unlogged: 0, requestIds: [], callers: { keyed: 0, keyless: 0 } }));
+  if (now - state.loggedAt >= STORAGE_LOG_INTERVAL_MS) {
+    state.loggedAt = now;
+    log.warn('request body budget full: a body was refused 503 SERVICE_BUSY (BATON_MAX_BODY_BUFFER_BYTES)', {
+      request_id: requestId,
+      caller,
+      held_bytes: bodyBudget.held,
+      keyless_held_bytes: bodyBudget.heldKeyless,
+      limit_bytes: bodyBudget.limit,
+      keyless_limit_bytes: bodyBudget.keylessLimit,
+    });
+    return;
+  }
+  state.unlogged++;
+  state.callers[caller]++;
+  if (state.requestIds.length < SUMMARY_REQUEST_IDS) state.requestIds.push(requestId);
+  if (state.timer) return;
+  const told = state;
+  told.timer = setTimeout(
+    () => {
+      log.warn(
+        `request body budget full: ${told.unlogged} more body(ies) refused 503 SERVICE_BUSY in the last second, not logged one by one`,
+        {
+          requests: told.unlogged,
+          request_ids: told.requestIds,
+          callers: told.callers,
+        },
+      );
+      told.unlogged = 0;
+      told.requestIds = [];
+      told.callers = { keyed: 0, keyless: 0 };
       told.timer = undefined;
     },
     Math.max(0, told.loggedAt + STORAGE_LOG_INTERVAL_MS - now),
@@ -271,9 +343,32 @@ export function answerUnreadRequest(err: Error & { code?: string }, socket: Unre
               suggestion:
                 'Send one well-formed HTTP/1.1 request: a request line, headers, and a body framed by Content-Length or chunked encoding (not both).',
             });
-  const requestId = answerAndClose(socket, e);
+  // A request a route is reading (its body cut short by the timeout or the parser): answered with the
+  // route's request id, and logged and counted once, by the route's own line, as what was answered.
+  const reading = socket._httpMessage ? routesReading.get(socket._httpMessage) : undefined;
+  const requestId = answerAndClose(socket, e, reading?.requestId);
   // The parser's code (HPE_*) or the timeout's: a fixed set, never the bytes it could not read.
-  recordUnreadableRequest(log, { requestId, method: undefined, status: httpStatusOf(e), code: e.code, reason: err.code ?? 'unknown' });
+  const answered = { status: httpStatusOf(e), code: e.code, reason: err.code ?? 'unknown' };
+  if (reading) reading.answeredOutside = answered;
+  else recordUnreadableRequest(log, { requestId, method: undefined, ...answered });
+}
+
+/**
+ * A request a route is reading, found by its answer (Node's ServerResponse, which Node attaches to
+ * the socket): the request id its line carries, and what answerUnreadRequest answered for it if the
+ * request timeout or the parser cut it short (the client got that answer, not the route's).
+ */
+export interface RouteReading {
+  readonly requestId: string;
+  answeredOutside?: { readonly status: number; readonly code: string; readonly reason: string };
+}
+const routesReading = new WeakMap<object, RouteReading>();
+
+/** Registers the request answered by `outgoing` as read by a route (app.ts, for its request line). */
+export function readByRoute(outgoing: object, requestId: string): RouteReading {
+  const reading: RouteReading = { requestId };
+  routesReading.set(outgoing, reading);
+  return reading;
 }
 
 /**
@@ -305,9 +400,8 @@ function answeringRequestRead(socket: UnreadRequestSocket): boolean {
 }
 
 /** Writes `e` in the envelope as a whole HTTP/1.1 answer, outside any route, then closes the connection; returns its request id. */
-function answerAndClose(socket: UnreadRequestSocket, e: BatonError): string {
+function answerAndClose(socket: UnreadRequestSocket, e: BatonError, requestId: string = randomUUID()): string {
   const status = httpStatusOf(e);
-  const requestId = randomUUID();
   const body = JSON.stringify(errorEnvelope(e, requestId));
   // Closed once written, not only ended: the server's sockets allow half-open connections, and one
   // whose client never closes would otherwise stay open (and hold up a graceful stop).

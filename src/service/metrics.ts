@@ -13,6 +13,7 @@ import { shownToCaller } from './http.js';
 import cluster, { type Worker } from 'node:cluster';
 import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { BatonError } from '../protocol/errors.js';
+import { bodyBudget, type BodyCaller } from './body.js';
 import { observeVerifyBatches, type BatchObservation } from '../store/verify-batch.js';
 import { batonVersionInfo } from '../version.js';
 
@@ -99,6 +100,35 @@ class BatonMetrics {
     registers: [this.registry],
   });
 
+  private readonly bodyBytesHeld = new Gauge({
+    name: 'baton_body_budget_held_bytes',
+    help: 'Request body bytes held now while they arrive (BATON_MAX_BODY_BUFFER_BYTES bounds them), by caller: keyed (a valid API key) or keyless. Under BATON_WORKERS, the workers together.',
+    labelNames: ['caller'] as const,
+    registers: [this.registry],
+    collect: () => {
+      this.bodyBytesHeld.set({ caller: 'keyed' }, bodyBudget.held - bodyBudget.heldKeyless);
+      this.bodyBytesHeld.set({ caller: 'keyless' }, bodyBudget.heldKeyless);
+    },
+  });
+
+  private readonly bodyBudgetLimit = new Gauge({
+    name: 'baton_body_budget_limit_bytes',
+    help: 'The most request body bytes held at once while they arrive, by caller: keyed requests may use the whole of BATON_MAX_BODY_BUFFER_BYTES, keyless ones half of it. Under BATON_WORKERS, the workers together.',
+    labelNames: ['caller'] as const,
+    registers: [this.registry],
+    collect: () => {
+      this.bodyBudgetLimit.set({ caller: 'keyed' }, bodyBudget.limit);
+      this.bodyBudgetLimit.set({ caller: 'keyless' }, bodyBudget.keylessLimit);
+    },
+  });
+
+  private readonly bodyBudgetRefusals = new Counter({
+    name: 'baton_body_budget_refusals_total',
+    help: 'Requests refused 503 SERVICE_BUSY because the request body bytes held while they arrive would have passed their budget (BATON_MAX_BODY_BUFFER_BYTES, or its keyless half), by caller: keyed or keyless.',
+    labelNames: ['caller'] as const,
+    registers: [this.registry],
+  });
+
   private readonly poolSize = new Gauge({
     name: 'baton_db_pool_max_connections',
     help: "Connections the database pool may open (1 for embedded PGlite); under BATON_WORKERS, the workers' pools together.",
@@ -150,6 +180,8 @@ class BatonMetrics {
     for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) {
       this.registry.removeSingleMetric(name);
     }
+    // Both callers from the start, so a rate over the refusals has a series before the first one.
+    for (const caller of ['keyed', 'keyless'] as const) this.bodyBudgetRefusals.inc({ caller }, 0);
     observeVerifyBatches((b) => this.observeBatch(b));
     if (supervised()) answerSupervisorRequests(this.registry);
   }
@@ -176,6 +208,11 @@ class BatonMetrics {
    */
   countRequest(method: string, route: string, status: number): void {
     this.requests.inc({ method, route, status: String(status) });
+  }
+
+  /** A body refused 503 SERVICE_BUSY for want of room in the body budget (body.ts). */
+  countBodyBudgetRefusal(caller: BodyCaller): void {
+    this.bodyBudgetRefusals.inc({ caller });
   }
 
   observeDecision(outcome: 'allow' | 'deny', code: string): void {

@@ -1,10 +1,11 @@
 /**
  * The process's budget of request body bytes held while they arrive (BATON_MAX_BODY_BUFFER_BYTES,
- * src/service/body.ts): a body that would take the total past it is refused at once, 503
- * SERVICE_BUSY with Retry-After, storing nothing; every body's bytes are given back when it is done,
- * whole or not (read, refused 413 or 503, cut short, timed out). Checked on a real server
- * (startServer) over raw sockets, keyless, where an outside probe grew the process by 500 MB with
- * 3,000 stalled uploads.
+ * src/service/body.ts): bytes are counted as they arrive, and a body that would take the total past
+ * it (or, without a key, the keyless half past its half) is refused at once, 503 SERVICE_BUSY with
+ * Retry-After, storing nothing; every body's bytes are given back when it is done, whole or not
+ * (read, refused 413 or 503, cut short, timed out). Checked on a real server (startServer) over raw
+ * sockets, keyless, where an outside probe grew the process by 500 MB with 3,000 stalled uploads.
+ * body-budget-keyless.test.ts checks that keyless bodies never crowd out keyed ones.
  */
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,6 +18,7 @@ import { buildChain } from '../support/fixtures.js';
 import { serverConfigOf, setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
 
 const MAX_BODY = 4096;
+/** Half of it, 4,350 bytes, is what keyless bodies may hold together. */
 const BUDGET = 8700;
 let svc: TestService;
 let tenant: TestTenant;
@@ -94,9 +96,10 @@ describe('BATON_MAX_BODY_BUFFER_BYTES', () => {
     expect(loadConfig({ BATON_MAX_BODY_BUFFER_BYTES: '1048576' }).maxBodyBufferBytes).toBe(1_048_576);
     for (const bad of ['12', '1e6', '-1', 'lots'])
       expect(() => loadConfig({ BATON_MAX_BODY_BUFFER_BYTES: bad })).toThrow(/BATON_MAX_BODY_BUFFER_BYTES must be a whole number/);
-    expect(() => loadConfig({ BATON_MAX_BODY_BYTES: '262144', BATON_MAX_BODY_BUFFER_BYTES: '262143' })).toThrow(ConfigError);
+    expect(() => loadConfig({ BATON_MAX_BODY_BYTES: '262144', BATON_MAX_BODY_BUFFER_BYTES: '524287' })).toThrow(ConfigError);
+    expect(loadConfig({ BATON_MAX_BODY_BYTES: '262144', BATON_MAX_BODY_BUFFER_BYTES: '524288' }).maxBodyBufferBytes).toBe(524_288);
     expect(() => loadConfig({ BATON_MAX_BODY_BYTES: '262144', BATON_MAX_BODY_BUFFER_BYTES: '262143' })).toThrow(
-      /BATON_MAX_BODY_BUFFER_BYTES \(262143\) must be at least BATON_MAX_BODY_BYTES \(262144\)/,
+      /BATON_MAX_BODY_BUFFER_BYTES \(262143\) must be at least twice BATON_MAX_BODY_BYTES \(524288\)/,
     );
   });
 });
@@ -104,23 +107,29 @@ describe('BATON_MAX_BODY_BUFFER_BYTES', () => {
 describe('the budget of body bytes held while they arrive', () => {
   it('refuses a body that would pass it at once, 503 SERVICE_BUSY with Retry-After, storing nothing; stalled bodies give their bytes back when their sender leaves', async () => {
     await budgetHolds(0);
-    // Two keyless uploads declare 4,096 bytes each, send 10, and stall: 8,192 of the 8,700 are held.
-    const stalled = [send(declared(4096), '{"receipt"'), send(declared(4096), '{"receipt"')];
-    await budgetHolds(8192);
-    // A third, a whole and valid submission, would take the total past it: refused before a byte is read.
+    // A declared length holds nothing until its bytes come.
+    const unsent = send(declared(4096));
+    await new Promise((r) => setTimeout(r, 200));
+    await budgetHolds(0);
+    unsent.socket.destroy();
+    // Two keyless uploads declare 4,096 bytes each, send 2,000, and stall: 4,000 of the keyless 4,350 are held.
+    const sent = `{"receipt":"${'x'.repeat(1988)}`;
+    const stalled = [send(declared(4096), sent), send(declared(4096), sent)];
+    await budgetHolds(4000);
+    // A third, a whole and valid submission, would take the keyless bytes past their half: refused as it arrives.
     const record = buildChain([{ max_calls: 10 }], { keys: [tenant.root, generateKeyPair()] }).drs[0]!;
     const body = JSON.stringify({ receipt: record.jws });
-    expect(Buffer.byteLength(body)).toBeGreaterThan(BUDGET - 8192);
+    expect(Buffer.byteLength(body)).toBeGreaterThan(BUDGET / 2 - 4000);
     expect(await send(declared(Buffer.byteLength(body)), body).answer).toEqual({ status: 503, code: 'SERVICE_BUSY', retryAfter: '1' });
     expect((await svc.call('GET', `/v1/delegations/${record.hash}`, { key: tenant.keys.audit })).status).toBe(404);
-    await budgetHolds(8192);
-    // A chunked body is counted as it arrives: 306 bytes fit, 300 more would not.
+    await budgetHolds(4000);
+    // A chunked body is counted as it arrives too: 306 bytes fit, 300 more would not.
     const piece = 'x'.repeat(300);
     const chunked = send(submitHead('Transfer-Encoding: chunked\r\n'), chunk(`{"a":"${piece}`));
-    await budgetHolds(8192 + 306);
+    await budgetHolds(4000 + 306);
     chunked.socket.write(chunk(piece));
     expect(await chunked.answer).toMatchObject({ status: 503, code: 'SERVICE_BUSY', retryAfter: '1' });
-    await budgetHolds(8192);
+    await budgetHolds(4000);
     // The stalled senders leave: their bytes are given back, and the same submission is now stored.
     for (const s of stalled) s.socket.destroy();
     await budgetHolds(0);
@@ -137,14 +146,14 @@ describe('the budget of body bytes held while they arrive', () => {
     const over = 'x'.repeat(MAX_BODY);
     expect((await send(submitHead('Transfer-Encoding: chunked\r\n'), chunk(over) + chunk(over)).answer).code).toBe('PAYLOAD_TOO_LARGE');
     await budgetHolds(0);
-    // Cut short: the sender closes with 3,000 of 3,999 bytes sent.
+    // Cut short: the sender closes with 3,006 of 3,999 bytes sent.
     const cut = send(declared(3999), `{"a":"${'x'.repeat(3000)}`);
-    await budgetHolds(3999);
+    await budgetHolds(3006);
     cut.socket.destroy();
     await budgetHolds(0);
     // Timed out: the sender stalls past BATON_REQUEST_TIMEOUT_MS (2 s), and Node answers 408 and closes.
     const late = send(declared(3999), '{"a":"');
-    await budgetHolds(3999);
+    await budgetHolds(6);
     expect((await late.answer).status).toBe(408);
     await budgetHolds(0);
     // And the budget still takes a body of the largest size.

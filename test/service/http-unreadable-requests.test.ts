@@ -126,3 +126,69 @@ describe('requests no route could read', () => {
     });
   });
 });
+
+describe('a request a route was reading, cut short outside the app', () => {
+  it("by the request timeout (408) or the parser (HPE_INVALID_CHUNK_SIZE): one request line, with the answer's request_id, status and code, counted once", async () => {
+    const db = await createDatabase();
+    cleanup.push(db.drop);
+    const lines: Record<string, unknown>[] = [];
+    const log = createLogger('info', (l) => lines.push(JSON.parse(l) as Record<string, unknown>));
+    const config = loadConfig({
+      PORT: '0',
+      DATABASE_URL: db.url,
+      BATON_ADMIN_KEY: `unreadable-admin-${randomBytes(16).toString('hex')}`,
+      BATON_MASTER_KEY: randomBytes(32).toString('hex'),
+      BATON_TLOG_INTERVAL_MS: '0',
+      BATON_KEEP_ALIVE_TIMEOUT_MS: '1000',
+      BATON_HEADERS_TIMEOUT_MS: '1500',
+      BATON_REQUEST_TIMEOUT_MS: '2000',
+    });
+    const server = await startServer(config, log, () => {});
+    cleanup.push(server.close);
+    const submit = 'POST /v1/delegations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n';
+    const routeCounts = async () => {
+      const text = await metrics.render();
+      const count = (status: number) =>
+        Number(
+          new RegExp(`^baton_http_requests_total\\{method="POST",route="/v1/delegations",status="${status}"\\} (\\S+)$`, 'm').exec(
+            text,
+          )?.[1] ?? 0,
+        );
+      return { '400': count(400), '408': count(408) };
+    };
+    const before = { unreadable: await unreadableCounts(), route: await routeCounts() };
+
+    // The body stalls past BATON_REQUEST_TIMEOUT_MS: Node's timeout answers 408 while the route waits for it.
+    const late = await exchange(server.port, `${submit}Content-Length: 100\r\n\r\n{"receipt"`);
+    expect(late).toMatch(/^HTTP\/1\.1 408 /);
+    // A chunk size that is not hex, after a first chunk the route has read.
+    const garbled = await exchange(server.port, `${submit}Transfer-Encoding: chunked\r\n\r\n5\r\n{"a":\r\nZZ\r\n`);
+    expect(garbled).toMatch(/^HTTP\/1\.1 400 /);
+
+    const expected = [
+      { answer: late, status: 408, code: 'REQUEST_TIMEOUT', reason: 'ERR_HTTP_REQUEST_TIMEOUT' },
+      { answer: garbled, status: 400, code: 'INVALID_REQUEST', reason: 'HPE_INVALID_CHUNK_SIZE' },
+    ];
+    // The route's line comes once its reader sees the connection closed.
+    const until = Date.now() + 5_000;
+    while (lines.filter((l) => l['msg'] === 'request').length < 2 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    await new Promise((r) => setTimeout(r, 200)); // and no second line after it
+    const requestLines = lines.filter((l) => l['msg'] === 'request');
+    expect(requestLines).toHaveLength(2);
+    for (const { answer, status, code, reason } of expected) {
+      expect(
+        requestLines.find((l) => l['request_id'] === requestIdOf(answer)),
+        `no line carries ${requestIdOf(answer)}`,
+      ).toMatchObject({
+        method: 'POST',
+        path: '/v1/delegations',
+        status,
+        code,
+        reason,
+      });
+    }
+    expect(delta(before.unreadable, await unreadableCounts())).toEqual({});
+    const after = await routeCounts();
+    expect({ '400': after['400'] - before.route['400'], '408': after['408'] - before.route['408'] }).toEqual({ '400': 1, '408': 1 });
+  }, 60_000);
+});
