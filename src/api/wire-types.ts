@@ -2144,6 +2144,8 @@ export interface components {
   headers: {
     /** @description The request's id: the caller's own `X-Request-Id` when it sent a valid one (up to 64 letters, digits, `_`, `-` or `=`), otherwise one Baton generated. Equal to `request_id` in an error body; give it to the operator when reporting a problem. */
     RequestId: string;
+    /** @description On a `503 SERVICE_BUSY`: the seconds to wait before sending the request again (RFC 9110 10.2.3). A `503 STORAGE_UNAVAILABLE` carries none. */
+    RetryAfter: number;
   };
   pathItems: never;
 }
@@ -2668,9 +2670,10 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
+          'Retry-After': components['headers']['RetryAfter'];
           'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
@@ -2824,9 +2827,10 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
+          'Retry-After': components['headers']['RetryAfter'];
           'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
@@ -3004,9 +3008,10 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
+          'Retry-After': components['headers']['RetryAfter'];
           'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
@@ -3204,9 +3209,10 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
+          'Retry-After': components['headers']['RetryAfter'];
           'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
@@ -3479,9 +3485,10 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
+          'Retry-After': components['headers']['RetryAfter'];
           'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
@@ -3747,9 +3754,10 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
+          'Retry-After': components['headers']['RetryAfter'];
           'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
@@ -3855,9 +3863,10 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
+          'Retry-After': components['headers']['RetryAfter'];
           'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
@@ -3953,9 +3962,10 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
+          'Retry-After': components['headers']['RetryAfter'];
           'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
@@ -4068,9 +4078,10 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
+          'Retry-After': components['headers']['RetryAfter'];
           'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
@@ -4423,9 +4434,10 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
+          'Retry-After': components['headers']['RetryAfter'];
           'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
@@ -4622,9 +4634,10 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
+          'Retry-After': components['headers']['RetryAfter'];
           'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
@@ -4717,9 +4730,10 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
+          'Retry-After': components['headers']['RetryAfter'];
           'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
@@ -4901,9 +4915,10 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
+          'Retry-After': components['headers']['RetryAfter'];
           'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
@@ -5009,9 +5024,10 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
+          'Retry-After': components['headers']['RetryAfter'];
           'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
@@ -5299,9 +5315,10 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
+          'Retry-After': components['headers']['RetryAfter'];
           'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
@@ -5777,9 +5794,10 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
+          'Retry-After': components['headers']['RetryAfter'];
           'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
@@ -6295,9 +6313,10 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not decide the verify within the verify deadline (BATON_VERIFY_DEADLINE_MS, default 5000 ms), or did not answer (`STORAGE_UNAVAILABLE`). Nothing was allowed: a tool server runs no tool on this answer. A commit the database had begun before the deadline may still have counted the call. To learn it, re-send the same invocation with the same key: it answers its original allow (`retry: true`) if it was counted, and is decided afresh if not. */
+      /** @description The database did not decide the verify within the verify deadline (BATON_VERIFY_DEADLINE_MS, default 5000 ms), or did not answer (`STORAGE_UNAVAILABLE`). Nothing was allowed: a tool server runs no tool on this answer. A commit the database had begun before the deadline may still have counted the call. To learn it, re-send the same invocation with the same key: it answers its original allow (`retry: true`) if it was counted, and is decided afresh if not. Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
+          'Retry-After': components['headers']['RetryAfter'];
           'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
@@ -6394,9 +6413,10 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not decide the verify within the verify deadline (BATON_VERIFY_DEADLINE_MS, default 5000 ms), or did not answer (`STORAGE_UNAVAILABLE`). Nothing was allowed: a tool server runs no tool on this answer. A commit the database had begun before the deadline may still have counted the call. A dry run counts nothing: send it again. */
+      /** @description The database did not decide the verify within the verify deadline (BATON_VERIFY_DEADLINE_MS, default 5000 ms), or did not answer (`STORAGE_UNAVAILABLE`). Nothing was allowed: a tool server runs no tool on this answer. A commit the database had begun before the deadline may still have counted the call. A dry run counts nothing: send it again. Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
+          'Retry-After': components['headers']['RetryAfter'];
           'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
@@ -6493,9 +6513,10 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not decide the verify within the verify deadline (BATON_VERIFY_DEADLINE_MS, default 5000 ms), or did not answer (`STORAGE_UNAVAILABLE`). Nothing was allowed: a tool server runs no tool on this answer. A commit the database had begun before the deadline may still have counted the call. Here a re-send is never answered with its original allow: the same invocation sent to this path again is refused with a 403 REPLAY_DETECTED deny if it was counted, and decided afresh if not. Sent by the same key to `POST /v1/verify` instead, it answers its original allow (`retry: true`) if it was counted. */
+      /** @description The database did not decide the verify within the verify deadline (BATON_VERIFY_DEADLINE_MS, default 5000 ms), or did not answer (`STORAGE_UNAVAILABLE`). Nothing was allowed: a tool server runs no tool on this answer. A commit the database had begun before the deadline may still have counted the call. Here a re-send is never answered with its original allow: the same invocation sent to this path again is refused with a 403 REPLAY_DETECTED deny if it was counted, and decided afresh if not. Sent by the same key to `POST /v1/verify` instead, it answers its original allow (`retry: true`) if it was counted. Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
+          'Retry-After': components['headers']['RetryAfter'];
           'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
