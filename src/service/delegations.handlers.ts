@@ -6,7 +6,7 @@ import { BatonError } from '../protocol/errors.js';
 import type { DelegationStatus } from '../protocol/lists.js';
 import { microsToUsd, saturatingMicros, type Micros } from '../protocol/money.js';
 import type { Db } from '../store/db.js';
-import { callsThrough, findDelegation, revokedInChain, spendRollup, storedChainTo, subtreeOf } from '../store/delegations.js';
+import { callsThrough, findDelegation, revokedInChain, spendRollup, storedChainTo, subtreeOf, type TreeRow } from '../store/delegations.js';
 import { firstServiceReceipt } from '../store/service-receipts.js';
 import { unapprovedGrants } from '../store/approvals.js';
 import type { Delegation } from '../store/schema/index.js';
@@ -43,7 +43,12 @@ export interface DelegationView {
  * What a verify through the record would meet first, of what is stored about it: a revocation at
  * or above it, its window, a grant at or above it still held for a human (tool-grants.ts).
  */
-export function delegationStatus(row: Delegation, now: number, revokedBy: string | null, held: boolean): DelegationStatus {
+export function delegationStatus(
+  row: Pick<Delegation, 'exp' | 'nbf'>,
+  now: number,
+  revokedBy: string | null,
+  held: boolean,
+): DelegationStatus {
   if (revokedBy) return 'revoked';
   if (row.exp !== null && now > row.exp) return 'expired';
   if (held) return 'held';
@@ -62,7 +67,12 @@ export async function heldAlongChain(db: Db, tenantId: string, chain: readonly s
 }
 
 /** `revokedBy`: the highest revoked record at or above it; `held`: a grant at or above it not approved. */
-export function delegationView(row: Delegation, now: number, revokedBy: string | null, held: boolean): DelegationView {
+export function delegationView(
+  row: Omit<TreeRow, 'maxCalls' | 'callsUsed'>,
+  now: number,
+  revokedBy: string | null,
+  held: boolean,
+): DelegationView {
   return {
     hash: row.hash,
     jti: row.jti,
@@ -170,7 +180,15 @@ export async function chainOfDelegation(deps: ServiceDeps, tenantId: string, has
   return { hash, root_principal: chain[0]!.iss, receipts: chain.map((r) => r.jws), records };
 }
 
-const TREE_LIMIT = 1000;
+/** The most records a tree answer holds. */
+export const TREE_RECORDS = 1000;
+/**
+ * The most bytes of policies (as JSON) a tree answer holds, past its first record. Ordinary policies
+ * are well under 1 KB, so 1000 of them never reach it; records with outsized ones (any holder may
+ * store them, each up to about 48 KB, inside a JWS's 64 KiB) stop at about 85 such records, keeping
+ * an answer near 5 MB (the other fields of a node add under 1 KB) where 1000 of them made 45 MB.
+ */
+export const TREE_POLICY_BYTES = 4 * 1024 * 1024;
 
 export interface TreeNode extends DelegationView {
   readonly calls_used: number;
@@ -178,16 +196,17 @@ export interface TreeNode extends DelegationView {
   readonly children: TreeNode[];
 }
 
-/** The DR and its descendants as a nested tree (at most TREE_LIMIT records). */
+/**
+ * The DR and its descendants as a nested tree: at most TREE_RECORDS records and TREE_POLICY_BYTES of
+ * policies, shallowest first, `truncated` when more exist (the rest are read as subtrees of children).
+ */
 export async function treeOfDelegation(deps: ServiceDeps, tenantId: string, hash: string) {
   const db = deps.store.db;
   const top = await findDelegation(db, tenantId, hash);
   if (!top) throw notFound(hash);
-  const rowsInTree = await subtreeOf(db, tenantId, hash, TREE_LIMIT + 1);
-  const truncated = rowsInTree.length > TREE_LIMIT;
+  const { rows: inTree, truncated } = await subtreeOf(db, tenantId, hash, { records: TREE_RECORDS, policyBytes: TREE_POLICY_BYTES });
   const now = deps.now();
   const aboveRevoked = await revokedInChain(db, tenantId, top);
-  const inTree = rowsInTree.slice(0, TREE_LIMIT);
   const heldHashes = new Set((await unapprovedGrants(db, tenantId, [...top.ancestors, ...inTree.map((r) => r.hash)])).map((g) => g.drHash));
   const aboveHeld = top.ancestors.some((h) => heldHashes.has(h));
   // A DR without max_calls is not counted in its own row: its calls are read as usageOf reads them.
@@ -216,5 +235,5 @@ export async function treeOfDelegation(deps: ServiceDeps, tenantId: string, hash
     if (row.hash === hash) root = node;
     else parent?.children.push(node);
   }
-  return { tree: root!, count: Math.min(rowsInTree.length, TREE_LIMIT), truncated };
+  return { tree: root!, count: inTree.length, truncated };
 }

@@ -131,16 +131,71 @@ export async function jtisTakenByOthers(db: Db, tenantId: string, drs: readonly 
   );
 }
 
-/** The DR and all its descendants, shallowest first (bounded). */
-export async function subtreeOf(db: Db, tenantId: string, hash: string, limit: number): Promise<Delegation[]> {
-  return db
-    .select()
+/** What a tree node shows of a record: not its JWS (GET /v1/delegations/{hash} has it), nor its revocation's reason. */
+const treeColumns = {
+  hash: delegations.hash,
+  jti: delegations.jti,
+  iss: delegations.iss,
+  sub: delegations.sub,
+  aud: delegations.aud,
+  cmd: delegations.cmd,
+  policy: delegations.policy,
+  nbf: delegations.nbf,
+  exp: delegations.exp,
+  iat: delegations.iat,
+  depth: delegations.depth,
+  parentHash: delegations.parentHash,
+  rootHash: delegations.rootHash,
+  maxCalls: delegations.maxCalls,
+  callsUsed: delegations.callsUsed,
+  revokedAt: delegations.revokedAt,
+  createdAt: delegations.createdAt,
+};
+
+export type TreeRow = Pick<Delegation, keyof typeof treeColumns>;
+
+/**
+ * The DR and its descendants, shallowest first, as long as there are at most `records` of them and
+ * their policies (as JSON text) come to at most `policyBytes`; the DR itself always comes. Records
+ * under a DR may be stored by any holder of it, without a key, each with a policy of up to about
+ * 48 KB (a JWS is at most 64 KiB): the byte bound is what keeps this answer small. Both bounds hold in the database, which
+ * measures the policies of the first `records` + 1 and ships only the rows kept. Every kept record's
+ * parent is kept (it is shallower), so the rows are a tree. `truncated`: some record was left out.
+ */
+export async function subtreeOf(
+  db: Db,
+  tenantId: string,
+  hash: string,
+  bounds: { records: number; policyBytes: number },
+): Promise<{ rows: TreeRow[]; truncated: boolean }> {
+  // The first records by (depth, created_at, hash) are found without reading their policies; only
+  // those are measured, a running sum in that order.
+  const measured = sql`(
+    select hash, n, policy_bytes_through, count(*) over () as considered from (
+      select f.hash, row_number() over w as n, sum(octet_length(p.policy::text)) over w as policy_bytes_through
+      from (
+        select hash, depth, created_at from delegations
+        where tenant_id = ${tenantId} and (hash = ${hash} or ancestors @> array[${hash}]::text[])
+        order by depth, created_at, hash
+        limit ${bounds.records + 1}
+      ) f
+      join delegations p on p.tenant_id = ${tenantId} and p.hash = f.hash
+      window w as (order by f.depth, f.created_at, f.hash rows between unbounded preceding and current row)
+    ) ranked
+  ) measured`;
+  const found = await db
+    .select({ ...treeColumns, considered: sql<number>`measured.considered`.mapWith(Number) })
     .from(delegations)
+    .innerJoin(measured, sql`measured.hash = ${delegations.hash}`)
     .where(
-      and(eq(delegations.tenantId, tenantId), sql`(${delegations.hash} = ${hash} or ${delegations.ancestors} @> array[${hash}]::text[])`),
+      and(
+        eq(delegations.tenantId, tenantId),
+        sql`(measured.n = 1 or (measured.n <= ${bounds.records} and measured.policy_bytes_through <= ${bounds.policyBytes}))`,
+      ),
     )
-    .orderBy(asc(delegations.depth), asc(delegations.createdAt))
-    .limit(limit);
+    .orderBy(sql`measured.n`);
+  const considered = found[0]?.considered ?? 0;
+  return { rows: found.map(({ considered: _, ...row }) => row), truncated: considered > found.length };
 }
 
 export interface SpendRollup {
