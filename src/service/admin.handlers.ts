@@ -13,6 +13,7 @@ import { transactionBehind, type CommitCheck } from '../store/db.js';
 import type { Tenant, TrustedRoot } from '../store/schema/index.js';
 import { addTrustedRoot, createTenant, listTenants, listTrustedRoots, removeTrustedRoot } from '../store/tenants.js';
 import { evictApiKey } from './auth.js';
+import { hotPathCacheOf } from './hot-cache.js';
 import { noTenant, requireTenant } from './tenants.js';
 import type { ServiceDeps } from './types.js';
 
@@ -103,6 +104,8 @@ export async function removeRootHandler(deps: ServiceDeps, tenantId: string, did
   if (!(await transactionBehind(deps.store.db, gate, (tx) => removeTrustedRoot(tx, tenantId, did)))) {
     throw new BatonError('NOT_FOUND', { message: 'This tenant does not trust this root DID (or the tenant does not exist).' });
   }
+  // This node's verifies read the roots again at once (other nodes learn it from their denial or verify statements).
+  hotPathCacheOf(deps).forgetRoots(tenantId);
   deps.log.info('trusted root removed', { tenant_id: tenantId, did });
 }
 

@@ -35,6 +35,7 @@ import { transactionBehind, type CommitCheck } from '../store/db.js';
 import { findDelegation, tenantsHoldingDelegation } from '../store/delegations.js';
 import { firstServiceReceipt } from '../store/service-receipts.js';
 import { chainPartiesByTenant, countDescendants, markRevoked, revocationTarget } from '../store/revocations.js';
+import { hotPathCacheOf } from './hot-cache.js';
 import { recordServiceReceipt } from './service-receipts.js';
 import type { AuthContext, ServiceDeps } from './types.js';
 
@@ -234,6 +235,10 @@ async function applyRevocation(
     }
     return out;
   });
+  // This node's verifies refuse the record from now on without a stale round (other nodes learn
+  // it from their statements: the denial statement re-checks revocation too).
+  const hotPath = hotPathCacheOf(deps);
+  for (const r of results) hotPath.forgetDelegation(r.tenant_id, hash);
   await endHeldApprovals(deps, hash, now, held, heldApprovalsUntil(deps, startedAt));
   for (const r of results.filter((x) => !x.already_revoked)) {
     deps.log.info('delegation revoked', {

@@ -7,7 +7,9 @@
  * reference; block G runs in ONE statement (countCallsAtomically), which
  * also re-checks every fact the caches may hold stale: the API key, the
  * root's trust, revocation. A refusal is stored with its service receipt by one
- * statement too (recordDenial). Every verify has a deadline: past it the
+ * statement too (recordDenial), which re-checks the chain's revocation and root's
+ * trust it was decided on: stale in the cache, the verify is decided again on fresh
+ * reads (verifyInvocation). Every verify has a deadline: past it the
  * answer is 503 and the statements refuse to commit. A storage failure
  * surfaces as 503 from the error mapper: never an allow.
  */
@@ -238,6 +240,20 @@ export function commitMarginMs(verifyDeadlineMs: number): number {
   return Math.min(250, Math.floor(verifyDeadlineMs / 5));
 }
 
+/**
+ * What the earlier rounds of a verify decided again learned (see verifyInvocation), and how many
+ * there were.
+ */
+interface Redecided {
+  readonly chainFlagged: boolean;
+  readonly nearLimitReached?: boolean;
+  readonly rounds?: number;
+  /** The catalog changed under an earlier decision: read it fresh, not through the node's cache. */
+  readonly catalogChanged?: boolean;
+  /** A round was decided again after this node's cache proved stale (forgetStaleFacts): never twice. */
+  readonly staleForgotten?: boolean;
+}
+
 export async function verifyInvocation(
   deps: ServiceDeps,
   auth: AuthContext,
@@ -247,16 +263,46 @@ export async function verifyInvocation(
   deadline: Date = new Date(Date.now() + deps.config.verifyDeadlineMs),
   /**
    * When the tool catalog changed under a decision, the chain turned out flagged for cost
-   * calibration or near its limit, or storing the chain found a cached fact stale, the decision is
-   * made again, at most twice (`redecided`: what the earlier rounds learned, and how many there were).
+   * calibration or near its limit, or storing the chain or its refusal found a cached fact stale,
+   * the decision is made again, at most twice (`redecided`: what the earlier rounds learned, and how
+   * many there were).
    */
-  redecided?: {
-    readonly chainFlagged: boolean;
-    readonly nearLimitReached?: boolean;
-    readonly rounds?: number;
-    /** The catalog changed under an earlier decision: read it fresh, not through the node's cache. */
-    readonly catalogChanged?: boolean;
-  },
+  redecided?: Redecided,
+): Promise<VerifyResponse> {
+  try {
+    return await decideInvocation(deps, auth, tenantId, req, bundle, deadline, redecided);
+  } catch (e) {
+    // A round decided again (decideAgain) is nested in this one: what it threw, it judged already.
+    if (judgedByRound.has(e as object)) throw e;
+    if (typeof e === 'object' && e !== null) judgedByRound.add(e);
+    // Storing the chain, or the refusal (0041), reads the chain's stored facts fresh. When it finds
+    // one this node's cache held stale (a DR revoked, a root no longer trusted, since it was cached),
+    // the verify decides again on fresh facts, once: the chain is then refused as such (403 with its
+    // denial receipt), as a dry run or another node answers, not for the reason the stale facts let
+    // the node reach (the tool gate's, say) nor as a refused submission (422). A dry run stores
+    // nothing and reads every fact fresh.
+    if (req.dry_run !== true && redecided?.staleForgotten !== true && forgetStaleFacts(hotPathCacheOf(deps), tenantId, e))
+      return verifyInvocation(deps, auth, tenantId, req, bundle, deadline, {
+        ...redecided,
+        chainFlagged: redecided?.chainFlagged === true,
+        staleForgotten: true,
+      });
+    throw e;
+  }
+}
+
+/** Errors a round of verifyInvocation has judged (decided again on, or passed on): the rounds it is nested in pass them on. */
+const judgedByRound = new WeakSet<object>();
+
+/** One round of verifyInvocation's decision. */
+async function decideInvocation(
+  deps: ServiceDeps,
+  auth: AuthContext,
+  tenantId: string,
+  req: VerifyRequest,
+  bundle: unknown,
+  deadline: Date,
+  redecided: Redecided | undefined,
 ): Promise<VerifyResponse> {
   const started = performance.now();
   const db = deps.store.db;
@@ -276,6 +322,7 @@ export async function verifyInvocation(
       // A request on this node that read the catalog before the publish may put the old one back in
       // its cache after it was forgotten: the decision made again reads it from the database.
       catalogChanged: redecided?.catalogChanged === true || redecide === 'catalog',
+      staleForgotten: redecided?.staleForgotten === true,
       rounds,
     };
     return verifyInvocation(deps, auth, tenantId, req, bundle, deadline, next);
@@ -343,17 +390,8 @@ export async function verifyInvocation(
       wouldHold = await predictTrifectaHold(deps, tenantId, ancestorPolicies, checked.submitted, stored);
     } else {
       await assertKeyActive(deps, auth);
-      try {
-        await submitDelegations(deps, tenantId, jwsList, auth.keyId);
-      } catch (e) {
-        // Storing reads the chain's stored facts fresh. When it finds one this node's cache held
-        // stale (a DR revoked, a root no longer trusted, since it was cached), the verify decides
-        // again on fresh facts: the chain is then refused as such (403 with its denial receipt),
-        // as a dry run or another node answers, not as a refused submission (422).
-        if (!redecided && forgetStaleFacts(cache, tenantId, e))
-          return verifyInvocation(deps, auth, tenantId, req, bundle, deadline, { chainFlagged: false });
-        throw e;
-      }
+      // A refusal that proves a cached fact stale is decided again (verifyInvocation).
+      await submitDelegations(deps, tenantId, jwsList, auth.keyId);
     }
   }
 
@@ -649,12 +687,35 @@ async function freshDelegations(db: Db, tenantId: string, hashes: readonly strin
 }
 
 /**
- * Forgets what a refused submission proved stale in this node's cache: the DRs
- * it found revoked, or the tenant's trusted roots. False when the refusal was
- * about anything else (nothing cached was wrong, so deciding again would not
- * change the answer).
+ * A refusal the denial statement did not store: the chain it was decided on, as this node cached
+ * it, has records revoked or a root no longer trusted (0041). Caught by verifyInvocation, which
+ * decides again once on fresh facts; should they change again during that round, a 503 to retry.
+ */
+class StaleCachedChain extends BatonError {
+  constructor(
+    readonly revoked: readonly string[],
+    readonly untrusted: boolean,
+  ) {
+    super('STORAGE_UNAVAILABLE', {
+      message:
+        "The delegation chain's revocation or its root's trust changed while this verify was decided, twice; nothing was recorded. Do not run the call on this answer.",
+      suggestion: 'Send the same invocation again: it is decided afresh.',
+    });
+  }
+}
+
+/**
+ * Forgets what a refused submission, or a refusal the denial statement did not store
+ * (StaleCachedChain), proved stale in this node's cache: the DRs found revoked, or the tenant's
+ * trusted roots. False when the refusal was about anything else (nothing cached was wrong, so
+ * deciding again would not change the answer).
  */
 function forgetStaleFacts(cache: HotPathCache, tenantId: string, refusal: unknown): boolean {
+  if (refusal instanceof StaleCachedChain) {
+    if (refusal.untrusted) cache.forgetRoots(tenantId);
+    for (const hash of refusal.revoked) cache.forgetDelegation(tenantId, hash);
+    return refusal.untrusted || refusal.revoked.length > 0;
+  }
   if (!(refusal instanceof SubmissionRefusal)) return false;
   if (refusal.code === 'UNTRUSTED_ROOT') {
     cache.forgetRoots(tenantId);
@@ -849,8 +910,11 @@ async function refuse(
   let serviceReceiptId: number | null = null;
   if (!dryRun) {
     const recorded = await recordDenial(deps.store.query, denialToRecord(deps, auth, tenantId, decision, gated, claims), deadline);
-    if (recorded === null) throw keyRevoked(deps, auth);
-    serviceReceiptId = recorded;
+    if (recorded.o === 'KEY_REVOKED') throw keyRevoked(deps, auth);
+    // Decided on a chain this node cached as live and trusted, which no longer is: nothing was
+    // stored, and the verify is decided again on fresh facts (verifyInvocation).
+    if (recorded.o === 'STALE') throw new StaleCachedChain(recorded.revoked, recorded.untrusted);
+    serviceReceiptId = recorded.serviceReceiptId;
   }
   return refused(deps, auth, tenantId, decision, { dryRun, serviceReceiptId, started, claims }, gated);
 }

@@ -301,11 +301,21 @@ export interface DenialToRecord {
 }
 
 /**
- * Stores a refusal and its service receipt in one statement. Returns the receipt's
- * id, or null (and stores nothing) when the API key was revoked since it was
- * cached.
+ * What storing a refusal answered: its service receipt's id; KEY_REVOKED when the API key was
+ * revoked since it was cached; or STALE when the chain's facts the refusal was decided on no longer
+ * hold (records revoked, or the root no longer trusted, since this node cached them: 0041).
+ * Neither of the last two stores anything.
  */
-export async function recordDenial(query: RawQuery, d: DenialToRecord, deadline: Date): Promise<number | null> {
+export type DenialOutcome =
+  | { readonly o: 'DENIED'; readonly serviceReceiptId: number }
+  | { readonly o: 'KEY_REVOKED' }
+  | { readonly o: 'STALE'; readonly revoked: readonly string[]; readonly untrusted: boolean };
+
+/**
+ * Stores a refusal and its service receipt in one statement, which re-checks the API key and, for
+ * a chain that verified, its records' revocation and its root's trust (see DenialOutcome).
+ */
+export async function recordDenial(query: RawQuery, d: DenialToRecord, deadline: Date): Promise<DenialOutcome> {
   const answer = await verifyBatcherOf(query).run(
     {
       k: 'd',
@@ -323,7 +333,20 @@ export async function recordDenial(query: RawQuery, d: DenialToRecord, deadline:
     },
     deadline,
   );
-  return answer.o === 'DENIED' ? Number(answer['rid']) : null;
+  switch (answer.o) {
+    case 'DENIED':
+      return { o: 'DENIED', serviceReceiptId: Number(answer['rid']) };
+    case 'STALE': {
+      const revoked = answer['revoked'];
+      return {
+        o: 'STALE',
+        revoked: Array.isArray(revoked) ? revoked.filter((h): h is string => typeof h === 'string') : [],
+        untrusted: answer['untrusted'] === true,
+      };
+    }
+    default:
+      return { o: 'KEY_REVOKED' };
+  }
 }
 
 /**
