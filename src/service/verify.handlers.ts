@@ -262,10 +262,10 @@ export async function verifyInvocation(
   bundle: unknown,
   deadline: Date = new Date(Date.now() + deps.config.verifyDeadlineMs),
   /**
-   * When the tool catalog changed under a decision, the chain turned out flagged for cost
-   * calibration or near its limit, or storing the chain or its refusal found a cached fact stale,
-   * the decision is made again, at most twice (`redecided`: what the earlier rounds learned, and how
-   * many there were).
+   * When the tool catalog changed under a decision, or the chain turned out flagged for cost
+   * calibration or near its limit, the decision is made again, at most twice; when storing the chain
+   * or its refusal found a cached fact stale, once more (`redecided`: what the earlier rounds
+   * learned, and how many there were).
    */
   redecided?: Redecided,
 ): Promise<VerifyResponse> {
@@ -281,12 +281,21 @@ export async function verifyInvocation(
     // denial receipt), as a dry run or another node answers, not for the reason the stale facts let
     // the node reach (the tool gate's, say) nor as a refused submission (422). A dry run stores
     // nothing and reads every fact fresh.
-    if (req.dry_run !== true && redecided?.staleForgotten !== true && forgetStaleFacts(hotPathCacheOf(deps), tenantId, e))
+    // What was found stale is forgotten in every round, the last included, so a resend needs no extra round.
+    const stale = req.dry_run !== true && forgetStaleFacts(hotPathCacheOf(deps), tenantId, e);
+    if (stale && redecided?.staleForgotten !== true)
       return verifyInvocation(deps, auth, tenantId, req, bundle, deadline, {
         ...redecided,
         chainFlagged: redecided?.chainFlagged === true,
         staleForgotten: true,
       });
+    // Stale again in the round decided on fresh facts: a 503 to send it again, as a stale refusal
+    // is, rather than a refused submission's 422 for a chain that changed during this verify.
+    if (stale && e instanceof SubmissionRefusal) {
+      const again = new StaleCachedChain([], false);
+      judgedByRound.add(again);
+      throw again;
+    }
     throw e;
   }
 }
