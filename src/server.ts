@@ -12,7 +12,7 @@ import { getRequestListener, type ServerType } from '@hono/node-server';
 import { ConfigError, decodeMasterKey, DEFAULT_TLOG_NAME, loadConfig, raisedSettings, unreadSettings, type Config } from './config.js';
 import { createApp } from './service/app.js';
 import { BatonError } from './protocol/errors.js';
-import { bodyBudget, unsupportedTransferCoding } from './service/body.js';
+import { awaitContinue, bodyBudget, unsupportedTransferCoding } from './service/body.js';
 import { httpStatusOf } from './service/error-status.js';
 import {
   answerConnect,
@@ -294,6 +294,7 @@ export async function startServer(
     const app = createApp(deps);
     // One budget for the whole process, as the memory it bounds is (body.ts).
     bodyBudget.limit = config.maxBodyBufferBytes;
+    bodyBudget.maxBodyBytes = config.maxBodyBytes;
     const listening: Promise<ServerType> = new Promise((resolve, reject) => {
       // node-server's serve() takes no errorHandler: its listener, on a server made here, does.
       const answer = getRequestListener(app.fetch, {
@@ -337,9 +338,11 @@ export async function startServer(
       s.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => s.emit('request', req, res));
       // Expect: 100-continue: with nothing listening Node sends 100 Continue at once, and a client
       // whose declared body is over BATON_MAX_BODY_BYTES sent it all to be refused 413. Refused from
-      // the head here instead, before the client sends a byte of it (RFC 9110 10.1.1); a request the
-      // listener refuses from its head anyway gets no 100 Continue either. The body budget counts
-      // bytes as they arrive, so nothing else is known of a body before it is sent.
+      // the head here instead, before the client sends a byte of it (RFC 9110 10.1.1). Any other gets
+      // 100 Continue only when a route starts reading its body (body.ts, awaitContinue): a request
+      // refused from its key, path, method or query is answered without it, so its client sends no
+      // body for nothing, and Node closes the connection after such an answer (the client may send
+      // the body anyway, which nothing would read).
       s.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
         const declared = Number(req.headers['content-length'] ?? '0');
         if (declared > config.maxBodyBytes)
@@ -350,7 +353,7 @@ export async function startServer(
             log,
             'declared body over BATON_MAX_BODY_BYTES',
           );
-        if (!isHostlessHttp11(req) && unsupportedTransferCoding(req.headers['transfer-encoding']) === undefined) res.writeContinue();
+        awaitContinue(res);
         s.emit('request', req, res);
       });
       // Not a createServer option on Node 20; read per connection, so set before the first one.

@@ -8,7 +8,7 @@ import { DOCUMENT_CONFIG, registerDocumentComponents } from '../api/document.js'
 import { isWellFormedString } from '../protocol/jcs.js';
 import { requestId } from 'hono/request-id';
 import { BatonError } from '../protocol/errors.js';
-import { errorCodeOf, errorEnvelope, handleError, noteErrorCode, readByRoute } from './http.js';
+import { answeredOutsideOf, errorCodeOf, errorEnvelope, handleError, noteErrorCode, readByRoute } from './http.js';
 import { adminRoutes } from './admin.routes.js';
 import { apiKeyLifecycleRoutes } from './api-keys.handlers.js';
 import { delegationRoutes } from './delegations.routes.js';
@@ -70,7 +70,7 @@ export function apiDocument(app: OpenAPIHono<AppEnv>): OpenApiDocument {
 
 /** What the 503 of an operation that takes a body adds: the body budget's refusal (body.ts), after which nothing ran. */
 const SERVICE_BUSY_ANSWER =
-  'Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`.';
+  "Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most, and one tenant's requests an eighth), and stopped reading this body and closed the connection (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`.";
 
 /**
  * What every operation answers whatever its route declares, put in each operation so that a
@@ -143,10 +143,10 @@ export function createApp(deps: ServiceDeps): OpenAPIHono<AppEnv> {
     // Served by @hono/node-server: a request timeout or a parser error cutting the body short is
     // answered outside the app (answerUnreadRequest), and told here, in this request's one line.
     const outgoing = (c.env as { outgoing?: object } | undefined)?.outgoing;
-    const reading = outgoing === undefined ? undefined : readByRoute(outgoing, c.get('requestId'));
+    if (outgoing !== undefined) readByRoute(outgoing, c.get('requestId'));
     await next(); // Hono's onError has already turned a thrown error into c.res here
     const ms = performance.now() - started;
-    const outside = reading?.answeredOutside;
+    const outside = outgoing === undefined ? undefined : answeredOutsideOf(outgoing);
     const status = outside?.status ?? c.res.status;
     // The error's code, so that a busy 503 (SERVICE_BUSY) is told from a storage one: errors only.
     const code = outside?.code ?? (status >= 400 ? errorCodeOf(c) : undefined);

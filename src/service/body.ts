@@ -16,11 +16,16 @@
  * maxBytes, but the time it takes to arrive is the client's (up to
  * BATON_REQUEST_TIMEOUT_MS), so clients sending most of a body and stalling,
  * keyless ones too, grew the process's memory with their connections. Bytes
- * are counted as they arrive, never by a declared length, and requests without
+ * are counted as they arrive, never by a declared length; requests without
  * a valid key hold at most half of the budget, so that keyless clients can
- * make only other keyless bodies wait, never a keyed request (a verify).
+ * make only other keyless bodies wait, and the requests of one tenant (the
+ * admin key counting as one) at most an eighth of it, so that a tenant's
+ * stalled bodies can make only that tenant's other bodies wait, never another
+ * tenant's verify. A body refused while it arrives closes its connection once
+ * answered: the rest of it is never read, and would otherwise wait in Node's
+ * buffers, uncounted, until the request timeout.
  */
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Context } from 'hono';
 import { BatonError } from '../protocol/errors.js';
 import { isWellFormedString } from '../protocol/jcs.js';
@@ -90,12 +95,18 @@ async function readBodyBytes(c: Context, maxBytes: number): Promise<Uint8Array> 
   // bytes come, and a length held up front let connections that sent none fill the budget.
   // A request with a valid key has been authenticated by now (c.get('auth')): every route reads
   // the key before the body, and refuses an invalid one 401 unread.
-  const share = bodyBudget.share((c as Context<AppEnv>).get('auth') !== undefined);
+  const share = bodyBudget.share((c as Context<AppEnv>).get('auth'));
   // The upload's time is the client's: the request's deadlines move on by it (deadline.ts).
   const upload = (c as Context<AppEnv>).get('upload') as UploadClock | undefined;
   upload?.start();
   try {
+    // Asked for with Expect: 100-continue, the body comes only now that a route reads it (server.ts).
+    continueIfAwaited(c);
     return await receiveBody(c, request, maxBytes, share);
+  } catch (e) {
+    // Refused part read: the rest is never read, and a keep-alive connection would hold it unread.
+    if (e instanceof BatonError && (e.code === 'SERVICE_BUSY' || e.code === 'PAYLOAD_TOO_LARGE')) c.header('Connection', 'close');
+    throw e;
   } finally {
     // Whole or not (cut short, 413, 503, the request timeout's close): the bytes are the budget's again.
     share.release();
@@ -109,7 +120,7 @@ async function receiveBody(c: Context, request: Request, maxBytes: number, share
   // it, which cost the verify hot path more CPU than everything it parses.
   const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
   if (incoming && typeof incoming.on === 'function' && !incoming.readableDidRead) {
-    const bytes = await readIncoming(incoming, maxBytes, share, () => busy(c));
+    const bytes = await readIncoming(incoming, maxBytes, share, (full) => busy(c, full));
     bodies.set(request, bytes);
     return bytes;
   }
@@ -127,9 +138,10 @@ async function receiveBody(c: Context, request: Request, maxBytes: number, share
         await reader.cancel().catch(() => {});
         throw tooLarge(maxBytes);
       }
-      if (!share.cover(total)) {
+      const full = share.cover(total);
+      if (full !== undefined) {
         await reader.cancel().catch(() => {});
-        throw busy(c);
+        throw busy(c, full);
       }
       chunks.push(value);
     }
@@ -148,7 +160,12 @@ async function receiveBody(c: Context, request: Request, maxBytes: number, share
  * The whole body of a Node request, refusing (413) as soon as it passes maxBytes, and (`refuseBusy`)
  * as soon as `share` cannot cover what has arrived.
  */
-function readIncoming(incoming: IncomingMessage, maxBytes: number, share: BudgetShare, refuseBusy: () => BatonError): Promise<Uint8Array> {
+function readIncoming(
+  incoming: IncomingMessage,
+  maxBytes: number,
+  share: BudgetShare,
+  refuseBusy: (full: BudgetFull) => BatonError,
+): Promise<Uint8Array> {
   return new Promise((resolve, reject) => {
     // Closed while the handler awaited something else (the key's lookup): a destroyed stream emits
     // nothing more, so waiting for its end would keep the request open for ever.
@@ -170,10 +187,14 @@ function readIncoming(incoming: IncomingMessage, maxBytes: number, share: Budget
       if (total > maxBytes) {
         incoming.pause();
         done(() => reject(tooLarge(maxBytes)));
-      } else if (!share.cover(total)) {
-        incoming.pause();
-        done(() => reject(refuseBusy()));
-      } else chunks.push(chunk);
+      } else {
+        const full = share.cover(total);
+        if (full === undefined) chunks.push(chunk);
+        else {
+          incoming.pause();
+          done(() => reject(refuseBusy(full)));
+        }
+      }
     };
     const onEnd = () => done(() => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total)));
     // The client's doing, not the database's: Node's 'aborted' error carries ECONNRESET, which
@@ -243,29 +264,67 @@ export function unsupportedTransferCoding(header: string | undefined): BatonErro
 /** How many bytes of request bodies this process holds while they arrive, at most (BATON_MAX_BODY_BUFFER_BYTES). */
 export const DEFAULT_MAX_BODY_BUFFER_BYTES = 64 * 1024 * 1024;
 
+/** BATON_MAX_BODY_BYTES's default, until the server sets the budget's from its configuration. */
+const DEFAULT_MAX_BODY_BYTES = 256 * 1024;
+
+/**
+ * Requests answered by the Node response in it asked for 100 Continue (Expect: 100-continue), which
+ * is sent when a route starts reading the body (continueIfAwaited): a request refused from its key,
+ * path, method or query is answered without it, so its client never sends a body for nothing, and
+ * Node closes its connection after the answer (the client may send the body anyway).
+ */
+const continuesAwaited = new WeakSet<ServerResponse>();
+
+/** Marks the request answered by `response` as waiting for 100 Continue until a route reads its body (server.ts's checkContinue). */
+export function awaitContinue(response: ServerResponse): void {
+  continuesAwaited.add(response);
+}
+
+/** Sends 100 Continue if the request asked for it and has not had it: a route is about to read its body. */
+function continueIfAwaited(c: Context): void {
+  const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
+  if (outgoing === undefined || !continuesAwaited.delete(outgoing)) return;
+  if (!outgoing.headersSent && !outgoing.writableEnded) outgoing.writeContinue();
+}
+
 /** What one body holds of the budget: grown as the body arrives, given back once when it is done. */
 interface BudgetShare {
-  /** Holds `bytes` in all for this body; false, holding no more, when the budget has no room for them. */
-  cover(bytes: number): boolean;
+  /** Holds `bytes` in all for this body; when the budget has no room for them, holds no more and says which limit is full. */
+  cover(bytes: number): BudgetFull | undefined;
   release(): void;
 }
 
+/** The limit a body was refused by: the whole budget, the keyless half, or its caller's (its tenant's) share. */
+export type BudgetFull = 'all' | 'keyless' | 'caller';
+
 /** Whose bodies a share of the budget holds: requests with a valid key, or without one (a metrics label). */
 export type BodyCaller = 'keyed' | 'keyless';
+
+/** The caller a keyed body is held for: its key's tenant, or null for the admin key, which belongs to none. */
+type KeyedCaller = string | null;
+
+/** Each keyed caller's share of the budget, at most: an eighth (but at least one body of the largest size). */
+const CALLER_SHARE_DIVISOR = 8;
 
 /**
  * The process's budget of request body bytes held at once while they arrive, over every request
  * (each worker of BATON_WORKERS has its own). A body that would take the total past it is refused
  * (503 SERVICE_BUSY) before more of it is read; its bytes, and those of every body done, whole or
  * not, are given back. Bodies of requests without a valid key hold at most keylessLimit of it
- * together: whoever sends them, with no key needed, can fill only that half, and the other half is
- * always there for keyed requests (which may use the whole budget).
+ * together: whoever sends them, with no key needed, can fill only that half. Bodies of requests
+ * with a key hold at most callerLimit per tenant (all admin keys together count as one caller): any
+ * valid key of any scope reaches a route that takes a body, and without it one tenant's stalled
+ * bodies filled the budget and made every other tenant's verify answer 503.
  */
 class BodyBudget {
   /** Set from BATON_MAX_BODY_BUFFER_BYTES when the server starts. */
   limit = DEFAULT_MAX_BODY_BUFFER_BYTES;
+  /** Set from BATON_MAX_BODY_BYTES when the server starts: a caller's share is never below one such body. */
+  maxBodyBytes = DEFAULT_MAX_BODY_BYTES;
   #held = 0;
   #heldKeyless = 0;
+  /** Bytes held per keyed caller; an entry goes when its caller holds nothing, so it never outgrows the bodies arriving. */
+  readonly #heldByCaller = new Map<KeyedCaller, number>();
 
   /** Bytes held now: 0 whenever no body is arriving (what a leak would show). */
   get held(): number {
@@ -282,25 +341,62 @@ class BodyBudget {
     return Math.floor(this.limit / 2);
   }
 
-  /** A share for one body; `keyed`: its request carries a valid key. */
-  share(keyed: boolean): BudgetShare {
+  /**
+   * The most the bodies of one keyed caller (a tenant, or the admin key) hold together: an eighth of
+   * the budget, or one body of the largest size (BATON_MAX_BODY_BYTES) if that is more, so that a
+   * caller can always send one. Beside one caller at its share the budget, at least twice that
+   * size (config.ts), always has room for another's largest body; with the keyless half full too,
+   * it does from four times that size. At the defaults one caller may have 8 MiB arriving at once
+   * (32 bodies of the largest size, thousands of verifies), and with the keyless half and one
+   * caller full, 24 MiB are left for the others. An eighth, not less: a tenant's own bursts of
+   * uploads are not refused while the process has room; not more: a second caller stalling too
+   * would leave the others little.
+   */
+  get callerLimit(): number {
+    return Math.max(this.maxBodyBytes, Math.floor(this.limit / CALLER_SHARE_DIVISOR));
+  }
+
+  /** Of `held`, the bytes of one keyed caller's requests: a tenant's id, or null for the admin key. */
+  heldBy(caller: KeyedCaller): number {
+    return this.#heldByCaller.get(caller) ?? 0;
+  }
+
+  /** How many keyed callers hold bytes now: 0 whenever no keyed body is arriving. */
+  get callers(): number {
+    return this.#heldByCaller.size;
+  }
+
+  /** A share for one body; `auth`: its request's valid key, if it carries one. */
+  share(auth: { readonly tenantId: string | null } | undefined): BudgetShare {
+    const caller = auth === undefined ? undefined : auth.tenantId;
     let mine = 0;
     return {
       cover: (bytes) => {
-        if (bytes <= mine) return true;
+        if (bytes <= mine) return undefined;
         const more = bytes - mine;
-        if (this.#held + more > this.limit) return false;
-        if (!keyed) {
-          if (this.#heldKeyless + more > this.keylessLimit) return false;
+        if (caller === undefined) {
+          if (this.#heldKeyless + more > this.keylessLimit) return 'keyless';
+          if (this.#held + more > this.limit) return 'all';
           this.#heldKeyless += more;
+        } else {
+          const callerHeld = this.heldBy(caller);
+          if (callerHeld + more > this.callerLimit) return 'caller';
+          if (this.#held + more > this.limit) return 'all';
+          this.#heldByCaller.set(caller, callerHeld + more);
         }
         this.#held += more;
         mine = bytes;
-        return true;
+        return undefined;
       },
       release: () => {
+        if (mine === 0) return;
         this.#held -= mine;
-        if (!keyed) this.#heldKeyless -= mine;
+        if (caller === undefined) this.#heldKeyless -= mine;
+        else {
+          const left = this.heldBy(caller) - mine;
+          if (left > 0) this.#heldByCaller.set(caller, left);
+          else this.#heldByCaller.delete(caller);
+        }
         mine = 0;
       },
     };
@@ -310,8 +406,17 @@ class BodyBudget {
 export const bodyBudget = new BodyBudget();
 
 /** A body refused for want of room in the budget: the client's to send again shortly, so said with Retry-After. */
-function busy(c: Context): BatonError {
+function busy(c: Context, full: BudgetFull): BatonError {
   c.header('Retry-After', String(BUSY_RETRY_AFTER_SECONDS));
+  if (full === 'caller') {
+    // Its own tenant's other bodies hold the room: the operator's settings are not what to change.
+    return new BatonError('SERVICE_BUSY', {
+      message:
+        "Baton is receiving as many request body bytes at once as it takes from one caller (this API key's tenant; the admin key counts as one), so it stopped reading this body, and did nothing.",
+      suggestion:
+        'Nothing was done: send the request again after the number of seconds in the Retry-After header. Other requests with keys of the same tenant (or the admin key) are still sending their bodies to this Baton process; if this persists, look for uploads of that tenant that stall.',
+    });
+  }
   return new BatonError('SERVICE_BUSY', {
     message: 'Baton is receiving as many request body bytes at once as it holds, so it stopped reading this body, and did nothing.',
   });

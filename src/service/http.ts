@@ -72,9 +72,10 @@ export function handleError(err: unknown, c: Context<AppEnv>, log: Logger): Resp
   else if (e.code === 'STORAGE_UNAVAILABLE') logStorageUnavailable(log, err, { request_id: requestId, ...errorForLog(err) });
   // A body refused for the process's body budget is load, not a fault: counted, and told at warn.
   else if (e.code === 'SERVICE_BUSY') {
-    const caller: BodyCaller = c.get('auth') !== undefined ? 'keyed' : 'keyless';
+    const auth = c.get('auth');
+    const caller: BodyCaller = auth !== undefined ? 'keyed' : 'keyless';
     metrics.countBodyBudgetRefusal(caller);
-    logServiceBusy(log, requestId, caller);
+    logServiceBusy(log, requestId, caller, auth?.tenantId);
   } else if (status >= 500)
     log.error('unhandled error', { request_id: requestId, ...errorForLog(err, e.code === 'INTERNAL'), ...operatorText });
   return c.json(errorEnvelope(shown, requestId), status);
@@ -147,9 +148,11 @@ const busyLogs = new WeakMap<
  * A body refused 503 SERVICE_BUSY (body.ts's budget): load, not a fault, but the operator must be
  * able to tell it from a storage 503. While bodies are refused they are refused by the hundred, so
  * as logStorageUnavailable does: the first in each interval is logged with the budget's state, and
- * the others are counted and told in one line at the interval's end.
+ * the others are counted and told in one line at the interval's end. A keyed one's line names its
+ * caller's tenant (null: the admin key) and what that caller holds, so a tenant whose stalled bodies
+ * fill its share is found (a tenant is never a metrics label: their number is unbounded).
  */
-function logServiceBusy(log: Logger, requestId: string, caller: BodyCaller): void {
+function logServiceBusy(log: Logger, requestId: string, caller: BodyCaller, tenantId: string | null | undefined): void {
   const now = performance.now();
   let state = busyLogs.get(log);
   if (!state) busyLogs.set(log, (state = { loggedAt: -Infinity, unlogged: 0, requestIds: [], callers: { keyed: 0, keyless: 0 } }));
@@ -162,6 +165,9 @@ function logServiceBusy(log: Logger, requestId: string, caller: BodyCaller): voi
       keyless_held_bytes: bodyBudget.heldKeyless,
       limit_bytes: bodyBudget.limit,
       keyless_limit_bytes: bodyBudget.keylessLimit,
+      ...(tenantId !== undefined
+        ? { tenant_id: tenantId, tenant_held_bytes: bodyBudget.heldBy(tenantId), tenant_limit_bytes: bodyBudget.callerLimit }
+        : {}),
     });
     return;
   }
@@ -345,30 +351,44 @@ export function answerUnreadRequest(err: Error & { code?: string }, socket: Unre
             });
   // A request a route is reading (its body cut short by the timeout or the parser): answered with the
   // route's request id, and logged and counted once, by the route's own line, as what was answered.
-  const reading = socket._httpMessage ? routesReading.get(socket._httpMessage) : undefined;
-  const requestId = answerAndClose(socket, e, reading?.requestId);
+  const reading = socket._httpMessage as RouteReading | null | undefined;
+  const routeRequestId = reading?.[ROUTE_REQUEST_ID];
+  const requestId = answerAndClose(socket, e, routeRequestId);
   // The parser's code (HPE_*) or the timeout's: a fixed set, never the bytes it could not read.
   const answered = { status: httpStatusOf(e), code: e.code, reason: err.code ?? 'unknown' };
-  if (reading) reading.answeredOutside = answered;
+  if (reading != null && routeRequestId !== undefined) reading[ANSWERED_OUTSIDE] = answered;
   else recordUnreadableRequest(log, { requestId, method: undefined, ...answered });
 }
 
-/**
- * A request a route is reading, found by its answer (Node's ServerResponse, which Node attaches to
- * the socket): the request id its line carries, and what answerUnreadRequest answered for it if the
- * request timeout or the parser cut it short (the client got that answer, not the route's).
- */
-export interface RouteReading {
-  readonly requestId: string;
-  answeredOutside?: { readonly status: number; readonly code: string; readonly reason: string };
+/** What answerUnreadRequest answered for a request a route was reading (the client got that answer, not the route's). */
+export interface AnsweredOutside {
+  readonly status: number;
+  readonly code: string;
+  readonly reason: string;
 }
-const routesReading = new WeakMap<object, RouteReading>();
+
+/**
+ * A request a route is reading is found by its answer (Node's ServerResponse, which Node attaches to
+ * the socket), which carries the request id its line carries, and what answerUnreadRequest answered
+ * for it if the request timeout or the parser cut it short. Kept on the answer itself, under symbols
+ * no one else reads: set for every request, so it allocates nothing (a WeakMap entry and an object
+ * per request cost the verify hot path about a microsecond).
+ */
+const ROUTE_REQUEST_ID = Symbol('baton.routeRequestId');
+const ANSWERED_OUTSIDE = Symbol('baton.answeredOutside');
+interface RouteReading {
+  [ROUTE_REQUEST_ID]?: string;
+  [ANSWERED_OUTSIDE]?: AnsweredOutside;
+}
 
 /** Registers the request answered by `outgoing` as read by a route (app.ts, for its request line). */
-export function readByRoute(outgoing: object, requestId: string): RouteReading {
-  const reading: RouteReading = { requestId };
-  routesReading.set(outgoing, reading);
-  return reading;
+export function readByRoute(outgoing: object, requestId: string): void {
+  (outgoing as RouteReading)[ROUTE_REQUEST_ID] = requestId;
+}
+
+/** What answerUnreadRequest answered for the request a route read, answered by `outgoing`, if it answered it. */
+export function answeredOutsideOf(outgoing: object): AnsweredOutside | undefined {
+  return (outgoing as RouteReading)[ANSWERED_OUTSIDE];
 }
 
 /**
