@@ -493,7 +493,7 @@ export interface paths {
     };
     /**
      * A record and its descendants, nested
-     * @description At most 1000 records; `truncated` says when more exist.
+     * @description The record and its descendants, shallowest first, each under its parent. At most 1000 records and about 4 MiB of policies (as JSON; the record asked for always comes, whatever the size of its own): any holder of a record may store records with large policies under it. `truncated` says when more exist: those left out are deeper than, or as deep as and stored after, the last ones shown. Read them as the tree of a record shown (`GET /v1/delegations/{hash}/tree` of a child) or one at a time (`GET /v1/delegations/{hash}`).
      */
     get: operations['getDelegationTree'];
     put?: never;
@@ -2670,7 +2670,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most, and one tenant's requests an eighth), and stopped reading this body and closed the connection (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
           'Retry-After': components['headers']['RetryAfter'];
@@ -2827,7 +2827,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most, and one tenant's requests an eighth), and stopped reading this body and closed the connection (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
           'Retry-After': components['headers']['RetryAfter'];
@@ -3008,7 +3008,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most, and one tenant's requests an eighth), and stopped reading this body and closed the connection (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
           'Retry-After': components['headers']['RetryAfter'];
@@ -3209,7 +3209,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most, and one tenant's requests an eighth), and stopped reading this body and closed the connection (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
           'Retry-After': components['headers']['RetryAfter'];
@@ -3485,7 +3485,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most, and one tenant's requests an eighth), and stopped reading this body and closed the connection (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
           'Retry-After': components['headers']['RetryAfter'];
@@ -3754,7 +3754,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most, and one tenant's requests an eighth), and stopped reading this body and closed the connection (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
           'Retry-After': components['headers']['RetryAfter'];
@@ -3863,7 +3863,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most, and one tenant's requests an eighth), and stopped reading this body and closed the connection (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
           'Retry-After': components['headers']['RetryAfter'];
@@ -3962,7 +3962,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most, and one tenant's requests an eighth), and stopped reading this body and closed the connection (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
           'Retry-After': components['headers']['RetryAfter'];
@@ -4078,7 +4078,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most, and one tenant's requests an eighth), and stopped reading this body and closed the connection (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
           'Retry-After': components['headers']['RetryAfter'];
@@ -4434,7 +4434,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most, and one tenant's requests an eighth), and stopped reading this body and closed the connection (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
           'Retry-After': components['headers']['RetryAfter'];
@@ -4634,7 +4634,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most, and one tenant's requests an eighth), and stopped reading this body and closed the connection (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
           'Retry-After': components['headers']['RetryAfter'];
@@ -4730,7 +4730,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most, and one tenant's requests an eighth), and stopped reading this body and closed the connection (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
           'Retry-After': components['headers']['RetryAfter'];
@@ -4915,7 +4915,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most, and one tenant's requests an eighth), and stopped reading this body and closed the connection (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
           'Retry-After': components['headers']['RetryAfter'];
@@ -5024,7 +5024,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most, and one tenant's requests an eighth), and stopped reading this body and closed the connection (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
           'Retry-After': components['headers']['RetryAfter'];
@@ -5315,7 +5315,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most, and one tenant's requests an eighth), and stopped reading this body and closed the connection (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
           'Retry-After': components['headers']['RetryAfter'];
@@ -5794,7 +5794,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
+      /** @description The database did not answer in time, so Baton refuses rather than guess (`STORAGE_UNAVAILABLE`). Nothing was allowed. A read changed nothing: retry. A write says which of two it was: "The change was not applied" (its work rolls back; send it again), or, when a commit of it had already gone out, that it may be applied (read it back, and send it again only if it is not there). Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most, and one tenant's requests an eighth), and stopped reading this body and closed the connection (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
           'Retry-After': components['headers']['RetryAfter'];
@@ -6313,7 +6313,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not decide the verify within the verify deadline (BATON_VERIFY_DEADLINE_MS, default 5000 ms), or did not answer (`STORAGE_UNAVAILABLE`). Nothing was allowed: a tool server runs no tool on this answer. A commit the database had begun before the deadline may still have counted the call. To learn it, re-send the same invocation with the same key: it answers its original allow (`retry: true`) if it was counted, and is decided afresh if not. Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
+      /** @description The database did not decide the verify within the verify deadline (BATON_VERIFY_DEADLINE_MS, default 5000 ms), or did not answer (`STORAGE_UNAVAILABLE`). Nothing was allowed: a tool server runs no tool on this answer. A commit the database had begun before the deadline may still have counted the call. To learn it, re-send the same invocation with the same key: it answers its original allow (`retry: true`) if it was counted, and is decided afresh if not. Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most, and one tenant's requests an eighth), and stopped reading this body and closed the connection (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
           'Retry-After': components['headers']['RetryAfter'];
@@ -6413,7 +6413,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not decide the verify within the verify deadline (BATON_VERIFY_DEADLINE_MS, default 5000 ms), or did not answer (`STORAGE_UNAVAILABLE`). Nothing was allowed: a tool server runs no tool on this answer. A commit the database had begun before the deadline may still have counted the call. A dry run counts nothing: send it again. Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
+      /** @description The database did not decide the verify within the verify deadline (BATON_VERIFY_DEADLINE_MS, default 5000 ms), or did not answer (`STORAGE_UNAVAILABLE`). Nothing was allowed: a tool server runs no tool on this answer. A commit the database had begun before the deadline may still have counted the call. A dry run counts nothing: send it again. Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most, and one tenant's requests an eighth), and stopped reading this body and closed the connection (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
           'Retry-After': components['headers']['RetryAfter'];
@@ -6513,7 +6513,7 @@ export interface operations {
           'application/json': components['schemas']['ErrorEnvelope'];
         };
       };
-      /** @description The database did not decide the verify within the verify deadline (BATON_VERIFY_DEADLINE_MS, default 5000 ms), or did not answer (`STORAGE_UNAVAILABLE`). Nothing was allowed: a tool server runs no tool on this answer. A commit the database had begun before the deadline may still have counted the call. Here a re-send is never answered with its original allow: the same invocation sent to this path again is refused with a 403 REPLAY_DETECTED deny if it was counted, and decided afresh if not. Sent by the same key to `POST /v1/verify` instead, it answers its original allow (`retry: true`) if it was counted. Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most), and stopped reading this body (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
+      /** @description The database did not decide the verify within the verify deadline (BATON_VERIFY_DEADLINE_MS, default 5000 ms), or did not answer (`STORAGE_UNAVAILABLE`). Nothing was allowed: a tool server runs no tool on this answer. A commit the database had begun before the deadline may still have counted the call. Here a re-send is never answered with its original allow: the same invocation sent to this path again is refused with a 403 REPLAY_DETECTED deny if it was counted, and decided afresh if not. Sent by the same key to `POST /v1/verify` instead, it answers its original allow (`retry: true`) if it was counted. Or Baton was receiving as many request body bytes at once as it holds (`BATON_MAX_BODY_BUFFER_BYTES`; requests without a key hold half of it at most, and one tenant's requests an eighth), and stopped reading this body and closed the connection (`SERVICE_BUSY`): nothing ran, so nothing was changed or counted. Send it again after the number of seconds in `Retry-After`. */
       503: {
         headers: {
           'Retry-After': components['headers']['RetryAfter'];
