@@ -6,13 +6,13 @@
  * `POST /v1/delegations` declaring 262,144 bytes, after which a keyed verify got 503 for as long as
  * they stayed. Reproduced here over real sockets on a server (startServer) with a small budget.
  */
-import { connect, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServer, type RunningServer } from '../../src/server.js';
+import type { RunningServer } from '../../src/server.js';
 import { bodyBudget } from '../../src/service/body.js';
-import { silentLogger } from '../../src/service/log.js';
 import { metrics } from '../../src/service/metrics.js';
-import { serverConfigOf, setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+import { sendAndStall, startBudgetServer, type StalledAnswer } from '../support/body-budget.js';
 
 const MAX_BODY = 4096;
 /** Half of it, 8,192 bytes, is what keyless bodies may hold together. */
@@ -25,15 +25,7 @@ const open: Socket[] = [];
 beforeAll(async () => {
   svc = await startTestService();
   tenant = await setupTenant(svc);
-  server = await startServer(
-    serverConfigOf(svc, {
-      BATON_TLOG_INTERVAL_MS: '0',
-      BATON_MAX_BODY_BYTES: String(MAX_BODY),
-      BATON_MAX_BODY_BUFFER_BYTES: String(BUDGET),
-    }),
-    silentLogger,
-    () => {},
-  );
+  server = await startBudgetServer(svc, { maxBody: MAX_BODY, budget: BUDGET });
 });
 afterAll(async () => {
   for (const s of open) s.destroy();
@@ -41,29 +33,10 @@ afterAll(async () => {
   await svc?.close();
 });
 
-interface Answer {
-  readonly status: number;
-  readonly code: string | undefined;
-}
+type Answer = Pick<StalledAnswer, 'status' | 'code'>;
 
-/** Sends `head` and `body` on a new connection, and keeps it open (stalled) until the answer comes or the test ends. */
-function send(head: string, body = ''): Promise<Answer> {
-  const socket = connect(server.port, '127.0.0.1');
-  open.push(socket);
-  let text = '';
-  socket.on('error', () => {});
-  socket.write(`${head}\r\n${body}`);
-  return new Promise<Answer>((resolve) => {
-    socket.on('data', (b: Buffer) => {
-      text += b.toString('utf8');
-      const end = text.indexOf('\r\n\r\n');
-      const length = /content-length: (\d+)/i.exec(text)?.[1];
-      if (end >= 0 && length !== undefined && text.length >= end + 4 + Number(length))
-        resolve({ status: Number(text.split(' ')[1]), code: /"code":"([A-Z_]+)"/.exec(text)?.[1] });
-    });
-    socket.on('close', () => resolve({ status: Number(text.split(' ')[1]) || 0, code: undefined }));
-  });
-}
+const send = (head: string, body = ''): Promise<Answer> =>
+  sendAndStall(server.port, open, head, body).then(({ status, code }) => ({ status, code }));
 
 const keylessSubmit = (length: number) =>
   `POST /v1/delegations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n`;

@@ -7,11 +7,12 @@
  */
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServer, type RunningServer } from '../../src/server.js';
+import type { RunningServer } from '../../src/server.js';
 import { bodyBudget } from '../../src/service/body.js';
 import { createLogger } from '../../src/service/log.js';
 import { metrics } from '../../src/service/metrics.js';
-import { serverConfigOf, startTestService, type TestService } from '../support/service.js';
+import { startTestService, type TestService } from '../support/service.js';
+import { startBudgetServer } from '../support/body-budget.js';
 
 const MAX_BODY = 4096;
 const BUDGET = 8192;
@@ -22,14 +23,10 @@ const open: Socket[] = [];
 
 beforeAll(async () => {
   svc = await startTestService();
-  server = await startServer(
-    serverConfigOf(svc, {
-      BATON_TLOG_INTERVAL_MS: '0',
-      BATON_MAX_BODY_BYTES: String(MAX_BODY),
-      BATON_MAX_BODY_BUFFER_BYTES: String(BUDGET),
-    }),
+  server = await startBudgetServer(
+    svc,
+    { maxBody: MAX_BODY, budget: BUDGET },
     createLogger('info', (l) => lines.push(JSON.parse(l) as Record<string, unknown>)),
-    () => {},
   );
 });
 afterAll(async () => {

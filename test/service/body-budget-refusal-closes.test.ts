@@ -7,10 +7,10 @@
  */
 import { connect, type Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startServer, type RunningServer } from '../../src/server.js';
+import type { RunningServer } from '../../src/server.js';
 import { bodyBudget } from '../../src/service/body.js';
-import { silentLogger } from '../../src/service/log.js';
-import { serverConfigOf, startTestService, type TestService } from '../support/service.js';
+import { startTestService, type TestService } from '../support/service.js';
+import { startBudgetServer } from '../support/body-budget.js';
 
 const MAX_BODY = 4096;
 /** Half of it, 4,096 bytes, is what keyless bodies may hold together. */
@@ -21,15 +21,7 @@ const open: Socket[] = [];
 
 beforeAll(async () => {
   svc = await startTestService();
-  server = await startServer(
-    serverConfigOf(svc, {
-      BATON_TLOG_INTERVAL_MS: '0',
-      BATON_MAX_BODY_BYTES: String(MAX_BODY),
-      BATON_MAX_BODY_BUFFER_BYTES: String(BUDGET),
-    }),
-    silentLogger,
-    () => {},
-  );
+  server = await startBudgetServer(svc, { maxBody: MAX_BODY, budget: BUDGET });
 });
 afterEach(async () => {
   for (const s of open.splice(0)) s.destroy();

@@ -7,12 +7,13 @@
  * tenant B's verify got 503 for as long as they stayed. Reproduced here over real sockets on a
  * server (startServer).
  */
-import { connect, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startServer, type RunningServer } from '../../src/server.js';
+import type { RunningServer } from '../../src/server.js';
 import { bodyBudget } from '../../src/service/body.js';
 import { createLogger } from '../../src/service/log.js';
-import { serverConfigOf, setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+import { sendAndStall, startBudgetServer, type StalledAnswer } from '../support/body-budget.js';
 
 const MAX_BODY = 4096;
 /** An eighth of it is 2,048 bytes, below one body of the largest size: each caller may hold 4,096. */
@@ -28,14 +29,10 @@ beforeAll(async () => {
   svc = await startTestService();
   tenantA = await setupTenant(svc, 'tenant-a');
   tenantB = await setupTenant(svc, 'tenant-b');
-  server = await startServer(
-    serverConfigOf(svc, {
-      BATON_TLOG_INTERVAL_MS: '0',
-      BATON_MAX_BODY_BYTES: String(MAX_BODY),
-      BATON_MAX_BODY_BUFFER_BYTES: String(BUDGET),
-    }),
+  server = await startBudgetServer(
+    svc,
+    { maxBody: MAX_BODY, budget: BUDGET },
     createLogger('info', (l) => lines.push(JSON.parse(l) as Record<string, unknown>)),
-    () => {},
   );
 });
 afterEach(async () => {
@@ -47,34 +44,9 @@ afterAll(async () => {
   await svc?.close();
 });
 
-interface Answer {
-  readonly status: number;
-  readonly code: string | undefined;
-  readonly requestId: string | undefined;
-}
+type Answer = StalledAnswer;
 
-/** Sends `head` and `body` on a new connection, and keeps it open (stalled) until the answer comes or the test ends. */
-function send(head: string, body = ''): Promise<Answer> {
-  const socket = connect(server.port, '127.0.0.1');
-  open.push(socket);
-  let text = '';
-  socket.on('error', () => {});
-  socket.write(`${head}\r\n${body}`);
-  return new Promise<Answer>((resolve) => {
-    socket.on('data', (b: Buffer) => {
-      text += b.toString('utf8');
-      const end = text.indexOf('\r\n\r\n');
-      const length = /content-length: (\d+)/i.exec(text)?.[1];
-      if (end >= 0 && length !== undefined && text.length >= end + 4 + Number(length))
-        resolve({
-          status: Number(text.split(' ')[1]),
-          code: /"code":"([A-Z_]+)"/.exec(text)?.[1],
-          requestId: /^x-request-id: (\S+)/im.exec(text)?.[1],
-        });
-    });
-    socket.on('close', () => resolve({ status: Number(text.split(' ')[1]) || 0, code: undefined, requestId: undefined }));
-  });
-}
+const send = (head: string, body = ''): Promise<Answer> => sendAndStall(server.port, open, head, body);
 
 const withKey = (path: string, key: string | undefined, length: number) =>
   `POST ${path} HTTP/1.1\r\nHost: x\r\n${key === undefined ? '' : `Authorization: Bearer ${key}\r\n`}Content-Type: application/json\r\nContent-Length: ${length}\r\n`;

@@ -11,11 +11,12 @@ import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { generateKeyPair } from '../../src/sdk/keys.js';
-import { startServer, type RunningServer } from '../../src/server.js';
+import type { RunningServer } from '../../src/server.js';
 import { bodyBudget } from '../../src/service/body.js';
 import { silentLogger } from '../../src/service/log.js';
 import { buildChain } from '../support/fixtures.js';
-import { serverConfigOf, setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+import { setupTenant, startTestService, type TestService, type TestTenant } from '../support/service.js';
+import { startBudgetServer } from '../support/body-budget.js';
 
 const MAX_BODY = 4096;
 /** Half of it, 4,350 bytes, is what keyless bodies may hold together. */
@@ -28,19 +29,9 @@ const open: Socket[] = [];
 beforeAll(async () => {
   svc = await startTestService();
   tenant = await setupTenant(svc);
-  server = await startServer(
-    serverConfigOf(svc, {
-      BATON_TLOG_INTERVAL_MS: '0',
-      BATON_MAX_BODY_BYTES: String(MAX_BODY),
-      BATON_MAX_BODY_BUFFER_BYTES: String(BUDGET),
-      // A stalled upload is ended by the request timeout: short here, so that path is seen too.
-      BATON_KEEP_ALIVE_TIMEOUT_MS: '1000',
-      BATON_HEADERS_TIMEOUT_MS: '1500',
-      BATON_REQUEST_TIMEOUT_MS: '2000',
-    }),
-    silentLogger,
-    () => {},
-  );
+  // A stalled upload is ended by the request timeout: short here, so that path is seen too.
+  const timeouts = { BATON_KEEP_ALIVE_TIMEOUT_MS: '1000', BATON_HEADERS_TIMEOUT_MS: '1500', BATON_REQUEST_TIMEOUT_MS: '2000' };
+  server = await startBudgetServer(svc, { maxBody: MAX_BODY, budget: BUDGET }, silentLogger, timeouts);
 });
 afterAll(async () => {
   for (const s of open) s.destroy();
