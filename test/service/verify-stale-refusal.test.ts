@@ -15,6 +15,10 @@ import { makeBundle } from '../../src/sdk/records.js';
 import type { Policy } from '../../src/protocol/policy.js';
 import { denials } from '../../src/store/schema/index.js';
 import { observeVerifyBatches } from '../../src/store/verify-batch.js';
+import { openStore } from '../../src/store/db.js';
+import { createApp } from '../../src/service/app.js';
+import { createServiceDeps } from '../../src/service/deps.js';
+import { silentLogger } from '../../src/service/log.js';
 import { buildChain, T0 } from '../support/fixtures.js';
 import { secondNodeApp } from '../support/nodes.js';
 import { callerOf, setupTenant, startTestService, type CallResult, type TestService } from '../support/service.js';
@@ -199,3 +203,63 @@ describe('a refusal after the chain changed under this node’s cache', () => {
     expect(['A', 'B', 'C']).toContain(row.block);
   });
 });
+
+describe('a chain that changes again during the round decided on fresh facts', () => {
+  for (const change of ['a record revoked', 'the root removed'] as const) {
+    it(`(${change}) answers 503, stores nothing, and forgets it: the resend needs one statement`, async () => {
+      const { tenant, chain, verify } = await tenantWithChain(`stale-twice-${change.split(' ')[1]}`);
+      // Node 2's statements are watched: after the first STALE answer, the chain changes again.
+      const store = await openStore({ databaseUrl: svc.url, max: 4 });
+      const query = store.query;
+      let statements = 0;
+      let changed = false;
+      (store as { query: typeof query }).query = async (text, params) => {
+        const rows = await query(text, params);
+        if (text.includes('baton_verify_batch')) {
+          statements++;
+          if (!changed && JSON.stringify(rows).includes('STALE')) {
+            changed = true;
+            if (change === 'a record revoked')
+              await query('update delegations set revoked_at = now() where tenant_id = $1 and hash = $2', [tenant.id, chain.drs[1]!.hash]);
+            else await query('delete from trusted_roots where tenant_id = $1', [tenant.id]);
+          }
+        }
+        return rows;
+      };
+      const deps = await createServiceDeps({
+        store,
+        config: svc.deps.config,
+        log: silentLogger,
+        masterKey: svc.deps.masterKey,
+        now: svc.deps.now,
+      });
+      const node2 = callerOf(createApp(deps));
+      try {
+        expect((await verify(node2)).body.error.code).toBe('TOOL_UNDECLARED'); // node 2 caches the chain
+        const revoked = await svc.call('POST', `/v1/delegations/${chain.drs[0]!.hash}/revoke`, {
+          key: tenant.keys.issue,
+          json: { confirm: true, reason: 'compromised' },
+        });
+        expect(revoked.status).toBe(200);
+        const before = await denialCount(tenant.id);
+        statements = 0;
+        const raced = await verify(node2);
+        expect([raced.status, raced.body.error.code]).toEqual([503, 'STORAGE_UNAVAILABLE']);
+        expect(statements).toBe(2);
+        expect(await denialCount(tenant.id)).toBe(before);
+        // What the last round found stale was forgotten too: the resend is decided in one statement.
+        statements = 0;
+        const resent = await verify(node2);
+        expect(resent.status).toBe(403);
+        expect(['RECEIPT_REVOKED', 'UNTRUSTED_ROOT']).toContain(resent.body.error.code);
+        expect(statements).toBe(1);
+      } finally {
+        await store.close();
+      }
+    });
+  }
+});
+
+async function denialCount(tenantId: string): Promise<number> {
+  return (await svc.store.db.select().from(denials).where(eq(denials.tenantId, tenantId))).length;
+}
