@@ -183,7 +183,8 @@ export async function chainOfDelegation(deps: ServiceDeps, tenantId: string, has
 /** The most records a tree answer holds. */
 export const TREE_RECORDS = 1000;
 /**
- * The most bytes of policies (as JSON) a tree answer holds, past its first record. Ordinary policies
+ * The most bytes of policies (as JSON) a tree answer holds, past its first record, measured by each
+ * record's JWS (which holds its policy base64url-encoded: about 3 MiB of policies at most). Ordinary policies
  * are well under 1 KB, so 1000 of them never reach it; records with outsized ones (any holder may
  * store them, each up to about 48 KB, inside a JWS's 64 KiB) stop at about 85 such records, keeping
  * an answer near 5 MB (the other fields of a node add under 1 KB) where 1000 of them made 45 MB.

@@ -158,7 +158,7 @@ describe('GET /v1/delegations/{hash}/tree bounds', () => {
 
   it('the route text states both bounds as the service applies them', () => {
     expect(getDelegationTreeRoute.description).toContain(
-      `At most ${TREE_RECORDS} records and about ${TREE_POLICY_BYTES / (1024 * 1024)} MiB of policies`,
+      `At most ${TREE_RECORDS} records and ${TREE_POLICY_BYTES / (1024 * 1024)} MiB of records, each measured by its signed JWS`,
     );
   });
 
