@@ -493,7 +493,7 @@ export interface paths {
     };
     /**
      * A record and its descendants, nested
-     * @description The record and its descendants, shallowest first, each under its parent. At most 1000 records and about 4 MiB of policies (as JSON; the record asked for always comes, whatever the size of its own): any holder of a record may store records with large policies under it. `truncated` says when more exist: those left out are deeper than, or as deep as and stored after, the last ones shown. Read them as the tree of a record shown (`GET /v1/delegations/{hash}/tree` of a child) or one at a time (`GET /v1/delegations/{hash}`).
+     * @description The record and its descendants, shallowest first, each under its parent. At most 1000 records and 4 MiB of records, each measured by its signed JWS, which holds its policy (about 3 MiB of policies at most; the record asked for always comes, whatever its size): any holder of a record may store records with large policies under it. `truncated` says when more exist: those left out are deeper than, or as deep as and stored after, the last ones shown. Read them as the tree of a record shown (`GET /v1/delegations/{hash}/tree` of a child) or one at a time (`GET /v1/delegations/{hash}`).
      */
     get: operations['getDelegationTree'];
     put?: never;
