@@ -16,7 +16,7 @@ import { parseCliArgs, groupHelp, runSubcommand, type Subcommand } from './args.
 import { COMMON_OPTIONS, printJson } from './basics.js';
 import { UsageError, type CliIo } from './io.js';
 import { readSecret, secretIsTyped } from './secret-input.js';
-import { urlWithoutUserInfo } from '../sdk/client.js';
+import { urlWithoutUserInfo } from '../sdk/server-url.js';
 
 export interface SavedContext {
   readonly server: string;

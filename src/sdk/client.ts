@@ -44,6 +44,7 @@ import type { SignedDelegation } from './records.js';
 import { createRevocation } from './revocation.js';
 import * as answers from './answer-shape.js';
 import { fetchedChainProblem } from './fetched-chain.js';
+import { urlWithoutUserInfo } from './server-url.js';
 
 export const DEFAULT_TIMEOUT_MS = 10_000;
 /** The longest delay a timer takes (2^31 - 1 ms, about 24.8 days); a longer one fires at once. */
@@ -382,24 +383,6 @@ interface Answer<T> {
 const enc = encodeURIComponent;
 
 // ---------------------------------------------------------------- the client
-
-/**
- * A server URL as a message may show it: without user information, since a password in it would
- * reach stderr and CI logs. Judged as the URL parser reads it (`http:user:pw@host` holds a password
- * too); text no parser reads that holds an `@` shows its scheme at most.
- */
-export function urlWithoutUserInfo(raw: unknown): string {
-  const text = String(raw);
-  let url: URL;
-  try {
-    url = new URL(text);
-  } catch {
-    return text.includes('@') ? `${/^[a-z][a-z0-9+.-]*:/i.exec(text)?.[0] ?? ''}… (not shown: it holds an @)` : text;
-  }
-  if (url.username || url.password) return `${url.protocol}//…@${url.host}${url.pathname === '/' ? '' : url.pathname}`;
-  // An @ the parser read as no user information (http://user:12/pw@host, mailto:user:pw@host) may still be a password.
-  return text.includes('@') ? `${url.protocol}${url.host === '' ? '' : `//${url.host}`}… (not shown: it holds an @)` : text;
-}
 
 export class BatonClient {
   readonly baseUrl: string;
